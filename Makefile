@@ -1,0 +1,124 @@
+# CRunLoop + SwiftThreads — build, test, bench, install.
+#
+#   make                 libcrunloop.a, libcrunloop.so, crunloop.pc (clang by default)
+#   make check           installs missing Debian packages, runs C tests and `swift test`
+#   make CC=gcc check-c  the C tests built with gcc (no block APIs)
+#   make check-asan      C tests under ASan+UBSan (LeakSanitizer included)
+#   make check-tsan      C tests under ThreadSanitizer
+#   make check-leak      C tests under valgrind memcheck (leaks are errors)
+#   make bench           benchmark tables against pthreads / C11 / CF / libuv / GLib
+#   make demo            a tour of the examples
+#   make install PREFIX=/usr/local
+#
+# Extra rules for parts of the project live in mk/*.mk.
+
+ifeq ($(origin CC),default)
+CC := clang
+endif
+SWIFT ?= swift
+SWIFT_BIN := $(shell command -v $(SWIFT) 2>/dev/null)
+SWIFT_PREFIX := $(patsubst %/bin/swift,%,$(SWIFT_BIN))
+SWIFT_LIBDIR := $(SWIFT_PREFIX)/lib/swift/linux
+PREFIX ?= /usr/local
+VERSION := 0.1.0
+
+CC_NAME := $(notdir $(firstword $(CC)))
+IS_CLANG := $(shell $(CC) --version 2>/dev/null | grep -q clang && echo 1)
+VARIANT ?=
+BUILD ?= build/$(CC_NAME)$(VARIANT)
+
+OPT ?= -O2
+SAN ?=
+CPPFLAGS += -Iinclude -ISources/CRunLoop -D_GNU_SOURCE
+CFLAGS ?= $(OPT) -g
+CFLAGS += -std=gnu11 -Wall -Wextra -Wno-unused-parameter -fPIC -fvisibility=hidden $(SAN)
+LDFLAGS += $(SAN)
+LIBS := -lbsd -lpthread -lm
+PC_LIBS_PRIVATE := -lbsd -lpthread -lm
+ifeq ($(IS_CLANG),1)
+CFLAGS += -fblocks
+BLOCKS_LIBS := -L$(SWIFT_LIBDIR) -Wl,-rpath,$(SWIFT_LIBDIR) -lBlocksRuntime
+LIBS += $(BLOCKS_LIBS)
+PC_LIBS_PRIVATE += $(BLOCKS_LIBS)
+endif
+
+SRCS := $(sort $(wildcard Sources/CRunLoop/*.c))
+OBJS := $(SRCS:Sources/CRunLoop/%.c=$(BUILD)/obj/%.o)
+HDRS := $(wildcard include/crunloop/*.h) $(wildcard Sources/CRunLoop/*.h)
+STATIC_LIB := $(BUILD)/libcrunloop.a
+SHARED_LIB := $(BUILD)/libcrunloop.so
+
+TEST_SRCS := $(sort $(wildcard Tests/c/test_*.c))
+TEST_BINS := $(TEST_SRCS:Tests/c/%.c=$(BUILD)/tests/%)
+TEST_SUPPORT := $(wildcard Tests/c/support/*.c)
+TEST_LIBS := -lcmocka
+
+.PHONY: all lib deps check check-c check-swift check-asan check-tsan check-leak \
+        check-sanitizers bench demo install clean
+
+all: lib crunloop.pc
+lib: $(STATIC_LIB) $(SHARED_LIB)
+
+deps:
+	@scripts/setup-deps.sh
+
+$(BUILD)/obj/%.o: Sources/CRunLoop/%.c $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+$(STATIC_LIB): $(OBJS)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(SHARED_LIB): $(OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) -shared -Wl,-soname,libcrunloop.so.0 $(LDFLAGS) -o $@ $^ $(LIBS)
+
+crunloop.pc: Makefile
+	@printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$${prefix}/lib' 'includedir=$${prefix}/include' '' \
+	  'Name: crunloop' 'Description: Run loops, threads, perform requests and locks (CoreFoundation-style) for Linux' \
+	  'Version: $(VERSION)' 'Cflags: -I$${includedir}$(if $(IS_CLANG), -fblocks)' \
+	  'Libs: -L$${libdir} -Wl,-rpath,$${libdir} -lcrunloop $(PC_LIBS_PRIVATE)' > $@
+
+$(BUILD)/tests/%: Tests/c/%.c $(TEST_SUPPORT) $(wildcard Tests/c/support/*.h) $(STATIC_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -ITests/c/support $(CFLAGS) $(LDFLAGS) -o $@ $< $(TEST_SUPPORT) $(STATIC_LIB) $(TEST_LIBS) $(LIBS)
+
+# The C tests, one cmocka program per Tests/c/test_*.c. TEST_RUNNER prefixes
+# each run (valgrind for check-leak); TESTS=name limits the run to some.
+TESTS ?=
+check-c: deps $(TEST_BINS)
+	@BUILD=$(BUILD) TEST_RUNNER="$(TEST_RUNNER)" scripts/run-c-tests.sh $(TESTS)
+
+check-swift: deps
+	$(SWIFT) build --build-tests
+	$(SWIFT) test
+
+check: deps
+	$(MAKE) check-c
+	$(MAKE) check-swift
+
+check-asan: deps
+	RL_TEST_SCALE=asan $(MAKE) check-c VARIANT=-asan OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
+
+check-tsan: deps
+	RL_TEST_SCALE=tsan $(MAKE) check-c VARIANT=-tsan OPT=-O1 SAN="-fsanitize=thread"
+
+check-leak: deps
+	RL_TEST_SCALE=valgrind $(MAKE) check-c VARIANT=-valgrind TEST_RUNNER="valgrind -q --leak-check=full --show-leak-kinds=definite,indirect --errors-for-leak-kinds=definite,indirect --error-exitcode=99"
+
+check-sanitizers: check-asan check-tsan check-leak
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/include/crunloop $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m 644 include/crunloop/*.h $(DESTDIR)$(PREFIX)/include/crunloop/
+	install -m 644 $(STATIC_LIB) $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(SHARED_LIB) $(DESTDIR)$(PREFIX)/lib/libcrunloop.so.$(VERSION)
+	ln -sf libcrunloop.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libcrunloop.so.0
+	ln -sf libcrunloop.so.0 $(DESTDIR)$(PREFIX)/lib/libcrunloop.so
+	install -m 644 crunloop.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+
+clean:
+	rm -rf build crunloop.pc
+
+-include $(sort $(wildcard mk/*.mk))

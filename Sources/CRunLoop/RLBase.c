@@ -1,0 +1,131 @@
+/* RLBase.c — reference counting, descriptions and clocks. */
+#include "internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void *rl__object_alloc(const rl__class *cls, size_t size, const char *fn) {
+    rl__object *o = calloc(1, size);
+    if (!o) {
+        rl__fail(kRLErrorNoMemory, fn, "out of memory allocating %s", cls->name);
+        return NULL;
+    }
+    o->cls = cls;
+    atomic_init(&o->rc, 1);
+    atomic_init(&o->magic, RL__MAGIC_ALIVE);
+    return o;
+}
+
+bool rl__object_check(const void *obj, const rl__class *cls, const char *fn) {
+    if (RL__UNLIKELY(obj == NULL))
+        return rl__fail(kRLErrorInvalidArgument, fn, "NULL object");
+    const rl__object *o = obj;
+    if (RL__UNLIKELY(atomic_load_explicit(&o->magic, memory_order_relaxed) != RL__MAGIC_ALIVE))
+        return rl__fail(kRLErrorInvalidObject, fn, "%p is not a live CRunLoop object (released?)", obj);
+    if (RL__UNLIKELY(cls != NULL && o->cls != cls))
+        return rl__fail(kRLErrorInvalidObject, fn, "%p is a %s, not a %s", obj, o->cls->name, cls->name);
+    return true;
+}
+
+RLTypeRef RLRetain(RLTypeRef obj) {
+    if (!rl__object_check(obj, NULL, "RLRetain"))
+        return NULL;
+    rl__object *o = (rl__object *)obj;
+    atomic_fetch_add_explicit(&o->rc, 1, memory_order_relaxed);
+    return obj;
+}
+
+bool RLRelease(RLTypeRef obj) {
+    if (!rl__object_check(obj, NULL, "RLRelease"))
+        return false;
+    rl__object *o = (rl__object *)obj;
+    long rc = atomic_load_explicit(&o->rc, memory_order_relaxed);
+    for (;;) {
+        if (RL__UNLIKELY(rc <= 0))
+            return rl__fail(kRLErrorInvalidObject, "RLRelease", "%p was already released", obj);
+        if (rc == 1 && o->cls->can_destroy && !o->cls->can_destroy(o))
+            return false;
+        if (atomic_compare_exchange_weak_explicit(&o->rc, &rc, rc - 1, memory_order_release,
+                                                  memory_order_relaxed))
+            break;
+    }
+    if (rc != 1)
+        return true;
+    atomic_thread_fence(memory_order_acquire);
+    atomic_store_explicit(&o->magic, RL__MAGIC_DEAD, memory_order_relaxed);
+    if (o->cls->finalize)
+        o->cls->finalize(o);
+    free(o);
+    return true;
+}
+
+RLIndex RLGetRetainCount(RLTypeRef obj) {
+    if (!rl__object_check(obj, NULL, "RLGetRetainCount"))
+        return -1;
+    return atomic_load_explicit(&((const rl__object *)obj)->rc, memory_order_relaxed);
+}
+
+const char *RLGetTypeName(RLTypeRef obj) {
+    if (!rl__object_check(obj, NULL, "RLGetTypeName"))
+        return NULL;
+    return ((const rl__object *)obj)->cls->name;
+}
+
+char *RLCopyDescription(RLTypeRef obj) {
+    if (!rl__object_check(obj, NULL, "RLCopyDescription"))
+        return NULL;
+    const rl__object *o = obj;
+    if (o->cls->describe)
+        return o->cls->describe(o);
+    char *s = NULL;
+    if (asprintf(&s, "<%s %p>", o->cls->name, obj) < 0) {
+        rl__fail(kRLErrorNoMemory, "RLCopyDescription", "out of memory");
+        return NULL;
+    }
+    return s;
+}
+
+/* ---- clocks ---- */
+
+static double rl__clock_seconds(clockid_t id) {
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+RLAbsoluteTime RLAbsoluteTimeGetCurrent(void) {
+    return rl__clock_seconds(CLOCK_REALTIME) - kRLAbsoluteTimeIntervalSince1970;
+}
+
+double RLMonotonicTimeGetCurrent(void) { return rl__clock_seconds(CLOCK_MONOTONIC); }
+
+bool rl__date_valid(RLAbsoluteTime date) { return !isnan(date); }
+
+struct timespec rl__timespec_from_seconds(double s) {
+    struct timespec ts;
+    if (!(s > 0)) {
+        ts.tv_sec = 0;
+        ts.tv_nsec = 0;
+        return ts;
+    }
+    if (s > 4e15) /* far beyond any real wait; keeps tv_sec representable */
+        s = 4e15;
+    ts.tv_sec = (time_t)s;
+    ts.tv_nsec = (long)((s - (double)ts.tv_sec) * 1e9);
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec += 1;
+        ts.tv_nsec -= 1000000000L;
+    }
+    if (ts.tv_nsec < 0)
+        ts.tv_nsec = 0;
+    return ts;
+}
+
+struct timespec rl__monotonic_deadline_for_date(RLAbsoluteTime date) {
+    double remaining = date - RLAbsoluteTimeGetCurrent();
+    if (!(remaining > 0))
+        remaining = 0;
+    return rl__timespec_from_seconds(RLMonotonicTimeGetCurrent() + remaining);
+}

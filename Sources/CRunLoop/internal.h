@@ -1,0 +1,68 @@
+/*
+ * internal.h — private helpers shared by the CRunLoop implementation files.
+ * Names use the rl__ prefix; nothing here is exported from the library.
+ */
+#ifndef CRUNLOOP_INTERNAL_H
+#define CRUNLOOP_INTERNAL_H
+
+#include <crunloop/crunloop.h>
+#include <stdatomic.h>
+#include <stdarg.h>
+#include <time.h>
+
+#define RL__HIDDEN __attribute__((visibility("hidden")))
+#define RL__LIKELY(x) __builtin_expect(!!(x), 1)
+#define RL__UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+/* ---- errors (RLError.c) ---- */
+
+/* Records code + formatted message ("fn: ...") as the thread's last error and
+ * returns false, so a failing path reads `return rl__fail(...)`. */
+RL__HIDDEN bool rl__fail(RLErrorCode code, const char *fn, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4), cold));
+/* As rl__fail, with errno text appended and systemErrno set to err. */
+RL__HIDDEN bool rl__fail_errno(int err, const char *fn, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4), cold));
+
+/* ---- objects (RLBase.c) ---- */
+
+typedef struct rl__class {
+    const char *name;
+    /* Frees what the object owns (not the object itself). May be NULL. */
+    void (*finalize)(void *obj);
+    /* Called when the last reference is about to go. Return false (after
+     * rl__fail) to refuse destruction; the reference count stays at 1.
+     * May be NULL. */
+    bool (*can_destroy)(void *obj);
+    /* malloc'ed description, or NULL for the default "<Name 0x...>". */
+    char *(*describe)(const void *obj);
+} rl__class;
+
+#define RL__MAGIC_ALIVE 0x524c4f42u /* "RLOB" */
+#define RL__MAGIC_DEAD 0xdeadbeefu
+
+typedef struct rl__object {
+    _Atomic uint32_t magic;
+    const rl__class *cls;
+    _Atomic long rc;
+} rl__object;
+
+/* Allocates a zeroed object of `size` bytes (which starts with rl__object)
+ * with one reference. NULL (error set) on allocation failure. */
+RL__HIDDEN void *rl__object_alloc(const rl__class *cls, size_t size, const char *fn);
+
+/* True if obj is a live object of class cls (any class if cls is NULL);
+ * otherwise false with kRLErrorInvalidArgument (NULL) or
+ * kRLErrorInvalidObject set, naming fn. */
+RL__HIDDEN bool rl__object_check(const void *obj, const rl__class *cls, const char *fn);
+
+/* ---- time (RLBase.c) ---- */
+
+RL__HIDDEN struct timespec rl__timespec_from_seconds(double s);
+/* The CLOCK_MONOTONIC instant corresponding to an RLAbsoluteTime date; dates
+ * in the past map to now, +inf/huge dates to a far future. */
+RL__HIDDEN struct timespec rl__monotonic_deadline_for_date(RLAbsoluteTime date);
+/* True if date is a usable date (not NaN). */
+RL__HIDDEN bool rl__date_valid(RLAbsoluteTime date);
+
+#endif /* CRUNLOOP_INTERNAL_H */

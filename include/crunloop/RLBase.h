@@ -1,0 +1,117 @@
+/*
+ * RLBase.h — types, object model and time shared by every CRunLoop header.
+ *
+ * Ownership (the CoreFoundation rule, stated once here and repeated as a
+ * one-line comment on each declaration):
+ *   1. A function whose name contains "Create" or "Copy" returns a reference
+ *      the caller owns and must give back with RLRelease.
+ *   2. A function whose name contains "Get" returns a reference the caller
+ *      does not own; RLRetain it to keep it beyond the current scope.
+ *   3. Every object is reference counted and thread-safe to retain and
+ *      release from any thread.
+ *
+ * Errors: every call that can fail says so in its return value (false, NULL,
+ * or a documented result code) and leaves a thread-local error readable with
+ * RLErrorGetLast() (see RLError.h). A failed call changes nothing.
+ */
+#ifndef CRUNLOOP_RLBASE_H
+#define CRUNLOOP_RLBASE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+#define RL_EXTERN_C_BEGIN extern "C" {
+#define RL_EXTERN_C_END }
+#else
+#define RL_EXTERN_C_BEGIN
+#define RL_EXTERN_C_END
+#endif
+
+#define RL_EXPORT extern __attribute__((visibility("default")))
+#define RL_INLINE static inline __attribute__((always_inline))
+
+#ifndef __has_attribute
+#define __has_attribute(x) 0
+#endif
+#ifndef __has_feature
+#define __has_feature(x) 0
+#endif
+
+/* Enums with a fixed underlying type where the compiler allows it (clang),
+ * so that Swift imports `kRLRunLoopRunFinished` as `.finished`; a plain
+ * integer typedef elsewhere (gcc, C). Values are identical either way. */
+/* Written as `typedef RL_ENUM(int32_t, Name) { ... };` (the CF_ENUM idiom). */
+#if defined(__clang__) && __has_attribute(enum_extensibility)
+#define RL_ENUM(_type, _name) \
+    int rl__enum_##_name; \
+    enum __attribute__((enum_extensibility(open))) _name : _type; \
+    typedef enum _name _name; \
+    enum _name : _type
+#define RL_OPTIONS(_type, _name) \
+    int rl__options_##_name; \
+    enum __attribute__((flag_enum, enum_extensibility(open))) _name : _type; \
+    typedef enum _name _name; \
+    enum _name : _type
+#else
+#define RL_ENUM(_type, _name) _type _name; enum
+#define RL_OPTIONS(_type, _name) _type _name; enum
+#endif
+
+#if defined(__clang__) && __has_feature(nullability)
+#define RL_NULLABLE _Nullable
+#define RL_NONNULL _Nonnull
+#else
+#define RL_NULLABLE
+#define RL_NONNULL
+#endif
+
+RL_EXTERN_C_BEGIN
+
+/* Any CRunLoop object. */
+typedef const void *RLTypeRef;
+/* Kept for CoreFoundation parity; pass NULL (the default allocator). */
+typedef const void *RLAllocatorRef;
+typedef long RLIndex;
+typedef unsigned long RLOptionFlags;
+typedef unsigned long RLHashCode;
+
+/* Seconds. RLAbsoluteTime counts from 2001-01-01 00:00:00 UTC, like CF. */
+typedef double RLTimeInterval;
+typedef double RLAbsoluteTime;
+
+/* Seconds between 1970-01-01 and 2001-01-01. */
+#define kRLAbsoluteTimeIntervalSince1970 978307200.0
+
+/* The wall-clock time now, as CFAbsoluteTimeGetCurrent. Timed waits and
+ * timers convert dates to the monotonic clock on entry, so changing the
+ * wall clock never stretches or cuts short a wait already in progress. */
+RL_EXPORT RLAbsoluteTime RLAbsoluteTimeGetCurrent(void);
+
+/* Seconds on a monotonic clock (CLOCK_MONOTONIC); only differences mean
+ * anything. */
+RL_EXPORT double RLMonotonicTimeGetCurrent(void);
+
+/* Adds one reference. Returns obj, or NULL (error set) when obj is NULL or
+ * not a live CRunLoop object. */
+RL_EXPORT RLTypeRef RL_NULLABLE RLRetain(RLTypeRef RL_NULLABLE obj);
+
+/* Drops one reference; the last one destroys the object. Returns false
+ * (error set, nothing changed) when obj is NULL, not a live object, or may not
+ * be destroyed now (for example a lock that is still held). */
+RL_EXPORT bool RLRelease(RLTypeRef RL_NULLABLE obj);
+
+/* The current reference count, or -1 (error set) for a bad object. */
+RL_EXPORT RLIndex RLGetRetainCount(RLTypeRef RL_NULLABLE obj);
+
+/* The object's type name ("RLLock", "RLRunLoopTimer", ...), or NULL (error
+ * set). Static storage; do not free. */
+RL_EXPORT const char *RL_NULLABLE RLGetTypeName(RLTypeRef RL_NULLABLE obj);
+
+/* A human-readable description. Copy rule: the caller frees it with free(). */
+RL_EXPORT char *RL_NULLABLE RLCopyDescription(RLTypeRef RL_NULLABLE obj);
+
+RL_EXTERN_C_END
+
+#endif /* CRUNLOOP_RLBASE_H */

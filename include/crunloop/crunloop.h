@@ -1,0 +1,15 @@
+/*
+ * crunloop.h — the umbrella header of CRunLoop.
+ *
+ * CRunLoop is Apple's threading toolkit (CoreFoundation's run loop, threads,
+ * perform requests, locks, conditions and atomics) for Linux, mirroring
+ * CoreFoundation name for name with the RL prefix. See README.md and
+ * docs/ for what it does better than the run loop shipped with Swift on Linux.
+ */
+#ifndef CRUNLOOP_CRUNLOOP_H
+#define CRUNLOOP_CRUNLOOP_H
+
+#include <crunloop/RLBase.h>
+#include <crunloop/RLError.h>
+
+#endif /* CRUNLOOP_CRUNLOOP_H */

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Runs the built cmocka test programs ($BUILD/tests/test_*), optionally under
+# $TEST_RUNNER, and ends with one "N passed, N failed" line over all of them.
+set -uo pipefail
+BUILD=${BUILD:-build/clang}
+runner=${TEST_RUNNER:-}
+if [ $# -gt 0 ]; then
+  bins=(); for t in "$@"; do bins+=("$BUILD/tests/$t"); done
+else
+  bins=("$BUILD"/tests/test_*)
+fi
+passed=0; failed=0; failed_progs=()
+for b in "${bins[@]}"; do
+  [ -x "$b" ] || { echo "missing test program $b"; failed=$((failed+1)); continue; }
+  name=$(basename "$b")
+  out=$(mktemp)
+  # shellcheck disable=SC2086
+  $runner "$b" >"$out" 2>&1
+  rc=$?
+  cat "$out"
+  p=$(grep -E '^\[  PASSED  \] [0-9]+ test' "$out" | awk '{s+=$4} END{print s+0}')
+  f=$(grep -E '^\[  FAILED  \] [0-9]+ test' "$out" | awk '{s+=$4} END{print s+0}')
+  rm -f "$out"
+  passed=$((passed+p)); failed=$((failed+f))
+  if [ $rc -ne 0 ]; then
+    failed_progs+=("$name(rc=$rc)")
+    [ "$f" -eq 0 ] && failed=$((failed+1))
+  fi
+done
+echo "C tests in $BUILD: ${#bins[@]} programs"
+[ ${#failed_progs[@]} -gt 0 ] && echo "failing programs: ${failed_progs[*]}"
+echo "${passed} passed, ${failed} failed"
+[ "$failed" -eq 0 ]
