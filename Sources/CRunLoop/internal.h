@@ -65,4 +65,13 @@ RL__HIDDEN struct timespec rl__monotonic_deadline_for_date(RLAbsoluteTime date);
 /* True if date is a usable date (not NaN). */
 RL__HIDDEN bool rl__date_valid(RLAbsoluteTime date);
 
+/* ---- run loop <-> threads (RLRunLoop.c, used by RLThread.c) ---- */
+
+/* Tears down the calling thread's run loop the CF way (sources cancelled
+ * on this thread, everything released). Safe to call more than once; the
+ * run loop's own pthread-key destructor calls it for threads that exit
+ * without it. RLThread calls it after the entry returns and before the
+ * will-exit notifications. */
+RL__HIDDEN void rl__runloop_teardown_current_thread(void);
+
 #endif /* CRUNLOOP_INTERNAL_H */

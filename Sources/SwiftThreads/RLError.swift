@@ -53,7 +53,7 @@ public struct RLError: Error, Equatable, Sendable, CustomStringConvertible {
     public var description: String { message }
 
     /// The calling thread's last C error.
-    static func last() -> RLError {
+    public static func last() -> RLError {
         let e = RLErrorGetLast()
         return RLError(code: Code(rawValue: e.code.rawValue) ?? .unknown,
                        systemErrno: e.systemErrno,

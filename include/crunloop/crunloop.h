@@ -11,5 +11,6 @@
 
 #include <crunloop/RLBase.h>
 #include <crunloop/RLError.h>
+#include <crunloop/RLRunLoop.h>
 
 #endif /* CRUNLOOP_CRUNLOOP_H */

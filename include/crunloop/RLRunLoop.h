@@ -1,0 +1,145 @@
+/*
+ * RLRunLoop.h — CoreFoundation's CFRunLoop for Linux, under the RL prefix.
+ *
+ * Every CFRunLoop function exists here with the same parameters, meaning and
+ * numeric constants; CoreFoundation's behaviour is the reference (observer
+ * order in an iteration, RunInMode result codes, Stop affecting the innermost
+ * run only, FIFO perform blocks, common modes, nested runs, source order).
+ *
+ * What this run loop does better than CoreFoundation on Linux
+ * (docs/runloop.md lists every intended difference):
+ *   - one epoll fd, one eventfd and one timerfd per run loop, however many
+ *     modes (CF: 3 + 2 per mode); wake-ups are coalesced (WakeUp on an
+ *     awake or already-woken loop makes no system call);
+ *   - timers in a heap (O(log n) add/move/remove/fire) with working
+ *     tolerance used to coalesce wake-ups; signalled sources are found in
+ *     O(1) through a ready list;
+ *   - file-descriptor sources for any fd (RLFileDescriptor.h);
+ *   - no helper thread for run timeouts and no lost wake-up.
+ *
+ * Where CF returns void, the RL function returns bool: false (with
+ * RLErrorGetLast() set, nothing changed) reports misuse such as a NULL or
+ * released object, a NULL or empty mode, or an invalidated source.
+ *
+ * Thread safety: every function may be called from any thread. Run,
+ * RunInMode and GetCurrent act on the calling thread's run loop. No internal
+ * lock is held while a callout (source perform, timer, observer, block,
+ * schedule/cancel, context retain/release) runs, so a callout may call any
+ * function here, including removing or invalidating itself.
+ */
+#ifndef CRUNLOOP_RLRUNLOOP_H
+#define CRUNLOOP_RLRUNLOOP_H
+
+#include <crunloop/RLBase.h>
+
+RL_EXTERN_C_BEGIN
+
+typedef struct RLRunLoop *RLRunLoopRef;
+typedef struct RLRunLoopSource *RLRunLoopSourceRef;
+typedef struct RLRunLoopObserver *RLRunLoopObserverRef;
+typedef struct RLRunLoopTimer *RLRunLoopTimerRef;
+
+/* A mode name; compared by content, copied by the library when stored. */
+typedef const char *RLRunLoopMode;
+
+/* Why RLRunLoopRunInMode returned (same values as CF). */
+typedef RL_ENUM(int32_t, RLRunLoopRunResult) {
+    kRLRunLoopRunFinished = 1,      /* the mode has no sources or timers */
+    kRLRunLoopRunStopped = 2,       /* RLRunLoopStop */
+    kRLRunLoopRunTimedOut = 3,      /* `seconds` elapsed */
+    kRLRunLoopRunHandledSource = 4, /* a source was handled and returnAfterSourceHandled */
+};
+
+/* Observer activities (same bits as CF). */
+typedef RL_OPTIONS(RLOptionFlags, RLRunLoopActivity) {
+    kRLRunLoopEntry = (1UL << 0),
+    kRLRunLoopBeforeTimers = (1UL << 1),
+    kRLRunLoopBeforeSources = (1UL << 2),
+    kRLRunLoopBeforeWaiting = (1UL << 5),
+    kRLRunLoopAfterWaiting = (1UL << 6),
+    kRLRunLoopExit = (1UL << 7),
+    kRLRunLoopAllActivities = 0x0FFFFFFFU,
+};
+
+/* "kRLRunLoopDefaultMode" */
+RL_EXPORT const RLRunLoopMode kRLRunLoopDefaultMode;
+/* "kRLRunLoopCommonModes": the pseudo-mode standing for every common mode. */
+RL_EXPORT const RLRunLoopMode kRLRunLoopCommonModes;
+
+/* The calling thread's run loop, created on first use. Get rule: not owned;
+ * it lives until its thread exits (the main thread's: until process exit). */
+RL_EXPORT RLRunLoopRef RL_NULLABLE RLRunLoopGetCurrent(void);
+/* The main thread's run loop. Get rule. */
+RL_EXPORT RLRunLoopRef RL_NULLABLE RLRunLoopGetMain(void);
+
+/* Runs the current thread's loop in the default mode until it is stopped or
+ * the default mode has nothing left to wait for. Returns kRLRunLoopRunStopped
+ * or kRLRunLoopRunFinished. */
+RL_EXPORT RLRunLoopRunResult RLRunLoopRun(void);
+
+/* Runs the current thread's loop in `mode` for at most `seconds` (<= 0: one
+ * pass, no waiting). Returns a kRLRunLoopRun… code, or 0 (error set) for a
+ * NULL/empty mode, kRLRunLoopCommonModes, or a NaN interval. */
+RL_EXPORT RLRunLoopRunResult RLRunLoopRunInMode(RLRunLoopMode mode, RLTimeInterval seconds,
+                                                bool returnAfterSourceHandled);
+
+/* The mode rl is running in. Copy rule: free() the string. NULL if rl is not
+ * running (no error) or on misuse (error set). */
+RL_EXPORT char *RL_NULLABLE RLRunLoopCopyCurrentMode(RLRunLoopRef rl);
+
+/* Every mode rl knows, as one malloc'ed NULL-terminated array of strings
+ * (the strings live in the same block). Copy rule: free() the array once.
+ * *count (if non-NULL) receives the number of modes. */
+RL_EXPORT char *RL_NULLABLE *RL_NULLABLE RLRunLoopCopyAllModes(RLRunLoopRef rl, RLIndex *RL_NULLABLE count);
+
+/* Makes `mode` common: every item added to kRLRunLoopCommonModes, now or
+ * later, is also in `mode`. */
+RL_EXPORT bool RLRunLoopAddCommonMode(RLRunLoopRef rl, RLRunLoopMode mode);
+
+/* The earliest fire date of the valid timers in `mode`, or 0 if none. */
+RL_EXPORT RLAbsoluteTime RLRunLoopGetNextTimerFireDate(RLRunLoopRef rl, RLRunLoopMode mode);
+
+/* True while rl is blocked waiting for an event. */
+RL_EXPORT bool RLRunLoopIsWaiting(RLRunLoopRef rl);
+/* Wakes rl if it is waiting. Coalesced: no system call if rl is awake or a
+ * wake-up is already pending. */
+RL_EXPORT bool RLRunLoopWakeUp(RLRunLoopRef rl);
+/* Makes the innermost running RunInMode of rl return kRLRunLoopRunStopped;
+ * if rl is not running, the next run returns at once with that code. */
+RL_EXPORT bool RLRunLoopStop(RLRunLoopRef rl);
+
+/* Queues fn(info) to run once on rl's thread when rl next runs in `mode`
+ * (or in any common mode, for kRLRunLoopCommonModes). FIFO. Does not wake
+ * rl: call RLRunLoopWakeUp, as with CF. */
+RL_EXPORT bool RLRunLoopPerformFunction(RLRunLoopRef rl, RLRunLoopMode mode, void (*fn)(void *info),
+                                        void *RL_NULLABLE info);
+#if __BLOCKS__
+/* The block form (CFRunLoopPerformBlock); the block is copied. */
+RL_EXPORT bool RLRunLoopPerformBlock(RLRunLoopRef rl, RLRunLoopMode mode, void (^block)(void));
+#endif
+
+RL_EXPORT bool RLRunLoopContainsSource(RLRunLoopRef rl, RLRunLoopSourceRef source, RLRunLoopMode mode);
+/* Adding retains the source; removing (or the loop's teardown) releases it.
+ * The source's schedule callback runs the first time it is added to a
+ * mode, cancel when it is removed from one. Adding twice is harmless. */
+RL_EXPORT bool RLRunLoopAddSource(RLRunLoopRef rl, RLRunLoopSourceRef source, RLRunLoopMode mode);
+RL_EXPORT bool RLRunLoopRemoveSource(RLRunLoopRef rl, RLRunLoopSourceRef source, RLRunLoopMode mode);
+
+RL_EXPORT bool RLRunLoopContainsObserver(RLRunLoopRef rl, RLRunLoopObserverRef observer, RLRunLoopMode mode);
+RL_EXPORT bool RLRunLoopAddObserver(RLRunLoopRef rl, RLRunLoopObserverRef observer, RLRunLoopMode mode);
+RL_EXPORT bool RLRunLoopRemoveObserver(RLRunLoopRef rl, RLRunLoopObserverRef observer, RLRunLoopMode mode);
+
+RL_EXPORT bool RLRunLoopContainsTimer(RLRunLoopRef rl, RLRunLoopTimerRef timer, RLRunLoopMode mode);
+/* A timer belongs to one run loop at a time (in any number of its modes);
+ * adding it to a second run loop fails with kRLErrorInvalidState. */
+RL_EXPORT bool RLRunLoopAddTimer(RLRunLoopRef rl, RLRunLoopTimerRef timer, RLRunLoopMode mode);
+RL_EXPORT bool RLRunLoopRemoveTimer(RLRunLoopRef rl, RLRunLoopTimerRef timer, RLRunLoopMode mode);
+
+RL_EXTERN_C_END
+
+#include <crunloop/RLRunLoopSource.h>
+#include <crunloop/RLRunLoopTimer.h>
+#include <crunloop/RLRunLoopObserver.h>
+#include <crunloop/RLFileDescriptor.h>
+
+#endif /* CRUNLOOP_RLRUNLOOP_H */
