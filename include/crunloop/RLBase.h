@@ -59,13 +59,11 @@
 #define RL_OPTIONS(_type, _name) _type _name; enum
 #endif
 
-#if defined(__clang__) && __has_feature(nullability)
-#define RL_NULLABLE _Nullable
-#define RL_NONNULL _Nonnull
-#else
+/* Documentation markers only: the headers carry no clang nullability
+ * qualifiers (a partly annotated header warns under clang, and the Swift
+ * overlay checks every pointer itself). */
 #define RL_NULLABLE
 #define RL_NONNULL
-#endif
 
 RL_EXTERN_C_BEGIN
 
