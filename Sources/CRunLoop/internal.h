@@ -65,6 +65,26 @@ RL__HIDDEN struct timespec rl__monotonic_deadline_for_date(RLAbsoluteTime date);
 /* True if date is a usable date (not NaN). */
 RL__HIDDEN bool rl__date_valid(RLAbsoluteTime date);
 
+/* ---- lock-order debugging (RLLockDebug.c) ----
+ * Every RL lock calls these hooks, only when rl__lockdep_enabled() (one
+ * relaxed load on the fast path). `where` is the caller's return address
+ * (__builtin_return_address(0) in the public lock function), symbolized
+ * only when a report is printed. `lock` identifies the lock; `name` is its
+ * current name (may be NULL; copied by the detector). */
+RL__HIDDEN extern _Atomic int rl__lockdep_on;
+static inline bool rl__lockdep_enabled(void) {
+    return atomic_load_explicit(&rl__lockdep_on, memory_order_relaxed) != 0;
+}
+/* Before blocking on `lock`: records the order edge held-lock -> lock for
+ * every lock the thread holds and reports an inversion (never blocks). */
+RL__HIDDEN void rl__lockdep_will_acquire(const void *lock, const char *name, const void *where);
+/* After `lock` was taken (also after a successful try-lock). */
+RL__HIDDEN void rl__lockdep_acquired(const void *lock, const char *name, const void *where);
+/* After `lock` was released by the calling thread. */
+RL__HIDDEN void rl__lockdep_released(const void *lock);
+/* `lock` is being destroyed: forget its edges. */
+RL__HIDDEN void rl__lockdep_forget(const void *lock);
+
 /* ---- run loop <-> threads (RLRunLoop.c, used by RLThread.c) ---- */
 
 /* Tears down the calling thread's run loop the CF way (sources cancelled
