@@ -94,9 +94,23 @@ check-swift: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test
 
+# Fragments in mk/*.mk append to these: CHECK_EXTRA (more test targets run
+# by `make check`), BENCH_TARGETS (tables printed by `make bench`) and
+# DEMO_TARGETS (the tour run by `make demo`).
+CHECK_EXTRA ?=
+BENCH_TARGETS ?=
+DEMO_TARGETS ?=
+
 check: deps
 	$(MAKE) check-c
+	$(if $(strip $(CHECK_EXTRA)),$(MAKE) $(CHECK_EXTRA))
 	$(MAKE) check-swift
+
+bench: deps
+	@$(if $(strip $(BENCH_TARGETS)),$(MAKE) --no-print-directory $(BENCH_TARGETS),echo "no benchmarks yet")
+
+demo: deps
+	@$(if $(strip $(DEMO_TARGETS)),$(MAKE) --no-print-directory $(DEMO_TARGETS),echo "no demo yet")
 
 check-asan: deps
 	RL_TEST_SCALE=asan $(MAKE) check-c VARIANT=-asan OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
