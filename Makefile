@@ -52,6 +52,8 @@ TEST_SRCS := $(sort $(wildcard Tests/c/test_*.c))
 TEST_BINS := $(TEST_SRCS:Tests/c/%.c=$(BUILD)/tests/%)
 TEST_SUPPORT := $(wildcard Tests/c/support/*.c)
 TEST_LIBS := -lcmocka
+# The toolchain clang's TSan runtime refers to libdispatch symbols.
+TSAN_EXTRA_LIBS := $(if $(IS_CLANG),-L$(SWIFT_LIBDIR) -ldispatch)
 
 .PHONY: all lib deps check check-c check-swift check-asan check-tsan check-leak \
         check-sanitizers bench demo install clean
@@ -116,10 +118,10 @@ check-asan: deps
 	RL_TEST_SCALE=asan $(MAKE) check-c VARIANT=-asan OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
 
 check-tsan: deps
-	RL_TEST_SCALE=tsan $(MAKE) check-c VARIANT=-tsan OPT=-O1 SAN="-fsanitize=thread"
+	RL_TEST_SCALE=tsan $(MAKE) check-c VARIANT=-tsan OPT=-O1 SAN="-fsanitize=thread" TEST_LIBS="-lcmocka $(TSAN_EXTRA_LIBS)"
 
 check-leak: deps
-	RL_TEST_SCALE=valgrind $(MAKE) check-c VARIANT=-valgrind TEST_RUNNER="valgrind -q --leak-check=full --show-leak-kinds=definite,indirect --errors-for-leak-kinds=definite,indirect --error-exitcode=99"
+	RL_TEST_SCALE=valgrind $(MAKE) check-c VARIANT=-valgrind OPT="-O2 -gdwarf-4" TEST_RUNNER="valgrind -q --leak-check=full --show-leak-kinds=definite,indirect --errors-for-leak-kinds=definite,indirect --error-exitcode=99"
 
 check-sanitizers: check-asan check-tsan check-leak
 

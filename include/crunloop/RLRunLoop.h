@@ -104,8 +104,9 @@ RL_EXPORT bool RLRunLoopIsWaiting(RLRunLoopRef rl);
 /* Wakes rl if it is waiting. Coalesced: no system call if rl is awake or a
  * wake-up is already pending. */
 RL_EXPORT bool RLRunLoopWakeUp(RLRunLoopRef rl);
-/* Makes the innermost running RunInMode of rl return kRLRunLoopRunStopped;
- * if rl is not running, the next run returns at once with that code. */
+/* Makes the innermost running RunInMode of rl return kRLRunLoopRunStopped
+ * (after the current pass). As in CF, a stop request made while rl is not
+ * running is forgotten: it does not stop the next run. */
 RL_EXPORT bool RLRunLoopStop(RLRunLoopRef rl);
 
 /* Queues fn(info) to run once on rl's thread when rl next runs in `mode`

@@ -12,5 +12,18 @@
 #include <crunloop/RLBase.h>
 #include <crunloop/RLError.h>
 #include <crunloop/RLRunLoop.h>
+#include <crunloop/RLThread.h>
+#include <crunloop/RLPerform.h>
+#include <crunloop/RLWorkerThread.h>
+#include <crunloop/RLLock.h>
+#include <crunloop/RLCondition.h>
+#include <crunloop/RLConditionLock.h>
+#include <crunloop/RLReadWriteLock.h>
+#include <crunloop/RLOnce.h>
+#include <crunloop/RLAtomic.h>
+#include <crunloop/RLSpinLock.h>
+#include <crunloop/RLSync.h>
+#include <crunloop/RLDistributedLock.h>
+#include <crunloop/RLLockDebug.h>
 
 #endif /* CRUNLOOP_CRUNLOOP_H */

@@ -1,0 +1,182 @@
+/* RLFileDescriptor.c — run-loop sources for any file descriptor. The loop
+ * watches the fd with epoll (RLRunLoop.c) and never reads or writes it. */
+#include "runloop_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+static void rl_fd_finalize(void *obj) {
+    struct RLFileDescriptor *f = obj;
+    /* The source holds a reference on f, so no source is left here. */
+    if (f->valid) {
+        if (f->close_on_invalidate)
+            close(f->fd);
+        if (f->ctx.release)
+            f->ctx.release(f->ctx.info);
+    }
+}
+
+static char *rl_fd_describe(const void *obj) {
+    const struct RLFileDescriptor *f = obj;
+    char *out = NULL;
+    if (asprintf(&out, "<RLFileDescriptor %p fd %d%s>", obj, f->fd, f->valid ? "" : " invalid") < 0)
+        out = NULL;
+    return out;
+}
+
+const rl__class rl__fd_class = {"RLFileDescriptor", rl_fd_finalize, NULL, rl_fd_describe};
+
+static bool rl_fd_ok(RLFileDescriptorRef f, const char *fn) { return rl__object_check(f, &rl__fd_class, fn); }
+
+RLFileDescriptorRef RLFileDescriptorCreate(RLAllocatorRef allocator, RLFileDescriptorNativeDescriptor fd,
+                                           bool closeOnInvalidate, RLFileDescriptorCallBack callout,
+                                           const RLFileDescriptorContext *context) {
+    const char *fn = "RLFileDescriptorCreate";
+    if (!callout) {
+        rl__fail(kRLErrorInvalidArgument, fn, "NULL callout");
+        return NULL;
+    }
+    if (fd < 0 || fcntl(fd, F_GETFD) < 0) {
+        rl__fail(kRLErrorInvalidArgument, fn, "%d is not an open file descriptor", fd);
+        return NULL;
+    }
+    if (context && context->version != 0) {
+        rl__fail(kRLErrorInvalidArgument, fn, "context version %ld is not supported (use 0)", context->version);
+        return NULL;
+    }
+    struct RLFileDescriptor *f = rl__object_alloc(&rl__fd_class, sizeof *f, fn);
+    if (!f)
+        return NULL;
+    f->fd = fd;
+    f->close_on_invalidate = closeOnInvalidate;
+    f->callout = callout;
+    f->valid = true;
+    if (context) {
+        f->ctx = *context;
+        if (f->ctx.retain)
+            f->ctx.info = (void *)f->ctx.retain(f->ctx.info);
+    }
+    return f;
+}
+
+RLFileDescriptorNativeDescriptor RLFileDescriptorGetNativeDescriptor(RLFileDescriptorRef f) {
+    return rl_fd_ok(f, "RLFileDescriptorGetNativeDescriptor") ? f->fd : -1;
+}
+
+bool RLFileDescriptorGetContext(RLFileDescriptorRef f, RLFileDescriptorContext *context) {
+    const char *fn = "RLFileDescriptorGetContext";
+    if (!rl_fd_ok(f, fn))
+        return false;
+    if (!context)
+        return rl__fail(kRLErrorInvalidArgument, fn, "NULL context");
+    *context = f->ctx;
+    return true;
+}
+
+static bool rl_fd_set_enabled(RLFileDescriptorRef f, RLOptionFlags types, bool on, const char *fn) {
+    if (!rl_fd_ok(f, fn))
+        return false;
+    RLOptionFlags known = kRLFileDescriptorReadCallBack | kRLFileDescriptorWriteCallBack;
+    if (types & ~known)
+        return rl__fail(kRLErrorInvalidArgument, fn, "unknown callback types 0x%lx", types & ~known);
+    rl__graph_lock();
+    bool ok = f->valid;
+    if (ok) {
+        f->enabled = on ? (f->enabled | types) : (f->enabled & ~types);
+        rl__fd_changed_locked(f);
+    }
+    rl__graph_unlock();
+    if (!ok)
+        return rl__fail(kRLErrorInvalidObject, fn, "the descriptor object has been invalidated");
+    return true;
+}
+
+bool RLFileDescriptorEnableCallBacks(RLFileDescriptorRef f, RLOptionFlags types) {
+    return rl_fd_set_enabled(f, types, true, "RLFileDescriptorEnableCallBacks");
+}
+
+bool RLFileDescriptorDisableCallBacks(RLFileDescriptorRef f, RLOptionFlags types) {
+    return rl_fd_set_enabled(f, types, false, "RLFileDescriptorDisableCallBacks");
+}
+
+bool RLFileDescriptorInvalidate(RLFileDescriptorRef f) {
+    if (!rl_fd_ok(f, "RLFileDescriptorInvalidate"))
+        return false;
+    rl_defer d;
+    rl__defer_init(&d);
+    rl__graph_lock();
+    bool was = f->valid;
+    if (was) {
+        f->enabled = 0;
+        if (f->source)
+            rl__source_invalidate_locked(f->source, &d); /* leaves every epoll set */
+        f->valid = false;
+    }
+    rl__graph_unlock();
+    if (was) {
+        if (f->close_on_invalidate)
+            close(f->fd);
+        rl__defer_ctx_release(&d, f->ctx.release, f->ctx.info);
+    }
+    rl__defer_run(&d);
+    return true;
+}
+
+bool RLFileDescriptorIsValid(RLFileDescriptorRef f) {
+    if (!rl_fd_ok(f, "RLFileDescriptorIsValid"))
+        return false;
+    rl__graph_lock();
+    bool v = f->valid;
+    rl__graph_unlock();
+    return v;
+}
+
+/* Takes a reference on a source that may be on its way out (its count may
+ * already have reached zero while its finalizer waits for the graph lock). */
+static bool rl_try_retain(struct RLRunLoopSource *s) {
+    long rc = atomic_load(&s->base.rc);
+    while (rc > 0) {
+        if (atomic_compare_exchange_weak(&s->base.rc, &rc, rc + 1))
+            return true;
+    }
+    return false;
+}
+
+RLRunLoopSourceRef RLFileDescriptorCreateRunLoopSource(RLAllocatorRef allocator, RLFileDescriptorRef f,
+                                                       RLIndex order) {
+    const char *fn = "RLFileDescriptorCreateRunLoopSource";
+    if (!rl_fd_ok(f, fn))
+        return NULL;
+    rl__graph_lock();
+    struct RLRunLoopSource *s = NULL;
+    bool valid = f->valid;
+    if (valid && f->source && rl_try_retain(f->source))
+        s = f->source;
+    rl__graph_unlock();
+    if (!valid) {
+        rl__fail(kRLErrorInvalidObject, fn, "the descriptor object has been invalidated");
+        return NULL;
+    }
+    if (s)
+        return s;
+    RLRunLoopSourceContext ctx = {0};
+    s = RLRunLoopSourceCreate(allocator, order, &ctx);
+    if (!s)
+        return NULL;
+    RLRetain(f);
+    s->fdobj = f;
+    rl__graph_lock();
+    if (f->source && rl_try_retain(f->source)) {
+        /* Another thread made one meanwhile: one source per descriptor. */
+        struct RLRunLoopSource *other = f->source;
+        rl__graph_unlock();
+        RLRelease(s);
+        return other;
+    }
+    f->source = s;
+    rl__graph_unlock();
+    return s;
+}

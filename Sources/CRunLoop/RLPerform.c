@@ -1,0 +1,609 @@
+/* RLPerform.c — perform requests onto a thread's run loop, and delayed
+ * performs on the current thread.
+ *
+ * Each thread keeps its own FIFO of requests under its lock. The run loop
+ * only ever holds "drain" calls (RLRunLoopPerformFunction) whose info is a
+ * drain record owned by the thread, one per mode key with at most one call
+ * outstanding: a drain runs, on the target thread, every request queued
+ * before it started that is eligible in the mode the loop is running. The
+ * requests themselves never sit in the run loop, so a thread that finishes
+ * can release every waiter and free every request, and nothing leaks when
+ * a loop is torn down with drain calls still queued. */
+#include "RLThreadInternal.h"
+#include <crunloop/RLPerform.h>
+
+#include <bsd/sys/queue.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if __BLOCKS__
+extern void *_Block_copy(const void *block);
+extern void _Block_release(const void *block);
+#endif
+
+enum { RL__WAIT_PENDING = 0, RL__WAIT_DONE = 1, RL__WAIT_FAILED = 2 };
+
+typedef struct rl__perform_waiter {
+    int status;
+} rl__perform_waiter;
+
+typedef struct rl__perform_req {
+    TAILQ_ENTRY(rl__perform_req) link;
+    void (*fn)(void *arg);
+    void *arg;
+    void *block;
+    bool common;     /* in the common modes */
+    size_t nmodes;   /* explicit modes (besides common) */
+    char **modes;
+    rl__perform_waiter *waiter; /* on the waiting thread's stack, or NULL */
+} rl__perform_req;
+TAILQ_HEAD(rl__perform_reqq, rl__perform_req);
+
+typedef struct rl__perform_drain {
+    struct rl__perform_drain *next;
+    RLThreadRef thread;
+    char *mode; /* NULL: the common modes */
+    bool posted;
+} rl__perform_drain;
+
+typedef struct rl__delayed {
+    struct rl__delayed *next;
+    RLPerformToken token;
+    RLThreadRef thread;
+    void (*fn)(void *arg);
+    void *arg;
+    void *block;
+    RLRunLoopTimerRef timer;
+} rl__delayed;
+
+struct rl__perform_state {
+    struct rl__perform_reqq queue;
+    bool closed; /* the thread is exiting: no more requests */
+    rl__perform_drain *drains;
+    char **common_modes; /* modes seen running a common-modes drain */
+    size_t ncommon;
+    rl__delayed *delayed;
+};
+
+static _Atomic uint64_t rl__next_perform_token = 1;
+
+/* ---- requests ---- */
+
+static void rl__req_free(rl__perform_req *r) {
+#if __BLOCKS__
+    if (r->block)
+        _Block_release(r->block);
+#endif
+    for (size_t i = 0; i < r->nmodes; i++)
+        free(r->modes[i]);
+    free(r->modes);
+    free(r);
+}
+
+static bool rl__is_common(RLRunLoopMode m) { return strcmp(m, kRLRunLoopCommonModes) == 0; }
+
+/* Copies a NULL-terminated mode list into r (NULL list: common modes). */
+static bool rl__req_set_modes(rl__perform_req *r, const RLRunLoopMode *modes, const char *fn) {
+    if (!modes) {
+        r->common = true;
+        return true;
+    }
+    size_t n = 0;
+    while (modes[n]) {
+        if (modes[n][0] == '\0')
+            return rl__fail(kRLErrorInvalidArgument, fn, "empty mode name");
+        n++;
+    }
+    if (n == 0)
+        return rl__fail(kRLErrorInvalidArgument, fn, "empty mode list");
+    r->modes = calloc(n, sizeof *r->modes);
+    if (!r->modes)
+        return rl__fail(kRLErrorNoMemory, fn, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        if (rl__is_common(modes[i])) {
+            r->common = true;
+            continue;
+        }
+        bool dup = false;
+        for (size_t j = 0; j < r->nmodes; j++)
+            dup = dup || strcmp(r->modes[j], modes[i]) == 0;
+        if (dup)
+            continue;
+        if (!(r->modes[r->nmodes] = strdup(modes[i])))
+            return rl__fail(kRLErrorNoMemory, fn, "out of memory");
+        r->nmodes++;
+    }
+    return true;
+}
+
+static rl__perform_req *rl__req_new(void (*fn)(void *), void *arg, void *block, const RLRunLoopMode *modes,
+                                    const char *fname) {
+    rl__perform_req *r = calloc(1, sizeof *r);
+    if (!r) {
+        rl__fail(kRLErrorNoMemory, fname, "out of memory");
+        return NULL;
+    }
+    r->fn = fn;
+    r->arg = arg;
+    if (!rl__req_set_modes(r, modes, fname)) {
+        rl__req_free(r);
+        return NULL;
+    }
+    r->block = block;
+    return r;
+}
+
+static void rl__req_run(rl__perform_req *r) {
+#if __BLOCKS__
+    if (r->block) {
+        ((void (^)(void))r->block)();
+        return;
+    }
+#endif
+    r->fn(r->arg);
+}
+
+/* ---- per-thread state ---- */
+
+static struct rl__perform_state *rl__state_locked(RLThreadRef t) {
+    if (!t->perform) {
+        struct rl__perform_state *s = calloc(1, sizeof *s);
+        if (!s)
+            return NULL;
+        TAILQ_INIT(&s->queue);
+        t->perform = s;
+    }
+    return t->perform;
+}
+
+static bool rl__known_common_locked(struct rl__perform_state *s, const char *mode) {
+    for (size_t i = 0; i < s->ncommon; i++)
+        if (strcmp(s->common_modes[i], mode) == 0)
+            return true;
+    return false;
+}
+
+static void rl__learn_common_locked(struct rl__perform_state *s, const char *mode) {
+    if (rl__known_common_locked(s, mode))
+        return;
+    char **grown = realloc(s->common_modes, (s->ncommon + 1) * sizeof *grown);
+    if (!grown)
+        return;
+    s->common_modes = grown;
+    if ((grown[s->ncommon] = strdup(mode)))
+        s->ncommon++;
+}
+
+static bool rl__req_eligible_locked(struct rl__perform_state *s, rl__perform_req *r, const char *mode,
+                                    bool drain_is_common) {
+    for (size_t i = 0; i < r->nmodes; i++)
+        if (strcmp(r->modes[i], mode) == 0)
+            return true;
+    return r->common && (drain_is_common || rl__known_common_locked(s, mode));
+}
+
+static void rl__drain(void *info);
+
+/* Makes sure a drain call is queued on the thread's loop for one mode key. */
+static void rl__post_drain_locked(RLThreadRef t, struct rl__perform_state *s, const char *mode) {
+    rl__perform_drain *d = s->drains;
+    while (d && !(mode == NULL ? d->mode == NULL : (d->mode && strcmp(d->mode, mode) == 0)))
+        d = d->next;
+    if (!d) {
+        d = calloc(1, sizeof *d);
+        if (!d)
+            return;
+        if (mode && !(d->mode = strdup(mode))) {
+            free(d);
+            return;
+        }
+        d->thread = t;
+        d->next = s->drains;
+        s->drains = d;
+    }
+    if (d->posted)
+        return;
+    if (RLRunLoopPerformFunction(t->runloop, mode ? mode : kRLRunLoopCommonModes, rl__drain, d))
+        d->posted = true;
+}
+
+static void rl__post_req_drains_locked(RLThreadRef t, struct rl__perform_state *s, rl__perform_req *r) {
+    if (r->common)
+        rl__post_drain_locked(t, s, NULL);
+    for (size_t i = 0; i < r->nmodes; i++)
+        rl__post_drain_locked(t, s, r->modes[i]);
+}
+
+/* On the target thread, in its run loop. */
+static void rl__drain(void *info) {
+    rl__perform_drain *d = info;
+    RLThreadRef t = d->thread;
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    char *mode = rl ? RLRunLoopCopyCurrentMode(rl) : NULL;
+    struct rl__perform_reqq batch = TAILQ_HEAD_INITIALIZER(batch);
+
+    pthread_mutex_lock(&t->lock);
+    d->posted = false;
+    struct rl__perform_state *s = t->perform;
+    if (s && mode) {
+        if (d->mode == NULL)
+            rl__learn_common_locked(s, mode);
+        rl__perform_req *last = TAILQ_LAST(&s->queue, rl__perform_reqq);
+        rl__perform_req *r = TAILQ_FIRST(&s->queue);
+        while (r) {
+            rl__perform_req *next = TAILQ_NEXT(r, link);
+            if (rl__req_eligible_locked(s, r, mode, d->mode == NULL)) {
+                TAILQ_REMOVE(&s->queue, r, link);
+                TAILQ_INSERT_TAIL(&batch, r, link);
+            }
+            if (r == last)
+                break;
+            r = next;
+        }
+    }
+    pthread_mutex_unlock(&t->lock);
+    free(mode);
+
+    rl__perform_req *r;
+    while ((r = TAILQ_FIRST(&batch))) {
+        TAILQ_REMOVE(&batch, r, link);
+        rl__req_run(r);
+        if (r->waiter) {
+            pthread_mutex_lock(&t->lock);
+            r->waiter->status = RL__WAIT_DONE;
+            pthread_cond_broadcast(&t->cond);
+            pthread_mutex_unlock(&t->lock);
+        }
+        rl__req_free(r);
+    }
+}
+
+/* ---- hooks called by RLThread.c ---- */
+
+void rl__perform_thread_did_start(RLThreadRef t) {
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    if (!rl)
+        return;
+    pthread_mutex_lock(&t->lock);
+    if (!t->runloop) {
+        t->runloop = (RLRunLoopRef)RLRetain(rl);
+        struct rl__perform_state *s = t->perform;
+        if (s) {
+            rl__perform_req *r;
+            TAILQ_FOREACH(r, &s->queue, link)
+                rl__post_req_drains_locked(t, s, r);
+            if (!TAILQ_EMPTY(&s->queue))
+                RLRunLoopWakeUp(rl);
+        }
+    }
+    pthread_mutex_unlock(&t->lock);
+}
+
+void rl__perform_thread_will_exit(RLThreadRef t) {
+    pthread_mutex_lock(&t->lock);
+    struct rl__perform_state *s = rl__state_locked(t);
+    RLRunLoopRef rl = t->runloop;
+    t->runloop = NULL;
+    struct rl__perform_reqq dropped = TAILQ_HEAD_INITIALIZER(dropped);
+    rl__delayed *delayed = NULL;
+    if (s) {
+        s->closed = true;
+        TAILQ_CONCAT(&dropped, &s->queue, link);
+        delayed = s->delayed;
+        s->delayed = NULL;
+        for (rl__perform_drain *d = s->drains; d; d = d->next)
+            d->posted = false;
+    }
+    /* Waiters are released here, under the lock; after the unlock their
+     * waiter records may be gone. */
+    rl__perform_req *r;
+    TAILQ_FOREACH(r, &dropped, link) {
+        if (r->waiter) {
+            r->waiter->status = RL__WAIT_FAILED;
+            r->waiter = NULL;
+        }
+    }
+    pthread_cond_broadcast(&t->cond);
+    pthread_mutex_unlock(&t->lock);
+
+    while ((r = TAILQ_FIRST(&dropped))) {
+        TAILQ_REMOVE(&dropped, r, link);
+        rl__req_free(r);
+    }
+    while (delayed) {
+        rl__delayed *next = delayed->next;
+        RLRunLoopTimerInvalidate(delayed->timer);
+        RLRelease(delayed->timer);
+#if __BLOCKS__
+        if (delayed->block)
+            _Block_release(delayed->block);
+#endif
+        free(delayed);
+        delayed = next;
+    }
+    if (rl)
+        RLRelease(rl);
+}
+
+void rl__perform_thread_finalize(RLThreadRef t) {
+    struct rl__perform_state *s = t->perform;
+    if (!s)
+        return;
+    rl__perform_req *r;
+    while ((r = TAILQ_FIRST(&s->queue))) {
+        TAILQ_REMOVE(&s->queue, r, link);
+        rl__req_free(r);
+    }
+    for (rl__perform_drain *d = s->drains, *next; d; d = next) {
+        next = d->next;
+        free(d->mode);
+        free(d);
+    }
+    for (size_t i = 0; i < s->ncommon; i++)
+        free(s->common_modes[i]);
+    free(s->common_modes);
+    free(s);
+    t->perform = NULL;
+    if (t->runloop) {
+        RLRelease(t->runloop);
+        t->runloop = NULL;
+    }
+}
+
+/* ---- performing on a thread ---- */
+
+static bool rl__perform(RLThreadRef t, rl__perform_req *r, bool wait, const char *fn) {
+    bool on_target = t == rl__thread_current_if_any() || (t->is_main && RLThreadIsMainThread());
+    if (wait && on_target) {
+        /* Cocoa: waiting on yourself runs the request now. */
+        rl__req_run(r);
+        rl__req_free(r);
+        return true;
+    }
+    rl__perform_waiter waiter = {RL__WAIT_PENDING};
+    pthread_mutex_lock(&t->lock);
+    const char *why = NULL;
+    RLErrorCode code = kRLErrorInvalidState;
+    struct rl__perform_state *s = NULL;
+    if (t->state == RL__THREAD_CREATED)
+        why = "thread was never started";
+    else if (t->state == RL__THREAD_FINISHED || (t->perform && t->perform->closed))
+        why = "thread has finished";
+    else if (!(s = rl__state_locked(t)))
+        why = "out of memory", code = kRLErrorNoMemory;
+    if (why) {
+        pthread_mutex_unlock(&t->lock);
+        rl__req_free(r);
+        return rl__fail(code, fn, "%s", why);
+    }
+    if (!t->runloop && t->is_main) {
+        RLRunLoopRef main_rl = RLRunLoopGetMain();
+        if (main_rl)
+            t->runloop = (RLRunLoopRef)RLRetain(main_rl);
+    }
+    if (wait)
+        r->waiter = &waiter;
+    TAILQ_INSERT_TAIL(&s->queue, r, link);
+    if (t->runloop) {
+        rl__post_req_drains_locked(t, s, r);
+        RLRunLoopWakeUp(t->runloop);
+    }
+    if (!wait) {
+        pthread_mutex_unlock(&t->lock);
+        return true;
+    }
+    while (waiter.status == RL__WAIT_PENDING)
+        pthread_cond_wait(&t->cond, &t->lock);
+    pthread_mutex_unlock(&t->lock);
+    if (waiter.status == RL__WAIT_FAILED)
+        return rl__fail(kRLErrorInvalidState, fn, "thread finished before it ran the request");
+    return true;
+}
+
+bool RLThreadPerform(RLThreadRef thread, void (*fn)(void *arg), void *arg, const RLRunLoopMode *modes,
+                     bool waitUntilDone) {
+    static const char fname[] = "RLThreadPerform";
+    if (!rl__object_check(thread, &rl__thread_class, fname))
+        return false;
+    if (!fn)
+        return rl__fail(kRLErrorInvalidArgument, fname, "NULL function");
+    rl__perform_req *r = rl__req_new(fn, arg, NULL, modes, fname);
+    if (!r)
+        return false;
+    return rl__perform(thread, r, waitUntilDone, fname);
+}
+
+bool RLThreadPerformOnMain(void (*fn)(void *arg), void *arg, const RLRunLoopMode *modes, bool waitUntilDone) {
+    RLThreadRef main_thread = RLThreadGetMain();
+    if (!main_thread)
+        return false;
+    return RLThreadPerform(main_thread, fn, arg, modes, waitUntilDone);
+}
+
+#if __BLOCKS__
+bool RLThreadPerformBlock(RLThreadRef thread, const RLRunLoopMode *modes, bool waitUntilDone, void (^block)(void)) {
+    static const char fname[] = "RLThreadPerformBlock";
+    if (!rl__object_check(thread, &rl__thread_class, fname))
+        return false;
+    if (!block)
+        return rl__fail(kRLErrorInvalidArgument, fname, "NULL block");
+    rl__perform_req *r = rl__req_new(NULL, NULL, NULL, modes, fname);
+    if (!r)
+        return false;
+    r->block = _Block_copy((const void *)block);
+    return rl__perform(thread, r, waitUntilDone, fname);
+}
+
+bool RLThreadPerformBlockOnMain(const RLRunLoopMode *modes, bool waitUntilDone, void (^block)(void)) {
+    RLThreadRef main_thread = RLThreadGetMain();
+    if (!main_thread)
+        return false;
+    return RLThreadPerformBlock(main_thread, modes, waitUntilDone, block);
+}
+#endif
+
+/* ---- delayed performs on the current thread ---- */
+
+static void rl__delayed_fire(RLRunLoopTimerRef timer, void *info) {
+    rl__delayed *e = info;
+    RLThreadRef t = e->thread;
+    pthread_mutex_lock(&t->lock);
+    bool found = false;
+    if (t->perform) {
+        for (rl__delayed **link = &t->perform->delayed; *link; link = &(*link)->next) {
+            if (*link == e) {
+                *link = e->next;
+                found = true;
+                break;
+            }
+        }
+    }
+    pthread_mutex_unlock(&t->lock);
+    if (!found)
+        return; /* cancelled while due */
+#if __BLOCKS__
+    if (e->block) {
+        ((void (^)(void))e->block)();
+        _Block_release(e->block);
+    } else
+#endif
+        e->fn(e->arg);
+    RLRunLoopTimerInvalidate(timer);
+    RLRelease(e->timer);
+    free(e);
+}
+
+static RLPerformToken rl__perform_after_delay(void (*fn)(void *), void *arg, void *block, RLTimeInterval delay,
+                                              const RLRunLoopMode *modes, const char *fname) {
+    if (isnan(delay)) {
+        rl__fail(kRLErrorInvalidArgument, fname, "NaN delay");
+        return 0;
+    }
+    /* Validate the modes with the same rules as RLThreadPerform. */
+    rl__perform_req *probe = rl__req_new(fn, arg, NULL, modes, fname);
+    if (!probe)
+        return 0;
+    RLThreadRef t = RLThreadGetCurrent();
+    RLRunLoopRef rl = t ? RLRunLoopGetCurrent() : NULL;
+    rl__delayed *e = (t && rl) ? calloc(1, sizeof *e) : NULL;
+    if (!e) {
+        rl__req_free(probe);
+        if (t && rl)
+            rl__fail(kRLErrorNoMemory, fname, "out of memory");
+        return 0;
+    }
+    e->thread = t;
+    e->block = block;
+    e->fn = fn;
+    e->arg = arg;
+    e->token = atomic_fetch_add(&rl__next_perform_token, 1);
+    RLRunLoopTimerContext ctx = {0, e, NULL, NULL, NULL};
+    if (!(delay > 0))
+        delay = 0;
+    e->timer = RLRunLoopTimerCreate(NULL, RLAbsoluteTimeGetCurrent() + delay, 0, 0, 0, rl__delayed_fire, &ctx);
+    if (!e->timer) {
+        rl__req_free(probe);
+        free(e);
+        return 0;
+    }
+    pthread_mutex_lock(&t->lock);
+    struct rl__perform_state *s = rl__state_locked(t);
+    if (s) {
+        e->next = s->delayed;
+        s->delayed = e;
+    }
+    pthread_mutex_unlock(&t->lock);
+    if (!s) {
+        rl__req_free(probe);
+        RLRelease(e->timer);
+        free(e);
+        rl__fail(kRLErrorNoMemory, fname, "out of memory");
+        return 0;
+    }
+    if (probe->common)
+        RLRunLoopAddTimer(rl, e->timer, kRLRunLoopCommonModes);
+    for (size_t i = 0; i < probe->nmodes; i++)
+        RLRunLoopAddTimer(rl, e->timer, probe->modes[i]);
+    rl__req_free(probe);
+    return e->token;
+}
+
+RLPerformToken RLThreadPerformAfterDelay(void (*fn)(void *arg), void *arg, RLTimeInterval delay,
+                                         const RLRunLoopMode *modes) {
+    static const char fname[] = "RLThreadPerformAfterDelay";
+    if (!fn) {
+        rl__fail(kRLErrorInvalidArgument, fname, "NULL function");
+        return 0;
+    }
+    return rl__perform_after_delay(fn, arg, NULL, delay, modes, fname);
+}
+
+#if __BLOCKS__
+RLPerformToken RLThreadPerformBlockAfterDelay(RLTimeInterval delay, const RLRunLoopMode *modes, void (^block)(void)) {
+    static const char fname[] = "RLThreadPerformBlockAfterDelay";
+    if (!block) {
+        rl__fail(kRLErrorInvalidArgument, fname, "NULL block");
+        return 0;
+    }
+    void *copy = _Block_copy((const void *)block);
+    RLPerformToken token = rl__perform_after_delay(NULL, NULL, copy, delay, modes, fname);
+    if (!token)
+        _Block_release(copy);
+    return token;
+}
+#endif
+
+/* Unlinks the calling thread's delayed requests matching (token) or
+ * (fn, arg) and cancels them; returns how many. */
+static RLIndex rl__cancel_delayed(RLPerformToken token, void (*fn)(void *), void *arg) {
+    RLThreadRef t = rl__thread_current_if_any();
+    if (!t)
+        return 0;
+    rl__delayed *cancelled = NULL;
+    pthread_mutex_lock(&t->lock);
+    if (t->perform) {
+        rl__delayed **link = &t->perform->delayed;
+        while (*link) {
+            rl__delayed *e = *link;
+            bool match = token ? e->token == token : (!e->block && e->fn == fn && e->arg == arg);
+            if (match) {
+                *link = e->next;
+                e->next = cancelled;
+                cancelled = e;
+            } else {
+                link = &e->next;
+            }
+        }
+    }
+    pthread_mutex_unlock(&t->lock);
+    RLIndex n = 0;
+    while (cancelled) {
+        rl__delayed *next = cancelled->next;
+        RLRunLoopTimerInvalidate(cancelled->timer);
+        RLRelease(cancelled->timer);
+#if __BLOCKS__
+        if (cancelled->block)
+            _Block_release(cancelled->block);
+#endif
+        free(cancelled);
+        cancelled = next;
+        n++;
+    }
+    return n;
+}
+
+bool RLThreadCancelPerformRequest(RLPerformToken token) {
+    if (token == 0 || rl__cancel_delayed(token, NULL, NULL) == 0)
+        return rl__fail(kRLErrorNotFound, "RLThreadCancelPerformRequest",
+                        "no pending delayed request %llu on this thread", (unsigned long long)token);
+    return true;
+}
+
+RLIndex RLThreadCancelPreviousPerformRequests(void (*fn)(void *arg), void *arg) {
+    if (!fn) {
+        rl__fail(kRLErrorInvalidArgument, "RLThreadCancelPreviousPerformRequests", "NULL function");
+        return -1;
+    }
+    return rl__cancel_delayed(0, fn, arg);
+}

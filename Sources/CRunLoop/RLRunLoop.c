@@ -1,0 +1,1593 @@
+/*
+ * RLRunLoop.c — the run loop: modes, memberships, the iteration, waiting,
+ * wake-ups, perform requests, per-thread storage and teardown.
+ *
+ * Mechanisms (see runloop_internal.h for the locking rule):
+ *   - one epoll fd, one eventfd and one timerfd per loop, however many modes;
+ *     the fds of fd sources are in the epoll set only while the loop runs a
+ *     mode that contains them and a callback is enabled;
+ *   - WakeUp sets `wake_pending`, then writes the eventfd only if the loop
+ *     is `sleeping`; the loop sets `sleeping`, then blocks only if no wake is
+ *     pending. Both sides use sequentially consistent atomics, so one of them
+ *     always sees the other: no wake-up is lost, and waking an awake loop
+ *     costs no system call;
+ *   - timers sit in two heaps per mode (by fire date, and by fire date +
+ *     tolerance); the timerfd is armed at the earliest deadline, and every
+ *     timer already past its fire date fires on that wake-up;
+ *   - signalled sources go on a per-loop ready list;
+ *   - perform requests go into a mutex-protected array (no node allocation,
+ *     buffers reused) that the loop swaps out in one step.
+ */
+#include "runloop_internal.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+const RLRunLoopMode kRLRunLoopDefaultMode = "kRLRunLoopDefaultMode";
+const RLRunLoopMode kRLRunLoopCommonModes = "kRLRunLoopCommonModes";
+
+/* ------------------------------------------------------------------ */
+/* structures                                                          */
+
+enum { RL_PMODE_DEFAULT = 0, RL_PMODE_COMMON = 1, RL_PMODE_NAMED = 2 };
+
+/* One perform request. */
+typedef struct rl_pitem {
+    void (*fn)(void *);
+    void *info;
+    void (*release)(void *); /* blocks: frees info if the request never runs */
+    int tag;                 /* RL_PMODE_* */
+    uint64_t seq;            /* common: only modes common at this point */
+    char *name;              /* named: malloc'ed mode name */
+} rl_pitem;
+
+typedef struct rl_pbuf {
+    rl_pitem *a;
+    size_t n, cap;
+} rl_pbuf;
+
+/* One activation of RunInMode, innermost first. */
+typedef struct rl_frame {
+    rl_mode *mode;
+    bool stopped;
+    double deadline; /* monotonic seconds; INFINITY for none */
+    struct rl_frame *outer;
+} rl_frame;
+
+typedef struct rl_common_name {
+    char *name;
+    uint64_t seq;
+} rl_common_name;
+
+typedef struct rl_citem {
+    void *item;
+    rl_kind kind;
+} rl_citem;
+
+/* An fd source's registration in this loop's epoll set, indexed by fd. */
+typedef struct rl_fdreg {
+    struct RLRunLoopSource *src; /* NULL: free slot */
+    uint32_t armed;              /* epoll events currently watched; 0: not in the set */
+} rl_fdreg;
+
+struct RLRunLoop {
+    rl__object base;
+    pthread_t thread;
+    _Atomic bool dead; /* torn down: its thread exited */
+    int epfd, evfd, tfd;
+    _Atomic int wake_pending;
+    _Atomic int sleeping;
+
+    rl_mode **modes;
+    size_t nmodes, capmodes;
+    rl_mode *last_mode; /* lookup cache */
+    rl_common_name *common;
+    size_t ncommon, capcommon;
+    rl_citem *citems;
+    size_t nci, capci;
+    _Atomic uint64_t common_seq;
+
+    rl_frame *frame;
+    rl_mode *armed_mode; /* the mode whose fds are in the epoll set */
+    double armed_at;     /* monotonic time the timerfd is armed for; INFINITY: disarmed */
+
+    struct RLRunLoopSource **ready; /* retained */
+    size_t nready, capready;
+
+    rl_fdreg *fdtab;
+    size_t nfdtab;
+
+    pthread_mutex_t qlock;
+    rl_pbuf incoming, spare;
+};
+
+/* ------------------------------------------------------------------ */
+/* the graph lock, sequence numbers, deferred work                     */
+
+static pthread_mutex_t rl_graph_mutex = PTHREAD_MUTEX_INITIALIZER;
+
+void rl__graph_lock(void) { pthread_mutex_lock(&rl_graph_mutex); }
+void rl__graph_unlock(void) { pthread_mutex_unlock(&rl_graph_mutex); }
+
+static _Atomic uint64_t rl_seq;
+uint64_t rl__next_seq(void) { return atomic_fetch_add_explicit(&rl_seq, 1, memory_order_relaxed) + 1; }
+
+void rl__defer_init(rl_defer *d) {
+    d->e = d->inline_e;
+    d->n = 0;
+    d->cap = sizeof d->inline_e / sizeof d->inline_e[0];
+}
+
+static void rl_defer_add(rl_defer *d, rl_defer_entry e) {
+    if (d->n == d->cap) {
+        size_t cap = d->cap * 2;
+        rl_defer_entry *a = malloc(cap * sizeof *a);
+        if (!a)
+            abort(); /* losing a release would corrupt reference counts */
+        memcpy(a, d->e, d->n * sizeof *a);
+        if (d->e != d->inline_e)
+            free(d->e);
+        d->e = a;
+        d->cap = cap;
+    }
+    d->e[d->n++] = e;
+}
+
+static void rl_retain_raw(void *obj) {
+    atomic_fetch_add_explicit(&((rl__object *)obj)->rc, 1, memory_order_relaxed);
+}
+
+void rl__defer_push(rl_defer *d, int what, void *obj, RLRunLoopRef rl, const char *mode) {
+    if (obj)
+        rl_retain_raw(obj);
+    if (rl)
+        rl_retain_raw(rl);
+    rl_defer_add(d, (rl_defer_entry){what, obj, rl, mode, NULL, NULL});
+}
+
+void rl__defer_release(rl_defer *d, void *obj) {
+    rl_defer_add(d, (rl_defer_entry){RL_DEFER_RELEASE, obj, NULL, NULL, NULL, NULL});
+}
+
+void rl__defer_ctx_release(rl_defer *d, void (*release)(const void *), const void *info) {
+    if (release)
+        rl_defer_add(d, (rl_defer_entry){RL_DEFER_CTX_RELEASE, NULL, NULL, NULL, release, info});
+}
+
+static void rl_defer_call(rl_defer_entry *e) {
+    struct RLRunLoopSource *s = e->obj;
+    switch (e->what) {
+    case RL_DEFER_SCHEDULE:
+        if (s->ctx.schedule)
+            s->ctx.schedule(s->ctx.info, e->rl, e->mode);
+        break;
+    case RL_DEFER_CANCEL:
+        if (s->ctx.cancel)
+            s->ctx.cancel(s->ctx.info, e->rl, e->mode);
+        break;
+    case RL_DEFER_CTX_RELEASE:
+        e->cfn(e->carg);
+        break;
+    default:
+        break;
+    }
+}
+
+void rl__defer_run(rl_defer *d) {
+    for (size_t i = 0; i < d->n; i++) {
+        rl_defer_entry *e = &d->e[i];
+        if (e->what != RL_DEFER_RELEASE)
+            rl_defer_call(e);
+        if (e->obj)
+            RLRelease(e->obj);
+        if (e->rl)
+            RLRelease(e->rl);
+    }
+    if (d->e != d->inline_e)
+        free(d->e);
+    rl__defer_init(d);
+}
+
+/* ------------------------------------------------------------------ */
+/* helpers                                                             */
+
+static bool rl_mode_name_ok(RLRunLoopMode mode, const char *fn) {
+    if (mode == NULL)
+        return rl__fail(kRLErrorInvalidArgument, fn, "NULL mode");
+    if (mode[0] == '\0')
+        return rl__fail(kRLErrorInvalidArgument, fn, "empty mode name");
+    return true;
+}
+
+static bool rl_is_common(RLRunLoopMode mode) {
+    return mode == kRLRunLoopCommonModes || (mode[0] == 'k' && strcmp(mode, kRLRunLoopCommonModes) == 0);
+}
+
+static bool rl_check_loop(RLRunLoopRef rl, const char *fn) {
+    return rl__object_check(rl, &rl__runloop_class, fn);
+}
+
+static double rl_mono_now(void) { return RLMonotonicTimeGetCurrent(); }
+
+struct rl_membq *rl__item_membs(void *item, rl_kind kind) {
+    switch (kind) {
+    case RL_KIND_SOURCE:
+        return &((struct RLRunLoopSource *)item)->membs;
+    case RL_KIND_TIMER:
+        return &((struct RLRunLoopTimer *)item)->membs;
+    default:
+        return &((struct RLRunLoopObserver *)item)->membs;
+    }
+}
+
+static rl_memb *rl_memb_find(void *item, rl_kind kind, rl_mode *mode) {
+    rl_memb *m;
+    TAILQ_FOREACH(m, rl__item_membs(item, kind), item_link) {
+        if (m->mode == mode)
+            return m;
+    }
+    return NULL;
+}
+
+bool rl__memb_in_mode(void *item, rl_kind kind, rl_mode *mode) { return rl_memb_find(item, kind, mode) != NULL; }
+
+static bool rl_item_in_loop(void *item, rl_kind kind, RLRunLoopRef rl) {
+    rl_memb *m;
+    TAILQ_FOREACH(m, rl__item_membs(item, kind), item_link) {
+        if (m->rl == rl)
+            return true;
+    }
+    return false;
+}
+
+/* ------------------------------------------------------------------ */
+/* modes                                                               */
+
+static rl_mode *rl_mode_find(RLRunLoopRef rl, const char *name) {
+    /* Programs mostly touch one mode at a time: try the last one found. */
+    if (rl->last_mode && strcmp(rl->last_mode->name, name) == 0)
+        return rl->last_mode;
+    for (size_t i = 0; i < rl->nmodes; i++) {
+        if (strcmp(rl->modes[i]->name, name) == 0)
+            return rl->last_mode = rl->modes[i];
+    }
+    return NULL;
+}
+
+static rl_common_name *rl_common_find(RLRunLoopRef rl, const char *name) {
+    for (size_t i = 0; i < rl->ncommon; i++) {
+        if (strcmp(rl->common[i].name, name) == 0)
+            return &rl->common[i];
+    }
+    return NULL;
+}
+
+static void *rl_grow(void *a, size_t *cap, size_t need, size_t elem) {
+    if (need <= *cap)
+        return a;
+    size_t c = *cap ? *cap * 2 : 8;
+    while (c < need)
+        c *= 2;
+    void *b = realloc(a, c * elem);
+    if (b)
+        *cap = c;
+    return b;
+}
+
+/* The mode named `name`, created if needed; NULL (error set) on OOM. */
+static rl_mode *rl_mode_get(RLRunLoopRef rl, const char *name, const char *fn) {
+    rl_mode *m = rl_mode_find(rl, name);
+    if (m)
+        return m;
+    rl_mode **a = rl_grow(rl->modes, &rl->capmodes, rl->nmodes + 1, sizeof *a);
+    m = calloc(1, sizeof *m);
+    char *copy = strdup(name);
+    if (!a || !m || !copy) {
+        if (a)
+            rl->modes = a;
+        free(m);
+        free(copy);
+        rl__fail(kRLErrorNoMemory, fn, "out of memory creating mode %s", name);
+        return NULL;
+    }
+    rl->modes = a;
+    m->name = copy;
+    m->rl = rl;
+    TAILQ_INIT(&m->sources);
+    TAILQ_INIT(&m->observers);
+    rl__tset_init(&m->timers);
+    rl_common_name *c = rl_common_find(rl, name);
+    if (c) {
+        m->common = true;
+        m->common_seq = c->seq;
+    }
+    rl->modes[rl->nmodes++] = m;
+    return m;
+}
+
+static void rl_mode_free(rl_mode *m) {
+    rl__tset_free(&m->timers);
+    free(m->name);
+    free(m);
+}
+
+static void rl_mode_recompute_mask(rl_mode *m) {
+    RLOptionFlags mask = 0;
+    rl_memb *x;
+    TAILQ_FOREACH(x, &m->observers, mode_link) {
+        mask |= ((struct RLRunLoopObserver *)x->item)->activities;
+    }
+    m->observer_mask = mask;
+}
+
+/* ------------------------------------------------------------------ */
+/* wake-ups and the timerfd                                            */
+
+static void rl_write_eventfd(RLRunLoopRef rl) {
+    uint64_t one = 1;
+    ssize_t r;
+    do {
+        r = write(rl->evfd, &one, sizeof one);
+    } while (r < 0 && errno == EINTR);
+}
+
+static void rl_wake(RLRunLoopRef rl) {
+    /* A plain load first keeps producers from bouncing the cache line while a
+     * wake-up is pending. Seeing 1 here is enough: that store came after the
+     * loop last cleared the flag, so the loop will look at its queues again. */
+    if (atomic_load_explicit(&rl->wake_pending, memory_order_relaxed))
+        return;
+    if (atomic_exchange(&rl->wake_pending, 1) != 0)
+        return; /* a wake-up is already on its way */
+    if (atomic_load(&rl->sleeping))
+        rl_write_eventfd(rl);
+}
+
+/* Arms the timerfd for monotonic time `at` (INFINITY disarms); no system
+ * call when it is already armed there. Graph lock held. */
+static void rl_arm_timerfd(RLRunLoopRef rl, double at) {
+    if (at == rl->armed_at)
+        return;
+    struct itimerspec its;
+    memset(&its, 0, sizeof its);
+    if (isfinite(at)) {
+        its.it_value = rl__timespec_from_seconds(at);
+        if (its.it_value.tv_sec == 0 && its.it_value.tv_nsec == 0)
+            its.it_value.tv_nsec = 1; /* zero would disarm */
+    }
+    timerfd_settime(rl->tfd, TFD_TIMER_ABSTIME, &its, NULL);
+    rl->armed_at = at;
+}
+
+/* When the innermost run must wake next: its deadline or its mode's
+ * earliest timer deadline, as monotonic time. Graph lock held. */
+static double rl_next_wake(RLRunLoopRef rl, rl_frame *f) {
+    double at = f->deadline;
+    double date;
+    if (rl__tset_earliest_deadline(&f->mode->timers, &date)) {
+        double rel = date - RLAbsoluteTimeGetCurrent();
+        double t = rl_mono_now() + (rel > 0 ? rel : 0);
+        if (t < at)
+            at = t;
+    }
+    return at;
+}
+
+/* A timer of rl moved or was added/removed: if rl is waiting, re-arm its
+ * timerfd so it neither oversleeps nor wakes for nothing. */
+static void rl_rearm_if_waiting(RLRunLoopRef rl) {
+    if (rl && rl->frame && atomic_load(&rl->sleeping))
+        rl_arm_timerfd(rl, rl_next_wake(rl, rl->frame));
+}
+
+/* ------------------------------------------------------------------ */
+/* fd registrations                                                    */
+
+static uint32_t rl_fd_desired(RLRunLoopRef rl, struct RLRunLoopSource *src) {
+    struct RLFileDescriptor *f = src->fdobj;
+    if (!src->valid || !f || !f->valid || !rl->armed_mode)
+        return 0;
+    if (!rl__memb_in_mode(src, RL_KIND_SOURCE, rl->armed_mode))
+        return 0;
+    uint32_t ev = 0;
+    if (f->enabled & kRLFileDescriptorReadCallBack)
+        ev |= EPOLLIN;
+    if (f->enabled & kRLFileDescriptorWriteCallBack)
+        ev |= EPOLLOUT;
+    return ev;
+}
+
+/* Brings the epoll set in line with what fd should be watched for. An fd
+ * nobody listens to is removed from the set, not left with no events:
+ * epoll reports hang-ups even then, which would spin the loop. */
+static void rl_fd_sync(RLRunLoopRef rl, int fd) {
+    if (fd < 0 || (size_t)fd >= rl->nfdtab || !rl->fdtab[fd].src)
+        return;
+    rl_fdreg *r = &rl->fdtab[fd];
+    uint32_t want = rl_fd_desired(rl, r->src);
+    if (want == r->armed)
+        return;
+    struct epoll_event ev = {.events = want, .data.fd = fd};
+    int op = r->armed == 0 ? EPOLL_CTL_ADD : (want == 0 ? EPOLL_CTL_DEL : EPOLL_CTL_MOD);
+    epoll_ctl(rl->epfd, op, fd, &ev);
+    r->armed = want;
+}
+
+static void rl_fd_register(RLRunLoopRef rl, struct RLRunLoopSource *src) {
+    int fd = src->fdobj ? src->fdobj->fd : -1;
+    if (fd < 0)
+        return;
+    if ((size_t)fd >= rl->nfdtab) {
+        size_t n = rl->nfdtab ? rl->nfdtab : 16;
+        while (n <= (size_t)fd)
+            n *= 2;
+        rl_fdreg *t = realloc(rl->fdtab, n * sizeof *t);
+        if (!t)
+            return;
+        memset(t + rl->nfdtab, 0, (n - rl->nfdtab) * sizeof *t);
+        rl->fdtab = t;
+        rl->nfdtab = n;
+    }
+    if (rl->fdtab[fd].src)
+        return;
+    rl->fdtab[fd].src = src;
+    rl->fdtab[fd].armed = 0;
+    rl_fd_sync(rl, fd);
+}
+
+static void rl_fd_unregister(RLRunLoopRef rl, struct RLRunLoopSource *src) {
+    int fd = src->fdobj ? src->fdobj->fd : -1;
+    if (fd < 0 || (size_t)fd >= rl->nfdtab || rl->fdtab[fd].src != src)
+        return;
+    if (rl->fdtab[fd].armed)
+        epoll_ctl(rl->epfd, EPOLL_CTL_DEL, fd, NULL);
+    rl->fdtab[fd].src = NULL;
+    rl->fdtab[fd].armed = 0;
+}
+
+static void rl_fd_sync_all(RLRunLoopRef rl) {
+    for (size_t i = 0; i < rl->nfdtab; i++) {
+        if (rl->fdtab[i].src)
+            rl_fd_sync(rl, (int)i);
+    }
+}
+
+void rl__fd_changed_locked(struct RLFileDescriptor *f) {
+    struct RLRunLoopSource *src = f->source;
+    if (!src)
+        return;
+    rl_memb *m;
+    TAILQ_FOREACH(m, &src->membs, item_link) {
+        rl_fd_sync(m->rl, f->fd);
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* the ready list                                                      */
+
+static void rl_ready_push(RLRunLoopRef rl, struct RLRunLoopSource *s) {
+    for (size_t i = 0; i < rl->nready; i++) {
+        if (rl->ready[i] == s)
+            return;
+    }
+    struct RLRunLoopSource **a = rl_grow(rl->ready, &rl->capready, rl->nready + 1, sizeof *a);
+    if (!a)
+        return;
+    rl->ready = a;
+    rl_retain_raw(s);
+    rl->ready[rl->nready++] = s;
+}
+
+void rl__source_mark_ready_locked(struct RLRunLoopSource *src, rl_defer *d) {
+    (void)d;
+    rl_memb *m;
+    TAILQ_FOREACH(m, &src->membs, item_link) {
+        rl_ready_push(m->rl, src);
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* memberships                                                         */
+
+static void rl_observer_insert(rl_mode *mode, rl_memb *m) {
+    struct RLRunLoopObserver *o = m->item;
+    rl_memb *x;
+    TAILQ_FOREACH(x, &mode->observers, mode_link) {
+        if (((struct RLRunLoopObserver *)x->item)->order > o->order) {
+            TAILQ_INSERT_BEFORE(x, m, mode_link);
+            return;
+        }
+    }
+    TAILQ_INSERT_TAIL(&mode->observers, m, mode_link);
+}
+
+/* Adds item to mode (no-op if present). Graph lock held. */
+static bool rl_add_locked(RLRunLoopRef rl, void *item, rl_kind kind, rl_mode *mode, rl_defer *d,
+                          const char *fn) {
+    if (rl_memb_find(item, kind, mode))
+        return true;
+    rl_memb *m = calloc(1, sizeof *m);
+    if (!m)
+        return rl__fail(kRLErrorNoMemory, fn, "out of memory");
+    m->item = item;
+    m->kind = kind;
+    m->rl = rl;
+    m->mode = mode;
+    if (kind == RL_KIND_TIMER) {
+        if (!rl__tset_add(&mode->timers, m)) {
+            free(m);
+            return rl__fail(kRLErrorNoMemory, fn, "out of memory");
+        }
+        ((struct RLRunLoopTimer *)item)->rl = rl;
+    }
+    rl_retain_raw(item);
+    TAILQ_INSERT_TAIL(rl__item_membs(item, kind), m, item_link);
+    if (kind == RL_KIND_SOURCE) {
+        struct RLRunLoopSource *s = item;
+        TAILQ_INSERT_TAIL(&mode->sources, m, mode_link);
+        mode->nsources++;
+        if (s->fdobj) {
+            rl_fd_register(rl, s);
+            rl_fd_sync(rl, s->fdobj->fd);
+        }
+        if (s->signalled)
+            rl_ready_push(rl, s);
+        rl__defer_push(d, RL_DEFER_SCHEDULE, s, rl, mode->name);
+    } else if (kind == RL_KIND_OBSERVER) {
+        rl_observer_insert(mode, m);
+        mode->nobservers++;
+        mode->observer_mask |= ((struct RLRunLoopObserver *)item)->activities;
+    } else {
+        rl_rearm_if_waiting(rl);
+    }
+    return true;
+}
+
+/* Removes one membership; defers the cancel callout and the release. */
+static void rl_remove_memb_locked(rl_memb *m, rl_defer *d) {
+    void *item = m->item;
+    RLRunLoopRef rl = m->rl;
+    rl_mode *mode = m->mode;
+    TAILQ_REMOVE(rl__item_membs(item, m->kind), m, item_link);
+    if (m->kind == RL_KIND_SOURCE) {
+        struct RLRunLoopSource *s = item;
+        TAILQ_REMOVE(&mode->sources, m, mode_link);
+        mode->nsources--;
+        if (s->fdobj) {
+            if (!rl_item_in_loop(s, RL_KIND_SOURCE, rl))
+                rl_fd_unregister(rl, s);
+            else
+                rl_fd_sync(rl, s->fdobj->fd);
+        }
+        rl__defer_push(d, RL_DEFER_CANCEL, s, rl, mode->name);
+    } else if (m->kind == RL_KIND_OBSERVER) {
+        TAILQ_REMOVE(&mode->observers, m, mode_link);
+        mode->nobservers--;
+        rl_mode_recompute_mask(mode);
+    } else {
+        struct RLRunLoopTimer *t = item;
+        rl__tset_remove(&mode->timers, m);
+        if (TAILQ_EMPTY(&t->membs))
+            t->rl = NULL;
+        rl_rearm_if_waiting(rl);
+    }
+    rl__defer_release(d, item);
+    free(m);
+}
+
+static void rl_citem_remove(RLRunLoopRef rl, void *item, rl_defer *d) {
+    for (size_t i = 0; i < rl->nci; i++) {
+        if (rl->citems[i].item == item) {
+            rl__defer_release(d, item);
+            rl->citems[i] = rl->citems[--rl->nci];
+            return;
+        }
+    }
+}
+
+void rl__remove_item_everywhere_locked(void *item, rl_kind kind, rl_defer *d) {
+    struct rl_membq *q = rl__item_membs(item, kind);
+    while (!TAILQ_EMPTY(q)) {
+        rl_memb *m = TAILQ_FIRST(q);
+        rl_citem_remove(m->rl, item, d);
+        rl_remove_memb_locked(m, d);
+    }
+}
+
+void rl__timer_moved_locked(struct RLRunLoopTimer *t) {
+    rl_memb *m;
+    TAILQ_FOREACH(m, &t->membs, item_link) {
+        if (!rl__tset_update(&m->mode->timers, m))
+            abort(); /* out of memory re-filing a timer: its heaps would lie */
+    }
+    rl_rearm_if_waiting(t->rl);
+}
+
+static bool rl_citem_has(RLRunLoopRef rl, void *item) {
+    for (size_t i = 0; i < rl->nci; i++) {
+        if (rl->citems[i].item == item)
+            return true;
+    }
+    return false;
+}
+
+/* Adds item to the common pseudo-mode: remembered, and added to every
+ * common mode (modes named common but not yet created are created, as CF). */
+static bool rl_add_common_locked(RLRunLoopRef rl, void *item, rl_kind kind, rl_defer *d, const char *fn) {
+    if (!rl_citem_has(rl, item)) {
+        rl_citem *a = rl_grow(rl->citems, &rl->capci, rl->nci + 1, sizeof *a);
+        if (!a)
+            return rl__fail(kRLErrorNoMemory, fn, "out of memory");
+        rl->citems = a;
+        rl_retain_raw(item);
+        rl->citems[rl->nci++] = (rl_citem){item, kind};
+    }
+    for (size_t i = 0; i < rl->ncommon; i++) {
+        rl_mode *m = rl_mode_get(rl, rl->common[i].name, fn);
+        if (!m || !rl_add_locked(rl, item, kind, m, d, fn))
+            return false;
+    }
+    return true;
+}
+
+static void rl_remove_common_locked(RLRunLoopRef rl, void *item, rl_kind kind, rl_defer *d) {
+    if (!rl_citem_has(rl, item))
+        return;
+    rl_citem_remove(rl, item, d);
+    for (size_t i = 0; i < rl->ncommon; i++) {
+        rl_mode *m = rl_mode_find(rl, rl->common[i].name);
+        rl_memb *x = m ? rl_memb_find(item, kind, m) : NULL;
+        if (x)
+            rl_remove_memb_locked(x, d);
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* public add / remove / contains                                      */
+
+static bool rl_item_valid(void *item, rl_kind kind) {
+    switch (kind) {
+    case RL_KIND_SOURCE:
+        return ((struct RLRunLoopSource *)item)->valid;
+    case RL_KIND_TIMER:
+        return ((struct RLRunLoopTimer *)item)->valid;
+    default:
+        return ((struct RLRunLoopObserver *)item)->valid;
+    }
+}
+
+static const rl__class *rl_kind_class(rl_kind kind) {
+    switch (kind) {
+    case RL_KIND_SOURCE:
+        return &rl__source_class;
+    case RL_KIND_TIMER:
+        return &rl__timer_class;
+    default:
+        return &rl__observer_class;
+    }
+}
+
+static bool rl_args_ok(RLRunLoopRef rl, void *item, rl_kind kind, RLRunLoopMode mode, const char *fn) {
+    return rl_check_loop(rl, fn) && rl__object_check(item, rl_kind_class(kind), fn) && rl_mode_name_ok(mode, fn);
+}
+
+static bool rl_add_item(RLRunLoopRef rl, void *item, rl_kind kind, RLRunLoopMode mode, const char *fn) {
+    if (!rl_args_ok(rl, item, kind, mode, fn))
+        return false;
+    rl_defer d;
+    rl__defer_init(&d);
+    rl__graph_lock();
+    bool ok;
+    if (atomic_load(&rl->dead))
+        ok = rl__fail(kRLErrorInvalidState, fn, "the run loop's thread has exited");
+    else if (!rl_item_valid(item, kind))
+        ok = rl__fail(kRLErrorInvalidObject, fn, "%p has been invalidated", item);
+    else if (kind == RL_KIND_TIMER && ((struct RLRunLoopTimer *)item)->rl &&
+             ((struct RLRunLoopTimer *)item)->rl != rl)
+        ok = rl__fail(kRLErrorInvalidState, fn, "the timer is already in another run loop");
+    else if (rl_is_common(mode))
+        ok = rl_add_common_locked(rl, item, kind, &d, fn);
+    else {
+        rl_mode *m = rl_mode_get(rl, mode, fn);
+        ok = m && rl_add_locked(rl, item, kind, m, &d, fn);
+    }
+    rl__graph_unlock();
+    rl__defer_run(&d);
+    return ok;
+}
+
+static bool rl_remove_item(RLRunLoopRef rl, void *item, rl_kind kind, RLRunLoopMode mode, const char *fn) {
+    if (!rl_args_ok(rl, item, kind, mode, fn))
+        return false;
+    rl_defer d;
+    rl__defer_init(&d);
+    rl__graph_lock();
+    if (rl_is_common(mode)) {
+        rl_remove_common_locked(rl, item, kind, &d);
+    } else {
+        rl_mode *m = rl_mode_find(rl, mode);
+        rl_memb *x = m ? rl_memb_find(item, kind, m) : NULL;
+        if (x)
+            rl_remove_memb_locked(x, &d);
+    }
+    rl__graph_unlock();
+    rl__defer_run(&d);
+    return true;
+}
+
+static bool rl_contains_item(RLRunLoopRef rl, void *item, rl_kind kind, RLRunLoopMode mode, const char *fn) {
+    if (!rl_args_ok(rl, item, kind, mode, fn))
+        return false;
+    rl__graph_lock();
+    bool has;
+    if (rl_is_common(mode)) {
+        has = rl_citem_has(rl, item);
+    } else {
+        rl_mode *m = rl_mode_find(rl, mode);
+        has = m && rl_memb_find(item, kind, m);
+    }
+    rl__graph_unlock();
+    return has;
+}
+
+bool RLRunLoopAddSource(RLRunLoopRef rl, RLRunLoopSourceRef s, RLRunLoopMode mode) {
+    return rl_add_item(rl, s, RL_KIND_SOURCE, mode, "RLRunLoopAddSource");
+}
+bool RLRunLoopRemoveSource(RLRunLoopRef rl, RLRunLoopSourceRef s, RLRunLoopMode mode) {
+    return rl_remove_item(rl, s, RL_KIND_SOURCE, mode, "RLRunLoopRemoveSource");
+}
+bool RLRunLoopContainsSource(RLRunLoopRef rl, RLRunLoopSourceRef s, RLRunLoopMode mode) {
+    return rl_contains_item(rl, s, RL_KIND_SOURCE, mode, "RLRunLoopContainsSource");
+}
+bool RLRunLoopAddTimer(RLRunLoopRef rl, RLRunLoopTimerRef t, RLRunLoopMode mode) {
+    return rl_add_item(rl, t, RL_KIND_TIMER, mode, "RLRunLoopAddTimer");
+}
+bool RLRunLoopRemoveTimer(RLRunLoopRef rl, RLRunLoopTimerRef t, RLRunLoopMode mode) {
+    return rl_remove_item(rl, t, RL_KIND_TIMER, mode, "RLRunLoopRemoveTimer");
+}
+bool RLRunLoopContainsTimer(RLRunLoopRef rl, RLRunLoopTimerRef t, RLRunLoopMode mode) {
+    return rl_contains_item(rl, t, RL_KIND_TIMER, mode, "RLRunLoopContainsTimer");
+}
+bool RLRunLoopAddObserver(RLRunLoopRef rl, RLRunLoopObserverRef o, RLRunLoopMode mode) {
+    return rl_add_item(rl, o, RL_KIND_OBSERVER, mode, "RLRunLoopAddObserver");
+}
+bool RLRunLoopRemoveObserver(RLRunLoopRef rl, RLRunLoopObserverRef o, RLRunLoopMode mode) {
+    return rl_remove_item(rl, o, RL_KIND_OBSERVER, mode, "RLRunLoopRemoveObserver");
+}
+bool RLRunLoopContainsObserver(RLRunLoopRef rl, RLRunLoopObserverRef o, RLRunLoopMode mode) {
+    return rl_contains_item(rl, o, RL_KIND_OBSERVER, mode, "RLRunLoopContainsObserver");
+}
+
+/* ------------------------------------------------------------------ */
+/* modes: public                                                       */
+
+bool RLRunLoopAddCommonMode(RLRunLoopRef rl, RLRunLoopMode mode) {
+    const char *fn = "RLRunLoopAddCommonMode";
+    if (!rl_check_loop(rl, fn) || !rl_mode_name_ok(mode, fn))
+        return false;
+    if (rl_is_common(mode))
+        return rl__fail(kRLErrorInvalidArgument, fn, "kRLRunLoopCommonModes cannot itself be a common mode");
+    rl_defer d;
+    rl__defer_init(&d);
+    rl__graph_lock();
+    bool ok = true;
+    if (!rl_common_find(rl, mode)) {
+        rl_common_name *a = rl_grow(rl->common, &rl->capcommon, rl->ncommon + 1, sizeof *a);
+        char *copy = strdup(mode);
+        if (!a || !copy) {
+            if (a)
+                rl->common = a;
+            free(copy);
+            ok = rl__fail(kRLErrorNoMemory, fn, "out of memory");
+        } else {
+            rl->common = a;
+            uint64_t seq = atomic_fetch_add(&rl->common_seq, 1) + 1;
+            rl->common[rl->ncommon++] = (rl_common_name){copy, seq};
+            rl_mode *m = rl_mode_find(rl, mode);
+            if (m) {
+                m->common = true;
+                m->common_seq = seq;
+            }
+            /* Like CF, the mode itself comes into being only when an item
+             * lands in it. */
+            for (size_t i = 0; ok && i < rl->nci; i++) {
+                rl_mode *mm = rl_mode_get(rl, mode, fn);
+                ok = mm && rl_add_locked(rl, rl->citems[i].item, rl->citems[i].kind, mm, &d, fn);
+            }
+        }
+    }
+    rl__graph_unlock();
+    rl__defer_run(&d);
+    return ok;
+}
+
+char *RLRunLoopCopyCurrentMode(RLRunLoopRef rl) {
+    if (!rl_check_loop(rl, "RLRunLoopCopyCurrentMode"))
+        return NULL;
+    rl__graph_lock();
+    char *s = rl->frame ? strdup(rl->frame->mode->name) : NULL;
+    rl__graph_unlock();
+    return s;
+}
+
+char **RLRunLoopCopyAllModes(RLRunLoopRef rl, RLIndex *count) {
+    const char *fn = "RLRunLoopCopyAllModes";
+    if (!rl_check_loop(rl, fn))
+        return NULL;
+    rl__graph_lock();
+    size_t bytes = (rl->nmodes + 1) * sizeof(char *);
+    for (size_t i = 0; i < rl->nmodes; i++)
+        bytes += strlen(rl->modes[i]->name) + 1;
+    char **out = malloc(bytes);
+    if (out) {
+        char *p = (char *)(out + rl->nmodes + 1);
+        for (size_t i = 0; i < rl->nmodes; i++) {
+            size_t len = strlen(rl->modes[i]->name) + 1;
+            memcpy(p, rl->modes[i]->name, len);
+            out[i] = p;
+            p += len;
+        }
+        out[rl->nmodes] = NULL;
+        if (count)
+            *count = (RLIndex)rl->nmodes;
+    }
+    rl__graph_unlock();
+    if (!out)
+        rl__fail(kRLErrorNoMemory, fn, "out of memory");
+    return out;
+}
+
+RLAbsoluteTime RLRunLoopGetNextTimerFireDate(RLRunLoopRef rl, RLRunLoopMode mode) {
+    const char *fn = "RLRunLoopGetNextTimerFireDate";
+    if (!rl_check_loop(rl, fn) || !rl_mode_name_ok(mode, fn))
+        return 0;
+    rl__graph_lock();
+    rl_mode *m = rl_mode_find(rl, mode);
+    RLAbsoluteTime date = 0;
+    if (!m || !rl__tset_earliest_fire(&m->timers, &date))
+        date = 0;
+    rl__graph_unlock();
+    return date;
+}
+
+/* ------------------------------------------------------------------ */
+/* wake-up, stop, waiting                                              */
+
+bool RLRunLoopIsWaiting(RLRunLoopRef rl) {
+    if (!rl_check_loop(rl, "RLRunLoopIsWaiting"))
+        return false;
+    return atomic_load(&rl->sleeping) != 0;
+}
+
+bool RLRunLoopWakeUp(RLRunLoopRef rl) {
+    if (!rl_check_loop(rl, "RLRunLoopWakeUp"))
+        return false;
+    rl_wake(rl);
+    return true;
+}
+
+bool RLRunLoopStop(RLRunLoopRef rl) {
+    if (!rl_check_loop(rl, "RLRunLoopStop"))
+        return false;
+    rl__graph_lock();
+    /* As CF: only a running loop can be stopped; the innermost run returns. */
+    if (rl->frame)
+        rl->frame->stopped = true;
+    rl__graph_unlock();
+    rl_wake(rl);
+    return true;
+}
+
+/* ------------------------------------------------------------------ */
+/* perform requests                                                    */
+
+static bool rl_pitem_matches(const rl_pitem *it, const rl_mode *m) {
+    switch (it->tag) {
+    case RL_PMODE_DEFAULT:
+        return strcmp(m->name, kRLRunLoopDefaultMode) == 0;
+    case RL_PMODE_COMMON:
+        return m->common && m->common_seq <= it->seq;
+    default:
+        return strcmp(m->name, it->name) == 0;
+    }
+}
+
+static bool rl_pbuf_push(rl_pbuf *b, const rl_pitem *it) {
+    if (b->n == b->cap) {
+        size_t cap = b->cap ? b->cap * 2 : 64;
+        rl_pitem *a = realloc(b->a, cap * sizeof *a);
+        if (!a)
+            return false;
+        b->a = a;
+        b->cap = cap;
+    }
+    b->a[b->n++] = *it;
+    return true;
+}
+
+static bool rl_enqueue(RLRunLoopRef rl, RLRunLoopMode mode, void (*fn)(void *), void *info,
+                       void (*release)(void *), const char *fname) {
+    if (!rl_check_loop(rl, fname) || !rl_mode_name_ok(mode, fname))
+        return false;
+    if (!fn)
+        return rl__fail(kRLErrorInvalidArgument, fname, "NULL function");
+    if (atomic_load_explicit(&rl->dead, memory_order_relaxed))
+        return rl__fail(kRLErrorInvalidState, fname, "the run loop's thread has exited");
+    rl_pitem it = {fn, info, release, RL_PMODE_DEFAULT, 0, NULL};
+    if (mode != kRLRunLoopDefaultMode && strcmp(mode, kRLRunLoopDefaultMode) != 0) {
+        if (rl_is_common(mode)) {
+            it.tag = RL_PMODE_COMMON;
+            it.seq = atomic_load(&rl->common_seq);
+        } else {
+            it.tag = RL_PMODE_NAMED;
+            it.name = strdup(mode);
+            if (!it.name)
+                return rl__fail(kRLErrorNoMemory, fname, "out of memory");
+        }
+    }
+    pthread_mutex_lock(&rl->qlock);
+    bool ok = rl_pbuf_push(&rl->incoming, &it);
+    pthread_mutex_unlock(&rl->qlock);
+    if (!ok) {
+        free(it.name);
+        return rl__fail(kRLErrorNoMemory, fname, "out of memory");
+    }
+    return true;
+}
+
+bool RLRunLoopPerformFunction(RLRunLoopRef rl, RLRunLoopMode mode, void (*fn)(void *info), void *info) {
+    return rl_enqueue(rl, mode, fn, info, NULL, "RLRunLoopPerformFunction");
+}
+
+#if __BLOCKS__
+static void rl_call_block(void *b) {
+    void (^block)(void) = (void (^)(void))b;
+    block();
+    Block_release(block);
+}
+static void rl_release_block(void *b) { Block_release((void (^)(void))b); }
+
+bool RLRunLoopPerformBlock(RLRunLoopRef rl, RLRunLoopMode mode, void (^block)(void)) {
+    const char *fn = "RLRunLoopPerformBlock";
+    if (!block)
+        return rl__fail(kRLErrorInvalidArgument, fn, "NULL block");
+    void *copy = (void *)Block_copy(block);
+    if (!rl_enqueue(rl, mode, rl_call_block, copy, rl_release_block, fn)) {
+        Block_release((void (^)(void))copy);
+        return false;
+    }
+    return true;
+}
+#endif
+
+static void rl_pitem_dispose(rl_pitem *it) {
+    if (it->release)
+        it->release(it->info);
+    free(it->name);
+}
+
+static bool rl_has_blocks_for(RLRunLoopRef rl, rl_mode *m) {
+    bool has = false;
+    pthread_mutex_lock(&rl->qlock);
+    for (size_t i = 0; i < rl->incoming.n && !has; i++)
+        has = rl_pitem_matches(&rl->incoming.a[i], m);
+    pthread_mutex_unlock(&rl->qlock);
+    return has;
+}
+
+/* Puts requests that did not match back in front of newer ones, keeping
+ * FIFO order, and keeps a buffer for reuse. */
+static void rl_requeue(RLRunLoopRef rl, rl_pbuf *local) {
+    pthread_mutex_lock(&rl->qlock);
+    if (local->n > 0) {
+        for (size_t i = 0; i < rl->incoming.n; i++) {
+            if (!rl_pbuf_push(local, &rl->incoming.a[i]))
+                abort(); /* dropping a request silently would be worse */
+        }
+        rl_pbuf old = rl->incoming;
+        rl->incoming = *local;
+        old.n = 0;
+        *local = old;
+    }
+    local->n = 0;
+    if (rl->spare.a == NULL) {
+        rl->spare = *local;
+        local->a = NULL;
+    }
+    pthread_mutex_unlock(&rl->qlock);
+    free(local->a);
+}
+
+static bool rl_do_blocks(RLRunLoopRef rl, rl_mode *m) {
+    pthread_mutex_lock(&rl->qlock);
+    if (rl->incoming.n == 0) {
+        pthread_mutex_unlock(&rl->qlock);
+        return false;
+    }
+    rl_pbuf local = rl->incoming;
+    rl->incoming = rl->spare;
+    rl->incoming.n = 0;
+    rl->spare = (rl_pbuf){NULL, 0, 0};
+    pthread_mutex_unlock(&rl->qlock);
+
+    bool did = false;
+    size_t keep = 0;
+    for (size_t i = 0; i < local.n; i++) {
+        rl_pitem it = local.a[i];
+        if (!rl_pitem_matches(&it, m)) {
+            local.a[keep++] = it;
+            continue;
+        }
+        it.fn(it.info);
+        free(it.name);
+        did = true;
+    }
+    local.n = keep;
+    rl_requeue(rl, &local);
+    return did;
+}
+
+/* ------------------------------------------------------------------ */
+/* the iteration                                                       */
+
+static bool rl_mode_is_empty(RLRunLoopRef rl, rl_mode *m) {
+    rl__graph_lock();
+    bool empty = m->nsources == 0 && rl__tset_count(&m->timers) == 0;
+    rl__graph_unlock();
+    return empty && !rl_has_blocks_for(rl, m);
+}
+
+static void rl_do_observers(RLRunLoopRef rl, rl_mode *m, RLRunLoopActivity act) {
+    struct RLRunLoopObserver *small[16], **list = small;
+    size_t n = 0;
+    rl__graph_lock();
+    if (!(m->observer_mask & act)) {
+        rl__graph_unlock();
+        return;
+    }
+    if (m->nobservers > 16)
+        list = malloc(m->nobservers * sizeof *list);
+    rl_memb *x;
+    TAILQ_FOREACH(x, &m->observers, mode_link) {
+        struct RLRunLoopObserver *o = x->item;
+        if (list && o->valid && (o->activities & act) && !o->firing) {
+            rl_retain_raw(o);
+            list[n++] = o;
+        }
+    }
+    rl__graph_unlock();
+    for (size_t i = 0; i < n; i++) {
+        struct RLRunLoopObserver *o = list[i];
+        rl__graph_lock();
+        bool go = o->valid && !o->firing;
+        o->firing = go;
+        rl__graph_unlock();
+        if (go) {
+            o->callout(o, act, o->ctx.info);
+            rl_defer d;
+            rl__defer_init(&d);
+            rl__graph_lock();
+            o->firing = false;
+            if (!o->repeats && o->valid)
+                rl__observer_invalidate_locked(o, &d);
+            rl__graph_unlock();
+            rl__defer_run(&d);
+        }
+        RLRelease(o);
+    }
+    if (list != small)
+        free(list);
+}
+
+static void rl_sort_sources(struct RLRunLoopSource **a, size_t n) {
+    for (size_t i = 1; i < n; i++) {
+        struct RLRunLoopSource *s = a[i];
+        size_t j = i;
+        while (j > 0 && a[j - 1]->order > s->order) {
+            a[j] = a[j - 1];
+            j--;
+        }
+        a[j] = s;
+    }
+}
+
+/* Takes the signalled sources of mode m off the ready list (retained), in
+ * perform order. Stale entries (unsignalled or invalid) are dropped. */
+static size_t rl_take_ready(RLRunLoopRef rl, rl_mode *m, struct RLRunLoopSource ***out, rl_defer *d) {
+    size_t n = 0, keep = 0;
+    struct RLRunLoopSource **a = NULL;
+    if (rl->nready)
+        a = malloc(rl->nready * sizeof *a);
+    for (size_t i = 0; i < rl->nready; i++) {
+        struct RLRunLoopSource *s = rl->ready[i];
+        if (!s->valid || !s->signalled || !rl_item_in_loop(s, RL_KIND_SOURCE, rl))
+            rl__defer_release(d, s);
+        else if (a && rl__memb_in_mode(s, RL_KIND_SOURCE, m))
+            a[n++] = s; /* the ready list's reference moves to `a` */
+        else
+            rl->ready[keep++] = s;
+    }
+    rl->nready = keep;
+    rl_sort_sources(a, n);
+    *out = a;
+    return n;
+}
+
+static bool rl_do_sources0(RLRunLoopRef rl, rl_mode *m, bool stop_after_handle) {
+    rl_defer d;
+    rl__defer_init(&d);
+    struct RLRunLoopSource **a = NULL;
+    rl__graph_lock();
+    size_t n = rl->nready ? rl_take_ready(rl, m, &a, &d) : 0;
+    rl__graph_unlock();
+    rl__defer_run(&d);
+    if (n == 0) {
+        free(a);
+        return false;
+    }
+    bool handled = false;
+    size_t i = 0;
+    for (; i < n; i++) {
+        struct RLRunLoopSource *s = a[i];
+        rl__graph_lock();
+        bool go = s->signalled && s->valid;
+        if (go)
+            s->signalled = false;
+        rl__graph_unlock();
+        if (go && s->ctx.perform) {
+            s->ctx.perform(s->ctx.info);
+            handled = true;
+        } else if (go) {
+            handled = true;
+        }
+        RLRelease(s);
+        if (stop_after_handle && handled) {
+            i++;
+            break;
+        }
+    }
+    /* Sources not reached keep their signal for the next pass. */
+    rl__graph_lock();
+    for (size_t j = i; j < n; j++) {
+        if (a[j]->signalled && a[j]->valid)
+            rl_ready_push(rl, a[j]);
+    }
+    rl__graph_unlock();
+    for (size_t j = i; j < n; j++)
+        RLRelease(a[j]);
+    free(a);
+    return handled;
+}
+
+static int rl_cmp_timer_memb(const void *x, const void *y) {
+    const struct RLRunLoopTimer *a = (*(rl_memb *const *)x)->item, *b = (*(rl_memb *const *)y)->item;
+    if (a->fire_date != b->fire_date)
+        return a->fire_date < b->fire_date ? -1 : 1;
+    return a->seq < b->seq ? -1 : (a->seq > b->seq);
+}
+
+static void rl_fire_timer(RLRunLoopRef rl, rl_mode *m, struct RLRunLoopTimer *t) {
+    RLAbsoluteTime now = RLAbsoluteTimeGetCurrent();
+    rl__graph_lock();
+    bool go = t->valid && t->rl == rl && !t->firing && t->fire_date <= now && rl__memb_in_mode(t, RL_KIND_TIMER, m);
+    if (go) {
+        t->firing = true;
+        t->moved_in_fire = false;
+    }
+    rl__graph_unlock();
+    if (!go)
+        return;
+    t->callout(t, t->ctx.info);
+    rl_defer d;
+    rl__defer_init(&d);
+    rl__graph_lock();
+    t->firing = false;
+    rl__timer_after_fire_locked(t, RLAbsoluteTimeGetCurrent(), &d);
+    rl__graph_unlock();
+    rl__defer_run(&d);
+}
+
+static void rl_do_timers(RLRunLoopRef rl, rl_mode *m) {
+    rl_memb **due = NULL;
+    size_t n = 0, cap = 0;
+    RLAbsoluteTime now = RLAbsoluteTimeGetCurrent();
+    rl__graph_lock();
+    rl__tset_collect_due(&m->timers, now, &due, &n, &cap);
+    if (n > 1)
+        qsort(due, n, sizeof *due, rl_cmp_timer_memb);
+    for (size_t i = 0; i < n; i++) {
+        due[i] = due[i]->item; /* keep the timer, not the membership */
+        rl_retain_raw(due[i]);
+    }
+    rl__graph_unlock();
+    for (size_t i = 0; i < n; i++) {
+        struct RLRunLoopTimer *t = (struct RLRunLoopTimer *)due[i];
+        rl_fire_timer(rl, m, t);
+        RLRelease(t);
+    }
+    free(due);
+}
+
+typedef struct rl_fd_fire {
+    struct RLRunLoopSource *src;
+    RLOptionFlags types;
+} rl_fd_fire;
+
+/* Turns an epoll event into the callbacks to deliver; one-shot: the
+ * delivered types are disabled before the callout. Graph lock held. */
+static bool rl_fd_take(RLRunLoopRef rl, rl_mode *m, int fd, uint32_t events, rl_fd_fire *out) {
+    if (fd < 0 || (size_t)fd >= rl->nfdtab || !rl->fdtab[fd].src)
+        return false;
+    struct RLRunLoopSource *s = rl->fdtab[fd].src;
+    struct RLFileDescriptor *f = s->fdobj;
+    RLOptionFlags types = 0;
+    if (events & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP))
+        types |= kRLFileDescriptorReadCallBack;
+    if (events & (EPOLLOUT | EPOLLERR))
+        types |= kRLFileDescriptorWriteCallBack;
+    types &= f ? f->enabled : 0;
+    if (!types || !s->valid || !f->valid || !rl__memb_in_mode(s, RL_KIND_SOURCE, m)) {
+        rl_fd_sync(rl, fd);
+        return false;
+    }
+    f->enabled &= ~types;
+    rl__fd_changed_locked(f);
+    rl_retain_raw(s);
+    out->src = s;
+    out->types = types;
+    return true;
+}
+
+static bool rl_do_fds(RLRunLoopRef rl, rl_mode *m, struct epoll_event *ev, int nev, bool stop_after_handle) {
+    rl_fd_fire fire[64];
+    size_t n = 0;
+    rl__graph_lock();
+    for (int i = 0; i < nev; i++) {
+        int fd = ev[i].data.fd;
+        if (fd == rl->evfd || fd == rl->tfd)
+            continue;
+        if (stop_after_handle && n == 1)
+            break; /* the others stay armed and report again */
+        if (rl_fd_take(rl, m, fd, ev[i].events, &fire[n]))
+            n++;
+    }
+    rl__graph_unlock();
+    for (size_t i = 1; i < n; i++) { /* insertion sort by order */
+        rl_fd_fire x = fire[i];
+        size_t j = i;
+        while (j > 0 && fire[j - 1].src->order > x.src->order) {
+            fire[j] = fire[j - 1];
+            j--;
+        }
+        fire[j] = x;
+    }
+    bool handled = false;
+    for (size_t i = 0; i < n; i++) {
+        struct RLRunLoopSource *s = fire[i].src;
+        rl__graph_lock();
+        struct RLFileDescriptor *f = s->fdobj;
+        bool go = s->valid && f && f->valid;
+        rl__graph_unlock();
+        if (go) {
+            f->callout(f, fire[i].types, f->ctx.info);
+            handled = true;
+        }
+        RLRelease(s);
+    }
+    return handled;
+}
+
+static void rl_drain(int fd) {
+    uint64_t v;
+    ssize_t r;
+    do {
+        r = read(fd, &v, sizeof v);
+    } while (r < 0 && errno == EINTR);
+}
+
+/* Blocks until an event, a timer deadline or the run's deadline; with
+ * `poll`, only looks. Returns the number of events in ev. */
+static int rl_wait(RLRunLoopRef rl, rl_frame *f, bool poll, struct epoll_event *ev, int maxev) {
+    rl__graph_lock();
+    if (rl->armed_mode != f->mode) {
+        rl->armed_mode = f->mode;
+        rl_fd_sync_all(rl);
+    }
+    int timeout = 0;
+    if (!poll) {
+        double at = rl_next_wake(rl, f);
+        if (at > rl_mono_now()) {
+            rl_arm_timerfd(rl, at);
+            timeout = -1;
+        }
+    }
+    atomic_store(&rl->sleeping, 1);
+    rl__graph_unlock();
+    if (atomic_load(&rl->wake_pending))
+        timeout = 0;
+    int n;
+    do {
+        n = epoll_wait(rl->epfd, ev, maxev, timeout);
+    } while (n < 0 && errno == EINTR);
+    atomic_store(&rl->sleeping, 0);
+    atomic_store(&rl->wake_pending, 0);
+    for (int i = 0; i < n; i++) {
+        if (ev[i].data.fd == rl->evfd) {
+            rl_drain(rl->evfd);
+        } else if (ev[i].data.fd == rl->tfd) {
+            rl_drain(rl->tfd);
+            rl__graph_lock();
+            rl->armed_at = INFINITY;
+            rl__graph_unlock();
+        }
+    }
+    return n < 0 ? 0 : n;
+}
+
+static RLRunLoopRunResult rl_run_frame(RLRunLoopRef rl, rl_frame *f, bool poll_only, bool stop_after_handle) {
+    struct epoll_event ev[64];
+    rl_mode *m = f->mode;
+    for (;;) {
+        rl_do_observers(rl, m, kRLRunLoopBeforeTimers);
+        rl_do_observers(rl, m, kRLRunLoopBeforeSources);
+        rl_do_blocks(rl, m);
+        bool handled = rl_do_sources0(rl, m, stop_after_handle);
+        if (handled)
+            rl_do_blocks(rl, m);
+        bool poll = handled || poll_only;
+        if (!poll)
+            rl_do_observers(rl, m, kRLRunLoopBeforeWaiting);
+        int n = rl_wait(rl, f, poll, ev, 64);
+        if (!poll)
+            rl_do_observers(rl, m, kRLRunLoopAfterWaiting);
+        rl_do_timers(rl, m);
+        if (rl_do_fds(rl, m, ev, n, stop_after_handle && !handled))
+            handled = true;
+        rl_do_blocks(rl, m);
+
+        if (handled && stop_after_handle)
+            return kRLRunLoopRunHandledSource;
+        if (poll_only || rl_mono_now() >= f->deadline)
+            return kRLRunLoopRunTimedOut;
+        rl__graph_lock();
+        bool stopped = f->stopped;
+        f->stopped = false;
+        rl__graph_unlock();
+        if (stopped)
+            return kRLRunLoopRunStopped;
+        if (rl_mode_is_empty(rl, m))
+            return kRLRunLoopRunFinished;
+    }
+}
+
+static RLRunLoopRunResult rl_run(RLRunLoopRef rl, const char *mode, RLTimeInterval seconds, bool stop_after_handle) {
+    rl__graph_lock();
+    rl_mode *m = atomic_load(&rl->dead) ? NULL : rl_mode_find(rl, mode);
+    rl__graph_unlock();
+    if (!m || rl_mode_is_empty(rl, m))
+        return kRLRunLoopRunFinished;
+    /* As CF: a wake-up given while no run was going on is dropped. Nothing
+     * is lost by it: what the waker queued or signalled is seen by the first
+     * pass of this run anyway. */
+    atomic_store(&rl->wake_pending, 0);
+    bool poll_only = !(seconds > 0);
+    double deadline = poll_only ? 0 : (seconds > 1e10 ? INFINITY : rl_mono_now() + seconds);
+    rl_frame f = {m, false, deadline, NULL};
+    rl__graph_lock();
+    f.outer = rl->frame;
+    rl->frame = &f;
+    rl__graph_unlock();
+
+    rl_do_observers(rl, m, kRLRunLoopEntry);
+    RLRunLoopRunResult r = rl_run_frame(rl, &f, poll_only, stop_after_handle);
+    rl_do_observers(rl, m, kRLRunLoopExit);
+
+    rl__graph_lock();
+    rl->frame = f.outer;
+    rl__graph_unlock();
+    return r;
+}
+
+RLRunLoopRunResult RLRunLoopRunInMode(RLRunLoopMode mode, RLTimeInterval seconds, bool returnAfterSourceHandled) {
+    const char *fn = "RLRunLoopRunInMode";
+    if (!rl_mode_name_ok(mode, fn))
+        return 0;
+    if (rl_is_common(mode))
+        return (RLRunLoopRunResult)rl__fail(kRLErrorInvalidArgument, fn,
+                                            "kRLRunLoopCommonModes is not a mode one can run in");
+    if (isnan(seconds))
+        return (RLRunLoopRunResult)rl__fail(kRLErrorInvalidArgument, fn, "NaN interval");
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    if (!rl)
+        return 0;
+    return rl_run(rl, mode, seconds, returnAfterSourceHandled);
+}
+
+RLRunLoopRunResult RLRunLoopRun(void) {
+    RLRunLoopRunResult r;
+    do {
+        r = RLRunLoopRunInMode(kRLRunLoopDefaultMode, 1e10, false);
+    } while (r != kRLRunLoopRunStopped && r != kRLRunLoopRunFinished && r != 0);
+    return r;
+}
+
+/* ------------------------------------------------------------------ */
+/* creation, per-thread storage, teardown                              */
+
+static void rl_finalize(void *obj);
+
+const rl__class rl__runloop_class = {"RLRunLoop", rl_finalize, NULL, NULL};
+
+static void rl_close(int fd) {
+    if (fd >= 0)
+        close(fd);
+}
+
+static void rl_finalize(void *obj) {
+    RLRunLoopRef rl = obj;
+    for (size_t i = 0; i < rl->nmodes; i++)
+        rl_mode_free(rl->modes[i]);
+    free(rl->modes);
+    for (size_t i = 0; i < rl->ncommon; i++)
+        free(rl->common[i].name);
+    free(rl->common);
+    free(rl->citems);
+    free(rl->ready);
+    free(rl->fdtab);
+    for (size_t i = 0; i < rl->incoming.n; i++)
+        rl_pitem_dispose(&rl->incoming.a[i]);
+    free(rl->incoming.a);
+    free(rl->spare.a);
+    pthread_mutex_destroy(&rl->qlock);
+    rl_close(rl->epfd);
+    rl_close(rl->evfd);
+    rl_close(rl->tfd);
+}
+
+static bool rl_watch(RLRunLoopRef rl, int fd) {
+    struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
+    return epoll_ctl(rl->epfd, EPOLL_CTL_ADD, fd, &ev) == 0;
+}
+
+static RLRunLoopRef rl_create(pthread_t thread) {
+    const char *fn = "RLRunLoopGetCurrent";
+    RLRunLoopRef rl = rl__object_alloc(&rl__runloop_class, sizeof *rl, fn);
+    if (!rl)
+        return NULL;
+    rl->thread = thread;
+    rl->armed_at = INFINITY;
+    pthread_mutex_init(&rl->qlock, NULL);
+    rl->epfd = epoll_create1(EPOLL_CLOEXEC);
+    rl->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    rl->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+    if (rl->epfd < 0 || rl->evfd < 0 || rl->tfd < 0 || !rl_watch(rl, rl->evfd) || !rl_watch(rl, rl->tfd)) {
+        int err = errno;
+        RLRelease(rl);
+        rl__fail_errno(err, fn, "cannot create the run loop's descriptors");
+        return NULL;
+    }
+    /* The default mode exists from the start and is common, as in CF. */
+    rl__graph_lock();
+    rl->common = calloc(1, sizeof *rl->common);
+    rl_mode *m = NULL;
+    if (rl->common && (rl->common[0].name = strdup(kRLRunLoopDefaultMode))) {
+        rl->capcommon = rl->ncommon = 1;
+        m = rl_mode_get(rl, kRLRunLoopDefaultMode, fn);
+    }
+    rl__graph_unlock();
+    if (!m) {
+        RLRelease(rl);
+        rl__fail(kRLErrorNoMemory, fn, "out of memory");
+        return NULL;
+    }
+    return rl;
+}
+
+static pthread_t rl_main_thread;
+static RLRunLoopRef rl_main_loop;
+static pthread_mutex_t rl_main_mutex = PTHREAD_MUTEX_INITIALIZER;
+static pthread_key_t rl_key;
+static pthread_once_t rl_key_once = PTHREAD_ONCE_INIT;
+static __thread RLRunLoopRef rl_tls;
+
+__attribute__((constructor)) static void rl_record_main_thread(void) { rl_main_thread = pthread_self(); }
+
+static void rl_teardown(RLRunLoopRef rl);
+
+static void rl_key_destructor(void *v) {
+    RLRunLoopRef rl = v;
+    rl_tls = NULL;
+    rl_teardown(rl);
+    RLRelease(rl);
+}
+
+static void rl_make_key(void) { pthread_key_create(&rl_key, rl_key_destructor); }
+
+RLRunLoopRef RLRunLoopGetMain(void) {
+    pthread_mutex_lock(&rl_main_mutex);
+    if (!rl_main_loop) {
+        rl_main_loop = rl_create(rl_main_thread);
+    }
+    RLRunLoopRef rl = rl_main_loop;
+    pthread_mutex_unlock(&rl_main_mutex);
+    return rl;
+}
+
+RLRunLoopRef RLRunLoopGetCurrent(void) {
+    if (RL__LIKELY(rl_tls != NULL))
+        return rl_tls;
+    pthread_once(&rl_key_once, rl_make_key);
+    RLRunLoopRef rl;
+    if (pthread_equal(pthread_self(), rl_main_thread)) {
+        rl = RLRunLoopGetMain();
+        if (rl)
+            RLRetain(rl); /* the thread's reference; the global one stays */
+    } else {
+        rl = rl_create(pthread_self());
+    }
+    if (!rl)
+        return NULL;
+    rl_tls = rl;
+    pthread_setspecific(rl_key, rl);
+    return rl;
+}
+
+/* CF's way: every source is removed from every mode (cancel runs here, on
+ * the exiting thread), then observers and timers; queued requests are
+ * dropped (blocks released). */
+static void rl_teardown(RLRunLoopRef rl) {
+    rl_defer d;
+    rl__defer_init(&d);
+    rl__graph_lock();
+    atomic_store(&rl->dead, true);
+    for (int kind = RL_KIND_SOURCE; kind <= RL_KIND_OBSERVER; kind++) {
+        for (size_t i = 0; i < rl->nmodes; i++) {
+            rl_mode *m = rl->modes[i];
+            if (kind == RL_KIND_SOURCE) {
+                while (!TAILQ_EMPTY(&m->sources))
+                    rl_remove_memb_locked(TAILQ_FIRST(&m->sources), &d);
+            } else if (kind == RL_KIND_OBSERVER) {
+                while (!TAILQ_EMPTY(&m->observers))
+                    rl_remove_memb_locked(TAILQ_FIRST(&m->observers), &d);
+            } else {
+                rl_memb *x;
+                while ((x = rl__tset_any(&m->timers)) != NULL)
+                    rl_remove_memb_locked(x, &d);
+            }
+        }
+    }
+    for (size_t i = 0; i < rl->nci; i++)
+        rl__defer_release(&d, rl->citems[i].item);
+    rl->nci = 0;
+    for (size_t i = 0; i < rl->nready; i++)
+        rl__defer_release(&d, rl->ready[i]);
+    rl->nready = 0;
+    rl__graph_unlock();
+    rl__defer_run(&d);
+
+    pthread_mutex_lock(&rl->qlock);
+    rl_pbuf q = rl->incoming;
+    rl->incoming = (rl_pbuf){NULL, 0, 0};
+    pthread_mutex_unlock(&rl->qlock);
+    for (size_t i = 0; i < q.n; i++)
+        rl_pitem_dispose(&q.a[i]);
+    free(q.a);
+}
+
+void rl__runloop_teardown_current_thread(void) {
+    RLRunLoopRef rl = rl_tls;
+    if (!rl)
+        return;
+    rl_tls = NULL;
+    pthread_once(&rl_key_once, rl_make_key);
+    pthread_setspecific(rl_key, NULL);
+    rl_teardown(rl);
+    RLRelease(rl);
+}

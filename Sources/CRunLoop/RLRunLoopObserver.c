@@ -1,0 +1,138 @@
+/* RLRunLoopObserver.c — observers of run-loop activities. */
+#include "runloop_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+static void rl_observer_finalize(void *obj) {
+    struct RLRunLoopObserver *o = obj;
+    /* Invalidation already released the context; a never-invalidated
+     * observer releases it here. */
+    if (o->valid && o->ctx.release)
+        o->ctx.release(o->ctx.info);
+}
+
+static char *rl_observer_describe(const void *obj) {
+    const struct RLRunLoopObserver *o = obj;
+    char *out = NULL;
+    if (asprintf(&out, "<RLRunLoopObserver %p activities 0x%lx order %ld%s>", obj, o->activities, o->order,
+                 o->repeats ? " repeats" : "") < 0)
+        out = NULL;
+    return out;
+}
+
+const rl__class rl__observer_class = {"RLRunLoopObserver", rl_observer_finalize, NULL, rl_observer_describe};
+
+static bool rl_observer_ok(RLRunLoopObserverRef o, const char *fn) {
+    return rl__object_check(o, &rl__observer_class, fn);
+}
+
+RLRunLoopObserverRef RLRunLoopObserverCreate(RLAllocatorRef allocator, RLOptionFlags activities, bool repeats,
+                                             RLIndex order, RLRunLoopObserverCallBack callout,
+                                             RLRunLoopObserverContext *context) {
+    const char *fn = "RLRunLoopObserverCreate";
+    if (!callout) {
+        rl__fail(kRLErrorInvalidArgument, fn, "NULL callout");
+        return NULL;
+    }
+    if (activities == 0) {
+        rl__fail(kRLErrorInvalidArgument, fn, "no activities to observe");
+        return NULL;
+    }
+    if (context && context->version != 0) {
+        rl__fail(kRLErrorInvalidArgument, fn, "context version %ld is not supported (use 0)", context->version);
+        return NULL;
+    }
+    struct RLRunLoopObserver *o = rl__object_alloc(&rl__observer_class, sizeof *o, fn);
+    if (!o)
+        return NULL;
+    o->activities = activities;
+    o->repeats = repeats;
+    o->order = order;
+    o->callout = callout;
+    o->valid = true;
+    TAILQ_INIT(&o->membs);
+    if (context) {
+        o->ctx = *context;
+        if (o->ctx.retain)
+            o->ctx.info = (void *)o->ctx.retain(o->ctx.info);
+    }
+    return o;
+}
+
+#if __BLOCKS__
+typedef void (^rl_observer_block)(RLRunLoopObserverRef, RLRunLoopActivity);
+
+static void rl_observer_call_block(RLRunLoopObserverRef o, RLRunLoopActivity a, void *info) {
+    ((rl_observer_block)info)(o, a);
+}
+static void rl_observer_release_block(const void *info) { Block_release((rl_observer_block)info); }
+
+RLRunLoopObserverRef RLRunLoopObserverCreateWithHandler(RLAllocatorRef allocator, RLOptionFlags activities,
+                                                        bool repeats, RLIndex order,
+                                                        void (^block)(RLRunLoopObserverRef observer,
+                                                                      RLRunLoopActivity activity)) {
+    if (!block) {
+        rl__fail(kRLErrorInvalidArgument, "RLRunLoopObserverCreateWithHandler", "NULL block");
+        return NULL;
+    }
+    RLRunLoopObserverContext ctx = {0, (void *)Block_copy(block), NULL, rl_observer_release_block, NULL};
+    RLRunLoopObserverRef o = RLRunLoopObserverCreate(allocator, activities, repeats, order,
+                                                     rl_observer_call_block, &ctx);
+    if (!o)
+        Block_release((rl_observer_block)ctx.info);
+    return o;
+}
+#endif
+
+RLOptionFlags RLRunLoopObserverGetActivities(RLRunLoopObserverRef o) {
+    return rl_observer_ok(o, "RLRunLoopObserverGetActivities") ? o->activities : 0;
+}
+
+bool RLRunLoopObserverDoesRepeat(RLRunLoopObserverRef o) {
+    return rl_observer_ok(o, "RLRunLoopObserverDoesRepeat") && o->repeats;
+}
+
+RLIndex RLRunLoopObserverGetOrder(RLRunLoopObserverRef o) {
+    return rl_observer_ok(o, "RLRunLoopObserverGetOrder") ? o->order : 0;
+}
+
+void rl__observer_invalidate_locked(struct RLRunLoopObserver *o, rl_defer *d) {
+    if (!o->valid)
+        return;
+    o->valid = false;
+    rl__remove_item_everywhere_locked(o, RL_KIND_OBSERVER, d);
+    /* As CF: invalidation gives the context back at once. */
+    rl__defer_ctx_release(d, o->ctx.release, o->ctx.info);
+}
+
+bool RLRunLoopObserverInvalidate(RLRunLoopObserverRef o) {
+    if (!rl_observer_ok(o, "RLRunLoopObserverInvalidate"))
+        return false;
+    rl_defer d;
+    rl__defer_init(&d);
+    rl__graph_lock();
+    rl__observer_invalidate_locked(o, &d);
+    rl__graph_unlock();
+    rl__defer_run(&d);
+    return true;
+}
+
+bool RLRunLoopObserverIsValid(RLRunLoopObserverRef o) {
+    if (!rl_observer_ok(o, "RLRunLoopObserverIsValid"))
+        return false;
+    rl__graph_lock();
+    bool v = o->valid;
+    rl__graph_unlock();
+    return v;
+}
+
+bool RLRunLoopObserverGetContext(RLRunLoopObserverRef o, RLRunLoopObserverContext *context) {
+    const char *fn = "RLRunLoopObserverGetContext";
+    if (!rl_observer_ok(o, fn))
+        return false;
+    if (!context)
+        return rl__fail(kRLErrorInvalidArgument, fn, "NULL context");
+    *context = o->ctx;
+    return true;
+}

@@ -1,0 +1,117 @@
+/* RLRunLoopSource.c — version-0 sources (and the carrier of fd sources). */
+#include "runloop_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+static void rl_source_finalize(void *obj) {
+    struct RLRunLoopSource *s = obj;
+    if (s->fdobj) {
+        rl__graph_lock();
+        if (s->fdobj->source == s)
+            s->fdobj->source = NULL;
+        rl__graph_unlock();
+        RLRelease(s->fdobj);
+    }
+    if (s->ctx.release)
+        s->ctx.release(s->ctx.info);
+}
+
+static char *rl_source_describe(const void *obj) {
+    const struct RLRunLoopSource *s = obj;
+    char *info = s->ctx.copyDescription ? s->ctx.copyDescription(s->ctx.info) : NULL;
+    char *out = NULL;
+    if (asprintf(&out, "<RLRunLoopSource %p order %ld%s%s>", obj, s->order, info ? " " : "", info ? info : "") < 0)
+        out = NULL;
+    free(info);
+    return out;
+}
+
+const rl__class rl__source_class = {"RLRunLoopSource", rl_source_finalize, NULL, rl_source_describe};
+
+static bool rl_source_ok(RLRunLoopSourceRef s, const char *fn) {
+    return rl__object_check(s, &rl__source_class, fn);
+}
+
+RLRunLoopSourceRef RLRunLoopSourceCreate(RLAllocatorRef allocator, RLIndex order, RLRunLoopSourceContext *context) {
+    const char *fn = "RLRunLoopSourceCreate";
+    if (!context) {
+        rl__fail(kRLErrorInvalidArgument, fn, "NULL context");
+        return NULL;
+    }
+    if (context->version != 0) {
+        rl__fail(kRLErrorInvalidArgument, fn, "context version %ld is not supported (use 0)", context->version);
+        return NULL;
+    }
+    struct RLRunLoopSource *s = rl__object_alloc(&rl__source_class, sizeof *s, fn);
+    if (!s)
+        return NULL;
+    s->order = order;
+    s->ctx = *context;
+    s->valid = true;
+    TAILQ_INIT(&s->membs);
+    if (s->ctx.retain)
+        s->ctx.info = (void *)s->ctx.retain(s->ctx.info);
+    return s;
+}
+
+RLIndex RLRunLoopSourceGetOrder(RLRunLoopSourceRef s) {
+    if (!rl_source_ok(s, "RLRunLoopSourceGetOrder"))
+        return 0;
+    return s->order;
+}
+
+void rl__source_invalidate_locked(struct RLRunLoopSource *s, rl_defer *d) {
+    if (!s->valid)
+        return;
+    s->valid = false;
+    s->signalled = false;
+    rl__remove_item_everywhere_locked(s, RL_KIND_SOURCE, d);
+}
+
+bool RLRunLoopSourceInvalidate(RLRunLoopSourceRef s) {
+    if (!rl_source_ok(s, "RLRunLoopSourceInvalidate"))
+        return false;
+    rl_defer d;
+    rl__defer_init(&d);
+    rl__graph_lock();
+    rl__source_invalidate_locked(s, &d);
+    rl__graph_unlock();
+    rl__defer_run(&d);
+    return true;
+}
+
+bool RLRunLoopSourceIsValid(RLRunLoopSourceRef s) {
+    if (!rl_source_ok(s, "RLRunLoopSourceIsValid"))
+        return false;
+    rl__graph_lock();
+    bool v = s->valid;
+    rl__graph_unlock();
+    return v;
+}
+
+bool RLRunLoopSourceGetContext(RLRunLoopSourceRef s, RLRunLoopSourceContext *context) {
+    const char *fn = "RLRunLoopSourceGetContext";
+    if (!rl_source_ok(s, fn))
+        return false;
+    if (!context)
+        return rl__fail(kRLErrorInvalidArgument, fn, "NULL context");
+    *context = s->ctx;
+    return true;
+}
+
+bool RLRunLoopSourceSignal(RLRunLoopSourceRef s) {
+    const char *fn = "RLRunLoopSourceSignal";
+    if (!rl_source_ok(s, fn))
+        return false;
+    rl__graph_lock();
+    bool ok = s->valid;
+    if (ok && !s->signalled) {
+        s->signalled = true;
+        rl__source_mark_ready_locked(s, NULL);
+    }
+    rl__graph_unlock();
+    if (!ok)
+        return rl__fail(kRLErrorInvalidObject, fn, "the source has been invalidated");
+    return true;
+}

@@ -1,0 +1,222 @@
+/* RLRunLoopTimer.c — timers: grid rescheduling, tolerance, moves from any
+ * thread. The heaps themselves live in rl_heap.c; the firing in RLRunLoop.c. */
+#include "runloop_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* Dates beyond this are "never" (CF clamps likewise); keeps arithmetic finite. */
+#define RL_FAR_FUTURE 9.0e15
+
+static void rl_timer_finalize(void *obj) {
+    struct RLRunLoopTimer *t = obj;
+    if (t->valid && t->ctx.release)
+        t->ctx.release(t->ctx.info);
+}
+
+static char *rl_timer_describe(const void *obj) {
+    const struct RLRunLoopTimer *t = obj;
+    char *out = NULL;
+    if (asprintf(&out, "<RLRunLoopTimer %p fireDate %.6f interval %g tolerance %g%s>", obj, t->fire_date,
+                 t->interval, t->tolerance, t->valid ? "" : " invalid") < 0)
+        out = NULL;
+    return out;
+}
+
+const rl__class rl__timer_class = {"RLRunLoopTimer", rl_timer_finalize, NULL, rl_timer_describe};
+
+static bool rl_timer_ok(RLRunLoopTimerRef t, const char *fn) { return rl__object_check(t, &rl__timer_class, fn); }
+
+static double rl_clamp_date(double d) {
+    if (d > RL_FAR_FUTURE)
+        return RL_FAR_FUTURE;
+    if (d < -RL_FAR_FUTURE)
+        return -RL_FAR_FUTURE;
+    return d;
+}
+
+RLRunLoopTimerRef RLRunLoopTimerCreate(RLAllocatorRef allocator, RLAbsoluteTime fireDate, RLTimeInterval interval,
+                                       RLOptionFlags flags, RLIndex order, RLRunLoopTimerCallBack callout,
+                                       RLRunLoopTimerContext *context) {
+    const char *fn = "RLRunLoopTimerCreate";
+    if (isnan(fireDate) || isnan(interval)) {
+        rl__fail(kRLErrorInvalidArgument, fn, "NaN fire date or interval");
+        return NULL;
+    }
+    if (!callout) {
+        rl__fail(kRLErrorInvalidArgument, fn, "NULL callout");
+        return NULL;
+    }
+    if (context && context->version != 0) {
+        rl__fail(kRLErrorInvalidArgument, fn, "context version %ld is not supported (use 0)", context->version);
+        return NULL;
+    }
+    struct RLRunLoopTimer *t = rl__object_alloc(&rl__timer_class, sizeof *t, fn);
+    if (!t)
+        return NULL;
+    t->fire_date = rl_clamp_date(fireDate);
+    t->interval = interval > 0 ? (interval > RL_FAR_FUTURE ? RL_FAR_FUTURE : interval) : 0;
+    t->order = order;
+    t->seq = rl__next_seq();
+    t->callout = callout;
+    t->valid = true;
+    TAILQ_INIT(&t->membs);
+    if (context) {
+        t->ctx = *context;
+        if (t->ctx.retain)
+            t->ctx.info = (void *)t->ctx.retain(t->ctx.info);
+    }
+    return t;
+}
+
+#if __BLOCKS__
+typedef void (^rl_timer_block)(RLRunLoopTimerRef);
+
+static void rl_timer_call_block(RLRunLoopTimerRef t, void *info) { ((rl_timer_block)info)(t); }
+static void rl_timer_release_block(const void *info) { Block_release((rl_timer_block)info); }
+
+RLRunLoopTimerRef RLRunLoopTimerCreateWithHandler(RLAllocatorRef allocator, RLAbsoluteTime fireDate,
+                                                  RLTimeInterval interval, RLOptionFlags flags, RLIndex order,
+                                                  void (^block)(RLRunLoopTimerRef timer)) {
+    if (!block) {
+        rl__fail(kRLErrorInvalidArgument, "RLRunLoopTimerCreateWithHandler", "NULL block");
+        return NULL;
+    }
+    RLRunLoopTimerContext ctx = {0, (void *)Block_copy(block), NULL, rl_timer_release_block, NULL};
+    RLRunLoopTimerRef t = RLRunLoopTimerCreate(allocator, fireDate, interval, flags, order, rl_timer_call_block, &ctx);
+    if (!t)
+        Block_release((rl_timer_block)ctx.info);
+    return t;
+}
+#endif
+
+RLAbsoluteTime RLRunLoopTimerGetNextFireDate(RLRunLoopTimerRef t) {
+    if (!rl_timer_ok(t, "RLRunLoopTimerGetNextFireDate"))
+        return 0;
+    rl__graph_lock();
+    RLAbsoluteTime d = t->fire_date;
+    rl__graph_unlock();
+    return d;
+}
+
+bool RLRunLoopTimerSetNextFireDate(RLRunLoopTimerRef t, RLAbsoluteTime fireDate) {
+    const char *fn = "RLRunLoopTimerSetNextFireDate";
+    if (!rl_timer_ok(t, fn))
+        return false;
+    if (isnan(fireDate))
+        return rl__fail(kRLErrorInvalidArgument, fn, "NaN date");
+    rl__graph_lock();
+    bool ok = t->valid;
+    if (ok) {
+        t->fire_date = rl_clamp_date(fireDate);
+        t->seq = rl__next_seq();
+        if (t->firing)
+            t->moved_in_fire = true;
+        rl__timer_moved_locked(t);
+    }
+    rl__graph_unlock();
+    if (!ok)
+        return rl__fail(kRLErrorInvalidObject, fn, "the timer has been invalidated");
+    return true;
+}
+
+RLTimeInterval RLRunLoopTimerGetInterval(RLRunLoopTimerRef t) {
+    return rl_timer_ok(t, "RLRunLoopTimerGetInterval") ? t->interval : 0;
+}
+
+bool RLRunLoopTimerDoesRepeat(RLRunLoopTimerRef t) {
+    return rl_timer_ok(t, "RLRunLoopTimerDoesRepeat") && t->interval > 0;
+}
+
+RLIndex RLRunLoopTimerGetOrder(RLRunLoopTimerRef t) { return rl_timer_ok(t, "RLRunLoopTimerGetOrder") ? t->order : 0; }
+
+void rl__timer_invalidate_locked(struct RLRunLoopTimer *t, rl_defer *d) {
+    if (!t->valid)
+        return;
+    t->valid = false;
+    rl__remove_item_everywhere_locked(t, RL_KIND_TIMER, d);
+    /* As CF: an invalidated timer gives its context back at once. */
+    rl__defer_ctx_release(d, t->ctx.release, t->ctx.info);
+}
+
+bool RLRunLoopTimerInvalidate(RLRunLoopTimerRef t) {
+    if (!rl_timer_ok(t, "RLRunLoopTimerInvalidate"))
+        return false;
+    rl_defer d;
+    rl__defer_init(&d);
+    rl__graph_lock();
+    rl__timer_invalidate_locked(t, &d);
+    rl__graph_unlock();
+    rl__defer_run(&d);
+    return true;
+}
+
+bool RLRunLoopTimerIsValid(RLRunLoopTimerRef t) {
+    if (!rl_timer_ok(t, "RLRunLoopTimerIsValid"))
+        return false;
+    rl__graph_lock();
+    bool v = t->valid;
+    rl__graph_unlock();
+    return v;
+}
+
+bool RLRunLoopTimerGetContext(RLRunLoopTimerRef t, RLRunLoopTimerContext *context) {
+    const char *fn = "RLRunLoopTimerGetContext";
+    if (!rl_timer_ok(t, fn))
+        return false;
+    if (!context)
+        return rl__fail(kRLErrorInvalidArgument, fn, "NULL context");
+    *context = t->ctx;
+    return true;
+}
+
+RLTimeInterval RLRunLoopTimerGetTolerance(RLRunLoopTimerRef t) {
+    if (!rl_timer_ok(t, "RLRunLoopTimerGetTolerance"))
+        return -1;
+    rl__graph_lock();
+    RLTimeInterval tol = t->tolerance;
+    rl__graph_unlock();
+    return tol;
+}
+
+bool RLRunLoopTimerSetTolerance(RLRunLoopTimerRef t, RLTimeInterval tolerance) {
+    const char *fn = "RLRunLoopTimerSetTolerance";
+    if (!rl_timer_ok(t, fn))
+        return false;
+    if (isnan(tolerance) || tolerance < 0)
+        return rl__fail(kRLErrorInvalidArgument, fn, "tolerance must be >= 0");
+    if (t->interval > 0 && tolerance > t->interval / 2)
+        tolerance = t->interval / 2;
+    if (tolerance > RL_FAR_FUTURE)
+        tolerance = RL_FAR_FUTURE;
+    rl__graph_lock();
+    t->tolerance = tolerance;
+    rl__timer_moved_locked(t);
+    rl__graph_unlock();
+    return true;
+}
+
+/* A repeating timer stays on its grid fireDate + k*interval: the next date
+ * is the first grid point after now, so missed periods fire once. A date set
+ * inside the callout wins. One-shot timers are invalidated, as CF does. */
+void rl__timer_after_fire_locked(struct RLRunLoopTimer *t, RLAbsoluteTime now, rl_defer *d) {
+    if (!t->valid)
+        return;
+    if (t->interval <= 0) {
+        rl__timer_invalidate_locked(t, d);
+        return;
+    }
+    if (t->moved_in_fire)
+        return;
+    double next = t->fire_date + t->interval;
+    if (next <= now) {
+        double k = floor((now - t->fire_date) / t->interval) + 1;
+        next = t->fire_date + k * t->interval;
+        if (next <= now)
+            next += t->interval;
+    }
+    t->fire_date = rl_clamp_date(next);
+    t->seq = rl__next_seq();
+    rl__timer_moved_locked(t);
+}

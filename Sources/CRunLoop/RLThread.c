@@ -1,0 +1,981 @@
+/* RLThread.c — threads: creation, attributes, dictionary, exit sequence. */
+#include "RLThreadInternal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#if __BLOCKS__
+extern void *_Block_copy(const void *block);
+extern void _Block_release(const void *block);
+#endif
+
+/* Optional modules, referenced weakly: a program that links no run loop has
+ * no run loop to tear down, and one that links no perform module has no
+ * requests to fail (and its threads get no run loop up front). The C names
+ * differ from the hidden declarations so that these references can have
+ * default visibility: a hidden undefined weak symbol would resolve to the
+ * load address instead of NULL in a position-independent executable. */
+extern void rl__weak_runloop_teardown(void) __asm__("rl__runloop_teardown_current_thread")
+    __attribute__((weak, visibility("default")));
+extern void rl__weak_perform_did_start(RLThreadRef t) __asm__("rl__perform_thread_did_start")
+    __attribute__((weak, visibility("default")));
+extern void rl__weak_perform_will_exit(RLThreadRef t) __asm__("rl__perform_thread_will_exit")
+    __attribute__((weak, visibility("default")));
+extern void rl__weak_perform_finalize(RLThreadRef t) __asm__("rl__perform_thread_finalize")
+    __attribute__((weak, visibility("default")));
+
+struct rl__thread_value {
+    rl__thread_value *next;
+    char *key;
+    void *value;
+    void (*destructor)(void *value);
+};
+
+struct rl__thread_handler {
+    rl__thread_handler *next;
+    RLThreadHandlerToken token;
+    RLThreadWillExitHandler fn;
+    void *info;
+    bool info_is_block; /* info is a copied block, released with the handler */
+};
+
+static void rl__handler_free(rl__thread_handler *h) {
+#if __BLOCKS__
+    if (h->info_is_block)
+        _Block_release(h->info);
+#endif
+    free(h);
+}
+
+enum { RL__KERNEL_NAME_MAX = 15 };
+
+static __thread RLThreadRef rl__tls_current;
+static __thread bool rl__tls_exited;      /* exit sequence ran: no new RLThread */
+static __thread bool rl__tls_in_mt_notify; /* running will-become-multi-threaded handlers */
+
+static pthread_key_t rl__foreign_key;
+static pthread_once_t rl__foreign_key_once = PTHREAD_ONCE_INIT;
+
+static RLThreadRef rl__main_thread;
+static pthread_once_t rl__main_once = PTHREAD_ONCE_INIT;
+
+static pthread_mutex_t rl__global_lock = PTHREAD_MUTEX_INITIALIZER;
+static rl__thread_handler *rl__global_handlers; /* global will-exit handlers */
+static _Atomic uint64_t rl__next_token = 1;
+
+/* Multi-threaded state: 0 not yet, 1 notifying, 2 multi-threaded. */
+static pthread_mutex_t rl__mt_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t rl__mt_cond = PTHREAD_COND_INITIALIZER;
+static _Atomic int rl__mt_state;
+typedef struct rl__mt_handler {
+    struct rl__mt_handler *next;
+    void (*fn)(void *info);
+    void *info;
+} rl__mt_handler;
+static rl__mt_handler *rl__mt_handlers;
+
+/* ---- object ---- */
+
+static void rl__thread_free_values(rl__thread_value *v) {
+    while (v) {
+        rl__thread_value *next = v->next;
+        if (v->destructor)
+            v->destructor(v->value);
+        free(v->key);
+        free(v);
+        v = next;
+    }
+}
+
+static void rl__thread_finalize(void *obj) {
+    RLThreadRef t = obj;
+    /* The lock orders this with the exiting thread's last writes (for
+     * ThreadSanitizer, which does not follow RLRelease's fences). */
+    pthread_mutex_lock(&t->lock);
+    pthread_mutex_unlock(&t->lock);
+    /* A joinable thread nobody joined: let the system reclaim it. */
+    if (t->has_pthread && t->joinable && !t->join_claimed && !t->is_main && !t->is_foreign)
+        pthread_detach(t->pthread);
+    rl__thread_free_values(t->values);
+    for (rl__thread_handler *h = t->handlers, *next; h; h = next) {
+        next = h->next;
+        rl__handler_free(h);
+    }
+#if __BLOCKS__
+    if (t->block)
+        _Block_release(t->block);
+#endif
+    if (rl__weak_perform_finalize)
+        rl__weak_perform_finalize(t);
+    free(t->name);
+    pthread_cond_destroy(&t->cond);
+    pthread_mutex_destroy(&t->lock);
+}
+
+static const char *rl__thread_state_name(RLThreadRef t) {
+    switch (t->state) {
+    case RL__THREAD_CREATED: return "created";
+    case RL__THREAD_EXECUTING: return "executing";
+    case RL__THREAD_FINISHED: return "finished";
+    }
+    return "?";
+}
+
+static char *rl__thread_describe(const void *obj) {
+    RLThreadRef t = (RLThreadRef)obj;
+    char *s = NULL;
+    pthread_mutex_lock(&t->lock);
+    int n = asprintf(&s, "<RLThread %p name=\"%s\" tid=%d %s%s%s>", obj, t->name ? t->name : "", (int)t->tid,
+                     rl__thread_state_name(t), t->is_main ? " main" : "",
+                     atomic_load(&t->cancelled) ? " cancelled" : "");
+    pthread_mutex_unlock(&t->lock);
+    if (n < 0) {
+        rl__fail(kRLErrorNoMemory, "RLCopyDescription", "out of memory");
+        return NULL;
+    }
+    return s;
+}
+
+const rl__class rl__thread_class = {
+    .name = "RLThread",
+    .finalize = rl__thread_finalize,
+    .describe = rl__thread_describe,
+};
+
+static RLThreadRef rl__thread_alloc(const char *fn) {
+    RLThreadRef t = rl__object_alloc(&rl__thread_class, sizeof *t, fn);
+    if (!t)
+        return NULL;
+    pthread_mutex_init(&t->lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&t->cond, &ca);
+    pthread_condattr_destroy(&ca);
+    t->stack_size = kRLThreadDefaultStackSize;
+    t->priority = 0.5;
+    return t;
+}
+
+static bool rl__thread_check(RLThreadRef t, const char *fn) {
+    return rl__object_check(t, &rl__thread_class, fn);
+}
+
+/* ---- kernel-side name and priority ---- */
+
+/* The longest prefix of name that fits the kernel's 15 bytes without
+ * splitting a UTF-8 sequence. */
+static size_t rl__kernel_name_length(const char *name) {
+    size_t len = strlen(name);
+    if (len <= RL__KERNEL_NAME_MAX)
+        return len;
+    len = RL__KERNEL_NAME_MAX;
+    while (len > 0 && ((unsigned char)name[len] & 0xC0) == 0x80)
+        len--;
+    return len;
+}
+
+static void rl__kernel_set_name(pid_t tid, const char *name) {
+    char shortname[RL__KERNEL_NAME_MAX + 1];
+    size_t len = rl__kernel_name_length(name ? name : "");
+    memcpy(shortname, name ? name : "", len);
+    shortname[len] = '\0';
+    if (tid == gettid()) {
+        pthread_setname_np(pthread_self(), shortname);
+        return;
+    }
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/task/%d/comm", (int)tid);
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    ssize_t w = write(fd, shortname, len);
+    (void)w;
+    close(fd);
+}
+
+static int rl__nice_for_priority(double p) {
+    if (p >= 0.5)
+        return -(int)lround((p - 0.5) * 40.0);
+    return (int)lround((0.5 - p) * 38.0);
+}
+
+/* Best effort: a nice value the process may not take is clamped (left at
+ * the lowest value it may take), never an error. */
+static void rl__kernel_set_priority(pid_t tid, double p) {
+    int nice = rl__nice_for_priority(p);
+    if (setpriority(PRIO_PROCESS, (id_t)tid, nice) == 0)
+        return;
+    if (errno != EACCES && errno != EPERM)
+        return;
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NICE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+        int floor_nice = 20 - (int)rl.rlim_cur;
+        if (floor_nice > nice && floor_nice <= 19)
+            (void)setpriority(PRIO_PROCESS, (id_t)tid, floor_nice);
+    }
+}
+
+/* ---- main and foreign threads ---- */
+
+static void rl__thread_make_main(void) {
+    RLThreadRef t = rl__thread_alloc("RLThreadGetMain");
+    if (!t)
+        return;
+    t->is_main = true;
+    t->has_pthread = false;
+    t->state = RL__THREAD_EXECUTING;
+    t->tid = getpid(); /* the main thread's tid is the process id */
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_STACK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+        t->stack_size = (size_t)rl.rlim_cur;
+    else
+        t->stack_size = (size_t)8 * 1024 * 1024;
+    rl__main_thread = t;
+}
+
+RLThreadRef RLThreadGetMain(void) {
+    pthread_once(&rl__main_once, rl__thread_make_main);
+    if (!rl__main_thread)
+        rl__fail(kRLErrorNoMemory, "RLThreadGetMain", "out of memory");
+    return rl__main_thread;
+}
+
+static bool rl__is_main_tid(void) { return gettid() == getpid(); }
+
+bool RLThreadIsMainThread(void) { return rl__is_main_tid(); }
+
+bool RLThreadIsMain(RLThreadRef thread) {
+    if (!rl__thread_check(thread, "RLThreadIsMain"))
+        return false;
+    return thread->is_main;
+}
+
+static void rl__thread_exit_sequence(RLThreadRef t, void *result);
+
+static void rl__foreign_destructor(void *p) {
+    RLThreadRef t = p;
+    if (t && rl__tls_current == t)
+        rl__thread_exit_sequence(t, NULL);
+}
+
+static void rl__foreign_key_init(void) { pthread_key_create(&rl__foreign_key, rl__foreign_destructor); }
+
+static RLThreadRef rl__thread_register_foreign(void) {
+    RLThreadRef t = rl__thread_alloc("RLThreadGetCurrent");
+    if (!t)
+        return NULL;
+    t->is_foreign = true;
+    t->has_pthread = true;
+    t->pthread = pthread_self();
+    t->tid = gettid();
+    t->state = RL__THREAD_EXECUTING;
+    pthread_attr_t attr;
+    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+        size_t size = 0;
+        if (pthread_attr_getstacksize(&attr, &size) == 0)
+            t->stack_size = size;
+        pthread_attr_destroy(&attr);
+    }
+    pthread_once(&rl__foreign_key_once, rl__foreign_key_init);
+    rl__tls_current = t; /* the thread owns the one reference */
+    pthread_setspecific(rl__foreign_key, t);
+    if (rl__weak_perform_did_start)
+        rl__weak_perform_did_start(t);
+    return t;
+}
+
+RLThreadRef rl__thread_current_if_any(void) { return rl__tls_current; }
+
+RLThreadRef RLThreadGetCurrent(void) {
+    RLThreadRef t = rl__tls_current;
+    if (RL__LIKELY(t != NULL))
+        return t;
+    if (rl__tls_exited) {
+        rl__fail(kRLErrorInvalidState, "RLThreadGetCurrent", "the calling thread is exiting");
+        return NULL;
+    }
+    if (rl__is_main_tid()) {
+        t = RLThreadGetMain();
+        rl__tls_current = t;
+        return t;
+    }
+    return rl__thread_register_foreign();
+}
+
+/* ---- multi-threaded ---- */
+
+bool RLThreadIsMultiThreaded(void) { return atomic_load(&rl__mt_state) == 2; }
+
+bool RLThreadAddWillBecomeMultiThreadedHandler(void (*fn)(void *info), void *info) {
+    if (!fn)
+        return rl__fail(kRLErrorInvalidArgument, "RLThreadAddWillBecomeMultiThreadedHandler", "NULL handler");
+    rl__mt_handler *h = calloc(1, sizeof *h);
+    if (!h)
+        return rl__fail(kRLErrorNoMemory, "RLThreadAddWillBecomeMultiThreadedHandler", "out of memory");
+    h->fn = fn;
+    h->info = info;
+    pthread_mutex_lock(&rl__mt_lock);
+    if (atomic_load(&rl__mt_state) != 0) {
+        pthread_mutex_unlock(&rl__mt_lock);
+        free(h);
+        return rl__fail(kRLErrorInvalidState, "RLThreadAddWillBecomeMultiThreadedHandler",
+                        "the process is already multi-threaded");
+    }
+    rl__mt_handler **tail = &rl__mt_handlers;
+    while (*tail)
+        tail = &(*tail)->next;
+    *tail = h;
+    pthread_mutex_unlock(&rl__mt_lock);
+    return true;
+}
+
+/* Runs the one-time notification before the first thread is created; other
+ * starters wait for it, a handler that starts a thread itself does not. */
+static void rl__become_multithreaded(void) {
+    if (RL__LIKELY(atomic_load_explicit(&rl__mt_state, memory_order_acquire) == 2))
+        return;
+    pthread_mutex_lock(&rl__mt_lock);
+    if (atomic_load(&rl__mt_state) == 0) {
+        atomic_store(&rl__mt_state, 1);
+        rl__mt_handler *list = rl__mt_handlers;
+        rl__mt_handlers = NULL;
+        pthread_mutex_unlock(&rl__mt_lock);
+        rl__tls_in_mt_notify = true;
+        for (rl__mt_handler *h = list, *next; h; h = next) {
+            next = h->next;
+            h->fn(h->info);
+            free(h);
+        }
+        rl__tls_in_mt_notify = false;
+        pthread_mutex_lock(&rl__mt_lock);
+        atomic_store_explicit(&rl__mt_state, 2, memory_order_release);
+        pthread_cond_broadcast(&rl__mt_cond);
+    } else if (!rl__tls_in_mt_notify) {
+        while (atomic_load(&rl__mt_state) != 2)
+            pthread_cond_wait(&rl__mt_cond, &rl__mt_lock);
+    }
+    pthread_mutex_unlock(&rl__mt_lock);
+}
+
+/* ---- creation and start ---- */
+
+RLThreadRef RLThreadCreate(RLAllocatorRef allocator, RLThreadEntry entry, void *arg) {
+    (void)allocator;
+    if (!entry) {
+        rl__fail(kRLErrorInvalidArgument, "RLThreadCreate", "NULL entry function");
+        return NULL;
+    }
+    RLThreadRef t = rl__thread_alloc("RLThreadCreate");
+    if (!t)
+        return NULL;
+    t->entry = entry;
+    t->arg = arg;
+    return t;
+}
+
+#if __BLOCKS__
+static void *rl__thread_block_entry(void *arg) {
+    ((void (^)(void))arg)();
+    return NULL;
+}
+
+RLThreadRef RLThreadCreateWithBlock(RLAllocatorRef allocator, void (^block)(void)) {
+    (void)allocator;
+    if (!block) {
+        rl__fail(kRLErrorInvalidArgument, "RLThreadCreateWithBlock", "NULL block");
+        return NULL;
+    }
+    RLThreadRef t = rl__thread_alloc("RLThreadCreateWithBlock");
+    if (!t)
+        return NULL;
+    t->block = _Block_copy((const void *)block);
+    t->entry = rl__thread_block_entry;
+    t->arg = t->block;
+    return t;
+}
+#endif
+
+/* On the new thread, before its entry: record the tid and apply the name
+ * and priority set so far (later changes apply themselves). */
+static void rl__thread_attach_kernel(RLThreadRef t) {
+    pthread_mutex_lock(&t->lock);
+    t->tid = gettid();
+    if (t->name)
+        rl__kernel_set_name(t->tid, t->name);
+    if (t->priority_set)
+        rl__kernel_set_priority(t->tid, t->priority);
+    pthread_mutex_unlock(&t->lock);
+}
+
+static void rl__thread_cleanup(void *p) { rl__thread_exit_sequence(p, NULL); }
+
+/* pthread_exit (RLThreadExit) unwinds through the cleanup handler, after
+ * the cleanup handlers the entry pushed itself. */
+static void *rl__thread_run_entry(RLThreadRef t) {
+    void *result;
+    pthread_cleanup_push(rl__thread_cleanup, t);
+    result = t->entry(t->arg);
+    pthread_cleanup_pop(0);
+    return result;
+}
+
+static void *rl__thread_main(void *p) {
+    RLThreadRef t = p;
+    rl__tls_current = t;
+    rl__thread_attach_kernel(t);
+    if (rl__weak_perform_did_start)
+        rl__weak_perform_did_start(t);
+    void *result = rl__thread_run_entry(t);
+    rl__thread_exit_sequence(t, result);
+    return result;
+}
+
+bool RLThreadStart(RLThreadRef thread) {
+    static const char fn[] = "RLThreadStart";
+    if (!rl__thread_check(thread, fn))
+        return false;
+    RLThreadRef t = thread;
+    pthread_mutex_lock(&t->lock);
+    if (t->is_main || t->is_foreign) {
+        pthread_mutex_unlock(&t->lock);
+        return rl__fail(kRLErrorInvalidState, fn, "%s thread is already running",
+                        t->is_main ? "the main" : "a foreign");
+    }
+    if (t->state != RL__THREAD_CREATED) {
+        pthread_mutex_unlock(&t->lock);
+        return rl__fail(kRLErrorInvalidState, fn, "thread was already started");
+    }
+    if (atomic_load(&t->cancelled)) {
+        t->state = RL__THREAD_FINISHED;
+        pthread_cond_broadcast(&t->cond);
+        pthread_mutex_unlock(&t->lock);
+        return true;
+    }
+    t->state = RL__THREAD_EXECUTING; /* claims the start */
+    size_t stack_size = t->stack_size;
+    bool joinable = t->joinable;
+    pthread_mutex_unlock(&t->lock);
+
+    rl__become_multithreaded();
+
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, stack_size);
+    pthread_attr_setdetachstate(&attr, joinable ? PTHREAD_CREATE_JOINABLE : PTHREAD_CREATE_DETACHED);
+    RLRetain(t); /* the thread's own reference, dropped at the end of its exit sequence */
+    pthread_t pt;
+    pthread_mutex_lock(&t->lock);
+    int err = pthread_create(&pt, &attr, rl__thread_main, t);
+    if (err == 0) {
+        t->pthread = pt;
+        t->has_pthread = true;
+    } else {
+        t->state = RL__THREAD_CREATED;
+    }
+    pthread_mutex_unlock(&t->lock);
+    pthread_attr_destroy(&attr);
+    if (err != 0) {
+        RLRelease(t);
+        return rl__fail_errno(err, fn, "pthread_create failed");
+    }
+    return true;
+}
+
+bool RLThreadDetachNew(RLThreadEntry entry, void *arg) {
+    RLThreadRef t = RLThreadCreate(NULL, entry, arg);
+    if (!t)
+        return false;
+    bool ok = RLThreadStart(t);
+    RLRelease(t);
+    return ok;
+}
+
+#if __BLOCKS__
+bool RLThreadDetachNewWithBlock(void (^block)(void)) {
+    RLThreadRef t = RLThreadCreateWithBlock(NULL, block);
+    if (!t)
+        return false;
+    bool ok = RLThreadStart(t);
+    RLRelease(t);
+    return ok;
+}
+#endif
+
+typedef struct rl__background_call {
+    void (*fn)(void *arg);
+    void *arg;
+} rl__background_call;
+
+static void *rl__background_entry(void *p) {
+    rl__background_call call = *(rl__background_call *)p;
+    free(p);
+    call.fn(call.arg);
+    return NULL;
+}
+
+bool RLThreadPerformInBackground(void (*fn)(void *arg), void *arg) {
+    if (!fn)
+        return rl__fail(kRLErrorInvalidArgument, "RLThreadPerformInBackground", "NULL function");
+    rl__background_call *call = malloc(sizeof *call);
+    if (!call)
+        return rl__fail(kRLErrorNoMemory, "RLThreadPerformInBackground", "out of memory");
+    call->fn = fn;
+    call->arg = arg;
+    if (!RLThreadDetachNew(rl__background_entry, call)) {
+        free(call);
+        return false;
+    }
+    return true;
+}
+
+/* ---- the exit sequence ---- */
+
+/* Runs once per thread, on that thread: run loop teardown, pending perform
+ * requests failed, will-exit handlers, dictionary destructors, finished. */
+static void rl__thread_exit_sequence(RLThreadRef t, void *result) {
+    if (rl__weak_runloop_teardown)
+        rl__weak_runloop_teardown();
+    if (rl__weak_perform_will_exit)
+        rl__weak_perform_will_exit(t);
+
+    for (;;) {
+        pthread_mutex_lock(&t->lock);
+        rl__thread_handler *h = t->handlers;
+        if (h)
+            t->handlers = h->next;
+        else
+            t->handlers_ran = true; /* later additions are refused */
+        pthread_mutex_unlock(&t->lock);
+        if (!h)
+            break;
+        h->fn(t, h->info);
+        rl__handler_free(h);
+    }
+
+    pthread_mutex_lock(&rl__global_lock);
+    size_t n = 0;
+    for (rl__thread_handler *h = rl__global_handlers; h; h = h->next)
+        n++;
+    rl__thread_handler *snapshot = n ? calloc(n, sizeof *snapshot) : NULL;
+    if (snapshot) {
+        size_t i = 0;
+        for (rl__thread_handler *h = rl__global_handlers; h; h = h->next) {
+            snapshot[i] = *h;
+#if __BLOCKS__
+            /* Keeps the block alive if the handler is removed meanwhile. */
+            if (h->info_is_block)
+                snapshot[i].info = _Block_copy(h->info);
+#endif
+            i++;
+        }
+    } else {
+        n = 0;
+    }
+    pthread_mutex_unlock(&rl__global_lock);
+    for (size_t i = 0; i < n; i++) {
+        snapshot[i].fn(t, snapshot[i].info);
+#if __BLOCKS__
+        if (snapshot[i].info_is_block)
+            _Block_release(snapshot[i].info);
+#endif
+    }
+    free(snapshot);
+
+    /* Destructors may store new values; a few rounds, as pthread keys. */
+    for (int round = 0; round < 4; round++) {
+        pthread_mutex_lock(&t->lock);
+        rl__thread_value *values = t->values;
+        t->values = NULL;
+        pthread_mutex_unlock(&t->lock);
+        if (!values)
+            break;
+        rl__thread_free_values(values);
+    }
+
+    pthread_mutex_lock(&t->lock);
+    t->result = result;
+    t->state = RL__THREAD_FINISHED;
+    pthread_cond_broadcast(&t->cond);
+    pthread_mutex_unlock(&t->lock);
+
+    rl__tls_current = NULL;
+    rl__tls_exited = true;
+    RLRelease(t);
+}
+
+void RLThreadExit(void) {
+    /* A library thread unwinds into rl__thread_cleanup; a foreign thread
+     * finishes in its key destructor; the main thread's RLThread lives as
+     * long as the process. */
+    pthread_exit(NULL);
+}
+
+/* ---- joining ---- */
+
+bool RLThreadJoin(RLThreadRef thread, void **result) {
+    static const char fn[] = "RLThreadJoin";
+    if (!rl__thread_check(thread, fn))
+        return false;
+    RLThreadRef t = thread;
+    if (t == rl__tls_current || (t->is_main && rl__is_main_tid()))
+        return rl__fail(kRLErrorWouldDeadlock, fn, "a thread cannot join itself");
+    pthread_mutex_lock(&t->lock);
+    const char *why = NULL;
+    if (t->is_main || t->is_foreign)
+        why = "the main thread and threads not started by RLThread cannot be joined";
+    else if (t->state == RL__THREAD_CREATED)
+        why = "thread was never started";
+    else if (!t->joinable)
+        why = "thread is detached (RLThreadSetJoinable before start makes it joinable)";
+    else if (t->join_claimed)
+        why = "thread was already joined";
+    if (why) {
+        pthread_mutex_unlock(&t->lock);
+        return rl__fail(kRLErrorInvalidState, fn, "%s", why);
+    }
+    t->join_claimed = true;
+    bool has_pthread = t->has_pthread;
+    pthread_t pt = t->pthread;
+    pthread_mutex_unlock(&t->lock);
+    if (has_pthread) {
+        int err = pthread_join(pt, NULL);
+        if (err != 0)
+            return rl__fail_errno(err, fn, "pthread_join failed");
+    }
+    pthread_mutex_lock(&t->lock);
+    if (result)
+        *result = t->result;
+    pthread_mutex_unlock(&t->lock);
+    return true;
+}
+
+/* ---- attributes ---- */
+
+size_t RLThreadGetStackSize(RLThreadRef thread) {
+    if (!rl__thread_check(thread, "RLThreadGetStackSize"))
+        return 0;
+    pthread_mutex_lock(&thread->lock);
+    size_t s = thread->stack_size;
+    pthread_mutex_unlock(&thread->lock);
+    return s;
+}
+
+bool RLThreadSetStackSize(RLThreadRef thread, size_t size) {
+    static const char fn[] = "RLThreadSetStackSize";
+    if (!rl__thread_check(thread, fn))
+        return false;
+    if (size < kRLThreadMinimumStackSize)
+        return rl__fail(kRLErrorInvalidArgument, fn, "stack size %zu is below the minimum of %zu bytes", size,
+                        kRLThreadMinimumStackSize);
+    if (size % kRLThreadStackSizeGranule != 0)
+        return rl__fail(kRLErrorInvalidArgument, fn, "stack size %zu is not a multiple of %zu bytes", size,
+                        kRLThreadStackSizeGranule);
+    pthread_mutex_lock(&thread->lock);
+    if (thread->state != RL__THREAD_CREATED || thread->is_main || thread->is_foreign) {
+        pthread_mutex_unlock(&thread->lock);
+        return rl__fail(kRLErrorInvalidState, fn, "the stack size can only be set before the thread starts");
+    }
+    thread->stack_size = size;
+    pthread_mutex_unlock(&thread->lock);
+    return true;
+}
+
+char *RLThreadCopyName(RLThreadRef thread) {
+    if (!rl__thread_check(thread, "RLThreadCopyName"))
+        return NULL;
+    pthread_mutex_lock(&thread->lock);
+    char *s = strdup(thread->name ? thread->name : "");
+    pthread_mutex_unlock(&thread->lock);
+    if (!s)
+        rl__fail(kRLErrorNoMemory, "RLThreadCopyName", "out of memory");
+    return s;
+}
+
+bool RLThreadSetName(RLThreadRef thread, const char *name) {
+    static const char fn[] = "RLThreadSetName";
+    if (!rl__thread_check(thread, fn))
+        return false;
+    char *copy = NULL;
+    if (name && !(copy = strdup(name)))
+        return rl__fail(kRLErrorNoMemory, fn, "out of memory");
+    pthread_mutex_lock(&thread->lock);
+    char *old = thread->name;
+    thread->name = copy;
+    /* The lock keeps the thread from finishing (and its tid from being
+     * reused) while the kernel name is written. */
+    if (thread->state == RL__THREAD_EXECUTING && thread->tid != 0)
+        rl__kernel_set_name(thread->tid, copy ? copy : "");
+    pthread_mutex_unlock(&thread->lock);
+    free(old);
+    return true;
+}
+
+double RLThreadGetPriority(RLThreadRef thread) {
+    if (!rl__thread_check(thread, "RLThreadGetPriority"))
+        return -1.0;
+    pthread_mutex_lock(&thread->lock);
+    double p = thread->priority;
+    pthread_mutex_unlock(&thread->lock);
+    return p;
+}
+
+bool RLThreadSetPriority(RLThreadRef thread, double priority) {
+    static const char fn[] = "RLThreadSetPriority";
+    if (!rl__thread_check(thread, fn))
+        return false;
+    if (!(priority >= 0.0 && priority <= 1.0))
+        return rl__fail(kRLErrorInvalidArgument, fn, "priority %g is not in [0, 1]", priority);
+    pthread_mutex_lock(&thread->lock);
+    thread->priority = priority;
+    thread->priority_set = true;
+    if (thread->state == RL__THREAD_EXECUTING && thread->tid != 0)
+        rl__kernel_set_priority(thread->tid, priority);
+    pthread_mutex_unlock(&thread->lock);
+    return true;
+}
+
+bool RLThreadSetJoinable(RLThreadRef thread, bool joinable) {
+    static const char fn[] = "RLThreadSetJoinable";
+    if (!rl__thread_check(thread, fn))
+        return false;
+    pthread_mutex_lock(&thread->lock);
+    if (thread->state != RL__THREAD_CREATED || thread->is_main || thread->is_foreign) {
+        pthread_mutex_unlock(&thread->lock);
+        return rl__fail(kRLErrorInvalidState, fn, "joinable can only be set before the thread starts");
+    }
+    thread->joinable = joinable;
+    pthread_mutex_unlock(&thread->lock);
+    return true;
+}
+
+bool RLThreadIsJoinable(RLThreadRef thread) {
+    if (!rl__thread_check(thread, "RLThreadIsJoinable"))
+        return false;
+    pthread_mutex_lock(&thread->lock);
+    bool j = thread->joinable;
+    pthread_mutex_unlock(&thread->lock);
+    return j;
+}
+
+/* ---- state ---- */
+
+bool RLThreadCancel(RLThreadRef thread) {
+    if (!rl__thread_check(thread, "RLThreadCancel"))
+        return false;
+    atomic_store(&thread->cancelled, true);
+    return true;
+}
+
+bool RLThreadIsCancelled(RLThreadRef thread) {
+    if (!rl__thread_check(thread, "RLThreadIsCancelled"))
+        return false;
+    return atomic_load(&thread->cancelled);
+}
+
+static enum rl__thread_state rl__thread_state(RLThreadRef t) {
+    pthread_mutex_lock(&t->lock);
+    enum rl__thread_state s = t->state;
+    pthread_mutex_unlock(&t->lock);
+    return s;
+}
+
+bool RLThreadIsExecuting(RLThreadRef thread) {
+    if (!rl__thread_check(thread, "RLThreadIsExecuting"))
+        return false;
+    return rl__thread_state(thread) == RL__THREAD_EXECUTING;
+}
+
+bool RLThreadIsFinished(RLThreadRef thread) {
+    if (!rl__thread_check(thread, "RLThreadIsFinished"))
+        return false;
+    return rl__thread_state(thread) == RL__THREAD_FINISHED;
+}
+
+/* ---- will-exit handlers ---- */
+
+static RLThreadHandlerToken rl__add_handler(RLThreadRef thread, RLThreadWillExitHandler fn, void *info,
+                                            bool info_is_block, const char *fname) {
+    rl__thread_handler *h = calloc(1, sizeof *h);
+    if (!h) {
+        rl__fail(kRLErrorNoMemory, fname, "out of memory");
+        return 0;
+    }
+    h->fn = fn;
+    h->info = info;
+    h->info_is_block = info_is_block;
+    h->token = atomic_fetch_add(&rl__next_token, 1);
+    pthread_mutex_t *lock = thread ? &thread->lock : &rl__global_lock;
+    pthread_mutex_lock(lock);
+    if (thread && (thread->state == RL__THREAD_FINISHED || thread->handlers_ran)) {
+        pthread_mutex_unlock(lock);
+        h->info_is_block = false; /* the caller keeps its block */
+        free(h);
+        rl__fail(kRLErrorInvalidState, fname, "thread has finished");
+        return 0;
+    }
+    rl__thread_handler **tail = thread ? &thread->handlers : &rl__global_handlers;
+    while (*tail)
+        tail = &(*tail)->next;
+    *tail = h;
+    RLThreadHandlerToken token = h->token; /* h may run and go once unlocked */
+    pthread_mutex_unlock(lock);
+    return token;
+}
+
+RLThreadHandlerToken RLThreadAddWillExitHandler(RLThreadRef thread, RLThreadWillExitHandler fn, void *info) {
+    static const char fname[] = "RLThreadAddWillExitHandler";
+    if (thread && !rl__thread_check(thread, fname))
+        return 0;
+    if (!fn) {
+        rl__fail(kRLErrorInvalidArgument, fname, "NULL handler");
+        return 0;
+    }
+    return rl__add_handler(thread, fn, info, false, fname);
+}
+
+#if __BLOCKS__
+static void rl__handler_block_trampoline(RLThreadRef thread, void *info) {
+    ((void (^)(RLThreadRef))info)(thread);
+}
+
+RLThreadHandlerToken RLThreadAddWillExitHandlerBlock(RLThreadRef thread, void (^block)(RLThreadRef thread)) {
+    static const char fname[] = "RLThreadAddWillExitHandlerBlock";
+    if (thread && !rl__thread_check(thread, fname))
+        return 0;
+    if (!block) {
+        rl__fail(kRLErrorInvalidArgument, fname, "NULL block");
+        return 0;
+    }
+    void *copy = _Block_copy((const void *)block);
+    RLThreadHandlerToken token = rl__add_handler(thread, rl__handler_block_trampoline, copy, true, fname);
+    if (!token)
+        _Block_release(copy);
+    return token;
+}
+#endif
+
+bool RLThreadRemoveWillExitHandler(RLThreadRef thread, RLThreadHandlerToken token) {
+    static const char fname[] = "RLThreadRemoveWillExitHandler";
+    if (thread && !rl__thread_check(thread, fname))
+        return false;
+    pthread_mutex_t *lock = thread ? &thread->lock : &rl__global_lock;
+    pthread_mutex_lock(lock);
+    rl__thread_handler **link = thread ? &thread->handlers : &rl__global_handlers;
+    while (*link && (*link)->token != token)
+        link = &(*link)->next;
+    rl__thread_handler *h = *link;
+    if (h)
+        *link = h->next;
+    pthread_mutex_unlock(lock);
+    if (!h)
+        return rl__fail(kRLErrorNotFound, fname, "no handler with token %llu", (unsigned long long)token);
+    rl__handler_free(h);
+    return true;
+}
+
+/* ---- dictionary ---- */
+
+bool RLThreadDictionarySetValue(RLThreadRef thread, const char *key, void *value, void (*destructor)(void *value)) {
+    static const char fn[] = "RLThreadDictionarySetValue";
+    if (!rl__thread_check(thread, fn))
+        return false;
+    if (!key)
+        return rl__fail(kRLErrorInvalidArgument, fn, "NULL key");
+    rl__thread_value *nv = calloc(1, sizeof *nv);
+    char *kcopy = strdup(key);
+    if (!nv || !kcopy) {
+        free(nv);
+        free(kcopy);
+        return rl__fail(kRLErrorNoMemory, fn, "out of memory");
+    }
+    nv->key = kcopy;
+    nv->value = value;
+    nv->destructor = destructor;
+    pthread_mutex_lock(&thread->lock);
+    rl__thread_value **link = &thread->values;
+    while (*link && strcmp((*link)->key, key) != 0)
+        link = &(*link)->next;
+    rl__thread_value *old = *link;
+    nv->next = old ? old->next : NULL;
+    *link = nv;
+    pthread_mutex_unlock(&thread->lock);
+    if (old) {
+        old->next = NULL;
+        rl__thread_free_values(old);
+    }
+    return true;
+}
+
+bool RLThreadDictionaryGetValue(RLThreadRef thread, const char *key, void **value) {
+    static const char fn[] = "RLThreadDictionaryGetValue";
+    if (!rl__thread_check(thread, fn))
+        return false;
+    if (!key)
+        return rl__fail(kRLErrorInvalidArgument, fn, "NULL key");
+    pthread_mutex_lock(&thread->lock);
+    rl__thread_value *v = thread->values;
+    while (v && strcmp(v->key, key) != 0)
+        v = v->next;
+    void *found = v ? v->value : NULL;
+    pthread_mutex_unlock(&thread->lock);
+    if (!v)
+        return rl__fail(kRLErrorNotFound, fn, "no value for key \"%s\"", key);
+    if (value)
+        *value = found;
+    return true;
+}
+
+bool RLThreadDictionaryRemoveValue(RLThreadRef thread, const char *key) {
+    static const char fn[] = "RLThreadDictionaryRemoveValue";
+    if (!rl__thread_check(thread, fn))
+        return false;
+    if (!key)
+        return rl__fail(kRLErrorInvalidArgument, fn, "NULL key");
+    pthread_mutex_lock(&thread->lock);
+    rl__thread_value **link = &thread->values;
+    while (*link && strcmp((*link)->key, key) != 0)
+        link = &(*link)->next;
+    rl__thread_value *v = *link;
+    if (v)
+        *link = v->next;
+    pthread_mutex_unlock(&thread->lock);
+    if (!v)
+        return rl__fail(kRLErrorNotFound, fn, "no value for key \"%s\"", key);
+    v->next = NULL;
+    rl__thread_free_values(v);
+    return true;
+}
+
+/* ---- sleeping ---- */
+
+static bool rl__sleep_until_monotonic(struct timespec deadline) {
+    int err;
+    do
+        err = clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &deadline, NULL);
+    while (err == EINTR);
+    if (err != 0)
+        return rl__fail_errno(err, "RLThreadSleep", "clock_nanosleep failed");
+    return true;
+}
+
+bool RLThreadSleepForTimeInterval(RLTimeInterval seconds) {
+    if (isnan(seconds))
+        return rl__fail(kRLErrorInvalidArgument, "RLThreadSleepForTimeInterval", "NaN interval");
+    if (!(seconds > 0))
+        return true;
+    return rl__sleep_until_monotonic(rl__timespec_from_seconds(RLMonotonicTimeGetCurrent() + seconds));
+}
+
+bool RLThreadSleepUntilDate(RLAbsoluteTime date) {
+    if (!rl__date_valid(date))
+        return rl__fail(kRLErrorInvalidArgument, "RLThreadSleepUntilDate", "NaN date");
+    return rl__sleep_until_monotonic(rl__monotonic_deadline_for_date(date));
+}

@@ -1,0 +1,77 @@
+/*
+ * RLThreadInternal.h — the RLThread object as seen by RLThread.c, RLPerform.c
+ * and RLWorkerThread.c. Private to the library.
+ */
+#ifndef CRUNLOOP_RLTHREADINTERNAL_H
+#define CRUNLOOP_RLTHREADINTERNAL_H
+
+#include "internal.h"
+#include <crunloop/RLThread.h>
+#include <pthread.h>
+#include <sys/types.h>
+
+enum rl__thread_state {
+    RL__THREAD_CREATED = 0, /* configured, not started */
+    RL__THREAD_EXECUTING,   /* started (or main/foreign and alive) */
+    RL__THREAD_FINISHED,    /* exit sequence done, or cancelled before start */
+};
+
+typedef struct rl__thread_value rl__thread_value;
+typedef struct rl__thread_handler rl__thread_handler;
+struct rl__perform_state;
+
+struct RLThread {
+    rl__object base;
+    /* Guards everything below that is not atomic. Never held while user code
+     * runs; taken before a run loop's internal lock, never after. */
+    pthread_mutex_t lock;
+    pthread_cond_t cond; /* state changes; perform requests done */
+
+    RLThreadEntry entry;
+    void *arg;
+    void *block; /* copied block for RLThreadCreateWithBlock, else NULL */
+    void *result;
+
+    size_t stack_size;
+    double priority;
+    bool priority_set;
+    char *name;
+
+    enum rl__thread_state state;
+    bool joinable;
+    bool join_claimed;
+    bool is_main;
+    bool is_foreign;
+    bool has_pthread; /* a pthread was created for it (or it is main/foreign) */
+    bool handlers_ran; /* its will-exit handlers have run: no more are taken */
+    _Atomic bool cancelled;
+    pthread_t pthread;
+    pid_t tid;
+
+    rl__thread_value *values;
+    rl__thread_handler *handlers; /* per-thread will-exit handlers, in order */
+
+    /* Perform requests (RLPerform.c). runloop is retained and set while the
+     * thread can run requests; perform is allocated on first use. */
+    RLRunLoopRef runloop;
+    struct rl__perform_state *perform;
+};
+
+RL__HIDDEN extern const rl__class rl__thread_class;
+
+/* The calling thread's RLThread if it already has one (no creation). */
+RL__HIDDEN RLThreadRef rl__thread_current_if_any(void);
+
+/* Hooks implemented by RLPerform.c. Referenced weakly from RLThread.c: a
+ * program that never links the perform module creates no run loop for
+ * its threads and has no requests to fail. */
+/* On the new thread before its entry runs (and on a foreign thread when it
+ * gets its RLThread): attach the thread's run loop, deliver parked requests. */
+RL__HIDDEN void rl__perform_thread_did_start(RLThreadRef t);
+/* On the exiting thread after its run loop was torn down: refuse new
+ * requests, release waiters of pending ones with kRLErrorInvalidState. */
+RL__HIDDEN void rl__perform_thread_will_exit(RLThreadRef t);
+/* From the thread's finalizer: free the perform state. */
+RL__HIDDEN void rl__perform_thread_finalize(RLThreadRef t);
+
+#endif /* CRUNLOOP_RLTHREADINTERNAL_H */

@@ -1,0 +1,231 @@
+/*
+ * runloop_internal.h — the run loop's private structures, shared by
+ * RLRunLoop.c, RLRunLoopSource.c, RLRunLoopTimer.c, RLRunLoopObserver.c and
+ * RLFileDescriptor.c.
+ *
+ * Locking: one process-wide mutex (rl__graph_lock) guards every membership
+ * (which item is in which mode of which loop), every item's state, the
+ * modes, the timer heaps and the ready lists. It is never held while user
+ * code runs: functions collect what to call (retaining what they collect),
+ * unlock, then call. The per-loop perform queue has its own mutex so that
+ * RLRunLoopPerformFunction never touches the graph lock, and wake-ups use
+ * two atomic flags only.
+ */
+#ifndef CRUNLOOP_RUNLOOP_INTERNAL_H
+#define CRUNLOOP_RUNLOOP_INTERNAL_H
+
+#include "internal.h"
+
+#include <bsd/sys/queue.h>
+#include <pthread.h>
+
+#if __BLOCKS__
+/* The BlocksRuntime entry points (what <Block.h> wraps); declared here
+ * because Block.h is not on the default include path of every toolchain. */
+extern void *_Block_copy(const void *block);
+extern void _Block_release(const void *block);
+#define Block_copy(b) ((__typeof__(b))_Block_copy((const void *)(b)))
+#define Block_release(b) _Block_release((const void *)(b))
+#endif
+
+typedef struct rl_mode rl_mode;
+typedef struct rl_memb rl_memb;
+
+typedef enum rl_kind { RL_KIND_SOURCE = 0, RL_KIND_TIMER = 1, RL_KIND_OBSERVER = 2 } rl_kind;
+
+/* One item (source, timer or observer) in one mode of one run loop. The
+ * membership holds one reference on the item. */
+struct rl_memb {
+    void *item;
+    rl_kind kind;
+    RLRunLoopRef rl;
+    rl_mode *mode;
+    TAILQ_ENTRY(rl_memb) item_link; /* the item's memberships */
+    TAILQ_ENTRY(rl_memb) mode_link; /* the mode's sources or observers */
+    size_t hidx[2];                 /* timers: slots in the mode's heaps */
+    bool lax;                       /* timers: filed as tolerant (tolerance > 0) */
+};
+TAILQ_HEAD(rl_membq, rl_memb);
+
+/* A binary min-heap of timer memberships; each entry carries its key so that
+ * sifting touches only the array. */
+typedef struct rl_hent {
+    double key;
+    uint64_t seq;
+    rl_memb *m;
+} rl_hent;
+
+typedef struct rl_heap {
+    rl_hent *a;
+    size_t n, cap;
+    int slot;  /* which rl_memb.hidx holds the entry's index */
+    int keyed; /* 0: fire date, 1: fire date + tolerance */
+} rl_heap;
+
+/* A mode's timers. Strict ones (no tolerance, the usual case) sit in one
+ * heap by fire date; tolerant ones in two, by fire date (are they due?) and
+ * by fire date + tolerance (when must the loop wake?). */
+typedef struct rl_timerset {
+    rl_heap strict;
+    rl_heap lax_fire;
+    rl_heap lax_deadline;
+} rl_timerset;
+
+struct rl_mode {
+    char *name;
+    RLRunLoopRef rl;
+    bool common;
+    uint64_t common_seq; /* when it became common (blocks queued earlier skip it) */
+    struct rl_membq sources;
+    size_t nsources;
+    struct rl_membq observers; /* sorted by order */
+    size_t nobservers;
+    RLOptionFlags observer_mask;
+    rl_timerset timers;
+};
+
+/* ---- sources ---- */
+
+struct RLFileDescriptor;
+
+struct RLRunLoopSource {
+    rl__object base;
+    RLIndex order;
+    RLRunLoopSourceContext ctx;
+    bool valid;
+    bool signalled;
+    struct rl_membq membs;
+    struct RLFileDescriptor *fdobj; /* fd sources: retained */
+};
+
+/* ---- timers ---- */
+
+struct RLRunLoopTimer {
+    rl__object base;
+    RLAbsoluteTime fire_date;
+    RLTimeInterval interval;
+    RLTimeInterval tolerance;
+    RLIndex order;
+    uint64_t seq; /* tie-break: equal dates fire in creation/move order */
+    RLRunLoopTimerCallBack callout;
+    RLRunLoopTimerContext ctx;
+    bool valid;
+    bool firing;
+    bool moved_in_fire;
+    RLRunLoopRef rl; /* the one loop it is in, or NULL */
+    struct rl_membq membs;
+};
+
+/* ---- observers ---- */
+
+struct RLRunLoopObserver {
+    rl__object base;
+    RLOptionFlags activities;
+    bool repeats;
+    bool valid;
+    bool firing;
+    RLIndex order;
+    RLRunLoopObserverCallBack callout;
+    RLRunLoopObserverContext ctx;
+    struct rl_membq membs;
+};
+
+/* ---- file descriptors ---- */
+
+struct RLFileDescriptor {
+    rl__object base;
+    int fd;
+    bool close_on_invalidate;
+    bool valid;
+    RLOptionFlags enabled;
+    RLFileDescriptorCallBack callout;
+    RLFileDescriptorContext ctx;
+    struct RLRunLoopSource *source; /* weak; cleared when the source goes */
+};
+
+/* ---- the graph lock and deferred work ---- */
+
+RL__HIDDEN void rl__graph_lock(void);
+RL__HIDDEN void rl__graph_unlock(void);
+
+/* Work collected under the graph lock and done after unlocking: cancel and
+ * schedule callouts, context releases and object releases. */
+typedef struct rl_defer_entry {
+    int what; /* RL_DEFER_* */
+    void *obj;
+    RLRunLoopRef rl;
+    const char *mode;
+    void (*cfn)(const void *); /* RL_DEFER_CTX_RELEASE: cfn(carg) */
+    const void *carg;
+} rl_defer_entry;
+enum { RL_DEFER_RELEASE = 0, RL_DEFER_CANCEL = 1, RL_DEFER_SCHEDULE = 2, RL_DEFER_CTX_RELEASE = 3 };
+
+typedef struct rl_defer {
+    rl_defer_entry *e;
+    size_t n, cap;
+    rl_defer_entry inline_e[8];
+} rl_defer;
+
+RL__HIDDEN void rl__defer_init(rl_defer *d);
+/* Queues an entry; retains obj (and rl) so they outlive the unlock. */
+RL__HIDDEN void rl__defer_push(rl_defer *d, int what, void *obj, RLRunLoopRef rl, const char *mode);
+/* Queues the release of a reference the caller already owns (no retain). */
+RL__HIDDEN void rl__defer_release(rl_defer *d, void *obj);
+/* Queues a context release callout, release(info). */
+RL__HIDDEN void rl__defer_ctx_release(rl_defer *d, void (*release)(const void *), const void *info);
+/* Runs the entries in order, without the graph lock, and frees d. */
+RL__HIDDEN void rl__defer_run(rl_defer *d);
+
+/* ---- memberships (RLRunLoop.c), called with the graph lock held ---- */
+
+RL__HIDDEN extern const rl__class rl__source_class;
+RL__HIDDEN extern const rl__class rl__timer_class;
+RL__HIDDEN extern const rl__class rl__observer_class;
+RL__HIDDEN extern const rl__class rl__runloop_class;
+RL__HIDDEN extern const rl__class rl__fd_class;
+
+RL__HIDDEN struct rl_membq *rl__item_membs(void *item, rl_kind kind);
+/* Removes every membership of item (all loops, all modes), deferring the
+ * cancel callouts (sources) and the releases. */
+RL__HIDDEN void rl__remove_item_everywhere_locked(void *item, rl_kind kind, rl_defer *d);
+/* A signalled source goes on the ready list of every loop it is in. */
+RL__HIDDEN void rl__source_mark_ready_locked(struct RLRunLoopSource *src, rl_defer *d);
+/* Timers: the date moved; fix its heap slots and re-arm sleeping loops. */
+RL__HIDDEN void rl__timer_moved_locked(struct RLRunLoopTimer *t);
+/* fd sources: enabled callbacks changed; re-arm the fd in its loops. */
+RL__HIDDEN void rl__fd_changed_locked(struct RLFileDescriptor *f);
+/* Does the mode of rl contain item? */
+RL__HIDDEN bool rl__memb_in_mode(void *item, rl_kind kind, rl_mode *mode);
+
+/* Monotonically increasing sequence for timer ties. */
+RL__HIDDEN uint64_t rl__next_seq(void);
+
+/* ---- timer heaps (rl_heap.c), graph lock held ---- */
+
+RL__HIDDEN void rl__tset_init(rl_timerset *ts);
+RL__HIDDEN void rl__tset_free(rl_timerset *ts);
+RL__HIDDEN size_t rl__tset_count(const rl_timerset *ts);
+RL__HIDDEN bool rl__tset_add(rl_timerset *ts, rl_memb *m);
+RL__HIDDEN void rl__tset_remove(rl_timerset *ts, rl_memb *m);
+/* The timer's date or tolerance changed. */
+RL__HIDDEN bool rl__tset_update(rl_timerset *ts, rl_memb *m);
+/* Some membership (to empty the set), or NULL. */
+RL__HIDDEN rl_memb *rl__tset_any(const rl_timerset *ts);
+/* Earliest fire date / earliest wake deadline; false if empty. */
+RL__HIDDEN bool rl__tset_earliest_fire(const rl_timerset *ts, double *date);
+RL__HIDDEN bool rl__tset_earliest_deadline(const rl_timerset *ts, double *date);
+/* Appends to *out every membership whose fire date is <= now. */
+RL__HIDDEN void rl__tset_collect_due(const rl_timerset *ts, RLAbsoluteTime now, rl_memb ***out, size_t *n,
+                                     size_t *cap);
+
+/* ---- timers (RLRunLoopTimer.c) ---- */
+
+/* The callout of timer t ran (on its loop's thread): reschedule or
+ * invalidate it as CF does. Graph lock held. */
+RL__HIDDEN void rl__timer_after_fire_locked(struct RLRunLoopTimer *t, RLAbsoluteTime now, rl_defer *d);
+/* Invalidates; graph lock held. */
+RL__HIDDEN void rl__timer_invalidate_locked(struct RLRunLoopTimer *t, rl_defer *d);
+RL__HIDDEN void rl__observer_invalidate_locked(struct RLRunLoopObserver *o, rl_defer *d);
+RL__HIDDEN void rl__source_invalidate_locked(struct RLRunLoopSource *s, rl_defer *d);
+
+#endif /* CRUNLOOP_RUNLOOP_INTERNAL_H */

@@ -1,0 +1,63 @@
+internal import CRunLoop
+
+/// A lock and a condition variable in one object: Foundation's `NSCondition`
+/// over C's `RLConditionRef`.
+///
+///     cond.withLock {
+///         while !ready { cond.wait() }
+///         ...
+///     }
+///     // elsewhere
+///     cond.withLock { ready = true; cond.signal() }
+///
+/// Wake-ups may be spurious: always wait in a loop over a predicate.
+public final class RLCondition: RLLocking, @unchecked Sendable {
+    // @unchecked: the C object is thread-safe and `ref` never changes.
+    let ref: RLConditionRef
+
+    public init(name: String? = nil) {
+        guard let ref = RLConditionCreate() else {
+            fatalError("RLCondition: \(RLError.last().message)")
+        }
+        self.ref = ref
+        if let name { RLConditionSetName(ref, name) }
+    }
+
+    deinit { rlReleaseLock(ref) { RLConditionUnlock(ref) } }
+
+    /// `RLConditionLock`. `false` if the caller already holds the lock.
+    @discardableResult public func lock() -> Bool { CRunLoop.RLConditionLock(ref) }
+
+    /// `RLConditionUnlock`. `false` if the caller does not hold the lock.
+    @discardableResult public func unlock() -> Bool { RLConditionUnlock(ref) }
+
+    /// `RLConditionTryLock`: never blocks.
+    public func tryLock() -> Bool { RLConditionTryLock(ref) }
+
+    /// `RLConditionLockBeforeDate`.
+    public func lock(before limit: RLAbsoluteTime) -> Bool { RLConditionLockBeforeDate(ref, limit) }
+
+    /// `RLConditionWait`: releases the lock, sleeps until signalled (or
+    /// spuriously woken), takes the lock again. The caller must hold the
+    /// lock; `false` (nothing waited) if it does not.
+    @discardableResult public func wait() -> Bool { RLConditionWait(ref) }
+
+    /// `RLConditionWaitUntilDate`: as `wait()`, but `false` with
+    /// `.timedOut` once `limit` has passed. The lock is held again on return
+    /// whatever the result (unless the call was a misuse).
+    public func wait(until limit: RLAbsoluteTime) -> Bool { RLConditionWaitUntilDate(ref, limit) }
+
+    /// Waits at most `timeout`; `false` when it ran out.
+    public func wait(timeout: Duration) -> Bool { wait(until: RLTime.after(timeout)) }
+
+    /// `RLConditionSignal`: wakes at least one waiter, if any.
+    @discardableResult public func signal() -> Bool { RLConditionSignal(ref) }
+
+    /// `RLConditionBroadcast`: wakes every waiter.
+    @discardableResult public func broadcast() -> Bool { RLConditionBroadcast(ref) }
+
+    public var name: String? {
+        get { rlTakeName(RLConditionCopyName(ref)) }
+        set { RLConditionSetName(ref, newValue) }
+    }
+}

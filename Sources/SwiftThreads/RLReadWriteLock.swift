@@ -1,0 +1,72 @@
+internal import CRunLoop
+
+/// A shared-exclusive lock over C's `RLReadWriteLockRef`: many readers at
+/// once, or one writer. A waiting writer holds back new readers, so readers
+/// cannot starve it; a reader may take the read lock again while it holds
+/// it, even while a writer waits.
+///
+/// As an `RLLocking`, `lock()` takes the write (exclusive) lock. One
+/// `unlock()` releases whichever hold the calling thread has. Calls that
+/// would block forever (asking for the write lock while holding a read
+/// lock, any lock while holding the write lock) return `false` with
+/// `.wouldDeadlock`.
+public final class RLReadWriteLock: RLLocking, @unchecked Sendable {
+    // @unchecked: the C lock is thread-safe and `ref` never changes.
+    let ref: RLReadWriteLockRef
+
+    public init(name: String? = nil) {
+        guard let ref = RLReadWriteLockCreate() else {
+            fatalError("RLReadWriteLock: \(RLError.last().message)")
+        }
+        self.ref = ref
+        if let name { RLReadWriteLockSetName(ref, name) }
+    }
+
+    deinit { rlReleaseLock(ref) { RLReadWriteLockUnlock(ref) } }
+
+    /// `RLReadWriteLockReadLock`: blocks until the caller shares the lock.
+    @discardableResult public func readLock() -> Bool { RLReadWriteLockReadLock(ref) }
+    /// `RLReadWriteLockTryReadLock`: never blocks.
+    public func tryReadLock() -> Bool { RLReadWriteLockTryReadLock(ref) }
+    /// `RLReadWriteLockReadLockBeforeDate`.
+    public func readLock(before limit: RLAbsoluteTime) -> Bool {
+        RLReadWriteLockReadLockBeforeDate(ref, limit)
+    }
+
+    /// `RLReadWriteLockWriteLock`: blocks until the caller holds the lock alone.
+    @discardableResult public func writeLock() -> Bool { RLReadWriteLockWriteLock(ref) }
+    /// `RLReadWriteLockTryWriteLock`: never blocks.
+    public func tryWriteLock() -> Bool { RLReadWriteLockTryWriteLock(ref) }
+    /// `RLReadWriteLockWriteLockBeforeDate`.
+    public func writeLock(before limit: RLAbsoluteTime) -> Bool {
+        RLReadWriteLockWriteLockBeforeDate(ref, limit)
+    }
+
+    /// The write lock (`RLLocking`).
+    @discardableResult public func lock() -> Bool { writeLock() }
+
+    /// `RLReadWriteLockUnlock`: releases the caller's write lock or one of
+    /// its read locks.
+    @discardableResult public func unlock() -> Bool { RLReadWriteLockUnlock(ref) }
+
+    /// Runs `body` holding a read lock, released on every exit path.
+    /// Traps if the read lock cannot be taken (the caller holds the write lock).
+    public func withReadLock<R>(_ body: () throws -> R) rethrows -> R {
+        guard readLock() else { rlLockFailed(Self.self, "withReadLock") }
+        defer { unlock() }
+        return try body()
+    }
+
+    /// Runs `body` holding the write lock, released on every exit path.
+    /// Traps if the write lock cannot be taken (the caller holds a lock).
+    public func withWriteLock<R>(_ body: () throws -> R) rethrows -> R {
+        guard writeLock() else { rlLockFailed(Self.self, "withWriteLock") }
+        defer { unlock() }
+        return try body()
+    }
+
+    public var name: String? {
+        get { rlTakeName(RLReadWriteLockCopyName(ref)) }
+        set { RLReadWriteLockSetName(ref, newValue) }
+    }
+}

@@ -1,0 +1,469 @@
+internal import CRunLoop
+#if canImport(Glibc)
+internal import Glibc
+#elseif canImport(Musl)
+internal import Musl
+#endif
+
+/// A thread's run loop: Foundation's `RunLoop` over the C `RLRunLoopRef`.
+///
+/// Every thread has exactly one run loop, created on first use of
+/// ``current``. The object is `Sendable` because the C functions behind
+/// everything except running are thread-safe: ``stop()``, ``wakeUp()``,
+/// ``perform(inModes:block:)``, `add`/`remove`/`contains`, ``isWaiting``,
+/// ``currentMode`` and ``allModes`` may be called from any thread, which is
+/// how other threads hand work to a run-loop thread.
+///
+/// Running (``run()``, ``run(mode:before:)``, ``run(until:)``,
+/// ``run(mode:for:returnAfterSourceHandled:)``) only means something on the
+/// loop's own thread: called on another thread's loop, the `run` forms do
+/// nothing (`false`, or `RLError.Code.wrongThread` for the throwing form).
+///
+/// Identity: while any wrapper of a thread's loop is alive, ``current`` (and
+/// the run loop handed to source callbacks) returns that same object, so
+/// `===` works as with Foundation; `==` compares the underlying C loops.
+public final class RLRunLoop: @unchecked Sendable {
+    /// The one C reference this wrapper owns (released in deinit), unless
+    /// `owned` is false (see `wrapper(for:)`).
+    let ref: RLRunLoopRef
+    private let owned: Bool
+
+    private init(ref: RLRunLoopRef, owned: Bool) {
+        self.ref = ref
+        self.owned = owned
+    }
+
+    deinit {
+        let key = RLRunLoop.key(ref)
+        // The last release may tear the loop down and call back into Swift
+        // (source cancel callouts look wrappers up), so release outside the
+        // registry lock.
+        RLRunLoop.registry.withLock { table in
+            if table[key]?.loop == nil { table[key] = nil }
+        }
+        if owned { RLRelease(UnsafeRawPointer(ref)) }
+    }
+
+    // MARK: Wrapper registry (one Swift object per C loop while alive)
+
+    private struct WeakLoop: Sendable {
+        weak var loop: RLRunLoop?
+    }
+
+    private final class Registry: @unchecked Sendable {
+        private let mutex = RunLoopMutex()
+        private var table: [UInt: WeakLoop] = [:]
+
+        func withLock<R>(_ body: (inout [UInt: WeakLoop]) -> R) -> R {
+            mutex.locked { body(&table) }
+        }
+    }
+
+    private static let registry = Registry()
+
+    private static func key(_ ref: RLRunLoopRef) -> UInt {
+        UInt(bitPattern: Int(bitPattern: ref))
+    }
+
+    /// The wrapper of `ref`, retaining it for the wrapper's lifetime.
+    ///
+    /// If the C loop can no longer be retained (it is being destroyed, e.g. a
+    /// cancel callout during thread-exit teardown) the wrapper is not owning
+    /// and not cached; it is only meaningful for the duration of the callout.
+    static func wrapper(for ref: RLRunLoopRef) -> RLRunLoop {
+        let key = key(ref)
+        return registry.withLock { table in
+            if let existing = table[key]?.loop { return existing }
+            let owned = RLRetain(UnsafeRawPointer(ref)) != nil
+            let loop = RLRunLoop(ref: ref, owned: owned)
+            if owned { table[key] = WeakLoop(loop: loop) }
+            return loop
+        }
+    }
+
+    // MARK: Getting a run loop
+
+    /// The calling thread's run loop (`RLRunLoopGetCurrent`), created on first
+    /// use. It is torn down when its thread exits; a wrapper kept beyond that
+    /// stays safe to call (calls then fail or find nothing to do).
+    public static var current: RLRunLoop {
+        guard let ref = RLRunLoopGetCurrent() else {
+            fatalError("RLRunLoop.current: \(RLError.last())")
+        }
+        return wrapper(for: ref)
+    }
+
+    /// The main thread's run loop (`RLRunLoopGetMain`).
+    public static var main: RLRunLoop {
+        guard let ref = RLRunLoopGetMain() else {
+            fatalError("RLRunLoop.main: \(RLError.last())")
+        }
+        return wrapper(for: ref)
+    }
+
+    private var isCurrentThreadLoop: Bool {
+        RLRunLoopGetCurrent() == ref
+    }
+
+    // MARK: Modes
+
+    /// A run-loop mode name (`RLRunLoopMode`, Foundation's `RunLoop.Mode`).
+    /// Modes are compared by their string.
+    public struct Mode: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+        public let rawValue: String
+
+        public init(rawValue: String) { self.rawValue = rawValue }
+        public init(_ rawValue: String) { self.rawValue = rawValue }
+
+        /// `kRLRunLoopDefaultMode`.
+        public static let `default` = Mode(rawValue: String(cString: kRLRunLoopDefaultMode))
+        /// `kRLRunLoopCommonModes`: the pseudo-mode standing for every common
+        /// mode (see ``RLRunLoop/addCommonMode(_:)``). Items may be added to
+        /// it; a loop cannot run in it.
+        public static let common = Mode(rawValue: String(cString: kRLRunLoopCommonModes))
+
+        public var description: String { rawValue }
+
+        func withCString<R>(_ body: (UnsafePointer<CChar>) throws -> R) rethrows -> R {
+            try rawValue.withCString(body)
+        }
+    }
+
+    /// The mode the loop is running in, or nil when it is not running
+    /// (`RLRunLoopCopyCurrentMode`).
+    public var currentMode: Mode? {
+        guard let cString = RLRunLoopCopyCurrentMode(ref) else { return nil }
+        defer { free(cString) }
+        return Mode(rawValue: String(cString: cString))
+    }
+
+    /// Every mode the loop knows (`RLRunLoopCopyAllModes`).
+    public var allModes: [Mode] {
+        guard let array = RLRunLoopCopyAllModes(ref, nil) else { return [] }
+        defer { free(array) }
+        var modes: [Mode] = []
+        var index = 0
+        while let name = array[index] {
+            modes.append(Mode(rawValue: String(cString: name)))
+            index += 1
+        }
+        return modes
+    }
+
+    /// Makes `mode` common: everything added to ``Mode/common``, now or
+    /// later, is also in `mode` (`RLRunLoopAddCommonMode`).
+    @discardableResult
+    public func addCommonMode(_ mode: Mode) -> Bool {
+        mode.withCString { RLRunLoopAddCommonMode(ref, $0) }
+    }
+
+    // MARK: Running
+
+    /// Why ``RLRunLoop/run(mode:for:returnAfterSourceHandled:)`` returned
+    /// (`RLRunLoopRunResult`, CoreFoundation's values).
+    public enum RunResult: Int32, Sendable {
+        /// kRLRunLoopRunFinished: the mode has no sources or timers.
+        case finished = 1
+        /// kRLRunLoopRunStopped: ``RLRunLoop/stop()`` was called.
+        case stopped = 2
+        /// kRLRunLoopRunTimedOut: the time limit passed.
+        case timedOut = 3
+        /// kRLRunLoopRunHandledSource: a source was handled and
+        /// `returnAfterSourceHandled` was true.
+        case handledSource = 4
+    }
+
+    /// Runs the loop in `mode` for at most `seconds` (`RLRunLoopRunInMode`;
+    /// `seconds <= 0`: one pass without waiting). Must be called on the loop's
+    /// own thread.
+    ///
+    /// - Throws: `RLError` with `.wrongThread` when this is not the calling
+    ///   thread's loop; the C error for ``Mode/common``, an empty mode or a
+    ///   NaN interval.
+    @discardableResult
+    public func run(mode: Mode, for seconds: RLTimeInterval,
+                    returnAfterSourceHandled: Bool = false) throws(RLError) -> RunResult {
+        guard isCurrentThreadLoop else {
+            throw RLError(code: .wrongThread,
+                          message: "RLRunLoop.run: not the calling thread's run loop")
+        }
+        let code = mode.withCString { RLRunLoopRunInMode($0, seconds, returnAfterSourceHandled) }
+        guard let result = RunResult(rawValue: code.rawValue) else { throw RLError.last() }
+        return result
+    }
+
+    /// ``run(mode:for:returnAfterSourceHandled:)`` with a `Duration`.
+    @discardableResult
+    public func run(mode: Mode, for duration: Duration,
+                    returnAfterSourceHandled: Bool = false) throws(RLError) -> RunResult {
+        try run(mode: mode, for: duration.rlSeconds, returnAfterSourceHandled: returnAfterSourceHandled)
+    }
+
+    /// Foundation's `run(mode:before:)`: runs the loop once in `mode`,
+    /// returning after the first source is handled or at `limitDate`.
+    ///
+    /// - Returns: false if the loop could not run — `mode` has no sources or
+    ///   timers, the mode is invalid, or this is not the calling thread's
+    ///   loop; true otherwise (including when it was stopped).
+    @discardableResult
+    public func run(mode: Mode, before limitDate: RLAbsoluteTime) -> Bool {
+        guard let result = try? run(mode: mode, for: limitDate - RLTime.now,
+                                    returnAfterSourceHandled: true) else { return false }
+        return result != .finished
+    }
+
+    /// Runs the loop in the default mode until ``stop()`` is called or the
+    /// default mode has no sources or timers left (`RLRunLoopRun`).
+    ///
+    /// Unlike Foundation's `RunLoop.run()`, which cannot be stopped, this
+    /// returns on ``stop()`` (CoreFoundation's `CFRunLoopRun`). Does nothing
+    /// when called on another thread's loop.
+    public func run() {
+        guard isCurrentThreadLoop else { return }
+        _ = RLRunLoopRun()
+    }
+
+    /// Runs the loop in the default mode until `limitDate`, ``stop()``, or
+    /// until the default mode has no sources or timers left.
+    ///
+    /// Unlike Foundation, ``stop()`` ends the whole call (Foundation only
+    /// ends one inner pass and keeps running). Does nothing when called on
+    /// another thread's loop.
+    public func run(until limitDate: RLAbsoluteTime) {
+        repeat {
+            guard let result = try? run(mode: .default, for: limitDate - RLTime.now) else { return }
+            switch result {
+            case .finished, .stopped, .timedOut: return
+            case .handledSource: break
+            }
+        } while limitDate > RLTime.now
+    }
+
+    /// Makes the innermost running `run` of this loop return
+    /// ``RunResult/stopped``. As with CoreFoundation, a loop that is not
+    /// running is not affected. Safe from any thread (`RLRunLoopStop`).
+    @discardableResult
+    public func stop() -> Bool { RLRunLoopStop(ref) }
+
+    /// Wakes the loop if it is waiting; coalesced. Safe from any thread
+    /// (`RLRunLoopWakeUp`).
+    @discardableResult
+    public func wakeUp() -> Bool { RLRunLoopWakeUp(ref) }
+
+    /// True while the loop is blocked waiting for an event.
+    public var isWaiting: Bool { RLRunLoopIsWaiting(ref) }
+
+    /// The earliest fire date of the valid timers in `mode`, or nil if there
+    /// are none (`RLRunLoopGetNextTimerFireDate`; Foundation's
+    /// `limitDate(forMode:)` without running anything).
+    public func nextTimerFireDate(in mode: Mode) -> RLAbsoluteTime? {
+        let date = mode.withCString { RLRunLoopGetNextTimerFireDate(ref, $0) }
+        return date == 0 ? nil : date
+    }
+
+    // MARK: Perform
+
+    /// Queues `block` to run once on the loop's thread, the next time the
+    /// loop runs in one of `modes` (FIFO). Safe from any thread. Like
+    /// Foundation (and CF), this does not wake the loop: call ``wakeUp()``.
+    ///
+    /// With several modes the block runs once, in whichever mode gets to it
+    /// first.
+    ///
+    /// - Returns: false if `modes` is empty or a mode is invalid.
+    @discardableResult
+    public func perform(inModes modes: [Mode], block: @escaping @Sendable () -> Void) -> Bool {
+        var unique: [Mode] = []
+        for mode in modes where !unique.contains(mode) { unique.append(mode) }
+        guard !unique.isEmpty else { return false }
+        if unique.count == 1 {
+            return unique[0].withCString { RLRunLoopPerformBlock(ref, $0, block) }
+        }
+        // The C call takes one mode: queue the block in each and let the
+        // first to run it claim it.
+        let claim = RunOnceFlag()
+        var queuedAny = false
+        for mode in unique {
+            let queued = mode.withCString {
+                RLRunLoopPerformBlock(ref, $0) { if claim.claim() { block() } }
+            }
+            queuedAny = queuedAny || queued
+        }
+        return queuedAny
+    }
+
+    /// Queues `block` in the common modes (Foundation's `perform(_:)`).
+    @discardableResult
+    public func perform(_ block: @escaping @Sendable () -> Void) -> Bool {
+        perform(inModes: [.common], block: block)
+    }
+
+    /// Runs `body` on the loop's thread (in `modes`), wakes the loop, and
+    /// suspends until it has run, returning its result or rethrowing its
+    /// error.
+    ///
+    /// The loop's thread must be running the loop in one of `modes`; if the
+    /// loop is torn down (its thread exits) before running `body`, this
+    /// throws `RLError` with `.invalidState`. Never `await` this for the
+    /// calling thread's own loop from code that blocks that thread.
+    public func performAndWait<T: Sendable>(inModes modes: [Mode] = [.common],
+                                            _ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
+            let request = PerformRequest(continuation: continuation, body: body)
+            if perform(inModes: modes, block: { request.run() }) {
+                wakeUp()
+            } else {
+                request.fail(RLError.last())
+            }
+        }
+    }
+
+    // MARK: Timers
+
+    /// Adds `timer` to `mode` (or to every common mode, for ``Mode/common``).
+    /// A timer belongs to one run loop at a time; adding an invalidated
+    /// timer, or a timer already in another loop, fails.
+    @discardableResult
+    public func add(_ timer: RLTimer, forMode mode: Mode) -> Bool {
+        mode.withCString { RLRunLoopAddTimer(ref, timer.ref, $0) }
+    }
+
+    @discardableResult
+    public func remove(_ timer: RLTimer, forMode mode: Mode) -> Bool {
+        mode.withCString { RLRunLoopRemoveTimer(ref, timer.ref, $0) }
+    }
+
+    public func contains(_ timer: RLTimer, forMode mode: Mode) -> Bool {
+        mode.withCString { RLRunLoopContainsTimer(ref, timer.ref, $0) }
+    }
+
+    // MARK: Observers
+
+    @discardableResult
+    public func add(_ observer: RLObserver, forMode mode: Mode) -> Bool {
+        mode.withCString { RLRunLoopAddObserver(ref, observer.ref, $0) }
+    }
+
+    @discardableResult
+    public func remove(_ observer: RLObserver, forMode mode: Mode) -> Bool {
+        mode.withCString { RLRunLoopRemoveObserver(ref, observer.ref, $0) }
+    }
+
+    public func contains(_ observer: RLObserver, forMode mode: Mode) -> Bool {
+        mode.withCString { RLRunLoopContainsObserver(ref, observer.ref, $0) }
+    }
+
+    // MARK: Sources
+
+    /// Adds `source` to `mode`; its schedule callback runs on this (the
+    /// calling) thread the first time it enters a mode of this loop.
+    @discardableResult
+    public func add(_ source: RLRunLoopSource, forMode mode: Mode) -> Bool {
+        mode.withCString { RLRunLoopAddSource(ref, source.ref, $0) }
+    }
+
+    @discardableResult
+    public func remove(_ source: RLRunLoopSource, forMode mode: Mode) -> Bool {
+        mode.withCString { RLRunLoopRemoveSource(ref, source.ref, $0) }
+    }
+
+    public func contains(_ source: RLRunLoopSource, forMode mode: Mode) -> Bool {
+        mode.withCString { RLRunLoopContainsSource(ref, source.ref, $0) }
+    }
+
+    /// Adds the descriptor's run-loop source to `mode`.
+    @discardableResult
+    public func add(_ descriptor: RLFileDescriptorSource, forMode mode: Mode) -> Bool {
+        guard let source = descriptor.makeRunLoopSource() else { return false }
+        return add(source, forMode: mode)
+    }
+
+    @discardableResult
+    public func remove(_ descriptor: RLFileDescriptorSource, forMode mode: Mode) -> Bool {
+        guard let source = descriptor.makeRunLoopSource() else { return false }
+        return remove(source, forMode: mode)
+    }
+
+    public func contains(_ descriptor: RLFileDescriptorSource, forMode mode: Mode) -> Bool {
+        guard let source = descriptor.makeRunLoopSource() else { return false }
+        return contains(source, forMode: mode)
+    }
+}
+
+extension RLRunLoop: Hashable {
+    /// Two wrappers are equal when they wrap the same C run loop.
+    public static func == (lhs: RLRunLoop, rhs: RLRunLoop) -> Bool { lhs.ref == rhs.ref }
+    public func hash(into hasher: inout Hasher) { hasher.combine(RLRunLoop.key(ref)) }
+}
+
+extension RLRunLoop: CustomStringConvertible {
+    public var description: String { rlCopyDescription(UnsafeRawPointer(ref)) ?? "RLRunLoop" }
+}
+
+/// `RLCopyDescription` as a Swift string (the C string is freed).
+func rlCopyDescription(_ object: UnsafeRawPointer) -> String? {
+    guard let cString = RLCopyDescription(object) else { return nil }
+    defer { free(cString) }
+    return String(cString: cString)
+}
+
+/// A pthread mutex. Not `Synchronization.Mutex`: ThreadSanitizer does not
+/// see its futex hand-off and reports false races.
+private final class RunLoopMutex: @unchecked Sendable {
+    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+
+    init() { pthread_mutex_init(mutex, nil) }
+
+    deinit {
+        pthread_mutex_destroy(mutex)
+        mutex.deallocate()
+    }
+
+    func locked<R>(_ body: () throws -> R) rethrows -> R {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        return try body()
+    }
+}
+
+/// Lets exactly one caller through: one of several queued copies of a
+/// perform block, or one resumer of a continuation.
+private final class RunOnceFlag: @unchecked Sendable {
+    private let mutex = RunLoopMutex()
+    private var taken = false
+
+    func claim() -> Bool {
+        mutex.locked {
+            defer { taken = true }
+            return !taken
+        }
+    }
+}
+
+/// One `performAndWait` call: resumed exactly once, by the run or, if the C
+/// library discards the queued block unrun (loop torn down), by deinit.
+private final class PerformRequest<T: Sendable>: Sendable {
+    private let continuation: CheckedContinuation<T, any Error>
+    private let once = RunOnceFlag()
+    private let body: @Sendable () throws -> T
+
+    init(continuation: CheckedContinuation<T, any Error>, body: @escaping @Sendable () throws -> T) {
+        self.continuation = continuation
+        self.body = body
+    }
+
+    func run() {
+        guard once.claim() else { return }
+        continuation.resume(with: Result { try body() })
+    }
+
+    func fail(_ error: any Error) {
+        guard once.claim() else { return }
+        continuation.resume(throwing: error)
+    }
+
+    deinit {
+        fail(RLError(code: .invalidState,
+                     message: "RLRunLoop.performAndWait: the run loop was torn down before the work ran"))
+    }
+}

@@ -1,0 +1,199 @@
+/* test_fd.c — file-descriptor sources: read and write readiness, one-shot
+ * per enable, modes, several fds in one wake, invalidation, closeOnInvalidate. */
+#include "testutil.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static char trace[8192];
+
+static void tr(const char *s) {
+    if (trace[0])
+        strcat(trace, " ");
+    strcat(trace, s);
+}
+
+static int setup(void **state) {
+    trace[0] = '\0';
+    return 0;
+}
+
+static void fd_cb(RLFileDescriptorRef f, RLOptionFlags types, void *info) {
+    char buf[64];
+    snprintf(buf, sizeof buf, "%s:%s%s", (const char *)info, (types & kRLFileDescriptorReadCallBack) ? "r" : "",
+             (types & kRLFileDescriptorWriteCallBack) ? "w" : "");
+    tr(buf);
+}
+
+static RLFileDescriptorRef make(int fd, const char *name, bool close_it) {
+    RLFileDescriptorContext c = {0, (void *)name, NULL, NULL, NULL};
+    RLFileDescriptorRef f = RLFileDescriptorCreate(NULL, fd, close_it, fd_cb, &c);
+    assert_non_null(f);
+    return f;
+}
+
+static RLRunLoopSourceRef add(RLFileDescriptorRef f, const char *mode) {
+    RLRunLoopSourceRef s = RLFileDescriptorCreateRunLoopSource(NULL, f, 0);
+    assert_non_null(s);
+    assert_true(RLRunLoopAddSource(RLRunLoopGetCurrent(), s, mode));
+    return s;
+}
+
+static void test_pipe_read_one_shot(void **state) {
+    int p[2];
+    assert_int_equal(pipe(p), 0);
+    RLFileDescriptorRef f = make(p[0], "pipe", true);
+    assert_int_equal(RLFileDescriptorGetNativeDescriptor(f), p[0]);
+    RLRunLoopSourceRef s = add(f, "FD");
+    assert_true(RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack));
+    assert_int_equal(write(p[1], "x", 1), 1);
+    assert_int_equal(RLRunLoopRunInMode("FD", 10, true), kRLRunLoopRunHandledSource);
+    assert_string_equal(trace, "pipe:r");
+    /* Not re-enabled: still readable, but no second callback. */
+    assert_int_equal(RLRunLoopRunInMode("FD", 0.02, true), kRLRunLoopRunTimedOut);
+    assert_string_equal(trace, "pipe:r");
+    assert_true(RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack));
+    assert_int_equal(RLRunLoopRunInMode("FD", 10, true), kRLRunLoopRunHandledSource);
+    assert_string_equal(trace, "pipe:r pipe:r");
+    /* Disabled: nothing. */
+    assert_true(RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack));
+    assert_true(RLFileDescriptorDisableCallBacks(f, kRLFileDescriptorReadCallBack));
+    assert_int_equal(RLRunLoopRunInMode("FD", 0.02, true), kRLRunLoopRunTimedOut);
+    assert_string_equal(trace, "pipe:r pipe:r");
+
+    assert_true(RLFileDescriptorInvalidate(f));
+    assert_false(RLFileDescriptorIsValid(f));
+    assert_false(RLRunLoopSourceIsValid(s));
+    assert_int_equal(fcntl(p[0], F_GETFD), -1); /* closed on invalidate */
+    assert_int_equal(RLRunLoopRunInMode("FD", 0, false), kRLRunLoopRunFinished);
+    RLRelease(s);
+    RLRelease(f);
+    close(p[1]);
+}
+
+static void test_socket_write_and_read_in_one_wake(void **state) {
+    int sv[2], p[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    assert_int_equal(pipe(p), 0);
+    RLFileDescriptorRef w = make(sv[0], "sock", false);
+    RLFileDescriptorRef r = make(p[0], "pipe", false);
+    RLRunLoopSourceRef sw = add(w, "Both");
+    RLRunLoopSourceRef sr = add(r, "Both");
+    assert_true(RLFileDescriptorEnableCallBacks(w, kRLFileDescriptorWriteCallBack));
+    assert_true(RLFileDescriptorEnableCallBacks(r, kRLFileDescriptorReadCallBack));
+    assert_int_equal(write(p[1], "x", 1), 1);
+    assert_int_equal(RLRunLoopRunInMode("Both", 0.02, false), kRLRunLoopRunTimedOut);
+    /* Both served in the first pass; sources of equal order in epoll order. */
+    assert_true(strcmp(trace, "sock:w pipe:r") == 0 || strcmp(trace, "pipe:r sock:w") == 0);
+    RLFileDescriptorInvalidate(w);
+    RLFileDescriptorInvalidate(r);
+    RLRelease(sw);
+    RLRelease(sr);
+    RLRelease(w);
+    RLRelease(r);
+    close(sv[0]);
+    close(sv[1]);
+    close(p[0]);
+    close(p[1]);
+}
+
+static void test_fd_waits_for_its_mode(void **state) {
+    int p[2];
+    assert_int_equal(pipe(p), 0);
+    RLFileDescriptorRef f = make(p[0], "pipe", true);
+    RLRunLoopSourceRef s = add(f, "Mine");
+    RLRunLoopSourceRef again = RLFileDescriptorCreateRunLoopSource(NULL, f, 0);
+    assert_ptr_equal(again, s); /* one source per descriptor */
+    RLRelease(again);
+    RLRunLoopSourceContext c = {0};
+    RLRunLoopSourceRef keep = RLRunLoopSourceCreate(NULL, 0, &c);
+    assert_true(RLRunLoopAddSource(RLRunLoopGetCurrent(), keep, "Other"));
+    assert_true(RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack));
+    assert_int_equal(write(p[1], "x", 1), 1);
+    assert_int_equal(RLRunLoopRunInMode("Other", 0.02, false), kRLRunLoopRunTimedOut);
+    assert_string_equal(trace, "");
+    assert_int_equal(RLRunLoopRunInMode("Mine", 10, true), kRLRunLoopRunHandledSource);
+    assert_string_equal(trace, "pipe:r");
+    RLRunLoopSourceInvalidate(keep);
+    RLRelease(keep);
+    RLFileDescriptorInvalidate(f);
+    RLRelease(s);
+    RLRelease(f);
+    close(p[1]);
+}
+
+static void count_wakes(RLRunLoopObserverRef o, RLRunLoopActivity a, void *info) {
+    if (info)
+        (*(int *)info)++;
+}
+
+static void test_hangup_with_callbacks_off_does_not_spin(void **state) {
+    /* The write end closes while no callback is enabled: the loop must sleep
+     * (time out), not report the hang-up forever. */
+    int p[2];
+    assert_int_equal(pipe(p), 0);
+    RLFileDescriptorRef f = make(p[0], "pipe", true);
+    RLRunLoopSourceRef s = add(f, "Hup");
+    close(p[1]);
+    int wakes = 0;
+    RLRunLoopObserverRef o = RLRunLoopObserverCreate(NULL, kRLRunLoopAfterWaiting, true, 0, count_wakes, NULL);
+    RLRunLoopObserverContext oc = {0, &wakes, NULL, NULL, NULL};
+    RLRelease(o);
+    o = RLRunLoopObserverCreate(NULL, kRLRunLoopAfterWaiting, true, 0, count_wakes, &oc);
+    assert_true(RLRunLoopAddObserver(RLRunLoopGetCurrent(), o, "Hup"));
+    assert_int_equal(RLRunLoopRunInMode("Hup", 0.05, false), kRLRunLoopRunTimedOut);
+    assert_true(wakes <= 2); /* the timeout, nothing else */
+    RLRunLoopObserverInvalidate(o);
+    RLRelease(o);
+    assert_true(RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack));
+    assert_int_equal(RLRunLoopRunInMode("Hup", 10, true), kRLRunLoopRunHandledSource);
+    assert_string_equal(trace, "pipe:r");
+    RLFileDescriptorInvalidate(f);
+    RLRelease(s);
+    RLRelease(f);
+}
+
+static void *write_later(void *arg) {
+    RLRunLoopRef rl = ((void **)arg)[0];
+    int fd = (int)(intptr_t)((void **)arg)[1];
+    double t0 = rl_test_now();
+    while (!RLRunLoopIsWaiting(rl) && rl_test_now() - t0 < 10)
+        usleep(100);
+    if (write(fd, "y", 1) != 1)
+        return NULL;
+    return NULL;
+}
+
+static void test_fd_wakes_a_sleeping_loop(void **state) {
+    int p[2];
+    assert_int_equal(pipe(p), 0);
+    RLFileDescriptorRef f = make(p[0], "pipe", true);
+    RLRunLoopSourceRef s = add(f, "Sleep");
+    assert_true(RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack));
+    void *args[2] = {RLRunLoopGetCurrent(), (void *)(intptr_t)p[1]};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, write_later, args), 0);
+    assert_int_equal(RLRunLoopRunInMode("Sleep", 30, true), kRLRunLoopRunHandledSource);
+    pthread_join(th, NULL);
+    assert_string_equal(trace, "pipe:r");
+    RLFileDescriptorInvalidate(f);
+    RLRelease(s);
+    RLRelease(f);
+    close(p[1]);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup(test_pipe_read_one_shot, setup),
+        cmocka_unit_test_setup(test_socket_write_and_read_in_one_wake, setup),
+        cmocka_unit_test_setup(test_fd_waits_for_its_mode, setup),
+        cmocka_unit_test_setup(test_hangup_with_callbacks_off_does_not_spin, setup),
+        cmocka_unit_test_setup(test_fd_wakes_a_sleeping_loop, setup),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,395 @@
+/* test_runloop.c — the iteration: observer order, RunInMode result codes,
+ * returnAfterSourceHandled, seconds <= 0, Stop, WakeUp, nested runs, modes.
+ * Expected traces are what CoreFoundation produces for the same scenario. */
+#include "testutil.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char trace[8192];
+
+static void tr(const char *s) {
+    if (trace[0])
+        strcat(trace, " ");
+    strcat(trace, s);
+}
+
+static const char *act_name(RLRunLoopActivity a) {
+    switch (a) {
+    case kRLRunLoopEntry: return "E";
+    case kRLRunLoopBeforeTimers: return "BT";
+    case kRLRunLoopBeforeSources: return "BS";
+    case kRLRunLoopBeforeWaiting: return "BW";
+    case kRLRunLoopAfterWaiting: return "AW";
+    case kRLRunLoopExit: return "X";
+    default: return "?";
+    }
+}
+
+static void obs_cb(RLRunLoopObserverRef o, RLRunLoopActivity a, void *info) { tr(act_name(a)); }
+
+static RLRunLoopObserverRef add_observer(RLRunLoopMode mode) {
+    RLRunLoopObserverRef o = RLRunLoopObserverCreate(NULL, kRLRunLoopAllActivities, true, 0, obs_cb, NULL);
+    assert_non_null(o);
+    assert_true(RLRunLoopAddObserver(RLRunLoopGetCurrent(), o, mode));
+    return o;
+}
+
+static void perform_tr(void *info) { tr(info ? (const char *)info : "P"); }
+
+static RLRunLoopSourceRef make_source(const char *name, RLIndex order) {
+    RLRunLoopSourceContext c = {0};
+    c.info = (void *)name;
+    c.perform = perform_tr;
+    RLRunLoopSourceRef s = RLRunLoopSourceCreate(NULL, order, &c);
+    assert_non_null(s);
+    return s;
+}
+
+static void drop(RLTypeRef o) {
+    if (RLGetTypeName(o) && strcmp(RLGetTypeName(o), "RLRunLoopSource") == 0)
+        RLRunLoopSourceInvalidate((RLRunLoopSourceRef)o);
+    else if (strcmp(RLGetTypeName(o), "RLRunLoopObserver") == 0)
+        RLRunLoopObserverInvalidate((RLRunLoopObserverRef)o);
+    else if (strcmp(RLGetTypeName(o), "RLRunLoopTimer") == 0)
+        RLRunLoopTimerInvalidate((RLRunLoopTimerRef)o);
+    assert_true(RLRelease(o));
+}
+
+static int setup(void **state) {
+    trace[0] = '\0';
+    return 0;
+}
+
+static void test_empty_mode_finishes_without_observers(void **state) {
+    RLRunLoopObserverRef o = add_observer("Empty");
+    assert_int_equal(RLRunLoopRunInMode("Empty", 0.5, false), kRLRunLoopRunFinished);
+    assert_int_equal(RLRunLoopRunInMode("NoSuchMode", 0.5, false), kRLRunLoopRunFinished);
+    assert_string_equal(trace, "");
+    drop(o);
+}
+
+static void test_poll_pass_with_nothing_to_do(void **state) {
+    RLRunLoopObserverRef o = add_observer("Poll");
+    RLRunLoopSourceRef s = make_source("P", 0);
+    assert_true(RLRunLoopAddSource(RLRunLoopGetCurrent(), s, "Poll"));
+    assert_int_equal(RLRunLoopRunInMode("Poll", 0, false), kRLRunLoopRunTimedOut);
+    assert_string_equal(trace, "E BT BS X");
+    trace[0] = '\0';
+    assert_int_equal(RLRunLoopRunInMode("Poll", -1, false), kRLRunLoopRunTimedOut);
+    assert_string_equal(trace, "E BT BS X");
+    drop(s);
+    drop(o);
+}
+
+static void test_signalled_source_poll_and_handled(void **state) {
+    RLRunLoopObserverRef o = add_observer("Sig");
+    RLRunLoopSourceRef s = make_source("P", 0);
+    assert_true(RLRunLoopAddSource(RLRunLoopGetCurrent(), s, "Sig"));
+    assert_true(RLRunLoopSourceSignal(s));
+    assert_int_equal(RLRunLoopRunInMode("Sig", 0, false), kRLRunLoopRunTimedOut);
+    assert_string_equal(trace, "E BT BS P X");
+    trace[0] = '\0';
+    assert_true(RLRunLoopSourceSignal(s));
+    assert_int_equal(RLRunLoopRunInMode("Sig", 0, true), kRLRunLoopRunHandledSource);
+    assert_string_equal(trace, "E BT BS P X");
+    trace[0] = '\0';
+    assert_true(RLRunLoopSourceSignal(s));
+    assert_int_equal(RLRunLoopRunInMode("Sig", 10, true), kRLRunLoopRunHandledSource);
+    assert_string_equal(trace, "E BT BS P X");
+    drop(s);
+    drop(o);
+}
+
+static void timer_tr(RLRunLoopTimerRef t, void *info) { tr(info ? (const char *)info : "T"); }
+
+static void test_timer_wakes_then_mode_empties(void **state) {
+    RLRunLoopObserverRef o = add_observer("Tmr");
+    RLRunLoopTimerContext c = {0, "T", NULL, NULL, NULL};
+    RLRunLoopTimerRef t = RLRunLoopTimerCreate(NULL, RLAbsoluteTimeGetCurrent() + 0.02, 0, 0, 0, timer_tr, &c);
+    assert_true(RLRunLoopAddTimer(RLRunLoopGetCurrent(), t, "Tmr"));
+    assert_int_equal(RLRunLoopRunInMode("Tmr", 10, false), kRLRunLoopRunFinished);
+    assert_string_equal(trace, "E BT BS BW AW T X");
+    assert_false(RLRunLoopTimerIsValid(t));
+    drop(t);
+    drop(o);
+}
+
+static void stop_in_perform(void *info) {
+    tr("P");
+    RLRunLoopStop(RLRunLoopGetCurrent());
+}
+
+static void test_stop_from_callout(void **state) {
+    RLRunLoopObserverRef o = add_observer("Stop");
+    RLRunLoopSourceContext c = {0};
+    c.perform = stop_in_perform;
+    RLRunLoopSourceRef s = RLRunLoopSourceCreate(NULL, 0, &c);
+    assert_true(RLRunLoopAddSource(RLRunLoopGetCurrent(), s, "Stop"));
+    assert_true(RLRunLoopSourceSignal(s));
+    assert_int_equal(RLRunLoopRunInMode("Stop", 10, false), kRLRunLoopRunStopped);
+    assert_string_equal(trace, "E BT BS P X");
+    drop(s);
+    drop(o);
+}
+
+static void test_stop_before_running_is_forgotten(void **state) {
+    /* CF keeps the stop request per run: one made while not running is lost. */
+    RLRunLoopSourceRef s = make_source("P", 0);
+    assert_true(RLRunLoopAddSource(RLRunLoopGetCurrent(), s, "Lost"));
+    assert_true(RLRunLoopStop(RLRunLoopGetCurrent()));
+    assert_int_equal(RLRunLoopRunInMode("Lost", 0.01, false), kRLRunLoopRunTimedOut);
+    drop(s);
+}
+
+static void *stopper(void *arg) {
+    RLRunLoopRef rl = arg;
+    double t0 = rl_test_now();
+    while (!RLRunLoopIsWaiting(rl) && rl_test_now() - t0 < 10)
+        usleep(100);
+    RLRunLoopStop(rl);
+    return NULL;
+}
+
+static void test_stop_from_another_thread(void **state) {
+    RLRunLoopObserverRef o = add_observer("XStop");
+    RLRunLoopSourceRef s = make_source("P", 0);
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    assert_true(RLRunLoopAddSource(rl, s, "XStop"));
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, stopper, rl), 0);
+    assert_int_equal(RLRunLoopRunInMode("XStop", 30, false), kRLRunLoopRunStopped);
+    pthread_join(th, NULL);
+    assert_string_equal(trace, "E BT BS BW AW X");
+    drop(s);
+    drop(o);
+}
+
+struct waker {
+    RLRunLoopRef rl;
+    RLRunLoopSourceRef s;
+};
+
+static void *signal_and_wake(void *arg) {
+    struct waker *w = arg;
+    double t0 = rl_test_now();
+    while (!RLRunLoopIsWaiting(w->rl) && rl_test_now() - t0 < 10)
+        usleep(100);
+    RLRunLoopSourceSignal(w->s);
+    RLRunLoopWakeUp(w->rl);
+    return NULL;
+}
+
+static void test_wakeup_from_another_thread(void **state) {
+    RLRunLoopObserverRef o = add_observer("Wake");
+    RLRunLoopSourceRef s = make_source("P", 0);
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    assert_true(RLRunLoopAddSource(rl, s, "Wake"));
+    struct waker w = {rl, s};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, signal_and_wake, &w), 0);
+    assert_int_equal(RLRunLoopRunInMode("Wake", 30, true), kRLRunLoopRunHandledSource);
+    pthread_join(th, NULL);
+    assert_string_equal(trace, "E BT BS BW AW BT BS P X");
+    assert_false(RLRunLoopIsWaiting(rl));
+    drop(s);
+    drop(o);
+}
+
+static void test_wakeup_before_running_is_dropped(void **state) {
+    /* CF drops wake-ups given while the loop is not running: the run sleeps
+     * until its timeout. */
+    RLRunLoopObserverRef o = add_observer("Early");
+    RLRunLoopSourceRef s = make_source("P", 0);
+    assert_true(RLRunLoopAddSource(RLRunLoopGetCurrent(), s, "Early"));
+    assert_true(RLRunLoopWakeUp(RLRunLoopGetCurrent()));
+    assert_true(RLRunLoopWakeUp(RLRunLoopGetCurrent()));
+    assert_int_equal(RLRunLoopRunInMode("Early", 0.05, false), kRLRunLoopRunTimedOut);
+    assert_string_equal(trace, "E BT BS BW AW X");
+    drop(s);
+    drop(o);
+}
+
+static void wake_self(void *info) {
+    tr("P");
+    RLRunLoopWakeUp(RLRunLoopGetCurrent());
+}
+
+static void test_wakeup_from_a_callout_is_not_lost(void **state) {
+    /* A wake-up given while the loop is awake (here: inside a perform) makes
+     * the next wait return at once. */
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    RLRunLoopObserverRef o = add_observer("Self");
+    RLRunLoopSourceRef s = make_source("K", 0);
+    assert_true(RLRunLoopAddSource(rl, s, "Self"));
+    assert_true(RLRunLoopPerformFunction(rl, "Self", wake_self, NULL));
+    assert_int_equal(RLRunLoopRunInMode("Self", 0.05, false), kRLRunLoopRunTimedOut);
+    assert_string_equal(trace, "E BT BS P BW AW BT BS BW AW X");
+    drop(s);
+    drop(o);
+}
+
+static int nested_result;
+static char *nested_mode_seen;
+
+static void nested_perform(void *info) {
+    tr("outer-P");
+    char *m = RLRunLoopCopyCurrentMode(RLRunLoopGetCurrent());
+    assert_string_equal(m, "Nest");
+    free(m);
+    RLRunLoopSourceSignal((RLRunLoopSourceRef)info);
+    nested_result = RLRunLoopRunInMode("Inner", 10, true);
+    nested_mode_seen = RLRunLoopCopyCurrentMode(RLRunLoopGetCurrent());
+}
+
+static void inner_perform(void *info) {
+    tr("inner-P");
+    char *m = RLRunLoopCopyCurrentMode(RLRunLoopGetCurrent());
+    assert_string_equal(m, "Inner");
+    free(m);
+    RLRunLoopStop(RLRunLoopGetCurrent()); /* stops the inner run only */
+}
+
+static void test_nested_run_in_another_mode(void **state) {
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    RLRunLoopSourceContext ci = {0};
+    ci.perform = inner_perform;
+    RLRunLoopSourceRef inner = RLRunLoopSourceCreate(NULL, 0, &ci);
+    assert_true(RLRunLoopAddSource(rl, inner, "Inner"));
+    RLRunLoopSourceContext co = {0};
+    co.info = inner;
+    co.perform = nested_perform;
+    RLRunLoopSourceRef outer = RLRunLoopSourceCreate(NULL, 0, &co);
+    assert_true(RLRunLoopAddSource(rl, outer, "Nest"));
+    assert_true(RLRunLoopSourceSignal(outer));
+    assert_int_equal(RLRunLoopRunInMode("Nest", 0.05, false), kRLRunLoopRunTimedOut);
+    assert_int_equal(nested_result, kRLRunLoopRunHandledSource);
+    assert_string_equal(nested_mode_seen, "Nest");
+    free(nested_mode_seen);
+    assert_string_equal(trace, "outer-P inner-P");
+    assert_null(RLRunLoopCopyCurrentMode(rl));
+    drop(inner);
+    drop(outer);
+}
+
+static void nested_stop_perform(void *info) {
+    tr("P1");
+    /* Nested run in the same mode: the stop requested inside it ends it
+     * alone; the outer run goes on until its own timeout. */
+    RLRunLoopSourceSignal((RLRunLoopSourceRef)info);
+    nested_result = RLRunLoopRunInMode("Same", 10, false);
+}
+
+static void nested_stop_second(void *info) {
+    tr("P2");
+    RLRunLoopStop(RLRunLoopGetCurrent());
+}
+
+static void test_nested_run_same_mode_stop_innermost(void **state) {
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    RLRunLoopSourceContext c2 = {0};
+    c2.perform = nested_stop_second;
+    RLRunLoopSourceRef s2 = RLRunLoopSourceCreate(NULL, 2, &c2);
+    RLRunLoopSourceContext c1 = {0};
+    c1.info = s2;
+    c1.perform = nested_stop_perform;
+    RLRunLoopSourceRef s1 = RLRunLoopSourceCreate(NULL, 1, &c1);
+    assert_true(RLRunLoopAddSource(rl, s1, "Same"));
+    assert_true(RLRunLoopAddSource(rl, s2, "Same"));
+    assert_true(RLRunLoopSourceSignal(s1));
+    assert_int_equal(RLRunLoopRunInMode("Same", 0.05, false), kRLRunLoopRunTimedOut);
+    assert_int_equal(nested_result, kRLRunLoopRunStopped);
+    assert_string_equal(trace, "P1 P2");
+    drop(s1);
+    drop(s2);
+}
+
+static void test_modes_and_common_modes(void **state) {
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    RLRunLoopSourceRef s = make_source("P", 0);
+    assert_true(RLRunLoopAddSource(rl, s, kRLRunLoopCommonModes));
+    assert_true(RLRunLoopContainsSource(rl, s, kRLRunLoopDefaultMode));
+    assert_true(RLRunLoopContainsSource(rl, s, kRLRunLoopCommonModes));
+    assert_false(RLRunLoopContainsSource(rl, s, "LaterCommon"));
+    assert_true(RLRunLoopAddCommonMode(rl, "LaterCommon"));
+    assert_true(RLRunLoopContainsSource(rl, s, "LaterCommon"));
+
+    RLIndex n = 0;
+    char **modes = RLRunLoopCopyAllModes(rl, &n);
+    assert_non_null(modes);
+    bool has_default = false, has_later = false;
+    for (RLIndex i = 0; i < n; i++) {
+        has_default |= strcmp(modes[i], kRLRunLoopDefaultMode) == 0;
+        has_later |= strcmp(modes[i], "LaterCommon") == 0;
+    }
+    assert_null(modes[n]);
+    free(modes);
+    assert_true(has_default && has_later);
+
+    assert_true(RLRunLoopSourceSignal(s));
+    assert_int_equal(RLRunLoopRunInMode("LaterCommon", 0, true), kRLRunLoopRunHandledSource);
+    assert_string_equal(trace, "P");
+
+    assert_true(RLRunLoopRemoveSource(rl, s, kRLRunLoopCommonModes));
+    assert_false(RLRunLoopContainsSource(rl, s, kRLRunLoopDefaultMode));
+    assert_false(RLRunLoopContainsSource(rl, s, "LaterCommon"));
+    drop(s);
+}
+
+static void test_get_main_and_current(void **state) {
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    assert_non_null(rl);
+    assert_ptr_equal(rl, RLRunLoopGetCurrent());
+    assert_ptr_equal(rl, RLRunLoopGetMain()); /* the test runs on the main thread */
+    assert_string_equal(RLGetTypeName(rl), "RLRunLoop");
+    assert_null(RLRunLoopCopyCurrentMode(rl));
+}
+
+static void test_next_timer_fire_date(void **state) {
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    assert_true(RLRunLoopGetNextTimerFireDate(rl, "TD") == 0);
+    RLAbsoluteTime now = RLAbsoluteTimeGetCurrent();
+    RLRunLoopTimerRef a = RLRunLoopTimerCreate(NULL, now + 100, 0, 0, 0, timer_tr, NULL);
+    RLRunLoopTimerRef b = RLRunLoopTimerCreate(NULL, now + 50, 0, 0, 0, timer_tr, NULL);
+    assert_true(RLRunLoopAddTimer(rl, a, "TD"));
+    assert_true(RLRunLoopAddTimer(rl, b, "TD"));
+    assert_true(RLRunLoopGetNextTimerFireDate(rl, "TD") == now + 50);
+    assert_true(RLRunLoopTimerInvalidate(b));
+    assert_true(RLRunLoopGetNextTimerFireDate(rl, "TD") == now + 100);
+    drop(a);
+    drop(b);
+}
+
+static void test_run_returns_finished_when_empty(void **state) {
+    /* Run() in a default mode that ends up empty returns Finished. */
+    RLRunLoopTimerContext c = {0, "T", NULL, NULL, NULL};
+    RLRunLoopTimerRef t = RLRunLoopTimerCreate(NULL, RLAbsoluteTimeGetCurrent(), 0, 0, 0, timer_tr, &c);
+    assert_true(RLRunLoopAddTimer(RLRunLoopGetCurrent(), t, kRLRunLoopDefaultMode));
+    assert_int_equal(RLRunLoopRun(), kRLRunLoopRunFinished);
+    assert_string_equal(trace, "T");
+    drop(t);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup(test_empty_mode_finishes_without_observers, setup),
+        cmocka_unit_test_setup(test_poll_pass_with_nothing_to_do, setup),
+        cmocka_unit_test_setup(test_signalled_source_poll_and_handled, setup),
+        cmocka_unit_test_setup(test_timer_wakes_then_mode_empties, setup),
+        cmocka_unit_test_setup(test_stop_from_callout, setup),
+        cmocka_unit_test_setup(test_stop_before_running_is_forgotten, setup),
+        cmocka_unit_test_setup(test_stop_from_another_thread, setup),
+        cmocka_unit_test_setup(test_wakeup_from_another_thread, setup),
+        cmocka_unit_test_setup(test_wakeup_before_running_is_dropped, setup),
+        cmocka_unit_test_setup(test_wakeup_from_a_callout_is_not_lost, setup),
+        cmocka_unit_test_setup(test_nested_run_in_another_mode, setup),
+        cmocka_unit_test_setup(test_nested_run_same_mode_stop_innermost, setup),
+        cmocka_unit_test_setup(test_modes_and_common_modes, setup),
+        cmocka_unit_test_setup(test_get_main_and_current, setup),
+        cmocka_unit_test_setup(test_next_timer_fire_date, setup),
+        cmocka_unit_test_setup(test_run_returns_finished_when_empty, setup),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,211 @@
+/* test_runloop_threads.c — run loops across threads: teardown at thread exit
+ * (cancel on the exiting thread, contexts balanced), driving another
+ * thread's loop, concurrent signals and wake-ups, removal while sleeping. */
+#include "testutil.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+void rl__runloop_teardown_current_thread(void);
+
+static _Atomic int retains, releases, cancels, cancels_on_owner;
+static pthread_t owner;
+
+static const void *c_retain(const void *i) {
+    retains++;
+    return i;
+}
+static void c_release(const void *i) { releases++; }
+static void c_cancel(void *info, RLRunLoopRef rl, RLRunLoopMode mode) {
+    cancels++;
+    if (pthread_equal(pthread_self(), owner))
+        cancels_on_owner++;
+}
+static void nop_timer(RLRunLoopTimerRef t, void *i) {}
+static void nop_obs(RLRunLoopObserverRef o, RLRunLoopActivity a, void *i) {}
+
+static void *thread_with_items(void *arg) {
+    RLRunLoopSourceRef s = arg;
+    owner = pthread_self();
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    RLRunLoopAddSource(rl, s, kRLRunLoopCommonModes);
+    RLRunLoopAddSource(rl, s, "Extra");
+    RLRunLoopTimerContext tc = {0, NULL, c_retain, c_release, NULL};
+    RLRunLoopTimerRef t = RLRunLoopTimerCreate(NULL, RLAbsoluteTimeGetCurrent() + 100, 1, 0, 0, nop_timer, &tc);
+    RLRunLoopAddTimer(rl, t, kRLRunLoopDefaultMode);
+    RLRelease(t);
+    RLRunLoopObserverContext oc = {0, NULL, c_retain, c_release, NULL};
+    RLRunLoopObserverRef o = RLRunLoopObserverCreate(NULL, kRLRunLoopAllActivities, true, 0, nop_obs, &oc);
+    RLRunLoopAddObserver(rl, o, "Extra");
+    RLRelease(o);
+    return NULL;
+}
+
+static void test_thread_exit_tears_down(void **state) {
+    retains = releases = cancels = cancels_on_owner = 0;
+    RLRunLoopSourceContext c = {0};
+    c.retain = c_retain;
+    c.release = c_release;
+    c.cancel = c_cancel;
+    RLRunLoopSourceRef s = RLRunLoopSourceCreate(NULL, 0, &c);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, thread_with_items, s), 0);
+    pthread_join(t, NULL);
+    /* default (common) + Extra: cancelled on the exiting thread. */
+    assert_int_equal(cancels, 2);
+    assert_int_equal(cancels_on_owner, 2);
+    assert_int_equal(RLGetRetainCount(s), 1); /* the loop let go of it */
+    assert_true(RLRunLoopSourceIsValid(s));
+    assert_true(RLRelease(s));
+    assert_int_equal(retains, 3);
+    assert_int_equal(releases, 3);
+}
+
+static void *explicit_teardown(void *arg) {
+    RLRunLoopRef first = RLRunLoopGetCurrent();
+    RLRetain(first);
+    rl__runloop_teardown_current_thread();
+    rl__runloop_teardown_current_thread(); /* twice is harmless */
+    bool add_fails = !RLRunLoopPerformFunction(first, kRLRunLoopDefaultMode, free, NULL) &&
+                     RLErrorGetLast().code == kRLErrorInvalidState;
+    RLRunLoopRef second = RLRunLoopGetCurrent(); /* a fresh loop if asked again */
+    bool fresh = second != NULL && second != first;
+    RLRelease(first);
+    return (void *)(intptr_t)(add_fails && fresh);
+}
+
+static void test_explicit_teardown(void **state) {
+    pthread_t t;
+    void *res = NULL;
+    assert_int_equal(pthread_create(&t, NULL, explicit_teardown, NULL), 0);
+    pthread_join(t, &res);
+    assert_ptr_equal(res, (void *)1);
+}
+
+struct worker {
+    RLRunLoopRef rl;
+    _Atomic int ready;
+    _Atomic int performs;
+    int result;
+};
+
+static void worker_perform(void *info) { ((struct worker *)info)->performs++; }
+
+static void *worker_main(void *arg) {
+    struct worker *w = arg;
+    w->rl = RLRunLoopGetCurrent();
+    RLRetain(w->rl);
+    RLRunLoopSourceContext c = {0};
+    RLRunLoopSourceRef keep = RLRunLoopSourceCreate(NULL, 0, &c);
+    RLRunLoopAddSource(w->rl, keep, kRLRunLoopDefaultMode);
+    w->ready = 1;
+    w->result = RLRunLoopRunInMode(kRLRunLoopDefaultMode, 60, false);
+    RLRunLoopSourceInvalidate(keep);
+    RLRelease(keep);
+    return NULL;
+}
+
+static void wait_waiting(RLRunLoopRef rl) {
+    double t0 = rl_test_now();
+    while (!RLRunLoopIsWaiting(rl) && rl_test_now() - t0 < 10)
+        usleep(100);
+}
+
+static void test_drive_another_threads_loop(void **state) {
+    struct worker w = {0};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, worker_main, &w), 0);
+    while (!w.ready)
+        usleep(100);
+    wait_waiting(w.rl);
+    RLRunLoopSourceContext c = {0};
+    c.info = &w;
+    c.perform = worker_perform;
+    RLRunLoopSourceRef s = RLRunLoopSourceCreate(NULL, 0, &c);
+    assert_true(RLRunLoopAddSource(w.rl, s, kRLRunLoopDefaultMode));
+    long n = rl_test_iters(1000);
+    for (long i = 0; i < n; i++) {
+        RLRunLoopSourceSignal(s);
+        RLRunLoopWakeUp(w.rl);
+        if (i % 100 == 0)
+            wait_waiting(w.rl);
+    }
+    /* One more signal + wake-up is always served, however it interleaves
+     * with the loop going back to sleep. */
+    double t1 = rl_test_now();
+    while (w.performs == 0 && rl_test_now() - t1 < 10)
+        usleep(100);
+    int before = w.performs;
+    RLRunLoopSourceSignal(s);
+    RLRunLoopWakeUp(w.rl);
+    double t0 = rl_test_now();
+    while (w.performs == before && rl_test_now() - t0 < 10)
+        usleep(100);
+    assert_true(w.performs > before); /* the signal after the last wake was not lost */
+    assert_true(RLRunLoopStop(w.rl));
+    pthread_join(t, NULL);
+    assert_int_equal(w.result, kRLRunLoopRunStopped);
+    assert_in_range(w.performs, 1, n + 1);
+    RLRunLoopSourceInvalidate(s);
+    RLRelease(s);
+    RLRelease(w.rl);
+}
+
+static _Atomic int timer_fired;
+static void mark_timer(RLRunLoopTimerRef t, void *i) {
+    timer_fired = 1;
+    RLRunLoopStop(RLRunLoopGetCurrent());
+}
+
+static void test_timer_added_to_sleeping_loop(void **state) {
+    struct worker w = {0};
+    pthread_t t;
+    timer_fired = 0;
+    assert_int_equal(pthread_create(&t, NULL, worker_main, &w), 0);
+    while (!w.ready)
+        usleep(100);
+    wait_waiting(w.rl);
+    RLRunLoopTimerRef tm = RLRunLoopTimerCreate(NULL, RLAbsoluteTimeGetCurrent() + 0.01, 0, 0, 0, mark_timer, NULL);
+    assert_true(RLRunLoopAddTimer(w.rl, tm, kRLRunLoopDefaultMode)); /* no WakeUp: the timerfd is re-armed */
+    pthread_join(t, NULL);
+    assert_int_equal(timer_fired, 1);
+    assert_int_equal(w.result, kRLRunLoopRunStopped);
+    RLRelease(tm);
+    RLRelease(w.rl);
+}
+
+static void *remove_while_sleeping(void *arg) {
+    void **a = arg;
+    RLRunLoopRef rl = a[0];
+    wait_waiting(rl);
+    RLRunLoopSourceInvalidate((RLRunLoopSourceRef)a[1]);
+    RLRunLoopWakeUp(rl);
+    return NULL;
+}
+
+static void test_invalidate_source_while_sleeping(void **state) {
+    RLRunLoopSourceContext c = {0};
+    RLRunLoopSourceRef s = RLRunLoopSourceCreate(NULL, 0, &c);
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    assert_true(RLRunLoopAddSource(rl, s, "Sleepy"));
+    void *a[2] = {rl, s};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, remove_while_sleeping, a), 0);
+    assert_int_equal(RLRunLoopRunInMode("Sleepy", 30, false), kRLRunLoopRunFinished);
+    pthread_join(t, NULL);
+    RLRelease(s);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_thread_exit_tears_down),
+        cmocka_unit_test(test_explicit_teardown),
+        cmocka_unit_test(test_drive_another_threads_loop),
+        cmocka_unit_test(test_timer_added_to_sleeping_loop),
+        cmocka_unit_test(test_invalidate_source_while_sleeping),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

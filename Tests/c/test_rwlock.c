@@ -1,0 +1,375 @@
+/* test_rwlock.c — RLReadWriteLock: shared and exclusive holds, re-entrant
+ * reads, misuse (unlock not held, non-owner, upgrade), timed and try forms,
+ * a waiting writer blocking new readers, writer-not-starved, exact-total
+ * stress. */
+#include "testutil.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { STRESS_THREADS = 8 };
+
+static void *on_other_thread(void *(*fn)(void *), void *arg) {
+    pthread_t t;
+    void *res = NULL;
+    assert_int_equal(pthread_create(&t, NULL, fn, arg), 0);
+    pthread_join(t, &res);
+    return res;
+}
+
+static void *try_read_elsewhere(void *arg) {
+    bool ok = RLReadWriteLockTryReadLock(arg);
+    RLErrorCode code = RLErrorGetLast().code;
+    if (ok)
+        RLReadWriteLockUnlock(arg);
+    return (void *)(intptr_t)(ok ? -1 : code);
+}
+
+static void *try_write_elsewhere(void *arg) {
+    bool ok = RLReadWriteLockTryWriteLock(arg);
+    RLErrorCode code = RLErrorGetLast().code;
+    if (ok)
+        RLReadWriteLockUnlock(arg);
+    return (void *)(intptr_t)(ok ? -1 : code);
+}
+
+static void test_shared_and_exclusive(void **state) {
+    RLReadWriteLockRef lock = RLReadWriteLockCreate();
+    assert_non_null(lock);
+    assert_string_equal(RLGetTypeName(lock), "RLReadWriteLock");
+
+    assert_true(RLReadWriteLockReadLock(lock));
+    assert_int_equal((intptr_t)on_other_thread(try_read_elsewhere, lock), -1); /* readers share */
+    assert_int_equal((intptr_t)on_other_thread(try_write_elsewhere, lock), kRLErrorBusy);
+    assert_true(RLReadWriteLockUnlock(lock));
+
+    assert_true(RLReadWriteLockWriteLock(lock));
+    assert_int_equal((intptr_t)on_other_thread(try_read_elsewhere, lock), kRLErrorBusy);
+    assert_int_equal((intptr_t)on_other_thread(try_write_elsewhere, lock), kRLErrorBusy);
+    assert_true(RLReadWriteLockUnlock(lock));
+
+    assert_true(RLReadWriteLockTryWriteLock(lock));
+    assert_true(RLReadWriteLockUnlock(lock));
+    assert_true(RLReadWriteLockTryReadLock(lock));
+    assert_true(RLReadWriteLockUnlock(lock));
+    assert_true(RLReadWriteLockReadLockBeforeDate(lock, RLAbsoluteTimeGetCurrent() - 1));
+    assert_true(RLReadWriteLockUnlock(lock));
+    assert_true(RLReadWriteLockWriteLockBeforeDate(lock, RLAbsoluteTimeGetCurrent() - 1));
+    assert_true(RLReadWriteLockUnlock(lock));
+    assert_int_equal((intptr_t)on_other_thread(try_write_elsewhere, lock), -1);
+    assert_true(RLRelease(lock));
+}
+
+static void test_reentrant_reads(void **state) {
+    RLReadWriteLockRef lock = RLReadWriteLockCreate();
+    assert_true(RLReadWriteLockReadLock(lock));
+    assert_true(RLReadWriteLockReadLock(lock));
+    assert_true(RLReadWriteLockTryReadLock(lock));
+    assert_true(RLReadWriteLockUnlock(lock));
+    assert_true(RLReadWriteLockUnlock(lock));
+    assert_int_equal((intptr_t)on_other_thread(try_write_elsewhere, lock), kRLErrorBusy);
+    assert_true(RLReadWriteLockUnlock(lock));
+    assert_false(RLReadWriteLockUnlock(lock));
+    assert_rl_error(kRLErrorNotLocked);
+    assert_int_equal((intptr_t)on_other_thread(try_write_elsewhere, lock), -1);
+    assert_true(RLRelease(lock));
+}
+
+static void test_deadlocks_are_reported(void **state) {
+    RLReadWriteLockRef lock = RLReadWriteLockCreate();
+    assert_true(RLReadWriteLockReadLock(lock));
+    /* Upgrading would wait for our own read hold. */
+    assert_false(RLReadWriteLockWriteLock(lock));
+    assert_rl_error(kRLErrorWouldDeadlock);
+    assert_false(RLReadWriteLockWriteLockBeforeDate(lock, RLAbsoluteTimeGetCurrent() + 100));
+    assert_rl_error(kRLErrorWouldDeadlock);
+    assert_false(RLReadWriteLockTryWriteLock(lock));
+    assert_rl_error(kRLErrorBusy);
+    assert_true(RLReadWriteLockUnlock(lock));
+
+    assert_true(RLReadWriteLockWriteLock(lock));
+    assert_false(RLReadWriteLockWriteLock(lock));
+    assert_rl_error(kRLErrorWouldDeadlock);
+    assert_false(RLReadWriteLockReadLock(lock));
+    assert_rl_error(kRLErrorWouldDeadlock);
+    assert_false(RLReadWriteLockReadLockBeforeDate(lock, RLAbsoluteTimeGetCurrent() + 100));
+    assert_rl_error(kRLErrorWouldDeadlock);
+    assert_false(RLReadWriteLockTryReadLock(lock));
+    assert_rl_error(kRLErrorBusy);
+    assert_false(RLReadWriteLockTryWriteLock(lock));
+    assert_rl_error(kRLErrorBusy);
+    assert_true(RLReadWriteLockUnlock(lock));
+    assert_false(RLReadWriteLockUnlock(lock));
+    assert_rl_error(kRLErrorNotLocked);
+    assert_true(RLRelease(lock));
+}
+
+static void *unlock_elsewhere(void *arg) {
+    bool ok = RLReadWriteLockUnlock(arg);
+    return (void *)(intptr_t)(ok ? -1 : RLErrorGetLast().code);
+}
+
+static void test_misuse(void **state) {
+    RLReadWriteLockRef lock = RLReadWriteLockCreate();
+    assert_true(RLReadWriteLockWriteLock(lock));
+    assert_int_equal((intptr_t)on_other_thread(unlock_elsewhere, lock), kRLErrorNotOwner);
+    assert_false(RLRelease(lock));
+    assert_rl_error(kRLErrorBusy);
+    assert_true(RLReadWriteLockUnlock(lock));
+    assert_true(RLReadWriteLockReadLock(lock));
+    assert_int_equal((intptr_t)on_other_thread(unlock_elsewhere, lock), kRLErrorNotOwner);
+    assert_false(RLRelease(lock));
+    assert_rl_error(kRLErrorBusy);
+    assert_true(RLReadWriteLockUnlock(lock));
+    assert_int_equal((intptr_t)on_other_thread(unlock_elsewhere, lock), kRLErrorNotLocked);
+
+    assert_false(RLReadWriteLockReadLockBeforeDate(lock, NAN));
+    assert_rl_error(kRLErrorInvalidArgument);
+    assert_false(RLReadWriteLockWriteLockBeforeDate(lock, NAN));
+    assert_rl_error(kRLErrorInvalidArgument);
+
+    assert_false(RLReadWriteLockReadLock(NULL));
+    assert_rl_error(kRLErrorInvalidArgument);
+    assert_false(RLReadWriteLockTryReadLock(NULL));
+    assert_rl_error(kRLErrorInvalidArgument);
+    assert_false(RLReadWriteLockReadLockBeforeDate(NULL, 0));
+    assert_rl_error(kRLErrorInvalidArgument);
+    assert_false(RLReadWriteLockWriteLock(NULL));
+    assert_rl_error(kRLErrorInvalidArgument);
+    assert_false(RLReadWriteLockTryWriteLock(NULL));
+    assert_rl_error(kRLErrorInvalidArgument);
+    assert_false(RLReadWriteLockWriteLockBeforeDate(NULL, 0));
+    assert_rl_error(kRLErrorInvalidArgument);
+    assert_false(RLReadWriteLockUnlock(NULL));
+    assert_rl_error(kRLErrorInvalidArgument);
+    assert_false(RLReadWriteLockSetName(NULL, "x"));
+    assert_rl_error(kRLErrorInvalidArgument);
+    assert_null(RLReadWriteLockCopyName(NULL));
+    assert_rl_error(kRLErrorInvalidArgument);
+    RLLockRef plain = RLLockCreate();
+    assert_false(RLReadWriteLockReadLock((RLReadWriteLockRef)plain));
+    assert_rl_error(kRLErrorInvalidObject);
+    assert_true(RLRelease(plain));
+
+    /* Everything above left it usable. */
+    assert_true(RLReadWriteLockWriteLock(lock));
+    assert_true(RLReadWriteLockUnlock(lock));
+    assert_true(RLRelease(lock));
+}
+
+static void test_names(void **state) {
+    RLReadWriteLockRef lock = RLReadWriteLockCreate();
+    char *name = RLReadWriteLockCopyName(lock);
+    assert_string_equal(name, "");
+    free(name);
+    assert_true(RLReadWriteLockSetName(lock, "table"));
+    name = RLReadWriteLockCopyName(lock);
+    assert_string_equal(name, "table");
+    free(name);
+    assert_true(RLReadWriteLockReadLock(lock));
+    char *desc = RLCopyDescription(lock);
+    assert_non_null(strstr(desc, "'table' read-locked, readers=1"));
+    free(desc);
+    assert_true(RLReadWriteLockUnlock(lock));
+    assert_true(RLRelease(lock));
+}
+
+static void *timed_elsewhere(void *arg) {
+    bool r = RLReadWriteLockReadLockBeforeDate(arg, RLAbsoluteTimeGetCurrent() + 0.05);
+    RLErrorCode rc = RLErrorGetLast().code;
+    bool w = RLReadWriteLockWriteLockBeforeDate(arg, RLAbsoluteTimeGetCurrent() + 0.05);
+    RLErrorCode wc = RLErrorGetLast().code;
+    return (void *)(intptr_t)(!r && !w && rc == kRLErrorTimedOut && wc == kRLErrorTimedOut);
+}
+
+static void *write_timed_elsewhere(void *arg) {
+    bool w = RLReadWriteLockWriteLockBeforeDate(arg, RLAbsoluteTimeGetCurrent() + 0.05);
+    return (void *)(intptr_t)(!w && RLErrorGetLast().code == kRLErrorTimedOut);
+}
+
+static void test_timed_forms_time_out(void **state) {
+    RLReadWriteLockRef lock = RLReadWriteLockCreate();
+    assert_true(RLReadWriteLockWriteLock(lock));
+    assert_true((intptr_t)on_other_thread(timed_elsewhere, lock));
+    assert_true(RLReadWriteLockUnlock(lock));
+    assert_true(RLReadWriteLockReadLock(lock));
+    assert_true((intptr_t)on_other_thread(write_timed_elsewhere, lock));
+    /* The writer that gave up no longer keeps readers out. */
+    assert_int_equal((intptr_t)on_other_thread(try_read_elsewhere, lock), -1);
+    assert_true(RLReadWriteLockUnlock(lock));
+    assert_true(RLRelease(lock));
+}
+
+/* A waiting writer keeps new readers out, but not a thread that already reads. */
+typedef struct waiting_writer {
+    RLReadWriteLockRef lock;
+    _Atomic int got_it;
+} waiting_writer;
+
+static void *writer_thread(void *arg) {
+    waiting_writer *w = arg;
+    if (RLReadWriteLockWriteLock(w->lock)) {
+        atomic_store(&w->got_it, 1);
+        RLReadWriteLockUnlock(w->lock);
+    }
+    return NULL;
+}
+
+static void test_waiting_writer_blocks_new_readers(void **state) {
+    waiting_writer w = {RLReadWriteLockCreate(), 0};
+    assert_true(RLReadWriteLockReadLock(w.lock));
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, writer_thread, &w), 0);
+    /* Until the writer queues, another thread's try-read succeeds; after, it
+     * fails (a writer cannot hold it while we read, so it is waiting). */
+    while ((intptr_t)on_other_thread(try_read_elsewhere, w.lock) == -1)
+        sched_yield();
+    assert_int_equal((intptr_t)on_other_thread(try_read_elsewhere, w.lock), kRLErrorBusy);
+    /* Our own second read must not wait behind the writer (it waits for us). */
+    assert_true(RLReadWriteLockReadLock(w.lock));
+    assert_true(RLReadWriteLockUnlock(w.lock));
+    assert_int_equal(atomic_load(&w.got_it), 0);
+    assert_true(RLReadWriteLockUnlock(w.lock));
+    pthread_join(t, NULL);
+    assert_int_equal(atomic_load(&w.got_it), 1);
+    assert_true(RLRelease(w.lock));
+}
+
+/* Continuous readers must not keep a writer out forever. */
+typedef struct starve {
+    RLReadWriteLockRef lock;
+    _Atomic int stop;
+    _Atomic long reads;
+    _Atomic int torn;
+    long value;
+} starve;
+
+static void *busy_reader(void *arg) {
+    starve *s = *(starve **)arg;
+    while (!atomic_load(&s->stop)) {
+        RLReadWriteLockReadLock(s->lock);
+        /* Hold across a yield so that reader holds overlap: there is almost
+         * never a moment with no reader for a reader-preferring lock to use. */
+        long v = s->value;
+        sched_yield();
+        if (v != s->value) /* a writer got in while we read */
+            atomic_store(&s->torn, 1);
+        atomic_fetch_add(&s->reads, 1);
+        RLReadWriteLockUnlock(s->lock);
+    }
+    return NULL;
+}
+
+static void test_writer_not_starved(void **state) {
+    enum { READERS = 4, WRITES = 50 };
+    starve s = {RLReadWriteLockCreate(), 0, 0, 0, 0};
+    starve *args[READERS];
+    pthread_t t[READERS];
+    for (int i = 0; i < READERS; i++) {
+        args[i] = &s;
+        assert_int_equal(pthread_create(&t[i], NULL, busy_reader, &args[i]), 0);
+    }
+    while (atomic_load(&s.reads) < 100)
+        sched_yield();
+    for (int i = 0; i < WRITES; i++) {
+        assert_true(RLReadWriteLockWriteLock(s.lock));
+        s.value++;
+        assert_true(RLReadWriteLockUnlock(s.lock));
+    }
+    atomic_store(&s.stop, 1);
+    for (int i = 0; i < READERS; i++)
+        pthread_join(t[i], NULL);
+    assert_int_equal(s.value, WRITES);
+    assert_int_equal(atomic_load(&s.torn), 0);
+    assert_true(RLRelease(s.lock));
+}
+
+/* A thread reading many locks at once (more than the inline record holds). */
+static void *read_many(void *arg) {
+    enum { N = 40 };
+    RLReadWriteLockRef locks[N];
+    for (int i = 0; i < N; i++) {
+        locks[i] = RLReadWriteLockCreate();
+        if (!RLReadWriteLockReadLock(locks[i]) || !RLReadWriteLockReadLock(locks[i]))
+            return (void *)0;
+    }
+    for (int i = 0; i < N; i++)
+        if (RLReadWriteLockTryWriteLock(locks[i]) || RLErrorGetLast().code != kRLErrorBusy)
+            return (void *)0;
+    for (int i = N - 1; i >= 0; i -= 2)
+        if (!RLReadWriteLockUnlock(locks[i]) || !RLReadWriteLockUnlock(locks[i]))
+            return (void *)0;
+    for (int i = 0; i < N; i += 2)
+        if (!RLReadWriteLockUnlock(locks[i]) || !RLReadWriteLockUnlock(locks[i]))
+            return (void *)0;
+    for (int i = 0; i < N; i++) {
+        if (RLReadWriteLockUnlock(locks[i]) || RLErrorGetLast().code != kRLErrorNotLocked)
+            return (void *)0;
+        if (!RLRelease(locks[i]))
+            return (void *)0;
+    }
+    return (void *)1;
+}
+
+static void test_many_read_holds_per_thread(void **state) {
+    assert_true((intptr_t)on_other_thread(read_many, NULL));
+}
+
+typedef struct stress {
+    RLReadWriteLockRef lock;
+    long iters;
+    long a, b; /* writers keep a == b; readers check it */
+    _Atomic int torn;
+} stress;
+
+static void *stress_worker(void *arg) {
+    stress *s = *(stress **)arg;
+    for (long i = 0; i < s->iters; i++) {
+        if ((i & 3) == 0) {
+            RLReadWriteLockReadLock(s->lock);
+            if (s->a != s->b)
+                atomic_store(&s->torn, 1);
+            RLReadWriteLockUnlock(s->lock);
+        }
+        if (i & 1)
+            RLReadWriteLockWriteLock(s->lock);
+        else
+            RLReadWriteLockWriteLockBeforeDate(s->lock, RLAbsoluteTimeGetCurrent() + 1e6);
+        s->a++;
+        s->b++;
+        RLReadWriteLockUnlock(s->lock);
+    }
+    return NULL;
+}
+
+static void test_stress_exact_total(void **state) {
+    stress s = {RLReadWriteLockCreate(), rl_test_iters(1000000), 0, 0, 0};
+    stress *args[STRESS_THREADS];
+    for (int i = 0; i < STRESS_THREADS; i++)
+        args[i] = &s;
+    rl_test_run_threads(STRESS_THREADS, stress_worker, args, sizeof args[0]);
+    assert_int_equal(atomic_load(&s.torn), 0);
+    assert_int_equal(s.a, STRESS_THREADS * s.iters);
+    assert_int_equal(s.b, STRESS_THREADS * s.iters);
+    assert_true(RLRelease(s.lock));
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_shared_and_exclusive),
+        cmocka_unit_test(test_reentrant_reads),
+        cmocka_unit_test(test_deadlocks_are_reported),
+        cmocka_unit_test(test_misuse),
+        cmocka_unit_test(test_names),
+        cmocka_unit_test(test_timed_forms_time_out),
+        cmocka_unit_test(test_waiting_writer_blocks_new_readers),
+        cmocka_unit_test(test_writer_not_starved),
+        cmocka_unit_test(test_many_read_holds_per_thread),
+        cmocka_unit_test(test_stress_exact_total),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

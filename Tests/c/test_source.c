@@ -1,0 +1,223 @@
+/* test_source.c — version-0 sources: perform order, schedule/cancel per mode,
+ * signals held until a mode containing the source runs, invalidation from a
+ * callout, context retain/release balance. */
+#include "testutil.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char trace[8192];
+
+static void tr(const char *s) {
+    if (trace[0])
+        strcat(trace, " ");
+    strcat(trace, s);
+}
+
+static int setup(void **state) {
+    trace[0] = '\0';
+    return 0;
+}
+
+static void perform_tr(void *info) { tr((const char *)info); }
+
+static void schedule_tr(void *info, RLRunLoopRef rl, RLRunLoopMode mode) {
+    char buf[128];
+    snprintf(buf, sizeof buf, "sched(%s,%s)", (const char *)info, mode);
+    tr(buf);
+}
+
+static void cancel_tr(void *info, RLRunLoopRef rl, RLRunLoopMode mode) {
+    char buf[128];
+    snprintf(buf, sizeof buf, "cancel(%s,%s)", (const char *)info, mode);
+    tr(buf);
+}
+
+static RLRunLoopSourceRef make(const char *name, RLIndex order) {
+    RLRunLoopSourceContext c = {0};
+    c.info = (void *)name;
+    c.perform = perform_tr;
+    c.schedule = schedule_tr;
+    c.cancel = cancel_tr;
+    RLRunLoopSourceRef s = RLRunLoopSourceCreate(NULL, order, &c);
+    assert_non_null(s);
+    return s;
+}
+
+static void test_perform_in_order(void **state) {
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    RLRunLoopSourceRef a = make("A", 3), b = make("B", -1), c = make("C", 1);
+    assert_true(RLRunLoopAddSource(rl, a, "Ord"));
+    assert_true(RLRunLoopAddSource(rl, b, "Ord"));
+    assert_true(RLRunLoopAddSource(rl, c, "Ord"));
+    trace[0] = '\0';
+    RLRunLoopSourceSignal(a);
+    RLRunLoopSourceSignal(c);
+    RLRunLoopSourceSignal(b);
+    assert_int_equal(RLRunLoopRunInMode("Ord", 0, false), kRLRunLoopRunTimedOut);
+    assert_string_equal(trace, "B C A");
+    assert_int_equal(RLRunLoopSourceGetOrder(b), -1);
+    RLRunLoopSourceInvalidate(a);
+    RLRunLoopSourceInvalidate(b);
+    RLRunLoopSourceInvalidate(c);
+    RLRelease(a);
+    RLRelease(b);
+    RLRelease(c);
+}
+
+static void test_return_after_one_source(void **state) {
+    /* With returnAfterSourceHandled only the first source performs; the
+     * other keeps its signal for the next run. */
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    RLRunLoopSourceRef a = make("A", 1), b = make("B", 2);
+    assert_true(RLRunLoopAddSource(rl, a, "One"));
+    assert_true(RLRunLoopAddSource(rl, b, "One"));
+    trace[0] = '\0';
+    RLRunLoopSourceSignal(b);
+    RLRunLoopSourceSignal(a);
+    assert_int_equal(RLRunLoopRunInMode("One", 10, true), kRLRunLoopRunHandledSource);
+    assert_string_equal(trace, "A");
+    assert_int_equal(RLRunLoopRunInMode("One", 10, true), kRLRunLoopRunHandledSource);
+    assert_string_equal(trace, "A B");
+    RLRunLoopSourceInvalidate(a);
+    RLRunLoopSourceInvalidate(b);
+    RLRelease(a);
+    RLRelease(b);
+}
+
+static void test_schedule_and_cancel_per_mode(void **state) {
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    RLRunLoopSourceRef s = make("S", 0);
+    assert_true(RLRunLoopAddSource(rl, s, "M1"));
+    assert_true(RLRunLoopAddSource(rl, s, "M1")); /* twice: harmless, no second schedule */
+    assert_true(RLRunLoopAddSource(rl, s, "M2"));
+    assert_true(RLRunLoopRemoveSource(rl, s, "M1"));
+    assert_true(RLRunLoopRemoveSource(rl, s, "M1")); /* not there: nothing */
+    assert_true(RLRunLoopSourceInvalidate(s));
+    assert_false(RLRunLoopSourceIsValid(s));
+    assert_true(RLRunLoopSourceInvalidate(s)); /* idempotent */
+    assert_string_equal(trace, "sched(S,M1) sched(S,M2) cancel(S,M1) cancel(S,M2)");
+    RLRelease(s);
+}
+
+static void test_signal_held_until_mode_runs(void **state) {
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    RLRunLoopSourceRef s = make("S", 0);
+    RLRunLoopSourceRef other = make("O", 0);
+    assert_true(RLRunLoopAddSource(rl, s, "Held"));
+    assert_true(RLRunLoopAddSource(rl, other, "Elsewhere"));
+    trace[0] = '\0';
+    assert_true(RLRunLoopSourceSignal(s));
+    assert_int_equal(RLRunLoopRunInMode("Elsewhere", 0, false), kRLRunLoopRunTimedOut);
+    assert_string_equal(trace, "");
+    assert_int_equal(RLRunLoopRunInMode("Held", 0, false), kRLRunLoopRunTimedOut);
+    assert_string_equal(trace, "S");
+
+    /* A source signalled before it is in any loop keeps the signal too. */
+    RLRunLoopSourceRef late = make("L", 0);
+    assert_true(RLRunLoopSourceSignal(late));
+    assert_true(RLRunLoopAddSource(rl, late, "Held"));
+    trace[0] = '\0';
+    assert_int_equal(RLRunLoopRunInMode("Held", 0, false), kRLRunLoopRunTimedOut);
+    assert_string_equal(trace, "L");
+    RLRunLoopSourceInvalidate(s);
+    RLRunLoopSourceInvalidate(other);
+    RLRunLoopSourceInvalidate(late);
+    RLRelease(s);
+    RLRelease(other);
+    RLRelease(late);
+}
+
+static RLRunLoopSourceRef victim, self_src;
+
+static void invalidate_other(void *info) {
+    tr("first");
+    RLRunLoopSourceInvalidate(victim);
+    RLRunLoopSourceInvalidate(self_src);
+}
+
+static void test_invalidate_from_callout(void **state) {
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    RLRunLoopSourceContext c = {0};
+    c.perform = invalidate_other;
+    self_src = RLRunLoopSourceCreate(NULL, 0, &c);
+    victim = make("V", 5);
+    assert_true(RLRunLoopAddSource(rl, self_src, "Inv"));
+    assert_true(RLRunLoopAddSource(rl, victim, "Inv"));
+    trace[0] = '\0';
+    RLRunLoopSourceSignal(self_src);
+    RLRunLoopSourceSignal(victim);
+    /* The first source invalidates itself and the victim: the victim never
+     * performs, and the mode is then empty. */
+    assert_int_equal(RLRunLoopRunInMode("Inv", 10, false), kRLRunLoopRunFinished);
+    assert_string_equal(trace, "first cancel(V,Inv)");
+    assert_false(RLRunLoopSourceSignal(self_src));
+    assert_rl_error(kRLErrorInvalidObject);
+    RLRelease(self_src);
+    RLRelease(victim);
+}
+
+static int retains, releases;
+
+static const void *ctx_retain(const void *info) {
+    retains++;
+    return info;
+}
+static void ctx_release(const void *info) { releases++; }
+static char *ctx_describe(const void *info) { return strdup("my-info"); }
+
+static void test_context_retain_release_balance(void **state) {
+    retains = releases = 0;
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    RLRunLoopSourceContext c = {0, (void *)"X", ctx_retain, ctx_release, ctx_describe, NULL, NULL, NULL, NULL, perform_tr};
+    RLRunLoopSourceRef s = RLRunLoopSourceCreate(NULL, 0, &c);
+    assert_int_equal(retains, 1);
+    assert_true(RLRunLoopAddSource(rl, s, kRLRunLoopCommonModes));
+    assert_true(RLRunLoopAddSource(rl, s, "Bal"));
+    RLRunLoopSourceContext got;
+    assert_true(RLRunLoopSourceGetContext(s, &got));
+    assert_string_equal((const char *)got.info, "X");
+    char *d = RLCopyDescription(s);
+    assert_non_null(strstr(d, "my-info"));
+    free(d);
+    RLRunLoopSourceSignal(s);
+    trace[0] = '\0';
+    assert_int_equal(RLRunLoopRunInMode("Bal", 0, false), kRLRunLoopRunTimedOut);
+    assert_string_equal(trace, "X");
+    assert_int_equal(RLGetRetainCount(s), 4); /* ours + common item + default + Bal */
+    assert_true(RLRunLoopSourceInvalidate(s));
+    assert_int_equal(RLGetRetainCount(s), 1);
+    assert_int_equal(releases, 0);
+    assert_true(RLRelease(s));
+    assert_int_equal(retains, 1);
+    assert_int_equal(releases, 1);
+}
+
+static void test_source_in_two_loops_performs_once(void **state) {
+    /* The signal is a flag of the source: whichever loop runs first takes it. */
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    RLRunLoopSourceRef s = make("S", 0);
+    assert_true(RLRunLoopAddSource(rl, s, "A"));
+    assert_true(RLRunLoopAddSource(rl, s, "B"));
+    trace[0] = '\0';
+    RLRunLoopSourceSignal(s);
+    assert_int_equal(RLRunLoopRunInMode("A", 0, false), kRLRunLoopRunTimedOut);
+    assert_int_equal(RLRunLoopRunInMode("B", 0, false), kRLRunLoopRunTimedOut);
+    assert_string_equal(trace, "S");
+    RLRunLoopSourceInvalidate(s);
+    RLRelease(s);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup(test_perform_in_order, setup),
+        cmocka_unit_test_setup(test_return_after_one_source, setup),
+        cmocka_unit_test_setup(test_schedule_and_cancel_per_mode, setup),
+        cmocka_unit_test_setup(test_signal_held_until_mode_runs, setup),
+        cmocka_unit_test_setup(test_invalidate_from_callout, setup),
+        cmocka_unit_test_setup(test_context_retain_release_balance, setup),
+        cmocka_unit_test_setup(test_source_in_two_loops_performs_once, setup),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,458 @@
+/* test_thread_perform.c — perform requests: on a thread, on main, waiting,
+ * FIFO, modes, delayed performs, cancellation, misuse. */
+#include "testutil.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void wait_for_flag(_Atomic int *flag) {
+    double deadline = rl_test_now() + 60.0;
+    while (!atomic_load(flag)) {
+        assert_true(rl_test_now() < deadline);
+        usleep(500);
+    }
+}
+
+/* ---- a thread that runs its run loop until told to stop ---- */
+
+typedef struct loop_thread {
+    RLThreadRef thread;
+    _Atomic int ready;
+    _Atomic int stop;
+} loop_thread;
+
+static void nothing(void *info) { (void)info; }
+
+static void *loop_entry(void *arg) {
+    loop_thread *lt = arg;
+    RLRunLoopSourceContext ctx;
+    memset(&ctx, 0, sizeof ctx);
+    ctx.perform = nothing;
+    RLRunLoopSourceRef keepalive = RLRunLoopSourceCreate(NULL, 0, &ctx);
+    RLRunLoopAddSource(RLRunLoopGetCurrent(), keepalive, kRLRunLoopCommonModes);
+    atomic_store(&lt->ready, 1);
+    while (!atomic_load(&lt->stop))
+        RLRunLoopRun();
+    RLRunLoopRemoveSource(RLRunLoopGetCurrent(), keepalive, kRLRunLoopCommonModes);
+    RLRelease(keepalive);
+    return NULL;
+}
+
+static void stop_current_loop(void *arg) {
+    atomic_store(&((loop_thread *)arg)->stop, 1);
+    RLRunLoopStop(RLRunLoopGetCurrent());
+}
+
+static void loop_start(loop_thread *lt) {
+    memset(lt, 0, sizeof *lt);
+    lt->thread = RLThreadCreate(NULL, loop_entry, lt);
+    assert_non_null(lt->thread);
+    assert_true(RLThreadSetJoinable(lt->thread, true));
+    assert_true(RLThreadStart(lt->thread));
+}
+
+static void loop_stop(loop_thread *lt) {
+    assert_true(RLThreadPerform(lt->thread, stop_current_loop, lt, NULL, false));
+    assert_true(RLThreadJoin(lt->thread, NULL));
+    RLRelease(lt->thread);
+}
+
+/* ---- basic ---- */
+
+typedef struct record {
+    _Atomic int count;
+    RLThreadRef ran_on[64];
+    int order[64];
+} record;
+
+static record rec;
+
+static void note(void *arg) {
+    int i = atomic_fetch_add(&rec.count, 1);
+    if (i < 64) {
+        rec.ran_on[i] = RLThreadGetCurrent();
+        rec.order[i] = (int)(intptr_t)arg;
+    }
+}
+
+static void test_perform_on_thread_async_then_wait(void **state) {
+    memset(&rec, 0, sizeof rec);
+    loop_thread lt;
+    loop_start(&lt);
+    /* Queued before the thread may even have entered its loop. */
+    for (int i = 0; i < 10; i++)
+        assert_true(RLThreadPerform(lt.thread, note, (void *)(intptr_t)i, NULL, false));
+    assert_true(RLThreadPerform(lt.thread, note, (void *)(intptr_t)10, NULL, true));
+    assert_int_equal(atomic_load(&rec.count), 11);
+    for (int i = 0; i < 11; i++) {
+        assert_int_equal(rec.order[i], i);
+        assert_ptr_equal(rec.ran_on[i], lt.thread);
+    }
+    loop_stop(&lt);
+}
+
+static void test_wait_on_self_runs_now(void **state) {
+    memset(&rec, 0, sizeof rec);
+    /* The main thread is not running its loop: the request runs inline. */
+    assert_true(RLThreadPerformOnMain(note, (void *)(intptr_t)3, NULL, true));
+    assert_int_equal(atomic_load(&rec.count), 1);
+    assert_ptr_equal(rec.ran_on[0], RLThreadGetMain());
+    assert_true(RLThreadPerform(RLThreadGetCurrent(), note, (void *)(intptr_t)4, NULL, true));
+    assert_int_equal(atomic_load(&rec.count), 2);
+}
+
+static void *post_to_main(void *arg) {
+    assert_true(RLThreadPerformOnMain(note, (void *)(intptr_t)1, NULL, false));
+    assert_true(RLThreadPerformOnMain(note, (void *)(intptr_t)2, NULL, true));
+    atomic_store((_Atomic int *)arg, 1);
+    return NULL;
+}
+
+static void test_perform_on_main_from_elsewhere(void **state) {
+    memset(&rec, 0, sizeof rec);
+    _Atomic int done = 0;
+    RLThreadRef t = RLThreadCreate(NULL, post_to_main, &done);
+    assert_true(RLThreadSetJoinable(t, true));
+    assert_true(RLThreadStart(t));
+    double deadline = rl_test_now() + 60;
+    while (!atomic_load(&done)) {
+        assert_true(rl_test_now() < deadline);
+        RLRunLoopRunInMode(kRLRunLoopDefaultMode, 0.05, false);
+    }
+    assert_true(RLThreadJoin(t, NULL));
+    RLRelease(t);
+    assert_int_equal(atomic_load(&rec.count), 2);
+    assert_int_equal(rec.order[0], 1);
+    assert_int_equal(rec.order[1], 2);
+    assert_ptr_equal(rec.ran_on[0], RLThreadGetMain());
+}
+
+/* ---- every queued request runs in one pass; modes ---- */
+
+static _Atomic int counter;
+static void bump(void *arg) { atomic_fetch_add(&counter, 1); }
+
+static void *one_pass_entry(void *arg) {
+    RLThreadRef self = RLThreadGetCurrent();
+    atomic_store(&counter, 0);
+    /* As with CF, a run in a mode with no sources or timers returns at once
+     * (kRLRunLoopRunFinished); give the explicit modes a source. */
+    RLRunLoopSourceContext ctx;
+    memset(&ctx, 0, sizeof ctx);
+    ctx.perform = nothing;
+    RLRunLoopSourceRef src = RLRunLoopSourceCreate(NULL, 0, &ctx);
+    RLRunLoopAddSource(RLRunLoopGetCurrent(), src, "custom");
+    RLRunLoopAddSource(RLRunLoopGetCurrent(), src, "a");
+    RLRunLoopAddSource(RLRunLoopGetCurrent(), src, "b");
+    RLRelease(src);
+    for (int i = 0; i < 100; i++)
+        assert_true(RLThreadPerform(self, bump, NULL, NULL, false));
+    /* One pass, no waiting: all 100 run. */
+    RLRunLoopRunInMode(kRLRunLoopDefaultMode, 0, false);
+    assert_int_equal(atomic_load(&counter), 100);
+
+    /* A request for a custom mode waits for that mode. */
+    const RLRunLoopMode custom[] = {"custom", NULL};
+    assert_true(RLThreadPerform(self, bump, NULL, custom, false));
+    RLRunLoopRunInMode(kRLRunLoopDefaultMode, 0, false);
+    assert_int_equal(atomic_load(&counter), 100);
+    RLRunLoopRunInMode("custom", 0, false);
+    assert_int_equal(atomic_load(&counter), 101);
+
+    /* Common modes (the default) do not include an uncommon mode... */
+    assert_true(RLThreadPerform(self, bump, NULL, NULL, false));
+    RLRunLoopRunInMode("custom", 0, false);
+    assert_int_equal(atomic_load(&counter), 101);
+    RLRunLoopRunInMode(kRLRunLoopDefaultMode, 0, false);
+    assert_int_equal(atomic_load(&counter), 102);
+    /* ...until it is made common. */
+    assert_true(RLRunLoopAddCommonMode(RLRunLoopGetCurrent(), "custom"));
+    assert_true(RLThreadPerform(self, bump, NULL, NULL, false));
+    RLRunLoopRunInMode("custom", 0, false);
+    assert_int_equal(atomic_load(&counter), 103);
+
+    /* Several modes: runs once, in whichever comes first. */
+    const RLRunLoopMode two[] = {"a", "b", NULL};
+    assert_true(RLThreadPerform(self, bump, NULL, two, false));
+    RLRunLoopRunInMode("b", 0, false);
+    RLRunLoopRunInMode("a", 0, false);
+    RLRunLoopRunInMode("b", 0, false);
+    assert_int_equal(atomic_load(&counter), 104);
+    return NULL;
+}
+
+static void test_all_queued_run_in_one_pass_and_modes(void **state) {
+    RLThreadRef t = RLThreadCreate(NULL, one_pass_entry, NULL);
+    assert_true(RLThreadSetJoinable(t, true));
+    assert_true(RLThreadStart(t));
+    assert_true(RLThreadJoin(t, NULL));
+    RLRelease(t);
+}
+
+/* ---- waiting on a thread that finishes without running the request ---- */
+
+static _Atomic int finish_gate;
+static void *exit_without_loop(void *arg) {
+    wait_for_flag(&finish_gate);
+    return NULL;
+}
+
+typedef struct poster {
+    RLThreadRef target;
+    _Atomic int posting;
+    bool ok;
+    RLErrorCode code;
+} poster;
+
+static void *post_and_wait(void *arg) {
+    poster *p = arg;
+    atomic_store(&p->posting, 1);
+    p->ok = RLThreadPerform(p->target, bump, NULL, NULL, true);
+    p->code = RLErrorGetLast().code;
+    return NULL;
+}
+
+static void test_wait_released_when_target_finishes(void **state) {
+    atomic_store(&finish_gate, 0);
+    atomic_store(&counter, 0);
+    RLThreadRef t = RLThreadCreate(NULL, exit_without_loop, NULL);
+    assert_true(RLThreadSetJoinable(t, true));
+    assert_true(RLThreadStart(t));
+    /* An async request that will be dropped (not leaked) at exit. */
+    assert_true(RLThreadPerform(t, bump, NULL, NULL, false));
+    poster p = {.target = t};
+    pthread_t pt;
+    assert_int_equal(pthread_create(&pt, NULL, post_and_wait, &p), 0);
+    wait_for_flag(&p.posting);
+    usleep(20000); /* lets the waiter queue its request (either order is correct) */
+    atomic_store(&finish_gate, 1);
+    pthread_join(pt, NULL);
+    assert_false(p.ok);
+    assert_int_equal(p.code, kRLErrorInvalidState);
+    assert_true(RLThreadJoin(t, NULL));
+    assert_int_equal(atomic_load(&counter), 0);
+
+    /* And afterwards: an error at once, for waiting and not waiting. */
+    assert_false(RLThreadPerform(t, bump, NULL, NULL, true));
+    assert_rl_error(kRLErrorInvalidState);
+    assert_false(RLThreadPerform(t, bump, NULL, NULL, false));
+    assert_rl_error(kRLErrorInvalidState);
+    RLRelease(t);
+}
+
+/* ---- misuse ---- */
+
+static void *return_arg(void *arg) { return arg; }
+
+static void test_perform_misuse(void **state) {
+    assert_false(RLThreadPerform(NULL, bump, NULL, NULL, false));
+    assert_rl_error(kRLErrorInvalidArgument);
+    assert_false(RLThreadPerform(RLThreadGetMain(), NULL, NULL, NULL, true));
+    assert_rl_error(kRLErrorInvalidArgument);
+    assert_false(RLThreadPerformOnMain(NULL, NULL, NULL, false));
+    assert_rl_error(kRLErrorInvalidArgument);
+    const RLRunLoopMode empty_list[] = {NULL};
+    assert_false(RLThreadPerform(RLThreadGetMain(), bump, NULL, empty_list, false));
+    assert_rl_error(kRLErrorInvalidArgument);
+    const RLRunLoopMode empty_name[] = {"", NULL};
+    assert_false(RLThreadPerform(RLThreadGetMain(), bump, NULL, empty_name, false));
+    assert_rl_error(kRLErrorInvalidArgument);
+
+    /* Never started: an error, not a hang. */
+    RLThreadRef t = RLThreadCreate(NULL, return_arg, NULL);
+    assert_false(RLThreadPerform(t, bump, NULL, NULL, true));
+    assert_rl_error(kRLErrorInvalidState);
+    assert_false(RLThreadPerform(t, bump, NULL, NULL, false));
+    assert_rl_error(kRLErrorInvalidState);
+    /* Cancelled before start: finished without running. */
+    assert_true(RLThreadCancel(t));
+    assert_true(RLThreadStart(t));
+    assert_false(RLThreadPerform(t, bump, NULL, NULL, true));
+    assert_rl_error(kRLErrorInvalidState);
+    RLRelease(t);
+
+    long fake[16] = {0};
+    assert_false(RLThreadPerform((RLThreadRef)fake, bump, NULL, NULL, true));
+    assert_rl_error(kRLErrorInvalidObject);
+
+    assert_int_equal(RLThreadPerformAfterDelay(NULL, NULL, 1, NULL), 0);
+    assert_rl_error(kRLErrorInvalidArgument);
+    assert_int_equal(RLThreadPerformAfterDelay(bump, NULL, 0.0 / 0.0, NULL), 0);
+    assert_rl_error(kRLErrorInvalidArgument);
+    assert_int_equal(RLThreadPerformAfterDelay(bump, NULL, 1, empty_list), 0);
+    assert_rl_error(kRLErrorInvalidArgument);
+    assert_false(RLThreadCancelPerformRequest(0));
+    assert_rl_error(kRLErrorNotFound);
+    assert_false(RLThreadCancelPerformRequest(987654321));
+    assert_rl_error(kRLErrorNotFound);
+    assert_int_equal(RLThreadCancelPreviousPerformRequests(NULL, NULL), -1);
+    assert_rl_error(kRLErrorInvalidArgument);
+#if __BLOCKS__
+    assert_false(RLThreadPerformBlock(RLThreadGetMain(), NULL, false, NULL));
+    assert_rl_error(kRLErrorInvalidArgument);
+    assert_int_equal(RLThreadPerformBlockAfterDelay(1, NULL, NULL), 0);
+    assert_rl_error(kRLErrorInvalidArgument);
+#endif
+}
+
+/* ---- delayed performs ---- */
+
+static void *delayed_entry(void *arg) {
+    atomic_store(&counter, 0);
+    static int a, b;
+    RLPerformToken t1 = RLThreadPerformAfterDelay(bump, &a, 0.01, NULL);
+    RLPerformToken t2 = RLThreadPerformAfterDelay(bump, &b, 0.01, NULL);
+    RLPerformToken t3 = RLThreadPerformAfterDelay(bump, &a, 0.01, NULL);
+    RLPerformToken t4 = RLThreadPerformAfterDelay(bump, &b, 0.02, NULL);
+    const RLRunLoopMode custom[] = {"later", NULL};
+    RLPerformToken t5 = RLThreadPerformAfterDelay(bump, &b, 0, custom);
+    assert_true(t1 && t2 && t3 && t4 && t5);
+    assert_true(t1 != t2 && t2 != t3 && t3 != t4);
+    /* Cancel one by token, two by fn+arg. */
+    assert_true(RLThreadCancelPerformRequest(t2));
+    assert_false(RLThreadCancelPerformRequest(t2));
+    assert_rl_error(kRLErrorNotFound);
+    assert_int_equal(RLThreadCancelPreviousPerformRequests(bump, &a), 2);
+    assert_int_equal(RLThreadCancelPreviousPerformRequests(bump, &a), 0);
+    /* t4 remains in the default modes, t5 in "later". */
+    double deadline = rl_test_now() + 60;
+    while (atomic_load(&counter) < 1) {
+        assert_true(rl_test_now() < deadline);
+        RLRunLoopRunInMode(kRLRunLoopDefaultMode, 0.05, true);
+    }
+    assert_int_equal(atomic_load(&counter), 1);
+    assert_false(RLThreadCancelPerformRequest(t4)); /* already ran */
+    assert_rl_error(kRLErrorNotFound);
+    while (atomic_load(&counter) < 2) {
+        assert_true(rl_test_now() < deadline);
+        RLRunLoopRunInMode("later", 0.05, true);
+    }
+    /* One left pending at exit: dropped without running or leaking. */
+    assert_true(RLThreadPerformAfterDelay(bump, &a, 1000, NULL) != 0);
+    return NULL;
+}
+
+static void test_perform_after_delay_and_cancel(void **state) {
+    RLThreadRef t = RLThreadCreate(NULL, delayed_entry, NULL);
+    assert_true(RLThreadSetJoinable(t, true));
+    assert_true(RLThreadStart(t));
+    assert_true(RLThreadJoin(t, NULL));
+    assert_int_equal(atomic_load(&counter), 2);
+    RLRelease(t);
+}
+
+static void *cancel_token(void *arg) {
+    bool ok = RLThreadCancelPerformRequest(*(RLPerformToken *)arg);
+    return (void *)(intptr_t)(ok ? 0 : RLErrorGetLast().code);
+}
+
+static void test_cancel_from_other_thread_is_not_found(void **state) {
+    /* Tokens belong to the thread that made them. */
+    RLPerformToken tok = RLThreadPerformAfterDelay(bump, NULL, 1000, NULL);
+    assert_true(tok != 0);
+    RLThreadRef t = RLThreadCreate(NULL, cancel_token, &tok);
+    assert_true(RLThreadSetJoinable(t, true));
+    assert_true(RLThreadStart(t));
+    void *res = NULL;
+    assert_true(RLThreadJoin(t, &res));
+    assert_int_equal((intptr_t)res, kRLErrorNotFound);
+    RLRelease(t);
+    assert_true(RLThreadCancelPerformRequest(tok));
+}
+
+/* ---- stress: 4 senders, FIFO per sender, nothing lost ---- */
+
+enum { SENDERS = 4 };
+static long per_sender;
+static long last_seq[SENDERS];
+static _Atomic long received;
+static _Atomic int order_errors;
+
+static void receive(void *arg) {
+    uintptr_t v = (uintptr_t)arg;
+    int sender = (int)(v & 0xff);
+    long seq = (long)(v >> 8);
+    if (seq != last_seq[sender] + 1)
+        atomic_fetch_add(&order_errors, 1);
+    last_seq[sender] = seq;
+    atomic_fetch_add(&received, 1);
+}
+
+typedef struct sender_arg {
+    RLThreadRef target;
+    int id;
+} sender_arg;
+
+static void *sender(void *arg) {
+    sender_arg *s = arg;
+    for (long i = 1; i <= per_sender; i++) {
+        uintptr_t v = ((uintptr_t)i << 8) | (uintptr_t)s->id;
+        if (!RLThreadPerform(s->target, receive, (void *)v, NULL, false))
+            fail_msg("perform failed: %s", RLErrorGetLast().message);
+    }
+    return NULL;
+}
+
+static void test_four_senders_fifo(void **state) {
+    per_sender = rl_test_iters(100000);
+    memset(last_seq, 0, sizeof last_seq);
+    atomic_store(&received, 0);
+    atomic_store(&order_errors, 0);
+    loop_thread lt;
+    loop_start(&lt);
+    sender_arg args[SENDERS];
+    for (int i = 0; i < SENDERS; i++)
+        args[i] = (sender_arg){lt.thread, i};
+    rl_test_run_threads(SENDERS, sender, args, sizeof args[0]);
+    /* A waiting request from here runs after everything queued before it. */
+    assert_true(RLThreadPerform(lt.thread, nothing, NULL, NULL, true));
+    assert_int_equal(atomic_load(&received), SENDERS * per_sender);
+    assert_int_equal(atomic_load(&order_errors), 0);
+    for (int i = 0; i < SENDERS; i++)
+        assert_int_equal(last_seq[i], per_sender);
+    loop_stop(&lt);
+}
+
+#if __BLOCKS__
+static void test_blocks(void **state) {
+    loop_thread lt;
+    loop_start(&lt);
+    __block int seen = 0;
+    __block RLThreadRef ran_on = NULL;
+    assert_true(RLThreadPerformBlock(lt.thread, NULL, false, ^{
+        seen += 1;
+    }));
+    assert_true(RLThreadPerformBlock(lt.thread, NULL, true, ^{
+        seen += 10;
+        ran_on = RLThreadGetCurrent();
+    }));
+    assert_int_equal(seen, 11);
+    assert_ptr_equal(ran_on, lt.thread);
+    assert_true(RLThreadPerformBlockOnMain(NULL, true, ^{
+        seen += 100;
+    }));
+    assert_int_equal(seen, 111);
+    loop_stop(&lt);
+}
+#endif
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_perform_on_thread_async_then_wait),
+        cmocka_unit_test(test_wait_on_self_runs_now),
+        cmocka_unit_test(test_perform_on_main_from_elsewhere),
+        cmocka_unit_test(test_all_queued_run_in_one_pass_and_modes),
+        cmocka_unit_test(test_wait_released_when_target_finishes),
+        cmocka_unit_test(test_perform_misuse),
+        cmocka_unit_test(test_perform_after_delay_and_cancel),
+        cmocka_unit_test(test_cancel_from_other_thread_is_not_found),
+        cmocka_unit_test(test_four_senders_fifo),
+#if __BLOCKS__
+        cmocka_unit_test(test_blocks),
+#endif
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,357 @@
+/* test_timer.c — one-shot and repeating timers, the grid, missed periods,
+ * moves (earlier, later, inside the callout), invalidation from the callout
+ * and from another thread, two modes, tolerance and its coalescing. */
+#include "testutil.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char trace[8192];
+
+static void tr(const char *s) {
+    if (trace[0])
+        strcat(trace, " ");
+    strcat(trace, s);
+}
+
+static int setup(void **state) {
+    trace[0] = '\0';
+    return 0;
+}
+
+static const char *act_name(RLRunLoopActivity a) {
+    switch (a) {
+    case kRLRunLoopEntry: return "E";
+    case kRLRunLoopBeforeTimers: return "BT";
+    case kRLRunLoopBeforeSources: return "BS";
+    case kRLRunLoopBeforeWaiting: return "BW";
+    case kRLRunLoopAfterWaiting: return "AW";
+    case kRLRunLoopExit: return "X";
+    default: return "?";
+    }
+}
+
+static void obs_cb(RLRunLoopObserverRef o, RLRunLoopActivity a, void *info) { tr(act_name(a)); }
+
+static RLRunLoopTimerRef make(RLAbsoluteTime date, RLTimeInterval interval, RLRunLoopTimerCallBack cb, void *info) {
+    RLRunLoopTimerContext c = {0, info, NULL, NULL, NULL};
+    RLRunLoopTimerRef t = RLRunLoopTimerCreate(NULL, date, interval, 0, 0, cb, &c);
+    assert_non_null(t);
+    return t;
+}
+
+static void done(RLRunLoopTimerRef t) {
+    RLRunLoopTimerInvalidate(t);
+    assert_true(RLRelease(t));
+}
+
+static void name_cb(RLRunLoopTimerRef t, void *info) {
+    tr((const char *)info);
+    assert_true(RLRunLoopTimerIsValid(t)); /* one-shots are invalidated after the callout */
+}
+
+static void test_one_shot_fires_once(void **state) {
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    RLRunLoopTimerRef t = make(RLAbsoluteTimeGetCurrent() + 0.01, 0, name_cb, "T");
+    assert_false(RLRunLoopTimerDoesRepeat(t));
+    assert_true(RLRunLoopAddTimer(rl, t, "One"));
+    assert_int_equal(RLRunLoopRunInMode("One", 10, false), kRLRunLoopRunFinished);
+    assert_string_equal(trace, "T");
+    assert_false(RLRunLoopTimerIsValid(t));
+    assert_false(RLRunLoopContainsTimer(rl, t, "One"));
+    done(t);
+}
+
+static void test_order_of_due_timers(void **state) {
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    RLAbsoluteTime now = RLAbsoluteTimeGetCurrent();
+    RLRunLoopTimerRef late = make(now - 1, 0, name_cb, "late");
+    RLRunLoopTimerRef early = make(now - 2, 0, name_cb, "early");
+    RLRunLoopTimerRef tie = make(now - 1, 0, name_cb, "tie");
+    assert_true(RLRunLoopAddTimer(rl, late, "Due"));
+    assert_true(RLRunLoopAddTimer(rl, tie, "Due"));
+    assert_true(RLRunLoopAddTimer(rl, early, "Due"));
+    assert_int_equal(RLRunLoopRunInMode("Due", 0, false), kRLRunLoopRunTimedOut);
+    assert_string_equal(trace, "early late tie");
+    done(late);
+    done(early);
+    done(tie);
+}
+
+static RLAbsoluteTime fired_at[16];
+static int nfired;
+
+static void grid_cb(RLRunLoopTimerRef t, void *info) {
+    fired_at[nfired++] = RLRunLoopTimerGetNextFireDate(t);
+    if (nfired == 3)
+        RLRunLoopTimerInvalidate(t);
+}
+
+static void test_repeating_stays_on_grid(void **state) {
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    nfired = 0;
+    RLAbsoluteTime start = RLAbsoluteTimeGetCurrent() + 0.01;
+    RLRunLoopTimerRef t = make(start, 0.02, grid_cb, NULL);
+    assert_true(RLRunLoopTimerDoesRepeat(t));
+    assert_true(RLRunLoopTimerGetInterval(t) == 0.02);
+    assert_true(RLRunLoopAddTimer(rl, t, "Grid"));
+    assert_int_equal(RLRunLoopRunInMode("Grid", 10, false), kRLRunLoopRunFinished);
+    assert_int_equal(nfired, 3);
+    for (int i = 0; i < 3; i++) {
+        double k = (fired_at[i] - start) / 0.02;
+        assert_true(fabs(k - round(k)) < 1e-3);
+        if (i > 0)
+            assert_true(fired_at[i] > fired_at[i - 1]);
+    }
+    done(t);
+}
+
+static void count_cb(RLRunLoopTimerRef t, void *info) { (*(int *)info)++; }
+
+static void test_missed_periods_fire_once(void **state) {
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    int count = 0;
+    RLAbsoluteTime start = RLAbsoluteTimeGetCurrent() - 1.0; /* 100 periods ago */
+    RLRunLoopTimerRef t = make(start, 0.01, count_cb, &count);
+    assert_true(RLRunLoopAddTimer(rl, t, "Missed"));
+    assert_int_equal(RLRunLoopRunInMode("Missed", 0, false), kRLRunLoopRunTimedOut);
+    assert_int_equal(count, 1);
+    RLAbsoluteTime next = RLRunLoopTimerGetNextFireDate(t);
+    assert_true(next > RLAbsoluteTimeGetCurrent() - 0.011);
+    double k = (next - start) / 0.01;
+    assert_true(fabs(k - round(k)) < 1e-3);
+    done(t);
+}
+
+static void test_set_next_fire_date_earlier_and_later(void **state) {
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    RLAbsoluteTime now = RLAbsoluteTimeGetCurrent();
+    RLRunLoopTimerRef far = make(now + 1000, 0, name_cb, "moved-earlier");
+    RLRunLoopTimerRef near = make(now + 0.01, 0, name_cb, "moved-later");
+    assert_true(RLRunLoopAddTimer(rl, far, "Move"));
+    assert_true(RLRunLoopAddTimer(rl, near, "Move"));
+    assert_true(RLRunLoopTimerSetNextFireDate(near, now + 1000));
+    assert_true(RLRunLoopTimerSetNextFireDate(far, now + 0.02));
+    assert_true(RLRunLoopTimerGetNextFireDate(far) == now + 0.02);
+    assert_int_equal(RLRunLoopRunInMode("Move", 0.2, false), kRLRunLoopRunTimedOut);
+    assert_string_equal(trace, "moved-earlier");
+    assert_true(RLRunLoopTimerIsValid(near));
+    done(far);
+    done(near);
+}
+
+static int moved_count;
+
+static void move_in_callout(RLRunLoopTimerRef t, void *info) {
+    moved_count++;
+    if (moved_count == 1)
+        RLRunLoopTimerSetNextFireDate(t, RLAbsoluteTimeGetCurrent() + 0.01); /* wins over the grid */
+    else
+        RLRunLoopTimerInvalidate(t);
+}
+
+static void test_set_next_fire_date_inside_callout(void **state) {
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    moved_count = 0;
+    RLRunLoopTimerRef t = make(RLAbsoluteTimeGetCurrent(), 1000, move_in_callout, NULL);
+    assert_true(RLRunLoopAddTimer(rl, t, "InCallout"));
+    assert_int_equal(RLRunLoopRunInMode("InCallout", 10, false), kRLRunLoopRunFinished);
+    assert_int_equal(moved_count, 2);
+    done(t);
+}
+
+struct invalidator {
+    RLRunLoopRef rl;
+    RLRunLoopTimerRef t;
+};
+
+static void *invalidate_when_waiting(void *arg) {
+    struct invalidator *iv = arg;
+    double t0 = rl_test_now();
+    while (!RLRunLoopIsWaiting(iv->rl) && rl_test_now() - t0 < 10)
+        usleep(100);
+    RLRunLoopTimerInvalidate(iv->t);
+    RLRunLoopWakeUp(iv->rl);
+    return NULL;
+}
+
+static void test_invalidate_from_another_thread(void **state) {
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    int count = 0;
+    RLRunLoopTimerRef t = make(RLAbsoluteTimeGetCurrent() + 1000, 0, count_cb, &count);
+    assert_true(RLRunLoopAddTimer(rl, t, "XInv"));
+    struct invalidator iv = {rl, t};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, invalidate_when_waiting, &iv), 0);
+    assert_int_equal(RLRunLoopRunInMode("XInv", 30, false), kRLRunLoopRunFinished);
+    pthread_join(th, NULL);
+    assert_int_equal(count, 0);
+    done(t);
+}
+
+static void test_same_timer_in_two_modes(void **state) {
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    int count = 0;
+    RLRunLoopTimerRef t = make(RLAbsoluteTimeGetCurrent() - 1, 1000, count_cb, &count);
+    assert_true(RLRunLoopAddTimer(rl, t, "TA"));
+    assert_true(RLRunLoopAddTimer(rl, t, "TB"));
+    assert_int_equal(RLRunLoopRunInMode("TB", 0, false), kRLRunLoopRunTimedOut);
+    assert_int_equal(count, 1);
+    assert_true(RLRunLoopTimerSetNextFireDate(t, RLAbsoluteTimeGetCurrent() - 1));
+    assert_int_equal(RLRunLoopRunInMode("TA", 0, false), kRLRunLoopRunTimedOut);
+    assert_int_equal(count, 2);
+    assert_true(RLRunLoopRemoveTimer(rl, t, "TA"));
+    assert_true(RLRunLoopContainsTimer(rl, t, "TB"));
+    assert_false(RLRunLoopContainsTimer(rl, t, "TA"));
+    done(t);
+}
+
+static void test_tolerance_rules(void **state) {
+    RLRunLoopTimerRef r = make(RLAbsoluteTimeGetCurrent() + 10, 1.0, count_cb, NULL);
+    assert_true(RLRunLoopTimerGetTolerance(r) == 0);
+    assert_true(RLRunLoopTimerSetTolerance(r, 0.2));
+    assert_true(RLRunLoopTimerGetTolerance(r) == 0.2);
+    assert_true(RLRunLoopTimerSetTolerance(r, 5));
+    assert_true(RLRunLoopTimerGetTolerance(r) == 0.5); /* half the interval at most */
+    assert_false(RLRunLoopTimerSetTolerance(r, -1));
+    assert_rl_error(kRLErrorInvalidArgument);
+    assert_false(RLRunLoopTimerSetTolerance(r, NAN));
+    assert_rl_error(kRLErrorInvalidArgument);
+    assert_true(RLRunLoopTimerGetTolerance(r) == 0.5);
+    RLRunLoopTimerRef o = make(RLAbsoluteTimeGetCurrent() + 10, 0, count_cb, NULL);
+    assert_true(RLRunLoopTimerSetTolerance(o, 5));
+    assert_true(RLRunLoopTimerGetTolerance(o) == 5); /* one-shot: no clamp */
+    done(r);
+    done(o);
+}
+
+static void test_tolerance_coalesces_wakeups(void **state) {
+    /* A (due first, lax) and B (due later, strict): one wake-up, at B's
+     * date, fires both — A within its tolerance window. */
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    RLRunLoopObserverRef o = RLRunLoopObserverCreate(NULL, kRLRunLoopBeforeWaiting | kRLRunLoopAfterWaiting, true,
+                                                     0, obs_cb, NULL);
+    assert_true(RLRunLoopAddObserver(rl, o, "Coal"));
+    RLAbsoluteTime now = RLAbsoluteTimeGetCurrent();
+    RLRunLoopTimerRef a = make(now + 0.02, 0, name_cb, "A");
+    RLRunLoopTimerRef b = make(now + 0.05, 0, name_cb, "B");
+    assert_true(RLRunLoopTimerSetTolerance(a, 5));
+    assert_true(RLRunLoopAddTimer(rl, a, "Coal"));
+    assert_true(RLRunLoopAddTimer(rl, b, "Coal"));
+    assert_int_equal(RLRunLoopRunInMode("Coal", 30, false), kRLRunLoopRunFinished);
+    assert_string_equal(trace, "BW AW A B");
+    assert_true(RLRunLoopTimerGetNextFireDate(b) <= RLAbsoluteTimeGetCurrent());
+    RLRunLoopObserverInvalidate(o);
+    RLRelease(o);
+    done(a);
+    done(b);
+}
+
+static int t_retains, t_releases;
+static const void *t_retain(const void *i) {
+    t_retains++;
+    return i;
+}
+static void t_release(const void *i) { t_releases++; }
+
+static void test_context_balance_and_description(void **state) {
+    t_retains = t_releases = 0;
+    RLRunLoopTimerContext c = {0, (void *)"i", t_retain, t_release, NULL};
+    RLRunLoopTimerRef t = RLRunLoopTimerCreate(NULL, RLAbsoluteTimeGetCurrent() + 100, 0, 0, 7, count_cb, &c);
+    assert_int_equal(t_retains, 1);
+    assert_int_equal(RLRunLoopTimerGetOrder(t), 7);
+    RLRunLoopTimerContext got;
+    assert_true(RLRunLoopTimerGetContext(t, &got));
+    assert_string_equal((const char *)got.info, "i");
+    char *d = RLCopyDescription(t);
+    assert_non_null(strstr(d, "RLRunLoopTimer"));
+    free(d);
+    assert_true(RLRunLoopAddTimer(RLRunLoopGetCurrent(), t, kRLRunLoopCommonModes));
+    assert_true(RLRunLoopTimerInvalidate(t));
+    assert_int_equal(t_releases, 1);
+    assert_true(RLRelease(t));
+    assert_int_equal(t_releases, 1);
+
+    /* Never invalidated: released with the object. */
+    RLRunLoopTimerRef u = RLRunLoopTimerCreate(NULL, 0, 0, 0, 0, count_cb, &c);
+    assert_true(RLRelease(u));
+    assert_int_equal(t_retains, 2);
+    assert_int_equal(t_releases, 2);
+}
+
+static void *add_to_other_loop(void *arg) {
+    bool ok = RLRunLoopAddTimer(RLRunLoopGetCurrent(), (RLRunLoopTimerRef)arg, kRLRunLoopDefaultMode);
+    if (!ok && RLErrorGetLast().code == kRLErrorInvalidState)
+        return (void *)1;
+    return NULL;
+}
+
+static void test_timer_belongs_to_one_loop(void **state) {
+    RLRunLoopTimerRef t = make(RLAbsoluteTimeGetCurrent() + 100, 0, count_cb, NULL);
+    assert_true(RLRunLoopAddTimer(RLRunLoopGetCurrent(), t, "Mine"));
+    pthread_t th;
+    void *res = NULL;
+    assert_int_equal(pthread_create(&th, NULL, add_to_other_loop, t), 0);
+    pthread_join(th, &res);
+    assert_ptr_equal(res, (void *)1);
+    done(t);
+}
+
+#if __BLOCKS__
+static void test_handler_block(void **state) {
+    __block int n = 0;
+    RLRunLoopTimerRef t = RLRunLoopTimerCreateWithHandler(NULL, RLAbsoluteTimeGetCurrent() - 1, 0, 0, 0,
+                                                          ^(RLRunLoopTimerRef timer) { n++; });
+    assert_non_null(t);
+    assert_true(RLRunLoopAddTimer(RLRunLoopGetCurrent(), t, "Blk"));
+    assert_int_equal(RLRunLoopRunInMode("Blk", 0, false), kRLRunLoopRunTimedOut);
+    assert_int_equal(n, 1);
+    done(t);
+}
+#endif
+
+static void test_many_timers_add_remove(void **state) {
+    /* Heap bookkeeping under churn: every timer fires exactly once, in date order. */
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    long n = rl_test_iters(20000);
+    RLRunLoopTimerRef *ts = calloc((size_t)n, sizeof *ts);
+    RLAbsoluteTime base = RLAbsoluteTimeGetCurrent() - (double)n - 1;
+    int count = 0;
+    for (long i = 0; i < n; i++) {
+        ts[i] = make(base + (double)((i * 7919) % n), 0, count_cb, &count);
+        assert_true(RLRunLoopAddTimer(rl, ts[i], "Many"));
+    }
+    for (long i = 0; i < n; i += 2)
+        assert_true(RLRunLoopRemoveTimer(rl, ts[i], "Many"));
+    assert_int_equal(RLRunLoopRunInMode("Many", 0, false), kRLRunLoopRunTimedOut);
+    assert_int_equal(count, n / 2);
+    for (long i = 0; i < n; i++)
+        done(ts[i]);
+    free(ts);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup(test_one_shot_fires_once, setup),
+        cmocka_unit_test_setup(test_order_of_due_timers, setup),
+        cmocka_unit_test_setup(test_repeating_stays_on_grid, setup),
+        cmocka_unit_test_setup(test_missed_periods_fire_once, setup),
+        cmocka_unit_test_setup(test_set_next_fire_date_earlier_and_later, setup),
+        cmocka_unit_test_setup(test_set_next_fire_date_inside_callout, setup),
+        cmocka_unit_test_setup(test_invalidate_from_another_thread, setup),
+        cmocka_unit_test_setup(test_same_timer_in_two_modes, setup),
+        cmocka_unit_test_setup(test_tolerance_rules, setup),
+        cmocka_unit_test_setup(test_tolerance_coalesces_wakeups, setup),
+        cmocka_unit_test_setup(test_context_balance_and_description, setup),
+        cmocka_unit_test_setup(test_timer_belongs_to_one_loop, setup),
+#if __BLOCKS__
+        cmocka_unit_test_setup(test_handler_block, setup),
+#endif
+        cmocka_unit_test_setup(test_many_timers_add_remove, setup),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,349 @@
+/* test_worker.c — RLWorkerThread: synchronous start/stop, work, idle sleep,
+ * no leaked threads or fds, misuse. */
+#include "testutil.h"
+
+#include <dirent.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int count_dir(const char *path) {
+    DIR *d = opendir(path);
+    assert_non_null(d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (e->d_name[0] != '.')
+            n++;
+    closedir(d);
+    return n;
+}
+
+/* ---- start / stop ---- */
+
+static void *running_mode_of(RLWorkerThreadRef w) {
+    return RLRunLoopCopyCurrentMode(RLWorkerThreadGetRunLoop(w));
+}
+
+static void test_start_returns_when_loop_runs(void **state) {
+    RLWorkerThreadRef w = RLWorkerThreadCreate(NULL, "worker-under-test");
+    assert_non_null(w);
+    assert_false(RLWorkerThreadIsRunning(w));
+    assert_true(RLWorkerThreadStart(w));
+    assert_true(RLWorkerThreadIsRunning(w));
+    /* The loop is running already, not just the thread. */
+    char *mode = running_mode_of(w);
+    assert_non_null(mode);
+    assert_string_equal(mode, kRLRunLoopDefaultMode);
+    free(mode);
+    RLThreadRef t = RLWorkerThreadGetThread(w);
+    assert_non_null(t);
+    char *name = RLThreadCopyName(t);
+    assert_string_equal(name, "worker-under-test");
+    free(name);
+    assert_true(RLWorkerThreadStop(w));
+    assert_false(RLWorkerThreadIsRunning(w));
+    assert_null(RLWorkerThreadGetThread(w));
+    assert_rl_error(kRLErrorInvalidState);
+    assert_null(RLWorkerThreadGetRunLoop(w));
+    assert_rl_error(kRLErrorInvalidState);
+    assert_true(RLRelease(w));
+}
+
+/* ---- work ---- */
+
+typedef struct work_log {
+    int n;
+    int order[256];
+    RLThreadRef ran_on;
+    pid_t tid;
+} work_log;
+
+static void work(void *arg) {
+    work_log *log = arg;
+    log->ran_on = RLThreadGetCurrent();
+    log->tid = gettid();
+    if (log->n < 256)
+        log->order[log->n] = log->n;
+    log->n++;
+}
+
+static void test_perform_sync_and_async(void **state) {
+    RLWorkerThreadRef w = RLWorkerThreadCreate(NULL, NULL);
+    assert_true(RLWorkerThreadStart(w));
+    work_log log;
+    memset(&log, 0, sizeof log);
+    for (int i = 0; i < 100; i++)
+        assert_true(RLWorkerThreadPerformAsync(w, work, &log));
+    assert_true(RLWorkerThreadPerformSync(w, work, &log));
+    assert_int_equal(log.n, 101);
+    for (int i = 0; i < 101; i++)
+        assert_int_equal(log.order[i], i);
+    assert_ptr_equal(log.ran_on, RLWorkerThreadGetThread(w));
+    assert_true(log.tid != gettid());
+#if __BLOCKS__
+    __block int seen = 0;
+    assert_true(RLWorkerThreadPerformBlockAsync(w, ^{
+        seen += 1;
+    }));
+    assert_true(RLWorkerThreadPerformBlockSync(w, ^{
+        seen += 2;
+    }));
+    assert_int_equal(seen, 3);
+#endif
+    assert_true(RLWorkerThreadStop(w));
+    RLRelease(w);
+}
+
+static void test_work_queued_before_stop_runs(void **state) {
+    RLWorkerThreadRef w = RLWorkerThreadCreate(NULL, NULL);
+    assert_true(RLWorkerThreadStart(w));
+    work_log log;
+    memset(&log, 0, sizeof log);
+    for (int i = 0; i < 200; i++)
+        assert_true(RLWorkerThreadPerformAsync(w, work, &log));
+    assert_true(RLWorkerThreadStop(w));
+    assert_int_equal(log.n, 200);
+    RLRelease(w);
+}
+
+/* ---- stop waits for the exit handlers and the thread ---- */
+
+typedef struct exit_probe {
+    _Atomic int handler_ran;
+    RLThreadRef thread;
+} exit_probe;
+
+static void on_exit_handler(RLThreadRef thread, void *info) {
+    exit_probe *p = info;
+    p->thread = thread;
+    usleep(20000); /* a slow handler: Stop must still wait for it */
+    atomic_store(&p->handler_ran, 1);
+}
+
+static void test_stop_waits_for_exit_handlers(void **state) {
+    exit_probe p;
+    memset(&p, 0, sizeof p);
+    RLWorkerThreadRef w = RLWorkerThreadCreate(NULL, NULL);
+    assert_true(RLWorkerThreadAddWillExitHandler(w, on_exit_handler, &p));
+    assert_true(RLWorkerThreadStart(w));
+    RLThreadRef t = (RLThreadRef)RLRetain(RLWorkerThreadGetThread(w));
+    assert_true(RLWorkerThreadStop(w));
+    assert_int_equal(atomic_load(&p.handler_ran), 1);
+    assert_ptr_equal(p.thread, t);
+    assert_true(RLThreadIsFinished(t));
+    RLRelease(t);
+
+    /* Registered handlers apply to the next start too. */
+    memset(&p, 0, sizeof p);
+    assert_true(RLWorkerThreadStart(w));
+    assert_true(RLWorkerThreadStop(w));
+    assert_int_equal(atomic_load(&p.handler_ran), 1);
+    RLRelease(w);
+}
+
+/* ---- an idle worker does not wake up ---- */
+
+static long context_switches(pid_t tid) {
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/self/task/%d/status", (int)tid);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    long total = 0, v;
+    while (fgets(line, sizeof line, f)) {
+        if (sscanf(line, "voluntary_ctxt_switches: %ld", &v) == 1 ||
+            sscanf(line, "nonvoluntary_ctxt_switches: %ld", &v) == 1)
+            total += v;
+    }
+    fclose(f);
+    return total;
+}
+
+static void test_idle_worker_sleeps(void **state) {
+    RLWorkerThreadRef w = RLWorkerThreadCreate(NULL, NULL);
+    assert_true(RLWorkerThreadStart(w));
+    work_log log;
+    memset(&log, 0, sizeof log);
+    assert_true(RLWorkerThreadPerformSync(w, work, &log));
+    usleep(50000); /* let it settle into its wait */
+    long before = context_switches(log.tid);
+    usleep(300000);
+    long after = context_switches(log.tid);
+    /* Not one wake-up while idle. */
+    assert_int_equal(after, before);
+    assert_true(RLWorkerThreadStop(w));
+    RLRelease(w);
+}
+
+/* ---- repeated start/stop leaks nothing ---- */
+
+static void test_repeated_start_stop_leaks_nothing(void **state) {
+    RLWorkerThreadRef w = RLWorkerThreadCreate(NULL, "cycler");
+    /* Warm up: the first start may create process-wide state. */
+    assert_true(RLWorkerThreadStart(w));
+    assert_true(RLWorkerThreadStop(w));
+    int fds = count_dir("/proc/self/fd");
+    int tasks = count_dir("/proc/self/task");
+    long cycles = rl_test_iters(200);
+    work_log log;
+    memset(&log, 0, sizeof log);
+    for (long i = 0; i < cycles; i++) {
+        assert_true(RLWorkerThreadStart(w));
+        assert_true(RLWorkerThreadPerformAsync(w, work, &log));
+        assert_true(RLWorkerThreadStop(w));
+    }
+    assert_int_equal(log.n, cycles);
+    assert_int_equal(count_dir("/proc/self/fd"), fds);
+    assert_int_equal(count_dir("/proc/self/task"), tasks);
+
+    /* Many workers at once, then all stopped. */
+    enum { N = 8 };
+    RLWorkerThreadRef many[N];
+    for (int i = 0; i < N; i++) {
+        many[i] = RLWorkerThreadCreate(NULL, NULL);
+        assert_true(RLWorkerThreadStart(many[i]));
+    }
+    assert_int_equal(count_dir("/proc/self/task"), tasks + N);
+    for (int i = 0; i < N; i++) {
+        assert_true(RLWorkerThreadStop(many[i]));
+        RLRelease(many[i]);
+    }
+    assert_int_equal(count_dir("/proc/self/fd"), fds);
+    assert_int_equal(count_dir("/proc/self/task"), tasks);
+    RLRelease(w);
+}
+
+/* ---- 4 senders x 100,000 requests, FIFO per sender ---- */
+
+enum { SENDERS = 4 };
+static long per_sender;
+static long last_seq[SENDERS];
+static long received;
+static long order_errors;
+
+static void receive(void *arg) {
+    uintptr_t v = (uintptr_t)arg;
+    int s = (int)(v & 0xff);
+    long seq = (long)(v >> 8);
+    if (seq != last_seq[s] + 1)
+        order_errors++;
+    last_seq[s] = seq;
+    received++;
+}
+
+typedef struct sender_arg {
+    RLWorkerThreadRef w;
+    int id;
+    long failures;
+} sender_arg;
+
+static void *sender(void *arg) {
+    sender_arg *s = arg;
+    for (long i = 1; i <= per_sender; i++)
+        if (!RLWorkerThreadPerformAsync(s->w, receive, (void *)(((uintptr_t)i << 8) | (uintptr_t)s->id)))
+            s->failures++;
+    return NULL;
+}
+
+static void nothing(void *arg) { (void)arg; }
+
+static void test_four_senders_onto_one_worker(void **state) {
+    per_sender = rl_test_iters(100000);
+    memset(last_seq, 0, sizeof last_seq);
+    received = 0;
+    order_errors = 0;
+    RLWorkerThreadRef w = RLWorkerThreadCreate(NULL, NULL);
+    assert_true(RLWorkerThreadStart(w));
+    sender_arg args[SENDERS];
+    for (int i = 0; i < SENDERS; i++)
+        args[i] = (sender_arg){w, i, 0};
+    rl_test_run_threads(SENDERS, sender, args, sizeof args[0]);
+    assert_true(RLWorkerThreadPerformSync(w, nothing, NULL));
+    for (int i = 0; i < SENDERS; i++) {
+        assert_int_equal(args[i].failures, 0);
+        assert_int_equal(last_seq[i], per_sender);
+    }
+    assert_int_equal(received, SENDERS * per_sender);
+    assert_int_equal(order_errors, 0);
+    assert_true(RLWorkerThreadStop(w));
+    RLRelease(w);
+}
+
+/* ---- misuse ---- */
+
+typedef struct self_stop {
+    RLWorkerThreadRef w;
+    RLErrorCode stop_code, sync_ok;
+} self_stop;
+
+static void stop_from_inside(void *arg) {
+    self_stop *s = arg;
+    s->stop_code = RLWorkerThreadStop(s->w) ? kRLErrorNone : RLErrorGetLast().code;
+    /* Sync on the worker itself runs inline instead of deadlocking. */
+    s->sync_ok = RLWorkerThreadPerformSync(s->w, nothing, NULL) ? 1 : 0;
+}
+
+static void release_from_inside(void *arg) {
+    self_stop *s = arg;
+    s->stop_code = RLRelease(s->w) ? kRLErrorNone : RLErrorGetLast().code;
+}
+
+static void test_worker_misuse(void **state) {
+    assert_false(RLWorkerThreadStart(NULL));
+    assert_rl_error(kRLErrorInvalidArgument);
+    assert_false(RLWorkerThreadStop(NULL));
+    assert_rl_error(kRLErrorInvalidArgument);
+    assert_false(RLWorkerThreadIsRunning(NULL));
+    assert_rl_error(kRLErrorInvalidArgument);
+    assert_false(RLWorkerThreadPerformAsync(NULL, nothing, NULL));
+    assert_rl_error(kRLErrorInvalidArgument);
+
+    RLWorkerThreadRef w = RLWorkerThreadCreate(NULL, NULL);
+    assert_false(RLWorkerThreadStop(w));
+    assert_rl_error(kRLErrorInvalidState);
+    assert_false(RLWorkerThreadPerformAsync(w, nothing, NULL));
+    assert_rl_error(kRLErrorInvalidState);
+    assert_false(RLWorkerThreadPerformSync(w, nothing, NULL));
+    assert_rl_error(kRLErrorInvalidState);
+    assert_false(RLWorkerThreadAddWillExitHandler(w, NULL, NULL));
+    assert_rl_error(kRLErrorInvalidArgument);
+
+    assert_true(RLWorkerThreadStart(w));
+    assert_false(RLWorkerThreadStart(w));
+    assert_rl_error(kRLErrorInvalidState);
+    assert_false(RLWorkerThreadPerformAsync(w, NULL, NULL));
+    assert_rl_error(kRLErrorInvalidArgument);
+
+    self_stop s = {w, kRLErrorNone, 0};
+    assert_true(RLWorkerThreadPerformSync(w, stop_from_inside, &s));
+    assert_int_equal(s.stop_code, kRLErrorWouldDeadlock);
+    assert_int_equal(s.sync_ok, 1);
+    assert_true(RLWorkerThreadIsRunning(w));
+
+    /* Releasing the last reference on the worker itself is refused... */
+    s.stop_code = kRLErrorNone;
+    assert_true(RLWorkerThreadPerformSync(w, release_from_inside, &s));
+    assert_int_equal(s.stop_code, kRLErrorWouldDeadlock);
+    assert_true(RLWorkerThreadIsRunning(w));
+    /* ...and from elsewhere it stops the worker. */
+    int tasks = count_dir("/proc/self/task");
+    assert_true(RLRelease(w));
+    assert_int_equal(count_dir("/proc/self/task"), tasks - 1);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_start_returns_when_loop_runs),
+        cmocka_unit_test(test_perform_sync_and_async),
+        cmocka_unit_test(test_work_queued_before_stop_runs),
+        cmocka_unit_test(test_stop_waits_for_exit_handlers),
+        cmocka_unit_test(test_idle_worker_sleeps),
+        cmocka_unit_test(test_repeated_start_stop_leaks_nothing),
+        cmocka_unit_test(test_four_senders_onto_one_worker),
+        cmocka_unit_test(test_worker_misuse),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,223 @@
+/*
+ * bench_runloop.h — the run-loop benchmark (issue 3, "Performance"): one
+ * interface that every peer implements in its own translation unit
+ * (bench_runloop_rl.c: ours; _cf.c: CoreFoundation from the Swift toolchain;
+ * _uv.c: libuv; _glib.c: GLib), because CoreFoundation's headers and ours
+ * cannot share one file. bench_runloop.c runs them all in one process and
+ * prints one table.
+ *
+ * Every benchmark returns a brl_result; ok == false means the peer has no
+ * equivalent (note says why) or the run failed. Units are fixed per entry
+ * (see brl_peer). Helpers shared by the peers are static inline here so
+ * each file stays self-contained.
+ */
+#ifndef BENCH_RUNLOOP_H
+#define BENCH_RUNLOOP_H
+
+#include <dirent.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct brl_result {
+    bool ok;
+    double v[2];
+    char note[120];
+} brl_result;
+
+/* A sleeping loop started by idle_start, measured by idle_finish. */
+typedef struct brl_idle brl_idle;
+
+typedef struct brl_peer {
+    const char *name;
+    /* n PerformBlock + WakeUp from another thread; v[0] = operations/s. */
+    brl_result (*perform_block)(long n);
+    /* The same with a function + argument (the queue form); v[0] = ops/s. */
+    brl_result (*perform_queue)(long n);
+    /* Two threads' loops passing a signal back and forth n times;
+     * v[0] = p50, v[1] = p99 round trip in ns. */
+    brl_result (*pingpong)(long n);
+    /* Add n far-future timers to a loop in the default mode, then remove
+     * them (at most max_removals are timed); v[0] = add, v[1] = remove,
+     * ns per operation. */
+    brl_result (*timers)(long n, long max_removals);
+    /* A 1 ms repeating timer beside idle far-future timers, run for `fires`
+     * fires; v[0] = CPU ns of the loop thread per fire. */
+    brl_result (*per_fire)(long idle_timers, long fires);
+    /* A 1 ms repeating timer; v[0] = p50, v[1] = p99 lateness in ns. */
+    brl_result (*lateness)(long fires);
+    /* Starts a thread whose loop sleeps (one far-future timer, one source);
+     * returns once it is asleep. */
+    brl_idle *(*idle_start)(void);
+    /* v[0] = CPU seconds the thread used since idle_start, v[1] = wake-ups
+     * (after-waiting events) since idle_start; then stops and joins it. */
+    brl_result (*idle_finish)(brl_idle *idle);
+    /* n one-pass iterations of a loop with one (never signalled) source;
+     * v[0] = ns per iteration without an observer, v[1] = with an
+     * all-activities observer. */
+    brl_result (*observer)(long n);
+    /* fds a loop on a new thread holds after running in `modes` modes. */
+    brl_result (*fds)(int modes);
+} brl_peer;
+
+extern const brl_peer brl_peer_rl;
+extern const brl_peer brl_peer_cf;
+extern const brl_peer brl_peer_uv;
+extern const brl_peer brl_peer_glib;
+
+/* ---- helpers ---------------------------------------------------------- */
+
+static inline brl_result brl_ok(double a, double b) {
+    brl_result r = {.ok = true, .v = {a, b}};
+    return r;
+}
+
+static inline brl_result brl_none(const char *why) {
+    brl_result r = {.ok = false, .v = {NAN, NAN}};
+    snprintf(r.note, sizeof r.note, "%s", why);
+    return r;
+}
+
+static inline double brl_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static inline double brl_clock_seconds(clockid_t clock) {
+    struct timespec ts;
+    if (clock_gettime(clock, &ts) != 0) return NAN;
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* CPU seconds used by the calling thread. */
+static inline double brl_self_cpu(void) { return brl_clock_seconds(CLOCK_THREAD_CPUTIME_ID); }
+
+/* CPU seconds used by another thread of this process. */
+static inline double brl_thread_cpu(pthread_t t) {
+    clockid_t c;
+    if (pthread_getcpuclockid(t, &c) != 0) return NAN;
+    return brl_clock_seconds(c);
+}
+
+static inline void brl_sleep(double seconds) {
+    struct timespec ts = {(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)};
+    while (nanosleep(&ts, &ts) != 0) {
+    }
+}
+
+/* Open descriptors of this process. */
+static inline int brl_count_fds(void) {
+    DIR *d = opendir("/proc/self/fd");
+    if (!d) return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        if (e->d_name[0] != '.') n++;
+    closedir(d);
+    return n - 1; /* the directory stream's own fd */
+}
+
+static int brl_cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The q-quantile (0..1) of v[0..n); sorts v. */
+static inline double brl_quantile(double *v, long n, double q) {
+    if (n <= 0) return NAN;
+    qsort(v, (size_t)n, sizeof *v, brl_cmp_double);
+    long i = (long)(q * (double)(n - 1) + 0.5);
+    return v[i];
+}
+
+static inline uint64_t brl_rand(uint64_t *s) {
+    uint64_t x = *s;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return *s = x;
+}
+
+/* A random permutation of 0..n-1, the same for every peer with one seed.
+ * malloc'ed. */
+static inline long *brl_permutation(long n, uint64_t seed) {
+    long *p = malloc((size_t)(n > 0 ? n : 1) * sizeof *p);
+    if (!p) abort();
+    for (long i = 0; i < n; i++) p[i] = i;
+    uint64_t s = seed | 1;
+    for (long i = n - 1; i > 0; i--) {
+        long j = (long)(brl_rand(&s) % (uint64_t)(i + 1));
+        long t = p[i];
+        p[i] = p[j];
+        p[j] = t;
+    }
+    return p;
+}
+
+/* The timer benchmarks' shared plan: timer i fires at slot pos[i] (random
+ * order of fire dates), removal j removes timer rm[j] (random order), and
+ * untimed clean-up removes the rest in fire-date order (by_pos[slot] = the
+ * timer in that slot), which keeps CoreFoundation's O(n) scans short. */
+typedef struct brl_timer_plan {
+    long n;
+    long *pos, *rm, *by_pos;
+    bool *removed;
+} brl_timer_plan;
+
+static inline brl_timer_plan brl_timer_plan_make(long n) {
+    brl_timer_plan p = {.n = n};
+    p.pos = brl_permutation(n, 0x9e3779b97f4a7c15ULL);
+    p.rm = brl_permutation(n, 0xd1b54a32d192ed03ULL);
+    p.by_pos = malloc((size_t)(n > 0 ? n : 1) * sizeof *p.by_pos);
+    p.removed = calloc((size_t)(n > 0 ? n : 1), sizeof *p.removed);
+    if (!p.by_pos || !p.removed) abort();
+    for (long i = 0; i < n; i++) p.by_pos[p.pos[i]] = i;
+    return p;
+}
+
+static inline void brl_timer_plan_free(brl_timer_plan *p) {
+    free(p->pos);
+    free(p->rm);
+    free(p->by_pos);
+    free(p->removed);
+}
+
+/* Runs fn(arg) on a new thread and waits for it (so that each measurement
+ * gets a fresh run loop and its teardown is not timed inside fn). */
+static inline void brl_run_on_thread(void *(*fn)(void *), void *arg) {
+    pthread_t t;
+    if (pthread_create(&t, NULL, fn, arg) != 0) abort();
+    pthread_join(t, NULL);
+}
+
+/* The observer benchmark alternates this many chunks with and without the
+ * observer and keeps the fastest of each kind. */
+#define BRL_CHUNKS 10
+
+/* Repetitions for the timer benchmark at size n (more for small n, whose
+ * single runs are too short to time well). */
+static inline int brl_timer_reps(long n) { return n <= 1000 ? 15 : n <= 10000 ? 5 : 3; }
+
+/* Lateness bookkeeping for a timer on a fixed grid t0 + k * interval (ours,
+ * CF): the fire is measured against the grid point it stands for; a fire
+ * that missed periods is measured against the first missed one and the next
+ * expected point is the first grid point after now (CF's rule). */
+typedef struct brl_grid {
+    double t0, interval;
+    long k;
+} brl_grid;
+
+static inline double brl_grid_fire(brl_grid *g, double now) {
+    double late = now - (g->t0 + (double)g->k * g->interval);
+    long next = (long)floor((now - g->t0) / g->interval) + 1;
+    g->k = next > g->k + 1 ? next : g->k + 1;
+    return late;
+}
+
+#endif /* BENCH_RUNLOOP_H */

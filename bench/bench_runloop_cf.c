@@ -1,0 +1,409 @@
+/*
+ * bench_runloop_cf.c — CoreFoundation's run loop (the one Swift ships on
+ * Linux, from libFoundation.so) as a peer of the run-loop benchmark. Needs
+ * clang with -fblocks: CF's headers do not compile under gcc.
+ */
+#include <CoreFoundation/CoreFoundation.h>
+#include <sched.h>
+#include <stdatomic.h>
+
+#include "bench_runloop.h"
+
+static CFRunLoopSourceRef cf_source(void *info, void (*perform)(void *)) {
+    CFRunLoopSourceContext ctx = {0};
+    ctx.info = info;
+    ctx.perform = perform;
+    return CFRunLoopSourceCreate(NULL, 0, &ctx);
+}
+
+static void cf_nothing(void *info) { (void)info; }
+static void cf_timer_nothing(CFRunLoopTimerRef t, void *info) { (void)t, (void)info; }
+
+/* ---- perform throughput ----------------------------------------------- */
+
+typedef struct {
+    long n, count;
+    double t_end;
+    bool done;
+    atomic_bool sent_all; /* the producer is done with rl */
+    _Atomic(CFRunLoopRef) rl;
+} cf_perf;
+
+static void *cf_perf_consumer(void *arg) {
+    cf_perf *c = arg;
+    CFRunLoopRef rl = CFRunLoopGetCurrent();
+    CFRunLoopSourceRef keep = cf_source(NULL, cf_nothing);
+    CFRunLoopAddSource(rl, keep, kCFRunLoopDefaultMode);
+    atomic_store(&c->rl, rl);
+    while (!c->done) CFRunLoopRunInMode(kCFRunLoopDefaultMode, 1.0, false);
+    CFRunLoopRemoveSource(rl, keep, kCFRunLoopDefaultMode);
+    CFRelease(keep);
+    while (!atomic_load(&c->sent_all)) sched_yield(); /* keep rl alive for the last WakeUp */
+    return NULL;
+}
+
+static void cf_perf_step(cf_perf *c) {
+    if (++c->count == c->n) {
+        c->t_end = brl_now();
+        c->done = true;
+        CFRunLoopStop(CFRunLoopGetCurrent());
+    }
+}
+
+static brl_result cf_perform_block(long n) {
+    cf_perf c = {.n = n};
+    pthread_t t;
+    pthread_create(&t, NULL, cf_perf_consumer, &c);
+    CFRunLoopRef rl;
+    while ((rl = atomic_load(&c.rl)) == NULL) sched_yield();
+    cf_perf *cp = &c;
+    double t0 = brl_now();
+    for (long i = 0; i < n; i++) {
+        CFRunLoopPerformBlock(rl, kCFRunLoopDefaultMode, ^{ cf_perf_step(cp); });
+        CFRunLoopWakeUp(rl);
+    }
+    atomic_store(&c.sent_all, true);
+    pthread_join(t, NULL);
+    return brl_ok((double)n / (c.t_end - t0), 0);
+}
+
+/* ---- v0-source ping-pong ---------------------------------------------- */
+
+typedef struct cf_pp cf_pp;
+typedef struct {
+    cf_pp *pp;
+    CFRunLoopRef rl;
+    CFRunLoopSourceRef src;
+} cf_side;
+
+struct cf_pp {
+    cf_side a, b;
+    long n, warm, i;
+    double t_sent;
+    double *samples;
+    pthread_barrier_t ready;
+};
+
+static void cf_pp_a(void *info) {
+    cf_pp *p = info;
+    double now = brl_now();
+    if (p->t_sent != 0) {
+        if (p->i >= p->warm) p->samples[p->i - p->warm] = now - p->t_sent;
+        p->i++;
+    }
+    if (p->i == p->n + p->warm) {
+        CFRunLoopStop(p->b.rl);
+        CFRunLoopStop(p->a.rl);
+        return;
+    }
+    p->t_sent = brl_now();
+    CFRunLoopSourceSignal(p->b.src);
+    CFRunLoopWakeUp(p->b.rl);
+}
+
+static void cf_pp_b(void *info) {
+    cf_pp *p = info;
+    CFRunLoopSourceSignal(p->a.src);
+    CFRunLoopWakeUp(p->a.rl);
+}
+
+static void *cf_pp_thread(void *arg) {
+    cf_side *s = arg;
+    s->rl = CFRunLoopGetCurrent();
+    s->src = cf_source(s->pp, s == &s->pp->a ? cf_pp_a : cf_pp_b);
+    CFRunLoopAddSource(s->rl, s->src, kCFRunLoopDefaultMode);
+    pthread_barrier_wait(&s->pp->ready);
+    CFRunLoopRun();
+    CFRunLoopRemoveSource(s->rl, s->src, kCFRunLoopDefaultMode);
+    pthread_barrier_wait(&s->pp->ready); /* both loops done before release */
+    CFRelease(s->src);
+    return NULL;
+}
+
+static brl_result cf_pingpong(long n) {
+    cf_pp p = {.n = n, .warm = n / 20 + 10};
+    p.samples = malloc((size_t)n * sizeof *p.samples);
+    p.a.pp = p.b.pp = &p;
+    pthread_barrier_init(&p.ready, NULL, 3);
+    pthread_t ta, tb;
+    pthread_create(&ta, NULL, cf_pp_thread, &p.a);
+    pthread_create(&tb, NULL, cf_pp_thread, &p.b);
+    pthread_barrier_wait(&p.ready);
+    CFRunLoopSourceSignal(p.a.src);
+    CFRunLoopWakeUp(p.a.rl);
+    pthread_barrier_wait(&p.ready);
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    pthread_barrier_destroy(&p.ready);
+    double p50 = brl_quantile(p.samples, n, 0.50) * 1e9, p99 = brl_quantile(p.samples, n, 0.99) * 1e9;
+    free(p.samples);
+    return brl_ok(p50, p99);
+}
+
+/* ---- timers add / remove ---------------------------------------------- */
+
+typedef struct {
+    long n, max_rm;
+    brl_result r;
+} cf_timers_arg;
+
+static void *cf_timers_thread(void *arg) {
+    cf_timers_arg *a = arg;
+    long n = a->n;
+    brl_timer_plan plan = brl_timer_plan_make(n);
+    CFRunLoopTimerRef *t = malloc((size_t)n * sizeof *t);
+    CFRunLoopRef rl = CFRunLoopGetCurrent();
+    CFAbsoluteTime base = CFAbsoluteTimeGetCurrent() + 1e6;
+    for (long i = 0; i < n; i++)
+        t[i] = CFRunLoopTimerCreate(NULL, base + (double)plan.pos[i] * 1e-3, 0, 0, 0, cf_timer_nothing, NULL);
+    long k = n < a->max_rm ? n : a->max_rm;
+    double t0 = brl_now();
+    for (long i = 0; i < n; i++) CFRunLoopAddTimer(rl, t[i], kCFRunLoopDefaultMode);
+    double t1 = brl_now();
+    for (long j = 0; j < k; j++) {
+        CFRunLoopRemoveTimer(rl, t[plan.rm[j]], kCFRunLoopDefaultMode);
+        plan.removed[plan.rm[j]] = true;
+    }
+    double t2 = brl_now();
+    for (long s = 0; s < n; s++) {
+        long i = plan.by_pos[s];
+        if (!plan.removed[i]) CFRunLoopRemoveTimer(rl, t[i], kCFRunLoopDefaultMode);
+    }
+    for (long i = 0; i < n; i++) CFRelease(t[i]);
+    free(t);
+    brl_timer_plan_free(&plan);
+    a->r = brl_ok((t1 - t0) / (double)n * 1e9, (t2 - t1) / (double)k * 1e9);
+    if (k < n)
+        snprintf(a->r.note, sizeof a->r.note,
+                 "CF at N=%ld: one repetition, %ld of %ld removals timed (each is a linear search of the mode's timer array)",
+                 n, k, n);
+    return NULL;
+}
+
+static brl_result cf_timers(long n, long max_rm) {
+    cf_timers_arg a = {.n = n, .max_rm = max_rm};
+    brl_run_on_thread(cf_timers_thread, &a);
+    return a.r;
+}
+
+/* ---- per-fire cost / lateness ----------------------------------------- */
+
+typedef struct {
+    long idle, fires, count;
+    double *late;
+    brl_grid grid;
+    brl_result r;
+} cf_fire_arg;
+
+static void cf_fire_cb(CFRunLoopTimerRef t, void *info) {
+    cf_fire_arg *a = info;
+    if (a->late) a->late[a->count] = brl_grid_fire(&a->grid, brl_now());
+    if (++a->count == a->fires) CFRunLoopStop(CFRunLoopGetCurrent());
+}
+
+static void *cf_fire_thread(void *arg) {
+    cf_fire_arg *a = arg;
+    CFRunLoopRef rl = CFRunLoopGetCurrent();
+    brl_timer_plan plan = brl_timer_plan_make(a->idle);
+    CFRunLoopTimerRef *idle = malloc((size_t)(a->idle + 1) * sizeof *idle);
+    CFAbsoluteTime base = CFAbsoluteTimeGetCurrent() + 1e6;
+    for (long i = 0; i < a->idle; i++) {
+        idle[i] = CFRunLoopTimerCreate(NULL, base + (double)plan.pos[i] * 1e-3, 0, 0, 0, cf_timer_nothing, NULL);
+        CFRunLoopAddTimer(rl, idle[i], kCFRunLoopDefaultMode);
+    }
+    CFRunLoopTimerContext ctx = {.info = a};
+    CFAbsoluteTime first = CFAbsoluteTimeGetCurrent() + 0.005;
+    a->grid = (brl_grid){.t0 = brl_now() + 0.005, .interval = 0.001};
+    CFRunLoopTimerRef timer = CFRunLoopTimerCreate(NULL, first, 0.001, 0, 0, cf_fire_cb, &ctx);
+    CFRunLoopAddTimer(rl, timer, kCFRunLoopDefaultMode);
+    double c0 = brl_self_cpu();
+    while (a->count < a->fires) CFRunLoopRunInMode(kCFRunLoopDefaultMode, 10.0, false);
+    double c1 = brl_self_cpu();
+    CFRunLoopTimerInvalidate(timer);
+    CFRelease(timer);
+    for (long s = 0; s < a->idle; s++) {
+        long i = plan.by_pos[s];
+        CFRunLoopRemoveTimer(rl, idle[i], kCFRunLoopDefaultMode);
+        CFRelease(idle[i]);
+    }
+    free(idle);
+    brl_timer_plan_free(&plan);
+    a->r = brl_ok((c1 - c0) / (double)a->fires * 1e9, 0);
+    return NULL;
+}
+
+static brl_result cf_per_fire(long idle, long fires) {
+    cf_fire_arg a = {.idle = idle, .fires = fires};
+    brl_run_on_thread(cf_fire_thread, &a);
+    return a.r;
+}
+
+static brl_result cf_lateness(long fires) {
+    cf_fire_arg a = {.idle = 0, .fires = fires};
+    a.late = malloc((size_t)fires * sizeof *a.late);
+    brl_run_on_thread(cf_fire_thread, &a);
+    long skip = fires / 50;
+    brl_result r = brl_ok(brl_quantile(a.late + skip, fires - skip, 0.5) * 1e9,
+                          brl_quantile(a.late + skip, fires - skip, 0.99) * 1e9);
+    free(a.late);
+    return r;
+}
+
+/* ---- idle loop -------------------------------------------------------- */
+
+struct brl_idle {
+    pthread_t thread;
+    _Atomic(CFRunLoopRef) rl;
+    atomic_long wakes;
+    atomic_bool asleep;
+    double cpu0;
+    long wakes0;
+};
+
+static void cf_idle_observer(CFRunLoopObserverRef o, CFRunLoopActivity act, void *info) {
+    brl_idle *d = info;
+    if (act == kCFRunLoopAfterWaiting) atomic_fetch_add(&d->wakes, 1);
+    if (act == kCFRunLoopBeforeWaiting) atomic_store(&d->asleep, true);
+}
+
+static void *cf_idle_thread(void *arg) {
+    brl_idle *d = arg;
+    CFRunLoopRef rl = CFRunLoopGetCurrent();
+    CFRunLoopSourceRef src = cf_source(NULL, cf_nothing);
+    CFRunLoopTimerRef timer =
+        CFRunLoopTimerCreate(NULL, CFAbsoluteTimeGetCurrent() + 3600, 0, 0, 0, cf_timer_nothing, NULL);
+    CFRunLoopObserverContext octx = {.info = d};
+    CFRunLoopObserverRef obs = CFRunLoopObserverCreate(NULL, kCFRunLoopBeforeWaiting | kCFRunLoopAfterWaiting, true,
+                                                       0, cf_idle_observer, &octx);
+    CFRunLoopAddSource(rl, src, kCFRunLoopDefaultMode);
+    CFRunLoopAddTimer(rl, timer, kCFRunLoopDefaultMode);
+    CFRunLoopAddObserver(rl, obs, kCFRunLoopDefaultMode);
+    atomic_store(&d->rl, rl);
+    CFRunLoopRun();
+    CFRunLoopObserverInvalidate(obs);
+    CFRunLoopTimerInvalidate(timer);
+    CFRunLoopSourceInvalidate(src);
+    CFRelease(obs);
+    CFRelease(timer);
+    CFRelease(src);
+    return NULL;
+}
+
+static brl_idle *cf_idle_start(void) {
+    brl_idle *d = calloc(1, sizeof *d);
+    pthread_create(&d->thread, NULL, cf_idle_thread, d);
+    while (!atomic_load(&d->asleep)) brl_sleep(0.001);
+    brl_sleep(0.02);
+    d->cpu0 = brl_thread_cpu(d->thread);
+    d->wakes0 = atomic_load(&d->wakes);
+    return d;
+}
+
+static brl_result cf_idle_finish(brl_idle *d) {
+    double cpu = brl_thread_cpu(d->thread) - d->cpu0;
+    long wakes = atomic_load(&d->wakes) - d->wakes0;
+    CFRunLoopStop(atomic_load(&d->rl));
+    pthread_join(d->thread, NULL);
+    free(d);
+    return brl_ok(cpu, (double)wakes);
+}
+
+/* ---- observer overhead ------------------------------------------------ */
+
+typedef struct {
+    long n, calls;
+    brl_result r;
+} cf_obs_arg;
+
+static void cf_obs_cb(CFRunLoopObserverRef o, CFRunLoopActivity act, void *info) { ((cf_obs_arg *)info)->calls++; }
+
+static double cf_iterations(long n) {
+    double t0 = brl_now();
+    for (long i = 0; i < n; i++) CFRunLoopRunInMode(kCFRunLoopDefaultMode, 0, false);
+    return (brl_now() - t0) / (double)n * 1e9;
+}
+
+/* Alternating chunks with and without the observer; the fastest chunk of
+ * each kind is kept (the machine is shared, so slow chunks are noise). */
+static void *cf_obs_thread(void *arg) {
+    cf_obs_arg *a = arg;
+    CFRunLoopRef rl = CFRunLoopGetCurrent();
+    CFRunLoopSourceRef src = cf_source(NULL, cf_nothing);
+    CFRunLoopAddSource(rl, src, kCFRunLoopDefaultMode);
+    CFRunLoopObserverContext octx = {.info = a};
+    CFRunLoopObserverRef obs = CFRunLoopObserverCreate(NULL, kCFRunLoopAllActivities, true, 0, cf_obs_cb, &octx);
+    long chunk = a->n / BRL_CHUNKS + 1;
+    cf_iterations(chunk);
+    double without = INFINITY, with = INFINITY;
+    for (int c = 0; c < BRL_CHUNKS; c++) {
+        without = fmin(without, cf_iterations(chunk));
+        CFRunLoopAddObserver(rl, obs, kCFRunLoopDefaultMode);
+        with = fmin(with, cf_iterations(chunk));
+        CFRunLoopRemoveObserver(rl, obs, kCFRunLoopDefaultMode);
+    }
+    CFRunLoopObserverInvalidate(obs);
+    CFRelease(obs);
+    CFRunLoopSourceInvalidate(src);
+    CFRelease(src);
+    a->r = brl_ok(without, with);
+    snprintf(a->r.note, sizeof a->r.note, "CF: %.1f observer callouts per iteration",
+             (double)a->calls / (double)(chunk * BRL_CHUNKS));
+    return NULL;
+}
+
+static brl_result cf_observer(long n) {
+    cf_obs_arg a = {.n = n};
+    brl_run_on_thread(cf_obs_thread, &a);
+    return a.r;
+}
+
+/* ---- fds per loop ----------------------------------------------------- */
+
+typedef struct {
+    int modes;
+    brl_result r;
+} cf_fds_arg;
+
+static void *cf_fds_thread(void *arg) {
+    cf_fds_arg *a = arg;
+    int before = brl_count_fds();
+    CFRunLoopRef rl = CFRunLoopGetCurrent();
+    CFRunLoopSourceRef src = cf_source(NULL, cf_nothing);
+    CFStringRef modes[16];
+    for (int m = 0; m < a->modes && m < 16; m++) {
+        char name[32];
+        snprintf(name, sizeof name, "bench.mode.%d", m);
+        modes[m] = m == 0 ? CFRetain(kCFRunLoopDefaultMode)
+                          : CFStringCreateWithCString(NULL, name, kCFStringEncodingUTF8);
+        CFRunLoopAddSource(rl, src, modes[m]);
+        CFRunLoopRunInMode(modes[m], 0, false);
+    }
+    int after = brl_count_fds();
+    CFRunLoopSourceInvalidate(src);
+    CFRelease(src);
+    for (int m = 0; m < a->modes && m < 16; m++) CFRelease(modes[m]);
+    a->r = brl_ok(after - before, 0);
+    return NULL;
+}
+
+static brl_result cf_fds(int modes) {
+    cf_fds_arg a = {.modes = modes};
+    brl_run_on_thread(cf_fds_thread, &a);
+    return a.r;
+}
+
+static brl_result cf_perform_queue(long n) { return brl_none("CF has no function-pointer perform"); }
+
+const brl_peer brl_peer_cf = {
+    .name = "CF",
+    .perform_block = cf_perform_block,
+    .perform_queue = cf_perform_queue,
+    .pingpong = cf_pingpong,
+    .timers = cf_timers,
+    .per_fire = cf_per_fire,
+    .lateness = cf_lateness,
+    .idle_start = cf_idle_start,
+    .idle_finish = cf_idle_finish,
+    .observer = cf_observer,
+    .fds = cf_fds,
+};

@@ -1,0 +1,74 @@
+/*
+ * RLWorkerThread.h — a thread with a run loop that starts and stops
+ * synchronously: the pattern of the "Controlling How NSThread and NSRunLoop
+ * Exit" post, built in.
+ *
+ * What a caller may rely on:
+ *   - RLWorkerThreadStart returns once the worker's run loop is running and
+ *     ready for work (not merely once a thread was created).
+ *   - RLWorkerThreadStop returns once the worker thread has fully exited:
+ *     its run loop torn down, its will-exit handlers run, the thread joined.
+ *     Work queued before Stop runs before the thread exits.
+ *   - An idle worker sleeps in its run loop without waking up: no polling,
+ *     no timeout loop.
+ *   - A worker can be started again after it was stopped (a new thread).
+ *   - Releasing the last reference to a running worker stops it first (from
+ *     any thread but the worker's own, where the release fails with
+ *     kRLErrorWouldDeadlock and changes nothing).
+ *
+ * Work runs in the worker's run loop in the common modes, FIFO, on the
+ * worker thread; RLRunLoop and RLPerform functions work on it as on any
+ * thread (RLWorkerThreadGetRunLoop, RLWorkerThreadGetThread).
+ */
+#ifndef CRUNLOOP_RLWORKERTHREAD_H
+#define CRUNLOOP_RLWORKERTHREAD_H
+
+#include <crunloop/RLRunLoop.h>
+#include <crunloop/RLThread.h>
+
+RL_EXTERN_C_BEGIN
+
+typedef struct RLWorkerThread *RLWorkerThreadRef;
+
+/* A stopped worker whose threads will carry `name` (copied; may be NULL).
+ * Create rule. */
+RL_EXPORT RLWorkerThreadRef RL_NULLABLE RLWorkerThreadCreate(RLAllocatorRef RL_NULLABLE allocator,
+                                                             const char *RL_NULLABLE name);
+
+/* Starts the worker and returns once its run loop is running. Errors:
+ * kRLErrorInvalidState if it is running (or being started or stopped),
+ * system errors if no thread or run loop can be made (nothing changed). */
+RL_EXPORT bool RLWorkerThreadStart(RLWorkerThreadRef worker);
+/* Stops the worker and returns once its thread has exited and was joined.
+ * Errors: kRLErrorInvalidState if it is not running (or another Stop is
+ * under way), kRLErrorWouldDeadlock on the worker thread itself. */
+RL_EXPORT bool RLWorkerThreadStop(RLWorkerThreadRef worker);
+RL_EXPORT bool RLWorkerThreadIsRunning(RLWorkerThreadRef worker);
+
+/* The running worker's thread / run loop (Get rule), or NULL (error set,
+ * kRLErrorInvalidState) when it is not running. */
+RL_EXPORT RLThreadRef RL_NULLABLE RLWorkerThreadGetThread(RLWorkerThreadRef worker);
+RL_EXPORT RLRunLoopRef RL_NULLABLE RLWorkerThreadGetRunLoop(RLWorkerThreadRef worker);
+
+/* Registers fn(thread, info) as a will-exit handler of every thread the
+ * worker starts from now on (and of the current one, if running). */
+RL_EXPORT bool RLWorkerThreadAddWillExitHandler(RLWorkerThreadRef worker, RLThreadWillExitHandler fn,
+                                                void *RL_NULLABLE info);
+
+/* Queues fn(arg) on the worker and returns. kRLErrorInvalidState if the
+ * worker is not running; kRLErrorInvalidArgument for a NULL fn. */
+RL_EXPORT bool RLWorkerThreadPerformAsync(RLWorkerThreadRef worker, void (*fn)(void *RL_NULLABLE arg),
+                                          void *RL_NULLABLE arg);
+/* Runs fn(arg) on the worker and returns after it ran (at once when called
+ * on the worker itself). kRLErrorInvalidState if the worker is not running
+ * or stops before running it. */
+RL_EXPORT bool RLWorkerThreadPerformSync(RLWorkerThreadRef worker, void (*fn)(void *RL_NULLABLE arg),
+                                         void *RL_NULLABLE arg);
+#if __BLOCKS__
+RL_EXPORT bool RLWorkerThreadPerformBlockAsync(RLWorkerThreadRef worker, void (^block)(void));
+RL_EXPORT bool RLWorkerThreadPerformBlockSync(RLWorkerThreadRef worker, void (^block)(void));
+#endif
+
+RL_EXTERN_C_END
+
+#endif /* CRUNLOOP_RLWORKERTHREAD_H */

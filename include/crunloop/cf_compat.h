@@ -1,0 +1,234 @@
+/*
+ * cf_compat.h — CoreFoundation run-loop names on top of CRunLoop.
+ *
+ * Include this header (it is not part of crunloop.h) instead of
+ * <CoreFoundation/CoreFoundation.h> and CF run-loop code — the listings of
+ * Apple's "Run Loops" chapter, the usual "CFRunLoopRun until CFRunLoopStop"
+ * worker-thread pattern — compiles on Linux unchanged and runs on CRunLoop:
+ *
+ *     #include <crunloop/cf_compat.h>
+ *     CFRunLoopSourceContext context = {0, NULL, NULL, NULL, NULL, NULL, NULL,
+ *                                       schedule, cancel, perform};
+ *     CFRunLoopSourceRef source = CFRunLoopSourceCreate(NULL, 0, &context);
+ *     CFRunLoopAddSource(CFRunLoopGetCurrent(), source, kCFRunLoopDefaultMode);
+ *     SInt32 result = CFRunLoopRunInMode(kCFRunLoopDefaultMode, 10, true);
+ *
+ * Every name below is a plain alias (a typedef or a macro) of its RL
+ * counterpart, so the code calls CRunLoop directly: no wrapper, no copy.
+ * Do not include it together with the real CoreFoundation headers.
+ *
+ * What maps:
+ *   - types: CFRunLoopRef, CFRunLoopSourceRef, CFRunLoopTimerRef,
+ *     CFRunLoopObserverRef, their Context structs and CallBack types,
+ *     CFRunLoopRunResult, CFRunLoopActivity, CFRunLoopMode, CFTypeRef,
+ *     CFAllocatorRef, CFIndex, CFOptionFlags, CFHashCode, CFTimeInterval,
+ *     CFAbsoluteTime, Boolean, SInt8…SInt64, UInt8…UInt64;
+ *   - constants: kCFRunLoopDefaultMode, kCFRunLoopCommonModes, the
+ *     kCFRunLoopRun… result codes, the activity bits, kCFAllocatorDefault
+ *     (and the other allocator names, all NULL), TRUE/FALSE;
+ *   - every CFRunLoop…, CFRunLoopSource…, CFRunLoopTimer… and
+ *     CFRunLoopObserver… function, the CFFileDescriptor… API,
+ *     CFAbsoluteTimeGetCurrent, CFRetain, CFRelease, CFGetRetainCount;
+ *   - CFSTR("literal") for mode names: it yields the C string itself.
+ *
+ * What differs (the RL types show through):
+ *   - CFStringRef and CFRunLoopMode are `const char *`. Mode names work
+ *     everywhere (CFSTR, the schedule/cancel callbacks' mode argument);
+ *     no other CFString function exists. The default mode's name is
+ *     "kRLRunLoopDefaultMode", not "kCFRunLoopDefaultMode".
+ *   - CFRunLoopCopyCurrentMode returns a malloc'ed `char *`: free() it, do
+ *     not CFRelease it. CFRunLoopCopyAllModes returns a NULL-terminated
+ *     malloc'ed `char **` (one free()), not a CFArrayRef.
+ *   - A context's copyDescription returns a malloc'ed `char *`, not a
+ *     CFStringRef; callbacks written as returning CFStringRef do not match.
+ *   - Functions that return void in CF return bool here (false: misuse, see
+ *     RLErrorGetLast()); CFRunLoopRun returns its result code. Callers that
+ *     ignore the result are unaffected.
+ *   - Boolean is C `bool`, not unsigned char; TRUE/FALSE and true/false work.
+ *   - CFRunLoopPerformBlock takes one mode (or kCFRunLoopCommonModes), not a
+ *     CFArray of modes. Its function-pointer twin is RLRunLoopPerformFunction.
+ *   - Allocators are accepted and ignored (pass NULL or kCFAllocatorDefault).
+ *   - Timer tolerance works (Darwin semantics), unlike CF on Linux.
+ *
+ * What does not map (no counterpart in CRunLoop, so such code does not
+ * compile): version-1 sources (CFRunLoopSourceContext1, Mach ports),
+ * CFMachPort, CFMessagePort, CFSocket, CFString/CFArray/CFDictionary and
+ * the rest of CoreFoundation, the …GetTypeID functions, CFGetTypeID,
+ * CFEqual/CFHash/CFCopyDescription, Objective-C toll-free bridging.
+ */
+#ifndef CRUNLOOP_CF_COMPAT_H
+#define CRUNLOOP_CF_COMPAT_H
+
+#include <crunloop/crunloop.h>
+
+#include <stdbool.h>
+#include <stdint.h>
+
+RL_EXTERN_C_BEGIN
+
+/* ---- Base types ------------------------------------------------------ */
+
+typedef RLTypeRef CFTypeRef;
+typedef RLAllocatorRef CFAllocatorRef;
+typedef RLIndex CFIndex;
+typedef RLOptionFlags CFOptionFlags;
+typedef RLHashCode CFHashCode;
+typedef RLTimeInterval CFTimeInterval;
+typedef RLAbsoluteTime CFAbsoluteTime;
+typedef bool Boolean;
+typedef int8_t SInt8;
+typedef uint8_t UInt8;
+typedef int16_t SInt16;
+typedef uint16_t UInt16;
+typedef int32_t SInt32;
+typedef uint32_t UInt32;
+typedef int64_t SInt64;
+typedef uint64_t UInt64;
+
+/* Only as far as mode names go: see the header comment. */
+typedef const char *CFStringRef;
+/* A mode name from a string literal, as CF's CFSTR. */
+#define CFSTR(cStr) ("" cStr "")
+
+#ifndef TRUE
+#define TRUE true
+#endif
+#ifndef FALSE
+#define FALSE false
+#endif
+
+#define kCFAllocatorDefault ((RLAllocatorRef)NULL)
+#define kCFAllocatorSystemDefault ((RLAllocatorRef)NULL)
+#define kCFAllocatorMalloc ((RLAllocatorRef)NULL)
+#define kCFAllocatorNull ((RLAllocatorRef)NULL)
+#define kCFAbsoluteTimeIntervalSince1970 kRLAbsoluteTimeIntervalSince1970
+
+#define CFAbsoluteTimeGetCurrent RLAbsoluteTimeGetCurrent
+#define CFRetain RLRetain
+#define CFRelease RLRelease
+#define CFGetRetainCount RLGetRetainCount
+
+/* ---- Run loops ------------------------------------------------------- */
+
+typedef RLRunLoopRef CFRunLoopRef;
+typedef RLRunLoopSourceRef CFRunLoopSourceRef;
+typedef RLRunLoopObserverRef CFRunLoopObserverRef;
+typedef RLRunLoopTimerRef CFRunLoopTimerRef;
+typedef RLRunLoopMode CFRunLoopMode;
+typedef RLRunLoopRunResult CFRunLoopRunResult;
+typedef RLRunLoopActivity CFRunLoopActivity;
+
+#define kCFRunLoopRunFinished kRLRunLoopRunFinished
+#define kCFRunLoopRunStopped kRLRunLoopRunStopped
+#define kCFRunLoopRunTimedOut kRLRunLoopRunTimedOut
+#define kCFRunLoopRunHandledSource kRLRunLoopRunHandledSource
+
+#define kCFRunLoopEntry kRLRunLoopEntry
+#define kCFRunLoopBeforeTimers kRLRunLoopBeforeTimers
+#define kCFRunLoopBeforeSources kRLRunLoopBeforeSources
+#define kCFRunLoopBeforeWaiting kRLRunLoopBeforeWaiting
+#define kCFRunLoopAfterWaiting kRLRunLoopAfterWaiting
+#define kCFRunLoopExit kRLRunLoopExit
+#define kCFRunLoopAllActivities kRLRunLoopAllActivities
+
+#define kCFRunLoopDefaultMode kRLRunLoopDefaultMode
+#define kCFRunLoopCommonModes kRLRunLoopCommonModes
+
+#define CFRunLoopGetCurrent RLRunLoopGetCurrent
+#define CFRunLoopGetMain RLRunLoopGetMain
+#define CFRunLoopRun RLRunLoopRun
+#define CFRunLoopRunInMode RLRunLoopRunInMode
+#define CFRunLoopCopyCurrentMode RLRunLoopCopyCurrentMode
+#define CFRunLoopAddCommonMode RLRunLoopAddCommonMode
+#define CFRunLoopGetNextTimerFireDate RLRunLoopGetNextTimerFireDate
+#define CFRunLoopIsWaiting RLRunLoopIsWaiting
+#define CFRunLoopWakeUp RLRunLoopWakeUp
+#define CFRunLoopStop RLRunLoopStop
+#if __BLOCKS__
+#define CFRunLoopPerformBlock RLRunLoopPerformBlock
+#endif
+#define CFRunLoopContainsSource RLRunLoopContainsSource
+#define CFRunLoopAddSource RLRunLoopAddSource
+#define CFRunLoopRemoveSource RLRunLoopRemoveSource
+#define CFRunLoopContainsObserver RLRunLoopContainsObserver
+#define CFRunLoopAddObserver RLRunLoopAddObserver
+#define CFRunLoopRemoveObserver RLRunLoopRemoveObserver
+#define CFRunLoopContainsTimer RLRunLoopContainsTimer
+#define CFRunLoopAddTimer RLRunLoopAddTimer
+#define CFRunLoopRemoveTimer RLRunLoopRemoveTimer
+
+/* CF's one-argument form; the result is a NULL-terminated `char **`
+ * block to free() once (see the header comment). */
+static inline char **CFRunLoopCopyAllModes(CFRunLoopRef rl) {
+    return RLRunLoopCopyAllModes(rl, NULL);
+}
+
+/* ---- Sources --------------------------------------------------------- */
+
+typedef RLRunLoopSourceContext CFRunLoopSourceContext;
+
+#define CFRunLoopSourceCreate RLRunLoopSourceCreate
+#define CFRunLoopSourceGetOrder RLRunLoopSourceGetOrder
+#define CFRunLoopSourceInvalidate RLRunLoopSourceInvalidate
+#define CFRunLoopSourceIsValid RLRunLoopSourceIsValid
+#define CFRunLoopSourceGetContext RLRunLoopSourceGetContext
+#define CFRunLoopSourceSignal RLRunLoopSourceSignal
+
+/* ---- Observers ------------------------------------------------------- */
+
+typedef RLRunLoopObserverContext CFRunLoopObserverContext;
+typedef RLRunLoopObserverCallBack CFRunLoopObserverCallBack;
+
+#define CFRunLoopObserverCreate RLRunLoopObserverCreate
+#if __BLOCKS__
+#define CFRunLoopObserverCreateWithHandler RLRunLoopObserverCreateWithHandler
+#endif
+#define CFRunLoopObserverGetActivities RLRunLoopObserverGetActivities
+#define CFRunLoopObserverDoesRepeat RLRunLoopObserverDoesRepeat
+#define CFRunLoopObserverGetOrder RLRunLoopObserverGetOrder
+#define CFRunLoopObserverInvalidate RLRunLoopObserverInvalidate
+#define CFRunLoopObserverIsValid RLRunLoopObserverIsValid
+#define CFRunLoopObserverGetContext RLRunLoopObserverGetContext
+
+/* ---- Timers ---------------------------------------------------------- */
+
+typedef RLRunLoopTimerContext CFRunLoopTimerContext;
+typedef RLRunLoopTimerCallBack CFRunLoopTimerCallBack;
+
+#define CFRunLoopTimerCreate RLRunLoopTimerCreate
+#if __BLOCKS__
+#define CFRunLoopTimerCreateWithHandler RLRunLoopTimerCreateWithHandler
+#endif
+#define CFRunLoopTimerGetNextFireDate RLRunLoopTimerGetNextFireDate
+#define CFRunLoopTimerSetNextFireDate RLRunLoopTimerSetNextFireDate
+#define CFRunLoopTimerGetInterval RLRunLoopTimerGetInterval
+#define CFRunLoopTimerDoesRepeat RLRunLoopTimerDoesRepeat
+#define CFRunLoopTimerGetOrder RLRunLoopTimerGetOrder
+#define CFRunLoopTimerInvalidate RLRunLoopTimerInvalidate
+#define CFRunLoopTimerIsValid RLRunLoopTimerIsValid
+#define CFRunLoopTimerGetContext RLRunLoopTimerGetContext
+#define CFRunLoopTimerGetTolerance RLRunLoopTimerGetTolerance
+#define CFRunLoopTimerSetTolerance RLRunLoopTimerSetTolerance
+
+/* ---- File descriptors (Darwin's CFFileDescriptor) -------------------- */
+
+typedef RLFileDescriptorRef CFFileDescriptorRef;
+typedef RLFileDescriptorNativeDescriptor CFFileDescriptorNativeDescriptor;
+typedef RLFileDescriptorCallBack CFFileDescriptorCallBack;
+typedef RLFileDescriptorContext CFFileDescriptorContext;
+
+#define kCFFileDescriptorReadCallBack kRLFileDescriptorReadCallBack
+#define kCFFileDescriptorWriteCallBack kRLFileDescriptorWriteCallBack
+
+#define CFFileDescriptorCreate RLFileDescriptorCreate
+#define CFFileDescriptorGetNativeDescriptor RLFileDescriptorGetNativeDescriptor
+#define CFFileDescriptorGetContext RLFileDescriptorGetContext
+#define CFFileDescriptorEnableCallBacks RLFileDescriptorEnableCallBacks
+#define CFFileDescriptorDisableCallBacks RLFileDescriptorDisableCallBacks
+#define CFFileDescriptorInvalidate RLFileDescriptorInvalidate
+#define CFFileDescriptorIsValid RLFileDescriptorIsValid
+#define CFFileDescriptorCreateRunLoopSource RLFileDescriptorCreateRunLoopSource
+
+RL_EXTERN_C_END
+
+#endif /* CRUNLOOP_CF_COMPAT_H */

@@ -1,0 +1,49 @@
+# bench-runloop: the run-loop table of issue 3 — ours against
+# CoreFoundation's run loop (from the Swift toolchain), libuv and GLib, in one
+# process (bench/bench_runloop*.c). Each peer is its own translation unit
+# because CF's headers and ours cannot meet in one file. Always -O2, against
+# the static library of $(BUILD). CF's headers compile only with clang, so
+# bench_runloop_cf.c is built with the toolchain's clang whatever CC is.
+BENCH_RUNLOOP := $(BUILD)/bench/bench_runloop
+BENCH_RUNLOOP_OBJ := $(BUILD)/bench/obj
+BENCH_RUNLOOP_PEERS := rl cf uv glib
+BENCH_RUNLOOP_OBJS := $(BENCH_RUNLOOP_PEERS:%=$(BENCH_RUNLOOP_OBJ)/bench_runloop_%.o) \
+                      $(BENCH_RUNLOOP_OBJ)/bench_runloop.o
+BENCH_RUNLOOP_FLAGS = $(CPPFLAGS) $(CFLAGS) -O2 -pthread
+
+CF_CC ?= $(SWIFT_PREFIX)/bin/clang
+CF_CFLAGS := -I$(SWIFT_PREFIX)/lib/swift -fblocks
+CF_LIBS := -L$(SWIFT_LIBDIR) -Wl,-rpath,$(SWIFT_LIBDIR) -lFoundation -lBlocksRuntime
+UV_CFLAGS := $(shell pkg-config --cflags libuv 2>/dev/null)
+UV_LIBS := $(shell pkg-config --libs libuv 2>/dev/null || echo -luv)
+GLIB_CFLAGS := $(shell pkg-config --cflags glib-2.0 2>/dev/null)
+GLIB_LIBS := $(shell pkg-config --libs glib-2.0 2>/dev/null || echo -lglib-2.0)
+
+BENCH_TARGETS += bench-runloop
+
+.PHONY: bench-runloop
+bench-runloop: $(BENCH_RUNLOOP)
+	$(BENCH_RUNLOOP)
+
+$(BENCH_RUNLOOP): $(BENCH_RUNLOOP_OBJS) $(STATIC_LIB)
+	$(CC) $(LDFLAGS) -pthread -o $@ $(BENCH_RUNLOOP_OBJS) $(STATIC_LIB) $(LIBS) $(UV_LIBS) $(GLIB_LIBS) $(CF_LIBS) -lm
+
+$(BENCH_RUNLOOP_OBJ)/bench_runloop.o: bench/bench_runloop.c bench/bench_runloop.h
+	@mkdir -p $(dir $@)
+	$(CC) $(BENCH_RUNLOOP_FLAGS) -c -o $@ $<
+
+$(BENCH_RUNLOOP_OBJ)/bench_runloop_rl.o: bench/bench_runloop_rl.c bench/bench_runloop.h $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(BENCH_RUNLOOP_FLAGS) -c -o $@ $<
+
+$(BENCH_RUNLOOP_OBJ)/bench_runloop_cf.o: bench/bench_runloop_cf.c bench/bench_runloop.h
+	@mkdir -p $(dir $@)
+	$(CF_CC) $(CF_CFLAGS) -O2 -g -std=gnu11 -Wall -Wextra -Wno-unused-parameter -D_GNU_SOURCE -pthread -c -o $@ $<
+
+$(BENCH_RUNLOOP_OBJ)/bench_runloop_uv.o: bench/bench_runloop_uv.c bench/bench_runloop.h
+	@mkdir -p $(dir $@)
+	$(CC) $(BENCH_RUNLOOP_FLAGS) $(UV_CFLAGS) -c -o $@ $<
+
+$(BENCH_RUNLOOP_OBJ)/bench_runloop_glib.o: bench/bench_runloop_glib.c bench/bench_runloop.h
+	@mkdir -p $(dir $@)
+	$(CC) $(BENCH_RUNLOOP_FLAGS) $(GLIB_CFLAGS) -c -o $@ $<
