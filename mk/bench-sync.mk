@@ -11,3 +11,4 @@ bench-sync: $(BENCH_SYNC)
 $(BENCH_SYNC): bench/bench_sync.c $(HDRS) $(STATIC_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -O2 $(LDFLAGS) -o $@ $< $(STATIC_LIB) $(LIBS)
+BENCH_TARGETS += bench-sync
