@@ -19,10 +19,11 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 DIFF_SAN=${DIFF_SAN:-}
 case "$DIFF_SAN" in
-  "") san_flags=(); BUILD=${BUILD:-build/diff} ;;
+  "") san_flags=(); san_libs=(); BUILD=${BUILD:-build/diff} ;;
   asan) san_flags=(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
-        BUILD=${BUILD:-build/diff-asan} ;;
-  tsan) san_flags=(-fsanitize=thread); BUILD=${BUILD:-build/diff-tsan} ;;
+        san_libs=(); BUILD=${BUILD:-build/diff-asan} ;;
+  # The toolchain's TSan runtime carries libdispatch interceptors: link it.
+  tsan) san_flags=(-fsanitize=thread); san_libs=(-ldispatch); BUILD=${BUILD:-build/diff-tsan} ;;
   *) echo "run-diff-tests: DIFF_SAN must be asan or tsan"; exit 2 ;;
 esac
 DIFF_ONLY=${DIFF_ONLY:-}
@@ -71,7 +72,7 @@ build_cf() { # src out
 }
 build_rl() { # src out
   "$CLANG" "${common[@]}" "${san_flags[@]}" -Iinclude -o "$2" "$1" Tests/diff/support/diff.c \
-    "$BUILD/libcrunloop.a" -lbsd -lpthread -lm -L"$swift_lib" -Wl,-rpath,"$swift_lib" -lBlocksRuntime
+    "$BUILD/libcrunloop.a" -lbsd -lpthread -lm -L"$swift_lib" -Wl,-rpath,"$swift_lib" -lBlocksRuntime "${san_libs[@]}"
 }
 run_one() { # bin out
   timeout -k 5 "$RUN_TIMEOUT" "$1" >"$2" 2>&1

@@ -213,16 +213,16 @@ static void *cas_worker(void *arg) {
     for (long i = 0; i < n; i++) {
         int32_t old;
         do
-            old = g_cas32;
+            old = __atomic_load_n(&g_cas32, __ATOMIC_RELAXED); /* a plain read would race */
         while (!((i & 1) ? RLAtomicCompareAndSwap32(old, old + 1, &g_cas32)
                          : RLAtomicCompareAndSwap32Barrier(old, old + 1, &g_cas32)));
         int64_t old64;
         do
-            old64 = g_cas64;
+            old64 = __atomic_load_n(&g_cas64, __ATOMIC_RELAXED);
         while (!RLAtomicCompareAndSwap64Barrier(old64, old64 + 2, &g_cas64));
         long oldl;
         do
-            oldl = g_casl;
+            oldl = __atomic_load_n(&g_casl, __ATOMIC_RELAXED);
         while (!RLAtomicCompareAndSwapLong(oldl, oldl - 1, &g_casl));
     }
     return NULL;

@@ -409,7 +409,16 @@ int main(int argc, char **argv) {
         printf("enabled=%d\n", RLLockDebugIsEnabled() ? 1 : 0);
         return 0;
     }
-    g_argv0 = argv[0];
+    /* The absolute path, so the re-run works whatever the cwd and however
+     * we were started (valgrind reports its client here, not itself). */
+    static char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n > 0) {
+        self[n] = '\0';
+        g_argv0 = self;
+    } else {
+        g_argv0 = argv[0];
+    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_sync_abba_reported, setup, teardown),
         cmocka_unit_test_setup_teardown(test_spinlock_abba_reported, setup, teardown),

@@ -439,6 +439,89 @@ static void test_blocks(void **state) {
 }
 #endif
 
+/* ---- will-exit handlers run after the run loop's teardown ---- */
+
+static char teardown_log[8];
+static _Atomic int teardown_n;
+
+static void log_char(char c) {
+    int i = atomic_fetch_add(&teardown_n, 1);
+    if (i < 7)
+        teardown_log[i] = c;
+}
+
+static void source_cancelled(void *info, RLRunLoopRef rl, RLRunLoopMode mode) { log_char('T'); }
+static void will_exit_logger(RLThreadRef thread, void *info) { log_char('H'); }
+
+static void *leave_source_behind(void *arg) {
+    RLRunLoopSourceContext ctx;
+    memset(&ctx, 0, sizeof ctx);
+    ctx.perform = nothing;
+    ctx.cancel = source_cancelled;
+    RLRunLoopSourceRef src = RLRunLoopSourceCreate(NULL, 0, &ctx);
+    RLRunLoopAddSource(RLRunLoopGetCurrent(), src, kRLRunLoopDefaultMode);
+    RLRelease(src);
+    log_char('E');
+    return NULL;
+}
+
+static void test_will_exit_after_runloop_teardown(void **state) {
+    memset(teardown_log, 0, sizeof teardown_log);
+    atomic_store(&teardown_n, 0);
+    RLThreadRef t = RLThreadCreate(NULL, leave_source_behind, NULL);
+    assert_true(RLThreadSetJoinable(t, true));
+    assert_true(RLThreadAddWillExitHandler(t, will_exit_logger, NULL) != 0);
+    assert_true(RLThreadStart(t));
+    assert_true(RLThreadJoin(t, NULL));
+    assert_string_equal(teardown_log, "ETH");
+    RLRelease(t);
+}
+
+/* ---- a thread not created by the library ---- */
+
+typedef struct foreign_loop {
+    RLThreadRef thread;
+    _Atomic int ready, stop;
+} foreign_loop;
+
+static void stop_foreign(void *arg) {
+    atomic_store(&((foreign_loop *)arg)->stop, 1);
+    RLRunLoopStop(RLRunLoopGetCurrent());
+}
+
+static void *foreign_loop_entry(void *arg) {
+    foreign_loop *fl = arg;
+    fl->thread = (RLThreadRef)RLRetain(RLThreadGetCurrent());
+    RLRunLoopSourceContext ctx;
+    memset(&ctx, 0, sizeof ctx);
+    ctx.perform = nothing;
+    RLRunLoopSourceRef src = RLRunLoopSourceCreate(NULL, 0, &ctx);
+    RLRunLoopAddSource(RLRunLoopGetCurrent(), src, kRLRunLoopCommonModes);
+    RLRelease(src);
+    atomic_store(&fl->ready, 1);
+    while (!atomic_load(&fl->stop))
+        RLRunLoopRun();
+    return NULL;
+}
+
+static void test_perform_on_foreign_thread(void **state) {
+    memset(&rec, 0, sizeof rec);
+    foreign_loop fl;
+    memset(&fl, 0, sizeof fl);
+    pthread_t pt;
+    assert_int_equal(pthread_create(&pt, NULL, foreign_loop_entry, &fl), 0);
+    wait_for_flag(&fl.ready);
+    assert_true(RLThreadPerform(fl.thread, note, (void *)(intptr_t)5, NULL, true));
+    assert_int_equal(atomic_load(&rec.count), 1);
+    assert_ptr_equal(rec.ran_on[0], fl.thread);
+    assert_true(RLThreadPerform(fl.thread, stop_foreign, &fl, NULL, false));
+    pthread_join(pt, NULL);
+    assert_true(RLThreadIsFinished(fl.thread));
+    assert_false(RLThreadPerform(fl.thread, note, NULL, NULL, true));
+    assert_rl_error(kRLErrorInvalidState);
+    RLRelease(fl.thread);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_perform_on_thread_async_then_wait),
@@ -450,6 +533,8 @@ int main(void) {
         cmocka_unit_test(test_perform_after_delay_and_cancel),
         cmocka_unit_test(test_cancel_from_other_thread_is_not_found),
         cmocka_unit_test(test_four_senders_fifo),
+        cmocka_unit_test(test_will_exit_after_runloop_teardown),
+        cmocka_unit_test(test_perform_on_foreign_thread),
 #if __BLOCKS__
         cmocka_unit_test(test_blocks),
 #endif

@@ -4,7 +4,8 @@
  * RLSpinLock is a plain value: declare it, initialize it with
  * RL_SPINLOCK_INIT (or zero it, or call RLSpinLockInit) and it is ready; it
  * owns no resources and needs no destroy. Try/lock/unlock are inline: an
- * uncontended lock+unlock is one atomic exchange and one store. A waiter
+ * uncontended lock+unlock is one atomic exchange and one store, plus plain
+ * loads of the lock-debugging flag and, on unlock, of the lock word. A waiter
  * spins on a plain load (so it does not bounce the cache line), with
  * exponentially growing runs of the CPU's pause instruction, and after a
  * bounded number of rounds yields the CPU with sched_yield() on every
@@ -20,8 +21,10 @@
  *     kRLErrorNotLocked and leaves the lock unlocked.
  * Not checked: the lock records no owner (as OSSpinLock), so an unlock from
  * a thread other than the locker is allowed, and relocking from the holding
- * thread spins forever (enable RLLockDebug to be told about lock-order
- * inversions between spin locks and other RL locks).
+ * thread spins forever. An inline unlock racing with another unlock of the
+ * same lock may both succeed; the exported form uses an exchange and
+ * catches that too. With lock debugging on (RLLockDebug.h) spin locks take
+ * part in lock-order checking, through the exported forms.
  *
  * The *OutOfLine functions are the same operations as exported functions,
  * for callers that cannot use inline C (Swift overlays, dlsym, FFI).

@@ -34,6 +34,12 @@ void scenario(void) {
 
     CFRunLoopSourceInvalidate(s);
     run_mode("invalid source, kept nothing", kCFRunLoopDefaultMode, 0.05, false);
+    trace("-- CFRunLoopRun returns once the default mode is empty");
+    CFRunLoopTimerRef u = CFRunLoopTimerCreate(NULL, CFAbsoluteTimeGetCurrent() + 0.02, 0, 0, 0, noop_timer, NULL);
+    CFRunLoopAddTimer(rl, u, kCFRunLoopDefaultMode);
+    CFRunLoopRun();
+    trace("CFRunLoopRun returned");
+    CFRelease(u);
     CFRunLoopObserverInvalidate(o);
     CFRelease(o);
     CFRelease(t);

@@ -57,4 +57,5 @@ void scenario(void) {
     CFRunLoopSourceInvalidate(s5);
     CFRunLoopSourceInvalidate(sm);
     CFRunLoopSourceInvalidate(s100);
+    CFRelease(s1); CFRelease(s2); CFRelease(s5); CFRelease(sm); CFRelease(s100); CFRelease(s10); CFRelease(s200);
 }
