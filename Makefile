@@ -55,10 +55,10 @@ TEST_LIBS := -lcmocka
 # The toolchain clang's TSan runtime refers to libdispatch symbols.
 TSAN_EXTRA_LIBS := $(if $(IS_CLANG),-L$(SWIFT_LIBDIR) -ldispatch)
 
-.PHONY: all lib deps check check-c check-swift check-asan check-tsan check-leak \
-        check-sanitizers check-swift-tsan check-swift-asan bench demo install clean
+.PHONY: FORCE all lib deps check check-c check-swift check-asan check-tsan check-leak \
+        check-install check-sanitizers check-swift-tsan check-swift-asan bench demo install clean
 
-all: lib crunloop.pc
+all: lib $(BUILD)/crunloop.pc
 lib: $(STATIC_LIB) $(SHARED_LIB)
 
 deps:
@@ -76,11 +76,17 @@ $(SHARED_LIB): $(OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) -shared -Wl,-soname,libcrunloop.so.0 $(LDFLAGS) -o $@ $^ $(LIBS)
 
-crunloop.pc: Makefile
+# Regenerated every time, so it always carries the PREFIX of this call.
+# No -fblocks in Cflags: the block APIs sit behind __BLOCKS__, so gcc users
+# get the function-pointer API and clang users add -fblocks themselves.
+$(BUILD)/crunloop.pc: FORCE
+	@mkdir -p $(dir $@)
 	@printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$${prefix}/lib' 'includedir=$${prefix}/include' '' \
 	  'Name: crunloop' 'Description: Run loops, threads, perform requests and locks (CoreFoundation-style) for Linux' \
-	  'Version: $(VERSION)' 'Cflags: -I$${includedir}$(if $(IS_CLANG), -fblocks)' \
+	  'Version: $(VERSION)' 'Cflags: -I$${includedir}' \
 	  'Libs: -L$${libdir} -Wl,-rpath,$${libdir} -lcrunloop $(PC_LIBS_PRIVATE)' > $@
+
+FORCE:
 
 $(BUILD)/tests/%: Tests/c/%.c $(TEST_SUPPORT) $(wildcard Tests/c/support/*.h) $(STATIC_LIB)
 	@mkdir -p $(dir $@)
@@ -142,9 +148,14 @@ install: all
 	install -m 755 $(SHARED_LIB) $(DESTDIR)$(PREFIX)/lib/libcrunloop.so.$(VERSION)
 	ln -sf libcrunloop.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libcrunloop.so.0
 	ln -sf libcrunloop.so.0 $(DESTDIR)$(PREFIX)/lib/libcrunloop.so
-	install -m 644 crunloop.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+	install -m 644 $(BUILD)/crunloop.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
 
 clean:
-	rm -rf build crunloop.pc
+	rm -rf build
 
 -include $(sort $(wildcard mk/*.mk))
+
+# `make install` + pkg-config from a program outside the tree.
+check-install: deps lib
+	@BUILD=$(BUILD) scripts/check-install.sh
+CHECK_EXTRA += check-install
