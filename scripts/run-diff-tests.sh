@@ -56,9 +56,10 @@ fi
 mkdir -p "$BUILD/diff-bin" "$BUILD/diff-traces"
 lib_ok=1
 if [ "$DIFF_ONLY" != cf ]; then
-  lib_args=(BUILD="$BUILD")
-  [ -n "$DIFF_SAN" ] && lib_args+=(OPT=-O1 "SAN=${san_flags[*]}")
-  if ! make --no-print-directory -s "${lib_args[@]}" lib >"$BUILD/diff-traces/lib-build.log" 2>&1; then
+  # Our own clang build, whatever CC/SAN/OPT an outer make passed down.
+  lib_args=(BUILD="$BUILD" CC="$CLANG" VARIANT=)
+  if [ -n "$DIFF_SAN" ]; then lib_args+=(OPT=-O1 "SAN=${san_flags[*]}"); else lib_args+=(OPT=-O2 SAN=); fi
+  if ! MAKEFLAGS= MFLAGS= make --no-print-directory -s "${lib_args[@]}" lib >"$BUILD/diff-traces/lib-build.log" 2>&1; then
     echo "run-diff-tests: building the library failed (see $BUILD/diff-traces/lib-build.log)"
     tail -5 "$BUILD/diff-traces/lib-build.log"
     lib_ok=0

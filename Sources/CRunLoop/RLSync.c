@@ -1,47 +1,85 @@
 /* RLSync.c — @synchronized monitors keyed by object address.
  *
  * A fixed array of stripes, each a short mutex and a chain of the monitors
- * whose object hashes to it. A monitor exists while some thread holds or
- * waits for it (`users`), so memory follows the monitors in use. The stripe
- * mutex is held only to find, create, count and free monitors — never while
- * waiting for a monitor — so unrelated objects that share a stripe contend
- * only for those few instructions.
+ * whose object hashes to it. A monitor lives while it has users: each
+ * thread that holds or waits for it outside the thread's cache, and each
+ * thread cache entry naming it. The stripe mutex is held only to find,
+ * create, count and free monitors — never while waiting for a monitor — so
+ * unrelated objects that share a stripe contend only for those few
+ * instructions.
  *
- * Ownership: `owner` is written only by the thread that holds the monitor's
- * mutex (set after taking it, cleared before releasing it). Another thread
- * can therefore never read its own id there unless it is the holder, which
+ * The fast path: each thread keeps a small cache of (object -> monitor)
+ * entries, and each entry keeps its monitor alive. Entering or leaving an
+ * object found there touches only the monitor's own futex mutex and the
+ * thread's cache — no stripe lock, no allocation — so an uncontended
+ * @synchronized costs about what a mutex does. An entry is replaced only
+ * when the thread does not hold its monitor, which keeps the rule "a held
+ * monitor found in the cache is held through the cache" simple: a monitor
+ * entered while the cache is full of held monitors is held uncached and
+ * left through the stripe, as before. Freed monitors go to a short
+ * per-stripe free list rather than back to malloc.
+ *
+ * Ownership: `owner` is the holder's thread id (a per-process counter, so
+ * a thread that ended holding a monitor is never mistaken for a new thread
+ * that got the same pthread_t), written only by the holder (set after
+ * taking the mutex, cleared before releasing it). Another thread can
+ * therefore never read its own id there unless it is the holder, which
  * makes the unlocked "is it me?" test sound; it is atomic so that the test
  * is not a data race. `recursion` is touched only by the holder. */
 #include "RLLockDebugInternal.h"
+#include "RLLockInternal.h"
 
 #include <crunloop/RLSync.h>
 
-#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 
-enum { RL__SYNC_STRIPES = 64 };
+enum {
+    RL__SYNC_STRIPES = 64,
+    RL__SYNC_CACHE = 8,      /* per-thread cached monitors */
+    RL__SYNC_FREE_MAX = 4,   /* spare monitors kept per stripe */
+};
 
 typedef struct rl__monitor {
     struct rl__monitor *next;
     const void *obj;
-    _Atomic uintptr_t owner; /* pthread_self() of the holder, 0 if none */
-    unsigned long recursion;
-    unsigned long users;     /* holder + waiters; guarded by the stripe */
-    pthread_mutex_t mutex;
+    rl__mutex mutex;
+    _Atomic uint64_t owner;  /* thread id of the holder, 0 if none */
+    unsigned long recursion; /* holder only */
+    unsigned long users;     /* guarded by the stripe */
 } rl__monitor;
 
 typedef struct rl__stripe {
     pthread_mutex_t mu;
     rl__monitor *head;
+    rl__monitor *spare;      /* free list, linked through next */
+    int nspare;
 } __attribute__((aligned(64))) rl__stripe; /* one cache line each: no false sharing */
+
+typedef struct rl__sync_entry {
+    const void *obj; /* NULL: empty */
+    rl__monitor *m;  /* one user reference, owned by this entry */
+} rl__sync_entry;
+
+typedef struct rl__sync_thread {
+    uint64_t id;     /* 0 until the thread first needs one */
+    unsigned victim; /* round-robin replacement cursor */
+    bool registered; /* the thread-exit destructor is armed */
+    rl__sync_entry e[RL__SYNC_CACHE];
+} rl__sync_thread;
 
 static rl__stripe g_stripes[RL__SYNC_STRIPES];
 static pthread_once_t g_stripes_once = PTHREAD_ONCE_INIT;
+static pthread_key_t g_thread_key;
+static _Atomic uint64_t g_next_id;
+static __thread rl__sync_thread t_sync;
+
+static void thread_exit(void *arg);
 
 static void stripes_init(void) {
     for (int i = 0; i < RL__SYNC_STRIPES; i++)
         pthread_mutex_init(&g_stripes[i].mu, NULL);
+    (void)pthread_key_create(&g_thread_key, thread_exit);
 }
 
 static rl__stripe *stripe_for(const void *obj) {
@@ -53,15 +91,50 @@ static rl__stripe *stripe_for(const void *obj) {
     return &g_stripes[(x >> 24) % RL__SYNC_STRIPES];
 }
 
-static uintptr_t self_id(void) {
-    return (uintptr_t)pthread_self();
+static uint64_t self_id(rl__sync_thread *t) {
+    if (RL__UNLIKELY(t->id == 0))
+        t->id = atomic_fetch_add_explicit(&g_next_id, 1, memory_order_relaxed) + 1;
+    return t->id;
 }
+
+static bool held_by(rl__monitor *m, uint64_t id) {
+    return id != 0 && atomic_load_explicit(&m->owner, memory_order_relaxed) == id;
+}
+
+static rl__sync_entry *cache_find(rl__sync_thread *t, const void *obj) {
+    for (int i = 0; i < RL__SYNC_CACHE; i++)
+        if (t->e[i].obj == obj)
+            return &t->e[i];
+    return NULL;
+}
+
+/* ---- monitors (stripe lock held) ---- */
 
 static rl__monitor *monitor_find(rl__stripe *s, const void *obj) {
     for (rl__monitor *m = s->head; m; m = m->next)
         if (m->obj == obj)
             return m;
     return NULL;
+}
+
+static rl__monitor *monitor_get(rl__stripe *s, const void *obj) {
+    rl__monitor *m = monitor_find(s, obj);
+    if (m)
+        return m;
+    if (s->spare) {
+        m = s->spare;
+        s->spare = m->next;
+        s->nspare--;
+    } else {
+        m = malloc(sizeof *m);
+        if (!m)
+            return NULL;
+    }
+    /* A spare's mutex is unlocked and its fields stale: reset them all. */
+    *m = (rl__monitor){.obj = obj};
+    m->next = s->head;
+    s->head = m;
+    return m;
 }
 
 static void monitor_unuse(rl__stripe *s, rl__monitor *m) {
@@ -71,65 +144,147 @@ static void monitor_unuse(rl__stripe *s, rl__monitor *m) {
     while (*pp != m)
         pp = &(*pp)->next;
     *pp = m->next;
-    pthread_mutex_destroy(&m->mutex);
+    if (s->nspare < RL__SYNC_FREE_MAX) {
+        m->next = s->spare;
+        s->spare = m;
+        s->nspare++;
+        return;
+    }
     free(m);
 }
 
+static void monitor_release_ref(rl__monitor *m) {
+    rl__stripe *s = stripe_for(m->obj);
+    pthread_mutex_lock(&s->mu);
+    monitor_unuse(s, m);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* ---- the thread cache ---- */
+
+/* Called by pthreads when a thread that used the cache ends: drop the
+ * references of the monitors it does not hold. One it still holds stays
+ * held (and alive) forever, as documented. */
+static void thread_exit(void *arg) {
+    rl__sync_thread *t = arg;
+    for (int i = 0; i < RL__SYNC_CACHE; i++) {
+        rl__sync_entry *e = &t->e[i];
+        if (e->obj && !held_by(e->m, t->id))
+            monitor_release_ref(e->m);
+        e->obj = NULL;
+        e->m = NULL;
+    }
+    t->registered = false;
+}
+
+/* Empties a slot the thread may reuse: an empty one, or one whose monitor
+ * the thread does not hold (its reference is dropped). NULL when every
+ * entry names a monitor the thread holds. */
+static rl__sync_entry *cache_free_slot(rl__sync_thread *t) {
+    for (int i = 0; i < RL__SYNC_CACHE; i++)
+        if (t->e[i].obj == NULL)
+            return &t->e[i];
+    for (int k = 0; k < RL__SYNC_CACHE; k++) {
+        rl__sync_entry *e = &t->e[t->victim++ % RL__SYNC_CACHE];
+        if (!held_by(e->m, t->id)) {
+            rl__monitor *m = e->m;
+            e->obj = NULL;
+            e->m = NULL;
+            monitor_release_ref(m);
+            return e;
+        }
+    }
+    return NULL;
+}
+
+static void cache_arm(rl__sync_thread *t) {
+    if (RL__UNLIKELY(!t->registered)) {
+        t->registered = true;
+        (void)pthread_setspecific(g_thread_key, t);
+    }
+}
+
+/* ---- enter / exit ---- */
+
 typedef enum { ENTER_BLOCK, ENTER_TRY } enter_mode;
 
-static bool enter(const void *obj, enter_mode mode, const char *fn, const void *where) {
-    if (RL__UNLIKELY(obj == NULL))
-        return rl__fail(kRLErrorInvalidArgument, fn, "NULL object");
-    rl__stripe *s = stripe_for(obj);
-    uintptr_t me = self_id();
+static bool busy(const char *fn, const void *obj) {
+    return rl__fail(kRLErrorBusy, fn, "%p is held by another thread", obj);
+}
 
+/* Takes m's mutex for a thread that does not hold it. */
+static bool monitor_acquire(rl__monitor *m, uint64_t me, enter_mode mode, const char *fn,
+                            const void *where) {
+    bool debug = RL__UNLIKELY(rl__lockdep_enabled());
+    if (mode == ENTER_TRY) {
+        if (!rl__mutex_trylock(&m->mutex))
+            return busy(fn, m->obj);
+    } else {
+        if (debug)
+            rl__lockdep_will_acquire_kind(RL__LOCKDEP_SYNC, m->obj, NULL, where);
+        if (!rl__mutex_trylock(&m->mutex))
+            (void)rl__mutex_lock_slow(&m->mutex, NULL);
+    }
+    atomic_store_explicit(&m->owner, me, memory_order_relaxed);
+    m->recursion = 1;
+    if (debug)
+        rl__lockdep_acquired_kind(RL__LOCKDEP_SYNC, m->obj, NULL, where);
+    return true;
+}
+
+static bool enter_slow(rl__sync_thread *t, const void *obj, enter_mode mode, const char *fn,
+                       const void *where) {
+    uint64_t me = self_id(t);
+    rl__stripe *s = stripe_for(obj);
+
+    /* Held outside the cache: a recursive entry, counted in the monitor. */
     pthread_mutex_lock(&s->mu);
     rl__monitor *m = monitor_find(s, obj);
-    if (m && atomic_load_explicit(&m->owner, memory_order_relaxed) == me) {
+    if (m && held_by(m, me)) {
         m->recursion++;
         pthread_mutex_unlock(&s->mu);
         return true;
     }
-    if (!m) {
-        m = calloc(1, sizeof *m);
-        if (!m) {
-            pthread_mutex_unlock(&s->mu);
-            return rl__fail(kRLErrorNoMemory, fn, "out of memory for the monitor of %p", obj);
-        }
-        m->obj = obj;
-        pthread_mutex_init(&m->mutex, NULL);
-        m->next = s->head;
-        s->head = m;
-    }
-    if (mode == ENTER_TRY) {
-        /* Trying under the stripe lock cannot deadlock (trylock never waits)
-         * and saves registering as a user only to back out. */
-        if (pthread_mutex_trylock(&m->mutex) != 0) {
-            m->users++;
-            monitor_unuse(s, m); /* frees a monitor created just now */
-            pthread_mutex_unlock(&s->mu);
-            return false;
-        }
-        m->users++;
-        atomic_store_explicit(&m->owner, me, memory_order_relaxed);
-        m->recursion = 1;
-        pthread_mutex_unlock(&s->mu);
-        if (RL__UNLIKELY(rl__lockdep_enabled()))
-            rl__lockdep_acquired_kind(RL__LOCKDEP_SYNC, obj, NULL, where);
-        return true;
-    }
-    m->users++; /* keeps m alive while we wait without the stripe lock */
     pthread_mutex_unlock(&s->mu);
 
-    bool debug = RL__UNLIKELY(rl__lockdep_enabled());
-    if (debug)
-        rl__lockdep_will_acquire_kind(RL__LOCKDEP_SYNC, obj, NULL, where);
-    pthread_mutex_lock(&m->mutex);
-    atomic_store_explicit(&m->owner, me, memory_order_relaxed);
-    m->recursion = 1;
-    if (debug)
-        rl__lockdep_acquired_kind(RL__LOCKDEP_SYNC, obj, NULL, where);
-    return true;
+    /* Make room first: dropping a victim's reference takes its stripe's
+     * lock, which must not nest inside ours. */
+    rl__sync_entry *slot = cache_free_slot(t);
+
+    pthread_mutex_lock(&s->mu);
+    m = monitor_get(s, obj);
+    if (!m) {
+        pthread_mutex_unlock(&s->mu);
+        return rl__fail(kRLErrorNoMemory, fn, "out of memory for the monitor of %p", obj);
+    }
+    m->users++; /* the cache's reference, or ours while we hold or wait */
+    pthread_mutex_unlock(&s->mu);
+
+    if (slot) {
+        slot->obj = obj;
+        slot->m = m;
+        cache_arm(t);
+        return monitor_acquire(m, me, mode, fn, where);
+    }
+    if (monitor_acquire(m, me, mode, fn, where))
+        return true;
+    monitor_release_ref(m); /* a failed try: we neither hold nor wait */
+    return false;
+}
+
+static inline bool enter(const void *obj, enter_mode mode, const char *fn, const void *where) {
+    if (RL__UNLIKELY(obj == NULL))
+        return rl__fail(kRLErrorInvalidArgument, fn, "NULL object");
+    rl__sync_thread *t = &t_sync;
+    rl__sync_entry *e = cache_find(t, obj);
+    if (RL__UNLIKELY(e == NULL))
+        return enter_slow(t, obj, mode, fn, where);
+    rl__monitor *m = e->m;
+    if (held_by(m, t->id)) {
+        m->recursion++;
+        return true;
+    }
+    return monitor_acquire(m, t->id, mode, fn, where);
 }
 
 bool RLSyncEnter(const void *obj) {
@@ -140,28 +295,36 @@ bool RLSyncTryEnter(const void *obj) {
     return enter(obj, ENTER_TRY, "RLSyncTryEnter", __builtin_return_address(0));
 }
 
-bool RLSyncExit(const void *obj) {
-    if (RL__UNLIKELY(obj == NULL))
-        return rl__fail(kRLErrorInvalidArgument, "RLSyncExit", "NULL object");
-    rl__stripe *s = stripe_for(obj);
-    uintptr_t me = self_id();
+static bool not_held(const void *obj, uint64_t owner) {
+    if (owner == 0)
+        return rl__fail(kRLErrorNotLocked, "RLSyncExit", "%p is not entered by any thread", obj);
+    return rl__fail(kRLErrorNotOwner, "RLSyncExit", "%p is held by another thread, not the calling one",
+                    obj);
+}
 
+/* The caller holds m once (recursion reached 0): release it. */
+static void monitor_release(rl__monitor *m) {
+    atomic_store_explicit(&m->owner, 0, memory_order_relaxed);
+    rl__mutex_unlock(&m->mutex);
+    if (RL__UNLIKELY(rl__lockdep_enabled()))
+        rl__lockdep_released_kind(RL__LOCKDEP_SYNC, m->obj);
+}
+
+static bool exit_slow(rl__sync_thread *t, const void *obj) {
+    rl__stripe *s = stripe_for(obj);
     pthread_mutex_lock(&s->mu);
     rl__monitor *m = monitor_find(s, obj);
-    uintptr_t owner = m ? atomic_load_explicit(&m->owner, memory_order_relaxed) : 0;
-    if (owner != me) {
+    uint64_t owner = m ? atomic_load_explicit(&m->owner, memory_order_relaxed) : 0;
+    if (owner == 0 || owner != t->id) {
         pthread_mutex_unlock(&s->mu);
-        if (owner == 0)
-            return rl__fail(kRLErrorNotLocked, "RLSyncExit", "%p is not entered by any thread", obj);
-        return rl__fail(kRLErrorNotOwner, "RLSyncExit",
-                        "%p is held by another thread, not the calling one", obj);
+        return not_held(obj, owner);
     }
     if (--m->recursion > 0) {
         pthread_mutex_unlock(&s->mu);
         return true;
     }
     atomic_store_explicit(&m->owner, 0, memory_order_relaxed);
-    pthread_mutex_unlock(&m->mutex);
+    rl__mutex_unlock(&m->mutex);
     monitor_unuse(s, m);
     pthread_mutex_unlock(&s->mu);
     if (RL__UNLIKELY(rl__lockdep_enabled()))
@@ -169,13 +332,33 @@ bool RLSyncExit(const void *obj) {
     return true;
 }
 
+bool RLSyncExit(const void *obj) {
+    if (RL__UNLIKELY(obj == NULL))
+        return rl__fail(kRLErrorInvalidArgument, "RLSyncExit", "NULL object");
+    rl__sync_thread *t = &t_sync;
+    rl__sync_entry *e = cache_find(t, obj);
+    if (RL__UNLIKELY(e == NULL))
+        return exit_slow(t, obj);
+    rl__monitor *m = e->m;
+    uint64_t owner = atomic_load_explicit(&m->owner, memory_order_relaxed);
+    if (RL__UNLIKELY(owner == 0 || owner != t->id))
+        return not_held(obj, owner);
+    if (--m->recursion == 0)
+        monitor_release(m);
+    return true;
+}
+
 bool RLSyncIsHeldByCurrentThread(const void *obj) {
     if (!obj)
         return false;
+    rl__sync_thread *t = &t_sync;
+    rl__sync_entry *e = cache_find(t, obj);
+    if (e)
+        return held_by(e->m, t->id);
     rl__stripe *s = stripe_for(obj);
     pthread_mutex_lock(&s->mu);
     rl__monitor *m = monitor_find(s, obj);
-    bool held = m && atomic_load_explicit(&m->owner, memory_order_relaxed) == self_id();
+    bool held = m && held_by(m, t->id);
     pthread_mutex_unlock(&s->mu);
     return held;
 }

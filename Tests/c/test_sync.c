@@ -44,6 +44,7 @@ static void test_misuse(void **state) {
 typedef struct probe {
     const void *obj;
     bool try_result;
+    RLErrorCode try_error;
     bool exit_result;
     RLErrorCode exit_error;
     bool held;
@@ -55,6 +56,7 @@ static void *probe_thread(void *arg) {
     p->exit_result = RLSyncExit(p->obj);
     p->exit_error = RLErrorGetLast().code;
     p->try_result = RLSyncTryEnter(p->obj);
+    p->try_error = RLErrorGetLast().code;
     if (p->try_result)
         RLSyncExit(p->obj);
     return NULL;
@@ -74,6 +76,7 @@ static void test_exit_by_other_thread_is_refused(void **state) {
     assert_false(p.exit_result);
     assert_int_equal(p.exit_error, kRLErrorNotOwner);
     assert_false(p.try_result); /* busy */
+    assert_int_equal(p.try_error, kRLErrorBusy);
     /* Still ours, still usable. */
     assert_true(RLSyncIsHeldByCurrentThread(&g_obj_a));
     assert_true(RLSyncExit(&g_obj_a));
@@ -82,6 +85,54 @@ static void test_exit_by_other_thread_is_refused(void **state) {
     run_probe(&q);
     assert_int_equal(q.exit_error, kRLErrorNotLocked);
     assert_true(q.try_result); /* free now */
+}
+
+/* More objects held at once than the per-thread cache keeps: the rest are
+ * held outside it, recursion and misuse checks work the same for both, and
+ * exits may come in any order. */
+static void test_more_held_than_cached(void **state) {
+    enum { N = 20 };
+    static char objs[N];
+    for (int i = 0; i < N; i++)
+        assert_true(RLSyncEnter(&objs[i]));
+    for (int i = 0; i < N; i++) {
+        assert_true(RLSyncIsHeldByCurrentThread(&objs[i]));
+        assert_true(RLSyncTryEnter(&objs[i])); /* recursive */
+    }
+    for (int i = 0; i < N; i += 3) {
+        probe p = {.obj = &objs[i]};
+        run_probe(&p);
+        assert_false(p.held);
+        assert_int_equal(p.exit_error, kRLErrorNotOwner);
+        assert_false(p.try_result);
+        assert_int_equal(p.try_error, kRLErrorBusy);
+    }
+    /* Out of order: odd ones fully, then the even ones. */
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 1; i < N; i += 2)
+            assert_true(RLSyncExit(&objs[i]));
+    for (int i = 1; i < N; i += 2) {
+        assert_false(RLSyncIsHeldByCurrentThread(&objs[i]));
+        assert_false(RLSyncExit(&objs[i]));
+        assert_rl_error(kRLErrorNotLocked);
+    }
+    /* Re-enter some freed ones while the even ones are still held. */
+    for (int i = 1; i < N; i += 4)
+        assert_true(RLSyncEnter(&objs[i]));
+    for (int i = 1; i < N; i += 4)
+        assert_true(RLSyncExit(&objs[i]));
+    for (int i = N - 2; i >= 0; i -= 2) {
+        assert_true(RLSyncExit(&objs[i]));
+        assert_true(RLSyncIsHeldByCurrentThread(&objs[i]));
+        assert_true(RLSyncExit(&objs[i]));
+    }
+    for (int i = 0; i < N; i++) {
+        assert_false(RLSyncIsHeldByCurrentThread(&objs[i]));
+        probe p = {.obj = &objs[i]};
+        run_probe(&p);
+        assert_true(p.try_result); /* free for everyone */
+        assert_int_equal(p.exit_error, kRLErrorNotLocked);
+    }
 }
 
 /* ---- RL_SYNCHRONIZED releases on every way out ---- */
@@ -248,6 +299,7 @@ int main(void) {
         cmocka_unit_test(test_enter_exit_recursive),
         cmocka_unit_test(test_misuse),
         cmocka_unit_test(test_exit_by_other_thread_is_refused),
+        cmocka_unit_test(test_more_held_than_cached),
         cmocka_unit_test(test_macro_releases_on_return),
         cmocka_unit_test(test_macro_releases_on_break_and_continue),
         cmocka_unit_test(test_macro_releases_on_goto_and_nesting),

@@ -43,7 +43,7 @@ static void will_exit(RLThreadRef thread, void *info) {
 
 static void say_hello(void *arg) {
     char name[64];
-    printf("  [%s] async job %d\n", example_thread_name(name, sizeof name), (int)(intptr_t)arg);
+    printf("  [%s] job %d\n", example_thread_name(name, sizeof name), (int)(intptr_t)arg);
 }
 
 typedef struct SumRequest {

@@ -10,9 +10,13 @@
  * What a caller may rely on:
  *   - Any non-NULL address names a monitor; nothing needs creating or
  *     destroying. Monitors live in a striped hash table, are made on the
- *     first RLSyncEnter and freed when no thread holds or waits for them,
- *     so the cost is proportional to the monitors in use, not to the objects
- *     ever synchronized on.
+ *     first RLSyncEnter and freed when no thread holds, waits for or caches
+ *     them, so the memory is proportional to the monitors in use (plus at
+ *     most 8 recently used ones per thread), not to the objects ever
+ *     synchronized on.
+ *   - Cheap when uncontended: each thread caches its 8 most recently
+ *     entered monitors, and entering or leaving a cached one costs about
+ *     one mutex lock/unlock, with no shared table lock and no allocation.
  *   - Recursive: the thread holding a monitor may enter it again; it must
  *     exit it as many times.
  *   - RLSyncExit by a thread that has not entered the object fails
@@ -35,7 +39,8 @@ RL_EXTERN_C_BEGIN
 RL_EXPORT bool RLSyncEnter(const void *RL_NULLABLE obj);
 
 /* Takes obj's monitor only if no other thread holds it (or this thread
- * already does). False if busy (no error recorded) or on error. */
+ * already does). False if another thread holds it (kRLErrorBusy), for NULL
+ * (kRLErrorInvalidArgument) or kRLErrorNoMemory. */
 RL_EXPORT bool RLSyncTryEnter(const void *RL_NULLABLE obj);
 
 /* Leaves obj's monitor once. False, with nothing changed, if the calling

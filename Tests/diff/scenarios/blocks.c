@@ -11,7 +11,11 @@ static void other_thread(void *arg) {
     if (!sem_wait_s(&asleep)) return;
     wait_until_waiting(loop);
     trace("other thread queues 3 blocks without waking");
-    for (int i = 1; i <= 3; i++) CFRunLoopPerformBlock(loop, kCFRunLoopDefaultMode, ^{ trace("remote block %d", i); });
+    for (int i = 1; i <= 3; i++)
+        CFRunLoopPerformBlock(loop, kCFRunLoopDefaultMode, ^{
+            trace("remote block %d", i);
+            if (i == 3) CFRunLoopStop(CFRunLoopGetCurrent());
+        });
     sleep_s(0.1);
     trace("still waiting: %d", CFRunLoopIsWaiting(loop));
     trace("other thread wakes the loop");
@@ -66,7 +70,7 @@ void scenario(void) {
     CFRunLoopAddObserver(loop, obs, kCFRunLoopDefaultMode);
     pthread_t t = spawn(other_thread, NULL);
     CFRunLoopPerformBlock(loop, kCFRunLoopDefaultMode, ^{ trace("local block"); });
-    run_mode("run (returnAfterSourceHandled)", kCFRunLoopDefaultMode, 0.5, true);
+    run_mode("run (returnAfterSourceHandled)", kCFRunLoopDefaultMode, 10, true);
     join(t);
     CFRelease(hook);
     CFRunLoopObserverInvalidate(obs);

@@ -78,7 +78,7 @@ void scenario(void) {
     CFRunLoopTimerRef tm = CFRunLoopTimerCreate(NULL, CFAbsoluteTimeGetCurrent() + 0.01, 0, 0, 0, busy_timer, NULL);
     CFRunLoopAddTimer(loop, tm, kCFRunLoopDefaultMode);
     t = spawn(waker, NULL);
-    run_mode("run", kCFRunLoopDefaultMode, 0.3, false);
+    run_mode("run", kCFRunLoopDefaultMode, 1, false);
     join(t);
     CFRelease(tm);
     CFRunLoopSourceInvalidate(keep);

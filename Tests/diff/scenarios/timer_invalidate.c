@@ -55,15 +55,15 @@ void scenario(void) {
     CFRelease(k);
     CFRelease(victim);
 
-    trace("-- from another thread while the loop sleeps on it (1 s timeout)");
-    victim = CFRunLoopTimerCreate(NULL, CFAbsoluteTimeGetCurrent() + 0.5, 0, 0, 0, victim_fired, NULL);
+    trace("-- from another thread while the loop sleeps on it");
+    victim = CFRunLoopTimerCreate(NULL, CFAbsoluteTimeGetCurrent() + 5, 0, 0, 0, victim_fired, NULL);
     CFRunLoopAddTimer(loop, victim, kCFRunLoopDefaultMode);
     CFRunLoopObserverRef obs = trace_observer("obs", kCFRunLoopBeforeWaiting | kCFRunLoopAfterWaiting | kCFRunLoopExit, 0);
     CFRunLoopAddObserver(loop, obs, kCFRunLoopDefaultMode);
     CFRunLoopObserverRef hook = CFRunLoopObserverCreate(NULL, kCFRunLoopBeforeWaiting, false, 100, on_before_waiting, NULL);
     CFRunLoopAddObserver(loop, hook, kCFRunLoopDefaultMode);
     pthread_t th = spawn(other_thread, NULL);
-    run_mode("run", kCFRunLoopDefaultMode, 1, false);
+    run_mode("run", kCFRunLoopDefaultMode, 10, false);
     join(th);
     CFRelease(victim);
     CFRelease(hook);

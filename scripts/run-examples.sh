@@ -1,0 +1,215 @@
+#!/usr/bin/env bash
+# Runs the C examples (examples/c) built by `make examples`.
+#
+#   scripts/run-examples.sh [NAME...]         check mode (make check-examples):
+#       each example runs fast (RL_EXAMPLE_FAST=1) and its output is checked
+#       for the lines it must print; ends with "N passed, N failed".
+#   scripts/run-examples.sh --demo [NAME...]  the tour (make demo): each
+#       example at a readable pace (RL_EXAMPLE_TOUR=1) under a heading.
+#
+# BUILD (environment) is the build directory; binaries are $BUILD/examples/NAME.
+# Checks look only at what the programs print, never at how long they took;
+# the timeout exists only so that a hang fails instead of blocking.
+set -u
+
+BUILD=${BUILD:-build/clang}
+BIN=$BUILD/examples
+TIMEOUT=${EXAMPLE_TIMEOUT:-120}
+
+ALL_EXAMPLES=(countdown interleave producer_consumer progress_bar delegate_thread listing_2_3
+              worker_start_stop sync_tour cf_listings)
+
+declare -A TITLES=(
+  [countdown]="a repeating run-loop timer counting 10 -> 1 (0.2 s ticks in this tour; 1 s when run alone)"
+  [interleave]="two threads printing at once: no sleep, sleep, @synchronized"
+  [producer_consumer]="ThreadSafeQueue over a condition lock: producers and consumers"
+  [progress_bar]="a worker posts progress to the main run loop, which draws the bar"
+  [delegate_thread]="a background job reports to its delegate on the delegate's own thread"
+  [listing_2_3]="Listing 2-3: a long job checking an exit flag set by an input source"
+  [worker_start_stop]="a worker thread: start returns when ready, stop returns when gone"
+  [sync_tour]="atomics, locks, conditions, read-write and distributed locks, lock-order detector"
+  [cf_listings]="the Run Loops chapter's CF listings, through cf_compat.h"
+)
+
+demo=0
+if [ "${1:-}" = "--demo" ]; then demo=1; shift; fi
+if [ $# -gt 0 ]; then names=("$@"); else names=("${ALL_EXAMPLES[@]}"); fi
+
+# ---- the tour ----
+if [ $demo = 1 ]; then
+  status=0
+  for name in "${names[@]}"; do
+    echo
+    echo "==== $name — ${TITLES[$name]:-} ===="
+    if ! RL_EXAMPLE_TOUR=1 timeout "$TIMEOUT" "$BIN/$name"; then
+      echo "($name exited with an error)"
+      status=1
+    fi
+  done
+  exit $status
+fi
+
+# ---- checks ----
+OUT=""        # the output file of the example being checked
+problems=()   # what went wrong with it
+
+fail() { problems+=("$*"); }
+
+# has_line TEXT: some line is exactly TEXT.
+has_line() { grep -Fxq -- "$1" "$OUT" || fail "missing line: $1"; }
+# has TEXT: some line contains TEXT.
+has() { grep -Fq -- "$1" "$OUT" || fail "missing text: $1"; }
+# count_lines REGEX N: exactly N lines match the extended REGEX.
+count_lines() {
+  local n
+  n=$(grep -Ec -- "$1" "$OUT")
+  [ "$n" -eq "$2" ] || fail "expected $2 lines matching /$1/, found $n"
+}
+# section FROM TO: the lines strictly between the first line starting with
+# FROM and the next line starting with TO.
+section() {
+  awk -v from="$1" -v to="$2" 'index($0, from) == 1 { on = 1; next } on && index($0, to) == 1 { exit } on' "$OUT"
+}
+
+check_countdown() {
+  has_line "timer scheduled; running the main run loop"
+  # 10 ticks, counting down, and the "scheduled" line came before the first.
+  [ "$(grep -E '^  [0-9]+$' "$OUT" | tr -d ' ' | tr '\n' ' ')" = "10 9 8 7 6 5 4 3 2 1 " ] ||
+    fail "ticks were not 10 9 8 ... 1"
+  [ "$(grep -n -m1 'timer scheduled' "$OUT" | cut -d: -f1)" -lt "$(grep -n -m1 -E '^  10$' "$OUT" | cut -d: -f1)" ] ||
+    fail "scheduling the timer did not return before the first tick"
+  has_line "timer invalidated after 10 ticks"
+  has_line "run loop returned: finished (no timer or source left in the default mode)"
+  has_line "countdown: done"
+}
+
+check_interleave() {
+  local round
+  for round in 1 2 3; do
+    has "--- round $round:"
+  done
+  has_line "--- end ---"
+  # Each round: five whole main-thread lines (one printf each).
+  for round in 1 2 3; do
+    local n
+    n=$(section "--- round $round:" "---" | grep -Ec 'Main thread x = [0-4]$')
+    [ "$n" -eq 5 ] || fail "round $round: expected 5 'Main thread x = N' lines, found $n"
+  done
+  # Round 3 (synchronized): only whole lines, five of each kind.
+  local sync
+  sync=$(section "--- round 3:" "--- end ---")
+  [ "$(printf '%s\n' "$sync" | grep -Evc '^(Main thread x = [0-4]|\[My\])$')" -eq 0 ] ||
+    fail "round 3 has a broken line: $(printf '%s\n' "$sync" | grep -Ev '^(Main thread x = [0-4]|\[My\])$' | head -1)"
+  [ "$(printf '%s\n' "$sync" | grep -Fxc '[My]')" -eq 5 ] || fail "round 3: expected 5 '[My]' lines"
+  # Rounds 1 and 2 print the same characters, in some order: 5 of each.
+  for round in 1 2; do
+    local chars
+    chars=$(section "--- round $round:" "---" | sed 's/Main thread x = [0-4]//g' | tr -d '\n')
+    [ "$(printf '%s' "$chars" | tr -cd 'M' | wc -c)" -eq 5 ] && [ "$(printf '%s' "$chars" | tr -cd '[' | wc -c)" -eq 5 ] ||
+      fail "round $round: the second thread's characters are incomplete"
+  done
+}
+
+check_producer_consumer() {
+  # Part 1: one consumer, so it gets 0..4 in order.
+  [ "$(grep -E '^dequeue -[0-9]+$' "$OUT" | tr '\n' ' ')" = "dequeue -0 dequeue -1 dequeue -2 dequeue -3 dequeue -4 " ] ||
+    fail "part 1: dequeued values were not 0..4 in order"
+  count_lines '^enqueue \+[0-4]$' 5
+  has_line "produced 6000 items, sum 18003000"
+  has_line "consumed 6000 items, sum 18003000"
+  has_line "every consumer saw each producer's items in order: yes"
+  has_line "totals match: yes"
+  count_lines '^consumer [0-9] \((dequeue|tryDequeue)\): [0-9]+ items' 3
+}
+
+check_progress_bar() {
+  # Not a terminal here: one line per step, plus the empty bar first.
+  count_lines '^  \[[#.]{40}\] +[0-9]+\.[0-9]% \(progress [0-9.]+\)$' 41
+  has "[########################################] 100.0% (progress 1.000)"
+  has_line "worker finished; stopping the main run loop"
+  has_line "done: 40 updates, all on the main thread: yes"
+  # The steps arrived in order (FIFO perform requests).
+  grep -Eo 'progress [0-9.]+' "$OUT" | sort -c -t' ' -k2,2n 2>/dev/null || fail "progress went backwards"
+}
+
+check_delegate_thread() {
+  has_line "  [main] parseDidComplete: 72 words; most frequent: \"a\" x6, \"the\" x6, \"run\" x4"
+  has_line "  [main] delivered on the thread that started the job: yes"
+  has_line "  [ui-2] parseDidComplete: 72 words; most frequent: \"a\" x6, \"the\" x6, \"run\" x4"
+  has_line "  [ui-2] delivered on the thread that started the job: yes"
+  count_lines '^  \[parser\] parsing in the background$' 2
+  has_line "delegate_thread: both results came back to the thread that asked"
+}
+
+check_listing_2_3() {
+  has_line "  [main] the worker has done 5 chunks; signalling its input source"
+  has_line "  [worker] input source fired: setting ThreadShouldExitNow in the thread dictionary"
+  has "  [worker] exit flag seen after chunk "
+  has_line "  [worker] input source cancelled (removed from the run loop)"
+  has_line "listing_2_3: the job stopped early on request"
+}
+
+check_worker_start_stop() {
+  count_lines '^  \[main\] start returned; worker running: yes, its thread executing: yes$' 2
+  count_lines '^  \[worker\] job [123]$' 6
+  count_lines '^  \[main\] sync job returned 5050; it ran on the worker: yes$' 2
+  has "it woke up 0 times (no polling)"
+  count_lines '^  \[worker\] will-exit handler' 2
+  count_lines '^  \[main\] stop returned; the will-exit handler had run: yes; the thread is finished: yes; worker running: no$' 2
+  # The handler's line comes before "stop returned" in each round.
+  [ "$(grep -E '^  \[(worker\] will-exit|main\] stop returned)' "$OUT" | cut -c1-10 | tr '\n' ' ')" = \
+    "  [worker]   [main] s   [worker]   [main] s " ] || fail "a will-exit handler ran after stop returned"
+  has_line "worker_start_stop: all promises kept"
+}
+
+check_sync_tour() {
+  has_line "  TestAndSet(0) on 0    -> 128"
+  has_line "  TestAndSet(7) on 0    -> 1"
+  has_line "  TestAndSet(15) on 0   -> 256"
+  has_line "  CompareAndSwap32(256, 512)  -> swapped, value 512"
+  has_line "  CompareAndSwap32(256, 1024) -> not swapped, value 512"
+  has_line "  [waiter] woke with ready_to_go = true; doing the work"
+  has_line "  inversions reported: 1"
+  has "  detector: possible deadlock: this thread holds B and takes A"
+  count_lines '^  \[FAILED\]' 0
+  count_lines '^  \[ok\]' 19
+  has_line "sync_tour: OK"
+}
+
+check_cf_listings() {
+  [ "$(tail -1 "$OUT")" = "cf_listings: OK" ] || fail "last line is not 'cf_listings: OK'"
+}
+
+passed=0
+failed=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+for name in "${names[@]}"; do
+  OUT=$tmp/$name.out
+  problems=()
+  if [ ! -x "$BIN/$name" ]; then
+    fail "not built: $BIN/$name"
+  else
+    RL_EXAMPLE_FAST=1 timeout "$TIMEOUT" "$BIN/$name" >"$OUT" 2>&1 </dev/null
+    rc=$?
+    if [ $rc -eq 124 ]; then fail "timed out after ${TIMEOUT} s"
+    elif [ $rc -ne 0 ]; then fail "exit status $rc"; fi
+    if declare -F "check_$name" >/dev/null; then "check_$name"; fi
+  fi
+  if [ ${#problems[@]} -eq 0 ]; then
+    echo "PASS $name"
+    passed=$((passed + 1))
+  else
+    echo "FAIL $name"
+    printf '     %s\n' "${problems[@]}"
+    if [ -f "$OUT" ]; then
+      echo "     --- output ---"
+      sed 's/^/     | /' "$OUT" | head -80
+    fi
+    failed=$((failed + 1))
+  fi
+done
+
+echo "$passed passed, $failed failed"
+[ $failed -eq 0 ]
