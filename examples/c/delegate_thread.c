@@ -131,7 +131,6 @@ static void parse_job_start(ParseJob *job) {
 /* ---- the delegate ---- */
 
 typedef struct Controller {
-    const char *name;
     RLThreadRef home;        /* the controller's thread */
     bool delivered;
     bool onHomeThread;
@@ -155,7 +154,8 @@ static void controller_parse_did_complete(const ParseResult *result, void *info)
  * this thread's run loop until the result has been delivered. */
 static bool run_job_from_current_thread(RLTimeInterval workTime) {
     char name[64];
-    Controller controller = {.name = example_thread_name(name, sizeof name), .home = RLThreadGetCurrent()};
+    example_thread_name(name, sizeof name);
+    Controller controller = {.home = RLThreadGetCurrent()};
 
     /* Perform requests need the loop to run in a mode with at least one
      * source: a never-signalled source keeps the default mode waiting. */
