@@ -67,14 +67,20 @@ if [ "$DIFF_ONLY" != cf ]; then
 fi
 
 common=(-std=gnu11 -fblocks -O1 -g -Wall -Wno-unused-parameter -Wno-unused-function -ITests/diff/support -D_GNU_SOURCE)
+# The shared support file is compiled once per side.
+support_cf=$BUILD/diff-bin/diff.cf.o; support_rl=$BUILD/diff-bin/diff.rl.o
+"$CLANG" "${common[@]}" -DDIFF_CF -I"$cf_include" -c -o "$support_cf" Tests/diff/support/diff.c || exit 2
 build_cf() { # src out
-  "$CLANG" "${common[@]}" -DDIFF_CF -I"$cf_include" -o "$2" "$1" Tests/diff/support/diff.c \
+  "$CLANG" "${common[@]}" -DDIFF_CF -I"$cf_include" -o "$2" "$1" "$support_cf" \
     -L"$swift_lib" -Wl,-rpath,"$swift_lib" -lFoundation -lBlocksRuntime -lpthread -lm
 }
 build_rl() { # src out
-  "$CLANG" "${common[@]}" "${san_flags[@]}" -Iinclude -o "$2" "$1" Tests/diff/support/diff.c \
+  "$CLANG" "${common[@]}" "${san_flags[@]}" -Iinclude -o "$2" "$1" "$support_rl" \
     "$BUILD/libcrunloop.a" -lbsd -lpthread -lm -L"$swift_lib" -Wl,-rpath,"$swift_lib" -lBlocksRuntime "${san_libs[@]}"
 }
+if [ "$DIFF_ONLY" != cf ]; then
+  "$CLANG" "${common[@]}" "${san_flags[@]}" -Iinclude -c -o "$support_rl" Tests/diff/support/diff.c || exit 2
+fi
 run_one() { # bin out
   timeout -k 5 "$RUN_TIMEOUT" "$1" >"$2" 2>&1
   local rc=$?

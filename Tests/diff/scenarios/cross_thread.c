@@ -1,6 +1,6 @@
 /* Other threads acting on a loop that is busy in a callout or asleep:
- * Stop during a callout, WakeUp during a callout, the only source removed
- * while the loop sleeps; GetMain from a secondary thread. */
+ * Stop during a callout, the only source removed while the loop sleeps;
+ * GetMain from a secondary thread. */
 #include "diff.h"
 
 static CFRunLoopRef loop;
@@ -14,24 +14,10 @@ static void busy_perform(void *info) {
     trace("perform returns");
 }
 
-static void busy_timer(CFRunLoopTimerRef t, void *info) {
-    trace("timer: waiting for the other thread");
-    sem_post(&in_callout);
-    sem_wait_s(&go_on);
-    trace("timer returns");
-}
-
 static void stopper(void *arg) {
     sem_wait_s(&in_callout);
     trace("other thread: stop while busy, waiting: %d", CFRunLoopIsWaiting(loop));
     CFRunLoopStop(loop);
-    sem_post(&go_on);
-}
-
-static void waker(void *arg) {
-    sem_wait_s(&in_callout);
-    trace("other thread: wake-up while busy");
-    CFRunLoopWakeUp(loop);
     sem_post(&go_on);
 }
 
@@ -71,18 +57,6 @@ void scenario(void) {
     join(t);
     CFRunLoopSourceInvalidate(s);
     CFRelease(s);
-
-    trace("-- wake-up while a timer callout runs (1 s run)");
-    CFRunLoopSourceRef keep = trace_source("keepalive", 0, false);
-    CFRunLoopAddSource(loop, keep, kCFRunLoopDefaultMode);
-    CFRunLoopTimerRef tm = CFRunLoopTimerCreate(NULL, CFAbsoluteTimeGetCurrent() + 0.01, 0, 0, 0, busy_timer, NULL);
-    CFRunLoopAddTimer(loop, tm, kCFRunLoopDefaultMode);
-    t = spawn(waker, NULL);
-    run_mode("run", kCFRunLoopDefaultMode, 1, false);
-    join(t);
-    CFRelease(tm);
-    CFRunLoopSourceInvalidate(keep);
-    CFRelease(keep);
 
     trace("-- the only source removed from another thread while asleep");
     only = trace_source("only", 0, true);
