@@ -35,6 +35,12 @@ let package = Package(
             path: "Sources/SwiftThreads",
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),
+        .executableTarget(
+            name: "swiftthreads-demo",
+            dependencies: ["SwiftThreads"],
+            path: "examples/swift",
+            swiftSettings: [.swiftLanguageMode(.v6)]
+        ),
         .testTarget(
             name: "SwiftThreadsTests",
             dependencies: ["SwiftThreads"],

@@ -6,10 +6,21 @@
  *     pointer: acquire and release touch only this stack, no global lock;
  *   - for the process, a directed graph with one node per lock seen while
  *     another was held and an edge A -> B for "B taken while A held",
- *     remembering where each end was taken. The graph is kept acyclic: an
- *     edge that would close a cycle is the inversion being reported, and is
- *     not added, so every search terminates and the next inversion on the
- *     same pair needs no special casing.
+ *     remembering where each end was taken and whether each end was a read
+ *     (shared) hold. A cycle is a deadlock only if no lock on it is both
+ *     entered and held shared by its neighbours: two readers do not block
+ *     each other, so a read-read junction breaks the cycle (Linux lockdep's
+ *     "strong path" rule for recursive readers) — unless that lock has ever
+ *     been taken for writing: RLReadWriteLock lets a waiting writer block
+ *     new readers, so with writers queued on every lock of a reader-only
+ *     cycle the readers deadlock behind them. The search walks
+ *     (lock, entered-shared) states; an edge that would close a strong cycle
+ *     is the inversion being reported, and is not added, so the next
+ *     inversion on the same pair needs no special casing. Weak cycles
+ *     (reader-reader only) may exist; the search marks visited states, so
+ *     it terminates anyway.
+ *   - per thread, the explicit call site (file, line) that
+ *     RLLockDebugSetCallSite left for the next acquisition.
  * One plain pthread mutex (g_mu, never instrumented) guards the graph, the
  * set of reported pairs, the handler and the list of thread stacks. It is
  * held only for table work, never while a report is printed or the handler
@@ -37,10 +48,19 @@ enum {
 
 /* ---- per-thread held stacks ---- */
 
+/* Where a lock was taken: the return address into the caller, and the
+ * explicit source position when the caller named one. */
+typedef struct rl__site {
+    const void *addr;
+    const char *file; /* static storage, or NULL */
+    int line;
+} rl__site;
+
 typedef struct rl__held {
     rl__lockdep_kind kind;
+    bool shared; /* held as a reader */
     const void *lock;
-    const void *where;
+    rl__site where;
     char name[RL__NAME_MAX];
 } rl__held;
 
@@ -57,6 +77,7 @@ static rl__held_stack *g_stacks;
  * it was switched off (whose releases were never seen) are discarded. */
 static _Atomic unsigned g_epoch = 1;
 static __thread rl__held_stack *t_stack;
+static __thread rl__site t_callsite; /* addr unused: file and line only */
 static pthread_key_t g_stack_key;
 static pthread_once_t g_stack_key_once = PTHREAD_ONCE_INIT;
 
@@ -130,22 +151,27 @@ typedef struct rl__node rl__node;
 
 typedef struct rl__edge {
     rl__node *to;
-    const void *from_where; /* where the `from` lock had been taken */
-    const void *to_where;   /* where `to` was then taken */
+    bool from_shared;   /* the `from` lock was held as a reader */
+    bool to_shared;     /* `to` was taken as a reader */
+    rl__site from_where; /* where the `from` lock had been taken */
+    rl__site to_where;   /* where `to` was then taken */
 } rl__edge;
 
 struct rl__node {
     rl__node *hnext;
     rl__lockdep_kind kind;
+    bool written; /* taken exclusively through a shared-capable lock */
     const void *lock;
     char name[RL__NAME_MAX];
     rl__edge *out;
     size_t nout, capout;
     rl__node **in; /* predecessors, so forgetting a lock is proportional to its edges */
     size_t nin, capin;
-    unsigned long seen; /* search generation */
-    rl__node *prev;     /* search: the node we came from ... */
-    rl__edge *via;      /* ... over this edge */
+    /* Search state, per "entered shared" flag (0 or 1): */
+    unsigned long seen[2];   /* generation */
+    rl__node *prev[2];       /* the node we came from ... */
+    unsigned char pstate[2]; /* ... in this state ... */
+    rl__edge *via[2];        /* ... over this edge (NULL: the start) */
 };
 
 typedef struct rl__pair {
@@ -229,9 +255,10 @@ static rl__node *node_get(rl__lockdep_kind kind, const void *lock, const char *n
     return n;
 }
 
-static rl__edge *edge_find(rl__node *from, const rl__node *to) {
+static rl__edge *edge_find(rl__node *from, const rl__node *to, bool from_shared, bool to_shared) {
     for (size_t i = 0; i < from->nout; i++)
-        if (from->out[i].to == to)
+        if (from->out[i].to == to && from->out[i].from_shared == from_shared &&
+            from->out[i].to_shared == to_shared)
             return &from->out[i];
     return NULL;
 }
@@ -248,42 +275,59 @@ static bool grow(void **array, size_t *cap, size_t need, size_t elem) {
     return true;
 }
 
-static void edge_add(rl__node *from, rl__node *to, const void *from_where, const void *to_where) {
+static void edge_add(rl__node *from, rl__node *to, bool from_shared, bool to_shared, rl__site from_where,
+                     rl__site to_where) {
     if (!grow((void **)&from->out, &from->capout, from->nout + 1, sizeof *from->out) ||
         !grow((void **)&to->in, &to->capin, to->nin + 1, sizeof *to->in))
         return; /* out of memory: the edge is not learned, nothing breaks */
-    from->out[from->nout++] = (rl__edge){to, from_where, to_where};
+    from->out[from->nout++] = (rl__edge){to, from_shared, to_shared, from_where, to_where};
     to->in[to->nin++] = from;
 }
 
-/* Breadth-first search from `from` for `to`, so a report shows the shortest
- * earlier chain. On success the path is readable through to->prev/via. */
-static bool path_exists(rl__node *from, rl__node *to) {
+typedef struct rl__visit {
+    rl__node *n;
+    unsigned char state; /* 1: entered as a reader */
+} rl__visit;
+
+/* Breadth-first search for a strong path from `from` (about to be taken,
+ * shared if from_shared) to `to` (held, shared if to_shared): one on which
+ * no lock is entered by one edge and held by the next both as a reader,
+ * and which does not reach `to` as a reader when `to` is read-held.
+ * Breadth-first, so a report shows the shortest earlier chain. Returns the
+ * state in which `to` was reached (0 or 1), or -1; the path is then
+ * readable backwards through prev/pstate/via. */
+static int path_exists(rl__node *from, bool from_shared, rl__node *to, bool to_shared) {
     size_t count = atomic_load_explicit(&g_nnodes, memory_order_relaxed);
-    rl__node **queue = malloc(count * sizeof *queue);
+    rl__visit *queue = malloc(2 * count * sizeof *queue);
     if (!queue)
-        return false;
+        return -1;
     unsigned long gen = ++g_generation;
     size_t head = 0, tail = 0;
-    from->seen = gen;
-    from->prev = NULL;
-    from->via = NULL;
-    queue[tail++] = from;
-    bool found = false;
-    while (head < tail && !found) {
-        rl__node *n = queue[head++];
-        for (size_t i = 0; i < n->nout; i++) {
-            rl__node *m = n->out[i].to;
-            if (m->seen == gen)
+    unsigned char s0 = from_shared;
+    from->seen[s0] = gen;
+    from->prev[s0] = NULL;
+    from->via[s0] = NULL;
+    queue[tail++] = (rl__visit){from, s0};
+    int found = -1;
+    while (head < tail && found < 0) {
+        rl__visit v = queue[head++];
+        for (size_t i = 0; i < v.n->nout; i++) {
+            rl__edge *e = &v.n->out[i];
+            if (v.state && e->from_shared && !v.n->written)
+                continue; /* reader after reader, no writer to queue between */
+            rl__node *m = e->to;
+            unsigned char st = e->to_shared;
+            if (m->seen[st] == gen)
                 continue;
-            m->seen = gen;
-            m->prev = n;
-            m->via = &n->out[i];
-            if (m == to) {
-                found = true;
+            m->seen[st] = gen;
+            m->prev[st] = v.n;
+            m->pstate[st] = v.state;
+            m->via[st] = e;
+            if (m == to && !(st && to_shared && !to->written)) {
+                found = st;
                 break;
             }
-            queue[tail++] = m;
+            queue[tail++] = (rl__visit){m, st};
         }
     }
     free(queue);
@@ -347,7 +391,7 @@ static void node_forget(rl__node *n) {
 
 typedef struct rl__step {
     char from[RL__NAME_MAX + 48], to[RL__NAME_MAX + 48];
-    const void *from_where, *to_where;
+    rl__site from_where, to_where;
 } rl__step;
 
 /* Everything a report needs, copied out of the graph under g_mu so that it
@@ -356,7 +400,7 @@ typedef struct rl__pending {
     struct rl__pending *next;
     const void *held_lock, *acq_lock;
     char held_name[RL__NAME_MAX + 48], acq_name[RL__NAME_MAX + 48];
-    const void *held_where, *acq_where;
+    rl__site held_where, acq_where;
     int path_length;
     int shown;
     rl__step steps[RL__PATH_SHOWN];
@@ -372,19 +416,27 @@ static const char *kind_word(rl__lockdep_kind kind) {
 }
 
 static void display_name(char *buf, size_t size, rl__lockdep_kind kind, const void *lock,
-                         const char *name) {
+                         const char *name, bool shared) {
     const char *word = kind_word(kind);
     const char *fmt = kind == RL__LOCKDEP_SYNC ? "%s(%p)" : "%s %p";
+    const char *mode = shared ? " for reading" : "";
     char plain[48];
     snprintf(plain, sizeof plain, fmt, word, lock);
     if (name && name[0])
-        snprintf(buf, size, "'%s' (%s)", name, plain);
+        snprintf(buf, size, "'%s' (%s)%s", name, plain, mode);
     else
-        snprintf(buf, size, "%s", plain);
+        snprintf(buf, size, "%s%s", plain, mode);
 }
 
-static void symbolize(char *buf, size_t size, const void *where) {
+/* "File.swift:42" when the caller named its call site, else the return
+ * address symbolized: "function+0x12 (libx.so)". */
+static void symbolize(char *buf, size_t size, rl__site site) {
     Dl_info info;
+    const void *where = site.addr;
+    if (site.file) {
+        snprintf(buf, size, "%s:%d", site.file, site.line);
+        return;
+    }
     if (!where) {
         snprintf(buf, size, "(unknown)");
         return;
@@ -463,15 +515,15 @@ static void deliver(const rl__pending *p) {
     RLLockDebugReport r = {
         .heldLock = p->held_lock,
         .heldLockName = p->held_name,
-        .heldLockWhere = p->held_where,
+        .heldLockWhere = p->held_where.addr,
         .heldLockWhereSymbol = held_sym,
         .acquiringLock = p->acq_lock,
         .acquiringLockName = p->acq_name,
-        .acquiringLockWhere = p->acq_where,
+        .acquiringLockWhere = p->acq_where.addr,
         .acquiringLockWhereSymbol = acq_sym,
-        .priorHeldWhere = p->steps[0].from_where,
+        .priorHeldWhere = p->steps[0].from_where.addr,
         .priorHeldWhereSymbol = prior_held_sym,
-        .priorAcquireWhere = p->steps[0].to_where,
+        .priorAcquireWhere = p->steps[0].to_where.addr,
         .priorAcquireWhereSymbol = prior_acq_sym,
         .pathLength = p->path_length,
         .description = t.s ? t.s : "RLLockDebug: possible deadlock: lock-order inversion\n",
@@ -498,42 +550,67 @@ static void deliver(const rl__pending *p) {
     free(t.s);
 }
 
+/* One step back along the path the search left: to the node (and state)
+ * the search came from. */
+static void path_back(rl__node **n, int *st) {
+    rl__node *cur = *n;
+    int s = *st;
+    *st = cur->pstate[s];
+    *n = cur->prev[s];
+}
+
 /* Fills a pending report for "holding A (entry h), taking B at where", with
- * the path B -> ... -> A that path_exists() left in the nodes. */
-static rl__pending *pending_make(const rl__held *h, rl__node *a, rl__node *b, const void *where) {
+ * the path B -> ... -> A that path_exists() left in the nodes, A reached in
+ * state `state`. */
+static rl__pending *pending_make(const rl__held *h, rl__node *a, int state, rl__node *b, bool shared,
+                                 rl__site where) {
     rl__pending *p = calloc(1, sizeof *p);
     if (!p)
         return NULL;
     p->held_lock = a->lock;
     p->acq_lock = b->lock;
-    display_name(p->held_name, sizeof p->held_name, a->kind, a->lock, h->name[0] ? h->name : a->name);
-    display_name(p->acq_name, sizeof p->acq_name, b->kind, b->lock, b->name);
+    display_name(p->held_name, sizeof p->held_name, a->kind, a->lock, h->name[0] ? h->name : a->name,
+                 h->shared);
+    display_name(p->acq_name, sizeof p->acq_name, b->kind, b->lock, b->name, shared);
     p->held_where = h->where;
     p->acq_where = where;
     /* The search stored the path backwards (A.prev ... B); count, then fill
-     * the first steps in forward order. */
+     * the first steps in forward order. Only the start has no `via`. */
     int len = 0;
-    for (rl__node *n = a; n != b; n = n->prev)
+    rl__node *n = a;
+    int st = state;
+    while (n->via[st]) {
+        path_back(&n, &st);
         len++;
+    }
     p->path_length = len;
     p->shown = len < RL__PATH_SHOWN ? len : RL__PATH_SHOWN;
     int idx = len - 1;
-    for (rl__node *n = a; n != b; n = n->prev, idx--) {
+    for (n = a, st = state; n->via[st]; idx--) {
+        const rl__edge *e = n->via[st];
+        rl__node *to = n;
+        path_back(&n, &st);
         if (idx >= RL__PATH_SHOWN)
             continue;
         rl__step *s = &p->steps[idx];
-        display_name(s->from, sizeof s->from, n->prev->kind, n->prev->lock, n->prev->name);
-        display_name(s->to, sizeof s->to, n->kind, n->lock, n->name);
-        s->from_where = n->via->from_where;
-        s->to_where = n->via->to_where;
+        display_name(s->from, sizeof s->from, n->kind, n->lock, n->name, e->from_shared);
+        display_name(s->to, sizeof s->to, to->kind, to->lock, to->name, e->to_shared);
+        s->from_where = e->from_where;
+        s->to_where = e->to_where;
     }
     return p;
 }
 
 /* ---- hooks ---- */
 
-void rl__lockdep_will_acquire_kind(rl__lockdep_kind kind, const void *lock, const char *name,
-                                   const void *where) {
+/* The site of the acquisition in progress: the return address, and the
+ * call site named by RLLockDebugSetCallSite, if any. */
+static rl__site site_now(const void *where) {
+    return (rl__site){where, t_callsite.file, t_callsite.line};
+}
+
+void rl__lockdep_will_acquire_mode(rl__lockdep_kind kind, const void *lock, const char *name,
+                                   const void *where, bool shared) {
     if (!rl__lockdep_enabled())
         return;
     rl__held_stack *s = held_stack();
@@ -544,6 +621,7 @@ void rl__lockdep_will_acquire_kind(rl__lockdep_kind kind, const void *lock, cons
      * orders nothing new (and would make A -> A). */
     if (n == 0 || held_find(s, kind, lock) >= 0)
         return;
+    rl__site site = site_now(where);
 
     rl__pending *reports = NULL, **tail = &reports;
     pthread_mutex_lock(&g_mu);
@@ -553,20 +631,21 @@ void rl__lockdep_will_acquire_kind(rl__lockdep_kind kind, const void *lock, cons
         if (held_find(s, h->kind, h->lock) != i)
             continue; /* a recursive re-entry of an earlier lock */
         rl__node *a = node_get(h->kind, h->lock, h->name);
-        if (!a || edge_find(a, b))
+        if (!a || edge_find(a, b, h->shared, shared))
             continue;
-        if (path_exists(b, a)) {
+        int state = path_exists(b, shared, a, h->shared);
+        if (state >= 0) {
             if (pair_reported(a, b))
                 continue;
             pair_remember(a, b);
-            rl__pending *p = pending_make(h, a, b, where);
+            rl__pending *p = pending_make(h, a, state, b, shared, site);
             if (p) {
                 *tail = p;
                 tail = &p->next;
             }
             continue;
         }
-        edge_add(a, b, h->where, where);
+        edge_add(a, b, h->shared, shared, h->where, site);
     }
     pthread_mutex_unlock(&g_mu);
 
@@ -578,21 +657,34 @@ void rl__lockdep_will_acquire_kind(rl__lockdep_kind kind, const void *lock, cons
     }
 }
 
-void rl__lockdep_acquired_kind(rl__lockdep_kind kind, const void *lock, const char *name,
-                               const void *where) {
+void rl__lockdep_acquired_mode(rl__lockdep_kind kind, const void *lock, const char *name,
+                               const void *where, bool shared) {
     if (!rl__lockdep_enabled())
         return;
+    rl__site site = site_now(where);
+    t_callsite = (rl__site){0};
     rl__held_stack *s = held_stack();
     if (!s)
         return;
     if (s->depth < RL__HELD_MAX) {
         rl__held *h = &s->e[s->depth];
         h->kind = kind;
+        h->shared = shared;
         h->lock = lock;
-        h->where = where;
+        h->where = site;
         copy_name(h->name, name);
     }
     s->depth++;
+}
+
+void rl__lockdep_will_acquire_kind(rl__lockdep_kind kind, const void *lock, const char *name,
+                                   const void *where) {
+    rl__lockdep_will_acquire_mode(kind, lock, name, where, false);
+}
+
+void rl__lockdep_acquired_kind(rl__lockdep_kind kind, const void *lock, const char *name,
+                               const void *where) {
+    rl__lockdep_acquired_mode(kind, lock, name, where, false);
 }
 
 void rl__lockdep_released_kind(rl__lockdep_kind kind, const void *lock) {
@@ -621,6 +713,29 @@ void rl__lockdep_acquired(const void *lock, const char *name, const void *where)
 
 void rl__lockdep_released(const void *lock) {
     rl__lockdep_released_kind(RL__LOCKDEP_LOCK, lock);
+}
+
+void rl__lockdep_will_acquire_shared(const void *lock, const char *name, const void *where) {
+    rl__lockdep_will_acquire_mode(RL__LOCKDEP_LOCK, lock, name, where, true);
+}
+
+void rl__lockdep_acquired_shared(const void *lock, const char *name, const void *where) {
+    rl__lockdep_acquired_mode(RL__LOCKDEP_LOCK, lock, name, where, true);
+}
+
+void rl__lockdep_write_acquired(const void *lock, const char *name, const void *where) {
+    if (!rl__lockdep_enabled())
+        return;
+    pthread_mutex_lock(&g_mu);
+    rl__node *n = node_get(RL__LOCKDEP_LOCK, lock, name);
+    if (n)
+        n->written = true;
+    pthread_mutex_unlock(&g_mu);
+    rl__lockdep_acquired_mode(RL__LOCKDEP_LOCK, lock, name, where, false);
+}
+
+void RLLockDebugRecordCallSite_(const char *file, int line) {
+    t_callsite = (rl__site){NULL, file, file ? line : 0};
 }
 
 void rl__lockdep_forget(const void *lock) {

@@ -24,4 +24,21 @@ RL__HIDDEN void rl__lockdep_acquired_kind(rl__lockdep_kind kind, const void *loc
                                           const char *name, const void *where);
 RL__HIDDEN void rl__lockdep_released_kind(rl__lockdep_kind kind, const void *lock);
 
+/* As the _kind hooks, saying whether the lock is taken shared (a read
+ * lock): two shared holds do not block each other, so an order cycle whose
+ * every junction between two threads is reader-reader is not reported. */
+RL__HIDDEN void rl__lockdep_will_acquire_mode(rl__lockdep_kind kind, const void *lock, const char *name,
+                                              const void *where, bool shared);
+RL__HIDDEN void rl__lockdep_acquired_mode(rl__lockdep_kind kind, const void *lock, const char *name,
+                                          const void *where, bool shared);
+
+/* The generic hooks of internal.h for a read (shared) acquisition of an RL
+ * lock object; release with rl__lockdep_released. */
+RL__HIDDEN void rl__lockdep_will_acquire_shared(const void *lock, const char *name, const void *where);
+RL__HIDDEN void rl__lockdep_acquired_shared(const void *lock, const char *name, const void *where);
+/* rl__lockdep_acquired for the exclusive (write) side of a lock that can
+ * also be shared: remembers that it has writers, whose queueing can block
+ * its readers. */
+RL__HIDDEN void rl__lockdep_write_acquired(const void *lock, const char *name, const void *where);
+
 #endif /* CRUNLOOP_RLLOCKDEBUGINTERNAL_H */

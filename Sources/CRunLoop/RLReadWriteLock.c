@@ -14,6 +14,7 @@
  * read or the write hold, lets a reader re-enter while a writer waits (it
  * would otherwise wait for a writer that waits for it), and lets an upgrade
  * attempt fail with kRLErrorWouldDeadlock instead of hanging. */
+#include "RLLockDebugInternal.h"
 #include "RLLockInternal.h"
 
 #include <limits.h>
@@ -216,7 +217,7 @@ static bool read_lock(RW lock, int mode, const struct timespec *deadline, const 
      * deadlock and only reports the hold. */
     bool debug = RL__UNLIKELY(rl__lockdep_enabled());
     if (debug && mode != 1)
-        rl__lockdep_will_acquire(lock, rl__lockname_get(&lock->name), where);
+        rl__lockdep_will_acquire_shared(lock, rl__lockname_get(&lock->name), where);
     uint64_t s = atomic_load_explicit(&lock->state, memory_order_relaxed);
     if (!read_try_enter(lock, &s)) {
         if (mode == 1)
@@ -226,7 +227,7 @@ static bool read_lock(RW lock, int mode, const struct timespec *deadline, const 
     }
     hold_add(lock);
     if (debug)
-        rl__lockdep_acquired(lock, rl__lockname_get(&lock->name), where);
+        rl__lockdep_acquired_shared(lock, rl__lockname_get(&lock->name), where);
     return true;
 }
 
@@ -308,7 +309,7 @@ static bool write_lock(RW lock, int mode, const struct timespec *deadline, const
     }
     atomic_store_explicit(&lock->writer, rl__self(), memory_order_relaxed);
     if (debug)
-        rl__lockdep_acquired(lock, rl__lockname_get(&lock->name), where);
+        rl__lockdep_write_acquired(lock, rl__lockname_get(&lock->name), where);
     return true;
 }
 

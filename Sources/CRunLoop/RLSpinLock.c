@@ -14,45 +14,86 @@ static bool check(const RLSpinLock *lock, const char *fn) {
 bool RLSpinLockInit(RLSpinLock *lock) {
     if (!check(lock, "RLSpinLockInit"))
         return false;
+    __atomic_store_n(&lock->_owner, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&lock->_state, 0, __ATOMIC_RELEASE);
     return true;
 }
 
+static bool held_by_self(const RLSpinLock *lock) {
+    return __atomic_load_n(&lock->_owner, __ATOMIC_RELAXED) == rl__spinlock_self();
+}
+
+static void set_owner(RLSpinLock *lock) {
+    __atomic_store_n(&lock->_owner, rl__spinlock_self(), __ATOMIC_RELAXED);
+}
+
+bool RLSpinLockTryFailed_(RLSpinLock *lock) {
+    return rl__fail(kRLErrorBusy, "RLSpinLockTry", "spin lock %p is held%s", (void *)lock,
+                    held_by_self(lock) ? " by the calling thread" : " by another thread");
+}
+
+static bool would_deadlock(RLSpinLock *lock) {
+    return rl__fail(kRLErrorWouldDeadlock, "RLSpinLockLock",
+                    "spin lock %p is already held by the calling thread", (void *)lock);
+}
+
 static bool try_lock(RLSpinLock *lock, const void *where) {
     if (!rl__spinlock_try_fast(lock))
-        return false;
+        return RLSpinLockTryFailed_(lock);
+    set_owner(lock);
     if (RL__UNLIKELY(rl__lockdep_enabled()))
         rl__lockdep_acquired_kind(RL__LOCKDEP_SPIN, lock, NULL, where);
     return true;
 }
 
-static void lock_contended(RLSpinLock *lock) {
+/* Spins until the lock is taken. Only the holder writes its own identity
+ * to _owner, so seeing ours there means we hold it: fail rather than spin
+ * forever. Checked once: it cannot become true while we spin. */
+static bool lock_contended(RLSpinLock *lock) {
+    if (held_by_self(lock))
+        return would_deadlock(lock);
     for (unsigned round = 0;; round++) {
         unsigned shift = round < RL_SPINLOCK_BACKOFF_MAX_SHIFT ? round : RL_SPINLOCK_BACKOFF_MAX_SHIFT;
         for (unsigned i = 0; i < (1u << shift); i++)
             rl__spinlock_pause();
         if (round >= RL_SPINLOCK_SPIN_ROUNDS)
             sched_yield();
-        if (rl__spinlock_try_fast(lock))
-            return;
+        if (rl__spinlock_try_fast(lock)) {
+            set_owner(lock);
+            return true;
+        }
     }
 }
 
-static void lock_lock(RLSpinLock *lock, const void *where) {
+bool RLSpinLockLockContended_(RLSpinLock *lock) {
+    return lock_contended(lock);
+}
+
+static bool lock_lock(RLSpinLock *lock, const void *where) {
+    if (held_by_self(lock))
+        return would_deadlock(lock);
     bool debug = RL__UNLIKELY(rl__lockdep_enabled());
     if (debug)
         rl__lockdep_will_acquire_kind(RL__LOCKDEP_SPIN, lock, NULL, where);
     if (__atomic_exchange_n(&lock->_state, 1, __ATOMIC_ACQUIRE) != 0)
-        lock_contended(lock);
+        (void)lock_contended(lock);
+    else
+        set_owner(lock);
     if (debug)
         rl__lockdep_acquired_kind(RL__LOCKDEP_SPIN, lock, NULL, where);
+    return true;
 }
 
 static bool unlock(RLSpinLock *lock) {
-    /* An exchange rather than a store, so that a racing double unlock is
-     * caught by exactly one of the two callers. */
-    if (__atomic_exchange_n(&lock->_state, 0, __ATOMIC_RELEASE) == 0)
-        return rl__fail(kRLErrorNotLocked, "RLSpinLockUnlock", "spin lock %p is not locked", (void *)lock);
+    if (!held_by_self(lock)) {
+        if (__atomic_load_n(&lock->_state, __ATOMIC_RELAXED) == 0)
+            return rl__fail(kRLErrorNotLocked, "RLSpinLockUnlock", "spin lock %p is not locked",
+                            (void *)lock);
+        return rl__fail(kRLErrorNotOwner, "RLSpinLockUnlock",
+                        "spin lock %p is held by another thread, not the calling one", (void *)lock);
+    }
+    __atomic_store_n(&lock->_owner, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&lock->_state, 0, __ATOMIC_RELEASE);
     if (RL__UNLIKELY(rl__lockdep_enabled()))
         rl__lockdep_released_kind(RL__LOCKDEP_SPIN, lock);
     return true;
@@ -65,10 +106,7 @@ bool RLSpinLockTryOutOfLine(RLSpinLock *lock) {
 }
 
 bool RLSpinLockLockOutOfLine(RLSpinLock *lock) {
-    if (!check(lock, "RLSpinLockLock"))
-        return false;
-    lock_lock(lock, __builtin_return_address(0));
-    return true;
+    return check(lock, "RLSpinLockLock") && lock_lock(lock, __builtin_return_address(0));
 }
 
 bool RLSpinLockUnlockOutOfLine(RLSpinLock *lock) {

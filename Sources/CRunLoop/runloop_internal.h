@@ -7,7 +7,7 @@
  * (which item is in which mode of which loop), every item's state, the
  * modes, the timer heaps and the ready lists. It is never held while user
  * code runs: functions collect what to call (retaining what they collect),
- * unlock, then call. The per-loop perform queue has its own mutex so that
+ * unlock, then call. The per-loop perform queue has its own spin lock so that
  * RLRunLoopPerformFunction never touches the graph lock, and wake-ups use
  * two atomic flags only.
  */
@@ -75,12 +75,12 @@ struct rl_mode {
     char *name;
     RLRunLoopRef rl;
     bool common;
-    uint64_t common_seq; /* when it became common (blocks queued earlier skip it) */
+    bool is_default; /* saves a string compare per perform request */
     struct rl_membq sources;
     size_t nsources;
     struct rl_membq observers; /* sorted by order */
     size_t nobservers;
-    RLOptionFlags observer_mask;
+    _Atomic RLOptionFlags observer_mask; /* read without the lock on the fast path */
     rl_timerset timers;
 };
 
@@ -114,6 +114,8 @@ struct RLRunLoopTimer {
     bool moved_in_fire;
     RLRunLoopRef rl; /* the one loop it is in, or NULL */
     struct rl_membq membs;
+    rl_memb inline_memb; /* the first membership, without an allocation */
+    bool inline_used;
 };
 
 /* ---- observers ---- */

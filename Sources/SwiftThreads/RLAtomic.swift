@@ -44,14 +44,17 @@ public final class RLAtomicInt32: @unchecked Sendable {
         pointer.deallocate()
     }
 
-    /// The value now (an atomic read with a full barrier).
-    public func load() -> Int32 { RLAtomicAdd32Barrier(0, pointer) }
+    /// `RLAtomicLoad32[Barrier]`: the value now, read atomically.
+    public func load(ordering: RLAtomicOrdering = .barrier) -> Int32 {
+        ordering == .barrier ? RLAtomicLoad32Barrier(pointer) : RLAtomicLoad32(pointer)
+    }
 
-    /// Replaces the value (a compare-and-swap loop with a full barrier).
-    public func store(_ newValue: Int32) {
-        var current = RLAtomicAdd32(0, pointer)
-        while !RLAtomicCompareAndSwap32Barrier(current, newValue, pointer) {
-            current = RLAtomicAdd32(0, pointer)
+    /// `RLAtomicStore32[Barrier]`: replaces the value atomically.
+    public func store(_ newValue: Int32, ordering: RLAtomicOrdering = .barrier) {
+        if ordering == .barrier {
+            RLAtomicStore32Barrier(newValue, pointer)
+        } else {
+            RLAtomicStore32(newValue, pointer)
         }
     }
 
@@ -157,14 +160,17 @@ public final class RLAtomicInt64: @unchecked Sendable {
         pointer.deallocate()
     }
 
-    /// The value now (an atomic read with a full barrier).
-    public func load() -> Int64 { RLAtomicAdd64Barrier(0, pointer) }
+    /// `RLAtomicLoad64[Barrier]`: the value now, read atomically.
+    public func load(ordering: RLAtomicOrdering = .barrier) -> Int64 {
+        ordering == .barrier ? RLAtomicLoad64Barrier(pointer) : RLAtomicLoad64(pointer)
+    }
 
-    /// Replaces the value (a compare-and-swap loop with a full barrier).
-    public func store(_ newValue: Int64) {
-        var current = RLAtomicAdd64(0, pointer)
-        while !RLAtomicCompareAndSwap64Barrier(current, newValue, pointer) {
-            current = RLAtomicAdd64(0, pointer)
+    /// `RLAtomicStore64[Barrier]`: replaces the value atomically.
+    public func store(_ newValue: Int64, ordering: RLAtomicOrdering = .barrier) {
+        if ordering == .barrier {
+            RLAtomicStore64Barrier(newValue, pointer)
+        } else {
+            RLAtomicStore64(newValue, pointer)
         }
     }
 
@@ -251,9 +257,11 @@ public final class RLAtomicBits: @unchecked Sendable {
     /// Whether bit `bit` is set now (an atomic read with a full barrier).
     public subscript(bit: Int) -> Bool {
         let n = Int(Self.check(bit, bitCount: count))
-        // Read the whole 32-bit word atomically (a no-op OR), then pick the
-        // bit's byte by its address, so the answer is endian-independent.
-        let word = UInt32(bitPattern: RLAtomicOr32OrigBarrier(0, words + (n >> 5)))
+        // Read the whole 32-bit word atomically, then pick the bit's byte by
+        // its address, so the answer is endian-independent.
+        let word = UnsafeMutableRawPointer(words + (n >> 5)).withMemoryRebound(to: Int32.self, capacity: 1) {
+            UInt32(bitPattern: RLAtomicLoad32Barrier($0))
+        }
         let byte = withUnsafeBytes(of: word) { $0[(n >> 3) & 3] }
         return byte & (0x80 >> UInt8(n & 7)) != 0
     }

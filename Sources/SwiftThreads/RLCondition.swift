@@ -26,7 +26,9 @@ public final class RLCondition: RLLocking, @unchecked Sendable {
     deinit { rlReleaseLock(ref) { RLConditionUnlock(ref) } }
 
     /// `RLConditionLock`. `false` if the caller already holds the lock.
-    @discardableResult public func lock() -> Bool { CRunLoop.RLConditionLock(ref) }
+    @discardableResult public func lock(file: StaticString = #fileID, line: UInt = #line) -> Bool {
+        rlAcquire(file, line) { CRunLoop.RLConditionLock(ref) }
+    }
 
     /// `RLConditionUnlock`. `false` if the caller does not hold the lock.
     @discardableResult public func unlock() -> Bool { RLConditionUnlock(ref) }

@@ -35,7 +35,9 @@ public final class RLConditionLock: RLLocking, @unchecked Sendable {
     }
 
     /// `RLConditionLockLock`: takes the lock whatever the condition.
-    @discardableResult public func lock() -> Bool { RLConditionLockLock(ref) }
+    @discardableResult public func lock(file: StaticString = #fileID, line: UInt = #line) -> Bool {
+        rlAcquire(file, line) { RLConditionLockLock(ref) }
+    }
 
     /// `RLConditionLockUnlock`: releases the lock; the condition is unchanged.
     @discardableResult public func unlock() -> Bool { RLConditionLockUnlock(ref) }

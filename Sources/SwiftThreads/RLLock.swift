@@ -20,7 +20,9 @@ public final class RLLock: RLLocking, @unchecked Sendable {
     deinit { rlReleaseLock(ref) { RLLockUnlock(ref) } }
 
     /// `RLLockLock`. `false` if the caller already holds the lock.
-    @discardableResult public func lock() -> Bool { RLLockLock(ref) }
+    @discardableResult public func lock(file: StaticString = #fileID, line: UInt = #line) -> Bool {
+        rlAcquire(file, line) { RLLockLock(ref) }
+    }
 
     /// `RLLockUnlock`. `false` (`.notLocked`, `.notOwner`) if the caller
     /// does not hold the lock.
@@ -62,7 +64,9 @@ public final class RLRecursiveLock: RLLocking, @unchecked Sendable {
 
     /// `RLRecursiveLockLock`: blocks until the caller holds the lock; the
     /// holder takes it again at once.
-    @discardableResult public func lock() -> Bool { RLRecursiveLockLock(ref) }
+    @discardableResult public func lock(file: StaticString = #fileID, line: UInt = #line) -> Bool {
+        rlAcquire(file, line) { RLRecursiveLockLock(ref) }
+    }
 
     /// `RLRecursiveLockUnlock`: undoes one `lock()`.
     @discardableResult public func unlock() -> Bool { RLRecursiveLockUnlock(ref) }

@@ -36,23 +36,34 @@ internal import Musl
 /// (`checkedLock()`, `checkedUnlock()`) turn the failure into an `RLError`.
 public protocol RLLocking: AnyObject, Sendable {
     /// Blocks until the calling thread holds the lock; `false` if it cannot
-    /// (see `RLError.last()`).
-    @discardableResult func lock() -> Bool
+    /// (see `RLError.last()`). `file` and `line` name the caller's source
+    /// position in lock-order reports (`RLLockDebug`); the conforming types
+    /// default them to `#fileID` and `#line`, so `lock.lock()` names the
+    /// line that wrote it.
+    @discardableResult func lock(file: StaticString, line: UInt) -> Bool
     /// Releases the lock; `false` (nothing changed) if the calling thread
     /// does not hold it.
     @discardableResult func unlock() -> Bool
 }
 
 extension RLLocking {
+    /// `lock(file:line:)` through a generic or `any RLLocking` value, where
+    /// the caller's position cannot be defaulted: reports show the return
+    /// address instead.
+    @discardableResult
+    public func lock() -> Bool { lock(file: "", line: 0) }
+
     /// Runs `body` with the lock held and releases it on every exit path,
-    /// including a throw.
+    /// including a throw. Lock-order reports name the caller's `file` and
+    /// `line`.
     ///
     /// Traps with the library's message if the lock cannot be taken (for
     /// example the calling thread already holds this non-recursive lock):
     /// running `body` unprotected, or hanging as `NSLock` does, would be worse.
     @inlinable
-    public func withLock<R>(_ body: () throws -> R) rethrows -> R {
-        guard lock() else { rlLockFailed(Self.self, "withLock") }
+    public func withLock<R>(file: StaticString = #fileID, line: UInt = #line,
+                            _ body: () throws -> R) rethrows -> R {
+        guard lock(file: file, line: line) else { rlLockFailed(Self.self, "withLock") }
         defer { unlock() }
         return try body()
     }
@@ -76,6 +87,20 @@ func rlLockFailed(_ type: Any.Type, _ function: String) -> Never {
 }
 
 // ---- helpers shared by the lock wrappers ----
+
+/// Runs the C acquisition `take` with the caller's source position named
+/// for the lock-order detector (`RLLockDebugSetCallSite`: one relaxed load
+/// when the detector is off). A failed acquisition drops the position, so
+/// it cannot be pinned on a later one. Line 0 names nothing.
+@inline(__always)
+func rlAcquire(_ file: StaticString, _ line: UInt, _ take: () -> Bool) -> Bool {
+    guard line != 0, file.hasPointerRepresentation else { return take() }
+    let cFile = UnsafeRawPointer(file.utf8Start).assumingMemoryBound(to: CChar.self)
+    RLLockDebugSetCallSite(cFile, Int32(truncatingIfNeeded: line))
+    let ok = take()
+    if !ok { RLLockDebugSetCallSite(nil, 0) }
+    return ok
+}
 
 /// Throws the thread's last C error when a C call reported failure.
 @inline(__always)

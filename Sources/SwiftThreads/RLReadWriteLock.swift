@@ -25,7 +25,9 @@ public final class RLReadWriteLock: RLLocking, @unchecked Sendable {
     deinit { rlReleaseLock(ref) { RLReadWriteLockUnlock(ref) } }
 
     /// `RLReadWriteLockReadLock`: blocks until the caller shares the lock.
-    @discardableResult public func readLock() -> Bool { RLReadWriteLockReadLock(ref) }
+    @discardableResult public func readLock(file: StaticString = #fileID, line: UInt = #line) -> Bool {
+        rlAcquire(file, line) { RLReadWriteLockReadLock(ref) }
+    }
     /// `RLReadWriteLockTryReadLock`: never blocks.
     public func tryReadLock() -> Bool { RLReadWriteLockTryReadLock(ref) }
     /// `RLReadWriteLockReadLockBeforeDate`.
@@ -34,7 +36,9 @@ public final class RLReadWriteLock: RLLocking, @unchecked Sendable {
     }
 
     /// `RLReadWriteLockWriteLock`: blocks until the caller holds the lock alone.
-    @discardableResult public func writeLock() -> Bool { RLReadWriteLockWriteLock(ref) }
+    @discardableResult public func writeLock(file: StaticString = #fileID, line: UInt = #line) -> Bool {
+        rlAcquire(file, line) { RLReadWriteLockWriteLock(ref) }
+    }
     /// `RLReadWriteLockTryWriteLock`: never blocks.
     public func tryWriteLock() -> Bool { RLReadWriteLockTryWriteLock(ref) }
     /// `RLReadWriteLockWriteLockBeforeDate`.
@@ -43,7 +47,9 @@ public final class RLReadWriteLock: RLLocking, @unchecked Sendable {
     }
 
     /// The write lock (`RLLocking`).
-    @discardableResult public func lock() -> Bool { writeLock() }
+    @discardableResult public func lock(file: StaticString = #fileID, line: UInt = #line) -> Bool {
+        writeLock(file: file, line: line)
+    }
 
     /// `RLReadWriteLockUnlock`: releases the caller's write lock or one of
     /// its read locks.
@@ -51,16 +57,16 @@ public final class RLReadWriteLock: RLLocking, @unchecked Sendable {
 
     /// Runs `body` holding a read lock, released on every exit path.
     /// Traps if the read lock cannot be taken (the caller holds the write lock).
-    public func withReadLock<R>(_ body: () throws -> R) rethrows -> R {
-        guard readLock() else { rlLockFailed(Self.self, "withReadLock") }
+    public func withReadLock<R>(file: StaticString = #fileID, line: UInt = #line, _ body: () throws -> R) rethrows -> R {
+        guard readLock(file: file, line: line) else { rlLockFailed(Self.self, "withReadLock") }
         defer { unlock() }
         return try body()
     }
 
     /// Runs `body` holding the write lock, released on every exit path.
     /// Traps if the write lock cannot be taken (the caller holds a lock).
-    public func withWriteLock<R>(_ body: () throws -> R) rethrows -> R {
-        guard writeLock() else { rlLockFailed(Self.self, "withWriteLock") }
+    public func withWriteLock<R>(file: StaticString = #fileID, line: UInt = #line, _ body: () throws -> R) rethrows -> R {
+        guard writeLock(file: file, line: line) else { rlLockFailed(Self.self, "withWriteLock") }
         defer { unlock() }
         return try body()
     }

@@ -4,9 +4,10 @@ internal import CRunLoop
 /// of a handful of instructions. Waiters spin with back-off, then yield the
 /// CPU; they never sleep. `RLLock` is the right default.
 ///
-/// As in C the lock records no owner: any thread may unlock it, and locking
-/// it again from the thread that holds it spins forever. Unlocking a lock
-/// that is not locked returns `false` (`.notLocked`) and changes nothing.
+/// Unlike `OSSpinLock` the lock records its holder: locking it again from
+/// the holding thread returns `false` (`.wouldDeadlock`) instead of spinning
+/// forever, and unlocking returns `false` (`.notOwner` from another thread,
+/// `.notLocked` when free) and changes nothing.
 public final class RLSpinLock: RLLocking, @unchecked Sendable {
     // @unchecked: the word is only touched through the C atomics; its
     // address never changes.
@@ -14,7 +15,7 @@ public final class RLSpinLock: RLLocking, @unchecked Sendable {
 
     public init() {
         word = .allocate(capacity: 1)
-        word.initialize(to: CRunLoop.RLSpinLock(_state: 0))
+        word.initialize(to: CRunLoop.RLSpinLock())
     }
 
     deinit {
@@ -23,13 +24,16 @@ public final class RLSpinLock: RLLocking, @unchecked Sendable {
     }
 
     /// `RLSpinLockLock`: spins until the lock is free, then takes it.
-    @discardableResult public func lock() -> Bool { RLSpinLockLock(word) }
+    @discardableResult public func lock(file: StaticString = #fileID, line: UInt = #line) -> Bool {
+        rlAcquire(file, line) { RLSpinLockLock(word) }
+    }
 
-    /// `RLSpinLockUnlock`. `false` (`.notLocked`) if the lock is not locked.
+    /// `RLSpinLockUnlock`. `false` (`.notLocked`, `.notOwner`) if the caller
+    /// does not hold the lock.
     @discardableResult public func unlock() -> Bool { RLSpinLockUnlock(word) }
 
-    /// `RLSpinLockTry`: takes the lock if it is free, never spins. A busy
-    /// lock records no error.
+    /// `RLSpinLockTry`: takes the lock if it is free, never spins; `false`
+    /// (`.busy`) if any thread holds it.
     public func tryLock() -> Bool { RLSpinLockTry(word) }
 
     /// Whether some thread holds the lock right now (a snapshot).

@@ -12,11 +12,13 @@ internal import CRunLoop
 ///
 ///     synchronized(account) { account.balance += amount }
 ///
-/// Traps if the monitor cannot be made (out of memory).
-public func synchronized<R>(_ object: AnyObject, _ body: () throws -> R) rethrows -> R {
+/// Traps if the monitor cannot be made (out of memory). Lock-order reports
+/// name the caller's `file` and `line`.
+public func synchronized<R>(_ object: AnyObject, file: StaticString = #fileID, line: UInt = #line,
+                            _ body: () throws -> R) rethrows -> R {
     try withExtendedLifetime(object) {
         let address = RLSync.address(of: object)
-        guard RLSyncEnter(address) else {
+        guard rlAcquire(file, line, { RLSyncEnter(address) }) else {
             fatalError("synchronized: \(RLError.last().message)")
         }
         defer { RLSyncExit(address) }
@@ -30,9 +32,12 @@ public func synchronized<R>(_ object: AnyObject, _ body: () throws -> R) rethrow
 public enum RLSync {
     /// `RLSyncEnter`: waits while another thread holds the monitor.
     @discardableResult
-    public static func enter(_ object: AnyObject) -> Bool { RLSyncEnter(address(of: object)) }
+    public static func enter(_ object: AnyObject, file: StaticString = #fileID, line: UInt = #line) -> Bool {
+        rlAcquire(file, line) { RLSyncEnter(address(of: object)) }
+    }
 
-    /// `RLSyncTryEnter`: enters only if no other thread holds the monitor.
+    /// `RLSyncTryEnter`: enters only if no other thread holds the monitor;
+    /// `false` (`.busy`) if one does.
     public static func tryEnter(_ object: AnyObject) -> Bool { RLSyncTryEnter(address(of: object)) }
 
     /// `RLSyncExit`: leaves once. `false` (`.notLocked`, `.notOwner`, nothing

@@ -41,14 +41,17 @@ internal import Musl
 /// ``addWillBecomeMultiThreadedHandler(_:)``, `performSelector…` → the
 /// `perform` family (RLPerform.swift).
 public final class RLThread: @unchecked Sendable {
-    /// The one C reference this wrapper owns (released in deinit).
+    /// The one C reference this wrapper owns (released in deinit), unless
+    /// `owned` is false (see `wrapper(for:)`).
     let ref: RLThreadRef
+    private let owned: Bool
     /// The Swift side of a thread created from Swift (its body, result and
     /// error); nil for threads made elsewhere (main, C, plain pthreads).
     private let state: ThreadState?
 
-    private init(ref: RLThreadRef, state: ThreadState?) {
+    private init(ref: RLThreadRef, owned: Bool, state: ThreadState?) {
         self.ref = ref
+        self.owned = owned
         self.state = state
     }
 
@@ -57,7 +60,7 @@ public final class RLThread: @unchecked Sendable {
         RLThread.registry.withLock { table in
             if let entry = table[key], entry.thread == nil, entry.state == nil { table[key] = nil }
         }
-        RLRelease(UnsafeRawPointer(ref))
+        if owned { RLRelease(UnsafeRawPointer(ref)) }
     }
 
     // MARK: Creating
@@ -82,6 +85,7 @@ public final class RLThread: @unchecked Sendable {
             fatalError("RLThread: \(RLError.last())")
         }
         self.ref = created
+        self.owned = true
         self.state = state
         state.registryKey = RLThread.key(created)
         RLThread.registry.withLock { table in
@@ -418,14 +422,18 @@ public final class RLThread: @unchecked Sendable {
 
     /// The live wrapper of `ref`, or a new one (retaining `ref`), which finds
     /// the Swift state of a thread created from Swift.
+    ///
+    /// If `ref` can no longer be retained (it is being destroyed) the
+    /// wrapper does not own it and is not cached: it is only meaningful for
+    /// the duration of the callout that made it.
     static func wrapper(for ref: RLThreadRef) -> RLThread {
         let key = key(ref)
         return registry.withLock { table in
             if let existing = table[key]?.thread { return existing }
             let state = table[key]?.state
-            RLRetain(UnsafeRawPointer(ref))
-            let thread = RLThread(ref: ref, state: state)
-            table[key] = RegistryEntry(thread: thread, state: state)
+            let owned = RLRetain(UnsafeRawPointer(ref)) != nil
+            let thread = RLThread(ref: ref, owned: owned, state: state)
+            if owned { table[key] = RegistryEntry(thread: thread, state: state) }
             return thread
         }
     }

@@ -1,4 +1,9 @@
 import Testing
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
 import SwiftThreads
 
 @Suite struct AtomicTests {
@@ -113,5 +118,44 @@ import SwiftThreads
         }
         #expect(claimed.load() == 800)
         #expect((0..<800).allSatisfy { bits[$0] })
+    }
+
+    @Test(arguments: [RLAtomicOrdering.relaxed, .barrier])
+    func loadAndStore(ordering: RLAtomicOrdering) {
+        let v32 = RLAtomicInt32(5)
+        #expect(v32.load(ordering: ordering) == 5)
+        v32.store(Int32.min, ordering: ordering)
+        #expect(v32.load(ordering: ordering) == Int32.min)
+        v32.store(-1, ordering: ordering)
+        #expect(v32.load() == -1)
+        let v64 = RLAtomicInt64(1 << 40)
+        #expect(v64.load(ordering: ordering) == 1 << 40)
+        v64.store(Int64.max, ordering: ordering)
+        #expect(v64.load(ordering: ordering) == Int64.max)
+        v64.store(-7, ordering: ordering)
+        #expect(v64.load() == -7)
+    }
+
+    @Test func storeBarrierPublishes() {
+        // Thread 1 writes a payload and publishes a sequence number with a
+        // barrier store; thread 0 waits for it with barrier loads.
+        let payload = RLAtomicInt64()
+        let flag = RLAtomicInt32()
+        let rounds: Int32 = 2000
+        let mismatches = RLAtomicInt32()
+        onThreads(2) { index in
+            for i in 1...rounds {
+                if index == 1 {
+                    payload.store(Int64(i) * 3, ordering: .relaxed)
+                    flag.store(2 * i - 1)
+                    while flag.load() != 2 * i { sched_yield() }
+                } else {
+                    while flag.load() != 2 * i - 1 { sched_yield() }
+                    if payload.load(ordering: .relaxed) != Int64(i) * 3 { mismatches.increment() }
+                    flag.store(2 * i)
+                }
+            }
+        }
+        #expect(mismatches.load() == 0)
     }
 }

@@ -47,6 +47,61 @@ private func withDetector(_ body: (_ reports: @escaping () -> [RLLockDebug.Repor
         }
     }
 
+    @Test func reportsNameTheSwiftSourceLine() {
+        withDetector { reports in
+            let a = RLLock(name: "SwiftSite-A")
+            let b = RLRecursiveLock(name: "SwiftSite-B")
+            onThreads(1) { _ in
+                a.lock()
+                b.withLock {}
+                a.unlock()
+            }
+            let lineB = SharedBox<UInt>(0)
+            let lineA = SharedBox<UInt>(0)
+            onThreads(1) { _ in
+                lineB.value = #line; b.lock()
+                lineA.value = #line; a.withLock {}
+                b.unlock()
+            }
+            let found = reports().filter { $0.heldLockName.contains("SwiftSite-B") }
+            #expect(found.count == 1)
+            let file = "LockDebugTests.swift"
+            #expect(found.first?.heldLockWhere.hasSuffix("\(file):\(lineB.value)") == true)
+            #expect(found.first?.acquiringLockWhere.hasSuffix("\(file):\(lineA.value)") == true)
+            #expect(found.first?.description.contains("\(file):\(lineA.value)") == true)
+
+            // synchronized and the read/write forms name their lines too.
+            final class Token: Sendable {}
+            let token = Token()
+            let rw = RLReadWriteLock(name: "SwiftSite-RW")
+            synchronized(token) { rw.withWriteLock {} }
+            let syncLine: UInt = #line; rw.withWriteLock { synchronized(token) {} }
+            let syncReport = reports().filter { $0.heldLockName.contains("SwiftSite-RW") }
+            #expect(syncReport.count == 1)
+            #expect(syncReport.first?.heldLockWhere.hasSuffix("\(file):\(syncLine)") == true)
+            #expect(syncReport.first?.acquiringLockWhere.hasSuffix("\(file):\(syncLine)") == true)
+        }
+    }
+
+    @Test func readersTakingTwoLocksInBothOrdersAreNotReported() {
+        withDetector { reports in
+            let a = RLReadWriteLock(name: "SwiftReaders-A")
+            let b = RLReadWriteLock(name: "SwiftReaders-B")
+            onThreads(1) { _ in a.withReadLock { b.withReadLock {} } }
+            onThreads(1) { _ in b.withReadLock { a.withReadLock {} } }
+            func involving(_ name: String) -> Int {
+                reports().filter { $0.heldLockName.contains(name) || $0.acquiringLockName.contains(name) }.count
+            }
+            #expect(involving("SwiftReaders-") == 0)
+            // A writer on each side of the junction: a real deadlock.
+            let c = RLReadWriteLock(name: "SwiftWriters-C")
+            let d = RLReadWriteLock(name: "SwiftWriters-D")
+            onThreads(1) { _ in c.withWriteLock { d.withReadLock {} } }
+            onThreads(1) { _ in d.withWriteLock { c.withReadLock {} } }
+            #expect(involving("SwiftWriters-") == 1)
+        }
+    }
+
     @Test func synchronizedObjectsTakePartAndCanBeForgotten() {
         final class Token: Sendable {}
         withDetector { reports in

@@ -132,11 +132,20 @@ import SwiftThreads
         #expect(!spin.isLocked)
     }
 
-    @Test func anyThreadMayUnlock() {
-        // No owner is recorded (as OSSpinLock): a hand-over unlock works.
+    @Test func onlyTheHolderMayUnlockAndRelockFails() {
+        // Unlike OSSpinLock the holder is recorded: another thread's unlock
+        // is refused, and relocking from the holder fails instead of
+        // spinning forever.
         let spin = RLSpinLock()
-        spin.lock()
-        #expect(onOtherThread { spin.unlock() })
+        #expect(spin.lock())
+        #expect(onOtherThread { !spin.unlock() && lastCode == .notOwner })
+        #expect(onOtherThread { !spin.tryLock() && lastCode == .busy })
+        #expect(spin.isLocked)
+        #expect(!spin.lock())
+        #expect(lastCode == .wouldDeadlock)
+        #expect(!spin.tryLock())
+        #expect(lastCode == .busy)
+        #expect(spin.unlock())
         #expect(!spin.isLocked)
     }
 }

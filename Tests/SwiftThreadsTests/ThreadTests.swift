@@ -61,7 +61,14 @@ final class ThrGate: Sendable {
 }
 
 /// The kernel thread id of the calling thread.
-func thrTid() -> Int32 { Int32(truncatingIfNeeded: syscall(Int(SYS_gettid))) }
+func thrTid() -> Int32 {
+    // /proc/thread-self links to "<pid>/task/<tid>" (gettid is not imported).
+    var buffer = [CChar](repeating: 0, count: 64)
+    let n = readlink("/proc/thread-self", &buffer, buffer.count - 1)
+    precondition(n > 0, "readlink /proc/thread-self failed")
+    let link = String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    return Int32(link.split(separator: "/").last!)!
+}
 
 /// Whether the kernel still lists thread `tid` in this process.
 func thrTaskExists(_ tid: Int32) -> Bool { access("/proc/self/task/\(tid)", F_OK) == 0 }
@@ -456,6 +463,31 @@ struct ThreadTests {
         }
         for t in writers + readers { try t.join() }
         #expect(thread["k"] is ThrCanary)
+    }
+
+    @Test func bodiesAreReleased() throws {
+        let released = ThrShared(0)
+        do {
+            // Never started.
+            let canary = ThrCanary { released.withLock { $0 += 1 } }
+            _ = RLThread { _ = canary }
+        }
+        #expect(released.get == 1)
+        do {
+            // Joinable, started, never joined.
+            let canary = ThrCanary { released.withLock { $0 += 1 } }
+            let gate = ThrGate()
+            let thread = RLThread { _ = canary; gate.open() }
+            try thread.setJoinable(true)
+            try thread.start()
+            gate.wait()
+        }
+        do {
+            // Detached, wrapper dropped while it runs.
+            let canary = ThrCanary { released.withLock { $0 += 1 } }
+            try RLThread.detachNewThread { _ = canary }
+        }
+        #expect(thrEventually { released.get == 3 })
     }
 
     @Test func sleep() throws {

@@ -303,6 +303,75 @@ static void test_barrier_publishes(void **state) {
     assert_null(r);
 }
 
+/* ---- load and store ---- */
+
+static void test_load_store_all_widths(void **state) {
+    volatile int32_t v32 = 0;
+    RLAtomicStore32(-7, &v32);
+    assert_int_equal(RLAtomicLoad32(&v32), -7);
+    RLAtomicStore32Barrier(INT32_MAX, &v32);
+    assert_int_equal(RLAtomicLoad32Barrier(&v32), INT32_MAX);
+    assert_int_equal(v32, INT32_MAX);
+
+    volatile RLAtomic_int64_aligned64_t v64 = 0;
+    RLAtomicStore64(INT64_MIN, &v64);
+    assert_true(RLAtomicLoad64(&v64) == INT64_MIN);
+    RLAtomicStore64Barrier((int64_t)0x0123456789abcdefLL, &v64);
+    assert_true(RLAtomicLoad64Barrier(&v64) == (int64_t)0x0123456789abcdefLL);
+
+    int target;
+    void *volatile ptr = NULL;
+    assert_null(RLAtomicLoadPtr(&ptr));
+    RLAtomicStorePtr(&target, &ptr);
+    assert_ptr_equal(RLAtomicLoadPtr(&ptr), &target);
+    RLAtomicStorePtrBarrier(NULL, &ptr);
+    assert_null(RLAtomicLoadPtrBarrier(&ptr));
+}
+
+/* Message passing with the load/store pair: a StoreBarrier of a pointer
+ * publishes the payload written before it to a LoadBarrier that sees it. */
+typedef struct message {
+    long serial;
+    long check;
+} message;
+
+static void *volatile g_mailbox;
+static volatile int32_t g_acked;
+
+static void *ls_reader(void *arg) {
+    long n = rl_test_iters(5000);
+    for (long i = 1; i <= n; i++) {
+        message *m;
+        while ((m = RLAtomicLoadPtrBarrier(&g_mailbox)) == NULL)
+            sched_yield();
+        if (m->serial != i || m->check != ~i)
+            return (void *)1;
+        RLAtomicStorePtr(NULL, &g_mailbox);
+        RLAtomicStore32Barrier((int32_t)i, &g_acked);
+    }
+    return NULL;
+}
+
+static void test_load_store_publish(void **state) {
+    g_mailbox = NULL;
+    g_acked = 0;
+    message box[2];
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, ls_reader, NULL), 0);
+    long n = rl_test_iters(5000);
+    for (long i = 1; i <= n; i++) {
+        message *m = &box[i & 1];
+        m->serial = i;
+        m->check = ~i;
+        RLAtomicStorePtrBarrier(m, &g_mailbox);
+        while (RLAtomicLoad32Barrier(&g_acked) != (int32_t)i)
+            sched_yield();
+    }
+    void *r;
+    pthread_join(t, &r);
+    assert_null(r);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_listing_4_1),
@@ -316,6 +385,8 @@ int main(void) {
         cmocka_unit_test(test_cas_totals_under_contention),
         cmocka_unit_test(test_bits_under_contention),
         cmocka_unit_test(test_barrier_publishes),
+        cmocka_unit_test(test_load_store_all_widths),
+        cmocka_unit_test(test_load_store_publish),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

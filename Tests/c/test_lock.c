@@ -306,6 +306,10 @@ static void test_lock_order_debugging_sees_every_kind(void **state) {
     assert_non_null(strstr(seen.held, "'B4'"));
     abba(a, b5, take_write, drop_rw, &seen);
     assert_non_null(strstr(seen.held, "'B5'"));
+    /* A read lock: two readers never block each other, but b6 has a writer
+     * and a queued writer blocks new readers, so the order still counts. */
+    assert_true(RLReadWriteLockWriteLock(b6));
+    assert_true(RLReadWriteLockUnlock(b6));
     abba(a, b6, take_read, drop_rw, &seen);
     assert_non_null(strstr(seen.held, "'B6'"));
 

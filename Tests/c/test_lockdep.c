@@ -7,6 +7,7 @@
 
 #include <crunloop/RLLock.h>
 #include <crunloop/RLLockDebug.h>
+#include <crunloop/RLReadWriteLock.h>
 #include <crunloop/RLSpinLock.h>
 #include <crunloop/RLSync.h>
 
@@ -404,6 +405,159 @@ static void test_environment_variable(void **state) {
     assert_string_equal(out, "enabled=0\n");
 }
 
+/* ---- read locks: readers do not block each other ---- */
+
+typedef struct rw_order {
+    RLReadWriteLockRef first, second;
+    bool first_write, second_write;
+} rw_order;
+
+static bool rw_take(RLReadWriteLockRef l, bool write) {
+    return write ? RLReadWriteLockWriteLock(l) : RLReadWriteLockReadLock(l);
+}
+
+static void *rw_in_order(void *arg) {
+    rw_order *o = arg;
+    bool ok = rw_take(o->first, o->first_write) && rw_take(o->second, o->second_write);
+    RLReadWriteLockUnlock(o->second);
+    RLReadWriteLockUnlock(o->first);
+    return ok ? NULL : (void *)1;
+}
+
+static void run_rw(rw_order *o) {
+    pthread_t t;
+    void *r;
+    assert_int_equal(pthread_create(&t, NULL, rw_in_order, o), 0);
+    pthread_join(t, &r);
+    assert_null(r);
+}
+
+static void test_read_read_abba_not_reported(void **state) {
+    RLReadWriteLockRef a = RLReadWriteLockCreate(), b = RLReadWriteLockCreate();
+    rw_order ab = {a, b, false, false}, ba = {b, a, false, false};
+    run_rw(&ab);
+    run_rw(&ba);
+    run_rw(&ab);
+    assert_int_equal(g_seen.count, 0);
+    /* Once A and B have writers, queued writers can block the readers
+     * between them (writer preference): the same orders now count. */
+    RLReadWriteLockRef e = RLReadWriteLockCreate(), f = RLReadWriteLockCreate();
+    assert_true(RLReadWriteLockWriteLock(e) && RLReadWriteLockUnlock(e));
+    assert_true(RLReadWriteLockWriteLock(f) && RLReadWriteLockUnlock(f));
+    rw_order ef = {e, f, false, false}, fe = {f, e, false, false};
+    run_rw(&ef);
+    assert_int_equal(g_seen.count, 0);
+    run_rw(&fe);
+    assert_int_equal(g_seen.count, 1);
+    g_seen.count = 0;
+    RLRelease(e);
+    RLRelease(f);
+    /* Read C then write D, against write D then read C: the second thread
+     * can always join the first's read of C, so nothing is reported. */
+    RLReadWriteLockRef c = RLReadWriteLockCreate(), d = RLReadWriteLockCreate();
+    rw_order cd = {c, d, false, true}, dc = {d, c, true, false};
+    run_rw(&cd);
+    run_rw(&dc);
+    assert_int_equal(g_seen.count, 0);
+    /* Read D then write C against read C then write D: each writer waits
+     * for the other's reader. Reported. */
+    rw_order dc_rw = {d, c, false, true};
+    run_rw(&dc_rw);
+    assert_int_equal(g_seen.count, 1);
+    RLRelease(a);
+    RLRelease(b);
+    RLRelease(c);
+    RLRelease(d);
+}
+
+static void test_write_read_abba_reported(void **state) {
+    RLReadWriteLockRef a = RLReadWriteLockCreate(), b = RLReadWriteLockCreate();
+    assert_true(RLReadWriteLockSetName(a, "table A"));
+    assert_true(RLReadWriteLockSetName(b, "table B"));
+    /* Write A then read B; write B then read A. */
+    rw_order ab = {a, b, true, false}, ba = {b, a, true, false};
+    run_rw(&ab);
+    assert_int_equal(g_seen.count, 0);
+    run_rw(&ba);
+    assert_int_equal(g_seen.count, 1);
+    assert_ptr_equal(g_seen.held, b);
+    assert_ptr_equal(g_seen.acquiring, a);
+    assert_true(contains(g_seen.held_name, "table B"));
+    assert_true(contains(g_seen.acquiring_name, "table A"));
+    assert_true(contains(g_seen.acquiring_name, "for reading"));
+    assert_false(contains(g_seen.held_name, "for reading"));
+    RLRelease(a);
+    RLRelease(b);
+}
+
+/* A reader-only junction in the middle of a longer cycle breaks it; a
+ * writer there closes it. A -> B taken (write, read), B -> C (read, write):
+ * B is entered and held shared, so C -> A (write, write) closes no cycle.
+ * Then B -> C with B held for writing does. */
+static void test_read_junction_breaks_longer_cycle(void **state) {
+    RLReadWriteLockRef a = RLReadWriteLockCreate(), b = RLReadWriteLockCreate(),
+                       c = RLReadWriteLockCreate();
+    rw_order ab = {a, b, true, false}, bc = {b, c, false, true}, ca = {c, a, true, true};
+    run_rw(&ab);
+    run_rw(&bc);
+    run_rw(&ca);
+    assert_int_equal(g_seen.count, 0);
+    rw_order bc_w = {b, c, true, true};
+    run_rw(&bc_w);
+    assert_int_equal(g_seen.count, 1);
+    assert_ptr_equal(g_seen.held, b);
+    assert_ptr_equal(g_seen.acquiring, c);
+    assert_int_equal(g_seen.path_length, 2);
+    RLRelease(a);
+    RLRelease(b);
+    RLRelease(c);
+}
+
+/* ---- explicit call sites (what the Swift overlay uses) ---- */
+
+static void *locks_at_sites(void *arg) {
+    pair *p = arg;
+    RLLockDebugSetCallSite("Outer.swift", 10);
+    RLLockLock((RLLockRef)p->first);
+    RLLockDebugSetCallSite("Inner.swift", 20);
+    RLLockLock((RLLockRef)p->second);
+    RLLockUnlock((RLLockRef)p->second);
+    RLLockUnlock((RLLockRef)p->first);
+    return NULL;
+}
+
+static void test_call_site_names_the_source(void **state) {
+    RLLockRef a = RLLockCreate(), b = RLLockCreate();
+    pair ab = {a, b}, ba = {b, a};
+    run_in_thread(locks_at_sites, &ab);
+    run_in_thread(locks_at_sites, &ba);
+    assert_int_equal(g_seen.count, 1);
+    assert_string_equal(g_seen.held_where, "Outer.swift:10");
+    assert_string_equal(g_seen.acquiring_where, "Inner.swift:20");
+    assert_string_equal(g_seen.prior_where, "Outer.swift:10");
+    assert_true(contains(g_seen.description, "Inner.swift:20"));
+    /* Consumed by the acquisition: the next one falls back to addresses. */
+    RLLockRef c = RLLockCreate();
+    pair ac = {a, c}, ca = {c, a};
+    run_in_thread(sync_in_order, &ac); /* RLSyncEnter on the addresses: other key space */
+    run_in_thread(locks_at_sites, &ac);
+    assert_int_equal(g_seen.count, 1);
+    RLLockDebugSetCallSite("Stale.swift", 1);
+    RLLockDebugSetCallSite(NULL, 0);
+    assert_true(RLLockLock(c));
+    assert_true(RLLockLock(a));
+    assert_int_equal(g_seen.count, 2);
+    assert_false(contains(g_seen.held_where, "Stale.swift"));
+    assert_true(contains(g_seen.held_where, "test_lockdep"));
+    assert_true(contains(g_seen.acquiring_where, "test_lockdep"));
+    assert_true(RLLockUnlock(a));
+    assert_true(RLLockUnlock(c));
+    (void)ca;
+    RLRelease(a);
+    RLRelease(b);
+    RLRelease(c);
+}
+
 int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "--print-enabled") == 0) {
         printf("enabled=%d\n", RLLockDebugIsEnabled() ? 1 : 0);
@@ -429,6 +583,10 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup_teardown(test_consistent_order_and_recursion_not_reported, setup, teardown),
         cmocka_unit_test_setup_teardown(test_try_lock_not_reported, setup, teardown),
         cmocka_unit_test_setup_teardown(test_forget_lock, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_read_read_abba_not_reported, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_write_read_abba_reported, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_read_junction_breaks_longer_cycle, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_call_site_names_the_source, setup, teardown),
         cmocka_unit_test_setup_teardown(test_disabled_records_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_handler_may_take_locks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_default_report_goes_to_stderr, setup, teardown),

@@ -372,6 +372,23 @@ static void test_run_returns_finished_when_empty(void **state) {
     drop(t);
 }
 
+
+static void test_idle_loop_sleeps_until_timeout(void **state) {
+    /* A far timer and a silent source: one wait, ended by the run's
+     * timeout only (no spurious wake-ups). */
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    RLRunLoopObserverRef o = add_observer("Idle");
+    RLRunLoopSourceRef s = make_source("P", 0);
+    RLRunLoopTimerRef t = RLRunLoopTimerCreate(NULL, RLAbsoluteTimeGetCurrent() + 1000, 0, 0, 0, timer_tr, NULL);
+    assert_true(RLRunLoopAddSource(rl, s, "Idle"));
+    assert_true(RLRunLoopAddTimer(rl, t, "Idle"));
+    assert_int_equal(RLRunLoopRunInMode("Idle", 0.1, false), kRLRunLoopRunTimedOut);
+    assert_string_equal(trace, "E BT BS BW AW X");
+    drop(t);
+    drop(s);
+    drop(o);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_empty_mode_finishes_without_observers, setup),
@@ -390,6 +407,7 @@ int main(void) {
         cmocka_unit_test_setup(test_get_main_and_current, setup),
         cmocka_unit_test_setup(test_next_timer_fire_date, setup),
         cmocka_unit_test_setup(test_run_returns_finished_when_empty, setup),
+        cmocka_unit_test_setup(test_idle_loop_sleeps_until_timeout, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -3,6 +3,7 @@
  * thread's loop, concurrent signals and wake-ups, removal while sleeping. */
 #include "testutil.h"
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -199,6 +200,70 @@ static void test_invalidate_source_while_sleeping(void **state) {
     RLRelease(s);
 }
 
+
+static int count_fds(void) {
+    int n = 0;
+    for (int fd = 0; fd < 4096; fd++) {
+        if (fcntl(fd, F_GETFD) >= 0)
+            n++;
+    }
+    return n;
+}
+
+static void *loop_with_five_modes(void *arg) {
+    int before = count_fds();
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    RLRunLoopSourceContext c = {0};
+    RLRunLoopSourceRef s = RLRunLoopSourceCreate(NULL, 0, &c);
+    const char *modes[] = {"m1", "m2", "m3", "m4", "m5"};
+    for (int i = 0; i < 5; i++) {
+        RLRunLoopAddSource(rl, s, modes[i]);
+        RLRunLoopRunInMode(modes[i], 0, false);
+    }
+    *(int *)arg = count_fds() - before;
+    RLRunLoopSourceInvalidate(s);
+    RLRelease(s);
+    return NULL;
+}
+
+static void test_three_fds_however_many_modes(void **state) {
+    int extra = -1;
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, loop_with_five_modes, &extra), 0);
+    pthread_join(t, NULL);
+    assert_int_equal(extra, 3); /* epoll + eventfd + timerfd */
+}
+
+static void nop_fd(RLFileDescriptorRef f, RLOptionFlags types, void *info) {}
+
+static void *fd_source_thread(void *arg) {
+    int *p = arg;
+    RLFileDescriptorRef f = RLFileDescriptorCreate(NULL, p[0], false, nop_fd, NULL);
+    RLRunLoopSourceRef s = RLFileDescriptorCreateRunLoopSource(NULL, f, 0);
+    RLRunLoopAddSource(RLRunLoopGetCurrent(), s, kRLRunLoopCommonModes);
+    RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack);
+    RLRelease(s);
+    return f; /* the thread's loop lets go of the source when it exits */
+}
+
+static void test_fd_source_released_at_thread_exit(void **state) {
+    int p[2];
+    assert_int_equal(pipe(p), 0);
+    pthread_t t;
+    void *res = NULL;
+    assert_int_equal(pthread_create(&t, NULL, fd_source_thread, p), 0);
+    pthread_join(t, &res);
+    RLFileDescriptorRef f = res;
+    assert_non_null(f);
+    assert_true(RLFileDescriptorIsValid(f));
+    assert_int_equal(RLGetRetainCount(f), 1); /* the source went with the loop */
+    assert_true(RLFileDescriptorInvalidate(f));
+    assert_true(RLRelease(f));
+    assert_int_equal(fcntl(p[0], F_GETFD), 0); /* not ours to close */
+    close(p[0]);
+    close(p[1]);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_thread_exit_tears_down),
@@ -206,6 +271,8 @@ int main(void) {
         cmocka_unit_test(test_drive_another_threads_loop),
         cmocka_unit_test(test_timer_added_to_sleeping_loop),
         cmocka_unit_test(test_invalidate_source_while_sleeping),
+        cmocka_unit_test(test_three_fds_however_many_modes),
+        cmocka_unit_test(test_fd_source_released_at_thread_exit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -12,10 +12,10 @@ static void test_initial_state_and_try(void **state) {
     assert_false(RLSpinLockIsLocked(&lock));
     assert_true(RLSpinLockTry(&lock));
     assert_true(RLSpinLockIsLocked(&lock));
-    /* Busy is an answer, not an error. */
+    /* Busy leaves kRLErrorBusy, as every try function does. */
     RLErrorClear();
     assert_false(RLSpinLockTry(&lock));
-    assert_rl_error(kRLErrorNone);
+    assert_rl_error(kRLErrorBusy);
     assert_true(RLSpinLockUnlock(&lock));
     assert_false(RLSpinLockIsLocked(&lock));
     assert_true(RLSpinLockLock(&lock));
@@ -29,7 +29,9 @@ static void test_out_of_line_twins(void **state) {
     assert_false(RLSpinLockIsLockedOutOfLine(&lock));
     assert_true(RLSpinLockTryOutOfLine(&lock));
     assert_true(RLSpinLockIsLockedOutOfLine(&lock));
+    RLErrorClear();
     assert_false(RLSpinLockTryOutOfLine(&lock));
+    assert_rl_error(kRLErrorBusy);
     assert_true(RLSpinLockUnlockOutOfLine(&lock));
     assert_true(RLSpinLockLockOutOfLine(&lock));
     /* Both forms operate on the same word. */
@@ -72,21 +74,68 @@ static void test_misuse(void **state) {
     assert_rl_error(kRLErrorInvalidArgument);
 }
 
-/* A lock taken by one thread may be released by another (no owner is
- * recorded, as OSSpinLock): documented, so tested. */
-static void *unlock_other(void *arg) {
-    return RLSpinLockUnlock(arg) ? NULL : (void *)1;
+/* Unlike OSSpinLock, the lock records its holder: another thread may not
+ * release it, and the holder relocking it fails instead of spinning. */
+typedef struct other_probe {
+    RLSpinLock *lock;
+    bool unlock_result, unlock_ool_result, try_result, try_ool_result;
+    RLErrorCode unlock_error, unlock_ool_error, try_error, try_ool_error;
+} other_probe;
+
+static void *other_thread(void *arg) {
+    other_probe *p = arg;
+    p->unlock_result = RLSpinLockUnlock(p->lock);
+    p->unlock_error = RLErrorGetLast().code;
+    p->unlock_ool_result = RLSpinLockUnlockOutOfLine(p->lock);
+    p->unlock_ool_error = RLErrorGetLast().code;
+    p->try_result = RLSpinLockTry(p->lock);
+    p->try_error = RLErrorGetLast().code;
+    p->try_ool_result = RLSpinLockTryOutOfLine(p->lock);
+    p->try_ool_error = RLErrorGetLast().code;
+    return NULL;
 }
 
-static void test_unlock_from_other_thread(void **state) {
+static void test_unlock_from_other_thread_is_refused(void **state) {
     RLSpinLock lock = RL_SPINLOCK_INIT;
     assert_true(RLSpinLockLock(&lock));
+    other_probe p = {.lock = &lock};
     pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, unlock_other, &lock), 0);
-    void *r;
-    pthread_join(t, &r);
-    assert_null(r);
+    assert_int_equal(pthread_create(&t, NULL, other_thread, &p), 0);
+    pthread_join(t, NULL);
+    assert_false(p.unlock_result);
+    assert_int_equal(p.unlock_error, kRLErrorNotOwner);
+    assert_false(p.unlock_ool_result);
+    assert_int_equal(p.unlock_ool_error, kRLErrorNotOwner);
+    assert_false(p.try_result);
+    assert_int_equal(p.try_error, kRLErrorBusy);
+    assert_false(p.try_ool_result);
+    assert_int_equal(p.try_ool_error, kRLErrorBusy);
+    /* Still ours and usable. */
+    assert_true(RLSpinLockIsLocked(&lock));
+    assert_true(RLSpinLockUnlock(&lock));
     assert_false(RLSpinLockIsLocked(&lock));
+}
+
+static void test_relock_by_holder_fails(void **state) {
+    RLSpinLock lock = RL_SPINLOCK_INIT;
+    assert_true(RLSpinLockLock(&lock));
+    assert_false(RLSpinLockLock(&lock));
+    assert_rl_error(kRLErrorWouldDeadlock);
+    assert_false(RLSpinLockLockOutOfLine(&lock));
+    assert_rl_error(kRLErrorWouldDeadlock);
+    assert_false(RLSpinLockTry(&lock));
+    assert_rl_error(kRLErrorBusy);
+    assert_true(RLSpinLockIsLocked(&lock));
+    assert_true(RLSpinLockUnlock(&lock));
+    /* Taken out of line, released inline, and the other way round. */
+    assert_true(RLSpinLockLockOutOfLine(&lock));
+    assert_false(RLSpinLockLock(&lock));
+    assert_rl_error(kRLErrorWouldDeadlock);
+    assert_true(RLSpinLockUnlock(&lock));
+    assert_true(RLSpinLockTry(&lock));
+    assert_true(RLSpinLockUnlockOutOfLine(&lock));
+    assert_false(RLSpinLockUnlockOutOfLine(&lock));
+    assert_rl_error(kRLErrorNotLocked);
 }
 
 /* ---- exclusion: a non-atomic counter protected by the lock ---- */
@@ -148,7 +197,8 @@ int main(void) {
         cmocka_unit_test(test_initial_state_and_try),
         cmocka_unit_test(test_out_of_line_twins),
         cmocka_unit_test(test_misuse),
-        cmocka_unit_test(test_unlock_from_other_thread),
+        cmocka_unit_test(test_unlock_from_other_thread_is_refused),
+        cmocka_unit_test(test_relock_by_holder_fails),
         cmocka_unit_test(test_exclusion_exact_total),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -334,6 +334,68 @@ static void test_many_timers_add_remove(void **state) {
     free(ts);
 }
 
+
+static void test_common_modes(void **state) {
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    int count = 0;
+    RLRunLoopTimerRef t = make(RLAbsoluteTimeGetCurrent() - 1, 1000, count_cb, &count);
+    assert_true(RLRunLoopAddTimer(rl, t, kRLRunLoopCommonModes));
+    assert_true(RLRunLoopContainsTimer(rl, t, kRLRunLoopDefaultMode));
+    assert_true(RLRunLoopAddCommonMode(rl, "TimerCommon"));
+    assert_true(RLRunLoopContainsTimer(rl, t, "TimerCommon"));
+    assert_int_equal(RLRunLoopRunInMode("TimerCommon", 0, false), kRLRunLoopRunTimedOut);
+    assert_int_equal(count, 1);
+    assert_true(RLRunLoopRemoveTimer(rl, t, kRLRunLoopCommonModes));
+    assert_false(RLRunLoopContainsTimer(rl, t, "TimerCommon"));
+    assert_false(RLRunLoopContainsTimer(rl, t, kRLRunLoopDefaultMode));
+    assert_true(RLRunLoopTimerIsValid(t));
+    done(t);
+}
+
+static void *move_when_waiting(void *arg) {
+    struct invalidator *iv = arg;
+    double t0 = rl_test_now();
+    while (!RLRunLoopIsWaiting(iv->rl) && rl_test_now() - t0 < 10)
+        usleep(100);
+    /* No WakeUp: moving the timer re-arms the sleeping loop's timerfd. */
+    RLRunLoopTimerSetNextFireDate(iv->t, RLAbsoluteTimeGetCurrent());
+    return NULL;
+}
+
+static void test_move_earlier_from_another_thread(void **state) {
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    int count = 0;
+    RLRunLoopTimerRef t = make(RLAbsoluteTimeGetCurrent() + 1000, 0, count_cb, &count);
+    assert_true(RLRunLoopAddTimer(rl, t, "XMove"));
+    struct invalidator iv = {rl, t};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, move_when_waiting, &iv), 0);
+    assert_int_equal(RLRunLoopRunInMode("XMove", 30, false), kRLRunLoopRunFinished);
+    pthread_join(th, NULL);
+    assert_int_equal(count, 1);
+    done(t);
+}
+
+static void test_tolerance_change_refiles_timer(void **state) {
+    /* Timers move between the strict and tolerant heaps when their
+     * tolerance changes; each still fires once. */
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    int count = 0;
+    RLAbsoluteTime past = RLAbsoluteTimeGetCurrent() - 1;
+    RLRunLoopTimerRef a = make(past, 0, count_cb, &count);
+    RLRunLoopTimerRef b = make(past, 0, count_cb, &count);
+    assert_true(RLRunLoopTimerSetTolerance(a, 0.5));
+    assert_true(RLRunLoopAddTimer(rl, a, "Refile"));
+    assert_true(RLRunLoopAddTimer(rl, b, "Refile"));
+    assert_true(RLRunLoopTimerSetTolerance(a, 0));
+    assert_true(RLRunLoopTimerSetTolerance(b, 2));
+    assert_true(RLRunLoopGetNextTimerFireDate(rl, "Refile") == past);
+    assert_int_equal(RLRunLoopRunInMode("Refile", 0, false), kRLRunLoopRunTimedOut);
+    assert_int_equal(count, 2);
+    done(a);
+    done(b);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_one_shot_fires_once, setup),
@@ -352,6 +414,9 @@ int main(void) {
         cmocka_unit_test_setup(test_handler_block, setup),
 #endif
         cmocka_unit_test_setup(test_many_timers_add_remove, setup),
+        cmocka_unit_test_setup(test_common_modes, setup),
+        cmocka_unit_test_setup(test_move_earlier_from_another_thread, setup),
+        cmocka_unit_test_setup(test_tolerance_change_refiles_timer, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

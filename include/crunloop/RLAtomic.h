@@ -15,6 +15,12 @@
  *     and no later access moves before it.
  *   - Arithmetic and logic forms return the NEW value; the Orig forms of the
  *     logic operations return the value before the operation.
+ *   - Load and Store (not in OSAtomic, which left them to plain C) read or
+ *     write the whole value atomically, never torn: plain forms relaxed,
+ *     Barrier forms sequentially consistent (so a LoadBarrier is at least
+ *     an acquire and a StoreBarrier at least a release: data written before
+ *     a StoreBarrier is visible to a thread whose LoadBarrier sees the
+ *     stored value).
  *   - CompareAndSwap stores newValue only if *value == oldValue and returns
  *     whether it did; it never fails spuriously.
  *   - TestAndSet/TestAndClear use Apple's bit numbering: bit n is the mask
@@ -161,6 +167,46 @@ RL_INLINE bool RLAtomicCompareAndSwapLong(long oldValue, long newValue, volatile
 RL_INLINE bool RLAtomicCompareAndSwapLongBarrier(long oldValue, long newValue,
                                                  volatile long *value) {
     return RL__ATOMIC_CAS(value, oldValue, newValue, RL__ATOMIC_BARRIER);
+}
+
+/* ---- load and store ---- */
+
+RL_INLINE int32_t RLAtomicLoad32(volatile int32_t *value) {
+    return __atomic_load_n(value, RL__ATOMIC_RELAXED);
+}
+RL_INLINE int32_t RLAtomicLoad32Barrier(volatile int32_t *value) {
+    return __atomic_load_n(value, RL__ATOMIC_BARRIER);
+}
+RL_INLINE int64_t RLAtomicLoad64(volatile RLAtomic_int64_aligned64_t *value) {
+    return __atomic_load_n(value, RL__ATOMIC_RELAXED);
+}
+RL_INLINE int64_t RLAtomicLoad64Barrier(volatile RLAtomic_int64_aligned64_t *value) {
+    return __atomic_load_n(value, RL__ATOMIC_BARRIER);
+}
+RL_INLINE void *RLAtomicLoadPtr(void *volatile *value) {
+    return __atomic_load_n(value, RL__ATOMIC_RELAXED);
+}
+RL_INLINE void *RLAtomicLoadPtrBarrier(void *volatile *value) {
+    return __atomic_load_n(value, RL__ATOMIC_BARRIER);
+}
+
+RL_INLINE void RLAtomicStore32(int32_t newValue, volatile int32_t *value) {
+    __atomic_store_n(value, newValue, RL__ATOMIC_RELAXED);
+}
+RL_INLINE void RLAtomicStore32Barrier(int32_t newValue, volatile int32_t *value) {
+    __atomic_store_n(value, newValue, RL__ATOMIC_BARRIER);
+}
+RL_INLINE void RLAtomicStore64(int64_t newValue, volatile RLAtomic_int64_aligned64_t *value) {
+    __atomic_store_n(value, newValue, RL__ATOMIC_RELAXED);
+}
+RL_INLINE void RLAtomicStore64Barrier(int64_t newValue, volatile RLAtomic_int64_aligned64_t *value) {
+    __atomic_store_n(value, newValue, RL__ATOMIC_BARRIER);
+}
+RL_INLINE void RLAtomicStorePtr(void *newValue, void *volatile *value) {
+    __atomic_store_n(value, newValue, RL__ATOMIC_RELAXED);
+}
+RL_INLINE void RLAtomicStorePtrBarrier(void *newValue, void *volatile *value) {
+    __atomic_store_n(value, newValue, RL__ATOMIC_BARRIER);
 }
 
 /* ---- test and set / clear, Apple's bit numbering; return the old bit ---- */

@@ -29,6 +29,18 @@
  *     but never report: a try-lock cannot deadlock.
  *   - Re-taking a lock the thread already holds (recursive locks, nested
  *     RLSyncEnter) adds no order edge.
+ *   - Read locks (RLReadWriteLock read acquisitions) are recorded as
+ *     shared. Readers do not block each other, so a cycle is reported only
+ *     if, wherever two threads meet at a lock on it, at least one of them
+ *     takes or holds it for writing, or the lock has writers at all (seen
+ *     write-locked while debugging): a waiting writer blocks new readers,
+ *     so readers taking A,B and B,A deadlock once writers queue on both.
+ *     Threads taking read locks A,B and B,A of locks never written are
+ *     not reported; write A then read B against write B then read A is.
+ *   - "Where" is the return address into the caller of the RL lock
+ *     function, symbolized with dladdr, or the file and line the caller
+ *     named with RLLockDebugSetCallSite just before (the Swift overlay does
+ *     so, so reports from Swift name the Swift source line).
  *   - Edges of a destroyed lock are forgotten, so a new lock at the same
  *     address starts clean. @synchronized monitors are keyed by the object's
  *     address; call RLLockDebugForgetLock(obj) before freeing an object
@@ -97,6 +109,23 @@ RL_EXPORT bool RLLockDebugForgetLock(const void *RL_NULLABLE lock);
 /* Private: mirrors RLLockDebugIsEnabled() for the inline lock functions in
  * RLSpinLock.h (read with a relaxed atomic load). Do not write it. */
 RL_EXPORT int RLLockDebugActive_;
+
+/* Private: the out-of-line half of RLLockDebugSetCallSite. */
+RL_EXPORT void RLLockDebugRecordCallSite_(const char *RL_NULLABLE file, int line);
+
+/* Names the source position of the calling thread's next lock acquisition
+ * (any RL lock, spin lock or RLSyncEnter, blocking or a successful try):
+ * reports then show "file:line" for it instead of the symbolized return
+ * address. For wrappers (the Swift overlay, macros) whose return address
+ * would always be the wrapper's own. `file` must live for the rest of the
+ * process (a string literal, __FILE__, Swift's #fileID). The next
+ * acquisition consumes it; if that acquisition fails instead, call
+ * RLLockDebugSetCallSite(NULL, 0) to drop it. With debugging off this is
+ * one relaxed load and does nothing. */
+RL_INLINE void RLLockDebugSetCallSite(const char *RL_NULLABLE file, int line) {
+    if (__builtin_expect(__atomic_load_n(&RLLockDebugActive_, __ATOMIC_RELAXED) != 0, 0))
+        RLLockDebugRecordCallSite_(file, line);
+}
 
 RL_EXTERN_C_END
 
