@@ -64,7 +64,13 @@ lib: $(STATIC_LIB) $(SHARED_LIB)
 deps:
 	@scripts/setup-deps.sh
 
-$(BUILD)/obj/%.o: Sources/CRunLoop/%.c $(HDRS)
+# Objects depend on the compiler and flags they were built with, so reusing
+# a BUILD folder with another CC or sanitizer rebuilds instead of mixing.
+FLAGS_STAMP := $(BUILD)/.flags
+FLAGS_NOW := $(CC) $(CPPFLAGS) $(CFLAGS)
+$(shell mkdir -p $(BUILD) && { [ "$$(cat $(FLAGS_STAMP) 2>/dev/null)" = '$(FLAGS_NOW)' ] || printf '%s' '$(FLAGS_NOW)' > $(FLAGS_STAMP); })
+
+$(BUILD)/obj/%.o: Sources/CRunLoop/%.c $(HDRS) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
@@ -101,6 +107,14 @@ check-c: deps $(TEST_BINS)
 check-swift: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test
+	RL_EXAMPLE_FAST=1 $(SWIFT) run swiftthreads-demo > $(CURDIR)/.build/swiftthreads-demo.out 2>&1 \
+	  || { cat .build/swiftthreads-demo.out; echo "swiftthreads-demo failed"; exit 1; }
+	@echo "swiftthreads-demo (fast): ok"
+
+# The Swift examples, at a readable pace.
+demo-swift: deps
+	@echo "==== Swift: swift run swiftthreads-demo ===="
+	@$(SWIFT) run -q swiftthreads-demo
 
 # Fragments in mk/*.mk append to these: CHECK_EXTRA (more test targets run
 # by `make check`), BENCH_TARGETS (tables printed by `make bench`) and
@@ -159,3 +173,6 @@ clean:
 check-install: deps lib
 	@BUILD=$(BUILD) scripts/check-install.sh
 CHECK_EXTRA += check-install
+
+# After the fragments, so the C tour comes first.
+DEMO_TARGETS += demo-swift
