@@ -41,6 +41,7 @@ let package = Package(
             path: "examples/swift",
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),
+        .executableTarget(name: "swiftthreads-bench", dependencies: ["SwiftThreads"], path: "bench/swift", swiftSettings: [.swiftLanguageMode(.v6)]),
         .testTarget(
             name: "SwiftThreadsTests",
             dependencies: ["SwiftThreads"],

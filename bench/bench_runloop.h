@@ -1,10 +1,10 @@
 /*
  * bench_runloop.h — the run-loop benchmark (issue 3, "Performance"): one
  * interface that every peer implements in its own translation unit
- * (bench_runloop_rl.c: ours; _cf.c: CoreFoundation from the Swift toolchain;
- * _uv.c: libuv; _glib.c: GLib), because CoreFoundation's headers and ours
- * cannot share one file. bench_runloop.c runs them all in one process and
- * prints one table.
+ * (bench_runloop_cf.c, built twice: CoreFoundation from the Swift toolchain
+ * with -DBRL_CF, ours through cf_compat.h without; _uv.c: libuv; _glib.c:
+ * GLib), because CoreFoundation's headers and ours cannot share one file.
+ * bench_runloop.c runs them all in one process and prints one table.
  *
  * Every benchmark returns a brl_result; ok == false means the peer has no
  * equivalent (note says why) or the run failed. Units are fixed per entry

@@ -1,9 +1,27 @@
 /*
- * bench_runloop_cf.c — CoreFoundation's run loop (the one Swift ships on
- * Linux, from libFoundation.so) as a peer of the run-loop benchmark. Needs
- * clang with -fblocks: CF's headers do not compile under gcc.
+ * bench_runloop_cf.c — the run-loop benchmark's scenarios, written once
+ * against CoreFoundation's run-loop API and built twice, the way the
+ * differential tests are (Tests/diff):
+ *   -DBRL_CF  CoreFoundation's run loop (the one Swift ships on Linux, from
+ *             libFoundation.so): the peer brl_peer_cf. Needs clang with
+ *             -fblocks: CF's headers do not compile under gcc.
+ *   (none)    ours, through <crunloop/cf_compat.h>, whose CF names are
+ *             plain aliases of the RL functions (no wrapper is timed): the
+ *             peer brl_peer_rl. Any compiler; without blocks (gcc) the block
+ *             row reports "no blocks".
+ * So both peers run the very same code; the few #if blocks below are where
+ * the APIs differ (CF has no function-pointer perform; mode names are
+ * CFStrings there and C strings here).
  */
+#ifdef BRL_CF
 #include <CoreFoundation/CoreFoundation.h>
+#define BRL_PEER brl_peer_cf
+#define BRL_PEER_NAME "CF"
+#else
+#include <crunloop/cf_compat.h>
+#define BRL_PEER brl_peer_rl
+#define BRL_PEER_NAME "ours"
+#endif
 #include <sched.h>
 #include <stdatomic.h>
 
@@ -50,21 +68,54 @@ static void cf_perf_step(cf_perf *c) {
     }
 }
 
-static brl_result cf_perform_block(long n) {
+#ifndef BRL_CF
+static void cf_perf_fn(void *info) { cf_perf_step(info); }
+#endif
+
+/* n requests (blocks, or the function form) + WakeUp from this thread to a
+ * consumer thread's loop. */
+static brl_result cf_perform(long n, bool block) {
     cf_perf c = {.n = n};
     pthread_t t;
     pthread_create(&t, NULL, cf_perf_consumer, &c);
     CFRunLoopRef rl;
     while ((rl = atomic_load(&c.rl)) == NULL) sched_yield();
-    cf_perf *cp = &c;
     double t0 = brl_now();
-    for (long i = 0; i < n; i++) {
-        CFRunLoopPerformBlock(rl, kCFRunLoopDefaultMode, ^{ cf_perf_step(cp); });
-        CFRunLoopWakeUp(rl);
+    if (block) {
+#if __BLOCKS__
+        cf_perf *cp = &c;
+        for (long i = 0; i < n; i++) {
+            CFRunLoopPerformBlock(rl, kCFRunLoopDefaultMode, ^{ cf_perf_step(cp); });
+            CFRunLoopWakeUp(rl);
+        }
+#endif
+    } else {
+#ifndef BRL_CF
+        for (long i = 0; i < n; i++) {
+            RLRunLoopPerformFunction(rl, kCFRunLoopDefaultMode, cf_perf_fn, &c);
+            CFRunLoopWakeUp(rl);
+        }
+#endif
     }
     atomic_store(&c.sent_all, true);
     pthread_join(t, NULL);
     return brl_ok((double)n / (c.t_end - t0), 0);
+}
+
+static brl_result cf_perform_block(long n) {
+#if __BLOCKS__
+    return cf_perform(n, true);
+#else
+    return brl_none("built without blocks (gcc)");
+#endif
+}
+
+static brl_result cf_perform_queue(long n) {
+#ifdef BRL_CF
+    return brl_none("CF has no function-pointer perform");
+#else
+    return cf_perform(n, false);
+#endif
 }
 
 /* ---- v0-source ping-pong ---------------------------------------------- */
@@ -173,10 +224,12 @@ static void *cf_timers_thread(void *arg) {
     free(t);
     brl_timer_plan_free(&plan);
     a->r = brl_ok((t1 - t0) / (double)n * 1e9, (t2 - t1) / (double)k * 1e9);
+#ifdef BRL_CF
     if (k < n)
         snprintf(a->r.note, sizeof a->r.note,
                  "CF at N=%ld: one repetition, %ld of %ld removals timed (each is a linear search of the mode's timer array)",
                  n, k, n);
+#endif
     return NULL;
 }
 
@@ -346,7 +399,7 @@ static void *cf_obs_thread(void *arg) {
     CFRunLoopSourceInvalidate(src);
     CFRelease(src);
     a->r = brl_ok(without, with);
-    snprintf(a->r.note, sizeof a->r.note, "CF: %.1f observer callouts per iteration",
+    snprintf(a->r.note, sizeof a->r.note, BRL_PEER_NAME ": %.1f observer callouts per iteration",
              (double)a->calls / (double)(chunk * BRL_CHUNKS));
     return NULL;
 }
@@ -373,15 +426,21 @@ static void *cf_fds_thread(void *arg) {
     for (int m = 0; m < a->modes && m < 16; m++) {
         char name[32];
         snprintf(name, sizeof name, "bench.mode.%d", m);
+#ifdef BRL_CF
         modes[m] = m == 0 ? CFRetain(kCFRunLoopDefaultMode)
                           : CFStringCreateWithCString(NULL, name, kCFStringEncodingUTF8);
+#else
+        modes[m] = m == 0 ? kCFRunLoopDefaultMode : name; /* a C string; the loop copies it */
+#endif
         CFRunLoopAddSource(rl, src, modes[m]);
         CFRunLoopRunInMode(modes[m], 0, false);
     }
     int after = brl_count_fds();
     CFRunLoopSourceInvalidate(src);
     CFRelease(src);
+#ifdef BRL_CF
     for (int m = 0; m < a->modes && m < 16; m++) CFRelease(modes[m]);
+#endif
     a->r = brl_ok(after - before, 0);
     return NULL;
 }
@@ -392,10 +451,8 @@ static brl_result cf_fds(int modes) {
     return a.r;
 }
 
-static brl_result cf_perform_queue(long n) { return brl_none("CF has no function-pointer perform"); }
-
-const brl_peer brl_peer_cf = {
-    .name = "CF",
+const brl_peer BRL_PEER = {
+    .name = BRL_PEER_NAME,
     .perform_block = cf_perform_block,
     .perform_queue = cf_perform_queue,
     .pingpong = cf_pingpong,

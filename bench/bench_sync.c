@@ -45,21 +45,37 @@ static void die(const char *what) {
     exit(1);
 }
 
+/* `object` fresh from its Create function, named `what`; exits if NULL. */
+static void *created(void *object, const char *what) {
+    if (!object)
+        die(what);
+    return object;
+}
+
 /* Keeps the compiler from proving a loop body useless. */
 static volatile long sink;
+
+/* Mean ns per pass of the loop body (the statements after n), run n times
+ * with `i` as the pass number: the timing loop of every single-thread row.
+ * A macro rather than a function taking a callback, so that the body is
+ * compiled in place, as in a user's code, and no indirect call is timed
+ * along with it. */
+#define NS_PER_PASS(i, n, ...)            \
+    __extension__({                       \
+        double t0_ = now_ns();            \
+        for (long i = 0; i < (n); i++) {  \
+            __VA_ARGS__;                  \
+        }                                 \
+        (now_ns() - t0_) / (double)(n);   \
+    })
 
 /* ---- uncontended lock + unlock ----------------------------------------- */
 
 static double peer_mutex(long n) {
     pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
-    double t0 = now_ns();
-    for (long i = 0; i < n; i++) {
-        pthread_mutex_lock(&m);
-        pthread_mutex_unlock(&m);
-    }
-    double t = now_ns() - t0;
+    double ns = NS_PER_PASS(i, n, pthread_mutex_lock(&m); pthread_mutex_unlock(&m));
     pthread_mutex_destroy(&m);
-    return t / (double)n;
+    return ns;
 }
 
 static double peer_recursive_mutex(long n) {
@@ -69,39 +85,24 @@ static double peer_recursive_mutex(long n) {
     pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE);
     pthread_mutex_init(&m, &a);
     pthread_mutexattr_destroy(&a);
-    double t0 = now_ns();
-    for (long i = 0; i < n; i++) {
-        pthread_mutex_lock(&m);
-        pthread_mutex_unlock(&m);
-    }
-    double t = now_ns() - t0;
+    double ns = NS_PER_PASS(i, n, pthread_mutex_lock(&m); pthread_mutex_unlock(&m));
     pthread_mutex_destroy(&m);
-    return t / (double)n;
+    return ns;
 }
 
 static double peer_rwlock_read(long n) {
     pthread_rwlock_t l = PTHREAD_RWLOCK_INITIALIZER;
-    double t0 = now_ns();
-    for (long i = 0; i < n; i++) {
-        pthread_rwlock_rdlock(&l);
-        pthread_rwlock_unlock(&l);
-    }
-    double t = now_ns() - t0;
+    double ns = NS_PER_PASS(i, n, pthread_rwlock_rdlock(&l); pthread_rwlock_unlock(&l));
     pthread_rwlock_destroy(&l);
-    return t / (double)n;
+    return ns;
 }
 
 static double peer_spin(long n) {
     pthread_spinlock_t s;
     pthread_spin_init(&s, PTHREAD_PROCESS_PRIVATE);
-    double t0 = now_ns();
-    for (long i = 0; i < n; i++) {
-        pthread_spin_lock(&s);
-        pthread_spin_unlock(&s);
-    }
-    double t = now_ns() - t0;
+    double ns = NS_PER_PASS(i, n, pthread_spin_lock(&s); pthread_spin_unlock(&s));
     pthread_spin_destroy(&s);
-    return t / (double)n;
+    return ns;
 }
 
 /* ---- atomics ------------------------------------------------------------ */
@@ -110,27 +111,20 @@ static _Atomic int32_t c11_counter32;
 static int32_t rl_counter32;
 
 static double peer_atomic_add(long n) {
-    double t0 = now_ns();
-    for (long i = 0; i < n; i++)
-        atomic_fetch_add(&c11_counter32, 1);
-    double t = now_ns() - t0;
+    double ns = NS_PER_PASS(i, n, atomic_fetch_add(&c11_counter32, 1));
     sink = atomic_load(&c11_counter32);
-    return t / (double)n;
+    return ns;
 }
 
 static double peer_cas(long n) {
     atomic_store(&c11_counter32, 0);
-    double t0 = now_ns();
-    for (long i = 0; i < n; i++) {
-        int32_t expected = (int32_t)i;
-        atomic_compare_exchange_strong(&c11_counter32, &expected, (int32_t)(i + 1));
-    }
-    double t = now_ns() - t0;
+    double ns = NS_PER_PASS(i, n, int32_t expected = (int32_t)i;
+                            atomic_compare_exchange_strong(&c11_counter32, &expected, (int32_t)(i + 1)));
     if (atomic_load(&c11_counter32) != (int32_t)n) {
         fprintf(stderr, "bench_sync: atomic_compare_exchange_strong missed a swap\n");
         exit(1);
     }
-    return t / (double)n;
+    return ns;
 }
 
 /* ---- condition ping-pong between two threads --------------------------- */
@@ -238,87 +232,51 @@ static double peer_contended(long n) {
 /* ---- ours --------------------------------------------------------------- */
 
 static double ours_lock(long n) {
-    RLLockRef l = RLLockCreate();
-    if (!l)
-        die("RLLockCreate");
-    double t0 = now_ns();
-    for (long i = 0; i < n; i++) {
-        RLLockLock(l);
-        RLLockUnlock(l);
-    }
-    double t = now_ns() - t0;
+    RLLockRef l = created(RLLockCreate(), "RLLockCreate");
+    double ns = NS_PER_PASS(i, n, RLLockLock(l); RLLockUnlock(l));
     RLRelease(l);
-    return t / (double)n;
+    return ns;
 }
 
 static double ours_recursive(long n) {
-    RLRecursiveLockRef l = RLRecursiveLockCreate();
-    if (!l)
-        die("RLRecursiveLockCreate");
-    double t0 = now_ns();
-    for (long i = 0; i < n; i++) {
-        RLRecursiveLockLock(l);
-        RLRecursiveLockUnlock(l);
-    }
-    double t = now_ns() - t0;
+    RLRecursiveLockRef l = created(RLRecursiveLockCreate(), "RLRecursiveLockCreate");
+    double ns = NS_PER_PASS(i, n, RLRecursiveLockLock(l); RLRecursiveLockUnlock(l));
     RLRelease(l);
-    return t / (double)n;
+    return ns;
 }
 
 static double ours_rwlock_read(long n) {
-    RLReadWriteLockRef l = RLReadWriteLockCreate();
-    if (!l)
-        die("RLReadWriteLockCreate");
-    double t0 = now_ns();
-    for (long i = 0; i < n; i++) {
-        RLReadWriteLockReadLock(l);
-        RLReadWriteLockUnlock(l);
-    }
-    double t = now_ns() - t0;
+    RLReadWriteLockRef l = created(RLReadWriteLockCreate(), "RLReadWriteLockCreate");
+    double ns = NS_PER_PASS(i, n, RLReadWriteLockReadLock(l); RLReadWriteLockUnlock(l));
     RLRelease(l);
-    return t / (double)n;
+    return ns;
 }
 
 static double ours_spin(long n) {
     RLSpinLock s = RL_SPINLOCK_INIT;
-    double t0 = now_ns();
-    for (long i = 0; i < n; i++) {
-        RLSpinLockLock(&s);
-        RLSpinLockUnlock(&s);
-    }
-    return (now_ns() - t0) / (double)n;
+    return NS_PER_PASS(i, n, RLSpinLockLock(&s); RLSpinLockUnlock(&s));
 }
 
 static double ours_sync(long n) {
     static int object;
-    double t0 = now_ns();
-    for (long i = 0; i < n; i++) {
-        RLSyncEnter(&object);
-        RLSyncExit(&object);
-    }
-    return (now_ns() - t0) / (double)n;
+    return NS_PER_PASS(i, n, RLSyncEnter(&object); RLSyncExit(&object));
 }
 
 static double ours_atomic_add(long n) {
-    double t0 = now_ns();
-    for (long i = 0; i < n; i++)
-        RLAtomicAdd32Barrier(1, &rl_counter32);
-    double t = now_ns() - t0;
+    double ns = NS_PER_PASS(i, n, RLAtomicAdd32Barrier(1, &rl_counter32));
     sink = rl_counter32;
-    return t / (double)n;
+    return ns;
 }
 
 static double ours_cas(long n) {
     rl_counter32 = 0;
-    double t0 = now_ns();
-    for (long i = 0; i < n; i++)
-        RLAtomicCompareAndSwap32Barrier((int32_t)i, (int32_t)(i + 1), &rl_counter32);
-    double t = now_ns() - t0;
+    double ns =
+        NS_PER_PASS(i, n, RLAtomicCompareAndSwap32Barrier((int32_t)i, (int32_t)(i + 1), &rl_counter32));
     if (rl_counter32 != (int32_t)n) {
         fprintf(stderr, "bench_sync: RLAtomicCompareAndSwap32Barrier missed a swap\n");
         exit(1);
     }
-    return t / (double)n;
+    return ns;
 }
 
 typedef struct pp_ours {
@@ -342,9 +300,7 @@ static void *pp_ours_partner(void *arg) {
 }
 
 static double ours_cond_pingpong(long n) {
-    pp_ours p = {RLConditionCreate(), 0};
-    if (!p.c)
-        die("RLConditionCreate");
+    pp_ours p = {created(RLConditionCreate(), "RLConditionCreate"), 0};
     pthread_t t;
     pthread_create(&t, NULL, pp_ours_partner, &p);
     double t0 = now_ns();
@@ -368,9 +324,7 @@ static void rllock_lock(void *l) { RLLockLock(l); }
 static void rllock_unlock(void *l) { RLLockUnlock(l); }
 
 static double ours_contended(long n) {
-    RLLockRef l = RLLockCreate();
-    if (!l)
-        die("RLLockCreate");
+    RLLockRef l = created(RLLockCreate(), "RLLockCreate");
     contended c = {rllock_lock, rllock_unlock, l, 0, 0, 0};
     double r = run_contended(&c, n);
     RLRelease(l);

@@ -2,8 +2,10 @@
 # CoreFoundation's run loop (from the Swift toolchain), libuv and GLib, in one
 # process (bench/bench_runloop*.c). Each peer is its own translation unit
 # because CF's headers and ours cannot meet in one file. Always -O2, against
-# the static library of $(BUILD). CF's headers compile only with clang, so
-# bench_runloop_cf.c is built with the toolchain's clang whatever CC is.
+# the static library of $(BUILD). CF and ours run one source,
+# bench_runloop_cf.c, written against CF's API: built with -DBRL_CF against
+# CoreFoundation (with the toolchain's clang whatever CC is: CF's headers
+# compile only with clang), and with $(CC) against ours via cf_compat.h.
 BENCH_RUNLOOP := $(BUILD)/bench/bench_runloop
 BENCH_RUNLOOP_OBJ := $(BUILD)/bench/obj
 BENCH_RUNLOOP_PEERS := rl cf uv glib
@@ -32,13 +34,13 @@ $(BENCH_RUNLOOP_OBJ)/bench_runloop.o: bench/bench_runloop.c bench/bench_runloop.
 	@mkdir -p $(dir $@)
 	$(CC) $(BENCH_RUNLOOP_FLAGS) -c -o $@ $<
 
-$(BENCH_RUNLOOP_OBJ)/bench_runloop_rl.o: bench/bench_runloop_rl.c bench/bench_runloop.h $(HDRS)
+$(BENCH_RUNLOOP_OBJ)/bench_runloop_rl.o: bench/bench_runloop_cf.c bench/bench_runloop.h $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(BENCH_RUNLOOP_FLAGS) -c -o $@ $<
 
 $(BENCH_RUNLOOP_OBJ)/bench_runloop_cf.o: bench/bench_runloop_cf.c bench/bench_runloop.h
 	@mkdir -p $(dir $@)
-	$(CF_CC) $(CF_CFLAGS) -O2 -g -std=gnu11 -Wall -Wextra -Wno-unused-parameter -D_GNU_SOURCE -pthread -c -o $@ $<
+	$(CF_CC) $(CF_CFLAGS) -O2 -g -std=gnu11 -Wall -Wextra -Wno-unused-parameter -D_GNU_SOURCE -DBRL_CF -pthread -c -o $@ $<
 
 $(BENCH_RUNLOOP_OBJ)/bench_runloop_uv.o: bench/bench_runloop_uv.c bench/bench_runloop.h
 	@mkdir -p $(dir $@)

@@ -18,7 +18,7 @@ void *rl__object_alloc(const rl__class *cls, size_t size, const char *fn) {
     return o;
 }
 
-bool rl__object_check(const void *obj, const rl__class *cls, const char *fn) {
+bool rl__object_check_fail(const void *obj, const rl__class *cls, const char *fn) {
     if (RL__UNLIKELY(obj == NULL))
         return rl__fail(kRLErrorInvalidArgument, fn, "NULL object");
     const rl__object *o = obj;

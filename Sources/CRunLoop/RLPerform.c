@@ -32,6 +32,7 @@ typedef struct rl__perform_req {
     TAILQ_ENTRY(rl__perform_req) link;
     void (*fn)(void *arg);
     void *arg;
+    RLPerformReleaseCallBack release; /* release(arg) when freed: ran or dropped */
     void *block;
     bool common;     /* in the common modes */
     size_t nmodes;   /* explicit modes (besides common) */
@@ -53,6 +54,7 @@ typedef struct rl__delayed {
     RLThreadRef thread;
     void (*fn)(void *arg);
     void *arg;
+    RLPerformReleaseCallBack release;
     void *block;
     RLRunLoopTimerRef timer;
 } rl__delayed;
@@ -70,7 +72,11 @@ static _Atomic uint64_t rl__next_perform_token = 1;
 
 /* ---- requests ---- */
 
+/* Frees a request that ran or is dropped: its block copy or its arg's
+ * release callback goes with it. */
 static void rl__req_free(rl__perform_req *r) {
+    if (r->release)
+        r->release(r->arg);
 #if __BLOCKS__
     if (r->block)
         _Block_release(r->block);
@@ -249,35 +255,62 @@ static void rl__drain(void *info) {
     while ((r = TAILQ_FIRST(&batch))) {
         TAILQ_REMOVE(&batch, r, link);
         rl__req_run(r);
-        if (r->waiter) {
+        /* The request (its block copy, its arg's release) is gone before
+         * the waiter wakes: what the request captured may live on the
+         * waiter's stack (a non-escaping closure). */
+        rl__perform_waiter *waiter = r->waiter;
+        rl__req_free(r);
+        if (waiter) {
             pthread_mutex_lock(&t->lock);
-            r->waiter->status = RL__WAIT_DONE;
+            waiter->status = RL__WAIT_DONE;
             pthread_cond_broadcast(&t->cond);
             pthread_mutex_unlock(&t->lock);
         }
-        rl__req_free(r);
     }
+}
+
+/* A delayed request that will not run (cancelled, or its thread exits):
+ * its timer goes, its block copy or arg's release with it. */
+static void rl__delayed_free(rl__delayed *e) {
+    RLRunLoopTimerInvalidate(e->timer);
+    RLRelease(e->timer);
+#if __BLOCKS__
+    if (e->block)
+        _Block_release(e->block);
+#endif
+    if (e->release)
+        e->release(e->arg);
+    free(e);
 }
 
 /* ---- hooks called by RLThread.c ---- */
 
-void rl__perform_thread_did_start(RLThreadRef t) {
-    RLRunLoopRef rl = RLRunLoopGetCurrent();
-    if (!rl)
-        return;
-    pthread_mutex_lock(&t->lock);
-    if (!t->runloop) {
+/* Gives t its run loop (retained in t->runloop) if it can have one now:
+ * the main loop, or the loop of its pthread, made lazily. A thread being
+ * started has no pthread yet; RLThreadStart attaches it once it has. */
+static RLRunLoopRef rl__attach_loop_locked(RLThreadRef t) {
+    if (t->runloop)
+        return t->runloop;
+    RLRunLoopRef rl = NULL;
+    if (t->is_main)
+        rl = RLRunLoopGetMain();
+    else if (t->has_pthread)
+        rl = rl__runloop_get_for_thread(t->pthread);
+    if (rl)
         t->runloop = (RLRunLoopRef)RLRetain(rl);
-        struct rl__perform_state *s = t->perform;
-        if (s) {
-            rl__perform_req *r;
-            TAILQ_FOREACH(r, &s->queue, link)
-                rl__post_req_drains_locked(t, s, r);
-            if (!TAILQ_EMPTY(&s->queue))
-                RLRunLoopWakeUp(rl);
-        }
-    }
-    pthread_mutex_unlock(&t->lock);
+    return rl;
+}
+
+void rl__perform_thread_did_create_locked(RLThreadRef t) {
+    struct rl__perform_state *s = t->perform;
+    if (!s || s->closed || TAILQ_EMPTY(&s->queue))
+        return; /* the usual case: no loop is made */
+    if (!rl__attach_loop_locked(t))
+        return;
+    rl__perform_req *r;
+    TAILQ_FOREACH(r, &s->queue, link)
+        rl__post_req_drains_locked(t, s, r);
+    RLRunLoopWakeUp(t->runloop);
 }
 
 void rl__perform_thread_will_exit(RLThreadRef t) {
@@ -295,31 +328,26 @@ void rl__perform_thread_will_exit(RLThreadRef t) {
         for (rl__perform_drain *d = s->drains; d; d = d->next)
             d->posted = false;
     }
-    /* Waiters are released here, under the lock; after the unlock their
-     * waiter records may be gone. */
-    rl__perform_req *r;
-    TAILQ_FOREACH(r, &dropped, link) {
-        if (r->waiter) {
-            r->waiter->status = RL__WAIT_FAILED;
-            r->waiter = NULL;
-        }
-    }
-    pthread_cond_broadcast(&t->cond);
     pthread_mutex_unlock(&t->lock);
 
+    /* Each dropped request is freed (block copy, arg release) before its
+     * waiter is told, as after a run; the waiter is still blocked, so its
+     * record is alive until its status changes. */
+    rl__perform_req *r;
     while ((r = TAILQ_FIRST(&dropped))) {
         TAILQ_REMOVE(&dropped, r, link);
+        rl__perform_waiter *waiter = r->waiter;
         rl__req_free(r);
+        if (waiter) {
+            pthread_mutex_lock(&t->lock);
+            waiter->status = RL__WAIT_FAILED;
+            pthread_cond_broadcast(&t->cond);
+            pthread_mutex_unlock(&t->lock);
+        }
     }
     while (delayed) {
         rl__delayed *next = delayed->next;
-        RLRunLoopTimerInvalidate(delayed->timer);
-        RLRelease(delayed->timer);
-#if __BLOCKS__
-        if (delayed->block)
-            _Block_release(delayed->block);
-#endif
-        free(delayed);
+        rl__delayed_free(delayed);
         delayed = next;
     }
     if (rl)
@@ -377,10 +405,10 @@ static bool rl__perform(RLThreadRef t, rl__perform_req *r, bool wait, const char
         rl__req_free(r);
         return rl__fail(code, fn, "%s", why);
     }
-    if (!t->runloop && t->is_main) {
-        RLRunLoopRef main_rl = RLRunLoopGetMain();
-        if (main_rl)
-            t->runloop = (RLRunLoopRef)RLRetain(main_rl);
+    if (!rl__attach_loop_locked(t) && (t->is_main || t->has_pthread)) {
+        pthread_mutex_unlock(&t->lock);
+        rl__req_free(r);
+        return false; /* no run loop could be made (error set) */
     }
     if (wait)
         r->waiter = &waiter;
@@ -401,24 +429,53 @@ static bool rl__perform(RLThreadRef t, rl__perform_req *r, bool wait, const char
     return true;
 }
 
+/* The function-pointer forms. A refused request still has its arg
+ * released (the WithRelease rule, RLRunLoop.h). */
+static bool rl__thread_perform(RLThreadRef thread, void (*fn)(void *), void *arg, RLPerformReleaseCallBack release,
+                               const RLRunLoopMode *modes, bool wait, const char *fname) {
+    rl__perform_req *r = NULL;
+    if (!rl__object_check(thread, &rl__thread_class, fname))
+        ;
+    else if (!fn)
+        rl__fail(kRLErrorInvalidArgument, fname, "NULL function");
+    else
+        r = rl__req_new(fn, arg, NULL, modes, fname);
+    if (!r) {
+        if (release)
+            release(arg);
+        return false;
+    }
+    r->release = release;
+    return rl__perform(thread, r, wait, fname);
+}
+
 bool RLThreadPerform(RLThreadRef thread, void (*fn)(void *arg), void *arg, const RLRunLoopMode *modes,
                      bool waitUntilDone) {
-    static const char fname[] = "RLThreadPerform";
-    if (!rl__object_check(thread, &rl__thread_class, fname))
-        return false;
-    if (!fn)
-        return rl__fail(kRLErrorInvalidArgument, fname, "NULL function");
-    rl__perform_req *r = rl__req_new(fn, arg, NULL, modes, fname);
-    if (!r)
-        return false;
-    return rl__perform(thread, r, waitUntilDone, fname);
+    return rl__thread_perform(thread, fn, arg, NULL, modes, waitUntilDone, "RLThreadPerform");
+}
+
+bool RLThreadPerformWithRelease(RLThreadRef thread, void (*fn)(void *arg), void *arg, RLPerformReleaseCallBack release,
+                                const RLRunLoopMode *modes, bool waitUntilDone) {
+    return rl__thread_perform(thread, fn, arg, release, modes, waitUntilDone, "RLThreadPerformWithRelease");
 }
 
 bool RLThreadPerformOnMain(void (*fn)(void *arg), void *arg, const RLRunLoopMode *modes, bool waitUntilDone) {
     RLThreadRef main_thread = RLThreadGetMain();
     if (!main_thread)
         return false;
-    return RLThreadPerform(main_thread, fn, arg, modes, waitUntilDone);
+    return rl__thread_perform(main_thread, fn, arg, NULL, modes, waitUntilDone, "RLThreadPerformOnMain");
+}
+
+bool RLThreadPerformOnMainWithRelease(void (*fn)(void *arg), void *arg, RLPerformReleaseCallBack release,
+                                      const RLRunLoopMode *modes, bool waitUntilDone) {
+    RLThreadRef main_thread = RLThreadGetMain();
+    if (!main_thread) {
+        if (release)
+            release(arg);
+        return false;
+    }
+    return rl__thread_perform(main_thread, fn, arg, release, modes, waitUntilDone,
+                              "RLThreadPerformOnMainWithRelease");
 }
 
 #if __BLOCKS__
@@ -468,14 +525,19 @@ static void rl__delayed_fire(RLRunLoopTimerRef timer, void *info) {
         _Block_release(e->block);
     } else
 #endif
+    {
         e->fn(e->arg);
+        if (e->release)
+            e->release(e->arg);
+    }
     RLRunLoopTimerInvalidate(timer);
     RLRelease(e->timer);
     free(e);
 }
 
-static RLPerformToken rl__perform_after_delay(void (*fn)(void *), void *arg, void *block, RLTimeInterval delay,
-                                              const RLRunLoopMode *modes, const char *fname) {
+static RLPerformToken rl__perform_after_delay(void (*fn)(void *), void *arg, RLPerformReleaseCallBack release,
+                                              void *block, RLTimeInterval delay, const RLRunLoopMode *modes,
+                                              const char *fname) {
     if (isnan(delay)) {
         rl__fail(kRLErrorInvalidArgument, fname, "NaN delay");
         return 0;
@@ -510,6 +572,7 @@ static RLPerformToken rl__perform_after_delay(void (*fn)(void *), void *arg, voi
     pthread_mutex_lock(&t->lock);
     struct rl__perform_state *s = rl__state_locked(t);
     if (s) {
+        e->release = release; /* from here on, e owns arg */
         e->next = s->delayed;
         s->delayed = e;
     }
@@ -536,7 +599,21 @@ RLPerformToken RLThreadPerformAfterDelay(void (*fn)(void *arg), void *arg, RLTim
         rl__fail(kRLErrorInvalidArgument, fname, "NULL function");
         return 0;
     }
-    return rl__perform_after_delay(fn, arg, NULL, delay, modes, fname);
+    return rl__perform_after_delay(fn, arg, NULL, NULL, delay, modes, fname);
+}
+
+RLPerformToken RLThreadPerformAfterDelayWithRelease(void (*fn)(void *arg), void *arg,
+                                                    RLPerformReleaseCallBack release, RLTimeInterval delay,
+                                                    const RLRunLoopMode *modes) {
+    static const char fname[] = "RLThreadPerformAfterDelayWithRelease";
+    RLPerformToken token = 0;
+    if (!fn)
+        rl__fail(kRLErrorInvalidArgument, fname, "NULL function");
+    else
+        token = rl__perform_after_delay(fn, arg, release, NULL, delay, modes, fname);
+    if (!token && release)
+        release(arg);
+    return token;
 }
 
 #if __BLOCKS__
@@ -547,7 +624,7 @@ RLPerformToken RLThreadPerformBlockAfterDelay(RLTimeInterval delay, const RLRunL
         return 0;
     }
     void *copy = _Block_copy((const void *)block);
-    RLPerformToken token = rl__perform_after_delay(NULL, NULL, copy, delay, modes, fname);
+    RLPerformToken token = rl__perform_after_delay(NULL, NULL, NULL, copy, delay, modes, fname);
     if (!token)
         _Block_release(copy);
     return token;
@@ -580,13 +657,7 @@ static RLIndex rl__cancel_delayed(RLPerformToken token, void (*fn)(void *), void
     RLIndex n = 0;
     while (cancelled) {
         rl__delayed *next = cancelled->next;
-        RLRunLoopTimerInvalidate(cancelled->timer);
-        RLRelease(cancelled->timer);
-#if __BLOCKS__
-        if (cancelled->block)
-            _Block_release(cancelled->block);
-#endif
-        free(cancelled);
+        rl__delayed_free(cancelled);
         cancelled = next;
         n++;
     }

@@ -37,15 +37,15 @@ const RLRunLoopMode kRLRunLoopCommonModes = "kRLRunLoopCommonModes";
 /* ------------------------------------------------------------------ */
 /* structures                                                          */
 
-enum { RL_PMODE_DEFAULT = 0, RL_PMODE_COMMON = 1, RL_PMODE_NAMED = 2 };
+/* A perform request's `name` for the common modes (NULL: the default mode). */
+static char rl_pmode_common[] = "";
 
-/* One perform request. */
+/* One perform request: 32 bytes, two to a cache line. */
 typedef struct rl_pitem {
     void (*fn)(void *);
     void *info;
     void (*release)(void *); /* blocks: frees info if the request never runs */
-    int tag;                 /* RL_PMODE_* */
-    char *name;              /* named: malloc'ed mode name */
+    char *name;              /* NULL, rl_pmode_common, or a malloc'ed mode name */
 } rl_pitem;
 
 typedef struct rl_pbuf {
@@ -216,6 +216,8 @@ static bool rl_mode_name_ok(RLRunLoopMode mode, const char *fn) {
 }
 
 static bool rl_is_common(RLRunLoopMode mode) {
+    if (mode == kRLRunLoopDefaultMode)
+        return false;
     return mode == kRLRunLoopCommonModes || (mode[0] == 'k' && strcmp(mode, kRLRunLoopCommonModes) == 0);
 }
 
@@ -260,9 +262,11 @@ static bool rl_item_in_loop(void *item, rl_kind kind, RLRunLoopRef rl) {
 /* modes                                                               */
 
 static rl_mode *rl_mode_find(RLRunLoopRef rl, const char *name) {
-    /* Programs mostly touch one mode at a time: try the last one found. */
-    if (rl->last_mode && strcmp(rl->last_mode->name, name) == 0)
-        return rl->last_mode;
+    /* Programs mostly touch one mode at a time: try the last one found. The
+     * default mode's constant is recognised by its address. */
+    rl_mode *last = rl->last_mode;
+    if (last && (name == kRLRunLoopDefaultMode ? last->is_default : strcmp(last->name, name) == 0))
+        return last;
     for (size_t i = 0; i < rl->nmodes; i++) {
         if (strcmp(rl->modes[i]->name, name) == 0)
             return rl->last_mode = rl->modes[i];
@@ -398,6 +402,18 @@ static double rl_next_wake(RLRunLoopRef rl, rl_frame *f) {
 static void rl_rearm_if_waiting(RLRunLoopRef rl) {
     if (rl && rl->frame && atomic_load(&rl->sleeping))
         rl_arm_timerfd(rl, rl_next_wake(rl, rl->frame));
+}
+
+/* Timer t joined `mode` of rl. Adding can only bring the wake-up forward:
+ * a sleeping loop running that mode is re-armed only if t is due before the
+ * armed time, and nothing else (no clock read, no heap order) is needed. */
+static void rl_rearm_for_added_timer(RLRunLoopRef rl, rl_mode *mode, const struct RLRunLoopTimer *t) {
+    if (!rl->frame || rl->frame->mode != mode || !atomic_load(&rl->sleeping))
+        return;
+    double rel = t->fire_date + t->tolerance - RLAbsoluteTimeGetCurrent();
+    double at = rl_mono_now() + (rel > 0 ? rel : 0);
+    if (at < rl->armed_at)
+        rl_arm_timerfd(rl, at);
 }
 
 /* ------------------------------------------------------------------ */
@@ -587,7 +603,7 @@ static bool rl_add_locked(RLRunLoopRef rl, void *item, rl_kind kind, rl_mode *mo
         atomic_fetch_or_explicit(&mode->observer_mask, ((struct RLRunLoopObserver *)item)->activities,
                                  memory_order_relaxed);
     } else {
-        rl_rearm_if_waiting(rl);
+        rl_rearm_for_added_timer(rl, mode, item);
     }
     return true;
 }
@@ -620,7 +636,10 @@ static void rl_remove_memb_locked(rl_memb *m, rl_defer *d) {
             t->rl = NULL;
         rl_rearm_if_waiting(rl);
     }
-    rl__defer_release(d, item);
+    if (m->kind == RL_KIND_OBSERVER && ((struct RLRunLoopObserver *)item)->pins)
+        ((struct RLRunLoopObserver *)item)->held_releases++; /* see rl_do_observers */
+    else
+        rl__defer_release(d, item);
     rl_memb_free(m);
 }
 
@@ -954,14 +973,16 @@ static void rl_qlock(RLRunLoopRef rl) {
 static void rl_qunlock(RLRunLoopRef rl) { atomic_store_explicit(&rl->qlock, 0, memory_order_release); }
 
 static bool rl_pitem_matches(const rl_pitem *it, const rl_mode *m) {
-    switch (it->tag) {
-    case RL_PMODE_DEFAULT:
+    if (!it->name)
         return m->is_default;
-    case RL_PMODE_COMMON:
+    if (it->name == rl_pmode_common)
         return m->common; /* as CF: the common modes when the block runs */
-    default:
-        return strcmp(m->name, it->name) == 0;
-    }
+    return strcmp(m->name, it->name) == 0;
+}
+
+static void rl_pitem_free_name(rl_pitem *it) {
+    if (it->name != rl_pmode_common)
+        free(it->name);
 }
 
 static bool rl_pbuf_push(rl_pbuf *b, const rl_pitem *it) {
@@ -994,12 +1015,11 @@ static bool rl_enqueue(RLRunLoopRef rl, RLRunLoopMode mode, void (*fn)(void *), 
         return rl__fail(kRLErrorInvalidArgument, fname, "NULL function");
     if (atomic_load_explicit(&rl->dead, memory_order_relaxed))
         return rl__fail(kRLErrorInvalidState, fname, "the run loop's thread has exited");
-    rl_pitem it = {fn, info, release, RL_PMODE_DEFAULT, NULL};
+    rl_pitem it = {fn, info, release, NULL};
     if (mode != kRLRunLoopDefaultMode && strcmp(mode, kRLRunLoopDefaultMode) != 0) {
         if (rl_is_common(mode)) {
-            it.tag = RL_PMODE_COMMON;
+            it.name = rl_pmode_common;
         } else {
-            it.tag = RL_PMODE_NAMED;
             it.name = strdup(mode);
             if (!it.name || !rl_mode_create(rl, mode, fname)) {
                 free(it.name);
@@ -1011,7 +1031,7 @@ static bool rl_enqueue(RLRunLoopRef rl, RLRunLoopMode mode, void (*fn)(void *), 
     bool ok = rl_pbuf_push(&rl->incoming, &it);
     rl_qunlock(rl);
     if (!ok) {
-        free(it.name);
+        rl_pitem_free_name(&it);
         return rl__fail(kRLErrorNoMemory, fname, "out of memory");
     }
     return true;
@@ -1022,11 +1042,8 @@ bool RLRunLoopPerformFunction(RLRunLoopRef rl, RLRunLoopMode mode, void (*fn)(vo
 }
 
 #if __BLOCKS__
-static void rl_call_block(void *b) {
-    void (^block)(void) = (void (^)(void))b;
-    block();
-    Block_release(block);
-}
+/* Runs a block; rl_do_blocks releases it (with the others of the batch). */
+static void rl_call_block(void *b) { ((void (^)(void))b)(); }
 static void rl_release_block(void *b) { Block_release((void (^)(void))b); }
 
 bool RLRunLoopPerformBlock(RLRunLoopRef rl, RLRunLoopMode mode, void (^block)(void)) {
@@ -1045,7 +1062,7 @@ bool RLRunLoopPerformBlock(RLRunLoopRef rl, RLRunLoopMode mode, void (^block)(vo
 static void rl_pitem_dispose(rl_pitem *it) {
     if (it->release)
         it->release(it->info);
-    free(it->name);
+    rl_pitem_free_name(it);
 }
 
 static bool rl_has_blocks_for(RLRunLoopRef rl, rl_mode *m) {
@@ -1094,17 +1111,41 @@ static bool rl_do_blocks(RLRunLoopRef rl, rl_mode *m) {
 
     bool did = false;
     size_t keep = 0;
+#if __BLOCKS__
+    /* Blocks that ran are released in batches, after running: the frees
+     * (of memory the producer's thread allocated) come together instead of
+     * interleaving with the calls. */
+    void *ran[64];
+    size_t nran = 0;
+#endif
     for (size_t i = 0; i < local.n; i++) {
         rl_pitem it = local.a[i];
+        /* The requests were written on other threads: fetch a few ahead
+         * (a block is read to run it, and written to release it). */
+        if (i + 4 < local.n)
+            __builtin_prefetch(local.a[i + 4].info, 1);
         if (!rl_pitem_matches(&it, m)) {
             local.a[keep++] = it;
             continue;
         }
         it.fn(it.info);
-        if (it.name)
-            free(it.name);
+        rl_pitem_free_name(&it);
         did = true;
+#if __BLOCKS__
+        if (it.fn == rl_call_block) {
+            ran[nran++] = it.info;
+            if (nran == sizeof ran / sizeof ran[0]) {
+                for (size_t k = 0; k < nran; k++)
+                    rl_release_block(ran[k]);
+                nran = 0;
+            }
+        }
+#endif
     }
+#if __BLOCKS__
+    for (size_t k = 0; k < nran; k++)
+        rl_release_block(ran[k]);
+#endif
     local.n = keep;
     rl_requeue(rl, &local);
     return did;
@@ -1118,6 +1159,14 @@ static bool rl_mode_is_empty(RLRunLoopRef rl, rl_mode *m) {
     bool empty = m->nsources == 0 && rl__tset_count(&m->timers) == 0;
     rl__graph_unlock();
     return empty && !rl_has_blocks_for(rl, m);
+}
+
+/* Graph lock held. */
+static void rl_observer_unpin(struct RLRunLoopObserver *o, rl_defer *d) {
+    if (--o->pins > 0)
+        return;
+    for (; o->held_releases > 0; o->held_releases--)
+        rl__defer_release(d, o);
 }
 
 static void rl_do_observers(RLRunLoopRef rl, rl_mode *m, RLRunLoopActivity act) {
@@ -1137,7 +1186,10 @@ static void rl_do_observers(RLRunLoopRef rl, rl_mode *m, RLRunLoopActivity act) 
     TAILQ_FOREACH(x, &m->observers, mode_link) {
         struct RLRunLoopObserver *o = x->item;
         if (list && o->valid && (o->activities & act) && !o->firing) {
-            rl_retain_raw(o);
+            /* Pinned, not retained: the mode's reference on o stays (or is
+             * held back) until o is unpinned, without two atomic
+             * operations per callout. */
+            o->pins++;
             list[n++] = o;
         }
     }
@@ -1157,10 +1209,11 @@ static void rl_do_observers(RLRunLoopRef rl, rl_mode *m, RLRunLoopActivity act) 
             if (!o->repeats && o->valid)
                 rl__observer_invalidate_locked(o, &d);
         }
-        rl__defer_release(&d, o);
+        rl_observer_unpin(o, &d);
     }
     rl__graph_unlock();
-    rl__defer_run(&d);
+    if (d.n)
+        rl__defer_run(&d);
     if (list != small)
         free(list);
 }
@@ -1277,8 +1330,12 @@ static void rl_fire_timer(RLRunLoopRef rl, rl_mode *m, struct RLRunLoopTimer *t)
 static void rl_do_timers(RLRunLoopRef rl, rl_mode *m) {
     rl_memb **due = NULL;
     size_t n = 0, cap = 0;
-    RLAbsoluteTime now = RLAbsoluteTimeGetCurrent();
     rl__graph_lock();
+    if (rl__tset_count(&m->timers) == 0) {
+        rl__graph_unlock(); /* no clock read for a mode without timers */
+        return;
+    }
+    RLAbsoluteTime now = RLAbsoluteTimeGetCurrent();
     rl__tset_collect_due(&m->timers, now, &due, &n, &cap);
     if (n > 1)
         qsort(due, n, sizeof *due, rl_cmp_timer_memb);
@@ -1382,7 +1439,7 @@ static inline void rl_flag_set(_Atomic int *flag, int v) {
 /* A poll with no user fd to look at and no timerfd expiry to drain has
  * nothing to ask the kernel: due timers are found by the clock. */
 static bool rl_poll_needs_no_syscall(RLRunLoopRef rl) {
-    return rl->nfd_armed == 0 && !(rl->armed_at <= rl_mono_now());
+    return rl->nfd_armed == 0 && (rl->armed_at == INFINITY || !(rl->armed_at <= rl_mono_now()));
 }
 
 /* Blocks until an event, a timer deadline or the run's deadline; with
@@ -1603,14 +1660,143 @@ __attribute__((constructor)) static void rl_record_main_thread(void) { rl_main_t
 
 static void rl_teardown(RLRunLoopRef rl);
 
+static void rl_threadtab_forget_self(RLRunLoopRef mine);
+
 static void rl_key_destructor(void *v) {
     RLRunLoopRef rl = v;
     rl_tls = NULL;
     rl_teardown(rl);
+    rl_threadtab_forget_self(rl);
     RLRelease(rl);
 }
 
 static void rl_make_key(void) { pthread_key_create(&rl_key, rl_key_destructor); }
+
+/* ==== BEGIN run loops by thread (lazy loops for RLThread / RLPerform) ====
+ * CF's _CFRunLoopGet0(pthread_t): a table from thread to run loop, so that
+ * another thread can obtain (creating it if needed) the loop of a thread
+ * that has not asked for it yet, and that thread later gets the same loop
+ * from RLRunLoopGetCurrent. Threads therefore need no loop up front. The
+ * table holds one reference per entry; a thread's entry goes when the
+ * thread tears its loop down (rl__runloop_teardown_current_thread or the
+ * pthread-key destructor). The main thread's loop is rl_main_loop, not in
+ * the table. Lock order: table mutex, then the graph lock. */
+typedef struct rl_thread_entry {
+    struct rl_thread_entry *next;
+    pthread_t thread;
+    RLRunLoopRef rl;
+} rl_thread_entry;
+
+enum { RL_THREADTAB_BUCKETS = 256 };
+static pthread_mutex_t rl_threadtab_mutex = PTHREAD_MUTEX_INITIALIZER;
+static rl_thread_entry *rl_threadtab[RL_THREADTAB_BUCKETS];
+static _Atomic size_t rl_threadtab_count; /* lets exiting threads skip the mutex */
+
+static rl_thread_entry **rl_threadtab_link_locked(pthread_t thread) {
+    uintptr_t h = (uintptr_t)thread;
+    h ^= h >> 12;
+    h ^= h >> 21;
+    rl_thread_entry **link = &rl_threadtab[h % RL_THREADTAB_BUCKETS];
+    while (*link && !pthread_equal((*link)->thread, thread))
+        link = &(*link)->next;
+    return link;
+}
+
+/* The table's loop for `thread` (borrowed), created on first use. */
+static RLRunLoopRef rl_threadtab_get(pthread_t thread) {
+    pthread_mutex_lock(&rl_threadtab_mutex);
+    rl_thread_entry **link = rl_threadtab_link_locked(thread);
+    RLRunLoopRef rl = *link ? (*link)->rl : NULL;
+    if (!rl) {
+        rl_thread_entry *e = malloc(sizeof *e);
+        rl = e ? rl_create(thread) : NULL;
+        if (rl) {
+            e->next = NULL;
+            e->thread = thread;
+            e->rl = rl;
+            *link = e;
+            atomic_fetch_add(&rl_threadtab_count, 1);
+        } else {
+            free(e);
+            if (!e)
+                rl__fail(kRLErrorNoMemory, "RLRunLoopGetCurrent", "out of memory");
+        }
+    }
+    pthread_mutex_unlock(&rl_threadtab_mutex);
+    return rl;
+}
+
+/* On a thread that is done with its loop `mine` (torn down already, or
+ * NULL): removes the thread's entry and tears down the entry's loop if it
+ * is another one (made by another thread after an earlier teardown). */
+static void rl_threadtab_forget_self(RLRunLoopRef mine) {
+    if (atomic_load(&rl_threadtab_count) == 0)
+        return;
+    pthread_mutex_lock(&rl_threadtab_mutex);
+    rl_thread_entry **link = rl_threadtab_link_locked(pthread_self());
+    rl_thread_entry *e = *link;
+    if (e) {
+        *link = e->next;
+        atomic_fetch_sub(&rl_threadtab_count, 1);
+    }
+    pthread_mutex_unlock(&rl_threadtab_mutex);
+    if (!e)
+        return;
+    if (e->rl != mine)
+        rl_teardown(e->rl);
+    RLRelease(e->rl);
+    free(e);
+}
+
+RLRunLoopRef rl__runloop_get_for_thread(pthread_t thread) {
+    if (pthread_equal(thread, rl_main_thread))
+        return RLRunLoopGetMain();
+    return rl_threadtab_get(thread);
+}
+
+/* RLRunLoopPerformFunctionWithRelease (kept in this block, apart from the
+ * hot perform path above): the request carries a small record, so the
+ * queue's items stay as they are. */
+typedef struct rl_owned_call {
+    void (*fn)(void *);
+    void *info;
+    RLPerformReleaseCallBack release;
+} rl_owned_call;
+
+static void rl_owned_call_run(void *p) {
+    rl_owned_call c = *(rl_owned_call *)p;
+    free(p);
+    c.fn(c.info);
+    c.release(c.info);
+}
+
+static void rl_owned_call_drop(void *p) {
+    rl_owned_call c = *(rl_owned_call *)p;
+    free(p);
+    c.release(c.info);
+}
+
+bool RLRunLoopPerformFunctionWithRelease(RLRunLoopRef rl, RLRunLoopMode mode, void (*fn)(void *info), void *info,
+                                         RLPerformReleaseCallBack release) {
+    const char *fname = "RLRunLoopPerformFunctionWithRelease";
+    if (!release)
+        return rl_enqueue(rl, mode, fn, info, NULL, fname);
+    rl_owned_call *c = malloc(sizeof *c);
+    bool ok;
+    if (!c) {
+        ok = rl__fail(kRLErrorNoMemory, fname, "out of memory");
+    } else {
+        *c = (rl_owned_call){fn, info, release};
+        /* A NULL fn is refused by rl_enqueue, after the loop and mode. */
+        ok = rl_enqueue(rl, mode, fn ? rl_owned_call_run : NULL, c, rl_owned_call_drop, fname);
+    }
+    if (!ok) {
+        free(c);
+        release(info); /* refused: ownership was passed all the same */
+    }
+    return ok;
+}
+/* ==== END run loops by thread ==== */
 
 RLRunLoopRef RLRunLoopGetMain(void) {
     pthread_mutex_lock(&rl_main_mutex);
@@ -1632,7 +1818,10 @@ RLRunLoopRef RLRunLoopGetCurrent(void) {
         if (rl)
             RLRetain(rl); /* the thread's reference; the global one stays */
     } else {
-        rl = rl_create(pthread_self());
+        /* The table keeps its reference; this one is the thread's. */
+        rl = rl_threadtab_get(pthread_self());
+        if (rl)
+            RLRetain(rl);
     }
     if (!rl)
         return NULL;
@@ -1685,11 +1874,14 @@ static void rl_teardown(RLRunLoopRef rl) {
 
 void rl__runloop_teardown_current_thread(void) {
     RLRunLoopRef rl = rl_tls;
-    if (!rl)
-        return;
-    rl_tls = NULL;
-    pthread_once(&rl_key_once, rl_make_key);
-    pthread_setspecific(rl_key, NULL);
-    rl_teardown(rl);
-    RLRelease(rl);
+    if (rl) {
+        rl_tls = NULL;
+        pthread_once(&rl_key_once, rl_make_key);
+        pthread_setspecific(rl_key, NULL);
+        rl_teardown(rl);
+    }
+    /* Also a loop another thread made for this one (never run here). */
+    rl_threadtab_forget_self(rl);
+    if (rl)
+        RLRelease(rl);
 }

@@ -16,27 +16,32 @@ extern void *_Block_copy(const void *block);
 extern void _Block_release(const void *block);
 #endif
 
-/* Optional modules, referenced weakly: a program that links no run loop has
- * no run loop to tear down, and one that links no perform module has no
- * requests to fail (and its threads get no run loop up front). The C names
- * differ from the hidden declarations so that these references can have
- * default visibility: a hidden undefined weak symbol would resolve to the
- * load address instead of NULL in a position-independent executable. */
-extern void rl__weak_runloop_teardown(void) __asm__("rl__runloop_teardown_current_thread")
-    __attribute__((weak, visibility("default")));
-extern void rl__weak_perform_did_start(RLThreadRef t) __asm__("rl__perform_thread_did_start")
-    __attribute__((weak, visibility("default")));
-extern void rl__weak_perform_will_exit(RLThreadRef t) __asm__("rl__perform_thread_will_exit")
-    __attribute__((weak, visibility("default")));
-extern void rl__weak_perform_finalize(RLThreadRef t) __asm__("rl__perform_thread_finalize")
-    __attribute__((weak, visibility("default")));
-
 struct rl__thread_value {
     rl__thread_value *next;
     char *key;
     void *value;
     void (*destructor)(void *value);
+    int pins;      /* RLThreadDictionaryCopyValue calls using it (lock held) */
+    bool detached; /* out of the dictionary while pinned: the last unpin frees it */
 };
+
+/* With t->lock held, for entries just unlinked from t->values: returns
+ * those that can be freed now; pinned ones are freed by their last unpin. */
+static rl__thread_value *rl__values_unpinned_locked(rl__thread_value *list) {
+    rl__thread_value *keep = NULL;
+    while (list) {
+        rl__thread_value *next = list->next;
+        if (list->pins > 0) {
+            list->detached = true;
+            list->next = NULL;
+        } else {
+            list->next = keep;
+            keep = list;
+        }
+        list = next;
+    }
+    return keep;
+}
 
 struct rl__thread_handler {
     rl__thread_handler *next;
@@ -78,6 +83,7 @@ typedef struct rl__mt_handler {
     struct rl__mt_handler *next;
     void (*fn)(void *info);
     void *info;
+    bool info_is_block; /* info is a copied block, released after it ran */
 } rl__mt_handler;
 static rl__mt_handler *rl__mt_handlers;
 
@@ -112,8 +118,7 @@ static void rl__thread_finalize(void *obj) {
     if (t->block)
         _Block_release(t->block);
 #endif
-    if (rl__weak_perform_finalize)
-        rl__weak_perform_finalize(t);
+    rl__perform_thread_finalize(t);
     free(t->name);
     pthread_cond_destroy(&t->cond);
     pthread_mutex_destroy(&t->lock);
@@ -287,8 +292,6 @@ static RLThreadRef rl__thread_register_foreign(void) {
     pthread_once(&rl__foreign_key_once, rl__foreign_key_init);
     rl__tls_current = t; /* the thread owns the one reference */
     pthread_setspecific(rl__foreign_key, t);
-    if (rl__weak_perform_did_start)
-        rl__weak_perform_did_start(t);
     return t;
 }
 
@@ -314,20 +317,18 @@ RLThreadRef RLThreadGetCurrent(void) {
 
 bool RLThreadIsMultiThreaded(void) { return atomic_load(&rl__mt_state) == 2; }
 
-bool RLThreadAddWillBecomeMultiThreadedHandler(void (*fn)(void *info), void *info) {
-    if (!fn)
-        return rl__fail(kRLErrorInvalidArgument, "RLThreadAddWillBecomeMultiThreadedHandler", "NULL handler");
+static bool rl__add_mt_handler(void (*fn)(void *info), void *info, bool info_is_block, const char *fname) {
     rl__mt_handler *h = calloc(1, sizeof *h);
     if (!h)
-        return rl__fail(kRLErrorNoMemory, "RLThreadAddWillBecomeMultiThreadedHandler", "out of memory");
+        return rl__fail(kRLErrorNoMemory, fname, "out of memory");
     h->fn = fn;
     h->info = info;
+    h->info_is_block = info_is_block;
     pthread_mutex_lock(&rl__mt_lock);
     if (atomic_load(&rl__mt_state) != 0) {
         pthread_mutex_unlock(&rl__mt_lock);
         free(h);
-        return rl__fail(kRLErrorInvalidState, "RLThreadAddWillBecomeMultiThreadedHandler",
-                        "the process is already multi-threaded");
+        return rl__fail(kRLErrorInvalidState, fname, "the process is already multi-threaded");
     }
     rl__mt_handler **tail = &rl__mt_handlers;
     while (*tail)
@@ -336,6 +337,29 @@ bool RLThreadAddWillBecomeMultiThreadedHandler(void (*fn)(void *info), void *inf
     pthread_mutex_unlock(&rl__mt_lock);
     return true;
 }
+
+bool RLThreadAddWillBecomeMultiThreadedHandler(void (*fn)(void *info), void *info) {
+    static const char fname[] = "RLThreadAddWillBecomeMultiThreadedHandler";
+    if (!fn)
+        return rl__fail(kRLErrorInvalidArgument, fname, "NULL handler");
+    return rl__add_mt_handler(fn, info, false, fname);
+}
+
+#if __BLOCKS__
+static void rl__mt_block_trampoline(void *info) { ((void (^)(void))info)(); }
+
+bool RLThreadAddWillBecomeMultiThreadedHandlerBlock(void (^block)(void)) {
+    static const char fname[] = "RLThreadAddWillBecomeMultiThreadedHandlerBlock";
+    if (!block)
+        return rl__fail(kRLErrorInvalidArgument, fname, "NULL block");
+    void *copy = _Block_copy((const void *)block);
+    if (!rl__add_mt_handler(rl__mt_block_trampoline, copy, true, fname)) {
+        _Block_release(copy);
+        return false;
+    }
+    return true;
+}
+#endif
 
 /* Runs the one-time notification before the first thread is created; other
  * starters wait for it, a handler that starts a thread itself does not. */
@@ -352,6 +376,10 @@ static void rl__become_multithreaded(void) {
         for (rl__mt_handler *h = list, *next; h; h = next) {
             next = h->next;
             h->fn(h->info);
+#if __BLOCKS__
+            if (h->info_is_block)
+                _Block_release(h->info);
+#endif
             free(h);
         }
         rl__tls_in_mt_notify = false;
@@ -431,8 +459,6 @@ static void *rl__thread_main(void *p) {
     RLThreadRef t = p;
     rl__tls_current = t;
     rl__thread_attach_kernel(t);
-    if (rl__weak_perform_did_start)
-        rl__weak_perform_did_start(t);
     void *result = rl__thread_run_entry(t);
     rl__thread_exit_sequence(t, result);
     return result;
@@ -477,6 +503,7 @@ bool RLThreadStart(RLThreadRef thread) {
     if (err == 0) {
         t->pthread = pt;
         t->has_pthread = true;
+        rl__perform_thread_did_create_locked(t);
     } else {
         t->state = RL__THREAD_CREATED;
     }
@@ -541,10 +568,12 @@ bool RLThreadPerformInBackground(void (*fn)(void *arg), void *arg) {
 /* Runs once per thread, on that thread: run loop teardown, pending perform
  * requests failed, will-exit handlers, dictionary destructors, finished. */
 static void rl__thread_exit_sequence(RLThreadRef t, void *result) {
-    if (rl__weak_runloop_teardown)
-        rl__weak_runloop_teardown();
-    if (rl__weak_perform_will_exit)
-        rl__weak_perform_will_exit(t);
+    rl__runloop_teardown_current_thread();
+    rl__perform_thread_will_exit(t);
+    /* A request sent between the two calls above may have made a new loop
+     * for this thread (rl__runloop_get_for_thread); none can be made now
+     * that requests are refused, so this second call leaves none behind. */
+    rl__runloop_teardown_current_thread();
 
     for (;;) {
         pthread_mutex_lock(&t->lock);
@@ -592,9 +621,12 @@ static void rl__thread_exit_sequence(RLThreadRef t, void *result) {
     /* Destructors may store new values; a few rounds, as pthread keys. */
     for (int round = 0; round < 4; round++) {
         pthread_mutex_lock(&t->lock);
-        rl__thread_value *values = t->values;
+        rl__thread_value *values = rl__values_unpinned_locked(t->values);
+        bool pinned = t->values && !values;
         t->values = NULL;
         pthread_mutex_unlock(&t->lock);
+        if (pinned)
+            continue; /* only entries a CopyValue is using: they free themselves */
         if (!values)
             break;
         rl__thread_free_values(values);
@@ -906,11 +938,12 @@ bool RLThreadDictionarySetValue(RLThreadRef thread, const char *key, void *value
     rl__thread_value *old = *link;
     nv->next = old ? old->next : NULL;
     *link = nv;
-    pthread_mutex_unlock(&thread->lock);
     if (old) {
         old->next = NULL;
-        rl__thread_free_values(old);
+        old = rl__values_unpinned_locked(old);
     }
+    pthread_mutex_unlock(&thread->lock);
+    rl__thread_free_values(old);
     return true;
 }
 
@@ -944,13 +977,44 @@ bool RLThreadDictionaryRemoveValue(RLThreadRef thread, const char *key) {
     while (*link && strcmp((*link)->key, key) != 0)
         link = &(*link)->next;
     rl__thread_value *v = *link;
-    if (v)
+    rl__thread_value *gone = NULL;
+    if (v) {
         *link = v->next;
+        v->next = NULL;
+        gone = rl__values_unpinned_locked(v);
+    }
     pthread_mutex_unlock(&thread->lock);
     if (!v)
         return rl__fail(kRLErrorNotFound, fn, "no value for key \"%s\"", key);
-    v->next = NULL;
-    rl__thread_free_values(v);
+    rl__thread_free_values(gone);
+    return true;
+}
+
+bool RLThreadDictionaryCopyValue(RLThreadRef thread, const char *key, void *(*retain)(void *value), void **value) {
+    static const char fn[] = "RLThreadDictionaryCopyValue";
+    if (!rl__thread_check(thread, fn))
+        return false;
+    if (!key)
+        return rl__fail(kRLErrorInvalidArgument, fn, "NULL key");
+    if (!retain)
+        return rl__fail(kRLErrorInvalidArgument, fn, "NULL retain callback");
+    pthread_mutex_lock(&thread->lock);
+    rl__thread_value *v = thread->values;
+    while (v && strcmp(v->key, key) != 0)
+        v = v->next;
+    if (v)
+        v->pins++; /* keeps its destructor from running until retain returned */
+    pthread_mutex_unlock(&thread->lock);
+    if (!v)
+        return rl__fail(kRLErrorNotFound, fn, "no value for key \"%s\"", key);
+    void *copy = retain(v->value);
+    pthread_mutex_lock(&thread->lock);
+    bool free_now = --v->pins == 0 && v->detached;
+    pthread_mutex_unlock(&thread->lock);
+    if (free_now)
+        rl__thread_free_values(v);
+    if (value)
+        *value = copy;
     return true;
 }
 

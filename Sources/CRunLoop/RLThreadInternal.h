@@ -62,12 +62,12 @@ RL__HIDDEN extern const rl__class rl__thread_class;
 /* The calling thread's RLThread if it already has one (no creation). */
 RL__HIDDEN RLThreadRef rl__thread_current_if_any(void);
 
-/* Hooks implemented by RLPerform.c. Referenced weakly from RLThread.c: a
- * program that never links the perform module creates no run loop for
- * its threads and has no requests to fail. */
-/* On the new thread before its entry runs (and on a foreign thread when it
- * gets its RLThread): attach the thread's run loop, deliver parked requests. */
-RL__HIDDEN void rl__perform_thread_did_start(RLThreadRef t);
+/* Hooks implemented by RLPerform.c, called from RLThread.c. */
+/* From RLThreadStart, with t->lock held, once t->pthread is set: requests
+ * queued while the thread was being created get its run loop (made lazily,
+ * rl__runloop_get_for_thread) and their drains. A thread that is never sent
+ * a request gets no run loop until it asks for one. */
+RL__HIDDEN void rl__perform_thread_did_create_locked(RLThreadRef t);
 /* On the exiting thread after its run loop was torn down: refuse new
  * requests, release waiters of pending ones with kRLErrorInvalidState. */
 RL__HIDDEN void rl__perform_thread_will_exit(RLThreadRef t);

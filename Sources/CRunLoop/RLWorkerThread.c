@@ -6,11 +6,33 @@
 #include <stdlib.h>
 #include <string.h>
 
+#if __BLOCKS__
+extern void *_Block_copy(const void *block);
+extern void _Block_release(const void *block);
+#endif
+
 typedef struct rl__worker_handler {
     struct rl__worker_handler *next;
+    RLThreadHandlerToken token;        /* the worker's token for it */
+    RLThreadHandlerToken thread_token; /* its registration on the running thread, or 0 */
     RLThreadWillExitHandler fn;
     void *info;
+    void *block; /* block form: a copy, owned by the entry; fn/info unused */
 } rl__worker_handler;
+
+/* What a worker thread shares with its RLWorkerThread: the stop flag. It
+ * is reference counted (the worker and the thread), so a worker released
+ * on its own thread can go while that thread is still on its way out. */
+typedef struct rl__worker_run {
+    _Atomic long rc;
+    _Atomic bool stop_requested;
+    RLWorkerThreadRef starting; /* the worker, used only until ready/failed */
+} rl__worker_run;
+
+static void rl__worker_run_release(rl__worker_run *run) {
+    if (atomic_fetch_sub(&run->rc, 1) == 1)
+        free(run);
+}
 
 struct RLWorkerThread {
     rl__object base;
@@ -18,24 +40,34 @@ struct RLWorkerThread {
     pthread_cond_t cond;
     char *name;
     rl__worker_handler *handlers;
-    /* While running: the thread and its loop, both retained. */
+    /* While running: the thread, its loop and the shared run state, all
+     * owned (retained) by the worker. */
     RLThreadRef thread;
     RLRunLoopRef runloop;
+    rl__worker_run *run;
     bool starting, stopping;
     /* Set by the worker thread: its loop is running (ready) or could not be
      * set up (failed). */
     bool ready, failed;
     RLRunLoopRef new_runloop;
-    _Atomic bool stop_requested;
+    RLThreadRef new_thread; /* while starting: the thread, handlers registered */
 };
 
+static _Atomic uint64_t rl__worker_next_token = 1;
+
+static void rl__worker_handler_free(rl__worker_handler *h) {
+#if __BLOCKS__
+    if (h->block)
+        _Block_release(h->block);
+#endif
+    free(h);
+}
+
 static void rl__worker_finalize(void *obj);
-static bool rl__worker_can_destroy(void *obj);
 
 static const rl__class rl__worker_class = {
     .name = "RLWorkerThread",
     .finalize = rl__worker_finalize,
-    .can_destroy = rl__worker_can_destroy,
 };
 
 static bool rl__worker_check(RLWorkerThreadRef w, const char *fn) {
@@ -47,7 +79,9 @@ static bool rl__worker_check(RLWorkerThreadRef w, const char *fn) {
 static void rl__worker_nothing(void *info) { (void)info; }
 
 static void rl__worker_ready(void *info) {
-    RLWorkerThreadRef w = info;
+    rl__worker_run *run = info;
+    RLWorkerThreadRef w = run->starting;
+    run->starting = NULL; /* Start returns after this: w is not ours to use */
     pthread_mutex_lock(&w->lock);
     w->ready = true;
     pthread_cond_broadcast(&w->cond);
@@ -55,13 +89,14 @@ static void rl__worker_ready(void *info) {
 }
 
 static void rl__worker_stop_here(void *info) {
-    RLWorkerThreadRef w = info;
-    atomic_store(&w->stop_requested, true);
+    rl__worker_run *run = info;
+    atomic_store(&run->stop_requested, true);
     RLRunLoopStop(RLRunLoopGetCurrent());
 }
 
 static void *rl__worker_main(void *arg) {
-    RLWorkerThreadRef w = arg;
+    rl__worker_run *run = arg; /* the thread's reference */
+    RLWorkerThreadRef w = run->starting;
     RLRunLoopRef rl = RLRunLoopGetCurrent();
     /* A source that never fires keeps the loop from finishing while idle,
      * so it sleeps in the kernel until work or a stop arrives. */
@@ -70,25 +105,27 @@ static void *rl__worker_main(void *arg) {
     ctx.perform = rl__worker_nothing;
     RLRunLoopSourceRef keepalive = rl ? RLRunLoopSourceCreate(NULL, 0, &ctx) : NULL;
     if (!keepalive || !RLRunLoopAddSource(rl, keepalive, kRLRunLoopCommonModes) ||
-        !RLRunLoopPerformFunction(rl, kRLRunLoopCommonModes, rl__worker_ready, w)) {
+        !RLRunLoopPerformFunction(rl, kRLRunLoopCommonModes, rl__worker_ready, run)) {
         if (keepalive)
             RLRelease(keepalive);
         pthread_mutex_lock(&w->lock);
         w->failed = true;
         pthread_cond_broadcast(&w->cond);
         pthread_mutex_unlock(&w->lock);
+        rl__worker_run_release(run);
         return NULL;
     }
     pthread_mutex_lock(&w->lock);
     w->new_runloop = (RLRunLoopRef)RLRetain(rl);
     pthread_mutex_unlock(&w->lock);
 
-    while (!atomic_load(&w->stop_requested))
+    while (!atomic_load(&run->stop_requested))
         RLRunLoopRun();
 
     RLRunLoopRemoveSource(rl, keepalive, kRLRunLoopCommonModes);
     RLRunLoopSourceInvalidate(keepalive);
     RLRelease(keepalive);
+    rl__worker_run_release(run);
     return NULL;
 }
 
@@ -96,14 +133,18 @@ static void *rl__worker_main(void *arg) {
 
 /* Joins the running worker; the caller has claimed the stop. */
 static bool rl__worker_stop_claimed(RLWorkerThreadRef w, RLThreadRef t, const char *fn) {
-    bool ok = RLThreadPerform(t, rl__worker_stop_here, w, NULL, false);
+    pthread_mutex_lock(&w->lock);
+    rl__worker_run *run = w->run;
+    pthread_mutex_unlock(&w->lock);
+    bool ok = RLThreadPerform(t, rl__worker_stop_here, run, NULL, false);
     if (!ok) /* the thread is already on its way out */
-        atomic_store(&w->stop_requested, true);
+        atomic_store(&run->stop_requested, true);
     ok = RLThreadJoin(t, NULL);
     pthread_mutex_lock(&w->lock);
     RLRunLoopRef rl = w->runloop;
     w->thread = NULL;
     w->runloop = NULL;
+    w->run = NULL;
     w->stopping = false;
     w->ready = false;
     pthread_cond_broadcast(&w->cond);
@@ -111,20 +152,30 @@ static bool rl__worker_stop_claimed(RLWorkerThreadRef w, RLThreadRef t, const ch
     if (rl)
         RLRelease(rl);
     RLRelease(t);
+    rl__worker_run_release(run);
     if (!ok)
         return rl__fail(kRLErrorSystem, fn, "could not join the worker thread");
     return true;
 }
 
-static bool rl__worker_can_destroy(void *obj) {
-    RLWorkerThreadRef w = obj;
-    pthread_mutex_lock(&w->lock);
-    bool on_worker = w->thread && w->thread == rl__thread_current_if_any();
-    pthread_mutex_unlock(&w->lock);
-    if (on_worker)
-        return rl__fail(kRLErrorWouldDeadlock, "RLRelease",
-                        "the last reference to a running worker cannot be released on the worker itself");
-    return true;
+/* The last reference went on the worker thread itself, from work running
+ * there: it cannot join itself, so it asks its loop to stop once that work
+ * returns and lets the thread finish on its own, detached. */
+static void rl__worker_abandon_on_own_thread(RLWorkerThreadRef w, RLThreadRef t) {
+    rl__worker_run *run = w->run;
+    RLRunLoopRef rl = w->runloop;
+    w->thread = NULL;
+    w->runloop = NULL;
+    w->run = NULL;
+    atomic_store(&run->stop_requested, true);
+    /* Stops the worker's own run (the outermost), not only a nested one
+     * the releasing code may be in; run stays alive: the thread holds it. */
+    if (!RLRunLoopPerformFunction(rl, kRLRunLoopCommonModes, rl__worker_stop_here, run))
+        RLRunLoopStop(rl);
+    RLRunLoopWakeUp(rl);
+    RLRelease(rl);
+    RLRelease(t); /* the thread keeps its own reference; unjoined, it is detached when it goes */
+    rl__worker_run_release(run);
 }
 
 static void rl__worker_finalize(void *obj) {
@@ -133,14 +184,17 @@ static void rl__worker_finalize(void *obj) {
     while (w->starting || w->stopping)
         pthread_cond_wait(&w->cond, &w->lock);
     RLThreadRef t = w->thread;
-    if (t)
+    bool on_worker = t && t == rl__thread_current_if_any();
+    if (t && !on_worker)
         w->stopping = true;
     pthread_mutex_unlock(&w->lock);
-    if (t)
+    if (on_worker)
+        rl__worker_abandon_on_own_thread(w, t);
+    else if (t)
         rl__worker_stop_claimed(w, t, "RLRelease");
     for (rl__worker_handler *h = w->handlers, *next; h; h = next) {
         next = h->next;
-        free(h);
+        rl__worker_handler_free(h);
     }
     free(w->name);
     pthread_cond_destroy(&w->cond);
@@ -162,6 +216,15 @@ RLWorkerThreadRef RLWorkerThreadCreate(RLAllocatorRef allocator, const char *nam
     return w;
 }
 
+/* Registers worker handler h on thread t (w->lock held); its token there. */
+static RLThreadHandlerToken rl__worker_register_handler(RLThreadRef t, rl__worker_handler *h) {
+#if __BLOCKS__
+    if (h->block)
+        return RLThreadAddWillExitHandlerBlock(t, (void (^)(RLThreadRef))h->block);
+#endif
+    return RLThreadAddWillExitHandler(t, h->fn, h->info);
+}
+
 /* ---- start / stop ---- */
 
 bool RLWorkerThreadStart(RLWorkerThreadRef worker) {
@@ -177,23 +240,35 @@ bool RLWorkerThreadStart(RLWorkerThreadRef worker) {
     w->starting = true;
     w->ready = w->failed = false;
     w->new_runloop = NULL;
-    atomic_store(&w->stop_requested, false);
     pthread_mutex_unlock(&w->lock);
 
-    RLThreadRef t = RLThreadCreate(NULL, rl__worker_main, w);
-    bool ok = t && RLThreadSetJoinable(t, true) && (!w->name || RLThreadSetName(t, w->name));
-    pthread_mutex_lock(&w->lock);
-    for (rl__worker_handler *h = ok ? w->handlers : NULL; h; h = h->next)
-        ok = ok && RLThreadAddWillExitHandler(t, h->fn, h->info) != 0;
-    pthread_mutex_unlock(&w->lock);
-    ok = ok && RLThreadStart(t);
-    if (!ok) {
-        if (t)
-            RLRelease(t);
+    rl__worker_run *run = calloc(1, sizeof *run);
+    if (!run) {
         pthread_mutex_lock(&w->lock);
         w->starting = false;
         pthread_cond_broadcast(&w->cond);
         pthread_mutex_unlock(&w->lock);
+        return rl__fail(kRLErrorNoMemory, fn, "out of memory");
+    }
+    atomic_init(&run->rc, 2); /* the worker's and the thread's */
+    run->starting = w;
+    RLThreadRef t = RLThreadCreate(NULL, rl__worker_main, run);
+    bool ok = t && RLThreadSetJoinable(t, true) && (!w->name || RLThreadSetName(t, w->name));
+    pthread_mutex_lock(&w->lock);
+    for (rl__worker_handler *h = ok ? w->handlers : NULL; h; h = h->next)
+        ok = ok && (h->thread_token = rl__worker_register_handler(t, h)) != 0;
+    w->new_thread = ok ? t : NULL;
+    pthread_mutex_unlock(&w->lock);
+    ok = ok && RLThreadStart(t);
+    if (!ok) {
+        pthread_mutex_lock(&w->lock);
+        w->new_thread = NULL;
+        w->starting = false;
+        pthread_cond_broadcast(&w->cond);
+        pthread_mutex_unlock(&w->lock);
+        if (t)
+            RLRelease(t);
+        free(run); /* the thread never ran */
         return false;
     }
 
@@ -204,14 +279,17 @@ bool RLWorkerThreadStart(RLWorkerThreadRef worker) {
     if (!failed) {
         w->thread = t;
         w->runloop = w->new_runloop;
+        w->run = run;
     }
     w->new_runloop = NULL;
+    w->new_thread = NULL;
     w->starting = false;
     pthread_cond_broadcast(&w->cond);
     pthread_mutex_unlock(&w->lock);
     if (failed) {
         RLThreadJoin(t, NULL);
         RLRelease(t);
+        rl__worker_run_release(run);
         return rl__fail(kRLErrorSystem, fn, "the worker's run loop could not be set up");
     }
     return true;
@@ -272,28 +350,83 @@ RLRunLoopRef RLWorkerThreadGetRunLoop(RLWorkerThreadRef worker) {
     return rl;
 }
 
-bool RLWorkerThreadAddWillExitHandler(RLWorkerThreadRef worker, RLThreadWillExitHandler fn, void *info) {
-    static const char fname[] = "RLWorkerThreadAddWillExitHandler";
-    if (!rl__worker_check(worker, fname))
-        return false;
-    if (!fn)
-        return rl__fail(kRLErrorInvalidArgument, fname, "NULL handler");
-    rl__worker_handler *h = calloc(1, sizeof *h);
-    if (!h)
-        return rl__fail(kRLErrorNoMemory, fname, "out of memory");
-    h->fn = fn;
-    h->info = info;
-    pthread_mutex_lock(&worker->lock);
-    rl__worker_handler **tail = &worker->handlers;
+static RLThreadHandlerToken rl__worker_add_handler(RLWorkerThreadRef w, rl__worker_handler *h) {
+    h->token = atomic_fetch_add(&rl__worker_next_token, 1);
+    pthread_mutex_lock(&w->lock);
+    /* A handler added while a worker thread runs is that thread's too (best
+     * effort: a thread already finishing takes no more). A worker being
+     * started registers its list itself, under this lock. */
+    RLThreadRef t = w->thread ? w->thread : w->new_thread;
+    if (t)
+        h->thread_token = rl__worker_register_handler(t, h);
+    rl__worker_handler **tail = &w->handlers;
     while (*tail)
         tail = &(*tail)->next;
     *tail = h;
-    RLThreadRef t = worker->thread ? (RLThreadRef)RLRetain(worker->thread) : NULL;
-    pthread_mutex_unlock(&worker->lock);
-    if (t) {
-        RLThreadAddWillExitHandler(t, fn, info);
-        RLRelease(t);
+    RLThreadHandlerToken token = h->token;
+    pthread_mutex_unlock(&w->lock);
+    return token;
+}
+
+RLThreadHandlerToken RLWorkerThreadAddWillExitHandler(RLWorkerThreadRef worker, RLThreadWillExitHandler fn,
+                                                      void *info) {
+    static const char fname[] = "RLWorkerThreadAddWillExitHandler";
+    if (!rl__worker_check(worker, fname))
+        return 0;
+    if (!fn) {
+        rl__fail(kRLErrorInvalidArgument, fname, "NULL handler");
+        return 0;
     }
+    rl__worker_handler *h = calloc(1, sizeof *h);
+    if (!h) {
+        rl__fail(kRLErrorNoMemory, fname, "out of memory");
+        return 0;
+    }
+    h->fn = fn;
+    h->info = info;
+    return rl__worker_add_handler(worker, h);
+}
+
+#if __BLOCKS__
+RLThreadHandlerToken RLWorkerThreadAddWillExitHandlerBlock(RLWorkerThreadRef worker,
+                                                           void (^block)(RLThreadRef thread)) {
+    static const char fname[] = "RLWorkerThreadAddWillExitHandlerBlock";
+    if (!rl__worker_check(worker, fname))
+        return 0;
+    if (!block) {
+        rl__fail(kRLErrorInvalidArgument, fname, "NULL block");
+        return 0;
+    }
+    rl__worker_handler *h = calloc(1, sizeof *h);
+    if (!h) {
+        rl__fail(kRLErrorNoMemory, fname, "out of memory");
+        return 0;
+    }
+    h->block = _Block_copy((const void *)block);
+    return rl__worker_add_handler(worker, h);
+}
+#endif
+
+bool RLWorkerThreadRemoveWillExitHandler(RLWorkerThreadRef worker, RLThreadHandlerToken token) {
+    static const char fname[] = "RLWorkerThreadRemoveWillExitHandler";
+    if (!rl__worker_check(worker, fname))
+        return false;
+    pthread_mutex_lock(&worker->lock);
+    rl__worker_handler **link = &worker->handlers;
+    while (*link && (*link)->token != token)
+        link = &(*link)->next;
+    rl__worker_handler *h = *link;
+    if (h) {
+        *link = h->next;
+        /* Not found there means it ran or is running: nothing to undo. */
+        RLThreadRef t = worker->thread ? worker->thread : worker->new_thread;
+        if (t && h->thread_token)
+            (void)RLThreadRemoveWillExitHandler(t, h->thread_token);
+    }
+    pthread_mutex_unlock(&worker->lock);
+    if (!h)
+        return rl__fail(kRLErrorNotFound, fname, "no handler with token %llu", (unsigned long long)token);
+    rl__worker_handler_free(h);
     return true;
 }
 
@@ -311,23 +444,39 @@ static RLThreadRef rl__worker_thread(RLWorkerThreadRef w, const char *fn) {
     return t;
 }
 
-static bool rl__worker_perform(RLWorkerThreadRef w, void (*fn)(void *), void *arg, bool wait, const char *fname) {
+static bool rl__worker_perform(RLWorkerThreadRef w, void (*fn)(void *), void *arg, RLPerformReleaseCallBack release,
+                               bool wait, const char *fname) {
+    RLThreadRef t = NULL;
     if (!fn)
-        return rl__fail(kRLErrorInvalidArgument, fname, "NULL function");
-    RLThreadRef t = rl__worker_thread(w, fname);
-    if (!t)
+        rl__fail(kRLErrorInvalidArgument, fname, "NULL function");
+    else
+        t = rl__worker_thread(w, fname);
+    if (!t) {
+        if (release)
+            release(arg);
         return false;
-    bool ok = RLThreadPerform(t, fn, arg, NULL, wait);
+    }
+    bool ok = RLThreadPerformWithRelease(t, fn, arg, release, NULL, wait);
     RLRelease(t);
     return ok;
 }
 
 bool RLWorkerThreadPerformAsync(RLWorkerThreadRef worker, void (*fn)(void *arg), void *arg) {
-    return rl__worker_perform(worker, fn, arg, false, "RLWorkerThreadPerformAsync");
+    return rl__worker_perform(worker, fn, arg, NULL, false, "RLWorkerThreadPerformAsync");
 }
 
 bool RLWorkerThreadPerformSync(RLWorkerThreadRef worker, void (*fn)(void *arg), void *arg) {
-    return rl__worker_perform(worker, fn, arg, true, "RLWorkerThreadPerformSync");
+    return rl__worker_perform(worker, fn, arg, NULL, true, "RLWorkerThreadPerformSync");
+}
+
+bool RLWorkerThreadPerformAsyncWithRelease(RLWorkerThreadRef worker, void (*fn)(void *arg), void *arg,
+                                           RLPerformReleaseCallBack release) {
+    return rl__worker_perform(worker, fn, arg, release, false, "RLWorkerThreadPerformAsyncWithRelease");
+}
+
+bool RLWorkerThreadPerformSyncWithRelease(RLWorkerThreadRef worker, void (*fn)(void *arg), void *arg,
+                                          RLPerformReleaseCallBack release) {
+    return rl__worker_perform(worker, fn, arg, release, true, "RLWorkerThreadPerformSyncWithRelease");
 }
 
 #if __BLOCKS__

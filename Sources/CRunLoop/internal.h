@@ -6,6 +6,7 @@
 #define CRUNLOOP_INTERNAL_H
 
 #include <crunloop/crunloop.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdarg.h>
 #include <time.h>
@@ -51,10 +52,21 @@ typedef struct rl__object {
  * with one reference. NULL (error set) on allocation failure. */
 RL__HIDDEN void *rl__object_alloc(const rl__class *cls, size_t size, const char *fn);
 
+/* The failing half of rl__object_check: sets the error, returns false. */
+RL__HIDDEN bool rl__object_check_fail(const void *obj, const rl__class *cls, const char *fn) __attribute__((cold));
+
 /* True if obj is a live object of class cls (any class if cls is NULL);
  * otherwise false with kRLErrorInvalidArgument (NULL) or
- * kRLErrorInvalidObject set, naming fn. */
-RL__HIDDEN bool rl__object_check(const void *obj, const rl__class *cls, const char *fn);
+ * kRLErrorInvalidObject set, naming fn. Inline: every call checks its
+ * objects, and the hot paths (adding a timer, queuing a request) should
+ * not pay a function call for it. */
+static inline bool rl__object_check(const void *obj, const rl__class *cls, const char *fn) {
+    const rl__object *o = obj;
+    if (RL__LIKELY(o != NULL && atomic_load_explicit(&o->magic, memory_order_relaxed) == RL__MAGIC_ALIVE &&
+                   (cls == NULL || o->cls == cls)))
+        return true;
+    return rl__object_check_fail(obj, cls, fn);
+}
 
 /* ---- time (RLBase.c) ---- */
 
@@ -93,5 +105,14 @@ RL__HIDDEN void rl__lockdep_forget(const void *lock);
  * without it. RLThread calls it after the entry returns and before the
  * will-exit notifications. */
 RL__HIDDEN void rl__runloop_teardown_current_thread(void);
+
+/* The run loop of `thread` (Get rule: the reference lasts until that thread
+ * tears its loop down; retain it to keep it longer), creating it if the
+ * thread has none yet, as CF's _CFRunLoopGet0(pthread_t): when `thread`
+ * later calls RLRunLoopGetCurrent it gets this same loop. The caller must
+ * know that `thread` is alive and will tear its loop down when it exits
+ * (an RLThread before its exit sequence closed its perform requests), or a
+ * loop made for it would outlive it. NULL (error set) if out of resources. */
+RL__HIDDEN RLRunLoopRef rl__runloop_get_for_thread(pthread_t thread);
 
 #endif /* CRUNLOOP_INTERNAL_H */

@@ -1,14 +1,27 @@
-/* rl_heap.c — the timers of a mode: binary min-heaps whose entries carry
+/* rl_heap.c — the timers of a mode: 4-ary min-heaps whose entries carry
  * their key (sifting never chases pointers) and whose memberships know their
- * slot (removing or moving a timer is O(log n), no search). Graph lock held. */
+ * slot (removing or moving a timer is O(log n), no search).
+ *
+ * Adding is O(1): a new entry is appended after the heap-ordered prefix
+ * a[0, hn) as "pending" (a[hn, n), unordered). The pending entries are
+ * folded in only when the heap order is needed — the earliest date, the due
+ * timers — by sifting each one up, or, when the batch is large next to the
+ * heap, by one bottom-up (Floyd) heapify of the whole array in O(n). A
+ * pending entry is removed or moved in O(1). So 100k timers added in a row
+ * cost one O(n) heapify when the loop next looks at them, and timers added
+ * and removed before the loop looks (a timeout cancelled early) never touch
+ * the heap order at all. Graph lock held. */
 #include "runloop_internal.h"
 
 #include <stdlib.h>
 
+/* Equal keys (rare) are ordered by the timers' sequence numbers, read
+ * through the membership: keeping them out of the entry makes it 16 bytes,
+ * a third less memory to grow and to sift through. */
 static bool rl_hless(const rl_hent *a, const rl_hent *b) {
     if (a->key != b->key)
         return a->key < b->key;
-    return a->seq < b->seq;
+    return ((const struct RLRunLoopTimer *)a->m->item)->seq < ((const struct RLRunLoopTimer *)b->m->item)->seq;
 }
 
 static void rl_hset(rl_heap *h, size_t i, rl_hent e) {
@@ -36,9 +49,9 @@ static void rl_hdown(rl_heap *h, size_t i) {
     rl_hent e = h->a[i];
     for (;;) {
         size_t first = RL_HEAP_D * i + 1;
-        if (first >= h->n)
+        if (first >= h->hn)
             break;
-        size_t last = first + RL_HEAP_D < h->n ? first + RL_HEAP_D : h->n;
+        size_t last = first + RL_HEAP_D < h->hn ? first + RL_HEAP_D : h->hn;
         size_t c = first;
         for (size_t k = first + 1; k < last; k++) {
             if (rl_hless(&h->a[k], &h->a[c]))
@@ -54,17 +67,18 @@ static void rl_hdown(rl_heap *h, size_t i) {
 
 static rl_hent rl_hentry(const rl_heap *h, rl_memb *m) {
     const struct RLRunLoopTimer *t = m->item;
-    rl_hent e = {h->keyed ? t->fire_date + t->tolerance : t->fire_date, t->seq, m};
+    rl_hent e = {h->keyed ? t->fire_date + t->tolerance : t->fire_date, m};
     return e;
 }
 
 static void rl_heap_init(rl_heap *h, int slot, int keyed) {
     h->a = NULL;
-    h->n = h->cap = 0;
+    h->n = h->hn = h->cap = 0;
     h->slot = slot;
     h->keyed = keyed;
 }
 
+/* Appends m as a pending entry: no sifting, so no other entry moves. */
 static bool rl_heap_push(rl_heap *h, rl_memb *m) {
     if (h->n == h->cap) {
         size_t cap = h->cap ? h->cap * 2 : 16;
@@ -74,10 +88,31 @@ static bool rl_heap_push(rl_heap *h, rl_memb *m) {
         h->a = a;
         h->cap = cap;
     }
+    rl_hset(h, h->n, rl_hentry(h, m));
     h->n++;
-    rl_hset(h, h->n - 1, rl_hentry(h, m));
-    rl_hup(h, h->n - 1);
     return true;
+}
+
+/* Brings the pending entries into the heap order. Sifting k entries up
+ * costs O(k log n) at worst (O(k) for random or increasing dates); Floyd's
+ * heapify costs O(n) whatever the order, so it wins once the batch is a
+ * sizeable part of the whole. */
+static void rl_heap_fold(rl_heap *h) {
+    size_t pending = h->n - h->hn;
+    if (pending == 0)
+        return;
+    if (pending > h->hn / 2) {
+        h->hn = h->n;
+        if (h->n < 2)
+            return;
+        for (size_t i = (h->n - 2) / RL_HEAP_D + 1; i-- > 0;)
+            rl_hdown(h, i);
+        return;
+    }
+    while (h->hn < h->n) {
+        h->hn++;
+        rl_hup(h, h->hn - 1);
+    }
 }
 
 static void rl_heap_fix(rl_heap *h, size_t i) {
@@ -91,11 +126,25 @@ static void rl_heap_remove(rl_heap *h, rl_memb *m) {
     size_t i = m->hidx[h->slot];
     if (i >= h->n || h->a[i].m != m)
         return;
-    h->n--;
-    if (i == h->n)
+    if (i >= h->hn) {
+        /* Pending: swap-remove, O(1). */
+        h->n--;
+        if (i != h->n)
+            rl_hset(h, i, h->a[h->n]);
         return;
-    rl_hset(h, i, h->a[h->n]);
-    rl_heap_fix(h, i);
+    }
+    /* In the heap: the heap's last entry fills the hole; the array's last
+     * (pending) entry, if any, fills the heap's freed last slot. */
+    size_t last = h->hn - 1;
+    rl_hent x = h->a[last];
+    h->hn--;
+    h->n--;
+    if (h->n > h->hn)
+        rl_hset(h, last, h->a[h->n]);
+    if (i != last) {
+        rl_hset(h, i, x);
+        rl_heap_fix(h, i);
+    }
 }
 
 static void rl_heap_update(rl_heap *h, rl_memb *m) {
@@ -103,13 +152,15 @@ static void rl_heap_update(rl_heap *h, rl_memb *m) {
     if (i >= h->n || h->a[i].m != m)
         return;
     h->a[i] = rl_hentry(h, m);
-    rl_heap_fix(h, i);
+    if (i < h->hn)
+        rl_heap_fix(h, i);
 }
 
-/* Depth-first, pruning every subtree whose root is not due: O(number due). */
+/* Depth-first, pruning every subtree whose root is not due: O(number due).
+ * The heap must be folded. */
 static void rl_heap_collect(const rl_heap *h, size_t i, RLAbsoluteTime now, rl_memb ***out, size_t *n,
                             size_t *cap) {
-    if (i >= h->n || h->a[i].key > now)
+    if (i >= h->hn || h->a[i].key > now)
         return;
     if (*n == *cap) {
         size_t nc = *cap ? *cap * 2 : 16;
@@ -184,7 +235,9 @@ rl_memb *rl__tset_any(const rl_timerset *ts) {
     return NULL;
 }
 
-static bool rl_min2(const rl_heap *a, const rl_heap *b, double *date) {
+static bool rl_min2(rl_heap *a, rl_heap *b, double *date) {
+    rl_heap_fold(a);
+    rl_heap_fold(b);
     if (!a->n && !b->n)
         return false;
     if (!b->n)
@@ -196,13 +249,15 @@ static bool rl_min2(const rl_heap *a, const rl_heap *b, double *date) {
     return true;
 }
 
-bool rl__tset_earliest_fire(const rl_timerset *ts, double *date) { return rl_min2(&ts->strict, &ts->lax_fire, date); }
+bool rl__tset_earliest_fire(rl_timerset *ts, double *date) { return rl_min2(&ts->strict, &ts->lax_fire, date); }
 
-bool rl__tset_earliest_deadline(const rl_timerset *ts, double *date) {
+bool rl__tset_earliest_deadline(rl_timerset *ts, double *date) {
     return rl_min2(&ts->strict, &ts->lax_deadline, date);
 }
 
-void rl__tset_collect_due(const rl_timerset *ts, RLAbsoluteTime now, rl_memb ***out, size_t *n, size_t *cap) {
+void rl__tset_collect_due(rl_timerset *ts, RLAbsoluteTime now, rl_memb ***out, size_t *n, size_t *cap) {
+    rl_heap_fold(&ts->strict);
+    rl_heap_fold(&ts->lax_fire);
     rl_heap_collect(&ts->strict, 0, now, out, n, cap);
     rl_heap_collect(&ts->lax_fire, 0, now, out, n, cap);
 }

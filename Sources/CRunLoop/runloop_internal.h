@@ -34,30 +34,32 @@ typedef struct rl_memb rl_memb;
 typedef enum rl_kind { RL_KIND_SOURCE = 0, RL_KIND_TIMER = 1, RL_KIND_OBSERVER = 2 } rl_kind;
 
 /* One item (source, timer or observer) in one mode of one run loop. The
- * membership holds one reference on the item. */
+ * membership holds one reference on the item. Timers never use mode_link,
+ * so it comes last: adding a timer touches the first 64 bytes only. */
 struct rl_memb {
     void *item;
     rl_kind kind;
+    bool lax; /* timers: filed as tolerant (tolerance > 0) */
     RLRunLoopRef rl;
     rl_mode *mode;
     TAILQ_ENTRY(rl_memb) item_link; /* the item's memberships */
-    TAILQ_ENTRY(rl_memb) mode_link; /* the mode's sources or observers */
     size_t hidx[2];                 /* timers: slots in the mode's heaps */
-    bool lax;                       /* timers: filed as tolerant (tolerance > 0) */
+    TAILQ_ENTRY(rl_memb) mode_link; /* the mode's sources or observers */
 };
 TAILQ_HEAD(rl_membq, rl_memb);
 
-/* A binary min-heap of timer memberships; each entry carries its key so that
- * sifting touches only the array. */
+/* A 4-ary min-heap of timer memberships; each entry carries its key so that
+ * sifting touches only the array (ties, rare, compare the timers' seq).
+ * a[0, hn) is heap-ordered, a[hn, n) holds entries added since the order
+ * was last needed (rl_heap.c). */
 typedef struct rl_hent {
     double key;
-    uint64_t seq;
     rl_memb *m;
 } rl_hent;
 
 typedef struct rl_heap {
     rl_hent *a;
-    size_t n, cap;
+    size_t n, hn, cap;
     int slot;  /* which rl_memb.hidx holds the entry's index */
     int keyed; /* 0: fire date, 1: fire date + tolerance */
 } rl_heap;
@@ -100,22 +102,24 @@ struct RLRunLoopSource {
 
 /* ---- timers ---- */
 
+/* What adding or removing a timer touches comes first (three cache lines
+ * instead of four: 100k timers come and go at memory speed). */
 struct RLRunLoopTimer {
     rl__object base;
     RLAbsoluteTime fire_date;
-    RLTimeInterval interval;
     RLTimeInterval tolerance;
-    RLIndex order;
     uint64_t seq; /* tie-break: equal dates fire in creation/move order */
-    RLRunLoopTimerCallBack callout;
-    RLRunLoopTimerContext ctx;
     bool valid;
     bool firing;
     bool moved_in_fire;
+    bool inline_used;
     RLRunLoopRef rl; /* the one loop it is in, or NULL */
     struct rl_membq membs;
     rl_memb inline_memb; /* the first membership, without an allocation */
-    bool inline_used;
+    RLTimeInterval interval;
+    RLIndex order;
+    RLRunLoopTimerCallBack callout;
+    RLRunLoopTimerContext ctx;
 };
 
 /* ---- observers ---- */
@@ -126,6 +130,11 @@ struct RLRunLoopObserver {
     bool repeats;
     bool valid;
     bool firing;
+    /* Pinned by a pass about to call it: instead of a retain/release pair
+     * per callout, memberships removed meanwhile keep their reference until
+     * the last unpin (held_releases). Graph lock. */
+    unsigned pins;
+    unsigned held_releases;
     RLIndex order;
     RLRunLoopObserverCallBack callout;
     RLRunLoopObserverContext ctx;
@@ -214,10 +223,10 @@ RL__HIDDEN bool rl__tset_update(rl_timerset *ts, rl_memb *m);
 /* Some membership (to empty the set), or NULL. */
 RL__HIDDEN rl_memb *rl__tset_any(const rl_timerset *ts);
 /* Earliest fire date / earliest wake deadline; false if empty. */
-RL__HIDDEN bool rl__tset_earliest_fire(const rl_timerset *ts, double *date);
-RL__HIDDEN bool rl__tset_earliest_deadline(const rl_timerset *ts, double *date);
+RL__HIDDEN bool rl__tset_earliest_fire(rl_timerset *ts, double *date);
+RL__HIDDEN bool rl__tset_earliest_deadline(rl_timerset *ts, double *date);
 /* Appends to *out every membership whose fire date is <= now. */
-RL__HIDDEN void rl__tset_collect_due(const rl_timerset *ts, RLAbsoluteTime now, rl_memb ***out, size_t *n,
+RL__HIDDEN void rl__tset_collect_due(rl_timerset *ts, RLAbsoluteTime now, rl_memb ***out, size_t *n,
                                      size_t *cap);
 
 /* ---- timers (RLRunLoopTimer.c) ---- */

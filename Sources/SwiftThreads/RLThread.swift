@@ -142,11 +142,8 @@ public final class RLThread: @unchecked Sendable {
     /// - Throws: `RLError` `.invalidState` if the process is already
     ///   multi-threaded (the handler will never run).
     public static func addWillBecomeMultiThreadedHandler(_ handler: @escaping @Sendable () -> Void) throws(RLError) {
-        let box = Unmanaged.passRetained(ClosureBox(handler)).toOpaque()
-        guard RLThreadAddWillBecomeMultiThreadedHandler(rlThreadRunOnceCallout, box) else {
-            Unmanaged<ClosureBox>.fromOpaque(box).release()
-            throw RLError.last()
-        }
+        // The C library copies the block and releases it after it ran.
+        guard RLThreadAddWillBecomeMultiThreadedHandlerBlock(handler) else { throw RLError.last() }
     }
 
     // MARK: Attributes
@@ -374,15 +371,15 @@ public final class RLThread: @unchecked Sendable {
 
     /// The value stored under `key`, or nil.
     public func value(forKey key: String) -> (any Sendable)? {
-        // Find and retain the box under the barrier: a destructor running
-        // on another thread waits for us before it releases the box.
-        let box: ThreadValueBox? = threadValueBarrier.locked {
-            var raw: UnsafeMutableRawPointer?
-            let found = RLThread.swiftKey(key).withCString { RLThreadDictionaryGetValue(ref, $0, &raw) }
-            guard found, let raw else { return nil }
-            return Unmanaged<ThreadValueBox>.fromOpaque(raw).takeUnretainedValue()
+        // Copy rule: the C library keeps the entry alive until our retain
+        // callback has taken a reference, even if another thread replaces
+        // or removes the value meanwhile (RLThreadDictionaryCopyValue).
+        var raw: UnsafeMutableRawPointer?
+        let found = RLThread.swiftKey(key).withCString {
+            RLThreadDictionaryCopyValue(ref, $0, rlThreadValueRetain, &raw)
         }
-        return box?.value
+        guard found, let raw else { return nil }
+        return Unmanaged<ThreadValueBox>.fromOpaque(raw).takeRetainedValue().value
     }
 
     /// ``value(forKey:)`` as a `T`; nil if absent or of another type.
@@ -524,26 +521,17 @@ private final class ThreadValueBox: Sendable {
     init(_ value: any Sendable) { self.value = value }
 }
 
-/// Orders a dictionary value's release after every reader that found it has
-/// retained it (see `RLThread.value(forKey:)`).
-private let threadValueBarrier = ThreadsMutex()
-
 private func rlThreadValueDestructor(_ raw: UnsafeMutableRawPointer?) {
     guard let raw else { return }
-    threadValueBarrier.locked {}
     Unmanaged<ThreadValueBox>.fromOpaque(raw).release()
 }
 
-/// A closure handed to C as retained `info`.
-final class ClosureBox: Sendable {
-    let closure: @Sendable () -> Void
-    init(_ closure: @escaping @Sendable () -> Void) { self.closure = closure }
-}
-
-/// A C callback that runs a retained ``ClosureBox`` once and releases it.
-private func rlThreadRunOnceCallout(_ info: UnsafeMutableRawPointer?) {
-    guard let info else { return }
-    Unmanaged<ClosureBox>.fromOpaque(info).takeRetainedValue().closure()
+/// The retain callback of `RLThreadDictionaryCopyValue`: one more reference
+/// on the box, for the reader.
+private func rlThreadValueRetain(_ raw: UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer? {
+    guard let raw else { return nil }
+    _ = Unmanaged<ThreadValueBox>.fromOpaque(raw).retain()
+    return raw
 }
 
 /// A pthread mutex (not `Synchronization.Mutex`, whose futex hand-off

@@ -21,15 +21,18 @@ internal import CRunLoop
 /// The object is `Sendable`; every member may be used from any thread,
 /// except that ``stop()`` (and ``sync(_:)`` of work that stops it) cannot be
 /// called on the worker itself. Dropping the last reference stops a running
-/// worker, also when that happens on the worker thread (the stop is then
-/// handed to a short-lived helper thread).
+/// worker; when that happens on the worker thread itself, the thread is told
+/// to stop and exits by itself once the current work returns (detached, not
+/// joined).
 public final class RLWorkerThread: @unchecked Sendable {
     /// The one C reference this wrapper owns.
     let ref: RLWorkerThreadRef
-    /// Will-exit handlers, owned here: the C worker keeps only their
-    /// pointers, for as long as it lives — which is no longer than this
-    /// wrapper (deinit releases it).
-    private let exitHandlers = ThreadsMutexProtected<[WorkerExitHandlerBox]>([])
+
+    /// Identifies a handler of ``addWillExitHandler(_:)`` for
+    /// ``removeWillExitHandler(_:)``.
+    public struct HandlerToken: Hashable, Sendable {
+        let raw: UInt64
+    }
 
     /// A stopped worker whose threads will carry `name`.
     public init(name: String? = nil) {
@@ -44,19 +47,11 @@ public final class RLWorkerThread: @unchecked Sendable {
     }
 
     deinit {
-        // Releasing a running worker stops (joins) it, which the C library
-        // refuses on the worker thread itself — where the last reference is
-        // easily dropped (a closure that captured the worker, released after
-        // it ran). Then a helper thread does the release.
-        if RLRelease(UnsafeRawPointer(ref)) { return }
-        let handoff = WorkerHandoff(ref: ref, handlers: exitHandlers)
-        let ok = RLThreadDetachNewWithBlock {
-            // Keeps the exit handlers alive until the worker is gone.
-            withExtendedLifetime(handoff) { _ = RLRelease(UnsafeRawPointer(handoff.ref)) }
-        }
-        if !ok {
-            rlWriteStandardError("SwiftThreads: RLWorkerThread: could not stop a worker released on its own thread: \(RLError.last())\n")
-        }
+        // Stops (and joins) a running worker; on the worker thread itself —
+        // where the last reference is easily dropped, by a closure that
+        // captured the worker — the C library lets the thread stop and exit
+        // on its own instead.
+        _ = RLRelease(UnsafeRawPointer(ref))
     }
 
     // MARK: Lifecycle
@@ -103,19 +98,24 @@ public final class RLWorkerThread: @unchecked Sendable {
     /// Registers `handler` as a will-exit handler of every thread the
     /// worker runs from now on (and of the current one, if running): it runs
     /// on the worker thread during ``stop()``, after the run loop was torn
-    /// down, before ``stop()`` returns. Handlers cannot be removed; they live
-    /// as long as the worker.
-    public func addWillExitHandler(_ handler: @escaping @Sendable (RLThread) -> Void) throws(RLError) {
-        let box = WorkerExitHandlerBox(handler)
-        let added = exitHandlers.withLock { handlers in
-            // Kept before the C call so that a handler never runs unowned.
-            handlers.append(box)
-            let info = Unmanaged.passUnretained(box).toOpaque()
-            if RLWorkerThreadAddWillExitHandler(ref, rlWorkerExitCallout, info) { return true }
-            handlers.removeLast()
-            return false
+    /// down, before ``stop()`` returns (`RLWorkerThreadAddWillExitHandlerBlock`).
+    ///
+    /// - Returns: a token for ``removeWillExitHandler(_:)``.
+    @discardableResult
+    public func addWillExitHandler(_ handler: @escaping @Sendable (RLThread) -> Void) throws(RLError) -> HandlerToken {
+        let token = RLWorkerThreadAddWillExitHandlerBlock(ref) { thread in
+            if let thread { handler(RLThread.wrapper(for: thread)) }
         }
-        guard added else { throw RLError.last() }
+        guard token != 0 else { throw RLError.last() }
+        return HandlerToken(raw: token)
+    }
+
+    /// Removes a handler, for future threads and the running one (a handler
+    /// already running or run is not undone).
+    ///
+    /// - Throws: `RLError` `.notFound` for an unknown token.
+    public func removeWillExitHandler(_ token: HandlerToken) throws(RLError) {
+        guard RLWorkerThreadRemoveWillExitHandler(ref, token.raw) else { throw RLError.last() }
     }
 
     // MARK: Work
@@ -129,13 +129,17 @@ public final class RLWorkerThread: @unchecked Sendable {
     }
 
     /// Runs `body` on the worker and returns its value (or rethrows its
-    /// error) after it ran; on the worker itself it runs at once.
+    /// error) after it ran; on the worker itself it runs at once. Like
+    /// `DispatchQueue.sync`, `body` need not escape: the C library releases
+    /// its copy of the work before it lets this call return, ran or dropped.
     ///
     /// - Throws: the body's error; `RLError` `.invalidState` if the worker is
     ///   not running or stops before running it.
-    public func sync<T>(_ body: @escaping @Sendable () throws -> T) throws -> T {
+    public func sync<T>(_ body: () throws -> T) throws -> T {
         let outcome = SyncOutcome<T>()
-        let ran = RLWorkerThreadPerformBlockSync(ref) { outcome.result = Result { try body() } }
+        let ran = withoutActuallyEscaping(body) { body in
+            RLWorkerThreadPerformBlockSync(ref) { outcome.result = Result { try body() } }
+        }
         guard ran else { throw RLError.last() }
         // The block's writes happen-before the C call's return (its waiter
         // is released under the thread's lock).
@@ -192,26 +196,6 @@ extension RLWorkerThread: SerialExecutor {
 }
 
 // MARK: - Support
-
-private final class WorkerExitHandlerBox: Sendable {
-    let handler: @Sendable (RLThread) -> Void
-    init(_ handler: @escaping @Sendable (RLThread) -> Void) { self.handler = handler }
-}
-
-private func rlWorkerExitCallout(_ thread: RLThreadRef?, _ info: UnsafeMutableRawPointer?) {
-    guard let thread, let info else { return }
-    Unmanaged<WorkerExitHandlerBox>.fromOpaque(info).takeUnretainedValue().handler(RLThread.wrapper(for: thread))
-}
-
-/// What a `deinit` on the worker thread hands to the helper thread.
-private final class WorkerHandoff: @unchecked Sendable {
-    let ref: RLWorkerThreadRef
-    let handlers: ThreadsMutexProtected<[WorkerExitHandlerBox]>
-    init(ref: RLWorkerThreadRef, handlers: ThreadsMutexProtected<[WorkerExitHandlerBox]>) {
-        self.ref = ref
-        self.handlers = handlers
-    }
-}
 
 /// The result slot of one ``RLWorkerThread/sync(_:)``: written on the
 /// worker, read by the caller after the C call returned.

@@ -241,4 +241,33 @@ struct WorkerThreadTests {
         #expect(count == 1_000)
         try worker.stop()
     }
+
+    @Test func syncTakesANonEscapingClosure() throws {
+        let worker = RLWorkerThread()
+        try worker.start()
+        // A local variable captured by a non-escaping closure: the C library
+        // releases its copy of the work before sync returns (otherwise
+        // withoutActuallyEscaping would trap).
+        var total = 0
+        for i in 1...10 { try worker.sync { total += i } }
+        #expect(total == 55)
+        try worker.stop()
+        var untouched = 0
+        #expect(throws: RLError.self) { try worker.sync { untouched += 1 } }
+        #expect(untouched == 0)
+    }
+
+    @Test func willExitHandlersCanBeRemoved() throws {
+        let worker = RLWorkerThread()
+        let log = ThrLog()
+        let first = try worker.addWillExitHandler { _ in log.add("first") }
+        try worker.addWillExitHandler { _ in log.add("second") }
+        try worker.removeWillExitHandler(first)
+        #expect(throws: RLError.self) { try worker.removeWillExitHandler(first) }
+        try worker.start()
+        let third = try worker.addWillExitHandler { _ in log.add("third") }
+        try worker.removeWillExitHandler(third)
+        try worker.stop()
+        #expect(log.all == ["second"])
+    }
 }

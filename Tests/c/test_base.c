@@ -17,23 +17,17 @@ static void test_error_starts_empty_and_clears(void **state) {
 }
 
 static void test_misuse_of_object_functions(void **state) {
-    assert_null(RLRetain(NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLRelease(NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
+    assert_rl_fails(RLRetain(NULL), kRLErrorInvalidArgument);
+    assert_rl_fails(RLRelease(NULL), kRLErrorInvalidArgument);
     assert_int_equal(RLGetRetainCount(NULL), -1);
     assert_rl_error(kRLErrorInvalidArgument);
-    assert_null(RLGetTypeName(NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_null(RLCopyDescription(NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
+    assert_rl_fails(RLGetTypeName(NULL), kRLErrorInvalidArgument);
+    assert_rl_fails(RLCopyDescription(NULL), kRLErrorInvalidArgument);
 
     /* Something that is not a CRunLoop object is refused, not trusted. */
     long not_an_object[8] = {0};
-    assert_null(RLRetain(not_an_object));
-    assert_rl_error(kRLErrorInvalidObject);
-    assert_false(RLRelease(not_an_object));
-    assert_rl_error(kRLErrorInvalidObject);
+    assert_rl_fails(RLRetain(not_an_object), kRLErrorInvalidObject);
+    assert_rl_fails(RLRelease(not_an_object), kRLErrorInvalidObject);
 }
 
 static void *error_in_thread(void *arg) {

@@ -1,38 +1,26 @@
 /* test_condition.c — RLCondition (NSCondition): lock, wait/signal/broadcast,
  * timed waits, misuse, the guide's Listings 4-3/4-4, exact-total stress. */
 #include "testutil.h"
+#include "lockutil.h"
 
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum { STRESS_THREADS = 8 };
-
-static void *on_other_thread(void *(*fn)(void *), void *arg) {
-    pthread_t t;
-    void *res = NULL;
-    assert_int_equal(pthread_create(&t, NULL, fn, arg), 0);
-    pthread_join(t, &res);
-    return res;
-}
-
 static void test_lock_forms(void **state) {
     RLConditionRef c = RLConditionCreate();
     assert_non_null(c);
     assert_string_equal(RLGetTypeName(c), "RLCondition");
     assert_true(RLConditionLock(c));
-    assert_false(RLConditionLock(c));
-    assert_rl_error(kRLErrorWouldDeadlock);
-    assert_false(RLConditionTryLock(c));
-    assert_rl_error(kRLErrorBusy);
+    assert_rl_fails(RLConditionLock(c), kRLErrorWouldDeadlock);
+    assert_rl_fails(RLConditionTryLock(c), kRLErrorBusy);
     assert_true(RLConditionUnlock(c));
     assert_true(RLConditionTryLock(c));
     assert_true(RLConditionUnlock(c));
     assert_true(RLConditionLockBeforeDate(c, RLAbsoluteTimeGetCurrent() - 1));
     assert_true(RLConditionUnlock(c));
-    assert_false(RLConditionUnlock(c));
-    assert_rl_error(kRLErrorNotLocked);
+    assert_rl_fails(RLConditionUnlock(c), kRLErrorNotLocked);
     /* Signalling with nobody waiting is fine, locked or not. */
     assert_true(RLConditionSignal(c));
     assert_true(RLConditionBroadcast(c));
@@ -51,42 +39,27 @@ static void *wait_from_thread(void *arg) {
 static void test_misuse(void **state) {
     RLConditionRef c = RLConditionCreate();
     /* Waiting without the lock returns at once with an error. */
-    assert_false(RLConditionWait(c));
-    assert_rl_error(kRLErrorNotLocked);
-    assert_false(RLConditionWaitUntilDate(c, RLAbsoluteTimeGetCurrent() + 1000));
-    assert_rl_error(kRLErrorNotLocked);
+    assert_rl_fails(RLConditionWait(c), kRLErrorNotLocked);
+    assert_rl_fails(RLConditionWaitUntilDate(c, RLAbsoluteTimeGetCurrent() + 1000), kRLErrorNotLocked);
     assert_true(RLConditionLock(c));
     /* Another thread may neither wait on nor unlock our lock. */
-    assert_true((intptr_t)on_other_thread(wait_from_thread, c));
-    assert_false(RLConditionWaitUntilDate(c, NAN));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLRelease(c));
-    assert_rl_error(kRLErrorBusy);
+    assert_true((intptr_t)rl_test_on_other_thread(wait_from_thread, c));
+    assert_rl_fails(RLConditionWaitUntilDate(c, NAN), kRLErrorInvalidArgument);
+    assert_rl_fails(RLRelease(c), kRLErrorBusy);
     assert_true(RLConditionUnlock(c));
 
-    assert_false(RLConditionLock(NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLConditionUnlock(NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLConditionTryLock(NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLConditionLockBeforeDate(NULL, 0));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLConditionWait(NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLConditionWaitUntilDate(NULL, 0));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLConditionSignal(NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLConditionBroadcast(NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLConditionSetName(NULL, "x"));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_null(RLConditionCopyName(NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
+    assert_rl_fails(RLConditionLock(NULL), kRLErrorInvalidArgument);
+    assert_rl_fails(RLConditionUnlock(NULL), kRLErrorInvalidArgument);
+    assert_rl_fails(RLConditionTryLock(NULL), kRLErrorInvalidArgument);
+    assert_rl_fails(RLConditionLockBeforeDate(NULL, 0), kRLErrorInvalidArgument);
+    assert_rl_fails(RLConditionWait(NULL), kRLErrorInvalidArgument);
+    assert_rl_fails(RLConditionWaitUntilDate(NULL, 0), kRLErrorInvalidArgument);
+    assert_rl_fails(RLConditionSignal(NULL), kRLErrorInvalidArgument);
+    assert_rl_fails(RLConditionBroadcast(NULL), kRLErrorInvalidArgument);
+    assert_rl_fails(RLConditionSetName(NULL, "x"), kRLErrorInvalidArgument);
+    assert_rl_fails(RLConditionCopyName(NULL), kRLErrorInvalidArgument);
     RLLockRef plain = RLLockCreate();
-    assert_false(RLConditionSignal((RLConditionRef)plain));
-    assert_rl_error(kRLErrorInvalidObject);
+    assert_rl_fails(RLConditionSignal((RLConditionRef)plain), kRLErrorInvalidObject);
     assert_true(RLRelease(plain));
     assert_true(RLRelease(c));
 }
@@ -104,14 +77,11 @@ static void test_wait_until_date_times_out_with_lock_held(void **state) {
     RLConditionRef c = RLConditionCreate();
     assert_true(RLConditionLock(c));
     double start = rl_test_now();
-    assert_false(RLConditionWaitUntilDate(c, RLAbsoluteTimeGetCurrent() + 0.05));
-    assert_rl_error(kRLErrorTimedOut);
+    assert_rl_fails(RLConditionWaitUntilDate(c, RLAbsoluteTimeGetCurrent() + 0.05), kRLErrorTimedOut);
     assert_true(rl_test_now() - start >= 0.04);
     /* The lock is ours again. */
-    assert_false(RLConditionTryLock(c));
-    assert_rl_error(kRLErrorBusy);
-    assert_false(RLConditionWaitUntilDate(c, RLAbsoluteTimeGetCurrent() - 10));
-    assert_rl_error(kRLErrorTimedOut);
+    assert_rl_fails(RLConditionTryLock(c), kRLErrorBusy);
+    assert_rl_fails(RLConditionWaitUntilDate(c, RLAbsoluteTimeGetCurrent() - 10), kRLErrorTimedOut);
     assert_true(RLConditionUnlock(c));
     assert_true(RLRelease(c));
 }
@@ -207,30 +177,18 @@ static void test_broadcast_wakes_everyone(void **state) {
     assert_true(RLRelease(g.cond));
 }
 
-typedef struct stress {
-    RLConditionRef cond;
-    long iters;
-    long counter;
-} stress;
-
-static void *stress_worker(void *arg) {
-    stress *s = *(stress **)arg;
-    for (long i = 0; i < s->iters; i++) {
-        RLConditionLock(s->cond);
-        s->counter++;
-        RLConditionUnlock(s->cond);
-    }
-    return NULL;
+static bool stress_round(rl_stress *s, long i) {
+    if (!RLConditionLock(s->lock))
+        return false;
+    rl_stress_bump(s);
+    return RLConditionUnlock(s->lock);
 }
 
 static void test_stress_exact_total(void **state) {
-    stress s = {RLConditionCreate(), rl_test_iters(1000000), 0};
-    stress *args[STRESS_THREADS];
-    for (int i = 0; i < STRESS_THREADS; i++)
-        args[i] = &s;
-    rl_test_run_threads(STRESS_THREADS, stress_worker, args, sizeof args[0]);
-    assert_int_equal(s.counter, STRESS_THREADS * s.iters);
-    assert_true(RLRelease(s.cond));
+    rl_stress s = {.lock = RLConditionCreate(), .round = stress_round};
+    rl_stress_run(&s);
+    assert_rl_stress_exact_total(&s);
+    assert_true(RLRelease(s.lock));
 }
 
 int main(void) {

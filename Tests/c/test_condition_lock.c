@@ -1,21 +1,12 @@
 /* test_condition_lock.c — RLConditionLock (NSConditionLock): every lock and
  * unlock form, ordering by condition, timed forms, misuse, exact-total stress. */
 #include "testutil.h"
+#include "lockutil.h"
 
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-
-enum { STRESS_THREADS = 8 };
-
-static void *on_other_thread(void *(*fn)(void *), void *arg) {
-    pthread_t t;
-    void *res = NULL;
-    assert_int_equal(pthread_create(&t, NULL, fn, arg), 0);
-    pthread_join(t, &res);
-    return res;
-}
 
 static RLIndex condition_of(RLConditionLockRef lock) {
     RLIndex c = -12345;
@@ -38,14 +29,11 @@ static void test_forms_combine(void **state) {
     assert_int_equal(condition_of(lock), 3);
 
     assert_true(RLConditionLockTryLock(lock));
-    assert_false(RLConditionLockTryLock(lock));
-    assert_rl_error(kRLErrorBusy);
-    assert_false(RLConditionLockTryLockWhenCondition(lock, 3));
-    assert_rl_error(kRLErrorBusy);
+    assert_rl_fails(RLConditionLockTryLock(lock), kRLErrorBusy);
+    assert_rl_fails(RLConditionLockTryLockWhenCondition(lock, 3), kRLErrorBusy);
     assert_true(RLConditionLockUnlockWithCondition(lock, 4));
 
-    assert_false(RLConditionLockTryLockWhenCondition(lock, 3));
-    assert_rl_error(kRLErrorInvalidState);
+    assert_rl_fails(RLConditionLockTryLockWhenCondition(lock, 3), kRLErrorInvalidState);
     assert_true(RLConditionLockTryLockWhenCondition(lock, 4));
     assert_true(RLConditionLockUnlock(lock));
 
@@ -67,58 +55,38 @@ static void *unlock_from_thread(void *arg) {
 
 static void test_misuse(void **state) {
     RLConditionLockRef lock = RLConditionLockCreateWithCondition(0);
-    assert_false(RLConditionLockUnlock(lock));
-    assert_rl_error(kRLErrorNotLocked);
-    assert_false(RLConditionLockUnlockWithCondition(lock, 1));
-    assert_rl_error(kRLErrorNotLocked);
+    assert_rl_fails(RLConditionLockUnlock(lock), kRLErrorNotLocked);
+    assert_rl_fails(RLConditionLockUnlockWithCondition(lock, 1), kRLErrorNotLocked);
     assert_int_equal(condition_of(lock), 0); /* the failed call changed nothing */
 
     assert_true(RLConditionLockLock(lock));
-    assert_false(RLConditionLockLock(lock));
-    assert_rl_error(kRLErrorWouldDeadlock);
-    assert_false(RLConditionLockLockWhenCondition(lock, 0));
-    assert_rl_error(kRLErrorWouldDeadlock);
-    assert_false(RLConditionLockLockWhenConditionBeforeDate(lock, 0, RLAbsoluteTimeGetCurrent() + 100));
-    assert_rl_error(kRLErrorWouldDeadlock);
-    assert_true((intptr_t)on_other_thread(unlock_from_thread, lock));
+    assert_rl_fails(RLConditionLockLock(lock), kRLErrorWouldDeadlock);
+    assert_rl_fails(RLConditionLockLockWhenCondition(lock, 0), kRLErrorWouldDeadlock);
+    assert_rl_fails(RLConditionLockLockWhenConditionBeforeDate(lock, 0, RLAbsoluteTimeGetCurrent() + 100),
+                    kRLErrorWouldDeadlock);
+    assert_true((intptr_t)rl_test_on_other_thread(unlock_from_thread, lock));
     assert_int_equal(condition_of(lock), 0);
-    assert_false(RLRelease(lock));
-    assert_rl_error(kRLErrorBusy);
+    assert_rl_fails(RLRelease(lock), kRLErrorBusy);
     assert_true(RLConditionLockUnlock(lock));
 
-    assert_false(RLConditionLockLockBeforeDate(lock, NAN));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLConditionLockLockWhenConditionBeforeDate(lock, 0, NAN));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLConditionLockGetCondition(lock, NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
+    assert_rl_fails(RLConditionLockLockBeforeDate(lock, NAN), kRLErrorInvalidArgument);
+    assert_rl_fails(RLConditionLockLockWhenConditionBeforeDate(lock, 0, NAN), kRLErrorInvalidArgument);
+    assert_rl_fails(RLConditionLockGetCondition(lock, NULL), kRLErrorInvalidArgument);
 
     RLIndex c;
-    assert_false(RLConditionLockGetCondition(NULL, &c));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLConditionLockLock(NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLConditionLockTryLock(NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLConditionLockLockBeforeDate(NULL, 0));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLConditionLockLockWhenCondition(NULL, 0));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLConditionLockTryLockWhenCondition(NULL, 0));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLConditionLockLockWhenConditionBeforeDate(NULL, 0, 0));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLConditionLockUnlock(NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLConditionLockUnlockWithCondition(NULL, 0));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLConditionLockSetName(NULL, "x"));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_null(RLConditionLockCopyName(NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
+    assert_rl_fails(RLConditionLockGetCondition(NULL, &c), kRLErrorInvalidArgument);
+    assert_rl_fails(RLConditionLockLock(NULL), kRLErrorInvalidArgument);
+    assert_rl_fails(RLConditionLockTryLock(NULL), kRLErrorInvalidArgument);
+    assert_rl_fails(RLConditionLockLockBeforeDate(NULL, 0), kRLErrorInvalidArgument);
+    assert_rl_fails(RLConditionLockLockWhenCondition(NULL, 0), kRLErrorInvalidArgument);
+    assert_rl_fails(RLConditionLockTryLockWhenCondition(NULL, 0), kRLErrorInvalidArgument);
+    assert_rl_fails(RLConditionLockLockWhenConditionBeforeDate(NULL, 0, 0), kRLErrorInvalidArgument);
+    assert_rl_fails(RLConditionLockUnlock(NULL), kRLErrorInvalidArgument);
+    assert_rl_fails(RLConditionLockUnlockWithCondition(NULL, 0), kRLErrorInvalidArgument);
+    assert_rl_fails(RLConditionLockSetName(NULL, "x"), kRLErrorInvalidArgument);
+    assert_rl_fails(RLConditionLockCopyName(NULL), kRLErrorInvalidArgument);
     RLLockRef plain = RLLockCreate();
-    assert_false(RLConditionLockLock((RLConditionLockRef)plain));
-    assert_rl_error(kRLErrorInvalidObject);
+    assert_rl_fails(RLConditionLockLock((RLConditionLockRef)plain), kRLErrorInvalidObject);
     assert_true(RLRelease(plain));
 
     /* Still a working lock after all that. */
@@ -143,32 +111,33 @@ static void test_timed_forms_time_out(void **state) {
     RLConditionLockRef lock = RLConditionLockCreateWithCondition(1);
     /* Free, but the condition never becomes 2. */
     double start = rl_test_now();
-    assert_false(RLConditionLockLockWhenConditionBeforeDate(lock, 2, RLAbsoluteTimeGetCurrent() + 0.05));
-    assert_rl_error(kRLErrorTimedOut);
+    assert_rl_fails(RLConditionLockLockWhenConditionBeforeDate(lock, 2, RLAbsoluteTimeGetCurrent() + 0.05),
+                    kRLErrorTimedOut);
     assert_true(rl_test_now() - start >= 0.04);
     /* The timeout left the lock free. */
     assert_true(RLConditionLockTryLock(lock));
     assert_true(RLConditionLockUnlock(lock));
-    assert_false(RLConditionLockLockWhenConditionBeforeDate(lock, 2, RLAbsoluteTimeGetCurrent() - 5));
-    assert_rl_error(kRLErrorTimedOut);
+    assert_rl_fails(RLConditionLockLockWhenConditionBeforeDate(lock, 2, RLAbsoluteTimeGetCurrent() - 5),
+                    kRLErrorTimedOut);
     assert_true(RLConditionLockTryLock(lock));
     assert_true(RLConditionLockUnlock(lock));
     assert_true(RLRelease(lock));
 }
 
-static void *lock_before_date_from_thread(void *arg) {
-    bool ok = RLConditionLockLockBeforeDate(arg, RLAbsoluteTimeGetCurrent() + 0.05);
-    RLErrorCode code = RLErrorGetLast().code;
-    bool ok2 = RLConditionLockLockWhenConditionBeforeDate(arg, 5, RLAbsoluteTimeGetCurrent() + 0.05);
-    RLErrorCode code2 = RLErrorGetLast().code;
-    return (void *)(intptr_t)(!ok && code == kRLErrorTimedOut && !ok2 && code2 == kRLErrorTimedOut);
+static bool lock_within_50ms(void *l) { return RLConditionLockLockBeforeDate(l, RLAbsoluteTimeGetCurrent() + 0.05); }
+
+static bool lock_when_5_within_50ms(void *l) {
+    return RLConditionLockLockWhenConditionBeforeDate(l, 5, RLAbsoluteTimeGetCurrent() + 0.05);
 }
+
+static bool unlock(void *l) { return RLConditionLockUnlock(l); }
 
 static void test_timed_forms_while_held(void **state) {
     RLConditionLockRef lock = RLConditionLockCreateWithCondition(5);
     assert_true(RLConditionLockLock(lock));
     /* Condition matches, but we hold the lock: both time out over there. */
-    assert_true((intptr_t)on_other_thread(lock_before_date_from_thread, lock));
+    assert_int_equal(rl_try_elsewhere(lock, lock_within_50ms, unlock), kRLErrorTimedOut);
+    assert_int_equal(rl_try_elsewhere(lock, lock_when_5_within_50ms, unlock), kRLErrorTimedOut);
     assert_true(RLConditionLockUnlock(lock));
     assert_true(RLRelease(lock));
 }
@@ -214,37 +183,25 @@ static void test_condition_orders_threads(void **state) {
     assert_true(RLRelease(r.lock));
 }
 
-typedef struct stress {
-    RLConditionLockRef lock;
-    long iters;
-    long counter;
-} stress;
-
-static void *stress_worker(void *arg) {
-    stress *s = *(stress **)arg;
-    for (long i = 0; i < s->iters; i++) {
-        /* Alternate the plain and the condition forms; the condition stays 0
-         * so LockWhenCondition never has to wait for a value. */
-        if (i & 1) {
-            RLConditionLockLockWhenCondition(s->lock, 0);
-            s->counter++;
-            RLConditionLockUnlockWithCondition(s->lock, 0);
-        } else {
-            RLConditionLockLock(s->lock);
-            s->counter++;
-            RLConditionLockUnlock(s->lock);
-        }
+static bool stress_round(rl_stress *s, long i) {
+    /* Alternate the plain and the condition forms; the condition stays 0
+     * so LockWhenCondition never has to wait for a value. */
+    if (i & 1) {
+        if (!RLConditionLockLockWhenCondition(s->lock, 0))
+            return false;
+        rl_stress_bump(s);
+        return RLConditionLockUnlockWithCondition(s->lock, 0);
     }
-    return NULL;
+    if (!RLConditionLockLock(s->lock))
+        return false;
+    rl_stress_bump(s);
+    return RLConditionLockUnlock(s->lock);
 }
 
 static void test_stress_exact_total(void **state) {
-    stress s = {RLConditionLockCreateWithCondition(0), rl_test_iters(1000000), 0};
-    stress *args[STRESS_THREADS];
-    for (int i = 0; i < STRESS_THREADS; i++)
-        args[i] = &s;
-    rl_test_run_threads(STRESS_THREADS, stress_worker, args, sizeof args[0]);
-    assert_int_equal(s.counter, STRESS_THREADS * s.iters);
+    rl_stress s = {.lock = RLConditionLockCreateWithCondition(0), .round = stress_round};
+    rl_stress_run(&s);
+    assert_rl_stress_exact_total(&s);
     assert_true(RLRelease(s.lock));
 }
 

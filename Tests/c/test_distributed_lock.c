@@ -97,8 +97,7 @@ static void test_lock_unlock_and_record(void **state) {
     assert_true(access(f->lock_path, F_OK) != 0);
     assert_true(isnan(RLDistributedLockCopyLockDate(lock)));
     assert_rl_error(kRLErrorNotLocked);
-    assert_false(RLDistributedLockCopyOwner(lock, &owner));
-    assert_rl_error(kRLErrorNotLocked);
+    assert_rl_fails(RLDistributedLockCopyOwner(lock, &owner), kRLErrorNotLocked);
 
     /* And again: the lock is reusable. */
     assert_true(RLDistributedLockTryLock(lock));
@@ -123,22 +122,18 @@ static void test_two_objects_exclude_each_other(void **state) {
     assert_int_equal(stray_files(f), 0);
 
     /* The same object again: already held. */
-    assert_false(RLDistributedLockTryLock(a));
-    assert_rl_error(kRLErrorExists);
+    assert_rl_fails(RLDistributedLockTryLock(a), kRLErrorExists);
 
     /* Only the holder may unlock. */
-    assert_false(RLDistributedLockUnlock(b));
-    assert_rl_error(kRLErrorNotLocked);
+    assert_rl_fails(RLDistributedLockUnlock(b), kRLErrorNotLocked);
     assert_true(RLDistributedLockIsHeld(a));
 
     /* Releasing a held lock object is refused and changes nothing. */
-    assert_false(RLRelease(a));
-    assert_rl_error(kRLErrorBusy);
+    assert_rl_fails(RLRelease(a), kRLErrorBusy);
     assert_true(RLDistributedLockIsHeld(a));
 
     assert_true(RLDistributedLockUnlock(a));
-    assert_false(RLDistributedLockUnlock(a));
-    assert_rl_error(kRLErrorNotLocked);
+    assert_rl_fails(RLDistributedLockUnlock(a), kRLErrorNotLocked);
     assert_true(RLDistributedLockTryLock(b));
     assert_true(RLDistributedLockUnlock(b));
     assert_true(RLRelease(a));
@@ -154,13 +149,11 @@ static void test_break_lock(void **state) {
 
     assert_true(RLDistributedLockBreakLock(breaker));
     assert_true(access(f->lock_path, F_OK) != 0);
-    assert_false(RLDistributedLockBreakLock(breaker));
-    assert_rl_error(kRLErrorNotLocked);
+    assert_rl_fails(RLDistributedLockBreakLock(breaker), kRLErrorNotLocked);
 
     /* Someone else takes it; the old holder's unlock must not remove it. */
     assert_true(RLDistributedLockTryLock(third));
-    assert_false(RLDistributedLockUnlock(holder));
-    assert_rl_error(kRLErrorNotOwner);
+    assert_rl_fails(RLDistributedLockUnlock(holder), kRLErrorNotOwner);
     assert_false(RLDistributedLockIsHeld(holder));
     assert_int_equal(access(f->lock_path, F_OK), 0);
     assert_true(RLDistributedLockIsHeld(third));
@@ -182,11 +175,9 @@ static void test_foreign_lock_file(void **state) {
     assert_int_equal(write(fd, "1234\n", 5), 5);
     close(fd);
     RLDistributedLockRef lock = RLDistributedLockCreate(f->lock_path);
-    assert_false(RLDistributedLockTryLock(lock));
-    assert_rl_error(kRLErrorBusy);
+    assert_rl_fails(RLDistributedLockTryLock(lock), kRLErrorBusy);
     RLDistributedLockOwner owner;
-    assert_false(RLDistributedLockCopyOwner(lock, &owner));
-    assert_rl_error(kRLErrorInvalidState);
+    assert_rl_fails(RLDistributedLockCopyOwner(lock, &owner), kRLErrorInvalidState);
     assert_false(isnan(RLDistributedLockCopyLockDate(lock)));
     assert_true(RLDistributedLockBreakLock(lock));
     assert_true(RLDistributedLockTryLock(lock));
@@ -200,25 +191,19 @@ static void test_create_misuse(void **state) {
     fixture *f = *state;
     char path[256];
 
-    assert_null(RLDistributedLockCreate(NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_null(RLDistributedLockCreate(""));
-    assert_rl_error(kRLErrorInvalidArgument);
+    assert_rl_fails(RLDistributedLockCreate(NULL), kRLErrorInvalidArgument);
+    assert_rl_fails(RLDistributedLockCreate(""), kRLErrorInvalidArgument);
 
     snprintf(path, sizeof path, "%s/missing/app.lock", f->dir);
-    assert_null(RLDistributedLockCreate(path));
-    assert_rl_error(kRLErrorNotFound);
+    assert_rl_fails(RLDistributedLockCreate(path), kRLErrorNotFound);
 
     /* The lock path is a directory: link could never succeed. */
-    assert_null(RLDistributedLockCreate(f->dir));
-    assert_rl_error(kRLErrorInvalidArgument);
+    assert_rl_fails(RLDistributedLockCreate(f->dir), kRLErrorInvalidArgument);
     snprintf(path, sizeof path, "%s/", f->dir);
-    assert_null(RLDistributedLockCreate(path));
-    assert_rl_error(kRLErrorInvalidArgument);
+    assert_rl_fails(RLDistributedLockCreate(path), kRLErrorInvalidArgument);
 
     /* A directory that takes no new files, even for root. */
-    assert_null(RLDistributedLockCreate("/proc/self/app.lock"));
-    assert_rl_error(kRLErrorPermission);
+    assert_rl_fails(RLDistributedLockCreate("/proc/self/app.lock"), kRLErrorPermission);
 
     /* A file where the directory should be. */
     snprintf(path, sizeof path, "%s/file", f->dir);
@@ -226,37 +211,28 @@ static void test_create_misuse(void **state) {
     assert_true(fd >= 0);
     close(fd);
     snprintf(path, sizeof path, "%s/file/app.lock", f->dir);
-    assert_null(RLDistributedLockCreate(path));
-    assert_rl_error(kRLErrorNotFound);
+    assert_rl_fails(RLDistributedLockCreate(path), kRLErrorNotFound);
 
     /* Functions on NULL. */
-    assert_false(RLDistributedLockTryLock(NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLDistributedLockUnlock(NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLDistributedLockBreakLock(NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLDistributedLockIsHeld(NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_null(RLDistributedLockGetPath(NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
+    assert_rl_fails(RLDistributedLockTryLock(NULL), kRLErrorInvalidArgument);
+    assert_rl_fails(RLDistributedLockUnlock(NULL), kRLErrorInvalidArgument);
+    assert_rl_fails(RLDistributedLockBreakLock(NULL), kRLErrorInvalidArgument);
+    assert_rl_fails(RLDistributedLockIsHeld(NULL), kRLErrorInvalidArgument);
+    assert_rl_fails(RLDistributedLockGetPath(NULL), kRLErrorInvalidArgument);
     assert_true(isnan(RLDistributedLockCopyLockDate(NULL)));
     assert_rl_error(kRLErrorInvalidArgument);
     RLDistributedLockOwner owner;
-    assert_false(RLDistributedLockCopyOwner(NULL, &owner));
-    assert_rl_error(kRLErrorInvalidArgument);
+    assert_rl_fails(RLDistributedLockCopyOwner(NULL, &owner), kRLErrorInvalidArgument);
     assert_int_equal(RLDistributedLockOwnerGetState(NULL), kRLDistributedLockOwnerStateUnknown);
     assert_rl_error(kRLErrorInvalidArgument);
 
     RLDistributedLockRef lock = RLDistributedLockCreate(f->lock_path);
-    assert_false(RLDistributedLockCopyOwner(lock, NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
+    assert_rl_fails(RLDistributedLockCopyOwner(lock, NULL), kRLErrorInvalidArgument);
     assert_true(RLRelease(lock));
 
     /* Not a distributed lock. */
     long not_a_lock[8] = {0};
-    assert_false(RLDistributedLockTryLock((RLDistributedLockRef)not_a_lock));
-    assert_rl_error(kRLErrorInvalidObject);
+    assert_rl_fails(RLDistributedLockTryLock((RLDistributedLockRef)not_a_lock), kRLErrorInvalidObject);
 }
 
 /* Tests run as root, which ignores permission bits: drop to nobody in a
@@ -397,8 +373,7 @@ static void test_dead_holder_detected_and_broken(void **state) {
 
     RLDistributedLockRef lock = RLDistributedLockCreate(f->lock_path);
     assert_non_null(lock);
-    assert_false(RLDistributedLockTryLock(lock));
-    assert_rl_error(kRLErrorBusy);
+    assert_rl_fails(RLDistributedLockTryLock(lock), kRLErrorBusy);
     RLDistributedLockOwner owner;
     assert_true(RLDistributedLockCopyOwner(lock, &owner));
     assert_int_equal(owner.pid, pid);
@@ -410,8 +385,7 @@ static void test_dead_holder_detected_and_broken(void **state) {
     assert_true(WIFSIGNALED(status));
 
     /* The lock outlives its holder; the record tells it is stale. */
-    assert_false(RLDistributedLockTryLock(lock));
-    assert_rl_error(kRLErrorBusy);
+    assert_rl_fails(RLDistributedLockTryLock(lock), kRLErrorBusy);
     assert_true(RLDistributedLockCopyOwner(lock, &owner));
     assert_int_equal(owner.pid, pid);
     assert_int_equal(RLDistributedLockOwnerGetState(&owner), kRLDistributedLockOwnerStateDead);

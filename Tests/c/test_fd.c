@@ -1,6 +1,7 @@
 /* test_fd.c — file-descriptor sources: read and write readiness, one-shot
  * per enable, modes, several fds in one wake, invalidation, closeOnInvalidate. */
 #include "testutil.h"
+#include "trace.h"
 
 #include <fcntl.h>
 #include <pthread.h>
@@ -10,24 +11,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-static char trace[8192];
-
-static void tr(const char *s) {
-    if (trace[0])
-        strcat(trace, " ");
-    strcat(trace, s);
-}
-
-static int setup(void **state) {
-    trace[0] = '\0';
-    return 0;
-}
-
 static void fd_cb(RLFileDescriptorRef f, RLOptionFlags types, void *info) {
-    char buf[64];
-    snprintf(buf, sizeof buf, "%s:%s%s", (const char *)info, (types & kRLFileDescriptorReadCallBack) ? "r" : "",
-             (types & kRLFileDescriptorWriteCallBack) ? "w" : "");
-    tr(buf);
+    rl_trace_addf("%s:%s%s", (const char *)info, (types & kRLFileDescriptorReadCallBack) ? "r" : "",
+                  (types & kRLFileDescriptorWriteCallBack) ? "w" : "");
 }
 
 static RLFileDescriptorRef make(int fd, const char *name, bool close_it) {
@@ -53,18 +39,18 @@ static void test_pipe_read_one_shot(void **state) {
     assert_true(RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack));
     assert_int_equal(write(p[1], "x", 1), 1);
     assert_int_equal(RLRunLoopRunInMode("FD", 10, true), kRLRunLoopRunHandledSource);
-    assert_string_equal(trace, "pipe:r");
+    assert_trace("pipe:r");
     /* Not re-enabled: still readable, but no second callback. */
     assert_int_equal(RLRunLoopRunInMode("FD", 0.02, true), kRLRunLoopRunTimedOut);
-    assert_string_equal(trace, "pipe:r");
+    assert_trace("pipe:r");
     assert_true(RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack));
     assert_int_equal(RLRunLoopRunInMode("FD", 10, true), kRLRunLoopRunHandledSource);
-    assert_string_equal(trace, "pipe:r pipe:r");
+    assert_trace("pipe:r pipe:r");
     /* Disabled: nothing. */
     assert_true(RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack));
     assert_true(RLFileDescriptorDisableCallBacks(f, kRLFileDescriptorReadCallBack));
     assert_int_equal(RLRunLoopRunInMode("FD", 0.02, true), kRLRunLoopRunTimedOut);
-    assert_string_equal(trace, "pipe:r pipe:r");
+    assert_trace("pipe:r pipe:r");
 
     assert_true(RLFileDescriptorInvalidate(f));
     assert_false(RLFileDescriptorIsValid(f));
@@ -89,7 +75,7 @@ static void test_socket_write_and_read_in_one_wake(void **state) {
     assert_int_equal(write(p[1], "x", 1), 1);
     assert_int_equal(RLRunLoopRunInMode("Both", 0.02, false), kRLRunLoopRunTimedOut);
     /* Both served in the first pass; sources of equal order in epoll order. */
-    assert_true(strcmp(trace, "sock:w pipe:r") == 0 || strcmp(trace, "pipe:r sock:w") == 0);
+    assert_true(strcmp(rl_trace_get(), "sock:w pipe:r") == 0 || strcmp(rl_trace_get(), "pipe:r sock:w") == 0);
     RLFileDescriptorInvalidate(w);
     RLFileDescriptorInvalidate(r);
     RLRelease(sw);
@@ -116,9 +102,9 @@ static void test_fd_waits_for_its_mode(void **state) {
     assert_true(RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack));
     assert_int_equal(write(p[1], "x", 1), 1);
     assert_int_equal(RLRunLoopRunInMode("Other", 0.02, false), kRLRunLoopRunTimedOut);
-    assert_string_equal(trace, "");
+    assert_trace("");
     assert_int_equal(RLRunLoopRunInMode("Mine", 10, true), kRLRunLoopRunHandledSource);
-    assert_string_equal(trace, "pipe:r");
+    assert_trace("pipe:r");
     RLRunLoopSourceInvalidate(keep);
     RLRelease(keep);
     RLFileDescriptorInvalidate(f);
@@ -152,21 +138,16 @@ static void test_hangup_with_callbacks_off_does_not_spin(void **state) {
     RLRelease(o);
     assert_true(RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack));
     assert_int_equal(RLRunLoopRunInMode("Hup", 10, true), kRLRunLoopRunHandledSource);
-    assert_string_equal(trace, "pipe:r");
+    assert_trace("pipe:r");
     RLFileDescriptorInvalidate(f);
     RLRelease(s);
     RLRelease(f);
 }
 
-static void *write_later(void *arg) {
-    RLRunLoopRef rl = ((void **)arg)[0];
-    int fd = (int)(intptr_t)((void **)arg)[1];
-    double t0 = rl_test_now();
-    while (!RLRunLoopIsWaiting(rl) && rl_test_now() - t0 < 10)
-        usleep(100);
-    if (write(fd, "y", 1) != 1)
-        return NULL;
-    return NULL;
+static void write_a_byte(RLRunLoopRef rl, void *fd) {
+    /* Should it fail, the loop sleeps on and the run's result tells. */
+    if (write((int)(intptr_t)fd, "y", 1) != 1)
+        return;
 }
 
 static void test_fd_wakes_a_sleeping_loop(void **state) {
@@ -175,12 +156,9 @@ static void test_fd_wakes_a_sleeping_loop(void **state) {
     RLFileDescriptorRef f = make(p[0], "pipe", true);
     RLRunLoopSourceRef s = add(f, "Sleep");
     assert_true(RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack));
-    void *args[2] = {RLRunLoopGetCurrent(), (void *)(intptr_t)p[1]};
-    pthread_t th;
-    assert_int_equal(pthread_create(&th, NULL, write_later, args), 0);
-    assert_int_equal(RLRunLoopRunInMode("Sleep", 30, true), kRLRunLoopRunHandledSource);
-    pthread_join(th, NULL);
-    assert_string_equal(trace, "pipe:r");
+    assert_int_equal(rl_test_run_and_act_while_asleep("Sleep", true, write_a_byte, (void *)(intptr_t)p[1]),
+                     kRLRunLoopRunHandledSource);
+    assert_trace("pipe:r");
     RLFileDescriptorInvalidate(f);
     RLRelease(s);
     RLRelease(f);
@@ -189,11 +167,11 @@ static void test_fd_wakes_a_sleeping_loop(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup(test_pipe_read_one_shot, setup),
-        cmocka_unit_test_setup(test_socket_write_and_read_in_one_wake, setup),
-        cmocka_unit_test_setup(test_fd_waits_for_its_mode, setup),
-        cmocka_unit_test_setup(test_hangup_with_callbacks_off_does_not_spin, setup),
-        cmocka_unit_test_setup(test_fd_wakes_a_sleeping_loop, setup),
+        cmocka_unit_test_setup(test_pipe_read_one_shot, rl_trace_setup),
+        cmocka_unit_test_setup(test_socket_write_and_read_in_one_wake, rl_trace_setup),
+        cmocka_unit_test_setup(test_fd_waits_for_its_mode, rl_trace_setup),
+        cmocka_unit_test_setup(test_hangup_with_callbacks_off_does_not_spin, rl_trace_setup),
+        cmocka_unit_test_setup(test_fd_wakes_a_sleeping_loop, rl_trace_setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,7 @@
 /* test_lock.c — RLLock (NSLock): locking, try/timed forms, names, misuse,
  * and an exact-total stress run. */
 #include "testutil.h"
+#include "lockutil.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -8,24 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { STRESS_THREADS = 8 };
-
-/* Runs fn(arg) on a fresh thread and returns its result. */
-static void *on_other_thread(void *(*fn)(void *), void *arg) {
-    pthread_t t;
-    void *res = NULL;
-    assert_int_equal(pthread_create(&t, NULL, fn, arg), 0);
-    pthread_join(t, &res);
-    return res;
-}
-
 static void test_lock_unlock_and_trylock(void **state) {
     RLLockRef lock = RLLockCreate();
     assert_non_null(lock);
     assert_string_equal(RLGetTypeName(lock), "RLLock");
     assert_true(RLLockLock(lock));
-    assert_false(RLLockTryLock(lock));
-    assert_rl_error(kRLErrorBusy);
+    assert_rl_fails(RLLockTryLock(lock), kRLErrorBusy);
     assert_true(RLLockUnlock(lock));
     assert_true(RLLockTryLock(lock));
     assert_true(RLLockUnlock(lock));
@@ -36,23 +25,19 @@ static void test_relock_by_owner_reports_deadlock(void **state) {
     RLLockRef lock = RLLockCreate();
     assert_true(RLLockLock(lock));
     /* NSLock would hang here forever. */
-    assert_false(RLLockLock(lock));
-    assert_rl_error(kRLErrorWouldDeadlock);
-    assert_false(RLLockLockBeforeDate(lock, RLAbsoluteTimeGetCurrent() + 100));
-    assert_rl_error(kRLErrorWouldDeadlock);
+    assert_rl_fails(RLLockLock(lock), kRLErrorWouldDeadlock);
+    assert_rl_fails(RLLockLockBeforeDate(lock, RLAbsoluteTimeGetCurrent() + 100), kRLErrorWouldDeadlock);
     assert_true(RLLockUnlock(lock));
     assert_true(RLRelease(lock));
 }
 
 static void test_unlock_not_locked(void **state) {
     RLLockRef lock = RLLockCreate();
-    assert_false(RLLockUnlock(lock));
-    assert_rl_error(kRLErrorNotLocked);
+    assert_rl_fails(RLLockUnlock(lock), kRLErrorNotLocked);
     /* Still usable. */
     assert_true(RLLockLock(lock));
     assert_true(RLLockUnlock(lock));
-    assert_false(RLLockUnlock(lock));
-    assert_rl_error(kRLErrorNotLocked);
+    assert_rl_fails(RLLockUnlock(lock), kRLErrorNotLocked);
     assert_true(RLRelease(lock));
 }
 
@@ -67,7 +52,7 @@ static void *unlock_from_thread(void *arg) {
 static void test_unlock_by_other_thread_is_refused(void **state) {
     RLLockRef lock = RLLockCreate();
     assert_true(RLLockLock(lock));
-    assert_true((intptr_t)on_other_thread(unlock_from_thread, lock));
+    assert_true((intptr_t)rl_test_on_other_thread(unlock_from_thread, lock));
     /* The owner still holds it and can unlock normally. */
     assert_true(RLLockUnlock(lock));
     assert_true(RLRelease(lock));
@@ -76,8 +61,7 @@ static void test_unlock_by_other_thread_is_refused(void **state) {
 static void test_release_of_held_lock_is_refused(void **state) {
     RLLockRef lock = RLLockCreate();
     assert_true(RLLockLock(lock));
-    assert_false(RLRelease(lock));
-    assert_rl_error(kRLErrorBusy);
+    assert_rl_fails(RLRelease(lock), kRLErrorBusy);
     assert_int_equal(RLGetRetainCount(lock), 1);
     /* Still a working lock. */
     assert_true(RLLockUnlock(lock));
@@ -87,28 +71,20 @@ static void test_release_of_held_lock_is_refused(void **state) {
 }
 
 static void test_bad_arguments(void **state) {
-    assert_false(RLLockLock(NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLLockUnlock(NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLLockTryLock(NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLLockLockBeforeDate(NULL, 0));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLLockSetName(NULL, "x"));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_null(RLLockCopyName(NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
+    assert_rl_fails(RLLockLock(NULL), kRLErrorInvalidArgument);
+    assert_rl_fails(RLLockUnlock(NULL), kRLErrorInvalidArgument);
+    assert_rl_fails(RLLockTryLock(NULL), kRLErrorInvalidArgument);
+    assert_rl_fails(RLLockLockBeforeDate(NULL, 0), kRLErrorInvalidArgument);
+    assert_rl_fails(RLLockSetName(NULL, "x"), kRLErrorInvalidArgument);
+    assert_rl_fails(RLLockCopyName(NULL), kRLErrorInvalidArgument);
 
     /* Another kind of object is not taken for a lock. */
     RLRecursiveLockRef other = RLRecursiveLockCreate();
-    assert_false(RLLockLock((RLLockRef)other));
-    assert_rl_error(kRLErrorInvalidObject);
+    assert_rl_fails(RLLockLock((RLLockRef)other), kRLErrorInvalidObject);
     assert_true(RLRelease(other));
 
     RLLockRef lock = RLLockCreate();
-    assert_false(RLLockLockBeforeDate(lock, NAN));
-    assert_rl_error(kRLErrorInvalidArgument);
+    assert_rl_fails(RLLockLockBeforeDate(lock, NAN), kRLErrorInvalidArgument);
     assert_true(RLLockTryLock(lock)); /* the NaN call took nothing */
     assert_true(RLLockUnlock(lock));
     assert_true(RLRelease(lock));
@@ -137,96 +113,46 @@ static void test_names(void **state) {
     assert_true(RLRelease(lock));
 }
 
-static void *hold_until_told(void *arg);
-
-typedef struct holder {
-    RLLockRef lock;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int phase; /* 1: holder has the lock; 2: holder may let go */
-} holder;
-
-static void *hold_until_told(void *arg) {
-    holder *h = arg;
-    RLLockLock(h->lock);
-    pthread_mutex_lock(&h->mu);
-    h->phase = 1;
-    pthread_cond_broadcast(&h->cv);
-    while (h->phase != 2)
-        pthread_cond_wait(&h->cv, &h->mu);
-    pthread_mutex_unlock(&h->mu);
-    RLLockUnlock(h->lock);
-    return NULL;
-}
+static bool take_lock(void *l) { return RLLockLock(l); }
+static bool drop_lock(void *l) { return RLLockUnlock(l); }
 
 static void test_lock_before_date(void **state) {
-    holder h = {RLLockCreate(), PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
-    pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, hold_until_told, &h), 0);
-    pthread_mutex_lock(&h.mu);
-    while (h.phase != 1)
-        pthread_cond_wait(&h.cv, &h.mu);
-    pthread_mutex_unlock(&h.mu);
+    RLLockRef lock = RLLockCreate();
+    rl_holder h;
+    rl_holder_start(&h, lock, take_lock, drop_lock, 1);
 
     /* Held elsewhere: a past date tries once, a near date waits then gives up. */
-    assert_false(RLLockLockBeforeDate(h.lock, RLAbsoluteTimeGetCurrent() - 10));
-    assert_rl_error(kRLErrorTimedOut);
+    assert_rl_fails(RLLockLockBeforeDate(lock, RLAbsoluteTimeGetCurrent() - 10), kRLErrorTimedOut);
     double start = rl_test_now();
-    assert_false(RLLockLockBeforeDate(h.lock, RLAbsoluteTimeGetCurrent() + 0.05));
-    assert_rl_error(kRLErrorTimedOut);
+    assert_rl_fails(RLLockLockBeforeDate(lock, RLAbsoluteTimeGetCurrent() + 0.05), kRLErrorTimedOut);
     assert_true(rl_test_now() - start >= 0.04);
 
-    pthread_mutex_lock(&h.mu);
-    h.phase = 2;
-    pthread_cond_broadcast(&h.cv);
-    pthread_mutex_unlock(&h.mu);
+    rl_holder_let_go(&h);
     /* Released by the holder: a far date succeeds. */
-    assert_true(RLLockLockBeforeDate(h.lock, RLAbsoluteTimeGetCurrent() + 1000));
-    pthread_join(t, NULL);
-    assert_true(RLLockUnlock(h.lock));
+    assert_true(RLLockLockBeforeDate(lock, RLAbsoluteTimeGetCurrent() + 1000));
+    rl_holder_join(&h);
+    assert_true(RLLockUnlock(lock));
     /* Free: even a date in the past succeeds. */
-    assert_true(RLLockLockBeforeDate(h.lock, RLAbsoluteTimeGetCurrent() - 10));
-    assert_true(RLLockUnlock(h.lock));
-    assert_true(RLRelease(h.lock));
+    assert_true(RLLockLockBeforeDate(lock, RLAbsoluteTimeGetCurrent() - 10));
+    assert_true(RLLockUnlock(lock));
+    assert_true(RLRelease(lock));
 }
 
-typedef struct stress {
-    RLLockRef lock;
-    long iters;
-    long counter;
-    int failures;
-} stress;
-
-static void *stress_worker(void *arg) {
-    stress *s = *(stress **)arg;
-    int failures = 0;
-    for (long i = 0; i < s->iters; i++) {
-        /* Mix the entry points so each is exercised under contention. */
-        bool ok = (i & 3) == 3 ? RLLockTryLock(s->lock) || RLLockLock(s->lock)
-                  : (i & 3) == 2 ? RLLockLockBeforeDate(s->lock, RLAbsoluteTimeGetCurrent() + 1e6)
-                                 : RLLockLock(s->lock);
-        if (!ok) {
-            failures++;
-            continue;
-        }
-        s->counter++;
-        if (!RLLockUnlock(s->lock))
-            failures++;
-    }
-    RLLockLock(s->lock);
-    s->failures += failures;
-    RLLockUnlock(s->lock);
-    return NULL;
+static bool stress_round(rl_stress *s, long i) {
+    /* Mix the entry points so each is exercised under contention. */
+    bool ok = (i & 3) == 3   ? RLLockTryLock(s->lock) || RLLockLock(s->lock)
+              : (i & 3) == 2 ? RLLockLockBeforeDate(s->lock, RLAbsoluteTimeGetCurrent() + 1e6)
+                             : RLLockLock(s->lock);
+    if (!ok)
+        return false;
+    rl_stress_bump(s);
+    return RLLockUnlock(s->lock);
 }
 
 static void test_stress_exact_total(void **state) {
-    stress s = {RLLockCreate(), rl_test_iters(1000000), 0, 0};
-    stress *args[STRESS_THREADS];
-    for (int i = 0; i < STRESS_THREADS; i++)
-        args[i] = &s;
-    rl_test_run_threads(STRESS_THREADS, stress_worker, args, sizeof args[0]);
-    assert_int_equal(s.failures, 0);
-    assert_int_equal(s.counter, STRESS_THREADS * s.iters);
+    rl_stress s = {.lock = RLLockCreate(), .round = stress_round};
+    rl_stress_run(&s);
+    assert_rl_stress_exact_total(&s);
     assert_true(RLRelease(s.lock));
 }
 
@@ -245,11 +171,6 @@ static void on_report(const RLLockDebugReport *report, void *info) {
     snprintf(seen->acquiring, sizeof seen->acquiring, "%s", report->acquiringLockName ? report->acquiringLockName : "");
 }
 
-typedef bool (*take_fn)(void *);
-typedef bool (*drop_fn)(void *);
-
-static bool take_lock(void *l) { return RLLockLock(l); }
-static bool drop_lock(void *l) { return RLLockUnlock(l); }
 static bool take_rlock(void *l) { return RLRecursiveLockLock(l); }
 static bool drop_rlock(void *l) { return RLRecursiveLockUnlock(l); }
 static bool take_cond(void *l) { return RLConditionLock(l); }
@@ -260,7 +181,7 @@ static bool take_write(void *l) { return RLReadWriteLockWriteLock(l); }
 static bool take_read(void *l) { return RLReadWriteLockReadLock(l); }
 static bool drop_rw(void *l) { return RLReadWriteLockUnlock(l); }
 
-static void abba(RLLockRef a, void *b, take_fn take, drop_fn drop, seen_report *seen) {
+static void abba(RLLockRef a, void *b, rl_lock_fn take, rl_lock_fn drop, seen_report *seen) {
     int before = seen->count;
     assert_true(RLLockLock(a));
     assert_true(take(b));
@@ -316,8 +237,7 @@ static void test_lock_order_debugging_sees_every_kind(void **state) {
     /* The debug paths still lock correctly: a timed condition wait releases
      * and retakes its lock with the detector watching. */
     assert_true(RLConditionLock(b3));
-    assert_false(RLConditionWaitUntilDate(b3, RLAbsoluteTimeGetCurrent() + 0.01));
-    assert_rl_error(kRLErrorTimedOut);
+    assert_rl_fails(RLConditionWaitUntilDate(b3, RLAbsoluteTimeGetCurrent() + 0.01), kRLErrorTimedOut);
     assert_true(RLConditionUnlock(b3));
     assert_true(RLRecursiveLockLock(b2));
     assert_true(RLRecursiveLockTryLock(b2));

@@ -289,8 +289,7 @@ static void test_forget_lock(void **state) {
     assert_true(RLLockDebugForgetLock(&g_a));
     run_in_thread(sync_in_order, &ba);
     assert_int_equal(g_seen.count, 0);
-    assert_false(RLLockDebugForgetLock(NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
+    assert_rl_fails(RLLockDebugForgetLock(NULL), kRLErrorInvalidArgument);
 }
 
 static void test_disabled_records_nothing(void **state) {

@@ -1,40 +1,14 @@
 /* test_observer.c — observers: order, activity filters, one-shot observers,
  * invalidation from callouts, no re-entry while firing, context balance. */
 #include "testutil.h"
+#include "trace.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static char trace[8192];
-
-static void tr(const char *s) {
-    if (trace[0])
-        strcat(trace, " ");
-    strcat(trace, s);
-}
-
-static int setup(void **state) {
-    trace[0] = '\0';
-    return 0;
-}
-
-static const char *act_name(RLRunLoopActivity a) {
-    switch (a) {
-    case kRLRunLoopEntry: return "E";
-    case kRLRunLoopBeforeTimers: return "BT";
-    case kRLRunLoopBeforeSources: return "BS";
-    case kRLRunLoopBeforeWaiting: return "BW";
-    case kRLRunLoopAfterWaiting: return "AW";
-    case kRLRunLoopExit: return "X";
-    default: return "?";
-    }
-}
-
 static void named_cb(RLRunLoopObserverRef o, RLRunLoopActivity a, void *info) {
-    char buf[64];
-    snprintf(buf, sizeof buf, "%s:%s", (const char *)info, act_name(a));
-    tr(buf);
+    rl_trace_addf("%s:%s", (const char *)info, rl_trace_activity_name(a));
 }
 
 static RLRunLoopObserverRef make(const char *name, RLOptionFlags acts, bool repeats, RLIndex order,
@@ -50,22 +24,9 @@ static void done(RLRunLoopObserverRef o) {
     assert_true(RLRelease(o));
 }
 
-/* A source nobody signals keeps a mode from being empty. */
-static RLRunLoopSourceRef keep_mode(const char *mode) {
-    RLRunLoopSourceContext c = {0};
-    RLRunLoopSourceRef s = RLRunLoopSourceCreate(NULL, 0, &c);
-    assert_true(RLRunLoopAddSource(RLRunLoopGetCurrent(), s, mode));
-    return s;
-}
-
-static void unkeep(RLRunLoopSourceRef s) {
-    RLRunLoopSourceInvalidate(s);
-    RLRelease(s);
-}
-
 static void test_order_and_filters(void **state) {
     RLRunLoopRef rl = RLRunLoopGetCurrent();
-    RLRunLoopSourceRef k = keep_mode("Obs");
+    RLRunLoopSourceRef k = rl_test_keep_mode("Obs");
     RLRunLoopObserverRef b = make("b", kRLRunLoopEntry | kRLRunLoopExit, true, 2, named_cb);
     RLRunLoopObserverRef a = make("a", kRLRunLoopEntry | kRLRunLoopBeforeSources, true, 1, named_cb);
     RLRunLoopObserverRef c = make("c", kRLRunLoopAllActivities, true, 3, named_cb);
@@ -74,50 +35,50 @@ static void test_order_and_filters(void **state) {
     assert_true(RLRunLoopAddObserver(rl, a, "Obs"));
     assert_true(RLRunLoopAddObserver(rl, a, "Obs")); /* twice: still once */
     assert_int_equal(RLRunLoopRunInMode("Obs", 0, false), kRLRunLoopRunTimedOut);
-    assert_string_equal(trace, "a:E b:E c:E c:BT a:BS c:BS b:X c:X");
+    assert_trace("a:E b:E c:E c:BT a:BS c:BS b:X c:X");
     assert_int_equal(RLRunLoopObserverGetOrder(a), 1);
     assert_int_equal(RLRunLoopObserverGetActivities(b), kRLRunLoopEntry | kRLRunLoopExit);
     assert_true(RLRunLoopObserverDoesRepeat(a));
     done(a);
     done(b);
     done(c);
-    unkeep(k);
+    rl_test_unkeep(k);
 }
 
 static void test_one_shot_observer(void **state) {
     RLRunLoopRef rl = RLRunLoopGetCurrent();
-    RLRunLoopSourceRef k = keep_mode("Once");
+    RLRunLoopSourceRef k = rl_test_keep_mode("Once");
     RLRunLoopObserverRef o = make("o", kRLRunLoopAllActivities, false, 0, named_cb);
     assert_false(RLRunLoopObserverDoesRepeat(o));
     assert_true(RLRunLoopAddObserver(rl, o, "Once"));
     assert_int_equal(RLRunLoopRunInMode("Once", 0, false), kRLRunLoopRunTimedOut);
-    assert_string_equal(trace, "o:E");
+    assert_trace("o:E");
     assert_false(RLRunLoopObserverIsValid(o));
     assert_false(RLRunLoopContainsObserver(rl, o, "Once"));
     done(o);
-    unkeep(k);
+    rl_test_unkeep(k);
 }
 
 static RLRunLoopObserverRef other_obs;
 
 static void kill_other(RLRunLoopObserverRef o, RLRunLoopActivity a, void *info) {
-    tr("killer");
+    rl_trace_add("killer");
     RLRunLoopObserverInvalidate(other_obs);
     RLRunLoopObserverInvalidate(o);
 }
 
 static void test_invalidate_from_callout(void **state) {
     RLRunLoopRef rl = RLRunLoopGetCurrent();
-    RLRunLoopSourceRef k = keep_mode("Kill");
+    RLRunLoopSourceRef k = rl_test_keep_mode("Kill");
     RLRunLoopObserverRef killer = make("k", kRLRunLoopEntry, true, 0, kill_other);
     other_obs = make("victim", kRLRunLoopAllActivities, true, 1, named_cb);
     assert_true(RLRunLoopAddObserver(rl, killer, "Kill"));
     assert_true(RLRunLoopAddObserver(rl, other_obs, "Kill"));
     assert_int_equal(RLRunLoopRunInMode("Kill", 0, false), kRLRunLoopRunTimedOut);
-    assert_string_equal(trace, "killer");
+    assert_trace("killer");
     done(killer);
     done(other_obs);
-    unkeep(k);
+    rl_test_unkeep(k);
 }
 
 static int depth;
@@ -130,14 +91,14 @@ static void nesting_cb(RLRunLoopObserverRef o, RLRunLoopActivity a, void *info) 
 
 static void test_no_reentry_while_firing(void **state) {
     RLRunLoopRef rl = RLRunLoopGetCurrent();
-    RLRunLoopSourceRef k = keep_mode("Nest");
+    RLRunLoopSourceRef k = rl_test_keep_mode("Nest");
     depth = 0;
     RLRunLoopObserverRef o = make("n", kRLRunLoopEntry | kRLRunLoopExit, true, 0, nesting_cb);
     assert_true(RLRunLoopAddObserver(rl, o, "Nest"));
     assert_int_equal(RLRunLoopRunInMode("Nest", 0, false), kRLRunLoopRunTimedOut);
-    assert_string_equal(trace, "n:E n:X");
+    assert_trace("n:E n:X");
     done(o);
-    unkeep(k);
+    rl_test_unkeep(k);
 }
 
 static int o_retains, o_releases;
@@ -164,7 +125,7 @@ static void test_context_balance(void **state) {
 
 #if __BLOCKS__
 static void test_handler_block(void **state) {
-    RLRunLoopSourceRef k = keep_mode("HB");
+    RLRunLoopSourceRef k = rl_test_keep_mode("HB");
     __block int entries = 0, exits = 0;
     RLRunLoopObserverRef o = RLRunLoopObserverCreateWithHandler(
         NULL, kRLRunLoopEntry | kRLRunLoopExit, true, 0, ^(RLRunLoopObserverRef obs, RLRunLoopActivity a) {
@@ -179,19 +140,19 @@ static void test_handler_block(void **state) {
     assert_int_equal(entries, 2);
     assert_int_equal(exits, 2);
     done(o);
-    unkeep(k);
+    rl_test_unkeep(k);
 }
 #endif
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup(test_order_and_filters, setup),
-        cmocka_unit_test_setup(test_one_shot_observer, setup),
-        cmocka_unit_test_setup(test_invalidate_from_callout, setup),
-        cmocka_unit_test_setup(test_no_reentry_while_firing, setup),
-        cmocka_unit_test_setup(test_context_balance, setup),
+        cmocka_unit_test_setup(test_order_and_filters, rl_trace_setup),
+        cmocka_unit_test_setup(test_one_shot_observer, rl_trace_setup),
+        cmocka_unit_test_setup(test_invalidate_from_callout, rl_trace_setup),
+        cmocka_unit_test_setup(test_no_reentry_while_firing, rl_trace_setup),
+        cmocka_unit_test_setup(test_context_balance, rl_trace_setup),
 #if __BLOCKS__
-        cmocka_unit_test_setup(test_handler_block, setup),
+        cmocka_unit_test_setup(test_handler_block, rl_trace_setup),
 #endif
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

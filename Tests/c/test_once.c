@@ -26,18 +26,15 @@ static void test_runs_once(void **state) {
 static void test_bad_arguments(void **state) {
     RLOnceToken once = RL_ONCE_INIT;
     _Atomic int calls = 0;
-    assert_false(RLOnceRun(NULL, count_call, &calls));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLOnceRun(&once, NULL, NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
+    assert_rl_fails(RLOnceRun(NULL, count_call, &calls), kRLErrorInvalidArgument);
+    assert_rl_fails(RLOnceRun(&once, NULL, NULL), kRLErrorInvalidArgument);
     /* The failed call did not use up the token. */
     assert_true(RLOnceRun(&once, count_call, &calls));
     assert_int_equal(atomic_load(&calls), 1);
 
     RLOnceToken garbage;
     memset(&garbage, 0x5a, sizeof garbage);
-    assert_false(RLOnceRun(&garbage, count_call, &calls));
-    assert_rl_error(kRLErrorInvalidArgument);
+    assert_rl_fails(RLOnceRun(&garbage, count_call, &calls), kRLErrorInvalidArgument);
     assert_int_equal(atomic_load(&calls), 1);
 }
 
@@ -109,10 +106,8 @@ static void test_block_form(void **state) {
     assert_true(RLOnceRunBlock(&once, ^{ calls++; }));
     assert_true(RLOnceRunBlock(&once, ^{ calls++; }));
     assert_int_equal(calls, 1);
-    assert_false(RLOnceRunBlock(&once, NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLOnceRunBlock(NULL, ^{ calls++; }));
-    assert_rl_error(kRLErrorInvalidArgument);
+    assert_rl_fails(RLOnceRunBlock(&once, NULL), kRLErrorInvalidArgument);
+    assert_rl_fails(RLOnceRunBlock(NULL, ^{ calls++; }), kRLErrorInvalidArgument);
     assert_int_equal(calls, 1);
 }
 #endif

@@ -1,21 +1,12 @@
 /* test_recursive_lock.c — RLRecursiveLock (NSRecursiveLock): recursion
  * counting, the guide's recursive function, misuse, exact-total stress. */
 #include "testutil.h"
+#include "lockutil.h"
 
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-
-enum { STRESS_THREADS = 8 };
-
-static void *on_other_thread(void *(*fn)(void *), void *arg) {
-    pthread_t t;
-    void *res = NULL;
-    assert_int_equal(pthread_create(&t, NULL, fn, arg), 0);
-    pthread_join(t, &res);
-    return res;
-}
 
 static RLRecursiveLockRef the_lock;
 static int deepest;
@@ -30,13 +21,9 @@ static void recurse(int value) {
     assert_true(RLRecursiveLockUnlock(the_lock));
 }
 
-static void *try_from_thread(void *arg) {
-    bool ok = RLRecursiveLockTryLock(arg);
-    RLErrorCode code = RLErrorGetLast().code;
-    if (ok)
-        RLRecursiveLockUnlock(arg);
-    return (void *)(intptr_t)(ok ? -1 : code);
-}
+static bool take(void *l) { return RLRecursiveLockLock(l); }
+static bool try_take(void *l) { return RLRecursiveLockTryLock(l); }
+static bool drop(void *l) { return RLRecursiveLockUnlock(l); }
 
 static void test_guide_recursive_function(void **state) {
     the_lock = RLRecursiveLockCreate();
@@ -46,7 +33,7 @@ static void test_guide_recursive_function(void **state) {
     assert_int_equal(deepest, 6);
     assert_int_equal(RLRecursiveLockGetRecursionCount(the_lock), 0);
     /* Fully balanced: another thread can take it. */
-    assert_int_equal((intptr_t)on_other_thread(try_from_thread, the_lock), -1); /* -1: it got the lock */
+    assert_int_equal(rl_try_elsewhere(the_lock, try_take, drop), RL_TRY_GOT_IT);
     assert_true(RLRelease(the_lock));
 }
 
@@ -57,14 +44,13 @@ static void test_counts_and_try(void **state) {
     assert_true(RLRecursiveLockLockBeforeDate(lock, RLAbsoluteTimeGetCurrent() - 1));
     assert_int_equal(RLRecursiveLockGetRecursionCount(lock), 3);
     /* Held (3 deep) here: another thread is refused at every level. */
-    assert_int_equal((intptr_t)on_other_thread(try_from_thread, lock), kRLErrorBusy);
+    assert_int_equal(rl_try_elsewhere(lock, try_take, drop), kRLErrorBusy);
     assert_true(RLRecursiveLockUnlock(lock));
     assert_true(RLRecursiveLockUnlock(lock));
-    assert_int_equal((intptr_t)on_other_thread(try_from_thread, lock), kRLErrorBusy);
+    assert_int_equal(rl_try_elsewhere(lock, try_take, drop), kRLErrorBusy);
     assert_true(RLRecursiveLockUnlock(lock));
     assert_int_equal(RLRecursiveLockGetRecursionCount(lock), 0);
-    assert_false(RLRecursiveLockUnlock(lock));
-    assert_rl_error(kRLErrorNotLocked);
+    assert_rl_fails(RLRecursiveLockUnlock(lock), kRLErrorNotLocked);
     assert_true(RLRelease(lock));
 }
 
@@ -79,36 +65,26 @@ static void test_misuse(void **state) {
     RLRecursiveLockRef lock = RLRecursiveLockCreate();
     assert_true(RLRecursiveLockLock(lock));
     assert_true(RLRecursiveLockLock(lock));
-    assert_true((intptr_t)on_other_thread(unlock_from_thread, lock));
+    assert_true((intptr_t)rl_test_on_other_thread(unlock_from_thread, lock));
     assert_int_equal(RLRecursiveLockGetRecursionCount(lock), 2);
-    assert_false(RLRelease(lock));
-    assert_rl_error(kRLErrorBusy);
+    assert_rl_fails(RLRelease(lock), kRLErrorBusy);
     assert_true(RLRecursiveLockUnlock(lock));
-    assert_false(RLRelease(lock)); /* still held once */
-    assert_rl_error(kRLErrorBusy);
+    assert_rl_fails(RLRelease(lock), kRLErrorBusy); /* still held once */
     assert_true(RLRecursiveLockUnlock(lock));
 
-    assert_false(RLRecursiveLockLockBeforeDate(lock, NAN));
-    assert_rl_error(kRLErrorInvalidArgument);
+    assert_rl_fails(RLRecursiveLockLockBeforeDate(lock, NAN), kRLErrorInvalidArgument);
     assert_int_equal(RLRecursiveLockGetRecursionCount(lock), 0);
 
-    assert_false(RLRecursiveLockLock(NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLRecursiveLockUnlock(NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLRecursiveLockTryLock(NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLRecursiveLockLockBeforeDate(NULL, 0));
-    assert_rl_error(kRLErrorInvalidArgument);
+    assert_rl_fails(RLRecursiveLockLock(NULL), kRLErrorInvalidArgument);
+    assert_rl_fails(RLRecursiveLockUnlock(NULL), kRLErrorInvalidArgument);
+    assert_rl_fails(RLRecursiveLockTryLock(NULL), kRLErrorInvalidArgument);
+    assert_rl_fails(RLRecursiveLockLockBeforeDate(NULL, 0), kRLErrorInvalidArgument);
     assert_int_equal(RLRecursiveLockGetRecursionCount(NULL), -1);
     assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLRecursiveLockSetName(NULL, "x"));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_null(RLRecursiveLockCopyName(NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
+    assert_rl_fails(RLRecursiveLockSetName(NULL, "x"), kRLErrorInvalidArgument);
+    assert_rl_fails(RLRecursiveLockCopyName(NULL), kRLErrorInvalidArgument);
     RLLockRef plain = RLLockCreate();
-    assert_false(RLRecursiveLockLock((RLRecursiveLockRef)plain));
-    assert_rl_error(kRLErrorInvalidObject);
+    assert_rl_fails(RLRecursiveLockLock((RLRecursiveLockRef)plain), kRLErrorInvalidObject);
     assert_true(RLRelease(plain));
     assert_true(RLRelease(lock));
 }
@@ -125,89 +101,36 @@ static void test_names(void **state) {
     assert_true(RLRelease(lock));
 }
 
-typedef struct holder {
-    RLRecursiveLockRef lock;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int phase;
-} holder;
-
-static void *hold_until_told(void *arg) {
-    holder *h = arg;
-    RLRecursiveLockLock(h->lock);
-    RLRecursiveLockLock(h->lock);
-    pthread_mutex_lock(&h->mu);
-    h->phase = 1;
-    pthread_cond_broadcast(&h->cv);
-    while (h->phase != 2)
-        pthread_cond_wait(&h->cv, &h->mu);
-    pthread_mutex_unlock(&h->mu);
-    RLRecursiveLockUnlock(h->lock);
-    RLRecursiveLockUnlock(h->lock);
-    return NULL;
-}
-
 static void test_lock_before_date(void **state) {
-    holder h = {RLRecursiveLockCreate(), PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
-    pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, hold_until_told, &h), 0);
-    pthread_mutex_lock(&h.mu);
-    while (h.phase != 1)
-        pthread_cond_wait(&h.cv, &h.mu);
-    pthread_mutex_unlock(&h.mu);
-    assert_false(RLRecursiveLockLockBeforeDate(h.lock, RLAbsoluteTimeGetCurrent() + 0.05));
-    assert_rl_error(kRLErrorTimedOut);
-    assert_int_equal(RLRecursiveLockGetRecursionCount(h.lock), 0);
-    pthread_mutex_lock(&h.mu);
-    h.phase = 2;
-    pthread_cond_broadcast(&h.cv);
-    pthread_mutex_unlock(&h.mu);
-    assert_true(RLRecursiveLockLockBeforeDate(h.lock, RLAbsoluteTimeGetCurrent() + 1000));
-    pthread_join(t, NULL);
-    assert_int_equal(RLRecursiveLockGetRecursionCount(h.lock), 1);
-    assert_true(RLRecursiveLockUnlock(h.lock));
-    assert_true(RLRelease(h.lock));
+    RLRecursiveLockRef lock = RLRecursiveLockCreate();
+    rl_holder h;
+    rl_holder_start(&h, lock, take, drop, 2);
+    assert_rl_fails(RLRecursiveLockLockBeforeDate(lock, RLAbsoluteTimeGetCurrent() + 0.05), kRLErrorTimedOut);
+    assert_int_equal(RLRecursiveLockGetRecursionCount(lock), 0);
+    rl_holder_let_go(&h);
+    assert_true(RLRecursiveLockLockBeforeDate(lock, RLAbsoluteTimeGetCurrent() + 1000));
+    rl_holder_join(&h);
+    assert_int_equal(RLRecursiveLockGetRecursionCount(lock), 1);
+    assert_true(RLRecursiveLockUnlock(lock));
+    assert_true(RLRelease(lock));
 }
 
-typedef struct stress {
-    RLRecursiveLockRef lock;
-    long iters;
-    long counter;
-    int failures;
-} stress;
-
-static void *stress_worker(void *arg) {
-    stress *s = *(stress **)arg;
-    int failures = 0;
-    for (long i = 0; i < s->iters; i++) {
-        /* Every 4th round nests once, so recursion runs under contention too. */
-        bool nest = (i & 3) == 0;
-        if (!RLRecursiveLockLock(s->lock)) {
-            failures++;
-            continue;
-        }
-        if (nest && !RLRecursiveLockLock(s->lock))
-            failures++;
-        s->counter++;
-        if (nest && !RLRecursiveLockUnlock(s->lock))
-            failures++;
-        if (!RLRecursiveLockUnlock(s->lock))
-            failures++;
-    }
-    RLRecursiveLockLock(s->lock);
-    s->failures += failures;
-    RLRecursiveLockUnlock(s->lock);
-    return NULL;
+static bool stress_round(rl_stress *s, long i) {
+    /* Every 4th round nests once, so recursion runs under contention too. */
+    bool nest = (i & 3) == 0;
+    if (!RLRecursiveLockLock(s->lock))
+        return false;
+    bool ok = !nest || RLRecursiveLockLock(s->lock);
+    rl_stress_bump(s);
+    if (nest && ok)
+        ok = RLRecursiveLockUnlock(s->lock);
+    return RLRecursiveLockUnlock(s->lock) && ok;
 }
 
 static void test_stress_exact_total(void **state) {
-    stress s = {RLRecursiveLockCreate(), rl_test_iters(1000000), 0, 0};
-    stress *args[STRESS_THREADS];
-    for (int i = 0; i < STRESS_THREADS; i++)
-        args[i] = &s;
-    rl_test_run_threads(STRESS_THREADS, stress_worker, args, sizeof args[0]);
-    assert_int_equal(s.failures, 0);
-    assert_int_equal(s.counter, STRESS_THREADS * s.iters);
+    rl_stress s = {.lock = RLRecursiveLockCreate(), .round = stress_round};
+    rl_stress_run(&s);
+    assert_rl_stress_exact_total(&s);
     assert_true(RLRelease(s.lock));
 }
 

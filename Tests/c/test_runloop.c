@@ -2,42 +2,21 @@
  * returnAfterSourceHandled, seconds <= 0, Stop, WakeUp, nested runs, modes.
  * Expected traces are what CoreFoundation produces for the same scenario. */
 #include "testutil.h"
+#include "trace.h"
 
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-static char trace[8192];
-
-static void tr(const char *s) {
-    if (trace[0])
-        strcat(trace, " ");
-    strcat(trace, s);
-}
-
-static const char *act_name(RLRunLoopActivity a) {
-    switch (a) {
-    case kRLRunLoopEntry: return "E";
-    case kRLRunLoopBeforeTimers: return "BT";
-    case kRLRunLoopBeforeSources: return "BS";
-    case kRLRunLoopBeforeWaiting: return "BW";
-    case kRLRunLoopAfterWaiting: return "AW";
-    case kRLRunLoopExit: return "X";
-    default: return "?";
-    }
-}
-
-static void obs_cb(RLRunLoopObserverRef o, RLRunLoopActivity a, void *info) { tr(act_name(a)); }
-
 static RLRunLoopObserverRef add_observer(RLRunLoopMode mode) {
-    RLRunLoopObserverRef o = RLRunLoopObserverCreate(NULL, kRLRunLoopAllActivities, true, 0, obs_cb, NULL);
+    RLRunLoopObserverRef o = RLRunLoopObserverCreate(NULL, kRLRunLoopAllActivities, true, 0, rl_trace_observer, NULL);
     assert_non_null(o);
     assert_true(RLRunLoopAddObserver(RLRunLoopGetCurrent(), o, mode));
     return o;
 }
 
-static void perform_tr(void *info) { tr(info ? (const char *)info : "P"); }
+static void perform_tr(void *info) { rl_trace_add(info ? (const char *)info : "P"); }
 
 static RLRunLoopSourceRef make_source(const char *name, RLIndex order) {
     RLRunLoopSourceContext c = {0};
@@ -58,16 +37,11 @@ static void drop(RLTypeRef o) {
     assert_true(RLRelease(o));
 }
 
-static int setup(void **state) {
-    trace[0] = '\0';
-    return 0;
-}
-
 static void test_empty_mode_finishes_without_observers(void **state) {
     RLRunLoopObserverRef o = add_observer("Empty");
     assert_int_equal(RLRunLoopRunInMode("Empty", 0.5, false), kRLRunLoopRunFinished);
     assert_int_equal(RLRunLoopRunInMode("NoSuchMode", 0.5, false), kRLRunLoopRunFinished);
-    assert_string_equal(trace, "");
+    assert_trace("");
     drop(o);
 }
 
@@ -76,10 +50,10 @@ static void test_poll_pass_with_nothing_to_do(void **state) {
     RLRunLoopSourceRef s = make_source("P", 0);
     assert_true(RLRunLoopAddSource(RLRunLoopGetCurrent(), s, "Poll"));
     assert_int_equal(RLRunLoopRunInMode("Poll", 0, false), kRLRunLoopRunTimedOut);
-    assert_string_equal(trace, "E BT BS X");
-    trace[0] = '\0';
+    assert_trace("E BT BS X");
+    rl_trace_clear();
     assert_int_equal(RLRunLoopRunInMode("Poll", -1, false), kRLRunLoopRunTimedOut);
-    assert_string_equal(trace, "E BT BS X");
+    assert_trace("E BT BS X");
     drop(s);
     drop(o);
 }
@@ -90,20 +64,20 @@ static void test_signalled_source_poll_and_handled(void **state) {
     assert_true(RLRunLoopAddSource(RLRunLoopGetCurrent(), s, "Sig"));
     assert_true(RLRunLoopSourceSignal(s));
     assert_int_equal(RLRunLoopRunInMode("Sig", 0, false), kRLRunLoopRunTimedOut);
-    assert_string_equal(trace, "E BT BS P X");
-    trace[0] = '\0';
+    assert_trace("E BT BS P X");
+    rl_trace_clear();
     assert_true(RLRunLoopSourceSignal(s));
     assert_int_equal(RLRunLoopRunInMode("Sig", 0, true), kRLRunLoopRunHandledSource);
-    assert_string_equal(trace, "E BT BS P X");
-    trace[0] = '\0';
+    assert_trace("E BT BS P X");
+    rl_trace_clear();
     assert_true(RLRunLoopSourceSignal(s));
     assert_int_equal(RLRunLoopRunInMode("Sig", 10, true), kRLRunLoopRunHandledSource);
-    assert_string_equal(trace, "E BT BS P X");
+    assert_trace("E BT BS P X");
     drop(s);
     drop(o);
 }
 
-static void timer_tr(RLRunLoopTimerRef t, void *info) { tr(info ? (const char *)info : "T"); }
+static void timer_tr(RLRunLoopTimerRef t, void *info) { rl_trace_add(info ? (const char *)info : "T"); }
 
 static void test_timer_wakes_then_mode_empties(void **state) {
     RLRunLoopObserverRef o = add_observer("Tmr");
@@ -111,14 +85,14 @@ static void test_timer_wakes_then_mode_empties(void **state) {
     RLRunLoopTimerRef t = RLRunLoopTimerCreate(NULL, RLAbsoluteTimeGetCurrent() + 0.02, 0, 0, 0, timer_tr, &c);
     assert_true(RLRunLoopAddTimer(RLRunLoopGetCurrent(), t, "Tmr"));
     assert_int_equal(RLRunLoopRunInMode("Tmr", 10, false), kRLRunLoopRunFinished);
-    assert_string_equal(trace, "E BT BS BW AW T X");
+    assert_trace("E BT BS BW AW T X");
     assert_false(RLRunLoopTimerIsValid(t));
     drop(t);
     drop(o);
 }
 
 static void stop_in_perform(void *info) {
-    tr("P");
+    rl_trace_add("P");
     RLRunLoopStop(RLRunLoopGetCurrent());
 }
 
@@ -130,7 +104,7 @@ static void test_stop_from_callout(void **state) {
     assert_true(RLRunLoopAddSource(RLRunLoopGetCurrent(), s, "Stop"));
     assert_true(RLRunLoopSourceSignal(s));
     assert_int_equal(RLRunLoopRunInMode("Stop", 10, false), kRLRunLoopRunStopped);
-    assert_string_equal(trace, "E BT BS P X");
+    assert_trace("E BT BS P X");
     drop(s);
     drop(o);
 }
@@ -144,42 +118,22 @@ static void test_stop_before_running_is_forgotten(void **state) {
     drop(s);
 }
 
-static void *stopper(void *arg) {
-    RLRunLoopRef rl = arg;
-    double t0 = rl_test_now();
-    while (!RLRunLoopIsWaiting(rl) && rl_test_now() - t0 < 10)
-        usleep(100);
-    RLRunLoopStop(rl);
-    return NULL;
-}
+static void stop_loop(RLRunLoopRef rl, void *arg) { RLRunLoopStop(rl); }
 
 static void test_stop_from_another_thread(void **state) {
     RLRunLoopObserverRef o = add_observer("XStop");
     RLRunLoopSourceRef s = make_source("P", 0);
     RLRunLoopRef rl = RLRunLoopGetCurrent();
     assert_true(RLRunLoopAddSource(rl, s, "XStop"));
-    pthread_t th;
-    assert_int_equal(pthread_create(&th, NULL, stopper, rl), 0);
-    assert_int_equal(RLRunLoopRunInMode("XStop", 30, false), kRLRunLoopRunStopped);
-    pthread_join(th, NULL);
-    assert_string_equal(trace, "E BT BS BW AW X");
+    assert_int_equal(rl_test_run_and_act_while_asleep("XStop", false, stop_loop, NULL), kRLRunLoopRunStopped);
+    assert_trace("E BT BS BW AW X");
     drop(s);
     drop(o);
 }
 
-struct waker {
-    RLRunLoopRef rl;
-    RLRunLoopSourceRef s;
-};
-
-static void *signal_and_wake(void *arg) {
-    struct waker *w = arg;
-    double t0 = rl_test_now();
-    while (!RLRunLoopIsWaiting(w->rl) && rl_test_now() - t0 < 10)
-        usleep(100);
-    RLRunLoopSourceSignal(w->s);
-    RLRunLoopWakeUp(w->rl);
-    return NULL;
+static void signal_and_wake(RLRunLoopRef rl, void *source) {
+    RLRunLoopSourceSignal(source);
+    RLRunLoopWakeUp(rl);
 }
 
 static void test_wakeup_from_another_thread(void **state) {
@@ -187,12 +141,8 @@ static void test_wakeup_from_another_thread(void **state) {
     RLRunLoopSourceRef s = make_source("P", 0);
     RLRunLoopRef rl = RLRunLoopGetCurrent();
     assert_true(RLRunLoopAddSource(rl, s, "Wake"));
-    struct waker w = {rl, s};
-    pthread_t th;
-    assert_int_equal(pthread_create(&th, NULL, signal_and_wake, &w), 0);
-    assert_int_equal(RLRunLoopRunInMode("Wake", 30, true), kRLRunLoopRunHandledSource);
-    pthread_join(th, NULL);
-    assert_string_equal(trace, "E BT BS BW AW BT BS P X");
+    assert_int_equal(rl_test_run_and_act_while_asleep("Wake", true, signal_and_wake, s), kRLRunLoopRunHandledSource);
+    assert_trace("E BT BS BW AW BT BS P X");
     assert_false(RLRunLoopIsWaiting(rl));
     drop(s);
     drop(o);
@@ -207,13 +157,13 @@ static void test_wakeup_before_running_is_dropped(void **state) {
     assert_true(RLRunLoopWakeUp(RLRunLoopGetCurrent()));
     assert_true(RLRunLoopWakeUp(RLRunLoopGetCurrent()));
     assert_int_equal(RLRunLoopRunInMode("Early", 0.05, false), kRLRunLoopRunTimedOut);
-    assert_string_equal(trace, "E BT BS BW AW X");
+    assert_trace("E BT BS BW AW X");
     drop(s);
     drop(o);
 }
 
 static void wake_self(void *info) {
-    tr("P");
+    rl_trace_add("P");
     RLRunLoopWakeUp(RLRunLoopGetCurrent());
 }
 
@@ -226,7 +176,7 @@ static void test_wakeup_from_a_callout_is_not_lost(void **state) {
     assert_true(RLRunLoopAddSource(rl, s, "Self"));
     assert_true(RLRunLoopPerformFunction(rl, "Self", wake_self, NULL));
     assert_int_equal(RLRunLoopRunInMode("Self", 0.05, false), kRLRunLoopRunTimedOut);
-    assert_string_equal(trace, "E BT BS P BW AW BT BS BW AW X");
+    assert_trace("E BT BS P BW AW BT BS BW AW X");
     drop(s);
     drop(o);
 }
@@ -235,7 +185,7 @@ static int nested_result;
 static char *nested_mode_seen;
 
 static void nested_perform(void *info) {
-    tr("outer-P");
+    rl_trace_add("outer-P");
     char *m = RLRunLoopCopyCurrentMode(RLRunLoopGetCurrent());
     assert_string_equal(m, "Nest");
     free(m);
@@ -245,7 +195,7 @@ static void nested_perform(void *info) {
 }
 
 static void inner_perform(void *info) {
-    tr("inner-P");
+    rl_trace_add("inner-P");
     char *m = RLRunLoopCopyCurrentMode(RLRunLoopGetCurrent());
     assert_string_equal(m, "Inner");
     free(m);
@@ -268,14 +218,14 @@ static void test_nested_run_in_another_mode(void **state) {
     assert_int_equal(nested_result, kRLRunLoopRunHandledSource);
     assert_string_equal(nested_mode_seen, "Nest");
     free(nested_mode_seen);
-    assert_string_equal(trace, "outer-P inner-P");
+    assert_trace("outer-P inner-P");
     assert_null(RLRunLoopCopyCurrentMode(rl));
     drop(inner);
     drop(outer);
 }
 
 static void nested_stop_perform(void *info) {
-    tr("P1");
+    rl_trace_add("P1");
     /* Nested run in the same mode: the stop requested inside it ends it
      * alone; the outer run goes on until its own timeout. */
     RLRunLoopSourceSignal((RLRunLoopSourceRef)info);
@@ -283,7 +233,7 @@ static void nested_stop_perform(void *info) {
 }
 
 static void nested_stop_second(void *info) {
-    tr("P2");
+    rl_trace_add("P2");
     RLRunLoopStop(RLRunLoopGetCurrent());
 }
 
@@ -301,7 +251,7 @@ static void test_nested_run_same_mode_stop_innermost(void **state) {
     assert_true(RLRunLoopSourceSignal(s1));
     assert_int_equal(RLRunLoopRunInMode("Same", 0.05, false), kRLRunLoopRunTimedOut);
     assert_int_equal(nested_result, kRLRunLoopRunStopped);
-    assert_string_equal(trace, "P1 P2");
+    assert_trace("P1 P2");
     drop(s1);
     drop(s2);
 }
@@ -330,7 +280,7 @@ static void test_modes_and_common_modes(void **state) {
 
     assert_true(RLRunLoopSourceSignal(s));
     assert_int_equal(RLRunLoopRunInMode("LaterCommon", 0, true), kRLRunLoopRunHandledSource);
-    assert_string_equal(trace, "P");
+    assert_trace("P");
 
     assert_true(RLRunLoopRemoveSource(rl, s, kRLRunLoopCommonModes));
     assert_false(RLRunLoopContainsSource(rl, s, kRLRunLoopDefaultMode));
@@ -368,7 +318,7 @@ static void test_run_returns_finished_when_empty(void **state) {
     RLRunLoopTimerRef t = RLRunLoopTimerCreate(NULL, RLAbsoluteTimeGetCurrent(), 0, 0, 0, timer_tr, &c);
     assert_true(RLRunLoopAddTimer(RLRunLoopGetCurrent(), t, kRLRunLoopDefaultMode));
     assert_int_equal(RLRunLoopRun(), kRLRunLoopRunFinished);
-    assert_string_equal(trace, "T");
+    assert_trace("T");
     drop(t);
 }
 
@@ -383,7 +333,7 @@ static void test_idle_loop_sleeps_until_timeout(void **state) {
     assert_true(RLRunLoopAddSource(rl, s, "Idle"));
     assert_true(RLRunLoopAddTimer(rl, t, "Idle"));
     assert_int_equal(RLRunLoopRunInMode("Idle", 0.1, false), kRLRunLoopRunTimedOut);
-    assert_string_equal(trace, "E BT BS BW AW X");
+    assert_trace("E BT BS BW AW X");
     drop(t);
     drop(s);
     drop(o);
@@ -391,23 +341,23 @@ static void test_idle_loop_sleeps_until_timeout(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup(test_empty_mode_finishes_without_observers, setup),
-        cmocka_unit_test_setup(test_poll_pass_with_nothing_to_do, setup),
-        cmocka_unit_test_setup(test_signalled_source_poll_and_handled, setup),
-        cmocka_unit_test_setup(test_timer_wakes_then_mode_empties, setup),
-        cmocka_unit_test_setup(test_stop_from_callout, setup),
-        cmocka_unit_test_setup(test_stop_before_running_is_forgotten, setup),
-        cmocka_unit_test_setup(test_stop_from_another_thread, setup),
-        cmocka_unit_test_setup(test_wakeup_from_another_thread, setup),
-        cmocka_unit_test_setup(test_wakeup_before_running_is_dropped, setup),
-        cmocka_unit_test_setup(test_wakeup_from_a_callout_is_not_lost, setup),
-        cmocka_unit_test_setup(test_nested_run_in_another_mode, setup),
-        cmocka_unit_test_setup(test_nested_run_same_mode_stop_innermost, setup),
-        cmocka_unit_test_setup(test_modes_and_common_modes, setup),
-        cmocka_unit_test_setup(test_get_main_and_current, setup),
-        cmocka_unit_test_setup(test_next_timer_fire_date, setup),
-        cmocka_unit_test_setup(test_run_returns_finished_when_empty, setup),
-        cmocka_unit_test_setup(test_idle_loop_sleeps_until_timeout, setup),
+        cmocka_unit_test_setup(test_empty_mode_finishes_without_observers, rl_trace_setup),
+        cmocka_unit_test_setup(test_poll_pass_with_nothing_to_do, rl_trace_setup),
+        cmocka_unit_test_setup(test_signalled_source_poll_and_handled, rl_trace_setup),
+        cmocka_unit_test_setup(test_timer_wakes_then_mode_empties, rl_trace_setup),
+        cmocka_unit_test_setup(test_stop_from_callout, rl_trace_setup),
+        cmocka_unit_test_setup(test_stop_before_running_is_forgotten, rl_trace_setup),
+        cmocka_unit_test_setup(test_stop_from_another_thread, rl_trace_setup),
+        cmocka_unit_test_setup(test_wakeup_from_another_thread, rl_trace_setup),
+        cmocka_unit_test_setup(test_wakeup_before_running_is_dropped, rl_trace_setup),
+        cmocka_unit_test_setup(test_wakeup_from_a_callout_is_not_lost, rl_trace_setup),
+        cmocka_unit_test_setup(test_nested_run_in_another_mode, rl_trace_setup),
+        cmocka_unit_test_setup(test_nested_run_same_mode_stop_innermost, rl_trace_setup),
+        cmocka_unit_test_setup(test_modes_and_common_modes, rl_trace_setup),
+        cmocka_unit_test_setup(test_get_main_and_current, rl_trace_setup),
+        cmocka_unit_test_setup(test_next_timer_fire_date, rl_trace_setup),
+        cmocka_unit_test_setup(test_run_returns_finished_when_empty, rl_trace_setup),
+        cmocka_unit_test_setup(test_idle_loop_sleeps_until_timeout, rl_trace_setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

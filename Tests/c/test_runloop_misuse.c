@@ -23,73 +23,44 @@ static void test_runloop_functions_with_null(void **state) {
     RLRunLoopTimerRef t = RLRunLoopTimerCreate(NULL, 0, 0, 0, 0, nop_timer, NULL);
     RLRunLoopObserverRef o = RLRunLoopObserverCreate(NULL, kRLRunLoopEntry, true, 0, nop_obs, NULL);
 
-    assert_null(RLRunLoopCopyCurrentMode(NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_null(RLRunLoopCopyAllModes(NULL, NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLRunLoopAddCommonMode(NULL, "M"));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLRunLoopAddCommonMode(rl, NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLRunLoopAddCommonMode(rl, ""));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLRunLoopAddCommonMode(rl, kRLRunLoopCommonModes));
-    assert_rl_error(kRLErrorInvalidArgument);
+    assert_rl_fails(RLRunLoopCopyCurrentMode(NULL), kRLErrorInvalidArgument);
+    assert_rl_fails(RLRunLoopCopyAllModes(NULL, NULL), kRLErrorInvalidArgument);
+    assert_rl_fails(RLRunLoopAddCommonMode(NULL, "M"), kRLErrorInvalidArgument);
+    assert_rl_fails(RLRunLoopAddCommonMode(rl, NULL), kRLErrorInvalidArgument);
+    assert_rl_fails(RLRunLoopAddCommonMode(rl, ""), kRLErrorInvalidArgument);
+    assert_rl_fails(RLRunLoopAddCommonMode(rl, kRLRunLoopCommonModes), kRLErrorInvalidArgument);
     assert_true(RLRunLoopGetNextTimerFireDate(NULL, kRLRunLoopDefaultMode) == 0);
     assert_rl_error(kRLErrorInvalidArgument);
     assert_true(RLRunLoopGetNextTimerFireDate(rl, NULL) == 0);
     assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLRunLoopIsWaiting(NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLRunLoopWakeUp(NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLRunLoopStop(NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLRunLoopPerformFunction(NULL, kRLRunLoopDefaultMode, nop_perform, NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLRunLoopPerformFunction(rl, NULL, nop_perform, NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLRunLoopPerformFunction(rl, kRLRunLoopDefaultMode, NULL, NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
+    assert_rl_fails(RLRunLoopIsWaiting(NULL), kRLErrorInvalidArgument);
+    assert_rl_fails(RLRunLoopWakeUp(NULL), kRLErrorInvalidArgument);
+    assert_rl_fails(RLRunLoopStop(NULL), kRLErrorInvalidArgument);
+    assert_rl_fails(RLRunLoopPerformFunction(NULL, kRLRunLoopDefaultMode, nop_perform, NULL), kRLErrorInvalidArgument);
+    assert_rl_fails(RLRunLoopPerformFunction(rl, NULL, nop_perform, NULL), kRLErrorInvalidArgument);
+    assert_rl_fails(RLRunLoopPerformFunction(rl, kRLRunLoopDefaultMode, NULL, NULL), kRLErrorInvalidArgument);
 #if __BLOCKS__
-    assert_false(RLRunLoopPerformBlock(rl, kRLRunLoopDefaultMode, NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLRunLoopPerformBlock(NULL, kRLRunLoopDefaultMode, ^{}));
-    assert_rl_error(kRLErrorInvalidArgument);
+    assert_rl_fails(RLRunLoopPerformBlock(rl, kRLRunLoopDefaultMode, NULL), kRLErrorInvalidArgument);
+    assert_rl_fails(RLRunLoopPerformBlock(NULL, kRLRunLoopDefaultMode, ^{}), kRLErrorInvalidArgument);
 #endif
 
-    assert_false(RLRunLoopAddSource(NULL, s, "M"));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLRunLoopAddSource(rl, NULL, "M"));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLRunLoopAddSource(rl, s, NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLRunLoopAddSource(rl, s, ""));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLRunLoopRemoveSource(rl, NULL, "M"));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLRunLoopContainsSource(rl, s, NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLRunLoopAddTimer(rl, NULL, "M"));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLRunLoopRemoveTimer(NULL, t, "M"));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLRunLoopContainsTimer(rl, t, NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLRunLoopAddObserver(rl, NULL, "M"));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLRunLoopRemoveObserver(NULL, o, "M"));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLRunLoopContainsObserver(rl, o, NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
+    assert_rl_fails(RLRunLoopAddSource(NULL, s, "M"), kRLErrorInvalidArgument);
+    assert_rl_fails(RLRunLoopAddSource(rl, NULL, "M"), kRLErrorInvalidArgument);
+    assert_rl_fails(RLRunLoopAddSource(rl, s, NULL), kRLErrorInvalidArgument);
+    assert_rl_fails(RLRunLoopAddSource(rl, s, ""), kRLErrorInvalidArgument);
+    assert_rl_fails(RLRunLoopRemoveSource(rl, NULL, "M"), kRLErrorInvalidArgument);
+    assert_rl_fails(RLRunLoopContainsSource(rl, s, NULL), kRLErrorInvalidArgument);
+    assert_rl_fails(RLRunLoopAddTimer(rl, NULL, "M"), kRLErrorInvalidArgument);
+    assert_rl_fails(RLRunLoopRemoveTimer(NULL, t, "M"), kRLErrorInvalidArgument);
+    assert_rl_fails(RLRunLoopContainsTimer(rl, t, NULL), kRLErrorInvalidArgument);
+    assert_rl_fails(RLRunLoopAddObserver(rl, NULL, "M"), kRLErrorInvalidArgument);
+    assert_rl_fails(RLRunLoopRemoveObserver(NULL, o, "M"), kRLErrorInvalidArgument);
+    assert_rl_fails(RLRunLoopContainsObserver(rl, o, NULL), kRLErrorInvalidArgument);
 
     /* Wrong kinds of object are refused, not trusted. */
-    assert_false(RLRunLoopAddSource(rl, (RLRunLoopSourceRef)t, "M"));
-    assert_rl_error(kRLErrorInvalidObject);
-    assert_false(RLRunLoopAddTimer(rl, (RLRunLoopTimerRef)o, "M"));
-    assert_rl_error(kRLErrorInvalidObject);
-    assert_false(RLRunLoopWakeUp((RLRunLoopRef)s));
-    assert_rl_error(kRLErrorInvalidObject);
+    assert_rl_fails(RLRunLoopAddSource(rl, (RLRunLoopSourceRef)t, "M"), kRLErrorInvalidObject);
+    assert_rl_fails(RLRunLoopAddTimer(rl, (RLRunLoopTimerRef)o, "M"), kRLErrorInvalidObject);
+    assert_rl_fails(RLRunLoopWakeUp((RLRunLoopRef)s), kRLErrorInvalidObject);
 
     RLRelease(s);
     RLRelease(t);
@@ -111,23 +82,18 @@ static void test_invalidated_items(void **state) {
     RLRunLoopRef rl = RLRunLoopGetCurrent();
     RLRunLoopSourceRef s = make_source();
     assert_true(RLRunLoopSourceInvalidate(s));
-    assert_false(RLRunLoopAddSource(rl, s, "M"));
-    assert_rl_error(kRLErrorInvalidObject);
-    assert_false(RLRunLoopSourceSignal(s));
-    assert_rl_error(kRLErrorInvalidObject);
+    assert_rl_fails(RLRunLoopAddSource(rl, s, "M"), kRLErrorInvalidObject);
+    assert_rl_fails(RLRunLoopSourceSignal(s), kRLErrorInvalidObject);
     assert_false(RLRunLoopContainsSource(rl, s, "M"));
 
     RLRunLoopTimerRef t = RLRunLoopTimerCreate(NULL, 0, 0, 0, 0, nop_timer, NULL);
     assert_true(RLRunLoopTimerInvalidate(t));
-    assert_false(RLRunLoopAddTimer(rl, t, "M"));
-    assert_rl_error(kRLErrorInvalidObject);
-    assert_false(RLRunLoopTimerSetNextFireDate(t, 0));
-    assert_rl_error(kRLErrorInvalidObject);
+    assert_rl_fails(RLRunLoopAddTimer(rl, t, "M"), kRLErrorInvalidObject);
+    assert_rl_fails(RLRunLoopTimerSetNextFireDate(t, 0), kRLErrorInvalidObject);
 
     RLRunLoopObserverRef o = RLRunLoopObserverCreate(NULL, kRLRunLoopEntry, true, 0, nop_obs, NULL);
     assert_true(RLRunLoopObserverInvalidate(o));
-    assert_false(RLRunLoopAddObserver(rl, o, "M"));
-    assert_rl_error(kRLErrorInvalidObject);
+    assert_rl_fails(RLRunLoopAddObserver(rl, o, "M"), kRLErrorInvalidObject);
 
     RLRelease(s);
     RLRelease(t);
@@ -135,137 +101,95 @@ static void test_invalidated_items(void **state) {
 }
 
 static void test_source_functions(void **state) {
-    assert_null(RLRunLoopSourceCreate(NULL, 0, NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
+    assert_rl_fails(RLRunLoopSourceCreate(NULL, 0, NULL), kRLErrorInvalidArgument);
     RLRunLoopSourceContext c = {0};
     c.version = 1;
-    assert_null(RLRunLoopSourceCreate(NULL, 0, &c));
-    assert_rl_error(kRLErrorInvalidArgument);
+    assert_rl_fails(RLRunLoopSourceCreate(NULL, 0, &c), kRLErrorInvalidArgument);
     assert_int_equal(RLRunLoopSourceGetOrder(NULL), 0);
     assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLRunLoopSourceInvalidate(NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLRunLoopSourceIsValid(NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLRunLoopSourceSignal(NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
+    assert_rl_fails(RLRunLoopSourceInvalidate(NULL), kRLErrorInvalidArgument);
+    assert_rl_fails(RLRunLoopSourceIsValid(NULL), kRLErrorInvalidArgument);
+    assert_rl_fails(RLRunLoopSourceSignal(NULL), kRLErrorInvalidArgument);
     RLRunLoopSourceRef s = make_source();
-    assert_false(RLRunLoopSourceGetContext(s, NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLRunLoopSourceGetContext(NULL, &c));
-    assert_rl_error(kRLErrorInvalidArgument);
+    assert_rl_fails(RLRunLoopSourceGetContext(s, NULL), kRLErrorInvalidArgument);
+    assert_rl_fails(RLRunLoopSourceGetContext(NULL, &c), kRLErrorInvalidArgument);
     RLRelease(s);
 }
 
 static void test_timer_functions(void **state) {
-    assert_null(RLRunLoopTimerCreate(NULL, NAN, 0, 0, 0, nop_timer, NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_null(RLRunLoopTimerCreate(NULL, 0, NAN, 0, 0, nop_timer, NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_null(RLRunLoopTimerCreate(NULL, 0, 0, 0, 0, NULL, NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
+    assert_rl_fails(RLRunLoopTimerCreate(NULL, NAN, 0, 0, 0, nop_timer, NULL), kRLErrorInvalidArgument);
+    assert_rl_fails(RLRunLoopTimerCreate(NULL, 0, NAN, 0, 0, nop_timer, NULL), kRLErrorInvalidArgument);
+    assert_rl_fails(RLRunLoopTimerCreate(NULL, 0, 0, 0, 0, NULL, NULL), kRLErrorInvalidArgument);
     RLRunLoopTimerContext c = {1, NULL, NULL, NULL, NULL};
-    assert_null(RLRunLoopTimerCreate(NULL, 0, 0, 0, 0, nop_timer, &c));
-    assert_rl_error(kRLErrorInvalidArgument);
+    assert_rl_fails(RLRunLoopTimerCreate(NULL, 0, 0, 0, 0, nop_timer, &c), kRLErrorInvalidArgument);
 #if __BLOCKS__
-    assert_null(RLRunLoopTimerCreateWithHandler(NULL, 0, 0, 0, 0, NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
+    assert_rl_fails(RLRunLoopTimerCreateWithHandler(NULL, 0, 0, 0, 0, NULL), kRLErrorInvalidArgument);
 #endif
     assert_true(RLRunLoopTimerGetNextFireDate(NULL) == 0);
     assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLRunLoopTimerSetNextFireDate(NULL, 0));
-    assert_rl_error(kRLErrorInvalidArgument);
+    assert_rl_fails(RLRunLoopTimerSetNextFireDate(NULL, 0), kRLErrorInvalidArgument);
     assert_true(RLRunLoopTimerGetInterval(NULL) == 0);
     assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLRunLoopTimerDoesRepeat(NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
+    assert_rl_fails(RLRunLoopTimerDoesRepeat(NULL), kRLErrorInvalidArgument);
     assert_int_equal(RLRunLoopTimerGetOrder(NULL), 0);
     assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLRunLoopTimerInvalidate(NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLRunLoopTimerIsValid(NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLRunLoopTimerGetContext(NULL, &c));
-    assert_rl_error(kRLErrorInvalidArgument);
+    assert_rl_fails(RLRunLoopTimerInvalidate(NULL), kRLErrorInvalidArgument);
+    assert_rl_fails(RLRunLoopTimerIsValid(NULL), kRLErrorInvalidArgument);
+    assert_rl_fails(RLRunLoopTimerGetContext(NULL, &c), kRLErrorInvalidArgument);
     assert_true(RLRunLoopTimerGetTolerance(NULL) == -1);
     assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLRunLoopTimerSetTolerance(NULL, 1));
-    assert_rl_error(kRLErrorInvalidArgument);
+    assert_rl_fails(RLRunLoopTimerSetTolerance(NULL, 1), kRLErrorInvalidArgument);
     RLRunLoopTimerRef t = RLRunLoopTimerCreate(NULL, 100, 0, 0, 0, nop_timer, NULL);
-    assert_false(RLRunLoopTimerSetNextFireDate(t, NAN));
-    assert_rl_error(kRLErrorInvalidArgument);
+    assert_rl_fails(RLRunLoopTimerSetNextFireDate(t, NAN), kRLErrorInvalidArgument);
     assert_true(RLRunLoopTimerGetNextFireDate(t) == 100); /* unchanged */
-    assert_false(RLRunLoopTimerGetContext(t, NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
+    assert_rl_fails(RLRunLoopTimerGetContext(t, NULL), kRLErrorInvalidArgument);
     RLRelease(t);
 }
 
 static void test_observer_functions(void **state) {
-    assert_null(RLRunLoopObserverCreate(NULL, kRLRunLoopEntry, true, 0, NULL, NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_null(RLRunLoopObserverCreate(NULL, 0, true, 0, nop_obs, NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
+    assert_rl_fails(RLRunLoopObserverCreate(NULL, kRLRunLoopEntry, true, 0, NULL, NULL), kRLErrorInvalidArgument);
+    assert_rl_fails(RLRunLoopObserverCreate(NULL, 0, true, 0, nop_obs, NULL), kRLErrorInvalidArgument);
     RLRunLoopObserverContext c = {2, NULL, NULL, NULL, NULL};
-    assert_null(RLRunLoopObserverCreate(NULL, kRLRunLoopEntry, true, 0, nop_obs, &c));
-    assert_rl_error(kRLErrorInvalidArgument);
+    assert_rl_fails(RLRunLoopObserverCreate(NULL, kRLRunLoopEntry, true, 0, nop_obs, &c), kRLErrorInvalidArgument);
 #if __BLOCKS__
-    assert_null(RLRunLoopObserverCreateWithHandler(NULL, kRLRunLoopEntry, true, 0, NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
+    assert_rl_fails(RLRunLoopObserverCreateWithHandler(NULL, kRLRunLoopEntry, true, 0, NULL), kRLErrorInvalidArgument);
 #endif
     assert_int_equal(RLRunLoopObserverGetActivities(NULL), 0);
     assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLRunLoopObserverDoesRepeat(NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
+    assert_rl_fails(RLRunLoopObserverDoesRepeat(NULL), kRLErrorInvalidArgument);
     assert_int_equal(RLRunLoopObserverGetOrder(NULL), 0);
     assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLRunLoopObserverInvalidate(NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLRunLoopObserverIsValid(NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLRunLoopObserverGetContext(NULL, &c));
-    assert_rl_error(kRLErrorInvalidArgument);
+    assert_rl_fails(RLRunLoopObserverInvalidate(NULL), kRLErrorInvalidArgument);
+    assert_rl_fails(RLRunLoopObserverIsValid(NULL), kRLErrorInvalidArgument);
+    assert_rl_fails(RLRunLoopObserverGetContext(NULL, &c), kRLErrorInvalidArgument);
 }
 
 static void test_fd_functions(void **state) {
-    assert_null(RLFileDescriptorCreate(NULL, -1, false, nop_fd, NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
+    assert_rl_fails(RLFileDescriptorCreate(NULL, -1, false, nop_fd, NULL), kRLErrorInvalidArgument);
     int p[2];
     assert_int_equal(pipe(p), 0);
     close(p[1]);
-    assert_null(RLFileDescriptorCreate(NULL, p[1], false, nop_fd, NULL)); /* closed */
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_null(RLFileDescriptorCreate(NULL, p[0], false, NULL, NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
+    assert_rl_fails(RLFileDescriptorCreate(NULL, p[1], false, nop_fd, NULL), kRLErrorInvalidArgument); /* closed */
+    assert_rl_fails(RLFileDescriptorCreate(NULL, p[0], false, NULL, NULL), kRLErrorInvalidArgument);
     RLFileDescriptorContext c = {3, NULL, NULL, NULL, NULL};
-    assert_null(RLFileDescriptorCreate(NULL, p[0], false, nop_fd, &c));
-    assert_rl_error(kRLErrorInvalidArgument);
+    assert_rl_fails(RLFileDescriptorCreate(NULL, p[0], false, nop_fd, &c), kRLErrorInvalidArgument);
     assert_int_equal(RLFileDescriptorGetNativeDescriptor(NULL), -1);
     assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLFileDescriptorGetContext(NULL, &c));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLFileDescriptorEnableCallBacks(NULL, kRLFileDescriptorReadCallBack));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLFileDescriptorDisableCallBacks(NULL, kRLFileDescriptorReadCallBack));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLFileDescriptorInvalidate(NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLFileDescriptorIsValid(NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_null(RLFileDescriptorCreateRunLoopSource(NULL, NULL, 0));
-    assert_rl_error(kRLErrorInvalidArgument);
+    assert_rl_fails(RLFileDescriptorGetContext(NULL, &c), kRLErrorInvalidArgument);
+    assert_rl_fails(RLFileDescriptorEnableCallBacks(NULL, kRLFileDescriptorReadCallBack), kRLErrorInvalidArgument);
+    assert_rl_fails(RLFileDescriptorDisableCallBacks(NULL, kRLFileDescriptorReadCallBack), kRLErrorInvalidArgument);
+    assert_rl_fails(RLFileDescriptorInvalidate(NULL), kRLErrorInvalidArgument);
+    assert_rl_fails(RLFileDescriptorIsValid(NULL), kRLErrorInvalidArgument);
+    assert_rl_fails(RLFileDescriptorCreateRunLoopSource(NULL, NULL, 0), kRLErrorInvalidArgument);
 
     RLFileDescriptorRef f = RLFileDescriptorCreate(NULL, p[0], false, nop_fd, NULL);
     assert_non_null(f);
-    assert_false(RLFileDescriptorEnableCallBacks(f, 0x100));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLFileDescriptorGetContext(f, NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
+    assert_rl_fails(RLFileDescriptorEnableCallBacks(f, 0x100), kRLErrorInvalidArgument);
+    assert_rl_fails(RLFileDescriptorGetContext(f, NULL), kRLErrorInvalidArgument);
     assert_true(RLFileDescriptorInvalidate(f));
     assert_true(RLFileDescriptorInvalidate(f));
-    assert_false(RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack));
-    assert_rl_error(kRLErrorInvalidObject);
-    assert_null(RLFileDescriptorCreateRunLoopSource(NULL, f, 0));
-    assert_rl_error(kRLErrorInvalidObject);
+    assert_rl_fails(RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack), kRLErrorInvalidObject);
+    assert_rl_fails(RLFileDescriptorCreateRunLoopSource(NULL, f, 0), kRLErrorInvalidObject);
     RLRelease(f);
     close(p[0]);
 }

@@ -109,19 +109,13 @@ static void *worker_main(void *arg) {
     return NULL;
 }
 
-static void wait_waiting(RLRunLoopRef rl) {
-    double t0 = rl_test_now();
-    while (!RLRunLoopIsWaiting(rl) && rl_test_now() - t0 < 10)
-        usleep(100);
-}
-
 static void test_drive_another_threads_loop(void **state) {
     struct worker w = {0};
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, worker_main, &w), 0);
     while (!w.ready)
         usleep(100);
-    wait_waiting(w.rl);
+    rl_test_wait_until_waiting(w.rl);
     RLRunLoopSourceContext c = {0};
     c.info = &w;
     c.perform = worker_perform;
@@ -132,7 +126,7 @@ static void test_drive_another_threads_loop(void **state) {
         RLRunLoopSourceSignal(s);
         RLRunLoopWakeUp(w.rl);
         if (i % 100 == 0)
-            wait_waiting(w.rl);
+            rl_test_wait_until_waiting(w.rl);
     }
     /* One more signal + wake-up is always served, however it interleaves
      * with the loop going back to sleep. */
@@ -168,7 +162,7 @@ static void test_timer_added_to_sleeping_loop(void **state) {
     assert_int_equal(pthread_create(&t, NULL, worker_main, &w), 0);
     while (!w.ready)
         usleep(100);
-    wait_waiting(w.rl);
+    rl_test_wait_until_waiting(w.rl);
     RLRunLoopTimerRef tm = RLRunLoopTimerCreate(NULL, RLAbsoluteTimeGetCurrent() + 0.01, 0, 0, 0, mark_timer, NULL);
     assert_true(RLRunLoopAddTimer(w.rl, tm, kRLRunLoopDefaultMode)); /* no WakeUp: the timerfd is re-armed */
     pthread_join(t, NULL);
@@ -181,7 +175,7 @@ static void test_timer_added_to_sleeping_loop(void **state) {
 static void *remove_while_sleeping(void *arg) {
     void **a = arg;
     RLRunLoopRef rl = a[0];
-    wait_waiting(rl);
+    rl_test_wait_until_waiting(rl);
     RLRunLoopSourceInvalidate((RLRunLoopSourceRef)a[1]);
     RLRunLoopWakeUp(rl);
     return NULL;

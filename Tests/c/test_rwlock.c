@@ -3,6 +3,7 @@
  * a waiting writer blocking new readers, writer-not-starved, exact-total
  * stress. */
 #include "testutil.h"
+#include "lockutil.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -11,31 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { STRESS_THREADS = 8 };
-
-static void *on_other_thread(void *(*fn)(void *), void *arg) {
-    pthread_t t;
-    void *res = NULL;
-    assert_int_equal(pthread_create(&t, NULL, fn, arg), 0);
-    pthread_join(t, &res);
-    return res;
-}
-
-static void *try_read_elsewhere(void *arg) {
-    bool ok = RLReadWriteLockTryReadLock(arg);
-    RLErrorCode code = RLErrorGetLast().code;
-    if (ok)
-        RLReadWriteLockUnlock(arg);
-    return (void *)(intptr_t)(ok ? -1 : code);
-}
-
-static void *try_write_elsewhere(void *arg) {
-    bool ok = RLReadWriteLockTryWriteLock(arg);
-    RLErrorCode code = RLErrorGetLast().code;
-    if (ok)
-        RLReadWriteLockUnlock(arg);
-    return (void *)(intptr_t)(ok ? -1 : code);
-}
+static bool try_read(void *l) { return RLReadWriteLockTryReadLock(l); }
+static bool try_write(void *l) { return RLReadWriteLockTryWriteLock(l); }
+static bool unlock(void *l) { return RLReadWriteLockUnlock(l); }
 
 static void test_shared_and_exclusive(void **state) {
     RLReadWriteLockRef lock = RLReadWriteLockCreate();
@@ -43,13 +22,13 @@ static void test_shared_and_exclusive(void **state) {
     assert_string_equal(RLGetTypeName(lock), "RLReadWriteLock");
 
     assert_true(RLReadWriteLockReadLock(lock));
-    assert_int_equal((intptr_t)on_other_thread(try_read_elsewhere, lock), -1); /* readers share */
-    assert_int_equal((intptr_t)on_other_thread(try_write_elsewhere, lock), kRLErrorBusy);
+    assert_int_equal(rl_try_elsewhere(lock, try_read, unlock), RL_TRY_GOT_IT); /* readers share */
+    assert_int_equal(rl_try_elsewhere(lock, try_write, unlock), kRLErrorBusy);
     assert_true(RLReadWriteLockUnlock(lock));
 
     assert_true(RLReadWriteLockWriteLock(lock));
-    assert_int_equal((intptr_t)on_other_thread(try_read_elsewhere, lock), kRLErrorBusy);
-    assert_int_equal((intptr_t)on_other_thread(try_write_elsewhere, lock), kRLErrorBusy);
+    assert_int_equal(rl_try_elsewhere(lock, try_read, unlock), kRLErrorBusy);
+    assert_int_equal(rl_try_elsewhere(lock, try_write, unlock), kRLErrorBusy);
     assert_true(RLReadWriteLockUnlock(lock));
 
     assert_true(RLReadWriteLockTryWriteLock(lock));
@@ -60,7 +39,7 @@ static void test_shared_and_exclusive(void **state) {
     assert_true(RLReadWriteLockUnlock(lock));
     assert_true(RLReadWriteLockWriteLockBeforeDate(lock, RLAbsoluteTimeGetCurrent() - 1));
     assert_true(RLReadWriteLockUnlock(lock));
-    assert_int_equal((intptr_t)on_other_thread(try_write_elsewhere, lock), -1);
+    assert_int_equal(rl_try_elsewhere(lock, try_write, unlock), RL_TRY_GOT_IT);
     assert_true(RLRelease(lock));
 }
 
@@ -71,11 +50,10 @@ static void test_reentrant_reads(void **state) {
     assert_true(RLReadWriteLockTryReadLock(lock));
     assert_true(RLReadWriteLockUnlock(lock));
     assert_true(RLReadWriteLockUnlock(lock));
-    assert_int_equal((intptr_t)on_other_thread(try_write_elsewhere, lock), kRLErrorBusy);
+    assert_int_equal(rl_try_elsewhere(lock, try_write, unlock), kRLErrorBusy);
     assert_true(RLReadWriteLockUnlock(lock));
-    assert_false(RLReadWriteLockUnlock(lock));
-    assert_rl_error(kRLErrorNotLocked);
-    assert_int_equal((intptr_t)on_other_thread(try_write_elsewhere, lock), -1);
+    assert_rl_fails(RLReadWriteLockUnlock(lock), kRLErrorNotLocked);
+    assert_int_equal(rl_try_elsewhere(lock, try_write, unlock), RL_TRY_GOT_IT);
     assert_true(RLRelease(lock));
 }
 
@@ -83,28 +61,19 @@ static void test_deadlocks_are_reported(void **state) {
     RLReadWriteLockRef lock = RLReadWriteLockCreate();
     assert_true(RLReadWriteLockReadLock(lock));
     /* Upgrading would wait for our own read hold. */
-    assert_false(RLReadWriteLockWriteLock(lock));
-    assert_rl_error(kRLErrorWouldDeadlock);
-    assert_false(RLReadWriteLockWriteLockBeforeDate(lock, RLAbsoluteTimeGetCurrent() + 100));
-    assert_rl_error(kRLErrorWouldDeadlock);
-    assert_false(RLReadWriteLockTryWriteLock(lock));
-    assert_rl_error(kRLErrorBusy);
+    assert_rl_fails(RLReadWriteLockWriteLock(lock), kRLErrorWouldDeadlock);
+    assert_rl_fails(RLReadWriteLockWriteLockBeforeDate(lock, RLAbsoluteTimeGetCurrent() + 100), kRLErrorWouldDeadlock);
+    assert_rl_fails(RLReadWriteLockTryWriteLock(lock), kRLErrorBusy);
     assert_true(RLReadWriteLockUnlock(lock));
 
     assert_true(RLReadWriteLockWriteLock(lock));
-    assert_false(RLReadWriteLockWriteLock(lock));
-    assert_rl_error(kRLErrorWouldDeadlock);
-    assert_false(RLReadWriteLockReadLock(lock));
-    assert_rl_error(kRLErrorWouldDeadlock);
-    assert_false(RLReadWriteLockReadLockBeforeDate(lock, RLAbsoluteTimeGetCurrent() + 100));
-    assert_rl_error(kRLErrorWouldDeadlock);
-    assert_false(RLReadWriteLockTryReadLock(lock));
-    assert_rl_error(kRLErrorBusy);
-    assert_false(RLReadWriteLockTryWriteLock(lock));
-    assert_rl_error(kRLErrorBusy);
+    assert_rl_fails(RLReadWriteLockWriteLock(lock), kRLErrorWouldDeadlock);
+    assert_rl_fails(RLReadWriteLockReadLock(lock), kRLErrorWouldDeadlock);
+    assert_rl_fails(RLReadWriteLockReadLockBeforeDate(lock, RLAbsoluteTimeGetCurrent() + 100), kRLErrorWouldDeadlock);
+    assert_rl_fails(RLReadWriteLockTryReadLock(lock), kRLErrorBusy);
+    assert_rl_fails(RLReadWriteLockTryWriteLock(lock), kRLErrorBusy);
     assert_true(RLReadWriteLockUnlock(lock));
-    assert_false(RLReadWriteLockUnlock(lock));
-    assert_rl_error(kRLErrorNotLocked);
+    assert_rl_fails(RLReadWriteLockUnlock(lock), kRLErrorNotLocked);
     assert_true(RLRelease(lock));
 }
 
@@ -116,43 +85,29 @@ static void *unlock_elsewhere(void *arg) {
 static void test_misuse(void **state) {
     RLReadWriteLockRef lock = RLReadWriteLockCreate();
     assert_true(RLReadWriteLockWriteLock(lock));
-    assert_int_equal((intptr_t)on_other_thread(unlock_elsewhere, lock), kRLErrorNotOwner);
-    assert_false(RLRelease(lock));
-    assert_rl_error(kRLErrorBusy);
+    assert_int_equal((intptr_t)rl_test_on_other_thread(unlock_elsewhere, lock), kRLErrorNotOwner);
+    assert_rl_fails(RLRelease(lock), kRLErrorBusy);
     assert_true(RLReadWriteLockUnlock(lock));
     assert_true(RLReadWriteLockReadLock(lock));
-    assert_int_equal((intptr_t)on_other_thread(unlock_elsewhere, lock), kRLErrorNotOwner);
-    assert_false(RLRelease(lock));
-    assert_rl_error(kRLErrorBusy);
+    assert_int_equal((intptr_t)rl_test_on_other_thread(unlock_elsewhere, lock), kRLErrorNotOwner);
+    assert_rl_fails(RLRelease(lock), kRLErrorBusy);
     assert_true(RLReadWriteLockUnlock(lock));
-    assert_int_equal((intptr_t)on_other_thread(unlock_elsewhere, lock), kRLErrorNotLocked);
+    assert_int_equal((intptr_t)rl_test_on_other_thread(unlock_elsewhere, lock), kRLErrorNotLocked);
 
-    assert_false(RLReadWriteLockReadLockBeforeDate(lock, NAN));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLReadWriteLockWriteLockBeforeDate(lock, NAN));
-    assert_rl_error(kRLErrorInvalidArgument);
+    assert_rl_fails(RLReadWriteLockReadLockBeforeDate(lock, NAN), kRLErrorInvalidArgument);
+    assert_rl_fails(RLReadWriteLockWriteLockBeforeDate(lock, NAN), kRLErrorInvalidArgument);
 
-    assert_false(RLReadWriteLockReadLock(NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLReadWriteLockTryReadLock(NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLReadWriteLockReadLockBeforeDate(NULL, 0));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLReadWriteLockWriteLock(NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLReadWriteLockTryWriteLock(NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLReadWriteLockWriteLockBeforeDate(NULL, 0));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLReadWriteLockUnlock(NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLReadWriteLockSetName(NULL, "x"));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_null(RLReadWriteLockCopyName(NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
+    assert_rl_fails(RLReadWriteLockReadLock(NULL), kRLErrorInvalidArgument);
+    assert_rl_fails(RLReadWriteLockTryReadLock(NULL), kRLErrorInvalidArgument);
+    assert_rl_fails(RLReadWriteLockReadLockBeforeDate(NULL, 0), kRLErrorInvalidArgument);
+    assert_rl_fails(RLReadWriteLockWriteLock(NULL), kRLErrorInvalidArgument);
+    assert_rl_fails(RLReadWriteLockTryWriteLock(NULL), kRLErrorInvalidArgument);
+    assert_rl_fails(RLReadWriteLockWriteLockBeforeDate(NULL, 0), kRLErrorInvalidArgument);
+    assert_rl_fails(RLReadWriteLockUnlock(NULL), kRLErrorInvalidArgument);
+    assert_rl_fails(RLReadWriteLockSetName(NULL, "x"), kRLErrorInvalidArgument);
+    assert_rl_fails(RLReadWriteLockCopyName(NULL), kRLErrorInvalidArgument);
     RLLockRef plain = RLLockCreate();
-    assert_false(RLReadWriteLockReadLock((RLReadWriteLockRef)plain));
-    assert_rl_error(kRLErrorInvalidObject);
+    assert_rl_fails(RLReadWriteLockReadLock((RLReadWriteLockRef)plain), kRLErrorInvalidObject);
     assert_true(RLRelease(plain));
 
     /* Everything above left it usable. */
@@ -178,28 +133,24 @@ static void test_names(void **state) {
     assert_true(RLRelease(lock));
 }
 
-static void *timed_elsewhere(void *arg) {
-    bool r = RLReadWriteLockReadLockBeforeDate(arg, RLAbsoluteTimeGetCurrent() + 0.05);
-    RLErrorCode rc = RLErrorGetLast().code;
-    bool w = RLReadWriteLockWriteLockBeforeDate(arg, RLAbsoluteTimeGetCurrent() + 0.05);
-    RLErrorCode wc = RLErrorGetLast().code;
-    return (void *)(intptr_t)(!r && !w && rc == kRLErrorTimedOut && wc == kRLErrorTimedOut);
+static bool read_within_50ms(void *l) {
+    return RLReadWriteLockReadLockBeforeDate(l, RLAbsoluteTimeGetCurrent() + 0.05);
 }
 
-static void *write_timed_elsewhere(void *arg) {
-    bool w = RLReadWriteLockWriteLockBeforeDate(arg, RLAbsoluteTimeGetCurrent() + 0.05);
-    return (void *)(intptr_t)(!w && RLErrorGetLast().code == kRLErrorTimedOut);
+static bool write_within_50ms(void *l) {
+    return RLReadWriteLockWriteLockBeforeDate(l, RLAbsoluteTimeGetCurrent() + 0.05);
 }
 
 static void test_timed_forms_time_out(void **state) {
     RLReadWriteLockRef lock = RLReadWriteLockCreate();
     assert_true(RLReadWriteLockWriteLock(lock));
-    assert_true((intptr_t)on_other_thread(timed_elsewhere, lock));
+    assert_int_equal(rl_try_elsewhere(lock, read_within_50ms, unlock), kRLErrorTimedOut);
+    assert_int_equal(rl_try_elsewhere(lock, write_within_50ms, unlock), kRLErrorTimedOut);
     assert_true(RLReadWriteLockUnlock(lock));
     assert_true(RLReadWriteLockReadLock(lock));
-    assert_true((intptr_t)on_other_thread(write_timed_elsewhere, lock));
+    assert_int_equal(rl_try_elsewhere(lock, write_within_50ms, unlock), kRLErrorTimedOut);
     /* The writer that gave up no longer keeps readers out. */
-    assert_int_equal((intptr_t)on_other_thread(try_read_elsewhere, lock), -1);
+    assert_int_equal(rl_try_elsewhere(lock, try_read, unlock), RL_TRY_GOT_IT);
     assert_true(RLReadWriteLockUnlock(lock));
     assert_true(RLRelease(lock));
 }
@@ -226,9 +177,9 @@ static void test_waiting_writer_blocks_new_readers(void **state) {
     assert_int_equal(pthread_create(&t, NULL, writer_thread, &w), 0);
     /* Until the writer queues, another thread's try-read succeeds; after, it
      * fails (a writer cannot hold it while we read, so it is waiting). */
-    while ((intptr_t)on_other_thread(try_read_elsewhere, w.lock) == -1)
+    while (rl_try_elsewhere(w.lock, try_read, unlock) == RL_TRY_GOT_IT)
         sched_yield();
-    assert_int_equal((intptr_t)on_other_thread(try_read_elsewhere, w.lock), kRLErrorBusy);
+    assert_int_equal(rl_try_elsewhere(w.lock, try_read, unlock), kRLErrorBusy);
     /* Our own second read must not wait behind the writer (it waits for us). */
     assert_true(RLReadWriteLockReadLock(w.lock));
     assert_true(RLReadWriteLockUnlock(w.lock));
@@ -316,45 +267,29 @@ static void *read_many(void *arg) {
 }
 
 static void test_many_read_holds_per_thread(void **state) {
-    assert_true((intptr_t)on_other_thread(read_many, NULL));
+    assert_true((intptr_t)rl_test_on_other_thread(read_many, NULL));
 }
 
-typedef struct stress {
-    RLReadWriteLockRef lock;
-    long iters;
-    long a, b; /* writers keep a == b; readers check it */
-    _Atomic int torn;
-} stress;
-
-static void *stress_worker(void *arg) {
-    stress *s = *(stress **)arg;
-    for (long i = 0; i < s->iters; i++) {
-        if ((i & 3) == 0) {
-            RLReadWriteLockReadLock(s->lock);
-            if (s->a != s->b)
-                atomic_store(&s->torn, 1);
-            RLReadWriteLockUnlock(s->lock);
-        }
-        if (i & 1)
-            RLReadWriteLockWriteLock(s->lock);
-        else
-            RLReadWriteLockWriteLockBeforeDate(s->lock, RLAbsoluteTimeGetCurrent() + 1e6);
-        s->a++;
-        s->b++;
-        RLReadWriteLockUnlock(s->lock);
+static bool stress_round(rl_stress *s, long i) {
+    if ((i & 3) == 0) {
+        if (!RLReadWriteLockReadLock(s->lock))
+            return false;
+        rl_stress_check(s);
+        if (!RLReadWriteLockUnlock(s->lock))
+            return false;
     }
-    return NULL;
+    bool locked = (i & 1) ? RLReadWriteLockWriteLock(s->lock)
+                          : RLReadWriteLockWriteLockBeforeDate(s->lock, RLAbsoluteTimeGetCurrent() + 1e6);
+    if (!locked)
+        return false;
+    rl_stress_bump(s);
+    return RLReadWriteLockUnlock(s->lock);
 }
 
 static void test_stress_exact_total(void **state) {
-    stress s = {RLReadWriteLockCreate(), rl_test_iters(1000000), 0, 0, 0};
-    stress *args[STRESS_THREADS];
-    for (int i = 0; i < STRESS_THREADS; i++)
-        args[i] = &s;
-    rl_test_run_threads(STRESS_THREADS, stress_worker, args, sizeof args[0]);
-    assert_int_equal(atomic_load(&s.torn), 0);
-    assert_int_equal(s.a, STRESS_THREADS * s.iters);
-    assert_int_equal(s.b, STRESS_THREADS * s.iters);
+    rl_stress s = {.lock = RLReadWriteLockCreate(), .round = stress_round};
+    rl_stress_run(&s);
+    assert_rl_stress_exact_total(&s);
     assert_true(RLRelease(s.lock));
 }
 

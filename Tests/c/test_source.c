@@ -2,36 +2,20 @@
  * signals held until a mode containing the source runs, invalidation from a
  * callout, context retain/release balance. */
 #include "testutil.h"
+#include "trace.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static char trace[8192];
-
-static void tr(const char *s) {
-    if (trace[0])
-        strcat(trace, " ");
-    strcat(trace, s);
-}
-
-static int setup(void **state) {
-    trace[0] = '\0';
-    return 0;
-}
-
-static void perform_tr(void *info) { tr((const char *)info); }
+static void perform_tr(void *info) { rl_trace_add((const char *)info); }
 
 static void schedule_tr(void *info, RLRunLoopRef rl, RLRunLoopMode mode) {
-    char buf[128];
-    snprintf(buf, sizeof buf, "sched(%s,%s)", (const char *)info, mode);
-    tr(buf);
+    rl_trace_addf("sched(%s,%s)", (const char *)info, mode);
 }
 
 static void cancel_tr(void *info, RLRunLoopRef rl, RLRunLoopMode mode) {
-    char buf[128];
-    snprintf(buf, sizeof buf, "cancel(%s,%s)", (const char *)info, mode);
-    tr(buf);
+    rl_trace_addf("cancel(%s,%s)", (const char *)info, mode);
 }
 
 static RLRunLoopSourceRef make(const char *name, RLIndex order) {
@@ -51,12 +35,12 @@ static void test_perform_in_order(void **state) {
     assert_true(RLRunLoopAddSource(rl, a, "Ord"));
     assert_true(RLRunLoopAddSource(rl, b, "Ord"));
     assert_true(RLRunLoopAddSource(rl, c, "Ord"));
-    trace[0] = '\0';
+    rl_trace_clear();
     RLRunLoopSourceSignal(a);
     RLRunLoopSourceSignal(c);
     RLRunLoopSourceSignal(b);
     assert_int_equal(RLRunLoopRunInMode("Ord", 0, false), kRLRunLoopRunTimedOut);
-    assert_string_equal(trace, "B C A");
+    assert_trace("B C A");
     assert_int_equal(RLRunLoopSourceGetOrder(b), -1);
     RLRunLoopSourceInvalidate(a);
     RLRunLoopSourceInvalidate(b);
@@ -73,13 +57,13 @@ static void test_return_after_one_source(void **state) {
     RLRunLoopSourceRef a = make("A", 1), b = make("B", 2);
     assert_true(RLRunLoopAddSource(rl, a, "One"));
     assert_true(RLRunLoopAddSource(rl, b, "One"));
-    trace[0] = '\0';
+    rl_trace_clear();
     RLRunLoopSourceSignal(b);
     RLRunLoopSourceSignal(a);
     assert_int_equal(RLRunLoopRunInMode("One", 10, true), kRLRunLoopRunHandledSource);
-    assert_string_equal(trace, "A");
+    assert_trace("A");
     assert_int_equal(RLRunLoopRunInMode("One", 10, true), kRLRunLoopRunHandledSource);
-    assert_string_equal(trace, "A B");
+    assert_trace("A B");
     RLRunLoopSourceInvalidate(a);
     RLRunLoopSourceInvalidate(b);
     RLRelease(a);
@@ -97,7 +81,7 @@ static void test_schedule_and_cancel_per_mode(void **state) {
     assert_true(RLRunLoopSourceInvalidate(s));
     assert_false(RLRunLoopSourceIsValid(s));
     assert_true(RLRunLoopSourceInvalidate(s)); /* idempotent */
-    assert_string_equal(trace, "sched(S,M1) sched(S,M2) cancel(S,M1) cancel(S,M2)");
+    assert_trace("sched(S,M1) sched(S,M2) cancel(S,M1) cancel(S,M2)");
     RLRelease(s);
 }
 
@@ -107,20 +91,20 @@ static void test_signal_held_until_mode_runs(void **state) {
     RLRunLoopSourceRef other = make("O", 0);
     assert_true(RLRunLoopAddSource(rl, s, "Held"));
     assert_true(RLRunLoopAddSource(rl, other, "Elsewhere"));
-    trace[0] = '\0';
+    rl_trace_clear();
     assert_true(RLRunLoopSourceSignal(s));
     assert_int_equal(RLRunLoopRunInMode("Elsewhere", 0, false), kRLRunLoopRunTimedOut);
-    assert_string_equal(trace, "");
+    assert_trace("");
     assert_int_equal(RLRunLoopRunInMode("Held", 0, false), kRLRunLoopRunTimedOut);
-    assert_string_equal(trace, "S");
+    assert_trace("S");
 
     /* A source signalled before it is in any loop keeps the signal too. */
     RLRunLoopSourceRef late = make("L", 0);
     assert_true(RLRunLoopSourceSignal(late));
     assert_true(RLRunLoopAddSource(rl, late, "Held"));
-    trace[0] = '\0';
+    rl_trace_clear();
     assert_int_equal(RLRunLoopRunInMode("Held", 0, false), kRLRunLoopRunTimedOut);
-    assert_string_equal(trace, "L");
+    assert_trace("L");
     RLRunLoopSourceInvalidate(s);
     RLRunLoopSourceInvalidate(other);
     RLRunLoopSourceInvalidate(late);
@@ -132,7 +116,7 @@ static void test_signal_held_until_mode_runs(void **state) {
 static RLRunLoopSourceRef victim, self_src;
 
 static void invalidate_other(void *info) {
-    tr("first");
+    rl_trace_add("first");
     RLRunLoopSourceInvalidate(victim);
     RLRunLoopSourceInvalidate(self_src);
 }
@@ -145,15 +129,14 @@ static void test_invalidate_from_callout(void **state) {
     victim = make("V", 5);
     assert_true(RLRunLoopAddSource(rl, self_src, "Inv"));
     assert_true(RLRunLoopAddSource(rl, victim, "Inv"));
-    trace[0] = '\0';
+    rl_trace_clear();
     RLRunLoopSourceSignal(self_src);
     RLRunLoopSourceSignal(victim);
     /* The first source invalidates itself and the victim: the victim never
      * performs, and the mode is then empty. */
     assert_int_equal(RLRunLoopRunInMode("Inv", 10, false), kRLRunLoopRunFinished);
-    assert_string_equal(trace, "first cancel(V,Inv)");
-    assert_false(RLRunLoopSourceSignal(self_src));
-    assert_rl_error(kRLErrorInvalidObject);
+    assert_trace("first cancel(V,Inv)");
+    assert_rl_fails(RLRunLoopSourceSignal(self_src), kRLErrorInvalidObject);
     RLRelease(self_src);
     RLRelease(victim);
 }
@@ -182,9 +165,9 @@ static void test_context_retain_release_balance(void **state) {
     assert_non_null(strstr(d, "my-info"));
     free(d);
     RLRunLoopSourceSignal(s);
-    trace[0] = '\0';
+    rl_trace_clear();
     assert_int_equal(RLRunLoopRunInMode("Bal", 0, false), kRLRunLoopRunTimedOut);
-    assert_string_equal(trace, "X");
+    assert_trace("X");
     assert_int_equal(RLGetRetainCount(s), 4); /* ours + common item + default + Bal */
     assert_true(RLRunLoopSourceInvalidate(s));
     assert_int_equal(RLGetRetainCount(s), 1);
@@ -200,24 +183,24 @@ static void test_source_in_two_loops_performs_once(void **state) {
     RLRunLoopSourceRef s = make("S", 0);
     assert_true(RLRunLoopAddSource(rl, s, "A"));
     assert_true(RLRunLoopAddSource(rl, s, "B"));
-    trace[0] = '\0';
+    rl_trace_clear();
     RLRunLoopSourceSignal(s);
     assert_int_equal(RLRunLoopRunInMode("A", 0, false), kRLRunLoopRunTimedOut);
     assert_int_equal(RLRunLoopRunInMode("B", 0, false), kRLRunLoopRunTimedOut);
-    assert_string_equal(trace, "S");
+    assert_trace("S");
     RLRunLoopSourceInvalidate(s);
     RLRelease(s);
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup(test_perform_in_order, setup),
-        cmocka_unit_test_setup(test_return_after_one_source, setup),
-        cmocka_unit_test_setup(test_schedule_and_cancel_per_mode, setup),
-        cmocka_unit_test_setup(test_signal_held_until_mode_runs, setup),
-        cmocka_unit_test_setup(test_invalidate_from_callout, setup),
-        cmocka_unit_test_setup(test_context_retain_release_balance, setup),
-        cmocka_unit_test_setup(test_source_in_two_loops_performs_once, setup),
+        cmocka_unit_test_setup(test_perform_in_order, rl_trace_setup),
+        cmocka_unit_test_setup(test_return_after_one_source, rl_trace_setup),
+        cmocka_unit_test_setup(test_schedule_and_cancel_per_mode, rl_trace_setup),
+        cmocka_unit_test_setup(test_signal_held_until_mode_runs, rl_trace_setup),
+        cmocka_unit_test_setup(test_invalidate_from_callout, rl_trace_setup),
+        cmocka_unit_test_setup(test_context_retain_release_balance, rl_trace_setup),
+        cmocka_unit_test_setup(test_source_in_two_loops_performs_once, rl_trace_setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

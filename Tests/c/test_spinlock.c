@@ -14,8 +14,7 @@ static void test_initial_state_and_try(void **state) {
     assert_true(RLSpinLockIsLocked(&lock));
     /* Busy leaves kRLErrorBusy, as every try function does. */
     RLErrorClear();
-    assert_false(RLSpinLockTry(&lock));
-    assert_rl_error(kRLErrorBusy);
+    assert_rl_fails(RLSpinLockTry(&lock), kRLErrorBusy);
     assert_true(RLSpinLockUnlock(&lock));
     assert_false(RLSpinLockIsLocked(&lock));
     assert_true(RLSpinLockLock(&lock));
@@ -30,8 +29,7 @@ static void test_out_of_line_twins(void **state) {
     assert_true(RLSpinLockTryOutOfLine(&lock));
     assert_true(RLSpinLockIsLockedOutOfLine(&lock));
     RLErrorClear();
-    assert_false(RLSpinLockTryOutOfLine(&lock));
-    assert_rl_error(kRLErrorBusy);
+    assert_rl_fails(RLSpinLockTryOutOfLine(&lock), kRLErrorBusy);
     assert_true(RLSpinLockUnlockOutOfLine(&lock));
     assert_true(RLSpinLockLockOutOfLine(&lock));
     /* Both forms operate on the same word. */
@@ -43,35 +41,23 @@ static void test_out_of_line_twins(void **state) {
 static void test_misuse(void **state) {
     RLSpinLock lock = RL_SPINLOCK_INIT;
     /* Unlock of a lock nobody holds: an error, and the lock stays usable. */
-    assert_false(RLSpinLockUnlock(&lock));
-    assert_rl_error(kRLErrorNotLocked);
-    assert_false(RLSpinLockUnlockOutOfLine(&lock));
-    assert_rl_error(kRLErrorNotLocked);
+    assert_rl_fails(RLSpinLockUnlock(&lock), kRLErrorNotLocked);
+    assert_rl_fails(RLSpinLockUnlockOutOfLine(&lock), kRLErrorNotLocked);
     assert_false(RLSpinLockIsLocked(&lock));
     assert_true(RLSpinLockLock(&lock));
     assert_true(RLSpinLockUnlock(&lock));
     /* A second unlock is caught too. */
-    assert_false(RLSpinLockUnlock(&lock));
-    assert_rl_error(kRLErrorNotLocked);
+    assert_rl_fails(RLSpinLockUnlock(&lock), kRLErrorNotLocked);
 
-    assert_false(RLSpinLockInit(NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLSpinLockTry(NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLSpinLockLock(NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLSpinLockUnlock(NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLSpinLockIsLocked(NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLSpinLockTryOutOfLine(NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLSpinLockLockOutOfLine(NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLSpinLockUnlockOutOfLine(NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLSpinLockIsLockedOutOfLine(NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
+    assert_rl_fails(RLSpinLockInit(NULL), kRLErrorInvalidArgument);
+    assert_rl_fails(RLSpinLockTry(NULL), kRLErrorInvalidArgument);
+    assert_rl_fails(RLSpinLockLock(NULL), kRLErrorInvalidArgument);
+    assert_rl_fails(RLSpinLockUnlock(NULL), kRLErrorInvalidArgument);
+    assert_rl_fails(RLSpinLockIsLocked(NULL), kRLErrorInvalidArgument);
+    assert_rl_fails(RLSpinLockTryOutOfLine(NULL), kRLErrorInvalidArgument);
+    assert_rl_fails(RLSpinLockLockOutOfLine(NULL), kRLErrorInvalidArgument);
+    assert_rl_fails(RLSpinLockUnlockOutOfLine(NULL), kRLErrorInvalidArgument);
+    assert_rl_fails(RLSpinLockIsLockedOutOfLine(NULL), kRLErrorInvalidArgument);
 }
 
 /* Unlike OSSpinLock, the lock records its holder: another thread may not
@@ -119,23 +105,18 @@ static void test_unlock_from_other_thread_is_refused(void **state) {
 static void test_relock_by_holder_fails(void **state) {
     RLSpinLock lock = RL_SPINLOCK_INIT;
     assert_true(RLSpinLockLock(&lock));
-    assert_false(RLSpinLockLock(&lock));
-    assert_rl_error(kRLErrorWouldDeadlock);
-    assert_false(RLSpinLockLockOutOfLine(&lock));
-    assert_rl_error(kRLErrorWouldDeadlock);
-    assert_false(RLSpinLockTry(&lock));
-    assert_rl_error(kRLErrorBusy);
+    assert_rl_fails(RLSpinLockLock(&lock), kRLErrorWouldDeadlock);
+    assert_rl_fails(RLSpinLockLockOutOfLine(&lock), kRLErrorWouldDeadlock);
+    assert_rl_fails(RLSpinLockTry(&lock), kRLErrorBusy);
     assert_true(RLSpinLockIsLocked(&lock));
     assert_true(RLSpinLockUnlock(&lock));
     /* Taken out of line, released inline, and the other way round. */
     assert_true(RLSpinLockLockOutOfLine(&lock));
-    assert_false(RLSpinLockLock(&lock));
-    assert_rl_error(kRLErrorWouldDeadlock);
+    assert_rl_fails(RLSpinLockLock(&lock), kRLErrorWouldDeadlock);
     assert_true(RLSpinLockUnlock(&lock));
     assert_true(RLSpinLockTry(&lock));
     assert_true(RLSpinLockUnlockOutOfLine(&lock));
-    assert_false(RLSpinLockUnlockOutOfLine(&lock));
-    assert_rl_error(kRLErrorNotLocked);
+    assert_rl_fails(RLSpinLockUnlockOutOfLine(&lock), kRLErrorNotLocked);
 }
 
 /* ---- exclusion: a non-atomic counter protected by the lock ---- */

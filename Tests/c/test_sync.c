@@ -20,23 +20,18 @@ static void test_enter_exit_recursive(void **state) {
     assert_true(RLSyncExit(&g_obj_a));
     assert_false(RLSyncIsHeldByCurrentThread(&g_obj_a));
     /* One more exit than enters: an error, nothing changes. */
-    assert_false(RLSyncExit(&g_obj_a));
-    assert_rl_error(kRLErrorNotLocked);
+    assert_rl_fails(RLSyncExit(&g_obj_a), kRLErrorNotLocked);
     assert_true(RLSyncEnter(&g_obj_a));
     assert_true(RLSyncExit(&g_obj_a));
 }
 
 static void test_misuse(void **state) {
-    assert_false(RLSyncEnter(NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLSyncTryEnter(NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
-    assert_false(RLSyncExit(NULL));
-    assert_rl_error(kRLErrorInvalidArgument);
+    assert_rl_fails(RLSyncEnter(NULL), kRLErrorInvalidArgument);
+    assert_rl_fails(RLSyncTryEnter(NULL), kRLErrorInvalidArgument);
+    assert_rl_fails(RLSyncExit(NULL), kRLErrorInvalidArgument);
     assert_false(RLSyncIsHeldByCurrentThread(NULL));
     /* Exit of an object never entered. */
-    assert_false(RLSyncExit(&g_obj_b));
-    assert_rl_error(kRLErrorNotLocked);
+    assert_rl_fails(RLSyncExit(&g_obj_b), kRLErrorNotLocked);
 }
 
 /* ---- another thread's view ---- */
@@ -113,8 +108,7 @@ static void test_more_held_than_cached(void **state) {
             assert_true(RLSyncExit(&objs[i]));
     for (int i = 1; i < N; i += 2) {
         assert_false(RLSyncIsHeldByCurrentThread(&objs[i]));
-        assert_false(RLSyncExit(&objs[i]));
-        assert_rl_error(kRLErrorNotLocked);
+        assert_rl_fails(RLSyncExit(&objs[i]), kRLErrorNotLocked);
     }
     /* Re-enter some freed ones while the even ones are still held. */
     for (int i = 1; i < N; i += 4)

@@ -43,6 +43,14 @@ static void *return_arg(void *arg) { return arg; }
 static void test_becomes_multithreaded_once(void **state) {
     assert_false(RLThreadIsMultiThreaded());
     assert_true(RLThreadAddWillBecomeMultiThreadedHandler(will_become_mt, &mt_calls));
+#if __BLOCKS__
+    __block int block_calls = 0;
+    assert_true(RLThreadAddWillBecomeMultiThreadedHandlerBlock(^{
+        /* after the function handler added before it */
+        assert_int_equal(atomic_load(&mt_calls), 1);
+        block_calls++;
+    }));
+#endif
     /* A plain pthread does not count. */
     pthread_t pt;
     assert_int_equal(pthread_create(&pt, NULL, return_arg, NULL), 0);
@@ -61,6 +69,13 @@ static void test_becomes_multithreaded_once(void **state) {
     assert_int_equal(atomic_load(&mt_was_multithreaded_in_handler), 0);
     assert_false(RLThreadAddWillBecomeMultiThreadedHandler(will_become_mt, NULL));
     assert_rl_error(kRLErrorInvalidState);
+#if __BLOCKS__
+    assert_int_equal(block_calls, 1);
+    assert_false(RLThreadAddWillBecomeMultiThreadedHandlerBlock(^{ block_calls++; }));
+    assert_rl_error(kRLErrorInvalidState);
+    assert_false(RLThreadAddWillBecomeMultiThreadedHandlerBlock(NULL));
+    assert_rl_error(kRLErrorInvalidArgument);
+#endif
 }
 
 /* ---- start and join ---- */
@@ -485,6 +500,65 @@ static void test_dictionary(void **state) {
     RLRelease(t);
 }
 
+/* A reference-counted value, for RLThreadDictionaryCopyValue. */
+typedef struct counted {
+    _Atomic int rc;
+    _Atomic int in_retain;
+} counted;
+
+static void counted_release(void *p) { atomic_fetch_sub(&((counted *)p)->rc, 1); }
+
+static void *counted_retain(void *p) {
+    atomic_fetch_add(&((counted *)p)->rc, 1);
+    return p;
+}
+
+static RLThreadRef copy_thread;
+
+/* Removes the entry while its value is being copied: the dictionary must
+ * hold the destructor back until this returns. */
+static void *counted_retain_and_remove(void *p) {
+    counted *c = p;
+    assert_true(RLThreadDictionaryRemoveValue(copy_thread, "k"));
+    assert_int_equal(atomic_load(&c->rc), 1); /* not destroyed yet */
+    return counted_retain(p);
+}
+
+static void test_dictionary_copy_value(void **state) {
+    counted c = {1, 0}; /* the dictionary's reference */
+    RLThreadRef t = joinable_thread(return_arg, NULL);
+    copy_thread = t;
+    assert_true(RLThreadDictionarySetValue(t, "k", &c, counted_release));
+    void *v = NULL;
+    assert_true(RLThreadDictionaryCopyValue(t, "k", counted_retain, &v));
+    assert_ptr_equal(v, &c);
+    assert_int_equal(atomic_load(&c.rc), 2);
+    counted_release(v);
+
+    v = NULL;
+    assert_true(RLThreadDictionaryCopyValue(t, "k", counted_retain_and_remove, &v));
+    assert_ptr_equal(v, &c);
+    assert_int_equal(atomic_load(&c.rc), 1); /* ours; the dictionary's went after the copy */
+    assert_false(RLThreadDictionaryGetValue(t, "k", NULL));
+    assert_rl_error(kRLErrorNotFound);
+    counted_release(v);
+    assert_int_equal(atomic_load(&c.rc), 0);
+
+    /* Misuse. */
+    long fake[16] = {0};
+    assert_false(RLThreadDictionaryCopyValue(NULL, "k", counted_retain, &v));
+    assert_rl_error(kRLErrorInvalidArgument);
+    assert_false(RLThreadDictionaryCopyValue((RLThreadRef)fake, "k", counted_retain, &v));
+    assert_rl_error(kRLErrorInvalidObject);
+    assert_false(RLThreadDictionaryCopyValue(t, NULL, counted_retain, &v));
+    assert_rl_error(kRLErrorInvalidArgument);
+    assert_false(RLThreadDictionaryCopyValue(t, "k", NULL, &v));
+    assert_rl_error(kRLErrorInvalidArgument);
+    assert_false(RLThreadDictionaryCopyValue(t, "absent", counted_retain, &v));
+    assert_rl_error(kRLErrorNotFound);
+    RLRelease(t);
+}
+
 /* ---- cancellation ---- */
 
 static _Atomic int cancelled_entry_ran;
@@ -697,6 +771,7 @@ int main(void) {
         cmocka_unit_test(test_stack_size),
         cmocka_unit_test(test_priority),
         cmocka_unit_test(test_dictionary),
+        cmocka_unit_test(test_dictionary_copy_value),
         cmocka_unit_test(test_cancel_before_start),
         cmocka_unit_test(test_cancel_running),
         cmocka_unit_test(test_will_exit_order),

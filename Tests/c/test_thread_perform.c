@@ -2,6 +2,7 @@
  * FIFO, modes, delayed performs, cancellation, misuse. */
 #include "testutil.h"
 
+#include <dirent.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -522,6 +523,263 @@ static void test_perform_on_foreign_thread(void **state) {
     RLRelease(fl.thread);
 }
 
+/* ---- lazy run loops ---- */
+
+static int count_fds(void) {
+    DIR *d = opendir("/proc/self/fd");
+    assert_non_null(d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (e->d_name[0] != '.')
+            n++;
+    closedir(d);
+    return n;
+}
+
+typedef struct lazy_probe {
+    _Atomic int started, go, fds_seen;
+    RLRunLoopRef loop_seen_by_request;
+    RLRunLoopRef own_loop;
+} lazy_probe;
+
+static void record_loop(void *arg) {
+    lazy_probe *p = arg;
+    p->loop_seen_by_request = RLRunLoopGetCurrent();
+}
+
+static void *lazy_entry(void *arg) {
+    lazy_probe *p = arg;
+    atomic_store(&p->started, 1);
+    wait_for_flag(&p->go);
+    /* The loop the request was queued on is the one this thread gets. */
+    p->own_loop = RLRunLoopGetCurrent();
+    RLRunLoopRunInMode(kRLRunLoopDefaultMode, 0, false);
+    return NULL;
+}
+
+static void test_threads_get_their_loop_lazily(void **state) {
+    lazy_probe p;
+    memset(&p, 0, sizeof p);
+    int fds = count_fds();
+    RLThreadRef t = RLThreadCreate(NULL, lazy_entry, &p);
+    assert_true(RLThreadSetJoinable(t, true));
+    assert_true(RLThreadStart(t));
+    wait_for_flag(&p.started);
+    /* A started thread that has not asked for a loop has none (no fds). */
+    assert_int_equal(count_fds(), fds);
+    /* A request makes it, on this thread's behalf... */
+    assert_true(RLThreadPerform(t, record_loop, &p, NULL, false));
+    assert_int_equal(count_fds(), fds + 3);
+    atomic_store(&p.go, 1);
+    assert_true(RLThreadJoin(t, NULL));
+    /* ...and the thread found it, ran the request in it, and tore it down. */
+    assert_non_null(p.own_loop);
+    assert_ptr_equal(p.loop_seen_by_request, p.own_loop);
+    assert_int_equal(count_fds(), fds);
+    RLRelease(t);
+}
+
+static void *lazy_exit_unrun(void *arg) {
+    wait_for_flag((_Atomic int *)arg);
+    return NULL;
+}
+
+static void test_lazy_loop_of_thread_that_never_runs_it(void **state) {
+    /* A loop made for a thread by a request is torn down when the thread
+     * exits without ever asking for it: no fds or memory left behind. */
+    _Atomic int go = 0;
+    int fds = count_fds();
+    RLThreadRef t = RLThreadCreate(NULL, lazy_exit_unrun, &go);
+    assert_true(RLThreadSetJoinable(t, true));
+    assert_true(RLThreadStart(t));
+    assert_true(RLThreadPerform(t, bump, NULL, NULL, false));
+    atomic_store(&go, 1);
+    assert_true(RLThreadJoin(t, NULL));
+    assert_int_equal(count_fds(), fds);
+    RLRelease(t);
+}
+
+/* ---- release callbacks ---- */
+
+typedef struct owned {
+    _Atomic int ran, released, released_after_run;
+} owned;
+
+static void owned_run(void *arg) {
+    owned *o = arg;
+    assert_int_equal(atomic_load(&o->released), 0);
+    atomic_fetch_add(&o->ran, 1);
+}
+
+static void owned_release(void *arg) {
+    owned *o = arg;
+    if (atomic_load(&o->ran))
+        atomic_store(&o->released_after_run, 1);
+    atomic_fetch_add(&o->released, 1);
+}
+
+static void test_with_release_ran_then_released(void **state) {
+    loop_thread lt;
+    loop_start(&lt);
+    owned a, b;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    assert_true(RLThreadPerformWithRelease(lt.thread, owned_run, &a, owned_release, NULL, false));
+    /* Waiting: released before the waiter wakes. */
+    assert_true(RLThreadPerformWithRelease(lt.thread, owned_run, &b, owned_release, NULL, true));
+    assert_int_equal(atomic_load(&b.ran), 1);
+    assert_int_equal(atomic_load(&b.released), 1);
+    assert_int_equal(atomic_load(&b.released_after_run), 1);
+    assert_int_equal(atomic_load(&a.ran), 1);
+    assert_int_equal(atomic_load(&a.released), 1);
+    assert_int_equal(atomic_load(&a.released_after_run), 1);
+
+    /* On main from main, waiting: runs at once, then released. */
+    owned m;
+    memset(&m, 0, sizeof m);
+    assert_true(RLThreadPerformOnMainWithRelease(owned_run, &m, owned_release, NULL, true));
+    assert_int_equal(atomic_load(&m.ran), 1);
+    assert_int_equal(atomic_load(&m.released_after_run), 1);
+    assert_int_equal(atomic_load(&m.released), 1);
+    loop_stop(&lt);
+}
+
+typedef struct drop_waiter {
+    RLThreadRef target;
+    owned *o;
+    _Atomic int posting;
+    bool ok;
+    RLErrorCode code;
+} drop_waiter;
+
+static void *post_owned_and_wait(void *arg) {
+    drop_waiter *d = arg;
+    atomic_store(&d->posting, 1);
+    d->ok = RLThreadPerformWithRelease(d->target, owned_run, d->o, owned_release, NULL, true);
+    d->code = RLErrorGetLast().code;
+    /* Released before this waiter was woken. */
+    assert_int_equal(atomic_load(&d->o->released), 1);
+    return NULL;
+}
+
+static void test_with_release_dropped_at_thread_exit(void **state) {
+    atomic_store(&finish_gate, 0);
+    RLThreadRef t = RLThreadCreate(NULL, exit_without_loop, NULL);
+    assert_true(RLThreadSetJoinable(t, true));
+    assert_true(RLThreadStart(t));
+    owned a, w;
+    memset(&a, 0, sizeof a);
+    memset(&w, 0, sizeof w);
+    assert_true(RLThreadPerformWithRelease(t, owned_run, &a, owned_release, NULL, false));
+    drop_waiter d = {.target = t, .o = &w};
+    pthread_t pt;
+    assert_int_equal(pthread_create(&pt, NULL, post_owned_and_wait, &d), 0);
+    wait_for_flag(&d.posting);
+    usleep(20000);
+    atomic_store(&finish_gate, 1);
+    pthread_join(pt, NULL);
+    assert_true(RLThreadJoin(t, NULL));
+    assert_false(d.ok);
+    assert_int_equal(d.code, kRLErrorInvalidState);
+    assert_int_equal(atomic_load(&a.ran), 0);
+    assert_int_equal(atomic_load(&a.released), 1);
+    assert_int_equal(atomic_load(&w.ran), 0);
+    assert_int_equal(atomic_load(&w.released), 1);
+
+    /* Refused afterwards: released at once, by the call. */
+    owned late;
+    memset(&late, 0, sizeof late);
+    assert_false(RLThreadPerformWithRelease(t, owned_run, &late, owned_release, NULL, false));
+    assert_rl_error(kRLErrorInvalidState);
+    assert_int_equal(atomic_load(&late.released), 1);
+    RLRelease(t);
+}
+
+static owned delayed_ran, delayed_cancelled, delayed_by_fn, delayed_dropped;
+
+static void *delayed_release_entry(void *arg) {
+    RLPerformToken t1 = RLThreadPerformAfterDelayWithRelease(owned_run, &delayed_ran, owned_release, 0, NULL);
+    RLPerformToken t2 = RLThreadPerformAfterDelayWithRelease(owned_run, &delayed_cancelled, owned_release, 1000, NULL);
+    RLPerformToken t3 = RLThreadPerformAfterDelayWithRelease(owned_run, &delayed_by_fn, owned_release, 1000, NULL);
+    RLPerformToken t4 = RLThreadPerformAfterDelayWithRelease(owned_run, &delayed_dropped, owned_release, 1000, NULL);
+    assert_true(t1 && t2 && t3 && t4);
+    assert_true(RLThreadCancelPerformRequest(t2));
+    assert_int_equal(atomic_load(&delayed_cancelled.released), 1);
+    assert_int_equal(RLThreadCancelPreviousPerformRequests(owned_run, &delayed_by_fn), 1);
+    assert_int_equal(atomic_load(&delayed_by_fn.released), 1);
+    double deadline = rl_test_now() + 60;
+    while (!atomic_load(&delayed_ran.ran)) {
+        assert_true(rl_test_now() < deadline);
+        RLRunLoopRunInMode(kRLRunLoopDefaultMode, 0.05, true);
+    }
+    assert_int_equal(atomic_load(&delayed_ran.released_after_run), 1);
+    assert_int_equal(atomic_load(&delayed_dropped.released), 0);
+    return NULL; /* t4 is dropped at exit */
+}
+
+static void test_delayed_with_release(void **state) {
+    RLThreadRef t = RLThreadCreate(NULL, delayed_release_entry, NULL);
+    assert_true(RLThreadSetJoinable(t, true));
+    assert_true(RLThreadStart(t));
+    assert_true(RLThreadJoin(t, NULL));
+    RLRelease(t);
+    assert_int_equal(atomic_load(&delayed_ran.released), 1);
+    assert_int_equal(atomic_load(&delayed_cancelled.ran), 0);
+    assert_int_equal(atomic_load(&delayed_by_fn.ran), 0);
+    assert_int_equal(atomic_load(&delayed_dropped.ran), 0);
+    assert_int_equal(atomic_load(&delayed_dropped.released), 1);
+}
+
+static void test_with_release_misuse(void **state) {
+    owned o;
+    memset(&o, 0, sizeof o);
+    long fake[16] = {0};
+    const RLRunLoopMode empty_list[] = {NULL};
+    const RLRunLoopMode empty_name[] = {"", NULL};
+    int expect = 0;
+    /* Every refused call releases arg exactly once. */
+    assert_false(RLThreadPerformWithRelease(NULL, owned_run, &o, owned_release, NULL, false));
+    assert_rl_error(kRLErrorInvalidArgument);
+    assert_int_equal(atomic_load(&o.released), ++expect);
+    assert_false(RLThreadPerformWithRelease((RLThreadRef)fake, owned_run, &o, owned_release, NULL, true));
+    assert_rl_error(kRLErrorInvalidObject);
+    assert_int_equal(atomic_load(&o.released), ++expect);
+    assert_false(RLThreadPerformWithRelease(RLThreadGetMain(), NULL, &o, owned_release, NULL, false));
+    assert_rl_error(kRLErrorInvalidArgument);
+    assert_int_equal(atomic_load(&o.released), ++expect);
+    assert_false(RLThreadPerformWithRelease(RLThreadGetMain(), owned_run, &o, owned_release, empty_list, false));
+    assert_rl_error(kRLErrorInvalidArgument);
+    assert_int_equal(atomic_load(&o.released), ++expect);
+    assert_false(RLThreadPerformWithRelease(RLThreadGetMain(), owned_run, &o, owned_release, empty_name, false));
+    assert_rl_error(kRLErrorInvalidArgument);
+    assert_int_equal(atomic_load(&o.released), ++expect);
+    assert_false(RLThreadPerformOnMainWithRelease(NULL, &o, owned_release, NULL, false));
+    assert_rl_error(kRLErrorInvalidArgument);
+    assert_int_equal(atomic_load(&o.released), ++expect);
+    /* Never started. */
+    RLThreadRef t = RLThreadCreate(NULL, return_arg, NULL);
+    assert_false(RLThreadPerformWithRelease(t, owned_run, &o, owned_release, NULL, true));
+    assert_rl_error(kRLErrorInvalidState);
+    assert_int_equal(atomic_load(&o.released), ++expect);
+    RLRelease(t);
+    /* Delayed. */
+    assert_int_equal(RLThreadPerformAfterDelayWithRelease(NULL, &o, owned_release, 1, NULL), 0);
+    assert_rl_error(kRLErrorInvalidArgument);
+    assert_int_equal(atomic_load(&o.released), ++expect);
+    assert_int_equal(RLThreadPerformAfterDelayWithRelease(owned_run, &o, owned_release, 0.0 / 0.0, NULL), 0);
+    assert_rl_error(kRLErrorInvalidArgument);
+    assert_int_equal(atomic_load(&o.released), ++expect);
+    assert_int_equal(RLThreadPerformAfterDelayWithRelease(owned_run, &o, owned_release, 1, empty_list), 0);
+    assert_rl_error(kRLErrorInvalidArgument);
+    assert_int_equal(atomic_load(&o.released), ++expect);
+    /* A NULL release is the plain form (nothing to call). */
+    assert_false(RLThreadPerformWithRelease(NULL, owned_run, &o, NULL, NULL, false));
+    assert_rl_error(kRLErrorInvalidArgument);
+    assert_int_equal(atomic_load(&o.released), expect);
+    assert_int_equal(atomic_load(&o.ran), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_perform_on_thread_async_then_wait),
@@ -535,6 +793,12 @@ int main(void) {
         cmocka_unit_test(test_four_senders_fifo),
         cmocka_unit_test(test_will_exit_after_runloop_teardown),
         cmocka_unit_test(test_perform_on_foreign_thread),
+        cmocka_unit_test(test_threads_get_their_loop_lazily),
+        cmocka_unit_test(test_lazy_loop_of_thread_that_never_runs_it),
+        cmocka_unit_test(test_with_release_ran_then_released),
+        cmocka_unit_test(test_with_release_dropped_at_thread_exit),
+        cmocka_unit_test(test_delayed_with_release),
+        cmocka_unit_test(test_with_release_misuse),
 #if __BLOCKS__
         cmocka_unit_test(test_blocks),
 #endif

@@ -2,6 +2,7 @@
  * moves (earlier, later, inside the callout), invalidation from the callout
  * and from another thread, two modes, tolerance and its coalescing. */
 #include "testutil.h"
+#include "trace.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -9,33 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-static char trace[8192];
-
-static void tr(const char *s) {
-    if (trace[0])
-        strcat(trace, " ");
-    strcat(trace, s);
-}
-
-static int setup(void **state) {
-    trace[0] = '\0';
-    return 0;
-}
-
-static const char *act_name(RLRunLoopActivity a) {
-    switch (a) {
-    case kRLRunLoopEntry: return "E";
-    case kRLRunLoopBeforeTimers: return "BT";
-    case kRLRunLoopBeforeSources: return "BS";
-    case kRLRunLoopBeforeWaiting: return "BW";
-    case kRLRunLoopAfterWaiting: return "AW";
-    case kRLRunLoopExit: return "X";
-    default: return "?";
-    }
-}
-
-static void obs_cb(RLRunLoopObserverRef o, RLRunLoopActivity a, void *info) { tr(act_name(a)); }
 
 static RLRunLoopTimerRef make(RLAbsoluteTime date, RLTimeInterval interval, RLRunLoopTimerCallBack cb, void *info) {
     RLRunLoopTimerContext c = {0, info, NULL, NULL, NULL};
@@ -50,7 +24,7 @@ static void done(RLRunLoopTimerRef t) {
 }
 
 static void name_cb(RLRunLoopTimerRef t, void *info) {
-    tr((const char *)info);
+    rl_trace_add((const char *)info);
     assert_true(RLRunLoopTimerIsValid(t)); /* one-shots are invalidated after the callout */
 }
 
@@ -60,7 +34,7 @@ static void test_one_shot_fires_once(void **state) {
     assert_false(RLRunLoopTimerDoesRepeat(t));
     assert_true(RLRunLoopAddTimer(rl, t, "One"));
     assert_int_equal(RLRunLoopRunInMode("One", 10, false), kRLRunLoopRunFinished);
-    assert_string_equal(trace, "T");
+    assert_trace("T");
     assert_false(RLRunLoopTimerIsValid(t));
     assert_false(RLRunLoopContainsTimer(rl, t, "One"));
     done(t);
@@ -76,7 +50,7 @@ static void test_order_of_due_timers(void **state) {
     assert_true(RLRunLoopAddTimer(rl, tie, "Due"));
     assert_true(RLRunLoopAddTimer(rl, early, "Due"));
     assert_int_equal(RLRunLoopRunInMode("Due", 0, false), kRLRunLoopRunTimedOut);
-    assert_string_equal(trace, "early late tie");
+    assert_trace("early late tie");
     done(late);
     done(early);
     done(tie);
@@ -138,7 +112,7 @@ static void test_set_next_fire_date_earlier_and_later(void **state) {
     assert_true(RLRunLoopTimerSetNextFireDate(far, now + 0.02));
     assert_true(RLRunLoopTimerGetNextFireDate(far) == now + 0.02);
     assert_int_equal(RLRunLoopRunInMode("Move", 0.2, false), kRLRunLoopRunTimedOut);
-    assert_string_equal(trace, "moved-earlier");
+    assert_trace("moved-earlier");
     assert_true(RLRunLoopTimerIsValid(near));
     done(far);
     done(near);
@@ -164,19 +138,9 @@ static void test_set_next_fire_date_inside_callout(void **state) {
     done(t);
 }
 
-struct invalidator {
-    RLRunLoopRef rl;
-    RLRunLoopTimerRef t;
-};
-
-static void *invalidate_when_waiting(void *arg) {
-    struct invalidator *iv = arg;
-    double t0 = rl_test_now();
-    while (!RLRunLoopIsWaiting(iv->rl) && rl_test_now() - t0 < 10)
-        usleep(100);
-    RLRunLoopTimerInvalidate(iv->t);
-    RLRunLoopWakeUp(iv->rl);
-    return NULL;
+static void invalidate_and_wake(RLRunLoopRef rl, void *timer) {
+    RLRunLoopTimerInvalidate(timer);
+    RLRunLoopWakeUp(rl);
 }
 
 static void test_invalidate_from_another_thread(void **state) {
@@ -184,11 +148,7 @@ static void test_invalidate_from_another_thread(void **state) {
     int count = 0;
     RLRunLoopTimerRef t = make(RLAbsoluteTimeGetCurrent() + 1000, 0, count_cb, &count);
     assert_true(RLRunLoopAddTimer(rl, t, "XInv"));
-    struct invalidator iv = {rl, t};
-    pthread_t th;
-    assert_int_equal(pthread_create(&th, NULL, invalidate_when_waiting, &iv), 0);
-    assert_int_equal(RLRunLoopRunInMode("XInv", 30, false), kRLRunLoopRunFinished);
-    pthread_join(th, NULL);
+    assert_int_equal(rl_test_run_and_act_while_asleep("XInv", false, invalidate_and_wake, t), kRLRunLoopRunFinished);
     assert_int_equal(count, 0);
     done(t);
 }
@@ -234,7 +194,7 @@ static void test_tolerance_coalesces_wakeups(void **state) {
      * date, fires both — A within its tolerance window. */
     RLRunLoopRef rl = RLRunLoopGetCurrent();
     RLRunLoopObserverRef o = RLRunLoopObserverCreate(NULL, kRLRunLoopBeforeWaiting | kRLRunLoopAfterWaiting, true,
-                                                     0, obs_cb, NULL);
+                                                     0, rl_trace_observer, NULL);
     assert_true(RLRunLoopAddObserver(rl, o, "Coal"));
     RLAbsoluteTime now = RLAbsoluteTimeGetCurrent();
     RLRunLoopTimerRef a = make(now + 0.02, 0, name_cb, "A");
@@ -243,7 +203,7 @@ static void test_tolerance_coalesces_wakeups(void **state) {
     assert_true(RLRunLoopAddTimer(rl, a, "Coal"));
     assert_true(RLRunLoopAddTimer(rl, b, "Coal"));
     assert_int_equal(RLRunLoopRunInMode("Coal", 30, false), kRLRunLoopRunFinished);
-    assert_string_equal(trace, "BW AW A B");
+    assert_trace("BW AW A B");
     assert_true(RLRunLoopTimerGetNextFireDate(b) <= RLAbsoluteTimeGetCurrent());
     RLRunLoopObserverInvalidate(o);
     RLRelease(o);
@@ -293,11 +253,7 @@ static void *add_to_other_loop(void *arg) {
 static void test_timer_belongs_to_one_loop(void **state) {
     RLRunLoopTimerRef t = make(RLAbsoluteTimeGetCurrent() + 100, 0, count_cb, NULL);
     assert_true(RLRunLoopAddTimer(RLRunLoopGetCurrent(), t, "Mine"));
-    pthread_t th;
-    void *res = NULL;
-    assert_int_equal(pthread_create(&th, NULL, add_to_other_loop, t), 0);
-    pthread_join(th, &res);
-    assert_ptr_equal(res, (void *)1);
+    assert_ptr_equal(rl_test_on_other_thread(add_to_other_loop, t), (void *)1);
     done(t);
 }
 
@@ -334,6 +290,93 @@ static void test_many_timers_add_remove(void **state) {
     free(ts);
 }
 
+typedef struct {
+    int fired;
+    double last;
+    bool ordered;
+} order_rec;
+
+static void order_cb(RLRunLoopTimerRef t, void *info) {
+    order_rec *r = info;
+    double d = RLRunLoopTimerGetNextFireDate(t);
+    if (d < r->last)
+        r->ordered = false;
+    r->last = d;
+    r->fired++;
+}
+
+static double expected_min(const double *date, const bool *in, long n) {
+    double m = 0;
+    bool any = false;
+    for (long i = 0; i < n; i++) {
+        if (in[i] && (!any || date[i] < m)) {
+            m = date[i];
+            any = true;
+        }
+    }
+    return m;
+}
+
+static void test_heap_pending_batches(void **state) {
+    /* Added timers wait unordered until the loop needs the earliest one;
+     * exercise both ways of folding them in (one heapify, sifting each),
+     * removals and moves of waiting and of ordered entries, strict and
+     * tolerant timers: the earliest date is always right, and exactly the
+     * due timers fire, in date order. */
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    long n = rl_test_iters(6000);
+    RLRunLoopTimerRef *ts = calloc((size_t)n, sizeof *ts);
+    double *date = calloc((size_t)n, sizeof *date);
+    bool *in = calloc((size_t)n, sizeof *in);
+    order_rec rec = {0, -INFINITY, true};
+    RLAbsoluteTime now = RLAbsoluteTimeGetCurrent();
+    unsigned long long x = 88172645463325252ULL;
+    for (long i = 0; i < n; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        double off = 1 + (double)(x % 100000) * 1e-2;
+        date[i] = i % 2 ? now + 1e4 + off : now - 1e4 + off;
+        ts[i] = make(date[i], 0, order_cb, &rec);
+        if (i % 3 == 0)
+            assert_true(RLRunLoopTimerSetTolerance(ts[i], 0.5));
+    }
+    long a = n * 6 / 10, b = n * 7 / 10;
+    for (long i = 0; i < a; i++)
+        assert_true(RLRunLoopAddTimer(rl, ts[i], "Heap")), in[i] = true;
+    assert_true(RLRunLoopGetNextTimerFireDate(rl, "Heap") == expected_min(date, in, n)); /* one heapify */
+    for (long i = a; i < b; i++)
+        assert_true(RLRunLoopAddTimer(rl, ts[i], "Heap")), in[i] = true;
+    assert_true(RLRunLoopGetNextTimerFireDate(rl, "Heap") == expected_min(date, in, n)); /* sifted in */
+    for (long i = 0; i < b; i += 5)
+        assert_true(RLRunLoopRemoveTimer(rl, ts[i], "Heap")), in[i] = false;
+    for (long i = b; i < n; i++)
+        assert_true(RLRunLoopAddTimer(rl, ts[i], "Heap")), in[i] = true;
+    for (long i = b; i < n; i += 4) /* waiting entries */
+        assert_true(RLRunLoopRemoveTimer(rl, ts[i], "Heap")), in[i] = false;
+    for (long i = 2; i < b; i += 5) /* ordered entries, with entries waiting */
+        assert_true(RLRunLoopRemoveTimer(rl, ts[i], "Heap")), in[i] = false;
+    for (long i = 1; i < n; i += 7) { /* waiting and ordered entries */
+        date[i] = date[i] - 5e3 + (double)(i % 97);
+        assert_true(RLRunLoopTimerSetNextFireDate(ts[i], date[i]));
+    }
+    assert_true(RLRunLoopGetNextTimerFireDate(rl, "Heap") == expected_min(date, in, n));
+    int due = 0;
+    for (long i = 0; i < n; i++)
+        due += in[i] && date[i] <= now;
+    assert_int_equal(RLRunLoopRunInMode("Heap", 0, false), kRLRunLoopRunTimedOut);
+    assert_int_equal(rec.fired, due);
+    assert_true(rec.ordered);
+    for (long i = 0; i < n; i++) {
+        if (date[i] <= now)
+            in[i] = false; /* fired: one-shots are gone */
+    }
+    assert_true(RLRunLoopGetNextTimerFireDate(rl, "Heap") == expected_min(date, in, n));
+    for (long i = 0; i < n; i++)
+        done(ts[i]);
+    free(ts);
+    free(date);
+    free(in);
+}
+
 
 static void test_common_modes(void **state) {
     RLRunLoopRef rl = RLRunLoopGetCurrent();
@@ -352,14 +395,9 @@ static void test_common_modes(void **state) {
     done(t);
 }
 
-static void *move_when_waiting(void *arg) {
-    struct invalidator *iv = arg;
-    double t0 = rl_test_now();
-    while (!RLRunLoopIsWaiting(iv->rl) && rl_test_now() - t0 < 10)
-        usleep(100);
+static void move_to_now(RLRunLoopRef rl, void *timer) {
     /* No WakeUp: moving the timer re-arms the sleeping loop's timerfd. */
-    RLRunLoopTimerSetNextFireDate(iv->t, RLAbsoluteTimeGetCurrent());
-    return NULL;
+    RLRunLoopTimerSetNextFireDate(timer, RLAbsoluteTimeGetCurrent());
 }
 
 static void test_move_earlier_from_another_thread(void **state) {
@@ -367,11 +405,7 @@ static void test_move_earlier_from_another_thread(void **state) {
     int count = 0;
     RLRunLoopTimerRef t = make(RLAbsoluteTimeGetCurrent() + 1000, 0, count_cb, &count);
     assert_true(RLRunLoopAddTimer(rl, t, "XMove"));
-    struct invalidator iv = {rl, t};
-    pthread_t th;
-    assert_int_equal(pthread_create(&th, NULL, move_when_waiting, &iv), 0);
-    assert_int_equal(RLRunLoopRunInMode("XMove", 30, false), kRLRunLoopRunFinished);
-    pthread_join(th, NULL);
+    assert_int_equal(rl_test_run_and_act_while_asleep("XMove", false, move_to_now, t), kRLRunLoopRunFinished);
     assert_int_equal(count, 1);
     done(t);
 }
@@ -398,25 +432,26 @@ static void test_tolerance_change_refiles_timer(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup(test_one_shot_fires_once, setup),
-        cmocka_unit_test_setup(test_order_of_due_timers, setup),
-        cmocka_unit_test_setup(test_repeating_stays_on_grid, setup),
-        cmocka_unit_test_setup(test_missed_periods_fire_once, setup),
-        cmocka_unit_test_setup(test_set_next_fire_date_earlier_and_later, setup),
-        cmocka_unit_test_setup(test_set_next_fire_date_inside_callout, setup),
-        cmocka_unit_test_setup(test_invalidate_from_another_thread, setup),
-        cmocka_unit_test_setup(test_same_timer_in_two_modes, setup),
-        cmocka_unit_test_setup(test_tolerance_rules, setup),
-        cmocka_unit_test_setup(test_tolerance_coalesces_wakeups, setup),
-        cmocka_unit_test_setup(test_context_balance_and_description, setup),
-        cmocka_unit_test_setup(test_timer_belongs_to_one_loop, setup),
+        cmocka_unit_test_setup(test_one_shot_fires_once, rl_trace_setup),
+        cmocka_unit_test_setup(test_order_of_due_timers, rl_trace_setup),
+        cmocka_unit_test_setup(test_repeating_stays_on_grid, rl_trace_setup),
+        cmocka_unit_test_setup(test_missed_periods_fire_once, rl_trace_setup),
+        cmocka_unit_test_setup(test_set_next_fire_date_earlier_and_later, rl_trace_setup),
+        cmocka_unit_test_setup(test_set_next_fire_date_inside_callout, rl_trace_setup),
+        cmocka_unit_test_setup(test_invalidate_from_another_thread, rl_trace_setup),
+        cmocka_unit_test_setup(test_same_timer_in_two_modes, rl_trace_setup),
+        cmocka_unit_test_setup(test_tolerance_rules, rl_trace_setup),
+        cmocka_unit_test_setup(test_tolerance_coalesces_wakeups, rl_trace_setup),
+        cmocka_unit_test_setup(test_context_balance_and_description, rl_trace_setup),
+        cmocka_unit_test_setup(test_timer_belongs_to_one_loop, rl_trace_setup),
 #if __BLOCKS__
-        cmocka_unit_test_setup(test_handler_block, setup),
+        cmocka_unit_test_setup(test_handler_block, rl_trace_setup),
 #endif
-        cmocka_unit_test_setup(test_many_timers_add_remove, setup),
-        cmocka_unit_test_setup(test_common_modes, setup),
-        cmocka_unit_test_setup(test_move_earlier_from_another_thread, setup),
-        cmocka_unit_test_setup(test_tolerance_change_refiles_timer, setup),
+        cmocka_unit_test_setup(test_many_timers_add_remove, rl_trace_setup),
+        cmocka_unit_test_setup(test_heap_pending_batches, rl_trace_setup),
+        cmocka_unit_test_setup(test_common_modes, rl_trace_setup),
+        cmocka_unit_test_setup(test_move_earlier_from_another_thread, rl_trace_setup),
+        cmocka_unit_test_setup(test_tolerance_change_refiles_timer, rl_trace_setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -323,15 +323,186 @@ static void test_worker_misuse(void **state) {
     assert_int_equal(s.sync_ok, 1);
     assert_true(RLWorkerThreadIsRunning(w));
 
-    /* Releasing the last reference on the worker itself is refused... */
-    s.stop_code = kRLErrorNone;
-    assert_true(RLWorkerThreadPerformSync(w, release_from_inside, &s));
-    assert_int_equal(s.stop_code, kRLErrorWouldDeadlock);
-    assert_true(RLWorkerThreadIsRunning(w));
-    /* ...and from elsewhere it stops the worker. */
+    /* From elsewhere, releasing the last reference stops the worker and
+     * returns once its thread is gone. */
     int tasks = count_dir("/proc/self/task");
     assert_true(RLRelease(w));
     assert_int_equal(count_dir("/proc/self/task"), tasks - 1);
+}
+
+static void test_release_last_reference_on_worker_itself(void **state) {
+    exit_probe p;
+    memset(&p, 0, sizeof p);
+    int tasks = count_dir("/proc/self/task");
+    RLWorkerThreadRef w = RLWorkerThreadCreate(NULL, "self-release");
+    assert_true(RLWorkerThreadStart(w));
+    assert_true(RLWorkerThreadAddWillExitHandler(w, on_exit_handler, &p));
+    RLThreadRef t = (RLThreadRef)RLRetain(RLWorkerThreadGetThread(w));
+    /* The release succeeds without waiting for itself; the thread then
+     * leaves its loop, runs its exit handlers and goes, detached. */
+    self_stop s = {w, kRLErrorWouldDeadlock, 0};
+    assert_true(RLWorkerThreadPerformSync(w, release_from_inside, &s));
+    assert_int_equal(s.stop_code, kRLErrorNone);
+    double deadline = rl_test_now() + 60;
+    while (!RLThreadIsFinished(t)) {
+        assert_true(rl_test_now() < deadline);
+        usleep(1000);
+    }
+    assert_int_equal(atomic_load(&p.handler_ran), 1);
+    assert_ptr_equal(p.thread, t);
+    RLRelease(t);
+    while (count_dir("/proc/self/task") != tasks) {
+        assert_true(rl_test_now() < deadline);
+        usleep(1000);
+    }
+}
+
+/* ---- will-exit handlers: tokens, removal, blocks ---- */
+
+static _Atomic int handler_hits[4];
+
+static void hit_handler(RLThreadRef thread, void *info) {
+    atomic_fetch_add(&handler_hits[(intptr_t)info], 1);
+}
+
+static void test_will_exit_handler_tokens(void **state) {
+    for (int i = 0; i < 4; i++)
+        atomic_store(&handler_hits[i], 0);
+    RLWorkerThreadRef w = RLWorkerThreadCreate(NULL, NULL);
+    RLThreadHandlerToken a = RLWorkerThreadAddWillExitHandler(w, hit_handler, (void *)0);
+    RLThreadHandlerToken b = RLWorkerThreadAddWillExitHandler(w, hit_handler, (void *)1);
+    assert_true(a != 0 && b != 0 && a != b);
+    /* Removed before start: never runs. */
+    assert_true(RLWorkerThreadRemoveWillExitHandler(w, a));
+    assert_false(RLWorkerThreadRemoveWillExitHandler(w, a));
+    assert_rl_error(kRLErrorNotFound);
+    assert_true(RLWorkerThreadStart(w));
+    /* Added and removed while running: neither this thread nor later ones. */
+    RLThreadHandlerToken c = RLWorkerThreadAddWillExitHandler(w, hit_handler, (void *)2);
+    assert_true(c != 0);
+    assert_true(RLWorkerThreadRemoveWillExitHandler(w, c));
+    /* Added while running: runs for this thread. */
+    RLThreadHandlerToken d = RLWorkerThreadAddWillExitHandler(w, hit_handler, (void *)3);
+    assert_true(d != 0);
+    assert_true(RLWorkerThreadStop(w));
+    assert_int_equal(atomic_load(&handler_hits[0]), 0);
+    assert_int_equal(atomic_load(&handler_hits[1]), 1);
+    assert_int_equal(atomic_load(&handler_hits[2]), 0);
+    assert_int_equal(atomic_load(&handler_hits[3]), 1);
+    /* And for the next thread. */
+    assert_true(RLWorkerThreadStart(w));
+    assert_true(RLWorkerThreadStop(w));
+    assert_int_equal(atomic_load(&handler_hits[1]), 2);
+    assert_int_equal(atomic_load(&handler_hits[3]), 2);
+
+#if __BLOCKS__
+    __block int block_hits = 0;
+    __block RLThreadRef block_thread = NULL;
+    RLThreadHandlerToken e = RLWorkerThreadAddWillExitHandlerBlock(w, ^(RLThreadRef thread) {
+        block_hits++;
+        block_thread = thread;
+    });
+    assert_true(e != 0);
+    assert_true(RLWorkerThreadStart(w));
+    RLThreadRef t = (RLThreadRef)RLRetain(RLWorkerThreadGetThread(w));
+    assert_true(RLWorkerThreadStop(w));
+    assert_int_equal(block_hits, 1);
+    assert_ptr_equal(block_thread, t);
+    RLRelease(t);
+    assert_true(RLWorkerThreadRemoveWillExitHandler(w, e));
+    assert_true(RLWorkerThreadStart(w));
+    assert_true(RLWorkerThreadStop(w));
+    assert_int_equal(block_hits, 1);
+    /* A block still registered is released with the worker (no leak). */
+    assert_true(RLWorkerThreadAddWillExitHandlerBlock(w, ^(RLThreadRef thread) { block_hits += 100; }) != 0);
+#endif
+    RLRelease(w);
+}
+
+static void test_will_exit_handler_misuse(void **state) {
+    long fake[16] = {0};
+    assert_int_equal(RLWorkerThreadAddWillExitHandler(NULL, hit_handler, NULL), 0);
+    assert_rl_error(kRLErrorInvalidArgument);
+    assert_int_equal(RLWorkerThreadAddWillExitHandler((RLWorkerThreadRef)fake, hit_handler, NULL), 0);
+    assert_rl_error(kRLErrorInvalidObject);
+    assert_false(RLWorkerThreadRemoveWillExitHandler(NULL, 1));
+    assert_rl_error(kRLErrorInvalidArgument);
+    assert_false(RLWorkerThreadRemoveWillExitHandler((RLWorkerThreadRef)fake, 1));
+    assert_rl_error(kRLErrorInvalidObject);
+    RLWorkerThreadRef w = RLWorkerThreadCreate(NULL, NULL);
+    assert_false(RLWorkerThreadRemoveWillExitHandler(w, 0));
+    assert_rl_error(kRLErrorNotFound);
+    assert_false(RLWorkerThreadRemoveWillExitHandler(w, 12345));
+    assert_rl_error(kRLErrorNotFound);
+#if __BLOCKS__
+    assert_int_equal(RLWorkerThreadAddWillExitHandlerBlock(NULL, ^(RLThreadRef t) {}), 0);
+    assert_rl_error(kRLErrorInvalidArgument);
+    assert_int_equal(RLWorkerThreadAddWillExitHandlerBlock((RLWorkerThreadRef)fake, ^(RLThreadRef t) {}), 0);
+    assert_rl_error(kRLErrorInvalidObject);
+    assert_int_equal(RLWorkerThreadAddWillExitHandlerBlock(w, NULL), 0);
+    assert_rl_error(kRLErrorInvalidArgument);
+#endif
+    RLRelease(w);
+}
+
+/* ---- perform with a release callback ---- */
+
+typedef struct owned {
+    _Atomic int ran, released, released_after_run;
+} owned;
+
+static void owned_run(void *arg) {
+    owned *o = arg;
+    assert_int_equal(atomic_load(&o->released), 0);
+    atomic_fetch_add(&o->ran, 1);
+}
+
+static void owned_release(void *arg) {
+    owned *o = arg;
+    if (atomic_load(&o->ran))
+        atomic_store(&o->released_after_run, 1);
+    atomic_fetch_add(&o->released, 1);
+}
+
+static void test_perform_with_release(void **state) {
+    RLWorkerThreadRef w = RLWorkerThreadCreate(NULL, NULL);
+    assert_true(RLWorkerThreadStart(w));
+    owned a, b;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    assert_true(RLWorkerThreadPerformAsyncWithRelease(w, owned_run, &a, owned_release));
+    assert_true(RLWorkerThreadPerformSyncWithRelease(w, owned_run, &b, owned_release));
+    /* Sync: ran and released before it returned; FIFO: a before b. */
+    assert_int_equal(atomic_load(&b.released_after_run), 1);
+    assert_int_equal(atomic_load(&b.released), 1);
+    assert_int_equal(atomic_load(&a.released_after_run), 1);
+    assert_int_equal(atomic_load(&a.released), 1);
+
+    /* Dropped requests (the thread exits first) are released by
+     * RLThreadPerformWithRelease, which these forward to: see
+     * test_thread_perform.c. A stopped worker refuses new work. */
+    assert_true(RLWorkerThreadStop(w));
+
+    /* Refused (not running, NULL fn, bad worker): released by the call. */
+    owned r;
+    memset(&r, 0, sizeof r);
+    long fake[16] = {0};
+    assert_false(RLWorkerThreadPerformAsyncWithRelease(w, owned_run, &r, owned_release));
+    assert_rl_error(kRLErrorInvalidState);
+    assert_false(RLWorkerThreadPerformSyncWithRelease(w, owned_run, &r, owned_release));
+    assert_rl_error(kRLErrorInvalidState);
+    assert_false(RLWorkerThreadPerformAsyncWithRelease(NULL, owned_run, &r, owned_release));
+    assert_rl_error(kRLErrorInvalidArgument);
+    assert_false(RLWorkerThreadPerformSyncWithRelease((RLWorkerThreadRef)fake, owned_run, &r, owned_release));
+    assert_rl_error(kRLErrorInvalidObject);
+    assert_true(RLWorkerThreadStart(w));
+    assert_false(RLWorkerThreadPerformAsyncWithRelease(w, NULL, &r, owned_release));
+    assert_rl_error(kRLErrorInvalidArgument);
+    assert_false(RLWorkerThreadPerformSyncWithRelease(w, NULL, &r, owned_release));
+    assert_rl_error(kRLErrorInvalidArgument);
+    assert_int_equal(atomic_load(&r.released), 6);
+    assert_int_equal(atomic_load(&r.ran), 0);
+    RLRelease(w);
 }
 
 int main(void) {
@@ -344,6 +515,10 @@ int main(void) {
         cmocka_unit_test(test_repeated_start_stop_leaks_nothing),
         cmocka_unit_test(test_four_senders_onto_one_worker),
         cmocka_unit_test(test_worker_misuse),
+        cmocka_unit_test(test_release_last_reference_on_worker_itself),
+        cmocka_unit_test(test_will_exit_handler_tokens),
+        cmocka_unit_test(test_will_exit_handler_misuse),
+        cmocka_unit_test(test_perform_with_release),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -12,6 +12,10 @@
  *     one per iteration. (A request queued for explicit modes and one queued
  *     for the common modes keep their relative order once the target's loop
  *     has run in a common mode.)
+ *   - The plain function forms never touch `arg` beyond passing it to fn:
+ *     a request that is dropped unrun (its thread finished) leaks whatever
+ *     arg owns. The "…WithRelease" forms take ownership of arg and call a
+ *     release callback exactly once, ran or dropped (RLRunLoop.h).
  *   - waitUntilDone on the target thread itself runs the function at once,
  *     as Cocoa does. From any other thread it blocks until the function has
  *     returned on the target — or until the target thread finishes without
@@ -22,7 +26,10 @@
  *     kRLErrorInvalidArgument. A failed call queues nothing.
  *   - Every thread started through RLThread (and every other thread once it
  *     has called RLThreadGetCurrent) has a run loop that requests can be
- *     queued on before the thread first runs it.
+ *     queued on before the thread first runs it. The loop is made lazily,
+ *     as CF makes them: by the thread's first RLRunLoopGetCurrent or by the
+ *     first request sent to it, whichever comes first (the same loop either
+ *     way), so a thread that never uses one pays nothing for it.
  *
  * As with CF's perform blocks, a run in a mode that has no source or timer
  * returns kRLRunLoopRunFinished at once, without running the requests
@@ -48,9 +55,21 @@ RL_EXPORT bool RLThreadPerform(RLThreadRef thread, void (*fn)(void *RL_NULLABLE 
 /* The same on the main thread (performSelectorOnMainThread:). */
 RL_EXPORT bool RLThreadPerformOnMain(void (*fn)(void *RL_NULLABLE arg), void *RL_NULLABLE arg,
                                      const RLRunLoopMode *RL_NULLABLE modes, bool waitUntilDone);
+/* The same, owning arg: release(arg) is called exactly once — after fn ran
+ * (before a waiting caller is woken), when the request is dropped unrun
+ * (the thread finished first), or before a refused call returns false.
+ * See RLPerformReleaseCallBack in RLRunLoop.h. */
+RL_EXPORT bool RLThreadPerformWithRelease(RLThreadRef thread, void (*fn)(void *RL_NULLABLE arg),
+                                          void *RL_NULLABLE arg, RLPerformReleaseCallBack RL_NULLABLE release,
+                                          const RLRunLoopMode *RL_NULLABLE modes, bool waitUntilDone);
+RL_EXPORT bool RLThreadPerformOnMainWithRelease(void (*fn)(void *RL_NULLABLE arg), void *RL_NULLABLE arg,
+                                                RLPerformReleaseCallBack RL_NULLABLE release,
+                                                const RLRunLoopMode *RL_NULLABLE modes, bool waitUntilDone);
 #if __BLOCKS__
 /* Block forms; the block is copied and released after it ran (or was
- * dropped because the thread finished). */
+ * dropped because the thread finished) — in both cases before a waiting
+ * caller is woken, so the block may capture what lives on the caller's
+ * stack for the duration of the call. */
 RL_EXPORT bool RLThreadPerformBlock(RLThreadRef thread, const RLRunLoopMode *RL_NULLABLE modes, bool waitUntilDone,
                                     void (^block)(void));
 RL_EXPORT bool RLThreadPerformBlockOnMain(const RLRunLoopMode *RL_NULLABLE modes, bool waitUntilDone,
@@ -63,6 +82,13 @@ RL_EXPORT bool RLThreadPerformBlockOnMain(const RLRunLoopMode *RL_NULLABLE modes
  * fn, a NaN delay or a bad mode list. */
 RL_EXPORT RLPerformToken RLThreadPerformAfterDelay(void (*fn)(void *RL_NULLABLE arg), void *RL_NULLABLE arg,
                                                    RLTimeInterval delay, const RLRunLoopMode *RL_NULLABLE modes);
+/* The same, owning arg: release(arg) after fn ran, when the request is
+ * cancelled or dropped (the thread exits first), or before a refused call
+ * returns 0. */
+RL_EXPORT RLPerformToken RLThreadPerformAfterDelayWithRelease(void (*fn)(void *RL_NULLABLE arg), void *RL_NULLABLE arg,
+                                                              RLPerformReleaseCallBack RL_NULLABLE release,
+                                                              RLTimeInterval delay,
+                                                              const RLRunLoopMode *RL_NULLABLE modes);
 #if __BLOCKS__
 RL_EXPORT RLPerformToken RLThreadPerformBlockAfterDelay(RLTimeInterval delay, const RLRunLoopMode *RL_NULLABLE modes,
                                                         void (^block)(void));

@@ -114,6 +114,26 @@ RL_EXPORT bool RLRunLoopStop(RLRunLoopRef rl);
  * rl: call RLRunLoopWakeUp, as with CF. */
 RL_EXPORT bool RLRunLoopPerformFunction(RLRunLoopRef rl, RLRunLoopMode mode, void (*fn)(void *info),
                                         void *RL_NULLABLE info);
+
+/* Releases the `info` of a perform request. The "…WithRelease" perform
+ * calls (here, in RLPerform.h and RLWorkerThread.h) take ownership of info
+ * and call release(info) exactly once, whatever happens to the request:
+ *   - after fn(info) returned, on the thread that ran it (for a waiting
+ *     caller: before the waiter is woken);
+ *   - when the request is dropped without running (its thread exited, its
+ *     loop was torn down or released while the request was queued, a
+ *     delayed request was cancelled), on the thread that drops it;
+ *   - before the call returns false, if the call refused the request
+ *     (bad arguments included), on the calling thread.
+ * A NULL release makes them behave as the forms without it. */
+typedef void (*RLPerformReleaseCallBack)(void *RL_NULLABLE info);
+
+/* RLRunLoopPerformFunction with a release callback for info (see above):
+ * requests that never run (the mode is never run again, the loop's thread
+ * exits) do not leak info. */
+RL_EXPORT bool RLRunLoopPerformFunctionWithRelease(RLRunLoopRef rl, RLRunLoopMode mode, void (*fn)(void *info),
+                                                   void *RL_NULLABLE info,
+                                                   RLPerformReleaseCallBack RL_NULLABLE release);
 #if __BLOCKS__
 /* The block form (CFRunLoopPerformBlock); the block is copied. */
 RL_EXPORT bool RLRunLoopPerformBlock(RLRunLoopRef rl, RLRunLoopMode mode, void (^block)(void));

@@ -106,6 +106,10 @@ RL_EXPORT bool RLThreadIsMultiThreaded(void);
  * never run), kRLErrorInvalidArgument for a NULL fn. */
 RL_EXPORT bool RLThreadAddWillBecomeMultiThreadedHandler(void (*fn)(void *RL_NULLABLE info),
                                                          void *RL_NULLABLE info);
+#if __BLOCKS__
+/* The block form; the block is copied, and released after it ran. */
+RL_EXPORT bool RLThreadAddWillBecomeMultiThreadedHandlerBlock(void (^block)(void));
+#endif
 
 /* ---- attributes ---- */
 
@@ -194,9 +198,24 @@ RL_EXPORT bool RLThreadRemoveWillExitHandler(RLThreadRef RL_NULLABLE thread, RLT
  * exits (on the exiting thread, after the will-exit handlers). */
 RL_EXPORT bool RLThreadDictionarySetValue(RLThreadRef thread, const char *key, void *RL_NULLABLE value,
                                           void (*RL_NULLABLE destructor)(void *RL_NULLABLE value));
-/* Reads key into *value. False with kRLErrorNotFound if absent. The value
- * is the caller's to use only as long as the owner keeps it alive. */
+/* Reads key into *value. False with kRLErrorNotFound if absent. Get rule,
+ * borrowed: the pointer stays valid only while the entry stays in the
+ * dictionary — another thread may replace or remove it, or the thread may
+ * exit, and run its destructor at any moment after this returns. Use it
+ * from the thread itself, or when the caller keeps the value alive by its
+ * own means; from other threads use RLThreadDictionaryCopyValue. */
 RL_EXPORT bool RLThreadDictionaryGetValue(RLThreadRef thread, const char *key, void *RL_NULLABLE *RL_NULLABLE value);
+/* Copy rule: reads key and stores retain(value) in *value, with the entry
+ * kept alive until retain returned (its destructor cannot run before), so
+ * the caller owns what retain gave it (e.g. a reference count taken) from
+ * any thread. retain runs on the calling thread with no lock held. A value
+ * replaced, removed or dropped at thread exit while a retain runs has its
+ * destructor run when that retain returns, on the calling thread. False
+ * with kRLErrorNotFound if absent; kRLErrorInvalidArgument for a NULL key
+ * or retain. */
+RL_EXPORT bool RLThreadDictionaryCopyValue(RLThreadRef thread, const char *key,
+                                           void *RL_NULLABLE (*retain)(void *RL_NULLABLE value),
+                                           void *RL_NULLABLE *RL_NULLABLE value);
 /* Removes key, calling its destructor. kRLErrorNotFound if absent. */
 RL_EXPORT bool RLThreadDictionaryRemoveValue(RLThreadRef thread, const char *key);
 

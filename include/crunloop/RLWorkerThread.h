@@ -12,9 +12,16 @@
  *   - An idle worker sleeps in its run loop without waking up: no polling,
  *     no timeout loop.
  *   - A worker can be started again after it was stopped (a new thread).
- *   - Releasing the last reference to a running worker stops it first (from
- *     any thread but the worker's own, where the release fails with
- *     kRLErrorWouldDeadlock and changes nothing).
+ *   - Releasing the last reference to a running worker stops it first and
+ *     returns once its thread has exited and was joined. Released on the
+ *     worker's own thread (from work running there), where it cannot wait
+ *     for itself, it does not wait: the worker's loop is told to stop, and
+ *     the thread finishes by itself once that work returns — run loop torn
+ *     down and will-exit handlers run as after a Stop — and is detached
+ *     instead of joined. Work queued before the release still runs; work
+ *     that arrives later (through a retained RLThreadRef) is dropped, as on
+ *     any finished thread (see the …WithRelease forms for work that owns
+ *     memory).
  *
  * Work runs in the worker's run loop in the common modes, FIFO, on the
  * worker thread; RLRunLoop and RLPerform functions work on it as on any
@@ -51,9 +58,21 @@ RL_EXPORT RLThreadRef RL_NULLABLE RLWorkerThreadGetThread(RLWorkerThreadRef work
 RL_EXPORT RLRunLoopRef RL_NULLABLE RLWorkerThreadGetRunLoop(RLWorkerThreadRef worker);
 
 /* Registers fn(thread, info) as a will-exit handler of every thread the
- * worker starts from now on (and of the current one, if running). */
-RL_EXPORT bool RLWorkerThreadAddWillExitHandler(RLWorkerThreadRef worker, RLThreadWillExitHandler fn,
-                                                void *RL_NULLABLE info);
+ * worker starts from now on (and of the current one, if running). Returns
+ * a token for RLWorkerThreadRemoveWillExitHandler, or 0 (error set): NULL
+ * fn (kRLErrorInvalidArgument), a bad worker. */
+RL_EXPORT RLThreadHandlerToken RLWorkerThreadAddWillExitHandler(RLWorkerThreadRef worker,
+                                                                RLThreadWillExitHandler fn, void *RL_NULLABLE info);
+#if __BLOCKS__
+/* The block form; the block is copied and kept until the handler is removed
+ * or the worker is destroyed. */
+RL_EXPORT RLThreadHandlerToken RLWorkerThreadAddWillExitHandlerBlock(RLWorkerThreadRef worker,
+                                                                     void (^block)(RLThreadRef thread));
+#endif
+/* Removes a handler, for future threads and for the running one (where it
+ * may already be running, or have run: that is not undone).
+ * kRLErrorNotFound for an unknown token. */
+RL_EXPORT bool RLWorkerThreadRemoveWillExitHandler(RLWorkerThreadRef worker, RLThreadHandlerToken token);
 
 /* Queues fn(arg) on the worker and returns. kRLErrorInvalidState if the
  * worker is not running; kRLErrorInvalidArgument for a NULL fn. */
@@ -64,7 +83,19 @@ RL_EXPORT bool RLWorkerThreadPerformAsync(RLWorkerThreadRef worker, void (*fn)(v
  * or stops before running it. */
 RL_EXPORT bool RLWorkerThreadPerformSync(RLWorkerThreadRef worker, void (*fn)(void *RL_NULLABLE arg),
                                          void *RL_NULLABLE arg);
+/* The same, owning arg: release(arg) is called exactly once — after fn
+ * ran (for Sync: before Sync returns), when the request is dropped unrun
+ * (the worker stopped first), or before a refused call returns false
+ * (RLPerformReleaseCallBack, RLRunLoop.h). */
+RL_EXPORT bool RLWorkerThreadPerformAsyncWithRelease(RLWorkerThreadRef worker, void (*fn)(void *RL_NULLABLE arg),
+                                                     void *RL_NULLABLE arg,
+                                                     RLPerformReleaseCallBack RL_NULLABLE release);
+RL_EXPORT bool RLWorkerThreadPerformSyncWithRelease(RLWorkerThreadRef worker, void (*fn)(void *RL_NULLABLE arg),
+                                                    void *RL_NULLABLE arg,
+                                                    RLPerformReleaseCallBack RL_NULLABLE release);
 #if __BLOCKS__
+/* Block forms; the block is released after it ran or was dropped, before
+ * Sync returns, so a Sync block may use the caller's stack. */
 RL_EXPORT bool RLWorkerThreadPerformBlockAsync(RLWorkerThreadRef worker, void (^block)(void));
 RL_EXPORT bool RLWorkerThreadPerformBlockSync(RLWorkerThreadRef worker, void (^block)(void));
 #endif

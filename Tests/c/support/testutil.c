@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 long rl_test_iters(long full) {
     const char *s = getenv("RL_TEST_SCALE");
@@ -47,4 +48,54 @@ void rl_test_run_threads(int n, void *(*fn)(void *), void *base, size_t stride) 
     for (int i = 0; i < n; i++)
         pthread_join(t[i], NULL);
     free(t);
+}
+
+void *rl_test_on_other_thread(void *(*fn)(void *), void *arg) {
+    pthread_t t;
+    void *res = NULL;
+    assert_int_equal(pthread_create(&t, NULL, fn, arg), 0);
+    pthread_join(t, &res);
+    return res;
+}
+
+RLRunLoopSourceRef rl_test_keep_mode(RLRunLoopMode mode) {
+    RLRunLoopSourceContext c = {0};
+    RLRunLoopSourceRef s = RLRunLoopSourceCreate(NULL, 0, &c);
+    assert_non_null(s);
+    assert_true(RLRunLoopAddSource(RLRunLoopGetCurrent(), s, mode));
+    return s;
+}
+
+void rl_test_unkeep(RLRunLoopSourceRef source) {
+    RLRunLoopSourceInvalidate(source);
+    RLRelease(source);
+}
+
+void rl_test_wait_until_waiting(RLRunLoopRef rl) {
+    double t0 = rl_test_now();
+    while (!RLRunLoopIsWaiting(rl) && rl_test_now() - t0 < 10)
+        usleep(100);
+}
+
+typedef struct asleep_act {
+    RLRunLoopRef rl;
+    void (*act)(RLRunLoopRef rl, void *arg);
+    void *arg;
+} asleep_act;
+
+static void *act_once_asleep(void *p) {
+    asleep_act *a = p;
+    rl_test_wait_until_waiting(a->rl);
+    a->act(a->rl, a->arg);
+    return NULL;
+}
+
+RLRunLoopRunResult rl_test_run_and_act_while_asleep(RLRunLoopMode mode, bool return_after_source,
+                                                    void (*act)(RLRunLoopRef rl, void *arg), void *arg) {
+    asleep_act a = {RLRunLoopGetCurrent(), act, arg};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, act_once_asleep, &a), 0);
+    RLRunLoopRunResult r = RLRunLoopRunInMode(mode, 30, return_after_source);
+    pthread_join(t, NULL);
+    return r;
 }

@@ -20,11 +20,43 @@ long rl_test_iters(long full);
 #define assert_rl_error(code) rl_test_assert_error((code), #code, __FILE__, __LINE__)
 void rl_test_assert_error(RLErrorCode code, const char *name, const char *file, int line);
 
+/* Asserts that `call` fails (returns false or NULL) and leaves error `code`:
+ * the shape of every misuse check. A macro, like the one above, so that
+ * cmocka reports the test's own line and the call's text. */
+#define assert_rl_fails(call, code) \
+    do {                            \
+        assert_false(call);         \
+        assert_rl_error(code);      \
+    } while (0)
+
 /* Seconds since an arbitrary monotonic origin. */
 double rl_test_now(void);
 
 /* Starts `n` pthreads running fn(arg_i) where arg_i = base + i*stride bytes,
  * and joins them all. Fails the test if a thread cannot be created. */
 void rl_test_run_threads(int n, void *(*fn)(void *), void *base, size_t stride);
+
+/* Runs fn(arg) on a new thread, joins it and returns its result: how a test
+ * asks "what does another thread see?" (a lock held here, a loop's owner). */
+void *rl_test_on_other_thread(void *(*fn)(void *), void *arg);
+
+/* A version-0 source nobody signals, added to `mode` of the current loop:
+ * it keeps the mode from being empty (an empty mode finishes at once).
+ * rl_test_unkeep invalidates and releases it. */
+RLRunLoopSourceRef rl_test_keep_mode(RLRunLoopMode mode);
+void rl_test_unkeep(RLRunLoopSourceRef source);
+
+/* Polls until `rl` sleeps waiting for work (at most 10 s; the caller's
+ * assertions catch a loop that never does). For a thread that must act on
+ * a loop that is already asleep. */
+void rl_test_wait_until_waiting(RLRunLoopRef rl);
+
+/* Runs the current thread's loop in `mode` (up to 30 s) while a helper
+ * thread waits until the loop sleeps and then calls act(loop, arg): how a
+ * test checks what a stop, wake-up, signal or timer change from another
+ * thread does to a sleeping loop. Returns the run's result after joining
+ * the helper. */
+RLRunLoopRunResult rl_test_run_and_act_while_asleep(RLRunLoopMode mode, bool return_after_source,
+                                                    void (*act)(RLRunLoopRef rl, void *arg), void *arg);
 
 #endif

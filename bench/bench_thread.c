@@ -1,0 +1,386 @@
+/*
+ * bench_thread.c — the thread and perform rows of issue 4 ("Tests and
+ * benchmarks"), ours against raw pthreads and CoreFoundation's run loop
+ * (from the Swift toolchain), in one process:
+ *
+ *   (a) create→entry latency: from the create call to the first instruction
+ *       of the entry. RLThreadCreate + SetJoinable + Start vs pthread_create
+ *       (default attributes, as a user writes it). p50 and p99 over the
+ *       threads of a round; each thread is joined before the next is made.
+ *   (b) create+join: RLThreadCreate + SetJoinable + Start + Join + Release vs
+ *       pthread_create + pthread_join, back to back; ns per thread.
+ *   (c) perform round trip onto a worker thread that sleeps in its run loop:
+ *       a request from this thread, run there, and the reply back. Ours:
+ *       RLWorkerThreadPerformSync, RLThreadPerform(waitUntilDone) onto the
+ *       worker's thread, and RLWorkerThreadPerformAsync whose function posts
+ *       a semaphore. CF: CFRunLoopPerformBlock + CFRunLoopWakeUp onto a
+ *       thread in CFRunLoopRun, the block posting the same kind of semaphore
+ *       (bench_thread_cf.c).
+ *
+ * Every row runs BTH_ROUNDS times (default 9); inside a round ours and the
+ * peer alternate in short chunks (order flipped each chunk) so that both see
+ * the same neighbours; a cell is the median over rounds of that round's
+ * p50 / p99 / mean. Targets: (a), (b) ours <= 1.15x pthread; (c)
+ * ours <= 0.7x CF. The ratio of a row is the median of the per-round ratios.
+ *
+ *   BTH_ROUNDS=3 bench_thread      fewer rounds
+ *   BTH_QUICK=1 bench_thread       a tenth of the counts, for a smoke test
+ *   BTH_ONLY_THREADS=1             rows (a) and (b) only
+ *
+ * Built by `make bench-thread` (mk/bench-thread.mk).
+ */
+#include <crunloop/crunloop.h>
+#include <crunloop/RLPerform.h>
+#include <crunloop/RLRunLoop.h>
+#include <crunloop/RLThread.h>
+#include <crunloop/RLWorkerThread.h>
+
+#include <math.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bench_thread.h"
+
+#define MAXROUNDS 15
+#define CHUNKS 10 /* see run_round */
+
+static void die(const char *what) {
+    RLError e = RLErrorGetLast();
+    fprintf(stderr, "bench_thread: %s failed (%s)\n", what, e.message);
+    exit(1);
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The q-quantile (0..1) of v[0..n); sorts v. */
+static double quantile(double *v, long n, double q) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return v[(long)(q * (double)(n - 1) + 0.5)];
+}
+
+static double median(double *v, int n) {
+    if (n == 0) return NAN;
+    double tmp[MAXROUNDS];
+    memcpy(tmp, v, (size_t)n * sizeof *tmp);
+    qsort(tmp, (size_t)n, sizeof *tmp, cmp_double);
+    return n % 2 ? tmp[n / 2] : (tmp[n / 2 - 1] + tmp[n / 2]) / 2;
+}
+
+static void progress(const char *fmt, ...) {
+    static int tty = -1;
+    if (tty < 0) tty = isatty(2);
+    if (!tty) return;
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "\r\033[K");
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fflush(stderr);
+}
+
+/* ---- (a) create→entry latency ------------------------------------------ */
+
+static void *entry_stamp(void *arg) {
+    *(int64_t *)arg = bth_now_ns();
+    return NULL;
+}
+
+static void rl_entry_latency(double *out, long n) {
+    for (long i = 0; i < n; i++) {
+        int64_t stamp = 0;
+        int64_t t0 = bth_now_ns();
+        RLThreadRef t = RLThreadCreate(NULL, entry_stamp, &stamp);
+        if (!t || !RLThreadSetJoinable(t, true) || !RLThreadStart(t)) die("RLThreadCreate/Start");
+        if (!RLThreadJoin(t, NULL)) die("RLThreadJoin");
+        RLRelease(t);
+        out[i] = (double)(stamp - t0);
+    }
+}
+
+static void pthread_entry_latency(double *out, long n) {
+    for (long i = 0; i < n; i++) {
+        int64_t stamp = 0;
+        pthread_t t;
+        int64_t t0 = bth_now_ns();
+        if (pthread_create(&t, NULL, entry_stamp, &stamp) != 0) die("pthread_create");
+        pthread_join(t, NULL);
+        out[i] = (double)(stamp - t0);
+    }
+}
+
+/* ---- (b) create + join ------------------------------------------------- */
+
+static void *entry_nothing(void *arg) { return arg; }
+
+static double rl_create_join(long n) {
+    int64_t t0 = bth_now_ns();
+    for (long i = 0; i < n; i++) {
+        RLThreadRef t = RLThreadCreate(NULL, entry_nothing, NULL);
+        if (!t || !RLThreadSetJoinable(t, true) || !RLThreadStart(t)) die("RLThreadCreate/Start");
+        if (!RLThreadJoin(t, NULL)) die("RLThreadJoin");
+        RLRelease(t);
+    }
+    return (double)(bth_now_ns() - t0) / (double)n;
+}
+
+static double pthread_create_join(long n) {
+    int64_t t0 = bth_now_ns();
+    for (long i = 0; i < n; i++) {
+        pthread_t t;
+        if (pthread_create(&t, NULL, entry_nothing, NULL) != 0) die("pthread_create");
+        pthread_join(t, NULL);
+    }
+    return (double)(bth_now_ns() - t0) / (double)n;
+}
+
+/* What an eagerly made run loop would cost a started thread: the first
+ * RLRunLoopGetCurrent on a fresh thread (the loop's teardown at exit comes
+ * on top and is not timed here). */
+static void *first_loop_entry(void *arg) {
+    int64_t t0 = bth_now_ns();
+    if (!RLRunLoopGetCurrent()) die("RLRunLoopGetCurrent");
+    *(double *)arg = (double)(bth_now_ns() - t0);
+    return NULL;
+}
+
+static double first_loop_cost(long n) {
+    double *v = malloc((size_t)n * sizeof *v);
+    if (!v) abort();
+    for (long i = 0; i < n; i++) {
+        pthread_t t;
+        if (pthread_create(&t, NULL, first_loop_entry, &v[i]) != 0) die("pthread_create");
+        pthread_join(t, NULL);
+    }
+    double q = quantile(v, n, 0.5);
+    free(v);
+    return q;
+}
+
+/* ---- (c) perform round trips ------------------------------------------- */
+
+static void work_nothing(void *arg) { (void)arg; }
+static void work_post(void *arg) { sem_post(arg); }
+
+enum perform_kind { PK_WORKER_SYNC, PK_THREAD_WAIT, PK_ASYNC_SIGNAL };
+
+typedef struct {
+    RLWorkerThreadRef worker;
+    RLThreadRef thread;
+    sem_t reply;
+} rl_worker;
+
+static void rl_worker_start(rl_worker *w) {
+    w->worker = RLWorkerThreadCreate(NULL, "bench-worker");
+    if (!w->worker || !RLWorkerThreadStart(w->worker)) die("RLWorkerThreadStart");
+    w->thread = RLWorkerThreadGetThread(w->worker);
+    if (!w->thread) die("RLWorkerThreadGetThread");
+    sem_init(&w->reply, 0, 0);
+}
+
+static void rl_worker_stop(rl_worker *w) {
+    if (!RLWorkerThreadStop(w->worker)) die("RLWorkerThreadStop");
+    RLRelease(w->worker);
+    sem_destroy(&w->reply);
+}
+
+/* n round trips of one kind; out may be NULL (warm-up). */
+static void rl_round_trips(rl_worker *w, enum perform_kind kind, double *out, long n) {
+    for (long i = 0; i < n; i++) {
+        int64_t t0 = bth_now_ns();
+        bool ok;
+        switch (kind) {
+        case PK_WORKER_SYNC: ok = RLWorkerThreadPerformSync(w->worker, work_nothing, NULL); break;
+        case PK_THREAD_WAIT: ok = RLThreadPerform(w->thread, work_nothing, NULL, NULL, true); break;
+        default:
+            ok = RLWorkerThreadPerformAsync(w->worker, work_post, &w->reply);
+            while (ok && sem_wait(&w->reply) != 0) {
+            }
+            break;
+        }
+        if (!ok) die("perform");
+        if (out) out[i] = (double)(bth_now_ns() - t0);
+    }
+}
+
+/* ---- the table --------------------------------------------------------- */
+
+enum row {
+    R_ENTRY50,
+    R_ENTRY99,
+    R_JOIN,
+    R_SYNC50,
+    R_SYNC99,
+    R_WAIT50,
+    R_WAIT99,
+    R_ASYNC50,
+    R_ASYNC99,
+    NROWS
+};
+
+typedef struct {
+    const char *ours, *peer;
+    double target; /* ours/peer must be <= target; 0 = no target */
+} row_info;
+
+static const row_info rows[NROWS] = {
+    [R_ENTRY50] = {"create->entry p50: RLThreadCreate+Start", "pthread_create", 1.15},
+    [R_ENTRY99] = {"create->entry p99", "", 0},
+    [R_JOIN] = {"create+start+join per thread: RLThread", "pthread_create+join", 1.15},
+    [R_SYNC50] = {"round trip p50: RLWorkerThreadPerformSync", "CF PerformBlock+WakeUp", 0.7},
+    [R_SYNC99] = {"round trip p99", "", 0},
+    [R_WAIT50] = {"round trip p50: RLThreadPerform wait", "CF PerformBlock+WakeUp", 0.7},
+    [R_WAIT99] = {"round trip p99", "", 0},
+    [R_ASYNC50] = {"round trip p50: WorkerPerformAsync+sem", "CF PerformBlock+WakeUp", 0.7},
+    [R_ASYNC99] = {"round trip p99", "", 0},
+};
+
+static double ours_v[NROWS][MAXROUNDS], peer_v[NROWS][MAXROUNDS], ratio_v[NROWS][MAXROUNDS];
+static int nv[NROWS];
+
+static void record(enum row r, double ours, double peer) {
+    if (nv[r] >= MAXROUNDS) return;
+    ours_v[r][nv[r]] = ours;
+    peer_v[r][nv[r]] = peer;
+    ratio_v[r][nv[r]] = ours / peer;
+    nv[r]++;
+}
+
+/* p50 and p99 of one side's samples (sorts them). */
+static void pcts(double *v, long n, double *p50, double *p99) {
+    *p50 = quantile(v, n, 0.5);
+    *p99 = quantile(v, n, 0.99);
+}
+
+/* Each round alternates ours and the peer in CHUNKS short chunks (order
+ * flipped every chunk), so that a neighbour stealing the CPU for a while
+ * hurts both sides alike. */
+
+static void run_round(int round, long n_threads, long n_rt, bool only_threads) {
+    long n = n_threads > n_rt ? n_threads : n_rt;
+    double *a = malloc((size_t)n * sizeof *a), *b = malloc((size_t)n * sizeof *b);
+    if (!a || !b) abort();
+    double o50, o99, p50, p99;
+
+    progress("round %d: create->entry", round + 1);
+    long ct = n_threads / CHUNKS;
+    for (int c = 0; c < CHUNKS; c++) {
+        if ((c + round) % 2 == 0) rl_entry_latency(a + c * ct, ct);
+        pthread_entry_latency(b + c * ct, ct);
+        if ((c + round) % 2 == 1) rl_entry_latency(a + c * ct, ct);
+    }
+    pcts(a, ct * CHUNKS, &o50, &o99);
+    pcts(b, ct * CHUNKS, &p50, &p99);
+    record(R_ENTRY50, o50, p50);
+    record(R_ENTRY99, o99, p99);
+
+    progress("round %d: create+join", round + 1);
+    double oj[CHUNKS], pj[CHUNKS];
+    for (int c = 0; c < CHUNKS; c++) {
+        if ((c + round) % 2 == 0) oj[c] = rl_create_join(ct);
+        pj[c] = pthread_create_join(ct);
+        if ((c + round) % 2 == 1) oj[c] = rl_create_join(ct);
+    }
+    /* The median chunk: one stall of a few ms would swamp a mean. */
+    record(R_JOIN, median(oj, CHUNKS), median(pj, CHUNKS));
+
+    if (!only_threads) {
+        static const struct {
+            enum perform_kind kind;
+            enum row r50, r99;
+        } kinds[] = {{PK_WORKER_SYNC, R_SYNC50, R_SYNC99},
+                     {PK_THREAD_WAIT, R_WAIT50, R_WAIT99},
+                     {PK_ASYNC_SIGNAL, R_ASYNC50, R_ASYNC99}};
+        long cr = n_rt / CHUNKS;
+        for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+            progress("round %d: perform round trips (%zu/3)", round + 1, k + 1);
+            rl_worker ours;
+            rl_worker_start(&ours);
+            bth_cf_worker *cf = bth_cf_worker_start();
+            if (!cf) die("CF worker");
+            rl_round_trips(&ours, kinds[k].kind, NULL, cr);
+            bth_cf_round_trips(cf, NULL, cr);
+            for (int c = 0; c < CHUNKS; c++) {
+                if ((c + round) % 2 == 0) rl_round_trips(&ours, kinds[k].kind, a + c * cr, cr);
+                bth_cf_round_trips(cf, b + c * cr, cr);
+                if ((c + round) % 2 == 1) rl_round_trips(&ours, kinds[k].kind, a + c * cr, cr);
+            }
+            bth_cf_worker_stop(cf);
+            rl_worker_stop(&ours);
+            pcts(a, cr * CHUNKS, &o50, &o99);
+            pcts(b, cr * CHUNKS, &p50, &p99);
+            record(kinds[k].r50, o50, p50);
+            record(kinds[k].r99, o99, p99);
+        }
+    }
+    free(a);
+    free(b);
+}
+
+static void print_table(int rounds, long n_threads, long n_rt, double loop_cost) {
+    double load[3] = {0};
+    if (getloadavg(load, 3) < 0) load[0] = NAN;
+    printf("\nThreads and perform round trips: ours vs raw pthreads vs CoreFoundation (Swift toolchain) — one\n"
+           "process, %d round%s, median of the per-round values; %ld CPUs, load average %.1f\n\n",
+           rounds, rounds == 1 ? "" : "s", sysconf(_SC_NPROCESSORS_ONLN), load[0]);
+    printf("%-42s | %9s | %-24s | %9s | %7s | %7s | %s\n", "ours", "ours us", "peer", "peer us", "ratio", "target",
+           "met?");
+    printf("%.42s-+-%.9s-+-%.24s-+-%.9s-+-%.7s-+-%.7s-+-%s\n", "----------------------------------------------",
+           "-----------", "----------------------------", "-----------", "---------", "---------", "----");
+    int misses = 0;
+    for (int r = 0; r < NROWS; r++) {
+        if (nv[r] == 0) continue;
+        double o = median(ours_v[r], nv[r]) / 1e3, p = median(peer_v[r], nv[r]) / 1e3;
+        double ratio = median(ratio_v[r], nv[r]);
+        char target[16] = "", met[32] = "";
+        if (rows[r].target > 0) {
+            bool ok = ratio <= rows[r].target;
+            misses += !ok;
+            snprintf(target, sizeof target, "<=%.2fx", rows[r].target);
+            snprintf(met, sizeof met, "%s", ok ? "yes" : "NO");
+        }
+        printf("%-42s | %9.2f | %-24s | %9.2f | %6.2fx | %7s | %s\n", rows[r].ours, o, rows[r].peer, p, ratio, target,
+               met);
+    }
+    printf("\nus = microseconds; ratio = median over rounds of ours/peer. Within a round ours and the peer alternate\n"
+           "in %d chunks. (a) create->entry: create call to the entry's first instruction, each thread joined\n"
+           "before the next; %ld threads per side per round. (b) create+start+join back to back, %ld per side per\n"
+           "round; per thread, the median of the chunks' means. RLThread's default stack is 512 KB, pthread's the\n"
+           "system default. (c) %ld timed round trips per side per round (plus %ld warm-up) onto a worker asleep in\n"
+           "its run loop; the CF block and our async function post a sem_t that the sender waits on.\n",
+           CHUNKS, n_threads, n_threads, n_rt, n_rt / CHUNKS);
+    printf("What a thread pays if its run loop is made before its entry runs (an eager loop): the first\n"
+           "RLRunLoopGetCurrent on a fresh thread costs %.2f us (p50); the loop's teardown at exit comes on top.\n",
+           loop_cost / 1e3);
+    printf("Targets: %s.\n", misses ? "some MISSED (see met?)" : "all met");
+}
+
+int main(void) {
+    const char *e = getenv("BTH_ROUNDS");
+    int rounds = e ? atoi(e) : 9;
+    if (rounds < 1) rounds = 1;
+    if (rounds > MAXROUNDS) rounds = MAXROUNDS;
+    bool quick = getenv("BTH_QUICK") != NULL;
+    bool only_threads = getenv("BTH_ONLY_THREADS") != NULL;
+    long n_threads = quick ? 200 : 2000;
+    long n_rt = quick ? 500 : 5000;
+    int64_t t0 = bth_now_ns();
+    /* The main thread's RLThread and the multi-threaded switch are one-time
+     * costs that no row should carry. */
+    RLThreadGetCurrent();
+    rl_create_join(16);
+    for (int r = 0; r < rounds; r++) run_round(r, n_threads, n_rt, only_threads);
+    double loop_cost = first_loop_cost(quick ? 50 : 500);
+    progress("");
+    print_table(rounds, n_threads, n_rt, loop_cost);
+    printf("(whole run: %.0f s)\n", (double)(bth_now_ns() - t0) / 1e9);
+    return 0;
+}

@@ -1,0 +1,40 @@
+# bench-thread: the thread and perform rows of issue 4 — RLThread against raw
+# pthreads (create->entry latency, create+join) and the perform round trip
+# onto a worker against CoreFoundation's run loop (bench/bench_thread*.c),
+# then the same from Swift against Foundation's Thread/RunLoop
+# (bench/swift, `swiftthreads-bench`, built in release mode in its own
+# scratch folder; the first build takes a few minutes). Always -O2, against
+# the static library of $(BUILD). The CF peer is built with the toolchain's
+# clang (CF's headers need it), like bench_runloop_cf.c.
+# BENCH_THREAD_SWIFT=0 leaves the Swift half out.
+BENCH_THREAD := $(BUILD)/bench/bench_thread
+BENCH_THREAD_OBJ := $(BUILD)/bench/obj
+BENCH_THREAD_SWIFT ?= 1
+
+BTH_CF_CC ?= $(SWIFT_PREFIX)/bin/clang
+BTH_CF_CFLAGS := -I$(SWIFT_PREFIX)/lib/swift -fblocks
+BTH_CF_LIBS := -L$(SWIFT_LIBDIR) -Wl,-rpath,$(SWIFT_LIBDIR) -lFoundation -lBlocksRuntime
+
+BENCH_TARGETS += bench-thread
+
+.PHONY: bench-thread bench-thread-c bench-thread-swift
+bench-thread: bench-thread-c $(if $(filter 1,$(BENCH_THREAD_SWIFT)),bench-thread-swift)
+
+bench-thread-c: $(BENCH_THREAD)
+	$(BENCH_THREAD)
+
+bench-thread-swift:
+	$(SWIFT) run -c release --scratch-path .build-release swiftthreads-bench
+
+$(BENCH_THREAD): $(BENCH_THREAD_OBJ)/bench_thread.o $(BENCH_THREAD_OBJ)/bench_thread_cf.o $(STATIC_LIB)
+	$(CC) $(LDFLAGS) -pthread -o $@ $(BENCH_THREAD_OBJ)/bench_thread.o $(BENCH_THREAD_OBJ)/bench_thread_cf.o \
+	  $(STATIC_LIB) $(LIBS) $(BTH_CF_LIBS) -lm
+
+$(BENCH_THREAD_OBJ)/bench_thread.o: bench/bench_thread.c bench/bench_thread.h $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -O2 -pthread -c -o $@ $<
+
+$(BENCH_THREAD_OBJ)/bench_thread_cf.o: bench/bench_thread_cf.c bench/bench_thread.h
+	@mkdir -p $(dir $@)
+	$(BTH_CF_CC) $(BTH_CF_CFLAGS) -O2 -g -std=gnu11 -Wall -Wextra -Wno-unused-parameter -D_GNU_SOURCE -pthread \
+	  -c -o $@ $<
