@@ -16,6 +16,10 @@ ifeq ($(origin CC),default)
 CC := clang
 endif
 SWIFT ?= swift
+# SwiftPM picks up CC/CFLAGS from the environment, and make exports the ones
+# given on its command line: `make CC=gcc check` must not hand gcc to
+# SwiftPM (which needs clang for blocks and its target flags).
+SWIFTPM = env -u CC -u CFLAGS -u CPPFLAGS -u LDFLAGS -u MAKEFLAGS $(SWIFT)
 SWIFT_BIN := $(shell command -v $(SWIFT) 2>/dev/null)
 SWIFT_PREFIX := $(patsubst %/bin/swift,%,$(SWIFT_BIN))
 SWIFT_LIBDIR := $(SWIFT_PREFIX)/lib/swift/linux
@@ -105,16 +109,16 @@ check-c: deps $(TEST_BINS)
 	@BUILD=$(BUILD) TEST_RUNNER="$(TEST_RUNNER)" scripts/run-c-tests.sh $(TESTS)
 
 check-swift: deps
-	$(SWIFT) build --build-tests
-	$(SWIFT) test
-	RL_EXAMPLE_FAST=1 $(SWIFT) run swiftthreads-demo > $(CURDIR)/.build/swiftthreads-demo.out 2>&1 \
+	$(SWIFTPM) build --build-tests
+	$(SWIFTPM) test
+	RL_EXAMPLE_FAST=1 $(SWIFTPM) run swiftthreads-demo > $(CURDIR)/.build/swiftthreads-demo.out 2>&1 \
 	  || { cat .build/swiftthreads-demo.out; echo "swiftthreads-demo failed"; exit 1; }
 	@echo "swiftthreads-demo (fast): ok"
 
 # The Swift examples, at a readable pace.
 demo-swift: deps
 	@echo "==== Swift: swift run swiftthreads-demo ===="
-	@$(SWIFT) run -q swiftthreads-demo
+	@$(SWIFTPM) run -q swiftthreads-demo
 
 # Fragments in mk/*.mk append to these: CHECK_EXTRA (more test targets run
 # by `make check`), BENCH_TARGETS (tables printed by `make bench`) and
@@ -147,11 +151,11 @@ check-leak: deps
 # XCTest's runner leaks a few bytes of its own at exit (not our code): the
 # suppression file names those frames only.
 check-swift-tsan: deps
-	RL_TEST_SCALE=tsan $(SWIFT) test --scratch-path .build-tsan --sanitize=thread
+	RL_TEST_SCALE=tsan $(SWIFTPM) test --scratch-path .build-tsan --sanitize=thread
 
 check-swift-asan: deps
 	RL_TEST_SCALE=asan LSAN_OPTIONS=suppressions=$(CURDIR)/scripts/lsan-swift.supp \
-	  $(SWIFT) test --scratch-path .build-asan --sanitize=address
+	  $(SWIFTPM) test --scratch-path .build-asan --sanitize=address
 
 check-sanitizers: check-asan check-tsan check-leak check-swift-tsan check-swift-asan
 
