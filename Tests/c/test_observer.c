@@ -123,6 +123,38 @@ static void test_context_balance(void **state) {
     assert_int_equal(o_releases, 1);
 }
 
+static RLRunLoopObserverRef drop_victim;
+
+static void drop_cb(RLRunLoopObserverRef o, RLRunLoopActivity a, void *info) {
+    named_cb(o, a, info);
+    /* Out of the mode and the test's references given up, for this
+     * observer and for the next one of the same pass: only the pass keeps
+     * them alive now. */
+    assert_true(RLRunLoopRemoveObserver(RLRunLoopGetCurrent(), o, "Drop"));
+    assert_true(RLRelease(o));
+    assert_true(RLRunLoopRemoveObserver(RLRunLoopGetCurrent(), drop_victim, "Drop"));
+    assert_true(RLRelease(drop_victim));
+}
+
+static void test_remove_and_release_from_callout(void **state) {
+    o_retains = o_releases = 0;
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    RLRunLoopSourceRef k = rl_test_keep_mode("Drop");
+    RLRunLoopObserverContext c1 = {0, (void *)"d", o_retain, o_release, NULL};
+    RLRunLoopObserverContext c2 = {0, (void *)"v", o_retain, o_release, NULL};
+    RLRunLoopObserverRef d = RLRunLoopObserverCreate(NULL, kRLRunLoopEntry, true, 0, drop_cb, &c1);
+    drop_victim = RLRunLoopObserverCreate(NULL, kRLRunLoopEntry | kRLRunLoopExit, true, 1, named_cb, &c2);
+    assert_true(RLRunLoopAddObserver(rl, d, "Drop"));
+    assert_true(RLRunLoopAddObserver(rl, drop_victim, "Drop"));
+    assert_int_equal(RLRunLoopRunInMode("Drop", 0, false), kRLRunLoopRunTimedOut);
+    /* As CF: an observer collected for an activity is still called if it is
+     * valid, though removed meanwhile; both are freed once the pass is done
+     * with them (and the victim is no longer in the mode at Exit). */
+    assert_trace("d:E v:E");
+    assert_int_equal(o_releases, 2);
+    rl_test_unkeep(k);
+}
+
 #if __BLOCKS__
 static void test_handler_block(void **state) {
     RLRunLoopSourceRef k = rl_test_keep_mode("HB");
@@ -151,6 +183,7 @@ int main(void) {
         cmocka_unit_test_setup(test_invalidate_from_callout, rl_trace_setup),
         cmocka_unit_test_setup(test_no_reentry_while_firing, rl_trace_setup),
         cmocka_unit_test_setup(test_context_balance, rl_trace_setup),
+        cmocka_unit_test_setup(test_remove_and_release_from_callout, rl_trace_setup),
 #if __BLOCKS__
         cmocka_unit_test_setup(test_handler_block, rl_trace_setup),
 #endif
