@@ -21,6 +21,7 @@
 #include "runloop_internal.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,6 +96,10 @@ struct RLRunLoop {
 
     _Atomic int qlock; /* spin lock: held for a few stores only */
     rl_pbuf incoming, spare;
+    struct rl_bslab *bcur;   /* block slots (RLRunLoopPerformBlock): the slab being filled */
+    unsigned bcur_used;      /* its bytes handed out */
+    struct rl_bslab *bcache; /* empty slabs kept for reuse */
+    size_t nbcache;
     char pad2[RL_LINE];
 
     rl_mode **modes;
@@ -981,7 +986,7 @@ static bool rl_pitem_matches(const rl_pitem *it, const rl_mode *m) {
 }
 
 static void rl_pitem_free_name(rl_pitem *it) {
-    if (it->name != rl_pmode_common)
+    if (it->name && it->name != rl_pmode_common) /* no free(NULL) call per request */
         free(it->name);
 }
 
@@ -1007,8 +1012,9 @@ static bool rl_mode_create(RLRunLoopRef rl, const char *mode, const char *fn) {
     return ok;
 }
 
-static bool rl_enqueue(RLRunLoopRef rl, RLRunLoopMode mode, void (*fn)(void *), void *info,
-                       void (*release)(void *), const char *fname) {
+/* Checks a request and fills *it (its mode name included); nothing queued. */
+static bool rl_pitem_init(RLRunLoopRef rl, RLRunLoopMode mode, void (*fn)(void *), void *info,
+                          void (*release)(void *), const char *fname, rl_pitem *out) {
     if (!rl_check_loop(rl, fname) || !rl_mode_name_ok(mode, fname))
         return false;
     if (!fn)
@@ -1027,6 +1033,15 @@ static bool rl_enqueue(RLRunLoopRef rl, RLRunLoopMode mode, void (*fn)(void *), 
             }
         }
     }
+    *out = it;
+    return true;
+}
+
+static bool rl_enqueue(RLRunLoopRef rl, RLRunLoopMode mode, void (*fn)(void *), void *info,
+                       void (*release)(void *), const char *fname) {
+    rl_pitem it;
+    if (!rl_pitem_init(rl, mode, fn, info, release, fname, &it))
+        return false;
     rl_qlock(rl);
     bool ok = rl_pbuf_push(&rl->incoming, &it);
     rl_qunlock(rl);
@@ -1045,11 +1060,253 @@ bool RLRunLoopPerformFunction(RLRunLoopRef rl, RLRunLoopMode mode, void (*fn)(vo
 /* Runs a block; rl_do_blocks releases it (with the others of the batch). */
 static void rl_call_block(void *b) { ((void (^)(void))b)(); }
 static void rl_release_block(void *b) { Block_release((void (^)(void))b); }
+/* Runs a global block: nothing to release. */
+static void rl_call_global(void *b) { ((void (^)(void))b)(); }
+
+/* Small stack blocks are queued without Block_copy's malloc (and without
+ * the free on the loop's thread, which was most of a request's cost).
+ *
+ * The block ABI, as clang's "Block Implementation Specification" describes
+ * it, as far as the queue reads it: a block is an isa, a 32-bit flags word,
+ * a 32-bit reserved word, its invoke function and a descriptor pointer,
+ * followed by the captured variables. The descriptor holds a reserved word,
+ * the size of the whole block, and, when BLOCK_HAS_COPY_DISPOSE is set, the
+ * copy helper (dst, src) and dispose helper (block) with which Block_copy
+ * and Block_release retain and release the captures (__block variables,
+ * captured blocks, Swift contexts). Block_copy of a stack block is: copy
+ * descriptor->size bytes to new memory, then call the copy helper on
+ * (new, old); the last Block_release calls the dispose helper, then frees.
+ * A stack block of at most RL_BCOPY_MAX bytes without C++ captures is
+ * copied the same way into the loop's own memory (slabs, below), runs from
+ * there, and then gets its dispose helper and its space goes back. Nothing
+ * but the queue ever sees that copy (it keeps the stack block's isa and
+ * flags), and it never moves. Anything else takes the general
+ * path: a global block is queued as it is (Block_copy would return it
+ * unchanged), a heap block (from Swift, or copied already) and an unusual
+ * block (C++ captures, a bigger one, another isa) go through Block_copy,
+ * which for a heap block only increments its reference count. */
+enum {
+    RL_BLOCK_NEEDS_FREE = 1 << 24,       /* a heap block: reference counted */
+    RL_BLOCK_HAS_COPY_DISPOSE = 1 << 25, /* the descriptor has the helpers */
+    RL_BLOCK_HAS_CTOR = 1 << 26,         /* the helpers run C++ code */
+    RL_BLOCK_IS_GC = 1 << 27,
+    RL_BLOCK_IS_GLOBAL = 1 << 28, /* static storage: never copied */
+};
+
+typedef struct rl_block_descriptor {
+    unsigned long reserved;
+    unsigned long size; /* of the whole block, captures included */
+    /* Only with RL_BLOCK_HAS_COPY_DISPOSE: */
+    void (*copy_helper)(void *dst, void *src);
+    void (*dispose_helper)(void *block);
+} rl_block_descriptor;
+
+typedef struct rl_block_layout {
+    void *isa;
+    int flags;
+    int reserved;
+    void (*invoke)(void *block);
+    rl_block_descriptor *descriptor;
+} rl_block_layout;
+
+/* The BlocksRuntime's isa of block literals on the stack. */
+extern void *_NSConcreteStackBlock[];
+
+/* Block copies are packed in 16-byte granules (what malloc gives the
+ * runtime's copies) into 16 KiB slabs, handed out in order under the queue
+ * lock. A slab whose copies have all come back is reused (a few are kept)
+ * or freed: memory follows the backlog, and a loop that keeps up with its
+ * producers cycles through the same few slabs without any malloc. A slab is
+ * found from a copy by alignment. Giving copies back takes no lock: each
+ * slab counts down `remaining`, which starts at RL_BSLAB_BIAS; returns
+ * subtract their sizes, and the producer that fills the slab subtracts
+ * RL_BSLAB_BIAS minus the bytes it handed out, so the count reaches zero
+ * exactly once, after the last of both, and whoever takes it there
+ * recycles the slab. */
+enum {
+    RL_BCOPY_MAX = 64, /* the biggest block copied into a slab */
+    RL_BGRAIN = 16,
+    RL_BSLAB_SIZE = 16384,
+    RL_BSLAB_CACHE = 4,
+    RL_BSLAB_BIAS = 1 << 30,
+};
+typedef struct rl_bslab {
+    struct rl_bslab *next; /* in the cache */
+    RLRunLoopRef rl;       /* the owner (not retained: slabs go with it) */
+    _Atomic unsigned remaining; /* see above */
+    _Alignas(64) unsigned char data[RL_BSLAB_SIZE - 64];
+} rl_bslab;
+_Static_assert(sizeof(rl_bslab) == RL_BSLAB_SIZE, "a slab is RL_BSLAB_SIZE bytes");
+
+static rl_bslab *rl_bslab_of(void *copy) { return (rl_bslab *)((uintptr_t)copy & ~(uintptr_t)(RL_BSLAB_SIZE - 1)); }
+static unsigned rl_bcopy_size(size_t size) { return (unsigned)((size + RL_BGRAIN - 1) & ~(size_t)(RL_BGRAIN - 1)); }
+
+/* Runs a block from its copy; rl_do_blocks disposes of it and gives the
+ * space back (with the others of the batch). */
+static void rl_call_bslot(void *s) { ((void (^)(void))s)(); }
+
+static void rl_bslot_dispose_captures(void *s) {
+    rl_block_layout *b = s;
+    if (b->flags & RL_BLOCK_HAS_COPY_DISPOSE)
+        b->descriptor->dispose_helper(b);
+}
+
+/* Takes `bytes` off a slab's count; true if that made it zero: the caller
+ * recycles it. */
+static bool rl_bslab_sub(rl_bslab *sl, unsigned bytes) {
+    return atomic_fetch_sub_explicit(&sl->remaining, bytes, memory_order_acq_rel) == bytes;
+}
+
+/* Empties slab sl, whose count reached zero, and keeps it in rl's cache or
+ * frees it. Queue lock not held. */
+static void rl_bslab_recycle(RLRunLoopRef rl, rl_bslab *sl) {
+    atomic_store_explicit(&sl->remaining, RL_BSLAB_BIAS, memory_order_relaxed);
+    rl_qlock(rl);
+    bool keep = rl->nbcache < RL_BSLAB_CACHE;
+    if (keep) {
+        sl->next = rl->bcache;
+        rl->bcache = sl;
+        rl->nbcache++;
+    }
+    rl_qunlock(rl);
+    if (!keep)
+        free(sl);
+}
+
+/* Gives back n copies (their captures disposed of already). Runs of copies
+ * from one slab (the usual case: they were handed out in order) cost one
+ * atomic operation. */
+static void rl_bslots_put(void *const *copies, size_t n) {
+    for (size_t i = 0; i < n;) {
+        rl_bslab *sl = rl_bslab_of(copies[i]);
+        unsigned bytes = 0;
+        for (; i < n && rl_bslab_of(copies[i]) == sl; i++)
+            bytes += rl_bcopy_size(((rl_block_layout *)copies[i])->descriptor->size);
+        if (rl_bslab_sub(sl, bytes))
+            rl_bslab_recycle(sl->rl, sl);
+    }
+}
+
+/* Space for a copy of `size` bytes, queue lock held; NULL if a slab is
+ * needed. */
+static void *rl_bslot_take_locked(RLRunLoopRef rl, size_t size) {
+    unsigned need = rl_bcopy_size(size);
+    rl_bslab *sl = rl->bcur;
+    if (sl && rl->bcur_used + need > sizeof sl->data) {
+        /* Full. If all its copies are back already, start over in it. */
+        rl->bcur = NULL;
+        if (rl_bslab_sub(sl, RL_BSLAB_BIAS - rl->bcur_used)) {
+            atomic_store_explicit(&sl->remaining, RL_BSLAB_BIAS, memory_order_relaxed);
+            rl->bcur = sl;
+            rl->bcur_used = 0;
+        } else {
+            sl = NULL;
+        }
+    }
+    if (!sl) {
+        sl = rl->bcache;
+        if (!sl)
+            return NULL;
+        rl->bcache = sl->next;
+        rl->nbcache--;
+        rl->bcur = sl;
+        rl->bcur_used = 0;
+    }
+    void *s = sl->data + rl->bcur_used;
+    rl->bcur_used += need;
+    return s;
+}
+
+/* Gives a new slab to the loop (to its cache); false if memory is short. */
+static bool rl_bslab_add(RLRunLoopRef rl) {
+    rl_bslab *sl = aligned_alloc(RL_BSLAB_SIZE, sizeof *sl);
+    if (!sl)
+        return false;
+    sl->rl = rl;
+    atomic_init(&sl->remaining, RL_BSLAB_BIAS);
+    rl_qlock(rl);
+    sl->next = rl->bcache;
+    rl->bcache = sl;
+    rl->nbcache++;
+    rl_qunlock(rl);
+    return true;
+}
+
+/* The item's release, for a request dropped without running (teardown,
+ * finalization): disposes of the captures, gives the space back. */
+static void rl_bslot_dispose(void *s) {
+    rl_bslot_dispose_captures(s);
+    rl_bslots_put(&s, 1);
+}
+
+/* memcpy, with the usual sizes inlined (no library call under the lock). */
+static inline void rl_bcopy_bytes(void *dst, const void *src, size_t size) {
+    switch (size) {
+    case 32: memcpy(dst, src, 32); break;
+    case 40: memcpy(dst, src, 40); break;
+    case 48: memcpy(dst, src, 48); break;
+    case 56: memcpy(dst, src, 56); break;
+    case 64: memcpy(dst, src, 64); break;
+    default: memcpy(dst, src, size);
+    }
+}
+
+/* Queues *it with a copy of the stack block b in a slot; false if memory
+ * is short. Without helpers the copy is a few stores, made under the
+ * queue's lock with the push; with them, the slot is taken, filled (the
+ * copy helper is runtime code that may allocate) and then pushed. */
+static bool rl_enqueue_bslot(RLRunLoopRef rl, rl_pitem *it, const rl_block_layout *b) {
+    size_t size = b->descriptor->size;
+    bool helpers = (b->flags & RL_BLOCK_HAS_COPY_DISPOSE) != 0;
+    void *s;
+    for (;;) {
+        rl_qlock(rl);
+        s = rl_bslot_take_locked(rl, size);
+        if (s)
+            break;
+        rl_qunlock(rl);
+        if (!rl_bslab_add(rl))
+            return false;
+    }
+    it->info = s;
+    if (!helpers) {
+        rl_bcopy_bytes(s, b, size);
+        bool ok = rl_pbuf_push(&rl->incoming, it);
+        rl_qunlock(rl);
+        if (!ok)
+            rl_bslots_put(&s, 1);
+        return ok;
+    }
+    rl_qunlock(rl);
+    rl_bcopy_bytes(s, b, size);
+    b->descriptor->copy_helper(s, (void *)b);
+    rl_qlock(rl);
+    bool ok = rl_pbuf_push(&rl->incoming, it);
+    rl_qunlock(rl);
+    if (!ok)
+        rl_bslot_dispose(s);
+    return ok;
+}
 
 bool RLRunLoopPerformBlock(RLRunLoopRef rl, RLRunLoopMode mode, void (^block)(void)) {
     const char *fn = "RLRunLoopPerformBlock";
     if (!block)
         return rl__fail(kRLErrorInvalidArgument, fn, "NULL block");
+    const rl_block_layout *b = (const void *)block;
+    /* Atomic: a heap block's reference count lives in its flags. */
+    int flags = __atomic_load_n(&b->flags, __ATOMIC_RELAXED);
+    if (flags & RL_BLOCK_IS_GLOBAL)
+        return rl_enqueue(rl, mode, rl_call_global, (void *)b, NULL, fn);
+    if (b->isa == (void *)_NSConcreteStackBlock &&
+        !(flags & (RL_BLOCK_NEEDS_FREE | RL_BLOCK_HAS_CTOR | RL_BLOCK_IS_GC)) && b->descriptor->size <= RL_BCOPY_MAX) {
+        rl_pitem it;
+        if (!rl_pitem_init(rl, mode, rl_call_bslot, NULL, rl_bslot_dispose, fn, &it))
+            return false;
+        if (rl_enqueue_bslot(rl, &it, b))
+            return true;
+        rl_pitem_free_name(&it);
+        return rl__fail(kRLErrorNoMemory, fn, "out of memory");
+    }
     void *copy = (void *)Block_copy(block);
     if (!rl_enqueue(rl, mode, rl_call_block, copy, rl_release_block, fn)) {
         Block_release((void (^)(void))copy);
@@ -1058,6 +1315,20 @@ bool RLRunLoopPerformBlock(RLRunLoopRef rl, RLRunLoopMode mode, void (^block)(vo
     return true;
 }
 #endif
+
+/* Frees the slabs of block slots (the loop's finalization). */
+static void rl_bslabs_free(RLRunLoopRef rl) {
+#if __BLOCKS__
+    free(rl->bcur);
+    while (rl->bcache) {
+        rl_bslab *next = rl->bcache->next;
+        free(rl->bcache);
+        rl->bcache = next;
+    }
+#else
+    (void)rl;
+#endif
+}
 
 static void rl_pitem_dispose(rl_pitem *it) {
     if (it->release)
@@ -1097,57 +1368,133 @@ static void rl_requeue(RLRunLoopRef rl, rl_pbuf *local) {
     free(local->a);
 }
 
+/* A batch of requests being run (rl_do_blocks), where a thread unwinding
+ * from one of them finds it. */
+typedef struct rl_batch {
+    RLRunLoopRef rl;
+    rl_pbuf local;
+    size_t i, keep; /* the item looked at; how many kept (other modes) */
+    bool running;   /* item i's function is running */
+#if __BLOCKS__
+    /* Blocks that ran are released in batches, after running: the frees
+     * (of memory the producer's thread allocated) come together instead of
+     * interleaving with the calls. */
+    void *ran[64]; /* block copies; slots (rl_call_bslot) tagged with bit 0 */
+    size_t nran;
+#endif
+} rl_batch;
+
+#if __BLOCKS__
+/* Releases the blocks that ran: a copy by Block_release; a slot by its
+ * dispose helper, the slots then going back to the pool in one step. */
+static void rl_ran_flush(rl_batch *b) {
+    size_t n = b->nran, nslots = 0;
+    b->nran = 0; /* before any release: one could end the thread */
+    void *slots[sizeof b->ran / sizeof b->ran[0]];
+    for (size_t k = 0; k < n; k++) {
+        uintptr_t p = (uintptr_t)b->ran[k];
+        if (p & 1) {
+            slots[nslots] = (void *)(p - 1);
+            rl_bslot_dispose_captures(slots[nslots++]);
+        } else {
+            rl_release_block((void *)p);
+        }
+    }
+    if (nslots)
+        rl_bslots_put(slots, nslots);
+}
+
+/* Notes that the request `it` ran (its block is released in a batch). */
+static void rl_ran_add(rl_batch *b, const rl_pitem *it) {
+    if (it->fn == rl_call_block)
+        b->ran[b->nran++] = it->info;
+    else if (it->fn == rl_call_bslot)
+        b->ran[b->nran++] = (void *)((uintptr_t)it->info | 1);
+    else
+        return;
+    if (b->nran == sizeof b->ran / sizeof b->ran[0])
+        rl_ran_flush(b);
+}
+#endif
+
+static bool rl_run_batch(rl_batch *b, rl_mode *m) {
+    bool did = false;
+    for (b->i = 0; b->i < b->local.n; b->i++) {
+        size_t i = b->i;
+        rl_pitem it = b->local.a[i];
+        /* The requests were written on other threads: fetch a few ahead
+         * (a block is read to run it, and written to release it). */
+        if (i + 4 < b->local.n)
+            __builtin_prefetch(b->local.a[i + 4].info, 1);
+        if (!rl_pitem_matches(&it, m)) {
+            b->local.a[b->keep++] = it;
+            continue;
+        }
+        b->running = true;
+        it.fn(it.info);
+        b->running = false;
+        rl_pitem_free_name(&it);
+        did = true;
+#if __BLOCKS__
+        rl_ran_add(b, &it);
+#endif
+    }
+#if __BLOCKS__
+    rl_ran_flush(b);
+#endif
+    return did;
+}
+
+/* RLThreadExit (pthread_exit) from a request unwinds through here: the
+ * running request counts as run (a block is released, with those that ran
+ * before it), and the requests not yet looked at go back to the loop's
+ * queue with the kept ones, where the thread's teardown disposes of them. */
+static void rl_batch_unwind(void *p) {
+    rl_batch *b = p;
+    /* Not running: a release of a block that ran ended the thread; item i
+     * was done with already (or i is past the end). */
+    if (b->running) {
+        rl_pitem cur = b->local.a[b->i];
+        rl_pitem_free_name(&cur);
+#if __BLOCKS__
+        rl_ran_add(b, &cur); /* b->nran < 64 here: rl_ran_add flushes when full */
+#endif
+    }
+#if __BLOCKS__
+    rl_ran_flush(b);
+#endif
+    size_t n = b->keep;
+    for (size_t j = b->i + 1; j < b->local.n; j++)
+        b->local.a[n++] = b->local.a[j];
+    b->local.n = n;
+    rl_requeue(b->rl, &b->local);
+}
+
 static bool rl_do_blocks(RLRunLoopRef rl, rl_mode *m) {
     rl_qlock(rl);
     if (rl->incoming.n == 0) {
         rl_qunlock(rl);
         return false;
     }
-    rl_pbuf local = rl->incoming;
+    rl_batch b;
+    b.rl = rl;
+    b.local = rl->incoming;
+    b.i = b.keep = 0;
+    b.running = false;
+#if __BLOCKS__
+    b.nran = 0;
+#endif
     rl->incoming = rl->spare;
     rl->incoming.n = 0;
     rl->spare = (rl_pbuf){NULL, 0, 0};
     rl_qunlock(rl);
 
-    bool did = false;
-    size_t keep = 0;
-#if __BLOCKS__
-    /* Blocks that ran are released in batches, after running: the frees
-     * (of memory the producer's thread allocated) come together instead of
-     * interleaving with the calls. */
-    void *ran[64];
-    size_t nran = 0;
-#endif
-    for (size_t i = 0; i < local.n; i++) {
-        rl_pitem it = local.a[i];
-        /* The requests were written on other threads: fetch a few ahead
-         * (a block is read to run it, and written to release it). */
-        if (i + 4 < local.n)
-            __builtin_prefetch(local.a[i + 4].info, 1);
-        if (!rl_pitem_matches(&it, m)) {
-            local.a[keep++] = it;
-            continue;
-        }
-        it.fn(it.info);
-        rl_pitem_free_name(&it);
-        did = true;
-#if __BLOCKS__
-        if (it.fn == rl_call_block) {
-            ran[nran++] = it.info;
-            if (nran == sizeof ran / sizeof ran[0]) {
-                for (size_t k = 0; k < nran; k++)
-                    rl_release_block(ran[k]);
-                nran = 0;
-            }
-        }
-#endif
-    }
-#if __BLOCKS__
-    for (size_t k = 0; k < nran; k++)
-        rl_release_block(ran[k]);
-#endif
-    local.n = keep;
-    rl_requeue(rl, &local);
+    bool did;
+    pthread_cleanup_push(rl_batch_unwind, &b);
+    did = rl_run_batch(&b, m);
+    pthread_cleanup_pop(0);
+    b.local.n = b.keep;
+    rl_requeue(rl, &b.local);
     return did;
 }
 
@@ -1524,6 +1871,25 @@ static RLRunLoopRunResult rl_run_frame(RLRunLoopRef rl, rl_frame *f, bool poll_o
     }
 }
 
+typedef struct rl_run_state {
+    RLRunLoopRef rl;
+    rl_frame *f;
+    int outer_ignore;
+    RLRunLoopRunResult result;
+} rl_run_state;
+
+/* The end of a run, also when a callout ends the thread (RLThreadExit
+ * unwinds through here): the frame leaves the loop's stack of runs, so
+ * that nothing reaches it once it is gone. */
+static void rl_run_leave(void *p) {
+    rl_run_state *st = p;
+    rl__graph_lock();
+    st->rl->frame = st->f->outer;
+    rl__graph_unlock();
+    /* Back in the outer run's pass (or out of any run): its wake-up state. */
+    atomic_store(&st->rl->ignore_wakeups, st->outer_ignore);
+}
+
 static RLRunLoopRunResult rl_run(RLRunLoopRef rl, const char *mode, RLTimeInterval seconds, bool stop_after_handle) {
     rl__graph_lock();
     rl_mode *m = atomic_load(&rl->dead) ? NULL : rl_mode_find(rl, mode);
@@ -1543,16 +1909,13 @@ static RLRunLoopRunResult rl_run(RLRunLoopRef rl, const char *mode, RLTimeInterv
     rl->frame = &f;
     rl__graph_unlock();
 
+    rl_run_state st = {rl, &f, outer_ignore, 0};
+    pthread_cleanup_push(rl_run_leave, &st);
     rl_do_observers(rl, m, kRLRunLoopEntry);
-    RLRunLoopRunResult r = rl_run_frame(rl, &f, poll_only, stop_after_handle);
+    st.result = rl_run_frame(rl, &f, poll_only, stop_after_handle);
     rl_do_observers(rl, m, kRLRunLoopExit);
-
-    rl__graph_lock();
-    rl->frame = f.outer;
-    rl__graph_unlock();
-    /* Back in the outer run's pass (or out of any run): its wake-up state. */
-    atomic_store(&rl->ignore_wakeups, outer_ignore);
-    return r;
+    pthread_cleanup_pop(1);
+    return st.result;
 }
 
 RLRunLoopRunResult RLRunLoopRunInMode(RLRunLoopMode mode, RLTimeInterval seconds, bool returnAfterSourceHandled) {
@@ -1605,6 +1968,7 @@ static void rl_finalize(void *obj) {
         rl_pitem_dispose(&rl->incoming.a[i]);
     free(rl->incoming.a);
     free(rl->spare.a);
+    rl_bslabs_free(rl);
     rl_close(rl->epfd);
     rl_close(rl->evfd);
     rl_close(rl->tfd);
@@ -1763,11 +2127,18 @@ typedef struct rl_owned_call {
     RLPerformReleaseCallBack release;
 } rl_owned_call;
 
+static void rl_owned_call_release(void *p) {
+    rl_owned_call *c = p;
+    c->release(c->info);
+}
+
 static void rl_owned_call_run(void *p) {
     rl_owned_call c = *(rl_owned_call *)p;
     free(p);
+    /* Released also when c.fn ends the thread (RLThreadExit unwinds). */
+    pthread_cleanup_push(rl_owned_call_release, &c);
     c.fn(c.info);
-    c.release(c.info);
+    pthread_cleanup_pop(1);
 }
 
 static void rl_owned_call_drop(void *p) {

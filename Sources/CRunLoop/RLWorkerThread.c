@@ -94,6 +94,28 @@ static void rl__worker_stop_here(void *info) {
     RLRunLoopStop(RLRunLoopGetCurrent());
 }
 
+/* What the worker thread owns while its loop runs. */
+typedef struct rl__worker_own {
+    RLRunLoopRef rl;
+    RLRunLoopSourceRef keepalive;
+    rl__worker_run *run;
+} rl__worker_own;
+
+/* After the loop, and also when work calls RLThreadExit (pthread_exit
+ * unwinds through here before the thread's exit sequence). */
+static void rl__worker_release_own(void *p) {
+    rl__worker_own *own = p;
+    RLRunLoopRemoveSource(own->rl, own->keepalive, kRLRunLoopCommonModes);
+    RLRunLoopSourceInvalidate(own->keepalive);
+    RLRelease(own->keepalive);
+    rl__worker_run_release(own->run);
+}
+
+static void rl__worker_loop(rl__worker_run *run) {
+    while (!atomic_load(&run->stop_requested))
+        RLRunLoopRun();
+}
+
 static void *rl__worker_main(void *arg) {
     rl__worker_run *run = arg; /* the thread's reference */
     RLWorkerThreadRef w = run->starting;
@@ -119,13 +141,10 @@ static void *rl__worker_main(void *arg) {
     w->new_runloop = (RLRunLoopRef)RLRetain(rl);
     pthread_mutex_unlock(&w->lock);
 
-    while (!atomic_load(&run->stop_requested))
-        RLRunLoopRun();
-
-    RLRunLoopRemoveSource(rl, keepalive, kRLRunLoopCommonModes);
-    RLRunLoopSourceInvalidate(keepalive);
-    RLRelease(keepalive);
-    rl__worker_run_release(run);
+    rl__worker_own own = {rl, keepalive, run};
+    pthread_cleanup_push(rl__worker_release_own, &own);
+    rl__worker_loop(run);
+    pthread_cleanup_pop(1);
     return NULL;
 }
 

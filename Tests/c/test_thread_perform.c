@@ -780,6 +780,132 @@ static void test_with_release_misuse(void **state) {
     assert_int_equal(atomic_load(&o.ran), 0);
 }
 
+/* ---- RLThreadExit from inside work running in the loop ---- */
+
+static _Atomic int exit_gate, exit_handler_ran;
+
+static void exit_now(void *arg) {
+    atomic_fetch_add(&((owned *)arg)->ran, 1);
+    RLThreadExit();
+}
+
+static void note_exit(RLThreadRef thread, void *info) { atomic_fetch_add(&exit_handler_ran, 1); }
+
+/* Runs its loop once the gate opens, with everything already queued: one
+ * pass takes the whole batch, and the first request ends the thread. */
+static RLRunLoopRef _Atomic gated_loop;
+
+static void *run_loop_after_gate(void *arg) {
+    atomic_store(&gated_loop, RLRunLoopGetCurrent());
+    wait_for_flag(&exit_gate);
+    RLRunLoopRunInMode(kRLRunLoopDefaultMode, 30, false);
+    return (void *)1; /* not reached */
+}
+
+static void test_exit_from_inside_a_request(void **state) {
+    atomic_store(&exit_gate, 0);
+    atomic_store(&exit_handler_ran, 0);
+    atomic_store(&gated_loop, NULL);
+    RLThreadRef t = RLThreadCreate(NULL, run_loop_after_gate, NULL);
+    assert_true(RLThreadSetJoinable(t, true));
+    assert_true(RLThreadAddWillExitHandler(t, note_exit, NULL));
+    assert_true(RLThreadStart(t));
+    owned before, ender, after, waited;
+    memset(&before, 0, sizeof before);
+    memset(&ender, 0, sizeof ender);
+    memset(&after, 0, sizeof after);
+    memset(&waited, 0, sizeof waited);
+    assert_true(RLThreadPerformWithRelease(t, owned_run, &before, owned_release, NULL, false));
+    assert_true(RLThreadPerformWithRelease(t, exit_now, &ender, owned_release, NULL, false));
+    assert_true(RLThreadPerformWithRelease(t, owned_run, &after, owned_release, NULL, false));
+#if __BLOCKS__
+    __block int block_ran = 0;
+    assert_true(RLThreadPerformBlock(t, NULL, false, ^{
+        block_ran = 1;
+    }));
+#endif
+    /* The loop's own queue too: a block and a function with a release
+     * behind the thread's drain. */
+    RLRunLoopRef rl;
+    for (double deadline = rl_test_now() + 60; !(rl = atomic_load(&gated_loop));)
+        assert_true(rl_test_now() < deadline), usleep(500);
+    owned loop_owned;
+    memset(&loop_owned, 0, sizeof loop_owned);
+    assert_true(RLRunLoopPerformFunctionWithRelease(rl, kRLRunLoopDefaultMode, owned_run, &loop_owned,
+                                                    owned_release));
+#if __BLOCKS__
+    __block int loop_block_ran = 0;
+    assert_true(RLRunLoopPerformBlock(rl, kRLRunLoopDefaultMode, ^{
+        loop_block_ran = 1;
+    }));
+#endif
+    /* A waiter behind the request that ends the thread is told it failed,
+     * not left waiting. */
+    drop_waiter d = {.target = t, .o = &waited};
+    pthread_t pt;
+    assert_int_equal(pthread_create(&pt, NULL, post_owned_and_wait, &d), 0);
+    wait_for_flag(&d.posting);
+    usleep(20000); /* lets it queue its request (either order is correct) */
+    atomic_store(&exit_gate, 1);
+    pthread_join(pt, NULL);
+    void *result = (void *)2;
+    assert_true(RLThreadJoin(t, &result));
+    assert_null(result);
+    assert_true(RLThreadIsFinished(t));
+    assert_int_equal(atomic_load(&exit_handler_ran), 1);
+    /* Ran and released, in order; what came after was released unrun. */
+    assert_int_equal(atomic_load(&before.ran), 1);
+    assert_int_equal(atomic_load(&before.released_after_run), 1);
+    assert_int_equal(atomic_load(&ender.ran), 1);
+    assert_int_equal(atomic_load(&ender.released), 1);
+    assert_int_equal(atomic_load(&after.ran), 0);
+    assert_int_equal(atomic_load(&after.released), 1);
+    assert_false(d.ok);
+    assert_int_equal(d.code, kRLErrorInvalidState);
+    assert_int_equal(atomic_load(&waited.ran), 0);
+    assert_int_equal(atomic_load(&waited.released), 1);
+    assert_int_equal(atomic_load(&loop_owned.ran), 0);
+    assert_int_equal(atomic_load(&loop_owned.released), 1);
+#if __BLOCKS__
+    assert_int_equal(block_ran, 0);
+    assert_int_equal(loop_block_ran, 0);
+#endif
+    RLRelease(t);
+}
+
+/* A function queued on the loop itself (not a thread request) that ends
+ * the thread: its release still runs, and what is queued behind it goes. */
+static void *run_loop_with_exit_queued(void *arg) {
+    owned *o = arg;
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    RLRunLoopPerformFunctionWithRelease(rl, kRLRunLoopDefaultMode, exit_now, &o[0], owned_release);
+    RLRunLoopPerformFunctionWithRelease(rl, kRLRunLoopDefaultMode, owned_run, &o[1], owned_release);
+#if __BLOCKS__
+    RLRunLoopPerformBlock(rl, kRLRunLoopDefaultMode, ^{
+        atomic_fetch_add(&o[2].ran, 1);
+    });
+#endif
+    RLRunLoopRunInMode(kRLRunLoopDefaultMode, 30, false);
+    return (void *)1; /* not reached */
+}
+
+static void test_exit_from_inside_a_loop_function(void **state) {
+    owned o[3];
+    memset(o, 0, sizeof o);
+    RLThreadRef t = RLThreadCreate(NULL, run_loop_with_exit_queued, o);
+    assert_true(RLThreadSetJoinable(t, true));
+    assert_true(RLThreadStart(t));
+    void *result = (void *)2;
+    assert_true(RLThreadJoin(t, &result));
+    assert_null(result);
+    assert_int_equal(atomic_load(&o[0].ran), 1);
+    assert_int_equal(atomic_load(&o[0].released), 1);
+    assert_int_equal(atomic_load(&o[1].ran), 0);
+    assert_int_equal(atomic_load(&o[1].released), 1);
+    assert_int_equal(atomic_load(&o[2].ran), 0);
+    RLRelease(t);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_perform_on_thread_async_then_wait),
@@ -799,6 +925,8 @@ int main(void) {
         cmocka_unit_test(test_with_release_dropped_at_thread_exit),
         cmocka_unit_test(test_delayed_with_release),
         cmocka_unit_test(test_with_release_misuse),
+        cmocka_unit_test(test_exit_from_inside_a_request),
+        cmocka_unit_test(test_exit_from_inside_a_loop_function),
 #if __BLOCKS__
         cmocka_unit_test(test_blocks),
 #endif

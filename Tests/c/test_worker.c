@@ -22,6 +22,39 @@ static int count_dir(const char *path) {
     return n;
 }
 
+/* Thread counts and thread ids from /proc/self/task. The kernel lists a
+ * joined thread there for a moment after the join returns (the join waits
+ * for the thread's tid to be cleared, which comes before the task is
+ * reaped), so a count taken right after a join, a baseline included, can be
+ * too high for a moment. These wait instead of comparing once; the deadline
+ * is only there so that a leak fails instead of hanging. */
+static bool task_exists(pid_t tid) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/task/%d", (int)tid);
+    return access(path, F_OK) == 0;
+}
+
+static void assert_task_gone(pid_t tid) {
+    double deadline = rl_test_now() + 60;
+    while (task_exists(tid)) {
+        if (rl_test_now() > deadline)
+            fail_msg("thread %d still exists", (int)tid);
+        usleep(1000);
+    }
+}
+
+/* The count drops to `limit` or below (a baseline taken while a joined
+ * thread was still listed is one too high, never too low). */
+static void assert_task_count_at_most(int limit) {
+    double deadline = rl_test_now() + 60;
+    int n;
+    while ((n = count_dir("/proc/self/task")) > limit) {
+        if (rl_test_now() > deadline)
+            fail_msg("the process has %d threads, expected at most %d", n, limit);
+        usleep(1000);
+    }
+}
+
 /* ---- start / stop ---- */
 
 static void *running_mode_of(RLWorkerThreadRef w) {
@@ -193,26 +226,35 @@ static void test_repeated_start_stop_leaks_nothing(void **state) {
     for (long i = 0; i < cycles; i++) {
         assert_true(RLWorkerThreadStart(w));
         assert_true(RLWorkerThreadPerformAsync(w, work, &log));
-        assert_true(RLWorkerThreadStop(w));
+        assert_true(RLWorkerThreadStop(w)); /* the work ran first (FIFO) */
+        assert_task_gone(log.tid);
     }
     assert_int_equal(log.n, cycles);
     assert_int_equal(count_dir("/proc/self/fd"), fds);
-    assert_int_equal(count_dir("/proc/self/task"), tasks);
+    assert_task_count_at_most(tasks);
 
-    /* Many workers at once, then all stopped. */
+    /* Many workers at once, each on a thread of its own, then all stopped. */
     enum { N = 8 };
     RLWorkerThreadRef many[N];
+    pid_t tids[N];
     for (int i = 0; i < N; i++) {
         many[i] = RLWorkerThreadCreate(NULL, NULL);
         assert_true(RLWorkerThreadStart(many[i]));
+        memset(&log, 0, sizeof log);
+        assert_true(RLWorkerThreadPerformSync(many[i], work, &log));
+        tids[i] = log.tid;
+        assert_true(task_exists(tids[i]));
+        for (int j = 0; j < i; j++)
+            assert_int_not_equal(tids[j], tids[i]);
     }
-    assert_int_equal(count_dir("/proc/self/task"), tasks + N);
+    assert_task_count_at_most(tasks + N);
     for (int i = 0; i < N; i++) {
         assert_true(RLWorkerThreadStop(many[i]));
         RLRelease(many[i]);
+        assert_task_gone(tids[i]);
     }
     assert_int_equal(count_dir("/proc/self/fd"), fds);
-    assert_int_equal(count_dir("/proc/self/task"), tasks);
+    assert_task_count_at_most(tasks);
     RLRelease(w);
 }
 
@@ -324,20 +366,25 @@ static void test_worker_misuse(void **state) {
     assert_true(RLWorkerThreadIsRunning(w));
 
     /* From elsewhere, releasing the last reference stops the worker and
-     * returns once its thread is gone. */
-    int tasks = count_dir("/proc/self/task");
+     * returns once its thread is gone (joined). */
+    work_log log;
+    memset(&log, 0, sizeof log);
+    assert_true(RLWorkerThreadPerformSync(w, work, &log));
+    assert_true(task_exists(log.tid));
     assert_true(RLRelease(w));
-    assert_int_equal(count_dir("/proc/self/task"), tasks - 1);
+    assert_task_gone(log.tid);
 }
 
 static void test_release_last_reference_on_worker_itself(void **state) {
     exit_probe p;
     memset(&p, 0, sizeof p);
-    int tasks = count_dir("/proc/self/task");
     RLWorkerThreadRef w = RLWorkerThreadCreate(NULL, "self-release");
     assert_true(RLWorkerThreadStart(w));
     assert_true(RLWorkerThreadAddWillExitHandler(w, on_exit_handler, &p));
     RLThreadRef t = (RLThreadRef)RLRetain(RLWorkerThreadGetThread(w));
+    work_log log;
+    memset(&log, 0, sizeof log);
+    assert_true(RLWorkerThreadPerformSync(w, work, &log));
     /* The release succeeds without waiting for itself; the thread then
      * leaves its loop, runs its exit handlers and goes, detached. */
     self_stop s = {w, kRLErrorWouldDeadlock, 0};
@@ -351,10 +398,7 @@ static void test_release_last_reference_on_worker_itself(void **state) {
     assert_int_equal(atomic_load(&p.handler_ran), 1);
     assert_ptr_equal(p.thread, t);
     RLRelease(t);
-    while (count_dir("/proc/self/task") != tasks) {
-        assert_true(rl_test_now() < deadline);
-        usleep(1000);
-    }
+    assert_task_gone(log.tid);
 }
 
 /* ---- will-exit handlers: tokens, removal, blocks ---- */
@@ -505,6 +549,43 @@ static void test_perform_with_release(void **state) {
     RLRelease(w);
 }
 
+/* ---- RLThreadExit from a worker job ---- */
+
+static void exit_job(void *arg) {
+    ((work_log *)arg)->tid = gettid();
+    RLThreadExit();
+}
+
+static void test_exit_from_worker_job(void **state) {
+    exit_probe p;
+    memset(&p, 0, sizeof p);
+    RLWorkerThreadRef w = RLWorkerThreadCreate(NULL, "exits");
+    assert_true(RLWorkerThreadAddWillExitHandler(w, on_exit_handler, &p));
+    assert_true(RLWorkerThreadStart(w));
+    work_log ended, behind;
+    memset(&ended, 0, sizeof ended);
+    memset(&behind, 0, sizeof behind);
+    /* The job ends the thread: the waiter behind it is told, not left
+     * waiting, and the thread's exit handlers still run. */
+    assert_true(RLWorkerThreadPerformAsync(w, exit_job, &ended));
+    assert_false(RLWorkerThreadPerformSync(w, work, &behind));
+    assert_rl_error(kRLErrorInvalidState);
+    assert_int_equal(behind.n, 0);
+    /* Stop still joins it; the worker can be started again. */
+    assert_true(RLWorkerThreadStop(w));
+    assert_int_equal(atomic_load(&p.handler_ran), 1);
+    assert_task_gone(ended.tid);
+    atomic_store(&p.handler_ran, 0);
+    assert_true(RLWorkerThreadStart(w));
+    assert_true(RLWorkerThreadPerformSync(w, work, &behind));
+    assert_int_equal(behind.n, 1);
+    /* Waiting on the job that ends the thread: it ran. */
+    assert_true(RLWorkerThreadPerformSync(w, exit_job, &ended));
+    assert_true(RLWorkerThreadStop(w));
+    assert_int_equal(atomic_load(&p.handler_ran), 1);
+    RLRelease(w);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_start_returns_when_loop_runs),
@@ -519,6 +600,7 @@ int main(void) {
         cmocka_unit_test(test_will_exit_handler_tokens),
         cmocka_unit_test(test_will_exit_handler_misuse),
         cmocka_unit_test(test_perform_with_release),
+        cmocka_unit_test(test_exit_from_worker_job),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

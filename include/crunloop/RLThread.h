@@ -170,7 +170,16 @@ RL_EXPORT bool RLThreadIsFinished(RLThreadRef thread);
  * thread's code run first, innermost first, then the thread's run loop is
  * torn down and its will-exit handlers and dictionary destructors run, as
  * after a return (the join result is NULL). Does not return. On the main
- * thread it is pthread_exit: the process lives on while other threads run. */
+ * thread it is pthread_exit: the process lives on while other threads run.
+ * Called from work running in the thread's run loop (a perform request, a
+ * block or function queued on the loop, a worker's job), that work counts
+ * as run (its release callback or block copy goes, a waitUntilDone sender
+ * is told it ran), and everything queued behind it is dropped as at any
+ * exit: released, never run, its waiting senders failed with
+ * kRLErrorInvalidState. Nothing leaks and no sender is left waiting. What
+ * the thread's own code holds (sources it created, memory) is its own to
+ * free, with pthread_cleanup_push. From a timer, source or observer
+ * callout it is not supported: what that pass of the loop holds may leak. */
 RL_EXPORT void RLThreadExit(void) __attribute__((noreturn));
 
 /* ---- will-exit notification ---- */
