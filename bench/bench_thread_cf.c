@@ -16,6 +16,7 @@ struct bth_cf_worker {
     pthread_t thread;
     _Atomic(CFRunLoopRef) rl;
     atomic_bool done;
+    int cpu;
     sem_t reply;
 };
 
@@ -23,6 +24,7 @@ static void cf_nothing(void *info) { (void)info; }
 
 static void *cf_worker_main(void *arg) {
     bth_cf_worker *w = arg;
+    if (!bth_pin_self(w->cpu)) abort();
     CFRunLoopRef rl = CFRunLoopGetCurrent();
     CFRunLoopSourceContext ctx = {0};
     ctx.perform = cf_nothing;
@@ -36,9 +38,10 @@ static void *cf_worker_main(void *arg) {
     return NULL;
 }
 
-bth_cf_worker *bth_cf_worker_start(void) {
+bth_cf_worker *bth_cf_worker_start(int cpu) {
     bth_cf_worker *w = calloc(1, sizeof *w);
     if (!w) return NULL;
+    w->cpu = cpu;
     sem_init(&w->reply, 0, 0);
     if (pthread_create(&w->thread, NULL, cf_worker_main, w) != 0) {
         free(w);

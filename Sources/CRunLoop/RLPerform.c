@@ -351,6 +351,7 @@ static void rl__drain(void *info) {
     if (TAILQ_EMPTY(&run.batch))
         return;
     pthread_cleanup_push(rl__drain_unwind, &run);
+    rl__cleanup_arg_escapes(&run);
     rl__drain_run_batch(&run);
     pthread_cleanup_pop(0);
 }

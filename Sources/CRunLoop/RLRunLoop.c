@@ -71,10 +71,14 @@ typedef struct rl_citem {
     rl_kind kind;
 } rl_citem;
 
-/* An fd source's registration in this loop's epoll set, indexed by fd. */
+/* The fd sources of this loop on one fd, indexed by fd. Several
+ * RLFileDescriptor objects may wrap the same fd, but epoll holds one
+ * registration per fd: it watches the union of what they want, and a
+ * readiness goes to each of them whose enabled callbacks match. */
 typedef struct rl_fdreg {
-    struct RLRunLoopSource *src; /* NULL: free slot */
-    uint32_t armed;              /* epoll events currently watched; 0: not in the set */
+    struct RLRunLoopSource **srcs; /* in registration order; not retained (their memberships are) */
+    uint32_t nsrcs, capsrcs;       /* nsrcs 0: free slot */
+    uint32_t armed;                /* epoll events currently watched; 0: not in the set */
 } rl_fdreg;
 
 /* Fields that other threads touch on hot paths are kept on separate cache
@@ -438,14 +442,17 @@ static uint32_t rl_fd_desired(RLRunLoopRef rl, struct RLRunLoopSource *src) {
     return ev;
 }
 
-/* Brings the epoll set in line with what fd should be watched for. An fd
- * nobody listens to is removed from the set, not left with no events:
- * epoll reports hang-ups even then, which would spin the loop. */
+/* Brings the epoll set in line with what fd should be watched for (the
+ * union over its sources). An fd nobody listens to is removed from the set,
+ * not left with no events: epoll reports hang-ups even then, which would
+ * spin the loop. */
 static void rl_fd_sync(RLRunLoopRef rl, int fd) {
-    if (fd < 0 || (size_t)fd >= rl->nfdtab || !rl->fdtab[fd].src)
+    if (fd < 0 || (size_t)fd >= rl->nfdtab)
         return;
     rl_fdreg *r = &rl->fdtab[fd];
-    uint32_t want = rl_fd_desired(rl, r->src);
+    uint32_t want = 0;
+    for (uint32_t i = 0; i < r->nsrcs; i++)
+        want |= rl_fd_desired(rl, r->srcs[i]);
     if (want == r->armed)
         return;
     struct epoll_event ev = {.events = want, .data.fd = fd};
@@ -470,28 +477,41 @@ static void rl_fd_register(RLRunLoopRef rl, struct RLRunLoopSource *src) {
         rl->fdtab = t;
         rl->nfdtab = n;
     }
-    if (rl->fdtab[fd].src)
-        return;
-    rl->fdtab[fd].src = src;
-    rl->fdtab[fd].armed = 0;
+    rl_fdreg *r = &rl->fdtab[fd];
+    for (uint32_t i = 0; i < r->nsrcs; i++) {
+        if (r->srcs[i] == src)
+            return;
+    }
+    if (r->nsrcs == r->capsrcs) {
+        uint32_t cap = r->capsrcs ? r->capsrcs * 2 : 1;
+        struct RLRunLoopSource **a = realloc(r->srcs, cap * sizeof *a);
+        if (!a)
+            return;
+        r->srcs = a;
+        r->capsrcs = cap;
+    }
+    r->srcs[r->nsrcs++] = src;
     rl_fd_sync(rl, fd);
 }
 
 static void rl_fd_unregister(RLRunLoopRef rl, struct RLRunLoopSource *src) {
     int fd = src->fdobj ? src->fdobj->fd : -1;
-    if (fd < 0 || (size_t)fd >= rl->nfdtab || rl->fdtab[fd].src != src)
+    if (fd < 0 || (size_t)fd >= rl->nfdtab)
         return;
-    if (rl->fdtab[fd].armed) {
-        epoll_ctl(rl->epfd, EPOLL_CTL_DEL, fd, NULL);
-        rl->nfd_armed--;
+    rl_fdreg *r = &rl->fdtab[fd];
+    for (uint32_t i = 0; i < r->nsrcs; i++) {
+        if (r->srcs[i] == src) {
+            memmove(&r->srcs[i], &r->srcs[i + 1], (r->nsrcs - i - 1) * sizeof *r->srcs);
+            r->nsrcs--;
+            rl_fd_sync(rl, fd); /* the union of the others; none left: out of the set */
+            return;
+        }
     }
-    rl->fdtab[fd].src = NULL;
-    rl->fdtab[fd].armed = 0;
 }
 
 static void rl_fd_sync_all(RLRunLoopRef rl) {
     for (size_t i = 0; i < rl->nfdtab; i++) {
-        if (rl->fdtab[i].src)
+        if (rl->fdtab[i].nsrcs)
             rl_fd_sync(rl, (int)i);
     }
 }
@@ -1491,6 +1511,7 @@ static bool rl_do_blocks(RLRunLoopRef rl, rl_mode *m) {
 
     bool did;
     pthread_cleanup_push(rl_batch_unwind, &b);
+    rl__cleanup_arg_escapes(&b);
     did = rl_run_batch(&b, m);
     pthread_cleanup_pop(0);
     b.local.n = b.keep;
@@ -1704,34 +1725,55 @@ typedef struct rl_fd_fire {
     RLOptionFlags types;
 } rl_fd_fire;
 
-/* Turns an epoll event into the callbacks to deliver; one-shot: the
- * delivered types are disabled before the callout. Graph lock held. */
-static bool rl_fd_take(RLRunLoopRef rl, rl_mode *m, int fd, uint32_t events, rl_fd_fire *out) {
-    if (fd < 0 || (size_t)fd >= rl->nfdtab || !rl->fdtab[fd].src)
-        return false;
-    struct RLRunLoopSource *s = rl->fdtab[fd].src;
-    struct RLFileDescriptor *f = s->fdobj;
-    RLOptionFlags types = 0;
+/* Turns an epoll event into the callbacks to deliver, for each source on
+ * fd (at most max) whose enabled callbacks match; one-shot: the delivered
+ * types are disabled before the callout. Returns how many went to out.
+ * Graph lock held. */
+static size_t rl_fd_take(RLRunLoopRef rl, rl_mode *m, int fd, uint32_t events, rl_fd_fire *out, size_t max) {
+    if (fd < 0 || (size_t)fd >= rl->nfdtab)
+        return 0;
+    rl_fdreg *r = &rl->fdtab[fd];
+    RLOptionFlags ready = 0;
     if (events & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP))
-        types |= kRLFileDescriptorReadCallBack;
+        ready |= kRLFileDescriptorReadCallBack;
     if (events & (EPOLLOUT | EPOLLERR))
-        types |= kRLFileDescriptorWriteCallBack;
-    types &= f ? f->enabled : 0;
-    if (!types || !s->valid || !f->valid || !rl__memb_in_mode(s, RL_KIND_SOURCE, m)) {
-        rl_fd_sync(rl, fd);
-        return false;
+        ready |= kRLFileDescriptorWriteCallBack;
+    size_t n = 0;
+    for (uint32_t i = 0; i < r->nsrcs && n < max; i++) {
+        struct RLRunLoopSource *s = r->srcs[i];
+        struct RLFileDescriptor *f = s->fdobj;
+        RLOptionFlags types = f ? ready & f->enabled : 0;
+        if (!types || !s->valid || !f->valid || !rl__memb_in_mode(s, RL_KIND_SOURCE, m))
+            continue;
+        f->enabled &= ~types;
+        rl__fd_changed_locked(f); /* re-syncs fd here and in its other loops; r->srcs unchanged */
+        rl_retain_raw(s);
+        out[n].src = s;
+        out[n].types = types;
+        n++;
     }
-    f->enabled &= ~types;
-    rl__fd_changed_locked(f);
-    rl_retain_raw(s);
-    out->src = s;
-    out->types = types;
+    rl_fd_sync(rl, fd);
+    return n;
+}
+
+/* Room in *fire (inline buffer inl at first) for need entries. */
+static bool rl_fd_fire_reserve(rl_fd_fire **fire, rl_fd_fire *inl, size_t *cap, size_t n, size_t need) {
+    if (need <= *cap)
+        return true;
+    size_t c = *cap * 2 > need ? *cap * 2 : need;
+    rl_fd_fire *a = *fire == inl ? malloc(c * sizeof *a) : realloc(*fire, c * sizeof *a);
+    if (!a)
+        return false;
+    if (*fire == inl)
+        memcpy(a, inl, n * sizeof *a);
+    *fire = a;
+    *cap = c;
     return true;
 }
 
 static bool rl_do_fds(RLRunLoopRef rl, rl_mode *m, struct epoll_event *ev, int nev, bool stop_after_handle) {
-    rl_fd_fire fire[64];
-    size_t n = 0;
+    rl_fd_fire inl[64], *fire = inl;
+    size_t n = 0, cap = 64;
     rl__graph_lock();
     for (int i = 0; i < nev; i++) {
         int fd = ev[i].data.fd;
@@ -1739,8 +1781,10 @@ static bool rl_do_fds(RLRunLoopRef rl, rl_mode *m, struct epoll_event *ev, int n
             continue;
         if (stop_after_handle && n == 1)
             break; /* the others stay armed and report again */
-        if (rl_fd_take(rl, m, fd, ev[i].events, &fire[n]))
-            n++;
+        size_t k = fd >= 0 && (size_t)fd < rl->nfdtab ? rl->fdtab[fd].nsrcs : 0;
+        if (!rl_fd_fire_reserve(&fire, inl, &cap, n, n + k))
+            k = cap - n; /* out of memory: the rest stay enabled and report again */
+        n += rl_fd_take(rl, m, fd, ev[i].events, fire + n, stop_after_handle ? 1 : k);
     }
     rl__graph_unlock();
     for (size_t i = 1; i < n; i++) { /* insertion sort by order */
@@ -1765,6 +1809,8 @@ static bool rl_do_fds(RLRunLoopRef rl, rl_mode *m, struct epoll_event *ev, int n
         }
         RLRelease(s);
     }
+    if (fire != inl)
+        free(fire);
     return handled;
 }
 
@@ -1911,6 +1957,7 @@ static RLRunLoopRunResult rl_run(RLRunLoopRef rl, const char *mode, RLTimeInterv
 
     rl_run_state st = {rl, &f, outer_ignore, 0};
     pthread_cleanup_push(rl_run_leave, &st);
+    rl__cleanup_arg_escapes(&st);
     rl_do_observers(rl, m, kRLRunLoopEntry);
     st.result = rl_run_frame(rl, &f, poll_only, stop_after_handle);
     rl_do_observers(rl, m, kRLRunLoopExit);
@@ -1963,6 +2010,8 @@ static void rl_finalize(void *obj) {
     free(rl->common);
     free(rl->citems);
     free(rl->ready);
+    for (size_t i = 0; i < rl->nfdtab; i++)
+        free(rl->fdtab[i].srcs);
     free(rl->fdtab);
     for (size_t i = 0; i < rl->incoming.n; i++)
         rl_pitem_dispose(&rl->incoming.a[i]);
@@ -2137,6 +2186,7 @@ static void rl_owned_call_run(void *p) {
     free(p);
     /* Released also when c.fn ends the thread (RLThreadExit unwinds). */
     pthread_cleanup_push(rl_owned_call_release, &c);
+    rl__cleanup_arg_escapes(&c);
     c.fn(c.info);
     pthread_cleanup_pop(1);
 }

@@ -143,6 +143,7 @@ static void *rl__worker_main(void *arg) {
 
     rl__worker_own own = {rl, keepalive, run};
     pthread_cleanup_push(rl__worker_release_own, &own);
+    rl__cleanup_arg_escapes(&own);
     rl__worker_loop(run);
     pthread_cleanup_pop(1);
     return NULL;

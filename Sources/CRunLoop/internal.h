@@ -25,6 +25,16 @@ RL__HIDDEN bool rl__fail(RLErrorCode code, const char *fn, const char *fmt, ...)
 RL__HIDDEN bool rl__fail_errno(int err, const char *fn, const char *fmt, ...)
     __attribute__((format(printf, 3, 4), cold));
 
+/* glibc's C pthread_cleanup_push keeps its argument in a local that only
+ * the unwind path (a longjmp back into the pushing frame) reads, so the
+ * compiler does not see a local struct passed to it escape: it may keep the
+ * struct's fields in registers across calls, and the handler then reads
+ * stale values after RLThreadExit. Call this right after the push to
+ * publish the struct's address. */
+static inline void rl__cleanup_arg_escapes(void *p) {
+    __asm__ volatile("" : : "r"(p) : "memory");
+}
+
 /* ---- objects (RLBase.c) ---- */
 
 typedef struct rl__class {

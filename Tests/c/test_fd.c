@@ -1,5 +1,6 @@
 /* test_fd.c — file-descriptor sources: read and write readiness, one-shot
- * per enable, modes, several fds in one wake, invalidation, closeOnInvalidate. */
+ * per enable, modes, several fds in one wake, invalidation, closeOnInvalidate,
+ * several objects on one fd. */
 #include "testutil.h"
 #include "trace.h"
 
@@ -165,6 +166,143 @@ static void test_fd_wakes_a_sleeping_loop(void **state) {
     close(p[1]);
 }
 
+/* Several objects on one fd: epoll holds one registration per fd, so the
+ * loop watches the union of what they want and serves each of them. */
+
+static void test_two_objects_read_one_pipe(void **state) {
+    int p[2];
+    assert_int_equal(pipe(p), 0);
+    RLFileDescriptorRef a = make(p[0], "a", false);
+    RLFileDescriptorRef b = make(p[0], "b", false);
+    RLRunLoopSourceRef sa = add(a, "Two");
+    RLRunLoopSourceRef sb = add(b, "Two");
+    assert_true(RLFileDescriptorEnableCallBacks(a, kRLFileDescriptorReadCallBack));
+    assert_true(RLFileDescriptorEnableCallBacks(b, kRLFileDescriptorReadCallBack));
+    assert_int_equal(write(p[1], "x", 1), 1);
+    /* Both in one wake (equal order: in the order they were added). */
+    assert_int_equal(RLRunLoopRunInMode("Two", 0.02, false), kRLRunLoopRunTimedOut);
+    assert_trace("a:r b:r");
+    /* One-shot each: still readable, nothing more. */
+    assert_int_equal(RLRunLoopRunInMode("Two", 0.02, false), kRLRunLoopRunTimedOut);
+    assert_trace("a:r b:r");
+    /* Only b re-enabled: only b hears. */
+    assert_true(RLFileDescriptorEnableCallBacks(b, kRLFileDescriptorReadCallBack));
+    assert_int_equal(RLRunLoopRunInMode("Two", 0.02, false), kRLRunLoopRunTimedOut);
+    assert_trace("a:r b:r b:r");
+    /* returnAfterSourceHandled: one object per run, the other next time. */
+    assert_true(RLFileDescriptorEnableCallBacks(a, kRLFileDescriptorReadCallBack));
+    assert_true(RLFileDescriptorEnableCallBacks(b, kRLFileDescriptorReadCallBack));
+    assert_int_equal(RLRunLoopRunInMode("Two", 10, true), kRLRunLoopRunHandledSource);
+    assert_trace("a:r b:r b:r a:r");
+    assert_int_equal(RLRunLoopRunInMode("Two", 10, true), kRLRunLoopRunHandledSource);
+    assert_trace("a:r b:r b:r a:r b:r");
+    RLFileDescriptorInvalidate(a);
+    RLFileDescriptorInvalidate(b);
+    RLRelease(sa);
+    RLRelease(sb);
+    RLRelease(a);
+    RLRelease(b);
+    close(p[0]);
+    close(p[1]);
+}
+
+static void test_reader_and_writer_on_one_socket(void **state) {
+    int sv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    RLFileDescriptorRef r = make(sv[0], "R", false);
+    RLFileDescriptorRef w = make(sv[0], "W", false);
+    RLRunLoopSourceRef sr = add(r, "RW");
+    RLRunLoopSourceRef sw = add(w, "RW");
+    assert_true(RLFileDescriptorEnableCallBacks(r, kRLFileDescriptorReadCallBack));
+    assert_true(RLFileDescriptorEnableCallBacks(w, kRLFileDescriptorWriteCallBack));
+    /* Writable, not readable: the writer only. */
+    assert_int_equal(RLRunLoopRunInMode("RW", 0.02, false), kRLRunLoopRunTimedOut);
+    assert_trace("W:w");
+    /* Readable now: the reader, with its own callback type only. */
+    assert_int_equal(write(sv[1], "x", 1), 1);
+    assert_int_equal(RLRunLoopRunInMode("RW", 0.02, false), kRLRunLoopRunTimedOut);
+    assert_trace("W:w R:r");
+    /* Both armed and both ready: each gets its own callback in one wake. */
+    assert_true(RLFileDescriptorEnableCallBacks(r, kRLFileDescriptorReadCallBack));
+    assert_true(RLFileDescriptorEnableCallBacks(w, kRLFileDescriptorWriteCallBack));
+    assert_int_equal(RLRunLoopRunInMode("RW", 0.02, false), kRLRunLoopRunTimedOut);
+    assert_trace("W:w R:r R:r W:w");
+    RLFileDescriptorInvalidate(r);
+    RLFileDescriptorInvalidate(w);
+    RLRelease(sr);
+    RLRelease(sw);
+    RLRelease(r);
+    RLRelease(w);
+    close(sv[0]);
+    close(sv[1]);
+}
+
+static void test_invalidating_one_leaves_the_other(void **state) {
+    int p[2];
+    assert_int_equal(pipe(p), 0);
+    RLFileDescriptorRef a = make(p[0], "a", false);
+    RLFileDescriptorRef b = make(p[0], "b", false);
+    RLRunLoopSourceRef sa = add(a, "Inv");
+    RLRunLoopSourceRef sb = add(b, "Inv");
+    assert_true(RLFileDescriptorEnableCallBacks(a, kRLFileDescriptorReadCallBack));
+    assert_true(RLFileDescriptorEnableCallBacks(b, kRLFileDescriptorReadCallBack));
+    assert_true(RLFileDescriptorInvalidate(a));
+    assert_false(RLRunLoopSourceIsValid(sa));
+    assert_int_equal(write(p[1], "x", 1), 1);
+    assert_int_equal(RLRunLoopRunInMode("Inv", 10, true), kRLRunLoopRunHandledSource);
+    assert_trace("b:r");
+    assert_true(RLFileDescriptorEnableCallBacks(b, kRLFileDescriptorReadCallBack));
+    assert_int_equal(RLRunLoopRunInMode("Inv", 10, true), kRLRunLoopRunHandledSource);
+    assert_trace("b:r b:r");
+    /* Removing the other's source (not invalidating) also leaves nothing
+     * behind: the mode is empty. */
+    RLRunLoopRemoveSource(RLRunLoopGetCurrent(), sb, "Inv");
+    assert_int_equal(RLRunLoopRunInMode("Inv", 0, false), kRLRunLoopRunFinished);
+    /* And back again. */
+    assert_true(RLRunLoopAddSource(RLRunLoopGetCurrent(), sb, "Inv"));
+    assert_true(RLFileDescriptorEnableCallBacks(b, kRLFileDescriptorReadCallBack));
+    assert_int_equal(RLRunLoopRunInMode("Inv", 10, true), kRLRunLoopRunHandledSource);
+    assert_trace("b:r b:r b:r");
+    RLFileDescriptorInvalidate(b);
+    RLRelease(sa);
+    RLRelease(sb);
+    RLRelease(a);
+    RLRelease(b);
+    close(p[0]);
+    close(p[1]);
+}
+
+static void test_two_objects_in_different_modes(void **state) {
+    int p[2];
+    assert_int_equal(pipe(p), 0);
+    RLFileDescriptorRef a = make(p[0], "a", false);
+    RLFileDescriptorRef b = make(p[0], "b", false);
+    RLRunLoopSourceRef sa = add(a, "ModeA");
+    RLRunLoopSourceRef sb = add(b, "ModeB");
+    assert_true(RLFileDescriptorEnableCallBacks(a, kRLFileDescriptorReadCallBack));
+    assert_true(RLFileDescriptorEnableCallBacks(b, kRLFileDescriptorReadCallBack));
+    assert_int_equal(write(p[1], "x", 1), 1);
+    /* Each mode serves its own object only; b stays armed meanwhile. */
+    assert_int_equal(RLRunLoopRunInMode("ModeA", 0.02, false), kRLRunLoopRunTimedOut);
+    assert_trace("a:r");
+    assert_int_equal(RLRunLoopRunInMode("ModeB", 0.02, false), kRLRunLoopRunTimedOut);
+    assert_trace("a:r b:r");
+    /* b re-enabled but its mode not run: ModeA (a one-shot spent) sleeps. */
+    assert_true(RLFileDescriptorEnableCallBacks(b, kRLFileDescriptorReadCallBack));
+    assert_int_equal(RLRunLoopRunInMode("ModeA", 0.02, false), kRLRunLoopRunTimedOut);
+    assert_trace("a:r b:r");
+    assert_int_equal(RLRunLoopRunInMode("ModeB", 10, true), kRLRunLoopRunHandledSource);
+    assert_trace("a:r b:r b:r");
+    RLFileDescriptorInvalidate(a);
+    RLFileDescriptorInvalidate(b);
+    RLRelease(sa);
+    RLRelease(sb);
+    RLRelease(a);
+    RLRelease(b);
+    close(p[0]);
+    close(p[1]);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_pipe_read_one_shot, rl_trace_setup),
@@ -172,6 +310,10 @@ int main(void) {
         cmocka_unit_test_setup(test_fd_waits_for_its_mode, rl_trace_setup),
         cmocka_unit_test_setup(test_hangup_with_callbacks_off_does_not_spin, rl_trace_setup),
         cmocka_unit_test_setup(test_fd_wakes_a_sleeping_loop, rl_trace_setup),
+        cmocka_unit_test_setup(test_two_objects_read_one_pipe, rl_trace_setup),
+        cmocka_unit_test_setup(test_reader_and_writer_on_one_socket, rl_trace_setup),
+        cmocka_unit_test_setup(test_invalidating_one_leaves_the_other, rl_trace_setup),
+        cmocka_unit_test_setup(test_two_objects_in_different_modes, rl_trace_setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -339,13 +339,11 @@ static void test_thread_exit_from_a_block_disposes_the_rest(void **state) {
     assert_int_equal(heap_rc((void *)inner), 1);
     _Block_release((void *)inner);
 }
-#else
-static void test_no_blocks(void **state) { skip(); }
 #endif
 
+#if __BLOCKS__
 int main(void) {
     const struct CMUnitTest tests[] = {
-#if __BLOCKS__
         cmocka_unit_test_setup(test_small_block_runs_once, rl_trace_setup),
         cmocka_unit_test_setup(test_block_variables, rl_trace_setup),
         cmocka_unit_test_setup(test_captured_blocks_retained_and_released_once, rl_trace_setup),
@@ -357,9 +355,14 @@ int main(void) {
         cmocka_unit_test_setup(test_pending_blocks_disposed_at_thread_exit, rl_trace_setup),
         cmocka_unit_test_setup(test_refused_blocks_are_not_retained, rl_trace_setup),
         cmocka_unit_test_setup(test_thread_exit_from_a_block_disposes_the_rest, rl_trace_setup),
-#else
-        cmocka_unit_test(test_no_blocks),
-#endif
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
+#else
+/* Without -fblocks (gcc) the block API does not exist; nothing here to run,
+ * and nothing is reported as a passing test. */
+int main(void) {
+    puts("test_perform_blocks: block APIs need clang -fblocks; no tests in this build");
+    return 0;
+}
+#endif
