@@ -1,6 +1,7 @@
 /* test_thread_perform.c — perform requests: on a thread, on main, waiting,
  * FIFO, modes, delayed performs, cancellation, misuse. */
 #include "testutil.h"
+#include "owned.h"
 
 #include <dirent.h>
 #include <pthread.h>
@@ -602,22 +603,6 @@ static void test_lazy_loop_of_thread_that_never_runs_it(void **state) {
 
 /* ---- release callbacks ---- */
 
-typedef struct owned {
-    _Atomic int ran, released, released_after_run;
-} owned;
-
-static void owned_run(void *arg) {
-    owned *o = arg;
-    assert_int_equal(atomic_load(&o->released), 0);
-    atomic_fetch_add(&o->ran, 1);
-}
-
-static void owned_release(void *arg) {
-    owned *o = arg;
-    if (atomic_load(&o->ran))
-        atomic_store(&o->released_after_run, 1);
-    atomic_fetch_add(&o->released, 1);
-}
 
 static void test_with_release_ran_then_released(void **state) {
     loop_thread lt;

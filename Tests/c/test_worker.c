@@ -1,6 +1,7 @@
 /* test_worker.c — RLWorkerThread: synchronous start/stop, work, idle sleep,
  * no leaked threads or fds, misuse. */
 #include "testutil.h"
+#include "owned.h"
 
 #include <dirent.h>
 #include <pthread.h>
@@ -491,22 +492,6 @@ static void test_will_exit_handler_misuse(void **state) {
 
 /* ---- perform with a release callback ---- */
 
-typedef struct owned {
-    _Atomic int ran, released, released_after_run;
-} owned;
-
-static void owned_run(void *arg) {
-    owned *o = arg;
-    assert_int_equal(atomic_load(&o->released), 0);
-    atomic_fetch_add(&o->ran, 1);
-}
-
-static void owned_release(void *arg) {
-    owned *o = arg;
-    if (atomic_load(&o->ran))
-        atomic_store(&o->released_after_run, 1);
-    atomic_fetch_add(&o->released, 1);
-}
 
 static void test_perform_with_release(void **state) {
     RLWorkerThreadRef w = RLWorkerThreadCreate(NULL, NULL);
