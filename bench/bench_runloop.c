@@ -9,6 +9,8 @@
  *   bench_runloop            the full table (about a minute)
  *   BRL_ROUNDS=1 bench_runloop
  *   BRL_QUICK=1 bench_runloop   smaller counts, for a smoke test
+ *   BRL_ONLY=perform,timers    only these groups (perform, pingpong, timers, fire,
+ *                              observer, fds, idle)
  *
  * Built by `make bench-runloop` (mk/bench-runloop.mk). Compiling with
  * -DBRL_NO_RL leaves our peer out, to try the peers alone.
@@ -139,6 +141,17 @@ static void progress(const char *fmt, ...) {
 }
 
 static bool quick;
+static const char *only; /* BRL_ONLY: comma-separated groups to run, NULL: all */
+
+/* Whether group g (perform, pingpong, timers, fire, observer, fds) runs. */
+static bool want(const char *g) {
+    if (!only) return true;
+    size_t n = strlen(g);
+    for (const char *s = only; (s = strstr(s, g)) != NULL; s += n)
+        if ((s == only || s[-1] == ',') && (s[n] == '\0' || s[n] == ','))
+            return true;
+    return false;
+}
 
 /* One run of the timer benchmark at size n, median over brl_timer_reps(n)
  * repetitions (one for CF at 100k). At N = 100k only the first K100
@@ -173,28 +186,40 @@ static void run_round(int round) {
         int p = (k + round) % NPEERS;
         const brl_peer *peer = peers[p];
         if (!peer) continue;
-        progress("round %d: %s perform", round + 1, peer->name);
-        record_result(p, peer->perform_block(n_perf), M_PERF_BLOCK, -1);
-        record_result(p, peer->perform_queue(n_perf), M_PERF_QUEUE, -1);
-        progress("round %d: %s ping-pong", round + 1, peer->name);
-        record_result(p, peer->pingpong(n_pp), M_PP50, M_PP99);
-        progress("round %d: %s timers", round + 1, peer->name);
-        run_timers(p, 1000, M_ADD1K, M_RM1K);
-        run_timers(p, 10000, M_ADD10K, M_RM10K);
-        run_timers(p, 100000, M_ADD100K, M_RM100K);
-        progress("round %d: %s timer fires", round + 1, peer->name);
-        record_result(p, peer->per_fire(0, fires), M_FIRE0, -1);
-        record_result(p, peer->per_fire(10000, fires), M_FIRE10K, -1);
-        record_result(p, peer->lateness(late_fires), M_LATE50, M_LATE99);
-        progress("round %d: %s observer", round + 1, peer->name);
-        brl_result o = peer->observer(n_iter);
-        add_note(o.note);
-        if (o.ok) {
-            record(p, M_ITER, o.v[0]);
-            record(p, M_OBS, o.v[1] - o.v[0]);
+        if (want("perform")) {
+            progress("round %d: %s perform", round + 1, peer->name);
+            record_result(p, peer->perform_block(n_perf), M_PERF_BLOCK, -1);
+            record_result(p, peer->perform_queue(n_perf), M_PERF_QUEUE, -1);
         }
-        progress("round %d: %s fds", round + 1, peer->name);
-        record_result(p, peer->fds(5), M_FDS, -1);
+        if (want("pingpong")) {
+            progress("round %d: %s ping-pong", round + 1, peer->name);
+            record_result(p, peer->pingpong(n_pp), M_PP50, M_PP99);
+        }
+        if (want("timers")) {
+            progress("round %d: %s timers", round + 1, peer->name);
+            run_timers(p, 1000, M_ADD1K, M_RM1K);
+            run_timers(p, 10000, M_ADD10K, M_RM10K);
+            run_timers(p, 100000, M_ADD100K, M_RM100K);
+        }
+        if (want("fire")) {
+            progress("round %d: %s timer fires", round + 1, peer->name);
+            record_result(p, peer->per_fire(0, fires), M_FIRE0, -1);
+            record_result(p, peer->per_fire(10000, fires), M_FIRE10K, -1);
+            record_result(p, peer->lateness(late_fires), M_LATE50, M_LATE99);
+        }
+        if (want("observer")) {
+            progress("round %d: %s observer", round + 1, peer->name);
+            brl_result o = peer->observer(n_iter);
+            add_note(o.note);
+            if (o.ok) {
+                record(p, M_ITER, o.v[0]);
+                record(p, M_OBS, o.v[1] - o.v[0]);
+            }
+        }
+        if (want("fds")) {
+            progress("round %d: %s fds", round + 1, peer->name);
+            record_result(p, peer->fds(5), M_FDS, -1);
+        }
     }
 }
 
@@ -322,11 +347,12 @@ int main(void) {
     if (rounds < 1) rounds = 1;
     if (rounds > MAXROUNDS) rounds = MAXROUNDS;
     quick = getenv("BRL_QUICK") != NULL;
+    only = getenv("BRL_ONLY");
     e = getenv("BRL_IDLE_SECONDS");
     double idle_seconds = e ? atof(e) : 3.0;
     double t0 = brl_now();
     for (int r = 0; r < rounds; r++) run_round(r);
-    run_idle(idle_seconds);
+    if (want("idle")) run_idle(idle_seconds);
     progress("");
     print_table(rounds);
     printf("(whole run: %.0f s)\n", brl_now() - t0);
