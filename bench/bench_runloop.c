@@ -11,6 +11,7 @@
  *   BRL_QUICK=1 bench_runloop   smaller counts, for a smoke test
  *   BRL_ONLY=perform,timers    only these groups (perform, pingpong, timers, fire,
  *                              observer, fds, idle)
+ *   BRL_PEERS=ours,libuv       only these peers (ours, CF, libuv, GLib)
  *
  * Built by `make bench-runloop` (mk/bench-runloop.mk). Compiling with
  * -DBRL_NO_RL leaves our peer out, to try the peers alone.
@@ -144,14 +145,18 @@ static bool quick;
 static const char *only; /* BRL_ONLY: comma-separated groups to run, NULL: all */
 
 /* Whether group g (perform, pingpong, timers, fire, observer, fds) runs. */
-static bool want(const char *g) {
-    if (!only) return true;
+static bool in_list(const char *list, const char *g) {
+    if (!list) return true;
     size_t n = strlen(g);
-    for (const char *s = only; (s = strstr(s, g)) != NULL; s += n)
-        if ((s == only || s[-1] == ',') && (s[n] == '\0' || s[n] == ','))
+    for (const char *s = list; (s = strstr(s, g)) != NULL; s += n)
+        if ((s == list || s[-1] == ',') && (s[n] == '\0' || s[n] == ','))
             return true;
     return false;
 }
+static bool want(const char *g) { return in_list(only, g); }
+/* BRL_PEERS: comma-separated peer names (ours, CF, libuv, GLib), NULL: all. */
+static const char *only_peers;
+static bool want_peer(const char *name) { return in_list(only_peers, name); }
 
 /* One run of the timer benchmark at size n, median over brl_timer_reps(n)
  * repetitions (one for CF at 100k). At N = 100k only the first K100
@@ -185,7 +190,7 @@ static void run_round(int round) {
     for (int k = 0; k < NPEERS; k++) {
         int p = (k + round) % NPEERS;
         const brl_peer *peer = peers[p];
-        if (!peer) continue;
+        if (!peer || !want_peer(peer->name)) continue;
         if (want("perform")) {
             progress("round %d: %s perform", round + 1, peer->name);
             record_result(p, peer->perform_block(n_perf), M_PERF_BLOCK, -1);
@@ -227,10 +232,10 @@ static void run_idle(double seconds) {
     brl_idle *d[NPEERS] = {0};
     progress("idle loops: %.0f s", seconds);
     for (int p = 0; p < NPEERS; p++)
-        if (peers[p]) d[p] = peers[p]->idle_start();
+        if (peers[p] && want_peer(peers[p]->name)) d[p] = peers[p]->idle_start();
     brl_sleep(seconds);
     for (int p = 0; p < NPEERS; p++) {
-        if (!peers[p]) continue;
+        if (!peers[p] || !want_peer(peers[p]->name)) continue;
         brl_result r = peers[p]->idle_finish(d[p]);
         record_result(p, r, M_IDLE_CPU, M_IDLE_WAKES);
     }
@@ -348,6 +353,7 @@ int main(void) {
     if (rounds > MAXROUNDS) rounds = MAXROUNDS;
     quick = getenv("BRL_QUICK") != NULL;
     only = getenv("BRL_ONLY");
+    only_peers = getenv("BRL_PEERS");
     e = getenv("BRL_IDLE_SECONDS");
     double idle_seconds = e ? atof(e) : 3.0;
     double t0 = brl_now();

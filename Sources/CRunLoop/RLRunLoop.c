@@ -15,10 +15,12 @@
  *     tolerance); the timerfd is armed at the earliest deadline, and every
  *     timer already past its fire date fires on that wake-up;
  *   - signalled sources go on a per-loop ready list;
- *   - perform requests go into an array behind a spin lock (no node allocation,
- *     buffers reused) that the loop swaps out in one step.
+ *   - perform requests go into chained chunks of 16-byte slots behind a spin
+ *     lock (rl_pqueue.h: no allocation per request, chunks reused) that the
+ *     loop takes in one step.
  */
 #include "runloop_internal.h"
+#include "rl_pqueue.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -37,22 +39,6 @@ const RLRunLoopMode kRLRunLoopCommonModes = "kRLRunLoopCommonModes";
 
 /* ------------------------------------------------------------------ */
 /* structures                                                          */
-
-/* A perform request's `name` for the common modes (NULL: the default mode). */
-static char rl_pmode_common[] = "";
-
-/* One perform request: 32 bytes, two to a cache line. */
-typedef struct rl_pitem {
-    void (*fn)(void *);
-    void *info;
-    void (*release)(void *); /* blocks: frees info if the request never runs */
-    char *name;              /* NULL, rl_pmode_common, or a malloc'ed mode name */
-} rl_pitem;
-
-typedef struct rl_pbuf {
-    rl_pitem *a;
-    size_t n, cap;
-} rl_pbuf;
 
 /* One activation of RunInMode, innermost first. */
 typedef struct rl_frame {
@@ -98,8 +84,7 @@ struct RLRunLoop {
     _Atomic int sleeping;
     char pad1[RL_LINE];
 
-    _Atomic int qlock; /* spin lock: held for a few stores only */
-    rl_pbuf incoming, spare;
+    rl_pqueue pq;            /* perform requests (see "perform requests") */
     struct rl_bslab *bcur;   /* block slots (RLRunLoopPerformBlock): the slab being filled */
     unsigned bcur_used;      /* its bytes handed out */
     struct rl_bslab *bcache; /* empty slabs kept for reuse */
@@ -114,6 +99,9 @@ struct RLRunLoop {
     rl_citem *citems;
     size_t nci, capci;
 
+    rl_pchain held;    /* requests taken from pq for other modes; the loop's thread only */
+    rl_pchunk *spent; /* chunks a batch is done with, given back with the next take; ditto */
+    bool trim_due;    /* chunks or slabs went back to the pools since the loop last slept; ditto */
     rl_frame *frame;
     rl_mode *armed_mode; /* the mode whose fds are in the epoll set */
     double armed_at;     /* monotonic time the timerfd is armed for; INFINITY: disarmed */
@@ -360,15 +348,18 @@ static void rl_write_eventfd(RLRunLoopRef rl) {
 }
 
 static void rl_wake(RLRunLoopRef rl) {
-    /* A plain load first keeps producers from bouncing the cache line while a
+    /* A load first keeps producers from bouncing the cache line while a
      * wake-up is pending. Seeing 1 here is enough: that store came after the
-     * loop last cleared the flag, so the loop will look at its queues again. */
-    if (atomic_load_explicit(&rl->wake_pending, memory_order_relaxed))
+     * loop last cleared the flag, so the loop will look at its queues again.
+     * Both loads are sequentially consistent (plain loads on x86): the loop
+     * peeks at its perform queue without a lock (rl_pq_maybe_queued), and
+     * it is this ordering that makes it see what the caller queued. */
+    if (atomic_load(&rl->wake_pending))
         return;
     /* CF ignores wake-ups from the moment the loop wakes (or while it is not
      * running) until its next pass begins: that pass looks at every queue
      * anyway. Seeing a stale 1 here is safe for the same reason as above. */
-    if (atomic_load_explicit(&rl->ignore_wakeups, memory_order_relaxed))
+    if (atomic_load(&rl->ignore_wakeups))
         return;
     if (atomic_exchange(&rl->wake_pending, 1) != 0)
         return; /* a wake-up is already on its way */
@@ -971,56 +962,31 @@ bool RLRunLoopStop(RLRunLoopRef rl) {
 /* ------------------------------------------------------------------ */
 /* perform requests                                                    */
 
-static inline void rl_cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
+/* A request is a slot {fn, info} of the loop's queue (rl_pqueue.h), run
+ * in the default mode. A request for other modes comes after a prefix slot
+ * whose fn is NULL (no request has a NULL function) and whose arg is
+ * rl_pmode_common (the common modes, as they are when it runs) or its
+ * malloc'ed mode name. What disposes of a request that never runs follows
+ * from its function (rl_preq_drop). */
+static char rl_pmode_common[] = "";
 
-/* The perform queue's lock. Its critical sections are a few stores (or a
- * rare realloc), so spinning beats a mutex for the 1e6-requests-per-second
- * case; after a short spin it yields, so a preempted holder costs little. */
-static void rl_qlock(RLRunLoopRef rl) {
-    for (int spins = 0;;) {
-        if (!atomic_exchange_explicit(&rl->qlock, 1, memory_order_acquire))
-            return;
-        while (atomic_load_explicit(&rl->qlock, memory_order_relaxed)) {
-            if (++spins > 64)
-                sched_yield();
-            else
-                rl_cpu_relax();
-        }
-    }
-}
+static void rl_owned_call_run(void *p);
+static void rl_owned_call_drop(void *p);
 
-static void rl_qunlock(RLRunLoopRef rl) { atomic_store_explicit(&rl->qlock, 0, memory_order_release); }
+static void rl_qlock(RLRunLoopRef rl) { rl_pq_lock(&rl->pq); }
+static void rl_qunlock(RLRunLoopRef rl) { rl_pq_unlock(&rl->pq); }
 
-static bool rl_pitem_matches(const rl_pitem *it, const rl_mode *m) {
-    if (!it->name)
+static bool rl_pname_matches(const char *name, const rl_mode *m) {
+    if (!name)
         return m->is_default;
-    if (it->name == rl_pmode_common)
-        return m->common; /* as CF: the common modes when the block runs */
-    return strcmp(m->name, it->name) == 0;
+    if (name == rl_pmode_common)
+        return m->common; /* as CF: the common modes when the request runs */
+    return strcmp(m->name, name) == 0;
 }
 
-static void rl_pitem_free_name(rl_pitem *it) {
-    if (it->name && it->name != rl_pmode_common) /* no free(NULL) call per request */
-        free(it->name);
-}
-
-static bool rl_pbuf_push(rl_pbuf *b, const rl_pitem *it) {
-    if (b->n == b->cap) {
-        size_t cap = b->cap ? b->cap * 2 : 64;
-        rl_pitem *a = realloc(b->a, cap * sizeof *a);
-        if (!a)
-            return false;
-        b->a = a;
-        b->cap = cap;
-    }
-    b->a[b->n++] = *it;
-    return true;
+static void rl_pname_free(char *name) {
+    if (name && name != rl_pmode_common) /* no free(NULL) call per request */
+        free(name);
 }
 
 /* As CF, queuing a block for a named mode brings that mode into being
@@ -1032,48 +998,65 @@ static bool rl_mode_create(RLRunLoopRef rl, const char *mode, const char *fn) {
     return ok;
 }
 
-/* Checks a request and fills *it (its mode name included); nothing queued. */
-static bool rl_pitem_init(RLRunLoopRef rl, RLRunLoopMode mode, void (*fn)(void *), void *info,
-                          void (*release)(void *), const char *fname, rl_pitem *out) {
+/* Checks a request; *name gets its mode prefix (NULL for the default
+ * mode; see above). Nothing queued. */
+static bool rl_preq_check(RLRunLoopRef rl, RLRunLoopMode mode, void (*fn)(void *), const char *fname, char **name) {
     if (!rl_check_loop(rl, fname) || !rl_mode_name_ok(mode, fname))
         return false;
     if (!fn)
         return rl__fail(kRLErrorInvalidArgument, fname, "NULL function");
     if (atomic_load_explicit(&rl->dead, memory_order_relaxed))
         return rl__fail(kRLErrorInvalidState, fname, "the run loop's thread has exited");
-    rl_pitem it = {fn, info, release, NULL};
+    *name = NULL;
     if (mode != kRLRunLoopDefaultMode && strcmp(mode, kRLRunLoopDefaultMode) != 0) {
         if (rl_is_common(mode)) {
-            it.name = rl_pmode_common;
+            *name = rl_pmode_common;
         } else {
-            it.name = strdup(mode);
-            if (!it.name || !rl_mode_create(rl, mode, fname)) {
-                free(it.name);
+            *name = strdup(mode);
+            if (!*name)
+                return rl__fail(kRLErrorNoMemory, fname, "out of memory");
+            if (!rl_mode_create(rl, mode, fname)) {
+                free(*name);
                 return false;
             }
         }
     }
-    *out = it;
     return true;
 }
 
-static bool rl_enqueue(RLRunLoopRef rl, RLRunLoopMode mode, void (*fn)(void *), void *info,
-                       void (*release)(void *), const char *fname) {
-    rl_pitem it;
-    if (!rl_pitem_init(rl, mode, fn, info, release, fname, &it))
-        return false;
-    rl_qlock(rl);
-    bool ok = rl_pbuf_push(&rl->incoming, &it);
-    rl_qunlock(rl);
-    if (!ok) {
-        rl_pitem_free_name(&it);
-        return rl__fail(kRLErrorNoMemory, fname, "out of memory");
+/* Appends a request and its prefix; false if that needs a new chunk.
+ * Queue lock held. */
+static inline bool rl_preq_push_locked(RLRunLoopRef rl, char *name, void (*fn)(void *), void *info) {
+    rl_pslot s[2] = {{NULL, name}, {fn, info}};
+    return name ? rl_pq_push_locked(&rl->pq, s, 2) : rl_pq_push_locked(&rl->pq, s + 1, 1);
+}
+
+/* Queues a checked request; false if memory is short (nothing queued,
+ * name not freed). */
+static bool rl_preq_push(RLRunLoopRef rl, char *name, void (*fn)(void *), void *info) {
+    for (;;) {
+        rl_qlock(rl);
+        bool ok = rl_preq_push_locked(rl, name, fn, info);
+        rl_qunlock(rl);
+        if (ok)
+            return true;
+        if (!rl_pq_grow(&rl->pq))
+            return false;
     }
-    return true;
+}
+
+static bool rl_enqueue(RLRunLoopRef rl, RLRunLoopMode mode, void (*fn)(void *), void *info, const char *fname) {
+    char *name;
+    if (!rl_preq_check(rl, mode, fn, fname, &name))
+        return false;
+    if (rl_preq_push(rl, name, fn, info))
+        return true;
+    rl_pname_free(name);
+    return rl__fail(kRLErrorNoMemory, fname, "out of memory");
 }
 
 bool RLRunLoopPerformFunction(RLRunLoopRef rl, RLRunLoopMode mode, void (*fn)(void *info), void *info) {
-    return rl_enqueue(rl, mode, fn, info, NULL, "RLRunLoopPerformFunction");
+    return rl_enqueue(rl, mode, fn, info, "RLRunLoopPerformFunction");
 }
 
 #if __BLOCKS__
@@ -1147,7 +1130,8 @@ enum {
     RL_BCOPY_MAX = 64, /* the biggest block copied into a slab */
     RL_BGRAIN = 16,
     RL_BSLAB_SIZE = 16384,
-    RL_BSLAB_CACHE = 4,
+    RL_BSLAB_CACHE = 64,     /* kept while the loop runs (1 MiB) */
+    RL_BSLAB_CACHE_IDLE = 4, /* kept while it sleeps (rl_perform_trim) */
     RL_BSLAB_BIAS = 1 << 30,
 };
 typedef struct rl_bslab {
@@ -1242,6 +1226,9 @@ static bool rl_bslab_add(RLRunLoopRef rl) {
     rl_bslab *sl = aligned_alloc(RL_BSLAB_SIZE, sizeof *sl);
     if (!sl)
         return false;
+    /* Fault its pages in now, not under the queue's lock with a copy. */
+    for (size_t off = 0; off < sizeof *sl; off += 4096)
+        ((volatile unsigned char *)sl)[off] = 0;
     sl->rl = rl;
     atomic_init(&sl->remaining, RL_BSLAB_BIAS);
     rl_qlock(rl);
@@ -1259,28 +1246,43 @@ static void rl_bslot_dispose(void *s) {
     rl_bslots_put(&s, 1);
 }
 
-/* memcpy, with the usual sizes inlined (no library call under the lock). */
+/* Copies a block of `size` bytes (a multiple of 8, at least the 32-byte
+ * header, at most RL_BCOPY_MAX) word by word, inline: compilers turn a
+ * switch of fixed-size memcpy calls back into one library call. */
 static inline void rl_bcopy_bytes(void *dst, const void *src, size_t size) {
-    switch (size) {
-    case 32: memcpy(dst, src, 32); break;
-    case 40: memcpy(dst, src, 40); break;
-    case 48: memcpy(dst, src, 48); break;
-    case 56: memcpy(dst, src, 56); break;
-    case 64: memcpy(dst, src, 64); break;
-    default: memcpy(dst, src, size);
+    typedef uint64_t __attribute__((may_alias, aligned(1))) rl_word;
+    rl_word *d = dst;
+    const rl_word *s = src;
+    d[0] = s[0];
+    d[1] = s[1];
+    d[2] = s[2];
+    d[3] = s[3];
+    switch (size / 8) {
+    case 8: d[7] = s[7]; /* fall through */
+    case 7: d[6] = s[6]; /* fall through */
+    case 6: d[5] = s[5]; /* fall through */
+    case 5: d[4] = s[4]; /* fall through */
+    default: break;
     }
 }
 
-/* Queues *it with a copy of the stack block b in a slot; false if memory
- * is short. Without helpers the copy is a few stores, made under the
- * queue's lock with the push; with them, the slot is taken, filled (the
- * copy helper is runtime code that may allocate) and then pushed. */
-static bool rl_enqueue_bslot(RLRunLoopRef rl, rl_pitem *it, const rl_block_layout *b) {
+/* Queues a copy of the stack block b, in a slot, for the mode `name`;
+ * false if memory is short (nothing queued, name not freed). Without
+ * helpers the copy is a few stores, made under the queue's lock with the
+ * push; with them, the slot is taken, filled (the copy helper is runtime
+ * code that may allocate) and then pushed. */
+static bool rl_enqueue_bslot(RLRunLoopRef rl, char *name, const rl_block_layout *b) {
     size_t size = b->descriptor->size;
     bool helpers = (b->flags & RL_BLOCK_HAS_COPY_DISPOSE) != 0;
     void *s;
     for (;;) {
         rl_qlock(rl);
+        if (!rl_pq_has_room_locked(&rl->pq, name ? 2 : 1)) {
+            rl_qunlock(rl);
+            if (!rl_pq_grow(&rl->pq))
+                return false;
+            continue;
+        }
         s = rl_bslot_take_locked(rl, size);
         if (s)
             break;
@@ -1288,24 +1290,19 @@ static bool rl_enqueue_bslot(RLRunLoopRef rl, rl_pitem *it, const rl_block_layou
         if (!rl_bslab_add(rl))
             return false;
     }
-    it->info = s;
     if (!helpers) {
         rl_bcopy_bytes(s, b, size);
-        bool ok = rl_pbuf_push(&rl->incoming, it);
+        rl_preq_push_locked(rl, name, rl_call_bslot, s); /* room checked above */
         rl_qunlock(rl);
-        if (!ok)
-            rl_bslots_put(&s, 1);
-        return ok;
+        return true;
     }
     rl_qunlock(rl);
     rl_bcopy_bytes(s, b, size);
     b->descriptor->copy_helper(s, (void *)b);
-    rl_qlock(rl);
-    bool ok = rl_pbuf_push(&rl->incoming, it);
-    rl_qunlock(rl);
-    if (!ok)
-        rl_bslot_dispose(s);
-    return ok;
+    if (rl_preq_push(rl, name, rl_call_bslot, s))
+        return true;
+    rl_bslot_dispose(s);
+    return false;
 }
 
 bool RLRunLoopPerformBlock(RLRunLoopRef rl, RLRunLoopMode mode, void (^block)(void)) {
@@ -1316,25 +1313,57 @@ bool RLRunLoopPerformBlock(RLRunLoopRef rl, RLRunLoopMode mode, void (^block)(vo
     /* Atomic: a heap block's reference count lives in its flags. */
     int flags = __atomic_load_n(&b->flags, __ATOMIC_RELAXED);
     if (flags & RL_BLOCK_IS_GLOBAL)
-        return rl_enqueue(rl, mode, rl_call_global, (void *)b, NULL, fn);
+        return rl_enqueue(rl, mode, rl_call_global, (void *)b, fn);
+    size_t size = b->descriptor->size;
     if (b->isa == (void *)_NSConcreteStackBlock &&
-        !(flags & (RL_BLOCK_NEEDS_FREE | RL_BLOCK_HAS_CTOR | RL_BLOCK_IS_GC)) && b->descriptor->size <= RL_BCOPY_MAX) {
-        rl_pitem it;
-        if (!rl_pitem_init(rl, mode, rl_call_bslot, NULL, rl_bslot_dispose, fn, &it))
+        !(flags & (RL_BLOCK_NEEDS_FREE | RL_BLOCK_HAS_CTOR | RL_BLOCK_IS_GC)) && size <= RL_BCOPY_MAX &&
+        size >= 32 && size % 8 == 0) {
+        char *name;
+        if (!rl_preq_check(rl, mode, rl_call_bslot, fn, &name))
             return false;
-        if (rl_enqueue_bslot(rl, &it, b))
+        if (rl_enqueue_bslot(rl, name, b))
             return true;
-        rl_pitem_free_name(&it);
+        rl_pname_free(name);
         return rl__fail(kRLErrorNoMemory, fn, "out of memory");
     }
     void *copy = (void *)Block_copy(block);
-    if (!rl_enqueue(rl, mode, rl_call_block, copy, rl_release_block, fn)) {
+    if (!rl_enqueue(rl, mode, rl_call_block, copy, fn)) {
         Block_release((void (^)(void))copy);
         return false;
     }
     return true;
 }
 #endif
+
+/* The loop is going to sleep: memory kept for a backlog goes back. Only
+ * after passes that gave chunks or slabs back: the pools grow no other way
+ * (but for rare failure paths, which the next trim catches up with). */
+static void rl_perform_trim(RLRunLoopRef rl) {
+    enum { RL_PQ_POOL_IDLE = 16 };
+    if (!rl->trim_due)
+        return;
+    rl->trim_due = false;
+    rl_pchunk *spent = rl->spent;
+    rl->spent = NULL;
+    rl_pq_trim(&rl->pq, spent, RL_PQ_POOL_IDLE);
+#if __BLOCKS__
+    rl_bslab *drop = NULL;
+    rl_qlock(rl);
+    while (rl->nbcache > RL_BSLAB_CACHE_IDLE) {
+        rl_bslab *sl = rl->bcache;
+        rl->bcache = sl->next;
+        rl->nbcache--;
+        sl->next = drop;
+        drop = sl;
+    }
+    rl_qunlock(rl);
+    while (drop) {
+        rl_bslab *next = drop->next;
+        free(drop);
+        drop = next;
+    }
+#endif
+}
 
 /* Frees the slabs of block slots (the loop's finalization). */
 static void rl_bslabs_free(RLRunLoopRef rl) {
@@ -1350,51 +1379,74 @@ static void rl_bslabs_free(RLRunLoopRef rl) {
 #endif
 }
 
-static void rl_pitem_dispose(rl_pitem *it) {
-    if (it->release)
-        it->release(it->info);
-    rl_pitem_free_name(it);
+/* Disposes of a request that will not run (teardown, finalization). */
+static void rl_preq_drop(rl_pslot s) {
+#if __BLOCKS__
+    if (s.fn == rl_call_bslot) {
+        rl_bslot_dispose(s.arg);
+        return;
+    }
+    if (s.fn == rl_call_block) {
+        rl_release_block(s.arg);
+        return;
+    }
+#endif
+    if (s.fn == rl_owned_call_run)
+        rl_owned_call_drop(s.arg);
 }
 
+/* Disposes of every request of chain c and gives its chunks back. */
+static void rl_pchain_drop(RLRunLoopRef rl, rl_pchain c) {
+    rl_pcur r = {c.head, 0};
+    rl_pslot s;
+    while (rl_pcur_read(&r, &s)) {
+        if (s.fn)
+            rl_preq_drop(s);
+        else
+            rl_pname_free(s.arg);
+    }
+    rl_pq_recycle(&rl->pq, c.head);
+}
+
+static bool rl_pchain_has_for(rl_pchain c, const rl_mode *m) {
+    rl_pcur r = {c.head, 0};
+    rl_pslot s;
+    while (rl_pcur_read(&r, &s)) {
+        if (s.fn) {
+            if (m->is_default)
+                return true;
+        } else {
+            if (rl_pname_matches(s.arg, m))
+                return true;
+            rl_pcur_read(&r, &s); /* its request */
+        }
+    }
+    return false;
+}
+
+/* On the loop's thread. */
 static bool rl_has_blocks_for(RLRunLoopRef rl, rl_mode *m) {
-    bool has = false;
+    if (rl_pchain_has_for(rl->held, m))
+        return true;
+    if (!rl_pq_maybe_queued(&rl->pq))
+        return false;
     rl_qlock(rl);
-    for (size_t i = 0; i < rl->incoming.n && !has; i++)
-        has = rl_pitem_matches(&rl->incoming.a[i], m);
+    bool has = rl_pchain_has_for(rl->pq.q, m);
     rl_qunlock(rl);
     return has;
 }
 
-/* Puts requests that did not match back in front of newer ones, keeping
- * FIFO order, and keeps a buffer for reuse. */
-static void rl_requeue(RLRunLoopRef rl, rl_pbuf *local) {
-    rl_qlock(rl);
-    if (local->n > 0) {
-        for (size_t i = 0; i < rl->incoming.n; i++) {
-            if (!rl_pbuf_push(local, &rl->incoming.a[i]))
-                abort(); /* dropping a request silently would be worse */
-        }
-        rl_pbuf old = rl->incoming;
-        rl->incoming = *local;
-        old.n = 0;
-        *local = old;
-    }
-    local->n = 0;
-    if (rl->spare.a == NULL) {
-        rl->spare = *local;
-        local->a = NULL;
-    }
-    rl_qunlock(rl);
-    free(local->a);
-}
-
 /* A batch of requests being run (rl_do_blocks), where a thread unwinding
- * from one of them finds it. */
+ * from one of them finds it. The batch's chain is compacted as it is read:
+ * requests for other modes are written back at w, in order, with their
+ * prefixes, and stay queued (rl->held) for the modes they are for. */
 typedef struct rl_batch {
     RLRunLoopRef rl;
-    rl_pbuf local;
-    size_t i, keep; /* the item looked at; how many kept (other modes) */
-    bool running;   /* item i's function is running */
+    rl_pchain chain;
+    rl_pcur r, w;
+    rl_pslot cur;   /* the request running */
+    char *cur_name; /* and its mode prefix */
+    bool running;   /* cur's function is running */
 #if __BLOCKS__
     /* Blocks that ran are released in batches, after running: the frees
      * (of memory the producer's thread allocated) come together instead of
@@ -1420,16 +1472,18 @@ static void rl_ran_flush(rl_batch *b) {
             rl_release_block((void *)p);
         }
     }
-    if (nslots)
+    if (nslots) {
         rl_bslots_put(slots, nslots);
+        b->rl->trim_due = true; /* a slab may have gone back to the cache */
+    }
 }
 
-/* Notes that the request `it` ran (its block is released in a batch). */
-static void rl_ran_add(rl_batch *b, const rl_pitem *it) {
-    if (it->fn == rl_call_block)
-        b->ran[b->nran++] = it->info;
-    else if (it->fn == rl_call_bslot)
-        b->ran[b->nran++] = (void *)((uintptr_t)it->info | 1);
+/* Notes that request s ran (its block is released in a batch). */
+static void rl_ran_add(rl_batch *b, rl_pslot s) {
+    if (s.fn == rl_call_block)
+        b->ran[b->nran++] = s.arg;
+    else if (s.fn == rl_call_bslot)
+        b->ran[b->nran++] = (void *)((uintptr_t)s.arg | 1);
     else
         return;
     if (b->nran == sizeof b->ran / sizeof b->ran[0])
@@ -1437,26 +1491,63 @@ static void rl_ran_add(rl_batch *b, const rl_pitem *it) {
 }
 #endif
 
+/* Reads the next request: *s and its mode prefix *name; false at the end. */
+static bool rl_batch_next(rl_batch *b, rl_pslot *s, char **name) {
+    if (!rl_pcur_read(&b->r, s))
+        return false;
+    *name = NULL;
+    if (!s->fn) {
+        *name = s->arg;
+        rl_pcur_read(&b->r, s); /* a prefix is always followed by its request */
+    }
+    return true;
+}
+
+static void rl_batch_keep(rl_batch *b, rl_pslot s, char *name) {
+    if (name)
+        rl_pcur_write(&b->w, (rl_pslot){NULL, name});
+    rl_pcur_write(&b->w, s);
+}
+
+/* The kept requests go in front of any that a nested run kept meanwhile
+ * (those came later); the chunks no longer needed go back to the queue
+ * with the next take (one lock round a pass, not two). */
+static void rl_batch_finish(rl_batch *b) {
+    rl_pchunk *rest;
+    rl_pchain kept = rl_pcur_finish(b->chain, b->w, &rest);
+    b->rl->held = rl_pchain_cat(kept, b->rl->held);
+    if (rest) {
+        rl_pchunk *last = rest;
+        while (last->next)
+            last = last->next;
+        last->next = b->rl->spent;
+        b->rl->spent = rest;
+        b->rl->trim_due = true;
+    }
+}
+
 static bool rl_run_batch(rl_batch *b, rl_mode *m) {
     bool did = false;
-    for (b->i = 0; b->i < b->local.n; b->i++) {
-        size_t i = b->i;
-        rl_pitem it = b->local.a[i];
+    rl_pslot s;
+    char *name;
+    while (rl_batch_next(b, &s, &name)) {
         /* The requests were written on other threads: fetch a few ahead
          * (a block is read to run it, and written to release it). */
-        if (i + 4 < b->local.n)
-            __builtin_prefetch(b->local.a[i + 4].info, 1);
-        if (!rl_pitem_matches(&it, m)) {
-            b->local.a[b->keep++] = it;
+        if (b->r.c && b->r.i + 4 < b->r.c->n)
+            __builtin_prefetch(b->r.c->s[b->r.i + 4].arg, 1);
+        if (!rl_pname_matches(name, m)) {
+            rl_batch_keep(b, s, name);
             continue;
         }
+        b->cur = s;
+        b->cur_name = name;
         b->running = true;
-        it.fn(it.info);
+        s.fn(s.arg);
         b->running = false;
-        rl_pitem_free_name(&it);
+        rl_pname_free(name);
         did = true;
 #if __BLOCKS__
-        rl_ran_add(b, &it);
+        rl_ran_add(b, s);
 #endif
     }
 #if __BLOCKS__
@@ -1467,55 +1558,58 @@ static bool rl_run_batch(rl_batch *b, rl_mode *m) {
 
 /* RLThreadExit (pthread_exit) from a request unwinds through here: the
  * running request counts as run (a block is released, with those that ran
- * before it), and the requests not yet looked at go back to the loop's
- * queue with the kept ones, where the thread's teardown disposes of them. */
+ * before it), and the requests not yet looked at stay queued with the kept
+ * ones, where the thread's teardown disposes of them. */
 static void rl_batch_unwind(void *p) {
     rl_batch *b = p;
-    /* Not running: a release of a block that ran ended the thread; item i
-     * was done with already (or i is past the end). */
+    /* Not running: a release of a block that ran ended the thread; the
+     * request was done with already. */
     if (b->running) {
-        rl_pitem cur = b->local.a[b->i];
-        rl_pitem_free_name(&cur);
+        b->running = false;
+        rl_pname_free(b->cur_name);
 #if __BLOCKS__
-        rl_ran_add(b, &cur); /* b->nran < 64 here: rl_ran_add flushes when full */
+        rl_ran_add(b, b->cur); /* b->nran < 64 here: rl_ran_add flushes when full */
 #endif
     }
 #if __BLOCKS__
     rl_ran_flush(b);
 #endif
-    size_t n = b->keep;
-    for (size_t j = b->i + 1; j < b->local.n; j++)
-        b->local.a[n++] = b->local.a[j];
-    b->local.n = n;
-    rl_requeue(b->rl, &b->local);
+    rl_pslot s;
+    char *name;
+    while (rl_batch_next(b, &s, &name))
+        rl_batch_keep(b, s, name);
+    rl_batch_finish(b);
 }
 
+/* Runs the queued requests for mode m: those kept from earlier passes
+ * first (they are older), then all that came since, each once; requests
+ * queued while these run wait for the next pass, as in CF. */
 static bool rl_do_blocks(RLRunLoopRef rl, rl_mode *m) {
-    rl_qlock(rl);
-    if (rl->incoming.n == 0) {
-        rl_qunlock(rl);
+    if (!rl->held.head && !rl_pq_maybe_queued(&rl->pq))
         return false;
-    }
+    rl_qlock(rl);
+    rl_pchain in = rl_pq_take_locked(&rl->pq);
+    rl_pchunk *spent = rl->spent ? rl_pq_recycle_locked(&rl->pq, rl->spent) : NULL;
+    rl_qunlock(rl);
+    rl->spent = NULL;
+    rl_pq_free_chunks(spent);
+    if (!in.head && !rl->held.head)
+        return false;
     rl_batch b;
     b.rl = rl;
-    b.local = rl->incoming;
-    b.i = b.keep = 0;
+    b.chain = rl_pchain_cat(rl->held, in);
+    rl->held = (rl_pchain){NULL, NULL};
+    b.r = b.w = (rl_pcur){b.chain.head, 0};
     b.running = false;
 #if __BLOCKS__
     b.nran = 0;
 #endif
-    rl->incoming = rl->spare;
-    rl->incoming.n = 0;
-    rl->spare = (rl_pbuf){NULL, 0, 0};
-    rl_qunlock(rl);
-
     bool did;
     pthread_cleanup_push(rl_batch_unwind, &b);
     rl__cleanup_arg_escapes(&b);
     did = rl_run_batch(&b, m);
     pthread_cleanup_pop(0);
-    b.local.n = b.keep;
-    rl_requeue(rl, &b.local);
+    rl_batch_finish(&b);
     return did;
 }
 
@@ -1892,8 +1986,10 @@ static RLRunLoopRunResult rl_run_frame(RLRunLoopRef rl, rl_frame *f, bool poll_o
         if (handled)
             rl_do_blocks(rl, m);
         bool poll = handled || poll_only;
-        if (!poll)
+        if (!poll) {
+            rl_perform_trim(rl);
             rl_do_observers(rl, m, kRLRunLoopBeforeWaiting);
+        }
         int n = rl_wait(rl, f, poll, ev, 64);
         if (!poll)
             rl_do_observers(rl, m, kRLRunLoopAfterWaiting);
@@ -2013,10 +2109,11 @@ static void rl_finalize(void *obj) {
     for (size_t i = 0; i < rl->nfdtab; i++)
         free(rl->fdtab[i].srcs);
     free(rl->fdtab);
-    for (size_t i = 0; i < rl->incoming.n; i++)
-        rl_pitem_dispose(&rl->incoming.a[i]);
-    free(rl->incoming.a);
-    free(rl->spare.a);
+    rl_pchain_drop(rl, rl_pchain_cat(rl->held, rl_pq_take_locked(&rl->pq)));
+    rl->held = (rl_pchain){NULL, NULL};
+    rl_pq_free_chunks(rl->spent);
+    rl->spent = NULL;
+    rl_pq_destroy(&rl->pq);
     rl_bslabs_free(rl);
     rl_close(rl->epfd);
     rl_close(rl->evfd);
@@ -2201,7 +2298,7 @@ bool RLRunLoopPerformFunctionWithRelease(RLRunLoopRef rl, RLRunLoopMode mode, vo
                                          RLPerformReleaseCallBack release) {
     const char *fname = "RLRunLoopPerformFunctionWithRelease";
     if (!release)
-        return rl_enqueue(rl, mode, fn, info, NULL, fname);
+        return rl_enqueue(rl, mode, fn, info, fname);
     rl_owned_call *c = malloc(sizeof *c);
     bool ok;
     if (!c) {
@@ -2209,7 +2306,7 @@ bool RLRunLoopPerformFunctionWithRelease(RLRunLoopRef rl, RLRunLoopMode mode, vo
     } else {
         *c = (rl_owned_call){fn, info, release};
         /* A NULL fn is refused by rl_enqueue, after the loop and mode. */
-        ok = rl_enqueue(rl, mode, fn ? rl_owned_call_run : NULL, c, rl_owned_call_drop, fname);
+        ok = rl_enqueue(rl, mode, fn ? rl_owned_call_run : NULL, c, fname);
     }
     if (!ok) {
         free(c);
@@ -2285,12 +2382,11 @@ static void rl_teardown(RLRunLoopRef rl) {
     rl__defer_run(&d);
 
     rl_qlock(rl);
-    rl_pbuf q = rl->incoming;
-    rl->incoming = (rl_pbuf){NULL, 0, 0};
+    rl_pchain q = rl_pq_take_locked(&rl->pq);
     rl_qunlock(rl);
-    for (size_t i = 0; i < q.n; i++)
-        rl_pitem_dispose(&q.a[i]);
-    free(q.a);
+    rl_pchain held = rl->held;
+    rl->held = (rl_pchain){NULL, NULL};
+    rl_pchain_drop(rl, rl_pchain_cat(held, q));
 }
 
 void rl__runloop_teardown_current_thread(void) {

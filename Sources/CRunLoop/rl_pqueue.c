@@ -1,0 +1,105 @@
+/* rl_pqueue.c — the perform queue's chunks: the lock, the pool, teardown.
+ * See rl_pqueue.h. */
+#include "rl_pqueue.h"
+
+#include <sched.h>
+#include <stdlib.h>
+
+/* Empty chunks kept per queue while its loop runs (the rest go back to
+ * malloc): 4 MiB, a backlog of ~260k requests. Giving memory back to
+ * malloc and taking it again costs page faults (glibc returns the top of
+ * its heap to the kernel), so a busy loop keeps what it uses; rl_pq_trim
+ * gives it back when the loop goes to sleep. */
+enum { RL_PQ_POOL_MAX = 1024 };
+
+static inline void rl_pq_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+/* Critical sections are a few stores, so spinning beats a mutex at millions
+ * of requests a second; after a short spin it yields, so that a preempted
+ * holder costs little. */
+void rl_pq_lock(rl_pqueue *pq) {
+    for (int spins = 0;;) {
+        if (!atomic_exchange_explicit(&pq->lock, 1, memory_order_acquire))
+            return;
+        while (atomic_load_explicit(&pq->lock, memory_order_relaxed)) {
+            if (++spins > 64)
+                sched_yield();
+            else
+                rl_pq_relax();
+        }
+    }
+}
+
+bool rl_pq_grow(rl_pqueue *pq) {
+    rl_pchunk *c = malloc(sizeof *c);
+    if (!c)
+        return false;
+    /* Fault its pages in now, not under the lock with a push. */
+    volatile unsigned char *bytes = (volatile unsigned char *)c;
+    bytes[0] = 0;
+    bytes[sizeof *c - 1] = 0;
+    rl_pq_lock(pq);
+    c->next = pq->pool;
+    pq->pool = c;
+    pq->npool++;
+    rl_pq_unlock(pq);
+    return true;
+}
+
+void rl_pq_free_chunks(rl_pchunk *c) {
+    while (c) {
+        rl_pchunk *next = c->next;
+        free(c);
+        c = next;
+    }
+}
+
+rl_pchunk *rl_pq_recycle_locked(rl_pqueue *pq, rl_pchunk *first) {
+    while (first && pq->npool < RL_PQ_POOL_MAX) {
+        rl_pchunk *next = first->next;
+        first->next = pq->pool;
+        pq->pool = first;
+        pq->npool++;
+        first = next;
+    }
+    return first;
+}
+
+void rl_pq_recycle(rl_pqueue *pq, rl_pchunk *first) {
+    if (!first)
+        return;
+    rl_pq_lock(pq);
+    first = rl_pq_recycle_locked(pq, first);
+    rl_pq_unlock(pq);
+    rl_pq_free_chunks(first);
+}
+
+void rl_pq_trim(rl_pqueue *pq, rl_pchunk *more, uint32_t keep) {
+    rl_pchunk *drop = NULL;
+    rl_pq_lock(pq);
+    more = rl_pq_recycle_locked(pq, more);
+    while (pq->npool > keep) {
+        rl_pchunk *c = pq->pool;
+        pq->pool = c->next;
+        pq->npool--;
+        c->next = drop;
+        drop = c;
+    }
+    rl_pq_unlock(pq);
+    rl_pq_free_chunks(drop);
+    rl_pq_free_chunks(more);
+}
+
+void rl_pq_destroy(rl_pqueue *pq) {
+    rl_pq_free_chunks(pq->q.head);
+    rl_pq_free_chunks(pq->pool);
+    pq->q.head = pq->q.tail = NULL;
+    pq->pool = NULL;
+    pq->npool = 0;
+}

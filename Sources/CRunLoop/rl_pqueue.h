@@ -1,0 +1,191 @@
+/*
+ * rl_pqueue.h — the storage of a run loop's perform queue: a FIFO of
+ * 16-byte slots (a function and its argument) in chained 4 KiB chunks,
+ * behind a spin lock, with a pool of empty chunks.
+ *
+ * Why chunks: requests are appended by other threads, many millions a
+ * second, and taken by the loop's thread all at once. A growing array
+ * would copy itself under the lock and touch fresh pages after every
+ * backlog; a chain appends in place, hands over in O(1), and chunks go
+ * back to a per-queue pool (then to malloc) once the loop is done with
+ * them, so a loop that keeps up cycles through the same few chunks.
+ *
+ * What a slot means (mode prefixes, which function releases what) is the
+ * run loop's business (RLRunLoop.c); this file only stores slots in order.
+ *
+ * Ownership: the queue owns its chunks. rl_pq_take_locked hands the whole
+ * chain to the caller, who owns it until it is given back with
+ * rl_pq_recycle (chunks) or kept (rl_pchain). Reading a taken chain needs
+ * no lock: no producer writes to a chunk after it was taken.
+ */
+#ifndef CRUNLOOP_RL_PQUEUE_H
+#define CRUNLOOP_RL_PQUEUE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct rl_pslot {
+    void (*fn)(void *);
+    void *arg;
+} rl_pslot;
+
+enum { RL_PCHUNK_BYTES = 4096 };
+
+typedef struct rl_pchunk {
+    struct rl_pchunk *next;
+    uint32_t n; /* slots in use: s[0, n) */
+    uint32_t unused;
+    rl_pslot s[(RL_PCHUNK_BYTES - 16) / sizeof(rl_pslot)];
+} rl_pchunk;
+
+#define RL_PCHUNK_SLOTS ((uint32_t)(sizeof(((rl_pchunk *)0)->s) / sizeof(rl_pslot)))
+
+/* A chain of chunks, in order; empty: head == NULL. Only the chunks a
+ * cursor wrote may have holes at their ends (n < RL_PCHUNK_SLOTS). */
+typedef struct rl_pchain {
+    rl_pchunk *head, *tail;
+} rl_pchain;
+
+typedef struct rl_pqueue {
+    _Atomic int lock;   /* spin lock: held for a few stores only */
+    _Atomic int queued; /* q is not empty; readable without the lock (rl_pq_maybe_queued) */
+    rl_pchain q;
+    rl_pchunk *pool; /* empty chunks, linked by next */
+    uint32_t npool;
+} rl_pqueue;
+
+void rl_pq_lock(rl_pqueue *pq);
+static inline void rl_pq_unlock(rl_pqueue *pq) { atomic_store_explicit(&pq->lock, 0, memory_order_release); }
+
+/* Appends k (1 or 2) slots, kept in one chunk; false when that needs a
+ * chunk and the pool is empty (call rl_pq_grow without the lock, retry).
+ * Lock held. */
+static inline bool rl_pq_push_locked(rl_pqueue *pq, const rl_pslot *s, uint32_t k) {
+    rl_pchunk *c = pq->q.tail;
+    if (__builtin_expect(c == NULL || c->n + k > RL_PCHUNK_SLOTS, 0)) {
+        c = pq->pool;
+        if (!c)
+            return false;
+        pq->pool = c->next;
+        pq->npool--;
+        c->next = NULL;
+        c->n = 0;
+        if (pq->q.tail) {
+            pq->q.tail->next = c;
+        } else {
+            pq->q.head = c;
+            atomic_store(&pq->queued, 1); /* sequentially consistent: see rl_pq_maybe_queued */
+        }
+        pq->q.tail = c;
+    }
+    c->s[c->n] = s[0];
+    if (k > 1)
+        c->s[c->n + 1] = s[1];
+    c->n += k;
+    return true;
+}
+
+/* Whether k slots can be appended without a new chunk from malloc. Lock
+ * held. */
+static inline bool rl_pq_has_room_locked(const rl_pqueue *pq, uint32_t k) {
+    const rl_pchunk *c = pq->q.tail;
+    return (c && c->n + k <= RL_PCHUNK_SLOTS) || pq->pool != NULL;
+}
+
+/* Puts a new chunk in the pool; false if memory is short. Lock not held. */
+bool rl_pq_grow(rl_pqueue *pq);
+
+/* The queued slots, handed over whole; the queue is left empty. Lock held. */
+static inline rl_pchain rl_pq_take_locked(rl_pqueue *pq) {
+    rl_pchain c = pq->q;
+    pq->q.head = pq->q.tail = NULL;
+    atomic_store_explicit(&pq->queued, 0, memory_order_relaxed);
+    return c;
+}
+
+/* Whether anything may be queued, without the lock (the loop looks before
+ * it takes: most passes find nothing, and the lock's cache line then stays
+ * with the producers). A false "no" cannot strand a request: the store that
+ * made the queue non-empty and this load are both sequentially consistent,
+ * so if this load misses it, the producer's later look at the loop's wake-up
+ * flags (RLRunLoopWakeUp, also sequentially consistent) sees the store this
+ * thread made before looking here, and it wakes the loop. */
+static inline bool rl_pq_maybe_queued(rl_pqueue *pq) { return atomic_load(&pq->queued) != 0; }
+
+/* Gives the chunks from `first` to the end of its list back: some to the
+ * pool; returns the rest, for rl_pq_free_chunks without the lock. Lock
+ * held. */
+rl_pchunk *rl_pq_recycle_locked(rl_pqueue *pq, rl_pchunk *first);
+
+/* Frees a list of chunks. */
+void rl_pq_free_chunks(rl_pchunk *first);
+
+/* rl_pq_recycle_locked and rl_pq_free_chunks; takes the lock itself. */
+void rl_pq_recycle(rl_pqueue *pq, rl_pchunk *first);
+
+/* Gives the list `more` back (as rl_pq_recycle), then frees pooled chunks
+ * beyond `keep` (the loop is going to sleep). Takes the lock itself. */
+void rl_pq_trim(rl_pqueue *pq, rl_pchunk *more, uint32_t keep);
+
+/* Frees the pool and the queued chunks (their slots are the caller's to
+ * dispose of first). No other thread may use the queue. */
+void rl_pq_destroy(rl_pqueue *pq);
+
+/* a ++ b, O(1). */
+static inline rl_pchain rl_pchain_cat(rl_pchain a, rl_pchain b) {
+    if (!a.head)
+        return b;
+    if (b.head) {
+        a.tail->next = b.head;
+        a.tail = b.tail;
+    }
+    return a;
+}
+
+/* A position in a chain: slot i of chunk c. */
+typedef struct rl_pcur {
+    rl_pchunk *c;
+    uint32_t i;
+} rl_pcur;
+
+/* Reads the slot at r and moves past it; false at the end of the chain. */
+static inline bool rl_pcur_read(rl_pcur *r, rl_pslot *out) {
+    while (r->c && r->i >= r->c->n) {
+        r->c = r->c->next;
+        r->i = 0;
+    }
+    if (!r->c)
+        return false;
+    *out = r->c->s[r->i++];
+    return true;
+}
+
+/* Writes at w and moves past it, for compacting a chain in place: w starts
+ * at the head and trails the read cursor, so it only ever overwrites slots
+ * already read. A chunk left behind is full. */
+static inline void rl_pcur_write(rl_pcur *w, rl_pslot s) {
+    if (w->i == RL_PCHUNK_SLOTS) {
+        w->c->n = RL_PCHUNK_SLOTS;
+        w->c = w->c->next;
+        w->i = 0;
+    }
+    w->c->s[w->i++] = s;
+}
+
+/* Ends a compaction of `chain` whose writes stopped at w: returns the
+ * chain of what was written (possibly empty) and sets *rest to the chunks
+ * no longer needed (for rl_pq_recycle; NULL if none). */
+static inline rl_pchain rl_pcur_finish(rl_pchain chain, rl_pcur w, rl_pchunk **rest) {
+    if (!w.c || (w.c == chain.head && w.i == 0)) {
+        *rest = chain.head;
+        return (rl_pchain){NULL, NULL};
+    }
+    w.c->n = w.i;
+    *rest = w.c->next;
+    w.c->next = NULL;
+    return (rl_pchain){chain.head, w.c};
+}
+
+#endif
