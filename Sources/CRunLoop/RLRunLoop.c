@@ -87,8 +87,7 @@ struct RLRunLoop {
     rl_pqueue pq;            /* perform requests (see "perform requests") */
     struct rl_bslab *bcur;   /* block slots (RLRunLoopPerformBlock): the slab being filled */
     unsigned bcur_used;      /* its bytes handed out */
-    struct rl_bslab *bcache; /* empty slabs kept for reuse */
-    size_t nbcache;
+    rl_flist bcache;         /* empty slabs kept for reuse */
     char pad2[RL_LINE];
 
     rl_mode **modes;
@@ -1135,7 +1134,7 @@ enum {
     RL_BSLAB_BIAS = 1 << 30,
 };
 typedef struct rl_bslab {
-    struct rl_bslab *next; /* in the cache */
+    struct rl_bslab *next; /* in the cache (an rl_flist: must come first) */
     RLRunLoopRef rl;       /* the owner (not retained: slabs go with it) */
     _Atomic unsigned remaining; /* see above */
     _Alignas(64) unsigned char data[RL_BSLAB_SIZE - 64];
@@ -1166,12 +1165,9 @@ static bool rl_bslab_sub(rl_bslab *sl, unsigned bytes) {
 static void rl_bslab_recycle(RLRunLoopRef rl, rl_bslab *sl) {
     atomic_store_explicit(&sl->remaining, RL_BSLAB_BIAS, memory_order_relaxed);
     rl_qlock(rl);
-    bool keep = rl->nbcache < RL_BSLAB_CACHE;
-    if (keep) {
-        sl->next = rl->bcache;
-        rl->bcache = sl;
-        rl->nbcache++;
-    }
+    bool keep = rl->bcache.n < RL_BSLAB_CACHE;
+    if (keep)
+        rl_flist_push(&rl->bcache, sl);
     rl_qunlock(rl);
     if (!keep)
         free(sl);
@@ -1208,11 +1204,9 @@ static void *rl_bslot_take_locked(RLRunLoopRef rl, size_t size) {
         }
     }
     if (!sl) {
-        sl = rl->bcache;
+        sl = rl_flist_pop(&rl->bcache);
         if (!sl)
             return NULL;
-        rl->bcache = sl->next;
-        rl->nbcache--;
         rl->bcur = sl;
         rl->bcur_used = 0;
     }
@@ -1232,9 +1226,7 @@ static bool rl_bslab_add(RLRunLoopRef rl) {
     sl->rl = rl;
     atomic_init(&sl->remaining, RL_BSLAB_BIAS);
     rl_qlock(rl);
-    sl->next = rl->bcache;
-    rl->bcache = sl;
-    rl->nbcache++;
+    rl_flist_push(&rl->bcache, sl);
     rl_qunlock(rl);
     return true;
 }
@@ -1347,21 +1339,10 @@ static void rl_perform_trim(RLRunLoopRef rl) {
     rl->spent = NULL;
     rl_pq_trim(&rl->pq, spent, RL_PQ_POOL_IDLE);
 #if __BLOCKS__
-    rl_bslab *drop = NULL;
     rl_qlock(rl);
-    while (rl->nbcache > RL_BSLAB_CACHE_IDLE) {
-        rl_bslab *sl = rl->bcache;
-        rl->bcache = sl->next;
-        rl->nbcache--;
-        sl->next = drop;
-        drop = sl;
-    }
+    void *drop = rl_flist_cut(&rl->bcache, RL_BSLAB_CACHE_IDLE);
     rl_qunlock(rl);
-    while (drop) {
-        rl_bslab *next = drop->next;
-        free(drop);
-        drop = next;
-    }
+    rl_flist_free(drop);
 #endif
 }
 
@@ -1369,11 +1350,7 @@ static void rl_perform_trim(RLRunLoopRef rl) {
 static void rl_bslabs_free(RLRunLoopRef rl) {
 #if __BLOCKS__
     free(rl->bcur);
-    while (rl->bcache) {
-        rl_bslab *next = rl->bcache->next;
-        free(rl->bcache);
-        rl->bcache = next;
-    }
+    rl_flist_free(rl_flist_cut(&rl->bcache, 0));
 #else
     (void)rl;
 #endif
@@ -1592,7 +1569,7 @@ static bool rl_do_blocks(RLRunLoopRef rl, rl_mode *m) {
     rl_pchunk *spent = rl->spent ? rl_pq_recycle_locked(&rl->pq, rl->spent) : NULL;
     rl_qunlock(rl);
     rl->spent = NULL;
-    rl_pq_free_chunks(spent);
+    rl_flist_free(spent);
     if (!in.head && !rl->held.head)
         return false;
     rl_batch b;
@@ -2111,7 +2088,7 @@ static void rl_finalize(void *obj) {
     free(rl->fdtab);
     rl_pchain_drop(rl, rl_pchain_cat(rl->held, rl_pq_take_locked(&rl->pq)));
     rl->held = (rl_pchain){NULL, NULL};
-    rl_pq_free_chunks(rl->spent);
+    rl_flist_free(rl->spent);
     rl->spent = NULL;
     rl_pq_destroy(&rl->pq);
     rl_bslabs_free(rl);

@@ -45,30 +45,40 @@ bool rl_pq_grow(rl_pqueue *pq) {
     bytes[0] = 0;
     bytes[sizeof *c - 1] = 0;
     rl_pq_lock(pq);
-    c->next = pq->pool;
-    pq->pool = c;
-    pq->npool++;
+    rl_flist_push(&pq->pool, c);
     rl_pq_unlock(pq);
     return true;
 }
 
-void rl_pq_free_chunks(rl_pchunk *c) {
-    while (c) {
-        rl_pchunk *next = c->next;
-        free(c);
-        c = next;
+void *rl_flist_fill(rl_flist *l, void *first, uint32_t max) {
+    while (first && l->n < max) {
+        void *next = *(void **)first;
+        rl_flist_push(l, first);
+        first = next;
+    }
+    return first;
+}
+
+void *rl_flist_cut(rl_flist *l, uint32_t keep) {
+    void *cut = NULL;
+    while (l->n > keep) {
+        void *block = rl_flist_pop(l);
+        *(void **)block = cut;
+        cut = block;
+    }
+    return cut;
+}
+
+void rl_flist_free(void *first) {
+    while (first) {
+        void *next = *(void **)first;
+        free(first);
+        first = next;
     }
 }
 
 rl_pchunk *rl_pq_recycle_locked(rl_pqueue *pq, rl_pchunk *first) {
-    while (first && pq->npool < RL_PQ_POOL_MAX) {
-        rl_pchunk *next = first->next;
-        first->next = pq->pool;
-        pq->pool = first;
-        pq->npool++;
-        first = next;
-    }
-    return first;
+    return rl_flist_fill(&pq->pool, first, RL_PQ_POOL_MAX);
 }
 
 void rl_pq_recycle(rl_pqueue *pq, rl_pchunk *first) {
@@ -77,29 +87,20 @@ void rl_pq_recycle(rl_pqueue *pq, rl_pchunk *first) {
     rl_pq_lock(pq);
     first = rl_pq_recycle_locked(pq, first);
     rl_pq_unlock(pq);
-    rl_pq_free_chunks(first);
+    rl_flist_free(first);
 }
 
 void rl_pq_trim(rl_pqueue *pq, rl_pchunk *more, uint32_t keep) {
-    rl_pchunk *drop = NULL;
     rl_pq_lock(pq);
     more = rl_pq_recycle_locked(pq, more);
-    while (pq->npool > keep) {
-        rl_pchunk *c = pq->pool;
-        pq->pool = c->next;
-        pq->npool--;
-        c->next = drop;
-        drop = c;
-    }
+    void *drop = rl_flist_cut(&pq->pool, keep);
     rl_pq_unlock(pq);
-    rl_pq_free_chunks(drop);
-    rl_pq_free_chunks(more);
+    rl_flist_free(drop);
+    rl_flist_free(more);
 }
 
 void rl_pq_destroy(rl_pqueue *pq) {
-    rl_pq_free_chunks(pq->q.head);
-    rl_pq_free_chunks(pq->pool);
+    rl_flist_free(pq->q.head);
+    rl_flist_free(rl_flist_cut(&pq->pool, 0));
     pq->q.head = pq->q.tail = NULL;
-    pq->pool = NULL;
-    pq->npool = 0;
 }

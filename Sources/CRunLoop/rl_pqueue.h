@@ -26,6 +26,36 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* A free list of memory blocks (chunks here, the loop's block slabs) whose
+ * first field is their `next` pointer, with its length. The caller locks. */
+typedef struct rl_flist {
+    void *head;
+    uint32_t n;
+} rl_flist;
+
+static inline void rl_flist_push(rl_flist *l, void *block) {
+    *(void **)block = l->head;
+    l->head = block;
+    l->n++;
+}
+
+static inline void *rl_flist_pop(rl_flist *l) {
+    void *block = l->head;
+    if (block) {
+        l->head = *(void **)block;
+        l->n--;
+    }
+    return block;
+}
+
+/* Pushes blocks from the list `first` while l is shorter than max; returns
+ * the rest. */
+void *rl_flist_fill(rl_flist *l, void *first, uint32_t max);
+/* Takes blocks off l until it is `keep` long; returns them as a list. */
+void *rl_flist_cut(rl_flist *l, uint32_t keep);
+/* free()s every block of a list. */
+void rl_flist_free(void *first);
+
 typedef struct rl_pslot {
     void (*fn)(void *);
     void *arg;
@@ -34,7 +64,7 @@ typedef struct rl_pslot {
 enum { RL_PCHUNK_BYTES = 4096 };
 
 typedef struct rl_pchunk {
-    struct rl_pchunk *next;
+    struct rl_pchunk *next; /* first: chunks go on an rl_flist */
     uint32_t n; /* slots in use: s[0, n) */
     uint32_t unused;
     rl_pslot s[(RL_PCHUNK_BYTES - 16) / sizeof(rl_pslot)];
@@ -52,8 +82,7 @@ typedef struct rl_pqueue {
     _Atomic int lock;   /* spin lock: held for a few stores only */
     _Atomic int queued; /* q is not empty; readable without the lock (rl_pq_maybe_queued) */
     rl_pchain q;
-    rl_pchunk *pool; /* empty chunks, linked by next */
-    uint32_t npool;
+    rl_flist pool; /* empty chunks */
 } rl_pqueue;
 
 void rl_pq_lock(rl_pqueue *pq);
@@ -65,11 +94,9 @@ static inline void rl_pq_unlock(rl_pqueue *pq) { atomic_store_explicit(&pq->lock
 static inline bool rl_pq_push_locked(rl_pqueue *pq, const rl_pslot *s, uint32_t k) {
     rl_pchunk *c = pq->q.tail;
     if (__builtin_expect(c == NULL || c->n + k > RL_PCHUNK_SLOTS, 0)) {
-        c = pq->pool;
+        c = rl_flist_pop(&pq->pool);
         if (!c)
             return false;
-        pq->pool = c->next;
-        pq->npool--;
         c->next = NULL;
         c->n = 0;
         if (pq->q.tail) {
@@ -91,7 +118,7 @@ static inline bool rl_pq_push_locked(rl_pqueue *pq, const rl_pslot *s, uint32_t 
  * held. */
 static inline bool rl_pq_has_room_locked(const rl_pqueue *pq, uint32_t k) {
     const rl_pchunk *c = pq->q.tail;
-    return (c && c->n + k <= RL_PCHUNK_SLOTS) || pq->pool != NULL;
+    return (c && c->n + k <= RL_PCHUNK_SLOTS) || pq->pool.head != NULL;
 }
 
 /* Puts a new chunk in the pool; false if memory is short. Lock not held. */
@@ -118,9 +145,6 @@ static inline bool rl_pq_maybe_queued(rl_pqueue *pq) { return atomic_load(&pq->q
  * pool; returns the rest, for rl_pq_free_chunks without the lock. Lock
  * held. */
 rl_pchunk *rl_pq_recycle_locked(rl_pqueue *pq, rl_pchunk *first);
-
-/* Frees a list of chunks. */
-void rl_pq_free_chunks(rl_pchunk *first);
 
 /* rl_pq_recycle_locked and rl_pq_free_chunks; takes the lock itself. */
 void rl_pq_recycle(rl_pqueue *pq, rl_pchunk *first);
