@@ -129,10 +129,7 @@ struct RLRunLoop {
 /* ------------------------------------------------------------------ */
 /* the graph lock, sequence numbers, deferred work                     */
 
-static pthread_mutex_t rl_graph_mutex = PTHREAD_MUTEX_INITIALIZER;
-
-void rl__graph_lock(void) { pthread_mutex_lock(&rl_graph_mutex); }
-void rl__graph_unlock(void) { pthread_mutex_unlock(&rl_graph_mutex); }
+rl__mutex rl__graph_mutex;
 
 static _Atomic uint64_t rl_seq;
 uint64_t rl__next_seq(void) { return atomic_fetch_add_explicit(&rl_seq, 1, memory_order_relaxed) + 1; }
