@@ -116,10 +116,7 @@ struct RLRunLoop {
 /* ------------------------------------------------------------------ */
 /* the graph lock, sequence numbers, deferred work                     */
 
-static pthread_mutex_t rl_graph_mutex = PTHREAD_MUTEX_INITIALIZER;
-
-void rl__graph_lock(void) { pthread_mutex_lock(&rl_graph_mutex); }
-void rl__graph_unlock(void) { pthread_mutex_unlock(&rl_graph_mutex); }
+rl__mutex rl__graph_mutex;
 
 static _Atomic uint64_t rl_seq;
 uint64_t rl__next_seq(void) { return atomic_fetch_add_explicit(&rl_seq, 1, memory_order_relaxed) + 1; }
@@ -234,7 +231,14 @@ struct rl_membq *rl__item_membs(void *item, rl_kind kind) {
     }
 }
 
-static rl_memb *rl_memb_find(void *item, rl_kind kind, rl_mode *mode) {
+static inline rl_memb *rl_memb_find(void *item, rl_kind kind, rl_mode *mode) {
+    if (kind == RL_KIND_TIMER) {
+        /* Most timers are in one mode, their inline membership: found
+         * without first loading the list head. */
+        struct RLRunLoopTimer *t = item;
+        if (t->inline_used && t->inline_memb.mode == mode)
+            return &t->inline_memb;
+    }
     rl_memb *m;
     TAILQ_FOREACH(m, rl__item_membs(item, kind), item_link) {
         if (m->mode == mode)
@@ -257,17 +261,21 @@ static bool rl_item_in_loop(void *item, rl_kind kind, RLRunLoopRef rl) {
 /* ------------------------------------------------------------------ */
 /* modes                                                               */
 
-static rl_mode *rl_mode_find(RLRunLoopRef rl, const char *name) {
-    /* Programs mostly touch one mode at a time: try the last one found. The
-     * default mode's constant is recognised by its address. */
-    rl_mode *last = rl->last_mode;
-    if (last && (name == kRLRunLoopDefaultMode ? last->is_default : strcmp(last->name, name) == 0))
-        return last;
+static rl_mode *rl_mode_find_slow(RLRunLoopRef rl, const char *name) {
     for (size_t i = 0; i < rl->nmodes; i++) {
         if (strcmp(rl->modes[i]->name, name) == 0)
             return rl->last_mode = rl->modes[i];
     }
     return NULL;
+}
+
+__attribute__((always_inline)) static inline rl_mode *rl_mode_find(RLRunLoopRef rl, const char *name) {
+    /* Programs mostly touch one mode at a time: try the last one found. The
+     * default mode's constant is recognised by its address. */
+    rl_mode *last = rl->last_mode;
+    if (last && (name == kRLRunLoopDefaultMode ? last->is_default : strcmp(last->name, name) == 0))
+        return last;
+    return rl_mode_find_slow(rl, name);
 }
 
 static rl_common_name *rl_common_find(RLRunLoopRef rl, const char *name) {
@@ -290,13 +298,9 @@ static void *rl_grow(void *a, size_t *cap, size_t need, size_t elem) {
     return b;
 }
 
-/* The mode named `name`, created if needed; NULL (error set) on OOM. */
-static rl_mode *rl_mode_get(RLRunLoopRef rl, const char *name, const char *fn) {
-    rl_mode *m = rl_mode_find(rl, name);
-    if (m)
-        return m;
+static rl_mode *rl_mode_new(RLRunLoopRef rl, const char *name, const char *fn) {
     rl_mode **a = rl_grow(rl->modes, &rl->capmodes, rl->nmodes + 1, sizeof *a);
-    m = calloc(1, sizeof *m);
+    rl_mode *m = calloc(1, sizeof *m);
     char *copy = strdup(name);
     if (!a || !m || !copy) {
         if (a)
@@ -318,6 +322,13 @@ static rl_mode *rl_mode_get(RLRunLoopRef rl, const char *name, const char *fn) {
         m->common = true;
     rl->modes[rl->nmodes++] = m;
     return m;
+}
+
+/* The mode named `name`, created if needed; NULL (error set) on OOM. */
+__attribute__((always_inline)) static inline rl_mode *rl_mode_get(RLRunLoopRef rl, const char *name,
+                                                                  const char *fn) {
+    rl_mode *m = rl_mode_find(rl, name);
+    return m ? m : rl_mode_new(rl, name, fn);
 }
 
 static void rl_mode_free(rl_mode *m) {
@@ -406,13 +417,16 @@ static void rl_rearm_if_waiting(RLRunLoopRef rl) {
 /* Timer t joined `mode` of rl. Adding can only bring the wake-up forward:
  * a sleeping loop running that mode is re-armed only if t is due before the
  * armed time, and nothing else (no clock read, no heap order) is needed. */
-static void rl_rearm_for_added_timer(RLRunLoopRef rl, rl_mode *mode, const struct RLRunLoopTimer *t) {
-    if (!rl->frame || rl->frame->mode != mode || !atomic_load(&rl->sleeping))
-        return;
+static void rl_rearm_for_added_timer_slow(RLRunLoopRef rl, const struct RLRunLoopTimer *t) {
     double rel = t->fire_date + t->tolerance - RLAbsoluteTimeGetCurrent();
     double at = rl_mono_now() + (rel > 0 ? rel : 0);
     if (at < rl->armed_at)
         rl_arm_timerfd(rl, at);
+}
+
+static inline void rl_rearm_for_added_timer(RLRunLoopRef rl, rl_mode *mode, const struct RLRunLoopTimer *t) {
+    if (rl->frame && rl->frame->mode == mode && atomic_load(&rl->sleeping))
+        rl_rearm_for_added_timer_slow(rl, t);
 }
 
 /* ------------------------------------------------------------------ */
@@ -562,7 +576,9 @@ static rl_memb *rl_memb_alloc(void *item, rl_kind kind) {
         struct RLRunLoopTimer *t = item;
         if (!t->inline_used) {
             t->inline_used = true;
-            memset(&t->inline_memb, 0, sizeof t->inline_memb);
+            /* Not mode_link, which timers never use: it would be one more
+             * cache line per add. */
+            memset(&t->inline_memb, 0, offsetof(rl_memb, mode_link));
             return &t->inline_memb;
         }
     }
@@ -580,9 +596,10 @@ static void rl_memb_free(rl_memb *m) {
     free(m);
 }
 
-/* Adds item to mode (no-op if present). Graph lock held. */
-static bool rl_add_locked(RLRunLoopRef rl, void *item, rl_kind kind, rl_mode *mode, rl_defer *d,
-                          const char *fn) {
+/* Adds item to mode (no-op if present). Graph lock held. Inlined where
+ * the kind is a constant: adding a timer is a hot path. */
+__attribute__((always_inline)) static inline bool rl_add_locked(RLRunLoopRef rl, void *item, rl_kind kind,
+                                                               rl_mode *mode, rl_defer *d, const char *fn) {
     if (rl_memb_find(item, kind, mode))
         return true;
     rl_memb *m = rl_memb_alloc(item, kind);
@@ -597,7 +614,6 @@ static bool rl_add_locked(RLRunLoopRef rl, void *item, rl_kind kind, rl_mode *mo
             rl_memb_free(m);
             return rl__fail(kRLErrorNoMemory, fn, "out of memory");
         }
-        ((struct RLRunLoopTimer *)item)->rl = rl;
     }
     rl_retain_raw(item);
     TAILQ_INSERT_TAIL(rl__item_membs(item, kind), m, item_link);
@@ -645,10 +661,7 @@ static void rl_remove_memb_locked(rl_memb *m, rl_defer *d) {
         mode->nobservers--;
         rl_mode_recompute_mask(mode);
     } else {
-        struct RLRunLoopTimer *t = item;
         rl__tset_remove(&mode->timers, m);
-        if (TAILQ_EMPTY(&t->membs))
-            t->rl = NULL;
         rl_rearm_if_waiting(rl);
     }
     if (m->kind == RL_KIND_OBSERVER && ((struct RLRunLoopObserver *)item)->pins)
@@ -683,7 +696,7 @@ void rl__timer_moved_locked(struct RLRunLoopTimer *t) {
         if (!rl__tset_update(&m->mode->timers, m))
             abort(); /* out of memory re-filing a timer: its heaps would lie */
     }
-    rl_rearm_if_waiting(t->rl);
+    rl_rearm_if_waiting(rl__timer_loop(t));
 }
 
 static bool rl_citem_has(RLRunLoopRef rl, void *item) {
@@ -754,7 +767,8 @@ static bool rl_args_ok(RLRunLoopRef rl, void *item, rl_kind kind, RLRunLoopMode 
     return rl_check_loop(rl, fn) && rl__object_check(item, rl_kind_class(kind), fn) && rl_mode_name_ok(mode, fn);
 }
 
-static bool rl_add_item(RLRunLoopRef rl, void *item, rl_kind kind, RLRunLoopMode mode, const char *fn) {
+__attribute__((always_inline)) static inline bool rl_add_item(RLRunLoopRef rl, void *item, rl_kind kind,
+                                                              RLRunLoopMode mode, const char *fn) {
     if (!rl_args_ok(rl, item, kind, mode, fn))
         return false;
     rl_defer d;
@@ -765,8 +779,7 @@ static bool rl_add_item(RLRunLoopRef rl, void *item, rl_kind kind, RLRunLoopMode
         ok = rl__fail(kRLErrorInvalidState, fn, "the run loop's thread has exited");
     else if (!rl_item_valid(item, kind))
         ok = rl__fail(kRLErrorInvalidObject, fn, "%p has been invalidated", item);
-    else if (kind == RL_KIND_TIMER && ((struct RLRunLoopTimer *)item)->rl &&
-             ((struct RLRunLoopTimer *)item)->rl != rl)
+    else if (kind == RL_KIND_TIMER && rl__timer_loop(item) && rl__timer_loop(item) != rl)
         ok = rl__fail(kRLErrorInvalidState, fn, "the timer is already in another run loop");
     else if (rl_is_common(mode))
         ok = rl_add_common_locked(rl, item, kind, &d, fn);
@@ -775,11 +788,13 @@ static bool rl_add_item(RLRunLoopRef rl, void *item, rl_kind kind, RLRunLoopMode
         ok = m && rl_add_locked(rl, item, kind, m, &d, fn);
     }
     rl__graph_unlock();
-    rl__defer_run(&d);
+    if (d.n)
+        rl__defer_run(&d);
     return ok;
 }
 
-static bool rl_remove_item(RLRunLoopRef rl, void *item, rl_kind kind, RLRunLoopMode mode, const char *fn) {
+__attribute__((always_inline)) static inline bool rl_remove_item(RLRunLoopRef rl, void *item, rl_kind kind,
+                                                                 RLRunLoopMode mode, const char *fn) {
     if (!rl_args_ok(rl, item, kind, mode, fn))
         return false;
     rl_defer d;
@@ -1748,7 +1763,8 @@ static int rl_cmp_timer_memb(const void *x, const void *y) {
 static void rl_fire_timer(RLRunLoopRef rl, rl_mode *m, struct RLRunLoopTimer *t) {
     RLAbsoluteTime now = RLAbsoluteTimeGetCurrent();
     rl__graph_lock();
-    bool go = t->valid && t->rl == rl && !t->firing && t->fire_date <= now && rl__memb_in_mode(t, RL_KIND_TIMER, m);
+    /* m is a mode of rl: a membership in m means t is in rl. */
+    bool go = t->valid && !t->firing && t->fire_date <= now && rl__memb_in_mode(t, RL_KIND_TIMER, m);
     if (go) {
         t->firing = true;
         t->moved_in_fire = false;

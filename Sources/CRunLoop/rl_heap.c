@@ -190,7 +190,7 @@ void rl__tset_free(rl_timerset *ts) {
 
 size_t rl__tset_count(const rl_timerset *ts) { return ts->strict.n + ts->lax_fire.n; }
 
-bool rl__tset_add(rl_timerset *ts, rl_memb *m) {
+bool rl__tset_add_slow(rl_timerset *ts, rl_memb *m) {
     m->lax = ((struct RLRunLoopTimer *)m->item)->tolerance > 0;
     if (!m->lax)
         return rl_heap_push(&ts->strict, m);
@@ -216,7 +216,7 @@ bool rl__tset_update(rl_timerset *ts, rl_memb *m) {
     bool lax = ((struct RLRunLoopTimer *)m->item)->tolerance > 0;
     if (lax != m->lax) {
         rl__tset_remove(ts, m);
-        return rl__tset_add(ts, m);
+        return rl__tset_add_slow(ts, m);
     }
     if (!lax) {
         rl_heap_update(&ts->strict, m);

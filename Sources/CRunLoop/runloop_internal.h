@@ -14,10 +14,12 @@
 #ifndef CRUNLOOP_RUNLOOP_INTERNAL_H
 #define CRUNLOOP_RUNLOOP_INTERNAL_H
 
+#include "RLLockInternal.h"
 #include "internal.h"
 
 #include <bsd/sys/queue.h>
 #include <pthread.h>
+#include <stddef.h>
 
 #if __BLOCKS__
 /* The BlocksRuntime entry points (what <Block.h> wraps); declared here
@@ -35,15 +37,16 @@ typedef enum rl_kind { RL_KIND_SOURCE = 0, RL_KIND_TIMER = 1, RL_KIND_OBSERVER =
 
 /* One item (source, timer or observer) in one mode of one run loop. The
  * membership holds one reference on the item. Timers never use mode_link,
- * so it comes last: adding a timer touches the first 64 bytes only. */
+ * so it comes last: what adding or removing a timer touches is the first
+ * 64 bytes (one cache line for a timer's inline membership). */
 struct rl_memb {
     void *item;
-    rl_kind kind;
-    bool lax; /* timers: filed as tolerant (tolerance > 0) */
-    RLRunLoopRef rl;
     rl_mode *mode;
     TAILQ_ENTRY(rl_memb) item_link; /* the item's memberships */
     size_t hidx[2];                 /* timers: slots in the mode's heaps */
+    RLRunLoopRef rl;
+    rl_kind kind;
+    bool lax;                       /* timers: filed as tolerant (tolerance > 0) */
     TAILQ_ENTRY(rl_memb) mode_link; /* the mode's sources or observers */
 };
 TAILQ_HEAD(rl_membq, rl_memb);
@@ -102,25 +105,35 @@ struct RLRunLoopSource {
 
 /* ---- timers ---- */
 
-/* What adding or removing a timer touches comes first (three cache lines
- * instead of four: 100k timers come and go at memory speed). */
+/* What adding or removing a timer touches is the first 128 bytes: the
+ * object header, dates, flags and membership list in the first 64, the
+ * inline membership's hot part in the next 64 (so 100k timers come and go
+ * at memory speed). The loop a timer is in (a timer is in at most one) is
+ * its first membership's (rl__timer_loop). */
 struct RLRunLoopTimer {
     rl__object base;
     RLAbsoluteTime fire_date;
     RLTimeInterval tolerance;
-    uint64_t seq; /* tie-break: equal dates fire in creation/move order */
     bool valid;
     bool firing;
     bool moved_in_fire;
     bool inline_used;
-    RLRunLoopRef rl; /* the one loop it is in, or NULL */
     struct rl_membq membs;
     rl_memb inline_memb; /* the first membership, without an allocation */
+    uint64_t seq; /* tie-break: equal dates fire in creation/move order */
     RLTimeInterval interval;
     RLIndex order;
     RLRunLoopTimerCallBack callout;
     RLRunLoopTimerContext ctx;
 };
+_Static_assert(offsetof(struct RLRunLoopTimer, inline_memb) == 64, "timer: hot part is the first line");
+_Static_assert(offsetof(rl_memb, mode_link) <= 64, "membership: a timer's part fits one line");
+
+/* The one loop timer t is in, or NULL. Graph lock held. */
+static inline RLRunLoopRef rl__timer_loop(const struct RLRunLoopTimer *t) {
+    const rl_memb *m = TAILQ_FIRST(&t->membs);
+    return m ? m->rl : NULL;
+}
 
 /* ---- observers ---- */
 
@@ -156,8 +169,15 @@ struct RLFileDescriptor {
 
 /* ---- the graph lock and deferred work ---- */
 
-RL__HIDDEN void rl__graph_lock(void);
-RL__HIDDEN void rl__graph_unlock(void);
+/* A futex mutex (RLLockInternal.h) whose uncontended lock and unlock are
+ * inline: every add or remove takes it once, and two calls into libc's
+ * mutex were a measurable part of a 10 ns timer add. */
+RL__HIDDEN extern rl__mutex rl__graph_mutex;
+static inline void rl__graph_lock(void) {
+    if (RL__UNLIKELY(!rl__mutex_trylock(&rl__graph_mutex)))
+        rl__mutex_lock_slow(&rl__graph_mutex, NULL);
+}
+static inline void rl__graph_unlock(void) { rl__mutex_unlock(&rl__graph_mutex); }
 
 /* Work collected under the graph lock and done after unlocking: cancel and
  * schedule callouts, context releases and object releases. */
@@ -216,7 +236,20 @@ RL__HIDDEN uint64_t rl__next_seq(void);
 RL__HIDDEN void rl__tset_init(rl_timerset *ts);
 RL__HIDDEN void rl__tset_free(rl_timerset *ts);
 RL__HIDDEN size_t rl__tset_count(const rl_timerset *ts);
-RL__HIDDEN bool rl__tset_add(rl_timerset *ts, rl_memb *m);
+RL__HIDDEN bool rl__tset_add_slow(rl_timerset *ts, rl_memb *m);
+/* Files a new membership (pending: no heap order yet, see rl_heap.c).
+ * The common case, a strict timer with room in the array, is inline:
+ * adding a timer should cost a few stores. */
+static inline bool rl__tset_add(rl_timerset *ts, rl_memb *m) {
+    const struct RLRunLoopTimer *t = m->item;
+    rl_heap *h = &ts->strict;
+    if (RL__UNLIKELY(t->tolerance > 0 || h->n == h->cap))
+        return rl__tset_add_slow(ts, m);
+    m->lax = false;
+    h->a[h->n] = (rl_hent){t->fire_date, m};
+    m->hidx[0] = h->n++;
+    return true;
+}
 RL__HIDDEN void rl__tset_remove(rl_timerset *ts, rl_memb *m);
 /* The timer's date or tolerance changed. */
 RL__HIDDEN bool rl__tset_update(rl_timerset *ts, rl_memb *m);

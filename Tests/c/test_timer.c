@@ -430,6 +430,148 @@ static void test_tolerance_change_refiles_timer(void **state) {
     done(b);
 }
 
+/* A timer's first membership lives inside the timer, later ones are
+ * allocated. Removing the first while a later one stays must leave the
+ * timer in its loop (and in that mode only); adding it back reuses the
+ * inline one; once out of every mode it may join another loop. */
+static void *add_to_other_loop_and_remove(void *arg) {
+    RLRunLoopRef other = RLRunLoopGetCurrent();
+    bool ok = RLRunLoopAddTimer(other, (RLRunLoopTimerRef)arg, "Elsewhere") &&
+              RLRunLoopContainsTimer(other, (RLRunLoopTimerRef)arg, "Elsewhere") &&
+              RLRunLoopRemoveTimer(other, (RLRunLoopTimerRef)arg, "Elsewhere");
+    return ok ? (void *)1 : NULL;
+}
+
+static void test_membership_reuse_across_modes(void **state) {
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    int count = 0;
+    RLRunLoopTimerRef t = make(RLAbsoluteTimeGetCurrent() - 1, 1000, count_cb, &count);
+    RLIndex rc0 = RLGetRetainCount(t);
+    assert_true(RLRunLoopAddTimer(rl, t, "M1"));
+    assert_true(RLRunLoopAddTimer(rl, t, "M2"));
+    assert_true(RLRunLoopAddTimer(rl, t, "M3"));
+    assert_true(RLRunLoopAddTimer(rl, t, "M2")); /* already there: no second membership */
+    assert_int_equal(RLGetRetainCount(t), rc0 + 3);
+    assert_true(RLRunLoopRemoveTimer(rl, t, "M1"));
+    assert_false(RLRunLoopContainsTimer(rl, t, "M1"));
+    assert_true(RLRunLoopContainsTimer(rl, t, "M2"));
+    assert_true(RLRunLoopContainsTimer(rl, t, "M3"));
+    assert_int_equal(RLGetRetainCount(t), rc0 + 2);
+    /* Still in this loop through M2 and M3. */
+    assert_ptr_equal(rl_test_on_other_thread(add_to_other_loop, t), (void *)1);
+    assert_int_equal(RLRunLoopRunInMode("M2", 0, false), kRLRunLoopRunTimedOut);
+    assert_int_equal(count, 1);
+    assert_int_equal(RLRunLoopRunInMode("M1", 0, false), kRLRunLoopRunFinished);
+    assert_int_equal(count, 1);
+    /* Back in M1 (the inline membership again), and out of M2 and M3. */
+    assert_true(RLRunLoopAddTimer(rl, t, "M1"));
+    assert_true(RLRunLoopRemoveTimer(rl, t, "M2"));
+    assert_true(RLRunLoopRemoveTimer(rl, t, "M3"));
+    assert_true(RLRunLoopRemoveTimer(rl, t, "M3")); /* not there: a no-op */
+    assert_int_equal(RLGetRetainCount(t), rc0 + 1);
+    assert_true(RLRunLoopTimerSetNextFireDate(t, RLAbsoluteTimeGetCurrent() - 1));
+    assert_int_equal(RLRunLoopRunInMode("M1", 0, false), kRLRunLoopRunTimedOut);
+    assert_int_equal(count, 2);
+    assert_int_equal(RLRunLoopRunInMode("M3", 0, false), kRLRunLoopRunFinished);
+    assert_int_equal(count, 2);
+    assert_true(RLRunLoopRemoveTimer(rl, t, "M1"));
+    assert_int_equal(RLGetRetainCount(t), rc0);
+    /* In no mode of this loop: another loop may take it. */
+    assert_ptr_equal(rl_test_on_other_thread(add_to_other_loop_and_remove, t), (void *)1);
+    assert_true(RLRunLoopAddTimer(rl, t, "M2"));
+    assert_true(RLRunLoopContainsTimer(rl, t, "M2"));
+    assert_true(RLRunLoopTimerInvalidate(t));
+    assert_false(RLRunLoopContainsTimer(rl, t, "M2"));
+    assert_int_equal(RLGetRetainCount(t), rc0);
+    assert_true(RLRelease(t));
+}
+
+/* Invalidated by its own callout while it is in two modes (inline and
+ * allocated memberships): it fires once, leaves both modes, and its
+ * context is released once. */
+static int release_count;
+static void count_release(const void *info) { release_count++; }
+static void invalidate_self_cb(RLRunLoopTimerRef t, void *info) {
+    (*(int *)info)++;
+    assert_true(RLRunLoopTimerInvalidate(t));
+    assert_false(RLRunLoopTimerIsValid(t));
+}
+
+static void test_invalidate_inside_callout_two_modes(void **state) {
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    int count = 0;
+    release_count = 0;
+    RLRunLoopTimerContext c = {0, &count, NULL, count_release, NULL};
+    RLRunLoopTimerRef t = RLRunLoopTimerCreate(NULL, RLAbsoluteTimeGetCurrent() - 1, 0.5, 0, 0,
+                                               invalidate_self_cb, &c);
+    assert_non_null(t);
+    RLIndex rc0 = RLGetRetainCount(t);
+    assert_true(RLRunLoopAddTimer(rl, t, "IA"));
+    assert_true(RLRunLoopAddTimer(rl, t, "IB"));
+    /* As CF: a zero-second run times out (the timeout is checked before
+     * emptiness) even though the pass emptied the mode. */
+    assert_int_equal(RLRunLoopRunInMode("IB", 0, false), kRLRunLoopRunTimedOut);
+    assert_int_equal(count, 1);
+    assert_int_equal(release_count, 1);
+    assert_false(RLRunLoopContainsTimer(rl, t, "IA"));
+    assert_false(RLRunLoopContainsTimer(rl, t, "IB"));
+    assert_int_equal(RLGetRetainCount(t), rc0);
+    assert_int_equal(RLRunLoopRunInMode("IA", 0, false), kRLRunLoopRunFinished);
+    assert_int_equal(count, 1);
+    assert_false(RLRunLoopAddTimer(rl, t, "IA"));
+    assert_rl_error(kRLErrorInvalidObject);
+    assert_true(RLRelease(t));
+    assert_int_equal(release_count, 1);
+}
+
+/* Added from another thread to the mode a loop sleeps in: the loop must
+ * re-arm and fire it with no wake-up call (the timer is due soon, the
+ * loop's own deadline is far). Also added while asleep in another mode
+ * (no re-arm needed) and to the same mode but due later than the armed
+ * time (no re-arm either). */
+typedef struct add_while_asleep {
+    RLRunLoopTimerRef due_soon, later, other_mode;
+} add_while_asleep;
+
+static void add_timers_while_asleep(RLRunLoopRef rl, void *arg) {
+    add_while_asleep *a = arg;
+    assert_true(RLRunLoopAddTimer(rl, a->later, "XAdd"));
+    assert_true(RLRunLoopAddTimer(rl, a->other_mode, "XAddOther"));
+    assert_true(RLRunLoopAddTimer(rl, a->due_soon, "XAdd"));
+}
+
+static void stop_cb(RLRunLoopTimerRef t, void *info) {
+    (*(int *)info)++;
+    RLRunLoopStop(RLRunLoopGetCurrent());
+}
+
+static void test_add_from_another_thread_while_asleep(void **state) {
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    int soon = 0, later = 0, other = 0;
+    RLAbsoluteTime now = RLAbsoluteTimeGetCurrent();
+    RLRunLoopTimerRef far = make(now + 1000, 0, count_cb, NULL); /* keeps the mode alive, armed far away */
+    assert_true(RLRunLoopAddTimer(rl, far, "XAdd"));
+    add_while_asleep a = {
+        make(now + 0.05, 0, stop_cb, &soon),
+        make(now + 500, 0, count_cb, &later),
+        make(now - 1, 0, count_cb, &other),
+    };
+    double t0 = rl_test_now();
+    assert_int_equal(rl_test_run_and_act_while_asleep("XAdd", false, add_timers_while_asleep, &a),
+                     kRLRunLoopRunStopped);
+    assert_true(rl_test_now() - t0 < 20);
+    assert_int_equal(soon, 1);
+    assert_int_equal(later, 0);
+    assert_int_equal(other, 0);
+    assert_true(RLRunLoopContainsTimer(rl, a.later, "XAdd"));
+    assert_true(RLRunLoopContainsTimer(rl, a.other_mode, "XAddOther"));
+    assert_true(RLRunLoopGetNextTimerFireDate(rl, "XAdd") == RLRunLoopTimerGetNextFireDate(a.later));
+    done(a.due_soon);
+    done(a.later);
+    done(a.other_mode);
+    done(far);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_one_shot_fires_once, rl_trace_setup),
@@ -452,6 +594,9 @@ int main(void) {
         cmocka_unit_test_setup(test_common_modes, rl_trace_setup),
         cmocka_unit_test_setup(test_move_earlier_from_another_thread, rl_trace_setup),
         cmocka_unit_test_setup(test_tolerance_change_refiles_timer, rl_trace_setup),
+        cmocka_unit_test_setup(test_membership_reuse_across_modes, rl_trace_setup),
+        cmocka_unit_test_setup(test_invalidate_inside_callout_two_modes, rl_trace_setup),
+        cmocka_unit_test_setup(test_add_from_another_thread_while_asleep, rl_trace_setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
