@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+_Atomic unsigned rl__faults;
+
 void *rl__object_alloc(const rl__class *cls, size_t size, const char *fn) {
     rl__object *o = calloc(1, size);
     if (!o) {

@@ -15,6 +15,14 @@
 #define RL__LIKELY(x) __builtin_expect(!!(x), 1)
 #define RL__UNLIKELY(x) __builtin_expect(!!(x), 0)
 
+/* Fault injection for tests: each bit of rl__faults makes one kind of
+ * allocation fail, to reach the paths that handle it. Zero in normal use;
+ * the tests set it (it is hidden, so only code linked with the static
+ * library can). */
+enum { RL_FAULT_TIMER_ARRAY = 1 << 0 /* growing a mode's timer array (rl_heap.c) */ };
+RL__HIDDEN extern _Atomic unsigned rl__faults;
+#define rl__fault(f) RL__UNLIKELY(atomic_load_explicit(&rl__faults, memory_order_relaxed) & (f))
+
 /* ---- errors (RLError.c) ---- */
 
 /* Records code + formatted message ("fn: ...") as the thread's last error and

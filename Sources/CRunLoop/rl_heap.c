@@ -2,15 +2,20 @@
  * their key (sifting never chases pointers) and whose memberships know their
  * slot (removing or moving a timer is O(log n), no search).
  *
- * Adding is O(1): a new entry is appended after the heap-ordered prefix
- * a[0, hn) as "pending" (a[hn, n), unordered). The pending entries are
- * folded in only when the heap order is needed — the earliest date, the due
- * timers — by sifting each one up, or, when the batch is large next to the
- * heap, by one bottom-up (Floyd) heapify of the whole array in O(n). A
- * pending entry is removed or moved in O(1). So 100k timers added in a row
- * cost one O(n) heapify when the loop next looks at them, and timers added
- * and removed before the loop looks (a timeout cancelled early) never touch
- * the heap order at all. Graph lock held. */
+ * Adding is O(1) and touches only the timer's membership: a strict timer
+ * (no tolerance, the usual case) goes on the set's pending list, linked
+ * through the membership (plink, which shares its space with the heap
+ * slots: a pending timer has none). The pending timers are folded in only when the
+ * heap order is needed — the earliest date, the due timers: appended to the
+ * array after the heap-ordered prefix a[0, hn), then sifted up one by one,
+ * or, when the batch is large next to the heap, ordered by one bottom-up
+ * (Floyd) heapify of the whole array in O(n). A pending timer is removed
+ * or moved in O(1). So 100k timers added in a row cost one O(n) heapify
+ * when the loop next looks at them (the array grows then, not during the
+ * adds), and timers added and removed before the loop looks (a timeout
+ * cancelled early) never touch the array at all. Tolerant timers are
+ * appended to their two arrays as pending entries a[hn, n) and folded the
+ * same way. Graph lock held. */
 #include "runloop_internal.h"
 
 #include <stdlib.h>
@@ -156,21 +161,28 @@ static void rl_heap_update(rl_heap *h, rl_memb *m) {
         rl_heap_fix(h, i);
 }
 
+/* Appends m to the caller's array; false if it cannot grow. */
+static bool rl_out_push(rl_memb *m, rl_memb ***out, size_t *n, size_t *cap) {
+    if (*n == *cap) {
+        size_t nc = *cap ? *cap * 2 : 16;
+        rl_memb **a = realloc(*out, nc * sizeof *a);
+        if (!a)
+            return false;
+        *out = a;
+        *cap = nc;
+    }
+    (*out)[(*n)++] = m;
+    return true;
+}
+
 /* Depth-first, pruning every subtree whose root is not due: O(number due).
  * The heap must be folded. */
 static void rl_heap_collect(const rl_heap *h, size_t i, RLAbsoluteTime now, rl_memb ***out, size_t *n,
                             size_t *cap) {
     if (i >= h->hn || h->a[i].key > now)
         return;
-    if (*n == *cap) {
-        size_t nc = *cap ? *cap * 2 : 16;
-        rl_memb **a = realloc(*out, nc * sizeof *a);
-        if (!a)
-            return;
-        *out = a;
-        *cap = nc;
-    }
-    (*out)[(*n)++] = h->a[i].m;
+    if (!rl_out_push(h->a[i].m, out, n, cap))
+        return;
     for (size_t k = 1; k <= RL_HEAP_D; k++)
         rl_heap_collect(h, RL_HEAP_D * i + k, now, out, n, cap);
 }
@@ -179,6 +191,50 @@ void rl__tset_init(rl_timerset *ts) {
     rl_heap_init(&ts->strict, 0, 0);
     rl_heap_init(&ts->lax_fire, 0, 0);
     rl_heap_init(&ts->lax_deadline, 1, 1);
+    TAILQ_INIT(&ts->pending);
+    ts->npending = 0;
+}
+
+/* Moves the pending strict timers into the strict array (as its pending
+ * entries, to be folded). If the array cannot grow, those that do not fit
+ * stay on the list, where rl_pending_min and rl_pending_collect still see
+ * them: out of memory makes the loop slower, never wrong. */
+static void rl_tset_unlist(rl_timerset *ts) {
+    rl_heap *h = &ts->strict;
+    if (ts->npending == 0)
+        return;
+    size_t need = h->n + ts->npending;
+    if (need > h->cap) {
+        size_t cap = h->cap ? h->cap : 16;
+        while (cap < need)
+            cap *= 2;
+        rl_hent *a = rl__fault(RL_FAULT_TIMER_ARRAY) ? NULL : realloc(h->a, cap * sizeof *a);
+        if (a) {
+            h->a = a;
+            h->cap = cap;
+        }
+    }
+    rl_memb *m;
+    while (h->n < h->cap && (m = TAILQ_FIRST(&ts->pending)) != NULL) {
+        TAILQ_REMOVE(&ts->pending, m, plink);
+        ts->npending--;
+        m->pending = false;
+        rl_hset(h, h->n++, rl_hentry(h, m));
+    }
+}
+
+/* The earliest fire date on the pending list (after rl_tset_unlist: empty
+ * unless memory ran out). */
+static bool rl_pending_min(const rl_timerset *ts, double *date) {
+    bool any = false;
+    rl_memb *m;
+    TAILQ_FOREACH(m, &ts->pending, plink) {
+        double d = ((const struct RLRunLoopTimer *)m->item)->fire_date;
+        if (!any || d < *date)
+            *date = d;
+        any = true;
+    }
+    return any;
 }
 
 void rl__tset_free(rl_timerset *ts) {
@@ -188,12 +244,12 @@ void rl__tset_free(rl_timerset *ts) {
     rl__tset_init(ts);
 }
 
-size_t rl__tset_count(const rl_timerset *ts) { return ts->strict.n + ts->lax_fire.n; }
+size_t rl__tset_count(const rl_timerset *ts) { return ts->strict.n + ts->npending + ts->lax_fire.n; }
 
 bool rl__tset_add_slow(rl_timerset *ts, rl_memb *m) {
     m->lax = ((struct RLRunLoopTimer *)m->item)->tolerance > 0;
     if (!m->lax)
-        return rl_heap_push(&ts->strict, m);
+        return rl__tset_add(ts, m);
     if (!rl_heap_push(&ts->lax_fire, m))
         return false;
     if (!rl_heap_push(&ts->lax_deadline, m)) {
@@ -205,7 +261,13 @@ bool rl__tset_add_slow(rl_timerset *ts, rl_memb *m) {
 
 void rl__tset_remove(rl_timerset *ts, rl_memb *m) {
     if (!m->lax) {
-        rl_heap_remove(&ts->strict, m);
+        if (m->pending) {
+            TAILQ_REMOVE(&ts->pending, m, plink);
+            ts->npending--;
+            m->pending = false;
+        } else {
+            rl_heap_remove(&ts->strict, m);
+        }
         return;
     }
     rl_heap_remove(&ts->lax_fire, m);
@@ -219,7 +281,8 @@ bool rl__tset_update(rl_timerset *ts, rl_memb *m) {
         return rl__tset_add_slow(ts, m);
     }
     if (!lax) {
-        rl_heap_update(&ts->strict, m);
+        if (!m->pending) /* a pending timer's key is read when it is folded */
+            rl_heap_update(&ts->strict, m);
     } else {
         rl_heap_update(&ts->lax_fire, m);
         rl_heap_update(&ts->lax_deadline, m);
@@ -228,6 +291,8 @@ bool rl__tset_update(rl_timerset *ts, rl_memb *m) {
 }
 
 rl_memb *rl__tset_any(const rl_timerset *ts) {
+    if (ts->npending)
+        return TAILQ_FIRST(&ts->pending);
     if (ts->strict.n)
         return ts->strict.a[ts->strict.n - 1].m;
     if (ts->lax_fire.n)
@@ -249,15 +314,31 @@ static bool rl_min2(rl_heap *a, rl_heap *b, double *date) {
     return true;
 }
 
-bool rl__tset_earliest_fire(rl_timerset *ts, double *date) { return rl_min2(&ts->strict, &ts->lax_fire, date); }
-
-bool rl__tset_earliest_deadline(rl_timerset *ts, double *date) {
-    return rl_min2(&ts->strict, &ts->lax_deadline, date);
+/* The earliest key of the strict timers and of heap b. */
+static bool rl_tset_min(rl_timerset *ts, rl_heap *b, double *date) {
+    rl_tset_unlist(ts);
+    bool any = rl_min2(&ts->strict, b, date);
+    double p;
+    if (RL__UNLIKELY(rl_pending_min(ts, &p)) && (!any || p < *date)) {
+        *date = p;
+        any = true;
+    }
+    return any;
 }
 
+bool rl__tset_earliest_fire(rl_timerset *ts, double *date) { return rl_tset_min(ts, &ts->lax_fire, date); }
+
+bool rl__tset_earliest_deadline(rl_timerset *ts, double *date) { return rl_tset_min(ts, &ts->lax_deadline, date); }
+
 void rl__tset_collect_due(rl_timerset *ts, RLAbsoluteTime now, rl_memb ***out, size_t *n, size_t *cap) {
+    rl_tset_unlist(ts);
     rl_heap_fold(&ts->strict);
     rl_heap_fold(&ts->lax_fire);
     rl_heap_collect(&ts->strict, 0, now, out, n, cap);
     rl_heap_collect(&ts->lax_fire, 0, now, out, n, cap);
+    rl_memb *m;
+    TAILQ_FOREACH(m, &ts->pending, plink) { /* empty unless memory ran out */
+        if (((const struct RLRunLoopTimer *)m->item)->fire_date <= now && !rl_out_push(m, out, n, cap))
+            break;
+    }
 }

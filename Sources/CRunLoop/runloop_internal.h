@@ -43,10 +43,14 @@ struct rl_memb {
     void *item;
     rl_mode *mode;
     TAILQ_ENTRY(rl_memb) item_link; /* the item's memberships */
-    size_t hidx[2];                 /* timers: slots in the mode's heaps */
+    union {
+        size_t hidx[2];                 /* timers: slots in the mode's heaps */
+        TAILQ_ENTRY(rl_memb) plink;     /* strict timers while `pending` */
+    };
     RLRunLoopRef rl;
     rl_kind kind;
     bool lax;                       /* timers: filed as tolerant (tolerance > 0) */
+    bool pending;                   /* strict timers: on the set's pending list, not in the heap */
     TAILQ_ENTRY(rl_memb) mode_link; /* the mode's sources or observers */
 };
 TAILQ_HEAD(rl_membq, rl_memb);
@@ -74,6 +78,11 @@ typedef struct rl_timerset {
     rl_heap strict;
     rl_heap lax_fire;
     rl_heap lax_deadline;
+    /* Strict timers added since the order was last needed, linked through
+     * their memberships' plink: adding writes the membership only, not the
+     * array (rl_heap.c). */
+    TAILQ_HEAD(, rl_memb) pending;
+    size_t npending;
 } rl_timerset;
 
 struct rl_mode {
@@ -238,16 +247,16 @@ RL__HIDDEN void rl__tset_free(rl_timerset *ts);
 RL__HIDDEN size_t rl__tset_count(const rl_timerset *ts);
 RL__HIDDEN bool rl__tset_add_slow(rl_timerset *ts, rl_memb *m);
 /* Files a new membership (pending: no heap order yet, see rl_heap.c).
- * The common case, a strict timer with room in the array, is inline:
- * adding a timer should cost a few stores. */
+ * The common case, a strict timer, is inline and cannot fail: it goes on
+ * the pending list, a few stores into the membership. */
 static inline bool rl__tset_add(rl_timerset *ts, rl_memb *m) {
     const struct RLRunLoopTimer *t = m->item;
-    rl_heap *h = &ts->strict;
-    if (RL__UNLIKELY(t->tolerance > 0 || h->n == h->cap))
+    if (RL__UNLIKELY(t->tolerance > 0))
         return rl__tset_add_slow(ts, m);
     m->lax = false;
-    h->a[h->n] = (rl_hent){t->fire_date, m};
-    m->hidx[0] = h->n++;
+    m->pending = true;
+    TAILQ_INSERT_TAIL(&ts->pending, m, plink);
+    ts->npending++;
     return true;
 }
 RL__HIDDEN void rl__tset_remove(rl_timerset *ts, rl_memb *m);

@@ -6,6 +6,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -572,6 +573,48 @@ static void test_add_from_another_thread_while_asleep(void **state) {
     done(far);
 }
 
+/* ---- out of memory while folding added timers ---- */
+
+/* The library's fault injection (internal.h): hidden, reachable from code
+ * linked with the static library. */
+extern _Atomic unsigned rl__faults;
+enum { FAULT_TIMER_ARRAY = 1 << 0 };
+
+static void test_timers_still_fire_when_the_array_cannot_grow(void **state) {
+    /* Added timers wait on a list until the loop needs their order; if the
+     * mode's array cannot grow then, they stay on the list and are still
+     * seen: the next fire date and the due ones are right. */
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    const char *mode = "OOMFold";
+    RLAbsoluteTime now = RLAbsoluteTimeGetCurrent();
+    RLRunLoopTimerRef due = make(now - 1, 0, name_cb, "due");
+    RLRunLoopTimerRef later = make(now + 1000, 0, name_cb, "later");
+    RLRunLoopTimerRef soon = make(now + 500, 0, name_cb, "soon");
+    atomic_store(&rl__faults, FAULT_TIMER_ARRAY);
+    RLRunLoopAddTimer(rl, later, mode);
+    RLRunLoopAddTimer(rl, due, mode);
+    RLRunLoopAddTimer(rl, soon, mode);
+    assert_true(RLRunLoopContainsTimer(rl, soon, mode));
+    assert_true(RLRunLoopGetNextTimerFireDate(rl, mode) == now - 1);
+    assert_int_equal(RLRunLoopRunInMode(mode, 0, false), kRLRunLoopRunTimedOut);
+    assert_trace("due");
+    assert_true(RLRunLoopGetNextTimerFireDate(rl, mode) == now + 500);
+    /* Removing a timer still on the list. */
+    RLRunLoopRemoveTimer(rl, soon, mode);
+    assert_true(RLRunLoopGetNextTimerFireDate(rl, mode) == now + 1000);
+    /* Memory back: the next look folds them into the array. */
+    atomic_store(&rl__faults, 0);
+    RLRunLoopAddTimer(rl, soon, mode);
+    assert_true(RLRunLoopGetNextTimerFireDate(rl, mode) == now + 500);
+    RLRunLoopTimerSetNextFireDate(soon, now - 0.5);
+    assert_int_equal(RLRunLoopRunInMode(mode, 0, false), kRLRunLoopRunTimedOut);
+    assert_trace("due soon");
+    assert_true(RLRunLoopGetNextTimerFireDate(rl, mode) == now + 1000);
+    done(due);
+    done(later);
+    done(soon);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_one_shot_fires_once, rl_trace_setup),
@@ -597,6 +640,7 @@ int main(void) {
         cmocka_unit_test_setup(test_membership_reuse_across_modes, rl_trace_setup),
         cmocka_unit_test_setup(test_invalidate_inside_callout_two_modes, rl_trace_setup),
         cmocka_unit_test_setup(test_add_from_another_thread_while_asleep, rl_trace_setup),
+        cmocka_unit_test_setup(test_timers_still_fire_when_the_array_cannot_grow, rl_trace_setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
