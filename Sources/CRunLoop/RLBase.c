@@ -1,5 +1,6 @@
 /* RLBase.c — reference counting, descriptions and clocks. */
 #include "internal.h"
+#include "rl_pool.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -9,11 +10,13 @@
 _Atomic unsigned rl__faults;
 
 void *rl__object_alloc(const rl__class *cls, size_t size, const char *fn) {
-    rl__object *o = calloc(1, size);
+    bool pooled = rl__pool_serves(size);
+    rl__object *o = pooled ? rl__pool_alloc(size) : calloc(1, size);
     if (!o) {
         rl__fail(kRLErrorNoMemory, fn, "out of memory allocating %s", cls->name);
         return NULL;
     }
+    o->pooled = pooled;
     o->cls = cls;
     atomic_init(&o->rc, 1);
     atomic_init(&o->magic, RL__MAGIC_ALIVE);
@@ -59,7 +62,10 @@ bool RLRelease(RLTypeRef obj) {
     atomic_store_explicit(&o->magic, RL__MAGIC_DEAD, memory_order_relaxed);
     if (o->cls->finalize)
         o->cls->finalize(o);
-    free(o);
+    if (o->pooled)
+        rl__pool_free(o);
+    else
+        free(o);
     return true;
 }
 

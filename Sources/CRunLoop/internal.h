@@ -62,6 +62,7 @@ typedef struct rl__class {
 
 typedef struct rl__object {
     _Atomic uint32_t magic;
+    uint32_t pooled; /* its memory is from rl_pool.c, not malloc */
     const rl__class *cls;
     _Atomic long rc;
 } rl__object;
