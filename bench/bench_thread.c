@@ -24,6 +24,12 @@
  *       sender and the worker pinned to the same CPU, and pinned to two
  *       different CPUs (when the process may use >= 2). Each placement has
  *       its own rows and ratio; the target is judged on each.
+ *       In the "2 CPUs" placement, ours does not sleep between back-to-back
+ *       trips: a loop woken from another CPU, and a waitUntilDone sender
+ *       whose target runs on another CPU, spin briefly before sleeping
+ *       (docs/runloop.md, "Spinning before sleeping"). CF's loop never
+ *       spins. The rows time latency only; the spinning is paid in CPU
+ *       time, which they do not show.
  *
  * Every row runs BTH_ROUNDS times (default 9); inside a round ours and the
  * peer alternate in short chunks (order flipped each chunk) so that both see

@@ -21,6 +21,7 @@
  */
 #include "runloop_internal.h"
 #include "rl_pqueue.h"
+#include "rl_spin.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -82,6 +83,9 @@ struct RLRunLoop {
     _Atomic int wake_pending;
     _Atomic int ignore_wakeups; /* as CF: from each wake until the next pass starts */
     _Atomic int sleeping;
+    _Atomic int waker_cpu; /* the CPU of the last wake-up that counted; -1: none yet */
+    _Atomic int cpu;       /* the CPU the loop last went to wait on; -1: none yet */
+    rl__spin spin;         /* how long the loop spins for a wake-up before it sleeps */
     char pad1[RL_LINE];
 
     rl_pqueue pq;            /* perform requests (see "perform requests") */
@@ -371,6 +375,11 @@ static void rl_wake(RLRunLoopRef rl) {
      * anyway. Seeing a stale 1 here is safe for the same reason as above. */
     if (atomic_load(&rl->ignore_wakeups))
         return;
+    /* Where the waker runs tells the loop whether spinning for the next
+     * wake-up can pay (rl_spin_for_wake); stored only when it changes. */
+    int cpu = rl__spin_cpu();
+    if (atomic_load_explicit(&rl->waker_cpu, memory_order_relaxed) != cpu)
+        atomic_store_explicit(&rl->waker_cpu, cpu, memory_order_relaxed);
     if (atomic_exchange(&rl->wake_pending, 1) != 0)
         return; /* a wake-up is already on its way */
     if (atomic_load(&rl->sleeping))
@@ -1922,17 +1931,67 @@ static bool rl_poll_needs_no_syscall(RLRunLoopRef rl) {
     return rl->nfd_armed == 0 && (rl->armed_at == INFINITY || !(rl->armed_at <= rl_mono_now()));
 }
 
+/* Whether the loop, about to block, may spin for a wake-up first: only if
+ * the last wake-up came from another CPU (a waker on this CPU cannot run
+ * while the loop spins). Also records the loop's CPU for waiters
+ * (rl__runloop_cpu). */
+static bool rl_spin_eligible(RLRunLoopRef rl) {
+    int cpu = rl__spin_cpu();
+    if (atomic_load_explicit(&rl->cpu, memory_order_relaxed) != cpu)
+        atomic_store_explicit(&rl->cpu, cpu, memory_order_relaxed);
+    int waker = atomic_load_explicit(&rl->waker_cpu, memory_order_relaxed);
+    return cpu >= 0 && waker >= 0 && waker != cpu;
+}
+
+/* Spins until a wake-up is pending or `until` (rl__spin_now nanoseconds)
+ * passes. Called without the graph lock and with `sleeping` clear, so a
+ * waker only sets wake_pending: no eventfd write, no system call. */
+static void rl_spin_for_wake(RLRunLoopRef rl, int64_t until) {
+    do {
+        for (int i = 0; i < 16; i++) {
+            if (atomic_load_explicit(&rl->wake_pending, memory_order_relaxed))
+                return;
+            rl__spin_pause();
+        }
+    } while (rl__spin_now() < until);
+}
+
+int rl__runloop_cpu(RLRunLoopRef rl) { return atomic_load_explicit(&rl->cpu, memory_order_relaxed); }
+
 /* Blocks until an event, a timer deadline or the run's deadline; with
- * `poll`, only looks. Returns the number of events in ev. */
+ * `poll`, only looks. Returns the number of events in ev.
+ *
+ * Before blocking, a loop whose wake-ups come from another CPU spins for
+ * the next one within its learnt budget (rl_spin.h), so a request that
+ * follows a reply closely finds the loop awake; an idle loop, or one woken
+ * only by timers and fds, has no budget and never spins. */
 static int rl_wait(RLRunLoopRef rl, rl_frame *f, bool poll, struct epoll_event *ev, int maxev) {
     rl__graph_lock();
     if (rl->armed_mode != f->mode) {
         rl->armed_mode = f->mode;
         rl_fd_sync_all(rl);
     }
+    /* A stop that came after this pass's own check may have found wake-ups
+     * still ignored (between that check and the start of this pass): seen
+     * here, under the lock the stopper set it under, it is not slept on. */
+    if (f->stopped)
+        poll = true;
     int timeout = 0;
+    int64_t learn_from = 0; /* the start of a wait the spin budget learns from; 0: none */
     if (!poll) {
         double at = rl_next_wake(rl, f);
+        double now = rl_mono_now();
+        if (at > now && !atomic_load(&rl->wake_pending) && rl_spin_eligible(rl)) {
+            learn_from = rl__spin_now();
+            uint32_t budget = rl__spin_budget(&rl->spin);
+            if (budget > 0) {
+                rl__graph_unlock();
+                double left = (at - now) * 1e9;
+                rl_spin_for_wake(rl, learn_from + (left < budget ? (int64_t)left : (int64_t)budget));
+                rl__graph_lock();
+                at = rl_next_wake(rl, f); /* a timer may have come meanwhile */
+            }
+        }
         if (at > rl_mono_now()) {
             rl_arm_timerfd(rl, at);
             timeout = -1;
@@ -1941,6 +2000,16 @@ static int rl_wait(RLRunLoopRef rl, rl_frame *f, bool poll, struct epoll_event *
         rl__graph_unlock();
         rl_flag_set(&rl->ignore_wakeups, 1);
         rl_flag_set(&rl->wake_pending, 0);
+        return 0;
+    }
+    /* A wake-up already pending turns the wait into a poll, and a poll with
+     * nothing to ask the kernel needs no system call. */
+    if (atomic_load(&rl->wake_pending) && rl_poll_needs_no_syscall(rl)) {
+        rl__graph_unlock();
+        rl_flag_set(&rl->ignore_wakeups, 1);
+        rl_flag_set(&rl->wake_pending, 0);
+        if (learn_from)
+            rl__spin_learn(&rl->spin, rl__spin_now() - learn_from, true);
         return 0;
     }
     atomic_store(&rl->sleeping, 1);
@@ -1953,10 +2022,12 @@ static int rl_wait(RLRunLoopRef rl, rl_frame *f, bool poll, struct epoll_event *
     } while (n < 0 && errno == EINTR);
     rl_flag_set(&rl->ignore_wakeups, 1);
     atomic_store(&rl->sleeping, 0);
+    bool woken = atomic_load(&rl->wake_pending) != 0;
     rl_flag_set(&rl->wake_pending, 0);
     for (int i = 0; i < n; i++) {
         if (ev[i].data.fd == rl->evfd) {
             rl_drain(rl->evfd);
+            woken = true;
         } else if (ev[i].data.fd == rl->tfd) {
             rl_drain(rl->tfd);
             rl__graph_lock();
@@ -1964,6 +2035,8 @@ static int rl_wait(RLRunLoopRef rl, rl_frame *f, bool poll, struct epoll_event *
             rl__graph_unlock();
         }
     }
+    if (learn_from)
+        rl__spin_learn(&rl->spin, rl__spin_now() - learn_from, woken);
     return n < 0 ? 0 : n;
 }
 
@@ -2126,6 +2199,8 @@ static RLRunLoopRef rl_create(pthread_t thread) {
     rl->thread = thread;
     rl->armed_at = INFINITY;
     atomic_init(&rl->ignore_wakeups, 1); /* not running */
+    atomic_init(&rl->waker_cpu, -1);
+    atomic_init(&rl->cpu, -1);
     rl->epfd = epoll_create1(EPOLL_CLOEXEC);
     rl->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     rl->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);

@@ -5,6 +5,7 @@
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -149,6 +150,67 @@ static void test_drive_another_threads_loop(void **state) {
     RLRelease(w.rl);
 }
 
+/* A stop from another thread that lands just after the loop handled a
+ * source (after that pass checked for a stop, before the next pass starts
+ * taking wake-ups) still ends the run: the loop must not sleep on it. */
+struct stop_race {
+    RLRunLoopRef rl;
+    RLRunLoopSourceRef src;
+    _Atomic long handled, runs;
+    _Atomic bool ready;
+    long n;
+    int not_stopped;
+};
+
+static void stop_race_perform(void *info) {
+    struct stop_race *r = info;
+    r->handled++;
+}
+
+static void *stop_race_main(void *arg) {
+    struct stop_race *r = arg;
+    r->rl = (RLRunLoopRef)RLRetain(RLRunLoopGetCurrent());
+    RLRunLoopAddSource(r->rl, r->src, kRLRunLoopDefaultMode);
+    r->ready = true;
+    for (long i = 0; i < r->n; i++) {
+        /* A lost stop shows as a run that times out instead. */
+        if (RLRunLoopRunInMode(kRLRunLoopDefaultMode, 2, false) != kRLRunLoopRunStopped)
+            r->not_stopped++;
+        r->runs++;
+    }
+    return NULL;
+}
+
+static void test_stop_right_after_a_handled_source(void **state) {
+    struct stop_race r = {.n = rl_test_iters(3000)};
+    RLRunLoopSourceContext c = {0};
+    c.info = &r;
+    c.perform = stop_race_perform;
+    r.src = RLRunLoopSourceCreate(NULL, 0, &c);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, stop_race_main, &r), 0);
+    while (!r.ready)
+        usleep(100);
+    for (long i = 0; i < r.n; i++) {
+        while (r.runs < i) /* the previous run has returned */
+            sched_yield();
+        long before = r.handled;
+        RLRunLoopSourceSignal(r.src);
+        RLRunLoopWakeUp(r.rl);
+        for (long spins = 1; r.handled == before; spins++)
+            if (spins % 1024 == 0)
+                sched_yield();
+        assert_true(RLRunLoopStop(r.rl)); /* the run is under way: its source was handled */
+        while (r.runs == i)
+            sched_yield();
+    }
+    pthread_join(t, NULL);
+    assert_int_equal(r.not_stopped, 0);
+    RLRunLoopSourceInvalidate(r.src);
+    RLRelease(r.src);
+    RLRelease(r.rl);
+}
+
 static _Atomic int timer_fired;
 static void mark_timer(RLRunLoopTimerRef t, void *i) {
     timer_fired = 1;
@@ -264,6 +326,7 @@ int main(void) {
         cmocka_unit_test(test_explicit_teardown),
         cmocka_unit_test(test_drive_another_threads_loop),
         cmocka_unit_test(test_timer_added_to_sleeping_loop),
+        cmocka_unit_test(test_stop_right_after_a_handled_source),
         cmocka_unit_test(test_invalidate_source_while_sleeping),
         cmocka_unit_test(test_three_fds_however_many_modes),
         cmocka_unit_test(test_fd_source_released_at_thread_exit),
