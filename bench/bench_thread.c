@@ -240,7 +240,11 @@ enum row {
     /* (c): per kind, per placement (same CPU, then two CPUs), p50 and p99;
      * row = R_RT + (kind * NPLACE + placement) * 2 + (p99 ? 1 : 0). */
     R_RT,
-    NROWS = R_RT + 3 * 2 * 2
+    /* (c) CPU time of the whole process per round trip (both threads: what
+     * the spinning before sleeping costs); row = R_CPU + kind * NPLACE +
+     * placement. */
+    R_CPU = R_RT + 3 * 2 * 2,
+    NROWS = R_CPU + 3 * 2
 };
 
 enum placement { PL_SAME, PL_DIFF, NPLACE };
@@ -266,7 +270,20 @@ static const row_info rows[NROWS] = {
     [R_RT + 9] = {"round trip p99, 1 CPU", "", 0},
     [R_RT + 10] = {"round trip p50, 2 CPUs: WorkerPerformAsync+sem", "CF PerformBlock+WakeUp", 0.7},
     [R_RT + 11] = {"round trip p99, 2 CPUs", "", 0},
+    [R_CPU + 0] = {"CPU per round trip, 1 CPU: WorkerPerformSync", "CF", 0},
+    [R_CPU + 1] = {"CPU per round trip, 2 CPUs: WorkerPerformSync", "CF", 0},
+    [R_CPU + 2] = {"CPU per round trip, 1 CPU: ThreadPerform wait", "CF", 0},
+    [R_CPU + 3] = {"CPU per round trip, 2 CPUs: ThreadPerform wait", "CF", 0},
+    [R_CPU + 4] = {"CPU per round trip, 1 CPU: PerformAsync+sem", "CF", 0},
+    [R_CPU + 5] = {"CPU per round trip, 2 CPUs: PerformAsync+sem", "CF", 0},
 };
+
+/* CPU time of the process (all threads), ns. */
+static int64_t cpu_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 
 /* The CPUs of the placements: the sender on cpu_a; the worker on cpu_a
  * (PL_SAME) or cpu_b (PL_DIFF; -1 if the process may use only one CPU, and
@@ -351,11 +368,20 @@ static void run_round(int round, long n_threads, long n_rt, bool only_threads) {
                 if (!cf) die("CF worker");
                 rl_round_trips(&ours, kinds[k], NULL, cr);
                 bth_cf_round_trips(cf, NULL, cr);
+                int64_t ocpu = 0, pcpu = 0;
                 for (int c = 0; c < CHUNKS; c++) {
+                    int64_t c0 = cpu_now_ns();
                     if ((c + round) % 2 == 0) rl_round_trips(&ours, kinds[k], a + c * cr, cr);
+                    int64_t c1 = cpu_now_ns();
                     bth_cf_round_trips(cf, b + c * cr, cr);
+                    int64_t c2 = cpu_now_ns();
                     if ((c + round) % 2 == 1) rl_round_trips(&ours, kinds[k], a + c * cr, cr);
+                    int64_t c3 = cpu_now_ns();
+                    ocpu += (c1 - c0) + (c3 - c2);
+                    pcpu += c2 - c1;
                 }
+                record((enum row)(R_CPU + k * NPLACE + pl), (double)ocpu / (double)(cr * CHUNKS),
+                       (double)pcpu / (double)(cr * CHUNKS));
                 bth_cf_worker_stop(cf);
                 rl_worker_stop(&ours);
                 pcts(a, cr * CHUNKS, &o50, &o99);
@@ -411,7 +437,9 @@ static void print_table(int rounds, long n_threads, long n_rt, double loop_cost)
            "the same CPU (%d); \"2 CPUs\" = the sender on CPU %d, the worker on CPU %d. Unpinned, a round trip lands\n"
            "by chance in one of two modes (a hand-off on one CPU, ~5-8 us here; a wake-up of the other side on an\n"
            "idle CPU, ~50 us) and the peers cannot be compared; pinned, each row compares like with like. Rows\n"
-           "(a) and (b) are not pinned.\n",
+           "(a) and (b) are not pinned. \"CPU per round trip\": the process's CPU time (both threads) over the\n"
+           "same round trips: a loop that spins for the next request before it sleeps (rl_spin.h) buys its\n"
+           "latency with CPU, and this row shows how much.\n",
            CHUNKS, n_threads, n_threads, n_rt, n_rt / CHUNKS, cpu_a, cpu_a, cpu_b);
     printf("What a thread pays if its run loop is made before its entry runs (an eager loop): the first\n"
            "RLRunLoopGetCurrent on a fresh thread costs %.2f us (p50); the loop's teardown at exit comes on top.\n",

@@ -353,11 +353,21 @@ static void rl_mode_recompute_mask(rl_mode *m) {
 /* ------------------------------------------------------------------ */
 /* wake-ups and the timerfd                                            */
 
+static void rl_drain(int fd);
+
+/* The eventfd is in the epoll set edge-triggered: every write is an event,
+ * so the loop never reads it back (one system call less per wake-up). Its
+ * counter only grows; in the unlikely case that it is full (2^64 - 2
+ * wake-ups), the write fails with EAGAIN: drain it and write again. */
 static void rl_write_eventfd(RLRunLoopRef rl) {
     uint64_t one = 1;
     ssize_t r;
     do {
         r = write(rl->evfd, &one, sizeof one);
+        if (r < 0 && errno == EAGAIN) {
+            rl_drain(rl->evfd);
+            errno = EINTR; /* and again */
+        }
     } while (r < 0 && errno == EINTR);
 }
 
@@ -2026,8 +2036,7 @@ static int rl_wait(RLRunLoopRef rl, rl_frame *f, bool poll, struct epoll_event *
     rl_flag_set(&rl->wake_pending, 0);
     for (int i = 0; i < n; i++) {
         if (ev[i].data.fd == rl->evfd) {
-            rl_drain(rl->evfd);
-            woken = true;
+            woken = true; /* edge-triggered: nothing to read back */
         } else if (ev[i].data.fd == rl->tfd) {
             rl_drain(rl->tfd);
             rl__graph_lock();
@@ -2186,8 +2195,8 @@ static void rl_finalize(void *obj) {
     rl_close(rl->tfd);
 }
 
-static bool rl_watch(RLRunLoopRef rl, int fd) {
-    struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
+static bool rl_watch(RLRunLoopRef rl, int fd, uint32_t events) {
+    struct epoll_event ev = {.events = events, .data.fd = fd};
     return epoll_ctl(rl->epfd, EPOLL_CTL_ADD, fd, &ev) == 0;
 }
 
@@ -2204,7 +2213,8 @@ static RLRunLoopRef rl_create(pthread_t thread) {
     rl->epfd = epoll_create1(EPOLL_CLOEXEC);
     rl->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     rl->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-    if (rl->epfd < 0 || rl->evfd < 0 || rl->tfd < 0 || !rl_watch(rl, rl->evfd) || !rl_watch(rl, rl->tfd)) {
+    if (rl->epfd < 0 || rl->evfd < 0 || rl->tfd < 0 || !rl_watch(rl, rl->evfd, EPOLLIN | EPOLLET) ||
+        !rl_watch(rl, rl->tfd, EPOLLIN)) {
         int err = errno;
         RLRelease(rl);
         rl__fail_errno(err, fn, "cannot create the run loop's descriptors");
