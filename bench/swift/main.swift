@@ -221,6 +221,34 @@ func foundationRoundTrips(_ worker: FoundationWorker, _ way: FoundationWay, _ n:
     }
 }
 
+/// n awaited round trips onto a Foundation worker from a task on the global
+/// executor, the peer of `await worker.run`: the block resumes a
+/// continuation, so both sides pay the hop back onto the executor. The pool
+/// thread running each trip pins itself to `senderCPU` first (untimed).
+nonisolated func foundationAwaitRoundTrips(_ worker: FoundationWorker, senderCPU: Int, _ n: Int,
+                                           into out: inout [Double]?) async {
+    nonisolated(unsafe) let loop = worker.runLoop!
+    nonisolated(unsafe) let cfLoop = worker.cfRunLoop!
+    for _ in 0..<n {
+        pinSelf(senderCPU)
+        let t0 = nowNs()
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            loop.perform(inModes: [.default]) { c.resume() }
+            CFRunLoopWakeUp(cfLoop)
+        }
+        out?.append(Double(nowNs() - t0))
+    }
+}
+
+func foundationTrips(_ worker: FoundationWorker, forAwait: Bool, senderCPU: Int, _ n: Int,
+                     into out: inout [Double]?) async {
+    if forAwait {
+        await foundationAwaitRoundTrips(worker, senderCPU: senderCPU, n, into: &out)
+    } else {
+        foundationRoundTrips(worker, .performWakeUp, n, into: &out)
+    }
+}
+
 // MARK: - Our worker
 
 enum OurWay { case sync, threadPerformWait, asyncSemaphore, awaitRun }
@@ -369,14 +397,15 @@ for round in 0..<rounds {
             let viaPerform = FoundationWorker(), viaTimer = FoundationWorker()
             viaPerform.start(cpu: wcpu)
             viaTimer.start(cpu: wcpu)
+            let forAwait = way == .awaitRun
             await ourTrips(ours, way, senderCPU: cpuA, warm, into: &none)
-            foundationRoundTrips(viaPerform, .performWakeUp, warm, into: &none)
+            await foundationTrips(viaPerform, forAwait: forAwait, senderCPU: cpuA, warm, into: &none)
             foundationRoundTrips(viaTimer, .timer, warm, into: &none)
             var o: [Double]? = [], p: [Double]? = [], t: [Double]? = []
             for c in 0..<chunks {
                 let oursFirst = (c + round) % 2 == 0
                 if oursFirst { await ourTrips(ours, way, senderCPU: cpuA, nTrips / chunks, into: &o) }
-                foundationRoundTrips(viaPerform, .performWakeUp, nTrips / chunks, into: &p)
+                await foundationTrips(viaPerform, forAwait: forAwait, senderCPU: cpuA, nTrips / chunks, into: &p)
                 foundationRoundTrips(viaTimer, .timer, nTrips / chunks, into: &t)
                 if !oursFirst { await ourTrips(ours, way, senderCPU: cpuA, nTrips / chunks, into: &o) }
             }
@@ -408,7 +437,9 @@ print(String(repeating: "-", count: 50) + "-+-" + String(repeating: "-", count: 
 var misses = 0
 var rtMet = [0, 0], rtRows = [0, 0]
 for (i, row) in rows.enumerated() where !row.oursV.isEmpty {
-    let peer = i < 2 ? (i == 0 ? "Thread(block:)+start" : "") : (i % 2 == 0 ? "RunLoop.perform+WakeUp" : "")
+    let awaitRows = 2 + 3 * placements.count * 2  // the `await worker.run` rows come last
+    let peer = i < 2 ? (i == 0 ? "Thread(block:)+start" : "")
+        : (i % 2 == 1 ? "" : i >= awaitRows ? "await perform+WakeUp" : "RunLoop.perform+WakeUp")
     let ratio = median(row.ratioV)
     var target = "", met = ""
     if row.target > 0 {
@@ -435,7 +466,9 @@ on Linux: the peer adds CFRunLoopWakeUp (import CoreFoundation) after it. Placem
 worker pinned to CPU \(cpuA); "2 CPUs" = sender on CPU \(cpuA), worker on CPU \(cpuB.map(String.init) ?? "-"). \
 Unpinned, a round trip lands by chance in one of two modes (a hand-off on one CPU, ~5-8 us here; a wake-up \
 on an idle CPU, ~50 us), so the peers are compared per placement. `await worker.run`: the sender is a pool \
-thread that pins itself to CPU \(cpuA) before each trip (untimed). The thread rows are not pinned.
+thread that pins itself to CPU \(cpuA) before each trip (untimed); its peer awaits a continuation that the \
+RunLoop.perform block resumes (both sides pay the hop back onto the global executor). The thread rows are \
+not pinned.
 \(placements.indices.map { pl in
     rtRows[pl] == 0 ? "Round-trip target (<=0.70x Foundation), \(placements[pl].name): not measured (one CPU only)."
         : "Round-trip target (<=0.70x Foundation), \(placements[pl].name): \(rtMet[pl]) of \(rtRows[pl]) variants met."
