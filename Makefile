@@ -147,15 +147,18 @@ check-tsan: deps
 check-leak: deps
 	RL_TEST_SCALE=valgrind $(MAKE) check-c VARIANT=-valgrind OPT="-O2 -gdwarf-4" TEST_RUNNER="valgrind -q --leak-check=full --show-leak-kinds=definite,indirect --errors-for-leak-kinds=definite,indirect --error-exitcode=99"
 
-# The Swift tests under the sanitizers, each in its own build folder.
+# The Swift tests under the sanitizers, each in its own build folder. Extra
+# SwiftPM build folders live inside .build: the C target's path is the
+# package root, and SwiftPM fails a rebuild ("unknown build description")
+# when the folder it writes is elsewhere under that root.
 # XCTest's runner leaks a few bytes of its own at exit (not our code): the
 # suppression file names those frames only.
 check-swift-tsan: deps
-	RL_TEST_SCALE=tsan $(SWIFTPM) test --scratch-path .build-tsan --sanitize=thread
+	RL_TEST_SCALE=tsan $(SWIFTPM) test --scratch-path .build/tsan --sanitize=thread
 
 check-swift-asan: deps
 	RL_TEST_SCALE=asan LSAN_OPTIONS=suppressions=$(CURDIR)/scripts/lsan-swift.supp \
-	  $(SWIFTPM) test --scratch-path .build-asan --sanitize=address
+	  $(SWIFTPM) test --scratch-path .build/asan --sanitize=address
 
 check-sanitizers: check-asan check-tsan check-leak check-swift-tsan check-swift-asan
 

@@ -24,7 +24,7 @@ bench-thread-c: $(BENCH_THREAD)
 	$(BENCH_THREAD)
 
 bench-thread-swift:
-	$(SWIFTPM) run -c release --scratch-path .build-release swiftthreads-bench
+	$(SWIFTPM) run -c release --scratch-path .build/bench-release swiftthreads-bench
 
 $(BENCH_THREAD): $(BENCH_THREAD_OBJ)/bench_thread.o $(BENCH_THREAD_OBJ)/bench_thread_cf.o $(STATIC_LIB)
 	$(CC) $(LDFLAGS) -pthread -o $@ $(BENCH_THREAD_OBJ)/bench_thread.o $(BENCH_THREAD_OBJ)/bench_thread_cf.o \

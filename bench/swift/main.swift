@@ -2,7 +2,8 @@
 // Foundation's Thread and RunLoop on Linux, in one process.
 //
 //   swift run -c release swiftthreads-bench     (or `make bench-thread`)
-//   BTH_ROUNDS=3, BTH_QUICK=1 as for bench/bench_thread.c
+//   BTH_ROUNDS=3, BTH_QUICK=1 as for bench/bench_thread.c; BTH_ONLY_WAY=0..3 runs one
+//   round-trip variant (sync, perform wait, async+semaphore, await run)
 //
 // Rows:
 //   - Thread create+start -> entry: from the initializer call to the first
@@ -388,8 +389,11 @@ for round in 0..<rounds {
 
     // The sender (this, the main thread) is pinned for the round trips only.
     pinSelf(cpuA)
-    let ways: [OurWay] = [.sync, .threadPerformWait, .asyncSemaphore, .awaitRun]
-    for (w, way) in ways.enumerated() {
+    let allWays: [OurWay] = [.sync, .threadPerformWait, .asyncSemaphore, .awaitRun]
+    // BTH_ONLY_WAY=0..3 runs one variant (for profiling).
+    let ways = Int(env["BTH_ONLY_WAY"] ?? "").map { [allWays[max(0, min(3, $0))]] } ?? allWays
+    for way in ways {
+        let w = allWays.firstIndex(of: way)!
         for (pl, placement) in placements.enumerated() {
             guard let wcpu = placement.workerCPU else { continue }
             let r = 2 + (w * placements.count + pl) * 2
