@@ -42,14 +42,6 @@ static inline void rl__futex_wake(_Atomic uint32_t *word, int n) {
     errno = saved;
 }
 
-static inline void rl__cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
-
 /* The calling thread's identity (never 0): the thread pointer, which glibc
  * also returns as pthread_self(), read without a call into libc because it
  * sits on every lock and unlock. */

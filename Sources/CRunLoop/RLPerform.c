@@ -52,7 +52,7 @@ static bool rl__waiter_spin(rl__perform_waiter *w, int64_t until) {
         for (int i = 0; i < 16; i++) {
             if (atomic_load_explicit(&w->state, memory_order_relaxed) != RL__WAIT_PENDING)
                 return true;
-            rl__spin_pause();
+            rl__cpu_relax();
         }
     } while (rl__spin_now() < until);
     return false;

@@ -1382,12 +1382,17 @@ static void rl_perform_trim(RLRunLoopRef rl) {
     rl->trim_due = false;
     rl_pchunk *spent = rl->spent;
     rl->spent = NULL;
-    rl_pq_trim(&rl->pq, spent, RL_PQ_POOL_IDLE);
+    rl_qlock(rl); /* one lock round for both pools */
+    spent = rl_pq_recycle_locked(&rl->pq, spent);
+    void *chunks = rl_flist_cut(&rl->pq.pool, RL_PQ_POOL_IDLE);
 #if __BLOCKS__
-    rl_qlock(rl);
-    void *drop = rl_flist_cut(&rl->bcache, RL_BSLAB_CACHE_IDLE);
+    void *slabs = rl_flist_cut(&rl->bcache, RL_BSLAB_CACHE_IDLE);
+#endif
     rl_qunlock(rl);
-    rl_flist_free(drop);
+    rl_flist_free(spent);
+    rl_flist_free(chunks);
+#if __BLOCKS__
+    rl_flist_free(slabs);
 #endif
 }
 
@@ -1675,7 +1680,7 @@ static void rl_pace_requests(RLRunLoopRef rl) {
         return;
     int64_t until = rl__spin_now() + RL_STREAM_PAUSE_NS;
     while (rl__spin_now() < until)
-        rl__spin_pause();
+        rl__cpu_relax();
 }
 
 /* ------------------------------------------------------------------ */
@@ -2015,7 +2020,7 @@ static void rl_spin_for_wake(RLRunLoopRef rl, int64_t until) {
         for (int i = 0; i < 16; i++) {
             if (atomic_load_explicit(&rl->wake_pending, memory_order_relaxed))
                 return;
-            rl__spin_pause();
+            rl__cpu_relax();
         }
     } while (rl__spin_now() < until);
 }

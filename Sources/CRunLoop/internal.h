@@ -23,6 +23,10 @@ enum { RL_FAULT_TIMER_ARRAY = 1 << 0 /* growing a mode's timer array (rl_heap.c)
 RL__HIDDEN extern _Atomic unsigned rl__faults;
 #define rl__fault(f) RL__UNLIKELY(atomic_load_explicit(&rl__faults, memory_order_relaxed) & (f))
 
+/* One spin-wait pause (x86 `pause`, ARM `yield`), for every busy-wait in
+ * the library: the public spin lock's, RLSpinLock.h. */
+static inline void rl__cpu_relax(void) { rl__spinlock_pause(); }
+
 /* ---- errors (RLError.c) ---- */
 
 /* Records code + formatted message ("fn: ...") as the thread's last error and

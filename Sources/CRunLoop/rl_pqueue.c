@@ -2,23 +2,17 @@
  * See rl_pqueue.h. */
 #include "rl_pqueue.h"
 
+#include "internal.h"
+
 #include <sched.h>
 #include <stdlib.h>
 
 /* Empty chunks kept per queue while its loop runs (the rest go back to
  * malloc): 4 MiB, a backlog of ~260k requests. Giving memory back to
  * malloc and taking it again costs page faults (glibc returns the top of
- * its heap to the kernel), so a busy loop keeps what it uses; rl_pq_trim
- * gives it back when the loop goes to sleep. */
+ * its heap to the kernel), so a busy loop keeps what it uses, and gives it
+ * back when it goes to sleep (rl_perform_trim in RLRunLoop.c). */
 enum { RL_PQ_POOL_MAX = 1024 };
-
-static inline void rl_pq_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
 
 /* Critical sections are a few stores, so spinning beats a mutex at millions
  * of requests a second; after a short spin it yields, so that a preempted
@@ -31,7 +25,7 @@ void rl_pq_lock(rl_pqueue *pq) {
             if (++spins > 64)
                 sched_yield();
             else
-                rl_pq_relax();
+                rl__cpu_relax();
         }
     }
 }
@@ -88,15 +82,6 @@ void rl_pq_recycle(rl_pqueue *pq, rl_pchunk *first) {
     first = rl_pq_recycle_locked(pq, first);
     rl_pq_unlock(pq);
     rl_flist_free(first);
-}
-
-void rl_pq_trim(rl_pqueue *pq, rl_pchunk *more, uint32_t keep) {
-    rl_pq_lock(pq);
-    more = rl_pq_recycle_locked(pq, more);
-    void *drop = rl_flist_cut(&pq->pool, keep);
-    rl_pq_unlock(pq);
-    rl_flist_free(drop);
-    rl_flist_free(more);
 }
 
 void rl_pq_destroy(rl_pqueue *pq) {

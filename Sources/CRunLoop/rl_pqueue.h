@@ -149,10 +149,6 @@ rl_pchunk *rl_pq_recycle_locked(rl_pqueue *pq, rl_pchunk *first);
 /* rl_pq_recycle_locked and rl_pq_free_chunks; takes the lock itself. */
 void rl_pq_recycle(rl_pqueue *pq, rl_pchunk *first);
 
-/* Gives the list `more` back (as rl_pq_recycle), then frees pooled chunks
- * beyond `keep` (the loop is going to sleep). Takes the lock itself. */
-void rl_pq_trim(rl_pqueue *pq, rl_pchunk *more, uint32_t keep);
-
 /* Frees the pool and the queued chunks (their slots are the caller's to
  * dispose of first). No other thread may use the queue. */
 void rl_pq_destroy(rl_pqueue *pq);

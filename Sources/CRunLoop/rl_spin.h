@@ -22,6 +22,8 @@
 #ifndef CRUNLOOP_RL_SPIN_H
 #define CRUNLOOP_RL_SPIN_H
 
+#include "internal.h"
+
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -41,14 +43,6 @@ static inline int64_t rl__spin_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static inline void rl__spin_pause(void) {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
 }
 
 /* The CPU the caller runs on (-1 if unknown): glibc reads it from rseq, no
