@@ -116,10 +116,12 @@ TESTS ?=
 check-c: deps $(TEST_BINS)
 	@BUILD=$(BUILD) TEST_RUNNER="$(TEST_RUNNER)" scripts/run-c-tests.sh $(TESTS)
 
+# PLAIN=1 carries over to SwiftPM as a C define, in its own build folder.
+SWIFT_ARGS := $(if $(filter 1,$(PLAIN)),--scratch-path .build/plain -Xcc -DRL_PLAIN=1)
 check-swift: deps
-	$(SWIFTPM) build --build-tests
-	$(SWIFTPM) test
-	RL_EXAMPLE_FAST=1 $(SWIFTPM) run swiftthreads-demo > $(CURDIR)/.build/swiftthreads-demo.out 2>&1 \
+	$(SWIFTPM) build --build-tests $(SWIFT_ARGS)
+	$(SWIFTPM) test $(SWIFT_ARGS)
+	RL_EXAMPLE_FAST=1 $(SWIFTPM) run $(SWIFT_ARGS) swiftthreads-demo > $(CURDIR)/.build/swiftthreads-demo.out 2>&1 \
 	  || { cat .build/swiftthreads-demo.out; echo "swiftthreads-demo failed"; exit 1; }
 	@echo "swiftthreads-demo (fast): ok"
 
