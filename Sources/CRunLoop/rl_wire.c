@@ -134,7 +134,7 @@ static rl_wire_error header_done(rl_wire_reader *r, bool *done) {
     if (e)
         return e;
     /* malloc(0) may return NULL: keep one byte so a NULL always means failure. */
-    r->body = malloc(r->h.bodylen ? r->h.bodylen : 1);
+    r->body = r->h.bodylen ? malloc(r->h.bodylen) : calloc(1, 1);
     r->comps = malloc((r->h.ncomp ? r->h.ncomp : 1) * sizeof *r->comps);
     if (!r->body || !r->comps)
         return RL_WIRE_NO_MEMORY;
@@ -146,8 +146,16 @@ rl_wire_error rl__wire_got(rl_wire_reader *r, size_t n, bool *done) {
     *done = false;
     bool had_header = r->got >= RL_WIRE_HEADER;
     r->got += n;
-    if (!had_header)
+    if (!had_header) {
+        /* Refuse a stream that is not ours as soon as its first bytes say
+         * so, rather than after a whole header's worth (a peer speaking
+         * another protocol may send fewer). */
+        uint8_t magic[4] = {(uint8_t)RL_WIRE_MAGIC, (uint8_t)(RL_WIRE_MAGIC >> 8), (uint8_t)(RL_WIRE_MAGIC >> 16),
+                            (uint8_t)(RL_WIRE_MAGIC >> 24)};
+        if (memcmp(r->hdr, magic, r->got < 4 ? r->got : 4) != 0)
+            return RL_WIRE_BAD_MAGIC;
         return r->got == RL_WIRE_HEADER ? header_done(r, done) : RL_WIRE_OK;
+    }
     if (r->got - RL_WIRE_HEADER < r->h.bodylen)
         return RL_WIRE_OK;
     *done = true;
