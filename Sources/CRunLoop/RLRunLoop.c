@@ -439,6 +439,8 @@ static void rl_rearm_if_waiting(RLRunLoopRef rl) {
  * a sleeping loop running that mode is re-armed only if t is due before the
  * armed time, and nothing else (no clock read, no heap order) is needed. */
 static void rl_rearm_for_added_timer_slow(RLRunLoopRef rl, const struct RLRunLoopTimer *t) {
+    if (t->firing)
+        return; /* not a wake-up reason until its callout returns (rl__tset_earliest_deadline) */
     double rel = t->fire_date + t->tolerance - RLAbsoluteTimeGetCurrent();
     double at = rl_mono_now() + (rel > 0 ? rel : 0);
     if (at < rl->armed_at)

@@ -264,7 +264,11 @@ RL__HIDDEN void rl__tset_remove(rl_timerset *ts, rl_memb *m);
 RL__HIDDEN bool rl__tset_update(rl_timerset *ts, rl_memb *m);
 /* Some membership (to empty the set), or NULL. */
 RL__HIDDEN rl_memb *rl__tset_any(const rl_timerset *ts);
-/* Earliest fire date / earliest wake deadline; false if empty. */
+/* Earliest fire date (every timer) / earliest wake deadline (fire date +
+ * tolerance) of the timers not being fired: a timer whose callout is running
+ * is past its date, and letting it arm the wake-up would make a nested run
+ * of the same mode spin until the callout returns (CF skips it too); it is
+ * re-filed after its callout. False if there is none. */
 RL__HIDDEN bool rl__tset_earliest_fire(rl_timerset *ts, double *date);
 RL__HIDDEN bool rl__tset_earliest_deadline(rl_timerset *ts, double *date);
 /* Appends to *out every membership whose fire date is <= now. */
