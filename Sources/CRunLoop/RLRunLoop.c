@@ -1852,7 +1852,8 @@ static void rl_fire_timer(RLRunLoopRef rl, rl_mode *m, struct RLRunLoopTimer *t)
     rl__graph_unlock();
     if (!go)
         return;
-    t->callout(t, t->ctx.info);
+    if (t->callout) /* a timer without a callout keeps its mode alive and does nothing */
+        t->callout(t, t->ctx.info);
     rl_defer d;
     rl__defer_init(&d);
     rl__graph_lock();

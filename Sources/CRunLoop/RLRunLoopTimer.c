@@ -44,10 +44,6 @@ RLRunLoopTimerRef RLRunLoopTimerCreate(RLAllocatorRef allocator, RLAbsoluteTime 
         rl__fail(kRLErrorInvalidArgument, fn, "NaN fire date or interval");
         return NULL;
     }
-    if (!callout) {
-        rl__fail(kRLErrorInvalidArgument, fn, "NULL callout");
-        return NULL;
-    }
     if (context && context->version != 0) {
         rl__fail(kRLErrorInvalidArgument, fn, "context version %ld is not supported (use 0)", context->version);
         return NULL;

@@ -119,7 +119,6 @@ static void test_source_functions(void **state) {
 static void test_timer_functions(void **state) {
     assert_rl_fails(RLRunLoopTimerCreate(NULL, NAN, 0, 0, 0, nop_timer, NULL), kRLErrorInvalidArgument);
     assert_rl_fails(RLRunLoopTimerCreate(NULL, 0, NAN, 0, 0, nop_timer, NULL), kRLErrorInvalidArgument);
-    assert_rl_fails(RLRunLoopTimerCreate(NULL, 0, 0, 0, 0, NULL, NULL), kRLErrorInvalidArgument);
     RLRunLoopTimerContext c = {1, NULL, NULL, NULL, NULL};
     assert_rl_fails(RLRunLoopTimerCreate(NULL, 0, 0, 0, 0, nop_timer, &c), kRLErrorInvalidArgument);
 #if __BLOCKS__

@@ -615,6 +615,26 @@ static void test_timers_still_fire_when_the_array_cannot_grow(void **state) {
     done(soon);
 }
 
+
+/* ---- a timer without a callout ---- */
+
+static int null_ctx_releases;
+static void count_null_release(const void *info) { null_ctx_releases++; }
+
+static void test_null_callout_fires_and_does_nothing(void **state) {
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    RLRunLoopTimerContext c = {0, NULL, NULL, count_null_release, NULL};
+    null_ctx_releases = 0;
+    RLRunLoopTimerRef t = RLRunLoopTimerCreate(NULL, RLAbsoluteTimeGetCurrent() + 0.01, 0, 0, 0, NULL, &c);
+    assert_non_null(t);
+    assert_true(RLRunLoopAddTimer(rl, t, "NoCallout"));
+    /* It keeps the mode alive until it fires, then the mode is empty. */
+    assert_int_equal(RLRunLoopRunInMode("NoCallout", 10, false), kRLRunLoopRunFinished);
+    assert_false(RLRunLoopTimerIsValid(t));
+    assert_int_equal(null_ctx_releases, 1);
+    assert_true(RLRelease(t));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_one_shot_fires_once, rl_trace_setup),
@@ -641,6 +661,7 @@ int main(void) {
         cmocka_unit_test_setup(test_invalidate_inside_callout_two_modes, rl_trace_setup),
         cmocka_unit_test_setup(test_add_from_another_thread_while_asleep, rl_trace_setup),
         cmocka_unit_test_setup(test_timers_still_fire_when_the_array_cannot_grow, rl_trace_setup),
+        cmocka_unit_test_setup(test_null_callout_fires_and_does_nothing, rl_trace_setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

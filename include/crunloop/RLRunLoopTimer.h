@@ -26,8 +26,10 @@ typedef struct RLRunLoopTimerContext {
 typedef void (*RLRunLoopTimerCallBack)(RLRunLoopTimerRef timer, void *RL_NULLABLE info);
 
 /* Create rule. interval <= 0 makes a one-shot timer. flags is unused (0).
- * NULL (error set) for a NaN date or interval, a NULL callout, or a context
- * version other than 0. */
+ * A NULL callout is allowed, as in CF: the timer fires (and a one-shot one
+ * is invalidated) like any other, calling nothing; such a timer keeps its
+ * mode from being empty. NULL (error set) for a NaN date or interval, or a
+ * context version other than 0. */
 RL_EXPORT RLRunLoopTimerRef RL_NULLABLE RLRunLoopTimerCreate(RLAllocatorRef RL_NULLABLE allocator,
                                                              RLAbsoluteTime fireDate, RLTimeInterval interval,
                                                              RLOptionFlags flags, RLIndex order,
