@@ -786,6 +786,14 @@ static const rl__class *rl_kind_class(rl_kind kind) {
     }
 }
 
+/* Timers and observers belong to one run loop at a time, as in CF (the
+ * loop of their memberships; free again once they are in none). Sources
+ * may be in several. Graph lock held. */
+static bool rl_item_in_other_loop(void *item, rl_kind kind, RLRunLoopRef rl) {
+    const rl_memb *m = TAILQ_FIRST(rl__item_membs(item, kind));
+    return m && m->rl != rl;
+}
+
 static bool rl_args_ok(RLRunLoopRef rl, void *item, rl_kind kind, RLRunLoopMode mode, const char *fn) {
     return rl_check_loop(rl, fn) && rl__object_check(item, rl_kind_class(kind), fn) && rl_mode_name_ok(mode, fn);
 }
@@ -802,8 +810,9 @@ __attribute__((always_inline)) static inline bool rl_add_item(RLRunLoopRef rl, v
         ok = rl__fail(kRLErrorInvalidState, fn, "the run loop's thread has exited");
     else if (!rl_item_valid(item, kind))
         ok = rl__fail(kRLErrorInvalidObject, fn, "%p has been invalidated", item);
-    else if (kind == RL_KIND_TIMER && rl__timer_loop(item) && rl__timer_loop(item) != rl)
-        ok = rl__fail(kRLErrorInvalidState, fn, "the timer is already in another run loop");
+    else if (kind != RL_KIND_SOURCE && rl_item_in_other_loop(item, kind, rl))
+        ok = rl__fail(kRLErrorInvalidState, fn, "%s is already in another run loop",
+                      kind == RL_KIND_TIMER ? "the timer" : "the observer");
     else if (rl_is_common(mode))
         ok = rl_add_common_locked(rl, item, kind, &d, fn);
     else {

@@ -147,6 +147,9 @@ RL_EXPORT bool RLRunLoopAddSource(RLRunLoopRef rl, RLRunLoopSourceRef source, RL
 RL_EXPORT bool RLRunLoopRemoveSource(RLRunLoopRef rl, RLRunLoopSourceRef source, RLRunLoopMode mode);
 
 RL_EXPORT bool RLRunLoopContainsObserver(RLRunLoopRef rl, RLRunLoopObserverRef observer, RLRunLoopMode mode);
+/* An observer belongs to one run loop at a time (in any number of its
+ * modes), as in CF; adding it to a second run loop fails with
+ * kRLErrorInvalidState. Once removed from every mode, it may join another. */
 RL_EXPORT bool RLRunLoopAddObserver(RLRunLoopRef rl, RLRunLoopObserverRef observer, RLRunLoopMode mode);
 RL_EXPORT bool RLRunLoopRemoveObserver(RLRunLoopRef rl, RLRunLoopObserverRef observer, RLRunLoopMode mode);
 
