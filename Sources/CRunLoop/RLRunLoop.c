@@ -1857,12 +1857,34 @@ static void rl_fire_timer(RLRunLoopRef rl, rl_mode *m, struct RLRunLoopTimer *t)
     if (go) {
         t->firing = true;
         t->moved_in_fire = false;
+        t->ctx_pinned = t->ctx.retain != NULL;
     }
     rl__graph_unlock();
     if (!go)
         return;
+    /* As CF: the callout holds its own reference on info (the context's
+     * retain and release around it), so it may invalidate and release its
+     * own timer and still use info. The context is fixed at creation; what
+     * could free info meanwhile, an invalidation, waits for the pin. */
+    void *info = t->ctx.info;
+    if (t->ctx.retain) {
+        info = (void *)t->ctx.retain(info);
+        rl_defer pd;
+        rl__defer_init(&pd);
+        rl__graph_lock();
+        t->ctx_pinned = false;
+        if (t->ctx_release_held) {
+            t->ctx_release_held = false;
+            rl__defer_ctx_release(&pd, t->ctx.release, t->ctx.info);
+        }
+        rl__graph_unlock();
+        if (pd.n)
+            rl__defer_run(&pd);
+    }
     if (t->callout) /* a timer without a callout keeps its mode alive and does nothing */
-        t->callout(t, t->ctx.info);
+        t->callout(t, info);
+    if (t->ctx.retain && t->ctx.release)
+        t->ctx.release(info);
     rl_defer d;
     rl__defer_init(&d);
     rl__graph_lock();

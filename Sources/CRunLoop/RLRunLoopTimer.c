@@ -132,8 +132,12 @@ void rl__timer_invalidate_locked(struct RLRunLoopTimer *t, rl_defer *d) {
         return;
     t->valid = false;
     rl__remove_item_everywhere_locked(t, RL_KIND_TIMER, d);
-    /* As CF: an invalidated timer gives its context back at once. */
-    rl__defer_ctx_release(d, t->ctx.release, t->ctx.info);
+    /* As CF: an invalidated timer gives its context back at once (unless
+     * the fire path is retaining info right now: it releases it then). */
+    if (t->ctx_pinned)
+        t->ctx_release_held = true;
+    else
+        rl__defer_ctx_release(d, t->ctx.release, t->ctx.info);
 }
 
 bool RLRunLoopTimerInvalidate(RLRunLoopTimerRef t) {

@@ -127,6 +127,12 @@ struct RLRunLoopTimer {
     bool firing;
     bool moved_in_fire;
     bool inline_used;
+    /* The fire path is taking its reference on ctx.info (the context's
+     * retain, called without the lock): an invalidation meanwhile leaves
+     * the context's release to it (ctx_release_held), so that info cannot
+     * go before it is retained. Graph lock. */
+    bool ctx_pinned;
+    bool ctx_release_held;
     struct rl_membq membs;
     rl_memb inline_memb; /* the first membership, without an allocation */
     uint64_t seq; /* tie-break: equal dates fire in creation/move order */

@@ -635,6 +635,79 @@ static void test_null_callout_fires_and_does_nothing(void **state) {
     assert_true(RLRelease(t));
 }
 
+/* ---- the callout holds its own reference on info ---- */
+
+typedef struct held_info {
+    int refs;
+    bool freed;
+    bool alive_after_self_release;
+} held_info;
+
+static const void *held_retain(const void *p) {
+    ((held_info *)p)->refs++;
+    return p;
+}
+
+static void held_release(const void *p) {
+    held_info *h = (held_info *)p;
+    if (--h->refs == 0)
+        h->freed = true; /* stands for free(): nothing may use info after this */
+}
+
+static void invalidate_and_release_self(RLRunLoopTimerRef t, void *info) {
+    held_info *h = info;
+    RLRunLoopTimerInvalidate(t);
+    assert_true(RLRelease(t));
+    h->alive_after_self_release = !h->freed && h->refs == 1;
+}
+
+static void test_callout_may_release_its_own_timer(void **state) {
+    held_info h = {0, false, false};
+    RLRunLoopTimerContext c = {0, &h, held_retain, held_release, NULL};
+    RLRunLoopTimerRef t = RLRunLoopTimerCreate(NULL, RLAbsoluteTimeGetCurrent() - 1, 1000, 0, 0,
+                                               invalidate_and_release_self, &c);
+    assert_non_null(t);
+    assert_int_equal(h.refs, 1);
+    assert_true(RLRunLoopAddTimer(RLRunLoopGetCurrent(), t, "SelfRelease"));
+    assert_int_equal(RLRunLoopRunInMode("SelfRelease", 0, false), kRLRunLoopRunTimedOut);
+    assert_true(h.alive_after_self_release);
+    assert_int_equal(h.refs, 0);
+    assert_true(h.freed);
+}
+
+/* An invalidation from another thread while the fire path is retaining
+ * info must not free info under it: the context's release waits for it. */
+static RLRunLoopTimerRef racing_timer;
+static bool retained_freed_info;
+
+static void *invalidate_racing_timer(void *arg) {
+    RLRunLoopTimerInvalidate(racing_timer);
+    return NULL;
+}
+
+static const void *retain_while_invalidated(const void *p) {
+    held_info *h = (held_info *)p;
+    if (h->refs == 1) /* the fire path's retain, not the creation's */
+        rl_test_on_other_thread(invalidate_racing_timer, NULL);
+    retained_freed_info = retained_freed_info || h->freed;
+    h->refs++;
+    return p;
+}
+
+static void test_invalidate_while_the_fire_path_retains_info(void **state) {
+    held_info h = {0, false, false};
+    retained_freed_info = false;
+    RLRunLoopTimerContext c = {0, &h, retain_while_invalidated, held_release, NULL};
+    racing_timer = RLRunLoopTimerCreate(NULL, RLAbsoluteTimeGetCurrent() - 1, 0, 0, 0, NULL, &c);
+    assert_non_null(racing_timer);
+    assert_true(RLRunLoopAddTimer(RLRunLoopGetCurrent(), racing_timer, "RetainRace"));
+    RLRunLoopRunInMode("RetainRace", 0, false);
+    assert_false(retained_freed_info);
+    assert_int_equal(h.refs, 0);
+    assert_false(RLRunLoopTimerIsValid(racing_timer));
+    assert_true(RLRelease(racing_timer));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_one_shot_fires_once, rl_trace_setup),
@@ -662,6 +735,8 @@ int main(void) {
         cmocka_unit_test_setup(test_add_from_another_thread_while_asleep, rl_trace_setup),
         cmocka_unit_test_setup(test_timers_still_fire_when_the_array_cannot_grow, rl_trace_setup),
         cmocka_unit_test_setup(test_null_callout_fires_and_does_nothing, rl_trace_setup),
+        cmocka_unit_test_setup(test_callout_may_release_its_own_timer, rl_trace_setup),
+        cmocka_unit_test_setup(test_invalidate_while_the_fire_path_retains_info, rl_trace_setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
