@@ -91,7 +91,7 @@ RLAbsoluteTime RLRunLoopTimerGetNextFireDate(RLRunLoopTimerRef t) {
     if (!rl_timer_ok(t, "RLRunLoopTimerGetNextFireDate"))
         return 0;
     rl__graph_lock();
-    RLAbsoluteTime d = t->fire_date;
+    RLAbsoluteTime d = t->valid ? t->fire_date : 0; /* as CF: no next fire for an invalidated timer */
     rl__graph_unlock();
     return d;
 }
@@ -191,9 +191,14 @@ bool RLRunLoopTimerSetTolerance(RLRunLoopTimerRef t, RLTimeInterval tolerance) {
     if (tolerance > RL_FAR_FUTURE)
         tolerance = RL_FAR_FUTURE;
     rl__graph_lock();
-    t->tolerance = tolerance;
-    rl__timer_moved_locked(t);
+    bool ok = t->valid;
+    if (ok) {
+        t->tolerance = tolerance;
+        rl__timer_moved_locked(t);
+    }
     rl__graph_unlock();
+    if (!ok)
+        return rl__fail(kRLErrorInvalidObject, fn, "the timer has been invalidated");
     return true;
 }
 

@@ -708,6 +708,39 @@ static void test_invalidate_while_the_fire_path_retains_info(void **state) {
     assert_true(RLRelease(racing_timer));
 }
 
+/* ---- invalidated timers ---- */
+
+static RLAbsoluteTime date_in_callout, date_after_self_invalidate;
+
+static void note_dates_and_invalidate(RLRunLoopTimerRef t, void *info) {
+    date_in_callout = RLRunLoopTimerGetNextFireDate(t);
+    RLRunLoopTimerInvalidate(t);
+    date_after_self_invalidate = RLRunLoopTimerGetNextFireDate(t);
+}
+
+static void test_invalidated_timer_has_no_date_and_no_tolerance(void **state) {
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    RLAbsoluteTime past = RLAbsoluteTimeGetCurrent() - 1;
+    int n = 0;
+    RLRunLoopTimerRef once = make(past, 0, count_cb, &n);
+    assert_true(RLRunLoopAddTimer(rl, once, "Gone"));
+    RLRunLoopRunInMode("Gone", 0, false);
+    assert_int_equal(n, 1);
+    assert_true(RLRunLoopTimerGetNextFireDate(once) == 0);
+    RLErrorClear();
+    assert_rl_fails(RLRunLoopTimerSetTolerance(once, 0.5), kRLErrorInvalidObject);
+    assert_true(RLRunLoopTimerGetTolerance(once) == 0);
+
+    RLRunLoopTimerRef rep = make(past, 1000, note_dates_and_invalidate, NULL);
+    assert_true(RLRunLoopAddTimer(rl, rep, "Gone"));
+    RLRunLoopRunInMode("Gone", 0, false);
+    assert_true(date_in_callout == past);
+    assert_true(date_after_self_invalidate == 0);
+    assert_true(RLRunLoopTimerGetNextFireDate(rep) == 0);
+    done(once);
+    done(rep);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_one_shot_fires_once, rl_trace_setup),
@@ -737,6 +770,7 @@ int main(void) {
         cmocka_unit_test_setup(test_null_callout_fires_and_does_nothing, rl_trace_setup),
         cmocka_unit_test_setup(test_callout_may_release_its_own_timer, rl_trace_setup),
         cmocka_unit_test_setup(test_invalidate_while_the_fire_path_retains_info, rl_trace_setup),
+        cmocka_unit_test_setup(test_invalidated_timer_has_no_date_and_no_tolerance, rl_trace_setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
