@@ -52,6 +52,7 @@ struct rl_memb {
     bool lax;                       /* timers: filed as tolerant (tolerance > 0) */
     bool pending;                   /* strict timers: on the set's pending list, not in the heap */
     TAILQ_ENTRY(rl_memb) mode_link; /* the mode's sources or observers */
+    struct rl_memb *snext;          /* sources: next in the mode's equality bucket */
 };
 TAILQ_HEAD(rl_membq, rl_memb);
 
@@ -92,6 +93,11 @@ struct rl_mode {
     bool is_default; /* saves a string compare per perform request */
     struct rl_membq sources;
     size_t nsources;
+    /* The sources by equality key (rl__source_key), so that adding a source
+     * equal to one already in the mode is found without a scan; chained
+     * through rl_memb.snext, nsbuckets a power of two (0: none yet). */
+    rl_memb **sbuckets;
+    size_t nsbuckets;
     struct rl_membq observers; /* sorted by order */
     size_t nobservers;
     _Atomic RLOptionFlags observer_mask; /* read without the lock on the fast path */
@@ -105,12 +111,23 @@ struct RLFileDescriptor;
 struct RLRunLoopSource {
     rl__object base;
     RLIndex order;
+    RLHashCode hash; /* ctx.hash(info), or info: computed once, at creation */
     RLRunLoopSourceContext ctx;
     bool valid;
     bool signalled;
     struct rl_membq membs;
     struct RLFileDescriptor *fdobj; /* fd sources: retained */
 };
+
+/* Two sources are equal as in CF: same order, the same callbacks and, by
+ * the context's equal callback (without one: the same info), equal infos.
+ * fd sources only by identity. What can be compared without calling user
+ * code (everything but `equal`): */
+static inline bool rl__source_same_shape(const struct RLRunLoopSource *a, const struct RLRunLoopSource *b) {
+    return a->order == b->order && a->hash == b->hash && a->ctx.equal == b->ctx.equal &&
+           a->ctx.hash == b->ctx.hash && a->ctx.perform == b->ctx.perform && a->ctx.schedule == b->ctx.schedule &&
+           a->ctx.cancel == b->ctx.cancel && a->fdobj == b->fdobj;
+}
 
 /* ---- timers ---- */
 

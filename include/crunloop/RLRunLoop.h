@@ -142,7 +142,15 @@ RL_EXPORT bool RLRunLoopPerformBlock(RLRunLoopRef rl, RLRunLoopMode mode, void (
 RL_EXPORT bool RLRunLoopContainsSource(RLRunLoopRef rl, RLRunLoopSourceRef source, RLRunLoopMode mode);
 /* Adding retains the source; removing (or the loop's teardown) releases it.
  * The source's schedule callback runs the first time it is added to a
- * mode, cancel when it is removed from one. Adding twice is harmless. */
+ * mode, cancel when it is removed from one. Adding twice is harmless.
+ * Sources are compared as in CF: two sources with the same order and
+ * callbacks whose infos are equal (by the context's `equal` callback, or
+ * the same pointer without one) are one source to a mode. Adding a source
+ * equal to one already in the mode does nothing (no schedule); Contains
+ * answers true for it and Remove removes the one in the mode (calling the
+ * cancel of the source named in the call). `hash` is called once, at
+ * creation; `equal` without any library lock held. fd sources
+ * (RLFileDescriptor.h) are compared by identity. */
 RL_EXPORT bool RLRunLoopAddSource(RLRunLoopRef rl, RLRunLoopSourceRef source, RLRunLoopMode mode);
 RL_EXPORT bool RLRunLoopRemoveSource(RLRunLoopRef rl, RLRunLoopSourceRef source, RLRunLoopMode mode);
 
