@@ -153,6 +153,12 @@ struct RLRunLoopTimer {
     struct rl_membq membs;
     rl_memb inline_memb; /* the first membership, without an allocation */
     uint64_t seq; /* tie-break: equal dates fire in creation/move order */
+    /* A repeating timer's grid: fire_date is anchor + ticks * interval,
+     * computed from the anchor each time (one rounding, never an
+     * accumulation of one per tick). The anchor is the date given at
+     * creation or by the last SetNextFireDate. */
+    RLAbsoluteTime anchor;
+    uint64_t ticks;
     RLTimeInterval interval;
     RLIndex order;
     RLRunLoopTimerCallBack callout;
