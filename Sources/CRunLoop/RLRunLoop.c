@@ -2416,26 +2416,49 @@ static RLRunLoopRunResult rl_run(RLRunLoopRef rl, const char *mode, RLTimeInterv
     return st.result;
 }
 
+/* A run that cannot start returns kRLRunLoopRunFinished, as CF does for
+ * the common pseudo-mode: a result is always one of the enum's values, so
+ * a switch over it never falls through; the error says why. */
 RLRunLoopRunResult RLRunLoopRunInMode(RLRunLoopMode mode, RLTimeInterval seconds, bool returnAfterSourceHandled) {
     const char *fn = "RLRunLoopRunInMode";
     if (!rl_mode_name_ok(mode, fn))
-        return 0;
-    if (rl_is_common(mode))
-        return (RLRunLoopRunResult)rl__fail(kRLErrorInvalidArgument, fn,
-                                            "kRLRunLoopCommonModes is not a mode one can run in");
-    if (isnan(seconds))
-        return (RLRunLoopRunResult)rl__fail(kRLErrorInvalidArgument, fn, "NaN interval");
+        return kRLRunLoopRunFinished;
+    if (rl_is_common(mode)) {
+        rl__fail(kRLErrorInvalidArgument, fn, "kRLRunLoopCommonModes is not a mode one can run in");
+        return kRLRunLoopRunFinished;
+    }
+    if (isnan(seconds)) {
+        rl__fail(kRLErrorInvalidArgument, fn, "NaN interval");
+        return kRLRunLoopRunFinished;
+    }
     RLRunLoopRef rl = RLRunLoopGetCurrent();
     if (!rl)
-        return 0;
+        return kRLRunLoopRunFinished;
     return rl_run(rl, mode, seconds, returnAfterSourceHandled);
+}
+
+bool RLRunLoopIsFinished(RLRunLoopRef rl, RLRunLoopMode mode) {
+    const char *fn = "RLRunLoopIsFinished";
+    if (!rl_check_loop(rl, fn) || !rl_mode_name_ok(mode, fn))
+        return true;
+    if (!pthread_equal(rl->thread, pthread_self())) {
+        rl__fail(kRLErrorWrongThread, fn, "not the calling thread's run loop");
+        return true;
+    }
+    if (rl_is_common(mode))
+        return true;
+    /* The same test as the start of a run (rl_run). */
+    rl__graph_lock();
+    rl_mode *m = atomic_load(&rl->dead) ? NULL : rl_mode_find(rl, mode);
+    rl__graph_unlock();
+    return !m || rl_mode_is_empty(rl, m);
 }
 
 RLRunLoopRunResult RLRunLoopRun(void) {
     RLRunLoopRunResult r;
     do {
         r = RLRunLoopRunInMode(kRLRunLoopDefaultMode, 1e10, false);
-    } while (r != kRLRunLoopRunStopped && r != kRLRunLoopRunFinished && r != 0);
+    } while (r != kRLRunLoopRunStopped && r != kRLRunLoopRunFinished);
     return r;
 }
 

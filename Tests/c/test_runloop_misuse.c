@@ -68,13 +68,19 @@ static void test_runloop_functions_with_null(void **state) {
 }
 
 static void test_run_in_mode_bad_arguments(void **state) {
-    assert_int_equal(RLRunLoopRunInMode(NULL, 0, false), 0);
+    /* Always a value of the enum (a switch over it never falls through);
+     * the error says what was wrong. The common pseudo-mode: Finished, as CF. */
+    assert_int_equal(RLRunLoopRunInMode(NULL, 0, false), kRLRunLoopRunFinished);
     assert_rl_error(kRLErrorInvalidArgument);
-    assert_int_equal(RLRunLoopRunInMode("", 0, false), 0);
+    assert_int_equal(RLRunLoopRunInMode("", 0, false), kRLRunLoopRunFinished);
     assert_rl_error(kRLErrorInvalidArgument);
-    assert_int_equal(RLRunLoopRunInMode(kRLRunLoopCommonModes, 0, false), 0);
+    RLRunLoopSourceRef keep = rl_test_keep_mode(kRLRunLoopCommonModes);
+    RLRunLoopAddCommonMode(RLRunLoopGetCurrent(), "CommonForRun");
+    assert_int_equal(RLRunLoopRunInMode(kRLRunLoopCommonModes, 0, false), kRLRunLoopRunFinished);
     assert_rl_error(kRLErrorInvalidArgument);
-    assert_int_equal(RLRunLoopRunInMode(kRLRunLoopDefaultMode, NAN, false), 0);
+    assert_int_equal(RLRunLoopRunInMode(kRLRunLoopCommonModes, 0.01, true), kRLRunLoopRunFinished);
+    rl_test_unkeep(keep);
+    assert_int_equal(RLRunLoopRunInMode(kRLRunLoopDefaultMode, NAN, false), kRLRunLoopRunFinished);
     assert_rl_error(kRLErrorInvalidArgument);
 }
 

@@ -78,10 +78,21 @@ RL_EXPORT RLRunLoopRef RL_NULLABLE RLRunLoopGetMain(void);
 RL_EXPORT RLRunLoopRunResult RLRunLoopRun(void);
 
 /* Runs the current thread's loop in `mode` for at most `seconds` (<= 0: one
- * pass, no waiting). Returns a kRLRunLoopRun… code, or 0 (error set) for a
- * NULL/empty mode, kRLRunLoopCommonModes, or a NaN interval. */
+ * pass, no waiting). Always returns one of the kRLRunLoopRun… codes: for
+ * kRLRunLoopCommonModes (not a mode one runs in) kRLRunLoopRunFinished at
+ * once, as CF; likewise, with the error set, for a NULL or empty mode, a
+ * NaN interval, or a thread whose run loop cannot be had. */
 RL_EXPORT RLRunLoopRunResult RLRunLoopRunInMode(RLRunLoopMode mode, RLTimeInterval seconds,
                                                 bool returnAfterSourceHandled);
+
+/* Would RLRunLoopRunInMode(mode, …) on rl return kRLRunLoopRunFinished at
+ * once: rl has no such mode, or it holds no source, timer or queued
+ * perform request (observers do not count), or `mode` is
+ * kRLRunLoopCommonModes? No CF counterpart in the public API (Foundation's
+ * RunLoop asks CF's private _CFRunLoopFinished before run(mode:before:)).
+ * Must be called on rl's own thread; true, with the error set, on misuse
+ * (a bad loop or mode, another thread's loop). */
+RL_EXPORT bool RLRunLoopIsFinished(RLRunLoopRef rl, RLRunLoopMode mode);
 
 /* The mode rl is running in. Copy rule: free() the string. NULL if rl is not
  * running (no error) or on misuse (error set). */
