@@ -19,10 +19,19 @@ static void rl_fd_finalize(void *obj) {
     }
 }
 
+/* Another thread may enable, disable or invalidate meanwhile: the state is
+ * copied under the lock that guards it, printed after. */
 static char *rl_fd_describe(const void *obj) {
     const struct RLFileDescriptor *f = obj;
+    rl__graph_lock();
+    bool valid = f->valid;
+    RLOptionFlags enabled = f->enabled;
+    int stale = f->stale;
+    rl__graph_unlock();
     char *out = NULL;
-    if (asprintf(&out, "<RLFileDescriptor %p fd %d%s>", obj, f->fd, f->valid ? "" : " invalid") < 0)
+    if (asprintf(&out, "<RLFileDescriptor %p fd %d%s%s%s%s>", obj, f->fd, valid ? "" : " invalid",
+                 (enabled & kRLFileDescriptorReadCallBack) ? " read" : "",
+                 (enabled & kRLFileDescriptorWriteCallBack) ? " write" : "", stale ? " stale" : "") < 0)
         out = NULL;
     return out;
 }

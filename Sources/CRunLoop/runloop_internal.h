@@ -171,6 +171,10 @@ struct RLFileDescriptor {
     bool close_on_invalidate;
     bool valid;
     RLOptionFlags enabled;
+    /* Not 0: the errno with which the loop found that fd no longer refers to
+     * the file this object was made for (closed, or its number reused), or
+     * cannot watch it. The object is not watched again; see the header. */
+    int stale;
     RLFileDescriptorCallBack callout;
     RLFileDescriptorContext ctx;
     struct RLRunLoopSource *source; /* weak; cleared when the source goes */
