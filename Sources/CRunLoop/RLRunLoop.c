@@ -14,7 +14,7 @@
  *   - timers sit in two heaps per mode (by fire date, and by fire date +
  *     tolerance); the timerfd is armed at the earliest deadline, and every
  *     timer already past its fire date fires on that wake-up;
- *   - signalled sources go on a per-loop ready list;
+ *   - a signalled source's memberships go on their modes' ready lists;
  *   - perform requests go into chained chunks of 16-byte slots behind a spin
  *     lock (rl_pqueue.h: no allocation per request, chunks reused) that the
  *     loop takes in one step.
@@ -53,6 +53,10 @@ typedef struct rl_common_name {
     char *name;
 } rl_common_name;
 
+/* The items added to kRLRunLoopCommonModes: a dense array (walked when a
+ * mode becomes common, in the order the items came) and an open-addressing
+ * index over it, so that adding, finding and removing one costs O(1)
+ * however many there are. */
 typedef struct rl_citem {
     void *item;
     rl_kind kind;
@@ -101,6 +105,8 @@ struct RLRunLoop {
     size_t ncommon, capcommon;
     rl_citem *citems;
     size_t nci, capci;
+    size_t *cidx; /* citems index + 1 by the item's hash (linear probing); 0: empty */
+    size_t capcidx; /* a power of two, at least twice nci; 0: none yet */
 
     rl_pchain held;    /* requests taken from pq for other modes; the loop's thread only */
     rl_pchunk *spent; /* chunks a batch is done with, given back with the next take; ditto */
@@ -110,9 +116,6 @@ struct RLRunLoop {
     rl_frame *frame;
     rl_mode *armed_mode; /* the mode whose fds are in the epoll set */
     double armed_at;     /* monotonic time the timerfd is armed for; INFINITY: disarmed */
-
-    struct RLRunLoopSource **ready; /* retained */
-    size_t nready, capready;
 
     rl_fdreg *fdtab;
     size_t nfdtab;
@@ -321,6 +324,7 @@ static rl_mode *rl_mode_new(RLRunLoopRef rl, const char *name, const char *fn) {
     m->is_default = strcmp(name, kRLRunLoopDefaultMode) == 0;
     m->rl = rl;
     TAILQ_INIT(&m->sources);
+    TAILQ_INIT(&m->ready);
     TAILQ_INIT(&m->observers);
     rl__tset_init(&m->timers);
     rl_common_name *c = rl_common_find(rl, name);
@@ -554,24 +558,30 @@ void rl__fd_changed_locked(struct RLFileDescriptor *f) {
 /* ------------------------------------------------------------------ */
 /* the ready list                                                      */
 
-static void rl_ready_push(RLRunLoopRef rl, struct RLRunLoopSource *s) {
-    for (size_t i = 0; i < rl->nready; i++) {
-        if (rl->ready[i] == s)
-            return;
-    }
-    struct RLRunLoopSource **a = rl_grow(rl->ready, &rl->capready, rl->nready + 1, sizeof *a);
-    if (!a)
+/* Each membership of a source is on its mode's ready list at most once:
+ * the flag, not a scan, says whether it is already there. The list holds no
+ * reference (the membership does, and leaves the list when removed). */
+static void rl_ready_push(rl_memb *m) {
+    if (m->queued)
         return;
-    rl->ready = a;
-    rl_retain_raw(s);
-    rl->ready[rl->nready++] = s;
+    m->queued = true;
+    TAILQ_INSERT_TAIL(&m->mode->ready, m, ready_link);
+    m->mode->nready++;
+}
+
+static void rl_ready_unlink(rl_memb *m) {
+    if (!m->queued)
+        return;
+    m->queued = false;
+    TAILQ_REMOVE(&m->mode->ready, m, ready_link);
+    m->mode->nready--;
 }
 
 void rl__source_mark_ready_locked(struct RLRunLoopSource *src, rl_defer *d) {
     (void)d;
     rl_memb *m;
     TAILQ_FOREACH(m, &src->membs, item_link) {
-        rl_ready_push(m->rl, src);
+        rl_ready_push(m);
     }
 }
 
@@ -647,7 +657,7 @@ __attribute__((always_inline)) static inline bool rl_add_locked(RLRunLoopRef rl,
             rl_fd_sync(rl, s->fdobj->fd);
         }
         if (s->signalled)
-            rl_ready_push(rl, s);
+            rl_ready_push(m);
         rl__defer_push(d, RL_DEFER_SCHEDULE, s, rl, mode->name);
     } else if (kind == RL_KIND_OBSERVER) {
         rl_observer_insert(mode, m);
@@ -670,6 +680,7 @@ static void rl_remove_memb_locked(rl_memb *m, rl_defer *d) {
         struct RLRunLoopSource *s = item;
         TAILQ_REMOVE(&mode->sources, m, mode_link);
         mode->nsources--;
+        rl_ready_unlink(m);
         if (s->fdobj) {
             if (!rl_item_in_loop(s, RL_KIND_SOURCE, rl))
                 rl_fd_unregister(rl, s);
@@ -692,13 +703,85 @@ static void rl_remove_memb_locked(rl_memb *m, rl_defer *d) {
     rl_memb_free(m);
 }
 
+static size_t rl_citem_hash(const void *item) {
+    uint64_t x = (uint64_t)(uintptr_t)item; /* mixed: the low bits of a pointer are mostly zero */
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    return (size_t)x;
+}
+
+/* The index slot that holds item, or the empty slot where it would go.
+ * The index is never full (rl_citem_reserve). */
+static size_t rl_citem_slot(RLRunLoopRef rl, const void *item) {
+    size_t mask = rl->capcidx - 1;
+    for (size_t i = rl_citem_hash(item) & mask;; i = (i + 1) & mask) {
+        size_t v = rl->cidx[i];
+        if (v == 0 || rl->citems[v - 1].item == item)
+            return i;
+    }
+}
+
+static bool rl_citem_has(RLRunLoopRef rl, void *item) {
+    return rl->capcidx && rl->cidx[rl_citem_slot(rl, item)] != 0;
+}
+
+/* Room for `need` items with the index at most half full. */
+static bool rl_citem_reserve(RLRunLoopRef rl, size_t need) {
+    if (need * 2 <= rl->capcidx)
+        return true;
+    size_t cap = rl->capcidx ? rl->capcidx * 2 : 16;
+    while (cap < need * 2)
+        cap *= 2;
+    size_t *idx = calloc(cap, sizeof *idx);
+    if (!idx)
+        return false;
+    free(rl->cidx);
+    rl->cidx = idx;
+    rl->capcidx = cap;
+    for (size_t k = 0; k < rl->nci; k++)
+        rl->cidx[rl_citem_slot(rl, rl->citems[k].item)] = k + 1;
+    return true;
+}
+
+/* Remembers item (not yet present); retains nothing. */
+static bool rl_citem_add(RLRunLoopRef rl, void *item, rl_kind kind) {
+    rl_citem *a = rl_grow(rl->citems, &rl->capci, rl->nci + 1, sizeof *a);
+    if (a)
+        rl->citems = a;
+    if (!a || !rl_citem_reserve(rl, rl->nci + 1))
+        return false;
+    rl->citems[rl->nci] = (rl_citem){item, kind};
+    rl->cidx[rl_citem_slot(rl, item)] = ++rl->nci;
+    return true;
+}
+
+/* Forgets item if present, deferring the release of its reference. */
 static void rl_citem_remove(RLRunLoopRef rl, void *item, rl_defer *d) {
-    for (size_t i = 0; i < rl->nci; i++) {
-        if (rl->citems[i].item == item) {
-            rl__defer_release(d, item);
-            rl->citems[i] = rl->citems[--rl->nci];
-            return;
+    if (!rl->capcidx)
+        return;
+    size_t hole = rl_citem_slot(rl, item);
+    size_t v = rl->cidx[hole];
+    if (v == 0)
+        return;
+    rl__defer_release(d, item);
+    /* Linear probing without tombstones: later entries of the same run
+     * move back into the hole unless that would put them before their
+     * home slot. */
+    size_t mask = rl->capcidx - 1;
+    for (size_t j = (hole + 1) & mask; rl->cidx[j] != 0; j = (j + 1) & mask) {
+        size_t home = rl_citem_hash(rl->citems[rl->cidx[j] - 1].item) & mask;
+        if (((j - home) & mask) >= ((j - hole) & mask)) {
+            rl->cidx[hole] = rl->cidx[j];
+            hole = j;
         }
+    }
+    rl->cidx[hole] = 0;
+    /* The array stays dense: its last item moves into the gap. */
+    size_t k = v - 1, last = --rl->nci;
+    if (k != last) {
+        rl->citems[k] = rl->citems[last];
+        rl->cidx[rl_citem_slot(rl, rl->citems[k].item)] = k + 1;
     }
 }
 
@@ -720,24 +803,13 @@ void rl__timer_moved_locked(struct RLRunLoopTimer *t) {
     rl_rearm_if_waiting(rl__timer_loop(t));
 }
 
-static bool rl_citem_has(RLRunLoopRef rl, void *item) {
-    for (size_t i = 0; i < rl->nci; i++) {
-        if (rl->citems[i].item == item)
-            return true;
-    }
-    return false;
-}
-
 /* Adds item to the common pseudo-mode: remembered, and added to every
  * common mode (modes named common but not yet created are created, as CF). */
 static bool rl_add_common_locked(RLRunLoopRef rl, void *item, rl_kind kind, rl_defer *d, const char *fn) {
     if (!rl_citem_has(rl, item)) {
-        rl_citem *a = rl_grow(rl->citems, &rl->capci, rl->nci + 1, sizeof *a);
-        if (!a)
+        if (!rl_citem_add(rl, item, kind))
             return rl__fail(kRLErrorNoMemory, fn, "out of memory");
-        rl->citems = a;
         rl_retain_raw(item);
-        rl->citems[rl->nci++] = (rl_citem){item, kind};
     }
     for (size_t i = 0; i < rl->ncommon; i++) {
         rl_mode *m = rl_mode_get(rl, rl->common[i].name, fn);
@@ -1750,47 +1822,75 @@ static void rl_do_observers(RLRunLoopRef rl, rl_mode *m, RLRunLoopActivity act) 
         free(list);
 }
 
-static void rl_sort_sources(struct RLRunLoopSource **a, size_t n) {
-    for (size_t i = 1; i < n; i++) {
-        struct RLRunLoopSource *s = a[i];
-        size_t j = i;
-        while (j > 0 && a[j - 1]->order > s->order) {
-            a[j] = a[j - 1];
-            j--;
-        }
-        a[j] = s;
-    }
+/* Stable merge of the sorted runs a[lo, mid) and a[mid, hi) through tmp. */
+static void rl_merge_sources(struct RLRunLoopSource **a, struct RLRunLoopSource **tmp, size_t lo, size_t mid,
+                             size_t hi) {
+    size_t i = lo, j = mid, k = lo;
+    while (i < mid && j < hi)
+        tmp[k++] = a[j]->order < a[i]->order ? a[j++] : a[i++];
+    while (i < mid)
+        tmp[k++] = a[i++];
+    while (j < hi)
+        tmp[k++] = a[j++];
+    memcpy(a + lo, tmp + lo, (hi - lo) * sizeof *a);
 }
 
-/* Takes the signalled sources of mode m off the ready list (retained), in
- * perform order. Stale entries (unsignalled or invalid) are dropped. */
-static size_t rl_take_ready(RLRunLoopRef rl, rl_mode *m, struct RLRunLoopSource ***out, struct RLRunLoopSource **small,
-                            size_t nsmall, rl_defer *d) {
-    size_t n = 0, keep = 0;
-    struct RLRunLoopSource **a = rl->nready <= nsmall ? small : malloc(rl->nready * sizeof *a);
-    for (size_t i = 0; i < rl->nready; i++) {
-        struct RLRunLoopSource *s = rl->ready[i];
-        if (!s->valid || !s->signalled || !rl_item_in_loop(s, RL_KIND_SOURCE, rl))
-            rl__defer_release(d, s);
-        else if (a && rl__memb_in_mode(s, RL_KIND_SOURCE, m))
-            a[n++] = s; /* the ready list's reference moves to `a` */
-        else
-            rl->ready[keep++] = s;
+/* Sorts by order, keeping signal order among equals (as the perform order
+ * is defined): O(n) when already in order, the usual case (one order for
+ * all), O(n log n) otherwise. */
+static void rl_sort_sources(struct RLRunLoopSource **a, size_t n) {
+    size_t i = 1;
+    while (i < n && a[i - 1]->order <= a[i]->order)
+        i++;
+    if (i >= n)
+        return;
+    struct RLRunLoopSource **tmp = malloc(n * sizeof *tmp);
+    if (!tmp) {
+        /* Out of memory: the same order, by insertion (slow, but right). */
+        for (; i < n; i++) {
+            struct RLRunLoopSource *s = a[i];
+            size_t j = i;
+            for (; j > 0 && a[j - 1]->order > s->order; j--)
+                a[j] = a[j - 1];
+            a[j] = s;
+        }
+        return;
     }
-    rl->nready = keep;
+    for (size_t w = 1; w < n; w *= 2) {
+        for (size_t lo = 0; lo + w < n; lo += 2 * w)
+            rl_merge_sources(a, tmp, lo, lo + w, lo + 2 * w < n ? lo + 2 * w : n);
+    }
+    free(tmp);
+}
+
+/* Takes the signalled sources of mode m off its ready list (retained), in
+ * perform order. Entries of sources no longer signalled (performed through
+ * another mode or loop) or invalid are dropped. */
+static size_t rl_take_ready(rl_mode *m, struct RLRunLoopSource ***out, struct RLRunLoopSource **small,
+                            size_t nsmall) {
+    size_t n = 0;
+    struct RLRunLoopSource **a = m->nready <= nsmall ? small : malloc(m->nready * sizeof *a);
+    if (!a)
+        return 0; /* out of memory: they stay listed for the next pass */
+    rl_memb *x;
+    while ((x = TAILQ_FIRST(&m->ready)) != NULL) {
+        struct RLRunLoopSource *s = x->item;
+        rl_ready_unlink(x);
+        if (s->valid && s->signalled) {
+            rl_retain_raw(s);
+            a[n++] = s;
+        }
+    }
     rl_sort_sources(a, n);
     *out = a;
     return n;
 }
 
 static bool rl_do_sources0(RLRunLoopRef rl, rl_mode *m, bool stop_after_handle) {
-    rl_defer d;
-    rl__defer_init(&d);
     struct RLRunLoopSource *small[16], **a = small;
     rl__graph_lock();
-    size_t n = rl->nready ? rl_take_ready(rl, m, &a, small, 16, &d) : 0;
+    size_t n = m->nready ? rl_take_ready(m, &a, small, 16) : 0;
     rl__graph_unlock();
-    rl__defer_run(&d);
     if (n == 0) {
         if (a != small)
             free(a);
@@ -1817,11 +1917,16 @@ static bool rl_do_sources0(RLRunLoopRef rl, rl_mode *m, bool stop_after_handle) 
             break;
         }
     }
-    /* Sources not reached keep their signal for the next pass. */
+    /* Sources not reached keep their signal for the next pass, ahead of
+     * those signalled since (put back at the head, last first). */
     rl__graph_lock();
-    for (size_t j = i; j < n; j++) {
-        if (a[j]->signalled && a[j]->valid)
-            rl_ready_push(rl, a[j]);
+    for (size_t j = n; j-- > i;) {
+        rl_memb *x = a[j]->signalled && a[j]->valid ? rl_memb_find(a[j], RL_KIND_SOURCE, m) : NULL;
+        if (x && !x->queued) {
+            x->queued = true;
+            TAILQ_INSERT_HEAD(&m->ready, x, ready_link);
+            m->nready++;
+        }
     }
     rl__graph_unlock();
     for (size_t j = i; j < n; j++)
@@ -2242,7 +2347,7 @@ static void rl_finalize(void *obj) {
         free(rl->common[i].name);
     free(rl->common);
     free(rl->citems);
-    free(rl->ready);
+    free(rl->cidx);
     for (size_t i = 0; i < rl->nfdtab; i++)
         free(rl->fdtab[i].srcs);
     free(rl->fdtab);
@@ -2515,9 +2620,8 @@ static void rl_teardown(RLRunLoopRef rl) {
     for (size_t i = 0; i < rl->nci; i++)
         rl__defer_release(&d, rl->citems[i].item);
     rl->nci = 0;
-    for (size_t i = 0; i < rl->nready; i++)
-        rl__defer_release(&d, rl->ready[i]);
-    rl->nready = 0;
+    if (rl->capcidx)
+        memset(rl->cidx, 0, rl->capcidx * sizeof *rl->cidx);
     rl__graph_unlock();
     rl__defer_run(&d);
 

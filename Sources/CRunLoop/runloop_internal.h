@@ -52,6 +52,11 @@ struct rl_memb {
     bool lax;                       /* timers: filed as tolerant (tolerance > 0) */
     bool pending;                   /* strict timers: on the set's pending list, not in the heap */
     TAILQ_ENTRY(rl_memb) mode_link; /* the mode's sources or observers */
+    /* Sources: on the mode's ready list (signalled, not yet taken). One
+     * entry per membership makes a signal O(1) per mode it is in, and a
+     * removed membership leaves the list with it. */
+    bool queued;
+    TAILQ_ENTRY(rl_memb) ready_link;
 };
 TAILQ_HEAD(rl_membq, rl_memb);
 
@@ -92,6 +97,8 @@ struct rl_mode {
     bool is_default; /* saves a string compare per perform request */
     struct rl_membq sources;
     size_t nsources;
+    struct rl_membq ready;     /* signalled sources' memberships, in signal order */
+    size_t nready;
     struct rl_membq observers; /* sorted by order */
     size_t nobservers;
     _Atomic RLOptionFlags observer_mask; /* read without the lock on the fast path */
@@ -232,7 +239,7 @@ RL__HIDDEN struct rl_membq *rl__item_membs(void *item, rl_kind kind);
 /* Removes every membership of item (all loops, all modes), deferring the
  * cancel callouts (sources) and the releases. */
 RL__HIDDEN void rl__remove_item_everywhere_locked(void *item, rl_kind kind, rl_defer *d);
-/* A signalled source goes on the ready list of every loop it is in. */
+/* A signalled source goes on the ready list of every mode it is in. */
 RL__HIDDEN void rl__source_mark_ready_locked(struct RLRunLoopSource *src, rl_defer *d);
 /* Timers: the date moved; fix its heap slots and re-arm sleeping loops. */
 RL__HIDDEN void rl__timer_moved_locked(struct RLRunLoopTimer *t);
