@@ -6,14 +6,21 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
+
+/* Closes the object's fd, unless the loop found that the number no longer
+ * names the object's file: closing it would close someone else's. */
+static void rl_fd_close_own(const struct RLFileDescriptor *f, int stale) {
+    if (f->close_on_invalidate && !stale)
+        close(f->fd);
+}
 
 static void rl_fd_finalize(void *obj) {
     struct RLFileDescriptor *f = obj;
     /* The source holds a reference on f, so no source is left here. */
     if (f->valid) {
-        if (f->close_on_invalidate)
-            close(f->fd);
+        rl_fd_close_own(f, f->stale);
         if (f->ctx.release)
             f->ctx.release(f->ctx.info);
     }
@@ -93,13 +100,21 @@ static bool rl_fd_set_enabled(RLFileDescriptorRef f, RLOptionFlags types, bool o
         return rl__fail(kRLErrorInvalidArgument, fn, "unknown callback types 0x%lx", types & ~known);
     rl__graph_lock();
     bool ok = f->valid;
-    if (ok) {
+    if (ok && !(on && f->stale)) {
         f->enabled = on ? (f->enabled | types) : (f->enabled & ~types);
-        rl__fd_changed_locked(f);
+        rl__fd_changed_locked(f); /* may find, from the kernel's answer, that it is stale */
     }
+    int stale = on ? f->stale : 0;
     rl__graph_unlock();
     if (!ok)
         return rl__fail(kRLErrorInvalidObject, fn, "the descriptor object has been invalidated");
+    if (stale == ENOENT || stale == EBADF)
+        return rl__fail(kRLErrorInvalidState, fn,
+                        "fd %d was closed (or closed and its number reused) while this object was valid; "
+                        "invalidate the object before closing its fd",
+                        f->fd);
+    if (stale)
+        return rl__fail(kRLErrorInvalidState, fn, "the run loop cannot watch fd %d: %s", f->fd, strerror(stale));
     return true;
 }
 
@@ -118,6 +133,7 @@ bool RLFileDescriptorInvalidate(RLFileDescriptorRef f) {
     rl__defer_init(&d);
     rl__graph_lock();
     bool was = f->valid;
+    int stale = f->stale;
     if (was) {
         f->enabled = 0;
         if (f->source)
@@ -126,8 +142,7 @@ bool RLFileDescriptorInvalidate(RLFileDescriptorRef f) {
     }
     rl__graph_unlock();
     if (was) {
-        if (f->close_on_invalidate)
-            close(f->fd);
+        rl_fd_close_own(f, stale);
         rl__defer_ctx_release(&d, f->ctx.release, f->ctx.info);
     }
     rl__defer_run(&d);

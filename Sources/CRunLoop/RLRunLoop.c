@@ -65,11 +65,23 @@ typedef struct rl_citem {
 /* The fd sources of this loop on one fd, indexed by fd. Several
  * RLFileDescriptor objects may wrap the same fd, but epoll holds one
  * registration per fd: it watches the union of what they want, and a
- * readiness goes to each of them whose enabled callbacks match. */
+ * readiness goes to each of them whose enabled callbacks match.
+ *
+ * Registrations are one-shot (EPOLLONESHOT), like the callbacks: after
+ * reporting once, the kernel keeps the registration but reports nothing
+ * until the loop re-arms it. epoll keys a registration by the fd number
+ * and the file it named when it was added; if the user closes the fd
+ * while a dup keeps that file open, the registration outlives the number
+ * and the loop can neither change nor remove it. One-shot, it reports at
+ * most once more, and each registration's events carry a tag (`gen`) so
+ * that such a leftover is recognised and ignored: a loop never spins on
+ * a registration it cannot serve. */
 typedef struct rl_fdreg {
     struct RLRunLoopSource **srcs; /* in registration order; not retained (their memberships are) */
     uint32_t nsrcs, capsrcs;       /* nsrcs 0: free slot */
-    uint32_t armed;                /* epoll events currently watched; 0: not in the set */
+    uint32_t armed;  /* events the loop waits for (armed in the kernel, or served as always ready); 0: none */
+    uint32_t gen;    /* the tag of the fd's registration in the kernel; 0: none */
+    bool always;     /* epoll refuses the fd (EPERM: a regular file, /dev/null): ready whenever watched */
 } rl_fdreg;
 
 /* Fields that other threads touch on hot paths are kept on separate cache
@@ -119,7 +131,9 @@ struct RLRunLoop {
 
     rl_fdreg *fdtab;
     size_t nfdtab;
-    size_t nfd_armed; /* user fds in the epoll set */
+    size_t nfd_armed; /* user fds with events armed (always-ready ones included) */
+    size_t nalways;   /* of those, always ready: the loop polls instead of sleeping */
+    uint32_t fdgen;   /* the last registration tag handed out */
 };
 
 /* ------------------------------------------------------------------ */
@@ -459,7 +473,7 @@ static inline void rl_rearm_for_added_timer(RLRunLoopRef rl, rl_mode *mode, cons
 
 static uint32_t rl_fd_desired(RLRunLoopRef rl, struct RLRunLoopSource *src) {
     struct RLFileDescriptor *f = src->fdobj;
-    if (!src->valid || !f || !f->valid || !rl->armed_mode)
+    if (!src->valid || !f || !f->valid || f->stale || !rl->armed_mode)
         return 0;
     if (!rl__memb_in_mode(src, RL_KIND_SOURCE, rl->armed_mode))
         return 0;
@@ -471,37 +485,145 @@ static uint32_t rl_fd_desired(RLRunLoopRef rl, struct RLRunLoopSource *src) {
     return ev;
 }
 
-/* Brings the epoll set in line with what fd should be watched for (the
- * union over its sources). An fd nobody listens to is removed from the set,
- * not left with no events: epoll reports hang-ups even then, which would
- * spin the loop. */
-static void rl_fd_sync(RLRunLoopRef rl, int fd) {
-    if (fd < 0 || (size_t)fd >= rl->nfdtab)
-        return;
-    rl_fdreg *r = &rl->fdtab[fd];
+static uint32_t rl_fd_want(RLRunLoopRef rl, const rl_fdreg *r) {
     uint32_t want = 0;
     for (uint32_t i = 0; i < r->nsrcs; i++)
         want |= rl_fd_desired(rl, r->srcs[i]);
-    if (want == r->armed)
-        return;
-    struct epoll_event ev = {.events = want, .data.fd = fd};
-    int op = r->armed == 0 ? EPOLL_CTL_ADD : (want == 0 ? EPOLL_CTL_DEL : EPOLL_CTL_MOD);
-    epoll_ctl(rl->epfd, op, fd, &ev);
-    rl->nfd_armed += (r->armed == 0) - (want == 0);
-    r->armed = want;
+    return want;
 }
 
-static void rl_fd_register(RLRunLoopRef rl, struct RLRunLoopSource *src) {
+/* An event's data: the registration's tag above the fd (the loop's own
+ * eventfd and timerfd have tag 0). */
+static inline uint64_t rl_ev_data(int fd, uint32_t gen) { return (uint64_t)gen << 32 | (uint32_t)fd; }
+static inline int rl_ev_fd(const struct epoll_event *ev) { return (int)(uint32_t)ev->data.u64; }
+static inline uint32_t rl_ev_gen(const struct epoll_event *ev) { return (uint32_t)(ev->data.u64 >> 32); }
+
+/* 0, or the errno of the failed epoll_ctl. */
+static int rl_fd_ctl(RLRunLoopRef rl, int op, int fd, uint32_t events, uint32_t gen) {
+    struct epoll_event ev = {.events = events, .data.u64 = rl_ev_data(fd, gen)};
+    return epoll_ctl(rl->epfd, op, fd, &ev) == 0 ? 0 : errno;
+}
+
+static void rl_fd_set_armed(RLRunLoopRef rl, rl_fdreg *r, uint32_t armed) {
+    if ((r->armed == 0) != (armed == 0)) {
+        if (armed) {
+            rl->nfd_armed++;
+            rl->nalways += r->always;
+        } else {
+            rl->nfd_armed--;
+            rl->nalways -= r->always;
+        }
+    }
+    r->armed = armed;
+}
+
+/* The objects on r (but `fresh`) no longer name the file they were made
+ * for, or cannot be watched (err): they are not watched again, and say so
+ * when enabled (RLFileDescriptor.c). */
+static void rl_fd_mark_stale(rl_fdreg *r, struct RLRunLoopSource *fresh, int err) {
+    for (uint32_t i = 0; i < r->nsrcs; i++) {
+        struct RLFileDescriptor *f = r->srcs[i]->fdobj;
+        if (r->srcs[i] != fresh && f && !f->stale) {
+            f->stale = err;
+            f->enabled = 0;
+        }
+    }
+}
+
+/* Adds fd to the epoll set for `want` under a new tag. */
+static void rl_fd_add(RLRunLoopRef rl, rl_fdreg *r, int fd, uint32_t want) {
+    uint32_t gen = ++rl->fdgen ? rl->fdgen : ++rl->fdgen;
+    int err = rl_fd_ctl(rl, EPOLL_CTL_ADD, fd, want | EPOLLONESHOT, gen);
+    if (err == EEXIST) /* in the set under a tag given up on: take it over */
+        err = rl_fd_ctl(rl, EPOLL_CTL_MOD, fd, want | EPOLLONESHOT, gen);
+    if (err == 0) {
+        r->gen = gen;
+        rl_fd_set_armed(rl, r, want);
+    } else if (err == EPERM) {
+        /* A file that is always ready (poll says so; epoll refuses it). */
+        r->always = true;
+        rl_fd_set_armed(rl, r, want);
+    } else {
+        /* EBADF: the fd is closed. ENOMEM, ENOSPC (the user's watch limit):
+         * the loop cannot watch it. Reported, never silently dropped. */
+        rl_fd_mark_stale(r, NULL, err);
+    }
+}
+
+/* Brings the kernel in line with what fd should be watched for (the union
+ * over its sources). `verify`: ask the kernel even if nothing changed,
+ * because `fresh`, a new object on this fd number, joins: an error then
+ * says that the registration was made for a file the number no longer
+ * names (ENOENT: closed and reused; EBADF: closed), and the objects
+ * there before are stale. Graph lock held. */
+static void rl_fd_sync_ex(RLRunLoopRef rl, int fd, bool verify, struct RLRunLoopSource *fresh) {
+    if (fd < 0 || (size_t)fd >= rl->nfdtab)
+        return;
+    rl_fdreg *r = &rl->fdtab[fd];
+    uint32_t want = rl_fd_want(rl, r);
+    if (r->always) {
+        if (!verify || want == 0) {
+            rl_fd_set_armed(rl, r, want);
+            return;
+        }
+        /* Does epoll still refuse what the number names now? */
+        rl_fd_set_armed(rl, r, 0);
+        r->always = false;
+        rl_fd_add(rl, r, fd, want);
+        if (r->always || r->gen == 0)
+            return;
+        rl_fd_mark_stale(r, fresh, ENOENT); /* a watchable file now: not the one they were made for */
+        verify = false;
+        want = rl_fd_want(rl, r);
+        if (want == r->armed)
+            return;
+    }
+    if (want == r->armed && !verify)
+        return;
+    if (r->gen == 0) {
+        if (want)
+            rl_fd_add(rl, r, fd, want);
+        return;
+    }
+    int err = 0;
+    if (want) {
+        err = rl_fd_ctl(rl, EPOLL_CTL_MOD, fd, want | EPOLLONESHOT, r->gen);
+    } else if (r->armed || verify) {
+        /* Nobody listens: out of the set, not left armed with no events
+         * (epoll would still report hang-ups). A registration the kernel
+         * disarmed after reporting stays, to be re-armed cheaply. */
+        err = rl_fd_ctl(rl, EPOLL_CTL_DEL, fd, 0, 0);
+        if (err == 0)
+            r->gen = 0;
+    }
+    if (err == 0) {
+        rl_fd_set_armed(rl, r, want);
+        return;
+    }
+    /* Whatever the kernel still holds under the old tag reports at most
+     * once more (one-shot) and is ignored by its tag. */
+    r->gen = 0;
+    rl_fd_set_armed(rl, r, 0);
+    rl_fd_mark_stale(r, err == ENOENT || err == EBADF ? fresh : NULL, err);
+    want = rl_fd_want(rl, r);
+    if (want)
+        rl_fd_add(rl, r, fd, want);
+}
+
+static void rl_fd_sync(RLRunLoopRef rl, int fd) { rl_fd_sync_ex(rl, fd, false, NULL); }
+
+/* Files src under its fd. False: out of memory (nothing changed). */
+static bool rl_fd_register(RLRunLoopRef rl, struct RLRunLoopSource *src) {
     int fd = src->fdobj ? src->fdobj->fd : -1;
     if (fd < 0)
-        return;
+        return true;
     if ((size_t)fd >= rl->nfdtab) {
         size_t n = rl->nfdtab ? rl->nfdtab : 16;
         while (n <= (size_t)fd)
             n *= 2;
         rl_fdreg *t = realloc(rl->fdtab, n * sizeof *t);
         if (!t)
-            return;
+            return false;
         memset(t + rl->nfdtab, 0, (n - rl->nfdtab) * sizeof *t);
         rl->fdtab = t;
         rl->nfdtab = n;
@@ -509,18 +631,21 @@ static void rl_fd_register(RLRunLoopRef rl, struct RLRunLoopSource *src) {
     rl_fdreg *r = &rl->fdtab[fd];
     for (uint32_t i = 0; i < r->nsrcs; i++) {
         if (r->srcs[i] == src)
-            return;
+            return true;
     }
     if (r->nsrcs == r->capsrcs) {
         uint32_t cap = r->capsrcs ? r->capsrcs * 2 : 1;
         struct RLRunLoopSource **a = realloc(r->srcs, cap * sizeof *a);
         if (!a)
-            return;
+            return false;
         r->srcs = a;
         r->capsrcs = cap;
     }
     r->srcs[r->nsrcs++] = src;
-    rl_fd_sync(rl, fd);
+    /* The number may have been closed and reused since the others came:
+     * the kernel knows (one call, only when the fd is watched already). */
+    rl_fd_sync_ex(rl, fd, r->gen != 0 || r->always, src);
+    return true;
 }
 
 static void rl_fd_unregister(RLRunLoopRef rl, struct RLRunLoopSource *src) {
@@ -532,7 +657,14 @@ static void rl_fd_unregister(RLRunLoopRef rl, struct RLRunLoopSource *src) {
         if (r->srcs[i] == src) {
             memmove(&r->srcs[i], &r->srcs[i + 1], (r->nsrcs - i - 1) * sizeof *r->srcs);
             r->nsrcs--;
-            rl_fd_sync(rl, fd); /* the union of the others; none left: out of the set */
+            /* The union of the others; none left: out of the set (errors
+             * mean it is gone already). */
+            rl_fd_sync_ex(rl, fd, r->nsrcs == 0 && r->gen != 0, NULL);
+            if (r->nsrcs == 0) {
+                rl_fd_set_armed(rl, r, 0);
+                r->gen = 0;
+                r->always = false;
+            }
             return;
         }
     }
@@ -542,6 +674,23 @@ static void rl_fd_sync_all(RLRunLoopRef rl) {
     for (size_t i = 0; i < rl->nfdtab; i++) {
         if (rl->fdtab[i].nsrcs)
             rl_fd_sync(rl, (int)i);
+    }
+}
+
+/* Right after epoll_wait: each reported registration is disarmed now (one-
+ * shot), and a report under a tag the loop gave up on (left behind by a
+ * closed fd) is blanked, to be ignored. Graph lock held. */
+static void rl_fd_note_events(RLRunLoopRef rl, struct epoll_event *ev, int n) {
+    for (int i = 0; i < n; i++) {
+        int fd = rl_ev_fd(&ev[i]);
+        uint32_t gen = rl_ev_gen(&ev[i]);
+        if (gen == 0)
+            continue; /* the loop's own eventfd or timerfd */
+        rl_fdreg *r = fd >= 0 && (size_t)fd < rl->nfdtab ? &rl->fdtab[fd] : NULL;
+        if (r && r->gen == gen)
+            rl_fd_set_armed(rl, r, 0);
+        else
+            ev[i].events = 0;
     }
 }
 
@@ -645,6 +794,9 @@ __attribute__((always_inline)) static inline bool rl_add_locked(RLRunLoopRef rl,
             rl_memb_free(m);
             return rl__fail(kRLErrorNoMemory, fn, "out of memory");
         }
+    } else if (kind == RL_KIND_SOURCE && !rl_fd_register(rl, item)) {
+        rl_memb_free(m);
+        return rl__fail(kRLErrorNoMemory, fn, "out of memory");
     }
     rl_retain_raw(item);
     TAILQ_INSERT_TAIL(rl__item_membs(item, kind), m, item_link);
@@ -652,10 +804,8 @@ __attribute__((always_inline)) static inline bool rl_add_locked(RLRunLoopRef rl,
         struct RLRunLoopSource *s = item;
         TAILQ_INSERT_TAIL(&mode->sources, m, mode_link);
         mode->nsources++;
-        if (s->fdobj) {
-            rl_fd_register(rl, s);
-            rl_fd_sync(rl, s->fdobj->fd);
-        }
+        if (s->fdobj)
+            rl_fd_sync(rl, s->fdobj->fd); /* registered above; now in the mode */
         if (s->signalled)
             rl_ready_push(m);
         rl__defer_push(d, RL_DEFER_SCHEDULE, s, rl, mode->name);
@@ -2046,15 +2196,27 @@ static bool rl_do_fds(RLRunLoopRef rl, rl_mode *m, struct epoll_event *ev, int n
     size_t n = 0, cap = 64;
     rl__graph_lock();
     for (int i = 0; i < nev; i++) {
-        int fd = ev[i].data.fd;
-        if (fd == rl->evfd || fd == rl->tfd)
+        int fd = rl_ev_fd(&ev[i]);
+        if (rl_ev_gen(&ev[i]) == 0)
+            continue; /* the loop's own eventfd or timerfd */
+        if (stop_after_handle && n == 1) {
+            rl_fd_sync(rl, fd); /* re-armed: it reports again */
             continue;
-        if (stop_after_handle && n == 1)
-            break; /* the others stay armed and report again */
+        }
         size_t k = fd >= 0 && (size_t)fd < rl->nfdtab ? rl->fdtab[fd].nsrcs : 0;
         if (!rl_fd_fire_reserve(&fire, inl, &cap, n, n + k))
             k = cap - n; /* out of memory: the rest stay enabled and report again */
         n += rl_fd_take(rl, m, fd, ev[i].events, fire + n, stop_after_handle ? 1 : k);
+    }
+    /* Always-ready fds (epoll refuses them) are ready whenever armed. */
+    for (size_t fd = 0; rl->nalways && fd < rl->nfdtab; fd++) {
+        rl_fdreg *r = &rl->fdtab[fd];
+        if (!r->always || !r->armed || (stop_after_handle && n == 1))
+            continue;
+        size_t k = r->nsrcs;
+        if (!rl_fd_fire_reserve(&fire, inl, &cap, n, n + k))
+            k = cap - n;
+        n += rl_fd_take(rl, m, (int)fd, r->armed, fire + n, stop_after_handle ? 1 : k);
     }
     rl__graph_unlock();
     for (size_t i = 1; i < n; i++) { /* insertion sort by order */
@@ -2150,6 +2312,8 @@ static int rl_wait(RLRunLoopRef rl, rl_frame *f, bool poll, struct epoll_event *
      * here, under the lock the stopper set it under, it is not slept on. */
     if (f->stopped)
         poll = true;
+    if (rl->nalways)
+        poll = true; /* an always-ready fd is armed: served on this pass */
     int timeout = 0;
     int64_t learn_from = 0; /* the start of a wait the spin budget learns from; 0: none */
     if (!poll) {
@@ -2198,15 +2362,23 @@ static int rl_wait(RLRunLoopRef rl, rl_frame *f, bool poll, struct epoll_event *
     atomic_store(&rl->sleeping, 0);
     bool woken = atomic_load(&rl->wake_pending) != 0;
     rl_flag_set(&rl->wake_pending, 0);
+    bool user_fds = false;
     for (int i = 0; i < n; i++) {
-        if (ev[i].data.fd == rl->evfd) {
+        if (rl_ev_gen(&ev[i]) != 0) {
+            user_fds = true;
+        } else if (rl_ev_fd(&ev[i]) == rl->evfd) {
             woken = true; /* edge-triggered: nothing to read back */
-        } else if (ev[i].data.fd == rl->tfd) {
+        } else if (rl_ev_fd(&ev[i]) == rl->tfd) {
             rl_drain(rl->tfd);
             rl__graph_lock();
             rl->armed_at = INFINITY;
             rl__graph_unlock();
         }
+    }
+    if (user_fds) {
+        rl__graph_lock();
+        rl_fd_note_events(rl, ev, n);
+        rl__graph_unlock();
     }
     if (learn_from)
         rl__spin_learn(&rl->spin, rl__spin_now() - learn_from, woken);
@@ -2363,7 +2535,7 @@ static void rl_finalize(void *obj) {
 }
 
 static bool rl_watch(RLRunLoopRef rl, int fd, uint32_t events) {
-    struct epoll_event ev = {.events = events, .data.fd = fd};
+    struct epoll_event ev = {.events = events, .data.u64 = rl_ev_data(fd, 0)};
     return epoll_ctl(rl->epfd, EPOLL_CTL_ADD, fd, &ev) == 0;
 }
 
