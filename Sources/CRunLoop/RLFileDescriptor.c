@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* Closes the object's fd, unless the loop found that the number no longer
@@ -55,7 +56,8 @@ RLFileDescriptorRef RLFileDescriptorCreate(RLAllocatorRef allocator, RLFileDescr
         rl__fail(kRLErrorInvalidArgument, fn, "NULL callout");
         return NULL;
     }
-    if (fd < 0 || fcntl(fd, F_GETFD) < 0) {
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0) {
         rl__fail(kRLErrorInvalidArgument, fn, "%d is not an open file descriptor", fd);
         return NULL;
     }
@@ -67,6 +69,8 @@ RLFileDescriptorRef RLFileDescriptorCreate(RLAllocatorRef allocator, RLFileDescr
     if (!f)
         return NULL;
     f->fd = fd;
+    f->dev = st.st_dev;
+    f->ino = st.st_ino;
     f->close_on_invalidate = closeOnInvalidate;
     f->callout = callout;
     f->valid = true;

@@ -32,6 +32,7 @@
 #include <sched.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/stat.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
@@ -642,9 +643,21 @@ static bool rl_fd_register(RLRunLoopRef rl, struct RLRunLoopSource *src) {
         r->capsrcs = cap;
     }
     r->srcs[r->nsrcs++] = src;
-    /* The number may have been closed and reused since the others came:
-     * the kernel knows (one call, only when the fd is watched already). */
-    rl_fd_sync_ex(rl, fd, r->gen != 0 || r->always, src);
+    /* The number may have been closed and reused since the object (or the
+     * others on it) were made: those made for another file than it names
+     * now are stale. The kernel's registration, if there is one, is asked
+     * too: it tells apart files that share an identity (eventfds). */
+    struct stat st;
+    int err = fstat(fd, &st) == 0 ? 0 : errno;
+    for (uint32_t i = 0; i < r->nsrcs; i++) {
+        struct RLFileDescriptor *f = r->srcs[i]->fdobj;
+        if (!f->stale && (err || f->dev != st.st_dev || f->ino != st.st_ino)) {
+            f->stale = err ? err : ENOENT;
+            f->enabled = 0;
+        }
+    }
+    if (r->gen != 0 || r->always)
+        rl_fd_sync_ex(rl, fd, true, src);
     return true;
 }
 

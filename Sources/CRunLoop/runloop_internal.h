@@ -20,6 +20,7 @@
 #include <bsd/sys/queue.h>
 #include <pthread.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #if __BLOCKS__
 /* The BlocksRuntime entry points (what <Block.h> wraps); declared here
@@ -182,6 +183,12 @@ struct RLFileDescriptor {
      * the file this object was made for (closed, or its number reused), or
      * cannot watch it. The object is not watched again; see the header. */
     int stale;
+    /* The file fd named when the object was made (fstat): a number that
+     * names another file now was closed and reused behind its back. Files
+     * without an identity of their own (eventfds share one inode) are
+     * told apart by the kernel's registration instead (RLRunLoop.c). */
+    dev_t dev;
+    ino_t ino;
     RLFileDescriptorCallBack callout;
     RLFileDescriptorContext ctx;
     struct RLRunLoopSource *source; /* weak; cleared when the source goes */

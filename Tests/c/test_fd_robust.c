@@ -234,6 +234,50 @@ static void test_reused_number_while_a_dup_keeps_the_old_file(void **state) {
     close(p[1]);
 }
 
+static void test_reused_number_never_watched_before(void **state) {
+    /* The old object never had a kernel registration to lose: the loop
+     * tells by the file the number names now. */
+    int p[2], q[2];
+    ncalls = 0;
+    assert_int_equal(pipe(p), 0);
+    RLFileDescriptorRef f1 = make(p[0], "old", false);
+    RLRunLoopSourceRef s1 = add(f1, "Never");
+    assert_int_equal(close(p[0]), 0);
+    assert_int_equal(close(p[1]), 0);
+    assert_int_equal(pipe(q), 0);
+    assert_int_equal(q[0], p[0]);
+    RLFileDescriptorRef f2 = make(q[0], "new", true);
+    RLRunLoopSourceRef s2 = add(f2, "Never");
+    assert_rl_fails(RLFileDescriptorEnableCallBacks(f1, kRLFileDescriptorReadCallBack), kRLErrorInvalidState);
+    assert_true(RLFileDescriptorDisableCallBacks(f1, kRLFileDescriptorReadCallBack)); /* harmless */
+    assert_true(RLFileDescriptorEnableCallBacks(f2, kRLFileDescriptorReadCallBack));
+    assert_int_equal(write(q[1], "x", 1), 1);
+    assert_int_equal(RLRunLoopRunInMode("Never", 10, true), kRLRunLoopRunHandledSource);
+    assert_int_equal(RLRunLoopRunInMode("Never", 0.02, false), kRLRunLoopRunTimedOut);
+    assert_trace("new:r");
+    drop(f1, s1);
+    drop(f2, s2);
+    close(q[1]);
+}
+
+static void test_object_older_than_the_reused_number(void **state) {
+    /* Made for one file, added to a loop after its number was closed and
+     * reused: it is stale from the start, and the new file is not its. */
+    int p[2], q[2];
+    assert_int_equal(pipe(p), 0);
+    RLFileDescriptorRef f = make(p[0], "old", true);
+    assert_int_equal(close(p[0]), 0);
+    assert_int_equal(close(p[1]), 0);
+    assert_int_equal(pipe(q), 0);
+    assert_int_equal(q[0], p[0]);
+    RLRunLoopSourceRef s = add(f, "Older");
+    assert_rl_fails(RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack), kRLErrorInvalidState);
+    drop(f, s);
+    assert_true(fcntl(q[0], F_GETFD) >= 0); /* not closed: not its file */
+    close(q[0]);
+    close(q[1]);
+}
+
 static void test_closed_fd_found_when_enabled_again(void **state) {
     /* Closed with nothing else holding its file: the kernel dropped the
      * registration; the loop notices when it next asks the kernel. */
@@ -243,6 +287,8 @@ static void test_closed_fd_found_when_enabled_again(void **state) {
     assert_true(RLFileDescriptorDisableCallBacks(f, kRLFileDescriptorReadCallBack));
     assert_int_equal(close(p[0]), 0);
     assert_rl_fails(RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack), kRLErrorInvalidState);
+    assert_rl_fails(RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorWriteCallBack), kRLErrorInvalidState);
+    assert_true(RLFileDescriptorDisableCallBacks(f, kRLFileDescriptorReadCallBack));
     assert_true(RLFileDescriptorIsValid(f)); /* still the owner's to invalidate */
     drop(f, s);
     close(p[1]);
@@ -257,6 +303,8 @@ int main(void) {
         cmocka_unit_test_setup(test_reused_number_stale_invalidated_after, rl_trace_setup),
         cmocka_unit_test_setup(test_closed_fd_with_open_dup_does_not_spin, rl_trace_setup),
         cmocka_unit_test_setup(test_reused_number_while_a_dup_keeps_the_old_file, rl_trace_setup),
+        cmocka_unit_test_setup(test_reused_number_never_watched_before, rl_trace_setup),
+        cmocka_unit_test_setup(test_object_older_than_the_reused_number, rl_trace_setup),
         cmocka_unit_test_setup(test_closed_fd_found_when_enabled_again, rl_trace_setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

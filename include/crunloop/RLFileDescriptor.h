@@ -12,9 +12,11 @@
  *
  * Invalidate the object before closing its fd. An fd closed behind a valid
  * object's back never makes a loop spin and never steals the callbacks of a
- * new object on the reused number; the loop marks the old object stale as
- * soon as the kernel says that the number no longer names its file (at the
- * latest when it is enabled again): it is never watched again,
+ * new object on the reused number. The loop marks the old object stale as
+ * soon as it sees that the number no longer names its file — when an object
+ * on that number joins a loop (the file's identity, and the kernel's answer
+ * for files without one, such as eventfds), or at the latest when the old
+ * object is enabled again: it is never watched again,
  * RLFileDescriptorEnableCallBacks fails with kRLErrorInvalidState, and
  * invalidating it does not close the number (closeOnInvalidate is ignored:
  * the number may be someone else's now). Until then, at most one callback
