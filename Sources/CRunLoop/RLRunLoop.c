@@ -531,8 +531,27 @@ static void rl_fd_mark_stale(rl_fdreg *r, struct RLRunLoopSource *fresh, int err
     }
 }
 
-/* Adds fd to the epoll set for `want` under a new tag. */
-static void rl_fd_add(RLRunLoopRef rl, rl_fdreg *r, int fd, uint32_t want) {
+/* Marks stale the objects on r made for another file than fd names now
+ * (the number was closed and reused behind their backs). */
+static void rl_fd_check_identity(rl_fdreg *r, int fd) {
+    struct stat st;
+    int err = fstat(fd, &st) == 0 ? 0 : errno;
+    for (uint32_t i = 0; i < r->nsrcs; i++) {
+        struct RLFileDescriptor *f = r->srcs[i]->fdobj;
+        if (f && !f->stale && (err || f->dev != st.st_dev || f->ino != st.st_ino)) {
+            f->stale = err ? err : ENOENT;
+            f->enabled = 0;
+        }
+    }
+}
+
+/* Adds fd to the epoll set, under a new tag, for what its objects that
+ * still name its file want. */
+static void rl_fd_add(RLRunLoopRef rl, rl_fdreg *r, int fd) {
+    rl_fd_check_identity(r, fd);
+    uint32_t want = rl_fd_want(rl, r);
+    if (want == 0)
+        return;
     uint32_t gen = ++rl->fdgen ? rl->fdgen : ++rl->fdgen;
     int err = rl_fd_ctl(rl, EPOLL_CTL_ADD, fd, want | EPOLLONESHOT, gen);
     if (err == EEXIST) /* in the set under a tag given up on: take it over */
@@ -570,7 +589,7 @@ static void rl_fd_sync_ex(RLRunLoopRef rl, int fd, bool verify, struct RLRunLoop
         /* Does epoll still refuse what the number names now? */
         rl_fd_set_armed(rl, r, 0);
         r->always = false;
-        rl_fd_add(rl, r, fd, want);
+        rl_fd_add(rl, r, fd);
         if (r->always || r->gen == 0)
             return;
         rl_fd_mark_stale(r, fresh, ENOENT); /* a watchable file now: not the one they were made for */
@@ -583,7 +602,7 @@ static void rl_fd_sync_ex(RLRunLoopRef rl, int fd, bool verify, struct RLRunLoop
         return;
     if (r->gen == 0) {
         if (want)
-            rl_fd_add(rl, r, fd, want);
+            rl_fd_add(rl, r, fd);
         return;
     }
     int err = 0;
@@ -606,9 +625,7 @@ static void rl_fd_sync_ex(RLRunLoopRef rl, int fd, bool verify, struct RLRunLoop
     r->gen = 0;
     rl_fd_set_armed(rl, r, 0);
     rl_fd_mark_stale(r, err == ENOENT || err == EBADF ? fresh : NULL, err);
-    want = rl_fd_want(rl, r);
-    if (want)
-        rl_fd_add(rl, r, fd, want);
+    rl_fd_add(rl, r, fd);
 }
 
 static void rl_fd_sync(RLRunLoopRef rl, int fd) { rl_fd_sync_ex(rl, fd, false, NULL); }
@@ -644,18 +661,9 @@ static bool rl_fd_register(RLRunLoopRef rl, struct RLRunLoopSource *src) {
     }
     r->srcs[r->nsrcs++] = src;
     /* The number may have been closed and reused since the object (or the
-     * others on it) were made: those made for another file than it names
-     * now are stale. The kernel's registration, if there is one, is asked
-     * too: it tells apart files that share an identity (eventfds). */
-    struct stat st;
-    int err = fstat(fd, &st) == 0 ? 0 : errno;
-    for (uint32_t i = 0; i < r->nsrcs; i++) {
-        struct RLFileDescriptor *f = r->srcs[i]->fdobj;
-        if (!f->stale && (err || f->dev != st.st_dev || f->ino != st.st_ino)) {
-            f->stale = err ? err : ENOENT;
-            f->enabled = 0;
-        }
-    }
+     * others on it) were made. The kernel's registration, if there is one,
+     * is asked too: it tells apart files that share an identity (eventfds). */
+    rl_fd_check_identity(r, fd);
     if (r->gen != 0 || r->always)
         rl_fd_sync_ex(rl, fd, true, src);
     return true;

@@ -278,6 +278,35 @@ static void test_object_older_than_the_reused_number(void **state) {
     close(q[1]);
 }
 
+static void test_reused_by_a_stranger_before_first_enable(void **state) {
+    /* Added, never enabled (no registration); its number is closed and
+     * reused by code that knows nothing of it: enabling it must not watch
+     * the stranger's file. */
+    int p[2], q[2];
+    ncalls = 0;
+    assert_int_equal(pipe(p), 0);
+    RLFileDescriptorRef f = make(p[0], "old", true);
+    RLRunLoopSourceRef s = add(f, "Stranger");
+    assert_int_equal(close(p[0]), 0);
+    assert_int_equal(close(p[1]), 0);
+    assert_int_equal(pipe(q), 0);
+    assert_int_equal(q[0], p[0]);
+    assert_int_equal(write(q[1], "x", 1), 1);
+    RLRunLoopSourceRef keep = rl_test_keep_mode("Stranger");
+    /* Its mode is not running: nothing is asked of the kernel yet, so the
+     * enable succeeds; the loop finds out when it is about to watch the fd
+     * (the mode runs), and the next enable says so. */
+    assert_true(RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack));
+    assert_int_equal(RLRunLoopRunInMode("Stranger", 0.05, false), kRLRunLoopRunTimedOut);
+    assert_int_equal(ncalls, 0);
+    assert_rl_fails(RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack), kRLErrorInvalidState);
+    rl_test_unkeep(keep);
+    drop(f, s);
+    assert_true(fcntl(q[0], F_GETFD) >= 0);
+    close(q[0]);
+    close(q[1]);
+}
+
 static void test_closed_fd_found_when_enabled_again(void **state) {
     /* Closed with nothing else holding its file: the kernel dropped the
      * registration; the loop notices when it next asks the kernel. */
@@ -305,6 +334,7 @@ int main(void) {
         cmocka_unit_test_setup(test_reused_number_while_a_dup_keeps_the_old_file, rl_trace_setup),
         cmocka_unit_test_setup(test_reused_number_never_watched_before, rl_trace_setup),
         cmocka_unit_test_setup(test_object_older_than_the_reused_number, rl_trace_setup),
+        cmocka_unit_test_setup(test_reused_by_a_stranger_before_first_enable, rl_trace_setup),
         cmocka_unit_test_setup(test_closed_fd_found_when_enabled_again, rl_trace_setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -20,7 +20,9 @@
  * RLFileDescriptorEnableCallBacks fails with kRLErrorInvalidState, and
  * invalidating it does not close the number (closeOnInvalidate is ignored:
  * the number may be someone else's now). Until then, at most one callback
- * may still report the old file's readiness.
+ * may still report the old file's readiness. (Files without an identity of
+ * their own, such as eventfds, are told apart only by the kernel: an object
+ * never watched before the reuse cannot tell its eventfd from a new one.)
  */
 #ifndef CRUNLOOP_RLFILEDESCRIPTOR_H
 #define CRUNLOOP_RLFILEDESCRIPTOR_H
