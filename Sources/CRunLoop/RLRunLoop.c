@@ -14,7 +14,7 @@
  *   - timers sit in two heaps per mode (by fire date, and by fire date +
  *     tolerance); the timerfd is armed at the earliest deadline, and every
  *     timer already past its fire date fires on that wake-up;
- *   - signalled sources go on a per-loop ready list;
+ *   - a signalled source's memberships go on their modes' ready lists;
  *   - perform requests go into chained chunks of 16-byte slots behind a spin
  *     lock (rl_pqueue.h: no allocation per request, chunks reused) that the
  *     loop takes in one step.
@@ -32,6 +32,7 @@
 #include <sched.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/stat.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
@@ -53,6 +54,10 @@ typedef struct rl_common_name {
     char *name;
 } rl_common_name;
 
+/* The items added to kRLRunLoopCommonModes: a dense array (walked when a
+ * mode becomes common, in the order the items came) and an open-addressing
+ * index over it, so that adding, finding and removing one costs O(1)
+ * however many there are. */
 typedef struct rl_citem {
     void *item;
     rl_kind kind;
@@ -61,11 +66,23 @@ typedef struct rl_citem {
 /* The fd sources of this loop on one fd, indexed by fd. Several
  * RLFileDescriptor objects may wrap the same fd, but epoll holds one
  * registration per fd: it watches the union of what they want, and a
- * readiness goes to each of them whose enabled callbacks match. */
+ * readiness goes to each of them whose enabled callbacks match.
+ *
+ * Registrations are one-shot (EPOLLONESHOT), like the callbacks: after
+ * reporting once, the kernel keeps the registration but reports nothing
+ * until the loop re-arms it. epoll keys a registration by the fd number
+ * and the file it named when it was added; if the user closes the fd
+ * while a dup keeps that file open, the registration outlives the number
+ * and the loop can neither change nor remove it. One-shot, it reports at
+ * most once more, and each registration's events carry a tag (`gen`) so
+ * that such a leftover is recognised and ignored: a loop never spins on
+ * a registration it cannot serve. */
 typedef struct rl_fdreg {
     struct RLRunLoopSource **srcs; /* in registration order; not retained (their memberships are) */
     uint32_t nsrcs, capsrcs;       /* nsrcs 0: free slot */
-    uint32_t armed;                /* epoll events currently watched; 0: not in the set */
+    uint32_t armed;  /* events the loop waits for (armed in the kernel, or served as always ready); 0: none */
+    uint32_t gen;    /* the tag of the fd's registration in the kernel; 0: none */
+    bool always;     /* epoll refuses the fd (EPERM: a regular file, /dev/null): ready whenever watched */
 } rl_fdreg;
 
 /* Fields that other threads touch on hot paths are kept on separate cache
@@ -101,6 +118,8 @@ struct RLRunLoop {
     size_t ncommon, capcommon;
     rl_citem *citems;
     size_t nci, capci;
+    size_t *cidx; /* citems index + 1 by the item's hash (linear probing); 0: empty */
+    size_t capcidx; /* a power of two, at least twice nci; 0: none yet */
 
     rl_pchain held;    /* requests taken from pq for other modes; the loop's thread only */
     rl_pchunk *spent; /* chunks a batch is done with, given back with the next take; ditto */
@@ -111,12 +130,11 @@ struct RLRunLoop {
     rl_mode *armed_mode; /* the mode whose fds are in the epoll set */
     double armed_at;     /* monotonic time the timerfd is armed for; INFINITY: disarmed */
 
-    struct RLRunLoopSource **ready; /* retained */
-    size_t nready, capready;
-
     rl_fdreg *fdtab;
     size_t nfdtab;
-    size_t nfd_armed; /* user fds in the epoll set */
+    size_t nfd_armed; /* user fds with events armed (always-ready ones included) */
+    size_t nalways;   /* of those, always ready: the loop polls instead of sleeping */
+    uint32_t fdgen;   /* the last registration tag handed out */
 };
 
 /* ------------------------------------------------------------------ */
@@ -321,6 +339,7 @@ static rl_mode *rl_mode_new(RLRunLoopRef rl, const char *name, const char *fn) {
     m->is_default = strcmp(name, kRLRunLoopDefaultMode) == 0;
     m->rl = rl;
     TAILQ_INIT(&m->sources);
+    TAILQ_INIT(&m->ready);
     TAILQ_INIT(&m->observers);
     rl__tset_init(&m->timers);
     rl_common_name *c = rl_common_find(rl, name);
@@ -458,7 +477,7 @@ static inline void rl_rearm_for_added_timer(RLRunLoopRef rl, rl_mode *mode, cons
 
 static uint32_t rl_fd_desired(RLRunLoopRef rl, struct RLRunLoopSource *src) {
     struct RLFileDescriptor *f = src->fdobj;
-    if (!src->valid || !f || !f->valid || !rl->armed_mode)
+    if (!src->valid || !f || !f->valid || f->stale || !rl->armed_mode)
         return 0;
     if (!rl__memb_in_mode(src, RL_KIND_SOURCE, rl->armed_mode))
         return 0;
@@ -470,37 +489,162 @@ static uint32_t rl_fd_desired(RLRunLoopRef rl, struct RLRunLoopSource *src) {
     return ev;
 }
 
-/* Brings the epoll set in line with what fd should be watched for (the
- * union over its sources). An fd nobody listens to is removed from the set,
- * not left with no events: epoll reports hang-ups even then, which would
- * spin the loop. */
-static void rl_fd_sync(RLRunLoopRef rl, int fd) {
-    if (fd < 0 || (size_t)fd >= rl->nfdtab)
-        return;
-    rl_fdreg *r = &rl->fdtab[fd];
+static uint32_t rl_fd_want(RLRunLoopRef rl, const rl_fdreg *r) {
     uint32_t want = 0;
     for (uint32_t i = 0; i < r->nsrcs; i++)
         want |= rl_fd_desired(rl, r->srcs[i]);
-    if (want == r->armed)
-        return;
-    struct epoll_event ev = {.events = want, .data.fd = fd};
-    int op = r->armed == 0 ? EPOLL_CTL_ADD : (want == 0 ? EPOLL_CTL_DEL : EPOLL_CTL_MOD);
-    epoll_ctl(rl->epfd, op, fd, &ev);
-    rl->nfd_armed += (r->armed == 0) - (want == 0);
-    r->armed = want;
+    return want;
 }
 
-static void rl_fd_register(RLRunLoopRef rl, struct RLRunLoopSource *src) {
+/* An event's data: the registration's tag above the fd (the loop's own
+ * eventfd and timerfd have tag 0). */
+static inline uint64_t rl_ev_data(int fd, uint32_t gen) { return (uint64_t)gen << 32 | (uint32_t)fd; }
+static inline int rl_ev_fd(const struct epoll_event *ev) { return (int)(uint32_t)ev->data.u64; }
+static inline uint32_t rl_ev_gen(const struct epoll_event *ev) { return (uint32_t)(ev->data.u64 >> 32); }
+
+/* 0, or the errno of the failed epoll_ctl. */
+static int rl_fd_ctl(RLRunLoopRef rl, int op, int fd, uint32_t events, uint32_t gen) {
+    struct epoll_event ev = {.events = events, .data.u64 = rl_ev_data(fd, gen)};
+    return epoll_ctl(rl->epfd, op, fd, &ev) == 0 ? 0 : errno;
+}
+
+static void rl_fd_set_armed(RLRunLoopRef rl, rl_fdreg *r, uint32_t armed) {
+    if ((r->armed == 0) != (armed == 0)) {
+        if (armed) {
+            rl->nfd_armed++;
+            rl->nalways += r->always;
+        } else {
+            rl->nfd_armed--;
+            rl->nalways -= r->always;
+        }
+    }
+    r->armed = armed;
+}
+
+/* The objects on r (but `fresh`) no longer name the file they were made
+ * for, or cannot be watched (err): they are not watched again, and say so
+ * when enabled (RLFileDescriptor.c). */
+static void rl_fd_mark_stale(rl_fdreg *r, struct RLRunLoopSource *fresh, int err) {
+    for (uint32_t i = 0; i < r->nsrcs; i++) {
+        struct RLFileDescriptor *f = r->srcs[i]->fdobj;
+        if (r->srcs[i] != fresh && f && !f->stale) {
+            f->stale = err;
+            f->enabled = 0;
+        }
+    }
+}
+
+/* Marks stale the objects on r made for another file than fd names now
+ * (the number was closed and reused behind their backs). */
+static void rl_fd_check_identity(rl_fdreg *r, int fd) {
+    struct stat st;
+    int err = fstat(fd, &st) == 0 ? 0 : errno;
+    for (uint32_t i = 0; i < r->nsrcs; i++) {
+        struct RLFileDescriptor *f = r->srcs[i]->fdobj;
+        if (f && !f->stale && (err || f->dev != st.st_dev || f->ino != st.st_ino)) {
+            f->stale = err ? err : ENOENT;
+            f->enabled = 0;
+        }
+    }
+}
+
+/* Adds fd to the epoll set, under a new tag, for what its objects that
+ * still name its file want. */
+static void rl_fd_add(RLRunLoopRef rl, rl_fdreg *r, int fd) {
+    rl_fd_check_identity(r, fd);
+    uint32_t want = rl_fd_want(rl, r);
+    if (want == 0)
+        return;
+    uint32_t gen = ++rl->fdgen ? rl->fdgen : ++rl->fdgen;
+    int err = rl_fd_ctl(rl, EPOLL_CTL_ADD, fd, want | EPOLLONESHOT, gen);
+    if (err == EEXIST) /* in the set under a tag given up on: take it over */
+        err = rl_fd_ctl(rl, EPOLL_CTL_MOD, fd, want | EPOLLONESHOT, gen);
+    if (err == 0) {
+        r->gen = gen;
+        rl_fd_set_armed(rl, r, want);
+    } else if (err == EPERM) {
+        /* A file that is always ready (poll says so; epoll refuses it). */
+        r->always = true;
+        rl_fd_set_armed(rl, r, want);
+    } else {
+        /* EBADF: the fd is closed. ENOMEM, ENOSPC (the user's watch limit):
+         * the loop cannot watch it. Reported, never silently dropped. */
+        rl_fd_mark_stale(r, NULL, err);
+    }
+}
+
+/* Brings the kernel in line with what fd should be watched for (the union
+ * over its sources). `verify`: ask the kernel even if nothing changed,
+ * because `fresh`, a new object on this fd number, joins: an error then
+ * says that the registration was made for a file the number no longer
+ * names (ENOENT: closed and reused; EBADF: closed), and the objects
+ * there before are stale. Graph lock held. */
+static void rl_fd_sync_ex(RLRunLoopRef rl, int fd, bool verify, struct RLRunLoopSource *fresh) {
+    if (fd < 0 || (size_t)fd >= rl->nfdtab)
+        return;
+    rl_fdreg *r = &rl->fdtab[fd];
+    uint32_t want = rl_fd_want(rl, r);
+    if (r->always) {
+        if (!verify || want == 0) {
+            rl_fd_set_armed(rl, r, want);
+            return;
+        }
+        /* Does epoll still refuse what the number names now? */
+        rl_fd_set_armed(rl, r, 0);
+        r->always = false;
+        rl_fd_add(rl, r, fd);
+        if (r->always || r->gen == 0)
+            return;
+        rl_fd_mark_stale(r, fresh, ENOENT); /* a watchable file now: not the one they were made for */
+        verify = false;
+        want = rl_fd_want(rl, r);
+        if (want == r->armed)
+            return;
+    }
+    if (want == r->armed && !verify)
+        return;
+    if (r->gen == 0) {
+        if (want)
+            rl_fd_add(rl, r, fd);
+        return;
+    }
+    int err = 0;
+    if (want) {
+        err = rl_fd_ctl(rl, EPOLL_CTL_MOD, fd, want | EPOLLONESHOT, r->gen);
+    } else if (r->armed || verify) {
+        /* Nobody listens: out of the set, not left armed with no events
+         * (epoll would still report hang-ups). A registration the kernel
+         * disarmed after reporting stays, to be re-armed cheaply. */
+        err = rl_fd_ctl(rl, EPOLL_CTL_DEL, fd, 0, 0);
+        if (err == 0)
+            r->gen = 0;
+    }
+    if (err == 0) {
+        rl_fd_set_armed(rl, r, want);
+        return;
+    }
+    /* Whatever the kernel still holds under the old tag reports at most
+     * once more (one-shot) and is ignored by its tag. */
+    r->gen = 0;
+    rl_fd_set_armed(rl, r, 0);
+    rl_fd_mark_stale(r, err == ENOENT || err == EBADF ? fresh : NULL, err);
+    rl_fd_add(rl, r, fd);
+}
+
+static void rl_fd_sync(RLRunLoopRef rl, int fd) { rl_fd_sync_ex(rl, fd, false, NULL); }
+
+/* Files src under its fd. False: out of memory (nothing changed). */
+static bool rl_fd_register(RLRunLoopRef rl, struct RLRunLoopSource *src) {
     int fd = src->fdobj ? src->fdobj->fd : -1;
     if (fd < 0)
-        return;
+        return true;
     if ((size_t)fd >= rl->nfdtab) {
         size_t n = rl->nfdtab ? rl->nfdtab : 16;
         while (n <= (size_t)fd)
             n *= 2;
         rl_fdreg *t = realloc(rl->fdtab, n * sizeof *t);
         if (!t)
-            return;
+            return false;
         memset(t + rl->nfdtab, 0, (n - rl->nfdtab) * sizeof *t);
         rl->fdtab = t;
         rl->nfdtab = n;
@@ -508,18 +652,24 @@ static void rl_fd_register(RLRunLoopRef rl, struct RLRunLoopSource *src) {
     rl_fdreg *r = &rl->fdtab[fd];
     for (uint32_t i = 0; i < r->nsrcs; i++) {
         if (r->srcs[i] == src)
-            return;
+            return true;
     }
     if (r->nsrcs == r->capsrcs) {
         uint32_t cap = r->capsrcs ? r->capsrcs * 2 : 1;
         struct RLRunLoopSource **a = realloc(r->srcs, cap * sizeof *a);
         if (!a)
-            return;
+            return false;
         r->srcs = a;
         r->capsrcs = cap;
     }
     r->srcs[r->nsrcs++] = src;
-    rl_fd_sync(rl, fd);
+    /* The number may have been closed and reused since the object (or the
+     * others on it) were made. The kernel's registration, if there is one,
+     * is asked too: it tells apart files that share an identity (eventfds). */
+    rl_fd_check_identity(r, fd);
+    if (r->gen != 0 || r->always)
+        rl_fd_sync_ex(rl, fd, true, src);
+    return true;
 }
 
 static void rl_fd_unregister(RLRunLoopRef rl, struct RLRunLoopSource *src) {
@@ -531,7 +681,14 @@ static void rl_fd_unregister(RLRunLoopRef rl, struct RLRunLoopSource *src) {
         if (r->srcs[i] == src) {
             memmove(&r->srcs[i], &r->srcs[i + 1], (r->nsrcs - i - 1) * sizeof *r->srcs);
             r->nsrcs--;
-            rl_fd_sync(rl, fd); /* the union of the others; none left: out of the set */
+            /* The union of the others; none left: out of the set (errors
+             * mean it is gone already). */
+            rl_fd_sync_ex(rl, fd, r->nsrcs == 0 && r->gen != 0, NULL);
+            if (r->nsrcs == 0) {
+                rl_fd_set_armed(rl, r, 0);
+                r->gen = 0;
+                r->always = false;
+            }
             return;
         }
     }
@@ -541,6 +698,23 @@ static void rl_fd_sync_all(RLRunLoopRef rl) {
     for (size_t i = 0; i < rl->nfdtab; i++) {
         if (rl->fdtab[i].nsrcs)
             rl_fd_sync(rl, (int)i);
+    }
+}
+
+/* Right after epoll_wait: each reported registration is disarmed now (one-
+ * shot), and a report under a tag the loop gave up on (left behind by a
+ * closed fd) is blanked, to be ignored. Graph lock held. */
+static void rl_fd_note_events(RLRunLoopRef rl, struct epoll_event *ev, int n) {
+    for (int i = 0; i < n; i++) {
+        int fd = rl_ev_fd(&ev[i]);
+        uint32_t gen = rl_ev_gen(&ev[i]);
+        if (gen == 0)
+            continue; /* the loop's own eventfd or timerfd */
+        rl_fdreg *r = fd >= 0 && (size_t)fd < rl->nfdtab ? &rl->fdtab[fd] : NULL;
+        if (r && r->gen == gen)
+            rl_fd_set_armed(rl, r, 0);
+        else
+            ev[i].events = 0;
     }
 }
 
@@ -557,24 +731,30 @@ void rl__fd_changed_locked(struct RLFileDescriptor *f) {
 /* ------------------------------------------------------------------ */
 /* the ready list                                                      */
 
-static void rl_ready_push(RLRunLoopRef rl, struct RLRunLoopSource *s) {
-    for (size_t i = 0; i < rl->nready; i++) {
-        if (rl->ready[i] == s)
-            return;
-    }
-    struct RLRunLoopSource **a = rl_grow(rl->ready, &rl->capready, rl->nready + 1, sizeof *a);
-    if (!a)
+/* Each membership of a source is on its mode's ready list at most once:
+ * the flag, not a scan, says whether it is already there. The list holds no
+ * reference (the membership does, and leaves the list when removed). */
+static void rl_ready_push(rl_memb *m) {
+    if (m->queued)
         return;
-    rl->ready = a;
-    rl_retain_raw(s);
-    rl->ready[rl->nready++] = s;
+    m->queued = true;
+    TAILQ_INSERT_TAIL(&m->mode->ready, m, ready_link);
+    m->mode->nready++;
+}
+
+static void rl_ready_unlink(rl_memb *m) {
+    if (!m->queued)
+        return;
+    m->queued = false;
+    TAILQ_REMOVE(&m->mode->ready, m, ready_link);
+    m->mode->nready--;
 }
 
 void rl__source_mark_ready_locked(struct RLRunLoopSource *src, rl_defer *d) {
     (void)d;
     rl_memb *m;
     TAILQ_FOREACH(m, &src->membs, item_link) {
-        rl_ready_push(m->rl, src);
+        rl_ready_push(m);
     }
 }
 
@@ -800,6 +980,9 @@ __attribute__((always_inline)) static inline bool rl_add_locked(RLRunLoopRef rl,
             rl_memb_free(m);
             return rl__fail(kRLErrorNoMemory, fn, "out of memory");
         }
+    } else if (kind == RL_KIND_SOURCE && !rl_fd_register(rl, item)) {
+        rl_memb_free(m);
+        return rl__fail(kRLErrorNoMemory, fn, "out of memory");
     }
     rl_retain_raw(item);
     TAILQ_INSERT_TAIL(rl__item_membs(item, kind), m, item_link);
@@ -808,12 +991,10 @@ __attribute__((always_inline)) static inline bool rl_add_locked(RLRunLoopRef rl,
         TAILQ_INSERT_TAIL(&mode->sources, m, mode_link);
         rl_sbucket_insert(mode, m);
         mode->nsources++;
-        if (s->fdobj) {
-            rl_fd_register(rl, s);
-            rl_fd_sync(rl, s->fdobj->fd);
-        }
+        if (s->fdobj)
+            rl_fd_sync(rl, s->fdobj->fd); /* registered above; now in the mode */
         if (s->signalled)
-            rl_ready_push(rl, s);
+            rl_ready_push(m);
         rl__defer_push(d, RL_DEFER_SCHEDULE, s, rl, mode->name);
     } else if (kind == RL_KIND_OBSERVER) {
         rl_observer_insert(mode, m);
@@ -839,6 +1020,7 @@ static void rl_remove_memb_as_locked(rl_memb *m, void *cancel_for, rl_defer *d) 
         TAILQ_REMOVE(&mode->sources, m, mode_link);
         rl_sbucket_remove(mode, m);
         mode->nsources--;
+        rl_ready_unlink(m);
         if (s->fdobj) {
             if (!rl_item_in_loop(s, RL_KIND_SOURCE, rl))
                 rl_fd_unregister(rl, s);
@@ -863,13 +1045,85 @@ static void rl_remove_memb_as_locked(rl_memb *m, void *cancel_for, rl_defer *d) 
 
 static void rl_remove_memb_locked(rl_memb *m, rl_defer *d) { rl_remove_memb_as_locked(m, m->item, d); }
 
+static size_t rl_citem_hash(const void *item) {
+    uint64_t x = (uint64_t)(uintptr_t)item; /* mixed: the low bits of a pointer are mostly zero */
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    return (size_t)x;
+}
+
+/* The index slot that holds item, or the empty slot where it would go.
+ * The index is never full (rl_citem_reserve). */
+static size_t rl_citem_slot(RLRunLoopRef rl, const void *item) {
+    size_t mask = rl->capcidx - 1;
+    for (size_t i = rl_citem_hash(item) & mask;; i = (i + 1) & mask) {
+        size_t v = rl->cidx[i];
+        if (v == 0 || rl->citems[v - 1].item == item)
+            return i;
+    }
+}
+
+static bool rl_citem_has(RLRunLoopRef rl, void *item) {
+    return rl->capcidx && rl->cidx[rl_citem_slot(rl, item)] != 0;
+}
+
+/* Room for `need` items with the index at most half full. */
+static bool rl_citem_reserve(RLRunLoopRef rl, size_t need) {
+    if (need * 2 <= rl->capcidx)
+        return true;
+    size_t cap = rl->capcidx ? rl->capcidx * 2 : 16;
+    while (cap < need * 2)
+        cap *= 2;
+    size_t *idx = calloc(cap, sizeof *idx);
+    if (!idx)
+        return false;
+    free(rl->cidx);
+    rl->cidx = idx;
+    rl->capcidx = cap;
+    for (size_t k = 0; k < rl->nci; k++)
+        rl->cidx[rl_citem_slot(rl, rl->citems[k].item)] = k + 1;
+    return true;
+}
+
+/* Remembers item (not yet present); retains nothing. */
+static bool rl_citem_add(RLRunLoopRef rl, void *item, rl_kind kind) {
+    rl_citem *a = rl_grow(rl->citems, &rl->capci, rl->nci + 1, sizeof *a);
+    if (a)
+        rl->citems = a;
+    if (!a || !rl_citem_reserve(rl, rl->nci + 1))
+        return false;
+    rl->citems[rl->nci] = (rl_citem){item, kind};
+    rl->cidx[rl_citem_slot(rl, item)] = ++rl->nci;
+    return true;
+}
+
+/* Forgets item if present, deferring the release of its reference. */
 static void rl_citem_remove(RLRunLoopRef rl, void *item, rl_defer *d) {
-    for (size_t i = 0; i < rl->nci; i++) {
-        if (rl->citems[i].item == item) {
-            rl__defer_release(d, item);
-            rl->citems[i] = rl->citems[--rl->nci];
-            return;
+    if (!rl->capcidx)
+        return;
+    size_t hole = rl_citem_slot(rl, item);
+    size_t v = rl->cidx[hole];
+    if (v == 0)
+        return;
+    rl__defer_release(d, item);
+    /* Linear probing without tombstones: later entries of the same run
+     * move back into the hole unless that would put them before their
+     * home slot. */
+    size_t mask = rl->capcidx - 1;
+    for (size_t j = (hole + 1) & mask; rl->cidx[j] != 0; j = (j + 1) & mask) {
+        size_t home = rl_citem_hash(rl->citems[rl->cidx[j] - 1].item) & mask;
+        if (((j - home) & mask) >= ((j - hole) & mask)) {
+            rl->cidx[hole] = rl->cidx[j];
+            hole = j;
         }
+    }
+    rl->cidx[hole] = 0;
+    /* The array stays dense: its last item moves into the gap. */
+    size_t k = v - 1, last = --rl->nci;
+    if (k != last) {
+        rl->citems[k] = rl->citems[last];
+        rl->cidx[rl_citem_slot(rl, rl->citems[k].item)] = k + 1;
     }
 }
 
@@ -891,24 +1145,13 @@ void rl__timer_moved_locked(struct RLRunLoopTimer *t) {
     rl_rearm_if_waiting(rl__timer_loop(t));
 }
 
-static bool rl_citem_has(RLRunLoopRef rl, void *item) {
-    for (size_t i = 0; i < rl->nci; i++) {
-        if (rl->citems[i].item == item)
-            return true;
-    }
-    return false;
-}
-
 /* Adds item to the common pseudo-mode: remembered, and added to every
  * common mode (modes named common but not yet created are created, as CF). */
 static bool rl_add_common_locked(RLRunLoopRef rl, void *item, rl_kind kind, rl_defer *d, const char *fn) {
     if (!rl_citem_has(rl, item)) {
-        rl_citem *a = rl_grow(rl->citems, &rl->capci, rl->nci + 1, sizeof *a);
-        if (!a)
+        if (!rl_citem_add(rl, item, kind))
             return rl__fail(kRLErrorNoMemory, fn, "out of memory");
-        rl->citems = a;
         rl_retain_raw(item);
-        rl->citems[rl->nci++] = (rl_citem){item, kind};
     }
     for (size_t i = 0; i < rl->ncommon; i++) {
         rl_mode *m = rl_mode_get(rl, rl->common[i].name, fn);
@@ -1945,47 +2188,85 @@ static void rl_do_observers(RLRunLoopRef rl, rl_mode *m, RLRunLoopActivity act) 
         free(list);
 }
 
-static void rl_sort_sources(struct RLRunLoopSource **a, size_t n) {
-    for (size_t i = 1; i < n; i++) {
-        struct RLRunLoopSource *s = a[i];
-        size_t j = i;
-        while (j > 0 && a[j - 1]->order > s->order) {
-            a[j] = a[j - 1];
-            j--;
-        }
-        a[j] = s;
-    }
+/* A source and its order side by side: sorting compares keys in the array,
+ * not through 100k pointers into the sources (a cache miss each). */
+typedef struct rl_okey {
+    RLIndex order;
+    struct RLRunLoopSource *s;
+} rl_okey;
+
+/* Stable merge of the sorted runs k[lo, mid) and k[mid, hi) through tmp. */
+static void rl_merge_keys(rl_okey *k, rl_okey *tmp, size_t lo, size_t mid, size_t hi) {
+    size_t i = lo, j = mid, o = lo;
+    while (i < mid && j < hi)
+        tmp[o++] = k[j].order < k[i].order ? k[j++] : k[i++];
+    while (i < mid)
+        tmp[o++] = k[i++];
+    while (j < hi)
+        tmp[o++] = k[j++];
+    memcpy(k + lo, tmp + lo, (hi - lo) * sizeof *k);
 }
 
-/* Takes the signalled sources of mode m off the ready list (retained), in
- * perform order. Stale entries (unsignalled or invalid) are dropped. */
-static size_t rl_take_ready(RLRunLoopRef rl, rl_mode *m, struct RLRunLoopSource ***out, struct RLRunLoopSource **small,
-                            size_t nsmall, rl_defer *d) {
-    size_t n = 0, keep = 0;
-    struct RLRunLoopSource **a = rl->nready <= nsmall ? small : malloc(rl->nready * sizeof *a);
-    for (size_t i = 0; i < rl->nready; i++) {
-        struct RLRunLoopSource *s = rl->ready[i];
-        if (!s->valid || !s->signalled || !rl_item_in_loop(s, RL_KIND_SOURCE, rl))
-            rl__defer_release(d, s);
-        else if (a && rl__memb_in_mode(s, RL_KIND_SOURCE, m))
-            a[n++] = s; /* the ready list's reference moves to `a` */
-        else
-            rl->ready[keep++] = s;
+/* Sorts by order, keeping signal order among equals (as the perform order
+ * is defined): O(n) when already in order, the usual case (one order for
+ * all), a bottom-up merge sort, O(n log n), otherwise. */
+static void rl_sort_sources(struct RLRunLoopSource **a, size_t n) {
+    size_t i = 1;
+    while (i < n && a[i - 1]->order <= a[i]->order)
+        i++;
+    if (i >= n)
+        return;
+    rl_okey *k = malloc(2 * n * sizeof *k);
+    if (!k) {
+        /* Out of memory: the same order, by insertion (slow, but right). */
+        for (; i < n; i++) {
+            struct RLRunLoopSource *s = a[i];
+            size_t j = i;
+            for (; j > 0 && a[j - 1]->order > s->order; j--)
+                a[j] = a[j - 1];
+            a[j] = s;
+        }
+        return;
     }
-    rl->nready = keep;
+    for (size_t j = 0; j < n; j++)
+        k[j] = (rl_okey){a[j]->order, a[j]};
+    for (size_t w = 1; w < n; w *= 2) {
+        for (size_t lo = 0; lo + w < n; lo += 2 * w)
+            rl_merge_keys(k, k + n, lo, lo + w, lo + 2 * w < n ? lo + 2 * w : n);
+    }
+    for (size_t j = 0; j < n; j++)
+        a[j] = k[j].s;
+    free(k);
+}
+
+/* Takes the signalled sources of mode m off its ready list (retained), in
+ * perform order. Entries of sources no longer signalled (performed through
+ * another mode or loop) or invalid are dropped. */
+static size_t rl_take_ready(rl_mode *m, struct RLRunLoopSource ***out, struct RLRunLoopSource **small,
+                            size_t nsmall) {
+    size_t n = 0;
+    struct RLRunLoopSource **a = m->nready <= nsmall ? small : malloc(m->nready * sizeof *a);
+    if (!a)
+        return 0; /* out of memory: they stay listed for the next pass */
+    rl_memb *x;
+    while ((x = TAILQ_FIRST(&m->ready)) != NULL) {
+        struct RLRunLoopSource *s = x->item;
+        rl_ready_unlink(x);
+        if (s->valid && s->signalled) {
+            rl_retain_raw(s);
+            a[n++] = s;
+        }
+    }
     rl_sort_sources(a, n);
     *out = a;
     return n;
 }
 
 static bool rl_do_sources0(RLRunLoopRef rl, rl_mode *m, bool stop_after_handle) {
-    rl_defer d;
-    rl__defer_init(&d);
     struct RLRunLoopSource *small[16], **a = small;
     rl__graph_lock();
-    size_t n = rl->nready ? rl_take_ready(rl, m, &a, small, 16, &d) : 0;
+    size_t n = m->nready ? rl_take_ready(m, &a, small, 16) : 0;
     rl__graph_unlock();
-    rl__defer_run(&d);
     if (n == 0) {
         if (a != small)
             free(a);
@@ -2012,11 +2293,16 @@ static bool rl_do_sources0(RLRunLoopRef rl, rl_mode *m, bool stop_after_handle) 
             break;
         }
     }
-    /* Sources not reached keep their signal for the next pass. */
+    /* Sources not reached keep their signal for the next pass, ahead of
+     * those signalled since (put back at the head, last first). */
     rl__graph_lock();
-    for (size_t j = i; j < n; j++) {
-        if (a[j]->signalled && a[j]->valid)
-            rl_ready_push(rl, a[j]);
+    for (size_t j = n; j-- > i;) {
+        rl_memb *x = a[j]->signalled && a[j]->valid ? rl_memb_find(a[j], RL_KIND_SOURCE, m) : NULL;
+        if (x && !x->queued) {
+            x->queued = true;
+            TAILQ_INSERT_HEAD(&m->ready, x, ready_link);
+            m->nready++;
+        }
     }
     rl__graph_unlock();
     for (size_t j = i; j < n; j++)
@@ -2159,15 +2445,27 @@ static bool rl_do_fds(RLRunLoopRef rl, rl_mode *m, struct epoll_event *ev, int n
     size_t n = 0, cap = 64;
     rl__graph_lock();
     for (int i = 0; i < nev; i++) {
-        int fd = ev[i].data.fd;
-        if (fd == rl->evfd || fd == rl->tfd)
+        int fd = rl_ev_fd(&ev[i]);
+        if (rl_ev_gen(&ev[i]) == 0)
+            continue; /* the loop's own eventfd or timerfd */
+        if (stop_after_handle && n == 1) {
+            rl_fd_sync(rl, fd); /* re-armed: it reports again */
             continue;
-        if (stop_after_handle && n == 1)
-            break; /* the others stay armed and report again */
+        }
         size_t k = fd >= 0 && (size_t)fd < rl->nfdtab ? rl->fdtab[fd].nsrcs : 0;
         if (!rl_fd_fire_reserve(&fire, inl, &cap, n, n + k))
             k = cap - n; /* out of memory: the rest stay enabled and report again */
         n += rl_fd_take(rl, m, fd, ev[i].events, fire + n, stop_after_handle ? 1 : k);
+    }
+    /* Always-ready fds (epoll refuses them) are ready whenever armed. */
+    for (size_t fd = 0; rl->nalways && fd < rl->nfdtab; fd++) {
+        rl_fdreg *r = &rl->fdtab[fd];
+        if (!r->always || !r->armed || (stop_after_handle && n == 1))
+            continue;
+        size_t k = r->nsrcs;
+        if (!rl_fd_fire_reserve(&fire, inl, &cap, n, n + k))
+            k = cap - n;
+        n += rl_fd_take(rl, m, (int)fd, r->armed, fire + n, stop_after_handle ? 1 : k);
     }
     rl__graph_unlock();
     for (size_t i = 1; i < n; i++) { /* insertion sort by order */
@@ -2263,6 +2561,8 @@ static int rl_wait(RLRunLoopRef rl, rl_frame *f, bool poll, struct epoll_event *
      * here, under the lock the stopper set it under, it is not slept on. */
     if (f->stopped)
         poll = true;
+    if (rl->nalways)
+        poll = true; /* an always-ready fd is armed: served on this pass */
     int timeout = 0;
     int64_t learn_from = 0; /* the start of a wait the spin budget learns from; 0: none */
     if (!poll) {
@@ -2311,15 +2611,23 @@ static int rl_wait(RLRunLoopRef rl, rl_frame *f, bool poll, struct epoll_event *
     atomic_store(&rl->sleeping, 0);
     bool woken = atomic_load(&rl->wake_pending) != 0;
     rl_flag_set(&rl->wake_pending, 0);
+    bool user_fds = false;
     for (int i = 0; i < n; i++) {
-        if (ev[i].data.fd == rl->evfd) {
+        if (rl_ev_gen(&ev[i]) != 0) {
+            user_fds = true;
+        } else if (rl_ev_fd(&ev[i]) == rl->evfd) {
             woken = true; /* edge-triggered: nothing to read back */
-        } else if (ev[i].data.fd == rl->tfd) {
+        } else if (rl_ev_fd(&ev[i]) == rl->tfd) {
             rl_drain(rl->tfd);
             rl__graph_lock();
             rl->armed_at = INFINITY;
             rl__graph_unlock();
         }
+    }
+    if (user_fds) {
+        rl__graph_lock();
+        rl_fd_note_events(rl, ev, n);
+        rl__graph_unlock();
     }
     if (learn_from)
         rl__spin_learn(&rl->spin, rl__spin_now() - learn_from, woken);
@@ -2483,7 +2791,7 @@ static void rl_finalize(void *obj) {
         free(rl->common[i].name);
     free(rl->common);
     free(rl->citems);
-    free(rl->ready);
+    free(rl->cidx);
     for (size_t i = 0; i < rl->nfdtab; i++)
         free(rl->fdtab[i].srcs);
     free(rl->fdtab);
@@ -2499,7 +2807,7 @@ static void rl_finalize(void *obj) {
 }
 
 static bool rl_watch(RLRunLoopRef rl, int fd, uint32_t events) {
-    struct epoll_event ev = {.events = events, .data.fd = fd};
+    struct epoll_event ev = {.events = events, .data.u64 = rl_ev_data(fd, 0)};
     return epoll_ctl(rl->epfd, EPOLL_CTL_ADD, fd, &ev) == 0;
 }
 
@@ -2756,9 +3064,8 @@ static void rl_teardown(RLRunLoopRef rl) {
     for (size_t i = 0; i < rl->nci; i++)
         rl__defer_release(&d, rl->citems[i].item);
     rl->nci = 0;
-    for (size_t i = 0; i < rl->nready; i++)
-        rl__defer_release(&d, rl->ready[i]);
-    rl->nready = 0;
+    if (rl->capcidx)
+        memset(rl->cidx, 0, rl->capcidx * sizeof *rl->cidx);
     rl__graph_unlock();
     rl__defer_run(&d);
 

@@ -13,7 +13,9 @@
  *     awake or already-woken loop makes no system call);
  *   - timers in a heap (O(log n) add/move/remove/fire) with working
  *     tolerance used to coalesce wake-ups; signalled sources are found in
- *     O(1) through a ready list;
+ *     O(1) through a ready list; adding an item to (or removing it from)
+ *     kRLRunLoopCommonModes costs O(1) per common mode, however many items
+ *     are there;
  *   - file-descriptor sources for any fd (RLFileDescriptor.h);
  *   - no helper thread for run timeouts and no lost wake-up.
  *
