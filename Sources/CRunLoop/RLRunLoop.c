@@ -1660,6 +1660,7 @@ static RLRunLoopRef rl_create(pthread_t thread) {
 static pthread_t rl_main_thread;
 static RLRunLoopRef rl_main_loop;
 static pthread_mutex_t rl_main_mutex = PTHREAD_MUTEX_INITIALIZER;
+static bool rl_main_exited; /* the main thread tore its loop down (RLThreadExit); rl_main_mutex */
 static pthread_key_t rl_key;
 static pthread_once_t rl_key_once = PTHREAD_ONCE_INIT;
 static __thread RLRunLoopRef rl_tls;
@@ -1768,6 +1769,10 @@ RLRunLoopRef RLRunLoopGetMain(void) {
     pthread_mutex_lock(&rl_main_mutex);
     if (!rl_main_loop) {
         rl_main_loop = rl_create(rl_main_thread);
+        /* Made after the main thread exited: as if torn down with it, so
+         * that it refuses requests no thread would run. */
+        if (rl_main_loop && rl_main_exited)
+            rl_teardown(rl_main_loop);
     }
     RLRunLoopRef rl = rl_main_loop;
     pthread_mutex_unlock(&rl_main_mutex);
@@ -1845,6 +1850,7 @@ void rl__runloop_teardown_current_thread(void) {
     if (pthread_equal(pthread_self(), rl_main_thread)) {
         pthread_mutex_lock(&rl_main_mutex);
         RLRunLoopRef main_loop = rl_main_loop;
+        rl_main_exited = true;
         pthread_mutex_unlock(&rl_main_mutex);
         if (main_loop && main_loop != rl)
             rl_teardown(main_loop);
