@@ -29,11 +29,18 @@ VERSION := 0.1.0
 CC_NAME := $(notdir $(firstword $(CC)))
 IS_CLANG := $(shell $(CC) --version 2>/dev/null | grep -q clang && echo 1)
 VARIANT ?=
-BUILD ?= build/$(CC_NAME)$(VARIANT)
+# PLAIN=1: the plain reference build — the library without its speed
+# tricks (Block_copy instead of the perform queue's block copier, ...),
+# in its own build folder.
+PLAIN ?=
+BUILD ?= build/$(CC_NAME)$(VARIANT)$(if $(filter 1,$(PLAIN)),-plain)
 
 OPT ?= -O2
 SAN ?=
 CPPFLAGS += -Iinclude -ISources/CRunLoop -D_GNU_SOURCE
+ifeq ($(PLAIN),1)
+CPPFLAGS += -DRL_PLAIN=1
+endif
 CFLAGS ?= $(OPT) -g
 CFLAGS += -std=gnu11 -Wall -Wextra -Wno-unused-parameter -fPIC -fvisibility=hidden $(SAN)
 LDFLAGS += $(SAN)

@@ -741,8 +741,27 @@ bool rl__preq_check(const rl__preq *r, const char *fname) {
     return true;
 }
 
+/* Whether r is the usual request: a function or a block for the default
+ * mode, with nothing else (one slot, no record, no check that can fail). */
+static inline bool rl_is_usual(const rl__preq *r) {
+    return (r->fn || r->block) && !r->release && !r->wait && r->nmodes == 1 && r->modes &&
+           r->modes[0] == kRLRunLoopDefaultMode;
+}
+
 bool rl__perform_submit(RLRunLoopRef rl, const rl__preq *r, const char *fname) {
     rl__perform_queue *q = rl__runloop_perform_queue(rl, fname);
+    if (RL__LIKELY(q && rl_is_usual(r))) {
+        bool ok;
+#if __BLOCKS__
+        if (r->block)
+            ok = rl_push_block(q, NULL, false, r->block, fname);
+        else
+#endif
+            ok = rl_push(q, NULL, r->fn, r->info, fname);
+        if (ok && r->wake)
+            RLRunLoopWakeUp(rl);
+        return ok;
+    }
     bool ok = q && rl__preq_check(r, fname);
     if (ok && atomic_load_explicit(&q->closed, memory_order_relaxed))
         ok = rl_closed_fail(fname);
