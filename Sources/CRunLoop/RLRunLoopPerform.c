@@ -5,7 +5,7 @@
  * public RLRunLoopPerform* calls. See RLRunLoopPerformInternal.h.
  *
  * How a request is stored. The queue is a FIFO of 16-byte slots
- * {function, argument} (rl_pqueue.h). The usual request — a function or a
+ * {function, argument} (RLRunLoopPerformInternal.h). The usual request — a function or a
  * block for the default mode, nothing else — is one slot. Any other request
  * is two: a head slot {NULL, record} (no request has a NULL function) whose
  * record (rl_pext) holds the modes, the release callback and the waiter,
