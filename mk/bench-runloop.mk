@@ -49,13 +49,3 @@ $(BENCH_RUNLOOP_OBJ)/bench_runloop_uv.o: bench/bench_runloop_uv.c bench/bench_ru
 $(BENCH_RUNLOOP_OBJ)/bench_runloop_glib.o: bench/bench_runloop_glib.c bench/bench_runloop.h
 	@mkdir -p $(dir $@)
 	$(CC) $(BENCH_RUNLOOP_FLAGS) $(GLIB_CFLAGS) -c -o $@ $<
-
-# bench-plain: what the perform queue's block copier (and the other tricks
-# that RL_PLAIN turns off) buys — the perform rows of the fast build and of
-# the plain build (make PLAIN=1, its own folder) in one run, alternating.
-BENCH_PLAIN_ROUNDS ?= 7
-.PHONY: bench-plain
-bench-plain: $(BENCH_RUNLOOP)
-	@$(MAKE) --no-print-directory PLAIN=1 $(BENCH_RUNLOOP:$(BUILD)/%=$(BUILD)-plain/%)
-	BRL_ONLY=perform BRL_PEERS=ours BRL_ROUNDS=1 scripts/bench-alternate.sh $(BENCH_PLAIN_ROUNDS) \
-	  fast=$(BENCH_RUNLOOP) plain=$(BENCH_RUNLOOP:$(BUILD)/%=$(BUILD)-plain/%)

@@ -15,10 +15,10 @@
  *
  * A block is queued as a slot whose function says how to run it and how to
  * let it go (rl_call_*). Small stack blocks are copied into the loop's own
- * slabs instead of Block_copy's malloc (the fast path, below); a build with
- * RL_PLAIN uses Block_copy and Block_release only. A waiting caller's block
- * is not copied at all: it lives on the caller's stack until the request is
- * done with.
+ * slabs instead of Block_copy's malloc (the fast path, below); without it
+ * (RL_TRICK_BLOCK_COPY=0, make PLAIN=1) blocks go through Block_copy and
+ * Block_release only. A waiting caller's block is not copied at all: it
+ * lives on the caller's stack until the request is done with.
  */
 #include "RLLockInternal.h"
 #include "RLRunLoopPerformInternal.h"
@@ -27,10 +27,6 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
-
-#ifndef RL_PLAIN
-#define RL_PLAIN 0
-#endif
 
 /* ------------------------------------------------------------------ */
 /* storage: chunks of slots (see RLRunLoopPerformInternal.h)           */
@@ -161,18 +157,16 @@ static bool rl_waiter_spin(rl_waiter *w, int64_t until) {
  * known to be another) spinning would keep the target from running: the
  * sender yields a few times instead, which hands the target the CPU; it
  * runs the request and yields back (the loop's pacing), and the reply comes
- * with no futex wait or wake. The plain build just sleeps. */
+ * with no futex wait or wake. Without those tricks (RL_TRICK_SPIN,
+ * RL_TRICK_YIELD) it just sleeps. */
 static uint32_t rl_waiter_wait(rl_waiter *w, rl__spin *spin, bool same_cpu) {
-    int64_t t0 = 0;
-    if (!RL_PLAIN) {
-        t0 = spin ? rl__spin_now() : 0;
-        uint32_t budget = spin ? rl__spin_budget(spin) : 0;
-        if (budget > 0) {
-            rl_waiter_spin(w, t0 + budget);
-        } else if (same_cpu) {
-            for (int i = 0; i < 4 && atomic_load_explicit(&w->state, memory_order_relaxed) == RL_WAIT_PENDING; i++)
-                sched_yield();
-        }
+    int64_t t0 = spin ? rl__spin_now() : 0;
+    uint32_t budget = spin ? rl__spin_budget(spin) : 0; /* 0 without RL_TRICK_SPIN */
+    if (budget > 0) {
+        rl_waiter_spin(w, t0 + budget);
+    } else if (same_cpu && RL_TRICK_YIELD) {
+        for (int i = 0; i < 4 && atomic_load_explicit(&w->state, memory_order_relaxed) == RL_WAIT_PENDING; i++)
+            sched_yield();
     }
     uint32_t s = RL_WAIT_PENDING;
     if (atomic_compare_exchange_strong_explicit(&w->state, &s, RL_WAIT_SLEEPING, memory_order_acquire,
@@ -182,7 +176,7 @@ static uint32_t rl_waiter_wait(rl_waiter *w, rl__spin *spin, bool same_cpu) {
             s = atomic_load_explicit(&w->state, memory_order_acquire);
         } while (s == RL_WAIT_SLEEPING);
     } /* else: already completed, s holds DONE or FAILED */
-    if (!RL_PLAIN && spin)
+    if (spin)
         rl__spin_learn(spin, rl__spin_now() - t0, true);
     return s;
 }
@@ -322,7 +316,7 @@ static void rl_call_block(void *b) { ((void (^)(void))b)(); }
 /* A waiting caller's block, not copied: nothing to release. */
 static void rl_call_borrowed(void *b) { ((void (^)(void))b)(); }
 
-#if !RL_PLAIN
+#if RL_TRICK_BLOCK_COPY
 /* Runs a global block: nothing to release. */
 static void rl_call_global(void *b) { ((void (^)(void))b)(); }
 
@@ -527,13 +521,13 @@ static bool rl_bslot_fits(const rl_block_layout *b, int flags) {
            !(flags & (RL_BLOCK_NEEDS_FREE | RL_BLOCK_HAS_CTOR | RL_BLOCK_IS_GC)) && size <= RL_BCOPY_MAX &&
            size >= 32 && size % 8 == 0;
 }
-#endif /* !RL_PLAIN */
+#endif /* RL_TRICK_BLOCK_COPY */
 
 /* Lets go of the block of request slot s (it ran or is dropped). */
 static void rl_block_dispose(rl_pslot s) {
     if (s.fn == rl_call_block)
         Block_release((void (^)(void))s.arg);
-#if !RL_PLAIN
+#if RL_TRICK_BLOCK_COPY
     else if (s.fn == rl_call_bslot)
         rl_bslot_dispose(s.arg);
 #endif
@@ -607,7 +601,7 @@ static bool rl_push(rl__perform_queue *q, rl_pext *e, void (*fn)(void *), void *
     }
 }
 
-#if __BLOCKS__ && !RL_PLAIN
+#if __BLOCKS__ && RL_TRICK_BLOCK_COPY
 /* Queues a copy of the stack block b, in a slab; false (error set, nothing
  * queued) if memory is short or the queue is closed. Without helpers the
  * copy is a few stores, made under the queue's lock with the push; with
@@ -658,7 +652,7 @@ static bool rl_push_bslot(rl__perform_queue *q, rl_pext *e, const rl_block_layou
 static bool rl_push_block(rl__perform_queue *q, rl_pext *e, bool borrowed, void *block, const char *fname) {
     if (borrowed)
         return rl_push(q, e, rl_call_borrowed, block, fname);
-#if !RL_PLAIN
+#if RL_TRICK_BLOCK_COPY
     const rl_block_layout *b = block;
     /* Atomic: a heap block's reference count lives in its flags. */
     int flags = __atomic_load_n(&b->flags, __ATOMIC_RELAXED);
@@ -875,7 +869,7 @@ static void rl_ran_flush(rl_batch *b) {
     for (size_t k = 0; k < n; k++) {
         uintptr_t p = (uintptr_t)b->ran[k];
         if (p & 1) {
-#if !RL_PLAIN
+#if RL_TRICK_BLOCK_COPY
             slots[nslots] = (void *)(p - 1);
             rl_bslot_dispose_captures(slots[nslots++]);
 #endif
@@ -883,7 +877,7 @@ static void rl_ran_flush(rl_batch *b) {
             Block_release((void (^)(void))(void *)p);
         }
     }
-#if !RL_PLAIN
+#if RL_TRICK_BLOCK_COPY
     if (nslots) {
         rl_bslots_put(slots, nslots);
         b->q->trim_due = true; /* a slab may have gone back to the cache */
@@ -899,7 +893,7 @@ static void rl_ran_flush(rl_batch *b) {
 static void rl_ran_add(rl_batch *b, rl_pslot s) {
     if (s.fn == rl_call_block)
         b->ran[b->nran++] = s.arg;
-#if !RL_PLAIN
+#if RL_TRICK_BLOCK_COPY
     else if (s.fn == rl_call_bslot)
         b->ran[b->nran++] = (void *)((uintptr_t)s.arg | 1);
 #endif
@@ -1098,13 +1092,13 @@ void rl__perform_trim(rl__perform_queue *q, bool busy) {
     rl_pq_lock(&q->pq); /* one lock round for both pools */
     spent = rl_pq_recycle_locked(&q->pq, spent);
     void *chunks = rl_flist_cut(&q->pq.pool, RL_PQ_POOL_IDLE);
-#if __BLOCKS__ && !RL_PLAIN
+#if __BLOCKS__ && RL_TRICK_BLOCK_COPY
     void *slabs = rl_flist_cut(&q->bcache, RL_BSLAB_CACHE_IDLE);
 #endif
     rl_pq_unlock(&q->pq);
     rl_flist_free(spent);
     rl_flist_free(chunks);
-#if __BLOCKS__ && !RL_PLAIN
+#if __BLOCKS__ && RL_TRICK_BLOCK_COPY
     rl_flist_free(slabs);
 #endif
 }
@@ -1129,7 +1123,7 @@ void rl__perform_destroy(rl__perform_queue *q) {
     rl_flist_free(q->spent);
     q->spent = NULL;
     rl_pq_destroy(&q->pq);
-#if __BLOCKS__ && !RL_PLAIN
+#if __BLOCKS__ && RL_TRICK_BLOCK_COPY
     free(q->bcur);
     q->bcur = NULL;
     rl_flist_free(rl_flist_cut(&q->bcache, 0));
