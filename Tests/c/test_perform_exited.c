@@ -4,9 +4,11 @@
  * calls the release function, and a call that succeeds leaves no error.
  *
  * The main thread cannot exit inside the test runner: each main-thread case
- * runs in a forked child whose main thread calls RLThreadExit while a
- * second thread sends the requests and reports through the exit status. An
- * alarm ends a child that hangs (what a waiting request did before). */
+ * runs in a child process (this program again, run with --main-exits, so
+ * that no cmocka state lives on the stack of the main thread that exits)
+ * whose main thread calls RLThreadExit while a second thread sends the
+ * requests and reports through the exit status. An alarm ends a child that
+ * hangs (what a waiting request did before). */
 #include "testutil.h"
 #include "owned.h"
 
@@ -92,12 +94,16 @@ static void child(bool main_has_loop) {
     RLThreadExit();
 }
 
+static const char *self_path; /* argv[0] (not /proc/self/exe: under valgrind that is the tool) */
+
 static void run_child(bool main_has_loop) {
     fflush(NULL);
     pid_t pid = fork();
     assert_true(pid >= 0);
-    if (pid == 0)
-        child(main_has_loop);
+    if (pid == 0) {
+        execl(self_path, self_path, "--main-exits", main_has_loop ? "1" : "0", (char *)NULL);
+        _exit(3);
+    }
     int status = 0;
     assert_int_equal(waitpid(pid, &status, 0), pid);
     if (WIFSIGNALED(status))
@@ -201,7 +207,10 @@ static void test_success_leaves_no_error(void **state) {
     RLRelease(t);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    if (argc == 3 && strcmp(argv[1], "--main-exits") == 0)
+        child(strcmp(argv[2], "1") == 0);
+    self_path = argv[0];
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_perform_on_exited_main_thread),
         cmocka_unit_test(test_perform_on_exited_main_thread_with_its_loop),
