@@ -126,14 +126,16 @@ static void rl__req_set_modes(rl__preq *r, const RLRunLoopMode *modes) {
 /* Queues r on t's run loop (or runs it now: waiting on oneself). On
  * failure r's release has been called. */
 static bool rl__perform(RLThreadRef t, rl__preq *r, const char *fn) {
+    /* The request first, then the thread (a bad request is refused the
+     * same way whatever the thread's state). */
+    if (!rl__preq_check(r, fn)) {
+        if (r->release)
+            r->release(r->info);
+        return false;
+    }
     bool on_target = t == rl__thread_current_if_any() || (t->is_main && RLThreadIsMainThread());
     if (r->wait && on_target) {
         /* Cocoa: waiting on yourself runs the request now. */
-        if (!rl__preq_check(r, fn)) {
-            if (r->release)
-                r->release(r->info);
-            return false;
-        }
         rl__perform_run_now(r);
         return true;
     }

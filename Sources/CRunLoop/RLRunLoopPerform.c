@@ -1067,10 +1067,6 @@ bool rl__perform_has_for(rl__perform_queue *q, const rl_mode *m) {
 /* ------------------------------------------------------------------ */
 /* memory and teardown                                                 */
 
-void rl__perform_init(rl__perform_queue *q) {
-    (void)q; /* all zero (calloc) is an empty, open queue */
-}
-
 /* Only after passes that gave chunks or slabs back (the pools grow no
  * other way but for rare failure paths, which the next trim catches up
  * with), and not more often than every RL_TRIM_EVERY_NS while requests keep

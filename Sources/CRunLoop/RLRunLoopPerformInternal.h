@@ -240,7 +240,8 @@ static inline rl_pchain rl_pcur_finish(rl_pchain chain, rl_pcur w, rl_pchunk **r
 /* ---- the queue ---- */
 
 
-/* One loop's queue, embedded in the loop (struct RLRunLoop). The first part
+/* One loop's queue, embedded in the loop (struct RLRunLoop); all zero (as
+ * calloc leaves it) is an empty, open queue. The first part
  * is written by every producer, the second by the loop's thread only: they
  * sit on separate cache lines. */
 typedef struct rl__perform_queue {
@@ -289,7 +290,6 @@ RL__HIDDEN void rl__perform_run_now(const rl__preq *r);
 
 /* ---- for the loop core (RLRunLoop.c) ---- */
 
-RL__HIDDEN void rl__perform_init(rl__perform_queue *q);
 /* Runs the requests for mode m queued before this call (the loop's
  * thread); returns how many ran. */
 RL__HIDDEN uint32_t rl__perform_run(rl__perform_queue *q, struct rl_mode *m);
