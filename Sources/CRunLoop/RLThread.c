@@ -654,16 +654,20 @@ static void rl__thread_exit_sequence(RLThreadRef t, void *result) {
 
 void RLThreadExit(void) {
     /* A library thread unwinds into rl__thread_cleanup; a foreign thread
-     * finishes in its key destructor. The main thread has neither: its exit
-     * sequence runs here (its RLThread object lives on, finished), so that
-     * requests sent to it fail instead of waiting for a thread that is
-     * gone. */
+     * finishes in its key destructor. The main thread finishes as a foreign
+     * one does (its RLThread object lives on, finished), so that requests
+     * sent to it fail instead of waiting for a thread that is gone: in a key
+     * destructor, which runs after the unwinding (a request batch that
+     * called this puts back what it did not run, for the teardown to
+     * drop). */
     if (rl__is_main_tid() && !rl__tls_exited) {
         RLThreadRef t = RLThreadGetMain();
         if (t) {
             RLRetain(t); /* the exit sequence's, released at its end */
             rl__tls_current = t;
-            rl__thread_exit_sequence(t, NULL);
+            pthread_once(&rl__foreign_key_once, rl__foreign_key_init);
+            if (pthread_setspecific(rl__foreign_key, t) != 0)
+                rl__thread_exit_sequence(t, NULL); /* no destructor: now, before the unwinding */
         }
     }
     pthread_exit(NULL);

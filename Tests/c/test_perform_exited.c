@@ -84,24 +84,53 @@ static void *sender(void *arg) {
     _exit(0);
 }
 
-/* The child's main thread: maybe makes its loop, then exits. */
-static void child(bool main_has_loop) {
+/* ---- the main thread exits from inside a request of its loop ---- */
+
+static void exit_here(void *arg) {
+    (void)arg;
+    RLThreadExit();
+}
+
+static void *sender_behind_exit(void *arg) {
+    RLRunLoopRef main_loop = arg;
+    for (int i = 0; i < 20000 && !RLRunLoopIsWaiting(main_loop); i++)
+        usleep(1000);
+    /* Both in one batch: the first ends the thread, the second (waited for)
+     * is behind it and must be dropped, not left waiting. */
+    check(RLRunLoopPerformFunction(main_loop, kRLRunLoopDefaultMode, exit_here, NULL), 100);
+    _Atomic int released = 0;
+    check_refused(RLThreadPerformOnMainWithRelease(not_run, &released, count_release, NULL, true), &released, 110);
+    return sender(NULL);
+}
+
+/* The child's main thread: maybe makes (or runs) its loop, then exits. */
+static void child(int how) {
     alarm(30);
-    if (main_has_loop)
-        RLRunLoopGetCurrent();
     pthread_t t;
+    if (how == 2) {
+        RLRunLoopRef rl = RLRunLoopGetCurrent();
+        RLRunLoopSourceContext ctx = {0};
+        RLRunLoopSourceRef keep = RLRunLoopSourceCreate(NULL, 0, &ctx);
+        RLRunLoopAddSource(rl, keep, kRLRunLoopDefaultMode);
+        check(pthread_create(&t, NULL, sender_behind_exit, rl) == 0, 2);
+        RLRunLoopRun(); /* ends in RLThreadExit */
+        _exit(4);
+    }
+    if (how == 1)
+        RLRunLoopGetCurrent();
     check(pthread_create(&t, NULL, sender, NULL) == 0, 2);
     RLThreadExit();
 }
 
 static const char *self_path; /* argv[0] (not /proc/self/exe: under valgrind that is the tool) */
 
-static void run_child(bool main_has_loop) {
+static void run_child(int how) {
     fflush(NULL);
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
-        execl(self_path, self_path, "--main-exits", main_has_loop ? "1" : "0", (char *)NULL);
+        char arg[2] = {(char)('0' + how), '\0'};
+        execl(self_path, self_path, "--main-exits", arg, (char *)NULL);
         _exit(3);
     }
     int status = 0;
@@ -114,12 +143,17 @@ static void run_child(bool main_has_loop) {
 
 static void test_perform_on_exited_main_thread(void **state) {
     (void)state;
-    run_child(false);
+    run_child(0);
 }
 
 static void test_perform_on_exited_main_thread_with_its_loop(void **state) {
     (void)state;
-    run_child(true);
+    run_child(1);
+}
+
+static void test_main_thread_exits_inside_a_batch(void **state) {
+    (void)state;
+    run_child(2);
 }
 
 /* ---- a library thread that has exited ---- */
@@ -209,11 +243,12 @@ static void test_success_leaves_no_error(void **state) {
 
 int main(int argc, char **argv) {
     if (argc == 3 && strcmp(argv[1], "--main-exits") == 0)
-        child(strcmp(argv[2], "1") == 0);
+        child(atoi(argv[2]));
     self_path = argv[0];
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_perform_on_exited_main_thread),
         cmocka_unit_test(test_perform_on_exited_main_thread_with_its_loop),
+        cmocka_unit_test(test_main_thread_exits_inside_a_batch),
         cmocka_unit_test(test_perform_on_exited_thread),
         cmocka_unit_test(test_success_leaves_no_error),
     };
