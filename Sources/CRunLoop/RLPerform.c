@@ -141,7 +141,6 @@ static bool rl__perform(RLThreadRef t, rl__preq *r, const char *fn) {
     }
     pthread_mutex_lock(&t->lock);
     const char *why = NULL;
-    RLErrorCode code = kRLErrorInvalidState;
     if (t->state == RL__THREAD_CREATED)
         why = "thread was never started";
     else if (t->state == RL__THREAD_FINISHED || (t->perform && t->perform->closed))
@@ -153,7 +152,7 @@ static bool rl__perform(RLThreadRef t, rl__preq *r, const char *fn) {
     if (why) {
         if (r->release)
             r->release(r->info);
-        return rl__fail(code, fn, "%s", why);
+        return rl__fail(kRLErrorInvalidState, fn, "%s", why);
     }
     if (!rl) { /* no run loop could be made (error set) */
         if (r->release)
