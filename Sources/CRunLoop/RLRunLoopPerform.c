@@ -788,6 +788,10 @@ void rl__perform_run_now(const rl__preq *r) {
 /* the public run-loop calls                                           */
 
 bool RLRunLoopPerformFunction(RLRunLoopRef rl, RLRunLoopMode mode, void (*fn)(void *info), void *info) {
+    /* The usual request straight to the queue: millions a second. */
+    rl__perform_queue *q;
+    if (RL__LIKELY(mode == kRLRunLoopDefaultMode && fn && (q = rl__runloop_perform_queue(rl, __func__))))
+        return rl_push(q, NULL, fn, info, __func__);
     rl__preq r = {.fn = fn, .info = info, .modes = &mode, .nmodes = 1};
     return rl__perform_submit(rl, &r, __func__);
 }
@@ -820,6 +824,9 @@ bool RLRunLoopPerformFunctionInModes(RLRunLoopRef rl, const RLRunLoopMode *modes
 bool RLRunLoopPerformBlock(RLRunLoopRef rl, RLRunLoopMode mode, void (^block)(void)) {
     if (!block)
         return rl__fail(kRLErrorInvalidArgument, __func__, "NULL block");
+    rl__perform_queue *q;
+    if (RL__LIKELY(mode == kRLRunLoopDefaultMode && (q = rl__runloop_perform_queue(rl, __func__))))
+        return rl_push_block(q, NULL, false, (void *)block, __func__);
     rl__preq r = {.block = (void *)block, .modes = &mode, .nmodes = 1};
     return rl__perform_submit(rl, &r, __func__);
 }
