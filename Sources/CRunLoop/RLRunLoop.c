@@ -15,12 +15,12 @@
  *     tolerance); the timerfd is armed at the earliest deadline, and every
  *     timer already past its fire date fires on that wake-up;
  *   - a signalled source's memberships go on their modes' ready lists;
- *   - perform requests go into chained chunks of 16-byte slots behind a spin
- *     lock (rl_pqueue.h: no allocation per request, chunks reused) that the
- *     loop takes in one step.
+ *   - perform requests go into the loop's perform queue (RLRunLoopPerform.c),
+ *     which the loop runs through rl__perform_run and the other calls of
+ *     RLRunLoopPerformInternal.h.
  */
 #include "runloop_internal.h"
-#include "rl_pqueue.h"
+#include "RLRunLoopPerformInternal.h"
 #include "rl_spin.h"
 
 #include <errno.h>
@@ -105,10 +105,7 @@ struct RLRunLoop {
     rl__spin spin;         /* how long the loop spins for a wake-up before it sleeps */
     char pad1[RL_LINE];
 
-    rl_pqueue pq;            /* perform requests (see "perform requests") */
-    struct rl_bslab *bcur;   /* block slots (RLRunLoopPerformBlock): the slab being filled */
-    unsigned bcur_used;      /* its bytes handed out */
-    rl_flist bcache;         /* empty slabs kept for reuse */
+    rl__perform_queue pq;    /* perform requests (RLRunLoopPerform.c; pads itself) */
     char pad2[RL_LINE];
 
     rl_mode **modes;
@@ -121,11 +118,7 @@ struct RLRunLoop {
     size_t *cidx; /* citems index + 1 by the item's hash (linear probing); 0: empty */
     size_t capcidx; /* a power of two, at least twice nci; 0: none yet */
 
-    rl_pchain held;    /* requests taken from pq for other modes; the loop's thread only */
-    rl_pchunk *spent; /* chunks a batch is done with, given back with the next take; ditto */
-    bool trim_due;    /* chunks or slabs went back to the pools since the loop last slept; ditto */
-    uint32_t pass_ran; /* requests run since the loop last waited; ditto */
-    int64_t trimmed_at; /* rl__spin_now() of the last rl_perform_trim that trimmed; ditto */
+    uint32_t pass_ran; /* requests run since the loop last waited; the loop's thread only */
     rl_frame *frame;
     rl_mode *armed_mode; /* the mode whose fds are in the epoll set */
     double armed_at;     /* monotonic time the timerfd is armed for; INFINITY: disarmed */
@@ -1433,653 +1426,23 @@ bool RLRunLoopStop(RLRunLoopRef rl) {
 }
 
 /* ------------------------------------------------------------------ */
-/* perform requests                                                    */
+/* perform requests (the queue is RLRunLoopPerform.c's)                */
 
-/* A request is a slot {fn, info} of the loop's queue (rl_pqueue.h), run
- * in the default mode. A request for other modes comes after a prefix slot
- * whose fn is NULL (no request has a NULL function) and whose arg is
- * rl_pmode_common (the common modes, as they are when it runs) or its
- * malloc'ed mode name. What disposes of a request that never runs follows
- * from its function (rl_preq_drop). */
-static char rl_pmode_common[] = "";
-
-static void rl_owned_call_run(void *p);
-static void rl_owned_call_drop(void *p);
-
-static void rl_qlock(RLRunLoopRef rl) { rl_pq_lock(&rl->pq); }
-static void rl_qunlock(RLRunLoopRef rl) { rl_pq_unlock(&rl->pq); }
-
-static bool rl_pname_matches(const char *name, const rl_mode *m) {
-    if (!name)
-        return m->is_default;
-    if (name == rl_pmode_common)
-        return m->common; /* as CF: the common modes when the request runs */
-    return strcmp(m->name, name) == 0;
+rl__perform_queue *rl__runloop_perform_queue(RLRunLoopRef rl, const char *fname) {
+    return rl_check_loop(rl, fname) ? &rl->pq : NULL;
 }
 
-static void rl_pname_free(char *name) {
-    if (name && name != rl_pmode_common) /* no free(NULL) call per request */
-        free(name);
-}
-
-/* As CF, queuing a block for a named mode brings that mode into being
- * (so that running it performs the block). */
-static bool rl_mode_create(RLRunLoopRef rl, const char *mode, const char *fn) {
+bool rl__runloop_mode_create(RLRunLoopRef rl, RLRunLoopMode mode, const char *fname) {
     rl__graph_lock();
-    bool ok = rl_mode_get(rl, mode, fn) != NULL;
+    bool ok = rl_mode_get(rl, mode, fname) != NULL;
     rl__graph_unlock();
     return ok;
 }
 
-/* Checks a request; *name gets its mode prefix (NULL for the default
- * mode; see above). Nothing queued. */
-static bool rl_preq_check(RLRunLoopRef rl, RLRunLoopMode mode, void (*fn)(void *), const char *fname, char **name) {
-    if (!rl_check_loop(rl, fname) || !rl_mode_name_ok(mode, fname))
-        return false;
-    if (!fn)
-        return rl__fail(kRLErrorInvalidArgument, fname, "NULL function");
-    if (atomic_load_explicit(&rl->dead, memory_order_relaxed))
-        return rl__fail(kRLErrorInvalidState, fname, "the run loop's thread has exited");
-    *name = NULL;
-    if (mode != kRLRunLoopDefaultMode && strcmp(mode, kRLRunLoopDefaultMode) != 0) {
-        if (rl_is_common(mode)) {
-            *name = rl_pmode_common;
-        } else {
-            *name = strdup(mode);
-            if (!*name)
-                return rl__fail(kRLErrorNoMemory, fname, "out of memory");
-            if (!rl_mode_create(rl, mode, fname)) {
-                free(*name);
-                return false;
-            }
-        }
-    }
-    return true;
-}
-
-/* Appends a request and its prefix; false if that needs a new chunk.
- * Queue lock held. */
-static inline bool rl_preq_push_locked(RLRunLoopRef rl, char *name, void (*fn)(void *), void *info) {
-    rl_pslot s[2] = {{NULL, name}, {fn, info}};
-    return name ? rl_pq_push_locked(&rl->pq, s, 2) : rl_pq_push_locked(&rl->pq, s + 1, 1);
-}
-
-/* Queues a checked request; false if memory is short (nothing queued,
- * name not freed). */
-static bool rl_preq_push(RLRunLoopRef rl, char *name, void (*fn)(void *), void *info) {
-    for (;;) {
-        rl_qlock(rl);
-        bool ok = rl_preq_push_locked(rl, name, fn, info);
-        rl_qunlock(rl);
-        if (ok)
-            return true;
-        if (!rl_pq_grow(&rl->pq))
-            return false;
-    }
-}
-
-static bool rl_enqueue(RLRunLoopRef rl, RLRunLoopMode mode, void (*fn)(void *), void *info, const char *fname) {
-    char *name;
-    if (!rl_preq_check(rl, mode, fn, fname, &name))
-        return false;
-    if (rl_preq_push(rl, name, fn, info))
-        return true;
-    rl_pname_free(name);
-    return rl__fail(kRLErrorNoMemory, fname, "out of memory");
-}
-
-bool RLRunLoopPerformFunction(RLRunLoopRef rl, RLRunLoopMode mode, void (*fn)(void *info), void *info) {
-    return rl_enqueue(rl, mode, fn, info, "RLRunLoopPerformFunction");
-}
-
-#if __BLOCKS__
-/* Runs a block; rl_do_blocks releases it (with the others of the batch). */
-static void rl_call_block(void *b) { ((void (^)(void))b)(); }
-static void rl_release_block(void *b) { Block_release((void (^)(void))b); }
-/* Runs a global block: nothing to release. */
-static void rl_call_global(void *b) { ((void (^)(void))b)(); }
-
-/* Small stack blocks are queued without Block_copy's malloc (and without
- * the free on the loop's thread, which was most of a request's cost).
- *
- * The block ABI, as clang's "Block Implementation Specification" describes
- * it, as far as the queue reads it: a block is an isa, a 32-bit flags word,
- * a 32-bit reserved word, its invoke function and a descriptor pointer,
- * followed by the captured variables. The descriptor holds a reserved word,
- * the size of the whole block, and, when BLOCK_HAS_COPY_DISPOSE is set, the
- * copy helper (dst, src) and dispose helper (block) with which Block_copy
- * and Block_release retain and release the captures (__block variables,
- * captured blocks, Swift contexts). Block_copy of a stack block is: copy
- * descriptor->size bytes to new memory, then call the copy helper on
- * (new, old); the last Block_release calls the dispose helper, then frees.
- * A stack block of at most RL_BCOPY_MAX bytes without C++ captures is
- * copied the same way into the loop's own memory (slabs, below), runs from
- * there, and then gets its dispose helper and its space goes back. Nothing
- * but the queue ever sees that copy (it keeps the stack block's isa and
- * flags), and it never moves. Anything else takes the general
- * path: a global block is queued as it is (Block_copy would return it
- * unchanged), a heap block (from Swift, or copied already) and an unusual
- * block (C++ captures, a bigger one, another isa) go through Block_copy,
- * which for a heap block only increments its reference count. */
-enum {
-    RL_BLOCK_NEEDS_FREE = 1 << 24,       /* a heap block: reference counted */
-    RL_BLOCK_HAS_COPY_DISPOSE = 1 << 25, /* the descriptor has the helpers */
-    RL_BLOCK_HAS_CTOR = 1 << 26,         /* the helpers run C++ code */
-    RL_BLOCK_IS_GC = 1 << 27,
-    RL_BLOCK_IS_GLOBAL = 1 << 28, /* static storage: never copied */
-};
-
-typedef struct rl_block_descriptor {
-    unsigned long reserved;
-    unsigned long size; /* of the whole block, captures included */
-    /* Only with RL_BLOCK_HAS_COPY_DISPOSE: */
-    void (*copy_helper)(void *dst, void *src);
-    void (*dispose_helper)(void *block);
-} rl_block_descriptor;
-
-typedef struct rl_block_layout {
-    void *isa;
-    int flags;
-    int reserved;
-    void (*invoke)(void *block);
-    rl_block_descriptor *descriptor;
-} rl_block_layout;
-
-/* The BlocksRuntime's isa of block literals on the stack. */
-extern void *_NSConcreteStackBlock[];
-
-/* Block copies are packed in 16-byte granules (what malloc gives the
- * runtime's copies) into 16 KiB slabs, handed out in order under the queue
- * lock. A slab whose copies have all come back is reused (a few are kept)
- * or freed: memory follows the backlog, and a loop that keeps up with its
- * producers cycles through the same few slabs without any malloc. A slab is
- * found from a copy by alignment. Giving copies back takes no lock: each
- * slab counts down `remaining`, which starts at RL_BSLAB_BIAS; returns
- * subtract their sizes, and the producer that fills the slab subtracts
- * RL_BSLAB_BIAS minus the bytes it handed out, so the count reaches zero
- * exactly once, after the last of both, and whoever takes it there
- * recycles the slab. */
-enum {
-    RL_BCOPY_MAX = 64, /* the biggest block copied into a slab */
-    RL_BGRAIN = 16,
-    RL_BSLAB_SIZE = 16384,
-    RL_BSLAB_CACHE = 64,     /* kept while the loop runs (1 MiB) */
-    RL_BSLAB_CACHE_IDLE = 4, /* kept while it sleeps (rl_perform_trim) */
-    RL_BSLAB_BIAS = 1 << 30,
-};
-typedef struct rl_bslab {
-    struct rl_bslab *next; /* in the cache (an rl_flist: must come first) */
-    RLRunLoopRef rl;       /* the owner (not retained: slabs go with it) */
-    _Atomic unsigned remaining; /* see above */
-    _Alignas(64) unsigned char data[RL_BSLAB_SIZE - 64];
-} rl_bslab;
-_Static_assert(sizeof(rl_bslab) == RL_BSLAB_SIZE, "a slab is RL_BSLAB_SIZE bytes");
-
-static rl_bslab *rl_bslab_of(void *copy) { return (rl_bslab *)((uintptr_t)copy & ~(uintptr_t)(RL_BSLAB_SIZE - 1)); }
-static unsigned rl_bcopy_size(size_t size) { return (unsigned)((size + RL_BGRAIN - 1) & ~(size_t)(RL_BGRAIN - 1)); }
-
-/* Runs a block from its copy; rl_do_blocks disposes of it and gives the
- * space back (with the others of the batch). */
-static void rl_call_bslot(void *s) { ((void (^)(void))s)(); }
-
-static void rl_bslot_dispose_captures(void *s) {
-    rl_block_layout *b = s;
-    if (b->flags & RL_BLOCK_HAS_COPY_DISPOSE)
-        b->descriptor->dispose_helper(b);
-}
-
-/* Takes `bytes` off a slab's count; true if that made it zero: the caller
- * recycles it. */
-static bool rl_bslab_sub(rl_bslab *sl, unsigned bytes) {
-    return atomic_fetch_sub_explicit(&sl->remaining, bytes, memory_order_acq_rel) == bytes;
-}
-
-/* Empties slab sl, whose count reached zero, and keeps it in rl's cache or
- * frees it. Queue lock not held. */
-static void rl_bslab_recycle(RLRunLoopRef rl, rl_bslab *sl) {
-    atomic_store_explicit(&sl->remaining, RL_BSLAB_BIAS, memory_order_relaxed);
-    rl_qlock(rl);
-    bool keep = rl->bcache.n < RL_BSLAB_CACHE;
-    if (keep)
-        rl_flist_push(&rl->bcache, sl);
-    rl_qunlock(rl);
-    if (!keep)
-        free(sl);
-}
-
-/* Gives back n copies (their captures disposed of already). Runs of copies
- * from one slab (the usual case: they were handed out in order) cost one
- * atomic operation. */
-static void rl_bslots_put(void *const *copies, size_t n) {
-    for (size_t i = 0; i < n;) {
-        rl_bslab *sl = rl_bslab_of(copies[i]);
-        unsigned bytes = 0;
-        for (; i < n && rl_bslab_of(copies[i]) == sl; i++)
-            bytes += rl_bcopy_size(((rl_block_layout *)copies[i])->descriptor->size);
-        if (rl_bslab_sub(sl, bytes))
-            rl_bslab_recycle(sl->rl, sl);
-    }
-}
-
-/* Space for a copy of `size` bytes, queue lock held; NULL if a slab is
- * needed. */
-static void *rl_bslot_take_locked(RLRunLoopRef rl, size_t size) {
-    unsigned need = rl_bcopy_size(size);
-    rl_bslab *sl = rl->bcur;
-    if (sl && rl->bcur_used + need > sizeof sl->data) {
-        /* Full. If all its copies are back already, start over in it. */
-        rl->bcur = NULL;
-        if (rl_bslab_sub(sl, RL_BSLAB_BIAS - rl->bcur_used)) {
-            atomic_store_explicit(&sl->remaining, RL_BSLAB_BIAS, memory_order_relaxed);
-            rl->bcur = sl;
-            rl->bcur_used = 0;
-        } else {
-            sl = NULL;
-        }
-    }
-    if (!sl) {
-        sl = rl_flist_pop(&rl->bcache);
-        if (!sl)
-            return NULL;
-        rl->bcur = sl;
-        rl->bcur_used = 0;
-    }
-    void *s = sl->data + rl->bcur_used;
-    rl->bcur_used += need;
-    return s;
-}
-
-/* Gives a new slab to the loop (to its cache); false if memory is short. */
-static bool rl_bslab_add(RLRunLoopRef rl) {
-    rl_bslab *sl = aligned_alloc(RL_BSLAB_SIZE, sizeof *sl);
-    if (!sl)
-        return false;
-    /* Fault its pages in now, not under the queue's lock with a copy. */
-    for (size_t off = 0; off < sizeof *sl; off += 4096)
-        ((volatile unsigned char *)sl)[off] = 0;
-    sl->rl = rl;
-    atomic_init(&sl->remaining, RL_BSLAB_BIAS);
-    rl_qlock(rl);
-    rl_flist_push(&rl->bcache, sl);
-    rl_qunlock(rl);
-    return true;
-}
-
-/* The item's release, for a request dropped without running (teardown,
- * finalization): disposes of the captures, gives the space back. */
-static void rl_bslot_dispose(void *s) {
-    rl_bslot_dispose_captures(s);
-    rl_bslots_put(&s, 1);
-}
-
-/* Copies a block of `size` bytes (a multiple of 8, at least the 32-byte
- * header, at most RL_BCOPY_MAX) word by word, inline: compilers turn a
- * switch of fixed-size memcpy calls back into one library call. */
-static inline void rl_bcopy_bytes(void *dst, const void *src, size_t size) {
-    typedef uint64_t __attribute__((may_alias, aligned(1))) rl_word;
-    rl_word *d = dst;
-    const rl_word *s = src;
-    d[0] = s[0];
-    d[1] = s[1];
-    d[2] = s[2];
-    d[3] = s[3];
-    switch (size / 8) {
-    case 8: d[7] = s[7]; /* fall through */
-    case 7: d[6] = s[6]; /* fall through */
-    case 6: d[5] = s[5]; /* fall through */
-    case 5: d[4] = s[4]; /* fall through */
-    default: break;
-    }
-}
-
-/* Queues a copy of the stack block b, in a slot, for the mode `name`;
- * false if memory is short (nothing queued, name not freed). Without
- * helpers the copy is a few stores, made under the queue's lock with the
- * push; with them, the slot is taken, filled (the copy helper is runtime
- * code that may allocate) and then pushed. */
-static bool rl_enqueue_bslot(RLRunLoopRef rl, char *name, const rl_block_layout *b) {
-    size_t size = b->descriptor->size;
-    bool helpers = (b->flags & RL_BLOCK_HAS_COPY_DISPOSE) != 0;
-    void *s;
-    for (;;) {
-        rl_qlock(rl);
-        if (!rl_pq_has_room_locked(&rl->pq, name ? 2 : 1)) {
-            rl_qunlock(rl);
-            if (!rl_pq_grow(&rl->pq))
-                return false;
-            continue;
-        }
-        s = rl_bslot_take_locked(rl, size);
-        if (s)
-            break;
-        rl_qunlock(rl);
-        if (!rl_bslab_add(rl))
-            return false;
-    }
-    if (!helpers) {
-        rl_bcopy_bytes(s, b, size);
-        rl_preq_push_locked(rl, name, rl_call_bslot, s); /* room checked above */
-        rl_qunlock(rl);
-        return true;
-    }
-    rl_qunlock(rl);
-    rl_bcopy_bytes(s, b, size);
-    b->descriptor->copy_helper(s, (void *)b);
-    if (rl_preq_push(rl, name, rl_call_bslot, s))
-        return true;
-    rl_bslot_dispose(s);
-    return false;
-}
-
-bool RLRunLoopPerformBlock(RLRunLoopRef rl, RLRunLoopMode mode, void (^block)(void)) {
-    const char *fn = "RLRunLoopPerformBlock";
-    if (!block)
-        return rl__fail(kRLErrorInvalidArgument, fn, "NULL block");
-    const rl_block_layout *b = (const void *)block;
-    /* Atomic: a heap block's reference count lives in its flags. */
-    int flags = __atomic_load_n(&b->flags, __ATOMIC_RELAXED);
-    if (flags & RL_BLOCK_IS_GLOBAL)
-        return rl_enqueue(rl, mode, rl_call_global, (void *)b, fn);
-    size_t size = b->descriptor->size;
-    if (b->isa == (void *)_NSConcreteStackBlock &&
-        !(flags & (RL_BLOCK_NEEDS_FREE | RL_BLOCK_HAS_CTOR | RL_BLOCK_IS_GC)) && size <= RL_BCOPY_MAX &&
-        size >= 32 && size % 8 == 0) {
-        char *name;
-        if (!rl_preq_check(rl, mode, rl_call_bslot, fn, &name))
-            return false;
-        if (rl_enqueue_bslot(rl, name, b))
-            return true;
-        rl_pname_free(name);
-        return rl__fail(kRLErrorNoMemory, fn, "out of memory");
-    }
-    void *copy = (void *)Block_copy(block);
-    if (!rl_enqueue(rl, mode, rl_call_block, copy, fn)) {
-        Block_release((void (^)(void))copy);
-        return false;
-    }
-    return true;
-}
-#endif
-
-/* The loop is going to sleep: memory kept for a backlog goes back. Only
- * after passes that gave chunks or slabs back (the pools grow no other way
- * but for rare failure paths, which the next trim catches up with), and
- * not more often than every RL_TRIM_EVERY_NS while requests keep coming: a
- * loop that sleeps between the parts of a stream would otherwise free
- * chunks that the producer mallocs again at once, contending with it for
- * malloc's arena lock. A pass that ran no request trims at once. */
-static void rl_perform_trim(RLRunLoopRef rl) {
-    enum { RL_PQ_POOL_IDLE = 16 };
-    const int64_t RL_TRIM_EVERY_NS = 100 * 1000 * 1000;
-    if (!rl->trim_due)
-        return;
-    int64_t now = rl__spin_now();
-    if (rl->pass_ran > 0 && now - rl->trimmed_at < RL_TRIM_EVERY_NS)
-        return;
-    rl->trimmed_at = now;
-    rl->trim_due = false;
-    rl_pchunk *spent = rl->spent;
-    rl->spent = NULL;
-    rl_qlock(rl); /* one lock round for both pools */
-    spent = rl_pq_recycle_locked(&rl->pq, spent);
-    void *chunks = rl_flist_cut(&rl->pq.pool, RL_PQ_POOL_IDLE);
-#if __BLOCKS__
-    void *slabs = rl_flist_cut(&rl->bcache, RL_BSLAB_CACHE_IDLE);
-#endif
-    rl_qunlock(rl);
-    rl_flist_free(spent);
-    rl_flist_free(chunks);
-#if __BLOCKS__
-    rl_flist_free(slabs);
-#endif
-}
-
-/* Frees the slabs of block slots (the loop's finalization). */
-static void rl_bslabs_free(RLRunLoopRef rl) {
-#if __BLOCKS__
-    free(rl->bcur);
-    rl_flist_free(rl_flist_cut(&rl->bcache, 0));
-#else
-    (void)rl;
-#endif
-}
-
-/* Disposes of a request that will not run (teardown, finalization). */
-static void rl_preq_drop(rl_pslot s) {
-#if __BLOCKS__
-    if (s.fn == rl_call_bslot) {
-        rl_bslot_dispose(s.arg);
-        return;
-    }
-    if (s.fn == rl_call_block) {
-        rl_release_block(s.arg);
-        return;
-    }
-#endif
-    if (s.fn == rl_owned_call_run)
-        rl_owned_call_drop(s.arg);
-}
-
-/* Disposes of every request of chain c and gives its chunks back. */
-static void rl_pchain_drop(RLRunLoopRef rl, rl_pchain c) {
-    rl_pcur r = {c.head, 0};
-    rl_pslot s;
-    while (rl_pcur_read(&r, &s)) {
-        if (s.fn)
-            rl_preq_drop(s);
-        else
-            rl_pname_free(s.arg);
-    }
-    rl_pq_recycle(&rl->pq, c.head);
-}
-
-static bool rl_pchain_has_for(rl_pchain c, const rl_mode *m) {
-    rl_pcur r = {c.head, 0};
-    rl_pslot s;
-    while (rl_pcur_read(&r, &s)) {
-        if (s.fn) {
-            if (m->is_default)
-                return true;
-        } else {
-            if (rl_pname_matches(s.arg, m))
-                return true;
-            rl_pcur_read(&r, &s); /* its request */
-        }
-    }
-    return false;
-}
-
-/* On the loop's thread. */
-static bool rl_has_blocks_for(RLRunLoopRef rl, rl_mode *m) {
-    if (rl_pchain_has_for(rl->held, m))
-        return true;
-    if (!rl_pq_maybe_queued(&rl->pq))
-        return false;
-    rl_qlock(rl);
-    bool has = rl_pchain_has_for(rl->pq.q, m);
-    rl_qunlock(rl);
-    return has;
-}
-
-/* A batch of requests being run (rl_do_blocks), where a thread unwinding
- * from one of them finds it. The batch's chain is compacted as it is read:
- * requests for other modes are written back at w, in order, with their
- * prefixes, and stay queued (rl->held) for the modes they are for. */
-typedef struct rl_batch {
-    RLRunLoopRef rl;
-    uint32_t nrun; /* requests run */
-    rl_pchain chain;
-    rl_pcur r, w;
-    rl_pslot cur;   /* the request running */
-    char *cur_name; /* and its mode prefix */
-    bool running;   /* cur's function is running */
-#if __BLOCKS__
-    /* Blocks that ran are released in batches, after running: the frees
-     * (of memory the producer's thread allocated) come together instead of
-     * interleaving with the calls. */
-    void *ran[64]; /* block copies; slots (rl_call_bslot) tagged with bit 0 */
-    size_t nran;
-#endif
-} rl_batch;
-
-#if __BLOCKS__
-/* Releases the blocks that ran: a copy by Block_release; a slot by its
- * dispose helper, the slots then going back to the pool in one step. */
-static void rl_ran_flush(rl_batch *b) {
-    size_t n = b->nran, nslots = 0;
-    b->nran = 0; /* before any release: one could end the thread */
-    void *slots[sizeof b->ran / sizeof b->ran[0]];
-    for (size_t k = 0; k < n; k++) {
-        uintptr_t p = (uintptr_t)b->ran[k];
-        if (p & 1) {
-            slots[nslots] = (void *)(p - 1);
-            rl_bslot_dispose_captures(slots[nslots++]);
-        } else {
-            rl_release_block((void *)p);
-        }
-    }
-    if (nslots) {
-        rl_bslots_put(slots, nslots);
-        b->rl->trim_due = true; /* a slab may have gone back to the cache */
-    }
-}
-
-/* Notes that request s ran (its block is released in a batch). */
-static void rl_ran_add(rl_batch *b, rl_pslot s) {
-    if (s.fn == rl_call_block)
-        b->ran[b->nran++] = s.arg;
-    else if (s.fn == rl_call_bslot)
-        b->ran[b->nran++] = (void *)((uintptr_t)s.arg | 1);
-    else
-        return;
-    if (b->nran == sizeof b->ran / sizeof b->ran[0])
-        rl_ran_flush(b);
-}
-#endif
-
-/* Reads the next request: *s and its mode prefix *name; false at the end. */
-static bool rl_batch_next(rl_batch *b, rl_pslot *s, char **name) {
-    if (!rl_pcur_read(&b->r, s))
-        return false;
-    *name = NULL;
-    if (!s->fn) {
-        *name = s->arg;
-        rl_pcur_read(&b->r, s); /* a prefix is always followed by its request */
-    }
-    return true;
-}
-
-static void rl_batch_keep(rl_batch *b, rl_pslot s, char *name) {
-    if (name)
-        rl_pcur_write(&b->w, (rl_pslot){NULL, name});
-    rl_pcur_write(&b->w, s);
-}
-
-/* The kept requests go in front of any that a nested run kept meanwhile
- * (those came later); the chunks no longer needed go back to the queue
- * with the next take (one lock round a pass, not two). */
-static void rl_batch_finish(rl_batch *b) {
-    rl_pchunk *rest;
-    rl_pchain kept = rl_pcur_finish(b->chain, b->w, &rest);
-    b->rl->held = rl_pchain_cat(kept, b->rl->held);
-    if (rest) {
-        rl_pchunk *last = rest;
-        while (last->next)
-            last = last->next;
-        last->next = b->rl->spent;
-        b->rl->spent = rest;
-        b->rl->trim_due = true;
-    }
-}
-
-static bool rl_run_batch(rl_batch *b, rl_mode *m) {
-    bool did = false;
-    rl_pslot s;
-    char *name;
-    while (rl_batch_next(b, &s, &name)) {
-        /* The requests were written on other threads: fetch a few ahead
-         * (a block is read to run it, and written to release it). */
-        if (b->r.c && b->r.i + 4 < b->r.c->n)
-            __builtin_prefetch(b->r.c->s[b->r.i + 4].arg, 1);
-        if (!rl_pname_matches(name, m)) {
-            rl_batch_keep(b, s, name);
-            continue;
-        }
-        b->cur = s;
-        b->cur_name = name;
-        b->running = true;
-        s.fn(s.arg);
-        b->running = false;
-        rl_pname_free(name);
-        b->nrun++;
-        did = true;
-#if __BLOCKS__
-        rl_ran_add(b, s);
-#endif
-    }
-#if __BLOCKS__
-    rl_ran_flush(b);
-#endif
-    return did;
-}
-
-/* RLThreadExit (pthread_exit) from a request unwinds through here: the
- * running request counts as run (a block is released, with those that ran
- * before it), and the requests not yet looked at stay queued with the kept
- * ones, where the thread's teardown disposes of them. */
-static void rl_batch_unwind(void *p) {
-    rl_batch *b = p;
-    /* Not running: a release of a block that ran ended the thread; the
-     * request was done with already. */
-    if (b->running) {
-        b->running = false;
-        rl_pname_free(b->cur_name);
-#if __BLOCKS__
-        rl_ran_add(b, b->cur); /* b->nran < 64 here: rl_ran_add flushes when full */
-#endif
-    }
-#if __BLOCKS__
-    rl_ran_flush(b);
-#endif
-    rl_pslot s;
-    char *name;
-    while (rl_batch_next(b, &s, &name))
-        rl_batch_keep(b, s, name);
-    rl_batch_finish(b);
-}
-
-/* Runs the queued requests for mode m: those kept from earlier passes
- * first (they are older), then all that came since, each once; requests
- * queued while these run wait for the next pass, as in CF. */
 static bool rl_do_blocks(RLRunLoopRef rl, rl_mode *m) {
-    if (!rl->held.head && !rl_pq_maybe_queued(&rl->pq))
-        return false;
-    rl_qlock(rl);
-    rl_pchain in = rl_pq_take_locked(&rl->pq);
-    rl_pchunk *spent = rl->spent ? rl_pq_recycle_locked(&rl->pq, rl->spent) : NULL;
-    rl_qunlock(rl);
-    rl->spent = NULL;
-    rl_flist_free(spent);
-    if (!in.head && !rl->held.head)
-        return false;
-    rl_batch b;
-    b.rl = rl;
-    b.chain = rl_pchain_cat(rl->held, in);
-    rl->held = (rl_pchain){NULL, NULL};
-    b.r = b.w = (rl_pcur){b.chain.head, 0};
-    b.running = false;
-    b.nrun = 0;
-#if __BLOCKS__
-    b.nran = 0;
-#endif
-    bool did;
-    pthread_cleanup_push(rl_batch_unwind, &b);
-    rl__cleanup_arg_escapes(&b);
-    did = rl_run_batch(&b, m);
-    pthread_cleanup_pop(0);
-    rl_batch_finish(&b);
-    rl->pass_ran += b.nrun;
-    return did;
+    uint32_t n = rl__perform_run(&rl->pq, m);
+    rl->pass_ran += n;
+    return n > 0;
 }
 
 /* Pacing a stream of requests from another thread, before the loop waits
@@ -2128,7 +1491,7 @@ static bool rl_mode_is_empty(RLRunLoopRef rl, rl_mode *m) {
     rl__graph_lock();
     bool empty = m->nsources == 0 && rl__tset_count(&m->timers) == 0;
     rl__graph_unlock();
-    return empty && !rl_has_blocks_for(rl, m);
+    return empty && !rl__perform_has_for(&rl->pq, m);
 }
 
 /* Graph lock held. */
@@ -2648,7 +2011,7 @@ static RLRunLoopRunResult rl_run_frame(RLRunLoopRef rl, rl_frame *f, bool poll_o
         bool poll = handled || poll_only;
         if (!poll) {
             rl_pace_requests(rl);
-            rl_perform_trim(rl);
+            rl__perform_trim(&rl->pq, rl->pass_ran > 0);
             rl_do_observers(rl, m, kRLRunLoopBeforeWaiting);
         }
         int n = rl_wait(rl, f, poll, ev, 64);
@@ -2795,12 +2158,7 @@ static void rl_finalize(void *obj) {
     for (size_t i = 0; i < rl->nfdtab; i++)
         free(rl->fdtab[i].srcs);
     free(rl->fdtab);
-    rl_pchain_drop(rl, rl_pchain_cat(rl->held, rl_pq_take_locked(&rl->pq)));
-    rl->held = (rl_pchain){NULL, NULL};
-    rl_flist_free(rl->spent);
-    rl->spent = NULL;
-    rl_pq_destroy(&rl->pq);
-    rl_bslabs_free(rl);
+    rl__perform_destroy(&rl->pq);
     rl_close(rl->epfd);
     rl_close(rl->evfd);
     rl_close(rl->tfd);
@@ -2851,6 +2209,7 @@ static RLRunLoopRef rl_create(pthread_t thread) {
 static pthread_t rl_main_thread;
 static RLRunLoopRef rl_main_loop;
 static pthread_mutex_t rl_main_mutex = PTHREAD_MUTEX_INITIALIZER;
+static bool rl_main_exited; /* the main thread tore its loop down (RLThreadExit); rl_main_mutex */
 static pthread_key_t rl_key;
 static pthread_once_t rl_key_once = PTHREAD_ONCE_INIT;
 static __thread RLRunLoopRef rl_tls;
@@ -2953,62 +2312,16 @@ RLRunLoopRef rl__runloop_get_for_thread(pthread_t thread) {
     return rl_threadtab_get(thread);
 }
 
-/* RLRunLoopPerformFunctionWithRelease (kept in this block, apart from the
- * hot perform path above): the request carries a small record, so the
- * queue's items stay as they are. */
-typedef struct rl_owned_call {
-    void (*fn)(void *);
-    void *info;
-    RLPerformReleaseCallBack release;
-} rl_owned_call;
-
-static void rl_owned_call_release(void *p) {
-    rl_owned_call *c = p;
-    c->release(c->info);
-}
-
-static void rl_owned_call_run(void *p) {
-    rl_owned_call c = *(rl_owned_call *)p;
-    free(p);
-    /* Released also when c.fn ends the thread (RLThreadExit unwinds). */
-    pthread_cleanup_push(rl_owned_call_release, &c);
-    rl__cleanup_arg_escapes(&c);
-    c.fn(c.info);
-    pthread_cleanup_pop(1);
-}
-
-static void rl_owned_call_drop(void *p) {
-    rl_owned_call c = *(rl_owned_call *)p;
-    free(p);
-    c.release(c.info);
-}
-
-bool RLRunLoopPerformFunctionWithRelease(RLRunLoopRef rl, RLRunLoopMode mode, void (*fn)(void *info), void *info,
-                                         RLPerformReleaseCallBack release) {
-    const char *fname = "RLRunLoopPerformFunctionWithRelease";
-    if (!release)
-        return rl_enqueue(rl, mode, fn, info, fname);
-    rl_owned_call *c = malloc(sizeof *c);
-    bool ok;
-    if (!c) {
-        ok = rl__fail(kRLErrorNoMemory, fname, "out of memory");
-    } else {
-        *c = (rl_owned_call){fn, info, release};
-        /* A NULL fn is refused by rl_enqueue, after the loop and mode. */
-        ok = rl_enqueue(rl, mode, fn ? rl_owned_call_run : NULL, c, fname);
-    }
-    if (!ok) {
-        free(c);
-        release(info); /* refused: ownership was passed all the same */
-    }
-    return ok;
-}
 /* ==== END run loops by thread ==== */
 
 RLRunLoopRef RLRunLoopGetMain(void) {
     pthread_mutex_lock(&rl_main_mutex);
     if (!rl_main_loop) {
         rl_main_loop = rl_create(rl_main_thread);
+        /* Made after the main thread exited: as if torn down with it, so
+         * that it refuses requests no thread would run. */
+        if (rl_main_loop && rl_main_exited)
+            rl_teardown(rl_main_loop);
     }
     RLRunLoopRef rl = rl_main_loop;
     pthread_mutex_unlock(&rl_main_mutex);
@@ -3069,12 +2382,7 @@ static void rl_teardown(RLRunLoopRef rl) {
     rl__graph_unlock();
     rl__defer_run(&d);
 
-    rl_qlock(rl);
-    rl_pchain q = rl_pq_take_locked(&rl->pq);
-    rl_qunlock(rl);
-    rl_pchain held = rl->held;
-    rl->held = (rl_pchain){NULL, NULL};
-    rl_pchain_drop(rl, rl_pchain_cat(held, q));
+    rl__perform_close(&rl->pq);
 }
 
 void rl__runloop_teardown_current_thread(void) {
@@ -3085,7 +2393,16 @@ void rl__runloop_teardown_current_thread(void) {
         pthread_setspecific(rl_key, NULL);
         rl_teardown(rl);
     }
-    /* Also a loop another thread made for this one (never run here). */
+    /* Also a loop another thread made for this one (never run here): the
+     * main thread's is the main loop. */
+    if (pthread_equal(pthread_self(), rl_main_thread)) {
+        pthread_mutex_lock(&rl_main_mutex);
+        RLRunLoopRef main_loop = rl_main_loop;
+        rl_main_exited = true;
+        pthread_mutex_unlock(&rl_main_mutex);
+        if (main_loop && main_loop != rl)
+            rl_teardown(main_loop);
+    }
     rl_threadtab_forget_self(rl);
     if (rl)
         RLRelease(rl);

@@ -464,48 +464,57 @@ static void *rl__thread_main(void *p) {
     return result;
 }
 
+/* Checks that t can be started; true with *done if it was cancelled
+ * before it started (it is finished now). t->lock held. */
+static bool rl__thread_startable_locked(RLThreadRef t, bool *done, const char *fn) {
+    *done = false;
+    if (t->is_main || t->is_foreign)
+        return rl__fail(kRLErrorInvalidState, fn, "%s thread is already running", t->is_main ? "the main" : "a foreign");
+    if (t->state != RL__THREAD_CREATED)
+        return rl__fail(kRLErrorInvalidState, fn, "thread was already started");
+    if (atomic_load(&t->cancelled)) {
+        t->state = RL__THREAD_FINISHED;
+        pthread_cond_broadcast(&t->cond);
+        *done = true;
+    }
+    return true;
+}
+
 bool RLThreadStart(RLThreadRef thread) {
     static const char fn[] = "RLThreadStart";
     if (!rl__thread_check(thread, fn))
         return false;
     RLThreadRef t = thread;
+    bool done;
     pthread_mutex_lock(&t->lock);
-    if (t->is_main || t->is_foreign) {
-        pthread_mutex_unlock(&t->lock);
-        return rl__fail(kRLErrorInvalidState, fn, "%s thread is already running",
-                        t->is_main ? "the main" : "a foreign");
-    }
-    if (t->state != RL__THREAD_CREATED) {
-        pthread_mutex_unlock(&t->lock);
-        return rl__fail(kRLErrorInvalidState, fn, "thread was already started");
-    }
-    if (atomic_load(&t->cancelled)) {
-        t->state = RL__THREAD_FINISHED;
-        pthread_cond_broadcast(&t->cond);
-        pthread_mutex_unlock(&t->lock);
-        return true;
-    }
-    t->state = RL__THREAD_EXECUTING; /* claims the start */
-    size_t stack_size = t->stack_size;
-    bool joinable = t->joinable;
+    bool ok = rl__thread_startable_locked(t, &done, fn);
     pthread_mutex_unlock(&t->lock);
+    if (!ok || done)
+        return ok;
 
+    /* Before the start is claimed: will-become-multi-threaded handlers are
+     * user code, run with no lock held. */
     rl__become_multithreaded();
 
+    /* The state becomes executing together with the pthread, under the
+     * lock: whoever sees an executing thread sees its pthread (a perform
+     * request gets the thread's run loop from it). */
     pthread_attr_t attr;
     pthread_attr_init(&attr);
-    pthread_attr_setstacksize(&attr, stack_size);
-    pthread_attr_setdetachstate(&attr, joinable ? PTHREAD_CREATE_JOINABLE : PTHREAD_CREATE_DETACHED);
-    RLRetain(t); /* the thread's own reference, dropped at the end of its exit sequence */
-    pthread_t pt;
     pthread_mutex_lock(&t->lock);
-    int err = pthread_create(&pt, &attr, rl__thread_main, t);
-    if (err == 0) {
-        t->pthread = pt;
-        t->has_pthread = true;
-        rl__perform_thread_did_create_locked(t);
-    } else {
-        t->state = RL__THREAD_CREATED;
+    ok = rl__thread_startable_locked(t, &done, fn); /* another Start may have won meanwhile */
+    int err = 0;
+    if (ok && !done) {
+        pthread_attr_setstacksize(&attr, t->stack_size);
+        pthread_attr_setdetachstate(&attr, t->joinable ? PTHREAD_CREATE_JOINABLE : PTHREAD_CREATE_DETACHED);
+        RLRetain(t); /* the thread's own reference, dropped at the end of its exit sequence */
+        pthread_t pt;
+        err = pthread_create(&pt, &attr, rl__thread_main, t);
+        if (err == 0) {
+            t->state = RL__THREAD_EXECUTING;
+            t->pthread = pt;
+            t->has_pthread = true;
+        }
     }
     pthread_mutex_unlock(&t->lock);
     pthread_attr_destroy(&attr);
@@ -513,7 +522,7 @@ bool RLThreadStart(RLThreadRef thread) {
         RLRelease(t);
         return rl__fail_errno(err, fn, "pthread_create failed");
     }
-    return true;
+    return ok;
 }
 
 bool RLThreadDetachNew(RLThreadEntry entry, void *arg) {
@@ -645,8 +654,22 @@ static void rl__thread_exit_sequence(RLThreadRef t, void *result) {
 
 void RLThreadExit(void) {
     /* A library thread unwinds into rl__thread_cleanup; a foreign thread
-     * finishes in its key destructor; the main thread's RLThread lives as
-     * long as the process. */
+     * finishes in its key destructor. The main thread finishes as a foreign
+     * one does (its RLThread object lives on, finished), so that requests
+     * sent to it fail instead of waiting for a thread that is gone: in a key
+     * destructor, which runs after the unwinding (a request batch that
+     * called this puts back what it did not run, for the teardown to
+     * drop). */
+    if (rl__is_main_tid() && !rl__tls_exited) {
+        RLThreadRef t = RLThreadGetMain();
+        if (t) {
+            RLRetain(t); /* the exit sequence's, released at its end */
+            rl__tls_current = t;
+            pthread_once(&rl__foreign_key_once, rl__foreign_key_init);
+            if (pthread_setspecific(rl__foreign_key, t) != 0)
+                rl__thread_exit_sequence(t, NULL); /* no destructor: now, before the unwinding */
+        }
+    }
     pthread_exit(NULL);
 }
 

@@ -51,8 +51,9 @@ struct RLThread {
     rl__thread_value *values;
     rl__thread_handler *handlers; /* per-thread will-exit handlers, in order */
 
-    /* Perform requests (RLPerform.c). runloop is retained and set while the
-     * thread can run requests; perform is allocated on first use. */
+    /* Perform requests (RLPerform.c): the thread's run loop, retained and
+     * set while the thread can run requests (they go into its queue); the
+     * delayed requests and the closed flag, allocated on first use. */
     RLRunLoopRef runloop;
     struct rl__perform_state *perform;
 };
@@ -63,11 +64,6 @@ RL__HIDDEN extern const rl__class rl__thread_class;
 RL__HIDDEN RLThreadRef rl__thread_current_if_any(void);
 
 /* Hooks implemented by RLPerform.c, called from RLThread.c. */
-/* From RLThreadStart, with t->lock held, once t->pthread is set: requests
- * queued while the thread was being created get its run loop (made lazily,
- * rl__runloop_get_for_thread) and their drains. A thread that is never sent
- * a request gets no run loop until it asks for one. */
-RL__HIDDEN void rl__perform_thread_did_create_locked(RLThreadRef t);
 /* On the exiting thread after its run loop was torn down: refuse new
  * requests, release waiters of pending ones with kRLErrorInvalidState. */
 RL__HIDDEN void rl__perform_thread_will_exit(RLThreadRef t);

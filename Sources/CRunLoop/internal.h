@@ -25,9 +25,11 @@
  *   PACE       a loop yields to a same-CPU producer and pauses between big
  *              request batches before it waits (RLRunLoop.c); plain: none
  *   YIELD      a waitUntilDone sender on a shared CPU yields before it
- *              sleeps (RLPerform.c); plain: sleep at once
+ *              sleeps (RLRunLoopPerform.c); plain: sleep at once
  *   LOCK_SPIN  RLLock spins a few rounds before its futex wait (RLLock.c);
- *              plain: wait at once */
+ *              plain: wait at once
+ *   BLOCK_COPY the perform queue copies small stack blocks into the loop's
+ *              slabs (RLRunLoopPerform.c); plain: Block_copy/Block_release */
 #ifndef RL_PLAIN
 #define RL_PLAIN 0
 #endif
@@ -45,6 +47,9 @@
 #endif
 #ifndef RL_TRICK_LOCK_SPIN
 #define RL_TRICK_LOCK_SPIN (!RL_PLAIN)
+#endif
+#ifndef RL_TRICK_BLOCK_COPY
+#define RL_TRICK_BLOCK_COPY (!RL_PLAIN)
 #endif
 
 /* Fault injection for tests: each bit of rl__faults makes one kind of

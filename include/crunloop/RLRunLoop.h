@@ -152,6 +152,26 @@ RL_EXPORT bool RLRunLoopPerformFunctionWithRelease(RLRunLoopRef rl, RLRunLoopMod
 RL_EXPORT bool RLRunLoopPerformBlock(RLRunLoopRef rl, RLRunLoopMode mode, void (^block)(void));
 #endif
 
+/* One request for several modes (CFRunLoopPerformBlock with an array of
+ * modes): fn(info) is queued once and runs once, in the first of `modes`
+ * that rl runs (kRLRunLoopCommonModes: any common mode, as the common modes
+ * are when it runs). `modes` holds `count` (at least 1) non-empty names,
+ * copied; duplicates count once. release may be NULL; if not, it is called
+ * exactly once as for RLRunLoopPerformFunctionWithRelease — after the run,
+ * or when the request is dropped unrun (rl's thread exits), or before a
+ * refused call returns false. Does not wake rl. Errors:
+ * kRLErrorInvalidArgument (NULL modes, count < 1, a NULL or empty name, a
+ * NULL fn), kRLErrorInvalidState (rl's thread has exited). */
+RL_EXPORT bool RLRunLoopPerformFunctionInModes(RLRunLoopRef rl, const RLRunLoopMode *modes, RLIndex count,
+                                               void (*fn)(void *info), void *RL_NULLABLE info,
+                                               RLPerformReleaseCallBack RL_NULLABLE release);
+#if __BLOCKS__
+/* The block form; the block is copied, and released once after it ran or
+ * when it is dropped unrun. */
+RL_EXPORT bool RLRunLoopPerformBlockInModes(RLRunLoopRef rl, const RLRunLoopMode *modes, RLIndex count,
+                                            void (^block)(void));
+#endif
+
 RL_EXPORT bool RLRunLoopContainsSource(RLRunLoopRef rl, RLRunLoopSourceRef source, RLRunLoopMode mode);
 /* Adding retains the source; removing (or the loop's teardown) releases it.
  * The source's schedule callback runs the first time it is added to a
