@@ -561,7 +561,7 @@ static bool rl__perform(RLThreadRef t, rl__perform_req *r, bool wait, const char
 static bool rl__thread_perform(RLThreadRef thread, void (*fn)(void *), void *arg, RLPerformReleaseCallBack release,
                                const RLRunLoopMode *modes, bool wait, const char *fname) {
     rl__perform_req *r = NULL;
-    if (!rl__object_check(thread, &rl__thread_class, fname))
+    if (!rl__thread_check(thread, fname))
         ;
     else if (!fn)
         rl__fail(kRLErrorInvalidArgument, fname, "NULL function");
@@ -608,7 +608,7 @@ bool RLThreadPerformOnMainWithRelease(void (*fn)(void *arg), void *arg, RLPerfor
 #if __BLOCKS__
 bool RLThreadPerformBlock(RLThreadRef thread, const RLRunLoopMode *modes, bool waitUntilDone, void (^block)(void)) {
     static const char fname[] = "RLThreadPerformBlock";
-    if (!rl__object_check(thread, &rl__thread_class, fname))
+    if (!rl__thread_check(thread, fname))
         return false;
     if (!block)
         return rl__fail(kRLErrorInvalidArgument, fname, "NULL block");

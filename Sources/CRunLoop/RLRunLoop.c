@@ -77,6 +77,7 @@ struct RLRunLoop {
     rl__object base;
     pthread_t thread;
     _Atomic bool dead; /* torn down: its thread exited */
+    unsigned fork_gen; /* rl__fork_gen() at creation: another one means inherited by a fork() child */
     int epfd, evfd, tfd;
     char pad0[RL_LINE];
 
@@ -220,9 +221,22 @@ static bool rl_is_common(RLRunLoopMode mode) {
     return mode == kRLRunLoopCommonModes || (mode[0] == 'k' && strcmp(mode, kRLRunLoopCommonModes) == 0);
 }
 
+/* A loop inherited across fork() is refused by every public function: its
+ * kernel objects are the parent's, and its thread does not exist here. */
 static bool rl_check_loop(RLRunLoopRef rl, const char *fn) {
-    return rl__object_check(rl, &rl__runloop_class, fn);
+    if (!rl__object_check(rl, &rl__runloop_class, fn))
+        return false;
+    if (rl__fork_inherited(rl->fork_gen))
+        return rl__fork_fail(fn, "run loop");
+    return true;
 }
+
+/* Whether rl's epoll fd, eventfd and timerfd are this process's own. The
+ * internal paths that reach them from an item (a timer moved, an fd
+ * source removed, in a fork() child, of a loop it inherited) check this:
+ * the kernel objects are shared with the parent, whose loop they would
+ * disturb. */
+static inline bool rl_owns_kernel_objects(RLRunLoopRef rl) { return !rl__fork_inherited(rl->fork_gen); }
 
 static double rl_mono_now(void) { return RLMonotonicTimeGetCurrent(); }
 
@@ -362,6 +376,8 @@ static void rl_drain(int fd);
  * counter only grows; in the unlikely case that it is full (2^64 - 2
  * wake-ups), the write fails with EAGAIN: drain it and write again. */
 static void rl_write_eventfd(RLRunLoopRef rl) {
+    if (!rl_owns_kernel_objects(rl))
+        return;
     uint64_t one = 1;
     ssize_t r;
     do {
@@ -401,7 +417,7 @@ static void rl_wake(RLRunLoopRef rl) {
 /* Arms the timerfd for monotonic time `at` (INFINITY disarms); no system
  * call when it is already armed there. Graph lock held. */
 static void rl_arm_timerfd(RLRunLoopRef rl, double at) {
-    if (at == rl->armed_at)
+    if (at == rl->armed_at || !rl_owns_kernel_objects(rl))
         return;
     struct itimerspec its;
     memset(&its, 0, sizeof its);
@@ -478,7 +494,7 @@ static void rl_fd_sync(RLRunLoopRef rl, int fd) {
     uint32_t want = 0;
     for (uint32_t i = 0; i < r->nsrcs; i++)
         want |= rl_fd_desired(rl, r->srcs[i]);
-    if (want == r->armed)
+    if (want == r->armed || !rl_owns_kernel_objects(rl))
         return;
     struct epoll_event ev = {.events = want, .data.fd = fd};
     int op = r->armed == 0 ? EPOLL_CTL_ADD : (want == 0 ? EPOLL_CTL_DEL : EPOLL_CTL_MOD);
@@ -2108,10 +2124,23 @@ static int rl_wait(RLRunLoopRef rl, rl_frame *f, bool poll, struct epoll_event *
     return n < 0 ? 0 : n;
 }
 
+/* A fork() from a callout leaves the child inside a run of a loop it
+ * inherited: the run ends there (kRLRunLoopRunFinished, error set) before
+ * it waits on the parent's kernel objects or runs more of the parent's
+ * work. */
+static bool rl_left_by_fork(RLRunLoopRef rl) {
+    if (RL__LIKELY(rl_owns_kernel_objects(rl)))
+        return false;
+    rl__fork_fail("RLRunLoopRunInMode", "run loop");
+    return true;
+}
+
 static RLRunLoopRunResult rl_run_frame(RLRunLoopRef rl, rl_frame *f, bool poll_only, bool stop_after_handle) {
     struct epoll_event ev[64];
     rl_mode *m = f->mode;
     for (;;) {
+        if (rl_left_by_fork(rl))
+            return kRLRunLoopRunFinished;
         rl_flag_set(&rl->ignore_wakeups, 0);
         rl_do_observers(rl, m, kRLRunLoopBeforeTimers);
         rl_do_observers(rl, m, kRLRunLoopBeforeSources);
@@ -2125,14 +2154,20 @@ static RLRunLoopRunResult rl_run_frame(RLRunLoopRef rl, rl_frame *f, bool poll_o
             rl_perform_trim(rl);
             rl_do_observers(rl, m, kRLRunLoopBeforeWaiting);
         }
+        if (rl_left_by_fork(rl))
+            return kRLRunLoopRunFinished;
         int n = rl_wait(rl, f, poll, ev, 64);
         if (!poll)
             rl->pass_ran = 0; /* counted from each wait on */
         if (!poll)
             rl_do_observers(rl, m, kRLRunLoopAfterWaiting);
         rl_do_timers(rl, m);
+        if (rl_left_by_fork(rl))
+            return kRLRunLoopRunFinished;
         if (rl_do_fds(rl, m, ev, n, stop_after_handle && !handled))
             handled = true;
+        if (rl_left_by_fork(rl))
+            return kRLRunLoopRunFinished;
         rl_do_blocks(rl, m);
 
         if (handled && stop_after_handle)
@@ -2193,7 +2228,8 @@ static RLRunLoopRunResult rl_run(RLRunLoopRef rl, const char *mode, RLTimeInterv
     rl__cleanup_arg_escapes(&st);
     rl_do_observers(rl, m, kRLRunLoopEntry);
     st.result = rl_run_frame(rl, &f, poll_only, stop_after_handle);
-    rl_do_observers(rl, m, kRLRunLoopExit);
+    if (rl_owns_kernel_objects(rl)) /* else a fork() child left the parent's run */
+        rl_do_observers(rl, m, kRLRunLoopExit);
     pthread_cleanup_pop(1);
     return st.result;
 }
@@ -2246,7 +2282,10 @@ static void rl_finalize(void *obj) {
     for (size_t i = 0; i < rl->nfdtab; i++)
         free(rl->fdtab[i].srcs);
     free(rl->fdtab);
-    rl_pchain_drop(rl, rl_pchain_cat(rl->held, rl_pq_take_locked(&rl->pq)));
+    /* In a fork() child, an inherited loop's requests are the parent's (it
+     * runs them): their release functions are not called here. */
+    if (rl_owns_kernel_objects(rl))
+        rl_pchain_drop(rl, rl_pchain_cat(rl->held, rl_pq_take_locked(&rl->pq)));
     rl->held = (rl_pchain){NULL, NULL};
     rl_flist_free(rl->spent);
     rl->spent = NULL;
@@ -2268,6 +2307,7 @@ static RLRunLoopRef rl_create(pthread_t thread) {
     if (!rl)
         return NULL;
     rl->thread = thread;
+    rl->fork_gen = rl__fork_gen();
     rl->armed_at = INFINITY;
     atomic_init(&rl->ignore_wakeups, 1); /* not running */
     atomic_init(&rl->waker_cpu, -1);
@@ -2320,7 +2360,9 @@ static void rl_key_destructor(void *v) {
     RLRelease(rl);
 }
 
-static void rl_make_key(void) { pthread_key_create(&rl_key, rl_key_destructor); }
+static bool rl_key_made; /* rl_key exists (set once, under rl_key_once) */
+
+static void rl_make_key(void) { rl_key_made = pthread_key_create(&rl_key, rl_key_destructor) == 0; }
 
 /* ==== BEGIN run loops by thread (lazy loops for RLThread / RLPerform) ====
  * CF's _CFRunLoopGet0(pthread_t): a table from thread to run loop, so that
@@ -2455,6 +2497,62 @@ bool RLRunLoopPerformFunctionWithRelease(RLRunLoopRef rl, RLRunLoopMode mode, vo
     return ok;
 }
 /* ==== END run loops by thread ==== */
+
+/* ---- fork() (rl_fork.c): the main loop's mutex and the thread table are
+ * held across it, then the graph lock (the order of rl_create under them). */
+static rl_thread_entry *rl_inherited; /* in a fork() child: the parent's loops, kept, never used */
+
+void rl__runloop_fork_prepare(void) {
+    pthread_mutex_lock(&rl_main_mutex);
+    pthread_mutex_lock(&rl_threadtab_mutex);
+    rl__graph_lock();
+}
+
+void rl__runloop_fork_parent(void) {
+    rl__graph_unlock();
+    pthread_mutex_unlock(&rl_threadtab_mutex);
+    pthread_mutex_unlock(&rl_main_mutex);
+}
+
+/* Keeps a parent's loop referenced (and reachable) in the child: its
+ * finalizer must not run here, where its requests are the parent's. */
+static void rl_inherited_keep(rl_thread_entry *e) {
+    e->next = rl_inherited;
+    rl_inherited = e;
+}
+
+/* Every loop known so far is the parent's. The forking thread is the
+ * child's only thread, and its main thread: GetCurrent and GetMain make it
+ * a new loop with its own kernel objects on first use. */
+void rl__runloop_fork_child(void) {
+    rl__runloop_fork_parent();
+    for (size_t b = 0; b < RL_THREADTAB_BUCKETS; b++) {
+        while (rl_threadtab[b]) {
+            rl_thread_entry *e = rl_threadtab[b];
+            rl_threadtab[b] = e->next;
+            rl_inherited_keep(e);
+        }
+    }
+    atomic_store(&rl_threadtab_count, 0);
+    if (rl_main_loop) {
+        rl_thread_entry *e = malloc(sizeof *e);
+        if (e) { /* else leaked: still never finalized */
+            e->thread = rl_main_thread;
+            e->rl = rl_main_loop;
+            rl_inherited_keep(e);
+        }
+        rl_main_loop = NULL;
+    }
+    rl_main_thread = pthread_self();
+    /* The thread's reference (rl_tls) stays with the loop, kept above; the
+     * key's destructor would tear the parent's loop down when the child's
+     * thread ends. */
+    if (rl_tls) {
+        rl_tls = NULL;
+        if (rl_key_made)
+            pthread_setspecific(rl_key, NULL);
+    }
+}
 
 RLRunLoopRef RLRunLoopGetMain(void) {
     pthread_mutex_lock(&rl_main_mutex);
