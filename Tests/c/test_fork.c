@@ -165,6 +165,9 @@ static void child_inherited_loop_fails(RLRunLoopRef inherited) {
 #endif
     CHILD_CHECK_INHERITED(RLRunLoopWakeUp(inherited));
     CHILD_CHECK_INHERITED(RLRunLoopStop(inherited));
+    CHILD_CHECK_INHERITED(RLRunLoopIsWaiting(inherited));
+    CHILD_CHECK_INHERITED(RLRunLoopCopyCurrentMode(inherited));
+    CHILD_CHECK_INHERITED(RLRunLoopAddCommonMode(inherited, "child-mode"));
     RLRunLoopTimerRef t = RLRunLoopTimerCreate(NULL, RLAbsoluteTimeGetCurrent() + 1, 0, 0, 0, noop_timer, NULL);
     CHILD_CHECK(t != NULL);
     CHILD_CHECK_INHERITED(RLRunLoopAddTimer(inherited, t, kRLRunLoopDefaultMode));
@@ -313,17 +316,23 @@ static void *hammer(void *p) {
                 RLRelease(t);
             }
         } else {
-            /* @synchronized stripes and lock objects. */
+            /* @synchronized stripes, lock objects and the lock-order
+             * detector (two locks nested: it records the edge). */
             for (int i = 0; i < 64; i++) {
                 RLSyncEnter(&obj[i & 7]);
                 RLSyncExit(&obj[i & 7]);
             }
-            RLLockRef l = RLLockCreate();
-            if (l) {
+            RLLockRef l = RLLockCreate(), l2 = RLLockCreate();
+            if (l && l2) {
                 RLLockLock(l);
+                RLLockLock(l2);
+                RLLockUnlock(l2);
                 RLLockUnlock(l);
-                RLRelease(l);
             }
+            if (l)
+                RLRelease(l);
+            if (l2)
+                RLRelease(l2);
         }
         atomic_fetch_add(&a->rounds, 1);
     }
@@ -344,9 +353,10 @@ static void child_after_storm(void) {
     }
     static int obj;
     CHILD_CHECK(RLSyncEnter(&obj) && RLSyncExit(&obj));
-    RLLockRef l = RLLockCreate();
-    CHILD_CHECK(l && RLLockLock(l) && RLLockUnlock(l));
+    RLLockRef l = RLLockCreate(), l2 = RLLockCreate();
+    CHILD_CHECK(l && l2 && RLLockLock(l) && RLLockLock(l2) && RLLockUnlock(l2) && RLLockUnlock(l));
     RLRelease(l);
+    RLRelease(l2);
     child_new_loop_works(NULL);
     /* New threads and workers work in the child. */
     RLThreadRef t = RLThreadCreate(NULL, thread_entry_noop, NULL);
@@ -366,6 +376,8 @@ static void test_fork_while_threads_hammer_locks(void **state) {
     (void)state;
     arm_alarm(600);
     enum { NH = 3 };
+    bool lockdep_was = RLLockDebugIsEnabled();
+    RLLockDebugSetEnabled(true);
     hammer_arg args[NH];
     pthread_t th[NH];
     for (int i = 0; i < NH; i++) {
@@ -392,6 +404,7 @@ static void test_fork_while_threads_hammer_locks(void **state) {
         pthread_join(th[i], NULL);
         assert_true(atomic_load(&args[i].rounds) > 0);
     }
+    RLLockDebugSetEnabled(lockdep_was);
     alarm(0);
 }
 
@@ -445,6 +458,10 @@ static void test_inherited_threads_and_workers_fail_in_child(void **state) {
         CHILD_CHECK_INHERITED(RLThreadJoin(wt, NULL));
         CHILD_CHECK_INHERITED(RLThreadSetName(wt, "x"));
         CHILD_CHECK_INHERITED(RLThreadStart(unstarted));
+        CHILD_CHECK_INHERITED(RLThreadIsExecuting(wt));
+        char *desc = RLCopyDescription(wt); /* no lock of the parent's taken */
+        CHILD_CHECK(desc && strstr(desc, "fork"));
+        free(desc);
         CHILD_CHECK_INHERITED(RLThreadPerformWithRelease(main_before, count_run, NULL, count_release, NULL, true));
         CHILD_CHECK(atomic_load(&g_released) == 6);
         CHILD_CHECK(atomic_load(&g_ran) == 0);
@@ -487,11 +504,83 @@ static void test_inherited_threads_and_workers_fail_in_child(void **state) {
     alarm(0);
 }
 
+/* ---- a fork from a thread other than the main one ---- */
+
+typedef struct {
+    RLRunLoopRef parent_main_loop;
+    RLRunLoopRef forker_loop;
+    RLThreadRef forker;
+    pid_t pid;
+} side_fork;
+
+static void end_child(void *p) {
+    (void)p;
+    _exit(0);
+}
+
+static void *fork_from_side_thread(void *p) {
+    side_fork *f = p;
+    f->forker = RLThreadGetCurrent();
+    f->forker_loop = RLRunLoopGetCurrent();
+    _Atomic int fires = 0;
+    RLRunLoopTimerRef t = make_timer(0.001, 0.001, &fires);
+    RLRunLoopAddTimer(f->forker_loop, t, kRLRunLoopDefaultMode);
+    RLRunLoopRunInMode(kRLRunLoopDefaultMode, 0.01, false);
+    fflush(NULL);
+    f->pid = fork();
+    if (f->pid == 0) {
+        alarm(20);
+        /* The forking thread is the child's main thread now. */
+        CHILD_CHECK(RLThreadIsMainThread());
+        RLThreadRef me = RLThreadGetCurrent();
+        CHILD_CHECK(me && me != f->forker && RLThreadIsMain(me) && RLThreadGetMain() == me);
+        CHILD_CHECK(RLRunLoopGetCurrent() != f->forker_loop);
+        CHILD_CHECK(RLRunLoopGetCurrent() != f->parent_main_loop);
+        CHILD_CHECK(RLRunLoopRunInMode(kRLRunLoopDefaultMode, 0.5, false) == kRLRunLoopRunFinished);
+        child_inherited_loop_fails(f->forker_loop);
+        child_inherited_loop_fails(f->parent_main_loop);
+        CHILD_CHECK_INHERITED(RLThreadSetName(f->forker, "x"));
+        child_new_loop_works(f->parent_main_loop);
+        /* The child's thread ends by returning from the parent's RLThread
+         * entry: its exit sequence must leave the parent's thread object
+         * alone and not hang. A key destructor (run after it) ends the
+         * child before exit()'s leak check, which would count what the
+         * parent's other threads held. */
+        pthread_key_t k;
+        CHILD_CHECK(pthread_key_create(&k, end_child) == 0 && pthread_setspecific(k, f) == 0);
+        return NULL;
+    }
+    int before = atomic_load(&fires);
+    RLRunLoopRunInMode(kRLRunLoopDefaultMode, 0.05, false);
+    int after = atomic_load(&fires);
+    RLRunLoopTimerInvalidate(t);
+    RLRelease(t);
+    return (void *)(intptr_t)(after > before);
+}
+
+static void test_fork_from_other_thread(void **state) {
+    (void)state;
+    arm_alarm(120);
+    side_fork f = {.parent_main_loop = RLRunLoopGetMain()};
+    RLThreadRef t = RLThreadCreate(NULL, fork_from_side_thread, &f);
+    assert_non_null(t);
+    assert_true(RLThreadSetJoinable(t, true));
+    assert_true(RLThreadStart(t));
+    void *fired = NULL;
+    assert_true(RLThreadJoin(t, &fired));
+    RLRelease(t);
+    assert_true(f.pid > 0);
+    wait_child(f.pid, 60);
+    assert_true(fired != NULL); /* the forking thread's loop kept firing in the parent */
+    alarm(0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_child_runs_loop_parent_timers_keep_firing),
         cmocka_unit_test(test_fork_inside_callout_child_run_returns),
         cmocka_unit_test(test_inherited_threads_and_workers_fail_in_child),
+        cmocka_unit_test(test_fork_from_other_thread),
         cmocka_unit_test(test_fork_while_threads_hammer_locks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
