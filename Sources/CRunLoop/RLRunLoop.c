@@ -78,6 +78,7 @@ struct RLRunLoop {
     pthread_t thread;
     _Atomic bool dead; /* torn down: its thread exited */
     unsigned fork_gen; /* rl__fork_gen() at creation: another one means inherited by a fork() child */
+    struct RLRunLoop *inherited_next; /* in a fork() child: on rl_inherited_mains */
     int epfd, evfd, tfd;
     char pad0[RL_LINE];
 
@@ -2500,7 +2501,8 @@ bool RLRunLoopPerformFunctionWithRelease(RLRunLoopRef rl, RLRunLoopMode mode, vo
 
 /* ---- fork() (rl_fork.c): the main loop's mutex and the thread table are
  * held across it, then the graph lock (the order of rl_create under them). */
-static rl_thread_entry *rl_inherited; /* in a fork() child: the parent's loops, kept, never used */
+static rl_thread_entry *rl_inherited;   /* in a fork() child: the parent's loops, kept, never used */
+static RLRunLoopRef rl_inherited_mains; /* the same for its main loops (linked by inherited_next) */
 
 void rl__runloop_fork_prepare(void) {
     pthread_mutex_lock(&rl_main_mutex);
@@ -2534,13 +2536,9 @@ void rl__runloop_fork_child(void) {
         }
     }
     atomic_store(&rl_threadtab_count, 0);
-    if (rl_main_loop) {
-        rl_thread_entry *e = malloc(sizeof *e);
-        if (e) { /* else leaked: still never finalized */
-            e->thread = rl_main_thread;
-            e->rl = rl_main_loop;
-            rl_inherited_keep(e);
-        }
+    if (rl_main_loop) { /* linked through the loop itself: no allocation in a child handler */
+        rl_main_loop->inherited_next = rl_inherited_mains;
+        rl_inherited_mains = rl_main_loop;
         rl_main_loop = NULL;
     }
     rl_main_thread = pthread_self();
