@@ -101,14 +101,27 @@ static void rl__thread_free_values(rl__thread_value *v) {
     }
 }
 
+static void rl__thread_free_handlers(RLThreadRef t) {
+    for (rl__thread_handler *h = t->handlers, *next; h; h = next) {
+        next = h->next;
+        rl__handler_free(h);
+    }
+    t->handlers = NULL;
+}
+
 static void rl__thread_finalize(void *obj) {
     RLThreadRef t = obj;
     /* Inherited across fork(): its lock may have been held by a thread
      * that does not exist here, its condition may count waiters that never
      * wake, its pthread is not this process's, and its queued requests and
-     * handlers belong to the parent. Only the object's memory goes. */
-    if (rl__fork_inherited(t->fork_gen))
+     * dictionary values belong to the parent (no release function or
+     * destructor of theirs runs here). Only the child's copy of the
+     * thread's own memory goes: its name and handler records. */
+    if (rl__fork_inherited(t->fork_gen)) {
+        rl__thread_free_handlers(t);
+        free(t->name);
         return;
+    }
     /* The lock orders this with the exiting thread's last writes (for
      * ThreadSanitizer, which does not follow RLRelease's fences). */
     pthread_mutex_lock(&t->lock);
@@ -117,10 +130,7 @@ static void rl__thread_finalize(void *obj) {
     if (t->has_pthread && t->joinable && !t->join_claimed && !t->is_main && !t->is_foreign)
         pthread_detach(t->pthread);
     rl__thread_free_values(t->values);
-    for (rl__thread_handler *h = t->handlers, *next; h; h = next) {
-        next = h->next;
-        rl__handler_free(h);
-    }
+    rl__thread_free_handlers(t);
 #if __BLOCKS__
     if (t->block)
         _Block_release(t->block);

@@ -205,13 +205,24 @@ static void rl__worker_abandon_on_own_thread(RLWorkerThreadRef w, RLThreadRef t)
     rl__worker_run_release(run);
 }
 
+static void rl__worker_free_memory(RLWorkerThreadRef w) {
+    for (rl__worker_handler *h = w->handlers, *next; h; h = next) {
+        next = h->next;
+        rl__worker_handler_free(h);
+    }
+    free(w->name);
+}
+
 static void rl__worker_finalize(void *obj) {
     RLWorkerThreadRef w = obj;
     /* Inherited across fork(): there is no thread to stop here, and its
      * lock and condition may hold state of threads that are gone; the
-     * parent's references (thread, loop) are left alone. */
-    if (rl__fork_inherited(w->fork_gen))
+     * parent's references (thread, loop) are left alone. Only the child's
+     * copy of the worker's own memory goes. */
+    if (rl__fork_inherited(w->fork_gen)) {
+        rl__worker_free_memory(w);
         return;
+    }
     pthread_mutex_lock(&w->lock);
     while (w->starting || w->stopping)
         pthread_cond_wait(&w->cond, &w->lock);
@@ -224,11 +235,7 @@ static void rl__worker_finalize(void *obj) {
         rl__worker_abandon_on_own_thread(w, t);
     else if (t)
         rl__worker_stop_claimed(w, t, "RLRelease");
-    for (rl__worker_handler *h = w->handlers, *next; h; h = next) {
-        next = h->next;
-        rl__worker_handler_free(h);
-    }
-    free(w->name);
+    rl__worker_free_memory(w);
     pthread_cond_destroy(&w->cond);
     pthread_mutex_destroy(&w->lock);
 }
