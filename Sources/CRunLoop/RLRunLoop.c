@@ -232,12 +232,14 @@ static bool rl_check_loop(RLRunLoopRef rl, const char *fn) {
     return true;
 }
 
-/* Whether rl's epoll fd, eventfd and timerfd are this process's own. The
- * internal paths that reach them from an item (a timer moved, an fd
- * source removed, in a fork() child, of a loop it inherited) check this:
- * the kernel objects are shared with the parent, whose loop they would
- * disturb. */
-static inline bool rl_owns_kernel_objects(RLRunLoopRef rl) { return !rl__fork_inherited(rl->fork_gen); }
+/* Whether rl was made in this process, not inherited across fork(). The
+ * internal paths that reach its epoll fd, eventfd or timerfd from an item
+ * (a timer moved, an fd source removed, in a child, of a loop it
+ * inherited) check this: those kernel objects are shared with the parent,
+ * whose loop they would disturb. So do the callout loops of a run, which
+ * a fork() from a callout leaves in the child: the rest of what they
+ * collected is the parent's work. */
+static inline bool rl_of_this_process(RLRunLoopRef rl) { return !rl__fork_inherited(rl->fork_gen); }
 
 static double rl_mono_now(void) { return RLMonotonicTimeGetCurrent(); }
 
@@ -377,7 +379,7 @@ static void rl_drain(int fd);
  * counter only grows; in the unlikely case that it is full (2^64 - 2
  * wake-ups), the write fails with EAGAIN: drain it and write again. */
 static void rl_write_eventfd(RLRunLoopRef rl) {
-    if (!rl_owns_kernel_objects(rl))
+    if (!rl_of_this_process(rl))
         return;
     uint64_t one = 1;
     ssize_t r;
@@ -418,7 +420,7 @@ static void rl_wake(RLRunLoopRef rl) {
 /* Arms the timerfd for monotonic time `at` (INFINITY disarms); no system
  * call when it is already armed there. Graph lock held. */
 static void rl_arm_timerfd(RLRunLoopRef rl, double at) {
-    if (at == rl->armed_at || !rl_owns_kernel_objects(rl))
+    if (at == rl->armed_at || !rl_of_this_process(rl))
         return;
     struct itimerspec its;
     memset(&its, 0, sizeof its);
@@ -495,7 +497,7 @@ static void rl_fd_sync(RLRunLoopRef rl, int fd) {
     uint32_t want = 0;
     for (uint32_t i = 0; i < r->nsrcs; i++)
         want |= rl_fd_desired(rl, r->srcs[i]);
-    if (want == r->armed || !rl_owns_kernel_objects(rl))
+    if (want == r->armed || !rl_of_this_process(rl))
         return;
     struct epoll_event ev = {.events = want, .data.fd = fd};
     int op = r->armed == 0 ? EPOLL_CTL_ADD : (want == 0 ? EPOLL_CTL_DEL : EPOLL_CTL_MOD);
@@ -1576,6 +1578,8 @@ static bool rl_run_batch(rl_batch *b, rl_mode *m) {
     rl_pslot s;
     char *name;
     while (rl_batch_next(b, &s, &name)) {
+        if (RL__UNLIKELY(!rl_of_this_process(b->rl)))
+            break; /* a request forked: the rest of the batch is the parent's */
         /* The requests were written on other threads: fetch a few ahead
          * (a block is read to run it, and written to release it). */
         if (b->r.c && b->r.i + 4 < b->r.c->n)
@@ -1816,6 +1820,8 @@ static bool rl_do_sources0(RLRunLoopRef rl, rl_mode *m, bool stop_after_handle) 
     bool handled = false;
     size_t i = 0;
     for (; i < n; i++) {
+        if (RL__UNLIKELY(!rl_of_this_process(rl)))
+            break; /* a callout forked: the rest is the parent's */
         struct RLRunLoopSource *s = a[i];
         rl__graph_lock();
         bool go = s->signalled && s->valid;
@@ -1896,7 +1902,8 @@ static void rl_do_timers(RLRunLoopRef rl, rl_mode *m) {
     rl__graph_unlock();
     for (size_t i = 0; i < n; i++) {
         struct RLRunLoopTimer *t = (struct RLRunLoopTimer *)due[i];
-        rl_fire_timer(rl, m, t);
+        if (RL__LIKELY(rl_of_this_process(rl))) /* else a callout forked: the parent fires the rest */
+            rl_fire_timer(rl, m, t);
         RLRelease(t);
     }
     free(due);
@@ -2130,7 +2137,7 @@ static int rl_wait(RLRunLoopRef rl, rl_frame *f, bool poll, struct epoll_event *
  * it waits on the parent's kernel objects or runs more of the parent's
  * work. */
 static bool rl_left_by_fork(RLRunLoopRef rl) {
-    if (RL__LIKELY(rl_owns_kernel_objects(rl)))
+    if (RL__LIKELY(rl_of_this_process(rl)))
         return false;
     rl__fork_fail("RLRunLoopRunInMode", "run loop");
     return true;
@@ -2229,7 +2236,7 @@ static RLRunLoopRunResult rl_run(RLRunLoopRef rl, const char *mode, RLTimeInterv
     rl__cleanup_arg_escapes(&st);
     rl_do_observers(rl, m, kRLRunLoopEntry);
     st.result = rl_run_frame(rl, &f, poll_only, stop_after_handle);
-    if (rl_owns_kernel_objects(rl)) /* else a fork() child left the parent's run */
+    if (rl_of_this_process(rl)) /* else a fork() child left the parent's run */
         rl_do_observers(rl, m, kRLRunLoopExit);
     pthread_cleanup_pop(1);
     return st.result;
@@ -2285,7 +2292,7 @@ static void rl_finalize(void *obj) {
     free(rl->fdtab);
     /* In a fork() child, an inherited loop's requests are the parent's (it
      * runs them): their release functions are not called here. */
-    if (rl_owns_kernel_objects(rl))
+    if (rl_of_this_process(rl))
         rl_pchain_drop(rl, rl_pchain_cat(rl->held, rl_pq_take_locked(&rl->pq)));
     rl->held = (rl_pchain){NULL, NULL};
     rl_flist_free(rl->spent);

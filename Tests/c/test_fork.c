@@ -301,6 +301,82 @@ static void test_fork_inside_callout_child_run_returns(void **state) {
     alarm(0);
 }
 
+/* ---- a fork from a request or timer: the rest of what the pass
+ * collected is the parent's ---- */
+
+typedef struct {
+    pid_t pid;
+    _Atomic int later; /* requests and timers that ran after the forking one */
+} fork_in_batch;
+
+static void fork_from_request(void *info) {
+    fork_in_batch *f = info;
+    fflush(NULL);
+    f->pid = fork();
+    if (f->pid == 0)
+        alarm(20);
+}
+
+static void later_request(void *info) { atomic_fetch_add(&((fork_in_batch *)info)->later, 1); }
+
+static void fork_from_timer_once(RLRunLoopTimerRef t, void *info) {
+    (void)t;
+    fork_from_request(info);
+}
+
+static void later_timer(RLRunLoopTimerRef t, void *info) {
+    (void)t;
+    later_request(info);
+}
+
+static void check_child_left_run(RLRunLoopRunResult r, fork_in_batch *f) {
+    RLError e = RLErrorGetLast();
+    CHILD_CHECK(r == kRLRunLoopRunFinished);
+    CHILD_CHECK(e.code == kRLErrorInvalidState && strstr(e.message, "fork") != NULL);
+    CHILD_CHECK(atomic_load(&f->later) == 0);
+    child_done();
+}
+
+static void test_fork_inside_batch_rest_stays_with_parent(void **state) {
+    (void)state;
+    arm_alarm(120);
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    RLRunLoopSourceRef keep = rl_test_keep_mode(kRLRunLoopDefaultMode);
+
+    /* Three requests taken in one batch; the first forks. */
+    fork_in_batch f = {.pid = -1};
+    assert_true(RLRunLoopPerformFunction(rl, kRLRunLoopDefaultMode, fork_from_request, &f));
+    assert_true(RLRunLoopPerformFunction(rl, kRLRunLoopDefaultMode, later_request, &f));
+    assert_true(RLRunLoopPerformFunction(rl, kRLRunLoopDefaultMode, later_request, &f));
+    RLErrorClear();
+    RLRunLoopRunResult r = RLRunLoopRunInMode(kRLRunLoopDefaultMode, 0.05, false);
+    if (f.pid == 0)
+        check_child_left_run(r, &f);
+    assert_int_equal(r, kRLRunLoopRunTimedOut);
+    wait_child(f.pid, 60);
+    assert_int_equal(atomic_load(&f.later), 2);
+
+    /* Two timers due on the same wake-up; the first forks. */
+    fork_in_batch g = {.pid = -1};
+    RLRunLoopTimerContext ctx = {0, &g, NULL, NULL, NULL};
+    double at = RLAbsoluteTimeGetCurrent() + 0.005;
+    RLRunLoopTimerRef t1 = RLRunLoopTimerCreate(NULL, at, 0, 0, 0, fork_from_timer_once, &ctx);
+    RLRunLoopTimerRef t2 = RLRunLoopTimerCreate(NULL, at, 0, 0, 0, later_timer, &ctx);
+    assert_true(RLRunLoopAddTimer(rl, t1, kRLRunLoopDefaultMode));
+    assert_true(RLRunLoopAddTimer(rl, t2, kRLRunLoopDefaultMode));
+    RLErrorClear();
+    r = RLRunLoopRunInMode(kRLRunLoopDefaultMode, 0.1, false);
+    if (g.pid == 0)
+        check_child_left_run(r, &g);
+    assert_int_equal(r, kRLRunLoopRunTimedOut);
+    wait_child(g.pid, 60);
+    assert_int_equal(atomic_load(&g.later), 1);
+    RLRelease(t1);
+    RLRelease(t2);
+    rl_test_unkeep(keep);
+    alarm(0);
+}
+
 /* ---- fork while other threads use every internal lock ---- */
 
 typedef struct {
@@ -603,6 +679,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_child_runs_loop_parent_timers_keep_firing),
         cmocka_unit_test(test_fork_inside_callout_child_run_returns),
+        cmocka_unit_test(test_fork_inside_batch_rest_stays_with_parent),
         cmocka_unit_test(test_inherited_threads_and_workers_fail_in_child),
         cmocka_unit_test(test_fork_from_other_thread),
         cmocka_unit_test(test_fork_while_threads_hammer_locks),
