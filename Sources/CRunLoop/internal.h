@@ -225,6 +225,9 @@ RL__HIDDEN bool rl__fork_fail(const char *fn, const char *what) __attribute__((c
 RL__HIDDEN void rl__thread_fork_prepare(void);
 RL__HIDDEN void rl__thread_fork_parent(void);
 RL__HIDDEN void rl__thread_fork_child(void);
+RL__HIDDEN void rl__msgport_fork_prepare(void);
+RL__HIDDEN void rl__msgport_fork_parent(void);
+RL__HIDDEN void rl__msgport_fork_child(void);
 RL__HIDDEN void rl__sync_fork_prepare(void);
 RL__HIDDEN void rl__sync_fork_parent(void);
 RL__HIDDEN void rl__sync_fork_child(void);

@@ -415,6 +415,15 @@ static void *hammer(void *p) {
                 }
                 RLRelease(t);
             }
+        } else if (a->kind == 3) {
+            /* The message-port registry. */
+            char name[64];
+            snprintf(name, sizeof name, "rl-test-fork-%d-%ld", (int)getpid(), atomic_load(&a->rounds));
+            RLMessagePortRef port = RLMessagePortCreateLocal(NULL, name, NULL, NULL, NULL);
+            if (port) {
+                RLMessagePortInvalidate(port);
+                RLRelease(port);
+            }
         } else {
             /* @synchronized stripes, lock objects and the lock-order
              * detector (two locks nested: it records the edge). */
@@ -457,6 +466,11 @@ static void child_after_storm(void) {
     CHILD_CHECK(l && l2 && RLLockLock(l) && RLLockLock(l2) && RLLockUnlock(l2) && RLLockUnlock(l));
     RLRelease(l);
     RLRelease(l2);
+    char name[64];
+    snprintf(name, sizeof name, "rl-test-fork-child-%d", (int)getpid());
+    RLMessagePortRef port = RLMessagePortCreateLocal(NULL, name, NULL, NULL, NULL);
+    CHILD_CHECK(port != NULL && RLMessagePortInvalidate(port));
+    RLRelease(port);
     child_new_loop_works(NULL);
     /* New threads and workers work in the child. */
     RLThreadRef t = RLThreadCreate(NULL, thread_entry_noop, NULL);
@@ -475,7 +489,7 @@ static void child_after_storm(void) {
 static void test_fork_while_threads_hammer_locks(void **state) {
     (void)state;
     arm_alarm(600);
-    enum { NH = 3 };
+    enum { NH = 4 };
     bool lockdep_was = RLLockDebugIsEnabled();
     RLLockDebugSetEnabled(true);
     hammer_arg args[NH];
