@@ -169,7 +169,7 @@ static bool rl__perform(RLThreadRef t, rl__preq *r, const char *fn) {
  * released (the WithRelease rule, RLRunLoop.h). */
 static bool rl__thread_perform(RLThreadRef thread, void (*fn)(void *), void *arg, RLPerformReleaseCallBack release,
                                const RLRunLoopMode *modes, bool wait, const char *fname) {
-    if (!rl__object_check(thread, &rl__thread_class, fname)) {
+    if (!rl__thread_check(thread, fname)) {
         if (release)
             release(arg);
         return false;
@@ -209,7 +209,7 @@ bool RLThreadPerformOnMainWithRelease(void (*fn)(void *arg), void *arg, RLPerfor
 
 #if __BLOCKS__
 bool RLThreadPerformBlock(RLThreadRef thread, const RLRunLoopMode *modes, bool waitUntilDone, void (^block)(void)) {
-    if (!rl__object_check(thread, &rl__thread_class, __func__))
+    if (!rl__thread_check(thread, __func__))
         return false;
     if (!block)
         return rl__fail(kRLErrorInvalidArgument, __func__, "NULL block");

@@ -94,6 +94,8 @@ struct RLRunLoop {
     rl__object base;
     pthread_t thread;
     _Atomic bool dead; /* torn down: its thread exited */
+    unsigned fork_gen; /* rl__fork_gen() at creation: another one means inherited by a fork() child */
+    struct RLRunLoop *inherited_next; /* in a fork() child: on rl_inherited_mains */
     int epfd, evfd, tfd;
     char pad0[RL_LINE];
 
@@ -231,9 +233,24 @@ static bool rl_is_common(RLRunLoopMode mode) {
     return mode == kRLRunLoopCommonModes || (mode[0] == 'k' && strcmp(mode, kRLRunLoopCommonModes) == 0);
 }
 
+/* A loop inherited across fork() is refused by every public function: its
+ * kernel objects are the parent's, and its thread does not exist here. */
 static bool rl_check_loop(RLRunLoopRef rl, const char *fn) {
-    return rl__object_check(rl, &rl__runloop_class, fn);
+    if (!rl__object_check(rl, &rl__runloop_class, fn))
+        return false;
+    if (rl__fork_inherited(rl->fork_gen))
+        return rl__fork_fail(fn, "run loop");
+    return true;
 }
+
+/* Whether rl was made in this process, not inherited across fork(). The
+ * internal paths that reach its epoll fd, eventfd or timerfd from an item
+ * (a timer moved, an fd source removed, in a child, of a loop it
+ * inherited) check this: those kernel objects are shared with the parent,
+ * whose loop they would disturb. So do the callout loops of a run, which
+ * a fork() from a callout leaves in the child: the rest of what they
+ * collected is the parent's work. */
+static inline bool rl_of_this_process(RLRunLoopRef rl) { return !rl__fork_inherited(rl->fork_gen); }
 
 static double rl_mono_now(void) { return RLMonotonicTimeGetCurrent(); }
 
@@ -375,6 +392,8 @@ static void rl_drain(int fd);
  * counter only grows; in the unlikely case that it is full (2^64 - 2
  * wake-ups), the write fails with EAGAIN: drain it and write again. */
 static void rl_write_eventfd(RLRunLoopRef rl) {
+    if (!rl_of_this_process(rl))
+        return;
     uint64_t one = 1;
     ssize_t r;
     do {
@@ -414,7 +433,7 @@ static void rl_wake(RLRunLoopRef rl) {
 /* Arms the timerfd for monotonic time `at` (INFINITY disarms); no system
  * call when it is already armed there. Graph lock held. */
 static void rl_arm_timerfd(RLRunLoopRef rl, double at) {
-    if (at == rl->armed_at)
+    if (at == rl->armed_at || !rl_of_this_process(rl))
         return;
     struct itimerspec its;
     memset(&its, 0, sizeof its);
@@ -497,6 +516,8 @@ static inline uint32_t rl_ev_gen(const struct epoll_event *ev) { return (uint32_
 
 /* 0, or the errno of the failed epoll_ctl. */
 static int rl_fd_ctl(RLRunLoopRef rl, int op, int fd, uint32_t events, uint32_t gen) {
+    if (RL__UNLIKELY(!rl_of_this_process(rl)))
+        return 0; /* a fork() child never touches its parent's epoll set */
     struct epoll_event ev = {.events = events, .data.u64 = rl_ev_data(fd, gen)};
     return epoll_ctl(rl->epfd, op, fd, &ev) == 0 ? 0 : errno;
 }
@@ -1638,6 +1659,8 @@ static bool rl_do_sources0(RLRunLoopRef rl, rl_mode *m, bool stop_after_handle) 
     bool handled = false;
     size_t i = 0;
     for (; i < n; i++) {
+        if (RL__UNLIKELY(!rl_of_this_process(rl)))
+            break; /* a callout forked: the rest is the parent's */
         struct RLRunLoopSource *s = a[i];
         rl__graph_lock();
         bool go = s->signalled && s->valid;
@@ -1746,7 +1769,8 @@ static void rl_do_timers(RLRunLoopRef rl, rl_mode *m) {
     rl__graph_unlock();
     for (size_t i = 0; i < n; i++) {
         struct RLRunLoopTimer *t = (struct RLRunLoopTimer *)due[i];
-        rl_fire_timer(rl, m, t);
+        if (RL__LIKELY(rl_of_this_process(rl))) /* else a callout forked: the parent fires the rest */
+            rl_fire_timer(rl, m, t);
         RLRelease(t);
     }
     free(due);
@@ -1997,10 +2021,23 @@ static int rl_wait(RLRunLoopRef rl, rl_frame *f, bool poll, struct epoll_event *
     return n < 0 ? 0 : n;
 }
 
+/* A fork() from a callout leaves the child inside a run of a loop it
+ * inherited: the run ends there (kRLRunLoopRunFinished, error set) before
+ * it waits on the parent's kernel objects or runs more of the parent's
+ * work. */
+static bool rl_left_by_fork(RLRunLoopRef rl) {
+    if (RL__LIKELY(rl_of_this_process(rl)))
+        return false;
+    rl__fork_fail("RLRunLoopRunInMode", "run loop");
+    return true;
+}
+
 static RLRunLoopRunResult rl_run_frame(RLRunLoopRef rl, rl_frame *f, bool poll_only, bool stop_after_handle) {
     struct epoll_event ev[64];
     rl_mode *m = f->mode;
     for (;;) {
+        if (rl_left_by_fork(rl))
+            return kRLRunLoopRunFinished;
         rl_flag_set(&rl->ignore_wakeups, 0);
         rl_do_observers(rl, m, kRLRunLoopBeforeTimers);
         rl_do_observers(rl, m, kRLRunLoopBeforeSources);
@@ -2014,14 +2051,20 @@ static RLRunLoopRunResult rl_run_frame(RLRunLoopRef rl, rl_frame *f, bool poll_o
             rl__perform_trim(&rl->pq, rl->pass_ran > 0);
             rl_do_observers(rl, m, kRLRunLoopBeforeWaiting);
         }
+        if (rl_left_by_fork(rl))
+            return kRLRunLoopRunFinished;
         int n = rl_wait(rl, f, poll, ev, 64);
         if (!poll)
             rl->pass_ran = 0; /* counted from each wait on */
         if (!poll)
             rl_do_observers(rl, m, kRLRunLoopAfterWaiting);
         rl_do_timers(rl, m);
+        if (rl_left_by_fork(rl))
+            return kRLRunLoopRunFinished;
         if (rl_do_fds(rl, m, ev, n, stop_after_handle && !handled))
             handled = true;
+        if (rl_left_by_fork(rl))
+            return kRLRunLoopRunFinished;
         rl_do_blocks(rl, m);
 
         if (handled && stop_after_handle)
@@ -2082,7 +2125,8 @@ static RLRunLoopRunResult rl_run(RLRunLoopRef rl, const char *mode, RLTimeInterv
     rl__cleanup_arg_escapes(&st);
     rl_do_observers(rl, m, kRLRunLoopEntry);
     st.result = rl_run_frame(rl, &f, poll_only, stop_after_handle);
-    rl_do_observers(rl, m, kRLRunLoopExit);
+    if (rl_of_this_process(rl)) /* else a fork() child left the parent's run */
+        rl_do_observers(rl, m, kRLRunLoopExit);
     pthread_cleanup_pop(1);
     return st.result;
 }
@@ -2158,7 +2202,10 @@ static void rl_finalize(void *obj) {
     for (size_t i = 0; i < rl->nfdtab; i++)
         free(rl->fdtab[i].srcs);
     free(rl->fdtab);
-    rl__perform_destroy(&rl->pq);
+    /* In a fork() child, an inherited loop's requests are the parent's (it
+     * runs them): their release functions are not called here. */
+    if (rl_of_this_process(rl))
+        rl__perform_destroy(&rl->pq);
     rl_close(rl->epfd);
     rl_close(rl->evfd);
     rl_close(rl->tfd);
@@ -2175,6 +2222,8 @@ static RLRunLoopRef rl_create(pthread_t thread) {
     if (!rl)
         return NULL;
     rl->thread = thread;
+    rl->fork_gen = rl__fork_gen();
+    rl->pq.fork_gen = rl->fork_gen;
     rl->armed_at = INFINITY;
     atomic_init(&rl->ignore_wakeups, 1); /* not running */
     atomic_init(&rl->waker_cpu, -1);
@@ -2228,7 +2277,9 @@ static void rl_key_destructor(void *v) {
     RLRelease(rl);
 }
 
-static void rl_make_key(void) { pthread_key_create(&rl_key, rl_key_destructor); }
+static bool rl_key_made; /* rl_key exists (set once, under rl_key_once) */
+
+static void rl_make_key(void) { rl_key_made = pthread_key_create(&rl_key, rl_key_destructor) == 0; }
 
 /* ==== BEGIN run loops by thread (lazy loops for RLThread / RLPerform) ====
  * CF's _CFRunLoopGet0(pthread_t): a table from thread to run loop, so that
@@ -2313,6 +2364,59 @@ RLRunLoopRef rl__runloop_get_for_thread(pthread_t thread) {
 }
 
 /* ==== END run loops by thread ==== */
+
+/* ---- fork() (rl_fork.c): the main loop's mutex and the thread table are
+ * held across it, then the graph lock (the order of rl_create under them). */
+static rl_thread_entry *rl_inherited;   /* in a fork() child: the parent's loops, kept, never used */
+static RLRunLoopRef rl_inherited_mains; /* the same for its main loops (linked by inherited_next) */
+
+void rl__runloop_fork_prepare(void) {
+    pthread_mutex_lock(&rl_main_mutex);
+    pthread_mutex_lock(&rl_threadtab_mutex);
+    rl__graph_lock();
+}
+
+void rl__runloop_fork_parent(void) {
+    rl__graph_unlock();
+    pthread_mutex_unlock(&rl_threadtab_mutex);
+    pthread_mutex_unlock(&rl_main_mutex);
+}
+
+/* Keeps a parent's loop referenced (and reachable) in the child: its
+ * finalizer must not run here, where its requests are the parent's. */
+static void rl_inherited_keep(rl_thread_entry *e) {
+    e->next = rl_inherited;
+    rl_inherited = e;
+}
+
+/* Every loop known so far is the parent's. The forking thread is the
+ * child's only thread, and its main thread: GetCurrent and GetMain make it
+ * a new loop with its own kernel objects on first use. */
+void rl__runloop_fork_child(void) {
+    rl__runloop_fork_parent();
+    for (size_t b = 0; b < RL_THREADTAB_BUCKETS; b++) {
+        while (rl_threadtab[b]) {
+            rl_thread_entry *e = rl_threadtab[b];
+            rl_threadtab[b] = e->next;
+            rl_inherited_keep(e);
+        }
+    }
+    atomic_store(&rl_threadtab_count, 0);
+    if (rl_main_loop) { /* linked through the loop itself: no allocation in a child handler */
+        rl_main_loop->inherited_next = rl_inherited_mains;
+        rl_inherited_mains = rl_main_loop;
+        rl_main_loop = NULL;
+    }
+    rl_main_thread = pthread_self();
+    /* The thread's reference (rl_tls) stays with the loop, kept above; the
+     * key's destructor would tear the parent's loop down when the child's
+     * thread ends. */
+    if (rl_tls) {
+        rl_tls = NULL;
+        if (rl_key_made)
+            pthread_setspecific(rl_key, NULL);
+    }
+}
 
 RLRunLoopRef RLRunLoopGetMain(void) {
     pthread_mutex_lock(&rl_main_mutex);

@@ -966,6 +966,8 @@ static void rl_run_batch(rl_batch *b, rl_mode *m) {
     rl_pslot s;
     rl_pext *e;
     while (rl_batch_next(b, &s, &e)) {
+        if (RL__UNLIKELY(rl__fork_inherited(b->q->fork_gen)))
+            break; /* a request forked: the rest of the batch is the parent's */
         /* The requests were written on other threads: fetch a few ahead
          * (a block is read to run it, and written to release it). */
         if (b->r.c && b->r.i + 4 < b->r.c->n)

@@ -251,6 +251,7 @@ typedef struct rl__perform_queue {
     unsigned bcur_used;     /* its bytes handed out */
     rl_flist bcache;        /* empty slabs kept for reuse */
     rl__spin wait_spin;     /* waitUntilDone senders: how long to spin for the reply */
+    unsigned fork_gen;      /* its loop's rl__fork_gen(): a fork() child stops a batch there */
     char pad[64];
 
     rl_pchain held;     /* requests taken for other modes; the loop's thread only */

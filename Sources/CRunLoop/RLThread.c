@@ -69,6 +69,7 @@ static pthread_key_t rl__foreign_key;
 static pthread_once_t rl__foreign_key_once = PTHREAD_ONCE_INIT;
 
 static RLThreadRef rl__main_thread;
+static RLThreadRef rl__main_thread_inherited; /* in a fork() child: the parent's main RLThread */
 static pthread_once_t rl__main_once = PTHREAD_ONCE_INIT;
 
 static pthread_mutex_t rl__global_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -100,8 +101,27 @@ static void rl__thread_free_values(rl__thread_value *v) {
     }
 }
 
+static void rl__thread_free_handlers(RLThreadRef t) {
+    for (rl__thread_handler *h = t->handlers, *next; h; h = next) {
+        next = h->next;
+        rl__handler_free(h);
+    }
+    t->handlers = NULL;
+}
+
 static void rl__thread_finalize(void *obj) {
     RLThreadRef t = obj;
+    /* Inherited across fork(): its lock may have been held by a thread
+     * that does not exist here, its condition may count waiters that never
+     * wake, its pthread is not this process's, and its queued requests and
+     * dictionary values belong to the parent (no release function or
+     * destructor of theirs runs here). Only the child's copy of the
+     * thread's own memory goes: its name and handler records. */
+    if (rl__fork_inherited(t->fork_gen)) {
+        rl__thread_free_handlers(t);
+        free(t->name);
+        return;
+    }
     /* The lock orders this with the exiting thread's last writes (for
      * ThreadSanitizer, which does not follow RLRelease's fences). */
     pthread_mutex_lock(&t->lock);
@@ -110,10 +130,7 @@ static void rl__thread_finalize(void *obj) {
     if (t->has_pthread && t->joinable && !t->join_claimed && !t->is_main && !t->is_foreign)
         pthread_detach(t->pthread);
     rl__thread_free_values(t->values);
-    for (rl__thread_handler *h = t->handlers, *next; h; h = next) {
-        next = h->next;
-        rl__handler_free(h);
-    }
+    rl__thread_free_handlers(t);
 #if __BLOCKS__
     if (t->block)
         _Block_release(t->block);
@@ -136,6 +153,13 @@ static const char *rl__thread_state_name(RLThreadRef t) {
 static char *rl__thread_describe(const void *obj) {
     RLThreadRef t = (RLThreadRef)obj;
     char *s = NULL;
+    if (rl__fork_inherited(t->fork_gen)) { /* its lock may be held by a thread gone with the fork */
+        if (asprintf(&s, "<RLThread %p inherited across fork()>", obj) < 0) {
+            rl__fail(kRLErrorNoMemory, "RLCopyDescription", "out of memory");
+            return NULL;
+        }
+        return s;
+    }
     pthread_mutex_lock(&t->lock);
     int n = asprintf(&s, "<RLThread %p name=\"%s\" tid=%d %s%s%s>", obj, t->name ? t->name : "", (int)t->tid,
                      rl__thread_state_name(t), t->is_main ? " main" : "",
@@ -166,11 +190,16 @@ static RLThreadRef rl__thread_alloc(const char *fn) {
     pthread_condattr_destroy(&ca);
     t->stack_size = kRLThreadDefaultStackSize;
     t->priority = 0.5;
+    t->fork_gen = rl__fork_gen();
     return t;
 }
 
-static bool rl__thread_check(RLThreadRef t, const char *fn) {
-    return rl__object_check(t, &rl__thread_class, fn);
+bool rl__thread_check(RLThreadRef t, const char *fn) {
+    if (!rl__object_check(t, &rl__thread_class, fn))
+        return false;
+    if (rl__fork_inherited(t->fork_gen))
+        return rl__fork_fail(fn, "thread");
+    return true;
 }
 
 /* ---- kernel-side name and priority ---- */
@@ -577,6 +606,14 @@ bool RLThreadPerformInBackground(void (*fn)(void *arg), void *arg) {
 /* Runs once per thread, on that thread: run loop teardown, pending perform
  * requests failed, will-exit handlers, dictionary destructors, finished. */
 static void rl__thread_exit_sequence(RLThreadRef t, void *result) {
+    if (rl__fork_inherited(t->fork_gen)) {
+        /* A fork() child whose forking thread was this RLThread ends: the
+         * object is the parent's; only what the child made is torn down. */
+        rl__runloop_teardown_current_thread();
+        rl__tls_current = NULL;
+        rl__tls_exited = true;
+        return;
+    }
     rl__runloop_teardown_current_thread();
     rl__perform_thread_will_exit(t);
     /* A request sent between the two calls above may have made a new loop
@@ -1065,4 +1102,35 @@ bool RLThreadSleepUntilDate(RLAbsoluteTime date) {
     if (!rl__date_valid(date))
         return rl__fail(kRLErrorInvalidArgument, "RLThreadSleepUntilDate", "NaN date");
     return rl__sleep_until_monotonic(rl__monotonic_deadline_for_date(date));
+}
+
+/* ---- fork ---- */
+
+/* The registries' locks are held across fork() (rl_fork.c); neither is
+ * ever held while the other is taken. */
+void rl__thread_fork_prepare(void) {
+    pthread_mutex_lock(&rl__mt_lock);
+    pthread_mutex_lock(&rl__global_lock);
+}
+
+void rl__thread_fork_parent(void) {
+    pthread_mutex_unlock(&rl__global_lock);
+    pthread_mutex_unlock(&rl__mt_lock);
+}
+
+/* In the child, the forking thread is the only thread and the main one:
+ * it gets a new RLThread when it asks (RLThreadGetCurrent/GetMain), as
+ * every RLThread made before the fork is the parent's. */
+void rl__thread_fork_child(void) {
+    rl__thread_fork_parent();
+    /* Waiters counted by the condition are threads of the parent. */
+    pthread_cond_init(&rl__mt_cond, NULL);
+    /* Another thread was running the will-become-multi-threaded handlers:
+     * it does not exist here, and the child is past that point anyway. */
+    if (atomic_load(&rl__mt_state) == 1)
+        atomic_store(&rl__mt_state, 2);
+    rl__tls_current = NULL;
+    rl__main_thread_inherited = rl__main_thread; /* kept, never used: the parent's */
+    rl__main_thread = NULL;
+    rl__main_once = (pthread_once_t)PTHREAD_ONCE_INIT;
 }

@@ -47,6 +47,7 @@ struct RLThread {
     _Atomic bool cancelled;
     pthread_t pthread;
     pid_t tid;
+    unsigned fork_gen; /* rl__fork_gen() at creation: another one means inherited by a fork() child */
 
     rl__thread_value *values;
     rl__thread_handler *handlers; /* per-thread will-exit handlers, in order */
@@ -59,6 +60,11 @@ struct RLThread {
 };
 
 RL__HIDDEN extern const rl__class rl__thread_class;
+
+/* t is a live RLThread of this process: not inherited across fork(),
+ * whose thread (and lock holders) do not exist in the child. Else false,
+ * error set. */
+RL__HIDDEN bool rl__thread_check(RLThreadRef t, const char *fn);
 
 /* The calling thread's RLThread if it already has one (no creation). */
 RL__HIDDEN RLThreadRef rl__thread_current_if_any(void);

@@ -28,6 +28,29 @@
  * lock is held while a callout (source perform, timer, observer, block,
  * schedule/cancel, context retain/release) runs, so a callout may call any
  * function here, including removing or invalidating itself.
+ *
+ * fork(): CoreFoundation's rule is "exec only" (a child may use nothing of
+ * it before exec). Here a child of fork() — from a single- or multi-threaded
+ * parent, from any thread, even from inside a callout — may go on using the
+ * library, and nothing it does affects the parent's loops:
+ *   - the library's internal locks are held across fork() (pthread_atfork),
+ *     so none is inherited locked;
+ *   - every run loop that existed before the fork is inherited: it belongs
+ *     to the parent (its epoll fd, eventfd and timerfd are shared with it).
+ *     Every function given one fails at once with kRLErrorInvalidState (the
+ *     message says "inherited across fork()"); a refused perform calls its
+ *     release function, as any refused perform does. A run that was going
+ *     on in the forking thread (fork() from a callout) returns
+ *     kRLRunLoopRunFinished with that error as soon as the callout returns;
+ *   - the forking thread is the child's main thread: RLRunLoopGetCurrent()
+ *     and RLRunLoopGetMain() give it a new loop with kernel objects of its
+ *     own, and new loops, timers and threads work as in any process;
+ *   - timers, sources and observers are plain objects: one that sits in an
+ *     inherited loop stays there (and can be invalidated), others can be
+ *     added to the child's loops.
+ * fork() here means the libc function: a raw clone/SYS_fork system call
+ * runs no atfork handler and is not covered. RLThread.h says the same for
+ * threads and workers.
  */
 #ifndef CRUNLOOP_RLRUNLOOP_H
 #define CRUNLOOP_RLRUNLOOP_H
