@@ -91,8 +91,8 @@ run_batch() { # start count out
   : >"$out"
   while [ "$start" -lt "$end" ]; do
     local n=$((end - start)) cfo="$out.cf" rlo="$out.rl"
-    timeout -k 5 $((n * 70 + 60)) "$CF" seeds "$start" "$n" >"$cfo" 2>&1; local cfrc=$?
-    timeout -k 5 $((n * 70 + 60)) "$RL" seeds "$start" "$n" >"$rlo" 2>&1; local rlrc=$?
+    timeout -k 5 $((n * 25 + 60)) "$CF" seeds "$start" "$n" >"$cfo" 2>&1; local cfrc=$?
+    timeout -k 5 $((n * 25 + 60)) "$RL" seeds "$start" "$n" >"$rlo" 2>&1; local rlrc=$?
     local last=$end
     if [ $cfrc -ne 0 ] || [ $rlrc -ne 0 ]; then
       local lcf lrl
@@ -175,13 +175,13 @@ shrink)
   ;;
 scenario)
   out=${3:?usage: fuzz-diff.sh scenario WHAT OUT.c [explanation]}
-  origin=$2; [[ $2 =~ ^[0-9]+$ ]] && origin="seed $2"
+  origin=""; [[ $2 =~ ^[0-9]+$ ]] && origin=" (seed $2${FUZZ_KNOWN:+, FUZZ_KNOWN=1})"
   program_of "$2" >"$work/scen.prog"
   {
     echo "/* ${4:-A program of the randomized differential test.}"
-    echo " * From scripts/fuzz-diff.sh ($origin${FUZZ_KNOWN:+, FUZZ_KNOWN=1}). The program runs through"
-    echo " * Tests/diff/fuzz/fuzz_interp.c, which documents its format; replay it"
-    echo " * with \`scripts/fuzz-diff.sh show $out\`. */"
+    echo " * A program of scripts/fuzz-diff.sh$origin, run through"
+    echo " * Tests/diff/fuzz/fuzz_interp.c (which documents its format). Replay:"
+    echo " * \`scripts/fuzz-diff.sh show $out\`. */"
     echo '#include "../fuzz/fuzz_interp.c"'
     echo
     echo "static const char program[] ="
