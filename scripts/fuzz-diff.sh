@@ -91,8 +91,9 @@ run_batch() { # start count out
   : >"$out"
   while [ "$start" -lt "$end" ]; do
     local n=$((end - start)) cfo="$out.cf" rlo="$out.rl"
-    timeout -k 5 $((n * 25 + 60)) "$CF" seeds "$start" "$n" >"$cfo" 2>&1; local cfrc=$?
-    timeout -k 5 $((n * 25 + 60)) "$RL" seeds "$start" "$n" >"$rlo" 2>&1; local rlrc=$?
+    # stderr apart: CF logs misuse there with a time stamp.
+    timeout -k 5 $((n * 25 + 60)) "$CF" seeds "$start" "$n" >"$cfo" 2>"$cfo.err"; local cfrc=$?
+    timeout -k 5 $((n * 25 + 60)) "$RL" seeds "$start" "$n" >"$rlo" 2>"$rlo.err"; local rlrc=$?
     local last=$end
     if [ $cfrc -ne 0 ] || [ $rlrc -ne 0 ]; then
       local lcf lrl
@@ -108,7 +109,7 @@ run_batch() { # start count out
       mv "$cfo.part" "$cfo"; mv "$rlo.part" "$rlo"
     fi
     compare_batches "$cfo" "$rlo" >>"$out"
-    rm -f "$cfo" "$rlo"
+    rm -f "$cfo" "$rlo" "$cfo.err" "$rlo.err"
     start=$((last + 1))
   done
 }
@@ -127,8 +128,8 @@ program_of() {
 # Runs a program file on both sides: $work/one.cf, $work/one.rl; true if
 # the traces differ.
 differs() { # program-file
-  timeout -k 5 90 "$CF" file "$1" >"$work/one.cf" 2>&1 || echo "exit status $?" >>"$work/one.cf"
-  timeout -k 5 90 "$RL" file "$1" >"$work/one.rl" 2>&1 || echo "exit status $?" >>"$work/one.rl"
+  timeout -k 5 90 "$CF" file "$1" >"$work/one.cf" 2>"$work/one.cf.err" || echo "exit status $?" >>"$work/one.cf"
+  timeout -k 5 90 "$RL" file "$1" >"$work/one.rl" 2>"$work/one.rl.err" || echo "exit status $?" >>"$work/one.rl"
   if cmp -s "$work/one.cf" "$work/one.rl"; then return 1; fi
   [ -z "${FUZZ_MATCH:-}" ] || diff "$work/one.cf" "$work/one.rl" | grep -qF -- "$FUZZ_MATCH"
 }

@@ -70,8 +70,12 @@
  *   - sources with equal/hash callbacks (CF treats equal sources as one),
  *   - RunInMode(kCFRunLoopCommonModes) (CF: Finished, RL: 0),
  *   - GetNextFireDate of an invalidated timer (CF: 0),
- *   - a timer releasing itself or invalidating itself from its own callout
- *     (CF retains the context's info around timer callouts). */
+ *   - a timer invalidated or released while its callout runs (from its own
+ *     callout or one nested in it: CF retains the context's info around a
+ *     timer callout).
+ * Two other known ones cannot show here: the harness runs one loop (an
+ * observer added to a second loop) and frees CopyCurrentMode's string the
+ * way each library wants. */
 static bool fz_known_bugs;
 
 /* ---- Program representation ------------------------------------------- */
