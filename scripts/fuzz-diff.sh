@@ -20,10 +20,10 @@
 # process (default 200), FUZZ_KNOWN=1 lets the generator use the operations
 # of known open bugs (Tests/diff/fuzz/fuzz_interp.c), FUZZ_MATCH=text makes
 # `shrink` keep only programs whose diff contains that text, BUILD (default
-# build/fuzz).
+# build/fuzz-diff).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-BUILD=${BUILD:-build/fuzz}
+BUILD=${BUILD:-build/fuzz-diff}
 JOBS=${FUZZ_JOBS:-2}
 BATCH=${FUZZ_BATCH:-200}
 
