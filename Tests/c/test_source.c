@@ -177,6 +177,36 @@ static void test_context_retain_release_balance(void **state) {
     assert_int_equal(releases, 1);
 }
 
+/* A pending signal holds no reference: a source signalled, added, removed
+ * and released is destroyed by that release (its context release runs), as
+ * in CF. The signal must not keep a membership or the object alive. */
+static void test_signalled_source_freed_at_last_release(void **state) {
+    retains = releases = 0;
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    RLRunLoopSourceContext c = {0, (void *)"X", ctx_retain, ctx_release, NULL, NULL, NULL, NULL, NULL, perform_tr};
+    RLRunLoopSourceRef s = RLRunLoopSourceCreate(NULL, 0, &c);
+    assert_non_null(s);
+    assert_true(RLRunLoopSourceSignal(s));
+    assert_true(RLRunLoopAddSource(rl, s, "SigRel"));
+    assert_true(RLRunLoopRemoveSource(rl, s, "SigRel"));
+    assert_int_equal(RLGetRetainCount(s), 1);
+    assert_true(RLRelease(s));
+    assert_int_equal(releases, 1);
+
+    /* The same with the signal given while the source is in the mode. */
+    releases = 0;
+    s = RLRunLoopSourceCreate(NULL, 0, &c);
+    assert_true(RLRunLoopAddSource(rl, s, "SigRel"));
+    assert_true(RLRunLoopSourceSignal(s));
+    assert_true(RLRunLoopRemoveSource(rl, s, "SigRel"));
+    assert_true(RLRelease(s));
+    assert_int_equal(releases, 1);
+    /* And the mode, now empty, has nothing left to perform. */
+    rl_trace_clear();
+    assert_int_equal(RLRunLoopRunInMode("SigRel", 0, false), kRLRunLoopRunFinished);
+    assert_trace("");
+}
+
 static void test_source_in_two_loops_performs_once(void **state) {
     /* The signal is a flag of the source: whichever loop runs first takes it. */
     RLRunLoopRef rl = RLRunLoopGetCurrent();
@@ -277,6 +307,7 @@ int main(void) {
         cmocka_unit_test_setup(test_signal_held_until_mode_runs, rl_trace_setup),
         cmocka_unit_test_setup(test_invalidate_from_callout, rl_trace_setup),
         cmocka_unit_test_setup(test_context_retain_release_balance, rl_trace_setup),
+        cmocka_unit_test_setup(test_signalled_source_freed_at_last_release, rl_trace_setup),
         cmocka_unit_test_setup(test_source_in_two_loops_performs_once, rl_trace_setup),
         cmocka_unit_test_setup(test_equal_source_is_the_same_source, rl_trace_setup),
     };
