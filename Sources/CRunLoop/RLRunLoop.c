@@ -1564,10 +1564,15 @@ static void rl_do_observers(RLRunLoopRef rl, rl_mode *m, RLRunLoopActivity act) 
                 rl__observer_invalidate_locked(o, &d);
         }
         rl_observer_unpin(o, &d);
+        /* As CF: a one-shot observer gives its context back right after
+         * its own callout, before the next observer is called. */
+        if (d.n) {
+            rl__graph_unlock();
+            rl__defer_run(&d);
+            rl__graph_lock();
+        }
     }
     rl__graph_unlock();
-    if (d.n)
-        rl__defer_run(&d);
     if (list != small)
         free(list);
 }
