@@ -2112,11 +2112,13 @@ static RLRunLoopRunResult rl_run(RLRunLoopRef rl, const char *mode, RLTimeInterv
     rl__graph_unlock();
     if (!m || rl_mode_is_empty(rl, m))
         return kRLRunLoopRunFinished;
-    /* As CF: a wake-up given while no run was going on is dropped. Nothing
-     * is lost by it: what the waker queued or signalled is seen by the first
-     * pass of this run anyway. */
-    atomic_store(&rl->wake_pending, 0);
-    int outer_ignore = atomic_exchange(&rl->ignore_wakeups, 1);
+    /* As CF, whose wake-up state belongs to each run: wake-ups count from
+     * the start of this run (its Entry observers included), and one still
+     * pending from the enclosing run's pass (given before that pass's wait)
+     * is kept, so this run's first wait returns at once. A wake-up given
+     * while no run is going on was dropped when it was given (ignored
+     * outside runs). */
+    int outer_ignore = atomic_exchange(&rl->ignore_wakeups, 0);
     bool poll_only = !(seconds > 0);
     double deadline = poll_only ? 0 : (seconds > 1e10 ? INFINITY : rl_mono_now() + seconds);
     rl_frame f = {m, false, deadline, NULL};
@@ -2129,7 +2131,13 @@ static RLRunLoopRunResult rl_run(RLRunLoopRef rl, const char *mode, RLTimeInterv
     pthread_cleanup_push(rl_run_leave, &st);
     rl__cleanup_arg_escapes(&st);
     rl_do_observers(rl, m, kRLRunLoopEntry);
-    st.result = rl_run_frame(rl, &f, poll_only, stop_after_handle);
+    /* As CF: a stop requested by an Entry observer ends the run before its
+     * first pass. */
+    rl__graph_lock();
+    bool stopped = f.stopped;
+    f.stopped = false;
+    rl__graph_unlock();
+    st.result = stopped ? kRLRunLoopRunStopped : rl_run_frame(rl, &f, poll_only, stop_after_handle);
     if (rl_of_this_process(rl)) /* else a fork() child left the parent's run */
         rl_do_observers(rl, m, kRLRunLoopExit);
     pthread_cleanup_pop(1);
