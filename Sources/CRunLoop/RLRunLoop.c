@@ -1631,19 +1631,26 @@ static void rl_sort_sources(struct RLRunLoopSource **a, size_t n) {
 /* Takes the signalled sources of mode m off its ready list (retained), in
  * perform order. Entries of sources no longer signalled (performed through
  * another mode or loop) or invalid are dropped. */
+/* The sources of m signalled now, sorted by order, each retained. They
+ * stay on the ready list (stale entries leave it) until each is performed:
+ * as in CF, a source keeps its signal until its own perform, so a run of
+ * this mode nested in an earlier perform of the pass performs it, and the
+ * pass then skips it. */
 static size_t rl_take_ready(rl_mode *m, struct RLRunLoopSource ***out, struct RLRunLoopSource **small,
                             size_t nsmall) {
     size_t n = 0;
     struct RLRunLoopSource **a = m->nready <= nsmall ? small : malloc(m->nready * sizeof *a);
     if (!a)
         return 0; /* out of memory: they stay listed for the next pass */
-    rl_memb *x;
-    while ((x = TAILQ_FIRST(&m->ready)) != NULL) {
+    rl_memb *x, *next;
+    for (x = TAILQ_FIRST(&m->ready); x != NULL; x = next) {
+        next = TAILQ_NEXT(x, ready_link);
         struct RLRunLoopSource *s = x->item;
-        rl_ready_unlink(x);
         if (s->valid && s->signalled) {
             rl_retain_raw(s);
             a[n++] = s;
+        } else {
+            rl_ready_unlink(x);
         }
     }
     rl_sort_sources(a, n);
@@ -1668,9 +1675,16 @@ static bool rl_do_sources0(RLRunLoopRef rl, rl_mode *m, bool stop_after_handle) 
             break; /* a callout forked: the rest is the parent's */
         struct RLRunLoopSource *s = a[i];
         rl__graph_lock();
+        /* Skipped if performed by a nested run meanwhile (signal gone) or
+         * invalidated; performed (as CF) if an earlier perform removed it
+         * from m. */
         bool go = s->signalled && s->valid;
-        if (go)
+        if (go) {
             s->signalled = false;
+            rl_memb *x = rl_memb_find(s, RL_KIND_SOURCE, m);
+            if (x)
+                rl_ready_unlink(x);
+        }
         rl__graph_unlock();
         if (go && s->ctx.perform) {
             s->ctx.perform(s->ctx.info);
@@ -1684,18 +1698,8 @@ static bool rl_do_sources0(RLRunLoopRef rl, rl_mode *m, bool stop_after_handle) 
             break;
         }
     }
-    /* Sources not reached keep their signal for the next pass, ahead of
-     * those signalled since (put back at the head, last first). */
-    rl__graph_lock();
-    for (size_t j = n; j-- > i;) {
-        rl_memb *x = a[j]->signalled && a[j]->valid ? rl_memb_find(a[j], RL_KIND_SOURCE, m) : NULL;
-        if (x && !x->queued) {
-            x->queued = true;
-            TAILQ_INSERT_HEAD(&m->ready, x, ready_link);
-            m->nready++;
-        }
-    }
-    rl__graph_unlock();
+    /* Sources not reached are still on the ready list, with their signal,
+     * ahead of those signalled since. */
     for (size_t j = i; j < n; j++)
         RLRelease(a[j]);
     if (a != small)

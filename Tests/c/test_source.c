@@ -207,6 +207,54 @@ static void test_signalled_source_freed_at_last_release(void **state) {
     assert_trace("");
 }
 
+/* Sources signalled when a pass began and not reached yet keep their signal
+ * until they are performed, as in CF: a run of the same mode nested in an
+ * earlier source's perform performs them, and the outer pass then skips
+ * them. */
+static RLRunLoopSourceRef nest_second;
+static int nest_result;
+static bool nesting;
+
+static void perform_and_nest(void *info) {
+    rl_trace_add((const char *)info);
+    nesting = true;
+    nest_result = RLRunLoopRunInMode("NestSrc", 0, false);
+    nesting = false;
+}
+
+static void perform_where(void *info) { rl_trace_addf("%s%s", (const char *)info, nesting ? "(nested)" : ""); }
+
+static void test_nested_run_performs_sources_the_pass_has_not_reached(void **state) {
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    for (int rash = 0; rash < 2; rash++) {
+        RLRunLoopSourceContext c = {0};
+        c.info = (void *)"first";
+        c.perform = perform_and_nest;
+        RLRunLoopSourceRef first = RLRunLoopSourceCreate(NULL, 1, &c);
+        c.info = (void *)"second";
+        c.perform = perform_where;
+        nest_second = RLRunLoopSourceCreate(NULL, 2, &c);
+        assert_true(RLRunLoopAddSource(rl, first, "NestSrc"));
+        assert_true(RLRunLoopAddSource(rl, nest_second, "NestSrc"));
+        assert_true(RLRunLoopSourceSignal(nest_second));
+        assert_true(RLRunLoopSourceSignal(first));
+        rl_trace_clear();
+        nest_result = -1;
+        assert_int_equal(RLRunLoopRunInMode("NestSrc", 0, rash), rash ? kRLRunLoopRunHandledSource
+                                                                         : kRLRunLoopRunTimedOut);
+        assert_trace("first second(nested)");
+        assert_int_equal(nest_result, kRLRunLoopRunTimedOut);
+        /* Performed once: nothing is left for the next run. */
+        rl_trace_clear();
+        assert_int_equal(RLRunLoopRunInMode("NestSrc", 0, false), kRLRunLoopRunTimedOut);
+        assert_trace("");
+        RLRunLoopSourceInvalidate(first);
+        RLRunLoopSourceInvalidate(nest_second);
+        RLRelease(first);
+        RLRelease(nest_second);
+    }
+}
+
 static void test_source_in_two_loops_performs_once(void **state) {
     /* The signal is a flag of the source: whichever loop runs first takes it. */
     RLRunLoopRef rl = RLRunLoopGetCurrent();
@@ -308,6 +356,7 @@ int main(void) {
         cmocka_unit_test_setup(test_invalidate_from_callout, rl_trace_setup),
         cmocka_unit_test_setup(test_context_retain_release_balance, rl_trace_setup),
         cmocka_unit_test_setup(test_signalled_source_freed_at_last_release, rl_trace_setup),
+        cmocka_unit_test_setup(test_nested_run_performs_sources_the_pass_has_not_reached, rl_trace_setup),
         cmocka_unit_test_setup(test_source_in_two_loops_performs_once, rl_trace_setup),
         cmocka_unit_test_setup(test_equal_source_is_the_same_source, rl_trace_setup),
     };
