@@ -1628,9 +1628,6 @@ static void rl_sort_sources(struct RLRunLoopSource **a, size_t n) {
     free(k);
 }
 
-/* Takes the signalled sources of mode m off its ready list (retained), in
- * perform order. Entries of sources no longer signalled (performed through
- * another mode or loop) or invalid are dropped. */
 /* The sources of m signalled now, sorted by order, each retained. They
  * stay on the ready list (stale entries leave it) until each is performed:
  * as in CF, a source keeps its signal until its own perform, so a run of
@@ -1677,7 +1674,8 @@ static bool rl_do_sources0(RLRunLoopRef rl, rl_mode *m, bool stop_after_handle) 
         rl__graph_lock();
         /* Skipped if performed by a nested run meanwhile (signal gone) or
          * invalidated; performed (as CF) if an earlier perform removed it
-         * from m. */
+         * from m. Its entry leaves the ready list now, so a new signal
+         * queues it behind those signalled before it. */
         bool go = s->signalled && s->valid;
         if (go) {
             s->signalled = false;
