@@ -76,19 +76,39 @@ bool RLFileDescriptorGetContext(RLFileDescriptorRef f, RLFileDescriptorContext *
     return true;
 }
 
+/* Takes a reference on a source that may be on its way out (its count may
+ * already have reached zero while its finalizer waits for f's lock). */
+static bool rl_try_retain(struct RLRunLoopSource *s) {
+    long rc = atomic_load(&s->base.rc);
+    while (rc > 0) {
+        if (atomic_compare_exchange_weak(&s->base.rc, &rc, rc + 1))
+            return true;
+    }
+    return false;
+}
+
 static bool rl_fd_set_enabled(RLFileDescriptorRef f, RLOptionFlags types, bool on, const char *fn) {
     if (!rl_fd_ok(f, fn))
         return false;
     RLOptionFlags known = kRLFileDescriptorReadCallBack | kRLFileDescriptorWriteCallBack;
     if (types & ~known)
         return rl__fail(kRLErrorInvalidArgument, fn, "unknown callback types 0x%lx", types & ~known);
-    rl__graph_lock();
+    rl__olock_lock(&f->lock);
     bool ok = f->valid;
+    struct RLRunLoopSource *s = NULL;
     if (ok) {
-        f->enabled = on ? (f->enabled | types) : (f->enabled & ~types);
-        rl__fd_changed_locked(f);
+        if (on)
+            atomic_fetch_or_explicit(&f->enabled, types, memory_order_relaxed);
+        else
+            atomic_fetch_and_explicit(&f->enabled, ~types, memory_order_relaxed);
+        if (f->source && rl_try_retain(f->source))
+            s = f->source;
     }
-    rl__graph_unlock();
+    rl__olock_unlock(&f->lock);
+    if (s) {
+        rl__source_fd_resync(s); /* re-arms the fd in each of its loops, one at a time */
+        RLRelease(s);
+    }
     if (!ok)
         return rl__fail(kRLErrorInvalidObject, fn, "the descriptor object has been invalidated");
     return true;
@@ -107,15 +127,20 @@ bool RLFileDescriptorInvalidate(RLFileDescriptorRef f) {
         return false;
     rl_defer d;
     rl__defer_init(&d);
-    rl__graph_lock();
+    rl__olock_lock(&f->lock);
     bool was = f->valid;
+    struct RLRunLoopSource *s = NULL;
     if (was) {
-        f->enabled = 0;
-        if (f->source)
-            rl__source_invalidate_locked(f->source, &d); /* leaves every epoll set */
-        f->valid = false;
+        atomic_store_explicit(&f->enabled, 0, memory_order_relaxed);
+        if (f->source && rl_try_retain(f->source))
+            s = f->source;
+        rl__poke(f->valid, false);
     }
-    rl__graph_unlock();
+    rl__olock_unlock(&f->lock);
+    if (s) {
+        rl__source_invalidate(s, &d); /* leaves every epoll set */
+        rl__defer_release(&d, s);
+    }
     if (was) {
         if (f->close_on_invalidate)
             close(f->fd);
@@ -128,21 +153,10 @@ bool RLFileDescriptorInvalidate(RLFileDescriptorRef f) {
 bool RLFileDescriptorIsValid(RLFileDescriptorRef f) {
     if (!rl_fd_ok(f, "RLFileDescriptorIsValid"))
         return false;
-    rl__graph_lock();
+    rl__olock_lock(&f->lock);
     bool v = f->valid;
-    rl__graph_unlock();
+    rl__olock_unlock(&f->lock);
     return v;
-}
-
-/* Takes a reference on a source that may be on its way out (its count may
- * already have reached zero while its finalizer waits for the graph lock). */
-static bool rl_try_retain(struct RLRunLoopSource *s) {
-    long rc = atomic_load(&s->base.rc);
-    while (rc > 0) {
-        if (atomic_compare_exchange_weak(&s->base.rc, &rc, rc + 1))
-            return true;
-    }
-    return false;
 }
 
 RLRunLoopSourceRef RLFileDescriptorCreateRunLoopSource(RLAllocatorRef allocator, RLFileDescriptorRef f,
@@ -150,12 +164,12 @@ RLRunLoopSourceRef RLFileDescriptorCreateRunLoopSource(RLAllocatorRef allocator,
     const char *fn = "RLFileDescriptorCreateRunLoopSource";
     if (!rl_fd_ok(f, fn))
         return NULL;
-    rl__graph_lock();
+    rl__olock_lock(&f->lock);
     struct RLRunLoopSource *s = NULL;
     bool valid = f->valid;
     if (valid && f->source && rl_try_retain(f->source))
         s = f->source;
-    rl__graph_unlock();
+    rl__olock_unlock(&f->lock);
     if (!valid) {
         rl__fail(kRLErrorInvalidObject, fn, "the descriptor object has been invalidated");
         return NULL;
@@ -168,15 +182,15 @@ RLRunLoopSourceRef RLFileDescriptorCreateRunLoopSource(RLAllocatorRef allocator,
         return NULL;
     RLRetain(f);
     s->fdobj = f;
-    rl__graph_lock();
+    rl__olock_lock(&f->lock);
     if (f->source && rl_try_retain(f->source)) {
         /* Another thread made one meanwhile: one source per descriptor. */
         struct RLRunLoopSource *other = f->source;
-        rl__graph_unlock();
+        rl__olock_unlock(&f->lock);
         RLRelease(s);
         return other;
     }
     f->source = s;
-    rl__graph_unlock();
+    rl__olock_unlock(&f->lock);
     return s;
 }

@@ -61,9 +61,12 @@ typedef struct rl_citem {
 /* The fd sources of this loop on one fd, indexed by fd. Several
  * RLFileDescriptor objects may wrap the same fd, but epoll holds one
  * registration per fd: it watches the union of what they want, and a
- * readiness goes to each of them whose enabled callbacks match. */
+ * readiness goes to each of them whose enabled callbacks match. What each
+ * source wants is kept here (want[i]), updated under the source's item
+ * lock, so that the union needs no other source's lock. */
 typedef struct rl_fdreg {
     struct RLRunLoopSource **srcs; /* in registration order; not retained (their memberships are) */
+    uint32_t *want;                /* per source: the epoll events it wants now */
     uint32_t nsrcs, capsrcs;       /* nsrcs 0: free slot */
     uint32_t armed;                /* epoll events currently watched; 0: not in the set */
 } rl_fdreg;
@@ -94,6 +97,9 @@ struct RLRunLoop {
     rl_flist bcache;         /* empty slabs kept for reuse */
     char pad2[RL_LINE];
 
+    /* The loop lock, next to what it guards: uncontended while one thread
+     * uses its own loop, and shared with no other loop. */
+    rl__mutex lock;
     rl_mode **modes;
     size_t nmodes, capmodes;
     rl_mode *last_mode; /* lookup cache */
@@ -117,12 +123,32 @@ struct RLRunLoop {
     rl_fdreg *fdtab;
     size_t nfdtab;
     size_t nfd_armed; /* user fds in the epoll set */
+
+    /* Timers and observers whose home this loop is (runloop_internal.h). */
+    TAILQ_HEAD(, RLRunLoopTimer) homed_timers;
+    TAILQ_HEAD(, RLRunLoopObserver) homed_observers;
 };
 
 /* ------------------------------------------------------------------ */
-/* the graph lock, sequence numbers, deferred work                     */
+/* the loop lock, sequence numbers, deferred work                      */
 
-rl__mutex rl__graph_mutex;
+/* Inline: every add and remove takes it once, and a call into libc's mutex
+ * was a measurable part of a 10 ns timer add. */
+__attribute__((always_inline)) static inline void rl_lock(RLRunLoopRef rl) {
+    if (RL__UNLIKELY(rl__lockdep_enabled()))
+        rl__lockclass_take(RL_LOCKCLASS_LOOP, __builtin_return_address(0));
+    if (RL__UNLIKELY(!rl__mutex_trylock(&rl->lock)))
+        rl__mutex_lock_slow(&rl->lock, NULL);
+}
+
+__attribute__((always_inline)) static inline void rl_unlock(RLRunLoopRef rl) {
+    rl__mutex_unlock(&rl->lock);
+    if (RL__UNLIKELY(rl__lockdep_enabled()))
+        rl__lockclass_drop(RL_LOCKCLASS_LOOP);
+}
+
+void rl__loop_lock(RLRunLoopRef rl) { rl_lock(rl); }
+void rl__loop_unlock(RLRunLoopRef rl) { rl_unlock(rl); }
 
 static _Atomic uint64_t rl_seq;
 uint64_t rl__next_seq(void) { return atomic_fetch_add_explicit(&rl_seq, 1, memory_order_relaxed) + 1; }
@@ -265,6 +291,174 @@ static bool rl_item_in_loop(void *item, rl_kind kind, RLRunLoopRef rl) {
 }
 
 /* ------------------------------------------------------------------ */
+/* homes (runloop_internal.h) and item locks                           */
+
+/* The calling thread's run loop (its reference: the loop lives as long as
+ * this is set), NULL before RLRunLoopGetCurrent and after teardown. */
+static __thread RLRunLoopRef rl_tls;
+
+static inline rl__olock *rl_item_olock(void *item, rl_kind kind) {
+    switch (kind) {
+    case RL_KIND_SOURCE:
+        return &((struct RLRunLoopSource *)item)->lock;
+    case RL_KIND_TIMER:
+        return &((struct RLRunLoopTimer *)item)->lock;
+    default:
+        return &((struct RLRunLoopObserver *)item)->lock;
+    }
+}
+
+static inline _Atomic(RLRunLoopRef) *rl_item_home(void *item, rl_kind kind) {
+    return kind == RL_KIND_TIMER ? &((struct RLRunLoopTimer *)item)->home
+                                 : &((struct RLRunLoopObserver *)item)->home;
+}
+
+static inline RLRunLoopRef rl_home_get(void *item, rl_kind kind) {
+    return atomic_load_explicit(rl_item_home(item, kind), memory_order_relaxed);
+}
+
+/* rl becomes the home of item; rl locked, item lock held, no home yet. */
+static void rl_home_set_locked(RLRunLoopRef rl, void *item, rl_kind kind) {
+    atomic_store_explicit(rl_item_home(item, kind), rl, memory_order_relaxed);
+    if (kind == RL_KIND_TIMER)
+        TAILQ_INSERT_TAIL(&rl->homed_timers, (struct RLRunLoopTimer *)item, home_link);
+    else
+        TAILQ_INSERT_TAIL(&rl->homed_observers, (struct RLRunLoopObserver *)item, home_link);
+}
+
+/* item leaves rl, its home; rl locked. Its state goes under its item lock. */
+static void rl_home_clear_locked(RLRunLoopRef rl, void *item, rl_kind kind) {
+    rl__olock *ol = rl_item_olock(item, kind);
+    rl__olock_lock(ol);
+    atomic_store_explicit(rl_item_home(item, kind), NULL, memory_order_relaxed);
+    rl__olock_unlock(ol);
+    if (kind == RL_KIND_TIMER)
+        TAILQ_REMOVE(&rl->homed_timers, (struct RLRunLoopTimer *)item, home_link);
+    else
+        TAILQ_REMOVE(&rl->homed_observers, (struct RLRunLoopObserver *)item, home_link);
+}
+
+RLRunLoopRef rl__item_lock(void *item, rl_kind kind) {
+    rl__olock *ol = rl_item_olock(item, kind);
+    RLRunLoopRef mine = rl_tls;
+    for (;;) {
+        RLRunLoopRef h = rl_home_get(item, kind);
+        if (h && h == mine) {
+            /* The caller's own loop (the usual case: a timer moved from
+             * its callout) cannot go away meanwhile. */
+            rl_lock(h);
+            if (rl_home_get(item, kind) == h)
+                return h;
+            rl_unlock(h);
+            continue;
+        }
+        rl__olock_lock(ol);
+        h = rl_home_get(item, kind);
+        if (!h)
+            return NULL; /* homeless, and stays so while the item lock is held */
+        /* A home is cleared only under the item lock (by a thread that holds
+         * its own reference on the loop), so h is alive here. */
+        rl_retain_raw(h);
+        rl__olock_unlock(ol);
+        rl_lock(h);
+        if (rl_home_get(item, kind) == h) {
+            /* Still home, so h's teardown has not cleared it yet, and h's
+             * thread still holds its reference: ours cannot be the last. */
+            atomic_fetch_sub_explicit(&((rl__object *)h)->rc, 1, memory_order_release);
+            return h;
+        }
+        rl_unlock(h);
+        RLRelease(h);
+    }
+}
+
+void rl__item_unlock(void *item, rl_kind kind, RLRunLoopRef home) {
+    if (home)
+        rl_unlock(home);
+    else
+        rl__olock_unlock(rl_item_olock(item, kind));
+}
+
+void rl__item_leave_home(void *item, rl_kind kind) {
+    RLRunLoopRef h = rl__item_lock(item, kind);
+    if (h)
+        rl_home_clear_locked(h, item, kind);
+    rl__item_unlock(item, kind, h);
+}
+
+/* Adding item to `to` found it at home in another loop: it moves out if it
+ * is in none of that loop's modes (the caller then tries again); false
+ * (error set) if it is, as CF refuses a timer or an observer in a second
+ * loop. No lock held. */
+static bool rl_item_move_out(void *item, rl_kind kind, RLRunLoopRef to, const char *fn) {
+    RLRunLoopRef h = rl__item_lock(item, kind);
+    bool ok = true;
+    if (h && h != to) {
+        if (!TAILQ_EMPTY(rl__item_membs(item, kind)))
+            ok = rl__fail(kRLErrorInvalidState, fn, "the %s is already in another run loop",
+                          kind == RL_KIND_TIMER ? "timer" : "observer");
+        else
+            rl_home_clear_locked(h, item, kind);
+    }
+    rl__item_unlock(item, kind, h);
+    return ok;
+}
+
+/* The distinct loops a source is in (its item lock held when collected),
+ * retained, except the caller's own loop: visited one at a time after the
+ * item lock is dropped. */
+typedef struct rl_loopset {
+    RLRunLoopRef *a;
+    size_t n, cap;
+    RLRunLoopRef mine;
+    RLRunLoopRef inl[4];
+} rl_loopset;
+
+static void rl_loopset_init(rl_loopset *ls) {
+    ls->a = ls->inl;
+    ls->n = 0;
+    ls->cap = sizeof ls->inl / sizeof ls->inl[0];
+    ls->mine = rl_tls;
+}
+
+static void rl_loopset_collect(rl_loopset *ls, struct RLRunLoopSource *s, RLRunLoopRef except) {
+    rl_memb *m;
+    TAILQ_FOREACH(m, &s->membs, item_link) {
+        if (m->rl == except)
+            continue;
+        bool seen = false;
+        for (size_t i = 0; i < ls->n && !seen; i++)
+            seen = ls->a[i] == m->rl;
+        if (seen)
+            continue;
+        if (ls->n == ls->cap) {
+            size_t cap = ls->cap * 2;
+            RLRunLoopRef *a = malloc(cap * sizeof *a);
+            if (!a)
+                abort(); /* a loop left out would miss a signal or keep an invalid source */
+            memcpy(a, ls->a, ls->n * sizeof *a);
+            if (ls->a != ls->inl)
+                free(ls->a);
+            ls->a = a;
+            ls->cap = cap;
+        }
+        if (m->rl != ls->mine)
+            rl_retain_raw(m->rl);
+        ls->a[ls->n++] = m->rl;
+    }
+}
+
+static void rl_loopset_free(rl_loopset *ls) {
+    for (size_t i = 0; i < ls->n; i++) {
+        if (ls->a[i] != ls->mine)
+            RLRelease(ls->a[i]);
+    }
+    if (ls->a != ls->inl)
+        free(ls->a);
+    rl_loopset_init(ls);
+}
+
+/* ------------------------------------------------------------------ */
 /* modes                                                               */
 
 static rl_mode *rl_mode_find_slow(RLRunLoopRef rl, const char *name) {
@@ -399,7 +593,7 @@ static void rl_wake(RLRunLoopRef rl) {
 }
 
 /* Arms the timerfd for monotonic time `at` (INFINITY disarms); no system
- * call when it is already armed there. Graph lock held. */
+ * call when it is already armed there. Loop lock held. */
 static void rl_arm_timerfd(RLRunLoopRef rl, double at) {
     if (at == rl->armed_at)
         return;
@@ -415,7 +609,7 @@ static void rl_arm_timerfd(RLRunLoopRef rl, double at) {
 }
 
 /* When the innermost run must wake next: its deadline or its mode's
- * earliest timer deadline, as monotonic time. Graph lock held. */
+ * earliest timer deadline, as monotonic time. Loop lock held. */
 static double rl_next_wake(RLRunLoopRef rl, rl_frame *f) {
     double at = f->deadline;
     double date;
@@ -453,16 +647,19 @@ static inline void rl_rearm_for_added_timer(RLRunLoopRef rl, rl_mode *mode, cons
 /* ------------------------------------------------------------------ */
 /* fd registrations                                                    */
 
+/* What src wants the loop to watch its fd for. The loop lock and src's
+ * item lock held. */
 static uint32_t rl_fd_desired(RLRunLoopRef rl, struct RLRunLoopSource *src) {
     struct RLFileDescriptor *f = src->fdobj;
-    if (!src->valid || !f || !f->valid || !rl->armed_mode)
+    if (!src->valid || !f || !rl__peek(f->valid) || !rl->armed_mode)
         return 0;
     if (!rl__memb_in_mode(src, RL_KIND_SOURCE, rl->armed_mode))
         return 0;
+    RLOptionFlags enabled = atomic_load_explicit(&f->enabled, memory_order_relaxed);
     uint32_t ev = 0;
-    if (f->enabled & kRLFileDescriptorReadCallBack)
+    if (enabled & kRLFileDescriptorReadCallBack)
         ev |= EPOLLIN;
-    if (f->enabled & kRLFileDescriptorWriteCallBack)
+    if (enabled & kRLFileDescriptorWriteCallBack)
         ev |= EPOLLOUT;
     return ev;
 }
@@ -470,14 +667,14 @@ static uint32_t rl_fd_desired(RLRunLoopRef rl, struct RLRunLoopSource *src) {
 /* Brings the epoll set in line with what fd should be watched for (the
  * union over its sources). An fd nobody listens to is removed from the set,
  * not left with no events: epoll reports hang-ups even then, which would
- * spin the loop. */
+ * spin the loop. Loop lock held. */
 static void rl_fd_sync(RLRunLoopRef rl, int fd) {
     if (fd < 0 || (size_t)fd >= rl->nfdtab)
         return;
     rl_fdreg *r = &rl->fdtab[fd];
     uint32_t want = 0;
     for (uint32_t i = 0; i < r->nsrcs; i++)
-        want |= rl_fd_desired(rl, r->srcs[i]);
+        want |= r->want[i];
     if (want == r->armed)
         return;
     struct epoll_event ev = {.events = want, .data.fd = fd};
@@ -487,6 +684,23 @@ static void rl_fd_sync(RLRunLoopRef rl, int fd) {
     r->armed = want;
 }
 
+/* Re-reads what src wants (rl_fd_desired: src's item lock held) and re-arms
+ * its fd. */
+static void rl_fd_update(RLRunLoopRef rl, struct RLRunLoopSource *src) {
+    int fd = src->fdobj ? src->fdobj->fd : -1;
+    if (fd < 0 || (size_t)fd >= rl->nfdtab)
+        return;
+    rl_fdreg *r = &rl->fdtab[fd];
+    for (uint32_t i = 0; i < r->nsrcs; i++) {
+        if (r->srcs[i] == src) {
+            r->want[i] = rl_fd_desired(rl, src);
+            rl_fd_sync(rl, fd);
+            return;
+        }
+    }
+}
+
+/* src's item lock held. */
 static void rl_fd_register(RLRunLoopRef rl, struct RLRunLoopSource *src) {
     int fd = src->fdobj ? src->fdobj->fd : -1;
     if (fd < 0)
@@ -513,9 +727,14 @@ static void rl_fd_register(RLRunLoopRef rl, struct RLRunLoopSource *src) {
         if (!a)
             return;
         r->srcs = a;
+        uint32_t *w = realloc(r->want, cap * sizeof *w);
+        if (!w)
+            return;
+        r->want = w;
         r->capsrcs = cap;
     }
-    r->srcs[r->nsrcs++] = src;
+    r->srcs[r->nsrcs] = src;
+    r->want[r->nsrcs++] = rl_fd_desired(rl, src);
     rl_fd_sync(rl, fd);
 }
 
@@ -527,6 +746,7 @@ static void rl_fd_unregister(RLRunLoopRef rl, struct RLRunLoopSource *src) {
     for (uint32_t i = 0; i < r->nsrcs; i++) {
         if (r->srcs[i] == src) {
             memmove(&r->srcs[i], &r->srcs[i + 1], (r->nsrcs - i - 1) * sizeof *r->srcs);
+            memmove(&r->want[i], &r->want[i + 1], (r->nsrcs - i - 1) * sizeof *r->want);
             r->nsrcs--;
             rl_fd_sync(rl, fd); /* the union of the others; none left: out of the set */
             return;
@@ -534,27 +754,51 @@ static void rl_fd_unregister(RLRunLoopRef rl, struct RLRunLoopSource *src) {
     }
 }
 
+/* The armed mode changed: every source's wish is read again, each under its
+ * item lock in turn. Loop lock held, no item lock. */
 static void rl_fd_sync_all(RLRunLoopRef rl) {
     for (size_t i = 0; i < rl->nfdtab; i++) {
-        if (rl->fdtab[i].nsrcs)
-            rl_fd_sync(rl, (int)i);
+        rl_fdreg *r = &rl->fdtab[i];
+        if (!r->nsrcs)
+            continue;
+        for (uint32_t k = 0; k < r->nsrcs; k++) {
+            struct RLRunLoopSource *src = r->srcs[k];
+            rl__olock_lock(&src->lock);
+            r->want[k] = rl_fd_desired(rl, src);
+            rl__olock_unlock(&src->lock);
+        }
+        rl_fd_sync(rl, (int)i);
     }
 }
 
-void rl__fd_changed_locked(struct RLFileDescriptor *f) {
-    struct RLRunLoopSource *src = f->source;
-    if (!src)
-        return;
-    rl_memb *m;
-    TAILQ_FOREACH(m, &src->membs, item_link) {
-        rl_fd_sync(m->rl, f->fd);
+/* Re-arms the fd of s in every loop s is in but `except`. No lock held. */
+static void rl_fd_resync_except(struct RLRunLoopSource *s, RLRunLoopRef except) {
+    rl_loopset ls;
+    rl_loopset_init(&ls);
+    rl__olock_lock(&s->lock);
+    rl_loopset_collect(&ls, s, except);
+    rl__olock_unlock(&s->lock);
+    for (size_t i = 0; i < ls.n; i++) {
+        RLRunLoopRef rl = ls.a[i];
+        rl_lock(rl);
+        rl__olock_lock(&s->lock);
+        rl_fd_update(rl, s);
+        rl__olock_unlock(&s->lock);
+        rl_unlock(rl);
     }
+    rl_loopset_free(&ls);
 }
+
+void rl__source_fd_resync(struct RLRunLoopSource *s) { rl_fd_resync_except(s, NULL); }
 
 /* ------------------------------------------------------------------ */
 /* the ready list                                                      */
 
+/* Loop lock held. A torn-down loop takes nothing more (it would never
+ * release it). */
 static void rl_ready_push(RLRunLoopRef rl, struct RLRunLoopSource *s) {
+    if (atomic_load_explicit(&rl->dead, memory_order_relaxed))
+        return;
     for (size_t i = 0; i < rl->nready; i++) {
         if (rl->ready[i] == s)
             return;
@@ -567,12 +811,27 @@ static void rl_ready_push(RLRunLoopRef rl, struct RLRunLoopSource *s) {
     rl->ready[rl->nready++] = s;
 }
 
-void rl__source_mark_ready_locked(struct RLRunLoopSource *src, rl_defer *d) {
-    (void)d;
-    rl_memb *m;
-    TAILQ_FOREACH(m, &src->membs, item_link) {
-        rl_ready_push(m->rl, src);
+/* The loops are noted under the source's item lock and visited after it:
+ * a loop the source leaves meanwhile gets a stale entry, which the pass
+ * drops (rl_take_ready); a loop it joins meanwhile sees `signalled` when it
+ * adds it (rl_add_locked). */
+bool rl__source_signal(struct RLRunLoopSource *s) {
+    rl_loopset ls;
+    rl_loopset_init(&ls);
+    rl__olock_lock(&s->lock);
+    bool ok = s->valid;
+    if (ok && !s->signalled) {
+        rl__poke(s->signalled, true);
+        rl_loopset_collect(&ls, s, NULL);
     }
+    rl__olock_unlock(&s->lock);
+    for (size_t i = 0; i < ls.n; i++) {
+        rl_lock(ls.a[i]);
+        rl_ready_push(ls.a[i], s);
+        rl_unlock(ls.a[i]);
+    }
+    rl_loopset_free(&ls);
+    return ok;
 }
 
 /* ------------------------------------------------------------------ */
@@ -617,7 +876,9 @@ static void rl_memb_free(rl_memb *m) {
     free(m);
 }
 
-/* Adds item to mode (no-op if present). Graph lock held. Inlined where
+/* Adds item to mode (no-op if present). The loop lock and what guards the
+ * item held (its item lock for a source; for a timer or an observer, rl is
+ * its home). Inlined where
  * the kind is a constant: adding a timer is a hot path. */
 __attribute__((always_inline)) static inline bool rl_add_locked(RLRunLoopRef rl, void *item, rl_kind kind,
                                                                rl_mode *mode, rl_defer *d, const char *fn) {
@@ -644,7 +905,7 @@ __attribute__((always_inline)) static inline bool rl_add_locked(RLRunLoopRef rl,
         mode->nsources++;
         if (s->fdobj) {
             rl_fd_register(rl, s);
-            rl_fd_sync(rl, s->fdobj->fd);
+            rl_fd_update(rl, s); /* already registered (another mode): the wish may grow */
         }
         if (s->signalled)
             rl_ready_push(rl, s);
@@ -660,7 +921,8 @@ __attribute__((always_inline)) static inline bool rl_add_locked(RLRunLoopRef rl,
     return true;
 }
 
-/* Removes one membership; defers the cancel callout and the release. */
+/* Removes one membership; defers the cancel callout and the release. The
+ * loop lock held, and a source's item lock. */
 static void rl_remove_memb_locked(rl_memb *m, rl_defer *d) {
     void *item = m->item;
     RLRunLoopRef rl = m->rl;
@@ -674,7 +936,7 @@ static void rl_remove_memb_locked(rl_memb *m, rl_defer *d) {
             if (!rl_item_in_loop(s, RL_KIND_SOURCE, rl))
                 rl_fd_unregister(rl, s);
             else
-                rl_fd_sync(rl, s->fdobj->fd);
+                rl_fd_update(rl, s);
         }
         rl__defer_push(d, RL_DEFER_CANCEL, s, rl, mode->name);
     } else if (m->kind == RL_KIND_OBSERVER) {
@@ -700,6 +962,45 @@ static void rl_citem_remove(RLRunLoopRef rl, void *item, rl_defer *d) {
             return;
         }
     }
+}
+
+/* A source's per-loop part of invalidation: m->rl locked, item lock held. */
+static void rl_remove_source_from_loop_locked(struct RLRunLoopSource *s, RLRunLoopRef rl, rl_defer *d) {
+    rl_memb *m, *next;
+    bool any = false;
+    for (m = TAILQ_FIRST(&s->membs); m; m = next) {
+        next = TAILQ_NEXT(m, item_link);
+        if (m->rl == rl) {
+            any = true;
+            rl_remove_memb_locked(m, d);
+        }
+    }
+    if (any)
+        rl_citem_remove(rl, s, d);
+}
+
+void rl__source_invalidate(struct RLRunLoopSource *s, rl_defer *d) {
+    rl_loopset ls;
+    rl_loopset_init(&ls);
+    rl__olock_lock(&s->lock);
+    bool was = s->valid;
+    if (was) {
+        /* From here no loop adds it (rl_add_item checks under this lock),
+         * so the loops noted now are all it is in. */
+        rl__poke(s->valid, false);
+        rl__poke(s->signalled, false);
+        rl_loopset_collect(&ls, s, NULL);
+    }
+    rl__olock_unlock(&s->lock);
+    for (size_t i = 0; i < ls.n; i++) {
+        RLRunLoopRef rl = ls.a[i];
+        rl_lock(rl);
+        rl__olock_lock(&s->lock);
+        rl_remove_source_from_loop_locked(s, rl, d);
+        rl__olock_unlock(&s->lock);
+        rl_unlock(rl);
+    }
+    rl_loopset_free(&ls);
 }
 
 void rl__remove_item_everywhere_locked(void *item, rl_kind kind, rl_defer *d) {
@@ -788,30 +1089,79 @@ static bool rl_args_ok(RLRunLoopRef rl, void *item, rl_kind kind, RLRunLoopMode 
     return rl_check_loop(rl, fn) && rl__object_check(item, rl_kind_class(kind), fn) && rl_mode_name_ok(mode, fn);
 }
 
+/* The add proper, rl locked: 1 done, 0 failed (error set), -1 the item
+ * (a timer or an observer) is at home in another loop: the caller unlocks,
+ * moves it out (rl_item_move_out) and tries again. */
+__attribute__((always_inline)) static inline int rl_add_item_locked(RLRunLoopRef rl, void *item, rl_kind kind,
+                                                                   RLRunLoopMode mode, rl_defer *d,
+                                                                   const char *fn) {
+    if (atomic_load_explicit(&rl->dead, memory_order_relaxed))
+        return rl__fail(kRLErrorInvalidState, fn, "the run loop's thread has exited");
+    rl__olock *ol = NULL;
+    bool claim = false;
+    if (kind == RL_KIND_SOURCE) {
+        ol = rl_item_olock(item, kind);
+        rl__olock_lock(ol);
+    } else if (rl_home_get(item, kind) != rl) {
+        /* Its home becomes rl only under rl's lock, which is held: a home
+         * seen here other than rl is someone else's. */
+        if (rl_home_get(item, kind))
+            return -1;
+        ol = rl_item_olock(item, kind);
+        rl__olock_lock(ol);
+        if (rl_home_get(item, kind)) {
+            rl__olock_unlock(ol);
+            return -1;
+        }
+        claim = true;
+    }
+    bool ok;
+    if (!rl_item_valid(item, kind)) {
+        ok = rl__fail(kRLErrorInvalidObject, fn, "%p has been invalidated", item);
+    } else {
+        if (claim)
+            rl_home_set_locked(rl, item, kind);
+        if (rl_is_common(mode)) {
+            ok = rl_add_common_locked(rl, item, kind, d, fn);
+        } else {
+            rl_mode *m = rl_mode_get(rl, mode, fn);
+            ok = m && rl_add_locked(rl, item, kind, m, d, fn);
+        }
+    }
+    if (ol)
+        rl__olock_unlock(ol);
+    return ok;
+}
+
 __attribute__((always_inline)) static inline bool rl_add_item(RLRunLoopRef rl, void *item, rl_kind kind,
                                                               RLRunLoopMode mode, const char *fn) {
     if (!rl_args_ok(rl, item, kind, mode, fn))
         return false;
     rl_defer d;
     rl__defer_init(&d);
-    rl__graph_lock();
-    bool ok;
-    if (atomic_load(&rl->dead))
-        ok = rl__fail(kRLErrorInvalidState, fn, "the run loop's thread has exited");
-    else if (!rl_item_valid(item, kind))
-        ok = rl__fail(kRLErrorInvalidObject, fn, "%p has been invalidated", item);
-    else if (kind == RL_KIND_TIMER && rl__timer_loop(item) && rl__timer_loop(item) != rl)
-        ok = rl__fail(kRLErrorInvalidState, fn, "the timer is already in another run loop");
-    else if (rl_is_common(mode))
-        ok = rl_add_common_locked(rl, item, kind, &d, fn);
-    else {
-        rl_mode *m = rl_mode_get(rl, mode, fn);
-        ok = m && rl_add_locked(rl, item, kind, m, &d, fn);
+    int r;
+    for (;;) {
+        rl_lock(rl);
+        r = rl_add_item_locked(rl, item, kind, mode, &d, fn);
+        rl_unlock(rl);
+        if (RL__LIKELY(r >= 0) || !rl_item_move_out(item, kind, rl, fn))
+            break;
     }
-    rl__graph_unlock();
     if (d.n)
         rl__defer_run(&d);
-    return ok;
+    return r > 0;
+}
+
+/* Locks what guards item's memberships in rl, rl locked: a source's item
+ * lock (returned), nothing for a timer or observer at home in rl; false if
+ * it is at home elsewhere (so in none of rl's modes). */
+static inline bool rl_item_guard(RLRunLoopRef rl, void *item, rl_kind kind, rl__olock **ol) {
+    *ol = NULL;
+    if (kind != RL_KIND_SOURCE)
+        return rl_home_get(item, kind) == rl;
+    *ol = rl_item_olock(item, kind);
+    rl__olock_lock(*ol);
+    return true;
 }
 
 __attribute__((always_inline)) static inline bool rl_remove_item(RLRunLoopRef rl, void *item, rl_kind kind,
@@ -820,32 +1170,43 @@ __attribute__((always_inline)) static inline bool rl_remove_item(RLRunLoopRef rl
         return false;
     rl_defer d;
     rl__defer_init(&d);
-    rl__graph_lock();
-    if (rl_is_common(mode)) {
-        rl_remove_common_locked(rl, item, kind, &d);
-    } else {
-        rl_mode *m = rl_mode_find(rl, mode);
-        rl_memb *x = m ? rl_memb_find(item, kind, m) : NULL;
-        if (x)
-            rl_remove_memb_locked(x, &d);
+    rl_lock(rl);
+    rl__olock *ol;
+    if (rl_item_guard(rl, item, kind, &ol)) {
+        if (rl_is_common(mode)) {
+            rl_remove_common_locked(rl, item, kind, &d);
+        } else {
+            rl_mode *m = rl_mode_find(rl, mode);
+            rl_memb *x = m ? rl_memb_find(item, kind, m) : NULL;
+            if (x)
+                rl_remove_memb_locked(x, &d);
+        }
     }
-    rl__graph_unlock();
-    rl__defer_run(&d);
+    if (ol)
+        rl__olock_unlock(ol);
+    rl_unlock(rl);
+    if (d.n)
+        rl__defer_run(&d);
     return true;
 }
 
 static bool rl_contains_item(RLRunLoopRef rl, void *item, rl_kind kind, RLRunLoopMode mode, const char *fn) {
     if (!rl_args_ok(rl, item, kind, mode, fn))
         return false;
-    rl__graph_lock();
-    bool has;
-    if (rl_is_common(mode)) {
-        has = rl_citem_has(rl, item);
-    } else {
-        rl_mode *m = rl_mode_find(rl, mode);
-        has = m && rl_memb_find(item, kind, m);
+    rl_lock(rl);
+    rl__olock *ol;
+    bool has = false;
+    if (rl_item_guard(rl, item, kind, &ol)) {
+        if (rl_is_common(mode)) {
+            has = rl_citem_has(rl, item);
+        } else {
+            rl_mode *m = rl_mode_find(rl, mode);
+            has = m && rl_memb_find(item, kind, m);
+        }
     }
-    rl__graph_unlock();
+    if (ol)
+        rl__olock_unlock(ol);
+    rl_unlock(rl);
     return has;
 }
 
@@ -888,7 +1249,7 @@ bool RLRunLoopAddCommonMode(RLRunLoopRef rl, RLRunLoopMode mode) {
         return rl__fail(kRLErrorInvalidArgument, fn, "kRLRunLoopCommonModes cannot itself be a common mode");
     rl_defer d;
     rl__defer_init(&d);
-    rl__graph_lock();
+    rl_lock(rl);
     bool ok = true;
     if (!rl_common_find(rl, mode)) {
         rl_common_name *a = rl_grow(rl->common, &rl->capcommon, rl->ncommon + 1, sizeof *a);
@@ -907,12 +1268,19 @@ bool RLRunLoopAddCommonMode(RLRunLoopRef rl, RLRunLoopMode mode) {
             /* Like CF, the mode itself comes into being only when an item
              * lands in it. */
             for (size_t i = 0; ok && i < rl->nci; i++) {
+                void *item = rl->citems[i].item;
+                rl_kind kind = rl->citems[i].kind;
+                rl__olock *ol;
+                if (!rl_item_guard(rl, item, kind, &ol))
+                    continue; /* moved to another loop since */
                 rl_mode *mm = rl_mode_get(rl, mode, fn);
-                ok = mm && rl_add_locked(rl, rl->citems[i].item, rl->citems[i].kind, mm, &d, fn);
+                ok = mm && rl_add_locked(rl, item, kind, mm, &d, fn);
+                if (ol)
+                    rl__olock_unlock(ol);
             }
         }
     }
-    rl__graph_unlock();
+    rl_unlock(rl);
     rl__defer_run(&d);
     return ok;
 }
@@ -920,9 +1288,9 @@ bool RLRunLoopAddCommonMode(RLRunLoopRef rl, RLRunLoopMode mode) {
 char *RLRunLoopCopyCurrentMode(RLRunLoopRef rl) {
     if (!rl_check_loop(rl, "RLRunLoopCopyCurrentMode"))
         return NULL;
-    rl__graph_lock();
+    rl_lock(rl);
     char *s = rl->frame ? strdup(rl->frame->mode->name) : NULL;
-    rl__graph_unlock();
+    rl_unlock(rl);
     return s;
 }
 
@@ -930,7 +1298,7 @@ char **RLRunLoopCopyAllModes(RLRunLoopRef rl, RLIndex *count) {
     const char *fn = "RLRunLoopCopyAllModes";
     if (!rl_check_loop(rl, fn))
         return NULL;
-    rl__graph_lock();
+    rl_lock(rl);
     size_t bytes = (rl->nmodes + 1) * sizeof(char *);
     for (size_t i = 0; i < rl->nmodes; i++)
         bytes += strlen(rl->modes[i]->name) + 1;
@@ -947,7 +1315,7 @@ char **RLRunLoopCopyAllModes(RLRunLoopRef rl, RLIndex *count) {
         if (count)
             *count = (RLIndex)rl->nmodes;
     }
-    rl__graph_unlock();
+    rl_unlock(rl);
     if (!out)
         rl__fail(kRLErrorNoMemory, fn, "out of memory");
     return out;
@@ -957,12 +1325,12 @@ RLAbsoluteTime RLRunLoopGetNextTimerFireDate(RLRunLoopRef rl, RLRunLoopMode mode
     const char *fn = "RLRunLoopGetNextTimerFireDate";
     if (!rl_check_loop(rl, fn) || !rl_mode_name_ok(mode, fn))
         return 0;
-    rl__graph_lock();
+    rl_lock(rl);
     rl_mode *m = rl_mode_find(rl, mode);
     RLAbsoluteTime date = 0;
     if (!m || !rl__tset_earliest_fire(&m->timers, &date))
         date = 0;
-    rl__graph_unlock();
+    rl_unlock(rl);
     return date;
 }
 
@@ -985,11 +1353,11 @@ bool RLRunLoopWakeUp(RLRunLoopRef rl) {
 bool RLRunLoopStop(RLRunLoopRef rl) {
     if (!rl_check_loop(rl, "RLRunLoopStop"))
         return false;
-    rl__graph_lock();
+    rl_lock(rl);
     /* As CF: only a running loop can be stopped; the innermost run returns. */
     if (rl->frame)
         rl->frame->stopped = true;
-    rl__graph_unlock();
+    rl_unlock(rl);
     rl_wake(rl);
     return true;
 }
@@ -1027,9 +1395,9 @@ static void rl_pname_free(char *name) {
 /* As CF, queuing a block for a named mode brings that mode into being
  * (so that running it performs the block). */
 static bool rl_mode_create(RLRunLoopRef rl, const char *mode, const char *fn) {
-    rl__graph_lock();
+    rl_lock(rl);
     bool ok = rl_mode_get(rl, mode, fn) != NULL;
-    rl__graph_unlock();
+    rl_unlock(rl);
     return ok;
 }
 
@@ -1687,18 +2055,40 @@ static void rl_pace_requests(RLRunLoopRef rl) {
 /* the iteration                                                       */
 
 static bool rl_mode_is_empty(RLRunLoopRef rl, rl_mode *m) {
-    rl__graph_lock();
+    rl_lock(rl);
     bool empty = m->nsources == 0 && rl__tset_count(&m->timers) == 0;
-    rl__graph_unlock();
+    rl_unlock(rl);
     return empty && !rl_has_blocks_for(rl, m);
 }
 
-/* Graph lock held. */
+/* What guards o held (its home's lock). */
 static void rl_observer_unpin(struct RLRunLoopObserver *o, rl_defer *d) {
     if (--o->pins > 0)
         return;
     for (; o->held_releases > 0; o->held_releases--)
         rl__defer_release(d, o);
+}
+
+/* After o's callout (if `went`): unpins it, and invalidates a one-shot
+ * observer. rl locked; o normally at home in rl, but a callout may have
+ * moved it to another loop: then its home's lock is taken instead, rl's
+ * dropped meanwhile (never both). */
+static void rl_observer_after(RLRunLoopRef rl, struct RLRunLoopObserver *o, bool went, rl_defer *d) {
+    RLRunLoopRef h = rl;
+    if (RL__UNLIKELY(rl_home_get(o, RL_KIND_OBSERVER) != rl)) {
+        rl_unlock(rl);
+        h = rl__item_lock(o, RL_KIND_OBSERVER);
+    }
+    if (went) {
+        o->firing = false;
+        if (!o->repeats && o->valid)
+            rl__observer_invalidate_locked(o, d);
+    }
+    rl_observer_unpin(o, d);
+    if (RL__UNLIKELY(h != rl)) {
+        rl__item_unlock(o, RL_KIND_OBSERVER, h);
+        rl_lock(rl);
+    }
 }
 
 static void rl_do_observers(RLRunLoopRef rl, rl_mode *m, RLRunLoopActivity act) {
@@ -1711,7 +2101,7 @@ static void rl_do_observers(RLRunLoopRef rl, rl_mode *m, RLRunLoopActivity act) 
         return;
     rl_defer d;
     rl__defer_init(&d);
-    rl__graph_lock();
+    rl_lock(rl);
     if (m->nobservers > 16)
         list = malloc(m->nobservers * sizeof *list);
     rl_memb *x;
@@ -1730,20 +2120,16 @@ static void rl_do_observers(RLRunLoopRef rl, rl_mode *m, RLRunLoopActivity act) 
      * later observer, which is then skipped. */
     for (size_t i = 0; i < n; i++) {
         struct RLRunLoopObserver *o = list[i];
-        bool go = o->valid && !o->firing;
-        o->firing = go;
-        rl__graph_unlock();
+        bool go = rl_home_get(o, RL_KIND_OBSERVER) == rl && o->valid && !o->firing;
+        if (go)
+            o->firing = true;
+        rl_unlock(rl);
         if (go)
             o->callout(o, act, o->ctx.info);
-        rl__graph_lock();
-        if (go) {
-            o->firing = false;
-            if (!o->repeats && o->valid)
-                rl__observer_invalidate_locked(o, &d);
-        }
-        rl_observer_unpin(o, &d);
+        rl_lock(rl);
+        rl_observer_after(rl, o, go, &d);
     }
-    rl__graph_unlock();
+    rl_unlock(rl);
     if (d.n)
         rl__defer_run(&d);
     if (list != small)
@@ -1770,9 +2156,13 @@ static size_t rl_take_ready(RLRunLoopRef rl, rl_mode *m, struct RLRunLoopSource 
     struct RLRunLoopSource **a = rl->nready <= nsmall ? small : malloc(rl->nready * sizeof *a);
     for (size_t i = 0; i < rl->nready; i++) {
         struct RLRunLoopSource *s = rl->ready[i];
-        if (!s->valid || !s->signalled || !rl_item_in_loop(s, RL_KIND_SOURCE, rl))
+        rl__olock_lock(&s->lock); /* loop lock, then item lock */
+        bool live = s->valid && s->signalled && rl_item_in_loop(s, RL_KIND_SOURCE, rl);
+        bool here = live && rl__memb_in_mode(s, RL_KIND_SOURCE, m);
+        rl__olock_unlock(&s->lock);
+        if (!live)
             rl__defer_release(d, s);
-        else if (a && rl__memb_in_mode(s, RL_KIND_SOURCE, m))
+        else if (a && here)
             a[n++] = s; /* the ready list's reference moves to `a` */
         else
             rl->ready[keep++] = s;
@@ -1787,9 +2177,9 @@ static bool rl_do_sources0(RLRunLoopRef rl, rl_mode *m, bool stop_after_handle) 
     rl_defer d;
     rl__defer_init(&d);
     struct RLRunLoopSource *small[16], **a = small;
-    rl__graph_lock();
+    rl_lock(rl);
     size_t n = rl->nready ? rl_take_ready(rl, m, &a, small, 16, &d) : 0;
-    rl__graph_unlock();
+    rl_unlock(rl);
     rl__defer_run(&d);
     if (n == 0) {
         if (a != small)
@@ -1800,11 +2190,11 @@ static bool rl_do_sources0(RLRunLoopRef rl, rl_mode *m, bool stop_after_handle) 
     size_t i = 0;
     for (; i < n; i++) {
         struct RLRunLoopSource *s = a[i];
-        rl__graph_lock();
+        rl__olock_lock(&s->lock);
         bool go = s->signalled && s->valid;
         if (go)
-            s->signalled = false;
-        rl__graph_unlock();
+            rl__poke(s->signalled, false);
+        rl__olock_unlock(&s->lock);
         if (go && s->ctx.perform) {
             s->ctx.perform(s->ctx.info);
             handled = true;
@@ -1817,13 +2207,16 @@ static bool rl_do_sources0(RLRunLoopRef rl, rl_mode *m, bool stop_after_handle) 
             break;
         }
     }
-    /* Sources not reached keep their signal for the next pass. */
-    rl__graph_lock();
-    for (size_t j = i; j < n; j++) {
-        if (a[j]->signalled && a[j]->valid)
-            rl_ready_push(rl, a[j]);
+    /* Sources not reached keep their signal for the next pass (read as a
+     * hint: a stale entry is dropped by the next rl_take_ready). */
+    if (i < n) {
+        rl_lock(rl);
+        for (size_t j = i; j < n; j++) {
+            if (rl__peek(a[j]->signalled) && rl__peek(a[j]->valid))
+                rl_ready_push(rl, a[j]);
+        }
+        rl_unlock(rl);
     }
-    rl__graph_unlock();
     for (size_t j = i; j < n; j++)
         RLRelease(a[j]);
     if (a != small)
@@ -1840,32 +2233,35 @@ static int rl_cmp_timer_memb(const void *x, const void *y) {
 
 static void rl_fire_timer(RLRunLoopRef rl, rl_mode *m, struct RLRunLoopTimer *t) {
     RLAbsoluteTime now = RLAbsoluteTimeGetCurrent();
-    rl__graph_lock();
-    /* m is a mode of rl: a membership in m means t is in rl. */
-    bool go = t->valid && !t->firing && t->fire_date <= now && rl__memb_in_mode(t, RL_KIND_TIMER, m);
+    rl_lock(rl);
+    /* Only at home in rl is its state under rl's lock (a callout may have
+     * moved it meanwhile); m is a mode of rl: a membership in m means t is
+     * in rl. */
+    bool go = rl_home_get(t, RL_KIND_TIMER) == rl && t->valid && !t->firing && t->fire_date <= now &&
+              rl__memb_in_mode(t, RL_KIND_TIMER, m);
     if (go) {
         t->firing = true;
         t->moved_in_fire = false;
     }
-    rl__graph_unlock();
+    rl_unlock(rl);
     if (!go)
         return;
     t->callout(t, t->ctx.info);
     rl_defer d;
     rl__defer_init(&d);
-    rl__graph_lock();
+    RLRunLoopRef h = rl__item_lock(t, RL_KIND_TIMER); /* rl, unless the callout moved it */
     t->firing = false;
     rl__timer_after_fire_locked(t, RLAbsoluteTimeGetCurrent(), &d);
-    rl__graph_unlock();
+    rl__item_unlock(t, RL_KIND_TIMER, h);
     rl__defer_run(&d);
 }
 
 static void rl_do_timers(RLRunLoopRef rl, rl_mode *m) {
     rl_memb **due = NULL;
     size_t n = 0, cap = 0;
-    rl__graph_lock();
+    rl_lock(rl);
     if (rl__tset_count(&m->timers) == 0) {
-        rl__graph_unlock(); /* no clock read for a mode without timers */
+        rl_unlock(rl); /* no clock read for a mode without timers */
         return;
     }
     RLAbsoluteTime now = RLAbsoluteTimeGetCurrent();
@@ -1876,7 +2272,7 @@ static void rl_do_timers(RLRunLoopRef rl, rl_mode *m) {
         due[i] = due[i]->item; /* keep the timer, not the membership */
         rl_retain_raw(due[i]);
     }
-    rl__graph_unlock();
+    rl_unlock(rl);
     for (size_t i = 0; i < n; i++) {
         struct RLRunLoopTimer *t = (struct RLRunLoopTimer *)due[i];
         rl_fire_timer(rl, m, t);
@@ -1892,8 +2288,10 @@ typedef struct rl_fd_fire {
 
 /* Turns an epoll event into the callbacks to deliver, for each source on
  * fd (at most max) whose enabled callbacks match; one-shot: the delivered
- * types are disabled before the callout. Returns how many went to out.
- * Graph lock held. */
+ * types are disabled before the callout (each enabled type goes to one
+ * loop only, should the source be in several). Returns how many went to
+ * out; the caller re-arms the fd in the source's other loops. Loop lock
+ * held. */
 static size_t rl_fd_take(RLRunLoopRef rl, rl_mode *m, int fd, uint32_t events, rl_fd_fire *out, size_t max) {
     if (fd < 0 || (size_t)fd >= rl->nfdtab)
         return 0;
@@ -1907,11 +2305,19 @@ static size_t rl_fd_take(RLRunLoopRef rl, rl_mode *m, int fd, uint32_t events, r
     for (uint32_t i = 0; i < r->nsrcs && n < max; i++) {
         struct RLRunLoopSource *s = r->srcs[i];
         struct RLFileDescriptor *f = s->fdobj;
-        RLOptionFlags types = f ? ready & f->enabled : 0;
-        if (!types || !s->valid || !f->valid || !rl__memb_in_mode(s, RL_KIND_SOURCE, m))
+        RLOptionFlags types = f ? ready & atomic_load_explicit(&f->enabled, memory_order_relaxed) : 0;
+        if (!types)
             continue;
-        f->enabled &= ~types;
-        rl__fd_changed_locked(f); /* re-syncs fd here and in its other loops; r->srcs unchanged */
+        rl__olock_lock(&s->lock);
+        if (s->valid && rl__peek(f->valid) && rl__memb_in_mode(s, RL_KIND_SOURCE, m)) {
+            types &= atomic_fetch_and_explicit(&f->enabled, ~types, memory_order_relaxed);
+            r->want[i] = rl_fd_desired(rl, s);
+        } else {
+            types = 0;
+        }
+        rl__olock_unlock(&s->lock);
+        if (!types)
+            continue;
         rl_retain_raw(s);
         out[n].src = s;
         out[n].types = types;
@@ -1939,7 +2345,7 @@ static bool rl_fd_fire_reserve(rl_fd_fire **fire, rl_fd_fire *inl, size_t *cap, 
 static bool rl_do_fds(RLRunLoopRef rl, rl_mode *m, struct epoll_event *ev, int nev, bool stop_after_handle) {
     rl_fd_fire inl[64], *fire = inl;
     size_t n = 0, cap = 64;
-    rl__graph_lock();
+    rl_lock(rl);
     for (int i = 0; i < nev; i++) {
         int fd = ev[i].data.fd;
         if (fd == rl->evfd || fd == rl->tfd)
@@ -1951,7 +2357,7 @@ static bool rl_do_fds(RLRunLoopRef rl, rl_mode *m, struct epoll_event *ev, int n
             k = cap - n; /* out of memory: the rest stay enabled and report again */
         n += rl_fd_take(rl, m, fd, ev[i].events, fire + n, stop_after_handle ? 1 : k);
     }
-    rl__graph_unlock();
+    rl_unlock(rl);
     for (size_t i = 1; i < n; i++) { /* insertion sort by order */
         rl_fd_fire x = fire[i];
         size_t j = i;
@@ -1964,10 +2370,9 @@ static bool rl_do_fds(RLRunLoopRef rl, rl_mode *m, struct epoll_event *ev, int n
     bool handled = false;
     for (size_t i = 0; i < n; i++) {
         struct RLRunLoopSource *s = fire[i].src;
-        rl__graph_lock();
+        rl_fd_resync_except(s, rl); /* what it delivered here is off in its other loops too */
         struct RLFileDescriptor *f = s->fdobj;
-        bool go = s->valid && f && f->valid;
-        rl__graph_unlock();
+        bool go = rl__peek(s->valid) && f && rl__peek(f->valid);
         if (go) {
             f->callout(f, fire[i].types, f->ctx.info);
             handled = true;
@@ -2013,7 +2418,7 @@ static bool rl_spin_eligible(RLRunLoopRef rl) {
 }
 
 /* Spins until a wake-up is pending or `until` (rl__spin_now nanoseconds)
- * passes. Called without the graph lock and with `sleeping` clear, so a
+ * passes. Called without the loop lock and with `sleeping` clear, so a
  * waker only sets wake_pending: no eventfd write, no system call. */
 static void rl_spin_for_wake(RLRunLoopRef rl, int64_t until) {
     do {
@@ -2035,7 +2440,7 @@ int rl__runloop_cpu(RLRunLoopRef rl) { return atomic_load_explicit(&rl->cpu, mem
  * follows a reply closely finds the loop awake; an idle loop, or one woken
  * only by timers and fds, has no budget and never spins. */
 static int rl_wait(RLRunLoopRef rl, rl_frame *f, bool poll, struct epoll_event *ev, int maxev) {
-    rl__graph_lock();
+    rl_lock(rl);
     if (rl->armed_mode != f->mode) {
         rl->armed_mode = f->mode;
         rl_fd_sync_all(rl);
@@ -2054,10 +2459,10 @@ static int rl_wait(RLRunLoopRef rl, rl_frame *f, bool poll, struct epoll_event *
             learn_from = rl__spin_now();
             uint32_t budget = rl__spin_budget(&rl->spin);
             if (budget > 0) {
-                rl__graph_unlock();
+                rl_unlock(rl);
                 double left = (at - now) * 1e9;
                 rl_spin_for_wake(rl, learn_from + (left < budget ? (int64_t)left : (int64_t)budget));
-                rl__graph_lock();
+                rl_lock(rl);
                 at = rl_next_wake(rl, f); /* a timer may have come meanwhile */
             }
         }
@@ -2066,7 +2471,7 @@ static int rl_wait(RLRunLoopRef rl, rl_frame *f, bool poll, struct epoll_event *
             timeout = -1;
         }
     } else if (rl_poll_needs_no_syscall(rl)) {
-        rl__graph_unlock();
+        rl_unlock(rl);
         rl_flag_set(&rl->ignore_wakeups, 1);
         rl_flag_set(&rl->wake_pending, 0);
         return 0;
@@ -2074,7 +2479,7 @@ static int rl_wait(RLRunLoopRef rl, rl_frame *f, bool poll, struct epoll_event *
     /* A wake-up already pending turns the wait into a poll, and a poll with
      * nothing to ask the kernel needs no system call. */
     if (atomic_load(&rl->wake_pending) && rl_poll_needs_no_syscall(rl)) {
-        rl__graph_unlock();
+        rl_unlock(rl);
         rl_flag_set(&rl->ignore_wakeups, 1);
         rl_flag_set(&rl->wake_pending, 0);
         if (learn_from)
@@ -2082,7 +2487,7 @@ static int rl_wait(RLRunLoopRef rl, rl_frame *f, bool poll, struct epoll_event *
         return 0;
     }
     atomic_store(&rl->sleeping, 1);
-    rl__graph_unlock();
+    rl_unlock(rl);
     if (atomic_load(&rl->wake_pending))
         timeout = 0;
     int n;
@@ -2098,9 +2503,9 @@ static int rl_wait(RLRunLoopRef rl, rl_frame *f, bool poll, struct epoll_event *
             woken = true; /* edge-triggered: nothing to read back */
         } else if (ev[i].data.fd == rl->tfd) {
             rl_drain(rl->tfd);
-            rl__graph_lock();
+            rl_lock(rl);
             rl->armed_at = INFINITY;
-            rl__graph_unlock();
+            rl_unlock(rl);
         }
     }
     if (learn_from)
@@ -2139,10 +2544,10 @@ static RLRunLoopRunResult rl_run_frame(RLRunLoopRef rl, rl_frame *f, bool poll_o
             return kRLRunLoopRunHandledSource;
         if (poll_only || rl_mono_now() >= f->deadline)
             return kRLRunLoopRunTimedOut;
-        rl__graph_lock();
+        rl_lock(rl);
         bool stopped = f->stopped;
         f->stopped = false;
-        rl__graph_unlock();
+        rl_unlock(rl);
         if (stopped)
             return kRLRunLoopRunStopped;
         if (rl_mode_is_empty(rl, m))
@@ -2162,17 +2567,25 @@ typedef struct rl_run_state {
  * that nothing reaches it once it is gone. */
 static void rl_run_leave(void *p) {
     rl_run_state *st = p;
-    rl__graph_lock();
+    rl_lock(st->rl);
     st->rl->frame = st->f->outer;
-    rl__graph_unlock();
+    rl_unlock(st->rl);
     /* Back in the outer run's pass (or out of any run): its wake-up state. */
     atomic_store(&st->rl->ignore_wakeups, st->outer_ignore);
 }
 
-static RLRunLoopRunResult rl_run(RLRunLoopRef rl, const char *mode, RLTimeInterval seconds, bool stop_after_handle) {
-    rl__graph_lock();
+/* The mode to run, NULL if none or the loop is gone. Out of line: inlined
+ * into rl_run, whose cleanup handler is a setjmp, gcc warns that the
+ * lookup's locals might be clobbered. */
+__attribute__((noinline)) static rl_mode *rl_run_mode(RLRunLoopRef rl, const char *mode) {
+    rl_lock(rl);
     rl_mode *m = atomic_load(&rl->dead) ? NULL : rl_mode_find(rl, mode);
-    rl__graph_unlock();
+    rl_unlock(rl);
+    return m;
+}
+
+static RLRunLoopRunResult rl_run(RLRunLoopRef rl, const char *mode, RLTimeInterval seconds, bool stop_after_handle) {
+    rl_mode *m = rl_run_mode(rl, mode);
     if (!m || rl_mode_is_empty(rl, m))
         return kRLRunLoopRunFinished;
     /* As CF: a wake-up given while no run was going on is dropped. Nothing
@@ -2183,10 +2596,10 @@ static RLRunLoopRunResult rl_run(RLRunLoopRef rl, const char *mode, RLTimeInterv
     bool poll_only = !(seconds > 0);
     double deadline = poll_only ? 0 : (seconds > 1e10 ? INFINITY : rl_mono_now() + seconds);
     rl_frame f = {m, false, deadline, NULL};
-    rl__graph_lock();
+    rl_lock(rl);
     f.outer = rl->frame;
     rl->frame = &f;
-    rl__graph_unlock();
+    rl_unlock(rl);
 
     rl_run_state st = {rl, &f, outer_ignore, 0};
     pthread_cleanup_push(rl_run_leave, &st);
@@ -2243,8 +2656,10 @@ static void rl_finalize(void *obj) {
     free(rl->common);
     free(rl->citems);
     free(rl->ready);
-    for (size_t i = 0; i < rl->nfdtab; i++)
+    for (size_t i = 0; i < rl->nfdtab; i++) {
         free(rl->fdtab[i].srcs);
+        free(rl->fdtab[i].want);
+    }
     free(rl->fdtab);
     rl_pchain_drop(rl, rl_pchain_cat(rl->held, rl_pq_take_locked(&rl->pq)));
     rl->held = (rl_pchain){NULL, NULL};
@@ -2269,6 +2684,8 @@ static RLRunLoopRef rl_create(pthread_t thread) {
         return NULL;
     rl->thread = thread;
     rl->armed_at = INFINITY;
+    TAILQ_INIT(&rl->homed_timers);
+    TAILQ_INIT(&rl->homed_observers);
     atomic_init(&rl->ignore_wakeups, 1); /* not running */
     atomic_init(&rl->waker_cpu, -1);
     atomic_init(&rl->cpu, -1);
@@ -2283,14 +2700,14 @@ static RLRunLoopRef rl_create(pthread_t thread) {
         return NULL;
     }
     /* The default mode exists from the start and is common, as in CF. */
-    rl__graph_lock();
+    rl_lock(rl);
     rl->common = calloc(1, sizeof *rl->common);
     rl_mode *m = NULL;
     if (rl->common && (rl->common[0].name = strdup(kRLRunLoopDefaultMode))) {
         rl->capcommon = rl->ncommon = 1;
         m = rl_mode_get(rl, kRLRunLoopDefaultMode, fn);
     }
-    rl__graph_unlock();
+    rl_unlock(rl);
     if (!m) {
         RLRelease(rl);
         rl__fail(kRLErrorNoMemory, fn, "out of memory");
@@ -2304,7 +2721,6 @@ static RLRunLoopRef rl_main_loop;
 static pthread_mutex_t rl_main_mutex = PTHREAD_MUTEX_INITIALIZER;
 static pthread_key_t rl_key;
 static pthread_once_t rl_key_once = PTHREAD_ONCE_INIT;
-static __thread RLRunLoopRef rl_tls;
 
 __attribute__((constructor)) static void rl_record_main_thread(void) { rl_main_thread = pthread_self(); }
 
@@ -2330,7 +2746,7 @@ static void rl_make_key(void) { pthread_key_create(&rl_key, rl_key_destructor); 
  * table holds one reference per entry; a thread's entry goes when the
  * thread tears its loop down (rl__runloop_teardown_current_thread or the
  * pthread-key destructor). The main thread's loop is rl_main_loop, not in
- * the table. Lock order: table mutex, then the graph lock. */
+ * the table. Lock order: table mutex, then a loop lock (rl_create). */
 typedef struct rl_thread_entry {
     struct rl_thread_entry *next;
     pthread_t thread;
@@ -2494,14 +2910,19 @@ RLRunLoopRef RLRunLoopGetCurrent(void) {
 static void rl_teardown(RLRunLoopRef rl) {
     rl_defer d;
     rl__defer_init(&d);
-    rl__graph_lock();
+    rl_lock(rl);
     atomic_store(&rl->dead, true);
     for (int kind = RL_KIND_SOURCE; kind <= RL_KIND_OBSERVER; kind++) {
         for (size_t i = 0; i < rl->nmodes; i++) {
             rl_mode *m = rl->modes[i];
             if (kind == RL_KIND_SOURCE) {
-                while (!TAILQ_EMPTY(&m->sources))
-                    rl_remove_memb_locked(TAILQ_FIRST(&m->sources), &d);
+                while (!TAILQ_EMPTY(&m->sources)) {
+                    rl_memb *x = TAILQ_FIRST(&m->sources);
+                    struct RLRunLoopSource *s = x->item;
+                    rl__olock_lock(&s->lock);
+                    rl_remove_memb_locked(x, &d);
+                    rl__olock_unlock(&s->lock);
+                }
             } else if (kind == RL_KIND_OBSERVER) {
                 while (!TAILQ_EMPTY(&m->observers))
                     rl_remove_memb_locked(TAILQ_FIRST(&m->observers), &d);
@@ -2518,7 +2939,15 @@ static void rl_teardown(RLRunLoopRef rl) {
     for (size_t i = 0; i < rl->nready; i++)
         rl__defer_release(&d, rl->ready[i]);
     rl->nready = 0;
-    rl__graph_unlock();
+    /* Timers and observers at home here but in no mode now go homeless, so
+     * that none keeps a pointer to this loop. */
+    struct RLRunLoopTimer *t;
+    while ((t = TAILQ_FIRST(&rl->homed_timers)) != NULL)
+        rl_home_clear_locked(rl, t, RL_KIND_TIMER);
+    struct RLRunLoopObserver *o;
+    while ((o = TAILQ_FIRST(&rl->homed_observers)) != NULL)
+        rl_home_clear_locked(rl, o, RL_KIND_OBSERVER);
+    rl_unlock(rl);
     rl__defer_run(&d);
 
     rl_qlock(rl);

@@ -11,6 +11,7 @@
 
 static void rl_timer_finalize(void *obj) {
     struct RLRunLoopTimer *t = obj;
+    rl__item_leave_home(t, RL_KIND_TIMER);
     if (t->valid && t->ctx.release)
         t->ctx.release(t->ctx.info);
 }
@@ -94,9 +95,9 @@ RLRunLoopTimerRef RLRunLoopTimerCreateWithHandler(RLAllocatorRef allocator, RLAb
 RLAbsoluteTime RLRunLoopTimerGetNextFireDate(RLRunLoopTimerRef t) {
     if (!rl_timer_ok(t, "RLRunLoopTimerGetNextFireDate"))
         return 0;
-    rl__graph_lock();
+    RLRunLoopRef h = rl__item_lock(t, RL_KIND_TIMER);
     RLAbsoluteTime d = t->fire_date;
-    rl__graph_unlock();
+    rl__item_unlock(t, RL_KIND_TIMER, h);
     return d;
 }
 
@@ -106,7 +107,7 @@ bool RLRunLoopTimerSetNextFireDate(RLRunLoopTimerRef t, RLAbsoluteTime fireDate)
         return false;
     if (isnan(fireDate))
         return rl__fail(kRLErrorInvalidArgument, fn, "NaN date");
-    rl__graph_lock();
+    RLRunLoopRef h = rl__item_lock(t, RL_KIND_TIMER);
     bool ok = t->valid;
     if (ok) {
         t->fire_date = rl_clamp_date(fireDate);
@@ -115,7 +116,7 @@ bool RLRunLoopTimerSetNextFireDate(RLRunLoopTimerRef t, RLAbsoluteTime fireDate)
             t->moved_in_fire = true;
         rl__timer_moved_locked(t);
     }
-    rl__graph_unlock();
+    rl__item_unlock(t, RL_KIND_TIMER, h);
     if (!ok)
         return rl__fail(kRLErrorInvalidObject, fn, "the timer has been invalidated");
     return true;
@@ -145,9 +146,9 @@ bool RLRunLoopTimerInvalidate(RLRunLoopTimerRef t) {
         return false;
     rl_defer d;
     rl__defer_init(&d);
-    rl__graph_lock();
+    RLRunLoopRef h = rl__item_lock(t, RL_KIND_TIMER);
     rl__timer_invalidate_locked(t, &d);
-    rl__graph_unlock();
+    rl__item_unlock(t, RL_KIND_TIMER, h);
     rl__defer_run(&d);
     return true;
 }
@@ -155,9 +156,9 @@ bool RLRunLoopTimerInvalidate(RLRunLoopTimerRef t) {
 bool RLRunLoopTimerIsValid(RLRunLoopTimerRef t) {
     if (!rl_timer_ok(t, "RLRunLoopTimerIsValid"))
         return false;
-    rl__graph_lock();
+    RLRunLoopRef h = rl__item_lock(t, RL_KIND_TIMER);
     bool v = t->valid;
-    rl__graph_unlock();
+    rl__item_unlock(t, RL_KIND_TIMER, h);
     return v;
 }
 
@@ -174,9 +175,9 @@ bool RLRunLoopTimerGetContext(RLRunLoopTimerRef t, RLRunLoopTimerContext *contex
 RLTimeInterval RLRunLoopTimerGetTolerance(RLRunLoopTimerRef t) {
     if (!rl_timer_ok(t, "RLRunLoopTimerGetTolerance"))
         return -1;
-    rl__graph_lock();
+    RLRunLoopRef h = rl__item_lock(t, RL_KIND_TIMER);
     RLTimeInterval tol = t->tolerance;
-    rl__graph_unlock();
+    rl__item_unlock(t, RL_KIND_TIMER, h);
     return tol;
 }
 
@@ -190,10 +191,10 @@ bool RLRunLoopTimerSetTolerance(RLRunLoopTimerRef t, RLTimeInterval tolerance) {
         tolerance = t->interval / 2;
     if (tolerance > RL_FAR_FUTURE)
         tolerance = RL_FAR_FUTURE;
-    rl__graph_lock();
+    RLRunLoopRef h = rl__item_lock(t, RL_KIND_TIMER);
     t->tolerance = tolerance;
     rl__timer_moved_locked(t);
-    rl__graph_unlock();
+    rl__item_unlock(t, RL_KIND_TIMER, h);
     return true;
 }
 

@@ -1,0 +1,55 @@
+/* rl_lock.c — the run loop's internal locks: the item lock's slow path and
+ * the lock-order classes through which the loop and item locks report to
+ * the lock-order detector (the protocol itself: docs/locking.md). */
+#include "runloop_internal.h"
+
+void rl__olock_lock_slow(rl__olock *l) {
+    /* Item locks are held for a few stores: a short spin usually wins. */
+    for (int i = 0; i < 64; i++) {
+        uint32_t expected = 0;
+        if (atomic_load_explicit(&l->word, memory_order_relaxed) == 0 &&
+            atomic_compare_exchange_weak_explicit(&l->word, &expected, 1, memory_order_acquire,
+                                                  memory_order_relaxed))
+            return;
+        rl__cpu_relax();
+    }
+    /* 2: held, and someone may sleep; the unlock that sees it wakes one. */
+    while (atomic_exchange_explicit(&l->word, 2, memory_order_acquire) != 0)
+        rl__futex_wait(&l->word, 2, NULL);
+}
+
+/* Each class has a key (the first lock of the class a thread takes) and a
+ * "second" key (any further one while the first is held). The detector
+ * learns, from every first acquisition, that the second key comes before
+ * the first; so a thread that takes a second lock of a class while holding
+ * one closes a cycle, and the detector reports it like any inversion. An
+ * item lock taken under a loop lock teaches it "loop before item", so an
+ * item lock held while taking a loop lock is reported too. */
+static const char rl_class_key[2], rl_class_second[2];
+static const char *const rl_class_name[2] = {"run-loop lock (any loop)", "run-loop item lock (any item)"};
+static const char *const rl_class_second_name[2] = {"a second run-loop lock", "a second run-loop item lock"};
+static __thread int rl_class_depth[2];
+
+void rl__lockclass_take(rl_lockclass c, const void *where) {
+    const void *first = &rl_class_key[c], *second = &rl_class_second[c];
+    if (rl_class_depth[c]++ > 0) {
+        rl__lockdep_will_acquire(second, rl_class_second_name[c], where);
+        rl__lockdep_acquired(second, rl_class_second_name[c], where);
+        return;
+    }
+    rl__lockdep_will_acquire(second, rl_class_second_name[c], where);
+    rl__lockdep_acquired(second, rl_class_second_name[c], where);
+    rl__lockdep_will_acquire(first, rl_class_name[c], where);
+    rl__lockdep_acquired(first, rl_class_name[c], where);
+    rl__lockdep_released(second);
+}
+
+void rl__lockclass_drop(rl_lockclass c) {
+    /* Taken before the detector was switched on: nothing recorded. */
+    if (rl_class_depth[c] <= 0)
+        return;
+    if (--rl_class_depth[c] > 0)
+        rl__lockdep_released(&rl_class_second[c]);
+    else
+        rl__lockdep_released(&rl_class_key[c]);
+}
