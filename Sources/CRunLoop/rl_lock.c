@@ -37,11 +37,17 @@ void rl__lockclass_take(rl_lockclass c, const void *where) {
         rl__lockdep_acquired(second, rl_class_second_name[c], where);
         return;
     }
-    rl__lockdep_will_acquire(second, rl_class_second_name[c], where);
-    rl__lockdep_acquired(second, rl_class_second_name[c], where);
+    /* A loop lock under an item lock is reported by the next call: teaching
+     * the "second" order through it would report the same fault twice. */
+    bool teach = !(c == RL_LOCKCLASS_LOOP && rl_class_depth[RL_LOCKCLASS_ITEM] > 0);
+    if (teach) {
+        rl__lockdep_will_acquire(second, rl_class_second_name[c], where);
+        rl__lockdep_acquired(second, rl_class_second_name[c], where);
+    }
     rl__lockdep_will_acquire(first, rl_class_name[c], where);
     rl__lockdep_acquired(first, rl_class_name[c], where);
-    rl__lockdep_released(second);
+    if (teach)
+        rl__lockdep_released(second);
 }
 
 void rl__lockclass_drop(rl_lockclass c) {
