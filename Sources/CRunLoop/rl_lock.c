@@ -3,14 +3,18 @@
  * the lock-order detector (the protocol itself: docs/locking.md). */
 #include "runloop_internal.h"
 
+/* The spins of RLLock's futex mutex (RLLock.c, measured there), behind the
+ * same switch (RL_TRICK_LOCK_SPIN; none in the plain build). */
+enum { RL__OLOCK_SPINS = RL_TRICK_LOCK_SPIN ? 4 : 0 };
+
 void rl__olock_lock_slow(rl__olock *l) {
-    /* Item locks are held for a few stores: a short spin usually wins. */
-    for (int i = 0; i < 64; i++) {
-        uint32_t expected = 0;
-        if (atomic_load_explicit(&l->word, memory_order_relaxed) == 0 &&
-            atomic_compare_exchange_weak_explicit(&l->word, &expected, 1, memory_order_acquire,
-                                                  memory_order_relaxed))
+    for (int i = 0; i < RL__OLOCK_SPINS; i++) {
+        uint32_t w = atomic_load_explicit(&l->word, memory_order_relaxed), expected = 0;
+        if (w == 0 && atomic_compare_exchange_weak_explicit(&l->word, &expected, 1, memory_order_acquire,
+                                                            memory_order_relaxed))
             return;
+        if (w == 2) /* others already sleep: spinning would only delay joining them */
+            break;
         rl__cpu_relax();
     }
     /* 2: held, and someone may sleep; the unlock that sees it wakes one. */
