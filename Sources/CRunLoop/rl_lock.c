@@ -33,9 +33,21 @@ static const char rl_class_key[2], rl_class_second[2];
 static const char *const rl_class_name[2] = {"run-loop lock (any loop)", "run-loop item lock (any item)"};
 static const char *const rl_class_second_name[2] = {"a second run-loop lock", "a second run-loop item lock"};
 static __thread int rl_class_depth[2];
+static __thread unsigned rl_class_epoch;
+
+/* Depths counted before the detector was last switched on are stale (a
+ * lock taken then and released while it was off was never counted down). */
+static void rl_class_sync_epoch(void) {
+    unsigned e = rl__lockdep_epoch();
+    if (rl_class_epoch != e) {
+        rl_class_epoch = e;
+        rl_class_depth[0] = rl_class_depth[1] = 0;
+    }
+}
 
 void rl__lockclass_take(rl_lockclass c, const void *where) {
     const void *first = &rl_class_key[c], *second = &rl_class_second[c];
+    rl_class_sync_epoch();
     if (rl_class_depth[c]++ > 0) {
         rl__lockdep_will_acquire(second, rl_class_second_name[c], where);
         rl__lockdep_acquired(second, rl_class_second_name[c], where);
@@ -55,6 +67,7 @@ void rl__lockclass_take(rl_lockclass c, const void *where) {
 }
 
 void rl__lockclass_drop(rl_lockclass c) {
+    rl_class_sync_epoch();
     /* Taken before the detector was switched on: nothing recorded. */
     if (rl_class_depth[c] <= 0)
         return;
