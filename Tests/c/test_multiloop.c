@@ -253,6 +253,102 @@ static void test_timer_and_observer_move_between_loops(void **state) {
     lthread_stop(&b);
 }
 
+/* A callout that moves its own timer or observer to another loop: the pass
+ * finishes with it under its new loop's lock, and the new loop calls it. */
+typedef struct mover {
+    RLRunLoopRef from, to;
+    atomic_int calls_from, calls_to;
+} mover;
+
+static void moving_timer(RLRunLoopTimerRef t, void *info) {
+    mover *m = info;
+    if (RLRunLoopGetCurrent() == m->to) {
+        atomic_fetch_add(&m->calls_to, 1);
+        return;
+    }
+    atomic_fetch_add(&m->calls_from, 1);
+    assert_true(RLRunLoopRemoveTimer(m->from, t, kRLRunLoopDefaultMode));
+    assert_true(RLRunLoopAddTimer(m->to, t, kRLRunLoopDefaultMode));
+    assert_true(RLRunLoopTimerSetNextFireDate(t, RLAbsoluteTimeGetCurrent()));
+    assert_true(RLRunLoopWakeUp(m->to));
+}
+
+static void moving_observer(RLRunLoopObserverRef o, RLRunLoopActivity a, void *info) {
+    mover *m = info;
+    if (RLRunLoopGetCurrent() == m->to) {
+        atomic_fetch_add(&m->calls_to, 1);
+        return;
+    }
+    if (atomic_fetch_add(&m->calls_from, 1) > 0)
+        return;
+    assert_true(RLRunLoopRemoveObserver(m->from, o, kRLRunLoopDefaultMode));
+    assert_true(RLRunLoopAddObserver(m->to, o, kRLRunLoopDefaultMode));
+    assert_true(RLRunLoopWakeUp(m->to));
+}
+
+static void test_callout_moves_its_item_to_another_loop(void **state) {
+    lthread a, b;
+    lthread_start(&a);
+    lthread_start(&b);
+    mover mt = {atomic_load(&a.rl), atomic_load(&b.rl), 0, 0};
+    RLRunLoopTimerContext tc = {0, &mt, NULL, NULL, NULL};
+    /* Repeating: firing on b must not invalidate it on the way. */
+    RLRunLoopTimerRef t = RLRunLoopTimerCreate(NULL, RLAbsoluteTimeGetCurrent() + 1000, 1000, 0, 0, moving_timer, &tc);
+    assert_true(RLRunLoopAddTimer(mt.from, t, kRLRunLoopDefaultMode));
+    assert_true(RLRunLoopTimerSetNextFireDate(t, RLAbsoluteTimeGetCurrent()));
+    assert_true(RLRunLoopWakeUp(mt.from));
+    wait_for(&mt.calls_to, 1);
+    assert_int_equal(atomic_load(&mt.calls_from), 1);
+    assert_int_equal(atomic_load(&mt.calls_to), 1);
+    assert_true(RLRunLoopContainsTimer(mt.to, t, kRLRunLoopDefaultMode));
+    assert_false(RLRunLoopContainsTimer(mt.from, t, kRLRunLoopDefaultMode));
+    assert_true(RLRunLoopTimerIsValid(t));
+    assert_true(RLRunLoopTimerInvalidate(t));
+    RLRelease(t);
+
+    mover mo = {atomic_load(&a.rl), atomic_load(&b.rl), 0, 0};
+    RLRunLoopObserverContext oc = {0, &mo, NULL, NULL, NULL};
+    RLRunLoopObserverRef o = RLRunLoopObserverCreate(NULL, kRLRunLoopAllActivities, true, 0, moving_observer, &oc);
+    assert_true(RLRunLoopAddObserver(mo.from, o, kRLRunLoopDefaultMode));
+    assert_true(RLRunLoopWakeUp(mo.from));
+    wait_for(&mo.calls_to, 1);
+    assert_true(atomic_load(&mo.calls_to) >= 1);
+    assert_true(RLRunLoopContainsObserver(mo.to, o, kRLRunLoopDefaultMode));
+    assert_false(RLRunLoopContainsObserver(mo.from, o, kRLRunLoopDefaultMode));
+    assert_true(RLRunLoopObserverInvalidate(o));
+    RLRelease(o);
+    lthread_stop(&a);
+    lthread_stop(&b);
+}
+
+/* Observers removed, invalidated and released by another thread while the
+ * loop's passes have them pinned for their callouts. */
+static atomic_int observed;
+static void count_observed(RLRunLoopObserverRef o, RLRunLoopActivity a, void *info) { atomic_fetch_add(&observed, 1); }
+
+static void test_observers_go_while_pinned(void **state) {
+    lthread l;
+    lthread_start(&l);
+    RLRunLoopRef rl = atomic_load(&l.rl);
+    atomic_store(&observed, 0);
+    for (long i = 0; i < rl_test_iters(3000); i++) {
+        RLRunLoopObserverRef o[4];
+        for (int k = 0; k < 4; k++) {
+            o[k] = RLRunLoopObserverCreate(NULL, kRLRunLoopAllActivities, (k & 1) != 0, k, count_observed, NULL);
+            assert_true(RLRunLoopAddObserver(rl, o[k], kRLRunLoopDefaultMode));
+        }
+        RLRunLoopWakeUp(rl);
+        for (int k = 0; k < 4; k++) {
+            if (k & 2)
+                assert_true(RLRunLoopObserverInvalidate(o[k]));
+            else
+                assert_true(RLRunLoopRemoveObserver(rl, o[k], kRLRunLoopDefaultMode));
+            RLRelease(o[k]);
+        }
+    }
+    lthread_stop(&l);
+}
+
 /* Freed while its last loop (its home) lives on: the loop forgets it. */
 static void test_timer_freed_after_leaving_a_live_loop(void **state) {
     lthread l;
@@ -454,6 +550,8 @@ int main(void) {
         cmocka_unit_test(test_timer_moved_while_its_loop_sleeps),
         cmocka_unit_test(test_timer_and_observer_move_between_loops),
         cmocka_unit_test(test_timer_freed_after_leaving_a_live_loop),
+        cmocka_unit_test(test_callout_moves_its_item_to_another_loop),
+        cmocka_unit_test(test_observers_go_while_pinned),
         cmocka_unit_test(test_teardown_while_another_thread_adds),
         cmocka_unit_test(test_wakeup_and_stop_from_many_threads),
         cmocka_unit_test(test_fd_source_in_two_loops_delivers_once),
