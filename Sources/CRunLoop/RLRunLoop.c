@@ -1089,6 +1089,41 @@ static bool rl_args_ok(RLRunLoopRef rl, void *item, rl_kind kind, RLRunLoopMode 
     return rl_check_loop(rl, fn) && rl__object_check(item, rl_kind_class(kind), fn) && rl_mode_name_ok(mode, fn);
 }
 
+/* Adds a valid item to `mode` (or the common modes) of rl; rl locked and
+ * what guards the item held. */
+__attribute__((always_inline)) static inline bool rl_add_to_mode_locked(RLRunLoopRef rl, void *item, rl_kind kind,
+                                                                       RLRunLoopMode mode, rl_defer *d,
+                                                                       const char *fn) {
+    if (rl_is_common(mode))
+        return rl_add_common_locked(rl, item, kind, d, fn);
+    rl_mode *m = rl_mode_get(rl, mode, fn);
+    return m && rl_add_locked(rl, item, kind, m, d, fn);
+}
+
+/* A timer or an observer not at home in rl (rl locked): rl becomes its home
+ * if it has none (1 or 0 as rl_add_item_locked); -1 if it has another. Out
+ * of line: the usual add finds the item at home already. */
+__attribute__((noinline)) static int rl_add_item_claim(RLRunLoopRef rl, void *item, rl_kind kind, RLRunLoopMode mode,
+                                                       rl_defer *d, const char *fn) {
+    /* Its home becomes rl only under rl's lock, which is held: a home seen
+     * here is someone else's. */
+    if (rl_home_get(item, kind))
+        return -1;
+    rl__olock *ol = rl_item_olock(item, kind);
+    rl__olock_lock(ol);
+    int r;
+    if (rl_home_get(item, kind)) {
+        r = -1;
+    } else if (!rl_item_valid(item, kind)) {
+        r = rl__fail(kRLErrorInvalidObject, fn, "%p has been invalidated", item);
+    } else {
+        rl_home_set_locked(rl, item, kind);
+        r = rl_add_to_mode_locked(rl, item, kind, mode, d, fn);
+    }
+    rl__olock_unlock(ol);
+    return r;
+}
+
 /* The add proper, rl locked: 1 done, 0 failed (error set), -1 the item
  * (a timer or an observer) is at home in another loop: the caller unlocks,
  * moves it out (rl_item_move_out) and tries again. */
@@ -1098,36 +1133,17 @@ __attribute__((always_inline)) static inline int rl_add_item_locked(RLRunLoopRef
     if (atomic_load_explicit(&rl->dead, memory_order_relaxed))
         return rl__fail(kRLErrorInvalidState, fn, "the run loop's thread has exited");
     rl__olock *ol = NULL;
-    bool claim = false;
     if (kind == RL_KIND_SOURCE) {
         ol = rl_item_olock(item, kind);
         rl__olock_lock(ol);
-    } else if (rl_home_get(item, kind) != rl) {
-        /* Its home becomes rl only under rl's lock, which is held: a home
-         * seen here other than rl is someone else's. */
-        if (rl_home_get(item, kind))
-            return -1;
-        ol = rl_item_olock(item, kind);
-        rl__olock_lock(ol);
-        if (rl_home_get(item, kind)) {
-            rl__olock_unlock(ol);
-            return -1;
-        }
-        claim = true;
+    } else if (RL__UNLIKELY(rl_home_get(item, kind) != rl)) {
+        return rl_add_item_claim(rl, item, kind, mode, d, fn);
     }
     bool ok;
-    if (!rl_item_valid(item, kind)) {
+    if (!rl_item_valid(item, kind))
         ok = rl__fail(kRLErrorInvalidObject, fn, "%p has been invalidated", item);
-    } else {
-        if (claim)
-            rl_home_set_locked(rl, item, kind);
-        if (rl_is_common(mode)) {
-            ok = rl_add_common_locked(rl, item, kind, d, fn);
-        } else {
-            rl_mode *m = rl_mode_get(rl, mode, fn);
-            ok = m && rl_add_locked(rl, item, kind, m, d, fn);
-        }
-    }
+    else
+        ok = rl_add_to_mode_locked(rl, item, kind, mode, d, fn);
     if (ol)
         rl__olock_unlock(ol);
     return ok;
