@@ -533,6 +533,7 @@ __attribute__((always_inline)) static inline rl_mode *rl_mode_get(RLRunLoopRef r
 
 static void rl_mode_free(rl_mode *m) {
     rl__tset_free(&m->timers);
+    free(m->sbuckets);
     free(m->name);
     free(m);
 }
@@ -633,6 +634,8 @@ static void rl_rearm_if_waiting(RLRunLoopRef rl) {
  * a sleeping loop running that mode is re-armed only if t is due before the
  * armed time, and nothing else (no clock read, no heap order) is needed. */
 static void rl_rearm_for_added_timer_slow(RLRunLoopRef rl, const struct RLRunLoopTimer *t) {
+    if (t->firing)
+        return; /* not a wake-up reason until its callout returns (rl__tset_earliest_deadline) */
     double rel = t->fire_date + t->tolerance - RLAbsoluteTimeGetCurrent();
     double at = rl_mono_now() + (rel > 0 ? rel : 0);
     if (at < rl->armed_at)
@@ -851,6 +854,160 @@ static void rl_observer_insert(rl_mode *mode, rl_memb *m) {
 
 /* A timer's first membership lives inside the timer: no allocation, and
  * one cache miss less when 100k timers come and go. */
+/* ---- source equality ----
+ * A mode holds at most one of a set of equal sources (as CF's set of
+ * sources): adding a source equal to one already there does nothing, and
+ * Contains/Remove find the one there. Candidates are found through the
+ * mode's buckets, keyed by what equal sources share. */
+
+static size_t rl_source_key(const struct RLRunLoopSource *s) {
+    uint64_t x = (uint64_t)s->hash ^ ((uint64_t)s->order * 0x9E3779B97F4A7C15ull) ^
+                 (uint64_t)(uintptr_t)s->ctx.perform ^ ((uint64_t)(uintptr_t)s->fdobj << 1);
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    return (size_t)x;
+}
+
+/* Room in mode's buckets for one more source; false only if there are none
+ * and none can be had (a full table keeps working with longer chains). */
+static bool rl_sbuckets_reserve(rl_mode *mode) {
+    if (mode->nsources < mode->nsbuckets)
+        return true;
+    size_t nb = mode->nsbuckets ? mode->nsbuckets * 2 : 8;
+    rl_memb **b = calloc(nb, sizeof *b);
+    if (!b)
+        return mode->nsbuckets > 0;
+    for (size_t i = 0; i < mode->nsbuckets; i++) {
+        rl_memb *m = mode->sbuckets[i];
+        while (m) {
+            rl_memb *next = m->snext;
+            size_t k = rl_source_key(m->item) & (nb - 1);
+            m->snext = b[k];
+            b[k] = m;
+            m = next;
+        }
+    }
+    free(mode->sbuckets);
+    mode->sbuckets = b;
+    mode->nsbuckets = nb;
+    return true;
+}
+
+static void rl_sbucket_insert(rl_mode *mode, rl_memb *m) {
+    rl_memb **head = &mode->sbuckets[rl_source_key(m->item) & (mode->nsbuckets - 1)];
+    m->snext = *head;
+    *head = m;
+}
+
+static void rl_sbucket_remove(rl_mode *mode, rl_memb *m) {
+    rl_memb **p = &mode->sbuckets[rl_source_key(m->item) & (mode->nsbuckets - 1)];
+    while (*p && *p != m)
+        p = &(*p)->snext;
+    if (*p)
+        *p = m->snext;
+}
+
+/* The verdicts of a source's equal callback, asked without the lock before
+ * an add, remove or contains (rl_eq_prepare), for the locked part to read:
+ * the callback is user code and never runs under the lock. */
+typedef struct rl_eq_verdict {
+    struct RLRunLoopSource *other; /* retained */
+    bool equal;
+} rl_eq_verdict;
+
+typedef struct rl_eq_state {
+    const struct RLRunLoopSource *s;
+    rl_eq_verdict *v;
+    size_t n;
+    struct rl_eq_state *prev; /* an add from inside an equal callback has its own */
+} rl_eq_state;
+
+static __thread rl_eq_state *rl_eq_cur;
+
+/* The loop lock held (what is compared never changes after creation). */
+static bool rl_sources_equal_locked(const struct RLRunLoopSource *s, const struct RLRunLoopSource *c) {
+    if (c == s)
+        return true;
+    if (!rl__source_same_shape(s, c))
+        return false;
+    if (!s->ctx.equal)
+        return s->ctx.info == c->ctx.info;
+    const rl_eq_state *st = rl_eq_cur;
+    if (st && st->s == s) {
+        for (size_t i = 0; i < st->n; i++) {
+            if (st->v[i].other == c)
+                return st->v[i].equal;
+        }
+    }
+    /* Added by another thread after the verdicts were taken: taken as
+     * different (two threads adding equal sources at once may both succeed). */
+    return false;
+}
+
+/* The membership of s, or of a source equal to s, in mode: found through
+ * the mode's buckets (s's own membership is there too), so that the loop
+ * lock alone suffices, not s's item lock. */
+static rl_memb *rl_source_find_locked(struct RLRunLoopSource *s, rl_mode *mode) {
+    rl_memb *m;
+    if (!mode->nsbuckets)
+        return NULL;
+    for (m = mode->sbuckets[rl_source_key(s) & (mode->nsbuckets - 1)]; m; m = m->snext) {
+        if (rl_sources_equal_locked(s, m->item))
+            return m;
+    }
+    return NULL;
+}
+
+static void rl_eq_collect_locked(rl_eq_state *st, rl_mode *mode, struct RLRunLoopSource *s) {
+    if (!mode || !mode->nsbuckets)
+        return;
+    for (rl_memb *m = mode->sbuckets[rl_source_key(s) & (mode->nsbuckets - 1)]; m; m = m->snext) {
+        struct RLRunLoopSource *c = m->item;
+        if (c == s || !rl__source_same_shape(s, c))
+            continue;
+        bool seen = false;
+        for (size_t i = 0; i < st->n && !seen; i++)
+            seen = st->v[i].other == c;
+        if (seen)
+            continue;
+        rl_eq_verdict *v = realloc(st->v, (st->n + 1) * sizeof *v);
+        if (!v)
+            return; /* out of memory: the rest count as different */
+        st->v = v;
+        rl_retain_raw(c);
+        st->v[st->n++] = (rl_eq_verdict){c, false};
+    }
+}
+
+/* Before an add, remove or contains of source s in `mode` (every common
+ * mode for kRLRunLoopCommonModes): if s has an equal callback, asks it,
+ * without the lock, about every source of the same shape there, for the
+ * locked part to read (rl_sources_equal_locked). */
+static void rl_eq_prepare(rl_eq_state *st, RLRunLoopRef rl, struct RLRunLoopSource *s, RLRunLoopMode mode) {
+    *st = (rl_eq_state){s, NULL, 0, rl_eq_cur};
+    if (!s->ctx.equal)
+        return;
+    rl_lock(rl);
+    if (rl_is_common(mode)) {
+        for (size_t i = 0; i < rl->ncommon; i++)
+            rl_eq_collect_locked(st, rl_mode_find(rl, rl->common[i].name), s);
+    } else {
+        rl_eq_collect_locked(st, rl_mode_find(rl, mode), s);
+    }
+    rl_unlock(rl);
+    for (size_t i = 0; i < st->n; i++)
+        st->v[i].equal = s->ctx.equal(s->ctx.info, st->v[i].other->ctx.info);
+    rl_eq_cur = st;
+}
+
+static void rl_eq_finish(rl_eq_state *st) {
+    rl_eq_cur = st->prev;
+    for (size_t i = 0; i < st->n; i++)
+        RLRelease(st->v[i].other);
+    free(st->v);
+}
+
 static rl_memb *rl_memb_alloc(void *item, rl_kind kind) {
     if (kind == RL_KIND_TIMER) {
         struct RLRunLoopTimer *t = item;
@@ -882,8 +1039,14 @@ static void rl_memb_free(rl_memb *m) {
  * the kind is a constant: adding a timer is a hot path. */
 __attribute__((always_inline)) static inline bool rl_add_locked(RLRunLoopRef rl, void *item, rl_kind kind,
                                                                rl_mode *mode, rl_defer *d, const char *fn) {
-    if (rl_memb_find(item, kind, mode))
+    if (kind == RL_KIND_SOURCE) {
+        if (rl_source_find_locked(item, mode))
+            return true; /* it, or a source equal to it, is there */
+        if (!rl_sbuckets_reserve(mode))
+            return rl__fail(kRLErrorNoMemory, fn, "out of memory");
+    } else if (rl_memb_find(item, kind, mode)) {
         return true;
+    }
     rl_memb *m = rl_memb_alloc(item, kind);
     if (!m)
         return rl__fail(kRLErrorNoMemory, fn, "out of memory");
@@ -902,6 +1065,7 @@ __attribute__((always_inline)) static inline bool rl_add_locked(RLRunLoopRef rl,
     if (kind == RL_KIND_SOURCE) {
         struct RLRunLoopSource *s = item;
         TAILQ_INSERT_TAIL(&mode->sources, m, mode_link);
+        rl_sbucket_insert(mode, m);
         mode->nsources++;
         if (s->fdobj) {
             rl_fd_register(rl, s);
@@ -921,9 +1085,11 @@ __attribute__((always_inline)) static inline bool rl_add_locked(RLRunLoopRef rl,
     return true;
 }
 
-/* Removes one membership; defers the cancel callout and the release. The
- * loop lock held, and a source's item lock. */
-static void rl_remove_memb_locked(rl_memb *m, rl_defer *d) {
+/* Removes one membership; defers the cancel callout and the release. A
+ * source's cancel goes to `cancel_for`: the source the caller named, which
+ * may be one equal to the source in the mode (as CF). The loop lock held,
+ * and for a source the item lock of the member (m->item). */
+static void rl_remove_memb_as_locked(rl_memb *m, void *cancel_for, rl_defer *d) {
     void *item = m->item;
     RLRunLoopRef rl = m->rl;
     rl_mode *mode = m->mode;
@@ -931,6 +1097,7 @@ static void rl_remove_memb_locked(rl_memb *m, rl_defer *d) {
     if (m->kind == RL_KIND_SOURCE) {
         struct RLRunLoopSource *s = item;
         TAILQ_REMOVE(&mode->sources, m, mode_link);
+        rl_sbucket_remove(mode, m);
         mode->nsources--;
         if (s->fdobj) {
             if (!rl_item_in_loop(s, RL_KIND_SOURCE, rl))
@@ -938,7 +1105,7 @@ static void rl_remove_memb_locked(rl_memb *m, rl_defer *d) {
             else
                 rl_fd_update(rl, s);
         }
-        rl__defer_push(d, RL_DEFER_CANCEL, s, rl, mode->name);
+        rl__defer_push(d, RL_DEFER_CANCEL, cancel_for, rl, mode->name);
     } else if (m->kind == RL_KIND_OBSERVER) {
         TAILQ_REMOVE(&mode->observers, m, mode_link);
         mode->nobservers--;
@@ -953,6 +1120,8 @@ static void rl_remove_memb_locked(rl_memb *m, rl_defer *d) {
         rl__defer_release(d, item);
     rl_memb_free(m);
 }
+
+static void rl_remove_memb_locked(rl_memb *m, rl_defer *d) { rl_remove_memb_as_locked(m, m->item, d); }
 
 static void rl_citem_remove(RLRunLoopRef rl, void *item, rl_defer *d) {
     for (size_t i = 0; i < rl->nci; i++) {
@@ -1153,6 +1322,9 @@ __attribute__((always_inline)) static inline bool rl_add_item(RLRunLoopRef rl, v
                                                               RLRunLoopMode mode, const char *fn) {
     if (!rl_args_ok(rl, item, kind, mode, fn))
         return false;
+    rl_eq_state eq;
+    if (kind == RL_KIND_SOURCE)
+        rl_eq_prepare(&eq, rl, item, mode);
     rl_defer d;
     rl__defer_init(&d);
     int r;
@@ -1165,6 +1337,8 @@ __attribute__((always_inline)) static inline bool rl_add_item(RLRunLoopRef rl, v
     }
     if (d.n)
         rl__defer_run(&d);
+    if (kind == RL_KIND_SOURCE)
+        rl_eq_finish(&eq);
     return r > 0;
 }
 
@@ -1184,45 +1358,66 @@ __attribute__((always_inline)) static inline bool rl_remove_item(RLRunLoopRef rl
                                                                  RLRunLoopMode mode, const char *fn) {
     if (!rl_args_ok(rl, item, kind, mode, fn))
         return false;
+    rl_eq_state eq;
+    if (kind == RL_KIND_SOURCE)
+        rl_eq_prepare(&eq, rl, item, mode);
     rl_defer d;
     rl__defer_init(&d);
     rl_lock(rl);
-    rl__olock *ol;
-    if (rl_item_guard(rl, item, kind, &ol)) {
-        if (rl_is_common(mode)) {
-            rl_remove_common_locked(rl, item, kind, &d);
-        } else {
-            rl_mode *m = rl_mode_find(rl, mode);
-            rl_memb *x = m ? rl_memb_find(item, kind, m) : NULL;
-            if (x)
-                rl_remove_memb_locked(x, &d);
+    if (kind == RL_KIND_SOURCE && !rl_is_common(mode)) {
+        /* The member found may be a source equal to this one: its item
+         * lock, not this one's, guards the membership. */
+        rl_mode *m = rl_mode_find(rl, mode);
+        rl_memb *x = m ? rl_source_find_locked(item, m) : NULL;
+        if (x) {
+            struct RLRunLoopSource *member = x->item;
+            rl__olock_lock(&member->lock);
+            rl_remove_memb_as_locked(x, item, &d);
+            rl__olock_unlock(&member->lock);
         }
+    } else {
+        rl__olock *ol;
+        if (rl_item_guard(rl, item, kind, &ol)) {
+            if (rl_is_common(mode)) {
+                rl_remove_common_locked(rl, item, kind, &d);
+            } else {
+                rl_mode *m = rl_mode_find(rl, mode);
+                rl_memb *x = m ? rl_memb_find(item, kind, m) : NULL;
+                if (x)
+                    rl_remove_memb_locked(x, &d);
+            }
+        }
+        if (ol)
+            rl__olock_unlock(ol);
     }
-    if (ol)
-        rl__olock_unlock(ol);
     rl_unlock(rl);
     if (d.n)
         rl__defer_run(&d);
+    if (kind == RL_KIND_SOURCE)
+        rl_eq_finish(&eq);
     return true;
 }
 
 static bool rl_contains_item(RLRunLoopRef rl, void *item, rl_kind kind, RLRunLoopMode mode, const char *fn) {
     if (!rl_args_ok(rl, item, kind, mode, fn))
         return false;
+    rl_eq_state eq;
+    if (kind == RL_KIND_SOURCE)
+        rl_eq_prepare(&eq, rl, item, mode);
     rl_lock(rl);
-    rl__olock *ol;
     bool has = false;
-    if (rl_item_guard(rl, item, kind, &ol)) {
-        if (rl_is_common(mode)) {
-            has = rl_citem_has(rl, item);
-        } else {
-            rl_mode *m = rl_mode_find(rl, mode);
-            has = m && rl_memb_find(item, kind, m);
-        }
+    if (rl_is_common(mode)) {
+        has = rl_citem_has(rl, item);
+    } else if (kind == RL_KIND_SOURCE) {
+        rl_mode *m = rl_mode_find(rl, mode);
+        has = m && rl_source_find_locked(item, m); /* the mode's buckets: the loop lock */
+    } else if (rl_home_get(item, kind) == rl) {
+        rl_mode *m = rl_mode_find(rl, mode);
+        has = m && rl_memb_find(item, kind, m);
     }
-    if (ol)
-        rl__olock_unlock(ol);
     rl_unlock(rl);
+    if (kind == RL_KIND_SOURCE)
+        rl_eq_finish(&eq);
     return has;
 }
 
@@ -2258,11 +2453,34 @@ static void rl_fire_timer(RLRunLoopRef rl, rl_mode *m, struct RLRunLoopTimer *t)
     if (go) {
         t->firing = true;
         t->moved_in_fire = false;
+        t->ctx_pinned = t->ctx.retain != NULL;
     }
     rl_unlock(rl);
     if (!go)
         return;
-    t->callout(t, t->ctx.info);
+    /* As CF: the callout holds its own reference on info (the context's
+     * retain and release around it), so it may invalidate and release its
+     * own timer and still use info. The context is fixed at creation; what
+     * could free info meanwhile, an invalidation, waits for the pin. */
+    void *info = t->ctx.info;
+    if (t->ctx.retain) {
+        info = (void *)t->ctx.retain(info);
+        rl_defer pd;
+        rl__defer_init(&pd);
+        RLRunLoopRef ph = rl__item_lock(t, RL_KIND_TIMER); /* rl, unless the retain callback moved it */
+        t->ctx_pinned = false;
+        if (t->ctx_release_held) {
+            t->ctx_release_held = false;
+            rl__defer_ctx_release(&pd, t->ctx.release, t->ctx.info);
+        }
+        rl__item_unlock(t, RL_KIND_TIMER, ph);
+        if (pd.n)
+            rl__defer_run(&pd);
+    }
+    if (t->callout) /* a timer without a callout keeps its mode alive and does nothing */
+        t->callout(t, info);
+    if (t->ctx.retain && t->ctx.release)
+        t->ctx.release(info);
     rl_defer d;
     rl__defer_init(&d);
     RLRunLoopRef h = rl__item_lock(t, RL_KIND_TIMER); /* rl, unless the callout moved it */
@@ -2627,26 +2845,47 @@ static RLRunLoopRunResult rl_run(RLRunLoopRef rl, const char *mode, RLTimeInterv
     return st.result;
 }
 
+/* A run that cannot start returns kRLRunLoopRunFinished, as CF does for
+ * the common pseudo-mode: a result is always one of the enum's values, so
+ * a switch over it never falls through; the error says why. */
 RLRunLoopRunResult RLRunLoopRunInMode(RLRunLoopMode mode, RLTimeInterval seconds, bool returnAfterSourceHandled) {
     const char *fn = "RLRunLoopRunInMode";
     if (!rl_mode_name_ok(mode, fn))
-        return 0;
-    if (rl_is_common(mode))
-        return (RLRunLoopRunResult)rl__fail(kRLErrorInvalidArgument, fn,
-                                            "kRLRunLoopCommonModes is not a mode one can run in");
-    if (isnan(seconds))
-        return (RLRunLoopRunResult)rl__fail(kRLErrorInvalidArgument, fn, "NaN interval");
+        return kRLRunLoopRunFinished;
+    if (rl_is_common(mode)) {
+        rl__fail(kRLErrorInvalidArgument, fn, "kRLRunLoopCommonModes is not a mode one can run in");
+        return kRLRunLoopRunFinished;
+    }
+    if (isnan(seconds)) {
+        rl__fail(kRLErrorInvalidArgument, fn, "NaN interval");
+        return kRLRunLoopRunFinished;
+    }
     RLRunLoopRef rl = RLRunLoopGetCurrent();
     if (!rl)
-        return 0;
+        return kRLRunLoopRunFinished;
     return rl_run(rl, mode, seconds, returnAfterSourceHandled);
+}
+
+bool RLRunLoopIsFinished(RLRunLoopRef rl, RLRunLoopMode mode) {
+    const char *fn = "RLRunLoopIsFinished";
+    if (!rl_check_loop(rl, fn) || !rl_mode_name_ok(mode, fn))
+        return true;
+    if (!pthread_equal(rl->thread, pthread_self())) {
+        rl__fail(kRLErrorWrongThread, fn, "not the calling thread's run loop");
+        return true;
+    }
+    if (rl_is_common(mode))
+        return true;
+    /* The same test as the start of a run (rl_run). */
+    rl_mode *m = rl_run_mode(rl, mode);
+    return !m || rl_mode_is_empty(rl, m);
 }
 
 RLRunLoopRunResult RLRunLoopRun(void) {
     RLRunLoopRunResult r;
     do {
         r = RLRunLoopRunInMode(kRLRunLoopDefaultMode, 1e10, false);
-    } while (r != kRLRunLoopRunStopped && r != kRLRunLoopRunFinished && r != 0);
+    } while (r != kRLRunLoopRunStopped && r != kRLRunLoopRunFinished);
     return r;
 }
 

@@ -63,6 +63,7 @@ struct rl_memb {
     bool lax;                       /* timers: filed as tolerant (tolerance > 0) */
     bool pending;                   /* strict timers: on the set's pending list, not in the heap */
     TAILQ_ENTRY(rl_memb) mode_link; /* the mode's sources or observers */
+    struct rl_memb *snext;          /* sources: next in the mode's equality bucket */
 };
 TAILQ_HEAD(rl_membq, rl_memb);
 
@@ -103,6 +104,11 @@ struct rl_mode {
     bool is_default; /* saves a string compare per perform request */
     struct rl_membq sources;
     size_t nsources;
+    /* The sources by equality key (rl__source_key), so that adding a source
+     * equal to one already in the mode is found without a scan; chained
+     * through rl_memb.snext, nsbuckets a power of two (0: none yet). */
+    rl_memb **sbuckets;
+    size_t nsbuckets;
     struct rl_membq observers; /* sorted by order */
     size_t nobservers;
     _Atomic RLOptionFlags observer_mask; /* read without the lock on the fast path */
@@ -117,12 +123,23 @@ struct RLRunLoopSource {
     rl__object base;
     rl__olock lock; /* the item lock: membs, valid, signalled */
     RLIndex order;
+    RLHashCode hash; /* ctx.hash(info), or info: computed once, at creation */
     RLRunLoopSourceContext ctx;
     bool valid;     /* written under the item lock; read without it as a hint */
     bool signalled;
     struct rl_membq membs;
     struct RLFileDescriptor *fdobj; /* fd sources: retained */
 };
+
+/* Two sources are equal as in CF: same order, the same callbacks and, by
+ * the context's equal callback (without one: the same info), equal infos.
+ * fd sources only by identity. What can be compared without calling user
+ * code (everything but `equal`): */
+static inline bool rl__source_same_shape(const struct RLRunLoopSource *a, const struct RLRunLoopSource *b) {
+    return a->order == b->order && a->hash == b->hash && a->ctx.equal == b->ctx.equal &&
+           a->ctx.hash == b->ctx.hash && a->ctx.perform == b->ctx.perform && a->ctx.schedule == b->ctx.schedule &&
+           a->ctx.cancel == b->ctx.cancel && a->fdobj == b->fdobj;
+}
 
 /* ---- timers ---- */
 
@@ -145,6 +162,18 @@ struct RLRunLoopTimer {
     RLAbsoluteTime fire_date;
     uint64_t seq; /* tie-break: equal dates fire in creation/move order */
     TAILQ_ENTRY(RLRunLoopTimer) home_link; /* in the home loop's list */
+    /* A repeating timer's grid: fire_date is anchor + ticks * interval,
+     * computed from the anchor each time (one rounding, never an
+     * accumulation of one per tick). The anchor is the date given at
+     * creation or by the last SetNextFireDate. */
+    RLAbsoluteTime anchor;
+    uint64_t ticks;
+    /* The fire path is taking its reference on ctx.info (the context's
+     * retain, called without the lock): an invalidation meanwhile leaves
+     * the context's release to it (ctx_release_held), so that info cannot
+     * go before it is retained. What guards the timer (its home's lock). */
+    bool ctx_pinned;
+    bool ctx_release_held;
     RLTimeInterval interval;
     RLIndex order;
     RLRunLoopTimerCallBack callout;
@@ -172,7 +201,7 @@ struct RLRunLoopObserver {
     bool firing;
     /* Pinned by a pass about to call it: instead of a retain/release pair
      * per callout, memberships removed meanwhile keep their reference until
-     * the last unpin (held_releases). Graph lock. */
+     * the last unpin (held_releases). The home's lock. */
     unsigned pins;
     unsigned held_releases;
     RLIndex order;
@@ -330,7 +359,11 @@ RL__HIDDEN void rl__tset_remove(rl_timerset *ts, rl_memb *m);
 RL__HIDDEN bool rl__tset_update(rl_timerset *ts, rl_memb *m);
 /* Some membership (to empty the set), or NULL. */
 RL__HIDDEN rl_memb *rl__tset_any(const rl_timerset *ts);
-/* Earliest fire date / earliest wake deadline; false if empty. */
+/* Earliest fire date (every timer) / earliest wake deadline (fire date +
+ * tolerance) of the timers not being fired: a timer whose callout is running
+ * is past its date, and letting it arm the wake-up would make a nested run
+ * of the same mode spin until the callout returns (CF skips it too); it is
+ * re-filed after its callout. False if there is none. */
 RL__HIDDEN bool rl__tset_earliest_fire(rl_timerset *ts, double *date);
 RL__HIDDEN bool rl__tset_earliest_deadline(rl_timerset *ts, double *date);
 /* Appends to *out every membership whose fire date is <= now. */

@@ -187,8 +187,13 @@ public final class RLRunLoop: @unchecked Sendable {
             throw RLError(code: .wrongThread,
                           message: "RLRunLoop.run: not the calling thread's run loop")
         }
+        // A run that cannot start (a bad mode or interval) returns
+        // kRLRunLoopRunFinished with the thread's error set: cleared first,
+        // so that an older error is not taken for this call's.
+        RLErrorClear()
         let code = mode.withCString { RLRunLoopRunInMode($0, seconds, returnAfterSourceHandled) }
         guard let result = RunResult(rawValue: code.rawValue) else { throw RLError.last() }
+        if result == .finished && RLErrorGetLast().code.rawValue != 0 { throw RLError.last() }
         return result
     }
 
@@ -202,14 +207,16 @@ public final class RLRunLoop: @unchecked Sendable {
     /// Foundation's `run(mode:before:)`: runs the loop once in `mode`,
     /// returning after the first source is handled or at `limitDate`.
     ///
-    /// - Returns: false if the loop could not run — `mode` has no sources or
-    ///   timers, the mode is invalid, or this is not the calling thread's
-    ///   loop; true otherwise (including when it was stopped).
+    /// - Returns: false if the loop could not run — `mode` had no sources,
+    ///   timers or queued requests when the call started, the mode is
+    ///   invalid, or this is not the calling thread's loop; true otherwise,
+    ///   Foundation's rule: also when the run handled the mode's last
+    ///   one-shot timer and so ended with the mode empty, or was stopped.
     @discardableResult
     public func run(mode: Mode, before limitDate: RLAbsoluteTime) -> Bool {
-        guard let result = try? run(mode: mode, for: limitDate - RLTime.now,
-                                    returnAfterSourceHandled: true) else { return false }
-        return result != .finished
+        guard isCurrentThreadLoop else { return false }
+        if mode.withCString({ RLRunLoopIsFinished(ref, $0) }) { return false }
+        return (try? run(mode: mode, for: limitDate - RLTime.now, returnAfterSourceHandled: true)) != nil
     }
 
     /// Runs the loop in the default mode until ``stop()`` is called or the

@@ -78,10 +78,21 @@ RL_EXPORT RLRunLoopRef RL_NULLABLE RLRunLoopGetMain(void);
 RL_EXPORT RLRunLoopRunResult RLRunLoopRun(void);
 
 /* Runs the current thread's loop in `mode` for at most `seconds` (<= 0: one
- * pass, no waiting). Returns a kRLRunLoopRun… code, or 0 (error set) for a
- * NULL/empty mode, kRLRunLoopCommonModes, or a NaN interval. */
+ * pass, no waiting). Always returns one of the kRLRunLoopRun… codes: for
+ * kRLRunLoopCommonModes (not a mode one runs in) kRLRunLoopRunFinished at
+ * once, as CF; likewise, with the error set, for a NULL or empty mode, a
+ * NaN interval, or a thread whose run loop cannot be had. */
 RL_EXPORT RLRunLoopRunResult RLRunLoopRunInMode(RLRunLoopMode mode, RLTimeInterval seconds,
                                                 bool returnAfterSourceHandled);
+
+/* Would RLRunLoopRunInMode(mode, …) on rl return kRLRunLoopRunFinished at
+ * once: rl has no such mode, or it holds no source, timer or queued
+ * perform request (observers do not count), or `mode` is
+ * kRLRunLoopCommonModes? No CF counterpart in the public API (Foundation's
+ * RunLoop asks CF's private _CFRunLoopFinished before run(mode:before:)).
+ * Must be called on rl's own thread; true, with the error set, on misuse
+ * (a bad loop or mode, another thread's loop). */
+RL_EXPORT bool RLRunLoopIsFinished(RLRunLoopRef rl, RLRunLoopMode mode);
 
 /* The mode rl is running in. Copy rule: free() the string. NULL if rl is not
  * running (no error) or on misuse (error set). */
@@ -142,11 +153,22 @@ RL_EXPORT bool RLRunLoopPerformBlock(RLRunLoopRef rl, RLRunLoopMode mode, void (
 RL_EXPORT bool RLRunLoopContainsSource(RLRunLoopRef rl, RLRunLoopSourceRef source, RLRunLoopMode mode);
 /* Adding retains the source; removing (or the loop's teardown) releases it.
  * The source's schedule callback runs the first time it is added to a
- * mode, cancel when it is removed from one. Adding twice is harmless. */
+ * mode, cancel when it is removed from one. Adding twice is harmless.
+ * Sources are compared as in CF: two sources with the same order and
+ * callbacks whose infos are equal (by the context's `equal` callback, or
+ * the same pointer without one) are one source to a mode. Adding a source
+ * equal to one already in the mode does nothing (no schedule); Contains
+ * answers true for it and Remove removes the one in the mode (calling the
+ * cancel of the source named in the call). `hash` is called once, at
+ * creation; `equal` without any library lock held. fd sources
+ * (RLFileDescriptor.h) are compared by identity. */
 RL_EXPORT bool RLRunLoopAddSource(RLRunLoopRef rl, RLRunLoopSourceRef source, RLRunLoopMode mode);
 RL_EXPORT bool RLRunLoopRemoveSource(RLRunLoopRef rl, RLRunLoopSourceRef source, RLRunLoopMode mode);
 
 RL_EXPORT bool RLRunLoopContainsObserver(RLRunLoopRef rl, RLRunLoopObserverRef observer, RLRunLoopMode mode);
+/* An observer belongs to one run loop at a time (in any number of its
+ * modes), as in CF; adding it to a second run loop fails with
+ * kRLErrorInvalidState. Once removed from every mode, it may join another. */
 RL_EXPORT bool RLRunLoopAddObserver(RLRunLoopRef rl, RLRunLoopObserverRef observer, RLRunLoopMode mode);
 RL_EXPORT bool RLRunLoopRemoveObserver(RLRunLoopRef rl, RLRunLoopObserverRef observer, RLRunLoopMode mode);
 

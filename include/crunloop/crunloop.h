@@ -26,6 +26,7 @@
 #include <crunloop/RLDistributedLock.h>
 #include <crunloop/RLData.h>
 #include <crunloop/RLMessagePort.h>
+#include <crunloop/RLPort.h>
 #include <crunloop/RLLockDebug.h>
 
 #endif /* CRUNLOOP_CRUNLOOP_H */

@@ -1,57 +1,40 @@
 /* An observer belongs to one run loop at a time, like a timer: adding it to
- * a second loop while it is in a mode of the first is refused; once removed
- * from the first, the second takes it and calls it. */
+ * a second loop is ignored; once removed from every mode of the first, it
+ * can join another. */
 #include "diff.h"
 
-static CFRunLoopRef loop1, loop2;
-static sem_t ready, go, done;
 static CFRunLoopObserverRef obs;
+static CFRunLoopTimerRef tmr;
 
-static const char *which(CFRunLoopRef rl) { return rl == loop1 ? "loop1" : rl == loop2 ? "loop2" : "?"; }
+static void nop_observer(CFRunLoopObserverRef o, CFRunLoopActivity a, void *info) {}
+static void nop_timer(CFRunLoopTimerRef t, void *info) {}
 
-static void obs_cb(CFRunLoopObserverRef o, CFRunLoopActivity a, void *info) {
-    if (a == kCFRunLoopEntry)
-        trace("observer entry on %s", which(CFRunLoopGetCurrent()));
-}
-static void nothing(void *info) {}
-
-static void second_thread(void *arg) {
-    loop2 = CFRunLoopGetCurrent();
-    CFRunLoopSourceContext c = {0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, nothing};
-    CFRunLoopSourceRef keep = CFRunLoopSourceCreate(NULL, 0, &c);
-    CFRunLoopAddSource(loop2, keep, kCFRunLoopDefaultMode);
-    sem_post(&ready);
-    for (int round = 0; round < 2; round++) {
-        sem_wait_s(&go);
-        run_mode("loop2 poll", kCFRunLoopDefaultMode, 0, false);
-        sem_post(&done);
-    }
-    CFRunLoopRemoveSource(loop2, keep, kCFRunLoopDefaultMode);
-    CFRelease(keep);
+static void add_here(void *arg) {
+    CFRunLoopRef mine = CFRunLoopGetCurrent();
+    CFRunLoopAddObserver(mine, obs, kCFRunLoopDefaultMode);
+    trace("%s: observer in the other thread's loop: %d", (const char *)arg,
+          CFRunLoopContainsObserver(mine, obs, kCFRunLoopDefaultMode));
+    CFRunLoopAddTimer(mine, tmr, kCFRunLoopDefaultMode);
+    trace("%s: timer in the other thread's loop: %d", (const char *)arg,
+          CFRunLoopContainsTimer(mine, tmr, kCFRunLoopDefaultMode));
+    CFRunLoopRemoveObserver(mine, obs, kCFRunLoopDefaultMode);
+    CFRunLoopRemoveTimer(mine, tmr, kCFRunLoopDefaultMode);
 }
 
 void scenario(void) {
-    sem_init(&ready, 0, 0);
-    sem_init(&go, 0, 0);
-    sem_init(&done, 0, 0);
-    loop1 = CFRunLoopGetCurrent();
-    pthread_t t = spawn(second_thread, NULL);
-    sem_wait_s(&ready);
-    obs = CFRunLoopObserverCreate(NULL, kCFRunLoopEntry, true, 0, obs_cb, NULL);
-    CFRunLoopAddObserver(loop1, obs, kCFRunLoopDefaultMode);
-    CFRunLoopAddObserver(loop2, obs, kCFRunLoopDefaultMode);
-    trace("in loop1 %d, in loop2 %d", CFRunLoopContainsObserver(loop1, obs, kCFRunLoopDefaultMode),
-          CFRunLoopContainsObserver(loop2, obs, kCFRunLoopDefaultMode));
-    sem_post(&go);
-    sem_wait_s(&done);
-    CFRunLoopRemoveObserver(loop1, obs, kCFRunLoopDefaultMode);
-    CFRunLoopAddObserver(loop2, obs, kCFRunLoopDefaultMode);
-    trace("after removal from loop1: in loop1 %d, in loop2 %d",
-          CFRunLoopContainsObserver(loop1, obs, kCFRunLoopDefaultMode),
-          CFRunLoopContainsObserver(loop2, obs, kCFRunLoopDefaultMode));
-    sem_post(&go);
-    sem_wait_s(&done);
+    CFRunLoopRef loop = CFRunLoopGetCurrent();
+    obs = CFRunLoopObserverCreate(NULL, kCFRunLoopAllActivities, true, 0, nop_observer, NULL);
+    tmr = CFRunLoopTimerCreate(NULL, CFAbsoluteTimeGetCurrent() + 1000, 0, 0, 0, nop_timer, NULL);
+    CFRunLoopAddObserver(loop, obs, CFSTR("Mine"));
+    CFRunLoopAddTimer(loop, tmr, CFSTR("Mine"));
+    join(spawn(add_here, "while in this loop"));
+    trace("still in this loop: %d %d", CFRunLoopContainsObserver(loop, obs, CFSTR("Mine")),
+          CFRunLoopContainsTimer(loop, tmr, CFSTR("Mine")));
+    CFRunLoopRemoveObserver(loop, obs, CFSTR("Mine"));
+    CFRunLoopRemoveTimer(loop, tmr, CFSTR("Mine"));
+    join(spawn(add_here, "after leaving this loop"));
     CFRunLoopObserverInvalidate(obs);
+    CFRunLoopTimerInvalidate(tmr);
     CFRelease(obs);
-    join(t);
+    CFRelease(tmr);
 }
