@@ -6,23 +6,40 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+/* Closes the object's fd, unless the loop found that the number no longer
+ * names the object's file: closing it would close someone else's. */
+static void rl_fd_close_own(const struct RLFileDescriptor *f, int stale) {
+    if (f->close_on_invalidate && !stale)
+        close(f->fd);
+}
 
 static void rl_fd_finalize(void *obj) {
     struct RLFileDescriptor *f = obj;
     /* The source holds a reference on f, so no source is left here. */
     if (f->valid) {
-        if (f->close_on_invalidate)
-            close(f->fd);
+        rl_fd_close_own(f, rl__peek(f->stale));
         if (f->ctx.release)
             f->ctx.release(f->ctx.info);
     }
 }
 
+/* Another thread may enable, disable or invalidate meanwhile: the state is
+ * copied under the lock that guards it, printed after. */
 static char *rl_fd_describe(const void *obj) {
-    const struct RLFileDescriptor *f = obj;
+    struct RLFileDescriptor *f = (struct RLFileDescriptor *)obj;
+    rl__olock_lock(&f->lock);
+    bool valid = f->valid;
+    RLOptionFlags enabled = atomic_load_explicit(&f->enabled, memory_order_relaxed);
+    int stale = rl__peek(f->stale);
+    rl__olock_unlock(&f->lock);
     char *out = NULL;
-    if (asprintf(&out, "<RLFileDescriptor %p fd %d%s>", obj, f->fd, f->valid ? "" : " invalid") < 0)
+    if (asprintf(&out, "<RLFileDescriptor %p fd %d%s%s%s%s>", obj, f->fd, valid ? "" : " invalid",
+                 (enabled & kRLFileDescriptorReadCallBack) ? " read" : "",
+                 (enabled & kRLFileDescriptorWriteCallBack) ? " write" : "", stale ? " stale" : "") < 0)
         out = NULL;
     return out;
 }
@@ -39,7 +56,8 @@ RLFileDescriptorRef RLFileDescriptorCreate(RLAllocatorRef allocator, RLFileDescr
         rl__fail(kRLErrorInvalidArgument, fn, "NULL callout");
         return NULL;
     }
-    if (fd < 0 || fcntl(fd, F_GETFD) < 0) {
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0) {
         rl__fail(kRLErrorInvalidArgument, fn, "%d is not an open file descriptor", fd);
         return NULL;
     }
@@ -51,6 +69,8 @@ RLFileDescriptorRef RLFileDescriptorCreate(RLAllocatorRef allocator, RLFileDescr
     if (!f)
         return NULL;
     f->fd = fd;
+    f->dev = st.st_dev;
+    f->ino = st.st_ino;
     f->close_on_invalidate = closeOnInvalidate;
     f->callout = callout;
     f->valid = true;
@@ -96,7 +116,7 @@ static bool rl_fd_set_enabled(RLFileDescriptorRef f, RLOptionFlags types, bool o
     rl__olock_lock(&f->lock);
     bool ok = f->valid;
     struct RLRunLoopSource *s = NULL;
-    if (ok) {
+    if (ok && !(on && rl__peek(f->stale))) {
         if (on)
             atomic_fetch_or_explicit(&f->enabled, types, memory_order_relaxed);
         else
@@ -106,11 +126,21 @@ static bool rl_fd_set_enabled(RLFileDescriptorRef f, RLOptionFlags types, bool o
     }
     rl__olock_unlock(&f->lock);
     if (s) {
-        rl__source_fd_resync(s); /* re-arms the fd in each of its loops, one at a time */
+        /* Re-arms the fd in each of its loops, one at a time; the kernel's
+         * answer may show that it is stale. */
+        rl__source_fd_resync(s);
         RLRelease(s);
     }
+    int stale = on ? rl__peek(f->stale) : 0;
     if (!ok)
         return rl__fail(kRLErrorInvalidObject, fn, "the descriptor object has been invalidated");
+    if (stale == ENOENT || stale == EBADF)
+        return rl__fail(kRLErrorInvalidState, fn,
+                        "fd %d was closed (or closed and its number reused) while this object was valid; "
+                        "invalidate the object before closing its fd",
+                        f->fd);
+    if (stale)
+        return rl__fail(kRLErrorInvalidState, fn, "the run loop cannot watch fd %d: %s", f->fd, strerror(stale));
     return true;
 }
 
@@ -130,6 +160,7 @@ bool RLFileDescriptorInvalidate(RLFileDescriptorRef f) {
     rl__olock_lock(&f->lock);
     bool was = f->valid;
     struct RLRunLoopSource *s = NULL;
+    int stale = rl__peek(f->stale);
     if (was) {
         atomic_store_explicit(&f->enabled, 0, memory_order_relaxed);
         if (f->source && rl_try_retain(f->source))
@@ -142,8 +173,7 @@ bool RLFileDescriptorInvalidate(RLFileDescriptorRef f) {
         rl__defer_release(&d, s);
     }
     if (was) {
-        if (f->close_on_invalidate)
-            close(f->fd);
+        rl_fd_close_own(f, stale);
         rl__defer_ctx_release(&d, f->ctx.release, f->ctx.info);
     }
     rl__defer_run(&d);

@@ -1096,3 +1096,11 @@ int32_t RLMessagePortSendRequest(RLMessagePortRef mp, int32_t msgid, RLDataRef d
         }
     }
 }
+
+/* fork(): the registry's lock is held across it (rl_fork.c; it is taken
+ * before the object pool's, under which a port is made), so a child forked
+ * while another thread registers a port finds the list consistent and the
+ * lock free. */
+void rl__msgport_fork_prepare(void) { pthread_mutex_lock(&g_reg_mu); }
+void rl__msgport_fork_parent(void) { pthread_mutex_unlock(&g_reg_mu); }
+void rl__msgport_fork_child(void) { pthread_mutex_unlock(&g_reg_mu); }

@@ -16,11 +16,18 @@ static void rl_timer_finalize(void *obj) {
         t->ctx.release(t->ctx.info);
 }
 
+/* Another thread may move the date or invalidate the timer meanwhile: the
+ * fields are copied under the lock that guards them, printed after. */
 static char *rl_timer_describe(const void *obj) {
-    const struct RLRunLoopTimer *t = obj;
+    struct RLRunLoopTimer *t = (struct RLRunLoopTimer *)obj;
+    RLRunLoopRef h = rl__item_lock(t, RL_KIND_TIMER);
+    RLAbsoluteTime fire_date = t->fire_date;
+    RLTimeInterval interval = t->interval, tolerance = t->tolerance;
+    bool valid = t->valid;
+    rl__item_unlock(t, RL_KIND_TIMER, h);
     char *out = NULL;
-    if (asprintf(&out, "<RLRunLoopTimer %p fireDate %.6f interval %g tolerance %g%s>", obj, t->fire_date,
-                 t->interval, t->tolerance, t->valid ? "" : " invalid") < 0)
+    if (asprintf(&out, "<RLRunLoopTimer %p fireDate %.6f interval %g tolerance %g%s>", obj, fire_date, interval,
+                 tolerance, valid ? "" : " invalid") < 0)
         out = NULL;
     return out;
 }

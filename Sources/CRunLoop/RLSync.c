@@ -362,3 +362,20 @@ bool RLSyncIsHeldByCurrentThread(const void *obj) {
     pthread_mutex_unlock(&s->mu);
     return held;
 }
+
+/* fork(): every stripe lock is held across it (rl_fork.c), so a child
+ * forked while another thread finds or frees a monitor gets consistent
+ * chains and free stripes. A monitor held by another thread stays held in
+ * the child, as any user lock does. */
+void rl__sync_fork_prepare(void) {
+    pthread_once(&g_stripes_once, stripes_init);
+    for (int i = 0; i < RL__SYNC_STRIPES; i++)
+        pthread_mutex_lock(&g_stripes[i].mu);
+}
+
+void rl__sync_fork_parent(void) {
+    for (int i = RL__SYNC_STRIPES - 1; i >= 0; i--)
+        pthread_mutex_unlock(&g_stripes[i].mu);
+}
+
+void rl__sync_fork_child(void) { rl__sync_fork_parent(); }

@@ -26,6 +26,7 @@
 #include <bsd/sys/queue.h>
 #include <pthread.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #if __BLOCKS__
 /* The BlocksRuntime entry points (what <Block.h> wraps); declared here
@@ -64,6 +65,11 @@ struct rl_memb {
     bool pending;                   /* strict timers: on the set's pending list, not in the heap */
     TAILQ_ENTRY(rl_memb) mode_link; /* the mode's sources or observers */
     struct rl_memb *snext;          /* sources: next in the mode's equality bucket */
+    /* Sources: on the mode's ready list (signalled, not yet taken). One
+     * entry per membership makes a signal O(1) per mode it is in, and a
+     * removed membership leaves the list with it. */
+    bool queued;
+    TAILQ_ENTRY(rl_memb) ready_link;
 };
 TAILQ_HEAD(rl_membq, rl_memb);
 
@@ -109,6 +115,8 @@ struct rl_mode {
      * through rl_memb.snext, nsbuckets a power of two (0: none yet). */
     rl_memb **sbuckets;
     size_t nsbuckets;
+    struct rl_membq ready;     /* signalled sources' memberships, in signal order */
+    size_t nready;
     struct rl_membq observers; /* sorted by order */
     size_t nobservers;
     _Atomic RLOptionFlags observer_mask; /* read without the lock on the fast path */
@@ -219,6 +227,17 @@ struct RLFileDescriptor {
     bool close_on_invalidate;
     bool valid;                     /* read without the lock by the loops */
     _Atomic RLOptionFlags enabled;  /* changed by atomic or/and: the loops clear what they deliver */
+    /* Not 0: the errno with which the loop found that fd no longer refers to
+     * the file this object was made for (closed, or its number reused), or
+     * cannot watch it. The object is not watched again; see the header.
+     * Set by the loops (under their lock), read anywhere: relaxed atomics. */
+    int stale;
+    /* The file fd named when the object was made (fstat): a number that
+     * names another file now was closed and reused behind its back. Files
+     * without an identity of their own (eventfds share one inode) are
+     * told apart by the kernel's registration instead (RLRunLoop.c). */
+    dev_t dev;
+    ino_t ino;
     RLFileDescriptorCallBack callout;
     RLFileDescriptorContext ctx;
     struct RLRunLoopSource *source; /* weak; cleared when the source goes */

@@ -274,29 +274,13 @@ public final class RLRunLoop: @unchecked Sendable {
     /// loop runs in one of `modes` (FIFO). Safe from any thread. Like
     /// Foundation (and CF), this does not wake the loop: call ``wakeUp()``.
     ///
-    /// With several modes the block runs once, in whichever mode gets to it
-    /// first.
+    /// With several modes the block is queued once and runs once, in
+    /// whichever of them the loop runs first (`RLRunLoopPerformBlockInModes`).
     ///
     /// - Returns: false if `modes` is empty or a mode is invalid.
     @discardableResult
     public func perform(inModes modes: [Mode], block: @escaping @Sendable () -> Void) -> Bool {
-        var unique: [Mode] = []
-        for mode in modes where !unique.contains(mode) { unique.append(mode) }
-        guard !unique.isEmpty else { return false }
-        if unique.count == 1 {
-            return unique[0].withCString { RLRunLoopPerformBlock(ref, $0, block) }
-        }
-        // The C call takes one mode: queue the block in each and let the
-        // first to run it claim it.
-        let claim = RunOnceFlag()
-        var queuedAny = false
-        for mode in unique {
-            let queued = mode.withCString {
-                RLRunLoopPerformBlock(ref, $0) { if claim.claim() { block() } }
-            }
-            queuedAny = queuedAny || queued
-        }
-        return queuedAny
+        rlWithModeList(modes) { list in RLRunLoopPerformBlockInModes(ref, list, modes.count, block) }
     }
 
     /// Queues `block` in the common modes (Foundation's `perform(_:)`).
@@ -316,7 +300,9 @@ public final class RLRunLoop: @unchecked Sendable {
     public func performAndWait<T: Sendable>(inModes modes: [Mode] = [.common],
                                             _ body: @escaping @Sendable () throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
-            let request = PerformRequest(continuation: continuation, body: body)
+            let request = AsyncPerformRequest(
+                continuation: continuation, body: body,
+                unrunMessage: "RLRunLoop.performAndWait: the run loop was torn down before the work ran")
             if perform(inModes: modes, block: { request.run() }) {
                 wakeUp()
             } else {
@@ -433,44 +419,3 @@ private final class RunLoopMutex: @unchecked Sendable {
     }
 }
 
-/// Lets exactly one caller through: one of several queued copies of a
-/// perform block, or one resumer of a continuation.
-private final class RunOnceFlag: @unchecked Sendable {
-    private let mutex = RunLoopMutex()
-    private var taken = false
-
-    func claim() -> Bool {
-        mutex.locked {
-            defer { taken = true }
-            return !taken
-        }
-    }
-}
-
-/// One `performAndWait` call: resumed exactly once, by the run or, if the C
-/// library discards the queued block unrun (loop torn down), by deinit.
-private final class PerformRequest<T: Sendable>: Sendable {
-    private let continuation: CheckedContinuation<T, any Error>
-    private let once = RunOnceFlag()
-    private let body: @Sendable () throws -> T
-
-    init(continuation: CheckedContinuation<T, any Error>, body: @escaping @Sendable () throws -> T) {
-        self.continuation = continuation
-        self.body = body
-    }
-
-    func run() {
-        guard once.claim() else { return }
-        continuation.resume(with: Result { try body() })
-    }
-
-    func fail(_ error: any Error) {
-        guard once.claim() else { return }
-        continuation.resume(throwing: error)
-    }
-
-    deinit {
-        fail(RLError(code: .invalidState,
-                     message: "RLRunLoop.performAndWait: the run loop was torn down before the work ran"))
-    }
-}

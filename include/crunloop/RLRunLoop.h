@@ -13,7 +13,9 @@
  *     awake or already-woken loop makes no system call);
  *   - timers in a heap (O(log n) add/move/remove/fire) with working
  *     tolerance used to coalesce wake-ups; signalled sources are found in
- *     O(1) through a ready list;
+ *     O(1) through a ready list; adding an item to (or removing it from)
+ *     kRLRunLoopCommonModes costs O(1) per common mode, however many items
+ *     are there;
  *   - file-descriptor sources for any fd (RLFileDescriptor.h);
  *   - no helper thread for run timeouts and no lost wake-up.
  *
@@ -26,6 +28,29 @@
  * lock is held while a callout (source perform, timer, observer, block,
  * schedule/cancel, context retain/release) runs, so a callout may call any
  * function here, including removing or invalidating itself.
+ *
+ * fork(): CoreFoundation's rule is "exec only" (a child may use nothing of
+ * it before exec). Here a child of fork() — from a single- or multi-threaded
+ * parent, from any thread, even from inside a callout — may go on using the
+ * library, and nothing it does affects the parent's loops:
+ *   - the library's internal locks are held across fork() (pthread_atfork),
+ *     so none is inherited locked;
+ *   - every run loop that existed before the fork is inherited: it belongs
+ *     to the parent (its epoll fd, eventfd and timerfd are shared with it).
+ *     Every function given one fails at once with kRLErrorInvalidState (the
+ *     message says "inherited across fork()"); a refused perform calls its
+ *     release function, as any refused perform does. A run that was going
+ *     on in the forking thread (fork() from a callout) returns
+ *     kRLRunLoopRunFinished with that error as soon as the callout returns;
+ *   - the forking thread is the child's main thread: RLRunLoopGetCurrent()
+ *     and RLRunLoopGetMain() give it a new loop with kernel objects of its
+ *     own, and new loops, timers and threads work as in any process;
+ *   - timers, sources and observers are plain objects: one that sits in an
+ *     inherited loop stays there (and can be invalidated), others can be
+ *     added to the child's loops.
+ * fork() here means the libc function: a raw clone/SYS_fork system call
+ * runs no atfork handler and is not covered. RLThread.h says the same for
+ * threads and workers.
  */
 #ifndef CRUNLOOP_RLRUNLOOP_H
 #define CRUNLOOP_RLRUNLOOP_H
@@ -148,6 +173,26 @@ RL_EXPORT bool RLRunLoopPerformFunctionWithRelease(RLRunLoopRef rl, RLRunLoopMod
 #if __BLOCKS__
 /* The block form (CFRunLoopPerformBlock); the block is copied. */
 RL_EXPORT bool RLRunLoopPerformBlock(RLRunLoopRef rl, RLRunLoopMode mode, void (^block)(void));
+#endif
+
+/* One request for several modes (CFRunLoopPerformBlock with an array of
+ * modes): fn(info) is queued once and runs once, in the first of `modes`
+ * that rl runs (kRLRunLoopCommonModes: any common mode, as the common modes
+ * are when it runs). `modes` holds `count` (at least 1) non-empty names,
+ * copied; duplicates count once. release may be NULL; if not, it is called
+ * exactly once as for RLRunLoopPerformFunctionWithRelease — after the run,
+ * or when the request is dropped unrun (rl's thread exits), or before a
+ * refused call returns false. Does not wake rl. Errors:
+ * kRLErrorInvalidArgument (NULL modes, count < 1, a NULL or empty name, a
+ * NULL fn), kRLErrorInvalidState (rl's thread has exited). */
+RL_EXPORT bool RLRunLoopPerformFunctionInModes(RLRunLoopRef rl, const RLRunLoopMode *modes, RLIndex count,
+                                               void (*fn)(void *info), void *RL_NULLABLE info,
+                                               RLPerformReleaseCallBack RL_NULLABLE release);
+#if __BLOCKS__
+/* The block form; the block is copied, and released once after it ran or
+ * when it is dropped unrun. */
+RL_EXPORT bool RLRunLoopPerformBlockInModes(RLRunLoopRef rl, const RLRunLoopMode *modes, RLIndex count,
+                                            void (^block)(void));
 #endif
 
 RL_EXPORT bool RLRunLoopContainsSource(RLRunLoopRef rl, RLRunLoopSourceRef source, RLRunLoopMode mode);
