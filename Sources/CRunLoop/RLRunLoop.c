@@ -160,6 +160,16 @@ __attribute__((always_inline)) static inline void rl_unlock(RLRunLoopRef rl) {
         rl__lockclass_drop(RL_LOCKCLASS_LOOP);
 }
 
+/* A try-lock: the one way a loop lock may be taken under an item lock (it
+ * cannot deadlock). */
+static inline bool rl_trylock(RLRunLoopRef rl) {
+    if (!rl__mutex_trylock(&rl->lock))
+        return false;
+    if (RL__UNLIKELY(rl__lockdep_enabled()))
+        rl__lockclass_took(RL_LOCKCLASS_LOOP, __builtin_return_address(0));
+    return true;
+}
+
 void rl__loop_lock(RLRunLoopRef rl) { rl_lock(rl); }
 void rl__loop_unlock(RLRunLoopRef rl) { rl_unlock(rl); }
 
@@ -1032,7 +1042,20 @@ bool rl__source_signal(struct RLRunLoopSource *s) {
     bool ok = s->valid;
     if (ok && !s->signalled) {
         rl__poke(s->signalled, true);
-        rl_loopset_collect(&ls, s, NULL);
+        /* The usual source is in one loop: its lock, tried while the item
+         * lock is still held, saves noting the loop and a second round of
+         * the item lock. Busy: the general way. */
+        rl_memb *first = TAILQ_FIRST(&s->membs), *m;
+        RLRunLoopRef one = first ? first->rl : NULL;
+        for (m = first; m && one; m = TAILQ_NEXT(m, item_link))
+            if (m->rl != one)
+                one = NULL;
+        if (one && rl_trylock(one)) {
+            rl_ready_push_source(one, s);
+            rl_unlock(one);
+        } else {
+            rl_loopset_collect(&ls, s, NULL);
+        }
     }
     rl__olock_unlock(&s->lock);
     for (size_t i = 0; i < ls.n; i++) {
@@ -2054,10 +2077,10 @@ static size_t rl_take_ready(rl_mode *m, struct RLRunLoopSource ***out, struct RL
     while ((x = TAILQ_FIRST(&m->ready)) != NULL) {
         struct RLRunLoopSource *s = x->item;
         rl_ready_unlink(x);
-        rl__olock_lock(&s->lock); /* loop lock, then item lock */
-        bool live = s->valid && s->signalled;
-        rl__olock_unlock(&s->lock);
-        if (live) {
+        /* Read without the item lock: the pass checks again under it before
+         * performing, and a signal that this read misses pushes the
+         * membership again after this loop lock is released. */
+        if (rl__peek(s->valid) && rl__peek(s->signalled)) {
             rl_retain_raw(s);
             a[n++] = s;
         }

@@ -66,6 +66,16 @@ void rl__lockclass_take(rl_lockclass c, const void *where) {
         rl__lockdep_released(second);
 }
 
+void rl__lockclass_took(rl_lockclass c, const void *where) {
+    rl_class_sync_epoch();
+    /* A try-lock cannot deadlock: recorded as held (later locks order after
+     * it), with no order edge into it. */
+    if (rl_class_depth[c]++ > 0)
+        rl__lockdep_acquired(&rl_class_second[c], rl_class_second_name[c], where);
+    else
+        rl__lockdep_acquired(&rl_class_key[c], rl_class_name[c], where);
+}
+
 void rl__lockclass_drop(rl_lockclass c) {
     rl_class_sync_epoch();
     /* Taken before the detector was switched on: nothing recorded. */

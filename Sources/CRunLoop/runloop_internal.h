@@ -252,6 +252,8 @@ struct RLFileDescriptor {
  * items at once, whichever pair a test happens to use. */
 typedef enum rl_lockclass { RL_LOCKCLASS_LOOP = 0, RL_LOCKCLASS_ITEM = 1 } rl_lockclass;
 RL__HIDDEN void rl__lockclass_take(rl_lockclass c, const void *where);
+/* After a successful try-lock (no order edge: it cannot deadlock). */
+RL__HIDDEN void rl__lockclass_took(rl_lockclass c, const void *where);
 RL__HIDDEN void rl__lockclass_drop(rl_lockclass c);
 
 /* The item lock: a 32-bit futex word (0 free, 1 held, 2 held with
