@@ -243,6 +243,7 @@ static void rl__thread_make_main(void) {
         t->stack_size = (size_t)rl.rlim_cur;
     else
         t->stack_size = (size_t)8 * 1024 * 1024;
+    rl__object_hold(t); /* kept for the life of the process */
     rl__main_thread = t;
 }
 
@@ -290,6 +291,7 @@ static RLThreadRef rl__thread_register_foreign(void) {
         pthread_attr_destroy(&attr);
     }
     pthread_once(&rl__foreign_key_once, rl__foreign_key_init);
+    rl__object_hold(t);
     rl__tls_current = t; /* the thread owns the one reference */
     pthread_setspecific(rl__foreign_key, t);
     return t;
@@ -497,6 +499,7 @@ bool RLThreadStart(RLThreadRef thread) {
     pthread_attr_setstacksize(&attr, stack_size);
     pthread_attr_setdetachstate(&attr, joinable ? PTHREAD_CREATE_JOINABLE : PTHREAD_CREATE_DETACHED);
     RLRetain(t); /* the thread's own reference, dropped at the end of its exit sequence */
+    rl__object_hold(t);
     pthread_t pt;
     pthread_mutex_lock(&t->lock);
     int err = pthread_create(&pt, &attr, rl__thread_main, t);
@@ -510,7 +513,7 @@ bool RLThreadStart(RLThreadRef thread) {
     pthread_mutex_unlock(&t->lock);
     pthread_attr_destroy(&attr);
     if (err != 0) {
-        RLRelease(t);
+        rl__object_unhold(t);
         return rl__fail_errno(err, fn, "pthread_create failed");
     }
     return true;
@@ -640,7 +643,7 @@ static void rl__thread_exit_sequence(RLThreadRef t, void *result) {
 
     rl__tls_current = NULL;
     rl__tls_exited = true;
-    RLRelease(t);
+    rl__object_unhold(t);
 }
 
 void RLThreadExit(void) {
