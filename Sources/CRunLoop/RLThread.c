@@ -723,11 +723,54 @@ bool RLThreadSetStackSize(RLThreadRef thread, size_t size) {
     return true;
 }
 
+/* The kernel's name of thread tid (at most 15 bytes), or "" if it cannot
+ * be read. For threads named outside the library: the process name for
+ * the main thread, whatever pthread_setname_np set for another. */
+static void rl__kernel_get_name(pid_t tid, char out[RL__KERNEL_NAME_MAX + 1]) {
+    out[0] = '\0';
+    if (tid == gettid()) {
+        if (pthread_getname_np(pthread_self(), out, RL__KERNEL_NAME_MAX + 1) != 0)
+            out[0] = '\0';
+        return;
+    }
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/task/%d/comm", (int)tid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    ssize_t n;
+    do
+        n = read(fd, out, RL__KERNEL_NAME_MAX + 1);
+    while (n < 0 && errno == EINTR);
+    close(fd);
+    if (n <= 0) {
+        out[0] = '\0';
+        return;
+    }
+    if (n > RL__KERNEL_NAME_MAX)
+        n = RL__KERNEL_NAME_MAX;
+    out[n] = '\0';
+    char *nl = strchr(out, '\n'); /* comm ends in a newline */
+    if (nl)
+        *nl = '\0';
+}
+
 char *RLThreadCopyName(RLThreadRef thread) {
     if (!rl__thread_check(thread, "RLThreadCopyName"))
         return NULL;
+    char kernel[RL__KERNEL_NAME_MAX + 1] = "";
     pthread_mutex_lock(&thread->lock);
-    char *s = strdup(thread->name ? thread->name : "");
+    const char *name = thread->name;
+    /* A thread the library did not start, never named through it, has
+     * the name the kernel knows (as Foundation reads it); the lock keeps a
+     * foreign thread from finishing, and its tid from being reused, while
+     * it is read. */
+    if (!name && (thread->is_main || thread->is_foreign) && thread->state == RL__THREAD_EXECUTING &&
+        thread->tid != 0) {
+        rl__kernel_get_name(thread->tid, kernel);
+        name = kernel;
+    }
+    char *s = strdup(name ? name : "");
     pthread_mutex_unlock(&thread->lock);
     if (!s)
         rl__fail(kRLErrorNoMemory, "RLThreadCopyName", "out of memory");
