@@ -63,6 +63,10 @@ typedef struct brl_peer {
     brl_result (*observer)(long n);
     /* fds a loop on a new thread holds after running in `modes` modes. */
     brl_result (*fds)(int modes);
+    /* Timer objects made and released (no loop involved): v[0] = ns per
+     * create + release, one timer at a time (n times); v[1] = ns per timer
+     * when n are created, then all released. NULL: no such objects. */
+    brl_result (*objects)(long n);
 } brl_peer;
 
 extern const brl_peer brl_peer_rl;
