@@ -26,6 +26,9 @@ typedef struct rl__worker_handler {
 typedef struct rl__worker_run {
     _Atomic long rc;
     _Atomic bool stop_requested;
+    /* The thread's loop is over: stopped, or work on it ended the thread
+     * (RLThreadExit) without a Stop. */
+    _Atomic bool loop_ended;
     RLWorkerThreadRef starting; /* the worker, used only until ready/failed */
 } rl__worker_run;
 
@@ -74,6 +77,8 @@ static bool rl__worker_check(RLWorkerThreadRef w, const char *fn) {
     return rl__object_check(w, &rl__worker_class, fn);
 }
 
+static RLThreadRef rl__worker_thread(RLWorkerThreadRef w, const char *fn);
+
 /* ---- the worker thread ---- */
 
 static void rl__worker_nothing(void *info) { (void)info; }
@@ -105,6 +110,7 @@ typedef struct rl__worker_own {
  * unwinds through here before the thread's exit sequence). */
 static void rl__worker_release_own(void *p) {
     rl__worker_own *own = p;
+    atomic_store(&own->run->loop_ended, true);
     RLRunLoopRemoveSource(own->rl, own->keepalive, kRLRunLoopCommonModes);
     RLRunLoopSourceInvalidate(own->keepalive);
     RLRelease(own->keepalive);
@@ -253,6 +259,17 @@ bool RLWorkerThreadStart(RLWorkerThreadRef worker) {
         return false;
     RLWorkerThreadRef w = worker;
     pthread_mutex_lock(&w->lock);
+    if (w->thread && !w->starting && !w->stopping && atomic_load(&w->run->loop_ended) &&
+        w->thread != rl__thread_current_if_any()) {
+        /* Its thread left by itself (work called RLThreadExit): join what
+         * is left of it, as Stop would, before starting anew. */
+        RLThreadRef old = w->thread;
+        w->stopping = true;
+        pthread_mutex_unlock(&w->lock);
+        if (!rl__worker_stop_claimed(w, old, fn))
+            return false;
+        pthread_mutex_lock(&w->lock);
+    }
     if (w->thread || w->starting || w->stopping) {
         pthread_mutex_unlock(&w->lock);
         return rl__fail(kRLErrorInvalidState, fn, "worker is already running");
@@ -343,9 +360,25 @@ bool RLWorkerThreadIsRunning(RLWorkerThreadRef worker) {
     if (!rl__worker_check(worker, "RLWorkerThreadIsRunning"))
         return false;
     pthread_mutex_lock(&worker->lock);
-    bool running = worker->thread != NULL && !worker->stopping;
+    bool running = worker->thread != NULL && !worker->stopping && !atomic_load(&worker->run->loop_ended);
     pthread_mutex_unlock(&worker->lock);
     return running;
+}
+
+RLThreadRef RLWorkerThreadCopyThread(RLWorkerThreadRef worker) {
+    return rl__worker_thread(worker, "RLWorkerThreadCopyThread");
+}
+
+RLRunLoopRef RLWorkerThreadCopyRunLoop(RLWorkerThreadRef worker) {
+    static const char fn[] = "RLWorkerThreadCopyRunLoop";
+    if (!rl__worker_check(worker, fn))
+        return NULL;
+    pthread_mutex_lock(&worker->lock);
+    RLRunLoopRef rl = worker->runloop ? (RLRunLoopRef)RLRetain(worker->runloop) : NULL;
+    pthread_mutex_unlock(&worker->lock);
+    if (!rl)
+        rl__fail(kRLErrorInvalidState, fn, "worker is not running");
+    return rl;
 }
 
 RLThreadRef RLWorkerThreadGetThread(RLWorkerThreadRef worker) {
