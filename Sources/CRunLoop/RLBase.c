@@ -2,12 +2,57 @@
 #include "internal.h"
 #include "rl_pool.h"
 
+#include <malloc.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#if defined(__SANITIZE_ADDRESS__)
+#define RL_BASE_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define RL_BASE_ASAN 1
+#endif
+#endif
+#ifdef RL_BASE_ASAN
+#include <sanitizer/asan_interface.h>
+#endif
+
 _Atomic unsigned rl__faults;
+
+/* Objects that do not come from the pool (the plain build, objects over
+ * RL_POOL_MAX) are not freed at once either: like the pool's slots they
+ * wait in a quarantine, here a ring of the last RL_MALLOC_QUARANTINE such
+ * objects, so that malloc does not hand their memory to the next object
+ * while a stale pointer may still reach it (the dead header then refuses
+ * it). Lock-free: a release swaps its object into the next slot and frees
+ * what it pushed out, so no lock is held across fork. Under
+ * AddressSanitizer the waiting object is poisoned: a stale use is
+ * reported, as for the pool. */
+enum {
+#ifdef RL_BASE_ASAN
+    RL_MALLOC_QUARANTINE = 1024,
+#else
+    RL_MALLOC_QUARANTINE = 64,
+#endif
+};
+static void *_Atomic rl_malloc_quarantine[RL_MALLOC_QUARANTINE];
+static _Atomic unsigned rl_malloc_quarantine_next;
+
+static void rl_free_later(void *o) {
+#ifdef RL_BASE_ASAN
+    ASAN_POISON_MEMORY_REGION(o, malloc_usable_size(o));
+#endif
+    unsigned i = atomic_fetch_add_explicit(&rl_malloc_quarantine_next, 1, memory_order_relaxed);
+    void *out = atomic_exchange_explicit(&rl_malloc_quarantine[i % RL_MALLOC_QUARANTINE], o, memory_order_acq_rel);
+    if (!out)
+        return;
+#ifdef RL_BASE_ASAN
+    ASAN_UNPOISON_MEMORY_REGION(out, malloc_usable_size(out));
+#endif
+    free(out);
+}
 
 void *rl__object_alloc(const rl__class *cls, size_t size, const char *fn) {
     bool pooled = RL_TRICK_POOL && rl__pool_serves(size);
@@ -78,7 +123,7 @@ static bool rl_release(const void *obj, bool held, const char *fn) {
     if (o->pooled)
         rl__pool_free(o);
     else
-        free(o);
+        rl_free_later(o);
     return true;
 }
 
