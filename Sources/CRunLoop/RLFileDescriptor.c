@@ -6,23 +6,40 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+/* Closes the object's fd, unless the loop found that the number no longer
+ * names the object's file: closing it would close someone else's. */
+static void rl_fd_close_own(const struct RLFileDescriptor *f, int stale) {
+    if (f->close_on_invalidate && !stale)
+        close(f->fd);
+}
 
 static void rl_fd_finalize(void *obj) {
     struct RLFileDescriptor *f = obj;
     /* The source holds a reference on f, so no source is left here. */
     if (f->valid) {
-        if (f->close_on_invalidate)
-            close(f->fd);
+        rl_fd_close_own(f, f->stale);
         if (f->ctx.release)
             f->ctx.release(f->ctx.info);
     }
 }
 
+/* Another thread may enable, disable or invalidate meanwhile: the state is
+ * copied under the lock that guards it, printed after. */
 static char *rl_fd_describe(const void *obj) {
     const struct RLFileDescriptor *f = obj;
+    rl__graph_lock();
+    bool valid = f->valid;
+    RLOptionFlags enabled = f->enabled;
+    int stale = f->stale;
+    rl__graph_unlock();
     char *out = NULL;
-    if (asprintf(&out, "<RLFileDescriptor %p fd %d%s>", obj, f->fd, f->valid ? "" : " invalid") < 0)
+    if (asprintf(&out, "<RLFileDescriptor %p fd %d%s%s%s%s>", obj, f->fd, valid ? "" : " invalid",
+                 (enabled & kRLFileDescriptorReadCallBack) ? " read" : "",
+                 (enabled & kRLFileDescriptorWriteCallBack) ? " write" : "", stale ? " stale" : "") < 0)
         out = NULL;
     return out;
 }
@@ -39,7 +56,8 @@ RLFileDescriptorRef RLFileDescriptorCreate(RLAllocatorRef allocator, RLFileDescr
         rl__fail(kRLErrorInvalidArgument, fn, "NULL callout");
         return NULL;
     }
-    if (fd < 0 || fcntl(fd, F_GETFD) < 0) {
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0) {
         rl__fail(kRLErrorInvalidArgument, fn, "%d is not an open file descriptor", fd);
         return NULL;
     }
@@ -51,6 +69,8 @@ RLFileDescriptorRef RLFileDescriptorCreate(RLAllocatorRef allocator, RLFileDescr
     if (!f)
         return NULL;
     f->fd = fd;
+    f->dev = st.st_dev;
+    f->ino = st.st_ino;
     f->close_on_invalidate = closeOnInvalidate;
     f->callout = callout;
     f->valid = true;
@@ -84,13 +104,21 @@ static bool rl_fd_set_enabled(RLFileDescriptorRef f, RLOptionFlags types, bool o
         return rl__fail(kRLErrorInvalidArgument, fn, "unknown callback types 0x%lx", types & ~known);
     rl__graph_lock();
     bool ok = f->valid;
-    if (ok) {
+    if (ok && !(on && f->stale)) {
         f->enabled = on ? (f->enabled | types) : (f->enabled & ~types);
-        rl__fd_changed_locked(f);
+        rl__fd_changed_locked(f); /* may find, from the kernel's answer, that it is stale */
     }
+    int stale = on ? f->stale : 0;
     rl__graph_unlock();
     if (!ok)
         return rl__fail(kRLErrorInvalidObject, fn, "the descriptor object has been invalidated");
+    if (stale == ENOENT || stale == EBADF)
+        return rl__fail(kRLErrorInvalidState, fn,
+                        "fd %d was closed (or closed and its number reused) while this object was valid; "
+                        "invalidate the object before closing its fd",
+                        f->fd);
+    if (stale)
+        return rl__fail(kRLErrorInvalidState, fn, "the run loop cannot watch fd %d: %s", f->fd, strerror(stale));
     return true;
 }
 
@@ -109,6 +137,7 @@ bool RLFileDescriptorInvalidate(RLFileDescriptorRef f) {
     rl__defer_init(&d);
     rl__graph_lock();
     bool was = f->valid;
+    int stale = f->stale;
     if (was) {
         f->enabled = 0;
         if (f->source)
@@ -117,8 +146,7 @@ bool RLFileDescriptorInvalidate(RLFileDescriptorRef f) {
     }
     rl__graph_unlock();
     if (was) {
-        if (f->close_on_invalidate)
-            close(f->fd);
+        rl_fd_close_own(f, stale);
         rl__defer_ctx_release(&d, f->ctx.release, f->ctx.info);
     }
     rl__defer_run(&d);

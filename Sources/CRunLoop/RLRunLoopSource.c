@@ -52,6 +52,9 @@ RLRunLoopSourceRef RLRunLoopSourceCreate(RLAllocatorRef allocator, RLIndex order
     TAILQ_INIT(&s->membs);
     if (s->ctx.retain)
         s->ctx.info = (void *)s->ctx.retain(s->ctx.info);
+    /* Computed once: the equality buckets of the modes are keyed by it, and
+     * the hash callback is user code, not to be called under the lock. */
+    s->hash = s->ctx.hash ? s->ctx.hash(s->ctx.info) : (RLHashCode)(uintptr_t)s->ctx.info;
     return s;
 }
 

@@ -15,11 +15,18 @@ static void rl_timer_finalize(void *obj) {
         t->ctx.release(t->ctx.info);
 }
 
+/* Another thread may move the date or invalidate the timer meanwhile: the
+ * fields are copied under the lock that guards them, printed after. */
 static char *rl_timer_describe(const void *obj) {
     const struct RLRunLoopTimer *t = obj;
+    rl__graph_lock();
+    RLAbsoluteTime fire_date = t->fire_date;
+    RLTimeInterval interval = t->interval, tolerance = t->tolerance;
+    bool valid = t->valid;
+    rl__graph_unlock();
     char *out = NULL;
-    if (asprintf(&out, "<RLRunLoopTimer %p fireDate %.6f interval %g tolerance %g%s>", obj, t->fire_date,
-                 t->interval, t->tolerance, t->valid ? "" : " invalid") < 0)
+    if (asprintf(&out, "<RLRunLoopTimer %p fireDate %.6f interval %g tolerance %g%s>", obj, fire_date, interval,
+                 tolerance, valid ? "" : " invalid") < 0)
         out = NULL;
     return out;
 }
@@ -44,10 +51,6 @@ RLRunLoopTimerRef RLRunLoopTimerCreate(RLAllocatorRef allocator, RLAbsoluteTime 
         rl__fail(kRLErrorInvalidArgument, fn, "NaN fire date or interval");
         return NULL;
     }
-    if (!callout) {
-        rl__fail(kRLErrorInvalidArgument, fn, "NULL callout");
-        return NULL;
-    }
     if (context && context->version != 0) {
         rl__fail(kRLErrorInvalidArgument, fn, "context version %ld is not supported (use 0)", context->version);
         return NULL;
@@ -56,6 +59,7 @@ RLRunLoopTimerRef RLRunLoopTimerCreate(RLAllocatorRef allocator, RLAbsoluteTime 
     if (!t)
         return NULL;
     t->fire_date = rl_clamp_date(fireDate);
+    t->anchor = t->fire_date;
     t->interval = interval > 0 ? (interval > RL_FAR_FUTURE ? RL_FAR_FUTURE : interval) : 0;
     t->order = order;
     t->seq = rl__next_seq();
@@ -95,7 +99,7 @@ RLAbsoluteTime RLRunLoopTimerGetNextFireDate(RLRunLoopTimerRef t) {
     if (!rl_timer_ok(t, "RLRunLoopTimerGetNextFireDate"))
         return 0;
     rl__graph_lock();
-    RLAbsoluteTime d = t->fire_date;
+    RLAbsoluteTime d = t->valid ? t->fire_date : 0; /* as CF: no next fire for an invalidated timer */
     rl__graph_unlock();
     return d;
 }
@@ -110,6 +114,8 @@ bool RLRunLoopTimerSetNextFireDate(RLRunLoopTimerRef t, RLAbsoluteTime fireDate)
     bool ok = t->valid;
     if (ok) {
         t->fire_date = rl_clamp_date(fireDate);
+        t->anchor = t->fire_date; /* a new grid starts here */
+        t->ticks = 0;
         t->seq = rl__next_seq();
         if (t->firing)
             t->moved_in_fire = true;
@@ -136,8 +142,12 @@ void rl__timer_invalidate_locked(struct RLRunLoopTimer *t, rl_defer *d) {
         return;
     t->valid = false;
     rl__remove_item_everywhere_locked(t, RL_KIND_TIMER, d);
-    /* As CF: an invalidated timer gives its context back at once. */
-    rl__defer_ctx_release(d, t->ctx.release, t->ctx.info);
+    /* As CF: an invalidated timer gives its context back at once (unless
+     * the fire path is retaining info right now: it releases it then). */
+    if (t->ctx_pinned)
+        t->ctx_release_held = true;
+    else
+        rl__defer_ctx_release(d, t->ctx.release, t->ctx.info);
 }
 
 bool RLRunLoopTimerInvalidate(RLRunLoopTimerRef t) {
@@ -191,15 +201,27 @@ bool RLRunLoopTimerSetTolerance(RLRunLoopTimerRef t, RLTimeInterval tolerance) {
     if (tolerance > RL_FAR_FUTURE)
         tolerance = RL_FAR_FUTURE;
     rl__graph_lock();
-    t->tolerance = tolerance;
-    rl__timer_moved_locked(t);
+    bool ok = t->valid;
+    if (ok) {
+        t->tolerance = tolerance;
+        rl__timer_moved_locked(t);
+    }
     rl__graph_unlock();
+    if (!ok)
+        return rl__fail(kRLErrorInvalidObject, fn, "the timer has been invalidated");
     return true;
 }
 
-/* A repeating timer stays on its grid fireDate + k*interval: the next date
- * is the first grid point after now, so missed periods fire once. A date set
- * inside the callout wins. One-shot timers are invalidated, as CF does. */
+/* The grid point anchor + k * interval, computed afresh (one rounding). */
+static double rl_grid(const struct RLRunLoopTimer *t, uint64_t k) { return t->anchor + (double)k * t->interval; }
+
+/* A repeating timer stays on its grid anchor + k*interval: the next date
+ * is the first grid point after now, so missed periods fire once. Each date
+ * is computed from the anchor, not by adding the interval to the previous
+ * date: at today's dates a double resolves to about 119 ns, and one rounding
+ * per tick would move a 1 ms timer tens of ns later every tick. A date set
+ * inside the callout wins (and starts a new grid). One-shot timers are
+ * invalidated, as CF does. */
 void rl__timer_after_fire_locked(struct RLRunLoopTimer *t, RLAbsoluteTime now, rl_defer *d) {
     if (!t->valid)
         return;
@@ -207,16 +229,19 @@ void rl__timer_after_fire_locked(struct RLRunLoopTimer *t, RLAbsoluteTime now, r
         rl__timer_invalidate_locked(t, d);
         return;
     }
-    if (t->moved_in_fire)
-        return;
-    double next = t->fire_date + t->interval;
-    if (next <= now) {
-        double k = floor((now - t->fire_date) / t->interval) + 1;
-        next = t->fire_date + k * t->interval;
-        if (next <= now)
-            next += t->interval;
+    if (!t->moved_in_fire) {
+        uint64_t k = t->ticks + 1;
+        if (rl_grid(t, k) <= now) {
+            double behind = floor((now - t->anchor) / t->interval) + 1;
+            k = behind < 1.8e19 ? (uint64_t)behind : UINT64_MAX / 2;
+            while (rl_grid(t, k) <= now && k < UINT64_MAX / 2)
+                k++;
+        }
+        t->ticks = k;
+        t->fire_date = rl_clamp_date(rl_grid(t, k));
+        t->seq = rl__next_seq();
     }
-    t->fire_date = rl_clamp_date(next);
-    t->seq = rl__next_seq();
+    /* Re-filed also after a move inside the callout: while firing, the
+     * timer was left out of the wake-up (rl__tset_earliest_deadline). */
     rl__timer_moved_locked(t);
 }

@@ -69,6 +69,7 @@ static pthread_key_t rl__foreign_key;
 static pthread_once_t rl__foreign_key_once = PTHREAD_ONCE_INIT;
 
 static RLThreadRef rl__main_thread;
+static RLThreadRef rl__main_thread_inherited; /* in a fork() child: the parent's main RLThread */
 static pthread_once_t rl__main_once = PTHREAD_ONCE_INIT;
 
 static pthread_mutex_t rl__global_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -100,8 +101,27 @@ static void rl__thread_free_values(rl__thread_value *v) {
     }
 }
 
+static void rl__thread_free_handlers(RLThreadRef t) {
+    for (rl__thread_handler *h = t->handlers, *next; h; h = next) {
+        next = h->next;
+        rl__handler_free(h);
+    }
+    t->handlers = NULL;
+}
+
 static void rl__thread_finalize(void *obj) {
     RLThreadRef t = obj;
+    /* Inherited across fork(): its lock may have been held by a thread
+     * that does not exist here, its condition may count waiters that never
+     * wake, its pthread is not this process's, and its queued requests and
+     * dictionary values belong to the parent (no release function or
+     * destructor of theirs runs here). Only the child's copy of the
+     * thread's own memory goes: its name and handler records. */
+    if (rl__fork_inherited(t->fork_gen)) {
+        rl__thread_free_handlers(t);
+        free(t->name);
+        return;
+    }
     /* The lock orders this with the exiting thread's last writes (for
      * ThreadSanitizer, which does not follow RLRelease's fences). */
     pthread_mutex_lock(&t->lock);
@@ -110,10 +130,7 @@ static void rl__thread_finalize(void *obj) {
     if (t->has_pthread && t->joinable && !t->join_claimed && !t->is_main && !t->is_foreign)
         pthread_detach(t->pthread);
     rl__thread_free_values(t->values);
-    for (rl__thread_handler *h = t->handlers, *next; h; h = next) {
-        next = h->next;
-        rl__handler_free(h);
-    }
+    rl__thread_free_handlers(t);
 #if __BLOCKS__
     if (t->block)
         _Block_release(t->block);
@@ -136,6 +153,13 @@ static const char *rl__thread_state_name(RLThreadRef t) {
 static char *rl__thread_describe(const void *obj) {
     RLThreadRef t = (RLThreadRef)obj;
     char *s = NULL;
+    if (rl__fork_inherited(t->fork_gen)) { /* its lock may be held by a thread gone with the fork */
+        if (asprintf(&s, "<RLThread %p inherited across fork()>", obj) < 0) {
+            rl__fail(kRLErrorNoMemory, "RLCopyDescription", "out of memory");
+            return NULL;
+        }
+        return s;
+    }
     pthread_mutex_lock(&t->lock);
     int n = asprintf(&s, "<RLThread %p name=\"%s\" tid=%d %s%s%s>", obj, t->name ? t->name : "", (int)t->tid,
                      rl__thread_state_name(t), t->is_main ? " main" : "",
@@ -166,11 +190,16 @@ static RLThreadRef rl__thread_alloc(const char *fn) {
     pthread_condattr_destroy(&ca);
     t->stack_size = kRLThreadDefaultStackSize;
     t->priority = 0.5;
+    t->fork_gen = rl__fork_gen();
     return t;
 }
 
-static bool rl__thread_check(RLThreadRef t, const char *fn) {
-    return rl__object_check(t, &rl__thread_class, fn);
+bool rl__thread_check(RLThreadRef t, const char *fn) {
+    if (!rl__object_check(t, &rl__thread_class, fn))
+        return false;
+    if (rl__fork_inherited(t->fork_gen))
+        return rl__fork_fail(fn, "thread");
+    return true;
 }
 
 /* ---- kernel-side name and priority ---- */
@@ -466,49 +495,58 @@ static void *rl__thread_main(void *p) {
     return result;
 }
 
+/* Checks that t can be started; true with *done if it was cancelled
+ * before it started (it is finished now). t->lock held. */
+static bool rl__thread_startable_locked(RLThreadRef t, bool *done, const char *fn) {
+    *done = false;
+    if (t->is_main || t->is_foreign)
+        return rl__fail(kRLErrorInvalidState, fn, "%s thread is already running", t->is_main ? "the main" : "a foreign");
+    if (t->state != RL__THREAD_CREATED)
+        return rl__fail(kRLErrorInvalidState, fn, "thread was already started");
+    if (atomic_load(&t->cancelled)) {
+        t->state = RL__THREAD_FINISHED;
+        pthread_cond_broadcast(&t->cond);
+        *done = true;
+    }
+    return true;
+}
+
 bool RLThreadStart(RLThreadRef thread) {
     static const char fn[] = "RLThreadStart";
     if (!rl__thread_check(thread, fn))
         return false;
     RLThreadRef t = thread;
+    bool done;
     pthread_mutex_lock(&t->lock);
-    if (t->is_main || t->is_foreign) {
-        pthread_mutex_unlock(&t->lock);
-        return rl__fail(kRLErrorInvalidState, fn, "%s thread is already running",
-                        t->is_main ? "the main" : "a foreign");
-    }
-    if (t->state != RL__THREAD_CREATED) {
-        pthread_mutex_unlock(&t->lock);
-        return rl__fail(kRLErrorInvalidState, fn, "thread was already started");
-    }
-    if (atomic_load(&t->cancelled)) {
-        t->state = RL__THREAD_FINISHED;
-        pthread_cond_broadcast(&t->cond);
-        pthread_mutex_unlock(&t->lock);
-        return true;
-    }
-    t->state = RL__THREAD_EXECUTING; /* claims the start */
-    size_t stack_size = t->stack_size;
-    bool joinable = t->joinable;
+    bool ok = rl__thread_startable_locked(t, &done, fn);
     pthread_mutex_unlock(&t->lock);
+    if (!ok || done)
+        return ok;
 
+    /* Before the start is claimed: will-become-multi-threaded handlers are
+     * user code, run with no lock held. */
     rl__become_multithreaded();
 
+    /* The state becomes executing together with the pthread, under the
+     * lock: whoever sees an executing thread sees its pthread (a perform
+     * request gets the thread's run loop from it). */
     pthread_attr_t attr;
     pthread_attr_init(&attr);
-    pthread_attr_setstacksize(&attr, stack_size);
-    pthread_attr_setdetachstate(&attr, joinable ? PTHREAD_CREATE_JOINABLE : PTHREAD_CREATE_DETACHED);
-    RLRetain(t); /* the thread's own reference, dropped at the end of its exit sequence */
-    rl__object_hold(t);
-    pthread_t pt;
     pthread_mutex_lock(&t->lock);
-    int err = pthread_create(&pt, &attr, rl__thread_main, t);
-    if (err == 0) {
-        t->pthread = pt;
-        t->has_pthread = true;
-        rl__perform_thread_did_create_locked(t);
-    } else {
-        t->state = RL__THREAD_CREATED;
+    ok = rl__thread_startable_locked(t, &done, fn); /* another Start may have won meanwhile */
+    int err = 0;
+    if (ok && !done) {
+        pthread_attr_setstacksize(&attr, t->stack_size);
+        pthread_attr_setdetachstate(&attr, t->joinable ? PTHREAD_CREATE_JOINABLE : PTHREAD_CREATE_DETACHED);
+        RLRetain(t); /* the thread's own reference, dropped at the end of its exit sequence */
+        rl__object_hold(t);
+        pthread_t pt;
+        err = pthread_create(&pt, &attr, rl__thread_main, t);
+        if (err == 0) {
+            t->state = RL__THREAD_EXECUTING;
+            t->pthread = pt;
+            t->has_pthread = true;
+        }
     }
     pthread_mutex_unlock(&t->lock);
     pthread_attr_destroy(&attr);
@@ -516,7 +554,7 @@ bool RLThreadStart(RLThreadRef thread) {
         rl__object_unhold(t);
         return rl__fail_errno(err, fn, "pthread_create failed");
     }
-    return true;
+    return ok;
 }
 
 bool RLThreadDetachNew(RLThreadEntry entry, void *arg) {
@@ -571,6 +609,14 @@ bool RLThreadPerformInBackground(void (*fn)(void *arg), void *arg) {
 /* Runs once per thread, on that thread: run loop teardown, pending perform
  * requests failed, will-exit handlers, dictionary destructors, finished. */
 static void rl__thread_exit_sequence(RLThreadRef t, void *result) {
+    if (rl__fork_inherited(t->fork_gen)) {
+        /* A fork() child whose forking thread was this RLThread ends: the
+         * object is the parent's; only what the child made is torn down. */
+        rl__runloop_teardown_current_thread();
+        rl__tls_current = NULL;
+        rl__tls_exited = true;
+        return;
+    }
     rl__runloop_teardown_current_thread();
     rl__perform_thread_will_exit(t);
     /* A request sent between the two calls above may have made a new loop
@@ -648,8 +694,22 @@ static void rl__thread_exit_sequence(RLThreadRef t, void *result) {
 
 void RLThreadExit(void) {
     /* A library thread unwinds into rl__thread_cleanup; a foreign thread
-     * finishes in its key destructor; the main thread's RLThread lives as
-     * long as the process. */
+     * finishes in its key destructor. The main thread finishes as a foreign
+     * one does (its RLThread object lives on, finished), so that requests
+     * sent to it fail instead of waiting for a thread that is gone: in a key
+     * destructor, which runs after the unwinding (a request batch that
+     * called this puts back what it did not run, for the teardown to
+     * drop). */
+    if (rl__is_main_tid() && !rl__tls_exited) {
+        RLThreadRef t = RLThreadGetMain();
+        if (t) {
+            RLRetain(t); /* the exit sequence's, released at its end */
+            rl__tls_current = t;
+            pthread_once(&rl__foreign_key_once, rl__foreign_key_init);
+            if (pthread_setspecific(rl__foreign_key, t) != 0)
+                rl__thread_exit_sequence(t, NULL); /* no destructor: now, before the unwinding */
+        }
+    }
     pthread_exit(NULL);
 }
 
@@ -1088,4 +1148,35 @@ bool RLThreadSleepUntilDate(RLAbsoluteTime date) {
     if (!rl__date_valid(date))
         return rl__fail(kRLErrorInvalidArgument, "RLThreadSleepUntilDate", "NaN date");
     return rl__sleep_until_monotonic(rl__monotonic_deadline_for_date(date));
+}
+
+/* ---- fork ---- */
+
+/* The registries' locks are held across fork() (rl_fork.c); neither is
+ * ever held while the other is taken. */
+void rl__thread_fork_prepare(void) {
+    pthread_mutex_lock(&rl__mt_lock);
+    pthread_mutex_lock(&rl__global_lock);
+}
+
+void rl__thread_fork_parent(void) {
+    pthread_mutex_unlock(&rl__global_lock);
+    pthread_mutex_unlock(&rl__mt_lock);
+}
+
+/* In the child, the forking thread is the only thread and the main one:
+ * it gets a new RLThread when it asks (RLThreadGetCurrent/GetMain), as
+ * every RLThread made before the fork is the parent's. */
+void rl__thread_fork_child(void) {
+    rl__thread_fork_parent();
+    /* Waiters counted by the condition are threads of the parent. */
+    pthread_cond_init(&rl__mt_cond, NULL);
+    /* Another thread was running the will-become-multi-threaded handlers:
+     * it does not exist here, and the child is past that point anyway. */
+    if (atomic_load(&rl__mt_state) == 1)
+        atomic_store(&rl__mt_state, 2);
+    rl__tls_current = NULL;
+    rl__main_thread_inherited = rl__main_thread; /* kept, never used: the parent's */
+    rl__main_thread = NULL;
+    rl__main_once = (pthread_once_t)PTHREAD_ONCE_INIT;
 }

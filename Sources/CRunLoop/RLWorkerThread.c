@@ -39,6 +39,7 @@ static void rl__worker_run_release(rl__worker_run *run) {
 
 struct RLWorkerThread {
     rl__object base;
+    unsigned fork_gen; /* rl__fork_gen() at creation: another one means inherited by a fork() child */
     pthread_mutex_t lock;
     pthread_cond_t cond;
     char *name;
@@ -73,8 +74,14 @@ static const rl__class rl__worker_class = {
     .finalize = rl__worker_finalize,
 };
 
+/* A worker made before fork() is the parent's: in the child its thread
+ * does not exist and its lock may be held by a thread that is gone. */
 static bool rl__worker_check(RLWorkerThreadRef w, const char *fn) {
-    return rl__object_check(w, &rl__worker_class, fn);
+    if (!rl__object_check(w, &rl__worker_class, fn))
+        return false;
+    if (rl__fork_inherited(w->fork_gen))
+        return rl__fork_fail(fn, "worker");
+    return true;
 }
 
 static RLThreadRef rl__worker_thread(RLWorkerThreadRef w, const char *fn);
@@ -204,8 +211,24 @@ static void rl__worker_abandon_on_own_thread(RLWorkerThreadRef w, RLThreadRef t)
     rl__worker_run_release(run);
 }
 
+static void rl__worker_free_memory(RLWorkerThreadRef w) {
+    for (rl__worker_handler *h = w->handlers, *next; h; h = next) {
+        next = h->next;
+        rl__worker_handler_free(h);
+    }
+    free(w->name);
+}
+
 static void rl__worker_finalize(void *obj) {
     RLWorkerThreadRef w = obj;
+    /* Inherited across fork(): there is no thread to stop here, and its
+     * lock and condition may hold state of threads that are gone; the
+     * parent's references (thread, loop) are left alone. Only the child's
+     * copy of the worker's own memory goes. */
+    if (rl__fork_inherited(w->fork_gen)) {
+        rl__worker_free_memory(w);
+        return;
+    }
     pthread_mutex_lock(&w->lock);
     while (w->starting || w->stopping)
         pthread_cond_wait(&w->cond, &w->lock);
@@ -218,11 +241,7 @@ static void rl__worker_finalize(void *obj) {
         rl__worker_abandon_on_own_thread(w, t);
     else if (t)
         rl__worker_stop_claimed(w, t, "RLRelease");
-    for (rl__worker_handler *h = w->handlers, *next; h; h = next) {
-        next = h->next;
-        rl__worker_handler_free(h);
-    }
-    free(w->name);
+    rl__worker_free_memory(w);
     pthread_cond_destroy(&w->cond);
     pthread_mutex_destroy(&w->lock);
 }
@@ -232,6 +251,7 @@ RLWorkerThreadRef RLWorkerThreadCreate(RLAllocatorRef allocator, const char *nam
     RLWorkerThreadRef w = rl__object_alloc(&rl__worker_class, sizeof *w, "RLWorkerThreadCreate");
     if (!w)
         return NULL;
+    w->fork_gen = rl__fork_gen();
     pthread_mutex_init(&w->lock, NULL);
     pthread_cond_init(&w->cond, NULL);
     if (name && !(w->name = strdup(name))) {

@@ -240,3 +240,19 @@ void rl__pool_free(void *p) {
     if (drop)
         rl_slab_free(drop);
 }
+
+/* fork(): every class lock is held across it (rl_fork.c), in index order,
+ * so that a child forked while another thread allocates finds the lists
+ * consistent and the locks free. */
+void rl__pool_fork_prepare(void) {
+    pthread_once(&rl_classes_once, rl_classes_init);
+    for (int k = 0; k < RL_NCLASSES; k++)
+        pthread_mutex_lock(&rl_classes[k].lock);
+}
+
+void rl__pool_fork_parent(void) {
+    for (int k = RL_NCLASSES - 1; k >= 0; k--)
+        pthread_mutex_unlock(&rl_classes[k].lock);
+}
+
+void rl__pool_fork_child(void) { rl__pool_fork_parent(); }

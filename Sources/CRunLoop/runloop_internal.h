@@ -20,6 +20,7 @@
 #include <bsd/sys/queue.h>
 #include <pthread.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #if __BLOCKS__
 /* The BlocksRuntime entry points (what <Block.h> wraps); declared here
@@ -52,6 +53,12 @@ struct rl_memb {
     bool lax;                       /* timers: filed as tolerant (tolerance > 0) */
     bool pending;                   /* strict timers: on the set's pending list, not in the heap */
     TAILQ_ENTRY(rl_memb) mode_link; /* the mode's sources or observers */
+    struct rl_memb *snext;          /* sources: next in the mode's equality bucket */
+    /* Sources: on the mode's ready list (signalled, not yet taken). One
+     * entry per membership makes a signal O(1) per mode it is in, and a
+     * removed membership leaves the list with it. */
+    bool queued;
+    TAILQ_ENTRY(rl_memb) ready_link;
 };
 TAILQ_HEAD(rl_membq, rl_memb);
 
@@ -92,6 +99,13 @@ struct rl_mode {
     bool is_default; /* saves a string compare per perform request */
     struct rl_membq sources;
     size_t nsources;
+    /* The sources by equality key (rl__source_key), so that adding a source
+     * equal to one already in the mode is found without a scan; chained
+     * through rl_memb.snext, nsbuckets a power of two (0: none yet). */
+    rl_memb **sbuckets;
+    size_t nsbuckets;
+    struct rl_membq ready;     /* signalled sources' memberships, in signal order */
+    size_t nready;
     struct rl_membq observers; /* sorted by order */
     size_t nobservers;
     _Atomic RLOptionFlags observer_mask; /* read without the lock on the fast path */
@@ -105,12 +119,23 @@ struct RLFileDescriptor;
 struct RLRunLoopSource {
     rl__object base;
     RLIndex order;
+    RLHashCode hash; /* ctx.hash(info), or info: computed once, at creation */
     RLRunLoopSourceContext ctx;
     bool valid;
     bool signalled;
     struct rl_membq membs;
     struct RLFileDescriptor *fdobj; /* fd sources: retained */
 };
+
+/* Two sources are equal as in CF: same order, the same callbacks and, by
+ * the context's equal callback (without one: the same info), equal infos.
+ * fd sources only by identity. What can be compared without calling user
+ * code (everything but `equal`): */
+static inline bool rl__source_same_shape(const struct RLRunLoopSource *a, const struct RLRunLoopSource *b) {
+    return a->order == b->order && a->hash == b->hash && a->ctx.equal == b->ctx.equal &&
+           a->ctx.hash == b->ctx.hash && a->ctx.perform == b->ctx.perform && a->ctx.schedule == b->ctx.schedule &&
+           a->ctx.cancel == b->ctx.cancel && a->fdobj == b->fdobj;
+}
 
 /* ---- timers ---- */
 
@@ -127,9 +152,21 @@ struct RLRunLoopTimer {
     bool firing;
     bool moved_in_fire;
     bool inline_used;
+    /* The fire path is taking its reference on ctx.info (the context's
+     * retain, called without the lock): an invalidation meanwhile leaves
+     * the context's release to it (ctx_release_held), so that info cannot
+     * go before it is retained. Graph lock. */
+    bool ctx_pinned;
+    bool ctx_release_held;
     struct rl_membq membs;
     rl_memb inline_memb; /* the first membership, without an allocation */
     uint64_t seq; /* tie-break: equal dates fire in creation/move order */
+    /* A repeating timer's grid: fire_date is anchor + ticks * interval,
+     * computed from the anchor each time (one rounding, never an
+     * accumulation of one per tick). The anchor is the date given at
+     * creation or by the last SetNextFireDate. */
+    RLAbsoluteTime anchor;
+    uint64_t ticks;
     RLTimeInterval interval;
     RLIndex order;
     RLRunLoopTimerCallBack callout;
@@ -171,6 +208,16 @@ struct RLFileDescriptor {
     bool close_on_invalidate;
     bool valid;
     RLOptionFlags enabled;
+    /* Not 0: the errno with which the loop found that fd no longer refers to
+     * the file this object was made for (closed, or its number reused), or
+     * cannot watch it. The object is not watched again; see the header. */
+    int stale;
+    /* The file fd named when the object was made (fstat): a number that
+     * names another file now was closed and reused behind its back. Files
+     * without an identity of their own (eventfds share one inode) are
+     * told apart by the kernel's registration instead (RLRunLoop.c). */
+    dev_t dev;
+    ino_t ino;
     RLFileDescriptorCallBack callout;
     RLFileDescriptorContext ctx;
     struct RLRunLoopSource *source; /* weak; cleared when the source goes */
@@ -228,7 +275,7 @@ RL__HIDDEN struct rl_membq *rl__item_membs(void *item, rl_kind kind);
 /* Removes every membership of item (all loops, all modes), deferring the
  * cancel callouts (sources) and the releases. */
 RL__HIDDEN void rl__remove_item_everywhere_locked(void *item, rl_kind kind, rl_defer *d);
-/* A signalled source goes on the ready list of every loop it is in. */
+/* A signalled source goes on the ready list of every mode it is in. */
 RL__HIDDEN void rl__source_mark_ready_locked(struct RLRunLoopSource *src, rl_defer *d);
 /* Timers: the date moved; fix its heap slots and re-arm sleeping loops. */
 RL__HIDDEN void rl__timer_moved_locked(struct RLRunLoopTimer *t);
@@ -264,7 +311,11 @@ RL__HIDDEN void rl__tset_remove(rl_timerset *ts, rl_memb *m);
 RL__HIDDEN bool rl__tset_update(rl_timerset *ts, rl_memb *m);
 /* Some membership (to empty the set), or NULL. */
 RL__HIDDEN rl_memb *rl__tset_any(const rl_timerset *ts);
-/* Earliest fire date / earliest wake deadline; false if empty. */
+/* Earliest fire date (every timer) / earliest wake deadline (fire date +
+ * tolerance) of the timers not being fired: a timer whose callout is running
+ * is past its date, and letting it arm the wake-up would make a nested run
+ * of the same mode spin until the callout returns (CF skips it too); it is
+ * re-filed after its callout. False if there is none. */
 RL__HIDDEN bool rl__tset_earliest_fire(rl_timerset *ts, double *date);
 RL__HIDDEN bool rl__tset_earliest_deadline(rl_timerset *ts, double *date);
 /* Appends to *out every membership whose fire date is <= now. */

@@ -27,6 +27,19 @@
  * Thread safety: every function may be called from any thread, on any
  * thread object, unless its comment says otherwise. No internal lock is held
  * while an entry function, handler or destructor runs.
+ *
+ * fork(): the child has one thread, the one that called fork(), and it is
+ * the child's main thread. Every RLThread (and RLWorkerThread, RLRunLoop)
+ * made before the fork is inherited: it stands for a thread of the parent,
+ * and every function given one in the child fails at once with
+ * kRLErrorInvalidState ("inherited across fork()") — performs call their
+ * release function, joins and stops never wait. Releasing an inherited
+ * object frees only the child's copy. RLThreadGetCurrent() and
+ * RLThreadGetMain() give the forking thread a new RLThread; threads and
+ * workers created in the child work normally. (CoreFoundation/Foundation
+ * allow nothing but exec in such a child.) Locks of the library's own are
+ * fork-safe; a user's lock (RLLock, RLSync…) held by another thread at the
+ * fork stays held in the child, as a pthread mutex would.
  */
 #ifndef CRUNLOOP_RLTHREAD_H
 #define CRUNLOOP_RLTHREAD_H
