@@ -288,7 +288,7 @@ static void describe_holder(const char *path, char *buf, size_t size) {
 /* ---- lifecycle ---- */
 
 RLDistributedLockRef RLDistributedLockCreate(const char *path) {
-    static const char fn[] = "RLDistributedLockCreate";
+    const char *fn = __func__;
     if (!path) {
         rl__fail(kRLErrorInvalidArgument, fn, "NULL path");
         return NULL;
@@ -391,7 +391,7 @@ static void finalize(void *obj) {
 }
 
 const char *RLDistributedLockGetPath(RLDistributedLockRef ref) {
-    RLDistributedLock *lock = checked(ref, "RLDistributedLockGetPath");
+    RLDistributedLock *lock = checked(ref, __func__);
     return lock ? lock->path : NULL;
 }
 
@@ -426,7 +426,7 @@ static bool write_record(RLDistributedLock *lock, const char *token, char *tmp, 
 }
 
 bool RLDistributedLockTryLock(RLDistributedLockRef ref) {
-    static const char fn[] = "RLDistributedLockTryLock";
+    const char *fn = __func__;
     RLDistributedLock *lock = checked(ref, fn);
     if (!lock)
         return false;
@@ -465,7 +465,7 @@ bool RLDistributedLockTryLock(RLDistributedLockRef ref) {
 }
 
 bool RLDistributedLockUnlock(RLDistributedLockRef ref) {
-    static const char fn[] = "RLDistributedLockUnlock";
+    const char *fn = __func__;
     RLDistributedLock *lock = checked(ref, fn);
     if (!lock)
         return false;
@@ -507,7 +507,7 @@ bool RLDistributedLockUnlock(RLDistributedLockRef ref) {
 }
 
 bool RLDistributedLockBreakLock(RLDistributedLockRef ref) {
-    static const char fn[] = "RLDistributedLockBreakLock";
+    const char *fn = __func__;
     RLDistributedLock *lock = checked(ref, fn);
     if (!lock)
         return false;
@@ -525,7 +525,7 @@ bool RLDistributedLockBreakLock(RLDistributedLockRef ref) {
 }
 
 bool RLDistributedLockIsHeld(RLDistributedLockRef ref) {
-    RLDistributedLock *lock = checked(ref, "RLDistributedLockIsHeld");
+    RLDistributedLock *lock = checked(ref, __func__);
     if (!lock)
         return false;
     pthread_mutex_lock(&lock->mu);
@@ -537,7 +537,7 @@ bool RLDistributedLockIsHeld(RLDistributedLockRef ref) {
 /* ---- inspecting the holder ---- */
 
 RLAbsoluteTime RLDistributedLockCopyLockDate(RLDistributedLockRef ref) {
-    static const char fn[] = "RLDistributedLockCopyLockDate";
+    const char *fn = __func__;
     RLDistributedLock *lock = checked(ref, fn);
     if (!lock)
         return NAN;
@@ -553,7 +553,7 @@ RLAbsoluteTime RLDistributedLockCopyLockDate(RLDistributedLockRef ref) {
 }
 
 bool RLDistributedLockCopyOwner(RLDistributedLockRef ref, RLDistributedLockOwner *out) {
-    static const char fn[] = "RLDistributedLockCopyOwner";
+    const char *fn = __func__;
     RLDistributedLock *lock = checked(ref, fn);
     if (!lock)
         return false;
@@ -580,7 +580,7 @@ bool RLDistributedLockCopyOwner(RLDistributedLockRef ref, RLDistributedLockOwner
 
 RLDistributedLockOwnerState RLDistributedLockOwnerGetState(const RLDistributedLockOwner *owner) {
     if (!owner) {
-        rl__fail(kRLErrorInvalidArgument, "RLDistributedLockOwnerGetState", "NULL owner");
+        rl__fail(kRLErrorInvalidArgument, __func__, "NULL owner");
         return kRLDistributedLockOwnerStateUnknown;
     }
     char host[kRLDistributedLockHostNameMax];
