@@ -2071,29 +2071,25 @@ static void rl_sort_sources(struct RLRunLoopSource **a, size_t n) {
     free(k);
 }
 
-/* The sources of m signalled now, sorted by order, each retained. They
- * stay on the ready list (stale entries leave it) until each is performed:
- * as in CF, a source keeps its signal until its own perform, so a run of
- * this mode nested in an earlier perform of the pass performs it, and the
- * pass then skips it. Loop lock held. */
+/* Takes the signalled sources of mode m off its ready list (retained), in
+ * perform order. Entries of sources no longer signalled (performed through
+ * another mode or loop) or invalid are dropped. Loop lock held. */
 static size_t rl_take_ready(rl_mode *m, struct RLRunLoopSource ***out, struct RLRunLoopSource **small,
                             size_t nsmall) {
     size_t n = 0;
     struct RLRunLoopSource **a = m->nready <= nsmall ? small : malloc(m->nready * sizeof *a);
     if (!a)
         return 0; /* out of memory: they stay listed for the next pass */
-    rl_memb *x, *next;
-    for (x = TAILQ_FIRST(&m->ready); x != NULL; x = next) {
-        next = TAILQ_NEXT(x, ready_link);
+    rl_memb *x;
+    while ((x = TAILQ_FIRST(&m->ready)) != NULL) {
         struct RLRunLoopSource *s = x->item;
+        rl_ready_unlink(x);
         /* Read without the item lock: the pass checks again under it before
-         * performing. A signal that this read misses pushes the membership
-         * after this loop lock is released (a no-op if it is still here). */
+         * performing, and a signal that this read misses pushes the
+         * membership again after this loop lock is released. */
         if (rl__peek(s->valid) && rl__peek(s->signalled)) {
             rl_retain_raw(s);
             a[n++] = s;
-        } else {
-            rl_ready_unlink(x);
         }
     }
     rl_sort_sources(a, n);
@@ -2101,9 +2097,41 @@ static size_t rl_take_ready(rl_mode *m, struct RLRunLoopSource ***out, struct RL
     return n;
 }
 
+/* What a pass of a mode took off its ready list and has not performed yet:
+ * a[next..n). As in CF, a source keeps its signal until its own perform, so
+ * a run of the same mode nested in an earlier perform must see them. */
+struct rl_inflight {
+    struct RLRunLoopSource **a;
+    size_t next, n;
+    bool requeued; /* a nested pass put a[next..n) back on the ready list */
+    struct rl_inflight *outer;
+};
+
+/* Puts the still signalled sources that enclosing passes of m took and have
+ * not reached back at the head of m's ready list, in their order, for a
+ * pass of m nested in one of their performs. Loop lock held. */
+static void rl_requeue_inflight(rl_mode *m) {
+    for (struct rl_inflight *fl = m->inflight; fl; fl = fl->outer) {
+        for (size_t j = fl->n; j-- > fl->next;) {
+            struct RLRunLoopSource *s = fl->a[j];
+            rl__olock_lock(&s->lock);
+            rl_memb *x = s->signalled && s->valid ? rl_memb_find(s, RL_KIND_SOURCE, m) : NULL;
+            rl__olock_unlock(&s->lock);
+            if (x && !x->queued) {
+                x->queued = true;
+                TAILQ_INSERT_HEAD(&m->ready, x, ready_link);
+                m->nready++;
+            }
+        }
+        fl->requeued = true;
+    }
+}
+
 static bool rl_do_sources0(RLRunLoopRef rl, rl_mode *m, bool stop_after_handle) {
     struct RLRunLoopSource *small[16], **a = small;
     rl_lock(rl);
+    if (RL__UNLIKELY(m->inflight != NULL))
+        rl_requeue_inflight(m); /* nested in a perform of an outer pass of m */
     size_t n = m->nready ? rl_take_ready(m, &a, small, 16) : 0;
     rl_unlock(rl);
     if (n == 0) {
@@ -2111,28 +2139,33 @@ static bool rl_do_sources0(RLRunLoopRef rl, rl_mode *m, bool stop_after_handle) 
             free(a);
         return false;
     }
+    /* Only this thread reads m->inflight. */
+    struct rl_inflight fl = {a, 0, n, false, m->inflight};
+    m->inflight = &fl;
     bool handled = false;
     size_t i = 0;
     for (; i < n; i++) {
         if (RL__UNLIKELY(!rl_of_this_process(rl)))
             break; /* a callout forked: the rest is the parent's */
         struct RLRunLoopSource *s = a[i];
-        /* Skipped if performed by a nested run meanwhile (signal gone) or
-         * invalidated; performed (as CF) if an earlier perform removed it
-         * from m. Its entry leaves the ready list now, so a new signal
-         * queues it behind those signalled before it. */
-        rl_lock(rl);
+        fl.next = i + 1;
+        bool requeued = fl.requeued;
+        if (RL__UNLIKELY(requeued))
+            rl_lock(rl);
         rl__olock_lock(&s->lock);
+        /* Skipped if a nested run performed it meanwhile (signal gone) or
+         * it was invalidated. */
         bool go = s->signalled && s->valid;
-        rl_memb *x = NULL;
-        if (go) {
+        if (go)
             rl__poke(s->signalled, false);
-            x = rl_memb_find(s, RL_KIND_SOURCE, m);
-        }
+        rl_memb *x = go && requeued ? rl_memb_find(s, RL_KIND_SOURCE, m) : NULL;
         rl__olock_unlock(&s->lock);
-        if (x)
-            rl_ready_unlink(x);
-        rl_unlock(rl);
+        if (RL__UNLIKELY(requeued)) {
+            /* A nested pass put it back on the list: it leaves again. */
+            if (x)
+                rl_ready_unlink(x);
+            rl_unlock(rl);
+        }
         if (go && s->ctx.perform) {
             s->ctx.perform(s->ctx.info);
             handled = true;
@@ -2145,8 +2178,23 @@ static bool rl_do_sources0(RLRunLoopRef rl, rl_mode *m, bool stop_after_handle) 
             break;
         }
     }
-    /* Sources not reached are still on the ready list with their signal,
-     * ahead of those signalled since. */
+    m->inflight = fl.outer;
+    /* Sources not reached keep their signal for the next pass, ahead of
+     * those signalled since (put back at the head, last first). */
+    if (i < n) {
+        rl_lock(rl);
+        for (size_t j = n; j-- > i;) {
+            rl__olock_lock(&a[j]->lock);
+            rl_memb *x = a[j]->signalled && a[j]->valid ? rl_memb_find(a[j], RL_KIND_SOURCE, m) : NULL;
+            rl__olock_unlock(&a[j]->lock);
+            if (x && !x->queued) {
+                x->queued = true;
+                TAILQ_INSERT_HEAD(&m->ready, x, ready_link);
+                m->nready++;
+            }
+        }
+        rl_unlock(rl);
+    }
     for (size_t j = i; j < n; j++)
         RLRelease(a[j]);
     if (a != small)
