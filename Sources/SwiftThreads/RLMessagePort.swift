@@ -79,7 +79,8 @@ public final class RLMessagePort: @unchecked Sendable, Hashable, CustomStringCon
     /// the port is in, and returns the reply (nil for an empty reply).
     ///
     /// - Throws: `RLError` `.exists` if a live port of any process of this
-    ///   user has the name; `.invalidArgument` for an empty name, one longer
+    ///   user has the name — also one of this process, where
+    ///   CoreFoundation would return that port and ignore the new callout; `.invalidArgument` for an empty name, one longer
     ///   than 255 bytes or one containing NUL; a system error.
     public init(local name: String,
                 handler: @escaping @Sendable (_ msgid: Int32, _ data: [UInt8]?) -> [UInt8]?) throws(RLError) {
@@ -87,12 +88,21 @@ public final class RLMessagePort: @unchecked Sendable, Hashable, CustomStringCon
         let box = MessagePortBox(handler: handler)
         var context = RLMessagePortContext(version: 0, info: Unmanaged.passUnretained(box).toOpaque(),
                                            retain: rlBoxRetain, release: rlBoxRelease, copyDescription: nil)
-        // On failure the C library keeps no reference to the box
-        // (shouldFreeInfo): Swift frees it.
+        // When the C library does not keep the box (shouldFreeInfo), Swift
+        // frees it.
+        var notKept = false
         let created = withExtendedLifetime(box) {
-            name.withCString { RLMessagePortCreateLocal(nil, $0, rlMessagePortCallout, &context, nil) }
+            name.withCString { RLMessagePortCreateLocal(nil, $0, rlMessagePortCallout, &context, &notKept) }
         }
         guard let created else { throw RLError.last() }
+        if notKept {
+            // CoreFoundation hands back this process's port of that name and
+            // ignores the new callout; a Swift handler silently ignored
+            // would be a trap, so this is an error.
+            RLRelease(UnsafeRawPointer(created))
+            throw RLError(code: .exists,
+                          message: "RLMessagePort: the name \"\(name)\" is taken by a local port of this process")
+        }
         ref = created
         self.box = box
         owned = true
