@@ -94,7 +94,9 @@ public enum RLPortComponent: Sendable, Hashable {
 /// messages carry (`sendPort`, `receivePort`, port components) are the
 /// objects you made while you hold them — instances of your subclass —
 /// otherwise new `RLPort` wrappers of the same port; `==` compares the
-/// underlying ports. Every member may be used from any thread.
+/// underlying ports. Every member may be used from any thread. A subclass
+/// restates the conformance (`class MyPort: RLPort, @unchecked Sendable`,
+/// as Swift asks) and keeps its own state safe to use from several threads.
 open class RLPort: @unchecked Sendable, Hashable, CustomStringConvertible {
     /// The one C reference this wrapper owns (unless `owned` is false, see
     /// ``wrapper(for:)``).
