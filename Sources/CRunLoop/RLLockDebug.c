@@ -824,7 +824,7 @@ void RLLockDebugReset(void) {
 
 bool RLLockDebugForgetLock(const void *lock) {
     if (!lock)
-        return rl__fail(kRLErrorInvalidArgument, "RLLockDebugForgetLock", "NULL lock");
+        return rl__fail(kRLErrorInvalidArgument, __func__, "NULL lock");
     rl__lockdep_forget(lock);
     return true;
 }

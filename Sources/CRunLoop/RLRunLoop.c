@@ -2274,7 +2274,7 @@ static void rl_key_destructor(void *v) {
     rl_tls = NULL;
     rl_teardown(rl);
     rl_threadtab_forget_self(rl);
-    RLRelease(rl);
+    rl__object_unhold(rl);
 }
 
 static bool rl_key_made; /* rl_key exists (set once, under rl_key_once) */
@@ -2320,6 +2320,7 @@ static RLRunLoopRef rl_threadtab_get(pthread_t thread) {
         rl_thread_entry *e = malloc(sizeof *e);
         rl = e ? rl_create(thread) : NULL;
         if (rl) {
+            rl__object_hold(rl); /* the table's reference */
             e->next = NULL;
             e->thread = thread;
             e->rl = rl;
@@ -2353,7 +2354,7 @@ static void rl_threadtab_forget_self(RLRunLoopRef mine) {
         return;
     if (e->rl != mine)
         rl_teardown(e->rl);
-    RLRelease(e->rl);
+    rl__object_unhold(e->rl);
     free(e);
 }
 
@@ -2422,6 +2423,8 @@ RLRunLoopRef RLRunLoopGetMain(void) {
     pthread_mutex_lock(&rl_main_mutex);
     if (!rl_main_loop) {
         rl_main_loop = rl_create(rl_main_thread);
+        if (rl_main_loop)
+            rl__object_hold(rl_main_loop); /* kept for the life of the process */
         /* Made after the main thread exited: as if torn down with it, so
          * that it refuses requests no thread would run. */
         if (rl_main_loop && rl_main_exited)
@@ -2439,13 +2442,17 @@ RLRunLoopRef RLRunLoopGetCurrent(void) {
     RLRunLoopRef rl;
     if (pthread_equal(pthread_self(), rl_main_thread)) {
         rl = RLRunLoopGetMain();
-        if (rl)
+        if (rl) {
             RLRetain(rl); /* the thread's reference; the global one stays */
+            rl__object_hold(rl);
+        }
     } else {
         /* The table keeps its reference; this one is the thread's. */
         rl = rl_threadtab_get(pthread_self());
-        if (rl)
+        if (rl) {
             RLRetain(rl);
+            rl__object_hold(rl);
+        }
     }
     if (!rl)
         return NULL;
@@ -2509,5 +2516,5 @@ void rl__runloop_teardown_current_thread(void) {
     }
     rl_threadtab_forget_self(rl);
     if (rl)
-        RLRelease(rl);
+        rl__object_unhold(rl);
 }

@@ -433,3 +433,5 @@ func rlCopyDescription(_ object: UnsafeRawPointer) -> String? {
     defer { free(cString) }
     return String(cString: cString)
 }
+
+
