@@ -586,6 +586,54 @@ private func requestCode(_ body: () throws -> Void) -> RLMessagePort.RequestErro
         server.stop()
     }
 
+    /// Listing 3-17's flow: the worker makes its own local port and checks
+    /// in with its name through the main thread's port; the main thread then
+    /// sends it requests through a remote port made from that name.
+    @Test func messagePortCheckInBetweenThreads() throws {
+        let (squares, quitSeen) = try onFreshLoopThread { () -> Result<([UInt8], Bool), RLError> in
+            let workerName = LoopSlot<String>()
+            let mainName = uniqueName("main")
+            let main: RLMessagePort
+            do throws(RLError) {
+                main = try RLMessagePort(local: mainName) { msgid, data in
+                    if msgid == 100, let data { workerName.set(String(decoding: data, as: UTF8.self)) }
+                    return nil
+                }
+            } catch {
+                return .failure(error)
+            }
+            RLRunLoop.current.add(main, forMode: .default)
+            let quit = LoopSlot<Bool>()
+            let worker = RunLoopTestThread {
+                let name = uniqueName("worker")
+                guard let mine = try? RLMessagePort(local: name, handler: { msgid, data in
+                    switch msgid {
+                    case 101: return data.map { $0.map { $0 * $0 } }
+                    case 103: quit.set(true); return nil
+                    default: return nil
+                    }
+                }), let toMain = try? RLMessagePort(remote: mainName) else { return }
+                RLRunLoop.current.add(mine, forMode: .default)
+                try? toMain.send(msgid: 100, data: Array(name.utf8), timeout: 5)
+                _ = runUntil { quit.value == true }
+                mine.invalidate()
+            }
+            _ = runUntil { workerName.value != nil }
+            var squares: [UInt8] = []
+            if let name = workerName.value, let toWorker = try? RLMessagePort(remote: name) {
+                for n: UInt8 in 1...5 {
+                    squares += (try? toWorker.sendRequest(msgid: 101, data: [n], timeout: 5)) ?? []
+                }
+                try? toWorker.send(msgid: 103, timeout: 5)
+            }
+            worker.join()
+            main.invalidate()
+            return .success((squares, quit.value == true))
+        }.get()
+        #expect(squares == [1, 4, 9, 16, 25])
+        #expect(quitSeen)
+    }
+
     @Test func asyncRequestsFromTasksAndActors() async throws {
         actor Client {
             let remote: RLMessagePort
