@@ -286,8 +286,14 @@ open class RLPort: @unchecked Sendable, Hashable, CustomStringConvertible {
     static func key(_ ref: RLPortRef) -> UInt { UInt(bitPattern: Int(bitPattern: ref)) }
 
     private static func register(_ port: RLPort) {
-        portRegistry.withLock { table in table[key(port.ref)] = PortEntry(port: port, box: port.box) }
+        let key = key(port.ref)
+        port.box.key = key
+        portRegistry.withLock { table in table[key] = PortEntry(port: port, box: port.box) }
     }
+
+    /// Entries in the wrapper registry (for tests: it must not grow with
+    /// ports that are gone).
+    static var registeredCount: Int { portRegistry.withLock { $0.count } }
 
     /// The live wrapper of `ref` (the object made in Swift, of its own
     /// class), or a new `RLPort` retaining `ref` that shares the port's
@@ -399,6 +405,19 @@ final class PortBox: @unchecked Sendable {
     private var nextStreamID: UInt64 = 0
     private var invalidationHandler: (@Sendable (RLPort) -> Void)?
     private var invalidated = false
+    /// The registry key of the C port whose context this is (0: none); set
+    /// once, before the port is shared.
+    var key: UInt = 0
+
+    deinit {
+        // The C port is gone (it released its context): forget its entry
+        // unless a new port took the address meanwhile.
+        guard key != 0 else { return }
+        let key = key
+        portRegistry.withLock { table in
+            if let entry = table[key], entry.port == nil, entry.box == nil { table[key] = nil }
+        }
+    }
 
     var delegate: (any RLPortDelegate)? { mutex.locked { _delegate } }
 

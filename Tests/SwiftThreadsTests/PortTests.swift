@@ -1,5 +1,5 @@
 import Testing
-import SwiftThreads
+@testable import SwiftThreads
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -393,6 +393,18 @@ private final class WorkerSide: RLPortDelegate, @unchecked Sendable {
             port.setInvalidationHandler { invalid in calls.append(!invalid.isValid) }
         }
         #expect(calls.values == [true])
+    }
+
+    @Test func portsThatAreGoneLeaveNothingInTheRegistry() {
+        let before = RLPort.registeredCount
+        do {
+            // All alive at once, so that no address is reused while they are.
+            let ports = (0..<1_000).map { _ in RLPort() }
+            #expect(RLPort.registeredCount >= before + 1_000 - 100)
+            _ = ports.map { RLPortMessage(sendPort: $0, receivePort: nil, components: [.port($0)]) }
+        }
+        // Other tests make ports meanwhile; a leak would be 1,000 entries.
+        #expect(RLPort.registeredCount < before + 100)
     }
 
     @Test func aPortKeptByAPeerStillDeliversToItsHandler() {
