@@ -503,7 +503,7 @@ private func uniqueName(_ what: String) -> String {
 private enum Req {
     static let echo: Int32 = 1
     static let upper: Int32 = 2
-    static let slow: Int32 = 3
+    static let held: Int32 = 3
     static let count: Int32 = 4
     static let invalidate: Int32 = 6
     static let empty: Int32 = 7
@@ -515,6 +515,9 @@ private final class Server: @unchecked Sendable {
     let oneWay: LoopEventLog<Int32>
     let sawNilData: LoopEventLog<Bool>
     let portSlot: LoopSlot<RLMessagePort>
+    /// Requests `Req.held` that have begun, and releases given to them.
+    let holds = LoopEventLog<Bool>()
+    let releases = LoopEventLog<Bool>()
     private let thread: RunLoopTestThread
     private let loop: RLRunLoop
 
@@ -525,6 +528,7 @@ private final class Server: @unchecked Sendable {
         self.oneWay = oneWay
         self.sawNilData = sawNilData
         self.portSlot = portSlot
+        let holds = holds, releases = releases
         let port = try RLMessagePort(local: name) { msgid, data in
             switch msgid {
             case Req.echo:
@@ -532,8 +536,12 @@ private final class Server: @unchecked Sendable {
                 return data
             case Req.upper:
                 return data.map { $0.map { $0 >= 97 && $0 <= 122 ? $0 - 32 : $0 } }
-            case Req.slow:
-                usleep(300_000)
+            case Req.held:
+                // Answers only once the test releases it: a reply that is
+                // late for certain, with no timing assumption.
+                holds.append(true)
+                let mine = holds.count
+                _ = loopEventually { releases.count >= mine }
                 return Array("late".utf8)
             case Req.count:
                 oneWay.append(msgid)
@@ -552,6 +560,12 @@ private final class Server: @unchecked Sendable {
     }
 
     var port: RLMessagePort { portSlot.value! }
+
+    /// Waits until `count` held requests have begun.
+    func waitForHolds(_ count: Int) -> Bool { loopEventually { holds.count >= count } }
+
+    /// Lets the oldest held request answer.
+    func release() { releases.append(true) }
 
     func stop() {
         loop.stop()
@@ -669,33 +683,39 @@ private func requestCode(_ body: () throws -> Void) -> RLMessagePort.RequestErro
         #expect(replies == (0..<20).map { "TASK \($0)" }.sorted())
         // Errors come back typed.
         do {
-            _ = try await remote.sendRequest(msgid: Req.slow, timeout: 0.05)
-            Issue.record("a slow reply did not time out")
+            _ = try await remote.sendRequest(msgid: Req.held, timeout: 0.05)
+            Issue.record("a held reply did not time out")
         } catch {
             #expect(error.code == .receiveTimeout)
             #expect(error.error.code == .timedOut)
         }
+        server.release()
         server.stop()
     }
 
     @Test func everyResultCode() throws {
         let server = try Server("codes")
         let remote = try RLMessagePort(remote: server.name)
-        // receiveTimeout: a slow reply; and a request not waited for.
-        #expect(requestCode { _ = try remote.sendRequest(msgid: Req.slow, data: nil, sendTimeout: 5, receiveTimeout: 0.05) }
+        // receiveTimeout: a reply held back; and a request not waited for.
+        #expect(requestCode { _ = try remote.sendRequest(msgid: Req.held, data: nil, sendTimeout: 5, receiveTimeout: 0.05) }
                 == .receiveTimeout)
+        server.release()
         #expect(requestCode { _ = try remote.sendRequest(msgid: Req.echo, data: [1], sendTimeout: 5, receiveTimeout: 0) }
                 == .receiveTimeout)
         // The late replies are dropped: the next request gets its own.
         #expect(try remote.sendRequest(msgid: Req.echo, data: [2], timeout: 5) == [2])
         // sendTimeout: another request of this port is still in flight.
+        let inFlightReply = LoopSlot<[UInt8]>()
         let inFlight = RunLoopTestThread {
-            _ = try? remote.sendRequest(msgid: Req.slow, data: nil, sendTimeout: 5, receiveTimeout: 5)
+            let reply = try? remote.sendRequest(msgid: Req.held, data: nil, sendTimeout: 5, receiveTimeout: 30)
+            inFlightReply.set(reply ?? [])
         }
-        usleep(50_000)
+        #expect(server.waitForHolds(2))
         #expect(requestCode { _ = try remote.sendRequest(msgid: Req.echo, data: [3], sendTimeout: 0.01, receiveTimeout: 5) }
                 == .sendTimeout)
+        server.release()
         inFlight.join()
+        #expect(inFlightReply.value == Array("late".utf8))
         // transportError: over the sender's limit, nothing sent; a NaN timeout.
         try remote.setMessageLimit(64)
         #expect(requestCode { _ = try remote.sendRequest(msgid: Req.echo, data: Array(repeating: 1, count: 65), timeout: 5) }
