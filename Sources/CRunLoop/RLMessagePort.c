@@ -18,8 +18,8 @@
  * that ever comes on it, so watching it never races with a request.
  */
 #include "RLDataInternal.h"
+#include "rl_conn.h"
 #include "rl_weak.h"
-#include "rl_wire.h"
 
 #include <crunloop/RLFileDescriptor.h>
 #include <crunloop/RLMessagePort.h>
@@ -32,32 +32,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
 #include <sys/socket.h>
-#include <sys/timerfd.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
-enum { RL_MP_NAME_MAX = 255, RL_MP_MIN_LIMIT = 64, RL_MP_EVENTS = 32 };
-/* A client that begins a frame has this long to finish it (seconds). */
-#define RL_MP_STALL_DEFAULT 10.0
-/* The epoll set's data for the stall timer (the listener's is NULL). */
-#define RL_MP_TIMER_TAG ((void *)1)
-
-typedef struct rl_mp_conn {
-    int fd;
-    uid_t uid;
-    gid_t gid;
-    pid_t pid;
-    bool busy;   /* a loop is serving it (its event was taken, one-shot) */
-    bool closed; /* the port was invalidated while it was busy */
-    double frame_since; /* monotonic time its current frame began; 0: between frames */
-    rl_wire_reader rd;
-    uint8_t *out; /* reply bytes not yet written (the client reads slowly) */
-    size_t out_len, out_off;
-    struct rl_mp_conn *next;
-} rl_mp_conn;
+enum { RL_MP_NAME_MAX = 255, RL_MP_MIN_LIMIT = 64 };
 
 struct RLMessagePort {
     rl__object base;
@@ -73,14 +53,10 @@ struct RLMessagePort {
     RLMessagePortAccessPolicy policy;
     uint32_t limit;
     /* local */
-    int lfd, epfd, tfd;
-    double stall;      /* seconds a client may take to finish a frame */
-    bool stall_armed;  /* tfd is set */
+    rl_server srv; /* set up when `serving` */
+    bool serving;
     RLFileDescriptorRef fdobj;
     RLRunLoopSourceRef source;
-    rl_mp_conn *conns;
-    size_t dropped;      /* connections dropped for bad frames or refused credentials */
-    char last_drop[128]; /* why the last one was */
     /* remote */
     pthread_mutex_t send_mu; /* one request at a time */
     int cfd;
@@ -147,89 +123,7 @@ static bool peer_creds(int fd, struct ucred *uc) {
     return getsockopt(fd, SOL_SOCKET, SO_PEERCRED, uc, &len) == 0;
 }
 
-static double deadline_after(RLTimeInterval t) {
-    return RLMonotonicTimeGetCurrent() + (isfinite(t) && t > 0 ? t : 0);
-}
-
-/* Milliseconds left until `deadline` (monotonic seconds), for poll. */
-static int ms_left(double deadline) {
-    double left = deadline - RLMonotonicTimeGetCurrent();
-    if (left <= 0)
-        return 0;
-    return left > 1e6 ? 1000000000 : (int)ceil(left * 1000);
-}
-
-/* Writes all of buf, waiting for room until `deadline`. 0, ETIMEDOUT, or
- * the errno that broke the connection. *sent says how much went out. */
-static int write_all(int fd, const uint8_t *buf, size_t len, double deadline, size_t *sent) {
-    size_t off = 0;
-    while (off < len) {
-        ssize_t n = send(fd, buf + off, len - off, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (n > 0) {
-            off += (size_t)n;
-            continue;
-        }
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && errno != EAGAIN) {
-            *sent = off;
-            return errno;
-        }
-        struct pollfd p = {fd, POLLOUT, 0};
-        int r = poll(&p, 1, ms_left(deadline));
-        if (r == 0) {
-            *sent = off;
-            return ETIMEDOUT;
-        }
-        if (r < 0 && errno != EINTR) {
-            *sent = off;
-            return errno;
-        }
-    }
-    *sent = off;
-    return 0;
-}
-
-/* Reads from a non-blocking fd into the reader until a frame is complete
- * (1, frame in *f), the fd has no more (0), or the stream ended or went
- * bad (-1; *why says how). */
-static int read_frame(int fd, rl_wire_reader *rd, rl_wire_frame *f, const char **why) {
-    for (;;) {
-        uint8_t *at;
-        size_t want;
-        rl__wire_want(rd, &at, &want);
-        ssize_t n = recv(fd, at, want, MSG_DONTWAIT);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            return 0;
-        if (n <= 0) {
-            *why = n == 0 ? (rl__wire_idle(rd) ? "peer closed the connection" : "peer closed mid-frame")
-                          : strerror(errno);
-            return -1;
-        }
-        bool done;
-        rl_wire_error e = rl__wire_got(rd, (size_t)n, &done);
-        if (e) {
-            *why = rl__wire_error_text(e);
-            return -1;
-        }
-        if (done) {
-            rl__wire_take(rd, f);
-            return 1;
-        }
-    }
-}
-
 /* ---- objects ---- */
-
-static void conn_free(rl_mp_conn *c) {
-    if (c->fd >= 0)
-        close(c->fd);
-    rl__wire_reader_free(&c->rd);
-    free(c->out);
-    free(c);
-}
 
 static void mp_finalize(void *obj) {
     struct RLMessagePort *mp = obj;
@@ -248,11 +142,13 @@ static bool mp_can_destroy(void *obj);
 
 static char *mp_describe(const void *obj) {
     struct RLMessagePort *mp = (struct RLMessagePort *)obj;
+    char why[128] = "";
+    size_t dropped = !mp->serving ? 0 : rl__server_dropped(&mp->srv, why, sizeof why);
     pthread_mutex_lock(&mp->mu);
     char *s = NULL;
     int r = asprintf(&s, "<RLMessagePort %p>{%s \"%s\"%s, dropped %zu connection(s)%s%s}", obj,
-                     mp->remote ? "remote" : "local", mp->name, mp->valid ? "" : ", invalid", mp->dropped,
-                     mp->dropped ? ", last: " : "", mp->dropped ? mp->last_drop : "");
+                     mp->remote ? "remote" : "local", mp->name, mp->valid ? "" : ", invalid", dropped,
+                     dropped ? ", last: " : "", dropped ? why : "");
     pthread_mutex_unlock(&mp->mu);
     return r < 0 ? NULL : s;
 }
@@ -271,8 +167,7 @@ static struct RLMessagePort *mp_new(const char *name, bool remote, const char *f
     pthread_mutex_init(&mp->send_mu, NULL);
     mp->remote = remote;
     mp->limit = RL_WIRE_MAX_BODY;
-    mp->lfd = mp->epfd = mp->tfd = mp->cfd = mp->watch_fd = -1;
-    mp->stall = RL_MP_STALL_DEFAULT;
+    mp->cfd = mp->watch_fd = -1;
     mp->pid = getpid();
     rl__wire_reader_init(&mp->rd, mp->limit);
     mp->name = strdup(name);
@@ -288,76 +183,8 @@ static struct RLMessagePort *mp_new(const char *name, bool remote, const char *f
 
 /* ---- serving (local ports, on the run loop's thread) ---- */
 
-static void drop_conn_locked(struct RLMessagePort *mp, rl_mp_conn *c, const char *why, bool bad) {
-    for (rl_mp_conn **pp = &mp->conns; *pp; pp = &(*pp)->next)
-        if (*pp == c) {
-            *pp = c->next;
-            break;
-        }
-    if (bad) {
-        mp->dropped++;
-        snprintf(mp->last_drop, sizeof mp->last_drop, "pid %d: %s", (int)c->pid, why);
-    }
-    if (mp->epfd >= 0)
-        (void)epoll_ctl(mp->epfd, EPOLL_CTL_DEL, c->fd, NULL);
-    conn_free(c);
-}
-
-static void rearm(struct RLMessagePort *mp, int fd, void *ptr, uint32_t events) {
-    struct epoll_event ev = {.events = events | EPOLLONESHOT, .data.ptr = ptr};
-    if (epoll_ctl(mp->epfd, EPOLL_CTL_MOD, fd, &ev) < 0 && errno != EBADF && errno != ENOENT)
-        rl__fail_errno(errno, "RLMessagePort", "re-arming a connection of \"%s\"", mp->name);
-}
-
-static void accept_clients(struct RLMessagePort *mp) {
-    for (;;) {
-        int fd = accept4(mp->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0) {
-            if (errno == EINTR || errno == ECONNABORTED)
-                continue;
-            break; /* EAGAIN, or out of fds: the listener stays armed and we come back */
-        }
-        struct ucred uc = {0, (uid_t)-1, (gid_t)-1};
-        bool ok = peer_creds(fd, &uc);
-        if (ok && uc.uid != geteuid()) {
-            RLMessagePortAccessPolicy policy;
-            pthread_mutex_lock(&mp->mu);
-            policy = mp->policy;
-            pthread_mutex_unlock(&mp->mu);
-            ok = policy && policy(mp, uc.uid, uc.gid, uc.pid, mp->ctx.info);
-        }
-        rl_mp_conn *c = ok ? calloc(1, sizeof *c) : NULL;
-        pthread_mutex_lock(&mp->mu);
-        if (!c || !mp->valid) {
-            if (!ok) {
-                mp->dropped++;
-                snprintf(mp->last_drop, sizeof mp->last_drop, "pid %d: uid %u refused", (int)uc.pid,
-                         (unsigned)uc.uid);
-            }
-            pthread_mutex_unlock(&mp->mu);
-            free(c);
-            close(fd);
-            continue;
-        }
-        c->fd = fd;
-        c->uid = uc.uid;
-        c->gid = uc.gid;
-        c->pid = uc.pid;
-        rl__wire_reader_init(&c->rd, mp->limit);
-        struct epoll_event ev = {.events = EPOLLIN | EPOLLONESHOT, .data.ptr = c};
-        if (epoll_ctl(mp->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
-            pthread_mutex_unlock(&mp->mu);
-            conn_free(c);
-            continue;
-        }
-        c->next = mp->conns;
-        mp->conns = c;
-        pthread_mutex_unlock(&mp->mu);
-    }
-}
-
-/* Queues (or writes) a reply frame on c. False: the connection broke. */
-static bool send_reply(rl_mp_conn *c, int32_t msgid, uint32_t seq, RLDataRef reply) {
+/* Writes (or queues) a reply frame on c. False: the connection broke. */
+static bool send_reply(rl_conn *c, int32_t msgid, uint32_t seq, RLDataRef reply) {
     rl_wire_comp comp = {RL_WIRE_DATA, 0, NULL};
     uint32_t n = 0;
     if (reply) {
@@ -370,53 +197,16 @@ static bool send_reply(rl_mp_conn *c, int32_t msgid, uint32_t seq, RLDataRef rep
     if (!buf)
         return false;
     rl__wire_encode(buf, RL_WIRE_REPLY, msgid, seq, &comp, n);
-    if (c->out) { /* earlier replies still wait: keep the order */
-        uint8_t *more = realloc(c->out, c->out_len + len);
-        if (!more) {
-            free(buf);
-            return false;
-        }
-        memcpy(more + c->out_len, buf, len);
-        c->out = more;
-        c->out_len += len;
-        free(buf);
-        return true;
-    }
-    size_t sent = 0;
-    int err = write_all(c->fd, buf, len, 0, &sent);
-    if (err && err != ETIMEDOUT) {
-        free(buf);
-        return false;
-    }
-    if (sent < len) {
-        memmove(buf, buf + sent, len - sent);
-        c->out = buf;
-        c->out_len = len - sent;
-        c->out_off = 0;
-    } else {
-        free(buf);
-    }
-    return true;
-}
-
-static bool flush_out(rl_mp_conn *c) {
-    size_t sent = 0;
-    int err = write_all(c->fd, c->out + c->out_off, c->out_len - c->out_off, 0, &sent);
-    if (err && err != ETIMEDOUT)
-        return false;
-    c->out_off += sent;
-    if (c->out_off == c->out_len) {
-        free(c->out);
-        c->out = NULL;
-        c->out_len = c->out_off = 0;
-    }
-    return true;
+    bool ok = rl__conn_write(c, buf, len);
+    free(buf);
+    return ok;
 }
 
 static void release_owner(void *body) { free(body); }
 
 /* Runs one request; false if the connection must go. */
-static bool dispatch(struct RLMessagePort *mp, rl_mp_conn *c, rl_wire_frame *f, const char **why) {
+static bool dispatch(void *owner, rl_conn *c, rl_wire_frame *f, const char **why) {
+    struct RLMessagePort *mp = owner;
     if (f->h.kind == RL_WIRE_HELLO) { /* a remote port's silent watch connection */
         rl__wire_frame_free(f);
         return true;
@@ -454,110 +244,37 @@ static bool dispatch(struct RLMessagePort *mp, rl_mp_conn *c, rl_wire_frame *f, 
     return ok;
 }
 
-static void arm_stall_locked(struct RLMessagePort *mp, double at) {
-    double left = at - RLMonotonicTimeGetCurrent();
-    if (left < 1e-3)
-        left = 1e-3;
-    struct itimerspec its = {{0, 0}, {(time_t)left, (long)((left - floor(left)) * 1e9)}};
-    if (timerfd_settime(mp->tfd, 0, &its, NULL) == 0)
-        mp->stall_armed = true;
+/* A client is served only if it is this user, or the access policy
+ * admits it. */
+static bool admit(void *owner, rl_conn *c, char *why, size_t n) {
+    struct RLMessagePort *mp = owner;
+    struct ucred uc = {0, (uid_t)-1, (gid_t)-1};
+    if (!peer_creds(c->fd, &uc)) {
+        snprintf(why, n, "no peer credentials");
+        return false;
+    }
+    c->uid = uc.uid;
+    c->gid = uc.gid;
+    c->pid = uc.pid;
+    if (uc.uid == geteuid())
+        return true;
+    pthread_mutex_lock(&mp->mu);
+    RLMessagePortAccessPolicy policy = mp->policy;
+    pthread_mutex_unlock(&mp->mu);
+    if (policy && policy(mp, uc.uid, uc.gid, uc.pid, mp->ctx.info))
+        return true;
+    snprintf(why, n, "uid %u refused", (unsigned)uc.uid);
+    return false;
 }
 
-/* The stall timer fired: drop every client that began a frame longer ago
- * than the port allows, and set the timer for the next one. */
-static void drop_stalled(struct RLMessagePort *mp) {
-    uint64_t ticks;
-    (void)!read(mp->tfd, &ticks, sizeof ticks);
-    double now = RLMonotonicTimeGetCurrent(), next = INFINITY;
-    pthread_mutex_lock(&mp->mu);
-    mp->stall_armed = false;
-    for (rl_mp_conn *c = mp->conns, *nx; c; c = nx) {
-        nx = c->next;
-        if (c->busy || c->frame_since == 0)
-            continue;
-        if (now - c->frame_since >= mp->stall)
-            drop_conn_locked(mp, c, "stalled mid-frame", true);
-        else if (c->frame_since + mp->stall < next)
-            next = c->frame_since + mp->stall;
-    }
-    if (mp->valid) {
-        if (isfinite(next))
-            arm_stall_locked(mp, next);
-        rearm(mp, mp->tfd, RL_MP_TIMER_TAG, EPOLLIN);
-    }
-    pthread_mutex_unlock(&mp->mu);
-}
-
-static void serve_conn(struct RLMessagePort *mp, rl_mp_conn *c, uint32_t events) {
-    const char *why = NULL;
-    pthread_mutex_lock(&mp->mu);
-    bool keep = !c->closed, bad = false;
-    pthread_mutex_unlock(&mp->mu);
-    if (c->out && (events & EPOLLOUT))
-        keep = flush_out(c);
-    /* At most a few frames per wake, so one chatty client cannot starve
-     * the loop's other sources; the one-shot re-arm brings us back. */
-    for (int i = 0; keep && i < 16 && !c->out; i++) {
-        rl_wire_frame f;
-        int r = read_frame(c->fd, &c->rd, &f, &why);
-        if (r == 0)
-            break;
-        if (r < 0) {
-            keep = false;
-            bad = !rl__wire_idle(&c->rd) || strcmp(why, "peer closed the connection") != 0;
-            break;
-        }
-        if (!dispatch(mp, c, &f, &why)) {
-            keep = false;
-            bad = true;
-        }
-    }
-    pthread_mutex_lock(&mp->mu);
-    c->busy = false;
-    if (!keep || c->closed || !mp->valid) {
-        drop_conn_locked(mp, c, why ? why : "closed", bad);
-    } else {
-        if (rl__wire_idle(&c->rd)) {
-            c->frame_since = 0;
-        } else if (c->frame_since == 0) {
-            c->frame_since = RLMonotonicTimeGetCurrent();
-            if (!mp->stall_armed)
-                arm_stall_locked(mp, c->frame_since + mp->stall);
-        }
-        rearm(mp, c->fd, c, c->out ? EPOLLIN | EPOLLOUT : EPOLLIN);
-    }
-    pthread_mutex_unlock(&mp->mu);
-}
+static const rl_server_ops mp_server_ops = {admit, dispatch};
 
 static void port_ready(RLFileDescriptorRef f, RLOptionFlags types, void *info) {
     /* Retained: a callout may invalidate and release the port. */
     struct RLMessagePort *mp = rl__weak_get(info);
     if (!mp)
         return;
-    struct epoll_event ev[RL_MP_EVENTS];
-    int n = epoll_wait(mp->epfd, ev, RL_MP_EVENTS, 0);
-    /* Claim every connection of the batch first: a callout that
-     * invalidates the port then leaves them to us instead of freeing them
-     * under our feet. */
-    pthread_mutex_lock(&mp->mu);
-    for (int i = 0; i < n; i++)
-        if (ev[i].data.ptr && ev[i].data.ptr != RL_MP_TIMER_TAG)
-            ((rl_mp_conn *)ev[i].data.ptr)->busy = true;
-    pthread_mutex_unlock(&mp->mu);
-    for (int i = 0; i < n; i++) {
-        if (ev[i].data.ptr == NULL) {
-            accept_clients(mp);
-            pthread_mutex_lock(&mp->mu);
-            if (mp->valid)
-                rearm(mp, mp->lfd, NULL, EPOLLIN);
-            pthread_mutex_unlock(&mp->mu);
-            continue;
-        }
-        if (ev[i].data.ptr == RL_MP_TIMER_TAG)
-            drop_stalled(mp);
-        else
-            serve_conn(mp, ev[i].data.ptr, ev[i].events);
-    }
+    rl__server_serve(&mp->srv);
     /* One-shot per enable (RLFileDescriptor.h): listen for the next. */
     RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack);
     RLRelease(mp);
@@ -588,29 +305,19 @@ RLMessagePortRef RLMessagePortCreateLocal(RLAllocatorRef allocator, const char *
     }
     struct sockaddr_un a;
     socklen_t alen = name_address(name, &a);
-    mp->lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    mp->epfd = epoll_create1(EPOLL_CLOEXEC);
-    mp->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    int lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     int err = 0;
-    if (mp->lfd < 0 || mp->epfd < 0 || mp->tfd < 0)
+    if (lfd < 0)
         err = errno;
-    else if (bind(mp->lfd, (struct sockaddr *)&a, alen) < 0 || listen(mp->lfd, SOMAXCONN) < 0)
+    else if (bind(lfd, (struct sockaddr *)&a, alen) < 0 || listen(lfd, SOMAXCONN) < 0)
         err = errno;
-    struct epoll_event ev = {.events = EPOLLIN | EPOLLONESHOT, .data.ptr = NULL};
-    if (!err && epoll_ctl(mp->epfd, EPOLL_CTL_ADD, mp->lfd, &ev) < 0)
-        err = errno;
-    struct epoll_event tev = {.events = EPOLLIN | EPOLLONESHOT, .data.ptr = RL_MP_TIMER_TAG};
-    if (!err && epoll_ctl(mp->epfd, EPOLL_CTL_ADD, mp->tfd, &tev) < 0)
-        err = errno;
+    if (err && lfd >= 0)
+        close(lfd);
+    if (!err)
+        err = rl__server_init(&mp->srv, lfd, mp->limit, &mp_server_ops, mp);
+    mp->serving = !err;
     if (err) {
         pthread_mutex_unlock(&g_reg_mu);
-        if (mp->lfd >= 0)
-            close(mp->lfd);
-        if (mp->epfd >= 0)
-            close(mp->epfd);
-        if (mp->tfd >= 0)
-            close(mp->tfd);
-        mp->lfd = mp->epfd = mp->tfd = -1;
         mp->valid = false;
         RLRelease(mp);
         if (err == EADDRINUSE)
@@ -742,11 +449,10 @@ bool RLMessagePortSetMessageLimit(RLMessagePortRef mp, RLIndex bytes) {
                         RL_MP_MIN_LIMIT, RL_WIRE_MAX_BODY);
     pthread_mutex_lock(&mp->mu);
     mp->limit = (uint32_t)bytes;
-    /* Frames already begun keep the limit they were checked against. */
     mp->rd.max_body = mp->limit;
-    for (rl_mp_conn *c = mp->conns; c; c = c->next)
-        c->rd.max_body = mp->limit;
     pthread_mutex_unlock(&mp->mu);
+    if (mp->serving)
+        rl__server_set_limit(&mp->srv, (uint32_t)bytes);
     return true;
 }
 
@@ -758,15 +464,7 @@ bool RLMessagePortSetStallTimeout(RLMessagePortRef mp, RLTimeInterval seconds) {
     if (!(seconds > 0) || !isfinite(seconds))
         return rl__fail(kRLErrorInvalidArgument, __func__, "stall timeout %g is not a positive number of seconds",
                         seconds);
-    pthread_mutex_lock(&mp->mu);
-    mp->stall = seconds;
-    double next = INFINITY;
-    for (rl_mp_conn *c = mp->conns; c; c = c->next)
-        if (c->frame_since && c->frame_since + seconds < next)
-            next = c->frame_since + seconds;
-    if (mp->valid && isfinite(next))
-        arm_stall_locked(mp, next);
-    pthread_mutex_unlock(&mp->mu);
+    rl__server_set_stall(&mp->srv, seconds);
     return true;
 }
 
@@ -785,26 +483,14 @@ static void invalidate(struct RLMessagePort *mp) {
     RLRunLoopSourceRef source = mp->source;
     mp->fdobj = mp->watch = NULL;
     mp->source = NULL;
-    for (rl_mp_conn *c = mp->conns, *next; c; c = next) {
-        next = c->next;
-        if (c->busy) { /* its loop drops it when it is done with it */
-            c->closed = true;
-            shutdown(c->fd, SHUT_RDWR);
-            continue;
-        }
-        (void)epoll_ctl(mp->epfd, EPOLL_CTL_DEL, c->fd, NULL);
-        conn_free(c);
-    }
-    mp->conns = NULL;
-    if (mp->lfd >= 0)
-        close(mp->lfd); /* the name is free from here on */
-    mp->lfd = -1;
     if (mp->cfd >= 0)
         shutdown(mp->cfd, SHUT_RDWR); /* a sender waiting on it wakes up; it is closed with send_mu held */
     RLMessagePortInvalidationCallBack cb = mp->inval;
     bool call = cb && !mp->inval_called;
     mp->inval_called = mp->inval_called || call;
     pthread_mutex_unlock(&mp->mu);
+    if (mp->serving)
+        rl__server_close(&mp->srv); /* the name is free from here on */
     rl__weak_cut(mp->link);
     reg_remove(mp);
     if (fdobj) {
@@ -829,13 +515,9 @@ static void invalidate(struct RLMessagePort *mp) {
 static bool mp_can_destroy(void *obj) {
     struct RLMessagePort *mp = obj;
     invalidate(mp);
-    /* Connections a loop was serving are freed by it; it holds a reference
-     * on the port meanwhile, so none is left here. */
-    if (mp->epfd >= 0)
-        close(mp->epfd);
-    if (mp->tfd >= 0)
-        close(mp->tfd);
-    mp->epfd = mp->tfd = -1;
+    if (mp->serving)
+        rl__server_destroy(&mp->srv);
+    mp->serving = false;
     return true;
 }
 
@@ -887,7 +569,7 @@ bool RLMessagePortSetInvalidationCallBack(RLMessagePortRef mp, RLMessagePortInva
     uint8_t hello[RL_WIRE_HEADER];
     rl__wire_encode(hello, RL_WIRE_HELLO, 0, 0, NULL, 0);
     size_t sent;
-    (void)write_all(fd, hello, sizeof hello, deadline_after(1), &sent);
+    (void)rl__write_all(fd, hello, sizeof hello, rl__deadline_after(1), &sent);
     RLFileDescriptorContext ctx = {0, mp->link, rl__weak_retain, rl__weak_release, NULL};
     RLFileDescriptorRef w = RLFileDescriptorCreate(NULL, fd, true, watch_ready, &ctx);
     RLRunLoopSourceRef s = w ? RLFileDescriptorCreateRunLoopSource(NULL, w, 0) : NULL;
@@ -938,7 +620,7 @@ RLRunLoopSourceRef RLMessagePortCreateRunLoopSource(RLAllocatorRef allocator, RL
     }
     pthread_mutex_unlock(&mp->mu);
     RLFileDescriptorContext ctx = {0, mp->link, rl__weak_retain, rl__weak_release, NULL};
-    RLFileDescriptorRef f = RLFileDescriptorCreate(NULL, mp->epfd, false, port_ready, &ctx);
+    RLFileDescriptorRef f = RLFileDescriptorCreate(NULL, rl__server_fd(&mp->srv), false, port_ready, &ctx);
     RLRunLoopSourceRef s = f ? RLFileDescriptorCreateRunLoopSource(NULL, f, order) : NULL;
     if (!s) {
         if (f)
@@ -995,26 +677,15 @@ int32_t RLMessagePortSendRequest(RLMessagePortRef mp, int32_t msgid, RLDataRef d
         rl__fail(kRLErrorInvalidArgument, __func__, "NaN timeout");
         return kRLMessagePortTransportError;
     }
-    double send_deadline = deadline_after(sendTimeout);
-    double rcv_deadline = deadline_after(rcvTimeout);
+    double send_deadline = rl__deadline_after(sendTimeout);
+    double rcv_deadline = rl__deadline_after(rcvTimeout);
     size_t len = data ? (size_t)RLDataGetLength(data) : 0;
     if (len > mp->limit) {
         rl__fail(kRLErrorInvalidArgument, __func__, "%zu bytes exceed the port's limit of %u", len, mp->limit);
         return kRLMessagePortTransportError;
     }
     /* Wait for our turn no longer than the send may take. */
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    double wait = send_deadline - RLMonotonicTimeGetCurrent();
-    if (wait > 0) {
-        ts.tv_sec += (time_t)wait;
-        ts.tv_nsec += (long)((wait - floor(wait)) * 1e9);
-        if (ts.tv_nsec >= 1000000000) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000;
-        }
-    }
-    int lr = wait > 0 ? pthread_mutex_timedlock(&mp->send_mu, &ts) : pthread_mutex_trylock(&mp->send_mu);
+    int lr = rl__lock_until(&mp->send_mu, send_deadline);
     if (lr) {
         rl__fail(kRLErrorTimedOut, __func__, "port \"%s\": another request is still in flight", mp->name);
         return kRLMessagePortSendTimeout;
@@ -1038,7 +709,7 @@ int32_t RLMessagePortSendRequest(RLMessagePortRef mp, int32_t msgid, RLDataRef d
     }
     rl__wire_encode(frame, want_reply ? RL_WIRE_REQUEST : RL_WIRE_ONEWAY, msgid, seq, &comp, data ? 1 : 0);
     size_t sent = 0;
-    int err = write_all(mp->cfd, frame, flen, send_deadline, &sent);
+    int err = rl__write_all(mp->cfd, frame, flen, send_deadline, &sent);
     free(frame);
     if (err == ETIMEDOUT && sent == 0) {
         pthread_mutex_unlock(&mp->send_mu);
@@ -1061,7 +732,7 @@ int32_t RLMessagePortSendRequest(RLMessagePortRef mp, int32_t msgid, RLDataRef d
     for (;;) {
         rl_wire_frame f;
         const char *why = NULL;
-        int r = read_frame(mp->cfd, &mp->rd, &f, &why);
+        int r = rl__read_frame(mp->cfd, &mp->rd, &f, &why);
         if (r < 0)
             return broke(mp, kRLMessagePortBecameInvalidError, __func__, why);
         if (r == 1) {
@@ -1088,7 +759,7 @@ int32_t RLMessagePortSendRequest(RLMessagePortRef mp, int32_t msgid, RLDataRef d
             return kRLMessagePortSuccess;
         }
         struct pollfd p = {mp->cfd, POLLIN, 0};
-        int left = ms_left(rcv_deadline);
+        int left = rl__ms_left(rcv_deadline);
         if (left == 0 || poll(&p, 1, left) == 0) {
             pthread_mutex_unlock(&mp->send_mu);
             rl__fail(kRLErrorTimedOut, __func__, "port \"%s\": no reply in time", mp->name);
