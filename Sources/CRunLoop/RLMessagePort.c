@@ -37,26 +37,15 @@
 #include <time.h>
 #include <unistd.h>
 
-enum { RL_MP_NAME_MAX = 255, RL_MP_MIN_LIMIT = 64 };
+enum { RL_MP_NAME_MAX = 255 };
 
 struct RLMessagePort {
     rl__object base;
-    rl__weak *link; /* what its fd objects point at (rl_weak.h) */
-    pthread_mutex_t mu; /* state below; never held while user code runs */
+    rl_netport np; /* validity, context, limit, server, source; np.mu guards the state below */
     bool remote;
-    bool valid;
-    bool inval_called;
     char *name;
-    RLMessagePortContext ctx;
     RLMessagePortCallBack callout;
-    RLMessagePortInvalidationCallBack inval;
     RLMessagePortAccessPolicy policy;
-    uint32_t limit;
-    /* local */
-    rl_server srv; /* set up when `serving` */
-    bool serving;
-    RLFileDescriptorRef fdobj;
-    RLRunLoopSourceRef source;
     /* remote */
     pthread_mutex_t send_mu; /* one request at a time */
     int cfd;
@@ -65,29 +54,21 @@ struct RLMessagePort {
     int watch_fd; /* the silent connection of the invalidation callback, or -1 */
     RLFileDescriptorRef watch;
     pid_t pid; /* the process that made it: a fork's child does not find its parent's ports */
-    struct RLMessagePort *reg_next; /* the process's registry of ports */
 };
+RL__NETPORT_CHECK(struct RLMessagePort);
+_Static_assert(sizeof(RLMessagePortContext) == sizeof(rl_netport_context), "context layouts differ");
 
 /* ---- the process's ports by name (CF returns an existing port) ---- */
 
-static pthread_mutex_t g_reg_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct RLMessagePort *g_reg;
+static rl_netport_registry g_reg = {PTHREAD_MUTEX_INITIALIZER, NULL};
 
 static struct RLMessagePort *reg_find_locked(const char *name, bool remote) {
-    for (struct RLMessagePort *p = g_reg; p; p = p->reg_next)
-        if (p->remote == remote && p->valid && p->pid == getpid() && strcmp(p->name, name) == 0)
+    for (rl_netport *np = g_reg.head; np; np = np->reg_next) {
+        struct RLMessagePort *p = rl__netport_object(np);
+        if (p->remote == remote && p->pid == getpid() && strcmp(p->name, name) == 0 && rl__netport_is_valid(np))
             return p;
+    }
     return NULL;
-}
-
-static void reg_remove(struct RLMessagePort *mp) {
-    pthread_mutex_lock(&g_reg_mu);
-    for (struct RLMessagePort **pp = &g_reg; *pp; pp = &(*pp)->reg_next)
-        if (*pp == mp) {
-            *pp = mp->reg_next;
-            break;
-        }
-    pthread_mutex_unlock(&g_reg_mu);
 }
 
 /* ---- names and sockets ---- */
@@ -127,14 +108,9 @@ static bool peer_creds(int fd, struct ucred *uc) {
 
 static void mp_finalize(void *obj) {
     struct RLMessagePort *mp = obj;
-    /* Invalidate ran first (RLMessagePortInvalidate or the last release). */
-    if (mp->ctx.release)
-        mp->ctx.release(mp->ctx.info);
+    rl__netport_finalize(&mp->np);
     rl__wire_reader_free(&mp->rd);
-    if (mp->link)
-        rl__weak_release(mp->link);
     free(mp->name);
-    pthread_mutex_destroy(&mp->mu);
     pthread_mutex_destroy(&mp->send_mu);
 }
 
@@ -143,13 +119,13 @@ static bool mp_can_destroy(void *obj);
 static char *mp_describe(const void *obj) {
     struct RLMessagePort *mp = (struct RLMessagePort *)obj;
     char why[128] = "";
-    size_t dropped = !mp->serving ? 0 : rl__server_dropped(&mp->srv, why, sizeof why);
-    pthread_mutex_lock(&mp->mu);
+    size_t dropped = rl__netport_dropped(&mp->np, why, sizeof why);
+    pthread_mutex_lock(&mp->np.mu);
     char *s = NULL;
     int r = asprintf(&s, "<RLMessagePort %p>{%s \"%s\"%s, dropped %zu connection(s)%s%s}", obj,
-                     mp->remote ? "remote" : "local", mp->name, mp->valid ? "" : ", invalid", dropped,
+                     mp->remote ? "remote" : "local", mp->name, mp->np.valid ? "" : ", invalid", dropped,
                      dropped ? ", last: " : "", dropped ? why : "");
-    pthread_mutex_unlock(&mp->mu);
+    pthread_mutex_unlock(&mp->np.mu);
     return r < 0 ? NULL : s;
 }
 
@@ -163,21 +139,17 @@ static struct RLMessagePort *mp_new(const char *name, bool remote, const char *f
     struct RLMessagePort *mp = rl__object_alloc(&rl__message_port_class, sizeof *mp, fn);
     if (!mp)
         return NULL;
-    pthread_mutex_init(&mp->mu, NULL);
     pthread_mutex_init(&mp->send_mu, NULL);
     mp->remote = remote;
-    mp->limit = RL_WIRE_MAX_BODY;
     mp->cfd = mp->watch_fd = -1;
     mp->pid = getpid();
-    rl__wire_reader_init(&mp->rd, mp->limit);
+    rl__wire_reader_init(&mp->rd, RL_WIRE_MAX_BODY);
     mp->name = strdup(name);
-    mp->link = rl__weak_new(mp);
-    if (!mp->name || !mp->link) {
+    if (!rl__netport_init(&mp->np, mp) || !mp->name) {
         RLRelease(mp); /* not valid yet: nothing to tear down */
         rl__fail(kRLErrorNoMemory, fn, "out of memory");
         return NULL;
     }
-    mp->valid = true;
     return mp;
 }
 
@@ -230,7 +202,7 @@ static bool dispatch(void *owner, rl_conn *c, rl_wire_frame *f, const char **why
     }
     rl__wire_frame_free(f);
     RLMessagePortCallBack callout = mp->callout;
-    RLDataRef reply = callout ? callout(mp, f->h.msgid, data, mp->ctx.info) : NULL;
+    RLDataRef reply = callout ? callout(mp, f->h.msgid, data, mp->np.ctx.info) : NULL;
     if (data)
         RLRelease(data);
     bool ok = true;
@@ -258,27 +230,16 @@ static bool admit(void *owner, rl_conn *c, char *why, size_t n) {
     c->pid = uc.pid;
     if (uc.uid == geteuid())
         return true;
-    pthread_mutex_lock(&mp->mu);
+    pthread_mutex_lock(&mp->np.mu);
     RLMessagePortAccessPolicy policy = mp->policy;
-    pthread_mutex_unlock(&mp->mu);
-    if (policy && policy(mp, uc.uid, uc.gid, uc.pid, mp->ctx.info))
+    pthread_mutex_unlock(&mp->np.mu);
+    if (policy && policy(mp, uc.uid, uc.gid, uc.pid, mp->np.ctx.info))
         return true;
     snprintf(why, n, "uid %u refused", (unsigned)uc.uid);
     return false;
 }
 
 static const rl_server_ops mp_server_ops = {admit, dispatch};
-
-static void port_ready(RLFileDescriptorRef f, RLOptionFlags types, void *info) {
-    /* Retained: a callout may invalidate and release the port. */
-    struct RLMessagePort *mp = rl__weak_get(info);
-    if (!mp)
-        return;
-    rl__server_serve(&mp->srv);
-    /* One-shot per enable (RLFileDescriptor.h): listen for the next. */
-    RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack);
-    RLRelease(mp);
-}
 
 /* ---- public: creating ---- */
 
@@ -288,19 +249,18 @@ RLMessagePortRef RLMessagePortCreateLocal(RLAllocatorRef allocator, const char *
         *shouldFreeInfo = true;
     if (!name_ok(name, __func__))
         return NULL;
-    if (context && context->version != 0)
-        return rl__fail(kRLErrorInvalidArgument, __func__, "context version %ld is not supported (use 0)",
-                        (long)context->version), NULL;
-    pthread_mutex_lock(&g_reg_mu);
+    if (!rl__netport_check_context(context, __func__))
+        return NULL;
+    pthread_mutex_lock(&g_reg.mu);
     struct RLMessagePort *old = reg_find_locked(name, false);
     if (old) { /* as CF: the process's port of that name, retained */
         RLRetain(old);
-        pthread_mutex_unlock(&g_reg_mu);
+        pthread_mutex_unlock(&g_reg.mu);
         return old;
     }
     struct RLMessagePort *mp = mp_new(name, false, __func__);
     if (!mp) {
-        pthread_mutex_unlock(&g_reg_mu);
+        pthread_mutex_unlock(&g_reg.mu);
         return NULL;
     }
     struct sockaddr_un a;
@@ -314,11 +274,10 @@ RLMessagePortRef RLMessagePortCreateLocal(RLAllocatorRef allocator, const char *
     if (err && lfd >= 0)
         close(lfd);
     if (!err)
-        err = rl__server_init(&mp->srv, lfd, mp->limit, &mp_server_ops, mp);
-    mp->serving = !err;
+        err = rl__netport_listen(&mp->np, lfd, &mp_server_ops, mp);
     if (err) {
-        pthread_mutex_unlock(&g_reg_mu);
-        mp->valid = false;
+        pthread_mutex_unlock(&g_reg.mu);
+        mp->np.valid = false;
         RLRelease(mp);
         if (err == EADDRINUSE)
             return rl__fail(kRLErrorExists, __func__, "the name \"%s\" is taken by another process's port", name),
@@ -326,14 +285,9 @@ RLMessagePortRef RLMessagePortCreateLocal(RLAllocatorRef allocator, const char *
         return rl__fail_errno(err, __func__, "cannot listen as \"%s\"", name), NULL;
     }
     mp->callout = callout;
-    if (context) {
-        mp->ctx = *context;
-        if (mp->ctx.retain)
-            mp->ctx.info = (void *)mp->ctx.retain(mp->ctx.info);
-    }
-    mp->reg_next = g_reg;
-    g_reg = mp;
-    pthread_mutex_unlock(&g_reg_mu);
+    rl__netport_set_context(&mp->np, context);
+    rl__registry_add_locked(&g_reg, &mp->np);
+    pthread_mutex_unlock(&g_reg.mu);
     if (shouldFreeInfo)
         *shouldFreeInfo = false;
     return mp;
@@ -373,14 +327,14 @@ static int connect_to(const char *name, const char *fn) {
 RLMessagePortRef RLMessagePortCreateRemote(RLAllocatorRef allocator, const char *name) {
     if (!name_ok(name, __func__))
         return NULL;
-    pthread_mutex_lock(&g_reg_mu);
+    pthread_mutex_lock(&g_reg.mu);
     struct RLMessagePort *old = reg_find_locked(name, true);
     if (old) {
         RLRetain(old);
-        pthread_mutex_unlock(&g_reg_mu);
+        pthread_mutex_unlock(&g_reg.mu);
         return old;
     }
-    pthread_mutex_unlock(&g_reg_mu);
+    pthread_mutex_unlock(&g_reg.mu);
     int fd = connect_to(name, __func__);
     if (fd < 0)
         return NULL;
@@ -390,10 +344,9 @@ RLMessagePortRef RLMessagePortCreateRemote(RLAllocatorRef allocator, const char 
         return NULL;
     }
     mp->cfd = fd;
-    pthread_mutex_lock(&g_reg_mu);
-    mp->reg_next = g_reg;
-    g_reg = mp;
-    pthread_mutex_unlock(&g_reg_mu);
+    pthread_mutex_lock(&g_reg.mu);
+    rl__registry_add_locked(&g_reg, &mp->np);
+    pthread_mutex_unlock(&g_reg.mu);
     return mp;
 }
 
@@ -404,30 +357,15 @@ bool RLMessagePortIsRemote(RLMessagePortRef mp) { return mp_ok(mp, __func__) && 
 const char *RLMessagePortGetName(RLMessagePortRef mp) { return mp_ok(mp, __func__) ? mp->name : NULL; }
 
 bool RLMessagePortGetContext(RLMessagePortRef mp, RLMessagePortContext *context) {
-    if (!mp_ok(mp, __func__))
-        return false;
-    if (!context)
-        return rl__fail(kRLErrorInvalidArgument, __func__, "NULL context");
-    *context = mp->ctx;
-    return true;
+    return mp_ok(mp, __func__) && rl__netport_get_context(&mp->np, context, __func__);
 }
 
 bool RLMessagePortIsValid(RLMessagePortRef mp) {
-    if (!mp_ok(mp, __func__))
-        return false;
-    pthread_mutex_lock(&mp->mu);
-    bool v = mp->valid;
-    pthread_mutex_unlock(&mp->mu);
-    return v;
+    return mp_ok(mp, __func__) && rl__netport_is_valid(&mp->np);
 }
 
 RLMessagePortInvalidationCallBack RLMessagePortGetInvalidationCallBack(RLMessagePortRef mp) {
-    if (!mp_ok(mp, __func__))
-        return NULL;
-    pthread_mutex_lock(&mp->mu);
-    RLMessagePortInvalidationCallBack cb = mp->inval;
-    pthread_mutex_unlock(&mp->mu);
-    return cb;
+    return mp_ok(mp, __func__) ? (RLMessagePortInvalidationCallBack)rl__netport_get_inval(&mp->np) : NULL;
 }
 
 bool RLMessagePortSetAccessPolicy(RLMessagePortRef mp, RLMessagePortAccessPolicy policy) {
@@ -435,37 +373,23 @@ bool RLMessagePortSetAccessPolicy(RLMessagePortRef mp, RLMessagePortAccessPolicy
         return false;
     if (mp->remote)
         return rl__fail(kRLErrorInvalidState, __func__, "a remote port has no access policy (it connects, it does not accept)");
-    pthread_mutex_lock(&mp->mu);
+    pthread_mutex_lock(&mp->np.mu);
     mp->policy = policy;
-    pthread_mutex_unlock(&mp->mu);
+    pthread_mutex_unlock(&mp->np.mu);
     return true;
 }
 
 bool RLMessagePortSetMessageLimit(RLMessagePortRef mp, RLIndex bytes) {
-    if (!mp_ok(mp, __func__))
+    if (!mp_ok(mp, __func__) || !rl__netport_set_limit(&mp->np, bytes, __func__))
         return false;
-    if (bytes < RL_MP_MIN_LIMIT || bytes > (RLIndex)RL_WIRE_MAX_BODY)
-        return rl__fail(kRLErrorInvalidArgument, __func__, "limit %ld is outside [%d, %u]", (long)bytes,
-                        RL_MP_MIN_LIMIT, RL_WIRE_MAX_BODY);
-    pthread_mutex_lock(&mp->mu);
-    mp->limit = (uint32_t)bytes;
-    mp->rd.max_body = mp->limit;
-    pthread_mutex_unlock(&mp->mu);
-    if (mp->serving)
-        rl__server_set_limit(&mp->srv, (uint32_t)bytes);
+    pthread_mutex_lock(&mp->np.mu);
+    mp->rd.max_body = (uint32_t)bytes;
+    pthread_mutex_unlock(&mp->np.mu);
     return true;
 }
 
 bool RLMessagePortSetStallTimeout(RLMessagePortRef mp, RLTimeInterval seconds) {
-    if (!mp_ok(mp, __func__))
-        return false;
-    if (mp->remote)
-        return rl__fail(kRLErrorInvalidState, __func__, "a remote port has no clients to time out");
-    if (!(seconds > 0) || !isfinite(seconds))
-        return rl__fail(kRLErrorInvalidArgument, __func__, "stall timeout %g is not a positive number of seconds",
-                        seconds);
-    rl__server_set_stall(&mp->srv, seconds);
-    return true;
+    return mp_ok(mp, __func__) && rl__netport_set_stall(&mp->np, mp->remote, seconds, __func__);
 }
 
 /* ---- invalidation ---- */
@@ -473,51 +397,32 @@ bool RLMessagePortSetStallTimeout(RLMessagePortRef mp, RLTimeInterval seconds) {
 /* Tears the port down; calls the invalidation callback once (outside the
  * lock). Safe from any thread, and from the port's own callouts. */
 static void invalidate(struct RLMessagePort *mp) {
-    pthread_mutex_lock(&mp->mu);
-    if (!mp->valid) {
-        pthread_mutex_unlock(&mp->mu);
+    if (!rl__netport_begin_invalidate(&mp->np))
         return;
-    }
-    mp->valid = false;
-    RLFileDescriptorRef fdobj = mp->fdobj, watch = mp->watch;
-    RLRunLoopSourceRef source = mp->source;
-    mp->fdobj = mp->watch = NULL;
-    mp->source = NULL;
+    pthread_mutex_lock(&mp->np.mu);
+    RLFileDescriptorRef watch = mp->watch;
+    mp->watch = NULL;
     if (mp->cfd >= 0)
         shutdown(mp->cfd, SHUT_RDWR); /* a sender waiting on it wakes up; it is closed with send_mu held */
-    RLMessagePortInvalidationCallBack cb = mp->inval;
-    bool call = cb && !mp->inval_called;
-    mp->inval_called = mp->inval_called || call;
-    pthread_mutex_unlock(&mp->mu);
-    if (mp->serving)
-        rl__server_close(&mp->srv); /* the name is free from here on */
-    rl__weak_cut(mp->link);
-    reg_remove(mp);
-    if (fdobj) {
-        RLFileDescriptorInvalidate(fdobj); /* removes its source from every loop */
-        RLRelease(fdobj);
-    }
+    pthread_mutex_unlock(&mp->np.mu);
+    rl__registry_remove(&g_reg, &mp->np);
+    RLMessagePortInvalidationCallBack cb = (RLMessagePortInvalidationCallBack)rl__netport_finish_invalidate(&mp->np);
     if (watch) {
         RLFileDescriptorInvalidate(watch);
         RLRelease(watch);
     }
-    if (source)
-        RLRelease(source);
     pthread_mutex_lock(&mp->send_mu);
     if (mp->cfd >= 0)
         close(mp->cfd);
     mp->cfd = -1;
     pthread_mutex_unlock(&mp->send_mu);
-    if (call)
-        cb(mp, mp->ctx.info);
+    if (cb)
+        cb(mp, mp->np.ctx.info);
 }
 
 static bool mp_can_destroy(void *obj) {
     struct RLMessagePort *mp = obj;
     invalidate(mp);
-    if (mp->serving)
-        rl__server_destroy(&mp->srv);
-    mp->serving = false;
     return true;
 }
 
@@ -547,16 +452,14 @@ static void watch_ready(RLFileDescriptorRef f, RLOptionFlags types, void *info) 
 bool RLMessagePortSetInvalidationCallBack(RLMessagePortRef mp, RLMessagePortInvalidationCallBack callout) {
     if (!mp_ok(mp, __func__))
         return false;
-    pthread_mutex_lock(&mp->mu);
-    if (!mp->valid) {
-        pthread_mutex_unlock(&mp->mu);
+    if (!rl__netport_set_inval(&mp->np, (rl_netport_fn)callout)) {
         if (callout) /* CF calls it at once on an invalid port */
-            callout(mp, mp->ctx.info);
+            callout(mp, mp->np.ctx.info);
         return true;
     }
-    mp->inval = callout;
+    pthread_mutex_lock(&mp->np.mu);
     bool want_watch = mp->remote && callout && mp->watch_fd < 0;
-    pthread_mutex_unlock(&mp->mu);
+    pthread_mutex_unlock(&mp->np.mu);
     if (!want_watch)
         return true;
     int fd = connect_to(mp->name, __func__);
@@ -570,7 +473,7 @@ bool RLMessagePortSetInvalidationCallBack(RLMessagePortRef mp, RLMessagePortInva
     rl__wire_encode(hello, RL_WIRE_HELLO, 0, 0, NULL, 0);
     size_t sent;
     (void)rl__write_all(fd, hello, sizeof hello, rl__deadline_after(1), &sent);
-    RLFileDescriptorContext ctx = {0, mp->link, rl__weak_retain, rl__weak_release, NULL};
+    RLFileDescriptorContext ctx = {0, mp->np.link, rl__weak_retain, rl__weak_release, NULL};
     RLFileDescriptorRef w = RLFileDescriptorCreate(NULL, fd, true, watch_ready, &ctx);
     RLRunLoopSourceRef s = w ? RLFileDescriptorCreateRunLoopSource(NULL, w, 0) : NULL;
     if (!s) {
@@ -583,13 +486,13 @@ bool RLMessagePortSetInvalidationCallBack(RLMessagePortRef mp, RLMessagePortInva
         return false;
     }
     RLFileDescriptorEnableCallBacks(w, kRLFileDescriptorReadCallBack);
-    pthread_mutex_lock(&mp->mu);
-    bool still = mp->valid && mp->watch == NULL;
+    pthread_mutex_lock(&mp->np.mu);
+    bool still = mp->np.valid && mp->watch == NULL;
     if (still) {
         mp->watch = w;
         mp->watch_fd = fd;
     }
-    pthread_mutex_unlock(&mp->mu);
+    pthread_mutex_unlock(&mp->np.mu);
     if (still)
         RLRunLoopAddSource(RLRunLoopGetCurrent(), s, kRLRunLoopCommonModes);
     else {
@@ -603,46 +506,7 @@ bool RLMessagePortSetInvalidationCallBack(RLMessagePortRef mp, RLMessagePortInva
 /* ---- run-loop source ---- */
 
 RLRunLoopSourceRef RLMessagePortCreateRunLoopSource(RLAllocatorRef allocator, RLMessagePortRef mp, RLIndex order) {
-    if (!mp_ok(mp, __func__))
-        return NULL;
-    if (mp->remote)
-        return rl__fail(kRLErrorInvalidState, __func__, "a remote port has no run-loop source (only local ports receive)"),
-               NULL;
-    pthread_mutex_lock(&mp->mu);
-    if (!mp->valid) {
-        pthread_mutex_unlock(&mp->mu);
-        return rl__fail(kRLErrorInvalidObject, __func__, "the port \"%s\" is invalid", mp->name), NULL;
-    }
-    if (mp->source) {
-        RLRunLoopSourceRef s = (RLRunLoopSourceRef)RLRetain(mp->source);
-        pthread_mutex_unlock(&mp->mu);
-        return s;
-    }
-    pthread_mutex_unlock(&mp->mu);
-    RLFileDescriptorContext ctx = {0, mp->link, rl__weak_retain, rl__weak_release, NULL};
-    RLFileDescriptorRef f = RLFileDescriptorCreate(NULL, rl__server_fd(&mp->srv), false, port_ready, &ctx);
-    RLRunLoopSourceRef s = f ? RLFileDescriptorCreateRunLoopSource(NULL, f, order) : NULL;
-    if (!s) {
-        if (f)
-            RLRelease(f);
-        return NULL;
-    }
-    RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack);
-    pthread_mutex_lock(&mp->mu);
-    if (mp->source || !mp->valid) { /* another thread won, or it was invalidated meanwhile */
-        RLRunLoopSourceRef other = mp->source ? (RLRunLoopSourceRef)RLRetain(mp->source) : NULL;
-        pthread_mutex_unlock(&mp->mu);
-        RLFileDescriptorInvalidate(f);
-        RLRelease(f);
-        RLRelease(s);
-        if (!other)
-            rl__fail(kRLErrorInvalidObject, __func__, "the port \"%s\" was invalidated", mp->name);
-        return other;
-    }
-    mp->fdobj = f;
-    mp->source = (RLRunLoopSourceRef)RLRetain(s);
-    pthread_mutex_unlock(&mp->mu);
-    return s;
+    return mp_ok(mp, __func__) ? rl__netport_create_source(&mp->np, mp->remote, order, __func__) : NULL;
 }
 
 /* ---- sending ---- */
@@ -680,8 +544,11 @@ int32_t RLMessagePortSendRequest(RLMessagePortRef mp, int32_t msgid, RLDataRef d
     double send_deadline = rl__deadline_after(sendTimeout);
     double rcv_deadline = rl__deadline_after(rcvTimeout);
     size_t len = data ? (size_t)RLDataGetLength(data) : 0;
-    if (len > mp->limit) {
-        rl__fail(kRLErrorInvalidArgument, __func__, "%zu bytes exceed the port's limit of %u", len, mp->limit);
+    pthread_mutex_lock(&mp->np.mu);
+    uint32_t limit = mp->np.limit;
+    pthread_mutex_unlock(&mp->np.mu);
+    if (len > limit) {
+        rl__fail(kRLErrorInvalidArgument, __func__, "%zu bytes exceed the port's limit of %u", len, limit);
         return kRLMessagePortTransportError;
     }
     /* Wait for our turn no longer than the send may take. */
@@ -772,6 +639,6 @@ int32_t RLMessagePortSendRequest(RLMessagePortRef mp, int32_t msgid, RLDataRef d
  * before the object pool's, under which a port is made), so a child forked
  * while another thread registers a port finds the list consistent and the
  * lock free. */
-void rl__msgport_fork_prepare(void) { pthread_mutex_lock(&g_reg_mu); }
-void rl__msgport_fork_parent(void) { pthread_mutex_unlock(&g_reg_mu); }
-void rl__msgport_fork_child(void) { pthread_mutex_unlock(&g_reg_mu); }
+void rl__msgport_fork_prepare(void) { pthread_mutex_lock(&g_reg.mu); }
+void rl__msgport_fork_parent(void) { pthread_mutex_unlock(&g_reg.mu); }
+void rl__msgport_fork_child(void) { pthread_mutex_unlock(&g_reg.mu); }

@@ -34,42 +34,31 @@
 #include <string.h>
 #include <unistd.h>
 
-enum { RL_SP_MIN_LIMIT = 64, RL_SP_MAX_ADDRS = 8, RL_SP_TEXT = INET6_ADDRSTRLEN + 16 };
+enum { RL_SP_MAX_ADDRS = 8, RL_SP_TEXT = INET6_ADDRSTRLEN + 16 };
 
 struct RLSocketPort {
     rl__object base;
-    rl__weak *link; /* what its fd object points at (rl_weak.h) */
-    pthread_mutex_t mu; /* state below; never held while user code runs */
+    rl_netport np; /* validity, context, limit, server, source; np.mu guards the state below */
     bool remote;
-    bool valid;
-    bool inval_called;
     bool wildcard; /* a local port bound to every address */
-    RLSocketPortContext ctx;
     RLSocketPortCallBack callout;
-    RLSocketPortInvalidationCallBack inval;
-    uint32_t limit;
     /* local: the bound address; remote: the addresses to try, in order */
     struct sockaddr_storage addrs[RL_SP_MAX_ADDRS];
     socklen_t addrlens[RL_SP_MAX_ADDRS];
     int naddrs;
     int cur; /* the address in use (remote: the one connected last) */
-    /* local */
-    rl_server srv; /* set up when `serving` */
-    bool serving;
-    RLFileDescriptorRef fdobj;
-    RLRunLoopSourceRef source;
     /* remote */
     pthread_mutex_t send_mu; /* one send at a time; guards fd */
     int fd;
     char host[256]; /* as given, for descriptions */
     pid_t pid; /* a fork's child does not reuse its parent's connections */
-    struct RLSocketPort *reg_next;
 };
+RL__NETPORT_CHECK(struct RLSocketPort);
+_Static_assert(sizeof(RLSocketPortContext) == sizeof(rl_netport_context), "context layouts differ");
 
 /* ---- the process's remote ports by address ---- */
 
-static pthread_mutex_t g_reg_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct RLSocketPort *g_reg;
+static rl_netport_registry g_reg = {PTHREAD_MUTEX_INITIALIZER, NULL};
 
 static bool same_addr(const struct sockaddr_storage *a, const struct sockaddr_storage *b) {
     if (a->ss_family != b->ss_family)
@@ -84,26 +73,13 @@ static bool same_addr(const struct sockaddr_storage *a, const struct sockaddr_st
 }
 
 static struct RLSocketPort *reg_find_locked(const struct sockaddr_storage *a) {
-    for (struct RLSocketPort *p = g_reg; p; p = p->reg_next) {
-        if (p->pid != getpid() || !same_addr(&p->addrs[0], a))
-            continue;
-        pthread_mutex_lock(&p->mu); /* order: g_reg_mu, then a port's mu */
-        bool valid = p->valid;
-        pthread_mutex_unlock(&p->mu);
-        if (valid)
+    for (rl_netport *np = g_reg.head; np; np = np->reg_next) {
+        struct RLSocketPort *p = rl__netport_object(np);
+        /* order: the registry's lock, then a port's */
+        if (p->pid == getpid() && same_addr(&p->addrs[0], a) && rl__netport_is_valid(np))
             return p;
     }
     return NULL;
-}
-
-static void reg_remove(struct RLSocketPort *sp) {
-    pthread_mutex_lock(&g_reg_mu);
-    for (struct RLSocketPort **pp = &g_reg; *pp; pp = &(*pp)->reg_next)
-        if (*pp == sp) {
-            *pp = sp->reg_next;
-            break;
-        }
-    pthread_mutex_unlock(&g_reg_mu);
 }
 
 /* ---- addresses as text ---- */
@@ -158,12 +134,7 @@ static int resolve(struct RLSocketPort *sp, const char *host, uint16_t port, int
 
 static void sp_finalize(void *obj) {
     struct RLSocketPort *sp = obj;
-    /* Invalidate ran first (RLSocketPortInvalidate or the last release). */
-    if (sp->ctx.release)
-        sp->ctx.release(sp->ctx.info);
-    if (sp->link)
-        rl__weak_release(sp->link);
-    pthread_mutex_destroy(&sp->mu);
+    rl__netport_finalize(&sp->np);
     pthread_mutex_destroy(&sp->send_mu);
 }
 
@@ -172,14 +143,14 @@ static bool sp_can_destroy(void *obj);
 static char *sp_describe(const void *obj) {
     struct RLSocketPort *sp = (struct RLSocketPort *)obj;
     char why[128] = "", where[RL_SP_TEXT];
-    size_t dropped = sp->serving ? rl__server_dropped(&sp->srv, why, sizeof why) : 0;
-    pthread_mutex_lock(&sp->mu);
+    size_t dropped = rl__netport_dropped(&sp->np, why, sizeof why);
+    pthread_mutex_lock(&sp->np.mu);
     addr_text(&sp->addrs[sp->cur], sp->addrlens[sp->cur], sp->wildcard, where, sizeof where);
     char *s = NULL;
     int r = asprintf(&s, "<RLSocketPort %p>{%s %s%s%s%s, dropped %zu connection(s)%s%s}", obj,
                      sp->remote ? "remote" : "local", where, sp->remote ? " (" : "", sp->remote ? sp->host : "",
-                     sp->remote ? ")" : "", dropped, sp->valid ? "" : ", invalid", dropped ? ", last: " : "");
-    pthread_mutex_unlock(&sp->mu);
+                     sp->remote ? ")" : "", dropped, sp->np.valid ? "" : ", invalid", dropped ? ", last: " : "");
+    pthread_mutex_unlock(&sp->np.mu);
     if (r >= 0 && dropped) {
         char *t = NULL;
         r = asprintf(&t, "%.*s%s}", (int)strlen(s) - 1, s, why);
@@ -203,37 +174,32 @@ static struct RLSocketPort *sp_new(bool remote, const char *fn) {
     struct RLSocketPort *sp = rl__object_alloc(&rl__socket_port_class, sizeof *sp, fn);
     if (!sp)
         return NULL;
-    pthread_mutex_init(&sp->mu, NULL);
     pthread_mutex_init(&sp->send_mu, NULL);
     sp->remote = remote;
-    sp->limit = RL_WIRE_MAX_BODY;
     sp->fd = -1;
     sp->pid = getpid();
-    sp->link = rl__weak_new(sp);
-    if (!sp->link) {
+    if (!rl__netport_init(&sp->np, sp)) {
         RLRelease(sp); /* not valid yet: nothing to tear down */
         rl__fail(kRLErrorNoMemory, fn, "out of memory");
         return NULL;
     }
-    sp->valid = true;
     return sp;
 }
 
 /* The process's remote port for sp's first address, or sp itself (now
  * registered). Consumes sp when an existing one is returned. */
 static struct RLSocketPort *reg_add_or_find(struct RLSocketPort *sp) {
-    pthread_mutex_lock(&g_reg_mu);
+    pthread_mutex_lock(&g_reg.mu);
     struct RLSocketPort *old = reg_find_locked(&sp->addrs[0]);
     if (old) {
         RLRetain(old);
-        pthread_mutex_unlock(&g_reg_mu);
-        sp->valid = false; /* never connected: nothing to tear down */
+        pthread_mutex_unlock(&g_reg.mu);
+        sp->np.valid = false; /* never connected: nothing to tear down */
         RLRelease(sp);
         return old;
     }
-    sp->reg_next = g_reg;
-    g_reg = sp;
-    pthread_mutex_unlock(&g_reg_mu);
+    rl__registry_add_locked(&g_reg, &sp->np);
+    pthread_mutex_unlock(&g_reg.mu);
     return sp;
 }
 
@@ -289,7 +255,7 @@ static RLSocketPortRef decode_port(const rl_wire_comp *comp, const rl_conn *c) {
     snprintf(sp->host, sizeof sp->host, "%s", host);
     /* Numeric only: a run loop never waits for DNS. */
     if (resolve(sp, host, (uint16_t)port, AI_NUMERICHOST) != 0) {
-        sp->valid = false;
+        sp->np.valid = false;
         RLRelease(sp);
         return NULL;
     }
@@ -343,7 +309,8 @@ static bool dispatch(void *owner, rl_conn *c, rl_wire_frame *f, const char **why
     if (ok) {
         RLSocketPortCallBack callout = sp->callout;
         if (callout)
-            callout(sp, (uint32_t)msgid, ncomp > 1 ? objs + 1 : NULL, (RLIndex)(ncomp - 1), (RLSocketPortRef)objs[0], sp->ctx.info);
+            callout(sp, (uint32_t)msgid, ncomp > 1 ? objs + 1 : NULL, (RLIndex)(ncomp - 1), (RLSocketPortRef)objs[0],
+                    sp->np.ctx.info);
     }
     release_all(objs, ncomp);
     free(objs);
@@ -362,26 +329,14 @@ static bool admit(void *owner, rl_conn *c, char *why, size_t n) {
 
 static const rl_server_ops sp_server_ops = {admit, dispatch};
 
-static void port_ready(RLFileDescriptorRef f, RLOptionFlags types, void *info) {
-    /* Retained: a handler may invalidate and release the port. */
-    struct RLSocketPort *sp = rl__weak_get(info);
-    if (!sp)
-        return;
-    rl__server_serve(&sp->srv);
-    /* One-shot per enable (RLFileDescriptor.h): listen for the next. */
-    RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack);
-    RLRelease(sp);
-}
-
 /* ---- public: creating ---- */
 
 RLSocketPortRef RLSocketPortCreateLocal(RLAllocatorRef allocator, int family, const char *address, uint16_t tcpPort,
                                         RLSocketPortCallBack callout, const RLSocketPortContext *context) {
     if (family != AF_INET && family != AF_INET6)
         return rl__fail(kRLErrorInvalidArgument, __func__, "family %d is neither AF_INET nor AF_INET6", family), NULL;
-    if (context && context->version != 0)
-        return rl__fail(kRLErrorInvalidArgument, __func__, "context version %ld is not supported (use 0)",
-                        (long)context->version), NULL;
+    if (!rl__netport_check_context(context, __func__))
+        return NULL;
     struct sockaddr_storage a;
     memset(&a, 0, sizeof a);
     socklen_t alen;
@@ -423,10 +378,9 @@ RLSocketPortRef RLSocketPortCreateLocal(RLAllocatorRef allocator, int family, co
     if (err && lfd >= 0)
         close(lfd);
     if (!err)
-        err = rl__server_init(&sp->srv, lfd, sp->limit, &sp_server_ops, sp);
-    sp->serving = !err;
+        err = rl__netport_listen(&sp->np, lfd, &sp_server_ops, sp);
     if (err) {
-        sp->valid = false;
+        sp->np.valid = false;
         RLRelease(sp);
         if (err == EADDRINUSE)
             return rl__fail(kRLErrorExists, __func__, "TCP port %u is in use", tcpPort), NULL;
@@ -436,11 +390,7 @@ RLSocketPortRef RLSocketPortCreateLocal(RLAllocatorRef allocator, int family, co
         return rl__fail_errno(err, __func__, "cannot listen on TCP port %u", tcpPort), NULL;
     }
     sp->callout = callout;
-    if (context) {
-        sp->ctx = *context;
-        if (sp->ctx.retain)
-            sp->ctx.info = (void *)sp->ctx.retain(sp->ctx.info);
-    }
+    rl__netport_set_context(&sp->np, context);
     return sp;
 }
 
@@ -457,7 +407,7 @@ RLSocketPortRef RLSocketPortCreateRemote(RLAllocatorRef allocator, const char *h
     snprintf(sp->host, sizeof sp->host, "%s", host);
     int r = resolve(sp, host, tcpPort, 0);
     if (r != 0) {
-        sp->valid = false;
+        sp->np.valid = false;
         RLRelease(sp);
         return rl__fail(kRLErrorNotFound, __func__, "cannot resolve \"%s\": %s", host, gai_strerror(r)), NULL;
     }
@@ -468,69 +418,39 @@ RLSocketPortRef RLSocketPortCreateRemote(RLAllocatorRef allocator, const char *h
 
 bool RLSocketPortIsRemote(RLSocketPortRef sp) { return sp_ok(sp, __func__) && sp->remote; }
 
-bool RLSocketPortIsValid(RLSocketPortRef sp) {
-    if (!sp_ok(sp, __func__))
-        return false;
-    pthread_mutex_lock(&sp->mu);
-    bool v = sp->valid;
-    pthread_mutex_unlock(&sp->mu);
-    return v;
-}
+bool RLSocketPortIsValid(RLSocketPortRef sp) { return sp_ok(sp, __func__) && rl__netport_is_valid(&sp->np); }
 
 uint16_t RLSocketPortGetPort(RLSocketPortRef sp) { return sp_ok(sp, __func__) ? addr_port(&sp->addrs[0]) : 0; }
 
 int RLSocketPortGetProtocolFamily(RLSocketPortRef sp) {
     if (!sp_ok(sp, __func__))
         return -1;
-    pthread_mutex_lock(&sp->mu);
+    pthread_mutex_lock(&sp->np.mu);
     int f = sp->addrs[sp->cur].ss_family;
-    pthread_mutex_unlock(&sp->mu);
+    pthread_mutex_unlock(&sp->np.mu);
     return f;
 }
 
 RLDataRef RLSocketPortCopyAddress(RLSocketPortRef sp) {
     if (!sp_ok(sp, __func__))
         return NULL;
-    pthread_mutex_lock(&sp->mu);
+    pthread_mutex_lock(&sp->np.mu);
     struct sockaddr_storage a = sp->addrs[sp->cur];
     socklen_t len = sp->addrlens[sp->cur];
-    pthread_mutex_unlock(&sp->mu);
+    pthread_mutex_unlock(&sp->np.mu);
     return RLDataCreate(NULL, (const uint8_t *)&a, (RLIndex)len);
 }
 
 bool RLSocketPortGetContext(RLSocketPortRef sp, RLSocketPortContext *context) {
-    if (!sp_ok(sp, __func__))
-        return false;
-    if (!context)
-        return rl__fail(kRLErrorInvalidArgument, __func__, "NULL context");
-    *context = sp->ctx;
-    return true;
+    return sp_ok(sp, __func__) && rl__netport_get_context(&sp->np, context, __func__);
 }
 
 bool RLSocketPortSetMessageLimit(RLSocketPortRef sp, RLIndex bytes) {
-    if (!sp_ok(sp, __func__))
-        return false;
-    if (bytes < RL_SP_MIN_LIMIT || bytes > (RLIndex)RL_WIRE_MAX_BODY)
-        return rl__fail(kRLErrorInvalidArgument, __func__, "limit %ld is outside [%d, %u]", (long)bytes,
-                        RL_SP_MIN_LIMIT, RL_WIRE_MAX_BODY);
-    pthread_mutex_lock(&sp->mu);
-    sp->limit = (uint32_t)bytes;
-    pthread_mutex_unlock(&sp->mu);
-    if (sp->serving)
-        rl__server_set_limit(&sp->srv, (uint32_t)bytes);
-    return true;
+    return sp_ok(sp, __func__) && rl__netport_set_limit(&sp->np, bytes, __func__);
 }
 
 bool RLSocketPortSetStallTimeout(RLSocketPortRef sp, RLTimeInterval seconds) {
-    if (!sp_ok(sp, __func__))
-        return false;
-    if (sp->remote)
-        return rl__fail(kRLErrorInvalidState, __func__, "a remote port has no clients to time out");
-    if (!(seconds > 0) || !isfinite(seconds))
-        return rl__fail(kRLErrorInvalidArgument, __func__, "stall timeout %g is not a positive number of seconds",
-                        seconds);
-    rl__server_set_stall(&sp->srv, seconds);
-    return true;
+    return sp_ok(sp, __func__) && rl__netport_set_stall(&sp->np, sp->remote, seconds, __func__);
 }
 
 /* ---- invalidation ---- */
@@ -538,41 +458,18 @@ bool RLSocketPortSetStallTimeout(RLSocketPortRef sp, RLTimeInterval seconds) {
 /* Tears the port down; calls the invalidation callback once (outside the
  * lock). Safe from any thread, and from the port's own handler. */
 static void invalidate(struct RLSocketPort *sp) {
-    pthread_mutex_lock(&sp->mu);
-    if (!sp->valid) {
-        pthread_mutex_unlock(&sp->mu);
+    if (!rl__netport_begin_invalidate(&sp->np))
         return;
-    }
-    sp->valid = false;
-    RLFileDescriptorRef fdobj = sp->fdobj;
-    RLRunLoopSourceRef source = sp->source;
-    sp->fdobj = NULL;
-    sp->source = NULL;
-    RLSocketPortInvalidationCallBack cb = sp->inval;
-    bool call = cb && !sp->inval_called;
-    sp->inval_called = sp->inval_called || call;
-    pthread_mutex_unlock(&sp->mu);
-    if (sp->serving)
-        rl__server_close(&sp->srv); /* the TCP port is free from here on */
-    rl__weak_cut(sp->link);
     if (sp->remote)
-        reg_remove(sp);
-    if (fdobj) {
-        RLFileDescriptorInvalidate(fdobj); /* removes its source from every loop */
-        RLRelease(fdobj);
-    }
-    if (source)
-        RLRelease(source);
-    if (call)
-        cb(sp, sp->ctx.info);
+        rl__registry_remove(&g_reg, &sp->np);
+    RLSocketPortInvalidationCallBack cb = (RLSocketPortInvalidationCallBack)rl__netport_finish_invalidate(&sp->np);
+    if (cb)
+        cb(sp, sp->np.ctx.info);
 }
 
 static bool sp_can_destroy(void *obj) {
     struct RLSocketPort *sp = obj;
     invalidate(sp);
-    if (sp->serving)
-        rl__server_destroy(&sp->srv);
-    sp->serving = false;
     if (sp->fd >= 0)
         close(sp->fd);
     sp->fd = -1;
@@ -599,61 +496,15 @@ bool RLSocketPortInvalidate(RLSocketPortRef sp) {
 bool RLSocketPortSetInvalidationCallBack(RLSocketPortRef sp, RLSocketPortInvalidationCallBack callout) {
     if (!sp_ok(sp, __func__))
         return false;
-    pthread_mutex_lock(&sp->mu);
-    if (!sp->valid) {
-        pthread_mutex_unlock(&sp->mu);
-        if (callout)
-            callout(sp, sp->ctx.info);
-        return true;
-    }
-    sp->inval = callout;
-    pthread_mutex_unlock(&sp->mu);
+    if (!rl__netport_set_inval(&sp->np, (rl_netport_fn)callout) && callout)
+        callout(sp, sp->np.ctx.info); /* as CF: at once on an invalid port */
     return true;
 }
 
 /* ---- run-loop source ---- */
 
 RLRunLoopSourceRef RLSocketPortCreateRunLoopSource(RLAllocatorRef allocator, RLSocketPortRef sp, RLIndex order) {
-    if (!sp_ok(sp, __func__))
-        return NULL;
-    if (sp->remote)
-        return rl__fail(kRLErrorInvalidState, __func__, "a remote port has no run-loop source (only local ports receive)"),
-               NULL;
-    pthread_mutex_lock(&sp->mu);
-    if (!sp->valid) {
-        pthread_mutex_unlock(&sp->mu);
-        return rl__fail(kRLErrorInvalidObject, __func__, "the port is invalid"), NULL;
-    }
-    if (sp->source) {
-        RLRunLoopSourceRef s = (RLRunLoopSourceRef)RLRetain(sp->source);
-        pthread_mutex_unlock(&sp->mu);
-        return s;
-    }
-    pthread_mutex_unlock(&sp->mu);
-    RLFileDescriptorContext ctx = {0, sp->link, rl__weak_retain, rl__weak_release, NULL};
-    RLFileDescriptorRef f = RLFileDescriptorCreate(NULL, rl__server_fd(&sp->srv), false, port_ready, &ctx);
-    RLRunLoopSourceRef s = f ? RLFileDescriptorCreateRunLoopSource(NULL, f, order) : NULL;
-    if (!s) {
-        if (f)
-            RLRelease(f);
-        return NULL;
-    }
-    RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack);
-    pthread_mutex_lock(&sp->mu);
-    if (sp->source || !sp->valid) { /* another thread won, or it was invalidated meanwhile */
-        RLRunLoopSourceRef other = sp->source ? (RLRunLoopSourceRef)RLRetain(sp->source) : NULL;
-        pthread_mutex_unlock(&sp->mu);
-        RLFileDescriptorInvalidate(f);
-        RLRelease(f);
-        RLRelease(s);
-        if (!other)
-            rl__fail(kRLErrorInvalidObject, __func__, "the port was invalidated");
-        return other;
-    }
-    sp->fdobj = f;
-    sp->source = (RLRunLoopSourceRef)RLRetain(s);
-    pthread_mutex_unlock(&sp->mu);
-    return s;
+    return sp_ok(sp, __func__) ? rl__netport_create_source(&sp->np, sp->remote, order, __func__) : NULL;
 }
 
 /* ---- sending ---- */
@@ -701,9 +552,9 @@ static int connect_any(struct RLSocketPort *sp, double deadline, int *err) {
         if (e == 0 && setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) < 0)
             e = errno;
         if (e == 0) {
-            pthread_mutex_lock(&sp->mu);
+            pthread_mutex_lock(&sp->np.mu);
             sp->cur = i;
-            pthread_mutex_unlock(&sp->mu);
+            pthread_mutex_unlock(&sp->np.mu);
             return fd;
         }
         close(fd);
@@ -720,9 +571,9 @@ static int connect_any(struct RLSocketPort *sp, double deadline, int *err) {
 
 /* The text of a port component: how the receiver reaches `p`. */
 static void port_text(struct RLSocketPort *p, char *out, size_t n) {
-    pthread_mutex_lock(&p->mu);
+    pthread_mutex_lock(&p->np.mu);
     addr_text(&p->addrs[p->cur], p->addrlens[p->cur], p->wildcard, out, n);
-    pthread_mutex_unlock(&p->mu);
+    pthread_mutex_unlock(&p->np.mu);
 }
 
 /* The peer is gone: the send fails and the port becomes invalid. */
@@ -780,9 +631,9 @@ bool RLSocketPortSendBeforeDate(RLSocketPortRef sp, RLAbsoluteTime limitDate, ui
         }
     }
     size_t flen = rl__wire_size(comps, n);
-    pthread_mutex_lock(&sp->mu);
-    uint32_t limit = sp->limit;
-    pthread_mutex_unlock(&sp->mu);
+    pthread_mutex_lock(&sp->np.mu);
+    uint32_t limit = sp->np.limit;
+    pthread_mutex_unlock(&sp->np.mu);
     uint8_t *frame = flen - RL_WIRE_HEADER <= limit ? malloc(flen) : NULL;
     if (frame)
         rl__wire_encode(frame, RL_WIRE_ONEWAY, (int32_t)msgid, 0, comps, n);
@@ -849,6 +700,6 @@ bool RLSocketPortSendBeforeDate(RLSocketPortRef sp, RLAbsoluteTime limitDate, ui
 /* fork(): the registry's lock is held across it (rl_fork.c), so a child
  * forked while another thread registers a port finds the list consistent
  * and the lock free. */
-void rl__sockport_fork_prepare(void) { pthread_mutex_lock(&g_reg_mu); }
-void rl__sockport_fork_parent(void) { pthread_mutex_unlock(&g_reg_mu); }
-void rl__sockport_fork_child(void) { pthread_mutex_unlock(&g_reg_mu); }
+void rl__sockport_fork_prepare(void) { pthread_mutex_lock(&g_reg.mu); }
+void rl__sockport_fork_parent(void) { pthread_mutex_unlock(&g_reg.mu); }
+void rl__sockport_fork_child(void) { pthread_mutex_unlock(&g_reg.mu); }

@@ -2,6 +2,8 @@
  * (rl_conn.h). */
 #include "rl_conn.h"
 
+#include <crunloop/RLRunLoopSource.h>
+
 #include <errno.h>
 #include <math.h>
 #include <poll.h>
@@ -416,4 +418,200 @@ size_t rl__server_dropped(rl_server *s, char *why, size_t n) {
     snprintf(why, n, "%s", s->last_drop);
     pthread_mutex_unlock(&s->mu);
     return d;
+}
+
+/* ---- the shared half of listening ports ---- */
+
+bool rl__netport_init(rl_netport *np, void *obj) {
+    pthread_mutex_init(&np->mu, NULL);
+    np->limit = RL_WIRE_MAX_BODY;
+    np->link = rl__weak_new(obj);
+    np->valid = np->link != NULL;
+    return np->valid;
+}
+
+void rl__netport_finalize(rl_netport *np) {
+    /* Invalidation ran first (explicitly or on the last release). */
+    if (np->ctx.release)
+        np->ctx.release(np->ctx.info);
+    if (np->serving)
+        rl__server_destroy(&np->srv);
+    np->serving = false;
+    if (np->link)
+        rl__weak_release(np->link);
+    pthread_mutex_destroy(&np->mu);
+}
+
+bool rl__netport_check_context(const void *context, const char *fn) {
+    const rl_netport_context *c = context;
+    if (c && c->version != 0)
+        return rl__fail(kRLErrorInvalidArgument, fn, "context version %ld is not supported (use 0)", (long)c->version);
+    return true;
+}
+
+void rl__netport_set_context(rl_netport *np, const void *context) {
+    if (!context)
+        return;
+    np->ctx = *(const rl_netport_context *)context;
+    if (np->ctx.retain)
+        np->ctx.info = (void *)np->ctx.retain(np->ctx.info);
+}
+
+bool rl__netport_get_context(rl_netport *np, void *context, const char *fn) {
+    if (!context)
+        return rl__fail(kRLErrorInvalidArgument, fn, "NULL context");
+    *(rl_netport_context *)context = np->ctx;
+    return true;
+}
+
+int rl__netport_listen(rl_netport *np, int lfd, const rl_server_ops *ops, void *owner) {
+    int err = rl__server_init(&np->srv, lfd, np->limit, ops, owner);
+    np->serving = !err;
+    return err;
+}
+
+bool rl__netport_is_valid(rl_netport *np) {
+    pthread_mutex_lock(&np->mu);
+    bool v = np->valid;
+    pthread_mutex_unlock(&np->mu);
+    return v;
+}
+
+bool rl__netport_begin_invalidate(rl_netport *np) {
+    pthread_mutex_lock(&np->mu);
+    bool was = np->valid;
+    np->valid = false;
+    pthread_mutex_unlock(&np->mu);
+    return was;
+}
+
+rl_netport_fn rl__netport_finish_invalidate(rl_netport *np) {
+    pthread_mutex_lock(&np->mu);
+    RLFileDescriptorRef fdobj = np->fdobj;
+    RLRunLoopSourceRef source = np->source;
+    np->fdobj = NULL;
+    np->source = NULL;
+    rl_netport_fn cb = np->inval_called ? NULL : np->inval;
+    np->inval_called = np->inval_called || cb;
+    pthread_mutex_unlock(&np->mu);
+    if (np->serving)
+        rl__server_close(&np->srv); /* the name or address is free from here on */
+    rl__weak_cut(np->link);
+    if (fdobj) {
+        RLFileDescriptorInvalidate(fdobj); /* removes its source from every loop */
+        RLRelease(fdobj);
+    }
+    if (source)
+        RLRelease(source);
+    return cb;
+}
+
+bool rl__netport_set_inval(rl_netport *np, rl_netport_fn fn) {
+    pthread_mutex_lock(&np->mu);
+    bool valid = np->valid;
+    if (valid)
+        np->inval = fn;
+    pthread_mutex_unlock(&np->mu);
+    return valid;
+}
+
+rl_netport_fn rl__netport_get_inval(rl_netport *np) {
+    pthread_mutex_lock(&np->mu);
+    rl_netport_fn fn = np->inval;
+    pthread_mutex_unlock(&np->mu);
+    return fn;
+}
+
+bool rl__netport_set_limit(rl_netport *np, RLIndex bytes, const char *fn) {
+    if (bytes < RL_NETPORT_MIN_LIMIT || bytes > (RLIndex)RL_WIRE_MAX_BODY)
+        return rl__fail(kRLErrorInvalidArgument, fn, "limit %ld is outside [%d, %u]", (long)bytes, RL_NETPORT_MIN_LIMIT,
+                        RL_WIRE_MAX_BODY);
+    pthread_mutex_lock(&np->mu);
+    np->limit = (uint32_t)bytes;
+    pthread_mutex_unlock(&np->mu);
+    if (np->serving)
+        rl__server_set_limit(&np->srv, (uint32_t)bytes);
+    return true;
+}
+
+bool rl__netport_set_stall(rl_netport *np, bool remote, RLTimeInterval seconds, const char *fn) {
+    if (remote || !np->serving)
+        return rl__fail(kRLErrorInvalidState, fn, "a remote port has no clients to time out");
+    if (!(seconds > 0) || !isfinite(seconds))
+        return rl__fail(kRLErrorInvalidArgument, fn, "stall timeout %g is not a positive number of seconds", seconds);
+    rl__server_set_stall(&np->srv, seconds);
+    return true;
+}
+
+static void netport_ready(RLFileDescriptorRef f, RLOptionFlags types, void *info) {
+    /* Retained: a handler may invalidate and release the port. */
+    void *obj = rl__weak_get(info);
+    if (!obj)
+        return;
+    rl_netport *np = (rl_netport *)((char *)obj + RL__NETPORT_OFFSET);
+    rl__server_serve(&np->srv);
+    /* One-shot per enable (RLFileDescriptor.h): listen for the next. */
+    RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack);
+    RLRelease(obj);
+}
+
+RLRunLoopSourceRef rl__netport_create_source(rl_netport *np, bool remote, RLIndex order, const char *fn) {
+    if (remote)
+        return rl__fail(kRLErrorInvalidState, fn, "a remote port has no run-loop source (only local ports receive)"),
+               NULL;
+    pthread_mutex_lock(&np->mu);
+    if (!np->valid) {
+        pthread_mutex_unlock(&np->mu);
+        return rl__fail(kRLErrorInvalidObject, fn, "the port is invalid"), NULL;
+    }
+    if (np->source) {
+        RLRunLoopSourceRef s = (RLRunLoopSourceRef)RLRetain(np->source);
+        pthread_mutex_unlock(&np->mu);
+        return s;
+    }
+    pthread_mutex_unlock(&np->mu);
+    RLFileDescriptorContext ctx = {0, np->link, rl__weak_retain, rl__weak_release, NULL};
+    RLFileDescriptorRef f = RLFileDescriptorCreate(NULL, rl__server_fd(&np->srv), false, netport_ready, &ctx);
+    RLRunLoopSourceRef s = f ? RLFileDescriptorCreateRunLoopSource(NULL, f, order) : NULL;
+    if (!s) {
+        if (f)
+            RLRelease(f);
+        return NULL;
+    }
+    RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack);
+    pthread_mutex_lock(&np->mu);
+    if (np->source || !np->valid) { /* another thread won, or it was invalidated meanwhile */
+        RLRunLoopSourceRef other = np->source ? (RLRunLoopSourceRef)RLRetain(np->source) : NULL;
+        pthread_mutex_unlock(&np->mu);
+        RLFileDescriptorInvalidate(f);
+        RLRelease(f);
+        RLRelease(s);
+        if (!other)
+            rl__fail(kRLErrorInvalidObject, fn, "the port was invalidated");
+        return other;
+    }
+    np->fdobj = f;
+    np->source = (RLRunLoopSourceRef)RLRetain(s);
+    pthread_mutex_unlock(&np->mu);
+    return s;
+}
+
+size_t rl__netport_dropped(rl_netport *np, char *why, size_t n) {
+    why[0] = 0;
+    return np->serving ? rl__server_dropped(&np->srv, why, n) : 0;
+}
+
+void rl__registry_add_locked(rl_netport_registry *r, rl_netport *np) {
+    np->reg_next = r->head;
+    r->head = np;
+}
+
+void rl__registry_remove(rl_netport_registry *r, rl_netport *np) {
+    pthread_mutex_lock(&r->mu);
+    for (rl_netport **pp = &r->head; *pp; pp = &(*pp)->reg_next)
+        if (*pp == np) {
+            *pp = np->reg_next;
+            break;
+        }
+    pthread_mutex_unlock(&r->mu);
 }

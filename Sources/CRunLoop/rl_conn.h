@@ -20,7 +20,10 @@
 #ifndef CRUNLOOP_RL_CONN_H
 #define CRUNLOOP_RL_CONN_H
 
+#include "rl_weak.h"
 #include "rl_wire.h"
+
+#include <crunloop/RLFileDescriptor.h>
 
 #include <pthread.h>
 #include <sys/socket.h>
@@ -103,5 +106,87 @@ RL__HIDDEN int rl__write_all(int fd, const uint8_t *buf, size_t len, double dead
  * in *f), the fd has no more (0), or the stream ended or went bad (-1;
  * *why says how). */
 RL__HIDDEN int rl__read_frame(int fd, rl_wire_reader *rd, rl_wire_frame *f, const char **why);
+
+/* ---- the part every port that listens on a socket shares ----
+ *
+ * A message port and a socket port embed an rl_netport right after their
+ * object header (checked with RL__NETPORT_CHECK): validity, context,
+ * invalidation callback, message limit, the server, and the run-loop
+ * source over the server's fd. The port's own lock is np.mu. */
+
+/* Same layout as RLMessagePortContext and RLSocketPortContext. */
+typedef struct rl_netport_context {
+    RLIndex version;
+    void *info;
+    const void *(*retain)(const void *info);
+    void (*release)(const void *info);
+    char *(*copyDescription)(const void *info);
+} rl_netport_context;
+
+/* A port's invalidation callback, stored without its type; the port casts
+ * it back to its own callback type to call it. */
+typedef void (*rl_netport_fn)(void);
+
+typedef struct rl_netport {
+    rl__weak *link;     /* what its fd object points at (rl_weak.h) */
+    pthread_mutex_t mu; /* the port's state; never held while user code runs */
+    bool valid;
+    bool inval_called;
+    bool serving; /* srv is set up */
+    rl_netport_context ctx;
+    rl_netport_fn inval;
+    uint32_t limit; /* the largest frame body accepted or sent */
+    rl_server srv;
+    RLFileDescriptorRef fdobj;
+    RLRunLoopSourceRef source;
+    struct rl_netport *reg_next; /* in the port family's registry */
+} rl_netport;
+
+struct rl__netport_probe {
+    rl__object base;
+    rl_netport np;
+};
+#define RL__NETPORT_OFFSET offsetof(struct rl__netport_probe, np)
+#define RL__NETPORT_CHECK(type) \
+    _Static_assert(offsetof(type, np) == RL__NETPORT_OFFSET, #type ": np must follow the object header")
+
+enum { RL_NETPORT_MIN_LIMIT = 64 };
+
+/* Sets np up for obj (valid). False if memory is short (nothing to undo
+ * but rl__netport_finalize). */
+RL__HIDDEN bool rl__netport_init(rl_netport *np, void *obj);
+RL__HIDDEN void rl__netport_finalize(rl_netport *np);
+/* Checks the context's version; keeps a copy, retaining its info. */
+RL__HIDDEN bool rl__netport_check_context(const void *context, const char *fn);
+RL__HIDDEN void rl__netport_set_context(rl_netport *np, const void *context);
+RL__HIDDEN bool rl__netport_get_context(rl_netport *np, void *context, const char *fn);
+/* Serves a bound, listening socket (taken over). 0 or an errno. */
+RL__HIDDEN int rl__netport_listen(rl_netport *np, int lfd, const rl_server_ops *ops, void *owner);
+RL__HIDDEN bool rl__netport_is_valid(rl_netport *np);
+/* Marks np invalid; true if it was valid, and the caller then tears its
+ * own parts down and calls rl__netport_finish_invalidate. */
+RL__HIDDEN bool rl__netport_begin_invalidate(rl_netport *np);
+/* Stops the server, cuts the link, takes the source out of every loop.
+ * Returns the invalidation callback to call (once), or NULL. */
+RL__HIDDEN rl_netport_fn rl__netport_finish_invalidate(rl_netport *np);
+/* Sets the callback and returns true; on an invalid port sets nothing and
+ * returns false (the caller calls it at once, as CF does). */
+RL__HIDDEN bool rl__netport_set_inval(rl_netport *np, rl_netport_fn fn);
+RL__HIDDEN rl_netport_fn rl__netport_get_inval(rl_netport *np);
+RL__HIDDEN bool rl__netport_set_limit(rl_netport *np, RLIndex bytes, const char *fn);
+RL__HIDDEN bool rl__netport_set_stall(rl_netport *np, bool remote, RLTimeInterval seconds, const char *fn);
+RL__HIDDEN RLRunLoopSourceRef rl__netport_create_source(rl_netport *np, bool remote, RLIndex order, const char *fn);
+/* Dropped connections, and the last reason (into why[n]). */
+RL__HIDDEN size_t rl__netport_dropped(rl_netport *np, char *why, size_t n);
+
+/* A port family's list of ports, for lookups by name or address. */
+typedef struct rl_netport_registry {
+    pthread_mutex_t mu;
+    rl_netport *head;
+} rl_netport_registry;
+RL__HIDDEN void rl__registry_add_locked(rl_netport_registry *r, rl_netport *np);
+RL__HIDDEN void rl__registry_remove(rl_netport_registry *r, rl_netport *np);
+/* The port object an entry belongs to. */
+static inline void *rl__netport_object(rl_netport *np) { return (char *)np - RL__NETPORT_OFFSET; }
 
 #endif /* CRUNLOOP_RL_CONN_H */
