@@ -243,6 +243,21 @@ static const rl_server_ops mp_server_ops = {admit, dispatch};
 
 /* ---- public: creating ---- */
 
+/* A listening socket under `name`, or -errno (EADDRINUSE: taken). */
+static int listen_as(const char *name) {
+    struct sockaddr_un a;
+    socklen_t alen = name_address(name, &a);
+    int lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (lfd < 0)
+        return -errno;
+    if (bind(lfd, (struct sockaddr *)&a, alen) < 0 || listen(lfd, SOMAXCONN) < 0) {
+        int err = errno;
+        close(lfd);
+        return -err;
+    }
+    return lfd;
+}
+
 RLMessagePortRef RLMessagePortCreateLocal(RLAllocatorRef allocator, const char *name, RLMessagePortCallBack callout,
                                           const RLMessagePortContext *context, bool *shouldFreeInfo) {
     if (shouldFreeInfo)
@@ -263,18 +278,8 @@ RLMessagePortRef RLMessagePortCreateLocal(RLAllocatorRef allocator, const char *
         pthread_mutex_unlock(&g_reg.mu);
         return NULL;
     }
-    struct sockaddr_un a;
-    socklen_t alen = name_address(name, &a);
-    int lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    int err = 0;
-    if (lfd < 0)
-        err = errno;
-    else if (bind(lfd, (struct sockaddr *)&a, alen) < 0 || listen(lfd, SOMAXCONN) < 0)
-        err = errno;
-    if (err && lfd >= 0)
-        close(lfd);
-    if (!err)
-        err = rl__netport_listen(&mp->np, lfd, &mp_server_ops, mp);
+    int lfd = listen_as(name);
+    int err = lfd < 0 ? -lfd : rl__netport_listen(&mp->np, lfd, &mp_server_ops, mp);
     if (err) {
         pthread_mutex_unlock(&g_reg.mu);
         mp->np.valid = false;
@@ -324,8 +329,10 @@ static int connect_to(const char *name, const char *fn) {
     return fd;
 }
 
-RLMessagePortRef RLMessagePortCreateRemote(RLAllocatorRef allocator, const char *name) {
-    if (!name_ok(name, __func__))
+static void invalidate(struct RLMessagePort *mp);
+
+static RLMessagePortRef create_remote(const char *name, const char *fn) {
+    if (!name_ok(name, fn))
         return NULL;
     pthread_mutex_lock(&g_reg.mu);
     struct RLMessagePort *old = reg_find_locked(name, true);
@@ -335,10 +342,10 @@ RLMessagePortRef RLMessagePortCreateRemote(RLAllocatorRef allocator, const char 
         return old;
     }
     pthread_mutex_unlock(&g_reg.mu);
-    int fd = connect_to(name, __func__);
+    int fd = connect_to(name, fn);
     if (fd < 0)
         return NULL;
-    struct RLMessagePort *mp = mp_new(name, true, __func__);
+    struct RLMessagePort *mp = mp_new(name, true, fn);
     if (!mp) {
         close(fd);
         return NULL;
@@ -348,6 +355,118 @@ RLMessagePortRef RLMessagePortCreateRemote(RLAllocatorRef allocator, const char 
     rl__registry_add_locked(&g_reg, &mp->np);
     pthread_mutex_unlock(&g_reg.mu);
     return mp;
+}
+
+RLMessagePortRef RLMessagePortCreateRemote(RLAllocatorRef allocator, const char *name) {
+    return create_remote(name, __func__);
+}
+
+/* ---- the name server ----
+ *
+ * A name is a listening socket in the abstract namespace, so registering
+ * a further name for a local port is one more listening socket in the
+ * port's server: the kernel keeps the table, frees a name with its socket
+ * (a crashed process leaves nothing behind), and refuses a name that is
+ * taken. This process's extra names are listed here, so that they can be
+ * removed by name. */
+
+typedef struct rl_mp_alias {
+    char *name;
+    struct RLMessagePort *port; /* not retained: the entry goes when the port is invalidated */
+    rl_conn *listener;
+    struct rl_mp_alias *next;
+} rl_mp_alias;
+
+static pthread_mutex_t g_alias_mu = PTHREAD_MUTEX_INITIALIZER; /* taken before a server's lock */
+static rl_mp_alias *g_aliases;
+
+static rl_mp_alias **alias_find_locked(const char *name) {
+    rl_mp_alias **pp = &g_aliases;
+    while (*pp && ((*pp)->port->pid != getpid() || strcmp((*pp)->name, name) != 0))
+        pp = &(*pp)->next;
+    return pp;
+}
+
+/* The port is being invalidated: its extra names go with its server. */
+static void aliases_forget(struct RLMessagePort *mp) {
+    pthread_mutex_lock(&g_alias_mu);
+    for (rl_mp_alias **pp = &g_aliases; *pp;) {
+        rl_mp_alias *a = *pp;
+        if (a->port != mp) {
+            pp = &a->next;
+            continue;
+        }
+        *pp = a->next;
+        free(a->name);
+        free(a);
+    }
+    pthread_mutex_unlock(&g_alias_mu);
+}
+
+bool RLMessagePortNameServerRegisterPort(RLMessagePortRef mp, const char *name) {
+    if (!mp_ok(mp, __func__) || !name_ok(name, __func__))
+        return false;
+    if (mp->remote)
+        return rl__fail(kRLErrorInvalidState, __func__, "\"%s\" is a remote port: only a local port can be registered",
+                        mp->name);
+    pthread_mutex_lock(&g_alias_mu);
+    if (!rl__netport_is_valid(&mp->np)) {
+        pthread_mutex_unlock(&g_alias_mu);
+        return rl__fail(kRLErrorInvalidObject, __func__, "the port \"%s\" is invalid", mp->name);
+    }
+    rl_mp_alias *old = *alias_find_locked(name);
+    if (strcmp(name, mp->name) == 0 || (old && old->port == mp)) {
+        pthread_mutex_unlock(&g_alias_mu);
+        return true; /* registered already */
+    }
+    int lfd = old ? -EADDRINUSE : listen_as(name);
+    rl_mp_alias *a = lfd >= 0 ? calloc(1, sizeof *a) : NULL;
+    char *copy = a ? strdup(name) : NULL;
+    rl_conn *l = copy ? rl__server_add_listener(&mp->np.srv, lfd) : NULL;
+    int err = lfd < 0 ? -lfd : !copy ? ENOMEM : !l ? errno : 0;
+    if (err) {
+        pthread_mutex_unlock(&g_alias_mu);
+        if (lfd >= 0 && !copy)
+            close(lfd);
+        free(copy);
+        free(a);
+        if (err == EADDRINUSE)
+            return rl__fail(kRLErrorExists, __func__, "the name \"%s\" is taken by another port", name);
+        return rl__fail_errno(err, __func__, "cannot listen as \"%s\"", name);
+    }
+    *a = (rl_mp_alias){copy, mp, l, g_aliases};
+    g_aliases = a;
+    pthread_mutex_unlock(&g_alias_mu);
+    return true;
+}
+
+RLMessagePortRef RLMessagePortNameServerCopyPort(const char *name) { return create_remote(name, __func__); }
+
+bool RLMessagePortNameServerRemovePort(const char *name) {
+    if (!name_ok(name, __func__))
+        return false;
+    pthread_mutex_lock(&g_alias_mu);
+    rl_mp_alias **pp = alias_find_locked(name), *a = *pp;
+    if (a) {
+        *pp = a->next;
+        rl__server_remove_listener(&a->port->np.srv, a->listener); /* the name is free */
+        pthread_mutex_unlock(&g_alias_mu);
+        free(a->name);
+        free(a);
+        return true;
+    }
+    pthread_mutex_unlock(&g_alias_mu);
+    /* A port's own name lasts as long as the port. */
+    pthread_mutex_lock(&g_reg.mu);
+    struct RLMessagePort *own = reg_find_locked(name, false);
+    if (own)
+        RLRetain(own);
+    pthread_mutex_unlock(&g_reg.mu);
+    if (!own)
+        return rl__fail(kRLErrorNotFound, __func__, "this process has no port registered as \"%s\"", name);
+    invalidate(own);
+    RLRelease(own);
+    return true;
 }
 
 /* ---- public: state ---- */
@@ -406,6 +525,7 @@ static void invalidate(struct RLMessagePort *mp) {
         shutdown(mp->cfd, SHUT_RDWR); /* a sender waiting on it wakes up; it is closed with send_mu held */
     pthread_mutex_unlock(&mp->np.mu);
     rl__registry_remove(&g_reg, &mp->np);
+    aliases_forget(mp);
     RLMessagePortInvalidationCallBack cb = (RLMessagePortInvalidationCallBack)rl__netport_finish_invalidate(&mp->np);
     if (watch) {
         RLFileDescriptorInvalidate(watch);
@@ -635,10 +755,19 @@ int32_t RLMessagePortSendRequest(RLMessagePortRef mp, int32_t msgid, RLDataRef d
     }
 }
 
-/* fork(): the registry's lock is held across it (rl_fork.c; it is taken
- * before the object pool's, under which a port is made), so a child forked
- * while another thread registers a port finds the list consistent and the
- * lock free. */
-void rl__msgport_fork_prepare(void) { pthread_mutex_lock(&g_reg.mu); }
-void rl__msgport_fork_parent(void) { pthread_mutex_unlock(&g_reg.mu); }
-void rl__msgport_fork_child(void) { pthread_mutex_unlock(&g_reg.mu); }
+/* fork(): the registry's and the name server's locks are held across it
+ * (rl_fork.c; they are taken before the object pool's, under which a port
+ * is made), so a child forked while another thread registers a port or a
+ * name finds the lists consistent and the locks free. */
+void rl__msgport_fork_prepare(void) {
+    pthread_mutex_lock(&g_reg.mu);
+    pthread_mutex_lock(&g_alias_mu);
+}
+void rl__msgport_fork_parent(void) {
+    pthread_mutex_unlock(&g_alias_mu);
+    pthread_mutex_unlock(&g_reg.mu);
+}
+void rl__msgport_fork_child(void) {
+    pthread_mutex_unlock(&g_alias_mu);
+    pthread_mutex_unlock(&g_reg.mu);
+}

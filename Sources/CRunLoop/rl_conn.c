@@ -109,6 +109,15 @@ int rl__read_frame(int fd, rl_wire_reader *rd, rl_wire_frame *f, const char **wh
 
 /* ---- the server ---- */
 
+static void conn_free(rl_conn *c) {
+    if (c->fd >= 0)
+        close(c->fd);
+    rl__wire_reader_free(&c->rd);
+    free(c->out);
+    free(c);
+}
+
+
 int rl__server_init(rl_server *s, int lfd, uint32_t limit, const rl_server_ops *ops, void *owner) {
     memset(s, 0, sizeof *s);
     pthread_mutex_init(&s->mu, NULL);
@@ -139,12 +148,48 @@ int rl__server_init(rl_server *s, int lfd, uint32_t limit, const rl_server_ops *
 
 int rl__server_fd(const rl_server *s) { return s->epfd; }
 
-static void conn_free(rl_conn *c) {
-    if (c->fd >= 0)
-        close(c->fd);
-    rl__wire_reader_free(&c->rd);
-    free(c->out);
-    free(c);
+rl_conn *rl__server_add_listener(rl_server *s, int lfd) {
+    rl_conn *l = calloc(1, sizeof *l);
+    if (!l) {
+        close(lfd);
+        errno = ENOMEM;
+        return NULL;
+    }
+    l->fd = lfd;
+    l->listening = true;
+    pthread_mutex_lock(&s->mu);
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLONESHOT, .data.ptr = l};
+    int err = !s->valid ? EBADF : epoll_ctl(s->epfd, EPOLL_CTL_ADD, lfd, &ev) < 0 ? errno : 0;
+    if (!err) {
+        l->next = s->listeners;
+        s->listeners = l;
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (err) {
+        conn_free(l);
+        errno = err;
+        return NULL;
+    }
+    return l;
+}
+
+void rl__server_remove_listener(rl_server *s, rl_conn *l) {
+    pthread_mutex_lock(&s->mu);
+    bool found = false;
+    for (rl_conn **pp = &s->listeners; *pp; pp = &(*pp)->next)
+        if (*pp == l) {
+            *pp = l->next;
+            found = true;
+            break;
+        }
+    if (found) {
+        (void)epoll_ctl(s->epfd, EPOLL_CTL_DEL, l->fd, NULL);
+        if (l->busy)
+            l->closed = true; /* the loop accepting on it frees it */
+        else
+            conn_free(l);
+    }
+    pthread_mutex_unlock(&s->mu);
 }
 
 static void note_drop_locked(rl_server *s, rl_conn *c, const char *why) {
@@ -174,11 +219,11 @@ static void rearm(rl_server *s, int fd, void *ptr, uint32_t events) {
         rl__fail_errno(errno, "rl__server_serve", "re-arming a connection");
 }
 
-static void accept_clients(rl_server *s) {
+static void accept_clients(rl_server *s, int lfd) {
     for (;;) {
         struct sockaddr_storage addr;
         socklen_t alen = sizeof addr;
-        int fd = accept4(s->lfd, (struct sockaddr *)&addr, &alen, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        int fd = accept4(lfd, (struct sockaddr *)&addr, &alen, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED)
                 continue;
@@ -334,21 +379,32 @@ static void serve_conn(rl_server *s, rl_conn *c, uint32_t events) {
 
 void rl__server_serve(rl_server *s) {
     struct epoll_event ev[RL_CONN_EVENTS];
-    int n = epoll_wait(s->epfd, ev, RL_CONN_EVENTS, 0);
-    /* Claim every connection of the batch first: a dispatch that closes
-     * the server then leaves them to us instead of freeing them under our
-     * feet. */
+    /* Take the batch and claim its connections in one critical section
+     * (the wait does not block): a close or a removal from another thread,
+     * or by a dispatch, then leaves them to us instead of freeing them
+     * under our feet. */
     pthread_mutex_lock(&s->mu);
+    int n = epoll_wait(s->epfd, ev, RL_CONN_EVENTS, 0);
     for (int i = 0; i < n; i++)
         if (ev[i].data.ptr && ev[i].data.ptr != RL_CONN_TIMER_TAG)
             ((rl_conn *)ev[i].data.ptr)->busy = true;
     pthread_mutex_unlock(&s->mu);
     for (int i = 0; i < n; i++) {
-        if (ev[i].data.ptr == NULL) {
-            accept_clients(s);
+        rl_conn *c = ev[i].data.ptr;
+        if (c == NULL) {
+            accept_clients(s, s->lfd);
             pthread_mutex_lock(&s->mu);
             if (s->valid)
                 rearm(s, s->lfd, NULL, EPOLLIN);
+            pthread_mutex_unlock(&s->mu);
+        } else if (c != RL_CONN_TIMER_TAG && c->listening) {
+            accept_clients(s, c->fd);
+            pthread_mutex_lock(&s->mu);
+            c->busy = false;
+            if (c->closed)
+                conn_free(c); /* removed while we accepted: already off the list */
+            else
+                rearm(s, c->fd, c, EPOLLIN);
             pthread_mutex_unlock(&s->mu);
         } else if (ev[i].data.ptr == RL_CONN_TIMER_TAG) {
             drop_stalled(s);
@@ -377,6 +433,16 @@ void rl__server_close(rl_server *s) {
         conn_free(c);
     }
     s->conns = NULL;
+    for (rl_conn *l = s->listeners, *next; l; l = next) {
+        next = l->next;
+        if (l->busy) {
+            l->closed = true;
+            continue;
+        }
+        (void)epoll_ctl(s->epfd, EPOLL_CTL_DEL, l->fd, NULL);
+        conn_free(l);
+    }
+    s->listeners = NULL;
     pthread_mutex_unlock(&s->mu);
 }
 

@@ -36,6 +36,7 @@ typedef struct rl_conn {
     uid_t uid; /* SO_PEERCRED for Unix sockets; -1 otherwise */
     gid_t gid;
     pid_t pid;
+    bool listening;     /* an extra listening socket of the server, not a client */
     bool busy;          /* a loop is serving it (its event was taken, one-shot) */
     bool closed;        /* the server closed while it was busy */
     double frame_since; /* monotonic time its current frame began; 0: between frames */
@@ -62,6 +63,7 @@ typedef struct rl_server {
     bool stall_armed; /* tfd is set */
     uint32_t limit;   /* largest frame body accepted */
     rl_conn *conns;
+    rl_conn *listeners; /* extra listening sockets (rl__server_add_listener) */
     size_t dropped;      /* connections dropped for bad frames or refusals */
     char last_drop[128]; /* why the last one was */
     const rl_server_ops *ops;
@@ -71,6 +73,12 @@ typedef struct rl_server {
 /* Sets up a server around a bound, listening, non-blocking socket (taken
  * over, also on failure). 0, or the errno that failed. */
 RL__HIDDEN int rl__server_init(rl_server *s, int lfd, uint32_t limit, const rl_server_ops *ops, void *owner);
+/* Also takes clients from another bound, listening, non-blocking socket
+ * (taken over, also on failure). The handle, or NULL (errno set). */
+RL__HIDDEN rl_conn *rl__server_add_listener(rl_server *s, int lfd);
+/* Stops listening on it (its address is free at once unless a loop is
+ * accepting on it right now: then when that loop is done). */
+RL__HIDDEN void rl__server_remove_listener(rl_server *s, rl_conn *listener);
 /* The fd a run loop watches (readable when there is work). */
 RL__HIDDEN int rl__server_fd(const rl_server *s);
 /* Does what is ready: accepts, serves a batch of frames, drops stalled
