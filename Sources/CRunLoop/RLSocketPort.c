@@ -48,8 +48,8 @@ struct RLSocketPort {
     int naddrs;
     int cur; /* the address in use (remote: the one connected last) */
     /* remote */
-    pthread_mutex_t send_mu; /* one send at a time; guards fd */
-    int fd;
+    pthread_mutex_t send_mu; /* one send at a time */
+    int fd; /* changed with send_mu and np.mu held (conn_set): invalidate shuts it down under np.mu */
     char host[256]; /* as given, for descriptions */
     pid_t pid; /* a fork's child does not reuse its parent's connections */
 };
@@ -455,11 +455,25 @@ bool RLSocketPortSetStallTimeout(RLSocketPortRef sp, RLTimeInterval seconds) {
 
 /* ---- invalidation ---- */
 
+/* Replaces the remote's connection (send_mu held). */
+static void conn_set(struct RLSocketPort *sp, int fd) {
+    pthread_mutex_lock(&sp->np.mu);
+    int old = sp->fd;
+    sp->fd = fd;
+    pthread_mutex_unlock(&sp->np.mu);
+    if (old >= 0 && old != fd)
+        close(old);
+}
+
 /* Tears the port down; calls the invalidation callback once (outside the
  * lock). Safe from any thread, and from the port's own handler. */
 static void invalidate(struct RLSocketPort *sp) {
     if (!rl__netport_begin_invalidate(&sp->np))
         return;
+    pthread_mutex_lock(&sp->np.mu);
+    if (sp->fd >= 0) /* a send in progress wakes up and fails; it closes the fd */
+        shutdown(sp->fd, SHUT_RDWR);
+    pthread_mutex_unlock(&sp->np.mu);
     if (sp->remote)
         rl__registry_remove(&g_reg, &sp->np);
     RLSocketPortInvalidationCallBack cb = (RLSocketPortInvalidationCallBack)rl__netport_finish_invalidate(&sp->np);
@@ -470,9 +484,7 @@ static void invalidate(struct RLSocketPort *sp) {
 static bool sp_can_destroy(void *obj) {
     struct RLSocketPort *sp = obj;
     invalidate(sp);
-    if (sp->fd >= 0)
-        close(sp->fd);
-    sp->fd = -1;
+    conn_set(sp, -1); /* no sender is left: it would hold a reference */
     return true;
 }
 
@@ -481,12 +493,9 @@ bool RLSocketPortInvalidate(RLSocketPortRef sp) {
         return false;
     RLRetain(sp);
     invalidate(sp);
-    /* A sender may be in the middle of a send: it closes the connection
-     * when it sees the port invalid. */
+    /* A sender in the middle of a send closes the connection itself. */
     if (sp->remote && pthread_mutex_trylock(&sp->send_mu) == 0) {
-        if (sp->fd >= 0)
-            close(sp->fd);
-        sp->fd = -1;
+        conn_set(sp, -1);
         pthread_mutex_unlock(&sp->send_mu);
     }
     RLRelease(sp);
@@ -578,10 +587,10 @@ static void port_text(struct RLSocketPort *p, char *out, size_t n) {
 
 /* The peer is gone: the send fails and the port becomes invalid. */
 static bool peer_gone(struct RLSocketPort *sp, RLErrorCode code, const char *fn, const char *why) {
-    if (sp->fd >= 0)
-        close(sp->fd);
-    sp->fd = -1;
+    conn_set(sp, -1);
     pthread_mutex_unlock(&sp->send_mu);
+    if (!rl__netport_is_valid(&sp->np))
+        return rl__fail(kRLErrorInvalidObject, fn, "%s: the port was invalidated during the send", sp->host);
     RLRetain(sp);
     invalidate(sp);
     RLRelease(sp);
@@ -652,24 +661,20 @@ bool RLSocketPortSendBeforeDate(RLSocketPortRef sp, RLAbsoluteTime limitDate, ui
     }
     if (!RLSocketPortIsValid(sp)) {
         free(frame);
-        if (sp->fd >= 0)
-            close(sp->fd);
-        sp->fd = -1;
+        conn_set(sp, -1);
         pthread_mutex_unlock(&sp->send_mu);
         return rl__fail(kRLErrorInvalidObject, __func__, "the port is invalid");
     }
     if (sp->fd >= 0 && sp->pid != getpid()) { /* a fork's child: the connection is its parent's */
-        close(sp->fd);
-        sp->fd = -1;
+        conn_set(sp, -1);
         sp->pid = getpid();
     }
     if (sp->fd >= 0 && !conn_alive(sp->fd)) { /* the peer closed it since the last send */
-        close(sp->fd);
-        sp->fd = -1;
+        conn_set(sp, -1);
     }
     if (sp->fd < 0) {
         int err;
-        sp->fd = connect_any(sp, deadline, &err);
+        conn_set(sp, connect_any(sp, deadline, &err));
         if (sp->fd < 0) {
             free(frame);
             if (err == ECONNREFUSED)
@@ -685,10 +690,11 @@ bool RLSocketPortSendBeforeDate(RLSocketPortRef sp, RLAbsoluteTime limitDate, ui
     free(frame);
     if (err == ETIMEDOUT) {
         if (sent > 0) { /* the stream is mid-frame: the receiver drops it whole */
-            close(sp->fd);
-            sp->fd = -1;
+            conn_set(sp, -1);
         }
         pthread_mutex_unlock(&sp->send_mu);
+        if (!rl__netport_is_valid(&sp->np))
+            return rl__fail(kRLErrorInvalidObject, __func__, "%s: the port was invalidated during the send", sp->host);
         return rl__fail(kRLErrorTimedOut, __func__, "%s: the receiver is not reading", sp->host);
     }
     if (err)

@@ -47,6 +47,13 @@ static void serve_start(served *s, const char *what) {
     assert_true(RLWorkerThreadPerformSync(s->worker, add_source, s));
 }
 
+/* A served port, registered under one more name (into alias). */
+static void serve_with_alias(served *s, const char *what, char *alias, size_t n) {
+    serve_start(s, what);
+    unique_name(alias, n, "alias");
+    assert_true(RLMessagePortNameServerRegisterPort(s->port, alias));
+}
+
 static void serve_stop(served *s) {
     RLMessagePortInvalidate(s->port);
     assert_true(RLWorkerThreadStop(s->worker));
@@ -113,10 +120,8 @@ static void test_register_lookup_remove(void **state) {
 
 static void test_invalidation_frees_every_name(void **state) {
     served s;
-    serve_start(&s, "inval");
     char alias[128];
-    unique_name(alias, sizeof alias, "alias");
-    assert_true(RLMessagePortNameServerRegisterPort(s.port, alias));
+    serve_with_alias(&s, "inval", alias, sizeof alias);
     assert_true(RLMessagePortInvalidate(s.port));
     assert_null(RLMessagePortNameServerCopyPort(alias));
     assert_rl_error(kRLErrorNotFound);
@@ -131,10 +136,8 @@ static void test_invalidation_frees_every_name(void **state) {
 
 static void test_lookup_from_another_process(void **state) {
     served s;
-    serve_start(&s, "proc");
     char alias[128];
-    unique_name(alias, sizeof alias, "alias");
-    assert_true(RLMessagePortNameServerRegisterPort(s.port, alias));
+    serve_with_alias(&s, "proc", alias, sizeof alias);
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {

@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -528,6 +529,50 @@ static void test_send_times_out_when_the_receiver_does_not_read(void **state) {
     close(lfd);
 }
 
+/* A send blocked on a peer that does not read is woken by invalidation
+ * from another thread: it fails at once, long before its limit date. */
+typedef struct blocked_send {
+    RLSocketPortRef remote;
+    RLDataRef data;
+    bool result;
+    RLErrorCode code;
+    double took;
+} blocked_send;
+
+static void *send_big(void *arg) {
+    blocked_send *b = arg;
+    double t0 = rl_test_now();
+    b->result = RLSocketPortSendBeforeDate(b->remote, in_seconds(60), 1, (RLTypeRef[]){b->data}, 1, NULL);
+    b->code = RLErrorGetLast().code;
+    b->took = rl_test_now() - t0;
+    return NULL;
+}
+
+static void test_invalidate_wakes_a_blocked_send(void **state) {
+    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(bind(lfd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(listen(lfd, 4), 0);
+    socklen_t alen = sizeof a;
+    assert_int_equal(getsockname(lfd, (struct sockaddr *)&a, &alen), 0);
+    blocked_send b = {RLSocketPortCreateRemote(NULL, "127.0.0.1", ntohs(a.sin_port)), NULL, true, 0, 0};
+    size_t big = 32u << 20;
+    uint8_t *bytes = calloc(1, big);
+    b.data = RLDataCreate(NULL, bytes, (RLIndex)big);
+    free(bytes);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, send_big, &b), 0);
+    usleep(200000); /* let it fill the socket (if it has not, it fails at once anyway) */
+    assert_true(RLSocketPortInvalidate(b.remote));
+    pthread_join(t, NULL);
+    assert_false(b.result);
+    assert_int_equal(b.code, kRLErrorInvalidObject);
+    assert_true(b.took < 30); /* it did not wait for its date (60 s) */
+    RLRelease(b.data);
+    RLRelease(b.remote);
+    close(lfd);
+}
+
 /* ---- misuse ---- */
 
 static void test_misuse(void **state) {
@@ -720,6 +765,7 @@ int main(void) {
         cmocka_unit_test(test_peer_death_invalidates_the_remote),
         cmocka_unit_test(test_bad_peers_are_dropped_and_others_served),
         cmocka_unit_test(test_send_times_out_when_the_receiver_does_not_read),
+        cmocka_unit_test(test_invalidate_wakes_a_blocked_send),
         cmocka_unit_test(test_misuse),
         cmocka_unit_test(test_context_is_retained_and_released),
         cmocka_unit_test_teardown(test_between_two_hosts, remove_namespaces),
