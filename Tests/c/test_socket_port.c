@@ -742,6 +742,15 @@ static void test_between_two_hosts(void **state) {
         if (nfd < 0 || setns(nfd, CLONE_NEWNET) < 0)
             _exit(20);
         close(nfd);
+        /* a host that does not answer (no one has 10.231.0.99): the
+         * connect gives up at the send's limit date, and the port stays */
+        RLSocketPortRef nobody = RLSocketPortCreateRemote(NULL, "10.231.0.99", port);
+        double t0 = rl_test_now();
+        bool sent = RLSocketPortSendBeforeDate(nobody, in_seconds(0.5), MSG_COUNT, NULL, 0, NULL);
+        if (sent || RLErrorGetLast().code != kRLErrorTimedOut || !RLSocketPortIsValid(nobody) ||
+            rl_test_now() - t0 > 20)
+            _exit(21);
+        RLRelease(nobody);
         /* the reply port listens on every address of host A: B answers
          * 10.231.0.1, the address A's message came from */
         _exit(exchange(AF_INET, NULL, "10.231.0.2", port));
