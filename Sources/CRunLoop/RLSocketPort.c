@@ -455,11 +455,15 @@ bool RLSocketPortSetStallTimeout(RLSocketPortRef sp, RLTimeInterval seconds) {
 
 /* ---- invalidation ---- */
 
-/* Replaces the remote's connection (send_mu held). */
+/* Replaces the remote's connection (send_mu held). A connection made
+ * while the port was being invalidated is shut down at once, so the send
+ * that made it fails instead of waiting for its date. */
 static void conn_set(struct RLSocketPort *sp, int fd) {
     pthread_mutex_lock(&sp->np.mu);
     int old = sp->fd;
     sp->fd = fd;
+    if (fd >= 0 && !sp->np.valid)
+        shutdown(fd, SHUT_RDWR);
     pthread_mutex_unlock(&sp->np.mu);
     if (old >= 0 && old != fd)
         close(old);
