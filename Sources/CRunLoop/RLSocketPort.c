@@ -147,16 +147,11 @@ static char *sp_describe(const void *obj) {
     pthread_mutex_lock(&sp->np.mu);
     addr_text(&sp->addrs[sp->cur], sp->addrlens[sp->cur], sp->wildcard, where, sizeof where);
     char *s = NULL;
-    int r = asprintf(&s, "<RLSocketPort %p>{%s %s%s%s%s, dropped %zu connection(s)%s%s}", obj,
+    int r = asprintf(&s, "<RLSocketPort %p>{%s %s%s%s%s%s, dropped %zu connection(s)%s%s}", obj,
                      sp->remote ? "remote" : "local", where, sp->remote ? " (" : "", sp->remote ? sp->host : "",
-                     sp->remote ? ")" : "", dropped, sp->np.valid ? "" : ", invalid", dropped ? ", last: " : "");
+                     sp->remote ? ")" : "", sp->np.valid ? "" : ", invalid", dropped, dropped ? ", last: " : "",
+                     dropped ? why : "");
     pthread_mutex_unlock(&sp->np.mu);
-    if (r >= 0 && dropped) {
-        char *t = NULL;
-        r = asprintf(&t, "%.*s%s}", (int)strlen(s) - 1, s, why);
-        free(s);
-        s = t;
-    }
     return r < 0 ? NULL : s;
 }
 
