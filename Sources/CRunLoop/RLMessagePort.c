@@ -293,6 +293,9 @@ RLMessagePortRef RLMessagePortCreateLocal(RLAllocatorRef allocator, const char *
     rl__netport_set_context(&mp->np, context);
     rl__registry_add_locked(&g_reg, &mp->np);
     pthread_mutex_unlock(&g_reg.mu);
+    /* The retain callback is user code: called with no lock held. The
+     * port has no source yet, so nothing calls out with info meanwhile. */
+    rl__netport_retain_context(&mp->np);
     if (shouldFreeInfo)
         *shouldFreeInfo = false;
     return mp;

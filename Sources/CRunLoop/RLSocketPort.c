@@ -386,6 +386,7 @@ RLSocketPortRef RLSocketPortCreateLocal(RLAllocatorRef allocator, int family, co
     }
     sp->callout = callout;
     rl__netport_set_context(&sp->np, context);
+    rl__netport_retain_context(&sp->np);
     return sp;
 }
 

@@ -516,9 +516,11 @@ bool rl__netport_check_context(const void *context, const char *fn) {
 }
 
 void rl__netport_set_context(rl_netport *np, const void *context) {
-    if (!context)
-        return;
-    np->ctx = *(const rl_netport_context *)context;
+    if (context)
+        np->ctx = *(const rl_netport_context *)context;
+}
+
+void rl__netport_retain_context(rl_netport *np) {
     if (np->ctx.retain)
         np->ctx.info = (void *)np->ctx.retain(np->ctx.info);
 }

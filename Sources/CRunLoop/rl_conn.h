@@ -164,9 +164,12 @@ enum { RL_NETPORT_MIN_LIMIT = 64 };
  * but rl__netport_finalize). */
 RL__HIDDEN bool rl__netport_init(rl_netport *np, void *obj);
 RL__HIDDEN void rl__netport_finalize(rl_netport *np);
-/* Checks the context's version; keeps a copy, retaining its info. */
+/* Checks the context's version. */
 RL__HIDDEN bool rl__netport_check_context(const void *context, const char *fn);
+/* Keeps a copy of the context (NULL: none). */
 RL__HIDDEN void rl__netport_set_context(rl_netport *np, const void *context);
+/* Calls the context's retain on its info: user code, so with no lock held. */
+RL__HIDDEN void rl__netport_retain_context(rl_netport *np);
 RL__HIDDEN bool rl__netport_get_context(rl_netport *np, void *context, const char *fn);
 /* Serves a bound, listening socket (taken over). 0 or an errno. */
 RL__HIDDEN int rl__netport_listen(rl_netport *np, int lfd, const rl_server_ops *ops, void *owner);
