@@ -1,14 +1,15 @@
 /*
  * RLMessagePort.c — named message ports over Unix-domain sockets
- * (RLMessagePort.h has the contract, rl_wire.h the frames).
+ * (RLMessagePort.h has the contract, rl_wire.h the frames, rl_conn.h the
+ * serving and the part shared with socket ports).
  *
- * A local port listens on an abstract-namespace socket. Its clients'
- * connections and the listening socket sit in the port's own epoll set,
- * and that one epoll fd is what the run loop watches (an RLFileDescriptor),
- * so a port costs its loop one fd however many clients it has. Each
- * connection is armed one-shot: a run loop that takes its event owns the
- * connection until it re-arms it, so a port whose source is in several
- * loops never has two threads reading one stream.
+ * A local port listens on an abstract-namespace socket, served by an
+ * rl_server: its clients' connections and the listening socket (and any
+ * further names it is registered under) sit in the port's own epoll set,
+ * and that one epoll fd is what the run loop watches, so a port costs its
+ * loop one fd however many clients it has. Requests are answered on the
+ * connection they came on; a client must be this user or admitted by the
+ * access policy.
  *
  * A remote port is one connection. Its requests are serialized by
  * `send_mu`; its reader keeps a partly read frame between calls, and a
