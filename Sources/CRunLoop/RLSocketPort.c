@@ -51,7 +51,7 @@ struct RLSocketPort {
     pthread_mutex_t send_mu; /* one send at a time */
     int fd; /* changed with send_mu and np.mu held (conn_set): invalidate shuts it down under np.mu */
     char host[256]; /* as given, for descriptions */
-    pid_t pid; /* a fork's child does not reuse its parent's connections */
+    pid_t pid; /* whose connection fd is (np.mu): a fork's child does not use or cut its parent's */
 };
 RL__NETPORT_CHECK(struct RLSocketPort);
 _Static_assert(sizeof(RLSocketPortContext) == sizeof(rl_netport_context), "context layouts differ");
@@ -76,7 +76,12 @@ static struct RLSocketPort *reg_find_locked(const struct sockaddr_storage *a) {
     for (rl_netport *np = g_reg.head; np; np = np->reg_next) {
         struct RLSocketPort *p = rl__netport_object(np);
         /* order: the registry's lock, then a port's */
-        if (p->pid == getpid() && same_addr(&p->addrs[0], a) && rl__netport_is_valid(np))
+        if (!same_addr(&p->addrs[0], a))
+            continue;
+        pthread_mutex_lock(&np->mu);
+        bool mine = p->pid == getpid() && np->valid;
+        pthread_mutex_unlock(&np->mu);
+        if (mine)
             return p;
     }
     return NULL;
@@ -471,7 +476,10 @@ static void invalidate(struct RLSocketPort *sp) {
     if (!rl__netport_begin_invalidate(&sp->np))
         return;
     pthread_mutex_lock(&sp->np.mu);
-    if (sp->fd >= 0) /* a send in progress wakes up and fails; it closes the fd */
+    /* A send in progress wakes up and fails; it closes the fd. Not in a
+     * fork's child whose copy still shares its parent's connection:
+     * shutting it down would cut the parent's. */
+    if (sp->fd >= 0 && sp->pid == getpid())
         shutdown(sp->fd, SHUT_RDWR);
     pthread_mutex_unlock(&sp->np.mu);
     if (sp->remote)
@@ -666,8 +674,10 @@ bool RLSocketPortSendBeforeDate(RLSocketPortRef sp, RLAbsoluteTime limitDate, ui
         return rl__fail(kRLErrorInvalidObject, __func__, "the port is invalid");
     }
     if (sp->fd >= 0 && sp->pid != getpid()) { /* a fork's child: the connection is its parent's */
-        conn_set(sp, -1);
+        conn_set(sp, -1); /* closes this process's copy only */
+        pthread_mutex_lock(&sp->np.mu);
         sp->pid = getpid();
+        pthread_mutex_unlock(&sp->np.mu);
     }
     if (sp->fd >= 0 && !conn_alive(sp->fd)) { /* the peer closed it since the last send */
         conn_set(sp, -1);

@@ -339,6 +339,70 @@ static void test_messages_in_order_in_one_process(void **state) {
     RLRelease(local);
 }
 
+/* A forked child that sends through its parent's remote port opens its
+ * own connection; the parent's keeps working, in order. */
+static void test_fork_child_uses_its_own_connection(void **state) {
+    inbox b = {0, true, false};
+    RLSocketPortContext ctx = {0, &b, NULL, NULL, NULL};
+    RLSocketPortRef local = RLSocketPortCreateLocal(NULL, AF_INET, "127.0.0.1", 0, inbox_handler, &ctx);
+    RLRunLoopSourceRef src = RLSocketPortCreateRunLoopSource(NULL, local, 0);
+    RLRunLoopAddSource(RLRunLoopGetCurrent(), src, kRLRunLoopDefaultMode);
+    RLSocketPortRef remote = RLSocketPortCreateRemote(NULL, "127.0.0.1", RLSocketPortGetPort(local));
+    assert_true(RLSocketPortSendBeforeDate(remote, in_seconds(5), 0, NULL, 0, NULL));
+    run_until(&b.n, 1);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        /* msgid 1 is the one the inbox expects next */
+        bool ok = RLSocketPortSendBeforeDate(remote, in_seconds(5), 1, NULL, 0, NULL);
+        RLRelease(remote);
+        _exit(ok ? 0 : 1);
+    }
+    assert_int_equal(wait_exit(pid), 0);
+    run_until(&b.n, 2);
+    assert_true(RLSocketPortSendBeforeDate(remote, in_seconds(5), 2, NULL, 0, NULL));
+    run_until(&b.n, 3);
+    assert_int_equal(b.n, 3);
+    assert_true(b.in_order);
+    assert_true(RLSocketPortIsValid(remote));
+    RLRelease(remote);
+    RLSocketPortInvalidate(local);
+    RLRelease(src);
+    RLRelease(local);
+}
+
+/* A child that invalidates its copy of a remote port does not touch the
+ * parent's connection (seen from a raw receiver: no end of stream, and
+ * the parent's next message comes on the same connection). */
+static void test_fork_child_invalidating_leaves_the_parent_connected(void **state) {
+    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(bind(lfd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(listen(lfd, 4), 0);
+    socklen_t alen = sizeof a;
+    assert_int_equal(getsockname(lfd, (struct sockaddr *)&a, &alen), 0);
+    RLSocketPortRef remote = RLSocketPortCreateRemote(NULL, "127.0.0.1", ntohs(a.sin_port));
+    assert_true(RLSocketPortSendBeforeDate(remote, in_seconds(5), 1, NULL, 0, NULL));
+    int conn = accept(lfd, NULL, NULL);
+    assert_true(conn >= 0);
+    uint8_t buf[256];
+    assert_true(recv(conn, buf, sizeof buf, 0) > 0); /* the first frame */
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0)
+        _exit(RLSocketPortInvalidate(remote) ? 0 : 1);
+    assert_int_equal(wait_exit(pid), 0);
+    errno = 0;
+    assert_int_equal(recv(conn, buf, sizeof buf, MSG_DONTWAIT), -1); /* not 0: no end of stream */
+    assert_int_equal(errno, EAGAIN);
+    assert_true(RLSocketPortIsValid(remote));
+    assert_true(RLSocketPortSendBeforeDate(remote, in_seconds(5), 2, NULL, 0, NULL));
+    assert_true(recv(conn, buf, sizeof buf, 0) > 0); /* on the same connection */
+    RLRelease(remote);
+    close(conn);
+    close(lfd);
+}
+
 /* ---- peer death ---- */
 
 static int inval_calls;
@@ -771,6 +835,8 @@ int main(void) {
         cmocka_unit_test(test_exchange_over_ipv4_loopback),
         cmocka_unit_test(test_exchange_over_ipv6_loopback),
         cmocka_unit_test(test_dual_stack_server_takes_ipv4),
+        cmocka_unit_test(test_fork_child_uses_its_own_connection),
+        cmocka_unit_test(test_fork_child_invalidating_leaves_the_parent_connected),
         cmocka_unit_test(test_peer_death_invalidates_the_remote),
         cmocka_unit_test(test_bad_peers_are_dropped_and_others_served),
         cmocka_unit_test(test_send_times_out_when_the_receiver_does_not_read),
