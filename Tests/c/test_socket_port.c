@@ -389,8 +389,11 @@ static void test_fork_child_invalidating_leaves_the_parent_connected(void **stat
     assert_true(recv(conn, buf, sizeof buf, 0) > 0); /* the first frame */
     pid_t pid = fork();
     assert_true(pid >= 0);
-    if (pid == 0)
-        _exit(RLSocketPortInvalidate(remote) ? 0 : 1);
+    if (pid == 0) {
+        bool ok = RLSocketPortInvalidate(remote);
+        RLRelease(remote); /* this process's copy */
+        _exit(ok ? 0 : 1);
+    }
     assert_int_equal(wait_exit(pid), 0);
     errno = 0;
     assert_int_equal(recv(conn, buf, sizeof buf, MSG_DONTWAIT), -1); /* not 0: no end of stream */
