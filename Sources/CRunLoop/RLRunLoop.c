@@ -2835,18 +2835,46 @@ RLRunLoopRef rl__runloop_get_for_thread(pthread_t thread) {
 
 /* ==== END run loops by thread ==== */
 
-/* ---- fork() (rl_fork.c): the main loop's mutex and the thread table are
- * held across it. The loops' own locks are per object, like a thread's:
- * the child never takes an inherited loop's (rl_of_this_process). */
+/* ---- fork() (rl_fork.c): the main loop's mutex, the thread table and
+ * every loop's lock are held across it. The child never runs an inherited
+ * loop (rl_of_this_process), but a timer or observer made in the parent
+ * may still have one as its home, and locks it to be refused: so no loop
+ * lock may be left held by a thread that does not exist in the child.
+ * Taking them all here breaks the one-loop-lock-at-a-time rule safely: no
+ * other thread holds two, and this one waits for nothing else while it
+ * holds them (raw futex calls, so the lock-order detector sees nothing). */
 static rl_thread_entry *rl_inherited;   /* in a fork() child: the parent's loops, kept, never used */
 static RLRunLoopRef rl_inherited_mains; /* the same for its main loops (linked by inherited_next) */
+
+/* Every loop the thread table or the main-loop slot knows, each once:
+ * lock (true) or unlock (false) it. */
+static void rl_fork_each_loop(bool lock) {
+    RLRunLoopRef main = rl_main_loop;
+    bool main_seen = false;
+    for (size_t b = 0; b < RL_THREADTAB_BUCKETS; b++)
+        for (rl_thread_entry *e = rl_threadtab[b]; e; e = e->next) {
+            main_seen = main_seen || e->rl == main;
+            if (lock)
+                rl__mutex_lock_slow(&e->rl->lock, NULL);
+            else
+                rl__mutex_unlock(&e->rl->lock);
+        }
+    if (main && !main_seen) {
+        if (lock)
+            rl__mutex_lock_slow(&main->lock, NULL);
+        else
+            rl__mutex_unlock(&main->lock);
+    }
+}
 
 void rl__runloop_fork_prepare(void) {
     pthread_mutex_lock(&rl_main_mutex);
     pthread_mutex_lock(&rl_threadtab_mutex);
+    rl_fork_each_loop(true);
 }
 
 void rl__runloop_fork_parent(void) {
+    rl_fork_each_loop(false);
     pthread_mutex_unlock(&rl_threadtab_mutex);
     pthread_mutex_unlock(&rl_main_mutex);
 }
