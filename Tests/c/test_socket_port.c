@@ -339,6 +339,19 @@ static void test_messages_in_order_in_one_process(void **state) {
     RLRelease(local);
 }
 
+/* A raw TCP listener on 127.0.0.1 that never reads unless told to; its
+ * port number goes into *port. */
+static int raw_listener(uint16_t *port) {
+    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(bind(lfd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(listen(lfd, 4), 0);
+    socklen_t alen = sizeof a;
+    assert_int_equal(getsockname(lfd, (struct sockaddr *)&a, &alen), 0);
+    *port = ntohs(a.sin_port);
+    return lfd;
+}
+
 /* A forked child that sends through its parent's remote port opens its
  * own connection; the parent's keeps working, in order. */
 static void test_fork_child_uses_its_own_connection(void **state) {
@@ -375,13 +388,9 @@ static void test_fork_child_uses_its_own_connection(void **state) {
  * parent's connection (seen from a raw receiver: no end of stream, and
  * the parent's next message comes on the same connection). */
 static void test_fork_child_invalidating_leaves_the_parent_connected(void **state) {
-    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    assert_int_equal(bind(lfd, (struct sockaddr *)&a, sizeof a), 0);
-    assert_int_equal(listen(lfd, 4), 0);
-    socklen_t alen = sizeof a;
-    assert_int_equal(getsockname(lfd, (struct sockaddr *)&a, &alen), 0);
-    RLSocketPortRef remote = RLSocketPortCreateRemote(NULL, "127.0.0.1", ntohs(a.sin_port));
+    uint16_t port;
+    int lfd = raw_listener(&port);
+    RLSocketPortRef remote = RLSocketPortCreateRemote(NULL, "127.0.0.1", port);
     assert_true(RLSocketPortSendBeforeDate(remote, in_seconds(5), 1, NULL, 0, NULL));
     int conn = accept(lfd, NULL, NULL);
     assert_true(conn >= 0);
@@ -572,13 +581,9 @@ static void test_bad_peers_are_dropped_and_others_served(void **state) {
 /* A peer that accepts but never reads: a large send times out by its
  * limit date, and the port stays valid. */
 static void test_send_times_out_when_the_receiver_does_not_read(void **state) {
-    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    assert_int_equal(bind(lfd, (struct sockaddr *)&a, sizeof a), 0);
-    assert_int_equal(listen(lfd, 4), 0);
-    socklen_t alen = sizeof a;
-    assert_int_equal(getsockname(lfd, (struct sockaddr *)&a, &alen), 0);
-    RLSocketPortRef remote = RLSocketPortCreateRemote(NULL, "127.0.0.1", ntohs(a.sin_port));
+    uint16_t port;
+    int lfd = raw_listener(&port);
+    RLSocketPortRef remote = RLSocketPortCreateRemote(NULL, "127.0.0.1", port);
     size_t big = 32u << 20;
     uint8_t *bytes = calloc(1, big);
     RLDataRef d = RLDataCreate(NULL, bytes, (RLIndex)big);
@@ -616,13 +621,9 @@ static void *send_big(void *arg) {
 }
 
 static void test_invalidate_wakes_a_blocked_send(void **state) {
-    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    assert_int_equal(bind(lfd, (struct sockaddr *)&a, sizeof a), 0);
-    assert_int_equal(listen(lfd, 4), 0);
-    socklen_t alen = sizeof a;
-    assert_int_equal(getsockname(lfd, (struct sockaddr *)&a, &alen), 0);
-    blocked_send b = {RLSocketPortCreateRemote(NULL, "127.0.0.1", ntohs(a.sin_port)), NULL, true, 0, 0};
+    uint16_t port;
+    int lfd = raw_listener(&port);
+    blocked_send b = {RLSocketPortCreateRemote(NULL, "127.0.0.1", port), NULL, true, 0, 0};
     size_t big = 32u << 20;
     uint8_t *bytes = calloc(1, big);
     b.data = RLDataCreate(NULL, bytes, (RLIndex)big);
