@@ -2,7 +2,8 @@
 # Installs the Debian packages the build, tests and benchmarks need, if any is
 # missing. `make check` runs this first; a plain `swift build` needs libbsd-dev.
 set -euo pipefail
-pkgs=(libbsd-dev libcmocka-dev pkg-config valgrind libuv1-dev libglib2.0-dev)
+pkgs=(libbsd-dev libcmocka-dev pkg-config valgrind libuv1-dev libglib2.0-dev libblocksruntime-dev
+      python3-matplotlib)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
