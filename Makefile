@@ -29,11 +29,19 @@ VERSION := 0.1.0
 CC_NAME := $(notdir $(firstword $(CC)))
 IS_CLANG := $(shell $(CC) --version 2>/dev/null | grep -q clang && echo 1)
 VARIANT ?=
-BUILD ?= build/$(CC_NAME)$(VARIANT)
+# PLAIN=1 builds the same library without its speed tricks (object slabs,
+# the block copier, spinning before sleeping, request pacing): malloc/free,
+# Block_copy, plain futex/epoll waits. Each trick is one RL_PLAIN_* switch
+# (Sources/CRunLoop/internal.h); `make bench-tricks` shows what each buys.
+PLAIN ?=
+BUILD ?= build/$(CC_NAME)$(VARIANT)$(if $(filter 1,$(PLAIN)),-plain)
 
 OPT ?= -O2
 SAN ?=
 CPPFLAGS += -Iinclude -ISources/CRunLoop -D_GNU_SOURCE
+ifeq ($(PLAIN),1)
+CPPFLAGS += -DRL_PLAIN=1
+endif
 CFLAGS ?= $(OPT) -g
 CFLAGS += -std=gnu11 -Wall -Wextra -Wno-unused-parameter -fPIC -fvisibility=hidden $(SAN)
 LDFLAGS += $(SAN)
@@ -60,7 +68,7 @@ TEST_LIBS := -lcmocka
 TSAN_EXTRA_LIBS := $(if $(IS_CLANG),-L$(SWIFT_LIBDIR) -ldispatch)
 
 .PHONY: FORCE all lib deps check check-c check-swift check-asan check-tsan check-leak \
-        check-install check-sanitizers check-swift-tsan check-swift-asan bench demo install clean
+        check-install check-exports check-sanitizers check-swift-tsan check-swift-asan bench demo install clean
 
 all: lib $(BUILD)/crunloop.pc
 lib: $(STATIC_LIB) $(SHARED_LIB)
@@ -108,10 +116,12 @@ TESTS ?=
 check-c: deps $(TEST_BINS)
 	@BUILD=$(BUILD) TEST_RUNNER="$(TEST_RUNNER)" scripts/run-c-tests.sh $(TESTS)
 
+# PLAIN=1 carries over to SwiftPM as a C define, in its own build folder.
+SWIFT_ARGS := $(if $(filter 1,$(PLAIN)),--scratch-path .build/plain -Xcc -DRL_PLAIN=1)
 check-swift: deps
-	$(SWIFTPM) build --build-tests
-	$(SWIFTPM) test
-	RL_EXAMPLE_FAST=1 $(SWIFTPM) run swiftthreads-demo > $(CURDIR)/.build/swiftthreads-demo.out 2>&1 \
+	$(SWIFTPM) build --build-tests $(SWIFT_ARGS)
+	$(SWIFTPM) test $(SWIFT_ARGS)
+	RL_EXAMPLE_FAST=1 $(SWIFTPM) run $(SWIFT_ARGS) swiftthreads-demo > $(CURDIR)/.build/swiftthreads-demo.out 2>&1 \
 	  || { cat .build/swiftthreads-demo.out; echo "swiftthreads-demo failed"; exit 1; }
 	@echo "swiftthreads-demo (fast): ok"
 
@@ -175,6 +185,14 @@ clean:
 	rm -rf build
 
 -include $(sort $(wildcard mk/*.mk))
+
+# The exported symbols are exactly the documented API (the list is kept in
+# scripts/exported-symbols.txt). Checked on the clang build, which has the
+# block APIs too.
+check-exports: deps
+	@$(MAKE) --no-print-directory -s lib CC=clang BUILD=build/clang-exports VARIANT= SAN= PLAIN=
+	@scripts/check-exports.sh build/clang-exports/libcrunloop.so
+CHECK_EXTRA += check-exports
 
 # `make install` + pkg-config from a program outside the tree.
 check-install: deps lib

@@ -3,18 +3,18 @@
 #   make check-diff DIFF=obs_poll    some scenarios only
 # Built in their own tree (DIFF_BUILD) with the toolchain's clang, which
 # CoreFoundation's headers need.
-DIFF_BUILD ?= build/diff
+DIFF_BUILD ?= build/diff$(if $(filter 1,$(PLAIN)),-plain)
 DIFF ?=
 
 .PHONY: check-diff
 check-diff:
-	@BUILD=$(DIFF_BUILD) scripts/run-diff-tests.sh $(DIFF)
+	@PLAIN=$(PLAIN) BUILD=$(DIFF_BUILD) scripts/run-diff-tests.sh $(DIFF)
 
 CHECK_EXTRA += check-diff
 
 # Our side built with sanitizers (CF's side is not instrumented).
 .PHONY: check-diff-asan check-diff-tsan
 check-diff-asan:
-	@DIFF_SAN=asan scripts/run-diff-tests.sh $(DIFF)
+	@PLAIN=$(PLAIN) DIFF_SAN=asan scripts/run-diff-tests.sh $(DIFF)
 check-diff-tsan:
-	@DIFF_SAN=tsan scripts/run-diff-tests.sh $(DIFF)
+	@PLAIN=$(PLAIN) DIFF_SAN=tsan scripts/run-diff-tests.sh $(DIFF)

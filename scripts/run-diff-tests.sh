@@ -21,9 +21,9 @@ DIFF_SAN=${DIFF_SAN:-}
 case "$DIFF_SAN" in
   "") san_flags=(); san_libs=(); BUILD=${BUILD:-build/diff} ;;
   asan) san_flags=(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
-        san_libs=(); BUILD=${BUILD:-build/diff-asan} ;;
+        san_libs=(); BUILD=${BUILD:-build/diff-asan${PLAIN:+-plain}} ;;
   # The toolchain's TSan runtime carries libdispatch interceptors: link it.
-  tsan) san_flags=(-fsanitize=thread); san_libs=(-ldispatch); BUILD=${BUILD:-build/diff-tsan} ;;
+  tsan) san_flags=(-fsanitize=thread); san_libs=(-ldispatch); BUILD=${BUILD:-build/diff-tsan${PLAIN:+-plain}} ;;
   *) echo "run-diff-tests: DIFF_SAN must be asan or tsan"; exit 2 ;;
 esac
 DIFF_ONLY=${DIFF_ONLY:-}
@@ -57,7 +57,7 @@ mkdir -p "$BUILD/diff-bin" "$BUILD/diff-traces"
 lib_ok=1
 if [ "$DIFF_ONLY" != cf ]; then
   # Our own clang build, whatever CC/SAN/OPT an outer make passed down.
-  lib_args=(BUILD="$BUILD" CC="$CLANG" VARIANT=)
+  lib_args=(BUILD="$BUILD" CC="$CLANG" VARIANT= PLAIN="${PLAIN:-}")
   if [ -n "$DIFF_SAN" ]; then lib_args+=(OPT=-O1 "SAN=${san_flags[*]}"); else lib_args+=(OPT=-O2 SAN=); fi
   if ! MAKEFLAGS= MFLAGS= make --no-print-directory -s "${lib_args[@]}" lib >"$BUILD/diff-traces/lib-build.log" 2>&1; then
     echo "run-diff-tests: building the library failed (see $BUILD/diff-traces/lib-build.log)"

@@ -10,7 +10,7 @@
 _Atomic unsigned rl__faults;
 
 void *rl__object_alloc(const rl__class *cls, size_t size, const char *fn) {
-    bool pooled = rl__pool_serves(size);
+    bool pooled = RL_TRICK_POOL && rl__pool_serves(size);
     rl__object *o = pooled ? rl__pool_alloc(size) : calloc(1, size);
     if (!o) {
         rl__fail(kRLErrorNoMemory, fn, "out of memory allocating %s", cls->name);

@@ -57,7 +57,7 @@ char *rl__lock_describe(const char *type, const void *obj, rl__lockname *name, c
  * while the other sleeps. Measured with bench_sync's 2-thread counter: 20
  * spins 1.4-1.6x pthread_mutex (median), 100 spins 1.6-2.1x, 0-5 spins
  * 0.8-1.0x. glibc's default mutex does not spin at all. */
-enum { RL__MUTEX_SPINS = 4 };
+enum { RL__MUTEX_SPINS = RL_TRICK_LOCK_SPIN ? 4 : 0 };
 
 int rl__mutex_lock_slow(rl__mutex *m, const struct timespec *deadline) {
     for (int i = 0; i < RL__MUTEX_SPINS; i++) {

@@ -37,7 +37,6 @@
 #include <unistd.h>
 
 _Atomic int rl__lockdep_on = 0;
-int RLLockDebugActive_ = 0;
 
 enum {
     RL__HELD_MAX = 48,     /* as Linux lockdep's MAX_LOCK_DEPTH */
@@ -734,7 +733,9 @@ void rl__lockdep_write_acquired(const void *lock, const char *name, const void *
     rl__lockdep_acquired_mode(RL__LOCKDEP_LOCK, lock, name, where, false);
 }
 
-void RLLockDebugRecordCallSite_(const char *file, int line) {
+void RLLockDebugSetCallSite(const char *file, int line) {
+    if (!rl__lockdep_enabled())
+        return;
     t_callsite = (rl__site){NULL, file, file ? line : 0};
 }
 
@@ -760,7 +761,6 @@ void RLLockDebugSetEnabled(bool enabled) {
     if (enabled && !was)
         atomic_fetch_add_explicit(&g_epoch, 1, memory_order_relaxed);
     atomic_store_explicit(&rl__lockdep_on, enabled ? 1 : 0, memory_order_relaxed);
-    __atomic_store_n(&RLLockDebugActive_, enabled ? 1 : 0, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&g_mu);
 }
 

@@ -60,6 +60,8 @@ static bool rl__waiter_spin(rl__perform_waiter *w, int64_t until) {
 
 /* Yields the CPU a few times while the request is pending. */
 static void rl__waiter_yield(rl__perform_waiter *w) {
+    if (!RL_TRICK_YIELD)
+        return;
     for (int i = 0; i < 4 && atomic_load_explicit(&w->state, memory_order_relaxed) == RL__WAIT_PENDING; i++)
         sched_yield();
 }

@@ -1666,7 +1666,7 @@ static bool rl_do_blocks(RLRunLoopRef rl, rl_mode *m) {
  * next batch grow. A round trip (one request between waits) never pauses. */
 static void rl_pace_requests(RLRunLoopRef rl) {
     enum { RL_STREAM_MIN = 32, RL_STREAM_PAUSE_NS = 2000 };
-    if (rl->pass_ran == 0)
+    if (!RL_TRICK_PACE || rl->pass_ran == 0)
         return;
     int cpu = rl__spin_cpu();
     int waker = atomic_load_explicit(&rl->waker_cpu, memory_order_relaxed);

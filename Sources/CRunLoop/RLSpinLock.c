@@ -1,6 +1,6 @@
-/* RLSpinLock.c — the exported twins of the inline spin-lock functions, and
- * their cold paths: NULL and misuse reporting, and lock debugging (which
- * needs a real return address for `where`, so it cannot live inline). */
+/* RLSpinLock.c — the spin lock: an exchange on the fast path; NULL and
+ * misuse reporting, and lock debugging (which records the caller's return
+ * address as `where`) off it. */
 #include "RLLockDebugInternal.h"
 
 #include <crunloop/RLSpinLock.h>
@@ -20,14 +20,22 @@ bool RLSpinLockInit(RLSpinLock *lock) {
 }
 
 static bool held_by_self(const RLSpinLock *lock) {
-    return __atomic_load_n(&lock->_owner, __ATOMIC_RELAXED) == rl__spinlock_self();
+    return __atomic_load_n(&lock->_owner, __ATOMIC_RELAXED) == rl__thread_pointer();
 }
 
 static void set_owner(RLSpinLock *lock) {
-    __atomic_store_n(&lock->_owner, rl__spinlock_self(), __ATOMIC_RELAXED);
+    __atomic_store_n(&lock->_owner, rl__thread_pointer(), __ATOMIC_RELAXED);
 }
 
-bool RLSpinLockTryFailed_(RLSpinLock *lock) {
+static bool try_fast(RLSpinLock *lock) {
+    /* Test first: a failed exchange would still take the line exclusive. */
+    return __atomic_load_n(&lock->_state, __ATOMIC_RELAXED) == 0 &&
+           __atomic_exchange_n(&lock->_state, 1, __ATOMIC_ACQUIRE) == 0;
+}
+
+static bool debugging(void) { return RL__UNLIKELY(rl__lockdep_enabled()); }
+
+static bool try_failed(RLSpinLock *lock) {
     return rl__fail(kRLErrorBusy, "RLSpinLockTry", "spin lock %p is held%s", (void *)lock,
                     held_by_self(lock) ? " by the calling thread" : " by another thread");
 }
@@ -38,8 +46,8 @@ static bool would_deadlock(RLSpinLock *lock) {
 }
 
 static bool try_lock(RLSpinLock *lock, const void *where) {
-    if (!rl__spinlock_try_fast(lock))
-        return RLSpinLockTryFailed_(lock);
+    if (!try_fast(lock))
+        return try_failed(lock);
     set_owner(lock);
     if (RL__UNLIKELY(rl__lockdep_enabled()))
         rl__lockdep_acquired_kind(RL__LOCKDEP_SPIN, lock, NULL, where);
@@ -55,18 +63,14 @@ static bool lock_contended(RLSpinLock *lock) {
     for (unsigned round = 0;; round++) {
         unsigned shift = round < RL_SPINLOCK_BACKOFF_MAX_SHIFT ? round : RL_SPINLOCK_BACKOFF_MAX_SHIFT;
         for (unsigned i = 0; i < (1u << shift); i++)
-            rl__spinlock_pause();
+            rl__cpu_relax();
         if (round >= RL_SPINLOCK_SPIN_ROUNDS)
             sched_yield();
-        if (rl__spinlock_try_fast(lock)) {
+        if (try_fast(lock)) {
             set_owner(lock);
             return true;
         }
     }
-}
-
-bool RLSpinLockLockContended_(RLSpinLock *lock) {
-    return lock_contended(lock);
 }
 
 static bool lock_lock(RLSpinLock *lock, const void *where) {
@@ -99,20 +103,29 @@ static bool unlock(RLSpinLock *lock) {
     return true;
 }
 
-/* `where` is the caller's return address: the inline functions call these
- * from the user's own function, so it names the user's call site. */
-bool RLSpinLockTryOutOfLine(RLSpinLock *lock) {
-    return check(lock, "RLSpinLockTry") && try_lock(lock, __builtin_return_address(0));
+/* `where` is the caller's return address: the user's call site. */
+bool RLSpinLockTry(RLSpinLock *lock) {
+    if (RL__UNLIKELY(lock == NULL) || debugging())
+        return check(lock, "RLSpinLockTry") && try_lock(lock, __builtin_return_address(0));
+    if (RL__UNLIKELY(!try_fast(lock)))
+        return try_failed(lock);
+    set_owner(lock);
+    return true;
 }
 
-bool RLSpinLockLockOutOfLine(RLSpinLock *lock) {
-    return check(lock, "RLSpinLockLock") && lock_lock(lock, __builtin_return_address(0));
+bool RLSpinLockLock(RLSpinLock *lock) {
+    if (RL__UNLIKELY(lock == NULL) || debugging())
+        return check(lock, "RLSpinLockLock") && lock_lock(lock, __builtin_return_address(0));
+    if (RL__UNLIKELY(__atomic_exchange_n(&lock->_state, 1, __ATOMIC_ACQUIRE) != 0))
+        return lock_contended(lock);
+    set_owner(lock);
+    return true;
 }
 
-bool RLSpinLockUnlockOutOfLine(RLSpinLock *lock) {
+bool RLSpinLockUnlock(RLSpinLock *lock) {
     return check(lock, "RLSpinLockUnlock") && unlock(lock);
 }
 
-bool RLSpinLockIsLockedOutOfLine(const RLSpinLock *lock) {
+bool RLSpinLockIsLocked(const RLSpinLock *lock) {
     return check(lock, "RLSpinLockIsLocked") && __atomic_load_n(&lock->_state, __ATOMIC_RELAXED) != 0;
 }

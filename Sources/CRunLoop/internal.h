@@ -15,6 +15,38 @@
 #define RL__LIKELY(x) __builtin_expect(!!(x), 1)
 #define RL__UNLIKELY(x) __builtin_expect(!!(x), 0)
 
+/* Speed tricks, each with a plain twin. `make PLAIN=1` (-DRL_PLAIN=1)
+ * turns them all off; -DRL_TRICK_<NAME>=0 turns off one, which is how
+ * `make bench-tricks` measures what each buys on its own. The plain build
+ * runs the C tests, the differential tests and TSan in CI too.
+ *   POOL       objects from size-class slabs (rl_pool.c); plain: calloc/free
+ *   SPIN       adaptive spin before sleeping, for the loop's wait and for a
+ *              waitUntilDone sender (rl_spin.h); plain: sleep at once
+ *   PACE       a loop yields to a same-CPU producer and pauses between big
+ *              request batches before it waits (RLRunLoop.c); plain: none
+ *   YIELD      a waitUntilDone sender on a shared CPU yields before it
+ *              sleeps (RLPerform.c); plain: sleep at once
+ *   LOCK_SPIN  RLLock spins a few rounds before its futex wait (RLLock.c);
+ *              plain: wait at once */
+#ifndef RL_PLAIN
+#define RL_PLAIN 0
+#endif
+#ifndef RL_TRICK_POOL
+#define RL_TRICK_POOL (!RL_PLAIN)
+#endif
+#ifndef RL_TRICK_SPIN
+#define RL_TRICK_SPIN (!RL_PLAIN)
+#endif
+#ifndef RL_TRICK_PACE
+#define RL_TRICK_PACE (!RL_PLAIN)
+#endif
+#ifndef RL_TRICK_YIELD
+#define RL_TRICK_YIELD (!RL_PLAIN)
+#endif
+#ifndef RL_TRICK_LOCK_SPIN
+#define RL_TRICK_LOCK_SPIN (!RL_PLAIN)
+#endif
+
 /* Fault injection for tests: each bit of rl__faults makes one kind of
  * allocation fail, to reach the paths that handle it. Zero in normal use;
  * the tests set it (it is hidden, so only code linked with the static
@@ -24,8 +56,30 @@ RL__HIDDEN extern _Atomic unsigned rl__faults;
 #define rl__fault(f) RL__UNLIKELY(atomic_load_explicit(&rl__faults, memory_order_relaxed) & (f))
 
 /* One spin-wait pause (x86 `pause`, ARM `yield`), for every busy-wait in
- * the library: the public spin lock's, RLSpinLock.h. */
-static inline void rl__cpu_relax(void) { rl__spinlock_pause(); }
+ * the library. */
+static inline void rl__cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__) || defined(__arm__)
+    __asm__ __volatile__("yield");
+#else
+    atomic_signal_fence(memory_order_seq_cst);
+#endif
+}
+
+/* The calling thread's identity (never 0): its thread pointer, which glibc
+ * also returns as pthread_self(), read without a call into libc. */
+static inline uintptr_t rl__thread_pointer(void) {
+    uintptr_t tp;
+#if defined(__x86_64__)
+    __asm__("mov %%fs:0, %0" : "=r"(tp));
+#elif defined(__aarch64__)
+    __asm__("mrs %0, tpidr_el0" : "=r"(tp));
+#else
+    tp = (uintptr_t)pthread_self();
+#endif
+    return tp;
+}
 
 /* ---- errors (RLError.c) ---- */
 

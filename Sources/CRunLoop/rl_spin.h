@@ -50,6 +50,8 @@ static inline int64_t rl__spin_now(void) {
 static inline int rl__spin_cpu(void) { return sched_getcpu(); }
 
 static inline uint32_t rl__spin_budget(const rl__spin *s) {
+    if (!RL_TRICK_SPIN)
+        return 0; /* the plain twin never spins */
     return atomic_load_explicit(&s->ns, memory_order_relaxed);
 }
 
@@ -57,6 +59,8 @@ static inline uint32_t rl__spin_budget(const rl__spin *s) {
  * to its end; `awaited` is false if it ended for another reason than the
  * event the budget is for (a timeout, a timer, an fd). */
 static inline void rl__spin_learn(rl__spin *s, int64_t waited_ns, bool awaited) {
+    if (!RL_TRICK_SPIN)
+        return;
     uint32_t b = rl__spin_budget(s), nb = b;
     if (awaited && waited_ns <= (int64_t)b)
         return; /* the spin paid */

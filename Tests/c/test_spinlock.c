@@ -25,24 +25,24 @@ static void test_initial_state_and_try(void **state) {
 static void test_out_of_line_twins(void **state) {
     RLSpinLock lock;
     assert_true(RLSpinLockInit(&lock));
-    assert_false(RLSpinLockIsLockedOutOfLine(&lock));
-    assert_true(RLSpinLockTryOutOfLine(&lock));
-    assert_true(RLSpinLockIsLockedOutOfLine(&lock));
+    assert_false(RLSpinLockIsLocked(&lock));
+    assert_true(RLSpinLockTry(&lock));
+    assert_true(RLSpinLockIsLocked(&lock));
     RLErrorClear();
-    assert_rl_fails(RLSpinLockTryOutOfLine(&lock), kRLErrorBusy);
-    assert_true(RLSpinLockUnlockOutOfLine(&lock));
-    assert_true(RLSpinLockLockOutOfLine(&lock));
+    assert_rl_fails(RLSpinLockTry(&lock), kRLErrorBusy);
+    assert_true(RLSpinLockUnlock(&lock));
+    assert_true(RLSpinLockLock(&lock));
     /* Both forms operate on the same word. */
     assert_false(RLSpinLockTry(&lock));
     assert_true(RLSpinLockUnlock(&lock));
-    assert_false(RLSpinLockIsLockedOutOfLine(&lock));
+    assert_false(RLSpinLockIsLocked(&lock));
 }
 
 static void test_misuse(void **state) {
     RLSpinLock lock = RL_SPINLOCK_INIT;
     /* Unlock of a lock nobody holds: an error, and the lock stays usable. */
     assert_rl_fails(RLSpinLockUnlock(&lock), kRLErrorNotLocked);
-    assert_rl_fails(RLSpinLockUnlockOutOfLine(&lock), kRLErrorNotLocked);
+    assert_rl_fails(RLSpinLockUnlock(&lock), kRLErrorNotLocked);
     assert_false(RLSpinLockIsLocked(&lock));
     assert_true(RLSpinLockLock(&lock));
     assert_true(RLSpinLockUnlock(&lock));
@@ -54,10 +54,10 @@ static void test_misuse(void **state) {
     assert_rl_fails(RLSpinLockLock(NULL), kRLErrorInvalidArgument);
     assert_rl_fails(RLSpinLockUnlock(NULL), kRLErrorInvalidArgument);
     assert_rl_fails(RLSpinLockIsLocked(NULL), kRLErrorInvalidArgument);
-    assert_rl_fails(RLSpinLockTryOutOfLine(NULL), kRLErrorInvalidArgument);
-    assert_rl_fails(RLSpinLockLockOutOfLine(NULL), kRLErrorInvalidArgument);
-    assert_rl_fails(RLSpinLockUnlockOutOfLine(NULL), kRLErrorInvalidArgument);
-    assert_rl_fails(RLSpinLockIsLockedOutOfLine(NULL), kRLErrorInvalidArgument);
+    assert_rl_fails(RLSpinLockTry(NULL), kRLErrorInvalidArgument);
+    assert_rl_fails(RLSpinLockLock(NULL), kRLErrorInvalidArgument);
+    assert_rl_fails(RLSpinLockUnlock(NULL), kRLErrorInvalidArgument);
+    assert_rl_fails(RLSpinLockIsLocked(NULL), kRLErrorInvalidArgument);
 }
 
 /* Unlike OSSpinLock, the lock records its holder: another thread may not
@@ -72,11 +72,11 @@ static void *other_thread(void *arg) {
     other_probe *p = arg;
     p->unlock_result = RLSpinLockUnlock(p->lock);
     p->unlock_error = RLErrorGetLast().code;
-    p->unlock_ool_result = RLSpinLockUnlockOutOfLine(p->lock);
+    p->unlock_ool_result = RLSpinLockUnlock(p->lock);
     p->unlock_ool_error = RLErrorGetLast().code;
     p->try_result = RLSpinLockTry(p->lock);
     p->try_error = RLErrorGetLast().code;
-    p->try_ool_result = RLSpinLockTryOutOfLine(p->lock);
+    p->try_ool_result = RLSpinLockTry(p->lock);
     p->try_ool_error = RLErrorGetLast().code;
     return NULL;
 }
@@ -106,17 +106,17 @@ static void test_relock_by_holder_fails(void **state) {
     RLSpinLock lock = RL_SPINLOCK_INIT;
     assert_true(RLSpinLockLock(&lock));
     assert_rl_fails(RLSpinLockLock(&lock), kRLErrorWouldDeadlock);
-    assert_rl_fails(RLSpinLockLockOutOfLine(&lock), kRLErrorWouldDeadlock);
+    assert_rl_fails(RLSpinLockLock(&lock), kRLErrorWouldDeadlock);
     assert_rl_fails(RLSpinLockTry(&lock), kRLErrorBusy);
     assert_true(RLSpinLockIsLocked(&lock));
     assert_true(RLSpinLockUnlock(&lock));
     /* Taken out of line, released inline, and the other way round. */
-    assert_true(RLSpinLockLockOutOfLine(&lock));
+    assert_true(RLSpinLockLock(&lock));
     assert_rl_fails(RLSpinLockLock(&lock), kRLErrorWouldDeadlock);
     assert_true(RLSpinLockUnlock(&lock));
     assert_true(RLSpinLockTry(&lock));
-    assert_true(RLSpinLockUnlockOutOfLine(&lock));
-    assert_rl_fails(RLSpinLockUnlockOutOfLine(&lock), kRLErrorNotLocked);
+    assert_true(RLSpinLockUnlock(&lock));
+    assert_rl_fails(RLSpinLockUnlock(&lock), kRLErrorNotLocked);
 }
 
 /* ---- exclusion: a non-atomic counter protected by the lock ---- */
@@ -144,7 +144,7 @@ static void *stress_worker(void *arg) {
             RLSpinLockLock(&g_lock);
             break;
         case 1:
-            RLSpinLockLockOutOfLine(&g_lock);
+            RLSpinLockLock(&g_lock);
             break;
         default:
             while (!RLSpinLockTry(&g_lock))
@@ -155,7 +155,7 @@ static void *stress_worker(void *arg) {
         if (i & 1)
             RLSpinLockUnlock(&g_lock);
         else
-            RLSpinLockUnlockOutOfLine(&g_lock);
+            RLSpinLockUnlock(&g_lock);
     }
     return NULL;
 }

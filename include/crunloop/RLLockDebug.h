@@ -106,13 +106,6 @@ RL_EXPORT void RLLockDebugReset(void);
  * RLSyncEnter). Returns false (kRLErrorInvalidArgument) for NULL. */
 RL_EXPORT bool RLLockDebugForgetLock(const void *RL_NULLABLE lock);
 
-/* Private: mirrors RLLockDebugIsEnabled() for the inline lock functions in
- * RLSpinLock.h (read with a relaxed atomic load). Do not write it. */
-RL_EXPORT int RLLockDebugActive_;
-
-/* Private: the out-of-line half of RLLockDebugSetCallSite. */
-RL_EXPORT void RLLockDebugRecordCallSite_(const char *RL_NULLABLE file, int line);
-
 /* Names the source position of the calling thread's next lock acquisition
  * (any RL lock, spin lock or RLSyncEnter, blocking or a successful try):
  * reports then show "file:line" for it instead of the symbolized return
@@ -120,12 +113,9 @@ RL_EXPORT void RLLockDebugRecordCallSite_(const char *RL_NULLABLE file, int line
  * would always be the wrapper's own. `file` must live for the rest of the
  * process (a string literal, __FILE__, Swift's #fileID). The next
  * acquisition consumes it; if that acquisition fails instead, call
- * RLLockDebugSetCallSite(NULL, 0) to drop it. With debugging off this is
- * one relaxed load and does nothing. */
-RL_INLINE void RLLockDebugSetCallSite(const char *RL_NULLABLE file, int line) {
-    if (__builtin_expect(__atomic_load_n(&RLLockDebugActive_, __ATOMIC_RELAXED) != 0, 0))
-        RLLockDebugRecordCallSite_(file, line);
-}
+ * RLLockDebugSetCallSite(NULL, 0) to drop it. With debugging off this does
+ * nothing. */
+RL_EXPORT void RLLockDebugSetCallSite(const char *RL_NULLABLE file, int line);
 
 RL_EXTERN_C_END
 

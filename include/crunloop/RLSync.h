@@ -78,11 +78,11 @@ RL_INLINE void RLSyncScopeEnd_(RLSyncScope_ *scope) {
         (void)RLSyncExit(scope->obj);
 }
 
-#define RL__SYNC_CONCAT2(a, b) a##b
-#define RL__SYNC_CONCAT(a, b) RL__SYNC_CONCAT2(a, b)
+#define RLSyncConcat2_(a, b) a##b
+#define RLSyncConcat_(a, b) RLSyncConcat2_(a, b)
 
-#define RL_SYNCHRONIZED(obj) RL__SYNCHRONIZED_NAMED(obj, RL__SYNC_CONCAT(rl__sync_scope_, __COUNTER__))
-#define RL__SYNCHRONIZED_NAMED(obj, scope) \
+#define RL_SYNCHRONIZED(obj) RLSynchronizedNamed_(obj, RLSyncConcat_(RLSyncScope_var_, __COUNTER__))
+#define RLSynchronizedNamed_(obj, scope) \
     for (RLSyncScope_ scope __attribute__((cleanup(RLSyncScopeEnd_))) = RLSyncScopeBegin_(obj); \
          !scope.done; scope.done = true)
 
