@@ -2,7 +2,8 @@
 # Every ```c and ```swift block of README.md, compiled and run as a reader
 # would: C with clang and gcc (-Wall -Werror) against the library in $BUILD,
 # Swift with swiftc in Swift 6 mode (-warnings-as-errors) against the
-# SwiftThreads module of the last `swift build` (.build/debug). A block must
+# SwiftThreads and SwiftThreadsFoundation modules of the last
+# `swift build` (.build/debug). A block must
 # build and exit 0. Prints one "[readme] PASS/FAIL/SKIP" line per block and
 # compiler and ends with "N passed, N failed, N skipped".
 #
@@ -43,8 +44,9 @@ run() { # label log binary
 
 # The SwiftThreads objects and module of the SwiftPM debug build.
 swift_objs=()
-if [ -d "$SWIFTPM_BUILD/SwiftThreads.build" ] && [ -d "$SWIFTPM_BUILD/CRunLoop.build" ]; then
-  while IFS= read -r o; do swift_objs+=("$o"); done < <(find "$SWIFTPM_BUILD/SwiftThreads.build" "$SWIFTPM_BUILD/CRunLoop.build" -name '*.o' | sort)
+lib_targets=(CRunLoop SwiftThreads SwiftThreadsFoundation)
+if [ -d "$SWIFTPM_BUILD/SwiftThreadsFoundation.build" ] && [ -d "$SWIFTPM_BUILD/CRunLoop.build" ]; then
+  while IFS= read -r o; do swift_objs+=("$o"); done < <(for t in "${lib_targets[@]}"; do find "$SWIFTPM_BUILD/$t.build" -name '*.o'; done | sort)
 fi
 
 while read -r src line; do
