@@ -86,7 +86,7 @@ TEST_LIBS := -lcmocka
 # The toolchain clang's TSan runtime refers to libdispatch symbols.
 TSAN_EXTRA_LIBS := $(if $(IS_CLANG),-L$(SWIFT_LIBDIR) -ldispatch)
 
-.PHONY: FORCE all lib deps check check-c check-swift check-swift-demo check-readme check-headers \
+.PHONY: FORCE all lib deps check check-c check-swift check-swift-demo check-readme check-headers check-tree \
         check-asan check-tsan check-leak check-install check-exports check-sanitizers \
         check-swift-tsan check-swift-asan bench demo demo-swift help install clean
 
@@ -155,6 +155,9 @@ check-swift-demo: deps ## the Swift demo (swiftthreads-demo) in its fast mode, c
 # link against the SwiftPM debug build, so this runs after check-swift.
 check-readme: deps lib ## every C and Swift code block of README.md, compiled (-Wall -Werror) and run
 	@BUILD=$(BUILD) LIBS="$(LIBS)" SWIFTPM_BUILD=$(SWIFTPM_DEBUG) scripts/check-readme.sh
+
+check-tree: ## `make help` covers every target; no comment points at an issue number
+	@scripts/check-tree.sh
 
 check-headers: ## the public headers under C11/C17 -pedantic, C23 and C++17 (gcc and clang)
 	@scripts/check-headers.sh
@@ -237,7 +240,7 @@ CHECK_EXTRA += check-exports
 # `make install` + pkg-config from a program outside the tree.
 check-install: deps lib ## install to a temp prefix; gcc and clang programs via pkg-config, shared and static
 	@BUILD=$(BUILD) scripts/check-install.sh
-CHECK_EXTRA += check-install check-headers
+CHECK_EXTRA += check-install check-headers check-tree
 
 # After the fragments, so the C tour comes first.
 DEMO_TARGETS += demo-swift

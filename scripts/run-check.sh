@@ -18,6 +18,7 @@ declare -A LABELS=(
   [check-exports]="exported symbols"
   [check-install]="install + pkg-config"
   [check-headers]="headers (C/C++)"
+  [check-tree]="help + comments"
   [check-swift]="swift test"
   [check-swift-demo]="Swift demo"
   [check-readme]="README blocks"
