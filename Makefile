@@ -52,6 +52,10 @@ CPPFLAGS += -Iinclude -ISources/CRunLoop -D_GNU_SOURCE
 ifeq ($(PLAIN),1)
 CPPFLAGS += -DRL_PLAIN=1
 endif
+# Extra defines for the library, e.g. RL_DEFS=-DRL_TRICK_POOL=0 (one trick
+# off; scripts/bench-tricks.py builds such variants in build/tricks/).
+RL_DEFS ?=
+CPPFLAGS += $(RL_DEFS)
 CFLAGS ?= $(OPT) -g
 CFLAGS += -std=gnu11 -Wall -Wextra -Wno-unused-parameter -fPIC -fvisibility=hidden $(SAN)
 LDFLAGS += $(SAN)

@@ -1,0 +1,7 @@
+# bench-tricks: what each speed trick buys — the rows it is for, measured
+# with the trick on and off in the same run (scripts/bench-tricks.py; each
+# variant is built in build/tricks/NAME). TRICKS_ROUNDS=N, TRICKS_ONLY=POOL,...
+.PHONY: bench-tricks
+bench-tricks:
+	@scripts/bench-tricks.py
+BENCH_TARGETS += bench-tricks
