@@ -1,5 +1,5 @@
 /*
- * bench_runloop.c — the run-loop benchmark table of issue 3 ("Performance"):
+ * bench_runloop.c — the run-loop benchmark table:
  * ours (CRunLoop) against CoreFoundation's run loop from the Swift
  * toolchain, libuv and GLib, all in this one process run. Every benchmark
  * is run BRL_ROUNDS times (default 3, peers interleaved, order rotated each
