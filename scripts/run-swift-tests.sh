@@ -6,7 +6,7 @@
 #       a failing run), ends with "N passed, N failed, N skipped" over the tests
 #   scripts/run-swift-tests.sh --demo   swiftthreads-demo in its fast mode: it
 #       must exit 0 and end with its closing line; "[swift-demo] PASS ..."
-#   scripts/run-swift-tests.sh --tour   swiftthreads-demo at a readable pace
+#   scripts/run-swift-tests.sh --tour   swiftthreads-demo's tour (RL_EXAMPLE_TOUR=1): what Swift adds
 #
 # SWIFT_ARGS: extra SwiftPM arguments (the Makefile's PLAIN=1 build folder).
 # V=1 prints SwiftPM's own output as it goes.
@@ -36,7 +36,7 @@ case $mode in
   build "the Swift demo" "$logdir/demo-build.log" --product swiftthreads-demo || exit 1
   echo
   echo "==== Swift: swiftthreads-demo (what the Swift layer adds) ===="
-  exec env -u MAKEFLAGS "$SWIFT" run -q --skip-build "${args[@]}" swiftthreads-demo
+  RL_EXAMPLE_TOUR=1 exec env -u MAKEFLAGS "$SWIFT" run -q --skip-build "${args[@]}" swiftthreads-demo
   ;;
 --demo)
   build "the Swift demo" "$logdir/demo-build.log" --product swiftthreads-demo || { echo "0 passed, 1 failed, 0 skipped"; exit 1; }
