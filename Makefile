@@ -92,7 +92,7 @@ TSAN_EXTRA_LIBS := $(if $(IS_CLANG),-L$(SWIFT_LIBDIR) -ldispatch)
 
 .PHONY: FORCE all lib deps check check-c check-swift check-swift-demo check-readme check-headers check-tree \
         check-asan check-tsan check-leak check-install check-exports check-sanitizers \
-        check-swift-tsan check-swift-asan bench demo demo-swift help install clean
+        check-swift-tsan check-swift-asan bench bench-chart demo demo-swift help install clean
 
 all: lib $(BUILD)/crunloop.pc ## libcrunloop.a, libcrunloop.so and crunloop.pc in $(BUILD) (the default)
 lib: $(STATIC_LIB) $(SHARED_LIB) ## libcrunloop.a and libcrunloop.so only
@@ -182,8 +182,18 @@ DEMO_TARGETS ?=
 check: deps ## every test: C, CF differential, headers, examples, install, exports, swift test, README
 	@scripts/run-check.sh check-c $(CHECK_EXTRA) check-swift check-swift-demo check-readme
 
-bench: deps ## every benchmark table, plus one chart per group in $(BUILD)/bench/charts
-	@$(if $(strip $(BENCH_TARGETS)),$(MAKE) $(BENCH_TARGETS),echo "no benchmarks yet")
+# Benches that can write their results as CSV put them in BENCH_RESULTS;
+# bench-chart draws one chart per group from them (matplotlib: Debian's
+# python3-matplotlib, from scripts/setup-deps.sh, or any python3 with it).
+BENCH_RESULTS = $(BUILD)/bench/results
+BENCH_CHARTS = $(BUILD)/bench/charts
+CHART_PYTHON := $(shell for p in /usr/bin/python3 python3; do $$p -c 'import matplotlib' 2>/dev/null && { echo $$p; break; }; done)
+
+bench: deps ## every benchmark table, then one chart per group (SVG+PNG) in $(BUILD)/bench/charts
+	@$(if $(strip $(BENCH_TARGETS)),$(MAKE) -k $(BENCH_TARGETS); status=$$?; $(MAKE) bench-chart; exit $$status,echo "no benchmarks yet")
+
+bench-chart: ## charts (SVG+PNG) of the last results in $(BUILD)/bench/results: ours/peer ratios with spread
+	@$(if $(CHART_PYTHON),$(CHART_PYTHON) scripts/bench-chart.py $(BENCH_CHARTS) $(wildcard $(BENCH_RESULTS)/*.csv),echo "bench-chart: no python3 with matplotlib (scripts/setup-deps.sh installs python3-matplotlib)")
 
 demo: deps ## a tour of the examples, C then Swift, at a readable pace
 	@$(if $(strip $(DEMO_TARGETS)),$(MAKE) $(DEMO_TARGETS),echo "no demo yet")
@@ -228,8 +238,8 @@ install: all ## headers, libcrunloop.a/.so and crunloop.pc into $(DESTDIR)$(PREF
 # Everything make and SwiftPM built: build/ (C builds, tests, benches,
 # charts), .build/ (SwiftPM, its sanitizer and bench folders) and the NIO
 # bench package's own .build.
-clean: ## remove what make and SwiftPM built (build/, .build/, bench/swift-nio/.build)
-	rm -rf build .build bench/swift-nio/.build
+clean: ## remove what make and SwiftPM built (build/, .build/, bench/nio/.build)
+	rm -rf build .build bench/nio/.build
 
 -include $(sort $(wildcard mk/*.mk))
 

@@ -25,7 +25,8 @@ BENCH_TARGETS += bench-runloop
 
 .PHONY: bench-runloop
 bench-runloop: $(BENCH_RUNLOOP) ## run-loop table: ours vs CoreFoundation, libuv, GLib (BRL_ONLY=, BRL_PEERS=)
-	@$(BENCH_RUNLOOP)
+	@mkdir -p $(BENCH_RESULTS)
+	@BRL_CSV=$(BENCH_RESULTS)/runloop.csv $(BENCH_RUNLOOP)
 
 $(BENCH_RUNLOOP): $(BENCH_RUNLOOP_OBJS) $(STATIC_LIB)
 	@$(call say,CC,$@)
