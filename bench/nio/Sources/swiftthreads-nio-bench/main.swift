@@ -311,12 +311,12 @@ for (r, row) in rows.enumerated() {
         let ratios = zip(results[r][0], results[r][p]).map { $1 > 0 ? $0 / $1 : .nan }.filter { !$0.isNaN }
         if ratios.isEmpty {
             line += "   " + pad("n/a (both ~0)", 18)
-            csv.append("swift-nio,\(row.name),\(peers[p].name),,,,\(cells[0]),\(cells[p]),\(row.unit)")
+            csv.append("Swift run loops,\(row.name),\(peers[p].name),,,,\(cells[0]),\(cells[p]),\(row.unit)")
             continue
         }
         let (m, lo, hi) = (median(ratios), ratios.min()!, ratios.max()!)
         line += "   " + pad(String(format: "%.2f [%.2f-%.2f]", m, lo, hi), 18)
-        csv.append("swift-nio,\(row.name),\(peers[p].name),\(m),\(lo),\(hi),\(cells[0]),\(cells[p]),\(row.unit)")
+        csv.append("Swift run loops,\(row.name),\(peers[p].name),\(m),\(lo),\(hi),\(cells[0]),\(cells[p]),\(row.unit)")
     }
     print(line)
 }
