@@ -24,6 +24,8 @@
 #include <crunloop/RLSpinLock.h>
 #include <crunloop/RLSync.h>
 #include <crunloop/RLDistributedLock.h>
+#include <crunloop/RLData.h>
+#include <crunloop/RLMessagePort.h>
 #include <crunloop/RLLockDebug.h>
 
 #endif /* CRUNLOOP_CRUNLOOP_H */

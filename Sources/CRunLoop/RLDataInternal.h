@@ -1,0 +1,18 @@
+/* RLDataInternal.h — what other files of the library may do with RLData
+ * beyond its public API (RLData.c). */
+#ifndef CRUNLOOP_RLDATA_INTERNAL_H
+#define CRUNLOOP_RLDATA_INTERNAL_H
+
+#include "internal.h"
+
+#include <crunloop/RLData.h>
+
+/* A buffer whose bytes belong to `owner`: retain(owner) now (if given),
+ * release(owner) when the buffer goes. No copy. Create rule. */
+RL__HIDDEN RLDataRef rl__data_slice(const uint8_t *bytes, size_t length, void *owner, void (*retain)(void *),
+                                    void (*release)(void *));
+
+/* Whether obj is a live RLData (no error is left when it is not). */
+RL__HIDDEN bool rl__is_data(const void *obj);
+
+#endif /* CRUNLOOP_RLDATA_INTERNAL_H */

@@ -1,0 +1,149 @@
+/*
+ * RLMessagePort.h — named message ports between threads and between
+ * processes (CFMessagePort), as run-loop sources.
+ *
+ * A local port is created under a name and answers requests: its callout
+ * runs on the thread of the run loop its source was added to, gets the
+ * message id and data, and returns the reply data (or NULL). A remote port
+ * is obtained by name, from any thread of any process of the same user, and
+ * sends requests to it: one-way, or waiting for the reply.
+ *
+ * Transport: a stream Unix-domain socket in Linux's abstract namespace
+ * named "crunloop.<uid>.<name>" (a long name is shortened to a hash), and
+ * framed messages (Sources/CRunLoop/rl_wire.h). Why the abstract
+ * namespace: a name is freed by the kernel the moment its port's socket
+ * closes, so a crashed process never leaves a stale name behind, and there
+ * is no directory to create, secure or clean. Security: both ends check the
+ * other's credentials (SO_PEERCRED). A remote port talks only to a local
+ * port owned by the same user, so another user who takes a name first can
+ * deny it but never impersonate it; a local port accepts only clients of
+ * the same user unless its access policy (RLMessagePortSetAccessPolicy)
+ * admits others. Frames larger than the port's limit (default 64 MiB),
+ * malformed frames and peers that stall mid-frame lose their connection,
+ * and the port keeps serving everyone else.
+ *
+ * Differences from CFMessagePort on Darwin, where CF's defines behaviour:
+ *   - While SendRequest waits for a reply it does not run the caller's run
+ *     loop (Darwin runs it in replyMode): it waits on the connection only.
+ *     replyMode only says whether a reply is wanted (NULL: one-way).
+ *   - A remote port notices that its local port went away when it next
+ *     sends, or, once it has an invalidation callback, from the run loop
+ *     of the thread that set the callback (common modes).
+ *   - Names are per user (the uid is part of the socket's name).
+ * Thread-safety: every function may be called from any thread; a remote
+ * port serializes its requests (one in flight at a time).
+ */
+#ifndef CRUNLOOP_RLMESSAGEPORT_H
+#define CRUNLOOP_RLMESSAGEPORT_H
+
+#include <crunloop/RLData.h>
+#include <crunloop/RLRunLoop.h>
+
+#include <sys/types.h>
+
+RL_EXTERN_C_BEGIN
+
+typedef struct RLMessagePort *RLMessagePortRef;
+
+/* SendRequest results (CFMessagePort's values). */
+enum {
+    kRLMessagePortSuccess = 0,
+    kRLMessagePortSendTimeout = -1,
+    kRLMessagePortReceiveTimeout = -2,
+    kRLMessagePortIsInvalid = -3,
+    kRLMessagePortTransportError = -4,
+    kRLMessagePortBecameInvalidError = -5,
+};
+
+typedef struct RLMessagePortContext {
+    RLIndex version; /* 0 */
+    void *RL_NULLABLE info;
+    const void *RL_NULLABLE (*RL_NULLABLE retain)(const void *RL_NULLABLE info);
+    void (*RL_NULLABLE release)(const void *RL_NULLABLE info);
+    char *RL_NULLABLE (*RL_NULLABLE copyDescription)(const void *RL_NULLABLE info);
+} RLMessagePortContext;
+
+/* Answers one request on the local port's run-loop thread. `data` is valid
+ * for the call (retain it to keep it). Return the reply (Create rule: the
+ * port releases it after sending) or NULL for an empty reply. */
+typedef RLDataRef RL_NULLABLE (*RLMessagePortCallBack)(RLMessagePortRef local, int32_t msgid,
+                                                       RLDataRef RL_NULLABLE data, void *RL_NULLABLE info);
+/* Called once when the port becomes invalid (by RLMessagePortInvalidate,
+ * or for a remote port, when its local port goes away). */
+typedef void (*RLMessagePortInvalidationCallBack)(RLMessagePortRef port, void *RL_NULLABLE info);
+/* Whether a local port takes a client of another user (uid, gid, pid from
+ * SO_PEERCRED). Runs on the port's run-loop thread. */
+typedef bool (*RLMessagePortAccessPolicy)(RLMessagePortRef local, uid_t uid, gid_t gid, pid_t pid,
+                                          void *RL_NULLABLE info);
+
+/* A local port listening under `name` (1..255 bytes, no NUL). Create rule.
+ * NULL (error set) if the name is taken by a live port of any process
+ * (kRLErrorExists), invalid, or the socket fails. *shouldFreeInfo (may be
+ * NULL) is set true when the call failed and the context's info was not
+ * kept: the caller then frees it, as with CF. The context's retain is
+ * called on success. */
+RL_EXPORT RLMessagePortRef RL_NULLABLE RLMessagePortCreateLocal(RLAllocatorRef RL_NULLABLE allocator,
+                                                                const char *RL_NULLABLE name,
+                                                                RLMessagePortCallBack RL_NULLABLE callout,
+                                                                const RLMessagePortContext *RL_NULLABLE context,
+                                                                bool *RL_NULLABLE shouldFreeInfo);
+
+/* A remote port connected to the local port named `name` (of this user).
+ * Create rule. NULL (error set: kRLErrorNotFound if no such port is
+ * listening, kRLErrorPermission if its owner is another user). */
+RL_EXPORT RLMessagePortRef RL_NULLABLE RLMessagePortCreateRemote(RLAllocatorRef RL_NULLABLE allocator,
+                                                                 const char *RL_NULLABLE name);
+
+RL_EXPORT bool RLMessagePortIsRemote(RLMessagePortRef RL_NULLABLE port);
+/* The port's name (valid while the caller holds the port), or NULL. */
+RL_EXPORT const char *RL_NULLABLE RLMessagePortGetName(RLMessagePortRef RL_NULLABLE port);
+RL_EXPORT bool RLMessagePortGetContext(RLMessagePortRef RL_NULLABLE port, RLMessagePortContext *RL_NULLABLE context);
+RL_EXPORT bool RLMessagePortIsValid(RLMessagePortRef RL_NULLABLE port);
+/* Closes the port: a local port stops listening (its name is free at once)
+ * and drops its clients; a remote port disconnects. Calls the invalidation
+ * callback once. Idempotent; false only for a bad object. */
+RL_EXPORT bool RLMessagePortInvalidate(RLMessagePortRef RL_NULLABLE port);
+RL_EXPORT RLMessagePortInvalidationCallBack RL_NULLABLE
+RLMessagePortGetInvalidationCallBack(RLMessagePortRef RL_NULLABLE port);
+/* Sets the callback. On an already invalid port it is called at once (as
+ * CF does). For a remote port, the calling thread's run loop watches the
+ * connection in common modes from now on, so the callback runs there when
+ * the local port goes away. */
+RL_EXPORT bool RLMessagePortSetInvalidationCallBack(RLMessagePortRef RL_NULLABLE port,
+                                                    RLMessagePortInvalidationCallBack RL_NULLABLE callout);
+
+/* Local ports: which clients of other users to take (NULL: none). */
+RL_EXPORT bool RLMessagePortSetAccessPolicy(RLMessagePortRef RL_NULLABLE local,
+                                            RLMessagePortAccessPolicy RL_NULLABLE policy);
+/* The largest message body the port accepts or sends (bytes; default and
+ * maximum 64 MiB, minimum 64). */
+RL_EXPORT bool RLMessagePortSetMessageLimit(RLMessagePortRef RL_NULLABLE port, RLIndex bytes);
+
+/* Local ports: how long a client may take to finish a frame it began
+ * (seconds, default 10) before the port drops it. A client that is quiet
+ * between frames is never dropped. */
+RL_EXPORT bool RLMessagePortSetStallTimeout(RLMessagePortRef RL_NULLABLE local, RLTimeInterval seconds);
+
+/* Sends `data` (may be NULL) with `msgid` to the remote port. sendTimeout
+ * bounds the send, rcvTimeout the wait for the reply (seconds; <= 0: do not
+ * wait — as CF, a request whose reply is not waited for still goes out).
+ * With replyMode NULL the message is one-way. On success with replyMode,
+ * *returnData (may be NULL to ignore it) gets the reply (Create rule; NULL
+ * for an empty reply). Returns a kRLMessagePort* code; an error other than
+ * Success also leaves the thread's error. */
+RL_EXPORT int32_t RLMessagePortSendRequest(RLMessagePortRef RL_NULLABLE remote, int32_t msgid,
+                                           RLDataRef RL_NULLABLE data, RLTimeInterval sendTimeout,
+                                           RLTimeInterval rcvTimeout, RLRunLoopMode RL_NULLABLE replyMode,
+                                           RLDataRef RL_NULLABLE *RL_NULLABLE returnData);
+
+/* The run-loop source of a local port (Create rule; one source per port:
+ * later calls return it again, retained). Requests are answered on the
+ * thread of each run loop the source is in, in its modes. NULL (error
+ * set) for a remote or invalid port. */
+RL_EXPORT RLRunLoopSourceRef RL_NULLABLE RLMessagePortCreateRunLoopSource(RLAllocatorRef RL_NULLABLE allocator,
+                                                                          RLMessagePortRef RL_NULLABLE local,
+                                                                          RLIndex order);
+
+RL_EXTERN_C_END
+
+#endif /* CRUNLOOP_RLMESSAGEPORT_H */
