@@ -19,6 +19,7 @@ declare -A LABELS=(
   [check-install]="install + pkg-config"
   [check-headers]="headers (C/C++)"
   [check-tree]="help + comments"
+  [check-fuzz]="fuzz (short)"
   [check-swift]="swift test"
   [check-swift-demo]="Swift demo"
   [check-readme]="README blocks"
