@@ -91,7 +91,7 @@ TEST_LIBS := -lcmocka
 TSAN_EXTRA_LIBS := $(if $(IS_CLANG),-L$(SWIFT_LIBDIR) -ldispatch)
 
 .PHONY: FORCE all lib deps check check-c check-swift check-swift-demo check-readme check-headers check-tree \
-        check-asan check-tsan check-leak check-install check-exports check-sanitizers \
+        check-asan check-tsan check-leak check-lockdep check-install check-exports check-sanitizers \
         check-swift-tsan check-swift-asan bench bench-chart demo demo-swift help install clean
 
 all: lib $(BUILD)/crunloop.pc ## libcrunloop.a, libcrunloop.so and crunloop.pc in $(BUILD) (the default)
@@ -208,6 +208,12 @@ check-asan: deps ## the C tests under ASan+UBSan (LeakSanitizer included)
 check-tsan: deps ## the C tests under ThreadSanitizer
 	RL_TEST_SCALE=tsan $(MAKE) check-c VARIANT=-tsan OPT=-O1 SAN="-fsanitize=thread" TEST_LIBS="-lcmocka $(TSAN_EXTRA_LIBS)"
 
+# The C tests with the lock-order detector on (RLLockDebug.h): every RL lock
+# and the run loop's own locks report to it, and a program that triggers a
+# report fails (scripts/run-c-tests.sh).
+check-lockdep: deps ## the C tests with the lock-order detector on (RL_LOCK_DEBUG=1)
+	RL_LOCK_DEBUG=1 $(MAKE) check-c
+
 check-leak: deps ## the C tests under valgrind memcheck (leaks are errors)
 	RL_TEST_SCALE=valgrind $(MAKE) check-c VARIANT=-valgrind OPT="-O2 -gdwarf-4" TEST_RUNNER="valgrind -q --leak-check=full --show-leak-kinds=definite,indirect --errors-for-leak-kinds=definite,indirect --error-exitcode=99"
 
@@ -224,7 +230,7 @@ check-swift-asan: deps ## `swift test` under AddressSanitizer (.build/asan)
 	RL_TEST_SCALE=asan LSAN_OPTIONS=suppressions=$(CURDIR)/scripts/lsan-swift.supp \
 	  $(SWIFTPM) test --scratch-path .build/asan --sanitize=address
 
-check-sanitizers: check-asan check-tsan check-leak check-swift-tsan check-swift-asan ## every sanitizer run above
+check-sanitizers: check-asan check-tsan check-leak check-lockdep check-swift-tsan check-swift-asan ## every sanitizer run above
 
 install: all ## headers, libcrunloop.a/.so and crunloop.pc into $(DESTDIR)$(PREFIX)
 	install -d $(DESTDIR)$(PREFIX)/include/crunloop $(DESTDIR)$(PREFIX)/lib/pkgconfig

@@ -10,7 +10,7 @@
  *   BRL_ROUNDS=1 bench_runloop
  *   BRL_QUICK=1 bench_runloop   smaller counts, for a smoke test
  *   BRL_ONLY=perform,timers    only these groups (perform, pingpong, timers, fire,
- *                              observer, fds, idle)
+ *                              observer, fds, scale, objects, idle)
  *   BRL_PEERS=ours,libuv       only these peers (ours, CF, libuv, GLib)
  *
  * Built by `make bench-runloop` (mk/bench-runloop.mk). Compiling with
@@ -52,6 +52,15 @@ enum metric {
     M_ITER,
     M_OBS,
     M_FDS,
+    M_OBJ1,
+    M_OBJN,
+    M_SIG1K,
+    M_SIG10K,
+    M_SIG100K,
+    M_CADD1K,
+    M_CADD10K,
+    M_CADD100K,
+    M_CRM100K,
     NMETRICS
 };
 
@@ -85,6 +94,15 @@ static const metric_info metrics[NMETRICS] = {
     [M_ITER] = {"loop iteration, no observer (ns) [c]", 1, false, T_NONE, ""},
     [M_OBS] = {"all-activities observer, +ns/iter [c]", 1, false, T_NONE, ""},
     [M_FDS] = {"fds per loop, 5 modes [d]", 1, false, T_NONE, ""},
+    [M_OBJ1] = {"timer create+release 1-by-1 (ns) [g]", 1, false, T_NONE, ""},
+    [M_OBJN] = {"timer create+release 10k batch (ns) [g]", 1, false, T_NONE, ""},
+    [M_SIG1K] = {"signal N sources + 1 pass, N=1k (ns/src) [e]", 1, false, T_NONE, ""},
+    [M_SIG10K] = {"signal N sources + 1 pass, N=10k (ns/src)", 1, false, T_NONE, ""},
+    [M_SIG100K] = {"signal N sources + 1 pass, N=100k (ns/src)", 1, false, T_NONE, ""},
+    [M_CADD1K] = {"timer add, common modes, N=1k (ns/op) [f]", 1, false, T_NONE, ""},
+    [M_CADD10K] = {"timer add, common modes, N=10k (ns/op)", 1, false, T_NONE, ""},
+    [M_CADD100K] = {"timer add, common modes, N=100k (ns/op)", 1, false, T_NONE, ""},
+    [M_CRM100K] = {"timer remove, common, N=100k (ns/op) [a]", 1, false, T_NONE, ""},
 };
 
 #define MAXROUNDS 16
@@ -181,12 +199,39 @@ static void run_timers(int p, long n, enum metric madd, enum metric mrm) {
     record(p, mrm, median_of(rm, got));
 }
 
+/* The scale rows at size n: the median of brl_timer_reps(n) repetitions
+ * (one for a peer whose repetition takes over a second). */
+static void run_scale(int p, long n, enum metric msig, enum metric madd, int mrm) {
+    enum { K100 = 2000 };
+    int reps = brl_timer_reps(n);
+    if (quick && reps > 3) reps = 3;
+    const brl_peer *peer = peers[p];
+    for (int which = 0; which < 2; which++) {
+        double a[32], b[32];
+        int got = 0;
+        for (int r = 0; r < reps && r < 32; r++) {
+            double t0 = brl_now();
+            brl_result res = which == 0 ? peer->signal_sources(n) : peer->common_timers(n, n >= 100000 ? K100 : n);
+            add_note(res.note);
+            if (!res.ok) break;
+            a[got] = res.v[0];
+            b[got] = res.v[1];
+            got++;
+            if (brl_now() - t0 > 1.0) break;
+        }
+        if (got == 0) continue;
+        record(p, which == 0 ? msig : madd, median_of(a, got));
+        if (which == 1 && mrm >= 0) record(p, (enum metric)mrm, median_of(b, got));
+    }
+}
+
 static void run_round(int round) {
     long n_perf = quick ? 100000 : 1000000;
     long n_pp = quick ? 2000 : 10000;
     long fires = quick ? 100 : 300;
     long late_fires = quick ? 200 : 500;
     long n_iter = quick ? 20000 : 100000;
+    long n_obj = quick ? 2000 : 10000;
     for (int k = 0; k < NPEERS; k++) {
         int p = (k + round) % NPEERS;
         const brl_peer *peer = peers[p];
@@ -230,6 +275,16 @@ static void run_round(int round) {
         if (want("fds")) {
             progress("round %d: %s fds", round + 1, peer->name);
             record_result(p, peer->fds(5), M_FDS, -1);
+        }
+        if (want("objects") && peer->objects) {
+            progress("round %d: %s objects", round + 1, peer->name);
+            for (int rep = 0; rep < 3; rep++) record_result(p, peer->objects(n_obj), M_OBJ1, M_OBJN);
+        }
+        if (want("scale") && peer->signal_sources && peer->common_timers) {
+            progress("round %d: %s scale", round + 1, peer->name);
+            run_scale(p, 1000, M_SIG1K, M_CADD1K, -1);
+            run_scale(p, 10000, M_SIG10K, M_CADD10K, -1);
+            run_scale(p, 100000, M_SIG100K, M_CADD100K, M_CRM100K);
         }
     }
 }
@@ -346,6 +401,13 @@ static void print_table(int rounds) {
            "    prepare + check handles; GLib: a GSource's prepare + check); fastest of %d alternating chunks each.\n",
            BRL_CHUNKS);
     printf("[d] a new thread's loop run in the default mode and 4 more; libuv and GLib have no modes (one loop).\n");
+    printf("[e] N version-0 sources (orders 0..4 interleaved) in one mode, signalled in a scrambled order, then\n"
+           "    one RunInMode(mode, 0) pass performs them all (by order); total time / N. libuv and GLib have no\n"
+           "    signalled run-loop sources.\n");
+    printf("[f] N far-future timers added to kCFRunLoopCommonModes (the default mode is the one common mode);\n"
+           "    libuv and GLib have no common modes.\n");
+    printf("[g] RunLoopTimerCreate + Release with no loop: what making and dropping an object costs (ours: the\n"
+           "    pool with its quarantine of released slots, which keeps stale pointers detectable).\n");
     printf("Timings are medians of %d rounds on a shared machine; cross-thread rows (perform, ping-pong) are the\n"
            "noisiest: the perform rows run 3 times a round (once for a peer whose run takes over 0.5 s) and show\n"
            "the median of all runs. Timer add/remove: the median of several repetitions inside each round.\n",

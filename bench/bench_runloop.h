@@ -62,6 +62,18 @@ typedef struct brl_peer {
     brl_result (*observer)(long n);
     /* fds a loop on a new thread holds after running in `modes` modes. */
     brl_result (*fds)(int modes);
+    /* Timer objects made and released (no loop involved): v[0] = ns per
+     * create + release, one timer at a time (n times); v[1] = ns per timer
+     * when n are created, then all released. NULL: no such objects. */
+    brl_result (*objects)(long n);
+    /* n sources (orders 0..4 interleaved) in a mode, all signalled, then
+     * one pass that performs them; v[0] = ns per source (signal + perform).
+     * NULL: no run-loop sources. */
+    brl_result (*signal_sources)(long n);
+    /* Add n far-future timers to the common modes, then remove them (at
+     * most max_removals timed, in random order); v[0] = add, v[1] = remove,
+     * ns per operation. NULL: no common modes. */
+    brl_result (*common_timers)(long n, long max_removals);
 } brl_peer;
 
 extern const brl_peer brl_peer_rl;

@@ -451,6 +451,112 @@ static brl_result cf_fds(int modes) {
     return a.r;
 }
 
+/* ---- object create / release --------------------------------------- */
+
+static brl_result cf_objects(long n) {
+    CFRunLoopTimerRef *t = malloc((size_t)n * sizeof *t);
+    if (!t) return brl_none("out of memory");
+    double t0 = brl_now();
+    for (long i = 0; i < n; i++) CFRelease(CFRunLoopTimerCreate(NULL, 1e9, 0, 0, 0, cf_timer_nothing, NULL));
+    double t1 = brl_now();
+    for (long i = 0; i < n; i++) t[i] = CFRunLoopTimerCreate(NULL, 1e9, 0, 0, 0, cf_timer_nothing, NULL);
+    for (long i = 0; i < n; i++) CFRelease(t[i]);
+    double t2 = brl_now();
+    free(t);
+    return brl_ok((t1 - t0) / (double)n * 1e9, (t2 - t1) / (double)n * 1e9);
+}
+
+/* ---- scale: many signalled sources, many timers in common modes -------- */
+
+typedef struct {
+    long n, max_rm, performed;
+    brl_result r;
+} cf_scale_arg;
+
+/* Each source its own info: CF holds a mode's sources in a set and takes
+ * two with equal order and info for the same source. */
+typedef struct {
+    cf_scale_arg *a;
+} cf_scale_src;
+
+static void cf_count_perform(void *info) { ((cf_scale_src *)info)->a->performed++; }
+
+static void *cf_signal_thread(void *arg) {
+    cf_scale_arg *a = arg;
+    long n = a->n;
+    CFRunLoopRef rl = CFRunLoopGetCurrent();
+    CFRunLoopSourceRef *src = malloc((size_t)n * sizeof *src);
+    cf_scale_src *info = malloc((size_t)n * sizeof *info);
+    long *perm = brl_permutation(n, 0x9e3779b97f4a7c15ULL);
+    for (long i = 0; i < n; i++) {
+        CFRunLoopSourceContext ctx = {0};
+        info[i].a = a;
+        ctx.info = &info[i];
+        ctx.perform = cf_count_perform;
+        src[i] = CFRunLoopSourceCreate(NULL, i % 5, &ctx);
+        CFRunLoopAddSource(rl, src[i], kCFRunLoopDefaultMode);
+    }
+    double t0 = brl_now();
+    for (long i = 0; i < n; i++) CFRunLoopSourceSignal(src[perm[i]]);
+    CFRunLoopRunInMode(kCFRunLoopDefaultMode, 0, false);
+    double t1 = brl_now();
+    a->r = brl_ok((t1 - t0) / (double)n * 1e9, 0);
+    if (a->performed != n) {
+        a->r.ok = false;
+        snprintf(a->r.note, sizeof a->r.note, "%s: %ld of %ld signalled sources performed in one pass",
+                 BRL_PEER_NAME, a->performed, n);
+    }
+    for (long i = 0; i < n; i++) {
+        CFRunLoopSourceInvalidate(src[i]);
+        CFRelease(src[i]);
+    }
+    free(perm);
+    free(info);
+    free(src);
+    return NULL;
+}
+
+static brl_result cf_signal_sources(long n) {
+    cf_scale_arg a = {.n = n};
+    brl_run_on_thread(cf_signal_thread, &a);
+    return a.r;
+}
+
+static void *cf_common_thread(void *arg) {
+    cf_scale_arg *a = arg;
+    long n = a->n;
+    brl_timer_plan plan = brl_timer_plan_make(n);
+    CFRunLoopTimerRef *t = malloc((size_t)n * sizeof *t);
+    CFRunLoopRef rl = CFRunLoopGetCurrent();
+    CFAbsoluteTime base = CFAbsoluteTimeGetCurrent() + 1e6;
+    for (long i = 0; i < n; i++)
+        t[i] = CFRunLoopTimerCreate(NULL, base + (double)plan.pos[i] * 1e-3, 0, 0, 0, cf_timer_nothing, NULL);
+    long k = n < a->max_rm ? n : a->max_rm;
+    double t0 = brl_now();
+    for (long i = 0; i < n; i++) CFRunLoopAddTimer(rl, t[i], kCFRunLoopCommonModes);
+    double t1 = brl_now();
+    for (long j = 0; j < k; j++) {
+        CFRunLoopRemoveTimer(rl, t[plan.rm[j]], kCFRunLoopCommonModes);
+        plan.removed[plan.rm[j]] = true;
+    }
+    double t2 = brl_now();
+    for (long s = 0; s < n; s++) {
+        long i = plan.by_pos[s];
+        if (!plan.removed[i]) CFRunLoopRemoveTimer(rl, t[i], kCFRunLoopCommonModes);
+    }
+    for (long i = 0; i < n; i++) CFRelease(t[i]);
+    free(t);
+    brl_timer_plan_free(&plan);
+    a->r = brl_ok((t1 - t0) / (double)n * 1e9, (t2 - t1) / (double)k * 1e9);
+    return NULL;
+}
+
+static brl_result cf_common_timers(long n, long max_rm) {
+    cf_scale_arg a = {.n = n, .max_rm = max_rm};
+    brl_run_on_thread(cf_common_thread, &a);
+    return a.r;
+}
+
 const brl_peer BRL_PEER = {
     .name = BRL_PEER_NAME,
     .perform_block = cf_perform_block,
@@ -463,4 +569,7 @@ const brl_peer BRL_PEER = {
     .idle_finish = cf_idle_finish,
     .observer = cf_observer,
     .fds = cf_fds,
+    .objects = cf_objects,
+    .signal_sources = cf_signal_sources,
+    .common_timers = cf_common_timers,
 };

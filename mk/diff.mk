@@ -18,3 +18,22 @@ check-diff-asan: ## the differential tests, our side under ASan+UBSan
 	@PLAIN=$(PLAIN) DIFF_SAN=asan scripts/run-diff-tests.sh $(DIFF)
 check-diff-tsan: ## the differential tests, our side under TSan
 	@PLAIN=$(PLAIN) DIFF_SAN=tsan scripts/run-diff-tests.sh $(DIFF)
+
+# Randomized differential test (Tests/diff/fuzz, scripts/fuzz-diff.sh):
+# seeded programs of run-loop operations, CF's trace vs ours per seed.
+#   make fuzz-diff N=100000            a long run (seeds SEED.., default 1)
+#   make fuzz-diff N=1 SEED=1234       one seed (then: scripts/fuzz-diff.sh
+#                                      show 1234 / shrink 1234)
+#   make check-fuzz-diff               the short fixed budget make check runs
+# FUZZ_JOBS=n runs n batches at once (default 2).
+N ?= 10000
+SEED ?= 1
+FUZZ_CHECK_N ?= 300
+
+.PHONY: fuzz-diff check-fuzz-diff
+fuzz-diff: ## random CF-vs-ours scenarios (N=, SEED=)
+	@scripts/fuzz-diff.sh $(N) $(SEED)
+check-fuzz-diff: ## a short run of fuzz-diff (part of make check)
+	@scripts/fuzz-diff.sh $(FUZZ_CHECK_N) 1
+
+CHECK_EXTRA += check-fuzz-diff

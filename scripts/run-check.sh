@@ -20,6 +20,7 @@ declare -A LABELS=(
   [check-headers]="headers (C/C++)"
   [check-tree]="help + comments"
   [check-fuzz]="fuzz (short)"
+  [check-fuzz-diff]="CF differential fuzz"
   [check-swift]="swift test"
   [check-swift-demo]="Swift demo"
   [check-readme]="README blocks"

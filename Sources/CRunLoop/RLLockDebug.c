@@ -75,6 +75,8 @@ static rl__held_stack *g_stacks;
 /* Bumped each time debugging is switched on, so that stacks recorded before
  * it was switched off (whose releases were never seen) are discarded. */
 static _Atomic unsigned g_epoch = 1;
+
+unsigned rl__lockdep_epoch(void) { return atomic_load_explicit(&g_epoch, memory_order_relaxed); }
 static __thread rl__held_stack *t_stack;
 static __thread rl__site t_callsite; /* addr unused: file and line only */
 static pthread_key_t g_stack_key;
@@ -824,7 +826,7 @@ void RLLockDebugReset(void) {
 
 bool RLLockDebugForgetLock(const void *lock) {
     if (!lock)
-        return rl__fail(kRLErrorInvalidArgument, "RLLockDebugForgetLock", "NULL lock");
+        return rl__fail(kRLErrorInvalidArgument, __func__, "NULL lock");
     rl__lockdep_forget(lock);
     return true;
 }
@@ -832,12 +834,13 @@ bool RLLockDebugForgetLock(const void *lock) {
 /* ---- load time ---- */
 
 /* A child forked while another thread was inside the detector would inherit
- * g_mu locked; holding it across fork() makes the copy consistent. */
-static void atfork_prepare(void) { pthread_mutex_lock(&g_mu); }
-static void atfork_release(void) { pthread_mutex_unlock(&g_mu); }
+ * g_mu locked; holding it across fork() (rl_fork.c, last in its order: the
+ * detector runs inside lock operations) makes the copy consistent. */
+void rl__lockdep_fork_prepare(void) { pthread_mutex_lock(&g_mu); }
+void rl__lockdep_fork_parent(void) { pthread_mutex_unlock(&g_mu); }
+void rl__lockdep_fork_child(void) { pthread_mutex_unlock(&g_mu); }
 
 __attribute__((constructor)) static void rl__lockdebug_load(void) {
-    pthread_atfork(atfork_prepare, atfork_release, atfork_release);
     const char *env = getenv("RL_LOCK_DEBUG");
     if (env && env[0] && strcmp(env, "0") != 0)
         RLLockDebugSetEnabled(true);

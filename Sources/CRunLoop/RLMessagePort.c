@@ -18,6 +18,7 @@
  * that ever comes on it, so watching it never races with a request.
  */
 #include "RLDataInternal.h"
+#include "rl_weak.h"
 #include "rl_wire.h"
 
 #include <crunloop/RLFileDescriptor.h>
@@ -58,19 +59,9 @@ typedef struct rl_mp_conn {
     struct rl_mp_conn *next;
 } rl_mp_conn;
 
-/* What the port's fd objects point at: a weak reference to the port. The
- * fd objects own a reference on the link, not on the port; invalidation
- * clears `mp` under `mu`, so a callout that starts afterwards sees NULL,
- * and one that started before holds a reference on the port. */
-typedef struct rl_mp_link {
-    _Atomic long rc;
-    pthread_mutex_t mu;
-    struct RLMessagePort *mp;
-} rl_mp_link;
-
 struct RLMessagePort {
     rl__object base;
-    rl_mp_link *link;
+    rl__weak *link; /* what its fd objects point at (rl_weak.h) */
     pthread_mutex_t mu; /* state below; never held while user code runs */
     bool remote;
     bool valid;
@@ -232,46 +223,6 @@ static int read_frame(int fd, rl_wire_reader *rd, rl_wire_frame *f, const char *
 
 /* ---- objects ---- */
 
-static rl_mp_link *link_new(struct RLMessagePort *mp) {
-    rl_mp_link *l = malloc(sizeof *l);
-    if (!l)
-        return NULL;
-    atomic_init(&l->rc, 1);
-    pthread_mutex_init(&l->mu, NULL);
-    l->mp = mp;
-    return l;
-}
-
-static const void *link_retain(const void *p) {
-    rl_mp_link *l = (rl_mp_link *)p;
-    atomic_fetch_add_explicit(&l->rc, 1, memory_order_relaxed);
-    return p;
-}
-
-static void link_release(const void *p) {
-    rl_mp_link *l = (rl_mp_link *)p;
-    if (atomic_fetch_sub_explicit(&l->rc, 1, memory_order_acq_rel) == 1) {
-        pthread_mutex_destroy(&l->mu);
-        free(l);
-    }
-}
-
-/* The port behind a link, retained, or NULL once it was invalidated. */
-static struct RLMessagePort *link_get(rl_mp_link *l) {
-    pthread_mutex_lock(&l->mu);
-    struct RLMessagePort *mp = l->mp;
-    if (mp)
-        RLRetain(mp);
-    pthread_mutex_unlock(&l->mu);
-    return mp;
-}
-
-static void link_cut(rl_mp_link *l) {
-    pthread_mutex_lock(&l->mu);
-    l->mp = NULL;
-    pthread_mutex_unlock(&l->mu);
-}
-
 static void conn_free(rl_mp_conn *c) {
     if (c->fd >= 0)
         close(c->fd);
@@ -287,7 +238,7 @@ static void mp_finalize(void *obj) {
         mp->ctx.release(mp->ctx.info);
     rl__wire_reader_free(&mp->rd);
     if (mp->link)
-        link_release(mp->link);
+        rl__weak_release(mp->link);
     free(mp->name);
     pthread_mutex_destroy(&mp->mu);
     pthread_mutex_destroy(&mp->send_mu);
@@ -325,7 +276,7 @@ static struct RLMessagePort *mp_new(const char *name, bool remote, const char *f
     mp->pid = getpid();
     rl__wire_reader_init(&mp->rd, mp->limit);
     mp->name = strdup(name);
-    mp->link = link_new(mp);
+    mp->link = rl__weak_new(mp);
     if (!mp->name || !mp->link) {
         RLRelease(mp); /* not valid yet: nothing to tear down */
         rl__fail(kRLErrorNoMemory, fn, "out of memory");
@@ -580,7 +531,7 @@ static void serve_conn(struct RLMessagePort *mp, rl_mp_conn *c, uint32_t events)
 
 static void port_ready(RLFileDescriptorRef f, RLOptionFlags types, void *info) {
     /* Retained: a callout may invalidate and release the port. */
-    struct RLMessagePort *mp = link_get(info);
+    struct RLMessagePort *mp = rl__weak_get(info);
     if (!mp)
         return;
     struct epoll_event ev[RL_MP_EVENTS];
@@ -668,14 +619,15 @@ RLMessagePortRef RLMessagePortCreateLocal(RLAllocatorRef allocator, const char *
         return rl__fail_errno(err, __func__, "cannot listen as \"%s\"", name), NULL;
     }
     mp->callout = callout;
-    if (context) {
+    if (context)
         mp->ctx = *context;
-        if (mp->ctx.retain)
-            mp->ctx.info = (void *)mp->ctx.retain(mp->ctx.info);
-    }
     mp->reg_next = g_reg;
     g_reg = mp;
     pthread_mutex_unlock(&g_reg_mu);
+    /* The retain callback is user code: called with no lock held. The
+     * port has no source yet, so nothing calls out with info meanwhile. */
+    if (mp->ctx.retain)
+        mp->ctx.info = (void *)mp->ctx.retain(mp->ctx.info);
     if (shouldFreeInfo)
         *shouldFreeInfo = false;
     return mp;
@@ -854,7 +806,7 @@ static void invalidate(struct RLMessagePort *mp) {
     bool call = cb && !mp->inval_called;
     mp->inval_called = mp->inval_called || call;
     pthread_mutex_unlock(&mp->mu);
-    link_cut(mp->link);
+    rl__weak_cut(mp->link);
     reg_remove(mp);
     if (fdobj) {
         RLFileDescriptorInvalidate(fdobj); /* removes its source from every loop */
@@ -904,7 +856,7 @@ static void watch_ready(RLFileDescriptorRef f, RLOptionFlags types, void *info) 
         RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack);
         return; /* nothing is ever sent on it; ignore */
     }
-    struct RLMessagePort *mp = link_get(info);
+    struct RLMessagePort *mp = rl__weak_get(info);
     if (!mp)
         return;
     invalidate(mp);
@@ -937,7 +889,7 @@ bool RLMessagePortSetInvalidationCallBack(RLMessagePortRef mp, RLMessagePortInva
     rl__wire_encode(hello, RL_WIRE_HELLO, 0, 0, NULL, 0);
     size_t sent;
     (void)write_all(fd, hello, sizeof hello, deadline_after(1), &sent);
-    RLFileDescriptorContext ctx = {0, mp->link, link_retain, link_release, NULL};
+    RLFileDescriptorContext ctx = {0, mp->link, rl__weak_retain, rl__weak_release, NULL};
     RLFileDescriptorRef w = RLFileDescriptorCreate(NULL, fd, true, watch_ready, &ctx);
     RLRunLoopSourceRef s = w ? RLFileDescriptorCreateRunLoopSource(NULL, w, 0) : NULL;
     if (!s) {
@@ -986,7 +938,7 @@ RLRunLoopSourceRef RLMessagePortCreateRunLoopSource(RLAllocatorRef allocator, RL
         return s;
     }
     pthread_mutex_unlock(&mp->mu);
-    RLFileDescriptorContext ctx = {0, mp->link, link_retain, link_release, NULL};
+    RLFileDescriptorContext ctx = {0, mp->link, rl__weak_retain, rl__weak_release, NULL};
     RLFileDescriptorRef f = RLFileDescriptorCreate(NULL, mp->epfd, false, port_ready, &ctx);
     RLRunLoopSourceRef s = f ? RLFileDescriptorCreateRunLoopSource(NULL, f, order) : NULL;
     if (!s) {
@@ -1145,3 +1097,11 @@ int32_t RLMessagePortSendRequest(RLMessagePortRef mp, int32_t msgid, RLDataRef d
         }
     }
 }
+
+/* fork(): the registry's lock is held across it (rl_fork.c; it is taken
+ * before the object pool's, under which a port is made), so a child forked
+ * while another thread registers a port finds the list consistent and the
+ * lock free. */
+void rl__msgport_fork_prepare(void) { pthread_mutex_lock(&g_reg_mu); }
+void rl__msgport_fork_parent(void) { pthread_mutex_unlock(&g_reg_mu); }
+void rl__msgport_fork_child(void) { pthread_mutex_unlock(&g_reg_mu); }

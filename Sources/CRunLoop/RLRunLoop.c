@@ -14,13 +14,13 @@
  *   - timers sit in two heaps per mode (by fire date, and by fire date +
  *     tolerance); the timerfd is armed at the earliest deadline, and every
  *     timer already past its fire date fires on that wake-up;
- *   - signalled sources go on a per-loop ready list;
- *   - perform requests go into chained chunks of 16-byte slots behind a spin
- *     lock (rl_pqueue.h: no allocation per request, chunks reused) that the
- *     loop takes in one step.
+ *   - a signalled source's memberships go on their modes' ready lists;
+ *   - perform requests go into the loop's perform queue (RLRunLoopPerform.c),
+ *     which the loop runs through rl__perform_run and the other calls of
+ *     RLRunLoopPerformInternal.h.
  */
 #include "runloop_internal.h"
-#include "rl_pqueue.h"
+#include "RLRunLoopPerformInternal.h"
 #include "rl_spin.h"
 
 #include <errno.h>
@@ -32,6 +32,7 @@
 #include <sched.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/stat.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
@@ -53,6 +54,10 @@ typedef struct rl_common_name {
     char *name;
 } rl_common_name;
 
+/* The items added to kRLRunLoopCommonModes: a dense array (walked when a
+ * mode becomes common, in the order the items came) and an open-addressing
+ * index over it, so that adding, finding and removing one costs O(1)
+ * however many there are. */
 typedef struct rl_citem {
     void *item;
     rl_kind kind;
@@ -61,11 +66,26 @@ typedef struct rl_citem {
 /* The fd sources of this loop on one fd, indexed by fd. Several
  * RLFileDescriptor objects may wrap the same fd, but epoll holds one
  * registration per fd: it watches the union of what they want, and a
- * readiness goes to each of them whose enabled callbacks match. */
+ * readiness goes to each of them whose enabled callbacks match. What each
+ * source wants is kept here (want[i]), updated under the source's item
+ * lock, so that the union needs no other source's lock.
+ *
+ * Registrations are one-shot (EPOLLONESHOT), like the callbacks: after
+ * reporting once, the kernel keeps the registration but reports nothing
+ * until the loop re-arms it. epoll keys a registration by the fd number
+ * and the file it named when it was added; if the user closes the fd
+ * while a dup keeps that file open, the registration outlives the number
+ * and the loop can neither change nor remove it. One-shot, it reports at
+ * most once more, and each registration's events carry a tag (`gen`) so
+ * that such a leftover is recognised and ignored: a loop never spins on
+ * a registration it cannot serve. */
 typedef struct rl_fdreg {
     struct RLRunLoopSource **srcs; /* in registration order; not retained (their memberships are) */
+    uint32_t *want;                /* per source: the epoll events it wants now */
     uint32_t nsrcs, capsrcs;       /* nsrcs 0: free slot */
-    uint32_t armed;                /* epoll events currently watched; 0: not in the set */
+    uint32_t armed;  /* events the loop waits for (armed in the kernel, or served as always ready); 0: none */
+    uint32_t gen;    /* the tag of the fd's registration in the kernel; 0: none */
+    bool always;     /* epoll refuses the fd (EPERM: a regular file, /dev/null): ready whenever watched */
 } rl_fdreg;
 
 /* Fields that other threads touch on hot paths are kept on separate cache
@@ -77,6 +97,8 @@ struct RLRunLoop {
     rl__object base;
     pthread_t thread;
     _Atomic bool dead; /* torn down: its thread exited */
+    unsigned fork_gen; /* rl__fork_gen() at creation: another one means inherited by a fork() child */
+    struct RLRunLoop *inherited_next; /* in a fork() child: on rl_inherited_mains */
     int epfd, evfd, tfd;
     char pad0[RL_LINE];
 
@@ -88,12 +110,12 @@ struct RLRunLoop {
     rl__spin spin;         /* how long the loop spins for a wake-up before it sleeps */
     char pad1[RL_LINE];
 
-    rl_pqueue pq;            /* perform requests (see "perform requests") */
-    struct rl_bslab *bcur;   /* block slots (RLRunLoopPerformBlock): the slab being filled */
-    unsigned bcur_used;      /* its bytes handed out */
-    rl_flist bcache;         /* empty slabs kept for reuse */
+    rl__perform_queue pq;    /* perform requests (RLRunLoopPerform.c; pads itself) */
     char pad2[RL_LINE];
 
+    /* The loop lock, next to what it guards: uncontended while one thread
+     * uses its own loop, and shared with no other loop. */
+    rl__mutex lock;
     rl_mode **modes;
     size_t nmodes, capmodes;
     rl_mode *last_mode; /* lookup cache */
@@ -101,28 +123,55 @@ struct RLRunLoop {
     size_t ncommon, capcommon;
     rl_citem *citems;
     size_t nci, capci;
+    size_t *cidx; /* citems index + 1 by the item's hash (linear probing); 0: empty */
+    size_t capcidx; /* a power of two, at least twice nci; 0: none yet */
 
-    rl_pchain held;    /* requests taken from pq for other modes; the loop's thread only */
-    rl_pchunk *spent; /* chunks a batch is done with, given back with the next take; ditto */
-    bool trim_due;    /* chunks or slabs went back to the pools since the loop last slept; ditto */
-    uint32_t pass_ran; /* requests run since the loop last waited; ditto */
-    int64_t trimmed_at; /* rl__spin_now() of the last rl_perform_trim that trimmed; ditto */
+    uint32_t pass_ran; /* requests run since the loop last waited; the loop's thread only */
     rl_frame *frame;
     rl_mode *armed_mode; /* the mode whose fds are in the epoll set */
     double armed_at;     /* monotonic time the timerfd is armed for; INFINITY: disarmed */
 
-    struct RLRunLoopSource **ready; /* retained */
-    size_t nready, capready;
-
     rl_fdreg *fdtab;
     size_t nfdtab;
-    size_t nfd_armed; /* user fds in the epoll set */
+    size_t nfd_armed; /* user fds with events armed (always-ready ones included) */
+    size_t nalways;   /* of those, always ready: the loop polls instead of sleeping */
+    uint32_t fdgen;   /* the last registration tag handed out */
+
+    /* Timers and observers whose home this loop is (runloop_internal.h). */
+    TAILQ_HEAD(, RLRunLoopTimer) homed_timers;
+    TAILQ_HEAD(, RLRunLoopObserver) homed_observers;
 };
 
 /* ------------------------------------------------------------------ */
-/* the graph lock, sequence numbers, deferred work                     */
+/* the loop lock, sequence numbers, deferred work                      */
 
-rl__mutex rl__graph_mutex;
+/* Inline: every add and remove takes it once, and a call into libc's mutex
+ * was a measurable part of a 10 ns timer add. */
+__attribute__((always_inline)) static inline void rl_lock(RLRunLoopRef rl) {
+    if (RL__UNLIKELY(rl__lockdep_enabled()))
+        rl__lockclass_take(RL_LOCKCLASS_LOOP, __builtin_return_address(0));
+    if (RL__UNLIKELY(!rl__mutex_trylock(&rl->lock)))
+        rl__mutex_lock_slow(&rl->lock, NULL);
+}
+
+__attribute__((always_inline)) static inline void rl_unlock(RLRunLoopRef rl) {
+    rl__mutex_unlock(&rl->lock);
+    if (RL__UNLIKELY(rl__lockdep_enabled()))
+        rl__lockclass_drop(RL_LOCKCLASS_LOOP);
+}
+
+/* A try-lock: the one way a loop lock may be taken under an item lock (it
+ * cannot deadlock). */
+static inline bool rl_trylock(RLRunLoopRef rl) {
+    if (!rl__mutex_trylock(&rl->lock))
+        return false;
+    if (RL__UNLIKELY(rl__lockdep_enabled()))
+        rl__lockclass_took(RL_LOCKCLASS_LOOP, __builtin_return_address(0));
+    return true;
+}
+
+void rl__loop_lock(RLRunLoopRef rl) { rl_lock(rl); }
+void rl__loop_unlock(RLRunLoopRef rl) { rl_unlock(rl); }
 
 static _Atomic uint64_t rl_seq;
 uint64_t rl__next_seq(void) { return atomic_fetch_add_explicit(&rl_seq, 1, memory_order_relaxed) + 1; }
@@ -220,9 +269,24 @@ static bool rl_is_common(RLRunLoopMode mode) {
     return mode == kRLRunLoopCommonModes || (mode[0] == 'k' && strcmp(mode, kRLRunLoopCommonModes) == 0);
 }
 
+/* A loop inherited across fork() is refused by every public function: its
+ * kernel objects are the parent's, and its thread does not exist here. */
 static bool rl_check_loop(RLRunLoopRef rl, const char *fn) {
-    return rl__object_check(rl, &rl__runloop_class, fn);
+    if (!rl__object_check(rl, &rl__runloop_class, fn))
+        return false;
+    if (rl__fork_inherited(rl->fork_gen))
+        return rl__fork_fail(fn, "run loop");
+    return true;
 }
+
+/* Whether rl was made in this process, not inherited across fork(). The
+ * internal paths that reach its epoll fd, eventfd or timerfd from an item
+ * (a timer moved, an fd source removed, in a child, of a loop it
+ * inherited) check this: those kernel objects are shared with the parent,
+ * whose loop they would disturb. So do the callout loops of a run, which
+ * a fork() from a callout leaves in the child: the rest of what they
+ * collected is the parent's work. */
+static inline bool rl_of_this_process(RLRunLoopRef rl) { return !rl__fork_inherited(rl->fork_gen); }
 
 static double rl_mono_now(void) { return RLMonotonicTimeGetCurrent(); }
 
@@ -262,6 +326,174 @@ static bool rl_item_in_loop(void *item, rl_kind kind, RLRunLoopRef rl) {
             return true;
     }
     return false;
+}
+
+/* ------------------------------------------------------------------ */
+/* homes (runloop_internal.h) and item locks                           */
+
+/* The calling thread's run loop (its reference: the loop lives as long as
+ * this is set), NULL before RLRunLoopGetCurrent and after teardown. */
+static __thread RLRunLoopRef rl_tls;
+
+static inline rl__olock *rl_item_olock(void *item, rl_kind kind) {
+    switch (kind) {
+    case RL_KIND_SOURCE:
+        return &((struct RLRunLoopSource *)item)->lock;
+    case RL_KIND_TIMER:
+        return &((struct RLRunLoopTimer *)item)->lock;
+    default:
+        return &((struct RLRunLoopObserver *)item)->lock;
+    }
+}
+
+static inline _Atomic(RLRunLoopRef) *rl_item_home(void *item, rl_kind kind) {
+    return kind == RL_KIND_TIMER ? &((struct RLRunLoopTimer *)item)->home
+                                 : &((struct RLRunLoopObserver *)item)->home;
+}
+
+static inline RLRunLoopRef rl_home_get(void *item, rl_kind kind) {
+    return atomic_load_explicit(rl_item_home(item, kind), memory_order_relaxed);
+}
+
+/* rl becomes the home of item; rl locked, item lock held, no home yet. */
+static void rl_home_set_locked(RLRunLoopRef rl, void *item, rl_kind kind) {
+    atomic_store_explicit(rl_item_home(item, kind), rl, memory_order_relaxed);
+    if (kind == RL_KIND_TIMER)
+        TAILQ_INSERT_TAIL(&rl->homed_timers, (struct RLRunLoopTimer *)item, home_link);
+    else
+        TAILQ_INSERT_TAIL(&rl->homed_observers, (struct RLRunLoopObserver *)item, home_link);
+}
+
+/* item leaves rl, its home; rl locked. Its state goes under its item lock. */
+static void rl_home_clear_locked(RLRunLoopRef rl, void *item, rl_kind kind) {
+    rl__olock *ol = rl_item_olock(item, kind);
+    rl__olock_lock(ol);
+    atomic_store_explicit(rl_item_home(item, kind), NULL, memory_order_relaxed);
+    rl__olock_unlock(ol);
+    if (kind == RL_KIND_TIMER)
+        TAILQ_REMOVE(&rl->homed_timers, (struct RLRunLoopTimer *)item, home_link);
+    else
+        TAILQ_REMOVE(&rl->homed_observers, (struct RLRunLoopObserver *)item, home_link);
+}
+
+RLRunLoopRef rl__item_lock(void *item, rl_kind kind) {
+    rl__olock *ol = rl_item_olock(item, kind);
+    RLRunLoopRef mine = rl_tls;
+    for (;;) {
+        RLRunLoopRef h = rl_home_get(item, kind);
+        if (h && h == mine) {
+            /* The caller's own loop (the usual case: a timer moved from
+             * its callout) cannot go away meanwhile. */
+            rl_lock(h);
+            if (rl_home_get(item, kind) == h)
+                return h;
+            rl_unlock(h);
+            continue;
+        }
+        rl__olock_lock(ol);
+        h = rl_home_get(item, kind);
+        if (!h)
+            return NULL; /* homeless, and stays so while the item lock is held */
+        /* A home is cleared only under the item lock (by a thread that holds
+         * its own reference on the loop), so h is alive here. */
+        rl_retain_raw(h);
+        rl__olock_unlock(ol);
+        rl_lock(h);
+        if (rl_home_get(item, kind) == h) {
+            /* Still home, so h's teardown has not cleared it yet, and h's
+             * thread still holds its reference: ours cannot be the last. */
+            atomic_fetch_sub_explicit(&((rl__object *)h)->rc, 1, memory_order_release);
+            return h;
+        }
+        rl_unlock(h);
+        RLRelease(h);
+    }
+}
+
+void rl__item_unlock(void *item, rl_kind kind, RLRunLoopRef home) {
+    if (home)
+        rl_unlock(home);
+    else
+        rl__olock_unlock(rl_item_olock(item, kind));
+}
+
+void rl__item_leave_home(void *item, rl_kind kind) {
+    RLRunLoopRef h = rl__item_lock(item, kind);
+    if (h)
+        rl_home_clear_locked(h, item, kind);
+    rl__item_unlock(item, kind, h);
+}
+
+/* Adding item to `to` found it at home in another loop: it moves out if it
+ * is in none of that loop's modes (the caller then tries again); false
+ * (error set) if it is, as CF refuses a timer or an observer in a second
+ * loop. No lock held. */
+static bool rl_item_move_out(void *item, rl_kind kind, RLRunLoopRef to, const char *fn) {
+    RLRunLoopRef h = rl__item_lock(item, kind);
+    bool ok = true;
+    if (h && h != to) {
+        if (!TAILQ_EMPTY(rl__item_membs(item, kind)))
+            ok = rl__fail(kRLErrorInvalidState, fn, "the %s is already in another run loop",
+                          kind == RL_KIND_TIMER ? "timer" : "observer");
+        else
+            rl_home_clear_locked(h, item, kind);
+    }
+    rl__item_unlock(item, kind, h);
+    return ok;
+}
+
+/* The distinct loops a source is in (its item lock held when collected),
+ * retained, except the caller's own loop: visited one at a time after the
+ * item lock is dropped. */
+typedef struct rl_loopset {
+    RLRunLoopRef *a;
+    size_t n, cap;
+    RLRunLoopRef mine;
+    RLRunLoopRef inl[4];
+} rl_loopset;
+
+static void rl_loopset_init(rl_loopset *ls) {
+    ls->a = ls->inl;
+    ls->n = 0;
+    ls->cap = sizeof ls->inl / sizeof ls->inl[0];
+    ls->mine = rl_tls;
+}
+
+static void rl_loopset_collect(rl_loopset *ls, struct RLRunLoopSource *s, RLRunLoopRef except) {
+    rl_memb *m;
+    TAILQ_FOREACH(m, &s->membs, item_link) {
+        if (m->rl == except)
+            continue;
+        bool seen = false;
+        for (size_t i = 0; i < ls->n && !seen; i++)
+            seen = ls->a[i] == m->rl;
+        if (seen)
+            continue;
+        if (ls->n == ls->cap) {
+            size_t cap = ls->cap * 2;
+            RLRunLoopRef *a = malloc(cap * sizeof *a);
+            if (!a)
+                abort(); /* a loop left out would miss a signal or keep an invalid source */
+            memcpy(a, ls->a, ls->n * sizeof *a);
+            if (ls->a != ls->inl)
+                free(ls->a);
+            ls->a = a;
+            ls->cap = cap;
+        }
+        if (m->rl != ls->mine)
+            rl_retain_raw(m->rl);
+        ls->a[ls->n++] = m->rl;
+    }
+}
+
+static void rl_loopset_free(rl_loopset *ls) {
+    for (size_t i = 0; i < ls->n; i++) {
+        if (ls->a[i] != ls->mine)
+            RLRelease(ls->a[i]);
+    }
+    if (ls->a != ls->inl)
+        free(ls->a);
+    rl_loopset_init(ls);
 }
 
 /* ------------------------------------------------------------------ */
@@ -321,6 +553,7 @@ static rl_mode *rl_mode_new(RLRunLoopRef rl, const char *name, const char *fn) {
     m->is_default = strcmp(name, kRLRunLoopDefaultMode) == 0;
     m->rl = rl;
     TAILQ_INIT(&m->sources);
+    TAILQ_INIT(&m->ready);
     TAILQ_INIT(&m->observers);
     rl__tset_init(&m->timers);
     rl_common_name *c = rl_common_find(rl, name);
@@ -339,6 +572,7 @@ __attribute__((always_inline)) static inline rl_mode *rl_mode_get(RLRunLoopRef r
 
 static void rl_mode_free(rl_mode *m) {
     rl__tset_free(&m->timers);
+    free(m->sbuckets);
     free(m->name);
     free(m);
 }
@@ -362,6 +596,8 @@ static void rl_drain(int fd);
  * counter only grows; in the unlikely case that it is full (2^64 - 2
  * wake-ups), the write fails with EAGAIN: drain it and write again. */
 static void rl_write_eventfd(RLRunLoopRef rl) {
+    if (!rl_of_this_process(rl))
+        return;
     uint64_t one = 1;
     ssize_t r;
     do {
@@ -399,9 +635,9 @@ static void rl_wake(RLRunLoopRef rl) {
 }
 
 /* Arms the timerfd for monotonic time `at` (INFINITY disarms); no system
- * call when it is already armed there. Graph lock held. */
+ * call when it is already armed there. Loop lock held. */
 static void rl_arm_timerfd(RLRunLoopRef rl, double at) {
-    if (at == rl->armed_at)
+    if (at == rl->armed_at || !rl_of_this_process(rl))
         return;
     struct itimerspec its;
     memset(&its, 0, sizeof its);
@@ -415,7 +651,7 @@ static void rl_arm_timerfd(RLRunLoopRef rl, double at) {
 }
 
 /* When the innermost run must wake next: its deadline or its mode's
- * earliest timer deadline, as monotonic time. Graph lock held. */
+ * earliest timer deadline, as monotonic time. Loop lock held. */
 static double rl_next_wake(RLRunLoopRef rl, rl_frame *f) {
     double at = f->deadline;
     double date;
@@ -439,6 +675,8 @@ static void rl_rearm_if_waiting(RLRunLoopRef rl) {
  * a sleeping loop running that mode is re-armed only if t is due before the
  * armed time, and nothing else (no clock read, no heap order) is needed. */
 static void rl_rearm_for_added_timer_slow(RLRunLoopRef rl, const struct RLRunLoopTimer *t) {
+    if (t->firing)
+        return; /* not a wake-up reason until its callout returns (rl__tset_earliest_deadline) */
     double rel = t->fire_date + t->tolerance - RLAbsoluteTimeGetCurrent();
     double at = rl_mono_now() + (rel > 0 ? rel : 0);
     if (at < rl->armed_at)
@@ -453,51 +691,187 @@ static inline void rl_rearm_for_added_timer(RLRunLoopRef rl, rl_mode *mode, cons
 /* ------------------------------------------------------------------ */
 /* fd registrations                                                    */
 
+/* What src wants the loop to watch its fd for. The loop lock and src's
+ * item lock held. */
 static uint32_t rl_fd_desired(RLRunLoopRef rl, struct RLRunLoopSource *src) {
     struct RLFileDescriptor *f = src->fdobj;
-    if (!src->valid || !f || !f->valid || !rl->armed_mode)
+    if (!src->valid || !f || !rl__peek(f->valid) || rl__peek(f->stale) || !rl->armed_mode)
         return 0;
     if (!rl__memb_in_mode(src, RL_KIND_SOURCE, rl->armed_mode))
         return 0;
+    RLOptionFlags enabled = atomic_load_explicit(&f->enabled, memory_order_relaxed);
     uint32_t ev = 0;
-    if (f->enabled & kRLFileDescriptorReadCallBack)
+    if (enabled & kRLFileDescriptorReadCallBack)
         ev |= EPOLLIN;
-    if (f->enabled & kRLFileDescriptorWriteCallBack)
+    if (enabled & kRLFileDescriptorWriteCallBack)
         ev |= EPOLLOUT;
     return ev;
 }
 
-/* Brings the epoll set in line with what fd should be watched for (the
- * union over its sources). An fd nobody listens to is removed from the set,
- * not left with no events: epoll reports hang-ups even then, which would
- * spin the loop. */
-static void rl_fd_sync(RLRunLoopRef rl, int fd) {
+/* The union of what the sources on r want: their wishes as last read under
+ * each one's item lock (rl_fd_update), so no other source's lock is needed. */
+static uint32_t rl_fd_want(RLRunLoopRef rl, const rl_fdreg *r) {
+    (void)rl;
+    uint32_t want = 0;
+    for (uint32_t i = 0; i < r->nsrcs; i++)
+        want |= r->want[i];
+    return want;
+}
+
+/* An event's data: the registration's tag above the fd (the loop's own
+ * eventfd and timerfd have tag 0). */
+static inline uint64_t rl_ev_data(int fd, uint32_t gen) { return (uint64_t)gen << 32 | (uint32_t)fd; }
+static inline int rl_ev_fd(const struct epoll_event *ev) { return (int)(uint32_t)ev->data.u64; }
+static inline uint32_t rl_ev_gen(const struct epoll_event *ev) { return (uint32_t)(ev->data.u64 >> 32); }
+
+/* 0, or the errno of the failed epoll_ctl. */
+static int rl_fd_ctl(RLRunLoopRef rl, int op, int fd, uint32_t events, uint32_t gen) {
+    if (RL__UNLIKELY(!rl_of_this_process(rl)))
+        return 0; /* a fork() child never touches its parent's epoll set */
+    struct epoll_event ev = {.events = events, .data.u64 = rl_ev_data(fd, gen)};
+    return epoll_ctl(rl->epfd, op, fd, &ev) == 0 ? 0 : errno;
+}
+
+static void rl_fd_set_armed(RLRunLoopRef rl, rl_fdreg *r, uint32_t armed) {
+    if ((r->armed == 0) != (armed == 0)) {
+        if (armed) {
+            rl->nfd_armed++;
+            rl->nalways += r->always;
+        } else {
+            rl->nfd_armed--;
+            rl->nalways -= r->always;
+        }
+    }
+    r->armed = armed;
+}
+
+/* The objects on r (but `fresh`) no longer name the file they were made
+ * for, or cannot be watched (err): they are not watched again, and say so
+ * when enabled (RLFileDescriptor.c). */
+static void rl_fd_mark_stale(rl_fdreg *r, struct RLRunLoopSource *fresh, int err) {
+    for (uint32_t i = 0; i < r->nsrcs; i++) {
+        struct RLFileDescriptor *f = r->srcs[i]->fdobj;
+        if (r->srcs[i] != fresh && f && !rl__peek(f->stale)) {
+            rl__poke(f->stale, err);
+            atomic_store_explicit(&f->enabled, 0, memory_order_relaxed);
+            r->want[i] = 0;
+        }
+    }
+}
+
+/* Marks stale the objects on r made for another file than fd names now
+ * (the number was closed and reused behind their backs). */
+static void rl_fd_check_identity(rl_fdreg *r, int fd) {
+    struct stat st;
+    int err = fstat(fd, &st) == 0 ? 0 : errno;
+    for (uint32_t i = 0; i < r->nsrcs; i++) {
+        struct RLFileDescriptor *f = r->srcs[i]->fdobj;
+        if (f && !rl__peek(f->stale) && (err || f->dev != st.st_dev || f->ino != st.st_ino)) {
+            rl__poke(f->stale, err ? err : ENOENT);
+            atomic_store_explicit(&f->enabled, 0, memory_order_relaxed);
+            r->want[i] = 0;
+        }
+    }
+}
+
+/* Adds fd to the epoll set, under a new tag, for what its objects that
+ * still name its file want. */
+static void rl_fd_add(RLRunLoopRef rl, rl_fdreg *r, int fd) {
+    rl_fd_check_identity(r, fd);
+    uint32_t want = rl_fd_want(rl, r);
+    if (want == 0)
+        return;
+    uint32_t gen = ++rl->fdgen ? rl->fdgen : ++rl->fdgen;
+    int err = rl_fd_ctl(rl, EPOLL_CTL_ADD, fd, want | EPOLLONESHOT, gen);
+    if (err == EEXIST) /* in the set under a tag given up on: take it over */
+        err = rl_fd_ctl(rl, EPOLL_CTL_MOD, fd, want | EPOLLONESHOT, gen);
+    if (err == 0) {
+        r->gen = gen;
+        rl_fd_set_armed(rl, r, want);
+    } else if (err == EPERM) {
+        /* A file that is always ready (poll says so; epoll refuses it). */
+        r->always = true;
+        rl_fd_set_armed(rl, r, want);
+    } else {
+        /* EBADF: the fd is closed. ENOMEM, ENOSPC (the user's watch limit):
+         * the loop cannot watch it. Reported, never silently dropped. */
+        rl_fd_mark_stale(r, NULL, err);
+    }
+}
+
+/* Brings the kernel in line with what fd should be watched for (the union
+ * over its sources). `verify`: ask the kernel even if nothing changed,
+ * because `fresh`, a new object on this fd number, joins: an error then
+ * says that the registration was made for a file the number no longer
+ * names (ENOENT: closed and reused; EBADF: closed), and the objects
+ * there before are stale. Loop lock held. */
+static void rl_fd_sync_ex(RLRunLoopRef rl, int fd, bool verify, struct RLRunLoopSource *fresh) {
     if (fd < 0 || (size_t)fd >= rl->nfdtab)
         return;
     rl_fdreg *r = &rl->fdtab[fd];
-    uint32_t want = 0;
-    for (uint32_t i = 0; i < r->nsrcs; i++)
-        want |= rl_fd_desired(rl, r->srcs[i]);
-    if (want == r->armed)
+    uint32_t want = rl_fd_want(rl, r);
+    if (r->always) {
+        if (!verify || want == 0) {
+            rl_fd_set_armed(rl, r, want);
+            return;
+        }
+        /* Does epoll still refuse what the number names now? */
+        rl_fd_set_armed(rl, r, 0);
+        r->always = false;
+        rl_fd_add(rl, r, fd);
+        if (r->always || r->gen == 0)
+            return;
+        rl_fd_mark_stale(r, fresh, ENOENT); /* a watchable file now: not the one they were made for */
+        verify = false;
+        want = rl_fd_want(rl, r);
+        if (want == r->armed)
+            return;
+    }
+    if (want == r->armed && !verify)
         return;
-    struct epoll_event ev = {.events = want, .data.fd = fd};
-    int op = r->armed == 0 ? EPOLL_CTL_ADD : (want == 0 ? EPOLL_CTL_DEL : EPOLL_CTL_MOD);
-    epoll_ctl(rl->epfd, op, fd, &ev);
-    rl->nfd_armed += (r->armed == 0) - (want == 0);
-    r->armed = want;
+    if (r->gen == 0) {
+        if (want)
+            rl_fd_add(rl, r, fd);
+        return;
+    }
+    int err = 0;
+    if (want) {
+        err = rl_fd_ctl(rl, EPOLL_CTL_MOD, fd, want | EPOLLONESHOT, r->gen);
+    } else if (r->armed || verify) {
+        /* Nobody listens: out of the set, not left armed with no events
+         * (epoll would still report hang-ups). A registration the kernel
+         * disarmed after reporting stays, to be re-armed cheaply. */
+        err = rl_fd_ctl(rl, EPOLL_CTL_DEL, fd, 0, 0);
+        if (err == 0)
+            r->gen = 0;
+    }
+    if (err == 0) {
+        rl_fd_set_armed(rl, r, want);
+        return;
+    }
+    /* Whatever the kernel still holds under the old tag reports at most
+     * once more (one-shot) and is ignored by its tag. */
+    r->gen = 0;
+    rl_fd_set_armed(rl, r, 0);
+    rl_fd_mark_stale(r, err == ENOENT || err == EBADF ? fresh : NULL, err);
+    rl_fd_add(rl, r, fd);
 }
 
-static void rl_fd_register(RLRunLoopRef rl, struct RLRunLoopSource *src) {
+static void rl_fd_sync(RLRunLoopRef rl, int fd) { rl_fd_sync_ex(rl, fd, false, NULL); }
+
+/* Files src under its fd. False: out of memory (nothing changed). src's
+ * item lock held. */
+static bool rl_fd_register(RLRunLoopRef rl, struct RLRunLoopSource *src) {
     int fd = src->fdobj ? src->fdobj->fd : -1;
     if (fd < 0)
-        return;
+        return true;
     if ((size_t)fd >= rl->nfdtab) {
         size_t n = rl->nfdtab ? rl->nfdtab : 16;
         while (n <= (size_t)fd)
             n *= 2;
         rl_fdreg *t = realloc(rl->fdtab, n * sizeof *t);
         if (!t)
-            return;
+            return false;
         memset(t + rl->nfdtab, 0, (n - rl->nfdtab) * sizeof *t);
         rl->fdtab = t;
         rl->nfdtab = n;
@@ -505,18 +879,29 @@ static void rl_fd_register(RLRunLoopRef rl, struct RLRunLoopSource *src) {
     rl_fdreg *r = &rl->fdtab[fd];
     for (uint32_t i = 0; i < r->nsrcs; i++) {
         if (r->srcs[i] == src)
-            return;
+            return true;
     }
     if (r->nsrcs == r->capsrcs) {
         uint32_t cap = r->capsrcs ? r->capsrcs * 2 : 1;
         struct RLRunLoopSource **a = realloc(r->srcs, cap * sizeof *a);
         if (!a)
-            return;
+            return false;
         r->srcs = a;
+        uint32_t *w = realloc(r->want, cap * sizeof *w);
+        if (!w)
+            return false;
+        r->want = w;
         r->capsrcs = cap;
     }
-    r->srcs[r->nsrcs++] = src;
-    rl_fd_sync(rl, fd);
+    r->srcs[r->nsrcs] = src;
+    r->want[r->nsrcs++] = rl_fd_desired(rl, src);
+    /* The number may have been closed and reused since the object (or the
+     * others on it) were made. The kernel's registration, if there is one,
+     * is asked too: it tells apart files that share an identity (eventfds). */
+    rl_fd_check_identity(r, fd);
+    if (r->gen != 0 || r->always)
+        rl_fd_sync_ex(rl, fd, true, src);
+    return true;
 }
 
 static void rl_fd_unregister(RLRunLoopRef rl, struct RLRunLoopSource *src) {
@@ -527,52 +912,162 @@ static void rl_fd_unregister(RLRunLoopRef rl, struct RLRunLoopSource *src) {
     for (uint32_t i = 0; i < r->nsrcs; i++) {
         if (r->srcs[i] == src) {
             memmove(&r->srcs[i], &r->srcs[i + 1], (r->nsrcs - i - 1) * sizeof *r->srcs);
+            memmove(&r->want[i], &r->want[i + 1], (r->nsrcs - i - 1) * sizeof *r->want);
             r->nsrcs--;
-            rl_fd_sync(rl, fd); /* the union of the others; none left: out of the set */
+            /* The union of the others; none left: out of the set (errors
+             * mean it is gone already). */
+            rl_fd_sync_ex(rl, fd, r->nsrcs == 0 && r->gen != 0, NULL);
+            if (r->nsrcs == 0) {
+                rl_fd_set_armed(rl, r, 0);
+                r->gen = 0;
+                r->always = false;
+            }
             return;
         }
     }
 }
 
-static void rl_fd_sync_all(RLRunLoopRef rl) {
-    for (size_t i = 0; i < rl->nfdtab; i++) {
-        if (rl->fdtab[i].nsrcs)
-            rl_fd_sync(rl, (int)i);
+/* Re-reads what src wants (rl_fd_desired: src's item lock held) and re-arms
+ * its fd. */
+static void rl_fd_update(RLRunLoopRef rl, struct RLRunLoopSource *src) {
+    int fd = src->fdobj ? src->fdobj->fd : -1;
+    if (fd < 0 || (size_t)fd >= rl->nfdtab)
+        return;
+    rl_fdreg *r = &rl->fdtab[fd];
+    for (uint32_t i = 0; i < r->nsrcs; i++) {
+        if (r->srcs[i] == src) {
+            r->want[i] = rl_fd_desired(rl, src);
+            rl_fd_sync(rl, fd);
+            return;
+        }
     }
 }
 
-void rl__fd_changed_locked(struct RLFileDescriptor *f) {
-    struct RLRunLoopSource *src = f->source;
-    if (!src)
-        return;
-    rl_memb *m;
-    TAILQ_FOREACH(m, &src->membs, item_link) {
-        rl_fd_sync(m->rl, f->fd);
+/* The armed mode changed: every source's wish is read again, each under its
+ * item lock in turn. Loop lock held, no item lock. */
+static void rl_fd_sync_all(RLRunLoopRef rl) {
+    for (size_t i = 0; i < rl->nfdtab; i++) {
+        rl_fdreg *r = &rl->fdtab[i];
+        if (!r->nsrcs)
+            continue;
+        for (uint32_t k = 0; k < r->nsrcs; k++) {
+            struct RLRunLoopSource *src = r->srcs[k];
+            rl__olock_lock(&src->lock);
+            r->want[k] = rl_fd_desired(rl, src);
+            rl__olock_unlock(&src->lock);
+        }
+        rl_fd_sync(rl, (int)i);
     }
 }
+
+/* Right after epoll_wait: each reported registration is disarmed now (one-
+ * shot), and a report under a tag the loop gave up on (left behind by a
+ * closed fd) is blanked, to be ignored. Loop lock held. */
+static void rl_fd_note_events(RLRunLoopRef rl, struct epoll_event *ev, int n) {
+    for (int i = 0; i < n; i++) {
+        int fd = rl_ev_fd(&ev[i]);
+        uint32_t gen = rl_ev_gen(&ev[i]);
+        if (gen == 0)
+            continue; /* the loop's own eventfd or timerfd */
+        rl_fdreg *r = fd >= 0 && (size_t)fd < rl->nfdtab ? &rl->fdtab[fd] : NULL;
+        if (r && r->gen == gen)
+            rl_fd_set_armed(rl, r, 0);
+        else
+            ev[i].events = 0;
+    }
+}
+
+/* Re-arms the fd of s in every loop s is in but `except`. No lock held. */
+static void rl_fd_resync_except(struct RLRunLoopSource *s, RLRunLoopRef except) {
+    rl_loopset ls;
+    rl_loopset_init(&ls);
+    rl__olock_lock(&s->lock);
+    rl_loopset_collect(&ls, s, except);
+    rl__olock_unlock(&s->lock);
+    for (size_t i = 0; i < ls.n; i++) {
+        RLRunLoopRef rl = ls.a[i];
+        rl_lock(rl);
+        rl__olock_lock(&s->lock);
+        rl_fd_update(rl, s);
+        rl__olock_unlock(&s->lock);
+        rl_unlock(rl);
+    }
+    rl_loopset_free(&ls);
+}
+
+void rl__source_fd_resync(struct RLRunLoopSource *s) { rl_fd_resync_except(s, NULL); }
 
 /* ------------------------------------------------------------------ */
 /* the ready list                                                      */
 
-static void rl_ready_push(RLRunLoopRef rl, struct RLRunLoopSource *s) {
-    for (size_t i = 0; i < rl->nready; i++) {
-        if (rl->ready[i] == s)
-            return;
-    }
-    struct RLRunLoopSource **a = rl_grow(rl->ready, &rl->capready, rl->nready + 1, sizeof *a);
-    if (!a)
+/* Each membership of a source is on its mode's ready list at most once:
+ * the flag, not a scan, says whether it is already there. The list holds no
+ * reference (the membership does, and leaves the list when removed). The
+ * loop lock of m's loop held. */
+static void rl_ready_push(rl_memb *m) {
+    if (m->queued)
         return;
-    rl->ready = a;
-    rl_retain_raw(s);
-    rl->ready[rl->nready++] = s;
+    m->queued = true;
+    TAILQ_INSERT_TAIL(&m->mode->ready, m, ready_link);
+    m->mode->nready++;
 }
 
-void rl__source_mark_ready_locked(struct RLRunLoopSource *src, rl_defer *d) {
-    (void)d;
+static void rl_ready_unlink(rl_memb *m) {
+    if (!m->queued)
+        return;
+    m->queued = false;
+    TAILQ_REMOVE(&m->mode->ready, m, ready_link);
+    m->mode->nready--;
+}
+
+/* The memberships of s in rl go on their modes' ready lists. rl locked, s's
+ * item lock held. */
+static void rl_ready_push_source(RLRunLoopRef rl, struct RLRunLoopSource *s) {
     rl_memb *m;
-    TAILQ_FOREACH(m, &src->membs, item_link) {
-        rl_ready_push(m->rl, src);
+    TAILQ_FOREACH(m, &s->membs, item_link) {
+        if (m->rl == rl)
+            rl_ready_push(m);
     }
+}
+
+/* The loops are noted under the source's item lock and visited after it,
+ * each under its own lock and then the item lock again (its memberships
+ * there may have changed meanwhile: a loop the source has left has none to
+ * push; a loop it joins meanwhile sees `signalled` when it adds it,
+ * rl_add_locked). */
+bool rl__source_signal(struct RLRunLoopSource *s) {
+    rl_loopset ls;
+    rl_loopset_init(&ls);
+    rl__olock_lock(&s->lock);
+    bool ok = s->valid;
+    if (ok && !s->signalled) {
+        rl__poke(s->signalled, true);
+        /* The usual source is in one loop: its lock, tried while the item
+         * lock is still held, saves noting the loop and a second round of
+         * the item lock. Busy: the general way. */
+        rl_memb *first = TAILQ_FIRST(&s->membs), *m;
+        RLRunLoopRef one = first ? first->rl : NULL;
+        for (m = first; m && one; m = TAILQ_NEXT(m, item_link))
+            if (m->rl != one)
+                one = NULL;
+        if (one && rl_trylock(one)) {
+            rl_ready_push_source(one, s);
+            rl_unlock(one);
+        } else {
+            rl_loopset_collect(&ls, s, NULL);
+        }
+    }
+    rl__olock_unlock(&s->lock);
+    for (size_t i = 0; i < ls.n; i++) {
+        rl_lock(ls.a[i]);
+        rl__olock_lock(&s->lock);
+        if (s->signalled)
+            rl_ready_push_source(ls.a[i], s);
+        rl__olock_unlock(&s->lock);
+        rl_unlock(ls.a[i]);
+    }
+    rl_loopset_free(&ls);
+    return ok;
 }
 
 /* ------------------------------------------------------------------ */
@@ -592,6 +1087,160 @@ static void rl_observer_insert(rl_mode *mode, rl_memb *m) {
 
 /* A timer's first membership lives inside the timer: no allocation, and
  * one cache miss less when 100k timers come and go. */
+/* ---- source equality ----
+ * A mode holds at most one of a set of equal sources (as CF's set of
+ * sources): adding a source equal to one already there does nothing, and
+ * Contains/Remove find the one there. Candidates are found through the
+ * mode's buckets, keyed by what equal sources share. */
+
+static size_t rl_source_key(const struct RLRunLoopSource *s) {
+    uint64_t x = (uint64_t)s->hash ^ ((uint64_t)s->order * 0x9E3779B97F4A7C15ull) ^
+                 (uint64_t)(uintptr_t)s->ctx.perform ^ ((uint64_t)(uintptr_t)s->fdobj << 1);
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    return (size_t)x;
+}
+
+/* Room in mode's buckets for one more source; false only if there are none
+ * and none can be had (a full table keeps working with longer chains). */
+static bool rl_sbuckets_reserve(rl_mode *mode) {
+    if (mode->nsources < mode->nsbuckets)
+        return true;
+    size_t nb = mode->nsbuckets ? mode->nsbuckets * 2 : 8;
+    rl_memb **b = calloc(nb, sizeof *b);
+    if (!b)
+        return mode->nsbuckets > 0;
+    for (size_t i = 0; i < mode->nsbuckets; i++) {
+        rl_memb *m = mode->sbuckets[i];
+        while (m) {
+            rl_memb *next = m->snext;
+            size_t k = rl_source_key(m->item) & (nb - 1);
+            m->snext = b[k];
+            b[k] = m;
+            m = next;
+        }
+    }
+    free(mode->sbuckets);
+    mode->sbuckets = b;
+    mode->nsbuckets = nb;
+    return true;
+}
+
+static void rl_sbucket_insert(rl_mode *mode, rl_memb *m) {
+    rl_memb **head = &mode->sbuckets[rl_source_key(m->item) & (mode->nsbuckets - 1)];
+    m->snext = *head;
+    *head = m;
+}
+
+static void rl_sbucket_remove(rl_mode *mode, rl_memb *m) {
+    rl_memb **p = &mode->sbuckets[rl_source_key(m->item) & (mode->nsbuckets - 1)];
+    while (*p && *p != m)
+        p = &(*p)->snext;
+    if (*p)
+        *p = m->snext;
+}
+
+/* The verdicts of a source's equal callback, asked without the lock before
+ * an add, remove or contains (rl_eq_prepare), for the locked part to read:
+ * the callback is user code and never runs under the lock. */
+typedef struct rl_eq_verdict {
+    struct RLRunLoopSource *other; /* retained */
+    bool equal;
+} rl_eq_verdict;
+
+typedef struct rl_eq_state {
+    const struct RLRunLoopSource *s;
+    rl_eq_verdict *v;
+    size_t n;
+    struct rl_eq_state *prev; /* an add from inside an equal callback has its own */
+} rl_eq_state;
+
+static __thread rl_eq_state *rl_eq_cur;
+
+/* The loop lock held (what is compared never changes after creation). */
+static bool rl_sources_equal_locked(const struct RLRunLoopSource *s, const struct RLRunLoopSource *c) {
+    if (c == s)
+        return true;
+    if (!rl__source_same_shape(s, c))
+        return false;
+    if (!s->ctx.equal)
+        return s->ctx.info == c->ctx.info;
+    const rl_eq_state *st = rl_eq_cur;
+    if (st && st->s == s) {
+        for (size_t i = 0; i < st->n; i++) {
+            if (st->v[i].other == c)
+                return st->v[i].equal;
+        }
+    }
+    /* Added by another thread after the verdicts were taken: taken as
+     * different (two threads adding equal sources at once may both succeed). */
+    return false;
+}
+
+/* The membership of s, or of a source equal to s, in mode: found through
+ * the mode's buckets (s's own membership is there too), so that the loop
+ * lock alone suffices, not s's item lock. */
+static rl_memb *rl_source_find_locked(struct RLRunLoopSource *s, rl_mode *mode) {
+    rl_memb *m;
+    if (!mode->nsbuckets)
+        return NULL;
+    for (m = mode->sbuckets[rl_source_key(s) & (mode->nsbuckets - 1)]; m; m = m->snext) {
+        if (rl_sources_equal_locked(s, m->item))
+            return m;
+    }
+    return NULL;
+}
+
+static void rl_eq_collect_locked(rl_eq_state *st, rl_mode *mode, struct RLRunLoopSource *s) {
+    if (!mode || !mode->nsbuckets)
+        return;
+    for (rl_memb *m = mode->sbuckets[rl_source_key(s) & (mode->nsbuckets - 1)]; m; m = m->snext) {
+        struct RLRunLoopSource *c = m->item;
+        if (c == s || !rl__source_same_shape(s, c))
+            continue;
+        bool seen = false;
+        for (size_t i = 0; i < st->n && !seen; i++)
+            seen = st->v[i].other == c;
+        if (seen)
+            continue;
+        rl_eq_verdict *v = realloc(st->v, (st->n + 1) * sizeof *v);
+        if (!v)
+            return; /* out of memory: the rest count as different */
+        st->v = v;
+        rl_retain_raw(c);
+        st->v[st->n++] = (rl_eq_verdict){c, false};
+    }
+}
+
+/* Before an add, remove or contains of source s in `mode` (every common
+ * mode for kRLRunLoopCommonModes): if s has an equal callback, asks it,
+ * without the lock, about every source of the same shape there, for the
+ * locked part to read (rl_sources_equal_locked). */
+static void rl_eq_prepare(rl_eq_state *st, RLRunLoopRef rl, struct RLRunLoopSource *s, RLRunLoopMode mode) {
+    *st = (rl_eq_state){s, NULL, 0, rl_eq_cur};
+    if (!s->ctx.equal)
+        return;
+    rl_lock(rl);
+    if (rl_is_common(mode)) {
+        for (size_t i = 0; i < rl->ncommon; i++)
+            rl_eq_collect_locked(st, rl_mode_find(rl, rl->common[i].name), s);
+    } else {
+        rl_eq_collect_locked(st, rl_mode_find(rl, mode), s);
+    }
+    rl_unlock(rl);
+    for (size_t i = 0; i < st->n; i++)
+        st->v[i].equal = s->ctx.equal(s->ctx.info, st->v[i].other->ctx.info);
+    rl_eq_cur = st;
+}
+
+static void rl_eq_finish(rl_eq_state *st) {
+    rl_eq_cur = st->prev;
+    for (size_t i = 0; i < st->n; i++)
+        RLRelease(st->v[i].other);
+    free(st->v);
+}
+
 static rl_memb *rl_memb_alloc(void *item, rl_kind kind) {
     if (kind == RL_KIND_TIMER) {
         struct RLRunLoopTimer *t = item;
@@ -617,12 +1266,20 @@ static void rl_memb_free(rl_memb *m) {
     free(m);
 }
 
-/* Adds item to mode (no-op if present). Graph lock held. Inlined where
+/* Adds item to mode (no-op if present). The loop lock and what guards the
+ * item held (its item lock for a source; for a timer or an observer, rl is
+ * its home). Inlined where
  * the kind is a constant: adding a timer is a hot path. */
 __attribute__((always_inline)) static inline bool rl_add_locked(RLRunLoopRef rl, void *item, rl_kind kind,
                                                                rl_mode *mode, rl_defer *d, const char *fn) {
-    if (rl_memb_find(item, kind, mode))
+    if (kind == RL_KIND_SOURCE) {
+        if (rl_source_find_locked(item, mode))
+            return true; /* it, or a source equal to it, is there */
+        if (!rl_sbuckets_reserve(mode))
+            return rl__fail(kRLErrorNoMemory, fn, "out of memory");
+    } else if (rl_memb_find(item, kind, mode)) {
         return true;
+    }
     rl_memb *m = rl_memb_alloc(item, kind);
     if (!m)
         return rl__fail(kRLErrorNoMemory, fn, "out of memory");
@@ -635,19 +1292,21 @@ __attribute__((always_inline)) static inline bool rl_add_locked(RLRunLoopRef rl,
             rl_memb_free(m);
             return rl__fail(kRLErrorNoMemory, fn, "out of memory");
         }
+    } else if (kind == RL_KIND_SOURCE && !rl_fd_register(rl, item)) {
+        rl_memb_free(m);
+        return rl__fail(kRLErrorNoMemory, fn, "out of memory");
     }
     rl_retain_raw(item);
     TAILQ_INSERT_TAIL(rl__item_membs(item, kind), m, item_link);
     if (kind == RL_KIND_SOURCE) {
         struct RLRunLoopSource *s = item;
         TAILQ_INSERT_TAIL(&mode->sources, m, mode_link);
+        rl_sbucket_insert(mode, m);
         mode->nsources++;
-        if (s->fdobj) {
-            rl_fd_register(rl, s);
-            rl_fd_sync(rl, s->fdobj->fd);
-        }
+        if (s->fdobj)
+            rl_fd_update(rl, s); /* registered above; now in the mode: its wish may grow */
         if (s->signalled)
-            rl_ready_push(rl, s);
+            rl_ready_push(m);
         rl__defer_push(d, RL_DEFER_SCHEDULE, s, rl, mode->name);
     } else if (kind == RL_KIND_OBSERVER) {
         rl_observer_insert(mode, m);
@@ -660,8 +1319,11 @@ __attribute__((always_inline)) static inline bool rl_add_locked(RLRunLoopRef rl,
     return true;
 }
 
-/* Removes one membership; defers the cancel callout and the release. */
-static void rl_remove_memb_locked(rl_memb *m, rl_defer *d) {
+/* Removes one membership; defers the cancel callout and the release. A
+ * source's cancel goes to `cancel_for`: the source the caller named, which
+ * may be one equal to the source in the mode (as CF). The loop lock held,
+ * and for a source the item lock of the member (m->item). */
+static void rl_remove_memb_as_locked(rl_memb *m, void *cancel_for, rl_defer *d) {
     void *item = m->item;
     RLRunLoopRef rl = m->rl;
     rl_mode *mode = m->mode;
@@ -669,14 +1331,16 @@ static void rl_remove_memb_locked(rl_memb *m, rl_defer *d) {
     if (m->kind == RL_KIND_SOURCE) {
         struct RLRunLoopSource *s = item;
         TAILQ_REMOVE(&mode->sources, m, mode_link);
+        rl_sbucket_remove(mode, m);
         mode->nsources--;
+        rl_ready_unlink(m);
         if (s->fdobj) {
             if (!rl_item_in_loop(s, RL_KIND_SOURCE, rl))
                 rl_fd_unregister(rl, s);
             else
-                rl_fd_sync(rl, s->fdobj->fd);
+                rl_fd_update(rl, s);
         }
-        rl__defer_push(d, RL_DEFER_CANCEL, s, rl, mode->name);
+        rl__defer_push(d, RL_DEFER_CANCEL, cancel_for, rl, mode->name);
     } else if (m->kind == RL_KIND_OBSERVER) {
         TAILQ_REMOVE(&mode->observers, m, mode_link);
         mode->nobservers--;
@@ -692,14 +1356,127 @@ static void rl_remove_memb_locked(rl_memb *m, rl_defer *d) {
     rl_memb_free(m);
 }
 
+static void rl_remove_memb_locked(rl_memb *m, rl_defer *d) { rl_remove_memb_as_locked(m, m->item, d); }
+
+static size_t rl_citem_hash(const void *item) {
+    uint64_t x = (uint64_t)(uintptr_t)item; /* mixed: the low bits of a pointer are mostly zero */
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    return (size_t)x;
+}
+
+/* The index slot that holds item, or the empty slot where it would go.
+ * The index is never full (rl_citem_reserve). */
+static size_t rl_citem_slot(RLRunLoopRef rl, const void *item) {
+    size_t mask = rl->capcidx - 1;
+    for (size_t i = rl_citem_hash(item) & mask;; i = (i + 1) & mask) {
+        size_t v = rl->cidx[i];
+        if (v == 0 || rl->citems[v - 1].item == item)
+            return i;
+    }
+}
+
+static bool rl_citem_has(RLRunLoopRef rl, void *item) {
+    return rl->capcidx && rl->cidx[rl_citem_slot(rl, item)] != 0;
+}
+
+/* Room for `need` items with the index at most half full. */
+static bool rl_citem_reserve(RLRunLoopRef rl, size_t need) {
+    if (need * 2 <= rl->capcidx)
+        return true;
+    size_t cap = rl->capcidx ? rl->capcidx * 2 : 16;
+    while (cap < need * 2)
+        cap *= 2;
+    size_t *idx = calloc(cap, sizeof *idx);
+    if (!idx)
+        return false;
+    free(rl->cidx);
+    rl->cidx = idx;
+    rl->capcidx = cap;
+    for (size_t k = 0; k < rl->nci; k++)
+        rl->cidx[rl_citem_slot(rl, rl->citems[k].item)] = k + 1;
+    return true;
+}
+
+/* Remembers item (not yet present); retains nothing. */
+static bool rl_citem_add(RLRunLoopRef rl, void *item, rl_kind kind) {
+    rl_citem *a = rl_grow(rl->citems, &rl->capci, rl->nci + 1, sizeof *a);
+    if (a)
+        rl->citems = a;
+    if (!a || !rl_citem_reserve(rl, rl->nci + 1))
+        return false;
+    rl->citems[rl->nci] = (rl_citem){item, kind};
+    rl->cidx[rl_citem_slot(rl, item)] = ++rl->nci;
+    return true;
+}
+
+/* Forgets item if present, deferring the release of its reference. */
 static void rl_citem_remove(RLRunLoopRef rl, void *item, rl_defer *d) {
-    for (size_t i = 0; i < rl->nci; i++) {
-        if (rl->citems[i].item == item) {
-            rl__defer_release(d, item);
-            rl->citems[i] = rl->citems[--rl->nci];
-            return;
+    if (!rl->capcidx)
+        return;
+    size_t hole = rl_citem_slot(rl, item);
+    size_t v = rl->cidx[hole];
+    if (v == 0)
+        return;
+    rl__defer_release(d, item);
+    /* Linear probing without tombstones: later entries of the same run
+     * move back into the hole unless that would put them before their
+     * home slot. */
+    size_t mask = rl->capcidx - 1;
+    for (size_t j = (hole + 1) & mask; rl->cidx[j] != 0; j = (j + 1) & mask) {
+        size_t home = rl_citem_hash(rl->citems[rl->cidx[j] - 1].item) & mask;
+        if (((j - home) & mask) >= ((j - hole) & mask)) {
+            rl->cidx[hole] = rl->cidx[j];
+            hole = j;
         }
     }
+    rl->cidx[hole] = 0;
+    /* The array stays dense: its last item moves into the gap. */
+    size_t k = v - 1, last = --rl->nci;
+    if (k != last) {
+        rl->citems[k] = rl->citems[last];
+        rl->cidx[rl_citem_slot(rl, rl->citems[k].item)] = k + 1;
+    }
+}
+
+/* A source's per-loop part of invalidation: m->rl locked, item lock held. */
+static void rl_remove_source_from_loop_locked(struct RLRunLoopSource *s, RLRunLoopRef rl, rl_defer *d) {
+    rl_memb *m, *next;
+    bool any = false;
+    for (m = TAILQ_FIRST(&s->membs); m; m = next) {
+        next = TAILQ_NEXT(m, item_link);
+        if (m->rl == rl) {
+            any = true;
+            rl_remove_memb_locked(m, d);
+        }
+    }
+    if (any)
+        rl_citem_remove(rl, s, d);
+}
+
+void rl__source_invalidate(struct RLRunLoopSource *s, rl_defer *d) {
+    rl_loopset ls;
+    rl_loopset_init(&ls);
+    rl__olock_lock(&s->lock);
+    bool was = s->valid;
+    if (was) {
+        /* From here no loop adds it (rl_add_item checks under this lock),
+         * so the loops noted now are all it is in. */
+        rl__poke(s->valid, false);
+        rl__poke(s->signalled, false);
+        rl_loopset_collect(&ls, s, NULL);
+    }
+    rl__olock_unlock(&s->lock);
+    for (size_t i = 0; i < ls.n; i++) {
+        RLRunLoopRef rl = ls.a[i];
+        rl_lock(rl);
+        rl__olock_lock(&s->lock);
+        rl_remove_source_from_loop_locked(s, rl, d);
+        rl__olock_unlock(&s->lock);
+        rl_unlock(rl);
+    }
+    rl_loopset_free(&ls);
 }
 
 void rl__remove_item_everywhere_locked(void *item, rl_kind kind, rl_defer *d) {
@@ -720,24 +1497,13 @@ void rl__timer_moved_locked(struct RLRunLoopTimer *t) {
     rl_rearm_if_waiting(rl__timer_loop(t));
 }
 
-static bool rl_citem_has(RLRunLoopRef rl, void *item) {
-    for (size_t i = 0; i < rl->nci; i++) {
-        if (rl->citems[i].item == item)
-            return true;
-    }
-    return false;
-}
-
 /* Adds item to the common pseudo-mode: remembered, and added to every
  * common mode (modes named common but not yet created are created, as CF). */
 static bool rl_add_common_locked(RLRunLoopRef rl, void *item, rl_kind kind, rl_defer *d, const char *fn) {
     if (!rl_citem_has(rl, item)) {
-        rl_citem *a = rl_grow(rl->citems, &rl->capci, rl->nci + 1, sizeof *a);
-        if (!a)
+        if (!rl_citem_add(rl, item, kind))
             return rl__fail(kRLErrorNoMemory, fn, "out of memory");
-        rl->citems = a;
         rl_retain_raw(item);
-        rl->citems[rl->nci++] = (rl_citem){item, kind};
     }
     for (size_t i = 0; i < rl->ncommon; i++) {
         rl_mode *m = rl_mode_get(rl, rl->common[i].name, fn);
@@ -788,64 +1554,166 @@ static bool rl_args_ok(RLRunLoopRef rl, void *item, rl_kind kind, RLRunLoopMode 
     return rl_check_loop(rl, fn) && rl__object_check(item, rl_kind_class(kind), fn) && rl_mode_name_ok(mode, fn);
 }
 
+/* Adds a valid item to `mode` (or the common modes) of rl; rl locked and
+ * what guards the item held. */
+__attribute__((always_inline)) static inline bool rl_add_to_mode_locked(RLRunLoopRef rl, void *item, rl_kind kind,
+                                                                       RLRunLoopMode mode, rl_defer *d,
+                                                                       const char *fn) {
+    if (rl_is_common(mode))
+        return rl_add_common_locked(rl, item, kind, d, fn);
+    rl_mode *m = rl_mode_get(rl, mode, fn);
+    return m && rl_add_locked(rl, item, kind, m, d, fn);
+}
+
+/* A timer or an observer not at home in rl (rl locked): rl becomes its home
+ * if it has none (1 or 0 as rl_add_item_locked); -1 if it has another. Out
+ * of line: the usual add finds the item at home already. */
+__attribute__((noinline)) static int rl_add_item_claim(RLRunLoopRef rl, void *item, rl_kind kind, RLRunLoopMode mode,
+                                                       rl_defer *d, const char *fn) {
+    /* Its home becomes rl only under rl's lock, which is held: a home seen
+     * here is someone else's. */
+    if (rl_home_get(item, kind))
+        return -1;
+    rl__olock *ol = rl_item_olock(item, kind);
+    rl__olock_lock(ol);
+    int r;
+    if (rl_home_get(item, kind)) {
+        r = -1;
+    } else if (!rl_item_valid(item, kind)) {
+        r = rl__fail(kRLErrorInvalidObject, fn, "%p has been invalidated", item);
+    } else {
+        rl_home_set_locked(rl, item, kind);
+        r = rl_add_to_mode_locked(rl, item, kind, mode, d, fn);
+    }
+    rl__olock_unlock(ol);
+    return r;
+}
+
+/* The add proper, rl locked: 1 done, 0 failed (error set), -1 the item
+ * (a timer or an observer) is at home in another loop: the caller unlocks,
+ * moves it out (rl_item_move_out) and tries again. */
+__attribute__((always_inline)) static inline int rl_add_item_locked(RLRunLoopRef rl, void *item, rl_kind kind,
+                                                                   RLRunLoopMode mode, rl_defer *d,
+                                                                   const char *fn) {
+    if (atomic_load_explicit(&rl->dead, memory_order_relaxed))
+        return rl__fail(kRLErrorInvalidState, fn, "the run loop's thread has exited");
+    rl__olock *ol = NULL;
+    if (kind == RL_KIND_SOURCE) {
+        ol = rl_item_olock(item, kind);
+        rl__olock_lock(ol);
+    } else if (RL__UNLIKELY(rl_home_get(item, kind) != rl)) {
+        return rl_add_item_claim(rl, item, kind, mode, d, fn);
+    }
+    bool ok;
+    if (!rl_item_valid(item, kind))
+        ok = rl__fail(kRLErrorInvalidObject, fn, "%p has been invalidated", item);
+    else
+        ok = rl_add_to_mode_locked(rl, item, kind, mode, d, fn);
+    if (ol)
+        rl__olock_unlock(ol);
+    return ok;
+}
+
 __attribute__((always_inline)) static inline bool rl_add_item(RLRunLoopRef rl, void *item, rl_kind kind,
                                                               RLRunLoopMode mode, const char *fn) {
     if (!rl_args_ok(rl, item, kind, mode, fn))
         return false;
+    rl_eq_state eq;
+    if (kind == RL_KIND_SOURCE)
+        rl_eq_prepare(&eq, rl, item, mode);
     rl_defer d;
     rl__defer_init(&d);
-    rl__graph_lock();
-    bool ok;
-    if (atomic_load(&rl->dead))
-        ok = rl__fail(kRLErrorInvalidState, fn, "the run loop's thread has exited");
-    else if (!rl_item_valid(item, kind))
-        ok = rl__fail(kRLErrorInvalidObject, fn, "%p has been invalidated", item);
-    else if (kind == RL_KIND_TIMER && rl__timer_loop(item) && rl__timer_loop(item) != rl)
-        ok = rl__fail(kRLErrorInvalidState, fn, "the timer is already in another run loop");
-    else if (rl_is_common(mode))
-        ok = rl_add_common_locked(rl, item, kind, &d, fn);
-    else {
-        rl_mode *m = rl_mode_get(rl, mode, fn);
-        ok = m && rl_add_locked(rl, item, kind, m, &d, fn);
+    int r;
+    for (;;) {
+        rl_lock(rl);
+        r = rl_add_item_locked(rl, item, kind, mode, &d, fn);
+        rl_unlock(rl);
+        if (RL__LIKELY(r >= 0) || !rl_item_move_out(item, kind, rl, fn))
+            break;
     }
-    rl__graph_unlock();
     if (d.n)
         rl__defer_run(&d);
-    return ok;
+    if (kind == RL_KIND_SOURCE)
+        rl_eq_finish(&eq);
+    return r > 0;
+}
+
+/* Locks what guards item's memberships in rl, rl locked: a source's item
+ * lock (returned), nothing for a timer or observer at home in rl; false if
+ * it is at home elsewhere (so in none of rl's modes). */
+static inline bool rl_item_guard(RLRunLoopRef rl, void *item, rl_kind kind, rl__olock **ol) {
+    *ol = NULL;
+    if (kind != RL_KIND_SOURCE)
+        return rl_home_get(item, kind) == rl;
+    *ol = rl_item_olock(item, kind);
+    rl__olock_lock(*ol);
+    return true;
 }
 
 __attribute__((always_inline)) static inline bool rl_remove_item(RLRunLoopRef rl, void *item, rl_kind kind,
                                                                  RLRunLoopMode mode, const char *fn) {
     if (!rl_args_ok(rl, item, kind, mode, fn))
         return false;
+    rl_eq_state eq;
+    if (kind == RL_KIND_SOURCE)
+        rl_eq_prepare(&eq, rl, item, mode);
     rl_defer d;
     rl__defer_init(&d);
-    rl__graph_lock();
-    if (rl_is_common(mode)) {
-        rl_remove_common_locked(rl, item, kind, &d);
-    } else {
+    rl_lock(rl);
+    if (kind == RL_KIND_SOURCE && !rl_is_common(mode)) {
+        /* The member found may be a source equal to this one: its item
+         * lock, not this one's, guards the membership. */
         rl_mode *m = rl_mode_find(rl, mode);
-        rl_memb *x = m ? rl_memb_find(item, kind, m) : NULL;
-        if (x)
-            rl_remove_memb_locked(x, &d);
+        rl_memb *x = m ? rl_source_find_locked(item, m) : NULL;
+        if (x) {
+            struct RLRunLoopSource *member = x->item;
+            rl__olock_lock(&member->lock);
+            rl_remove_memb_as_locked(x, item, &d);
+            rl__olock_unlock(&member->lock);
+        }
+    } else {
+        rl__olock *ol;
+        if (rl_item_guard(rl, item, kind, &ol)) {
+            if (rl_is_common(mode)) {
+                rl_remove_common_locked(rl, item, kind, &d);
+            } else {
+                rl_mode *m = rl_mode_find(rl, mode);
+                rl_memb *x = m ? rl_memb_find(item, kind, m) : NULL;
+                if (x)
+                    rl_remove_memb_locked(x, &d);
+            }
+        }
+        if (ol)
+            rl__olock_unlock(ol);
     }
-    rl__graph_unlock();
-    rl__defer_run(&d);
+    rl_unlock(rl);
+    if (d.n)
+        rl__defer_run(&d);
+    if (kind == RL_KIND_SOURCE)
+        rl_eq_finish(&eq);
     return true;
 }
 
 static bool rl_contains_item(RLRunLoopRef rl, void *item, rl_kind kind, RLRunLoopMode mode, const char *fn) {
     if (!rl_args_ok(rl, item, kind, mode, fn))
         return false;
-    rl__graph_lock();
-    bool has;
+    rl_eq_state eq;
+    if (kind == RL_KIND_SOURCE)
+        rl_eq_prepare(&eq, rl, item, mode);
+    rl_lock(rl);
+    bool has = false;
     if (rl_is_common(mode)) {
         has = rl_citem_has(rl, item);
-    } else {
+    } else if (kind == RL_KIND_SOURCE) {
+        rl_mode *m = rl_mode_find(rl, mode);
+        has = m && rl_source_find_locked(item, m); /* the mode's buckets: the loop lock */
+    } else if (rl_home_get(item, kind) == rl) {
         rl_mode *m = rl_mode_find(rl, mode);
         has = m && rl_memb_find(item, kind, m);
     }
-    rl__graph_unlock();
+    rl_unlock(rl);
+    if (kind == RL_KIND_SOURCE)
+        rl_eq_finish(&eq);
     return has;
 }
 
@@ -888,7 +1756,7 @@ bool RLRunLoopAddCommonMode(RLRunLoopRef rl, RLRunLoopMode mode) {
         return rl__fail(kRLErrorInvalidArgument, fn, "kRLRunLoopCommonModes cannot itself be a common mode");
     rl_defer d;
     rl__defer_init(&d);
-    rl__graph_lock();
+    rl_lock(rl);
     bool ok = true;
     if (!rl_common_find(rl, mode)) {
         rl_common_name *a = rl_grow(rl->common, &rl->capcommon, rl->ncommon + 1, sizeof *a);
@@ -907,12 +1775,19 @@ bool RLRunLoopAddCommonMode(RLRunLoopRef rl, RLRunLoopMode mode) {
             /* Like CF, the mode itself comes into being only when an item
              * lands in it. */
             for (size_t i = 0; ok && i < rl->nci; i++) {
+                void *item = rl->citems[i].item;
+                rl_kind kind = rl->citems[i].kind;
+                rl__olock *ol;
+                if (!rl_item_guard(rl, item, kind, &ol))
+                    continue; /* moved to another loop since */
                 rl_mode *mm = rl_mode_get(rl, mode, fn);
-                ok = mm && rl_add_locked(rl, rl->citems[i].item, rl->citems[i].kind, mm, &d, fn);
+                ok = mm && rl_add_locked(rl, item, kind, mm, &d, fn);
+                if (ol)
+                    rl__olock_unlock(ol);
             }
         }
     }
-    rl__graph_unlock();
+    rl_unlock(rl);
     rl__defer_run(&d);
     return ok;
 }
@@ -920,9 +1795,9 @@ bool RLRunLoopAddCommonMode(RLRunLoopRef rl, RLRunLoopMode mode) {
 char *RLRunLoopCopyCurrentMode(RLRunLoopRef rl) {
     if (!rl_check_loop(rl, "RLRunLoopCopyCurrentMode"))
         return NULL;
-    rl__graph_lock();
+    rl_lock(rl);
     char *s = rl->frame ? strdup(rl->frame->mode->name) : NULL;
-    rl__graph_unlock();
+    rl_unlock(rl);
     return s;
 }
 
@@ -930,7 +1805,7 @@ char **RLRunLoopCopyAllModes(RLRunLoopRef rl, RLIndex *count) {
     const char *fn = "RLRunLoopCopyAllModes";
     if (!rl_check_loop(rl, fn))
         return NULL;
-    rl__graph_lock();
+    rl_lock(rl);
     size_t bytes = (rl->nmodes + 1) * sizeof(char *);
     for (size_t i = 0; i < rl->nmodes; i++)
         bytes += strlen(rl->modes[i]->name) + 1;
@@ -947,7 +1822,7 @@ char **RLRunLoopCopyAllModes(RLRunLoopRef rl, RLIndex *count) {
         if (count)
             *count = (RLIndex)rl->nmodes;
     }
-    rl__graph_unlock();
+    rl_unlock(rl);
     if (!out)
         rl__fail(kRLErrorNoMemory, fn, "out of memory");
     return out;
@@ -957,12 +1832,12 @@ RLAbsoluteTime RLRunLoopGetNextTimerFireDate(RLRunLoopRef rl, RLRunLoopMode mode
     const char *fn = "RLRunLoopGetNextTimerFireDate";
     if (!rl_check_loop(rl, fn) || !rl_mode_name_ok(mode, fn))
         return 0;
-    rl__graph_lock();
+    rl_lock(rl);
     rl_mode *m = rl_mode_find(rl, mode);
     RLAbsoluteTime date = 0;
     if (!m || !rl__tset_earliest_fire(&m->timers, &date))
         date = 0;
-    rl__graph_unlock();
+    rl_unlock(rl);
     return date;
 }
 
@@ -985,663 +1860,33 @@ bool RLRunLoopWakeUp(RLRunLoopRef rl) {
 bool RLRunLoopStop(RLRunLoopRef rl) {
     if (!rl_check_loop(rl, "RLRunLoopStop"))
         return false;
-    rl__graph_lock();
+    rl_lock(rl);
     /* As CF: only a running loop can be stopped; the innermost run returns. */
     if (rl->frame)
         rl->frame->stopped = true;
-    rl__graph_unlock();
+    rl_unlock(rl);
     rl_wake(rl);
     return true;
 }
 
 /* ------------------------------------------------------------------ */
-/* perform requests                                                    */
+/* perform requests (the queue is RLRunLoopPerform.c's)                */
 
-/* A request is a slot {fn, info} of the loop's queue (rl_pqueue.h), run
- * in the default mode. A request for other modes comes after a prefix slot
- * whose fn is NULL (no request has a NULL function) and whose arg is
- * rl_pmode_common (the common modes, as they are when it runs) or its
- * malloc'ed mode name. What disposes of a request that never runs follows
- * from its function (rl_preq_drop). */
-static char rl_pmode_common[] = "";
-
-static void rl_owned_call_run(void *p);
-static void rl_owned_call_drop(void *p);
-
-static void rl_qlock(RLRunLoopRef rl) { rl_pq_lock(&rl->pq); }
-static void rl_qunlock(RLRunLoopRef rl) { rl_pq_unlock(&rl->pq); }
-
-static bool rl_pname_matches(const char *name, const rl_mode *m) {
-    if (!name)
-        return m->is_default;
-    if (name == rl_pmode_common)
-        return m->common; /* as CF: the common modes when the request runs */
-    return strcmp(m->name, name) == 0;
+rl__perform_queue *rl__runloop_perform_queue(RLRunLoopRef rl, const char *fname) {
+    return rl_check_loop(rl, fname) ? &rl->pq : NULL;
 }
 
-static void rl_pname_free(char *name) {
-    if (name && name != rl_pmode_common) /* no free(NULL) call per request */
-        free(name);
-}
-
-/* As CF, queuing a block for a named mode brings that mode into being
- * (so that running it performs the block). */
-static bool rl_mode_create(RLRunLoopRef rl, const char *mode, const char *fn) {
-    rl__graph_lock();
-    bool ok = rl_mode_get(rl, mode, fn) != NULL;
-    rl__graph_unlock();
+bool rl__runloop_mode_create(RLRunLoopRef rl, RLRunLoopMode mode, const char *fname) {
+    rl_lock(rl);
+    bool ok = rl_mode_get(rl, mode, fname) != NULL;
+    rl_unlock(rl);
     return ok;
 }
 
-/* Checks a request; *name gets its mode prefix (NULL for the default
- * mode; see above). Nothing queued. */
-static bool rl_preq_check(RLRunLoopRef rl, RLRunLoopMode mode, void (*fn)(void *), const char *fname, char **name) {
-    if (!rl_check_loop(rl, fname) || !rl_mode_name_ok(mode, fname))
-        return false;
-    if (!fn)
-        return rl__fail(kRLErrorInvalidArgument, fname, "NULL function");
-    if (atomic_load_explicit(&rl->dead, memory_order_relaxed))
-        return rl__fail(kRLErrorInvalidState, fname, "the run loop's thread has exited");
-    *name = NULL;
-    if (mode != kRLRunLoopDefaultMode && strcmp(mode, kRLRunLoopDefaultMode) != 0) {
-        if (rl_is_common(mode)) {
-            *name = rl_pmode_common;
-        } else {
-            *name = strdup(mode);
-            if (!*name)
-                return rl__fail(kRLErrorNoMemory, fname, "out of memory");
-            if (!rl_mode_create(rl, mode, fname)) {
-                free(*name);
-                return false;
-            }
-        }
-    }
-    return true;
-}
-
-/* Appends a request and its prefix; false if that needs a new chunk.
- * Queue lock held. */
-static inline bool rl_preq_push_locked(RLRunLoopRef rl, char *name, void (*fn)(void *), void *info) {
-    rl_pslot s[2] = {{NULL, name}, {fn, info}};
-    return name ? rl_pq_push_locked(&rl->pq, s, 2) : rl_pq_push_locked(&rl->pq, s + 1, 1);
-}
-
-/* Queues a checked request; false if memory is short (nothing queued,
- * name not freed). */
-static bool rl_preq_push(RLRunLoopRef rl, char *name, void (*fn)(void *), void *info) {
-    for (;;) {
-        rl_qlock(rl);
-        bool ok = rl_preq_push_locked(rl, name, fn, info);
-        rl_qunlock(rl);
-        if (ok)
-            return true;
-        if (!rl_pq_grow(&rl->pq))
-            return false;
-    }
-}
-
-static bool rl_enqueue(RLRunLoopRef rl, RLRunLoopMode mode, void (*fn)(void *), void *info, const char *fname) {
-    char *name;
-    if (!rl_preq_check(rl, mode, fn, fname, &name))
-        return false;
-    if (rl_preq_push(rl, name, fn, info))
-        return true;
-    rl_pname_free(name);
-    return rl__fail(kRLErrorNoMemory, fname, "out of memory");
-}
-
-bool RLRunLoopPerformFunction(RLRunLoopRef rl, RLRunLoopMode mode, void (*fn)(void *info), void *info) {
-    return rl_enqueue(rl, mode, fn, info, "RLRunLoopPerformFunction");
-}
-
-#if __BLOCKS__
-/* Runs a block; rl_do_blocks releases it (with the others of the batch). */
-static void rl_call_block(void *b) { ((void (^)(void))b)(); }
-static void rl_release_block(void *b) { Block_release((void (^)(void))b); }
-/* Runs a global block: nothing to release. */
-static void rl_call_global(void *b) { ((void (^)(void))b)(); }
-
-/* Small stack blocks are queued without Block_copy's malloc (and without
- * the free on the loop's thread, which was most of a request's cost).
- *
- * The block ABI, as clang's "Block Implementation Specification" describes
- * it, as far as the queue reads it: a block is an isa, a 32-bit flags word,
- * a 32-bit reserved word, its invoke function and a descriptor pointer,
- * followed by the captured variables. The descriptor holds a reserved word,
- * the size of the whole block, and, when BLOCK_HAS_COPY_DISPOSE is set, the
- * copy helper (dst, src) and dispose helper (block) with which Block_copy
- * and Block_release retain and release the captures (__block variables,
- * captured blocks, Swift contexts). Block_copy of a stack block is: copy
- * descriptor->size bytes to new memory, then call the copy helper on
- * (new, old); the last Block_release calls the dispose helper, then frees.
- * A stack block of at most RL_BCOPY_MAX bytes without C++ captures is
- * copied the same way into the loop's own memory (slabs, below), runs from
- * there, and then gets its dispose helper and its space goes back. Nothing
- * but the queue ever sees that copy (it keeps the stack block's isa and
- * flags), and it never moves. Anything else takes the general
- * path: a global block is queued as it is (Block_copy would return it
- * unchanged), a heap block (from Swift, or copied already) and an unusual
- * block (C++ captures, a bigger one, another isa) go through Block_copy,
- * which for a heap block only increments its reference count. */
-enum {
-    RL_BLOCK_NEEDS_FREE = 1 << 24,       /* a heap block: reference counted */
-    RL_BLOCK_HAS_COPY_DISPOSE = 1 << 25, /* the descriptor has the helpers */
-    RL_BLOCK_HAS_CTOR = 1 << 26,         /* the helpers run C++ code */
-    RL_BLOCK_IS_GC = 1 << 27,
-    RL_BLOCK_IS_GLOBAL = 1 << 28, /* static storage: never copied */
-};
-
-typedef struct rl_block_descriptor {
-    unsigned long reserved;
-    unsigned long size; /* of the whole block, captures included */
-    /* Only with RL_BLOCK_HAS_COPY_DISPOSE: */
-    void (*copy_helper)(void *dst, void *src);
-    void (*dispose_helper)(void *block);
-} rl_block_descriptor;
-
-typedef struct rl_block_layout {
-    void *isa;
-    int flags;
-    int reserved;
-    void (*invoke)(void *block);
-    rl_block_descriptor *descriptor;
-} rl_block_layout;
-
-/* The BlocksRuntime's isa of block literals on the stack. */
-extern void *_NSConcreteStackBlock[];
-
-/* Block copies are packed in 16-byte granules (what malloc gives the
- * runtime's copies) into 16 KiB slabs, handed out in order under the queue
- * lock. A slab whose copies have all come back is reused (a few are kept)
- * or freed: memory follows the backlog, and a loop that keeps up with its
- * producers cycles through the same few slabs without any malloc. A slab is
- * found from a copy by alignment. Giving copies back takes no lock: each
- * slab counts down `remaining`, which starts at RL_BSLAB_BIAS; returns
- * subtract their sizes, and the producer that fills the slab subtracts
- * RL_BSLAB_BIAS minus the bytes it handed out, so the count reaches zero
- * exactly once, after the last of both, and whoever takes it there
- * recycles the slab. */
-enum {
-    RL_BCOPY_MAX = 64, /* the biggest block copied into a slab */
-    RL_BGRAIN = 16,
-    RL_BSLAB_SIZE = 16384,
-    RL_BSLAB_CACHE = 64,     /* kept while the loop runs (1 MiB) */
-    RL_BSLAB_CACHE_IDLE = 4, /* kept while it sleeps (rl_perform_trim) */
-    RL_BSLAB_BIAS = 1 << 30,
-};
-typedef struct rl_bslab {
-    struct rl_bslab *next; /* in the cache (an rl_flist: must come first) */
-    RLRunLoopRef rl;       /* the owner (not retained: slabs go with it) */
-    _Atomic unsigned remaining; /* see above */
-    _Alignas(64) unsigned char data[RL_BSLAB_SIZE - 64];
-} rl_bslab;
-_Static_assert(sizeof(rl_bslab) == RL_BSLAB_SIZE, "a slab is RL_BSLAB_SIZE bytes");
-
-static rl_bslab *rl_bslab_of(void *copy) { return (rl_bslab *)((uintptr_t)copy & ~(uintptr_t)(RL_BSLAB_SIZE - 1)); }
-static unsigned rl_bcopy_size(size_t size) { return (unsigned)((size + RL_BGRAIN - 1) & ~(size_t)(RL_BGRAIN - 1)); }
-
-/* Runs a block from its copy; rl_do_blocks disposes of it and gives the
- * space back (with the others of the batch). */
-static void rl_call_bslot(void *s) { ((void (^)(void))s)(); }
-
-static void rl_bslot_dispose_captures(void *s) {
-    rl_block_layout *b = s;
-    if (b->flags & RL_BLOCK_HAS_COPY_DISPOSE)
-        b->descriptor->dispose_helper(b);
-}
-
-/* Takes `bytes` off a slab's count; true if that made it zero: the caller
- * recycles it. */
-static bool rl_bslab_sub(rl_bslab *sl, unsigned bytes) {
-    return atomic_fetch_sub_explicit(&sl->remaining, bytes, memory_order_acq_rel) == bytes;
-}
-
-/* Empties slab sl, whose count reached zero, and keeps it in rl's cache or
- * frees it. Queue lock not held. */
-static void rl_bslab_recycle(RLRunLoopRef rl, rl_bslab *sl) {
-    atomic_store_explicit(&sl->remaining, RL_BSLAB_BIAS, memory_order_relaxed);
-    rl_qlock(rl);
-    bool keep = rl->bcache.n < RL_BSLAB_CACHE;
-    if (keep)
-        rl_flist_push(&rl->bcache, sl);
-    rl_qunlock(rl);
-    if (!keep)
-        free(sl);
-}
-
-/* Gives back n copies (their captures disposed of already). Runs of copies
- * from one slab (the usual case: they were handed out in order) cost one
- * atomic operation. */
-static void rl_bslots_put(void *const *copies, size_t n) {
-    for (size_t i = 0; i < n;) {
-        rl_bslab *sl = rl_bslab_of(copies[i]);
-        unsigned bytes = 0;
-        for (; i < n && rl_bslab_of(copies[i]) == sl; i++)
-            bytes += rl_bcopy_size(((rl_block_layout *)copies[i])->descriptor->size);
-        if (rl_bslab_sub(sl, bytes))
-            rl_bslab_recycle(sl->rl, sl);
-    }
-}
-
-/* Space for a copy of `size` bytes, queue lock held; NULL if a slab is
- * needed. */
-static void *rl_bslot_take_locked(RLRunLoopRef rl, size_t size) {
-    unsigned need = rl_bcopy_size(size);
-    rl_bslab *sl = rl->bcur;
-    if (sl && rl->bcur_used + need > sizeof sl->data) {
-        /* Full. If all its copies are back already, start over in it. */
-        rl->bcur = NULL;
-        if (rl_bslab_sub(sl, RL_BSLAB_BIAS - rl->bcur_used)) {
-            atomic_store_explicit(&sl->remaining, RL_BSLAB_BIAS, memory_order_relaxed);
-            rl->bcur = sl;
-            rl->bcur_used = 0;
-        } else {
-            sl = NULL;
-        }
-    }
-    if (!sl) {
-        sl = rl_flist_pop(&rl->bcache);
-        if (!sl)
-            return NULL;
-        rl->bcur = sl;
-        rl->bcur_used = 0;
-    }
-    void *s = sl->data + rl->bcur_used;
-    rl->bcur_used += need;
-    return s;
-}
-
-/* Gives a new slab to the loop (to its cache); false if memory is short. */
-static bool rl_bslab_add(RLRunLoopRef rl) {
-    rl_bslab *sl = aligned_alloc(RL_BSLAB_SIZE, sizeof *sl);
-    if (!sl)
-        return false;
-    /* Fault its pages in now, not under the queue's lock with a copy. */
-    for (size_t off = 0; off < sizeof *sl; off += 4096)
-        ((volatile unsigned char *)sl)[off] = 0;
-    sl->rl = rl;
-    atomic_init(&sl->remaining, RL_BSLAB_BIAS);
-    rl_qlock(rl);
-    rl_flist_push(&rl->bcache, sl);
-    rl_qunlock(rl);
-    return true;
-}
-
-/* The item's release, for a request dropped without running (teardown,
- * finalization): disposes of the captures, gives the space back. */
-static void rl_bslot_dispose(void *s) {
-    rl_bslot_dispose_captures(s);
-    rl_bslots_put(&s, 1);
-}
-
-/* Copies a block of `size` bytes (a multiple of 8, at least the 32-byte
- * header, at most RL_BCOPY_MAX) word by word, inline: compilers turn a
- * switch of fixed-size memcpy calls back into one library call. */
-static inline void rl_bcopy_bytes(void *dst, const void *src, size_t size) {
-    typedef uint64_t __attribute__((may_alias, aligned(1))) rl_word;
-    rl_word *d = dst;
-    const rl_word *s = src;
-    d[0] = s[0];
-    d[1] = s[1];
-    d[2] = s[2];
-    d[3] = s[3];
-    switch (size / 8) {
-    case 8: d[7] = s[7]; /* fall through */
-    case 7: d[6] = s[6]; /* fall through */
-    case 6: d[5] = s[5]; /* fall through */
-    case 5: d[4] = s[4]; /* fall through */
-    default: break;
-    }
-}
-
-/* Queues a copy of the stack block b, in a slot, for the mode `name`;
- * false if memory is short (nothing queued, name not freed). Without
- * helpers the copy is a few stores, made under the queue's lock with the
- * push; with them, the slot is taken, filled (the copy helper is runtime
- * code that may allocate) and then pushed. */
-static bool rl_enqueue_bslot(RLRunLoopRef rl, char *name, const rl_block_layout *b) {
-    size_t size = b->descriptor->size;
-    bool helpers = (b->flags & RL_BLOCK_HAS_COPY_DISPOSE) != 0;
-    void *s;
-    for (;;) {
-        rl_qlock(rl);
-        if (!rl_pq_has_room_locked(&rl->pq, name ? 2 : 1)) {
-            rl_qunlock(rl);
-            if (!rl_pq_grow(&rl->pq))
-                return false;
-            continue;
-        }
-        s = rl_bslot_take_locked(rl, size);
-        if (s)
-            break;
-        rl_qunlock(rl);
-        if (!rl_bslab_add(rl))
-            return false;
-    }
-    if (!helpers) {
-        rl_bcopy_bytes(s, b, size);
-        rl_preq_push_locked(rl, name, rl_call_bslot, s); /* room checked above */
-        rl_qunlock(rl);
-        return true;
-    }
-    rl_qunlock(rl);
-    rl_bcopy_bytes(s, b, size);
-    b->descriptor->copy_helper(s, (void *)b);
-    if (rl_preq_push(rl, name, rl_call_bslot, s))
-        return true;
-    rl_bslot_dispose(s);
-    return false;
-}
-
-bool RLRunLoopPerformBlock(RLRunLoopRef rl, RLRunLoopMode mode, void (^block)(void)) {
-    const char *fn = "RLRunLoopPerformBlock";
-    if (!block)
-        return rl__fail(kRLErrorInvalidArgument, fn, "NULL block");
-    const rl_block_layout *b = (const void *)block;
-    /* Atomic: a heap block's reference count lives in its flags. */
-    int flags = __atomic_load_n(&b->flags, __ATOMIC_RELAXED);
-    if (flags & RL_BLOCK_IS_GLOBAL)
-        return rl_enqueue(rl, mode, rl_call_global, (void *)b, fn);
-    size_t size = b->descriptor->size;
-    if (b->isa == (void *)_NSConcreteStackBlock &&
-        !(flags & (RL_BLOCK_NEEDS_FREE | RL_BLOCK_HAS_CTOR | RL_BLOCK_IS_GC)) && size <= RL_BCOPY_MAX &&
-        size >= 32 && size % 8 == 0) {
-        char *name;
-        if (!rl_preq_check(rl, mode, rl_call_bslot, fn, &name))
-            return false;
-        if (rl_enqueue_bslot(rl, name, b))
-            return true;
-        rl_pname_free(name);
-        return rl__fail(kRLErrorNoMemory, fn, "out of memory");
-    }
-    void *copy = (void *)Block_copy(block);
-    if (!rl_enqueue(rl, mode, rl_call_block, copy, fn)) {
-        Block_release((void (^)(void))copy);
-        return false;
-    }
-    return true;
-}
-#endif
-
-/* The loop is going to sleep: memory kept for a backlog goes back. Only
- * after passes that gave chunks or slabs back (the pools grow no other way
- * but for rare failure paths, which the next trim catches up with), and
- * not more often than every RL_TRIM_EVERY_NS while requests keep coming: a
- * loop that sleeps between the parts of a stream would otherwise free
- * chunks that the producer mallocs again at once, contending with it for
- * malloc's arena lock. A pass that ran no request trims at once. */
-static void rl_perform_trim(RLRunLoopRef rl) {
-    enum { RL_PQ_POOL_IDLE = 16 };
-    const int64_t RL_TRIM_EVERY_NS = 100 * 1000 * 1000;
-    if (!rl->trim_due)
-        return;
-    int64_t now = rl__spin_now();
-    if (rl->pass_ran > 0 && now - rl->trimmed_at < RL_TRIM_EVERY_NS)
-        return;
-    rl->trimmed_at = now;
-    rl->trim_due = false;
-    rl_pchunk *spent = rl->spent;
-    rl->spent = NULL;
-    rl_qlock(rl); /* one lock round for both pools */
-    spent = rl_pq_recycle_locked(&rl->pq, spent);
-    void *chunks = rl_flist_cut(&rl->pq.pool, RL_PQ_POOL_IDLE);
-#if __BLOCKS__
-    void *slabs = rl_flist_cut(&rl->bcache, RL_BSLAB_CACHE_IDLE);
-#endif
-    rl_qunlock(rl);
-    rl_flist_free(spent);
-    rl_flist_free(chunks);
-#if __BLOCKS__
-    rl_flist_free(slabs);
-#endif
-}
-
-/* Frees the slabs of block slots (the loop's finalization). */
-static void rl_bslabs_free(RLRunLoopRef rl) {
-#if __BLOCKS__
-    free(rl->bcur);
-    rl_flist_free(rl_flist_cut(&rl->bcache, 0));
-#else
-    (void)rl;
-#endif
-}
-
-/* Disposes of a request that will not run (teardown, finalization). */
-static void rl_preq_drop(rl_pslot s) {
-#if __BLOCKS__
-    if (s.fn == rl_call_bslot) {
-        rl_bslot_dispose(s.arg);
-        return;
-    }
-    if (s.fn == rl_call_block) {
-        rl_release_block(s.arg);
-        return;
-    }
-#endif
-    if (s.fn == rl_owned_call_run)
-        rl_owned_call_drop(s.arg);
-}
-
-/* Disposes of every request of chain c and gives its chunks back. */
-static void rl_pchain_drop(RLRunLoopRef rl, rl_pchain c) {
-    rl_pcur r = {c.head, 0};
-    rl_pslot s;
-    while (rl_pcur_read(&r, &s)) {
-        if (s.fn)
-            rl_preq_drop(s);
-        else
-            rl_pname_free(s.arg);
-    }
-    rl_pq_recycle(&rl->pq, c.head);
-}
-
-static bool rl_pchain_has_for(rl_pchain c, const rl_mode *m) {
-    rl_pcur r = {c.head, 0};
-    rl_pslot s;
-    while (rl_pcur_read(&r, &s)) {
-        if (s.fn) {
-            if (m->is_default)
-                return true;
-        } else {
-            if (rl_pname_matches(s.arg, m))
-                return true;
-            rl_pcur_read(&r, &s); /* its request */
-        }
-    }
-    return false;
-}
-
-/* On the loop's thread. */
-static bool rl_has_blocks_for(RLRunLoopRef rl, rl_mode *m) {
-    if (rl_pchain_has_for(rl->held, m))
-        return true;
-    if (!rl_pq_maybe_queued(&rl->pq))
-        return false;
-    rl_qlock(rl);
-    bool has = rl_pchain_has_for(rl->pq.q, m);
-    rl_qunlock(rl);
-    return has;
-}
-
-/* A batch of requests being run (rl_do_blocks), where a thread unwinding
- * from one of them finds it. The batch's chain is compacted as it is read:
- * requests for other modes are written back at w, in order, with their
- * prefixes, and stay queued (rl->held) for the modes they are for. */
-typedef struct rl_batch {
-    RLRunLoopRef rl;
-    uint32_t nrun; /* requests run */
-    rl_pchain chain;
-    rl_pcur r, w;
-    rl_pslot cur;   /* the request running */
-    char *cur_name; /* and its mode prefix */
-    bool running;   /* cur's function is running */
-#if __BLOCKS__
-    /* Blocks that ran are released in batches, after running: the frees
-     * (of memory the producer's thread allocated) come together instead of
-     * interleaving with the calls. */
-    void *ran[64]; /* block copies; slots (rl_call_bslot) tagged with bit 0 */
-    size_t nran;
-#endif
-} rl_batch;
-
-#if __BLOCKS__
-/* Releases the blocks that ran: a copy by Block_release; a slot by its
- * dispose helper, the slots then going back to the pool in one step. */
-static void rl_ran_flush(rl_batch *b) {
-    size_t n = b->nran, nslots = 0;
-    b->nran = 0; /* before any release: one could end the thread */
-    void *slots[sizeof b->ran / sizeof b->ran[0]];
-    for (size_t k = 0; k < n; k++) {
-        uintptr_t p = (uintptr_t)b->ran[k];
-        if (p & 1) {
-            slots[nslots] = (void *)(p - 1);
-            rl_bslot_dispose_captures(slots[nslots++]);
-        } else {
-            rl_release_block((void *)p);
-        }
-    }
-    if (nslots) {
-        rl_bslots_put(slots, nslots);
-        b->rl->trim_due = true; /* a slab may have gone back to the cache */
-    }
-}
-
-/* Notes that request s ran (its block is released in a batch). */
-static void rl_ran_add(rl_batch *b, rl_pslot s) {
-    if (s.fn == rl_call_block)
-        b->ran[b->nran++] = s.arg;
-    else if (s.fn == rl_call_bslot)
-        b->ran[b->nran++] = (void *)((uintptr_t)s.arg | 1);
-    else
-        return;
-    if (b->nran == sizeof b->ran / sizeof b->ran[0])
-        rl_ran_flush(b);
-}
-#endif
-
-/* Reads the next request: *s and its mode prefix *name; false at the end. */
-static bool rl_batch_next(rl_batch *b, rl_pslot *s, char **name) {
-    if (!rl_pcur_read(&b->r, s))
-        return false;
-    *name = NULL;
-    if (!s->fn) {
-        *name = s->arg;
-        rl_pcur_read(&b->r, s); /* a prefix is always followed by its request */
-    }
-    return true;
-}
-
-static void rl_batch_keep(rl_batch *b, rl_pslot s, char *name) {
-    if (name)
-        rl_pcur_write(&b->w, (rl_pslot){NULL, name});
-    rl_pcur_write(&b->w, s);
-}
-
-/* The kept requests go in front of any that a nested run kept meanwhile
- * (those came later); the chunks no longer needed go back to the queue
- * with the next take (one lock round a pass, not two). */
-static void rl_batch_finish(rl_batch *b) {
-    rl_pchunk *rest;
-    rl_pchain kept = rl_pcur_finish(b->chain, b->w, &rest);
-    b->rl->held = rl_pchain_cat(kept, b->rl->held);
-    if (rest) {
-        rl_pchunk *last = rest;
-        while (last->next)
-            last = last->next;
-        last->next = b->rl->spent;
-        b->rl->spent = rest;
-        b->rl->trim_due = true;
-    }
-}
-
-static bool rl_run_batch(rl_batch *b, rl_mode *m) {
-    bool did = false;
-    rl_pslot s;
-    char *name;
-    while (rl_batch_next(b, &s, &name)) {
-        /* The requests were written on other threads: fetch a few ahead
-         * (a block is read to run it, and written to release it). */
-        if (b->r.c && b->r.i + 4 < b->r.c->n)
-            __builtin_prefetch(b->r.c->s[b->r.i + 4].arg, 1);
-        if (!rl_pname_matches(name, m)) {
-            rl_batch_keep(b, s, name);
-            continue;
-        }
-        b->cur = s;
-        b->cur_name = name;
-        b->running = true;
-        s.fn(s.arg);
-        b->running = false;
-        rl_pname_free(name);
-        b->nrun++;
-        did = true;
-#if __BLOCKS__
-        rl_ran_add(b, s);
-#endif
-    }
-#if __BLOCKS__
-    rl_ran_flush(b);
-#endif
-    return did;
-}
-
-/* RLThreadExit (pthread_exit) from a request unwinds through here: the
- * running request counts as run (a block is released, with those that ran
- * before it), and the requests not yet looked at stay queued with the kept
- * ones, where the thread's teardown disposes of them. */
-static void rl_batch_unwind(void *p) {
-    rl_batch *b = p;
-    /* Not running: a release of a block that ran ended the thread; the
-     * request was done with already. */
-    if (b->running) {
-        b->running = false;
-        rl_pname_free(b->cur_name);
-#if __BLOCKS__
-        rl_ran_add(b, b->cur); /* b->nran < 64 here: rl_ran_add flushes when full */
-#endif
-    }
-#if __BLOCKS__
-    rl_ran_flush(b);
-#endif
-    rl_pslot s;
-    char *name;
-    while (rl_batch_next(b, &s, &name))
-        rl_batch_keep(b, s, name);
-    rl_batch_finish(b);
-}
-
-/* Runs the queued requests for mode m: those kept from earlier passes
- * first (they are older), then all that came since, each once; requests
- * queued while these run wait for the next pass, as in CF. */
 static bool rl_do_blocks(RLRunLoopRef rl, rl_mode *m) {
-    if (!rl->held.head && !rl_pq_maybe_queued(&rl->pq))
-        return false;
-    rl_qlock(rl);
-    rl_pchain in = rl_pq_take_locked(&rl->pq);
-    rl_pchunk *spent = rl->spent ? rl_pq_recycle_locked(&rl->pq, rl->spent) : NULL;
-    rl_qunlock(rl);
-    rl->spent = NULL;
-    rl_flist_free(spent);
-    if (!in.head && !rl->held.head)
-        return false;
-    rl_batch b;
-    b.rl = rl;
-    b.chain = rl_pchain_cat(rl->held, in);
-    rl->held = (rl_pchain){NULL, NULL};
-    b.r = b.w = (rl_pcur){b.chain.head, 0};
-    b.running = false;
-    b.nrun = 0;
-#if __BLOCKS__
-    b.nran = 0;
-#endif
-    bool did;
-    pthread_cleanup_push(rl_batch_unwind, &b);
-    rl__cleanup_arg_escapes(&b);
-    did = rl_run_batch(&b, m);
-    pthread_cleanup_pop(0);
-    rl_batch_finish(&b);
-    rl->pass_ran += b.nrun;
-    return did;
+    uint32_t n = rl__perform_run(&rl->pq, m);
+    rl->pass_ran += n;
+    return n > 0;
 }
 
 /* Pacing a stream of requests from another thread, before the loop waits
@@ -1687,18 +1932,40 @@ static void rl_pace_requests(RLRunLoopRef rl) {
 /* the iteration                                                       */
 
 static bool rl_mode_is_empty(RLRunLoopRef rl, rl_mode *m) {
-    rl__graph_lock();
+    rl_lock(rl);
     bool empty = m->nsources == 0 && rl__tset_count(&m->timers) == 0;
-    rl__graph_unlock();
-    return empty && !rl_has_blocks_for(rl, m);
+    rl_unlock(rl);
+    return empty && !rl__perform_has_for(&rl->pq, m);
 }
 
-/* Graph lock held. */
+/* What guards o held (its home's lock). */
 static void rl_observer_unpin(struct RLRunLoopObserver *o, rl_defer *d) {
     if (--o->pins > 0)
         return;
     for (; o->held_releases > 0; o->held_releases--)
         rl__defer_release(d, o);
+}
+
+/* After o's callout (if `went`): unpins it, and invalidates a one-shot
+ * observer. rl locked; o normally at home in rl, but a callout may have
+ * moved it to another loop: then its home's lock is taken instead, rl's
+ * dropped meanwhile (never both). */
+static void rl_observer_after(RLRunLoopRef rl, struct RLRunLoopObserver *o, bool went, rl_defer *d) {
+    RLRunLoopRef h = rl;
+    if (RL__UNLIKELY(rl_home_get(o, RL_KIND_OBSERVER) != rl)) {
+        rl_unlock(rl);
+        h = rl__item_lock(o, RL_KIND_OBSERVER);
+    }
+    if (went) {
+        o->firing = false;
+        if (!o->repeats && o->valid)
+            rl__observer_invalidate_locked(o, d);
+    }
+    rl_observer_unpin(o, d);
+    if (RL__UNLIKELY(h != rl)) {
+        rl__item_unlock(o, RL_KIND_OBSERVER, h);
+        rl_lock(rl);
+    }
 }
 
 static void rl_do_observers(RLRunLoopRef rl, rl_mode *m, RLRunLoopActivity act) {
@@ -1711,7 +1978,7 @@ static void rl_do_observers(RLRunLoopRef rl, rl_mode *m, RLRunLoopActivity act) 
         return;
     rl_defer d;
     rl__defer_init(&d);
-    rl__graph_lock();
+    rl_lock(rl);
     if (m->nobservers > 16)
         list = malloc(m->nobservers * sizeof *list);
     rl_memb *x;
@@ -1730,67 +1997,104 @@ static void rl_do_observers(RLRunLoopRef rl, rl_mode *m, RLRunLoopActivity act) 
      * later observer, which is then skipped. */
     for (size_t i = 0; i < n; i++) {
         struct RLRunLoopObserver *o = list[i];
-        bool go = o->valid && !o->firing;
-        o->firing = go;
-        rl__graph_unlock();
+        bool go = rl_home_get(o, RL_KIND_OBSERVER) == rl && o->valid && !o->firing;
+        if (go)
+            o->firing = true;
+        rl_unlock(rl);
         if (go)
             o->callout(o, act, o->ctx.info);
-        rl__graph_lock();
-        if (go) {
-            o->firing = false;
-            if (!o->repeats && o->valid)
-                rl__observer_invalidate_locked(o, &d);
-        }
-        rl_observer_unpin(o, &d);
+        rl_lock(rl);
+        rl_observer_after(rl, o, go, &d);
     }
-    rl__graph_unlock();
+    rl_unlock(rl);
     if (d.n)
         rl__defer_run(&d);
     if (list != small)
         free(list);
 }
 
-static void rl_sort_sources(struct RLRunLoopSource **a, size_t n) {
-    for (size_t i = 1; i < n; i++) {
-        struct RLRunLoopSource *s = a[i];
-        size_t j = i;
-        while (j > 0 && a[j - 1]->order > s->order) {
-            a[j] = a[j - 1];
-            j--;
-        }
-        a[j] = s;
-    }
+/* A source and its order side by side: sorting compares keys in the array,
+ * not through 100k pointers into the sources (a cache miss each). */
+typedef struct rl_okey {
+    RLIndex order;
+    struct RLRunLoopSource *s;
+} rl_okey;
+
+/* Stable merge of the sorted runs k[lo, mid) and k[mid, hi) through tmp. */
+static void rl_merge_keys(rl_okey *k, rl_okey *tmp, size_t lo, size_t mid, size_t hi) {
+    size_t i = lo, j = mid, o = lo;
+    while (i < mid && j < hi)
+        tmp[o++] = k[j].order < k[i].order ? k[j++] : k[i++];
+    while (i < mid)
+        tmp[o++] = k[i++];
+    while (j < hi)
+        tmp[o++] = k[j++];
+    memcpy(k + lo, tmp + lo, (hi - lo) * sizeof *k);
 }
 
-/* Takes the signalled sources of mode m off the ready list (retained), in
- * perform order. Stale entries (unsignalled or invalid) are dropped. */
-static size_t rl_take_ready(RLRunLoopRef rl, rl_mode *m, struct RLRunLoopSource ***out, struct RLRunLoopSource **small,
-                            size_t nsmall, rl_defer *d) {
-    size_t n = 0, keep = 0;
-    struct RLRunLoopSource **a = rl->nready <= nsmall ? small : malloc(rl->nready * sizeof *a);
-    for (size_t i = 0; i < rl->nready; i++) {
-        struct RLRunLoopSource *s = rl->ready[i];
-        if (!s->valid || !s->signalled || !rl_item_in_loop(s, RL_KIND_SOURCE, rl))
-            rl__defer_release(d, s);
-        else if (a && rl__memb_in_mode(s, RL_KIND_SOURCE, m))
-            a[n++] = s; /* the ready list's reference moves to `a` */
-        else
-            rl->ready[keep++] = s;
+/* Sorts by order, keeping signal order among equals (as the perform order
+ * is defined): O(n) when already in order, the usual case (one order for
+ * all), a bottom-up merge sort, O(n log n), otherwise. */
+static void rl_sort_sources(struct RLRunLoopSource **a, size_t n) {
+    size_t i = 1;
+    while (i < n && a[i - 1]->order <= a[i]->order)
+        i++;
+    if (i >= n)
+        return;
+    rl_okey *k = malloc(2 * n * sizeof *k);
+    if (!k) {
+        /* Out of memory: the same order, by insertion (slow, but right). */
+        for (; i < n; i++) {
+            struct RLRunLoopSource *s = a[i];
+            size_t j = i;
+            for (; j > 0 && a[j - 1]->order > s->order; j--)
+                a[j] = a[j - 1];
+            a[j] = s;
+        }
+        return;
     }
-    rl->nready = keep;
+    for (size_t j = 0; j < n; j++)
+        k[j] = (rl_okey){a[j]->order, a[j]};
+    for (size_t w = 1; w < n; w *= 2) {
+        for (size_t lo = 0; lo + w < n; lo += 2 * w)
+            rl_merge_keys(k, k + n, lo, lo + w, lo + 2 * w < n ? lo + 2 * w : n);
+    }
+    for (size_t j = 0; j < n; j++)
+        a[j] = k[j].s;
+    free(k);
+}
+
+/* Takes the signalled sources of mode m off its ready list (retained), in
+ * perform order. Entries of sources no longer signalled (performed through
+ * another mode or loop) or invalid are dropped. Loop lock held. */
+static size_t rl_take_ready(rl_mode *m, struct RLRunLoopSource ***out, struct RLRunLoopSource **small,
+                            size_t nsmall) {
+    size_t n = 0;
+    struct RLRunLoopSource **a = m->nready <= nsmall ? small : malloc(m->nready * sizeof *a);
+    if (!a)
+        return 0; /* out of memory: they stay listed for the next pass */
+    rl_memb *x;
+    while ((x = TAILQ_FIRST(&m->ready)) != NULL) {
+        struct RLRunLoopSource *s = x->item;
+        rl_ready_unlink(x);
+        /* Read without the item lock: the pass checks again under it before
+         * performing, and a signal that this read misses pushes the
+         * membership again after this loop lock is released. */
+        if (rl__peek(s->valid) && rl__peek(s->signalled)) {
+            rl_retain_raw(s);
+            a[n++] = s;
+        }
+    }
     rl_sort_sources(a, n);
     *out = a;
     return n;
 }
 
 static bool rl_do_sources0(RLRunLoopRef rl, rl_mode *m, bool stop_after_handle) {
-    rl_defer d;
-    rl__defer_init(&d);
     struct RLRunLoopSource *small[16], **a = small;
-    rl__graph_lock();
-    size_t n = rl->nready ? rl_take_ready(rl, m, &a, small, 16, &d) : 0;
-    rl__graph_unlock();
-    rl__defer_run(&d);
+    rl_lock(rl);
+    size_t n = m->nready ? rl_take_ready(m, &a, small, 16) : 0;
+    rl_unlock(rl);
     if (n == 0) {
         if (a != small)
             free(a);
@@ -1799,12 +2103,14 @@ static bool rl_do_sources0(RLRunLoopRef rl, rl_mode *m, bool stop_after_handle) 
     bool handled = false;
     size_t i = 0;
     for (; i < n; i++) {
+        if (RL__UNLIKELY(!rl_of_this_process(rl)))
+            break; /* a callout forked: the rest is the parent's */
         struct RLRunLoopSource *s = a[i];
-        rl__graph_lock();
+        rl__olock_lock(&s->lock);
         bool go = s->signalled && s->valid;
         if (go)
-            s->signalled = false;
-        rl__graph_unlock();
+            rl__poke(s->signalled, false);
+        rl__olock_unlock(&s->lock);
         if (go && s->ctx.perform) {
             s->ctx.perform(s->ctx.info);
             handled = true;
@@ -1817,13 +2123,22 @@ static bool rl_do_sources0(RLRunLoopRef rl, rl_mode *m, bool stop_after_handle) 
             break;
         }
     }
-    /* Sources not reached keep their signal for the next pass. */
-    rl__graph_lock();
-    for (size_t j = i; j < n; j++) {
-        if (a[j]->signalled && a[j]->valid)
-            rl_ready_push(rl, a[j]);
+    /* Sources not reached keep their signal for the next pass, ahead of
+     * those signalled since (put back at the head, last first). */
+    if (i < n) {
+        rl_lock(rl);
+        for (size_t j = n; j-- > i;) {
+            rl__olock_lock(&a[j]->lock);
+            rl_memb *x = a[j]->signalled && a[j]->valid ? rl_memb_find(a[j], RL_KIND_SOURCE, m) : NULL;
+            rl__olock_unlock(&a[j]->lock);
+            if (x && !x->queued) {
+                x->queued = true;
+                TAILQ_INSERT_HEAD(&m->ready, x, ready_link);
+                m->nready++;
+            }
+        }
+        rl_unlock(rl);
     }
-    rl__graph_unlock();
     for (size_t j = i; j < n; j++)
         RLRelease(a[j]);
     if (a != small)
@@ -1840,32 +2155,58 @@ static int rl_cmp_timer_memb(const void *x, const void *y) {
 
 static void rl_fire_timer(RLRunLoopRef rl, rl_mode *m, struct RLRunLoopTimer *t) {
     RLAbsoluteTime now = RLAbsoluteTimeGetCurrent();
-    rl__graph_lock();
-    /* m is a mode of rl: a membership in m means t is in rl. */
-    bool go = t->valid && !t->firing && t->fire_date <= now && rl__memb_in_mode(t, RL_KIND_TIMER, m);
+    rl_lock(rl);
+    /* Only at home in rl is its state under rl's lock (a callout may have
+     * moved it meanwhile); m is a mode of rl: a membership in m means t is
+     * in rl. */
+    bool go = rl_home_get(t, RL_KIND_TIMER) == rl && t->valid && !t->firing && t->fire_date <= now &&
+              rl__memb_in_mode(t, RL_KIND_TIMER, m);
     if (go) {
         t->firing = true;
         t->moved_in_fire = false;
+        t->ctx_pinned = t->ctx.retain != NULL;
     }
-    rl__graph_unlock();
+    rl_unlock(rl);
     if (!go)
         return;
-    t->callout(t, t->ctx.info);
+    /* As CF: the callout holds its own reference on info (the context's
+     * retain and release around it), so it may invalidate and release its
+     * own timer and still use info. The context is fixed at creation; what
+     * could free info meanwhile, an invalidation, waits for the pin. */
+    void *info = t->ctx.info;
+    if (t->ctx.retain) {
+        info = (void *)t->ctx.retain(info);
+        rl_defer pd;
+        rl__defer_init(&pd);
+        RLRunLoopRef ph = rl__item_lock(t, RL_KIND_TIMER); /* rl, unless the retain callback moved it */
+        t->ctx_pinned = false;
+        if (t->ctx_release_held) {
+            t->ctx_release_held = false;
+            rl__defer_ctx_release(&pd, t->ctx.release, t->ctx.info);
+        }
+        rl__item_unlock(t, RL_KIND_TIMER, ph);
+        if (pd.n)
+            rl__defer_run(&pd);
+    }
+    if (t->callout) /* a timer without a callout keeps its mode alive and does nothing */
+        t->callout(t, info);
+    if (t->ctx.retain && t->ctx.release)
+        t->ctx.release(info);
     rl_defer d;
     rl__defer_init(&d);
-    rl__graph_lock();
+    RLRunLoopRef h = rl__item_lock(t, RL_KIND_TIMER); /* rl, unless the callout moved it */
     t->firing = false;
     rl__timer_after_fire_locked(t, RLAbsoluteTimeGetCurrent(), &d);
-    rl__graph_unlock();
+    rl__item_unlock(t, RL_KIND_TIMER, h);
     rl__defer_run(&d);
 }
 
 static void rl_do_timers(RLRunLoopRef rl, rl_mode *m) {
     rl_memb **due = NULL;
     size_t n = 0, cap = 0;
-    rl__graph_lock();
+    rl_lock(rl);
     if (rl__tset_count(&m->timers) == 0) {
-        rl__graph_unlock(); /* no clock read for a mode without timers */
+        rl_unlock(rl); /* no clock read for a mode without timers */
         return;
     }
     RLAbsoluteTime now = RLAbsoluteTimeGetCurrent();
@@ -1876,10 +2217,11 @@ static void rl_do_timers(RLRunLoopRef rl, rl_mode *m) {
         due[i] = due[i]->item; /* keep the timer, not the membership */
         rl_retain_raw(due[i]);
     }
-    rl__graph_unlock();
+    rl_unlock(rl);
     for (size_t i = 0; i < n; i++) {
         struct RLRunLoopTimer *t = (struct RLRunLoopTimer *)due[i];
-        rl_fire_timer(rl, m, t);
+        if (RL__LIKELY(rl_of_this_process(rl))) /* else a callout forked: the parent fires the rest */
+            rl_fire_timer(rl, m, t);
         RLRelease(t);
     }
     free(due);
@@ -1892,8 +2234,10 @@ typedef struct rl_fd_fire {
 
 /* Turns an epoll event into the callbacks to deliver, for each source on
  * fd (at most max) whose enabled callbacks match; one-shot: the delivered
- * types are disabled before the callout. Returns how many went to out.
- * Graph lock held. */
+ * types are disabled before the callout (each enabled type goes to one
+ * loop only, should the source be in several). Returns how many went to
+ * out; the caller re-arms the fd in the source's other loops. Loop lock
+ * held. */
 static size_t rl_fd_take(RLRunLoopRef rl, rl_mode *m, int fd, uint32_t events, rl_fd_fire *out, size_t max) {
     if (fd < 0 || (size_t)fd >= rl->nfdtab)
         return 0;
@@ -1907,11 +2251,19 @@ static size_t rl_fd_take(RLRunLoopRef rl, rl_mode *m, int fd, uint32_t events, r
     for (uint32_t i = 0; i < r->nsrcs && n < max; i++) {
         struct RLRunLoopSource *s = r->srcs[i];
         struct RLFileDescriptor *f = s->fdobj;
-        RLOptionFlags types = f ? ready & f->enabled : 0;
-        if (!types || !s->valid || !f->valid || !rl__memb_in_mode(s, RL_KIND_SOURCE, m))
+        RLOptionFlags types = f ? ready & atomic_load_explicit(&f->enabled, memory_order_relaxed) : 0;
+        if (!types)
             continue;
-        f->enabled &= ~types;
-        rl__fd_changed_locked(f); /* re-syncs fd here and in its other loops; r->srcs unchanged */
+        rl__olock_lock(&s->lock);
+        if (s->valid && rl__peek(f->valid) && rl__memb_in_mode(s, RL_KIND_SOURCE, m)) {
+            types &= atomic_fetch_and_explicit(&f->enabled, ~types, memory_order_relaxed);
+            r->want[i] = rl_fd_desired(rl, s);
+        } else {
+            types = 0;
+        }
+        rl__olock_unlock(&s->lock);
+        if (!types)
+            continue;
         rl_retain_raw(s);
         out[n].src = s;
         out[n].types = types;
@@ -1939,19 +2291,31 @@ static bool rl_fd_fire_reserve(rl_fd_fire **fire, rl_fd_fire *inl, size_t *cap, 
 static bool rl_do_fds(RLRunLoopRef rl, rl_mode *m, struct epoll_event *ev, int nev, bool stop_after_handle) {
     rl_fd_fire inl[64], *fire = inl;
     size_t n = 0, cap = 64;
-    rl__graph_lock();
+    rl_lock(rl);
     for (int i = 0; i < nev; i++) {
-        int fd = ev[i].data.fd;
-        if (fd == rl->evfd || fd == rl->tfd)
+        int fd = rl_ev_fd(&ev[i]);
+        if (rl_ev_gen(&ev[i]) == 0)
+            continue; /* the loop's own eventfd or timerfd */
+        if (stop_after_handle && n == 1) {
+            rl_fd_sync(rl, fd); /* re-armed: it reports again */
             continue;
-        if (stop_after_handle && n == 1)
-            break; /* the others stay armed and report again */
+        }
         size_t k = fd >= 0 && (size_t)fd < rl->nfdtab ? rl->fdtab[fd].nsrcs : 0;
         if (!rl_fd_fire_reserve(&fire, inl, &cap, n, n + k))
             k = cap - n; /* out of memory: the rest stay enabled and report again */
         n += rl_fd_take(rl, m, fd, ev[i].events, fire + n, stop_after_handle ? 1 : k);
     }
-    rl__graph_unlock();
+    /* Always-ready fds (epoll refuses them) are ready whenever armed. */
+    for (size_t fd = 0; rl->nalways && fd < rl->nfdtab; fd++) {
+        rl_fdreg *r = &rl->fdtab[fd];
+        if (!r->always || !r->armed || (stop_after_handle && n == 1))
+            continue;
+        size_t k = r->nsrcs;
+        if (!rl_fd_fire_reserve(&fire, inl, &cap, n, n + k))
+            k = cap - n;
+        n += rl_fd_take(rl, m, (int)fd, r->armed, fire + n, stop_after_handle ? 1 : k);
+    }
+    rl_unlock(rl);
     for (size_t i = 1; i < n; i++) { /* insertion sort by order */
         rl_fd_fire x = fire[i];
         size_t j = i;
@@ -1964,10 +2328,9 @@ static bool rl_do_fds(RLRunLoopRef rl, rl_mode *m, struct epoll_event *ev, int n
     bool handled = false;
     for (size_t i = 0; i < n; i++) {
         struct RLRunLoopSource *s = fire[i].src;
-        rl__graph_lock();
+        rl_fd_resync_except(s, rl); /* what it delivered here is off in its other loops too */
         struct RLFileDescriptor *f = s->fdobj;
-        bool go = s->valid && f && f->valid;
-        rl__graph_unlock();
+        bool go = rl__peek(s->valid) && f && rl__peek(f->valid);
         if (go) {
             f->callout(f, fire[i].types, f->ctx.info);
             handled = true;
@@ -2013,7 +2376,7 @@ static bool rl_spin_eligible(RLRunLoopRef rl) {
 }
 
 /* Spins until a wake-up is pending or `until` (rl__spin_now nanoseconds)
- * passes. Called without the graph lock and with `sleeping` clear, so a
+ * passes. Called without the loop lock and with `sleeping` clear, so a
  * waker only sets wake_pending: no eventfd write, no system call. */
 static void rl_spin_for_wake(RLRunLoopRef rl, int64_t until) {
     do {
@@ -2035,7 +2398,7 @@ int rl__runloop_cpu(RLRunLoopRef rl) { return atomic_load_explicit(&rl->cpu, mem
  * follows a reply closely finds the loop awake; an idle loop, or one woken
  * only by timers and fds, has no budget and never spins. */
 static int rl_wait(RLRunLoopRef rl, rl_frame *f, bool poll, struct epoll_event *ev, int maxev) {
-    rl__graph_lock();
+    rl_lock(rl);
     if (rl->armed_mode != f->mode) {
         rl->armed_mode = f->mode;
         rl_fd_sync_all(rl);
@@ -2045,6 +2408,8 @@ static int rl_wait(RLRunLoopRef rl, rl_frame *f, bool poll, struct epoll_event *
      * here, under the lock the stopper set it under, it is not slept on. */
     if (f->stopped)
         poll = true;
+    if (rl->nalways)
+        poll = true; /* an always-ready fd is armed: served on this pass */
     int timeout = 0;
     int64_t learn_from = 0; /* the start of a wait the spin budget learns from; 0: none */
     if (!poll) {
@@ -2054,10 +2419,10 @@ static int rl_wait(RLRunLoopRef rl, rl_frame *f, bool poll, struct epoll_event *
             learn_from = rl__spin_now();
             uint32_t budget = rl__spin_budget(&rl->spin);
             if (budget > 0) {
-                rl__graph_unlock();
+                rl_unlock(rl);
                 double left = (at - now) * 1e9;
                 rl_spin_for_wake(rl, learn_from + (left < budget ? (int64_t)left : (int64_t)budget));
-                rl__graph_lock();
+                rl_lock(rl);
                 at = rl_next_wake(rl, f); /* a timer may have come meanwhile */
             }
         }
@@ -2066,7 +2431,7 @@ static int rl_wait(RLRunLoopRef rl, rl_frame *f, bool poll, struct epoll_event *
             timeout = -1;
         }
     } else if (rl_poll_needs_no_syscall(rl)) {
-        rl__graph_unlock();
+        rl_unlock(rl);
         rl_flag_set(&rl->ignore_wakeups, 1);
         rl_flag_set(&rl->wake_pending, 0);
         return 0;
@@ -2074,7 +2439,7 @@ static int rl_wait(RLRunLoopRef rl, rl_frame *f, bool poll, struct epoll_event *
     /* A wake-up already pending turns the wait into a poll, and a poll with
      * nothing to ask the kernel needs no system call. */
     if (atomic_load(&rl->wake_pending) && rl_poll_needs_no_syscall(rl)) {
-        rl__graph_unlock();
+        rl_unlock(rl);
         rl_flag_set(&rl->ignore_wakeups, 1);
         rl_flag_set(&rl->wake_pending, 0);
         if (learn_from)
@@ -2082,7 +2447,7 @@ static int rl_wait(RLRunLoopRef rl, rl_frame *f, bool poll, struct epoll_event *
         return 0;
     }
     atomic_store(&rl->sleeping, 1);
-    rl__graph_unlock();
+    rl_unlock(rl);
     if (atomic_load(&rl->wake_pending))
         timeout = 0;
     int n;
@@ -2093,25 +2458,46 @@ static int rl_wait(RLRunLoopRef rl, rl_frame *f, bool poll, struct epoll_event *
     atomic_store(&rl->sleeping, 0);
     bool woken = atomic_load(&rl->wake_pending) != 0;
     rl_flag_set(&rl->wake_pending, 0);
+    bool user_fds = false;
     for (int i = 0; i < n; i++) {
-        if (ev[i].data.fd == rl->evfd) {
+        if (rl_ev_gen(&ev[i]) != 0) {
+            user_fds = true;
+        } else if (rl_ev_fd(&ev[i]) == rl->evfd) {
             woken = true; /* edge-triggered: nothing to read back */
-        } else if (ev[i].data.fd == rl->tfd) {
+        } else if (rl_ev_fd(&ev[i]) == rl->tfd) {
             rl_drain(rl->tfd);
-            rl__graph_lock();
+            rl_lock(rl);
             rl->armed_at = INFINITY;
-            rl__graph_unlock();
+            rl_unlock(rl);
         }
+    }
+    if (user_fds) {
+        rl_lock(rl);
+        rl_fd_note_events(rl, ev, n);
+        rl_unlock(rl);
     }
     if (learn_from)
         rl__spin_learn(&rl->spin, rl__spin_now() - learn_from, woken);
     return n < 0 ? 0 : n;
 }
 
+/* A fork() from a callout leaves the child inside a run of a loop it
+ * inherited: the run ends there (kRLRunLoopRunFinished, error set) before
+ * it waits on the parent's kernel objects or runs more of the parent's
+ * work. */
+static bool rl_left_by_fork(RLRunLoopRef rl) {
+    if (RL__LIKELY(rl_of_this_process(rl)))
+        return false;
+    rl__fork_fail("RLRunLoopRunInMode", "run loop");
+    return true;
+}
+
 static RLRunLoopRunResult rl_run_frame(RLRunLoopRef rl, rl_frame *f, bool poll_only, bool stop_after_handle) {
     struct epoll_event ev[64];
     rl_mode *m = f->mode;
     for (;;) {
+        if (rl_left_by_fork(rl))
+            return kRLRunLoopRunFinished;
         rl_flag_set(&rl->ignore_wakeups, 0);
         rl_do_observers(rl, m, kRLRunLoopBeforeTimers);
         rl_do_observers(rl, m, kRLRunLoopBeforeSources);
@@ -2122,27 +2508,33 @@ static RLRunLoopRunResult rl_run_frame(RLRunLoopRef rl, rl_frame *f, bool poll_o
         bool poll = handled || poll_only;
         if (!poll) {
             rl_pace_requests(rl);
-            rl_perform_trim(rl);
+            rl__perform_trim(&rl->pq, rl->pass_ran > 0);
             rl_do_observers(rl, m, kRLRunLoopBeforeWaiting);
         }
+        if (rl_left_by_fork(rl))
+            return kRLRunLoopRunFinished;
         int n = rl_wait(rl, f, poll, ev, 64);
         if (!poll)
             rl->pass_ran = 0; /* counted from each wait on */
         if (!poll)
             rl_do_observers(rl, m, kRLRunLoopAfterWaiting);
         rl_do_timers(rl, m);
+        if (rl_left_by_fork(rl))
+            return kRLRunLoopRunFinished;
         if (rl_do_fds(rl, m, ev, n, stop_after_handle && !handled))
             handled = true;
+        if (rl_left_by_fork(rl))
+            return kRLRunLoopRunFinished;
         rl_do_blocks(rl, m);
 
         if (handled && stop_after_handle)
             return kRLRunLoopRunHandledSource;
         if (poll_only || rl_mono_now() >= f->deadline)
             return kRLRunLoopRunTimedOut;
-        rl__graph_lock();
+        rl_lock(rl);
         bool stopped = f->stopped;
         f->stopped = false;
-        rl__graph_unlock();
+        rl_unlock(rl);
         if (stopped)
             return kRLRunLoopRunStopped;
         if (rl_mode_is_empty(rl, m))
@@ -2162,17 +2554,25 @@ typedef struct rl_run_state {
  * that nothing reaches it once it is gone. */
 static void rl_run_leave(void *p) {
     rl_run_state *st = p;
-    rl__graph_lock();
+    rl_lock(st->rl);
     st->rl->frame = st->f->outer;
-    rl__graph_unlock();
+    rl_unlock(st->rl);
     /* Back in the outer run's pass (or out of any run): its wake-up state. */
     atomic_store(&st->rl->ignore_wakeups, st->outer_ignore);
 }
 
-static RLRunLoopRunResult rl_run(RLRunLoopRef rl, const char *mode, RLTimeInterval seconds, bool stop_after_handle) {
-    rl__graph_lock();
+/* The mode to run, NULL if none or the loop is gone. Out of line: inlined
+ * into rl_run, whose cleanup handler is a setjmp, gcc warns that the
+ * lookup's locals might be clobbered. */
+__attribute__((noinline)) static rl_mode *rl_run_mode(RLRunLoopRef rl, const char *mode) {
+    rl_lock(rl);
     rl_mode *m = atomic_load(&rl->dead) ? NULL : rl_mode_find(rl, mode);
-    rl__graph_unlock();
+    rl_unlock(rl);
+    return m;
+}
+
+static RLRunLoopRunResult rl_run(RLRunLoopRef rl, const char *mode, RLTimeInterval seconds, bool stop_after_handle) {
+    rl_mode *m = rl_run_mode(rl, mode);
     if (!m || rl_mode_is_empty(rl, m))
         return kRLRunLoopRunFinished;
     /* As CF: a wake-up given while no run was going on is dropped. Nothing
@@ -2183,41 +2583,63 @@ static RLRunLoopRunResult rl_run(RLRunLoopRef rl, const char *mode, RLTimeInterv
     bool poll_only = !(seconds > 0);
     double deadline = poll_only ? 0 : (seconds > 1e10 ? INFINITY : rl_mono_now() + seconds);
     rl_frame f = {m, false, deadline, NULL};
-    rl__graph_lock();
+    rl_lock(rl);
     f.outer = rl->frame;
     rl->frame = &f;
-    rl__graph_unlock();
+    rl_unlock(rl);
 
     rl_run_state st = {rl, &f, outer_ignore, 0};
     pthread_cleanup_push(rl_run_leave, &st);
     rl__cleanup_arg_escapes(&st);
     rl_do_observers(rl, m, kRLRunLoopEntry);
     st.result = rl_run_frame(rl, &f, poll_only, stop_after_handle);
-    rl_do_observers(rl, m, kRLRunLoopExit);
+    if (rl_of_this_process(rl)) /* else a fork() child left the parent's run */
+        rl_do_observers(rl, m, kRLRunLoopExit);
     pthread_cleanup_pop(1);
     return st.result;
 }
 
+/* A run that cannot start returns kRLRunLoopRunFinished, as CF does for
+ * the common pseudo-mode: a result is always one of the enum's values, so
+ * a switch over it never falls through; the error says why. */
 RLRunLoopRunResult RLRunLoopRunInMode(RLRunLoopMode mode, RLTimeInterval seconds, bool returnAfterSourceHandled) {
     const char *fn = "RLRunLoopRunInMode";
     if (!rl_mode_name_ok(mode, fn))
-        return 0;
-    if (rl_is_common(mode))
-        return (RLRunLoopRunResult)rl__fail(kRLErrorInvalidArgument, fn,
-                                            "kRLRunLoopCommonModes is not a mode one can run in");
-    if (isnan(seconds))
-        return (RLRunLoopRunResult)rl__fail(kRLErrorInvalidArgument, fn, "NaN interval");
+        return kRLRunLoopRunFinished;
+    if (rl_is_common(mode)) {
+        rl__fail(kRLErrorInvalidArgument, fn, "kRLRunLoopCommonModes is not a mode one can run in");
+        return kRLRunLoopRunFinished;
+    }
+    if (isnan(seconds)) {
+        rl__fail(kRLErrorInvalidArgument, fn, "NaN interval");
+        return kRLRunLoopRunFinished;
+    }
     RLRunLoopRef rl = RLRunLoopGetCurrent();
     if (!rl)
-        return 0;
+        return kRLRunLoopRunFinished;
     return rl_run(rl, mode, seconds, returnAfterSourceHandled);
+}
+
+bool RLRunLoopIsFinished(RLRunLoopRef rl, RLRunLoopMode mode) {
+    const char *fn = "RLRunLoopIsFinished";
+    if (!rl_check_loop(rl, fn) || !rl_mode_name_ok(mode, fn))
+        return true;
+    if (!pthread_equal(rl->thread, pthread_self())) {
+        rl__fail(kRLErrorWrongThread, fn, "not the calling thread's run loop");
+        return true;
+    }
+    if (rl_is_common(mode))
+        return true;
+    /* The same test as the start of a run (rl_run). */
+    rl_mode *m = rl_run_mode(rl, mode);
+    return !m || rl_mode_is_empty(rl, m);
 }
 
 RLRunLoopRunResult RLRunLoopRun(void) {
     RLRunLoopRunResult r;
     do {
         r = RLRunLoopRunInMode(kRLRunLoopDefaultMode, 1e10, false);
-    } while (r != kRLRunLoopRunStopped && r != kRLRunLoopRunFinished && r != 0);
+    } while (r != kRLRunLoopRunStopped && r != kRLRunLoopRunFinished);
     return r;
 }
 
@@ -2242,23 +2664,23 @@ static void rl_finalize(void *obj) {
         free(rl->common[i].name);
     free(rl->common);
     free(rl->citems);
-    free(rl->ready);
-    for (size_t i = 0; i < rl->nfdtab; i++)
+    free(rl->cidx);
+    for (size_t i = 0; i < rl->nfdtab; i++) {
         free(rl->fdtab[i].srcs);
+        free(rl->fdtab[i].want);
+    }
     free(rl->fdtab);
-    rl_pchain_drop(rl, rl_pchain_cat(rl->held, rl_pq_take_locked(&rl->pq)));
-    rl->held = (rl_pchain){NULL, NULL};
-    rl_flist_free(rl->spent);
-    rl->spent = NULL;
-    rl_pq_destroy(&rl->pq);
-    rl_bslabs_free(rl);
+    /* In a fork() child, an inherited loop's requests are the parent's (it
+     * runs them): their release functions are not called here. */
+    if (rl_of_this_process(rl))
+        rl__perform_destroy(&rl->pq);
     rl_close(rl->epfd);
     rl_close(rl->evfd);
     rl_close(rl->tfd);
 }
 
 static bool rl_watch(RLRunLoopRef rl, int fd, uint32_t events) {
-    struct epoll_event ev = {.events = events, .data.fd = fd};
+    struct epoll_event ev = {.events = events, .data.u64 = rl_ev_data(fd, 0)};
     return epoll_ctl(rl->epfd, EPOLL_CTL_ADD, fd, &ev) == 0;
 }
 
@@ -2268,7 +2690,11 @@ static RLRunLoopRef rl_create(pthread_t thread) {
     if (!rl)
         return NULL;
     rl->thread = thread;
+    rl->fork_gen = rl__fork_gen();
+    rl->pq.fork_gen = rl->fork_gen;
     rl->armed_at = INFINITY;
+    TAILQ_INIT(&rl->homed_timers);
+    TAILQ_INIT(&rl->homed_observers);
     atomic_init(&rl->ignore_wakeups, 1); /* not running */
     atomic_init(&rl->waker_cpu, -1);
     atomic_init(&rl->cpu, -1);
@@ -2283,14 +2709,14 @@ static RLRunLoopRef rl_create(pthread_t thread) {
         return NULL;
     }
     /* The default mode exists from the start and is common, as in CF. */
-    rl__graph_lock();
+    rl_lock(rl);
     rl->common = calloc(1, sizeof *rl->common);
     rl_mode *m = NULL;
     if (rl->common && (rl->common[0].name = strdup(kRLRunLoopDefaultMode))) {
         rl->capcommon = rl->ncommon = 1;
         m = rl_mode_get(rl, kRLRunLoopDefaultMode, fn);
     }
-    rl__graph_unlock();
+    rl_unlock(rl);
     if (!m) {
         RLRelease(rl);
         rl__fail(kRLErrorNoMemory, fn, "out of memory");
@@ -2302,9 +2728,9 @@ static RLRunLoopRef rl_create(pthread_t thread) {
 static pthread_t rl_main_thread;
 static RLRunLoopRef rl_main_loop;
 static pthread_mutex_t rl_main_mutex = PTHREAD_MUTEX_INITIALIZER;
+static bool rl_main_exited; /* the main thread tore its loop down (RLThreadExit); rl_main_mutex */
 static pthread_key_t rl_key;
 static pthread_once_t rl_key_once = PTHREAD_ONCE_INIT;
-static __thread RLRunLoopRef rl_tls;
 
 __attribute__((constructor)) static void rl_record_main_thread(void) { rl_main_thread = pthread_self(); }
 
@@ -2317,10 +2743,12 @@ static void rl_key_destructor(void *v) {
     rl_tls = NULL;
     rl_teardown(rl);
     rl_threadtab_forget_self(rl);
-    RLRelease(rl);
+    rl__object_unhold(rl);
 }
 
-static void rl_make_key(void) { pthread_key_create(&rl_key, rl_key_destructor); }
+static bool rl_key_made; /* rl_key exists (set once, under rl_key_once) */
+
+static void rl_make_key(void) { rl_key_made = pthread_key_create(&rl_key, rl_key_destructor) == 0; }
 
 /* ==== BEGIN run loops by thread (lazy loops for RLThread / RLPerform) ====
  * CF's _CFRunLoopGet0(pthread_t): a table from thread to run loop, so that
@@ -2330,7 +2758,7 @@ static void rl_make_key(void) { pthread_key_create(&rl_key, rl_key_destructor); 
  * table holds one reference per entry; a thread's entry goes when the
  * thread tears its loop down (rl__runloop_teardown_current_thread or the
  * pthread-key destructor). The main thread's loop is rl_main_loop, not in
- * the table. Lock order: table mutex, then the graph lock. */
+ * the table. Lock order: table mutex, then a loop lock (rl_create). */
 typedef struct rl_thread_entry {
     struct rl_thread_entry *next;
     pthread_t thread;
@@ -2361,6 +2789,7 @@ static RLRunLoopRef rl_threadtab_get(pthread_t thread) {
         rl_thread_entry *e = malloc(sizeof *e);
         rl = e ? rl_create(thread) : NULL;
         if (rl) {
+            rl__object_hold(rl); /* the table's reference */
             e->next = NULL;
             e->thread = thread;
             e->rl = rl;
@@ -2394,7 +2823,7 @@ static void rl_threadtab_forget_self(RLRunLoopRef mine) {
         return;
     if (e->rl != mine)
         rl_teardown(e->rl);
-    RLRelease(e->rl);
+    rl__object_unhold(e->rl);
     free(e);
 }
 
@@ -2404,62 +2833,70 @@ RLRunLoopRef rl__runloop_get_for_thread(pthread_t thread) {
     return rl_threadtab_get(thread);
 }
 
-/* RLRunLoopPerformFunctionWithRelease (kept in this block, apart from the
- * hot perform path above): the request carries a small record, so the
- * queue's items stay as they are. */
-typedef struct rl_owned_call {
-    void (*fn)(void *);
-    void *info;
-    RLPerformReleaseCallBack release;
-} rl_owned_call;
-
-static void rl_owned_call_release(void *p) {
-    rl_owned_call *c = p;
-    c->release(c->info);
-}
-
-static void rl_owned_call_run(void *p) {
-    rl_owned_call c = *(rl_owned_call *)p;
-    free(p);
-    /* Released also when c.fn ends the thread (RLThreadExit unwinds). */
-    pthread_cleanup_push(rl_owned_call_release, &c);
-    rl__cleanup_arg_escapes(&c);
-    c.fn(c.info);
-    pthread_cleanup_pop(1);
-}
-
-static void rl_owned_call_drop(void *p) {
-    rl_owned_call c = *(rl_owned_call *)p;
-    free(p);
-    c.release(c.info);
-}
-
-bool RLRunLoopPerformFunctionWithRelease(RLRunLoopRef rl, RLRunLoopMode mode, void (*fn)(void *info), void *info,
-                                         RLPerformReleaseCallBack release) {
-    const char *fname = "RLRunLoopPerformFunctionWithRelease";
-    if (!release)
-        return rl_enqueue(rl, mode, fn, info, fname);
-    rl_owned_call *c = malloc(sizeof *c);
-    bool ok;
-    if (!c) {
-        ok = rl__fail(kRLErrorNoMemory, fname, "out of memory");
-    } else {
-        *c = (rl_owned_call){fn, info, release};
-        /* A NULL fn is refused by rl_enqueue, after the loop and mode. */
-        ok = rl_enqueue(rl, mode, fn ? rl_owned_call_run : NULL, c, fname);
-    }
-    if (!ok) {
-        free(c);
-        release(info); /* refused: ownership was passed all the same */
-    }
-    return ok;
-}
 /* ==== END run loops by thread ==== */
+
+/* ---- fork() (rl_fork.c): the main loop's mutex and the thread table are
+ * held across it. The loops' own locks are per object, like a thread's:
+ * the child never takes an inherited loop's (rl_of_this_process). */
+static rl_thread_entry *rl_inherited;   /* in a fork() child: the parent's loops, kept, never used */
+static RLRunLoopRef rl_inherited_mains; /* the same for its main loops (linked by inherited_next) */
+
+void rl__runloop_fork_prepare(void) {
+    pthread_mutex_lock(&rl_main_mutex);
+    pthread_mutex_lock(&rl_threadtab_mutex);
+}
+
+void rl__runloop_fork_parent(void) {
+    pthread_mutex_unlock(&rl_threadtab_mutex);
+    pthread_mutex_unlock(&rl_main_mutex);
+}
+
+/* Keeps a parent's loop referenced (and reachable) in the child: its
+ * finalizer must not run here, where its requests are the parent's. */
+static void rl_inherited_keep(rl_thread_entry *e) {
+    e->next = rl_inherited;
+    rl_inherited = e;
+}
+
+/* Every loop known so far is the parent's. The forking thread is the
+ * child's only thread, and its main thread: GetCurrent and GetMain make it
+ * a new loop with its own kernel objects on first use. */
+void rl__runloop_fork_child(void) {
+    rl__runloop_fork_parent();
+    for (size_t b = 0; b < RL_THREADTAB_BUCKETS; b++) {
+        while (rl_threadtab[b]) {
+            rl_thread_entry *e = rl_threadtab[b];
+            rl_threadtab[b] = e->next;
+            rl_inherited_keep(e);
+        }
+    }
+    atomic_store(&rl_threadtab_count, 0);
+    if (rl_main_loop) { /* linked through the loop itself: no allocation in a child handler */
+        rl_main_loop->inherited_next = rl_inherited_mains;
+        rl_inherited_mains = rl_main_loop;
+        rl_main_loop = NULL;
+    }
+    rl_main_thread = pthread_self();
+    /* The thread's reference (rl_tls) stays with the loop, kept above; the
+     * key's destructor would tear the parent's loop down when the child's
+     * thread ends. */
+    if (rl_tls) {
+        rl_tls = NULL;
+        if (rl_key_made)
+            pthread_setspecific(rl_key, NULL);
+    }
+}
 
 RLRunLoopRef RLRunLoopGetMain(void) {
     pthread_mutex_lock(&rl_main_mutex);
     if (!rl_main_loop) {
         rl_main_loop = rl_create(rl_main_thread);
+        if (rl_main_loop)
+            rl__object_hold(rl_main_loop); /* kept for the life of the process */
+        /* Made after the main thread exited: as if torn down with it, so
+         * that it refuses requests no thread would run. */
+        if (rl_main_loop && rl_main_exited)
+            rl_teardown(rl_main_loop);
     }
     RLRunLoopRef rl = rl_main_loop;
     pthread_mutex_unlock(&rl_main_mutex);
@@ -2473,13 +2910,17 @@ RLRunLoopRef RLRunLoopGetCurrent(void) {
     RLRunLoopRef rl;
     if (pthread_equal(pthread_self(), rl_main_thread)) {
         rl = RLRunLoopGetMain();
-        if (rl)
+        if (rl) {
             RLRetain(rl); /* the thread's reference; the global one stays */
+            rl__object_hold(rl);
+        }
     } else {
         /* The table keeps its reference; this one is the thread's. */
         rl = rl_threadtab_get(pthread_self());
-        if (rl)
+        if (rl) {
             RLRetain(rl);
+            rl__object_hold(rl);
+        }
     }
     if (!rl)
         return NULL;
@@ -2494,14 +2935,19 @@ RLRunLoopRef RLRunLoopGetCurrent(void) {
 static void rl_teardown(RLRunLoopRef rl) {
     rl_defer d;
     rl__defer_init(&d);
-    rl__graph_lock();
+    rl_lock(rl);
     atomic_store(&rl->dead, true);
     for (int kind = RL_KIND_SOURCE; kind <= RL_KIND_OBSERVER; kind++) {
         for (size_t i = 0; i < rl->nmodes; i++) {
             rl_mode *m = rl->modes[i];
             if (kind == RL_KIND_SOURCE) {
-                while (!TAILQ_EMPTY(&m->sources))
-                    rl_remove_memb_locked(TAILQ_FIRST(&m->sources), &d);
+                while (!TAILQ_EMPTY(&m->sources)) {
+                    rl_memb *x = TAILQ_FIRST(&m->sources);
+                    struct RLRunLoopSource *s = x->item;
+                    rl__olock_lock(&s->lock);
+                    rl_remove_memb_locked(x, &d);
+                    rl__olock_unlock(&s->lock);
+                }
             } else if (kind == RL_KIND_OBSERVER) {
                 while (!TAILQ_EMPTY(&m->observers))
                     rl_remove_memb_locked(TAILQ_FIRST(&m->observers), &d);
@@ -2515,18 +2961,20 @@ static void rl_teardown(RLRunLoopRef rl) {
     for (size_t i = 0; i < rl->nci; i++)
         rl__defer_release(&d, rl->citems[i].item);
     rl->nci = 0;
-    for (size_t i = 0; i < rl->nready; i++)
-        rl__defer_release(&d, rl->ready[i]);
-    rl->nready = 0;
-    rl__graph_unlock();
+    if (rl->capcidx)
+        memset(rl->cidx, 0, rl->capcidx * sizeof *rl->cidx);
+    /* Timers and observers at home here but in no mode now go homeless, so
+     * that none keeps a pointer to this loop. */
+    struct RLRunLoopTimer *t;
+    while ((t = TAILQ_FIRST(&rl->homed_timers)) != NULL)
+        rl_home_clear_locked(rl, t, RL_KIND_TIMER);
+    struct RLRunLoopObserver *o;
+    while ((o = TAILQ_FIRST(&rl->homed_observers)) != NULL)
+        rl_home_clear_locked(rl, o, RL_KIND_OBSERVER);
+    rl_unlock(rl);
     rl__defer_run(&d);
 
-    rl_qlock(rl);
-    rl_pchain q = rl_pq_take_locked(&rl->pq);
-    rl_qunlock(rl);
-    rl_pchain held = rl->held;
-    rl->held = (rl_pchain){NULL, NULL};
-    rl_pchain_drop(rl, rl_pchain_cat(held, q));
+    rl__perform_close(&rl->pq);
 }
 
 void rl__runloop_teardown_current_thread(void) {
@@ -2537,8 +2985,17 @@ void rl__runloop_teardown_current_thread(void) {
         pthread_setspecific(rl_key, NULL);
         rl_teardown(rl);
     }
-    /* Also a loop another thread made for this one (never run here). */
+    /* Also a loop another thread made for this one (never run here): the
+     * main thread's is the main loop. */
+    if (pthread_equal(pthread_self(), rl_main_thread)) {
+        pthread_mutex_lock(&rl_main_mutex);
+        RLRunLoopRef main_loop = rl_main_loop;
+        rl_main_exited = true;
+        pthread_mutex_unlock(&rl_main_mutex);
+        if (main_loop && main_loop != rl)
+            rl_teardown(main_loop);
+    }
     rl_threadtab_forget_self(rl);
     if (rl)
-        RLRelease(rl);
+        rl__object_unhold(rl);
 }

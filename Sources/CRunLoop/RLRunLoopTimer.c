@@ -11,15 +11,23 @@
 
 static void rl_timer_finalize(void *obj) {
     struct RLRunLoopTimer *t = obj;
+    rl__item_leave_home(t, RL_KIND_TIMER);
     if (t->valid && t->ctx.release)
         t->ctx.release(t->ctx.info);
 }
 
+/* Another thread may move the date or invalidate the timer meanwhile: the
+ * fields are copied under the lock that guards them, printed after. */
 static char *rl_timer_describe(const void *obj) {
-    const struct RLRunLoopTimer *t = obj;
+    struct RLRunLoopTimer *t = (struct RLRunLoopTimer *)obj;
+    RLRunLoopRef h = rl__item_lock(t, RL_KIND_TIMER);
+    RLAbsoluteTime fire_date = t->fire_date;
+    RLTimeInterval interval = t->interval, tolerance = t->tolerance;
+    bool valid = t->valid;
+    rl__item_unlock(t, RL_KIND_TIMER, h);
     char *out = NULL;
-    if (asprintf(&out, "<RLRunLoopTimer %p fireDate %.6f interval %g tolerance %g%s>", obj, t->fire_date,
-                 t->interval, t->tolerance, t->valid ? "" : " invalid") < 0)
+    if (asprintf(&out, "<RLRunLoopTimer %p fireDate %.6f interval %g tolerance %g%s>", obj, fire_date, interval,
+                 tolerance, valid ? "" : " invalid") < 0)
         out = NULL;
     return out;
 }
@@ -44,10 +52,6 @@ RLRunLoopTimerRef RLRunLoopTimerCreate(RLAllocatorRef allocator, RLAbsoluteTime 
         rl__fail(kRLErrorInvalidArgument, fn, "NaN fire date or interval");
         return NULL;
     }
-    if (!callout) {
-        rl__fail(kRLErrorInvalidArgument, fn, "NULL callout");
-        return NULL;
-    }
     if (context && context->version != 0) {
         rl__fail(kRLErrorInvalidArgument, fn, "context version %ld is not supported (use 0)", context->version);
         return NULL;
@@ -56,6 +60,7 @@ RLRunLoopTimerRef RLRunLoopTimerCreate(RLAllocatorRef allocator, RLAbsoluteTime 
     if (!t)
         return NULL;
     t->fire_date = rl_clamp_date(fireDate);
+    t->anchor = t->fire_date;
     t->interval = interval > 0 ? (interval > RL_FAR_FUTURE ? RL_FAR_FUTURE : interval) : 0;
     t->order = order;
     t->seq = rl__next_seq();
@@ -94,9 +99,9 @@ RLRunLoopTimerRef RLRunLoopTimerCreateWithHandler(RLAllocatorRef allocator, RLAb
 RLAbsoluteTime RLRunLoopTimerGetNextFireDate(RLRunLoopTimerRef t) {
     if (!rl_timer_ok(t, "RLRunLoopTimerGetNextFireDate"))
         return 0;
-    rl__graph_lock();
-    RLAbsoluteTime d = t->fire_date;
-    rl__graph_unlock();
+    RLRunLoopRef h = rl__item_lock(t, RL_KIND_TIMER);
+    RLAbsoluteTime d = t->valid ? t->fire_date : 0; /* as CF: no next fire for an invalidated timer */
+    rl__item_unlock(t, RL_KIND_TIMER, h);
     return d;
 }
 
@@ -106,16 +111,18 @@ bool RLRunLoopTimerSetNextFireDate(RLRunLoopTimerRef t, RLAbsoluteTime fireDate)
         return false;
     if (isnan(fireDate))
         return rl__fail(kRLErrorInvalidArgument, fn, "NaN date");
-    rl__graph_lock();
+    RLRunLoopRef h = rl__item_lock(t, RL_KIND_TIMER);
     bool ok = t->valid;
     if (ok) {
         t->fire_date = rl_clamp_date(fireDate);
+        t->anchor = t->fire_date; /* a new grid starts here */
+        t->ticks = 0;
         t->seq = rl__next_seq();
         if (t->firing)
             t->moved_in_fire = true;
         rl__timer_moved_locked(t);
     }
-    rl__graph_unlock();
+    rl__item_unlock(t, RL_KIND_TIMER, h);
     if (!ok)
         return rl__fail(kRLErrorInvalidObject, fn, "the timer has been invalidated");
     return true;
@@ -136,8 +143,12 @@ void rl__timer_invalidate_locked(struct RLRunLoopTimer *t, rl_defer *d) {
         return;
     t->valid = false;
     rl__remove_item_everywhere_locked(t, RL_KIND_TIMER, d);
-    /* As CF: an invalidated timer gives its context back at once. */
-    rl__defer_ctx_release(d, t->ctx.release, t->ctx.info);
+    /* As CF: an invalidated timer gives its context back at once (unless
+     * the fire path is retaining info right now: it releases it then). */
+    if (t->ctx_pinned)
+        t->ctx_release_held = true;
+    else
+        rl__defer_ctx_release(d, t->ctx.release, t->ctx.info);
 }
 
 bool RLRunLoopTimerInvalidate(RLRunLoopTimerRef t) {
@@ -145,9 +156,9 @@ bool RLRunLoopTimerInvalidate(RLRunLoopTimerRef t) {
         return false;
     rl_defer d;
     rl__defer_init(&d);
-    rl__graph_lock();
+    RLRunLoopRef h = rl__item_lock(t, RL_KIND_TIMER);
     rl__timer_invalidate_locked(t, &d);
-    rl__graph_unlock();
+    rl__item_unlock(t, RL_KIND_TIMER, h);
     rl__defer_run(&d);
     return true;
 }
@@ -155,9 +166,9 @@ bool RLRunLoopTimerInvalidate(RLRunLoopTimerRef t) {
 bool RLRunLoopTimerIsValid(RLRunLoopTimerRef t) {
     if (!rl_timer_ok(t, "RLRunLoopTimerIsValid"))
         return false;
-    rl__graph_lock();
+    RLRunLoopRef h = rl__item_lock(t, RL_KIND_TIMER);
     bool v = t->valid;
-    rl__graph_unlock();
+    rl__item_unlock(t, RL_KIND_TIMER, h);
     return v;
 }
 
@@ -174,9 +185,9 @@ bool RLRunLoopTimerGetContext(RLRunLoopTimerRef t, RLRunLoopTimerContext *contex
 RLTimeInterval RLRunLoopTimerGetTolerance(RLRunLoopTimerRef t) {
     if (!rl_timer_ok(t, "RLRunLoopTimerGetTolerance"))
         return -1;
-    rl__graph_lock();
+    RLRunLoopRef h = rl__item_lock(t, RL_KIND_TIMER);
     RLTimeInterval tol = t->tolerance;
-    rl__graph_unlock();
+    rl__item_unlock(t, RL_KIND_TIMER, h);
     return tol;
 }
 
@@ -190,16 +201,28 @@ bool RLRunLoopTimerSetTolerance(RLRunLoopTimerRef t, RLTimeInterval tolerance) {
         tolerance = t->interval / 2;
     if (tolerance > RL_FAR_FUTURE)
         tolerance = RL_FAR_FUTURE;
-    rl__graph_lock();
-    t->tolerance = tolerance;
-    rl__timer_moved_locked(t);
-    rl__graph_unlock();
+    RLRunLoopRef h = rl__item_lock(t, RL_KIND_TIMER);
+    bool ok = t->valid;
+    if (ok) {
+        t->tolerance = tolerance;
+        rl__timer_moved_locked(t);
+    }
+    rl__item_unlock(t, RL_KIND_TIMER, h);
+    if (!ok)
+        return rl__fail(kRLErrorInvalidObject, fn, "the timer has been invalidated");
     return true;
 }
 
-/* A repeating timer stays on its grid fireDate + k*interval: the next date
- * is the first grid point after now, so missed periods fire once. A date set
- * inside the callout wins. One-shot timers are invalidated, as CF does. */
+/* The grid point anchor + k * interval, computed afresh (one rounding). */
+static double rl_grid(const struct RLRunLoopTimer *t, uint64_t k) { return t->anchor + (double)k * t->interval; }
+
+/* A repeating timer stays on its grid anchor + k*interval: the next date
+ * is the first grid point after now, so missed periods fire once. Each date
+ * is computed from the anchor, not by adding the interval to the previous
+ * date: at today's dates a double resolves to about 119 ns, and one rounding
+ * per tick would move a 1 ms timer tens of ns later every tick. A date set
+ * inside the callout wins (and starts a new grid). One-shot timers are
+ * invalidated, as CF does. */
 void rl__timer_after_fire_locked(struct RLRunLoopTimer *t, RLAbsoluteTime now, rl_defer *d) {
     if (!t->valid)
         return;
@@ -207,16 +230,19 @@ void rl__timer_after_fire_locked(struct RLRunLoopTimer *t, RLAbsoluteTime now, r
         rl__timer_invalidate_locked(t, d);
         return;
     }
-    if (t->moved_in_fire)
-        return;
-    double next = t->fire_date + t->interval;
-    if (next <= now) {
-        double k = floor((now - t->fire_date) / t->interval) + 1;
-        next = t->fire_date + k * t->interval;
-        if (next <= now)
-            next += t->interval;
+    if (!t->moved_in_fire) {
+        uint64_t k = t->ticks + 1;
+        if (rl_grid(t, k) <= now) {
+            double behind = floor((now - t->anchor) / t->interval) + 1;
+            k = behind < 1.8e19 ? (uint64_t)behind : UINT64_MAX / 2;
+            while (rl_grid(t, k) <= now && k < UINT64_MAX / 2)
+                k++;
+        }
+        t->ticks = k;
+        t->fire_date = rl_clamp_date(rl_grid(t, k));
+        t->seq = rl__next_seq();
     }
-    t->fire_date = rl_clamp_date(next);
-    t->seq = rl__next_seq();
+    /* Re-filed also after a move inside the callout: while firing, the
+     * timer was left out of the wake-up (rl__tset_earliest_deadline). */
     rl__timer_moved_locked(t);
 }

@@ -288,11 +288,11 @@ static inline bool enter(const void *obj, enter_mode mode, const char *fn, const
 }
 
 bool RLSyncEnter(const void *obj) {
-    return enter(obj, ENTER_BLOCK, "RLSyncEnter", __builtin_return_address(0));
+    return enter(obj, ENTER_BLOCK, __func__, __builtin_return_address(0));
 }
 
 bool RLSyncTryEnter(const void *obj) {
-    return enter(obj, ENTER_TRY, "RLSyncTryEnter", __builtin_return_address(0));
+    return enter(obj, ENTER_TRY, __func__, __builtin_return_address(0));
 }
 
 static bool not_held(const void *obj, uint64_t owner) {
@@ -334,7 +334,7 @@ static bool exit_slow(rl__sync_thread *t, const void *obj) {
 
 bool RLSyncExit(const void *obj) {
     if (RL__UNLIKELY(obj == NULL))
-        return rl__fail(kRLErrorInvalidArgument, "RLSyncExit", "NULL object");
+        return rl__fail(kRLErrorInvalidArgument, __func__, "NULL object");
     rl__sync_thread *t = &t_sync;
     rl__sync_entry *e = cache_find(t, obj);
     if (RL__UNLIKELY(e == NULL))
@@ -362,3 +362,20 @@ bool RLSyncIsHeldByCurrentThread(const void *obj) {
     pthread_mutex_unlock(&s->mu);
     return held;
 }
+
+/* fork(): every stripe lock is held across it (rl_fork.c), so a child
+ * forked while another thread finds or frees a monitor gets consistent
+ * chains and free stripes. A monitor held by another thread stays held in
+ * the child, as any user lock does. */
+void rl__sync_fork_prepare(void) {
+    pthread_once(&g_stripes_once, stripes_init);
+    for (int i = 0; i < RL__SYNC_STRIPES; i++)
+        pthread_mutex_lock(&g_stripes[i].mu);
+}
+
+void rl__sync_fork_parent(void) {
+    for (int i = RL__SYNC_STRIPES - 1; i >= 0; i--)
+        pthread_mutex_unlock(&g_stripes[i].mu);
+}
+
+void rl__sync_fork_child(void) { rl__sync_fork_parent(); }

@@ -69,6 +69,7 @@ static pthread_key_t rl__foreign_key;
 static pthread_once_t rl__foreign_key_once = PTHREAD_ONCE_INIT;
 
 static RLThreadRef rl__main_thread;
+static RLThreadRef rl__main_thread_inherited; /* in a fork() child: the parent's main RLThread */
 static pthread_once_t rl__main_once = PTHREAD_ONCE_INIT;
 
 static pthread_mutex_t rl__global_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -100,8 +101,27 @@ static void rl__thread_free_values(rl__thread_value *v) {
     }
 }
 
+static void rl__thread_free_handlers(RLThreadRef t) {
+    for (rl__thread_handler *h = t->handlers, *next; h; h = next) {
+        next = h->next;
+        rl__handler_free(h);
+    }
+    t->handlers = NULL;
+}
+
 static void rl__thread_finalize(void *obj) {
     RLThreadRef t = obj;
+    /* Inherited across fork(): its lock may have been held by a thread
+     * that does not exist here, its condition may count waiters that never
+     * wake, its pthread is not this process's, and its queued requests and
+     * dictionary values belong to the parent (no release function or
+     * destructor of theirs runs here). Only the child's copy of the
+     * thread's own memory goes: its name and handler records. */
+    if (rl__fork_inherited(t->fork_gen)) {
+        rl__thread_free_handlers(t);
+        free(t->name);
+        return;
+    }
     /* The lock orders this with the exiting thread's last writes (for
      * ThreadSanitizer, which does not follow RLRelease's fences). */
     pthread_mutex_lock(&t->lock);
@@ -110,10 +130,7 @@ static void rl__thread_finalize(void *obj) {
     if (t->has_pthread && t->joinable && !t->join_claimed && !t->is_main && !t->is_foreign)
         pthread_detach(t->pthread);
     rl__thread_free_values(t->values);
-    for (rl__thread_handler *h = t->handlers, *next; h; h = next) {
-        next = h->next;
-        rl__handler_free(h);
-    }
+    rl__thread_free_handlers(t);
 #if __BLOCKS__
     if (t->block)
         _Block_release(t->block);
@@ -136,6 +153,13 @@ static const char *rl__thread_state_name(RLThreadRef t) {
 static char *rl__thread_describe(const void *obj) {
     RLThreadRef t = (RLThreadRef)obj;
     char *s = NULL;
+    if (rl__fork_inherited(t->fork_gen)) { /* its lock may be held by a thread gone with the fork */
+        if (asprintf(&s, "<RLThread %p inherited across fork()>", obj) < 0) {
+            rl__fail(kRLErrorNoMemory, "RLCopyDescription", "out of memory");
+            return NULL;
+        }
+        return s;
+    }
     pthread_mutex_lock(&t->lock);
     int n = asprintf(&s, "<RLThread %p name=\"%s\" tid=%d %s%s%s>", obj, t->name ? t->name : "", (int)t->tid,
                      rl__thread_state_name(t), t->is_main ? " main" : "",
@@ -166,11 +190,16 @@ static RLThreadRef rl__thread_alloc(const char *fn) {
     pthread_condattr_destroy(&ca);
     t->stack_size = kRLThreadDefaultStackSize;
     t->priority = 0.5;
+    t->fork_gen = rl__fork_gen();
     return t;
 }
 
-static bool rl__thread_check(RLThreadRef t, const char *fn) {
-    return rl__object_check(t, &rl__thread_class, fn);
+bool rl__thread_check(RLThreadRef t, const char *fn) {
+    if (!rl__object_check(t, &rl__thread_class, fn))
+        return false;
+    if (rl__fork_inherited(t->fork_gen))
+        return rl__fork_fail(fn, "thread");
+    return true;
 }
 
 /* ---- kernel-side name and priority ---- */
@@ -243,13 +272,14 @@ static void rl__thread_make_main(void) {
         t->stack_size = (size_t)rl.rlim_cur;
     else
         t->stack_size = (size_t)8 * 1024 * 1024;
+    rl__object_hold(t); /* kept for the life of the process */
     rl__main_thread = t;
 }
 
 RLThreadRef RLThreadGetMain(void) {
     pthread_once(&rl__main_once, rl__thread_make_main);
     if (!rl__main_thread)
-        rl__fail(kRLErrorNoMemory, "RLThreadGetMain", "out of memory");
+        rl__fail(kRLErrorNoMemory, __func__, "out of memory");
     return rl__main_thread;
 }
 
@@ -258,7 +288,7 @@ static bool rl__is_main_tid(void) { return gettid() == getpid(); }
 bool RLThreadIsMainThread(void) { return rl__is_main_tid(); }
 
 bool RLThreadIsMain(RLThreadRef thread) {
-    if (!rl__thread_check(thread, "RLThreadIsMain"))
+    if (!rl__thread_check(thread, __func__))
         return false;
     return thread->is_main;
 }
@@ -290,6 +320,7 @@ static RLThreadRef rl__thread_register_foreign(void) {
         pthread_attr_destroy(&attr);
     }
     pthread_once(&rl__foreign_key_once, rl__foreign_key_init);
+    rl__object_hold(t);
     rl__tls_current = t; /* the thread owns the one reference */
     pthread_setspecific(rl__foreign_key, t);
     return t;
@@ -302,7 +333,7 @@ RLThreadRef RLThreadGetCurrent(void) {
     if (RL__LIKELY(t != NULL))
         return t;
     if (rl__tls_exited) {
-        rl__fail(kRLErrorInvalidState, "RLThreadGetCurrent", "the calling thread is exiting");
+        rl__fail(kRLErrorInvalidState, __func__, "the calling thread is exiting");
         return NULL;
     }
     if (rl__is_main_tid()) {
@@ -339,7 +370,7 @@ static bool rl__add_mt_handler(void (*fn)(void *info), void *info, bool info_is_
 }
 
 bool RLThreadAddWillBecomeMultiThreadedHandler(void (*fn)(void *info), void *info) {
-    static const char fname[] = "RLThreadAddWillBecomeMultiThreadedHandler";
+    const char *fname = __func__;
     if (!fn)
         return rl__fail(kRLErrorInvalidArgument, fname, "NULL handler");
     return rl__add_mt_handler(fn, info, false, fname);
@@ -349,7 +380,7 @@ bool RLThreadAddWillBecomeMultiThreadedHandler(void (*fn)(void *info), void *inf
 static void rl__mt_block_trampoline(void *info) { ((void (^)(void))info)(); }
 
 bool RLThreadAddWillBecomeMultiThreadedHandlerBlock(void (^block)(void)) {
-    static const char fname[] = "RLThreadAddWillBecomeMultiThreadedHandlerBlock";
+    const char *fname = __func__;
     if (!block)
         return rl__fail(kRLErrorInvalidArgument, fname, "NULL block");
     void *copy = _Block_copy((const void *)block);
@@ -398,10 +429,10 @@ static void rl__become_multithreaded(void) {
 RLThreadRef RLThreadCreate(RLAllocatorRef allocator, RLThreadEntry entry, void *arg) {
     (void)allocator;
     if (!entry) {
-        rl__fail(kRLErrorInvalidArgument, "RLThreadCreate", "NULL entry function");
+        rl__fail(kRLErrorInvalidArgument, __func__, "NULL entry function");
         return NULL;
     }
-    RLThreadRef t = rl__thread_alloc("RLThreadCreate");
+    RLThreadRef t = rl__thread_alloc(__func__);
     if (!t)
         return NULL;
     t->entry = entry;
@@ -418,10 +449,10 @@ static void *rl__thread_block_entry(void *arg) {
 RLThreadRef RLThreadCreateWithBlock(RLAllocatorRef allocator, void (^block)(void)) {
     (void)allocator;
     if (!block) {
-        rl__fail(kRLErrorInvalidArgument, "RLThreadCreateWithBlock", "NULL block");
+        rl__fail(kRLErrorInvalidArgument, __func__, "NULL block");
         return NULL;
     }
-    RLThreadRef t = rl__thread_alloc("RLThreadCreateWithBlock");
+    RLThreadRef t = rl__thread_alloc(__func__);
     if (!t)
         return NULL;
     t->block = _Block_copy((const void *)block);
@@ -464,56 +495,66 @@ static void *rl__thread_main(void *p) {
     return result;
 }
 
-bool RLThreadStart(RLThreadRef thread) {
-    static const char fn[] = "RLThreadStart";
-    if (!rl__thread_check(thread, fn))
-        return false;
-    RLThreadRef t = thread;
-    pthread_mutex_lock(&t->lock);
-    if (t->is_main || t->is_foreign) {
-        pthread_mutex_unlock(&t->lock);
-        return rl__fail(kRLErrorInvalidState, fn, "%s thread is already running",
-                        t->is_main ? "the main" : "a foreign");
-    }
-    if (t->state != RL__THREAD_CREATED) {
-        pthread_mutex_unlock(&t->lock);
+/* Checks that t can be started; true with *done if it was cancelled
+ * before it started (it is finished now). t->lock held. */
+static bool rl__thread_startable_locked(RLThreadRef t, bool *done, const char *fn) {
+    *done = false;
+    if (t->is_main || t->is_foreign)
+        return rl__fail(kRLErrorInvalidState, fn, "%s thread is already running", t->is_main ? "the main" : "a foreign");
+    if (t->state != RL__THREAD_CREATED)
         return rl__fail(kRLErrorInvalidState, fn, "thread was already started");
-    }
     if (atomic_load(&t->cancelled)) {
         t->state = RL__THREAD_FINISHED;
         pthread_cond_broadcast(&t->cond);
-        pthread_mutex_unlock(&t->lock);
-        return true;
+        *done = true;
     }
-    t->state = RL__THREAD_EXECUTING; /* claims the start */
-    size_t stack_size = t->stack_size;
-    bool joinable = t->joinable;
-    pthread_mutex_unlock(&t->lock);
+    return true;
+}
 
+bool RLThreadStart(RLThreadRef thread) {
+    const char *fn = __func__;
+    if (!rl__thread_check(thread, fn))
+        return false;
+    RLThreadRef t = thread;
+    bool done;
+    pthread_mutex_lock(&t->lock);
+    bool ok = rl__thread_startable_locked(t, &done, fn);
+    pthread_mutex_unlock(&t->lock);
+    if (!ok || done)
+        return ok;
+
+    /* Before the start is claimed: will-become-multi-threaded handlers are
+     * user code, run with no lock held. */
     rl__become_multithreaded();
 
+    /* The state becomes executing together with the pthread, under the
+     * lock: whoever sees an executing thread sees its pthread (a perform
+     * request gets the thread's run loop from it). */
     pthread_attr_t attr;
     pthread_attr_init(&attr);
-    pthread_attr_setstacksize(&attr, stack_size);
-    pthread_attr_setdetachstate(&attr, joinable ? PTHREAD_CREATE_JOINABLE : PTHREAD_CREATE_DETACHED);
-    RLRetain(t); /* the thread's own reference, dropped at the end of its exit sequence */
-    pthread_t pt;
     pthread_mutex_lock(&t->lock);
-    int err = pthread_create(&pt, &attr, rl__thread_main, t);
-    if (err == 0) {
-        t->pthread = pt;
-        t->has_pthread = true;
-        rl__perform_thread_did_create_locked(t);
-    } else {
-        t->state = RL__THREAD_CREATED;
+    ok = rl__thread_startable_locked(t, &done, fn); /* another Start may have won meanwhile */
+    int err = 0;
+    if (ok && !done) {
+        pthread_attr_setstacksize(&attr, t->stack_size);
+        pthread_attr_setdetachstate(&attr, t->joinable ? PTHREAD_CREATE_JOINABLE : PTHREAD_CREATE_DETACHED);
+        RLRetain(t); /* the thread's own reference, dropped at the end of its exit sequence */
+        rl__object_hold(t);
+        pthread_t pt;
+        err = pthread_create(&pt, &attr, rl__thread_main, t);
+        if (err == 0) {
+            t->state = RL__THREAD_EXECUTING;
+            t->pthread = pt;
+            t->has_pthread = true;
+        }
     }
     pthread_mutex_unlock(&t->lock);
     pthread_attr_destroy(&attr);
     if (err != 0) {
-        RLRelease(t);
+        rl__object_unhold(t);
         return rl__fail_errno(err, fn, "pthread_create failed");
     }
-    return true;
+    return ok;
 }
 
 bool RLThreadDetachNew(RLThreadEntry entry, void *arg) {
@@ -550,10 +591,10 @@ static void *rl__background_entry(void *p) {
 
 bool RLThreadPerformInBackground(void (*fn)(void *arg), void *arg) {
     if (!fn)
-        return rl__fail(kRLErrorInvalidArgument, "RLThreadPerformInBackground", "NULL function");
+        return rl__fail(kRLErrorInvalidArgument, __func__, "NULL function");
     rl__background_call *call = malloc(sizeof *call);
     if (!call)
-        return rl__fail(kRLErrorNoMemory, "RLThreadPerformInBackground", "out of memory");
+        return rl__fail(kRLErrorNoMemory, __func__, "out of memory");
     call->fn = fn;
     call->arg = arg;
     if (!RLThreadDetachNew(rl__background_entry, call)) {
@@ -568,6 +609,14 @@ bool RLThreadPerformInBackground(void (*fn)(void *arg), void *arg) {
 /* Runs once per thread, on that thread: run loop teardown, pending perform
  * requests failed, will-exit handlers, dictionary destructors, finished. */
 static void rl__thread_exit_sequence(RLThreadRef t, void *result) {
+    if (rl__fork_inherited(t->fork_gen)) {
+        /* A fork() child whose forking thread was this RLThread ends: the
+         * object is the parent's; only what the child made is torn down. */
+        rl__runloop_teardown_current_thread();
+        rl__tls_current = NULL;
+        rl__tls_exited = true;
+        return;
+    }
     rl__runloop_teardown_current_thread();
     rl__perform_thread_will_exit(t);
     /* A request sent between the two calls above may have made a new loop
@@ -640,20 +689,34 @@ static void rl__thread_exit_sequence(RLThreadRef t, void *result) {
 
     rl__tls_current = NULL;
     rl__tls_exited = true;
-    RLRelease(t);
+    rl__object_unhold(t);
 }
 
 void RLThreadExit(void) {
     /* A library thread unwinds into rl__thread_cleanup; a foreign thread
-     * finishes in its key destructor; the main thread's RLThread lives as
-     * long as the process. */
+     * finishes in its key destructor. The main thread finishes as a foreign
+     * one does (its RLThread object lives on, finished), so that requests
+     * sent to it fail instead of waiting for a thread that is gone: in a key
+     * destructor, which runs after the unwinding (a request batch that
+     * called this puts back what it did not run, for the teardown to
+     * drop). */
+    if (rl__is_main_tid() && !rl__tls_exited) {
+        RLThreadRef t = RLThreadGetMain();
+        if (t) {
+            RLRetain(t); /* the exit sequence's, released at its end */
+            rl__tls_current = t;
+            pthread_once(&rl__foreign_key_once, rl__foreign_key_init);
+            if (pthread_setspecific(rl__foreign_key, t) != 0)
+                rl__thread_exit_sequence(t, NULL); /* no destructor: now, before the unwinding */
+        }
+    }
     pthread_exit(NULL);
 }
 
 /* ---- joining ---- */
 
 bool RLThreadJoin(RLThreadRef thread, void **result) {
-    static const char fn[] = "RLThreadJoin";
+    const char *fn = __func__;
     if (!rl__thread_check(thread, fn))
         return false;
     RLThreadRef t = thread;
@@ -692,7 +755,7 @@ bool RLThreadJoin(RLThreadRef thread, void **result) {
 /* ---- attributes ---- */
 
 size_t RLThreadGetStackSize(RLThreadRef thread) {
-    if (!rl__thread_check(thread, "RLThreadGetStackSize"))
+    if (!rl__thread_check(thread, __func__))
         return 0;
     pthread_mutex_lock(&thread->lock);
     size_t s = thread->stack_size;
@@ -701,7 +764,7 @@ size_t RLThreadGetStackSize(RLThreadRef thread) {
 }
 
 bool RLThreadSetStackSize(RLThreadRef thread, size_t size) {
-    static const char fn[] = "RLThreadSetStackSize";
+    const char *fn = __func__;
     if (!rl__thread_check(thread, fn))
         return false;
     if (size < kRLThreadMinimumStackSize)
@@ -720,19 +783,62 @@ bool RLThreadSetStackSize(RLThreadRef thread, size_t size) {
     return true;
 }
 
+/* The kernel's name of thread tid (at most 15 bytes), or "" if it cannot
+ * be read. For threads named outside the library: the process name for
+ * the main thread, whatever pthread_setname_np set for another. */
+static void rl__kernel_get_name(pid_t tid, char out[RL__KERNEL_NAME_MAX + 1]) {
+    out[0] = '\0';
+    if (tid == gettid()) {
+        if (pthread_getname_np(pthread_self(), out, RL__KERNEL_NAME_MAX + 1) != 0)
+            out[0] = '\0';
+        return;
+    }
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/task/%d/comm", (int)tid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    ssize_t n;
+    do
+        n = read(fd, out, RL__KERNEL_NAME_MAX + 1);
+    while (n < 0 && errno == EINTR);
+    close(fd);
+    if (n <= 0) {
+        out[0] = '\0';
+        return;
+    }
+    if (n > RL__KERNEL_NAME_MAX)
+        n = RL__KERNEL_NAME_MAX;
+    out[n] = '\0';
+    char *nl = strchr(out, '\n'); /* comm ends in a newline */
+    if (nl)
+        *nl = '\0';
+}
+
 char *RLThreadCopyName(RLThreadRef thread) {
-    if (!rl__thread_check(thread, "RLThreadCopyName"))
+    if (!rl__thread_check(thread, __func__))
         return NULL;
+    char kernel[RL__KERNEL_NAME_MAX + 1] = "";
     pthread_mutex_lock(&thread->lock);
-    char *s = strdup(thread->name ? thread->name : "");
+    const char *name = thread->name;
+    /* A thread the library did not start, never named through it, has
+     * the name the kernel knows (as Foundation reads it); the lock keeps a
+     * foreign thread from finishing, and its tid from being reused, while
+     * it is read. */
+    if (!name && (thread->is_main || thread->is_foreign) && thread->state == RL__THREAD_EXECUTING &&
+        thread->tid != 0) {
+        rl__kernel_get_name(thread->tid, kernel);
+        name = kernel;
+    }
+    char *s = strdup(name ? name : "");
     pthread_mutex_unlock(&thread->lock);
     if (!s)
-        rl__fail(kRLErrorNoMemory, "RLThreadCopyName", "out of memory");
+        rl__fail(kRLErrorNoMemory, __func__, "out of memory");
     return s;
 }
 
 bool RLThreadSetName(RLThreadRef thread, const char *name) {
-    static const char fn[] = "RLThreadSetName";
+    const char *fn = __func__;
     if (!rl__thread_check(thread, fn))
         return false;
     char *copy = NULL;
@@ -751,7 +857,7 @@ bool RLThreadSetName(RLThreadRef thread, const char *name) {
 }
 
 double RLThreadGetPriority(RLThreadRef thread) {
-    if (!rl__thread_check(thread, "RLThreadGetPriority"))
+    if (!rl__thread_check(thread, __func__))
         return -1.0;
     pthread_mutex_lock(&thread->lock);
     double p = thread->priority;
@@ -760,7 +866,7 @@ double RLThreadGetPriority(RLThreadRef thread) {
 }
 
 bool RLThreadSetPriority(RLThreadRef thread, double priority) {
-    static const char fn[] = "RLThreadSetPriority";
+    const char *fn = __func__;
     if (!rl__thread_check(thread, fn))
         return false;
     if (!(priority >= 0.0 && priority <= 1.0))
@@ -775,7 +881,7 @@ bool RLThreadSetPriority(RLThreadRef thread, double priority) {
 }
 
 bool RLThreadSetJoinable(RLThreadRef thread, bool joinable) {
-    static const char fn[] = "RLThreadSetJoinable";
+    const char *fn = __func__;
     if (!rl__thread_check(thread, fn))
         return false;
     pthread_mutex_lock(&thread->lock);
@@ -789,7 +895,7 @@ bool RLThreadSetJoinable(RLThreadRef thread, bool joinable) {
 }
 
 bool RLThreadIsJoinable(RLThreadRef thread) {
-    if (!rl__thread_check(thread, "RLThreadIsJoinable"))
+    if (!rl__thread_check(thread, __func__))
         return false;
     pthread_mutex_lock(&thread->lock);
     bool j = thread->joinable;
@@ -800,14 +906,14 @@ bool RLThreadIsJoinable(RLThreadRef thread) {
 /* ---- state ---- */
 
 bool RLThreadCancel(RLThreadRef thread) {
-    if (!rl__thread_check(thread, "RLThreadCancel"))
+    if (!rl__thread_check(thread, __func__))
         return false;
     atomic_store(&thread->cancelled, true);
     return true;
 }
 
 bool RLThreadIsCancelled(RLThreadRef thread) {
-    if (!rl__thread_check(thread, "RLThreadIsCancelled"))
+    if (!rl__thread_check(thread, __func__))
         return false;
     return atomic_load(&thread->cancelled);
 }
@@ -820,13 +926,13 @@ static enum rl__thread_state rl__thread_state(RLThreadRef t) {
 }
 
 bool RLThreadIsExecuting(RLThreadRef thread) {
-    if (!rl__thread_check(thread, "RLThreadIsExecuting"))
+    if (!rl__thread_check(thread, __func__))
         return false;
     return rl__thread_state(thread) == RL__THREAD_EXECUTING;
 }
 
 bool RLThreadIsFinished(RLThreadRef thread) {
-    if (!rl__thread_check(thread, "RLThreadIsFinished"))
+    if (!rl__thread_check(thread, __func__))
         return false;
     return rl__thread_state(thread) == RL__THREAD_FINISHED;
 }
@@ -863,7 +969,7 @@ static RLThreadHandlerToken rl__add_handler(RLThreadRef thread, RLThreadWillExit
 }
 
 RLThreadHandlerToken RLThreadAddWillExitHandler(RLThreadRef thread, RLThreadWillExitHandler fn, void *info) {
-    static const char fname[] = "RLThreadAddWillExitHandler";
+    const char *fname = __func__;
     if (thread && !rl__thread_check(thread, fname))
         return 0;
     if (!fn) {
@@ -879,7 +985,7 @@ static void rl__handler_block_trampoline(RLThreadRef thread, void *info) {
 }
 
 RLThreadHandlerToken RLThreadAddWillExitHandlerBlock(RLThreadRef thread, void (^block)(RLThreadRef thread)) {
-    static const char fname[] = "RLThreadAddWillExitHandlerBlock";
+    const char *fname = __func__;
     if (thread && !rl__thread_check(thread, fname))
         return 0;
     if (!block) {
@@ -895,7 +1001,7 @@ RLThreadHandlerToken RLThreadAddWillExitHandlerBlock(RLThreadRef thread, void (^
 #endif
 
 bool RLThreadRemoveWillExitHandler(RLThreadRef thread, RLThreadHandlerToken token) {
-    static const char fname[] = "RLThreadRemoveWillExitHandler";
+    const char *fname = __func__;
     if (thread && !rl__thread_check(thread, fname))
         return false;
     pthread_mutex_t *lock = thread ? &thread->lock : &rl__global_lock;
@@ -916,7 +1022,7 @@ bool RLThreadRemoveWillExitHandler(RLThreadRef thread, RLThreadHandlerToken toke
 /* ---- dictionary ---- */
 
 bool RLThreadDictionarySetValue(RLThreadRef thread, const char *key, void *value, void (*destructor)(void *value)) {
-    static const char fn[] = "RLThreadDictionarySetValue";
+    const char *fn = __func__;
     if (!rl__thread_check(thread, fn))
         return false;
     if (!key)
@@ -948,7 +1054,7 @@ bool RLThreadDictionarySetValue(RLThreadRef thread, const char *key, void *value
 }
 
 bool RLThreadDictionaryGetValue(RLThreadRef thread, const char *key, void **value) {
-    static const char fn[] = "RLThreadDictionaryGetValue";
+    const char *fn = __func__;
     if (!rl__thread_check(thread, fn))
         return false;
     if (!key)
@@ -967,7 +1073,7 @@ bool RLThreadDictionaryGetValue(RLThreadRef thread, const char *key, void **valu
 }
 
 bool RLThreadDictionaryRemoveValue(RLThreadRef thread, const char *key) {
-    static const char fn[] = "RLThreadDictionaryRemoveValue";
+    const char *fn = __func__;
     if (!rl__thread_check(thread, fn))
         return false;
     if (!key)
@@ -991,7 +1097,7 @@ bool RLThreadDictionaryRemoveValue(RLThreadRef thread, const char *key) {
 }
 
 bool RLThreadDictionaryCopyValue(RLThreadRef thread, const char *key, void *(*retain)(void *value), void **value) {
-    static const char fn[] = "RLThreadDictionaryCopyValue";
+    const char *fn = __func__;
     if (!rl__thread_check(thread, fn))
         return false;
     if (!key)
@@ -1032,7 +1138,7 @@ static bool rl__sleep_until_monotonic(struct timespec deadline) {
 
 bool RLThreadSleepForTimeInterval(RLTimeInterval seconds) {
     if (isnan(seconds))
-        return rl__fail(kRLErrorInvalidArgument, "RLThreadSleepForTimeInterval", "NaN interval");
+        return rl__fail(kRLErrorInvalidArgument, __func__, "NaN interval");
     if (!(seconds > 0))
         return true;
     return rl__sleep_until_monotonic(rl__timespec_from_seconds(RLMonotonicTimeGetCurrent() + seconds));
@@ -1040,6 +1146,37 @@ bool RLThreadSleepForTimeInterval(RLTimeInterval seconds) {
 
 bool RLThreadSleepUntilDate(RLAbsoluteTime date) {
     if (!rl__date_valid(date))
-        return rl__fail(kRLErrorInvalidArgument, "RLThreadSleepUntilDate", "NaN date");
+        return rl__fail(kRLErrorInvalidArgument, __func__, "NaN date");
     return rl__sleep_until_monotonic(rl__monotonic_deadline_for_date(date));
+}
+
+/* ---- fork ---- */
+
+/* The registries' locks are held across fork() (rl_fork.c); neither is
+ * ever held while the other is taken. */
+void rl__thread_fork_prepare(void) {
+    pthread_mutex_lock(&rl__mt_lock);
+    pthread_mutex_lock(&rl__global_lock);
+}
+
+void rl__thread_fork_parent(void) {
+    pthread_mutex_unlock(&rl__global_lock);
+    pthread_mutex_unlock(&rl__mt_lock);
+}
+
+/* In the child, the forking thread is the only thread and the main one:
+ * it gets a new RLThread when it asks (RLThreadGetCurrent/GetMain), as
+ * every RLThread made before the fork is the parent's. */
+void rl__thread_fork_child(void) {
+    rl__thread_fork_parent();
+    /* Waiters counted by the condition are threads of the parent. */
+    pthread_cond_init(&rl__mt_cond, NULL);
+    /* Another thread was running the will-become-multi-threaded handlers:
+     * it does not exist here, and the child is past that point anyway. */
+    if (atomic_load(&rl__mt_state) == 1)
+        atomic_store(&rl__mt_state, 2);
+    rl__tls_current = NULL;
+    rl__main_thread_inherited = rl__main_thread; /* kept, never used: the parent's */
+    rl__main_thread = NULL;
+    rl__main_once = (pthread_once_t)PTHREAD_ONCE_INIT;
 }

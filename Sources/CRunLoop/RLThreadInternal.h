@@ -47,27 +47,29 @@ struct RLThread {
     _Atomic bool cancelled;
     pthread_t pthread;
     pid_t tid;
+    unsigned fork_gen; /* rl__fork_gen() at creation: another one means inherited by a fork() child */
 
     rl__thread_value *values;
     rl__thread_handler *handlers; /* per-thread will-exit handlers, in order */
 
-    /* Perform requests (RLPerform.c). runloop is retained and set while the
-     * thread can run requests; perform is allocated on first use. */
+    /* Perform requests (RLPerform.c): the thread's run loop, retained and
+     * set while the thread can run requests (they go into its queue); the
+     * delayed requests and the closed flag, allocated on first use. */
     RLRunLoopRef runloop;
     struct rl__perform_state *perform;
 };
 
 RL__HIDDEN extern const rl__class rl__thread_class;
 
+/* t is a live RLThread of this process: not inherited across fork(),
+ * whose thread (and lock holders) do not exist in the child. Else false,
+ * error set. */
+RL__HIDDEN bool rl__thread_check(RLThreadRef t, const char *fn);
+
 /* The calling thread's RLThread if it already has one (no creation). */
 RL__HIDDEN RLThreadRef rl__thread_current_if_any(void);
 
 /* Hooks implemented by RLPerform.c, called from RLThread.c. */
-/* From RLThreadStart, with t->lock held, once t->pthread is set: requests
- * queued while the thread was being created get its run loop (made lazily,
- * rl__runloop_get_for_thread) and their drains. A thread that is never sent
- * a request gets no run loop until it asks for one. */
-RL__HIDDEN void rl__perform_thread_did_create_locked(RLThreadRef t);
 /* On the exiting thread after its run loop was torn down: refuse new
  * requests, release waiters of pending ones with kRLErrorInvalidState. */
 RL__HIDDEN void rl__perform_thread_will_exit(RLThreadRef t);

@@ -25,9 +25,11 @@
  *   PACE       a loop yields to a same-CPU producer and pauses between big
  *              request batches before it waits (RLRunLoop.c); plain: none
  *   YIELD      a waitUntilDone sender on a shared CPU yields before it
- *              sleeps (RLPerform.c); plain: sleep at once
+ *              sleeps (RLRunLoopPerform.c); plain: sleep at once
  *   LOCK_SPIN  RLLock spins a few rounds before its futex wait (RLLock.c);
- *              plain: wait at once */
+ *              plain: wait at once
+ *   BLOCK_COPY the perform queue copies small stack blocks into the loop's
+ *              slabs (RLRunLoopPerform.c); plain: Block_copy/Block_release */
 #ifndef RL_PLAIN
 #define RL_PLAIN 0
 #endif
@@ -45,6 +47,9 @@
 #endif
 #ifndef RL_TRICK_LOCK_SPIN
 #define RL_TRICK_LOCK_SPIN (!RL_PLAIN)
+#endif
+#ifndef RL_TRICK_BLOCK_COPY
+#define RL_TRICK_BLOCK_COPY (!RL_PLAIN)
 #endif
 
 /* Fault injection for tests: each bit of rl__faults makes one kind of
@@ -122,8 +127,25 @@ typedef struct rl__object {
     _Atomic uint32_t magic;
     uint32_t pooled; /* its memory is from rl_pool.c, not malloc */
     const rl__class *cls;
+    /* Two counts in one word, so that both change in one atomic step: the
+     * low bits count every reference, the bits from RL__HELD_ONE up count
+     * those among them that the library keeps for itself (a thread's own
+     * RLThread, a thread's run loop): RLRelease refuses to drop one of
+     * those, so a caller who releases a Get-rule result gets an error
+     * instead of leaving the library a dangling pointer. */
     _Atomic long rc;
 } rl__object;
+
+#define RL__HELD_ONE ((long)1 << 40)
+#define RL__RC_MASK (RL__HELD_ONE - 1)
+
+/* Marks one reference the caller (library code) already has as kept by
+ * the library: from now on only rl__object_unhold drops it. */
+RL__HIDDEN void rl__object_hold(const void *obj);
+
+/* Drops a reference marked by rl__object_hold (destroying the object if it
+ * was the last). Returns false as RLRelease does. */
+RL__HIDDEN bool rl__object_unhold(const void *obj);
 
 /* Allocates a zeroed object of `size` bytes (which starts with rl__object)
  * with one reference. NULL (error set) on allocation failure. */
@@ -173,6 +195,9 @@ RL__HIDDEN void rl__lockdep_acquired(const void *lock, const char *name, const v
 RL__HIDDEN void rl__lockdep_released(const void *lock);
 /* `lock` is being destroyed: forget its edges. */
 RL__HIDDEN void rl__lockdep_forget(const void *lock);
+/* Changes each time the detector is switched on: what a thread recorded
+ * before (locks it held then) no longer counts. */
+RL__HIDDEN unsigned rl__lockdep_epoch(void);
 
 /* ---- run loop <-> threads (RLRunLoop.c, used by RLThread.c) ---- */
 
@@ -195,5 +220,50 @@ RL__HIDDEN RLRunLoopRef rl__runloop_get_for_thread(pthread_t thread);
 /* The CPU on which loop rl last went to wait (-1: not yet): a thread that
  * waits for a reply from rl spins first only if rl runs elsewhere. */
 RL__HIDDEN int rl__runloop_cpu(RLRunLoopRef rl);
+
+/* ---- fork (rl_fork.c) ----
+ * A child of fork() has one thread and a copy of the parent's memory, in
+ * which run loops, threads and workers describe kernel objects (epoll,
+ * eventfd, timerfd) still shared with the parent and threads that do not
+ * exist in the child. Each such object records the process's fork
+ * generation when it is made; in the child the generation has moved on,
+ * so the object is "inherited" and every call on it fails with
+ * kRLErrorInvalidState instead of touching the parent's kernel objects or
+ * waiting for a thread that is gone. The atfork handlers hold every global
+ * lock of the library across fork() (in one fixed order), so the child's
+ * copy of each is consistent and free. */
+RL__HIDDEN extern _Atomic unsigned rl__fork_generation;
+/* The generation to record in an object made now. */
+static inline unsigned rl__fork_gen(void) {
+    return atomic_load_explicit(&rl__fork_generation, memory_order_relaxed);
+}
+/* Was an object that recorded `gen` made before a fork, in the parent? */
+static inline bool rl__fork_inherited(unsigned gen) { return RL__UNLIKELY(gen != rl__fork_gen()); }
+/* rl__fail(kRLErrorInvalidState) naming `what` ("run loop", "thread",
+ * "worker") as inherited across fork(); returns false. */
+RL__HIDDEN bool rl__fork_fail(const char *fn, const char *what) __attribute__((cold));
+
+/* Each file that owns global locks provides these, called by rl_fork.c
+ * around fork() in the order listed there: prepare takes the locks, parent
+ * and child release them (child also resets what the child must not
+ * inherit). */
+RL__HIDDEN void rl__thread_fork_prepare(void);
+RL__HIDDEN void rl__thread_fork_parent(void);
+RL__HIDDEN void rl__thread_fork_child(void);
+RL__HIDDEN void rl__msgport_fork_prepare(void);
+RL__HIDDEN void rl__msgport_fork_parent(void);
+RL__HIDDEN void rl__msgport_fork_child(void);
+RL__HIDDEN void rl__sync_fork_prepare(void);
+RL__HIDDEN void rl__sync_fork_parent(void);
+RL__HIDDEN void rl__sync_fork_child(void);
+RL__HIDDEN void rl__runloop_fork_prepare(void);
+RL__HIDDEN void rl__runloop_fork_parent(void);
+RL__HIDDEN void rl__runloop_fork_child(void);
+RL__HIDDEN void rl__pool_fork_prepare(void);
+RL__HIDDEN void rl__pool_fork_parent(void);
+RL__HIDDEN void rl__pool_fork_child(void);
+RL__HIDDEN void rl__lockdep_fork_prepare(void);
+RL__HIDDEN void rl__lockdep_fork_parent(void);
+RL__HIDDEN void rl__lockdep_fork_child(void);
 
 #endif /* CRUNLOOP_INTERNAL_H */

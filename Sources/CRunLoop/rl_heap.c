@@ -15,7 +15,7 @@
  * adds), and timers added and removed before the loop looks (a timeout
  * cancelled early) never touch the array at all. Tolerant timers are
  * appended to their two arrays as pending entries a[hn, n) and folded the
- * same way. Graph lock held. */
+ * same way. Loop lock held. */
 #include "runloop_internal.h"
 
 #include <stdlib.h>
@@ -326,9 +326,42 @@ static bool rl_tset_min(rl_timerset *ts, rl_heap *b, double *date) {
     return any;
 }
 
+static bool rl_is_firing(const rl_memb *m) { return ((const struct RLRunLoopTimer *)m->item)->firing; }
+
+/* The smallest key in the subtree at i among timers not firing. A node that
+ * is not firing bounds its whole subtree, so the search descends only below
+ * firing timers: O(D) per timer being fired, a handful at most. */
+static void rl_heap_min_idle(const rl_heap *h, size_t i, bool *any, double *date) {
+    if (i >= h->hn || (*any && h->a[i].key >= *date))
+        return;
+    if (!rl_is_firing(h->a[i].m)) {
+        *date = h->a[i].key;
+        *any = true;
+        return;
+    }
+    for (size_t k = 1; k <= RL_HEAP_D; k++)
+        rl_heap_min_idle(h, RL_HEAP_D * i + k, any, date);
+}
+
 bool rl__tset_earliest_fire(rl_timerset *ts, double *date) { return rl_tset_min(ts, &ts->lax_fire, date); }
 
-bool rl__tset_earliest_deadline(rl_timerset *ts, double *date) { return rl_tset_min(ts, &ts->lax_deadline, date); }
+bool rl__tset_earliest_deadline(rl_timerset *ts, double *date) {
+    rl_tset_unlist(ts);
+    rl_heap_fold(&ts->strict);
+    rl_heap_fold(&ts->lax_deadline);
+    bool any = false;
+    rl_heap_min_idle(&ts->strict, 0, &any, date);
+    rl_heap_min_idle(&ts->lax_deadline, 0, &any, date);
+    rl_memb *m;
+    TAILQ_FOREACH(m, &ts->pending, plink) { /* empty unless memory ran out */
+        double d = ((const struct RLRunLoopTimer *)m->item)->fire_date;
+        if (!rl_is_firing(m) && (!any || d < *date)) {
+            *date = d;
+            any = true;
+        }
+    }
+    return any;
+}
 
 void rl__tset_collect_due(rl_timerset *ts, RLAbsoluteTime now, rl_memb ***out, size_t *n, size_t *cap) {
     rl_tset_unlist(ts);

@@ -79,6 +79,10 @@ public final class RLFileDescriptorSource: @unchecked Sendable {
     public var isValid: Bool { RLFileDescriptorIsValid(ref) }
 
     /// Arms the closure for the next readiness of each kind in `types`.
+    /// Regular files and `/dev/null` are always ready (as `poll` says).
+    /// Returns `false` (with `RLError.last()` set) once the run loop found
+    /// that the descriptor was closed behind this object's back (or its number
+    /// reused): invalidate the object before closing its descriptor.
     @discardableResult
     public func enableCallBacks(_ types: CallBackTypes) -> Bool {
         RLFileDescriptorEnableCallBacks(ref, RLOptionFlags(types.rawValue))

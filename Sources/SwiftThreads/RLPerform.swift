@@ -200,17 +200,22 @@ private final class DelayedPerformTable: @unchecked Sendable {
     func removeAll(for key: AnyHashable) -> Set<UInt64> { tokens.removeValue(forKey: key) ?? [] }
 }
 
-/// One `run` call: resumed exactly once — by the run, or, if the C library
-/// drops the queued block unrun (the thread finished), by deinit.
+/// One awaited perform (``RLThread/run(modes:_:)``,
+/// ``RLRunLoop/performAndWait(inModes:_:)``, the worker's): resumed exactly
+/// once — by the run, or, if the C library drops the queued block unrun
+/// (the thread finished, the loop was torn down), by deinit.
 final class AsyncPerformRequest<T: Sendable>: @unchecked Sendable {
     private let continuation: CheckedContinuation<T, any Error>
     private let body: @Sendable () throws -> T
+    private let unrunMessage: String
     private let mutex = ThreadsMutex()
     private var resumed = false
 
-    init(continuation: CheckedContinuation<T, any Error>, body: @escaping @Sendable () throws -> T) {
+    init(continuation: CheckedContinuation<T, any Error>, body: @escaping @Sendable () throws -> T,
+         unrunMessage: String = "RLThread.run: the thread finished before running the work") {
         self.continuation = continuation
         self.body = body
+        self.unrunMessage = unrunMessage
     }
 
     private func claim() -> Bool {
@@ -231,6 +236,6 @@ final class AsyncPerformRequest<T: Sendable>: @unchecked Sendable {
     }
 
     deinit {
-        fail(RLError(code: .invalidState, message: "RLThread.run: the thread finished before running the work"))
+        fail(RLError(code: .invalidState, message: unrunMessage))
     }
 }

@@ -50,16 +50,7 @@ public final class RLRunLoop: @unchecked Sendable {
         weak var loop: RLRunLoop?
     }
 
-    private final class Registry: @unchecked Sendable {
-        private let mutex = RunLoopMutex()
-        private var table: [UInt: WeakLoop] = [:]
-
-        func withLock<R>(_ body: (inout [UInt: WeakLoop]) -> R) -> R {
-            mutex.locked { body(&table) }
-        }
-    }
-
-    private static let registry = Registry()
+    private static let registry = ThreadsMutexProtected<[UInt: WeakLoop]>([:])
 
     private static func key(_ ref: RLRunLoopRef) -> UInt {
         UInt(bitPattern: Int(bitPattern: ref))
@@ -187,8 +178,13 @@ public final class RLRunLoop: @unchecked Sendable {
             throw RLError(code: .wrongThread,
                           message: "RLRunLoop.run: not the calling thread's run loop")
         }
+        // A run that cannot start (a bad mode or interval) returns
+        // kRLRunLoopRunFinished with the thread's error set: cleared first,
+        // so that an older error is not taken for this call's.
+        RLErrorClear()
         let code = mode.withCString { RLRunLoopRunInMode($0, seconds, returnAfterSourceHandled) }
         guard let result = RunResult(rawValue: code.rawValue) else { throw RLError.last() }
+        if result == .finished && RLErrorGetLast().code.rawValue != 0 { throw RLError.last() }
         return result
     }
 
@@ -202,14 +198,16 @@ public final class RLRunLoop: @unchecked Sendable {
     /// Foundation's `run(mode:before:)`: runs the loop once in `mode`,
     /// returning after the first source is handled or at `limitDate`.
     ///
-    /// - Returns: false if the loop could not run — `mode` has no sources or
-    ///   timers, the mode is invalid, or this is not the calling thread's
-    ///   loop; true otherwise (including when it was stopped).
+    /// - Returns: false if the loop could not run — `mode` had no sources,
+    ///   timers or queued requests when the call started, the mode is
+    ///   invalid, or this is not the calling thread's loop; true otherwise,
+    ///   Foundation's rule: also when the run handled the mode's last
+    ///   one-shot timer and so ended with the mode empty, or was stopped.
     @discardableResult
     public func run(mode: Mode, before limitDate: RLAbsoluteTime) -> Bool {
-        guard let result = try? run(mode: mode, for: limitDate - RLTime.now,
-                                    returnAfterSourceHandled: true) else { return false }
-        return result != .finished
+        guard isCurrentThreadLoop else { return false }
+        if mode.withCString({ RLRunLoopIsFinished(ref, $0) }) { return false }
+        return (try? run(mode: mode, for: limitDate - RLTime.now, returnAfterSourceHandled: true)) != nil
     }
 
     /// Runs the loop in the default mode until ``stop()`` is called or the
@@ -267,29 +265,13 @@ public final class RLRunLoop: @unchecked Sendable {
     /// loop runs in one of `modes` (FIFO). Safe from any thread. Like
     /// Foundation (and CF), this does not wake the loop: call ``wakeUp()``.
     ///
-    /// With several modes the block runs once, in whichever mode gets to it
-    /// first.
+    /// With several modes the block is queued once and runs once, in
+    /// whichever of them the loop runs first (`RLRunLoopPerformBlockInModes`).
     ///
     /// - Returns: false if `modes` is empty or a mode is invalid.
     @discardableResult
     public func perform(inModes modes: [Mode], block: @escaping @Sendable () -> Void) -> Bool {
-        var unique: [Mode] = []
-        for mode in modes where !unique.contains(mode) { unique.append(mode) }
-        guard !unique.isEmpty else { return false }
-        if unique.count == 1 {
-            return unique[0].withCString { RLRunLoopPerformBlock(ref, $0, block) }
-        }
-        // The C call takes one mode: queue the block in each and let the
-        // first to run it claim it.
-        let claim = RunOnceFlag()
-        var queuedAny = false
-        for mode in unique {
-            let queued = mode.withCString {
-                RLRunLoopPerformBlock(ref, $0) { if claim.claim() { block() } }
-            }
-            queuedAny = queuedAny || queued
-        }
-        return queuedAny
+        rlWithModeList(modes) { list in RLRunLoopPerformBlockInModes(ref, list, modes.count, block) }
     }
 
     /// Queues `block` in the common modes (Foundation's `perform(_:)`).
@@ -310,7 +292,9 @@ public final class RLRunLoop: @unchecked Sendable {
     public func performAndWait<T: Sendable>(inModes modes: [Mode] = [.common],
                                             _ body: @escaping @Sendable () throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
-            let request = PerformRequest(continuation: continuation, body: body)
+            let request = AsyncPerformRequest(
+                continuation: continuation, body: body,
+                unrunMessage: "RLRunLoop.performAndWait: the run loop was torn down before the work ran")
             if perform(inModes: modes, block: { request.run() }) {
                 wakeUp()
             } else {
@@ -408,63 +392,4 @@ func rlCopyDescription(_ object: UnsafeRawPointer) -> String? {
     return String(cString: cString)
 }
 
-/// A pthread mutex. Not `Synchronization.Mutex`: ThreadSanitizer does not
-/// see its futex hand-off and reports false races.
-private final class RunLoopMutex: @unchecked Sendable {
-    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
 
-    init() { pthread_mutex_init(mutex, nil) }
-
-    deinit {
-        pthread_mutex_destroy(mutex)
-        mutex.deallocate()
-    }
-
-    func locked<R>(_ body: () throws -> R) rethrows -> R {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
-        return try body()
-    }
-}
-
-/// Lets exactly one caller through: one of several queued copies of a
-/// perform block, or one resumer of a continuation.
-private final class RunOnceFlag: @unchecked Sendable {
-    private let mutex = RunLoopMutex()
-    private var taken = false
-
-    func claim() -> Bool {
-        mutex.locked {
-            defer { taken = true }
-            return !taken
-        }
-    }
-}
-
-/// One `performAndWait` call: resumed exactly once, by the run or, if the C
-/// library discards the queued block unrun (loop torn down), by deinit.
-private final class PerformRequest<T: Sendable>: Sendable {
-    private let continuation: CheckedContinuation<T, any Error>
-    private let once = RunOnceFlag()
-    private let body: @Sendable () throws -> T
-
-    init(continuation: CheckedContinuation<T, any Error>, body: @escaping @Sendable () throws -> T) {
-        self.continuation = continuation
-        self.body = body
-    }
-
-    func run() {
-        guard once.claim() else { return }
-        continuation.resume(with: Result { try body() })
-    }
-
-    func fail(_ error: any Error) {
-        guard once.claim() else { return }
-        continuation.resume(throwing: error)
-    }
-
-    deinit {
-        fail(RLError(code: .invalidState,
-                     message: "RLRunLoop.performAndWait: the run loop was torn down before the work ran"))
-    }
-}

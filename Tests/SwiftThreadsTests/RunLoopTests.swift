@@ -160,6 +160,28 @@ let testCustomMode = RLRunLoop.Mode("RunLoopTests.custom")
         #expect(returned)
     }
 
+    @Test func runBeforeIsTrueWhenItRanTheModesLastTimer() {
+        // Foundation's rule: false only when the mode had nothing to run when
+        // the call started; a call that fired the mode's last one-shot timer
+        // (and so left the mode empty) ran, and returns true.
+        let (ran, fired, ranEmpty) = onFreshLoopThread { () -> (Bool, Int, Bool) in
+            let loop = RLRunLoop.current
+            let mode = RLRunLoop.Mode("LastTimer")
+            let counter = LoopSlot<Int>()
+            counter.set(0)
+            let timer = RLTimer(fire: RLTime.now - 1, interval: 0, repeats: false) { _ in
+                counter.set((counter.value ?? 0) + 1)
+            }
+            loop.add(timer, forMode: mode)
+            let ran = loop.run(mode: mode, before: RLTime.now + 30)
+            let ranEmpty = loop.run(mode: mode, before: RLTime.now + 30)
+            return (ran, counter.value ?? 0, ranEmpty)
+        }
+        #expect(ran)
+        #expect(fired == 1)
+        #expect(!ranEmpty)
+    }
+
     @Test func invalidRunsThrow() {
         let codes = onFreshLoopThread { () -> [RLError.Code?] in
             let loop = RLRunLoop.current

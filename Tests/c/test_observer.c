@@ -155,6 +155,31 @@ static void test_remove_and_release_from_callout(void **state) {
     rl_test_unkeep(k);
 }
 
+static void *add_to_other_loop(void *arg) {
+    RLRunLoopRef mine = RLRunLoopGetCurrent();
+    bool ok = RLRunLoopAddObserver(mine, (RLRunLoopObserverRef)arg, kRLRunLoopDefaultMode);
+    if (ok) {
+        RLRunLoopRemoveObserver(mine, (RLRunLoopObserverRef)arg, kRLRunLoopDefaultMode);
+        return (void *)2;
+    }
+    return RLErrorGetLast().code == kRLErrorInvalidState ? (void *)1 : NULL;
+}
+
+static void test_observer_belongs_to_one_loop(void **state) {
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    RLRunLoopObserverRef o = make("o", kRLRunLoopAllActivities, true, 0, named_cb);
+    assert_true(RLRunLoopAddObserver(rl, o, "Mine"));
+    assert_true(RLRunLoopAddObserver(rl, o, "Also mine"));
+    assert_ptr_equal(rl_test_on_other_thread(add_to_other_loop, o), (void *)1);
+    assert_true(RLRunLoopContainsObserver(rl, o, "Mine"));
+    /* Out of every mode of this loop, it may join another. */
+    assert_true(RLRunLoopRemoveObserver(rl, o, "Mine"));
+    assert_ptr_equal(rl_test_on_other_thread(add_to_other_loop, o), (void *)1);
+    assert_true(RLRunLoopRemoveObserver(rl, o, "Also mine"));
+    assert_ptr_equal(rl_test_on_other_thread(add_to_other_loop, o), (void *)2);
+    done(o);
+}
+
 #if __BLOCKS__
 static void test_handler_block(void **state) {
     RLRunLoopSourceRef k = rl_test_keep_mode("HB");
@@ -184,6 +209,7 @@ int main(void) {
         cmocka_unit_test_setup(test_no_reentry_while_firing, rl_trace_setup),
         cmocka_unit_test_setup(test_context_balance, rl_trace_setup),
         cmocka_unit_test_setup(test_remove_and_release_from_callout, rl_trace_setup),
+        cmocka_unit_test_setup(test_observer_belongs_to_one_loop, rl_trace_setup),
 #if __BLOCKS__
         cmocka_unit_test_setup(test_handler_block, rl_trace_setup),
 #endif

@@ -339,6 +339,38 @@ static void test_idle_loop_sleeps_until_timeout(void **state) {
     drop(o);
 }
 
+static void *is_finished_elsewhere(void *arg) {
+    bool r = RLRunLoopIsFinished((RLRunLoopRef)arg, kRLRunLoopDefaultMode);
+    return r && RLErrorGetLast().code == kRLErrorWrongThread ? (void *)1 : NULL;
+}
+
+static void test_is_finished(void **state) {
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    assert_true(RLRunLoopIsFinished(rl, "NoSuchMode"));
+    RLRunLoopSourceRef k = rl_test_keep_mode("FinishedProbe");
+    RLErrorClear();
+    assert_false(RLRunLoopIsFinished(rl, "FinishedProbe"));
+    assert_int_equal(RLErrorGetLast().code, kRLErrorNone);
+    assert_true(RLRunLoopIsFinished(rl, kRLRunLoopCommonModes));
+    rl_test_unkeep(k);
+    assert_true(RLRunLoopIsFinished(rl, "FinishedProbe"));
+    /* A one-shot timer keeps the mode alive until it fires. */
+    RLRunLoopTimerRef t = RLRunLoopTimerCreate(NULL, RLAbsoluteTimeGetCurrent() - 1, 0, 0, 0, NULL, NULL);
+    assert_true(RLRunLoopAddTimer(rl, t, "FinishedProbe"));
+    assert_false(RLRunLoopIsFinished(rl, "FinishedProbe"));
+    assert_int_equal(RLRunLoopRunInMode("FinishedProbe", 0, false), kRLRunLoopRunTimedOut);
+    assert_true(RLRunLoopIsFinished(rl, "FinishedProbe"));
+    RLRelease(t);
+    /* Misuse: true (a run would not start) with the error set. */
+    assert_true(RLRunLoopIsFinished(NULL, kRLRunLoopDefaultMode));
+    assert_rl_error(kRLErrorInvalidArgument);
+    assert_true(RLRunLoopIsFinished(rl, NULL));
+    assert_rl_error(kRLErrorInvalidArgument);
+    assert_true(RLRunLoopIsFinished(rl, ""));
+    assert_rl_error(kRLErrorInvalidArgument);
+    assert_ptr_equal(rl_test_on_other_thread(is_finished_elsewhere, rl), (void *)1);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_empty_mode_finishes_without_observers, rl_trace_setup),
@@ -358,6 +390,7 @@ int main(void) {
         cmocka_unit_test_setup(test_next_timer_fire_date, rl_trace_setup),
         cmocka_unit_test_setup(test_run_returns_finished_when_empty, rl_trace_setup),
         cmocka_unit_test_setup(test_idle_loop_sleeps_until_timeout, rl_trace_setup),
+        cmocka_unit_test_setup(test_is_finished, rl_trace_setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

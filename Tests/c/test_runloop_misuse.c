@@ -68,13 +68,19 @@ static void test_runloop_functions_with_null(void **state) {
 }
 
 static void test_run_in_mode_bad_arguments(void **state) {
-    assert_int_equal(RLRunLoopRunInMode(NULL, 0, false), 0);
+    /* Always a value of the enum (a switch over it never falls through);
+     * the error says what was wrong. The common pseudo-mode: Finished, as CF. */
+    assert_int_equal(RLRunLoopRunInMode(NULL, 0, false), kRLRunLoopRunFinished);
     assert_rl_error(kRLErrorInvalidArgument);
-    assert_int_equal(RLRunLoopRunInMode("", 0, false), 0);
+    assert_int_equal(RLRunLoopRunInMode("", 0, false), kRLRunLoopRunFinished);
     assert_rl_error(kRLErrorInvalidArgument);
-    assert_int_equal(RLRunLoopRunInMode(kRLRunLoopCommonModes, 0, false), 0);
+    RLRunLoopSourceRef keep = rl_test_keep_mode(kRLRunLoopCommonModes);
+    RLRunLoopAddCommonMode(RLRunLoopGetCurrent(), "CommonForRun");
+    assert_int_equal(RLRunLoopRunInMode(kRLRunLoopCommonModes, 0, false), kRLRunLoopRunFinished);
     assert_rl_error(kRLErrorInvalidArgument);
-    assert_int_equal(RLRunLoopRunInMode(kRLRunLoopDefaultMode, NAN, false), 0);
+    assert_int_equal(RLRunLoopRunInMode(kRLRunLoopCommonModes, 0.01, true), kRLRunLoopRunFinished);
+    rl_test_unkeep(keep);
+    assert_int_equal(RLRunLoopRunInMode(kRLRunLoopDefaultMode, NAN, false), kRLRunLoopRunFinished);
     assert_rl_error(kRLErrorInvalidArgument);
 }
 
@@ -119,7 +125,6 @@ static void test_source_functions(void **state) {
 static void test_timer_functions(void **state) {
     assert_rl_fails(RLRunLoopTimerCreate(NULL, NAN, 0, 0, 0, nop_timer, NULL), kRLErrorInvalidArgument);
     assert_rl_fails(RLRunLoopTimerCreate(NULL, 0, NAN, 0, 0, nop_timer, NULL), kRLErrorInvalidArgument);
-    assert_rl_fails(RLRunLoopTimerCreate(NULL, 0, 0, 0, 0, NULL, NULL), kRLErrorInvalidArgument);
     RLRunLoopTimerContext c = {1, NULL, NULL, NULL, NULL};
     assert_rl_fails(RLRunLoopTimerCreate(NULL, 0, 0, 0, 0, nop_timer, &c), kRLErrorInvalidArgument);
 #if __BLOCKS__

@@ -192,6 +192,83 @@ static void test_source_in_two_loops_performs_once(void **state) {
     RLRelease(s);
 }
 
+/* ---- equal sources ---- */
+
+static bool same_first_char(const void *a, const void *b) { return *(const char *)a == *(const char *)b; }
+static RLHashCode first_char_hash(const void *a) { return (RLHashCode)(unsigned char)*(const char *)a; }
+
+static RLRunLoopSourceRef make_keyed(const char *name) {
+    RLRunLoopSourceContext c = {0};
+    c.info = (void *)name;
+    c.perform = perform_tr;
+    c.schedule = schedule_tr;
+    c.cancel = cancel_tr;
+    c.equal = same_first_char;
+    c.hash = first_char_hash;
+    RLRunLoopSourceRef s = RLRunLoopSourceCreate(NULL, 0, &c);
+    assert_non_null(s);
+    return s;
+}
+
+static bool equal_adds_inside; /* an add from inside an equal callback */
+static bool add_inside_equal(const void *a, const void *b) {
+    if (!equal_adds_inside) {
+        equal_adds_inside = true;
+        RLRunLoopSourceRef other = make("Z", 0);
+        assert_true(RLRunLoopAddSource(RLRunLoopGetCurrent(), other, "EqInner"));
+        assert_true(RLRunLoopContainsSource(RLRunLoopGetCurrent(), other, "EqInner"));
+        rl_test_unkeep(other);
+    }
+    return same_first_char(a, b);
+}
+
+static void test_equal_source_is_the_same_source(void **state) {
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    RLRunLoopSourceRef a = make_keyed("a1"), twin = make_keyed("a2"), b = make_keyed("b1");
+    assert_true(RLRunLoopAddSource(rl, a, "Eq"));
+    assert_true(RLRunLoopAddSource(rl, twin, "Eq")); /* a no-op: no schedule */
+    assert_true(RLRunLoopAddSource(rl, b, "Eq"));
+    assert_trace("sched(a1,Eq) sched(b1,Eq)");
+    rl_trace_clear();
+    assert_true(RLRunLoopContainsSource(rl, twin, "Eq"));
+    RLRunLoopSourceSignal(a);
+    RLRunLoopSourceSignal(twin); /* not in the loop: nothing to perform */
+    RLRunLoopSourceSignal(b);
+    assert_int_equal(RLRunLoopRunInMode("Eq", 0, false), kRLRunLoopRunTimedOut);
+    assert_trace("a1 b1");
+    rl_trace_clear();
+    /* Removing the twin removes the one in the mode (cancel names the twin, as CF). */
+    assert_true(RLRunLoopRemoveSource(rl, twin, "Eq"));
+    assert_trace("cancel(a2,Eq)");
+    rl_trace_clear();
+    assert_false(RLRunLoopContainsSource(rl, a, "Eq"));
+    assert_true(RLRunLoopContainsSource(rl, b, "Eq"));
+    /* Same info and callbacks without an equal callback: equal too. */
+    RLRunLoopSourceRef c1 = make("c", 0), c2 = make("c", 0), c3 = make("c", 1);
+    assert_true(RLRunLoopAddSource(rl, c1, "Eq"));
+    assert_true(RLRunLoopAddSource(rl, c2, "Eq"));
+    assert_true(RLRunLoopAddSource(rl, c3, "Eq")); /* another order: another source */
+    assert_trace("sched(c,Eq) sched(c,Eq)");
+    rl_trace_clear();
+    /* The equal callback is called without the library's lock: it may call in. */
+    RLRunLoopSourceContext k = {0};
+    k.info = "a3";
+    k.perform = perform_tr;
+    k.equal = add_inside_equal;
+    k.hash = first_char_hash;
+    RLRunLoopSourceRef d1 = RLRunLoopSourceCreate(NULL, 0, &k);
+    k.info = "a4";
+    RLRunLoopSourceRef d2 = RLRunLoopSourceCreate(NULL, 0, &k);
+    equal_adds_inside = false;
+    assert_true(RLRunLoopAddSource(rl, d1, "Eq"));
+    assert_true(RLRunLoopAddSource(rl, d2, "Eq"));
+    assert_true(equal_adds_inside);
+    assert_true(RLRunLoopContainsSource(rl, d2, "Eq"));
+    RLRunLoopSourceRef all[] = {a, twin, b, c1, c2, c3, d1, d2};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        rl_test_unkeep(all[i]);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_perform_in_order, rl_trace_setup),
@@ -201,6 +278,7 @@ int main(void) {
         cmocka_unit_test_setup(test_invalidate_from_callout, rl_trace_setup),
         cmocka_unit_test_setup(test_context_retain_release_balance, rl_trace_setup),
         cmocka_unit_test_setup(test_source_in_two_loops_performs_once, rl_trace_setup),
+        cmocka_unit_test_setup(test_equal_source_is_the_same_source, rl_trace_setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,6 +5,24 @@
  * write) callback, enable it again to hear about the next readiness. The
  * loop never reads or writes the fd itself, and serves every ready fd in one
  * wake-up.
+ *
+ * Regular files and other files epoll cannot watch (/dev/null) are always
+ * ready, as poll(2) and Darwin's kqueue report them: each enable brings one
+ * callback on the loop's next pass in a mode containing the source.
+ *
+ * Invalidate the object before closing its fd. An fd closed behind a valid
+ * object's back never makes a loop spin and never steals the callbacks of a
+ * new object on the reused number. The loop marks the old object stale as
+ * soon as it sees that the number no longer names its file — when an object
+ * on that number joins a loop (the file's identity, and the kernel's answer
+ * for files without one, such as eventfds), or at the latest when the old
+ * object is enabled again: it is never watched again,
+ * RLFileDescriptorEnableCallBacks fails with kRLErrorInvalidState, and
+ * invalidating it does not close the number (closeOnInvalidate is ignored:
+ * the number may be someone else's now). Until then, at most one callback
+ * may still report the old file's readiness. (Files without an identity of
+ * their own, such as eventfds, are told apart only by the kernel: an object
+ * never watched before the reuse cannot tell its eventfd from a new one.)
  */
 #ifndef CRUNLOOP_RLFILEDESCRIPTOR_H
 #define CRUNLOOP_RLFILEDESCRIPTOR_H
@@ -42,7 +60,10 @@ RL_EXPORT RLFileDescriptorRef RL_NULLABLE RLFileDescriptorCreate(RLAllocatorRef 
 /* The fd, or -1 (error set). */
 RL_EXPORT RLFileDescriptorNativeDescriptor RLFileDescriptorGetNativeDescriptor(RLFileDescriptorRef f);
 RL_EXPORT bool RLFileDescriptorGetContext(RLFileDescriptorRef f, RLFileDescriptorContext *context);
-/* Arms read and/or write callbacks (kRLFileDescriptor…CallBack bits). */
+/* Arms read and/or write callbacks (kRLFileDescriptor…CallBack bits).
+ * false with kRLErrorInvalidState if the loop found the object stale (its
+ * fd closed or reused, see above) or cannot watch its fd (say, the user's
+ * epoll watch limit): the message names the fd and the reason. */
 RL_EXPORT bool RLFileDescriptorEnableCallBacks(RLFileDescriptorRef f, RLOptionFlags callBackTypes);
 RL_EXPORT bool RLFileDescriptorDisableCallBacks(RLFileDescriptorRef f, RLOptionFlags callBackTypes);
 /* Stops watching, removes its run-loop source, closes the fd if asked.

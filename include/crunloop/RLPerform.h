@@ -7,11 +7,12 @@
  *   - A request runs on the target thread, inside its run loop, when that
  *     loop runs in one of the request's modes (default: the common modes).
  *     The target's loop is woken.
- *   - Requests to one thread run in the order they were made (FIFO), and
+ *   - Requests go into the target's run-loop queue, the one that
+ *     RLRunLoopPerformFunction uses: requests to one thread run in the order
+ *     they were made (FIFO among those for the mode the loop runs), and
  *     every request queued when the loop comes round runs in that pass, not
- *     one per iteration. (A request queued for explicit modes and one queued
- *     for the common modes keep their relative order once the target's loop
- *     has run in a common mode.)
+ *     one per iteration. A request for several modes is queued once and
+ *     runs once, in the first of them that the loop runs.
  *   - The plain function forms never touch `arg` beyond passing it to fn:
  *     a request that is dropped unrun (its thread finished) leaks whatever
  *     arg owns. The "…WithRelease" forms take ownership of arg and call a

@@ -13,7 +13,9 @@
  *     awake or already-woken loop makes no system call);
  *   - timers in a heap (O(log n) add/move/remove/fire) with working
  *     tolerance used to coalesce wake-ups; signalled sources are found in
- *     O(1) through a ready list;
+ *     O(1) through a ready list; adding an item to (or removing it from)
+ *     kRLRunLoopCommonModes costs O(1) per common mode, however many items
+ *     are there;
  *   - file-descriptor sources for any fd (RLFileDescriptor.h);
  *   - no helper thread for run timeouts and no lost wake-up.
  *
@@ -26,6 +28,29 @@
  * lock is held while a callout (source perform, timer, observer, block,
  * schedule/cancel, context retain/release) runs, so a callout may call any
  * function here, including removing or invalidating itself.
+ *
+ * fork(): CoreFoundation's rule is "exec only" (a child may use nothing of
+ * it before exec). Here a child of fork() — from a single- or multi-threaded
+ * parent, from any thread, even from inside a callout — may go on using the
+ * library, and nothing it does affects the parent's loops:
+ *   - the library's internal locks are held across fork() (pthread_atfork),
+ *     so none is inherited locked;
+ *   - every run loop that existed before the fork is inherited: it belongs
+ *     to the parent (its epoll fd, eventfd and timerfd are shared with it).
+ *     Every function given one fails at once with kRLErrorInvalidState (the
+ *     message says "inherited across fork()"); a refused perform calls its
+ *     release function, as any refused perform does. A run that was going
+ *     on in the forking thread (fork() from a callout) returns
+ *     kRLRunLoopRunFinished with that error as soon as the callout returns;
+ *   - the forking thread is the child's main thread: RLRunLoopGetCurrent()
+ *     and RLRunLoopGetMain() give it a new loop with kernel objects of its
+ *     own, and new loops, timers and threads work as in any process;
+ *   - timers, sources and observers are plain objects: one that sits in an
+ *     inherited loop stays there (and can be invalidated), others can be
+ *     added to the child's loops.
+ * fork() here means the libc function: a raw clone/SYS_fork system call
+ * runs no atfork handler and is not covered. RLThread.h says the same for
+ * threads and workers.
  */
 #ifndef CRUNLOOP_RLRUNLOOP_H
 #define CRUNLOOP_RLRUNLOOP_H
@@ -78,10 +103,21 @@ RL_EXPORT RLRunLoopRef RL_NULLABLE RLRunLoopGetMain(void);
 RL_EXPORT RLRunLoopRunResult RLRunLoopRun(void);
 
 /* Runs the current thread's loop in `mode` for at most `seconds` (<= 0: one
- * pass, no waiting). Returns a kRLRunLoopRun… code, or 0 (error set) for a
- * NULL/empty mode, kRLRunLoopCommonModes, or a NaN interval. */
+ * pass, no waiting). Always returns one of the kRLRunLoopRun… codes: for
+ * kRLRunLoopCommonModes (not a mode one runs in) kRLRunLoopRunFinished at
+ * once, as CF; likewise, with the error set, for a NULL or empty mode, a
+ * NaN interval, or a thread whose run loop cannot be had. */
 RL_EXPORT RLRunLoopRunResult RLRunLoopRunInMode(RLRunLoopMode mode, RLTimeInterval seconds,
                                                 bool returnAfterSourceHandled);
+
+/* Would RLRunLoopRunInMode(mode, …) on rl return kRLRunLoopRunFinished at
+ * once: rl has no such mode, or it holds no source, timer or queued
+ * perform request (observers do not count), or `mode` is
+ * kRLRunLoopCommonModes? No CF counterpart in the public API (Foundation's
+ * RunLoop asks CF's private _CFRunLoopFinished before run(mode:before:)).
+ * Must be called on rl's own thread; true, with the error set, on misuse
+ * (a bad loop or mode, another thread's loop). */
+RL_EXPORT bool RLRunLoopIsFinished(RLRunLoopRef rl, RLRunLoopMode mode);
 
 /* The mode rl is running in. Copy rule: free() the string. NULL if rl is not
  * running (no error) or on misuse (error set). */
@@ -139,14 +175,45 @@ RL_EXPORT bool RLRunLoopPerformFunctionWithRelease(RLRunLoopRef rl, RLRunLoopMod
 RL_EXPORT bool RLRunLoopPerformBlock(RLRunLoopRef rl, RLRunLoopMode mode, void (^block)(void));
 #endif
 
+/* One request for several modes (CFRunLoopPerformBlock with an array of
+ * modes): fn(info) is queued once and runs once, in the first of `modes`
+ * that rl runs (kRLRunLoopCommonModes: any common mode, as the common modes
+ * are when it runs). `modes` holds `count` (at least 1) non-empty names,
+ * copied; duplicates count once. release may be NULL; if not, it is called
+ * exactly once as for RLRunLoopPerformFunctionWithRelease — after the run,
+ * or when the request is dropped unrun (rl's thread exits), or before a
+ * refused call returns false. Does not wake rl. Errors:
+ * kRLErrorInvalidArgument (NULL modes, count < 1, a NULL or empty name, a
+ * NULL fn), kRLErrorInvalidState (rl's thread has exited). */
+RL_EXPORT bool RLRunLoopPerformFunctionInModes(RLRunLoopRef rl, const RLRunLoopMode *modes, RLIndex count,
+                                               void (*fn)(void *info), void *RL_NULLABLE info,
+                                               RLPerformReleaseCallBack RL_NULLABLE release);
+#if __BLOCKS__
+/* The block form; the block is copied, and released once after it ran or
+ * when it is dropped unrun. */
+RL_EXPORT bool RLRunLoopPerformBlockInModes(RLRunLoopRef rl, const RLRunLoopMode *modes, RLIndex count,
+                                            void (^block)(void));
+#endif
+
 RL_EXPORT bool RLRunLoopContainsSource(RLRunLoopRef rl, RLRunLoopSourceRef source, RLRunLoopMode mode);
 /* Adding retains the source; removing (or the loop's teardown) releases it.
  * The source's schedule callback runs the first time it is added to a
- * mode, cancel when it is removed from one. Adding twice is harmless. */
+ * mode, cancel when it is removed from one. Adding twice is harmless.
+ * Sources are compared as in CF: two sources with the same order and
+ * callbacks whose infos are equal (by the context's `equal` callback, or
+ * the same pointer without one) are one source to a mode. Adding a source
+ * equal to one already in the mode does nothing (no schedule); Contains
+ * answers true for it and Remove removes the one in the mode (calling the
+ * cancel of the source named in the call). `hash` is called once, at
+ * creation; `equal` without any library lock held. fd sources
+ * (RLFileDescriptor.h) are compared by identity. */
 RL_EXPORT bool RLRunLoopAddSource(RLRunLoopRef rl, RLRunLoopSourceRef source, RLRunLoopMode mode);
 RL_EXPORT bool RLRunLoopRemoveSource(RLRunLoopRef rl, RLRunLoopSourceRef source, RLRunLoopMode mode);
 
 RL_EXPORT bool RLRunLoopContainsObserver(RLRunLoopRef rl, RLRunLoopObserverRef observer, RLRunLoopMode mode);
+/* An observer belongs to one run loop at a time (in any number of its
+ * modes), as in CF; adding it to a second run loop fails with
+ * kRLErrorInvalidState. Once removed from every mode, it may join another. */
 RL_EXPORT bool RLRunLoopAddObserver(RLRunLoopRef rl, RLRunLoopObserverRef observer, RLRunLoopMode mode);
 RL_EXPORT bool RLRunLoopRemoveObserver(RLRunLoopRef rl, RLRunLoopObserverRef observer, RLRunLoopMode mode);
 

@@ -3,7 +3,10 @@
  * CFRunLoopSource. A client signals the source (RLRunLoopSourceSignal) and
  * wakes the loop (RLRunLoopWakeUp); the loop calls `perform` on its thread
  * the next time it runs in a mode containing the source. Signalled sources
- * are kept on a ready list: finding them costs O(1), not a scan.
+ * are kept on a ready list: a signal costs O(1) per mode the source is in,
+ * not a scan, and a pass sorts its k signalled sources by order in
+ * O(k log k) (O(k) when they share one order); equal orders perform in the
+ * order they were signalled.
  */
 #ifndef CRUNLOOP_RLRUNLOOPSOURCE_H
 #define CRUNLOOP_RLRUNLOOPSOURCE_H

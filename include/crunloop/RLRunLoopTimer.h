@@ -26,8 +26,10 @@ typedef struct RLRunLoopTimerContext {
 typedef void (*RLRunLoopTimerCallBack)(RLRunLoopTimerRef timer, void *RL_NULLABLE info);
 
 /* Create rule. interval <= 0 makes a one-shot timer. flags is unused (0).
- * NULL (error set) for a NaN date or interval, a NULL callout, or a context
- * version other than 0. */
+ * A NULL callout is allowed, as in CF: the timer fires (and a one-shot one
+ * is invalidated) like any other, calling nothing; such a timer keeps its
+ * mode from being empty. NULL (error set) for a NaN date or interval, or a
+ * context version other than 0. */
 RL_EXPORT RLRunLoopTimerRef RL_NULLABLE RLRunLoopTimerCreate(RLAllocatorRef RL_NULLABLE allocator,
                                                              RLAbsoluteTime fireDate, RLTimeInterval interval,
                                                              RLOptionFlags flags, RLIndex order,
@@ -42,7 +44,9 @@ RL_EXPORT RLRunLoopTimerRef RL_NULLABLE RLRunLoopTimerCreateWithHandler(RLAlloca
                                                                         void (^block)(RLRunLoopTimerRef timer));
 #endif
 
-/* The next fire date, or 0 (error set) for a bad timer. */
+/* The next fire date (inside the timer's callout: the date being fired).
+ * 0 once the timer is invalidated (a one-shot timer after its fire,
+ * included), as in CF; 0 (error set) for a bad timer. */
 RL_EXPORT RLAbsoluteTime RLRunLoopTimerGetNextFireDate(RLRunLoopTimerRef timer);
 /* Moves the timer (earlier or later); works from any thread and inside the
  * timer's own callout (the new date then wins over the grid). */
@@ -57,7 +61,8 @@ RL_EXPORT bool RLRunLoopTimerGetContext(RLRunLoopTimerRef timer, RLRunLoopTimerC
 /* The tolerance in seconds (0 by default), or -1 (error set). */
 RL_EXPORT RLTimeInterval RLRunLoopTimerGetTolerance(RLRunLoopTimerRef timer);
 /* Negative or NaN is an error; a repeating timer's tolerance is clamped to
- * half its interval. */
+ * half its interval. false (kRLErrorInvalidObject, nothing changed) for an
+ * invalidated timer. */
 RL_EXPORT bool RLRunLoopTimerSetTolerance(RLRunLoopTimerRef timer, RLTimeInterval tolerance);
 
 RL_EXTERN_C_END

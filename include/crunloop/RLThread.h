@@ -27,6 +27,19 @@
  * Thread safety: every function may be called from any thread, on any
  * thread object, unless its comment says otherwise. No internal lock is held
  * while an entry function, handler or destructor runs.
+ *
+ * fork(): the child has one thread, the one that called fork(), and it is
+ * the child's main thread. Every RLThread (and RLWorkerThread, RLRunLoop)
+ * made before the fork is inherited: it stands for a thread of the parent,
+ * and every function given one in the child fails at once with
+ * kRLErrorInvalidState ("inherited across fork()") — performs call their
+ * release function, joins and stops never wait. Releasing an inherited
+ * object frees only the child's copy. RLThreadGetCurrent() and
+ * RLThreadGetMain() give the forking thread a new RLThread; threads and
+ * workers created in the child work normally. (CoreFoundation/Foundation
+ * allow nothing but exec in such a child.) Locks of the library's own are
+ * fork-safe; a user's lock (RLLock, RLSync…) held by another thread at the
+ * fork stays held in the child, as a pthread mutex would.
  */
 #ifndef CRUNLOOP_RLTHREAD_H
 #define CRUNLOOP_RLTHREAD_H
@@ -121,8 +134,12 @@ RL_EXPORT size_t RLThreadGetStackSize(RLThreadRef thread);
  * (else kRLErrorInvalidArgument). */
 RL_EXPORT bool RLThreadSetStackSize(RLThreadRef thread, size_t size);
 
-/* The thread's name (full length, as set; "" if none). Copy rule: free()
- * the string. NULL (error set) on misuse. */
+/* The thread's name (full length, as set; "" if none). The main thread
+ * and threads the library did not start, while no name was set through
+ * the library, read the kernel's name instead (at most 15 bytes): the
+ * process name for the main thread, whatever pthread_setname_np set for
+ * another thread. Copy rule: free() the string. NULL (error set) on
+ * misuse. */
 RL_EXPORT char *RL_NULLABLE RLThreadCopyName(RLThreadRef thread);
 /* Sets the name, before or after start, from any thread. NULL clears it.
  * The kernel's copy is truncated to 15 bytes; ours is not. */

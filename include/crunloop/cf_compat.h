@@ -27,7 +27,8 @@
  *     kCFRunLoopRun… result codes, the activity bits, kCFAllocatorDefault
  *     (and the other allocator names, all NULL), TRUE/FALSE;
  *   - every CFRunLoop…, CFRunLoopSource…, CFRunLoopTimer… and
- *     CFRunLoopObserver… function, the CFFileDescriptor… API,
+ *     CFRunLoopObserver… function, the CFFileDescriptor… API, a CFArray of
+ *     mode names (for CFRunLoopPerformBlock),
  *     CFAbsoluteTimeGetCurrent, CFRetain, CFRelease, CFGetRetainCount;
  *   - CFSTR("literal") for mode names: it yields the C string itself.
  *
@@ -45,15 +46,21 @@
  *     RLErrorGetLast()); CFRunLoopRun returns its result code. Callers that
  *     ignore the result are unaffected.
  *   - Boolean is C `bool`, not unsigned char; TRUE/FALSE and true/false work.
- *   - CFRunLoopPerformBlock takes one mode (or kCFRunLoopCommonModes), not a
- *     CFArray of modes. Its function-pointer twin is RLRunLoopPerformFunction.
+ *   - CFRunLoopPerformBlock takes, as CF's, one mode (kCFRunLoopCommonModes
+ *     included) or a CFArrayRef of modes; the array form is chosen by the
+ *     argument's static type (C11 _Generic; overloads in C++), so pass the
+ *     array as a CFArrayRef, not cast to CFTypeRef. CFArray exists only as
+ *     far as that needs (RLArray.h): CFArrayCreate of strings (the
+ *     callbacks are ignored; the strings are copied), CFArrayGetCount,
+ *     CFArrayGetValueAtIndex, CFRelease. The function-pointer twins are
+ *     RLRunLoopPerformFunction and RLRunLoopPerformFunctionInModes.
  *   - Allocators are accepted and ignored (pass NULL or kCFAllocatorDefault).
  *   - Timer tolerance works (Darwin semantics), unlike CF on Linux.
  *
  * What does not map (no counterpart in CRunLoop, so such code does not
  * compile): version-1 sources (CFRunLoopSourceContext1, Mach ports),
- * CFMachPort, CFMessagePort, CFSocket, CFString/CFArray/CFDictionary and
- * the rest of CoreFoundation, the …GetTypeID functions, CFGetTypeID,
+ * CFMachPort, CFMessagePort, CFSocket, CFString/CFDictionary, CFArray
+ * beyond the above and the rest of CoreFoundation, the …GetTypeID functions, CFGetTypeID,
  * CFEqual/CFHash/CFCopyDescription, Objective-C toll-free bridging.
  */
 #ifndef CRUNLOOP_CF_COMPAT_H
@@ -108,6 +115,27 @@ typedef const char *CFStringRef;
 #define CFRelease RLRelease
 #define CFGetRetainCount RLGetRetainCount
 
+/* ---- Arrays (of mode names only) ------------------------------------- */
+
+typedef RLArrayRef CFArrayRef;
+/* CF's callbacks argument; accepted and ignored (the strings are copied). */
+typedef struct CFArrayCallBacks {
+    CFIndex version;
+    const void *retain;
+    const void *release;
+    const void *copyDescription;
+    const void *equal;
+} CFArrayCallBacks;
+static const CFArrayCallBacks kCFTypeArrayCallBacks = {0, NULL, NULL, NULL, NULL};
+
+static inline CFArrayRef CFArrayCreate(CFAllocatorRef allocator, const void **values, CFIndex numValues,
+                                       const CFArrayCallBacks *callBacks) {
+    (void)callBacks;
+    return RLArrayCreate(allocator, (const char *const *)values, numValues);
+}
+#define CFArrayGetCount RLArrayGetCount
+#define CFArrayGetValueAtIndex RLArrayGetValueAtIndex
+
 /* ---- Run loops ------------------------------------------------------- */
 
 typedef RLRunLoopRef CFRunLoopRef;
@@ -144,8 +172,12 @@ typedef RLRunLoopActivity CFRunLoopActivity;
 #define CFRunLoopIsWaiting RLRunLoopIsWaiting
 #define CFRunLoopWakeUp RLRunLoopWakeUp
 #define CFRunLoopStop RLRunLoopStop
-#if __BLOCKS__
-#define CFRunLoopPerformBlock RLRunLoopPerformBlock
+#if __BLOCKS__ && !defined(__cplusplus)
+/* One mode or a CFArrayRef of modes, as CF's (see the header comment). The
+ * block is the variadic part: a block literal's own commas stay in it. */
+#define CFRunLoopPerformBlock(rl, mode, ...)                                                          \
+    _Generic((mode), CFArrayRef: RLCFRunLoopPerformBlockInArray, default: RLRunLoopPerformBlock)((rl), (mode), \
+                                                                                               __VA_ARGS__)
 #endif
 #define CFRunLoopContainsSource RLRunLoopContainsSource
 #define CFRunLoopAddSource RLRunLoopAddSource
@@ -156,6 +188,16 @@ typedef RLRunLoopActivity CFRunLoopActivity;
 #define CFRunLoopContainsTimer RLRunLoopContainsTimer
 #define CFRunLoopAddTimer RLRunLoopAddTimer
 #define CFRunLoopRemoveTimer RLRunLoopRemoveTimer
+
+#if __BLOCKS__
+/* CFRunLoopPerformBlock's array form: one request for all the modes. */
+static inline bool RLCFRunLoopPerformBlockInArray(CFRunLoopRef rl, CFArrayRef modes, void (^block)(void)) {
+    CFIndex count = RLArrayGetCount(modes);
+    if (count < 0)
+        return false; /* not an array (error set) */
+    return RLRunLoopPerformBlockInModes(rl, RLArrayGetValues(modes), count, block);
+}
+#endif
 
 /* CF's one-argument form; the result is a NULL-terminated `char **`
  * block to free() once (see the header comment). */
@@ -230,5 +272,15 @@ typedef RLFileDescriptorContext CFFileDescriptorContext;
 #define CFFileDescriptorCreateRunLoopSource RLFileDescriptorCreateRunLoopSource
 
 RL_EXTERN_C_END
+
+#if __BLOCKS__ && defined(__cplusplus)
+/* C++: CFRunLoopPerformBlock's two forms as overloads (no _Generic). */
+static inline bool CFRunLoopPerformBlock(CFRunLoopRef rl, CFRunLoopMode mode, void (^block)(void)) {
+    return RLRunLoopPerformBlock(rl, mode, block);
+}
+static inline bool CFRunLoopPerformBlock(CFRunLoopRef rl, CFArrayRef modes, void (^block)(void)) {
+    return RLCFRunLoopPerformBlockInArray(rl, modes, block);
+}
+#endif
 
 #endif /* CRUNLOOP_CF_COMPAT_H */

@@ -12,6 +12,7 @@
 #include <crunloop/RLBase.h>
 #include <crunloop/RLError.h>
 #include <crunloop/RLRunLoop.h>
+#include <crunloop/RLArray.h>
 #include <crunloop/RLThread.h>
 #include <crunloop/RLPerform.h>
 #include <crunloop/RLWorkerThread.h>
@@ -26,6 +27,7 @@
 #include <crunloop/RLDistributedLock.h>
 #include <crunloop/RLData.h>
 #include <crunloop/RLMessagePort.h>
+#include <crunloop/RLPort.h>
 #include <crunloop/RLLockDebug.h>
 
 #endif /* CRUNLOOP_CRUNLOOP_H */

@@ -1,5 +1,41 @@
 /*
- * rl_pqueue.h — the storage of a run loop's perform queue: a FIFO of
+ * RLRunLoopPerformInternal.h — a run loop's perform queue (RLRunLoopPerform.c),
+ * as the loop core (RLRunLoop.c) and the front ends (RLRunLoopPerform*,
+ * RLThreadPerform* in RLPerform.c, RLWorkerThread) see it. Private.
+ *
+ * Every perform request of the library is one record (rl__preq) put into
+ * the queue of the target loop by rl__perform_submit: a function and its
+ * info (or a block), the modes it may run in, an optional release callback
+ * for info, and whether the caller waits until it ran. It is queued once
+ * and runs once, in the first of its modes that the loop runs; a request
+ * that never runs is dropped when the loop is torn down (its release
+ * called, its block released, its waiter told).
+ *
+ * The loop core calls the queue through four functions: run the requests
+ * for a mode (rl__perform_run), ask whether any wait for a mode
+ * (rl__perform_has_for), give memory back before sleeping
+ * (rl__perform_trim), and close it at teardown (rl__perform_close).
+ */
+#ifndef CRUNLOOP_RLRUNLOOPPERFORMINTERNAL_H
+#define CRUNLOOP_RLRUNLOOPPERFORMINTERNAL_H
+
+#include "internal.h"
+#include "rl_spin.h"
+
+#include <stdatomic.h>
+
+#include <crunloop/RLRunLoop.h>
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct rl_mode;
+struct rl_bslab;
+
+/* ---- the storage ----
+ *
+ * The storage of a run loop's perform queue: a FIFO of
  * 16-byte slots (a function and its argument) in chained 4 KiB chunks,
  * behind a spin lock, with a pool of empty chunks.
  *
@@ -10,22 +46,14 @@
  * back to a per-queue pool (then to malloc) once the loop is done with
  * them, so a loop that keeps up cycles through the same few chunks.
  *
- * What a slot means (mode prefixes, which function releases what) is the
- * run loop's business (RLRunLoop.c); this file only stores slots in order.
+ * What a slot means (record heads, which function releases what) is
+ * RLRunLoopPerform.c's business; the storage only keeps slots in order.
  *
  * Ownership: the queue owns its chunks. rl_pq_take_locked hands the whole
  * chain to the caller, who owns it until it is given back with
  * rl_pq_recycle (chunks) or kept (rl_pchain). Reading a taken chain needs
  * no lock: no producer writes to a chunk after it was taken.
  */
-#ifndef CRUNLOOP_RL_PQUEUE_H
-#define CRUNLOOP_RL_PQUEUE_H
-
-#include <stdatomic.h>
-#include <stdbool.h>
-#include <stddef.h>
-#include <stdint.h>
-
 /* A free list of memory blocks (chunks here, the loop's block slabs) whose
  * first field is their `next` pointer, with its length. The caller locks. */
 typedef struct rl_flist {
@@ -208,4 +236,79 @@ static inline rl_pchain rl_pcur_finish(rl_pchain chain, rl_pcur w, rl_pchunk **r
     return (rl_pchain){chain.head, w.c};
 }
 
-#endif
+
+/* ---- the queue ---- */
+
+
+/* One loop's queue, embedded in the loop (struct RLRunLoop); all zero (as
+ * calloc leaves it) is an empty, open queue. The first part
+ * is written by every producer, the second by the loop's thread only: they
+ * sit on separate cache lines. */
+typedef struct rl__perform_queue {
+    rl_pqueue pq;           /* the slots, behind a spin lock */
+    _Atomic bool closed;    /* the loop was torn down: pushes fail (set under pq's lock) */
+    struct rl_bslab *bcur;  /* block copies (RLRunLoopPerformBlock): the slab being filled */
+    unsigned bcur_used;     /* its bytes handed out */
+    rl_flist bcache;        /* empty slabs kept for reuse */
+    rl__spin wait_spin;     /* waitUntilDone senders: how long to spin for the reply */
+    unsigned fork_gen;      /* its loop's rl__fork_gen(): a fork() child stops a batch there */
+    char pad[64];
+
+    rl_pchain held;     /* requests taken for other modes; the loop's thread only */
+    rl_pchunk *spent;   /* chunks a batch is done with, given back with the next take; ditto */
+    bool trim_due;      /* chunks or slabs went back to the pools since the last trim; ditto */
+    int64_t trimmed_at; /* rl__spin_now() of the last trim that trimmed; ditto */
+} rl__perform_queue;
+
+/* A request, as a front end describes it to rl__perform_submit. */
+typedef struct rl__preq {
+    void (*fn)(void *info); /* the function, or NULL for a block */
+    void *info;
+    void *block; /* a block (copied if the caller does not wait), or NULL */
+    /* The modes it may run in: names (copied unless the caller waits), at
+     * least one; kRLRunLoopCommonModes stands for the loop's common modes
+     * as they are when the request runs. */
+    const RLRunLoopMode *modes;
+    size_t nmodes;
+    RLPerformReleaseCallBack release; /* release(info) once, ran or not; or NULL */
+    bool wait;                        /* block the caller until it ran or was dropped */
+    bool wake;                        /* wake the loop (thread performs; CF's PerformBlock does not) */
+} rl__preq;
+
+/* Queues r on rl (validated, refused with an error as the public calls
+ * document: a bad loop, mode, function; a loop whose thread has exited,
+ * kRLErrorInvalidState). With r->wait, returns once the request ran (true)
+ * or was dropped unrun (false, kRLErrorInvalidState). A refused request has
+ * its release called (and no block copied). On success no error is set. */
+RL__HIDDEN bool rl__perform_submit(RLRunLoopRef rl, const rl__preq *r, const char *fname);
+
+/* Whether r is well formed (modes, a function or block); error set if not. */
+RL__HIDDEN bool rl__preq_check(const rl__preq *r, const char *fname);
+
+/* Runs the request r now, on the calling thread, as if it had been queued
+ * and run (release called): a wait on the target's own thread. */
+RL__HIDDEN void rl__perform_run_now(const rl__preq *r);
+
+/* ---- for the loop core (RLRunLoop.c) ---- */
+
+/* Runs the requests for mode m queued before this call (the loop's
+ * thread); returns how many ran. */
+RL__HIDDEN uint32_t rl__perform_run(rl__perform_queue *q, struct rl_mode *m);
+/* Whether a request waits for mode m (the loop's thread). */
+RL__HIDDEN bool rl__perform_has_for(rl__perform_queue *q, const struct rl_mode *m);
+/* The loop goes to sleep: memory kept for a backlog goes back (not more
+ * often than every 100 ms while requests keep coming: `busy`). */
+RL__HIDDEN void rl__perform_trim(rl__perform_queue *q, bool busy);
+/* Teardown: later pushes fail; every queued request is dropped. */
+RL__HIDDEN void rl__perform_close(rl__perform_queue *q);
+/* Finalization: drops what is left and frees the queue's memory. */
+RL__HIDDEN void rl__perform_destroy(rl__perform_queue *q);
+
+/* ---- from the loop core, for the queue ---- */
+
+/* The queue of loop rl, or NULL (error set) if rl is not a run loop. */
+RL__HIDDEN rl__perform_queue *rl__runloop_perform_queue(RLRunLoopRef rl, const char *fname);
+/* As CF, queuing a request for a named mode brings the mode into being. */
+RL__HIDDEN bool rl__runloop_mode_create(RLRunLoopRef rl, RLRunLoopMode mode, const char *fname);
+
+#endif /* CRUNLOOP_RLRUNLOOPPERFORMINTERNAL_H */

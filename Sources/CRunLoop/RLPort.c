@@ -1,0 +1,664 @@
+/*
+ * RLPort.c — local ports and port messages (RLPort.h).
+ *
+ * A port is a FIFO of messages behind one mutex, and a version-0 run-loop
+ * source whose schedule/cancel callbacks tell the port which loops it is
+ * in. A send appends, signals the source and wakes those loops (a wake-up
+ * of an awake loop is two atomic operations, RLRunLoop.c). The source's
+ * perform takes a batch of messages in one lock round and hands them to
+ * the handler with no lock held. Senders that find the queue full wait on
+ * a condition variable until the drain makes room, the port is
+ * invalidated, or their limit date passes.
+ */
+#include "RLDataInternal.h"
+#include "RLLockInternal.h"
+#include "rl_weak.h"
+
+#include <crunloop/RLPort.h>
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if __BLOCKS__
+/* The BlocksRuntime's entry points (what <Block.h> wraps). */
+extern void *_Block_copy(const void *block);
+extern void _Block_release(const void *block);
+#endif
+
+enum { RL_PORT_DEFAULT_LIMIT = 1024, RL_PORT_INLINE_LOOPS = 4 };
+
+struct RLPortMessage {
+    rl__object base;
+    struct RLPortMessage *next; /* in a port's queue */
+    uint32_t msgid;
+    struct RLPort *send_port; /* retained, or NULL */
+    struct RLPort *recv_port; /* retained, or NULL; borrowed while queued on it */
+    bool recv_borrowed;
+    RLIndex count;
+    RLTypeRef comps[]; /* retained */
+};
+
+typedef struct rl_port_loop {
+    RLRunLoopRef rl; /* retained */
+    unsigned modes;  /* memberships of the source in rl */
+} rl_port_loop;
+
+struct RLPort {
+    rl__object base;
+    /* The queue, the loops and the state: a futex mutex whose uncontended
+     * lock and unlock are inline (RLLockInternal.h); never held while user
+     * code runs. */
+    rl__mutex mu;
+    /* Senders that wait for room sleep on `room` under `wait_mu`, apart
+     * from the queue's lock, so that the common send never touches them:
+     * a drain that made room broadcasts only if `waiting` says someone
+     * waits (both sides use sequentially consistent atomics: a sender
+     * either sees the room or is seen waiting). */
+    pthread_mutex_t wait_mu;
+    pthread_cond_t room;
+    _Atomic unsigned waiting;
+    _Atomic bool valid;
+    bool inval_called;
+    struct RLPortMessage *head, *tail;
+    RLIndex queued, limit;
+    RLPortCallBack callout;
+#if __BLOCKS__
+    void (^handler)(RLPortMessageRef);
+#endif
+    RLPortContext ctx;
+    RLPortInvalidationCallBack inval;
+    RLRunLoopSourceRef source; /* created on first use */
+    rl__weak *self;            /* what the source's context points at */
+    rl_port_loop *loops;
+    size_t nloops, caploops;
+    rl_port_loop inline_loops[RL_PORT_INLINE_LOOPS];
+};
+
+static inline void port_lock(struct RLPort *p) {
+    if (RL__UNLIKELY(!rl__mutex_trylock(&p->mu)))
+        rl__mutex_lock_slow(&p->mu, NULL);
+}
+static inline void port_unlock(struct RLPort *p) { rl__mutex_unlock(&p->mu); }
+
+/* Wakes the senders waiting for room, if any. */
+static void port_room(struct RLPort *p) {
+    if (atomic_load(&p->waiting) == 0)
+        return;
+    pthread_mutex_lock(&p->wait_mu);
+    pthread_cond_broadcast(&p->room);
+    pthread_mutex_unlock(&p->wait_mu);
+}
+
+/* ---- messages ---- */
+
+static void msg_finalize(void *obj) {
+    struct RLPortMessage *m = obj;
+    for (RLIndex i = 0; i < m->count; i++)
+        RLRelease(m->comps[i]);
+    if (m->send_port)
+        RLRelease(m->send_port);
+    if (m->recv_port && !m->recv_borrowed)
+        RLRelease(m->recv_port);
+}
+
+static char *msg_describe(const void *obj) {
+    const struct RLPortMessage *m = obj;
+    char *s = NULL;
+    if (asprintf(&s, "<RLPortMessage %p>{msgid = %u, %ld component(s)}", obj, m->msgid, (long)m->count) < 0)
+        return NULL;
+    return s;
+}
+
+static const rl__class rl__port_message_class = {"RLPortMessage", msg_finalize, NULL, msg_describe};
+
+static void port_finalize(void *obj);
+static bool port_can_destroy(void *obj);
+static char *port_describe(const void *obj);
+static const rl__class rl__port_class = {"RLPort", port_finalize, port_can_destroy, port_describe};
+
+static bool port_ok(RLPortRef p, const char *fn) { return rl__object_check(p, &rl__port_class, fn); }
+static bool msg_ok(RLPortMessageRef m, const char *fn) { return rl__object_check(m, &rl__port_message_class, fn); }
+
+static bool is_port(const void *obj) {
+    const rl__object *o = obj;
+    return o && atomic_load_explicit(&o->magic, memory_order_relaxed) == RL__MAGIC_ALIVE && o->cls == &rl__port_class;
+}
+
+static bool comps_ok(const RLTypeRef *comps, RLIndex count, const char *fn) {
+    if (count < 0)
+        return rl__fail(kRLErrorInvalidArgument, fn, "negative component count %ld", (long)count);
+    if (count > 0 && !comps)
+        return rl__fail(kRLErrorInvalidArgument, fn, "NULL components with count %ld", (long)count);
+    for (RLIndex i = 0; i < count; i++)
+        if (!rl__is_data(comps[i]) && !is_port(comps[i]))
+            return rl__fail(kRLErrorInvalidObject, fn, "component %ld (%p) is neither a live RLData nor an RLPort",
+                            (long)i, comps[i]);
+    return true;
+}
+
+static struct RLPortMessage *msg_new(struct RLPort *send, struct RLPort *recv, uint32_t msgid, const RLTypeRef *comps,
+                                     RLIndex count, const char *fn) {
+    struct RLPortMessage *m =
+        rl__object_alloc(&rl__port_message_class, sizeof *m + (size_t)count * sizeof(RLTypeRef), fn);
+    if (!m)
+        return NULL;
+    m->msgid = msgid;
+    m->send_port = send ? (struct RLPort *)RLRetain(send) : NULL;
+    m->recv_port = recv ? (struct RLPort *)RLRetain(recv) : NULL;
+    for (RLIndex i = 0; i < count; i++)
+        m->comps[i] = RLRetain(comps[i]);
+    m->count = count;
+    return m;
+}
+
+RLPortMessageRef RLPortMessageCreate(RLAllocatorRef allocator, RLPortRef sendPort, RLPortRef receivePort,
+                                     const RLTypeRef *components, RLIndex count) {
+    if ((sendPort && !port_ok(sendPort, __func__)) || (receivePort && !port_ok(receivePort, __func__)))
+        return NULL;
+    if (!comps_ok(components, count, __func__))
+        return NULL;
+    return msg_new(sendPort, receivePort, 0, components, count, __func__);
+}
+
+uint32_t RLPortMessageGetMsgid(RLPortMessageRef m) { return msg_ok(m, __func__) ? m->msgid : 0; }
+
+bool RLPortMessageSetMsgid(RLPortMessageRef m, uint32_t msgid) {
+    if (!msg_ok(m, __func__))
+        return false;
+    m->msgid = msgid;
+    return true;
+}
+
+RLIndex RLPortMessageGetComponentCount(RLPortMessageRef m) { return msg_ok(m, __func__) ? m->count : -1; }
+
+RLTypeRef RLPortMessageGetComponent(RLPortMessageRef m, RLIndex i) {
+    if (!msg_ok(m, __func__))
+        return NULL;
+    if (i < 0 || i >= m->count)
+        return rl__fail(kRLErrorInvalidArgument, __func__, "component %ld of %ld", (long)i, (long)m->count), NULL;
+    return m->comps[i];
+}
+
+RLPortRef RLPortMessageGetSendPort(RLPortMessageRef m) { return msg_ok(m, __func__) ? m->send_port : NULL; }
+RLPortRef RLPortMessageGetReceivePort(RLPortMessageRef m) { return msg_ok(m, __func__) ? m->recv_port : NULL; }
+
+/* ---- ports ---- */
+
+static void port_finalize(void *obj) {
+    struct RLPort *p = obj;
+    if (p->ctx.release)
+        p->ctx.release(p->ctx.info);
+#if __BLOCKS__
+    if (p->handler)
+        _Block_release(p->handler);
+#endif
+    if (p->self)
+        rl__weak_release(p->self);
+    if (p->loops != p->inline_loops)
+        free(p->loops);
+    pthread_cond_destroy(&p->room);
+    pthread_mutex_destroy(&p->wait_mu);
+}
+
+static char *port_describe(const void *obj) {
+    struct RLPort *p = (struct RLPort *)obj;
+    port_lock(p);
+    char *s = NULL;
+    int r = asprintf(&s, "<RLPort %p>{%s%ld queued of %ld, in %zu loop(s)}", obj, p->valid ? "" : "invalid, ",
+                     (long)p->queued, (long)p->limit, p->nloops);
+    port_unlock(p);
+    return r < 0 ? NULL : s;
+}
+
+static struct RLPort *port_new(const char *fn) {
+    struct RLPort *p = rl__object_alloc(&rl__port_class, sizeof *p, fn);
+    if (!p)
+        return NULL;
+    pthread_mutex_init(&p->wait_mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&p->room, &ca);
+    pthread_condattr_destroy(&ca);
+    p->limit = RL_PORT_DEFAULT_LIMIT;
+    p->loops = p->inline_loops;
+    p->caploops = RL_PORT_INLINE_LOOPS;
+    p->self = rl__weak_new(p);
+    if (!p->self) {
+        RLRelease(p);
+        rl__fail(kRLErrorNoMemory, fn, "out of memory");
+        return NULL;
+    }
+    p->valid = true;
+    return p;
+}
+
+RLPortRef RLPortCreate(RLAllocatorRef allocator, RLPortCallBack callout, const RLPortContext *context) {
+    if (context && context->version != 0)
+        return rl__fail(kRLErrorInvalidArgument, __func__, "context version %ld is not supported (use 0)",
+                        (long)context->version), NULL;
+    struct RLPort *p = port_new(__func__);
+    if (!p)
+        return NULL;
+    p->callout = callout;
+    if (context) {
+        p->ctx = *context;
+        if (p->ctx.retain)
+            p->ctx.info = (void *)p->ctx.retain(p->ctx.info);
+    }
+    return p;
+}
+
+#if __BLOCKS__
+RLPortRef RLPortCreateWithHandler(RLAllocatorRef allocator, void (^handler)(RLPortMessageRef message)) {
+    struct RLPort *p = port_new(__func__);
+    if (!p)
+        return NULL;
+    if (handler)
+        p->handler = _Block_copy(handler);
+    return p;
+}
+#endif
+
+bool RLPortGetContext(RLPortRef p, RLPortContext *context) {
+    if (!port_ok(p, __func__))
+        return false;
+    if (!context)
+        return rl__fail(kRLErrorInvalidArgument, __func__, "NULL context");
+    *context = p->ctx;
+    return true;
+}
+
+bool RLPortSetQueueLimit(RLPortRef p, RLIndex messages) {
+    if (!port_ok(p, __func__))
+        return false;
+    if (messages < 1)
+        return rl__fail(kRLErrorInvalidArgument, __func__, "a queue limit is at least 1, not %ld", (long)messages);
+    port_lock(p);
+    p->limit = messages;
+    port_unlock(p);
+    port_room(p); /* a raised limit lets waiting senders in */
+    return true;
+}
+
+RLIndex RLPortGetQueuedCount(RLPortRef p) {
+    if (!port_ok(p, __func__))
+        return -1;
+    port_lock(p);
+    RLIndex n = p->queued;
+    port_unlock(p);
+    return n;
+}
+
+bool RLPortIsValid(RLPortRef p) {
+    if (!port_ok(p, __func__))
+        return false;
+    port_lock(p);
+    bool v = p->valid;
+    port_unlock(p);
+    return v;
+}
+
+static void invalidate(struct RLPort *p) {
+    port_lock(p);
+    if (!p->valid) {
+        port_unlock(p);
+        return;
+    }
+    p->valid = false;
+    struct RLPortMessage *q = p->head;
+    p->head = p->tail = NULL;
+    p->queued = 0;
+    RLRunLoopSourceRef source = p->source;
+    p->source = NULL;
+    RLPortInvalidationCallBack cb = p->inval;
+    bool call = cb && !p->inval_called;
+    p->inval_called = p->inval_called || call;
+    port_unlock(p);
+    port_room(p);
+    rl__weak_cut(p->self);
+    while (q) {
+        struct RLPortMessage *next = q->next;
+        RLRelease(q);
+        q = next;
+    }
+    if (source) {
+        RLRunLoopSourceInvalidate(source);
+        RLRelease(source);
+    }
+    /* The link is cut, so the source's cancel callbacks did not touch the
+     * loop list: let go of the loops here. Releasing a loop runs no user
+     * code and never calls back into the port, so the lock may be held. */
+    port_lock(p);
+    for (size_t i = 0; i < p->nloops; i++)
+        RLRelease(p->loops[i].rl);
+    p->nloops = 0;
+    port_unlock(p);
+    if (call)
+        cb(p, p->ctx.info);
+}
+
+static bool port_can_destroy(void *obj) {
+    invalidate(obj);
+    return true;
+}
+
+bool RLPortInvalidate(RLPortRef p) {
+    if (!port_ok(p, __func__))
+        return false;
+    RLRetain(p);
+    invalidate(p);
+    RLRelease(p);
+    return true;
+}
+
+bool RLPortSetInvalidationCallBack(RLPortRef p, RLPortInvalidationCallBack callout) {
+    if (!port_ok(p, __func__))
+        return false;
+    port_lock(p);
+    bool valid = p->valid;
+    if (valid)
+        p->inval = callout;
+    port_unlock(p);
+    if (!valid && callout)
+        callout(p, p->ctx.info);
+    return true;
+}
+
+/* ---- the source ---- */
+
+static void src_schedule(void *info, RLRunLoopRef rl, RLRunLoopMode mode) {
+    struct RLPort *p = rl__weak_get(info);
+    if (!p)
+        return;
+    port_lock(p);
+    size_t i = 0;
+    while (i < p->nloops && p->loops[i].rl != rl)
+        i++;
+    if (i == p->nloops) {
+        if (p->nloops == p->caploops) {
+            size_t cap = p->caploops * 2;
+            rl_port_loop *a = malloc(cap * sizeof *a);
+            if (!a) { /* the loop is not woken by sends; it still sees the signal when it next runs */
+                port_unlock(p);
+                RLRelease(p);
+                return;
+            }
+            memcpy(a, p->loops, p->nloops * sizeof *a);
+            if (p->loops != p->inline_loops)
+                free(p->loops);
+            p->loops = a;
+            p->caploops = cap;
+        }
+        p->loops[p->nloops++] = (rl_port_loop){(RLRunLoopRef)RLRetain(rl), 0};
+    }
+    p->loops[i].modes++;
+    bool pending = p->queued > 0;
+    port_unlock(p);
+    if (pending) { /* sent before the port was in any loop */
+        RLRunLoopSourceRef s = p->source;
+        if (s)
+            RLRunLoopSourceSignal(s);
+    }
+    RLRelease(p);
+}
+
+static void src_cancel(void *info, RLRunLoopRef rl, RLRunLoopMode mode) {
+    /* During invalidation the link is cut already: invalidate() lets go of
+     * the loops itself. */
+    struct RLPort *p = rl__weak_get(info);
+    if (!p)
+        return;
+    RLRunLoopRef drop = NULL;
+    port_lock(p);
+    for (size_t i = 0; i < p->nloops; i++)
+        if (p->loops[i].rl == rl) {
+            if (--p->loops[i].modes == 0) {
+                drop = rl;
+                p->loops[i] = p->loops[--p->nloops];
+            }
+            break;
+        }
+    port_unlock(p);
+    if (drop)
+        RLRelease(drop);
+    RLRelease(p);
+}
+
+static void deliver(struct RLPort *p, struct RLPortMessage *m) {
+#if __BLOCKS__
+    if (p->handler) {
+        p->handler(m);
+        return;
+    }
+#endif
+    if (p->callout)
+        p->callout(p, m, p->ctx.info);
+}
+
+static void src_perform(void *info) {
+    struct RLPort *p = rl__weak_get(info);
+    if (!p)
+        return;
+    /* Everything queued now, in one lock round; what comes while these
+     * run waits for the next pass (as perform requests do), so a flood on
+     * one port does not keep the loop from its other sources. */
+    port_lock(p);
+    struct RLPortMessage *batch = p->head;
+    p->head = p->tail = NULL;
+    p->queued = 0;
+    port_unlock(p);
+    port_room(p);
+    while (batch) {
+        struct RLPortMessage *next = batch->next;
+        batch->next = NULL;
+        if (batch->recv_borrowed) {
+            RLRetain(batch->recv_port);
+            batch->recv_borrowed = false;
+        }
+        if (atomic_load_explicit(&p->valid, memory_order_acquire))
+            deliver(p, batch);
+        RLRelease(batch);
+        batch = next;
+    }
+    RLRelease(p);
+}
+
+RLRunLoopSourceRef RLPortCreateRunLoopSource(RLAllocatorRef allocator, RLPortRef p, RLIndex order) {
+    if (!port_ok(p, __func__))
+        return NULL;
+    port_lock(p);
+    if (!p->valid) {
+        port_unlock(p);
+        return rl__fail(kRLErrorInvalidObject, __func__, "the port is invalid"), NULL;
+    }
+    if (p->source) {
+        RLRunLoopSourceRef s = (RLRunLoopSourceRef)RLRetain(p->source);
+        port_unlock(p);
+        return s;
+    }
+    RLRunLoopSourceContext ctx = {0};
+    ctx.info = p->self;
+    ctx.retain = rl__weak_retain;
+    ctx.release = rl__weak_release;
+    ctx.schedule = src_schedule;
+    ctx.cancel = src_cancel;
+    ctx.perform = src_perform;
+    /* Created under the port's lock: the source calls none of the
+     * callbacks above until it is added to a loop. */
+    RLRunLoopSourceRef s = RLRunLoopSourceCreate(NULL, order, &ctx);
+    if (s)
+        p->source = (RLRunLoopSourceRef)RLRetain(s);
+    port_unlock(p);
+    return s;
+}
+
+static bool port_membership(RLRunLoopRef rl, RLPortRef p, RLRunLoopMode mode, int op, const char *fn) {
+    if (!port_ok(p, fn))
+        return false;
+    RLRunLoopSourceRef s;
+    if (op == 0) {
+        s = RLPortCreateRunLoopSource(NULL, p, 0);
+    } else {
+        port_lock(p);
+        s = p->source ? (RLRunLoopSourceRef)RLRetain(p->source) : NULL;
+        port_unlock(p);
+        if (!s) /* never in any loop: nothing to remove (harmless, as RLRunLoopRemoveSource) */
+            return op == 1;
+    }
+    if (!s)
+        return false;
+    bool ok = op == 0 ? RLRunLoopAddSource(rl, s, mode)
+                      : op == 1 ? RLRunLoopRemoveSource(rl, s, mode) : RLRunLoopContainsSource(rl, s, mode);
+    RLRelease(s);
+    return ok;
+}
+
+bool RLRunLoopAddPort(RLRunLoopRef rl, RLPortRef p, RLRunLoopMode mode) { return port_membership(rl, p, mode, 0, __func__); }
+bool RLRunLoopRemovePort(RLRunLoopRef rl, RLPortRef p, RLRunLoopMode mode) {
+    return port_membership(rl, p, mode, 1, __func__);
+}
+bool RLRunLoopContainsPort(RLRunLoopRef rl, RLPortRef p, RLRunLoopMode mode) {
+    return port_membership(rl, p, mode, 2, __func__);
+}
+
+/* ---- sending ---- */
+
+/* Waits (without the queue's lock) until the queue has room, the port is
+ * invalid, or `limit` passes. Called with nothing held; returns with the
+ * queue's lock held when there is room (true), without it otherwise. */
+static bool wait_for_room(struct RLPort *p, RLAbsoluteTime limit, const char *fn) {
+    struct timespec deadline = rl__monotonic_deadline_for_date(limit);
+    pthread_mutex_lock(&p->wait_mu);
+    atomic_fetch_add(&p->waiting, 1);
+    int outcome; /* 1: room (queue locked), 0: invalid, -1: timed out */
+    bool timed_out = false;
+    for (;;) {
+        port_lock(p);
+        if (!p->valid) {
+            port_unlock(p);
+            outcome = 0;
+            break;
+        }
+        if (p->queued < p->limit) {
+            outcome = 1; /* the queue's lock stays held for the caller */
+            break;
+        }
+        port_unlock(p);
+        if (timed_out) {
+            outcome = -1;
+            break;
+        }
+        timed_out = pthread_cond_timedwait(&p->room, &p->wait_mu, &deadline) == ETIMEDOUT;
+    }
+    atomic_fetch_sub(&p->waiting, 1);
+    pthread_mutex_unlock(&p->wait_mu);
+    if (outcome < 0)
+        return rl__fail(kRLErrorTimedOut, fn, "the port's queue stayed full (%ld messages) until the limit date",
+                        (long)p->limit);
+    if (outcome == 0)
+        return rl__fail(kRLErrorInvalidObject, fn, "the port is invalid");
+    return true;
+}
+
+static bool send_message(struct RLPort *p, struct RLPortMessage *m, RLAbsoluteTime limit, const char *fn) {
+    port_lock(p);
+    if (RL__UNLIKELY(!p->valid || p->queued >= p->limit)) {
+        bool invalid = !p->valid;
+        port_unlock(p);
+        if (invalid)
+            return rl__fail(kRLErrorInvalidObject, fn, "the port is invalid");
+        if (!wait_for_room(p, limit, fn))
+            return false;
+    }
+    m->next = NULL;
+    /* A queued message does not keep its port alive (the port owns its
+     * queue; a port released with messages queued goes, and releases
+     * them). Delivery makes the reference strong again. */
+    if (m->recv_port == p && !m->recv_borrowed) {
+        m->recv_borrowed = true;
+        RLRelease(p); /* the caller holds p: never the last reference */
+    }
+    if (p->tail)
+        p->tail->next = m;
+    else
+        p->head = m;
+    p->tail = m;
+    p->queued++;
+    bool first = p->queued == 1;
+    RLRunLoopSourceRef s = NULL;
+    RLRunLoopRef wake[RL_PORT_INLINE_LOOPS];
+    size_t nwake = 0;
+    if (first && p->source) {
+        /* Only the message that makes the queue non-empty signals: the
+         * others ride on the pass it starts (src_perform re-signals when
+         * it leaves messages behind). */
+        s = (RLRunLoopSourceRef)RLRetain(p->source);
+        for (size_t i = 0; i < p->nloops && nwake < RL_PORT_INLINE_LOOPS; i++)
+            wake[nwake++] = (RLRunLoopRef)RLRetain(p->loops[i].rl);
+    }
+    size_t more_loops = first && p->source && p->nloops > RL_PORT_INLINE_LOOPS;
+    port_unlock(p);
+    if (s) {
+        RLRunLoopSourceSignal(s);
+        RLRelease(s);
+    }
+    for (size_t i = 0; i < nwake; i++) {
+        RLRunLoopWakeUp(wake[i]);
+        RLRelease(wake[i]);
+    }
+    if (more_loops) { /* rare: a port in more than a few loops */
+        port_lock(p);
+        size_t n = p->nloops;
+        RLRunLoopRef *all = malloc(n * sizeof *all);
+        for (size_t i = 0; all && i < n; i++)
+            all[i] = (RLRunLoopRef)RLRetain(p->loops[i].rl);
+        port_unlock(p);
+        for (size_t i = 0; all && i < n; i++) {
+            RLRunLoopWakeUp(all[i]);
+            RLRelease(all[i]);
+        }
+        free(all);
+    }
+    return true;
+}
+
+bool RLPortSendBeforeDate(RLPortRef p, RLAbsoluteTime limitDate, uint32_t msgid, const RLTypeRef *components,
+                          RLIndex count, RLPortRef replyPort) {
+    if (!port_ok(p, __func__) || (replyPort && !port_ok(replyPort, __func__)))
+        return false;
+    if (!rl__date_valid(limitDate))
+        return rl__fail(kRLErrorInvalidArgument, __func__, "NaN limit date");
+    if (!comps_ok(components, count, __func__))
+        return false;
+    struct RLPortMessage *m = msg_new(replyPort, p, msgid, components, count, __func__);
+    if (!m)
+        return false;
+    if (!send_message(p, m, limitDate, __func__)) {
+        RLRelease(m);
+        return false;
+    }
+    return true;
+}
+
+bool RLPortMessageSendBeforeDate(RLPortMessageRef m, RLAbsoluteTime limitDate) {
+    if (!msg_ok(m, __func__))
+        return false;
+    if (!m->recv_port)
+        return rl__fail(kRLErrorInvalidState, __func__, "the message has no receive port");
+    if (!rl__date_valid(limitDate))
+        return rl__fail(kRLErrorInvalidArgument, __func__, "NaN limit date");
+    /* The queue links messages, so each send queues its own copy (the
+     * components are shared, not copied). */
+    struct RLPortMessage *copy = msg_new(m->send_port, m->recv_port, m->msgid, m->comps, m->count, __func__);
+    if (!copy)
+        return false;
+    if (!send_message(m->recv_port, copy, limitDate, __func__)) {
+        RLRelease(copy);
+        return false;
+    }
+    return true;
+}

@@ -1,0 +1,341 @@
+/* test_fd_robust.c — fd sources on descriptors epoll cannot watch, and on
+ * fds closed behind the object's back: regular files and /dev/null are
+ * always ready (as poll and kqueue say); a number reused by a new object
+ * serves the new object; a registration left behind by a closed fd (a dup
+ * keeps its file open) never makes the loop spin, and the stale object
+ * says so. */
+#include "testutil.h"
+#include "trace.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int ncalls;
+
+static void fd_cb(RLFileDescriptorRef f, RLOptionFlags types, void *info) {
+    ncalls++;
+    rl_trace_addf("%s:%s%s", (const char *)info, (types & kRLFileDescriptorReadCallBack) ? "r" : "",
+                  (types & kRLFileDescriptorWriteCallBack) ? "w" : "");
+}
+
+static RLFileDescriptorRef make(int fd, const char *name, bool close_it) {
+    RLFileDescriptorContext c = {0, (void *)name, NULL, NULL, NULL};
+    RLFileDescriptorRef f = RLFileDescriptorCreate(NULL, fd, close_it, fd_cb, &c);
+    assert_non_null(f);
+    return f;
+}
+
+static RLRunLoopSourceRef add(RLFileDescriptorRef f, const char *mode) {
+    RLRunLoopSourceRef s = RLFileDescriptorCreateRunLoopSource(NULL, f, 0);
+    assert_non_null(s);
+    assert_true(RLRunLoopAddSource(RLRunLoopGetCurrent(), s, mode));
+    return s;
+}
+
+static void drop(RLFileDescriptorRef f, RLRunLoopSourceRef s) {
+    assert_true(RLFileDescriptorInvalidate(f));
+    RLRelease(s);
+    RLRelease(f);
+}
+
+/* Wake-ups (after-waiting activities) of the current loop in `mode`. */
+static void count_wake(RLRunLoopObserverRef o, RLRunLoopActivity a, void *info) { (*(long *)info)++; }
+
+static RLRunLoopObserverRef count_wakes(const char *mode, long *wakes) {
+    RLRunLoopObserverContext oc = {0, wakes, NULL, NULL, NULL};
+    RLRunLoopObserverRef o = RLRunLoopObserverCreate(NULL, kRLRunLoopAfterWaiting, true, 0, count_wake, &oc);
+    assert_non_null(o);
+    assert_true(RLRunLoopAddObserver(RLRunLoopGetCurrent(), o, mode));
+    return o;
+}
+
+static void uncount(RLRunLoopObserverRef o) {
+    RLRunLoopObserverInvalidate(o);
+    RLRelease(o);
+}
+
+/* ---- descriptors epoll refuses ---- */
+
+static void always_ready(int fd, const char *mode) {
+    ncalls = 0;
+    RLFileDescriptorRef f = make(fd, "file", true);
+    RLRunLoopSourceRef s = add(f, mode);
+    assert_true(RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack | kRLFileDescriptorWriteCallBack));
+    assert_int_equal(RLRunLoopRunInMode(mode, 10, true), kRLRunLoopRunHandledSource);
+    assert_trace("file:rw");
+    /* One-shot as ever: not enabled again, so the loop sleeps. */
+    long wakes = 0;
+    RLRunLoopObserverRef o = count_wakes(mode, &wakes);
+    assert_int_equal(RLRunLoopRunInMode(mode, 0.05, false), kRLRunLoopRunTimedOut);
+    assert_true(wakes <= 2);
+    assert_int_equal(ncalls, 1);
+    assert_true(RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorWriteCallBack));
+    assert_int_equal(RLRunLoopRunInMode(mode, 10, true), kRLRunLoopRunHandledSource);
+    assert_trace("file:rw file:w");
+    /* Enabled but its mode not running: nothing. */
+    assert_true(RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack));
+    RLRunLoopSourceRef keep = rl_test_keep_mode("Elsewhere");
+    assert_int_equal(RLRunLoopRunInMode("Elsewhere", 0.02, false), kRLRunLoopRunTimedOut);
+    rl_test_unkeep(keep);
+    assert_trace("file:rw file:w");
+    assert_int_equal(RLRunLoopRunInMode(mode, 10, true), kRLRunLoopRunHandledSource);
+    assert_trace("file:rw file:w file:r");
+    uncount(o);
+    drop(f, s);
+}
+
+static void test_regular_file_is_always_ready(void **state) {
+    char path[] = "/tmp/rl_fd_robust_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(unlink(path), 0);
+    always_ready(fd, "File");
+}
+
+static void test_dev_null_is_always_ready(void **state) {
+    int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+    assert_true(fd >= 0);
+    always_ready(fd, "Null");
+}
+
+/* ---- fds closed behind the object's back ---- */
+
+/* An object on the read end of a new pipe, enabled, watched by the loop
+ * (one run of `mode`, so that the kernel holds its registration). */
+static RLFileDescriptorRef watched_pipe(int p[2], const char *name, const char *mode, RLRunLoopSourceRef *s,
+                                        bool close_it) {
+    assert_int_equal(pipe(p), 0);
+    RLFileDescriptorRef f = make(p[0], name, close_it);
+    *s = add(f, mode);
+    assert_true(RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack));
+    assert_int_equal(RLRunLoopRunInMode(mode, 0.01, false), kRLRunLoopRunTimedOut);
+    return f;
+}
+
+enum { STALE_KEPT, STALE_INVALIDATED_BEFORE, STALE_INVALIDATED_AFTER };
+
+static void reused_number(int when) {
+    int p[2], q[2];
+    RLRunLoopSourceRef s1, s2;
+    RLFileDescriptorRef f1 = watched_pipe(p, "old", "Reuse", &s1, false);
+    /* The user closes the fd but forgets the object. */
+    assert_int_equal(close(p[0]), 0);
+    assert_int_equal(close(p[1]), 0);
+    if (when == STALE_INVALIDATED_BEFORE)
+        drop(f1, s1);
+    assert_int_equal(pipe(q), 0);
+    assert_int_equal(q[0], p[0]); /* the lowest free number: the same */
+    RLFileDescriptorRef f2 = make(q[0], "new", true);
+    s2 = add(f2, "Reuse");
+    assert_true(RLFileDescriptorEnableCallBacks(f2, kRLFileDescriptorReadCallBack));
+    assert_int_equal(write(q[1], "x", 1), 1);
+    assert_int_equal(RLRunLoopRunInMode("Reuse", 10, true), kRLRunLoopRunHandledSource);
+    assert_trace("new:r");
+    if (when == STALE_INVALIDATED_AFTER)
+        drop(f1, s1);
+    assert_true(RLFileDescriptorEnableCallBacks(f2, kRLFileDescriptorReadCallBack));
+    assert_int_equal(RLRunLoopRunInMode("Reuse", 10, true), kRLRunLoopRunHandledSource);
+    assert_trace("new:r new:r");
+    if (when == STALE_KEPT) {
+        /* The stale object heard nothing, and says what happened. */
+        assert_rl_fails(RLFileDescriptorEnableCallBacks(f1, kRLFileDescriptorReadCallBack), kRLErrorInvalidState);
+        drop(f1, s1);
+    }
+    assert_true(fcntl(q[0], F_GETFD) >= 0); /* nobody closed the new one's fd */
+    drop(f2, s2);
+    close(q[1]);
+}
+
+static void test_reused_number_serves_the_new_object(void **state) { reused_number(STALE_KEPT); }
+static void test_reused_number_stale_invalidated_before(void **state) { reused_number(STALE_INVALIDATED_BEFORE); }
+static void test_reused_number_stale_invalidated_after(void **state) { reused_number(STALE_INVALIDATED_AFTER); }
+
+static void test_closed_fd_with_open_dup_does_not_spin(void **state) {
+    int p[2];
+    RLRunLoopSourceRef s;
+    ncalls = 0;
+    /* closeOnInvalidate: invalidating the stale object later must not
+     * close whatever the number refers to by then. */
+    RLFileDescriptorRef f = watched_pipe(p, "old", "Dup", &s, true);
+    int keep = dup(p[0]);
+    assert_true(keep >= 0);
+    assert_int_equal(close(p[0]), 0);
+    /* The file stays open through the dup, and becomes readable for good. */
+    assert_int_equal(write(p[1], "x", 1), 1);
+    long wakes = 0;
+    RLRunLoopObserverRef o = count_wakes("Dup", &wakes);
+    RLRunLoopSourceRef keepmode = rl_test_keep_mode("Dup");
+    assert_int_equal(RLRunLoopRunInMode("Dup", 0.2, false), kRLRunLoopRunTimedOut);
+    assert_true(wakes <= 5); /* not hundreds of thousands */
+    assert_true(ncalls <= 1);
+    /* Enabling it again is refused: its fd is gone. */
+    assert_rl_fails(RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack), kRLErrorInvalidState);
+    wakes = 0;
+    assert_int_equal(RLRunLoopRunInMode("Dup", 0.1, false), kRLRunLoopRunTimedOut);
+    assert_true(wakes <= 2);
+    assert_true(ncalls <= 1);
+    char *d = RLCopyDescription(f);
+    assert_non_null(strstr(d, "stale"));
+    free(d);
+    /* The number, reused, is not closed by the stale object's invalidation. */
+    int p2[2];
+    assert_int_equal(pipe(p2), 0);
+    assert_int_equal(p2[0], p[0]);
+    drop(f, s);
+    assert_true(fcntl(p2[0], F_GETFD) >= 0);
+    uncount(o);
+    rl_test_unkeep(keepmode);
+    close(p2[0]);
+    close(p2[1]);
+    close(keep);
+    close(p[1]);
+}
+
+static void test_reused_number_while_a_dup_keeps_the_old_file(void **state) {
+    /* The kernel keeps the old registration (its file is open through the
+     * dup, the loop cannot name it any more): it must neither spin the loop
+     * nor fire the new object. */
+    int p[2], q[2];
+    RLRunLoopSourceRef s1, s2;
+    ncalls = 0;
+    RLFileDescriptorRef f1 = watched_pipe(p, "old", "DupReuse", &s1, false);
+    int keep = dup(p[0]);
+    assert_true(keep >= 0);
+    assert_int_equal(close(p[0]), 0);
+    assert_int_equal(pipe(q), 0);
+    assert_int_equal(q[0], p[0]);
+    RLFileDescriptorRef f2 = make(q[0], "new", true);
+    s2 = add(f2, "DupReuse");
+    assert_true(RLFileDescriptorEnableCallBacks(f2, kRLFileDescriptorReadCallBack));
+    /* The old file becomes readable, the new one not (yet). */
+    assert_int_equal(write(p[1], "x", 1), 1);
+    long wakes = 0;
+    RLRunLoopObserverRef o = count_wakes("DupReuse", &wakes);
+    assert_int_equal(RLRunLoopRunInMode("DupReuse", 0.2, false), kRLRunLoopRunTimedOut);
+    assert_true(wakes <= 5);
+    assert_int_equal(ncalls, 0);
+    assert_trace("");
+    assert_int_equal(write(q[1], "y", 1), 1);
+    assert_int_equal(RLRunLoopRunInMode("DupReuse", 10, true), kRLRunLoopRunHandledSource);
+    assert_trace("new:r");
+    assert_rl_fails(RLFileDescriptorEnableCallBacks(f1, kRLFileDescriptorReadCallBack), kRLErrorInvalidState);
+    drop(f1, s1);
+    assert_true(RLFileDescriptorEnableCallBacks(f2, kRLFileDescriptorReadCallBack));
+    assert_int_equal(RLRunLoopRunInMode("DupReuse", 10, true), kRLRunLoopRunHandledSource);
+    assert_trace("new:r new:r");
+    uncount(o);
+    drop(f2, s2);
+    close(q[1]);
+    close(keep);
+    close(p[1]);
+}
+
+static void test_reused_number_never_watched_before(void **state) {
+    /* The old object never had a kernel registration to lose: the loop
+     * tells by the file the number names now. */
+    int p[2], q[2];
+    ncalls = 0;
+    assert_int_equal(pipe(p), 0);
+    RLFileDescriptorRef f1 = make(p[0], "old", false);
+    RLRunLoopSourceRef s1 = add(f1, "Never");
+    assert_int_equal(close(p[0]), 0);
+    assert_int_equal(close(p[1]), 0);
+    assert_int_equal(pipe(q), 0);
+    assert_int_equal(q[0], p[0]);
+    RLFileDescriptorRef f2 = make(q[0], "new", true);
+    RLRunLoopSourceRef s2 = add(f2, "Never");
+    assert_rl_fails(RLFileDescriptorEnableCallBacks(f1, kRLFileDescriptorReadCallBack), kRLErrorInvalidState);
+    assert_true(RLFileDescriptorDisableCallBacks(f1, kRLFileDescriptorReadCallBack)); /* harmless */
+    assert_true(RLFileDescriptorEnableCallBacks(f2, kRLFileDescriptorReadCallBack));
+    assert_int_equal(write(q[1], "x", 1), 1);
+    assert_int_equal(RLRunLoopRunInMode("Never", 10, true), kRLRunLoopRunHandledSource);
+    assert_int_equal(RLRunLoopRunInMode("Never", 0.02, false), kRLRunLoopRunTimedOut);
+    assert_trace("new:r");
+    drop(f1, s1);
+    drop(f2, s2);
+    close(q[1]);
+}
+
+static void test_object_older_than_the_reused_number(void **state) {
+    /* Made for one file, added to a loop after its number was closed and
+     * reused: it is stale from the start, and the new file is not its. */
+    int p[2], q[2];
+    assert_int_equal(pipe(p), 0);
+    RLFileDescriptorRef f = make(p[0], "old", true);
+    assert_int_equal(close(p[0]), 0);
+    assert_int_equal(close(p[1]), 0);
+    assert_int_equal(pipe(q), 0);
+    assert_int_equal(q[0], p[0]);
+    RLRunLoopSourceRef s = add(f, "Older");
+    assert_rl_fails(RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack), kRLErrorInvalidState);
+    drop(f, s);
+    assert_true(fcntl(q[0], F_GETFD) >= 0); /* not closed: not its file */
+    close(q[0]);
+    close(q[1]);
+}
+
+static void test_reused_by_a_stranger_before_first_enable(void **state) {
+    /* Added, never enabled (no registration); its number is closed and
+     * reused by code that knows nothing of it: enabling it must not watch
+     * the stranger's file. */
+    int p[2], q[2];
+    ncalls = 0;
+    assert_int_equal(pipe(p), 0);
+    RLFileDescriptorRef f = make(p[0], "old", true);
+    RLRunLoopSourceRef s = add(f, "Stranger");
+    assert_int_equal(close(p[0]), 0);
+    assert_int_equal(close(p[1]), 0);
+    assert_int_equal(pipe(q), 0);
+    assert_int_equal(q[0], p[0]);
+    assert_int_equal(write(q[1], "x", 1), 1);
+    RLRunLoopSourceRef keep = rl_test_keep_mode("Stranger");
+    /* Its mode is not running: nothing is asked of the kernel yet, so the
+     * enable succeeds; the loop finds out when it is about to watch the fd
+     * (the mode runs), and the next enable says so. */
+    assert_true(RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack));
+    assert_int_equal(RLRunLoopRunInMode("Stranger", 0.05, false), kRLRunLoopRunTimedOut);
+    assert_int_equal(ncalls, 0);
+    assert_rl_fails(RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack), kRLErrorInvalidState);
+    rl_test_unkeep(keep);
+    drop(f, s);
+    assert_true(fcntl(q[0], F_GETFD) >= 0);
+    close(q[0]);
+    close(q[1]);
+}
+
+static void test_closed_fd_found_when_enabled_again(void **state) {
+    /* Closed with nothing else holding its file: the kernel dropped the
+     * registration; the loop notices when it next asks the kernel. */
+    int p[2];
+    RLRunLoopSourceRef s;
+    RLFileDescriptorRef f = watched_pipe(p, "old", "Closed", &s, false);
+    assert_true(RLFileDescriptorDisableCallBacks(f, kRLFileDescriptorReadCallBack));
+    assert_int_equal(close(p[0]), 0);
+    assert_rl_fails(RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack), kRLErrorInvalidState);
+    assert_rl_fails(RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorWriteCallBack), kRLErrorInvalidState);
+    assert_true(RLFileDescriptorDisableCallBacks(f, kRLFileDescriptorReadCallBack));
+    assert_true(RLFileDescriptorIsValid(f)); /* still the owner's to invalidate */
+    drop(f, s);
+    close(p[1]);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup(test_regular_file_is_always_ready, rl_trace_setup),
+        cmocka_unit_test_setup(test_dev_null_is_always_ready, rl_trace_setup),
+        cmocka_unit_test_setup(test_reused_number_serves_the_new_object, rl_trace_setup),
+        cmocka_unit_test_setup(test_reused_number_stale_invalidated_before, rl_trace_setup),
+        cmocka_unit_test_setup(test_reused_number_stale_invalidated_after, rl_trace_setup),
+        cmocka_unit_test_setup(test_closed_fd_with_open_dup_does_not_spin, rl_trace_setup),
+        cmocka_unit_test_setup(test_reused_number_while_a_dup_keeps_the_old_file, rl_trace_setup),
+        cmocka_unit_test_setup(test_reused_number_never_watched_before, rl_trace_setup),
+        cmocka_unit_test_setup(test_object_older_than_the_reused_number, rl_trace_setup),
+        cmocka_unit_test_setup(test_reused_by_a_stranger_before_first_enable, rl_trace_setup),
+        cmocka_unit_test_setup(test_closed_fd_found_when_enabled_again, rl_trace_setup),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
