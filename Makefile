@@ -88,7 +88,9 @@ TEST_BINS := $(TEST_SRCS:Tests/c/%.c=$(BUILD)/tests/%)
 TEST_SUPPORT := $(wildcard Tests/c/support/*.c)
 TEST_LIBS := -lcmocka
 # The toolchain clang's TSan runtime refers to libdispatch symbols.
-TSAN_EXTRA_LIBS := $(if $(IS_CLANG),-L$(SWIFT_LIBDIR) -ldispatch)
+# (rpath: the library itself no longer links anything of the toolchain.)
+SWIFT_RPATH := -Wl,-rpath,$(SWIFT_LIBDIR)
+TSAN_EXTRA_LIBS := $(if $(IS_CLANG),-L$(SWIFT_LIBDIR) $(SWIFT_RPATH) -ldispatch)
 
 .PHONY: FORCE all lib deps check check-c check-swift check-swift-demo check-readme check-headers check-tree \
         check-asan check-tsan check-leak check-lockdep check-install check-exports check-sanitizers \
