@@ -44,9 +44,12 @@ run() { # label log binary
 
 # The SwiftThreads objects and module of the SwiftPM debug build.
 swift_objs=()
-lib_targets=(CRunLoop SwiftThreads SwiftThreadsFoundation)
-if [ -d "$SWIFTPM_BUILD/SwiftThreadsFoundation.build" ] && [ -d "$SWIFTPM_BUILD/CRunLoop.build" ]; then
-  while IFS= read -r o; do swift_objs+=("$o"); done < <(for t in "${lib_targets[@]}"; do find "$SWIFTPM_BUILD/$t.build" -name '*.o'; done | sort)
+# The objects SwiftPM linked into the test bundle (its link list; a folder
+# may still hold objects of sources since removed), the libraries' only.
+link_list=$SWIFTPM_BUILD/CRunLoopPackageTests.product/Objects.LinkFileList
+if [ -f "$link_list" ]; then
+  while IFS= read -r o; do swift_objs+=("$o"); done < <(tr -d "'\"" < "$link_list" |
+    grep -E '/(CRunLoop|SwiftThreads|SwiftThreadsFoundation)\.build/')
 fi
 
 while read -r src line; do
