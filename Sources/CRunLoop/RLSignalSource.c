@@ -104,14 +104,16 @@ typedef struct rl_sig_wake {
     size_t nloops;
 } rl_sig_wake;
 
-static size_t sig_fan_out_locked(int signum, RLIndex n, rl_sig_wake **out) {
+static size_t sig_fan_out_locked(struct RLSignalSource *reader, RLIndex n, rl_sig_wake **out) {
     size_t count = 0;
-    for (struct RLSignalSource *w = rl_sig_slots[signum].watchers; w; w = w->next)
+    for (struct RLSignalSource *w = rl_sig_slots[reader->signum].watchers; w; w = w->next)
         count++;
     rl_sig_wake *wk = calloc(count ? count : 1, sizeof *wk);
     size_t k = 0;
-    for (struct RLSignalSource *w = rl_sig_slots[signum].watchers; w; w = w->next) {
+    for (struct RLSignalSource *w = rl_sig_slots[reader->signum].watchers; w; w = w->next) {
         w->pending += n;
+        if (w == reader)
+            continue; /* its callout runs right away, in the reading callout */
         if (!wk || !w->src)
             continue; /* not in any loop yet: the count waits in pending */
         wk[k].src = (RLRunLoopSourceRef)RLRetain(w->src);
@@ -137,12 +139,15 @@ static void sig_wake(rl_sig_wake *wk, size_t k) {
     free(wk);
 }
 
-/* The signalfd is readable: dequeue everything and hand the count out. */
+/* The signalfd is readable: dequeue everything and hand the count out. The
+ * reader's own callout runs here, so that the run that woke for the signal
+ * is the one that delivers it (a run returning after one handled source
+ * has delivered it); the other watchers are signalled. */
 static void sig_fd_callout(RLFileDescriptorRef f, RLOptionFlags types, void *info) {
     (void)types;
     struct RLSignalSource *s = info;
     struct signalfd_siginfo buf[64];
-    RLIndex n = 0;
+    RLIndex n = 0, mine = 0;
     rl_sig_wake *wk = NULL;
     size_t k = 0;
     rl_sig_lock_take();
@@ -156,7 +161,9 @@ static void sig_fd_callout(RLFileDescriptorRef f, RLOptionFlags types, void *inf
             n += (RLIndex)((size_t)r / sizeof buf[0]);
         }
         if (n)
-            k = sig_fan_out_locked(s->signum, n, &wk);
+            k = sig_fan_out_locked(s, n, &wk);
+        mine = s->pending; /* with what others handed over meanwhile */
+        s->pending = 0;
     }
     bool valid = s->valid;
     rl_sig_lock_drop();
@@ -164,6 +171,8 @@ static void sig_fd_callout(RLFileDescriptorRef f, RLOptionFlags types, void *inf
         sig_wake(wk, k);
     if (valid)
         (void)RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack);
+    if (mine > 0)
+        s->callout(s, s->signum, mine, s->ctx.info);
 }
 
 /* The user's source was signalled: run the callout with what is pending. */
