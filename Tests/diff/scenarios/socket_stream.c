@@ -1,5 +1,6 @@
 /* CFSocket over loopback TCP: a listener with an Accept callback, a client
- * connecting in the background (Connect, then Write), a Data socket on the
+ * connecting in the background (Connect, then Write; no Read callback: CF
+ * sometimes reports a socket still connecting as readable), a Data socket on the
  * accepted fd; the default socket flags, a Data callback that is not
  * re-enabled and is enabled again, end of stream as empty data, and
  * invalidation. Each step runs the loop until its event came (at most 5 s). */
@@ -83,7 +84,7 @@ void scenario(void) {
 
     CFSocketContext cctx = {0, "client", NULL, NULL, NULL};
     CFSocketRef client = CFSocketCreate(NULL, PF_INET, SOCK_STREAM, IPPROTO_TCP,
-                                        kCFSocketReadCallBack | kCFSocketConnectCallBack | kCFSocketWriteCallBack,
+                                        kCFSocketConnectCallBack | kCFSocketWriteCallBack,
                                         callback, &cctx);
     trace("client flags %lu", (unsigned long)CFSocketGetSocketFlags(client));
     CFRunLoopSourceRef cs = CFSocketCreateRunLoopSource(NULL, client, 0);
@@ -123,10 +124,8 @@ void scenario(void) {
     run_for(1);
     CFSocketSetSocketFlags(server, kCFSocketCloseOnInvalidate | kCFSocketAutomaticallyReenableDataCallBack);
 
-    trace("-- server replies; the client's read callback");
-    CFSocketRef srv_send = server;
-    write(CFSocketGetNative(srv_send), "x", 1);
-    run_for(1);
+    trace("-- server replies");
+    write(CFSocketGetNative(server), "x", 1);
     char c;
     trace("client reads %ld", (long)read(CFSocketGetNative(client), &c, 1));
 
