@@ -48,6 +48,11 @@ struct RLSocket {
     bool connecting; /* a background connect is under way */
     bool connect_reported;
     bool at_eof; /* the stream ended: no more read-side callbacks */
+    /* Callouts that may still use fd (the loop's threads). An invalidation
+     * meanwhile leaves the close to the last of them, so that none of them
+     * reads or accepts on a number that another open may have reused. */
+    int busy;
+    bool close_pending;
 };
 
 static inline void sock_lock(struct RLSocket *s) {
@@ -222,9 +227,29 @@ static bool stream_at_eof(int fd) {
     return n == 0;
 }
 
+static void sock_fd_callout_body(struct RLSocket *s, RLOptionFlags ready);
+
 static void sock_fd_callout(RLFileDescriptorRef f, RLOptionFlags ready, void *info) {
     (void)f;
     struct RLSocket *s = info;
+    sock_lock(s);
+    bool go = s->valid;
+    if (go)
+        s->busy++;
+    sock_unlock(s);
+    if (!go)
+        return;
+    sock_fd_callout_body(s, ready);
+    sock_lock(s);
+    bool close_now = --s->busy == 0 && s->close_pending;
+    if (close_now)
+        s->close_pending = false;
+    sock_unlock(s);
+    if (close_now)
+        close(s->fd);
+}
+
+static void sock_fd_callout_body(struct RLSocket *s, RLOptionFlags ready) {
 
     /* Connect first: its result decides whether the rest can happen. */
     if (ready & kRLFileDescriptorWriteCallBack) {
@@ -641,7 +666,11 @@ bool RLSocketInvalidate(RLSocketRef s) {
     sock_lock(s);
     bool was = s->valid;
     s->valid = false;
-    bool close_it = s->flags & kRLSocketCloseOnInvalidate;
+    bool close_it = was && (s->flags & kRLSocketCloseOnInvalidate);
+    if (close_it && s->busy) {
+        s->close_pending = true; /* the last running callout closes it */
+        close_it = false;
+    }
     sock_unlock(s);
     if (!was)
         return true;

@@ -12,6 +12,8 @@
 #include <fcntl.h>
 #include <math.h>
 #include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -561,6 +563,61 @@ static void test_fd_closed_behind_the_socket_does_not_spin(void **state) {
     close(sv[1]);
 }
 
+typedef struct race {
+    RLSocketRef s;
+    _Atomic int running;
+    _Atomic long bytes;
+} race;
+
+static void race_cb(RLSocketRef s, RLSocketCallBackType type, RLDataRef address, const void *data, void *info) {
+    (void)s, (void)type, (void)address;
+    race *r = info;
+    atomic_fetch_add(&r->bytes, RLDataGetLength(data));
+}
+
+static void *race_loop(void *p) {
+    race *r = p;
+    RLRunLoopSourceRef src = RLSocketCreateRunLoopSource(NULL, r->s, 0);
+    if (src) {
+        RLRunLoopAddSource(RLRunLoopGetCurrent(), src, MODE);
+        RLRelease(src);
+    }
+    RLRunLoopSourceRef keep = rl_test_keep_mode(MODE);
+    atomic_store(&r->running, 1);
+    while (atomic_load(&r->running) == 1)
+        RLRunLoopRunInMode(MODE, 0.01, true);
+    rl_test_unkeep(keep);
+    return NULL;
+}
+
+/* Invalidated from another thread while the loop's thread reads: no
+ * crash, no race, and the fd is closed once the loop is out of the
+ * callback. */
+static void test_invalidate_from_another_thread_while_reading(void **state) {
+    (void)state;
+    for (int round = 0; round < rl_test_iters(20); round++) {
+        int sv[2];
+        assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+        race r = {0};
+        RLSocketContext c = {0, &r, NULL, NULL, NULL};
+        r.s = RLSocketCreateWithNative(NULL, sv[0], kRLSocketDataCallBack, race_cb, &c);
+        assert_non_null(r.s);
+        pthread_t t;
+        assert_int_equal(pthread_create(&t, NULL, race_loop, &r), 0);
+        while (!atomic_load(&r.running))
+            usleep(100);
+        for (int i = 0; i < 200; i++)
+            assert_int_equal(write(sv[1], "0123456789", 10), 10);
+        assert_true(RLSocketInvalidate(r.s));
+        atomic_store(&r.running, 2);
+        assert_int_equal(pthread_join(t, NULL), 0);
+        assert_int_equal(fcntl(sv[0], F_GETFD), -1);
+        assert_true(atomic_load(&r.bytes) <= 2000);
+        assert_true(RLRelease(r.s));
+        close(sv[1]);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_connect_accept_and_echo, rl_trace_setup),
@@ -576,6 +633,7 @@ int main(void) {
         cmocka_unit_test_setup(test_context_and_double_schedule, rl_trace_setup),
         cmocka_unit_test_setup(test_misuse, rl_trace_setup),
         cmocka_unit_test_setup(test_fd_closed_behind_the_socket_does_not_spin, rl_trace_setup),
+        cmocka_unit_test_setup(test_invalidate_from_another_thread_while_reading, rl_trace_setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -149,7 +149,10 @@ RL_EXPORT bool RLSocketSetSocketFlags(RLSocketRef s, RLOptionFlags flags);
 
 /* Stops every callback, removes the socket's source from every loop,
  * closes the fd if kRLSocketCloseOnInvalidate, releases the context info.
- * Idempotent; may be called from the socket's own callback. */
+ * Idempotent; may be called from the socket's own callback or from any
+ * thread. While a loop is in the socket's callbacks (the caller's own, or
+ * another thread's), the close waits until that callback returns, so the
+ * library never reads from a number that a new open may have reused. */
 RL_EXPORT bool RLSocketInvalidate(RLSocketRef s);
 RL_EXPORT bool RLSocketIsValid(RLSocketRef s);
 
