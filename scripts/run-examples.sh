@@ -17,7 +17,7 @@ BIN=$BUILD/examples
 TIMEOUT=${EXAMPLE_TIMEOUT:-120}
 
 ALL_EXAMPLES=(countdown interleave producer_consumer progress_bar delegate_thread listing_2_3
-              worker_start_stop sync_tour cf_listings)
+              worker_start_stop sync_tour cf_listings port_checkin)
 
 declare -A TITLES=(
   [countdown]="a repeating run-loop timer counting 10 -> 1 (0.2 s ticks in this tour; 1 s when run alone)"
@@ -29,6 +29,7 @@ declare -A TITLES=(
   [worker_start_stop]="a worker thread: start returns when ready, stop returns when gone"
   [sync_tour]="atomics, locks, conditions, read-write and distributed locks, lock-order detector"
   [cf_listings]="the Run Loops chapter's CF listings, through cf_compat.h"
+  [port_checkin]="Listings 3-12 to 3-15: a worker checks in through ports, then takes jobs"
 )
 
 demo=0
@@ -69,6 +70,17 @@ count_lines() {
 # FROM and the next line starting with TO.
 section() {
   awk -v from="$1" -v to="$2" 'index($0, from) == 1 { on = 1; next } on && index($0, to) == 1 { exit } on' "$OUT"
+}
+
+check_port_checkin() {
+  has_line "  [worker] checking in with the main thread"
+  has_line "  [main] check-in received: the worker's port is kept"
+  # the results come back in the order the jobs went out
+  [ "$(grep -E '^  \[main\] job [0-9] done$' "$OUT" | grep -Eo '[0-9]' | tr '\n' ' ')" = "1 2 3 4 5 " ] ||
+    fail "results were not jobs 1..5 in order"
+  has_line "  [worker] exit message: leaving the run loop"
+  has_line "  [main] worker gone; its port is invalid"
+  has_line "port check-in: done (5 results)"
 }
 
 check_countdown() {

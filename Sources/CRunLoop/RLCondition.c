@@ -36,36 +36,36 @@ static char *cond_describe(const void *obj) {
 static const rl__class rl__condition_class = {"RLCondition", cond_finalize, cond_can_destroy, cond_describe};
 
 RLConditionRef RLConditionCreate(void) {
-    return rl__object_alloc(&rl__condition_class, sizeof(struct RLCondition), "RLConditionCreate");
+    return rl__object_alloc(&rl__condition_class, sizeof(struct RLCondition), __func__);
 }
 
 bool RLConditionLock(RLConditionRef cond) {
-    if (RL__UNLIKELY(!rl__check(cond, &rl__condition_class, "RLConditionLock")))
+    if (RL__UNLIKELY(!rl__check(cond, &rl__condition_class, __func__)))
         return false;
     if (RL__LIKELY(!rl__lockdep_enabled()) && RL__LIKELY(rl__mutex_trylock(&cond->m)))
         return true;
-    return rl__mutex_lock_checked(&cond->m, cond, &cond->name, NULL, "RLConditionLock", __builtin_return_address(0));
+    return rl__mutex_lock_checked(&cond->m, cond, &cond->name, NULL, __func__, __builtin_return_address(0));
 }
 
 bool RLConditionTryLock(RLConditionRef cond) {
-    if (RL__UNLIKELY(!rl__check(cond, &rl__condition_class, "RLConditionTryLock")))
+    if (RL__UNLIKELY(!rl__check(cond, &rl__condition_class, __func__)))
         return false;
-    return rl__mutex_trylock_checked(&cond->m, cond, &cond->name, "RLConditionTryLock", __builtin_return_address(0));
+    return rl__mutex_trylock_checked(&cond->m, cond, &cond->name, __func__, __builtin_return_address(0));
 }
 
 bool RLConditionLockBeforeDate(RLConditionRef cond, RLAbsoluteTime limit) {
     struct timespec deadline;
-    if (RL__UNLIKELY(!rl__check(cond, &rl__condition_class, "RLConditionLockBeforeDate")) ||
-        !rl__deadline_for(limit, &deadline, "RLConditionLockBeforeDate"))
+    if (RL__UNLIKELY(!rl__check(cond, &rl__condition_class, __func__)) ||
+        !rl__deadline_for(limit, &deadline, __func__))
         return false;
-    return rl__mutex_lock_checked(&cond->m, cond, &cond->name, &deadline, "RLConditionLockBeforeDate",
+    return rl__mutex_lock_checked(&cond->m, cond, &cond->name, &deadline, __func__,
                                   __builtin_return_address(0));
 }
 
 bool RLConditionUnlock(RLConditionRef cond) {
-    if (RL__UNLIKELY(!rl__check(cond, &rl__condition_class, "RLConditionUnlock")))
+    if (RL__UNLIKELY(!rl__check(cond, &rl__condition_class, __func__)))
         return false;
-    return rl__mutex_unlock_checked(&cond->m, cond, "RLConditionUnlock");
+    return rl__mutex_unlock_checked(&cond->m, cond, __func__);
 }
 
 /* Releases the lock, sleeps on seq, retakes the lock. Returns ETIMEDOUT if
@@ -91,8 +91,8 @@ static int cond_wait(RLConditionRef cond, const struct timespec *deadline, const
 }
 
 bool RLConditionWait(RLConditionRef cond) {
-    if (RL__UNLIKELY(!rl__check(cond, &rl__condition_class, "RLConditionWait")) ||
-        RL__UNLIKELY(!rl__mutex_check_owner(&cond->m, "RLConditionWait")))
+    if (RL__UNLIKELY(!rl__check(cond, &rl__condition_class, __func__)) ||
+        RL__UNLIKELY(!rl__mutex_check_owner(&cond->m, __func__)))
         return false;
     cond_wait(cond, NULL, __builtin_return_address(0));
     return true;
@@ -100,12 +100,12 @@ bool RLConditionWait(RLConditionRef cond) {
 
 bool RLConditionWaitUntilDate(RLConditionRef cond, RLAbsoluteTime limit) {
     struct timespec deadline;
-    if (RL__UNLIKELY(!rl__check(cond, &rl__condition_class, "RLConditionWaitUntilDate")) ||
-        !rl__deadline_for(limit, &deadline, "RLConditionWaitUntilDate") ||
-        RL__UNLIKELY(!rl__mutex_check_owner(&cond->m, "RLConditionWaitUntilDate")))
+    if (RL__UNLIKELY(!rl__check(cond, &rl__condition_class, __func__)) ||
+        !rl__deadline_for(limit, &deadline, __func__) ||
+        RL__UNLIKELY(!rl__mutex_check_owner(&cond->m, __func__)))
         return false;
     if (cond_wait(cond, &deadline, __builtin_return_address(0)) == ETIMEDOUT)
-        return rl__fail(kRLErrorTimedOut, "RLConditionWaitUntilDate", "not signalled before the date");
+        return rl__fail(kRLErrorTimedOut, __func__, "not signalled before the date");
     return true;
 }
 
@@ -116,27 +116,27 @@ static void cond_wake(RLConditionRef cond, int n) {
 }
 
 bool RLConditionSignal(RLConditionRef cond) {
-    if (RL__UNLIKELY(!rl__check(cond, &rl__condition_class, "RLConditionSignal")))
+    if (RL__UNLIKELY(!rl__check(cond, &rl__condition_class, __func__)))
         return false;
     cond_wake(cond, 1);
     return true;
 }
 
 bool RLConditionBroadcast(RLConditionRef cond) {
-    if (RL__UNLIKELY(!rl__check(cond, &rl__condition_class, "RLConditionBroadcast")))
+    if (RL__UNLIKELY(!rl__check(cond, &rl__condition_class, __func__)))
         return false;
     cond_wake(cond, INT_MAX);
     return true;
 }
 
 bool RLConditionSetName(RLConditionRef cond, const char *name) {
-    if (!rl__check(cond, &rl__condition_class, "RLConditionSetName"))
+    if (!rl__check(cond, &rl__condition_class, __func__))
         return false;
-    return rl__lockname_set(&cond->name, name, "RLConditionSetName");
+    return rl__lockname_set(&cond->name, name, __func__);
 }
 
 char *RLConditionCopyName(RLConditionRef cond) {
-    if (!rl__check(cond, &rl__condition_class, "RLConditionCopyName"))
+    if (!rl__check(cond, &rl__condition_class, __func__))
         return NULL;
-    return rl__lockname_copy(&cond->name, "RLConditionCopyName");
+    return rl__lockname_copy(&cond->name, __func__);
 }

@@ -43,17 +43,17 @@ static const rl__class rl__condlock_class = {"RLConditionLock", cl_finalize, cl_
 
 RLConditionLockRef RLConditionLockCreateWithCondition(RLIndex condition) {
     CL lock = rl__object_alloc(&rl__condlock_class, sizeof(struct RLConditionLock),
-                               "RLConditionLockCreateWithCondition");
+                               __func__);
     if (lock)
         atomic_init(&lock->condition, condition);
     return lock;
 }
 
 bool RLConditionLockGetCondition(RLConditionLockRef lock, RLIndex *condition) {
-    if (!rl__check(lock, &rl__condlock_class, "RLConditionLockGetCondition"))
+    if (!rl__check(lock, &rl__condlock_class, __func__))
         return false;
     if (!condition)
-        return rl__fail(kRLErrorInvalidArgument, "RLConditionLockGetCondition", "NULL condition pointer");
+        return rl__fail(kRLErrorInvalidArgument, __func__, "NULL condition pointer");
     *condition = atomic_load_explicit(&lock->condition, memory_order_relaxed);
     return true;
 }
@@ -93,38 +93,38 @@ static bool cl_lock_when(CL lock, RLIndex want, const struct timespec *deadline,
 }
 
 bool RLConditionLockLock(RLConditionLockRef lock) {
-    if (RL__UNLIKELY(!rl__check(lock, &rl__condlock_class, "RLConditionLockLock")))
+    if (RL__UNLIKELY(!rl__check(lock, &rl__condlock_class, __func__)))
         return false;
     if (RL__LIKELY(!rl__lockdep_enabled()) && RL__LIKELY(rl__mutex_trylock(&lock->m)))
         return true;
-    return rl__mutex_lock_checked(&lock->m, lock, &lock->name, NULL, "RLConditionLockLock",
+    return rl__mutex_lock_checked(&lock->m, lock, &lock->name, NULL, __func__,
                                   __builtin_return_address(0));
 }
 
 bool RLConditionLockTryLock(RLConditionLockRef lock) {
-    if (RL__UNLIKELY(!rl__check(lock, &rl__condlock_class, "RLConditionLockTryLock")))
+    if (RL__UNLIKELY(!rl__check(lock, &rl__condlock_class, __func__)))
         return false;
-    return rl__mutex_trylock_checked(&lock->m, lock, &lock->name, "RLConditionLockTryLock",
+    return rl__mutex_trylock_checked(&lock->m, lock, &lock->name, __func__,
                                      __builtin_return_address(0));
 }
 
 bool RLConditionLockLockBeforeDate(RLConditionLockRef lock, RLAbsoluteTime limit) {
     struct timespec deadline;
-    if (RL__UNLIKELY(!rl__check(lock, &rl__condlock_class, "RLConditionLockLockBeforeDate")) ||
-        !rl__deadline_for(limit, &deadline, "RLConditionLockLockBeforeDate"))
+    if (RL__UNLIKELY(!rl__check(lock, &rl__condlock_class, __func__)) ||
+        !rl__deadline_for(limit, &deadline, __func__))
         return false;
-    return rl__mutex_lock_checked(&lock->m, lock, &lock->name, &deadline, "RLConditionLockLockBeforeDate",
+    return rl__mutex_lock_checked(&lock->m, lock, &lock->name, &deadline, __func__,
                                   __builtin_return_address(0));
 }
 
 bool RLConditionLockLockWhenCondition(RLConditionLockRef lock, RLIndex condition) {
-    if (RL__UNLIKELY(!rl__check(lock, &rl__condlock_class, "RLConditionLockLockWhenCondition")))
+    if (RL__UNLIKELY(!rl__check(lock, &rl__condlock_class, __func__)))
         return false;
-    return cl_lock_when(lock, condition, NULL, "RLConditionLockLockWhenCondition", __builtin_return_address(0));
+    return cl_lock_when(lock, condition, NULL, __func__, __builtin_return_address(0));
 }
 
 bool RLConditionLockLockWhenConditionBeforeDate(RLConditionLockRef lock, RLIndex condition, RLAbsoluteTime limit) {
-    const char *fn = "RLConditionLockLockWhenConditionBeforeDate";
+    const char *fn = __func__;
     struct timespec deadline;
     if (RL__UNLIKELY(!rl__check(lock, &rl__condlock_class, fn)) || !rl__deadline_for(limit, &deadline, fn))
         return false;
@@ -132,7 +132,7 @@ bool RLConditionLockLockWhenConditionBeforeDate(RLConditionLockRef lock, RLIndex
 }
 
 bool RLConditionLockTryLockWhenCondition(RLConditionLockRef lock, RLIndex condition) {
-    const char *fn = "RLConditionLockTryLockWhenCondition";
+    const char *fn = __func__;
     if (RL__UNLIKELY(!rl__check(lock, &rl__condlock_class, fn)))
         return false;
     if (!rl__mutex_trylock(&lock->m))
@@ -149,13 +149,13 @@ bool RLConditionLockTryLockWhenCondition(RLConditionLockRef lock, RLIndex condit
 }
 
 bool RLConditionLockUnlock(RLConditionLockRef lock) {
-    if (RL__UNLIKELY(!rl__check(lock, &rl__condlock_class, "RLConditionLockUnlock")))
+    if (RL__UNLIKELY(!rl__check(lock, &rl__condlock_class, __func__)))
         return false;
-    return rl__mutex_unlock_checked(&lock->m, lock, "RLConditionLockUnlock");
+    return rl__mutex_unlock_checked(&lock->m, lock, __func__);
 }
 
 bool RLConditionLockUnlockWithCondition(RLConditionLockRef lock, RLIndex condition) {
-    const char *fn = "RLConditionLockUnlockWithCondition";
+    const char *fn = __func__;
     if (RL__UNLIKELY(!rl__check(lock, &rl__condlock_class, fn)) || RL__UNLIKELY(!rl__mutex_check_owner(&lock->m, fn)))
         return false;
     bool wake = false;
@@ -175,13 +175,13 @@ bool RLConditionLockUnlockWithCondition(RLConditionLockRef lock, RLIndex conditi
 }
 
 bool RLConditionLockSetName(RLConditionLockRef lock, const char *name) {
-    if (!rl__check(lock, &rl__condlock_class, "RLConditionLockSetName"))
+    if (!rl__check(lock, &rl__condlock_class, __func__))
         return false;
-    return rl__lockname_set(&lock->name, name, "RLConditionLockSetName");
+    return rl__lockname_set(&lock->name, name, __func__);
 }
 
 char *RLConditionLockCopyName(RLConditionLockRef lock) {
-    if (!rl__check(lock, &rl__condlock_class, "RLConditionLockCopyName"))
+    if (!rl__check(lock, &rl__condlock_class, __func__))
         return NULL;
-    return rl__lockname_copy(&lock->name, "RLConditionLockCopyName");
+    return rl__lockname_copy(&lock->name, __func__);
 }

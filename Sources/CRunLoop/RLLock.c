@@ -164,51 +164,51 @@ static char *lock_describe(const void *obj) {
 
 static const rl__class rl__lock_class = {"RLLock", lock_finalize, lock_can_destroy, lock_describe};
 
-RLLockRef RLLockCreate(void) { return rl__object_alloc(&rl__lock_class, sizeof(struct RLLock), "RLLockCreate"); }
+RLLockRef RLLockCreate(void) { return rl__object_alloc(&rl__lock_class, sizeof(struct RLLock), __func__); }
 
 bool RLLockLock(RLLockRef lock) {
-    if (RL__UNLIKELY(!rl__check(lock, &rl__lock_class, "RLLockLock")))
+    if (RL__UNLIKELY(!rl__check(lock, &rl__lock_class, __func__)))
         return false;
     if (RL__LIKELY(!rl__lockdep_enabled()) && RL__LIKELY(rl__mutex_trylock(&lock->m)))
         return true;
-    return rl__mutex_lock_checked(&lock->m, lock, &lock->name, NULL, "RLLockLock", __builtin_return_address(0));
+    return rl__mutex_lock_checked(&lock->m, lock, &lock->name, NULL, __func__, __builtin_return_address(0));
 }
 
 bool RLLockUnlock(RLLockRef lock) {
-    if (RL__UNLIKELY(!rl__check(lock, &rl__lock_class, "RLLockUnlock")))
+    if (RL__UNLIKELY(!rl__check(lock, &rl__lock_class, __func__)))
         return false;
     if (RL__LIKELY(!rl__lockdep_enabled()) && RL__LIKELY(rl__mutex_held_by_self(&lock->m))) {
         rl__mutex_unlock(&lock->m);
         return true;
     }
-    return rl__mutex_unlock_checked(&lock->m, lock, "RLLockUnlock");
+    return rl__mutex_unlock_checked(&lock->m, lock, __func__);
 }
 
 bool RLLockTryLock(RLLockRef lock) {
-    if (RL__UNLIKELY(!rl__check(lock, &rl__lock_class, "RLLockTryLock")))
+    if (RL__UNLIKELY(!rl__check(lock, &rl__lock_class, __func__)))
         return false;
-    return rl__mutex_trylock_checked(&lock->m, lock, &lock->name, "RLLockTryLock", __builtin_return_address(0));
+    return rl__mutex_trylock_checked(&lock->m, lock, &lock->name, __func__, __builtin_return_address(0));
 }
 
 bool RLLockLockBeforeDate(RLLockRef lock, RLAbsoluteTime limit) {
     struct timespec deadline;
-    if (RL__UNLIKELY(!rl__check(lock, &rl__lock_class, "RLLockLockBeforeDate")) ||
-        !rl__deadline_for(limit, &deadline, "RLLockLockBeforeDate"))
+    if (RL__UNLIKELY(!rl__check(lock, &rl__lock_class, __func__)) ||
+        !rl__deadline_for(limit, &deadline, __func__))
         return false;
-    return rl__mutex_lock_checked(&lock->m, lock, &lock->name, &deadline, "RLLockLockBeforeDate",
+    return rl__mutex_lock_checked(&lock->m, lock, &lock->name, &deadline, __func__,
                                   __builtin_return_address(0));
 }
 
 bool RLLockSetName(RLLockRef lock, const char *name) {
-    if (!rl__check(lock, &rl__lock_class, "RLLockSetName"))
+    if (!rl__check(lock, &rl__lock_class, __func__))
         return false;
-    return rl__lockname_set(&lock->name, name, "RLLockSetName");
+    return rl__lockname_set(&lock->name, name, __func__);
 }
 
 char *RLLockCopyName(RLLockRef lock) {
-    if (!rl__check(lock, &rl__lock_class, "RLLockCopyName"))
+    if (!rl__check(lock, &rl__lock_class, __func__))
         return NULL;
-    return rl__lockname_copy(&lock->name, "RLLockCopyName");
+    return rl__lockname_copy(&lock->name, __func__);
 }
 
 /* ---- RLRecursiveLock ---- */
@@ -240,7 +240,7 @@ static char *rlock_describe(const void *obj) {
 static const rl__class rl__rlock_class = {"RLRecursiveLock", rlock_finalize, rlock_can_destroy, rlock_describe};
 
 RLRecursiveLockRef RLRecursiveLockCreate(void) {
-    return rl__object_alloc(&rl__rlock_class, sizeof(struct RLRecursiveLock), "RLRecursiveLockCreate");
+    return rl__object_alloc(&rl__rlock_class, sizeof(struct RLRecursiveLock), __func__);
 }
 
 /* The holder re-entering never blocks and is not a new lock-order edge. */
@@ -266,25 +266,25 @@ static bool rlock_lock(RLRecursiveLockRef lock, const struct timespec *deadline,
 }
 
 bool RLRecursiveLockLock(RLRecursiveLockRef lock) {
-    if (RL__UNLIKELY(!rl__check(lock, &rl__rlock_class, "RLRecursiveLockLock")))
+    if (RL__UNLIKELY(!rl__check(lock, &rl__rlock_class, __func__)))
         return false;
-    return rlock_lock(lock, NULL, "RLRecursiveLockLock", __builtin_return_address(0));
+    return rlock_lock(lock, NULL, __func__, __builtin_return_address(0));
 }
 
 bool RLRecursiveLockLockBeforeDate(RLRecursiveLockRef lock, RLAbsoluteTime limit) {
     struct timespec deadline;
-    if (RL__UNLIKELY(!rl__check(lock, &rl__rlock_class, "RLRecursiveLockLockBeforeDate")) ||
-        !rl__deadline_for(limit, &deadline, "RLRecursiveLockLockBeforeDate"))
+    if (RL__UNLIKELY(!rl__check(lock, &rl__rlock_class, __func__)) ||
+        !rl__deadline_for(limit, &deadline, __func__))
         return false;
-    return rlock_lock(lock, &deadline, "RLRecursiveLockLockBeforeDate", __builtin_return_address(0));
+    return rlock_lock(lock, &deadline, __func__, __builtin_return_address(0));
 }
 
 bool RLRecursiveLockTryLock(RLRecursiveLockRef lock) {
-    if (RL__UNLIKELY(!rl__check(lock, &rl__rlock_class, "RLRecursiveLockTryLock")))
+    if (RL__UNLIKELY(!rl__check(lock, &rl__rlock_class, __func__)))
         return false;
     if (rl__mutex_held_by_self(&lock->m))
-        return rlock_reenter(lock, "RLRecursiveLockTryLock");
-    if (!rl__mutex_trylock_checked(&lock->m, lock, &lock->name, "RLRecursiveLockTryLock",
+        return rlock_reenter(lock, __func__);
+    if (!rl__mutex_trylock_checked(&lock->m, lock, &lock->name, __func__,
                                    __builtin_return_address(0)))
         return false;
     lock->count = 1;
@@ -292,8 +292,8 @@ bool RLRecursiveLockTryLock(RLRecursiveLockRef lock) {
 }
 
 bool RLRecursiveLockUnlock(RLRecursiveLockRef lock) {
-    if (RL__UNLIKELY(!rl__check(lock, &rl__rlock_class, "RLRecursiveLockUnlock")) ||
-        RL__UNLIKELY(!rl__mutex_check_owner(&lock->m, "RLRecursiveLockUnlock")))
+    if (RL__UNLIKELY(!rl__check(lock, &rl__rlock_class, __func__)) ||
+        RL__UNLIKELY(!rl__mutex_check_owner(&lock->m, __func__)))
         return false;
     if (--lock->count > 0)
         return true;
@@ -304,19 +304,19 @@ bool RLRecursiveLockUnlock(RLRecursiveLockRef lock) {
 }
 
 RLIndex RLRecursiveLockGetRecursionCount(RLRecursiveLockRef lock) {
-    if (!rl__check(lock, &rl__rlock_class, "RLRecursiveLockGetRecursionCount"))
+    if (!rl__check(lock, &rl__rlock_class, __func__))
         return -1;
     return rl__mutex_held_by_self(&lock->m) ? (RLIndex)lock->count : 0;
 }
 
 bool RLRecursiveLockSetName(RLRecursiveLockRef lock, const char *name) {
-    if (!rl__check(lock, &rl__rlock_class, "RLRecursiveLockSetName"))
+    if (!rl__check(lock, &rl__rlock_class, __func__))
         return false;
-    return rl__lockname_set(&lock->name, name, "RLRecursiveLockSetName");
+    return rl__lockname_set(&lock->name, name, __func__);
 }
 
 char *RLRecursiveLockCopyName(RLRecursiveLockRef lock) {
-    if (!rl__check(lock, &rl__rlock_class, "RLRecursiveLockCopyName"))
+    if (!rl__check(lock, &rl__rlock_class, __func__))
         return NULL;
-    return rl__lockname_copy(&lock->name, "RLRecursiveLockCopyName");
+    return rl__lockname_copy(&lock->name, __func__);
 }

@@ -619,14 +619,15 @@ RLMessagePortRef RLMessagePortCreateLocal(RLAllocatorRef allocator, const char *
         return rl__fail_errno(err, __func__, "cannot listen as \"%s\"", name), NULL;
     }
     mp->callout = callout;
-    if (context) {
+    if (context)
         mp->ctx = *context;
-        if (mp->ctx.retain)
-            mp->ctx.info = (void *)mp->ctx.retain(mp->ctx.info);
-    }
     mp->reg_next = g_reg;
     g_reg = mp;
     pthread_mutex_unlock(&g_reg_mu);
+    /* The retain callback is user code: called with no lock held. The
+     * port has no source yet, so nothing calls out with info meanwhile. */
+    if (mp->ctx.retain)
+        mp->ctx.info = (void *)mp->ctx.retain(mp->ctx.info);
     if (shouldFreeInfo)
         *shouldFreeInfo = false;
     return mp;

@@ -47,7 +47,7 @@ static bool once_run(RLOnceToken *token, void (*fn)(void *), void *context, cons
 }
 
 bool RLOnceRun(RLOnceToken *token, void (*fn)(void *), void *context) {
-    return once_run(token, fn, context, "RLOnceRun");
+    return once_run(token, fn, context, __func__);
 }
 
 #if __BLOCKS__
@@ -58,7 +58,7 @@ static void once_block_trampoline(void *context) {
 
 bool RLOnceRunBlock(RLOnceToken *token, void (^block)(void)) {
     if (RL__UNLIKELY(block == NULL))
-        return rl__fail(kRLErrorInvalidArgument, "RLOnceRunBlock", "NULL block");
-    return once_run(token, once_block_trampoline, (void *)block, "RLOnceRunBlock");
+        return rl__fail(kRLErrorInvalidArgument, __func__, "NULL block");
+    return once_run(token, once_block_trampoline, (void *)block, __func__);
 }
 #endif

@@ -315,7 +315,7 @@ static RLPerformToken rl__perform_after_delay(void (*fn)(void *), void *arg, RLP
 
 RLPerformToken RLThreadPerformAfterDelay(void (*fn)(void *arg), void *arg, RLTimeInterval delay,
                                          const RLRunLoopMode *modes) {
-    static const char fname[] = "RLThreadPerformAfterDelay";
+    const char *fname = __func__;
     if (!fn) {
         rl__fail(kRLErrorInvalidArgument, fname, "NULL function");
         return 0;
@@ -326,7 +326,7 @@ RLPerformToken RLThreadPerformAfterDelay(void (*fn)(void *arg), void *arg, RLTim
 RLPerformToken RLThreadPerformAfterDelayWithRelease(void (*fn)(void *arg), void *arg,
                                                     RLPerformReleaseCallBack release, RLTimeInterval delay,
                                                     const RLRunLoopMode *modes) {
-    static const char fname[] = "RLThreadPerformAfterDelayWithRelease";
+    const char *fname = __func__;
     RLPerformToken token = 0;
     if (!fn)
         rl__fail(kRLErrorInvalidArgument, fname, "NULL function");
@@ -339,7 +339,7 @@ RLPerformToken RLThreadPerformAfterDelayWithRelease(void (*fn)(void *arg), void 
 
 #if __BLOCKS__
 RLPerformToken RLThreadPerformBlockAfterDelay(RLTimeInterval delay, const RLRunLoopMode *modes, void (^block)(void)) {
-    static const char fname[] = "RLThreadPerformBlockAfterDelay";
+    const char *fname = __func__;
     if (!block) {
         rl__fail(kRLErrorInvalidArgument, fname, "NULL block");
         return 0;
@@ -387,14 +387,14 @@ static RLIndex rl__cancel_delayed(RLPerformToken token, void (*fn)(void *), void
 
 bool RLThreadCancelPerformRequest(RLPerformToken token) {
     if (token == 0 || rl__cancel_delayed(token, NULL, NULL) == 0)
-        return rl__fail(kRLErrorNotFound, "RLThreadCancelPerformRequest",
+        return rl__fail(kRLErrorNotFound, __func__,
                         "no pending delayed request %llu on this thread", (unsigned long long)token);
     return true;
 }
 
 RLIndex RLThreadCancelPreviousPerformRequests(void (*fn)(void *arg), void *arg) {
     if (!fn) {
-        rl__fail(kRLErrorInvalidArgument, "RLThreadCancelPreviousPerformRequests", "NULL function");
+        rl__fail(kRLErrorInvalidArgument, __func__, "NULL function");
         return -1;
     }
     return rl__cancel_delayed(0, fn, arg);

@@ -11,6 +11,7 @@
  * invalidated, or their limit date passes.
  */
 #include "RLDataInternal.h"
+#include "RLLockInternal.h"
 #include "rl_weak.h"
 
 #include <crunloop/RLPort.h>
@@ -27,7 +28,7 @@ extern void *_Block_copy(const void *block);
 extern void _Block_release(const void *block);
 #endif
 
-enum { RL_PORT_DEFAULT_LIMIT = 1024, RL_PORT_BATCH = 64, RL_PORT_INLINE_LOOPS = 4 };
+enum { RL_PORT_DEFAULT_LIMIT = 1024, RL_PORT_INLINE_LOOPS = 4 };
 
 struct RLPortMessage {
     rl__object base;
@@ -47,11 +48,20 @@ typedef struct rl_port_loop {
 
 struct RLPort {
     rl__object base;
-    pthread_mutex_t mu;
-    pthread_cond_t room; /* senders waiting for the queue to shrink */
-    bool valid;
+    /* The queue, the loops and the state: a futex mutex whose uncontended
+     * lock and unlock are inline (RLLockInternal.h); never held while user
+     * code runs. */
+    rl__mutex mu;
+    /* Senders that wait for room sleep on `room` under `wait_mu`, apart
+     * from the queue's lock, so that the common send never touches them:
+     * a drain that made room broadcasts only if `waiting` says someone
+     * waits (both sides use sequentially consistent atomics: a sender
+     * either sees the room or is seen waiting). */
+    pthread_mutex_t wait_mu;
+    pthread_cond_t room;
+    _Atomic unsigned waiting;
+    _Atomic bool valid;
     bool inval_called;
-    unsigned waiting; /* senders in pthread_cond_timedwait */
     struct RLPortMessage *head, *tail;
     RLIndex queued, limit;
     RLPortCallBack callout;
@@ -66,6 +76,21 @@ struct RLPort {
     size_t nloops, caploops;
     rl_port_loop inline_loops[RL_PORT_INLINE_LOOPS];
 };
+
+static inline void port_lock(struct RLPort *p) {
+    if (RL__UNLIKELY(!rl__mutex_trylock(&p->mu)))
+        rl__mutex_lock_slow(&p->mu, NULL);
+}
+static inline void port_unlock(struct RLPort *p) { rl__mutex_unlock(&p->mu); }
+
+/* Wakes the senders waiting for room, if any. */
+static void port_room(struct RLPort *p) {
+    if (atomic_load(&p->waiting) == 0)
+        return;
+    pthread_mutex_lock(&p->wait_mu);
+    pthread_cond_broadcast(&p->room);
+    pthread_mutex_unlock(&p->wait_mu);
+}
 
 /* ---- messages ---- */
 
@@ -175,16 +200,16 @@ static void port_finalize(void *obj) {
     if (p->loops != p->inline_loops)
         free(p->loops);
     pthread_cond_destroy(&p->room);
-    pthread_mutex_destroy(&p->mu);
+    pthread_mutex_destroy(&p->wait_mu);
 }
 
 static char *port_describe(const void *obj) {
     struct RLPort *p = (struct RLPort *)obj;
-    pthread_mutex_lock(&p->mu);
+    port_lock(p);
     char *s = NULL;
     int r = asprintf(&s, "<RLPort %p>{%s%ld queued of %ld, in %zu loop(s)}", obj, p->valid ? "" : "invalid, ",
                      (long)p->queued, (long)p->limit, p->nloops);
-    pthread_mutex_unlock(&p->mu);
+    port_unlock(p);
     return r < 0 ? NULL : s;
 }
 
@@ -192,7 +217,7 @@ static struct RLPort *port_new(const char *fn) {
     struct RLPort *p = rl__object_alloc(&rl__port_class, sizeof *p, fn);
     if (!p)
         return NULL;
-    pthread_mutex_init(&p->mu, NULL);
+    pthread_mutex_init(&p->wait_mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -252,35 +277,35 @@ bool RLPortSetQueueLimit(RLPortRef p, RLIndex messages) {
         return false;
     if (messages < 1)
         return rl__fail(kRLErrorInvalidArgument, __func__, "a queue limit is at least 1, not %ld", (long)messages);
-    pthread_mutex_lock(&p->mu);
+    port_lock(p);
     p->limit = messages;
-    pthread_cond_broadcast(&p->room); /* a raised limit lets waiting senders in */
-    pthread_mutex_unlock(&p->mu);
+    port_unlock(p);
+    port_room(p); /* a raised limit lets waiting senders in */
     return true;
 }
 
 RLIndex RLPortGetQueuedCount(RLPortRef p) {
     if (!port_ok(p, __func__))
         return -1;
-    pthread_mutex_lock(&p->mu);
+    port_lock(p);
     RLIndex n = p->queued;
-    pthread_mutex_unlock(&p->mu);
+    port_unlock(p);
     return n;
 }
 
 bool RLPortIsValid(RLPortRef p) {
     if (!port_ok(p, __func__))
         return false;
-    pthread_mutex_lock(&p->mu);
+    port_lock(p);
     bool v = p->valid;
-    pthread_mutex_unlock(&p->mu);
+    port_unlock(p);
     return v;
 }
 
 static void invalidate(struct RLPort *p) {
-    pthread_mutex_lock(&p->mu);
+    port_lock(p);
     if (!p->valid) {
-        pthread_mutex_unlock(&p->mu);
+        port_unlock(p);
         return;
     }
     p->valid = false;
@@ -289,11 +314,11 @@ static void invalidate(struct RLPort *p) {
     p->queued = 0;
     RLRunLoopSourceRef source = p->source;
     p->source = NULL;
-    pthread_cond_broadcast(&p->room);
     RLPortInvalidationCallBack cb = p->inval;
     bool call = cb && !p->inval_called;
     p->inval_called = p->inval_called || call;
-    pthread_mutex_unlock(&p->mu);
+    port_unlock(p);
+    port_room(p);
     rl__weak_cut(p->self);
     while (q) {
         struct RLPortMessage *next = q->next;
@@ -307,11 +332,11 @@ static void invalidate(struct RLPort *p) {
     /* The link is cut, so the source's cancel callbacks did not touch the
      * loop list: let go of the loops here. Releasing a loop runs no user
      * code and never calls back into the port, so the lock may be held. */
-    pthread_mutex_lock(&p->mu);
+    port_lock(p);
     for (size_t i = 0; i < p->nloops; i++)
         RLRelease(p->loops[i].rl);
     p->nloops = 0;
-    pthread_mutex_unlock(&p->mu);
+    port_unlock(p);
     if (call)
         cb(p, p->ctx.info);
 }
@@ -333,11 +358,11 @@ bool RLPortInvalidate(RLPortRef p) {
 bool RLPortSetInvalidationCallBack(RLPortRef p, RLPortInvalidationCallBack callout) {
     if (!port_ok(p, __func__))
         return false;
-    pthread_mutex_lock(&p->mu);
+    port_lock(p);
     bool valid = p->valid;
     if (valid)
         p->inval = callout;
-    pthread_mutex_unlock(&p->mu);
+    port_unlock(p);
     if (!valid && callout)
         callout(p, p->ctx.info);
     return true;
@@ -349,7 +374,7 @@ static void src_schedule(void *info, RLRunLoopRef rl, RLRunLoopMode mode) {
     struct RLPort *p = rl__weak_get(info);
     if (!p)
         return;
-    pthread_mutex_lock(&p->mu);
+    port_lock(p);
     size_t i = 0;
     while (i < p->nloops && p->loops[i].rl != rl)
         i++;
@@ -358,7 +383,7 @@ static void src_schedule(void *info, RLRunLoopRef rl, RLRunLoopMode mode) {
             size_t cap = p->caploops * 2;
             rl_port_loop *a = malloc(cap * sizeof *a);
             if (!a) { /* the loop is not woken by sends; it still sees the signal when it next runs */
-                pthread_mutex_unlock(&p->mu);
+                port_unlock(p);
                 RLRelease(p);
                 return;
             }
@@ -372,7 +397,7 @@ static void src_schedule(void *info, RLRunLoopRef rl, RLRunLoopMode mode) {
     }
     p->loops[i].modes++;
     bool pending = p->queued > 0;
-    pthread_mutex_unlock(&p->mu);
+    port_unlock(p);
     if (pending) { /* sent before the port was in any loop */
         RLRunLoopSourceRef s = p->source;
         if (s)
@@ -388,7 +413,7 @@ static void src_cancel(void *info, RLRunLoopRef rl, RLRunLoopMode mode) {
     if (!p)
         return;
     RLRunLoopRef drop = NULL;
-    pthread_mutex_lock(&p->mu);
+    port_lock(p);
     for (size_t i = 0; i < p->nloops; i++)
         if (p->loops[i].rl == rl) {
             if (--p->loops[i].modes == 0) {
@@ -397,7 +422,7 @@ static void src_cancel(void *info, RLRunLoopRef rl, RLRunLoopMode mode) {
             }
             break;
         }
-    pthread_mutex_unlock(&p->mu);
+    port_unlock(p);
     if (drop)
         RLRelease(drop);
     RLRelease(p);
@@ -418,29 +443,15 @@ static void src_perform(void *info) {
     struct RLPort *p = rl__weak_get(info);
     if (!p)
         return;
-    pthread_mutex_lock(&p->mu);
-    struct RLPortMessage *batch = p->head, *last = NULL;
-    RLIndex n = 0;
-    for (struct RLPortMessage *m = batch; m && n < RL_PORT_BATCH; m = m->next, n++)
-        last = m;
-    if (last) {
-        p->head = last->next;
-        if (!p->head)
-            p->tail = NULL;
-        last->next = NULL;
-        p->queued -= n;
-    }
-    bool more = p->head != NULL;
-    if (p->waiting)
-        pthread_cond_broadcast(&p->room);
-    RLRunLoopSourceRef s = more && p->source ? (RLRunLoopSourceRef)RLRetain(p->source) : NULL;
-    pthread_mutex_unlock(&p->mu);
-    /* The rest of the queue waits for the next pass, so a flood on one
-     * port does not keep the loop from its other sources. */
-    if (s) {
-        RLRunLoopSourceSignal(s);
-        RLRelease(s);
-    }
+    /* Everything queued now, in one lock round; what comes while these
+     * run waits for the next pass (as perform requests do), so a flood on
+     * one port does not keep the loop from its other sources. */
+    port_lock(p);
+    struct RLPortMessage *batch = p->head;
+    p->head = p->tail = NULL;
+    p->queued = 0;
+    port_unlock(p);
+    port_room(p);
     while (batch) {
         struct RLPortMessage *next = batch->next;
         batch->next = NULL;
@@ -448,7 +459,7 @@ static void src_perform(void *info) {
             RLRetain(batch->recv_port);
             batch->recv_borrowed = false;
         }
-        if (RLPortIsValid(p))
+        if (atomic_load_explicit(&p->valid, memory_order_acquire))
             deliver(p, batch);
         RLRelease(batch);
         batch = next;
@@ -459,14 +470,14 @@ static void src_perform(void *info) {
 RLRunLoopSourceRef RLPortCreateRunLoopSource(RLAllocatorRef allocator, RLPortRef p, RLIndex order) {
     if (!port_ok(p, __func__))
         return NULL;
-    pthread_mutex_lock(&p->mu);
+    port_lock(p);
     if (!p->valid) {
-        pthread_mutex_unlock(&p->mu);
+        port_unlock(p);
         return rl__fail(kRLErrorInvalidObject, __func__, "the port is invalid"), NULL;
     }
     if (p->source) {
         RLRunLoopSourceRef s = (RLRunLoopSourceRef)RLRetain(p->source);
-        pthread_mutex_unlock(&p->mu);
+        port_unlock(p);
         return s;
     }
     RLRunLoopSourceContext ctx = {0};
@@ -481,7 +492,7 @@ RLRunLoopSourceRef RLPortCreateRunLoopSource(RLAllocatorRef allocator, RLPortRef
     RLRunLoopSourceRef s = RLRunLoopSourceCreate(NULL, order, &ctx);
     if (s)
         p->source = (RLRunLoopSourceRef)RLRetain(s);
-    pthread_mutex_unlock(&p->mu);
+    port_unlock(p);
     return s;
 }
 
@@ -492,9 +503,9 @@ static bool port_membership(RLRunLoopRef rl, RLPortRef p, RLRunLoopMode mode, in
     if (op == 0) {
         s = RLPortCreateRunLoopSource(NULL, p, 0);
     } else {
-        pthread_mutex_lock(&p->mu);
+        port_lock(p);
         s = p->source ? (RLRunLoopSourceRef)RLRetain(p->source) : NULL;
-        pthread_mutex_unlock(&p->mu);
+        port_unlock(p);
         if (!s) /* never in any loop: nothing to remove (harmless, as RLRunLoopRemoveSource) */
             return op == 1;
     }
@@ -516,22 +527,52 @@ bool RLRunLoopContainsPort(RLRunLoopRef rl, RLPortRef p, RLRunLoopMode mode) {
 
 /* ---- sending ---- */
 
-static bool send_message(struct RLPort *p, struct RLPortMessage *m, RLAbsoluteTime limit, const char *fn) {
+/* Waits (without the queue's lock) until the queue has room, the port is
+ * invalid, or `limit` passes. Called with nothing held; returns with the
+ * queue's lock held when there is room (true), without it otherwise. */
+static bool wait_for_room(struct RLPort *p, RLAbsoluteTime limit, const char *fn) {
     struct timespec deadline = rl__monotonic_deadline_for_date(limit);
-    pthread_mutex_lock(&p->mu);
-    while (p->valid && p->queued >= p->limit) {
-        p->waiting++;
-        int r = pthread_cond_timedwait(&p->room, &p->mu, &deadline);
-        p->waiting--;
-        if (r == ETIMEDOUT && p->valid && p->queued >= p->limit) {
-            pthread_mutex_unlock(&p->mu);
-            return rl__fail(kRLErrorTimedOut, fn, "the port's queue stayed full (%ld messages) until the limit date",
-                            (long)p->limit);
+    pthread_mutex_lock(&p->wait_mu);
+    atomic_fetch_add(&p->waiting, 1);
+    int outcome; /* 1: room (queue locked), 0: invalid, -1: timed out */
+    bool timed_out = false;
+    for (;;) {
+        port_lock(p);
+        if (!p->valid) {
+            port_unlock(p);
+            outcome = 0;
+            break;
         }
+        if (p->queued < p->limit) {
+            outcome = 1; /* the queue's lock stays held for the caller */
+            break;
+        }
+        port_unlock(p);
+        if (timed_out) {
+            outcome = -1;
+            break;
+        }
+        timed_out = pthread_cond_timedwait(&p->room, &p->wait_mu, &deadline) == ETIMEDOUT;
     }
-    if (!p->valid) {
-        pthread_mutex_unlock(&p->mu);
+    atomic_fetch_sub(&p->waiting, 1);
+    pthread_mutex_unlock(&p->wait_mu);
+    if (outcome < 0)
+        return rl__fail(kRLErrorTimedOut, fn, "the port's queue stayed full (%ld messages) until the limit date",
+                        (long)p->limit);
+    if (outcome == 0)
         return rl__fail(kRLErrorInvalidObject, fn, "the port is invalid");
+    return true;
+}
+
+static bool send_message(struct RLPort *p, struct RLPortMessage *m, RLAbsoluteTime limit, const char *fn) {
+    port_lock(p);
+    if (RL__UNLIKELY(!p->valid || p->queued >= p->limit)) {
+        bool invalid = !p->valid;
+        port_unlock(p);
+        if (invalid)
+            return rl__fail(kRLErrorInvalidObject, fn, "the port is invalid");
+        if (!wait_for_room(p, limit, fn))
+            return false;
     }
     m->next = NULL;
     /* A queued message does not keep its port alive (the port owns its
@@ -560,7 +601,7 @@ static bool send_message(struct RLPort *p, struct RLPortMessage *m, RLAbsoluteTi
             wake[nwake++] = (RLRunLoopRef)RLRetain(p->loops[i].rl);
     }
     size_t more_loops = first && p->source && p->nloops > RL_PORT_INLINE_LOOPS;
-    pthread_mutex_unlock(&p->mu);
+    port_unlock(p);
     if (s) {
         RLRunLoopSourceSignal(s);
         RLRelease(s);
@@ -570,12 +611,12 @@ static bool send_message(struct RLPort *p, struct RLPortMessage *m, RLAbsoluteTi
         RLRelease(wake[i]);
     }
     if (more_loops) { /* rare: a port in more than a few loops */
-        pthread_mutex_lock(&p->mu);
+        port_lock(p);
         size_t n = p->nloops;
         RLRunLoopRef *all = malloc(n * sizeof *all);
         for (size_t i = 0; all && i < n; i++)
             all[i] = (RLRunLoopRef)RLRetain(p->loops[i].rl);
-        pthread_mutex_unlock(&p->mu);
+        port_unlock(p);
         for (size_t i = 0; all && i < n; i++) {
             RLRunLoopWakeUp(all[i]);
             RLRelease(all[i]);

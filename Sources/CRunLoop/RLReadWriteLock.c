@@ -141,7 +141,7 @@ static char *rw_describe(const void *obj) {
 static const rl__class rl__rwlock_class = {"RLReadWriteLock", rw_finalize, rw_can_destroy, rw_describe};
 
 RLReadWriteLockRef RLReadWriteLockCreate(void) {
-    return rl__object_alloc(&rl__rwlock_class, sizeof(struct RLReadWriteLock), "RLReadWriteLockCreate");
+    return rl__object_alloc(&rl__rwlock_class, sizeof(struct RLReadWriteLock), __func__);
 }
 
 /* ---- wake-ups ---- */
@@ -232,7 +232,7 @@ static bool read_lock(RW lock, int mode, const struct timespec *deadline, const 
 }
 
 bool RLReadWriteLockReadLock(RLReadWriteLockRef lock) {
-    if (RL__UNLIKELY(!rl__check(lock, &rl__rwlock_class, "RLReadWriteLockReadLock")))
+    if (RL__UNLIKELY(!rl__check(lock, &rl__rwlock_class, __func__)))
         return false;
     /* Fast path: this thread reads nothing yet, and no writer holds or waits
      * (so neither does this thread). One CAS, one record. */
@@ -246,17 +246,17 @@ bool RLReadWriteLockReadLock(RLReadWriteLockRef lock) {
             return true;
         }
     }
-    return read_lock(lock, 0, NULL, "RLReadWriteLockReadLock", __builtin_return_address(0));
+    return read_lock(lock, 0, NULL, __func__, __builtin_return_address(0));
 }
 
 bool RLReadWriteLockTryReadLock(RLReadWriteLockRef lock) {
-    if (RL__UNLIKELY(!rl__check(lock, &rl__rwlock_class, "RLReadWriteLockTryReadLock")))
+    if (RL__UNLIKELY(!rl__check(lock, &rl__rwlock_class, __func__)))
         return false;
-    return read_lock(lock, 1, NULL, "RLReadWriteLockTryReadLock", __builtin_return_address(0));
+    return read_lock(lock, 1, NULL, __func__, __builtin_return_address(0));
 }
 
 bool RLReadWriteLockReadLockBeforeDate(RLReadWriteLockRef lock, RLAbsoluteTime limit) {
-    const char *fn = "RLReadWriteLockReadLockBeforeDate";
+    const char *fn = __func__;
     struct timespec deadline;
     if (RL__UNLIKELY(!rl__check(lock, &rl__rwlock_class, fn)) || !rl__deadline_for(limit, &deadline, fn))
         return false;
@@ -314,19 +314,19 @@ static bool write_lock(RW lock, int mode, const struct timespec *deadline, const
 }
 
 bool RLReadWriteLockWriteLock(RLReadWriteLockRef lock) {
-    if (RL__UNLIKELY(!rl__check(lock, &rl__rwlock_class, "RLReadWriteLockWriteLock")))
+    if (RL__UNLIKELY(!rl__check(lock, &rl__rwlock_class, __func__)))
         return false;
-    return write_lock(lock, 0, NULL, "RLReadWriteLockWriteLock", __builtin_return_address(0));
+    return write_lock(lock, 0, NULL, __func__, __builtin_return_address(0));
 }
 
 bool RLReadWriteLockTryWriteLock(RLReadWriteLockRef lock) {
-    if (RL__UNLIKELY(!rl__check(lock, &rl__rwlock_class, "RLReadWriteLockTryWriteLock")))
+    if (RL__UNLIKELY(!rl__check(lock, &rl__rwlock_class, __func__)))
         return false;
-    return write_lock(lock, 1, NULL, "RLReadWriteLockTryWriteLock", __builtin_return_address(0));
+    return write_lock(lock, 1, NULL, __func__, __builtin_return_address(0));
 }
 
 bool RLReadWriteLockWriteLockBeforeDate(RLReadWriteLockRef lock, RLAbsoluteTime limit) {
-    const char *fn = "RLReadWriteLockWriteLockBeforeDate";
+    const char *fn = __func__;
     struct timespec deadline;
     if (RL__UNLIKELY(!rl__check(lock, &rl__rwlock_class, fn)) || !rl__deadline_for(limit, &deadline, fn))
         return false;
@@ -336,7 +336,7 @@ bool RLReadWriteLockWriteLockBeforeDate(RLReadWriteLockRef lock, RLAbsoluteTime 
 /* ---- unlock ---- */
 
 bool RLReadWriteLockUnlock(RLReadWriteLockRef lock) {
-    const char *fn = "RLReadWriteLockUnlock";
+    const char *fn = __func__;
     if (RL__UNLIKELY(!rl__check(lock, &rl__rwlock_class, fn)))
         return false;
     bool debug = RL__UNLIKELY(rl__lockdep_enabled());
@@ -366,13 +366,13 @@ bool RLReadWriteLockUnlock(RLReadWriteLockRef lock) {
 }
 
 bool RLReadWriteLockSetName(RLReadWriteLockRef lock, const char *name) {
-    if (!rl__check(lock, &rl__rwlock_class, "RLReadWriteLockSetName"))
+    if (!rl__check(lock, &rl__rwlock_class, __func__))
         return false;
-    return rl__lockname_set(&lock->name, name, "RLReadWriteLockSetName");
+    return rl__lockname_set(&lock->name, name, __func__);
 }
 
 char *RLReadWriteLockCopyName(RLReadWriteLockRef lock) {
-    if (!rl__check(lock, &rl__rwlock_class, "RLReadWriteLockCopyName"))
+    if (!rl__check(lock, &rl__rwlock_class, __func__))
         return NULL;
-    return rl__lockname_copy(&lock->name, "RLReadWriteLockCopyName");
+    return rl__lockname_copy(&lock->name, __func__);
 }

@@ -12,7 +12,7 @@ static bool check(const RLSpinLock *lock, const char *fn) {
 }
 
 bool RLSpinLockInit(RLSpinLock *lock) {
-    if (!check(lock, "RLSpinLockInit"))
+    if (!check(lock, __func__))
         return false;
     __atomic_store_n(&lock->_owner, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&lock->_state, 0, __ATOMIC_RELEASE);
@@ -106,7 +106,7 @@ static bool unlock(RLSpinLock *lock) {
 /* `where` is the caller's return address: the user's call site. */
 bool RLSpinLockTry(RLSpinLock *lock) {
     if (RL__UNLIKELY(lock == NULL) || debugging())
-        return check(lock, "RLSpinLockTry") && try_lock(lock, __builtin_return_address(0));
+        return check(lock, __func__) && try_lock(lock, __builtin_return_address(0));
     if (RL__UNLIKELY(!try_fast(lock)))
         return try_failed(lock);
     set_owner(lock);
@@ -115,7 +115,7 @@ bool RLSpinLockTry(RLSpinLock *lock) {
 
 bool RLSpinLockLock(RLSpinLock *lock) {
     if (RL__UNLIKELY(lock == NULL) || debugging())
-        return check(lock, "RLSpinLockLock") && lock_lock(lock, __builtin_return_address(0));
+        return check(lock, __func__) && lock_lock(lock, __builtin_return_address(0));
     if (RL__UNLIKELY(__atomic_exchange_n(&lock->_state, 1, __ATOMIC_ACQUIRE) != 0))
         return lock_contended(lock);
     set_owner(lock);
@@ -123,9 +123,9 @@ bool RLSpinLockLock(RLSpinLock *lock) {
 }
 
 bool RLSpinLockUnlock(RLSpinLock *lock) {
-    return check(lock, "RLSpinLockUnlock") && unlock(lock);
+    return check(lock, __func__) && unlock(lock);
 }
 
 bool RLSpinLockIsLocked(const RLSpinLock *lock) {
-    return check(lock, "RLSpinLockIsLocked") && __atomic_load_n(&lock->_state, __ATOMIC_RELAXED) != 0;
+    return check(lock, __func__) && __atomic_load_n(&lock->_state, __ATOMIC_RELAXED) != 0;
 }

@@ -288,11 +288,11 @@ static inline bool enter(const void *obj, enter_mode mode, const char *fn, const
 }
 
 bool RLSyncEnter(const void *obj) {
-    return enter(obj, ENTER_BLOCK, "RLSyncEnter", __builtin_return_address(0));
+    return enter(obj, ENTER_BLOCK, __func__, __builtin_return_address(0));
 }
 
 bool RLSyncTryEnter(const void *obj) {
-    return enter(obj, ENTER_TRY, "RLSyncTryEnter", __builtin_return_address(0));
+    return enter(obj, ENTER_TRY, __func__, __builtin_return_address(0));
 }
 
 static bool not_held(const void *obj, uint64_t owner) {
@@ -334,7 +334,7 @@ static bool exit_slow(rl__sync_thread *t, const void *obj) {
 
 bool RLSyncExit(const void *obj) {
     if (RL__UNLIKELY(obj == NULL))
-        return rl__fail(kRLErrorInvalidArgument, "RLSyncExit", "NULL object");
+        return rl__fail(kRLErrorInvalidArgument, __func__, "NULL object");
     rl__sync_thread *t = &t_sync;
     rl__sync_entry *e = cache_find(t, obj);
     if (RL__UNLIKELY(e == NULL))

@@ -1,5 +1,4 @@
 internal import CRunLoop
-import Synchronization
 
 /// The lock-order (potential deadlock) detector over C's `RLLockDebug…`
 /// functions: with it on, every RL lock records the order in which threads
@@ -48,8 +47,8 @@ public enum RLLockDebug {
     /// Sends reports to `handler` (on the thread that provoked each one)
     /// instead of stderr; `nil` restores stderr.
     public static func setReportHandler(_ handler: (@Sendable (Report) -> Void)?) {
-        // One permanent C trampoline reads the current closure under a
-        // Mutex (not an RL lock: the detector would watch it), so replacing
+        // One permanent C trampoline reads the current closure under the
+        // overlay's lock (Plumbing.swift; not an RL lock), so replacing
         // the handler never frees a closure a report is still running.
         let install = handlerStore.withLock { current -> Bool in
             current = handler
@@ -65,7 +64,7 @@ public enum RLLockDebug {
         }
     }
 
-    private static let handlerStore = Mutex<(@Sendable (Report) -> Void)?>(nil)
+    private static let handlerStore = ThreadsMutexProtected<(@Sendable (Report) -> Void)?>(nil)
 
     private static func deliver(_ r: RLLockDebugReport) {
         guard let handler = handlerStore.withLock({ $0 }) else { return }

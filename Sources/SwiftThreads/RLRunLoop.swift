@@ -50,16 +50,7 @@ public final class RLRunLoop: @unchecked Sendable {
         weak var loop: RLRunLoop?
     }
 
-    private final class Registry: @unchecked Sendable {
-        private let mutex = RunLoopMutex()
-        private var table: [UInt: WeakLoop] = [:]
-
-        func withLock<R>(_ body: (inout [UInt: WeakLoop]) -> R) -> R {
-            mutex.locked { body(&table) }
-        }
-    }
-
-    private static let registry = Registry()
+    private static let registry = ThreadsMutexProtected<[UInt: WeakLoop]>([:])
 
     private static func key(_ ref: RLRunLoopRef) -> UInt {
         UInt(bitPattern: Int(bitPattern: ref))
@@ -400,22 +391,4 @@ func rlCopyDescription(_ object: UnsafeRawPointer) -> String? {
     return String(cString: cString)
 }
 
-/// A pthread mutex. Not `Synchronization.Mutex`: ThreadSanitizer does not
-/// see its futex hand-off and reports false races.
-private final class RunLoopMutex: @unchecked Sendable {
-    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
-
-    init() { pthread_mutex_init(mutex, nil) }
-
-    deinit {
-        pthread_mutex_destroy(mutex)
-        mutex.deallocate()
-    }
-
-    func locked<R>(_ body: () throws -> R) rethrows -> R {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
-        return try body()
-    }
-}
 

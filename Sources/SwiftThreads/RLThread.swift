@@ -171,7 +171,10 @@ public final class RLThread: @unchecked Sendable {
 
     /// The thread's name, in full ("" reads as nil). Settable before and
     /// after start, from any thread; reading returns this thread's name
-    /// whichever thread reads it. Use ``setName(_:)`` to see failures.
+    /// whichever thread reads it. The main thread and threads this module
+    /// did not start read the kernel's name (at most 15 bytes) until a name
+    /// is set here, as Foundation's `Thread.name` does. Use
+    /// ``setName(_:)`` to see failures.
     public var name: String? {
         get {
             guard let cString = RLThreadCopyName(ref) else { return nil }
@@ -534,33 +537,3 @@ private func rlThreadValueRetain(_ raw: UnsafeMutableRawPointer?) -> UnsafeMutab
     return raw
 }
 
-/// A pthread mutex (not `Synchronization.Mutex`, whose futex hand-off
-/// ThreadSanitizer does not see).
-final class ThreadsMutex: @unchecked Sendable {
-    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
-
-    init() { pthread_mutex_init(mutex, nil) }
-
-    deinit {
-        pthread_mutex_destroy(mutex)
-        mutex.deallocate()
-    }
-
-    func locked<R>(_ body: () throws -> R) rethrows -> R {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
-        return try body()
-    }
-}
-
-/// A value only touched under its mutex.
-final class ThreadsMutexProtected<Value>: @unchecked Sendable {
-    private let mutex = ThreadsMutex()
-    private var value: Value
-
-    init(_ value: Value) { self.value = value }
-
-    func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
-        try mutex.locked { try body(&value) }
-    }
-}

@@ -1,0 +1,43 @@
+// Plumbing.swift — the overlay's one lock and one lock-protected value,
+// used by every wrapper registry and every piece of shared state here.
+//
+// A pthread mutex, not `Synchronization.Mutex`: ThreadSanitizer does not
+// see Mutex's futex hand-off and reports false races. Not an RL lock
+// either: the lock-order detector (RLLockDebug) must not watch the
+// overlay's own bookkeeping.
+#if canImport(Glibc)
+internal import Glibc
+#elseif canImport(Musl)
+internal import Musl
+#endif
+
+/// A pthread mutex (not `Synchronization.Mutex`, whose futex hand-off
+/// ThreadSanitizer does not see).
+final class ThreadsMutex: @unchecked Sendable {
+    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+
+    init() { pthread_mutex_init(mutex, nil) }
+
+    deinit {
+        pthread_mutex_destroy(mutex)
+        mutex.deallocate()
+    }
+
+    func locked<R>(_ body: () throws -> R) rethrows -> R {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        return try body()
+    }
+}
+
+/// A value only touched under its mutex.
+final class ThreadsMutexProtected<Value>: @unchecked Sendable {
+    private let mutex = ThreadsMutex()
+    private var value: Value
+
+    init(_ value: Value) { self.value = value }
+
+    func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
+        try mutex.locked { try body(&value) }
+    }
+}

@@ -1,0 +1,12 @@
+# bench-ports: local ports against perform requests, message ports against
+# a raw Unix-socket ping-pong (bench/bench_ports.c). BPO_ROUNDS, BPO_QUICK.
+BENCH_PORTS := $(BUILD)/bench/bench_ports
+
+.PHONY: bench-ports
+bench-ports: $(BENCH_PORTS)
+	$(BENCH_PORTS)
+
+$(BENCH_PORTS): bench/bench_ports.c $(HDRS) $(STATIC_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -O2 $(LDFLAGS) -o $@ $< $(STATIC_LIB) $(LIBS)
+BENCH_TARGETS += bench-ports
