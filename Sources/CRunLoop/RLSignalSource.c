@@ -58,6 +58,12 @@ static void rl_sig_lock_take(void) {
 
 static void rl_sig_lock_drop(void) { (void)pthread_mutex_unlock(&rl_sig_lock); }
 
+/* Held across fork() so that the child's copy is never locked by a thread
+ * that does not exist there (rl_fork.c). */
+void rl__signal_fork_prepare(void) { rl_sig_lock_take(); }
+void rl__signal_fork_parent(void) { rl_sig_lock_drop(); }
+void rl__signal_fork_child(void) { rl_sig_lock_drop(); }
+
 /* Runs instead of the default action in a thread that did not block the
  * signal: the process neither dies nor discards the signal forever. */
 static void rl_sig_nop(int signum) { (void)signum; }
