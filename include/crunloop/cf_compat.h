@@ -27,7 +27,7 @@
  *     kCFRunLoopRun… result codes, the activity bits, kCFAllocatorDefault
  *     (and the other allocator names, all NULL), TRUE/FALSE;
  *   - every CFRunLoop…, CFRunLoopSource…, CFRunLoopTimer… and
- *     CFRunLoopObserver… function, the CFFileDescriptor… API, a CFArray of
+ *     CFRunLoopObserver… function, the CFFileDescriptor… API, the CFSocket… API (section at the end), a CFArray of
  *     mode names (for CFRunLoopPerformBlock),
  *     CFAbsoluteTimeGetCurrent, CFRetain, CFRelease, CFGetRetainCount;
  *   - CFSTR("literal") for mode names: it yields the C string itself.
