@@ -285,6 +285,7 @@ static void sock_fd_callout_body(struct RLSocket *s, RLOptionFlags ready) {
         if (go && !accept)
             sock_delivered_locked(s, rt);
         bool clear_errors = !(s->flags & kRLSocketLeaveErrors);
+        bool listening = s->listening;
         sock_unlock(s);
         if (accept) {
             sock_deliver_accepts(s);
@@ -295,7 +296,7 @@ static void sock_fd_callout_body(struct RLSocket *s, RLOptionFlags ready) {
                 sock_unlock(s);
             }
         } else if (go) {
-            bool last = s->sock_type == SOCK_STREAM && !s->listening && stream_at_eof(s->fd);
+            bool last = s->sock_type == SOCK_STREAM && !listening && stream_at_eof(s->fd);
             if (clear_errors) {
                 int err = 0;
                 socklen_t len = sizeof err;
