@@ -30,6 +30,7 @@
 #include <crunloop/RLSocket.h>
 #include <crunloop/RLSignalSource.h>
 #include <crunloop/RLPort.h>
+#include <crunloop/RLSocketPort.h>
 #include <crunloop/RLLockDebug.h>
 
 #endif /* CRUNLOOP_CRUNLOOP_H */
