@@ -256,6 +256,11 @@ RL__HIDDEN void rl__msgport_fork_child(void);
 RL__HIDDEN void rl__sockport_fork_prepare(void);
 RL__HIDDEN void rl__sockport_fork_parent(void);
 RL__HIDDEN void rl__sockport_fork_child(void);
+/* RLSignalSource.c: the process's signal table (a leaf: nothing else is
+ * taken under it). */
+RL__HIDDEN void rl__signal_fork_prepare(void);
+RL__HIDDEN void rl__signal_fork_parent(void);
+RL__HIDDEN void rl__signal_fork_child(void);
 RL__HIDDEN void rl__sync_fork_prepare(void);
 RL__HIDDEN void rl__sync_fork_parent(void);
 RL__HIDDEN void rl__sync_fork_child(void);

@@ -42,7 +42,8 @@ bool rl__fork_fail(const char *fn, const char *what) {
  * made or looked up under them),
  * @synchronized stripes, the run loop's main-loop mutex and
  * thread -> loop table (taken before the graph lock, which creating a loop
- * takes), the object pool (taken under all of those), and the lock-order
+ * takes), the object pool (taken under all of those), the signal sources'
+ * table (a leaf, never held with another), and the lock-order
  * detector (a leaf: taken inside lock operations). */
 static void rl_fork_prepare(void) {
     rl__thread_fork_prepare();
@@ -51,11 +52,13 @@ static void rl_fork_prepare(void) {
     rl__sync_fork_prepare();
     rl__runloop_fork_prepare();
     rl__pool_fork_prepare();
+    rl__signal_fork_prepare();
     rl__lockdep_fork_prepare();
 }
 
 static void rl_fork_parent(void) {
     rl__lockdep_fork_parent();
+    rl__signal_fork_parent();
     rl__pool_fork_parent();
     rl__runloop_fork_parent();
     rl__sync_fork_parent();
@@ -67,6 +70,7 @@ static void rl_fork_parent(void) {
 static void rl_fork_child(void) {
     atomic_fetch_add_explicit(&rl__fork_generation, 1, memory_order_relaxed);
     rl__lockdep_fork_child();
+    rl__signal_fork_child();
     rl__pool_fork_child();
     rl__runloop_fork_child();
     rl__sync_fork_child();

@@ -27,7 +27,7 @@
  *     kCFRunLoopRun… result codes, the activity bits, kCFAllocatorDefault
  *     (and the other allocator names, all NULL), TRUE/FALSE;
  *   - every CFRunLoop…, CFRunLoopSource…, CFRunLoopTimer… and
- *     CFRunLoopObserver… function, the CFFileDescriptor… API, a CFArray of
+ *     CFRunLoopObserver… function, the CFFileDescriptor… API, the CFSocket… API (section at the end), a CFArray of
  *     mode names (for CFRunLoopPerformBlock),
  *     CFAbsoluteTimeGetCurrent, CFRetain, CFRelease, CFGetRetainCount;
  *   - CFSTR("literal") for mode names: it yields the C string itself.
@@ -59,7 +59,7 @@
  *
  * What does not map (no counterpart in CRunLoop, so such code does not
  * compile): version-1 sources (CFRunLoopSourceContext1, Mach ports),
- * CFMachPort, CFMessagePort, CFSocket, CFString/CFDictionary, CFArray
+ * CFMachPort, CFMessagePort, CFString/CFDictionary, CFArray
  * beyond the above and the rest of CoreFoundation, the …GetTypeID functions, CFGetTypeID,
  * CFEqual/CFHash/CFCopyDescription, Objective-C toll-free bridging.
  */
@@ -282,5 +282,68 @@ static inline bool CFRunLoopPerformBlock(CFRunLoopRef rl, CFArrayRef modes, void
     return RLCFRunLoopPerformBlockInArray(rl, modes, block);
 }
 #endif
+
+/* ---- CFSocket (RLSocket.h) ------------------------------------------- */
+/* CFSocket's names over RLSocket; addresses and data are RLData, so the
+ * CFData calls a socket program needs map here too (guarded: another
+ * section may map them as well). CFSocketInvalidate, Enable/Disable and
+ * SetSocketFlags return bool instead of void. Not mapped: the socket
+ * signature and name-registry functions, CFSocketGetTypeID. */
+#include <crunloop/RLSocket.h>
+
+RL_EXTERN_C_BEGIN
+
+typedef RLDataRef CFDataRef;
+#ifndef CFDataCreate
+#define CFDataCreate RLDataCreate
+#endif
+#ifndef CFDataGetLength
+#define CFDataGetLength RLDataGetLength
+#endif
+#ifndef CFDataGetBytePtr
+#define CFDataGetBytePtr RLDataGetBytePtr
+#endif
+
+typedef RLSocketRef CFSocketRef;
+typedef RLSocketNativeHandle CFSocketNativeHandle;
+typedef RLSocketError CFSocketError;
+typedef RLSocketCallBackType CFSocketCallBackType;
+typedef RLSocketCallBack CFSocketCallBack;
+typedef RLSocketContext CFSocketContext;
+
+#define kCFSocketSuccess kRLSocketSuccess
+#define kCFSocketError kRLSocketError
+#define kCFSocketTimeout kRLSocketTimeout
+#define kCFSocketNoCallBack kRLSocketNoCallBack
+#define kCFSocketReadCallBack kRLSocketReadCallBack
+#define kCFSocketAcceptCallBack kRLSocketAcceptCallBack
+#define kCFSocketDataCallBack kRLSocketDataCallBack
+#define kCFSocketConnectCallBack kRLSocketConnectCallBack
+#define kCFSocketWriteCallBack kRLSocketWriteCallBack
+#define kCFSocketAutomaticallyReenableReadCallBack kRLSocketAutomaticallyReenableReadCallBack
+#define kCFSocketAutomaticallyReenableAcceptCallBack kRLSocketAutomaticallyReenableAcceptCallBack
+#define kCFSocketAutomaticallyReenableDataCallBack kRLSocketAutomaticallyReenableDataCallBack
+#define kCFSocketAutomaticallyReenableWriteCallBack kRLSocketAutomaticallyReenableWriteCallBack
+#define kCFSocketLeaveErrors kRLSocketLeaveErrors
+#define kCFSocketCloseOnInvalidate kRLSocketCloseOnInvalidate
+
+#define CFSocketCreate RLSocketCreate
+#define CFSocketCreateWithNative RLSocketCreateWithNative
+#define CFSocketSetAddress RLSocketSetAddress
+#define CFSocketConnectToAddress RLSocketConnectToAddress
+#define CFSocketSendData RLSocketSendData
+#define CFSocketEnableCallBacks RLSocketEnableCallBacks
+#define CFSocketDisableCallBacks RLSocketDisableCallBacks
+#define CFSocketGetSocketFlags RLSocketGetSocketFlags
+#define CFSocketSetSocketFlags RLSocketSetSocketFlags
+#define CFSocketInvalidate RLSocketInvalidate
+#define CFSocketIsValid RLSocketIsValid
+#define CFSocketGetNative RLSocketGetNative
+#define CFSocketCopyAddress RLSocketCopyAddress
+#define CFSocketCopyPeerAddress RLSocketCopyPeerAddress
+#define CFSocketGetContext RLSocketGetContext
+#define CFSocketCreateRunLoopSource RLSocketCreateRunLoopSource
+
+RL_EXTERN_C_END
 
 #endif /* CRUNLOOP_CF_COMPAT_H */

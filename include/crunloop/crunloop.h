@@ -27,6 +27,8 @@
 #include <crunloop/RLDistributedLock.h>
 #include <crunloop/RLData.h>
 #include <crunloop/RLMessagePort.h>
+#include <crunloop/RLSocket.h>
+#include <crunloop/RLSignalSource.h>
 #include <crunloop/RLPort.h>
 #include <crunloop/RLSocketPort.h>
 #include <crunloop/RLLockDebug.h>
