@@ -29,5 +29,6 @@
 #include <crunloop/RLMessagePort.h>
 #include <crunloop/RLPort.h>
 #include <crunloop/RLLockDebug.h>
+#include <crunloop/RLStream.h>
 
 #endif /* CRUNLOOP_CRUNLOOP_H */
