@@ -119,29 +119,41 @@ static const RLOptionFlags event_order[] = {kRLStreamEventOpenCompleted, kRLStre
 
 /* The source's perform, on a loop's thread: one callback per pending event,
  * each checked again just before it runs (an earlier callback may have
- * closed the stream or changed the client). */
+ * closed the stream or changed the client). Events the callbacks cause (a
+ * Read that finds more bytes) are delivered in the same perform, before
+ * other sources, as CF does; a long chain yields to the loop after a
+ * bounded number of rounds. */
 static void stream_perform(void *info) {
     stream *s = info;
     RLRetain(s);
-    pthread_mutex_lock(&s->lock);
-    RLOptionFlags ev = s->pending;
-    s->pending = 0;
-    pthread_mutex_unlock(&s->lock);
-    for (size_t i = 0; i < sizeof event_order / sizeof event_order[0]; i++) {
-        RLOptionFlags bit = event_order[i];
-        if (!(ev & bit))
-            continue;
+    for (int round = 0;; round++) {
         pthread_mutex_lock(&s->lock);
-        bool deliver = s->callback && (s->client_events & bit) && s->status != kRLStreamStatusClosed;
-        void (*cb)(void) = s->callback;
-        void *cinfo = s->ctx.info;
+        RLOptionFlags ev = s->pending;
+        if (ev && round == 1000) {
+            RLRunLoopSourceSignal(s->source); /* the rest on the next pass */
+            ev = 0;
+        } else {
+            s->pending = 0;
+        }
         pthread_mutex_unlock(&s->lock);
-        if (!deliver)
-            continue;
-        if (s->is_read)
-            ((RLReadStreamClientCallBack)cb)((RLReadStreamRef)s, bit, cinfo);
-        else
-            ((RLWriteStreamClientCallBack)cb)((RLWriteStreamRef)s, bit, cinfo);
+        if (!ev)
+            break;
+        for (size_t i = 0; i < sizeof event_order / sizeof event_order[0]; i++) {
+            RLOptionFlags bit = event_order[i];
+            if (!(ev & bit))
+                continue;
+            pthread_mutex_lock(&s->lock);
+            bool deliver = s->callback && (s->client_events & bit) && s->status != kRLStreamStatusClosed;
+            void (*cb)(void) = s->callback;
+            void *cinfo = s->ctx.info;
+            pthread_mutex_unlock(&s->lock);
+            if (!deliver)
+                continue;
+            if (s->is_read)
+                ((RLReadStreamClientCallBack)cb)((RLReadStreamRef)s, bit, cinfo);
+            else
+                ((RLWriteStreamClientCallBack)cb)((RLWriteStreamRef)s, bit, cinfo);
+        }
     }
     RLRelease(s);
 }
@@ -818,10 +830,8 @@ static bool readiness(const void *ref, bool is_read, const char *fn) {
     if (!s)
         return false;
     RLStreamStatus st = get_status(ref, is_read, fn);
-    if (st == kRLStreamStatusNotOpen || st == kRLStreamStatusClosed || st == kRLStreamStatusOpening)
-        return false;
     if (st != kRLStreamStatusOpen)
-        return true; /* the call would return at once */
+        return false; /* CF: only an open stream has bytes or room */
     return backend_ready(s);
 }
 

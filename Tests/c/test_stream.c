@@ -123,8 +123,9 @@ static void test_bound_pair_back_pressure_and_end(void **state) {
     assert_true(RLReadStreamHasBytesAvailable(r));
     client(r, w);
     RLRunLoopRunInMode(MODE, 0.05, false);
-    /* the reader takes 3 of the 4 bytes, which frees room for the writer */
-    assert_trace("r:open r:bytes abc w:open w:space r:bytes d");
+    /* the reader drains the buffer (events its reads cause come first, as
+     * in CF), which frees room for the writer */
+    assert_trace("r:open r:bytes abc r:bytes d w:open w:space");
     rl_trace_clear();
     assert_true(RLWriteStreamCanAcceptBytes(w));
     assert_int_equal(RLWriteStreamWrite(w, (const uint8_t *)"ef", 2), 2);

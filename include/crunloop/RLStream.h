@@ -161,8 +161,8 @@ RL_EXPORT bool RLWriteStreamClose(RLWriteStreamRef stream);
 RL_EXPORT RLIndex RLReadStreamRead(RLReadStreamRef stream, uint8_t *buffer, RLIndex bufferLength);
 /* Bytes written (> 0), 0 if bufferLength is 0, -1 on failure as Read. */
 RL_EXPORT RLIndex RLWriteStreamWrite(RLWriteStreamRef stream, const uint8_t *buffer, RLIndex bufferLength);
-/* Can a Read (Write) proceed without blocking? True also at the end or in
- * error, where the call returns at once. */
+/* Can a Read (Write) proceed without blocking? False unless the stream is
+ * open (CF: false at the end, after an error, before open). */
 RL_EXPORT bool RLReadStreamHasBytesAvailable(RLReadStreamRef stream);
 RL_EXPORT bool RLWriteStreamCanAcceptBytes(RLWriteStreamRef stream);
 
