@@ -16,7 +16,6 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -190,8 +189,7 @@ struct sock_conn {
     int conn_err;     /* 0 or errno / EAI code once done */
     RLIndex err_domain;
     struct addrinfo *addrs, *next_addr;
-    struct gaicb gai;
-    struct gaicb *gai_list[1];
+    sock_conn *res_next; /* in the resolver's queue */
     char *host, service[16];
     RLFileDescriptorRef fdo;
     RLRunLoopSourceRef fdsrc;
@@ -321,28 +319,71 @@ static void sock_check_connect_locked(sock_conn *c, int timeout_ms) {
         sock_finish_locked(c, 0, 0);
 }
 
-static void sock_resolved_locked(sock_conn *c) {
-    int r = gai_error(&c->gai);
-    if (r == EAI_INPROGRESS)
-        return;
-    if (r != 0) {
-        sock_finish_locked(c, kRLStreamErrorDomainNetDB, r);
-        return;
+/* Name resolution: one process-wide resolver thread, started on first
+ * use, runs the blocking getaddrinfo for every socket stream in turn and
+ * hands the addresses back to the stream (whose connect then starts, non-
+ * blocking). Neither a loop's thread nor a thread per stream is used.
+ * (glibc's getaddrinfo_a would do the same with its own threads, which the
+ * thread sanitizer cannot follow.) */
+static pthread_mutex_t resolver_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t resolver_cond = PTHREAD_COND_INITIALIZER;
+static sock_conn *resolver_head, **resolver_tail = &resolver_head;
+static pid_t resolver_pid; /* the process whose resolver thread runs */
+
+static void *resolver_main(void *arg) {
+    (void)arg;
+    for (;;) {
+        pthread_mutex_lock(&resolver_lock);
+        while (!resolver_head)
+            pthread_cond_wait(&resolver_cond, &resolver_lock);
+        sock_conn *c = resolver_head;
+        resolver_head = c->res_next;
+        if (!resolver_head)
+            resolver_tail = &resolver_head;
+        pthread_mutex_unlock(&resolver_lock);
+        struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+        struct addrinfo *res = NULL;
+        int r = getaddrinfo(c->host, c->service, &hints, &res);
+        pthread_mutex_lock(&c->lock);
+        if (r != 0) {
+            sock_finish_locked(c, kRLStreamErrorDomainNetDB, r);
+        } else {
+            c->addrs = res;
+            c->next_addr = res;
+            sock_try_next_locked(c, 0);
+        }
+        pthread_mutex_unlock(&c->lock);
+        sock_release(c);
     }
-    c->addrs = c->gai.ar_result;
-    c->next_addr = c->addrs;
-    sock_try_next_locked(c, 0);
+    return NULL;
 }
 
-/* glibc's resolver thread calls this when the name is resolved: the
- * connect starts from here (non-blocking), never on a loop's thread. */
-static void sock_gai_done(union sigval v) {
-    sock_conn *c = v.sival_ptr;
-    pthread_mutex_lock(&c->lock);
-    if (!c->addrs && !c->done)
-        sock_resolved_locked(c);
-    pthread_mutex_unlock(&c->lock);
-    sock_release(c);
+/* Queues c for resolution (takes a reference); false with errno if the
+ * resolver thread cannot start. */
+static int resolver_enqueue(sock_conn *c) {
+    pthread_mutex_lock(&resolver_lock);
+    if (resolver_pid != getpid()) { /* first use, or a child of fork(): no thread here yet */
+        resolver_head = NULL;
+        resolver_tail = &resolver_head;
+        pthread_t t;
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        int err = pthread_create(&t, &attr, resolver_main, NULL);
+        pthread_attr_destroy(&attr);
+        if (err) {
+            pthread_mutex_unlock(&resolver_lock);
+            return err;
+        }
+        resolver_pid = getpid();
+    }
+    atomic_fetch_add(&c->refs, 1);
+    c->res_next = NULL;
+    *resolver_tail = c;
+    resolver_tail = &c->res_next;
+    pthread_cond_signal(&resolver_cond);
+    pthread_mutex_unlock(&resolver_lock);
+    return 0;
 }
 
 /* First Open of either stream: resolve (numeric hosts at once) and connect. */
@@ -363,22 +404,9 @@ static void sock_start_locked(sock_conn *c) {
         sock_try_next_locked(c, 0);
         return;
     }
-    c->gai = (struct gaicb){0};
-    c->gai.ar_name = c->host;
-    c->gai.ar_service = c->service;
-    static const struct addrinfo any = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
-    c->gai.ar_request = &any;
-    c->gai_list[0] = &c->gai;
-    struct sigevent sev = {0};
-    sev.sigev_notify = SIGEV_THREAD;
-    sev.sigev_notify_function = sock_gai_done;
-    sev.sigev_value.sival_ptr = c;
-    atomic_fetch_add(&c->refs, 1);
-    int r = getaddrinfo_a(GAI_NOWAIT, c->gai_list, 1, &sev);
-    if (r != 0) {
-        atomic_fetch_sub(&c->refs, 1);
-        sock_finish_locked(c, kRLStreamErrorDomainNetDB, r);
-    }
+    int err = resolver_enqueue(c);
+    if (err)
+        sock_finish_locked(c, kRLStreamErrorDomainPOSIX, err);
 }
 
 /* Waits (blocking the caller: Read/Write on an opening stream block, as in

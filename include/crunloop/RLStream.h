@@ -17,9 +17,9 @@
  *   - Read and Write block when nothing can be transferred (CF semantics);
  *     use HasBytesAvailable / CanAcceptBytes or the events to avoid it.
  *   - Socket streams never block a run loop's thread: connect is
- *     non-blocking and host names are resolved by glibc's getaddrinfo_a,
- *     whose completion runs on glibc's own resolver thread and hands the
- *     addresses back to the stream (no thread of ours per stream).
+ *     non-blocking; numeric addresses need no lookup, and host names are
+ *     resolved by one process-wide resolver thread (started on first use,
+ *     shared by every stream) that hands the addresses back to the stream.
  *   - Where CF returns void, the RL function returns bool: false (with
  *     RLErrorGetLast() set, nothing changed) reports misuse.
  *   - Thread safety: status, events, clients and scheduling may be used from
