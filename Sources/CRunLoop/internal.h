@@ -195,6 +195,9 @@ RL__HIDDEN void rl__lockdep_acquired(const void *lock, const char *name, const v
 RL__HIDDEN void rl__lockdep_released(const void *lock);
 /* `lock` is being destroyed: forget its edges. */
 RL__HIDDEN void rl__lockdep_forget(const void *lock);
+/* Changes each time the detector is switched on: what a thread recorded
+ * before (locks it held then) no longer counts. */
+RL__HIDDEN unsigned rl__lockdep_epoch(void);
 
 /* ---- run loop <-> threads (RLRunLoop.c, used by RLThread.c) ---- */
 
@@ -250,6 +253,9 @@ RL__HIDDEN void rl__thread_fork_child(void);
 RL__HIDDEN void rl__msgport_fork_prepare(void);
 RL__HIDDEN void rl__msgport_fork_parent(void);
 RL__HIDDEN void rl__msgport_fork_child(void);
+RL__HIDDEN void rl__sockport_fork_prepare(void);
+RL__HIDDEN void rl__sockport_fork_parent(void);
+RL__HIDDEN void rl__sockport_fork_child(void);
 RL__HIDDEN void rl__sync_fork_prepare(void);
 RL__HIDDEN void rl__sync_fork_parent(void);
 RL__HIDDEN void rl__sync_fork_child(void);
