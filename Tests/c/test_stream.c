@@ -345,11 +345,17 @@ static void test_pair_with_existing_socket(void **state) {
     assert_true(RLStreamCreatePairWithSocket(NULL, sv[0], &r, &w));
     client(r, NULL);
     assert_true(RLReadStreamOpen(r));
-    assert_true(RLWriteStreamOpen(w));
     assert_int_equal(write(sv[1], "xyz", 3), 3);
     assert_int_equal(shutdown(sv[1], SHUT_WR), 0);
     run_until_done(10);
     assert_trace("r:open r:bytes xyz r:bytes  r:end");
+    /* a write stream opened after the read side connected */
+    rl_trace_clear();
+    done = 0;
+    client(NULL, w);
+    assert_true(RLWriteStreamOpen(w));
+    RLRunLoopRunInMode(MODE, 0.2, false);
+    assert_trace("w:open w:space");
     assert_int_equal(RLWriteStreamWrite(w, (const uint8_t *)"back", 4), 4);
     char buf[8];
     assert_int_equal(read(sv[1], buf, sizeof buf), 4);
