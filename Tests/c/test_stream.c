@@ -407,6 +407,21 @@ static void test_events_wait_for_their_mode(void **state) {
     RLRelease(r);
 }
 
+static void test_scheduled_in_two_modes_delivers_in_either(void **state) {
+    (void)state;
+    RLReadStreamRef r = RLReadStreamCreateWithBytes(NULL, (const uint8_t *)"ab", 2);
+    client(r, NULL);
+    assert_true(RLReadStreamScheduleWithRunLoop(r, RLRunLoopGetCurrent(), "Second"));
+    assert_true(RLReadStreamOpen(r));
+    RLRunLoopRunInMode("Second", 0.05, false);
+    assert_trace("r:open r:bytes ab r:end");
+    /* leaving one mode keeps the other */
+    assert_true(RLReadStreamUnscheduleFromRunLoop(r, RLRunLoopGetCurrent(), MODE));
+    assert_rl_fails(RLReadStreamUnscheduleFromRunLoop(r, RLRunLoopGetCurrent(), MODE), kRLErrorNotFound);
+    assert_true(RLReadStreamUnscheduleFromRunLoop(r, RLRunLoopGetCurrent(), "Second"));
+    RLRelease(r);
+}
+
 static void test_misuse(void **state) {
     (void)state;
     uint8_t b[4];
@@ -496,6 +511,7 @@ int main(void) {
         cmocka_unit_test_setup(test_pair_with_existing_socket, rl_trace_setup),
         cmocka_unit_test_setup(test_schedule_twice_and_unschedule_in_callback, rl_trace_setup),
         cmocka_unit_test_setup(test_events_wait_for_their_mode, rl_trace_setup),
+        cmocka_unit_test_setup(test_scheduled_in_two_modes_delivers_in_either, rl_trace_setup),
         cmocka_unit_test_setup(test_misuse, rl_trace_setup),
         cmocka_unit_test_setup(test_client_context_retained_and_replaced, rl_trace_setup),
     };
