@@ -271,6 +271,62 @@ typedef RLFileDescriptorContext CFFileDescriptorContext;
 #define CFFileDescriptorIsValid RLFileDescriptorIsValid
 #define CFFileDescriptorCreateRunLoopSource RLFileDescriptorCreateRunLoopSource
 
+/* ---- Streams (CFReadStream / CFWriteStream) -------------------------- */
+/* CF's file streams take a CFURL and CFStreamCreatePairWithSocketToHost a
+ * CFString; here they take a path and a C string. CFReadStreamCopyError
+ * (a CFError) has no mapping: use CFReadStreamGetError. */
+
+typedef RLReadStreamRef CFReadStreamRef;
+typedef RLWriteStreamRef CFWriteStreamRef;
+typedef RLStreamStatus CFStreamStatus;
+typedef RLStreamEventType CFStreamEventType;
+typedef RLStreamError CFStreamError;
+typedef RLStreamClientContext CFStreamClientContext;
+typedef RLReadStreamClientCallBack CFReadStreamClientCallBack;
+typedef RLWriteStreamClientCallBack CFWriteStreamClientCallBack;
+
+#define kCFStreamStatusNotOpen kRLStreamStatusNotOpen
+#define kCFStreamStatusOpening kRLStreamStatusOpening
+#define kCFStreamStatusOpen kRLStreamStatusOpen
+#define kCFStreamStatusReading kRLStreamStatusReading
+#define kCFStreamStatusWriting kRLStreamStatusWriting
+#define kCFStreamStatusAtEnd kRLStreamStatusAtEnd
+#define kCFStreamStatusClosed kRLStreamStatusClosed
+#define kCFStreamStatusError kRLStreamStatusError
+#define kCFStreamEventNone kRLStreamEventNone
+#define kCFStreamEventOpenCompleted kRLStreamEventOpenCompleted
+#define kCFStreamEventHasBytesAvailable kRLStreamEventHasBytesAvailable
+#define kCFStreamEventCanAcceptBytes kRLStreamEventCanAcceptBytes
+#define kCFStreamEventErrorOccurred kRLStreamEventErrorOccurred
+#define kCFStreamEventEndEncountered kRLStreamEventEndEncountered
+#define kCFStreamErrorDomainCustom kRLStreamErrorDomainCustom
+#define kCFStreamErrorDomainPOSIX kRLStreamErrorDomainPOSIX
+
+#define CFWriteStreamCreateWithAllocatedBuffers RLWriteStreamCreateWithAllocatedBuffers
+#define CFReadStreamCreateWithFile RLReadStreamCreateWithFile
+#define CFWriteStreamCreateWithFile RLWriteStreamCreateWithFile
+#define CFStreamCreateBoundPair RLStreamCreateBoundPair
+#define CFStreamCreatePairWithSocket RLStreamCreatePairWithSocket
+#define CFStreamCreatePairWithSocketToHost RLStreamCreatePairWithSocketToHost
+#define CFReadStreamGetStatus RLReadStreamGetStatus
+#define CFWriteStreamGetStatus RLWriteStreamGetStatus
+#define CFReadStreamGetError RLReadStreamGetError
+#define CFWriteStreamGetError RLWriteStreamGetError
+#define CFReadStreamOpen RLReadStreamOpen
+#define CFWriteStreamOpen RLWriteStreamOpen
+#define CFReadStreamClose RLReadStreamClose
+#define CFWriteStreamClose RLWriteStreamClose
+#define CFReadStreamRead RLReadStreamRead
+#define CFWriteStreamWrite RLWriteStreamWrite
+#define CFReadStreamHasBytesAvailable RLReadStreamHasBytesAvailable
+#define CFWriteStreamCanAcceptBytes RLWriteStreamCanAcceptBytes
+#define CFReadStreamSetClient RLReadStreamSetClient
+#define CFWriteStreamSetClient RLWriteStreamSetClient
+#define CFReadStreamScheduleWithRunLoop RLReadStreamScheduleWithRunLoop
+#define CFWriteStreamScheduleWithRunLoop RLWriteStreamScheduleWithRunLoop
+#define CFReadStreamUnscheduleFromRunLoop RLReadStreamUnscheduleFromRunLoop
+#define CFWriteStreamUnscheduleFromRunLoop RLWriteStreamUnscheduleFromRunLoop
+
 RL_EXTERN_C_END
 
 #if __BLOCKS__ && defined(__cplusplus)

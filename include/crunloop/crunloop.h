@@ -32,5 +32,6 @@
 #include <crunloop/RLPort.h>
 #include <crunloop/RLSocketPort.h>
 #include <crunloop/RLLockDebug.h>
+#include <crunloop/RLStream.h>
 
 #endif /* CRUNLOOP_CRUNLOOP_H */
