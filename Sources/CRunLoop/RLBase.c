@@ -34,8 +34,37 @@ bool rl__object_check_fail(const void *obj, const rl__class *cls, const char *fn
     return true;
 }
 
+/* What a pointer given to a generic function (retain, release, count,
+ * type name, description) is. RLString's pointers are their characters,
+ * not objects (RLString.c): the string registry decides for a pointer that
+ * does not read as a live object, and for every pointer while some
+ * string's text begins like an object's magic. An object pays one load of
+ * a global that almost never changes. A misaligned pointer is never read
+ * (objects and strings are 8-aligned). */
+enum { RL_ANY_FAILED, RL_ANY_OBJECT, RL_ANY_STRING };
+static int rl_any(const void *obj, const char *fn) {
+    const rl__object *o = obj;
+    bool aligned = ((uintptr_t)obj & 7) == 0;
+    if (RL__LIKELY(o != NULL && aligned &&
+                   atomic_load_explicit(&o->magic, memory_order_relaxed) == RL__MAGIC_ALIVE &&
+                   atomic_load_explicit(&rl__string_objectlike, memory_order_relaxed) == 0))
+        return RL_ANY_OBJECT;
+    if (rl__string_known(obj))
+        return RL_ANY_STRING;
+    if (rl__string_explain_released(obj, fn))
+        return RL_ANY_FAILED;
+    if (o != NULL && !aligned) {
+        rl__fail(kRLErrorInvalidObject, fn, "%p is not a live CRunLoop object or string", obj);
+        return RL_ANY_FAILED;
+    }
+    return rl__object_check(obj, NULL, fn) ? RL_ANY_OBJECT : RL_ANY_FAILED;
+}
+
 RLTypeRef RLRetain(RLTypeRef obj) {
-    if (!rl__object_check(obj, NULL, "RLRetain"))
+    int kind = rl_any(obj, "RLRetain");
+    if (kind == RL_ANY_STRING)
+        return rl__string_retain(obj, "RLRetain") ? obj : NULL;
+    if (kind != RL_ANY_OBJECT)
         return NULL;
     rl__object *o = (rl__object *)obj;
     atomic_fetch_add_explicit(&o->rc, 1, memory_order_relaxed);
@@ -43,7 +72,10 @@ RLTypeRef RLRetain(RLTypeRef obj) {
 }
 
 bool RLRelease(RLTypeRef obj) {
-    if (!rl__object_check(obj, NULL, "RLRelease"))
+    int kind = rl_any(obj, "RLRelease");
+    if (kind == RL_ANY_STRING)
+        return rl__string_release(obj, "RLRelease");
+    if (kind != RL_ANY_OBJECT)
         return false;
     rl__object *o = (rl__object *)obj;
     long rc = atomic_load_explicit(&o->rc, memory_order_relaxed);
@@ -73,19 +105,32 @@ bool RLRelease(RLTypeRef obj) {
 }
 
 RLIndex RLGetRetainCount(RLTypeRef obj) {
-    if (!rl__object_check(obj, NULL, "RLGetRetainCount"))
+    int kind = rl_any(obj, "RLGetRetainCount");
+    if (kind == RL_ANY_STRING)
+        return rl__string_retain_count(obj);
+    if (kind != RL_ANY_OBJECT)
         return -1;
     return atomic_load_explicit(&((const rl__object *)obj)->rc, memory_order_relaxed);
 }
 
 const char *RLGetTypeName(RLTypeRef obj) {
-    if (!rl__object_check(obj, NULL, "RLGetTypeName"))
+    int kind = rl_any(obj, "RLGetTypeName");
+    if (kind == RL_ANY_STRING)
+        return "RLString";
+    if (kind != RL_ANY_OBJECT)
         return NULL;
     return ((const rl__object *)obj)->cls->name;
 }
 
 char *RLCopyDescription(RLTypeRef obj) {
-    if (!rl__object_check(obj, NULL, "RLCopyDescription"))
+    int kind = rl_any(obj, "RLCopyDescription");
+    if (kind == RL_ANY_STRING) {
+        char *copy = strdup(obj);
+        if (!copy)
+            rl__fail(kRLErrorNoMemory, "RLCopyDescription", "out of memory");
+        return copy;
+    }
+    if (kind != RL_ANY_OBJECT)
         return NULL;
     const rl__object *o = obj;
     if (o->cls->describe)

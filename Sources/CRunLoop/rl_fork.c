@@ -42,7 +42,8 @@ bool rl__fork_fail(const char *fn, const char *what) {
  * @synchronized stripes, the run loop's main-loop mutex and
  * thread -> loop table (taken before the graph lock, which creating a loop
  * takes), the object pool (taken under all of those), and the lock-order
- * detector (a leaf: taken inside lock operations). */
+ * detector (a leaf: taken inside lock operations), and the string registry
+ * (a leaf: a run loop makes strings under its graph lock). */
 static void rl_fork_prepare(void) {
     rl__thread_fork_prepare();
     rl__msgport_fork_prepare();
@@ -50,9 +51,11 @@ static void rl_fork_prepare(void) {
     rl__runloop_fork_prepare();
     rl__pool_fork_prepare();
     rl__lockdep_fork_prepare();
+    rl__string_fork_prepare();
 }
 
 static void rl_fork_parent(void) {
+    rl__string_fork_parent();
     rl__lockdep_fork_parent();
     rl__pool_fork_parent();
     rl__runloop_fork_parent();
@@ -63,6 +66,7 @@ static void rl_fork_parent(void) {
 
 static void rl_fork_child(void) {
     atomic_fetch_add_explicit(&rl__fork_generation, 1, memory_order_relaxed);
+    rl__string_fork_child();
     rl__lockdep_fork_child();
     rl__pool_fork_child();
     rl__runloop_fork_child();

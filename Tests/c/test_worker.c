@@ -72,7 +72,7 @@ static void test_start_returns_when_loop_runs(void **state) {
     char *mode = running_mode_of(w);
     assert_non_null(mode);
     assert_string_equal(mode, kRLRunLoopDefaultMode);
-    free(mode);
+    assert_true(RLRelease(mode));
     RLThreadRef t = RLWorkerThreadGetThread(w);
     assert_non_null(t);
     char *name = RLThreadCopyName(t);

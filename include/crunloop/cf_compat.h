@@ -70,6 +70,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 RL_EXTERN_C_BEGIN
 
@@ -92,10 +93,12 @@ typedef uint32_t UInt32;
 typedef int64_t SInt64;
 typedef uint64_t UInt64;
 
-/* Only as far as mode names go: see the header comment. */
-typedef const char *CFStringRef;
-/* A mode name from a string literal, as CF's CFSTR. */
-#define CFSTR(cStr) ("" cStr "")
+/* CF's status type (MacTypes.h), as the guide's listings return it. */
+typedef SInt32 OSStatus;
+#ifndef nil
+/* The null object pointer CF code on Darwin gets from MacTypes.h. */
+#define nil NULL
+#endif
 
 #ifndef TRUE
 #define TRUE true
@@ -103,6 +106,10 @@ typedef const char *CFStringRef;
 #ifndef FALSE
 #define FALSE false
 #endif
+
+/* CFRange (RLData.h). */
+typedef RLRange CFRange;
+#define CFRangeMake RLRangeMake
 
 #define kCFAllocatorDefault ((RLAllocatorRef)NULL)
 #define kCFAllocatorSystemDefault ((RLAllocatorRef)NULL)
@@ -114,6 +121,62 @@ typedef const char *CFStringRef;
 #define CFRetain RLRetain
 #define CFRelease RLRelease
 #define CFGetRetainCount RLGetRetainCount
+
+/* Memory from an allocator (malloc/free; the allocator and hint are
+ * ignored). NULL for a size <= 0, as CF. */
+static inline void *CFAllocatorAllocate(CFAllocatorRef allocator, CFIndex size, CFOptionFlags hint) {
+    (void)allocator;
+    (void)hint;
+    return size > 0 ? malloc((size_t)size) : NULL;
+}
+static inline void CFAllocatorDeallocate(CFAllocatorRef allocator, void *ptr) {
+    (void)allocator;
+    free(ptr);
+}
+
+/* ---- Strings (RLString.h) -------------------------------------------- */
+
+/* A CFStringRef is an RLStringRef: a `const char *` to UTF-8 text. Those a
+ * Create/Copy function returns are library strings, released with
+ * CFRelease; every reading function also takes a plain C string. */
+typedef RLStringRef CFStringRef;
+/* A string constant from a literal, as CF's CFSTR: the literal itself (not
+ * a library string: do not CFRelease it — it is refused with an error). */
+#define CFSTR(cStr) ("" cStr "")
+
+typedef RLStringEncoding CFStringEncoding;
+#define kCFStringEncodingASCII kRLStringEncodingASCII
+#define kCFStringEncodingUTF8 kRLStringEncodingUTF8
+
+typedef RLComparisonResult CFComparisonResult;
+#define kCFCompareLessThan kRLCompareLessThan
+#define kCFCompareEqualTo kRLCompareEqualTo
+#define kCFCompareGreaterThan kRLCompareGreaterThan
+typedef RLStringCompareFlags CFStringCompareFlags;
+#define kCFCompareCaseInsensitive kRLCompareCaseInsensitive
+#define kCFCompareNonliteral kRLCompareNonliteral
+
+/* CF's formatOptions is a CFDictionaryRef; only NULL is accepted. */
+typedef const void *CFDictionaryRef;
+
+#define CFStringCreateWithCString RLStringCreateWithCString
+#define CFStringCreateWithBytes RLStringCreateWithBytes
+#define CFStringCreateWithFormat RLStringCreateWithFormat
+#define CFStringCreateWithFormatAndArguments RLStringCreateWithFormatAndArguments
+#define CFStringCreateCopy RLStringCreateCopy
+#define CFStringGetLength RLStringGetLength
+#define CFStringGetBytes RLStringGetBytes
+#define CFStringGetCString RLStringGetCString
+#define CFStringGetCStringPtr RLStringGetCStringPtr
+#define CFStringCompare RLStringCompare
+
+/* ---- Data (RLData.h) ------------------------------------------------- */
+
+typedef RLDataRef CFDataRef;
+#define CFDataCreate RLDataCreate
+#define CFDataGetLength RLDataGetLength
+#define CFDataGetBytePtr RLDataGetBytePtr
+#define CFDataGetBytes RLDataGetBytes
 
 /* ---- Arrays (of mode names only) ------------------------------------- */
 
@@ -199,11 +262,7 @@ static inline bool RLCFRunLoopPerformBlockInArray(CFRunLoopRef rl, CFArrayRef mo
 }
 #endif
 
-/* CF's one-argument form; the result is a NULL-terminated `char **`
- * block to free() once (see the header comment). */
-static inline char **CFRunLoopCopyAllModes(CFRunLoopRef rl) {
-    return RLRunLoopCopyAllModes(rl, NULL);
-}
+#define CFRunLoopCopyAllModes RLRunLoopCopyAllModes
 
 /* ---- Sources --------------------------------------------------------- */
 
@@ -270,6 +329,34 @@ typedef RLFileDescriptorContext CFFileDescriptorContext;
 #define CFFileDescriptorInvalidate RLFileDescriptorInvalidate
 #define CFFileDescriptorIsValid RLFileDescriptorIsValid
 #define CFFileDescriptorCreateRunLoopSource RLFileDescriptorCreateRunLoopSource
+
+/* ---- Message ports (RLMessagePort.h) --------------------------------- */
+
+typedef RLMessagePortRef CFMessagePortRef;
+/* The context's copyDescription returns a malloc'ed `char *`, not a
+ * CFStringRef (as for the run-loop contexts). */
+typedef RLMessagePortContext CFMessagePortContext;
+typedef RLMessagePortCallBack CFMessagePortCallBack;
+typedef RLMessagePortInvalidationCallBack CFMessagePortInvalidationCallBack;
+
+#define kCFMessagePortSuccess kRLMessagePortSuccess
+#define kCFMessagePortSendTimeout kRLMessagePortSendTimeout
+#define kCFMessagePortReceiveTimeout kRLMessagePortReceiveTimeout
+#define kCFMessagePortIsInvalid kRLMessagePortIsInvalid
+#define kCFMessagePortTransportError kRLMessagePortTransportError
+#define kCFMessagePortBecameInvalidError kRLMessagePortBecameInvalidError
+
+#define CFMessagePortCreateLocal RLMessagePortCreateLocal
+#define CFMessagePortCreateRemote RLMessagePortCreateRemote
+#define CFMessagePortIsRemote RLMessagePortIsRemote
+#define CFMessagePortGetName RLMessagePortGetName
+#define CFMessagePortGetContext RLMessagePortGetContext
+#define CFMessagePortIsValid RLMessagePortIsValid
+#define CFMessagePortInvalidate RLMessagePortInvalidate
+#define CFMessagePortGetInvalidationCallBack RLMessagePortGetInvalidationCallBack
+#define CFMessagePortSetInvalidationCallBack RLMessagePortSetInvalidationCallBack
+#define CFMessagePortSendRequest RLMessagePortSendRequest
+#define CFMessagePortCreateRunLoopSource RLMessagePortCreateRunLoopSource
 
 RL_EXTERN_C_END
 
