@@ -78,6 +78,11 @@ struct RLMessagePort {
     bool stall_armed;  /* tfd is set */
     RLFileDescriptorRef fdobj;
     RLRunLoopSourceRef source;
+    /* The port holds a reference on itself from the moment it has a
+     * run-loop source until it is invalidated: as CF's source retains its
+     * port, a port whose source is in a loop keeps serving after its
+     * creator released it (the guide's Listing 3-17 does exactly that). */
+    bool kept_by_source;
     rl_mp_conn *conns;
     size_t dropped;      /* connections dropped for bad frames or refused credentials */
     char last_drop[128]; /* why the last one was */
@@ -784,6 +789,8 @@ static void invalidate(struct RLMessagePort *mp) {
     mp->valid = false;
     RLFileDescriptorRef fdobj = mp->fdobj, watch = mp->watch;
     RLRunLoopSourceRef source = mp->source;
+    bool kept = mp->kept_by_source;
+    mp->kept_by_source = false;
     mp->fdobj = mp->watch = NULL;
     mp->source = NULL;
     for (rl_mp_conn *c = mp->conns, *next; c; c = next) {
@@ -825,6 +832,8 @@ static void invalidate(struct RLMessagePort *mp) {
     pthread_mutex_unlock(&mp->send_mu);
     if (call)
         cb(mp, mp->ctx.info);
+    if (kept)
+        RLRelease(mp); /* last: this may destroy the port */
 }
 
 static bool mp_can_destroy(void *obj) {
@@ -960,6 +969,8 @@ RLRunLoopSourceRef RLMessagePortCreateRunLoopSource(RLAllocatorRef allocator, RL
     }
     mp->fdobj = f;
     mp->source = (RLRunLoopSourceRef)RLRetain(s);
+    mp->kept_by_source = true;
+    RLRetain(mp);
     pthread_mutex_unlock(&mp->mu);
     return s;
 }
