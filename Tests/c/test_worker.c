@@ -59,7 +59,7 @@ static void assert_task_count_at_most(int limit) {
 /* ---- start / stop ---- */
 
 static void *running_mode_of(RLWorkerThreadRef w) {
-    return RLRunLoopCopyCurrentMode(RLWorkerThreadGetRunLoop(w));
+    return (void *)RLRunLoopCopyCurrentMode(RLWorkerThreadGetRunLoop(w));
 }
 
 static void test_start_returns_when_loop_runs(void **state) {

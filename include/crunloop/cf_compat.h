@@ -22,24 +22,51 @@
  *     CFRunLoopObserverRef, their Context structs and CallBack types,
  *     CFRunLoopRunResult, CFRunLoopActivity, CFRunLoopMode, CFTypeRef,
  *     CFAllocatorRef, CFIndex, CFOptionFlags, CFHashCode, CFTimeInterval,
- *     CFAbsoluteTime, Boolean, SInt8…SInt64, UInt8…UInt64;
+ *     CFAbsoluteTime, CFRange, Boolean, SInt8…SInt64, UInt8…UInt64,
+ *     OSStatus, and `nil` (as MacTypes.h gives it to C code on Darwin);
  *   - constants: kCFRunLoopDefaultMode, kCFRunLoopCommonModes, the
  *     kCFRunLoopRun… result codes, the activity bits, kCFAllocatorDefault
  *     (and the other allocator names, all NULL), TRUE/FALSE;
  *   - every CFRunLoop…, CFRunLoopSource…, CFRunLoopTimer… and
- *     CFRunLoopObserver… function, the CFFileDescriptor… API, a CFArray of
- *     mode names (for CFRunLoopPerformBlock),
- *     CFAbsoluteTimeGetCurrent, CFRetain, CFRelease, CFGetRetainCount;
- *   - CFSTR("literal") for mode names: it yields the C string itself.
+ *     CFRunLoopObserver… function, the CFFileDescriptor… API,
+ *     CFAbsoluteTimeGetCurrent, CFRetain, CFRelease, CFGetRetainCount,
+ *     CFAllocatorAllocate/CFAllocatorDeallocate (malloc/free), CFRangeMake;
+ *   - CFMessagePort (RLMessagePort.h): CreateLocal, CreateRemote,
+ *     SendRequest with CF's result codes (kCFMessagePortSuccess …
+ *     kCFMessagePortBecameInvalidError), CreateRunLoopSource, Invalidate,
+ *     IsValid, IsRemote, GetName, GetContext, Get/SetInvalidationCallBack,
+ *     the Context, CallBack and InvalidationCallBack types;
+ *   - CFData (RLData.h): CFDataCreate, CFDataGetLength, CFDataGetBytePtr,
+ *     CFDataGetBytes;
+ *   - CFString, a subset (RLString.h): CFSTR, CFStringCreateWithCString,
+ *     CFStringCreateWithBytes, CFStringCreateWithFormat (printf formats),
+ *     CFStringCreateWithFormatAndArguments, CFStringCreateCopy,
+ *     CFStringGetLength, CFStringGetBytes, CFStringGetCString,
+ *     CFStringGetCStringPtr, CFStringCompare (with kCFCompareCaseInsensitive),
+ *     kCFStringEncodingASCII and kCFStringEncodingUTF8;
+ *   - CFArray of strings (RLArray.h): CFArrayCreate (the callbacks are
+ *     ignored; the strings are copied), CFArrayGetCount,
+ *     CFArrayGetValueAtIndex, CFRelease — what CFRunLoopCopyAllModes
+ *     returns and CFRunLoopPerformBlock takes.
+ *
+ * Ownership is CF's: what a Create or Copy function returns is released
+ * with CFRelease — CFRunLoopCopyCurrentMode's string and
+ * CFRunLoopCopyAllModes' array included; a Get function's result is not.
  *
  * What differs (the RL types show through):
- *   - CFStringRef and CFRunLoopMode are `const char *`. Mode names work
- *     everywhere (CFSTR, the schedule/cancel callbacks' mode argument);
- *     no other CFString function exists. The default mode's name is
+ *   - CFStringRef and CFRunLoopMode are `const char *` (UTF-8). A string a
+ *     Create/Copy function returns is a library string (RLString.h): a C
+ *     string that is also an object, released with CFRelease. CFSTR("…")
+ *     is the literal itself; every function that reads a string takes a
+ *     literal or any C string, but CFRelease of a literal is refused with
+ *     an error (CF lets it pass). The default mode's name is
  *     "kRLRunLoopDefaultMode", not "kCFRunLoopDefaultMode".
- *   - CFRunLoopCopyCurrentMode returns a malloc'ed `char *`: free() it, do
- *     not CFRelease it. CFRunLoopCopyAllModes returns a NULL-terminated
- *     malloc'ed `char **` (one free()), not a CFArrayRef.
+ *   - CFStringCreateWithFormat takes printf formats: CF's %@ does not
+ *     exist, and formatOptions must be NULL. Only ASCII and UTF-8
+ *     encodings; a string never holds a NUL character.
+ *   - The strings of a CFArray belong to it (CFArrayGetValueAtIndex is a
+ *     Get function): CFRetain of one fails; copy it with
+ *     CFStringCreateCopy to keep it beyond the array.
  *   - A context's copyDescription returns a malloc'ed `char *`, not a
  *     CFStringRef; callbacks written as returning CFStringRef do not match.
  *   - Functions that return void in CF return bool here (false: misuse, see
@@ -49,18 +76,18 @@
  *   - CFRunLoopPerformBlock takes, as CF's, one mode (kCFRunLoopCommonModes
  *     included) or a CFArrayRef of modes; the array form is chosen by the
  *     argument's static type (C11 _Generic; overloads in C++), so pass the
- *     array as a CFArrayRef, not cast to CFTypeRef. CFArray exists only as
- *     far as that needs (RLArray.h): CFArrayCreate of strings (the
- *     callbacks are ignored; the strings are copied), CFArrayGetCount,
- *     CFArrayGetValueAtIndex, CFRelease. The function-pointer twins are
- *     RLRunLoopPerformFunction and RLRunLoopPerformFunctionInModes.
+ *     array as a CFArrayRef, not cast to CFTypeRef. The function-pointer
+ *     twins are RLRunLoopPerformFunction and RLRunLoopPerformFunctionInModes.
+ *   - CFMessagePortSendRequest does not run the caller's run loop while it
+ *     waits for a reply (see RLMessagePort.h); port names are per user.
  *   - Allocators are accepted and ignored (pass NULL or kCFAllocatorDefault).
  *   - Timer tolerance works (Darwin semantics), unlike CF on Linux.
  *
  * What does not map (no counterpart in CRunLoop, so such code does not
  * compile): version-1 sources (CFRunLoopSourceContext1, Mach ports),
- * CFMachPort, CFMessagePort, CFSocket, CFString/CFDictionary, CFArray
- * beyond the above and the rest of CoreFoundation, the …GetTypeID functions, CFGetTypeID,
+ * CFMachPort, CFSocket, CFMessagePortSetName/SetDispatchQueue, CFString
+ * beyond the above, CFDictionary, CFMutableData, CFArray beyond the above
+ * and the rest of CoreFoundation, the …GetTypeID functions, CFGetTypeID,
  * CFEqual/CFHash/CFCopyDescription, Objective-C toll-free bridging.
  */
 #ifndef CRUNLOOP_CF_COMPAT_H
@@ -178,7 +205,7 @@ typedef RLDataRef CFDataRef;
 #define CFDataGetBytePtr RLDataGetBytePtr
 #define CFDataGetBytes RLDataGetBytes
 
-/* ---- Arrays (of mode names only) ------------------------------------- */
+/* ---- Arrays (of strings only) --------------------------------------- */
 
 typedef RLArrayRef CFArrayRef;
 /* CF's callbacks argument; accepted and ignored (the strings are copied). */
