@@ -26,6 +26,10 @@ void *rl__object_alloc(const rl__class *cls, size_t size, const char *fn) {
 bool rl__object_check_fail(const void *obj, const rl__class *cls, const char *fn) {
     if (RL__UNLIKELY(obj == NULL))
         return rl__fail(kRLErrorInvalidArgument, fn, "NULL object");
+    /* A string's text may begin like a magic; its "class" is text. */
+    if (rl__string_known(obj))
+        return rl__fail(kRLErrorInvalidObject, fn, "%p is an RLString, not a %s", obj,
+                        cls ? cls->name : "CRunLoop object");
     const rl__object *o = obj;
     if (RL__UNLIKELY(atomic_load_explicit(&o->magic, memory_order_relaxed) != RL__MAGIC_ALIVE))
         return rl__fail(kRLErrorInvalidObject, fn, "%p is not a live CRunLoop object (released?)", obj);

@@ -212,7 +212,10 @@ static bool rl_encoding_ok(RLStringEncoding encoding, const char *fn) {
 
 /* A new string holding bytes[0, n), already checked as UTF-8 without NUL. */
 static RLStringRef rl_string_new(const char *bytes, size_t n, const char *fn) {
-    size_t room = n + 1 < 8 ? 8 : n + 1; /* the magic check may read 4 bytes */
+    /* At least an object header's worth: a string passed where an object
+     * is expected is looked at as one (magic, class) before it is refused,
+     * and those reads must stay inside the block. */
+    size_t room = n + 1 < sizeof(rl__object) ? sizeof(rl__object) : n + 1;
     if (n > (size_t)INT32_MAX * 64) {
         rl__fail(kRLErrorInvalidArgument, fn, "string too long (%zu bytes)", n);
         return NULL;
