@@ -6,6 +6,7 @@
 #   make check-asan      C tests under ASan+UBSan (LeakSanitizer included)
 #   make check-tsan      C tests under ThreadSanitizer
 #   make check-leak      C tests under valgrind memcheck (leaks are errors)
+#   make check-lockdep   C tests with the lock-order detector on (RL_LOCK_DEBUG=1)
 #   make bench           benchmark tables against pthreads / C11 / CF / libuv / GLib
 #   make demo            a tour of the examples
 #   make install PREFIX=/usr/local
@@ -71,7 +72,7 @@ TEST_LIBS := -lcmocka
 # The toolchain clang's TSan runtime refers to libdispatch symbols.
 TSAN_EXTRA_LIBS := $(if $(IS_CLANG),-L$(SWIFT_LIBDIR) -ldispatch)
 
-.PHONY: FORCE all lib deps check check-c check-swift check-asan check-tsan check-leak \
+.PHONY: FORCE all lib deps check check-c check-swift check-asan check-tsan check-leak check-lockdep \
         check-install check-exports check-sanitizers check-swift-tsan check-swift-asan bench demo install clean
 
 all: lib $(BUILD)/crunloop.pc
@@ -163,6 +164,12 @@ check-asan: deps
 check-tsan: deps
 	RL_TEST_SCALE=tsan $(MAKE) check-c VARIANT=-tsan OPT=-O1 SAN="-fsanitize=thread" TEST_LIBS="-lcmocka $(TSAN_EXTRA_LIBS)"
 
+# The C tests with the lock-order detector on (RLLockDebug.h): every RL lock
+# and the run loop's own locks report to it, and a program that triggers a
+# report fails (scripts/run-c-tests.sh).
+check-lockdep: deps
+	RL_LOCK_DEBUG=1 $(MAKE) check-c
+
 check-leak: deps
 	RL_TEST_SCALE=valgrind $(MAKE) check-c VARIANT=-valgrind OPT="-O2 -gdwarf-4" TEST_RUNNER="valgrind -q --leak-check=full --show-leak-kinds=definite,indirect --errors-for-leak-kinds=definite,indirect --error-exitcode=99"
 
@@ -179,7 +186,7 @@ check-swift-asan: deps
 	RL_TEST_SCALE=asan LSAN_OPTIONS=suppressions=$(CURDIR)/scripts/lsan-swift.supp \
 	  $(SWIFTPM) test --scratch-path .build/asan --sanitize=address
 
-check-sanitizers: check-asan check-tsan check-leak check-swift-tsan check-swift-asan
+check-sanitizers: check-asan check-tsan check-leak check-lockdep check-swift-tsan check-swift-asan
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/include/crunloop $(DESTDIR)$(PREFIX)/lib/pkgconfig

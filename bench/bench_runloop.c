@@ -10,7 +10,7 @@
  *   BRL_ROUNDS=1 bench_runloop
  *   BRL_QUICK=1 bench_runloop   smaller counts, for a smoke test
  *   BRL_ONLY=perform,timers    only these groups (perform, pingpong, timers, fire,
- *                              observer, fds, scale, idle)
+ *                              observer, fds, scale, objects, idle)
  *   BRL_PEERS=ours,libuv       only these peers (ours, CF, libuv, GLib)
  *
  * Built by `make bench-runloop` (mk/bench-runloop.mk). Compiling with
@@ -52,6 +52,8 @@ enum metric {
     M_ITER,
     M_OBS,
     M_FDS,
+    M_OBJ1,
+    M_OBJN,
     M_SIG1K,
     M_SIG10K,
     M_SIG100K,
@@ -92,6 +94,8 @@ static const metric_info metrics[NMETRICS] = {
     [M_ITER] = {"loop iteration, no observer (ns) [c]", 1, false, T_NONE, ""},
     [M_OBS] = {"all-activities observer, +ns/iter [c]", 1, false, T_NONE, ""},
     [M_FDS] = {"fds per loop, 5 modes [d]", 1, false, T_NONE, ""},
+    [M_OBJ1] = {"timer create+release 1-by-1 (ns) [g]", 1, false, T_NONE, ""},
+    [M_OBJN] = {"timer create+release 10k batch (ns) [g]", 1, false, T_NONE, ""},
     [M_SIG1K] = {"signal N sources + 1 pass, N=1k (ns/src) [e]", 1, false, T_NONE, ""},
     [M_SIG10K] = {"signal N sources + 1 pass, N=10k (ns/src)", 1, false, T_NONE, ""},
     [M_SIG100K] = {"signal N sources + 1 pass, N=100k (ns/src)", 1, false, T_NONE, ""},
@@ -227,6 +231,7 @@ static void run_round(int round) {
     long fires = quick ? 100 : 300;
     long late_fires = quick ? 200 : 500;
     long n_iter = quick ? 20000 : 100000;
+    long n_obj = quick ? 2000 : 10000;
     for (int k = 0; k < NPEERS; k++) {
         int p = (k + round) % NPEERS;
         const brl_peer *peer = peers[p];
@@ -270,6 +275,10 @@ static void run_round(int round) {
         if (want("fds")) {
             progress("round %d: %s fds", round + 1, peer->name);
             record_result(p, peer->fds(5), M_FDS, -1);
+        }
+        if (want("objects") && peer->objects) {
+            progress("round %d: %s objects", round + 1, peer->name);
+            for (int rep = 0; rep < 3; rep++) record_result(p, peer->objects(n_obj), M_OBJ1, M_OBJN);
         }
         if (want("scale") && peer->signal_sources && peer->common_timers) {
             progress("round %d: %s scale", round + 1, peer->name);
@@ -397,6 +406,8 @@ static void print_table(int rounds) {
            "    signalled run-loop sources.\n");
     printf("[f] N far-future timers added to kCFRunLoopCommonModes (the default mode is the one common mode);\n"
            "    libuv and GLib have no common modes.\n");
+    printf("[g] RunLoopTimerCreate + Release with no loop: what making and dropping an object costs (ours: the\n"
+           "    pool with its quarantine of released slots, which keeps stale pointers detectable).\n");
     printf("Timings are medians of %d rounds on a shared machine; cross-thread rows (perform, ping-pong) are the\n"
            "noisiest: the perform rows run 3 times a round (once for a peer whose run takes over 0.5 s) and show\n"
            "the median of all runs. Timer add/remove: the median of several repetitions inside each round.\n",

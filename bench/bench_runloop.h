@@ -63,6 +63,10 @@ typedef struct brl_peer {
     brl_result (*observer)(long n);
     /* fds a loop on a new thread holds after running in `modes` modes. */
     brl_result (*fds)(int modes);
+    /* Timer objects made and released (no loop involved): v[0] = ns per
+     * create + release, one timer at a time (n times); v[1] = ns per timer
+     * when n are created, then all released. NULL: no such objects. */
+    brl_result (*objects)(long n);
     /* n sources (orders 0..4 interleaved) in a mode, all signalled, then
      * one pass that performs them; v[0] = ns per source (signal + perform).
      * NULL: no run-loop sources. */

@@ -451,6 +451,21 @@ static brl_result cf_fds(int modes) {
     return a.r;
 }
 
+/* ---- object create / release --------------------------------------- */
+
+static brl_result cf_objects(long n) {
+    CFRunLoopTimerRef *t = malloc((size_t)n * sizeof *t);
+    if (!t) return brl_none("out of memory");
+    double t0 = brl_now();
+    for (long i = 0; i < n; i++) CFRelease(CFRunLoopTimerCreate(NULL, 1e9, 0, 0, 0, cf_timer_nothing, NULL));
+    double t1 = brl_now();
+    for (long i = 0; i < n; i++) t[i] = CFRunLoopTimerCreate(NULL, 1e9, 0, 0, 0, cf_timer_nothing, NULL);
+    for (long i = 0; i < n; i++) CFRelease(t[i]);
+    double t2 = brl_now();
+    free(t);
+    return brl_ok((t1 - t0) / (double)n * 1e9, (t2 - t1) / (double)n * 1e9);
+}
+
 /* ---- scale: many signalled sources, many timers in common modes -------- */
 
 typedef struct {
@@ -554,6 +569,7 @@ const brl_peer BRL_PEER = {
     .idle_finish = cf_idle_finish,
     .observer = cf_observer,
     .fds = cf_fds,
+    .objects = cf_objects,
     .signal_sources = cf_signal_sources,
     .common_timers = cf_common_timers,
 };

@@ -2,12 +2,57 @@
 #include "internal.h"
 #include "rl_pool.h"
 
+#include <malloc.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#if defined(__SANITIZE_ADDRESS__)
+#define RL_BASE_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define RL_BASE_ASAN 1
+#endif
+#endif
+#ifdef RL_BASE_ASAN
+#include <sanitizer/asan_interface.h>
+#endif
+
 _Atomic unsigned rl__faults;
+
+/* Objects that do not come from the pool (the plain build, objects over
+ * RL_POOL_MAX) are not freed at once either: like the pool's slots they
+ * wait in a quarantine, here a ring of the last RL_MALLOC_QUARANTINE such
+ * objects, so that malloc does not hand their memory to the next object
+ * while a stale pointer may still reach it (the dead header then refuses
+ * it). Lock-free: a release swaps its object into the next slot and frees
+ * what it pushed out, so no lock is held across fork. Under
+ * AddressSanitizer the waiting object is poisoned: a stale use is
+ * reported, as for the pool. */
+enum {
+#ifdef RL_BASE_ASAN
+    RL_MALLOC_QUARANTINE = 1024,
+#else
+    RL_MALLOC_QUARANTINE = 64,
+#endif
+};
+static void *_Atomic rl_malloc_quarantine[RL_MALLOC_QUARANTINE];
+static _Atomic unsigned rl_malloc_quarantine_next;
+
+static void rl_free_later(void *o) {
+#ifdef RL_BASE_ASAN
+    ASAN_POISON_MEMORY_REGION(o, malloc_usable_size(o));
+#endif
+    unsigned i = atomic_fetch_add_explicit(&rl_malloc_quarantine_next, 1, memory_order_relaxed);
+    void *out = atomic_exchange_explicit(&rl_malloc_quarantine[i % RL_MALLOC_QUARANTINE], o, memory_order_acq_rel);
+    if (!out)
+        return;
+#ifdef RL_BASE_ASAN
+    ASAN_UNPOISON_MEMORY_REGION(out, malloc_usable_size(out));
+#endif
+    free(out);
+}
 
 void *rl__object_alloc(const rl__class *cls, size_t size, const char *fn) {
     bool pooled = RL_TRICK_POOL && rl__pool_serves(size);
@@ -75,28 +120,39 @@ RLTypeRef RLRetain(RLTypeRef obj) {
     return obj;
 }
 
-bool RLRelease(RLTypeRef obj) {
-    int kind = rl_any(obj, "RLRelease");
+/* Drops one reference: `held` says whether it is one the library marked
+ * as its own (rl__object_unhold) or a caller's (RLRelease, which also
+ * takes a library string). */
+static bool rl_release(const void *obj, bool held, const char *fn) {
+    int kind = held ? (rl__object_check(obj, NULL, fn) ? RL_ANY_OBJECT : RL_ANY_FAILED) : rl_any(obj, fn);
     if (kind == RL_ANY_STRING)
-        return rl__string_release(obj, "RLRelease");
+        return rl__string_release(obj, fn);
     if (kind != RL_ANY_OBJECT)
         return false;
     rl__object *o = (rl__object *)obj;
+    long step = held ? 1 + RL__HELD_ONE : 1;
     long rc = atomic_load_explicit(&o->rc, memory_order_relaxed);
     for (;;) {
-        if (RL__UNLIKELY(rc <= 0))
-            return rl__fail(kRLErrorInvalidObject, "RLRelease", "%p was already released", obj);
-        if (rc == 1 && o->cls->can_destroy && !o->cls->can_destroy(o))
+        long count = rc & RL__RC_MASK, kept = rc / RL__HELD_ONE;
+        if (RL__UNLIKELY(count <= 0))
+            return rl__fail(kRLErrorInvalidObject, fn, "%p was already released", obj);
+        if (RL__UNLIKELY(!held && count <= kept))
+            return rl__fail(kRLErrorNotOwner, fn,
+                            "%p (%s) is kept by the library: its references all belong to CRunLoop (a Get-rule "
+                            "result is not the caller's to release; release only what Create, Copy or RLRetain gave)",
+                            obj, o->cls->name);
+        if (count == 1 && o->cls->can_destroy && !o->cls->can_destroy(o))
             return false;
-        if (atomic_compare_exchange_weak_explicit(&o->rc, &rc, rc - 1, memory_order_release,
+        if (atomic_compare_exchange_weak_explicit(&o->rc, &rc, rc - step, memory_order_release,
                                                   memory_order_relaxed))
             break;
     }
-    if (rc != 1)
+    if ((rc & RL__RC_MASK) != 1)
         return true;
     /* Acquire what every earlier release did to the object before its
      * memory goes (an acquire load rather than a fence: ThreadSanitizer
-     * models the one, not the other, and pooled memory is reused at once). */
+     * models the one, not the other, and pooled memory is reused without
+     * going through free). */
     (void)atomic_load_explicit(&o->rc, memory_order_acquire);
     atomic_store_explicit(&o->magic, RL__MAGIC_DEAD, memory_order_relaxed);
     if (o->cls->finalize)
@@ -104,9 +160,17 @@ bool RLRelease(RLTypeRef obj) {
     if (o->pooled)
         rl__pool_free(o);
     else
-        free(o);
+        rl_free_later(o);
     return true;
 }
+
+bool RLRelease(RLTypeRef obj) { return rl_release(obj, false, "RLRelease"); }
+
+void rl__object_hold(const void *obj) {
+    atomic_fetch_add_explicit(&((rl__object *)obj)->rc, RL__HELD_ONE, memory_order_relaxed);
+}
+
+bool rl__object_unhold(const void *obj) { return rl_release(obj, true, "RLRelease"); }
 
 RLIndex RLGetRetainCount(RLTypeRef obj) {
     int kind = rl_any(obj, "RLGetRetainCount");
@@ -114,7 +178,7 @@ RLIndex RLGetRetainCount(RLTypeRef obj) {
         return rl__string_retain_count(obj);
     if (kind != RL_ANY_OBJECT)
         return -1;
-    return atomic_load_explicit(&((const rl__object *)obj)->rc, memory_order_relaxed);
+    return atomic_load_explicit(&((const rl__object *)obj)->rc, memory_order_relaxed) & RL__RC_MASK;
 }
 
 const char *RLGetTypeName(RLTypeRef obj) {

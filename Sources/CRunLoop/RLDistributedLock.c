@@ -36,6 +36,7 @@ typedef struct RLDistributedLock {
     pthread_mutex_t mu; /* guards held, token */
     char *path;
     char *dir;
+    long name_max;      /* longest file name the directory takes */
     bool held;
     char token[33];     /* 128 random bits, hex, in the record we linked */
 } RLDistributedLock;
@@ -159,18 +160,29 @@ static RLDistributedLock *checked(RLDistributedLockRef lock, const char *fn) {
     return rl__object_check(lock, &rl__distributed_lock_class, fn) ? (RLDistributedLock *)lock : NULL;
 }
 
-/* A name no other process or thread on any host can pick: lock path +
- * host + pid + thread + counter. Same directory as the lock, because link
- * cannot cross file systems. */
-static bool unique_path(const char *path, char *out, size_t size) {
+/* A name no other process or thread on any host can pick: host + pid +
+ * thread + counter, after as much of the lock's own file name as still
+ * fits the directory's name limit (so that a lock whose name is near the
+ * limit still works; the prefix only helps a human tell whose it is). Same
+ * directory as the lock, because link cannot cross file systems. */
+static bool unique_path(const char *path, const char *dir, long name_max, char *out, size_t size) {
     char host[65];
     host_name(host, sizeof host);
     for (char *c = host; *c; c++)
         if (*c == '/')
             *c = '_';
     unsigned long n = atomic_fetch_add_explicit(&g_unique_counter, 1, memory_order_relaxed);
-    int len = snprintf(out, size, "%s.%s.%d.%ld.%lu.tmp", path, host, (int)getpid(),
-                       (long)syscall(SYS_gettid), n);
+    char suffix[160];
+    int slen = snprintf(suffix, sizeof suffix, ".%s.%d.%ld.%lu.tmp", host, (int)getpid(),
+                        (long)syscall(SYS_gettid), n);
+    if (slen <= 0 || (size_t)slen >= sizeof suffix || slen > name_max)
+        return false;
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    size_t keep = strlen(base);
+    if (keep > (size_t)(name_max - slen))
+        keep = (size_t)(name_max - slen);
+    int len = snprintf(out, size, "%s/%.*s%s", dir, (int)keep, base, suffix);
     return len > 0 && (size_t)len < size;
 }
 
@@ -192,12 +204,59 @@ static void make_token(char out[33]) {
         snprintf(out + 2 * i, 3, "%02x", bytes[i]);
 }
 
-/* Reads the lock file's text (at most size-1 bytes). -1 with errno set. */
-static ssize_t read_lock_file(const char *path, char *buf, size_t size) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+/* What a file type is called in messages. */
+static const char *file_kind(mode_t mode) {
+    if (S_ISFIFO(mode))
+        return "a FIFO";
+    if (S_ISDIR(mode))
+        return "a directory";
+    if (S_ISCHR(mode) || S_ISBLK(mode))
+        return "a device";
+    if (S_ISSOCK(mode))
+        return "a socket";
+    return "not a regular file";
+}
+
+/* Opens the file at the lock path for reading, never blocking: O_NONBLOCK
+ * because opening a FIFO waits for a writer (anyone who can write the
+ * directory could otherwise hang the holder), O_NOFOLLOW because a lock
+ * file is never a symbolic link. Returns the descriptor; -1 with errno set
+ * if it cannot be opened; -2 with *kind set if it is not a regular file
+ * (a FIFO, a device, a socket, a symbolic link): no lock file of ours. */
+static int open_lock_file(const char *path, const char **kind) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+    if (fd < 0) {
+        if (errno == ELOOP) {
+            *kind = "a symbolic link";
+            return -2;
+        }
         return -1;
-    ssize_t n = read(fd, buf, size - 1);
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int err = errno;
+        close(fd);
+        errno = err;
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        *kind = file_kind(st.st_mode);
+        close(fd);
+        return -2;
+    }
+    return fd;
+}
+
+/* Reads the lock file's text (at most size-1 bytes). -1 with errno set;
+ * -2 with *kind set for a file that is not a regular file. */
+static ssize_t read_lock_file(const char *path, char *buf, size_t size, const char **kind) {
+    int fd = open_lock_file(path, kind);
+    if (fd < 0)
+        return fd;
+    ssize_t n;
+    do
+        n = read(fd, buf, size - 1);
+    while (n < 0 && errno == EINTR);
     int err = errno;
     close(fd);
     if (n < 0) {
@@ -208,18 +267,19 @@ static ssize_t read_lock_file(const char *path, char *buf, size_t size) {
     return n;
 }
 
-/* A short "held by host pid N" for busy messages; best effort. */
+/* A short "held by host pid N" (or what is there instead of a lock file)
+ * for busy messages; best effort. */
 static void describe_holder(const char *path, char *buf, size_t size) {
     buf[0] = '\0';
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return;
     char text[1024];
-    ssize_t n = read(fd, text, sizeof text - 1);
-    close(fd);
+    const char *kind = NULL;
+    ssize_t n = read_lock_file(path, text, sizeof text, &kind);
+    if (n == -2) {
+        snprintf(buf, size, " by %s, not a lock file", kind);
+        return;
+    }
     if (n <= 0)
         return;
-    text[n] = '\0';
     RLDistributedLockOwner o;
     if (owner_parse(text, &o, NULL))
         snprintf(buf, size, " by %s pid %d", o.hostName, (int)o.pid);
@@ -228,7 +288,7 @@ static void describe_holder(const char *path, char *buf, size_t size) {
 /* ---- lifecycle ---- */
 
 RLDistributedLockRef RLDistributedLockCreate(const char *path) {
-    static const char fn[] = "RLDistributedLockCreate";
+    const char *fn = __func__;
     if (!path) {
         rl__fail(kRLErrorInvalidArgument, fn, "NULL path");
         return NULL;
@@ -257,6 +317,7 @@ RLDistributedLockRef RLDistributedLockCreate(const char *path) {
     struct stat st;
     char probe[PATH_MAX];
     int fd;
+    long name_max;
     if (stat(dir, &st) != 0) {
         rl__fail_errno(errno, fn, "directory \"%s\" of lock \"%s\" is not usable", dir, path);
         goto fail;
@@ -269,10 +330,14 @@ RLDistributedLockRef RLDistributedLockCreate(const char *path) {
         rl__fail(kRLErrorInvalidArgument, fn, "lock path \"%s\" is a directory", path);
         goto fail;
     }
+    errno = 0;
+    name_max = pathconf(dir, _PC_NAME_MAX);
+    if (name_max <= 0)
+        name_max = NAME_MAX; /* no limit reported: the usual one */
     /* Prove the directory writable the way TryLock will write it: access()
      * would say yes to root on a read-only mount of some file systems and
      * knows nothing of ACLs on NFS. */
-    if (!unique_path(path, probe, sizeof probe)) {
+    if (!unique_path(path, dir, name_max, probe, sizeof probe)) {
         rl__fail(kRLErrorInvalidArgument, fn, "lock path \"%s\" is too long", path);
         goto fail;
     }
@@ -298,6 +363,7 @@ RLDistributedLockRef RLDistributedLockCreate(const char *path) {
     pthread_mutex_init(&lock->mu, NULL);
     lock->path = copy;
     lock->dir = dir;
+    lock->name_max = name_max;
     return lock;
 
 fail:
@@ -325,7 +391,7 @@ static void finalize(void *obj) {
 }
 
 const char *RLDistributedLockGetPath(RLDistributedLockRef ref) {
-    RLDistributedLock *lock = checked(ref, "RLDistributedLockGetPath");
+    RLDistributedLock *lock = checked(ref, __func__);
     return lock ? lock->path : NULL;
 }
 
@@ -335,7 +401,7 @@ const char *RLDistributedLockGetPath(RLDistributedLockRef ref) {
  * and its identity in *st. */
 static bool write_record(RLDistributedLock *lock, const char *token, char *tmp, size_t size,
                          const char *fn) {
-    if (!unique_path(lock->path, tmp, size))
+    if (!unique_path(lock->path, lock->dir, lock->name_max, tmp, size))
         return rl__fail(kRLErrorInvalidArgument, fn, "lock path \"%s\" is too long", lock->path);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0)
@@ -360,7 +426,7 @@ static bool write_record(RLDistributedLock *lock, const char *token, char *tmp, 
 }
 
 bool RLDistributedLockTryLock(RLDistributedLockRef ref) {
-    static const char fn[] = "RLDistributedLockTryLock";
+    const char *fn = __func__;
     RLDistributedLock *lock = checked(ref, fn);
     if (!lock)
         return false;
@@ -399,7 +465,7 @@ bool RLDistributedLockTryLock(RLDistributedLockRef ref) {
 }
 
 bool RLDistributedLockUnlock(RLDistributedLockRef ref) {
-    static const char fn[] = "RLDistributedLockUnlock";
+    const char *fn = __func__;
     RLDistributedLock *lock = checked(ref, fn);
     if (!lock)
         return false;
@@ -410,11 +476,18 @@ bool RLDistributedLockUnlock(RLDistributedLockRef ref) {
     }
     char text[1024], token[33];
     RLDistributedLockOwner o;
-    ssize_t n = read_lock_file(lock->path, text, sizeof text);
-    if (n < 0 && errno != ENOENT) {
+    const char *kind = NULL;
+    ssize_t n = read_lock_file(lock->path, text, sizeof text, &kind);
+    if (n == -1 && errno != ENOENT) {
         int err = errno;
         pthread_mutex_unlock(&lock->mu);
         return rl__fail_errno(err, fn, "cannot read \"%s\"", lock->path);
+    }
+    if (n == -2) {
+        /* Our record was replaced by something that is no lock file. */
+        lock->held = false;
+        pthread_mutex_unlock(&lock->mu);
+        return rl__fail(kRLErrorNotOwner, fn, "\"%s\" was replaced by %s; nothing removed", lock->path, kind);
     }
     if (n < 0 || !owner_parse(text, &o, token) || strcmp(token, lock->token) != 0) {
         /* Broken by someone else (and maybe re-taken): not ours to remove. */
@@ -434,7 +507,7 @@ bool RLDistributedLockUnlock(RLDistributedLockRef ref) {
 }
 
 bool RLDistributedLockBreakLock(RLDistributedLockRef ref) {
-    static const char fn[] = "RLDistributedLockBreakLock";
+    const char *fn = __func__;
     RLDistributedLock *lock = checked(ref, fn);
     if (!lock)
         return false;
@@ -452,7 +525,7 @@ bool RLDistributedLockBreakLock(RLDistributedLockRef ref) {
 }
 
 bool RLDistributedLockIsHeld(RLDistributedLockRef ref) {
-    RLDistributedLock *lock = checked(ref, "RLDistributedLockIsHeld");
+    RLDistributedLock *lock = checked(ref, __func__);
     if (!lock)
         return false;
     pthread_mutex_lock(&lock->mu);
@@ -464,7 +537,7 @@ bool RLDistributedLockIsHeld(RLDistributedLockRef ref) {
 /* ---- inspecting the holder ---- */
 
 RLAbsoluteTime RLDistributedLockCopyLockDate(RLDistributedLockRef ref) {
-    static const char fn[] = "RLDistributedLockCopyLockDate";
+    const char *fn = __func__;
     RLDistributedLock *lock = checked(ref, fn);
     if (!lock)
         return NAN;
@@ -480,25 +553,23 @@ RLAbsoluteTime RLDistributedLockCopyLockDate(RLDistributedLockRef ref) {
 }
 
 bool RLDistributedLockCopyOwner(RLDistributedLockRef ref, RLDistributedLockOwner *out) {
-    static const char fn[] = "RLDistributedLockCopyOwner";
+    const char *fn = __func__;
     RLDistributedLock *lock = checked(ref, fn);
     if (!lock)
         return false;
     if (!out)
         return rl__fail(kRLErrorInvalidArgument, fn, "NULL outOwner");
-    int fd = open(lock->path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
+    char text[1024];
+    const char *kind = NULL;
+    ssize_t n = read_lock_file(lock->path, text, sizeof text, &kind);
+    if (n == -2)
+        return rl__fail(kRLErrorInvalidState, fn, "\"%s\" is %s, not an RLDistributedLock file", lock->path,
+                        kind);
+    if (n < 0) {
         if (errno == ENOENT)
             return rl__fail(kRLErrorNotLocked, fn, "\"%s\" is not locked", lock->path);
         return rl__fail_errno(errno, fn, "cannot read \"%s\"", lock->path);
     }
-    char text[1024];
-    ssize_t n = read(fd, text, sizeof text - 1);
-    int err = errno;
-    close(fd);
-    if (n < 0)
-        return rl__fail_errno(err, fn, "cannot read \"%s\"", lock->path);
-    text[n] = '\0';
     RLDistributedLockOwner o;
     if (!owner_parse(text, &o, NULL))
         return rl__fail(kRLErrorInvalidState, fn, "\"%s\" holds no RLDistributedLock owner record",
@@ -509,7 +580,7 @@ bool RLDistributedLockCopyOwner(RLDistributedLockRef ref, RLDistributedLockOwner
 
 RLDistributedLockOwnerState RLDistributedLockOwnerGetState(const RLDistributedLockOwner *owner) {
     if (!owner) {
-        rl__fail(kRLErrorInvalidArgument, "RLDistributedLockOwnerGetState", "NULL owner");
+        rl__fail(kRLErrorInvalidArgument, __func__, "NULL owner");
         return kRLDistributedLockOwnerStateUnknown;
     }
     char host[kRLDistributedLockHostNameMax];

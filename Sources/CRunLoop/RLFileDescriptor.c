@@ -21,7 +21,7 @@ static void rl_fd_finalize(void *obj) {
     struct RLFileDescriptor *f = obj;
     /* The source holds a reference on f, so no source is left here. */
     if (f->valid) {
-        rl_fd_close_own(f, f->stale);
+        rl_fd_close_own(f, rl__peek(f->stale));
         if (f->ctx.release)
             f->ctx.release(f->ctx.info);
     }
@@ -30,12 +30,12 @@ static void rl_fd_finalize(void *obj) {
 /* Another thread may enable, disable or invalidate meanwhile: the state is
  * copied under the lock that guards it, printed after. */
 static char *rl_fd_describe(const void *obj) {
-    const struct RLFileDescriptor *f = obj;
-    rl__graph_lock();
+    struct RLFileDescriptor *f = (struct RLFileDescriptor *)obj;
+    rl__olock_lock(&f->lock);
     bool valid = f->valid;
-    RLOptionFlags enabled = f->enabled;
-    int stale = f->stale;
-    rl__graph_unlock();
+    RLOptionFlags enabled = atomic_load_explicit(&f->enabled, memory_order_relaxed);
+    int stale = rl__peek(f->stale);
+    rl__olock_unlock(&f->lock);
     char *out = NULL;
     if (asprintf(&out, "<RLFileDescriptor %p fd %d%s%s%s%s>", obj, f->fd, valid ? "" : " invalid",
                  (enabled & kRLFileDescriptorReadCallBack) ? " read" : "",
@@ -96,20 +96,42 @@ bool RLFileDescriptorGetContext(RLFileDescriptorRef f, RLFileDescriptorContext *
     return true;
 }
 
+/* Takes a reference on a source that may be on its way out (its count may
+ * already have reached zero while its finalizer waits for f's lock). */
+static bool rl_try_retain(struct RLRunLoopSource *s) {
+    long rc = atomic_load(&s->base.rc);
+    while (rc > 0) {
+        if (atomic_compare_exchange_weak(&s->base.rc, &rc, rc + 1))
+            return true;
+    }
+    return false;
+}
+
 static bool rl_fd_set_enabled(RLFileDescriptorRef f, RLOptionFlags types, bool on, const char *fn) {
     if (!rl_fd_ok(f, fn))
         return false;
     RLOptionFlags known = kRLFileDescriptorReadCallBack | kRLFileDescriptorWriteCallBack;
     if (types & ~known)
         return rl__fail(kRLErrorInvalidArgument, fn, "unknown callback types 0x%lx", types & ~known);
-    rl__graph_lock();
+    rl__olock_lock(&f->lock);
     bool ok = f->valid;
-    if (ok && !(on && f->stale)) {
-        f->enabled = on ? (f->enabled | types) : (f->enabled & ~types);
-        rl__fd_changed_locked(f); /* may find, from the kernel's answer, that it is stale */
+    struct RLRunLoopSource *s = NULL;
+    if (ok && !(on && rl__peek(f->stale))) {
+        if (on)
+            atomic_fetch_or_explicit(&f->enabled, types, memory_order_relaxed);
+        else
+            atomic_fetch_and_explicit(&f->enabled, ~types, memory_order_relaxed);
+        if (f->source && rl_try_retain(f->source))
+            s = f->source;
     }
-    int stale = on ? f->stale : 0;
-    rl__graph_unlock();
+    rl__olock_unlock(&f->lock);
+    if (s) {
+        /* Re-arms the fd in each of its loops, one at a time; the kernel's
+         * answer may show that it is stale. */
+        rl__source_fd_resync(s);
+        RLRelease(s);
+    }
+    int stale = on ? rl__peek(f->stale) : 0;
     if (!ok)
         return rl__fail(kRLErrorInvalidObject, fn, "the descriptor object has been invalidated");
     if (stale == ENOENT || stale == EBADF)
@@ -135,16 +157,21 @@ bool RLFileDescriptorInvalidate(RLFileDescriptorRef f) {
         return false;
     rl_defer d;
     rl__defer_init(&d);
-    rl__graph_lock();
+    rl__olock_lock(&f->lock);
     bool was = f->valid;
-    int stale = f->stale;
+    struct RLRunLoopSource *s = NULL;
+    int stale = rl__peek(f->stale);
     if (was) {
-        f->enabled = 0;
-        if (f->source)
-            rl__source_invalidate_locked(f->source, &d); /* leaves every epoll set */
-        f->valid = false;
+        atomic_store_explicit(&f->enabled, 0, memory_order_relaxed);
+        if (f->source && rl_try_retain(f->source))
+            s = f->source;
+        rl__poke(f->valid, false);
     }
-    rl__graph_unlock();
+    rl__olock_unlock(&f->lock);
+    if (s) {
+        rl__source_invalidate(s, &d); /* leaves every epoll set */
+        rl__defer_release(&d, s);
+    }
     if (was) {
         rl_fd_close_own(f, stale);
         rl__defer_ctx_release(&d, f->ctx.release, f->ctx.info);
@@ -156,21 +183,10 @@ bool RLFileDescriptorInvalidate(RLFileDescriptorRef f) {
 bool RLFileDescriptorIsValid(RLFileDescriptorRef f) {
     if (!rl_fd_ok(f, "RLFileDescriptorIsValid"))
         return false;
-    rl__graph_lock();
+    rl__olock_lock(&f->lock);
     bool v = f->valid;
-    rl__graph_unlock();
+    rl__olock_unlock(&f->lock);
     return v;
-}
-
-/* Takes a reference on a source that may be on its way out (its count may
- * already have reached zero while its finalizer waits for the graph lock). */
-static bool rl_try_retain(struct RLRunLoopSource *s) {
-    long rc = atomic_load(&s->base.rc);
-    while (rc > 0) {
-        if (atomic_compare_exchange_weak(&s->base.rc, &rc, rc + 1))
-            return true;
-    }
-    return false;
 }
 
 RLRunLoopSourceRef RLFileDescriptorCreateRunLoopSource(RLAllocatorRef allocator, RLFileDescriptorRef f,
@@ -178,12 +194,12 @@ RLRunLoopSourceRef RLFileDescriptorCreateRunLoopSource(RLAllocatorRef allocator,
     const char *fn = "RLFileDescriptorCreateRunLoopSource";
     if (!rl_fd_ok(f, fn))
         return NULL;
-    rl__graph_lock();
+    rl__olock_lock(&f->lock);
     struct RLRunLoopSource *s = NULL;
     bool valid = f->valid;
     if (valid && f->source && rl_try_retain(f->source))
         s = f->source;
-    rl__graph_unlock();
+    rl__olock_unlock(&f->lock);
     if (!valid) {
         rl__fail(kRLErrorInvalidObject, fn, "the descriptor object has been invalidated");
         return NULL;
@@ -196,15 +212,15 @@ RLRunLoopSourceRef RLFileDescriptorCreateRunLoopSource(RLAllocatorRef allocator,
         return NULL;
     RLRetain(f);
     s->fdobj = f;
-    rl__graph_lock();
+    rl__olock_lock(&f->lock);
     if (f->source && rl_try_retain(f->source)) {
         /* Another thread made one meanwhile: one source per descriptor. */
         struct RLRunLoopSource *other = f->source;
-        rl__graph_unlock();
+        rl__olock_unlock(&f->lock);
         RLRelease(s);
         return other;
     }
     f->source = s;
-    rl__graph_unlock();
+    rl__olock_unlock(&f->lock);
     return s;
 }

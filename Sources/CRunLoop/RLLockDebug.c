@@ -75,6 +75,8 @@ static rl__held_stack *g_stacks;
 /* Bumped each time debugging is switched on, so that stacks recorded before
  * it was switched off (whose releases were never seen) are discarded. */
 static _Atomic unsigned g_epoch = 1;
+
+unsigned rl__lockdep_epoch(void) { return atomic_load_explicit(&g_epoch, memory_order_relaxed); }
 static __thread rl__held_stack *t_stack;
 static __thread rl__site t_callsite; /* addr unused: file and line only */
 static pthread_key_t g_stack_key;

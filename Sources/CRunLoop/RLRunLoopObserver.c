@@ -6,6 +6,7 @@
 
 static void rl_observer_finalize(void *obj) {
     struct RLRunLoopObserver *o = obj;
+    rl__item_leave_home(o, RL_KIND_OBSERVER);
     /* Invalidation already released the context; a never-invalidated
      * observer releases it here. */
     if (o->valid && o->ctx.release)
@@ -111,9 +112,9 @@ bool RLRunLoopObserverInvalidate(RLRunLoopObserverRef o) {
         return false;
     rl_defer d;
     rl__defer_init(&d);
-    rl__graph_lock();
+    RLRunLoopRef h = rl__item_lock(o, RL_KIND_OBSERVER);
     rl__observer_invalidate_locked(o, &d);
-    rl__graph_unlock();
+    rl__item_unlock(o, RL_KIND_OBSERVER, h);
     rl__defer_run(&d);
     return true;
 }
@@ -121,9 +122,9 @@ bool RLRunLoopObserverInvalidate(RLRunLoopObserverRef o) {
 bool RLRunLoopObserverIsValid(RLRunLoopObserverRef o) {
     if (!rl_observer_ok(o, "RLRunLoopObserverIsValid"))
         return false;
-    rl__graph_lock();
+    RLRunLoopRef h = rl__item_lock(o, RL_KIND_OBSERVER);
     bool v = o->valid;
-    rl__graph_unlock();
+    rl__item_unlock(o, RL_KIND_OBSERVER, h);
     return v;
 }
 

@@ -7,10 +7,10 @@
 static void rl_source_finalize(void *obj) {
     struct RLRunLoopSource *s = obj;
     if (s->fdobj) {
-        rl__graph_lock();
+        rl__olock_lock(&s->fdobj->lock);
         if (s->fdobj->source == s)
             s->fdobj->source = NULL;
-        rl__graph_unlock();
+        rl__olock_unlock(&s->fdobj->lock);
         RLRelease(s->fdobj);
     }
     if (s->ctx.release)
@@ -64,22 +64,12 @@ RLIndex RLRunLoopSourceGetOrder(RLRunLoopSourceRef s) {
     return s->order;
 }
 
-void rl__source_invalidate_locked(struct RLRunLoopSource *s, rl_defer *d) {
-    if (!s->valid)
-        return;
-    s->valid = false;
-    s->signalled = false;
-    rl__remove_item_everywhere_locked(s, RL_KIND_SOURCE, d);
-}
-
 bool RLRunLoopSourceInvalidate(RLRunLoopSourceRef s) {
     if (!rl_source_ok(s, "RLRunLoopSourceInvalidate"))
         return false;
     rl_defer d;
     rl__defer_init(&d);
-    rl__graph_lock();
-    rl__source_invalidate_locked(s, &d);
-    rl__graph_unlock();
+    rl__source_invalidate(s, &d);
     rl__defer_run(&d);
     return true;
 }
@@ -87,9 +77,9 @@ bool RLRunLoopSourceInvalidate(RLRunLoopSourceRef s) {
 bool RLRunLoopSourceIsValid(RLRunLoopSourceRef s) {
     if (!rl_source_ok(s, "RLRunLoopSourceIsValid"))
         return false;
-    rl__graph_lock();
+    rl__olock_lock(&s->lock);
     bool v = s->valid;
-    rl__graph_unlock();
+    rl__olock_unlock(&s->lock);
     return v;
 }
 
@@ -107,13 +97,7 @@ bool RLRunLoopSourceSignal(RLRunLoopSourceRef s) {
     const char *fn = "RLRunLoopSourceSignal";
     if (!rl_source_ok(s, fn))
         return false;
-    rl__graph_lock();
-    bool ok = s->valid;
-    if (ok && !s->signalled) {
-        s->signalled = true;
-        rl__source_mark_ready_locked(s, NULL);
-    }
-    rl__graph_unlock();
+    bool ok = rl__source_signal(s);
     if (!ok)
         return rl__fail(kRLErrorInvalidObject, fn, "the source has been invalidated");
     return true;

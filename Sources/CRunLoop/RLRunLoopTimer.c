@@ -11,6 +11,7 @@
 
 static void rl_timer_finalize(void *obj) {
     struct RLRunLoopTimer *t = obj;
+    rl__item_leave_home(t, RL_KIND_TIMER);
     if (t->valid && t->ctx.release)
         t->ctx.release(t->ctx.info);
 }
@@ -18,12 +19,12 @@ static void rl_timer_finalize(void *obj) {
 /* Another thread may move the date or invalidate the timer meanwhile: the
  * fields are copied under the lock that guards them, printed after. */
 static char *rl_timer_describe(const void *obj) {
-    const struct RLRunLoopTimer *t = obj;
-    rl__graph_lock();
+    struct RLRunLoopTimer *t = (struct RLRunLoopTimer *)obj;
+    RLRunLoopRef h = rl__item_lock(t, RL_KIND_TIMER);
     RLAbsoluteTime fire_date = t->fire_date;
     RLTimeInterval interval = t->interval, tolerance = t->tolerance;
     bool valid = t->valid;
-    rl__graph_unlock();
+    rl__item_unlock(t, RL_KIND_TIMER, h);
     char *out = NULL;
     if (asprintf(&out, "<RLRunLoopTimer %p fireDate %.6f interval %g tolerance %g%s>", obj, fire_date, interval,
                  tolerance, valid ? "" : " invalid") < 0)
@@ -98,9 +99,9 @@ RLRunLoopTimerRef RLRunLoopTimerCreateWithHandler(RLAllocatorRef allocator, RLAb
 RLAbsoluteTime RLRunLoopTimerGetNextFireDate(RLRunLoopTimerRef t) {
     if (!rl_timer_ok(t, "RLRunLoopTimerGetNextFireDate"))
         return 0;
-    rl__graph_lock();
+    RLRunLoopRef h = rl__item_lock(t, RL_KIND_TIMER);
     RLAbsoluteTime d = t->valid ? t->fire_date : 0; /* as CF: no next fire for an invalidated timer */
-    rl__graph_unlock();
+    rl__item_unlock(t, RL_KIND_TIMER, h);
     return d;
 }
 
@@ -110,7 +111,7 @@ bool RLRunLoopTimerSetNextFireDate(RLRunLoopTimerRef t, RLAbsoluteTime fireDate)
         return false;
     if (isnan(fireDate))
         return rl__fail(kRLErrorInvalidArgument, fn, "NaN date");
-    rl__graph_lock();
+    RLRunLoopRef h = rl__item_lock(t, RL_KIND_TIMER);
     bool ok = t->valid;
     if (ok) {
         t->fire_date = rl_clamp_date(fireDate);
@@ -121,7 +122,7 @@ bool RLRunLoopTimerSetNextFireDate(RLRunLoopTimerRef t, RLAbsoluteTime fireDate)
             t->moved_in_fire = true;
         rl__timer_moved_locked(t);
     }
-    rl__graph_unlock();
+    rl__item_unlock(t, RL_KIND_TIMER, h);
     if (!ok)
         return rl__fail(kRLErrorInvalidObject, fn, "the timer has been invalidated");
     return true;
@@ -155,9 +156,9 @@ bool RLRunLoopTimerInvalidate(RLRunLoopTimerRef t) {
         return false;
     rl_defer d;
     rl__defer_init(&d);
-    rl__graph_lock();
+    RLRunLoopRef h = rl__item_lock(t, RL_KIND_TIMER);
     rl__timer_invalidate_locked(t, &d);
-    rl__graph_unlock();
+    rl__item_unlock(t, RL_KIND_TIMER, h);
     rl__defer_run(&d);
     return true;
 }
@@ -165,9 +166,9 @@ bool RLRunLoopTimerInvalidate(RLRunLoopTimerRef t) {
 bool RLRunLoopTimerIsValid(RLRunLoopTimerRef t) {
     if (!rl_timer_ok(t, "RLRunLoopTimerIsValid"))
         return false;
-    rl__graph_lock();
+    RLRunLoopRef h = rl__item_lock(t, RL_KIND_TIMER);
     bool v = t->valid;
-    rl__graph_unlock();
+    rl__item_unlock(t, RL_KIND_TIMER, h);
     return v;
 }
 
@@ -184,9 +185,9 @@ bool RLRunLoopTimerGetContext(RLRunLoopTimerRef t, RLRunLoopTimerContext *contex
 RLTimeInterval RLRunLoopTimerGetTolerance(RLRunLoopTimerRef t) {
     if (!rl_timer_ok(t, "RLRunLoopTimerGetTolerance"))
         return -1;
-    rl__graph_lock();
+    RLRunLoopRef h = rl__item_lock(t, RL_KIND_TIMER);
     RLTimeInterval tol = t->tolerance;
-    rl__graph_unlock();
+    rl__item_unlock(t, RL_KIND_TIMER, h);
     return tol;
 }
 
@@ -200,13 +201,13 @@ bool RLRunLoopTimerSetTolerance(RLRunLoopTimerRef t, RLTimeInterval tolerance) {
         tolerance = t->interval / 2;
     if (tolerance > RL_FAR_FUTURE)
         tolerance = RL_FAR_FUTURE;
-    rl__graph_lock();
+    RLRunLoopRef h = rl__item_lock(t, RL_KIND_TIMER);
     bool ok = t->valid;
     if (ok) {
         t->tolerance = tolerance;
         rl__timer_moved_locked(t);
     }
-    rl__graph_unlock();
+    rl__item_unlock(t, RL_KIND_TIMER, h);
     if (!ok)
         return rl__fail(kRLErrorInvalidObject, fn, "the timer has been invalidated");
     return true;

@@ -272,13 +272,14 @@ static void rl__thread_make_main(void) {
         t->stack_size = (size_t)rl.rlim_cur;
     else
         t->stack_size = (size_t)8 * 1024 * 1024;
+    rl__object_hold(t); /* kept for the life of the process */
     rl__main_thread = t;
 }
 
 RLThreadRef RLThreadGetMain(void) {
     pthread_once(&rl__main_once, rl__thread_make_main);
     if (!rl__main_thread)
-        rl__fail(kRLErrorNoMemory, "RLThreadGetMain", "out of memory");
+        rl__fail(kRLErrorNoMemory, __func__, "out of memory");
     return rl__main_thread;
 }
 
@@ -287,7 +288,7 @@ static bool rl__is_main_tid(void) { return gettid() == getpid(); }
 bool RLThreadIsMainThread(void) { return rl__is_main_tid(); }
 
 bool RLThreadIsMain(RLThreadRef thread) {
-    if (!rl__thread_check(thread, "RLThreadIsMain"))
+    if (!rl__thread_check(thread, __func__))
         return false;
     return thread->is_main;
 }
@@ -319,6 +320,7 @@ static RLThreadRef rl__thread_register_foreign(void) {
         pthread_attr_destroy(&attr);
     }
     pthread_once(&rl__foreign_key_once, rl__foreign_key_init);
+    rl__object_hold(t);
     rl__tls_current = t; /* the thread owns the one reference */
     pthread_setspecific(rl__foreign_key, t);
     return t;
@@ -331,7 +333,7 @@ RLThreadRef RLThreadGetCurrent(void) {
     if (RL__LIKELY(t != NULL))
         return t;
     if (rl__tls_exited) {
-        rl__fail(kRLErrorInvalidState, "RLThreadGetCurrent", "the calling thread is exiting");
+        rl__fail(kRLErrorInvalidState, __func__, "the calling thread is exiting");
         return NULL;
     }
     if (rl__is_main_tid()) {
@@ -368,7 +370,7 @@ static bool rl__add_mt_handler(void (*fn)(void *info), void *info, bool info_is_
 }
 
 bool RLThreadAddWillBecomeMultiThreadedHandler(void (*fn)(void *info), void *info) {
-    static const char fname[] = "RLThreadAddWillBecomeMultiThreadedHandler";
+    const char *fname = __func__;
     if (!fn)
         return rl__fail(kRLErrorInvalidArgument, fname, "NULL handler");
     return rl__add_mt_handler(fn, info, false, fname);
@@ -378,7 +380,7 @@ bool RLThreadAddWillBecomeMultiThreadedHandler(void (*fn)(void *info), void *inf
 static void rl__mt_block_trampoline(void *info) { ((void (^)(void))info)(); }
 
 bool RLThreadAddWillBecomeMultiThreadedHandlerBlock(void (^block)(void)) {
-    static const char fname[] = "RLThreadAddWillBecomeMultiThreadedHandlerBlock";
+    const char *fname = __func__;
     if (!block)
         return rl__fail(kRLErrorInvalidArgument, fname, "NULL block");
     void *copy = _Block_copy((const void *)block);
@@ -427,10 +429,10 @@ static void rl__become_multithreaded(void) {
 RLThreadRef RLThreadCreate(RLAllocatorRef allocator, RLThreadEntry entry, void *arg) {
     (void)allocator;
     if (!entry) {
-        rl__fail(kRLErrorInvalidArgument, "RLThreadCreate", "NULL entry function");
+        rl__fail(kRLErrorInvalidArgument, __func__, "NULL entry function");
         return NULL;
     }
-    RLThreadRef t = rl__thread_alloc("RLThreadCreate");
+    RLThreadRef t = rl__thread_alloc(__func__);
     if (!t)
         return NULL;
     t->entry = entry;
@@ -447,10 +449,10 @@ static void *rl__thread_block_entry(void *arg) {
 RLThreadRef RLThreadCreateWithBlock(RLAllocatorRef allocator, void (^block)(void)) {
     (void)allocator;
     if (!block) {
-        rl__fail(kRLErrorInvalidArgument, "RLThreadCreateWithBlock", "NULL block");
+        rl__fail(kRLErrorInvalidArgument, __func__, "NULL block");
         return NULL;
     }
-    RLThreadRef t = rl__thread_alloc("RLThreadCreateWithBlock");
+    RLThreadRef t = rl__thread_alloc(__func__);
     if (!t)
         return NULL;
     t->block = _Block_copy((const void *)block);
@@ -510,7 +512,7 @@ static bool rl__thread_startable_locked(RLThreadRef t, bool *done, const char *f
 }
 
 bool RLThreadStart(RLThreadRef thread) {
-    static const char fn[] = "RLThreadStart";
+    const char *fn = __func__;
     if (!rl__thread_check(thread, fn))
         return false;
     RLThreadRef t = thread;
@@ -537,6 +539,7 @@ bool RLThreadStart(RLThreadRef thread) {
         pthread_attr_setstacksize(&attr, t->stack_size);
         pthread_attr_setdetachstate(&attr, t->joinable ? PTHREAD_CREATE_JOINABLE : PTHREAD_CREATE_DETACHED);
         RLRetain(t); /* the thread's own reference, dropped at the end of its exit sequence */
+        rl__object_hold(t);
         pthread_t pt;
         err = pthread_create(&pt, &attr, rl__thread_main, t);
         if (err == 0) {
@@ -548,7 +551,7 @@ bool RLThreadStart(RLThreadRef thread) {
     pthread_mutex_unlock(&t->lock);
     pthread_attr_destroy(&attr);
     if (err != 0) {
-        RLRelease(t);
+        rl__object_unhold(t);
         return rl__fail_errno(err, fn, "pthread_create failed");
     }
     return ok;
@@ -588,10 +591,10 @@ static void *rl__background_entry(void *p) {
 
 bool RLThreadPerformInBackground(void (*fn)(void *arg), void *arg) {
     if (!fn)
-        return rl__fail(kRLErrorInvalidArgument, "RLThreadPerformInBackground", "NULL function");
+        return rl__fail(kRLErrorInvalidArgument, __func__, "NULL function");
     rl__background_call *call = malloc(sizeof *call);
     if (!call)
-        return rl__fail(kRLErrorNoMemory, "RLThreadPerformInBackground", "out of memory");
+        return rl__fail(kRLErrorNoMemory, __func__, "out of memory");
     call->fn = fn;
     call->arg = arg;
     if (!RLThreadDetachNew(rl__background_entry, call)) {
@@ -686,7 +689,7 @@ static void rl__thread_exit_sequence(RLThreadRef t, void *result) {
 
     rl__tls_current = NULL;
     rl__tls_exited = true;
-    RLRelease(t);
+    rl__object_unhold(t);
 }
 
 void RLThreadExit(void) {
@@ -713,7 +716,7 @@ void RLThreadExit(void) {
 /* ---- joining ---- */
 
 bool RLThreadJoin(RLThreadRef thread, void **result) {
-    static const char fn[] = "RLThreadJoin";
+    const char *fn = __func__;
     if (!rl__thread_check(thread, fn))
         return false;
     RLThreadRef t = thread;
@@ -752,7 +755,7 @@ bool RLThreadJoin(RLThreadRef thread, void **result) {
 /* ---- attributes ---- */
 
 size_t RLThreadGetStackSize(RLThreadRef thread) {
-    if (!rl__thread_check(thread, "RLThreadGetStackSize"))
+    if (!rl__thread_check(thread, __func__))
         return 0;
     pthread_mutex_lock(&thread->lock);
     size_t s = thread->stack_size;
@@ -761,7 +764,7 @@ size_t RLThreadGetStackSize(RLThreadRef thread) {
 }
 
 bool RLThreadSetStackSize(RLThreadRef thread, size_t size) {
-    static const char fn[] = "RLThreadSetStackSize";
+    const char *fn = __func__;
     if (!rl__thread_check(thread, fn))
         return false;
     if (size < kRLThreadMinimumStackSize)
@@ -780,19 +783,62 @@ bool RLThreadSetStackSize(RLThreadRef thread, size_t size) {
     return true;
 }
 
+/* The kernel's name of thread tid (at most 15 bytes), or "" if it cannot
+ * be read. For threads named outside the library: the process name for
+ * the main thread, whatever pthread_setname_np set for another. */
+static void rl__kernel_get_name(pid_t tid, char out[RL__KERNEL_NAME_MAX + 1]) {
+    out[0] = '\0';
+    if (tid == gettid()) {
+        if (pthread_getname_np(pthread_self(), out, RL__KERNEL_NAME_MAX + 1) != 0)
+            out[0] = '\0';
+        return;
+    }
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/task/%d/comm", (int)tid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    ssize_t n;
+    do
+        n = read(fd, out, RL__KERNEL_NAME_MAX + 1);
+    while (n < 0 && errno == EINTR);
+    close(fd);
+    if (n <= 0) {
+        out[0] = '\0';
+        return;
+    }
+    if (n > RL__KERNEL_NAME_MAX)
+        n = RL__KERNEL_NAME_MAX;
+    out[n] = '\0';
+    char *nl = strchr(out, '\n'); /* comm ends in a newline */
+    if (nl)
+        *nl = '\0';
+}
+
 char *RLThreadCopyName(RLThreadRef thread) {
-    if (!rl__thread_check(thread, "RLThreadCopyName"))
+    if (!rl__thread_check(thread, __func__))
         return NULL;
+    char kernel[RL__KERNEL_NAME_MAX + 1] = "";
     pthread_mutex_lock(&thread->lock);
-    char *s = strdup(thread->name ? thread->name : "");
+    const char *name = thread->name;
+    /* A thread the library did not start, never named through it, has
+     * the name the kernel knows (as Foundation reads it); the lock keeps a
+     * foreign thread from finishing, and its tid from being reused, while
+     * it is read. */
+    if (!name && (thread->is_main || thread->is_foreign) && thread->state == RL__THREAD_EXECUTING &&
+        thread->tid != 0) {
+        rl__kernel_get_name(thread->tid, kernel);
+        name = kernel;
+    }
+    char *s = strdup(name ? name : "");
     pthread_mutex_unlock(&thread->lock);
     if (!s)
-        rl__fail(kRLErrorNoMemory, "RLThreadCopyName", "out of memory");
+        rl__fail(kRLErrorNoMemory, __func__, "out of memory");
     return s;
 }
 
 bool RLThreadSetName(RLThreadRef thread, const char *name) {
-    static const char fn[] = "RLThreadSetName";
+    const char *fn = __func__;
     if (!rl__thread_check(thread, fn))
         return false;
     char *copy = NULL;
@@ -811,7 +857,7 @@ bool RLThreadSetName(RLThreadRef thread, const char *name) {
 }
 
 double RLThreadGetPriority(RLThreadRef thread) {
-    if (!rl__thread_check(thread, "RLThreadGetPriority"))
+    if (!rl__thread_check(thread, __func__))
         return -1.0;
     pthread_mutex_lock(&thread->lock);
     double p = thread->priority;
@@ -820,7 +866,7 @@ double RLThreadGetPriority(RLThreadRef thread) {
 }
 
 bool RLThreadSetPriority(RLThreadRef thread, double priority) {
-    static const char fn[] = "RLThreadSetPriority";
+    const char *fn = __func__;
     if (!rl__thread_check(thread, fn))
         return false;
     if (!(priority >= 0.0 && priority <= 1.0))
@@ -835,7 +881,7 @@ bool RLThreadSetPriority(RLThreadRef thread, double priority) {
 }
 
 bool RLThreadSetJoinable(RLThreadRef thread, bool joinable) {
-    static const char fn[] = "RLThreadSetJoinable";
+    const char *fn = __func__;
     if (!rl__thread_check(thread, fn))
         return false;
     pthread_mutex_lock(&thread->lock);
@@ -849,7 +895,7 @@ bool RLThreadSetJoinable(RLThreadRef thread, bool joinable) {
 }
 
 bool RLThreadIsJoinable(RLThreadRef thread) {
-    if (!rl__thread_check(thread, "RLThreadIsJoinable"))
+    if (!rl__thread_check(thread, __func__))
         return false;
     pthread_mutex_lock(&thread->lock);
     bool j = thread->joinable;
@@ -860,14 +906,14 @@ bool RLThreadIsJoinable(RLThreadRef thread) {
 /* ---- state ---- */
 
 bool RLThreadCancel(RLThreadRef thread) {
-    if (!rl__thread_check(thread, "RLThreadCancel"))
+    if (!rl__thread_check(thread, __func__))
         return false;
     atomic_store(&thread->cancelled, true);
     return true;
 }
 
 bool RLThreadIsCancelled(RLThreadRef thread) {
-    if (!rl__thread_check(thread, "RLThreadIsCancelled"))
+    if (!rl__thread_check(thread, __func__))
         return false;
     return atomic_load(&thread->cancelled);
 }
@@ -880,13 +926,13 @@ static enum rl__thread_state rl__thread_state(RLThreadRef t) {
 }
 
 bool RLThreadIsExecuting(RLThreadRef thread) {
-    if (!rl__thread_check(thread, "RLThreadIsExecuting"))
+    if (!rl__thread_check(thread, __func__))
         return false;
     return rl__thread_state(thread) == RL__THREAD_EXECUTING;
 }
 
 bool RLThreadIsFinished(RLThreadRef thread) {
-    if (!rl__thread_check(thread, "RLThreadIsFinished"))
+    if (!rl__thread_check(thread, __func__))
         return false;
     return rl__thread_state(thread) == RL__THREAD_FINISHED;
 }
@@ -923,7 +969,7 @@ static RLThreadHandlerToken rl__add_handler(RLThreadRef thread, RLThreadWillExit
 }
 
 RLThreadHandlerToken RLThreadAddWillExitHandler(RLThreadRef thread, RLThreadWillExitHandler fn, void *info) {
-    static const char fname[] = "RLThreadAddWillExitHandler";
+    const char *fname = __func__;
     if (thread && !rl__thread_check(thread, fname))
         return 0;
     if (!fn) {
@@ -939,7 +985,7 @@ static void rl__handler_block_trampoline(RLThreadRef thread, void *info) {
 }
 
 RLThreadHandlerToken RLThreadAddWillExitHandlerBlock(RLThreadRef thread, void (^block)(RLThreadRef thread)) {
-    static const char fname[] = "RLThreadAddWillExitHandlerBlock";
+    const char *fname = __func__;
     if (thread && !rl__thread_check(thread, fname))
         return 0;
     if (!block) {
@@ -955,7 +1001,7 @@ RLThreadHandlerToken RLThreadAddWillExitHandlerBlock(RLThreadRef thread, void (^
 #endif
 
 bool RLThreadRemoveWillExitHandler(RLThreadRef thread, RLThreadHandlerToken token) {
-    static const char fname[] = "RLThreadRemoveWillExitHandler";
+    const char *fname = __func__;
     if (thread && !rl__thread_check(thread, fname))
         return false;
     pthread_mutex_t *lock = thread ? &thread->lock : &rl__global_lock;
@@ -976,7 +1022,7 @@ bool RLThreadRemoveWillExitHandler(RLThreadRef thread, RLThreadHandlerToken toke
 /* ---- dictionary ---- */
 
 bool RLThreadDictionarySetValue(RLThreadRef thread, const char *key, void *value, void (*destructor)(void *value)) {
-    static const char fn[] = "RLThreadDictionarySetValue";
+    const char *fn = __func__;
     if (!rl__thread_check(thread, fn))
         return false;
     if (!key)
@@ -1008,7 +1054,7 @@ bool RLThreadDictionarySetValue(RLThreadRef thread, const char *key, void *value
 }
 
 bool RLThreadDictionaryGetValue(RLThreadRef thread, const char *key, void **value) {
-    static const char fn[] = "RLThreadDictionaryGetValue";
+    const char *fn = __func__;
     if (!rl__thread_check(thread, fn))
         return false;
     if (!key)
@@ -1027,7 +1073,7 @@ bool RLThreadDictionaryGetValue(RLThreadRef thread, const char *key, void **valu
 }
 
 bool RLThreadDictionaryRemoveValue(RLThreadRef thread, const char *key) {
-    static const char fn[] = "RLThreadDictionaryRemoveValue";
+    const char *fn = __func__;
     if (!rl__thread_check(thread, fn))
         return false;
     if (!key)
@@ -1051,7 +1097,7 @@ bool RLThreadDictionaryRemoveValue(RLThreadRef thread, const char *key) {
 }
 
 bool RLThreadDictionaryCopyValue(RLThreadRef thread, const char *key, void *(*retain)(void *value), void **value) {
-    static const char fn[] = "RLThreadDictionaryCopyValue";
+    const char *fn = __func__;
     if (!rl__thread_check(thread, fn))
         return false;
     if (!key)
@@ -1092,7 +1138,7 @@ static bool rl__sleep_until_monotonic(struct timespec deadline) {
 
 bool RLThreadSleepForTimeInterval(RLTimeInterval seconds) {
     if (isnan(seconds))
-        return rl__fail(kRLErrorInvalidArgument, "RLThreadSleepForTimeInterval", "NaN interval");
+        return rl__fail(kRLErrorInvalidArgument, __func__, "NaN interval");
     if (!(seconds > 0))
         return true;
     return rl__sleep_until_monotonic(rl__timespec_from_seconds(RLMonotonicTimeGetCurrent() + seconds));
@@ -1100,7 +1146,7 @@ bool RLThreadSleepForTimeInterval(RLTimeInterval seconds) {
 
 bool RLThreadSleepUntilDate(RLAbsoluteTime date) {
     if (!rl__date_valid(date))
-        return rl__fail(kRLErrorInvalidArgument, "RLThreadSleepUntilDate", "NaN date");
+        return rl__fail(kRLErrorInvalidArgument, __func__, "NaN date");
     return rl__sleep_until_monotonic(rl__monotonic_deadline_for_date(date));
 }
 

@@ -26,6 +26,9 @@ typedef struct rl__worker_handler {
 typedef struct rl__worker_run {
     _Atomic long rc;
     _Atomic bool stop_requested;
+    /* The thread's loop is over: stopped, or work on it ended the thread
+     * (RLThreadExit) without a Stop. */
+    _Atomic bool loop_ended;
     RLWorkerThreadRef starting; /* the worker, used only until ready/failed */
 } rl__worker_run;
 
@@ -81,6 +84,8 @@ static bool rl__worker_check(RLWorkerThreadRef w, const char *fn) {
     return true;
 }
 
+static RLThreadRef rl__worker_thread(RLWorkerThreadRef w, const char *fn);
+
 /* ---- the worker thread ---- */
 
 static void rl__worker_nothing(void *info) { (void)info; }
@@ -112,6 +117,7 @@ typedef struct rl__worker_own {
  * unwinds through here before the thread's exit sequence). */
 static void rl__worker_release_own(void *p) {
     rl__worker_own *own = p;
+    atomic_store(&own->run->loop_ended, true);
     RLRunLoopRemoveSource(own->rl, own->keepalive, kRLRunLoopCommonModes);
     RLRunLoopSourceInvalidate(own->keepalive);
     RLRelease(own->keepalive);
@@ -242,7 +248,7 @@ static void rl__worker_finalize(void *obj) {
 
 RLWorkerThreadRef RLWorkerThreadCreate(RLAllocatorRef allocator, const char *name) {
     (void)allocator;
-    RLWorkerThreadRef w = rl__object_alloc(&rl__worker_class, sizeof *w, "RLWorkerThreadCreate");
+    RLWorkerThreadRef w = rl__object_alloc(&rl__worker_class, sizeof *w, __func__);
     if (!w)
         return NULL;
     w->fork_gen = rl__fork_gen();
@@ -250,7 +256,7 @@ RLWorkerThreadRef RLWorkerThreadCreate(RLAllocatorRef allocator, const char *nam
     pthread_cond_init(&w->cond, NULL);
     if (name && !(w->name = strdup(name))) {
         RLRelease(w);
-        rl__fail(kRLErrorNoMemory, "RLWorkerThreadCreate", "out of memory");
+        rl__fail(kRLErrorNoMemory, __func__, "out of memory");
         return NULL;
     }
     return w;
@@ -268,11 +274,22 @@ static RLThreadHandlerToken rl__worker_register_handler(RLThreadRef t, rl__worke
 /* ---- start / stop ---- */
 
 bool RLWorkerThreadStart(RLWorkerThreadRef worker) {
-    static const char fn[] = "RLWorkerThreadStart";
+    const char *fn = __func__;
     if (!rl__worker_check(worker, fn))
         return false;
     RLWorkerThreadRef w = worker;
     pthread_mutex_lock(&w->lock);
+    if (w->thread && !w->starting && !w->stopping && atomic_load(&w->run->loop_ended) &&
+        w->thread != rl__thread_current_if_any()) {
+        /* Its thread left by itself (work called RLThreadExit): join what
+         * is left of it, as Stop would, before starting anew. */
+        RLThreadRef old = w->thread;
+        w->stopping = true;
+        pthread_mutex_unlock(&w->lock);
+        if (!rl__worker_stop_claimed(w, old, fn))
+            return false;
+        pthread_mutex_lock(&w->lock);
+    }
     if (w->thread || w->starting || w->stopping) {
         pthread_mutex_unlock(&w->lock);
         return rl__fail(kRLErrorInvalidState, fn, "worker is already running");
@@ -336,7 +353,7 @@ bool RLWorkerThreadStart(RLWorkerThreadRef worker) {
 }
 
 bool RLWorkerThreadStop(RLWorkerThreadRef worker) {
-    static const char fn[] = "RLWorkerThreadStop";
+    const char *fn = __func__;
     if (!rl__worker_check(worker, fn))
         return false;
     RLWorkerThreadRef w = worker;
@@ -360,33 +377,49 @@ bool RLWorkerThreadStop(RLWorkerThreadRef worker) {
 }
 
 bool RLWorkerThreadIsRunning(RLWorkerThreadRef worker) {
-    if (!rl__worker_check(worker, "RLWorkerThreadIsRunning"))
+    if (!rl__worker_check(worker, __func__))
         return false;
     pthread_mutex_lock(&worker->lock);
-    bool running = worker->thread != NULL && !worker->stopping;
+    bool running = worker->thread != NULL && !worker->stopping && !atomic_load(&worker->run->loop_ended);
     pthread_mutex_unlock(&worker->lock);
     return running;
 }
 
+RLThreadRef RLWorkerThreadCopyThread(RLWorkerThreadRef worker) {
+    return rl__worker_thread(worker, __func__);
+}
+
+RLRunLoopRef RLWorkerThreadCopyRunLoop(RLWorkerThreadRef worker) {
+    const char *fn = __func__;
+    if (!rl__worker_check(worker, fn))
+        return NULL;
+    pthread_mutex_lock(&worker->lock);
+    RLRunLoopRef rl = worker->runloop ? (RLRunLoopRef)RLRetain(worker->runloop) : NULL;
+    pthread_mutex_unlock(&worker->lock);
+    if (!rl)
+        rl__fail(kRLErrorInvalidState, fn, "worker is not running");
+    return rl;
+}
+
 RLThreadRef RLWorkerThreadGetThread(RLWorkerThreadRef worker) {
-    if (!rl__worker_check(worker, "RLWorkerThreadGetThread"))
+    if (!rl__worker_check(worker, __func__))
         return NULL;
     pthread_mutex_lock(&worker->lock);
     RLThreadRef t = worker->thread;
     pthread_mutex_unlock(&worker->lock);
     if (!t)
-        rl__fail(kRLErrorInvalidState, "RLWorkerThreadGetThread", "worker is not running");
+        rl__fail(kRLErrorInvalidState, __func__, "worker is not running");
     return t;
 }
 
 RLRunLoopRef RLWorkerThreadGetRunLoop(RLWorkerThreadRef worker) {
-    if (!rl__worker_check(worker, "RLWorkerThreadGetRunLoop"))
+    if (!rl__worker_check(worker, __func__))
         return NULL;
     pthread_mutex_lock(&worker->lock);
     RLRunLoopRef rl = worker->runloop;
     pthread_mutex_unlock(&worker->lock);
     if (!rl)
-        rl__fail(kRLErrorInvalidState, "RLWorkerThreadGetRunLoop", "worker is not running");
+        rl__fail(kRLErrorInvalidState, __func__, "worker is not running");
     return rl;
 }
 
@@ -410,7 +443,7 @@ static RLThreadHandlerToken rl__worker_add_handler(RLWorkerThreadRef w, rl__work
 
 RLThreadHandlerToken RLWorkerThreadAddWillExitHandler(RLWorkerThreadRef worker, RLThreadWillExitHandler fn,
                                                       void *info) {
-    static const char fname[] = "RLWorkerThreadAddWillExitHandler";
+    const char *fname = __func__;
     if (!rl__worker_check(worker, fname))
         return 0;
     if (!fn) {
@@ -430,7 +463,7 @@ RLThreadHandlerToken RLWorkerThreadAddWillExitHandler(RLWorkerThreadRef worker, 
 #if __BLOCKS__
 RLThreadHandlerToken RLWorkerThreadAddWillExitHandlerBlock(RLWorkerThreadRef worker,
                                                            void (^block)(RLThreadRef thread)) {
-    static const char fname[] = "RLWorkerThreadAddWillExitHandlerBlock";
+    const char *fname = __func__;
     if (!rl__worker_check(worker, fname))
         return 0;
     if (!block) {
@@ -448,7 +481,7 @@ RLThreadHandlerToken RLWorkerThreadAddWillExitHandlerBlock(RLWorkerThreadRef wor
 #endif
 
 bool RLWorkerThreadRemoveWillExitHandler(RLWorkerThreadRef worker, RLThreadHandlerToken token) {
-    static const char fname[] = "RLWorkerThreadRemoveWillExitHandler";
+    const char *fname = __func__;
     if (!rl__worker_check(worker, fname))
         return false;
     pthread_mutex_lock(&worker->lock);
@@ -502,21 +535,21 @@ static bool rl__worker_perform(RLWorkerThreadRef w, void (*fn)(void *), void *ar
 }
 
 bool RLWorkerThreadPerformAsync(RLWorkerThreadRef worker, void (*fn)(void *arg), void *arg) {
-    return rl__worker_perform(worker, fn, arg, NULL, false, "RLWorkerThreadPerformAsync");
+    return rl__worker_perform(worker, fn, arg, NULL, false, __func__);
 }
 
 bool RLWorkerThreadPerformSync(RLWorkerThreadRef worker, void (*fn)(void *arg), void *arg) {
-    return rl__worker_perform(worker, fn, arg, NULL, true, "RLWorkerThreadPerformSync");
+    return rl__worker_perform(worker, fn, arg, NULL, true, __func__);
 }
 
 bool RLWorkerThreadPerformAsyncWithRelease(RLWorkerThreadRef worker, void (*fn)(void *arg), void *arg,
                                            RLPerformReleaseCallBack release) {
-    return rl__worker_perform(worker, fn, arg, release, false, "RLWorkerThreadPerformAsyncWithRelease");
+    return rl__worker_perform(worker, fn, arg, release, false, __func__);
 }
 
 bool RLWorkerThreadPerformSyncWithRelease(RLWorkerThreadRef worker, void (*fn)(void *arg), void *arg,
                                           RLPerformReleaseCallBack release) {
-    return rl__worker_perform(worker, fn, arg, release, true, "RLWorkerThreadPerformSyncWithRelease");
+    return rl__worker_perform(worker, fn, arg, release, true, __func__);
 }
 
 #if __BLOCKS__
@@ -532,10 +565,10 @@ static bool rl__worker_perform_block(RLWorkerThreadRef w, void (^block)(void), b
 }
 
 bool RLWorkerThreadPerformBlockAsync(RLWorkerThreadRef worker, void (^block)(void)) {
-    return rl__worker_perform_block(worker, block, false, "RLWorkerThreadPerformBlockAsync");
+    return rl__worker_perform_block(worker, block, false, __func__);
 }
 
 bool RLWorkerThreadPerformBlockSync(RLWorkerThreadRef worker, void (^block)(void)) {
-    return rl__worker_perform_block(worker, block, true, "RLWorkerThreadPerformBlockSync");
+    return rl__worker_perform_block(worker, block, true, __func__);
 }
 #endif

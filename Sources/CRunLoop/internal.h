@@ -127,8 +127,25 @@ typedef struct rl__object {
     _Atomic uint32_t magic;
     uint32_t pooled; /* its memory is from rl_pool.c, not malloc */
     const rl__class *cls;
+    /* Two counts in one word, so that both change in one atomic step: the
+     * low bits count every reference, the bits from RL__HELD_ONE up count
+     * those among them that the library keeps for itself (a thread's own
+     * RLThread, a thread's run loop): RLRelease refuses to drop one of
+     * those, so a caller who releases a Get-rule result gets an error
+     * instead of leaving the library a dangling pointer. */
     _Atomic long rc;
 } rl__object;
+
+#define RL__HELD_ONE ((long)1 << 40)
+#define RL__RC_MASK (RL__HELD_ONE - 1)
+
+/* Marks one reference the caller (library code) already has as kept by
+ * the library: from now on only rl__object_unhold drops it. */
+RL__HIDDEN void rl__object_hold(const void *obj);
+
+/* Drops a reference marked by rl__object_hold (destroying the object if it
+ * was the last). Returns false as RLRelease does. */
+RL__HIDDEN bool rl__object_unhold(const void *obj);
 
 /* Allocates a zeroed object of `size` bytes (which starts with rl__object)
  * with one reference. NULL (error set) on allocation failure. */
@@ -193,6 +210,9 @@ RL__HIDDEN void rl__lockdep_acquired(const void *lock, const char *name, const v
 RL__HIDDEN void rl__lockdep_released(const void *lock);
 /* `lock` is being destroyed: forget its edges. */
 RL__HIDDEN void rl__lockdep_forget(const void *lock);
+/* Changes each time the detector is switched on: what a thread recorded
+ * before (locks it held then) no longer counts. */
+RL__HIDDEN unsigned rl__lockdep_epoch(void);
 
 /* ---- run loop <-> threads (RLRunLoop.c, used by RLThread.c) ---- */
 

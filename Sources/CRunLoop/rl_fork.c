@@ -43,7 +43,7 @@ bool rl__fork_fail(const char *fn, const char *what) {
  * thread -> loop table (taken before the graph lock, which creating a loop
  * takes), the object pool (taken under all of those), and the lock-order
  * detector (a leaf: taken inside lock operations), and the string registry
- * (a leaf: a run loop makes strings under its graph lock). */
+ * (a leaf: a run loop makes strings under its own lock). */
 static void rl_fork_prepare(void) {
     rl__thread_fork_prepare();
     rl__msgport_fork_prepare();

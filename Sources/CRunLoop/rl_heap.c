@@ -15,7 +15,7 @@
  * adds), and timers added and removed before the loop looks (a timeout
  * cancelled early) never touch the array at all. Tolerant timers are
  * appended to their two arrays as pending entries a[hn, n) and folded the
- * same way. Graph lock held. */
+ * same way. Loop lock held. */
 #include "runloop_internal.h"
 
 #include <stdlib.h>

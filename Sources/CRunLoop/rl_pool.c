@@ -19,6 +19,16 @@
  * are on their class's list; a slab that empties is kept (one a class) or
  * freed, so memory follows use.
  *
+ * A released slot is not handed out again at once: it waits in its class's
+ * quarantine, a ring of the last RL_QUARANTINE slots released, and goes
+ * back to its slab only when RL_QUARANTINE later releases push it out.
+ * Until then its object header still says "dead", so a stale pointer (an
+ * object released twice, or used after its release) is refused by the
+ * object check instead of reaching a new object that took the same
+ * address; without the quarantine the slot was reused by the very next
+ * object of its size. Under AddressSanitizer the ring is longer and the
+ * slot stays poisoned all that time, so the stale use is reported.
+ *
  * One mutex per class; allocation and release are a few stores under it
  * (creating and releasing objects is not a hot path; using them is).
  */
@@ -55,7 +65,12 @@
 enum {
     RL_SLAB_SIZE = 64 * 1024,
     RL_LINE = 64,
-    RL_NCLASSES = RL_POOL_MAX / RL_LINE - 1, /* 128, 192, ..., RL_POOL_MAX */
+    RL_NCLASSES = RL_POOL_MAX / RL_LINE, /* 64, 128, ..., RL_POOL_MAX */
+#ifdef RL_POOL_ASAN
+    RL_QUARANTINE = 1024,
+#else
+    RL_QUARANTINE = 64,
+#endif
 };
 
 typedef struct rl_pclass rl_pclass;
@@ -77,6 +92,8 @@ struct rl_pclass {
     uint16_t cap;   /* slots a slab */
     rl_slab *list;  /* slabs with free slots */
     rl_slab *empty; /* one empty slab kept */
+    uint32_t qhead, qlen;           /* the quarantine: oldest entry, entries */
+    void *quarantine[RL_QUARANTINE]; /* released slots not yet back in their slab */
 };
 
 static rl_pclass rl_classes[RL_NCLASSES];
@@ -86,7 +103,7 @@ static void rl_classes_init(void) {
     for (int k = 0; k < RL_NCLASSES; k++) {
         rl_pclass *c = &rl_classes[k];
         pthread_mutex_init(&c->lock, NULL);
-        c->size = (uint32_t)(k + 2) * RL_LINE;
+        c->size = (uint32_t)(k + 1) * RL_LINE;
         /* The largest cap whose header (with its index stack) fits before
          * slot 0. */
         uint32_t cap = RL_SLAB_SIZE / c->size;
@@ -102,9 +119,9 @@ static void rl_classes_init(void) {
     }
 }
 
-bool rl__pool_serves(size_t size) { return size > RL_LINE && size <= RL_POOL_MAX; }
+bool rl__pool_serves(size_t size) { return size > 0 && size <= RL_POOL_MAX; }
 
-static rl_pclass *rl_class_for(size_t size) { return &rl_classes[(size + RL_LINE - 1) / RL_LINE - 2]; }
+static rl_pclass *rl_class_for(size_t size) { return &rl_classes[(size + RL_LINE - 1) / RL_LINE - 1]; }
 
 static rl_slab *rl_slab_of(void *p) { return (rl_slab *)((uintptr_t)p & ~(uintptr_t)(RL_SLAB_SIZE - 1)); }
 
@@ -182,26 +199,42 @@ void *rl__pool_alloc(size_t size) {
     return p;
 }
 
-void rl__pool_free(void *p) {
+/* With c->lock held: gives slot p back to its slab. Returns a slab that
+ * emptied and is not kept, for the caller to free after unlocking. */
+static rl_slab *rl_slot_return_locked(rl_pclass *c, void *p) {
     rl_slab *s = rl_slab_of(p);
-    rl_pclass *c = s->cls;
-    RL_POISON(p, c->size);
-#ifdef RL_POOL_VALGRIND
-    VALGRIND_MEMPOOL_FREE(s, p);
-#endif
-    rl_slab *drop = NULL;
-    pthread_mutex_lock(&c->lock);
     s->freeidx[s->nfree++] = (uint16_t)(((char *)p - (char *)s - c->first) / c->size);
     s->live--;
     if (!s->listed)
         rl_list_add(c, s); /* was full */
-    if (s->live == 0) {
-        rl_list_remove(c, s);
-        s->nfree = s->bump = 0; /* hand slots out in address order again */
-        if (!c->empty)
-            c->empty = s;
-        else
-            drop = s;
+    if (s->live != 0)
+        return NULL;
+    rl_list_remove(c, s);
+    s->nfree = s->bump = 0; /* hand slots out in address order again */
+    if (!c->empty) {
+        c->empty = s;
+        return NULL;
+    }
+    return s;
+}
+
+void rl__pool_free(void *p) {
+    rl_pclass *c = rl_slab_of(p)->cls;
+    RL_POISON(p, c->size);
+#ifdef RL_POOL_VALGRIND
+    VALGRIND_MEMPOOL_FREE(rl_slab_of(p), p);
+#endif
+    rl_slab *drop = NULL;
+    pthread_mutex_lock(&c->lock);
+    /* p joins the quarantine; when it is full, the oldest entry leaves it
+     * for its slab. */
+    if (c->qlen == RL_QUARANTINE) {
+        void *oldest = c->quarantine[c->qhead];
+        c->quarantine[c->qhead] = p;
+        c->qhead = (c->qhead + 1) % RL_QUARANTINE;
+        drop = rl_slot_return_locked(c, oldest);
+    } else {
+        c->quarantine[(c->qhead + c->qlen++) % RL_QUARANTINE] = p;
     }
     pthread_mutex_unlock(&c->lock);
     if (drop)

@@ -7,18 +7,21 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/* The largest object the pool serves (bigger ones use malloc). */
-#define RL_POOL_MAX 1024
+/* The largest object the pool serves (bigger ones use malloc, without the
+ * pool's quarantine of released slots). */
+#define RL_POOL_MAX 2048
 
-/* Whether objects of `size` bytes come from the pool: more than one cache
- * line, at most RL_POOL_MAX. */
+/* Whether objects of `size` bytes come from the pool: at most RL_POOL_MAX. */
 RL__HIDDEN bool rl__pool_serves(size_t size);
 
 /* A zeroed block of `size` bytes (rl__pool_serves(size)), starting on a
  * cache line; NULL if memory is short. Thread-safe. */
 RL__HIDDEN void *rl__pool_alloc(size_t size);
 
-/* Gives back a block from rl__pool_alloc. Thread-safe. */
+/* Gives back a block from rl__pool_alloc. The block is not handed out
+ * again before RL_QUARANTINE (rl_pool.c) more blocks of its size class
+ * were given back, so a stale pointer to it keeps reading the object
+ * header it had when it was released. Thread-safe. */
 RL__HIDDEN void rl__pool_free(void *p);
 
 #endif

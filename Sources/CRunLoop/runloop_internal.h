@@ -3,13 +3,19 @@
  * RLRunLoop.c, RLRunLoopSource.c, RLRunLoopTimer.c, RLRunLoopObserver.c and
  * RLFileDescriptor.c.
  *
- * Locking: one process-wide mutex (rl__graph_lock) guards every membership
- * (which item is in which mode of which loop), every item's state, the
- * modes, the timer heaps and the ready lists. It is never held while user
- * code runs: functions collect what to call (retaining what they collect),
- * unlock, then call. The per-loop perform queue has its own spin lock so that
- * RLRunLoopPerformFunction never touches the graph lock, and wake-ups use
- * two atomic flags only.
+ * Locking (the whole protocol, as a table: docs/locking.md): each run loop
+ * has its own lock (the loop lock) over its modes, memberships, timer heaps,
+ * ready list and fd table; nothing is shared between loops. A source, which
+ * may sit in several loops, has its own item lock over its membership list
+ * and state. A timer or an observer belongs to one loop at a time, its home:
+ * its state is under the home loop's lock, and under its item lock only
+ * while it has no home. Order: a loop lock before an item lock; never two
+ * loop locks, never two item locks at once. An operation that starts at a
+ * source and reaches several loops (signal, invalidate) notes the loops
+ * under the item lock, drops it, then visits them one at a time. No lock is
+ * held while user code runs: functions collect what to call (retaining
+ * what they collect), unlock, then call. The per-loop perform queue has its
+ * own spin lock, and wake-ups use two atomic flags only.
  */
 #ifndef CRUNLOOP_RUNLOOP_INTERNAL_H
 #define CRUNLOOP_RUNLOOP_INTERNAL_H
@@ -35,6 +41,11 @@ typedef struct rl_mode rl_mode;
 typedef struct rl_memb rl_memb;
 
 typedef enum rl_kind { RL_KIND_SOURCE = 0, RL_KIND_TIMER = 1, RL_KIND_OBSERVER = 2 } rl_kind;
+
+/* An item lock (see "locks" below). */
+typedef struct rl__olock {
+    _Atomic uint32_t word;
+} rl__olock;
 
 /* One item (source, timer or observer) in one mode of one run loop. The
  * membership holds one reference on the item. Timers never use mode_link,
@@ -118,10 +129,11 @@ struct RLFileDescriptor;
 
 struct RLRunLoopSource {
     rl__object base;
+    rl__olock lock; /* the item lock: membs, valid, signalled */
     RLIndex order;
     RLHashCode hash; /* ctx.hash(info), or info: computed once, at creation */
     RLRunLoopSourceContext ctx;
-    bool valid;
+    bool valid;     /* written under the item lock; read without it as a hint */
     bool signalled;
     struct rl_membq membs;
     struct RLFileDescriptor *fdobj; /* fd sources: retained */
@@ -140,33 +152,36 @@ static inline bool rl__source_same_shape(const struct RLRunLoopSource *a, const 
 /* ---- timers ---- */
 
 /* What adding or removing a timer touches is the first 128 bytes: the
- * object header, dates, flags and membership list in the first 64, the
+ * object header, home, flags and membership list in the first 64, the
  * inline membership's hot part in the next 64 (so 100k timers come and go
  * at memory speed). The loop a timer is in (a timer is in at most one) is
- * its first membership's (rl__timer_loop). */
+ * its home (see "homes" below), where its memberships are. */
 struct RLRunLoopTimer {
     rl__object base;
-    RLAbsoluteTime fire_date;
-    RLTimeInterval tolerance;
+    _Atomic(RLRunLoopRef) home; /* whose loop lock guards the rest; NULL: `lock` does */
+    rl__olock lock;
     bool valid;
     bool firing;
     bool moved_in_fire;
     bool inline_used;
-    /* The fire path is taking its reference on ctx.info (the context's
-     * retain, called without the lock): an invalidation meanwhile leaves
-     * the context's release to it (ctx_release_held), so that info cannot
-     * go before it is retained. Graph lock. */
-    bool ctx_pinned;
-    bool ctx_release_held;
+    RLTimeInterval tolerance;
     struct rl_membq membs;
     rl_memb inline_memb; /* the first membership, without an allocation */
+    RLAbsoluteTime fire_date;
     uint64_t seq; /* tie-break: equal dates fire in creation/move order */
+    TAILQ_ENTRY(RLRunLoopTimer) home_link; /* in the home loop's list */
     /* A repeating timer's grid: fire_date is anchor + ticks * interval,
      * computed from the anchor each time (one rounding, never an
      * accumulation of one per tick). The anchor is the date given at
      * creation or by the last SetNextFireDate. */
     RLAbsoluteTime anchor;
     uint64_t ticks;
+    /* The fire path is taking its reference on ctx.info (the context's
+     * retain, called without the lock): an invalidation meanwhile leaves
+     * the context's release to it (ctx_release_held), so that info cannot
+     * go before it is retained. What guards the timer (its home's lock). */
+    bool ctx_pinned;
+    bool ctx_release_held;
     RLTimeInterval interval;
     RLIndex order;
     RLRunLoopTimerCallBack callout;
@@ -175,7 +190,7 @@ struct RLRunLoopTimer {
 _Static_assert(offsetof(struct RLRunLoopTimer, inline_memb) == 64, "timer: hot part is the first line");
 _Static_assert(offsetof(rl_memb, mode_link) <= 64, "membership: a timer's part fits one line");
 
-/* The one loop timer t is in, or NULL. Graph lock held. */
+/* The one loop timer t is in, or NULL. Its home's lock held. */
 static inline RLRunLoopRef rl__timer_loop(const struct RLRunLoopTimer *t) {
     const rl_memb *m = TAILQ_FIRST(&t->membs);
     return m ? m->rl : NULL;
@@ -185,13 +200,16 @@ static inline RLRunLoopRef rl__timer_loop(const struct RLRunLoopTimer *t) {
 
 struct RLRunLoopObserver {
     rl__object base;
+    _Atomic(RLRunLoopRef) home; /* as a timer's */
+    rl__olock lock;
+    TAILQ_ENTRY(RLRunLoopObserver) home_link;
     RLOptionFlags activities;
     bool repeats;
     bool valid;
     bool firing;
     /* Pinned by a pass about to call it: instead of a retain/release pair
      * per callout, memberships removed meanwhile keep their reference until
-     * the last unpin (held_releases). Graph lock. */
+     * the last unpin (held_releases). The home's lock. */
     unsigned pins;
     unsigned held_releases;
     RLIndex order;
@@ -204,13 +222,15 @@ struct RLRunLoopObserver {
 
 struct RLFileDescriptor {
     rl__object base;
+    rl__olock lock; /* an item lock: source, and the writes of valid and enabled */
     int fd;
     bool close_on_invalidate;
-    bool valid;
-    RLOptionFlags enabled;
+    bool valid;                     /* read without the lock by the loops */
+    _Atomic RLOptionFlags enabled;  /* changed by atomic or/and: the loops clear what they deliver */
     /* Not 0: the errno with which the loop found that fd no longer refers to
      * the file this object was made for (closed, or its number reused), or
-     * cannot watch it. The object is not watched again; see the header. */
+     * cannot watch it. The object is not watched again; see the header.
+     * Set by the loops (under their lock), read anywhere: relaxed atomics. */
     int stale;
     /* The file fd named when the object was made (fstat): a number that
      * names another file now was closed and reused behind its back. Files
@@ -223,19 +243,62 @@ struct RLFileDescriptor {
     struct RLRunLoopSource *source; /* weak; cleared when the source goes */
 };
 
-/* ---- the graph lock and deferred work ---- */
+/* ---- locks (rl_lock.c) ---- */
 
-/* A futex mutex (RLLockInternal.h) whose uncontended lock and unlock are
- * inline: every add or remove takes it once, and two calls into libc's
- * mutex were a measurable part of a 10 ns timer add. */
-RL__HIDDEN extern rl__mutex rl__graph_mutex;
-static inline void rl__graph_lock(void) {
-    if (RL__UNLIKELY(!rl__mutex_trylock(&rl__graph_mutex)))
-        rl__mutex_lock_slow(&rl__graph_mutex, NULL);
+/* Lock-order classes for the detector (RLLockDebug.h), which the loop and
+ * item locks report to when it is on: every loop lock is one "run-loop
+ * lock", every item lock one "run-loop item lock", so that the protocol
+ * (loop before item; never two of a class) is checked for all loops and
+ * items at once, whichever pair a test happens to use. */
+typedef enum rl_lockclass { RL_LOCKCLASS_LOOP = 0, RL_LOCKCLASS_ITEM = 1 } rl_lockclass;
+RL__HIDDEN void rl__lockclass_take(rl_lockclass c, const void *where);
+/* After a successful try-lock (no order edge: it cannot deadlock). */
+RL__HIDDEN void rl__lockclass_took(rl_lockclass c, const void *where);
+RL__HIDDEN void rl__lockclass_drop(rl_lockclass c);
+
+/* The item lock: a 32-bit futex word (0 free, 1 held, 2 held with
+ * sleepers), so that it fits in a timer's first cache line. Held for a few
+ * stores at a time. */
+RL__HIDDEN void rl__olock_lock_slow(rl__olock *l);
+__attribute__((always_inline)) static inline void rl__olock_lock(rl__olock *l) {
+    if (RL__UNLIKELY(rl__lockdep_enabled()))
+        rl__lockclass_take(RL_LOCKCLASS_ITEM, __builtin_return_address(0));
+    uint32_t expected = 0;
+    if (RL__UNLIKELY(!atomic_compare_exchange_strong_explicit(&l->word, &expected, 1, memory_order_acquire,
+                                                              memory_order_relaxed)))
+        rl__olock_lock_slow(l);
 }
-static inline void rl__graph_unlock(void) { rl__mutex_unlock(&rl__graph_mutex); }
+__attribute__((always_inline)) static inline void rl__olock_unlock(rl__olock *l) {
+    if (RL__UNLIKELY(atomic_exchange_explicit(&l->word, 0, memory_order_release) == 2))
+        rl__futex_wake(&l->word, 1);
+    if (RL__UNLIKELY(rl__lockdep_enabled()))
+        rl__lockclass_drop(RL_LOCKCLASS_ITEM);
+}
 
-/* Work collected under the graph lock and done after unlocking: cancel and
+/* A run loop's lock, for the object files (RLRunLoop.c inlines its own). */
+RL__HIDDEN void rl__loop_lock(RLRunLoopRef rl);
+RL__HIDDEN void rl__loop_unlock(RLRunLoopRef rl);
+
+/* Fields read without the lock that guards them (hints, re-checked under
+ * it): relaxed atomic accesses, so that the sanitizers see them as such. */
+#define rl__peek(field) __atomic_load_n(&(field), __ATOMIC_RELAXED)
+#define rl__poke(field, v) __atomic_store_n(&(field), (v), __ATOMIC_RELAXED)
+
+/* ---- homes: what guards a timer's or an observer's state ----
+ * The home is the loop the item was last added to. It stays when the item
+ * leaves the loop's modes (so adding and removing it again costs the loop
+ * lock only) and goes when the item joins another loop, when the loop is
+ * torn down, and when the item is freed. The home pointer changes only
+ * under both the home loop's lock and the item lock. */
+
+/* Locks what guards item (a timer or an observer): returns its home,
+ * locked, or NULL with the item lock held. rl__item_unlock undoes it. */
+RL__HIDDEN RLRunLoopRef rl__item_lock(void *item, rl_kind kind);
+RL__HIDDEN void rl__item_unlock(void *item, rl_kind kind, RLRunLoopRef home);
+/* The item is being freed: it leaves its home's list. */
+RL__HIDDEN void rl__item_leave_home(void *item, rl_kind kind);
+
+/* Work collected under a lock and done after unlocking: cancel and
  * schedule callouts, context releases and object releases. */
 typedef struct rl_defer_entry {
     int what; /* RL_DEFER_* */
@@ -260,10 +323,10 @@ RL__HIDDEN void rl__defer_push(rl_defer *d, int what, void *obj, RLRunLoopRef rl
 RL__HIDDEN void rl__defer_release(rl_defer *d, void *obj);
 /* Queues a context release callout, release(info). */
 RL__HIDDEN void rl__defer_ctx_release(rl_defer *d, void (*release)(const void *), const void *info);
-/* Runs the entries in order, without the graph lock, and frees d. */
+/* Runs the entries in order, without locks, and frees d. */
 RL__HIDDEN void rl__defer_run(rl_defer *d);
 
-/* ---- memberships (RLRunLoop.c), called with the graph lock held ---- */
+/* ---- memberships (RLRunLoop.c) ---- */
 
 RL__HIDDEN extern const rl__class rl__source_class;
 RL__HIDDEN extern const rl__class rl__timer_class;
@@ -272,22 +335,28 @@ RL__HIDDEN extern const rl__class rl__runloop_class;
 RL__HIDDEN extern const rl__class rl__fd_class;
 
 RL__HIDDEN struct rl_membq *rl__item_membs(void *item, rl_kind kind);
-/* Removes every membership of item (all loops, all modes), deferring the
- * cancel callouts (sources) and the releases. */
+/* Removes every membership of a timer or an observer (all in its home),
+ * deferring the releases. Its home's lock held. */
 RL__HIDDEN void rl__remove_item_everywhere_locked(void *item, rl_kind kind, rl_defer *d);
-/* A signalled source goes on the ready list of every mode it is in. */
-RL__HIDDEN void rl__source_mark_ready_locked(struct RLRunLoopSource *src, rl_defer *d);
-/* Timers: the date moved; fix its heap slots and re-arm sleeping loops. */
+/* Signals s: false if it is invalid. Its loops get it on their ready
+ * lists, one loop lock at a time. No lock held. */
+RL__HIDDEN bool rl__source_signal(struct RLRunLoopSource *s);
+/* Invalidates s and removes it from every mode of every loop (cancel
+ * callouts deferred to d). No lock held. */
+RL__HIDDEN void rl__source_invalidate(struct RLRunLoopSource *s, rl_defer *d);
+/* Timers: the date moved; fix its heap slots and re-arm a sleeping home.
+ * What guards t held (rl__item_lock). */
 RL__HIDDEN void rl__timer_moved_locked(struct RLRunLoopTimer *t);
-/* fd sources: enabled callbacks changed; re-arm the fd in its loops. */
-RL__HIDDEN void rl__fd_changed_locked(struct RLFileDescriptor *f);
-/* Does the mode of rl contain item? */
+/* fd sources: what the fd object of s wants changed (enabled callbacks);
+ * re-arms its fd in every loop s is in. No lock held. */
+RL__HIDDEN void rl__source_fd_resync(struct RLRunLoopSource *s);
+/* Does the mode of rl contain item? Item lock (sources) or home lock held. */
 RL__HIDDEN bool rl__memb_in_mode(void *item, rl_kind kind, rl_mode *mode);
 
 /* Monotonically increasing sequence for timer ties. */
 RL__HIDDEN uint64_t rl__next_seq(void);
 
-/* ---- timer heaps (rl_heap.c), graph lock held ---- */
+/* ---- timer heaps (rl_heap.c), the loop lock held ---- */
 
 RL__HIDDEN void rl__tset_init(rl_timerset *ts);
 RL__HIDDEN void rl__tset_free(rl_timerset *ts);
@@ -325,11 +394,10 @@ RL__HIDDEN void rl__tset_collect_due(rl_timerset *ts, RLAbsoluteTime now, rl_mem
 /* ---- timers (RLRunLoopTimer.c) ---- */
 
 /* The callout of timer t ran (on its loop's thread): reschedule or
- * invalidate it as CF does. Graph lock held. */
+ * invalidate it as CF does. What guards t held (rl__item_lock). */
 RL__HIDDEN void rl__timer_after_fire_locked(struct RLRunLoopTimer *t, RLAbsoluteTime now, rl_defer *d);
-/* Invalidates; graph lock held. */
+/* Invalidates; what guards the item held (rl__item_lock). */
 RL__HIDDEN void rl__timer_invalidate_locked(struct RLRunLoopTimer *t, rl_defer *d);
 RL__HIDDEN void rl__observer_invalidate_locked(struct RLRunLoopObserver *o, rl_defer *d);
-RL__HIDDEN void rl__source_invalidate_locked(struct RLRunLoopSource *s, rl_defer *d);
 
 #endif /* CRUNLOOP_RUNLOOP_INTERNAL_H */

@@ -171,7 +171,10 @@ public final class RLThread: @unchecked Sendable {
 
     /// The thread's name, in full ("" reads as nil). Settable before and
     /// after start, from any thread; reading returns this thread's name
-    /// whichever thread reads it. Use ``setName(_:)`` to see failures.
+    /// whichever thread reads it. The main thread and threads this module
+    /// did not start read the kernel's name (at most 15 bytes) until a name
+    /// is set here, as Foundation's `Thread.name` does. Use
+    /// ``setName(_:)`` to see failures.
     public var name: String? {
         get {
             guard let cString = RLThreadCopyName(ref) else { return nil }

@@ -73,25 +73,31 @@ public final class RLWorkerThread: @unchecked Sendable {
         guard RLWorkerThreadStop(ref) else { throw RLError.last() }
     }
 
-    /// True between ``start()`` and ``stop()``.
+    /// True between ``start()`` and ``stop()``, or until work on the worker
+    /// ended its thread with ``RLThread/exit()``.
     public var isRunning: Bool { RLWorkerThreadIsRunning(ref) }
 
-    /// The running worker's thread, or nil when stopped.
+    /// The running worker's thread, or nil when stopped. The wrapper stays
+    /// valid after a concurrent ``stop()`` (the thread then reads as
+    /// finished): it comes from `RLWorkerThreadCopyThread`.
     public var thread: RLThread? {
-        guard let thread = RLWorkerThreadGetThread(ref) else { return nil }
+        guard let thread = RLWorkerThreadCopyThread(ref) else { return nil }
+        defer { RLRelease(UnsafeRawPointer(thread)) }
         return RLThread.wrapper(for: thread)
     }
 
     /// The running worker's run loop, or nil when stopped. Add timers and
-    /// sources to it from any thread.
+    /// sources to it from any thread (`RLWorkerThreadCopyRunLoop`).
     public var runLoop: RLRunLoop? {
-        guard let loop = RLWorkerThreadGetRunLoop(ref) else { return nil }
+        guard let loop = RLWorkerThreadCopyRunLoop(ref) else { return nil }
+        defer { RLRelease(UnsafeRawPointer(loop)) }
         return RLRunLoop.wrapper(for: loop)
     }
 
     /// True when called on the running worker's thread.
     public var isCurrent: Bool {
-        guard let worker = RLWorkerThreadGetThread(ref) else { return false }
+        guard let worker = RLWorkerThreadCopyThread(ref) else { return false }
+        defer { RLRelease(UnsafeRawPointer(worker)) }
         return RLThreadGetCurrent() == worker
     }
 

@@ -348,6 +348,37 @@ struct ThreadTests {
         #expect(seen?.2 == "foreign")
     }
 
+    @Test func mainAndForeignThreadsReadTheKernelsName() throws {
+        // The main thread: the kernel's name (the process name cut to 15
+        // bytes), as Foundation's Thread.main.name reads it.
+        var comm = [CChar](repeating: 0, count: 32)
+        let fd = open("/proc/self/task/\(getpid())/comm", O_RDONLY)
+        #expect(fd >= 0)
+        let n = read(fd, &comm, comm.count - 1)
+        close(fd)
+        #expect(n > 0)
+        let kernelName = String(decoding: comm[0..<max(n, 0)].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            .split(separator: "\n").first.map(String.init)
+        #expect(kernelName != nil)
+        #expect(RLThread.main.name == kernelName)
+
+        // A thread we did not create, named behind our back (what
+        // pthread_setname_np does, which Glibc's module does not import).
+        var pthread = pthread_t()
+        let rc = pthread_create(&pthread, nil, { _ in
+            let fd = open("/proc/thread-self/comm", O_WRONLY)
+            if fd >= 0 {
+                _ = write(fd, "named-by-pthrd", 14)
+                close(fd)
+            }
+            foreignName.set(RLThread.current.name)
+            return nil
+        }, nil)
+        #expect(rc == 0)
+        pthread_join(pthread, nil)
+        #expect(foreignName.get == "named-by-pthrd")
+    }
+
     @Test func willBecomeMultiThreaded() throws {
         let ran = ThrShared(0)
         do {
@@ -519,3 +550,5 @@ struct ThreadTests {
 
 /// Where the foreign-thread test's pthread leaves what it saw.
 let foreignResult = ThrShared<(Bool, Bool, String?)?>(nil)
+/// The name a pthread named with pthread_setname_np reads for itself.
+let foreignName = ThrShared<String?>(nil)

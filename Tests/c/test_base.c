@@ -3,9 +3,39 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <semaphore.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define RL_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define RL_TEST_ASAN 1
+#endif
+#endif
+#if defined(__has_include)
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#define RL_TEST_VALGRIND 1
+#endif
+#endif
+
+/* Whether a checked build (AddressSanitizer, valgrind) watches memory: a
+ * stale access is then its report, not our error. */
+static bool memory_checked(void) {
+#ifdef RL_TEST_ASAN
+    return true;
+#elif defined(RL_TEST_VALGRIND)
+    return RUNNING_ON_VALGRIND != 0;
+#else
+    return false;
+#endif
+}
 
 static void test_error_starts_empty_and_clears(void **state) {
     RLErrorClear();
@@ -63,6 +93,145 @@ static void test_clocks(void **state) {
     assert_true(m2 >= m1);
 }
 
+/* ---- stale pointers and references the library keeps ---- */
+
+static void nop_timer(RLRunLoopTimerRef t, void *info) {}
+static void nop_observer(RLRunLoopObserverRef o, RLRunLoopActivity a, void *info) {}
+
+/* One object of each size family: malloc-sized locks and pooled run-loop
+ * objects used to differ. */
+static RLTypeRef make_kind(int kind) {
+    switch (kind) {
+    case 0: return RLLockCreate();
+    case 1: return RLRunLoopTimerCreate(NULL, 1e9, 0, 0, 0, nop_timer, NULL);
+    case 2: return RLRunLoopObserverCreate(NULL, kRLRunLoopEntry, true, 0, nop_observer, NULL);
+    default: return RLConditionCreate();
+    }
+}
+enum { NKINDS = 4 };
+
+/* Releases `stale` (already released; `live` may have taken its memory)
+ * and checks that the release was refused and `live` is intact. Under
+ * AddressSanitizer the stale read is reported instead: the release runs in
+ * a child process, which must die. */
+static void assert_stale_release_refused(RLTypeRef stale, RLTypeRef live) {
+    if (memory_checked()) {
+        fflush(NULL);
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            RLRelease(stale); /* AddressSanitizer ends the child here */
+#ifdef RL_TEST_VALGRIND
+            if (VALGRIND_COUNT_ERRORS > 0)
+                _exit(1); /* valgrind reported the stale read */
+#endif
+            _exit(0); /* not reported: the parent fails the test */
+        }
+        int status = 0;
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        assert_false(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    } else {
+        assert_rl_fails(RLRelease(stale), kRLErrorInvalidObject);
+        assert_rl_fails(RLRetain(stale), kRLErrorInvalidObject);
+    }
+    assert_int_equal(RLGetRetainCount(live), 1);
+    assert_non_null(RLGetTypeName(live));
+}
+
+static void test_stale_release_after_reuse_is_refused(void **state) {
+    for (int kind = 0; kind < NKINDS; kind++) {
+        RLTypeRef a = make_kind(kind);
+        assert_non_null(a);
+        assert_true(RLRelease(a));
+        /* The next object of the same class: malloc and a plain free list
+         * hand it a's memory, and the stale release then destroyed it. */
+        RLTypeRef b = make_kind(kind);
+        assert_non_null(b);
+        assert_stale_release_refused(a, b);
+        assert_true(RLRelease(b));
+    }
+}
+
+static void test_stale_release_after_churn_is_refused(void **state) {
+    /* Some other objects of the class were made and released in between. */
+    for (int kind = 0; kind < NKINDS; kind++) {
+        RLTypeRef a = make_kind(kind);
+        assert_true(RLRelease(a));
+        for (int i = 0; i < 16; i++)
+            assert_true(RLRelease(make_kind(kind)));
+        RLTypeRef live[16];
+        for (int i = 0; i < 16; i++)
+            live[i] = make_kind(kind);
+        assert_stale_release_refused(a, live[0]);
+        for (int i = 0; i < 16; i++) {
+            assert_int_equal(RLGetRetainCount(live[i]), 1);
+            assert_true(RLRelease(live[i]));
+        }
+    }
+}
+
+/* A Get-rule result: the caller holds no reference, so releasing it is
+ * refused and the object is unchanged; a reference the caller took with
+ * RLRetain is the caller's to release. */
+static void assert_get_rule_release_refused(RLTypeRef obj) {
+    assert_non_null(obj);
+    RLIndex before = RLGetRetainCount(obj);
+    assert_true(before >= 1);
+    assert_rl_fails(RLRelease(obj), kRLErrorNotOwner);
+    assert_int_equal(RLGetRetainCount(obj), before);
+    assert_ptr_equal(RLRetain(obj), obj);
+    assert_true(RLRelease(obj));
+    assert_rl_fails(RLRelease(obj), kRLErrorNotOwner);
+    assert_int_equal(RLGetRetainCount(obj), before);
+}
+
+static void *get_rule_objects_of_this_thread(void *arg) {
+    assert_get_rule_release_refused(RLRunLoopGetCurrent());
+    assert_get_rule_release_refused(RLThreadGetCurrent());
+    /* They still work. */
+    assert_true(RLRunLoopWakeUp(RLRunLoopGetCurrent()));
+    char *name = RLThreadCopyName(RLThreadGetCurrent());
+    assert_non_null(name);
+    free(name);
+    return NULL;
+}
+
+typedef struct {
+    sem_t released; /* the creator gave its reference back */
+    sem_t done;
+} library_thread_arg;
+
+static void *library_thread_entry(void *p) {
+    library_thread_arg *a = p;
+    while (sem_wait(&a->released) != 0) {}
+    /* Only the thread's own reference is left, and it is the library's. */
+    get_rule_objects_of_this_thread(NULL);
+    sem_post(&a->done);
+    return NULL;
+}
+
+static void test_get_rule_objects_refuse_release(void **state) {
+    /* Main thread: its loop and RLThread, and the Get-main forms. */
+    get_rule_objects_of_this_thread(NULL);
+    assert_get_rule_release_refused(RLRunLoopGetMain());
+    assert_get_rule_release_refused(RLThreadGetMain());
+    /* A thread the library did not create (its objects are made on demand
+     * and dropped when it exits: they must survive the refused releases). */
+    rl_test_on_other_thread(get_rule_objects_of_this_thread, NULL);
+    /* A thread the library created, once its creator let go of it. */
+    library_thread_arg a;
+    assert_int_equal(sem_init(&a.released, 0, 0), 0);
+    assert_int_equal(sem_init(&a.done, 0, 0), 0);
+    RLThreadRef t = RLThreadCreate(NULL, library_thread_entry, &a);
+    assert_non_null(t);
+    assert_true(RLThreadStart(t));
+    assert_true(RLRelease(t));
+    sem_post(&a.released);
+    while (sem_wait(&a.done) != 0) {}
+    sem_destroy(&a.released);
+    sem_destroy(&a.done);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_error_starts_empty_and_clears),
@@ -70,6 +239,9 @@ int main(void) {
         cmocka_unit_test(test_error_is_thread_local),
         cmocka_unit_test(test_success_keeps_last_error),
         cmocka_unit_test(test_clocks),
+        cmocka_unit_test(test_stale_release_after_reuse_is_refused),
+        cmocka_unit_test(test_stale_release_after_churn_is_refused),
+        cmocka_unit_test(test_get_rule_objects_refuse_release),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -185,6 +185,100 @@ static void test_foreign_lock_file(void **state) {
     assert_true(RLRelease(lock));
 }
 
+/* ---- what else may sit at the lock path ---- */
+
+/* Each call below must return at once: a FIFO at the lock path used to
+ * block TryLock, CopyOwner and Unlock in open() forever. The alarm is only
+ * a bound that turns such a hang into a failure of this program. */
+static void test_fifo_at_lock_path_never_blocks(void **state) {
+    fixture *f = *state;
+    assert_int_equal(mkfifo(f->lock_path, 0644), 0);
+    alarm(60);
+    RLDistributedLockRef lock = RLDistributedLockCreate(f->lock_path);
+    assert_non_null(lock);
+    /* It occupies the path (it excludes us, as any file there does)... */
+    assert_false(RLDistributedLockTryLock(lock));
+    assert_non_null(strstr(RLErrorGetLast().message, "FIFO"));
+    assert_rl_error(kRLErrorBusy);
+    /* ...but holds no owner record. */
+    RLDistributedLockOwner owner;
+    assert_rl_fails(RLDistributedLockCopyOwner(lock, &owner), kRLErrorInvalidState);
+    assert_rl_fails(RLDistributedLockUnlock(lock), kRLErrorNotLocked);
+    /* Breaking it removes it; then the lock works. */
+    assert_true(RLDistributedLockBreakLock(lock));
+    assert_true(RLDistributedLockTryLock(lock));
+    /* Our record replaced by a FIFO while we hold the lock: Unlock reports
+     * it and leaves the FIFO alone. */
+    assert_int_equal(unlink(f->lock_path), 0);
+    assert_int_equal(mkfifo(f->lock_path, 0644), 0);
+    assert_rl_fails(RLDistributedLockUnlock(lock), kRLErrorNotOwner);
+    assert_false(RLDistributedLockIsHeld(lock));
+    struct stat st;
+    assert_int_equal(lstat(f->lock_path, &st), 0);
+    assert_true(S_ISFIFO(st.st_mode));
+    alarm(0);
+    assert_true(RLRelease(lock));
+}
+
+static void test_symlink_to_fifo_at_lock_path_never_blocks(void **state) {
+    fixture *f = *state;
+    char fifo[160];
+    snprintf(fifo, sizeof fifo, "%s/fifo", f->dir);
+    assert_int_equal(mkfifo(fifo, 0644), 0);
+    assert_int_equal(symlink(fifo, f->lock_path), 0);
+    alarm(60);
+    RLDistributedLockRef lock = RLDistributedLockCreate(f->lock_path);
+    assert_non_null(lock);
+    assert_rl_fails(RLDistributedLockTryLock(lock), kRLErrorBusy);
+    RLDistributedLockOwner owner;
+    assert_rl_fails(RLDistributedLockCopyOwner(lock, &owner), kRLErrorInvalidState);
+    alarm(0);
+    assert_true(RLRelease(lock));
+}
+
+/* A lock name as long as the file system takes (255 bytes on ext4 and
+ * tmpfs): the unique file beside it must still fit. */
+static void test_longest_file_names_work(void **state) {
+    fixture *f = *state;
+    long name_max = pathconf(f->dir, _PC_NAME_MAX);
+    assert_true(name_max >= 250);
+    long lengths[] = {250, name_max};
+    for (int i = 0; i < 2; i++) {
+        char name[512], path[640];
+        memset(name, 'n', (size_t)lengths[i]);
+        name[lengths[i]] = '\0';
+        snprintf(path, sizeof path, "%s/%s", f->dir, name);
+        RLDistributedLockRef lock = RLDistributedLockCreate(path);
+        assert_non_null(lock);
+        assert_true(RLDistributedLockTryLock(lock));
+        RLDistributedLockOwner owner;
+        assert_true(RLDistributedLockCopyOwner(lock, &owner));
+        assert_int_equal(owner.pid, getpid());
+        RLDistributedLockRef other = RLDistributedLockCreate(path);
+        assert_rl_fails(RLDistributedLockTryLock(other), kRLErrorBusy);
+        assert_true(RLDistributedLockUnlock(lock));
+        assert_true(RLDistributedLockTryLock(other));
+        assert_true(RLDistributedLockUnlock(other));
+        assert_true(RLRelease(other));
+        assert_true(RLRelease(lock));
+        assert_int_equal(access(path, F_OK), -1);
+    }
+    /* One byte more is the file system's refusal, reported as such. */
+    char name[512], path[640];
+    memset(name, 'n', (size_t)name_max + 1);
+    name[name_max + 1] = '\0';
+    snprintf(path, sizeof path, "%s/%s", f->dir, name);
+    RLDistributedLockRef lock = RLDistributedLockCreate(path);
+    if (lock) {
+        assert_false(RLDistributedLockTryLock(lock));
+        RLErrorClear();
+        assert_true(RLRelease(lock));
+    } else {
+        RLErrorClear();
+    }
+    assert_int_equal(stray_files(f), 0);
+}
+
 /* ---- misuse ---- */
 
 static void test_create_misuse(void **state) {
@@ -436,6 +530,9 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_two_objects_exclude_each_other, setup, teardown),
         cmocka_unit_test_setup_teardown(test_break_lock, setup, teardown),
         cmocka_unit_test_setup_teardown(test_foreign_lock_file, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fifo_at_lock_path_never_blocks, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_symlink_to_fifo_at_lock_path_never_blocks, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_longest_file_names_work, setup, teardown),
         cmocka_unit_test_setup_teardown(test_create_misuse, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unwritable_directory_for_unprivileged_user, setup, teardown),
         cmocka_unit_test_setup_teardown(test_processes_race_exactly_one_holder, setup, teardown),

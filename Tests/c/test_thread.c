@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -356,6 +357,78 @@ static void test_names(void **state) {
     assert_string_equal(after, "");
     free(after);
     RLRelease(t);
+}
+
+static void *copy_name_of(void *thread) { return RLThreadCopyName(thread); }
+
+/* Threads the library did not start read the kernel's name until one is
+ * set through the library, as Foundation's Thread.name does. */
+static void test_main_thread_name_is_the_kernels(void **state) {
+    RLThreadRef main_thread = RLThreadGetMain();
+    char saved[32];
+    assert_int_equal(pthread_getname_np(pthread_self(), saved, sizeof saved), 0);
+    /* The process name, cut to the kernel's 15 bytes: what the kernel
+     * lists for the process (the program's name, or valgrind's when run
+     * under it). */
+    char expected[32] = "";
+    FILE *comm = fopen("/proc/self/comm", "r");
+    assert_non_null(comm);
+    assert_non_null(fgets(expected, sizeof expected, comm));
+    fclose(comm);
+    expected[strcspn(expected, "\n")] = '\0';
+    assert_true(strlen(expected) > 0 && strlen(expected) <= 15);
+    char *name = RLThreadCopyName(main_thread);
+    assert_string_equal(name, expected);
+    free(name);
+    /* Renamed behind the library's back: read from the kernel again, here
+     * and from another thread. */
+    assert_int_equal(pthread_setname_np(pthread_self(), "kernel-main"), 0);
+    name = RLThreadCopyName(main_thread);
+    assert_string_equal(name, "kernel-main");
+    free(name);
+    name = rl_test_on_other_thread(copy_name_of, main_thread);
+    assert_string_equal(name, "kernel-main");
+    free(name);
+    assert_int_equal(pthread_setname_np(pthread_self(), saved), 0);
+}
+
+typedef struct foreign_name_probe {
+    _Atomic int ready, go;
+    RLThreadRef thread;
+    char *own_before, *own_after;
+} foreign_name_probe;
+
+static void *foreign_name_entry(void *arg) {
+    foreign_name_probe *p = arg;
+    pthread_setname_np(pthread_self(), "set-by-pthread");
+    p->thread = (RLThreadRef)RLRetain(RLThreadGetCurrent());
+    p->own_before = RLThreadCopyName(p->thread);
+    atomic_store(&p->ready, 1);
+    while (!atomic_load(&p->go))
+        usleep(100);
+    p->own_after = RLThreadCopyName(p->thread);
+    return NULL;
+}
+
+static void test_foreign_thread_name_is_the_kernels(void **state) {
+    foreign_name_probe p;
+    memset(&p, 0, sizeof p);
+    pthread_t pt;
+    assert_int_equal(pthread_create(&pt, NULL, foreign_name_entry, &p), 0);
+    wait_for_flag(&p.ready);
+    assert_string_equal(p.own_before, "set-by-pthread");
+    /* Read from this thread: the foreign thread's name, not ours. */
+    char *other = RLThreadCopyName(p.thread);
+    assert_string_equal(other, "set-by-pthread");
+    free(other);
+    /* A name set through the library wins, in full. */
+    assert_true(RLThreadSetName(p.thread, "set-through-the-library"));
+    atomic_store(&p.go, 1);
+    assert_int_equal(pthread_join(pt, NULL), 0);
+    assert_string_equal(p.own_after, "set-through-the-library");
+    free(p.own_before);
+    free(p.own_after);
+    RLRelease(p.thread);
 }
 
 static void test_kernel_name_not_split_in_utf8(void **state) {
@@ -767,6 +840,8 @@ int main(void) {
         cmocka_unit_test(test_current_and_main),
         cmocka_unit_test(test_foreign_thread),
         cmocka_unit_test(test_names),
+        cmocka_unit_test(test_main_thread_name_is_the_kernels),
+        cmocka_unit_test(test_foreign_thread_name_is_the_kernels),
         cmocka_unit_test(test_kernel_name_not_split_in_utf8),
         cmocka_unit_test(test_stack_size),
         cmocka_unit_test(test_priority),

@@ -571,6 +571,132 @@ static void test_exit_from_worker_job(void **state) {
     RLRelease(w);
 }
 
+/* A worker whose thread left through RLThreadExit is not running any
+ * more, and can be started again without a Stop. */
+static void test_not_running_after_thread_exit(void **state) {
+    exit_probe p;
+    memset(&p, 0, sizeof p);
+    RLWorkerThreadRef w = RLWorkerThreadCreate(NULL, "exits-alone");
+    assert_true(RLWorkerThreadAddWillExitHandler(w, on_exit_handler, &p));
+    assert_true(RLWorkerThreadStart(w));
+    assert_true(RLWorkerThreadIsRunning(w));
+    work_log ended;
+    memset(&ended, 0, sizeof ended);
+    assert_true(RLWorkerThreadPerformSync(w, exit_job, &ended));
+    /* The waiter above may be told before the thread's loop is over. */
+    double deadline = rl_test_now() + 60;
+    while (RLWorkerThreadIsRunning(w)) {
+        if (rl_test_now() > deadline)
+            fail_msg("the worker still reads as running after its thread called RLThreadExit");
+        usleep(1000);
+    }
+    assert_task_gone(ended.tid);
+    assert_int_equal(atomic_load(&p.handler_ran), 1);
+    atomic_store(&p.handler_ran, 0);
+    /* Start joins what is left of the old thread and makes a new one. */
+    assert_true(RLWorkerThreadStart(w));
+    assert_true(RLWorkerThreadIsRunning(w));
+    work_log log;
+    memset(&log, 0, sizeof log);
+    assert_true(RLWorkerThreadPerformSync(w, work, &log));
+    assert_int_equal(log.n, 1);
+    assert_int_not_equal(log.tid, ended.tid);
+    assert_true(RLWorkerThreadStop(w));
+    assert_false(RLWorkerThreadIsRunning(w));
+    assert_int_equal(atomic_load(&p.handler_ran), 1);
+    /* Stop of a worker whose thread left alone joins it too. */
+    assert_true(RLWorkerThreadStart(w));
+    assert_true(RLWorkerThreadPerformSync(w, exit_job, &ended));
+    assert_true(RLWorkerThreadStop(w));
+    assert_false(RLWorkerThreadIsRunning(w));
+    assert_task_gone(ended.tid);
+    assert_true(RLRelease(w));
+}
+
+static void test_copy_thread_and_runloop(void **state) {
+    assert_null(RLWorkerThreadCopyThread(NULL));
+    assert_rl_error(kRLErrorInvalidArgument);
+    assert_null(RLWorkerThreadCopyRunLoop(NULL));
+    assert_rl_error(kRLErrorInvalidArgument);
+    RLLockRef not_a_worker = RLLockCreate();
+    assert_null(RLWorkerThreadCopyThread((RLWorkerThreadRef)not_a_worker));
+    assert_rl_error(kRLErrorInvalidObject);
+    assert_null(RLWorkerThreadCopyRunLoop((RLWorkerThreadRef)not_a_worker));
+    assert_rl_error(kRLErrorInvalidObject);
+    RLRelease(not_a_worker);
+
+    RLWorkerThreadRef w = RLWorkerThreadCreate(NULL, "copied");
+    assert_null(RLWorkerThreadCopyThread(w));
+    assert_rl_error(kRLErrorInvalidState);
+    assert_null(RLWorkerThreadCopyRunLoop(w));
+    assert_rl_error(kRLErrorInvalidState);
+
+    assert_true(RLWorkerThreadStart(w));
+    RLThreadRef t = RLWorkerThreadCopyThread(w);
+    RLRunLoopRef rl = RLWorkerThreadCopyRunLoop(w);
+    assert_non_null(t);
+    assert_non_null(rl);
+    assert_ptr_equal(t, RLWorkerThreadGetThread(w));
+    assert_ptr_equal(rl, RLWorkerThreadGetRunLoop(w));
+    work_log log;
+    memset(&log, 0, sizeof log);
+    assert_true(RLWorkerThreadPerformSync(w, work, &log));
+    assert_ptr_equal(log.ran_on, t);
+    /* The copies outlive the Stop that drops the worker's references. */
+    assert_true(RLWorkerThreadStop(w));
+    assert_true(RLThreadIsFinished(t));
+    assert_int_equal(RLGetRetainCount(t), 1);
+    assert_int_equal(RLGetRetainCount(rl), 1);
+    assert_true(RLRelease(t));
+    assert_true(RLRelease(rl));
+    assert_true(RLRelease(w));
+}
+
+/* Another thread keeps copying the worker's thread and loop while this one
+ * starts and stops it: every copy stays usable until released. */
+typedef struct copier {
+    RLWorkerThreadRef w;
+    _Atomic int stop;
+    long copies;
+} copier;
+
+static void *copy_while_restarted(void *arg) {
+    copier *c = arg;
+    while (!atomic_load(&c->stop)) {
+        RLThreadRef t = RLWorkerThreadCopyThread(c->w);
+        RLRunLoopRef rl = RLWorkerThreadCopyRunLoop(c->w);
+        if (t) {
+            (void)RLThreadIsFinished(t);
+            char *name = RLThreadCopyName(t);
+            assert_non_null(name);
+            free(name);
+            assert_true(RLRelease(t));
+            c->copies++;
+        }
+        if (rl) {
+            assert_true(RLRunLoopWakeUp(rl));
+            assert_true(RLRelease(rl));
+        }
+        RLErrorClear();
+    }
+    return NULL;
+}
+
+static void test_copies_survive_concurrent_stop(void **state) {
+    copier c = {.w = RLWorkerThreadCreate(NULL, "restarted")};
+    pthread_t pt;
+    assert_int_equal(pthread_create(&pt, NULL, copy_while_restarted, &c), 0);
+    long rounds = rl_test_iters(200);
+    for (long i = 0; i < rounds; i++) {
+        assert_true(RLWorkerThreadStart(c.w));
+        usleep(100);
+        assert_true(RLWorkerThreadStop(c.w));
+    }
+    atomic_store(&c.stop, 1);
+    assert_int_equal(pthread_join(pt, NULL), 0);
+    assert_true(RLRelease(c.w));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_start_returns_when_loop_runs),
@@ -586,6 +712,9 @@ int main(void) {
         cmocka_unit_test(test_will_exit_handler_misuse),
         cmocka_unit_test(test_perform_with_release),
         cmocka_unit_test(test_exit_from_worker_job),
+        cmocka_unit_test(test_not_running_after_thread_exit),
+        cmocka_unit_test(test_copy_thread_and_runloop),
+        cmocka_unit_test(test_copies_survive_concurrent_stop),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -97,7 +97,19 @@ RL_EXPORT RLTypeRef RL_NULLABLE RLRetain(RLTypeRef RL_NULLABLE obj);
 
 /* Drops one reference; the last one destroys the object. Returns false
  * (error set, nothing changed) when obj is NULL, not a live object, or may not
- * be destroyed now (for example a lock that is still held). */
+ * be destroyed now (for example a lock that is still held).
+ *
+ * References the library keeps for itself (the result of a Get function
+ * such as RLRunLoopGetCurrent or RLThreadGetCurrent, while nobody else
+ * retained it) are not the caller's: releasing one fails with
+ * kRLErrorNotOwner and changes nothing.
+ *
+ * A stale pointer (an object released once too often, or used after its
+ * last release) is refused with kRLErrorInvalidObject: a released object's
+ * memory is not given to a new object until many more objects of its size
+ * were released, so the stale pointer keeps pointing at a dead object
+ * rather than at an unrelated live one. That is likely, not certain, in a
+ * normal build; under AddressSanitizer the stale access is reported. */
 RL_EXPORT bool RLRelease(RLTypeRef RL_NULLABLE obj);
 
 /* The current reference count, or -1 (error set) for a bad object. */

@@ -38,6 +38,14 @@
  *     Unlock first.
  *   - The object is thread-safe; the lock belongs to the object, not to a
  *     thread, so any thread may Unlock it.
+ *   - No call blocks on what others put at the lock path. A FIFO, device,
+ *     socket or symbolic link there is never opened in a way that waits: it
+ *     excludes TryLock (kRLErrorBusy, the message says what it is),
+ *     CopyOwner refuses it (kRLErrorInvalidState), and Unlock of a lock
+ *     whose file was replaced by one fails with kRLErrorNotOwner, removing
+ *     nothing. BreakLock removes it.
+ *   - Any lock file name the file system accepts works (up to its name
+ *     limit, 255 bytes on most): the unique file beside it is named to fit.
  */
 #ifndef CRUNLOOP_RLDISTRIBUTEDLOCK_H
 #define CRUNLOOP_RLDISTRIBUTEDLOCK_H
@@ -97,7 +105,8 @@ RL_EXPORT RLAbsoluteTime RLDistributedLockCopyLockDate(RLDistributedLockRef RL_N
 
 /* Reads the current holder's record into *outOwner. False with
  * kRLErrorNotLocked if nobody holds the lock, kRLErrorInvalidState if the
- * lock file holds no readable record (written by other software). */
+ * lock file holds no readable record (written by other software) or is not
+ * a regular file (a FIFO, a device, a symbolic link...). */
 RL_EXPORT bool RLDistributedLockCopyOwner(RLDistributedLockRef RL_NULLABLE lock,
                                           RLDistributedLockOwner *RL_NULLABLE outOwner);
 

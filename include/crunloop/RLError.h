@@ -17,7 +17,7 @@ typedef RL_ENUM(int32_t, RLErrorCode) {
     kRLErrorNone = 0,
     kRLErrorInvalidArgument = 1, /* NULL, NaN, negative or out-of-range value */
     kRLErrorInvalidObject = 2,   /* not a live object of the expected type, or invalidated */
-    kRLErrorNotOwner = 3,        /* unlock by a thread that does not hold the lock */
+    kRLErrorNotOwner = 3,        /* unlock by a thread that does not hold the lock; release of a reference the library owns */
     kRLErrorNotLocked = 4,       /* unlock of a lock nobody holds */
     kRLErrorBusy = 5,            /* object in use: e.g. releasing a held lock */
     kRLErrorTimedOut = 6,        /* a timed wait reached its date */

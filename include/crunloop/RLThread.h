@@ -134,8 +134,12 @@ RL_EXPORT size_t RLThreadGetStackSize(RLThreadRef thread);
  * (else kRLErrorInvalidArgument). */
 RL_EXPORT bool RLThreadSetStackSize(RLThreadRef thread, size_t size);
 
-/* The thread's name (full length, as set; "" if none). Copy rule: free()
- * the string. NULL (error set) on misuse. */
+/* The thread's name (full length, as set; "" if none). The main thread
+ * and threads the library did not start, while no name was set through
+ * the library, read the kernel's name instead (at most 15 bytes): the
+ * process name for the main thread, whatever pthread_setname_np set for
+ * another thread. Copy rule: free() the string. NULL (error set) on
+ * misuse. */
 RL_EXPORT char *RL_NULLABLE RLThreadCopyName(RLThreadRef thread);
 /* Sets the name, before or after start, from any thread. NULL clears it.
  * The kernel's copy is truncated to 15 bytes; ours is not. */

@@ -25,7 +25,7 @@
  *
  * Work runs in the worker's run loop in the common modes, FIFO, on the
  * worker thread; RLRunLoop and RLPerform functions work on it as on any
- * thread (RLWorkerThreadGetRunLoop, RLWorkerThreadGetThread).
+ * thread (RLWorkerThreadCopyRunLoop, RLWorkerThreadCopyThread).
  */
 #ifndef CRUNLOOP_RLWORKERTHREAD_H
 #define CRUNLOOP_RLWORKERTHREAD_H
@@ -50,10 +50,23 @@ RL_EXPORT bool RLWorkerThreadStart(RLWorkerThreadRef worker);
  * Errors: kRLErrorInvalidState if it is not running (or another Stop is
  * under way), kRLErrorWouldDeadlock on the worker thread itself. */
 RL_EXPORT bool RLWorkerThreadStop(RLWorkerThreadRef worker);
+/* True from Start until Stop, or until work on the worker ended its thread
+ * with RLThreadExit (a later Start or Stop then joins what is left of that
+ * thread). False (error set) for a bad worker. */
 RL_EXPORT bool RLWorkerThreadIsRunning(RLWorkerThreadRef worker);
 
-/* The running worker's thread / run loop (Get rule), or NULL (error set,
- * kRLErrorInvalidState) when it is not running. */
+/* The running worker's thread / run loop, retained for the caller (Copy
+ * rule: RLRelease it), or NULL (error set, kRLErrorInvalidState) when it is
+ * not running. The reference stays valid whatever another thread does to
+ * the worker meanwhile (after a Stop the thread reads as finished and the
+ * run loop as torn down). */
+RL_EXPORT RLThreadRef RL_NULLABLE RLWorkerThreadCopyThread(RLWorkerThreadRef worker);
+RL_EXPORT RLRunLoopRef RL_NULLABLE RLWorkerThreadCopyRunLoop(RLWorkerThreadRef worker);
+
+/* The same without a reference (Get rule): valid only until the worker is
+ * stopped, restarted or released, so only for a caller that alone starts
+ * and stops the worker; with other threads around, use the Copy forms (a
+ * concurrent Stop frees what a Get form returned). */
 RL_EXPORT RLThreadRef RL_NULLABLE RLWorkerThreadGetThread(RLWorkerThreadRef worker);
 RL_EXPORT RLRunLoopRef RL_NULLABLE RLWorkerThreadGetRunLoop(RLWorkerThreadRef worker);
 
