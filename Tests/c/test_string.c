@@ -67,6 +67,8 @@ static void test_cf_copy_all_modes_is_an_array(void **state) {
         /* An element is the array's (Get rule): releasing it is refused
          * and changes nothing. */
         assert_rl_fails(CFRelease(m), kRLErrorInvalidObject);
+        assert_null(CFRetain(m));
+        assert_rl_error(kRLErrorInvalidObject);
     }
     assert_true(has_default && has_a);
     assert_int_equal(CFArrayGetCount(modes), n);
@@ -277,6 +279,26 @@ static void test_create_misuse(void **state) {
     assert_true(RLRelease(e));
 }
 
+/* Many live strings at once (the registry grows and rehashes), released
+ * in an order unlike creation (its deleted slots are reused). */
+static void test_many_live_strings(void **state) {
+    (void)state;
+    enum { N = 20000 };
+    RLStringRef *all = calloc(N, sizeof *all);
+    assert_non_null(all);
+    for (int round = 0; round < 2; round++) {
+        for (int i = 0; i < N; i++) {
+            all[i] = RLStringCreateWithFormat(NULL, NULL, "s%d", i);
+            assert_non_null(all[i]);
+        }
+        for (int i = 0; i < N; i++)
+            assert_int_equal(RLGetRetainCount(all[(i * 7919) % N]), 1);
+        for (int i = 0; i < N; i++)
+            assert_true(RLRelease(all[(i * 7919) % N]));
+    }
+    free(all);
+}
+
 /* ---- threads and fork ---- */
 
 enum { THREADS = 4, ROUNDS = 2000 };
@@ -362,6 +384,7 @@ int main(void) {
         cmocka_unit_test(test_create_and_read),
         cmocka_unit_test(test_utf8_counts_utf16_units),
         cmocka_unit_test(test_create_misuse),
+        cmocka_unit_test(test_many_live_strings),
         cmocka_unit_test(test_threads_create_and_release),
         cmocka_unit_test(test_release_on_another_thread),
         cmocka_unit_test(test_fork_while_churning),
