@@ -34,10 +34,16 @@ typedef struct server {
     pthread_t thread;
     sem_t ready;
     bool run; /* false: the thread never runs its loop (requests wait) */
+    bool let_go; /* release the port once its source is added, as Listing 3-17 */
 } server;
 
 static CFDataRef upper_case(CFMessagePortRef local, SInt32 msgid, CFDataRef data, void *info) {
     if (msgid == 2) {
+        CFRunLoopStop(CFRunLoopGetCurrent());
+        return NULL;
+    }
+    if (msgid == 3) { /* the server holds no reference: its port ends here */
+        CFMessagePortInvalidate(local);
         CFRunLoopStop(CFRunLoopGetCurrent());
         return NULL;
     }
@@ -62,6 +68,8 @@ static void *server_main(void *arg) {
         CFRunLoopSourceRef source = CFMessagePortCreateRunLoopSource(NULL, s->port, 0);
         CFRunLoopAddSource(s->loop, source, kCFRunLoopDefaultMode);
         CFRelease(source);
+        if (s->let_go)
+            CFRelease(s->port);
         sem_post(&s->ready);
         CFRunLoopRun();
     } else {
@@ -148,6 +156,38 @@ static void test_receive_timeout_in_cf_names(void **state) {
     server_stop(&s, NULL);
 }
 
+/* Listing 3-17's pattern: the port and its source are released once the
+ * source is in the loop, and the port keeps serving (its source keeps it,
+ * as CF's does) until it is invalidated — here from its own callout. */
+static void test_port_released_after_adding_its_source_serves_on(void **state) {
+    (void)state;
+    server s;
+    memset(&s, 0, sizeof s);
+    s.run = true;
+    s.let_go = true;
+    snprintf(s.name, sizeof s.name, "test.cf_compat_ports.let_go.%d", (int)getpid());
+    sem_init(&s.ready, 0, 0);
+    assert_int_equal(pthread_create(&s.thread, NULL, server_main, &s), 0);
+    while (sem_wait(&s.ready) != 0) {
+    }
+    CFMessagePortRef remote = CFMessagePortCreateRemote(NULL, s.name);
+    assert_non_null(remote);
+    CFDataRef request = CFDataCreate(NULL, (const UInt8 *)"abc", 3), reply = NULL;
+    assert_int_equal(CFMessagePortSendRequest(remote, 1, request, 5, 5, kCFRunLoopDefaultMode, &reply),
+                     kCFMessagePortSuccess);
+    assert_memory_equal(CFDataGetBytePtr(reply), "ABC", 3);
+    CFRelease(reply);
+    CFRelease(request);
+    assert_int_equal(CFMessagePortSendRequest(remote, 3, NULL, 5, 0, NULL, NULL), kCFMessagePortSuccess);
+    pthread_join(s.thread, NULL);
+    sem_destroy(&s.ready);
+    CFMessagePortInvalidate(remote);
+    CFRelease(remote);
+    /* The name is free again: the port is gone. */
+    assert_null(CFMessagePortCreateRemote(NULL, s.name));
+    assert_rl_error(kRLErrorNotFound);
+}
+
 static void test_misuse_in_cf_names(void **state) {
     (void)state;
     assert_null(CFMessagePortCreateRemote(NULL, CFSTR("test.cf_compat_ports.nobody-listens")));
@@ -175,6 +215,7 @@ int main(void) {
         cmocka_unit_test(test_listings_compile_against_cf_compat),
         cmocka_unit_test(test_request_and_reply_in_cf_names),
         cmocka_unit_test(test_receive_timeout_in_cf_names),
+        cmocka_unit_test(test_port_released_after_adding_its_source_serves_on),
         cmocka_unit_test(test_misuse_in_cf_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
