@@ -38,7 +38,8 @@ bool rl__fork_fail(const char *fn, const char *what) {
 }
 
 /* Lock order, outermost first: RLThread's registries (held while nothing
- * else is taken), the message-port registry (a port is made under it),
+ * else is taken), the message-port and socket-port registries (a port is
+ * made or looked up under them),
  * @synchronized stripes, the run loop's main-loop mutex and
  * thread -> loop table (taken before the graph lock, which creating a loop
  * takes), the object pool (taken under all of those), and the lock-order
@@ -47,6 +48,7 @@ bool rl__fork_fail(const char *fn, const char *what) {
 static void rl_fork_prepare(void) {
     rl__thread_fork_prepare();
     rl__msgport_fork_prepare();
+    rl__sockport_fork_prepare();
     rl__sync_fork_prepare();
     rl__runloop_fork_prepare();
     rl__pool_fork_prepare();
@@ -60,6 +62,7 @@ static void rl_fork_parent(void) {
     rl__pool_fork_parent();
     rl__runloop_fork_parent();
     rl__sync_fork_parent();
+    rl__sockport_fork_parent();
     rl__msgport_fork_parent();
     rl__thread_fork_parent();
 }
@@ -71,6 +74,7 @@ static void rl_fork_child(void) {
     rl__pool_fork_child();
     rl__runloop_fork_child();
     rl__sync_fork_child();
+    rl__sockport_fork_child();
     rl__msgport_fork_child();
     rl__thread_fork_child();
 }

@@ -29,6 +29,7 @@
 #include <crunloop/RLString.h>
 #include <crunloop/RLMessagePort.h>
 #include <crunloop/RLPort.h>
+#include <crunloop/RLSocketPort.h>
 #include <crunloop/RLLockDebug.h>
 
 #endif /* CRUNLOOP_CRUNLOOP_H */
