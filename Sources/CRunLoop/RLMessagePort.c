@@ -525,8 +525,10 @@ static void invalidate(struct RLMessagePort *mp) {
     pthread_mutex_lock(&mp->np.mu);
     RLFileDescriptorRef watch = mp->watch;
     mp->watch = NULL;
-    if (mp->cfd >= 0)
-        shutdown(mp->cfd, SHUT_RDWR); /* a sender waiting on it wakes up; it is closed with send_mu held */
+    /* A sender waiting on it wakes up (it is closed with send_mu held);
+     * not in a fork()'s child, where the connection is also the parent's. */
+    if (mp->cfd >= 0 && mp->pid == getpid())
+        shutdown(mp->cfd, SHUT_RDWR);
     pthread_mutex_unlock(&mp->np.mu);
     rl__registry_remove(&g_reg, &mp->np);
     aliases_forget(mp);

@@ -120,6 +120,7 @@ static void conn_free(rl_conn *c) {
 
 int rl__server_init(rl_server *s, int lfd, uint32_t limit, const rl_server_ops *ops, void *owner) {
     memset(s, 0, sizeof *s);
+    s->made_by = getpid();
     pthread_mutex_init(&s->mu, NULL);
     s->lfd = lfd;
     s->limit = limit;
@@ -424,12 +425,15 @@ void rl__server_close(rl_server *s) {
     s->lfd = -1;
     for (rl_conn *c = s->conns, *next; c; c = next) {
         next = c->next;
+        bool ours = s->made_by == getpid();
         if (c->busy) { /* its loop drops it when it is done with it */
             c->closed = true;
-            shutdown(c->fd, SHUT_RDWR);
+            if (ours)
+                shutdown(c->fd, SHUT_RDWR);
             continue;
         }
-        (void)epoll_ctl(s->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+        if (ours)
+            (void)epoll_ctl(s->epfd, EPOLL_CTL_DEL, c->fd, NULL);
         conn_free(c);
     }
     s->conns = NULL;

@@ -68,6 +68,9 @@ typedef struct rl_server {
     char last_drop[128]; /* why the last one was */
     const rl_server_ops *ops;
     void *owner;
+    pid_t made_by; /* a fork()'s child closes its copies of the fds but never
+                    * cuts the connections or edits the epoll set it shares
+                    * with its parent */
 } rl_server;
 
 /* Sets up a server around a bound, listening, non-blocking socket (taken
