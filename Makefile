@@ -141,6 +141,11 @@ $(BUILD)/tests/%: Tests/c/%.c $(TEST_SUPPORT) $(wildcard Tests/c/support/*.h) $(
 	@mkdir -p $(dir $@); $(call say,CC,$@)
 	$(Q)$(CC) $(CPPFLAGS) -ITests/c/support $(CFLAGS) $(LDFLAGS) -o $@ $< $(TEST_SUPPORT) $(STATIC_LIB) $(TEST_LIBS) $(LIBS)
 
+# The guide's message-port listings (examples/c/message_ports.c, included
+# unchanged by this test) must compile through cf_compat.h with -Werror.
+$(BUILD)/tests/test_cf_compat_ports: private CFLAGS += -Werror
+$(BUILD)/tests/test_cf_compat_ports: examples/c/message_ports.c
+
 # The C tests, one cmocka program per Tests/c/test_*.c. TEST_RUNNER prefixes
 # each run (valgrind for check-leak); TESTS=name limits the run to some.
 TESTS ?=

@@ -167,6 +167,21 @@ static inline bool rl__object_check(const void *obj, const rl__class *cls, const
     return rl__object_check_fail(obj, cls, fn);
 }
 
+/* ---- strings (RLString.c), for the generic object functions ----
+ * An RLString's pointer is its characters, not an rl__object. */
+/* Live strings whose text begins with RL__MAGIC_ALIVE's bytes (see
+ * RLBase.c: while non-zero, a magic read is not proof of an object). */
+RL__HIDDEN extern _Atomic long rl__string_objectlike;
+/* Is p a live string? Reads nothing at p (asks the registry). */
+RL__HIDDEN bool rl__string_known(const void *p);
+/* Retain / release / count a string rl__string_known accepted. */
+RL__HIDDEN bool rl__string_retain(const void *p, const char *fn);
+RL__HIDDEN bool rl__string_release(const void *p, const char *fn);
+RL__HIDDEN long rl__string_retain_count(const void *p);
+/* If p is a string released recently, sets the error ("already
+ * released", naming fn) and returns true; false otherwise. */
+RL__HIDDEN bool rl__string_explain_released(const void *p, const char *fn);
+
 /* ---- time (RLBase.c) ---- */
 
 RL__HIDDEN struct timespec rl__timespec_from_seconds(double s);
@@ -273,5 +288,8 @@ RL__HIDDEN void rl__pool_fork_child(void);
 RL__HIDDEN void rl__lockdep_fork_prepare(void);
 RL__HIDDEN void rl__lockdep_fork_parent(void);
 RL__HIDDEN void rl__lockdep_fork_child(void);
+RL__HIDDEN void rl__string_fork_prepare(void);
+RL__HIDDEN void rl__string_fork_parent(void);
+RL__HIDDEN void rl__string_fork_child(void);
 
 #endif /* CRUNLOOP_INTERNAL_H */

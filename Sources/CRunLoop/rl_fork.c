@@ -43,8 +43,9 @@ bool rl__fork_fail(const char *fn, const char *what) {
  * @synchronized stripes, the run loop's main-loop mutex and
  * thread -> loop table (taken before the graph lock, which creating a loop
  * takes), the object pool (taken under all of those), the signal sources'
- * table (a leaf, never held with another), and the lock-order
- * detector (a leaf: taken inside lock operations). */
+ * table (a leaf, never held with another), the lock-order detector (a
+ * leaf: taken inside lock operations), and the string registry (a leaf: a
+ * run loop makes strings under its own lock). */
 static void rl_fork_prepare(void) {
     rl__thread_fork_prepare();
     rl__msgport_fork_prepare();
@@ -54,9 +55,11 @@ static void rl_fork_prepare(void) {
     rl__pool_fork_prepare();
     rl__signal_fork_prepare();
     rl__lockdep_fork_prepare();
+    rl__string_fork_prepare();
 }
 
 static void rl_fork_parent(void) {
+    rl__string_fork_parent();
     rl__lockdep_fork_parent();
     rl__signal_fork_parent();
     rl__pool_fork_parent();
@@ -69,6 +72,7 @@ static void rl_fork_parent(void) {
 
 static void rl_fork_child(void) {
     atomic_fetch_add_explicit(&rl__fork_generation, 1, memory_order_relaxed);
+    rl__string_fork_child();
     rl__lockdep_fork_child();
     rl__signal_fork_child();
     rl__pool_fork_child();

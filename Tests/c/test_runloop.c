@@ -279,13 +279,13 @@ static void test_stop_survives_a_nested_run_in_the_same_pass(void **state) {
 }
 
 static int nested_result;
-static char *nested_mode_seen;
+static RLStringRef nested_mode_seen;
 
 static void nested_perform(void *info) {
     rl_trace_add("outer-P");
-    char *m = RLRunLoopCopyCurrentMode(RLRunLoopGetCurrent());
+    RLStringRef m = RLRunLoopCopyCurrentMode(RLRunLoopGetCurrent());
     assert_string_equal(m, "Nest");
-    free(m);
+    assert_true(RLRelease(m));
     RLRunLoopSourceSignal((RLRunLoopSourceRef)info);
     nested_result = RLRunLoopRunInMode("Inner", 10, true);
     nested_mode_seen = RLRunLoopCopyCurrentMode(RLRunLoopGetCurrent());
@@ -293,9 +293,9 @@ static void nested_perform(void *info) {
 
 static void inner_perform(void *info) {
     rl_trace_add("inner-P");
-    char *m = RLRunLoopCopyCurrentMode(RLRunLoopGetCurrent());
+    RLStringRef m = RLRunLoopCopyCurrentMode(RLRunLoopGetCurrent());
     assert_string_equal(m, "Inner");
-    free(m);
+    assert_true(RLRelease(m));
     RLRunLoopStop(RLRunLoopGetCurrent()); /* stops the inner run only */
 }
 
@@ -314,7 +314,7 @@ static void test_nested_run_in_another_mode(void **state) {
     assert_int_equal(RLRunLoopRunInMode("Nest", 0.05, false), kRLRunLoopRunTimedOut);
     assert_int_equal(nested_result, kRLRunLoopRunHandledSource);
     assert_string_equal(nested_mode_seen, "Nest");
-    free(nested_mode_seen);
+    assert_true(RLRelease(nested_mode_seen));
     assert_trace("outer-P inner-P");
     assert_null(RLRunLoopCopyCurrentMode(rl));
     drop(inner);
@@ -363,16 +363,15 @@ static void test_modes_and_common_modes(void **state) {
     assert_true(RLRunLoopAddCommonMode(rl, "LaterCommon"));
     assert_true(RLRunLoopContainsSource(rl, s, "LaterCommon"));
 
-    RLIndex n = 0;
-    char **modes = RLRunLoopCopyAllModes(rl, &n);
+    RLArrayRef modes = RLRunLoopCopyAllModes(rl);
     assert_non_null(modes);
+    RLIndex n = RLArrayGetCount(modes);
     bool has_default = false, has_later = false;
     for (RLIndex i = 0; i < n; i++) {
-        has_default |= strcmp(modes[i], kRLRunLoopDefaultMode) == 0;
-        has_later |= strcmp(modes[i], "LaterCommon") == 0;
+        has_default |= strcmp(RLArrayGetValueAtIndex(modes, i), kRLRunLoopDefaultMode) == 0;
+        has_later |= strcmp(RLArrayGetValueAtIndex(modes, i), "LaterCommon") == 0;
     }
-    assert_null(modes[n]);
-    free(modes);
+    assert_true(RLRelease(modes));
     assert_true(has_default && has_later);
 
     assert_true(RLRunLoopSourceSignal(s));

@@ -26,6 +26,7 @@
 #include <crunloop/RLSync.h>
 #include <crunloop/RLDistributedLock.h>
 #include <crunloop/RLData.h>
+#include <crunloop/RLString.h>
 #include <crunloop/RLMessagePort.h>
 #include <crunloop/RLSocket.h>
 #include <crunloop/RLSignalSource.h>

@@ -73,9 +73,8 @@
  *   - a timer invalidated or released while its callout runs (from its own
  *     callout or one nested in it: CF retains the context's info around a
  *     timer callout).
- * Two other known ones cannot show here: the harness runs one loop (an
- * observer added to a second loop) and frees CopyCurrentMode's string the
- * way each library wants. */
+ * Another known one cannot show here: the harness runs one loop (an
+ * observer added to a second loop). */
 static bool fz_known_bugs;
 
 /* ---- Program representation ------------------------------------------- */
@@ -638,19 +637,11 @@ static CFAbsoluteTime fz_date(int future) {
 }
 
 static const char *cur_mode_text(char *buf, size_t cap) {
-#ifdef DIFF_CF
     CFStringRef m = CFRunLoopCopyCurrentMode(fz_cur->loop);
     if (!m) return "(none)";
     fz_mode_text(m, buf, cap);
     CFRelease(m);
     return buf;
-#else
-    char *m = CFRunLoopCopyCurrentMode(fz_cur->loop);
-    if (!m) return "(none)";
-    fz_mode_text(m, buf, cap);
-    free(m);
-    return buf;
-#endif
 }
 
 /* Runs a callout's script, for its first FZ_SCRIPT_CALLS calls. */
@@ -732,7 +723,6 @@ static void all_modes_text(char *out, size_t cap) {
     char *names[32];
     int n = 0;
     char b[64];
-#ifdef DIFF_CF
     CFArrayRef modes = CFRunLoopCopyAllModes(fz_cur->loop);
     for (CFIndex i = 0; modes && i < CFArrayGetCount(modes) && n < 32; i++) {
         /* CF lists a mode literally named kCFRunLoopCommonModes once a block
@@ -741,14 +731,6 @@ static void all_modes_text(char *out, size_t cap) {
         if (strcmp(t, "common") != 0) names[n++] = strdup(t);
     }
     if (modes) CFRelease(modes);
-#else
-    char **modes = CFRunLoopCopyAllModes(fz_cur->loop);
-    for (int i = 0; modes && modes[i] && n < 32; i++) {
-        const char *t = fz_mode_text(modes[i], b, sizeof b);
-        if (strcmp(t, "common") != 0) names[n++] = strdup(t);
-    }
-    free(modes);
-#endif
     qsort(names, (size_t)n, sizeof names[0], fz_cmp_str);
     out[0] = 0;
     for (int i = 0; i < n; i++) {
