@@ -16,6 +16,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <resolv.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -344,6 +345,12 @@ static void *resolver_main(void *arg) {
         struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
         struct addrinfo *res = NULL;
         int r = getaddrinfo(c->host, c->service, &hints, &res);
+        /* Drop this thread's resolver state between requests: glibc keeps
+         * the parsed resolv.conf attached to the thread's _res until the
+         * thread exits, and this thread never does, so the process would
+         * hold it (and leak it at exit) for nothing. The next request
+         * re-attaches the current configuration, picking up any change. */
+        res_nclose(&_res);
         pthread_mutex_lock(&c->lock);
         if (r != 0) {
             sock_finish_locked(c, kRLStreamErrorDomainNetDB, r);
