@@ -66,7 +66,7 @@ public final class RLSignalSource: @unchecked Sendable {
     private let box: SignalBox
 
     /// Starts watching `signal`; `handler` runs on the thread of each run
-    /// loop the source is added to (``RLRunLoop/add(_:forMode:)-signal``),
+    /// loop the source is added to (``RLRunLoop/add(_:forMode:)-(RLSignalSource,_)``),
     /// with the deliveries since the previous call.
     ///
     /// - Throws: `RLError` `.invalidArgument` for a signal that cannot be
@@ -115,7 +115,7 @@ public final class RLSignalSource: @unchecked Sendable {
 
     /// The source's run-loop source (one per signal source; `order` counts
     /// on the first call only), or nil once invalidated.
-    /// ``RLRunLoop/add(_:forMode:)-signal`` accepts the signal source directly.
+    /// ``RLRunLoop/add(_:forMode:)-(RLSignalSource,_)`` accepts the signal source directly.
     public func makeRunLoopSource(order: Int = 0) -> RLRunLoopSource? {
         guard let source = RLSignalSourceCreateRunLoopSource(nil, ref, RLIndex(order)) else { return nil }
         return RLRunLoopSource(adopting: source)

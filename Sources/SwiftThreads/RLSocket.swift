@@ -10,7 +10,7 @@ internal import Musl
 ///
 /// Make it with the kinds of callbacks wanted (``CallBackTypes``: one of
 /// `.read`, `.accept`, `.data`, plus `.connect` and/or `.write`) and a
-/// closure; add it to a run loop (``RLRunLoop/add(_:forMode:)-socket``); the
+/// closure; add it to a run loop (``RLRunLoop/add(_:forMode:)-(RLSocket,_)``); the
 /// closure then runs on that loop's thread with an ``Event``:
 ///
 ///     // An echo server on 127.0.0.1, any free port.
@@ -193,10 +193,12 @@ public final class RLSocket: @unchecked Sendable {
 
     /// Connects to `address` (`RLSocketConnectToAddress`).
     ///
-    /// - Parameter timeout: `> 0` waits at most that long; `0` is a plain
-    ///   blocking connect; `< 0` starts the connect in the background and
-    ///   returns at once — the `.connect` event reports the result (the
-    ///   socket must have been made with ``CallBackTypes/connect`` to hear it).
+    /// - Parameters:
+    ///   - address: the peer's address.
+    ///   - timeout: `> 0` waits at most that long; `0` is a plain blocking
+    ///     connect; `< 0` starts the connect in the background and returns at
+    ///     once — the `.connect` event reports the result (the socket must
+    ///     have been made with ``CallBackTypes/connect`` to hear it).
     /// - Throws: `RLError` `.timedOut` when the connect did not finish in
     ///   time; otherwise the error of `connect` (`systemErrno`, e.g.
     ///   `ECONNREFUSED`), or `.invalidState` while a background connect is
@@ -209,8 +211,12 @@ public final class RLSocket: @unchecked Sendable {
     /// Sends every byte of `data` (to `address`, or to the connected peer
     /// when nil): `RLSocketSendData`. Never raises `SIGPIPE`.
     ///
-    /// - Parameter timeout: `> 0` bounds the whole send; otherwise the call
-    ///   blocks until everything is sent.
+    /// - Parameters:
+    ///   - data: the bytes to send.
+    ///   - address: where to (a datagram socket), or nil for the connected
+    ///     peer.
+    ///   - timeout: `> 0` bounds the whole send; otherwise the call blocks
+    ///     until everything is sent.
     /// - Throws: `RLError` `.timedOut` (part of the data may have been sent)
     ///   or the error of `send` (`systemErrno`, e.g. `EPIPE`).
     public func send(_ data: RLData, to address: Address? = nil, timeout: RLTimeInterval = 0) throws(RLError) {
@@ -294,7 +300,7 @@ public final class RLSocket: @unchecked Sendable {
 
     /// The socket's run-loop source (one per socket: every call wraps the
     /// same C source; `order` counts on the first call only), or nil once
-    /// invalidated. ``RLRunLoop/add(_:forMode:)-socket`` accepts the socket
+    /// invalidated. ``RLRunLoop/add(_:forMode:)-(RLSocket,_)`` accepts the socket
     /// directly.
     public func makeRunLoopSource(order: Int = 0) -> RLRunLoopSource? {
         guard let source = RLSocketCreateRunLoopSource(nil, ref, RLIndex(order)) else { return nil }

@@ -53,6 +53,7 @@ final class EchoClient: RLStreamDelegate, @unchecked Sendable {
     private var outputClosed = false
     private var canWrite = false
     private(set) var finished = false
+    private(set) var failed = false
 
     init(host: String, port: Int) {
         var input: RLInputStream?
@@ -89,6 +90,7 @@ final class EchoClient: RLStreamDelegate, @unchecked Sendable {
             sendPending()
         case .errorOccurred:
             say("stream error: \(aStream.streamError.map { "\($0)" } ?? "unknown")")
+            failed = true
             finish()
         case .endEncountered:
             if !received.isEmpty { say("echo: \(String(decoding: received, as: UTF8.self))") }
@@ -262,7 +264,7 @@ func main() -> Int32 {
     stdinWatcher?.invalidate()
     server?.stop()
     say("bye")
-    return 0
+    return client.failed ? 1 : 0
 }
 
 exit(main())
