@@ -171,7 +171,7 @@ extension RLRunLoop {
 /// The sequence is single-pass: one iteration takes every delivery. It ends
 /// — its sources invalidated and removed from the loop — when the iterating
 /// task is cancelled, when the loop is left (`break`, the iterator dropped),
-/// on ``cancel()``, or when the sequence and its iterator are both gone.
+/// on ``cancel()``, or, if it is never iterated, when it is dropped.
 /// Ending it restores each signal's disposition as
 /// ``RLSignalSource/invalidate()`` does, so end it on the thread that made
 /// it (with ``cancel()``) where the mask matters.
@@ -231,7 +231,9 @@ public final class RLSignals: AsyncSequence, Sendable {
     }
 
     deinit {
-        channel.terminate()
+        // An iteration in progress owns the end (`for await … in try
+        // RLSignals(…)` drops the sequence as soon as it has its iterator).
+        if !iterated.withLock({ $0 }) { channel.terminate() }
     }
 
     /// Ends the sequence: its sources are invalidated, an iteration in

@@ -161,6 +161,28 @@ let realtimeSignal = __libc_current_sigrtmin() + 5
             }
             #expect(hasDefaultDisposition(SIGUSR2))
         }
+        // Iterated without being kept: the iteration keeps it going.
+        let target = LoopSlot<pthread_t>()
+        loop.perform { target.set(pthread_self()) }
+        loop.wakeUp()
+        #expect(loopEventually { target.value != nil })
+        let loopThread = target.value!
+        let sender = Task {
+            // Until the iteration takes one (it may not have started yet).
+            while !Task.isCancelled {
+                pthread_kill(loopThread, SIGUSR1)
+                try? await Task.sleep(for: .milliseconds(5))
+            }
+        }
+        var deliveries: [RLSignal] = []
+        for await delivery in try RLSignals(SIGUSR1, runLoop: loop) {
+            deliveries.append(delivery)
+            break
+        }
+        #expect(deliveries.map(\.signal) == [SIGUSR1])
+        sender.cancel()
+        _ = await sender.value
+        #expect(hasDefaultDisposition(SIGUSR1))
         // Dropped without being iterated: its sources go too.
         do {
             _ = try RLSignals(SIGUSR1, runLoop: loop)
