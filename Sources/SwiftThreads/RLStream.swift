@@ -541,16 +541,19 @@ final class StreamBox: @unchecked Sendable {
     }
 
     /// Schedules the C stream on `runLoop` in `mode` unless it is there
-    /// already for the user or a sequence; keeps count of both.
-    func schedule(_ stream: CStream, on runLoop: RLRunLoop, mode: RLRunLoop.Mode, bySequence: Bool) {
+    /// already for the user or a sequence; keeps count of both. False (with
+    /// `RLError.last()`) if the C call failed (an invalid mode): nothing is
+    /// counted then.
+    @discardableResult
+    func schedule(_ stream: CStream, on runLoop: RLRunLoop, mode: RLRunLoop.Mode, bySequence: Bool) -> Bool {
         let key = ScheduleKey(loop: UInt(bitPattern: Int(bitPattern: runLoop.ref)), mode: mode)
-        mutex.locked {
+        return mutex.locked {
             var entry = schedules[key] ?? ScheduleEntry(runLoop: runLoop, byUser: false, sequences: 0)
             let isNew = !entry.byUser && entry.sequences == 0
             if bySequence { entry.sequences += 1 } else { entry.byUser = true }
-            // A failed C call (an invalid mode) leaves nothing to undo.
-            if isNew && !stream.schedule(runLoop, mode) { return }
+            if isNew && !stream.schedule(runLoop, mode) { return false }
             schedules[key] = entry
+            return true
         }
     }
 

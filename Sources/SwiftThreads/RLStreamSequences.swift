@@ -28,13 +28,18 @@ extension RLStream {
     ///     }
     ///
     /// Events wait in the sequence until taken (they are few: readiness is
-    /// reported again only after a read or a write).
+    /// reported again only after a read or a write). A mode that cannot be
+    /// scheduled in (an empty name) gives a sequence that ends at once.
     public func events(on runLoop: RLRunLoop, forMode mode: RLRunLoop.Mode = .default) -> AsyncStream<Event> {
         let stream = stream, box = box
         return AsyncStream(bufferingPolicy: .unbounded) { continuation in
             // Scheduled before subscribing, so that a sequence replacing
-            // another on the same loop never leaves it for a moment.
-            box.schedule(stream, on: runLoop, mode: mode, bySequence: true)
+            // another on the same loop never leaves it for a moment. A mode
+            // that cannot hold it (an empty name) ends the sequence at once.
+            guard box.schedule(stream, on: runLoop, mode: mode, bySequence: true) else {
+                continuation.finish()
+                return
+            }
             let id = box.subscribe(deliver: { continuation.yield($0) }, ended: { continuation.finish() })
             continuation.onTermination = { _ in
                 box.unsubscribe(id)
@@ -108,7 +113,8 @@ extension RLInputStream {
             ///
             /// - Throws: the stream's ``RLStreamError`` when it fails;
             ///   `RLError` `.busy` if another copy of this iterator is in
-            ///   `next()` at the same time.
+            ///   `next()` at the same time, or the C error if the stream
+            ///   cannot be scheduled in the mode (an empty name).
             public mutating func next() async throws -> [UInt8]? {
                 try await reader.next()
             }
@@ -192,7 +198,7 @@ private final class ChunkReader: @unchecked Sendable {
             throw RLError(code: .busy, message: "RLInputStream.chunks: next() called from two tasks at once")
         }
         defer { mutex.locked { inNext = false } }
-        if first { start() }
+        if first { try start() }
         while true {
             if mutex.locked({ ended }) { return nil }
             switch RLStream.Status(rawValue: stream.status) {
@@ -216,8 +222,12 @@ private final class ChunkReader: @unchecked Sendable {
     }
 
     /// Schedules the stream, takes its events and opens it if needed.
-    private func start() {
-        box.schedule(stream, on: runLoop, mode: mode, bySequence: true)
+    private func start() throws(RLError) {
+        guard box.schedule(stream, on: runLoop, mode: mode, bySequence: true) else {
+            let error = RLError.last()
+            mutex.locked { ended = true }
+            throw error
+        }
         let id = box.subscribe(deliver: { [weak self] _ in self?.wake() }, ended: { [weak self] in self?.end() })
         let unscheduleNow = mutex.locked { () -> Bool in
             subscription = id

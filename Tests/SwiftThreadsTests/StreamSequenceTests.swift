@@ -216,6 +216,19 @@ func asyncEventually(_ condition: () -> Bool) async -> Bool {
         } catch let error as RLStreamError {
             #expect(error == RLStreamError(domain: .posix, code: ECONNREFUSED))
         }
+        // A mode that cannot hold the stream: an error for the chunks, an
+        // empty sequence of events.
+        let memory = RLInputStream(data: [1])
+        do {
+            for try await _ in memory.chunks(on: loop, forMode: RLRunLoop.Mode("")) { Issue.record("a chunk") }
+            Issue.record("no error for an empty mode")
+        } catch let error as RLError {
+            #expect(error.code == .invalidArgument)
+        }
+        #expect(memory.streamStatus == .notOpen)
+        var events = 0
+        for await _ in memory.events(on: loop, forMode: RLRunLoop.Mode("")) { events += 1 }
+        #expect(events == 0)
         // A stream closed by its owner ends the sequence quietly.
         let closed = RLInputStream(data: [1])
         closed.open()
