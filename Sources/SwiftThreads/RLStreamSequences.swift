@@ -42,8 +42,10 @@ extension RLStream {
             }
             let id = box.subscribe(deliver: { continuation.yield($0) }, ended: { continuation.finish() })
             continuation.onTermination = { _ in
-                box.unsubscribe(id)
+                // Off the loop first: events still pending then wait in the
+                // stream instead of reaching the delegate meanwhile.
                 box.unschedule(stream, from: runLoop, mode: mode, bySequence: true)
+                box.unsubscribe(id)
             }
         }
     }
@@ -297,8 +299,10 @@ private final class ChunkReader: @unchecked Sendable {
             return (first, subscription != 0, subscription, waiter)
         }
         if first && wasStarted {
-            box.unsubscribe(id)
+            // Off the loop first: events still pending then wait in the
+            // stream instead of reaching the delegate meanwhile.
             box.unschedule(stream, from: runLoop, mode: mode, bySequence: true)
+            box.unsubscribe(id)
         }
         waiting?.resume()
     }

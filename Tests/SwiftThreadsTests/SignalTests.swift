@@ -167,22 +167,26 @@ let realtimeSignal = __libc_current_sigrtmin() + 5
         loop.wakeUp()
         #expect(loopEventually { target.value != nil })
         let loopThread = target.value!
+        // Sent until the iteration takes one (its source may not be in the
+        // loop yet). A realtime signal, because each one sent is queued and
+        // wakes the loop; a standard signal already pending on the loop's
+        // thread before its source joined the loop from this thread does
+        // not wake the loop, and later ones merge into it.
         let sender = Task {
-            // Until the iteration takes one (it may not have started yet).
             while !Task.isCancelled {
-                pthread_kill(loopThread, SIGUSR1)
+                pthread_kill(loopThread, realtimeSignal)
                 try? await Task.sleep(for: .milliseconds(5))
             }
         }
         var deliveries: [RLSignal] = []
-        for await delivery in try RLSignals(SIGUSR1, runLoop: loop) {
+        for await delivery in try RLSignals(realtimeSignal, runLoop: loop) {
             deliveries.append(delivery)
             break
         }
-        #expect(deliveries.map(\.signal) == [SIGUSR1])
+        #expect(deliveries.map(\.signal) == [realtimeSignal])
         sender.cancel()
         _ = await sender.value
-        #expect(hasDefaultDisposition(SIGUSR1))
+        #expect(hasDefaultDisposition(realtimeSignal))
         // Dropped without being iterated: its sources go too.
         do {
             _ = try RLSignals(SIGUSR1, runLoop: loop)

@@ -129,10 +129,12 @@ func asyncEventually(_ condition: () -> Bool) async -> Bool {
         reader.cancel()
         // The iteration ends with nil (no error) once cancelled.
         #expect(try await reader.value)
-        // Off the loop: a new byte reaches nobody...
+        // Off the loop: a new byte reaches nobody (the open the sequence did
+        // may have reached the delegate, if the loop was delivering it as
+        // the iteration ended)...
         _ = output.write([2], maxLength: 1)
         try await Task.sleep(for: .milliseconds(50))
-        #expect(recorder.log.values.isEmpty)
+        #expect(recorder.log.values.filter { $0 != "input:openCompleted" }.isEmpty)
         // ...until the stream is scheduled again: then its delegate has it
         // (after the open the sequence did, if the sequence ended before
         // the loop had delivered that), once.
