@@ -232,10 +232,17 @@ static void sock_fd_callout_body(struct RLSocket *s, RLOptionFlags ready);
 static void sock_fd_callout(RLFileDescriptorRef f, RLOptionFlags ready, void *info) {
     (void)f;
     struct RLSocket *s = info;
+    /* A callback may invalidate the socket and release the caller's last
+     * reference (the fd object's reference goes with the invalidation):
+     * this one keeps it alive until the callout is done with it. Taken
+     * while valid, under the lock that an invalidation takes first, so the
+     * fd object's reference is still there to count on. */
     sock_lock(s);
     bool go = s->valid;
-    if (go)
+    if (go) {
         s->busy++;
+        RLRetain(s);
+    }
     sock_unlock(s);
     if (!go)
         return;
@@ -247,6 +254,7 @@ static void sock_fd_callout(RLFileDescriptorRef f, RLOptionFlags ready, void *in
     sock_unlock(s);
     if (close_now)
         close(s->fd);
+    RLRelease(s);
 }
 
 static void sock_fd_callout_body(struct RLSocket *s, RLOptionFlags ready) {

@@ -430,6 +430,78 @@ static void test_invalidate_or_unschedule_inside_a_callback(void **state) {
     }
 }
 
+/* The callback drops the caller's only reference: invalidate, then
+ * release, as the header says to. What the library does after the callback
+ * returns must not touch the freed socket (the ASan build checks). */
+static void releasing_cb(RLSocketRef s, RLSocketCallBackType type, RLDataRef address, const void *data, void *info) {
+    (void)address, (void)info;
+    if (type == kRLSocketAcceptCallBack)
+        close(*(const int *)data);
+    rl_trace_addf("%s", kind(type));
+    assert_true(RLSocketInvalidate(s));
+    assert_true(RLRelease(s));
+}
+
+static void test_invalidate_and_release_inside_each_callback(void **state) {
+    (void)state;
+    const RLSocketCallBackType types[] = {kRLSocketDataCallBack, kRLSocketReadCallBack, kRLSocketWriteCallBack,
+                                          kRLSocketAcceptCallBack, kRLSocketConnectCallBack};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        rl_trace_setup(NULL);
+        RLSocketCallBackType type = types[i];
+        int sv[2] = {-1, -1}, client = -1;
+        RLSocketRef s, listener = NULL;
+        if (type == kRLSocketAcceptCallBack || type == kRLSocketConnectCallBack) {
+            listener = RLSocketCreate(NULL, PF_INET, SOCK_STREAM, IPPROTO_TCP, 0, NULL, NULL);
+            assert_non_null(listener);
+            RLDataRef any = loopback(0);
+            assert_int_equal(RLSocketSetAddress(listener, any), kRLSocketSuccess);
+            RLRelease(any);
+        }
+        RLDataRef addr = listener ? RLSocketCopyAddress(listener) : NULL;
+        if (type == kRLSocketAcceptCallBack) {
+            RLSocketInvalidate(listener);
+            RLRelease(listener);
+            listener = NULL;
+            s = RLSocketCreate(NULL, PF_INET, SOCK_STREAM, IPPROTO_TCP, type, releasing_cb, NULL);
+            assert_non_null(s);
+            assert_int_equal(RLSocketSetAddress(s, addr), kRLSocketSuccess);
+            client = socket(AF_INET, SOCK_STREAM, 0);
+            assert_int_equal(connect(client, (const struct sockaddr *)RLDataGetBytePtr(addr),
+                                     (socklen_t)RLDataGetLength(addr)), 0);
+        } else if (type == kRLSocketConnectCallBack) {
+            s = RLSocketCreate(NULL, PF_INET, SOCK_STREAM, IPPROTO_TCP, type, releasing_cb, NULL);
+            assert_non_null(s);
+            assert_int_equal(RLSocketConnectToAddress(s, addr, -1), kRLSocketSuccess);
+        } else {
+            assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+            s = RLSocketCreateWithNative(NULL, sv[0], type, releasing_cb, NULL);
+            assert_non_null(s);
+            if (type != kRLSocketWriteCallBack)
+                assert_int_equal(write(sv[1], "x", 1), 1);
+        }
+        RLRunLoopSourceRef src = RLSocketCreateRunLoopSource(NULL, s, 0);
+        assert_true(RLRunLoopAddSource(RLRunLoopGetCurrent(), src, MODE));
+        RLRunLoopSourceRef keep = rl_test_keep_mode(MODE);
+        assert_int_equal(RLRunLoopRunInMode(MODE, 10, true), kRLRunLoopRunHandledSource);
+        assert_int_equal(RLRunLoopRunInMode(MODE, 0.05, true), kRLRunLoopRunTimedOut);
+        assert_trace(kind(type));
+        assert_false(RLRunLoopSourceIsValid(src));
+        rl_test_unkeep(keep);
+        RLRelease(src);
+        if (addr)
+            RLRelease(addr);
+        if (listener) {
+            RLSocketInvalidate(listener);
+            RLRelease(listener);
+        }
+        if (client >= 0)
+            close(client);
+        if (sv[1] >= 0)
+            close(sv[1]);
+    }
+}
+
 static int released;
 static const void *ctx_retain(const void *p) { return p; }
 static void ctx_release(const void *p) { (void)p; released++; }
@@ -630,6 +702,7 @@ int main(void) {
         cmocka_unit_test_setup(test_datagrams_with_sender_address, rl_trace_setup),
         cmocka_unit_test_setup(test_fd_number_above_1024, rl_trace_setup),
         cmocka_unit_test_setup(test_invalidate_or_unschedule_inside_a_callback, rl_trace_setup),
+        cmocka_unit_test_setup(test_invalidate_and_release_inside_each_callback, rl_trace_setup),
         cmocka_unit_test_setup(test_context_and_double_schedule, rl_trace_setup),
         cmocka_unit_test_setup(test_misuse, rl_trace_setup),
         cmocka_unit_test_setup(test_fd_closed_behind_the_socket_does_not_spin, rl_trace_setup),
