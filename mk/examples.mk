@@ -29,3 +29,7 @@ demo-examples: $(EXAMPLE_BINS) ## the C part of `make demo`
 
 CHECK_EXTRA += check-examples
 DEMO_TARGETS += demo-examples
+
+# Tests/c/test_echo.c includes the echo examples unchanged, to run them in
+# its own process (and under the sanitizers).
+$(BUILD)/tests/test_echo: examples/c/echo_server.c examples/c/echo_client.c $(EXAMPLE_HDRS)
