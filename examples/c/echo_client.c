@@ -281,11 +281,16 @@ static int echo_client_run(const char *host, unsigned port, int input_fd, FILE *
     return client.status;
 }
 
-static int client_usage(void) {
-    fprintf(stderr, "usage: echo_client [-v] HOST PORT\n"
-                    "  sends stdin to the echo server at HOST:PORT and prints what comes back;\n"
-                    "  exits when stdin has ended and every byte has come back (-v: counts on stderr)\n");
-    return 2;
+/* The usage text (to stderr with status 2 after a bad argument; to stdout
+ * with status 0 for -h). */
+static int client_usage(const char *argv0, FILE *to, int status) {
+    const char *slash = strrchr(argv0, '/');
+    fprintf(to,
+            "usage: %s [-v] HOST PORT\n"
+            "  sends stdin to the echo server at HOST:PORT and prints what comes back;\n"
+            "  exits when stdin has ended and every byte has come back (-v: counts on stderr)\n",
+            slash ? slash + 1 : argv0);
+    return status;
 }
 
 int main(int argc, char **argv) {
@@ -293,18 +298,20 @@ int main(int argc, char **argv) {
     const char *args[2];
     int nargs = 0;
     for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0)
+            return client_usage(argv[0], stdout, 0);
         if (strcmp(argv[i], "-v") == 0)
             verbose = true;
         else if (argv[i][0] == '-' || nargs == 2)
-            return client_usage();
+            return client_usage(argv[0], stderr, 2);
         else
             args[nargs++] = argv[i];
     }
     if (nargs != 2)
-        return client_usage();
+        return client_usage(argv[0], stderr, 2);
     char *end;
     unsigned long port = strtoul(args[1], &end, 10);
     if (*end || end == args[1] || port == 0 || port > 65535)
-        return client_usage();
+        return client_usage(argv[0], stderr, 2);
     return echo_client_run(args[0], (unsigned)port, STDIN_FILENO, stdout, stderr, verbose);
 }

@@ -421,13 +421,18 @@ static void server_raise_fd_limit(void) {
     }
 }
 
-static int usage(void) {
-    fprintf(stderr, "usage: echo_server [-v] [PORT [ADDRESS]]\n"
-                    "  PORT     0 (default): any free port; printed as \"listening on PORT\"\n"
-                    "  ADDRESS  numeric address to listen on (default 127.0.0.1; 0.0.0.0 or :: for all)\n"
-                    "  -v       a line for each connection that opens or closes\n"
-                    "Stops cleanly on SIGINT or SIGTERM.\n");
-    return 2;
+/* The usage text (to stderr with status 2 after a bad argument; to stdout
+ * with status 0 for -h). */
+static int usage(const char *argv0, FILE *to, int status) {
+    const char *slash = strrchr(argv0, '/');
+    fprintf(to,
+            "usage: %s [-v] [PORT [ADDRESS]]\n"
+            "  PORT     0 (default): any free port; printed as \"listening on PORT\"\n"
+            "  ADDRESS  numeric address to listen on (default 127.0.0.1; 0.0.0.0 or :: for all)\n"
+            "  -v       a line for each connection that opens or closes\n"
+            "Stops cleanly on SIGINT or SIGTERM.\n",
+            slash ? slash + 1 : argv0);
+    return status;
 }
 
 int main(int argc, char **argv) {
@@ -435,17 +440,19 @@ int main(int argc, char **argv) {
     const char *args[2] = {"0", "127.0.0.1"};
     int nargs = 0;
     for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0)
+            return usage(argv[0], stdout, 0);
         if (strcmp(argv[i], "-v") == 0)
             verbose = true;
         else if (argv[i][0] == '-' || nargs == 2)
-            return usage();
+            return usage(argv[0], stderr, 2);
         else
             args[nargs++] = argv[i];
     }
     char *end;
     unsigned long port = strtoul(args[0], &end, 10);
     if (*end || end == args[0] || port > 65535)
-        return usage();
+        return usage(argv[0], stderr, 2);
     server_raise_fd_limit();
     return echo_server_run(args[1], (unsigned)port, verbose, stdout);
 }
