@@ -30,6 +30,10 @@
 /* At most this many connections are accepted in one wake, so that a flood
  * of connections cannot keep the loop from its other sources. */
 #define RL_SOCKET_ACCEPT_BATCH 64
+/* A stream's Data callback reads into a buffer of this size first (more
+ * only when it fills up), instead of asking the kernel how much is queued:
+ * one system call per wake instead of two. */
+#define RL_SOCKET_READ_CHUNK 65536
 
 struct RLSocket {
     rl__object base;
@@ -48,6 +52,9 @@ struct RLSocket {
     bool connecting; /* a background connect is under way */
     bool connect_reported;
     bool at_eof; /* the stream ended: no more read-side callbacks */
+    /* A connected stream's peer address, looked up once for its Data
+     * callbacks (a stream's peer never changes); NULL until then. */
+    RLDataRef peer;
     /* Callouts that may still use fd (the loop's threads). An invalidation
      * meanwhile leaves the close to the last of them, so that none of them
      * reads or accepts on a number that another open may have reused. */
@@ -68,6 +75,8 @@ static void sock_finalize(void *obj) {
      * socket only gets here invalidated, or from a failed creation. */
     if (s->fdobj)
         RLRelease(s->fdobj);
+    if (s->peer)
+        RLRelease(s->peer);
 }
 
 static char *sock_describe(const void *obj) {
@@ -140,9 +149,95 @@ static void sock_delivered_locked(struct RLSocket *s, RLOptionFlags type) {
 
 static void free_owner(void *p) { free(p); }
 
+/* A connected stream's peer address (retained), looked up on first use. */
+static RLDataRef sock_peer_address(struct RLSocket *s) {
+    sock_lock(s);
+    RLDataRef peer = s->peer ? RLRetain(s->peer) : NULL;
+    sock_unlock(s);
+    if (peer)
+        return peer;
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    if (getpeername(s->fd, (struct sockaddr *)&ss, &len) != 0)
+        return NULL;
+    peer = sockaddr_data(&ss, len);
+    if (!peer)
+        return NULL;
+    sock_lock(s);
+    if (!s->peer) /* another loop's thread may have been first */
+        s->peer = RLRetain(peer);
+    sock_unlock(s);
+    return peer;
+}
+
+/* Reads every byte queued on a stream into a malloc'd buffer (*out, its
+ * length the result). 0: the end of the stream; -1: an error or nothing
+ * there (errno); the buffer is freed then. The first read takes up to
+ * RL_SOCKET_READ_CHUNK; only a read that fills the buffer asks how much
+ * more is queued. */
+static ssize_t stream_read_all(int fd, uint8_t **out) {
+    size_t cap = RL_SOCKET_READ_CHUNK, len = 0;
+    uint8_t *buf = malloc(cap);
+    if (!buf)
+        return -1;
+    for (;;) {
+        ssize_t n;
+        do
+            n = recv(fd, buf + len, cap - len, MSG_DONTWAIT);
+        while (n < 0 && errno == EINTR);
+        if (n < 0 && len > 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            break; /* what was there is read */
+        if (n < 0 || (n == 0 && len == 0)) {
+            int err = errno;
+            free(buf);
+            errno = err;
+            return n;
+        }
+        len += (size_t)n;
+        if (n == 0 || len < cap)
+            break; /* a short read: the queue is empty (or ended after these bytes) */
+        int more = 0;
+        if (ioctl(fd, FIONREAD, &more) < 0 || more <= 0)
+            break;
+        uint8_t *grown = realloc(buf, cap + (size_t)more);
+        if (!grown)
+            break; /* the rest comes with the next wake */
+        buf = grown;
+        cap += (size_t)more;
+    }
+    /* Small reads keep a small buffer: the data may be kept by the callback. */
+    if (len < cap / 2) {
+        uint8_t *shrunk = realloc(buf, len);
+        if (shrunk)
+            buf = shrunk;
+    }
+    *out = buf;
+    return (ssize_t)len;
+}
+
 /* Reads what is there (one datagram, or every queued byte of a stream) and
  * delivers it. Returns false when the stream ended or failed. */
 static bool sock_deliver_data(struct RLSocket *s) {
+    if (s->sock_type == SOCK_STREAM) {
+        uint8_t *buf = NULL;
+        ssize_t n = stream_read_all(s->fd, &buf);
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return true; /* nothing after all */
+        if (n < 0 && !buf && errno == ENOMEM)
+            return true; /* try again on the next wake; nothing was read */
+        bool ended = n <= 0;
+        RLDataRef data = ended ? RLDataCreate(NULL, NULL, 0) : rl__data_slice(buf, (size_t)n, buf, NULL, free_owner);
+        if (!data) {
+            free(buf);
+            return !ended;
+        }
+        RLDataRef addr = sock_peer_address(s);
+        sock_call(s, kRLSocketDataCallBack, addr, data);
+        RLRelease(data);
+        if (addr)
+            RLRelease(addr);
+        return !ended;
+    }
     int avail = 0;
     if (ioctl(s->fd, FIONREAD, &avail) < 0)
         avail = 0;
@@ -156,26 +251,20 @@ static bool sock_deliver_data(struct RLSocket *s) {
     do
         n = recvfrom(s->fd, buf, cap, MSG_DONTWAIT, (struct sockaddr *)&from, &fromlen);
     while (n < 0 && errno == EINTR);
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-        free(buf);
-        return true; /* nothing after all */
-    }
-    bool ended = s->sock_type == SOCK_STREAM && n <= 0;
-    if (n < 0 && s->sock_type != SOCK_STREAM) {
-        /* A datagram socket's error (say ECONNREFUSED from an ICMP) is
-         * cleared by the failed read; the socket goes on. */
+    if (n < 0) {
+        /* Nothing there after all, or a datagram socket's error (say
+         * ECONNREFUSED from an ICMP), cleared by the failed read: the
+         * socket goes on. */
         free(buf);
         return true;
     }
-    if (n < 0)
-        n = 0;
     RLDataRef data = rl__data_slice(buf, (size_t)n, buf, NULL, free_owner);
     if (!data) {
         free(buf);
-        return !ended;
+        return true;
     }
     RLDataRef addr = NULL;
-    if (s->sock_type == SOCK_STREAM || fromlen == 0 || fromlen > sizeof from) {
+    if (fromlen == 0 || fromlen > sizeof from) {
         struct sockaddr_storage peer;
         socklen_t plen = sizeof peer;
         if (getpeername(s->fd, (struct sockaddr *)&peer, &plen) == 0)
@@ -187,7 +276,7 @@ static bool sock_deliver_data(struct RLSocket *s) {
     RLRelease(data);
     if (addr)
         RLRelease(addr);
-    return !ended;
+    return true;
 }
 
 /* Accepts pending connections, one callback each, while the callback stays
