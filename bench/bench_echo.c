@@ -4,8 +4,10 @@
  * loop (Swift toolchain), libuv's uv_tcp — each on a thread of its own,
  * all driven over loopback by the same plain-socket clients in this one
  * process (bench_echo.h says what every server does). Every measurement
- * runs BEC_ROUNDS times (default 3), peers interleaved and their order
- * rotated each round; the table shows medians and ratios.
+ * runs BEC_ROUNDS times (default 5), peers interleaved benchmark by
+ * benchmark and their order rotated each round; the table shows medians
+ * and ratios. On a busy machine the rates swing with the load; the server
+ * CPU rows (CPU time per unit of work) are the steadier comparison.
  *
  * Rows:
  *   - round trip: one connection, 64 bytes out, wait for the 64 back;
@@ -18,7 +20,7 @@
  *     sends 16 bytes, reads them back and closes.
  *
  *   bench_echo                 the table (about half a minute)
- *   BEC_ROUNDS=5 bench_echo
+ *   BEC_ROUNDS=9 bench_echo
  *   BEC_QUICK=1 bench_echo     shorter runs, for a smoke test
  *   BEC_PEERS=ours,libuv       only these peers (ours, CF, libuv)
  *   BEC_CSV=file               also write the ratios for scripts/bench-chart.py
@@ -46,7 +48,7 @@ enum { P_RL, P_CF, P_UV, NPEERS };
 
 static const bec_peer *peers[NPEERS] = {[P_RL] = &bec_peer_rl, [P_CF] = &bec_peer_cf, [P_UV] = &bec_peer_uv};
 
-enum metric { M_RT50, M_RT99, M_RTCPU, M_TP1, M_TP16, M_TPCPU, M_CPS, NMETRICS };
+enum metric { M_RT50, M_RT99, M_RTCPU, M_TP1, M_TP1CPU, M_TP16, M_TPCPU, M_CPS, M_CPSCPU, NMETRICS };
 
 typedef struct {
     const char *label;
@@ -60,9 +62,11 @@ static const metric_info metrics[NMETRICS] = {
     [M_RT99] = {"round trip 64 B, p99 (us)", 1e6, false, false},
     [M_RTCPU] = {"server CPU per round trip (us) [a]", 1e6, false, false},
     [M_TP1] = {"throughput, 1 conn, 64 KB writes (MB/s)", 1e-6, true, true},
+    [M_TP1CPU] = {"  server CPU per MB, 1 conn (ms) [a]", 1e9, false, false},
     [M_TP16] = {"throughput, 16 conns, 4 KB writes (MB/s)", 1e-6, true, true},
-    [M_TPCPU] = {"server CPU per MB echoed, 16 conns (ms) [a]", 1e9, false, false},
+    [M_TPCPU] = {"  server CPU per MB, 16 conns (ms) [a]", 1e9, false, false},
     [M_CPS] = {"connections served per second [b]", 1, true, false},
+    [M_CPSCPU] = {"  server CPU per connection (us) [a]", 1e6, false, false},
 };
 
 #define MAXROUNDS 16
@@ -305,6 +309,7 @@ static bool bench_connections(int p, unsigned port, int slots, long total) {
     long started = 0, done = 0;
     bool ok = true;
     double t0 = now(), give_up = t0 + 60;
+    cpu_mark mark = cpu_now();
     for (int i = 0; i < slots && ok; i++, started++) ok = cs_open(&s[i], ep, port, (uint32_t)i);
     static const char msg[16] = {"0123456789abcde"}; /* 15 characters and the NUL: 16 bytes */
     struct epoll_event evs[64];
@@ -350,10 +355,14 @@ static bool bench_connections(int p, unsigned port, int slots, long total) {
         }
     }
     double elapsed = now() - t0;
+    double server = server_cpu_since(mark);
     for (int i = 0; i < slots; i++)
         if (s[i].fd >= 0 && done < total) close_client(s[i].fd);
     close(ep);
-    if (ok) record(p, M_CPS, (double)done / elapsed);
+    if (ok) {
+        record(p, M_CPS, (double)done / elapsed);
+        record(p, M_CPSCPU, server / (double)done);
+    }
     return ok;
 }
 
@@ -368,30 +377,43 @@ static bool want_peer(const char *name) {
     return false;
 }
 
+/* One round: every peer's server is started first (an idle server costs
+ * nothing), then each benchmark runs against every peer in turn, in an
+ * order rotated each round, so that a burst of load elsewhere on the
+ * machine spreads over the peers instead of landing on one of them. */
 static void run_round(int round, bool quick) {
-    for (int k = 0; k < NPEERS; k++) {
-        int p = (k + round) % NPEERS;
+    void *server[NPEERS] = {0};
+    unsigned port[NPEERS] = {0};
+    for (int p = 0; p < NPEERS; p++) {
         if (!want_peer(peers[p]->name)) continue;
         char note[160] = "";
-        unsigned port = 0;
-        void *server = peers[p]->start(&port, note);
-        if (!server) {
-            add_note(note);
-            continue;
-        }
-        fprintf(stderr, "\rround %d: %-6s", round + 1, peers[p]->name);
-        bool ok = bench_round_trip(p, port, quick ? 2000 : 20000);
-        ok = bench_throughput(p, port, 1, 65536, quick ? 0.3 : 1.0, M_TP1, -1) && ok;
-        ok = bench_throughput(p, port, 16, 4096, quick ? 0.3 : 1.0, M_TP16, M_TPCPU) && ok;
-        ok = bench_connections(p, port, 8, quick ? 500 : 4000) && ok;
-        if (!ok) {
-            snprintf(note, sizeof note, "%s: a run failed (%s); its rows lack that round", peers[p]->name,
-                     strerror(errno));
-            add_note(note);
-        }
-        peers[p]->stop(server);
+        server[p] = peers[p]->start(&port[p], note);
+        if (!server[p]) add_note(note);
     }
-    fprintf(stderr, "\r%20s\r", "");
+    double secs = quick ? 0.2 : 0.5;
+    for (int b = 0; b < 4; b++) {
+        for (int k = 0; k < NPEERS; k++) {
+            int p = (k + round) % NPEERS;
+            if (!server[p]) continue;
+            fprintf(stderr, "\rround %d: benchmark %d, %-6s", round + 1, b + 1, peers[p]->name);
+            bool ok = true;
+            switch (b) {
+            case 0: ok = bench_round_trip(p, port[p], quick ? 2000 : 10000); break;
+            case 1: ok = bench_throughput(p, port[p], 1, 65536, secs, M_TP1, M_TP1CPU); break;
+            case 2: ok = bench_throughput(p, port[p], 16, 4096, secs, M_TP16, M_TPCPU); break;
+            case 3: ok = bench_connections(p, port[p], 8, quick ? 500 : 2000); break;
+            }
+            if (!ok) {
+                char note[160];
+                snprintf(note, sizeof note, "%s: a run failed (%s); its rows lack that round", peers[p]->name,
+                         strerror(errno));
+                add_note(note);
+            }
+        }
+    }
+    for (int p = 0; p < NPEERS; p++)
+        if (server[p]) peers[p]->stop(server[p]);
+    fprintf(stderr, "\r%40s\r", "");
 }
 
 static void fmt(char *buf, size_t size, double v) {
@@ -476,7 +498,7 @@ static void write_csv(const char *path) {
 
 int main(void) {
     const char *e = getenv("BEC_ROUNDS");
-    int rounds = e ? atoi(e) : 3;
+    int rounds = e ? atoi(e) : 5;
     if (rounds < 1) rounds = 1;
     if (rounds > MAXROUNDS) rounds = MAXROUNDS;
     bool quick = getenv("BEC_QUICK") != NULL;
