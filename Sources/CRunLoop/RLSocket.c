@@ -7,6 +7,7 @@
 #include "RLLockInternal.h"
 
 #include <crunloop/RLFileDescriptor.h>
+#include <crunloop/RLRunLoopTimer.h>
 #include <crunloop/RLSocket.h>
 
 #include <errno.h>
@@ -34,6 +35,11 @@
  * only when it fills up), instead of asking the kernel how much is queued:
  * one system call per wake instead of two. */
 #define RL_SOCKET_READ_CHUNK 65536
+/* When accept fails for want of descriptors or memory, the connection
+ * stays queued and the listener stays readable: instead of reporting that
+ * readiness again at once (a loop spinning at full speed), the listener
+ * rests this long, then tries again. */
+#define RL_SOCKET_ACCEPT_RETRY 0.1
 
 struct RLSocket {
     rl__object base;
@@ -55,6 +61,9 @@ struct RLSocket {
     /* A connected stream's peer address, looked up once for its Data
      * callbacks (a stream's peer never changes); NULL until then. */
     RLDataRef peer;
+    /* Set while the listener rests after accept ran out of descriptors:
+     * the one-shot timer (in the loop and mode that saw it) that wakes it. */
+    RLRunLoopTimerRef accept_retry;
     /* Callouts that may still use fd (the loop's threads). An invalidation
      * meanwhile leaves the close to the last of them, so that none of them
      * reads or accepts on a number that another open may have reused. */
@@ -107,7 +116,7 @@ static RLOptionFlags sock_wanted_locked(const struct RLSocket *s) {
         return 0;
     RLOptionFlags rt = read_type(s);
     bool ready_side = s->sock_type != SOCK_STREAM || s->connected || s->listening;
-    if (rt && !(s->disabled & rt) && !s->at_eof && ready_side)
+    if (rt && !(s->disabled & rt) && !s->at_eof && ready_side && !s->accept_retry)
         want |= kRLFileDescriptorReadCallBack;
     if (s->connecting)
         want |= kRLFileDescriptorWriteCallBack;
@@ -279,6 +288,53 @@ static bool sock_deliver_data(struct RLSocket *s) {
     return true;
 }
 
+static const void *sock_retain_cb(const void *info) { return RLRetain(info); }
+static void sock_release_cb(const void *info) { RLRelease(info); }
+
+/* The listener's rest is over: watch it again. */
+static void sock_accept_retry_fire(RLRunLoopTimerRef t, void *info) {
+    struct RLSocket *s = info;
+    sock_lock(s);
+    bool mine = s->accept_retry == t;
+    if (mine)
+        s->accept_retry = NULL;
+    if (s->valid)
+        sock_rearm_locked(s);
+    sock_unlock(s);
+    if (mine)
+        RLRelease(t); /* a one-shot timer: the loop has let it go already */
+}
+
+/* Makes the listener rest (see RL_SOCKET_ACCEPT_RETRY): a one-shot timer
+ * in the loop and mode of this callout wakes it. Without a timer (no
+ * memory, not inside a run) it does not rest: the next wake tries again,
+ * as it would have, rather than never. */
+static void sock_rest_listener(struct RLSocket *s) {
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    RLStringRef mode = rl ? RLRunLoopCopyCurrentMode(rl) : NULL;
+    if (!mode)
+        return;
+    RLRunLoopTimerContext ctx = {0, s, sock_retain_cb, sock_release_cb, NULL};
+    RLRunLoopTimerRef t = RLRunLoopTimerCreate(NULL, RLAbsoluteTimeGetCurrent() + RL_SOCKET_ACCEPT_RETRY, 0, 0, 0,
+                                               sock_accept_retry_fire, &ctx);
+    if (t) {
+        sock_lock(s);
+        bool take = s->valid && !s->accept_retry;
+        if (take)
+            s->accept_retry = t;
+        sock_unlock(s);
+        if (!take || !RLRunLoopAddTimer(rl, t, mode)) {
+            sock_lock(s);
+            if (s->accept_retry == t)
+                s->accept_retry = NULL;
+            sock_unlock(s);
+            RLRunLoopTimerInvalidate(t);
+            RLRelease(t);
+        }
+    }
+    RLRelease(mode);
+}
+
 /* Accepts pending connections, one callback each, while the callback stays
  * enabled and the socket valid. */
 static void sock_deliver_accepts(struct RLSocket *s) {
@@ -289,7 +345,9 @@ static void sock_deliver_accepts(struct RLSocket *s) {
         if (nfd < 0) {
             if (errno == EINTR || errno == ECONNABORTED)
                 continue;
-            return; /* EAGAIN: none left; other errors: the next wake retries */
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+                sock_rest_listener(s);
+            return; /* EAGAIN: none left; other errors (the connection is gone): the next wake */
         }
         RLDataRef addr = sockaddr_data(&peer, plen);
         sock_call(s, kRLSocketAcceptCallBack, addr, &nfd);
@@ -424,9 +482,6 @@ static void sock_fd_callout_body(struct RLSocket *s, RLOptionFlags ready) {
         sock_rearm_locked(s);
     sock_unlock(s);
 }
-
-static const void *sock_retain_cb(const void *info) { return RLRetain(info); }
-static void sock_release_cb(const void *info) { RLRelease(info); }
 
 static RLSocketRef sock_make(RLAllocatorRef allocator, int fd, RLOptionFlags types,
                              RLSocketCallBack callout, const RLSocketContext *context, const char *fn) {
@@ -764,12 +819,18 @@ bool RLSocketInvalidate(RLSocketRef s) {
     sock_lock(s);
     bool was = s->valid;
     s->valid = false;
+    RLRunLoopTimerRef retry = s->accept_retry;
+    s->accept_retry = NULL;
     bool close_it = was && (s->flags & kRLSocketCloseOnInvalidate);
     if (close_it && s->busy) {
         s->close_pending = true; /* the last running callout closes it */
         close_it = false;
     }
     sock_unlock(s);
+    if (retry) { /* the timer holds a reference on s: s outlives this */
+        RLRunLoopTimerInvalidate(retry);
+        RLRelease(retry);
+    }
     if (!was)
         return true;
     /* Keeps s alive across the fd object's release of its reference. */

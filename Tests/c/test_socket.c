@@ -656,6 +656,70 @@ static void test_fd_closed_behind_the_socket_does_not_spin(void **state) {
     close(sv[1]);
 }
 
+static int accepts_closed;
+
+static void accept_and_close_cb(RLSocketRef s, RLSocketCallBackType type, RLDataRef address, const void *data,
+                                void *info) {
+    (void)s, (void)address, (void)info;
+    if (type == kRLSocketAcceptCallBack) {
+        close(*(const int *)data);
+        accepts_closed++;
+    }
+}
+
+/* No descriptor left for accept (EMFILE): the pending connections stay
+ * queued and the loop does not spin on a listener that stays readable; once
+ * descriptors are free again, every pending connection is accepted. */
+static void test_accept_without_free_descriptors_does_not_spin(void **state) {
+    (void)state;
+    RLSocketRef l = RLSocketCreate(NULL, PF_INET, SOCK_STREAM, IPPROTO_TCP, kRLSocketAcceptCallBack,
+                                   accept_and_close_cb, NULL);
+    assert_non_null(l);
+    RLDataRef any = loopback(0);
+    assert_int_equal(RLSocketSetAddress(l, any), kRLSocketSuccess);
+    RLRelease(any);
+    RLDataRef addr = RLSocketCopyAddress(l);
+    RLRunLoopSourceRef src = RLSocketCreateRunLoopSource(NULL, l, 0);
+    assert_true(RLRunLoopAddSource(RLRunLoopGetCurrent(), src, MODE));
+    RLRunLoopSourceRef keep = rl_test_keep_mode(MODE);
+    int clients[3];
+    for (int i = 0; i < 3; i++) {
+        clients[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        assert_int_equal(connect(clients[i], (const struct sockaddr *)RLDataGetBytePtr(addr),
+                                 (socklen_t)RLDataGetLength(addr)), 0);
+    }
+    /* No free descriptor number below the soft limit from here on. */
+    struct rlimit saved, low;
+    assert_int_equal(getrlimit(RLIMIT_NOFILE, &saved), 0);
+    int lowest_free = dup(0);
+    assert_true(lowest_free >= 0);
+    close(lowest_free);
+    low = saved;
+    low.rlim_cur = (rlim_t)lowest_free;
+    assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+    accepts_closed = 0;
+    /* The first wake tries and fails; after it, the listener rests instead
+     * of reporting the same readiness again at once. */
+    assert_int_equal(RLRunLoopRunInMode(MODE, 10, true), kRLRunLoopRunHandledSource);
+    int spins = 0;
+    for (int i = 0; i < 5; i++)
+        spins += RLRunLoopRunInMode(MODE, 0.01, true) == kRLRunLoopRunHandledSource;
+    assert_int_equal(accepts_closed, 0);
+    assert_int_equal(setrlimit(RLIMIT_NOFILE, &saved), 0);
+    assert_int_equal(spins, 0);
+    /* Descriptors free again: the three come in. */
+    double end = rl_test_now() + 10;
+    while (accepts_closed < 3 && rl_test_now() < end)
+        RLRunLoopRunInMode(MODE, 0.05, true);
+    assert_int_equal(accepts_closed, 3);
+    for (int i = 0; i < 3; i++)
+        close(clients[i]);
+    rl_test_unkeep(keep);
+    RLRelease(src);
+    RLRelease(addr);
+    done(l);
+}
+
 typedef struct race {
     RLSocketRef s;
     _Atomic int running;
@@ -727,6 +791,7 @@ int main(void) {
         cmocka_unit_test_setup(test_context_and_double_schedule, rl_trace_setup),
         cmocka_unit_test_setup(test_misuse, rl_trace_setup),
         cmocka_unit_test_setup(test_fd_closed_behind_the_socket_does_not_spin, rl_trace_setup),
+        cmocka_unit_test_setup(test_accept_without_free_descriptors_does_not_spin, rl_trace_setup),
         cmocka_unit_test_setup(test_invalidate_from_another_thread_while_reading, rl_trace_setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
