@@ -11,10 +11,11 @@
  * calls the rl__stream_* helpers; the object reaches a backend only
  * through the operations table the backend gave when it made the stream.
  *
- * Locks (docs/locking.md, "Streams"): a socket stream's connection lock
- * comes before the stream lock, which comes before the run loop's locks.
- * A backend never takes a stream lock while holding another stream's lock,
- * and the object never calls a backend operation with its lock held.
+ * Locks (docs/locking.md, "Sockets, streams and signals"): a socket
+ * stream's connection lock comes before the stream lock, which comes
+ * before the run loop's locks. A backend never takes a stream lock while
+ * holding another stream's lock, and the object never calls a backend
+ * operation with its lock held.
  */
 #ifndef CRUNLOOP_RLSTREAMINTERNAL_H
 #define CRUNLOOP_RLSTREAMINTERNAL_H
