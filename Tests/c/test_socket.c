@@ -23,6 +23,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#if defined(__has_include)
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#define RL_TEST_VALGRIND 1
+#endif
+#endif
+
 #define MODE "SOCK"
 
 /* Entries in the trace so far. */
@@ -704,17 +711,26 @@ static void test_accept_without_free_descriptors_does_not_spin(void **state) {
     /* The first wake tries and fails; after it, the listener rests instead
      * of reporting the same readiness again at once. */
     assert_int_equal(RLRunLoopRunInMode(MODE, 10, true), kRLRunLoopRunHandledSource);
+    /* A spinning loop handles the listener on every run; a resting one
+     * not at all (or once, if a very slow machine reached the retry). */
     int spins = 0;
     for (int i = 0; i < 5; i++)
         spins += RLRunLoopRunInMode(MODE, 0.01, true) == kRLRunLoopRunHandledSource;
     assert_int_equal(accepts_closed, 0);
     assert_int_equal(setrlimit(RLIMIT_NOFILE, &saved), 0);
-    assert_int_equal(spins, 0);
-    /* Descriptors free again: the three come in. */
+    assert_in_range(spins, 0, 1);
+    /* Descriptors free again: the three come in. (valgrind enforces the
+     * limit itself: its accept takes the connection and closes it when the
+     * number is over the limit, so there each failed try costs one.) */
+    int expected = 3;
+#ifdef RL_TEST_VALGRIND
+    if (RUNNING_ON_VALGRIND)
+        expected -= 1 + spins;
+#endif
     double end = rl_test_now() + 10;
-    while (accepts_closed < 3 && rl_test_now() < end)
+    while (accepts_closed < expected && rl_test_now() < end)
         RLRunLoopRunInMode(MODE, 0.05, true);
-    assert_int_equal(accepts_closed, 3);
+    assert_int_equal(accepts_closed, expected);
     for (int i = 0; i < 3; i++)
         close(clients[i]);
     rl_test_unkeep(keep);
