@@ -518,6 +518,8 @@ static RLSocketRef sock_make(RLAllocatorRef allocator, int fd, RLOptionFlags typ
     struct sockaddr_storage peer;
     socklen_t plen = sizeof peer;
     s->connected = stype != SOCK_STREAM || getpeername(fd, (struct sockaddr *)&peer, &plen) == 0;
+    if (stype == SOCK_STREAM && s->connected)
+        s->peer = sockaddr_data(&peer, plen); /* kept for the Data callbacks (NULL: looked up then) */
     s->valid = true;
     if (s->listening && (types & 3u) == kRLSocketAcceptCallBack) {
         int fl = fcntl(fd, F_GETFL);
