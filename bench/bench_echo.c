@@ -23,6 +23,7 @@
  *   BEC_ROUNDS=9 bench_echo
  *   BEC_QUICK=1 bench_echo     shorter runs, for a smoke test
  *   BEC_PEERS=ours,libuv       only these peers (ours, CF, libuv)
+ *   BEC_ONLY=tp1,tp16          only these benchmarks (rt, tp1, tp16, conn)
  *   BEC_CSV=file               also write the ratios for scripts/bench-chart.py
  *
  * Built by `make bench-echo` (mk/bench-echo.mk).
@@ -368,14 +369,18 @@ static bool bench_connections(int p, unsigned port, int slots, long total) {
 
 /* ---- driver ------------------------------------------------------------- */
 
-static const char *only_peers;
-static bool want_peer(const char *name) {
-    if (!only_peers) return true;
+static const char *only_peers, *only_benches;
+
+/* Whether name is in the comma-separated list (NULL: everything is). */
+static bool in_list(const char *list, const char *name) {
+    if (!list) return true;
     size_t n = strlen(name);
-    for (const char *s = only_peers; (s = strstr(s, name)) != NULL; s += n)
-        if ((s == only_peers || s[-1] == ',') && (s[n] == '\0' || s[n] == ',')) return true;
+    for (const char *s = list; (s = strstr(s, name)) != NULL; s += n)
+        if ((s == list || s[-1] == ',') && (s[n] == '\0' || s[n] == ',')) return true;
     return false;
 }
+
+static bool want_peer(const char *name) { return in_list(only_peers, name); }
 
 /* One round: every peer's server is started first (an idle server costs
  * nothing), then each benchmark runs against every peer in turn, in an
@@ -391,7 +396,9 @@ static void run_round(int round, bool quick) {
         if (!server[p]) add_note(note);
     }
     double secs = quick ? 0.2 : 0.5;
+    static const char *bench_names[4] = {"rt", "tp1", "tp16", "conn"};
     for (int b = 0; b < 4; b++) {
+        if (!in_list(only_benches, bench_names[b])) continue;
         for (int k = 0; k < NPEERS; k++) {
             int p = (k + round) % NPEERS;
             if (!server[p]) continue;
@@ -503,6 +510,7 @@ int main(void) {
     if (rounds > MAXROUNDS) rounds = MAXROUNDS;
     bool quick = getenv("BEC_QUICK") != NULL;
     only_peers = getenv("BEC_PEERS");
+    only_benches = getenv("BEC_ONLY");
     FILE *tw = fopen("/proc/sys/net/ipv4/tcp_tw_reuse", "r");
     int reuse = 0;
     if (!tw || fscanf(tw, "%d", &reuse) != 1) reuse = 0;

@@ -192,13 +192,15 @@ static RLDataRef sock_peer_address(struct RLSocket *s) {
  * length the result). 0: the end of the stream; -1: an error or nothing
  * there (errno); the buffer is freed then. The first read takes up to
  * RL_SOCKET_READ_CHUNK; only a read that fills the buffer asks how much
- * more is queued. */
+ * more is queued, once: bytes that arrive while it reads wait for the next
+ * wake, so that a peer that keeps sending cannot hold the callback (and
+ * the echo or answer it would send) back. */
 static ssize_t stream_read_all(int fd, uint8_t **out) {
     size_t cap = RL_SOCKET_READ_CHUNK, len = 0;
     uint8_t *buf = malloc(cap);
     if (!buf)
         return -1;
-    for (;;) {
+    for (bool asked = false;; asked = true) {
         ssize_t n;
         do
             n = recv(fd, buf + len, cap - len, MSG_DONTWAIT);
@@ -212,7 +214,7 @@ static ssize_t stream_read_all(int fd, uint8_t **out) {
             return n;
         }
         len += (size_t)n;
-        if (n == 0 || len < cap)
+        if (n == 0 || len < cap || asked)
             break; /* a short read: the queue is empty (or ended after these bytes) */
         int more = 0;
         if (ioctl(fd, FIONREAD, &more) < 0 || more <= 0)
