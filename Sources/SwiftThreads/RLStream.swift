@@ -581,10 +581,6 @@ final class StreamBox: @unchecked Sendable {
         if let current {
             current.deliver(event)
         } else if let delegate, let owner {
-            // Readiness that is gone was used by someone else — an async
-            // sequence that read the bytes before the event it caused got
-            // here — and would make the delegate's read or write block.
-            if event == .hasBytesAvailable || event == .hasSpaceAvailable, !owner.stream.isReady { return }
             delegate.stream(owner, handle: event)
         }
     }
