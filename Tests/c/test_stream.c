@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -541,6 +542,42 @@ static void test_stale_readiness_is_dropped_and_the_stream_stays_armed(void **st
     close(sv[1]);
 }
 
+/* HasBytesAvailable may be asked from any thread while another reads (a
+ * loop's thread checks it before delivering an event): the memory stream's
+ * read position is shared state (make check-tsan sees a race otherwise). */
+static RLReadStreamRef polled_reader;
+static atomic_int reader_done;
+
+static void *poll_bytes(void *arg) {
+    (void)arg;
+    long seen = 0;
+    while (!atomic_load(&reader_done))
+        seen += RLReadStreamHasBytesAvailable(polled_reader);
+    return (void *)seen;
+}
+
+static void test_memory_stream_polled_while_read_on_another_thread(void **state) {
+    (void)state;
+    static uint8_t bytes[20000];
+    memset(bytes, 'm', sizeof bytes);
+    polled_reader = RLReadStreamCreateWithBytes(NULL, bytes, sizeof bytes);
+    assert_true(RLReadStreamOpen(polled_reader));
+    atomic_store(&reader_done, 0);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, poll_bytes, NULL), 0);
+    uint8_t buf[7];
+    size_t total = 0;
+    RLIndex n;
+    while ((n = RLReadStreamRead(polled_reader, buf, sizeof buf)) > 0)
+        total += (size_t)n;
+    atomic_store(&reader_done, 1);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_int_equal(n, 0);
+    assert_int_equal(total, sizeof bytes);
+    assert_false(RLReadStreamHasBytesAvailable(polled_reader));
+    RLRelease(polled_reader);
+}
+
 static void test_misuse(void **state) {
     (void)state;
     uint8_t b[4];
@@ -696,6 +733,7 @@ int main(void) {
         cmocka_unit_test_setup(test_events_wait_for_their_mode, rl_trace_setup),
         cmocka_unit_test_setup(test_scheduled_in_two_modes_delivers_in_either, rl_trace_setup),
         cmocka_unit_test_setup(test_stale_readiness_is_dropped_and_the_stream_stays_armed, rl_trace_setup),
+        cmocka_unit_test_setup(test_memory_stream_polled_while_read_on_another_thread, rl_trace_setup),
         cmocka_unit_test_setup(test_misuse, rl_trace_setup),
         cmocka_unit_test_setup(test_client_context_retained_and_replaced, rl_trace_setup),
         cmocka_unit_test_setup(test_lock_order_is_checked, rl_trace_setup),
