@@ -19,6 +19,7 @@
  *     which the loop runs through rl__perform_run and the other calls of
  *     RLRunLoopPerformInternal.h.
  */
+#include "rl_heap.h"
 #include "runloop_internal.h"
 #include "RLRunLoopPerformInternal.h"
 #include "rl_spin.h"

@@ -1,6 +1,6 @@
 /* RLRunLoopTimer.c — timers: grid rescheduling, tolerance, moves from any
  * thread. The heaps themselves live in rl_heap.c; the firing in RLRunLoop.c. */
-#include "runloop_internal.h"
+#include "rl_heap.h"
 
 #include <math.h>
 #include <stdio.h>

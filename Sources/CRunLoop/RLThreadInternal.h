@@ -5,7 +5,7 @@
 #ifndef CRUNLOOP_RLTHREADINTERNAL_H
 #define CRUNLOOP_RLTHREADINTERNAL_H
 
-#include "internal.h"
+#include "RLBase.h"
 #include <crunloop/RLThread.h>
 #include <pthread.h>
 #include <sys/types.h>

@@ -21,7 +21,7 @@
 #define CRUNLOOP_RUNLOOP_INTERNAL_H
 
 #include "RLLockInternal.h"
-#include "internal.h"
+#include "RLBase.h"
 
 #include <bsd/sys/queue.h>
 #include <pthread.h>
@@ -355,41 +355,6 @@ RL__HIDDEN bool rl__memb_in_mode(void *item, rl_kind kind, rl_mode *mode);
 
 /* Monotonically increasing sequence for timer ties. */
 RL__HIDDEN uint64_t rl__next_seq(void);
-
-/* ---- timer heaps (rl_heap.c), the loop lock held ---- */
-
-RL__HIDDEN void rl__tset_init(rl_timerset *ts);
-RL__HIDDEN void rl__tset_free(rl_timerset *ts);
-RL__HIDDEN size_t rl__tset_count(const rl_timerset *ts);
-RL__HIDDEN bool rl__tset_add_slow(rl_timerset *ts, rl_memb *m);
-/* Files a new membership (pending: no heap order yet, see rl_heap.c).
- * The common case, a strict timer, is inline and cannot fail: it goes on
- * the pending list, a few stores into the membership. */
-static inline bool rl__tset_add(rl_timerset *ts, rl_memb *m) {
-    const struct RLRunLoopTimer *t = m->item;
-    if (RL__UNLIKELY(t->tolerance > 0))
-        return rl__tset_add_slow(ts, m);
-    m->lax = false;
-    m->pending = true;
-    TAILQ_INSERT_TAIL(&ts->pending, m, plink);
-    ts->npending++;
-    return true;
-}
-RL__HIDDEN void rl__tset_remove(rl_timerset *ts, rl_memb *m);
-/* The timer's date or tolerance changed. */
-RL__HIDDEN bool rl__tset_update(rl_timerset *ts, rl_memb *m);
-/* Some membership (to empty the set), or NULL. */
-RL__HIDDEN rl_memb *rl__tset_any(const rl_timerset *ts);
-/* Earliest fire date (every timer) / earliest wake deadline (fire date +
- * tolerance) of the timers not being fired: a timer whose callout is running
- * is past its date, and letting it arm the wake-up would make a nested run
- * of the same mode spin until the callout returns (CF skips it too); it is
- * re-filed after its callout. False if there is none. */
-RL__HIDDEN bool rl__tset_earliest_fire(rl_timerset *ts, double *date);
-RL__HIDDEN bool rl__tset_earliest_deadline(rl_timerset *ts, double *date);
-/* Appends to *out every membership whose fire date is <= now. */
-RL__HIDDEN void rl__tset_collect_due(rl_timerset *ts, RLAbsoluteTime now, rl_memb ***out, size_t *n,
-                                     size_t *cap);
 
 /* ---- timers (RLRunLoopTimer.c) ---- */
 
