@@ -2868,13 +2868,13 @@ static void rl_fork_each_loop(bool lock) {
     }
 }
 
-void rl__runloop_fork_prepare(void) {
+static void fork_prepare(void) {
     pthread_mutex_lock(&rl_main_mutex);
     pthread_mutex_lock(&rl_threadtab_mutex);
     rl_fork_each_loop(true);
 }
 
-void rl__runloop_fork_parent(void) {
+static void fork_parent(void) {
     rl_fork_each_loop(false);
     pthread_mutex_unlock(&rl_threadtab_mutex);
     pthread_mutex_unlock(&rl_main_mutex);
@@ -2890,8 +2890,8 @@ static void rl_inherited_keep(rl_thread_entry *e) {
 /* Every loop known so far is the parent's. The forking thread is the
  * child's only thread, and its main thread: GetCurrent and GetMain make it
  * a new loop with its own kernel objects on first use. */
-void rl__runloop_fork_child(void) {
-    rl__runloop_fork_parent();
+static void fork_child(void) {
+    fork_parent();
     for (size_t b = 0; b < RL_THREADTAB_BUCKETS; b++) {
         while (rl_threadtab[b]) {
             rl_thread_entry *e = rl_threadtab[b];
@@ -3027,4 +3027,9 @@ void rl__runloop_teardown_current_thread(void) {
     rl_threadtab_forget_self(rl);
     if (rl)
         rl__object_unhold(rl);
+}
+
+/* Takes this file's place in the lock order held across fork() (rl_fork.h). */
+__attribute__((constructor)) static void fork_register(void) {
+    rl__fork_register(RL_FORK_RUNLOOP, fork_prepare, fork_parent, fork_child);
 }

@@ -20,6 +20,7 @@
 #define CRUNLOOP_RLRUNLOOPPERFORMINTERNAL_H
 
 #include "internal.h"
+#include "rl_fork.h"
 #include "rl_spin.h"
 
 #include <stdatomic.h>

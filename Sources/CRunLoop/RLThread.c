@@ -1154,12 +1154,12 @@ bool RLThreadSleepUntilDate(RLAbsoluteTime date) {
 
 /* The registries' locks are held across fork() (rl_fork.c); neither is
  * ever held while the other is taken. */
-void rl__thread_fork_prepare(void) {
+static void fork_prepare(void) {
     pthread_mutex_lock(&rl__mt_lock);
     pthread_mutex_lock(&rl__global_lock);
 }
 
-void rl__thread_fork_parent(void) {
+static void fork_parent(void) {
     pthread_mutex_unlock(&rl__global_lock);
     pthread_mutex_unlock(&rl__mt_lock);
 }
@@ -1167,8 +1167,8 @@ void rl__thread_fork_parent(void) {
 /* In the child, the forking thread is the only thread and the main one:
  * it gets a new RLThread when it asks (RLThreadGetCurrent/GetMain), as
  * every RLThread made before the fork is the parent's. */
-void rl__thread_fork_child(void) {
-    rl__thread_fork_parent();
+static void fork_child(void) {
+    fork_parent();
     /* Waiters counted by the condition are threads of the parent. */
     pthread_cond_init(&rl__mt_cond, NULL);
     /* Another thread was running the will-become-multi-threaded handlers:
@@ -1179,4 +1179,9 @@ void rl__thread_fork_child(void) {
     rl__main_thread_inherited = rl__main_thread; /* kept, never used: the parent's */
     rl__main_thread = NULL;
     rl__main_once = (pthread_once_t)PTHREAD_ONCE_INIT;
+}
+
+/* Takes this file's place in the lock order held across fork() (rl_fork.h). */
+__attribute__((constructor)) static void fork_register(void) {
+    rl__fork_register(RL_FORK_THREAD, fork_prepare, fork_parent, fork_child);
 }

@@ -6,6 +6,7 @@
 #define CRUNLOOP_RLTHREADINTERNAL_H
 
 #include "RLBase.h"
+#include "rl_fork.h"
 #include <crunloop/RLThread.h>
 #include <pthread.h>
 #include <sys/types.h>

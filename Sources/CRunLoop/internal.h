@@ -143,49 +143,4 @@ RL__HIDDEN RLRunLoopRef rl__runloop_get_for_thread(pthread_t thread);
  * waits for a reply from rl spins first only if rl runs elsewhere. */
 RL__HIDDEN int rl__runloop_cpu(RLRunLoopRef rl);
 
-/* ---- fork (rl_fork.c) ----
- * A child of fork() has one thread and a copy of the parent's memory, in
- * which run loops, threads and workers describe kernel objects (epoll,
- * eventfd, timerfd) still shared with the parent and threads that do not
- * exist in the child. Each such object records the process's fork
- * generation when it is made; in the child the generation has moved on,
- * so the object is "inherited" and every call on it fails with
- * kRLErrorInvalidState instead of touching the parent's kernel objects or
- * waiting for a thread that is gone. The atfork handlers hold every global
- * lock of the library across fork() (in one fixed order), so the child's
- * copy of each is consistent and free. */
-RL__HIDDEN extern _Atomic unsigned rl__fork_generation;
-/* The generation to record in an object made now. */
-static inline unsigned rl__fork_gen(void) {
-    return atomic_load_explicit(&rl__fork_generation, memory_order_relaxed);
-}
-/* Was an object that recorded `gen` made before a fork, in the parent? */
-static inline bool rl__fork_inherited(unsigned gen) { return RL__UNLIKELY(gen != rl__fork_gen()); }
-/* rl__fail(kRLErrorInvalidState) naming `what` ("run loop", "thread",
- * "worker") as inherited across fork(); returns false. */
-RL__HIDDEN bool rl__fork_fail(const char *fn, const char *what) __attribute__((cold));
-
-/* Each file that owns global locks provides these, called by rl_fork.c
- * around fork() in the order listed there: prepare takes the locks, parent
- * and child release them (child also resets what the child must not
- * inherit). */
-RL__HIDDEN void rl__thread_fork_prepare(void);
-RL__HIDDEN void rl__thread_fork_parent(void);
-RL__HIDDEN void rl__thread_fork_child(void);
-RL__HIDDEN void rl__msgport_fork_prepare(void);
-RL__HIDDEN void rl__msgport_fork_parent(void);
-RL__HIDDEN void rl__msgport_fork_child(void);
-RL__HIDDEN void rl__sync_fork_prepare(void);
-RL__HIDDEN void rl__sync_fork_parent(void);
-RL__HIDDEN void rl__sync_fork_child(void);
-RL__HIDDEN void rl__runloop_fork_prepare(void);
-RL__HIDDEN void rl__runloop_fork_parent(void);
-RL__HIDDEN void rl__runloop_fork_child(void);
-RL__HIDDEN void rl__pool_fork_prepare(void);
-RL__HIDDEN void rl__pool_fork_parent(void);
-RL__HIDDEN void rl__pool_fork_child(void);
-RL__HIDDEN void rl__lockdep_fork_prepare(void);
-RL__HIDDEN void rl__lockdep_fork_parent(void);
-RL__HIDDEN void rl__lockdep_fork_child(void);
-
 #endif /* CRUNLOOP_INTERNAL_H */

@@ -22,6 +22,7 @@
 
 #include "RLLockInternal.h"
 #include "RLBase.h"
+#include "rl_fork.h"
 
 #include <bsd/sys/queue.h>
 #include <pthread.h>
