@@ -202,6 +202,13 @@ static void rl_retain_raw(void *obj) {
     atomic_fetch_add_explicit(&((rl__object *)obj)->rc, 1, memory_order_relaxed);
 }
 
+/* A reference the loop keeps for a membership (or a common-modes item):
+ * marked as the library's (RLBase.c), so that a caller who releases once
+ * too often is refused instead of freeing what the loop still uses. */
+static void rl_hold_raw(void *obj) {
+    atomic_fetch_add_explicit(&((rl__object *)obj)->rc, 1 + RL__HELD_ONE, memory_order_relaxed);
+}
+
 void rl__defer_push(rl_defer *d, int what, void *obj, RLRunLoopRef rl, const char *mode) {
     if (obj)
         rl_retain_raw(obj);
@@ -212,6 +219,11 @@ void rl__defer_push(rl_defer *d, int what, void *obj, RLRunLoopRef rl, const cha
 
 void rl__defer_release(rl_defer *d, void *obj) {
     rl_defer_add(d, (rl_defer_entry){RL_DEFER_RELEASE, obj, NULL, NULL, NULL, NULL});
+}
+
+/* Queues the drop of a reference taken with rl_hold_raw. */
+static void rl_defer_unhold(rl_defer *d, void *obj) {
+    rl_defer_add(d, (rl_defer_entry){RL_DEFER_UNHOLD, obj, NULL, NULL, NULL, NULL});
 }
 
 void rl__defer_ctx_release(rl_defer *d, void (*release)(const void *), const void *info) {
@@ -241,9 +253,11 @@ static void rl_defer_call(rl_defer_entry *e) {
 void rl__defer_run(rl_defer *d) {
     for (size_t i = 0; i < d->n; i++) {
         rl_defer_entry *e = &d->e[i];
-        if (e->what != RL_DEFER_RELEASE)
+        if (e->what != RL_DEFER_RELEASE && e->what != RL_DEFER_UNHOLD)
             rl_defer_call(e);
-        if (e->obj)
+        if (e->obj && e->what == RL_DEFER_UNHOLD)
+            rl__object_unhold(e->obj);
+        else if (e->obj)
             RLRelease(e->obj);
         if (e->rl)
             RLRelease(e->rl);
@@ -1297,7 +1311,7 @@ __attribute__((always_inline)) static inline bool rl_add_locked(RLRunLoopRef rl,
         rl_memb_free(m);
         return rl__fail(kRLErrorNoMemory, fn, "out of memory");
     }
-    rl_retain_raw(item);
+    rl_hold_raw(item);
     TAILQ_INSERT_TAIL(rl__item_membs(item, kind), m, item_link);
     if (kind == RL_KIND_SOURCE) {
         struct RLRunLoopSource *s = item;
@@ -1353,7 +1367,7 @@ static void rl_remove_memb_as_locked(rl_memb *m, void *cancel_for, rl_defer *d) 
     if (m->kind == RL_KIND_OBSERVER && ((struct RLRunLoopObserver *)item)->pins)
         ((struct RLRunLoopObserver *)item)->held_releases++; /* see rl_do_observers */
     else
-        rl__defer_release(d, item);
+        rl_defer_unhold(d, item);
     rl_memb_free(m);
 }
 
@@ -1420,7 +1434,7 @@ static void rl_citem_remove(RLRunLoopRef rl, void *item, rl_defer *d) {
     size_t v = rl->cidx[hole];
     if (v == 0)
         return;
-    rl__defer_release(d, item);
+    rl_defer_unhold(d, item);
     /* Linear probing without tombstones: later entries of the same run
      * move back into the hole unless that would put them before their
      * home slot. */
@@ -1504,7 +1518,7 @@ static bool rl_add_common_locked(RLRunLoopRef rl, void *item, rl_kind kind, rl_d
     if (!rl_citem_has(rl, item)) {
         if (!rl_citem_add(rl, item, kind))
             return rl__fail(kRLErrorNoMemory, fn, "out of memory");
-        rl_retain_raw(item);
+        rl_hold_raw(item);
     }
     for (size_t i = 0; i < rl->ncommon; i++) {
         rl_mode *m = rl_mode_get(rl, rl->common[i].name, fn);
@@ -1944,7 +1958,7 @@ static void rl_observer_unpin(struct RLRunLoopObserver *o, rl_defer *d) {
     if (--o->pins > 0)
         return;
     for (; o->held_releases > 0; o->held_releases--)
-        rl__defer_release(d, o);
+        rl_defer_unhold(d, o);
 }
 
 /* After o's callout (if `went`): unpins it, and invalidates a one-shot
@@ -2988,7 +3002,7 @@ static void rl_teardown(RLRunLoopRef rl) {
         }
     }
     for (size_t i = 0; i < rl->nci; i++)
-        rl__defer_release(&d, rl->citems[i].item);
+        rl_defer_unhold(&d, rl->citems[i].item);
     rl->nci = 0;
     if (rl->capcidx)
         memset(rl->cidx, 0, rl->capcidx * sizeof *rl->cidx);

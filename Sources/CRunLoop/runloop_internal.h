@@ -309,7 +309,7 @@ typedef struct rl_defer_entry {
     void (*cfn)(const void *); /* RL_DEFER_CTX_RELEASE: cfn(carg) */
     const void *carg;
 } rl_defer_entry;
-enum { RL_DEFER_RELEASE = 0, RL_DEFER_CANCEL = 1, RL_DEFER_SCHEDULE = 2, RL_DEFER_CTX_RELEASE = 3 };
+enum { RL_DEFER_RELEASE = 0, RL_DEFER_CANCEL = 1, RL_DEFER_SCHEDULE = 2, RL_DEFER_CTX_RELEASE = 3, RL_DEFER_UNHOLD = 4 };
 
 typedef struct rl_defer {
     rl_defer_entry *e;

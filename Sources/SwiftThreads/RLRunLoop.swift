@@ -372,6 +372,49 @@ public final class RLRunLoop: @unchecked Sendable {
         guard let source = descriptor.makeRunLoopSource() else { return false }
         return contains(source, forMode: mode)
     }
+
+    // MARK: Ports
+
+    /// Adds `port` to `mode` (Foundation's `add(_:forMode:)` for a `Port`,
+    /// `RLRunLoopAddPort`): its messages are handled on this loop's thread
+    /// when it runs in `mode`. Unlike Foundation, the loop does not keep the
+    /// port alive (see ``RLPort``).
+    ///
+    /// - Returns: false (with `RLError.last()`) for an invalid port or mode.
+    @discardableResult
+    public func add(_ port: RLPort, forMode mode: Mode) -> Bool {
+        mode.withCString { RLRunLoopAddPort(ref, port.ref, $0) }
+    }
+
+    @discardableResult
+    public func remove(_ port: RLPort, forMode mode: Mode) -> Bool {
+        mode.withCString { RLRunLoopRemovePort(ref, port.ref, $0) }
+    }
+
+    public func contains(_ port: RLPort, forMode mode: Mode) -> Bool {
+        mode.withCString { RLRunLoopContainsPort(ref, port.ref, $0) }
+    }
+
+    /// Adds the local message port's source to `mode`: its requests are
+    /// answered on this loop's thread.
+    ///
+    /// - Returns: false (with `RLError.last()`) for a remote or invalid port.
+    @discardableResult
+    public func add(_ port: RLMessagePort, forMode mode: Mode) -> Bool {
+        guard let source = port.makeRunLoopSource() else { return false }
+        return add(source, forMode: mode)
+    }
+
+    @discardableResult
+    public func remove(_ port: RLMessagePort, forMode mode: Mode) -> Bool {
+        guard let source = port.makeRunLoopSource() else { return false }
+        return remove(source, forMode: mode)
+    }
+
+    public func contains(_ port: RLMessagePort, forMode mode: Mode) -> Bool {
+        guard let source = port.makeRunLoopSource() else { return false }
+        return contains(source, forMode: mode)
+    }
 }
 
 extension RLRunLoop: Hashable {

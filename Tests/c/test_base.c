@@ -232,6 +232,48 @@ static void test_get_rule_objects_refuse_release(void **state) {
     sem_destroy(&a.done);
 }
 
+
+static int fired;
+static void count_fire(RLRunLoopTimerRef t, void *info) { fired++; }
+static void nothing(void *info) {}
+static void observe(RLRunLoopObserverRef o, RLRunLoopActivity a, void *info) {}
+
+/* What a run loop keeps is the loop's: a caller who releases an object
+ * once too often while a loop holds it is refused, and the loop's
+ * reference goes only with the membership. */
+static void test_loop_references_refuse_extra_release(void **state) {
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    RLRunLoopTimerRef t = RLRunLoopTimerCreate(NULL, RLAbsoluteTimeGetCurrent() - 1, 0, 0, 0, count_fire, NULL);
+    assert_true(RLRunLoopAddTimer(rl, t, kRLRunLoopDefaultMode));
+    assert_int_equal(RLGetRetainCount(t), 2);
+    assert_true(RLRelease(t));                          /* the caller's own */
+    assert_rl_fails(RLRelease(t), kRLErrorNotOwner);     /* the loop's: refused */
+    assert_int_equal(RLGetRetainCount(t), 1);
+    fired = 0;
+    RLRunLoopRunInMode(kRLRunLoopDefaultMode, 0, false); /* still alive, fires, and the loop lets go */
+    assert_int_equal(fired, 1);
+
+    RLRunLoopSourceContext sc = {0};
+    sc.perform = nothing;
+    RLRunLoopSourceRef s = RLRunLoopSourceCreate(NULL, 0, &sc);
+    assert_true(RLRunLoopAddSource(rl, s, kRLRunLoopCommonModes)); /* common item + membership */
+    assert_int_equal(RLGetRetainCount(s), 3);
+    assert_true(RLRelease(s)); /* the caller's one reference */
+    assert_rl_fails(RLRelease(s), kRLErrorNotOwner);
+    assert_rl_fails(RLRelease(s), kRLErrorNotOwner);
+    assert_int_equal(RLGetRetainCount(s), 2);
+    /* removed from the common modes: the loop lets go of both, and the
+     * source goes (valgrind and ASan check that nothing is left) */
+    assert_true(RLRunLoopRemoveSource(rl, s, kRLRunLoopCommonModes));
+
+    RLRunLoopObserverRef o = RLRunLoopObserverCreate(NULL, kRLRunLoopAllActivities, true, 0, observe, NULL);
+    assert_non_null(o);
+    assert_true(RLRunLoopAddObserver(rl, o, kRLRunLoopDefaultMode));
+    assert_true(RLRelease(o));
+    assert_rl_fails(RLRelease(o), kRLErrorNotOwner);
+    assert_true(RLRunLoopObserverInvalidate(o)); /* the loop drops it: freed now (valgrind checks) */
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_error_starts_empty_and_clears),
@@ -242,6 +284,7 @@ int main(void) {
         cmocka_unit_test(test_stale_release_after_reuse_is_refused),
         cmocka_unit_test(test_stale_release_after_churn_is_refused),
         cmocka_unit_test(test_get_rule_objects_refuse_release),
+        cmocka_unit_test(test_loop_references_refuse_extra_release),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,397 @@
+internal import CRunLoop
+#if canImport(Glibc)
+internal import Glibc
+#elseif canImport(Musl)
+internal import Musl
+#endif
+
+/// A named port for requests and replies between threads and between
+/// processes of the same user: CoreFoundation's `CFMessagePort` over
+/// `RLMessagePortRef` (RLMessagePort.h). CoreFoundation on Linux has none.
+///
+/// A **local** port listens under a name and answers each request with its
+/// closure, on the thread of the run loop it was added to:
+///
+///     let server = try RLMessagePort(local: "com.example.echo") { msgid, data in data }
+///     RLRunLoop.current.add(server, forMode: .default)
+///
+/// A **remote** port, made from the name in any thread or process of the
+/// same user, sends requests and waits for the reply — blocking
+/// (``sendRequest(msgid:data:sendTimeout:receiveTimeout:)``), or suspending
+/// (``sendRequest(msgid:data:timeout:)-async``), or one-way
+/// (``send(msgid:data:timeout:)``). Failures throw ``RequestError``, which
+/// carries CoreFoundation's result code.
+///
+/// Names are per user; a port lives while you hold it (dropping the last
+/// reference invalidates it and frees its name). Two remote ports made for
+/// the same name share one connection and one invalidation handler, as
+/// CoreFoundation returns the same object. Every member may be used from
+/// any thread.
+public final class RLMessagePort: @unchecked Sendable, Hashable, CustomStringConvertible {
+    /// A failed request: CoreFoundation's `CFMessagePortSendRequest` result
+    /// and the C library's reason.
+    public struct RequestError: Error, Equatable, Sendable, CustomStringConvertible {
+        /// `kCFMessagePort…` result codes (the same values).
+        public enum Code: Int32, Sendable {
+            /// kCFMessagePortSendTimeout: the request could not be sent in
+            /// time (the receiver is not reading, or another request of this
+            /// port was still in flight).
+            case sendTimeout = -1
+            /// kCFMessagePortReceiveTimeout: sent, but no reply in time.
+            case receiveTimeout = -2
+            /// kCFMessagePortIsInvalid: the port is invalid, or local.
+            case isInvalid = -3
+            /// kCFMessagePortTransportError: nothing was sent (too large for
+            /// the port's limit, a NaN timeout), or the reply was malformed.
+            case transportError = -4
+            /// kCFMessagePortBecameInvalidError: the connection broke during
+            /// the request; the port is invalid now.
+            case becameInvalid = -5
+        }
+
+        public let code: Code
+        /// The C library's error for the failure.
+        public let error: RLError
+
+        public init(code: Code, error: RLError) {
+            self.code = code
+            self.error = error
+        }
+
+        public var description: String { "\(code) (\(code.rawValue)): \(error.message)" }
+    }
+
+    /// The credentials of a client of another user (`SO_PEERCRED`).
+    public struct Peer: Sendable, Hashable {
+        public let uid: UInt32
+        public let gid: UInt32
+        public let pid: Int32
+    }
+
+    /// The one C reference this wrapper owns (unless `owned` is false: a
+    /// wrapper made during the port's last release).
+    let ref: RLMessagePortRef
+    let box: MessagePortBox
+    private let owned: Bool
+
+    /// A local port listening under `name`; `handler` answers each request
+    /// with its msgid and data (nil for none), on the thread of the run loop
+    /// the port is in, and returns the reply (nil for an empty reply).
+    ///
+    /// - Throws: `RLError` `.exists` if a live port of any process of this
+    ///   user has the name — also one of this process, where
+    ///   CoreFoundation would return that port and ignore the new callout; `.invalidArgument` for an empty name, one longer
+    ///   than 255 bytes or one containing NUL; a system error.
+    public init(local name: String,
+                handler: @escaping @Sendable (_ msgid: Int32, _ data: [UInt8]?) -> [UInt8]?) throws(RLError) {
+        try RLMessagePort.checkName(name)
+        let box = MessagePortBox(handler: handler)
+        var context = RLMessagePortContext(version: 0, info: Unmanaged.passUnretained(box).toOpaque(),
+                                           retain: rlBoxRetain, release: rlBoxRelease, copyDescription: nil)
+        // When the C library does not keep the box (shouldFreeInfo), Swift
+        // frees it.
+        var notKept = false
+        let created = withExtendedLifetime(box) {
+            name.withCString { RLMessagePortCreateLocal(nil, $0, rlMessagePortCallout, &context, &notKept) }
+        }
+        guard let created else { throw RLError.last() }
+        if notKept {
+            // CoreFoundation hands back this process's port of that name and
+            // ignores the new callout; a Swift handler silently ignored
+            // would be a trap, so this is an error.
+            RLRelease(UnsafeRawPointer(created))
+            throw RLError(code: .exists,
+                          message: "RLMessagePort: the name \"\(name)\" is taken by a local port of this process")
+        }
+        ref = created
+        self.box = box
+        owned = true
+        messagePortRegistry.withLock { table in table[RLMessagePort.key(created)] = MessagePortEntry(box: box) }
+    }
+
+    /// A remote port connected to the local port named `name` (of this
+    /// user).
+    ///
+    /// - Throws: `RLError` `.notFound` if no port listens under the name,
+    ///   `.permission` if its owner is another user, `.invalidArgument` for a
+    ///   bad name.
+    public init(remote name: String) throws(RLError) {
+        try RLMessagePort.checkName(name)
+        guard let created = name.withCString({ RLMessagePortCreateRemote(nil, $0) }) else { throw RLError.last() }
+        ref = created
+        owned = true
+        // The C library returns the same remote object for a name: share
+        // its Swift state with the wrappers made before.
+        box = messagePortRegistry.withLock { table in
+            let key = RLMessagePort.key(created)
+            if let box = table[key]?.box { return box }
+            let box = MessagePortBox(handler: nil)
+            table[key] = MessagePortEntry(box: box)
+            return box
+        }
+    }
+
+    private init(wrapping ref: RLMessagePortRef, box: MessagePortBox) {
+        self.ref = ref
+        self.box = box
+        owned = RLRetain(UnsafeRawPointer(ref)) != nil
+    }
+
+    deinit {
+        if owned { RLRelease(UnsafeRawPointer(ref)) }
+    }
+
+    private static func checkName(_ name: String) throws(RLError) {
+        if name.utf8.contains(0) {
+            throw RLError(code: .invalidArgument, message: "RLMessagePort: the name contains a NUL byte")
+        }
+    }
+
+    static func key(_ ref: RLMessagePortRef) -> UInt { UInt(bitPattern: Int(bitPattern: ref)) }
+
+    // MARK: State
+
+    /// The port's name.
+    public var name: String {
+        guard let name = RLMessagePortGetName(ref) else { return "" }
+        return String(cString: name)
+    }
+
+    public var isRemote: Bool { RLMessagePortIsRemote(ref) }
+
+    /// False once invalidated — by ``invalidate()``, or for a remote port,
+    /// when the connection to its local port broke.
+    public var isValid: Bool { RLMessagePortIsValid(ref) }
+
+    /// Closes the port: a local port stops listening (its name is free at
+    /// once) and drops its clients; a remote port disconnects. Calls the
+    /// invalidation handler once. Idempotent.
+    public func invalidate() { RLMessagePortInvalidate(ref) }
+
+    /// Sets the closure called once when the port becomes invalid; on a
+    /// port that is invalid already it is called at once (as
+    /// CoreFoundation does). For a remote port, the calling thread's run
+    /// loop watches the connection from now on (common modes), so the
+    /// closure runs there when the local port goes away — set it on a
+    /// thread that runs its loop.
+    public func setInvalidationHandler(_ handler: (@Sendable (RLMessagePort) -> Void)?) {
+        box.setInvalidationHandler(handler)
+        RLMessagePortSetInvalidationCallBack(ref, handler == nil ? nil : rlMessagePortInvalidated)
+    }
+
+    /// Local ports: which clients of other users to take (nil: none, the
+    /// default). Runs on the port's run-loop thread.
+    ///
+    /// - Throws: `RLError` `.invalidState` for a remote port.
+    public func setAccessPolicy(_ policy: (@Sendable (Peer) -> Bool)?) throws(RLError) {
+        box.setPolicy(policy)
+        guard RLMessagePortSetAccessPolicy(ref, policy == nil ? nil : rlMessagePortPolicy) else {
+            box.setPolicy(nil)
+            throw RLError.last()
+        }
+    }
+
+    /// The largest message body the port sends or accepts (bytes; 64 to
+    /// 64 MiB, the default).
+    ///
+    /// - Throws: `RLError` `.invalidArgument` outside that range.
+    public func setMessageLimit(_ bytes: Int) throws(RLError) {
+        guard RLMessagePortSetMessageLimit(ref, RLIndex(bytes)) else { throw RLError.last() }
+    }
+
+    /// Local ports: how long a client may take to finish a message it began
+    /// (seconds, default 10) before the port drops it.
+    ///
+    /// - Throws: `RLError` `.invalidArgument` for a value that is not
+    ///   positive and finite, `.invalidState` for a remote port.
+    public func setStallTimeout(_ seconds: RLTimeInterval) throws(RLError) {
+        guard RLMessagePortSetStallTimeout(ref, seconds) else { throw RLError.last() }
+    }
+
+    /// The local port's run-loop source (one per port: every call wraps the
+    /// same C source; `order` counts the first time). nil, with
+    /// `RLError.last()`, for a remote or invalid port.
+    /// `RLRunLoop.add(_:forMode:)` takes the port directly.
+    public func makeRunLoopSource(order: Int = 0) -> RLRunLoopSource? {
+        guard let source = RLMessagePortCreateRunLoopSource(nil, ref, RLIndex(order)) else { return nil }
+        return RLRunLoopSource(adopting: source)
+    }
+
+    // MARK: Requests
+
+    /// Sends a request and waits for the reply, blocking the calling thread
+    /// (`CFMessagePortSendRequest` with a reply mode). `sendTimeout` bounds
+    /// the send, `receiveTimeout` the wait for the reply (seconds; <= 0: the
+    /// request is sent and the reply not waited for — ``RequestError/Code/receiveTimeout``).
+    /// A remote port sends one request at a time: a concurrent caller waits
+    /// for its turn within its `sendTimeout`.
+    ///
+    /// - Returns: the reply, nil for an empty one.
+    /// - Throws: ``RequestError`` with CoreFoundation's result code.
+    public func sendRequest(msgid: Int32, data: [UInt8]?, sendTimeout: RLTimeInterval,
+                            receiveTimeout: RLTimeInterval) throws(RequestError) -> [UInt8]? {
+        try request(msgid: msgid, data: data, sendTimeout: sendTimeout, receiveTimeout: receiveTimeout,
+                    wantsReply: true)
+    }
+
+    /// ``sendRequest(msgid:data:sendTimeout:receiveTimeout:)`` with one
+    /// timeout for both.
+    public func sendRequest(msgid: Int32, data: [UInt8]? = nil, timeout: RLTimeInterval) throws(RequestError) -> [UInt8]? {
+        try sendRequest(msgid: msgid, data: data, sendTimeout: timeout, receiveTimeout: timeout)
+    }
+
+    /// Sends a one-way message: no reply is asked for
+    /// (`CFMessagePortSendRequest` with no reply mode).
+    ///
+    /// - Throws: ``RequestError`` with CoreFoundation's result code.
+    public func send(msgid: Int32, data: [UInt8]? = nil, timeout: RLTimeInterval) throws(RequestError) {
+        _ = try request(msgid: msgid, data: data, sendTimeout: timeout, receiveTimeout: 0, wantsReply: false)
+    }
+
+    /// Sends a request and suspends until the reply comes; no thread of the
+    /// caller's executor blocks. The blocking part runs on a thread of the
+    /// port's own, one request after another in the order they were made;
+    /// `timeout` bounds the send and the wait for the reply, from when the
+    /// request's turn comes. Cancelling the task does not stop a request
+    /// that was sent: it ends by its reply or its timeout.
+    ///
+    /// - Returns: the reply, nil for an empty one.
+    /// - Throws: ``RequestError`` with CoreFoundation's result code.
+    public func sendRequest(msgid: Int32, data: [UInt8]? = nil,
+                            timeout: RLTimeInterval) async throws(RequestError) -> [UInt8]? {
+        let worker: RLWorkerThread
+        do {
+            worker = try box.requestThread()
+        } catch {
+            throw RequestError(code: .transportError, error: error)
+        }
+        do {
+            return try await worker.run { () throws(RequestError) -> [UInt8]? in
+                try self.sendRequest(msgid: msgid, data: data, sendTimeout: timeout, receiveTimeout: timeout)
+            }
+        } catch let error as RequestError {
+            throw error
+        } catch {
+            let reason = error as? RLError ?? RLError(code: .unknown, message: "\(error)")
+            throw RequestError(code: .transportError, error: reason)
+        }
+    }
+
+    private func request(msgid: Int32, data: [UInt8]?, sendTimeout: RLTimeInterval, receiveTimeout: RLTimeInterval,
+                         wantsReply: Bool) throws(RequestError) -> [UInt8]? {
+        let payload = data.map { RLData($0) }
+        var reply: RLDataRef?
+        let code = withExtendedLifetime(payload) {
+            RLMessagePortSendRequest(ref, msgid, payload?.ref, sendTimeout, receiveTimeout,
+                                     wantsReply ? kRLRunLoopDefaultMode : nil, &reply)
+        }
+        guard code == 0 else {
+            let reason = RLError.last()
+            throw RequestError(code: RequestError.Code(rawValue: code) ?? .transportError, error: reason)
+        }
+        return reply.map { Array(RLData(adopting: $0)) }
+    }
+
+    // MARK: Identity
+
+    /// Two ports are equal when they wrap the same C port.
+    public static func == (lhs: RLMessagePort, rhs: RLMessagePort) -> Bool { lhs.ref == rhs.ref }
+    public func hash(into hasher: inout Hasher) { hasher.combine(RLMessagePort.key(ref)) }
+
+    public var description: String { rlCopyDescription(UnsafeRawPointer(ref)) ?? "RLMessagePort" }
+
+    /// A wrapper of `ref` for a callback (its box found in the registry).
+    fileprivate static func callbackWrapper(for ref: RLMessagePortRef, box: MessagePortBox) -> RLMessagePort {
+        RLMessagePort(wrapping: ref, box: box)
+    }
+}
+
+// MARK: - Support
+
+/// The Swift state of one C message port, shared by its wrappers: the
+/// request handler (a local port's C context info), the invalidation
+/// handler, the access policy, and the thread that runs async requests.
+final class MessagePortBox: @unchecked Sendable {
+    let handler: (@Sendable (Int32, [UInt8]?) -> [UInt8]?)?
+    private let mutex = ThreadsMutex()
+    private var invalidationHandler: (@Sendable (RLMessagePort) -> Void)?
+    private var policy: (@Sendable (RLMessagePort.Peer) -> Bool)?
+    private var worker: RLWorkerThread?
+
+    init(handler: (@Sendable (Int32, [UInt8]?) -> [UInt8]?)?) { self.handler = handler }
+
+    deinit {
+        messagePortRegistry.withLock { table in
+            for (key, entry) in table where entry.box == nil { table[key] = nil }
+        }
+    }
+
+    func setInvalidationHandler(_ handler: (@Sendable (RLMessagePort) -> Void)?) {
+        mutex.locked { invalidationHandler = handler }
+    }
+
+    /// The handler, taken once: the port becomes invalid once.
+    func takeInvalidationHandler() -> (@Sendable (RLMessagePort) -> Void)? {
+        mutex.locked {
+            defer { invalidationHandler = nil }
+            return invalidationHandler
+        }
+    }
+
+    func setPolicy(_ policy: (@Sendable (RLMessagePort.Peer) -> Bool)?) { mutex.locked { self.policy = policy } }
+
+    var currentPolicy: (@Sendable (RLMessagePort.Peer) -> Bool)? { mutex.locked { policy } }
+
+    /// The running thread of async requests, started on first use; stopped
+    /// when the box goes.
+    func requestThread() throws(RLError) -> RLWorkerThread {
+        let outcome = mutex.locked { () -> Result<RLWorkerThread, RLError> in
+            if let worker { return .success(worker) }
+            let made = RLWorkerThread(name: "RLMessagePort requests")
+            do throws(RLError) {
+                try made.start()
+            } catch {
+                return .failure(error)
+            }
+            worker = made
+            return .success(made)
+        }
+        return try outcome.get()
+    }
+}
+
+struct MessagePortEntry {
+    weak var box: MessagePortBox?
+}
+
+/// C message port → its Swift state (so that remote wrappers of one C
+/// object, and callbacks without context, find it).
+let messagePortRegistry = ThreadsMutexProtected<[UInt: MessagePortEntry]>([:])
+
+private func messagePortBox(_ port: RLMessagePortRef) -> MessagePortBox? {
+    messagePortRegistry.withLock { table in table[RLMessagePort.key(port)]?.box }
+}
+
+private func rlMessagePortCallout(_ local: RLMessagePortRef?, _ msgid: Int32, _ data: RLDataRef?,
+                                  _ info: UnsafeMutableRawPointer?) -> RLDataRef? {
+    guard let info else { return nil }
+    let box = Unmanaged<MessagePortBox>.fromOpaque(info).takeUnretainedValue()
+    guard let handler = box.handler else { return nil }
+    let bytes = data.map { Array(RLData(retaining: $0)) }
+    guard let reply = handler(msgid, bytes) else { return nil }
+    // Create rule: the C port releases the reply after sending it.
+    return reply.withUnsafeBufferPointer { RLDataCreate(nil, $0.baseAddress, RLIndex($0.count)) }
+}
+
+private func rlMessagePortInvalidated(_ port: RLMessagePortRef?, _ info: UnsafeMutableRawPointer?) {
+    guard let port, let box = messagePortBox(port), let handler = box.takeInvalidationHandler() else { return }
+    handler(RLMessagePort.callbackWrapper(for: port, box: box))
+}
+
+private func rlMessagePortPolicy(_ local: RLMessagePortRef?, _ uid: uid_t, _ gid: gid_t, _ pid: pid_t,
+                                 _ info: UnsafeMutableRawPointer?) -> Bool {
+    guard let info else { return false }
+    let box = Unmanaged<MessagePortBox>.fromOpaque(info).takeUnretainedValue()
+    guard let policy = box.currentPolicy else { return false }
+    return policy(RLMessagePort.Peer(uid: UInt32(uid), gid: UInt32(gid), pid: Int32(pid)))
+}

@@ -1,0 +1,520 @@
+internal import CRunLoop
+#if canImport(Glibc)
+internal import Glibc
+#elseif canImport(Musl)
+internal import Musl
+#endif
+
+// Local ports: Foundation's `Port` (NSMachPort) and `PortMessage` over the C
+// `RLPortRef` / `RLPortMessageRef` (RLPort.h) — messages between the threads
+// of one process, delivered by a run loop.
+
+/// Receives the messages of an ``RLPort`` (Foundation's `PortDelegate`).
+///
+/// `handle(_:)` runs on the thread of the run loop the port is in, so the
+/// delegate is `Sendable`: it is set on one thread and called on another.
+/// The port holds its delegate weakly, as Foundation does.
+public protocol RLPortDelegate: AnyObject, Sendable {
+    func handle(_ message: RLPortMessage)
+}
+
+/// One part of a port message: bytes or a port (Foundation's `NSData` and
+/// `NSPort` components).
+public enum RLPortComponent: Sendable, Hashable {
+    case data(RLData)
+    case port(RLPort)
+
+    /// A data component holding a copy of `bytes`.
+    public static func bytes<Bytes: Sequence>(_ bytes: Bytes) -> RLPortComponent where Bytes.Element == UInt8 {
+        .data(RLData(bytes))
+    }
+
+    /// The bytes of a data component, or nil for a port.
+    public var data: RLData? {
+        if case .data(let data) = self { return data }
+        return nil
+    }
+
+    /// The port of a port component, or nil for data.
+    public var port: RLPort? {
+        if case .port(let port) = self { return port }
+        return nil
+    }
+
+    /// The C object (borrowed: valid while the component is).
+    var rawRef: UnsafeRawPointer {
+        switch self {
+        case .data(let data): return UnsafeRawPointer(data.ref)
+        case .port(let port): return UnsafeRawPointer(port.ref)
+        }
+    }
+
+    /// Wraps a component of a C message: an RLPort or an RLData.
+    init(component ref: UnsafeRawPointer) {
+        if let type = RLGetTypeName(ref), strcmp(type, "RLPort") == 0 {
+            self = .port(RLPort.wrapper(for: OpaquePointer(ref)))
+        } else {
+            self = .data(RLData(retaining: OpaquePointer(ref)))
+        }
+    }
+}
+
+/// A port that receives messages on a run loop: Foundation's `Port`
+/// (`NSMachPort`) over `RLPortRef`.
+///
+/// Add the port to a run loop (``RLRunLoop/add(_:forMode:)-port``, or
+/// ``schedule(in:forMode:)``); every message sent to it from any thread is
+/// handed, one at a time and in each sender's order, on that loop's thread,
+/// to exactly one receiver:
+///
+/// 1. the open ``messages`` sequence, if one is being iterated;
+/// 2. else the closure of ``init(handler:)`` / ``setHandler(_:)``;
+/// 3. else the delegate (``setDelegate(_:)``);
+/// 4. else it is dropped, as by a Foundation port without a delegate.
+///
+/// Sending (``send(before:msgid:components:from:reserved:)``, or
+/// ``RLPortMessage/send(before:)``) queues the message: the port queues at
+/// most ``setQueueLimit(_:)`` messages (1024 by default); a sender that finds
+/// it full waits until there is room or its limit date passes, then fails.
+/// A message is never dropped once its send succeeded, and the bytes of its
+/// data components are never copied on the way.
+///
+/// Differences from Foundation, on purpose:
+/// - **The run loop does not keep the port alive.** A port lives while
+///   anyone holds it: your references, a message that carries it, or the
+///   peer that kept it from a message's `sendPort` (the guide's check-in
+///   protocol). When the last reference goes, the port is invalidated:
+///   queued messages are released and waiting senders fail.
+/// - **The run loop does not call ``schedule(in:forMode:)``:**
+///   `RLRunLoop.add(_:forMode:)` adds the port directly; override
+///   `schedule` only for callers that use it.
+/// - Dates are `RLAbsoluteTime` (see docs/swift-mapping.md).
+///
+/// `RLPort` is an open class, as `Port` is. The `RLPort` objects that
+/// messages carry (`sendPort`, `receivePort`, port components) are the
+/// objects you made while you hold them — instances of your subclass —
+/// otherwise new `RLPort` wrappers of the same port; `==` compares the
+/// underlying ports. Every member may be used from any thread. A subclass
+/// restates the conformance (`class MyPort: RLPort, @unchecked Sendable`,
+/// as Swift asks) and keeps its own state safe to use from several threads.
+open class RLPort: @unchecked Sendable, Hashable, CustomStringConvertible {
+    /// The one C reference this wrapper owns (unless `owned` is false, see
+    /// ``wrapper(for:)``).
+    let ref: RLPortRef
+    /// The receivers; shared by every wrapper of this C port.
+    let box: PortBox
+    private let owned: Bool
+
+    /// A new, valid port with no receiver yet.
+    public init() {
+        let box = PortBox()
+        var context = RLPortContext(version: 0, info: Unmanaged.passUnretained(box).toOpaque(),
+                                    retain: rlBoxRetain, release: rlBoxRelease, copyDescription: nil)
+        // The C port retains the box through context.retain.
+        let created = withExtendedLifetime(box) { RLPortCreate(nil, rlPortCallout, &context) }
+        guard let created else { fatalError("RLPort: \(RLError.last())") }
+        RLPortSetInvalidationCallBack(created, rlPortInvalidated)
+        self.ref = created
+        self.box = box
+        self.owned = true
+        RLPort.register(self)
+    }
+
+    /// A new port whose messages go to `handler` (on the run loop's thread).
+    public convenience init(handler: @escaping @Sendable (RLPortMessage) -> Void) {
+        self.init()
+        setHandler(handler)
+    }
+
+    /// Wraps a C port that came from C (a message's port).
+    init(wrapping ref: RLPortRef, box: PortBox, owned: Bool) {
+        self.ref = ref
+        self.box = box
+        self.owned = owned
+    }
+
+    deinit {
+        let key = RLPort.key(ref)
+        // Releasing may finalize the C port, which calls back into Swift
+        // (the invalidation callback, the box's deinit): outside the lock.
+        portRegistry.withLock { table in
+            if let entry = table[key], entry.port == nil, entry.box == nil { table[key] = nil }
+        }
+        if owned { RLRelease(UnsafeRawPointer(ref)) }
+    }
+
+    // MARK: Receivers
+
+    /// Sets the object that handles the port's messages (held weakly), as
+    /// `Port.setDelegate(_:)`. A closure handler or an open ``messages``
+    /// sequence takes precedence.
+    open func setDelegate(_ anObject: (any RLPortDelegate)?) { box.setDelegate(anObject) }
+
+    /// The delegate, if it is still alive.
+    open func delegate() -> (any RLPortDelegate)? { box.delegate }
+
+    /// Sets (or, with nil, clears) the closure that receives the port's
+    /// messages on the run loop's thread; it takes precedence over the
+    /// delegate.
+    public func setHandler(_ handler: (@Sendable (RLPortMessage) -> Void)?) { box.setHandler(handler) }
+
+    /// The port's messages, as an asynchronous sequence.
+    ///
+    /// Each access makes a new sequence, which receives every message from
+    /// then on (ahead of the closure handler and the delegate) until it is
+    /// dropped or cancelled; a newer sequence takes over and the older one
+    /// ends. The sequence ends when the port is invalidated. The port must
+    /// still be in a running run loop: the loop's thread takes messages off
+    /// the port and hands them to the sequence, which buffers them without
+    /// limit (a consumer slower than its senders makes it grow).
+    public var messages: AsyncStream<RLPortMessage> {
+        let box = box
+        return AsyncStream(bufferingPolicy: .unbounded) { continuation in box.installStream(continuation) }
+    }
+
+    // MARK: Life
+
+    /// False once the port is invalidated (`RLPortIsValid`).
+    open var isValid: Bool { RLPortIsValid(ref) }
+
+    /// Invalidates the port: no more sends, queued messages released, the
+    /// port removed from every run loop, waiting senders woken (they fail),
+    /// the ``messages`` sequence ended and the invalidation handler called.
+    /// Idempotent.
+    open func invalidate() { RLPortInvalidate(ref) }
+
+    /// Sets the closure called once when the port becomes invalid
+    /// (Foundation posts `Port.didBecomeInvalidNotification`); on a port that
+    /// is invalid already it is called at once, as CoreFoundation does.
+    public func setInvalidationHandler(_ handler: (@Sendable (RLPort) -> Void)?) {
+        if let handler, box.setInvalidationHandler(handler) { handler(self) }
+    }
+
+    // MARK: Run loops
+
+    /// Adds the port to `mode` of `runLoop` (`Port.schedule(in:forMode:)`).
+    open func schedule(in runLoop: RLRunLoop, forMode mode: RLRunLoop.Mode) {
+        runLoop.add(self, forMode: mode)
+    }
+
+    /// Removes the port from `mode` of `runLoop` (`Port.remove(from:forMode:)`).
+    open func remove(from runLoop: RLRunLoop, forMode mode: RLRunLoop.Mode) {
+        runLoop.remove(self, forMode: mode)
+    }
+
+    // MARK: Queue
+
+    /// At most `messages` (>= 1) queued; senders to a full port wait
+    /// (`RLPortSetQueueLimit`). Lowering it below what is queued keeps those.
+    ///
+    /// - Throws: `RLError` `.invalidArgument` for less than 1.
+    public func setQueueLimit(_ messages: Int) throws(RLError) {
+        guard RLPortSetQueueLimit(ref, RLIndex(messages)) else { throw RLError.last() }
+    }
+
+    /// Messages queued now, not yet taken by a run loop (a snapshot).
+    public var queuedCount: Int { max(Int(RLPortGetQueuedCount(ref)), 0) }
+
+    // MARK: Sending (Foundation's shape)
+
+    /// Foundation's headerless ports reserve nothing: 0.
+    open var reservedSpaceLength: Int { 0 }
+
+    /// Sends a message with id 0 to this port; replies go to `receivePort`
+    /// (Foundation's `send(before:components:from:reserved:)`).
+    open func send(before limitDate: RLAbsoluteTime, components: [RLPortComponent]?, from receivePort: RLPort?,
+                   reserved headerSpaceReserved: Int) -> Bool {
+        send(before: limitDate, msgid: 0, components: components, from: receivePort, reserved: headerSpaceReserved)
+    }
+
+    /// Sends a message to this port; replies go to `receivePort`. Waits for
+    /// room in the port's queue until `limitDate` (a date in the past: does
+    /// not wait). `msgID` is kept to its low 32 bits, as Foundation's Mach
+    /// ports do; `headerSpaceReserved` is ignored.
+    ///
+    /// - Returns: false, with `RLError.last()` set, if the queue stayed full
+    ///   until `limitDate` (`.timedOut`) or the port is invalid
+    ///   (`.invalidObject`); nothing was sent then.
+    open func send(before limitDate: RLAbsoluteTime, msgid msgID: Int, components: [RLPortComponent]?,
+                   from receivePort: RLPort?, reserved headerSpaceReserved: Int) -> Bool {
+        post(msgid: UInt32(truncatingIfNeeded: msgID), components: components ?? [], replyPort: receivePort,
+             before: limitDate)
+    }
+
+    // MARK: Sending (Swift)
+
+    /// Sends `components` with `msgid` to this port; the receiver answers
+    /// through `replyPort` (its message's `sendPort`). Waits for room in the
+    /// port's queue until `limitDate`.
+    ///
+    /// - Throws: `RLError` `.timedOut` if the queue stayed full until
+    ///   `limitDate`, `.invalidObject` for an invalid port, `.invalidArgument`
+    ///   for a NaN date. Nothing was sent then.
+    public func send(_ components: [RLPortComponent] = [], msgid: UInt32 = 0, replyPort: RLPort? = nil,
+                     before limitDate: RLAbsoluteTime = RLTime.distantFuture) throws(RLError) {
+        guard post(msgid: msgid, components: components, replyPort: replyPort, before: limitDate) else {
+            throw RLError.last()
+        }
+    }
+
+    /// ``send(_:msgid:replyPort:before:)`` waiting at most `timeout` for room.
+    public func send(_ components: [RLPortComponent] = [], msgid: UInt32 = 0, replyPort: RLPort? = nil,
+                     timeout: Duration) throws(RLError) {
+        try send(components, msgid: msgid, replyPort: replyPort, before: RLTime.after(timeout))
+    }
+
+    private func post(msgid: UInt32, components: [RLPortComponent], replyPort: RLPort?,
+                      before limitDate: RLAbsoluteTime) -> Bool {
+        let refs: [RLTypeRef?] = components.map { $0.rawRef }
+        // The components and the reply port are retained by the C message;
+        // until then these references keep them alive.
+        return withExtendedLifetime((components, replyPort)) {
+            refs.withUnsafeBufferPointer { list in
+                RLPortSendBeforeDate(ref, limitDate, msgid, list.baseAddress, RLIndex(list.count), replyPort?.ref)
+            }
+        }
+    }
+
+    // MARK: Identity
+
+    /// Two ports are equal when they wrap the same C port.
+    public static func == (lhs: RLPort, rhs: RLPort) -> Bool { lhs.ref == rhs.ref }
+    public func hash(into hasher: inout Hasher) { hasher.combine(RLPort.key(ref)) }
+
+    open var description: String { rlCopyDescription(UnsafeRawPointer(ref)) ?? "RLPort" }
+
+    static func key(_ ref: RLPortRef) -> UInt { UInt(bitPattern: Int(bitPattern: ref)) }
+
+    private static func register(_ port: RLPort) {
+        let key = key(port.ref)
+        port.box.key = key
+        portRegistry.withLock { table in table[key] = PortEntry(port: port, box: port.box) }
+    }
+
+    /// Entries in the wrapper registry (for tests: it must not grow with
+    /// ports that are gone).
+    static var registeredCount: Int { portRegistry.withLock { $0.count } }
+
+    /// The live wrapper of `ref` (the object made in Swift, of its own
+    /// class), or a new `RLPort` retaining `ref` that shares the port's
+    /// receivers.
+    ///
+    /// If `ref` can no longer be retained (it is being destroyed: the
+    /// invalidation callback of its last release) the wrapper does not own
+    /// it and is not registered; it is only meaningful during that callback.
+    static func wrapper(for ref: RLPortRef) -> RLPort {
+        let key = key(ref)
+        return portRegistry.withLock { table in
+            if let existing = table[key]?.port { return existing }
+            // An entry left by a port that was freed (and its address
+            // reused) has a box that is not this port's context.
+            let known = table[key]?.box.flatMap { $0.isContext(of: ref) ? $0 : nil }
+            let box = known ?? PortBox()
+            let owned = RLRetain(UnsafeRawPointer(ref)) != nil
+            let port = RLPort(wrapping: ref, box: box, owned: owned)
+            if owned { table[key] = PortEntry(port: port, box: known) }
+            return port
+        }
+    }
+}
+
+/// A message between ports: Foundation's `PortMessage`.
+///
+/// As in Foundation, ``sendPort`` is where ``send(before:)`` sends the
+/// message and ``receivePort`` where replies go. A message a port received
+/// has them the other way round, seen from the receiver: its ``sendPort`` is
+/// the sender's reply port (send the answer there) and its ``receivePort``
+/// the port it arrived on — so sending a received message answers it.
+///
+/// (The C `RLPortMessageCreate` takes the receiver's view in both cases: its
+/// `receivePort` is the destination.)
+///
+/// `Sendable`: the ports and components never change; ``msgid`` may be set
+/// from any thread.
+public final class RLPortMessage: @unchecked Sendable, CustomStringConvertible {
+    /// Where ``send(before:)`` sends the message.
+    public let sendPort: RLPort?
+    /// Where replies to the message go.
+    public let receivePort: RLPort?
+    /// The message's data and ports, in order.
+    public let components: [RLPortComponent]?
+    private let mutex = ThreadsMutex()
+    private var _msgid: UInt32
+
+    /// A message to `sendPort` whose replies go to `replyPort`, with id 0
+    /// (Foundation's `init(sendPort:receivePort:components:)`).
+    public init(sendPort: RLPort?, receivePort replyPort: RLPort?, components: [RLPortComponent]?) {
+        self.sendPort = sendPort
+        self.receivePort = replyPort
+        self.components = components
+        self._msgid = 0
+    }
+
+    /// Foundation's other spelling, `init(send:receive:components:)`.
+    public convenience init(send sendPort: RLPort?, receive replyPort: RLPort?, components: [RLPortComponent]?) {
+        self.init(sendPort: sendPort, receivePort: replyPort, components: components)
+    }
+
+    /// A message as the C port delivered it (valid during the call).
+    init(received message: RLPortMessageRef) {
+        _msgid = RLPortMessageGetMsgid(message)
+        let count = max(Int(RLPortMessageGetComponentCount(message)), 0)
+        components = (0..<count).compactMap { index in
+            RLPortMessageGetComponent(message, RLIndex(index)).map { RLPortComponent(component: $0) }
+        }
+        sendPort = RLPortMessageGetSendPort(message).map { RLPort.wrapper(for: $0) }
+        receivePort = RLPortMessageGetReceivePort(message).map { RLPort.wrapper(for: $0) }
+    }
+
+    /// The message's identifier (0 unless set).
+    public var msgid: UInt32 {
+        get { mutex.locked { _msgid } }
+        set { mutex.locked { _msgid = newValue } }
+    }
+
+    /// Sends the message to ``sendPort``, replies to ``receivePort``,
+    /// through ``RLPort/send(before:msgid:components:from:reserved:)`` of
+    /// the send port (so a subclass's override is used). False if there is
+    /// no send port (`RLError.last()` is not set then), or as that method.
+    public func send(before date: RLAbsoluteTime) -> Bool {
+        guard let sendPort else { return false }
+        return sendPort.send(before: date, msgid: Int(msgid), components: components, from: receivePort, reserved: 0)
+    }
+
+    public var description: String {
+        "RLPortMessage(msgid: \(msgid), \(components?.count ?? 0) component(s))"
+    }
+}
+
+// MARK: - Support
+
+/// The receivers of one C port, shared by all its Swift wrappers; the C
+/// port owns it (its context's info) and hands it to the callbacks.
+final class PortBox: @unchecked Sendable {
+    /// What receives one message, taken under the lock and called outside.
+    enum Receiver {
+        case stream(AsyncStream<RLPortMessage>.Continuation)
+        case handler(@Sendable (RLPortMessage) -> Void)
+        case delegate(any RLPortDelegate)
+    }
+
+    private let mutex = ThreadsMutex()
+    private weak var _delegate: (any RLPortDelegate)?
+    private var handler: (@Sendable (RLPortMessage) -> Void)?
+    private var stream: (id: UInt64, continuation: AsyncStream<RLPortMessage>.Continuation)?
+    private var nextStreamID: UInt64 = 0
+    private var invalidationHandler: (@Sendable (RLPort) -> Void)?
+    private var invalidated = false
+    /// The registry key of the C port whose context this is (0: none); set
+    /// once, before the port is shared.
+    var key: UInt = 0
+
+    deinit {
+        // The C port is gone (it released its context): forget its entry
+        // unless a new port took the address meanwhile.
+        guard key != 0 else { return }
+        let key = key
+        portRegistry.withLock { table in
+            if let entry = table[key], entry.port == nil, entry.box == nil { table[key] = nil }
+        }
+    }
+
+    var delegate: (any RLPortDelegate)? { mutex.locked { _delegate } }
+
+    func setDelegate(_ delegate: (any RLPortDelegate)?) { mutex.locked { _delegate = delegate } }
+
+    func setHandler(_ handler: (@Sendable (RLPortMessage) -> Void)?) { mutex.locked { self.handler = handler } }
+
+    /// Who gets the next message, or nil to drop it.
+    var receiver: Receiver? {
+        mutex.locked {
+            if let stream { return .stream(stream.continuation) }
+            if let handler { return .handler(handler) }
+            if let delegate = _delegate { return .delegate(delegate) }
+            return nil
+        }
+    }
+
+    /// Makes `continuation` the one that receives messages; the previous one
+    /// ends. On an invalid port it ends at once.
+    func installStream(_ continuation: AsyncStream<RLPortMessage>.Continuation) {
+        let (id, previous, invalid) = mutex.locked { () -> (UInt64, AsyncStream<RLPortMessage>.Continuation?, Bool) in
+            if invalidated { return (0, nil, true) }
+            nextStreamID += 1
+            let previous = stream?.continuation
+            stream = (nextStreamID, continuation)
+            return (nextStreamID, previous, false)
+        }
+        // finish() runs onTermination, which takes the lock: outside it.
+        previous?.finish()
+        if invalid {
+            continuation.finish()
+            return
+        }
+        continuation.onTermination = { [weak self] _ in self?.removeStream(id) }
+    }
+
+    private func removeStream(_ id: UInt64) {
+        mutex.locked { if stream?.id == id { stream = nil } }
+    }
+
+    /// Stores the handler; true if the port is invalid already (the caller
+    /// calls it at once).
+    func setInvalidationHandler(_ handler: @escaping @Sendable (RLPort) -> Void) -> Bool {
+        mutex.locked {
+            if invalidated { return true }
+            invalidationHandler = handler
+            return false
+        }
+    }
+
+    /// The port became invalid: what to end and whom to tell.
+    func markInvalidated() -> (AsyncStream<RLPortMessage>.Continuation?, (@Sendable (RLPort) -> Void)?) {
+        mutex.locked {
+            invalidated = true
+            defer {
+                stream = nil
+                invalidationHandler = nil
+            }
+            return (stream?.continuation, invalidationHandler)
+        }
+    }
+
+    /// Whether this box is `ref`'s context (made by Swift for that port).
+    func isContext(of ref: RLPortRef) -> Bool {
+        var context = RLPortContext()
+        guard RLPortGetContext(ref, &context) else { return false }
+        return context.info == Unmanaged.passUnretained(self).toOpaque()
+    }
+}
+
+/// One C port's Swift objects: its wrapper while one is alive, and its box
+/// (nil for a port made in C).
+struct PortEntry {
+    weak var port: RLPort?
+    weak var box: PortBox?
+}
+
+/// C port → its Swift objects (one wrapper per C port while alive).
+let portRegistry = ThreadsMutexProtected<[UInt: PortEntry]>([:])
+
+private func rlPortCallout(_ port: RLPortRef?, _ message: RLPortMessageRef?, _ info: UnsafeMutableRawPointer?) {
+    guard let message, let info else { return }
+    let box = Unmanaged<PortBox>.fromOpaque(info).takeUnretainedValue()
+    // No receiver: drop the message without wrapping it.
+    guard let receiver = box.receiver else { return }
+    let wrapped = RLPortMessage(received: message)
+    switch receiver {
+    case .stream(let continuation): continuation.yield(wrapped)
+    case .handler(let handler): handler(wrapped)
+    case .delegate(let delegate): delegate.handle(wrapped)
+    }
+}
+
+private func rlPortInvalidated(_ port: RLPortRef?, _ info: UnsafeMutableRawPointer?) {
+    guard let port, let info else { return }
+    let box = Unmanaged<PortBox>.fromOpaque(info).takeUnretainedValue()
+    let (stream, handler) = box.markInvalidated()
+    stream?.finish()
+    handler?(RLPort.wrapper(for: port))
+}
