@@ -41,138 +41,8 @@ const RLRunLoopMode kRLRunLoopDefaultMode = "kRLRunLoopDefaultMode";
 const RLRunLoopMode kRLRunLoopCommonModes = "kRLRunLoopCommonModes";
 
 /* ------------------------------------------------------------------ */
-/* structures                                                          */
+/* sequence numbers, deferred work                                    */
 
-/* One activation of RunInMode, innermost first. */
-typedef struct rl_frame {
-    rl_mode *mode;
-    bool stopped;
-    double deadline; /* monotonic seconds; INFINITY for none */
-    struct rl_frame *outer;
-} rl_frame;
-
-typedef struct rl_common_name {
-    char *name;
-} rl_common_name;
-
-/* The items added to kRLRunLoopCommonModes: a dense array (walked when a
- * mode becomes common, in the order the items came) and an open-addressing
- * index over it, so that adding, finding and removing one costs O(1)
- * however many there are. */
-typedef struct rl_citem {
-    void *item;
-    rl_kind kind;
-} rl_citem;
-
-/* The fd sources of this loop on one fd, indexed by fd. Several
- * RLFileDescriptor objects may wrap the same fd, but epoll holds one
- * registration per fd: it watches the union of what they want, and a
- * readiness goes to each of them whose enabled callbacks match. What each
- * source wants is kept here (want[i]), updated under the source's item
- * lock, so that the union needs no other source's lock.
- *
- * Registrations are one-shot (EPOLLONESHOT), like the callbacks: after
- * reporting once, the kernel keeps the registration but reports nothing
- * until the loop re-arms it. epoll keys a registration by the fd number
- * and the file it named when it was added; if the user closes the fd
- * while a dup keeps that file open, the registration outlives the number
- * and the loop can neither change nor remove it. One-shot, it reports at
- * most once more, and each registration's events carry a tag (`gen`) so
- * that such a leftover is recognised and ignored: a loop never spins on
- * a registration it cannot serve. */
-typedef struct rl_fdreg {
-    struct RLRunLoopSource **srcs; /* in registration order; not retained (their memberships are) */
-    uint32_t *want;                /* per source: the epoll events it wants now */
-    uint32_t nsrcs, capsrcs;       /* nsrcs 0: free slot */
-    uint32_t armed;  /* events the loop waits for (armed in the kernel, or served as always ready); 0: none */
-    uint32_t gen;    /* the tag of the fd's registration in the kernel; 0: none */
-    bool always;     /* epoll refuses the fd (EPERM: a regular file, /dev/null): ready whenever watched */
-} rl_fdreg;
-
-/* Fields that other threads touch on hot paths are kept on separate cache
- * lines (padding, since calloc gives no 64-byte alignment): read-mostly
- * identity, the wake-up flags, and the perform queue. */
-#define RL_LINE 64
-
-struct RLRunLoop {
-    rl__object base;
-    pthread_t thread;
-    _Atomic bool dead; /* torn down: its thread exited */
-    unsigned fork_gen; /* rl__fork_gen() at creation: another one means inherited by a fork() child */
-    struct RLRunLoop *inherited_next; /* in a fork() child: on rl_inherited_mains */
-    int epfd, evfd, tfd;
-    char pad0[RL_LINE];
-
-    _Atomic int wake_pending;
-    _Atomic int ignore_wakeups; /* as CF: from each wake until the next pass starts */
-    _Atomic int sleeping;
-    _Atomic int waker_cpu; /* the CPU of the last wake-up that counted; -1: none yet */
-    _Atomic int cpu;       /* the CPU the loop last went to wait on; -1: none yet */
-    rl__spin spin;         /* how long the loop spins for a wake-up before it sleeps */
-    char pad1[RL_LINE];
-
-    rl__perform_queue pq;    /* perform requests (RLRunLoopPerform.c; pads itself) */
-    char pad2[RL_LINE];
-
-    /* The loop lock, next to what it guards: uncontended while one thread
-     * uses its own loop, and shared with no other loop. */
-    rl__mutex lock;
-    rl_mode **modes;
-    size_t nmodes, capmodes;
-    rl_mode *last_mode; /* lookup cache */
-    rl_common_name *common;
-    size_t ncommon, capcommon;
-    rl_citem *citems;
-    size_t nci, capci;
-    size_t *cidx; /* citems index + 1 by the item's hash (linear probing); 0: empty */
-    size_t capcidx; /* a power of two, at least twice nci; 0: none yet */
-
-    uint32_t pass_ran; /* requests run since the loop last waited; the loop's thread only */
-    rl_frame *frame;
-    rl_mode *armed_mode; /* the mode whose fds are in the epoll set */
-    double armed_at;     /* monotonic time the timerfd is armed for; INFINITY: disarmed */
-
-    rl_fdreg *fdtab;
-    size_t nfdtab;
-    size_t nfd_armed; /* user fds with events armed (always-ready ones included) */
-    size_t nalways;   /* of those, always ready: the loop polls instead of sleeping */
-    uint32_t fdgen;   /* the last registration tag handed out */
-
-    /* Timers and observers whose home this loop is (runloop_internal.h). */
-    TAILQ_HEAD(, RLRunLoopTimer) homed_timers;
-    TAILQ_HEAD(, RLRunLoopObserver) homed_observers;
-};
-
-/* ------------------------------------------------------------------ */
-/* the loop lock, sequence numbers, deferred work                      */
-
-/* Inline: every add and remove takes it once, and a call into libc's mutex
- * was a measurable part of a 10 ns timer add. */
-__attribute__((always_inline)) static inline void rl_lock(RLRunLoopRef rl) {
-    if (RL__UNLIKELY(rl__lockdep_enabled()))
-        rl__lockclass_take(RL_LOCKCLASS_LOOP, __builtin_return_address(0));
-    if (RL__UNLIKELY(!rl__mutex_trylock(&rl->lock)))
-        rl__mutex_lock_slow(&rl->lock, NULL);
-}
-
-__attribute__((always_inline)) static inline void rl_unlock(RLRunLoopRef rl) {
-    rl__mutex_unlock(&rl->lock);
-    if (RL__UNLIKELY(rl__lockdep_enabled()))
-        rl__lockclass_drop(RL_LOCKCLASS_LOOP);
-}
-
-/* A try-lock: the one way a loop lock may be taken under an item lock (it
- * cannot deadlock). */
-static inline bool rl_trylock(RLRunLoopRef rl) {
-    if (!rl__mutex_trylock(&rl->lock))
-        return false;
-    if (RL__UNLIKELY(rl__lockdep_enabled()))
-        rl__lockclass_took(RL_LOCKCLASS_LOOP, __builtin_return_address(0));
-    return true;
-}
-
-void rl__loop_lock(RLRunLoopRef rl) { rl_lock(rl); }
-void rl__loop_unlock(RLRunLoopRef rl) { rl_unlock(rl); }
 
 static _Atomic uint64_t rl_seq;
 uint64_t rl__next_seq(void) { return atomic_fetch_add_explicit(&rl_seq, 1, memory_order_relaxed) + 1; }
@@ -198,7 +68,7 @@ static void rl_defer_add(rl_defer *d, rl_defer_entry e) {
     d->e[d->n++] = e;
 }
 
-static void rl_retain_raw(void *obj) {
+void rl__retain_raw(void *obj) {
     atomic_fetch_add_explicit(&((rl__object *)obj)->rc, 1, memory_order_relaxed);
 }
 
@@ -211,9 +81,9 @@ static void rl_hold_raw(void *obj) {
 
 void rl__defer_push(rl_defer *d, int what, void *obj, RLRunLoopRef rl, const char *mode) {
     if (obj)
-        rl_retain_raw(obj);
+        rl__retain_raw(obj);
     if (rl)
-        rl_retain_raw(rl);
+        rl__retain_raw(rl);
     rl_defer_add(d, (rl_defer_entry){what, obj, rl, mode, NULL, NULL});
 }
 
@@ -222,7 +92,7 @@ void rl__defer_release(rl_defer *d, void *obj) {
 }
 
 /* Queues the drop of a reference taken with rl_hold_raw. */
-static void rl_defer_unhold(rl_defer *d, void *obj) {
+void rl__defer_unhold(rl_defer *d, void *obj) {
     rl_defer_add(d, (rl_defer_entry){RL_DEFER_UNHOLD, obj, NULL, NULL, NULL, NULL});
 }
 
@@ -270,7 +140,7 @@ void rl__defer_run(rl_defer *d) {
 /* ------------------------------------------------------------------ */
 /* helpers                                                             */
 
-static bool rl_mode_name_ok(RLRunLoopMode mode, const char *fn) {
+bool rl__mode_name_ok(RLRunLoopMode mode, const char *fn) {
     if (mode == NULL)
         return rl__fail(kRLErrorInvalidArgument, fn, "NULL mode");
     if (mode[0] == '\0')
@@ -278,7 +148,7 @@ static bool rl_mode_name_ok(RLRunLoopMode mode, const char *fn) {
     return true;
 }
 
-static bool rl_is_common(RLRunLoopMode mode) {
+bool rl__is_common(RLRunLoopMode mode) {
     if (mode == kRLRunLoopDefaultMode)
         return false;
     return mode == kRLRunLoopCommonModes || (mode[0] == 'k' && strcmp(mode, kRLRunLoopCommonModes) == 0);
@@ -286,7 +156,7 @@ static bool rl_is_common(RLRunLoopMode mode) {
 
 /* A loop inherited across fork() is refused by every public function: its
  * kernel objects are the parent's, and its thread does not exist here. */
-static bool rl_check_loop(RLRunLoopRef rl, const char *fn) {
+bool rl__check_loop(RLRunLoopRef rl, const char *fn) {
     if (!rl__object_check(rl, &rl__runloop_class, fn))
         return false;
     if (rl__fork_inherited(rl->fork_gen))
@@ -294,16 +164,7 @@ static bool rl_check_loop(RLRunLoopRef rl, const char *fn) {
     return true;
 }
 
-/* Whether rl was made in this process, not inherited across fork(). The
- * internal paths that reach its epoll fd, eventfd or timerfd from an item
- * (a timer moved, an fd source removed, in a child, of a loop it
- * inherited) check this: those kernel objects are shared with the parent,
- * whose loop they would disturb. So do the callout loops of a run, which
- * a fork() from a callout leaves in the child: the rest of what they
- * collected is the parent's work. */
-static inline bool rl_of_this_process(RLRunLoopRef rl) { return !rl__fork_inherited(rl->fork_gen); }
 
-static double rl_mono_now(void) { return RLMonotonicTimeGetCurrent(); }
 
 struct rl_membq *rl__item_membs(void *item, rl_kind kind) {
     switch (kind) {
@@ -316,23 +177,8 @@ struct rl_membq *rl__item_membs(void *item, rl_kind kind) {
     }
 }
 
-static inline rl_memb *rl_memb_find(void *item, rl_kind kind, rl_mode *mode) {
-    if (kind == RL_KIND_TIMER) {
-        /* Most timers are in one mode, their inline membership: found
-         * without first loading the list head. */
-        struct RLRunLoopTimer *t = item;
-        if (t->inline_used && t->inline_memb.mode == mode)
-            return &t->inline_memb;
-    }
-    rl_memb *m;
-    TAILQ_FOREACH(m, rl__item_membs(item, kind), item_link) {
-        if (m->mode == mode)
-            return m;
-    }
-    return NULL;
-}
 
-bool rl__memb_in_mode(void *item, rl_kind kind, rl_mode *mode) { return rl_memb_find(item, kind, mode) != NULL; }
+bool rl__memb_in_mode(void *item, rl_kind kind, rl_mode *mode) { return rl__memb_find(item, kind, mode) != NULL; }
 
 static bool rl_item_in_loop(void *item, rl_kind kind, RLRunLoopRef rl) {
     rl_memb *m;
@@ -361,18 +207,11 @@ static inline rl__olock *rl_item_olock(void *item, rl_kind kind) {
     }
 }
 
-static inline _Atomic(RLRunLoopRef) *rl_item_home(void *item, rl_kind kind) {
-    return kind == RL_KIND_TIMER ? &((struct RLRunLoopTimer *)item)->home
-                                 : &((struct RLRunLoopObserver *)item)->home;
-}
 
-static inline RLRunLoopRef rl_home_get(void *item, rl_kind kind) {
-    return atomic_load_explicit(rl_item_home(item, kind), memory_order_relaxed);
-}
 
 /* rl becomes the home of item; rl locked, item lock held, no home yet. */
 static void rl_home_set_locked(RLRunLoopRef rl, void *item, rl_kind kind) {
-    atomic_store_explicit(rl_item_home(item, kind), rl, memory_order_relaxed);
+    atomic_store_explicit(rl__item_home(item, kind), rl, memory_order_relaxed);
     if (kind == RL_KIND_TIMER)
         TAILQ_INSERT_TAIL(&rl->homed_timers, (struct RLRunLoopTimer *)item, home_link);
     else
@@ -383,7 +222,7 @@ static void rl_home_set_locked(RLRunLoopRef rl, void *item, rl_kind kind) {
 static void rl_home_clear_locked(RLRunLoopRef rl, void *item, rl_kind kind) {
     rl__olock *ol = rl_item_olock(item, kind);
     rl__olock_lock(ol);
-    atomic_store_explicit(rl_item_home(item, kind), NULL, memory_order_relaxed);
+    atomic_store_explicit(rl__item_home(item, kind), NULL, memory_order_relaxed);
     rl__olock_unlock(ol);
     if (kind == RL_KIND_TIMER)
         TAILQ_REMOVE(&rl->homed_timers, (struct RLRunLoopTimer *)item, home_link);
@@ -395,39 +234,39 @@ RLRunLoopRef rl__item_lock(void *item, rl_kind kind) {
     rl__olock *ol = rl_item_olock(item, kind);
     RLRunLoopRef mine = rl_tls;
     for (;;) {
-        RLRunLoopRef h = rl_home_get(item, kind);
+        RLRunLoopRef h = rl__home_get(item, kind);
         if (h && h == mine) {
             /* The caller's own loop (the usual case: a timer moved from
              * its callout) cannot go away meanwhile. */
-            rl_lock(h);
-            if (rl_home_get(item, kind) == h)
+            rl__loop_lock(h);
+            if (rl__home_get(item, kind) == h)
                 return h;
-            rl_unlock(h);
+            rl__loop_unlock(h);
             continue;
         }
         rl__olock_lock(ol);
-        h = rl_home_get(item, kind);
+        h = rl__home_get(item, kind);
         if (!h)
             return NULL; /* homeless, and stays so while the item lock is held */
         /* A home is cleared only under the item lock (by a thread that holds
          * its own reference on the loop), so h is alive here. */
-        rl_retain_raw(h);
+        rl__retain_raw(h);
         rl__olock_unlock(ol);
-        rl_lock(h);
-        if (rl_home_get(item, kind) == h) {
+        rl__loop_lock(h);
+        if (rl__home_get(item, kind) == h) {
             /* Still home, so h's teardown has not cleared it yet, and h's
              * thread still holds its reference: ours cannot be the last. */
             atomic_fetch_sub_explicit(&((rl__object *)h)->rc, 1, memory_order_release);
             return h;
         }
-        rl_unlock(h);
+        rl__loop_unlock(h);
         RLRelease(h);
     }
 }
 
 void rl__item_unlock(void *item, rl_kind kind, RLRunLoopRef home) {
     if (home)
-        rl_unlock(home);
+        rl__loop_unlock(home);
     else
         rl__olock_unlock(rl_item_olock(item, kind));
 }
@@ -496,7 +335,7 @@ static void rl_loopset_collect(rl_loopset *ls, struct RLRunLoopSource *s, RLRunL
             ls->cap = cap;
         }
         if (m->rl != ls->mine)
-            rl_retain_raw(m->rl);
+            rl__retain_raw(m->rl);
         ls->a[ls->n++] = m->rl;
     }
 }
@@ -514,7 +353,7 @@ static void rl_loopset_free(rl_loopset *ls) {
 /* ------------------------------------------------------------------ */
 /* modes                                                               */
 
-static rl_mode *rl_mode_find_slow(RLRunLoopRef rl, const char *name) {
+rl_mode *rl__mode_find_slow(RLRunLoopRef rl, const char *name) {
     for (size_t i = 0; i < rl->nmodes; i++) {
         if (strcmp(rl->modes[i]->name, name) == 0)
             return rl->last_mode = rl->modes[i];
@@ -522,14 +361,6 @@ static rl_mode *rl_mode_find_slow(RLRunLoopRef rl, const char *name) {
     return NULL;
 }
 
-__attribute__((always_inline)) static inline rl_mode *rl_mode_find(RLRunLoopRef rl, const char *name) {
-    /* Programs mostly touch one mode at a time: try the last one found. The
-     * default mode's constant is recognised by its address. */
-    rl_mode *last = rl->last_mode;
-    if (last && (name == kRLRunLoopDefaultMode ? last->is_default : strcmp(last->name, name) == 0))
-        return last;
-    return rl_mode_find_slow(rl, name);
-}
 
 static rl_common_name *rl_common_find(RLRunLoopRef rl, const char *name) {
     for (size_t i = 0; i < rl->ncommon; i++) {
@@ -581,7 +412,7 @@ static rl_mode *rl_mode_new(RLRunLoopRef rl, const char *name, const char *fn) {
 /* The mode named `name`, created if needed; NULL (error set) on OOM. */
 __attribute__((always_inline)) static inline rl_mode *rl_mode_get(RLRunLoopRef rl, const char *name,
                                                                   const char *fn) {
-    rl_mode *m = rl_mode_find(rl, name);
+    rl_mode *m = rl__mode_find(rl, name);
     return m ? m : rl_mode_new(rl, name, fn);
 }
 
@@ -604,21 +435,27 @@ static void rl_mode_recompute_mask(rl_mode *m) {
 /* ------------------------------------------------------------------ */
 /* wake-ups and the timerfd                                            */
 
-static void rl_drain(int fd);
+void rl__drain(int fd) {
+    uint64_t v;
+    ssize_t r;
+    do {
+        r = read(fd, &v, sizeof v);
+    } while (r < 0 && errno == EINTR);
+}
 
 /* The eventfd is in the epoll set edge-triggered: every write is an event,
  * so the loop never reads it back (one system call less per wake-up). Its
  * counter only grows; in the unlikely case that it is full (2^64 - 2
  * wake-ups), the write fails with EAGAIN: drain it and write again. */
 static void rl_write_eventfd(RLRunLoopRef rl) {
-    if (!rl_of_this_process(rl))
+    if (!rl__of_this_process(rl))
         return;
     uint64_t one = 1;
     ssize_t r;
     do {
         r = write(rl->evfd, &one, sizeof one);
         if (r < 0 && errno == EAGAIN) {
-            rl_drain(rl->evfd);
+            rl__drain(rl->evfd);
             errno = EINTR; /* and again */
         }
     } while (r < 0 && errno == EINTR);
@@ -651,8 +488,8 @@ static void rl_wake(RLRunLoopRef rl) {
 
 /* Arms the timerfd for monotonic time `at` (INFINITY disarms); no system
  * call when it is already armed there. Loop lock held. */
-static void rl_arm_timerfd(RLRunLoopRef rl, double at) {
-    if (at == rl->armed_at || !rl_of_this_process(rl))
+void rl__arm_timerfd(RLRunLoopRef rl, double at) {
+    if (at == rl->armed_at || !rl__of_this_process(rl))
         return;
     struct itimerspec its;
     memset(&its, 0, sizeof its);
@@ -667,12 +504,12 @@ static void rl_arm_timerfd(RLRunLoopRef rl, double at) {
 
 /* When the innermost run must wake next: its deadline or its mode's
  * earliest timer deadline, as monotonic time. Loop lock held. */
-static double rl_next_wake(RLRunLoopRef rl, rl_frame *f) {
+double rl__next_wake(RLRunLoopRef rl, rl_frame *f) {
     double at = f->deadline;
     double date;
     if (rl__tset_earliest_deadline(&f->mode->timers, &date)) {
         double rel = date - RLAbsoluteTimeGetCurrent();
-        double t = rl_mono_now() + (rel > 0 ? rel : 0);
+        double t = rl__mono_now() + (rel > 0 ? rel : 0);
         if (t < at)
             at = t;
     }
@@ -683,7 +520,7 @@ static double rl_next_wake(RLRunLoopRef rl, rl_frame *f) {
  * timerfd so it neither oversleeps nor wakes for nothing. */
 static void rl_rearm_if_waiting(RLRunLoopRef rl) {
     if (rl && rl->frame && atomic_load(&rl->sleeping))
-        rl_arm_timerfd(rl, rl_next_wake(rl, rl->frame));
+        rl__arm_timerfd(rl, rl__next_wake(rl, rl->frame));
 }
 
 /* Timer t joined `mode` of rl. Adding can only bring the wake-up forward:
@@ -693,9 +530,9 @@ static void rl_rearm_for_added_timer_slow(RLRunLoopRef rl, const struct RLRunLoo
     if (t->firing)
         return; /* not a wake-up reason until its callout returns (rl__tset_earliest_deadline) */
     double rel = t->fire_date + t->tolerance - RLAbsoluteTimeGetCurrent();
-    double at = rl_mono_now() + (rel > 0 ? rel : 0);
+    double at = rl__mono_now() + (rel > 0 ? rel : 0);
     if (at < rl->armed_at)
-        rl_arm_timerfd(rl, at);
+        rl__arm_timerfd(rl, at);
 }
 
 static inline void rl_rearm_for_added_timer(RLRunLoopRef rl, rl_mode *mode, const struct RLRunLoopTimer *t) {
@@ -708,7 +545,7 @@ static inline void rl_rearm_for_added_timer(RLRunLoopRef rl, rl_mode *mode, cons
 
 /* What src wants the loop to watch its fd for. The loop lock and src's
  * item lock held. */
-static uint32_t rl_fd_desired(RLRunLoopRef rl, struct RLRunLoopSource *src) {
+uint32_t rl__fd_desired(RLRunLoopRef rl, struct RLRunLoopSource *src) {
     struct RLFileDescriptor *f = src->fdobj;
     if (!src->valid || !f || !rl__peek(f->valid) || rl__peek(f->stale) || !rl->armed_mode)
         return 0;
@@ -736,12 +573,10 @@ static uint32_t rl_fd_want(RLRunLoopRef rl, const rl_fdreg *r) {
 /* An event's data: the registration's tag above the fd (the loop's own
  * eventfd and timerfd have tag 0). */
 static inline uint64_t rl_ev_data(int fd, uint32_t gen) { return (uint64_t)gen << 32 | (uint32_t)fd; }
-static inline int rl_ev_fd(const struct epoll_event *ev) { return (int)(uint32_t)ev->data.u64; }
-static inline uint32_t rl_ev_gen(const struct epoll_event *ev) { return (uint32_t)(ev->data.u64 >> 32); }
 
 /* 0, or the errno of the failed epoll_ctl. */
 static int rl_fd_ctl(RLRunLoopRef rl, int op, int fd, uint32_t events, uint32_t gen) {
-    if (RL__UNLIKELY(!rl_of_this_process(rl)))
+    if (RL__UNLIKELY(!rl__of_this_process(rl)))
         return 0; /* a fork() child never touches its parent's epoll set */
     struct epoll_event ev = {.events = events, .data.u64 = rl_ev_data(fd, gen)};
     return epoll_ctl(rl->epfd, op, fd, &ev) == 0 ? 0 : errno;
@@ -872,7 +707,7 @@ static void rl_fd_sync_ex(RLRunLoopRef rl, int fd, bool verify, struct RLRunLoop
     rl_fd_add(rl, r, fd);
 }
 
-static void rl_fd_sync(RLRunLoopRef rl, int fd) { rl_fd_sync_ex(rl, fd, false, NULL); }
+void rl__fd_sync(RLRunLoopRef rl, int fd) { rl_fd_sync_ex(rl, fd, false, NULL); }
 
 /* Files src under its fd. False: out of memory (nothing changed). src's
  * item lock held. */
@@ -909,7 +744,7 @@ static bool rl_fd_register(RLRunLoopRef rl, struct RLRunLoopSource *src) {
         r->capsrcs = cap;
     }
     r->srcs[r->nsrcs] = src;
-    r->want[r->nsrcs++] = rl_fd_desired(rl, src);
+    r->want[r->nsrcs++] = rl__fd_desired(rl, src);
     /* The number may have been closed and reused since the object (or the
      * others on it) were made. The kernel's registration, if there is one,
      * is asked too: it tells apart files that share an identity (eventfds). */
@@ -942,7 +777,7 @@ static void rl_fd_unregister(RLRunLoopRef rl, struct RLRunLoopSource *src) {
     }
 }
 
-/* Re-reads what src wants (rl_fd_desired: src's item lock held) and re-arms
+/* Re-reads what src wants (rl__fd_desired: src's item lock held) and re-arms
  * its fd. */
 static void rl_fd_update(RLRunLoopRef rl, struct RLRunLoopSource *src) {
     int fd = src->fdobj ? src->fdobj->fd : -1;
@@ -951,8 +786,8 @@ static void rl_fd_update(RLRunLoopRef rl, struct RLRunLoopSource *src) {
     rl_fdreg *r = &rl->fdtab[fd];
     for (uint32_t i = 0; i < r->nsrcs; i++) {
         if (r->srcs[i] == src) {
-            r->want[i] = rl_fd_desired(rl, src);
-            rl_fd_sync(rl, fd);
+            r->want[i] = rl__fd_desired(rl, src);
+            rl__fd_sync(rl, fd);
             return;
         }
     }
@@ -960,7 +795,7 @@ static void rl_fd_update(RLRunLoopRef rl, struct RLRunLoopSource *src) {
 
 /* The armed mode changed: every source's wish is read again, each under its
  * item lock in turn. Loop lock held, no item lock. */
-static void rl_fd_sync_all(RLRunLoopRef rl) {
+void rl__fd_sync_all(RLRunLoopRef rl) {
     for (size_t i = 0; i < rl->nfdtab; i++) {
         rl_fdreg *r = &rl->fdtab[i];
         if (!r->nsrcs)
@@ -968,20 +803,20 @@ static void rl_fd_sync_all(RLRunLoopRef rl) {
         for (uint32_t k = 0; k < r->nsrcs; k++) {
             struct RLRunLoopSource *src = r->srcs[k];
             rl__olock_lock(&src->lock);
-            r->want[k] = rl_fd_desired(rl, src);
+            r->want[k] = rl__fd_desired(rl, src);
             rl__olock_unlock(&src->lock);
         }
-        rl_fd_sync(rl, (int)i);
+        rl__fd_sync(rl, (int)i);
     }
 }
 
 /* Right after epoll_wait: each reported registration is disarmed now (one-
  * shot), and a report under a tag the loop gave up on (left behind by a
  * closed fd) is blanked, to be ignored. Loop lock held. */
-static void rl_fd_note_events(RLRunLoopRef rl, struct epoll_event *ev, int n) {
+void rl__fd_note_events(RLRunLoopRef rl, struct epoll_event *ev, int n) {
     for (int i = 0; i < n; i++) {
-        int fd = rl_ev_fd(&ev[i]);
-        uint32_t gen = rl_ev_gen(&ev[i]);
+        int fd = rl__ev_fd(&ev[i]);
+        uint32_t gen = rl__ev_gen(&ev[i]);
         if (gen == 0)
             continue; /* the loop's own eventfd or timerfd */
         rl_fdreg *r = fd >= 0 && (size_t)fd < rl->nfdtab ? &rl->fdtab[fd] : NULL;
@@ -993,7 +828,7 @@ static void rl_fd_note_events(RLRunLoopRef rl, struct epoll_event *ev, int n) {
 }
 
 /* Re-arms the fd of s in every loop s is in but `except`. No lock held. */
-static void rl_fd_resync_except(struct RLRunLoopSource *s, RLRunLoopRef except) {
+void rl__fd_resync_except(struct RLRunLoopSource *s, RLRunLoopRef except) {
     rl_loopset ls;
     rl_loopset_init(&ls);
     rl__olock_lock(&s->lock);
@@ -1001,16 +836,16 @@ static void rl_fd_resync_except(struct RLRunLoopSource *s, RLRunLoopRef except) 
     rl__olock_unlock(&s->lock);
     for (size_t i = 0; i < ls.n; i++) {
         RLRunLoopRef rl = ls.a[i];
-        rl_lock(rl);
+        rl__loop_lock(rl);
         rl__olock_lock(&s->lock);
         rl_fd_update(rl, s);
         rl__olock_unlock(&s->lock);
-        rl_unlock(rl);
+        rl__loop_unlock(rl);
     }
     rl_loopset_free(&ls);
 }
 
-void rl__source_fd_resync(struct RLRunLoopSource *s) { rl_fd_resync_except(s, NULL); }
+void rl__source_fd_resync(struct RLRunLoopSource *s) { rl__fd_resync_except(s, NULL); }
 
 /* ------------------------------------------------------------------ */
 /* the ready list                                                      */
@@ -1027,7 +862,7 @@ static void rl_ready_push(rl_memb *m) {
     m->mode->nready++;
 }
 
-static void rl_ready_unlink(rl_memb *m) {
+void rl__ready_unlink(rl_memb *m) {
     if (!m->queued)
         return;
     m->queued = false;
@@ -1065,21 +900,21 @@ bool rl__source_signal(struct RLRunLoopSource *s) {
         for (m = first; m && one; m = TAILQ_NEXT(m, item_link))
             if (m->rl != one)
                 one = NULL;
-        if (one && rl_trylock(one)) {
+        if (one && rl__loop_trylock(one)) {
             rl_ready_push_source(one, s);
-            rl_unlock(one);
+            rl__loop_unlock(one);
         } else {
             rl_loopset_collect(&ls, s, NULL);
         }
     }
     rl__olock_unlock(&s->lock);
     for (size_t i = 0; i < ls.n; i++) {
-        rl_lock(ls.a[i]);
+        rl__loop_lock(ls.a[i]);
         rl__olock_lock(&s->lock);
         if (s->signalled)
             rl_ready_push_source(ls.a[i], s);
         rl__olock_unlock(&s->lock);
-        rl_unlock(ls.a[i]);
+        rl__loop_unlock(ls.a[i]);
     }
     rl_loopset_free(&ls);
     return ok;
@@ -1223,7 +1058,7 @@ static void rl_eq_collect_locked(rl_eq_state *st, rl_mode *mode, struct RLRunLoo
         if (!v)
             return; /* out of memory: the rest count as different */
         st->v = v;
-        rl_retain_raw(c);
+        rl__retain_raw(c);
         st->v[st->n++] = (rl_eq_verdict){c, false};
     }
 }
@@ -1236,14 +1071,14 @@ static void rl_eq_prepare(rl_eq_state *st, RLRunLoopRef rl, struct RLRunLoopSour
     *st = (rl_eq_state){s, NULL, 0, rl_eq_cur};
     if (!s->ctx.equal)
         return;
-    rl_lock(rl);
-    if (rl_is_common(mode)) {
+    rl__loop_lock(rl);
+    if (rl__is_common(mode)) {
         for (size_t i = 0; i < rl->ncommon; i++)
-            rl_eq_collect_locked(st, rl_mode_find(rl, rl->common[i].name), s);
+            rl_eq_collect_locked(st, rl__mode_find(rl, rl->common[i].name), s);
     } else {
-        rl_eq_collect_locked(st, rl_mode_find(rl, mode), s);
+        rl_eq_collect_locked(st, rl__mode_find(rl, mode), s);
     }
-    rl_unlock(rl);
+    rl__loop_unlock(rl);
     for (size_t i = 0; i < st->n; i++)
         st->v[i].equal = s->ctx.equal(s->ctx.info, st->v[i].other->ctx.info);
     rl_eq_cur = st;
@@ -1292,7 +1127,7 @@ __attribute__((always_inline)) static inline bool rl_add_locked(RLRunLoopRef rl,
             return true; /* it, or a source equal to it, is there */
         if (!rl_sbuckets_reserve(mode))
             return rl__fail(kRLErrorNoMemory, fn, "out of memory");
-    } else if (rl_memb_find(item, kind, mode)) {
+    } else if (rl__memb_find(item, kind, mode)) {
         return true;
     }
     rl_memb *m = rl_memb_alloc(item, kind);
@@ -1348,7 +1183,7 @@ static void rl_remove_memb_as_locked(rl_memb *m, void *cancel_for, rl_defer *d) 
         TAILQ_REMOVE(&mode->sources, m, mode_link);
         rl_sbucket_remove(mode, m);
         mode->nsources--;
-        rl_ready_unlink(m);
+        rl__ready_unlink(m);
         if (s->fdobj) {
             if (!rl_item_in_loop(s, RL_KIND_SOURCE, rl))
                 rl_fd_unregister(rl, s);
@@ -1367,7 +1202,7 @@ static void rl_remove_memb_as_locked(rl_memb *m, void *cancel_for, rl_defer *d) 
     if (m->kind == RL_KIND_OBSERVER && ((struct RLRunLoopObserver *)item)->pins)
         ((struct RLRunLoopObserver *)item)->held_releases++; /* see rl_do_observers */
     else
-        rl_defer_unhold(d, item);
+        rl__defer_unhold(d, item);
     rl_memb_free(m);
 }
 
@@ -1434,7 +1269,7 @@ static void rl_citem_remove(RLRunLoopRef rl, void *item, rl_defer *d) {
     size_t v = rl->cidx[hole];
     if (v == 0)
         return;
-    rl_defer_unhold(d, item);
+    rl__defer_unhold(d, item);
     /* Linear probing without tombstones: later entries of the same run
      * move back into the hole unless that would put them before their
      * home slot. */
@@ -1485,11 +1320,11 @@ void rl__source_invalidate(struct RLRunLoopSource *s, rl_defer *d) {
     rl__olock_unlock(&s->lock);
     for (size_t i = 0; i < ls.n; i++) {
         RLRunLoopRef rl = ls.a[i];
-        rl_lock(rl);
+        rl__loop_lock(rl);
         rl__olock_lock(&s->lock);
         rl_remove_source_from_loop_locked(s, rl, d);
         rl__olock_unlock(&s->lock);
-        rl_unlock(rl);
+        rl__loop_unlock(rl);
     }
     rl_loopset_free(&ls);
 }
@@ -1533,8 +1368,8 @@ static void rl_remove_common_locked(RLRunLoopRef rl, void *item, rl_kind kind, r
         return;
     rl_citem_remove(rl, item, d);
     for (size_t i = 0; i < rl->ncommon; i++) {
-        rl_mode *m = rl_mode_find(rl, rl->common[i].name);
-        rl_memb *x = m ? rl_memb_find(item, kind, m) : NULL;
+        rl_mode *m = rl__mode_find(rl, rl->common[i].name);
+        rl_memb *x = m ? rl__memb_find(item, kind, m) : NULL;
         if (x)
             rl_remove_memb_locked(x, d);
     }
@@ -1566,7 +1401,7 @@ static const rl__class *rl_kind_class(rl_kind kind) {
 }
 
 static bool rl_args_ok(RLRunLoopRef rl, void *item, rl_kind kind, RLRunLoopMode mode, const char *fn) {
-    return rl_check_loop(rl, fn) && rl__object_check(item, rl_kind_class(kind), fn) && rl_mode_name_ok(mode, fn);
+    return rl__check_loop(rl, fn) && rl__object_check(item, rl_kind_class(kind), fn) && rl__mode_name_ok(mode, fn);
 }
 
 /* Adds a valid item to `mode` (or the common modes) of rl; rl locked and
@@ -1574,7 +1409,7 @@ static bool rl_args_ok(RLRunLoopRef rl, void *item, rl_kind kind, RLRunLoopMode 
 __attribute__((always_inline)) static inline bool rl_add_to_mode_locked(RLRunLoopRef rl, void *item, rl_kind kind,
                                                                        RLRunLoopMode mode, rl_defer *d,
                                                                        const char *fn) {
-    if (rl_is_common(mode))
+    if (rl__is_common(mode))
         return rl_add_common_locked(rl, item, kind, d, fn);
     rl_mode *m = rl_mode_get(rl, mode, fn);
     return m && rl_add_locked(rl, item, kind, m, d, fn);
@@ -1587,12 +1422,12 @@ __attribute__((noinline)) static int rl_add_item_claim(RLRunLoopRef rl, void *it
                                                        rl_defer *d, const char *fn) {
     /* Its home becomes rl only under rl's lock, which is held: a home seen
      * here is someone else's. */
-    if (rl_home_get(item, kind))
+    if (rl__home_get(item, kind))
         return -1;
     rl__olock *ol = rl_item_olock(item, kind);
     rl__olock_lock(ol);
     int r;
-    if (rl_home_get(item, kind)) {
+    if (rl__home_get(item, kind)) {
         r = -1;
     } else if (!rl_item_valid(item, kind)) {
         r = rl__fail(kRLErrorInvalidObject, fn, "%p has been invalidated", item);
@@ -1616,7 +1451,7 @@ __attribute__((always_inline)) static inline int rl_add_item_locked(RLRunLoopRef
     if (kind == RL_KIND_SOURCE) {
         ol = rl_item_olock(item, kind);
         rl__olock_lock(ol);
-    } else if (RL__UNLIKELY(rl_home_get(item, kind) != rl)) {
+    } else if (RL__UNLIKELY(rl__home_get(item, kind) != rl)) {
         return rl_add_item_claim(rl, item, kind, mode, d, fn);
     }
     bool ok;
@@ -1640,9 +1475,9 @@ __attribute__((always_inline)) static inline bool rl_add_item(RLRunLoopRef rl, v
     rl__defer_init(&d);
     int r;
     for (;;) {
-        rl_lock(rl);
+        rl__loop_lock(rl);
         r = rl_add_item_locked(rl, item, kind, mode, &d, fn);
-        rl_unlock(rl);
+        rl__loop_unlock(rl);
         if (RL__LIKELY(r >= 0) || !rl_item_move_out(item, kind, rl, fn))
             break;
     }
@@ -1659,7 +1494,7 @@ __attribute__((always_inline)) static inline bool rl_add_item(RLRunLoopRef rl, v
 static inline bool rl_item_guard(RLRunLoopRef rl, void *item, rl_kind kind, rl__olock **ol) {
     *ol = NULL;
     if (kind != RL_KIND_SOURCE)
-        return rl_home_get(item, kind) == rl;
+        return rl__home_get(item, kind) == rl;
     *ol = rl_item_olock(item, kind);
     rl__olock_lock(*ol);
     return true;
@@ -1674,11 +1509,11 @@ __attribute__((always_inline)) static inline bool rl_remove_item(RLRunLoopRef rl
         rl_eq_prepare(&eq, rl, item, mode);
     rl_defer d;
     rl__defer_init(&d);
-    rl_lock(rl);
-    if (kind == RL_KIND_SOURCE && !rl_is_common(mode)) {
+    rl__loop_lock(rl);
+    if (kind == RL_KIND_SOURCE && !rl__is_common(mode)) {
         /* The member found may be a source equal to this one: its item
          * lock, not this one's, guards the membership. */
-        rl_mode *m = rl_mode_find(rl, mode);
+        rl_mode *m = rl__mode_find(rl, mode);
         rl_memb *x = m ? rl_source_find_locked(item, m) : NULL;
         if (x) {
             struct RLRunLoopSource *member = x->item;
@@ -1689,11 +1524,11 @@ __attribute__((always_inline)) static inline bool rl_remove_item(RLRunLoopRef rl
     } else {
         rl__olock *ol;
         if (rl_item_guard(rl, item, kind, &ol)) {
-            if (rl_is_common(mode)) {
+            if (rl__is_common(mode)) {
                 rl_remove_common_locked(rl, item, kind, &d);
             } else {
-                rl_mode *m = rl_mode_find(rl, mode);
-                rl_memb *x = m ? rl_memb_find(item, kind, m) : NULL;
+                rl_mode *m = rl__mode_find(rl, mode);
+                rl_memb *x = m ? rl__memb_find(item, kind, m) : NULL;
                 if (x)
                     rl_remove_memb_locked(x, &d);
             }
@@ -1701,7 +1536,7 @@ __attribute__((always_inline)) static inline bool rl_remove_item(RLRunLoopRef rl
         if (ol)
             rl__olock_unlock(ol);
     }
-    rl_unlock(rl);
+    rl__loop_unlock(rl);
     if (d.n)
         rl__defer_run(&d);
     if (kind == RL_KIND_SOURCE)
@@ -1715,18 +1550,18 @@ static bool rl_contains_item(RLRunLoopRef rl, void *item, rl_kind kind, RLRunLoo
     rl_eq_state eq;
     if (kind == RL_KIND_SOURCE)
         rl_eq_prepare(&eq, rl, item, mode);
-    rl_lock(rl);
+    rl__loop_lock(rl);
     bool has = false;
-    if (rl_is_common(mode)) {
+    if (rl__is_common(mode)) {
         has = rl_citem_has(rl, item);
     } else if (kind == RL_KIND_SOURCE) {
-        rl_mode *m = rl_mode_find(rl, mode);
+        rl_mode *m = rl__mode_find(rl, mode);
         has = m && rl_source_find_locked(item, m); /* the mode's buckets: the loop lock */
-    } else if (rl_home_get(item, kind) == rl) {
-        rl_mode *m = rl_mode_find(rl, mode);
-        has = m && rl_memb_find(item, kind, m);
+    } else if (rl__home_get(item, kind) == rl) {
+        rl_mode *m = rl__mode_find(rl, mode);
+        has = m && rl__memb_find(item, kind, m);
     }
-    rl_unlock(rl);
+    rl__loop_unlock(rl);
     if (kind == RL_KIND_SOURCE)
         rl_eq_finish(&eq);
     return has;
@@ -1765,13 +1600,13 @@ bool RLRunLoopContainsObserver(RLRunLoopRef rl, RLRunLoopObserverRef o, RLRunLoo
 
 bool RLRunLoopAddCommonMode(RLRunLoopRef rl, RLRunLoopMode mode) {
     const char *fn = "RLRunLoopAddCommonMode";
-    if (!rl_check_loop(rl, fn) || !rl_mode_name_ok(mode, fn))
+    if (!rl__check_loop(rl, fn) || !rl__mode_name_ok(mode, fn))
         return false;
-    if (rl_is_common(mode))
+    if (rl__is_common(mode))
         return rl__fail(kRLErrorInvalidArgument, fn, "kRLRunLoopCommonModes cannot itself be a common mode");
     rl_defer d;
     rl__defer_init(&d);
-    rl_lock(rl);
+    rl__loop_lock(rl);
     bool ok = true;
     if (!rl_common_find(rl, mode)) {
         rl_common_name *a = rl_grow(rl->common, &rl->capcommon, rl->ncommon + 1, sizeof *a);
@@ -1784,7 +1619,7 @@ bool RLRunLoopAddCommonMode(RLRunLoopRef rl, RLRunLoopMode mode) {
         } else {
             rl->common = a;
             rl->common[rl->ncommon++] = (rl_common_name){copy};
-            rl_mode *m = rl_mode_find(rl, mode);
+            rl_mode *m = rl__mode_find(rl, mode);
             if (m)
                 m->common = true;
             /* Like CF, the mode itself comes into being only when an item
@@ -1802,25 +1637,25 @@ bool RLRunLoopAddCommonMode(RLRunLoopRef rl, RLRunLoopMode mode) {
             }
         }
     }
-    rl_unlock(rl);
+    rl__loop_unlock(rl);
     rl__defer_run(&d);
     return ok;
 }
 
 char *RLRunLoopCopyCurrentMode(RLRunLoopRef rl) {
-    if (!rl_check_loop(rl, "RLRunLoopCopyCurrentMode"))
+    if (!rl__check_loop(rl, "RLRunLoopCopyCurrentMode"))
         return NULL;
-    rl_lock(rl);
+    rl__loop_lock(rl);
     char *s = rl->frame ? strdup(rl->frame->mode->name) : NULL;
-    rl_unlock(rl);
+    rl__loop_unlock(rl);
     return s;
 }
 
 char **RLRunLoopCopyAllModes(RLRunLoopRef rl, RLIndex *count) {
     const char *fn = "RLRunLoopCopyAllModes";
-    if (!rl_check_loop(rl, fn))
+    if (!rl__check_loop(rl, fn))
         return NULL;
-    rl_lock(rl);
+    rl__loop_lock(rl);
     size_t bytes = (rl->nmodes + 1) * sizeof(char *);
     for (size_t i = 0; i < rl->nmodes; i++)
         bytes += strlen(rl->modes[i]->name) + 1;
@@ -1837,7 +1672,7 @@ char **RLRunLoopCopyAllModes(RLRunLoopRef rl, RLIndex *count) {
         if (count)
             *count = (RLIndex)rl->nmodes;
     }
-    rl_unlock(rl);
+    rl__loop_unlock(rl);
     if (!out)
         rl__fail(kRLErrorNoMemory, fn, "out of memory");
     return out;
@@ -1845,14 +1680,14 @@ char **RLRunLoopCopyAllModes(RLRunLoopRef rl, RLIndex *count) {
 
 RLAbsoluteTime RLRunLoopGetNextTimerFireDate(RLRunLoopRef rl, RLRunLoopMode mode) {
     const char *fn = "RLRunLoopGetNextTimerFireDate";
-    if (!rl_check_loop(rl, fn) || !rl_mode_name_ok(mode, fn))
+    if (!rl__check_loop(rl, fn) || !rl__mode_name_ok(mode, fn))
         return 0;
-    rl_lock(rl);
-    rl_mode *m = rl_mode_find(rl, mode);
+    rl__loop_lock(rl);
+    rl_mode *m = rl__mode_find(rl, mode);
     RLAbsoluteTime date = 0;
     if (!m || !rl__tset_earliest_fire(&m->timers, &date))
         date = 0;
-    rl_unlock(rl);
+    rl__loop_unlock(rl);
     return date;
 }
 
@@ -1860,26 +1695,26 @@ RLAbsoluteTime RLRunLoopGetNextTimerFireDate(RLRunLoopRef rl, RLRunLoopMode mode
 /* wake-up, stop, waiting                                              */
 
 bool RLRunLoopIsWaiting(RLRunLoopRef rl) {
-    if (!rl_check_loop(rl, "RLRunLoopIsWaiting"))
+    if (!rl__check_loop(rl, "RLRunLoopIsWaiting"))
         return false;
     return atomic_load(&rl->sleeping) != 0;
 }
 
 bool RLRunLoopWakeUp(RLRunLoopRef rl) {
-    if (!rl_check_loop(rl, "RLRunLoopWakeUp"))
+    if (!rl__check_loop(rl, "RLRunLoopWakeUp"))
         return false;
     rl_wake(rl);
     return true;
 }
 
 bool RLRunLoopStop(RLRunLoopRef rl) {
-    if (!rl_check_loop(rl, "RLRunLoopStop"))
+    if (!rl__check_loop(rl, "RLRunLoopStop"))
         return false;
-    rl_lock(rl);
+    rl__loop_lock(rl);
     /* As CF: only a running loop can be stopped; the innermost run returns. */
     if (rl->frame)
         rl->frame->stopped = true;
-    rl_unlock(rl);
+    rl__loop_unlock(rl);
     rl_wake(rl);
     return true;
 }
@@ -1888,774 +1723,14 @@ bool RLRunLoopStop(RLRunLoopRef rl) {
 /* perform requests (the queue is RLRunLoopPerform.c's)                */
 
 rl__perform_queue *rl__runloop_perform_queue(RLRunLoopRef rl, const char *fname) {
-    return rl_check_loop(rl, fname) ? &rl->pq : NULL;
+    return rl__check_loop(rl, fname) ? &rl->pq : NULL;
 }
 
 bool rl__runloop_mode_create(RLRunLoopRef rl, RLRunLoopMode mode, const char *fname) {
-    rl_lock(rl);
+    rl__loop_lock(rl);
     bool ok = rl_mode_get(rl, mode, fname) != NULL;
-    rl_unlock(rl);
+    rl__loop_unlock(rl);
     return ok;
-}
-
-static bool rl_do_blocks(RLRunLoopRef rl, rl_mode *m) {
-    uint32_t n = rl__perform_run(&rl->pq, m);
-    rl->pass_ran += n;
-    return n > 0;
-}
-
-/* Pacing a stream of requests from another thread, before the loop waits
- * (rl->pass_ran: requests run since it last waited).
- *
- * The last thread that woke the loop runs on this CPU: it is runnable right
- * now (this loop preempted it when the wake-up's write made this thread
- * runnable) and cannot run while this loop does. If the loop sleeps at
- * once, that thread's next request wakes it again (an eventfd write), and
- * the loop preempts it again: a few requests per two context switches and
- * two system calls. Yielding first lets it run on; its requests find the
- * loop awake (no system call on its side), and the next pass takes them
- * all. Measured: 1e6 requests from a producer on the same CPU went from
- * ~1500 wake-ups to under 20, and ~35 to ~50 M/s; a same-CPU round trip
- * gains too (the sender's next request needs no write). When nothing else
- * is runnable here the yield returns at once.
- *
- * The waker runs on another CPU, the pass ran many requests and more are
- * queued already: every pass costs the producer a few cache-line transfers
- * (the queue's lock, the wake-up flags), so passes that take a few dozen
- * requests each slow it down. A pause of a couple of microseconds lets the
- * next batch grow. A round trip (one request between waits) never pauses. */
-static void rl_pace_requests(RLRunLoopRef rl) {
-    enum { RL_STREAM_MIN = 32, RL_STREAM_PAUSE_NS = 2000 };
-    if (!RL_TRICK_PACE || rl->pass_ran == 0)
-        return;
-    int cpu = rl__spin_cpu();
-    int waker = atomic_load_explicit(&rl->waker_cpu, memory_order_relaxed);
-    if (cpu < 0 || waker < 0)
-        return;
-    if (waker == cpu) {
-        sched_yield();
-        return;
-    }
-    if (rl->pass_ran < RL_STREAM_MIN || !atomic_load_explicit(&rl->wake_pending, memory_order_relaxed))
-        return;
-    int64_t until = rl__spin_now() + RL_STREAM_PAUSE_NS;
-    while (rl__spin_now() < until)
-        rl__cpu_relax();
-}
-
-/* ------------------------------------------------------------------ */
-/* the iteration                                                       */
-
-static bool rl_mode_is_empty(RLRunLoopRef rl, rl_mode *m) {
-    rl_lock(rl);
-    bool empty = m->nsources == 0 && rl__tset_count(&m->timers) == 0;
-    rl_unlock(rl);
-    return empty && !rl__perform_has_for(&rl->pq, m);
-}
-
-/* What guards o held (its home's lock). */
-static void rl_observer_unpin(struct RLRunLoopObserver *o, rl_defer *d) {
-    if (--o->pins > 0)
-        return;
-    for (; o->held_releases > 0; o->held_releases--)
-        rl_defer_unhold(d, o);
-}
-
-/* After o's callout (if `went`): unpins it, and invalidates a one-shot
- * observer. rl locked; o normally at home in rl, but a callout may have
- * moved it to another loop: then its home's lock is taken instead, rl's
- * dropped meanwhile (never both). */
-static void rl_observer_after(RLRunLoopRef rl, struct RLRunLoopObserver *o, bool went, rl_defer *d) {
-    RLRunLoopRef h = rl;
-    if (RL__UNLIKELY(rl_home_get(o, RL_KIND_OBSERVER) != rl)) {
-        rl_unlock(rl);
-        h = rl__item_lock(o, RL_KIND_OBSERVER);
-    }
-    if (went) {
-        o->firing = false;
-        if (!o->repeats && o->valid)
-            rl__observer_invalidate_locked(o, d);
-    }
-    rl_observer_unpin(o, d);
-    if (RL__UNLIKELY(h != rl)) {
-        rl__item_unlock(o, RL_KIND_OBSERVER, h);
-        rl_lock(rl);
-    }
-}
-
-static void rl_do_observers(RLRunLoopRef rl, rl_mode *m, RLRunLoopActivity act) {
-    struct RLRunLoopObserver *small[16], **list = small;
-    size_t n = 0;
-    /* Most passes have no observer for most activities: skip the lock. A
-     * stale read only means an observer added from another thread this very
-     * moment is called from the next activity on. */
-    if (!(atomic_load_explicit(&m->observer_mask, memory_order_relaxed) & act))
-        return;
-    rl_defer d;
-    rl__defer_init(&d);
-    rl_lock(rl);
-    if (m->nobservers > 16)
-        list = malloc(m->nobservers * sizeof *list);
-    rl_memb *x;
-    TAILQ_FOREACH(x, &m->observers, mode_link) {
-        struct RLRunLoopObserver *o = x->item;
-        if (list && o->valid && (o->activities & act) && !o->firing) {
-            /* Pinned, not retained: the mode's reference on o stays (or is
-             * held back) until o is unpinned, without two atomic
-             * operations per callout. */
-            o->pins++;
-            list[n++] = o;
-        }
-    }
-    /* One lock round per callout: the state after one callout and the check
-     * before the next share it. An earlier callout may have invalidated a
-     * later observer, which is then skipped. */
-    for (size_t i = 0; i < n; i++) {
-        struct RLRunLoopObserver *o = list[i];
-        bool go = rl_home_get(o, RL_KIND_OBSERVER) == rl && o->valid && !o->firing;
-        if (go)
-            o->firing = true;
-        rl_unlock(rl);
-        if (go)
-            o->callout(o, act, o->ctx.info);
-        rl_lock(rl);
-        rl_observer_after(rl, o, go, &d);
-    }
-    rl_unlock(rl);
-    if (d.n)
-        rl__defer_run(&d);
-    if (list != small)
-        free(list);
-}
-
-/* A source and its order side by side: sorting compares keys in the array,
- * not through 100k pointers into the sources (a cache miss each). */
-typedef struct rl_okey {
-    RLIndex order;
-    struct RLRunLoopSource *s;
-} rl_okey;
-
-/* Stable merge of the sorted runs k[lo, mid) and k[mid, hi) through tmp. */
-static void rl_merge_keys(rl_okey *k, rl_okey *tmp, size_t lo, size_t mid, size_t hi) {
-    size_t i = lo, j = mid, o = lo;
-    while (i < mid && j < hi)
-        tmp[o++] = k[j].order < k[i].order ? k[j++] : k[i++];
-    while (i < mid)
-        tmp[o++] = k[i++];
-    while (j < hi)
-        tmp[o++] = k[j++];
-    memcpy(k + lo, tmp + lo, (hi - lo) * sizeof *k);
-}
-
-/* Sorts by order, keeping signal order among equals (as the perform order
- * is defined): O(n) when already in order, the usual case (one order for
- * all), a bottom-up merge sort, O(n log n), otherwise. */
-static void rl_sort_sources(struct RLRunLoopSource **a, size_t n) {
-    size_t i = 1;
-    while (i < n && a[i - 1]->order <= a[i]->order)
-        i++;
-    if (i >= n)
-        return;
-    rl_okey *k = malloc(2 * n * sizeof *k);
-    if (!k) {
-        /* Out of memory: the same order, by insertion (slow, but right). */
-        for (; i < n; i++) {
-            struct RLRunLoopSource *s = a[i];
-            size_t j = i;
-            for (; j > 0 && a[j - 1]->order > s->order; j--)
-                a[j] = a[j - 1];
-            a[j] = s;
-        }
-        return;
-    }
-    for (size_t j = 0; j < n; j++)
-        k[j] = (rl_okey){a[j]->order, a[j]};
-    for (size_t w = 1; w < n; w *= 2) {
-        for (size_t lo = 0; lo + w < n; lo += 2 * w)
-            rl_merge_keys(k, k + n, lo, lo + w, lo + 2 * w < n ? lo + 2 * w : n);
-    }
-    for (size_t j = 0; j < n; j++)
-        a[j] = k[j].s;
-    free(k);
-}
-
-/* Takes the signalled sources of mode m off its ready list (retained), in
- * perform order. Entries of sources no longer signalled (performed through
- * another mode or loop) or invalid are dropped. Loop lock held. */
-static size_t rl_take_ready(rl_mode *m, struct RLRunLoopSource ***out, struct RLRunLoopSource **small,
-                            size_t nsmall) {
-    size_t n = 0;
-    struct RLRunLoopSource **a = m->nready <= nsmall ? small : malloc(m->nready * sizeof *a);
-    if (!a)
-        return 0; /* out of memory: they stay listed for the next pass */
-    rl_memb *x;
-    while ((x = TAILQ_FIRST(&m->ready)) != NULL) {
-        struct RLRunLoopSource *s = x->item;
-        rl_ready_unlink(x);
-        /* Read without the item lock: the pass checks again under it before
-         * performing, and a signal that this read misses pushes the
-         * membership again after this loop lock is released. */
-        if (rl__peek(s->valid) && rl__peek(s->signalled)) {
-            rl_retain_raw(s);
-            a[n++] = s;
-        }
-    }
-    rl_sort_sources(a, n);
-    *out = a;
-    return n;
-}
-
-static bool rl_do_sources0(RLRunLoopRef rl, rl_mode *m, bool stop_after_handle) {
-    struct RLRunLoopSource *small[16], **a = small;
-    rl_lock(rl);
-    size_t n = m->nready ? rl_take_ready(m, &a, small, 16) : 0;
-    rl_unlock(rl);
-    if (n == 0) {
-        if (a != small)
-            free(a);
-        return false;
-    }
-    bool handled = false;
-    size_t i = 0;
-    for (; i < n; i++) {
-        if (RL__UNLIKELY(!rl_of_this_process(rl)))
-            break; /* a callout forked: the rest is the parent's */
-        struct RLRunLoopSource *s = a[i];
-        rl__olock_lock(&s->lock);
-        bool go = s->signalled && s->valid;
-        if (go)
-            rl__poke(s->signalled, false);
-        rl__olock_unlock(&s->lock);
-        if (go && s->ctx.perform) {
-            s->ctx.perform(s->ctx.info);
-            handled = true;
-        } else if (go) {
-            handled = true;
-        }
-        RLRelease(s);
-        if (stop_after_handle && handled) {
-            i++;
-            break;
-        }
-    }
-    /* Sources not reached keep their signal for the next pass, ahead of
-     * those signalled since (put back at the head, last first). */
-    if (i < n) {
-        rl_lock(rl);
-        for (size_t j = n; j-- > i;) {
-            rl__olock_lock(&a[j]->lock);
-            rl_memb *x = a[j]->signalled && a[j]->valid ? rl_memb_find(a[j], RL_KIND_SOURCE, m) : NULL;
-            rl__olock_unlock(&a[j]->lock);
-            if (x && !x->queued) {
-                x->queued = true;
-                TAILQ_INSERT_HEAD(&m->ready, x, ready_link);
-                m->nready++;
-            }
-        }
-        rl_unlock(rl);
-    }
-    for (size_t j = i; j < n; j++)
-        RLRelease(a[j]);
-    if (a != small)
-        free(a);
-    return handled;
-}
-
-static int rl_cmp_timer_memb(const void *x, const void *y) {
-    const struct RLRunLoopTimer *a = (*(rl_memb *const *)x)->item, *b = (*(rl_memb *const *)y)->item;
-    if (a->fire_date != b->fire_date)
-        return a->fire_date < b->fire_date ? -1 : 1;
-    return a->seq < b->seq ? -1 : (a->seq > b->seq);
-}
-
-static void rl_fire_timer(RLRunLoopRef rl, rl_mode *m, struct RLRunLoopTimer *t) {
-    RLAbsoluteTime now = RLAbsoluteTimeGetCurrent();
-    rl_lock(rl);
-    /* Only at home in rl is its state under rl's lock (a callout may have
-     * moved it meanwhile); m is a mode of rl: a membership in m means t is
-     * in rl. */
-    bool go = rl_home_get(t, RL_KIND_TIMER) == rl && t->valid && !t->firing && t->fire_date <= now &&
-              rl__memb_in_mode(t, RL_KIND_TIMER, m);
-    if (go) {
-        t->firing = true;
-        t->moved_in_fire = false;
-        t->ctx_pinned = t->ctx.retain != NULL;
-    }
-    rl_unlock(rl);
-    if (!go)
-        return;
-    /* As CF: the callout holds its own reference on info (the context's
-     * retain and release around it), so it may invalidate and release its
-     * own timer and still use info. The context is fixed at creation; what
-     * could free info meanwhile, an invalidation, waits for the pin. */
-    void *info = t->ctx.info;
-    if (t->ctx.retain) {
-        info = (void *)t->ctx.retain(info);
-        rl_defer pd;
-        rl__defer_init(&pd);
-        RLRunLoopRef ph = rl__item_lock(t, RL_KIND_TIMER); /* rl, unless the retain callback moved it */
-        t->ctx_pinned = false;
-        if (t->ctx_release_held) {
-            t->ctx_release_held = false;
-            rl__defer_ctx_release(&pd, t->ctx.release, t->ctx.info);
-        }
-        rl__item_unlock(t, RL_KIND_TIMER, ph);
-        if (pd.n)
-            rl__defer_run(&pd);
-    }
-    if (t->callout) /* a timer without a callout keeps its mode alive and does nothing */
-        t->callout(t, info);
-    if (t->ctx.retain && t->ctx.release)
-        t->ctx.release(info);
-    rl_defer d;
-    rl__defer_init(&d);
-    RLRunLoopRef h = rl__item_lock(t, RL_KIND_TIMER); /* rl, unless the callout moved it */
-    t->firing = false;
-    rl__timer_after_fire_locked(t, RLAbsoluteTimeGetCurrent(), &d);
-    rl__item_unlock(t, RL_KIND_TIMER, h);
-    rl__defer_run(&d);
-}
-
-static void rl_do_timers(RLRunLoopRef rl, rl_mode *m) {
-    rl_memb **due = NULL;
-    size_t n = 0, cap = 0;
-    rl_lock(rl);
-    if (rl__tset_count(&m->timers) == 0) {
-        rl_unlock(rl); /* no clock read for a mode without timers */
-        return;
-    }
-    RLAbsoluteTime now = RLAbsoluteTimeGetCurrent();
-    rl__tset_collect_due(&m->timers, now, &due, &n, &cap);
-    if (n > 1)
-        qsort(due, n, sizeof *due, rl_cmp_timer_memb);
-    for (size_t i = 0; i < n; i++) {
-        due[i] = due[i]->item; /* keep the timer, not the membership */
-        rl_retain_raw(due[i]);
-    }
-    rl_unlock(rl);
-    for (size_t i = 0; i < n; i++) {
-        struct RLRunLoopTimer *t = (struct RLRunLoopTimer *)due[i];
-        if (RL__LIKELY(rl_of_this_process(rl))) /* else a callout forked: the parent fires the rest */
-            rl_fire_timer(rl, m, t);
-        RLRelease(t);
-    }
-    free(due);
-}
-
-typedef struct rl_fd_fire {
-    struct RLRunLoopSource *src;
-    RLOptionFlags types;
-} rl_fd_fire;
-
-/* Turns an epoll event into the callbacks to deliver, for each source on
- * fd (at most max) whose enabled callbacks match; one-shot: the delivered
- * types are disabled before the callout (each enabled type goes to one
- * loop only, should the source be in several). Returns how many went to
- * out; the caller re-arms the fd in the source's other loops. Loop lock
- * held. */
-static size_t rl_fd_take(RLRunLoopRef rl, rl_mode *m, int fd, uint32_t events, rl_fd_fire *out, size_t max) {
-    if (fd < 0 || (size_t)fd >= rl->nfdtab)
-        return 0;
-    rl_fdreg *r = &rl->fdtab[fd];
-    RLOptionFlags ready = 0;
-    if (events & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP))
-        ready |= kRLFileDescriptorReadCallBack;
-    if (events & (EPOLLOUT | EPOLLERR))
-        ready |= kRLFileDescriptorWriteCallBack;
-    size_t n = 0;
-    for (uint32_t i = 0; i < r->nsrcs && n < max; i++) {
-        struct RLRunLoopSource *s = r->srcs[i];
-        struct RLFileDescriptor *f = s->fdobj;
-        RLOptionFlags types = f ? ready & atomic_load_explicit(&f->enabled, memory_order_relaxed) : 0;
-        if (!types)
-            continue;
-        rl__olock_lock(&s->lock);
-        if (s->valid && rl__peek(f->valid) && rl__memb_in_mode(s, RL_KIND_SOURCE, m)) {
-            types &= atomic_fetch_and_explicit(&f->enabled, ~types, memory_order_relaxed);
-            r->want[i] = rl_fd_desired(rl, s);
-        } else {
-            types = 0;
-        }
-        rl__olock_unlock(&s->lock);
-        if (!types)
-            continue;
-        rl_retain_raw(s);
-        out[n].src = s;
-        out[n].types = types;
-        n++;
-    }
-    rl_fd_sync(rl, fd);
-    return n;
-}
-
-/* Room in *fire (inline buffer inl at first) for need entries. */
-static bool rl_fd_fire_reserve(rl_fd_fire **fire, rl_fd_fire *inl, size_t *cap, size_t n, size_t need) {
-    if (need <= *cap)
-        return true;
-    size_t c = *cap * 2 > need ? *cap * 2 : need;
-    rl_fd_fire *a = *fire == inl ? malloc(c * sizeof *a) : realloc(*fire, c * sizeof *a);
-    if (!a)
-        return false;
-    if (*fire == inl)
-        memcpy(a, inl, n * sizeof *a);
-    *fire = a;
-    *cap = c;
-    return true;
-}
-
-static bool rl_do_fds(RLRunLoopRef rl, rl_mode *m, struct epoll_event *ev, int nev, bool stop_after_handle) {
-    rl_fd_fire inl[64], *fire = inl;
-    size_t n = 0, cap = 64;
-    rl_lock(rl);
-    for (int i = 0; i < nev; i++) {
-        int fd = rl_ev_fd(&ev[i]);
-        if (rl_ev_gen(&ev[i]) == 0)
-            continue; /* the loop's own eventfd or timerfd */
-        if (stop_after_handle && n == 1) {
-            rl_fd_sync(rl, fd); /* re-armed: it reports again */
-            continue;
-        }
-        size_t k = fd >= 0 && (size_t)fd < rl->nfdtab ? rl->fdtab[fd].nsrcs : 0;
-        if (!rl_fd_fire_reserve(&fire, inl, &cap, n, n + k))
-            k = cap - n; /* out of memory: the rest stay enabled and report again */
-        n += rl_fd_take(rl, m, fd, ev[i].events, fire + n, stop_after_handle ? 1 : k);
-    }
-    /* Always-ready fds (epoll refuses them) are ready whenever armed. */
-    for (size_t fd = 0; rl->nalways && fd < rl->nfdtab; fd++) {
-        rl_fdreg *r = &rl->fdtab[fd];
-        if (!r->always || !r->armed || (stop_after_handle && n == 1))
-            continue;
-        size_t k = r->nsrcs;
-        if (!rl_fd_fire_reserve(&fire, inl, &cap, n, n + k))
-            k = cap - n;
-        n += rl_fd_take(rl, m, (int)fd, r->armed, fire + n, stop_after_handle ? 1 : k);
-    }
-    rl_unlock(rl);
-    for (size_t i = 1; i < n; i++) { /* insertion sort by order */
-        rl_fd_fire x = fire[i];
-        size_t j = i;
-        while (j > 0 && fire[j - 1].src->order > x.src->order) {
-            fire[j] = fire[j - 1];
-            j--;
-        }
-        fire[j] = x;
-    }
-    bool handled = false;
-    for (size_t i = 0; i < n; i++) {
-        struct RLRunLoopSource *s = fire[i].src;
-        rl_fd_resync_except(s, rl); /* what it delivered here is off in its other loops too */
-        struct RLFileDescriptor *f = s->fdobj;
-        bool go = rl__peek(s->valid) && f && rl__peek(f->valid);
-        if (go) {
-            f->callout(f, fire[i].types, f->ctx.info);
-            handled = true;
-        }
-        RLRelease(s);
-    }
-    if (fire != inl)
-        free(fire);
-    return handled;
-}
-
-static void rl_drain(int fd) {
-    uint64_t v;
-    ssize_t r;
-    do {
-        r = read(fd, &v, sizeof v);
-    } while (r < 0 && errno == EINTR);
-}
-
-/* Stores only if the value changes: wakers read these flags on every
- * WakeUp, and an unchanged line stays in their caches. */
-static inline void rl_flag_set(_Atomic int *flag, int v) {
-    if (atomic_load_explicit(flag, memory_order_relaxed) != v)
-        atomic_store(flag, v);
-}
-
-/* A poll with no user fd to look at and no timerfd expiry to drain has
- * nothing to ask the kernel: due timers are found by the clock. */
-static bool rl_poll_needs_no_syscall(RLRunLoopRef rl) {
-    return rl->nfd_armed == 0 && (rl->armed_at == INFINITY || !(rl->armed_at <= rl_mono_now()));
-}
-
-/* Whether the loop, about to block, may spin for a wake-up first: only if
- * the last wake-up came from another CPU (a waker on this CPU cannot run
- * while the loop spins). Also records the loop's CPU for waiters
- * (rl__runloop_cpu). */
-static bool rl_spin_eligible(RLRunLoopRef rl) {
-    int cpu = rl__spin_cpu();
-    if (atomic_load_explicit(&rl->cpu, memory_order_relaxed) != cpu)
-        atomic_store_explicit(&rl->cpu, cpu, memory_order_relaxed);
-    int waker = atomic_load_explicit(&rl->waker_cpu, memory_order_relaxed);
-    return cpu >= 0 && waker >= 0 && waker != cpu;
-}
-
-/* Spins until a wake-up is pending or `until` (rl__spin_now nanoseconds)
- * passes. Called without the loop lock and with `sleeping` clear, so a
- * waker only sets wake_pending: no eventfd write, no system call. */
-static void rl_spin_for_wake(RLRunLoopRef rl, int64_t until) {
-    do {
-        for (int i = 0; i < 16; i++) {
-            if (atomic_load_explicit(&rl->wake_pending, memory_order_relaxed))
-                return;
-            rl__cpu_relax();
-        }
-    } while (rl__spin_now() < until);
-}
-
-int rl__runloop_cpu(RLRunLoopRef rl) { return atomic_load_explicit(&rl->cpu, memory_order_relaxed); }
-
-/* Blocks until an event, a timer deadline or the run's deadline; with
- * `poll`, only looks. Returns the number of events in ev.
- *
- * Before blocking, a loop whose wake-ups come from another CPU spins for
- * the next one within its learnt budget (rl_spin.h), so a request that
- * follows a reply closely finds the loop awake; an idle loop, or one woken
- * only by timers and fds, has no budget and never spins. */
-static int rl_wait(RLRunLoopRef rl, rl_frame *f, bool poll, struct epoll_event *ev, int maxev) {
-    rl_lock(rl);
-    if (rl->armed_mode != f->mode) {
-        rl->armed_mode = f->mode;
-        rl_fd_sync_all(rl);
-    }
-    /* A stop that came after this pass's own check may have found wake-ups
-     * still ignored (between that check and the start of this pass): seen
-     * here, under the lock the stopper set it under, it is not slept on. */
-    if (f->stopped)
-        poll = true;
-    if (rl->nalways)
-        poll = true; /* an always-ready fd is armed: served on this pass */
-    int timeout = 0;
-    int64_t learn_from = 0; /* the start of a wait the spin budget learns from; 0: none */
-    if (!poll) {
-        double at = rl_next_wake(rl, f);
-        double now = rl_mono_now();
-        if (at > now && !atomic_load(&rl->wake_pending) && rl_spin_eligible(rl)) {
-            learn_from = rl__spin_now();
-            uint32_t budget = rl__spin_budget(&rl->spin);
-            if (budget > 0) {
-                rl_unlock(rl);
-                double left = (at - now) * 1e9;
-                rl_spin_for_wake(rl, learn_from + (left < budget ? (int64_t)left : (int64_t)budget));
-                rl_lock(rl);
-                at = rl_next_wake(rl, f); /* a timer may have come meanwhile */
-            }
-        }
-        if (at > rl_mono_now()) {
-            rl_arm_timerfd(rl, at);
-            timeout = -1;
-        }
-    } else if (rl_poll_needs_no_syscall(rl)) {
-        rl_unlock(rl);
-        rl_flag_set(&rl->ignore_wakeups, 1);
-        rl_flag_set(&rl->wake_pending, 0);
-        return 0;
-    }
-    /* A wake-up already pending turns the wait into a poll, and a poll with
-     * nothing to ask the kernel needs no system call. */
-    if (atomic_load(&rl->wake_pending) && rl_poll_needs_no_syscall(rl)) {
-        rl_unlock(rl);
-        rl_flag_set(&rl->ignore_wakeups, 1);
-        rl_flag_set(&rl->wake_pending, 0);
-        if (learn_from)
-            rl__spin_learn(&rl->spin, rl__spin_now() - learn_from, true);
-        return 0;
-    }
-    atomic_store(&rl->sleeping, 1);
-    rl_unlock(rl);
-    if (atomic_load(&rl->wake_pending))
-        timeout = 0;
-    int n;
-    do {
-        n = epoll_wait(rl->epfd, ev, maxev, timeout);
-    } while (n < 0 && errno == EINTR);
-    rl_flag_set(&rl->ignore_wakeups, 1);
-    atomic_store(&rl->sleeping, 0);
-    bool woken = atomic_load(&rl->wake_pending) != 0;
-    rl_flag_set(&rl->wake_pending, 0);
-    bool user_fds = false;
-    for (int i = 0; i < n; i++) {
-        if (rl_ev_gen(&ev[i]) != 0) {
-            user_fds = true;
-        } else if (rl_ev_fd(&ev[i]) == rl->evfd) {
-            woken = true; /* edge-triggered: nothing to read back */
-        } else if (rl_ev_fd(&ev[i]) == rl->tfd) {
-            rl_drain(rl->tfd);
-            rl_lock(rl);
-            rl->armed_at = INFINITY;
-            rl_unlock(rl);
-        }
-    }
-    if (user_fds) {
-        rl_lock(rl);
-        rl_fd_note_events(rl, ev, n);
-        rl_unlock(rl);
-    }
-    if (learn_from)
-        rl__spin_learn(&rl->spin, rl__spin_now() - learn_from, woken);
-    return n < 0 ? 0 : n;
-}
-
-/* A fork() from a callout leaves the child inside a run of a loop it
- * inherited: the run ends there (kRLRunLoopRunFinished, error set) before
- * it waits on the parent's kernel objects or runs more of the parent's
- * work. */
-static bool rl_left_by_fork(RLRunLoopRef rl) {
-    if (RL__LIKELY(rl_of_this_process(rl)))
-        return false;
-    rl__fork_fail("RLRunLoopRunInMode", "run loop");
-    return true;
-}
-
-static RLRunLoopRunResult rl_run_frame(RLRunLoopRef rl, rl_frame *f, bool poll_only, bool stop_after_handle) {
-    struct epoll_event ev[64];
-    rl_mode *m = f->mode;
-    for (;;) {
-        if (rl_left_by_fork(rl))
-            return kRLRunLoopRunFinished;
-        rl_flag_set(&rl->ignore_wakeups, 0);
-        rl_do_observers(rl, m, kRLRunLoopBeforeTimers);
-        rl_do_observers(rl, m, kRLRunLoopBeforeSources);
-        rl_do_blocks(rl, m);
-        bool handled = rl_do_sources0(rl, m, stop_after_handle);
-        if (handled)
-            rl_do_blocks(rl, m);
-        bool poll = handled || poll_only;
-        if (!poll) {
-            rl_pace_requests(rl);
-            rl__perform_trim(&rl->pq, rl->pass_ran > 0);
-            rl_do_observers(rl, m, kRLRunLoopBeforeWaiting);
-        }
-        if (rl_left_by_fork(rl))
-            return kRLRunLoopRunFinished;
-        int n = rl_wait(rl, f, poll, ev, 64);
-        if (!poll)
-            rl->pass_ran = 0; /* counted from each wait on */
-        if (!poll)
-            rl_do_observers(rl, m, kRLRunLoopAfterWaiting);
-        rl_do_timers(rl, m);
-        if (rl_left_by_fork(rl))
-            return kRLRunLoopRunFinished;
-        if (rl_do_fds(rl, m, ev, n, stop_after_handle && !handled))
-            handled = true;
-        if (rl_left_by_fork(rl))
-            return kRLRunLoopRunFinished;
-        rl_do_blocks(rl, m);
-
-        if (handled && stop_after_handle)
-            return kRLRunLoopRunHandledSource;
-        if (poll_only || rl_mono_now() >= f->deadline)
-            return kRLRunLoopRunTimedOut;
-        rl_lock(rl);
-        bool stopped = f->stopped;
-        f->stopped = false;
-        rl_unlock(rl);
-        if (stopped)
-            return kRLRunLoopRunStopped;
-        if (rl_mode_is_empty(rl, m))
-            return kRLRunLoopRunFinished;
-    }
-}
-
-typedef struct rl_run_state {
-    RLRunLoopRef rl;
-    rl_frame *f;
-    int outer_ignore;
-    RLRunLoopRunResult result;
-} rl_run_state;
-
-/* The end of a run, also when a callout ends the thread (RLThreadExit
- * unwinds through here): the frame leaves the loop's stack of runs, so
- * that nothing reaches it once it is gone. */
-static void rl_run_leave(void *p) {
-    rl_run_state *st = p;
-    rl_lock(st->rl);
-    st->rl->frame = st->f->outer;
-    rl_unlock(st->rl);
-    /* Back in the outer run's pass (or out of any run): its wake-up state. */
-    atomic_store(&st->rl->ignore_wakeups, st->outer_ignore);
-}
-
-/* The mode to run, NULL if none or the loop is gone. Out of line: inlined
- * into rl_run, whose cleanup handler is a setjmp, gcc warns that the
- * lookup's locals might be clobbered. */
-__attribute__((noinline)) static rl_mode *rl_run_mode(RLRunLoopRef rl, const char *mode) {
-    rl_lock(rl);
-    rl_mode *m = atomic_load(&rl->dead) ? NULL : rl_mode_find(rl, mode);
-    rl_unlock(rl);
-    return m;
-}
-
-static RLRunLoopRunResult rl_run(RLRunLoopRef rl, const char *mode, RLTimeInterval seconds, bool stop_after_handle) {
-    rl_mode *m = rl_run_mode(rl, mode);
-    if (!m || rl_mode_is_empty(rl, m))
-        return kRLRunLoopRunFinished;
-    /* As CF: a wake-up given while no run was going on is dropped. Nothing
-     * is lost by it: what the waker queued or signalled is seen by the first
-     * pass of this run anyway. */
-    atomic_store(&rl->wake_pending, 0);
-    int outer_ignore = atomic_exchange(&rl->ignore_wakeups, 1);
-    bool poll_only = !(seconds > 0);
-    double deadline = poll_only ? 0 : (seconds > 1e10 ? INFINITY : rl_mono_now() + seconds);
-    rl_frame f = {m, false, deadline, NULL};
-    rl_lock(rl);
-    f.outer = rl->frame;
-    rl->frame = &f;
-    rl_unlock(rl);
-
-    rl_run_state st = {rl, &f, outer_ignore, 0};
-    pthread_cleanup_push(rl_run_leave, &st);
-    rl__cleanup_arg_escapes(&st);
-    rl_do_observers(rl, m, kRLRunLoopEntry);
-    st.result = rl_run_frame(rl, &f, poll_only, stop_after_handle);
-    if (rl_of_this_process(rl)) /* else a fork() child left the parent's run */
-        rl_do_observers(rl, m, kRLRunLoopExit);
-    pthread_cleanup_pop(1);
-    return st.result;
-}
-
-/* A run that cannot start returns kRLRunLoopRunFinished, as CF does for
- * the common pseudo-mode: a result is always one of the enum's values, so
- * a switch over it never falls through; the error says why. */
-RLRunLoopRunResult RLRunLoopRunInMode(RLRunLoopMode mode, RLTimeInterval seconds, bool returnAfterSourceHandled) {
-    const char *fn = "RLRunLoopRunInMode";
-    if (!rl_mode_name_ok(mode, fn))
-        return kRLRunLoopRunFinished;
-    if (rl_is_common(mode)) {
-        rl__fail(kRLErrorInvalidArgument, fn, "kRLRunLoopCommonModes is not a mode one can run in");
-        return kRLRunLoopRunFinished;
-    }
-    if (isnan(seconds)) {
-        rl__fail(kRLErrorInvalidArgument, fn, "NaN interval");
-        return kRLRunLoopRunFinished;
-    }
-    RLRunLoopRef rl = RLRunLoopGetCurrent();
-    if (!rl)
-        return kRLRunLoopRunFinished;
-    return rl_run(rl, mode, seconds, returnAfterSourceHandled);
-}
-
-bool RLRunLoopIsFinished(RLRunLoopRef rl, RLRunLoopMode mode) {
-    const char *fn = "RLRunLoopIsFinished";
-    if (!rl_check_loop(rl, fn) || !rl_mode_name_ok(mode, fn))
-        return true;
-    if (!pthread_equal(rl->thread, pthread_self())) {
-        rl__fail(kRLErrorWrongThread, fn, "not the calling thread's run loop");
-        return true;
-    }
-    if (rl_is_common(mode))
-        return true;
-    /* The same test as the start of a run (rl_run). */
-    rl_mode *m = rl_run_mode(rl, mode);
-    return !m || rl_mode_is_empty(rl, m);
-}
-
-RLRunLoopRunResult RLRunLoopRun(void) {
-    RLRunLoopRunResult r;
-    do {
-        r = RLRunLoopRunInMode(kRLRunLoopDefaultMode, 1e10, false);
-    } while (r != kRLRunLoopRunStopped && r != kRLRunLoopRunFinished);
-    return r;
 }
 
 /* ------------------------------------------------------------------ */
@@ -2687,7 +1762,7 @@ static void rl_finalize(void *obj) {
     free(rl->fdtab);
     /* In a fork() child, an inherited loop's requests are the parent's (it
      * runs them): their release functions are not called here. */
-    if (rl_of_this_process(rl))
+    if (rl__of_this_process(rl))
         rl__perform_destroy(&rl->pq);
     rl_close(rl->epfd);
     rl_close(rl->evfd);
@@ -2724,14 +1799,14 @@ static RLRunLoopRef rl_create(pthread_t thread) {
         return NULL;
     }
     /* The default mode exists from the start and is common, as in CF. */
-    rl_lock(rl);
+    rl__loop_lock(rl);
     rl->common = calloc(1, sizeof *rl->common);
     rl_mode *m = NULL;
     if (rl->common && (rl->common[0].name = strdup(kRLRunLoopDefaultMode))) {
         rl->capcommon = rl->ncommon = 1;
         m = rl_mode_get(rl, kRLRunLoopDefaultMode, fn);
     }
-    rl_unlock(rl);
+    rl__loop_unlock(rl);
     if (!m) {
         RLRelease(rl);
         rl__fail(kRLErrorNoMemory, fn, "out of memory");
@@ -2852,7 +1927,7 @@ RLRunLoopRef rl__runloop_get_for_thread(pthread_t thread) {
 
 /* ---- fork() (rl_fork.c): the main loop's mutex, the thread table and
  * every loop's lock are held across it. The child never runs an inherited
- * loop (rl_of_this_process), but a timer or observer made in the parent
+ * loop (rl__of_this_process), but a timer or observer made in the parent
  * may still have one as its home, and locks it to be refused: so no loop
  * lock may be left held by a thread that does not exist in the child.
  * Taking them all here breaks the one-loop-lock-at-a-time rule safely: no
@@ -2978,7 +2053,7 @@ RLRunLoopRef RLRunLoopGetCurrent(void) {
 static void rl_teardown(RLRunLoopRef rl) {
     rl_defer d;
     rl__defer_init(&d);
-    rl_lock(rl);
+    rl__loop_lock(rl);
     atomic_store(&rl->dead, true);
     for (int kind = RL_KIND_SOURCE; kind <= RL_KIND_OBSERVER; kind++) {
         for (size_t i = 0; i < rl->nmodes; i++) {
@@ -3002,7 +2077,7 @@ static void rl_teardown(RLRunLoopRef rl) {
         }
     }
     for (size_t i = 0; i < rl->nci; i++)
-        rl_defer_unhold(&d, rl->citems[i].item);
+        rl__defer_unhold(&d, rl->citems[i].item);
     rl->nci = 0;
     if (rl->capcidx)
         memset(rl->cidx, 0, rl->capcidx * sizeof *rl->cidx);
@@ -3014,7 +2089,7 @@ static void rl_teardown(RLRunLoopRef rl) {
     struct RLRunLoopObserver *o;
     while ((o = TAILQ_FIRST(&rl->homed_observers)) != NULL)
         rl_home_clear_locked(rl, o, RL_KIND_OBSERVER);
-    rl_unlock(rl);
+    rl__loop_unlock(rl);
     rl__defer_run(&d);
 
     rl__perform_close(&rl->pq);

@@ -23,10 +23,14 @@
 #include "RLLockInternal.h"
 #include "RLBase.h"
 #include "rl_fork.h"
+#include "rl_spin.h"
+#include "RLRunLoopPerformInternal.h"
 
 #include <bsd/sys/queue.h>
 #include <pthread.h>
 #include <stddef.h>
+#include <string.h>
+#include <sys/epoll.h>
 #include <sys/types.h>
 
 #if __BLOCKS__
@@ -276,9 +280,134 @@ __attribute__((always_inline)) static inline void rl__olock_unlock(rl__olock *l)
         rl__lockclass_drop(RL_LOCKCLASS_ITEM);
 }
 
-/* A run loop's lock, for the object files (RLRunLoop.c inlines its own). */
-RL__HIDDEN void rl__loop_lock(RLRunLoopRef rl);
-RL__HIDDEN void rl__loop_unlock(RLRunLoopRef rl);
+/* ---- the run loop object (RLRunLoop.c; its iteration: RLRunLoopRun.c) ---- */
+
+/* One activation of RunInMode, innermost first. */
+typedef struct rl_frame {
+    rl_mode *mode;
+    bool stopped;
+    double deadline; /* monotonic seconds; INFINITY for none */
+    struct rl_frame *outer;
+} rl_frame;
+
+typedef struct rl_common_name {
+    char *name;
+} rl_common_name;
+
+/* The items added to kRLRunLoopCommonModes: a dense array (walked when a
+ * mode becomes common, in the order the items came) and an open-addressing
+ * index over it, so that adding, finding and removing one costs O(1)
+ * however many there are. */
+typedef struct rl_citem {
+    void *item;
+    rl_kind kind;
+} rl_citem;
+
+/* The fd sources of this loop on one fd, indexed by fd. Several
+ * RLFileDescriptor objects may wrap the same fd, but epoll holds one
+ * registration per fd: it watches the union of what they want, and a
+ * readiness goes to each of them whose enabled callbacks match. What each
+ * source wants is kept here (want[i]), updated under the source's item
+ * lock, so that the union needs no other source's lock.
+ *
+ * Registrations are one-shot (EPOLLONESHOT), like the callbacks: after
+ * reporting once, the kernel keeps the registration but reports nothing
+ * until the loop re-arms it. epoll keys a registration by the fd number
+ * and the file it named when it was added; if the user closes the fd
+ * while a dup keeps that file open, the registration outlives the number
+ * and the loop can neither change nor remove it. One-shot, it reports at
+ * most once more, and each registration's events carry a tag (`gen`) so
+ * that such a leftover is recognised and ignored: a loop never spins on
+ * a registration it cannot serve. */
+typedef struct rl_fdreg {
+    struct RLRunLoopSource **srcs; /* in registration order; not retained (their memberships are) */
+    uint32_t *want;                /* per source: the epoll events it wants now */
+    uint32_t nsrcs, capsrcs;       /* nsrcs 0: free slot */
+    uint32_t armed;  /* events the loop waits for (armed in the kernel, or served as always ready); 0: none */
+    uint32_t gen;    /* the tag of the fd's registration in the kernel; 0: none */
+    bool always;     /* epoll refuses the fd (EPERM: a regular file, /dev/null): ready whenever watched */
+} rl_fdreg;
+
+/* Fields that other threads touch on hot paths are kept on separate cache
+ * lines (padding, since calloc gives no 64-byte alignment): read-mostly
+ * identity, the wake-up flags, and the perform queue. */
+#define RL_LINE 64
+
+struct RLRunLoop {
+    rl__object base;
+    pthread_t thread;
+    _Atomic bool dead; /* torn down: its thread exited */
+    unsigned fork_gen; /* rl__fork_gen() at creation: another one means inherited by a fork() child */
+    struct RLRunLoop *inherited_next; /* in a fork() child: on rl_inherited_mains */
+    int epfd, evfd, tfd;
+    char pad0[RL_LINE];
+
+    _Atomic int wake_pending;
+    _Atomic int ignore_wakeups; /* as CF: from each wake until the next pass starts */
+    _Atomic int sleeping;
+    _Atomic int waker_cpu; /* the CPU of the last wake-up that counted; -1: none yet */
+    _Atomic int cpu;       /* the CPU the loop last went to wait on; -1: none yet */
+    rl__spin spin;         /* how long the loop spins for a wake-up before it sleeps */
+    char pad1[RL_LINE];
+
+    rl__perform_queue pq;    /* perform requests (RLRunLoopPerform.c; pads itself) */
+    char pad2[RL_LINE];
+
+    /* The loop lock, next to what it guards: uncontended while one thread
+     * uses its own loop, and shared with no other loop. */
+    rl__mutex lock;
+    rl_mode **modes;
+    size_t nmodes, capmodes;
+    rl_mode *last_mode; /* lookup cache */
+    rl_common_name *common;
+    size_t ncommon, capcommon;
+    rl_citem *citems;
+    size_t nci, capci;
+    size_t *cidx; /* citems index + 1 by the item's hash (linear probing); 0: empty */
+    size_t capcidx; /* a power of two, at least twice nci; 0: none yet */
+
+    uint32_t pass_ran; /* requests run since the loop last waited; the loop's thread only */
+    rl_frame *frame;
+    rl_mode *armed_mode; /* the mode whose fds are in the epoll set */
+    double armed_at;     /* monotonic time the timerfd is armed for; INFINITY: disarmed */
+
+    rl_fdreg *fdtab;
+    size_t nfdtab;
+    size_t nfd_armed; /* user fds with events armed (always-ready ones included) */
+    size_t nalways;   /* of those, always ready: the loop polls instead of sleeping */
+    uint32_t fdgen;   /* the last registration tag handed out */
+
+    /* Timers and observers whose home this loop is (runloop_internal.h). */
+    TAILQ_HEAD(, RLRunLoopTimer) homed_timers;
+    TAILQ_HEAD(, RLRunLoopObserver) homed_observers;
+};
+
+/* ---- the loop lock ---- */
+
+/* Inline: every add and remove takes it once, and a call into libc's mutex
+ * was a measurable part of a 10 ns timer add. */
+__attribute__((always_inline)) static inline void rl__loop_lock(RLRunLoopRef rl) {
+    if (RL__UNLIKELY(rl__lockdep_enabled()))
+        rl__lockclass_take(RL_LOCKCLASS_LOOP, __builtin_return_address(0));
+    if (RL__UNLIKELY(!rl__mutex_trylock(&rl->lock)))
+        rl__mutex_lock_slow(&rl->lock, NULL);
+}
+
+__attribute__((always_inline)) static inline void rl__loop_unlock(RLRunLoopRef rl) {
+    rl__mutex_unlock(&rl->lock);
+    if (RL__UNLIKELY(rl__lockdep_enabled()))
+        rl__lockclass_drop(RL_LOCKCLASS_LOOP);
+}
+
+/* A try-lock: the one way a loop lock may be taken under an item lock (it
+ * cannot deadlock). */
+static inline bool rl__loop_trylock(RLRunLoopRef rl) {
+    if (!rl__mutex_trylock(&rl->lock))
+        return false;
+    if (RL__UNLIKELY(rl__lockdep_enabled()))
+        rl__lockclass_took(RL_LOCKCLASS_LOOP, __builtin_return_address(0));
+    return true;
+}
 
 /* Fields read without the lock that guards them (hints, re-checked under
  * it): relaxed atomic accesses, so that the sanitizers see them as such. */
@@ -356,6 +485,73 @@ RL__HIDDEN bool rl__memb_in_mode(void *item, rl_kind kind, rl_mode *mode);
 
 /* Monotonically increasing sequence for timer ties. */
 RL__HIDDEN uint64_t rl__next_seq(void);
+
+/* ---- shared by the loop core (RLRunLoop.c) and its iteration (RLRunLoopRun.c) ---- */
+
+RL__HIDDEN void rl__arm_timerfd(RLRunLoopRef rl, double at);
+RL__HIDDEN bool rl__check_loop(RLRunLoopRef rl, const char *fn);
+RL__HIDDEN void rl__defer_unhold(rl_defer *d, void *obj);
+RL__HIDDEN uint32_t rl__fd_desired(RLRunLoopRef rl, struct RLRunLoopSource *src);
+RL__HIDDEN void rl__fd_note_events(RLRunLoopRef rl, struct epoll_event *ev, int n);
+RL__HIDDEN void rl__fd_resync_except(struct RLRunLoopSource *s, RLRunLoopRef except);
+RL__HIDDEN void rl__fd_sync(RLRunLoopRef rl, int fd);
+RL__HIDDEN void rl__fd_sync_all(RLRunLoopRef rl);
+RL__HIDDEN bool rl__is_common(RLRunLoopMode mode);
+RL__HIDDEN bool rl__mode_name_ok(RLRunLoopMode mode, const char *fn);
+RL__HIDDEN double rl__next_wake(RLRunLoopRef rl, rl_frame *f);
+RL__HIDDEN void rl__ready_unlink(rl_memb *m);
+RL__HIDDEN void rl__retain_raw(void *obj);
+RL__HIDDEN rl_mode *rl__mode_find_slow(RLRunLoopRef rl, const char *name);
+RL__HIDDEN void rl__drain(int fd);
+
+static inline int rl__ev_fd(const struct epoll_event *ev) { return (int)(uint32_t)ev->data.u64; }
+
+static inline uint32_t rl__ev_gen(const struct epoll_event *ev) { return (uint32_t)(ev->data.u64 >> 32); }
+
+/* Whether rl was made in this process, not inherited across fork(). The
+ * internal paths that reach its epoll fd, eventfd or timerfd from an item
+ * (a timer moved, an fd source removed, in a child, of a loop it
+ * inherited) check this: those kernel objects are shared with the parent,
+ * whose loop they would disturb. So do the callout loops of a run, which
+ * a fork() from a callout leaves in the child: the rest of what they
+ * collected is the parent's work. */
+static inline bool rl__of_this_process(RLRunLoopRef rl) { return !rl__fork_inherited(rl->fork_gen); }
+
+static inline double rl__mono_now(void) { return RLMonotonicTimeGetCurrent(); }
+
+static inline rl_memb *rl__memb_find(void *item, rl_kind kind, rl_mode *mode) {
+    if (kind == RL_KIND_TIMER) {
+        /* Most timers are in one mode, their inline membership: found
+         * without first loading the list head. */
+        struct RLRunLoopTimer *t = item;
+        if (t->inline_used && t->inline_memb.mode == mode)
+            return &t->inline_memb;
+    }
+    rl_memb *m;
+    TAILQ_FOREACH(m, rl__item_membs(item, kind), item_link) {
+        if (m->mode == mode)
+            return m;
+    }
+    return NULL;
+}
+
+static inline _Atomic(RLRunLoopRef) *rl__item_home(void *item, rl_kind kind) {
+    return kind == RL_KIND_TIMER ? &((struct RLRunLoopTimer *)item)->home
+                                 : &((struct RLRunLoopObserver *)item)->home;
+}
+
+static inline RLRunLoopRef rl__home_get(void *item, rl_kind kind) {
+    return atomic_load_explicit(rl__item_home(item, kind), memory_order_relaxed);
+}
+
+__attribute__((always_inline)) static inline rl_mode *rl__mode_find(RLRunLoopRef rl, const char *name) {
+    /* Programs mostly touch one mode at a time: try the last one found. The
+     * default mode's constant is recognised by its address. */
+    rl_mode *last = rl->last_mode;
+    if (last && (name == kRLRunLoopDefaultMode ? last->is_default : strcmp(last->name, name) == 0))
+        return last;
+    return rl__mode_find_slow(rl, name);
+}
 
 /* ---- timers (RLRunLoopTimer.c) ---- */
 
