@@ -21,6 +21,7 @@
  */
 #include "rl_heap.h"
 #include "runloop_internal.h"
+#include "RLRunLoopMode.h"
 #include "RLRunLoopPerformInternal.h"
 #include "rl_spin.h"
 
@@ -37,8 +38,6 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
-const RLRunLoopMode kRLRunLoopDefaultMode = "kRLRunLoopDefaultMode";
-const RLRunLoopMode kRLRunLoopCommonModes = "kRLRunLoopCommonModes";
 
 /* ------------------------------------------------------------------ */
 /* sequence numbers, deferred work                                    */
@@ -140,20 +139,6 @@ void rl__defer_run(rl_defer *d) {
 /* ------------------------------------------------------------------ */
 /* helpers                                                             */
 
-bool rl__mode_name_ok(RLRunLoopMode mode, const char *fn) {
-    if (mode == NULL)
-        return rl__fail(kRLErrorInvalidArgument, fn, "NULL mode");
-    if (mode[0] == '\0')
-        return rl__fail(kRLErrorInvalidArgument, fn, "empty mode name");
-    return true;
-}
-
-bool rl__is_common(RLRunLoopMode mode) {
-    if (mode == kRLRunLoopDefaultMode)
-        return false;
-    return mode == kRLRunLoopCommonModes || (mode[0] == 'k' && strcmp(mode, kRLRunLoopCommonModes) == 0);
-}
-
 /* A loop inherited across fork() is refused by every public function: its
  * kernel objects are the parent's, and its thread does not exist here. */
 bool rl__check_loop(RLRunLoopRef rl, const char *fn) {
@@ -164,18 +149,6 @@ bool rl__check_loop(RLRunLoopRef rl, const char *fn) {
     return true;
 }
 
-
-
-struct rl_membq *rl__item_membs(void *item, rl_kind kind) {
-    switch (kind) {
-    case RL_KIND_SOURCE:
-        return &((struct RLRunLoopSource *)item)->membs;
-    case RL_KIND_TIMER:
-        return &((struct RLRunLoopTimer *)item)->membs;
-    default:
-        return &((struct RLRunLoopObserver *)item)->membs;
-    }
-}
 
 
 bool rl__memb_in_mode(void *item, rl_kind kind, rl_mode *mode) { return rl__memb_find(item, kind, mode) != NULL; }
@@ -352,85 +325,6 @@ static void rl_loopset_free(rl_loopset *ls) {
 
 /* ------------------------------------------------------------------ */
 /* modes                                                               */
-
-rl_mode *rl__mode_find_slow(RLRunLoopRef rl, const char *name) {
-    for (size_t i = 0; i < rl->nmodes; i++) {
-        if (strcmp(rl->modes[i]->name, name) == 0)
-            return rl->last_mode = rl->modes[i];
-    }
-    return NULL;
-}
-
-
-static rl_common_name *rl_common_find(RLRunLoopRef rl, const char *name) {
-    for (size_t i = 0; i < rl->ncommon; i++) {
-        if (strcmp(rl->common[i].name, name) == 0)
-            return &rl->common[i];
-    }
-    return NULL;
-}
-
-static void *rl_grow(void *a, size_t *cap, size_t need, size_t elem) {
-    if (need <= *cap)
-        return a;
-    size_t c = *cap ? *cap * 2 : 8;
-    while (c < need)
-        c *= 2;
-    void *b = realloc(a, c * elem);
-    if (b)
-        *cap = c;
-    return b;
-}
-
-static rl_mode *rl_mode_new(RLRunLoopRef rl, const char *name, const char *fn) {
-    rl_mode **a = rl_grow(rl->modes, &rl->capmodes, rl->nmodes + 1, sizeof *a);
-    rl_mode *m = calloc(1, sizeof *m);
-    char *copy = strdup(name);
-    if (!a || !m || !copy) {
-        if (a)
-            rl->modes = a;
-        free(m);
-        free(copy);
-        rl__fail(kRLErrorNoMemory, fn, "out of memory creating mode %s", name);
-        return NULL;
-    }
-    rl->modes = a;
-    m->name = copy;
-    m->is_default = strcmp(name, kRLRunLoopDefaultMode) == 0;
-    m->rl = rl;
-    TAILQ_INIT(&m->sources);
-    TAILQ_INIT(&m->ready);
-    TAILQ_INIT(&m->observers);
-    rl__tset_init(&m->timers);
-    rl_common_name *c = rl_common_find(rl, name);
-    if (c)
-        m->common = true;
-    rl->modes[rl->nmodes++] = m;
-    return m;
-}
-
-/* The mode named `name`, created if needed; NULL (error set) on OOM. */
-__attribute__((always_inline)) static inline rl_mode *rl_mode_get(RLRunLoopRef rl, const char *name,
-                                                                  const char *fn) {
-    rl_mode *m = rl__mode_find(rl, name);
-    return m ? m : rl_mode_new(rl, name, fn);
-}
-
-static void rl_mode_free(rl_mode *m) {
-    rl__tset_free(&m->timers);
-    free(m->sbuckets);
-    free(m->name);
-    free(m);
-}
-
-static void rl_mode_recompute_mask(rl_mode *m) {
-    RLOptionFlags mask = 0;
-    rl_memb *x;
-    TAILQ_FOREACH(x, &m->observers, mode_link) {
-        mask |= ((struct RLRunLoopObserver *)x->item)->activities;
-    }
-    atomic_store_explicit(&m->observer_mask, mask, memory_order_relaxed);
-}
 
 /* ------------------------------------------------------------------ */
 /* wake-ups and the timerfd                                            */
@@ -1194,7 +1088,7 @@ static void rl_remove_memb_as_locked(rl_memb *m, void *cancel_for, rl_defer *d) 
     } else if (m->kind == RL_KIND_OBSERVER) {
         TAILQ_REMOVE(&mode->observers, m, mode_link);
         mode->nobservers--;
-        rl_mode_recompute_mask(mode);
+        rl__mode_recompute_mask(mode);
     } else {
         rl__tset_remove(&mode->timers, m);
         rl_rearm_if_waiting(rl);
@@ -1251,7 +1145,7 @@ static bool rl_citem_reserve(RLRunLoopRef rl, size_t need) {
 
 /* Remembers item (not yet present); retains nothing. */
 static bool rl_citem_add(RLRunLoopRef rl, void *item, rl_kind kind) {
-    rl_citem *a = rl_grow(rl->citems, &rl->capci, rl->nci + 1, sizeof *a);
+    rl_citem *a = rl__grow(rl->citems, &rl->capci, rl->nci + 1, sizeof *a);
     if (a)
         rl->citems = a;
     if (!a || !rl_citem_reserve(rl, rl->nci + 1))
@@ -1356,7 +1250,7 @@ static bool rl_add_common_locked(RLRunLoopRef rl, void *item, rl_kind kind, rl_d
         rl_hold_raw(item);
     }
     for (size_t i = 0; i < rl->ncommon; i++) {
-        rl_mode *m = rl_mode_get(rl, rl->common[i].name, fn);
+        rl_mode *m = rl__mode_get(rl, rl->common[i].name, fn);
         if (!m || !rl_add_locked(rl, item, kind, m, d, fn))
             return false;
     }
@@ -1411,7 +1305,7 @@ __attribute__((always_inline)) static inline bool rl_add_to_mode_locked(RLRunLoo
                                                                        const char *fn) {
     if (rl__is_common(mode))
         return rl_add_common_locked(rl, item, kind, d, fn);
-    rl_mode *m = rl_mode_get(rl, mode, fn);
+    rl_mode *m = rl__mode_get(rl, mode, fn);
     return m && rl_add_locked(rl, item, kind, m, d, fn);
 }
 
@@ -1608,8 +1502,8 @@ bool RLRunLoopAddCommonMode(RLRunLoopRef rl, RLRunLoopMode mode) {
     rl__defer_init(&d);
     rl__loop_lock(rl);
     bool ok = true;
-    if (!rl_common_find(rl, mode)) {
-        rl_common_name *a = rl_grow(rl->common, &rl->capcommon, rl->ncommon + 1, sizeof *a);
+    if (!rl__common_find(rl, mode)) {
+        rl_common_name *a = rl__grow(rl->common, &rl->capcommon, rl->ncommon + 1, sizeof *a);
         char *copy = strdup(mode);
         if (!a || !copy) {
             if (a)
@@ -1630,7 +1524,7 @@ bool RLRunLoopAddCommonMode(RLRunLoopRef rl, RLRunLoopMode mode) {
                 rl__olock *ol;
                 if (!rl_item_guard(rl, item, kind, &ol))
                     continue; /* moved to another loop since */
-                rl_mode *mm = rl_mode_get(rl, mode, fn);
+                rl_mode *mm = rl__mode_get(rl, mode, fn);
                 ok = mm && rl_add_locked(rl, item, kind, mm, &d, fn);
                 if (ol)
                     rl__olock_unlock(ol);
@@ -1726,13 +1620,6 @@ rl__perform_queue *rl__runloop_perform_queue(RLRunLoopRef rl, const char *fname)
     return rl__check_loop(rl, fname) ? &rl->pq : NULL;
 }
 
-bool rl__runloop_mode_create(RLRunLoopRef rl, RLRunLoopMode mode, const char *fname) {
-    rl__loop_lock(rl);
-    bool ok = rl_mode_get(rl, mode, fname) != NULL;
-    rl__loop_unlock(rl);
-    return ok;
-}
-
 /* ------------------------------------------------------------------ */
 /* creation, per-thread storage, teardown                              */
 
@@ -1748,7 +1635,7 @@ static void rl_close(int fd) {
 static void rl_finalize(void *obj) {
     RLRunLoopRef rl = obj;
     for (size_t i = 0; i < rl->nmodes; i++)
-        rl_mode_free(rl->modes[i]);
+        rl__mode_free(rl->modes[i]);
     free(rl->modes);
     for (size_t i = 0; i < rl->ncommon; i++)
         free(rl->common[i].name);
@@ -1804,7 +1691,7 @@ static RLRunLoopRef rl_create(pthread_t thread) {
     rl_mode *m = NULL;
     if (rl->common && (rl->common[0].name = strdup(kRLRunLoopDefaultMode))) {
         rl->capcommon = rl->ncommon = 1;
-        m = rl_mode_get(rl, kRLRunLoopDefaultMode, fn);
+        m = rl__mode_get(rl, kRLRunLoopDefaultMode, fn);
     }
     rl__loop_unlock(rl);
     if (!m) {

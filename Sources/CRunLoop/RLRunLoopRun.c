@@ -7,6 +7,7 @@
  */
 #include "rl_heap.h"
 #include "runloop_internal.h"
+#include "RLRunLoopMode.h"
 #include "RLRunLoopPerformInternal.h"
 #include "rl_spin.h"
 

@@ -464,7 +464,6 @@ RL__HIDDEN extern const rl__class rl__observer_class;
 RL__HIDDEN extern const rl__class rl__runloop_class;
 RL__HIDDEN extern const rl__class rl__fd_class;
 
-RL__HIDDEN struct rl_membq *rl__item_membs(void *item, rl_kind kind);
 /* Removes every membership of a timer or an observer (all in its home),
  * deferring the releases. Its home's lock held. */
 RL__HIDDEN void rl__remove_item_everywhere_locked(void *item, rl_kind kind, rl_defer *d);
@@ -496,12 +495,9 @@ RL__HIDDEN void rl__fd_note_events(RLRunLoopRef rl, struct epoll_event *ev, int 
 RL__HIDDEN void rl__fd_resync_except(struct RLRunLoopSource *s, RLRunLoopRef except);
 RL__HIDDEN void rl__fd_sync(RLRunLoopRef rl, int fd);
 RL__HIDDEN void rl__fd_sync_all(RLRunLoopRef rl);
-RL__HIDDEN bool rl__is_common(RLRunLoopMode mode);
-RL__HIDDEN bool rl__mode_name_ok(RLRunLoopMode mode, const char *fn);
 RL__HIDDEN double rl__next_wake(RLRunLoopRef rl, rl_frame *f);
 RL__HIDDEN void rl__ready_unlink(rl_memb *m);
 RL__HIDDEN void rl__retain_raw(void *obj);
-RL__HIDDEN rl_mode *rl__mode_find_slow(RLRunLoopRef rl, const char *name);
 RL__HIDDEN void rl__drain(int fd);
 
 static inline int rl__ev_fd(const struct epoll_event *ev) { return (int)(uint32_t)ev->data.u64; }
@@ -518,6 +514,17 @@ static inline uint32_t rl__ev_gen(const struct epoll_event *ev) { return (uint32
 static inline bool rl__of_this_process(RLRunLoopRef rl) { return !rl__fork_inherited(rl->fork_gen); }
 
 static inline double rl__mono_now(void) { return RLMonotonicTimeGetCurrent(); }
+
+static inline struct rl_membq *rl__item_membs(void *item, rl_kind kind) {
+    switch (kind) {
+    case RL_KIND_SOURCE:
+        return &((struct RLRunLoopSource *)item)->membs;
+    case RL_KIND_TIMER:
+        return &((struct RLRunLoopTimer *)item)->membs;
+    default:
+        return &((struct RLRunLoopObserver *)item)->membs;
+    }
+}
 
 static inline rl_memb *rl__memb_find(void *item, rl_kind kind, rl_mode *mode) {
     if (kind == RL_KIND_TIMER) {
@@ -542,15 +549,6 @@ static inline _Atomic(RLRunLoopRef) *rl__item_home(void *item, rl_kind kind) {
 
 static inline RLRunLoopRef rl__home_get(void *item, rl_kind kind) {
     return atomic_load_explicit(rl__item_home(item, kind), memory_order_relaxed);
-}
-
-__attribute__((always_inline)) static inline rl_mode *rl__mode_find(RLRunLoopRef rl, const char *name) {
-    /* Programs mostly touch one mode at a time: try the last one found. The
-     * default mode's constant is recognised by its address. */
-    rl_mode *last = rl->last_mode;
-    if (last && (name == kRLRunLoopDefaultMode ? last->is_default : strcmp(last->name, name) == 0))
-        return last;
-    return rl__mode_find_slow(rl, name);
 }
 
 /* ---- timers (RLRunLoopTimer.c) ---- */
