@@ -11,6 +11,15 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+/* RLPerform.c's hooks (rl__thread_register_perform_hooks). */
+static void (*_Atomic rl_perform_will_exit)(RLThreadRef t);
+static void (*_Atomic rl_perform_finalize)(RLThreadRef t);
+
+void rl__thread_register_perform_hooks(void (*will_exit)(RLThreadRef t), void (*finalize)(RLThreadRef t)) {
+    atomic_store_explicit(&rl_perform_finalize, finalize, memory_order_release);
+    atomic_store_explicit(&rl_perform_will_exit, will_exit, memory_order_release);
+}
+
 #if __BLOCKS__
 extern void *_Block_copy(const void *block);
 extern void _Block_release(const void *block);
@@ -135,7 +144,9 @@ static void rl__thread_finalize(void *obj) {
     if (t->block)
         _Block_release(t->block);
 #endif
-    rl__perform_thread_finalize(t);
+    void (*perform_finalize)(RLThreadRef) = atomic_load_explicit(&rl_perform_finalize, memory_order_acquire);
+    if (perform_finalize)
+        perform_finalize(t);
     free(t->name);
     pthread_cond_destroy(&t->cond);
     pthread_mutex_destroy(&t->lock);
@@ -618,7 +629,9 @@ static void rl__thread_exit_sequence(RLThreadRef t, void *result) {
         return;
     }
     rl__runloop_teardown_current_thread();
-    rl__perform_thread_will_exit(t);
+    void (*perform_will_exit)(RLThreadRef) = atomic_load_explicit(&rl_perform_will_exit, memory_order_acquire);
+    if (perform_will_exit)
+        perform_will_exit(t);
     /* A request sent between the two calls above may have made a new loop
      * for this thread (rl__runloop_get_for_thread); none can be made now
      * that requests are refused, so this second call leaves none behind. */
