@@ -1,17 +1,26 @@
 # CRunLoop + SwiftThreads — build, test, bench, install.
 #
-#   make                 libcrunloop.a, libcrunloop.so, crunloop.pc (clang by default)
-#   make check           installs missing Debian packages, runs C tests and `swift test`
-#   make CC=gcc check-c  the C tests built with gcc (no block APIs)
-#   make check-asan      C tests under ASan+UBSan (LeakSanitizer included)
-#   make check-tsan      C tests under ThreadSanitizer
-#   make check-leak      C tests under valgrind memcheck (leaks are errors)
-#   make check-lockdep   C tests with the lock-order detector on (RL_LOCK_DEBUG=1)
-#   make bench           benchmark tables against pthreads / C11 / CF / libuv / GLib
-#   make demo            a tour of the examples
-#   make install PREFIX=/usr/local
-#
+# `make help` lists every target with a line each (the "## " comments on the
+# rules, here and in mk/*.mk). Builds are quiet; V=1 shows the commands.
 # Extra rules for parts of the project live in mk/*.mk.
+
+MAKEFLAGS += --no-print-directory
+.DEFAULT_GOAL := all
+
+# Quiet recipes: `$(call say,CC,file)` prints a short line, $(Q) hides the
+# command; V=1 prints the commands instead.
+V ?= 0
+ifeq ($(V),1)
+Q :=
+say = :
+else ifneq ($(findstring s,$(firstword -$(MAKEFLAGS))),)
+Q := @
+say = :
+else
+Q := @
+say = printf '  %-8s %s\n' '$(1)' '$(2)'
+endif
+export V
 
 ifeq ($(origin CC),default)
 CC := clang
@@ -51,12 +60,21 @@ CFLAGS ?= $(OPT) -g
 CFLAGS += -std=gnu11 -Wall -Wextra -Wno-unused-parameter -fPIC -fvisibility=hidden $(SAN)
 LDFLAGS += $(SAN)
 LIBS := -lbsd -lpthread -lm
-PC_LIBS_PRIVATE := -lbsd -lpthread -lm
+# Blocks (clang only) use Debian's BlocksRuntime (libblocksruntime-dev), so
+# the installed library and crunloop.pc name no Swift toolchain path and a
+# static link needs nothing at run time. SwiftPM builds (Package.swift) link
+# the toolchain's copy instead, as Foundation and Dispatch do. A program that
+# ends up with both (a Swift program that also links this libcrunloop.so)
+# still uses one runtime for every block: the two export the same symbols
+# (_Block_copy, _Block_release, _NSConcrete*Block) with the same block ABI,
+# and the dynamic linker binds every reference to those names, from any
+# library, to the first definition in load order. scripts/check-install.sh
+# checks those bindings.
+BLOCKS_LIBS :=
 ifeq ($(IS_CLANG),1)
 CFLAGS += -fblocks
-BLOCKS_LIBS := -L$(SWIFT_LIBDIR) -Wl,-rpath,$(SWIFT_LIBDIR) -lBlocksRuntime
+BLOCKS_LIBS := -lBlocksRuntime
 LIBS += $(BLOCKS_LIBS)
-PC_LIBS_PRIVATE += $(BLOCKS_LIBS)
 endif
 
 SRCS := $(sort $(wildcard Sources/CRunLoop/*.c))
@@ -70,15 +88,18 @@ TEST_BINS := $(TEST_SRCS:Tests/c/%.c=$(BUILD)/tests/%)
 TEST_SUPPORT := $(wildcard Tests/c/support/*.c)
 TEST_LIBS := -lcmocka
 # The toolchain clang's TSan runtime refers to libdispatch symbols.
-TSAN_EXTRA_LIBS := $(if $(IS_CLANG),-L$(SWIFT_LIBDIR) -ldispatch)
+# (rpath: the library itself no longer links anything of the toolchain.)
+SWIFT_RPATH := -Wl,-rpath,$(SWIFT_LIBDIR)
+TSAN_EXTRA_LIBS := $(if $(IS_CLANG),-L$(SWIFT_LIBDIR) $(SWIFT_RPATH) -ldispatch)
 
-.PHONY: FORCE all lib deps check check-c check-swift check-asan check-tsan check-leak check-lockdep \
-        check-install check-exports check-sanitizers check-swift-tsan check-swift-asan bench demo install clean
+.PHONY: FORCE all lib deps check check-c check-swift check-swift-demo check-readme check-headers check-tree \
+        check-asan check-tsan check-leak check-lockdep check-install check-exports check-sanitizers \
+        check-swift-tsan check-swift-asan bench bench-chart demo demo-swift help install clean
 
-all: lib $(BUILD)/crunloop.pc
-lib: $(STATIC_LIB) $(SHARED_LIB)
+all: lib $(BUILD)/crunloop.pc ## libcrunloop.a, libcrunloop.so and crunloop.pc in $(BUILD) (the default)
+lib: $(STATIC_LIB) $(SHARED_LIB) ## libcrunloop.a and libcrunloop.so only
 
-deps:
+deps: ## install the Debian packages the build, tests and benches need (apt-get)
 	@scripts/setup-deps.sh
 
 # Objects depend on the compiler and flags they were built with, so reusing
@@ -88,52 +109,68 @@ FLAGS_NOW := $(CC) $(CPPFLAGS) $(CFLAGS)
 $(shell mkdir -p $(BUILD) && { [ "$$(cat $(FLAGS_STAMP) 2>/dev/null)" = '$(FLAGS_NOW)' ] || printf '%s' '$(FLAGS_NOW)' > $(FLAGS_STAMP); })
 
 $(BUILD)/obj/%.o: Sources/CRunLoop/%.c $(HDRS) $(FLAGS_STAMP)
-	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+	@mkdir -p $(dir $@); $(call say,CC,$@)
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
 $(STATIC_LIB): $(OBJS)
-	@mkdir -p $(dir $@)
-	rm -f $@ && ar rcs $@ $^
+	@mkdir -p $(dir $@); $(call say,AR,$@)
+	$(Q)rm -f $@ && ar rcs $@ $^
 
 $(SHARED_LIB): $(OBJS)
-	@mkdir -p $(dir $@)
-	$(CC) -shared -Wl,-soname,libcrunloop.so.0 $(LDFLAGS) -o $@ $^ $(LIBS)
+	@mkdir -p $(dir $@); $(call say,LD,$@)
+	$(Q)$(CC) -shared -Wl,-soname,libcrunloop.so.0 $(LDFLAGS) -o $@ $^ $(LIBS)
 
 # Regenerated every time, so it always carries the PREFIX of this call.
 # No -fblocks in Cflags: the block APIs sit behind __BLOCKS__, so gcc users
 # get the function-pointer API and clang users add -fblocks themselves.
+# -lBlocksRuntime (Debian's) is in Libs, not Libs.private, for a clang
+# build: a program using ^{ } literals needs it itself.
+# libbsd through Requires.private, so that `pkg-config --static` adds what
+# libbsd.a needs in turn (-lmd).
 $(BUILD)/crunloop.pc: FORCE
 	@mkdir -p $(dir $@)
 	@printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$${prefix}/lib' 'includedir=$${prefix}/include' '' \
 	  'Name: crunloop' 'Description: Run loops, threads, perform requests and locks (CoreFoundation-style) for Linux' \
-	  'Version: $(VERSION)' 'Cflags: -I$${includedir}' \
-	  'Libs: -L$${libdir} -Wl,-rpath,$${libdir} -lcrunloop $(PC_LIBS_PRIVATE)' > $@
+	  'Version: $(VERSION)' 'Requires.private: libbsd' 'Cflags: -I$${includedir}' \
+	  'Libs: -L$${libdir} -Wl,-rpath,$${libdir} -lcrunloop $(BLOCKS_LIBS)' \
+	  'Libs.private: -lpthread -lm' > $@
 
 FORCE:
 
 $(BUILD)/tests/%: Tests/c/%.c $(TEST_SUPPORT) $(wildcard Tests/c/support/*.h) $(STATIC_LIB)
-	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -ITests/c/support $(CFLAGS) $(LDFLAGS) -o $@ $< $(TEST_SUPPORT) $(STATIC_LIB) $(TEST_LIBS) $(LIBS)
+	@mkdir -p $(dir $@); $(call say,CC,$@)
+	$(Q)$(CC) $(CPPFLAGS) -ITests/c/support $(CFLAGS) $(LDFLAGS) -o $@ $< $(TEST_SUPPORT) $(STATIC_LIB) $(TEST_LIBS) $(LIBS)
 
 # The C tests, one cmocka program per Tests/c/test_*.c. TEST_RUNNER prefixes
 # each run (valgrind for check-leak); TESTS=name limits the run to some.
 TESTS ?=
-check-c: deps $(TEST_BINS)
+check-c: deps $(TEST_BINS) ## the C unit tests (cmocka, Tests/c; TESTS=test_timer runs some)
 	@BUILD=$(BUILD) TEST_RUNNER="$(TEST_RUNNER)" scripts/run-c-tests.sh $(TESTS)
 
 # PLAIN=1 carries over to SwiftPM as a C define, in its own build folder.
 SWIFT_ARGS := $(if $(filter 1,$(PLAIN)),--scratch-path .build/plain -Xcc -DRL_PLAIN=1)
-check-swift: deps
-	$(SWIFTPM) build --build-tests $(SWIFT_ARGS)
-	$(SWIFTPM) test $(SWIFT_ARGS)
-	RL_EXAMPLE_FAST=1 $(SWIFTPM) run $(SWIFT_ARGS) swiftthreads-demo > $(CURDIR)/.build/swiftthreads-demo.out 2>&1 \
-	  || { cat .build/swiftthreads-demo.out; echo "swiftthreads-demo failed"; exit 1; }
-	@echo "swiftthreads-demo (fast): ok"
+SWIFTPM_DEBUG := $(if $(filter 1,$(PLAIN)),.build/plain/debug,.build/debug)
+check-swift: deps ## `swift test` (SwiftThreads), built quietly
+	@SWIFT_ARGS="$(SWIFT_ARGS)" scripts/run-swift-tests.sh
+
+# The Swift demo in its fast mode: it must run to the end.
+check-swift-demo: deps ## the Swift demo (swiftthreads-demo) in its fast mode, checked
+	@SWIFT_ARGS="$(SWIFT_ARGS)" scripts/run-swift-tests.sh --demo
+
+# Every C and Swift block of README.md compiled and run. The Swift blocks
+# link against the SwiftPM debug build, so this runs after check-swift.
+check-readme: deps lib ## every C and Swift code block of README.md, compiled (-Wall -Werror) and run
+	@BUILD=$(BUILD) LIBS="$(LIBS)" SWIFTPM_BUILD=$(SWIFTPM_DEBUG) scripts/check-readme.sh
+
+check-tree: ## `make help` covers every target; no comment points at an issue number
+	@scripts/check-tree.sh
+
+check-headers: ## the public headers under C11/C17 -pedantic, C23 and C++17 (gcc and clang)
+	@scripts/check-headers.sh
 
 # The Swift examples, at a readable pace.
-demo-swift: deps
-	@echo "==== Swift: swift run swiftthreads-demo ===="
-	@$(SWIFTPM) run -q swiftthreads-demo
+demo-swift: deps ## the Swift part of `make demo`
+	@scripts/run-swift-tests.sh --tour
 
 # Fragments in mk/*.mk append to these: CHECK_EXTRA (more test targets run
 # by `make check`), BENCH_TARGETS (tables printed by `make bench`) and
@@ -142,30 +179,44 @@ CHECK_EXTRA ?=
 BENCH_TARGETS ?=
 DEMO_TARGETS ?=
 
-check: deps
-	$(MAKE) check-c
-	$(if $(strip $(CHECK_EXTRA)),$(MAKE) $(CHECK_EXTRA))
-	$(MAKE) check-swift
+# Every part runs even when an earlier one fails; scripts/run-check.sh
+# prints each part's PASS/FAIL lines, then a table and one line of totals.
+check: deps ## every test: C, CF differential, headers, examples, install, exports, swift test, README
+	@scripts/run-check.sh check-c $(CHECK_EXTRA) check-swift check-swift-demo check-readme
 
-bench: deps
-	@$(if $(strip $(BENCH_TARGETS)),$(MAKE) --no-print-directory $(BENCH_TARGETS),echo "no benchmarks yet")
+# Benches that can write their results as CSV put them in BENCH_RESULTS;
+# bench-chart draws one chart per group from them (matplotlib: Debian's
+# python3-matplotlib, from scripts/setup-deps.sh, or any python3 with it).
+BENCH_RESULTS = $(BUILD)/bench/results
+BENCH_CHARTS = $(BUILD)/bench/charts
+CHART_PYTHON := $(shell for p in /usr/bin/python3 python3; do $$p -c 'import matplotlib' 2>/dev/null && { echo $$p; break; }; done)
 
-demo: deps
-	@$(if $(strip $(DEMO_TARGETS)),$(MAKE) --no-print-directory $(DEMO_TARGETS),echo "no demo yet")
+bench: deps ## every benchmark table, then one chart per group (SVG+PNG) in $(BUILD)/bench/charts
+	@$(if $(strip $(BENCH_TARGETS)),$(MAKE) -k $(BENCH_TARGETS); status=$$?; $(MAKE) bench-chart; exit $$status,echo "no benchmarks yet")
 
-check-asan: deps
+bench-chart: ## charts (SVG+PNG) of the last results in $(BUILD)/bench/results: ours/peer ratios with spread
+	@$(if $(CHART_PYTHON),$(CHART_PYTHON) scripts/bench-chart.py $(BENCH_CHARTS) $(wildcard $(BENCH_RESULTS)/*.csv),echo "bench-chart: no python3 with matplotlib (scripts/setup-deps.sh installs python3-matplotlib)")
+
+demo: deps ## a tour of the examples, C then Swift, at a readable pace
+	@$(if $(strip $(DEMO_TARGETS)),$(MAKE) $(DEMO_TARGETS),echo "no demo yet")
+
+help: ## this list
+	@printf 'make TARGET [V=1] [CC=gcc] [PLAIN=1] ...   (V=1 shows every command)\n\n'
+	@awk -F':.*## ' '/^[a-zA-Z0-9_.-]+:.*## / { printf "  %-20s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
+
+check-asan: deps ## the C tests under ASan+UBSan (LeakSanitizer included)
 	RL_TEST_SCALE=asan $(MAKE) check-c VARIANT=-asan OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
 
-check-tsan: deps
+check-tsan: deps ## the C tests under ThreadSanitizer
 	RL_TEST_SCALE=tsan $(MAKE) check-c VARIANT=-tsan OPT=-O1 SAN="-fsanitize=thread" TEST_LIBS="-lcmocka $(TSAN_EXTRA_LIBS)"
 
 # The C tests with the lock-order detector on (RLLockDebug.h): every RL lock
 # and the run loop's own locks report to it, and a program that triggers a
 # report fails (scripts/run-c-tests.sh).
-check-lockdep: deps
+check-lockdep: deps ## the C tests with the lock-order detector on (RL_LOCK_DEBUG=1)
 	RL_LOCK_DEBUG=1 $(MAKE) check-c
 
-check-leak: deps
+check-leak: deps ## the C tests under valgrind memcheck (leaks are errors)
 	RL_TEST_SCALE=valgrind $(MAKE) check-c VARIANT=-valgrind OPT="-O2 -gdwarf-4" TEST_RUNNER="valgrind -q --leak-check=full --show-leak-kinds=definite,indirect --errors-for-leak-kinds=definite,indirect --error-exitcode=99"
 
 # The Swift tests under the sanitizers, each in its own build folder. Extra
@@ -174,16 +225,16 @@ check-leak: deps
 # when the folder it writes is elsewhere under that root.
 # XCTest's runner leaks a few bytes of its own at exit (not our code): the
 # suppression file names those frames only.
-check-swift-tsan: deps
+check-swift-tsan: deps ## `swift test` under ThreadSanitizer (.build/tsan)
 	RL_TEST_SCALE=tsan $(SWIFTPM) test --scratch-path .build/tsan --sanitize=thread
 
-check-swift-asan: deps
+check-swift-asan: deps ## `swift test` under AddressSanitizer (.build/asan)
 	RL_TEST_SCALE=asan LSAN_OPTIONS=suppressions=$(CURDIR)/scripts/lsan-swift.supp \
 	  $(SWIFTPM) test --scratch-path .build/asan --sanitize=address
 
-check-sanitizers: check-asan check-tsan check-leak check-lockdep check-swift-tsan check-swift-asan
+check-sanitizers: check-asan check-tsan check-leak check-lockdep check-swift-tsan check-swift-asan ## every sanitizer run above
 
-install: all
+install: all ## headers, libcrunloop.a/.so and crunloop.pc into $(DESTDIR)$(PREFIX)
 	install -d $(DESTDIR)$(PREFIX)/include/crunloop $(DESTDIR)$(PREFIX)/lib/pkgconfig
 	install -m 644 include/crunloop/*.h $(DESTDIR)$(PREFIX)/include/crunloop/
 	install -m 644 $(STATIC_LIB) $(DESTDIR)$(PREFIX)/lib/
@@ -192,23 +243,26 @@ install: all
 	ln -sf libcrunloop.so.0 $(DESTDIR)$(PREFIX)/lib/libcrunloop.so
 	install -m 644 $(BUILD)/crunloop.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
 
-clean:
-	rm -rf build
+# Everything make and SwiftPM built: build/ (C builds, tests, benches,
+# charts), .build/ (SwiftPM, its sanitizer and bench folders) and the NIO
+# bench package's own .build.
+clean: ## remove what make and SwiftPM built (build/, .build/, bench/nio/.build)
+	rm -rf build .build bench/nio/.build
 
 -include $(sort $(wildcard mk/*.mk))
 
 # The exported symbols are exactly the documented API (the list is kept in
 # scripts/exported-symbols.txt). Checked on the clang build, which has the
 # block APIs too.
-check-exports: deps
+check-exports: deps ## the exported symbols are exactly scripts/exported-symbols.txt
 	@$(MAKE) --no-print-directory -s lib CC=clang BUILD=build/clang-exports VARIANT= SAN= PLAIN=
 	@scripts/check-exports.sh build/clang-exports/libcrunloop.so
 CHECK_EXTRA += check-exports
 
 # `make install` + pkg-config from a program outside the tree.
-check-install: deps lib
+check-install: deps lib ## install to a temp prefix; gcc and clang programs via pkg-config, shared and static
 	@BUILD=$(BUILD) scripts/check-install.sh
-CHECK_EXTRA += check-install
+CHECK_EXTRA += check-install check-headers check-tree
 
 # After the fragments, so the C tour comes first.
 DEMO_TARGETS += demo-swift

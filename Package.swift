@@ -11,6 +11,15 @@ let package = Package(
     products: [
         .library(name: "CRunLoop", targets: ["CRunLoop"]),
         .library(name: "SwiftThreads", targets: ["SwiftThreads"]),
+        // Foundation `Date` overloads for the SwiftThreads APIs that take a
+        // date; SwiftThreads itself does not link Foundation.
+        .library(name: "SwiftThreadsFoundation", targets: ["SwiftThreadsFoundation"]),
+    ],
+    dependencies: [
+        // Only for `swift package generate-documentation` (the DocC catalog
+        // in Sources/SwiftThreads/SwiftThreads.docc): a command plugin, which
+        // no target depends on, so building and testing never build it.
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
     targets: [
         .target(
@@ -24,6 +33,10 @@ let package = Package(
             ],
             linkerSettings: [
                 .linkedLibrary("bsd"),
+                // The Swift toolchain's BlocksRuntime (swiftc puts its lib
+                // folder first), the one Foundation and Dispatch use. The
+                // Makefile's C library uses Debian's instead; see the
+                // Makefile for why a program with both still uses one.
                 .linkedLibrary("BlocksRuntime"),
                 .linkedLibrary("pthread"),
                 .linkedLibrary("m"),
@@ -35,6 +48,12 @@ let package = Package(
             path: "Sources/SwiftThreads",
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),
+        .target(
+            name: "SwiftThreadsFoundation",
+            dependencies: ["SwiftThreads"],
+            path: "Sources/SwiftThreadsFoundation",
+            swiftSettings: [.swiftLanguageMode(.v6)]
+        ),
         .executableTarget(
             name: "swiftthreads-demo",
             dependencies: ["SwiftThreads"],
@@ -44,7 +63,7 @@ let package = Package(
         .executableTarget(name: "swiftthreads-bench", dependencies: ["SwiftThreads"], path: "bench/swift", swiftSettings: [.swiftLanguageMode(.v6)]),
         .testTarget(
             name: "SwiftThreadsTests",
-            dependencies: ["SwiftThreads"],
+            dependencies: ["SwiftThreads", "SwiftThreadsFoundation"],
             path: "Tests/SwiftThreadsTests",
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),

@@ -1,5 +1,5 @@
 /*
- * bench_runloop.c — the run-loop benchmark table of issue 3 ("Performance"):
+ * bench_runloop.c — the run-loop benchmark table:
  * ours (CRunLoop) against CoreFoundation's run loop from the Swift
  * toolchain, libuv and GLib, all in this one process run. Every benchmark
  * is run BRL_ROUNDS times (default 3, peers interleaved, order rotated each
@@ -415,6 +415,39 @@ static void print_table(int rounds) {
     for (int i = 0; i < nnotes; i++) printf("  - %s\n", notes[i]);
 }
 
+/* BRL_CSV=file: one line per row and peer for scripts/bench-chart.py — the
+ * median and min/max over rounds of ours/peer, each round's two values
+ * paired, as a time ratio (for rates, peer/ours), so below 1 is ours better. */
+static void write_csv(const char *path) {
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        perror(path);
+        return;
+    }
+    fprintf(f, "group,row,peer,ratio,ratio_min,ratio_max,ours,peer_value,unit\n");
+    for (int m = 0; m < NMETRICS; m++) {
+        for (int p = 1; p < NPEERS; p++) {
+            int n = nsamples[P_RL][m] < nsamples[p][m] ? nsamples[P_RL][m] : nsamples[p][m];
+            double r[MAXROUNDS];
+            int k = 0;
+            for (int i = 0; i < n; i++) {
+                double ours = samples[P_RL][m][i], peer = samples[p][m][i];
+                double ratio = metrics[m].higher_better ? peer / ours : ours / peer;
+                if (isfinite(ratio)) r[k++] = ratio;
+            }
+            if (k == 0 || !peers[p]) continue;
+            double lo = r[0], hi = r[0];
+            for (int i = 1; i < k; i++) {
+                if (r[i] < lo) lo = r[i];
+                if (r[i] > hi) hi = r[i];
+            }
+            fprintf(f, "run loop,\"%s\",%s,%g,%g,%g,%g,%g,\n", metrics[m].label, peers[p]->name, median_of(r, k), lo,
+                    hi, median(P_RL, (enum metric)m) * metrics[m].scale, median(p, (enum metric)m) * metrics[m].scale);
+        }
+    }
+    fclose(f);
+}
+
 int main(void) {
     const char *e = getenv("BRL_ROUNDS");
     int rounds = e ? atoi(e) : 3;
@@ -430,6 +463,7 @@ int main(void) {
     if (want("idle")) run_idle(idle_seconds);
     progress("");
     print_table(rounds);
+    if ((e = getenv("BRL_CSV")) && *e) write_csv(e);
     printf("(whole run: %.0f s)\n", brl_now() - t0);
     return 0;
 }

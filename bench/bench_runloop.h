@@ -1,6 +1,5 @@
 /*
- * bench_runloop.h — the run-loop benchmark (issue 3, "Performance"): one
- * interface that every peer implements in its own translation unit
+ * bench_runloop.h — the run-loop benchmark: one interface that every peer implements in its own translation unit
  * (bench_runloop_cf.c, built twice: CoreFoundation from the Swift toolchain
  * with -DBRL_CF, ours through cf_compat.h without; _uv.c: libuv; _glib.c:
  * GLib), because CoreFoundation's headers and ours cannot share one file.

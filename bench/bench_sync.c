@@ -7,7 +7,7 @@
  * Each ns/op cell is the median over many short runs; the ratio is the
  * median of the per-run ours/peer ratios, so below 1.00 means we are
  * faster; "best" divides the fastest runs, which noise from other
- * processes cannot lower. Targets from issue 2: uncontended RLLock within
+ * processes cannot lower. Targets: uncontended RLLock within
  * 1.1x of pthread_mutex, atomics within 1.05x of C11, contended counter
  * throughput at least pthread's (ratio <= 1.00). @synchronized has no
  * pthread twin: its peer is the recursive mutex one would write by hand.

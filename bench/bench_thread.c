@@ -1,7 +1,6 @@
 /*
- * bench_thread.c — the thread and perform rows of issue 4 ("Tests and
- * benchmarks"), ours against raw pthreads and CoreFoundation's run loop
- * (from the Swift toolchain), in one process:
+ * bench_thread.c — the thread and perform rows, ours against raw pthreads
+ * and CoreFoundation's run loop (from the Swift toolchain), in one process:
  *
  *   (a) create→entry latency: from the create call to the first instruction
  *       of the entry. RLThreadCreate + SetJoinable + Start vs pthread_create

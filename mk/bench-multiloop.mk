@@ -11,7 +11,7 @@ BENCH_MULTILOOP_OBJS := $(BENCH_MULTILOOP_OBJ)/bench_multiloop.o $(BENCH_MULTILO
 BENCH_TARGETS += bench-multiloop
 
 .PHONY: bench-multiloop
-bench-multiloop: $(BENCH_MULTILOOP)
+bench-multiloop: $(BENCH_MULTILOOP) ## K threads each on its own run loop (K = 1, 2, 4, 8), ours vs the peers
 	$(BENCH_MULTILOOP)
 
 $(BENCH_MULTILOOP): $(BENCH_MULTILOOP_OBJS) $(STATIC_LIB)

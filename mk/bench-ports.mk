@@ -3,7 +3,7 @@
 BENCH_PORTS := $(BUILD)/bench/bench_ports
 
 .PHONY: bench-ports
-bench-ports: $(BENCH_PORTS)
+bench-ports: $(BENCH_PORTS) ## local ports vs perform requests, message ports vs a raw Unix-socket ping-pong
 	$(BENCH_PORTS)
 
 $(BENCH_PORTS): bench/bench_ports.c $(HDRS) $(STATIC_LIB)

@@ -1,4 +1,4 @@
-# bench-runloop: the run-loop table of issue 3 — ours against
+# bench-runloop: the run-loop table — ours against
 # CoreFoundation's run loop (from the Swift toolchain), libuv and GLib, in one
 # process (bench/bench_runloop*.c). Each peer is its own translation unit
 # because CF's headers and ours cannot meet in one file. Always -O2, against
@@ -24,28 +24,35 @@ GLIB_LIBS := $(shell pkg-config --libs glib-2.0 2>/dev/null || echo -lglib-2.0)
 BENCH_TARGETS += bench-runloop
 
 .PHONY: bench-runloop
-bench-runloop: $(BENCH_RUNLOOP)
-	$(BENCH_RUNLOOP)
+bench-runloop: $(BENCH_RUNLOOP) ## run-loop table: ours vs CoreFoundation, libuv, GLib (BRL_ONLY=, BRL_PEERS=)
+	@mkdir -p $(BENCH_RESULTS)
+	@BRL_CSV=$(BENCH_RESULTS)/runloop.csv $(BENCH_RUNLOOP)
 
 $(BENCH_RUNLOOP): $(BENCH_RUNLOOP_OBJS) $(STATIC_LIB)
-	$(CC) $(LDFLAGS) -pthread -o $@ $(BENCH_RUNLOOP_OBJS) $(STATIC_LIB) $(LIBS) $(UV_LIBS) $(GLIB_LIBS) $(CF_LIBS) -lm
+	@$(call say,CC,$@)
+	$(Q)$(CC) $(LDFLAGS) -pthread -o $@ $(BENCH_RUNLOOP_OBJS) $(STATIC_LIB) $(LIBS) $(UV_LIBS) $(GLIB_LIBS) $(CF_LIBS) -lm
 
 $(BENCH_RUNLOOP_OBJ)/bench_runloop.o: bench/bench_runloop.c bench/bench_runloop.h
 	@mkdir -p $(dir $@)
-	$(CC) $(BENCH_RUNLOOP_FLAGS) -c -o $@ $<
+	@$(call say,CC,$@)
+	$(Q)$(CC) $(BENCH_RUNLOOP_FLAGS) -c -o $@ $<
 
 $(BENCH_RUNLOOP_OBJ)/bench_runloop_rl.o: bench/bench_runloop_cf.c bench/bench_runloop.h $(HDRS)
 	@mkdir -p $(dir $@)
-	$(CC) $(BENCH_RUNLOOP_FLAGS) -c -o $@ $<
+	@$(call say,CC,$@)
+	$(Q)$(CC) $(BENCH_RUNLOOP_FLAGS) -c -o $@ $<
 
 $(BENCH_RUNLOOP_OBJ)/bench_runloop_cf.o: bench/bench_runloop_cf.c bench/bench_runloop.h
 	@mkdir -p $(dir $@)
-	$(CF_CC) $(CF_CFLAGS) -O2 -g -std=gnu11 -Wall -Wextra -Wno-unused-parameter -D_GNU_SOURCE -DBRL_CF -pthread -c -o $@ $<
+	@$(call say,CC,$@)
+	$(Q)$(CF_CC) $(CF_CFLAGS) -O2 -g -std=gnu11 -Wall -Wextra -Wno-unused-parameter -D_GNU_SOURCE -DBRL_CF -pthread -c -o $@ $<
 
 $(BENCH_RUNLOOP_OBJ)/bench_runloop_uv.o: bench/bench_runloop_uv.c bench/bench_runloop.h
 	@mkdir -p $(dir $@)
-	$(CC) $(BENCH_RUNLOOP_FLAGS) $(UV_CFLAGS) -c -o $@ $<
+	@$(call say,CC,$@)
+	$(Q)$(CC) $(BENCH_RUNLOOP_FLAGS) $(UV_CFLAGS) -c -o $@ $<
 
 $(BENCH_RUNLOOP_OBJ)/bench_runloop_glib.o: bench/bench_runloop_glib.c bench/bench_runloop.h
 	@mkdir -p $(dir $@)
-	$(CC) $(BENCH_RUNLOOP_FLAGS) $(GLIB_CFLAGS) -c -o $@ $<
+	@$(call say,CC,$@)
+	$(Q)$(CC) $(BENCH_RUNLOOP_FLAGS) $(GLIB_CFLAGS) -c -o $@ $<

@@ -5,10 +5,11 @@
 BENCH_SYNC := $(BUILD)/bench/bench_sync
 
 .PHONY: bench-sync
-bench-sync: $(BENCH_SYNC)
-	$(BENCH_SYNC)
+bench-sync: $(BENCH_SYNC) ## locks, conditions and atomics vs raw pthreads and C11 atomics
+	@$(BENCH_SYNC)
 
 $(BENCH_SYNC): bench/bench_sync.c $(HDRS) $(STATIC_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -O2 $(LDFLAGS) -o $@ $< $(STATIC_LIB) $(LIBS)
+	@$(call say,CC,$@)
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -O2 $(LDFLAGS) -o $@ $< $(STATIC_LIB) $(LIBS)
 BENCH_TARGETS += bench-sync

@@ -1,4 +1,4 @@
-# bench-thread: the thread and perform rows of issue 4 — RLThread against raw
+# bench-thread: the thread and perform rows — RLThread against raw
 # pthreads (create->entry latency, create+join) and the perform round trip
 # onto a worker against CoreFoundation's run loop (bench/bench_thread*.c),
 # then the same from Swift against Foundation's Thread/RunLoop
@@ -18,23 +18,29 @@ BTH_CF_LIBS := -L$(SWIFT_LIBDIR) -Wl,-rpath,$(SWIFT_LIBDIR) -lFoundation -lBlock
 BENCH_TARGETS += bench-thread
 
 .PHONY: bench-thread bench-thread-c bench-thread-swift
-bench-thread: bench-thread-c $(if $(filter 1,$(BENCH_THREAD_SWIFT)),bench-thread-swift)
+bench-thread: bench-thread-c $(if $(filter 1,$(BENCH_THREAD_SWIFT)),bench-thread-swift) ## threads and perform: C vs pthreads and CF, Swift vs Foundation
 
-bench-thread-c: $(BENCH_THREAD)
-	$(BENCH_THREAD)
+bench-thread-c: $(BENCH_THREAD) ## the C half of bench-thread
+	@$(BENCH_THREAD)
 
-bench-thread-swift:
-	$(SWIFTPM) run -c release --scratch-path .build/bench-release swiftthreads-bench
+bench-thread-swift: ## the Swift half of bench-thread (release build in .build/bench-release)
+	@$(call say,SWIFT,building swiftthreads-bench in release mode (the first build takes minutes) ...)
+	$(Q)$(SWIFTPM) build -c release --scratch-path .build/bench-release --product swiftthreads-bench \
+	  $(if $(filter 1,$(V)),,> $(BUILD)/bench-swift-build.log 2>&1 || { tail -30 $(BUILD)/bench-swift-build.log; exit 1; })
+	$(Q)$(SWIFTPM) run -q -c release --skip-build --scratch-path .build/bench-release swiftthreads-bench
 
 $(BENCH_THREAD): $(BENCH_THREAD_OBJ)/bench_thread.o $(BENCH_THREAD_OBJ)/bench_thread_cf.o $(STATIC_LIB)
-	$(CC) $(LDFLAGS) -pthread -o $@ $(BENCH_THREAD_OBJ)/bench_thread.o $(BENCH_THREAD_OBJ)/bench_thread_cf.o \
+	@$(call say,CC,$@)
+	$(Q)$(CC) $(LDFLAGS) -pthread -o $@ $(BENCH_THREAD_OBJ)/bench_thread.o $(BENCH_THREAD_OBJ)/bench_thread_cf.o \
 	  $(STATIC_LIB) $(LIBS) $(BTH_CF_LIBS) -lm
 
 $(BENCH_THREAD_OBJ)/bench_thread.o: bench/bench_thread.c bench/bench_thread.h $(HDRS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -O2 -pthread -c -o $@ $<
+	@$(call say,CC,$@)
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -O2 -pthread -c -o $@ $<
 
 $(BENCH_THREAD_OBJ)/bench_thread_cf.o: bench/bench_thread_cf.c bench/bench_thread.h
 	@mkdir -p $(dir $@)
-	$(BTH_CF_CC) $(BTH_CF_CFLAGS) -O2 -g -std=gnu11 -Wall -Wextra -Wno-unused-parameter -D_GNU_SOURCE -pthread \
+	@$(call say,CC,$@)
+	$(Q)$(BTH_CF_CC) $(BTH_CF_CFLAGS) -O2 -g -std=gnu11 -Wall -Wextra -Wno-unused-parameter -D_GNU_SOURCE -pthread \
 	  -c -o $@ $<

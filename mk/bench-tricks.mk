@@ -2,6 +2,6 @@
 # with the trick on and off in the same run (scripts/bench-tricks.py; each
 # variant is built in build/tricks/NAME). TRICKS_ROUNDS=N, TRICKS_ONLY=POOL,...
 .PHONY: bench-tricks
-bench-tricks:
+bench-tricks: ## what each speed trick buys: its rows with the trick on and off (TRICKS_ONLY=, TRICKS_ROUNDS=)
 	@scripts/bench-tricks.py
 BENCH_TARGETS += bench-tricks

@@ -7,16 +7,16 @@ DIFF_BUILD ?= build/diff$(if $(filter 1,$(PLAIN)),-plain)
 DIFF ?=
 
 .PHONY: check-diff
-check-diff:
+check-diff: ## CF-vs-ours differential scenarios (Tests/diff; DIFF=name runs some)
 	@PLAIN=$(PLAIN) BUILD=$(DIFF_BUILD) scripts/run-diff-tests.sh $(DIFF)
 
 CHECK_EXTRA += check-diff
 
 # Our side built with sanitizers (CF's side is not instrumented).
 .PHONY: check-diff-asan check-diff-tsan
-check-diff-asan:
+check-diff-asan: ## the differential tests, our side under ASan+UBSan
 	@PLAIN=$(PLAIN) DIFF_SAN=asan scripts/run-diff-tests.sh $(DIFF)
-check-diff-tsan:
+check-diff-tsan: ## the differential tests, our side under TSan
 	@PLAIN=$(PLAIN) DIFF_SAN=tsan scripts/run-diff-tests.sh $(DIFF)
 
 # Randomized differential test (Tests/diff/fuzz, scripts/fuzz-diff.sh):
@@ -31,9 +31,9 @@ SEED ?= 1
 FUZZ_CHECK_N ?= 300
 
 .PHONY: fuzz-diff check-fuzz-diff
-fuzz-diff:
+fuzz-diff: ## random CF-vs-ours scenarios (N=, SEED=)
 	@scripts/fuzz-diff.sh $(N) $(SEED)
-check-fuzz-diff:
+check-fuzz-diff: ## a short run of fuzz-diff (part of make check)
 	@scripts/fuzz-diff.sh $(FUZZ_CHECK_N) 1
 
 CHECK_EXTRA += check-fuzz-diff

@@ -14,16 +14,17 @@ EXAMPLES ?=
 
 .PHONY: examples check-examples demo-examples
 
-examples: $(EXAMPLE_BINS)
+examples: $(EXAMPLE_BINS) ## build the C examples into $(BUILD)/examples
 
 $(BUILD)/examples/%: examples/c/%.c $(HDRS) $(EXAMPLE_HDRS) $(STATIC_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(STATIC_LIB) $(LIBS)
+	@$(call say,CC,$@)
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(STATIC_LIB) $(LIBS)
 
-check-examples: $(EXAMPLE_BINS)
+check-examples: $(EXAMPLE_BINS) ## run every C example in its fast mode and check its output
 	@BUILD=$(BUILD) scripts/run-examples.sh $(EXAMPLES)
 
-demo-examples: $(EXAMPLE_BINS)
+demo-examples: $(EXAMPLE_BINS) ## the C part of `make demo`
 	@BUILD=$(BUILD) scripts/run-examples.sh --demo $(EXAMPLES)
 
 CHECK_EXTRA += check-examples

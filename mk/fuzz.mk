@@ -14,7 +14,7 @@ FUZZ_FLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=u
               -Iinclude -ISources/CRunLoop -D_GNU_SOURCE -std=gnu11 -fblocks
 
 .PHONY: fuzz check-fuzz
-fuzz:
+fuzz: ## libFuzzer targets (Tests/fuzz) under ASan+UBSan, FUZZ_SECONDS each (FUZZ=name for one)
 	@mkdir -p $(FUZZ_BUILD)
 	@set -e; for t in $(FUZZ); do \
 	  src=Tests/fuzz/fuzz_$$t.c; \
@@ -30,6 +30,6 @@ fuzz:
 	done
 
 # A short run in `make check`: every target, a few seconds each.
-check-fuzz:
+check-fuzz: ## every fuzz target for a few seconds (part of make check)
 	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(or $(CHECK_FUZZ_SECONDS),5)
 CHECK_EXTRA += check-fuzz

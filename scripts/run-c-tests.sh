@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Runs the built cmocka test programs ($BUILD/tests/test_*), optionally under
-# $TEST_RUNNER, and ends with one "N passed, N failed" line over all of them.
+# $TEST_RUNNER: one "[c] PASS|FAIL program: N tests" line per program (the
+# program's whole output under a FAIL; V=1 prints it always), then
+# "N passed, N failed, N skipped" over all the tests.
 # Under RL_LOCK_DEBUG=1 a program that prints a lock-order report fails.
 set -uo pipefail
 BUILD=${BUILD:-build/clang}
@@ -10,31 +12,35 @@ if [ $# -gt 0 ]; then
 else
   bins=("$BUILD"/tests/test_*)
 fi
-passed=0; failed=0; failed_progs=()
+sum() { grep -E "^\[  $1 *\] [0-9]+ test" "$2" | awk '{s+=$(NF-1)} END{print s+0}'; }
+passed=0; failed=0; skipped=0; failed_progs=()
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
 for b in "${bins[@]}"; do
-  [ -x "$b" ] || { echo "missing test program $b"; failed=$((failed+1)); continue; }
   name=$(basename "$b")
-  out=$(mktemp)
+  [ -x "$b" ] || { echo "[c] FAIL $name: not built ($b)"; failed=$((failed+1)); continue; }
   # shellcheck disable=SC2086
   $runner "$b" >"$out" 2>&1
   rc=$?
-  cat "$out"
   # With RL_LOCK_DEBUG=1 (make check-lockdep) a lock-order report that no
   # test asked for (those go to a handler) fails the program.
   if [ "${RL_LOCK_DEBUG:-0}" != 0 ] && grep -q '^RLLockDebug: possible deadlock' "$out"; then
-    echo "$name: the lock-order detector reported an inversion (above)"
+    echo "$name: the lock-order detector reported an inversion (see above)" >>"$out"
     rc=98
   fi
-  p=$(grep -E '^\[  PASSED  \] [0-9]+ test' "$out" | awk '{s+=$4} END{print s+0}')
-  f=$(grep -E '^\[  FAILED  \] [0-9]+ test' "$out" | awk '{s+=$4} END{print s+0}')
-  rm -f "$out"
-  passed=$((passed+p)); failed=$((failed+f))
-  if [ $rc -ne 0 ]; then
+  p=$(sum PASSED "$out"); f=$(sum FAILED "$out"); s=$(sum SKIPPED "$out")
+  passed=$((passed+p)); failed=$((failed+f)); skipped=$((skipped+s))
+  [ "${V:-0}" = 1 ] && cat "$out"
+  if [ $rc -ne 0 ] || [ "$f" -gt 0 ]; then
     failed_progs+=("$name(rc=$rc)")
     [ "$f" -eq 0 ] && failed=$((failed+1))
+    echo "[c] FAIL $name: $p passed, $f failed (exit status $rc)"
+    [ "${V:-0}" = 1 ] || sed 's/^/     | /' "$out"
+  else
+    echo "[c] PASS $name: $p tests$([ "$s" -gt 0 ] && echo ", $s skipped")"
   fi
 done
 echo "C tests in $BUILD: ${#bins[@]} programs"
 [ ${#failed_progs[@]} -gt 0 ] && echo "failing programs: ${failed_progs[*]}"
-echo "${passed} passed, ${failed} failed"
+echo "${passed} passed, ${failed} failed, ${skipped} skipped"
 [ "$failed" -eq 0 ]

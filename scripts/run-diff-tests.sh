@@ -43,7 +43,7 @@ CLANG=${CLANG:-$swift_prefix/bin/clang}
 
 if [ ! -f "$cf_include/CoreFoundation/CFRunLoop.h" ] || [ ! -f "$swift_lib/libFoundation.so" ]; then
   echo "run-diff-tests: CoreFoundation not found under $swift_prefix (no oracle); skipping"
-  echo "0 passed, 0 failed"
+  echo "0 passed, 0 failed, 1 skipped"
   exit 0
 fi
 
@@ -97,10 +97,10 @@ for src in "${scenarios[@]}"; do
   cfbin=$BUILD/diff-bin/$name.cf; rlbin=$BUILD/diff-bin/$name.rl
   cfout=$BUILD/diff-traces/$name.cf.txt; rlout=$BUILD/diff-traces/$name.rl.txt
   if [ ! -f "$src" ]; then
-    echo "FAIL $name: no such scenario $src"; failed=$((failed+1)); failed_names+=("$name"); continue
+    echo "[diff] FAIL $name: no such scenario $src"; failed=$((failed+1)); failed_names+=("$name"); continue
   fi
   if ! build_cf "$src" "$cfbin" >"$cfout" 2>&1; then
-    echo "FAIL $name: does not build against CoreFoundation"; sed 's/^/    /' "$cfout" | head -20
+    echo "[diff] FAIL $name: does not build against CoreFoundation"; sed 's/^/    /' "$cfout" | head -20
     failed=$((failed+1)); failed_names+=("$name"); continue
   fi
   run_one "$cfbin" "$cfout"
@@ -108,7 +108,7 @@ for src in "${scenarios[@]}"; do
   for ((i = 2; i <= DIFF_REPEAT; i++)); do
     run_one "$cfbin" "$cfout.again"
     if ! cmp -s "$cfout" "$cfout.again"; then
-      unstable=1; echo "UNSTABLE $name: CoreFoundation's own trace changed on run $i"
+      unstable=1; echo "[diff] UNSTABLE $name: CoreFoundation's own trace changed on run $i"
       diff -u "$cfout" "$cfout.again" | sed 's/^/    /' | head -40
       break
     fi
@@ -120,28 +120,28 @@ for src in "${scenarios[@]}"; do
     continue
   fi
   if [ $lib_ok -eq 0 ]; then
-    echo "FAIL $name: library did not build"; failed=$((failed+1)); failed_names+=("$name"); continue
+    echo "[diff] FAIL $name: library did not build"; failed=$((failed+1)); failed_names+=("$name"); continue
   fi
   if ! build_rl "$src" "$rlbin" >"$rlout" 2>&1; then
-    echo "FAIL $name: does not build against CRunLoop"
+    echo "[diff] FAIL $name: does not build against CRunLoop"
     grep -E 'error|undefined reference' "$rlout" | sed 's/^/    /' | sort -u | head -15
     failed=$((failed+1)); failed_names+=("$name"); continue
   fi
   run_one "$rlbin" "$rlout"
   if [ $unstable -eq 0 ] && cmp -s "$cfout" "$rlout"; then
-    if [[ $known == *" $name "* ]]; then echo "XPASS $name (listed in known-differences.txt)"; else echo "PASS $name"; fi
+    if [[ $known == *" $name "* ]]; then echo "[diff] XPASS $name (listed in known-differences.txt)"; else echo "[diff] PASS $name"; fi
     passed=$((passed+1))
   elif [ $unstable -eq 0 ] && [[ $known == *" $name "* ]]; then
-    echo "XFAIL $name (known difference)"
+    echo "[diff] XFAIL $name (known difference)"
     diff -u --label "CoreFoundation" --label "CRunLoop" "$cfout" "$rlout" | sed 's/^/    /'
     xfailed=$((xfailed+1))
   else
-    echo "FAIL $name"
+    echo "[diff] FAIL $name"
     diff -u --label "CoreFoundation" --label "CRunLoop" "$cfout" "$rlout" | sed 's/^/    /'
     failed=$((failed+1)); failed_names+=("$name")
   fi
 done
 [ ${#failed_names[@]} -gt 0 ] && echo "failing scenarios: ${failed_names[*]}"
 [ $xfailed -gt 0 ] && echo "${xfailed} known difference(s), see Tests/diff/known-differences.txt"
-echo "${passed} passed, ${failed} failed"
+echo "${passed} passed, ${failed} failed, ${xfailed} skipped (known differences)"
 [ "$failed" -eq 0 ]

@@ -210,10 +210,10 @@ for name in "${names[@]}"; do
     if declare -F "check_$name" >/dev/null; then "check_$name"; fi
   fi
   if [ ${#problems[@]} -eq 0 ]; then
-    echo "PASS $name"
+    echo "[examples] PASS $name"
     passed=$((passed + 1))
   else
-    echo "FAIL $name"
+    echo "[examples] FAIL $name"
     printf '     %s\n' "${problems[@]}"
     if [ -f "$OUT" ]; then
       echo "     --- output ---"
@@ -223,5 +223,5 @@ for name in "${names[@]}"; do
   fi
 done
 
-echo "$passed passed, $failed failed"
+echo "$passed passed, $failed failed, 0 skipped"
 [ $failed -eq 0 ]

@@ -1,14 +1,15 @@
 /*
  * RLMessagePort.c — named message ports over Unix-domain sockets
- * (RLMessagePort.h has the contract, rl_wire.h the frames).
+ * (RLMessagePort.h has the contract, rl_wire.h the frames, rl_conn.h the
+ * serving and the part shared with socket ports).
  *
- * A local port listens on an abstract-namespace socket. Its clients'
- * connections and the listening socket sit in the port's own epoll set,
- * and that one epoll fd is what the run loop watches (an RLFileDescriptor),
- * so a port costs its loop one fd however many clients it has. Each
- * connection is armed one-shot: a run loop that takes its event owns the
- * connection until it re-arms it, so a port whose source is in several
- * loops never has two threads reading one stream.
+ * A local port listens on an abstract-namespace socket, served by an
+ * rl_server: its clients' connections and the listening socket (and any
+ * further names it is registered under) sit in the port's own epoll set,
+ * and that one epoll fd is what the run loop watches, so a port costs its
+ * loop one fd however many clients it has. Requests are answered on the
+ * connection they came on; a client must be this user or admitted by the
+ * access policy.
  *
  * A remote port is one connection. Its requests are serialized by
  * `send_mu`; its reader keeps a partly read frame between calls, and a
@@ -19,8 +20,8 @@
  */
 #include "rl_fork.h"
 #include "RLDataInternal.h"
+#include "rl_conn.h"
 #include "rl_weak.h"
-#include "rl_wire.h"
 
 #include <crunloop/RLFileDescriptor.h>
 #include <crunloop/RLMessagePort.h>
@@ -33,55 +34,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
 #include <sys/socket.h>
-#include <sys/timerfd.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
-enum { RL_MP_NAME_MAX = 255, RL_MP_MIN_LIMIT = 64, RL_MP_EVENTS = 32 };
-/* A client that begins a frame has this long to finish it (seconds). */
-#define RL_MP_STALL_DEFAULT 10.0
-/* The epoll set's data for the stall timer (the listener's is NULL). */
-#define RL_MP_TIMER_TAG ((void *)1)
-
-typedef struct rl_mp_conn {
-    int fd;
-    uid_t uid;
-    gid_t gid;
-    pid_t pid;
-    bool busy;   /* a loop is serving it (its event was taken, one-shot) */
-    bool closed; /* the port was invalidated while it was busy */
-    double frame_since; /* monotonic time its current frame began; 0: between frames */
-    rl_wire_reader rd;
-    uint8_t *out; /* reply bytes not yet written (the client reads slowly) */
-    size_t out_len, out_off;
-    struct rl_mp_conn *next;
-} rl_mp_conn;
+enum { RL_MP_NAME_MAX = 255 };
 
 struct RLMessagePort {
     rl__object base;
-    rl__weak *link; /* what its fd objects point at (rl_weak.h) */
-    pthread_mutex_t mu; /* state below; never held while user code runs */
+    rl_netport np; /* validity, context, limit, server, source; np.mu guards the state below */
     bool remote;
-    bool valid;
-    bool inval_called;
     char *name;
-    RLMessagePortContext ctx;
     RLMessagePortCallBack callout;
-    RLMessagePortInvalidationCallBack inval;
     RLMessagePortAccessPolicy policy;
-    uint32_t limit;
-    /* local */
-    int lfd, epfd, tfd;
-    double stall;      /* seconds a client may take to finish a frame */
-    bool stall_armed;  /* tfd is set */
-    RLFileDescriptorRef fdobj;
-    RLRunLoopSourceRef source;
-    rl_mp_conn *conns;
-    size_t dropped;      /* connections dropped for bad frames or refused credentials */
-    char last_drop[128]; /* why the last one was */
     /* remote */
     pthread_mutex_t send_mu; /* one request at a time */
     int cfd;
@@ -90,29 +56,21 @@ struct RLMessagePort {
     int watch_fd; /* the silent connection of the invalidation callback, or -1 */
     RLFileDescriptorRef watch;
     pid_t pid; /* the process that made it: a fork's child does not find its parent's ports */
-    struct RLMessagePort *reg_next; /* the process's registry of ports */
 };
+RL__NETPORT_CHECK(struct RLMessagePort);
+_Static_assert(sizeof(RLMessagePortContext) == sizeof(rl_netport_context), "context layouts differ");
 
 /* ---- the process's ports by name (CF returns an existing port) ---- */
 
-static pthread_mutex_t g_reg_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct RLMessagePort *g_reg;
+static rl_netport_registry g_reg = {PTHREAD_MUTEX_INITIALIZER, NULL};
 
 static struct RLMessagePort *reg_find_locked(const char *name, bool remote) {
-    for (struct RLMessagePort *p = g_reg; p; p = p->reg_next)
-        if (p->remote == remote && p->valid && p->pid == getpid() && strcmp(p->name, name) == 0)
+    for (rl_netport *np = g_reg.head; np; np = np->reg_next) {
+        struct RLMessagePort *p = rl__netport_object(np);
+        if (p->remote == remote && p->pid == getpid() && strcmp(p->name, name) == 0 && rl__netport_is_valid(np))
             return p;
+    }
     return NULL;
-}
-
-static void reg_remove(struct RLMessagePort *mp) {
-    pthread_mutex_lock(&g_reg_mu);
-    for (struct RLMessagePort **pp = &g_reg; *pp; pp = &(*pp)->reg_next)
-        if (*pp == mp) {
-            *pp = mp->reg_next;
-            break;
-        }
-    pthread_mutex_unlock(&g_reg_mu);
 }
 
 /* ---- names and sockets ---- */
@@ -148,100 +106,13 @@ static bool peer_creds(int fd, struct ucred *uc) {
     return getsockopt(fd, SOL_SOCKET, SO_PEERCRED, uc, &len) == 0;
 }
 
-static double deadline_after(RLTimeInterval t) {
-    return RLMonotonicTimeGetCurrent() + (isfinite(t) && t > 0 ? t : 0);
-}
-
-/* Milliseconds left until `deadline` (monotonic seconds), for poll. */
-static int ms_left(double deadline) {
-    double left = deadline - RLMonotonicTimeGetCurrent();
-    if (left <= 0)
-        return 0;
-    return left > 1e6 ? 1000000000 : (int)ceil(left * 1000);
-}
-
-/* Writes all of buf, waiting for room until `deadline`. 0, ETIMEDOUT, or
- * the errno that broke the connection. *sent says how much went out. */
-static int write_all(int fd, const uint8_t *buf, size_t len, double deadline, size_t *sent) {
-    size_t off = 0;
-    while (off < len) {
-        ssize_t n = send(fd, buf + off, len - off, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (n > 0) {
-            off += (size_t)n;
-            continue;
-        }
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && errno != EAGAIN) {
-            *sent = off;
-            return errno;
-        }
-        struct pollfd p = {fd, POLLOUT, 0};
-        int r = poll(&p, 1, ms_left(deadline));
-        if (r == 0) {
-            *sent = off;
-            return ETIMEDOUT;
-        }
-        if (r < 0 && errno != EINTR) {
-            *sent = off;
-            return errno;
-        }
-    }
-    *sent = off;
-    return 0;
-}
-
-/* Reads from a non-blocking fd into the reader until a frame is complete
- * (1, frame in *f), the fd has no more (0), or the stream ended or went
- * bad (-1; *why says how). */
-static int read_frame(int fd, rl_wire_reader *rd, rl_wire_frame *f, const char **why) {
-    for (;;) {
-        uint8_t *at;
-        size_t want;
-        rl__wire_want(rd, &at, &want);
-        ssize_t n = recv(fd, at, want, MSG_DONTWAIT);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            return 0;
-        if (n <= 0) {
-            *why = n == 0 ? (rl__wire_idle(rd) ? "peer closed the connection" : "peer closed mid-frame")
-                          : strerror(errno);
-            return -1;
-        }
-        bool done;
-        rl_wire_error e = rl__wire_got(rd, (size_t)n, &done);
-        if (e) {
-            *why = rl__wire_error_text(e);
-            return -1;
-        }
-        if (done) {
-            rl__wire_take(rd, f);
-            return 1;
-        }
-    }
-}
-
 /* ---- objects ---- */
-
-static void conn_free(rl_mp_conn *c) {
-    if (c->fd >= 0)
-        close(c->fd);
-    rl__wire_reader_free(&c->rd);
-    free(c->out);
-    free(c);
-}
 
 static void mp_finalize(void *obj) {
     struct RLMessagePort *mp = obj;
-    /* Invalidate ran first (RLMessagePortInvalidate or the last release). */
-    if (mp->ctx.release)
-        mp->ctx.release(mp->ctx.info);
+    rl__netport_finalize(&mp->np);
     rl__wire_reader_free(&mp->rd);
-    if (mp->link)
-        rl__weak_release(mp->link);
     free(mp->name);
-    pthread_mutex_destroy(&mp->mu);
     pthread_mutex_destroy(&mp->send_mu);
 }
 
@@ -249,12 +120,14 @@ static bool mp_can_destroy(void *obj);
 
 static char *mp_describe(const void *obj) {
     struct RLMessagePort *mp = (struct RLMessagePort *)obj;
-    pthread_mutex_lock(&mp->mu);
+    char why[128] = "";
+    size_t dropped = rl__netport_dropped(&mp->np, why, sizeof why);
+    pthread_mutex_lock(&mp->np.mu);
     char *s = NULL;
     int r = asprintf(&s, "<RLMessagePort %p>{%s \"%s\"%s, dropped %zu connection(s)%s%s}", obj,
-                     mp->remote ? "remote" : "local", mp->name, mp->valid ? "" : ", invalid", mp->dropped,
-                     mp->dropped ? ", last: " : "", mp->dropped ? mp->last_drop : "");
-    pthread_mutex_unlock(&mp->mu);
+                     mp->remote ? "remote" : "local", mp->name, mp->np.valid ? "" : ", invalid", dropped,
+                     dropped ? ", last: " : "", dropped ? why : "");
+    pthread_mutex_unlock(&mp->np.mu);
     return r < 0 ? NULL : s;
 }
 
@@ -268,97 +141,24 @@ static struct RLMessagePort *mp_new(const char *name, bool remote, const char *f
     struct RLMessagePort *mp = rl__object_alloc(&rl__message_port_class, sizeof *mp, fn);
     if (!mp)
         return NULL;
-    pthread_mutex_init(&mp->mu, NULL);
     pthread_mutex_init(&mp->send_mu, NULL);
     mp->remote = remote;
-    mp->limit = RL_WIRE_MAX_BODY;
-    mp->lfd = mp->epfd = mp->tfd = mp->cfd = mp->watch_fd = -1;
-    mp->stall = RL_MP_STALL_DEFAULT;
+    mp->cfd = mp->watch_fd = -1;
     mp->pid = getpid();
-    rl__wire_reader_init(&mp->rd, mp->limit);
+    rl__wire_reader_init(&mp->rd, RL_WIRE_MAX_BODY);
     mp->name = strdup(name);
-    mp->link = rl__weak_new(mp);
-    if (!mp->name || !mp->link) {
+    if (!rl__netport_init(&mp->np, mp) || !mp->name) {
         RLRelease(mp); /* not valid yet: nothing to tear down */
         rl__fail(kRLErrorNoMemory, fn, "out of memory");
         return NULL;
     }
-    mp->valid = true;
     return mp;
 }
 
 /* ---- serving (local ports, on the run loop's thread) ---- */
 
-static void drop_conn_locked(struct RLMessagePort *mp, rl_mp_conn *c, const char *why, bool bad) {
-    for (rl_mp_conn **pp = &mp->conns; *pp; pp = &(*pp)->next)
-        if (*pp == c) {
-            *pp = c->next;
-            break;
-        }
-    if (bad) {
-        mp->dropped++;
-        snprintf(mp->last_drop, sizeof mp->last_drop, "pid %d: %s", (int)c->pid, why);
-    }
-    if (mp->epfd >= 0)
-        (void)epoll_ctl(mp->epfd, EPOLL_CTL_DEL, c->fd, NULL);
-    conn_free(c);
-}
-
-static void rearm(struct RLMessagePort *mp, int fd, void *ptr, uint32_t events) {
-    struct epoll_event ev = {.events = events | EPOLLONESHOT, .data.ptr = ptr};
-    if (epoll_ctl(mp->epfd, EPOLL_CTL_MOD, fd, &ev) < 0 && errno != EBADF && errno != ENOENT)
-        rl__fail_errno(errno, "RLMessagePort", "re-arming a connection of \"%s\"", mp->name);
-}
-
-static void accept_clients(struct RLMessagePort *mp) {
-    for (;;) {
-        int fd = accept4(mp->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0) {
-            if (errno == EINTR || errno == ECONNABORTED)
-                continue;
-            break; /* EAGAIN, or out of fds: the listener stays armed and we come back */
-        }
-        struct ucred uc = {0, (uid_t)-1, (gid_t)-1};
-        bool ok = peer_creds(fd, &uc);
-        if (ok && uc.uid != geteuid()) {
-            RLMessagePortAccessPolicy policy;
-            pthread_mutex_lock(&mp->mu);
-            policy = mp->policy;
-            pthread_mutex_unlock(&mp->mu);
-            ok = policy && policy(mp, uc.uid, uc.gid, uc.pid, mp->ctx.info);
-        }
-        rl_mp_conn *c = ok ? calloc(1, sizeof *c) : NULL;
-        pthread_mutex_lock(&mp->mu);
-        if (!c || !mp->valid) {
-            if (!ok) {
-                mp->dropped++;
-                snprintf(mp->last_drop, sizeof mp->last_drop, "pid %d: uid %u refused", (int)uc.pid,
-                         (unsigned)uc.uid);
-            }
-            pthread_mutex_unlock(&mp->mu);
-            free(c);
-            close(fd);
-            continue;
-        }
-        c->fd = fd;
-        c->uid = uc.uid;
-        c->gid = uc.gid;
-        c->pid = uc.pid;
-        rl__wire_reader_init(&c->rd, mp->limit);
-        struct epoll_event ev = {.events = EPOLLIN | EPOLLONESHOT, .data.ptr = c};
-        if (epoll_ctl(mp->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
-            pthread_mutex_unlock(&mp->mu);
-            conn_free(c);
-            continue;
-        }
-        c->next = mp->conns;
-        mp->conns = c;
-        pthread_mutex_unlock(&mp->mu);
-    }
-}
-
-/* Queues (or writes) a reply frame on c. False: the connection broke. */
-static bool send_reply(rl_mp_conn *c, int32_t msgid, uint32_t seq, RLDataRef reply) {
+/* Writes (or queues) a reply frame on c. False: the connection broke. */
+static bool send_reply(rl_conn *c, int32_t msgid, uint32_t seq, RLDataRef reply) {
     rl_wire_comp comp = {RL_WIRE_DATA, 0, NULL};
     uint32_t n = 0;
     if (reply) {
@@ -371,53 +171,16 @@ static bool send_reply(rl_mp_conn *c, int32_t msgid, uint32_t seq, RLDataRef rep
     if (!buf)
         return false;
     rl__wire_encode(buf, RL_WIRE_REPLY, msgid, seq, &comp, n);
-    if (c->out) { /* earlier replies still wait: keep the order */
-        uint8_t *more = realloc(c->out, c->out_len + len);
-        if (!more) {
-            free(buf);
-            return false;
-        }
-        memcpy(more + c->out_len, buf, len);
-        c->out = more;
-        c->out_len += len;
-        free(buf);
-        return true;
-    }
-    size_t sent = 0;
-    int err = write_all(c->fd, buf, len, 0, &sent);
-    if (err && err != ETIMEDOUT) {
-        free(buf);
-        return false;
-    }
-    if (sent < len) {
-        memmove(buf, buf + sent, len - sent);
-        c->out = buf;
-        c->out_len = len - sent;
-        c->out_off = 0;
-    } else {
-        free(buf);
-    }
-    return true;
-}
-
-static bool flush_out(rl_mp_conn *c) {
-    size_t sent = 0;
-    int err = write_all(c->fd, c->out + c->out_off, c->out_len - c->out_off, 0, &sent);
-    if (err && err != ETIMEDOUT)
-        return false;
-    c->out_off += sent;
-    if (c->out_off == c->out_len) {
-        free(c->out);
-        c->out = NULL;
-        c->out_len = c->out_off = 0;
-    }
-    return true;
+    bool ok = rl__conn_write(c, buf, len);
+    free(buf);
+    return ok;
 }
 
 static void release_owner(void *body) { free(body); }
 
 /* Runs one request; false if the connection must go. */
-static bool dispatch(struct RLMessagePort *mp, rl_mp_conn *c, rl_wire_frame *f, const char **why) {
+static bool dispatch(void *owner, rl_conn *c, rl_wire_frame *f, const char **why) {
+    struct RLMessagePort *mp = owner;
     if (f->h.kind == RL_WIRE_HELLO) { /* a remote port's silent watch connection */
         rl__wire_frame_free(f);
         return true;
@@ -441,7 +204,7 @@ static bool dispatch(struct RLMessagePort *mp, rl_mp_conn *c, rl_wire_frame *f, 
     }
     rl__wire_frame_free(f);
     RLMessagePortCallBack callout = mp->callout;
-    RLDataRef reply = callout ? callout(mp, f->h.msgid, data, mp->ctx.info) : NULL;
+    RLDataRef reply = callout ? callout(mp, f->h.msgid, data, mp->np.ctx.info) : NULL;
     if (data)
         RLRelease(data);
     bool ok = true;
@@ -455,116 +218,47 @@ static bool dispatch(struct RLMessagePort *mp, rl_mp_conn *c, rl_wire_frame *f, 
     return ok;
 }
 
-static void arm_stall_locked(struct RLMessagePort *mp, double at) {
-    double left = at - RLMonotonicTimeGetCurrent();
-    if (left < 1e-3)
-        left = 1e-3;
-    struct itimerspec its = {{0, 0}, {(time_t)left, (long)((left - floor(left)) * 1e9)}};
-    if (timerfd_settime(mp->tfd, 0, &its, NULL) == 0)
-        mp->stall_armed = true;
+/* A client is served only if it is this user, or the access policy
+ * admits it. */
+static bool admit(void *owner, rl_conn *c, char *why, size_t n) {
+    struct RLMessagePort *mp = owner;
+    struct ucred uc = {0, (uid_t)-1, (gid_t)-1};
+    if (!peer_creds(c->fd, &uc)) {
+        snprintf(why, n, "no peer credentials");
+        return false;
+    }
+    c->uid = uc.uid;
+    c->gid = uc.gid;
+    c->pid = uc.pid;
+    if (uc.uid == geteuid())
+        return true;
+    pthread_mutex_lock(&mp->np.mu);
+    RLMessagePortAccessPolicy policy = mp->policy;
+    pthread_mutex_unlock(&mp->np.mu);
+    if (policy && policy(mp, uc.uid, uc.gid, uc.pid, mp->np.ctx.info))
+        return true;
+    snprintf(why, n, "uid %u refused", (unsigned)uc.uid);
+    return false;
 }
 
-/* The stall timer fired: drop every client that began a frame longer ago
- * than the port allows, and set the timer for the next one. */
-static void drop_stalled(struct RLMessagePort *mp) {
-    uint64_t ticks;
-    (void)!read(mp->tfd, &ticks, sizeof ticks);
-    double now = RLMonotonicTimeGetCurrent(), next = INFINITY;
-    pthread_mutex_lock(&mp->mu);
-    mp->stall_armed = false;
-    for (rl_mp_conn *c = mp->conns, *nx; c; c = nx) {
-        nx = c->next;
-        if (c->busy || c->frame_since == 0)
-            continue;
-        if (now - c->frame_since >= mp->stall)
-            drop_conn_locked(mp, c, "stalled mid-frame", true);
-        else if (c->frame_since + mp->stall < next)
-            next = c->frame_since + mp->stall;
-    }
-    if (mp->valid) {
-        if (isfinite(next))
-            arm_stall_locked(mp, next);
-        rearm(mp, mp->tfd, RL_MP_TIMER_TAG, EPOLLIN);
-    }
-    pthread_mutex_unlock(&mp->mu);
-}
-
-static void serve_conn(struct RLMessagePort *mp, rl_mp_conn *c, uint32_t events) {
-    const char *why = NULL;
-    pthread_mutex_lock(&mp->mu);
-    bool keep = !c->closed, bad = false;
-    pthread_mutex_unlock(&mp->mu);
-    if (c->out && (events & EPOLLOUT))
-        keep = flush_out(c);
-    /* At most a few frames per wake, so one chatty client cannot starve
-     * the loop's other sources; the one-shot re-arm brings us back. */
-    for (int i = 0; keep && i < 16 && !c->out; i++) {
-        rl_wire_frame f;
-        int r = read_frame(c->fd, &c->rd, &f, &why);
-        if (r == 0)
-            break;
-        if (r < 0) {
-            keep = false;
-            bad = !rl__wire_idle(&c->rd) || strcmp(why, "peer closed the connection") != 0;
-            break;
-        }
-        if (!dispatch(mp, c, &f, &why)) {
-            keep = false;
-            bad = true;
-        }
-    }
-    pthread_mutex_lock(&mp->mu);
-    c->busy = false;
-    if (!keep || c->closed || !mp->valid) {
-        drop_conn_locked(mp, c, why ? why : "closed", bad);
-    } else {
-        if (rl__wire_idle(&c->rd)) {
-            c->frame_since = 0;
-        } else if (c->frame_since == 0) {
-            c->frame_since = RLMonotonicTimeGetCurrent();
-            if (!mp->stall_armed)
-                arm_stall_locked(mp, c->frame_since + mp->stall);
-        }
-        rearm(mp, c->fd, c, c->out ? EPOLLIN | EPOLLOUT : EPOLLIN);
-    }
-    pthread_mutex_unlock(&mp->mu);
-}
-
-static void port_ready(RLFileDescriptorRef f, RLOptionFlags types, void *info) {
-    /* Retained: a callout may invalidate and release the port. */
-    struct RLMessagePort *mp = rl__weak_get(info);
-    if (!mp)
-        return;
-    struct epoll_event ev[RL_MP_EVENTS];
-    int n = epoll_wait(mp->epfd, ev, RL_MP_EVENTS, 0);
-    /* Claim every connection of the batch first: a callout that
-     * invalidates the port then leaves them to us instead of freeing them
-     * under our feet. */
-    pthread_mutex_lock(&mp->mu);
-    for (int i = 0; i < n; i++)
-        if (ev[i].data.ptr && ev[i].data.ptr != RL_MP_TIMER_TAG)
-            ((rl_mp_conn *)ev[i].data.ptr)->busy = true;
-    pthread_mutex_unlock(&mp->mu);
-    for (int i = 0; i < n; i++) {
-        if (ev[i].data.ptr == NULL) {
-            accept_clients(mp);
-            pthread_mutex_lock(&mp->mu);
-            if (mp->valid)
-                rearm(mp, mp->lfd, NULL, EPOLLIN);
-            pthread_mutex_unlock(&mp->mu);
-            continue;
-        }
-        if (ev[i].data.ptr == RL_MP_TIMER_TAG)
-            drop_stalled(mp);
-        else
-            serve_conn(mp, ev[i].data.ptr, ev[i].events);
-    }
-    /* One-shot per enable (RLFileDescriptor.h): listen for the next. */
-    RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack);
-    RLRelease(mp);
-}
+static const rl_server_ops mp_server_ops = {admit, dispatch};
 
 /* ---- public: creating ---- */
+
+/* A listening socket under `name`, or -errno (EADDRINUSE: taken). */
+static int listen_as(const char *name) {
+    struct sockaddr_un a;
+    socklen_t alen = name_address(name, &a);
+    int lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (lfd < 0)
+        return -errno;
+    if (bind(lfd, (struct sockaddr *)&a, alen) < 0 || listen(lfd, SOMAXCONN) < 0) {
+        int err = errno;
+        close(lfd);
+        return -err;
+    }
+    return lfd;
+}
 
 RLMessagePortRef RLMessagePortCreateLocal(RLAllocatorRef allocator, const char *name, RLMessagePortCallBack callout,
                                           const RLMessagePortContext *context, bool *shouldFreeInfo) {
@@ -572,47 +266,25 @@ RLMessagePortRef RLMessagePortCreateLocal(RLAllocatorRef allocator, const char *
         *shouldFreeInfo = true;
     if (!name_ok(name, __func__))
         return NULL;
-    if (context && context->version != 0)
-        return rl__fail(kRLErrorInvalidArgument, __func__, "context version %ld is not supported (use 0)",
-                        (long)context->version), NULL;
-    pthread_mutex_lock(&g_reg_mu);
+    if (!rl__netport_check_context(context, __func__))
+        return NULL;
+    pthread_mutex_lock(&g_reg.mu);
     struct RLMessagePort *old = reg_find_locked(name, false);
     if (old) { /* as CF: the process's port of that name, retained */
         RLRetain(old);
-        pthread_mutex_unlock(&g_reg_mu);
+        pthread_mutex_unlock(&g_reg.mu);
         return old;
     }
     struct RLMessagePort *mp = mp_new(name, false, __func__);
     if (!mp) {
-        pthread_mutex_unlock(&g_reg_mu);
+        pthread_mutex_unlock(&g_reg.mu);
         return NULL;
     }
-    struct sockaddr_un a;
-    socklen_t alen = name_address(name, &a);
-    mp->lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    mp->epfd = epoll_create1(EPOLL_CLOEXEC);
-    mp->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-    int err = 0;
-    if (mp->lfd < 0 || mp->epfd < 0 || mp->tfd < 0)
-        err = errno;
-    else if (bind(mp->lfd, (struct sockaddr *)&a, alen) < 0 || listen(mp->lfd, SOMAXCONN) < 0)
-        err = errno;
-    struct epoll_event ev = {.events = EPOLLIN | EPOLLONESHOT, .data.ptr = NULL};
-    if (!err && epoll_ctl(mp->epfd, EPOLL_CTL_ADD, mp->lfd, &ev) < 0)
-        err = errno;
-    struct epoll_event tev = {.events = EPOLLIN | EPOLLONESHOT, .data.ptr = RL_MP_TIMER_TAG};
-    if (!err && epoll_ctl(mp->epfd, EPOLL_CTL_ADD, mp->tfd, &tev) < 0)
-        err = errno;
+    int lfd = listen_as(name);
+    int err = lfd < 0 ? -lfd : rl__netport_listen(&mp->np, lfd, &mp_server_ops, mp);
     if (err) {
-        pthread_mutex_unlock(&g_reg_mu);
-        if (mp->lfd >= 0)
-            close(mp->lfd);
-        if (mp->epfd >= 0)
-            close(mp->epfd);
-        if (mp->tfd >= 0)
-            close(mp->tfd);
-        mp->lfd = mp->epfd = mp->tfd = -1;
-        mp->valid = false;
+        pthread_mutex_unlock(&g_reg.mu);
+        mp->np.valid = false;
         RLRelease(mp);
         if (err == EADDRINUSE)
             return rl__fail(kRLErrorExists, __func__, "the name \"%s\" is taken by another process's port", name),
@@ -620,15 +292,12 @@ RLMessagePortRef RLMessagePortCreateLocal(RLAllocatorRef allocator, const char *
         return rl__fail_errno(err, __func__, "cannot listen as \"%s\"", name), NULL;
     }
     mp->callout = callout;
-    if (context)
-        mp->ctx = *context;
-    mp->reg_next = g_reg;
-    g_reg = mp;
-    pthread_mutex_unlock(&g_reg_mu);
+    rl__netport_set_context(&mp->np, context);
+    rl__registry_add_locked(&g_reg, &mp->np);
+    pthread_mutex_unlock(&g_reg.mu);
     /* The retain callback is user code: called with no lock held. The
      * port has no source yet, so nothing calls out with info meanwhile. */
-    if (mp->ctx.retain)
-        mp->ctx.info = (void *)mp->ctx.retain(mp->ctx.info);
+    rl__netport_retain_context(&mp->np);
     if (shouldFreeInfo)
         *shouldFreeInfo = false;
     return mp;
@@ -665,31 +334,144 @@ static int connect_to(const char *name, const char *fn) {
     return fd;
 }
 
-RLMessagePortRef RLMessagePortCreateRemote(RLAllocatorRef allocator, const char *name) {
-    if (!name_ok(name, __func__))
+static void invalidate(struct RLMessagePort *mp);
+
+static RLMessagePortRef create_remote(const char *name, const char *fn) {
+    if (!name_ok(name, fn))
         return NULL;
-    pthread_mutex_lock(&g_reg_mu);
+    pthread_mutex_lock(&g_reg.mu);
     struct RLMessagePort *old = reg_find_locked(name, true);
     if (old) {
         RLRetain(old);
-        pthread_mutex_unlock(&g_reg_mu);
+        pthread_mutex_unlock(&g_reg.mu);
         return old;
     }
-    pthread_mutex_unlock(&g_reg_mu);
-    int fd = connect_to(name, __func__);
+    pthread_mutex_unlock(&g_reg.mu);
+    int fd = connect_to(name, fn);
     if (fd < 0)
         return NULL;
-    struct RLMessagePort *mp = mp_new(name, true, __func__);
+    struct RLMessagePort *mp = mp_new(name, true, fn);
     if (!mp) {
         close(fd);
         return NULL;
     }
     mp->cfd = fd;
-    pthread_mutex_lock(&g_reg_mu);
-    mp->reg_next = g_reg;
-    g_reg = mp;
-    pthread_mutex_unlock(&g_reg_mu);
+    pthread_mutex_lock(&g_reg.mu);
+    rl__registry_add_locked(&g_reg, &mp->np);
+    pthread_mutex_unlock(&g_reg.mu);
     return mp;
+}
+
+RLMessagePortRef RLMessagePortCreateRemote(RLAllocatorRef allocator, const char *name) {
+    return create_remote(name, __func__);
+}
+
+/* ---- the name server ----
+ *
+ * A name is a listening socket in the abstract namespace, so registering
+ * a further name for a local port is one more listening socket in the
+ * port's server: the kernel keeps the table, frees a name with its socket
+ * (a crashed process leaves nothing behind), and refuses a name that is
+ * taken. This process's extra names are listed here, so that they can be
+ * removed by name. */
+
+typedef struct rl_mp_alias {
+    char *name;
+    struct RLMessagePort *port; /* not retained: the entry goes when the port is invalidated */
+    rl_conn *listener;
+    struct rl_mp_alias *next;
+} rl_mp_alias;
+
+static pthread_mutex_t g_alias_mu = PTHREAD_MUTEX_INITIALIZER; /* taken before a server's lock */
+static rl_mp_alias *g_aliases;
+
+static rl_mp_alias **alias_find_locked(const char *name) {
+    rl_mp_alias **pp = &g_aliases;
+    while (*pp && ((*pp)->port->pid != getpid() || strcmp((*pp)->name, name) != 0))
+        pp = &(*pp)->next;
+    return pp;
+}
+
+/* The port is being invalidated: its extra names go with its server. */
+static void aliases_forget(struct RLMessagePort *mp) {
+    pthread_mutex_lock(&g_alias_mu);
+    for (rl_mp_alias **pp = &g_aliases; *pp;) {
+        rl_mp_alias *a = *pp;
+        if (a->port != mp) {
+            pp = &a->next;
+            continue;
+        }
+        *pp = a->next;
+        free(a->name);
+        free(a);
+    }
+    pthread_mutex_unlock(&g_alias_mu);
+}
+
+bool RLMessagePortNameServerRegisterPort(RLMessagePortRef mp, const char *name) {
+    if (!mp_ok(mp, __func__) || !name_ok(name, __func__))
+        return false;
+    if (mp->remote)
+        return rl__fail(kRLErrorInvalidState, __func__, "\"%s\" is a remote port: only a local port can be registered",
+                        mp->name);
+    pthread_mutex_lock(&g_alias_mu);
+    if (!rl__netport_is_valid(&mp->np)) {
+        pthread_mutex_unlock(&g_alias_mu);
+        return rl__fail(kRLErrorInvalidObject, __func__, "the port \"%s\" is invalid", mp->name);
+    }
+    rl_mp_alias *old = *alias_find_locked(name);
+    if (strcmp(name, mp->name) == 0 || (old && old->port == mp)) {
+        pthread_mutex_unlock(&g_alias_mu);
+        return true; /* registered already */
+    }
+    int lfd = old ? -EADDRINUSE : listen_as(name);
+    rl_mp_alias *a = lfd >= 0 ? calloc(1, sizeof *a) : NULL;
+    char *copy = a ? strdup(name) : NULL;
+    rl_conn *l = copy ? rl__server_add_listener(&mp->np.srv, lfd) : NULL;
+    int err = lfd < 0 ? -lfd : !copy ? ENOMEM : !l ? errno : 0;
+    if (err) {
+        pthread_mutex_unlock(&g_alias_mu);
+        if (lfd >= 0 && !copy)
+            close(lfd);
+        free(copy);
+        free(a);
+        if (err == EADDRINUSE)
+            return rl__fail(kRLErrorExists, __func__, "the name \"%s\" is taken by another port", name);
+        return rl__fail_errno(err, __func__, "cannot listen as \"%s\"", name);
+    }
+    *a = (rl_mp_alias){copy, mp, l, g_aliases};
+    g_aliases = a;
+    pthread_mutex_unlock(&g_alias_mu);
+    return true;
+}
+
+RLMessagePortRef RLMessagePortNameServerCopyPort(const char *name) { return create_remote(name, __func__); }
+
+bool RLMessagePortNameServerRemovePort(const char *name) {
+    if (!name_ok(name, __func__))
+        return false;
+    pthread_mutex_lock(&g_alias_mu);
+    rl_mp_alias **pp = alias_find_locked(name), *a = *pp;
+    if (a) {
+        *pp = a->next;
+        rl__server_remove_listener(&a->port->np.srv, a->listener); /* the name is free */
+        pthread_mutex_unlock(&g_alias_mu);
+        free(a->name);
+        free(a);
+        return true;
+    }
+    pthread_mutex_unlock(&g_alias_mu);
+    /* A port's own name lasts as long as the port. */
+    pthread_mutex_lock(&g_reg.mu);
+    struct RLMessagePort *own = reg_find_locked(name, false);
+    if (own)
+        RLRetain(own);
+    pthread_mutex_unlock(&g_reg.mu);
+    if (!own)
+        return rl__fail(kRLErrorNotFound, __func__, "this process has no port registered as \"%s\"", name);
+    invalidate(own);
+    RLRelease(own);
+    return true;
 }
 
 /* ---- public: state ---- */
@@ -699,30 +481,15 @@ bool RLMessagePortIsRemote(RLMessagePortRef mp) { return mp_ok(mp, __func__) && 
 const char *RLMessagePortGetName(RLMessagePortRef mp) { return mp_ok(mp, __func__) ? mp->name : NULL; }
 
 bool RLMessagePortGetContext(RLMessagePortRef mp, RLMessagePortContext *context) {
-    if (!mp_ok(mp, __func__))
-        return false;
-    if (!context)
-        return rl__fail(kRLErrorInvalidArgument, __func__, "NULL context");
-    *context = mp->ctx;
-    return true;
+    return mp_ok(mp, __func__) && rl__netport_get_context(&mp->np, context, __func__);
 }
 
 bool RLMessagePortIsValid(RLMessagePortRef mp) {
-    if (!mp_ok(mp, __func__))
-        return false;
-    pthread_mutex_lock(&mp->mu);
-    bool v = mp->valid;
-    pthread_mutex_unlock(&mp->mu);
-    return v;
+    return mp_ok(mp, __func__) && rl__netport_is_valid(&mp->np);
 }
 
 RLMessagePortInvalidationCallBack RLMessagePortGetInvalidationCallBack(RLMessagePortRef mp) {
-    if (!mp_ok(mp, __func__))
-        return NULL;
-    pthread_mutex_lock(&mp->mu);
-    RLMessagePortInvalidationCallBack cb = mp->inval;
-    pthread_mutex_unlock(&mp->mu);
-    return cb;
+    return mp_ok(mp, __func__) ? (RLMessagePortInvalidationCallBack)rl__netport_get_inval(&mp->np) : NULL;
 }
 
 bool RLMessagePortSetAccessPolicy(RLMessagePortRef mp, RLMessagePortAccessPolicy policy) {
@@ -730,46 +497,23 @@ bool RLMessagePortSetAccessPolicy(RLMessagePortRef mp, RLMessagePortAccessPolicy
         return false;
     if (mp->remote)
         return rl__fail(kRLErrorInvalidState, __func__, "a remote port has no access policy (it connects, it does not accept)");
-    pthread_mutex_lock(&mp->mu);
+    pthread_mutex_lock(&mp->np.mu);
     mp->policy = policy;
-    pthread_mutex_unlock(&mp->mu);
+    pthread_mutex_unlock(&mp->np.mu);
     return true;
 }
 
 bool RLMessagePortSetMessageLimit(RLMessagePortRef mp, RLIndex bytes) {
-    if (!mp_ok(mp, __func__))
+    if (!mp_ok(mp, __func__) || !rl__netport_set_limit(&mp->np, bytes, __func__))
         return false;
-    if (bytes < RL_MP_MIN_LIMIT || bytes > (RLIndex)RL_WIRE_MAX_BODY)
-        return rl__fail(kRLErrorInvalidArgument, __func__, "limit %ld is outside [%d, %u]", (long)bytes,
-                        RL_MP_MIN_LIMIT, RL_WIRE_MAX_BODY);
-    pthread_mutex_lock(&mp->mu);
-    mp->limit = (uint32_t)bytes;
-    /* Frames already begun keep the limit they were checked against. */
-    mp->rd.max_body = mp->limit;
-    for (rl_mp_conn *c = mp->conns; c; c = c->next)
-        c->rd.max_body = mp->limit;
-    pthread_mutex_unlock(&mp->mu);
+    pthread_mutex_lock(&mp->np.mu);
+    mp->rd.max_body = (uint32_t)bytes;
+    pthread_mutex_unlock(&mp->np.mu);
     return true;
 }
 
 bool RLMessagePortSetStallTimeout(RLMessagePortRef mp, RLTimeInterval seconds) {
-    if (!mp_ok(mp, __func__))
-        return false;
-    if (mp->remote)
-        return rl__fail(kRLErrorInvalidState, __func__, "a remote port has no clients to time out");
-    if (!(seconds > 0) || !isfinite(seconds))
-        return rl__fail(kRLErrorInvalidArgument, __func__, "stall timeout %g is not a positive number of seconds",
-                        seconds);
-    pthread_mutex_lock(&mp->mu);
-    mp->stall = seconds;
-    double next = INFINITY;
-    for (rl_mp_conn *c = mp->conns; c; c = c->next)
-        if (c->frame_since && c->frame_since + seconds < next)
-            next = c->frame_since + seconds;
-    if (mp->valid && isfinite(next))
-        arm_stall_locked(mp, next);
-    pthread_mutex_unlock(&mp->mu);
-    return true;
+    return mp_ok(mp, __func__) && rl__netport_set_stall(&mp->np, mp->remote, seconds, __func__);
 }
 
 /* ---- invalidation ---- */
@@ -777,67 +521,35 @@ bool RLMessagePortSetStallTimeout(RLMessagePortRef mp, RLTimeInterval seconds) {
 /* Tears the port down; calls the invalidation callback once (outside the
  * lock). Safe from any thread, and from the port's own callouts. */
 static void invalidate(struct RLMessagePort *mp) {
-    pthread_mutex_lock(&mp->mu);
-    if (!mp->valid) {
-        pthread_mutex_unlock(&mp->mu);
+    if (!rl__netport_begin_invalidate(&mp->np))
         return;
-    }
-    mp->valid = false;
-    RLFileDescriptorRef fdobj = mp->fdobj, watch = mp->watch;
-    RLRunLoopSourceRef source = mp->source;
-    mp->fdobj = mp->watch = NULL;
-    mp->source = NULL;
-    for (rl_mp_conn *c = mp->conns, *next; c; c = next) {
-        next = c->next;
-        if (c->busy) { /* its loop drops it when it is done with it */
-            c->closed = true;
-            shutdown(c->fd, SHUT_RDWR);
-            continue;
-        }
-        (void)epoll_ctl(mp->epfd, EPOLL_CTL_DEL, c->fd, NULL);
-        conn_free(c);
-    }
-    mp->conns = NULL;
-    if (mp->lfd >= 0)
-        close(mp->lfd); /* the name is free from here on */
-    mp->lfd = -1;
-    if (mp->cfd >= 0)
-        shutdown(mp->cfd, SHUT_RDWR); /* a sender waiting on it wakes up; it is closed with send_mu held */
-    RLMessagePortInvalidationCallBack cb = mp->inval;
-    bool call = cb && !mp->inval_called;
-    mp->inval_called = mp->inval_called || call;
-    pthread_mutex_unlock(&mp->mu);
-    rl__weak_cut(mp->link);
-    reg_remove(mp);
-    if (fdobj) {
-        RLFileDescriptorInvalidate(fdobj); /* removes its source from every loop */
-        RLRelease(fdobj);
-    }
+    pthread_mutex_lock(&mp->np.mu);
+    RLFileDescriptorRef watch = mp->watch;
+    mp->watch = NULL;
+    /* A sender waiting on it wakes up (it is closed with send_mu held);
+     * not in a fork()'s child, where the connection is also the parent's. */
+    if (mp->cfd >= 0 && mp->pid == getpid())
+        shutdown(mp->cfd, SHUT_RDWR);
+    pthread_mutex_unlock(&mp->np.mu);
+    rl__registry_remove(&g_reg, &mp->np);
+    aliases_forget(mp);
+    RLMessagePortInvalidationCallBack cb = (RLMessagePortInvalidationCallBack)rl__netport_finish_invalidate(&mp->np);
     if (watch) {
         RLFileDescriptorInvalidate(watch);
         RLRelease(watch);
     }
-    if (source)
-        RLRelease(source);
     pthread_mutex_lock(&mp->send_mu);
     if (mp->cfd >= 0)
         close(mp->cfd);
     mp->cfd = -1;
     pthread_mutex_unlock(&mp->send_mu);
-    if (call)
-        cb(mp, mp->ctx.info);
+    if (cb)
+        cb(mp, mp->np.ctx.info);
 }
 
 static bool mp_can_destroy(void *obj) {
     struct RLMessagePort *mp = obj;
     invalidate(mp);
-    /* Connections a loop was serving are freed by it; it holds a reference
-     * on the port meanwhile, so none is left here. */
-    if (mp->epfd >= 0)
-        close(mp->epfd);
-    if (mp->tfd >= 0)
-        close(mp->tfd);
-    mp->epfd = mp->tfd = -1;
     return true;
 }
 
@@ -867,16 +579,14 @@ static void watch_ready(RLFileDescriptorRef f, RLOptionFlags types, void *info) 
 bool RLMessagePortSetInvalidationCallBack(RLMessagePortRef mp, RLMessagePortInvalidationCallBack callout) {
     if (!mp_ok(mp, __func__))
         return false;
-    pthread_mutex_lock(&mp->mu);
-    if (!mp->valid) {
-        pthread_mutex_unlock(&mp->mu);
+    if (!rl__netport_set_inval(&mp->np, (rl_netport_fn)callout)) {
         if (callout) /* CF calls it at once on an invalid port */
-            callout(mp, mp->ctx.info);
+            callout(mp, mp->np.ctx.info);
         return true;
     }
-    mp->inval = callout;
+    pthread_mutex_lock(&mp->np.mu);
     bool want_watch = mp->remote && callout && mp->watch_fd < 0;
-    pthread_mutex_unlock(&mp->mu);
+    pthread_mutex_unlock(&mp->np.mu);
     if (!want_watch)
         return true;
     int fd = connect_to(mp->name, __func__);
@@ -889,8 +599,8 @@ bool RLMessagePortSetInvalidationCallBack(RLMessagePortRef mp, RLMessagePortInva
     uint8_t hello[RL_WIRE_HEADER];
     rl__wire_encode(hello, RL_WIRE_HELLO, 0, 0, NULL, 0);
     size_t sent;
-    (void)write_all(fd, hello, sizeof hello, deadline_after(1), &sent);
-    RLFileDescriptorContext ctx = {0, mp->link, rl__weak_retain, rl__weak_release, NULL};
+    (void)rl__write_all(fd, hello, sizeof hello, rl__deadline_after(1), &sent);
+    RLFileDescriptorContext ctx = {0, mp->np.link, rl__weak_retain, rl__weak_release, NULL};
     RLFileDescriptorRef w = RLFileDescriptorCreate(NULL, fd, true, watch_ready, &ctx);
     RLRunLoopSourceRef s = w ? RLFileDescriptorCreateRunLoopSource(NULL, w, 0) : NULL;
     if (!s) {
@@ -903,13 +613,13 @@ bool RLMessagePortSetInvalidationCallBack(RLMessagePortRef mp, RLMessagePortInva
         return false;
     }
     RLFileDescriptorEnableCallBacks(w, kRLFileDescriptorReadCallBack);
-    pthread_mutex_lock(&mp->mu);
-    bool still = mp->valid && mp->watch == NULL;
+    pthread_mutex_lock(&mp->np.mu);
+    bool still = mp->np.valid && mp->watch == NULL;
     if (still) {
         mp->watch = w;
         mp->watch_fd = fd;
     }
-    pthread_mutex_unlock(&mp->mu);
+    pthread_mutex_unlock(&mp->np.mu);
     if (still)
         RLRunLoopAddSource(RLRunLoopGetCurrent(), s, kRLRunLoopCommonModes);
     else {
@@ -923,46 +633,7 @@ bool RLMessagePortSetInvalidationCallBack(RLMessagePortRef mp, RLMessagePortInva
 /* ---- run-loop source ---- */
 
 RLRunLoopSourceRef RLMessagePortCreateRunLoopSource(RLAllocatorRef allocator, RLMessagePortRef mp, RLIndex order) {
-    if (!mp_ok(mp, __func__))
-        return NULL;
-    if (mp->remote)
-        return rl__fail(kRLErrorInvalidState, __func__, "a remote port has no run-loop source (only local ports receive)"),
-               NULL;
-    pthread_mutex_lock(&mp->mu);
-    if (!mp->valid) {
-        pthread_mutex_unlock(&mp->mu);
-        return rl__fail(kRLErrorInvalidObject, __func__, "the port \"%s\" is invalid", mp->name), NULL;
-    }
-    if (mp->source) {
-        RLRunLoopSourceRef s = (RLRunLoopSourceRef)RLRetain(mp->source);
-        pthread_mutex_unlock(&mp->mu);
-        return s;
-    }
-    pthread_mutex_unlock(&mp->mu);
-    RLFileDescriptorContext ctx = {0, mp->link, rl__weak_retain, rl__weak_release, NULL};
-    RLFileDescriptorRef f = RLFileDescriptorCreate(NULL, mp->epfd, false, port_ready, &ctx);
-    RLRunLoopSourceRef s = f ? RLFileDescriptorCreateRunLoopSource(NULL, f, order) : NULL;
-    if (!s) {
-        if (f)
-            RLRelease(f);
-        return NULL;
-    }
-    RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack);
-    pthread_mutex_lock(&mp->mu);
-    if (mp->source || !mp->valid) { /* another thread won, or it was invalidated meanwhile */
-        RLRunLoopSourceRef other = mp->source ? (RLRunLoopSourceRef)RLRetain(mp->source) : NULL;
-        pthread_mutex_unlock(&mp->mu);
-        RLFileDescriptorInvalidate(f);
-        RLRelease(f);
-        RLRelease(s);
-        if (!other)
-            rl__fail(kRLErrorInvalidObject, __func__, "the port \"%s\" was invalidated", mp->name);
-        return other;
-    }
-    mp->fdobj = f;
-    mp->source = (RLRunLoopSourceRef)RLRetain(s);
-    pthread_mutex_unlock(&mp->mu);
-    return s;
+    return mp_ok(mp, __func__) ? rl__netport_create_source(&mp->np, mp->remote, order, __func__) : NULL;
 }
 
 /* ---- sending ---- */
@@ -997,26 +668,18 @@ int32_t RLMessagePortSendRequest(RLMessagePortRef mp, int32_t msgid, RLDataRef d
         rl__fail(kRLErrorInvalidArgument, __func__, "NaN timeout");
         return kRLMessagePortTransportError;
     }
-    double send_deadline = deadline_after(sendTimeout);
-    double rcv_deadline = deadline_after(rcvTimeout);
+    double send_deadline = rl__deadline_after(sendTimeout);
+    double rcv_deadline = rl__deadline_after(rcvTimeout);
     size_t len = data ? (size_t)RLDataGetLength(data) : 0;
-    if (len > mp->limit) {
-        rl__fail(kRLErrorInvalidArgument, __func__, "%zu bytes exceed the port's limit of %u", len, mp->limit);
+    pthread_mutex_lock(&mp->np.mu);
+    uint32_t limit = mp->np.limit;
+    pthread_mutex_unlock(&mp->np.mu);
+    if (len > limit) {
+        rl__fail(kRLErrorInvalidArgument, __func__, "%zu bytes exceed the port's limit of %u", len, limit);
         return kRLMessagePortTransportError;
     }
     /* Wait for our turn no longer than the send may take. */
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    double wait = send_deadline - RLMonotonicTimeGetCurrent();
-    if (wait > 0) {
-        ts.tv_sec += (time_t)wait;
-        ts.tv_nsec += (long)((wait - floor(wait)) * 1e9);
-        if (ts.tv_nsec >= 1000000000) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000;
-        }
-    }
-    int lr = wait > 0 ? pthread_mutex_timedlock(&mp->send_mu, &ts) : pthread_mutex_trylock(&mp->send_mu);
+    int lr = rl__lock_until(&mp->send_mu, send_deadline);
     if (lr) {
         rl__fail(kRLErrorTimedOut, __func__, "port \"%s\": another request is still in flight", mp->name);
         return kRLMessagePortSendTimeout;
@@ -1040,7 +703,7 @@ int32_t RLMessagePortSendRequest(RLMessagePortRef mp, int32_t msgid, RLDataRef d
     }
     rl__wire_encode(frame, want_reply ? RL_WIRE_REQUEST : RL_WIRE_ONEWAY, msgid, seq, &comp, data ? 1 : 0);
     size_t sent = 0;
-    int err = write_all(mp->cfd, frame, flen, send_deadline, &sent);
+    int err = rl__write_all(mp->cfd, frame, flen, send_deadline, &sent);
     free(frame);
     if (err == ETIMEDOUT && sent == 0) {
         pthread_mutex_unlock(&mp->send_mu);
@@ -1063,7 +726,7 @@ int32_t RLMessagePortSendRequest(RLMessagePortRef mp, int32_t msgid, RLDataRef d
     for (;;) {
         rl_wire_frame f;
         const char *why = NULL;
-        int r = read_frame(mp->cfd, &mp->rd, &f, &why);
+        int r = rl__read_frame(mp->cfd, &mp->rd, &f, &why);
         if (r < 0)
             return broke(mp, kRLMessagePortBecameInvalidError, __func__, why);
         if (r == 1) {
@@ -1090,7 +753,7 @@ int32_t RLMessagePortSendRequest(RLMessagePortRef mp, int32_t msgid, RLDataRef d
             return kRLMessagePortSuccess;
         }
         struct pollfd p = {mp->cfd, POLLIN, 0};
-        int left = ms_left(rcv_deadline);
+        int left = rl__ms_left(rcv_deadline);
         if (left == 0 || poll(&p, 1, left) == 0) {
             pthread_mutex_unlock(&mp->send_mu);
             rl__fail(kRLErrorTimedOut, __func__, "port \"%s\": no reply in time", mp->name);
@@ -1099,13 +762,22 @@ int32_t RLMessagePortSendRequest(RLMessagePortRef mp, int32_t msgid, RLDataRef d
     }
 }
 
-/* fork(): the registry's lock is held across it (rl_fork.c; it is taken
- * before the object pool's, under which a port is made), so a child forked
- * while another thread registers a port finds the list consistent and the
- * lock free. */
-static void fork_prepare(void) { pthread_mutex_lock(&g_reg_mu); }
-static void fork_parent(void) { pthread_mutex_unlock(&g_reg_mu); }
-static void fork_child(void) { pthread_mutex_unlock(&g_reg_mu); }
+/* fork(): the registry's and the name server's locks are held across it
+ * (rl_fork.c; they are taken before the object pool's, under which a port
+ * is made), so a child forked while another thread registers a port or a
+ * name finds the lists consistent and the locks free. */
+static void fork_prepare(void) {
+    pthread_mutex_lock(&g_reg.mu);
+    pthread_mutex_lock(&g_alias_mu);
+}
+static void fork_parent(void) {
+    pthread_mutex_unlock(&g_alias_mu);
+    pthread_mutex_unlock(&g_reg.mu);
+}
+static void fork_child(void) {
+    pthread_mutex_unlock(&g_alias_mu);
+    pthread_mutex_unlock(&g_reg.mu);
+}
 
 /* Takes this file's place in the lock order held across fork() (rl_fork.h). */
 __attribute__((constructor)) static void fork_register(void) {

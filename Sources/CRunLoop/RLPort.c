@@ -160,6 +160,10 @@ RLPortMessageRef RLPortMessageCreate(RLAllocatorRef allocator, RLPortRef sendPor
         return NULL;
     if (!comps_ok(components, count, __func__))
         return NULL;
+    /* Foundation's view: send_port is where the message goes, recv_port
+     * where replies go. A queued message is stored as its receiver sees
+     * it (send_port: the reply port; recv_port: the port it arrives on),
+     * so sending either kind goes to send_port and replies to recv_port. */
     return msg_new(sendPort, receivePort, 0, components, count, __func__);
 }
 
@@ -647,16 +651,16 @@ bool RLPortSendBeforeDate(RLPortRef p, RLAbsoluteTime limitDate, uint32_t msgid,
 bool RLPortMessageSendBeforeDate(RLPortMessageRef m, RLAbsoluteTime limitDate) {
     if (!msg_ok(m, __func__))
         return false;
-    if (!m->recv_port)
-        return rl__fail(kRLErrorInvalidState, __func__, "the message has no receive port");
+    if (!m->send_port)
+        return rl__fail(kRLErrorInvalidState, __func__, "the message has no send port to go to");
     if (!rl__date_valid(limitDate))
         return rl__fail(kRLErrorInvalidArgument, __func__, "NaN limit date");
     /* The queue links messages, so each send queues its own copy (the
-     * components are shared, not copied). */
-    struct RLPortMessage *copy = msg_new(m->send_port, m->recv_port, m->msgid, m->comps, m->count, __func__);
+     * components are shared, not copied), in the receiver's view. */
+    struct RLPortMessage *copy = msg_new(m->recv_port, m->send_port, m->msgid, m->comps, m->count, __func__);
     if (!copy)
         return false;
-    if (!send_message(m->recv_port, copy, limitDate, __func__)) {
+    if (!send_message(m->send_port, copy, limitDate, __func__)) {
         RLRelease(copy);
         return false;
     }

@@ -33,13 +33,15 @@ RL__HIDDEN bool rl__fork_fail(const char *fn, const char *what) __attribute__((c
 /* The fixed lock order across fork(), outermost first: each number is one
  * file's slot. prepare runs the registered hooks in this order, parent and
  * child in the reverse one. RLThread's registries (held while nothing else
- * is taken), the message-port registry (a port is made under it),
+ * is taken), the message-port and socket-port registries (a port is made
+ * or looked up under them),
  * @synchronized stripes, the run loops' main-loop mutex, thread -> loop
  * table and loop locks, the object pool (taken under all of those), and the
  * lock-order detector (a leaf: taken inside lock operations). */
 typedef enum rl_fork_order {
     RL_FORK_THREAD,
     RL_FORK_MSGPORT,
+    RL_FORK_SOCKPORT,
     RL_FORK_SYNC,
     RL_FORK_RUNLOOP,
     RL_FORK_POOL,

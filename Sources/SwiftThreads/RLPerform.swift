@@ -56,6 +56,7 @@ extension RLThread {
     ///
     /// - Throws: `RLError` `.invalidState` if the thread was never started,
     ///   has finished, or finishes before running `body`.
+    @discardableResult
     public func run<T: Sendable>(modes: [RLRunLoop.Mode] = [.common],
                                  _ body: @escaping @Sendable () throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in

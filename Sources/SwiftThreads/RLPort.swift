@@ -326,9 +326,6 @@ open class RLPort: @unchecked Sendable, Hashable, CustomStringConvertible {
 /// the sender's reply port (send the answer there) and its ``receivePort``
 /// the port it arrived on — so sending a received message answers it.
 ///
-/// (The C `RLPortMessageCreate` takes the receiver's view in both cases: its
-/// `receivePort` is the destination.)
-///
 /// `Sendable`: the ports and components never change; ``msgid`` may be set
 /// from any thread.
 public final class RLPortMessage: @unchecked Sendable, CustomStringConvertible {

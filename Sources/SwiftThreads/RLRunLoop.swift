@@ -92,7 +92,7 @@ public final class RLRunLoop: @unchecked Sendable {
         return wrapper(for: ref)
     }
 
-    private var isCurrentThreadLoop: Bool {
+    var isCurrentThreadLoop: Bool {
         RLRunLoopGetCurrent() == ref
     }
 
@@ -288,6 +288,7 @@ public final class RLRunLoop: @unchecked Sendable {
     /// loop is torn down (its thread exits) before running `body`, this
     /// throws `RLError` with `.invalidState`. Never `await` this for the
     /// calling thread's own loop from code that blocks that thread.
+    @discardableResult
     public func performAndWait<T: Sendable>(inModes modes: [Mode] = [.common],
                                             _ body: @escaping @Sendable () throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in

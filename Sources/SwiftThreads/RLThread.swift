@@ -72,16 +72,29 @@ public final class RLThread: @unchecked Sendable {
     /// to ``errorHandler`` (printed on standard error when there is none),
     /// and rethrown by ``join()``.
     public convenience init(block: @escaping @Sendable () throws -> Void) {
-        self.init(returning: block)
+        self.init(body: block, joinable: false)
     }
 
-    /// An unstarted thread whose body returns a value, for ``join()`` (make
-    /// it joinable with ``setJoinable(_:)`` before ``start()``).
-    public init<Result: Sendable>(returning body: @escaping @Sendable () throws -> Result) {
+    /// An unstarted, joinable thread whose body returns a value for
+    /// ``join()`` (``setJoinable(_:)`` with `false` before ``start()``
+    /// detaches it; an unjoined joinable thread does not leak).
+    ///
+    /// A bare trailing closure, `RLThread { … }`, stays Foundation's
+    /// detached `Thread(block:)`: this form is chosen only by its label.
+    @_disfavoredOverload
+    public convenience init<Result: Sendable>(returning body: @escaping @Sendable () throws -> Result) {
+        self.init(body: body, joinable: true)
+    }
+
+    private init<Result: Sendable>(body: @escaping @Sendable () throws -> Result, joinable: Bool) {
         let state = ThreadState(body: { try body() })
         // The block captures only the state (never this wrapper: the C
         // thread owns the block, and the wrapper owns the C thread).
         guard let created = RLThreadCreateWithBlock(nil, { state.run() }) else {
+            fatalError("RLThread: \(RLError.last())")
+        }
+        // An unstarted thread of our own: making it joinable cannot fail.
+        if joinable && !RLThreadSetJoinable(created, true) {
             fatalError("RLThread: \(RLError.last())")
         }
         self.ref = created

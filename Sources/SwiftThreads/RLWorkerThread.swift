@@ -141,6 +141,7 @@ public final class RLWorkerThread: @unchecked Sendable {
     ///
     /// - Throws: the body's error; `RLError` `.invalidState` if the worker is
     ///   not running or stops before running it.
+    @discardableResult
     public func sync<T>(_ body: () throws -> T) throws -> T {
         let outcome = SyncOutcome<T>()
         let ran = withoutActuallyEscaping(body) { body in
@@ -160,6 +161,7 @@ public final class RLWorkerThread: @unchecked Sendable {
     ///
     /// - Throws: the body's error; `RLError` `.invalidState` if the worker is
     ///   not running.
+    @discardableResult
     public func run<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
             let request = AsyncPerformRequest(continuation: continuation, body: body)

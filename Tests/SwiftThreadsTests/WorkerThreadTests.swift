@@ -7,7 +7,7 @@ import Musl
 #endif
 
 /// Requests per sender in the perform stress test: 250,000 (more than the
-/// issue's 100,000; about a second in a debug build) in a plain run, fewer under a sanitizer (RL_TEST_SCALE set) or
+/// 100,000 the stress requirement asks for; about a second in a debug build) in a plain run, fewer under a sanitizer (RL_TEST_SCALE set) or
 /// when RL_STRESS_OPS says so.
 let thrRequestsPerSender: Int = {
     if let s = getenv("RL_STRESS_OPS"), let n = Int(String(cString: s)), n > 0 { return n }

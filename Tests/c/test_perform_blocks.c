@@ -42,9 +42,27 @@ typedef struct {
 
 static int block_flags(const void *b) { return __atomic_load_n(&((const struct test_block *)b)->flags, __ATOMIC_SEQ_CST); }
 static unsigned long block_size(const void *b) { return ((const struct test_block *)b)->descriptor->size; }
-/* The reference count of a heap block (the runtime keeps it in flags, in
- * steps of 2). */
-static int heap_rc(const void *b) { return (block_flags(b) & T_RC_MASK) >> 1; }
+/* The reference count of a heap block. The runtime keeps it in the low bits
+ * of flags, in steps of 2 in the Swift toolchain's BlocksRuntime (bit 0 marks
+ * a block being freed) and of 1 in Debian's libblocksruntime: the step is
+ * measured once, by copying a heap block. */
+static int rc_step(void) {
+    static int step;
+    if (!step) {
+        int x = 1;
+        void *h = _Block_copy((const void *)(blk) ^{ (void)x; });
+        int before = block_flags(h) & 0xffff;
+        void *again = _Block_copy(h);
+        step = (block_flags(h) & 0xffff) - before;
+        _Block_release(again);
+        _Block_release(h);
+    }
+    return step;
+}
+static int heap_rc(const void *b) {
+    int step = rc_step();
+    return (block_flags(b) & (step == 2 ? T_RC_MASK : 0xffff)) / step;
+}
 
 static blk heap_block(const char *label) {
     return (blk)_Block_copy((const void *)(blk) ^{ rl_trace_add(label); });

@@ -287,7 +287,8 @@ static void test_messages(void **state) {
     RLPortRef a = RLPortCreate(NULL, NULL, NULL), b = RLPortCreate(NULL, NULL, NULL);
     RLDataRef d = u32_data(9);
     RLTypeRef comps[] = {d, a};
-    RLPortMessageRef m = RLPortMessageCreate(NULL, a, b, comps, 2);
+    /* Foundation's orientation: to b, replies to a */
+    RLPortMessageRef m = RLPortMessageCreate(NULL, b, a, comps, 2);
     assert_non_null(m);
     assert_int_equal(RLPortMessageGetMsgid(m), 0);
     assert_true(RLPortMessageSetMsgid(m, 77));
@@ -297,18 +298,19 @@ static void test_messages(void **state) {
     assert_ptr_equal(RLPortMessageGetComponent(m, 1), a);
     assert_rl_fails(RLPortMessageGetComponent(m, 2), kRLErrorInvalidArgument);
     assert_rl_fails(RLPortMessageGetComponent(m, -1), kRLErrorInvalidArgument);
-    assert_ptr_equal(RLPortMessageGetSendPort(m), a);
-    assert_ptr_equal(RLPortMessageGetReceivePort(m), b);
+    assert_ptr_equal(RLPortMessageGetSendPort(m), b);
+    assert_ptr_equal(RLPortMessageGetReceivePort(m), a);
     assert_true(RLPortMessageSendBeforeDate(m, 0));
     assert_true(RLPortMessageSendBeforeDate(m, 0)); /* a message may be sent more than once */
     assert_int_equal(RLPortGetQueuedCount(b), 2);
+    assert_int_equal(RLPortGetQueuedCount(a), 0);
     char *desc = RLCopyDescription(m);
     assert_non_null(strstr(desc, "msgid = 77"));
     free(desc);
     desc = RLCopyDescription(b);
     assert_non_null(strstr(desc, "2 queued"));
     free(desc);
-    RLPortMessageRef nowhere = RLPortMessageCreate(NULL, a, NULL, NULL, 0);
+    RLPortMessageRef nowhere = RLPortMessageCreate(NULL, NULL, a, NULL, 0);
     assert_rl_fails(RLPortMessageSendBeforeDate(nowhere, 0), kRLErrorInvalidState);
     RLRelease(nowhere);
     RLRelease(m);

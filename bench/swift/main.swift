@@ -1,4 +1,4 @@
-// swiftthreads-bench — issue 4's Swift rows: SwiftThreads against
+// swiftthreads-bench — the Swift thread and perform rows: SwiftThreads against
 // Foundation's Thread and RunLoop on Linux, in one process.
 //
 //   swift run -c release swiftthreads-bench     (or `make bench-thread`)
@@ -40,7 +40,7 @@
 // executor, so the pool thread running it pins itself before each timed
 // trip (outside the timing) and the reply resumes on a pool thread that has
 // pinned itself to the sender's CPU once it has run a trip.
-// Targets (issue 4): thread creation <= 1.15x the peer; round trip
+// Targets: thread creation <= 1.15x the peer; round trip
 // <= 0.7x the peer, judged on each placement. Each round runs every variant, ours and the peers
 // alternating in short chunks; cells are medians over rounds of each
 // round's p50 / p99, the ratio the median of the per-round ratios.

@@ -126,7 +126,9 @@ static void locks(void) {
     check(!try_lock_result, "another thread's TryLock fails at once while the lock is held");
     bool relocked = RLLockLock(counter_lock);
     RLError error = RLErrorGetLast();
-    printf("  relocking by the holder: %s (%s)\n", relocked ? "succeeded?!" : "refused", error.message);
+    /* The error's message names the lock by its address; the code says it all. */
+    printf("  relocking by the holder: %s (%s: the calling thread holds it already)\n",
+           relocked ? "succeeded?!" : "refused", RLErrorCodeGetName(error.code));
     check(!relocked && error.code == kRLErrorWouldDeadlock,
           "NSLock would deadlock here; RLLock reports kRLErrorWouldDeadlock");
     EXAMPLE_CHECK(RLLockUnlock(counter_lock));
@@ -279,7 +281,11 @@ static int try_lock_child(const char *path) {
     if (!lock) return 2;
     bool taken = RLDistributedLockTryLock(lock);
     RLError error = RLErrorGetLast();
-    printf("  [second process] TryLock: %s\n", taken ? "taken" : error.message);
+    /* The error's message names the temporary lock file; print the code. */
+    if (taken)
+        printf("  [second process] TryLock: taken\n");
+    else
+        printf("  [second process] TryLock: busy (%s: another process holds the lock)\n", RLErrorCodeGetName(error.code));
     fflush(stdout);
     if (taken) RLDistributedLockUnlock(lock);
     RLRelease(lock);

@@ -1,16 +1,22 @@
 // swiftthreads-demo — a short tour of SwiftThreads: the Threading
 // Programming Guide's and the tutorials' examples, in Swift.
 //
-//   swift run swiftthreads-demo              the tutorials' pace (about 20 s)
-//   RL_EXAMPLE_FAST=1 swift run swiftthreads-demo   (or --fast) as fast as
-//                                             possible, for tests
+//   swift run swiftthreads-demo              every section, at the tutorials' pace (about 20 s)
+//   RL_EXAMPLE_TOUR=1 swift run swiftthreads-demo   (or --tour) what `make demo`
+//                                             runs after the C tour: only what Swift
+//                                             adds (closures, async/await, actors on
+//                                             a worker), at the C tour's pace
+//   RL_EXAMPLE_FAST=1 swift run swiftthreads-demo   (or --fast) every section as
+//                                             fast as possible, for tests
 //
 // Sections: 1. countdown timer, 2. two threads interleaving (with and
 // without sleeping, and synchronized), 3. producer/consumer over a
 // condition lock, 4. a worker posting progress to the main run loop,
 // 5. a delegate told on its own thread, 6. the worker thread's synchronous
 // start and stop, and an actor running on it, 7. the guide's Listing 2-3
-// (an exit flag in the thread dictionary, set by an input source).
+// (an exit flag in the thread dictionary, set by an input source),
+// 8. async/await over run loops (values back from workers, a timer as an
+// AsyncStream).
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -21,20 +27,31 @@ import SwiftThreads
 // MARK: - Support
 
 enum Demo {
-    static let fast: Bool = {
-        if CommandLine.arguments.contains("--fast") { return true }
-        guard let value = getenv("RL_EXAMPLE_FAST") else { return false }
+    static let fast: Bool = flag("--fast", "RL_EXAMPLE_FAST")
+    /// The `make demo` tour: the sections that show what Swift adds, at the
+    /// C tour's pace.
+    static let tour: Bool = !fast && flag("--tour", "RL_EXAMPLE_TOUR")
+
+    static func flag(_ argument: String, _ variable: String) -> Bool {
+        if CommandLine.arguments.contains(argument) { return true }
+        guard let value = getenv(variable) else { return false }
         let text = String(cString: value)
         return !text.isEmpty && text != "0"
-    }()
-
-    /// `normal` seconds at the tutorials' pace, `quick` in fast mode.
-    static func pace(_ normal: RLTimeInterval, fast quick: RLTimeInterval) -> RLTimeInterval {
-        fast ? quick : normal
     }
 
+    /// `normal` seconds at the tutorials' pace, `quick` in fast mode,
+    /// `touring` (default: `normal`) in the tour.
+    static func pace(_ normal: RLTimeInterval, fast quick: RLTimeInterval,
+                     tour touring: RLTimeInterval? = nil) -> RLTimeInterval {
+        fast ? quick : tour ? (touring ?? normal) : normal
+    }
+
+    /// Sections are numbered in the order they run (the tour runs some).
+    static let sectionsShown = Locked(0)
+
     static func heading(_ number: Int, _ title: String) {
-        say("\n=== \(number). \(title) ===")
+        let shown = sectionsShown.withLock { value -> Int in value += 1; return value }
+        say("\n=== \(shown). \(title) ===")
     }
 
     /// Prints a whole line at once (lines from several threads never mix).
@@ -96,7 +113,7 @@ final class Locked<Value>: @unchecked Sendable {
 func countdown() {
     Demo.heading(1, "Countdown timer (RLTimer on the main run loop)")
     let remaining = Locked(10)
-    let interval = Demo.pace(1, fast: 0.001)
+    let interval = Demo.pace(1, fast: 0.001, tour: 0.2)   // the C tour's pace
     let timer = RLTimer.scheduledTimer(withTimeInterval: interval, repeats: true) { timer in
         let value = remaining.withLock { value -> Int in
             defer { value -= 1 }
@@ -419,14 +436,62 @@ func listing2_3() {
     Demo.say("  the job left its loop after \(done) of \(totalChunks) chunks")
 }
 
+// MARK: - 8. async/await over run loops
+
+/// What Swift adds on top of the C tour: values computed on other threads'
+/// run loops come back to `async` code without blocking a thread, and a
+/// run-loop timer feeds an `AsyncStream`.
+func asyncOverRunLoops() async {
+    Demo.heading(8, "async/await: values back from workers, a timer as an AsyncStream")
+    let left = RLWorkerThread(name: "left"), right = RLWorkerThread(name: "right")
+    try! left.start()
+    try! right.start()
+    // Two workers at once; neither await blocks a thread.
+    let sums = (Task { try await left.run { (1...1_000).reduce(0, +) } },
+                Task { try await right.run { (1_001...2_000).reduce(0, +) } })
+    let (a, b) = (try! await sums.0.value, try! await sums.1.value)
+    Demo.say("  await left.run { … } = \(a), await right.run { … } = \(b): \(a + b) in all")
+
+    // A repeating timer on the left worker's run loop, read as an async sequence.
+    let ticks = AsyncStream<Int> { continuation in
+        let count = Locked(0)
+        let timer = RLTimer(fire: RLTime.now, interval: Demo.pace(0.3, fast: 0.001, tour: 0.2), repeats: true) { timer in
+            let n = count.withLock { value -> Int in value += 1; return value }
+            continuation.yield(n)
+            if n == 3 {
+                timer.invalidate()
+                continuation.finish()
+            }
+        }
+        try! left.sync { _ = RLRunLoop.current.add(timer, forMode: .common) }
+    }
+    for await tick in ticks {
+        Demo.say("  for await tick in timerStream: tick \(tick) (fired on the left worker's run loop)")
+    }
+    try! left.stop()
+    try! right.stop()
+    Demo.say("  both workers stopped; every value arrived through await")
+}
+
 // MARK: - Tour
 
-Demo.say("SwiftThreads demo\(Demo.fast ? " (fast)" : "")")
-countdown()
-interleaving()
-producerConsumer()
-progressBar()
-delegateOnItsOwnThread()
-await workerStartStop()
-listing2_3()
+if Demo.tour {
+    // `make demo` ran the C tour just before: show what Swift adds.
+    Demo.say("SwiftThreads tour: closures, async/await and actors on a worker (the C tour showed the rest;")
+    Demo.say("`swift run swiftthreads-demo` runs every section)")
+    countdown()
+    delegateOnItsOwnThread()
+    await workerStartStop()
+    await asyncOverRunLoops()
+} else {
+    Demo.say("SwiftThreads demo\(Demo.fast ? " (fast)" : "")")
+    countdown()
+    interleaving()
+    producerConsumer()
+    progressBar()
+    delegateOnItsOwnThread()
+    await workerStartStop()
+    listing2_3()
+    await asyncOverRunLoops()
+}
 Demo.say("\nDone.")

@@ -39,11 +39,16 @@
 #define __has_feature(x) 0
 #endif
 
-/* Enums with a fixed underlying type where the compiler allows it (clang),
- * so that Swift imports `kRLRunLoopRunFinished` as `.finished`; a plain
- * integer typedef elsewhere (gcc, C). Values are identical either way. */
-/* Written as `typedef RL_ENUM(int32_t, Name) { ... };` (the CF_ENUM idiom). */
-#if defined(__clang__) && __has_attribute(enum_extensibility)
+/* Enums with a fixed underlying type where the language has them and
+ * someone gains from them: Swift's importer (it defines __swift__), which
+ * turns `kRLRunLoopRunFinished` into `.finished`, C++11 and C23 under clang.
+ * Plain C11/C17 has no such enums (clang warns under -pedantic), so there,
+ * and with gcc, the type is a plain integer typedef. Values and sizes are
+ * identical either way, so code built both ways links together.
+ * Written as `typedef RL_ENUM(int32_t, Name) { ... };` (the CF_ENUM idiom). */
+#if defined(__clang__) && __has_attribute(enum_extensibility) && \
+    (defined(__swift__) || defined(__cplusplus) || \
+     (defined(__STDC_VERSION__) && __STDC_VERSION__ >= 202311L))
 #define RL_ENUM(_type, _name) \
     int rl__enum_##_name; \
     enum __attribute__((enum_extensibility(open))) _name : _type; \

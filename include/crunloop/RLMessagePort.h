@@ -144,6 +144,30 @@ RL_EXPORT RLRunLoopSourceRef RL_NULLABLE RLMessagePortCreateRunLoopSource(RLAllo
                                                                           RLMessagePortRef RL_NULLABLE local,
                                                                           RLIndex order);
 
+/* ---- the name server (NSMessagePortNameServer) ----
+ *
+ * Names are per user and live in the same abstract namespace as port
+ * names: a local port is registered under the name it was created with
+ * for as long as it is valid, and may be registered under more names (each
+ * one more listening socket of the port, served like its own). Lookup
+ * returns a remote port, from any process of the user. A name vanishes
+ * with the port (invalidated, or its process gone: nothing stale is left),
+ * and a name that any port of any process holds cannot be taken. */
+
+/* Registers a valid local port under `name` too. True if it now answers
+ * to it (also when it already did). False (error set): kRLErrorExists
+ * (another port holds the name), kRLErrorInvalidState (a remote port),
+ * kRLErrorInvalidObject, kRLErrorInvalidArgument (a bad name). */
+RL_EXPORT bool RLMessagePortNameServerRegisterPort(RLMessagePortRef RL_NULLABLE local, const char *RL_NULLABLE name);
+/* A remote port for the port registered as `name` (Create rule), as
+ * RLMessagePortCreateRemote. NULL (error set: kRLErrorNotFound, ...). */
+RL_EXPORT RLMessagePortRef RL_NULLABLE RLMessagePortNameServerCopyPort(const char *RL_NULLABLE name);
+/* Removes a name this process registered: an extra name is dropped (the
+ * port stays valid and keeps its other names); a port's own name goes with
+ * the port, which is invalidated. False (error set): kRLErrorNotFound if no
+ * port of this process holds the name, kRLErrorInvalidArgument. */
+RL_EXPORT bool RLMessagePortNameServerRemovePort(const char *RL_NULLABLE name);
+
 RL_EXTERN_C_END
 
 #endif /* CRUNLOOP_RLMESSAGEPORT_H */

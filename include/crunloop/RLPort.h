@@ -103,9 +103,12 @@ RL_EXPORT bool RLPortSendBeforeDate(RLPortRef RL_NULLABLE port, RLAbsoluteTime l
 
 /* ---- messages (NSPortMessage) ---- */
 
-/* A message to send to receivePort, replies to sendPort (either may be
- * NULL), with copies of the component list (the components are retained).
- * Create rule. */
+/* A message to send to sendPort whose replies go to receivePort (either
+ * may be NULL), as NSPortMessage's initWithSendPort:receivePort:components:,
+ * with a copy of the component list (the components are retained). Create
+ * rule. A message a port received has them seen from the receiver, as in
+ * Foundation: its send port is the sender's reply port (send the answer
+ * there) and its receive port the port it arrived on. */
 RL_EXPORT RLPortMessageRef RL_NULLABLE RLPortMessageCreate(RLAllocatorRef RL_NULLABLE allocator,
                                                            RLPortRef RL_NULLABLE sendPort,
                                                            RLPortRef RL_NULLABLE receivePort,
@@ -121,7 +124,8 @@ RL_EXPORT RLTypeRef RL_NULLABLE RLPortMessageGetComponent(RLPortMessageRef RL_NU
 /* Get rule; NULL when there is none (no error). */
 RL_EXPORT RLPortRef RL_NULLABLE RLPortMessageGetSendPort(RLPortMessageRef RL_NULLABLE message);
 RL_EXPORT RLPortRef RL_NULLABLE RLPortMessageGetReceivePort(RLPortMessageRef RL_NULLABLE message);
-/* Sends the message to its receive port, as RLPortSendBeforeDate. */
+/* Sends the message to its send port, replies to its receive port, as
+ * RLPortSendBeforeDate; so sending a received message answers its sender. */
 RL_EXPORT bool RLPortMessageSendBeforeDate(RLPortMessageRef RL_NULLABLE message, RLAbsoluteTime limitDate);
 
 RL_EXTERN_C_END

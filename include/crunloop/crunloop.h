@@ -28,6 +28,7 @@
 #include <crunloop/RLData.h>
 #include <crunloop/RLMessagePort.h>
 #include <crunloop/RLPort.h>
+#include <crunloop/RLSocketPort.h>
 #include <crunloop/RLLockDebug.h>
 
 #endif /* CRUNLOOP_CRUNLOOP_H */

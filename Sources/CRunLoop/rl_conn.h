@@ -1,0 +1,207 @@
+/*
+ * rl_conn.h — serving framed connections for ports that receive over
+ * stream sockets (message ports over Unix sockets, socket ports over TCP),
+ * and the blocking-with-a-deadline helpers their senders use. Private.
+ *
+ * A server owns a listening socket, an epoll set and a stall timer. The
+ * epoll set is the one fd a run loop watches for the port (through an
+ * RLFileDescriptor), however many clients it has. Every connection is
+ * armed one-shot: the run loop that takes its event owns the connection
+ * until it re-arms it, so a port whose source is in several loops never
+ * has two threads reading one stream. A client that begins a frame must
+ * finish it within the stall timeout; one that sends a bad frame, stalls
+ * or is refused loses its connection, the drop is counted with its reason,
+ * and everyone else is served on.
+ *
+ * What a frame means is the port's business: the server hands each frame
+ * to ops->dispatch, and each new client to ops->admit first. Neither runs
+ * with the server's lock held.
+ */
+#ifndef CRUNLOOP_RL_CONN_H
+#define CRUNLOOP_RL_CONN_H
+
+#include "RLBase.h"
+#include "rl_weak.h"
+#include "rl_wire.h"
+
+#include <crunloop/RLFileDescriptor.h>
+
+#include <pthread.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+typedef struct rl_conn {
+    int fd;
+    struct sockaddr_storage addr; /* the peer's address, as accept saw it */
+    socklen_t addrlen;
+    uid_t uid; /* SO_PEERCRED for Unix sockets; -1 otherwise */
+    gid_t gid;
+    pid_t pid;
+    bool listening;     /* an extra listening socket of the server, not a client */
+    bool busy;          /* a loop is serving it (its event was taken, one-shot) */
+    bool closed;        /* the server closed while it was busy */
+    double frame_since; /* monotonic time its current frame began; 0: between frames */
+    rl_wire_reader rd;
+    uint8_t *out; /* bytes not yet written (the client reads slowly) */
+    size_t out_len, out_off;
+    struct rl_conn *next;
+} rl_conn;
+
+typedef struct rl_server_ops {
+    /* A new client, before it is served; false refuses it (it writes why
+     * into why[n]; the refusal is counted as a drop). */
+    bool (*admit)(void *owner, rl_conn *c, char *why, size_t n);
+    /* One complete frame from c (dispatch owns it: rl__wire_frame_free).
+     * False drops the connection (*why says why). */
+    bool (*dispatch)(void *owner, rl_conn *c, rl_wire_frame *f, const char **why);
+} rl_server_ops;
+
+typedef struct rl_server {
+    pthread_mutex_t mu; /* everything below; never held while ops run */
+    bool valid;
+    int lfd, epfd, tfd;
+    double stall;     /* seconds a client may take to finish a frame */
+    bool stall_armed; /* tfd is set */
+    uint32_t limit;   /* largest frame body accepted */
+    rl_conn *conns;
+    rl_conn *listeners; /* extra listening sockets (rl__server_add_listener) */
+    size_t dropped;      /* connections dropped for bad frames or refusals */
+    char last_drop[128]; /* why the last one was */
+    const rl_server_ops *ops;
+    void *owner;
+    pid_t made_by; /* a fork()'s child closes its copies of the fds but never
+                    * cuts the connections or edits the epoll set it shares
+                    * with its parent */
+} rl_server;
+
+/* Sets up a server around a bound, listening, non-blocking socket (taken
+ * over, also on failure). 0, or the errno that failed. */
+RL__HIDDEN int rl__server_init(rl_server *s, int lfd, uint32_t limit, const rl_server_ops *ops, void *owner);
+/* Also takes clients from another bound, listening, non-blocking socket
+ * (taken over, also on failure). The handle, or NULL (errno set). */
+RL__HIDDEN rl_conn *rl__server_add_listener(rl_server *s, int lfd);
+/* Stops listening on it (its address is free at once unless a loop is
+ * accepting on it right now: then when that loop is done). */
+RL__HIDDEN void rl__server_remove_listener(rl_server *s, rl_conn *listener);
+/* The fd a run loop watches (readable when there is work). */
+RL__HIDDEN int rl__server_fd(const rl_server *s);
+/* Does what is ready: accepts, serves a batch of frames, drops stalled
+ * clients. Call on the loop's thread when rl__server_fd is readable. */
+RL__HIDDEN void rl__server_serve(rl_server *s);
+/* Stops listening and drops every client (a connection being served is
+ * dropped by the thread serving it). Idempotent. */
+RL__HIDDEN void rl__server_close(rl_server *s);
+/* Frees what close left (call once, after close, when no loop serves it). */
+RL__HIDDEN void rl__server_destroy(rl_server *s);
+RL__HIDDEN void rl__server_set_limit(rl_server *s, uint32_t limit);
+RL__HIDDEN void rl__server_set_stall(rl_server *s, double seconds);
+/* Connections dropped so far; the last reason goes into why (n bytes). */
+RL__HIDDEN size_t rl__server_dropped(rl_server *s, char *why, size_t n);
+
+/* Writes a frame to c, or queues what the socket does not take now (it is
+ * flushed when c is writable). Call from dispatch only. False: no memory
+ * or the connection broke. */
+RL__HIDDEN bool rl__conn_write(rl_conn *c, uint8_t *frame, size_t len);
+
+/* ---- senders: blocking with a deadline (monotonic seconds) ---- */
+
+RL__HIDDEN double rl__deadline_after(double seconds);
+/* Milliseconds left until deadline, for poll. */
+RL__HIDDEN int rl__ms_left(double deadline);
+/* Locks mu, waiting no later than deadline. 0 or ETIMEDOUT. */
+RL__HIDDEN int rl__lock_until(pthread_mutex_t *mu, double deadline);
+/* Writes all of buf to a non-blocking fd, waiting for room until deadline.
+ * 0, ETIMEDOUT, or the errno that broke the connection; *sent says how
+ * much went out. */
+RL__HIDDEN int rl__write_all(int fd, const uint8_t *buf, size_t len, double deadline, size_t *sent);
+/* Reads from a non-blocking fd into rd until a frame is complete (1, frame
+ * in *f), the fd has no more (0), or the stream ended or went bad (-1;
+ * *why says how). */
+RL__HIDDEN int rl__read_frame(int fd, rl_wire_reader *rd, rl_wire_frame *f, const char **why);
+
+/* ---- the part every port that listens on a socket shares ----
+ *
+ * A message port and a socket port embed an rl_netport right after their
+ * object header (checked with RL__NETPORT_CHECK): validity, context,
+ * invalidation callback, message limit, the server, and the run-loop
+ * source over the server's fd. The port's own lock is np.mu. */
+
+/* Same layout as RLMessagePortContext and RLSocketPortContext. */
+typedef struct rl_netport_context {
+    RLIndex version;
+    void *info;
+    const void *(*retain)(const void *info);
+    void (*release)(const void *info);
+    char *(*copyDescription)(const void *info);
+} rl_netport_context;
+
+/* A port's invalidation callback, stored without its type; the port casts
+ * it back to its own callback type to call it. */
+typedef void (*rl_netport_fn)(void);
+
+typedef struct rl_netport {
+    rl__weak *link;     /* what its fd object points at (rl_weak.h) */
+    pthread_mutex_t mu; /* the port's state; never held while user code runs */
+    bool valid;
+    bool inval_called;
+    bool serving; /* srv is set up */
+    rl_netport_context ctx;
+    rl_netport_fn inval;
+    uint32_t limit; /* the largest frame body accepted or sent */
+    rl_server srv;
+    RLFileDescriptorRef fdobj;
+    RLRunLoopSourceRef source;
+    struct rl_netport *reg_next; /* in the port family's registry */
+} rl_netport;
+
+struct rl__netport_probe {
+    rl__object base;
+    rl_netport np;
+};
+#define RL__NETPORT_OFFSET offsetof(struct rl__netport_probe, np)
+#define RL__NETPORT_CHECK(type) \
+    _Static_assert(offsetof(type, np) == RL__NETPORT_OFFSET, #type ": np must follow the object header")
+
+enum { RL_NETPORT_MIN_LIMIT = 64 };
+
+/* Sets np up for obj (valid). False if memory is short (nothing to undo
+ * but rl__netport_finalize). */
+RL__HIDDEN bool rl__netport_init(rl_netport *np, void *obj);
+RL__HIDDEN void rl__netport_finalize(rl_netport *np);
+/* Checks the context's version. */
+RL__HIDDEN bool rl__netport_check_context(const void *context, const char *fn);
+/* Keeps a copy of the context (NULL: none). */
+RL__HIDDEN void rl__netport_set_context(rl_netport *np, const void *context);
+/* Calls the context's retain on its info: user code, so with no lock held. */
+RL__HIDDEN void rl__netport_retain_context(rl_netport *np);
+RL__HIDDEN bool rl__netport_get_context(rl_netport *np, void *context, const char *fn);
+/* Serves a bound, listening socket (taken over). 0 or an errno. */
+RL__HIDDEN int rl__netport_listen(rl_netport *np, int lfd, const rl_server_ops *ops, void *owner);
+RL__HIDDEN bool rl__netport_is_valid(rl_netport *np);
+/* Marks np invalid; true if it was valid, and the caller then tears its
+ * own parts down and calls rl__netport_finish_invalidate. */
+RL__HIDDEN bool rl__netport_begin_invalidate(rl_netport *np);
+/* Stops the server, cuts the link, takes the source out of every loop.
+ * Returns the invalidation callback to call (once), or NULL. */
+RL__HIDDEN rl_netport_fn rl__netport_finish_invalidate(rl_netport *np);
+/* Sets the callback and returns true; on an invalid port sets nothing and
+ * returns false (the caller calls it at once, as CF does). */
+RL__HIDDEN bool rl__netport_set_inval(rl_netport *np, rl_netport_fn fn);
+RL__HIDDEN rl_netport_fn rl__netport_get_inval(rl_netport *np);
+RL__HIDDEN bool rl__netport_set_limit(rl_netport *np, RLIndex bytes, const char *fn);
+RL__HIDDEN bool rl__netport_set_stall(rl_netport *np, bool remote, RLTimeInterval seconds, const char *fn);
+RL__HIDDEN RLRunLoopSourceRef rl__netport_create_source(rl_netport *np, bool remote, RLIndex order, const char *fn);
+/* Dropped connections, and the last reason (into why[n]). */
+RL__HIDDEN size_t rl__netport_dropped(rl_netport *np, char *why, size_t n);
+
+/* A port family's list of ports, for lookups by name or address. */
+typedef struct rl_netport_registry {
+    pthread_mutex_t mu;
+    rl_netport *head;
+} rl_netport_registry;
+RL__HIDDEN void rl__registry_add_locked(rl_netport_registry *r, rl_netport *np);
+RL__HIDDEN void rl__registry_remove(rl_netport_registry *r, rl_netport *np);
+/* The port object an entry belongs to. */
+static inline void *rl__netport_object(rl_netport *np) { return (char *)np - RL__NETPORT_OFFSET; }
+
+#endif /* CRUNLOOP_RL_CONN_H */

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# The Swift side of `make check` and `make demo`, built quietly.
+#
+#   scripts/run-swift-tests.sh          swift build --build-tests, then swift test:
+#       one "[swift] PASS/FAIL suite NAME" line per suite (the whole output of
+#       a failing run), ends with "N passed, N failed, N skipped" over the tests
+#   scripts/run-swift-tests.sh --demo   swiftthreads-demo in its fast mode: it
+#       must exit 0 and end with its closing line; "[swift-demo] PASS ..."
+#   scripts/run-swift-tests.sh --tour   swiftthreads-demo's tour (RL_EXAMPLE_TOUR=1): what Swift adds
+#
+# SWIFT_ARGS: extra SwiftPM arguments (the Makefile's PLAIN=1 build folder).
+# V=1 prints SwiftPM's own output as it goes.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+SWIFT=${SWIFT:-swift}
+read -r -a args <<< "${SWIFT_ARGS:-}"
+mode=${1:-test}
+# SwiftPM takes CC/CFLAGS from the environment: a gcc from `make CC=gcc`
+# must not reach it.
+swiftpm() { env -u CC -u CFLAGS -u CPPFLAGS -u LDFLAGS -u MAKEFLAGS -u MFLAGS "$SWIFT" "$@"; }
+logdir=.build/logs
+mkdir -p "$logdir"
+
+# build WHAT LOG ARGS...: a quiet SwiftPM build that says what it does.
+build() {
+  local what=$1 log=$2; shift 2
+  printf '  %-8s %s\n' SWIFT "building $what (swift build $*; V=1 shows its output) ..."
+  if [ "${V:-0}" = 1 ]; then swiftpm build "$@" "${args[@]}" 2>&1 | tee "$log"; return "${PIPESTATUS[0]}"; fi
+  if ! swiftpm build "$@" "${args[@]}" >"$log" 2>&1; then
+    echo "swift build failed:"; grep -E 'error:' "$log" | head -30; tail -5 "$log"; return 1
+  fi
+}
+
+case $mode in
+--tour)
+  build "the Swift demo" "$logdir/demo-build.log" --product swiftthreads-demo || exit 1
+  echo
+  echo "==== Swift: swiftthreads-demo (what the Swift layer adds) ===="
+  RL_EXAMPLE_TOUR=1 exec env -u MAKEFLAGS "$SWIFT" run -q --skip-build "${args[@]}" swiftthreads-demo
+  ;;
+--demo)
+  build "the Swift demo" "$logdir/demo-build.log" --product swiftthreads-demo || { echo "0 passed, 1 failed, 0 skipped"; exit 1; }
+  out=$logdir/swiftthreads-demo.out
+  if RL_EXAMPLE_FAST=1 timeout 300 env -u MAKEFLAGS "$SWIFT" run -q --skip-build "${args[@]}" swiftthreads-demo >"$out" 2>&1 </dev/null; then
+    echo "[swift-demo] PASS swiftthreads-demo (fast mode)"; echo "1 passed, 0 failed, 0 skipped"; exit 0
+  fi
+  echo "[swift-demo] FAIL swiftthreads-demo (fast mode)"; sed 's/^/     | /' "$out" | tail -60
+  echo "0 passed, 1 failed, 0 skipped"; exit 1
+  ;;
+esac
+
+build "SwiftThreads and its tests" "$logdir/test-build.log" --build-tests || { echo "0 passed, 1 failed, 0 skipped"; exit 1; }
+printf '  %-8s %s\n' SWIFT "swift test ..."
+log=$logdir/test.log
+if [ "${V:-0}" = 1 ]; then swiftpm test --skip-build "${args[@]}" 2>&1 | tee "$log"; rc=${PIPESTATUS[0]}
+else swiftpm test --skip-build "${args[@]}" >"$log" 2>&1; rc=$?; fi
+# Swift Testing prints a line per test ("✔ Test name() passed after…",
+# "✘ Test name() failed…", "➜ Test name() skipped") and per suite; XCTest
+# "Test Case '…' passed|failed|skipped". Symbols vary: match the words.
+plain=$(sed 's/\x1b\[[0-9;]*m//g' "$log")
+count() { printf '%s\n' "$plain" | grep -Ec "$1"; }
+passed=$(( $(count '^[^ ]+ Test [^ ].* passed after') + $(count "^Test Case '.*' passed") ))
+failed=$(( $(count '^[^ ]+ Test [^ ].* failed after') + $(count "^Test Case '.*' failed") ))
+skipped=$(( $(count '^[^ ]+ Test [^ ].* skipped') + $(count "^Test Case '.*' skipped") ))
+printf '%s\n' "$plain" | sed -nE 's/^[^ ]+ Suite ([^ ]+) passed after.*/[swift] PASS suite \1/p; s/^[^ ]+ Suite ([^ ]+) failed after.*/[swift] FAIL suite \1/p'
+if [ "$rc" -ne 0 ]; then
+  echo "swift test exited with status $rc; its failures:"
+  printf '%s\n' "$plain" | grep -E 'failed|error|Expectation|recorded an issue|Fatal|crash' | grep -v '^[^ ]+ Suite' | head -60 | sed 's/^/     | /'
+  [ "$failed" -eq 0 ] && failed=1
+fi
+echo "$passed passed, $failed failed, $skipped skipped"
+[ "$failed" -eq 0 ]
