@@ -1462,38 +1462,38 @@ static bool rl_contains_item(RLRunLoopRef rl, void *item, rl_kind kind, RLRunLoo
 }
 
 bool RLRunLoopAddSource(RLRunLoopRef rl, RLRunLoopSourceRef s, RLRunLoopMode mode) {
-    return rl_add_item(rl, s, RL_KIND_SOURCE, mode, "RLRunLoopAddSource");
+    return rl_add_item(rl, s, RL_KIND_SOURCE, mode, __func__);
 }
 bool RLRunLoopRemoveSource(RLRunLoopRef rl, RLRunLoopSourceRef s, RLRunLoopMode mode) {
-    return rl_remove_item(rl, s, RL_KIND_SOURCE, mode, "RLRunLoopRemoveSource");
+    return rl_remove_item(rl, s, RL_KIND_SOURCE, mode, __func__);
 }
 bool RLRunLoopContainsSource(RLRunLoopRef rl, RLRunLoopSourceRef s, RLRunLoopMode mode) {
-    return rl_contains_item(rl, s, RL_KIND_SOURCE, mode, "RLRunLoopContainsSource");
+    return rl_contains_item(rl, s, RL_KIND_SOURCE, mode, __func__);
 }
 bool RLRunLoopAddTimer(RLRunLoopRef rl, RLRunLoopTimerRef t, RLRunLoopMode mode) {
-    return rl_add_item(rl, t, RL_KIND_TIMER, mode, "RLRunLoopAddTimer");
+    return rl_add_item(rl, t, RL_KIND_TIMER, mode, __func__);
 }
 bool RLRunLoopRemoveTimer(RLRunLoopRef rl, RLRunLoopTimerRef t, RLRunLoopMode mode) {
-    return rl_remove_item(rl, t, RL_KIND_TIMER, mode, "RLRunLoopRemoveTimer");
+    return rl_remove_item(rl, t, RL_KIND_TIMER, mode, __func__);
 }
 bool RLRunLoopContainsTimer(RLRunLoopRef rl, RLRunLoopTimerRef t, RLRunLoopMode mode) {
-    return rl_contains_item(rl, t, RL_KIND_TIMER, mode, "RLRunLoopContainsTimer");
+    return rl_contains_item(rl, t, RL_KIND_TIMER, mode, __func__);
 }
 bool RLRunLoopAddObserver(RLRunLoopRef rl, RLRunLoopObserverRef o, RLRunLoopMode mode) {
-    return rl_add_item(rl, o, RL_KIND_OBSERVER, mode, "RLRunLoopAddObserver");
+    return rl_add_item(rl, o, RL_KIND_OBSERVER, mode, __func__);
 }
 bool RLRunLoopRemoveObserver(RLRunLoopRef rl, RLRunLoopObserverRef o, RLRunLoopMode mode) {
-    return rl_remove_item(rl, o, RL_KIND_OBSERVER, mode, "RLRunLoopRemoveObserver");
+    return rl_remove_item(rl, o, RL_KIND_OBSERVER, mode, __func__);
 }
 bool RLRunLoopContainsObserver(RLRunLoopRef rl, RLRunLoopObserverRef o, RLRunLoopMode mode) {
-    return rl_contains_item(rl, o, RL_KIND_OBSERVER, mode, "RLRunLoopContainsObserver");
+    return rl_contains_item(rl, o, RL_KIND_OBSERVER, mode, __func__);
 }
 
 /* ------------------------------------------------------------------ */
 /* modes: public                                                       */
 
 bool RLRunLoopAddCommonMode(RLRunLoopRef rl, RLRunLoopMode mode) {
-    const char *fn = "RLRunLoopAddCommonMode";
+    const char *fn = __func__;
     if (!rl__check_loop(rl, fn) || !rl__mode_name_ok(mode, fn))
         return false;
     if (rl__is_common(mode))
@@ -1537,7 +1537,7 @@ bool RLRunLoopAddCommonMode(RLRunLoopRef rl, RLRunLoopMode mode) {
 }
 
 char *RLRunLoopCopyCurrentMode(RLRunLoopRef rl) {
-    if (!rl__check_loop(rl, "RLRunLoopCopyCurrentMode"))
+    if (!rl__check_loop(rl, __func__))
         return NULL;
     rl__loop_lock(rl);
     char *s = rl->frame ? strdup(rl->frame->mode->name) : NULL;
@@ -1546,7 +1546,7 @@ char *RLRunLoopCopyCurrentMode(RLRunLoopRef rl) {
 }
 
 char **RLRunLoopCopyAllModes(RLRunLoopRef rl, RLIndex *count) {
-    const char *fn = "RLRunLoopCopyAllModes";
+    const char *fn = __func__;
     if (!rl__check_loop(rl, fn))
         return NULL;
     rl__loop_lock(rl);
@@ -1573,7 +1573,7 @@ char **RLRunLoopCopyAllModes(RLRunLoopRef rl, RLIndex *count) {
 }
 
 RLAbsoluteTime RLRunLoopGetNextTimerFireDate(RLRunLoopRef rl, RLRunLoopMode mode) {
-    const char *fn = "RLRunLoopGetNextTimerFireDate";
+    const char *fn = __func__;
     if (!rl__check_loop(rl, fn) || !rl__mode_name_ok(mode, fn))
         return 0;
     rl__loop_lock(rl);
@@ -1589,20 +1589,20 @@ RLAbsoluteTime RLRunLoopGetNextTimerFireDate(RLRunLoopRef rl, RLRunLoopMode mode
 /* wake-up, stop, waiting                                              */
 
 bool RLRunLoopIsWaiting(RLRunLoopRef rl) {
-    if (!rl__check_loop(rl, "RLRunLoopIsWaiting"))
+    if (!rl__check_loop(rl, __func__))
         return false;
     return atomic_load(&rl->sleeping) != 0;
 }
 
 bool RLRunLoopWakeUp(RLRunLoopRef rl) {
-    if (!rl__check_loop(rl, "RLRunLoopWakeUp"))
+    if (!rl__check_loop(rl, __func__))
         return false;
     rl_wake(rl);
     return true;
 }
 
 bool RLRunLoopStop(RLRunLoopRef rl) {
-    if (!rl__check_loop(rl, "RLRunLoopStop"))
+    if (!rl__check_loop(rl, __func__))
         return false;
     rl__loop_lock(rl);
     /* As CF: only a running loop can be stopped; the innermost run returns. */

@@ -734,7 +734,7 @@ static RLRunLoopRunResult rl_run(RLRunLoopRef rl, const char *mode, RLTimeInterv
  * the common pseudo-mode: a result is always one of the enum's values, so
  * a switch over it never falls through; the error says why. */
 RLRunLoopRunResult RLRunLoopRunInMode(RLRunLoopMode mode, RLTimeInterval seconds, bool returnAfterSourceHandled) {
-    const char *fn = "RLRunLoopRunInMode";
+    const char *fn = __func__;
     if (!rl__mode_name_ok(mode, fn))
         return kRLRunLoopRunFinished;
     if (rl__is_common(mode)) {
@@ -752,7 +752,7 @@ RLRunLoopRunResult RLRunLoopRunInMode(RLRunLoopMode mode, RLTimeInterval seconds
 }
 
 bool RLRunLoopIsFinished(RLRunLoopRef rl, RLRunLoopMode mode) {
-    const char *fn = "RLRunLoopIsFinished";
+    const char *fn = __func__;
     if (!rl__check_loop(rl, fn) || !rl__mode_name_ok(mode, fn))
         return true;
     if (!pthread_equal(rl->thread, pthread_self())) {
