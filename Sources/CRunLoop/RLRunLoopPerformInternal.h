@@ -290,7 +290,8 @@ RL__HIDDEN bool rl__preq_check(const rl__preq *r, const char *fname);
  * and run (release called): a wait on the target's own thread. */
 RL__HIDDEN void rl__perform_run_now(const rl__preq *r);
 
-/* ---- for the loop core (RLRunLoop.c) ---- */
+/* ---- for the loop (rl_pqueue.c; its teardown in RLRunLoop.c, its
+ * iteration in RLRunLoopRun.c) ---- */
 
 /* Runs the requests for mode m queued before this call (the loop's
  * thread); returns how many ran. */

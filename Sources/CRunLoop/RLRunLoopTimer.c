@@ -1,5 +1,5 @@
 /* RLRunLoopTimer.c — timers: grid rescheduling, tolerance, moves from any
- * thread. The heaps themselves live in rl_heap.c; the firing in RLRunLoop.c. */
+ * thread. The heaps themselves live in rl_heap.c; the firing in RLRunLoopRun.c. */
 #include "rl_heap.h"
 
 #include <math.h>

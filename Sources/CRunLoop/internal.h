@@ -23,7 +23,7 @@
  *   SPIN       adaptive spin before sleeping, for the loop's wait and for a
  *              waitUntilDone sender (rl_spin.h); plain: sleep at once
  *   PACE       a loop yields to a same-CPU producer and pauses between big
- *              request batches before it waits (RLRunLoop.c); plain: none
+ *              request batches before it waits (RLRunLoopRun.c); plain: none
  *   YIELD      a waitUntilDone sender on a shared CPU yields before it
  *              sleeps (RLRunLoopPerform.c); plain: sleep at once
  *   LOCK_SPIN  RLLock spins a few rounds before its futex wait (RLLock.c);
@@ -140,7 +140,8 @@ RL__HIDDEN void rl__runloop_teardown_current_thread(void);
 RL__HIDDEN RLRunLoopRef rl__runloop_get_for_thread(pthread_t thread);
 
 /* The CPU on which loop rl last went to wait (-1: not yet): a thread that
- * waits for a reply from rl spins first only if rl runs elsewhere. */
+ * waits for a reply from rl spins first only if rl runs elsewhere.
+ * (RLRunLoopRun.c, which records it.) */
 RL__HIDDEN int rl__runloop_cpu(RLRunLoopRef rl);
 
 #endif /* CRUNLOOP_INTERNAL_H */

@@ -1,7 +1,8 @@
 /*
  * runloop_internal.h — the run loop's private structures, shared by
- * RLRunLoop.c, RLRunLoopSource.c, RLRunLoopTimer.c, RLRunLoopObserver.c and
- * RLFileDescriptor.c.
+ * RLRunLoop.c (the loop core), RLRunLoopRun.c (its iteration),
+ * RLRunLoopMode.c, RLRunLoopSource.c, RLRunLoopTimer.c, RLRunLoopObserver.c
+ * and RLFileDescriptor.c.
  *
  * Locking (the whole protocol, as a table: docs/locking.md): each run loop
  * has its own lock (the loop lock) over its modes, memberships, timer heaps,
