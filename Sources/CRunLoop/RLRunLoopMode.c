@@ -14,20 +14,6 @@
 const RLRunLoopMode kRLRunLoopDefaultMode = "kRLRunLoopDefaultMode";
 const RLRunLoopMode kRLRunLoopCommonModes = "kRLRunLoopCommonModes";
 
-bool rl__mode_name_ok(RLRunLoopMode mode, const char *fn) {
-    if (mode == NULL)
-        return rl__fail(kRLErrorInvalidArgument, fn, "NULL mode");
-    if (mode[0] == '\0')
-        return rl__fail(kRLErrorInvalidArgument, fn, "empty mode name");
-    return true;
-}
-
-bool rl__is_common(RLRunLoopMode mode) {
-    if (mode == kRLRunLoopDefaultMode)
-        return false;
-    return mode == kRLRunLoopCommonModes || (mode[0] == 'k' && strcmp(mode, kRLRunLoopCommonModes) == 0);
-}
-
 rl_mode *rl__mode_find_slow(RLRunLoopRef rl, const char *name) {
     for (size_t i = 0; i < rl->nmodes; i++) {
         if (strcmp(rl->modes[i]->name, name) == 0)

@@ -9,8 +9,6 @@
 
 #include <string.h>
 
-RL__HIDDEN bool rl__mode_name_ok(RLRunLoopMode mode, const char *fn);
-RL__HIDDEN bool rl__is_common(RLRunLoopMode mode);
 RL__HIDDEN rl_mode *rl__mode_find_slow(RLRunLoopRef rl, const char *name);
 RL__HIDDEN rl_common_name *rl__common_find(RLRunLoopRef rl, const char *name);
 RL__HIDDEN void *rl__grow(void *a, size_t *cap, size_t need, size_t elem);
@@ -18,6 +16,21 @@ RL__HIDDEN rl_mode *rl__mode_new(RLRunLoopRef rl, const char *name, const char *
 RL__HIDDEN void rl__mode_free(rl_mode *m);
 RL__HIDDEN void rl__mode_recompute_mask(rl_mode *m);
 RL__HIDDEN bool rl__runloop_mode_create(RLRunLoopRef rl, RLRunLoopMode mode, const char *fname);
+
+/* Mode-name checks, inline: every add, remove and contains makes them. */
+static inline bool rl__mode_name_ok(RLRunLoopMode mode, const char *fn) {
+    if (mode == NULL)
+        return rl__fail(kRLErrorInvalidArgument, fn, "NULL mode");
+    if (mode[0] == '\0')
+        return rl__fail(kRLErrorInvalidArgument, fn, "empty mode name");
+    return true;
+}
+
+static inline bool rl__is_common(RLRunLoopMode mode) {
+    if (mode == kRLRunLoopDefaultMode)
+        return false;
+    return mode == kRLRunLoopCommonModes || (mode[0] == 'k' && strcmp(mode, kRLRunLoopCommonModes) == 0);
+}
 
 __attribute__((always_inline)) static inline rl_mode *rl__mode_find(RLRunLoopRef rl, const char *name) {
     /* Programs mostly touch one mode at a time: try the last one found. The

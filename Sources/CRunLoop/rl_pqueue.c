@@ -299,35 +299,6 @@ void rl__call_borrowed(void *b) { ((void (^)(void))b)(); }
 /* Runs a global block: nothing to release. */
 void rl__call_global(void *b) { ((void (^)(void))b)(); }
 
-/* Block copies are packed in 16-byte granules (what malloc gives the
- * runtime's copies) into 16 KiB slabs, handed out in order under the queue
- * lock. A slab whose copies have all come back is reused (a few are kept)
- * or freed: memory follows the backlog, and a loop that keeps up with its
- * producers cycles through the same few slabs without any malloc. A slab is
- * found from a copy by alignment. Giving copies back takes no lock: each
- * slab counts down `remaining`, which starts at RL_BSLAB_BIAS; returns
- * subtract their sizes, and the producer that fills the slab subtracts
- * RL_BSLAB_BIAS minus the bytes it handed out, so the count reaches zero
- * exactly once, after the last of both, and whoever takes it there
- * recycles the slab. */
-enum {
-    RL_BGRAIN = 16,
-    RL_BSLAB_SIZE = 16384,
-    RL_BSLAB_CACHE = 64,     /* kept while the loop runs (1 MiB) */
-    RL_BSLAB_CACHE_IDLE = 4, /* kept while it sleeps (rl__perform_trim) */
-    RL_BSLAB_BIAS = 1 << 30,
-};
-typedef struct rl_bslab {
-    struct rl_bslab *next;  /* in the cache (an rl_flist: must come first) */
-    rl__perform_queue *q;   /* the owner (slabs go with it) */
-    _Atomic unsigned remaining; /* see above */
-    _Alignas(64) unsigned char data[RL_BSLAB_SIZE - 64];
-} rl_bslab;
-_Static_assert(sizeof(rl_bslab) == RL_BSLAB_SIZE, "a slab is RL_BSLAB_SIZE bytes");
-
-static rl_bslab *rl_bslab_of(void *copy) { return (rl_bslab *)((uintptr_t)copy & ~(uintptr_t)(RL_BSLAB_SIZE - 1)); }
-static unsigned rl_bcopy_size(size_t size) { return (unsigned)((size + RL_BGRAIN - 1) & ~(size_t)(RL_BGRAIN - 1)); }
-
 /* Runs a block from its copy; the batch disposes of it and gives the space
  * back (with the others of the batch). */
 void rl__call_bslot(void *s) { ((void (^)(void))s)(); }
@@ -336,12 +307,6 @@ static void rl_bslot_dispose_captures(void *s) {
     rl_block_layout *b = s;
     if (b->flags & RL_BLOCK_HAS_COPY_DISPOSE)
         b->descriptor->dispose_helper(b);
-}
-
-/* Takes `bytes` off a slab's count; true if that made it zero: the caller
- * recycles it. */
-static bool rl_bslab_sub(rl_bslab *sl, unsigned bytes) {
-    return atomic_fetch_sub_explicit(&sl->remaining, bytes, memory_order_acq_rel) == bytes;
 }
 
 /* Empties slab sl, whose count reached zero, and keeps it in its queue's
@@ -363,41 +328,13 @@ static void rl_bslab_recycle(rl_bslab *sl) {
  * atomic operation. */
 static void rl_bslots_put(void *const *copies, size_t n) {
     for (size_t i = 0; i < n;) {
-        rl_bslab *sl = rl_bslab_of(copies[i]);
+        rl_bslab *sl = rl__bslab_of(copies[i]);
         unsigned bytes = 0;
-        for (; i < n && rl_bslab_of(copies[i]) == sl; i++)
-            bytes += rl_bcopy_size(((rl_block_layout *)copies[i])->descriptor->size);
-        if (rl_bslab_sub(sl, bytes))
+        for (; i < n && rl__bslab_of(copies[i]) == sl; i++)
+            bytes += rl__bcopy_size(((rl_block_layout *)copies[i])->descriptor->size);
+        if (rl__bslab_sub(sl, bytes))
             rl_bslab_recycle(sl);
     }
-}
-
-/* Space for a copy of `size` bytes, queue lock held; NULL if a slab is
- * needed. */
-void *rl__bslot_take_locked(rl__perform_queue *q, size_t size) {
-    unsigned need = rl_bcopy_size(size);
-    rl_bslab *sl = q->bcur;
-    if (sl && q->bcur_used + need > sizeof sl->data) {
-        /* Full. If all its copies are back already, start over in it. */
-        q->bcur = NULL;
-        if (rl_bslab_sub(sl, RL_BSLAB_BIAS - q->bcur_used)) {
-            atomic_store_explicit(&sl->remaining, RL_BSLAB_BIAS, memory_order_relaxed);
-            q->bcur = sl;
-            q->bcur_used = 0;
-        } else {
-            sl = NULL;
-        }
-    }
-    if (!sl) {
-        sl = rl_flist_pop(&q->bcache);
-        if (!sl)
-            return NULL;
-        q->bcur = sl;
-        q->bcur_used = 0;
-    }
-    void *s = sl->data + q->bcur_used;
-    q->bcur_used += need;
-    return s;
 }
 
 /* Gives a new slab to the queue (to its cache); false if memory is short. */

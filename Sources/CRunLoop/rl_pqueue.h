@@ -92,9 +92,71 @@ typedef struct rl_block_layout {
 extern void *_NSConcreteStackBlock[];
 
 RL__HIDDEN void rl__call_bslot(void *s);
-RL__HIDDEN void *rl__bslot_take_locked(rl__perform_queue *q, size_t size);
 RL__HIDDEN bool rl__bslab_add(rl__perform_queue *q);
 enum { RL_BCOPY_MAX = 64 /* the biggest block copied into a slab (rl_pqueue.c) */ };
+
+/* Block copies are packed in 16-byte granules (what malloc gives the
+ * runtime's copies) into 16 KiB slabs, handed out in order under the queue
+ * lock. A slab whose copies have all come back is reused (a few are kept)
+ * or freed: memory follows the backlog, and a loop that keeps up with its
+ * producers cycles through the same few slabs without any malloc. A slab is
+ * found from a copy by alignment. Giving copies back takes no lock: each
+ * slab counts down `remaining`, which starts at RL_BSLAB_BIAS; returns
+ * subtract their sizes, and the producer that fills the slab subtracts
+ * RL_BSLAB_BIAS minus the bytes it handed out, so the count reaches zero
+ * exactly once, after the last of both, and whoever takes it there
+ * recycles the slab. */
+enum {
+    RL_BGRAIN = 16,
+    RL_BSLAB_SIZE = 16384,
+    RL_BSLAB_CACHE = 64,     /* kept while the loop runs (1 MiB) */
+    RL_BSLAB_CACHE_IDLE = 4, /* kept while it sleeps (rl__perform_trim) */
+    RL_BSLAB_BIAS = 1 << 30,
+};
+typedef struct rl_bslab {
+    struct rl_bslab *next;  /* in the cache (an rl_flist: must come first) */
+    rl__perform_queue *q;   /* the owner (slabs go with it) */
+    _Atomic unsigned remaining; /* see above */
+    _Alignas(64) unsigned char data[RL_BSLAB_SIZE - 64];
+} rl_bslab;
+_Static_assert(sizeof(rl_bslab) == RL_BSLAB_SIZE, "a slab is RL_BSLAB_SIZE bytes");
+
+static inline rl_bslab *rl__bslab_of(void *copy) { return (rl_bslab *)((uintptr_t)copy & ~(uintptr_t)(RL_BSLAB_SIZE - 1)); }
+static inline unsigned rl__bcopy_size(size_t size) { return (unsigned)((size + RL_BGRAIN - 1) & ~(size_t)(RL_BGRAIN - 1)); }
+
+/* Takes `bytes` off a slab's count; true if that made it zero: the caller
+ * recycles it. */
+static inline bool rl__bslab_sub(rl_bslab *sl, unsigned bytes) {
+    return atomic_fetch_sub_explicit(&sl->remaining, bytes, memory_order_acq_rel) == bytes;
+}
+
+/* Space for a copy of `size` bytes, queue lock held; NULL if a slab is
+ * needed. */
+static inline void *rl__bslot_take_locked(rl__perform_queue *q, size_t size) {
+    unsigned need = rl__bcopy_size(size);
+    rl_bslab *sl = q->bcur;
+    if (sl && q->bcur_used + need > sizeof sl->data) {
+        /* Full. If all its copies are back already, start over in it. */
+        q->bcur = NULL;
+        if (rl__bslab_sub(sl, RL_BSLAB_BIAS - q->bcur_used)) {
+            atomic_store_explicit(&sl->remaining, RL_BSLAB_BIAS, memory_order_relaxed);
+            q->bcur = sl;
+            q->bcur_used = 0;
+        } else {
+            sl = NULL;
+        }
+    }
+    if (!sl) {
+        sl = rl_flist_pop(&q->bcache);
+        if (!sl)
+            return NULL;
+        q->bcur = sl;
+        q->bcur_used = 0;
+    }
+    void *s = sl->data + q->bcur_used;
+    q->bcur_used += need;
+    return s;
+}
 
 /* A copy that will not run (or ran, alone): disposes of the captures,
  * gives the space back. */
