@@ -28,7 +28,7 @@ check-diff-tsan: ## the differential tests, our side under TSan
 # FUZZ_JOBS=n runs n batches at once (default 2).
 N ?= 10000
 SEED ?= 1
-FUZZ_CHECK_N ?= 300
+FUZZ_CHECK_N ?= 2000
 
 .PHONY: fuzz-diff check-fuzz-diff
 fuzz-diff: ## random CF-vs-ours scenarios (N=, SEED=)

@@ -65,6 +65,10 @@ done
 swift_lib=$toolchain/lib/swift/linux
 if [ -z "$toolchain" ] || [ ! -f "$swift_lib/libBlocksRuntime.so" ] || ! command -v clang >/dev/null; then
   skip "one block runtime beside the toolchain's (no Swift toolchain or clang)"
+elif ! nm -D --defined-only "$prefix/lib/libcrunloop.so" 2>/dev/null | grep -w RLRunLoopPerformBlock >/dev/null; then
+  # A library built by gcc has no block APIs (gcc has no blocks): the
+  # clang build's run of this script is the one that checks this.
+  skip "one block runtime beside the toolchain's (this library was built without blocks, by $(basename "${CC:-cc}"))"
 else
   out=$prefix/app-mixed; log=$out.log
   # shellcheck disable=SC2046

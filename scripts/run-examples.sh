@@ -17,7 +17,7 @@ BIN=$BUILD/examples
 TIMEOUT=${EXAMPLE_TIMEOUT:-120}
 
 ALL_EXAMPLES=(countdown interleave producer_consumer progress_bar delegate_thread listing_2_3
-              worker_start_stop sync_tour cf_listings port_checkin)
+              worker_start_stop sync_tour cf_listings port_checkin message_ports)
 
 declare -A TITLES=(
   [countdown]="a repeating run-loop timer counting 10 -> 1 (0.2 s ticks in this tour; 1 s when run alone)"
@@ -29,6 +29,7 @@ declare -A TITLES=(
   [worker_start_stop]="a worker thread: start returns when ready, stop returns when gone"
   [sync_tour]="atomics, locks, conditions, read-write and distributed locks, lock-order detector"
   [cf_listings]="the Run Loops chapter's CF listings, through cf_compat.h"
+  [message_ports]="Listings 3-17 to 3-19: CFMessagePort check-in, worker as a thread and as a process"
   [port_checkin]="Listings 3-12 to 3-15: a worker checks in through ports, then takes jobs"
 )
 
@@ -186,6 +187,30 @@ check_sync_tour() {
   count_lines '^  \[FAILED\]' 0
   count_lines '^  \[ok\]' 19
   has_line "sync_tour: OK"
+}
+
+check_message_ports() {
+  local flow
+  for flow in "thread" "second process"; do
+    local out
+    out=$(section "== flow: the worker is a $flow ==" "== ")
+    printf '%s\n' "$out" | grep -Eq '^\[main\] checked in: com\.MyApp\.Thread-[0-9]+$' ||
+      fail "$flow: no check-in line"
+    local name
+    name=$(printf '%s\n' "$out" | sed -n 's/^\[main\] checked in: //p' | head -1)
+    local job
+    for job in 1 2 3; do
+      printf '%s\n' "$out" | grep -Fxq "[worker] request 200: \"job $job\"" || fail "$flow: the worker did not get job $job"
+      printf '%s\n' "$out" | grep -Fxq "[main] reply $job: \"done: job $job (by $name)\"" ||
+        fail "$flow: no reply $job from $name"
+    done
+    printf '%s\n' "$out" | grep -Fxq "[worker] quit: leaving the run loop" || fail "$flow: the worker did not quit"
+    printf '%s\n' "$out" | grep -Fxq "[main] quit sent: ok" || fail "$flow: the quit message was not sent"
+  done
+  has_line "[main] worker thread finished"
+  has_line "[worker] run loop returned; process exits"
+  has_line "[main] worker process exited with status 0"
+  [ "$(tail -1 "$OUT")" = "message_ports: OK" ] || fail "last line is not 'message_ports: OK'"
 }
 
 check_cf_listings() {

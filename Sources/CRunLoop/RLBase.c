@@ -71,6 +71,10 @@ void *rl__object_alloc(const rl__class *cls, size_t size, const char *fn) {
 bool rl__object_check_fail(const void *obj, const rl__class *cls, const char *fn) {
     if (RL__UNLIKELY(obj == NULL))
         return rl__fail(kRLErrorInvalidArgument, fn, "NULL object");
+    /* A string's text may begin like a magic; its "class" is text. */
+    if (rl__string_known(obj))
+        return rl__fail(kRLErrorInvalidObject, fn, "%p is an RLString, not a %s", obj,
+                        cls ? cls->name : "CRunLoop object");
     const rl__object *o = obj;
     if (RL__UNLIKELY(atomic_load_explicit(&o->magic, memory_order_relaxed) != RL__MAGIC_ALIVE))
         return rl__fail(kRLErrorInvalidObject, fn, "%p is not a live CRunLoop object (released?)", obj);
@@ -79,8 +83,37 @@ bool rl__object_check_fail(const void *obj, const rl__class *cls, const char *fn
     return true;
 }
 
+/* What a pointer given to a generic function (retain, release, count,
+ * type name, description) is. RLString's pointers are their characters,
+ * not objects (RLString.c): the string registry decides for a pointer that
+ * does not read as a live object, and for every pointer while some
+ * string's text begins like an object's magic. An object pays one load of
+ * a global that almost never changes. A misaligned pointer is never read
+ * (objects and strings are 8-aligned). */
+enum { RL_ANY_FAILED, RL_ANY_OBJECT, RL_ANY_STRING };
+static int rl_any(const void *obj, const char *fn) {
+    const rl__object *o = obj;
+    bool aligned = ((uintptr_t)obj & 7) == 0;
+    if (RL__LIKELY(o != NULL && aligned &&
+                   atomic_load_explicit(&o->magic, memory_order_relaxed) == RL__MAGIC_ALIVE &&
+                   atomic_load_explicit(&rl__string_objectlike, memory_order_relaxed) == 0))
+        return RL_ANY_OBJECT;
+    if (rl__string_known(obj))
+        return RL_ANY_STRING;
+    if (rl__string_explain_released(obj, fn))
+        return RL_ANY_FAILED;
+    if (o != NULL && !aligned) {
+        rl__fail(kRLErrorInvalidObject, fn, "%p is not a live CRunLoop object or string", obj);
+        return RL_ANY_FAILED;
+    }
+    return rl__object_check(obj, NULL, fn) ? RL_ANY_OBJECT : RL_ANY_FAILED;
+}
+
 RLTypeRef RLRetain(RLTypeRef obj) {
-    if (!rl__object_check(obj, NULL, "RLRetain"))
+    int kind = rl_any(obj, "RLRetain");
+    if (kind == RL_ANY_STRING)
+        return rl__string_retain(obj, "RLRetain") ? obj : NULL;
+    if (kind != RL_ANY_OBJECT)
         return NULL;
     rl__object *o = (rl__object *)obj;
     atomic_fetch_add_explicit(&o->rc, 1, memory_order_relaxed);
@@ -88,9 +121,13 @@ RLTypeRef RLRetain(RLTypeRef obj) {
 }
 
 /* Drops one reference: `held` says whether it is one the library marked
- * as its own (rl__object_unhold) or a caller's (RLRelease). */
+ * as its own (rl__object_unhold) or a caller's (RLRelease, which also
+ * takes a library string). */
 static bool rl_release(const void *obj, bool held, const char *fn) {
-    if (!rl__object_check(obj, NULL, fn))
+    int kind = held ? (rl__object_check(obj, NULL, fn) ? RL_ANY_OBJECT : RL_ANY_FAILED) : rl_any(obj, fn);
+    if (kind == RL_ANY_STRING)
+        return rl__string_release(obj, fn);
+    if (kind != RL_ANY_OBJECT)
         return false;
     rl__object *o = (rl__object *)obj;
     long step = held ? 1 + RL__HELD_ONE : 1;
@@ -136,19 +173,32 @@ void rl__object_hold(const void *obj) {
 bool rl__object_unhold(const void *obj) { return rl_release(obj, true, "RLRelease"); }
 
 RLIndex RLGetRetainCount(RLTypeRef obj) {
-    if (!rl__object_check(obj, NULL, "RLGetRetainCount"))
+    int kind = rl_any(obj, "RLGetRetainCount");
+    if (kind == RL_ANY_STRING)
+        return rl__string_retain_count(obj);
+    if (kind != RL_ANY_OBJECT)
         return -1;
     return atomic_load_explicit(&((const rl__object *)obj)->rc, memory_order_relaxed) & RL__RC_MASK;
 }
 
 const char *RLGetTypeName(RLTypeRef obj) {
-    if (!rl__object_check(obj, NULL, "RLGetTypeName"))
+    int kind = rl_any(obj, "RLGetTypeName");
+    if (kind == RL_ANY_STRING)
+        return "RLString";
+    if (kind != RL_ANY_OBJECT)
         return NULL;
     return ((const rl__object *)obj)->cls->name;
 }
 
 char *RLCopyDescription(RLTypeRef obj) {
-    if (!rl__object_check(obj, NULL, "RLCopyDescription"))
+    int kind = rl_any(obj, "RLCopyDescription");
+    if (kind == RL_ANY_STRING) {
+        char *copy = strdup(obj);
+        if (!copy)
+            rl__fail(kRLErrorNoMemory, "RLCopyDescription", "out of memory");
+        return copy;
+    }
+    if (kind != RL_ANY_OBJECT)
         return NULL;
     const rl__object *o = obj;
     if (o->cls->describe)

@@ -545,6 +545,7 @@ static void invalidate(struct RLMessagePort *mp) {
     pthread_mutex_unlock(&mp->send_mu);
     if (cb)
         cb(mp, mp->np.ctx.info);
+    rl__netport_end_invalidate(&mp->np);
 }
 
 static bool mp_can_destroy(void *obj) {

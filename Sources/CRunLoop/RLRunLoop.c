@@ -1536,39 +1536,30 @@ bool RLRunLoopAddCommonMode(RLRunLoopRef rl, RLRunLoopMode mode) {
     return ok;
 }
 
-char *RLRunLoopCopyCurrentMode(RLRunLoopRef rl) {
+RLStringRef RLRunLoopCopyCurrentMode(RLRunLoopRef rl) {
     if (!rl__check_loop(rl, __func__))
         return NULL;
     rl__loop_lock(rl);
-    char *s = rl->frame ? strdup(rl->frame->mode->name) : NULL;
+    RLStringRef s = rl->frame ? RLStringCreateWithCString(NULL, rl->frame->mode->name, kRLStringEncodingUTF8) : NULL;
     rl__loop_unlock(rl);
     return s;
 }
 
-char **RLRunLoopCopyAllModes(RLRunLoopRef rl, RLIndex *count) {
-    const char *fn = __func__;
-    if (!rl__check_loop(rl, fn))
+RLArrayRef RLRunLoopCopyAllModes(RLRunLoopRef rl) {
+    if (!rl__check_loop(rl, __func__))
         return NULL;
+    RLArrayRef out = NULL;
     rl__loop_lock(rl);
-    size_t bytes = (rl->nmodes + 1) * sizeof(char *);
-    for (size_t i = 0; i < rl->nmodes; i++)
-        bytes += strlen(rl->modes[i]->name) + 1;
-    char **out = malloc(bytes);
-    if (out) {
-        char *p = (char *)(out + rl->nmodes + 1);
-        for (size_t i = 0; i < rl->nmodes; i++) {
-            size_t len = strlen(rl->modes[i]->name) + 1;
-            memcpy(p, rl->modes[i]->name, len);
-            out[i] = p;
-            p += len;
-        }
-        out[rl->nmodes] = NULL;
-        if (count)
-            *count = (RLIndex)rl->nmodes;
+    const char **names = malloc((rl->nmodes + 1) * sizeof *names);
+    if (names) {
+        for (size_t i = 0; i < rl->nmodes; i++)
+            names[i] = rl->modes[i]->name;
+        out = RLArrayCreate(NULL, names, (RLIndex)rl->nmodes);
     }
     rl__loop_unlock(rl);
-    if (!out)
-        rl__fail(kRLErrorNoMemory, fn, "out of memory");
+    free(names);
+    if (!names)
+        rl__fail(kRLErrorNoMemory, __func__, "out of memory");
     return out;
 }
 

@@ -143,6 +143,13 @@ static void rl_do_observers(RLRunLoopRef rl, rl_mode *m, RLRunLoopActivity act) 
             o->callout(o, act, o->ctx.info);
         rl__loop_lock(rl);
         rl_observer_after(rl, o, go, &d);
+        /* As CF: a one-shot observer gives its context back right after
+         * its own callout, before the next observer is called. */
+        if (d.n) {
+            rl__loop_unlock(rl);
+            rl__defer_run(&d);
+            rl__loop_lock(rl);
+        }
     }
     rl__loop_unlock(rl);
     if (d.n)
@@ -228,9 +235,41 @@ static size_t rl_take_ready(rl_mode *m, struct RLRunLoopSource ***out, struct RL
     return n;
 }
 
+/* What a pass of a mode took off its ready list and has not performed yet:
+ * a[next..n). As in CF, a source keeps its signal until its own perform, so
+ * a run of the same mode nested in an earlier perform must see them. */
+struct rl_inflight {
+    struct RLRunLoopSource **a;
+    size_t next, n;
+    bool requeued; /* a nested pass put a[next..n) back on the ready list */
+    struct rl_inflight *outer;
+};
+
+/* Puts the still signalled sources that enclosing passes of m took and have
+ * not reached back at the head of m's ready list, in their order, for a
+ * pass of m nested in one of their performs. Loop lock held. */
+static void rl_requeue_inflight(rl_mode *m) {
+    for (struct rl_inflight *fl = m->inflight; fl; fl = fl->outer) {
+        for (size_t j = fl->n; j-- > fl->next;) {
+            struct RLRunLoopSource *s = fl->a[j];
+            rl__olock_lock(&s->lock);
+            rl_memb *x = s->signalled && s->valid ? rl__memb_find(s, RL_KIND_SOURCE, m) : NULL;
+            rl__olock_unlock(&s->lock);
+            if (x && !x->queued) {
+                x->queued = true;
+                TAILQ_INSERT_HEAD(&m->ready, x, ready_link);
+                m->nready++;
+            }
+        }
+        fl->requeued = true;
+    }
+}
+
 static bool rl_do_sources0(RLRunLoopRef rl, rl_mode *m, bool stop_after_handle) {
     struct RLRunLoopSource *small[16], **a = small;
     rl__loop_lock(rl);
+    if (RL__UNLIKELY(m->inflight != NULL))
+        rl_requeue_inflight(m); /* nested in a perform of an outer pass of m */
     size_t n = m->nready ? rl_take_ready(m, &a, small, 16) : 0;
     rl__loop_unlock(rl);
     if (n == 0) {
@@ -238,17 +277,33 @@ static bool rl_do_sources0(RLRunLoopRef rl, rl_mode *m, bool stop_after_handle) 
             free(a);
         return false;
     }
+    /* Only this thread reads m->inflight. */
+    struct rl_inflight fl = {a, 0, n, false, m->inflight};
+    m->inflight = &fl;
     bool handled = false;
     size_t i = 0;
     for (; i < n; i++) {
         if (RL__UNLIKELY(!rl__of_this_process(rl)))
             break; /* a callout forked: the rest is the parent's */
         struct RLRunLoopSource *s = a[i];
+        fl.next = i + 1;
+        bool requeued = fl.requeued;
+        if (RL__UNLIKELY(requeued))
+            rl__loop_lock(rl);
         rl__olock_lock(&s->lock);
+        /* Skipped if a nested run performed it meanwhile (signal gone) or
+         * it was invalidated. */
         bool go = s->signalled && s->valid;
         if (go)
             rl__poke(s->signalled, false);
+        rl_memb *x = go && requeued ? rl__memb_find(s, RL_KIND_SOURCE, m) : NULL;
         rl__olock_unlock(&s->lock);
+        if (RL__UNLIKELY(requeued)) {
+            /* A nested pass put it back on the list: it leaves again. */
+            if (x)
+                rl__ready_unlink(x);
+            rl__loop_unlock(rl);
+        }
         if (go && s->ctx.perform) {
             s->ctx.perform(s->ctx.info);
             handled = true;
@@ -261,6 +316,7 @@ static bool rl_do_sources0(RLRunLoopRef rl, rl_mode *m, bool stop_after_handle) 
             break;
         }
     }
+    m->inflight = fl.outer;
     /* Sources not reached keep their signal for the next pass, ahead of
      * those signalled since (put back at the head, last first). */
     if (i < n) {
@@ -706,11 +762,13 @@ static RLRunLoopRunResult rl_run(RLRunLoopRef rl, const char *mode, RLTimeInterv
     rl_mode *m = rl_run_mode(rl, mode);
     if (!m || rl_mode_is_empty(rl, m))
         return kRLRunLoopRunFinished;
-    /* As CF: a wake-up given while no run was going on is dropped. Nothing
-     * is lost by it: what the waker queued or signalled is seen by the first
-     * pass of this run anyway. */
-    atomic_store(&rl->wake_pending, 0);
-    int outer_ignore = atomic_exchange(&rl->ignore_wakeups, 1);
+    /* As CF, whose wake-up state belongs to each run: wake-ups count from
+     * the start of this run (its Entry observers included), and one still
+     * pending from the enclosing run's pass (given before that pass's wait)
+     * is kept, so this run's first wait returns at once. A wake-up given
+     * while no run is going on was dropped when it was given (ignored
+     * outside runs). */
+    int outer_ignore = atomic_exchange(&rl->ignore_wakeups, 0);
     bool poll_only = !(seconds > 0);
     double deadline = poll_only ? 0 : (seconds > 1e10 ? INFINITY : rl__mono_now() + seconds);
     rl_frame f = {m, false, deadline, NULL};
@@ -723,7 +781,13 @@ static RLRunLoopRunResult rl_run(RLRunLoopRef rl, const char *mode, RLTimeInterv
     pthread_cleanup_push(rl_run_leave, &st);
     rl__cleanup_arg_escapes(&st);
     rl_do_observers(rl, m, kRLRunLoopEntry);
-    st.result = rl_run_frame(rl, &f, poll_only, stop_after_handle);
+    /* As CF: a stop requested by an Entry observer ends the run before its
+     * first pass. */
+    rl__loop_lock(rl);
+    bool stopped = f.stopped;
+    f.stopped = false;
+    rl__loop_unlock(rl);
+    st.result = stopped ? kRLRunLoopRunStopped : rl_run_frame(rl, &f, poll_only, stop_after_handle);
     if (rl__of_this_process(rl)) /* else a fork() child left the parent's run */
         rl_do_observers(rl, m, kRLRunLoopExit);
     pthread_cleanup_pop(1);

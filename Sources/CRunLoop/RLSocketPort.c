@@ -488,6 +488,7 @@ static void invalidate(struct RLSocketPort *sp) {
     RLSocketPortInvalidationCallBack cb = (RLSocketPortInvalidationCallBack)rl__netport_finish_invalidate(&sp->np);
     if (cb)
         cb(sp, sp->np.ctx.info);
+    rl__netport_end_invalidate(&sp->np);
 }
 
 static bool sp_can_destroy(void *obj) {

@@ -98,6 +98,21 @@ static inline void rl__cleanup_arg_escapes(void *p) {
     __asm__ volatile("" : : "r"(p) : "memory");
 }
 
+/* ---- strings (RLString.c), for the generic object functions ----
+ * An RLString's pointer is its characters, not an rl__object. */
+/* Live strings whose text begins with RL__MAGIC_ALIVE's bytes (see
+ * RLBase.c: while non-zero, a magic read is not proof of an object). */
+RL__HIDDEN extern _Atomic long rl__string_objectlike;
+/* Is p a live string? Reads nothing at p (asks the registry). */
+RL__HIDDEN bool rl__string_known(const void *p);
+/* Retain / release / count a string rl__string_known accepted. */
+RL__HIDDEN bool rl__string_retain(const void *p, const char *fn);
+RL__HIDDEN bool rl__string_release(const void *p, const char *fn);
+RL__HIDDEN long rl__string_retain_count(const void *p);
+/* If p is a string released recently, sets the error ("already
+ * released", naming fn) and returns true; false otherwise. */
+RL__HIDDEN bool rl__string_explain_released(const void *p, const char *fn);
+
 /* ---- lock-order debugging (RLLockDebug.c) ----
  * Every RL lock calls these hooks, only when rl__lockdep_enabled() (one
  * relaxed load on the fast path). `where` is the caller's return address

@@ -578,6 +578,15 @@ rl_netport_fn rl__netport_finish_invalidate(rl_netport *np) {
     return cb;
 }
 
+void rl__netport_end_invalidate(rl_netport *np) {
+    pthread_mutex_lock(&np->mu);
+    bool kept = np->kept_by_source;
+    np->kept_by_source = false;
+    pthread_mutex_unlock(&np->mu);
+    if (kept)
+        RLRelease((char *)np - RL__NETPORT_OFFSET);
+}
+
 bool rl__netport_set_inval(rl_netport *np, rl_netport_fn fn) {
     pthread_mutex_lock(&np->mu);
     bool valid = np->valid;
@@ -664,6 +673,8 @@ RLRunLoopSourceRef rl__netport_create_source(rl_netport *np, bool remote, RLInde
     }
     np->fdobj = f;
     np->source = (RLRunLoopSourceRef)RLRetain(s);
+    np->kept_by_source = true;
+    RLRetain((char *)np - RL__NETPORT_OFFSET);
     pthread_mutex_unlock(&np->mu);
     return s;
 }

@@ -151,6 +151,11 @@ typedef struct rl_netport {
     rl_server srv;
     RLFileDescriptorRef fdobj;
     RLRunLoopSourceRef source;
+    /* The port holds a reference on itself from the moment it has a
+     * run-loop source until it is invalidated: as CF's source retains its
+     * port, a port whose source is in a loop keeps serving after its
+     * creator released it (the guide's Listing 3-17 does exactly that). */
+    bool kept_by_source;
     struct rl_netport *reg_next; /* in the port family's registry */
 } rl_netport;
 
@@ -184,6 +189,9 @@ RL__HIDDEN bool rl__netport_begin_invalidate(rl_netport *np);
 /* Stops the server, cuts the link, takes the source out of every loop.
  * Returns the invalidation callback to call (once), or NULL. */
 RL__HIDDEN rl_netport_fn rl__netport_finish_invalidate(rl_netport *np);
+/* Drops the reference the port held on itself while it had a source. The
+ * last step of a port's invalidation: it may destroy the port. */
+RL__HIDDEN void rl__netport_end_invalidate(rl_netport *np);
 /* Sets the callback and returns true; on an invalid port sets nothing and
  * returns false (the caller calls it at once, as CF does). */
 RL__HIDDEN bool rl__netport_set_inval(rl_netport *np, rl_netport_fn fn);

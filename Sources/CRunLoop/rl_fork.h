@@ -36,8 +36,10 @@ RL__HIDDEN bool rl__fork_fail(const char *fn, const char *what) __attribute__((c
  * is taken), the message-port and socket-port registries (a port is made
  * or looked up under them),
  * @synchronized stripes, the run loops' main-loop mutex, thread -> loop
- * table and loop locks, the object pool (taken under all of those), and the
- * lock-order detector (a leaf: taken inside lock operations). */
+ * table and loop locks, the object pool (taken under all of those), the
+ * signal sources' table (a leaf, never held with another), the lock-order
+ * detector (a leaf: taken inside lock operations), and the string registry
+ * (a leaf: a run loop makes strings under its own lock). */
 typedef enum rl_fork_order {
     RL_FORK_THREAD,
     RL_FORK_MSGPORT,
@@ -45,7 +47,9 @@ typedef enum rl_fork_order {
     RL_FORK_SYNC,
     RL_FORK_RUNLOOP,
     RL_FORK_POOL,
+    RL_FORK_SIGNAL,
     RL_FORK_LOCKDEP,
+    RL_FORK_STRING,
     RL_FORK_SLOTS
 } rl_fork_order;
 

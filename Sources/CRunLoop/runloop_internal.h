@@ -123,6 +123,10 @@ struct rl_mode {
     size_t nsbuckets;
     struct rl_membq ready;     /* signalled sources' memberships, in signal order */
     size_t nready;
+    /* The sources a pass of this mode took and is performing (the loop's
+     * thread only; NULL outside rl_do_sources0): a run of this mode nested
+     * in one of their performs puts the unreached ones back (rl_requeue). */
+    struct rl_inflight *inflight;
     struct rl_membq observers; /* sorted by order */
     size_t nobservers;
     _Atomic RLOptionFlags observer_mask; /* read without the lock on the fast path */

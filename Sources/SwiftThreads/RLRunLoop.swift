@@ -124,19 +124,19 @@ public final class RLRunLoop: @unchecked Sendable {
     /// (`RLRunLoopCopyCurrentMode`).
     public var currentMode: Mode? {
         guard let cString = RLRunLoopCopyCurrentMode(ref) else { return nil }
-        defer { free(cString) }
+        defer { _ = RLRelease(cString) }
         return Mode(rawValue: String(cString: cString))
     }
 
     /// Every mode the loop knows (`RLRunLoopCopyAllModes`).
     public var allModes: [Mode] {
-        guard let array = RLRunLoopCopyAllModes(ref, nil) else { return [] }
-        defer { free(array) }
+        guard let array = RLRunLoopCopyAllModes(ref) else { return [] }
+        defer { _ = RLRelease(UnsafeRawPointer(array)) }
         var modes: [Mode] = []
-        var index = 0
-        while let name = array[index] {
-            modes.append(Mode(rawValue: String(cString: name)))
-            index += 1
+        for index in 0..<max(RLArrayGetCount(array), 0) {
+            if let name = RLArrayGetValueAtIndex(array, index) {
+                modes.append(Mode(rawValue: String(cString: name)))
+            }
         }
         return modes
     }

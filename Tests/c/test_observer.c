@@ -59,6 +59,30 @@ static void test_one_shot_observer(void **state) {
     rl_test_unkeep(k);
 }
 
+/* A one-shot observer gives its context back right after its own callout,
+ * before the next observer of the same activity is called (as CF, which
+ * invalidates it there). */
+static void traced_release(const void *info) { rl_trace_addf("%s:released", (const char *)info); }
+
+static void test_one_shot_release_right_after_its_callout(void **state) {
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    RLRunLoopSourceRef k = rl_test_keep_mode("OnceRel");
+    RLRunLoopObserverContext c1 = {0, (void *)"first", NULL, traced_release, NULL};
+    RLRunLoopObserverContext c2 = {0, (void *)"second", NULL, traced_release, NULL};
+    RLRunLoopObserverRef first = RLRunLoopObserverCreate(NULL, kRLRunLoopBeforeSources, false, 1, named_cb, &c1);
+    RLRunLoopObserverRef second = RLRunLoopObserverCreate(NULL, kRLRunLoopBeforeSources, true, 2, named_cb, &c2);
+    assert_true(RLRunLoopAddObserver(rl, first, "OnceRel"));
+    assert_true(RLRunLoopAddObserver(rl, second, "OnceRel"));
+    rl_trace_clear();
+    assert_int_equal(RLRunLoopRunInMode("OnceRel", 0, false), kRLRunLoopRunTimedOut);
+    assert_trace("first:BS first:released second:BS");
+    assert_false(RLRunLoopObserverIsValid(first));
+    assert_true(RLRelease(first));
+    done(second);
+    assert_trace("first:BS first:released second:BS second:released");
+    rl_test_unkeep(k);
+}
+
 static RLRunLoopObserverRef other_obs;
 
 static void kill_other(RLRunLoopObserverRef o, RLRunLoopActivity a, void *info) {
@@ -205,6 +229,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_order_and_filters, rl_trace_setup),
         cmocka_unit_test_setup(test_one_shot_observer, rl_trace_setup),
+        cmocka_unit_test_setup(test_one_shot_release_right_after_its_callout, rl_trace_setup),
         cmocka_unit_test_setup(test_invalidate_from_callout, rl_trace_setup),
         cmocka_unit_test_setup(test_no_reentry_while_firing, rl_trace_setup),
         cmocka_unit_test_setup(test_context_balance, rl_trace_setup),

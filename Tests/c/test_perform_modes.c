@@ -16,14 +16,14 @@
 typedef struct trace {
     int n;
     const char *what[16];
-    char *mode[16];
+    RLStringRef mode[16];
 } trace;
 
 static trace tr;
 
 static void trace_reset(void) {
     for (int i = 0; i < tr.n; i++)
-        free(tr.mode[i]);
+        RLRelease(tr.mode[i]);
     memset(&tr, 0, sizeof tr);
 }
 

@@ -118,6 +118,34 @@ static void test_stop_before_running_is_forgotten(void **state) {
     drop(s);
 }
 
+static void stop_on_entry(RLRunLoopObserverRef o, RLRunLoopActivity a, void *info) {
+    RLRunLoopStop(RLRunLoopGetCurrent());
+}
+
+static void test_stop_from_entry_ends_the_run_before_its_first_pass(void **state) {
+    /* As CF: a stop requested by an Entry observer ends the run at once
+     * (Stopped, Exit), polls and waiting runs alike. */
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    RLRunLoopObserverRef o = add_observer("EntryStop");
+    RLRunLoopObserverRef st = RLRunLoopObserverCreate(NULL, kRLRunLoopEntry, true, 1, stop_on_entry, NULL);
+    RLRunLoopSourceRef s = make_source("P", 0);
+    assert_true(RLRunLoopAddObserver(rl, st, "EntryStop"));
+    assert_true(RLRunLoopAddSource(rl, s, "EntryStop"));
+    assert_true(RLRunLoopSourceSignal(s));
+    rl_trace_clear();
+    assert_int_equal(RLRunLoopRunInMode("EntryStop", 0, false), kRLRunLoopRunStopped);
+    assert_trace("E X");
+    assert_int_equal(RLRunLoopRunInMode("EntryStop", 10, false), kRLRunLoopRunStopped);
+    assert_trace("E X E X");
+    /* The signal is still there for the next run that gets to a pass. */
+    assert_true(RLRunLoopObserverInvalidate(st));
+    assert_int_equal(RLRunLoopRunInMode("EntryStop", 0, false), kRLRunLoopRunTimedOut);
+    assert_trace("E X E X E BT BS P X");
+    drop(st);
+    drop(s);
+    drop(o);
+}
+
 static void stop_loop(RLRunLoopRef rl, void *arg) { RLRunLoopStop(rl); }
 
 static void test_stop_from_another_thread(void **state) {
@@ -181,14 +209,83 @@ static void test_wakeup_from_a_callout_is_not_lost(void **state) {
     drop(o);
 }
 
+static void wake_on_entry(RLRunLoopObserverRef o, RLRunLoopActivity a, void *info) {
+    RLRunLoopWakeUp(RLRunLoopGetCurrent());
+}
+
+static void test_wakeup_from_entry_is_kept(void **state) {
+    /* As CF: wake-ups count from the start of a run (Entry included), so
+     * the first wait returns at once; the pass emptied the mode (its only
+     * block ran), so the run ends Finished instead of sleeping. */
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    RLRunLoopObserverRef o = add_observer("EntryWake");
+    RLRunLoopObserverRef w = RLRunLoopObserverCreate(NULL, kRLRunLoopEntry, true, 1, wake_on_entry, NULL);
+    assert_true(RLRunLoopAddObserver(rl, w, "EntryWake"));
+    assert_true(RLRunLoopPerformFunction(rl, "EntryWake", perform_tr, "B"));
+    rl_trace_clear();
+    assert_int_equal(RLRunLoopRunInMode("EntryWake", 2, false), kRLRunLoopRunFinished);
+    assert_trace("E BT BS B BW AW X");
+    drop(w);
+    drop(o);
+}
+
+static int pending_nested_result;
+
+static void wake_then_nest(void *info) {
+    /* Given in the outer run's pass, before its wait: the wake-up is
+     * pending when the nested run starts, and its first wait takes it. */
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    RLRunLoopWakeUp(rl);
+    RLRunLoopPerformFunction(rl, "NestIn", perform_tr, "I");
+    pending_nested_result = RLRunLoopRunInMode("NestIn", 2, false);
+}
+
+static void test_wakeup_pending_when_a_nested_run_starts(void **state) {
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    RLRunLoopSourceRef k = rl_test_keep_mode("NestOut");
+    pending_nested_result = -1;
+    assert_true(RLRunLoopPerformFunction(rl, "NestOut", wake_then_nest, NULL));
+    rl_trace_clear();
+    assert_int_equal(RLRunLoopRunInMode("NestOut", 0, false), kRLRunLoopRunTimedOut);
+    assert_trace("I");
+    assert_int_equal(pending_nested_result, kRLRunLoopRunFinished);
+    rl_test_unkeep(k);
+}
+
+static int stop_nested_poll_result;
+
+static void stop_then_nest_poll(void *info) {
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    RLRunLoopStop(rl);
+    stop_nested_poll_result = RLRunLoopRunInMode("StopNest", 0, false);
+}
+
+static void test_stop_survives_a_nested_run_in_the_same_pass(void **state) {
+    /* Intended difference (docs/runloop.md): a stop requested in a pass
+     * ends the run after that pass even when a nested run in the same pass
+     * took the wake-up the stop gave. CF checks its stop only after the
+     * wait, which then sleeps on (here until the 10 s timeout: TimedOut). */
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    RLRunLoopSourceRef k = rl_test_keep_mode("StopNest");
+    RLRunLoopObserverRef o = add_observer("StopNest");
+    stop_nested_poll_result = -1;
+    assert_true(RLRunLoopPerformFunction(rl, "StopNest", stop_then_nest_poll, NULL));
+    rl_trace_clear();
+    assert_int_equal(RLRunLoopRunInMode("StopNest", 10, false), kRLRunLoopRunStopped);
+    assert_int_equal(stop_nested_poll_result, kRLRunLoopRunTimedOut);
+    assert_trace("E BT BS E BT BS X BW AW X");
+    drop(o);
+    rl_test_unkeep(k);
+}
+
 static int nested_result;
-static char *nested_mode_seen;
+static RLStringRef nested_mode_seen;
 
 static void nested_perform(void *info) {
     rl_trace_add("outer-P");
-    char *m = RLRunLoopCopyCurrentMode(RLRunLoopGetCurrent());
+    RLStringRef m = RLRunLoopCopyCurrentMode(RLRunLoopGetCurrent());
     assert_string_equal(m, "Nest");
-    free(m);
+    assert_true(RLRelease(m));
     RLRunLoopSourceSignal((RLRunLoopSourceRef)info);
     nested_result = RLRunLoopRunInMode("Inner", 10, true);
     nested_mode_seen = RLRunLoopCopyCurrentMode(RLRunLoopGetCurrent());
@@ -196,9 +293,9 @@ static void nested_perform(void *info) {
 
 static void inner_perform(void *info) {
     rl_trace_add("inner-P");
-    char *m = RLRunLoopCopyCurrentMode(RLRunLoopGetCurrent());
+    RLStringRef m = RLRunLoopCopyCurrentMode(RLRunLoopGetCurrent());
     assert_string_equal(m, "Inner");
-    free(m);
+    assert_true(RLRelease(m));
     RLRunLoopStop(RLRunLoopGetCurrent()); /* stops the inner run only */
 }
 
@@ -217,7 +314,7 @@ static void test_nested_run_in_another_mode(void **state) {
     assert_int_equal(RLRunLoopRunInMode("Nest", 0.05, false), kRLRunLoopRunTimedOut);
     assert_int_equal(nested_result, kRLRunLoopRunHandledSource);
     assert_string_equal(nested_mode_seen, "Nest");
-    free(nested_mode_seen);
+    assert_true(RLRelease(nested_mode_seen));
     assert_trace("outer-P inner-P");
     assert_null(RLRunLoopCopyCurrentMode(rl));
     drop(inner);
@@ -266,16 +363,15 @@ static void test_modes_and_common_modes(void **state) {
     assert_true(RLRunLoopAddCommonMode(rl, "LaterCommon"));
     assert_true(RLRunLoopContainsSource(rl, s, "LaterCommon"));
 
-    RLIndex n = 0;
-    char **modes = RLRunLoopCopyAllModes(rl, &n);
+    RLArrayRef modes = RLRunLoopCopyAllModes(rl);
     assert_non_null(modes);
+    RLIndex n = RLArrayGetCount(modes);
     bool has_default = false, has_later = false;
     for (RLIndex i = 0; i < n; i++) {
-        has_default |= strcmp(modes[i], kRLRunLoopDefaultMode) == 0;
-        has_later |= strcmp(modes[i], "LaterCommon") == 0;
+        has_default |= strcmp(RLArrayGetValueAtIndex(modes, i), kRLRunLoopDefaultMode) == 0;
+        has_later |= strcmp(RLArrayGetValueAtIndex(modes, i), "LaterCommon") == 0;
     }
-    assert_null(modes[n]);
-    free(modes);
+    assert_true(RLRelease(modes));
     assert_true(has_default && has_later);
 
     assert_true(RLRunLoopSourceSignal(s));
@@ -379,6 +475,10 @@ int main(void) {
         cmocka_unit_test_setup(test_timer_wakes_then_mode_empties, rl_trace_setup),
         cmocka_unit_test_setup(test_stop_from_callout, rl_trace_setup),
         cmocka_unit_test_setup(test_stop_before_running_is_forgotten, rl_trace_setup),
+        cmocka_unit_test_setup(test_stop_from_entry_ends_the_run_before_its_first_pass, rl_trace_setup),
+        cmocka_unit_test_setup(test_wakeup_from_entry_is_kept, rl_trace_setup),
+        cmocka_unit_test_setup(test_wakeup_pending_when_a_nested_run_starts, rl_trace_setup),
+        cmocka_unit_test_setup(test_stop_survives_a_nested_run_in_the_same_pass, rl_trace_setup),
         cmocka_unit_test_setup(test_stop_from_another_thread, rl_trace_setup),
         cmocka_unit_test_setup(test_wakeup_from_another_thread, rl_trace_setup),
         cmocka_unit_test_setup(test_wakeup_before_running_is_dropped, rl_trace_setup),

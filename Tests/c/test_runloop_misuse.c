@@ -24,7 +24,7 @@ static void test_runloop_functions_with_null(void **state) {
     RLRunLoopObserverRef o = RLRunLoopObserverCreate(NULL, kRLRunLoopEntry, true, 0, nop_obs, NULL);
 
     assert_rl_fails(RLRunLoopCopyCurrentMode(NULL), kRLErrorInvalidArgument);
-    assert_rl_fails(RLRunLoopCopyAllModes(NULL, NULL), kRLErrorInvalidArgument);
+    assert_rl_fails(RLRunLoopCopyAllModes(NULL), kRLErrorInvalidArgument);
     assert_rl_fails(RLRunLoopAddCommonMode(NULL, "M"), kRLErrorInvalidArgument);
     assert_rl_fails(RLRunLoopAddCommonMode(rl, NULL), kRLErrorInvalidArgument);
     assert_rl_fails(RLRunLoopAddCommonMode(rl, ""), kRLErrorInvalidArgument);

@@ -177,6 +177,84 @@ static void test_context_retain_release_balance(void **state) {
     assert_int_equal(releases, 1);
 }
 
+/* A pending signal holds no reference: a source signalled, added, removed
+ * and released is destroyed by that release (its context release runs), as
+ * in CF. The signal must not keep a membership or the object alive. */
+static void test_signalled_source_freed_at_last_release(void **state) {
+    retains = releases = 0;
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    RLRunLoopSourceContext c = {0, (void *)"X", ctx_retain, ctx_release, NULL, NULL, NULL, NULL, NULL, perform_tr};
+    RLRunLoopSourceRef s = RLRunLoopSourceCreate(NULL, 0, &c);
+    assert_non_null(s);
+    assert_true(RLRunLoopSourceSignal(s));
+    assert_true(RLRunLoopAddSource(rl, s, "SigRel"));
+    assert_true(RLRunLoopRemoveSource(rl, s, "SigRel"));
+    assert_int_equal(RLGetRetainCount(s), 1);
+    assert_true(RLRelease(s));
+    assert_int_equal(releases, 1);
+
+    /* The same with the signal given while the source is in the mode. */
+    releases = 0;
+    s = RLRunLoopSourceCreate(NULL, 0, &c);
+    assert_true(RLRunLoopAddSource(rl, s, "SigRel"));
+    assert_true(RLRunLoopSourceSignal(s));
+    assert_true(RLRunLoopRemoveSource(rl, s, "SigRel"));
+    assert_true(RLRelease(s));
+    assert_int_equal(releases, 1);
+    /* And the mode, now empty, has nothing left to perform. */
+    rl_trace_clear();
+    assert_int_equal(RLRunLoopRunInMode("SigRel", 0, false), kRLRunLoopRunFinished);
+    assert_trace("");
+}
+
+/* Sources signalled when a pass began and not reached yet keep their signal
+ * until they are performed, as in CF: a run of the same mode nested in an
+ * earlier source's perform performs them, and the outer pass then skips
+ * them. */
+static RLRunLoopSourceRef nest_second;
+static int nest_result;
+static bool nesting;
+
+static void perform_and_nest(void *info) {
+    rl_trace_add((const char *)info);
+    nesting = true;
+    nest_result = RLRunLoopRunInMode("NestSrc", 0, false);
+    nesting = false;
+}
+
+static void perform_where(void *info) { rl_trace_addf("%s%s", (const char *)info, nesting ? "(nested)" : ""); }
+
+static void test_nested_run_performs_sources_the_pass_has_not_reached(void **state) {
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    for (int rash = 0; rash < 2; rash++) {
+        RLRunLoopSourceContext c = {0};
+        c.info = (void *)"first";
+        c.perform = perform_and_nest;
+        RLRunLoopSourceRef first = RLRunLoopSourceCreate(NULL, 1, &c);
+        c.info = (void *)"second";
+        c.perform = perform_where;
+        nest_second = RLRunLoopSourceCreate(NULL, 2, &c);
+        assert_true(RLRunLoopAddSource(rl, first, "NestSrc"));
+        assert_true(RLRunLoopAddSource(rl, nest_second, "NestSrc"));
+        assert_true(RLRunLoopSourceSignal(nest_second));
+        assert_true(RLRunLoopSourceSignal(first));
+        rl_trace_clear();
+        nest_result = -1;
+        assert_int_equal(RLRunLoopRunInMode("NestSrc", 0, rash), rash ? kRLRunLoopRunHandledSource
+                                                                         : kRLRunLoopRunTimedOut);
+        assert_trace("first second(nested)");
+        assert_int_equal(nest_result, kRLRunLoopRunTimedOut);
+        /* Performed once: nothing is left for the next run. */
+        rl_trace_clear();
+        assert_int_equal(RLRunLoopRunInMode("NestSrc", 0, false), kRLRunLoopRunTimedOut);
+        assert_trace("");
+        RLRunLoopSourceInvalidate(first);
+        RLRunLoopSourceInvalidate(nest_second);
+        RLRelease(first);
+        RLRelease(nest_second);
+    }
+}
+
 static void test_source_in_two_loops_performs_once(void **state) {
     /* The signal is a flag of the source: whichever loop runs first takes it. */
     RLRunLoopRef rl = RLRunLoopGetCurrent();
@@ -277,6 +355,8 @@ int main(void) {
         cmocka_unit_test_setup(test_signal_held_until_mode_runs, rl_trace_setup),
         cmocka_unit_test_setup(test_invalidate_from_callout, rl_trace_setup),
         cmocka_unit_test_setup(test_context_retain_release_balance, rl_trace_setup),
+        cmocka_unit_test_setup(test_signalled_source_freed_at_last_release, rl_trace_setup),
+        cmocka_unit_test_setup(test_nested_run_performs_sources_the_pass_has_not_reached, rl_trace_setup),
         cmocka_unit_test_setup(test_source_in_two_loops_performs_once, rl_trace_setup),
         cmocka_unit_test_setup(test_equal_source_is_the_same_source, rl_trace_setup),
     };

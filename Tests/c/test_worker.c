@@ -59,7 +59,7 @@ static void assert_task_count_at_most(int limit) {
 /* ---- start / stop ---- */
 
 static void *running_mode_of(RLWorkerThreadRef w) {
-    return RLRunLoopCopyCurrentMode(RLWorkerThreadGetRunLoop(w));
+    return (void *)RLRunLoopCopyCurrentMode(RLWorkerThreadGetRunLoop(w));
 }
 
 static void test_start_returns_when_loop_runs(void **state) {
@@ -72,7 +72,7 @@ static void test_start_returns_when_loop_runs(void **state) {
     char *mode = running_mode_of(w);
     assert_non_null(mode);
     assert_string_equal(mode, kRLRunLoopDefaultMode);
-    free(mode);
+    assert_true(RLRelease(mode));
     RLThreadRef t = RLWorkerThreadGetThread(w);
     assert_non_null(t);
     char *name = RLThreadCopyName(t);

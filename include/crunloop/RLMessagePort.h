@@ -138,8 +138,11 @@ RL_EXPORT int32_t RLMessagePortSendRequest(RLMessagePortRef RL_NULLABLE remote, 
 
 /* The run-loop source of a local port (Create rule; one source per port:
  * later calls return it again, retained). Requests are answered on the
- * thread of each run loop the source is in, in its modes. NULL (error
- * set) for a remote or invalid port. */
+ * thread of each run loop the source is in, in its modes. From now on the
+ * port keeps itself alive until it is invalidated, as CF's source keeps
+ * its port: the caller may release both once the source is added, and the
+ * port serves on; RLMessagePortInvalidate ends it. NULL (error set) for a
+ * remote or invalid port. */
 RL_EXPORT RLRunLoopSourceRef RL_NULLABLE RLMessagePortCreateRunLoopSource(RLAllocatorRef RL_NULLABLE allocator,
                                                                           RLMessagePortRef RL_NULLABLE local,
                                                                           RLIndex order);

@@ -56,6 +56,8 @@
 #define CRUNLOOP_RLRUNLOOP_H
 
 #include <crunloop/RLBase.h>
+#include <crunloop/RLArray.h>
+#include <crunloop/RLString.h>
 
 RL_EXTERN_C_BEGIN
 
@@ -119,14 +121,18 @@ RL_EXPORT RLRunLoopRunResult RLRunLoopRunInMode(RLRunLoopMode mode, RLTimeInterv
  * (a bad loop or mode, another thread's loop). */
 RL_EXPORT bool RLRunLoopIsFinished(RLRunLoopRef rl, RLRunLoopMode mode);
 
-/* The mode rl is running in. Copy rule: free() the string. NULL if rl is not
- * running (no error) or on misuse (error set). */
-RL_EXPORT char *RL_NULLABLE RLRunLoopCopyCurrentMode(RLRunLoopRef rl);
+/* The mode rl is running in, as a library string (RLString.h): a
+ * `const char *` that is also an object. Copy rule: RLRelease it (CF code's
+ * CFRelease through cf_compat.h does exactly that); never free() it. NULL
+ * if rl is not running (no error) or on misuse (error set). */
+RL_EXPORT RLStringRef RL_NULLABLE RLRunLoopCopyCurrentMode(RLRunLoopRef rl);
 
-/* Every mode rl knows, as one malloc'ed NULL-terminated array of strings
- * (the strings live in the same block). Copy rule: free() the array once.
- * *count (if non-NULL) receives the number of modes. */
-RL_EXPORT char *RL_NULLABLE *RL_NULLABLE RLRunLoopCopyAllModes(RLRunLoopRef rl, RLIndex *RL_NULLABLE count);
+/* Every mode rl knows, as an array of mode names (RLArray.h), as CF's
+ * CFRunLoopCopyAllModes. Copy rule: RLRelease the array once. Its strings
+ * belong to the array (Get rule, valid while it lives: RLArrayGetValueAtIndex
+ * or RLArrayGetValues); to keep one longer, RLStringCreateWithCString it.
+ * NULL (error set) on misuse or when memory is short. */
+RL_EXPORT RLArrayRef RL_NULLABLE RLRunLoopCopyAllModes(RLRunLoopRef rl);
 
 /* Makes `mode` common: every item added to kRLRunLoopCommonModes, now or
  * later, is also in `mode`. */

@@ -120,8 +120,10 @@ RL_EXPORT bool RLSocketPortSetMessageLimit(RLSocketPortRef RL_NULLABLE port, RLI
 RL_EXPORT bool RLSocketPortSetStallTimeout(RLSocketPortRef RL_NULLABLE local, RLTimeInterval seconds);
 
 /* The run-loop source of a local port (Create rule; one per port: later
- * calls return it again, retained). NULL (error set) for a remote or
- * invalid port. */
+ * calls return it again, retained). From now on the port keeps itself
+ * alive until it is invalidated (as a message port does): releasing it
+ * does not stop it; RLSocketPortInvalidate does. NULL (error set) for a
+ * remote or invalid port. */
 RL_EXPORT RLRunLoopSourceRef RL_NULLABLE RLSocketPortCreateRunLoopSource(RLAllocatorRef RL_NULLABLE allocator,
                                                                          RLSocketPortRef RL_NULLABLE local,
                                                                          RLIndex order);

@@ -22,24 +22,52 @@
  *     CFRunLoopObserverRef, their Context structs and CallBack types,
  *     CFRunLoopRunResult, CFRunLoopActivity, CFRunLoopMode, CFTypeRef,
  *     CFAllocatorRef, CFIndex, CFOptionFlags, CFHashCode, CFTimeInterval,
- *     CFAbsoluteTime, Boolean, SInt8…SInt64, UInt8…UInt64;
+ *     CFAbsoluteTime, CFRange, Boolean, SInt8…SInt64, UInt8…UInt64,
+ *     OSStatus, and `nil` (as MacTypes.h gives it to C code on Darwin);
  *   - constants: kCFRunLoopDefaultMode, kCFRunLoopCommonModes, the
  *     kCFRunLoopRun… result codes, the activity bits, kCFAllocatorDefault
  *     (and the other allocator names, all NULL), TRUE/FALSE;
  *   - every CFRunLoop…, CFRunLoopSource…, CFRunLoopTimer… and
- *     CFRunLoopObserver… function, the CFFileDescriptor… API, a CFArray of
- *     mode names (for CFRunLoopPerformBlock),
- *     CFAbsoluteTimeGetCurrent, CFRetain, CFRelease, CFGetRetainCount;
- *   - CFSTR("literal") for mode names: it yields the C string itself.
+ *     CFRunLoopObserver… function, the CFFileDescriptor… API, the CFSocket…
+ *     and CFReadStream…/CFWriteStream… APIs (sections at the end),
+ *     CFAbsoluteTimeGetCurrent, CFRetain, CFRelease, CFGetRetainCount,
+ *     CFAllocatorAllocate/CFAllocatorDeallocate (malloc/free), CFRangeMake;
+ *   - CFMessagePort (RLMessagePort.h): CreateLocal, CreateRemote,
+ *     SendRequest with CF's result codes (kCFMessagePortSuccess …
+ *     kCFMessagePortBecameInvalidError), CreateRunLoopSource, Invalidate,
+ *     IsValid, IsRemote, GetName, GetContext, Get/SetInvalidationCallBack,
+ *     the Context, CallBack and InvalidationCallBack types;
+ *   - CFData (RLData.h): CFDataCreate, CFDataGetLength, CFDataGetBytePtr,
+ *     CFDataGetBytes;
+ *   - CFString, a subset (RLString.h): CFSTR, CFStringCreateWithCString,
+ *     CFStringCreateWithBytes, CFStringCreateWithFormat (printf formats),
+ *     CFStringCreateWithFormatAndArguments, CFStringCreateCopy,
+ *     CFStringGetLength, CFStringGetBytes, CFStringGetCString,
+ *     CFStringGetCStringPtr, CFStringCompare (with kCFCompareCaseInsensitive),
+ *     kCFStringEncodingASCII and kCFStringEncodingUTF8;
+ *   - CFArray of strings (RLArray.h): CFArrayCreate (the callbacks are
+ *     ignored; the strings are copied), CFArrayGetCount,
+ *     CFArrayGetValueAtIndex, CFRelease — what CFRunLoopCopyAllModes
+ *     returns and CFRunLoopPerformBlock takes.
+ *
+ * Ownership is CF's: what a Create or Copy function returns is released
+ * with CFRelease — CFRunLoopCopyCurrentMode's string and
+ * CFRunLoopCopyAllModes' array included; a Get function's result is not.
  *
  * What differs (the RL types show through):
- *   - CFStringRef and CFRunLoopMode are `const char *`. Mode names work
- *     everywhere (CFSTR, the schedule/cancel callbacks' mode argument);
- *     no other CFString function exists. The default mode's name is
+ *   - CFStringRef and CFRunLoopMode are `const char *` (UTF-8). A string a
+ *     Create/Copy function returns is a library string (RLString.h): a C
+ *     string that is also an object, released with CFRelease. CFSTR("…")
+ *     is the literal itself; every function that reads a string takes a
+ *     literal or any C string, but CFRelease of a literal is refused with
+ *     an error (CF lets it pass). The default mode's name is
  *     "kRLRunLoopDefaultMode", not "kCFRunLoopDefaultMode".
- *   - CFRunLoopCopyCurrentMode returns a malloc'ed `char *`: free() it, do
- *     not CFRelease it. CFRunLoopCopyAllModes returns a NULL-terminated
- *     malloc'ed `char **` (one free()), not a CFArrayRef.
+ *   - CFStringCreateWithFormat takes printf formats: CF's %@ does not
+ *     exist, and formatOptions must be NULL. Only ASCII and UTF-8
+ *     encodings; a string never holds a NUL character.
+ *   - The strings of a CFArray belong to it (CFArrayGetValueAtIndex is a
+ *     Get function): CFRetain of one fails; copy it with
+ *     CFStringCreateCopy to keep it beyond the array.
  *   - A context's copyDescription returns a malloc'ed `char *`, not a
  *     CFStringRef; callbacks written as returning CFStringRef do not match.
  *   - Functions that return void in CF return bool here (false: misuse, see
@@ -49,18 +77,18 @@
  *   - CFRunLoopPerformBlock takes, as CF's, one mode (kCFRunLoopCommonModes
  *     included) or a CFArrayRef of modes; the array form is chosen by the
  *     argument's static type (C11 _Generic; overloads in C++), so pass the
- *     array as a CFArrayRef, not cast to CFTypeRef. CFArray exists only as
- *     far as that needs (RLArray.h): CFArrayCreate of strings (the
- *     callbacks are ignored; the strings are copied), CFArrayGetCount,
- *     CFArrayGetValueAtIndex, CFRelease. The function-pointer twins are
- *     RLRunLoopPerformFunction and RLRunLoopPerformFunctionInModes.
+ *     array as a CFArrayRef, not cast to CFTypeRef. The function-pointer
+ *     twins are RLRunLoopPerformFunction and RLRunLoopPerformFunctionInModes.
+ *   - CFMessagePortSendRequest does not run the caller's run loop while it
+ *     waits for a reply (see RLMessagePort.h); port names are per user.
  *   - Allocators are accepted and ignored (pass NULL or kCFAllocatorDefault).
  *   - Timer tolerance works (Darwin semantics), unlike CF on Linux.
  *
  * What does not map (no counterpart in CRunLoop, so such code does not
  * compile): version-1 sources (CFRunLoopSourceContext1, Mach ports),
- * CFMachPort, CFMessagePort, CFSocket, CFString/CFDictionary, CFArray
- * beyond the above and the rest of CoreFoundation, the …GetTypeID functions, CFGetTypeID,
+ * CFMachPort, CFMessagePortSetName/SetDispatchQueue, CFString
+ * beyond the above, CFDictionary, CFMutableData, CFArray beyond the above
+ * and the rest of CoreFoundation, the …GetTypeID functions, CFGetTypeID,
  * CFEqual/CFHash/CFCopyDescription, Objective-C toll-free bridging.
  */
 #ifndef CRUNLOOP_CF_COMPAT_H
@@ -70,6 +98,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 RL_EXTERN_C_BEGIN
 
@@ -92,10 +121,12 @@ typedef uint32_t UInt32;
 typedef int64_t SInt64;
 typedef uint64_t UInt64;
 
-/* Only as far as mode names go: see the header comment. */
-typedef const char *CFStringRef;
-/* A mode name from a string literal, as CF's CFSTR. */
-#define CFSTR(cStr) ("" cStr "")
+/* CF's status type (MacTypes.h), as the guide's listings return it. */
+typedef SInt32 OSStatus;
+#ifndef nil
+/* The null object pointer CF code on Darwin gets from MacTypes.h. */
+#define nil NULL
+#endif
 
 #ifndef TRUE
 #define TRUE true
@@ -103,6 +134,10 @@ typedef const char *CFStringRef;
 #ifndef FALSE
 #define FALSE false
 #endif
+
+/* CFRange (RLData.h). */
+typedef RLRange CFRange;
+#define CFRangeMake RLRangeMake
 
 #define kCFAllocatorDefault ((RLAllocatorRef)NULL)
 #define kCFAllocatorSystemDefault ((RLAllocatorRef)NULL)
@@ -115,7 +150,63 @@ typedef const char *CFStringRef;
 #define CFRelease RLRelease
 #define CFGetRetainCount RLGetRetainCount
 
-/* ---- Arrays (of mode names only) ------------------------------------- */
+/* Memory from an allocator (malloc/free; the allocator and hint are
+ * ignored). NULL for a size <= 0, as CF. */
+static inline void *CFAllocatorAllocate(CFAllocatorRef allocator, CFIndex size, CFOptionFlags hint) {
+    (void)allocator;
+    (void)hint;
+    return size > 0 ? malloc((size_t)size) : NULL;
+}
+static inline void CFAllocatorDeallocate(CFAllocatorRef allocator, void *ptr) {
+    (void)allocator;
+    free(ptr);
+}
+
+/* ---- Strings (RLString.h) -------------------------------------------- */
+
+/* A CFStringRef is an RLStringRef: a `const char *` to UTF-8 text. Those a
+ * Create/Copy function returns are library strings, released with
+ * CFRelease; every reading function also takes a plain C string. */
+typedef RLStringRef CFStringRef;
+/* A string constant from a literal, as CF's CFSTR: the literal itself (not
+ * a library string: do not CFRelease it — it is refused with an error). */
+#define CFSTR(cStr) ("" cStr "")
+
+typedef RLStringEncoding CFStringEncoding;
+#define kCFStringEncodingASCII kRLStringEncodingASCII
+#define kCFStringEncodingUTF8 kRLStringEncodingUTF8
+
+typedef RLComparisonResult CFComparisonResult;
+#define kCFCompareLessThan kRLCompareLessThan
+#define kCFCompareEqualTo kRLCompareEqualTo
+#define kCFCompareGreaterThan kRLCompareGreaterThan
+typedef RLStringCompareFlags CFStringCompareFlags;
+#define kCFCompareCaseInsensitive kRLCompareCaseInsensitive
+#define kCFCompareNonliteral kRLCompareNonliteral
+
+/* CF's formatOptions is a CFDictionaryRef; only NULL is accepted. */
+typedef const void *CFDictionaryRef;
+
+#define CFStringCreateWithCString RLStringCreateWithCString
+#define CFStringCreateWithBytes RLStringCreateWithBytes
+#define CFStringCreateWithFormat RLStringCreateWithFormat
+#define CFStringCreateWithFormatAndArguments RLStringCreateWithFormatAndArguments
+#define CFStringCreateCopy RLStringCreateCopy
+#define CFStringGetLength RLStringGetLength
+#define CFStringGetBytes RLStringGetBytes
+#define CFStringGetCString RLStringGetCString
+#define CFStringGetCStringPtr RLStringGetCStringPtr
+#define CFStringCompare RLStringCompare
+
+/* ---- Data (RLData.h) ------------------------------------------------- */
+
+typedef RLDataRef CFDataRef;
+#define CFDataCreate RLDataCreate
+#define CFDataGetLength RLDataGetLength
+#define CFDataGetBytePtr RLDataGetBytePtr
+#define CFDataGetBytes RLDataGetBytes
+
+/* ---- Arrays (of strings only) --------------------------------------- */
 
 typedef RLArrayRef CFArrayRef;
 /* CF's callbacks argument; accepted and ignored (the strings are copied). */
@@ -199,11 +290,7 @@ static inline bool RLCFRunLoopPerformBlockInArray(CFRunLoopRef rl, CFArrayRef mo
 }
 #endif
 
-/* CF's one-argument form; the result is a NULL-terminated `char **`
- * block to free() once (see the header comment). */
-static inline char **CFRunLoopCopyAllModes(CFRunLoopRef rl) {
-    return RLRunLoopCopyAllModes(rl, NULL);
-}
+#define CFRunLoopCopyAllModes RLRunLoopCopyAllModes
 
 /* ---- Sources --------------------------------------------------------- */
 
@@ -271,6 +358,90 @@ typedef RLFileDescriptorContext CFFileDescriptorContext;
 #define CFFileDescriptorIsValid RLFileDescriptorIsValid
 #define CFFileDescriptorCreateRunLoopSource RLFileDescriptorCreateRunLoopSource
 
+/* ---- Streams (CFReadStream / CFWriteStream) -------------------------- */
+/* CF's file streams take a CFURL and CFStreamCreatePairWithSocketToHost a
+ * CFString; here they take a path and a C string. CFReadStreamCopyError
+ * (a CFError) has no mapping: use CFReadStreamGetError. */
+
+typedef RLReadStreamRef CFReadStreamRef;
+typedef RLWriteStreamRef CFWriteStreamRef;
+typedef RLStreamStatus CFStreamStatus;
+typedef RLStreamEventType CFStreamEventType;
+typedef RLStreamError CFStreamError;
+typedef RLStreamClientContext CFStreamClientContext;
+typedef RLReadStreamClientCallBack CFReadStreamClientCallBack;
+typedef RLWriteStreamClientCallBack CFWriteStreamClientCallBack;
+
+#define kCFStreamStatusNotOpen kRLStreamStatusNotOpen
+#define kCFStreamStatusOpening kRLStreamStatusOpening
+#define kCFStreamStatusOpen kRLStreamStatusOpen
+#define kCFStreamStatusReading kRLStreamStatusReading
+#define kCFStreamStatusWriting kRLStreamStatusWriting
+#define kCFStreamStatusAtEnd kRLStreamStatusAtEnd
+#define kCFStreamStatusClosed kRLStreamStatusClosed
+#define kCFStreamStatusError kRLStreamStatusError
+#define kCFStreamEventNone kRLStreamEventNone
+#define kCFStreamEventOpenCompleted kRLStreamEventOpenCompleted
+#define kCFStreamEventHasBytesAvailable kRLStreamEventHasBytesAvailable
+#define kCFStreamEventCanAcceptBytes kRLStreamEventCanAcceptBytes
+#define kCFStreamEventErrorOccurred kRLStreamEventErrorOccurred
+#define kCFStreamEventEndEncountered kRLStreamEventEndEncountered
+#define kCFStreamErrorDomainCustom kRLStreamErrorDomainCustom
+#define kCFStreamErrorDomainPOSIX kRLStreamErrorDomainPOSIX
+
+#define CFWriteStreamCreateWithAllocatedBuffers RLWriteStreamCreateWithAllocatedBuffers
+#define CFReadStreamCreateWithFile RLReadStreamCreateWithFile
+#define CFWriteStreamCreateWithFile RLWriteStreamCreateWithFile
+#define CFStreamCreateBoundPair RLStreamCreateBoundPair
+#define CFStreamCreatePairWithSocket RLStreamCreatePairWithSocket
+#define CFStreamCreatePairWithSocketToHost RLStreamCreatePairWithSocketToHost
+#define CFReadStreamGetStatus RLReadStreamGetStatus
+#define CFWriteStreamGetStatus RLWriteStreamGetStatus
+#define CFReadStreamGetError RLReadStreamGetError
+#define CFWriteStreamGetError RLWriteStreamGetError
+#define CFReadStreamOpen RLReadStreamOpen
+#define CFWriteStreamOpen RLWriteStreamOpen
+#define CFReadStreamClose RLReadStreamClose
+#define CFWriteStreamClose RLWriteStreamClose
+#define CFReadStreamRead RLReadStreamRead
+#define CFWriteStreamWrite RLWriteStreamWrite
+#define CFReadStreamHasBytesAvailable RLReadStreamHasBytesAvailable
+#define CFWriteStreamCanAcceptBytes RLWriteStreamCanAcceptBytes
+#define CFReadStreamSetClient RLReadStreamSetClient
+#define CFWriteStreamSetClient RLWriteStreamSetClient
+#define CFReadStreamScheduleWithRunLoop RLReadStreamScheduleWithRunLoop
+#define CFWriteStreamScheduleWithRunLoop RLWriteStreamScheduleWithRunLoop
+#define CFReadStreamUnscheduleFromRunLoop RLReadStreamUnscheduleFromRunLoop
+#define CFWriteStreamUnscheduleFromRunLoop RLWriteStreamUnscheduleFromRunLoop
+
+/* ---- Message ports (RLMessagePort.h) --------------------------------- */
+
+typedef RLMessagePortRef CFMessagePortRef;
+/* The context's copyDescription returns a malloc'ed `char *`, not a
+ * CFStringRef (as for the run-loop contexts). */
+typedef RLMessagePortContext CFMessagePortContext;
+typedef RLMessagePortCallBack CFMessagePortCallBack;
+typedef RLMessagePortInvalidationCallBack CFMessagePortInvalidationCallBack;
+
+#define kCFMessagePortSuccess kRLMessagePortSuccess
+#define kCFMessagePortSendTimeout kRLMessagePortSendTimeout
+#define kCFMessagePortReceiveTimeout kRLMessagePortReceiveTimeout
+#define kCFMessagePortIsInvalid kRLMessagePortIsInvalid
+#define kCFMessagePortTransportError kRLMessagePortTransportError
+#define kCFMessagePortBecameInvalidError kRLMessagePortBecameInvalidError
+
+#define CFMessagePortCreateLocal RLMessagePortCreateLocal
+#define CFMessagePortCreateRemote RLMessagePortCreateRemote
+#define CFMessagePortIsRemote RLMessagePortIsRemote
+#define CFMessagePortGetName RLMessagePortGetName
+#define CFMessagePortGetContext RLMessagePortGetContext
+#define CFMessagePortIsValid RLMessagePortIsValid
+#define CFMessagePortInvalidate RLMessagePortInvalidate
+#define CFMessagePortGetInvalidationCallBack RLMessagePortGetInvalidationCallBack
+#define CFMessagePortSetInvalidationCallBack RLMessagePortSetInvalidationCallBack
+#define CFMessagePortSendRequest RLMessagePortSendRequest
+#define CFMessagePortCreateRunLoopSource RLMessagePortCreateRunLoopSource
+
 RL_EXTERN_C_END
 
 #if __BLOCKS__ && defined(__cplusplus)
@@ -282,5 +453,68 @@ static inline bool CFRunLoopPerformBlock(CFRunLoopRef rl, CFArrayRef modes, void
     return RLCFRunLoopPerformBlockInArray(rl, modes, block);
 }
 #endif
+
+/* ---- CFSocket (RLSocket.h) ------------------------------------------- */
+/* CFSocket's names over RLSocket; addresses and data are RLData, so the
+ * CFData calls a socket program needs map here too (guarded: another
+ * section may map them as well). CFSocketInvalidate, Enable/Disable and
+ * SetSocketFlags return bool instead of void. Not mapped: the socket
+ * signature and name-registry functions, CFSocketGetTypeID. */
+#include <crunloop/RLSocket.h>
+
+RL_EXTERN_C_BEGIN
+
+typedef RLDataRef CFDataRef;
+#ifndef CFDataCreate
+#define CFDataCreate RLDataCreate
+#endif
+#ifndef CFDataGetLength
+#define CFDataGetLength RLDataGetLength
+#endif
+#ifndef CFDataGetBytePtr
+#define CFDataGetBytePtr RLDataGetBytePtr
+#endif
+
+typedef RLSocketRef CFSocketRef;
+typedef RLSocketNativeHandle CFSocketNativeHandle;
+typedef RLSocketError CFSocketError;
+typedef RLSocketCallBackType CFSocketCallBackType;
+typedef RLSocketCallBack CFSocketCallBack;
+typedef RLSocketContext CFSocketContext;
+
+#define kCFSocketSuccess kRLSocketSuccess
+#define kCFSocketError kRLSocketError
+#define kCFSocketTimeout kRLSocketTimeout
+#define kCFSocketNoCallBack kRLSocketNoCallBack
+#define kCFSocketReadCallBack kRLSocketReadCallBack
+#define kCFSocketAcceptCallBack kRLSocketAcceptCallBack
+#define kCFSocketDataCallBack kRLSocketDataCallBack
+#define kCFSocketConnectCallBack kRLSocketConnectCallBack
+#define kCFSocketWriteCallBack kRLSocketWriteCallBack
+#define kCFSocketAutomaticallyReenableReadCallBack kRLSocketAutomaticallyReenableReadCallBack
+#define kCFSocketAutomaticallyReenableAcceptCallBack kRLSocketAutomaticallyReenableAcceptCallBack
+#define kCFSocketAutomaticallyReenableDataCallBack kRLSocketAutomaticallyReenableDataCallBack
+#define kCFSocketAutomaticallyReenableWriteCallBack kRLSocketAutomaticallyReenableWriteCallBack
+#define kCFSocketLeaveErrors kRLSocketLeaveErrors
+#define kCFSocketCloseOnInvalidate kRLSocketCloseOnInvalidate
+
+#define CFSocketCreate RLSocketCreate
+#define CFSocketCreateWithNative RLSocketCreateWithNative
+#define CFSocketSetAddress RLSocketSetAddress
+#define CFSocketConnectToAddress RLSocketConnectToAddress
+#define CFSocketSendData RLSocketSendData
+#define CFSocketEnableCallBacks RLSocketEnableCallBacks
+#define CFSocketDisableCallBacks RLSocketDisableCallBacks
+#define CFSocketGetSocketFlags RLSocketGetSocketFlags
+#define CFSocketSetSocketFlags RLSocketSetSocketFlags
+#define CFSocketInvalidate RLSocketInvalidate
+#define CFSocketIsValid RLSocketIsValid
+#define CFSocketGetNative RLSocketGetNative
+#define CFSocketCopyAddress RLSocketCopyAddress
+#define CFSocketCopyPeerAddress RLSocketCopyPeerAddress
+#define CFSocketGetContext RLSocketGetContext
+#define CFSocketCreateRunLoopSource RLSocketCreateRunLoopSource
+
+RL_EXTERN_C_END
 
 #endif /* CRUNLOOP_CF_COMPAT_H */

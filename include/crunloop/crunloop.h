@@ -26,9 +26,13 @@
 #include <crunloop/RLSync.h>
 #include <crunloop/RLDistributedLock.h>
 #include <crunloop/RLData.h>
+#include <crunloop/RLString.h>
 #include <crunloop/RLMessagePort.h>
+#include <crunloop/RLSocket.h>
+#include <crunloop/RLSignalSource.h>
 #include <crunloop/RLPort.h>
 #include <crunloop/RLSocketPort.h>
 #include <crunloop/RLLockDebug.h>
+#include <crunloop/RLStream.h>
 
 #endif /* CRUNLOOP_CRUNLOOP_H */

@@ -73,9 +73,8 @@
  *   - a timer invalidated or released while its callout runs (from its own
  *     callout or one nested in it: CF retains the context's info around a
  *     timer callout).
- * Two other known ones cannot show here: the harness runs one loop (an
- * observer added to a second loop) and frees CopyCurrentMode's string the
- * way each library wants. */
+ * Another known one cannot show here: the harness runs one loop (an
+ * observer added to a second loop). */
 static bool fz_known_bugs;
 
 /* ---- Program representation ------------------------------------------- */
@@ -355,6 +354,14 @@ static bool gen_due_timers;
  * removed), the mode's next wait returns at once for nothing, which
  * CRunLoop does not copy. */
 static int due_timer_mode(int i) { return i % 2 == 0 ? 0 : 2 + i / 2 % 2; }
+/* T0 and T2 share the default mode there, so T2 always repeats: when two
+ * due one-shot timers of a mode fire in one pass and leave it without
+ * timers, CF leaves the mode's timer fd readable (armed for the second
+ * one's past date while the first fired, never read or reset), and that
+ * mode's next wait returns at once for nothing, which CRunLoop does not
+ * copy (seed 34183). A repeating timer moves to a future date after its
+ * fire, and arming for it resets the fd. */
+static bool due_timer_repeats(int i) { return i == 2; }
 
 static void gen_op(struct fz_rng *r, int script, struct fz_line *l) {
     memset(l, 0, sizeof *l);
@@ -369,6 +376,7 @@ static void gen_op(struct fz_rng *r, int script, struct fz_line *l) {
             a[2] = fz_known_bugs && chance(r, 20);
         } else if (x < 10) {
             l->op = OP_CTIM; a[0] = rnd(r, FZ_NTIM); a[1] = chance(r, 35) || !gen_due_timers; a[2] = chance(r, 30); a[3] = rnd(r, 3);
+            if (gen_due_timers && due_timer_repeats(a[0])) a[2] = 1;
             a[4] = fz_known_bugs && chance(r, 10);
         } else if (x < 14) {
             l->op = OP_COBS; a[0] = rnd(r, FZ_NOBS);
@@ -569,6 +577,9 @@ struct fz_seq {
     int blk_calls[FZ_NBLK];
     int created; /* sources created so far */
     int tim_active[FZ_NTIM]; /* callouts of each timer running now */
+    /* stop_pending[d]: a callout of the run at depth d (1 = outermost)
+     * called Stop, and that run has not returned yet. */
+    bool stop_pending[FZ_MAXDEPTH + 1];
     /* Cross-thread actions for the helper, in program order. */
     pthread_mutex_t ext_lock;
     const struct fz_line *ext[FZ_MAXOPS];
@@ -626,19 +637,11 @@ static CFAbsoluteTime fz_date(int future) {
 }
 
 static const char *cur_mode_text(char *buf, size_t cap) {
-#ifdef DIFF_CF
     CFStringRef m = CFRunLoopCopyCurrentMode(fz_cur->loop);
     if (!m) return "(none)";
     fz_mode_text(m, buf, cap);
     CFRelease(m);
     return buf;
-#else
-    char *m = CFRunLoopCopyCurrentMode(fz_cur->loop);
-    if (!m) return "(none)";
-    fz_mode_text(m, buf, cap);
-    free(m);
-    return buf;
-#endif
 }
 
 /* Runs a callout's script, for its first FZ_SCRIPT_CALLS calls. */
@@ -720,7 +723,6 @@ static void all_modes_text(char *out, size_t cap) {
     char *names[32];
     int n = 0;
     char b[64];
-#ifdef DIFF_CF
     CFArrayRef modes = CFRunLoopCopyAllModes(fz_cur->loop);
     for (CFIndex i = 0; modes && i < CFArrayGetCount(modes) && n < 32; i++) {
         /* CF lists a mode literally named kCFRunLoopCommonModes once a block
@@ -729,14 +731,6 @@ static void all_modes_text(char *out, size_t cap) {
         if (strcmp(t, "common") != 0) names[n++] = strdup(t);
     }
     if (modes) CFRelease(modes);
-#else
-    char **modes = CFRunLoopCopyAllModes(fz_cur->loop);
-    for (int i = 0; modes && modes[i] && n < 32; i++) {
-        const char *t = fz_mode_text(modes[i], b, sizeof b);
-        if (strcmp(t, "common") != 0) names[n++] = strdup(t);
-    }
-    free(modes);
-#endif
     qsort(names, (size_t)n, sizeof names[0], fz_cmp_str);
     out[0] = 0;
     for (int i = 0; i < n; i++) {
@@ -758,6 +752,16 @@ static CFTypeRef item(int kind, int i) {
 
 static void queue_block(int b, int m) {
     CFRunLoopPerformBlock(fz_cur->loop, fz_mode(m), ^{ block_body(b); });
+}
+
+/* No run is nested in a run whose callout called Stop: CF checks a stop
+ * only after the pass's wait, and a nested run may take the wake-up the
+ * stop gave (the outer run then sleeps on with its stop pending); CRunLoop
+ * ends the stopped run after the pass whatever happened in it (an intended
+ * difference, docs/runloop.md; scenario fuzz_stop_then_nested_poll in
+ * known-differences.txt). */
+static bool fz_nested_after_stop(const struct fz_seq *q) {
+    return q->depth > 0 && q->stop_pending[q->depth];
 }
 
 /* The operations that only change membership call schedule/cancel and
@@ -908,26 +912,29 @@ static void exec_line(const struct fz_line *l, bool from_helper) {
 #endif
         return;
     case OP_RUN: {
-        if (q->depth >= FZ_MAXDEPTH) return;
+        if (q->depth >= FZ_MAXDEPTH || fz_nested_after_stop(q)) return;
         fz_format(l, b, sizeof b);
         const char *text = strchr(b, ' ') + 1;
         fz_trace("> %s", text);
         q->depth++;
         CFTimeInterval secs = a[1] == 0 ? 0 : a[1] == 1 ? -1 : FZ_WAIT_SECONDS;
         int r = CFRunLoopRunInMode(fz_mode(a[0]), secs, a[2]);
+        q->stop_pending[q->depth] = false;
         q->depth--;
         fz_trace("< %s: %s", text, result_text(r));
         return;
     }
     case OP_RUNALL:
-        if (q->depth >= FZ_MAXDEPTH) return;
+        if (q->depth >= FZ_MAXDEPTH || fz_nested_after_stop(q)) return;
         fz_trace("> runall");
         q->depth++;
         CFRunLoopRun();
+        q->stop_pending[q->depth] = false;
         q->depth--;
         fz_trace("< runall");
         return;
     case OP_STOP:
+        if (!from_helper && q->depth > 0) q->stop_pending[q->depth] = true;
         CFRunLoopStop(q->loop);
         return;
     case OP_WAKE:

@@ -118,15 +118,9 @@ const char *mode_str(CFRunLoopMode mode) {
 
 const char *current_mode(CFRunLoopRef rl) {
     char *b = scratch();
-#ifdef DIFF_CF
     CFStringRef m = CFRunLoopCopyCurrentMode(rl);
     snprintf(b, 512, "%s", m ? mode_str(m) : "(none)");
     if (m) CFRelease(m);
-#else
-    char *m = CFRunLoopCopyCurrentMode(rl);
-    snprintf(b, 512, "%s", m ? mode_str(m) : "(none)");
-    free(m);
-#endif
     return b;
 }
 
@@ -137,16 +131,10 @@ static int cmp_str(const void *a, const void *b) {
 const char *all_modes(CFRunLoopRef rl) {
     char *names[64];
     int n = 0;
-#ifdef DIFF_CF
     CFArrayRef modes = CFRunLoopCopyAllModes(rl);
     for (CFIndex i = 0; modes && i < CFArrayGetCount(modes) && n < 64; i++)
         names[n++] = strdup(mode_str((CFStringRef)CFArrayGetValueAtIndex(modes, i)));
     if (modes) CFRelease(modes);
-#else
-    char **modes = CFRunLoopCopyAllModes(rl);
-    for (int i = 0; modes && modes[i] && n < 64; i++) names[n++] = strdup(mode_str(modes[i]));
-    free(modes);
-#endif
     qsort(names, (size_t)n, sizeof names[0], cmp_str);
     char *b = scratch();
     b[0] = '\0';

@@ -1,10 +1,9 @@
 /* Seeds 584 and 6000 (minimized from 584): CFRunLoopStop from an Entry
- * observer. CF ends the run before its first pass (Entry, Exit, Stopped);
- * ours runs the pass (BeforeTimers, BeforeSources, blocks) and a poll then
- * returns TimedOut, a waiting run Stopped.
+ * observer ends the run before its first pass (Entry, Exit, Stopped), a
+ * poll as well as a waiting run (Tests/c/test_runloop.c).
  * A program of scripts/fuzz-diff.sh, run through
  * Tests/diff/fuzz/fuzz_interp.c (which documents its format). Replay:
- * `scripts/fuzz-diff.sh show Tests/diff/pending/fuzz_stop_from_entry.c`. */
+ * `scripts/fuzz-diff.sh show Tests/diff/scenarios/fuzz_stop_from_entry.c`. */
 #include "../fuzz/fuzz_interp.c"
 
 static const char program[] =

@@ -1,10 +1,10 @@
 /* Seed 1873 (minimized): a WakeUp from an Entry observer, then a pass that
- * empties the mode (its only block runs). CF's wait returns at once and the
- * run ends Finished; ours drops the wake-up and sleeps (here until the
- * helper stops it).
+ * empties the mode (its only block runs): wake-ups count from the start of
+ * a run, so the first wait returns at once and the run ends Finished
+ * instead of sleeping.
  * A program of scripts/fuzz-diff.sh, run through
  * Tests/diff/fuzz/fuzz_interp.c (which documents its format). Replay:
- * `scripts/fuzz-diff.sh show Tests/diff/pending/fuzz_wake_from_entry.c`. */
+ * `scripts/fuzz-diff.sh show Tests/diff/scenarios/fuzz_wake_from_entry.c`. */
 #include "../fuzz/fuzz_interp.c"
 
 static const char program[] =

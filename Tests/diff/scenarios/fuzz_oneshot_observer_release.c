@@ -1,10 +1,9 @@
 /* Seeds 4850, 4946 and others (minimized from 4850): a one-shot observer
- * is invalidated after its callout. CF calls its context release right
- * after that callout, before the next observer of the same activity; ours
- * calls it after every observer of the activity ran.
+ * is invalidated after its callout: its context release comes right
+ * after that callout, before the next observer of the same activity.
  * A program of scripts/fuzz-diff.sh, run through
  * Tests/diff/fuzz/fuzz_interp.c (which documents its format). Replay:
- * `scripts/fuzz-diff.sh show Tests/diff/pending/fuzz_oneshot_observer_release.c`. */
+ * `scripts/fuzz-diff.sh show Tests/diff/scenarios/fuzz_oneshot_observer_release.c`. */
 #include "../fuzz/fuzz_interp.c"
 
 static const char program[] =

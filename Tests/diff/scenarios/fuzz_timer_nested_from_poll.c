@@ -1,11 +1,10 @@
 /* Seeds 410, 824, 5255 and the other W-run TimedOut/HANG/TRACE FLOOD
  * mismatches (minimized from 410): a nested run of the same mode from a
- * timer's callout busy-spins instead of sleeping (issue item 1), here with
- * the outer run a poll. Passes with the fix on branch wip-sem (dc3cc76); move
- * it to scenarios/ when that is merged.
+ * timer's callout must sleep, not busy-spin (the firing timer does not arm
+ * the loop's wake-up), here with the outer run a poll.
  * A program of scripts/fuzz-diff.sh, run through
  * Tests/diff/fuzz/fuzz_interp.c (which documents its format). Replay:
- * `scripts/fuzz-diff.sh show Tests/diff/pending/fuzz_timer_nested_from_poll.c`. */
+ * `scripts/fuzz-diff.sh show Tests/diff/scenarios/fuzz_timer_nested_from_poll.c`. */
 #include "../fuzz/fuzz_interp.c"
 
 static const char program[] =

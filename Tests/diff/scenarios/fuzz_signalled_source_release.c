@@ -1,10 +1,10 @@
 /* Seed 73230 (minimized): a source is signalled, added, removed and
  * released. CF destroys it at that release (its context release runs:
- * "S1 freed"); ours keeps it alive (the pending signal seems to hold a
- * reference), so the program's last release frees nothing.
+ * "S1 freed"); a pending signal must hold no reference on the source
+ * (Tests/c/test_source.c: test_signalled_source_freed_at_last_release).
  * A program of scripts/fuzz-diff.sh, run through
  * Tests/diff/fuzz/fuzz_interp.c (which documents its format). Replay:
- * `scripts/fuzz-diff.sh show Tests/diff/pending/fuzz_signalled_source_release.c`. */
+ * `scripts/fuzz-diff.sh show Tests/diff/scenarios/fuzz_signalled_source_release.c`. */
 #include "../fuzz/fuzz_interp.c"
 
 static const char program[] =

@@ -1,0 +1,468 @@
+/* RLSignalSource.c — signals as run-loop callouts. Each source owns a
+ * signalfd for its signal, watched (through an fd source) in every loop and
+ * mode its run-loop source is in. The first watcher to wake reads the
+ * queued signals and adds their count to every watcher of that signal,
+ * signalling their version-0 sources and waking their loops: a signal is
+ * dequeued once by the kernel but seen by all watchers.
+ *
+ * Process-wide state (the watchers of each signal, the saved disposition
+ * and mask) sits behind one mutex: it is touched when a source is created,
+ * invalidated or reads a signal, never on a loop's path otherwise. */
+#include "RLBase.h"
+#include "rl_fork.h"
+
+#include <crunloop/RLFileDescriptor.h>
+#include <crunloop/RLRunLoopSource.h>
+#include <crunloop/RLSignalSource.h>
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+struct RLSignalSource {
+    rl__object base;
+    int signum;
+    int sfd;
+    RLSignalSourceCallBack callout;
+    RLSignalSourceContext ctx;
+    RLFileDescriptorRef fdobj; /* watches sfd */
+    RLRunLoopSourceRef fdsrc;  /* fdobj's source: follows src into loops and modes */
+    /* Below: guarded by rl_sig_lock. */
+    RLRunLoopSourceRef src; /* the user's source (version 0), made on demand */
+    bool valid;
+    RLIndex pending;            /* deliveries not yet handed to the callout */
+    RLRunLoopRef *loops;        /* the loops src is scheduled in, once per mode (retained) */
+    size_t nloops, caploops;
+    struct RLSignalSource *next; /* the next watcher of the same signal */
+};
+
+/* Per signal: its watchers and what to restore when the last one goes. */
+typedef struct rl_sig_slot {
+    struct RLSignalSource *watchers;
+    struct sigaction old_action;
+    bool was_blocked; /* in the thread that created the first watcher */
+} rl_sig_slot;
+
+static pthread_mutex_t rl_sig_lock = PTHREAD_MUTEX_INITIALIZER;
+static rl_sig_slot rl_sig_slots[_NSIG];
+
+static void rl_sig_lock_take(void) {
+    int e = pthread_mutex_lock(&rl_sig_lock);
+    if (e)
+        abort(); /* only EINVAL/EDEADLK, both impossible for this static mutex */
+}
+
+static void rl_sig_lock_drop(void) { (void)pthread_mutex_unlock(&rl_sig_lock); }
+
+/* Held across fork() so that the child's copy is never locked by a thread
+ * that does not exist there (rl_fork.c). */
+static void fork_prepare(void) { rl_sig_lock_take(); }
+static void fork_parent(void) { rl_sig_lock_drop(); }
+static void fork_child(void) { rl_sig_lock_drop(); }
+
+/* Takes this file's place in the lock order held across fork() (rl_fork.h). */
+__attribute__((constructor)) static void fork_register(void) {
+    rl__fork_register(RL_FORK_SIGNAL, fork_prepare, fork_parent, fork_child);
+}
+
+/* Runs instead of the default action in a thread that did not block the
+ * signal: the process neither dies nor discards the signal forever. */
+static void rl_sig_nop(int signum) { (void)signum; }
+
+static void sig_finalize(void *obj) {
+    struct RLSignalSource *s = obj;
+    /* Valid sources are held by their fd object and run-loop source, so a
+     * source only gets here invalidated (or from a failed creation). */
+    if (s->fdsrc)
+        RLRelease(s->fdsrc);
+    if (s->fdobj)
+        RLRelease(s->fdobj);
+    if (s->src)
+        RLRelease(s->src);
+    for (size_t i = 0; i < s->nloops; i++)
+        RLRelease(s->loops[i]);
+    free(s->loops);
+    if (s->sfd >= 0)
+        close(s->sfd);
+}
+
+static char *sig_describe(const void *obj) {
+    const struct RLSignalSource *s = obj;
+    rl_sig_lock_take();
+    bool valid = s->valid;
+    RLIndex pending = s->pending;
+    rl_sig_lock_drop();
+    char *out = NULL;
+    if (asprintf(&out, "<RLSignalSource %p signal %d (%s) pending %ld%s>", obj, s->signum, strsignal(s->signum),
+                 (long)pending, valid ? "" : " invalid") < 0)
+        out = NULL;
+    return out;
+}
+
+static const rl__class rl__signal_source_class = {"RLSignalSource", sig_finalize, NULL, sig_describe};
+
+static bool sig_ok(RLSignalSourceRef s, const char *fn) { return rl__object_check(s, &rl__signal_source_class, fn); }
+
+/* Adds `n` deliveries to every watcher of signum and collects them, retained,
+ * with their loops, for waking after the lock is dropped (lock held). */
+typedef struct rl_sig_wake {
+    RLRunLoopSourceRef src;
+    RLRunLoopRef *loops;
+    size_t nloops;
+} rl_sig_wake;
+
+static size_t sig_fan_out_locked(struct RLSignalSource *reader, RLIndex n, rl_sig_wake **out) {
+    size_t count = 0;
+    for (struct RLSignalSource *w = rl_sig_slots[reader->signum].watchers; w; w = w->next)
+        count++;
+    rl_sig_wake *wk = calloc(count ? count : 1, sizeof *wk);
+    size_t k = 0;
+    for (struct RLSignalSource *w = rl_sig_slots[reader->signum].watchers; w; w = w->next) {
+        w->pending += n;
+        if (w == reader)
+            continue; /* its callout runs right away, in the reading callout */
+        if (!wk || !w->src)
+            continue; /* not in any loop yet: the count waits in pending */
+        wk[k].src = (RLRunLoopSourceRef)RLRetain(w->src);
+        wk[k].loops = w->nloops ? malloc(w->nloops * sizeof *wk[k].loops) : NULL;
+        for (size_t i = 0; wk[k].loops && i < w->nloops; i++)
+            wk[k].loops[wk[k].nloops++] = (RLRunLoopRef)RLRetain(w->loops[i]);
+        k++;
+    }
+    *out = wk;
+    return k;
+}
+
+static void sig_wake(rl_sig_wake *wk, size_t k) {
+    for (size_t i = 0; i < k; i++) {
+        (void)RLRunLoopSourceSignal(wk[i].src);
+        for (size_t j = 0; j < wk[i].nloops; j++) {
+            (void)RLRunLoopWakeUp(wk[i].loops[j]);
+            RLRelease(wk[i].loops[j]);
+        }
+        free(wk[i].loops);
+        RLRelease(wk[i].src);
+    }
+    free(wk);
+}
+
+/* The signalfd is readable: dequeue everything and hand the count out. The
+ * reader's own callout runs here, so that the run that woke for the signal
+ * is the one that delivers it (a run returning after one handled source
+ * has delivered it); the other watchers are signalled. */
+static void sig_fd_callout(RLFileDescriptorRef f, RLOptionFlags types, void *info) {
+    (void)types;
+    struct RLSignalSource *s = info;
+    struct signalfd_siginfo buf[64];
+    RLIndex n = 0, mine = 0;
+    rl_sig_wake *wk = NULL;
+    size_t k = 0;
+    rl_sig_lock_take();
+    if (s->valid) {
+        for (;;) {
+            ssize_t r = read(s->sfd, buf, sizeof buf);
+            if (r < 0 && errno == EINTR)
+                continue;
+            if (r <= 0)
+                break; /* EAGAIN: drained */
+            n += (RLIndex)((size_t)r / sizeof buf[0]);
+        }
+        if (n)
+            k = sig_fan_out_locked(s, n, &wk);
+        mine = s->pending; /* with what others handed over meanwhile */
+        s->pending = 0;
+    }
+    bool valid = s->valid;
+    rl_sig_lock_drop();
+    if (wk)
+        sig_wake(wk, k);
+    if (valid)
+        (void)RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack);
+    if (mine > 0)
+        s->callout(s, s->signum, mine, s->ctx.info);
+}
+
+/* The user's source was signalled: run the callout with what is pending. */
+static void sig_perform(void *info) {
+    struct RLSignalSource *s = info;
+    rl_sig_lock_take();
+    RLIndex n = s->valid ? s->pending : 0;
+    s->pending = 0;
+    rl_sig_lock_drop();
+    if (n > 0)
+        s->callout(s, s->signum, n, s->ctx.info);
+}
+
+/* The user's source joins a mode of rl: the signalfd's source follows. */
+static void sig_schedule(void *info, RLRunLoopRef rl, RLRunLoopMode mode) {
+    struct RLSignalSource *s = info;
+    rl_sig_lock_take();
+    bool ok = s->valid;
+    if (ok && s->nloops == s->caploops) {
+        size_t cap = s->caploops ? s->caploops * 2 : 2;
+        RLRunLoopRef *a = realloc(s->loops, cap * sizeof *a);
+        if (a) {
+            s->loops = a;
+            s->caploops = cap;
+        }
+    }
+    if (ok && s->nloops < s->caploops)
+        s->loops[s->nloops++] = (RLRunLoopRef)RLRetain(rl);
+    bool pending = s->pending > 0;
+    rl_sig_lock_drop();
+    if (!ok)
+        return;
+    (void)RLRunLoopAddSource(rl, s->fdsrc, mode);
+    if (pending) {
+        /* Counted before the source was in any loop. */
+        (void)RLRunLoopSourceSignal(s->src);
+        (void)RLRunLoopWakeUp(rl);
+    }
+}
+
+static void sig_cancel(void *info, RLRunLoopRef rl, RLRunLoopMode mode) {
+    struct RLSignalSource *s = info;
+    RLRunLoopRef gone = NULL;
+    rl_sig_lock_take();
+    for (size_t i = 0; i < s->nloops; i++) {
+        if (s->loops[i] == rl) {
+            gone = s->loops[i];
+            s->loops[i] = s->loops[--s->nloops];
+            break;
+        }
+    }
+    rl_sig_lock_drop();
+    (void)RLRunLoopRemoveSource(rl, s->fdsrc, mode);
+    if (gone)
+        RLRelease(gone);
+}
+
+static const void *sig_retain_cb(const void *info) { return RLRetain(info); }
+static void sig_release_cb(const void *info) { RLRelease(info); }
+
+static bool signal_watchable(int signum, const char *fn) {
+    if (signum <= 0 || signum >= _NSIG)
+        return rl__fail(kRLErrorInvalidArgument, fn, "%d is not a signal number", signum);
+    switch (signum) {
+    case SIGKILL:
+    case SIGSTOP:
+        return rl__fail(kRLErrorInvalidArgument, fn, "signal %d (%s) cannot be caught", signum, strsignal(signum));
+    case SIGSEGV:
+    case SIGBUS:
+    case SIGFPE:
+    case SIGILL:
+        return rl__fail(kRLErrorInvalidArgument, fn,
+                        "signal %d (%s) is raised by the faulting thread and cannot wait for a run loop", signum,
+                        strsignal(signum));
+    default:
+        break;
+    }
+    if (signum > 31 && signum < SIGRTMIN)
+        return rl__fail(kRLErrorInvalidArgument, fn, "signal %d is reserved by the C library", signum);
+    return true;
+}
+
+/* Makes s a watcher of its signal: the first one saves the disposition and
+ * installs the no-op handler. The caller blocked the signal already. */
+static bool sig_register(struct RLSignalSource *s, bool was_blocked, const char *fn) {
+    rl_sig_slot *slot = &rl_sig_slots[s->signum];
+    rl_sig_lock_take();
+    if (!slot->watchers) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = rl_sig_nop;
+        sigemptyset(&sa.sa_mask);
+        sa.sa_flags = SA_RESTART;
+        if (sigaction(s->signum, &sa, &slot->old_action) < 0) {
+            int e = errno;
+            rl_sig_lock_drop();
+            return rl__fail_errno(e, fn, "sigaction(%d)", s->signum);
+        }
+        slot->was_blocked = was_blocked;
+    }
+    s->next = slot->watchers;
+    slot->watchers = s;
+    s->valid = true;
+    rl_sig_lock_drop();
+    return true;
+}
+
+RLSignalSourceRef RLSignalSourceCreate(RLAllocatorRef allocator, int signum, RLSignalSourceCallBack callout,
+                                       const RLSignalSourceContext *context) {
+    (void)allocator;
+    const char *fn = __func__;
+    if (!signal_watchable(signum, fn))
+        return NULL;
+    if (!callout)
+        return rl__fail(kRLErrorInvalidArgument, fn, "NULL callout"), NULL;
+    if (context && context->version != 0)
+        return rl__fail(kRLErrorInvalidArgument, fn, "context version %ld is not supported (use 0)",
+                        (long)context->version),
+               NULL;
+    struct RLSignalSource *s = rl__object_alloc(&rl__signal_source_class, sizeof *s, fn);
+    if (!s)
+        return NULL;
+    s->signum = signum;
+    s->callout = callout;
+    sigset_t one, old;
+    sigemptyset(&one);
+    sigaddset(&one, signum);
+    s->sfd = signalfd(-1, &one, SFD_NONBLOCK | SFD_CLOEXEC);
+    if (s->sfd < 0) {
+        rl__fail_errno(errno, fn, "signalfd(%d)", signum);
+        RLRelease(s);
+        return NULL;
+    }
+    int e = pthread_sigmask(SIG_BLOCK, &one, &old);
+    if (e) {
+        rl__fail_errno(e, fn, "pthread_sigmask");
+        RLRelease(s);
+        return NULL;
+    }
+    bool was_blocked = sigismember(&old, signum) == 1;
+    RLFileDescriptorContext fctx = {0, s, sig_retain_cb, sig_release_cb, NULL};
+    s->fdobj = RLFileDescriptorCreate(NULL, s->sfd, false, sig_fd_callout, &fctx);
+    if (s->fdobj)
+        s->fdsrc = RLFileDescriptorCreateRunLoopSource(NULL, s->fdobj, 0);
+    if (!s->fdsrc || !RLFileDescriptorEnableCallBacks(s->fdobj, kRLFileDescriptorReadCallBack) ||
+        !sig_register(s, was_blocked, fn)) {
+        if (s->fdobj)
+            (void)RLFileDescriptorInvalidate(s->fdobj);
+        if (!was_blocked)
+            (void)pthread_sigmask(SIG_UNBLOCK, &one, NULL);
+        RLRelease(s);
+        return NULL;
+    }
+    if (context) {
+        s->ctx = *context;
+        if (s->ctx.retain)
+            s->ctx.info = (void *)s->ctx.retain(s->ctx.info);
+    }
+    return s;
+}
+
+RLRunLoopSourceRef RLSignalSourceCreateRunLoopSource(RLAllocatorRef allocator, RLSignalSourceRef s, RLIndex order) {
+    const char *fn = __func__;
+    if (!sig_ok(s, fn))
+        return NULL;
+    rl_sig_lock_take();
+    bool valid = s->valid;
+    RLRunLoopSourceRef have = valid && s->src ? (RLRunLoopSourceRef)RLRetain(s->src) : NULL;
+    rl_sig_lock_drop();
+    if (!valid)
+        return rl__fail(kRLErrorInvalidObject, fn, "the signal source has been invalidated"), NULL;
+    if (have)
+        return have;
+    RLRunLoopSourceContext ctx = {0};
+    ctx.info = s;
+    ctx.retain = sig_retain_cb;
+    ctx.release = sig_release_cb;
+    ctx.schedule = sig_schedule;
+    ctx.cancel = sig_cancel;
+    ctx.perform = sig_perform;
+    RLRunLoopSourceRef src = RLRunLoopSourceCreate(allocator, order, &ctx);
+    if (!src)
+        return NULL;
+    rl_sig_lock_take();
+    RLRunLoopSourceRef other = s->src;
+    if (!other && s->valid)
+        s->src = (RLRunLoopSourceRef)RLRetain(src);
+    valid = s->valid;
+    if (other)
+        RLRetain(other);
+    rl_sig_lock_drop();
+    if (other || !valid) {
+        /* Another thread made one meanwhile, or invalidated s. */
+        (void)RLRunLoopSourceInvalidate(src);
+        RLRelease(src);
+        if (!valid && !other)
+            return rl__fail(kRLErrorInvalidObject, fn, "the signal source has been invalidated"), NULL;
+        return other;
+    }
+    return src;
+}
+
+bool RLRunLoopAddSignalSource(RLRunLoopRef rl, RLSignalSourceRef s, RLRunLoopMode mode) {
+    RLRunLoopSourceRef src = RLSignalSourceCreateRunLoopSource(NULL, s, 0);
+    if (!src)
+        return false;
+    bool ok = RLRunLoopAddSource(rl, src, mode);
+    RLRelease(src);
+    return ok;
+}
+
+int RLSignalSourceGetSignal(RLSignalSourceRef s) { return sig_ok(s, __func__) ? s->signum : 0; }
+
+bool RLSignalSourceGetContext(RLSignalSourceRef s, RLSignalSourceContext *context) {
+    if (!sig_ok(s, __func__))
+        return false;
+    if (!context)
+        return rl__fail(kRLErrorInvalidArgument, __func__, "NULL context");
+    *context = s->ctx;
+    return true;
+}
+
+bool RLSignalSourceInvalidate(RLSignalSourceRef s) {
+    const char *fn = __func__;
+    if (!sig_ok(s, fn))
+        return false;
+    RLRetain(s); /* the fd object and the source release theirs below */
+    rl_sig_slot *slot = &rl_sig_slots[s->signum];
+    bool ok = true;
+    rl_sig_lock_take();
+    bool was = s->valid;
+    if (was) {
+        s->valid = false;
+        s->pending = 0;
+        for (struct RLSignalSource **p = &slot->watchers; *p; p = &(*p)->next) {
+            if (*p == s) {
+                *p = s->next;
+                break;
+            }
+        }
+        s->next = NULL;
+        /* The last watcher restores under the lock, so that a new first
+         * watcher saves the real previous disposition, not our handler. */
+        if (!slot->watchers) {
+            if (sigaction(s->signum, &slot->old_action, NULL) < 0)
+                ok = rl__fail_errno(errno, fn, "sigaction(%d) could not restore the disposition", s->signum);
+            if (!slot->was_blocked) {
+                sigset_t one;
+                sigemptyset(&one);
+                sigaddset(&one, s->signum);
+                int e = pthread_sigmask(SIG_UNBLOCK, &one, NULL);
+                if (e)
+                    ok = rl__fail_errno(e, fn, "pthread_sigmask");
+            }
+        }
+    }
+    RLRunLoopSourceRef src = was ? s->src : NULL;
+    if (was)
+        s->src = NULL; /* src's context holds s: drop our side of the cycle */
+    rl_sig_lock_drop();
+    if (was) {
+        if (src) {
+            (void)RLRunLoopSourceInvalidate(src); /* cancels: the fd source leaves those modes */
+            RLRelease(src);
+        }
+        (void)RLFileDescriptorInvalidate(s->fdobj);
+        if (s->ctx.release)
+            s->ctx.release(s->ctx.info);
+    }
+    RLRelease(s);
+    return ok;
+}
+
+bool RLSignalSourceIsValid(RLSignalSourceRef s) {
+    if (!sig_ok(s, __func__))
+        return false;
+    rl_sig_lock_take();
+    bool v = s->valid;
+    rl_sig_lock_drop();
+    return v;
+}

@@ -1,0 +1,733 @@
+/* RLSocket.c — CFSocket's API over the library's fd sources. Readiness
+ * comes from the loop's epoll through one RLFileDescriptor per socket
+ * (one-shot per enable); this file turns it into CF's callback kinds,
+ * accepting and reading on the loop's thread, and re-arms what the socket
+ * flags say. */
+#include "RLDataInternal.h"
+#include "RLLockInternal.h"
+
+#include <crunloop/RLFileDescriptor.h>
+#include <crunloop/RLSocket.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define RL_SOCKET_TYPES 0xFu
+#define RL_SOCKET_FLAGS                                                                                      \
+    (kRLSocketAutomaticallyReenableReadCallBack | kRLSocketAutomaticallyReenableAcceptCallBack |            \
+     kRLSocketAutomaticallyReenableDataCallBack | kRLSocketAutomaticallyReenableWriteCallBack |             \
+     kRLSocketLeaveErrors | kRLSocketCloseOnInvalidate)
+/* At most this many connections are accepted in one wake, so that a flood
+ * of connections cannot keep the loop from its other sources. */
+#define RL_SOCKET_ACCEPT_BATCH 64
+
+struct RLSocket {
+    rl__object base;
+    rl__mutex lock; /* guards everything below that can change */
+    int fd;
+    int sock_type; /* SOCK_STREAM, SOCK_DGRAM, ... */
+    RLOptionFlags types; /* the callback types it was made with */
+    RLSocketCallBack callout;
+    RLSocketContext ctx;
+    RLFileDescriptorRef fdobj; /* watches fd; its info holds a reference on us until invalidated */
+    RLOptionFlags flags;
+    RLOptionFlags disabled; /* callback types muted by the user or by a delivery */
+    bool valid;
+    bool listening;
+    bool connected; /* a stream with a peer (datagram sockets count as connected) */
+    bool connecting; /* a background connect is under way */
+    bool connect_reported;
+    bool at_eof; /* the stream ended: no more read-side callbacks */
+    /* Callouts that may still use fd (the loop's threads). An invalidation
+     * meanwhile leaves the close to the last of them, so that none of them
+     * reads or accepts on a number that another open may have reused. */
+    int busy;
+    bool close_pending;
+};
+
+static inline void sock_lock(struct RLSocket *s) {
+    if (!rl__mutex_trylock(&s->lock))
+        (void)rl__mutex_lock_slow(&s->lock, NULL);
+}
+
+static inline void sock_unlock(struct RLSocket *s) { rl__mutex_unlock(&s->lock); }
+
+static void sock_finalize(void *obj) {
+    struct RLSocket *s = obj;
+    /* Valid sockets are kept alive by their fd object's context, so a
+     * socket only gets here invalidated, or from a failed creation. */
+    if (s->fdobj)
+        RLRelease(s->fdobj);
+}
+
+static char *sock_describe(const void *obj) {
+    struct RLSocket *s = (struct RLSocket *)obj;
+    sock_lock(s);
+    bool valid = s->valid;
+    RLOptionFlags disabled = s->disabled, flags = s->flags;
+    sock_unlock(s);
+    char *out = NULL;
+    if (asprintf(&out, "<RLSocket %p fd %d types 0x%lx disabled 0x%lx flags 0x%lx%s>", obj, s->fd, s->types,
+                 disabled, flags, valid ? "" : " invalid") < 0)
+        out = NULL;
+    return out;
+}
+
+static const rl__class rl__socket_class = {"RLSocket", sock_finalize, NULL, sock_describe};
+
+static bool sock_ok(RLSocketRef s, const char *fn) { return rl__object_check(s, &rl__socket_class, fn); }
+
+static inline RLOptionFlags read_type(const struct RLSocket *s) { return s->types & 3u; }
+
+/* Which readiness the loop should watch now (lock held). A stream that is
+ * neither connected nor listening is readable and writable at once for
+ * epoll (it reports a hang-up), so it is not watched until it connects. */
+static RLOptionFlags sock_wanted_locked(const struct RLSocket *s) {
+    RLOptionFlags want = 0;
+    if (!s->valid)
+        return 0;
+    RLOptionFlags rt = read_type(s);
+    bool ready_side = s->sock_type != SOCK_STREAM || s->connected || s->listening;
+    if (rt && !(s->disabled & rt) && !s->at_eof && ready_side)
+        want |= kRLFileDescriptorReadCallBack;
+    if (s->connecting)
+        want |= kRLFileDescriptorWriteCallBack;
+    else if ((s->types & kRLSocketWriteCallBack) && !(s->disabled & kRLSocketWriteCallBack) && s->connected)
+        want |= kRLFileDescriptorWriteCallBack;
+    return want;
+}
+
+/* Tells the fd object what to watch (lock held). */
+static void sock_rearm_locked(struct RLSocket *s) {
+    RLOptionFlags want = sock_wanted_locked(s);
+    RLOptionFlags off = (kRLFileDescriptorReadCallBack | kRLFileDescriptorWriteCallBack) & ~want;
+    if (off)
+        (void)RLFileDescriptorDisableCallBacks(s->fdobj, off);
+    if (want && !RLFileDescriptorEnableCallBacks(s->fdobj, want)) {
+        /* The fd was closed behind our back or cannot be watched: the fd
+         * object has said why; nothing would ever be delivered again. */
+        s->disabled |= s->types;
+    }
+}
+
+static RLDataRef sockaddr_data(const struct sockaddr_storage *ss, socklen_t len) {
+    if (len == 0)
+        return NULL;
+    return RLDataCreate(NULL, (const uint8_t *)ss, (RLIndex)len);
+}
+
+static void sock_call(struct RLSocket *s, RLSocketCallBackType type, RLDataRef address, const void *data) {
+    if (s->callout)
+        s->callout(s, type, address, data, s->ctx.info);
+}
+
+/* After a delivery of `type`: muted until enabled again, unless the flags
+ * re-enable it (lock held). */
+static void sock_delivered_locked(struct RLSocket *s, RLOptionFlags type) {
+    if ((s->flags & type) != type)
+        s->disabled |= type;
+}
+
+static void free_owner(void *p) { free(p); }
+
+/* Reads what is there (one datagram, or every queued byte of a stream) and
+ * delivers it. Returns false when the stream ended or failed. */
+static bool sock_deliver_data(struct RLSocket *s) {
+    int avail = 0;
+    if (ioctl(s->fd, FIONREAD, &avail) < 0)
+        avail = 0;
+    size_t cap = avail > 0 ? (size_t)avail : 4096;
+    uint8_t *buf = malloc(cap);
+    if (!buf)
+        return true; /* try again on the next wake; nothing was read */
+    struct sockaddr_storage from;
+    socklen_t fromlen = sizeof from;
+    ssize_t n;
+    do
+        n = recvfrom(s->fd, buf, cap, MSG_DONTWAIT, (struct sockaddr *)&from, &fromlen);
+    while (n < 0 && errno == EINTR);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        free(buf);
+        return true; /* nothing after all */
+    }
+    bool ended = s->sock_type == SOCK_STREAM && n <= 0;
+    if (n < 0 && s->sock_type != SOCK_STREAM) {
+        /* A datagram socket's error (say ECONNREFUSED from an ICMP) is
+         * cleared by the failed read; the socket goes on. */
+        free(buf);
+        return true;
+    }
+    if (n < 0)
+        n = 0;
+    RLDataRef data = rl__data_slice(buf, (size_t)n, buf, NULL, free_owner);
+    if (!data) {
+        free(buf);
+        return !ended;
+    }
+    RLDataRef addr = NULL;
+    if (s->sock_type == SOCK_STREAM || fromlen == 0 || fromlen > sizeof from) {
+        struct sockaddr_storage peer;
+        socklen_t plen = sizeof peer;
+        if (getpeername(s->fd, (struct sockaddr *)&peer, &plen) == 0)
+            addr = sockaddr_data(&peer, plen);
+    } else {
+        addr = sockaddr_data(&from, fromlen);
+    }
+    sock_call(s, kRLSocketDataCallBack, addr, data);
+    RLRelease(data);
+    if (addr)
+        RLRelease(addr);
+    return !ended;
+}
+
+/* Accepts pending connections, one callback each, while the callback stays
+ * enabled and the socket valid. */
+static void sock_deliver_accepts(struct RLSocket *s) {
+    for (int i = 0; i < RL_SOCKET_ACCEPT_BATCH; i++) {
+        struct sockaddr_storage peer;
+        socklen_t plen = sizeof peer;
+        int nfd = accept4(s->fd, (struct sockaddr *)&peer, &plen, SOCK_CLOEXEC);
+        if (nfd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED)
+                continue;
+            return; /* EAGAIN: none left; other errors: the next wake retries */
+        }
+        RLDataRef addr = sockaddr_data(&peer, plen);
+        sock_call(s, kRLSocketAcceptCallBack, addr, &nfd);
+        if (addr)
+            RLRelease(addr);
+        sock_lock(s);
+        bool more = s->valid && !(s->disabled & kRLSocketAcceptCallBack);
+        if (more)
+            sock_delivered_locked(s, kRLSocketAcceptCallBack);
+        more = more && !(s->disabled & kRLSocketAcceptCallBack);
+        sock_unlock(s);
+        if (!more)
+            return;
+    }
+}
+
+/* True if the stream's peer has closed (a read would return 0). */
+static bool stream_at_eof(int fd) {
+    char c;
+    ssize_t n;
+    do
+        n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    while (n < 0 && errno == EINTR);
+    return n == 0;
+}
+
+static void sock_fd_callout_body(struct RLSocket *s, RLOptionFlags ready);
+
+static void sock_fd_callout(RLFileDescriptorRef f, RLOptionFlags ready, void *info) {
+    (void)f;
+    struct RLSocket *s = info;
+    sock_lock(s);
+    bool go = s->valid;
+    if (go)
+        s->busy++;
+    sock_unlock(s);
+    if (!go)
+        return;
+    sock_fd_callout_body(s, ready);
+    sock_lock(s);
+    bool close_now = --s->busy == 0 && s->close_pending;
+    if (close_now)
+        s->close_pending = false;
+    sock_unlock(s);
+    if (close_now)
+        close(s->fd);
+}
+
+static void sock_fd_callout_body(struct RLSocket *s, RLOptionFlags ready) {
+
+    /* Connect first: its result decides whether the rest can happen. */
+    if (ready & kRLFileDescriptorWriteCallBack) {
+        sock_lock(s);
+        bool finish = s->valid && s->connecting;
+        sock_unlock(s);
+        if (finish) {
+            int err = 0;
+            socklen_t len = sizeof err;
+            if (getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+                err = errno;
+            sock_lock(s);
+            s->connecting = false;
+            s->connected = err == 0;
+            bool report = s->valid && (s->types & kRLSocketConnectCallBack) && !s->connect_reported;
+            s->connect_reported = true;
+            sock_unlock(s);
+            if (report) {
+                int32_t e = err;
+                sock_call(s, kRLSocketConnectCallBack, NULL, err ? &e : NULL);
+            }
+            /* The writability was the connect's; a Write callback waits
+             * for the next wake, as it would have without the connect. */
+            ready &= ~(RLOptionFlags)kRLFileDescriptorWriteCallBack;
+        }
+    }
+
+    if (ready & kRLFileDescriptorReadCallBack) {
+        sock_lock(s);
+        RLOptionFlags rt = read_type(s);
+        bool go = s->valid && rt && !(s->disabled & rt) && !s->at_eof;
+        bool accept = go && rt == kRLSocketAcceptCallBack;
+        if (go && !accept)
+            sock_delivered_locked(s, rt);
+        bool clear_errors = !(s->flags & kRLSocketLeaveErrors);
+        bool listening = s->listening;
+        sock_unlock(s);
+        if (accept) {
+            sock_deliver_accepts(s);
+        } else if (go && rt == kRLSocketDataCallBack) {
+            if (!sock_deliver_data(s)) {
+                sock_lock(s);
+                s->at_eof = true;
+                sock_unlock(s);
+            }
+        } else if (go) {
+            bool last = s->sock_type == SOCK_STREAM && !listening && stream_at_eof(s->fd);
+            if (clear_errors) {
+                int err = 0;
+                socklen_t len = sizeof err;
+                (void)getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &err, &len); /* reading clears it */
+            }
+            if (last) {
+                sock_lock(s);
+                s->at_eof = true;
+                sock_unlock(s);
+            }
+            sock_call(s, kRLSocketReadCallBack, NULL, NULL);
+        }
+    }
+
+    if (ready & kRLFileDescriptorWriteCallBack) {
+        sock_lock(s);
+        bool go = s->valid && (s->types & kRLSocketWriteCallBack) && !(s->disabled & kRLSocketWriteCallBack) &&
+                  s->connected;
+        if (go)
+            sock_delivered_locked(s, kRLSocketWriteCallBack);
+        sock_unlock(s);
+        if (go)
+            sock_call(s, kRLSocketWriteCallBack, NULL, NULL);
+    }
+
+    sock_lock(s);
+    if (s->valid)
+        sock_rearm_locked(s);
+    sock_unlock(s);
+}
+
+static const void *sock_retain_cb(const void *info) { return RLRetain(info); }
+static void sock_release_cb(const void *info) { RLRelease(info); }
+
+static RLSocketRef sock_make(RLAllocatorRef allocator, int fd, RLOptionFlags types,
+                             RLSocketCallBack callout, const RLSocketContext *context, const char *fn) {
+    (void)allocator;
+    int stype = 0, acc = 0;
+    socklen_t len = sizeof stype;
+    if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &stype, &len) < 0) {
+        rl__fail_errno(errno, fn, "fd %d is not an open socket", fd);
+        return NULL;
+    }
+    len = sizeof acc;
+    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &len) < 0)
+        acc = 0;
+    struct RLSocket *s = rl__object_alloc(&rl__socket_class, sizeof *s, fn);
+    if (!s)
+        return NULL;
+    s->fd = fd;
+    s->sock_type = stype;
+    s->types = types;
+    s->callout = callout;
+    /* CF's default: the socket's own read-side type re-enabled, close on
+     * invalidate. */
+    s->flags = (types & 3u) | kRLSocketCloseOnInvalidate;
+    s->listening = acc != 0;
+    struct sockaddr_storage peer;
+    socklen_t plen = sizeof peer;
+    s->connected = stype != SOCK_STREAM || getpeername(fd, (struct sockaddr *)&peer, &plen) == 0;
+    s->valid = true;
+    if (s->listening && (types & 3u) == kRLSocketAcceptCallBack) {
+        int fl = fcntl(fd, F_GETFL);
+        if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+            rl__fail_errno(errno, fn, "cannot make listening fd %d non-blocking", fd);
+            RLRelease(s);
+            return NULL;
+        }
+    }
+    RLFileDescriptorContext fctx = {0, s, sock_retain_cb, sock_release_cb, NULL};
+    s->fdobj = RLFileDescriptorCreate(NULL, fd, false, sock_fd_callout, &fctx);
+    if (!s->fdobj) {
+        RLRelease(s);
+        return NULL;
+    }
+    if (context) {
+        s->ctx = *context;
+        if (s->ctx.retain)
+            s->ctx.info = (void *)s->ctx.retain(s->ctx.info);
+    }
+    sock_lock(s);
+    sock_rearm_locked(s);
+    sock_unlock(s);
+    return s;
+}
+
+static bool check_create_args(RLOptionFlags types, const RLSocketContext *context, const char *fn) {
+    if (types & ~(RLOptionFlags)RL_SOCKET_TYPES)
+        return rl__fail(kRLErrorInvalidArgument, fn, "unknown callback types 0x%lx", types & ~(RLOptionFlags)RL_SOCKET_TYPES);
+    if (context && context->version != 0)
+        return rl__fail(kRLErrorInvalidArgument, fn, "context version %ld is not supported (use 0)",
+                        (long)context->version);
+    return true;
+}
+
+RLSocketRef RLSocketCreate(RLAllocatorRef allocator, int32_t family, int32_t type, int32_t protocol,
+                           RLOptionFlags types, RLSocketCallBack callout, const RLSocketContext *context) {
+    const char *fn = __func__;
+    if (!check_create_args(types, context, fn))
+        return NULL;
+    if (family <= 0)
+        family = PF_INET;
+    if (type <= 0)
+        type = SOCK_STREAM;
+    if (protocol <= 0 && (family == PF_INET || family == PF_INET6))
+        protocol = type == SOCK_STREAM ? IPPROTO_TCP : (type == SOCK_DGRAM ? IPPROTO_UDP : 0);
+    if (protocol < 0)
+        protocol = 0;
+    int fd = socket(family, type | SOCK_CLOEXEC, protocol);
+    if (fd < 0) {
+        rl__fail_errno(errno, fn, "socket(%d, %d, %d) failed", family, type, protocol);
+        return NULL;
+    }
+    RLSocketRef s = sock_make(allocator, fd, types, callout, context, fn);
+    if (!s)
+        close(fd);
+    return s;
+}
+
+RLSocketRef RLSocketCreateWithNative(RLAllocatorRef allocator, RLSocketNativeHandle sock, RLOptionFlags types,
+                                     RLSocketCallBack callout, const RLSocketContext *context) {
+    const char *fn = __func__;
+    if (!check_create_args(types, context, fn))
+        return NULL;
+    if (sock < 0) {
+        rl__fail(kRLErrorInvalidArgument, fn, "%d is not an open socket", sock);
+        return NULL;
+    }
+    return sock_make(allocator, sock, types, callout, context, fn);
+}
+
+/* A usable socket address in an RLData, or false (error set). */
+static bool address_ok(RLDataRef address, const char *fn) {
+    if (!address)
+        return rl__fail(kRLErrorInvalidArgument, fn, "NULL address");
+    if (!rl__is_data(address))
+        return rl__fail(kRLErrorInvalidObject, fn, "the address is not a live RLData");
+    RLIndex len = RLDataGetLength(address);
+    if (len < (RLIndex)sizeof(sa_family_t) || len > (RLIndex)sizeof(struct sockaddr_storage))
+        return rl__fail(kRLErrorInvalidArgument, fn, "an address of %ld bytes is not a socket address", (long)len);
+    return true;
+}
+
+/* The fd of a valid socket, or -1 (error set). */
+static int sock_valid_fd(RLSocketRef s, const char *fn) {
+    if (!sock_ok(s, fn))
+        return -1;
+    sock_lock(s);
+    bool valid = s->valid;
+    sock_unlock(s);
+    if (!valid) {
+        rl__fail(kRLErrorInvalidObject, fn, "the socket has been invalidated");
+        return -1;
+    }
+    return s->fd;
+}
+
+RLSocketError RLSocketSetAddress(RLSocketRef s, RLDataRef address) {
+    const char *fn = __func__;
+    int fd = sock_valid_fd(s, fn);
+    if (fd < 0)
+        return kRLSocketError;
+    if (!address_ok(address, fn))
+        return kRLSocketError;
+    int one = 1;
+    if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0)
+        return rl__fail_errno(errno, fn, "setsockopt(SO_REUSEADDR)"), kRLSocketError;
+    if (bind(fd, (const struct sockaddr *)RLDataGetBytePtr(address), (socklen_t)RLDataGetLength(address)) < 0)
+        return rl__fail_errno(errno, fn, "bind"), kRLSocketError;
+    if (s->sock_type == SOCK_STREAM || s->sock_type == SOCK_SEQPACKET) {
+        if (listen(fd, 256) < 0)
+            return rl__fail_errno(errno, fn, "listen"), kRLSocketError;
+        if ((s->types & 3u) == kRLSocketAcceptCallBack) {
+            int fl = fcntl(fd, F_GETFL);
+            if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+                return rl__fail_errno(errno, fn, "fcntl(O_NONBLOCK)"), kRLSocketError;
+        }
+        sock_lock(s);
+        s->listening = true;
+        sock_rearm_locked(s);
+        sock_unlock(s);
+    }
+    return kRLSocketSuccess;
+}
+
+/* Waits for fd to become writable until deadline (monotonic seconds; <0:
+ * no limit). 1 ready, 0 timed out, -1 error (errno). */
+static int wait_writable(int fd, double deadline) {
+    for (;;) {
+        int ms = -1;
+        if (deadline >= 0) {
+            double left = deadline - RLMonotonicTimeGetCurrent();
+            if (left <= 0)
+                return 0;
+            ms = (int)ceil(left * 1000.0);
+        }
+        struct pollfd p = {fd, POLLOUT, 0};
+        int r = poll(&p, 1, ms);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return -1;
+        if (r > 0)
+            return 1;
+    }
+}
+
+RLSocketError RLSocketConnectToAddress(RLSocketRef s, RLDataRef address, RLTimeInterval timeout) {
+    const char *fn = __func__;
+    int fd = sock_valid_fd(s, fn);
+    if (fd < 0)
+        return kRLSocketError;
+    if (!address_ok(address, fn))
+        return kRLSocketError;
+    if (isnan(timeout))
+        return rl__fail(kRLErrorInvalidArgument, fn, "NaN timeout"), kRLSocketError;
+    sock_lock(s);
+    bool busy = s->connecting;
+    sock_unlock(s);
+    if (busy)
+        return rl__fail(kRLErrorInvalidState, fn, "a background connect is already under way"), kRLSocketError;
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0)
+        return rl__fail_errno(errno, fn, "fcntl(F_GETFL)"), kRLSocketError;
+    bool nonblocking = timeout != 0;
+    if (nonblocking && !(fl & O_NONBLOCK) && fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+        return rl__fail_errno(errno, fn, "fcntl(O_NONBLOCK)"), kRLSocketError;
+    double deadline = timeout > 0 ? RLMonotonicTimeGetCurrent() + timeout : -1;
+    const struct sockaddr *sa = (const struct sockaddr *)RLDataGetBytePtr(address);
+    int r, err = 0;
+    do
+        r = connect(fd, sa, (socklen_t)RLDataGetLength(address));
+    while (r < 0 && errno == EINTR && !nonblocking);
+    if (r < 0)
+        err = errno;
+    RLSocketError result = kRLSocketSuccess;
+    if (r < 0 && (err == EINPROGRESS || err == EINTR) && timeout < 0) {
+        sock_lock(s);
+        s->connecting = true;
+        sock_rearm_locked(s);
+        sock_unlock(s);
+        return kRLSocketSuccess;
+    }
+    if (r < 0 && (err == EINPROGRESS || err == EINTR) && timeout > 0) {
+        int w = wait_writable(fd, deadline);
+        if (w == 0) {
+            result = kRLSocketTimeout;
+            rl__fail(kRLErrorTimedOut, fn, "connect did not finish within %g s", timeout);
+        } else if (w < 0) {
+            err = errno;
+        } else {
+            socklen_t len = sizeof err;
+            if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+                err = errno;
+        }
+        if (w != 0 && err == 0)
+            r = 0;
+    }
+    if (nonblocking && timeout > 0 && !(fl & O_NONBLOCK) && fcntl(fd, F_SETFL, fl) < 0 && r == 0) {
+        err = errno;
+        r = -1;
+    }
+    if (result == kRLSocketTimeout)
+        return result;
+    if (r < 0 && err) {
+        rl__fail_errno(err, fn, "connect failed");
+        return kRLSocketError;
+    }
+    sock_lock(s);
+    s->connected = true;
+    if (timeout < 0)
+        s->connecting = true; /* connected at once: the Connect callback still comes from the loop */
+    sock_rearm_locked(s);
+    sock_unlock(s);
+    return kRLSocketSuccess;
+}
+
+RLSocketError RLSocketSendData(RLSocketRef s, RLDataRef address, RLDataRef data, RLTimeInterval timeout) {
+    const char *fn = __func__;
+    int fd = sock_valid_fd(s, fn);
+    if (fd < 0)
+        return kRLSocketError;
+    if (address && !address_ok(address, fn))
+        return kRLSocketError;
+    if (!data)
+        return rl__fail(kRLErrorInvalidArgument, fn, "NULL data"), kRLSocketError;
+    if (!rl__is_data(data))
+        return rl__fail(kRLErrorInvalidObject, fn, "the data is not a live RLData"), kRLSocketError;
+    if (isnan(timeout))
+        return rl__fail(kRLErrorInvalidArgument, fn, "NaN timeout"), kRLSocketError;
+    const uint8_t *p = RLDataGetBytePtr(data);
+    size_t left = (size_t)RLDataGetLength(data);
+    const struct sockaddr *sa = address ? (const struct sockaddr *)RLDataGetBytePtr(address) : NULL;
+    socklen_t salen = address ? (socklen_t)RLDataGetLength(address) : 0;
+    double deadline = timeout > 0 ? RLMonotonicTimeGetCurrent() + timeout : -1;
+    bool first = true;
+    while (left > 0 || first) {
+        first = false;
+        ssize_t n = sendto(fd, p, left, MSG_DONTWAIT | MSG_NOSIGNAL, sa, salen);
+        if (n >= 0) {
+            p += n;
+            left -= (size_t)n;
+            continue;
+        }
+        if (errno == EINTR)
+            continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK)
+            return rl__fail_errno(errno, fn, "send failed"), kRLSocketError;
+        int w = wait_writable(fd, deadline);
+        if (w == 0)
+            return rl__fail(kRLErrorTimedOut, fn, "%zu bytes not sent within %g s", left, timeout), kRLSocketTimeout;
+        if (w < 0)
+            return rl__fail_errno(errno, fn, "poll failed"), kRLSocketError;
+    }
+    return kRLSocketSuccess;
+}
+
+static bool sock_set_enabled(RLSocketRef s, RLOptionFlags types, bool on, const char *fn) {
+    if (!sock_ok(s, fn))
+        return false;
+    if (types & ~s->types)
+        return rl__fail(kRLErrorInvalidArgument, fn, "callback types 0x%lx are not among the socket's (0x%lx)",
+                        types & ~s->types, s->types);
+    sock_lock(s);
+    bool valid = s->valid;
+    if (valid) {
+        s->disabled = on ? (s->disabled & ~types) : (s->disabled | types);
+        sock_rearm_locked(s);
+    }
+    sock_unlock(s);
+    if (!valid)
+        return rl__fail(kRLErrorInvalidObject, fn, "the socket has been invalidated");
+    return true;
+}
+
+bool RLSocketEnableCallBacks(RLSocketRef s, RLOptionFlags types) {
+    return sock_set_enabled(s, types, true, __func__);
+}
+
+bool RLSocketDisableCallBacks(RLSocketRef s, RLOptionFlags types) {
+    return sock_set_enabled(s, types, false, __func__);
+}
+
+RLOptionFlags RLSocketGetSocketFlags(RLSocketRef s) {
+    if (!sock_ok(s, __func__))
+        return 0;
+    sock_lock(s);
+    RLOptionFlags f = s->flags;
+    sock_unlock(s);
+    return f;
+}
+
+bool RLSocketSetSocketFlags(RLSocketRef s, RLOptionFlags flags) {
+    const char *fn = __func__;
+    if (!sock_ok(s, fn))
+        return false;
+    if (flags & ~(RLOptionFlags)RL_SOCKET_FLAGS)
+        return rl__fail(kRLErrorInvalidArgument, fn, "unknown socket flags 0x%lx", flags & ~(RLOptionFlags)RL_SOCKET_FLAGS);
+    sock_lock(s);
+    s->flags = flags;
+    sock_unlock(s);
+    return true;
+}
+
+bool RLSocketInvalidate(RLSocketRef s) {
+    if (!sock_ok(s, __func__))
+        return false;
+    sock_lock(s);
+    bool was = s->valid;
+    s->valid = false;
+    bool close_it = was && (s->flags & kRLSocketCloseOnInvalidate);
+    if (close_it && s->busy) {
+        s->close_pending = true; /* the last running callout closes it */
+        close_it = false;
+    }
+    sock_unlock(s);
+    if (!was)
+        return true;
+    /* Keeps s alive across the fd object's release of its reference. */
+    RLRetain(s);
+    (void)RLFileDescriptorInvalidate(s->fdobj); /* leaves every loop */
+    if (close_it)
+        close(s->fd);
+    if (s->ctx.release)
+        s->ctx.release(s->ctx.info);
+    RLRelease(s);
+    return true;
+}
+
+bool RLSocketIsValid(RLSocketRef s) {
+    if (!sock_ok(s, __func__))
+        return false;
+    sock_lock(s);
+    bool v = s->valid;
+    sock_unlock(s);
+    return v;
+}
+
+RLSocketNativeHandle RLSocketGetNative(RLSocketRef s) { return sock_valid_fd(s, __func__); }
+
+static RLDataRef copy_name(RLSocketRef s, bool peer, const char *fn) {
+    int fd = sock_valid_fd(s, fn);
+    if (fd < 0)
+        return NULL;
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    int r = peer ? getpeername(fd, (struct sockaddr *)&ss, &len) : getsockname(fd, (struct sockaddr *)&ss, &len);
+    if (r < 0) {
+        rl__fail_errno(errno, fn, peer ? "getpeername" : "getsockname");
+        return NULL;
+    }
+    if (len > sizeof ss)
+        len = sizeof ss;
+    return RLDataCreate(NULL, (const uint8_t *)&ss, (RLIndex)len);
+}
+
+RLDataRef RLSocketCopyAddress(RLSocketRef s) { return copy_name(s, false, __func__); }
+
+RLDataRef RLSocketCopyPeerAddress(RLSocketRef s) { return copy_name(s, true, __func__); }
+
+bool RLSocketGetContext(RLSocketRef s, RLSocketContext *context) {
+    if (!sock_ok(s, __func__))
+        return false;
+    if (!context)
+        return rl__fail(kRLErrorInvalidArgument, __func__, "NULL context");
+    *context = s->ctx;
+    return true;
+}
+
+RLRunLoopSourceRef RLSocketCreateRunLoopSource(RLAllocatorRef allocator, RLSocketRef s, RLIndex order) {
+    if (sock_valid_fd(s, __func__) < 0)
+        return NULL;
+    return RLFileDescriptorCreateRunLoopSource(allocator, s->fdobj, order);
+}

@@ -1,0 +1,639 @@
+/* test_socket.c — RLSocket (CFSocket): accept, background connect, data
+ * read in one wake, read/write callbacks, flags and re-enabling, datagrams
+ * with addresses, end of stream, fd numbers above 1024 without a helper
+ * thread, and the misuse of every public function. (Callback order and
+ * flags against CF itself: Tests/diff/scenarios/socket_*.c.) */
+#include "testutil.h"
+#include "trace.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define MODE "SOCK"
+
+/* Entries in the trace so far. */
+static int rl_trace_count(void) {
+    const char *t = rl_trace_get();
+    int n = *t ? 1 : 0;
+    for (; *t; t++)
+        n += *t == ' ';
+    return n;
+}
+
+#define assert_trace_contains(part) assert_non_null(strstr(rl_trace_get(), (part)))
+
+static int accepted = -1;
+static int naccepted;
+static long received;
+static char last_data[256];
+
+static const char *kind(RLSocketCallBackType t) {
+    switch (t) {
+    case kRLSocketReadCallBack: return "read";
+    case kRLSocketAcceptCallBack: return "accept";
+    case kRLSocketDataCallBack: return "data";
+    case kRLSocketConnectCallBack: return "connect";
+    case kRLSocketWriteCallBack: return "write";
+    default: return "?";
+    }
+}
+
+static void cb(RLSocketRef s, RLSocketCallBackType type, RLDataRef address, const void *data, void *info) {
+    (void)s;
+    const char *who = info;
+    if (type == kRLSocketAcceptCallBack) {
+        accepted = *(const int *)data;
+        naccepted++;
+        rl_trace_addf("%s:accept", who);
+    } else if (type == kRLSocketDataCallBack) {
+        RLIndex n = RLDataGetLength(data);
+        received += n;
+        snprintf(last_data, sizeof last_data, "%.*s", (int)n, (const char *)RLDataGetBytePtr(data));
+        rl_trace_addf("%s:data%ld%s", who, (long)n, address ? "" : "(noaddr)");
+    } else if (type == kRLSocketConnectCallBack) {
+        rl_trace_addf("%s:connect%s", who, data ? "-failed" : "");
+        if (data)
+            snprintf(last_data, sizeof last_data, "%d", *(const int32_t *)data);
+    } else {
+        rl_trace_addf("%s:%s", who, kind(type));
+    }
+}
+
+static RLDataRef loopback(uint16_t port) {
+    struct sockaddr_in sin;
+    memset(&sin, 0, sizeof sin);
+    sin.sin_family = AF_INET;
+    sin.sin_port = htons(port);
+    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    return RLDataCreate(NULL, (const uint8_t *)&sin, sizeof sin);
+}
+
+static RLSocketRef make(int fd, RLOptionFlags types, const char *name) {
+    RLSocketContext c = {0, (void *)name, NULL, NULL, NULL};
+    RLSocketRef s = fd < 0 ? RLSocketCreate(NULL, 0, 0, 0, types, cb, &c) : RLSocketCreateWithNative(NULL, fd, types, cb, &c);
+    assert_non_null(s);
+    RLRunLoopSourceRef src = RLSocketCreateRunLoopSource(NULL, s, 0);
+    assert_non_null(src);
+    assert_true(RLRunLoopAddSource(RLRunLoopGetCurrent(), src, MODE));
+    RLRelease(src);
+    return s;
+}
+
+/* A listener on 127.0.0.1:0 with an Accept callback; *addr its address. */
+static RLSocketRef listener(RLDataRef *addr) {
+    RLSocketRef l = make(-1, kRLSocketAcceptCallBack, "L");
+    RLDataRef any = loopback(0);
+    assert_int_equal(RLSocketSetAddress(l, any), kRLSocketSuccess);
+    RLRelease(any);
+    *addr = RLSocketCopyAddress(l);
+    assert_non_null(*addr);
+    return l;
+}
+
+/* Runs until the trace holds `want` entries, at most 10 s. */
+static void run_until(int want) {
+    double end = rl_test_now() + 10;
+    while (rl_trace_count() < want && rl_test_now() < end)
+        RLRunLoopRunInMode(MODE, 0.05, true);
+}
+
+static void done(RLSocketRef s) {
+    assert_true(RLSocketInvalidate(s));
+    assert_true(RLRelease(s));
+}
+
+static int count_threads(void) {
+    DIR *d = opendir("/proc/self/task");
+    assert_non_null(d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+static void test_connect_accept_and_echo(void **state) {
+    (void)state;
+    int threads = count_threads();
+    RLDataRef addr;
+    RLSocketRef l = listener(&addr);
+    assert_int_equal(RLSocketGetSocketFlags(l), kRLSocketAutomaticallyReenableAcceptCallBack | kRLSocketCloseOnInvalidate);
+    RLSocketRef c = make(-1, kRLSocketDataCallBack | kRLSocketConnectCallBack, "C");
+    assert_null(RLSocketCopyPeerAddress(c));
+    assert_rl_error(kRLErrorSystem);
+    assert_int_equal(RLSocketConnectToAddress(c, addr, -1), kRLSocketSuccess);
+    run_until(2);
+    assert_int_equal(naccepted, 1);
+    assert_true(strstr(rl_trace_get(), "C:connect") != NULL);
+    assert_true(strstr(rl_trace_get(), "L:accept") != NULL);
+    RLSocketRef srv = make(accepted, kRLSocketDataCallBack, "S");
+    RLDataRef peer = RLSocketCopyPeerAddress(c);
+    assert_non_null(peer);
+    assert_true(RLDataEqual(peer, addr));
+    RLRelease(peer);
+
+    RLDataRef hello = RLDataCreate(NULL, (const uint8_t *)"hello", 5);
+    assert_int_equal(RLSocketSendData(c, NULL, hello, 5), kRLSocketSuccess);
+    run_until(3);
+    assert_string_equal(last_data, "hello");
+    /* The server echoes. */
+    assert_int_equal(RLSocketSendData(srv, NULL, hello, 0), kRLSocketSuccess);
+    run_until(4);
+    assert_trace_contains("S:data5 C:data5");
+    /* No helper thread was started for any of it. */
+    assert_int_equal(count_threads(), threads);
+    RLRelease(hello);
+    RLRelease(addr);
+    done(srv);
+    done(c);
+    done(l);
+}
+
+static void test_data_reads_everything_queued_in_one_wake(void **state) {
+    (void)state;
+    int sv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    RLSocketRef s = make(sv[0], kRLSocketDataCallBack, "S");
+    char big[100000];
+    memset(big, 'x', sizeof big);
+    /* Three writes before the loop runs: one callback with all of them. */
+    assert_int_equal(write(sv[1], "ab", 2), 2);
+    assert_int_equal(write(sv[1], "cd", 2), 2);
+    assert_int_equal(write(sv[1], "ef", 2), 2);
+    assert_int_equal(RLRunLoopRunInMode(MODE, 10, true), kRLRunLoopRunHandledSource);
+    assert_trace("S:data6");
+    assert_string_equal(last_data, "abcdef");
+    /* End of stream: one empty data, then nothing more. */
+    close(sv[1]);
+    assert_int_equal(RLRunLoopRunInMode(MODE, 10, true), kRLRunLoopRunHandledSource);
+    assert_trace("S:data6 S:data0");
+    assert_int_equal(RLRunLoopRunInMode(MODE, 0.05, true), kRLRunLoopRunTimedOut);
+    assert_trace("S:data6 S:data0");
+    done(s);
+}
+
+static void test_flags_reenable_and_disable(void **state) {
+    (void)state;
+    int sv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    RLSocketRef s = make(sv[0], kRLSocketDataCallBack | kRLSocketWriteCallBack, "S");
+    assert_int_equal(RLSocketGetSocketFlags(s), kRLSocketAutomaticallyReenableDataCallBack | kRLSocketCloseOnInvalidate);
+    /* Write: delivered once, not re-enabled by default. */
+    assert_int_equal(RLRunLoopRunInMode(MODE, 10, true), kRLRunLoopRunHandledSource);
+    assert_trace("S:write");
+    assert_int_equal(RLRunLoopRunInMode(MODE, 0.05, true), kRLRunLoopRunTimedOut);
+    assert_true(RLSocketEnableCallBacks(s, kRLSocketWriteCallBack));
+    assert_int_equal(RLRunLoopRunInMode(MODE, 10, true), kRLRunLoopRunHandledSource);
+    assert_trace("S:write S:write");
+    /* Data without re-enabling: one callback, then silence until enabled. */
+    assert_true(RLSocketSetSocketFlags(s, kRLSocketCloseOnInvalidate));
+    assert_int_equal(write(sv[1], "a", 1), 1);
+    assert_int_equal(RLRunLoopRunInMode(MODE, 10, true), kRLRunLoopRunHandledSource);
+    assert_int_equal(write(sv[1], "b", 1), 1);
+    assert_int_equal(RLRunLoopRunInMode(MODE, 0.05, true), kRLRunLoopRunTimedOut);
+    assert_trace("S:write S:write S:data1");
+    assert_true(RLSocketEnableCallBacks(s, kRLSocketDataCallBack));
+    assert_int_equal(RLRunLoopRunInMode(MODE, 10, true), kRLRunLoopRunHandledSource);
+    assert_trace("S:write S:write S:data1 S:data1");
+    assert_string_equal(last_data, "b");
+    /* Disabled by the user: the data waits, and comes when enabled. */
+    assert_true(RLSocketEnableCallBacks(s, kRLSocketDataCallBack));
+    assert_true(RLSocketDisableCallBacks(s, kRLSocketDataCallBack));
+    assert_int_equal(write(sv[1], "c", 1), 1);
+    assert_int_equal(RLRunLoopRunInMode(MODE, 0.05, true), kRLRunLoopRunTimedOut);
+    assert_true(RLSocketEnableCallBacks(s, kRLSocketDataCallBack));
+    assert_int_equal(RLRunLoopRunInMode(MODE, 10, true), kRLRunLoopRunHandledSource);
+    assert_string_equal(last_data, "c");
+    /* Close on invalidate off: the fd survives the socket. */
+    assert_true(RLSocketSetSocketFlags(s, 0));
+    done(s);
+    assert_int_not_equal(fcntl(sv[0], F_GETFD), -1);
+    close(sv[0]);
+    close(sv[1]);
+}
+
+static void test_read_callback_and_final_read_at_end(void **state) {
+    (void)state;
+    int sv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    RLSocketRef s = make(sv[0], kRLSocketReadCallBack, "S");
+    assert_int_equal(write(sv[1], "a", 1), 1);
+    assert_int_equal(RLRunLoopRunInMode(MODE, 10, true), kRLRunLoopRunHandledSource);
+    assert_trace("S:read");
+    /* Not read: re-enabled by default, so it comes again (as with CF). */
+    assert_int_equal(RLRunLoopRunInMode(MODE, 10, true), kRLRunLoopRunHandledSource);
+    assert_trace("S:read S:read");
+    char c;
+    assert_int_equal(read(sv[0], &c, 1), 1);
+    assert_int_equal(RLRunLoopRunInMode(MODE, 0.05, true), kRLRunLoopRunTimedOut);
+    close(sv[1]);
+    /* The peer closed: one final read callback, then the loop does not spin. */
+    assert_int_equal(RLRunLoopRunInMode(MODE, 10, true), kRLRunLoopRunHandledSource);
+    assert_int_equal(RLRunLoopRunInMode(MODE, 0.05, true), kRLRunLoopRunTimedOut);
+    assert_trace("S:read S:read S:read");
+    done(s);
+}
+
+static void test_accept_every_pending_connection_in_one_wake(void **state) {
+    (void)state;
+    RLDataRef addr;
+    RLSocketRef l = listener(&addr);
+    int fds[5];
+    for (int i = 0; i < 5; i++) {
+        fds[i] = socket(AF_INET, SOCK_STREAM, 0);
+        assert_true(fds[i] >= 0);
+        assert_int_equal(connect(fds[i], (const struct sockaddr *)RLDataGetBytePtr(addr), (socklen_t)RLDataGetLength(addr)), 0);
+    }
+    naccepted = 0;
+    assert_int_equal(RLRunLoopRunInMode(MODE, 10, true), kRLRunLoopRunHandledSource);
+    assert_int_equal(naccepted, 5);
+    assert_true(accepted >= 0);
+    for (int i = 0; i < 5; i++)
+        close(fds[i]);
+    /* The accepted fds are the callbacks': close what they handed over. */
+    for (int fd = accepted - 4; fd <= accepted; fd++)
+        close(fd);
+    RLRelease(addr);
+    done(l);
+}
+
+static void test_background_connect_refused(void **state) {
+    (void)state;
+    /* A port with nobody listening: bind, read the port, close. */
+    int tmp = socket(AF_INET, SOCK_STREAM, 0);
+    RLDataRef any = loopback(0);
+    assert_int_equal(bind(tmp, (const struct sockaddr *)RLDataGetBytePtr(any), sizeof(struct sockaddr_in)), 0);
+    struct sockaddr_in sin;
+    socklen_t len = sizeof sin;
+    assert_int_equal(getsockname(tmp, (struct sockaddr *)&sin, &len), 0);
+    close(tmp);
+    RLRelease(any);
+    RLDataRef dead = loopback(ntohs(sin.sin_port));
+    RLSocketRef c = make(-1, kRLSocketDataCallBack | kRLSocketConnectCallBack, "C");
+    RLSocketError r = RLSocketConnectToAddress(c, dead, -1);
+    if (r == kRLSocketSuccess) {
+        run_until(1);
+        assert_trace("C:connect-failed");
+        assert_int_equal(atoi(last_data), ECONNREFUSED);
+    } else {
+        assert_int_equal(r, kRLSocketError); /* refused at once */
+        assert_rl_error(kRLErrorSystem);
+    }
+    /* With a timeout: refused as an error, not a timeout. */
+    RLSocketRef c2 = make(-1, kRLSocketNoCallBack, "C2");
+    assert_int_equal(RLSocketConnectToAddress(c2, dead, 5), kRLSocketError);
+    assert_rl_error(kRLErrorSystem);
+    RLRelease(dead);
+    done(c2);
+    done(c);
+}
+
+static void test_connect_with_timeout_and_blocking(void **state) {
+    (void)state;
+    RLDataRef addr;
+    RLSocketRef l = listener(&addr);
+    naccepted = 0;
+    RLSocketRef a = make(-1, kRLSocketConnectCallBack, "A");
+    RLSocketRef b = make(-1, kRLSocketConnectCallBack, "B");
+    assert_int_equal(RLSocketConnectToAddress(a, addr, 5), kRLSocketSuccess);
+    assert_int_equal(RLSocketConnectToAddress(b, addr, 0), kRLSocketSuccess);
+    /* Blocking mode restored after a timed connect. */
+    assert_int_equal(fcntl(RLSocketGetNative(a), F_GETFL) & O_NONBLOCK, 0);
+    /* Connected in the foreground: no Connect callback. */
+    run_until(2);
+    assert_int_equal(naccepted, 2);
+    assert_trace("L:accept L:accept");
+    close(accepted);
+    close(accepted - 1);
+    RLRelease(addr);
+    done(a);
+    done(b);
+    done(l);
+}
+
+static void test_datagrams_with_sender_address(void **state) {
+    (void)state;
+    RLSocketRef u = make(-1, kRLSocketDataCallBack, "U");
+    /* PF_INET with SOCK_STREAM by default: make a UDP one explicitly. */
+    done(u);
+    RLSocketContext c = {0, "U", NULL, NULL, NULL};
+    u = RLSocketCreate(NULL, PF_INET, SOCK_DGRAM, 0, kRLSocketDataCallBack, cb, &c);
+    assert_non_null(u);
+    RLRunLoopSourceRef src = RLSocketCreateRunLoopSource(NULL, u, 0);
+    assert_true(RLRunLoopAddSource(RLRunLoopGetCurrent(), src, MODE));
+    RLRelease(src);
+    RLDataRef any = loopback(0);
+    assert_int_equal(RLSocketSetAddress(u, any), kRLSocketSuccess);
+    RLRelease(any);
+    RLDataRef to = RLSocketCopyAddress(u);
+    RLSocketRef sender = RLSocketCreate(NULL, PF_INET, SOCK_DGRAM, IPPROTO_UDP, 0, NULL, NULL);
+    assert_non_null(sender);
+    RLDataRef one = RLDataCreate(NULL, (const uint8_t *)"one", 3);
+    RLDataRef two = RLDataCreate(NULL, (const uint8_t *)"two!", 4);
+    assert_int_equal(RLSocketSendData(sender, to, one, 1), kRLSocketSuccess);
+    assert_int_equal(RLSocketSendData(sender, to, two, 1), kRLSocketSuccess);
+    run_until(2);
+    /* One datagram per callback, each with its sender's address. */
+    assert_trace("U:data3 U:data4");
+    RLRelease(one);
+    RLRelease(two);
+    RLRelease(to);
+    done(sender);
+    done(u);
+}
+
+static void test_fd_number_above_1024(void **state) {
+    (void)state;
+    struct rlimit rl;
+    assert_int_equal(getrlimit(RLIMIT_NOFILE, &rl), 0);
+    if (rl.rlim_cur < 2100 && rl.rlim_max >= 2100) {
+        rl.rlim_cur = 2100;
+        assert_int_equal(setrlimit(RLIMIT_NOFILE, &rl), 0);
+    }
+    assert_true(rl.rlim_cur >= 2100 || rl.rlim_max >= 2100); /* the test machine allows it */
+    int sv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    int high = fcntl(sv[0], F_DUPFD_CLOEXEC, 2000);
+    assert_true(high >= 2000);
+    close(sv[0]);
+    int threads = count_threads();
+    RLSocketRef s = make(high, kRLSocketDataCallBack, "H");
+    assert_int_equal(RLSocketGetNative(s), high);
+    assert_int_equal(write(sv[1], "hi", 2), 2);
+    assert_int_equal(RLRunLoopRunInMode(MODE, 10, true), kRLRunLoopRunHandledSource);
+    assert_trace("H:data2");
+    assert_int_equal(count_threads(), threads);
+    done(s);
+    close(sv[1]);
+}
+
+static int invalidate_in_callback;
+
+static void self_invalidating_cb(RLSocketRef s, RLSocketCallBackType type, RLDataRef address, const void *data,
+                                 void *info) {
+    (void)address, (void)data, (void)info;
+    rl_trace_addf("%s", kind(type));
+    if (invalidate_in_callback == 1) {
+        assert_true(RLSocketInvalidate(s));
+        assert_true(RLSocketInvalidate(s)); /* idempotent */
+    } else if (invalidate_in_callback == 2) {
+        RLRunLoopSourceRef src = RLSocketCreateRunLoopSource(NULL, s, 0);
+        assert_true(RLRunLoopRemoveSource(RLRunLoopGetCurrent(), src, MODE));
+        RLRelease(src);
+    }
+}
+
+static void test_invalidate_or_unschedule_inside_a_callback(void **state) {
+    (void)state;
+    for (int mode = 1; mode <= 2; mode++) {
+        invalidate_in_callback = mode;
+        rl_trace_setup(NULL);
+        int sv[2];
+        assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+        RLSocketRef s = RLSocketCreateWithNative(NULL, sv[0], kRLSocketReadCallBack | kRLSocketWriteCallBack,
+                                                 self_invalidating_cb, NULL);
+        assert_non_null(s);
+        RLRunLoopSourceRef src = RLSocketCreateRunLoopSource(NULL, s, 0);
+        assert_true(RLRunLoopAddSource(RLRunLoopGetCurrent(), src, MODE));
+        RLRunLoopSourceRef keep = rl_test_keep_mode(MODE);
+        assert_int_equal(write(sv[1], "x", 1), 1);
+        /* Readable and writable in one wake: the read callback goes first.
+         * Invalidated in it: nothing more. Removed from the loop in it: the
+         * rest of that wake's callbacks (as CF's one perform delivers
+         * them), then nothing more. */
+        assert_int_equal(RLRunLoopRunInMode(MODE, 10, true), kRLRunLoopRunHandledSource);
+        assert_int_equal(RLRunLoopRunInMode(MODE, 0.05, true), kRLRunLoopRunTimedOut);
+        assert_trace(mode == 1 ? "read" : "read write");
+        assert_int_equal(RLSocketIsValid(s), mode == 2);
+        if (mode == 2)
+            assert_true(RLSocketInvalidate(s));
+        else
+            assert_int_equal(fcntl(sv[0], F_GETFD), -1); /* closed on invalidate */
+        assert_false(RLRunLoopSourceIsValid(src));
+        rl_test_unkeep(keep);
+        RLRelease(src);
+        assert_true(RLRelease(s));
+        close(sv[1]);
+    }
+}
+
+static int released;
+static const void *ctx_retain(const void *p) { return p; }
+static void ctx_release(const void *p) { (void)p; released++; }
+
+static void test_context_and_double_schedule(void **state) {
+    (void)state;
+    int sv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    RLSocketContext c = {0, "ctx", ctx_retain, ctx_release, NULL};
+    RLSocketRef s = RLSocketCreateWithNative(NULL, sv[0], kRLSocketDataCallBack, cb, &c);
+    assert_non_null(s);
+    RLSocketContext got;
+    assert_true(RLSocketGetContext(s, &got));
+    assert_string_equal(got.info, "ctx");
+    RLRunLoopSourceRef a = RLSocketCreateRunLoopSource(NULL, s, 0);
+    RLRunLoopSourceRef b = RLSocketCreateRunLoopSource(NULL, s, 5);
+    assert_ptr_equal(a, b); /* one source per socket */
+    /* Adding it twice to the same mode is harmless: one callback. */
+    assert_true(RLRunLoopAddSource(RLRunLoopGetCurrent(), a, MODE));
+    assert_true(RLRunLoopAddSource(RLRunLoopGetCurrent(), a, MODE));
+    assert_int_equal(write(sv[1], "z", 1), 1);
+    assert_int_equal(RLRunLoopRunInMode(MODE, 10, true), kRLRunLoopRunHandledSource);
+    assert_trace("ctx:data1");
+    assert_int_equal(released, 0);
+    assert_true(RLSocketInvalidate(s));
+    assert_int_equal(released, 1);
+    assert_true(RLSocketInvalidate(s));
+    assert_int_equal(released, 1);
+    RLRelease(a);
+    RLRelease(b);
+    assert_true(RLRelease(s));
+    close(sv[1]);
+}
+
+static void test_misuse(void **state) {
+    (void)state;
+    /* Creation. */
+    assert_rl_fails(RLSocketCreateWithNative(NULL, -1, 0, cb, NULL), kRLErrorInvalidArgument);
+    int p[2];
+    assert_int_equal(pipe(p), 0);
+    assert_rl_fails(RLSocketCreateWithNative(NULL, p[0], 0, cb, NULL), kRLErrorSystem); /* not a socket */
+    close(p[0]);
+    close(p[1]);
+    assert_rl_fails(RLSocketCreateWithNative(NULL, p[0], 0, cb, NULL), kRLErrorSystem); /* closed fd */
+    assert_rl_fails(RLSocketCreate(NULL, 0, 0, 0, 0x10, cb, NULL), kRLErrorInvalidArgument);
+    RLSocketContext bad = {1, NULL, NULL, NULL, NULL};
+    assert_rl_fails(RLSocketCreate(NULL, 0, 0, 0, 0, cb, &bad), kRLErrorInvalidArgument);
+    assert_rl_fails(RLSocketCreate(NULL, 12345, 0, 0, 0, cb, NULL), kRLErrorSystem); /* no such family */
+
+    /* NULL and foreign objects everywhere. */
+    RLDataRef addr = loopback(1);
+    assert_rl_fails(RLSocketIsValid(NULL), kRLErrorInvalidArgument);
+    assert_rl_fails(RLSocketInvalidate(NULL), kRLErrorInvalidArgument);
+    assert_int_equal(RLSocketGetNative(NULL), -1);
+    assert_rl_error(kRLErrorInvalidArgument);
+    assert_rl_fails(RLSocketCopyAddress(NULL), kRLErrorInvalidArgument);
+    assert_rl_fails(RLSocketCopyPeerAddress((RLSocketRef)addr), kRLErrorInvalidObject);
+    assert_rl_fails(RLSocketEnableCallBacks(NULL, 0), kRLErrorInvalidArgument);
+    assert_rl_fails(RLSocketDisableCallBacks(NULL, 0), kRLErrorInvalidArgument);
+    assert_int_equal(RLSocketGetSocketFlags(NULL), 0);
+    assert_rl_error(kRLErrorInvalidArgument);
+    assert_rl_fails(RLSocketSetSocketFlags(NULL, 0), kRLErrorInvalidArgument);
+    assert_rl_fails(RLSocketGetContext(NULL, NULL), kRLErrorInvalidArgument);
+    assert_rl_fails(RLSocketCreateRunLoopSource(NULL, NULL, 0), kRLErrorInvalidArgument);
+    assert_int_equal(RLSocketConnectToAddress(NULL, addr, 1), kRLSocketError);
+    assert_rl_error(kRLErrorInvalidArgument);
+    assert_int_equal(RLSocketSendData(NULL, NULL, addr, 1), kRLSocketError);
+    assert_rl_error(kRLErrorInvalidArgument);
+    assert_int_equal(RLSocketSetAddress(NULL, addr), kRLSocketError);
+    assert_rl_error(kRLErrorInvalidArgument);
+
+    RLSocketRef s = RLSocketCreate(NULL, PF_INET, SOCK_STREAM, 0, kRLSocketDataCallBack, cb, NULL);
+    assert_non_null(s);
+    assert_rl_fails(RLSocketGetContext(s, NULL), kRLErrorInvalidArgument);
+    /* Invalid addresses. */
+    RLDataRef shorty = RLDataCreate(NULL, (const uint8_t *)"x", 1);
+    assert_int_equal(RLSocketConnectToAddress(s, NULL, 1), kRLSocketError);
+    assert_rl_error(kRLErrorInvalidArgument);
+    assert_int_equal(RLSocketConnectToAddress(s, shorty, 1), kRLSocketError);
+    assert_rl_error(kRLErrorInvalidArgument);
+    assert_int_equal(RLSocketConnectToAddress(s, (RLDataRef)s, 1), kRLSocketError);
+    assert_rl_error(kRLErrorInvalidObject);
+    assert_int_equal(RLSocketConnectToAddress(s, addr, NAN), kRLSocketError);
+    assert_rl_error(kRLErrorInvalidArgument);
+    assert_int_equal(RLSocketSetAddress(s, shorty), kRLSocketError);
+    assert_rl_error(kRLErrorInvalidArgument);
+    assert_int_equal(RLSocketSendData(s, shorty, addr, 1), kRLSocketError);
+    assert_rl_error(kRLErrorInvalidArgument);
+    assert_int_equal(RLSocketSendData(s, NULL, NULL, 1), kRLSocketError);
+    assert_rl_error(kRLErrorInvalidArgument);
+    /* Sending on an unconnected stream: an error, no SIGPIPE. */
+    assert_int_equal(RLSocketSendData(s, NULL, shorty, 1), kRLSocketError);
+    assert_rl_error(kRLErrorSystem);
+    /* Callback types and flags the socket does not have. */
+    assert_rl_fails(RLSocketEnableCallBacks(s, kRLSocketWriteCallBack), kRLErrorInvalidArgument);
+    assert_rl_fails(RLSocketDisableCallBacks(s, 0x100), kRLErrorInvalidArgument);
+    assert_rl_fails(RLSocketSetSocketFlags(s, 0x4000), kRLErrorInvalidArgument);
+    assert_int_equal(RLSocketGetSocketFlags(s), kRLSocketAutomaticallyReenableDataCallBack | kRLSocketCloseOnInvalidate);
+
+    /* After invalidation. */
+    assert_true(RLSocketInvalidate(s));
+    assert_false(RLSocketIsValid(s));
+    assert_int_equal(RLSocketGetNative(s), -1);
+    assert_rl_error(kRLErrorInvalidObject);
+    assert_rl_fails(RLSocketCopyAddress(s), kRLErrorInvalidObject);
+    assert_rl_fails(RLSocketEnableCallBacks(s, kRLSocketDataCallBack), kRLErrorInvalidObject);
+    assert_rl_fails(RLSocketCreateRunLoopSource(NULL, s, 0), kRLErrorInvalidObject);
+    assert_int_equal(RLSocketConnectToAddress(s, addr, 1), kRLSocketError);
+    assert_rl_error(kRLErrorInvalidObject);
+    assert_int_equal(RLSocketSendData(s, NULL, shorty, 1), kRLSocketError);
+    assert_rl_error(kRLErrorInvalidObject);
+    assert_int_equal(RLSocketSetAddress(s, addr), kRLSocketError);
+    assert_rl_error(kRLErrorInvalidObject);
+    assert_true(RLRelease(s));
+    RLRelease(shorty);
+    RLRelease(addr);
+}
+
+static void test_fd_closed_behind_the_socket_does_not_spin(void **state) {
+    (void)state;
+    int sv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    RLSocketRef s = make(sv[0], kRLSocketReadCallBack, "S");
+    RLRunLoopSourceRef keep = rl_test_keep_mode(MODE);
+    close(sv[0]); /* misuse: closed without invalidating */
+    assert_int_equal(RLRunLoopRunInMode(MODE, 0.05, true), kRLRunLoopRunTimedOut);
+    assert_trace("");
+    assert_true(RLSocketSetSocketFlags(s, 0)); /* the number is not ours any more */
+    done(s);
+    rl_test_unkeep(keep);
+    close(sv[1]);
+}
+
+typedef struct race {
+    RLSocketRef s;
+    _Atomic int running;
+    _Atomic long bytes;
+} race;
+
+static void race_cb(RLSocketRef s, RLSocketCallBackType type, RLDataRef address, const void *data, void *info) {
+    (void)s, (void)type, (void)address;
+    race *r = info;
+    atomic_fetch_add(&r->bytes, RLDataGetLength(data));
+}
+
+static void *race_loop(void *p) {
+    race *r = p;
+    RLRunLoopSourceRef src = RLSocketCreateRunLoopSource(NULL, r->s, 0);
+    if (src) {
+        RLRunLoopAddSource(RLRunLoopGetCurrent(), src, MODE);
+        RLRelease(src);
+    }
+    RLRunLoopSourceRef keep = rl_test_keep_mode(MODE);
+    atomic_store(&r->running, 1);
+    while (atomic_load(&r->running) == 1)
+        RLRunLoopRunInMode(MODE, 0.01, true);
+    rl_test_unkeep(keep);
+    return NULL;
+}
+
+/* Invalidated from another thread while the loop's thread reads: no
+ * crash, no race, and the fd is closed once the loop is out of the
+ * callback. */
+static void test_invalidate_from_another_thread_while_reading(void **state) {
+    (void)state;
+    for (int round = 0; round < rl_test_iters(20); round++) {
+        int sv[2];
+        assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+        race r = {0};
+        RLSocketContext c = {0, &r, NULL, NULL, NULL};
+        r.s = RLSocketCreateWithNative(NULL, sv[0], kRLSocketDataCallBack, race_cb, &c);
+        assert_non_null(r.s);
+        pthread_t t;
+        assert_int_equal(pthread_create(&t, NULL, race_loop, &r), 0);
+        while (!atomic_load(&r.running))
+            usleep(100);
+        for (int i = 0; i < 200; i++)
+            assert_int_equal(write(sv[1], "0123456789", 10), 10);
+        assert_true(RLSocketInvalidate(r.s));
+        atomic_store(&r.running, 2);
+        assert_int_equal(pthread_join(t, NULL), 0);
+        assert_int_equal(fcntl(sv[0], F_GETFD), -1);
+        assert_true(atomic_load(&r.bytes) <= 2000);
+        assert_true(RLRelease(r.s));
+        close(sv[1]);
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup(test_connect_accept_and_echo, rl_trace_setup),
+        cmocka_unit_test_setup(test_data_reads_everything_queued_in_one_wake, rl_trace_setup),
+        cmocka_unit_test_setup(test_flags_reenable_and_disable, rl_trace_setup),
+        cmocka_unit_test_setup(test_read_callback_and_final_read_at_end, rl_trace_setup),
+        cmocka_unit_test_setup(test_accept_every_pending_connection_in_one_wake, rl_trace_setup),
+        cmocka_unit_test_setup(test_background_connect_refused, rl_trace_setup),
+        cmocka_unit_test_setup(test_connect_with_timeout_and_blocking, rl_trace_setup),
+        cmocka_unit_test_setup(test_datagrams_with_sender_address, rl_trace_setup),
+        cmocka_unit_test_setup(test_fd_number_above_1024, rl_trace_setup),
+        cmocka_unit_test_setup(test_invalidate_or_unschedule_inside_a_callback, rl_trace_setup),
+        cmocka_unit_test_setup(test_context_and_double_schedule, rl_trace_setup),
+        cmocka_unit_test_setup(test_misuse, rl_trace_setup),
+        cmocka_unit_test_setup(test_fd_closed_behind_the_socket_does_not_spin, rl_trace_setup),
+        cmocka_unit_test_setup(test_invalidate_from_another_thread_while_reading, rl_trace_setup),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,190 @@
+/*
+ * RLStream.h — CoreFoundation's CFReadStream / CFWriteStream under the RL
+ * prefix: byte streams over memory, files, an in-memory bound pair and TCP
+ * sockets, polled or driven by run-loop events.
+ *
+ * What a caller may rely on:
+ *   - Status values and event flags are CF's (kRLStreamStatusNotOpen 0 …
+ *     kRLStreamStatusError 7; kRLStreamEventOpenCompleted 1 …
+ *     kRLStreamEventEndEncountered 16).
+ *   - Events reach the client only on a run loop the stream is scheduled on,
+ *     in a mode it is scheduled in, and only those named in SetClient.
+ *     HasBytesAvailable (CanAcceptBytes) is reported once and then again
+ *     only after the client has read (written), as CF does. Events that
+ *     happen before the stream is scheduled wait until it is.
+ *   - A stream may be scheduled in several modes and several run loops;
+ *     scheduling it again in a mode it is already in changes nothing.
+ *   - Read and Write block when nothing can be transferred (CF semantics);
+ *     use HasBytesAvailable / CanAcceptBytes or the events to avoid it.
+ *   - Socket streams never block a run loop's thread: connect is
+ *     non-blocking; numeric addresses need no lookup, and host names are
+ *     resolved by one process-wide resolver thread (started on first use,
+ *     shared by every stream) that hands the addresses back to the stream.
+ *   - Where CF returns void, the RL function returns bool: false (with
+ *     RLErrorGetLast() set, nothing changed) reports misuse.
+ *   - Thread safety: status, events, clients and scheduling may be used from
+ *     any thread; one stream's Read (or Write) calls must not run on two
+ *     threads at once. The client callback runs with no library lock held
+ *     and may close, unschedule or release the stream.
+ * Create rule: release what a Create function returns (RLRelease).
+ */
+#ifndef CRUNLOOP_RLSTREAM_H
+#define CRUNLOOP_RLSTREAM_H
+
+#include <crunloop/RLData.h>
+#include <crunloop/RLRunLoop.h>
+
+#include <stdint.h>
+
+RL_EXTERN_C_BEGIN
+
+typedef struct RLReadStream *RLReadStreamRef;
+typedef struct RLWriteStream *RLWriteStreamRef;
+
+typedef RL_ENUM(RLIndex, RLStreamStatus) {
+    kRLStreamStatusNotOpen = 0,
+    kRLStreamStatusOpening = 1, /* a socket is still resolving or connecting */
+    kRLStreamStatusOpen = 2,
+    kRLStreamStatusReading = 3,
+    kRLStreamStatusWriting = 4,
+    kRLStreamStatusAtEnd = 5,   /* no further bytes can be read / written */
+    kRLStreamStatusClosed = 6,
+    kRLStreamStatusError = 7,
+};
+
+typedef RL_OPTIONS(RLOptionFlags, RLStreamEventType) {
+    kRLStreamEventNone = 0,
+    kRLStreamEventOpenCompleted = 1,
+    kRLStreamEventHasBytesAvailable = 2,
+    kRLStreamEventCanAcceptBytes = 4,
+    kRLStreamEventErrorOccurred = 8,
+    kRLStreamEventEndEncountered = 16,
+};
+
+/* Error domains (CF's numbers): POSIX errno values, and getaddrinfo's EAI_*
+ * codes for name resolution (CFNetwork's kCFStreamErrorDomainNetDB). */
+enum {
+    kRLStreamErrorDomainCustom = -1,
+    kRLStreamErrorDomainPOSIX = 1,
+    kRLStreamErrorDomainNetDB = 12,
+};
+
+/* CFStreamError: what made a stream fail ({0, 0}: no error). */
+typedef struct RLStreamError {
+    RLIndex domain;
+    int32_t error;
+} RLStreamError;
+
+typedef struct RLStreamClientContext {
+    RLIndex version; /* 0 */
+    void *RL_NULLABLE info;
+    void *RL_NULLABLE (*RL_NULLABLE retain)(void *RL_NULLABLE info);
+    void (*RL_NULLABLE release)(void *RL_NULLABLE info);
+    char *RL_NULLABLE (*RL_NULLABLE copyDescription)(void *RL_NULLABLE info);
+} RLStreamClientContext;
+
+typedef void (*RLReadStreamClientCallBack)(RLReadStreamRef stream, RLStreamEventType type, void *RL_NULLABLE info);
+typedef void (*RLWriteStreamClientCallBack)(RLWriteStreamRef stream, RLStreamEventType type, void *RL_NULLABLE info);
+
+/* ---- creating streams (Create rule; NULL, error set, on bad input) ---- */
+
+/* Reads a copy of `length` bytes. */
+RL_EXPORT RLReadStreamRef RL_NULLABLE RLReadStreamCreateWithBytes(RLAllocatorRef RL_NULLABLE alloc,
+                                                                  const uint8_t *RL_NULLABLE bytes, RLIndex length);
+/* Collects what is written in memory; see RLWriteStreamCopyDataWritten.
+ * bufferAllocator is accepted for CF's signature and may be NULL. */
+RL_EXPORT RLWriteStreamRef RL_NULLABLE RLWriteStreamCreateWithAllocatedBuffers(RLAllocatorRef RL_NULLABLE alloc,
+                                                                              RLAllocatorRef RL_NULLABLE bufferAllocator);
+/* Everything written so far to a stream from
+ * RLWriteStreamCreateWithAllocatedBuffers (CF: the property
+ * kCFStreamPropertyDataWritten). Create rule; NULL (error set) for another
+ * kind of stream. */
+RL_EXPORT RLDataRef RL_NULLABLE RLWriteStreamCopyDataWritten(RLWriteStreamRef stream);
+
+/* File streams by path (CF takes a file URL). Open opens the file (the
+ * write stream creates or truncates it, mode 0666 & ~umask); a file that
+ * cannot be opened makes Open fail with the errno in the stream's error. */
+RL_EXPORT RLReadStreamRef RL_NULLABLE RLReadStreamCreateWithFile(RLAllocatorRef RL_NULLABLE alloc, const char *path);
+RL_EXPORT RLWriteStreamRef RL_NULLABLE RLWriteStreamCreateWithFile(RLAllocatorRef RL_NULLABLE alloc, const char *path);
+
+/* An in-memory pipe: bytes written to *writeStream are read from
+ * *readStream, at most transferBufferSize bytes in flight (a full buffer
+ * makes CanAcceptBytes false and Write block). Closing the write stream
+ * makes the reader reach its end after the buffered bytes; writing after
+ * the reader closed fails with EPIPE. Returns false (both outputs NULL)
+ * for NULL outputs or a size below 1. */
+RL_EXPORT bool RLStreamCreateBoundPair(RLAllocatorRef RL_NULLABLE alloc, RLReadStreamRef RL_NULLABLE *RL_NULLABLE readStream,
+                                       RLWriteStreamRef RL_NULLABLE *RL_NULLABLE writeStream, RLIndex transferBufferSize);
+
+/* Streams over a connected socket the caller owns: the library makes it
+ * non-blocking and never closes it (CF's default for
+ * kCFStreamPropertyShouldCloseNativeSocket); closing the write stream
+ * shuts the socket's sending side down. Either output may be NULL (not
+ * both). */
+RL_EXPORT bool RLStreamCreatePairWithSocket(RLAllocatorRef RL_NULLABLE alloc, int sock,
+                                            RLReadStreamRef RL_NULLABLE *RL_NULLABLE readStream,
+                                            RLWriteStreamRef RL_NULLABLE *RL_NULLABLE writeStream);
+/* Streams over a TCP connection to host:port, made when either stream is
+ * opened: Open returns true with status Opening; OpenCompleted (or
+ * ErrorOccurred, with the errno or EAI_* code) follows. The library owns
+ * and closes this socket when both streams are closed or released. */
+RL_EXPORT bool RLStreamCreatePairWithSocketToHost(RLAllocatorRef RL_NULLABLE alloc, const char *host, uint32_t port,
+                                                  RLReadStreamRef RL_NULLABLE *RL_NULLABLE readStream,
+                                                  RLWriteStreamRef RL_NULLABLE *RL_NULLABLE writeStream);
+
+/* ---- using them ---- */
+
+/* kRLStreamStatus…; kRLStreamStatusError (error set) for a bad object. */
+RL_EXPORT RLStreamStatus RLReadStreamGetStatus(RLReadStreamRef stream);
+RL_EXPORT RLStreamStatus RLWriteStreamGetStatus(RLWriteStreamRef stream);
+/* The stream's failure ({0, 0} if none; {kRLStreamErrorDomainCustom, 0},
+ * thread error set, for a bad object). */
+RL_EXPORT RLStreamError RLReadStreamGetError(RLReadStreamRef stream);
+RL_EXPORT RLStreamError RLWriteStreamGetError(RLWriteStreamRef stream);
+/* CF's CopyError: true and *error filled if the stream failed; false if it
+ * has no error (*error zeroed) or on misuse (thread error set). */
+RL_EXPORT bool RLReadStreamCopyError(RLReadStreamRef stream, RLStreamError *error);
+RL_EXPORT bool RLWriteStreamCopyError(RLWriteStreamRef stream, RLStreamError *error);
+
+/* Only from kRLStreamStatusNotOpen. False with the stream's error set if it
+ * fails at once (a file that does not exist). */
+RL_EXPORT bool RLReadStreamOpen(RLReadStreamRef stream);
+RL_EXPORT bool RLWriteStreamOpen(RLWriteStreamRef stream);
+/* Status Closed; no event is delivered afterwards. Closing a closed stream
+ * does nothing; false only for a bad object. */
+RL_EXPORT bool RLReadStreamClose(RLReadStreamRef stream);
+RL_EXPORT bool RLWriteStreamClose(RLWriteStreamRef stream);
+
+/* Bytes read (> 0), 0 at the end, -1 on failure: the stream's own error
+ * (status Error, ErrorOccurred) or misuse (not open, closed, after an error,
+ * NULL buffer: thread error set). */
+RL_EXPORT RLIndex RLReadStreamRead(RLReadStreamRef stream, uint8_t *buffer, RLIndex bufferLength);
+/* Bytes written (> 0), 0 if bufferLength is 0, -1 on failure as Read. */
+RL_EXPORT RLIndex RLWriteStreamWrite(RLWriteStreamRef stream, const uint8_t *buffer, RLIndex bufferLength);
+/* Can a Read (Write) proceed without blocking? False unless the stream is
+ * open (CF: false at the end, after an error, before open). */
+RL_EXPORT bool RLReadStreamHasBytesAvailable(RLReadStreamRef stream);
+RL_EXPORT bool RLWriteStreamCanAcceptBytes(RLWriteStreamRef stream);
+
+/* Sets (replaces) the client: events in `streamEvents` are delivered to
+ * callback. A NULL callback or context removes the client (CF). The
+ * context is copied and its retain called on info. */
+RL_EXPORT bool RLReadStreamSetClient(RLReadStreamRef stream, RLOptionFlags streamEvents,
+                                     RLReadStreamClientCallBack RL_NULLABLE callback,
+                                     RLStreamClientContext *RL_NULLABLE context);
+RL_EXPORT bool RLWriteStreamSetClient(RLWriteStreamRef stream, RLOptionFlags streamEvents,
+                                      RLWriteStreamClientCallBack RL_NULLABLE callback,
+                                      RLStreamClientContext *RL_NULLABLE context);
+
+/* Delivers the stream's events on runLoop while it runs in mode. The stream
+ * keeps runLoop retained while scheduled. Scheduling twice in one mode is a
+ * no-op that returns true (CF ignores it). */
+RL_EXPORT bool RLReadStreamScheduleWithRunLoop(RLReadStreamRef stream, RLRunLoopRef runLoop, RLRunLoopMode mode);
+RL_EXPORT bool RLWriteStreamScheduleWithRunLoop(RLWriteStreamRef stream, RLRunLoopRef runLoop, RLRunLoopMode mode);
+/* False with kRLErrorNotFound if the stream is not scheduled there. */
+RL_EXPORT bool RLReadStreamUnscheduleFromRunLoop(RLReadStreamRef stream, RLRunLoopRef runLoop, RLRunLoopMode mode);
+RL_EXPORT bool RLWriteStreamUnscheduleFromRunLoop(RLWriteStreamRef stream, RLRunLoopRef runLoop, RLRunLoopMode mode);
+
+RL_EXTERN_C_END
+
+#endif /* CRUNLOOP_RLSTREAM_H */
