@@ -20,7 +20,7 @@
  *     RLRunLoopPerformInternal.h.
  */
 #include "rl_heap.h"
-#include "runloop_internal.h"
+#include "rl_loop.h"
 #include "RLRunLoopMode.h"
 #include "RLRunLoopPerformInternal.h"
 #include "rl_spin.h"
@@ -139,16 +139,6 @@ void rl__defer_run(rl_defer *d) {
 /* ------------------------------------------------------------------ */
 /* helpers                                                             */
 
-/* A loop inherited across fork() is refused by every public function: its
- * kernel objects are the parent's, and its thread does not exist here. */
-bool rl__check_loop(RLRunLoopRef rl, const char *fn) {
-    if (!rl__object_check(rl, &rl__runloop_class, fn))
-        return false;
-    if (rl__fork_inherited(rl->fork_gen))
-        return rl__fork_fail(fn, "run loop");
-    return true;
-}
-
 
 
 bool rl__memb_in_mode(void *item, rl_kind kind, rl_mode *mode) { return rl__memb_find(item, kind, mode) != NULL; }
@@ -164,10 +154,6 @@ static bool rl_item_in_loop(void *item, rl_kind kind, RLRunLoopRef rl) {
 
 /* ------------------------------------------------------------------ */
 /* homes (runloop_internal.h) and item locks                           */
-
-/* The calling thread's run loop (its reference: the loop lives as long as
- * this is set), NULL before RLRunLoopGetCurrent and after teardown. */
-static __thread RLRunLoopRef rl_tls;
 
 static inline rl__olock *rl_item_olock(void *item, rl_kind kind) {
     switch (kind) {
@@ -205,7 +191,7 @@ static void rl_home_clear_locked(RLRunLoopRef rl, void *item, rl_kind kind) {
 
 RLRunLoopRef rl__item_lock(void *item, rl_kind kind) {
     rl__olock *ol = rl_item_olock(item, kind);
-    RLRunLoopRef mine = rl_tls;
+    RLRunLoopRef mine = rl__tls;
     for (;;) {
         RLRunLoopRef h = rl__home_get(item, kind);
         if (h && h == mine) {
@@ -283,7 +269,7 @@ static void rl_loopset_init(rl_loopset *ls) {
     ls->a = ls->inl;
     ls->n = 0;
     ls->cap = sizeof ls->inl / sizeof ls->inl[0];
-    ls->mine = rl_tls;
+    ls->mine = rl__tls;
 }
 
 static void rl_loopset_collect(rl_loopset *ls, struct RLRunLoopSource *s, RLRunLoopRef except) {
@@ -1614,39 +1600,6 @@ rl__perform_queue *rl__runloop_perform_queue(RLRunLoopRef rl, const char *fname)
 /* ------------------------------------------------------------------ */
 /* creation, per-thread storage, teardown                              */
 
-static void rl_finalize(void *obj);
-
-const rl__class rl__runloop_class = {"RLRunLoop", rl_finalize, NULL, NULL};
-
-static void rl_close(int fd) {
-    if (fd >= 0)
-        close(fd);
-}
-
-static void rl_finalize(void *obj) {
-    RLRunLoopRef rl = obj;
-    for (size_t i = 0; i < rl->nmodes; i++)
-        rl__mode_free(rl->modes[i]);
-    free(rl->modes);
-    for (size_t i = 0; i < rl->ncommon; i++)
-        free(rl->common[i].name);
-    free(rl->common);
-    free(rl->citems);
-    free(rl->cidx);
-    for (size_t i = 0; i < rl->nfdtab; i++) {
-        free(rl->fdtab[i].srcs);
-        free(rl->fdtab[i].want);
-    }
-    free(rl->fdtab);
-    /* In a fork() child, an inherited loop's requests are the parent's (it
-     * runs them): their release functions are not called here. */
-    if (rl__of_this_process(rl))
-        rl__perform_destroy(&rl->pq);
-    rl_close(rl->epfd);
-    rl_close(rl->evfd);
-    rl_close(rl->tfd);
-}
-
 static bool rl_watch(RLRunLoopRef rl, int fd, uint32_t events) {
     struct epoll_event ev = {.events = events, .data.u64 = rl_ev_data(fd, 0)};
     return epoll_ctl(rl->epfd, EPOLL_CTL_ADD, fd, &ev) == 0;
@@ -1708,7 +1661,7 @@ static void rl_threadtab_forget_self(RLRunLoopRef mine);
 
 static void rl_key_destructor(void *v) {
     RLRunLoopRef rl = v;
-    rl_tls = NULL;
+    rl__tls = NULL;
     rl_teardown(rl);
     rl_threadtab_forget_self(rl);
     rl__object_unhold(rl);
@@ -1873,11 +1826,11 @@ static void fork_child(void) {
         rl_main_loop = NULL;
     }
     rl_main_thread = pthread_self();
-    /* The thread's reference (rl_tls) stays with the loop, kept above; the
+    /* The thread's reference (rl__tls) stays with the loop, kept above; the
      * key's destructor would tear the parent's loop down when the child's
      * thread ends. */
-    if (rl_tls) {
-        rl_tls = NULL;
+    if (rl__tls) {
+        rl__tls = NULL;
         if (rl_key_made)
             pthread_setspecific(rl_key, NULL);
     }
@@ -1900,8 +1853,8 @@ RLRunLoopRef RLRunLoopGetMain(void) {
 }
 
 RLRunLoopRef RLRunLoopGetCurrent(void) {
-    if (RL__LIKELY(rl_tls != NULL))
-        return rl_tls;
+    if (RL__LIKELY(rl__tls != NULL))
+        return rl__tls;
     pthread_once(&rl_key_once, rl_make_key);
     RLRunLoopRef rl;
     if (pthread_equal(pthread_self(), rl_main_thread)) {
@@ -1920,7 +1873,7 @@ RLRunLoopRef RLRunLoopGetCurrent(void) {
     }
     if (!rl)
         return NULL;
-    rl_tls = rl;
+    rl__tls = rl;
     pthread_setspecific(rl_key, rl);
     return rl;
 }
@@ -1974,9 +1927,9 @@ static void rl_teardown(RLRunLoopRef rl) {
 }
 
 void rl__runloop_teardown_current_thread(void) {
-    RLRunLoopRef rl = rl_tls;
+    RLRunLoopRef rl = rl__tls;
     if (rl) {
-        rl_tls = NULL;
+        rl__tls = NULL;
         pthread_once(&rl_key_once, rl_make_key);
         pthread_setspecific(rl_key, NULL);
         rl_teardown(rl);

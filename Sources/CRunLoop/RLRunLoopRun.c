@@ -6,7 +6,7 @@
  * fire and notify); none of them calls back into it.
  */
 #include "rl_heap.h"
-#include "runloop_internal.h"
+#include "rl_loop.h"
 #include "RLRunLoopMode.h"
 #include "RLRunLoopPerformInternal.h"
 #include "rl_spin.h"

@@ -466,7 +466,6 @@ RL__HIDDEN void rl__defer_run(rl_defer *d);
 RL__HIDDEN extern const rl__class rl__source_class;
 RL__HIDDEN extern const rl__class rl__timer_class;
 RL__HIDDEN extern const rl__class rl__observer_class;
-RL__HIDDEN extern const rl__class rl__runloop_class;
 RL__HIDDEN extern const rl__class rl__fd_class;
 
 /* Removes every membership of a timer or an observer (all in its home),
@@ -493,7 +492,6 @@ RL__HIDDEN uint64_t rl__next_seq(void);
 /* ---- shared by the loop core (RLRunLoop.c) and its iteration (RLRunLoopRun.c) ---- */
 
 RL__HIDDEN void rl__arm_timerfd(RLRunLoopRef rl, double at);
-RL__HIDDEN bool rl__check_loop(RLRunLoopRef rl, const char *fn);
 RL__HIDDEN void rl__defer_unhold(rl_defer *d, void *obj);
 RL__HIDDEN uint32_t rl__fd_desired(RLRunLoopRef rl, struct RLRunLoopSource *src);
 RL__HIDDEN void rl__fd_note_events(RLRunLoopRef rl, struct epoll_event *ev, int n);
