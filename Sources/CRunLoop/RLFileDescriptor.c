@@ -1,6 +1,6 @@
 /* RLFileDescriptor.c — run-loop sources for any file descriptor. The loop
  * watches the fd with epoll (RLRunLoop.c) and never reads or writes it. */
-#include "runloop_internal.h"
+#include "rl_lock.h"
 
 #include <errno.h>
 #include <fcntl.h>

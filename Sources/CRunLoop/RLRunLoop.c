@@ -20,6 +20,7 @@
  *     RLRunLoopPerformInternal.h.
  */
 #include "rl_heap.h"
+#include "rl_lock.h"
 #include "rl_loop.h"
 #include "RLRunLoopMode.h"
 #include "RLRunLoopPerformInternal.h"
@@ -38,111 +39,6 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
-
-/* ------------------------------------------------------------------ */
-/* sequence numbers, deferred work                                    */
-
-
-static _Atomic uint64_t rl_seq;
-uint64_t rl__next_seq(void) { return atomic_fetch_add_explicit(&rl_seq, 1, memory_order_relaxed) + 1; }
-
-void rl__defer_init(rl_defer *d) {
-    d->e = d->inline_e;
-    d->n = 0;
-    d->cap = sizeof d->inline_e / sizeof d->inline_e[0];
-}
-
-static void rl_defer_add(rl_defer *d, rl_defer_entry e) {
-    if (d->n == d->cap) {
-        size_t cap = d->cap * 2;
-        rl_defer_entry *a = malloc(cap * sizeof *a);
-        if (!a)
-            abort(); /* losing a release would corrupt reference counts */
-        memcpy(a, d->e, d->n * sizeof *a);
-        if (d->e != d->inline_e)
-            free(d->e);
-        d->e = a;
-        d->cap = cap;
-    }
-    d->e[d->n++] = e;
-}
-
-void rl__retain_raw(void *obj) {
-    atomic_fetch_add_explicit(&((rl__object *)obj)->rc, 1, memory_order_relaxed);
-}
-
-/* A reference the loop keeps for a membership (or a common-modes item):
- * marked as the library's (RLBase.c), so that a caller who releases once
- * too often is refused instead of freeing what the loop still uses. */
-static void rl_hold_raw(void *obj) {
-    atomic_fetch_add_explicit(&((rl__object *)obj)->rc, 1 + RL__HELD_ONE, memory_order_relaxed);
-}
-
-void rl__defer_push(rl_defer *d, int what, void *obj, RLRunLoopRef rl, const char *mode) {
-    if (obj)
-        rl__retain_raw(obj);
-    if (rl)
-        rl__retain_raw(rl);
-    rl_defer_add(d, (rl_defer_entry){what, obj, rl, mode, NULL, NULL});
-}
-
-void rl__defer_release(rl_defer *d, void *obj) {
-    rl_defer_add(d, (rl_defer_entry){RL_DEFER_RELEASE, obj, NULL, NULL, NULL, NULL});
-}
-
-/* Queues the drop of a reference taken with rl_hold_raw. */
-void rl__defer_unhold(rl_defer *d, void *obj) {
-    rl_defer_add(d, (rl_defer_entry){RL_DEFER_UNHOLD, obj, NULL, NULL, NULL, NULL});
-}
-
-void rl__defer_ctx_release(rl_defer *d, void (*release)(const void *), const void *info) {
-    if (release)
-        rl_defer_add(d, (rl_defer_entry){RL_DEFER_CTX_RELEASE, NULL, NULL, NULL, release, info});
-}
-
-static void rl_defer_call(rl_defer_entry *e) {
-    struct RLRunLoopSource *s = e->obj;
-    switch (e->what) {
-    case RL_DEFER_SCHEDULE:
-        if (s->ctx.schedule)
-            s->ctx.schedule(s->ctx.info, e->rl, e->mode);
-        break;
-    case RL_DEFER_CANCEL:
-        if (s->ctx.cancel)
-            s->ctx.cancel(s->ctx.info, e->rl, e->mode);
-        break;
-    case RL_DEFER_CTX_RELEASE:
-        e->cfn(e->carg);
-        break;
-    default:
-        break;
-    }
-}
-
-void rl__defer_run(rl_defer *d) {
-    for (size_t i = 0; i < d->n; i++) {
-        rl_defer_entry *e = &d->e[i];
-        if (e->what != RL_DEFER_RELEASE && e->what != RL_DEFER_UNHOLD)
-            rl_defer_call(e);
-        if (e->obj && e->what == RL_DEFER_UNHOLD)
-            rl__object_unhold(e->obj);
-        else if (e->obj)
-            RLRelease(e->obj);
-        if (e->rl)
-            RLRelease(e->rl);
-    }
-    if (d->e != d->inline_e)
-        free(d->e);
-    rl__defer_init(d);
-}
-
-/* ------------------------------------------------------------------ */
-/* helpers                                                             */
-
-
-
-bool rl__memb_in_mode(void *item, rl_kind kind, rl_mode *mode) { return rl__memb_find(item, kind, mode) != NULL; }
-
 static bool rl_item_in_loop(void *item, rl_kind kind, RLRunLoopRef rl) {
     rl_memb *m;
     TAILQ_FOREACH(m, rl__item_membs(item, kind), item_link) {
@@ -151,166 +47,6 @@ static bool rl_item_in_loop(void *item, rl_kind kind, RLRunLoopRef rl) {
     }
     return false;
 }
-
-/* ------------------------------------------------------------------ */
-/* homes (runloop_internal.h) and item locks                           */
-
-static inline rl__olock *rl_item_olock(void *item, rl_kind kind) {
-    switch (kind) {
-    case RL_KIND_SOURCE:
-        return &((struct RLRunLoopSource *)item)->lock;
-    case RL_KIND_TIMER:
-        return &((struct RLRunLoopTimer *)item)->lock;
-    default:
-        return &((struct RLRunLoopObserver *)item)->lock;
-    }
-}
-
-
-
-/* rl becomes the home of item; rl locked, item lock held, no home yet. */
-static void rl_home_set_locked(RLRunLoopRef rl, void *item, rl_kind kind) {
-    atomic_store_explicit(rl__item_home(item, kind), rl, memory_order_relaxed);
-    if (kind == RL_KIND_TIMER)
-        TAILQ_INSERT_TAIL(&rl->homed_timers, (struct RLRunLoopTimer *)item, home_link);
-    else
-        TAILQ_INSERT_TAIL(&rl->homed_observers, (struct RLRunLoopObserver *)item, home_link);
-}
-
-/* item leaves rl, its home; rl locked. Its state goes under its item lock. */
-static void rl_home_clear_locked(RLRunLoopRef rl, void *item, rl_kind kind) {
-    rl__olock *ol = rl_item_olock(item, kind);
-    rl__olock_lock(ol);
-    atomic_store_explicit(rl__item_home(item, kind), NULL, memory_order_relaxed);
-    rl__olock_unlock(ol);
-    if (kind == RL_KIND_TIMER)
-        TAILQ_REMOVE(&rl->homed_timers, (struct RLRunLoopTimer *)item, home_link);
-    else
-        TAILQ_REMOVE(&rl->homed_observers, (struct RLRunLoopObserver *)item, home_link);
-}
-
-RLRunLoopRef rl__item_lock(void *item, rl_kind kind) {
-    rl__olock *ol = rl_item_olock(item, kind);
-    RLRunLoopRef mine = rl__tls;
-    for (;;) {
-        RLRunLoopRef h = rl__home_get(item, kind);
-        if (h && h == mine) {
-            /* The caller's own loop (the usual case: a timer moved from
-             * its callout) cannot go away meanwhile. */
-            rl__loop_lock(h);
-            if (rl__home_get(item, kind) == h)
-                return h;
-            rl__loop_unlock(h);
-            continue;
-        }
-        rl__olock_lock(ol);
-        h = rl__home_get(item, kind);
-        if (!h)
-            return NULL; /* homeless, and stays so while the item lock is held */
-        /* A home is cleared only under the item lock (by a thread that holds
-         * its own reference on the loop), so h is alive here. */
-        rl__retain_raw(h);
-        rl__olock_unlock(ol);
-        rl__loop_lock(h);
-        if (rl__home_get(item, kind) == h) {
-            /* Still home, so h's teardown has not cleared it yet, and h's
-             * thread still holds its reference: ours cannot be the last. */
-            atomic_fetch_sub_explicit(&((rl__object *)h)->rc, 1, memory_order_release);
-            return h;
-        }
-        rl__loop_unlock(h);
-        RLRelease(h);
-    }
-}
-
-void rl__item_unlock(void *item, rl_kind kind, RLRunLoopRef home) {
-    if (home)
-        rl__loop_unlock(home);
-    else
-        rl__olock_unlock(rl_item_olock(item, kind));
-}
-
-void rl__item_leave_home(void *item, rl_kind kind) {
-    RLRunLoopRef h = rl__item_lock(item, kind);
-    if (h)
-        rl_home_clear_locked(h, item, kind);
-    rl__item_unlock(item, kind, h);
-}
-
-/* Adding item to `to` found it at home in another loop: it moves out if it
- * is in none of that loop's modes (the caller then tries again); false
- * (error set) if it is, as CF refuses a timer or an observer in a second
- * loop. No lock held. */
-static bool rl_item_move_out(void *item, rl_kind kind, RLRunLoopRef to, const char *fn) {
-    RLRunLoopRef h = rl__item_lock(item, kind);
-    bool ok = true;
-    if (h && h != to) {
-        if (!TAILQ_EMPTY(rl__item_membs(item, kind)))
-            ok = rl__fail(kRLErrorInvalidState, fn, "the %s is already in another run loop",
-                          kind == RL_KIND_TIMER ? "timer" : "observer");
-        else
-            rl_home_clear_locked(h, item, kind);
-    }
-    rl__item_unlock(item, kind, h);
-    return ok;
-}
-
-/* The distinct loops a source is in (its item lock held when collected),
- * retained, except the caller's own loop: visited one at a time after the
- * item lock is dropped. */
-typedef struct rl_loopset {
-    RLRunLoopRef *a;
-    size_t n, cap;
-    RLRunLoopRef mine;
-    RLRunLoopRef inl[4];
-} rl_loopset;
-
-static void rl_loopset_init(rl_loopset *ls) {
-    ls->a = ls->inl;
-    ls->n = 0;
-    ls->cap = sizeof ls->inl / sizeof ls->inl[0];
-    ls->mine = rl__tls;
-}
-
-static void rl_loopset_collect(rl_loopset *ls, struct RLRunLoopSource *s, RLRunLoopRef except) {
-    rl_memb *m;
-    TAILQ_FOREACH(m, &s->membs, item_link) {
-        if (m->rl == except)
-            continue;
-        bool seen = false;
-        for (size_t i = 0; i < ls->n && !seen; i++)
-            seen = ls->a[i] == m->rl;
-        if (seen)
-            continue;
-        if (ls->n == ls->cap) {
-            size_t cap = ls->cap * 2;
-            RLRunLoopRef *a = malloc(cap * sizeof *a);
-            if (!a)
-                abort(); /* a loop left out would miss a signal or keep an invalid source */
-            memcpy(a, ls->a, ls->n * sizeof *a);
-            if (ls->a != ls->inl)
-                free(ls->a);
-            ls->a = a;
-            ls->cap = cap;
-        }
-        if (m->rl != ls->mine)
-            rl__retain_raw(m->rl);
-        ls->a[ls->n++] = m->rl;
-    }
-}
-
-static void rl_loopset_free(rl_loopset *ls) {
-    for (size_t i = 0; i < ls->n; i++) {
-        if (ls->a[i] != ls->mine)
-            RLRelease(ls->a[i]);
-    }
-    if (ls->a != ls->inl)
-        free(ls->a);
-    rl_loopset_init(ls);
-}
-
-/* ------------------------------------------------------------------ */
-/* modes                                                               */
 
 /* ------------------------------------------------------------------ */
 /* wake-ups and the timerfd                                            */
@@ -710,9 +446,9 @@ void rl__fd_note_events(RLRunLoopRef rl, struct epoll_event *ev, int n) {
 /* Re-arms the fd of s in every loop s is in but `except`. No lock held. */
 void rl__fd_resync_except(struct RLRunLoopSource *s, RLRunLoopRef except) {
     rl_loopset ls;
-    rl_loopset_init(&ls);
+    rl__loopset_init(&ls);
     rl__olock_lock(&s->lock);
-    rl_loopset_collect(&ls, s, except);
+    rl__loopset_collect(&ls, s, except);
     rl__olock_unlock(&s->lock);
     for (size_t i = 0; i < ls.n; i++) {
         RLRunLoopRef rl = ls.a[i];
@@ -722,7 +458,7 @@ void rl__fd_resync_except(struct RLRunLoopSource *s, RLRunLoopRef except) {
         rl__olock_unlock(&s->lock);
         rl__loop_unlock(rl);
     }
-    rl_loopset_free(&ls);
+    rl__loopset_free(&ls);
 }
 
 void rl__source_fd_resync(struct RLRunLoopSource *s) { rl__fd_resync_except(s, NULL); }
@@ -767,7 +503,7 @@ static void rl_ready_push_source(RLRunLoopRef rl, struct RLRunLoopSource *s) {
  * rl_add_locked). */
 bool rl__source_signal(struct RLRunLoopSource *s) {
     rl_loopset ls;
-    rl_loopset_init(&ls);
+    rl__loopset_init(&ls);
     rl__olock_lock(&s->lock);
     bool ok = s->valid;
     if (ok && !s->signalled) {
@@ -784,7 +520,7 @@ bool rl__source_signal(struct RLRunLoopSource *s) {
             rl_ready_push_source(one, s);
             rl__loop_unlock(one);
         } else {
-            rl_loopset_collect(&ls, s, NULL);
+            rl__loopset_collect(&ls, s, NULL);
         }
     }
     rl__olock_unlock(&s->lock);
@@ -796,7 +532,7 @@ bool rl__source_signal(struct RLRunLoopSource *s) {
         rl__olock_unlock(&s->lock);
         rl__loop_unlock(ls.a[i]);
     }
-    rl_loopset_free(&ls);
+    rl__loopset_free(&ls);
     return ok;
 }
 
@@ -1026,7 +762,7 @@ __attribute__((always_inline)) static inline bool rl_add_locked(RLRunLoopRef rl,
         rl_memb_free(m);
         return rl__fail(kRLErrorNoMemory, fn, "out of memory");
     }
-    rl_hold_raw(item);
+    rl__hold_raw(item);
     TAILQ_INSERT_TAIL(rl__item_membs(item, kind), m, item_link);
     if (kind == RL_KIND_SOURCE) {
         struct RLRunLoopSource *s = item;
@@ -1187,7 +923,7 @@ static void rl_remove_source_from_loop_locked(struct RLRunLoopSource *s, RLRunLo
 
 void rl__source_invalidate(struct RLRunLoopSource *s, rl_defer *d) {
     rl_loopset ls;
-    rl_loopset_init(&ls);
+    rl__loopset_init(&ls);
     rl__olock_lock(&s->lock);
     bool was = s->valid;
     if (was) {
@@ -1195,7 +931,7 @@ void rl__source_invalidate(struct RLRunLoopSource *s, rl_defer *d) {
          * so the loops noted now are all it is in. */
         rl__poke(s->valid, false);
         rl__poke(s->signalled, false);
-        rl_loopset_collect(&ls, s, NULL);
+        rl__loopset_collect(&ls, s, NULL);
     }
     rl__olock_unlock(&s->lock);
     for (size_t i = 0; i < ls.n; i++) {
@@ -1206,7 +942,7 @@ void rl__source_invalidate(struct RLRunLoopSource *s, rl_defer *d) {
         rl__olock_unlock(&s->lock);
         rl__loop_unlock(rl);
     }
-    rl_loopset_free(&ls);
+    rl__loopset_free(&ls);
 }
 
 void rl__remove_item_everywhere_locked(void *item, rl_kind kind, rl_defer *d) {
@@ -1233,7 +969,7 @@ static bool rl_add_common_locked(RLRunLoopRef rl, void *item, rl_kind kind, rl_d
     if (!rl_citem_has(rl, item)) {
         if (!rl_citem_add(rl, item, kind))
             return rl__fail(kRLErrorNoMemory, fn, "out of memory");
-        rl_hold_raw(item);
+        rl__hold_raw(item);
     }
     for (size_t i = 0; i < rl->ncommon; i++) {
         rl_mode *m = rl__mode_get(rl, rl->common[i].name, fn);
@@ -1253,6 +989,24 @@ static void rl_remove_common_locked(RLRunLoopRef rl, void *item, rl_kind kind, r
         if (x)
             rl_remove_memb_locked(x, d);
     }
+}
+
+/* Adding item to `to` found it at home in another loop: it moves out if it
+ * is in none of that loop's modes (the caller then tries again); false
+ * (error set) if it is, as CF refuses a timer or an observer in a second
+ * loop. No lock held. */
+static bool rl_item_move_out(void *item, rl_kind kind, RLRunLoopRef to, const char *fn) {
+    RLRunLoopRef h = rl__item_lock(item, kind);
+    bool ok = true;
+    if (h && h != to) {
+        if (!TAILQ_EMPTY(rl__item_membs(item, kind)))
+            ok = rl__fail(kRLErrorInvalidState, fn, "the %s is already in another run loop",
+                          kind == RL_KIND_TIMER ? "timer" : "observer");
+        else
+            rl__home_clear_locked(h, item, kind);
+    }
+    rl__item_unlock(item, kind, h);
+    return ok;
 }
 
 /* ------------------------------------------------------------------ */
@@ -1304,7 +1058,7 @@ __attribute__((noinline)) static int rl_add_item_claim(RLRunLoopRef rl, void *it
      * here is someone else's. */
     if (rl__home_get(item, kind))
         return -1;
-    rl__olock *ol = rl_item_olock(item, kind);
+    rl__olock *ol = rl__item_olock(item, kind);
     rl__olock_lock(ol);
     int r;
     if (rl__home_get(item, kind)) {
@@ -1312,7 +1066,7 @@ __attribute__((noinline)) static int rl_add_item_claim(RLRunLoopRef rl, void *it
     } else if (!rl_item_valid(item, kind)) {
         r = rl__fail(kRLErrorInvalidObject, fn, "%p has been invalidated", item);
     } else {
-        rl_home_set_locked(rl, item, kind);
+        rl__home_set_locked(rl, item, kind);
         r = rl_add_to_mode_locked(rl, item, kind, mode, d, fn);
     }
     rl__olock_unlock(ol);
@@ -1329,7 +1083,7 @@ __attribute__((always_inline)) static inline int rl_add_item_locked(RLRunLoopRef
         return rl__fail(kRLErrorInvalidState, fn, "the run loop's thread has exited");
     rl__olock *ol = NULL;
     if (kind == RL_KIND_SOURCE) {
-        ol = rl_item_olock(item, kind);
+        ol = rl__item_olock(item, kind);
         rl__olock_lock(ol);
     } else if (RL__UNLIKELY(rl__home_get(item, kind) != rl)) {
         return rl_add_item_claim(rl, item, kind, mode, d, fn);
@@ -1375,7 +1129,7 @@ static inline bool rl_item_guard(RLRunLoopRef rl, void *item, rl_kind kind, rl__
     *ol = NULL;
     if (kind != RL_KIND_SOURCE)
         return rl__home_get(item, kind) == rl;
-    *ol = rl_item_olock(item, kind);
+    *ol = rl__item_olock(item, kind);
     rl__olock_lock(*ol);
     return true;
 }
@@ -1916,10 +1670,10 @@ static void rl_teardown(RLRunLoopRef rl) {
      * that none keeps a pointer to this loop. */
     struct RLRunLoopTimer *t;
     while ((t = TAILQ_FIRST(&rl->homed_timers)) != NULL)
-        rl_home_clear_locked(rl, t, RL_KIND_TIMER);
+        rl__home_clear_locked(rl, t, RL_KIND_TIMER);
     struct RLRunLoopObserver *o;
     while ((o = TAILQ_FIRST(&rl->homed_observers)) != NULL)
-        rl_home_clear_locked(rl, o, RL_KIND_OBSERVER);
+        rl__home_clear_locked(rl, o, RL_KIND_OBSERVER);
     rl__loop_unlock(rl);
     rl__defer_run(&d);
 

@@ -6,6 +6,7 @@
  * requests call into it.
  */
 #include "RLRunLoopMode.h"
+#include "rl_lock.h"
 #include "rl_heap.h"
 
 #include <stdlib.h>

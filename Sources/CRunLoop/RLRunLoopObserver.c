@@ -1,5 +1,5 @@
 /* RLRunLoopObserver.c — observers of run-loop activities. */
-#include "runloop_internal.h"
+#include "rl_lock.h"
 
 #include <stdio.h>
 #include <stdlib.h>

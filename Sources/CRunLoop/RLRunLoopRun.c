@@ -6,6 +6,7 @@
  * fire and notify); none of them calls back into it.
  */
 #include "rl_heap.h"
+#include "rl_lock.h"
 #include "rl_loop.h"
 #include "RLRunLoopMode.h"
 #include "RLRunLoopPerformInternal.h"

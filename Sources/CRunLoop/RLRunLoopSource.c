@@ -1,5 +1,5 @@
 /* RLRunLoopSource.c — version-0 sources (and the carrier of fd sources). */
-#include "runloop_internal.h"
+#include "rl_lock.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,6 +1,7 @@
 /* RLRunLoopTimer.c — timers: grid rescheduling, tolerance, moves from any
  * thread. The heaps themselves live in rl_heap.c; the firing in RLRunLoopRun.c. */
 #include "rl_heap.h"
+#include "rl_lock.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -8,6 +9,11 @@
 
 /* Dates beyond this are "never" (CF clamps likewise); keeps arithmetic finite. */
 #define RL_FAR_FUTURE 9.0e15
+
+/* Timers with equal fire dates fire in creation/move order: each creation
+ * and move takes the next number. */
+static _Atomic uint64_t rl_seq;
+static uint64_t rl_next_seq(void) { return atomic_fetch_add_explicit(&rl_seq, 1, memory_order_relaxed) + 1; }
 
 static void rl_timer_finalize(void *obj) {
     struct RLRunLoopTimer *t = obj;
@@ -63,7 +69,7 @@ RLRunLoopTimerRef RLRunLoopTimerCreate(RLAllocatorRef allocator, RLAbsoluteTime 
     t->anchor = t->fire_date;
     t->interval = interval > 0 ? (interval > RL_FAR_FUTURE ? RL_FAR_FUTURE : interval) : 0;
     t->order = order;
-    t->seq = rl__next_seq();
+    t->seq = rl_next_seq();
     t->callout = callout;
     t->valid = true;
     TAILQ_INIT(&t->membs);
@@ -117,7 +123,7 @@ bool RLRunLoopTimerSetNextFireDate(RLRunLoopTimerRef t, RLAbsoluteTime fireDate)
         t->fire_date = rl_clamp_date(fireDate);
         t->anchor = t->fire_date; /* a new grid starts here */
         t->ticks = 0;
-        t->seq = rl__next_seq();
+        t->seq = rl_next_seq();
         if (t->firing)
             t->moved_in_fire = true;
         rl__timer_moved_locked(t);
@@ -240,7 +246,7 @@ void rl__timer_after_fire_locked(struct RLRunLoopTimer *t, RLAbsoluteTime now, r
         }
         t->ticks = k;
         t->fire_date = rl_clamp_date(rl_grid(t, k));
-        t->seq = rl__next_seq();
+        t->seq = rl_next_seq();
     }
     /* Re-filed also after a move inside the callout: while firing, the
      * timer was left out of the wake-up (rl__tset_earliest_deadline). */

@@ -45,6 +45,7 @@ extern void _Block_release(const void *block);
 
 typedef struct rl_mode rl_mode;
 typedef struct rl_memb rl_memb;
+typedef struct rl_defer rl_defer; /* work done after unlocking (rl_lock.h) */
 
 typedef enum rl_kind { RL_KIND_SOURCE = 0, RL_KIND_TIMER = 1, RL_KIND_OBSERVER = 2 } rl_kind;
 
@@ -253,38 +254,6 @@ struct RLFileDescriptor {
     struct RLRunLoopSource *source; /* weak; cleared when the source goes */
 };
 
-/* ---- locks (rl_lock.c) ---- */
-
-/* Lock-order classes for the detector (RLLockDebug.h), which the loop and
- * item locks report to when it is on: every loop lock is one "run-loop
- * lock", every item lock one "run-loop item lock", so that the protocol
- * (loop before item; never two of a class) is checked for all loops and
- * items at once, whichever pair a test happens to use. */
-typedef enum rl_lockclass { RL_LOCKCLASS_LOOP = 0, RL_LOCKCLASS_ITEM = 1 } rl_lockclass;
-RL__HIDDEN void rl__lockclass_take(rl_lockclass c, const void *where);
-/* After a successful try-lock (no order edge: it cannot deadlock). */
-RL__HIDDEN void rl__lockclass_took(rl_lockclass c, const void *where);
-RL__HIDDEN void rl__lockclass_drop(rl_lockclass c);
-
-/* The item lock: a 32-bit futex word (0 free, 1 held, 2 held with
- * sleepers), so that it fits in a timer's first cache line. Held for a few
- * stores at a time. */
-RL__HIDDEN void rl__olock_lock_slow(rl__olock *l);
-__attribute__((always_inline)) static inline void rl__olock_lock(rl__olock *l) {
-    if (RL__UNLIKELY(rl__lockdep_enabled()))
-        rl__lockclass_take(RL_LOCKCLASS_ITEM, __builtin_return_address(0));
-    uint32_t expected = 0;
-    if (RL__UNLIKELY(!atomic_compare_exchange_strong_explicit(&l->word, &expected, 1, memory_order_acquire,
-                                                              memory_order_relaxed)))
-        rl__olock_lock_slow(l);
-}
-__attribute__((always_inline)) static inline void rl__olock_unlock(rl__olock *l) {
-    if (RL__UNLIKELY(atomic_exchange_explicit(&l->word, 0, memory_order_release) == 2))
-        rl__futex_wake(&l->word, 1);
-    if (RL__UNLIKELY(rl__lockdep_enabled()))
-        rl__lockclass_drop(RL_LOCKCLASS_ITEM);
-}
-
 /* ---- the run loop object (RLRunLoop.c; its iteration: RLRunLoopRun.c) ---- */
 
 /* One activation of RunInMode, innermost first. */
@@ -387,79 +356,10 @@ struct RLRunLoop {
     TAILQ_HEAD(, RLRunLoopObserver) homed_observers;
 };
 
-/* ---- the loop lock ---- */
-
-/* Inline: every add and remove takes it once, and a call into libc's mutex
- * was a measurable part of a 10 ns timer add. */
-__attribute__((always_inline)) static inline void rl__loop_lock(RLRunLoopRef rl) {
-    if (RL__UNLIKELY(rl__lockdep_enabled()))
-        rl__lockclass_take(RL_LOCKCLASS_LOOP, __builtin_return_address(0));
-    if (RL__UNLIKELY(!rl__mutex_trylock(&rl->lock)))
-        rl__mutex_lock_slow(&rl->lock, NULL);
-}
-
-__attribute__((always_inline)) static inline void rl__loop_unlock(RLRunLoopRef rl) {
-    rl__mutex_unlock(&rl->lock);
-    if (RL__UNLIKELY(rl__lockdep_enabled()))
-        rl__lockclass_drop(RL_LOCKCLASS_LOOP);
-}
-
-/* A try-lock: the one way a loop lock may be taken under an item lock (it
- * cannot deadlock). */
-static inline bool rl__loop_trylock(RLRunLoopRef rl) {
-    if (!rl__mutex_trylock(&rl->lock))
-        return false;
-    if (RL__UNLIKELY(rl__lockdep_enabled()))
-        rl__lockclass_took(RL_LOCKCLASS_LOOP, __builtin_return_address(0));
-    return true;
-}
-
 /* Fields read without the lock that guards them (hints, re-checked under
  * it): relaxed atomic accesses, so that the sanitizers see them as such. */
 #define rl__peek(field) __atomic_load_n(&(field), __ATOMIC_RELAXED)
 #define rl__poke(field, v) __atomic_store_n(&(field), (v), __ATOMIC_RELAXED)
-
-/* ---- homes: what guards a timer's or an observer's state ----
- * The home is the loop the item was last added to. It stays when the item
- * leaves the loop's modes (so adding and removing it again costs the loop
- * lock only) and goes when the item joins another loop, when the loop is
- * torn down, and when the item is freed. The home pointer changes only
- * under both the home loop's lock and the item lock. */
-
-/* Locks what guards item (a timer or an observer): returns its home,
- * locked, or NULL with the item lock held. rl__item_unlock undoes it. */
-RL__HIDDEN RLRunLoopRef rl__item_lock(void *item, rl_kind kind);
-RL__HIDDEN void rl__item_unlock(void *item, rl_kind kind, RLRunLoopRef home);
-/* The item is being freed: it leaves its home's list. */
-RL__HIDDEN void rl__item_leave_home(void *item, rl_kind kind);
-
-/* Work collected under a lock and done after unlocking: cancel and
- * schedule callouts, context releases and object releases. */
-typedef struct rl_defer_entry {
-    int what; /* RL_DEFER_* */
-    void *obj;
-    RLRunLoopRef rl;
-    const char *mode;
-    void (*cfn)(const void *); /* RL_DEFER_CTX_RELEASE: cfn(carg) */
-    const void *carg;
-} rl_defer_entry;
-enum { RL_DEFER_RELEASE = 0, RL_DEFER_CANCEL = 1, RL_DEFER_SCHEDULE = 2, RL_DEFER_CTX_RELEASE = 3, RL_DEFER_UNHOLD = 4 };
-
-typedef struct rl_defer {
-    rl_defer_entry *e;
-    size_t n, cap;
-    rl_defer_entry inline_e[8];
-} rl_defer;
-
-RL__HIDDEN void rl__defer_init(rl_defer *d);
-/* Queues an entry; retains obj (and rl) so they outlive the unlock. */
-RL__HIDDEN void rl__defer_push(rl_defer *d, int what, void *obj, RLRunLoopRef rl, const char *mode);
-/* Queues the release of a reference the caller already owns (no retain). */
-RL__HIDDEN void rl__defer_release(rl_defer *d, void *obj);
-/* Queues a context release callout, release(info). */
-RL__HIDDEN void rl__defer_ctx_release(rl_defer *d, void (*release)(const void *), const void *info);
-/* Runs the entries in order, without locks, and frees d. */
-RL__HIDDEN void rl__defer_run(rl_defer *d);
 
 /* ---- memberships (RLRunLoop.c) ---- */
 
@@ -483,16 +383,10 @@ RL__HIDDEN void rl__timer_moved_locked(struct RLRunLoopTimer *t);
 /* fd sources: what the fd object of s wants changed (enabled callbacks);
  * re-arms its fd in every loop s is in. No lock held. */
 RL__HIDDEN void rl__source_fd_resync(struct RLRunLoopSource *s);
-/* Does the mode of rl contain item? Item lock (sources) or home lock held. */
-RL__HIDDEN bool rl__memb_in_mode(void *item, rl_kind kind, rl_mode *mode);
-
-/* Monotonically increasing sequence for timer ties. */
-RL__HIDDEN uint64_t rl__next_seq(void);
 
 /* ---- shared by the loop core (RLRunLoop.c) and its iteration (RLRunLoopRun.c) ---- */
 
 RL__HIDDEN void rl__arm_timerfd(RLRunLoopRef rl, double at);
-RL__HIDDEN void rl__defer_unhold(rl_defer *d, void *obj);
 RL__HIDDEN uint32_t rl__fd_desired(RLRunLoopRef rl, struct RLRunLoopSource *src);
 RL__HIDDEN void rl__fd_note_events(RLRunLoopRef rl, struct epoll_event *ev, int n);
 RL__HIDDEN void rl__fd_resync_except(struct RLRunLoopSource *s, RLRunLoopRef except);
@@ -500,7 +394,6 @@ RL__HIDDEN void rl__fd_sync(RLRunLoopRef rl, int fd);
 RL__HIDDEN void rl__fd_sync_all(RLRunLoopRef rl);
 RL__HIDDEN double rl__next_wake(RLRunLoopRef rl, rl_frame *f);
 RL__HIDDEN void rl__ready_unlink(rl_memb *m);
-RL__HIDDEN void rl__retain_raw(void *obj);
 RL__HIDDEN void rl__drain(int fd);
 
 static inline int rl__ev_fd(const struct epoll_event *ev) { return (int)(uint32_t)ev->data.u64; }
@@ -545,6 +438,12 @@ static inline rl_memb *rl__memb_find(void *item, rl_kind kind, rl_mode *mode) {
     return NULL;
 }
 
+/* Does the mode of rl contain item? Item lock (sources) or home lock held. */
+static inline bool rl__memb_in_mode(void *item, rl_kind kind, rl_mode *mode) {
+    return rl__memb_find(item, kind, mode) != NULL;
+}
+
+/* A timer's or an observer's home (rl_lock.h says what it guards). */
 static inline _Atomic(RLRunLoopRef) *rl__item_home(void *item, rl_kind kind) {
     return kind == RL_KIND_TIMER ? &((struct RLRunLoopTimer *)item)->home
                                  : &((struct RLRunLoopObserver *)item)->home;
