@@ -22,6 +22,7 @@
 #include "rl_heap.h"
 #include "rl_lock.h"
 #include "rl_loop.h"
+#include "rl_wake.h"
 #include "RLRunLoopMode.h"
 #include "RLRunLoopPerformInternal.h"
 #include "rl_spin.h"
@@ -46,114 +47,6 @@ static bool rl_item_in_loop(void *item, rl_kind kind, RLRunLoopRef rl) {
             return true;
     }
     return false;
-}
-
-/* ------------------------------------------------------------------ */
-/* wake-ups and the timerfd                                            */
-
-void rl__drain(int fd) {
-    uint64_t v;
-    ssize_t r;
-    do {
-        r = read(fd, &v, sizeof v);
-    } while (r < 0 && errno == EINTR);
-}
-
-/* The eventfd is in the epoll set edge-triggered: every write is an event,
- * so the loop never reads it back (one system call less per wake-up). Its
- * counter only grows; in the unlikely case that it is full (2^64 - 2
- * wake-ups), the write fails with EAGAIN: drain it and write again. */
-static void rl_write_eventfd(RLRunLoopRef rl) {
-    if (!rl__of_this_process(rl))
-        return;
-    uint64_t one = 1;
-    ssize_t r;
-    do {
-        r = write(rl->evfd, &one, sizeof one);
-        if (r < 0 && errno == EAGAIN) {
-            rl__drain(rl->evfd);
-            errno = EINTR; /* and again */
-        }
-    } while (r < 0 && errno == EINTR);
-}
-
-static void rl_wake(RLRunLoopRef rl) {
-    /* A load first keeps producers from bouncing the cache line while a
-     * wake-up is pending. Seeing 1 here is enough: that store came after the
-     * loop last cleared the flag, so the loop will look at its queues again.
-     * Both loads are sequentially consistent (plain loads on x86): the loop
-     * peeks at its perform queue without a lock (rl_pq_maybe_queued), and
-     * it is this ordering that makes it see what the caller queued. */
-    if (atomic_load(&rl->wake_pending))
-        return;
-    /* CF ignores wake-ups from the moment the loop wakes (or while it is not
-     * running) until its next pass begins: that pass looks at every queue
-     * anyway. Seeing a stale 1 here is safe for the same reason as above. */
-    if (atomic_load(&rl->ignore_wakeups))
-        return;
-    /* Where the waker runs tells the loop whether spinning for the next
-     * wake-up can pay (rl_spin_for_wake); stored only when it changes. */
-    int cpu = rl__spin_cpu();
-    if (atomic_load_explicit(&rl->waker_cpu, memory_order_relaxed) != cpu)
-        atomic_store_explicit(&rl->waker_cpu, cpu, memory_order_relaxed);
-    if (atomic_exchange(&rl->wake_pending, 1) != 0)
-        return; /* a wake-up is already on its way */
-    if (atomic_load(&rl->sleeping))
-        rl_write_eventfd(rl);
-}
-
-/* Arms the timerfd for monotonic time `at` (INFINITY disarms); no system
- * call when it is already armed there. Loop lock held. */
-void rl__arm_timerfd(RLRunLoopRef rl, double at) {
-    if (at == rl->armed_at || !rl__of_this_process(rl))
-        return;
-    struct itimerspec its;
-    memset(&its, 0, sizeof its);
-    if (isfinite(at)) {
-        its.it_value = rl__timespec_from_seconds(at);
-        if (its.it_value.tv_sec == 0 && its.it_value.tv_nsec == 0)
-            its.it_value.tv_nsec = 1; /* zero would disarm */
-    }
-    timerfd_settime(rl->tfd, TFD_TIMER_ABSTIME, &its, NULL);
-    rl->armed_at = at;
-}
-
-/* When the innermost run must wake next: its deadline or its mode's
- * earliest timer deadline, as monotonic time. Loop lock held. */
-double rl__next_wake(RLRunLoopRef rl, rl_frame *f) {
-    double at = f->deadline;
-    double date;
-    if (rl__tset_earliest_deadline(&f->mode->timers, &date)) {
-        double rel = date - RLAbsoluteTimeGetCurrent();
-        double t = rl__mono_now() + (rel > 0 ? rel : 0);
-        if (t < at)
-            at = t;
-    }
-    return at;
-}
-
-/* A timer of rl moved or was added/removed: if rl is waiting, re-arm its
- * timerfd so it neither oversleeps nor wakes for nothing. */
-static void rl_rearm_if_waiting(RLRunLoopRef rl) {
-    if (rl && rl->frame && atomic_load(&rl->sleeping))
-        rl__arm_timerfd(rl, rl__next_wake(rl, rl->frame));
-}
-
-/* Timer t joined `mode` of rl. Adding can only bring the wake-up forward:
- * a sleeping loop running that mode is re-armed only if t is due before the
- * armed time, and nothing else (no clock read, no heap order) is needed. */
-static void rl_rearm_for_added_timer_slow(RLRunLoopRef rl, const struct RLRunLoopTimer *t) {
-    if (t->firing)
-        return; /* not a wake-up reason until its callout returns (rl__tset_earliest_deadline) */
-    double rel = t->fire_date + t->tolerance - RLAbsoluteTimeGetCurrent();
-    double at = rl__mono_now() + (rel > 0 ? rel : 0);
-    if (at < rl->armed_at)
-        rl__arm_timerfd(rl, at);
-}
-
-static inline void rl_rearm_for_added_timer(RLRunLoopRef rl, rl_mode *mode, const struct RLRunLoopTimer *t) {
-    if (rl->frame && rl->frame->mode == mode && atomic_load(&rl->sleeping))
-        rl_rearm_for_added_timer_slow(rl, t);
 }
 
 /* ------------------------------------------------------------------ */
@@ -780,7 +673,7 @@ __attribute__((always_inline)) static inline bool rl_add_locked(RLRunLoopRef rl,
         atomic_fetch_or_explicit(&mode->observer_mask, ((struct RLRunLoopObserver *)item)->activities,
                                  memory_order_relaxed);
     } else {
-        rl_rearm_for_added_timer(rl, mode, item);
+        rl__rearm_for_added_timer(rl, mode, item);
     }
     return true;
 }
@@ -813,7 +706,7 @@ static void rl_remove_memb_as_locked(rl_memb *m, void *cancel_for, rl_defer *d) 
         rl__mode_recompute_mask(mode);
     } else {
         rl__tset_remove(&mode->timers, m);
-        rl_rearm_if_waiting(rl);
+        rl__rearm_if_waiting(rl);
     }
     if (m->kind == RL_KIND_OBSERVER && ((struct RLRunLoopObserver *)item)->pins)
         ((struct RLRunLoopObserver *)item)->held_releases++; /* see rl_do_observers */
@@ -960,7 +853,7 @@ void rl__timer_moved_locked(struct RLRunLoopTimer *t) {
         if (!rl__tset_update(&m->mode->timers, m))
             abort(); /* out of memory re-filing a timer: its heaps would lie */
     }
-    rl_rearm_if_waiting(rl__timer_loop(t));
+    rl__rearm_if_waiting(rl__timer_loop(t));
 }
 
 /* Adds item to the common pseudo-mode: remembered, and added to every
@@ -1314,34 +1207,6 @@ RLAbsoluteTime RLRunLoopGetNextTimerFireDate(RLRunLoopRef rl, RLRunLoopMode mode
         date = 0;
     rl__loop_unlock(rl);
     return date;
-}
-
-/* ------------------------------------------------------------------ */
-/* wake-up, stop, waiting                                              */
-
-bool RLRunLoopIsWaiting(RLRunLoopRef rl) {
-    if (!rl__check_loop(rl, __func__))
-        return false;
-    return atomic_load(&rl->sleeping) != 0;
-}
-
-bool RLRunLoopWakeUp(RLRunLoopRef rl) {
-    if (!rl__check_loop(rl, __func__))
-        return false;
-    rl_wake(rl);
-    return true;
-}
-
-bool RLRunLoopStop(RLRunLoopRef rl) {
-    if (!rl__check_loop(rl, __func__))
-        return false;
-    rl__loop_lock(rl);
-    /* As CF: only a running loop can be stopped; the innermost run returns. */
-    if (rl->frame)
-        rl->frame->stopped = true;
-    rl__loop_unlock(rl);
-    rl_wake(rl);
-    return true;
 }
 
 /* ------------------------------------------------------------------ */

@@ -8,6 +8,7 @@
 #include "rl_heap.h"
 #include "rl_lock.h"
 #include "rl_loop.h"
+#include "rl_wake.h"
 #include "RLRunLoopMode.h"
 #include "RLRunLoopPerformInternal.h"
 #include "rl_spin.h"

@@ -386,15 +386,12 @@ RL__HIDDEN void rl__source_fd_resync(struct RLRunLoopSource *s);
 
 /* ---- shared by the loop core (RLRunLoop.c) and its iteration (RLRunLoopRun.c) ---- */
 
-RL__HIDDEN void rl__arm_timerfd(RLRunLoopRef rl, double at);
 RL__HIDDEN uint32_t rl__fd_desired(RLRunLoopRef rl, struct RLRunLoopSource *src);
 RL__HIDDEN void rl__fd_note_events(RLRunLoopRef rl, struct epoll_event *ev, int n);
 RL__HIDDEN void rl__fd_resync_except(struct RLRunLoopSource *s, RLRunLoopRef except);
 RL__HIDDEN void rl__fd_sync(RLRunLoopRef rl, int fd);
 RL__HIDDEN void rl__fd_sync_all(RLRunLoopRef rl);
-RL__HIDDEN double rl__next_wake(RLRunLoopRef rl, rl_frame *f);
 RL__HIDDEN void rl__ready_unlink(rl_memb *m);
-RL__HIDDEN void rl__drain(int fd);
 
 static inline int rl__ev_fd(const struct epoll_event *ev) { return (int)(uint32_t)ev->data.u64; }
 
