@@ -1,5 +1,6 @@
 /* RLFileDescriptor.c — run-loop sources for any file descriptor. The loop
- * watches the fd with epoll (RLRunLoop.c) and never reads or writes it. */
+ * watches the fd with epoll (rl_fdtab.c) and never reads or writes it. */
+#include "rl_fdtab.h"
 #include "rl_lock.h"
 
 #include <errno.h>

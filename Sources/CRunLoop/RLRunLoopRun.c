@@ -7,6 +7,7 @@
  */
 #include "rl_heap.h"
 #include "rl_lock.h"
+#include "rl_fdtab.h"
 #include "rl_loop.h"
 #include "rl_wake.h"
 #include "RLRunLoopMode.h"
@@ -423,94 +424,11 @@ static void rl_do_timers(RLRunLoopRef rl, rl_mode *m) {
     free(due);
 }
 
-typedef struct rl_fd_fire {
-    struct RLRunLoopSource *src;
-    RLOptionFlags types;
-} rl_fd_fire;
-
-/* Turns an epoll event into the callbacks to deliver, for each source on
- * fd (at most max) whose enabled callbacks match; one-shot: the delivered
- * types are disabled before the callout (each enabled type goes to one
- * loop only, should the source be in several). Returns how many went to
- * out; the caller re-arms the fd in the source's other loops. Loop lock
- * held. */
-static size_t rl_fd_take(RLRunLoopRef rl, rl_mode *m, int fd, uint32_t events, rl_fd_fire *out, size_t max) {
-    if (fd < 0 || (size_t)fd >= rl->nfdtab)
-        return 0;
-    rl_fdreg *r = &rl->fdtab[fd];
-    RLOptionFlags ready = 0;
-    if (events & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP))
-        ready |= kRLFileDescriptorReadCallBack;
-    if (events & (EPOLLOUT | EPOLLERR))
-        ready |= kRLFileDescriptorWriteCallBack;
-    size_t n = 0;
-    for (uint32_t i = 0; i < r->nsrcs && n < max; i++) {
-        struct RLRunLoopSource *s = r->srcs[i];
-        struct RLFileDescriptor *f = s->fdobj;
-        RLOptionFlags types = f ? ready & atomic_load_explicit(&f->enabled, memory_order_relaxed) : 0;
-        if (!types)
-            continue;
-        rl__olock_lock(&s->lock);
-        if (s->valid && rl__peek(f->valid) && rl__memb_in_mode(s, RL_KIND_SOURCE, m)) {
-            types &= atomic_fetch_and_explicit(&f->enabled, ~types, memory_order_relaxed);
-            r->want[i] = rl__fd_desired(rl, s);
-        } else {
-            types = 0;
-        }
-        rl__olock_unlock(&s->lock);
-        if (!types)
-            continue;
-        rl__retain_raw(s);
-        out[n].src = s;
-        out[n].types = types;
-        n++;
-    }
-    rl__fd_sync(rl, fd);
-    return n;
-}
-
-/* Room in *fire (inline buffer inl at first) for need entries. */
-static bool rl_fd_fire_reserve(rl_fd_fire **fire, rl_fd_fire *inl, size_t *cap, size_t n, size_t need) {
-    if (need <= *cap)
-        return true;
-    size_t c = *cap * 2 > need ? *cap * 2 : need;
-    rl_fd_fire *a = *fire == inl ? malloc(c * sizeof *a) : realloc(*fire, c * sizeof *a);
-    if (!a)
-        return false;
-    if (*fire == inl)
-        memcpy(a, inl, n * sizeof *a);
-    *fire = a;
-    *cap = c;
-    return true;
-}
-
 static bool rl_do_fds(RLRunLoopRef rl, rl_mode *m, struct epoll_event *ev, int nev, bool stop_after_handle) {
     rl_fd_fire inl[64], *fire = inl;
-    size_t n = 0, cap = 64;
+    size_t cap = 64;
     rl__loop_lock(rl);
-    for (int i = 0; i < nev; i++) {
-        int fd = rl__ev_fd(&ev[i]);
-        if (rl__ev_gen(&ev[i]) == 0)
-            continue; /* the loop's own eventfd or timerfd */
-        if (stop_after_handle && n == 1) {
-            rl__fd_sync(rl, fd); /* re-armed: it reports again */
-            continue;
-        }
-        size_t k = fd >= 0 && (size_t)fd < rl->nfdtab ? rl->fdtab[fd].nsrcs : 0;
-        if (!rl_fd_fire_reserve(&fire, inl, &cap, n, n + k))
-            k = cap - n; /* out of memory: the rest stay enabled and report again */
-        n += rl_fd_take(rl, m, fd, ev[i].events, fire + n, stop_after_handle ? 1 : k);
-    }
-    /* Always-ready fds (epoll refuses them) are ready whenever armed. */
-    for (size_t fd = 0; rl->nalways && fd < rl->nfdtab; fd++) {
-        rl_fdreg *r = &rl->fdtab[fd];
-        if (!r->always || !r->armed || (stop_after_handle && n == 1))
-            continue;
-        size_t k = r->nsrcs;
-        if (!rl_fd_fire_reserve(&fire, inl, &cap, n, n + k))
-            k = cap - n;
-        n += rl_fd_take(rl, m, (int)fd, r->armed, fire + n, stop_after_handle ? 1 : k);
-    }
+    size_t n = rl__fd_collect(rl, m, ev, nev, stop_after_handle, &fire, inl, &cap);
     rl__loop_unlock(rl);
     for (size_t i = 1; i < n; i++) { /* insertion sort by order */
         rl_fd_fire x = fire[i];

@@ -246,7 +246,7 @@ struct RLFileDescriptor {
     /* The file fd named when the object was made (fstat): a number that
      * names another file now was closed and reused behind its back. Files
      * without an identity of their own (eventfds share one inode) are
-     * told apart by the kernel's registration instead (RLRunLoop.c). */
+     * told apart by the kernel's registration instead (rl_fdtab.c). */
     dev_t dev;
     ino_t ino;
     RLFileDescriptorCallBack callout;
@@ -380,18 +380,14 @@ RL__HIDDEN void rl__source_invalidate(struct RLRunLoopSource *s, rl_defer *d);
 /* Timers: the date moved; fix its heap slots and re-arm a sleeping home.
  * What guards t held (rl__item_lock). */
 RL__HIDDEN void rl__timer_moved_locked(struct RLRunLoopTimer *t);
-/* fd sources: what the fd object of s wants changed (enabled callbacks);
- * re-arms its fd in every loop s is in. No lock held. */
-RL__HIDDEN void rl__source_fd_resync(struct RLRunLoopSource *s);
 
 /* ---- shared by the loop core (RLRunLoop.c) and its iteration (RLRunLoopRun.c) ---- */
 
-RL__HIDDEN uint32_t rl__fd_desired(RLRunLoopRef rl, struct RLRunLoopSource *src);
-RL__HIDDEN void rl__fd_note_events(RLRunLoopRef rl, struct epoll_event *ev, int n);
-RL__HIDDEN void rl__fd_resync_except(struct RLRunLoopSource *s, RLRunLoopRef except);
-RL__HIDDEN void rl__fd_sync(RLRunLoopRef rl, int fd);
-RL__HIDDEN void rl__fd_sync_all(RLRunLoopRef rl);
 RL__HIDDEN void rl__ready_unlink(rl_memb *m);
+
+/* An event's data: the registration's tag above the fd (the loop's own
+ * eventfd and timerfd have tag 0). */
+static inline uint64_t rl__ev_data(int fd, uint32_t gen) { return (uint64_t)gen << 32 | (uint32_t)fd; }
 
 static inline int rl__ev_fd(const struct epoll_event *ev) { return (int)(uint32_t)ev->data.u64; }
 
