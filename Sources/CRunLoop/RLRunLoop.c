@@ -22,6 +22,7 @@
 #include "rl_heap.h"
 #include "rl_fdtab.h"
 #include "rl_lock.h"
+#include "rl_ready.h"
 #include "rl_loop.h"
 #include "rl_wake.h"
 #include "RLRunLoopMode.h"
@@ -48,79 +49,6 @@ static bool rl_item_in_loop(void *item, rl_kind kind, RLRunLoopRef rl) {
             return true;
     }
     return false;
-}
-
-/* ------------------------------------------------------------------ */
-/* the ready list                                                      */
-
-/* Each membership of a source is on its mode's ready list at most once:
- * the flag, not a scan, says whether it is already there. The list holds no
- * reference (the membership does, and leaves the list when removed). The
- * loop lock of m's loop held. */
-static void rl_ready_push(rl_memb *m) {
-    if (m->queued)
-        return;
-    m->queued = true;
-    TAILQ_INSERT_TAIL(&m->mode->ready, m, ready_link);
-    m->mode->nready++;
-}
-
-void rl__ready_unlink(rl_memb *m) {
-    if (!m->queued)
-        return;
-    m->queued = false;
-    TAILQ_REMOVE(&m->mode->ready, m, ready_link);
-    m->mode->nready--;
-}
-
-/* The memberships of s in rl go on their modes' ready lists. rl locked, s's
- * item lock held. */
-static void rl_ready_push_source(RLRunLoopRef rl, struct RLRunLoopSource *s) {
-    rl_memb *m;
-    TAILQ_FOREACH(m, &s->membs, item_link) {
-        if (m->rl == rl)
-            rl_ready_push(m);
-    }
-}
-
-/* The loops are noted under the source's item lock and visited after it,
- * each under its own lock and then the item lock again (its memberships
- * there may have changed meanwhile: a loop the source has left has none to
- * push; a loop it joins meanwhile sees `signalled` when it adds it,
- * rl_add_locked). */
-bool rl__source_signal(struct RLRunLoopSource *s) {
-    rl_loopset ls;
-    rl__loopset_init(&ls);
-    rl__olock_lock(&s->lock);
-    bool ok = s->valid;
-    if (ok && !s->signalled) {
-        rl__poke(s->signalled, true);
-        /* The usual source is in one loop: its lock, tried while the item
-         * lock is still held, saves noting the loop and a second round of
-         * the item lock. Busy: the general way. */
-        rl_memb *first = TAILQ_FIRST(&s->membs), *m;
-        RLRunLoopRef one = first ? first->rl : NULL;
-        for (m = first; m && one; m = TAILQ_NEXT(m, item_link))
-            if (m->rl != one)
-                one = NULL;
-        if (one && rl__loop_trylock(one)) {
-            rl_ready_push_source(one, s);
-            rl__loop_unlock(one);
-        } else {
-            rl__loopset_collect(&ls, s, NULL);
-        }
-    }
-    rl__olock_unlock(&s->lock);
-    for (size_t i = 0; i < ls.n; i++) {
-        rl__loop_lock(ls.a[i]);
-        rl__olock_lock(&s->lock);
-        if (s->signalled)
-            rl_ready_push_source(ls.a[i], s);
-        rl__olock_unlock(&s->lock);
-        rl__loop_unlock(ls.a[i]);
-    }
-    rl__loopset_free(&ls);
-    return ok;
 }
 
 /* ------------------------------------------------------------------ */
@@ -359,7 +287,7 @@ __attribute__((always_inline)) static inline bool rl_add_locked(RLRunLoopRef rl,
         if (s->fdobj)
             rl__fd_update(rl, s); /* registered above; now in the mode: its wish may grow */
         if (s->signalled)
-            rl_ready_push(m);
+            rl__ready_push(m);
         rl__defer_push(d, RL_DEFER_SCHEDULE, s, rl, mode->name);
     } else if (kind == RL_KIND_OBSERVER) {
         rl_observer_insert(mode, m);

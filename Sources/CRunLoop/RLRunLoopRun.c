@@ -9,6 +9,7 @@
 #include "rl_lock.h"
 #include "rl_fdtab.h"
 #include "rl_loop.h"
+#include "rl_ready.h"
 #include "rl_wake.h"
 #include "RLRunLoopMode.h"
 #include "RLRunLoopPerformInternal.h"
@@ -161,119 +162,12 @@ static void rl_do_observers(RLRunLoopRef rl, rl_mode *m, RLRunLoopActivity act) 
         free(list);
 }
 
-/* A source and its order side by side: sorting compares keys in the array,
- * not through 100k pointers into the sources (a cache miss each). */
-typedef struct rl_okey {
-    RLIndex order;
-    struct RLRunLoopSource *s;
-} rl_okey;
-
-/* Stable merge of the sorted runs k[lo, mid) and k[mid, hi) through tmp. */
-static void rl_merge_keys(rl_okey *k, rl_okey *tmp, size_t lo, size_t mid, size_t hi) {
-    size_t i = lo, j = mid, o = lo;
-    while (i < mid && j < hi)
-        tmp[o++] = k[j].order < k[i].order ? k[j++] : k[i++];
-    while (i < mid)
-        tmp[o++] = k[i++];
-    while (j < hi)
-        tmp[o++] = k[j++];
-    memcpy(k + lo, tmp + lo, (hi - lo) * sizeof *k);
-}
-
-/* Sorts by order, keeping signal order among equals (as the perform order
- * is defined): O(n) when already in order, the usual case (one order for
- * all), a bottom-up merge sort, O(n log n), otherwise. */
-static void rl_sort_sources(struct RLRunLoopSource **a, size_t n) {
-    size_t i = 1;
-    while (i < n && a[i - 1]->order <= a[i]->order)
-        i++;
-    if (i >= n)
-        return;
-    rl_okey *k = malloc(2 * n * sizeof *k);
-    if (!k) {
-        /* Out of memory: the same order, by insertion (slow, but right). */
-        for (; i < n; i++) {
-            struct RLRunLoopSource *s = a[i];
-            size_t j = i;
-            for (; j > 0 && a[j - 1]->order > s->order; j--)
-                a[j] = a[j - 1];
-            a[j] = s;
-        }
-        return;
-    }
-    for (size_t j = 0; j < n; j++)
-        k[j] = (rl_okey){a[j]->order, a[j]};
-    for (size_t w = 1; w < n; w *= 2) {
-        for (size_t lo = 0; lo + w < n; lo += 2 * w)
-            rl_merge_keys(k, k + n, lo, lo + w, lo + 2 * w < n ? lo + 2 * w : n);
-    }
-    for (size_t j = 0; j < n; j++)
-        a[j] = k[j].s;
-    free(k);
-}
-
-/* Takes the signalled sources of mode m off its ready list (retained), in
- * perform order. Entries of sources no longer signalled (performed through
- * another mode or loop) or invalid are dropped. Loop lock held. */
-static size_t rl_take_ready(rl_mode *m, struct RLRunLoopSource ***out, struct RLRunLoopSource **small,
-                            size_t nsmall) {
-    size_t n = 0;
-    struct RLRunLoopSource **a = m->nready <= nsmall ? small : malloc(m->nready * sizeof *a);
-    if (!a)
-        return 0; /* out of memory: they stay listed for the next pass */
-    rl_memb *x;
-    while ((x = TAILQ_FIRST(&m->ready)) != NULL) {
-        struct RLRunLoopSource *s = x->item;
-        rl__ready_unlink(x);
-        /* Read without the item lock: the pass checks again under it before
-         * performing, and a signal that this read misses pushes the
-         * membership again after this loop lock is released. */
-        if (rl__peek(s->valid) && rl__peek(s->signalled)) {
-            rl__retain_raw(s);
-            a[n++] = s;
-        }
-    }
-    rl_sort_sources(a, n);
-    *out = a;
-    return n;
-}
-
-/* What a pass of a mode took off its ready list and has not performed yet:
- * a[next..n). As in CF, a source keeps its signal until its own perform, so
- * a run of the same mode nested in an earlier perform must see them. */
-struct rl_inflight {
-    struct RLRunLoopSource **a;
-    size_t next, n;
-    bool requeued; /* a nested pass put a[next..n) back on the ready list */
-    struct rl_inflight *outer;
-};
-
-/* Puts the still signalled sources that enclosing passes of m took and have
- * not reached back at the head of m's ready list, in their order, for a
- * pass of m nested in one of their performs. Loop lock held. */
-static void rl_requeue_inflight(rl_mode *m) {
-    for (struct rl_inflight *fl = m->inflight; fl; fl = fl->outer) {
-        for (size_t j = fl->n; j-- > fl->next;) {
-            struct RLRunLoopSource *s = fl->a[j];
-            rl__olock_lock(&s->lock);
-            rl_memb *x = s->signalled && s->valid ? rl__memb_find(s, RL_KIND_SOURCE, m) : NULL;
-            rl__olock_unlock(&s->lock);
-            if (x && !x->queued) {
-                x->queued = true;
-                TAILQ_INSERT_HEAD(&m->ready, x, ready_link);
-                m->nready++;
-            }
-        }
-        fl->requeued = true;
-    }
-}
-
 static bool rl_do_sources0(RLRunLoopRef rl, rl_mode *m, bool stop_after_handle) {
     struct RLRunLoopSource *small[16], **a = small;
     rl__loop_lock(rl);
     if (RL__UNLIKELY(m->inflight != NULL))
-        rl_requeue_inflight(m); /* nested in a perform of an outer pass of m */
-    size_t n = m->nready ? rl_take_ready(m, &a, small, 16) : 0;
+        rl__ready_requeue_inflight(m); /* nested in a perform of an outer pass of m */
+    size_t n = m->nready ? rl__ready_take(m, &a, small, 16) : 0;
     rl__loop_unlock(rl);
     if (n == 0) {
         if (a != small)
@@ -324,16 +218,7 @@ static bool rl_do_sources0(RLRunLoopRef rl, rl_mode *m, bool stop_after_handle) 
      * those signalled since (put back at the head, last first). */
     if (i < n) {
         rl__loop_lock(rl);
-        for (size_t j = n; j-- > i;) {
-            rl__olock_lock(&a[j]->lock);
-            rl_memb *x = a[j]->signalled && a[j]->valid ? rl__memb_find(a[j], RL_KIND_SOURCE, m) : NULL;
-            rl__olock_unlock(&a[j]->lock);
-            if (x && !x->queued) {
-                x->queued = true;
-                TAILQ_INSERT_HEAD(&m->ready, x, ready_link);
-                m->nready++;
-            }
-        }
+        rl__ready_put_back(m, a, i, n);
         rl__loop_unlock(rl);
     }
     for (size_t j = i; j < n; j++)

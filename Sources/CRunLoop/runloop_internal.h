@@ -371,9 +371,6 @@ RL__HIDDEN extern const rl__class rl__fd_class;
 /* Removes every membership of a timer or an observer (all in its home),
  * deferring the releases. Its home's lock held. */
 RL__HIDDEN void rl__remove_item_everywhere_locked(void *item, rl_kind kind, rl_defer *d);
-/* Signals s: false if it is invalid. Its loops get it on their ready
- * lists, one loop lock at a time. No lock held. */
-RL__HIDDEN bool rl__source_signal(struct RLRunLoopSource *s);
 /* Invalidates s and removes it from every mode of every loop (cancel
  * callouts deferred to d). No lock held. */
 RL__HIDDEN void rl__source_invalidate(struct RLRunLoopSource *s, rl_defer *d);
@@ -383,7 +380,6 @@ RL__HIDDEN void rl__timer_moved_locked(struct RLRunLoopTimer *t);
 
 /* ---- shared by the loop core (RLRunLoop.c) and its iteration (RLRunLoopRun.c) ---- */
 
-RL__HIDDEN void rl__ready_unlink(rl_memb *m);
 
 /* An event's data: the registration's tag above the fd (the loop's own
  * eventfd and timerfd have tag 0). */
