@@ -2,6 +2,7 @@
  * watches the fd with epoll (rl_fdtab.c) and never reads or writes it. */
 #include "rl_fdtab.h"
 #include "rl_lock.h"
+#include "RLRunLoopMembership.h"
 
 #include <errno.h>
 #include <fcntl.h>

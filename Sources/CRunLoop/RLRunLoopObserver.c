@@ -1,5 +1,6 @@
 /* RLRunLoopObserver.c — observers of run-loop activities. */
 #include "rl_lock.h"
+#include "RLRunLoopMembership.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,5 +1,6 @@
 /* RLRunLoopSource.c — version-0 sources (and the carrier of fd sources). */
 #include "rl_lock.h"
+#include "RLRunLoopMembership.h"
 #include "rl_ready.h"
 
 #include <stdio.h>

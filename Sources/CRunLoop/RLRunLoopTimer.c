@@ -2,6 +2,7 @@
  * thread. The heaps themselves live in rl_heap.c; the firing in RLRunLoopRun.c. */
 #include "rl_heap.h"
 #include "rl_lock.h"
+#include "RLRunLoopMembership.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -361,25 +361,14 @@ struct RLRunLoop {
 #define rl__peek(field) __atomic_load_n(&(field), __ATOMIC_RELAXED)
 #define rl__poke(field, v) __atomic_store_n(&(field), (v), __ATOMIC_RELAXED)
 
-/* ---- memberships (RLRunLoop.c) ---- */
+/* ---- the item classes (their object files) ---- */
 
 RL__HIDDEN extern const rl__class rl__source_class;
 RL__HIDDEN extern const rl__class rl__timer_class;
 RL__HIDDEN extern const rl__class rl__observer_class;
 RL__HIDDEN extern const rl__class rl__fd_class;
 
-/* Removes every membership of a timer or an observer (all in its home),
- * deferring the releases. Its home's lock held. */
-RL__HIDDEN void rl__remove_item_everywhere_locked(void *item, rl_kind kind, rl_defer *d);
-/* Invalidates s and removes it from every mode of every loop (cancel
- * callouts deferred to d). No lock held. */
-RL__HIDDEN void rl__source_invalidate(struct RLRunLoopSource *s, rl_defer *d);
-/* Timers: the date moved; fix its heap slots and re-arm a sleeping home.
- * What guards t held (rl__item_lock). */
-RL__HIDDEN void rl__timer_moved_locked(struct RLRunLoopTimer *t);
-
-/* ---- shared by the loop core (RLRunLoop.c) and its iteration (RLRunLoopRun.c) ---- */
-
+/* ---- small helpers every run-loop file may use ---- */
 
 /* An event's data: the registration's tag above the fd (the loop's own
  * eventfd and timerfd have tag 0). */
