@@ -234,17 +234,6 @@ static void rl_defer_add(rl_defer *d, rl_defer_entry e) {
     d->e[d->n++] = e;
 }
 
-void rl__retain_raw(void *obj) {
-    atomic_fetch_add_explicit(&((rl__object *)obj)->rc, 1, memory_order_relaxed);
-}
-
-/* A reference the loop keeps for a membership (or a common-modes item):
- * marked as the library's (RLBase.c), so that a caller who releases once
- * too often is refused instead of freeing what the loop still uses. */
-void rl__hold_raw(void *obj) {
-    atomic_fetch_add_explicit(&((rl__object *)obj)->rc, 1 + RL__HELD_ONE, memory_order_relaxed);
-}
-
 void rl__defer_push(rl_defer *d, int what, void *obj, RLRunLoopRef rl, const char *mode) {
     if (obj)
         rl__retain_raw(obj);

@@ -19,14 +19,6 @@ static void rl_finalize(void *obj);
 
 const rl__class rl__runloop_class = {"RLRunLoop", rl_finalize, NULL, NULL};
 
-bool rl__check_loop(RLRunLoopRef rl, const char *fn) {
-    if (!rl__object_check(rl, &rl__runloop_class, fn))
-        return false;
-    if (rl__fork_inherited(rl->fork_gen))
-        return rl__fork_fail(fn, "run loop");
-    return true;
-}
-
 static void rl_close(int fd) {
     if (fd >= 0)
         close(fd);

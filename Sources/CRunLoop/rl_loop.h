@@ -16,8 +16,16 @@ RL__HIDDEN extern const rl__class rl__runloop_class;
 /* True if rl is a live run loop made in this process; otherwise false with
  * the error set, naming fn (a loop inherited across fork() is refused by
  * every public function: its kernel objects are the parent's, and its
- * thread does not exist here). */
-RL__HIDDEN bool rl__check_loop(RLRunLoopRef rl, const char *fn);
+ * thread does not exist here). Inline: every call on a loop makes it, and
+ * a perform request makes it twice (queue, wake-up); the failing paths
+ * are out of line. */
+static inline bool rl__check_loop(RLRunLoopRef rl, const char *fn) {
+    if (!rl__object_check(rl, &rl__runloop_class, fn))
+        return false;
+    if (rl__fork_inherited(rl->fork_gen))
+        return rl__fork_fail(fn, "run loop");
+    return true;
+}
 
 /* The calling thread's run loop (its reference: the loop lives as long as
  * this is set), NULL before RLRunLoopGetCurrent and after teardown. Set by
