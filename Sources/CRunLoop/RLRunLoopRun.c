@@ -380,8 +380,6 @@ static void rl_spin_for_wake(RLRunLoopRef rl, int64_t until) {
     } while (rl__spin_now() < until);
 }
 
-int rl__runloop_cpu(RLRunLoopRef rl) { return atomic_load_explicit(&rl->cpu, memory_order_relaxed); }
-
 /* Blocks until an event, a timer deadline or the run's deadline; with
  * `poll`, only looks. Returns the number of events in ev.
  *

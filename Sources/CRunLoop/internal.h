@@ -154,9 +154,4 @@ RL__HIDDEN void rl__runloop_teardown_current_thread(void);
  * loop made for it would outlive it. NULL (error set) if out of resources. */
 RL__HIDDEN RLRunLoopRef rl__runloop_get_for_thread(pthread_t thread);
 
-/* The CPU on which loop rl last went to wait (-1: not yet): a thread that
- * waits for a reply from rl spins first only if rl runs elsewhere.
- * (RLRunLoopRun.c, which records it.) */
-RL__HIDDEN int rl__runloop_cpu(RLRunLoopRef rl);
-
 #endif /* CRUNLOOP_INTERNAL_H */
