@@ -54,7 +54,7 @@ static double rl_clamp_date(double d) {
 RLRunLoopTimerRef RLRunLoopTimerCreate(RLAllocatorRef allocator, RLAbsoluteTime fireDate, RLTimeInterval interval,
                                        RLOptionFlags flags, RLIndex order, RLRunLoopTimerCallBack callout,
                                        RLRunLoopTimerContext *context) {
-    const char *fn = "RLRunLoopTimerCreate";
+    const char *fn = __func__;
     if (isnan(fireDate) || isnan(interval)) {
         rl__fail(kRLErrorInvalidArgument, fn, "NaN fire date or interval");
         return NULL;
@@ -92,7 +92,7 @@ RLRunLoopTimerRef RLRunLoopTimerCreateWithHandler(RLAllocatorRef allocator, RLAb
                                                   RLTimeInterval interval, RLOptionFlags flags, RLIndex order,
                                                   void (^block)(RLRunLoopTimerRef timer)) {
     if (!block) {
-        rl__fail(kRLErrorInvalidArgument, "RLRunLoopTimerCreateWithHandler", "NULL block");
+        rl__fail(kRLErrorInvalidArgument, __func__, "NULL block");
         return NULL;
     }
     RLRunLoopTimerContext ctx = {0, (void *)Block_copy(block), NULL, rl_timer_release_block, NULL};
@@ -104,7 +104,7 @@ RLRunLoopTimerRef RLRunLoopTimerCreateWithHandler(RLAllocatorRef allocator, RLAb
 #endif
 
 RLAbsoluteTime RLRunLoopTimerGetNextFireDate(RLRunLoopTimerRef t) {
-    if (!rl_timer_ok(t, "RLRunLoopTimerGetNextFireDate"))
+    if (!rl_timer_ok(t, __func__))
         return 0;
     RLRunLoopRef h = rl__item_lock(t, RL_KIND_TIMER);
     RLAbsoluteTime d = t->valid ? t->fire_date : 0; /* as CF: no next fire for an invalidated timer */
@@ -113,7 +113,7 @@ RLAbsoluteTime RLRunLoopTimerGetNextFireDate(RLRunLoopTimerRef t) {
 }
 
 bool RLRunLoopTimerSetNextFireDate(RLRunLoopTimerRef t, RLAbsoluteTime fireDate) {
-    const char *fn = "RLRunLoopTimerSetNextFireDate";
+    const char *fn = __func__;
     if (!rl_timer_ok(t, fn))
         return false;
     if (isnan(fireDate))
@@ -136,14 +136,14 @@ bool RLRunLoopTimerSetNextFireDate(RLRunLoopTimerRef t, RLAbsoluteTime fireDate)
 }
 
 RLTimeInterval RLRunLoopTimerGetInterval(RLRunLoopTimerRef t) {
-    return rl_timer_ok(t, "RLRunLoopTimerGetInterval") ? t->interval : 0;
+    return rl_timer_ok(t, __func__) ? t->interval : 0;
 }
 
 bool RLRunLoopTimerDoesRepeat(RLRunLoopTimerRef t) {
-    return rl_timer_ok(t, "RLRunLoopTimerDoesRepeat") && t->interval > 0;
+    return rl_timer_ok(t, __func__) && t->interval > 0;
 }
 
-RLIndex RLRunLoopTimerGetOrder(RLRunLoopTimerRef t) { return rl_timer_ok(t, "RLRunLoopTimerGetOrder") ? t->order : 0; }
+RLIndex RLRunLoopTimerGetOrder(RLRunLoopTimerRef t) { return rl_timer_ok(t, __func__) ? t->order : 0; }
 
 void rl__timer_invalidate_locked(struct RLRunLoopTimer *t, rl_defer *d) {
     if (!t->valid)
@@ -159,7 +159,7 @@ void rl__timer_invalidate_locked(struct RLRunLoopTimer *t, rl_defer *d) {
 }
 
 bool RLRunLoopTimerInvalidate(RLRunLoopTimerRef t) {
-    if (!rl_timer_ok(t, "RLRunLoopTimerInvalidate"))
+    if (!rl_timer_ok(t, __func__))
         return false;
     rl_defer d;
     rl__defer_init(&d);
@@ -171,7 +171,7 @@ bool RLRunLoopTimerInvalidate(RLRunLoopTimerRef t) {
 }
 
 bool RLRunLoopTimerIsValid(RLRunLoopTimerRef t) {
-    if (!rl_timer_ok(t, "RLRunLoopTimerIsValid"))
+    if (!rl_timer_ok(t, __func__))
         return false;
     RLRunLoopRef h = rl__item_lock(t, RL_KIND_TIMER);
     bool v = t->valid;
@@ -180,7 +180,7 @@ bool RLRunLoopTimerIsValid(RLRunLoopTimerRef t) {
 }
 
 bool RLRunLoopTimerGetContext(RLRunLoopTimerRef t, RLRunLoopTimerContext *context) {
-    const char *fn = "RLRunLoopTimerGetContext";
+    const char *fn = __func__;
     if (!rl_timer_ok(t, fn))
         return false;
     if (!context)
@@ -190,7 +190,7 @@ bool RLRunLoopTimerGetContext(RLRunLoopTimerRef t, RLRunLoopTimerContext *contex
 }
 
 RLTimeInterval RLRunLoopTimerGetTolerance(RLRunLoopTimerRef t) {
-    if (!rl_timer_ok(t, "RLRunLoopTimerGetTolerance"))
+    if (!rl_timer_ok(t, __func__))
         return -1;
     RLRunLoopRef h = rl__item_lock(t, RL_KIND_TIMER);
     RLTimeInterval tol = t->tolerance;
@@ -199,7 +199,7 @@ RLTimeInterval RLRunLoopTimerGetTolerance(RLRunLoopTimerRef t) {
 }
 
 bool RLRunLoopTimerSetTolerance(RLRunLoopTimerRef t, RLTimeInterval tolerance) {
-    const char *fn = "RLRunLoopTimerSetTolerance";
+    const char *fn = __func__;
     if (!rl_timer_ok(t, fn))
         return false;
     if (isnan(tolerance) || tolerance < 0)
