@@ -2,28 +2,25 @@
  * RLRunLoopRun.c — the iteration: RunInMode/Run and one pass of it
  * (perform requests, observers, ready sources, due timers, ready fds), the
  * wait in epoll, and the pacing of request streams. The top floor of the
- * run-loop files: it calls into the timer, observer and source files (to
- * fire and notify); none of them calls back into it.
+ * run-loop files: it calls into the timer and observer files (to fire and
+ * notify) and down into the ready lists, the fd table, wake-ups, modes and
+ * the perform queue; none of them calls back into it.
  */
-#include "rl_heap.h"
-#include "rl_lock.h"
-#include "rl_fdtab.h"
-#include "rl_loop.h"
-#include "rl_ready.h"
-#include "rl_wake.h"
 #include "RLRunLoopMode.h"
 #include "RLRunLoopPerformInternal.h"
+#include "rl_fdtab.h"
+#include "rl_heap.h"
+#include "rl_lock.h"
+#include "rl_loop.h"
+#include "rl_ready.h"
 #include "rl_spin.h"
+#include "rl_wake.h"
 
 #include <errno.h>
-#include <limits.h>
 #include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <sched.h>
+#include <stdlib.h>
 #include <sys/epoll.h>
-#include <unistd.h>
 
 static bool rl_do_blocks(RLRunLoopRef rl, rl_mode *m) {
     uint32_t n = rl__perform_run(&rl->pq, m);

@@ -1,8 +1,11 @@
 /*
- * runloop_internal.h — the run loop's private structures, shared by
- * RLRunLoop.c (the loop core), RLRunLoopRun.c (its iteration),
- * RLRunLoopMode.c, RLRunLoopSource.c, RLRunLoopTimer.c, RLRunLoopObserver.c
- * and RLFileDescriptor.c.
+ * runloop_internal.h — the run loop's private structures (the loop, its
+ * modes, memberships, sources, timers, observers, fd objects and fd
+ * table) and the small inline helpers over them, shared by every run-loop
+ * file. It calls nothing of theirs: each room's functions are declared in
+ * the room's own header (rl_lock.h, rl_loop.h, rl_wake.h, rl_fdtab.h,
+ * rl_ready.h, RLRunLoopMode.h, RLRunLoopMembership.h, rl_heap.h,
+ * rl_pqueue.h); docs/architecture.md maps the rooms.
  *
  * Locking (the whole protocol, as a table: docs/locking.md): each run loop
  * has its own lock (the loop lock) over its modes, memberships, timer heaps,
@@ -254,7 +257,7 @@ struct RLFileDescriptor {
     struct RLRunLoopSource *source; /* weak; cleared when the source goes */
 };
 
-/* ---- the run loop object (RLRunLoop.c; its iteration: RLRunLoopRun.c) ---- */
+/* ---- the run loop object (made in RLRunLoop.c, freed in rl_loop.c) ---- */
 
 /* One activation of RunInMode, innermost first. */
 typedef struct rl_frame {
