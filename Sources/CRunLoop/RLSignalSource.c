@@ -10,6 +10,7 @@
  * invalidated or reads a signal, never on a loop's path otherwise. */
 #include "RLBase.h"
 #include "rl_fork.h"
+#include "rl_lockclass.h"
 
 #include <crunloop/RLFileDescriptor.h>
 #include <crunloop/RLRunLoopSource.h>
@@ -52,18 +53,28 @@ static pthread_mutex_t rl_sig_lock = PTHREAD_MUTEX_INITIALIZER;
 static rl_sig_slot rl_sig_slots[_NSIG];
 
 static void rl_sig_lock_take(void) {
+    if (RL__UNLIKELY(rl__lockdep_enabled()))
+        rl__lockclass_take(RL_LOCKCLASS_SIGNAL, __builtin_return_address(0));
     int e = pthread_mutex_lock(&rl_sig_lock);
     if (e)
         abort(); /* only EINVAL/EDEADLK, both impossible for this static mutex */
 }
 
-static void rl_sig_lock_drop(void) { (void)pthread_mutex_unlock(&rl_sig_lock); }
+static void rl_sig_lock_drop(void) {
+    (void)pthread_mutex_unlock(&rl_sig_lock);
+    if (RL__UNLIKELY(rl__lockdep_enabled()))
+        rl__lockclass_drop(RL_LOCKCLASS_SIGNAL);
+}
 
 /* Held across fork() so that the child's copy is never locked by a thread
- * that does not exist there (rl_fork.c). */
-static void fork_prepare(void) { rl_sig_lock_take(); }
-static void fork_parent(void) { rl_sig_lock_drop(); }
-static void fork_child(void) { rl_sig_lock_drop(); }
+ * that does not exist there (rl_fork.c, whose slot order fixes the order of
+ * the global locks itself: not reported to the lock-order detector). */
+static void fork_prepare(void) {
+    if (pthread_mutex_lock(&rl_sig_lock))
+        abort();
+}
+static void fork_parent(void) { (void)pthread_mutex_unlock(&rl_sig_lock); }
+static void fork_child(void) { (void)pthread_mutex_unlock(&rl_sig_lock); }
 
 /* Takes this file's place in the lock order held across fork() (rl_fork.h). */
 __attribute__((constructor)) static void fork_register(void) {
