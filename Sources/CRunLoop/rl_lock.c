@@ -148,25 +148,17 @@ void rl__loopset_free(rl_loopset *ls) {
 
 /* ---- deferred work ---- */
 
-void rl__defer_init(rl_defer *d) {
-    d->e = d->inline_e;
-    d->n = 0;
-    d->cap = sizeof d->inline_e / sizeof d->inline_e[0];
-}
-
-static void rl_defer_add(rl_defer *d, rl_defer_entry e) {
-    if (d->n == d->cap) {
-        size_t cap = d->cap * 2;
-        rl_defer_entry *a = malloc(cap * sizeof *a);
-        if (!a)
-            abort(); /* losing a release would corrupt reference counts */
-        memcpy(a, d->e, d->n * sizeof *a);
-        if (d->e != d->inline_e)
-            free(d->e);
-        d->e = a;
-        d->cap = cap;
-    }
-    d->e[d->n++] = e;
+/* d is full: twice the room (the inline entries are copied out once). */
+void rl__defer_grow(rl_defer *d) {
+    size_t cap = d->cap * 2;
+    rl_defer_entry *a = malloc(cap * sizeof *a);
+    if (!a)
+        abort(); /* losing a release would corrupt reference counts */
+    memcpy(a, d->e, d->n * sizeof *a);
+    if (d->e != d->inline_e)
+        free(d->e);
+    d->e = a;
+    d->cap = cap;
 }
 
 void rl__defer_push(rl_defer *d, int what, void *obj, RLRunLoopRef rl, const char *mode) {
@@ -174,21 +166,16 @@ void rl__defer_push(rl_defer *d, int what, void *obj, RLRunLoopRef rl, const cha
         rl__retain_raw(obj);
     if (rl)
         rl__retain_raw(rl);
-    rl_defer_add(d, (rl_defer_entry){what, obj, rl, mode, NULL, NULL});
+    rl__defer_add(d, (rl_defer_entry){what, obj, rl, mode, NULL, NULL});
 }
 
 void rl__defer_release(rl_defer *d, void *obj) {
-    rl_defer_add(d, (rl_defer_entry){RL_DEFER_RELEASE, obj, NULL, NULL, NULL, NULL});
-}
-
-/* Queues the drop of a reference taken with rl__hold_raw. */
-void rl__defer_unhold(rl_defer *d, void *obj) {
-    rl_defer_add(d, (rl_defer_entry){RL_DEFER_UNHOLD, obj, NULL, NULL, NULL, NULL});
+    rl__defer_add(d, (rl_defer_entry){RL_DEFER_RELEASE, obj, NULL, NULL, NULL, NULL});
 }
 
 void rl__defer_ctx_release(rl_defer *d, void (*release)(const void *), const void *info) {
     if (release)
-        rl_defer_add(d, (rl_defer_entry){RL_DEFER_CTX_RELEASE, NULL, NULL, NULL, release, info});
+        rl__defer_add(d, (rl_defer_entry){RL_DEFER_CTX_RELEASE, NULL, NULL, NULL, release, info});
 }
 
 static void rl_defer_call(rl_defer_entry *e) {

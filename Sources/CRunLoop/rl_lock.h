@@ -131,7 +131,18 @@ struct rl_defer {
     rl_defer_entry inline_e[8];
 };
 
-RL__HIDDEN void rl__defer_init(rl_defer *d);
+RL__HIDDEN void rl__defer_grow(rl_defer *d);
+/* Inline, as rl__defer_unhold: removing a timer makes both. */
+static inline void rl__defer_init(rl_defer *d) {
+    d->e = d->inline_e;
+    d->n = 0;
+    d->cap = sizeof d->inline_e / sizeof d->inline_e[0];
+}
+static inline void rl__defer_add(rl_defer *d, rl_defer_entry e) {
+    if (RL__UNLIKELY(d->n == d->cap))
+        rl__defer_grow(d);
+    d->e[d->n++] = e;
+}
 /* Queues an entry; retains obj (and rl) so they outlive the unlock. */
 RL__HIDDEN void rl__defer_push(rl_defer *d, int what, void *obj, RLRunLoopRef rl, const char *mode);
 /* Queues the release of a reference the caller already owns (no retain). */
@@ -139,7 +150,9 @@ RL__HIDDEN void rl__defer_release(rl_defer *d, void *obj);
 /* Queues a context release callout, release(info). */
 RL__HIDDEN void rl__defer_ctx_release(rl_defer *d, void (*release)(const void *), const void *info);
 /* Queues the drop of a reference taken with rl__hold_raw. */
-RL__HIDDEN void rl__defer_unhold(rl_defer *d, void *obj);
+static inline void rl__defer_unhold(rl_defer *d, void *obj) {
+    rl__defer_add(d, (rl_defer_entry){RL_DEFER_UNHOLD, obj, NULL, NULL, NULL, NULL});
+}
 /* Runs the entries in order, without locks, and frees d. */
 RL__HIDDEN void rl__defer_run(rl_defer *d);
 
