@@ -30,7 +30,7 @@ static bool rl_closed_fail(const char *fname) {
  * memory is short or the queue is closed. */
 static bool rl_push(rl__perform_queue *q, rl_pext *e, void (*fn)(void *), void *arg, const char *fname) {
     for (;;) {
-        rl_pq_lock(&q->pq);
+        rl__pq_lock(&q->pq);
         bool closed = atomic_load_explicit(&q->closed, memory_order_relaxed);
         bool ok = !closed && rl_push_locked(q, e, fn, arg);
         rl_pq_unlock(&q->pq);
@@ -38,7 +38,7 @@ static bool rl_push(rl__perform_queue *q, rl_pext *e, void (*fn)(void *), void *
             return true;
         if (closed)
             return rl_closed_fail(fname);
-        if (!rl_pq_grow(&q->pq))
+        if (!rl__pq_grow(&q->pq))
             return rl__fail(kRLErrorNoMemory, fname, "out of memory");
     }
 }
@@ -54,14 +54,14 @@ static bool rl_push_bslot(rl__perform_queue *q, rl_pext *e, const rl_block_layou
     bool helpers = (b->flags & RL_BLOCK_HAS_COPY_DISPOSE) != 0;
     void *s;
     for (;;) {
-        rl_pq_lock(&q->pq);
+        rl__pq_lock(&q->pq);
         if (atomic_load_explicit(&q->closed, memory_order_relaxed)) {
             rl_pq_unlock(&q->pq);
             return rl_closed_fail(fname);
         }
         if (!rl_pq_has_room_locked(&q->pq, e ? 2 : 1)) {
             rl_pq_unlock(&q->pq);
-            if (!rl_pq_grow(&q->pq))
+            if (!rl__pq_grow(&q->pq))
                 return rl__fail(kRLErrorNoMemory, fname, "out of memory");
             continue;
         }

@@ -42,7 +42,7 @@ enum { RL_PQ_POOL_MAX = 1024 };
 /* Critical sections are a few stores, so spinning beats a mutex at millions
  * of requests a second; after a short spin it yields, so that a preempted
  * holder costs little. */
-void rl_pq_lock(rl_pqueue *pq) {
+void rl__pq_lock(rl_pqueue *pq) {
     for (int spins = 0;;) {
         if (!atomic_exchange_explicit(&pq->lock, 1, memory_order_acquire))
             return;
@@ -55,7 +55,7 @@ void rl_pq_lock(rl_pqueue *pq) {
     }
 }
 
-bool rl_pq_grow(rl_pqueue *pq) {
+bool rl__pq_grow(rl_pqueue *pq) {
     rl_pchunk *c = malloc(sizeof *c);
     if (!c)
         return false;
@@ -63,13 +63,15 @@ bool rl_pq_grow(rl_pqueue *pq) {
     volatile unsigned char *bytes = (volatile unsigned char *)c;
     bytes[0] = 0;
     bytes[sizeof *c - 1] = 0;
-    rl_pq_lock(pq);
+    rl__pq_lock(pq);
     rl_flist_push(&pq->pool, c);
     rl_pq_unlock(pq);
     return true;
 }
 
-void *rl_flist_fill(rl_flist *l, void *first, uint32_t max) {
+/* Pushes blocks from the list `first` while l is shorter than max; returns
+ * the rest. */
+static void *rl_flist_fill(rl_flist *l, void *first, uint32_t max) {
     while (first && l->n < max) {
         void *next = *(void **)first;
         rl_flist_push(l, first);
@@ -78,7 +80,8 @@ void *rl_flist_fill(rl_flist *l, void *first, uint32_t max) {
     return first;
 }
 
-void *rl_flist_cut(rl_flist *l, uint32_t keep) {
+/* Takes blocks off l until it is `keep` long; returns them as a list. */
+static void *rl_flist_cut(rl_flist *l, uint32_t keep) {
     void *cut = NULL;
     while (l->n > keep) {
         void *block = rl_flist_pop(l);
@@ -88,7 +91,8 @@ void *rl_flist_cut(rl_flist *l, uint32_t keep) {
     return cut;
 }
 
-void rl_flist_free(void *first) {
+/* free()s every block of a list. */
+static void rl_flist_free(void *first) {
     while (first) {
         void *next = *(void **)first;
         free(first);
@@ -96,20 +100,26 @@ void rl_flist_free(void *first) {
     }
 }
 
-rl_pchunk *rl_pq_recycle_locked(rl_pqueue *pq, rl_pchunk *first) {
+/* Gives the chunks from `first` to the end of its list back: some to the
+ * pool; returns the rest, for rl_flist_free without the lock. Lock
+ * held. */
+static rl_pchunk *rl_pq_recycle_locked(rl_pqueue *pq, rl_pchunk *first) {
     return rl_flist_fill(&pq->pool, first, RL_PQ_POOL_MAX);
 }
 
-void rl_pq_recycle(rl_pqueue *pq, rl_pchunk *first) {
+/* rl_pq_recycle_locked and rl_flist_free; takes the lock itself. */
+static void rl_pq_recycle(rl_pqueue *pq, rl_pchunk *first) {
     if (!first)
         return;
-    rl_pq_lock(pq);
+    rl__pq_lock(pq);
     first = rl_pq_recycle_locked(pq, first);
     rl_pq_unlock(pq);
     rl_flist_free(first);
 }
 
-void rl_pq_destroy(rl_pqueue *pq) {
+/* Frees the pool and the queued chunks (their slots are the caller's to
+ * dispose of first). No other thread may use the queue. */
+static void rl_pq_destroy(rl_pqueue *pq) {
     rl_flist_free(pq->q.head);
     rl_flist_free(rl_flist_cut(&pq->pool, 0));
     pq->q.head = pq->q.tail = NULL;
@@ -314,7 +324,7 @@ static void rl_bslot_dispose_captures(void *s) {
 static void rl_bslab_recycle(rl_bslab *sl) {
     rl__perform_queue *q = sl->q;
     atomic_store_explicit(&sl->remaining, RL_BSLAB_BIAS, memory_order_relaxed);
-    rl_pq_lock(&q->pq);
+    rl__pq_lock(&q->pq);
     bool keep = q->bcache.n < RL_BSLAB_CACHE;
     if (keep)
         rl_flist_push(&q->bcache, sl);
@@ -347,7 +357,7 @@ bool rl__bslab_add(rl__perform_queue *q) {
         ((volatile unsigned char *)sl)[off] = 0;
     sl->q = q;
     atomic_init(&sl->remaining, RL_BSLAB_BIAS);
-    rl_pq_lock(&q->pq);
+    rl__pq_lock(&q->pq);
     rl_flist_push(&q->bcache, sl);
     rl_pq_unlock(&q->pq);
     return true;
@@ -587,7 +597,7 @@ static void rl_batch_unwind(void *p) {
 uint32_t rl__perform_run(rl__perform_queue *q, rl_mode *m) {
     if (!q->held.head && !rl_pq_maybe_queued(&q->pq))
         return 0;
-    rl_pq_lock(&q->pq);
+    rl__pq_lock(&q->pq);
     rl_pchain in = rl_pq_take_locked(&q->pq);
     rl_pchunk *spent = q->spent ? rl_pq_recycle_locked(&q->pq, q->spent) : NULL;
     rl_pq_unlock(&q->pq);
@@ -635,7 +645,7 @@ bool rl__perform_has_for(rl__perform_queue *q, const rl_mode *m) {
         return true;
     if (!rl_pq_maybe_queued(&q->pq))
         return false;
-    rl_pq_lock(&q->pq);
+    rl__pq_lock(&q->pq);
     bool has = rl_pchain_has_for(q->pq.q, m);
     rl_pq_unlock(&q->pq);
     return has;
@@ -662,7 +672,7 @@ void rl__perform_trim(rl__perform_queue *q, bool busy) {
     q->trim_due = false;
     rl_pchunk *spent = q->spent;
     q->spent = NULL;
-    rl_pq_lock(&q->pq); /* one lock round for both pools */
+    rl__pq_lock(&q->pq); /* one lock round for both pools */
     spent = rl_pq_recycle_locked(&q->pq, spent);
     void *chunks = rl_flist_cut(&q->pq.pool, RL_PQ_POOL_IDLE);
 #if __BLOCKS__ && RL_TRICK_BLOCK_COPY
@@ -679,7 +689,7 @@ void rl__perform_trim(rl__perform_queue *q, bool busy) {
 /* Takes every queued request out (for dropping), closing the queue if
  * `close`. */
 static rl_pchain rl_take_all(rl__perform_queue *q, bool close) {
-    rl_pq_lock(&q->pq);
+    rl__pq_lock(&q->pq);
     if (close)
         atomic_store_explicit(&q->closed, true, memory_order_relaxed);
     rl_pchain c = rl_pq_take_locked(&q->pq);
