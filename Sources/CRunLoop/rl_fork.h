@@ -38,8 +38,9 @@ RL__HIDDEN bool rl__fork_fail(const char *fn, const char *what) __attribute__((c
  * @synchronized stripes, the run loops' main-loop mutex, thread -> loop
  * table and loop locks, the object pool (taken under all of those), the
  * signal sources' table (a leaf, never held with another), the lock-order
- * detector (a leaf: taken inside lock operations), and the string registry
- * (a leaf: a run loop makes strings under its own lock). */
+ * detector (a leaf: taken inside lock operations), the string registry
+ * (a leaf: a run loop makes strings under its own lock), and the stream
+ * resolver's queue (a leaf: taken under a connection's lock). */
 typedef enum rl_fork_order {
     RL_FORK_THREAD,
     RL_FORK_MSGPORT,
@@ -50,6 +51,7 @@ typedef enum rl_fork_order {
     RL_FORK_SIGNAL,
     RL_FORK_LOCKDEP,
     RL_FORK_STRING,
+    RL_FORK_RESOLVER,
     RL_FORK_SLOTS
 } rl_fork_order;
 
