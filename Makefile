@@ -92,7 +92,7 @@ TEST_LIBS := -lcmocka
 SWIFT_RPATH := -Wl,-rpath,$(SWIFT_LIBDIR)
 TSAN_EXTRA_LIBS := $(if $(IS_CLANG),-L$(SWIFT_LIBDIR) $(SWIFT_RPATH) -ldispatch)
 
-.PHONY: FORCE all lib deps check check-c check-swift check-swift-demo check-readme check-headers check-tree \
+.PHONY: FORCE all lib deps check check-c check-swift check-swift-demo check-readme check-docs check-headers check-tree \
         check-asan check-tsan check-leak check-lockdep check-install check-exports check-sanitizers \
         check-swift-tsan check-swift-asan bench bench-chart demo demo-swift help install clean
 
@@ -167,6 +167,10 @@ check-swift-demo: deps ## the Swift demo (swiftthreads-demo) in its fast mode, c
 check-readme: deps lib ## every C and Swift code block of README.md, compiled (-Wall -Werror) and run
 	@BUILD=$(BUILD) LIBS="$(LIBS)" SWIFTPM_BUILD=$(SWIFTPM_DEBUG) scripts/check-readme.sh
 
+# The DocC build reuses the debug build of check-swift (about 30 s more).
+check-docs: deps ## the SwiftThreads DocC documentation builds with no warnings (swift package generate-documentation)
+	@scripts/check-docs.sh
+
 check-tree: ## `make help` covers every target; no comment points at an issue number
 	@scripts/check-tree.sh
 
@@ -186,8 +190,8 @@ DEMO_TARGETS ?=
 
 # Every part runs even when an earlier one fails; scripts/run-check.sh
 # prints each part's PASS/FAIL lines, then a table and one line of totals.
-check: deps ## every test: C, CF differential, headers, examples, install, exports, swift test, README
-	@scripts/run-check.sh check-c $(CHECK_EXTRA) check-swift check-swift-demo check-readme
+check: deps ## every test: C, CF differential, headers, examples, install, exports, swift test, README, DocC
+	@scripts/run-check.sh check-c $(CHECK_EXTRA) check-swift check-swift-demo check-readme check-docs
 
 # Benches that can write their results as CSV put them in BENCH_RESULTS;
 # bench-chart draws one chart per group from them (matplotlib: Debian's
