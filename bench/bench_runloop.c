@@ -435,7 +435,12 @@ static void write_csv(const char *path) {
                 double ratio = metrics[m].higher_better ? peer / ours : ours / peer;
                 if (isfinite(ratio)) r[k++] = ratio;
             }
-            if (k == 0 || !peers[p]) continue;
+            if (!peers[p] || nsamples[P_RL][m] == 0) continue;
+            if (k == 0) { /* ours ran this row, the peer did not: the chart says so */
+                fprintf(f, "run loop,\"%s\",%s,,,,%g,,\n", metrics[m].label, peers[p]->name,
+                        median(P_RL, (enum metric)m) * metrics[m].scale);
+                continue;
+            }
             double lo = r[0], hi = r[0];
             for (int i = 1; i < k; i++) {
                 if (r[i] < lo) lo = r[i];

@@ -12,12 +12,13 @@ BENCH_TARGETS += bench-multiloop
 
 .PHONY: bench-multiloop
 bench-multiloop: $(BENCH_MULTILOOP) ## K threads each on its own run loop (K = 1, 2, 4, 8), ours vs the peers
-	$(BENCH_MULTILOOP)
+	@mkdir -p $(BENCH_RESULTS) && rm -f $(BENCH_RESULTS)/multiloop.csv
+	@BENCH_CSV=$(BENCH_RESULTS)/multiloop.csv $(BENCH_MULTILOOP)
 
 $(BENCH_MULTILOOP): $(BENCH_MULTILOOP_OBJS) $(STATIC_LIB)
 	$(CC) $(LDFLAGS) -pthread -o $@ $(BENCH_MULTILOOP_OBJS) $(STATIC_LIB) $(LIBS) $(UV_LIBS) $(CF_LIBS) -lm
 
-$(BENCH_MULTILOOP_OBJ)/bench_multiloop.o: bench/bench_multiloop.c bench/bench_multiloop.h
+$(BENCH_MULTILOOP_OBJ)/bench_multiloop.o: bench/bench_multiloop.c bench/bench_multiloop.h bench/bench_results.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -O2 -pthread -c -o $@ $<
 
