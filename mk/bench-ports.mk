@@ -8,6 +8,6 @@ bench-ports: $(BENCH_PORTS) ## local ports vs perform requests, message ports vs
 	@BENCH_CSV=$(BENCH_RESULTS)/ports.csv $(BENCH_PORTS)
 
 $(BENCH_PORTS): bench/bench_ports.c bench/bench_results.h $(HDRS) $(STATIC_LIB)
-	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -O2 $(LDFLAGS) -o $@ $< $(STATIC_LIB) $(LIBS)
+	@mkdir -p $(dir $@); $(call say,CC,$@)
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -O2 $(LDFLAGS) -o $@ $< $(STATIC_LIB) $(LIBS)
 BENCH_TARGETS += bench-ports
