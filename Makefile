@@ -201,12 +201,12 @@ comma := ,
 BENCH_CHARTS = $(BUILD)/bench/charts
 CHART_PYTHON := $(shell for p in /usr/bin/python3 python3; do $$p -c 'import matplotlib' 2>/dev/null && { echo $$p; break; }; done)
 
-bench: deps ## every benchmark table, then one chart per group (SVG+PNG) in $(BUILD)/bench/charts
+bench: deps ## every benchmark table, then one chart per group (SVG+PNG) in build/CC/bench/charts
 	@$(if $(strip $(BENCH_TARGETS)),$(MAKE) -k $(BENCH_TARGETS); status=$$?; $(MAKE) bench-chart; exit $$status,echo "no benchmarks yet")
 
 # Every group found in the results gets its chart; a bench of BENCH_TARGETS
 # that left no results is named (the script's --expect).
-bench-chart: ## a chart (SVG+PNG) per bench group from the last results in $(BUILD)/bench/results
+bench-chart: ## a chart (SVG+PNG) per bench group from the last results in build/CC/bench/results
 	@$(if $(CHART_PYTHON),$(CHART_PYTHON) scripts/bench-chart.py $(BENCH_CHARTS) $(BENCH_RESULTS) \
 	  --expect $(subst $(eval) ,$(comma),$(strip $(BENCH_TARGETS:bench-%=%))),echo "bench-chart: no python3 with matplotlib (scripts/setup-deps.sh installs python3-matplotlib)")
 
