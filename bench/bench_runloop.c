@@ -436,7 +436,13 @@ static void write_csv(const char *path) {
                 if (isfinite(ratio)) r[k++] = ratio;
             }
             if (!peers[p] || nsamples[P_RL][m] == 0) continue;
-            if (k == 0) { /* ours ran this row, the peer did not: the chart says so */
+            /* A peer that ran no row at all (BRL_PEERS left it out) gets
+             * empty cells, which the chart names; a row one peer cannot do,
+             * or where both sides are ~0, is left out. */
+            bool ran_any = false;
+            for (int mm = 0; mm < NMETRICS; mm++) ran_any = ran_any || nsamples[p][mm] > 0;
+            if (k == 0 && ran_any) continue;
+            if (k == 0) {
                 fprintf(f, "run loop,\"%s\",%s,,,,%g,,\n", metrics[m].label, peers[p]->name,
                         median(P_RL, (enum metric)m) * metrics[m].scale);
                 continue;

@@ -339,6 +339,8 @@ func pad(_ s: String, _ n: Int) -> String { s.count >= n ? s : s + String(repeat
 func lpad(_ s: String, _ n: Int) -> String { s.count >= n ? s : String(repeating: " ", count: n - s.count) + s }
 print(pad("row", 32) + lpad("unit", 11) + peers.map { lpad($0.name, 12) }.joined()
     + peers.dropFirst().map { "   " + pad("ours/\($0.name)", 18) }.joined())
+/// A CSV field in quotes (row names have commas).
+func quoted(_ s: String) -> String { "\"" + s.replacingOccurrences(of: "\"", with: "\"\"") + "\"" }
 var csv: [String] = []
 for (r, row) in rows.enumerated() {
     let cells = (0..<peers.count).map { median(results[r][$0]) }
@@ -348,12 +350,12 @@ for (r, row) in rows.enumerated() {
         let ratios = zip(results[r][0], results[r][p]).map { $1 > 0 ? $0 / $1 : .nan }.filter { !$0.isNaN }
         if ratios.isEmpty {
             line += "   " + pad("n/a (both ~0)", 18)
-            csv.append("Swift run loops,\(row.name),\(peers[p].name),,,,\(cells[0]),\(cells[p]),\(row.unit)")
+            csv.append("Swift run loops,\(quoted(row.name)),\(peers[p].name),,,,\(cells[0]),\(cells[p]),\(quoted(row.unit))")
             continue
         }
         let (m, lo, hi) = (median(ratios), ratios.min()!, ratios.max()!)
         line += "   " + pad(String(format: "%.2f [%.2f-%.2f]", m, lo, hi), 18)
-        csv.append("Swift run loops,\(row.name),\(peers[p].name),\(m),\(lo),\(hi),\(cells[0]),\(cells[p]),\(row.unit)")
+        csv.append("Swift run loops,\(quoted(row.name)),\(peers[p].name),\(m),\(lo),\(hi),\(cells[0]),\(cells[p]),\(quoted(row.unit))")
     }
     print(line)
 }
