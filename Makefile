@@ -93,7 +93,7 @@ SWIFT_RPATH := -Wl,-rpath,$(SWIFT_LIBDIR)
 TSAN_EXTRA_LIBS := $(if $(IS_CLANG),-L$(SWIFT_LIBDIR) $(SWIFT_RPATH) -ldispatch)
 
 .PHONY: FORCE all lib deps check check-c check-swift check-swift-demo check-readme check-docs check-headers check-tree \
-        check-asan check-tsan check-leak check-lockdep check-install check-exports check-sanitizers \
+        check-asan check-tsan check-leak check-lockdep check-install check-exports check-sanitizers check-bench-chart \
         check-swift-tsan check-swift-asan bench bench-chart demo demo-swift help install clean
 
 all: lib $(BUILD)/crunloop.pc ## libcrunloop.a, libcrunloop.so and crunloop.pc in $(BUILD) (the default)
@@ -206,6 +206,10 @@ bench: deps ## every benchmark table, then one chart per group (SVG+PNG) in buil
 
 # Every group found in the results gets its chart; a bench of BENCH_TARGETS
 # that left no results is named (the script's --expect).
+check-bench-chart: deps ## bench-chart on made-up results: missing benches, peers and bad files give messages, not crashes
+	@scripts/check-bench-chart.sh
+CHECK_EXTRA += check-bench-chart
+
 bench-chart: ## a chart (SVG+PNG) per bench group from the last results in build/CC/bench/results
 	@$(if $(CHART_PYTHON),$(CHART_PYTHON) scripts/bench-chart.py $(BENCH_CHARTS) $(BENCH_RESULTS) \
 	  --expect $(subst $(eval) ,$(comma),$(strip $(BENCH_TARGETS:bench-%=%))),echo "bench-chart: no python3 with matplotlib (scripts/setup-deps.sh installs python3-matplotlib)")

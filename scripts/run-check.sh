@@ -25,6 +25,7 @@ declare -A LABELS=(
   [check-swift-demo]="Swift demo"
   [check-readme]="README blocks"
   [check-docs]="DocC (no warnings)"
+  [check-bench-chart]="bench charts"
 )
 
 rows=(); tp=0; tf=0; ts=0
