@@ -340,7 +340,14 @@ final class RLWorkerQueue: @unchecked Sendable {
 /// out, no reference counting) at `next`. Not thread-safe; a value type
 /// only so that two can be swapped in O(1) — the owner calls ``dispose()``.
 struct RLWorkBuffer {
-    private var base: UnsafeMutablePointer<RLWorkerQueue.Work>?
+    /// A closure as the buffer stores it. In a struct, because a function
+    /// type stored as a generic pointee is kept in its most general form,
+    /// and converting to and from it allocates a thunk each way.
+    private struct Item {
+        let work: RLWorkerQueue.Work
+    }
+
+    private var base: UnsafeMutablePointer<Item>?
     private var capacity = 0
     private var count = 0
     private(set) var next = 0
@@ -354,16 +361,16 @@ struct RLWorkBuffer {
 
     mutating func append(_ work: @escaping RLWorkerQueue.Work) {
         if count == capacity { grow(to: max(64, capacity * 2)) }
-        (base! + count).initialize(to: work)
+        (base! + count).initialize(to: Item(work: work))
         count += 1
     }
 
     /// The next closure, moved out; nil when all were taken.
     mutating func takeNext() -> RLWorkerQueue.Work? {
         guard next < count else { return nil }
-        let work = (base! + next).move()
+        let item = (base! + next).move()
         next += 1
-        return work
+        return item.work
     }
 
     /// Moves every untaken closure of `other` to the end of this one.
@@ -406,7 +413,7 @@ struct RLWorkBuffer {
     }
 
     private mutating func grow(to newCapacity: Int) {
-        let newBase = UnsafeMutablePointer<RLWorkerQueue.Work>.allocate(capacity: newCapacity)
+        let newBase = UnsafeMutablePointer<Item>.allocate(capacity: newCapacity)
         if let base {
             // The taken ones are gone already: keep only the rest.
             (newBase).moveInitialize(from: base + next, count: count - next)
@@ -420,8 +427,15 @@ struct RLWorkBuffer {
 }
 
 /// One drain request of an `RLWorkerQueue`, the C request's info.
+///
+/// The drain reaches the ticket and the queue without retaining them
+/// (`_withUnsafeGuaranteedRef`): a closure may end the thread
+/// (``RLThread/exit()``), and what a Swift frame retained is then never
+/// released — the queue, its buffers and the ticket would leak. The C
+/// request holds the ticket (passed retained, released by the release
+/// callback), and the ticket holds the queue.
 private final class RLWorkerDrainTicket: @unchecked Sendable {
-    let queue: RLWorkerQueue
+    let queue: Unmanaged<RLWorkerQueue>
     /// Set by the drain, on the worker, before it runs anything.
     var ran = false
     /// True while the poster is inside the C call; read by the release
@@ -431,13 +445,16 @@ private final class RLWorkerDrainTicket: @unchecked Sendable {
     /// What a refused request would have run, left for the poster.
     var refused: [RLWorkerQueue.Work] = []
 
-    init(queue: RLWorkerQueue) { self.queue = queue }
+    init(queue: RLWorkerQueue) { self.queue = Unmanaged.passRetained(queue) }
+
+    deinit { queue.release() }
 }
 
 private let rlWorkerDrainRun: @convention(c) (UnsafeMutableRawPointer?) -> Void = { info in
-    let ticket = Unmanaged<RLWorkerDrainTicket>.fromOpaque(info!).takeUnretainedValue()
-    ticket.ran = true
-    ticket.queue.drain()
+    Unmanaged<RLWorkerDrainTicket>.fromOpaque(info!)._withUnsafeGuaranteedRef { ticket in
+        ticket.ran = true
+        ticket.queue._withUnsafeGuaranteedRef { $0.drain() }
+    }
 }
 
 /// Called once per drain request: after it ran, when it is dropped unrun,
@@ -445,7 +462,7 @@ private let rlWorkerDrainRun: @convention(c) (UnsafeMutableRawPointer?) -> Void 
 private let rlWorkerDrainRelease: @convention(c) (UnsafeMutableRawPointer?) -> Void = { info in
     let ticket = Unmanaged<RLWorkerDrainTicket>.fromOpaque(info!).takeRetainedValue()
     if !ticket.ran {
-        let unrun = ticket.queue.takePending()
+        let unrun = ticket.queue.takeUnretainedValue().takePending()
         if pthread_equal(ticket.poster, pthread_self()) != 0 && ticket.posting {
             ticket.refused = unrun
         }
@@ -453,6 +470,6 @@ private let rlWorkerDrainRelease: @convention(c) (UnsafeMutableRawPointer?) -> V
     } else {
         // After a drain that returned, its batch is empty; what is left
         // means the thread is exiting from inside a closure.
-        _ = ticket.queue.takeRestOfBatch()
+        _ = ticket.queue.takeUnretainedValue().takeRestOfBatch()
     }
 }
