@@ -8,7 +8,7 @@
  * detector watching the protocol while all of that runs. */
 #include "testutil.h"
 
-#include "runloop_internal.h"
+#include "rl_lock.h"
 
 #include <fcntl.h>
 #include <pthread.h>
