@@ -11,6 +11,7 @@
 #include "RLBase.h"
 #include "rl_fork.h"
 #include "rl_lockclass.h"
+#include "rl_loop.h"
 
 #include <crunloop/RLFileDescriptor.h>
 #include <crunloop/RLRunLoopSource.h>
@@ -209,6 +210,46 @@ static void sig_perform(void *info) {
         s->callout(s, s->signum, n, s->ctx.info);
 }
 
+/* On the loop's thread, once its source has joined the loop from another
+ * thread: a signal sent to the loop's thread alone (pthread_kill, tgkill)
+ * and pending there before the signalfd was watched is visible to that
+ * thread only (the check epoll makes when the fd is added runs on the
+ * adding thread), and a second one merges into it without waking anyone;
+ * so the loop's thread reads once for itself. What it finds is handed to
+ * the watchers' sources, as any delivery, so it reaches the callout as a
+ * handled source of the run. */
+static void sig_look_on_loop_thread(void *info) {
+    struct RLSignalSource *s = info;
+    struct signalfd_siginfo buf[64];
+    RLIndex n = 0;
+    rl_sig_wake *wk = NULL;
+    size_t k = 0;
+    RLRunLoopSourceRef mine = NULL;
+    rl_sig_lock_take();
+    if (s->valid) {
+        for (;;) {
+            ssize_t r = read(s->sfd, buf, sizeof buf);
+            if (r < 0 && errno == EINTR)
+                continue;
+            if (r <= 0)
+                break; /* EAGAIN: nothing pending here */
+            n += (RLIndex)((size_t)r / sizeof buf[0]);
+        }
+        if (n)
+            k = sig_fan_out_locked(s, n, &wk);
+        if (s->pending > 0 && s->src)
+            mine = (RLRunLoopSourceRef)RLRetain(s->src);
+    }
+    rl_sig_lock_drop();
+    if (wk)
+        sig_wake(wk, k);
+    if (mine) {
+        (void)RLRunLoopSourceSignal(mine);
+        RLRelease(mine);
+    }
+}
+static void sig_look_done(void *info) { RLRelease(info); }
+
 /* The user's source joins a mode of rl: the signalfd's source follows. */
 static void sig_schedule(void *info, RLRunLoopRef rl, RLRunLoopMode mode) {
     struct RLSignalSource *s = info;
@@ -229,6 +270,9 @@ static void sig_schedule(void *info, RLRunLoopRef rl, RLRunLoopMode mode) {
     if (!ok)
         return;
     (void)RLRunLoopAddSource(rl, s->fdsrc, mode);
+    if (rl__tls != rl &&
+        RLRunLoopPerformFunctionWithRelease(rl, mode, sig_look_on_loop_thread, (void *)RLRetain(s), sig_look_done))
+        (void)RLRunLoopWakeUp(rl);
     if (pending) {
         /* Counted before the source was in any loop. */
         (void)RLRunLoopSourceSignal(s->src);

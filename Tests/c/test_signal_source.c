@@ -276,6 +276,55 @@ static void test_pending_before_the_source_is_in_a_loop(void **state) {
     done(s);
 }
 
+/* A standard signal sent to the loop's own thread (pthread_kill) before
+ * its source is added to that loop from another thread: the signal is
+ * pending on the loop's thread only, so only that thread can see it, and
+ * a second one merges into it without a new wake-up. The loop's thread
+ * looks for itself once the source joins it. */
+typedef struct sig_loop {
+    pthread_t t;
+    _Atomic(RLRunLoopRef) rl;
+    _Atomic bool quit;
+} sig_loop;
+
+static void *sig_loop_main(void *arg) {
+    sig_loop *l = arg;
+    RLRunLoopSourceRef keep = rl_test_keep_mode(MODE);
+    atomic_store(&l->rl, RLRunLoopGetCurrent());
+    while (!atomic_load(&l->quit))
+        RLRunLoopRunInMode(MODE, 10, false);
+    rl_test_unkeep(keep);
+    return NULL;
+}
+
+static void test_thread_directed_signal_pending_before_a_cross_thread_add(void **state) {
+    (void)state;
+    atomic_store(&total, 0);
+    RLSignalSourceContext c = {0, "tdir", NULL, NULL, NULL};
+    /* Made first: it blocks SIGUSR1 here, and the loop's thread inherits
+     * the mask (the documented rule for threads started later). */
+    RLSignalSourceRef s = RLSignalSourceCreate(NULL, SIGUSR1, count_cb, &c);
+    assert_non_null(s);
+    sig_loop l;
+    memset(&l, 0, sizeof l);
+    assert_int_equal(pthread_create(&l.t, NULL, sig_loop_main, &l), 0);
+    while (!atomic_load(&l.rl))
+        usleep(1000);
+    usleep(20000); /* the loop's thread is asleep in its run */
+    assert_int_equal(pthread_kill(l.t, SIGUSR1), 0);
+    assert_true(RLRunLoopAddSignalSource(atomic_load(&l.rl), s, MODE));
+    assert_int_equal(pthread_kill(l.t, SIGUSR1), 0); /* merges into the pending one */
+    double t0 = rl_test_now();
+    while (atomic_load(&total) < 1 && rl_test_now() - t0 < 10)
+        usleep(1000);
+    assert_int_equal(atomic_load(&total), 1);
+    assert_true(pthread_equal(callout_thread, l.t));
+    atomic_store(&l.quit, true);
+    assert_true(RLRunLoopStop(atomic_load(&l.rl)));
+    assert_int_equal(pthread_join(l.t, NULL), 0);
+    done(s);
+}
+
 static int released;
 static const void *ctx_retain(const void *p) { return p; }
 static void ctx_release(const void *p) { (void)p; released++; }
@@ -408,6 +457,7 @@ int main(void) {
         cmocka_unit_test_setup(test_several_loops_watch_one_signal, rl_trace_setup),
         cmocka_unit_test_setup(test_last_watcher_restores_disposition_and_mask, rl_trace_setup),
         cmocka_unit_test_setup(test_pending_before_the_source_is_in_a_loop, rl_trace_setup),
+        cmocka_unit_test_setup(test_thread_directed_signal_pending_before_a_cross_thread_add, rl_trace_setup),
         cmocka_unit_test_setup(test_invalidate_inside_the_callout_and_context, rl_trace_setup),
         cmocka_unit_test_setup(test_fork_while_another_thread_creates_sources, rl_trace_setup),
         cmocka_unit_test_setup(test_misuse, rl_trace_setup),
