@@ -2,7 +2,8 @@
  * bench_multiloop.c — K threads, each with its own run loop, each doing one
  * operation over and over on that loop alone: (a) add + remove a timer,
  * (b) perform requests to itself, (c) signal a source + run the pass that
- * performs it. K = 1, 2, 4, 8; aggregate operations per second over all K
+ * performs it, (d) move a timer's date (an idle timeout pushed back),
+ * (e) make a timer due + run the pass that fires it. K = 1, 2, 4, 8; aggregate operations per second over all K
  * threads, ours against CoreFoundation and libuv (K independent loops) in
  * one process. Each cell is the median of BML_ROUNDS runs (default 3,
  * peers interleaved, order rotated each round). A peer's work per cell is
@@ -13,7 +14,7 @@
  *
  *   bench_multiloop                the table (about half a minute)
  *   BML_QUICK=1 bench_multiloop    a tenth of the work, for a smoke test
- *   BML_ONLY=timer,signal          only these operations (timer, perform, signal)
+ *   BML_ONLY=timer,signal          only these operations (timer, perform, signal, move, fire)
  *   BML_PEERS=ours,libuv           only these peers (ours, CF, libuv)
  *
  * Scaling "xK1" is the aggregate at K over the same peer's at K = 1: on a
@@ -33,13 +34,14 @@ static const bml_peer *peers[NPEERS] = {[P_RL] = &bml_peer_rl, [P_CF] = &bml_pee
 static const int ks[] = {1, 2, 4, 8};
 enum { NK = sizeof ks / sizeof ks[0], MAXROUNDS = 15 };
 
-static const char *op_names[BML_NOPS] = {"timer", "perform", "signal"};
+static const char *op_names[BML_NOPS] = {"timer", "perform", "signal", "move", "fire"};
 static const char *op_labels[BML_NOPS] = {"timer add+remove (M/s)", "perform to itself (M/s)",
-                                          "source signal+perform (M/s)"};
+                                          "source signal+perform (M/s)", "timer date move (M/s)",
+                                          "timer due+fire (M/s)"};
 /* Operations per cell at most, split over the K threads; each peer does as
  * many as it manages in about BML_CELL_SECONDS at K = 1 (measured first),
  * so that a slow peer does not stretch the run. */
-static const long op_work[BML_NOPS] = {4000000, 2000000, 400000};
+static const long op_work[BML_NOPS] = {4000000, 2000000, 400000, 4000000, 400000};
 static const double BML_CELL_SECONDS = 0.25;
 static long peer_work[BML_NOPS][NPEERS];
 
