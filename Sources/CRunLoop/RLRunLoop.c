@@ -139,6 +139,7 @@ struct RLRunLoop {
 
     /* Timers and observers whose home this loop is (runloop_internal.h). */
     TAILQ_HEAD(, RLRunLoopTimer) homed_timers;
+    uint64_t timer_seq; /* the last stamp count given here (rl__timer_stamp_locked) */
     TAILQ_HEAD(, RLRunLoopObserver) homed_observers;
 };
 
@@ -173,8 +174,34 @@ static inline bool rl_trylock(RLRunLoopRef rl) {
 void rl__loop_lock(RLRunLoopRef rl) { rl_lock(rl); }
 void rl__loop_unlock(RLRunLoopRef rl) { rl_unlock(rl); }
 
-static _Atomic uint64_t rl_seq;
-uint64_t rl__next_seq(void) { return atomic_fetch_add_explicit(&rl_seq, 1, memory_order_relaxed) + 1; }
+/* Tie-break stamps of timers (runloop_internal.h). The epoch is the one
+ * process-wide counter, and only timers in no loop (at creation, or moved
+ * while in none) write it; a timer at home in a loop is stamped under that
+ * loop's lock from the loop's own counter, so moving and refiring timers
+ * writes nothing another loop reads.
+ *
+ * Stamps compare as (epoch, count): a stamp given after another one on any
+ * thread has a larger epoch, or the same epoch and a larger count. A
+ * homeless stamp takes a new epoch (count 0), larger than every epoch any
+ * earlier stamp read; a loop stamp reads the epoch (it saw every earlier
+ * homeless stamp) and takes the next count of its loop, and a loop's
+ * counter is raised to the count of each timer that comes home to it, so
+ * its later stamps are larger than that timer's. (A timer stamped in one
+ * loop and brought to another keeping its date may sort before a timer
+ * stamped in the other loop while it was on its way, as CF, which orders
+ * by insertion, puts it after.) */
+static _Atomic uint64_t rl_seq_epoch;
+
+void rl__timer_stamp_locked(struct RLRunLoopTimer *t) {
+    RLRunLoopRef h = atomic_load_explicit(&t->home, memory_order_relaxed);
+    if (!h) {
+        t->seq_epoch = atomic_fetch_add_explicit(&rl_seq_epoch, 1, memory_order_relaxed) + 1;
+        t->seq = 0;
+    } else {
+        t->seq_epoch = atomic_load_explicit(&rl_seq_epoch, memory_order_relaxed);
+        t->seq = ++h->timer_seq;
+    }
+}
 
 void rl__defer_init(rl_defer *d) {
     d->e = d->inline_e;
@@ -372,9 +399,12 @@ static inline RLRunLoopRef rl_home_get(void *item, rl_kind kind) {
 /* rl becomes the home of item; rl locked, item lock held, no home yet. */
 static void rl_home_set_locked(RLRunLoopRef rl, void *item, rl_kind kind) {
     atomic_store_explicit(rl_item_home(item, kind), rl, memory_order_relaxed);
-    if (kind == RL_KIND_TIMER)
-        TAILQ_INSERT_TAIL(&rl->homed_timers, (struct RLRunLoopTimer *)item, home_link);
-    else
+    if (kind == RL_KIND_TIMER) {
+        struct RLRunLoopTimer *t = item;
+        TAILQ_INSERT_TAIL(&rl->homed_timers, t, home_link);
+        if (t->seq > rl->timer_seq)
+            rl->timer_seq = t->seq; /* stamps given here from now on come after its own */
+    } else
         TAILQ_INSERT_TAIL(&rl->homed_observers, (struct RLRunLoopObserver *)item, home_link);
 }
 
@@ -2211,7 +2241,7 @@ static int rl_cmp_timer_memb(const void *x, const void *y) {
     const struct RLRunLoopTimer *a = (*(rl_memb *const *)x)->item, *b = (*(rl_memb *const *)y)->item;
     if (a->fire_date != b->fire_date)
         return a->fire_date < b->fire_date ? -1 : 1;
-    return a->seq < b->seq ? -1 : (a->seq > b->seq);
+    return rl__timer_stamp_before(a, b) ? -1 : rl__timer_stamp_before(b, a);
 }
 
 static void rl_fire_timer(RLRunLoopRef rl, rl_mode *m, struct RLRunLoopTimer *t) {

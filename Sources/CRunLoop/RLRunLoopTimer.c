@@ -63,7 +63,7 @@ RLRunLoopTimerRef RLRunLoopTimerCreate(RLAllocatorRef allocator, RLAbsoluteTime 
     t->anchor = t->fire_date;
     t->interval = interval > 0 ? (interval > RL_FAR_FUTURE ? RL_FAR_FUTURE : interval) : 0;
     t->order = order;
-    t->seq = rl__next_seq();
+    rl__timer_stamp_locked(t);
     t->callout = callout;
     t->valid = true;
     TAILQ_INIT(&t->membs);
@@ -117,7 +117,7 @@ bool RLRunLoopTimerSetNextFireDate(RLRunLoopTimerRef t, RLAbsoluteTime fireDate)
         t->fire_date = rl_clamp_date(fireDate);
         t->anchor = t->fire_date; /* a new grid starts here */
         t->ticks = 0;
-        t->seq = rl__next_seq();
+        rl__timer_stamp_locked(t);
         if (t->firing)
             t->moved_in_fire = true;
         rl__timer_moved_locked(t);
@@ -240,7 +240,7 @@ void rl__timer_after_fire_locked(struct RLRunLoopTimer *t, RLAbsoluteTime now, r
         }
         t->ticks = k;
         t->fire_date = rl_clamp_date(rl_grid(t, k));
-        t->seq = rl__next_seq();
+        rl__timer_stamp_locked(t);
     }
     /* Re-filed also after a move inside the callout: while firing, the
      * timer was left out of the wake-up (rl__tset_earliest_deadline). */

@@ -74,7 +74,7 @@ struct rl_memb {
 TAILQ_HEAD(rl_membq, rl_memb);
 
 /* A 4-ary min-heap of timer memberships; each entry carries its key so that
- * sifting touches only the array (ties, rare, compare the timers' seq).
+ * sifting touches only the array (ties, rare, compare the timers' stamps).
  * a[0, hn) is heap-ordered, a[hn, n) holds entries added since the order
  * was last needed (rl_heap.c). */
 typedef struct rl_hent {
@@ -172,7 +172,10 @@ struct RLRunLoopTimer {
     struct rl_membq membs;
     rl_memb inline_memb; /* the first membership, without an allocation */
     RLAbsoluteTime fire_date;
-    uint64_t seq; /* tie-break: equal dates fire in creation/move order */
+    /* Tie-break: equal dates fire in the order the timers got them
+     * (created, moved, refired): the stamp (seq_epoch, seq) of
+     * rl__timer_stamp_locked. */
+    uint64_t seq_epoch, seq;
     TAILQ_ENTRY(RLRunLoopTimer) home_link; /* in the home loop's list */
     /* A repeating timer's grid: fire_date is anchor + ticks * interval,
      * computed from the anchor each time (one rounding, never an
@@ -357,8 +360,15 @@ RL__HIDDEN void rl__source_fd_resync(struct RLRunLoopSource *s);
 /* Does the mode of rl contain item? Item lock (sources) or home lock held. */
 RL__HIDDEN bool rl__memb_in_mode(void *item, rl_kind kind, rl_mode *mode);
 
-/* Monotonically increasing sequence for timer ties. */
-RL__HIDDEN uint64_t rl__next_seq(void);
+/* Stamps t with the order it got its date in: a timer at home in a loop
+ * (that loop's lock held) from the loop's own counter, a timer in no loop
+ * (its item lock held, or not yet shared) from the process-wide epoch. */
+RL__HIDDEN void rl__timer_stamp_locked(struct RLRunLoopTimer *t);
+
+/* Whether a's stamp is before b's (dates being equal). */
+static inline bool rl__timer_stamp_before(const struct RLRunLoopTimer *a, const struct RLRunLoopTimer *b) {
+    return a->seq_epoch != b->seq_epoch ? a->seq_epoch < b->seq_epoch : a->seq < b->seq;
+}
 
 /* ---- timer heaps (rl_heap.c), the loop lock held ---- */
 

@@ -57,6 +57,63 @@ static void test_order_of_due_timers(void **state) {
     done(tie);
 }
 
+/* Timers due at one date fire in the order they were given that date (at
+ * creation or by SetNextFireDate, inside a loop or in none), whatever order
+ * they were added in. */
+static void test_equal_dates_fire_in_the_order_they_got_them(void **state) {
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    RLAbsoluteTime due = RLAbsoluteTimeGetCurrent() - 1;
+    RLRunLoopTimerRef a = make(due, 0, name_cb, "A");
+    RLRunLoopTimerRef b = make(due, 0, name_cb, "B");
+    RLRunLoopTimerRef c = make(due, 0, name_cb, "C");
+    RLRunLoopTimerRef d = make(due, 0, name_cb, "D");
+    assert_true(RLRunLoopTimerSetNextFireDate(a, due)); /* in no loop: after D */
+    assert_true(RLRunLoopAddTimer(rl, d, "Tie"));
+    assert_true(RLRunLoopAddTimer(rl, c, "Tie"));
+    assert_true(RLRunLoopAddTimer(rl, b, "Tie"));
+    assert_true(RLRunLoopAddTimer(rl, a, "Tie"));
+    assert_true(RLRunLoopTimerSetNextFireDate(b, due)); /* in the loop: after A */
+    assert_true(RLRunLoopTimerSetNextFireDate(c, due)); /* and C after B */
+    assert_int_equal(RLRunLoopRunInMode("Tie", 0, false), kRLRunLoopRunTimedOut);
+    assert_trace("D A B C");
+    done(a);
+    done(b);
+    done(c);
+    done(d);
+}
+
+static int repeats;
+
+static void repeat_twice_cb(RLRunLoopTimerRef t, void *info) {
+    rl_trace_add((const char *)info);
+    if (++repeats == 2)
+        RLRunLoopTimerInvalidate(t);
+}
+
+/* A repeating timer is given its next date when it fires: it fires after a
+ * timer created for that date before, and before one created after. */
+static void test_equal_dates_after_a_repeat(void **state) {
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    repeats = 0;
+    /* Due now, then next on its grid half a second from now (the first
+     * pass fires it long before then). */
+    RLAbsoluteTime anchor = RLAbsoluteTimeGetCurrent() - 0.5;
+    RLRunLoopTimerRef r = make(anchor, 1.0, repeat_twice_cb, "R");
+    RLAbsoluteTime next = anchor + (double)1 * 1.0; /* as the library computes it */
+    RLRunLoopTimerRef before = make(next, 0, name_cb, "before");
+    assert_true(RLRunLoopAddTimer(rl, r, "Rep"));
+    assert_int_equal(RLRunLoopRunInMode("Rep", 0, false), kRLRunLoopRunTimedOut);
+    assert_true(RLRunLoopTimerGetNextFireDate(r) == next);
+    RLRunLoopTimerRef after = make(next, 0, name_cb, "after");
+    assert_true(RLRunLoopAddTimer(rl, after, "Rep"));
+    assert_true(RLRunLoopAddTimer(rl, before, "Rep"));
+    assert_int_equal(RLRunLoopRunInMode("Rep", 10, false), kRLRunLoopRunFinished);
+    assert_trace("R before R after");
+    done(r);
+    done(before);
+    done(after);
+}
+
 static RLAbsoluteTime fired_at[16];
 static int nfired;
 
@@ -781,6 +838,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_one_shot_fires_once, rl_trace_setup),
         cmocka_unit_test_setup(test_order_of_due_timers, rl_trace_setup),
+        cmocka_unit_test_setup(test_equal_dates_fire_in_the_order_they_got_them, rl_trace_setup),
+        cmocka_unit_test_setup(test_equal_dates_after_a_repeat, rl_trace_setup),
         cmocka_unit_test_setup(test_repeating_stays_on_grid, rl_trace_setup),
         cmocka_unit_test_setup(test_missed_periods_fire_once, rl_trace_setup),
         cmocka_unit_test_setup(test_set_next_fire_date_earlier_and_later, rl_trace_setup),
