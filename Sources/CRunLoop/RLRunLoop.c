@@ -13,7 +13,9 @@
  *     costs no system call;
  *   - timers sit in two heaps per mode (by fire date, and by fire date +
  *     tolerance); the timerfd is armed at the earliest deadline, and every
- *     timer already past its fire date fires on that wake-up;
+ *     timer already past its fire date fires on that wake-up. The timerfd is
+ *     edge-triggered and never read: each expiry is one event, and arming it
+ *     again (as every wait that blocks does first) clears the last one;
  *   - a signalled source's memberships go on their modes' ready lists;
  *   - perform requests go into the loop's perform queue (RLRunLoopPerform.c),
  *     which the loop runs through rl__perform_run and the other calls of
@@ -127,6 +129,11 @@ struct RLRunLoop {
     size_t capcidx; /* a power of two, at least twice nci; 0: none yet */
 
     uint32_t pass_ran; /* requests run since the loop last waited; the loop's thread only */
+    /* rl_do_timers' array of due timers, kept between passes so that a
+     * wake-up for a timer does not pay for an allocation; the loop's thread
+     * only (a nested run finds it taken and uses its own). */
+    rl_memb **due;
+    size_t capdue;
     rl_frame *frame;
     rl_mode *armed_mode; /* the mode whose fds are in the epoll set */
     double armed_at;     /* monotonic time the timerfd is armed for; INFINITY: disarmed */
@@ -2293,13 +2300,15 @@ static void rl_fire_timer(RLRunLoopRef rl, rl_mode *m, struct RLRunLoopTimer *t)
 }
 
 static void rl_do_timers(RLRunLoopRef rl, rl_mode *m) {
-    rl_memb **due = NULL;
-    size_t n = 0, cap = 0;
     rl_lock(rl);
     if (rl__tset_count(&m->timers) == 0) {
         rl_unlock(rl); /* no clock read for a mode without timers */
         return;
     }
+    rl_memb **due = rl->due;
+    size_t n = 0, cap = rl->capdue;
+    rl->due = NULL;
+    rl->capdue = 0;
     RLAbsoluteTime now = RLAbsoluteTimeGetCurrent();
     rl__tset_collect_due(&m->timers, now, &due, &n, &cap);
     if (n > 1)
@@ -2315,7 +2324,14 @@ static void rl_do_timers(RLRunLoopRef rl, rl_mode *m) {
             rl_fire_timer(rl, m, t);
         RLRelease(t);
     }
-    free(due);
+    /* Kept for the next pass unless a nested run kept its own meanwhile,
+     * or a burst made it large. */
+    if (!rl->due && cap <= 1024) {
+        rl->due = due;
+        rl->capdue = cap;
+    } else {
+        free(due);
+    }
 }
 
 typedef struct rl_fd_fire {
@@ -2448,11 +2464,10 @@ static inline void rl_flag_set(_Atomic int *flag, int v) {
         atomic_store(flag, v);
 }
 
-/* A poll with no user fd to look at and no timerfd expiry to drain has
- * nothing to ask the kernel: due timers are found by the clock. */
-static bool rl_poll_needs_no_syscall(RLRunLoopRef rl) {
-    return rl->nfd_armed == 0 && (rl->armed_at == INFINITY || !(rl->armed_at <= rl_mono_now()));
-}
+/* A poll with no user fd to look at has nothing to ask the kernel: due
+ * timers are found by the clock, and an expiry of the edge-triggered
+ * timerfd needs no draining (the next arming clears it). */
+static bool rl_poll_needs_no_syscall(RLRunLoopRef rl) { return rl->nfd_armed == 0; }
 
 /* Whether the loop, about to block, may spin for a wake-up first: only if
  * the last wake-up came from another CPU (a waker on this CPU cannot run
@@ -2556,7 +2571,8 @@ static int rl_wait(RLRunLoopRef rl, rl_frame *f, bool poll, struct epoll_event *
         } else if (rl_ev_fd(&ev[i]) == rl->evfd) {
             woken = true; /* edge-triggered: nothing to read back */
         } else if (rl_ev_fd(&ev[i]) == rl->tfd) {
-            rl_drain(rl->tfd);
+            /* Edge-triggered: nothing to read back (a system call less
+             * between the wake-up and the timer's callout). */
             rl_lock(rl);
             rl->armed_at = INFINITY;
             rl_unlock(rl);
@@ -2756,6 +2772,7 @@ static void rl_close(int fd) {
 
 static void rl_finalize(void *obj) {
     RLRunLoopRef rl = obj;
+    free(rl->due);
     for (size_t i = 0; i < rl->nmodes; i++)
         rl_mode_free(rl->modes[i]);
     free(rl->modes);
@@ -2801,7 +2818,7 @@ static RLRunLoopRef rl_create(pthread_t thread) {
     rl->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     rl->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
     if (rl->epfd < 0 || rl->evfd < 0 || rl->tfd < 0 || !rl_watch(rl, rl->evfd, EPOLLIN | EPOLLET) ||
-        !rl_watch(rl, rl->tfd, EPOLLIN)) {
+        !rl_watch(rl, rl->tfd, EPOLLIN | EPOLLET)) {
         int err = errno;
         RLRelease(rl);
         rl__fail_errno(err, fn, "cannot create the run loop's descriptors");

@@ -269,6 +269,52 @@ static void test_tolerance_coalesces_wakeups(void **state) {
     done(b);
 }
 
+/* One wake-up per timer expiry, also after the timerfd expired while the
+ * loop was busy (woken early by another thread, then performing a source
+ * past the timer's date, then polling): the loop neither wakes for an
+ * expiry it has already served nor spins on one. */
+static int expiry_fires, expiry_wakes;
+
+static void expiry_observer(RLRunLoopObserverRef o, RLRunLoopActivity a, void *info) { expiry_wakes++; }
+
+static void expiry_timer(RLRunLoopTimerRef t, void *info) {
+    if (++expiry_fires == 20)
+        RLRunLoopStop(RLRunLoopGetCurrent());
+}
+
+static void busy_perform(void *info) {
+    double t0 = rl_test_now();
+    while (rl_test_now() - t0 < 0.012) {
+    }
+}
+
+static void signal_and_wake(RLRunLoopRef rl, void *source) {
+    RLRunLoopSourceSignal(source);
+    RLRunLoopWakeUp(rl);
+}
+
+static void test_one_wakeup_per_timer_expiry(void **state) {
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    expiry_fires = expiry_wakes = 0;
+    RLRunLoopObserverRef o = RLRunLoopObserverCreate(NULL, kRLRunLoopAfterWaiting, true, 0, expiry_observer, NULL);
+    RLRunLoopSourceContext sc = {0};
+    sc.perform = busy_perform;
+    RLRunLoopSourceRef src = RLRunLoopSourceCreate(NULL, 0, &sc);
+    RLRunLoopTimerRef t = make(RLAbsoluteTimeGetCurrent() + 0.005, 0.004, expiry_timer, NULL);
+    assert_true(RLRunLoopAddObserver(rl, o, "Expiry"));
+    assert_true(RLRunLoopAddSource(rl, src, "Expiry"));
+    assert_true(RLRunLoopAddTimer(rl, t, "Expiry"));
+    assert_int_equal(rl_test_run_and_act_while_asleep("Expiry", false, signal_and_wake, src), kRLRunLoopRunStopped);
+    assert_int_equal(expiry_fires, 20);
+    /* One wake-up for the other thread's WakeUp, one per later fire. */
+    assert_in_range(expiry_wakes, 1, expiry_fires + 1);
+    RLRunLoopObserverInvalidate(o);
+    RLRelease(o);
+    RLRunLoopSourceInvalidate(src);
+    RLRelease(src);
+    done(t);
+}
+
 static int t_retains, t_releases;
 static const void *t_retain(const void *i) {
     t_retains++;
@@ -848,6 +894,7 @@ int main(void) {
         cmocka_unit_test_setup(test_same_timer_in_two_modes, rl_trace_setup),
         cmocka_unit_test_setup(test_tolerance_rules, rl_trace_setup),
         cmocka_unit_test_setup(test_tolerance_coalesces_wakeups, rl_trace_setup),
+        cmocka_unit_test_setup(test_one_wakeup_per_timer_expiry, rl_trace_setup),
         cmocka_unit_test_setup(test_context_balance_and_description, rl_trace_setup),
         cmocka_unit_test_setup(test_timer_belongs_to_one_loop, rl_trace_setup),
 #if __BLOCKS__
