@@ -47,6 +47,7 @@ static void *bml_setup(enum bml_op op) {
     CFRunLoopAddSource(s->rl, s->keep, kCFRunLoopDefaultMode);
     if (op == BML_TIMER)
         s->timer = CFRunLoopTimerCreate(NULL, CFAbsoluteTimeGetCurrent() + 1e6, 0, 0, 0, bml_timer_nothing, NULL);
+    s->far = CFAbsoluteTimeGetCurrent() + 1e6;
     if (op == BML_MOVE || op == BML_FIRE) {
         /* Repeating, with an interval far beyond the run: after each fire
          * its next date is far away until the next operation makes it due. */
@@ -91,6 +92,10 @@ static void bml_run(void *state, enum bml_op op, long n) {
             CFRunLoopSourceSignal(s->src);
             CFRunLoopRunInMode(kCFRunLoopDefaultMode, 0, true);
         }
+        break;
+    case BML_CREATE:
+        for (long i = 0; i < n; i++)
+            CFRelease(CFRunLoopTimerCreate(NULL, s->far, 0, 0, 0, bml_timer_nothing, NULL));
         break;
     case BML_MOVE:
         for (long i = 0; i < n; i++) CFRunLoopTimerSetNextFireDate(s->timer, s->far + (double)i * 1e-3);

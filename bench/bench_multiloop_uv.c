@@ -6,7 +6,8 @@
  * usual libuv pattern, as in bench_runloop_uv.c); uv_async_send + one
  * UV_RUN_NOWAIT pass for signal + perform; uv_timer_start to move a timer
  * (libuv moves a timer by restarting it), and with a timeout of 0 followed
- * by one UV_RUN_NOWAIT pass to make it due and fire it.
+ * by one UV_RUN_NOWAIT pass to make it due and fire it; uv_timer_init +
+ * uv_close for create + release (a handle is the caller's memory).
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -94,6 +95,19 @@ static void bmu_run(void *state, enum bml_op op, long n) {
         for (long i = 0; i < n; i++) uv_timer_start(&s->timer, bmu_nothing_timer, 1000000000ULL + (uint64_t)i, 0);
         uv_timer_stop(&s->timer);
         break;
+    case BML_CREATE: {
+        /* A libuv handle lives in the caller's memory: the nearest is init +
+         * close, the closes finished by one pass a batch. */
+        uv_timer_t t[BML_BATCH];
+        for (long i = 0; i < n; i += BML_BATCH) {
+            for (int j = 0; j < BML_BATCH; j++) {
+                uv_timer_init(&s->loop, &t[j]);
+                uv_close((uv_handle_t *)&t[j], NULL);
+            }
+            uv_run(&s->loop, UV_RUN_NOWAIT);
+        }
+        break;
+    }
     case BML_FIRE:
         for (long i = 0; i < n; i++) {
             uv_timer_start(&s->timer, bmu_count_timer, 0, 0);
