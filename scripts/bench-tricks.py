@@ -45,10 +45,6 @@ ROWS = [
     ("PACE", "thread", "round trip p50, 1 CPU: RLWorkerThreadPerformSync", False),
     ("YIELD", "thread", "round trip p50, 1 CPU: RLWorkerThreadPerformSync", False),
     ("YIELD", "thread", "round trip p50, 1 CPU: RLThreadPerform wait", False),
-    ("LOCK_SPIN", "sync", "RLLock contended, 2 threads", False),
-    ("LOCK_SPIN", "sync", "RLLock lock+unlock", False),
-    ("LOCK_SPIN", "sync", "RLCondition ping-pong (round trip)", False),
-    ("LOCK_SPIN", "pingpong", "v0 ping-pong round trip p50 (us)", False),
     ("BLOCK_COPY", "perform", "perform block+WakeUp, other thread (M/s)", True),
 ]
 
