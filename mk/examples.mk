@@ -19,7 +19,12 @@ examples: $(EXAMPLE_BINS) ## build the C examples into $(BUILD)/examples
 $(BUILD)/examples/%: examples/c/%.c $(HDRS) $(EXAMPLE_HDRS) $(STATIC_LIB)
 	@mkdir -p $(dir $@)
 	@$(call say,CC,$@)
-	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(STATIC_LIB) $(LIBS)
+	$(Q)$(CC) $(CPPFLAGS) $(EXAMPLE_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(STATIC_LIB) $(EXAMPLE_LIBS) $(LIBS)
+
+# Examples that use another library get its flags from pkg-config (the
+# Debian package is in scripts/setup-deps.sh).
+$(BUILD)/examples/threaded_parser: EXAMPLE_CFLAGS = $(shell pkg-config --cflags expat)
+$(BUILD)/examples/threaded_parser: EXAMPLE_LIBS = $(shell pkg-config --libs expat)
 
 check-examples: $(EXAMPLE_BINS) ## run every C example in its fast mode and check its output
 	@BUILD=$(BUILD) scripts/run-examples.sh $(EXAMPLES)

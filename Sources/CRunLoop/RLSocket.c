@@ -5,6 +5,7 @@
  * flags say. */
 #include "RLDataInternal.h"
 #include "RLLockInternal.h"
+#include "rl_lockclass.h"
 
 #include <crunloop/RLFileDescriptor.h>
 #include <crunloop/RLSocket.h>
@@ -55,12 +56,20 @@ struct RLSocket {
     bool close_pending;
 };
 
+/* Reports to the lock-order detector as one class for every socket
+ * (docs/locking.md: before the loop and item locks). */
 static inline void sock_lock(struct RLSocket *s) {
+    if (RL__UNLIKELY(rl__lockdep_enabled()))
+        rl__lockclass_take(RL_LOCKCLASS_SOCKET, __builtin_return_address(0));
     if (!rl__mutex_trylock(&s->lock))
         (void)rl__mutex_lock_slow(&s->lock, NULL);
 }
 
-static inline void sock_unlock(struct RLSocket *s) { rl__mutex_unlock(&s->lock); }
+static inline void sock_unlock(struct RLSocket *s) {
+    rl__mutex_unlock(&s->lock);
+    if (RL__UNLIKELY(rl__lockdep_enabled()))
+        rl__lockclass_drop(RL_LOCKCLASS_SOCKET);
+}
 
 static void sock_finalize(void *obj) {
     struct RLSocket *s = obj;

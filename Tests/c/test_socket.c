@@ -6,6 +6,8 @@
 #include "testutil.h"
 #include "trace.h"
 
+#include "runloop_internal.h"
+
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
@@ -127,6 +129,7 @@ static int count_threads(void) {
 
 static void test_connect_accept_and_echo(void **state) {
     (void)state;
+    naccepted = 0;
     int threads = count_threads();
     RLDataRef addr;
     RLSocketRef l = listener(&addr);
@@ -618,6 +621,39 @@ static void test_invalidate_from_another_thread_while_reading(void **state) {
     }
 }
 
+/* ---- the lock order, checked by the lock-order detector ---- */
+
+static atomic_int reports;
+static void count_report(const RLLockDebugReport *rep, void *info) {
+    (void)rep;
+    (void)info;
+    atomic_fetch_add(&reports, 1);
+}
+
+/* With the detector on, sockets in use report nothing; having seen them,
+ * the detector reports a socket lock taken under a run loop's lock (the
+ * order is socket, then loop: docs/locking.md). */
+static void test_lock_order_is_checked(void **state) {
+    bool was = RLLockDebugIsEnabled();
+    RLLockDebugSetEnabled(true);
+    RLLockDebugReset();
+    atomic_store(&reports, 0);
+    RLLockDebugSetReportHandler(count_report, NULL);
+    test_connect_accept_and_echo(state);
+    rl_trace_clear();
+    test_flags_reenable_and_disable(state);
+    assert_int_equal(atomic_load(&reports), 0);
+
+    rl__loop_lock(RLRunLoopGetCurrent());
+    rl__lockclass_take(RL_LOCKCLASS_SOCKET, NULL);
+    rl__lockclass_drop(RL_LOCKCLASS_SOCKET);
+    rl__loop_unlock(RLRunLoopGetCurrent());
+    assert_int_equal(atomic_load(&reports), 1);
+    RLLockDebugSetReportHandler(NULL, NULL);
+    RLLockDebugReset();
+    RLLockDebugSetEnabled(was);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_connect_accept_and_echo, rl_trace_setup),
@@ -634,6 +670,7 @@ int main(void) {
         cmocka_unit_test_setup(test_misuse, rl_trace_setup),
         cmocka_unit_test_setup(test_fd_closed_behind_the_socket_does_not_spin, rl_trace_setup),
         cmocka_unit_test_setup(test_invalidate_from_another_thread_while_reading, rl_trace_setup),
+        cmocka_unit_test_setup(test_lock_order_is_checked, rl_trace_setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
