@@ -119,14 +119,24 @@ typedef struct rl_tcache {
     void *ring[RL_QUARANTINE];
 } rl_tcache;
 
-/* The calling thread's caches, made on its first use of a class. */
-static __thread rl_tcache *rl_tc[RL_NCLASSES];
-/* The thread gave its caches back (it is exiting): from then on it takes
- * the class's mutex for each slot. */
-static __thread bool rl_tc_off;
-static pthread_key_t rl_tc_key; /* its destructor gives a thread's caches back */
-static bool rl_tc_key_ok;
-static void rl_tc_give_back(void *unused);
+/* A thread's caches, one per class, made on its first use of the pool
+ * (calloc'd: the pages of classes it never uses stay untouched). Every
+ * thread's block is on one list, so that a fork() child can give back
+ * what its parent's other threads held, and leak checkers see them. */
+typedef struct rl_tblock {
+    struct rl_tblock *next, *prev;
+    rl_tcache c[RL_NCLASSES];
+} rl_tblock;
+
+static __thread rl_tblock *rl_tb;
+/* The thread gave its caches back (it is exiting) or could not have them:
+ * it takes the class's mutex for each slot. */
+static __thread bool rl_tb_off;
+static pthread_key_t rl_tb_key; /* its destructor gives a thread's block back */
+static bool rl_tb_key_ok;
+static pthread_mutex_t rl_tblocks_lock = PTHREAD_MUTEX_INITIALIZER; /* taken before a class's */
+static rl_tblock *rl_tblocks;
+static void rl_tb_exit(void *block);
 
 static void rl_classes_init(void) {
     for (int k = 0; k < RL_NCLASSES; k++) {
@@ -146,22 +156,40 @@ static void rl_classes_init(void) {
             }
         }
     }
-    rl_tc_key_ok = pthread_key_create(&rl_tc_key, rl_tc_give_back) == 0;
+    rl_tb_key_ok = pthread_key_create(&rl_tb_key, rl_tb_exit) == 0;
+}
+
+static void rl_tblocks_unlink_locked(rl_tblock *b) {
+    if (b->prev)
+        b->prev->next = b->next;
+    else
+        rl_tblocks = b->next;
+    if (b->next)
+        b->next->prev = b->prev;
 }
 
 /* The calling thread's cache for class c, or NULL: the caller then takes
  * the class's mutex for this slot. */
 static rl_tcache *rl_tc_get(rl_pclass *c) {
-    rl_tcache **slot = &rl_tc[c - rl_classes];
-    if (RL__LIKELY(*slot != NULL))
-        return *slot;
-    if (rl_tc_off || !rl_tc_key_ok)
+    rl_tblock *b = rl_tb;
+    if (RL__LIKELY(b != NULL))
+        return &b->c[c - rl_classes];
+    if (rl_tb_off || !rl_tb_key_ok)
         return NULL;
-    /* The key's value only has to be non-NULL for its destructor to run. */
-    if (!pthread_getspecific(rl_tc_key) && pthread_setspecific(rl_tc_key, &rl_tc_off) != 0)
+    b = calloc(1, sizeof *b);
+    if (!b || pthread_setspecific(rl_tb_key, b) != 0) {
+        free(b);
+        rl_tb_off = true;
         return NULL;
-    *slot = calloc(1, sizeof **slot);
-    return *slot;
+    }
+    pthread_mutex_lock(&rl_tblocks_lock);
+    b->next = rl_tblocks;
+    if (rl_tblocks)
+        rl_tblocks->prev = b;
+    rl_tblocks = b;
+    pthread_mutex_unlock(&rl_tblocks_lock);
+    rl_tb = b;
+    return &b->c[c - rl_classes];
 }
 
 bool rl__pool_serves(size_t size) { return size > 0 && size <= RL_POOL_MAX; }
@@ -358,17 +386,12 @@ void rl__pool_free(void *p) {
     t->ready[t->nready++] = oldest;
 }
 
-/* A thread's exit (the key's destructor): its caches go back, the ready
- * slots to their slabs and its quarantines, oldest first, to the classes'
- * quarantines; whatever it makes or releases after this takes the lock. */
-static void rl_tc_give_back(void *unused) {
-    (void)unused;
-    rl_tc_off = true;
+/* Gives a thread's caches back and frees them: the ready slots to their
+ * slabs, its quarantines, oldest first, to the classes' quarantines. The
+ * block is off the list already. */
+static void rl_tblock_give_back(rl_tblock *b) {
     for (int k = 0; k < RL_NCLASSES; k++) {
-        rl_tcache *t = rl_tc[k];
-        if (!t)
-            continue;
-        rl_tc[k] = NULL;
+        rl_tcache *t = &b->c[k];
         if (t->nready)
             rl_slots_give(&rl_classes[k], t->ready, t->nready, true);
         while (t->qlen) {
@@ -380,8 +403,20 @@ static void rl_tc_give_back(void *unused) {
             }
             rl_slots_give(&rl_classes[k], chunk, n, false);
         }
-        free(t);
     }
+    free(b);
+}
+
+/* A thread's exit (the key's destructor): whatever it makes or releases
+ * after this takes the lock. */
+static void rl_tb_exit(void *block) {
+    rl_tblock *b = block;
+    rl_tb = NULL;
+    rl_tb_off = true;
+    pthread_mutex_lock(&rl_tblocks_lock);
+    rl_tblocks_unlink_locked(b);
+    pthread_mutex_unlock(&rl_tblocks_lock);
+    rl_tblock_give_back(b);
 }
 
 /* fork(): every class lock is held across it (rl_fork.c), in index order,
@@ -389,6 +424,7 @@ static void rl_tc_give_back(void *unused) {
  * consistent and the locks free. */
 void rl__pool_fork_prepare(void) {
     pthread_once(&rl_classes_once, rl_classes_init);
+    pthread_mutex_lock(&rl_tblocks_lock);
     for (int k = 0; k < RL_NCLASSES; k++)
         pthread_mutex_lock(&rl_classes[k].lock);
 }
@@ -396,6 +432,27 @@ void rl__pool_fork_prepare(void) {
 void rl__pool_fork_parent(void) {
     for (int k = RL_NCLASSES - 1; k >= 0; k--)
         pthread_mutex_unlock(&rl_classes[k].lock);
+    pthread_mutex_unlock(&rl_tblocks_lock);
 }
 
-void rl__pool_fork_child(void) { rl__pool_fork_parent(); }
+/* In the child only the forking thread lives on: what the others held in
+ * their caches goes back to the classes. */
+void rl__pool_fork_child(void) {
+    rl__pool_fork_parent();
+    pthread_mutex_lock(&rl_tblocks_lock);
+    rl_tblock *others = NULL;
+    for (rl_tblock *b = rl_tblocks, *next; b; b = next) {
+        next = b->next;
+        if (b == rl_tb)
+            continue;
+        rl_tblocks_unlink_locked(b);
+        b->next = others;
+        others = b;
+    }
+    pthread_mutex_unlock(&rl_tblocks_lock);
+    while (others) {
+        rl_tblock *b = others;
+        others = b->next;
+        rl_tblock_give_back(b);
+    }
+}
