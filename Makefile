@@ -241,7 +241,7 @@ check-swift-asan: deps ## `swift test` under AddressSanitizer (.build/asan)
 
 check-sanitizers: check-asan check-tsan check-leak check-lockdep check-swift-tsan check-swift-asan ## every sanitizer run above
 
-install: all ## headers, libcrunloop.a/.so and crunloop.pc into $(DESTDIR)$(PREFIX)
+install: all ## headers, libcrunloop.a/.so, crunloop.pc and the echo examples (bin/crunloop-echo-server, -client) into $(DESTDIR)$(PREFIX)
 	install -d $(DESTDIR)$(PREFIX)/include/crunloop $(DESTDIR)$(PREFIX)/lib/pkgconfig
 	install -m 644 include/crunloop/*.h $(DESTDIR)$(PREFIX)/include/crunloop/
 	install -m 644 $(STATIC_LIB) $(DESTDIR)$(PREFIX)/lib/

@@ -1,6 +1,8 @@
 /* RLRunLoopTimer.c — timers: grid rescheduling, tolerance, moves from any
- * thread. The heaps themselves live in rl_heap.c; the firing in RLRunLoop.c. */
-#include "runloop_internal.h"
+ * thread. The heaps themselves live in rl_heap.c; the firing in RLRunLoopRun.c. */
+#include "rl_heap.h"
+#include "rl_lock.h"
+#include "RLRunLoopMembership.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -8,6 +10,37 @@
 
 /* Dates beyond this are "never" (CF clamps likewise); keeps arithmetic finite. */
 #define RL_FAR_FUTURE 9.0e15
+
+/* Timers with equal fire dates fire in the order they got them (created,
+ * moved, refired): each of those stamps the timer (runloop_internal.h).
+ * The epoch is the one process-wide counter, and only timers in no loop
+ * (at creation, or moved while in none) write it; a timer at home in a
+ * loop is stamped under that loop's lock from the loop's own counter, so
+ * moving and refiring timers writes nothing another loop reads.
+ *
+ * Stamps compare as (epoch, count): a stamp given after another one on any
+ * thread has a larger epoch, or the same epoch and a larger count. A
+ * homeless stamp takes a new epoch (count 0), larger than every epoch any
+ * earlier stamp read; a loop stamp reads the epoch (it saw every earlier
+ * homeless stamp) and takes the next count of its loop, and a loop's
+ * counter is raised to the count of each timer that comes home to it
+ * (rl__home_set_locked), so its later stamps are larger than that timer's.
+ * (A timer stamped in one loop and brought to another keeping its date may
+ * sort before a timer stamped in the other loop while it was on its way,
+ * as CF, which orders by insertion, puts it after.) The timer's home's
+ * lock held, or its item lock while it has none, or not yet shared. */
+static _Atomic uint64_t rl_seq_epoch;
+
+static void rl_timer_stamp_locked(struct RLRunLoopTimer *t) {
+    RLRunLoopRef h = atomic_load_explicit(&t->home, memory_order_relaxed);
+    if (!h) {
+        t->seq_epoch = atomic_fetch_add_explicit(&rl_seq_epoch, 1, memory_order_relaxed) + 1;
+        t->seq = 0;
+    } else {
+        t->seq_epoch = atomic_load_explicit(&rl_seq_epoch, memory_order_relaxed);
+        t->seq = ++h->timer_seq;
+    }
+}
 
 static void rl_timer_finalize(void *obj) {
     struct RLRunLoopTimer *t = obj;
@@ -47,7 +80,7 @@ static double rl_clamp_date(double d) {
 RLRunLoopTimerRef RLRunLoopTimerCreate(RLAllocatorRef allocator, RLAbsoluteTime fireDate, RLTimeInterval interval,
                                        RLOptionFlags flags, RLIndex order, RLRunLoopTimerCallBack callout,
                                        RLRunLoopTimerContext *context) {
-    const char *fn = "RLRunLoopTimerCreate";
+    const char *fn = __func__;
     if (isnan(fireDate) || isnan(interval)) {
         rl__fail(kRLErrorInvalidArgument, fn, "NaN fire date or interval");
         return NULL;
@@ -63,7 +96,7 @@ RLRunLoopTimerRef RLRunLoopTimerCreate(RLAllocatorRef allocator, RLAbsoluteTime 
     t->anchor = t->fire_date;
     t->interval = interval > 0 ? (interval > RL_FAR_FUTURE ? RL_FAR_FUTURE : interval) : 0;
     t->order = order;
-    rl__timer_stamp_locked(t);
+    rl_timer_stamp_locked(t);
     t->callout = callout;
     t->valid = true;
     TAILQ_INIT(&t->membs);
@@ -85,7 +118,7 @@ RLRunLoopTimerRef RLRunLoopTimerCreateWithHandler(RLAllocatorRef allocator, RLAb
                                                   RLTimeInterval interval, RLOptionFlags flags, RLIndex order,
                                                   void (^block)(RLRunLoopTimerRef timer)) {
     if (!block) {
-        rl__fail(kRLErrorInvalidArgument, "RLRunLoopTimerCreateWithHandler", "NULL block");
+        rl__fail(kRLErrorInvalidArgument, __func__, "NULL block");
         return NULL;
     }
     RLRunLoopTimerContext ctx = {0, (void *)Block_copy(block), NULL, rl_timer_release_block, NULL};
@@ -97,7 +130,7 @@ RLRunLoopTimerRef RLRunLoopTimerCreateWithHandler(RLAllocatorRef allocator, RLAb
 #endif
 
 RLAbsoluteTime RLRunLoopTimerGetNextFireDate(RLRunLoopTimerRef t) {
-    if (!rl_timer_ok(t, "RLRunLoopTimerGetNextFireDate"))
+    if (!rl_timer_ok(t, __func__))
         return 0;
     RLRunLoopRef h = rl__item_lock(t, RL_KIND_TIMER);
     RLAbsoluteTime d = t->valid ? t->fire_date : 0; /* as CF: no next fire for an invalidated timer */
@@ -106,7 +139,7 @@ RLAbsoluteTime RLRunLoopTimerGetNextFireDate(RLRunLoopTimerRef t) {
 }
 
 bool RLRunLoopTimerSetNextFireDate(RLRunLoopTimerRef t, RLAbsoluteTime fireDate) {
-    const char *fn = "RLRunLoopTimerSetNextFireDate";
+    const char *fn = __func__;
     if (!rl_timer_ok(t, fn))
         return false;
     if (isnan(fireDate))
@@ -117,7 +150,7 @@ bool RLRunLoopTimerSetNextFireDate(RLRunLoopTimerRef t, RLAbsoluteTime fireDate)
         t->fire_date = rl_clamp_date(fireDate);
         t->anchor = t->fire_date; /* a new grid starts here */
         t->ticks = 0;
-        rl__timer_stamp_locked(t);
+        rl_timer_stamp_locked(t);
         if (t->firing)
             t->moved_in_fire = true;
         rl__timer_moved_locked(t);
@@ -129,14 +162,14 @@ bool RLRunLoopTimerSetNextFireDate(RLRunLoopTimerRef t, RLAbsoluteTime fireDate)
 }
 
 RLTimeInterval RLRunLoopTimerGetInterval(RLRunLoopTimerRef t) {
-    return rl_timer_ok(t, "RLRunLoopTimerGetInterval") ? t->interval : 0;
+    return rl_timer_ok(t, __func__) ? t->interval : 0;
 }
 
 bool RLRunLoopTimerDoesRepeat(RLRunLoopTimerRef t) {
-    return rl_timer_ok(t, "RLRunLoopTimerDoesRepeat") && t->interval > 0;
+    return rl_timer_ok(t, __func__) && t->interval > 0;
 }
 
-RLIndex RLRunLoopTimerGetOrder(RLRunLoopTimerRef t) { return rl_timer_ok(t, "RLRunLoopTimerGetOrder") ? t->order : 0; }
+RLIndex RLRunLoopTimerGetOrder(RLRunLoopTimerRef t) { return rl_timer_ok(t, __func__) ? t->order : 0; }
 
 void rl__timer_invalidate_locked(struct RLRunLoopTimer *t, rl_defer *d) {
     if (!t->valid)
@@ -152,7 +185,7 @@ void rl__timer_invalidate_locked(struct RLRunLoopTimer *t, rl_defer *d) {
 }
 
 bool RLRunLoopTimerInvalidate(RLRunLoopTimerRef t) {
-    if (!rl_timer_ok(t, "RLRunLoopTimerInvalidate"))
+    if (!rl_timer_ok(t, __func__))
         return false;
     rl_defer d;
     rl__defer_init(&d);
@@ -164,7 +197,7 @@ bool RLRunLoopTimerInvalidate(RLRunLoopTimerRef t) {
 }
 
 bool RLRunLoopTimerIsValid(RLRunLoopTimerRef t) {
-    if (!rl_timer_ok(t, "RLRunLoopTimerIsValid"))
+    if (!rl_timer_ok(t, __func__))
         return false;
     RLRunLoopRef h = rl__item_lock(t, RL_KIND_TIMER);
     bool v = t->valid;
@@ -173,7 +206,7 @@ bool RLRunLoopTimerIsValid(RLRunLoopTimerRef t) {
 }
 
 bool RLRunLoopTimerGetContext(RLRunLoopTimerRef t, RLRunLoopTimerContext *context) {
-    const char *fn = "RLRunLoopTimerGetContext";
+    const char *fn = __func__;
     if (!rl_timer_ok(t, fn))
         return false;
     if (!context)
@@ -183,7 +216,7 @@ bool RLRunLoopTimerGetContext(RLRunLoopTimerRef t, RLRunLoopTimerContext *contex
 }
 
 RLTimeInterval RLRunLoopTimerGetTolerance(RLRunLoopTimerRef t) {
-    if (!rl_timer_ok(t, "RLRunLoopTimerGetTolerance"))
+    if (!rl_timer_ok(t, __func__))
         return -1;
     RLRunLoopRef h = rl__item_lock(t, RL_KIND_TIMER);
     RLTimeInterval tol = t->tolerance;
@@ -192,7 +225,7 @@ RLTimeInterval RLRunLoopTimerGetTolerance(RLRunLoopTimerRef t) {
 }
 
 bool RLRunLoopTimerSetTolerance(RLRunLoopTimerRef t, RLTimeInterval tolerance) {
-    const char *fn = "RLRunLoopTimerSetTolerance";
+    const char *fn = __func__;
     if (!rl_timer_ok(t, fn))
         return false;
     if (isnan(tolerance) || tolerance < 0)
@@ -240,7 +273,7 @@ void rl__timer_after_fire_locked(struct RLRunLoopTimer *t, RLAbsoluteTime now, r
         }
         t->ticks = k;
         t->fire_date = rl_clamp_date(rl_grid(t, k));
-        rl__timer_stamp_locked(t);
+        rl_timer_stamp_locked(t);
     }
     /* Re-filed also after a move inside the callout: while firing, the
      * timer was left out of the wake-up (rl__tset_earliest_deadline). */

@@ -43,6 +43,7 @@
  * key's destructor, and of threads that could not get their caches) are
  * under the class's mutex.
  */
+#include "rl_fork.h"
 #include "rl_pool.h"
 
 #include <pthread.h>
@@ -422,14 +423,14 @@ static void rl_tb_exit(void *block) {
 /* fork(): every class lock is held across it (rl_fork.c), in index order,
  * so that a child forked while another thread allocates finds the lists
  * consistent and the locks free. */
-void rl__pool_fork_prepare(void) {
+static void fork_prepare(void) {
     pthread_once(&rl_classes_once, rl_classes_init);
     pthread_mutex_lock(&rl_tblocks_lock);
     for (int k = 0; k < RL_NCLASSES; k++)
         pthread_mutex_lock(&rl_classes[k].lock);
 }
 
-void rl__pool_fork_parent(void) {
+static void fork_parent(void) {
     for (int k = RL_NCLASSES - 1; k >= 0; k--)
         pthread_mutex_unlock(&rl_classes[k].lock);
     pthread_mutex_unlock(&rl_tblocks_lock);
@@ -437,8 +438,8 @@ void rl__pool_fork_parent(void) {
 
 /* In the child only the forking thread lives on: what the others held in
  * their caches goes back to the classes. */
-void rl__pool_fork_child(void) {
-    rl__pool_fork_parent();
+static void fork_child(void) {
+    fork_parent();
     pthread_mutex_lock(&rl_tblocks_lock);
     rl_tblock *others = NULL;
     for (rl_tblock *b = rl_tblocks, *next; b; b = next) {
@@ -455,4 +456,9 @@ void rl__pool_fork_child(void) {
         others = b->next;
         rl_tblock_give_back(b);
     }
+}
+
+/* Takes this file's place in the lock order held across fork() (rl_fork.h). */
+__attribute__((constructor)) static void fork_register(void) {
+    rl__fork_register(RL_FORK_POOL, fork_prepare, fork_parent, fork_child);
 }
