@@ -16,7 +16,8 @@
  *     (d) requests answered per second with 1, 10 and 100 client processes,
  *         each sending back-to-back requests.
  * Every row runs BPO_ROUNDS times (default 5; peers interleaved) and shows
- * the median. BPO_QUICK=1 uses a tenth of the counts.
+ * the median. BPO_QUICK=1 uses a tenth of the counts. BENCH_CSV=file also
+ * writes rows (a)-(c) for the charts (bench_results.h).
  */
 #include <crunloop/crunloop.h>
 
@@ -33,6 +34,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "bench_results.h"
 
 static double now(void) {
     struct timespec ts;
@@ -359,6 +362,15 @@ int main(void) {
     loop_stop(&lt);
     fprintf(stderr, "\r\033[K");
 
+    double *ratios[3];
+    for (int i = 0; i < 3; i++)
+        if (!(ratios[i] = calloc((size_t)rounds, sizeof(double))))
+            abort();
+    for (int i = 0; i < rounds; i++) {
+        ratios[0][i] = v[1][i] / v[0][i]; /* rates: floor / ours */
+        ratios[1][i] = v[2][i] / v[5][i];
+        ratios[2][i] = v[3][i] / v[4][i];
+    }
     double a = median(v[0], rounds), b = median(v[1], rounds), rt = median(v[2], rounds);
     double mp = median(v[3], rounds), raw = median(v[4], rounds), prt = median(v[5], rounds);
     double load[1] = {0};
@@ -377,5 +389,19 @@ int main(void) {
         printf("RLMessagePort requests answered/s, %3d client process(es) | %10.0f |\n", ks[i], served[i]);
     printf("\nratio: ours / floor in time (lower is better; for rates, floor rate / ours). Target for the message\n"
            "port round trip: <= 1.30x the raw socket floor.\n");
+    /* For the charts: each round's time ratio, the rounds paired (taken
+     * before the medians sort the samples). */
+    FILE *results = bench_results_open();
+    if (results) {
+        bench_results_row(results, "ports", "RLPort send, other thread's loop", "perform requests", ratios[0], rounds,
+                          a / 1e6, b / 1e6, "M msg/s");
+        bench_results_row(results, "ports", "RLPort message + reply, two threads", "perform requests", ratios[1],
+                          rounds, rt, prt, "us");
+        bench_results_row(results, "ports", "RLMessagePort request/reply, two processes", "raw Unix socket", ratios[2],
+                          rounds, mp, raw, "us");
+        bench_results_close(results);
+    }
+    for (int i = 0; i < 3; i++)
+        free(ratios[i]);
     return 0;
 }
