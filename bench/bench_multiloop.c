@@ -2,7 +2,9 @@
  * bench_multiloop.c — K threads, each with its own run loop, each doing one
  * operation over and over on that loop alone: (a) add + remove a timer,
  * (b) perform requests to itself, (c) signal a source + run the pass that
- * performs it. K = 1, 2, 4, 8; aggregate operations per second over all K
+ * performs it, (d) move a timer's date (an idle timeout pushed back),
+ * (e) make a timer due + run the pass that fires it, (f) create a timer and
+ * release it. K = 1, 2, 4, 8; aggregate operations per second over all K
  * threads, ours against CoreFoundation and libuv (K independent loops) in
  * one process. Each cell is the median of BML_ROUNDS runs (default 3,
  * peers interleaved, order rotated each round). A peer's work per cell is
@@ -13,7 +15,7 @@
  *
  *   bench_multiloop                the table (about half a minute)
  *   BML_QUICK=1 bench_multiloop    a tenth of the work, for a smoke test
- *   BML_ONLY=timer,signal          only these operations (timer, perform, signal)
+ *   BML_ONLY=timer,signal          only these operations (timer, perform, signal, move, fire, create)
  *   BML_PEERS=ours,libuv           only these peers (ours, CF, libuv)
  *   BENCH_CSV=file                 also the rows for the charts (bench_results.h)
  *
@@ -35,13 +37,14 @@ static const bml_peer *peers[NPEERS] = {[P_RL] = &bml_peer_rl, [P_CF] = &bml_pee
 static const int ks[] = {1, 2, 4, 8};
 enum { NK = sizeof ks / sizeof ks[0], MAXROUNDS = 15 };
 
-static const char *op_names[BML_NOPS] = {"timer", "perform", "signal"};
+static const char *op_names[BML_NOPS] = {"timer", "perform", "signal", "move", "fire", "create"};
 static const char *op_labels[BML_NOPS] = {"timer add+remove (M/s)", "perform to itself (M/s)",
-                                          "source signal+perform (M/s)"};
+                                          "source signal+perform (M/s)", "timer date move (M/s)",
+                                          "timer due+fire (M/s)", "timer create+release (M/s)"};
 /* Operations per cell at most, split over the K threads; each peer does as
  * many as it manages in about BML_CELL_SECONDS at K = 1 (measured first),
  * so that a slow peer does not stretch the run. */
-static const long op_work[BML_NOPS] = {4000000, 2000000, 400000};
+static const long op_work[BML_NOPS] = {4000000, 2000000, 400000, 4000000, 400000, 2000000};
 static const double BML_CELL_SECONDS = 0.25;
 static long peer_work[BML_NOPS][NPEERS];
 
@@ -84,7 +87,7 @@ static double bml_measure_cpu(const bml_peer *peer, enum bml_op op, int k, long 
     bml_thread th[8];
     pthread_t tid[8];
     long per = work / k;
-    if (op == BML_PERFORM) per -= per % BML_BATCH;
+    if (op == BML_PERFORM || op == BML_CREATE) per -= per % BML_BATCH;
     for (int i = 0; i < k; i++) {
         th[i] = (bml_thread){peer, op, per, &start, 0, 0, 0};
         if (pthread_create(&tid[i], NULL, bml_thread_main, &th[i]) != 0) abort();

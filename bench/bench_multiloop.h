@@ -25,6 +25,9 @@ enum bml_op {
     BML_TIMER,   /* add a (far-future) timer to the loop, then remove it: one op */
     BML_PERFORM, /* queue a request to the thread's own loop; a pass runs each batch */
     BML_SIGNAL,  /* signal a source of the loop, then run one pass that performs it */
+    BML_MOVE,    /* move a timer in the loop to a new (far-future) date: an idle timeout pushed back */
+    BML_FIRE,    /* make a timer in the loop due, then run one pass that fires it */
+    BML_CREATE,  /* create a timer and release it (a one-shot timeout per request starts so) */
     BML_NOPS
 };
 

@@ -23,12 +23,14 @@ typedef struct {
     CFRunLoopTimerRef timer;
     CFRunLoopSourceRef keep; /* keeps the mode from being empty */
     CFRunLoopSourceRef src;  /* BML_SIGNAL's source */
+    CFAbsoluteTime far, past; /* BML_MOVE's and BML_FIRE's dates */
     long performed;
 } bml_cf;
 
 static void bml_nothing(void *info) { (void)info; }
 static void bml_count(void *info) { ((bml_cf *)info)->performed++; }
 static void bml_timer_nothing(CFRunLoopTimerRef t, void *info) { (void)t, (void)info; }
+static void bml_timer_count(CFRunLoopTimerRef t, void *info) { (void)t, ((bml_cf *)info)->performed++; }
 
 static CFRunLoopSourceRef bml_source(void *info, void (*perform)(void *)) {
     CFRunLoopSourceContext ctx = {0};
@@ -45,6 +47,17 @@ static void *bml_setup(enum bml_op op) {
     CFRunLoopAddSource(s->rl, s->keep, kCFRunLoopDefaultMode);
     if (op == BML_TIMER)
         s->timer = CFRunLoopTimerCreate(NULL, CFAbsoluteTimeGetCurrent() + 1e6, 0, 0, 0, bml_timer_nothing, NULL);
+    s->far = CFAbsoluteTimeGetCurrent() + 1e6;
+    if (op == BML_MOVE || op == BML_FIRE) {
+        /* Repeating, with an interval far beyond the run: after each fire
+         * its next date is far away until the next operation makes it due. */
+        CFRunLoopTimerContext ctx = {0};
+        ctx.info = s;
+        s->far = CFAbsoluteTimeGetCurrent() + 1e6;
+        s->past = CFAbsoluteTimeGetCurrent() - 1;
+        s->timer = CFRunLoopTimerCreate(NULL, s->far, 1e7, 0, 0, bml_timer_count, &ctx);
+        CFRunLoopAddTimer(s->rl, s->timer, kCFRunLoopDefaultMode);
+    }
     if (op == BML_SIGNAL) {
         s->src = bml_source(s, bml_count);
         CFRunLoopAddSource(s->rl, s->src, kCFRunLoopDefaultMode);
@@ -79,6 +92,20 @@ static void bml_run(void *state, enum bml_op op, long n) {
             CFRunLoopSourceSignal(s->src);
             CFRunLoopRunInMode(kCFRunLoopDefaultMode, 0, true);
         }
+        break;
+    case BML_CREATE:
+        for (long i = 0; i < n; i++)
+            CFRelease(CFRunLoopTimerCreate(NULL, s->far, 0, 0, 0, bml_timer_nothing, NULL));
+        break;
+    case BML_MOVE:
+        for (long i = 0; i < n; i++) CFRunLoopTimerSetNextFireDate(s->timer, s->far + (double)i * 1e-3);
+        break;
+    case BML_FIRE:
+        for (long i = 0; i < n; i++) {
+            CFRunLoopTimerSetNextFireDate(s->timer, s->past);
+            CFRunLoopRunInMode(kCFRunLoopDefaultMode, 0, false);
+        }
+        if (s->performed != n) fprintf(stderr, "bench_multiloop: %s fired %ld of %ld\n", BML_PEER_NAME, s->performed, n);
         break;
     default:
         break;

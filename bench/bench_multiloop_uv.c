@@ -4,7 +4,10 @@
  * all). The nearest equivalents: uv_timer_start + uv_timer_stop; a
  * mutex-protected request array drained by a uv_async_t for perform (the
  * usual libuv pattern, as in bench_runloop_uv.c); uv_async_send + one
- * UV_RUN_NOWAIT pass for signal + perform.
+ * UV_RUN_NOWAIT pass for signal + perform; uv_timer_start to move a timer
+ * (libuv moves a timer by restarting it), and with a timeout of 0 followed
+ * by one UV_RUN_NOWAIT pass to make it due and fire it; uv_timer_init +
+ * uv_close for create + release (a handle is the caller's memory).
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -28,6 +31,7 @@ typedef struct {
 } bmu;
 
 static void bmu_nothing_timer(uv_timer_t *t) { (void)t; }
+static void bmu_count_timer(uv_timer_t *t) { ((bmu *)t->data)->performed++; }
 static void bmu_count(void *arg) { ((bmu *)arg)->performed++; }
 
 static void bmu_drain(uv_async_t *h) {
@@ -55,6 +59,7 @@ static void *bmu_setup(enum bml_op op) {
     if (!s) abort();
     uv_loop_init(&s->loop);
     uv_timer_init(&s->loop, &s->timer);
+    s->timer.data = s;
     uv_async_init(&s->loop, &s->async, bmu_drain);
     s->async.data = s;
     pthread_mutex_init(&s->mu, NULL);
@@ -85,6 +90,30 @@ static void bmu_run(void *state, enum bml_op op, long n) {
             uv_async_send(&s->async);
             uv_run(&s->loop, UV_RUN_NOWAIT);
         }
+        break;
+    case BML_MOVE: /* restarting is libuv's way to move a timer */
+        for (long i = 0; i < n; i++) uv_timer_start(&s->timer, bmu_nothing_timer, 1000000000ULL + (uint64_t)i, 0);
+        uv_timer_stop(&s->timer);
+        break;
+    case BML_CREATE: {
+        /* A libuv handle lives in the caller's memory: the nearest is init +
+         * close, the closes finished by one pass a batch. */
+        uv_timer_t t[BML_BATCH];
+        for (long i = 0; i < n; i += BML_BATCH) {
+            for (int j = 0; j < BML_BATCH; j++) {
+                uv_timer_init(&s->loop, &t[j]);
+                uv_close((uv_handle_t *)&t[j], NULL);
+            }
+            uv_run(&s->loop, UV_RUN_NOWAIT);
+        }
+        break;
+    }
+    case BML_FIRE:
+        for (long i = 0; i < n; i++) {
+            uv_timer_start(&s->timer, bmu_count_timer, 0, 0);
+            uv_run(&s->loop, UV_RUN_NOWAIT);
+        }
+        if (s->performed != n) fprintf(stderr, "bench_multiloop: libuv fired %ld of %ld\n", s->performed, n);
         break;
     default:
         break;

@@ -25,7 +25,7 @@
 
 typedef struct brl_result {
     bool ok;
-    double v[2];
+    double v[3]; /* v[2]: only where an entry says so, else NAN */
     char note[120];
 } brl_result;
 
@@ -48,7 +48,10 @@ typedef struct brl_peer {
     /* A 1 ms repeating timer beside idle far-future timers, run for `fires`
      * fires; v[0] = CPU ns of the loop thread per fire. */
     brl_result (*per_fire)(long idle_timers, long fires);
-    /* A 1 ms repeating timer; v[0] = p50, v[1] = p99 lateness in ns. */
+    /* A 1 ms repeating timer; v[0] = p50, v[1] = p99 lateness in ns;
+     * v[2] = p50 ns from the loop thread's last return from epoll_wait to
+     * the callout (brl_wake_last), NAN for a loop that does not wait in
+     * epoll_wait. */
     brl_result (*lateness)(long fires);
     /* Starts a thread whose loop sleeps (one far-future timer, one source);
      * returns once it is asleep. */
@@ -76,6 +79,11 @@ typedef struct brl_peer {
     brl_result (*common_timers)(long n, long max_removals);
 } brl_peer;
 
+/* CLOCK_MONOTONIC seconds at the calling thread's last return from
+ * epoll_wait: bench_runloop.c wraps epoll_wait for the whole process, the
+ * run loops in libraries included (CoreFoundation's too). 0: none yet. */
+double brl_wake_last(void);
+
 extern const brl_peer brl_peer_rl;
 extern const brl_peer brl_peer_cf;
 extern const brl_peer brl_peer_uv;
@@ -84,12 +92,12 @@ extern const brl_peer brl_peer_glib;
 /* ---- helpers ---------------------------------------------------------- */
 
 static inline brl_result brl_ok(double a, double b) {
-    brl_result r = {.ok = true, .v = {a, b}};
+    brl_result r = {.ok = true, .v = {a, b, NAN}};
     return r;
 }
 
 static inline brl_result brl_none(const char *why) {
-    brl_result r = {.ok = false, .v = {NAN, NAN}};
+    brl_result r = {.ok = false, .v = {NAN, NAN, NAN}};
     snprintf(r.note, sizeof r.note, "%s", why);
     return r;
 }

@@ -243,14 +243,18 @@ static brl_result cf_timers(long n, long max_rm) {
 
 typedef struct {
     long idle, fires, count;
-    double *late;
+    double *late, *wake;
     brl_grid grid;
     brl_result r;
 } cf_fire_arg;
 
 static void cf_fire_cb(CFRunLoopTimerRef t, void *info) {
     cf_fire_arg *a = info;
-    if (a->late) a->late[a->count] = brl_grid_fire(&a->grid, brl_now());
+    if (a->late) {
+        double now = brl_now();
+        a->late[a->count] = brl_grid_fire(&a->grid, now);
+        a->wake[a->count] = now - brl_wake_last();
+    }
     if (++a->count == a->fires) CFRunLoopStop(CFRunLoopGetCurrent());
 }
 
@@ -294,11 +298,14 @@ static brl_result cf_per_fire(long idle, long fires) {
 static brl_result cf_lateness(long fires) {
     cf_fire_arg a = {.idle = 0, .fires = fires};
     a.late = malloc((size_t)fires * sizeof *a.late);
+    a.wake = malloc((size_t)fires * sizeof *a.wake);
     brl_run_on_thread(cf_fire_thread, &a);
     long skip = fires / 50;
     brl_result r = brl_ok(brl_quantile(a.late + skip, fires - skip, 0.5) * 1e9,
                           brl_quantile(a.late + skip, fires - skip, 0.99) * 1e9);
+    r.v[2] = brl_quantile(a.wake + skip, fires - skip, 0.5) * 1e9;
     free(a.late);
+    free(a.wake);
     return r;
 }
 

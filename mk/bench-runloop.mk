@@ -6,6 +6,8 @@
 # bench_runloop_cf.c, written against CF's API: built with -DBRL_CF against
 # CoreFoundation (with the toolchain's clang whatever CC is: CF's headers
 # compile only with clang), and with $(CC) against ours via cf_compat.h.
+# The executable exports its epoll_wait (bench_runloop.c wraps it to time the
+# wake-up path [h]), so that the shared libraries' calls reach it as well.
 BENCH_RUNLOOP := $(BUILD)/bench/bench_runloop
 BENCH_RUNLOOP_OBJ := $(BUILD)/bench/obj
 BENCH_RUNLOOP_PEERS := rl cf uv glib
@@ -30,7 +32,7 @@ bench-runloop: $(BENCH_RUNLOOP) ## run-loop table: ours vs CoreFoundation, libuv
 
 $(BENCH_RUNLOOP): $(BENCH_RUNLOOP_OBJS) $(STATIC_LIB)
 	@$(call say,CC,$@)
-	$(Q)$(CC) $(LDFLAGS) -pthread -o $@ $(BENCH_RUNLOOP_OBJS) $(STATIC_LIB) $(LIBS) $(UV_LIBS) $(GLIB_LIBS) $(CF_LIBS) -lm
+	$(Q)$(CC) $(LDFLAGS) -pthread -Wl,--export-dynamic-symbol=epoll_wait -o $@ $(BENCH_RUNLOOP_OBJS) $(STATIC_LIB) $(LIBS) $(UV_LIBS) $(GLIB_LIBS) $(CF_LIBS) -ldl -lm
 
 $(BENCH_RUNLOOP_OBJ)/bench_runloop.o: bench/bench_runloop.c bench/bench_runloop.h
 	@mkdir -p $(dir $@)

@@ -48,8 +48,6 @@ ROWS = [
     ("PACE", "thread", "round trip p50, 1 CPU: RLWorkerThreadPerformSync", False),
     ("YIELD", "thread", "round trip p50, 1 CPU: RLWorkerThreadPerformSync", False),
     ("YIELD", "thread", "round trip p50, 1 CPU: RLThreadPerform wait", False),
-    ("LOCK_SPIN", "sync", "RLLock contended, 2 threads", False),
-    ("LOCK_SPIN", "sync", "RLLock lock+unlock", False),
     ("BLOCK_COPY", "perform", "perform block+WakeUp, other thread (M/s)", True),
 ]
 

@@ -50,24 +50,17 @@ char *rl__lock_describe(const char *type, const void *obj, rl__lockname *name, c
 
 /* ---- the mutex ---- */
 
-/* A few looks before sleeping catch a holder that leaves at once. Kept
- * this short on purpose: a waiter that spins longer takes the lock the
- * moment it is released, so two busy threads hand it back and forth (and
- * its cache line with it) instead of one re-taking it many times in a row
- * while the other sleeps. Measured with bench_sync's 2-thread counter: 20
- * spins 1.4-1.6x pthread_mutex (median), 100 spins 1.6-2.1x, 0-5 spins
- * 0.8-1.0x. glibc's default mutex does not spin at all. */
-enum { RL__MUTEX_SPINS = RL_TRICK_LOCK_SPIN ? 4 : 0 };
-
+/* A busy lock is waited for in the kernel at once, as glibc's default
+ * mutex does. Spinning first does not pay: a waiter that spins takes the
+ * lock the moment it is released, so two busy threads hand it back and
+ * forth (and its cache line with it) instead of one re-taking it many
+ * times in a row while the other sleeps. Measured with bench_sync's
+ * 2-thread counter: 20 spins 1.4-1.6x pthread_mutex (median), 100 spins
+ * 1.6-2.1x; 4 spins, a switch until it was measured on its own (make
+ * bench-tricks, same run, on vs off), swung between 25% better and 35%
+ * worse than none with the machine's load and bought nothing on the
+ * condition and run-loop rows, so it went. */
 int rl__mutex_lock_slow(rl__mutex *m, const struct timespec *deadline) {
-    for (int i = 0; i < RL__MUTEX_SPINS; i++) {
-        uint32_t w = atomic_load_explicit(&m->word, memory_order_relaxed);
-        if (w == 0 && rl__mutex_trylock(m))
-            return 0;
-        if (w == 2) /* others already sleep: spinning would only delay joining them */
-            break;
-        rl__cpu_relax();
-    }
     /* Mark the word "maybe sleepers" before sleeping, so the holder's unlock
      * wakes us; whoever gets it this way also leaves it at 2, because other
      * sleepers may still be queued. */

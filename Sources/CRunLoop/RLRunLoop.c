@@ -102,7 +102,7 @@ static RLRunLoopRef rl_create(pthread_t thread) {
     rl->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     rl->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
     if (rl->epfd < 0 || rl->evfd < 0 || rl->tfd < 0 || !rl_watch(rl, rl->evfd, EPOLLIN | EPOLLET) ||
-        !rl_watch(rl, rl->tfd, EPOLLIN)) {
+        !rl_watch(rl, rl->tfd, EPOLLIN | EPOLLET)) {
         int err = errno;
         RLRelease(rl);
         rl__fail_errno(err, fn, "cannot create the run loop's descriptors");

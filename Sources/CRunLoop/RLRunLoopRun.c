@@ -229,7 +229,7 @@ static int rl_cmp_timer_memb(const void *x, const void *y) {
     const struct RLRunLoopTimer *a = (*(rl_memb *const *)x)->item, *b = (*(rl_memb *const *)y)->item;
     if (a->fire_date != b->fire_date)
         return a->fire_date < b->fire_date ? -1 : 1;
-    return a->seq < b->seq ? -1 : (a->seq > b->seq);
+    return rl__timer_stamp_before(a, b) ? -1 : rl__timer_stamp_before(b, a);
 }
 
 static void rl_fire_timer(RLRunLoopRef rl, rl_mode *m, struct RLRunLoopTimer *t) {
@@ -281,13 +281,15 @@ static void rl_fire_timer(RLRunLoopRef rl, rl_mode *m, struct RLRunLoopTimer *t)
 }
 
 static void rl_do_timers(RLRunLoopRef rl, rl_mode *m) {
-    rl_memb **due = NULL;
-    size_t n = 0, cap = 0;
     rl__loop_lock(rl);
     if (rl__tset_count(&m->timers) == 0) {
         rl__loop_unlock(rl); /* no clock read for a mode without timers */
         return;
     }
+    rl_memb **due = rl->due;
+    size_t n = 0, cap = rl->capdue;
+    rl->due = NULL;
+    rl->capdue = 0;
     RLAbsoluteTime now = RLAbsoluteTimeGetCurrent();
     rl__tset_collect_due(&m->timers, now, &due, &n, &cap);
     if (n > 1)
@@ -303,7 +305,14 @@ static void rl_do_timers(RLRunLoopRef rl, rl_mode *m) {
             rl_fire_timer(rl, m, t);
         RLRelease(t);
     }
-    free(due);
+    /* Kept for the next pass unless a nested run kept its own meanwhile,
+     * or a burst made it large. */
+    if (!rl->due && cap <= 1024) {
+        rl->due = due;
+        rl->capdue = cap;
+    } else {
+        free(due);
+    }
 }
 
 static bool rl_do_fds(RLRunLoopRef rl, rl_mode *m, struct epoll_event *ev, int nev, bool stop_after_handle) {
@@ -346,11 +355,10 @@ static inline void rl_flag_set(_Atomic int *flag, int v) {
         atomic_store(flag, v);
 }
 
-/* A poll with no user fd to look at and no timerfd expiry to drain has
- * nothing to ask the kernel: due timers are found by the clock. */
-static bool rl_poll_needs_no_syscall(RLRunLoopRef rl) {
-    return rl->nfd_armed == 0 && (rl->armed_at == INFINITY || !(rl->armed_at <= rl__mono_now()));
-}
+/* A poll with no user fd to look at has nothing to ask the kernel: due
+ * timers are found by the clock, and an expiry of the edge-triggered
+ * timerfd needs no draining (the next arming clears it). */
+static bool rl_poll_needs_no_syscall(RLRunLoopRef rl) { return rl->nfd_armed == 0; }
 
 /* Whether the loop, about to block, may spin for a wake-up first: only if
  * the last wake-up came from another CPU (a waker on this CPU cannot run
@@ -452,7 +460,8 @@ static int rl_wait(RLRunLoopRef rl, rl_frame *f, bool poll, struct epoll_event *
         } else if (rl__ev_fd(&ev[i]) == rl->evfd) {
             woken = true; /* edge-triggered: nothing to read back */
         } else if (rl__ev_fd(&ev[i]) == rl->tfd) {
-            rl__drain(rl->tfd);
+            /* Edge-triggered: nothing to read back (a system call less
+             * between the wake-up and the timer's callout). */
             rl__loop_lock(rl);
             rl->armed_at = INFINITY;
             rl__loop_unlock(rl);

@@ -11,10 +11,36 @@
 /* Dates beyond this are "never" (CF clamps likewise); keeps arithmetic finite. */
 #define RL_FAR_FUTURE 9.0e15
 
-/* Timers with equal fire dates fire in creation/move order: each creation
- * and move takes the next number. */
-static _Atomic uint64_t rl_seq;
-static uint64_t rl_next_seq(void) { return atomic_fetch_add_explicit(&rl_seq, 1, memory_order_relaxed) + 1; }
+/* Timers with equal fire dates fire in the order they got them (created,
+ * moved, refired): each of those stamps the timer (runloop_internal.h).
+ * The epoch is the one process-wide counter, and only timers in no loop
+ * (at creation, or moved while in none) write it; a timer at home in a
+ * loop is stamped under that loop's lock from the loop's own counter, so
+ * moving and refiring timers writes nothing another loop reads.
+ *
+ * Stamps compare as (epoch, count): a stamp given after another one on any
+ * thread has a larger epoch, or the same epoch and a larger count. A
+ * homeless stamp takes a new epoch (count 0), larger than every epoch any
+ * earlier stamp read; a loop stamp reads the epoch (it saw every earlier
+ * homeless stamp) and takes the next count of its loop, and a loop's
+ * counter is raised to the count of each timer that comes home to it
+ * (rl__home_set_locked), so its later stamps are larger than that timer's.
+ * (A timer stamped in one loop and brought to another keeping its date may
+ * sort before a timer stamped in the other loop while it was on its way,
+ * as CF, which orders by insertion, puts it after.) The timer's home's
+ * lock held, or its item lock while it has none, or not yet shared. */
+static _Atomic uint64_t rl_seq_epoch;
+
+static void rl_timer_stamp_locked(struct RLRunLoopTimer *t) {
+    RLRunLoopRef h = atomic_load_explicit(&t->home, memory_order_relaxed);
+    if (!h) {
+        t->seq_epoch = atomic_fetch_add_explicit(&rl_seq_epoch, 1, memory_order_relaxed) + 1;
+        t->seq = 0;
+    } else {
+        t->seq_epoch = atomic_load_explicit(&rl_seq_epoch, memory_order_relaxed);
+        t->seq = ++h->timer_seq;
+    }
+}
 
 static void rl_timer_finalize(void *obj) {
     struct RLRunLoopTimer *t = obj;
@@ -70,7 +96,7 @@ RLRunLoopTimerRef RLRunLoopTimerCreate(RLAllocatorRef allocator, RLAbsoluteTime 
     t->anchor = t->fire_date;
     t->interval = interval > 0 ? (interval > RL_FAR_FUTURE ? RL_FAR_FUTURE : interval) : 0;
     t->order = order;
-    t->seq = rl_next_seq();
+    rl_timer_stamp_locked(t);
     t->callout = callout;
     t->valid = true;
     TAILQ_INIT(&t->membs);
@@ -124,7 +150,7 @@ bool RLRunLoopTimerSetNextFireDate(RLRunLoopTimerRef t, RLAbsoluteTime fireDate)
         t->fire_date = rl_clamp_date(fireDate);
         t->anchor = t->fire_date; /* a new grid starts here */
         t->ticks = 0;
-        t->seq = rl_next_seq();
+        rl_timer_stamp_locked(t);
         if (t->firing)
             t->moved_in_fire = true;
         rl__timer_moved_locked(t);
@@ -247,7 +273,7 @@ void rl__timer_after_fire_locked(struct RLRunLoopTimer *t, RLAbsoluteTime now, r
         }
         t->ticks = k;
         t->fire_date = rl_clamp_date(rl_grid(t, k));
-        t->seq = rl_next_seq();
+        rl_timer_stamp_locked(t);
     }
     /* Re-filed also after a move inside the callout: while firing, the
      * timer was left out of the wake-up (rl__tset_earliest_deadline). */

@@ -26,8 +26,6 @@
  *              request batches before it waits (RLRunLoopRun.c); plain: none
  *   YIELD      a waitUntilDone sender on a shared CPU yields before it
  *              sleeps (RLRunLoopPerform.c); plain: sleep at once
- *   LOCK_SPIN  RLLock spins a few rounds before its futex wait (RLLock.c);
- *              plain: wait at once
  *   BLOCK_COPY the perform queue copies small stack blocks into the loop's
  *              slabs (RLRunLoopPerform.c); plain: Block_copy/Block_release */
 #ifndef RL_PLAIN
@@ -44,9 +42,6 @@
 #endif
 #ifndef RL_TRICK_YIELD
 #define RL_TRICK_YIELD (!RL_PLAIN)
-#endif
-#ifndef RL_TRICK_LOCK_SPIN
-#define RL_TRICK_LOCK_SPIN (!RL_PLAIN)
 #endif
 #ifndef RL_TRICK_BLOCK_COPY
 #define RL_TRICK_BLOCK_COPY (!RL_PLAIN)

@@ -20,13 +20,13 @@
 
 #include <stdlib.h>
 
-/* Equal keys (rare) are ordered by the timers' sequence numbers, read
+/* Equal keys (rare) are ordered by the timers' stamps, read
  * through the membership: keeping them out of the entry makes it 16 bytes,
  * a third less memory to grow and to sift through. */
 static bool rl_hless(const rl_hent *a, const rl_hent *b) {
     if (a->key != b->key)
         return a->key < b->key;
-    return ((const struct RLRunLoopTimer *)a->m->item)->seq < ((const struct RLRunLoopTimer *)b->m->item)->seq;
+    return rl__timer_stamp_before(a->m->item, b->m->item);
 }
 
 static void rl_hset(rl_heap *h, size_t i, rl_hent e) {

@@ -12,20 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The spins of RLLock's futex mutex (RLLock.c, measured there), behind the
- * same switch (RL_TRICK_LOCK_SPIN; none in the plain build). */
-enum { RL__OLOCK_SPINS = RL_TRICK_LOCK_SPIN ? 4 : 0 };
-
+/* A busy item lock is waited for in the kernel at once, as RLLock's mutex
+ * (RLLock.c says why it does not spin). */
 void rl__olock_lock_slow(rl__olock *l) {
-    for (int i = 0; i < RL__OLOCK_SPINS; i++) {
-        uint32_t w = atomic_load_explicit(&l->word, memory_order_relaxed), expected = 0;
-        if (w == 0 && atomic_compare_exchange_weak_explicit(&l->word, &expected, 1, memory_order_acquire,
-                                                            memory_order_relaxed))
-            return;
-        if (w == 2) /* others already sleep: spinning would only delay joining them */
-            break;
-        rl__cpu_relax();
-    }
     /* 2: held, and someone may sleep; the unlock that sees it wakes one. */
     while (atomic_exchange_explicit(&l->word, 2, memory_order_acquire) != 0)
         rl__futex_wait(&l->word, 2, NULL);
@@ -36,10 +25,14 @@ void rl__olock_lock_slow(rl__olock *l) {
 /* rl becomes the home of item; rl locked, item lock held, no home yet. */
 void rl__home_set_locked(RLRunLoopRef rl, void *item, rl_kind kind) {
     atomic_store_explicit(rl__item_home(item, kind), rl, memory_order_relaxed);
-    if (kind == RL_KIND_TIMER)
-        TAILQ_INSERT_TAIL(&rl->homed_timers, (struct RLRunLoopTimer *)item, home_link);
-    else
+    if (kind == RL_KIND_TIMER) {
+        struct RLRunLoopTimer *t = item;
+        TAILQ_INSERT_TAIL(&rl->homed_timers, t, home_link);
+        if (t->seq > rl->timer_seq)
+            rl->timer_seq = t->seq; /* stamps given here from now on come after its own */
+    } else {
         TAILQ_INSERT_TAIL(&rl->homed_observers, (struct RLRunLoopObserver *)item, home_link);
+    }
 }
 
 /* item leaves rl, its home; rl locked. Its state goes under its item lock. */

@@ -26,6 +26,7 @@ static void rl_close(int fd) {
 
 static void rl_finalize(void *obj) {
     RLRunLoopRef rl = obj;
+    free(rl->due);
     for (size_t i = 0; i < rl->nmodes; i++)
         rl__mode_free(rl->modes[i]);
     free(rl->modes);

@@ -19,18 +19,29 @@
  * are on their class's list; a slab that empties is kept (one a class) or
  * freed, so memory follows use.
  *
- * A released slot is not handed out again at once: it waits in its class's
- * quarantine, a ring of the last RL_QUARANTINE slots released, and goes
- * back to its slab only when RL_QUARANTINE later releases push it out.
- * Until then its object header still says "dead", so a stale pointer (an
- * object released twice, or used after its release) is refused by the
- * object check instead of reaching a new object that took the same
- * address; without the quarantine the slot was reused by the very next
- * object of its size. Under AddressSanitizer the ring is longer and the
- * slot stays poisoned all that time, so the stale use is reported.
+ * A released slot is not handed out again at once: it waits in a
+ * quarantine, a ring of the last RL_QUARANTINE slots of its class that the
+ * releasing thread released, and is handed out again only when
+ * RL_QUARANTINE later releases push it out. Until then its object header
+ * still says "dead", so a stale pointer (an object released twice, or used
+ * after its release) is refused by the object check instead of reaching a
+ * new object that took the same address; without the quarantine the slot
+ * was reused by the very next object of its size. Under AddressSanitizer
+ * the ring is longer and the slot stays poisoned all that time, so the
+ * stale use is reported.
  *
- * One mutex per class; allocation and release are a few stores under it
- * (creating and releasing objects is not a hot path; using them is).
+ * Threads share nothing while they make and release objects at a steady
+ * rate (a loop per thread, each making its own timers): each thread has,
+ * per class, its own quarantine and a few `ready` slots, which it hands
+ * out without a lock; a slot pushed out of its quarantine becomes ready
+ * for the same thread, whose cache still holds it. Only a thread that
+ * runs out of ready slots (it makes more than it releases) takes its
+ * class's mutex, and then takes RL_BATCH slots from the slabs at once;
+ * one that gathers more than RL_BATCH ready slots gives them back at once.
+ * The slabs, their lists and the class's own quarantine (for the slots of
+ * exiting threads, which give everything back through a thread-specific
+ * key's destructor, and of threads that could not get their caches) are
+ * under the class's mutex.
  */
 #include "rl_fork.h"
 #include "rl_pool.h"
@@ -72,6 +83,7 @@ enum {
 #else
     RL_QUARANTINE = 64,
 #endif
+    RL_BATCH = 16, /* ready slots a thread keeps at most, and takes from the slabs at once */
 };
 
 typedef struct rl_pclass rl_pclass;
@@ -100,6 +112,33 @@ struct rl_pclass {
 static rl_pclass rl_classes[RL_NCLASSES];
 static pthread_once_t rl_classes_once = PTHREAD_ONCE_INIT;
 
+/* A thread's own slots of one class: `ready` ones, live for their slabs
+ * and not handed out yet, and its quarantine of released ones. */
+typedef struct rl_tcache {
+    uint32_t nready, qhead, qlen;
+    void *ready[RL_BATCH];
+    void *ring[RL_QUARANTINE];
+} rl_tcache;
+
+/* A thread's caches, one per class, made on its first use of the pool
+ * (calloc'd: the pages of classes it never uses stay untouched). Every
+ * thread's block is on one list, so that a fork() child can give back
+ * what its parent's other threads held, and leak checkers see them. */
+typedef struct rl_tblock {
+    struct rl_tblock *next, *prev;
+    rl_tcache c[RL_NCLASSES];
+} rl_tblock;
+
+static __thread rl_tblock *rl_tb;
+/* The thread gave its caches back (it is exiting) or could not have them:
+ * it takes the class's mutex for each slot. */
+static __thread bool rl_tb_off;
+static pthread_key_t rl_tb_key; /* its destructor gives a thread's block back */
+static bool rl_tb_key_ok;
+static pthread_mutex_t rl_tblocks_lock = PTHREAD_MUTEX_INITIALIZER; /* taken before a class's */
+static rl_tblock *rl_tblocks;
+static void rl_tb_exit(void *block);
+
 static void rl_classes_init(void) {
     for (int k = 0; k < RL_NCLASSES; k++) {
         rl_pclass *c = &rl_classes[k];
@@ -118,6 +157,40 @@ static void rl_classes_init(void) {
             }
         }
     }
+    rl_tb_key_ok = pthread_key_create(&rl_tb_key, rl_tb_exit) == 0;
+}
+
+static void rl_tblocks_unlink_locked(rl_tblock *b) {
+    if (b->prev)
+        b->prev->next = b->next;
+    else
+        rl_tblocks = b->next;
+    if (b->next)
+        b->next->prev = b->prev;
+}
+
+/* The calling thread's cache for class c, or NULL: the caller then takes
+ * the class's mutex for this slot. */
+static rl_tcache *rl_tc_get(rl_pclass *c) {
+    rl_tblock *b = rl_tb;
+    if (RL__LIKELY(b != NULL))
+        return &b->c[c - rl_classes];
+    if (rl_tb_off || !rl_tb_key_ok)
+        return NULL;
+    b = calloc(1, sizeof *b);
+    if (!b || pthread_setspecific(rl_tb_key, b) != 0) {
+        free(b);
+        rl_tb_off = true;
+        return NULL;
+    }
+    pthread_mutex_lock(&rl_tblocks_lock);
+    b->next = rl_tblocks;
+    if (rl_tblocks)
+        rl_tblocks->prev = b;
+    rl_tblocks = b;
+    pthread_mutex_unlock(&rl_tblocks_lock);
+    rl_tb = b;
+    return &b->c[c - rl_classes];
 }
 
 bool rl__pool_serves(size_t size) { return size > 0 && size <= RL_POOL_MAX; }
@@ -170,31 +243,68 @@ static void rl_slab_free(rl_slab *s) {
     free(s);
 }
 
-void *rl__pool_alloc(size_t size) {
-    pthread_once(&rl_classes_once, rl_classes_init);
-    rl_pclass *c = rl_class_for(size);
-    pthread_mutex_lock(&c->lock);
+/* With c->lock held: a slot from a slab with room, or NULL if none has. */
+static void *rl_slot_take_locked(rl_pclass *c) {
     rl_slab *s = c->list;
     if (!s) {
         s = c->empty;
         c->empty = NULL;
-        if (!s) {
-            pthread_mutex_unlock(&c->lock);
-            s = rl_slab_new(c);
-            if (!s)
-                return NULL;
-            pthread_mutex_lock(&c->lock);
-        }
+        if (!s)
+            return NULL;
         rl_list_add(c, s);
     }
     uint16_t i = s->nfree ? s->freeidx[--s->nfree] : s->bump++;
     if (++s->live == c->cap)
         rl_list_remove(c, s); /* full */
+    return (char *)s + c->first + (size_t)i * c->size;
+}
+
+/* c->lock held on entry and on return: a slot, from a new slab (made
+ * without the lock) if no slab has room; NULL if memory is short. */
+static void *rl_slot_take_or_grow_locked(rl_pclass *c) {
+    void *p = rl_slot_take_locked(c);
+    if (p)
+        return p;
     pthread_mutex_unlock(&c->lock);
-    char *p = (char *)s + c->first + (size_t)i * c->size;
+    rl_slab *s = rl_slab_new(c);
+    pthread_mutex_lock(&c->lock);
+    if (s && !c->empty) {
+        c->empty = s; /* taken from just below */
+        s = NULL;
+    }
+    p = rl_slot_take_locked(c); /* another thread may have made room meanwhile */
+    if (s)
+        rl_slab_free(s); /* and kept an empty slab: ours is not needed */
+    return p;
+}
+
+/* A slot of class c: one of the thread's ready slots, or from the slabs,
+ * then with up to RL_BATCH more made ready under the same lock. */
+static void *rl_slot_get(rl_pclass *c) {
+    rl_tcache *t = rl_tc_get(c);
+    if (t && t->nready)
+        return t->ready[--t->nready];
+    pthread_mutex_lock(&c->lock);
+    void *p = rl_slot_take_or_grow_locked(c);
+    while (p && t && t->nready < RL_BATCH) {
+        void *q = rl_slot_take_locked(c); /* only what the slabs already have */
+        if (!q)
+            break;
+        t->ready[t->nready++] = q;
+    }
+    pthread_mutex_unlock(&c->lock);
+    return p;
+}
+
+void *rl__pool_alloc(size_t size) {
+    pthread_once(&rl_classes_once, rl_classes_init);
+    rl_pclass *c = rl_class_for(size);
+    char *p = rl_slot_get(c);
+    if (!p)
+        return NULL;
     RL_UNPOISON(p, c->size);
 #ifdef RL_POOL_VALGRIND
-    VALGRIND_MEMPOOL_ALLOC(s, p, size);
+    VALGRIND_MEMPOOL_ALLOC(rl_slab_of(p), p, size);
 #endif
     memset(p, 0, size);
     return p;
@@ -219,27 +329,95 @@ static rl_slab *rl_slot_return_locked(rl_pclass *c, void *p) {
     return s;
 }
 
+/* With c->lock held: p joins the class's quarantine; when it is full, the
+ * oldest entry leaves it for its slab. Returns a slab to free after
+ * unlocking. */
+static rl_slab *rl_quarantine_push_locked(rl_pclass *c, void *p) {
+    if (c->qlen < RL_QUARANTINE) {
+        c->quarantine[(c->qhead + c->qlen++) % RL_QUARANTINE] = p;
+        return NULL;
+    }
+    void *oldest = c->quarantine[c->qhead];
+    c->quarantine[c->qhead] = p;
+    c->qhead = (c->qhead + 1) % RL_QUARANTINE;
+    return rl_slot_return_locked(c, oldest);
+}
+
+/* Gives n (at most RL_BATCH) slots of class c under one lock: released
+ * ones to the class's quarantine, or, with `unused`, slots never handed
+ * out (or out of a quarantine) straight back to their slabs. */
+static void rl_slots_give(rl_pclass *c, void *const *slots, size_t n, bool unused) {
+    rl_slab *drop[RL_BATCH];
+    size_t ndrop = 0;
+    pthread_mutex_lock(&c->lock);
+    for (size_t i = 0; i < n; i++) {
+        rl_slab *s = unused ? rl_slot_return_locked(c, slots[i]) : rl_quarantine_push_locked(c, slots[i]);
+        if (s)
+            drop[ndrop++] = s;
+    }
+    pthread_mutex_unlock(&c->lock);
+    for (size_t i = 0; i < ndrop; i++)
+        rl_slab_free(drop[i]);
+}
+
 void rl__pool_free(void *p) {
     rl_pclass *c = rl_slab_of(p)->cls;
     RL_POISON(p, c->size);
 #ifdef RL_POOL_VALGRIND
     VALGRIND_MEMPOOL_FREE(rl_slab_of(p), p);
 #endif
-    rl_slab *drop = NULL;
-    pthread_mutex_lock(&c->lock);
-    /* p joins the quarantine; when it is full, the oldest entry leaves it
-     * for its slab. */
-    if (c->qlen == RL_QUARANTINE) {
-        void *oldest = c->quarantine[c->qhead];
-        c->quarantine[c->qhead] = p;
-        c->qhead = (c->qhead + 1) % RL_QUARANTINE;
-        drop = rl_slot_return_locked(c, oldest);
-    } else {
-        c->quarantine[(c->qhead + c->qlen++) % RL_QUARANTINE] = p;
+    rl_tcache *t = rl_tc_get(c);
+    if (!t) {
+        rl_slots_give(c, &p, 1, false);
+        return;
     }
-    pthread_mutex_unlock(&c->lock);
-    if (drop)
-        rl_slab_free(drop);
+    /* p joins the thread's quarantine; when it is full, the oldest entry
+     * leaves it and is ready for this thread again. */
+    if (t->qlen < RL_QUARANTINE) {
+        t->ring[(t->qhead + t->qlen++) % RL_QUARANTINE] = p;
+        return;
+    }
+    void *oldest = t->ring[t->qhead];
+    t->ring[t->qhead] = p;
+    t->qhead = (t->qhead + 1) % RL_QUARANTINE;
+    if (t->nready == RL_BATCH) {
+        rl_slots_give(c, t->ready, RL_BATCH, true);
+        t->nready = 0;
+    }
+    t->ready[t->nready++] = oldest;
+}
+
+/* Gives a thread's caches back and frees them: the ready slots to their
+ * slabs, its quarantines, oldest first, to the classes' quarantines. The
+ * block is off the list already. */
+static void rl_tblock_give_back(rl_tblock *b) {
+    for (int k = 0; k < RL_NCLASSES; k++) {
+        rl_tcache *t = &b->c[k];
+        if (t->nready)
+            rl_slots_give(&rl_classes[k], t->ready, t->nready, true);
+        while (t->qlen) {
+            void *chunk[RL_BATCH];
+            size_t n = 0;
+            for (; n < RL_BATCH && t->qlen; n++, t->qlen--) {
+                chunk[n] = t->ring[t->qhead];
+                t->qhead = (t->qhead + 1) % RL_QUARANTINE;
+            }
+            rl_slots_give(&rl_classes[k], chunk, n, false);
+        }
+    }
+    free(b);
+}
+
+/* A thread's exit (the key's destructor): whatever it makes or releases
+ * after this takes the lock. */
+static void rl_tb_exit(void *block) {
+    rl_tblock *b = block;
+    rl_tb = NULL;
+    rl_tb_off = true;
+    pthread_mutex_lock(&rl_tblocks_lock);
+    rl_tblocks_unlink_locked(b);
+    pthread_mutex_unlock(&rl_tblocks_lock);
+    rl_tblock_give_back(b);
 }
 
 /* fork(): every class lock is held across it (rl_fork.c), in index order,
@@ -247,6 +425,7 @@ void rl__pool_free(void *p) {
  * consistent and the locks free. */
 static void fork_prepare(void) {
     pthread_once(&rl_classes_once, rl_classes_init);
+    pthread_mutex_lock(&rl_tblocks_lock);
     for (int k = 0; k < RL_NCLASSES; k++)
         pthread_mutex_lock(&rl_classes[k].lock);
 }
@@ -254,9 +433,30 @@ static void fork_prepare(void) {
 static void fork_parent(void) {
     for (int k = RL_NCLASSES - 1; k >= 0; k--)
         pthread_mutex_unlock(&rl_classes[k].lock);
+    pthread_mutex_unlock(&rl_tblocks_lock);
 }
 
-static void fork_child(void) { fork_parent(); }
+/* In the child only the forking thread lives on: what the others held in
+ * their caches goes back to the classes. */
+static void fork_child(void) {
+    fork_parent();
+    pthread_mutex_lock(&rl_tblocks_lock);
+    rl_tblock *others = NULL;
+    for (rl_tblock *b = rl_tblocks, *next; b; b = next) {
+        next = b->next;
+        if (b == rl_tb)
+            continue;
+        rl_tblocks_unlink_locked(b);
+        b->next = others;
+        others = b;
+    }
+    pthread_mutex_unlock(&rl_tblocks_lock);
+    while (others) {
+        rl_tblock *b = others;
+        others = b->next;
+        rl_tblock_give_back(b);
+    }
+}
 
 /* Takes this file's place in the lock order held across fork() (rl_fork.h). */
 __attribute__((constructor)) static void fork_register(void) {

@@ -20,8 +20,9 @@ RL__HIDDEN void *rl__pool_alloc(size_t size);
 
 /* Gives back a block from rl__pool_alloc. The block is not handed out
  * again before RL_QUARANTINE (rl_pool.c) more blocks of its size class
- * were given back, so a stale pointer to it keeps reading the object
- * header it had when it was released. Thread-safe. */
+ * were given back by the same thread (after that thread's exit: by any),
+ * so a stale pointer to it keeps reading the object header it had when it
+ * was released. Thread-safe. */
 RL__HIDDEN void rl__pool_free(void *p);
 
 #endif

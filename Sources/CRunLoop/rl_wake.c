@@ -8,7 +8,9 @@
  * `sleeping`; the loop (rl_wait in RLRunLoopRun.c) sets `sleeping`, then
  * blocks only if no wake is pending. Both sides use sequentially
  * consistent atomics, so one of them always sees the other: no wake-up is
- * lost, and waking an awake loop costs no system call. Low in the run-loop
+ * lost, and waking an awake loop costs no system call. The timerfd is
+ * edge-triggered and never read: each expiry is one event, and arming it
+ * again (as every wait that blocks does first) clears the last one. Low in the run-loop
  * files: it calls the loop check (rl_loop.c) and the timer sets
  * (rl_heap.c) only.
  */

@@ -8,7 +8,7 @@
 
 #include "runloop_internal.h"
 
-/* Reads fd (an eventfd or timerfd) until it is empty. */
+/* Reads the eventfd until it is empty (when its counter is full). */
 RL__HIDDEN void rl__drain(int fd);
 /* Arms the timerfd for monotonic time `at` (INFINITY disarms); no system
  * call when it is already armed there. Loop lock held. */

@@ -84,7 +84,7 @@ struct rl_memb {
 TAILQ_HEAD(rl_membq, rl_memb);
 
 /* A 4-ary min-heap of timer memberships; each entry carries its key so that
- * sifting touches only the array (ties, rare, compare the timers' seq).
+ * sifting touches only the array (ties, rare, compare the timers' stamps).
  * a[0, hn) is heap-ordered, a[hn, n) holds entries added since the order
  * was last needed (rl_heap.c). */
 typedef struct rl_hent {
@@ -182,7 +182,10 @@ struct RLRunLoopTimer {
     struct rl_membq membs;
     rl_memb inline_memb; /* the first membership, without an allocation */
     RLAbsoluteTime fire_date;
-    uint64_t seq; /* tie-break: equal dates fire in creation/move order */
+    /* Tie-break: equal dates fire in the order the timers got them
+     * (created, moved, refired): the stamp (seq_epoch, seq) that
+     * RLRunLoopTimer.c gives. */
+    uint64_t seq_epoch, seq;
     TAILQ_ENTRY(RLRunLoopTimer) home_link; /* in the home loop's list */
     /* A repeating timer's grid: fire_date is anchor + ticks * interval,
      * computed from the anchor each time (one rounding, never an
@@ -203,6 +206,11 @@ struct RLRunLoopTimer {
 };
 _Static_assert(offsetof(struct RLRunLoopTimer, inline_memb) == 64, "timer: hot part is the first line");
 _Static_assert(offsetof(rl_memb, mode_link) <= 64, "membership: a timer's part fits one line");
+
+/* Whether a's tie-break stamp is before b's (their dates being equal). */
+static inline bool rl__timer_stamp_before(const struct RLRunLoopTimer *a, const struct RLRunLoopTimer *b) {
+    return a->seq_epoch != b->seq_epoch ? a->seq_epoch < b->seq_epoch : a->seq < b->seq;
+}
 
 /* The one loop timer t is in, or NULL. Its home's lock held. */
 static inline RLRunLoopRef rl__timer_loop(const struct RLRunLoopTimer *t) {
@@ -344,6 +352,11 @@ struct RLRunLoop {
     size_t capcidx; /* a power of two, at least twice nci; 0: none yet */
 
     uint32_t pass_ran; /* requests run since the loop last waited; the loop's thread only */
+    /* rl_do_timers' array of due timers, kept between passes so that a
+     * wake-up for a timer does not pay for an allocation; the loop's thread
+     * only (a nested run finds it taken and uses its own). */
+    struct rl_memb **due;
+    size_t capdue;
     rl_frame *frame;
     rl_mode *armed_mode; /* the mode whose fds are in the epoll set */
     double armed_at;     /* monotonic time the timerfd is armed for; INFINITY: disarmed */
@@ -357,6 +370,7 @@ struct RLRunLoop {
     /* Timers and observers whose home this loop is (runloop_internal.h). */
     TAILQ_HEAD(, RLRunLoopTimer) homed_timers;
     TAILQ_HEAD(, RLRunLoopObserver) homed_observers;
+    uint64_t timer_seq; /* the last stamp count given here (RLRunLoopTimer.c) */
 };
 
 /* Fields read without the lock that guards them (hints, re-checked under

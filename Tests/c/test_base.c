@@ -170,6 +170,49 @@ static void test_stale_release_after_churn_is_refused(void **state) {
     }
 }
 
+/* Objects made on one thread, released on another (which keeps what it
+ * releases for a while before the class's quarantine sees it), and churn on
+ * a third: a stale release on a fourth is still refused. */
+typedef struct {
+    int kind;
+    RLTypeRef obj;
+} kind_obj;
+
+static void *make_on_thread(void *arg) {
+    kind_obj *k = arg;
+    k->obj = make_kind(k->kind);
+    return NULL;
+}
+
+static void *release_on_thread(void *arg) {
+    assert_true(RLRelease(((kind_obj *)arg)->obj));
+    return NULL;
+}
+
+static void *churn_on_thread(void *arg) {
+    for (int i = 0; i < 16; i++)
+        assert_true(RLRelease(make_kind(((kind_obj *)arg)->kind)));
+    return NULL;
+}
+
+static void test_stale_release_across_threads_is_refused(void **state) {
+    for (int kind = 0; kind < NKINDS; kind++) {
+        kind_obj k = {kind, NULL};
+        rl_test_on_other_thread(make_on_thread, &k);
+        assert_non_null(k.obj);
+        rl_test_on_other_thread(release_on_thread, &k);
+        rl_test_on_other_thread(churn_on_thread, &k);
+        RLTypeRef live[16];
+        for (int i = 0; i < 16; i++)
+            live[i] = make_kind(kind);
+        assert_stale_release_refused(k.obj, live[0]);
+        for (int i = 0; i < 16; i++) {
+            assert_int_equal(RLGetRetainCount(live[i]), 1);
+            assert_true(RLRelease(live[i]));
+        }
+    }
+}
+
 /* A Get-rule result: the caller holds no reference, so releasing it is
  * refused and the object is unchanged; a reference the caller took with
  * RLRetain is the caller's to release. */
@@ -283,6 +326,7 @@ int main(void) {
         cmocka_unit_test(test_clocks),
         cmocka_unit_test(test_stale_release_after_reuse_is_refused),
         cmocka_unit_test(test_stale_release_after_churn_is_refused),
+        cmocka_unit_test(test_stale_release_across_threads_is_refused),
         cmocka_unit_test(test_get_rule_objects_refuse_release),
         cmocka_unit_test(test_loop_references_refuse_extra_release),
     };

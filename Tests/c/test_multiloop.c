@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -217,6 +218,69 @@ static void test_timer_moved_while_its_loop_sleeps(void **state) {
     assert_false(RLRunLoopTimerIsValid(t)); /* one-shot: invalidated after firing */
     RLRelease(t);
     lthread_stop(&l);
+}
+
+/* ---- equal dates: the order timers got them, across threads and loops -- */
+
+static char tie_trace[64];
+
+static void tie_fire(RLRunLoopTimerRef t, void *info) {
+    size_t n = strlen(tie_trace);
+    snprintf(tie_trace + n, sizeof tie_trace - n, "%s%s", n ? " " : "", (const char *)info);
+}
+
+static RLRunLoopTimerRef tie_timer(RLAbsoluteTime date, const char *name) {
+    RLRunLoopTimerContext c = {0, (void *)name, NULL, NULL, NULL};
+    RLRunLoopTimerRef t = RLRunLoopTimerCreate(NULL, date, 0, 0, 0, tie_fire, &c);
+    assert_non_null(t);
+    return t;
+}
+
+static RLAbsoluteTime tie_date;
+
+static void *tie_create_c(void *arg) { return tie_timer(tie_date, "C"); }
+
+static void *tie_move(void *t) {
+    assert_true(RLRunLoopTimerSetNextFireDate(t, tie_date));
+    return NULL;
+}
+
+/* Timers in one loop with one date fire in the order they got it, also when
+ * the dates were given on other threads and in other loops: a timer
+ * created on another thread after a timer of this loop was moved fires
+ * after it; one moved from another thread fires last; a timer moved in
+ * another loop, then brought here, fires before one moved here after it
+ * came. */
+static void test_equal_dates_in_order_across_threads_and_loops(void **state) {
+    RLRunLoopRef here = RLRunLoopGetCurrent();
+    tie_date = RLAbsoluteTimeGetCurrent() - 1;
+    tie_trace[0] = 0;
+    lthread other;
+    lthread_start(&other);
+    RLRunLoopRef there = atomic_load(&other.rl);
+    RLRunLoopTimerRef b = tie_timer(tie_date, "B");
+    RLRunLoopTimerRef a = tie_timer(tie_date, "A");
+    RLRunLoopTimerRef d = tie_timer(tie_date, "D");
+    assert_true(RLRunLoopAddTimer(here, b, "Tie"));
+    /* D is moved again and again in the other loop (in a mode it does not
+     * run), then comes here. */
+    assert_true(RLRunLoopAddTimer(there, d, "Tie"));
+    for (int i = 0; i < 5; i++)
+        assert_true(RLRunLoopTimerSetNextFireDate(d, tie_date));
+    assert_true(RLRunLoopRemoveTimer(there, d, "Tie"));
+    assert_true(RLRunLoopAddTimer(here, d, "Tie"));
+    assert_true(RLRunLoopAddTimer(here, a, "Tie"));
+    assert_true(RLRunLoopTimerSetNextFireDate(a, tie_date)); /* here: after D */
+    RLRunLoopTimerRef c = rl_test_on_other_thread(tie_create_c, NULL); /* after A */
+    assert_true(RLRunLoopAddTimer(here, c, "Tie"));
+    rl_test_on_other_thread(tie_move, b); /* here, from another thread: last */
+    assert_int_equal(RLRunLoopRunInMode("Tie", 0, false), kRLRunLoopRunTimedOut);
+    assert_string_equal(tie_trace, "D A C B");
+    RLRelease(a);
+    RLRelease(b);
+    RLRelease(c);
+    RLRelease(d);
+    lthread_stop(&other);
 }
 
 /* A timer in one loop is refused by another; once out of the first loop's
@@ -561,6 +625,7 @@ int main(void) {
         cmocka_unit_test(test_invalidate_source_in_several_running_loops),
         cmocka_unit_test(test_timer_moved_while_its_loop_sleeps),
         cmocka_unit_test(test_timer_and_observer_move_between_loops),
+        cmocka_unit_test(test_equal_dates_in_order_across_threads_and_loops),
         cmocka_unit_test(test_timer_freed_after_leaving_a_live_loop),
         cmocka_unit_test(test_callout_moves_its_item_to_another_loop),
         cmocka_unit_test(test_observers_go_while_pinned),

@@ -57,6 +57,63 @@ static void test_order_of_due_timers(void **state) {
     done(tie);
 }
 
+/* Timers due at one date fire in the order they were given that date (at
+ * creation or by SetNextFireDate, inside a loop or in none), whatever order
+ * they were added in. */
+static void test_equal_dates_fire_in_the_order_they_got_them(void **state) {
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    RLAbsoluteTime due = RLAbsoluteTimeGetCurrent() - 1;
+    RLRunLoopTimerRef a = make(due, 0, name_cb, "A");
+    RLRunLoopTimerRef b = make(due, 0, name_cb, "B");
+    RLRunLoopTimerRef c = make(due, 0, name_cb, "C");
+    RLRunLoopTimerRef d = make(due, 0, name_cb, "D");
+    assert_true(RLRunLoopTimerSetNextFireDate(a, due)); /* in no loop: after D */
+    assert_true(RLRunLoopAddTimer(rl, d, "Tie"));
+    assert_true(RLRunLoopAddTimer(rl, c, "Tie"));
+    assert_true(RLRunLoopAddTimer(rl, b, "Tie"));
+    assert_true(RLRunLoopAddTimer(rl, a, "Tie"));
+    assert_true(RLRunLoopTimerSetNextFireDate(b, due)); /* in the loop: after A */
+    assert_true(RLRunLoopTimerSetNextFireDate(c, due)); /* and C after B */
+    assert_int_equal(RLRunLoopRunInMode("Tie", 0, false), kRLRunLoopRunTimedOut);
+    assert_trace("D A B C");
+    done(a);
+    done(b);
+    done(c);
+    done(d);
+}
+
+static int repeats;
+
+static void repeat_twice_cb(RLRunLoopTimerRef t, void *info) {
+    rl_trace_add((const char *)info);
+    if (++repeats == 2)
+        RLRunLoopTimerInvalidate(t);
+}
+
+/* A repeating timer is given its next date when it fires: it fires after a
+ * timer created for that date before, and before one created after. */
+static void test_equal_dates_after_a_repeat(void **state) {
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    repeats = 0;
+    /* Due now, then next on its grid half a second from now (the first
+     * pass fires it long before then). */
+    RLAbsoluteTime anchor = RLAbsoluteTimeGetCurrent() - 0.5;
+    RLRunLoopTimerRef r = make(anchor, 1.0, repeat_twice_cb, "R");
+    RLAbsoluteTime next = anchor + (double)1 * 1.0; /* as the library computes it */
+    RLRunLoopTimerRef before = make(next, 0, name_cb, "before");
+    assert_true(RLRunLoopAddTimer(rl, r, "Rep"));
+    assert_int_equal(RLRunLoopRunInMode("Rep", 0, false), kRLRunLoopRunTimedOut);
+    assert_true(RLRunLoopTimerGetNextFireDate(r) == next);
+    RLRunLoopTimerRef after = make(next, 0, name_cb, "after");
+    assert_true(RLRunLoopAddTimer(rl, after, "Rep"));
+    assert_true(RLRunLoopAddTimer(rl, before, "Rep"));
+    assert_int_equal(RLRunLoopRunInMode("Rep", 10, false), kRLRunLoopRunFinished);
+    assert_trace("R before R after");
+    done(r);
+    done(before);
+    done(after);
+}
+
 static RLAbsoluteTime fired_at[16];
 static int nfired;
 
@@ -210,6 +267,52 @@ static void test_tolerance_coalesces_wakeups(void **state) {
     RLRelease(o);
     done(a);
     done(b);
+}
+
+/* One wake-up per timer expiry, also after the timerfd expired while the
+ * loop was busy (woken early by another thread, then performing a source
+ * past the timer's date, then polling): the loop neither wakes for an
+ * expiry it has already served nor spins on one. */
+static int expiry_fires, expiry_wakes;
+
+static void expiry_observer(RLRunLoopObserverRef o, RLRunLoopActivity a, void *info) { expiry_wakes++; }
+
+static void expiry_timer(RLRunLoopTimerRef t, void *info) {
+    if (++expiry_fires == 20)
+        RLRunLoopStop(RLRunLoopGetCurrent());
+}
+
+static void busy_perform(void *info) {
+    double t0 = rl_test_now();
+    while (rl_test_now() - t0 < 0.012) {
+    }
+}
+
+static void signal_and_wake(RLRunLoopRef rl, void *source) {
+    RLRunLoopSourceSignal(source);
+    RLRunLoopWakeUp(rl);
+}
+
+static void test_one_wakeup_per_timer_expiry(void **state) {
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    expiry_fires = expiry_wakes = 0;
+    RLRunLoopObserverRef o = RLRunLoopObserverCreate(NULL, kRLRunLoopAfterWaiting, true, 0, expiry_observer, NULL);
+    RLRunLoopSourceContext sc = {0};
+    sc.perform = busy_perform;
+    RLRunLoopSourceRef src = RLRunLoopSourceCreate(NULL, 0, &sc);
+    RLRunLoopTimerRef t = make(RLAbsoluteTimeGetCurrent() + 0.005, 0.004, expiry_timer, NULL);
+    assert_true(RLRunLoopAddObserver(rl, o, "Expiry"));
+    assert_true(RLRunLoopAddSource(rl, src, "Expiry"));
+    assert_true(RLRunLoopAddTimer(rl, t, "Expiry"));
+    assert_int_equal(rl_test_run_and_act_while_asleep("Expiry", false, signal_and_wake, src), kRLRunLoopRunStopped);
+    assert_int_equal(expiry_fires, 20);
+    /* One wake-up for the other thread's WakeUp, one per later fire. */
+    assert_in_range(expiry_wakes, 1, expiry_fires + 1);
+    RLRunLoopObserverInvalidate(o);
+    RLRelease(o);
+    RLRunLoopSourceInvalidate(src);
+    RLRelease(src);
+    done(t);
 }
 
 static int t_retains, t_releases;
@@ -781,6 +884,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_one_shot_fires_once, rl_trace_setup),
         cmocka_unit_test_setup(test_order_of_due_timers, rl_trace_setup),
+        cmocka_unit_test_setup(test_equal_dates_fire_in_the_order_they_got_them, rl_trace_setup),
+        cmocka_unit_test_setup(test_equal_dates_after_a_repeat, rl_trace_setup),
         cmocka_unit_test_setup(test_repeating_stays_on_grid, rl_trace_setup),
         cmocka_unit_test_setup(test_missed_periods_fire_once, rl_trace_setup),
         cmocka_unit_test_setup(test_set_next_fire_date_earlier_and_later, rl_trace_setup),
@@ -789,6 +894,7 @@ int main(void) {
         cmocka_unit_test_setup(test_same_timer_in_two_modes, rl_trace_setup),
         cmocka_unit_test_setup(test_tolerance_rules, rl_trace_setup),
         cmocka_unit_test_setup(test_tolerance_coalesces_wakeups, rl_trace_setup),
+        cmocka_unit_test_setup(test_one_wakeup_per_timer_expiry, rl_trace_setup),
         cmocka_unit_test_setup(test_context_balance_and_description, rl_trace_setup),
         cmocka_unit_test_setup(test_timer_belongs_to_one_loop, rl_trace_setup),
 #if __BLOCKS__
