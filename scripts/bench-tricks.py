@@ -10,7 +10,7 @@ notice by at least 10%; the table says which do.
   TRICKS_ONLY=POOL,SPIN scripts/bench-tricks.py
 
 Each variant is its own build folder (build/tricks/NAME); the benches are
-bench_runloop, bench_thread and bench_sync, each run with its knobs set to
+bench_runloop, bench_thread, bench_sync and bench_ports, each run with its knobs set to
 the rows a trick is for (the peers are skipped where the bench allows).
 """
 import os
@@ -31,6 +31,7 @@ BENCHES = {
     "timers": ("bench_runloop", {"BRL_ROUNDS": "1", "BRL_PEERS": "ours", "BRL_ONLY": "timers"}),
     "thread": ("bench_thread", {"BTH_ROUNDS": "1", "BTH_QUICK": "1"}),
     "sync": ("bench_sync", {"RL_BENCH_RUNS": "15"}),
+    "ports": ("bench_ports", {"BPO_ROUNDS": "3", "BPO_QUICK": "1", "BPO_ONLY": "local"}),
 }
 
 # (trick, bench, row label as printed, higher is better)
@@ -48,6 +49,7 @@ ROWS = [
     ("LOCK_SPIN", "sync", "RLLock contended, 2 threads", False),
     ("LOCK_SPIN", "sync", "RLLock lock+unlock", False),
     ("BLOCK_COPY", "perform", "perform block+WakeUp, other thread (M/s)", True),
+    ("PORT_REUSE", "ports", "RLPort send, 16-byte data, other thread's loop (M msg/s)", True),
 ]
 
 
@@ -65,7 +67,7 @@ def build(variant, defs):
     folder = f"build/tricks/{variant}"
     args = [MAKE, "--no-print-directory", "-s", f"BUILD={folder}", "VARIANT=", "SAN=", "PLAIN=",
             f"RL_DEFS={defs}", "BENCH_THREAD_SWIFT=0"]
-    targets = [f"{folder}/bench/{b}" for b in ("bench_runloop", "bench_thread", "bench_sync")]
+    targets = [f"{folder}/bench/{b}" for b in ("bench_runloop", "bench_thread", "bench_sync", "bench_ports")]
     r = subprocess.run(args + targets, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if r.returncode:
         sys.exit(f"bench-tricks: building {variant} failed:\n{r.stdout[-2000:]}")
