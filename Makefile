@@ -221,8 +221,10 @@ check-tsan: deps ## the C tests under ThreadSanitizer
 check-lockdep: deps ## the C tests with the lock-order detector on (RL_LOCK_DEBUG=1)
 	RL_LOCK_DEBUG=1 $(MAKE) check-c
 
+# valgrind runs one thread at a time; --fair-sched=yes hands the CPU round
+# robin, so a thread that spins cannot starve the one it is waiting for.
 check-leak: deps ## the C tests under valgrind memcheck (leaks are errors)
-	RL_TEST_SCALE=valgrind $(MAKE) check-c VARIANT=-valgrind OPT="-O2 -gdwarf-4" TEST_RUNNER="valgrind -q --leak-check=full --show-leak-kinds=definite,indirect --errors-for-leak-kinds=definite,indirect --error-exitcode=99"
+	RL_TEST_SCALE=valgrind $(MAKE) check-c VARIANT=-valgrind OPT="-O2 -gdwarf-4" TEST_RUNNER="valgrind -q --fair-sched=yes --leak-check=full --show-leak-kinds=definite,indirect --errors-for-leak-kinds=definite,indirect --error-exitcode=99"
 
 # The Swift tests under the sanitizers, each in its own build folder. Extra
 # SwiftPM build folders live inside .build: the C target's path is the
@@ -239,7 +241,7 @@ check-swift-asan: deps ## `swift test` under AddressSanitizer (.build/asan)
 
 check-sanitizers: check-asan check-tsan check-leak check-lockdep check-swift-tsan check-swift-asan ## every sanitizer run above
 
-install: all ## headers, libcrunloop.a/.so and crunloop.pc into $(DESTDIR)$(PREFIX)
+install: all ## headers, libcrunloop.a/.so, crunloop.pc and the echo examples (bin/crunloop-echo-server, -client) into $(DESTDIR)$(PREFIX)
 	install -d $(DESTDIR)$(PREFIX)/include/crunloop $(DESTDIR)$(PREFIX)/lib/pkgconfig
 	install -m 644 include/crunloop/*.h $(DESTDIR)$(PREFIX)/include/crunloop/
 	install -m 644 $(STATIC_LIB) $(DESTDIR)$(PREFIX)/lib/

@@ -12,14 +12,19 @@ EXAMPLE_BINS := $(EXAMPLE_SRCS:examples/c/%.c=$(BUILD)/examples/%)
 EXAMPLE_HDRS := $(wildcard examples/c/*.h)
 EXAMPLES ?=
 
-.PHONY: examples check-examples demo-examples
+.PHONY: examples check-examples demo-examples install-examples
 
 examples: $(EXAMPLE_BINS) ## build the C examples into $(BUILD)/examples
 
 $(BUILD)/examples/%: examples/c/%.c $(HDRS) $(EXAMPLE_HDRS) $(STATIC_LIB)
 	@mkdir -p $(dir $@)
 	@$(call say,CC,$@)
-	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(STATIC_LIB) $(LIBS)
+	$(Q)$(CC) $(CPPFLAGS) $(EXAMPLE_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(STATIC_LIB) $(EXAMPLE_LIBS) $(LIBS)
+
+# Examples that use another library get its flags from pkg-config (the
+# Debian package is in scripts/setup-deps.sh).
+$(BUILD)/examples/threaded_parser: EXAMPLE_CFLAGS = $(shell pkg-config --cflags expat)
+$(BUILD)/examples/threaded_parser: EXAMPLE_LIBS = $(shell pkg-config --libs expat)
 
 check-examples: $(EXAMPLE_BINS) ## run every C example in its fast mode and check its output
 	@BUILD=$(BUILD) scripts/run-examples.sh $(EXAMPLES)
@@ -29,3 +34,15 @@ demo-examples: $(EXAMPLE_BINS) ## the C part of `make demo`
 
 CHECK_EXTRA += check-examples
 DEMO_TARGETS += demo-examples
+
+# Tests/c/test_echo.c includes the echo examples unchanged, to run them in
+# its own process (and under the sanitizers).
+$(BUILD)/tests/test_echo: examples/c/echo_server.c examples/c/echo_client.c $(EXAMPLE_HDRS)
+
+# `make install` installs the echo pair as commands (statically linked
+# against the library, so they run wherever they are copied).
+install: install-examples
+install-examples: $(BUILD)/examples/echo_server $(BUILD)/examples/echo_client ## the part of `make install` that puts crunloop-echo-server and crunloop-echo-client in $(DESTDIR)$(PREFIX)/bin
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 755 $(BUILD)/examples/echo_server $(DESTDIR)$(PREFIX)/bin/crunloop-echo-server
+	install -m 755 $(BUILD)/examples/echo_client $(DESTDIR)$(PREFIX)/bin/crunloop-echo-client

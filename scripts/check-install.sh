@@ -88,5 +88,35 @@ else
     fail "block program with the toolchain's runtime beside ours" "$log"
   fi
 fi
+# The echo pair, installed as commands.
+server=$prefix/bin/crunloop-echo-server client=$prefix/bin/crunloop-echo-client
+log=$prefix/echo.log
+if [ ! -x "$server" ] || [ ! -x "$client" ]; then
+  fail "crunloop-echo-server and crunloop-echo-client are not installed in $prefix/bin"
+else
+  "$server" >"$log" 2>&1 &
+  pid=$!
+  port=""
+  for _ in $(seq 1 200); do
+    port=$(sed -n '1s/^listening on \([0-9][0-9]*\)$/\1/p' "$log")
+    [ -n "$port" ] || ! kill -0 "$pid" 2>/dev/null && break
+    sleep 0.05
+  done
+  if [ -z "$port" ]; then
+    kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
+    fail "crunloop-echo-server did not print \"listening on PORT\"" "$log"
+  else
+    seq 1 50000 >"$prefix/echo.in"
+    timeout 60 "$client" localhost "$port" <"$prefix/echo.in" >"$prefix/echo.out" 2>>"$log"
+    crc=$?
+    kill -TERM "$pid"
+    src=0; wait "$pid" || src=$?
+    if [ $crc -ne 0 ]; then fail "crunloop-echo-client exit status $crc" "$log"
+    elif ! cmp -s "$prefix/echo.in" "$prefix/echo.out"; then fail "crunloop-echo-client: the echo differs from the input" "$log"
+    elif [ $src -ne 0 ] || ! grep -q '^stopping on SIGTERM: 1 connections served' "$log"; then
+      fail "crunloop-echo-server did not stop cleanly on SIGTERM (status $src)" "$log"
+    else pass "crunloop-echo-server on port $port echoed $(wc -c <"$prefix/echo.in") bytes from crunloop-echo-client, stopped by SIGTERM"; fi
+  fi
+fi
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]

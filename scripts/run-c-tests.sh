@@ -12,7 +12,9 @@ if [ $# -gt 0 ]; then
 else
   bins=("$BUILD"/tests/test_*)
 fi
-sum() { grep -E "^\[  $1 *\] [0-9]+ test" "$2" | awk '{s+=$(NF-1)} END{print s+0}'; }
+# cmocka's summary lines: "[  PASSED  ] 4 test(s)." and "[  FAILED  ] 1
+# test(s), listed below:" (likewise SKIPPED): the count is the first number.
+sum() { grep -E "^\[  $1 *\] [0-9]+ test" "$2" | awk '{for (i = 1; i <= NF; i++) if ($i ~ /^[0-9]+$/) { s += $i; break }} END{print s+0}'; }
 passed=0; failed=0; skipped=0; failed_progs=()
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT

@@ -7,6 +7,9 @@
 #   scripts/run-examples.sh --demo [NAME...]  the tour (make demo): each
 #       example at a readable pace (RL_EXAMPLE_TOUR=1) under a heading.
 #
+# "echo" is two programs (echo_server, echo_client) run together by
+# run_echo / demo_echo below instead of one binary on its own.
+#
 # BUILD (environment) is the build directory; binaries are $BUILD/examples/NAME.
 # Checks look only at what the programs print, never at how long they took;
 # the timeout exists only so that a hang fails instead of blocking.
@@ -17,7 +20,8 @@ BIN=$BUILD/examples
 TIMEOUT=${EXAMPLE_TIMEOUT:-120}
 
 ALL_EXAMPLES=(countdown interleave producer_consumer progress_bar delegate_thread listing_2_3
-              worker_start_stop sync_tour cf_listings port_checkin message_ports)
+              worker_start_stop sync_tour cf_listings port_checkin message_ports
+              threaded_parser daemon_skeleton echo)
 
 declare -A TITLES=(
   [countdown]="a repeating run-loop timer counting 10 -> 1 (0.2 s ticks in this tour; 1 s when run alone)"
@@ -31,7 +35,104 @@ declare -A TITLES=(
   [cf_listings]="the Run Loops chapter's CF listings, through cf_compat.h"
   [message_ports]="Listings 3-17 to 3-19: CFMessagePort check-in, worker as a thread and as a process"
   [port_checkin]="Listings 3-12 to 3-15: a worker checks in through ports, then takes jobs"
+  [threaded_parser]="expat parses on a background thread and reports to its delegate on the main thread"
+  [daemon_skeleton]="SIGHUP reloads, SIGTERM stops: signals on the main loop, workers stopped cleanly"
+  [echo]="a TCP echo server (RLSocket) and the tutorial's echo client (RLStream), stopped by SIGINT"
 )
+
+# ---- the echo pair: a server in the background, clients against it ----
+
+ECHO_PID=""
+ECHO_PORT=""
+# echo_start LOG [ARGS...]: starts the server, waits for "listening on PORT".
+echo_start() {
+  local log=$1; shift
+  "$BIN/echo_server" "$@" >"$log" 2>&1 &
+  ECHO_PID=$!
+  local i
+  for i in $(seq 1 200); do
+    ECHO_PORT=$(sed -n '1s/^listening on \([0-9][0-9]*\)$/\1/p' "$log")
+    [ -n "$ECHO_PORT" ] && return 0
+    kill -0 "$ECHO_PID" 2>/dev/null || return 1
+    sleep 0.05
+  done
+  return 1
+}
+# echo_stop SIGNAL: stops the server with SIGNAL, waits; returns its status.
+echo_stop() {
+  [ -n "$ECHO_PID" ] || return 1
+  kill -"$1" "$ECHO_PID" 2>/dev/null
+  local rc=0
+  wait "$ECHO_PID" || rc=$?
+  ECHO_PID=""
+  return $rc
+}
+
+demo_echo() {
+  local log
+  log=$(mktemp)
+  if ! echo_start "$log" -v; then echo "(the echo server did not start)"; cat "$log"; rm -f "$log"; return 1; fi
+  echo "\$ echo_server -v &"
+  echo "listening on $ECHO_PORT"
+  echo "\$ (a line every 0.3 s) | echo_client -v localhost $ECHO_PORT"
+  local status=0
+  (for line in "Hello, run loop" "every line goes out when the write stream can take it" \
+               "and comes back through HasBytesAvailable" "stdin is a run-loop source too"; do
+     echo "$line"; sleep 0.3
+   done) | timeout "$TIMEOUT" "$BIN/echo_client" -v localhost "$ECHO_PORT" || status=1
+  echo "\$ seq 1 100000 | echo_client localhost $ECHO_PORT | tail -2     # 588,895 bytes"
+  seq 1 100000 | timeout "$TIMEOUT" "$BIN/echo_client" localhost "$ECHO_PORT" | tail -2
+  echo "\$ kill -INT %1     # the server's log:"
+  echo_stop INT || status=1
+  sed 's/^/  [server] /' "$log"
+  rm -f "$log"
+  return $status
+}
+
+# daemon_skeleton runs until a signal stops it, so it is driven from
+# outside, as an operator would: kill -HUP once it is ready, then STOPSIG
+# (TERM or INT) once the reload is done, then its exit status is awaited.
+# Each step waits for the line that shows the previous one was handled;
+# the waits are bounded by TIMEOUT only so that a hang fails.
+# drive_daemon OUT STOPSIG [PAUSE]: output to OUT (and to the terminal if
+# TEE is set), PAUSE seconds between the steps; returns the exit status.
+drive_daemon() {
+  local out=$1 stop=$2 pause=${3:-0} pid status
+  : >"$out"
+  if [ -n "${TEE:-}" ]; then
+    "$BIN/daemon_skeleton" > >(tee -a "$out") 2>&1 </dev/null &
+  else
+    "$BIN/daemon_skeleton" >"$out" 2>&1 </dev/null &
+  fi
+  pid=$!
+  wait_for_text() { # TEXT: true once OUT holds it, false if the daemon ended or time ran out
+    local i
+    for ((i = 0; i < TIMEOUT * 20; i++)); do
+      grep -Fq -- "$1" "$out" && return 0
+      kill -0 "$pid" 2>/dev/null || return 1
+      sleep 0.05
+    done
+    return 1
+  }
+  if wait_for_text "daemon_skeleton: ready"; then
+    sleep "$pause"; kill -HUP "$pid"
+    if wait_for_text "  [main] reload done"; then
+      sleep "$pause"; kill "-$stop" "$pid"
+    fi
+  fi
+  for ((i = 0; i < TIMEOUT * 20; i++)); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.05
+  done
+  if kill -0 "$pid" 2>/dev/null; then
+    kill -KILL "$pid"; wait "$pid" 2>/dev/null
+    return 124
+  fi
+  wait "$pid"
+  status=$?
+  sleep 0.1 # tee's last lines
+  return $status
+}
 
 demo=0
 if [ "${1:-}" = "--demo" ]; then demo=1; shift; fi
@@ -39,10 +140,24 @@ if [ $# -gt 0 ]; then names=("$@"); else names=("${ALL_EXAMPLES[@]}"); fi
 
 # ---- the tour ----
 if [ $demo = 1 ]; then
+  trap '[ -n "$ECHO_PID" ] && kill "$ECHO_PID" 2>/dev/null' EXIT
   status=0
   for name in "${names[@]}"; do
     echo
     echo "==== $name — ${TITLES[$name]:-} ===="
+    if declare -F "demo_$name" >/dev/null; then
+      "demo_$name" || { echo "($name exited with an error)"; status=1; }
+      continue
+    fi
+    if [ "$name" = daemon_skeleton ]; then
+      echo "(the tour sends it SIGHUP, then SIGTERM, from outside)"
+      tour_out=$(mktemp)
+      RL_EXAMPLE_TOUR=1 TEE=1 drive_daemon "$tour_out" TERM 1
+      rc=$?
+      rm -f "$tour_out"
+      [ $rc -eq 0 ] || { echo "($name exited with status $rc)"; status=1; }
+      continue
+    fi
     if ! RL_EXAMPLE_TOUR=1 timeout "$TIMEOUT" "$BIN/$name"; then
       echo "($name exited with an error)"
       status=1
@@ -213,6 +328,103 @@ check_message_ports() {
   [ "$(tail -1 "$OUT")" = "message_ports: OK" ] || fail "last line is not 'message_ports: OK'"
 }
 
+check_threaded_parser() {
+  has_line "--- from a file ---"
+  has_line "--- from a local HTTP server ---"
+  count_lines '^  \[main\] parserDidStart: ' 3
+  grep -Eq '^  \[main\] parserDidStart: http://127\.0\.0\.1:[0-9]+/catalog\.xml$' "$OUT" || fail "no parse from the HTTP server"
+  count_lines '^  \[main\] parserDidFinish: 500 books, total price 14815\.50, most expensive: Run Loops, volume 217 \(99\.50\)$' 2
+  has "  [main] progress [##############################] 100.0%  500 books"
+  count_lines '^  \[main\] parserDidFail: mismatched tag at line [0-9]+$' 1
+  # The timer kept ticking between the parser's first and last report.
+  count_lines '^  \[main\] the timer ticked [1-9][0-9]* times while the parser worked \([0-9]+ progress reports\): the main loop stayed responsive$' 3
+  has_line "file and HTTP gave the same catalog: yes"
+  has_line "every delegate call ran on the main thread: yes"
+  has_line "the broken document was reported as a failure: yes"
+  [ "$(tail -1 "$OUT")" = "threaded_parser: OK" ] || fail "last line is not 'threaded_parser: OK'"
+}
+
+# Run twice by run_daemon_skeleton: stopped by SIGTERM, then by SIGINT.
+check_daemon_skeleton() { # STOPSIG
+  grep -Eq '^daemon_skeleton: ready \(pid [0-9]+, fast pace\): SIGHUP reloads, SIGTERM or SIGINT stops$' "$OUT" ||
+    fail "no ready line"
+  has_line "  [main] SIGHUP received"
+  has_line "  [main] reload: configuration 2; restarting the workers"
+  has_line "  [main] SIG$1 received"
+  has_line "  [main] stopping: no more jobs; stopping the workers"
+  # Both workers went through the lifecycle twice (reload, stop), each
+  # will-exit handler before its Stop returned.
+  count_lines '^  \[worker-[12]\] will-exit handler: the worker thread is finishing$' 4
+  count_lines '^  \[main\] worker-[12] stopped$' 4
+  count_lines '^  \[main\] worker-[12] started \(configuration 2\)$' 2
+  [ "$(grep -E '^  \[(worker-1\] will-exit|main\] worker-1 stopped)' "$OUT" | cut -c4-9 | tr '\n' ' ')" = \
+    "worker main]  worker main]  " ] || fail "worker-1's will-exit handler did not run before its Stop returned"
+  # Signals only ever reached the main thread.
+  count_lines '^  \[worker-[12]\] SIG' 0
+  grep -Eq '^daemon_skeleton: stopped cleanly: ([0-9]+) jobs sent, \1 done, 1 reloads$' "$OUT" ||
+    fail "no clean-stop line with every job done"
+}
+
+# Drives the daemon as a test: stopped once by SIGTERM, once by SIGINT; each
+# run must exit with status 0.
+run_daemon_skeleton() {
+  local sig rc
+  for sig in TERM INT; do
+    OUT=$tmp/daemon_skeleton.$sig.out
+    RL_EXAMPLE_FAST=1 drive_daemon "$OUT" "$sig"
+    rc=$?
+    if [ $rc -eq 124 ]; then fail "SIG$sig run: timed out after ${TIMEOUT} s"
+    elif [ $rc -ne 0 ]; then fail "SIG$sig run: exit status $rc"; fi
+    check_daemon_skeleton "$sig"
+  done
+}
+
+# The echo pair, run together: the server on any free port, the client
+# with piped, file and empty input (its output must be exactly its input),
+# a refused connection, then SIGINT. Writes what it saw to $OUT, then
+# checks it (check_echo).
+run_echo() {
+  local dir log
+  dir=$(mktemp -d); log=$dir/server.log
+  {
+    if ! echo_start "$log" -v; then
+      echo "server did not start"; cat "$log"
+    fi
+    echo "server: listening on $ECHO_PORT"
+    printf 'hello\nworld\n' | timeout "$TIMEOUT" "$BIN/echo_client" localhost "$ECHO_PORT" >"$dir/small" 2>&1
+    echo "client (pipe, 2 lines): status $?, output $(tr '\n' '|' <"$dir/small")"
+    seq 1 200000 >"$dir/big.in"
+    timeout "$TIMEOUT" "$BIN/echo_client" 127.0.0.1 "$ECHO_PORT" <"$dir/big.in" >"$dir/big.out" 2>&1
+    echo "client (file, $(wc -c <"$dir/big.in") bytes): status $?, $(cmp -s "$dir/big.in" "$dir/big.out" && echo same || echo DIFFERENT) output"
+    seq 1 200000 | timeout "$TIMEOUT" "$BIN/echo_client" localhost "$ECHO_PORT" >"$dir/big.pipe" 2>&1
+    echo "client (pipe, $(wc -c <"$dir/big.in") bytes): status $?, $(cmp -s "$dir/big.in" "$dir/big.pipe" && echo same || echo DIFFERENT) output"
+    timeout "$TIMEOUT" "$BIN/echo_client" localhost "$ECHO_PORT" </dev/null >"$dir/empty" 2>&1
+    echo "client (empty input): status $?, $(wc -c <"$dir/empty") bytes out"
+    echo_stop INT
+    echo "server: exit status $?"
+    sed 's/^/server log: /' "$log"
+    # Nothing listens on the port any more.
+    echo x | timeout "$TIMEOUT" "$BIN/echo_client" 127.0.0.1 "$ECHO_PORT" >"$dir/refused" 2>&1
+    echo "client (server gone): status $?: $(cat "$dir/refused")"
+  } >"$OUT" 2>&1
+  rm -rf "$dir"
+  check_echo
+}
+
+check_echo() {
+  has_line "client (pipe, 2 lines): status 0, output hello|world|"
+  has_line "client (file, 1288895 bytes): status 0, same output"
+  has_line "client (pipe, 1288895 bytes): status 0, same output"
+  has_line "client (empty input): status 0, 0 bytes out"
+  has_line "server: exit status 0"
+  # A client exits once all its echoes are back, maybe before the server
+  # has seen its end: the next one may find it still open.
+  count_lines '^server log: connection [1-4] from 127\.0\.0\.1:[0-9]+ \([12] open\)$' 4
+  count_lines '^server log: connection [1-4] from 127\.0\.0\.1:[0-9]+ closed: the client finished' 4
+  count_lines '^server log: stopping on SIGINT: 4 connections served \(at most [12] at once\), 2577802 bytes echoed, [0-9]+ pauses for back-pressure$' 1
+  has "client (server gone): status 1: echo_client: cannot connect to 127.0.0.1 port"
+}
+
 check_cf_listings() {
   [ "$(tail -1 "$OUT")" = "cf_listings: OK" ] || fail "last line is not 'cf_listings: OK'"
 }
@@ -220,13 +432,20 @@ check_cf_listings() {
 passed=0
 failed=0
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+trap 'rm -rf "$tmp"; [ -n "$ECHO_PID" ] && kill "$ECHO_PID" 2>/dev/null' EXIT
+
+# The programs an entry runs: itself, or the pair for "echo".
+programs() { if [ "$1" = echo ]; then echo "echo_server echo_client"; else echo "$1"; fi; }
 
 for name in "${names[@]}"; do
   OUT=$tmp/$name.out
   problems=()
-  if [ ! -x "$BIN/$name" ]; then
-    fail "not built: $BIN/$name"
+  missing=""
+  for prog in $(programs "$name"); do [ -x "$BIN/$prog" ] || missing="$missing $BIN/$prog"; done
+  if [ -n "$missing" ]; then
+    fail "not built:$missing"
+  elif declare -F "run_$name" >/dev/null; then
+    "run_$name" # runs and checks it in its own way
   else
     RL_EXAMPLE_FAST=1 timeout "$TIMEOUT" "$BIN/$name" >"$OUT" 2>&1 </dev/null
     rc=$?

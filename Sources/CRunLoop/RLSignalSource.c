@@ -9,6 +9,7 @@
  * and mask) sits behind one mutex: it is touched when a source is created,
  * invalidated or reads a signal, never on a loop's path otherwise. */
 #include "internal.h"
+#include "rl_lockclass.h"
 
 #include <crunloop/RLFileDescriptor.h>
 #include <crunloop/RLRunLoopSource.h>
@@ -51,18 +52,28 @@ static pthread_mutex_t rl_sig_lock = PTHREAD_MUTEX_INITIALIZER;
 static rl_sig_slot rl_sig_slots[_NSIG];
 
 static void rl_sig_lock_take(void) {
+    if (RL__UNLIKELY(rl__lockdep_enabled()))
+        rl__lockclass_take(RL_LOCKCLASS_SIGNAL, __builtin_return_address(0));
     int e = pthread_mutex_lock(&rl_sig_lock);
     if (e)
         abort(); /* only EINVAL/EDEADLK, both impossible for this static mutex */
 }
 
-static void rl_sig_lock_drop(void) { (void)pthread_mutex_unlock(&rl_sig_lock); }
+static void rl_sig_lock_drop(void) {
+    (void)pthread_mutex_unlock(&rl_sig_lock);
+    if (RL__UNLIKELY(rl__lockdep_enabled()))
+        rl__lockclass_drop(RL_LOCKCLASS_SIGNAL);
+}
 
 /* Held across fork() so that the child's copy is never locked by a thread
- * that does not exist there (rl_fork.c). */
-void rl__signal_fork_prepare(void) { rl_sig_lock_take(); }
-void rl__signal_fork_parent(void) { rl_sig_lock_drop(); }
-void rl__signal_fork_child(void) { rl_sig_lock_drop(); }
+ * that does not exist there (rl_fork.c, which fixes the order of the
+ * global locks itself: not reported to the lock-order detector). */
+void rl__signal_fork_prepare(void) {
+    if (pthread_mutex_lock(&rl_sig_lock))
+        abort();
+}
+void rl__signal_fork_parent(void) { (void)pthread_mutex_unlock(&rl_sig_lock); }
+void rl__signal_fork_child(void) { (void)pthread_mutex_unlock(&rl_sig_lock); }
 
 /* Runs instead of the default action in a thread that did not block the
  * signal: the process neither dies nor discards the signal forever. */

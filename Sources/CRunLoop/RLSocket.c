@@ -5,8 +5,10 @@
  * flags say. */
 #include "RLDataInternal.h"
 #include "RLLockInternal.h"
+#include "rl_lockclass.h"
 
 #include <crunloop/RLFileDescriptor.h>
+#include <crunloop/RLRunLoopTimer.h>
 #include <crunloop/RLSocket.h>
 
 #include <errno.h>
@@ -30,6 +32,15 @@
 /* At most this many connections are accepted in one wake, so that a flood
  * of connections cannot keep the loop from its other sources. */
 #define RL_SOCKET_ACCEPT_BATCH 64
+/* A stream's Data callback reads into a buffer of this size first (more
+ * only when it fills up), instead of asking the kernel how much is queued:
+ * one system call per wake instead of two. */
+#define RL_SOCKET_READ_CHUNK 65536
+/* When accept fails for want of descriptors or memory, the connection
+ * stays queued and the listener stays readable: instead of reporting that
+ * readiness again at once (a loop spinning at full speed), the listener
+ * rests this long, then tries again. */
+#define RL_SOCKET_ACCEPT_RETRY 0.1
 
 struct RLSocket {
     rl__object base;
@@ -48,6 +59,12 @@ struct RLSocket {
     bool connecting; /* a background connect is under way */
     bool connect_reported;
     bool at_eof; /* the stream ended: no more read-side callbacks */
+    /* A connected stream's peer address, looked up once for its Data
+     * callbacks (a stream's peer never changes); NULL until then. */
+    RLDataRef peer;
+    /* Set while the listener rests after accept ran out of descriptors:
+     * the one-shot timer (in the loop and mode that saw it) that wakes it. */
+    RLRunLoopTimerRef accept_retry;
     /* Callouts that may still use fd (the loop's threads). An invalidation
      * meanwhile leaves the close to the last of them, so that none of them
      * reads or accepts on a number that another open may have reused. */
@@ -55,12 +72,20 @@ struct RLSocket {
     bool close_pending;
 };
 
+/* Reports to the lock-order detector as one class for every socket
+ * (docs/locking.md: before the loop and item locks). */
 static inline void sock_lock(struct RLSocket *s) {
+    if (RL__UNLIKELY(rl__lockdep_enabled()))
+        rl__lockclass_take(RL_LOCKCLASS_SOCKET, __builtin_return_address(0));
     if (!rl__mutex_trylock(&s->lock))
         (void)rl__mutex_lock_slow(&s->lock, NULL);
 }
 
-static inline void sock_unlock(struct RLSocket *s) { rl__mutex_unlock(&s->lock); }
+static inline void sock_unlock(struct RLSocket *s) {
+    rl__mutex_unlock(&s->lock);
+    if (RL__UNLIKELY(rl__lockdep_enabled()))
+        rl__lockclass_drop(RL_LOCKCLASS_SOCKET);
+}
 
 static void sock_finalize(void *obj) {
     struct RLSocket *s = obj;
@@ -68,6 +93,8 @@ static void sock_finalize(void *obj) {
      * socket only gets here invalidated, or from a failed creation. */
     if (s->fdobj)
         RLRelease(s->fdobj);
+    if (s->peer)
+        RLRelease(s->peer);
 }
 
 static char *sock_describe(const void *obj) {
@@ -98,7 +125,7 @@ static RLOptionFlags sock_wanted_locked(const struct RLSocket *s) {
         return 0;
     RLOptionFlags rt = read_type(s);
     bool ready_side = s->sock_type != SOCK_STREAM || s->connected || s->listening;
-    if (rt && !(s->disabled & rt) && !s->at_eof && ready_side)
+    if (rt && !(s->disabled & rt) && !s->at_eof && ready_side && !s->accept_retry)
         want |= kRLFileDescriptorReadCallBack;
     if (s->connecting)
         want |= kRLFileDescriptorWriteCallBack;
@@ -140,9 +167,97 @@ static void sock_delivered_locked(struct RLSocket *s, RLOptionFlags type) {
 
 static void free_owner(void *p) { free(p); }
 
+/* A connected stream's peer address (retained), looked up on first use. */
+static RLDataRef sock_peer_address(struct RLSocket *s) {
+    sock_lock(s);
+    RLDataRef peer = s->peer ? RLRetain(s->peer) : NULL;
+    sock_unlock(s);
+    if (peer)
+        return peer;
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    if (getpeername(s->fd, (struct sockaddr *)&ss, &len) != 0)
+        return NULL;
+    peer = sockaddr_data(&ss, len);
+    if (!peer)
+        return NULL;
+    sock_lock(s);
+    if (!s->peer) /* another loop's thread may have been first */
+        s->peer = RLRetain(peer);
+    sock_unlock(s);
+    return peer;
+}
+
+/* Reads every byte queued on a stream into a malloc'd buffer (*out, its
+ * length the result). 0: the end of the stream; -1: an error or nothing
+ * there (errno); the buffer is freed then. The first read takes up to
+ * RL_SOCKET_READ_CHUNK; only a read that fills the buffer asks how much
+ * more is queued, once: bytes that arrive while it reads wait for the next
+ * wake, so that a peer that keeps sending cannot hold the callback (and
+ * the echo or answer it would send) back. */
+static ssize_t stream_read_all(int fd, uint8_t **out) {
+    size_t cap = RL_SOCKET_READ_CHUNK, len = 0;
+    uint8_t *buf = malloc(cap);
+    if (!buf)
+        return -1;
+    for (bool asked = false;; asked = true) {
+        ssize_t n;
+        do
+            n = recv(fd, buf + len, cap - len, MSG_DONTWAIT);
+        while (n < 0 && errno == EINTR);
+        if (n < 0 && len > 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            break; /* what was there is read */
+        if (n < 0 || (n == 0 && len == 0)) {
+            int err = errno;
+            free(buf);
+            errno = err;
+            return n;
+        }
+        len += (size_t)n;
+        if (n == 0 || len < cap || asked)
+            break; /* a short read: the queue is empty (or ended after these bytes) */
+        int more = 0;
+        if (ioctl(fd, FIONREAD, &more) < 0 || more <= 0)
+            break;
+        uint8_t *grown = realloc(buf, cap + (size_t)more);
+        if (!grown)
+            break; /* the rest comes with the next wake */
+        buf = grown;
+        cap += (size_t)more;
+    }
+    /* Small reads keep a small buffer: the data may be kept by the callback. */
+    if (len < cap / 2) {
+        uint8_t *shrunk = realloc(buf, len);
+        if (shrunk)
+            buf = shrunk;
+    }
+    *out = buf;
+    return (ssize_t)len;
+}
+
 /* Reads what is there (one datagram, or every queued byte of a stream) and
  * delivers it. Returns false when the stream ended or failed. */
 static bool sock_deliver_data(struct RLSocket *s) {
+    if (s->sock_type == SOCK_STREAM) {
+        uint8_t *buf = NULL;
+        ssize_t n = stream_read_all(s->fd, &buf);
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return true; /* nothing after all */
+        if (n < 0 && !buf && errno == ENOMEM)
+            return true; /* try again on the next wake; nothing was read */
+        bool ended = n <= 0;
+        RLDataRef data = ended ? RLDataCreate(NULL, NULL, 0) : rl__data_slice(buf, (size_t)n, buf, NULL, free_owner);
+        if (!data) {
+            free(buf);
+            return !ended;
+        }
+        RLDataRef addr = sock_peer_address(s);
+        sock_call(s, kRLSocketDataCallBack, addr, data);
+        RLRelease(data);
+        if (addr)
+            RLRelease(addr);
+        return !ended;
+    }
     int avail = 0;
     if (ioctl(s->fd, FIONREAD, &avail) < 0)
         avail = 0;
@@ -156,26 +271,20 @@ static bool sock_deliver_data(struct RLSocket *s) {
     do
         n = recvfrom(s->fd, buf, cap, MSG_DONTWAIT, (struct sockaddr *)&from, &fromlen);
     while (n < 0 && errno == EINTR);
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-        free(buf);
-        return true; /* nothing after all */
-    }
-    bool ended = s->sock_type == SOCK_STREAM && n <= 0;
-    if (n < 0 && s->sock_type != SOCK_STREAM) {
-        /* A datagram socket's error (say ECONNREFUSED from an ICMP) is
-         * cleared by the failed read; the socket goes on. */
+    if (n < 0) {
+        /* Nothing there after all, or a datagram socket's error (say
+         * ECONNREFUSED from an ICMP), cleared by the failed read: the
+         * socket goes on. */
         free(buf);
         return true;
     }
-    if (n < 0)
-        n = 0;
     RLDataRef data = rl__data_slice(buf, (size_t)n, buf, NULL, free_owner);
     if (!data) {
         free(buf);
-        return !ended;
+        return true;
     }
     RLDataRef addr = NULL;
-    if (s->sock_type == SOCK_STREAM || fromlen == 0 || fromlen > sizeof from) {
+    if (fromlen == 0 || fromlen > sizeof from) {
         struct sockaddr_storage peer;
         socklen_t plen = sizeof peer;
         if (getpeername(s->fd, (struct sockaddr *)&peer, &plen) == 0)
@@ -187,7 +296,54 @@ static bool sock_deliver_data(struct RLSocket *s) {
     RLRelease(data);
     if (addr)
         RLRelease(addr);
-    return !ended;
+    return true;
+}
+
+static const void *sock_retain_cb(const void *info) { return RLRetain(info); }
+static void sock_release_cb(const void *info) { RLRelease(info); }
+
+/* The listener's rest is over: watch it again. */
+static void sock_accept_retry_fire(RLRunLoopTimerRef t, void *info) {
+    struct RLSocket *s = info;
+    sock_lock(s);
+    bool mine = s->accept_retry == t;
+    if (mine)
+        s->accept_retry = NULL;
+    if (s->valid)
+        sock_rearm_locked(s);
+    sock_unlock(s);
+    if (mine)
+        RLRelease(t); /* a one-shot timer: the loop has let it go already */
+}
+
+/* Makes the listener rest (see RL_SOCKET_ACCEPT_RETRY): a one-shot timer
+ * in the loop and mode of this callout wakes it. Without a timer (no
+ * memory, not inside a run) it does not rest: the next wake tries again,
+ * as it would have, rather than never. */
+static void sock_rest_listener(struct RLSocket *s) {
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    RLStringRef mode = rl ? RLRunLoopCopyCurrentMode(rl) : NULL;
+    if (!mode)
+        return;
+    RLRunLoopTimerContext ctx = {0, s, sock_retain_cb, sock_release_cb, NULL};
+    RLRunLoopTimerRef t = RLRunLoopTimerCreate(NULL, RLAbsoluteTimeGetCurrent() + RL_SOCKET_ACCEPT_RETRY, 0, 0, 0,
+                                               sock_accept_retry_fire, &ctx);
+    if (t) {
+        sock_lock(s);
+        bool take = s->valid && !s->accept_retry;
+        if (take)
+            s->accept_retry = t;
+        sock_unlock(s);
+        if (!take || !RLRunLoopAddTimer(rl, t, mode)) {
+            sock_lock(s);
+            if (s->accept_retry == t)
+                s->accept_retry = NULL;
+            sock_unlock(s);
+            RLRunLoopTimerInvalidate(t);
+            RLRelease(t);
+        }
+    }
+    RLRelease(mode);
 }
 
 /* Accepts pending connections, one callback each, while the callback stays
@@ -200,7 +356,9 @@ static void sock_deliver_accepts(struct RLSocket *s) {
         if (nfd < 0) {
             if (errno == EINTR || errno == ECONNABORTED)
                 continue;
-            return; /* EAGAIN: none left; other errors: the next wake retries */
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+                sock_rest_listener(s);
+            return; /* EAGAIN: none left; other errors (the connection is gone): the next wake */
         }
         RLDataRef addr = sockaddr_data(&peer, plen);
         sock_call(s, kRLSocketAcceptCallBack, addr, &nfd);
@@ -232,10 +390,17 @@ static void sock_fd_callout_body(struct RLSocket *s, RLOptionFlags ready);
 static void sock_fd_callout(RLFileDescriptorRef f, RLOptionFlags ready, void *info) {
     (void)f;
     struct RLSocket *s = info;
+    /* A callback may invalidate the socket and release the caller's last
+     * reference (the fd object's reference goes with the invalidation):
+     * this one keeps it alive until the callout is done with it. Taken
+     * while valid, under the lock that an invalidation takes first, so the
+     * fd object's reference is still there to count on. */
     sock_lock(s);
     bool go = s->valid;
-    if (go)
+    if (go) {
         s->busy++;
+        RLRetain(s);
+    }
     sock_unlock(s);
     if (!go)
         return;
@@ -247,6 +412,7 @@ static void sock_fd_callout(RLFileDescriptorRef f, RLOptionFlags ready, void *in
     sock_unlock(s);
     if (close_now)
         close(s->fd);
+    RLRelease(s);
 }
 
 static void sock_fd_callout_body(struct RLSocket *s, RLOptionFlags ready) {
@@ -328,9 +494,6 @@ static void sock_fd_callout_body(struct RLSocket *s, RLOptionFlags ready) {
     sock_unlock(s);
 }
 
-static const void *sock_retain_cb(const void *info) { return RLRetain(info); }
-static void sock_release_cb(const void *info) { RLRelease(info); }
-
 static RLSocketRef sock_make(RLAllocatorRef allocator, int fd, RLOptionFlags types,
                              RLSocketCallBack callout, const RLSocketContext *context, const char *fn) {
     (void)allocator;
@@ -357,6 +520,8 @@ static RLSocketRef sock_make(RLAllocatorRef allocator, int fd, RLOptionFlags typ
     struct sockaddr_storage peer;
     socklen_t plen = sizeof peer;
     s->connected = stype != SOCK_STREAM || getpeername(fd, (struct sockaddr *)&peer, &plen) == 0;
+    if (stype == SOCK_STREAM && s->connected)
+        s->peer = sockaddr_data(&peer, plen); /* kept for the Data callbacks (NULL: looked up then) */
     s->valid = true;
     if (s->listening && (types & 3u) == kRLSocketAcceptCallBack) {
         int fl = fcntl(fd, F_GETFL);
@@ -667,12 +832,18 @@ bool RLSocketInvalidate(RLSocketRef s) {
     sock_lock(s);
     bool was = s->valid;
     s->valid = false;
+    RLRunLoopTimerRef retry = s->accept_retry;
+    s->accept_retry = NULL;
     bool close_it = was && (s->flags & kRLSocketCloseOnInvalidate);
     if (close_it && s->busy) {
         s->close_pending = true; /* the last running callout closes it */
         close_it = false;
     }
     sock_unlock(s);
+    if (retry) { /* the timer holds a reference on s: s outlives this */
+        RLRunLoopTimerInvalidate(retry);
+        RLRelease(retry);
+    }
     if (!was)
         return true;
     /* Keeps s alive across the fd object's release of its reference. */

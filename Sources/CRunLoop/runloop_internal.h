@@ -22,6 +22,7 @@
 
 #include "RLLockInternal.h"
 #include "internal.h"
+#include "rl_lockclass.h"
 
 #include <bsd/sys/queue.h>
 #include <pthread.h>
@@ -249,16 +250,10 @@ struct RLFileDescriptor {
 
 /* ---- locks (rl_lock.c) ---- */
 
-/* Lock-order classes for the detector (RLLockDebug.h), which the loop and
- * item locks report to when it is on: every loop lock is one "run-loop
- * lock", every item lock one "run-loop item lock", so that the protocol
- * (loop before item; never two of a class) is checked for all loops and
- * items at once, whichever pair a test happens to use. */
-typedef enum rl_lockclass { RL_LOCKCLASS_LOOP = 0, RL_LOCKCLASS_ITEM = 1 } rl_lockclass;
-RL__HIDDEN void rl__lockclass_take(rl_lockclass c, const void *where);
-/* After a successful try-lock (no order edge: it cannot deadlock). */
-RL__HIDDEN void rl__lockclass_took(rl_lockclass c, const void *where);
-RL__HIDDEN void rl__lockclass_drop(rl_lockclass c);
+/* The loop and item locks report to the lock-order detector as the
+ * classes RL_LOCKCLASS_LOOP and RL_LOCKCLASS_ITEM (rl_lockclass.h), so that
+ * the protocol (loop before item; never two of a class) is checked for all
+ * loops and items at once. */
 
 /* The item lock: a 32-bit futex word (0 free, 1 held, 2 held with
  * sleepers), so that it fits in a timer's first cache line. Held for a few

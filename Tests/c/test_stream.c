@@ -3,6 +3,9 @@
 #include "testutil.h"
 #include "trace.h"
 
+#include "RLStreamInternal.h"
+#include "runloop_internal.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -367,6 +370,53 @@ static void test_pair_with_existing_socket(void **state) {
     close(sv[1]);
 }
 
+/* Releasing one stream of a socket pair leaves the other's readiness
+ * events working: the socket's fd source stays in the loops and modes the
+ * remaining stream is scheduled in. */
+static void test_releasing_one_socket_stream_keeps_the_other_scheduled(void **state) {
+    (void)state;
+    done = 0;
+    int sv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    int small = 4096;
+    assert_int_equal(setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof small), 0);
+    RLReadStreamRef r;
+    RLWriteStreamRef w;
+    assert_true(RLStreamCreatePairWithSocket(NULL, sv[0], &r, &w));
+    client(r, w);
+    assert_true(RLReadStreamOpen(r));
+    assert_true(RLWriteStreamOpen(w));
+    RLRunLoopRunInMode(MODE, 0.05, false);
+    assert_non_null(strstr(rl_trace_get(), "w:space"));
+    /* fill the socket until it takes no more */
+    uint8_t chunk[1024];
+    memset(chunk, 'x', sizeof chunk);
+    size_t sent = 0;
+    while (RLWriteStreamCanAcceptBytes(w)) {
+        RLIndex n = RLWriteStreamWrite(w, chunk, sizeof chunk);
+        assert_true(n > 0);
+        sent += (size_t)n;
+    }
+    RLRelease(r); /* the reader goes; the writer stays scheduled */
+    rl_trace_clear();
+    RLRunLoopRunInMode(MODE, 0.05, false);
+    assert_trace(""); /* full: no room reported */
+    /* the peer drains everything: room again, reported through the fd source */
+    char buf[4096];
+    while (sent > 0) {
+        ssize_t n = read(sv[1], buf, sizeof buf);
+        assert_true(n > 0);
+        sent -= (size_t)n;
+    }
+    double end = rl_test_now() + 10;
+    while (!strstr(rl_trace_get(), "w:space") && rl_test_now() < end)
+        RLRunLoopRunInMode(MODE, 0.05, false);
+    assert_trace("w:space");
+    RLRelease(w);
+    close(sv[0]);
+    close(sv[1]);
+}
+
 static RLRunLoopRef unsched_rl;
 static void unschedule_cb(RLReadStreamRef s, RLStreamEventType t, void *info) {
     (void)info;
@@ -498,6 +548,69 @@ static void test_client_context_retained_and_replaced(void **state) {
     assert_trace("retain retain retain");
 }
 
+/* ---- the lock order, checked by the lock-order detector ---- */
+
+static atomic_int reports;
+static void count_report(const RLLockDebugReport *r, void *info) {
+    (void)r;
+    (void)info;
+    atomic_fetch_add(&reports, 1);
+}
+
+/* With the detector on, the streams' own paths (connect through the
+ * resolver, the fd source, bound pairs across threads) report nothing;
+ * and having seen them, the detector reports a thread that takes the
+ * stream locks in the reverse order (docs/locking.md): the order is
+ * learned from the library's real locks, which report as classes. */
+static void test_lock_order_is_checked(void **state) {
+    bool was = RLLockDebugIsEnabled();
+    RLLockDebugSetEnabled(true);
+    RLLockDebugReset();
+    atomic_store(&reports, 0);
+    RLLockDebugSetReportHandler(count_report, NULL);
+    test_socket_to_named_host_resolves_off_the_loop(state);
+    rl_trace_clear();
+    test_releasing_one_socket_stream_keeps_the_other_scheduled(state);
+    rl_trace_clear();
+    test_bound_pair_across_threads_blocks_and_loses_nothing(state);
+    assert_int_equal(atomic_load(&reports), 0);
+
+    RLReadStreamRef r = RLReadStreamCreateWithBytes(NULL, (const uint8_t *)"a", 1);
+    rl__stream *s = (rl__stream *)r;
+    /* A stream lock under a loop lock (the order is stream, then loop). */
+    rl__loop_lock(RLRunLoopGetCurrent());
+    rl__stream_lock(s);
+    rl__stream_unlock(s);
+    rl__loop_unlock(RLRunLoopGetCurrent());
+    assert_int_equal(atomic_load(&reports), 1);
+    /* A socket stream's connection lock under a stream lock (the order is
+     * connection, then stream). */
+    rl__stream_lock(s);
+    rl__lockclass_take(RL_LOCKCLASS_STREAM_SOCKET, NULL);
+    rl__lockclass_drop(RL_LOCKCLASS_STREAM_SOCKET);
+    rl__stream_unlock(s);
+    assert_int_equal(atomic_load(&reports), 2);
+    /* A connection lock under the resolver's lock (the resolver's is a
+     * leaf, taken under a connection's). */
+    rl__lockclass_take(RL_LOCKCLASS_RESOLVER, NULL);
+    rl__lockclass_take(RL_LOCKCLASS_STREAM_SOCKET, NULL);
+    rl__lockclass_drop(RL_LOCKCLASS_STREAM_SOCKET);
+    rl__lockclass_drop(RL_LOCKCLASS_RESOLVER);
+    assert_int_equal(atomic_load(&reports), 3);
+    /* Two stream locks at once. */
+    RLReadStreamRef r2 = RLReadStreamCreateWithBytes(NULL, (const uint8_t *)"b", 1);
+    rl__stream_lock(s);
+    rl__stream_lock((rl__stream *)r2);
+    rl__stream_unlock((rl__stream *)r2);
+    rl__stream_unlock(s);
+    assert_int_equal(atomic_load(&reports), 4);
+    RLRelease(r2);
+    RLRelease(r);
+    RLLockDebugSetReportHandler(NULL, NULL);
+    RLLockDebugReset();
+    RLLockDebugSetEnabled(was);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_memory_streams_events_in_cf_order, rl_trace_setup),
@@ -509,11 +622,13 @@ int main(void) {
         cmocka_unit_test_setup(test_socket_to_named_host_resolves_off_the_loop, rl_trace_setup),
         cmocka_unit_test_setup(test_connection_refused, rl_trace_setup),
         cmocka_unit_test_setup(test_pair_with_existing_socket, rl_trace_setup),
+        cmocka_unit_test_setup(test_releasing_one_socket_stream_keeps_the_other_scheduled, rl_trace_setup),
         cmocka_unit_test_setup(test_schedule_twice_and_unschedule_in_callback, rl_trace_setup),
         cmocka_unit_test_setup(test_events_wait_for_their_mode, rl_trace_setup),
         cmocka_unit_test_setup(test_scheduled_in_two_modes_delivers_in_either, rl_trace_setup),
         cmocka_unit_test_setup(test_misuse, rl_trace_setup),
         cmocka_unit_test_setup(test_client_context_retained_and_replaced, rl_trace_setup),
+        cmocka_unit_test_setup(test_lock_order_is_checked, rl_trace_setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

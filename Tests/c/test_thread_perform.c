@@ -116,6 +116,15 @@ static void *post_to_main(void *arg) {
 static void test_perform_on_main_from_elsewhere(void **state) {
     memset(&rec, 0, sizeof rec);
     _Atomic int done = 0;
+    /* A source keeps the main loop's default mode from being empty, so each
+     * run sleeps until the request wakes it (a run of an empty mode returns
+     * at once, and a loop of those would spin and, under valgrind's
+     * serialised threads, starve the posting thread). */
+    RLRunLoopSourceContext ctx;
+    memset(&ctx, 0, sizeof ctx);
+    ctx.perform = nothing;
+    RLRunLoopSourceRef keepalive = RLRunLoopSourceCreate(NULL, 0, &ctx);
+    RLRunLoopAddSource(RLRunLoopGetMain(), keepalive, kRLRunLoopDefaultMode);
     RLThreadRef t = RLThreadCreate(NULL, post_to_main, &done);
     assert_true(RLThreadSetJoinable(t, true));
     assert_true(RLThreadStart(t));
@@ -124,6 +133,8 @@ static void test_perform_on_main_from_elsewhere(void **state) {
         assert_true(rl_test_now() < deadline);
         RLRunLoopRunInMode(kRLRunLoopDefaultMode, 0.05, false);
     }
+    RLRunLoopRemoveSource(RLRunLoopGetMain(), keepalive, kRLRunLoopDefaultMode);
+    RLRelease(keepalive);
     assert_true(RLThreadJoin(t, NULL));
     RLRelease(t);
     assert_int_equal(atomic_load(&rec.count), 2);

@@ -19,7 +19,11 @@
  *     peer's address. The callback owns the fd. Every pending connection
  *     is accepted in one wake, one callback each, while the callback stays
  *     enabled. The listening fd is switched to non-blocking so that
- *     accepting never blocks the loop.
+ *     accepting never blocks the loop. When accept fails for want of
+ *     descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM), the
+ *     connections stay queued and the listener rests for 0.1 s (a timer in
+ *     the loop and mode that saw the failure) before trying again, instead
+ *     of waking the loop again at once.
  *   - Data: whatever is readable is read in one wake (a stream: every byte
  *     queued; a datagram socket: one datagram) and passed as an RLDataRef
  *     (data), with the sender's (or peer's) address. End of stream or a

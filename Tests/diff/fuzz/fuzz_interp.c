@@ -563,7 +563,14 @@ struct fz_info {
     int key; /* equal/hash of "eq" sources */
     int calls;
     int script;
+    struct fz_info *all_next; /* fz_all_infos */
 };
+/* Every info ever made, kept for the life of the process: an info must
+ * outlive its last release so an over-release is traced (not a use after
+ * free), and CF releases what a finished thread's loop held at a time of
+ * its own, possibly during a later sequence. Keeping them listed (rather
+ * than dropping the pointer) is what tells a leak checker they are owned. */
+static struct fz_info *fz_all_infos;
 
 struct fz_seq {
     const struct fz_program *p;
@@ -616,6 +623,14 @@ static void info_release(const void *p) {
 }
 static struct fz_info *new_info(char k, int i, int key) {
     struct fz_info *in = calloc(1, sizeof *in);
+    if (!in) {
+        fz_trace("out of memory");
+        exit(2);
+    }
+    pthread_mutex_lock(&fz_trace_lock);
+    in->all_next = fz_all_infos;
+    fz_all_infos = in;
+    pthread_mutex_unlock(&fz_trace_lock);
     snprintf(in->name, sizeof in->name, "%c%d", k, i);
     in->key = key;
     in->seq = atomic_load(&fz_seq_no);

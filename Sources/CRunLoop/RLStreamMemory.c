@@ -1,0 +1,102 @@
+/* RLStreamMemory.c — memory streams: a read stream over a copy of the
+ * caller's bytes, and a write stream that collects what is written into a
+ * growing buffer (RLWriteStreamCopyDataWritten). Neither ever blocks; a
+ * read stream reaches its end as soon as its bytes are used up. */
+#include "RLStreamInternal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct memory {
+    uint8_t *bytes;
+    size_t len, pos, cap; /* written bytes are guarded by the stream lock */
+} memory;
+
+static memory *mem(rl__stream *s) { return (memory *)s->state; }
+
+static ssize_t memory_read(rl__stream *s, uint8_t *buf, size_t n, int *err) {
+    (void)err;
+    memory *m = mem(s);
+    size_t left = m->len - m->pos, take = n < left ? n : left;
+    memcpy(buf, m->bytes + m->pos, take);
+    m->pos += take;
+    return (ssize_t)take;
+}
+
+static ssize_t memory_write(rl__stream *s, const uint8_t *buf, size_t n, int *err) {
+    memory *m = mem(s);
+    rl__stream_lock(s);
+    size_t need = m->len + n;
+    if (need > m->cap) {
+        size_t cap = m->cap ? m->cap : 64;
+        while (cap < need)
+            cap *= 2;
+        uint8_t *b = realloc(m->bytes, cap);
+        if (!b) {
+            rl__stream_unlock(s);
+            *err = ENOMEM;
+            return -1;
+        }
+        m->bytes = b;
+        m->cap = cap;
+    }
+    memcpy(m->bytes + m->len, buf, n);
+    m->len = need;
+    rl__stream_unlock(s);
+    return (ssize_t)n;
+}
+
+static bool memory_ready(rl__stream *s) { return !s->is_read || mem(s)->pos < mem(s)->len; }
+
+static bool memory_exhausted(rl__stream *s) { return mem(s)->pos >= mem(s)->len; }
+
+static void memory_finalize(rl__stream *s) { free(mem(s)->bytes); }
+
+static const rl__stream_ops memory_ops = {
+    .state_size = sizeof(memory),
+    .read = memory_read,
+    .write = memory_write,
+    .ready = memory_ready,
+    .exhausted = memory_exhausted,
+    .finalize = memory_finalize,
+};
+
+RLReadStreamRef RLReadStreamCreateWithBytes(RLAllocatorRef alloc, const uint8_t *bytes, RLIndex length) {
+    (void)alloc;
+    if (length < 0 || (!bytes && length > 0))
+        return rl__fail(kRLErrorInvalidArgument, __func__, "bytes %p with length %ld", (const void *)bytes,
+                        (long)length),
+               NULL;
+    rl__stream *s = rl__stream_new(true, &memory_ops, __func__);
+    if (!s)
+        return NULL;
+    memory *m = mem(s);
+    m->bytes = malloc(length ? (size_t)length : 1);
+    if (!m->bytes) {
+        RLRelease(s);
+        return rl__fail(kRLErrorNoMemory, __func__, "no memory for %ld bytes", (long)length), NULL;
+    }
+    if (length)
+        memcpy(m->bytes, bytes, (size_t)length);
+    m->len = (size_t)length;
+    return (RLReadStreamRef)s;
+}
+
+RLWriteStreamRef RLWriteStreamCreateWithAllocatedBuffers(RLAllocatorRef alloc, RLAllocatorRef bufferAllocator) {
+    (void)alloc;
+    (void)bufferAllocator;
+    return (RLWriteStreamRef)rl__stream_new(false, &memory_ops, __func__);
+}
+
+RLDataRef RLWriteStreamCopyDataWritten(RLWriteStreamRef ref) {
+    rl__stream *s = rl__stream_check(ref, false, __func__);
+    if (!s)
+        return NULL;
+    if (s->ops != &memory_ops)
+        return rl__fail(kRLErrorInvalidArgument, __func__, "not a memory stream"), NULL;
+    rl__stream_lock(s);
+    RLDataRef d = RLDataCreate(NULL, mem(s)->bytes, (RLIndex)mem(s)->len);
+    rl__stream_unlock(s);
+    return d;
+}

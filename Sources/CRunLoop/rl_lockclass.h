@@ -1,0 +1,37 @@
+/* rl_lockclass.h — lock-order classes for the detector (RLLockDebug.h).
+ *
+ * Locks that exist in numbers (one per loop, per item, per stream...) and
+ * follow one protocol report to the detector as classes, not one by one:
+ * every loop lock is one "run-loop lock", every stream lock one "stream
+ * lock", so a rule broken with any two of them is reported the first time,
+ * whichever objects a test happens to use. The protocol: docs/locking.md.
+ * Implemented in rl_lockclass.c. Private. */
+#ifndef CRUNLOOP_RL_LOCKCLASS_H
+#define CRUNLOOP_RL_LOCKCLASS_H
+
+#include "internal.h"
+
+/* In the documented order, earliest first, except where a comment says
+ * otherwise; a lock may be taken while holding one of an earlier class. */
+typedef enum rl_lockclass {
+    RL_LOCKCLASS_LOOP = 0,      /* a run loop's lock */
+    RL_LOCKCLASS_ITEM = 1,      /* a source's, timer's or observer's lock: under a loop lock */
+    RL_LOCKCLASS_SOCKET,        /* an RLSocket's lock: before loop and item locks */
+    RL_LOCKCLASS_STREAM_SOCKET, /* a socket stream's connection: before stream, loop and item */
+    RL_LOCKCLASS_STREAM,        /* a read or write stream's lock: before loop and item */
+    RL_LOCKCLASS_STREAM_PAIR,   /* a bound pair's ring: a leaf */
+    RL_LOCKCLASS_RESOLVER,      /* the resolver's queue: a leaf, under a connection lock */
+    RL_LOCKCLASS_SIGNAL,        /* the process's signal table: a leaf */
+    RL_LOCKCLASS_COUNT
+} rl_lockclass;
+
+/* Call only when rl__lockdep_enabled(). Before blocking on a lock of class
+ * c: records the order edges from what the thread holds, reports an
+ * inversion (or a second lock of a class taken under the first). */
+RL__HIDDEN void rl__lockclass_take(rl_lockclass c, const void *where);
+/* After a successful try-lock (no order edge: it cannot deadlock). */
+RL__HIDDEN void rl__lockclass_took(rl_lockclass c, const void *where);
+/* After the lock was released. */
+RL__HIDDEN void rl__lockclass_drop(rl_lockclass c);
+
+#endif /* CRUNLOOP_RL_LOCKCLASS_H */

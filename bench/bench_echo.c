@@ -1,0 +1,525 @@
+/*
+ * bench_echo.c — the TCP echo benchmark table: one echo server per peer —
+ * ours (RLSocket on our run loop), CoreFoundation's CFSocket on its run
+ * loop (Swift toolchain), libuv's uv_tcp — each on a thread of its own,
+ * all driven over loopback by the same plain-socket clients in this one
+ * process (bench_echo.h says what every server does). Every measurement
+ * runs BEC_ROUNDS times (default 5), peers interleaved benchmark by
+ * benchmark and their order rotated each round; the table shows medians
+ * and ratios. On a busy machine the rates swing with the load; the server
+ * CPU rows (CPU time per unit of work) are the steadier comparison.
+ *
+ * Rows:
+ *   - round trip: one connection, 64 bytes out, wait for the 64 back;
+ *     p50 and p99, and the CPU the server's threads used per round trip
+ *     (the process's CPU time minus the client thread's);
+ *   - throughput: the client keeps up to 1 MB in flight per connection
+ *     and counts what comes back, for 1 connection with 64 KB writes and
+ *     for 16 connections with 4 KB writes;
+ *   - connections served per second: 8 clients at a time, each connects,
+ *     sends 16 bytes, reads them back and closes.
+ *
+ *   bench_echo                 the table (about half a minute)
+ *   BEC_ROUNDS=9 bench_echo
+ *   BEC_QUICK=1 bench_echo     shorter runs, for a smoke test
+ *   BEC_PEERS=ours,libuv       only these peers (ours, CF, libuv)
+ *   BEC_ONLY=tp1,tp16          only these benchmarks (rt, tp1, tp16, conn)
+ *   BEC_CSV=file               also write the ratios for scripts/bench-chart.py
+ *
+ * Built by `make bench-echo` (mk/bench-echo.mk).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench_echo.h"
+
+enum { P_RL, P_CF, P_UV, NPEERS };
+
+static const bec_peer *peers[NPEERS] = {[P_RL] = &bec_peer_rl, [P_CF] = &bec_peer_cf, [P_UV] = &bec_peer_uv};
+
+enum metric { M_RT50, M_RT99, M_RTCPU, M_TP1, M_TP1CPU, M_TP16, M_TPCPU, M_CPS, M_CPSCPU, NMETRICS };
+
+typedef struct {
+    const char *label;
+    double scale; /* displayed = raw * scale */
+    bool higher_better;
+    bool target_uv; /* target: at least libuv's */
+} metric_info;
+
+static const metric_info metrics[NMETRICS] = {
+    [M_RT50] = {"round trip 64 B, p50 (us)", 1e6, false, false},
+    [M_RT99] = {"round trip 64 B, p99 (us)", 1e6, false, false},
+    [M_RTCPU] = {"server CPU per round trip (us) [a]", 1e6, false, false},
+    [M_TP1] = {"throughput, 1 conn, 64 KB writes (MB/s)", 1e-6, true, true},
+    [M_TP1CPU] = {"  server CPU per MB, 1 conn (ms) [a]", 1e9, false, false},
+    [M_TP16] = {"throughput, 16 conns, 4 KB writes (MB/s)", 1e-6, true, true},
+    [M_TPCPU] = {"  server CPU per MB, 16 conns (ms) [a]", 1e9, false, false},
+    [M_CPS] = {"connections served per second [b]", 1, true, false},
+    [M_CPSCPU] = {"  server CPU per connection (us) [a]", 1e6, false, false},
+};
+
+#define MAXROUNDS 16
+static double samples[NPEERS][NMETRICS][MAXROUNDS];
+static int nsamples[NPEERS][NMETRICS];
+static char notes[8][160];
+static int nnotes;
+
+static void add_note(const char *text) {
+    if (!text || !text[0]) return;
+    for (int i = 0; i < nnotes; i++)
+        if (strcmp(notes[i], text) == 0) return;
+    if (nnotes < 8) snprintf(notes[nnotes++], sizeof notes[0], "%s", text);
+}
+
+static void record(int p, enum metric m, double v) {
+    if (nsamples[p][m] < MAXROUNDS && isfinite(v)) samples[p][m][nsamples[p][m]++] = v;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median_of(double *v, int n) {
+    if (n == 0) return NAN;
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static double median(int p, enum metric m) {
+    double tmp[MAXROUNDS];
+    memcpy(tmp, samples[p][m], (size_t)nsamples[p][m] * sizeof *tmp);
+    return median_of(tmp, nsamples[p][m]);
+}
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static double cpu(clockid_t c) {
+    struct timespec ts;
+    clock_gettime(c, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* CPU seconds the rest of the process (the server's threads) used since
+ * the marks: process time minus this thread's. */
+typedef struct {
+    double process, thread;
+} cpu_mark;
+static cpu_mark cpu_now(void) { return (cpu_mark){cpu(CLOCK_PROCESS_CPUTIME_ID), cpu(CLOCK_THREAD_CPUTIME_ID)}; }
+static double server_cpu_since(cpu_mark m) {
+    cpu_mark n = cpu_now();
+    return (n.process - m.process) - (n.thread - m.thread);
+}
+
+/* Closing: the client that closes first keeps the port in TIME_WAIT; on
+ * loopback Linux reuses such ports (net.ipv4.tcp_tw_reuse 1 or 2). If it
+ * does not, the connection benchmark closes with a reset (SO_LINGER 0) so
+ * that it cannot run out of ports. */
+static bool reset_on_close;
+
+static int connect_to(unsigned port, bool nonblocking) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | (nonblocking ? SOCK_NONBLOCK : 0), 0);
+    if (fd < 0) return -1;
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (connect(fd, (struct sockaddr *)&sin, sizeof sin) != 0 && !(nonblocking && errno == EINPROGRESS)) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static void close_client(int fd) {
+    if (reset_on_close) {
+        struct linger l = {1, 0};
+        setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof l);
+    }
+    close(fd);
+}
+
+static bool read_exactly(int fd, char *buf, size_t n) {
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = recv(fd, buf + got, n - got, 0);
+        if (r > 0) got += (size_t)r;
+        else if (r < 0 && errno == EINTR) continue;
+        else return false;
+    }
+    return true;
+}
+
+/* ---- round trip ------------------------------------------------------- */
+
+static bool bench_round_trip(int p, unsigned port, long n) {
+    int fd = connect_to(port, false);
+    if (fd < 0) return false;
+    char msg[64], back[64];
+    memset(msg, 'e', sizeof msg);
+    double *lat = malloc((size_t)n * sizeof *lat);
+    if (!lat) abort();
+    bool ok = true;
+    for (int i = 0; i < 200 && ok; i++) /* warm up */
+        ok = send(fd, msg, sizeof msg, MSG_NOSIGNAL) == (ssize_t)sizeof msg && read_exactly(fd, back, sizeof back);
+    cpu_mark mark = cpu_now();
+    for (long i = 0; i < n && ok; i++) {
+        double t0 = now();
+        ok = send(fd, msg, sizeof msg, MSG_NOSIGNAL) == (ssize_t)sizeof msg && read_exactly(fd, back, sizeof back);
+        lat[i] = now() - t0;
+    }
+    double server = server_cpu_since(mark);
+    close_client(fd);
+    if (ok) {
+        qsort(lat, (size_t)n, sizeof *lat, cmp_double);
+        record(p, M_RT50, lat[n / 2]);
+        record(p, M_RT99, lat[(long)((double)(n - 1) * 0.99)]);
+        record(p, M_RTCPU, server / (double)n);
+    }
+    free(lat);
+    return ok;
+}
+
+/* ---- throughput --------------------------------------------------------- */
+
+#define WINDOW (1 << 20)
+
+typedef struct {
+    int fd;
+    uint64_t sent, received;
+} tp_conn;
+
+/* nconn connections, writes of `chunk` bytes, at most WINDOW bytes in
+ * flight each, for `seconds`; then the rest comes back. Records bytes/s. */
+static bool bench_throughput(int p, unsigned port, int nconn, size_t chunk, double seconds, enum metric m,
+                             int cpu_metric) {
+    static char payload[65536];
+    char buf[65536];
+    tp_conn *c = calloc((size_t)nconn, sizeof *c);
+    int ep = epoll_create1(EPOLL_CLOEXEC);
+    if (!c || ep < 0) abort();
+    for (int i = 0; i < nconn; i++) c[i].fd = -1;
+    bool ok = true;
+    for (int i = 0; i < nconn && ok; i++) {
+        c[i].fd = connect_to(port, false);
+        ok = c[i].fd >= 0 && fcntl(c[i].fd, F_SETFL, O_NONBLOCK) == 0;
+        struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT, .data.u32 = (uint32_t)i};
+        ok = ok && epoll_ctl(ep, EPOLL_CTL_ADD, c[i].fd, &ev) == 0;
+    }
+    cpu_mark mark = cpu_now();
+    double t0 = now(), stop_at = t0 + seconds, give_up = t0 + seconds + 30;
+    bool sending = true;
+    uint64_t total_sent = 0, total_received = 0;
+    struct epoll_event evs[64];
+    while (ok) {
+        double t = now();
+        if (sending && t >= stop_at) {
+            sending = false;
+            for (int i = 0; i < nconn; i++) { /* reading only from now on */
+                struct epoll_event ev = {.events = EPOLLIN, .data.u32 = (uint32_t)i};
+                epoll_ctl(ep, EPOLL_CTL_MOD, c[i].fd, &ev);
+            }
+        }
+        if (!sending && total_received == total_sent) break;
+        if (t > give_up) {
+            ok = false;
+            break;
+        }
+        int k = epoll_wait(ep, evs, 64, 100);
+        for (int j = 0; j < k; j++) {
+            tp_conn *x = &c[evs[j].data.u32];
+            if (evs[j].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) {
+                for (;;) {
+                    ssize_t r = recv(x->fd, buf, sizeof buf, 0);
+                    if (r > 0) {
+                        x->received += (uint64_t)r;
+                        total_received += (uint64_t)r;
+                        continue;
+                    }
+                    if (r == 0 || (errno != EAGAIN && errno != EINTR)) ok = false;
+                    break;
+                }
+            }
+            if (sending && (evs[j].events & EPOLLOUT)) {
+                while (x->sent - x->received + chunk <= WINDOW) {
+                    ssize_t r = send(x->fd, payload, chunk, MSG_NOSIGNAL);
+                    if (r > 0) {
+                        x->sent += (uint64_t)r;
+                        total_sent += (uint64_t)r;
+                        continue;
+                    }
+                    if (r < 0 && errno != EAGAIN && errno != EINTR) ok = false;
+                    break;
+                }
+            }
+        }
+    }
+    double elapsed = now() - t0;
+    double server = server_cpu_since(mark);
+    for (int i = 0; i < nconn; i++)
+        if (c[i].fd >= 0) close_client(c[i].fd);
+    close(ep);
+    free(c);
+    if (ok) {
+        record(p, m, (double)total_received / elapsed);
+        if (cpu_metric >= 0) record(p, (enum metric)cpu_metric, server / (double)total_received);
+    }
+    return ok;
+}
+
+/* ---- connections per second ------------------------------------------- */
+
+enum { CS_CONNECTING, CS_WAITING };
+
+typedef struct {
+    int fd;
+    int state;
+    size_t got;
+} cs_slot;
+
+static bool cs_open(cs_slot *s, int ep, unsigned port, uint32_t id) {
+    s->fd = connect_to(port, true);
+    s->state = CS_CONNECTING;
+    s->got = 0;
+    struct epoll_event ev = {.events = EPOLLOUT, .data.u32 = id};
+    return s->fd >= 0 && epoll_ctl(ep, EPOLL_CTL_ADD, s->fd, &ev) == 0;
+}
+
+/* `slots` clients at a time, each: connect, 16 bytes out and back, close;
+ * until `total` connections are done. Records connections/s. */
+static bool bench_connections(int p, unsigned port, int slots, long total) {
+    cs_slot s[64];
+    int ep = epoll_create1(EPOLL_CLOEXEC);
+    if (ep < 0) abort();
+    long started = 0, done = 0;
+    bool ok = true;
+    double t0 = now(), give_up = t0 + 60;
+    cpu_mark mark = cpu_now();
+    for (int i = 0; i < slots && ok; i++, started++) ok = cs_open(&s[i], ep, port, (uint32_t)i);
+    static const char msg[16] = {"0123456789abcde"}; /* 15 characters and the NUL: 16 bytes */
+    struct epoll_event evs[64];
+    while (ok && done < total) {
+        if (now() > give_up) {
+            ok = false;
+            break;
+        }
+        int k = epoll_wait(ep, evs, 64, 100);
+        for (int j = 0; j < k && ok; j++) {
+            uint32_t id = evs[j].data.u32;
+            cs_slot *x = &s[id];
+            if (x->state == CS_CONNECTING) {
+                int err = 0;
+                socklen_t len = sizeof err;
+                getsockopt(x->fd, SOL_SOCKET, SO_ERROR, &err, &len);
+                if (err || send(x->fd, msg, sizeof msg, MSG_NOSIGNAL) != (ssize_t)sizeof msg) {
+                    ok = false;
+                    break;
+                }
+                x->state = CS_WAITING;
+                struct epoll_event ev = {.events = EPOLLIN, .data.u32 = id};
+                epoll_ctl(ep, EPOLL_CTL_MOD, x->fd, &ev);
+                continue;
+            }
+            char buf[16];
+            ssize_t r = recv(x->fd, buf, sizeof buf - x->got, 0);
+            if (r < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+            if (r <= 0) {
+                ok = false;
+                break;
+            }
+            x->got += (size_t)r;
+            if (x->got < sizeof buf) continue;
+            epoll_ctl(ep, EPOLL_CTL_DEL, x->fd, NULL);
+            close_client(x->fd);
+            x->fd = -1;
+            done++;
+            if (started < total) {
+                started++;
+                ok = cs_open(x, ep, port, id);
+            }
+        }
+    }
+    double elapsed = now() - t0;
+    double server = server_cpu_since(mark);
+    for (int i = 0; i < slots; i++)
+        if (s[i].fd >= 0 && done < total) close_client(s[i].fd);
+    close(ep);
+    if (ok) {
+        record(p, M_CPS, (double)done / elapsed);
+        record(p, M_CPSCPU, server / (double)done);
+    }
+    return ok;
+}
+
+/* ---- driver ------------------------------------------------------------- */
+
+static const char *only_peers, *only_benches;
+
+/* Whether name is in the comma-separated list (NULL: everything is). */
+static bool in_list(const char *list, const char *name) {
+    if (!list) return true;
+    size_t n = strlen(name);
+    for (const char *s = list; (s = strstr(s, name)) != NULL; s += n)
+        if ((s == list || s[-1] == ',') && (s[n] == '\0' || s[n] == ',')) return true;
+    return false;
+}
+
+static bool want_peer(const char *name) { return in_list(only_peers, name); }
+
+/* One round: every peer's server is started first (an idle server costs
+ * nothing), then each benchmark runs against every peer in turn, in an
+ * order rotated each round, so that a burst of load elsewhere on the
+ * machine spreads over the peers instead of landing on one of them. */
+static void run_round(int round, bool quick) {
+    void *server[NPEERS] = {0};
+    unsigned port[NPEERS] = {0};
+    for (int p = 0; p < NPEERS; p++) {
+        if (!want_peer(peers[p]->name)) continue;
+        char note[160] = "";
+        server[p] = peers[p]->start(&port[p], note);
+        if (!server[p]) add_note(note);
+    }
+    double secs = quick ? 0.2 : 0.5;
+    static const char *bench_names[4] = {"rt", "tp1", "tp16", "conn"};
+    for (int b = 0; b < 4; b++) {
+        if (!in_list(only_benches, bench_names[b])) continue;
+        for (int k = 0; k < NPEERS; k++) {
+            int p = (k + round) % NPEERS;
+            if (!server[p]) continue;
+            fprintf(stderr, "\rround %d: benchmark %d, %-6s", round + 1, b + 1, peers[p]->name);
+            bool ok = true;
+            switch (b) {
+            case 0: ok = bench_round_trip(p, port[p], quick ? 2000 : 10000); break;
+            case 1: ok = bench_throughput(p, port[p], 1, 65536, secs, M_TP1, M_TP1CPU); break;
+            case 2: ok = bench_throughput(p, port[p], 16, 4096, secs, M_TP16, M_TPCPU); break;
+            case 3: ok = bench_connections(p, port[p], 8, quick ? 500 : 2000); break;
+            }
+            if (!ok) {
+                char note[160];
+                snprintf(note, sizeof note, "%s: a run failed (%s); its rows lack that round", peers[p]->name,
+                         strerror(errno));
+                add_note(note);
+            }
+        }
+    }
+    for (int p = 0; p < NPEERS; p++)
+        if (server[p]) peers[p]->stop(server[p]);
+    fprintf(stderr, "\r%40s\r", "");
+}
+
+static void fmt(char *buf, size_t size, double v) {
+    if (isnan(v)) snprintf(buf, size, "-");
+    else if (fabs(v) >= 100) snprintf(buf, size, "%.0f", v);
+    else if (fabs(v) >= 10) snprintf(buf, size, "%.1f", v);
+    else snprintf(buf, size, "%.2f", v);
+}
+
+static void ratio(char *buf, size_t size, double ours, double peer) {
+    if (isnan(ours) || isnan(peer) || peer == 0) snprintf(buf, size, "-");
+    else snprintf(buf, size, "%.2fx", ours / peer);
+}
+
+static void print_table(int rounds) {
+    double load[3] = {NAN, NAN, NAN};
+    if (getloadavg(load, 3) < 0) load[0] = NAN;
+    printf("\nTCP echo over loopback: ours (RLSocket) vs CoreFoundation's CFSocket (Swift toolchain) vs libuv — "
+           "one process, %d round%s, median shown; %ld CPUs, load average %.1f\n\n",
+           rounds, rounds == 1 ? "" : "s", sysconf(_SC_NPROCESSORS_ONLN), load[0]);
+    printf("%-44s | %9s | %9s | %9s | %8s | %9s | %s\n", "benchmark", "ours", "CF", "libuv", "ours/CF", "ours/libuv",
+           "target: >= libuv");
+    printf("%.44s-+-%.9s-+-%.9s-+-%.9s-+-%.8s-+-%.9s-+-%s\n", "----------------------------------------------------",
+           "----------", "----------", "----------", "----------", "----------", "----------------");
+    for (int m = 0; m < NMETRICS; m++) {
+        double v[NPEERS];
+        char cell[NPEERS][32], rcf[32], ruv[32], met[64] = "";
+        for (int p = 0; p < NPEERS; p++) {
+            v[p] = median(p, (enum metric)m) * metrics[m].scale;
+            fmt(cell[p], sizeof cell[p], v[p]);
+        }
+        ratio(rcf, sizeof rcf, v[P_RL], v[P_CF]);
+        ratio(ruv, sizeof ruv, v[P_RL], v[P_UV]);
+        if (metrics[m].target_uv && !isnan(v[P_RL]) && !isnan(v[P_UV]))
+            snprintf(met, sizeof met, "%s", v[P_RL] >= v[P_UV] ? "yes" : "NO");
+        printf("%-44s | %9s | %9s | %9s | %8s | %9s | %s\n", metrics[m].label, cell[P_RL], cell[P_CF], cell[P_UV], rcf,
+               ruv, met);
+    }
+    printf("\nEvery server runs on a thread of its own; one client thread drives it over 127.0.0.1 with plain\n"
+           "sockets (TCP_NODELAY on both ends). Ratios are ours/peer of the values shown (rates: above 1 is\n"
+           "ours faster; times: below 1 is ours faster). Helper threads: ours %s; CF %s; libuv %s.\n",
+           peers[P_RL]->threads, peers[P_CF]->threads, peers[P_UV]->threads);
+    printf("[a] CPU time of the whole process minus the client thread's: the server's loop and helper threads.\n");
+    printf("[b] 8 clients at a time; each connects, sends 16 bytes, reads them back and closes%s.\n",
+           reset_on_close ? " with a reset (SO_LINGER 0: tcp_tw_reuse is off, so TIME_WAIT ports would run out)"
+                          : " (its port is reused from TIME_WAIT: tcp_tw_reuse is on)");
+    for (int i = 0; i < nnotes; i++) printf("  - %s\n", notes[i]);
+}
+
+/* One line per row and peer for scripts/bench-chart.py: the median and
+ * range over rounds of ours/peer as a time ratio (rates: peer/ours), each
+ * round's two values paired, so below 1 is ours better. */
+static void write_csv(const char *path) {
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        perror(path);
+        return;
+    }
+    fprintf(f, "group,row,peer,ratio,ratio_min,ratio_max,ours,peer_value,unit\n");
+    for (int m = 0; m < NMETRICS; m++) {
+        for (int p = 1; p < NPEERS; p++) {
+            int n = nsamples[P_RL][m] < nsamples[p][m] ? nsamples[P_RL][m] : nsamples[p][m];
+            double r[MAXROUNDS];
+            int k = 0;
+            for (int i = 0; i < n; i++) {
+                double ours = samples[P_RL][m][i], peer = samples[p][m][i];
+                double x = metrics[m].higher_better ? peer / ours : ours / peer;
+                if (isfinite(x)) r[k++] = x;
+            }
+            if (k == 0) continue;
+            double lo = r[0], hi = r[0];
+            for (int i = 1; i < k; i++) {
+                if (r[i] < lo) lo = r[i];
+                if (r[i] > hi) hi = r[i];
+            }
+            fprintf(f, "tcp echo,\"%s\",%s,%g,%g,%g,%g,%g,\n", metrics[m].label, peers[p]->name, median_of(r, k), lo,
+                    hi, median(P_RL, (enum metric)m) * metrics[m].scale, median(p, (enum metric)m) * metrics[m].scale);
+        }
+    }
+    fclose(f);
+}
+
+int main(void) {
+    const char *e = getenv("BEC_ROUNDS");
+    int rounds = e ? atoi(e) : 5;
+    if (rounds < 1) rounds = 1;
+    if (rounds > MAXROUNDS) rounds = MAXROUNDS;
+    bool quick = getenv("BEC_QUICK") != NULL;
+    only_peers = getenv("BEC_PEERS");
+    only_benches = getenv("BEC_ONLY");
+    FILE *tw = fopen("/proc/sys/net/ipv4/tcp_tw_reuse", "r");
+    int reuse = 0;
+    if (!tw || fscanf(tw, "%d", &reuse) != 1) reuse = 0;
+    if (tw) fclose(tw);
+    reset_on_close = reuse == 0;
+    double t0 = now();
+    for (int r = 0; r < rounds; r++) run_round(r, quick);
+    print_table(rounds);
+    if ((e = getenv("BEC_CSV")) && *e) write_csv(e);
+    printf("(whole run: %.0f s)\n", now() - t0);
+    return 0;
+}

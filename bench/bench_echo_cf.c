@@ -1,0 +1,236 @@
+/*
+ * bench_echo_cf.c — the echo benchmark's server written once against
+ * CoreFoundation's CFSocket API and built twice, as bench_runloop_cf.c is:
+ *   -DBEC_CF  CoreFoundation's CFSocket and run loop (libFoundation.so of
+ *             the Swift toolchain; on Linux a select() helper thread watches
+ *             every CFSocket and hands readiness to the loop): bec_peer_cf.
+ *             Needs clang with -fblocks for CF's headers.
+ *   (none)    ours, through <crunloop/cf_compat.h>, whose CF names are
+ *             plain aliases of the RLSocket functions: bec_peer_rl.
+ * So both run the very same server: a listening socket with an Accept
+ * callback, one socket per client with Data and Write callbacks.
+ */
+#ifdef BEC_CF
+#include <CoreFoundation/CoreFoundation.h>
+#define BEC_PEER bec_peer_cf
+#define BEC_PEER_NAME "CF"
+#define BEC_THREADS "+1 select() thread for all sockets"
+#else
+#include <crunloop/cf_compat.h>
+#define BEC_PEER bec_peer_rl
+#define BEC_PEER_NAME "ours"
+#define BEC_THREADS "none"
+#endif
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <stdio.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "bench_echo.h"
+
+typedef struct cf_server cf_server;
+
+typedef struct cf_conn {
+    cf_server *server;
+    CFSocketRef socket;
+    int fd;
+    bec_buf out;
+    bool paused, ended;
+    struct cf_conn *prev, *next;
+} cf_conn;
+
+struct cf_server {
+    pthread_t thread;
+    sem_t ready;
+    CFRunLoopRef loop;
+    CFRunLoopSourceRef stopper; /* signalled by stop() */
+    CFSocketRef listener;
+    cf_conn *conns;
+    unsigned port;
+    bool done;
+    char *note;
+};
+
+static void cf_close(cf_conn *c) {
+    if (c->prev) c->prev->next = c->next;
+    else c->server->conns = c->next;
+    if (c->next) c->next->prev = c->prev;
+    CFSocketInvalidate(c->socket);
+    CFRelease(c->socket);
+    free(c->out.bytes);
+    free(c);
+}
+
+/* Sends what the kernel takes now; -1: the connection is broken. */
+static ssize_t cf_send(cf_conn *c, const void *p, size_t n) {
+    size_t sent = 0;
+    while (sent < n) {
+        ssize_t r = send(c->fd, (const char *)p + sent, n - sent, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (r > 0) sent += (size_t)r;
+        else if (r < 0 && errno == EINTR) continue;
+        else if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+        else return -1;
+    }
+    return (ssize_t)sent;
+}
+
+/* After sending: wait for room, pause reading, resume it, or close. */
+static void cf_after_send(cf_conn *c) {
+    if (c->out.len > 0) {
+        CFSocketEnableCallBacks(c->socket, kCFSocketWriteCallBack);
+        if (c->out.len >= BEC_HIGH_WATER && !c->paused && !c->ended) {
+            CFSocketDisableCallBacks(c->socket, kCFSocketDataCallBack);
+            c->paused = true;
+        }
+    } else if (c->ended) {
+        cf_close(c);
+    } else if (c->paused) {
+        c->paused = false;
+        CFSocketEnableCallBacks(c->socket, kCFSocketDataCallBack);
+    }
+}
+
+static void cf_conn_cb(CFSocketRef s, CFSocketCallBackType type, CFDataRef address, const void *data, void *info) {
+    (void)s, (void)address;
+    cf_conn *c = info;
+    if (type == kCFSocketDataCallBack) {
+        CFDataRef d = (CFDataRef)data;
+        CFIndex n = CFDataGetLength(d);
+        if (n <= 0) {
+            c->ended = true;
+        } else {
+            const UInt8 *bytes = CFDataGetBytePtr(d);
+            ssize_t sent = 0;
+            if (c->out.len == 0 && (sent = cf_send(c, bytes, (size_t)n)) < 0) {
+                cf_close(c);
+                return;
+            }
+            if ((size_t)sent < (size_t)n && !bec_buf_append(&c->out, bytes + sent, (size_t)n - (size_t)sent)) {
+                cf_close(c);
+                return;
+            }
+        }
+    } else if (type == kCFSocketWriteCallBack) {
+        ssize_t sent = cf_send(c, c->out.bytes + c->out.start, c->out.len);
+        if (sent < 0) {
+            cf_close(c);
+            return;
+        }
+        bec_buf_consume(&c->out, (size_t)sent);
+    }
+    cf_after_send(c);
+}
+
+static void cf_accept(cf_server *server, int fd) {
+    cf_conn *c = calloc(1, sizeof *c);
+    if (!c) {
+        close(fd);
+        return;
+    }
+    c->server = server;
+    c->fd = fd;
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    CFSocketContext ctx = {0, c, NULL, NULL, NULL};
+    c->socket = CFSocketCreateWithNative(NULL, fd, kCFSocketDataCallBack | kCFSocketWriteCallBack, cf_conn_cb, &ctx);
+    if (!c->socket) {
+        close(fd);
+        free(c);
+        return;
+    }
+    CFSocketDisableCallBacks(c->socket, kCFSocketWriteCallBack); /* until something waits */
+    CFRunLoopSourceRef src = CFSocketCreateRunLoopSource(NULL, c->socket, 0);
+    CFRunLoopAddSource(server->loop, src, kCFRunLoopDefaultMode);
+    CFRelease(src);
+    c->next = server->conns;
+    if (c->next) c->next->prev = c;
+    server->conns = c;
+}
+
+static void cf_listener_cb(CFSocketRef s, CFSocketCallBackType type, CFDataRef address, const void *data, void *info) {
+    (void)s, (void)address;
+    if (type == kCFSocketAcceptCallBack) cf_accept(info, *(const CFSocketNativeHandle *)data);
+}
+
+static void cf_stop_perform(void *info) {
+    cf_server *server = info;
+    server->done = true;
+    CFRunLoopStop(server->loop);
+}
+
+static void *cf_server_main(void *arg) {
+    cf_server *server = arg;
+    server->loop = CFRunLoopGetCurrent();
+    CFRunLoopSourceContext sctx = {0};
+    sctx.info = server;
+    sctx.perform = cf_stop_perform;
+    server->stopper = CFRunLoopSourceCreate(NULL, 0, &sctx);
+    CFRunLoopAddSource(server->loop, server->stopper, kCFRunLoopDefaultMode);
+    CFSocketContext ctx = {0, server, NULL, NULL, NULL};
+    server->listener = CFSocketCreate(NULL, PF_INET, SOCK_STREAM, IPPROTO_TCP, kCFSocketAcceptCallBack,
+                                      cf_listener_cb, &ctx);
+    struct sockaddr_in sin;
+    memset(&sin, 0, sizeof sin);
+    sin.sin_family = AF_INET;
+    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    CFDataRef addr = CFDataCreate(NULL, (const UInt8 *)&sin, sizeof sin);
+    if (!server->listener || CFSocketSetAddress(server->listener, addr) != kCFSocketSuccess) {
+        snprintf(server->note, 120, "%s: cannot listen on 127.0.0.1", BEC_PEER_NAME);
+        CFRelease(addr);
+        sem_post(&server->ready);
+        return NULL;
+    }
+    CFRelease(addr);
+    CFDataRef got = CFSocketCopyAddress(server->listener);
+    struct sockaddr_in bound;
+    memcpy(&bound, CFDataGetBytePtr(got), sizeof bound);
+    CFRelease(got);
+    server->port = ntohs(bound.sin_port);
+    CFRunLoopSourceRef src = CFSocketCreateRunLoopSource(NULL, server->listener, 0);
+    CFRunLoopAddSource(server->loop, src, kCFRunLoopDefaultMode);
+    CFRelease(src);
+    sem_post(&server->ready);
+    while (!server->done) CFRunLoopRunInMode(kCFRunLoopDefaultMode, 1e6, false);
+    while (server->conns) cf_close(server->conns);
+    CFSocketInvalidate(server->listener);
+    CFRelease(server->listener);
+    CFRunLoopSourceInvalidate(server->stopper);
+    CFRelease(server->stopper);
+    return NULL;
+}
+
+static void *cf_start(unsigned *port, char *note) {
+    cf_server *server = calloc(1, sizeof *server);
+    if (!server) return NULL;
+    server->note = note;
+    sem_init(&server->ready, 0, 0);
+    if (pthread_create(&server->thread, NULL, cf_server_main, server) != 0) {
+        snprintf(note, 120, "%s: cannot start a thread", BEC_PEER_NAME);
+        free(server);
+        return NULL;
+    }
+    sem_wait(&server->ready);
+    if (server->port == 0) {
+        pthread_join(server->thread, NULL);
+        free(server);
+        return NULL;
+    }
+    *port = server->port;
+    return server;
+}
+
+static void cf_stop(void *p) {
+    cf_server *server = p;
+    CFRunLoopSourceSignal(server->stopper);
+    CFRunLoopWakeUp(server->loop);
+    pthread_join(server->thread, NULL);
+    sem_destroy(&server->ready);
+    free(server);
+}
+
+const bec_peer BEC_PEER = {BEC_PEER_NAME, cf_start, cf_stop, BEC_THREADS};

@@ -1,0 +1,458 @@
+/*
+ * echo_server.c — a TCP echo server on one run loop, serving many clients
+ * at once with RLSocket (CoreFoundation's CFSocket API, RL prefix).
+ *
+ *   echo_server [-v] [PORT [ADDRESS]]
+ *
+ * PORT 0 (the default) takes any free port; ADDRESS is a numeric IPv4 or
+ * IPv6 address to listen on (default 127.0.0.1; 0.0.0.0 or :: for every
+ * interface). The first line printed is "listening on PORT", flushed, so
+ * a script can read the port and any client can talk to it:
+ *
+ *   $ echo_server &            listening on 41234
+ *   $ nc localhost 41234       (or: echo_client localhost 41234)
+ *
+ * SIGINT (Ctrl-C) or SIGTERM stops it cleanly: every connection is closed,
+ * a summary line is printed and the exit status is 0. -v also prints a line
+ * for each connection that opens or closes.
+ *
+ * How it serves many clients on one thread, without ever blocking it:
+ *   - The listening socket has an Accept callback: the library accepts each
+ *     pending connection and hands over its fd, which gets its own RLSocket
+ *     with a Data callback (whatever arrived, read in one wake) and a Write
+ *     callback (the socket can take more), added to the same run loop.
+ *   - Data is sent back at once with a non-blocking send. What the kernel
+ *     does not take now waits in the connection's buffer, and the Write
+ *     callback is enabled to send it when there is room.
+ *   - Back-pressure: a client that sends faster than it reads its echoes
+ *     would make that buffer grow without end. Above ECHO_HIGH_WATER bytes
+ *     the server stops reading from that client (DisableCallBacks) until
+ *     the buffer is empty again; the client's own sends then wait in the
+ *     kernel. Every other client goes on being served meanwhile.
+ *   - End of a client's data (it closed or half-closed its side): what is
+ *     still buffered is sent, then the connection is closed.
+ *   - Signals arrive as ordinary run-loop callouts (RLSignalSource, which
+ *     reads them from a signalfd), so stopping needs no code in a signal
+ *     handler: the callout stops the loop, and main cleans up.
+ *
+ * The server's work sits in echo_server_run() so that the tests
+ * (Tests/c/test_echo.c) can run the very same code under the sanitizers.
+ */
+#include "example_support.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* Above this many unsent bytes for one client, stop reading from it. */
+#define ECHO_HIGH_WATER (256 * 1024)
+
+typedef struct EchoServer EchoServer;
+
+/* One client. Its bytes that the kernel did not take yet wait in
+ * buf[start, start + len). */
+typedef struct EchoConnection {
+    EchoServer *server;
+    RLSocketRef socket;
+    int fd;
+    unsigned long id;
+    char peer[64];
+    uint8_t *buf;
+    size_t start, len, cap;
+    unsigned long long echoed;
+    bool reading_paused; /* the Data callback is off: too much is waiting */
+    bool input_ended;    /* the client sent its last byte */
+    struct EchoConnection *prev, *next;
+} EchoConnection;
+
+struct EchoServer {
+    RLRunLoopRef loop;
+    RLSocketRef listener;
+    FILE *out;
+    bool verbose;
+    bool stopping;
+    int stop_signal;
+    EchoConnection *connections; /* every open connection (to close them at the end) */
+    unsigned long accepted, open, max_open, paused;
+    unsigned long long echoed;
+};
+
+static void server_log(EchoServer *server, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void server_log(EchoServer *server, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(server->out, fmt, ap);
+    va_end(ap);
+    fputc('\n', server->out);
+    fflush(server->out);
+}
+
+/* "host:port" of a socket address. */
+static void server_describe_address(const struct sockaddr *sa, char *buf, size_t size) {
+    char host[INET6_ADDRSTRLEN] = "?";
+    unsigned port = 0;
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *sin = (const struct sockaddr_in *)sa;
+        inet_ntop(AF_INET, &sin->sin_addr, host, sizeof host);
+        port = ntohs(sin->sin_port);
+        snprintf(buf, size, "%s:%u", host, port);
+    } else if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6 *)sa;
+        inet_ntop(AF_INET6, &sin6->sin6_addr, host, sizeof host);
+        port = ntohs(sin6->sin6_port);
+        snprintf(buf, size, "[%s]:%u", host, port);
+    } else {
+        snprintf(buf, size, "(family %d)", sa->sa_family);
+    }
+}
+
+/* Closes the connection: the socket leaves the loop and its fd is closed
+ * (kRLSocketCloseOnInvalidate, the default). Safe inside its own callback. */
+static void server_close_connection(EchoConnection *c, const char *why) {
+    EchoServer *server = c->server;
+    if (server->verbose)
+        server_log(server, "connection %lu from %s closed: %s (%llu bytes echoed)", c->id, c->peer, why, c->echoed);
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        server->connections = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    server->open--;
+    RLSocketInvalidate(c->socket);
+    RLRelease(c->socket);
+    free(c->buf);
+    free(c);
+}
+
+/* Keeps n more bytes for later. False: no memory. */
+static bool server_buffer_append(EchoConnection *c, const uint8_t *bytes, size_t n) {
+    if (c->start > 0 && c->start + c->len + n > c->cap) {
+        memmove(c->buf, c->buf + c->start, c->len); /* reuse the room at the front */
+        c->start = 0;
+    }
+    if (c->len + n > c->cap) {
+        size_t cap = c->cap ? c->cap : 4096;
+        while (cap < c->len + n)
+            cap *= 2;
+        uint8_t *grown = realloc(c->buf, cap);
+        if (!grown)
+            return false;
+        c->buf = grown;
+        c->cap = cap;
+    }
+    memcpy(c->buf + c->start + c->len, bytes, n);
+    c->len += n;
+    return true;
+}
+
+/* Sends as much of bytes[0, n) as the kernel takes now, never waiting.
+ * Returns the count sent, or -1 if the connection is broken (errno). */
+static ssize_t server_send_now(EchoConnection *c, const uint8_t *bytes, size_t n) {
+    size_t sent = 0;
+    while (sent < n) {
+        ssize_t r = send(c->fd, bytes + sent, n - sent, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (r > 0) {
+            sent += (size_t)r;
+        } else if (r < 0 && errno == EINTR) {
+            continue;
+        } else if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            break; /* the kernel's buffer is full: the rest waits */
+        } else {
+            return -1;
+        }
+    }
+    c->echoed += sent;
+    c->server->echoed += sent;
+    return (ssize_t)sent;
+}
+
+/* Sends what is waiting. False if the connection was closed. */
+static bool server_flush(EchoConnection *c) {
+    ssize_t sent = server_send_now(c, c->buf + c->start, c->len);
+    if (sent < 0) {
+        server_close_connection(c, strerror(errno));
+        return false;
+    }
+    c->start += (size_t)sent;
+    c->len -= (size_t)sent;
+    if (c->len == 0)
+        c->start = 0;
+    return true;
+}
+
+/* After a send: what to watch next. Bytes left: the Write callback (it is
+ * not re-enabled automatically, so each wait enables it once); above the
+ * high-water mark, reading pauses. All sent: reading resumes, or, if the
+ * client has finished, the connection closes. */
+static void server_after_send(EchoConnection *c) {
+    EchoServer *server = c->server;
+    if (c->len > 0) {
+        RLSocketEnableCallBacks(c->socket, kRLSocketWriteCallBack);
+        if (c->len >= ECHO_HIGH_WATER && !c->reading_paused && !c->input_ended) {
+            RLSocketDisableCallBacks(c->socket, kRLSocketDataCallBack);
+            c->reading_paused = true;
+            server->paused++;
+        }
+        return;
+    }
+    if (c->input_ended) {
+        server_close_connection(c, "the client finished");
+        return;
+    }
+    if (c->reading_paused) {
+        c->reading_paused = false;
+        RLSocketEnableCallBacks(c->socket, kRLSocketDataCallBack);
+    }
+}
+
+static void server_on_data(EchoConnection *c, RLDataRef data) {
+    RLIndex n = RLDataGetLength(data);
+    if (n <= 0) {
+        /* The end of the client's data (or a read error): send what is
+         * left, then close. */
+        c->input_ended = true;
+        server_after_send(c);
+        return;
+    }
+    const uint8_t *bytes = RLDataGetBytePtr(data);
+    size_t sent = 0;
+    if (c->len == 0) { /* nothing queued before these: send them now */
+        ssize_t r = server_send_now(c, bytes, (size_t)n);
+        if (r < 0) {
+            server_close_connection(c, strerror(errno));
+            return;
+        }
+        sent = (size_t)r;
+    }
+    if (sent < (size_t)n && !server_buffer_append(c, bytes + sent, (size_t)n - sent)) {
+        server_close_connection(c, "out of memory");
+        return;
+    }
+    server_after_send(c);
+}
+
+static void server_connection_callback(RLSocketRef s, RLSocketCallBackType type, RLDataRef address,
+                                       const void *data, void *info) {
+    (void)s, (void)address;
+    EchoConnection *c = info;
+    if (type == kRLSocketDataCallBack) {
+        server_on_data(c, (RLDataRef)data);
+    } else if (type == kRLSocketWriteCallBack) {
+        if (server_flush(c))
+            server_after_send(c);
+    }
+}
+
+/* A new client: its own socket object in the same loop. */
+static void server_accept(EchoServer *server, int fd, RLDataRef address) {
+    EchoConnection *c = calloc(1, sizeof *c);
+    if (!c) {
+        close(fd);
+        return;
+    }
+    c->server = server;
+    c->fd = fd;
+    c->id = ++server->accepted;
+    if (address)
+        server_describe_address((const struct sockaddr *)RLDataGetBytePtr(address), c->peer, sizeof c->peer);
+    /* Echoes are small and answer what just came in: send each at once
+     * instead of letting Nagle's algorithm hold it back for an ACK. */
+    int one = 1;
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    RLSocketContext context = {.version = 0, .info = c};
+    c->socket = RLSocketCreateWithNative(NULL, fd, kRLSocketDataCallBack | kRLSocketWriteCallBack,
+                                         server_connection_callback, &context);
+    RLRunLoopSourceRef source = c->socket ? RLSocketCreateRunLoopSource(NULL, c->socket, 0) : NULL;
+    /* Nothing to write yet: the Write callback waits until something is
+     * queued (server_after_send). */
+    if (!source || !RLSocketDisableCallBacks(c->socket, kRLSocketWriteCallBack) ||
+        !RLRunLoopAddSource(server->loop, source, kRLRunLoopDefaultMode)) {
+        server_log(server, "cannot serve a new connection: %s", RLErrorGetLast().message);
+        if (source)
+            RLRelease(source);
+        if (c->socket) {
+            RLSocketInvalidate(c->socket); /* closes fd */
+            RLRelease(c->socket);
+        } else {
+            close(fd);
+        }
+        free(c);
+        return;
+    }
+    RLRelease(source); /* the loop keeps it while it is added */
+    c->next = server->connections;
+    if (c->next)
+        c->next->prev = c;
+    server->connections = c;
+    if (++server->open > server->max_open)
+        server->max_open = server->open;
+    if (server->verbose)
+        server_log(server, "connection %lu from %s (%lu open)", c->id, c->peer, server->open);
+}
+
+static void server_listener_callback(RLSocketRef s, RLSocketCallBackType type, RLDataRef address,
+                                     const void *data, void *info) {
+    (void)s;
+    if (type == kRLSocketAcceptCallBack)
+        server_accept(info, *(const int *)data, address);
+}
+
+static void server_signal_callback(RLSignalSourceRef source, int signum, RLIndex count, void *info) {
+    (void)source, (void)count;
+    EchoServer *server = info;
+    server->stopping = true;
+    server->stop_signal = signum;
+    RLRunLoopStop(server->loop);
+}
+
+/* A listening socket on address:port, or NULL (message printed). */
+static RLSocketRef server_listen(EchoServer *server, const char *address, unsigned port) {
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof ss);
+    socklen_t len;
+    int family;
+    struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
+    struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
+    if (inet_pton(AF_INET, address, &sin->sin_addr) == 1) {
+        sin->sin_family = AF_INET;
+        sin->sin_port = htons((uint16_t)port);
+        len = sizeof *sin;
+        family = PF_INET;
+    } else if (inet_pton(AF_INET6, address, &sin6->sin6_addr) == 1) {
+        sin6->sin6_family = AF_INET6;
+        sin6->sin6_port = htons((uint16_t)port);
+        len = sizeof *sin6;
+        family = PF_INET6;
+    } else {
+        fprintf(stderr, "echo_server: %s is not a numeric IPv4 or IPv6 address\n", address);
+        return NULL;
+    }
+    RLSocketContext context = {.version = 0, .info = server};
+    RLSocketRef listener =
+        RLSocketCreate(NULL, family, SOCK_STREAM, IPPROTO_TCP, kRLSocketAcceptCallBack, server_listener_callback, &context);
+    if (!listener) {
+        fprintf(stderr, "echo_server: cannot make a socket: %s\n", RLErrorGetLast().message);
+        return NULL;
+    }
+    RLDataRef where = RLDataCreate(NULL, (const uint8_t *)&ss, (RLIndex)len);
+    bool ok = where && RLSocketSetAddress(listener, where) == kRLSocketSuccess;
+    if (where)
+        RLRelease(where);
+    if (!ok) {
+        fprintf(stderr, "echo_server: cannot listen on %s port %u: %s\n", address, port, RLErrorGetLast().message);
+        RLSocketInvalidate(listener);
+        RLRelease(listener);
+        return NULL;
+    }
+    return listener;
+}
+
+/* The port a listening socket got (the one asked for, or the kernel's pick
+ * for port 0). */
+static unsigned server_port(RLSocketRef listener) {
+    RLDataRef address = RLSocketCopyAddress(listener);
+    if (!address)
+        return 0;
+    const struct sockaddr *sa = (const struct sockaddr *)RLDataGetBytePtr(address);
+    unsigned port = sa->sa_family == AF_INET6 ? ntohs(((const struct sockaddr_in6 *)sa)->sin6_port)
+                                              : ntohs(((const struct sockaddr_in *)sa)->sin_port);
+    RLRelease(address);
+    return port;
+}
+
+/* Serves on the calling thread's run loop until SIGINT or SIGTERM; prints
+ * "listening on PORT" first, then (verbose) a line per connection, and a
+ * summary at the end, all to out. Returns the exit status. */
+static int echo_server_run(const char *address, unsigned port, bool verbose, FILE *out) {
+    EchoServer server = {.loop = RLRunLoopGetCurrent(), .out = out, .verbose = verbose};
+    /* The signals first: RLSignalSourceCreate blocks them in this thread,
+     * so that they reach the loop rather than kill the process. */
+    RLSignalSourceContext signal_context = {.version = 0, .info = &server};
+    RLSignalSourceRef on_int = RLSignalSourceCreate(NULL, SIGINT, server_signal_callback, &signal_context);
+    RLSignalSourceRef on_term = RLSignalSourceCreate(NULL, SIGTERM, server_signal_callback, &signal_context);
+    bool watching = on_int && on_term && RLRunLoopAddSignalSource(server.loop, on_int, kRLRunLoopDefaultMode) &&
+                    RLRunLoopAddSignalSource(server.loop, on_term, kRLRunLoopDefaultMode);
+    if (!watching)
+        fprintf(stderr, "echo_server: cannot watch SIGINT and SIGTERM: %s\n", RLErrorGetLast().message);
+    int status = 1;
+    server.listener = watching ? server_listen(&server, address, port) : NULL;
+    RLRunLoopSourceRef source = server.listener ? RLSocketCreateRunLoopSource(NULL, server.listener, 0) : NULL;
+    if (source && RLRunLoopAddSource(server.loop, source, kRLRunLoopDefaultMode)) {
+        server_log(&server, "listening on %u", server_port(server.listener));
+        while (!server.stopping)
+            RLRunLoopRunInMode(kRLRunLoopDefaultMode, 1e9, false);
+        server_log(&server, "stopping on %s: %lu connections served (at most %lu at once), %llu bytes echoed, "
+                            "%lu pauses for back-pressure",
+                   server.stop_signal == SIGINT ? "SIGINT" : "SIGTERM", server.accepted, server.max_open,
+                   server.echoed, server.paused);
+        status = 0;
+    }
+    if (source)
+        RLRelease(source);
+    while (server.connections)
+        server_close_connection(server.connections, "the server is stopping");
+    if (server.listener) {
+        RLSocketInvalidate(server.listener);
+        RLRelease(server.listener);
+    }
+    RLSignalSourceRef watchers[2] = {on_int, on_term};
+    for (int i = 0; i < 2; i++) {
+        if (watchers[i]) {
+            RLSignalSourceInvalidate(watchers[i]);
+            RLRelease(watchers[i]);
+        }
+    }
+    return status;
+}
+
+/* Each client needs a descriptor: allow as many as the hard limit lets. */
+static void server_raise_fd_limit(void) {
+    struct rlimit limit;
+    if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+        limit.rlim_cur = limit.rlim_max;
+        (void)setrlimit(RLIMIT_NOFILE, &limit);
+    }
+}
+
+/* The usage text (to stderr with status 2 after a bad argument; to stdout
+ * with status 0 for -h). */
+static int usage(const char *argv0, FILE *to, int status) {
+    const char *slash = strrchr(argv0, '/');
+    fprintf(to,
+            "usage: %s [-v] [PORT [ADDRESS]]\n"
+            "  PORT     0 (default): any free port; printed as \"listening on PORT\"\n"
+            "  ADDRESS  numeric address to listen on (default 127.0.0.1; 0.0.0.0 or :: for all)\n"
+            "  -v       a line for each connection that opens or closes\n"
+            "Stops cleanly on SIGINT or SIGTERM.\n",
+            slash ? slash + 1 : argv0);
+    return status;
+}
+
+int main(int argc, char **argv) {
+    bool verbose = false;
+    const char *args[2] = {"0", "127.0.0.1"};
+    int nargs = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0)
+            return usage(argv[0], stdout, 0);
+        if (strcmp(argv[i], "-v") == 0)
+            verbose = true;
+        else if (argv[i][0] == '-' || nargs == 2)
+            return usage(argv[0], stderr, 2);
+        else
+            args[nargs++] = argv[i];
+    }
+    char *end;
+    unsigned long port = strtoul(args[0], &end, 10);
+    if (*end || end == args[0] || port > 65535)
+        return usage(argv[0], stderr, 2);
+    server_raise_fd_limit();
+    return echo_server_run(args[1], (unsigned)port, verbose, stdout);
+}

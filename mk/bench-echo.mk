@@ -1,0 +1,44 @@
+# bench-echo: TCP echo over loopback — our RLSocket server against
+# CoreFoundation's CFSocket (Swift toolchain) and libuv's uv_tcp, all driven
+# by the same plain-socket clients in one process (bench/bench_echo*.c):
+# round trip, throughput, connections per second. Always -O2, against the
+# static library of $(BUILD). Like bench_runloop_cf.c, bench_echo_cf.c is
+# built twice: with the toolchain's clang and -DBEC_CF against CF, and with
+# $(CC) against ours through cf_compat.h. CF_*, UV_* come from
+# mk/bench-runloop.mk. BEC_ROUNDS=, BEC_QUICK=1, BEC_PEERS= as in the source.
+BENCH_ECHO := $(BUILD)/bench/bench_echo
+BENCH_ECHO_OBJ := $(BUILD)/bench/obj
+BENCH_ECHO_OBJS := $(BENCH_ECHO_OBJ)/bench_echo.o $(BENCH_ECHO_OBJ)/bench_echo_rl.o \
+                   $(BENCH_ECHO_OBJ)/bench_echo_cf.o $(BENCH_ECHO_OBJ)/bench_echo_uv.o
+BENCH_ECHO_FLAGS = $(CPPFLAGS) $(CFLAGS) -O2 -pthread
+
+BENCH_TARGETS += bench-echo
+
+.PHONY: bench-echo
+bench-echo: $(BENCH_ECHO) ## TCP echo over loopback: RLSocket vs CF's CFSocket and libuv (round trip, throughput, connections/s)
+	@mkdir -p $(BENCH_RESULTS)
+	@BEC_CSV=$(BENCH_RESULTS)/echo.csv $(BENCH_ECHO)
+
+$(BENCH_ECHO): $(BENCH_ECHO_OBJS) $(STATIC_LIB)
+	@$(call say,CC,$@)
+	$(Q)$(CC) $(LDFLAGS) -pthread -o $@ $(BENCH_ECHO_OBJS) $(STATIC_LIB) $(LIBS) $(UV_LIBS) $(CF_LIBS) -lm
+
+$(BENCH_ECHO_OBJ)/bench_echo.o: bench/bench_echo.c bench/bench_echo.h
+	@mkdir -p $(dir $@)
+	@$(call say,CC,$@)
+	$(Q)$(CC) $(BENCH_ECHO_FLAGS) -c -o $@ $<
+
+$(BENCH_ECHO_OBJ)/bench_echo_rl.o: bench/bench_echo_cf.c bench/bench_echo.h $(HDRS)
+	@mkdir -p $(dir $@)
+	@$(call say,CC,$@)
+	$(Q)$(CC) $(BENCH_ECHO_FLAGS) -c -o $@ $<
+
+$(BENCH_ECHO_OBJ)/bench_echo_cf.o: bench/bench_echo_cf.c bench/bench_echo.h
+	@mkdir -p $(dir $@)
+	@$(call say,CC,$@)
+	$(Q)$(CF_CC) $(CF_CFLAGS) -O2 -g -std=gnu11 -Wall -Wextra -Wno-unused-parameter -D_GNU_SOURCE -DBEC_CF -pthread -c -o $@ $<
+
+$(BENCH_ECHO_OBJ)/bench_echo_uv.o: bench/bench_echo_uv.c bench/bench_echo.h
+	@mkdir -p $(dir $@)
+	@$(call say,CC,$@)
+	$(Q)$(CC) $(BENCH_ECHO_FLAGS) $(UV_CFLAGS) -c -o $@ $<
