@@ -5,7 +5,9 @@
  *     (a) throughput: one thread sends N small messages to a port served by
  *         another thread's loop, vs the same count of RLRunLoopPerformFunction
  *         requests to that loop (the perform queue is the floor: a port
- *         message is a request with an id and components);
+ *         message is a request with an id and components); with one 16-byte
+ *         RLData component (the same one each time: its reference count is
+ *         what sender and receiver share) and with none;
  *     (b) round trip: a message and its reply (check-in style, through the
  *         message's send port) vs RLThreadPerform(waitUntilDone).
  *   message ports (RLMessagePort), between two processes:
@@ -114,8 +116,8 @@ static void count_perform(void *info) {
     atomic_fetch_add_explicit(&((loop_thread *)info)->handled, 1, memory_order_relaxed);
 }
 
-/* (a) messages (or requests) per second */
-static double port_throughput(loop_thread *lt, long n) {
+/* (a) messages (or requests) per second; `count` components (0 or 1). */
+static double port_throughput(loop_thread *lt, long n, RLIndex count) {
     RLDataRef d = RLDataCreate(NULL, (const uint8_t *)"0123456789abcdef", 16);
     RLTypeRef comps[] = {d};
     long base = atomic_load(&lt->handled);
@@ -125,7 +127,7 @@ static double port_throughput(loop_thread *lt, long n) {
     RLAbsoluteTime limit = RLAbsoluteTimeGetCurrent() + 60;
     double t0 = now();
     for (long i = 0; i < n; i++)
-        RLPortSendBeforeDate(lt->port, limit, 1, comps, 1, NULL);
+        RLPortSendBeforeDate(lt->port, limit, 1, comps, count, NULL);
     while (atomic_load_explicit(&lt->handled, memory_order_relaxed) - base < n)
         sched_yield();
     double t = now() - t0;
@@ -543,11 +545,13 @@ int main(void) {
         fprintf(stderr, "\rbench_ports: round %d/%d", r + 1, rounds);
         if (local) {
             if (r % 2) {
-                v[0][r] = port_throughput(&lt, n_msgs);
+                v[0][r] = port_throughput(&lt, n_msgs, 1);
+                v[7][r] = port_throughput(&lt, n_msgs, 0);
                 v[1][r] = perform_throughput(&lt, n_msgs);
             } else {
                 v[1][r] = perform_throughput(&lt, n_msgs);
-                v[0][r] = port_throughput(&lt, n_msgs);
+                v[7][r] = port_throughput(&lt, n_msgs, 0);
+                v[0][r] = port_throughput(&lt, n_msgs, 1);
             }
             v[2][r] = port_round_trip(&lt, n_rt);
             v[5][r] = perform_round_trip(&lt, n_rt);
@@ -602,8 +606,11 @@ int main(void) {
     if (local) {
         double a = median(v[0], rounds), b = median(v[1], rounds), rt = median(v[2], rounds);
         double prt = median(v[5], rounds);
+        double a0 = median(v[7], rounds);
         printf("%-58s | %10.2f | %-34s | %10.2f | %5.2fx\n", "RLPort send, 16-byte data, other thread's loop (M msg/s)",
                a / 1e6, "RLRunLoopPerformFunction (M req/s)", b / 1e6, b / a);
+        printf("%-58s | %10.2f | %-34s | %10.2f | %5.2fx\n", "RLPort send, no components, other thread's loop (M msg/s)",
+               a0 / 1e6, "RLRunLoopPerformFunction (M req/s)", b / 1e6, b / a0);
         printf("%-58s | %10.2f | %-34s | %10.2f | %5.2fx\n", "RLPort message + reply, two threads (us)", rt,
                "perform there + perform back (us)", prt, rt / prt);
     }
