@@ -3,11 +3,12 @@
  *
  * A port is a FIFO of message records behind one mutex, and a version-0
  * run-loop source whose schedule/cancel callbacks tell the port which loops
- * it is in. A send appends a record (the message's id, its reply port and
- * its components, retained: no object is made and nothing is copied), and
+ * it is in. A send appends a record to the port's array of pointer-sized
+ * slots (the message's id and count, its reply port, then its components,
+ * retained: no object is made and nothing is copied), and
  * only the send that makes the queue non-empty signals the source and wakes
  * those loops (a wake-up of an awake loop is two atomic operations,
- * RLRunLoop.c). The source's perform swaps the record array for its spare
+ * RLRunLoop.c). The source's perform swaps the slot array for its spare
  * in one lock round and hands the records to the handler with no lock held,
  * each dressed as an RLPortMessage: one message object serves the whole
  * batch, refilled for each record, unless a handler keeps (retains) it —
@@ -45,24 +46,23 @@ extern void _Block_release(const void *block);
 enum {
     RL_PORT_DEFAULT_LIMIT = 1024,
     RL_PORT_INLINE_LOOPS = 4,
-    RL_PORT_INLINE_COMPS = 3, /* components a record or a message holds without an array of its own */
-    RL_PORT_FIRST_RECS = 16,
-    RL_PORT_KEEP_RECS = 4096, /* a drained array larger than this is not kept as the spare... */
+    RL_PORT_INLINE_COMPS = 3, /* components a message object holds without an array of its own */
+    RL_PORT_FIRST_SLOTS = 64,
+    RL_PORT_KEEP_SLOTS = 16384, /* a drained array larger than this is not kept as the spare */
 };
 
-/* One queued message. Its references (reply port, components) pass to the
- * message object that delivers it. */
-typedef struct rl_port_rec {
-    uint32_t msgid;
-    RLIndex count;
+/* The queue is an array of these: a message is a header slot, its reply
+ * port, then its components (2 + count slots; 16 bytes for a message
+ * without components, 24 with one), whose references pass to the message
+ * object that delivers it. */
+typedef union rl_port_slot {
+    struct {
+        uint32_t msgid;
+        uint32_t count;
+    } h;
     struct RLPort *reply; /* retained, or NULL */
-    union {
-        RLTypeRef inl[RL_PORT_INLINE_COMPS]; /* count <= RL_PORT_INLINE_COMPS */
-        RLTypeRef *heap;                     /* otherwise (malloc'ed) */
-    } c;
-} rl_port_rec;
-
-static RLTypeRef *rec_comps(rl_port_rec *r) { return r->count <= RL_PORT_INLINE_COMPS ? r->c.inl : r->c.heap; }
+    RLTypeRef comp;       /* retained */
+} rl_port_slot;
 
 struct RLPortMessage {
     rl__object base;
@@ -97,10 +97,11 @@ struct RLPort {
     _Atomic unsigned waiting;
     _Atomic bool valid;
     bool inval_called;
-    /* The queue: recs[0, queued) in send order, and a spare array the
-     * drain hands back, so that steady traffic allocates nothing. */
-    rl_port_rec *recs, *spare;
-    RLIndex queued, cap, spare_cap, limit;
+    /* The queue: `queued` messages in slots[0, nslots), in send order, and
+     * a spare array the drain hands back, so that steady traffic allocates
+     * nothing. */
+    rl_port_slot *slots, *spare;
+    RLIndex queued, nslots, cap, spare_cap, limit;
     RLPortCallBack callout;
 #if __BLOCKS__
     void (^handler)(RLPortMessageRef);
@@ -151,15 +152,19 @@ static void msg_clear(struct RLPortMessage *m) {
 
 static void msg_finalize(void *obj) { msg_clear(obj); }
 
-/* Lets go of a record's references. */
-static void rec_clear(rl_port_rec *r) {
-    RLTypeRef *c = rec_comps(r);
-    for (RLIndex i = 0; i < r->count; i++)
-        RLRelease(c[i]);
-    if (r->count > RL_PORT_INLINE_COMPS)
-        free(r->c.heap);
-    if (r->reply)
-        RLRelease(r->reply);
+/* Lets go of the references of the message at s; returns the next one. */
+static rl_port_slot *slots_clear_one(rl_port_slot *s) {
+    uint32_t count = s[0].h.count;
+    if (s[1].reply)
+        RLRelease(s[1].reply);
+    for (uint32_t i = 0; i < count; i++)
+        RLRelease(s[2 + i].comp);
+    return s + 2 + count;
+}
+
+static void slots_clear(rl_port_slot *s, RLIndex n) {
+    for (rl_port_slot *end = s + n; s < end;)
+        s = slots_clear_one(s);
 }
 
 static char *msg_describe(const void *obj) {
@@ -190,6 +195,8 @@ static bool comps_ok(const RLTypeRef *comps, RLIndex count, const char *fn) {
         return rl__fail(kRLErrorInvalidArgument, fn, "negative component count %ld", (long)count);
     if (count > 0 && !comps)
         return rl__fail(kRLErrorInvalidArgument, fn, "NULL components with count %ld", (long)count);
+    if (count > (RLIndex)(UINT32_MAX / 2)) /* a queued message counts them in 32 bits */
+        return rl__fail(kRLErrorInvalidArgument, fn, "%ld components are too many", (long)count);
     for (RLIndex i = 0; i < count; i++)
         if (!rl__is_data(comps[i]) && !is_port(comps[i]))
             return rl__fail(kRLErrorInvalidObject, fn, "component %ld (%p) is neither a live RLData nor an RLPort",
@@ -228,36 +235,43 @@ static struct RLPortMessage *msg_new(struct RLPort *send, struct RLPort *recv, u
     return m;
 }
 
-/* Fills *r with a message's parts, retained (its array, if it needs one,
- * allocated). False (error set) if memory is short. */
-static bool rec_make(rl_port_rec *r, uint32_t msgid, const RLTypeRef *comps, RLIndex count, struct RLPort *reply,
-                     const char *fn) {
-    r->msgid = msgid;
-    r->count = count;
-    RLTypeRef *c = r->c.inl;
-    if (count > RL_PORT_INLINE_COMPS && !(c = r->c.heap = malloc((size_t)count * sizeof *c)))
-        return rl__fail(kRLErrorNoMemory, fn, "out of memory");
+/* Retains a message's parts (for the queue, which the send then fills). */
+static void refs_retain(const RLTypeRef *comps, RLIndex count, struct RLPort *reply) {
     for (RLIndex i = 0; i < count; i++)
-        c[i] = RLRetain(comps[i]);
-    r->reply = reply ? (struct RLPort *)RLRetain(reply) : NULL;
-    return true;
+        RLRetain(comps[i]);
+    if (reply)
+        RLRetain(reply);
 }
 
-/* Moves record r into message m (which holds no parts): m now owns r's
- * references, and its own array if r had one. */
-static void msg_take_rec(struct RLPortMessage *m, rl_port_rec *r, struct RLPort *recv) {
-    m->msgid = r->msgid;
-    m->send_port = r->reply;
+static void refs_release(const RLTypeRef *comps, RLIndex count, struct RLPort *reply) {
+    for (RLIndex i = 0; i < count; i++)
+        RLRelease(comps[i]);
+    if (reply)
+        RLRelease(reply);
+}
+
+/* Moves the queued message at s into message m (which holds no parts): m
+ * now owns its references. Returns the next queued message, or NULL if m
+ * cannot hold the parts (no memory: they are released, undelivered). */
+static rl_port_slot *msg_take_slots(struct RLPortMessage *m, rl_port_slot *s, struct RLPort *recv) {
+    uint32_t count = s[0].h.count;
+    if (count > RL_PORT_INLINE_COMPS) {
+        RLTypeRef *heap = malloc((size_t)count * sizeof *heap);
+        if (!heap) {
+            slots_clear_one(s);
+            return NULL;
+        }
+        m->comps = heap;
+        m->comps_heap = true;
+    }
+    m->msgid = s[0].h.msgid;
+    m->send_port = s[1].reply;
     m->recv_port = recv;
     m->recv_borrowed = true;
-    m->count = r->count;
-    if (r->count > RL_PORT_INLINE_COMPS) {
-        m->comps = r->c.heap;
-        m->comps_heap = true;
-    } else {
-        m->comps = m->inl;
-        memcpy(m->inl, r->c.inl, (size_t)r->count * sizeof(RLTypeRef));
-    }
+    m->count = count;
+    for (uint32_t i = 0; i < count; i++)
+        m->comps[i] = s[2 + i].comp;
+    return s + 2 + count;
 }
 
 RLPortMessageRef RLPortMessageCreate(RLAllocatorRef allocator, RLPortRef sendPort, RLPortRef receivePort,
@@ -309,7 +323,7 @@ static void port_finalize(void *obj) {
         rl__weak_release(p->self);
     if (p->loops != p->inline_loops)
         free(p->loops);
-    free(p->recs);
+    free(p->slots);
     free(p->spare);
     pthread_cond_destroy(&p->room);
     pthread_mutex_destroy(&p->wait_mu);
@@ -421,10 +435,10 @@ static void invalidate(struct RLPort *p) {
         return;
     }
     p->valid = false;
-    rl_port_rec *q = p->recs;
-    RLIndex nq = p->queued;
-    p->recs = NULL;
-    p->queued = p->cap = 0;
+    rl_port_slot *q = p->slots;
+    RLIndex nq = p->nslots;
+    p->slots = NULL;
+    p->queued = p->nslots = p->cap = 0;
     RLRunLoopSourceRef source = p->source;
     p->source = NULL;
     RLPortInvalidationCallBack cb = p->inval;
@@ -433,8 +447,7 @@ static void invalidate(struct RLPort *p) {
     port_unlock(p);
     port_room(p);
     rl__weak_cut(p->self);
-    for (RLIndex i = 0; i < nq; i++)
-        rec_clear(&q[i]);
+    slots_clear(q, nq);
     free(q);
     if (source) {
         RLRunLoopSourceInvalidate(source);
@@ -565,24 +578,29 @@ static void src_perform(void *info) {
      * (as perform requests do), so a flood on one port does not keep the
      * loop from its other sources. */
     port_lock(p);
-    rl_port_rec *batch = p->recs;
-    RLIndex n = p->queued, cap = p->cap;
-    p->recs = p->spare;
+    rl_port_slot *batch = p->slots;
+    RLIndex n = p->nslots, cap = p->cap;
+    p->slots = p->spare;
     p->cap = p->spare_cap;
     p->spare = NULL;
     p->spare_cap = 0;
-    p->queued = 0;
+    p->queued = p->nslots = 0;
     port_unlock(p);
     port_room(p);
     /* The port is held (rl__weak_get) for the whole batch, so a message
      * borrows its receive port while it is delivered; a handler that keeps
      * the message makes that reference its own. */
     struct RLPortMessage *m = NULL;
-    RLIndex i = 0;
-    for (; i < n; i++) {
+    rl_port_slot *at = batch, *end = batch + n;
+    while (at < end) {
         if (!m && !(m = msg_alloc("RLPort"))) /* no memory: the rest are released undelivered */
             break;
-        msg_take_rec(m, &batch[i], p);
+        rl_port_slot *next = msg_take_slots(m, at, p);
+        if (!next) { /* no memory for its parts: that one is lost */
+            at += 2 + at[0].h.count;
+            continue;
+        }
+        at = next;
         if (atomic_load_explicit(&p->valid, memory_order_acquire))
             deliver(p, m);
         if (RL_TRICK_PORT_REUSE && !msg_kept(m)) {
@@ -594,14 +612,13 @@ static void src_perform(void *info) {
         RLRelease(m);
         m = NULL;
     }
-    for (; i < n; i++)
-        rec_clear(&batch[i]);
+    slots_clear(at, end - at);
     if (m)
         RLRelease(m);
     /* The drained array becomes the spare, unless a spare came back first
      * or it grew past what steady traffic needs. */
     port_lock(p);
-    if (!p->spare && cap <= RL_PORT_KEEP_RECS) {
+    if (!p->spare && cap <= RL_PORT_KEEP_SLOTS) {
         p->spare = batch;
         p->spare_cap = cap;
         batch = NULL;
@@ -708,10 +725,12 @@ static bool wait_for_room(struct RLPort *p, RLAbsoluteTime limit, const char *fn
     return true;
 }
 
-/* Queues record r; its references pass to the queue (on failure they stay
- * the caller's). Only the record that makes the queue non-empty signals
- * the source and wakes the loops: the others ride on the pass it starts. */
-static bool send_record(struct RLPort *p, const rl_port_rec *r, RLAbsoluteTime limit, const char *fn) {
+/* Queues a message whose parts the caller retained for it; they pass to
+ * the queue (on failure they stay the caller's). Only the message that
+ * makes the queue non-empty signals the source and wakes the loops: the
+ * others ride on the pass it starts. */
+static bool send_refs(struct RLPort *p, uint32_t msgid, const RLTypeRef *comps, RLIndex count, struct RLPort *reply,
+                      RLAbsoluteTime limit, const char *fn) {
     port_lock(p);
     if (RL__UNLIKELY(!p->valid || p->queued >= p->limit)) {
         bool invalid = !p->valid;
@@ -724,18 +743,27 @@ static bool send_record(struct RLPort *p, const rl_port_rec *r, RLAbsoluteTime l
     /* A queued message does not keep its port alive: the port owns its
      * queue, and a port released with messages queued goes and releases
      * them. */
-    if (RL__UNLIKELY(p->queued == p->cap)) {
-        RLIndex cap = p->cap ? p->cap * 2 : RL_PORT_FIRST_RECS;
-        rl_port_rec *grown = realloc(p->recs, (size_t)cap * sizeof *grown);
+    RLIndex need = 2 + count;
+    if (RL__UNLIKELY(p->nslots + need > p->cap)) {
+        RLIndex cap = p->cap ? p->cap * 2 : RL_PORT_FIRST_SLOTS;
+        if (cap < p->nslots + need)
+            cap = p->nslots + need;
+        rl_port_slot *grown = realloc(p->slots, (size_t)cap * sizeof *grown);
         if (!grown) {
             port_unlock(p);
             return rl__fail(kRLErrorNoMemory, fn, "out of memory");
         }
-        p->recs = grown;
+        p->slots = grown;
         p->cap = cap;
     }
-    p->recs[p->queued++] = *r;
-    bool first = p->queued == 1;
+    rl_port_slot *at = p->slots + p->nslots;
+    at[0].h.msgid = msgid;
+    at[0].h.count = (uint32_t)count;
+    at[1].reply = reply;
+    for (RLIndex i = 0; i < count; i++)
+        at[2 + i].comp = comps[i];
+    p->nslots += need;
+    bool first = ++p->queued == 1;
     RLRunLoopSourceRef s = NULL;
     RLRunLoopRef wake[RL_PORT_INLINE_LOOPS];
     size_t nwake = 0;
@@ -778,11 +806,9 @@ bool RLPortSendBeforeDate(RLPortRef p, RLAbsoluteTime limitDate, uint32_t msgid,
         return rl__fail(kRLErrorInvalidArgument, __func__, "NaN limit date");
     if (!comps_ok(components, count, __func__))
         return false;
-    rl_port_rec r;
-    if (!rec_make(&r, msgid, components, count, replyPort, __func__))
-        return false;
-    if (!send_record(p, &r, limitDate, __func__)) {
-        rec_clear(&r);
+    refs_retain(components, count, replyPort);
+    if (!send_refs(p, msgid, components, count, replyPort, limitDate, __func__)) {
+        refs_release(components, count, replyPort);
         return false;
     }
     return true;
@@ -797,11 +823,9 @@ bool RLPortMessageSendBeforeDate(RLPortMessageRef m, RLAbsoluteTime limitDate) {
         return rl__fail(kRLErrorInvalidArgument, __func__, "NaN limit date");
     /* The receiver's view: replies go to the message's receive port. The
      * components are shared (retained), not copied. */
-    rl_port_rec r;
-    if (!rec_make(&r, m->msgid, m->comps, m->count, m->recv_port, __func__))
-        return false;
-    if (!send_record(m->send_port, &r, limitDate, __func__)) {
-        rec_clear(&r);
+    refs_retain(m->comps, m->count, m->recv_port);
+    if (!send_refs(m->send_port, m->msgid, m->comps, m->count, m->recv_port, limitDate, __func__)) {
+        refs_release(m->comps, m->count, m->recv_port);
         return false;
     }
     return true;
