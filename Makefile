@@ -92,8 +92,8 @@ TEST_LIBS := -lcmocka
 SWIFT_RPATH := -Wl,-rpath,$(SWIFT_LIBDIR)
 TSAN_EXTRA_LIBS := $(if $(IS_CLANG),-L$(SWIFT_LIBDIR) $(SWIFT_RPATH) -ldispatch)
 
-.PHONY: FORCE all lib deps check check-c check-swift check-swift-demo check-readme check-headers check-tree \
-        check-asan check-tsan check-leak check-lockdep check-install check-exports check-sanitizers \
+.PHONY: FORCE all lib deps check check-c check-swift check-swift-demo check-readme check-docs check-headers check-tree \
+        check-asan check-tsan check-leak check-lockdep check-install check-exports check-sanitizers check-bench-chart \
         check-swift-tsan check-swift-asan bench bench-chart demo demo-swift help install clean
 
 all: lib $(BUILD)/crunloop.pc ## libcrunloop.a, libcrunloop.so and crunloop.pc in $(BUILD) (the default)
@@ -167,6 +167,10 @@ check-swift-demo: deps ## the Swift demo (swiftthreads-demo) in its fast mode, c
 check-readme: deps lib ## every C and Swift code block of README.md, compiled (-Wall -Werror) and run
 	@BUILD=$(BUILD) LIBS="$(LIBS)" SWIFTPM_BUILD=$(SWIFTPM_DEBUG) scripts/check-readme.sh
 
+# The DocC build reuses the debug build of check-swift (about 30 s more).
+check-docs: deps ## the SwiftThreads DocC documentation builds with no warnings (swift package generate-documentation)
+	@scripts/check-docs.sh
+
 check-tree: ## `make help` covers every target; no comment points at an issue number
 	@scripts/check-tree.sh
 
@@ -186,21 +190,29 @@ DEMO_TARGETS ?=
 
 # Every part runs even when an earlier one fails; scripts/run-check.sh
 # prints each part's PASS/FAIL lines, then a table and one line of totals.
-check: deps ## every test: C, CF differential, headers, examples, install, exports, swift test, README
-	@scripts/run-check.sh check-c $(CHECK_EXTRA) check-swift check-swift-demo check-readme
+check: deps ## every test: C, CF differential, headers, examples, install, exports, swift test, README, DocC
+	@scripts/run-check.sh check-c $(CHECK_EXTRA) check-swift check-swift-demo check-readme check-docs
 
 # Benches that can write their results as CSV put them in BENCH_RESULTS;
 # bench-chart draws one chart per group from them (matplotlib: Debian's
 # python3-matplotlib, from scripts/setup-deps.sh, or any python3 with it).
 BENCH_RESULTS = $(BUILD)/bench/results
+comma := ,
 BENCH_CHARTS = $(BUILD)/bench/charts
 CHART_PYTHON := $(shell for p in /usr/bin/python3 python3; do $$p -c 'import matplotlib' 2>/dev/null && { echo $$p; break; }; done)
 
-bench: deps ## every benchmark table, then one chart per group (SVG+PNG) in $(BUILD)/bench/charts
+bench: deps ## every benchmark table, then one chart per group (SVG+PNG) in build/CC/bench/charts
 	@$(if $(strip $(BENCH_TARGETS)),$(MAKE) -k $(BENCH_TARGETS); status=$$?; $(MAKE) bench-chart; exit $$status,echo "no benchmarks yet")
 
-bench-chart: ## charts (SVG+PNG) of the last results in $(BUILD)/bench/results: ours/peer ratios with spread
-	@$(if $(CHART_PYTHON),$(CHART_PYTHON) scripts/bench-chart.py $(BENCH_CHARTS) $(wildcard $(BENCH_RESULTS)/*.csv),echo "bench-chart: no python3 with matplotlib (scripts/setup-deps.sh installs python3-matplotlib)")
+# Every group found in the results gets its chart; a bench of BENCH_TARGETS
+# that left no results is named (the script's --expect).
+check-bench-chart: deps ## bench-chart on made-up results: missing benches, peers and bad files give messages, not crashes
+	@scripts/check-bench-chart.sh
+CHECK_EXTRA += check-bench-chart
+
+bench-chart: ## a chart (SVG+PNG) per bench group from the last results in build/CC/bench/results
+	@$(if $(CHART_PYTHON),$(CHART_PYTHON) scripts/bench-chart.py $(BENCH_CHARTS) $(BENCH_RESULTS) \
+	  --expect $(subst $(eval) ,$(comma),$(strip $(BENCH_TARGETS:bench-%=%))),echo "bench-chart: no python3 with matplotlib (scripts/setup-deps.sh installs python3-matplotlib)")
 
 demo: deps ## a tour of the examples, C then Swift, at a readable pace
 	@$(if $(strip $(DEMO_TARGETS)),$(MAKE) $(DEMO_TARGETS),echo "no demo yet")

@@ -15,6 +15,7 @@
  *   BML_QUICK=1 bench_multiloop    a tenth of the work, for a smoke test
  *   BML_ONLY=timer,signal          only these operations (timer, perform, signal)
  *   BML_PEERS=ours,libuv           only these peers (ours, CF, libuv)
+ *   BENCH_CSV=file                 also the rows for the charts (bench_results.h)
  *
  * Scaling "xK1" is the aggregate at K over the same peer's at K = 1: on a
  * machine with C cores, loops that share nothing reach about min(K, C).
@@ -26,6 +27,7 @@
 #include <unistd.h>
 
 #include "bench_multiloop.h"
+#include "bench_results.h"
 
 enum { P_RL, P_CF, P_UV, NPEERS };
 static const bml_peer *peers[NPEERS] = {[P_RL] = &bml_peer_rl, [P_CF] = &bml_peer_cf, [P_UV] = &bml_peer_uv};
@@ -141,6 +143,29 @@ static double median_of(double (*s)[NK][NPEERS][MAXROUNDS], int op, int ki, int 
 
 static double median(int op, int ki, int p) { return median_of(samples, op, ki, p); }
 
+/* The rows for the charts: per operation and K, the per-round time ratios
+ * ours/peer (the rates are paired by round: peer rate / ours). */
+static void write_results(const char *only, const char *only_peers) {
+    FILE *f = bench_results_open();
+    if (!f) return;
+    for (int op = 0; op < BML_NOPS; op++) {
+        if (!in_list(only, op_names[op])) continue;
+        for (int ki = 0; ki < NK; ki++) {
+            char row[96];
+            snprintf(row, sizeof row, "%s, K=%d", op_labels[op], ks[ki]);
+            for (int p = 1; p < NPEERS; p++) {
+                if (!in_list(only_peers, peers[p]->name) || !in_list(only_peers, peers[P_RL]->name)) continue;
+                int n = nsamples[op][ki][P_RL] < nsamples[op][ki][p] ? nsamples[op][ki][P_RL] : nsamples[op][ki][p];
+                double r[MAXROUNDS];
+                for (int i = 0; i < n; i++) r[i] = samples[op][ki][p][i] / samples[op][ki][P_RL][i];
+                bench_results_row(f, "multi-loop", row, peers[p]->name, r, n, median(op, ki, P_RL) * 1e-6,
+                                  median(op, ki, p) * 1e-6, "M ops/s");
+            }
+        }
+    }
+    bench_results_close(f);
+}
+
 static void cell(char *buf, size_t size, double v, const char *fmt) {
     if (isnan(v)) snprintf(buf, size, "-");
     else snprintf(buf, size, fmt, v);
@@ -204,6 +229,7 @@ int main(void) {
         }
     }
     printf("libuv's loops take no lock at all; ours/uv is the price of ours being thread-safe.\n");
+    write_results(only, only_peers);
     double load[3] = {NAN, NAN, NAN};
     getloadavg(load, 3);
     printf("(whole run: %.0f s, %ld CPUs, load average %.1f: other processes share the CPUs)\n", bml_now() - start,

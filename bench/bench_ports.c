@@ -25,6 +25,8 @@
  * Every row runs BPO_ROUNDS times (default 5; peers interleaved) and shows
  * the median. BPO_QUICK=1 uses a tenth of the counts. BPO_ONLY=local runs
  * the rows between threads only (a) and (b); BPO_ONLY=processes the rest.
+ * BENCH_CSV=file also writes the rows with a peer for the charts
+ * (bench_results.h).
  */
 #include <crunloop/crunloop.h>
 
@@ -41,6 +43,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "bench_results.h"
 
 #ifdef BPO_DBUS
 #include <dbus/dbus.h>
@@ -597,6 +601,20 @@ int main(void) {
         loop_stop(&lt);
     fprintf(stderr, "\r\033[K");
 
+    /* For the charts: each round's time ratio, the rounds paired (taken
+     * before the medians sort the samples). */
+    double *ratios[5];
+    for (int i = 0; i < 5; i++)
+        if (!(ratios[i] = calloc((size_t)rounds, sizeof(double))))
+            abort();
+    for (int i = 0; i < rounds; i++) {
+        ratios[0][i] = v[1][i] / v[0][i]; /* rates: floor / ours */
+        ratios[1][i] = v[1][i] / v[7][i];
+        ratios[2][i] = v[2][i] / v[5][i];
+        ratios[3][i] = v[3][i] / v[4][i];
+        ratios[4][i] = v[3][i] / v[6][i];
+    }
+    FILE *results = bench_results_open();
     double load[1] = {0};
     getloadavg(load, 1);
     printf("\nPorts: ours against their floors, one run, median of %d rounds; %ld CPUs, load %.1f\n\n", rounds,
@@ -613,15 +631,26 @@ int main(void) {
                a0 / 1e6, "RLRunLoopPerformFunction (M req/s)", b / 1e6, b / a0);
         printf("%-58s | %10.2f | %-34s | %10.2f | %5.2fx\n", "RLPort message + reply, two threads (us)", rt,
                "perform there + perform back (us)", prt, rt / prt);
+        bench_results_row(results, "ports", "RLPort send, 16-byte data, other thread's loop", "perform requests",
+                          ratios[0], rounds, a / 1e6, b / 1e6, "M msg/s");
+        bench_results_row(results, "ports", "RLPort send, no components, other thread's loop", "perform requests",
+                          ratios[1], rounds, a0 / 1e6, b / 1e6, "M msg/s");
+        bench_results_row(results, "ports", "RLPort message + reply, two threads", "perform requests", ratios[2],
+                          rounds, rt, prt, "us");
     }
     if (procs) {
         double mp = median(v[3], rounds), raw = median(v[4], rounds);
         printf("%-58s | %10.2f | %-34s | %10.2f | %5.2fx\n", "RLMessagePort request/reply, two processes (us)", mp,
                "raw Unix-socket ping-pong (us)", raw, mp / raw);
-        if (dbus)
+        bench_results_row(results, "ports", "RLMessagePort request/reply, two processes", "raw Unix socket",
+                          ratios[3], rounds, mp, raw, "us");
+        if (dbus) {
+            double bus_rt = median(v[6], rounds);
             printf("%-58s | %10.2f | %-34s | %10.2f | %5.2fx\n", "RLMessagePort request/reply, two processes (us)", mp,
-                   "D-Bus method call, private bus (us)", median(v[6], rounds), mp / median(v[6], rounds));
-        else
+                   "D-Bus method call, private bus (us)", bus_rt, mp / bus_rt);
+            bench_results_row(results, "ports", "RLMessagePort request/reply, two processes", "D-Bus method call",
+                              ratios[4], rounds, mp, bus_rt, "us");
+        } else
             printf("%-58s | %10.2f | %-34s | %10s |\n", "RLMessagePort request/reply, two processes (us)", mp,
                    "D-Bus method call, private bus (us)", "n/a");
         for (int i = 0; i < 3; i++)
@@ -632,5 +661,9 @@ int main(void) {
     printf("\nratio: ours / floor or peer in time (lower is better; for rates, floor rate / ours). Target for the\n"
            "message port round trip: <= 1.30x the raw socket floor. The D-Bus call goes through the bus daemon\n"
            "(two hops each way), as every D-Bus method call does.\n");
+    if (results)
+        bench_results_close(results);
+    for (int i = 0; i < 5; i++)
+        free(ratios[i]);
     return 0;
 }

@@ -435,7 +435,18 @@ static void write_csv(const char *path) {
                 double ratio = metrics[m].higher_better ? peer / ours : ours / peer;
                 if (isfinite(ratio)) r[k++] = ratio;
             }
-            if (k == 0 || !peers[p]) continue;
+            if (!peers[p] || nsamples[P_RL][m] == 0) continue;
+            /* A peer that ran no row at all (BRL_PEERS left it out) gets
+             * empty cells, which the chart names; a row one peer cannot do,
+             * or where both sides are ~0, is left out. */
+            bool ran_any = false;
+            for (int mm = 0; mm < NMETRICS; mm++) ran_any = ran_any || nsamples[p][mm] > 0;
+            if (k == 0 && ran_any) continue;
+            if (k == 0) {
+                fprintf(f, "run loop,\"%s\",%s,,,,%g,,\n", metrics[m].label, peers[p]->name,
+                        median(P_RL, (enum metric)m) * metrics[m].scale);
+                continue;
+            }
             double lo = r[0], hi = r[0];
             for (int i = 1; i < k; i++) {
                 if (r[i] < lo) lo = r[i];

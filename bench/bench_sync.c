@@ -13,7 +13,8 @@
  * pthread twin: its peer is the recursive mutex one would write by hand.
  *
  * Environment: RL_BENCH_RUNS (default 51) and RL_BENCH_SCALE (a multiplier
- * on every iteration count, default 1; e.g. 0.1 for a quick look).
+ * on every iteration count, default 1; e.g. 0.1 for a quick look);
+ * BENCH_CSV=file writes the rows for the charts (bench_results.h).
  */
 #include <crunloop/crunloop.h>
 #include <crunloop/RLAtomic.h>
@@ -22,6 +23,8 @@
 #include <crunloop/RLReadWriteLock.h>
 #include <crunloop/RLSpinLock.h>
 #include <crunloop/RLSync.h>
+
+#include "bench_results.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -380,6 +383,7 @@ int main(void) {
         runs = MAX_RUNS;
     double scale = env_double("RL_BENCH_SCALE", 1);
     int misses = 0;
+    FILE *results = bench_results_open();
 
     printf("CRunLoop synchronization benchmark: ns/op, median of %d short runs per cell,\n"
            "ours and peer interleaved run by run in the same process\n\n",
@@ -417,6 +421,10 @@ int main(void) {
             best_o = ours[i] < best_o ? ours[i] : best_o;
             best_p = peer[i] < best_p ? peer[i] : best_p;
         }
+        /* The chart's peer is the family the row's peer belongs to. */
+        bench_results_row(results, "synchronization", w->op,
+                          strncmp(w->peer_name, "atomic", 6) == 0 ? "C11 atomics" : "pthreads", ratios, nr,
+                          median(ours, nr), median(peer, nr), "ns/op");
         double o = median(ours, nr), p = median(peer, nr), ratio = median(ratios, nr);
         char target[32] = "-";
         if (w->target > 0) {
@@ -433,5 +441,6 @@ int main(void) {
            "where neighbours only ever add time, it is the steadier estimate of the cost.\n"
            "%d target(s) missed.\n",
            misses);
+    bench_results_close(results);
     return 0;
 }

@@ -39,6 +39,7 @@
  *   BTH_ROUNDS=3 bench_thread      fewer rounds
  *   BTH_QUICK=1 bench_thread       a tenth of the counts, for a smoke test
  *   BTH_ONLY_THREADS=1             rows (a) and (b) only
+ *   BENCH_CSV=file                 also the rows for the charts (bench_results.h)
  *
  * Built by `make bench-thread` (mk/bench-thread.mk).
  */
@@ -58,6 +59,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bench_results.h"
 #include "bench_thread.h"
 
 #define MAXROUNDS 15
@@ -396,6 +398,29 @@ static void run_round(int round, long n_threads, long n_rt, bool only_threads) {
     free(b);
 }
 
+/* The rows for the charts (BENCH_CSV, bench_results.h). A p99 row's peer is
+ * the one of the p50 row above it, and so is the name of what it measures
+ * (the table shows it once). */
+static void write_results(void) {
+    FILE *f = bench_results_open();
+    const char *peer = "", *what = "";
+    for (int r = 0; r < NROWS; r++) {
+        if (rows[r].peer[0])
+            peer = rows[r].peer;
+        const char *colon = strchr(rows[r].ours, ':');
+        if (colon)
+            what = colon;
+        if (nv[r] == 0) continue;
+        char label[128];
+        snprintf(label, sizeof label, "%s%s", rows[r].ours, colon ? "" : what);
+        double o = median(ours_v[r], nv[r]), p = median(peer_v[r], nv[r]);
+        const char *family = strncmp(peer, "pthread", 7) == 0 ? "pthreads" : "CoreFoundation";
+        bench_results_row(f, "threads and perform (C)", label, family, ratio_v[r], nv[r], o / 1e3, p / 1e3,
+                          r >= R_CPU ? "us CPU" : "us");
+    }
+    bench_results_close(f);
+}
+
 static void print_table(int rounds, long n_threads, long n_rt, double loop_cost) {
     double load[3] = {0};
     if (getloadavg(load, 3) < 0) load[0] = NAN;
@@ -474,6 +499,7 @@ int main(void) {
     double loop_cost = first_loop_cost(quick ? 50 : 500);
     progress("");
     print_table(rounds, n_threads, n_rt, loop_cost);
+    write_results();
     printf("(whole run: %.0f s)\n", (double)(bth_now_ns() - t0) / 1e9);
     return 0;
 }

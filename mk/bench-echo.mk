@@ -16,7 +16,7 @@ BENCH_TARGETS += bench-echo
 
 .PHONY: bench-echo
 bench-echo: $(BENCH_ECHO) ## TCP echo over loopback: RLSocket vs CF's CFSocket and libuv (round trip, throughput, connections/s)
-	@mkdir -p $(BENCH_RESULTS)
+	@mkdir -p $(BENCH_RESULTS) && rm -f $(BENCH_RESULTS)/echo.csv
 	@BEC_CSV=$(BENCH_RESULTS)/echo.csv $(BENCH_ECHO)
 
 $(BENCH_ECHO): $(BENCH_ECHO_OBJS) $(STATIC_LIB)

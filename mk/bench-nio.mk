@@ -4,7 +4,7 @@
 # builds swift-nio (a few minutes). NIOB_QUICK=1, NIOB_ROUNDS=N.
 .PHONY: bench-nio
 bench-nio: ## Swift run loops: ours vs swift-nio EventLoop vs Foundation (execute, scheduleTask, round trip, idle CPU)
-	@mkdir -p $(BENCH_RESULTS)
+	@mkdir -p $(BENCH_RESULTS) && rm -f $(BENCH_RESULTS)/nio.csv
 	@$(call say,SWIFT,building bench/nio in release mode (swift-nio the first time: minutes) ...)
 	$(Q)cd bench/nio && $(SWIFTPM) build -c release $(if $(filter 1,$(V)),,> $(CURDIR)/$(BENCH_RESULTS)/nio-build.log 2>&1 \
 	  || { tail -30 $(CURDIR)/$(BENCH_RESULTS)/nio-build.log; exit 1; })

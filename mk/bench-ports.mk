@@ -15,7 +15,8 @@ BENCH_PORTS_SWIFT ?= 1
 bench-ports: bench-ports-c $(if $(filter 1,$(BENCH_PORTS_SWIFT)),bench-ports-swift) ## ports: local vs perform, message ports vs raw socket and D-Bus, RLSocketPort vs Foundation
 
 bench-ports-c: $(BENCH_PORTS) ## the C half of bench-ports
-	$(BENCH_PORTS)
+	@mkdir -p $(BENCH_RESULTS) && rm -f $(BENCH_RESULTS)/ports.csv
+	@BENCH_CSV=$(BENCH_RESULTS)/ports.csv $(BENCH_PORTS)
 
 bench-ports-swift: ## RLSocketPort vs Foundation's SocketPort (release build in .build/bench-release)
 	@$(call say,SWIFT,building swiftthreads-bench in release mode (the first build takes minutes) ...)
@@ -23,7 +24,7 @@ bench-ports-swift: ## RLSocketPort vs Foundation's SocketPort (release build in 
 	  $(if $(filter 1,$(V)),,> $(BUILD)/bench-swift-build.log 2>&1 || { tail -30 $(BUILD)/bench-swift-build.log; exit 1; })
 	$(Q)BSW_ONLY=ports $(SWIFTPM) run -q -c release --skip-build --scratch-path .build/bench-release swiftthreads-bench
 
-$(BENCH_PORTS): bench/bench_ports.c $(HDRS) $(STATIC_LIB)
-	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -O2 $(BPO_DBUS_FLAGS) $(LDFLAGS) -o $@ $< $(STATIC_LIB) $(LIBS) $(BPO_DBUS_LIBS)
+$(BENCH_PORTS): bench/bench_ports.c bench/bench_results.h $(HDRS) $(STATIC_LIB)
+	@mkdir -p $(dir $@); $(call say,CC,$@)
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -O2 $(BPO_DBUS_FLAGS) $(LDFLAGS) -o $@ $< $(STATIC_LIB) $(LIBS) $(BPO_DBUS_LIBS)
 BENCH_TARGETS += bench-ports

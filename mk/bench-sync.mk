@@ -6,9 +6,10 @@ BENCH_SYNC := $(BUILD)/bench/bench_sync
 
 .PHONY: bench-sync
 bench-sync: $(BENCH_SYNC) ## locks, conditions and atomics vs raw pthreads and C11 atomics
-	@$(BENCH_SYNC)
+	@mkdir -p $(BENCH_RESULTS) && rm -f $(BENCH_RESULTS)/sync.csv
+	@BENCH_CSV=$(BENCH_RESULTS)/sync.csv $(BENCH_SYNC)
 
-$(BENCH_SYNC): bench/bench_sync.c $(HDRS) $(STATIC_LIB)
+$(BENCH_SYNC): bench/bench_sync.c bench/bench_results.h $(HDRS) $(STATIC_LIB)
 	@mkdir -p $(dir $@)
 	@$(call say,CC,$@)
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -O2 $(LDFLAGS) -o $@ $< $(STATIC_LIB) $(LIBS)

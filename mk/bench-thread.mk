@@ -21,20 +21,22 @@ BENCH_TARGETS += bench-thread
 bench-thread: bench-thread-c $(if $(filter 1,$(BENCH_THREAD_SWIFT)),bench-thread-swift) ## threads and perform: C vs pthreads and CF, Swift vs Foundation
 
 bench-thread-c: $(BENCH_THREAD) ## the C half of bench-thread
-	@$(BENCH_THREAD)
+	@mkdir -p $(BENCH_RESULTS) && rm -f $(BENCH_RESULTS)/thread.csv
+	@BENCH_CSV=$(BENCH_RESULTS)/thread.csv $(BENCH_THREAD)
 
 bench-thread-swift: ## the Swift half of bench-thread (release build in .build/bench-release)
 	@$(call say,SWIFT,building swiftthreads-bench in release mode (the first build takes minutes) ...)
 	$(Q)$(SWIFTPM) build -c release --scratch-path .build/bench-release --product swiftthreads-bench \
 	  $(if $(filter 1,$(V)),,> $(BUILD)/bench-swift-build.log 2>&1 || { tail -30 $(BUILD)/bench-swift-build.log; exit 1; })
-	$(Q)$(SWIFTPM) run -q -c release --skip-build --scratch-path .build/bench-release swiftthreads-bench
+	@mkdir -p $(BENCH_RESULTS) && rm -f $(BENCH_RESULTS)/thread-swift.csv
+	$(Q)BENCH_CSV=$(BENCH_RESULTS)/thread-swift.csv $(SWIFTPM) run -q -c release --skip-build --scratch-path .build/bench-release swiftthreads-bench
 
 $(BENCH_THREAD): $(BENCH_THREAD_OBJ)/bench_thread.o $(BENCH_THREAD_OBJ)/bench_thread_cf.o $(STATIC_LIB)
 	@$(call say,CC,$@)
 	$(Q)$(CC) $(LDFLAGS) -pthread -o $@ $(BENCH_THREAD_OBJ)/bench_thread.o $(BENCH_THREAD_OBJ)/bench_thread_cf.o \
 	  $(STATIC_LIB) $(LIBS) $(BTH_CF_LIBS) -lm
 
-$(BENCH_THREAD_OBJ)/bench_thread.o: bench/bench_thread.c bench/bench_thread.h $(HDRS)
+$(BENCH_THREAD_OBJ)/bench_thread.o: bench/bench_thread.c bench/bench_thread.h bench/bench_results.h $(HDRS)
 	@mkdir -p $(dir $@)
 	@$(call say,CC,$@)
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -O2 -pthread -c -o $@ $<

@@ -8,11 +8,14 @@ notice by at least 10%; the table says which do.
   scripts/bench-tricks.py              (make bench-tricks)
   TRICKS_ROUNDS=5 scripts/bench-tricks.py
   TRICKS_ONLY=POOL,SPIN scripts/bench-tricks.py
+  BENCH_CSV=file        also writes the rows for the charts (scripts/bench-chart.py):
+                        peer "trick off", ratio = time with the trick / time without
 
 Each variant is its own build folder (build/tricks/NAME); the benches are
 bench_runloop, bench_thread, bench_sync and bench_ports, each run with its knobs set to
 the rows a trick is for (the peers are skipped where the bench allows).
 """
+import csv
 import os
 import re
 import statistics
@@ -87,6 +90,8 @@ def value(text, label):
 def run(folder, bench):
     binary, env = BENCHES[bench]
     e = dict(os.environ)
+    e.pop("BENCH_CSV", None)  # this script's own results file, not theirs
+    e.pop("BRL_CSV", None)
     e.update(env)
     r = subprocess.run([f"{folder}/bench/{binary}"], env=e, stdout=subprocess.PIPE,
                        stderr=subprocess.DEVNULL, text=True)
@@ -129,6 +134,7 @@ def main():
     print(f"{'trick':<10} | {'row':<52} | {'on':>9} | {'off':>9} | {'gain':>7} | verdict")
     print("-" * 10 + "-+-" + "-" * 52 + "-+-" + "-" * 9 + "-+-" + "-" * 9 + "-+-" + "-" * 7 + "-+--------")
     best = {}
+    chart_rows = []
     for t, bench, label, higher in ROWS:
         if t not in tricks:
             continue
@@ -140,6 +146,11 @@ def main():
         a, b = statistics.median(on), statistics.median(off)
         gain = (a / b - 1) if higher else (b / a - 1 if a > 0 else 0)
         best[t] = max(best.get(t, -1e9), gain)
+        # Per round, paired: the time ratio on/off (for a rate, off/on).
+        ratios = [(y / x if higher else x / y) for x, y in zip(on, off) if x > 0 and y > 0]
+        chart_rows.append(["speed tricks", f"{t}: {label}", "trick off",
+                           *((statistics.median(ratios), min(ratios), max(ratios)) if ratios else ("", "", "")),
+                           a, b, ""])
         verdict = "buys >= 10%" if gain >= 0.10 else ("costs" if gain < -0.05 else "< 10%")
         print(f"{t:<10} | {label:<52} | {a:9.2f} | {b:9.2f} | {gain * 100:+6.0f}% | {verdict}")
     print("\ngain: how much better the row is with the trick (rates: on/off - 1; times: off/on - 1).")
@@ -148,6 +159,12 @@ def main():
         g = best.get(t)
         state = "not measured" if g is None else ("keep" if g >= 0.10 else "REVIEW: below 10% on every row")
         print(f"  {t:<10} {state}" + ("" if g is None else f" (best row {g * 100:+.0f}%)"))
+    path = os.environ.get("BENCH_CSV")
+    if path:
+        with open(path, "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["group", "row", "peer", "ratio", "ratio_min", "ratio_max", "ours", "peer_value", "unit"])
+            w.writerows(chart_rows)
 
 
 if __name__ == "__main__":

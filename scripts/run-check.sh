@@ -24,6 +24,8 @@ declare -A LABELS=(
   [check-swift]="swift test"
   [check-swift-demo]="Swift demo"
   [check-readme]="README blocks"
+  [check-docs]="DocC (no warnings)"
+  [check-bench-chart]="bench charts"
 )
 
 rows=(); tp=0; tf=0; ts=0

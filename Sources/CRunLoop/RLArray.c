@@ -1,6 +1,6 @@
 /* RLArray.c — immutable arrays of C strings (RLArray.h). One allocation:
  * the object, the pointers, then the strings they point at. */
-#include "internal.h"
+#include "RLBase.h"
 #include <crunloop/RLArray.h>
 
 #include <stdint.h>

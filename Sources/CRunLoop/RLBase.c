@@ -1,5 +1,5 @@
 /* RLBase.c — reference counting, descriptions and clocks. */
-#include "internal.h"
+#include "RLBase.h"
 #include "rl_pool.h"
 
 #include <malloc.h>

@@ -3,7 +3,7 @@
 #ifndef CRUNLOOP_RLDATA_INTERNAL_H
 #define CRUNLOOP_RLDATA_INTERNAL_H
 
-#include "internal.h"
+#include "RLBase.h"
 
 #include <crunloop/RLData.h>
 

@@ -13,7 +13,7 @@
  * that token, so an object whose lock was broken and re-taken by someone
  * else cannot remove the new holder's lock. (The file's inode number is not
  * enough: a broken lock's inode is free for the next file at once.) */
-#include "internal.h"
+#include "RLBase.h"
 
 #include <crunloop/RLDistributedLock.h>
 

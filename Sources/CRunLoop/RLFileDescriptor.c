@@ -1,6 +1,8 @@
 /* RLFileDescriptor.c — run-loop sources for any file descriptor. The loop
- * watches the fd with epoll (RLRunLoop.c) and never reads or writes it. */
-#include "runloop_internal.h"
+ * watches the fd with epoll (rl_fdtab.c) and never reads or writes it. */
+#include "rl_fdtab.h"
+#include "rl_lock.h"
+#include "RLRunLoopMembership.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -51,7 +53,7 @@ static bool rl_fd_ok(RLFileDescriptorRef f, const char *fn) { return rl__object_
 RLFileDescriptorRef RLFileDescriptorCreate(RLAllocatorRef allocator, RLFileDescriptorNativeDescriptor fd,
                                            bool closeOnInvalidate, RLFileDescriptorCallBack callout,
                                            const RLFileDescriptorContext *context) {
-    const char *fn = "RLFileDescriptorCreate";
+    const char *fn = __func__;
     if (!callout) {
         rl__fail(kRLErrorInvalidArgument, fn, "NULL callout");
         return NULL;
@@ -83,11 +85,11 @@ RLFileDescriptorRef RLFileDescriptorCreate(RLAllocatorRef allocator, RLFileDescr
 }
 
 RLFileDescriptorNativeDescriptor RLFileDescriptorGetNativeDescriptor(RLFileDescriptorRef f) {
-    return rl_fd_ok(f, "RLFileDescriptorGetNativeDescriptor") ? f->fd : -1;
+    return rl_fd_ok(f, __func__) ? f->fd : -1;
 }
 
 bool RLFileDescriptorGetContext(RLFileDescriptorRef f, RLFileDescriptorContext *context) {
-    const char *fn = "RLFileDescriptorGetContext";
+    const char *fn = __func__;
     if (!rl_fd_ok(f, fn))
         return false;
     if (!context)
@@ -145,15 +147,15 @@ static bool rl_fd_set_enabled(RLFileDescriptorRef f, RLOptionFlags types, bool o
 }
 
 bool RLFileDescriptorEnableCallBacks(RLFileDescriptorRef f, RLOptionFlags types) {
-    return rl_fd_set_enabled(f, types, true, "RLFileDescriptorEnableCallBacks");
+    return rl_fd_set_enabled(f, types, true, __func__);
 }
 
 bool RLFileDescriptorDisableCallBacks(RLFileDescriptorRef f, RLOptionFlags types) {
-    return rl_fd_set_enabled(f, types, false, "RLFileDescriptorDisableCallBacks");
+    return rl_fd_set_enabled(f, types, false, __func__);
 }
 
 bool RLFileDescriptorInvalidate(RLFileDescriptorRef f) {
-    if (!rl_fd_ok(f, "RLFileDescriptorInvalidate"))
+    if (!rl_fd_ok(f, __func__))
         return false;
     rl_defer d;
     rl__defer_init(&d);
@@ -181,7 +183,7 @@ bool RLFileDescriptorInvalidate(RLFileDescriptorRef f) {
 }
 
 bool RLFileDescriptorIsValid(RLFileDescriptorRef f) {
-    if (!rl_fd_ok(f, "RLFileDescriptorIsValid"))
+    if (!rl_fd_ok(f, __func__))
         return false;
     rl__olock_lock(&f->lock);
     bool v = f->valid;
@@ -191,7 +193,7 @@ bool RLFileDescriptorIsValid(RLFileDescriptorRef f) {
 
 RLRunLoopSourceRef RLFileDescriptorCreateRunLoopSource(RLAllocatorRef allocator, RLFileDescriptorRef f,
                                                        RLIndex order) {
-    const char *fn = "RLFileDescriptorCreateRunLoopSource";
+    const char *fn = __func__;
     if (!rl_fd_ok(f, fn))
         return NULL;
     rl__olock_lock(&f->lock);

@@ -26,6 +26,7 @@
  * held only for table work, never while a report is printed or the handler
  * runs, so a handler may take RL locks and nothing here can deadlock or
  * block a lock operation for longer than that table work. */
+#include "rl_fork.h"
 #include "RLLockDebugInternal.h"
 
 #include <dlfcn.h>
@@ -836,12 +837,17 @@ bool RLLockDebugForgetLock(const void *lock) {
 /* A child forked while another thread was inside the detector would inherit
  * g_mu locked; holding it across fork() (rl_fork.c, last in its order: the
  * detector runs inside lock operations) makes the copy consistent. */
-void rl__lockdep_fork_prepare(void) { pthread_mutex_lock(&g_mu); }
-void rl__lockdep_fork_parent(void) { pthread_mutex_unlock(&g_mu); }
-void rl__lockdep_fork_child(void) { pthread_mutex_unlock(&g_mu); }
+static void fork_prepare(void) { pthread_mutex_lock(&g_mu); }
+static void fork_parent(void) { pthread_mutex_unlock(&g_mu); }
+static void fork_child(void) { pthread_mutex_unlock(&g_mu); }
 
 __attribute__((constructor)) static void rl__lockdebug_load(void) {
     const char *env = getenv("RL_LOCK_DEBUG");
     if (env && env[0] && strcmp(env, "0") != 0)
         RLLockDebugSetEnabled(true);
+}
+
+/* Takes this file's place in the lock order held across fork() (rl_fork.h). */
+__attribute__((constructor)) static void fork_register(void) {
+    rl__fork_register(RL_FORK_LOCKDEP, fork_prepare, fork_parent, fork_child);
 }

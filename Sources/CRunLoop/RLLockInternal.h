@@ -11,7 +11,7 @@
 #ifndef CRUNLOOP_RLLOCKINTERNAL_H
 #define CRUNLOOP_RLLOCKINTERNAL_H
 
-#include "internal.h"
+#include "RLBase.h"
 
 #include <errno.h>
 #include <linux/futex.h>

@@ -18,6 +18,7 @@
  * second, silent connection: the local port closing it is the only event
  * that ever comes on it, so watching it never races with a request.
  */
+#include "rl_fork.h"
 #include "RLDataInternal.h"
 #include "rl_conn.h"
 #include "rl_weak.h"
@@ -772,15 +773,20 @@ int32_t RLMessagePortSendRequest(RLMessagePortRef mp, int32_t msgid, RLDataRef d
  * (rl_fork.c; they are taken before the object pool's, under which a port
  * is made), so a child forked while another thread registers a port or a
  * name finds the lists consistent and the locks free. */
-void rl__msgport_fork_prepare(void) {
+static void fork_prepare(void) {
     pthread_mutex_lock(&g_reg.mu);
     pthread_mutex_lock(&g_alias_mu);
 }
-void rl__msgport_fork_parent(void) {
+static void fork_parent(void) {
     pthread_mutex_unlock(&g_alias_mu);
     pthread_mutex_unlock(&g_reg.mu);
 }
-void rl__msgport_fork_child(void) {
+static void fork_child(void) {
     pthread_mutex_unlock(&g_alias_mu);
     pthread_mutex_unlock(&g_reg.mu);
+}
+
+/* Takes this file's place in the lock order held across fork() (rl_fork.h). */
+__attribute__((constructor)) static void fork_register(void) {
+    rl__fork_register(RL_FORK_MSGPORT, fork_prepare, fork_parent, fork_child);
 }

@@ -59,7 +59,7 @@ static void rl__delayed_free(rl__delayed *e) {
     free(e);
 }
 
-/* ---- hooks called by RLThread.c ---- */
+/* ---- hooks RLThread.c calls (registered below) ---- */
 
 /* Gives t its run loop (retained in t->runloop) if it can have one: the
  * main loop, or the loop of its pthread, made lazily. Every executing
@@ -77,7 +77,7 @@ static RLRunLoopRef rl__attach_loop_locked(RLThreadRef t) {
     return rl;
 }
 
-void rl__perform_thread_will_exit(RLThreadRef t) {
+static void thread_will_exit(RLThreadRef t) {
     pthread_mutex_lock(&t->lock);
     struct rl__perform_state *s = rl__state_locked(t);
     RLRunLoopRef rl = t->runloop;
@@ -98,7 +98,7 @@ void rl__perform_thread_will_exit(RLThreadRef t) {
         RLRelease(rl);
 }
 
-void rl__perform_thread_finalize(RLThreadRef t) {
+static void thread_finalize(RLThreadRef t) {
     free(t->perform);
     t->perform = NULL;
     if (t->runloop) {
@@ -398,4 +398,10 @@ RLIndex RLThreadCancelPreviousPerformRequests(void (*fn)(void *arg), void *arg) 
         return -1;
     }
     return rl__cancel_delayed(0, fn, arg);
+}
+
+/* Hands RLThread.c the hooks that let go of what this file keeps in a
+ * thread, before any RLThread can exist. */
+__attribute__((constructor)) static void thread_hooks_register(void) {
+    rl__thread_register_perform_hooks(thread_will_exit, thread_finalize);
 }

@@ -1,5 +1,6 @@
 /* RLRunLoopObserver.c — observers of run-loop activities. */
-#include "runloop_internal.h"
+#include "rl_lock.h"
+#include "RLRunLoopMembership.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,7 +32,7 @@ static bool rl_observer_ok(RLRunLoopObserverRef o, const char *fn) {
 RLRunLoopObserverRef RLRunLoopObserverCreate(RLAllocatorRef allocator, RLOptionFlags activities, bool repeats,
                                              RLIndex order, RLRunLoopObserverCallBack callout,
                                              RLRunLoopObserverContext *context) {
-    const char *fn = "RLRunLoopObserverCreate";
+    const char *fn = __func__;
     if (!callout) {
         rl__fail(kRLErrorInvalidArgument, fn, "NULL callout");
         return NULL;
@@ -74,7 +75,7 @@ RLRunLoopObserverRef RLRunLoopObserverCreateWithHandler(RLAllocatorRef allocator
                                                         void (^block)(RLRunLoopObserverRef observer,
                                                                       RLRunLoopActivity activity)) {
     if (!block) {
-        rl__fail(kRLErrorInvalidArgument, "RLRunLoopObserverCreateWithHandler", "NULL block");
+        rl__fail(kRLErrorInvalidArgument, __func__, "NULL block");
         return NULL;
     }
     RLRunLoopObserverContext ctx = {0, (void *)Block_copy(block), NULL, rl_observer_release_block, NULL};
@@ -87,15 +88,15 @@ RLRunLoopObserverRef RLRunLoopObserverCreateWithHandler(RLAllocatorRef allocator
 #endif
 
 RLOptionFlags RLRunLoopObserverGetActivities(RLRunLoopObserverRef o) {
-    return rl_observer_ok(o, "RLRunLoopObserverGetActivities") ? o->activities : 0;
+    return rl_observer_ok(o, __func__) ? o->activities : 0;
 }
 
 bool RLRunLoopObserverDoesRepeat(RLRunLoopObserverRef o) {
-    return rl_observer_ok(o, "RLRunLoopObserverDoesRepeat") && o->repeats;
+    return rl_observer_ok(o, __func__) && o->repeats;
 }
 
 RLIndex RLRunLoopObserverGetOrder(RLRunLoopObserverRef o) {
-    return rl_observer_ok(o, "RLRunLoopObserverGetOrder") ? o->order : 0;
+    return rl_observer_ok(o, __func__) ? o->order : 0;
 }
 
 void rl__observer_invalidate_locked(struct RLRunLoopObserver *o, rl_defer *d) {
@@ -108,7 +109,7 @@ void rl__observer_invalidate_locked(struct RLRunLoopObserver *o, rl_defer *d) {
 }
 
 bool RLRunLoopObserverInvalidate(RLRunLoopObserverRef o) {
-    if (!rl_observer_ok(o, "RLRunLoopObserverInvalidate"))
+    if (!rl_observer_ok(o, __func__))
         return false;
     rl_defer d;
     rl__defer_init(&d);
@@ -120,7 +121,7 @@ bool RLRunLoopObserverInvalidate(RLRunLoopObserverRef o) {
 }
 
 bool RLRunLoopObserverIsValid(RLRunLoopObserverRef o) {
-    if (!rl_observer_ok(o, "RLRunLoopObserverIsValid"))
+    if (!rl_observer_ok(o, __func__))
         return false;
     RLRunLoopRef h = rl__item_lock(o, RL_KIND_OBSERVER);
     bool v = o->valid;
@@ -129,7 +130,7 @@ bool RLRunLoopObserverIsValid(RLRunLoopObserverRef o) {
 }
 
 bool RLRunLoopObserverGetContext(RLRunLoopObserverRef o, RLRunLoopObserverContext *context) {
-    const char *fn = "RLRunLoopObserverGetContext";
+    const char *fn = __func__;
     if (!rl_observer_ok(o, fn))
         return false;
     if (!context)

@@ -1,574 +1,16 @@
 /*
- * RLRunLoopPerform.c — perform requests: the one queue per run loop that
- * every perform call of the library goes through (RLRunLoopPerform*,
- * RLThreadPerform*, RLWorkerThreadPerform*, the Swift overlay), and the
- * public RLRunLoopPerform* calls. See RLRunLoopPerformInternal.h.
- *
- * How a request is stored. The queue is a FIFO of 16-byte slots
- * {function, argument} (RLRunLoopPerformInternal.h). The usual request — a function or a
- * block for the default mode, nothing else — is one slot. Any other request
- * is two: a head slot {NULL, record} (no request has a NULL function) whose
- * record (rl_pext) holds the modes, the release callback and the waiter,
- * then the request's own slot. The record is malloc'ed with its mode names,
- * or shared (a request for the common modes only), or lives on the stack of
- * a caller that waits (it outlives the request).
- *
- * A block is queued as a slot whose function says how to run it and how to
- * let it go (rl_call_*). Small stack blocks are copied into the loop's own
- * slabs instead of Block_copy's malloc (the fast path, below); without it
- * (RL_TRICK_BLOCK_COPY=0, make PLAIN=1) blocks go through Block_copy and
- * Block_release only. A waiting caller's block is not copied at all: it
- * lives on the caller's stack until the request is done with.
+ * RLRunLoopPerform.c — queuing perform requests: the checks, the push into a
+ * loop's queue (rl_pqueue.c) with its wake-up, waitUntilDone, and the public
+ * RLRunLoopPerform* calls. Above the loop core: it wakes the loop and finds
+ * its queue and modes; the loop never calls into it.
  */
 #include "RLLockInternal.h"
-#include "RLRunLoopPerformInternal.h"
-#include "runloop_internal.h"
+#include "RLRunLoopMode.h"
+#include "rl_pqueue.h"
 
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* ------------------------------------------------------------------ */
-/* storage: chunks of slots (see RLRunLoopPerformInternal.h)           */
-
-/* Empty chunks kept per queue while its loop runs (the rest go back to
- * malloc): 4 MiB, a backlog of ~260k requests. Giving memory back to
- * malloc and taking it again costs page faults (glibc returns the top of
- * its heap to the kernel), so a busy loop keeps what it uses, and gives it
- * back when it goes to sleep (rl__perform_trim). */
-enum { RL_PQ_POOL_MAX = 1024 };
-
-/* Critical sections are a few stores, so spinning beats a mutex at millions
- * of requests a second; after a short spin it yields, so that a preempted
- * holder costs little. */
-void rl_pq_lock(rl_pqueue *pq) {
-    for (int spins = 0;;) {
-        if (!atomic_exchange_explicit(&pq->lock, 1, memory_order_acquire))
-            return;
-        while (atomic_load_explicit(&pq->lock, memory_order_relaxed)) {
-            if (++spins > 64)
-                sched_yield();
-            else
-                rl__cpu_relax();
-        }
-    }
-}
-
-bool rl_pq_grow(rl_pqueue *pq) {
-    rl_pchunk *c = malloc(sizeof *c);
-    if (!c)
-        return false;
-    /* Fault its pages in now, not under the lock with a push. */
-    volatile unsigned char *bytes = (volatile unsigned char *)c;
-    bytes[0] = 0;
-    bytes[sizeof *c - 1] = 0;
-    rl_pq_lock(pq);
-    rl_flist_push(&pq->pool, c);
-    rl_pq_unlock(pq);
-    return true;
-}
-
-void *rl_flist_fill(rl_flist *l, void *first, uint32_t max) {
-    while (first && l->n < max) {
-        void *next = *(void **)first;
-        rl_flist_push(l, first);
-        first = next;
-    }
-    return first;
-}
-
-void *rl_flist_cut(rl_flist *l, uint32_t keep) {
-    void *cut = NULL;
-    while (l->n > keep) {
-        void *block = rl_flist_pop(l);
-        *(void **)block = cut;
-        cut = block;
-    }
-    return cut;
-}
-
-void rl_flist_free(void *first) {
-    while (first) {
-        void *next = *(void **)first;
-        free(first);
-        first = next;
-    }
-}
-
-rl_pchunk *rl_pq_recycle_locked(rl_pqueue *pq, rl_pchunk *first) {
-    return rl_flist_fill(&pq->pool, first, RL_PQ_POOL_MAX);
-}
-
-void rl_pq_recycle(rl_pqueue *pq, rl_pchunk *first) {
-    if (!first)
-        return;
-    rl_pq_lock(pq);
-    first = rl_pq_recycle_locked(pq, first);
-    rl_pq_unlock(pq);
-    rl_flist_free(first);
-}
-
-void rl_pq_destroy(rl_pqueue *pq) {
-    rl_flist_free(pq->q.head);
-    rl_flist_free(rl_flist_cut(&pq->pool, 0));
-    pq->q.head = pq->q.tail = NULL;
-}
-
-/* ------------------------------------------------------------------ */
-/* waiters                                                             */
-
-/* A waitUntilDone sender's completion word, on its stack: PENDING until
- * the request ran (DONE) or was dropped (FAILED); SLEEPING while the sender
- * is (about to be) asleep on it in the kernel. */
-enum { RL_WAIT_PENDING = 0, RL_WAIT_SLEEPING = 1, RL_WAIT_DONE = 2, RL_WAIT_FAILED = 3 };
-
-typedef struct rl_waiter {
-    _Atomic uint32_t state;
-} rl_waiter;
-
-/* Tells the waiter its request ran (DONE) or will not (FAILED). Called with
- * no lock held, after the request was disposed of. Once the exchange is
- * done the waiter may return and its record (on its stack) be gone: only
- * the address is used after it, by a private FUTEX_WAKE, which never
- * touches the memory (at worst a spurious wake-up of whatever sleeps there
- * later, and every futex sleeper re-checks its word). */
-static void rl_waiter_complete(rl_waiter *w, uint32_t status) {
-    if (atomic_exchange_explicit(&w->state, status, memory_order_acq_rel) == RL_WAIT_SLEEPING)
-        rl__futex_wake(&w->state, 1);
-}
-
-/* Spins while the request is pending, until `until` (rl__spin_now
- * nanoseconds); true if it completed meanwhile. */
-static bool rl_waiter_spin(rl_waiter *w, int64_t until) {
-    do {
-        for (int i = 0; i < 16; i++) {
-            if (atomic_load_explicit(&w->state, memory_order_relaxed) != RL_WAIT_PENDING)
-                return true;
-            rl__cpu_relax();
-        }
-    } while (rl__spin_now() < until);
-    return false;
-}
-
-/* Blocks until the request is done or dropped; returns DONE or FAILED.
- * With `spin` (the target's loop runs on another CPU), it first spins
- * within that budget (rl_spin.h): a request the target runs at once then
- * completes with neither thread sleeping. On the target's own CPU (or not
- * known to be another) spinning would keep the target from running: the
- * sender yields a few times instead, which hands the target the CPU; it
- * runs the request and yields back (the loop's pacing), and the reply comes
- * with no futex wait or wake. Without those tricks (RL_TRICK_SPIN,
- * RL_TRICK_YIELD) it just sleeps. */
-static uint32_t rl_waiter_wait(rl_waiter *w, rl__spin *spin, bool same_cpu) {
-    int64_t t0 = spin ? rl__spin_now() : 0;
-    uint32_t budget = spin ? rl__spin_budget(spin) : 0; /* 0 without RL_TRICK_SPIN */
-    if (budget > 0) {
-        rl_waiter_spin(w, t0 + budget);
-    } else if (same_cpu && RL_TRICK_YIELD) {
-        for (int i = 0; i < 4 && atomic_load_explicit(&w->state, memory_order_relaxed) == RL_WAIT_PENDING; i++)
-            sched_yield();
-    }
-    uint32_t s = RL_WAIT_PENDING;
-    if (atomic_compare_exchange_strong_explicit(&w->state, &s, RL_WAIT_SLEEPING, memory_order_acquire,
-                                                memory_order_acquire)) {
-        do {
-            rl__futex_wait(&w->state, RL_WAIT_SLEEPING, NULL);
-            s = atomic_load_explicit(&w->state, memory_order_acquire);
-        } while (s == RL_WAIT_SLEEPING);
-    } /* else: already completed, s holds DONE or FAILED */
-    if (spin)
-        rl__spin_learn(spin, rl__spin_now() - t0, true);
-    return s;
-}
-
-/* ------------------------------------------------------------------ */
-/* request records                                                     */
-
-enum { RL_PEXT_SHARED, RL_PEXT_HEAP, RL_PEXT_CALLER };
-
-/* What a request holds besides its slot (see the file comment). */
-typedef struct rl_pext {
-    RLPerformReleaseCallBack release; /* release(slot's arg) once; or NULL */
-    rl_waiter *waiter;                /* on the waiting caller's stack; or NULL */
-    uint8_t where;                    /* RL_PEXT_*: who owns this record */
-    bool common;                      /* in the common modes (as they are when it runs) */
-    bool dflt;                        /* in the default mode */
-    uint32_t nnames;                  /* other modes, by name */
-    const char *const *names;
-} rl_pext;
-
-static const rl_pext rl_pext_common = {.where = RL_PEXT_SHARED, .common = true};
-
-static bool rl_pext_matches(const rl_pext *e, const rl_mode *m) {
-    if (e->common && m->common)
-        return true;
-    if (e->dflt && m->is_default)
-        return true;
-    for (uint32_t i = 0; i < e->nnames; i++)
-        if (strcmp(m->name, e->names[i]) == 0)
-            return true;
-    return false;
-}
-
-static bool rl_slot_matches(void *ext, const rl_mode *m) { return ext ? rl_pext_matches(ext, m) : m->is_default; }
-
-static bool rl_is_default_name(RLRunLoopMode mode) {
-    return mode == kRLRunLoopDefaultMode || strcmp(mode, kRLRunLoopDefaultMode) == 0;
-}
-
-static bool rl_is_common_name(RLRunLoopMode mode) {
-    return mode == kRLRunLoopCommonModes || strcmp(mode, kRLRunLoopCommonModes) == 0;
-}
-
-/* Whether names[0, i) holds `name` already. */
-static bool rl_names_have(const RLRunLoopMode *names, size_t i, RLRunLoopMode name) {
-    for (size_t j = 0; j < i; j++)
-        if (strcmp(names[j], name) == 0)
-            return true;
-    return false;
-}
-
-/* Checks the modes of r: each a non-empty name. */
-static bool rl_modes_check(const rl__preq *r, const char *fname) {
-    if (!r->modes || r->nmodes == 0)
-        return rl__fail(kRLErrorInvalidArgument, fname, r->modes ? "empty mode list" : "NULL mode");
-    for (size_t i = 0; i < r->nmodes; i++) {
-        if (!r->modes[i])
-            return rl__fail(kRLErrorInvalidArgument, fname, "NULL mode");
-        if (r->modes[i][0] == '\0')
-            return rl__fail(kRLErrorInvalidArgument, fname, "empty mode name");
-    }
-    return true;
-}
-
-/* Fills the mode part of e from r; with `copy`, the names are copied into
- * `store` (room counted by rl_pext_size), else e points at r's. Returns
- * how many named modes there are. */
-static uint32_t rl_pext_set_modes(rl_pext *e, const rl__preq *r, const char **names, char *store) {
-    uint32_t n = 0;
-    for (size_t i = 0; i < r->nmodes; i++) {
-        RLRunLoopMode mode = r->modes[i];
-        if (rl_is_common_name(mode)) {
-            e->common = true;
-        } else if (rl_is_default_name(mode)) {
-            e->dflt = true;
-        } else if (!rl_names_have(r->modes, i, mode)) {
-            if (store) {
-                size_t len = strlen(mode) + 1;
-                memcpy(store, mode, len);
-                names[n++] = store;
-                store += len;
-            } else {
-                names[n++] = mode;
-            }
-        }
-    }
-    e->nnames = n;
-    e->names = names;
-    return n;
-}
-
-/* Bytes for a heap record of r with its names. */
-static size_t rl_pext_size(const rl__preq *r) {
-    size_t bytes = sizeof(rl_pext);
-    for (size_t i = 0; i < r->nmodes; i++)
-        bytes += sizeof(char *) + strlen(r->modes[i]) + 1;
-    return bytes;
-}
-
-/* The record r needs, or NULL for none (the default mode only, nothing
- * else); *failed if memory is short (error set). A waiting caller's record
- * is `on_stack`, with room for its names in `names`. */
-static rl_pext *rl_pext_make(const rl__preq *r, rl_pext *on_stack, const char **names, bool *failed,
-                             const char *fname) {
-    *failed = false;
-    if (!r->release && !r->wait && r->nmodes == 1) {
-        if (rl_is_default_name(r->modes[0]))
-            return NULL;
-        if (rl_is_common_name(r->modes[0]))
-            return (rl_pext *)&rl_pext_common;
-    }
-    rl_pext *e = on_stack;
-    if (r->wait) {
-        *e = (rl_pext){.where = RL_PEXT_CALLER};
-        rl_pext_set_modes(e, r, names, NULL);
-    } else {
-        e = malloc(rl_pext_size(r));
-        if (!e) {
-            *failed = true;
-            rl__fail(kRLErrorNoMemory, fname, "out of memory");
-            return NULL;
-        }
-        *e = (rl_pext){.where = RL_PEXT_HEAP};
-        const char **heap_names = (const char **)(e + 1);
-        rl_pext_set_modes(e, r, heap_names, (char *)(heap_names + r->nmodes));
-    }
-    e->release = r->release;
-    return e;
-}
-
-/* ------------------------------------------------------------------ */
-/* blocks                                                              */
-
-#if __BLOCKS__
-/* A block copied by Block_copy: released after it ran. */
-static void rl_call_block(void *b) { ((void (^)(void))b)(); }
-/* A waiting caller's block, not copied: nothing to release. */
-static void rl_call_borrowed(void *b) { ((void (^)(void))b)(); }
-
-#if RL_TRICK_BLOCK_COPY
-/* Runs a global block: nothing to release. */
-static void rl_call_global(void *b) { ((void (^)(void))b)(); }
-
-/* Small stack blocks are queued without Block_copy's malloc (and without
- * the free on the loop's thread, which was most of a request's cost).
- *
- * The block ABI, as clang's "Block Implementation Specification" describes
- * it, as far as the queue reads it: a block is an isa, a 32-bit flags word,
- * a 32-bit reserved word, its invoke function and a descriptor pointer,
- * followed by the captured variables. The descriptor holds a reserved word,
- * the size of the whole block, and, when BLOCK_HAS_COPY_DISPOSE is set, the
- * copy helper (dst, src) and dispose helper (block) with which Block_copy
- * and Block_release retain and release the captures (__block variables,
- * captured blocks, Swift contexts). Block_copy of a stack block is: copy
- * descriptor->size bytes to new memory, then call the copy helper on
- * (new, old); the last Block_release calls the dispose helper, then frees.
- * A stack block of at most RL_BCOPY_MAX bytes without C++ captures is
- * copied the same way into the loop's own memory (slabs, below), runs from
- * there, and then gets its dispose helper and its space goes back. Nothing
- * but the queue ever sees that copy (it keeps the stack block's isa and
- * flags), and it never moves. Anything else takes the general
- * path: a global block is queued as it is (Block_copy would return it
- * unchanged), a heap block (from Swift, or copied already) and an unusual
- * block (C++ captures, a bigger one, another isa) go through Block_copy,
- * which for a heap block only increments its reference count. */
-enum {
-    RL_BLOCK_NEEDS_FREE = 1 << 24,       /* a heap block: reference counted */
-    RL_BLOCK_HAS_COPY_DISPOSE = 1 << 25, /* the descriptor has the helpers */
-    RL_BLOCK_HAS_CTOR = 1 << 26,         /* the helpers run C++ code */
-    RL_BLOCK_IS_GC = 1 << 27,
-    RL_BLOCK_IS_GLOBAL = 1 << 28, /* static storage: never copied */
-};
-
-typedef struct rl_block_descriptor {
-    unsigned long reserved;
-    unsigned long size; /* of the whole block, captures included */
-    /* Only with RL_BLOCK_HAS_COPY_DISPOSE: */
-    void (*copy_helper)(void *dst, void *src);
-    void (*dispose_helper)(void *block);
-} rl_block_descriptor;
-
-typedef struct rl_block_layout {
-    void *isa;
-    int flags;
-    int reserved;
-    void (*invoke)(void *block);
-    rl_block_descriptor *descriptor;
-} rl_block_layout;
-
-/* The BlocksRuntime's isa of block literals on the stack. */
-extern void *_NSConcreteStackBlock[];
-
-/* Block copies are packed in 16-byte granules (what malloc gives the
- * runtime's copies) into 16 KiB slabs, handed out in order under the queue
- * lock. A slab whose copies have all come back is reused (a few are kept)
- * or freed: memory follows the backlog, and a loop that keeps up with its
- * producers cycles through the same few slabs without any malloc. A slab is
- * found from a copy by alignment. Giving copies back takes no lock: each
- * slab counts down `remaining`, which starts at RL_BSLAB_BIAS; returns
- * subtract their sizes, and the producer that fills the slab subtracts
- * RL_BSLAB_BIAS minus the bytes it handed out, so the count reaches zero
- * exactly once, after the last of both, and whoever takes it there
- * recycles the slab. */
-enum {
-    RL_BCOPY_MAX = 64, /* the biggest block copied into a slab */
-    RL_BGRAIN = 16,
-    RL_BSLAB_SIZE = 16384,
-    RL_BSLAB_CACHE = 64,     /* kept while the loop runs (1 MiB) */
-    RL_BSLAB_CACHE_IDLE = 4, /* kept while it sleeps (rl__perform_trim) */
-    RL_BSLAB_BIAS = 1 << 30,
-};
-typedef struct rl_bslab {
-    struct rl_bslab *next;  /* in the cache (an rl_flist: must come first) */
-    rl__perform_queue *q;   /* the owner (slabs go with it) */
-    _Atomic unsigned remaining; /* see above */
-    _Alignas(64) unsigned char data[RL_BSLAB_SIZE - 64];
-} rl_bslab;
-_Static_assert(sizeof(rl_bslab) == RL_BSLAB_SIZE, "a slab is RL_BSLAB_SIZE bytes");
-
-static rl_bslab *rl_bslab_of(void *copy) { return (rl_bslab *)((uintptr_t)copy & ~(uintptr_t)(RL_BSLAB_SIZE - 1)); }
-static unsigned rl_bcopy_size(size_t size) { return (unsigned)((size + RL_BGRAIN - 1) & ~(size_t)(RL_BGRAIN - 1)); }
-
-/* Runs a block from its copy; the batch disposes of it and gives the space
- * back (with the others of the batch). */
-static void rl_call_bslot(void *s) { ((void (^)(void))s)(); }
-
-static void rl_bslot_dispose_captures(void *s) {
-    rl_block_layout *b = s;
-    if (b->flags & RL_BLOCK_HAS_COPY_DISPOSE)
-        b->descriptor->dispose_helper(b);
-}
-
-/* Takes `bytes` off a slab's count; true if that made it zero: the caller
- * recycles it. */
-static bool rl_bslab_sub(rl_bslab *sl, unsigned bytes) {
-    return atomic_fetch_sub_explicit(&sl->remaining, bytes, memory_order_acq_rel) == bytes;
-}
-
-/* Empties slab sl, whose count reached zero, and keeps it in its queue's
- * cache or frees it. Queue lock not held. */
-static void rl_bslab_recycle(rl_bslab *sl) {
-    rl__perform_queue *q = sl->q;
-    atomic_store_explicit(&sl->remaining, RL_BSLAB_BIAS, memory_order_relaxed);
-    rl_pq_lock(&q->pq);
-    bool keep = q->bcache.n < RL_BSLAB_CACHE;
-    if (keep)
-        rl_flist_push(&q->bcache, sl);
-    rl_pq_unlock(&q->pq);
-    if (!keep)
-        free(sl);
-}
-
-/* Gives back n copies (their captures disposed of already). Runs of copies
- * from one slab (the usual case: they were handed out in order) cost one
- * atomic operation. */
-static void rl_bslots_put(void *const *copies, size_t n) {
-    for (size_t i = 0; i < n;) {
-        rl_bslab *sl = rl_bslab_of(copies[i]);
-        unsigned bytes = 0;
-        for (; i < n && rl_bslab_of(copies[i]) == sl; i++)
-            bytes += rl_bcopy_size(((rl_block_layout *)copies[i])->descriptor->size);
-        if (rl_bslab_sub(sl, bytes))
-            rl_bslab_recycle(sl);
-    }
-}
-
-/* Space for a copy of `size` bytes, queue lock held; NULL if a slab is
- * needed. */
-static void *rl_bslot_take_locked(rl__perform_queue *q, size_t size) {
-    unsigned need = rl_bcopy_size(size);
-    rl_bslab *sl = q->bcur;
-    if (sl && q->bcur_used + need > sizeof sl->data) {
-        /* Full. If all its copies are back already, start over in it. */
-        q->bcur = NULL;
-        if (rl_bslab_sub(sl, RL_BSLAB_BIAS - q->bcur_used)) {
-            atomic_store_explicit(&sl->remaining, RL_BSLAB_BIAS, memory_order_relaxed);
-            q->bcur = sl;
-            q->bcur_used = 0;
-        } else {
-            sl = NULL;
-        }
-    }
-    if (!sl) {
-        sl = rl_flist_pop(&q->bcache);
-        if (!sl)
-            return NULL;
-        q->bcur = sl;
-        q->bcur_used = 0;
-    }
-    void *s = sl->data + q->bcur_used;
-    q->bcur_used += need;
-    return s;
-}
-
-/* Gives a new slab to the queue (to its cache); false if memory is short. */
-static bool rl_bslab_add(rl__perform_queue *q) {
-    rl_bslab *sl = aligned_alloc(RL_BSLAB_SIZE, sizeof *sl);
-    if (!sl)
-        return false;
-    /* Fault its pages in now, not under the queue's lock with a copy. */
-    for (size_t off = 0; off < sizeof *sl; off += 4096)
-        ((volatile unsigned char *)sl)[off] = 0;
-    sl->q = q;
-    atomic_init(&sl->remaining, RL_BSLAB_BIAS);
-    rl_pq_lock(&q->pq);
-    rl_flist_push(&q->bcache, sl);
-    rl_pq_unlock(&q->pq);
-    return true;
-}
-
-/* A copy that will not run (or ran, alone): disposes of the captures,
- * gives the space back. */
-static void rl_bslot_dispose(void *s) {
-    rl_bslot_dispose_captures(s);
-    rl_bslots_put(&s, 1);
-}
-
-/* Copies a block of `size` bytes (a multiple of 8, at least the 32-byte
- * header, at most RL_BCOPY_MAX) word by word, inline: compilers turn a
- * switch of fixed-size memcpy calls back into one library call. */
-static inline void rl_bcopy_bytes(void *dst, const void *src, size_t size) {
-    typedef uint64_t __attribute__((may_alias, aligned(1))) rl_word;
-    rl_word *d = dst;
-    const rl_word *s = src;
-    d[0] = s[0];
-    d[1] = s[1];
-    d[2] = s[2];
-    d[3] = s[3];
-    switch (size / 8) {
-    case 8: d[7] = s[7]; /* fall through */
-    case 7: d[6] = s[6]; /* fall through */
-    case 6: d[5] = s[5]; /* fall through */
-    case 5: d[4] = s[4]; /* fall through */
-    default: break;
-    }
-}
-
-/* Whether block b can be copied into a slab. */
-static bool rl_bslot_fits(const rl_block_layout *b, int flags) {
-    size_t size = b->descriptor->size;
-    return b->isa == (void *)_NSConcreteStackBlock &&
-           !(flags & (RL_BLOCK_NEEDS_FREE | RL_BLOCK_HAS_CTOR | RL_BLOCK_IS_GC)) && size <= RL_BCOPY_MAX &&
-           size >= 32 && size % 8 == 0;
-}
-#endif /* RL_TRICK_BLOCK_COPY */
-
-/* Lets go of the block of request slot s (it ran or is dropped). */
-static void rl_block_dispose(rl_pslot s) {
-    if (s.fn == rl_call_block)
-        Block_release((void (^)(void))s.arg);
-#if RL_TRICK_BLOCK_COPY
-    else if (s.fn == rl_call_bslot)
-        rl_bslot_dispose(s.arg);
-#endif
-}
-#endif /* __BLOCKS__ */
-
-/* ------------------------------------------------------------------ */
-/* disposing of requests                                               */
-
-/* A request is done with: it ran (RL_WAIT_DONE) or will not
- * (RL_WAIT_FAILED). Its block and its info go first, then its waiter is
- * told: what the request captured may live on the waiter's stack. */
-static void rl_preq_finish(rl_pslot s, rl_pext *e, uint32_t status) {
-#if __BLOCKS__
-    rl_block_dispose(s);
-#endif
-    if (!e)
-        return;
-    if (e->release)
-        e->release(s.arg);
-    rl_waiter *w = e->waiter;
-    if (e->where == RL_PEXT_HEAP)
-        free(e);
-    if (w)
-        rl_waiter_complete(w, status);
-}
-
-/* Drops every request of chain c and gives its chunks back. */
-static void rl_pchain_drop(rl__perform_queue *q, rl_pchain c) {
-    rl_pcur r = {c.head, 0};
-    rl_pslot s;
-    while (rl_pcur_read(&r, &s)) {
-        rl_pext *e = NULL;
-        if (!s.fn) {
-            e = s.arg;
-            rl_pcur_read(&r, &s); /* a head is always followed by its request */
-        }
-        rl_preq_finish(s, e, RL_WAIT_FAILED);
-    }
-    rl_pq_recycle(&q->pq, c.head);
-}
 
 /* ------------------------------------------------------------------ */
 /* queuing                                                             */
@@ -588,7 +30,7 @@ static bool rl_closed_fail(const char *fname) {
  * memory is short or the queue is closed. */
 static bool rl_push(rl__perform_queue *q, rl_pext *e, void (*fn)(void *), void *arg, const char *fname) {
     for (;;) {
-        rl_pq_lock(&q->pq);
+        rl__pq_lock(&q->pq);
         bool closed = atomic_load_explicit(&q->closed, memory_order_relaxed);
         bool ok = !closed && rl_push_locked(q, e, fn, arg);
         rl_pq_unlock(&q->pq);
@@ -596,7 +38,7 @@ static bool rl_push(rl__perform_queue *q, rl_pext *e, void (*fn)(void *), void *
             return true;
         if (closed)
             return rl_closed_fail(fname);
-        if (!rl_pq_grow(&q->pq))
+        if (!rl__pq_grow(&q->pq))
             return rl__fail(kRLErrorNoMemory, fname, "out of memory");
     }
 }
@@ -612,36 +54,36 @@ static bool rl_push_bslot(rl__perform_queue *q, rl_pext *e, const rl_block_layou
     bool helpers = (b->flags & RL_BLOCK_HAS_COPY_DISPOSE) != 0;
     void *s;
     for (;;) {
-        rl_pq_lock(&q->pq);
+        rl__pq_lock(&q->pq);
         if (atomic_load_explicit(&q->closed, memory_order_relaxed)) {
             rl_pq_unlock(&q->pq);
             return rl_closed_fail(fname);
         }
         if (!rl_pq_has_room_locked(&q->pq, e ? 2 : 1)) {
             rl_pq_unlock(&q->pq);
-            if (!rl_pq_grow(&q->pq))
+            if (!rl__pq_grow(&q->pq))
                 return rl__fail(kRLErrorNoMemory, fname, "out of memory");
             continue;
         }
-        s = rl_bslot_take_locked(q, size);
+        s = rl__bslot_take_locked(q, size);
         if (s)
             break;
         rl_pq_unlock(&q->pq);
-        if (!rl_bslab_add(q))
+        if (!rl__bslab_add(q))
             return rl__fail(kRLErrorNoMemory, fname, "out of memory");
     }
     if (!helpers) {
-        rl_bcopy_bytes(s, b, size);
-        rl_push_locked(q, e, rl_call_bslot, s); /* room checked above */
+        rl__bcopy_bytes(s, b, size);
+        rl_push_locked(q, e, rl__call_bslot, s); /* room checked above */
         rl_pq_unlock(&q->pq);
         return true;
     }
     rl_pq_unlock(&q->pq);
-    rl_bcopy_bytes(s, b, size);
+    rl__bcopy_bytes(s, b, size);
     b->descriptor->copy_helper(s, (void *)b);
-    if (rl_push(q, e, rl_call_bslot, s, fname))
+    if (rl_push(q, e, rl__call_bslot, s, fname))
         return true;
-    rl_bslot_dispose(s);
+    rl__bslot_dispose(s);
     return false;
 }
 #endif
@@ -651,18 +93,18 @@ static bool rl_push_bslot(rl__perform_queue *q, rl_pext *e, const rl_block_layou
  * if refused. */
 static bool rl_push_block(rl__perform_queue *q, rl_pext *e, bool borrowed, void *block, const char *fname) {
     if (borrowed)
-        return rl_push(q, e, rl_call_borrowed, block, fname);
+        return rl_push(q, e, rl__call_borrowed, block, fname);
 #if RL_TRICK_BLOCK_COPY
     const rl_block_layout *b = block;
     /* Atomic: a heap block's reference count lives in its flags. */
     int flags = __atomic_load_n(&b->flags, __ATOMIC_RELAXED);
     if (flags & RL_BLOCK_IS_GLOBAL)
-        return rl_push(q, e, rl_call_global, block, fname);
-    if (rl_bslot_fits(b, flags))
+        return rl_push(q, e, rl__call_global, block, fname);
+    if (rl__bslot_fits(b, flags))
         return rl_push_bslot(q, e, b, fname);
 #endif
     void *copy = _Block_copy(block);
-    if (rl_push(q, e, rl_call_block, copy, fname))
+    if (rl_push(q, e, rl__call_block, copy, fname))
         return true;
     Block_release((void (^)(void))copy);
     return false;
@@ -684,7 +126,7 @@ static bool rl_submit(RLRunLoopRef rl, rl__perform_queue *q, const rl__preq *r, 
             return rl__fail(kRLErrorNoMemory, fname, "out of memory");
     }
     bool failed;
-    rl_pext *e = rl_pext_make(r, &stack_ext, names, &failed, fname);
+    rl_pext *e = rl__pext_make(r, &stack_ext, names, &failed, fname);
     bool ok = !failed;
     for (uint32_t i = 0; ok && e && i < e->nnames; i++)
         ok = rl__runloop_mode_create(rl, e->names[i], fname);
@@ -719,7 +161,7 @@ static bool rl_submit(RLRunLoopRef rl, rl__perform_queue *q, const rl__preq *r, 
     /* Not known to run elsewhere: the loop records its CPU only when it is
      * about to sleep, and a loop kept busy by this very exchange may not
      * have. */
-    uint32_t status = rl_waiter_wait(&waiter, spin, spin == NULL);
+    uint32_t status = rl__waiter_wait(&waiter, spin, spin == NULL);
     if (names != small_names)
         free(names);
     if (status == RL_WAIT_FAILED)
@@ -728,7 +170,7 @@ static bool rl_submit(RLRunLoopRef rl, rl__perform_queue *q, const rl__preq *r, 
 }
 
 bool rl__preq_check(const rl__preq *r, const char *fname) {
-    if (!rl_modes_check(r, fname))
+    if (!rl__modes_check(r, fname))
         return false;
     if (!r->fn && !r->block)
         return rl__fail(kRLErrorInvalidArgument, fname, "NULL function");
@@ -841,296 +283,3 @@ bool RLRunLoopPerformBlockInModes(RLRunLoopRef rl, const RLRunLoopMode *modes, R
 }
 #endif
 
-/* ------------------------------------------------------------------ */
-/* running requests                                                    */
-
-/* A batch of requests being run (rl__perform_run), where a thread
- * unwinding from one of them finds it. The batch's chain is compacted as
- * it is read: requests for other modes are written back at w, in order,
- * with their heads, and stay queued (q->held) for the modes they are for. */
-typedef struct rl_batch {
-    rl__perform_queue *q;
-    uint32_t nrun; /* requests run */
-    rl_pchain chain;
-    rl_pcur r, w;
-    rl_pslot cur;  /* the request running */
-    rl_pext *cur_ext; /* and its record */
-    bool running;  /* cur's function is running */
-    rl_waiter *finishing; /* the waiter of a request being disposed of */
-#if __BLOCKS__
-    /* Blocks that ran (without a record) are released in batches, after
-     * running: the frees (of memory the producer's thread allocated) come
-     * together instead of interleaving with the calls. */
-    void *ran[64]; /* block copies; slots (rl_call_bslot) tagged with bit 0 */
-    size_t nran;
-#endif
-} rl_batch;
-
-#if __BLOCKS__
-/* Releases the blocks that ran: a copy by Block_release; a slot by its
- * dispose helper, the slots then going back to the pool in one step. */
-static void rl_ran_flush(rl_batch *b) {
-    size_t n = b->nran, nslots = 0;
-    b->nran = 0; /* before any release: one could end the thread */
-    void *slots[sizeof b->ran / sizeof b->ran[0]];
-    for (size_t k = 0; k < n; k++) {
-        uintptr_t p = (uintptr_t)b->ran[k];
-        if (p & 1) {
-#if RL_TRICK_BLOCK_COPY
-            slots[nslots] = (void *)(p - 1);
-            rl_bslot_dispose_captures(slots[nslots++]);
-#endif
-        } else {
-            Block_release((void (^)(void))(void *)p);
-        }
-    }
-#if RL_TRICK_BLOCK_COPY
-    if (nslots) {
-        rl_bslots_put(slots, nslots);
-        b->q->trim_due = true; /* a slab may have gone back to the cache */
-    }
-#else
-    (void)slots;
-    (void)nslots;
-#endif
-}
-
-/* Notes that request s (without a record) ran: its block is released in a
- * batch. */
-static void rl_ran_add(rl_batch *b, rl_pslot s) {
-    if (s.fn == rl_call_block)
-        b->ran[b->nran++] = s.arg;
-#if RL_TRICK_BLOCK_COPY
-    else if (s.fn == rl_call_bslot)
-        b->ran[b->nran++] = (void *)((uintptr_t)s.arg | 1);
-#endif
-    else
-        return;
-    if (b->nran == sizeof b->ran / sizeof b->ran[0])
-        rl_ran_flush(b);
-}
-#endif
-
-/* A request ran: disposes of it. */
-static void rl_batch_done(rl_batch *b, rl_pslot s, rl_pext *e) {
-    if (!e) {
-#if __BLOCKS__
-        rl_ran_add(b, s);
-#endif
-        return;
-    }
-    /* A release callback that ends the thread: the request ran, the
-     * unwinding tells its waiter (rl_batch_unwind). */
-    b->finishing = e->waiter;
-    rl_preq_finish(s, e, RL_WAIT_DONE);
-    b->finishing = NULL;
-}
-
-/* Reads the next request: *s and its record *e; false at the end. */
-static bool rl_batch_next(rl_batch *b, rl_pslot *s, rl_pext **e) {
-    if (!rl_pcur_read(&b->r, s))
-        return false;
-    *e = NULL;
-    if (!s->fn) {
-        *e = s->arg;
-        rl_pcur_read(&b->r, s); /* a head is always followed by its request */
-    }
-    return true;
-}
-
-static void rl_batch_keep(rl_batch *b, rl_pslot s, rl_pext *e) {
-    if (e)
-        rl_pcur_write(&b->w, (rl_pslot){NULL, e});
-    rl_pcur_write(&b->w, s);
-}
-
-/* The kept requests go in front of any that a nested run kept meanwhile
- * (those came later); the chunks no longer needed go back to the queue
- * with the next take (one lock round a pass, not two). */
-static void rl_batch_finish(rl_batch *b) {
-    rl_pchunk *rest;
-    rl_pchain kept = rl_pcur_finish(b->chain, b->w, &rest);
-    rl__perform_queue *q = b->q;
-    q->held = rl_pchain_cat(kept, q->held);
-    if (rest) {
-        rl_pchunk *last = rest;
-        while (last->next)
-            last = last->next;
-        last->next = q->spent;
-        q->spent = rest;
-        q->trim_due = true;
-    }
-}
-
-static void rl_run_batch(rl_batch *b, rl_mode *m) {
-    rl_pslot s;
-    rl_pext *e;
-    while (rl_batch_next(b, &s, &e)) {
-        if (RL__UNLIKELY(rl__fork_inherited(b->q->fork_gen)))
-            break; /* a request forked: the rest of the batch is the parent's */
-        /* The requests were written on other threads: fetch a few ahead
-         * (a block is read to run it, and written to release it). */
-        if (b->r.c && b->r.i + 4 < b->r.c->n)
-            __builtin_prefetch(b->r.c->s[b->r.i + 4].arg, 1);
-        if (!rl_slot_matches(e, m)) {
-            rl_batch_keep(b, s, e);
-            continue;
-        }
-        b->cur = s;
-        b->cur_ext = e;
-        b->running = true;
-        s.fn(s.arg);
-        b->running = false;
-        b->nrun++;
-        rl_batch_done(b, s, e);
-    }
-#if __BLOCKS__
-    rl_ran_flush(b);
-#endif
-}
-
-/* RLThreadExit (pthread_exit) from a request unwinds through here: the
- * running request counts as run (disposed of, its waiter told so), and the
- * requests not yet looked at stay queued with the kept ones, where the
- * thread's teardown drops them. */
-static void rl_batch_unwind(void *p) {
-    rl_batch *b = p;
-    if (b->finishing) { /* a release callback ended the thread: the request ran */
-        rl_waiter_complete(b->finishing, RL_WAIT_DONE);
-        b->finishing = NULL;
-    }
-    if (b->running) {
-        b->running = false;
-        rl_batch_done(b, b->cur, b->cur_ext);
-    }
-#if __BLOCKS__
-    rl_ran_flush(b);
-#endif
-    rl_pslot s;
-    rl_pext *e;
-    while (rl_batch_next(b, &s, &e))
-        rl_batch_keep(b, s, e);
-    rl_batch_finish(b);
-}
-
-/* Runs the queued requests for mode m: those kept from earlier passes
- * first (they are older), then all that came since, each once; requests
- * queued while these run wait for the next pass, as in CF. */
-uint32_t rl__perform_run(rl__perform_queue *q, rl_mode *m) {
-    if (!q->held.head && !rl_pq_maybe_queued(&q->pq))
-        return 0;
-    rl_pq_lock(&q->pq);
-    rl_pchain in = rl_pq_take_locked(&q->pq);
-    rl_pchunk *spent = q->spent ? rl_pq_recycle_locked(&q->pq, q->spent) : NULL;
-    rl_pq_unlock(&q->pq);
-    q->spent = NULL;
-    rl_flist_free(spent);
-    if (!in.head && !q->held.head)
-        return 0;
-    rl_batch b;
-    b.q = q;
-    b.chain = rl_pchain_cat(q->held, in);
-    q->held = (rl_pchain){NULL, NULL};
-    b.r = b.w = (rl_pcur){b.chain.head, 0};
-    b.running = false;
-    b.finishing = NULL;
-    b.nrun = 0;
-#if __BLOCKS__
-    b.nran = 0;
-#endif
-    pthread_cleanup_push(rl_batch_unwind, &b);
-    rl__cleanup_arg_escapes(&b);
-    rl_run_batch(&b, m);
-    pthread_cleanup_pop(0);
-    rl_batch_finish(&b);
-    return b.nrun;
-}
-
-static bool rl_pchain_has_for(rl_pchain c, const rl_mode *m) {
-    rl_pcur r = {c.head, 0};
-    rl_pslot s;
-    while (rl_pcur_read(&r, &s)) {
-        if (s.fn) {
-            if (m->is_default)
-                return true;
-        } else {
-            if (rl_pext_matches(s.arg, m))
-                return true;
-            rl_pcur_read(&r, &s); /* its request */
-        }
-    }
-    return false;
-}
-
-bool rl__perform_has_for(rl__perform_queue *q, const rl_mode *m) {
-    if (rl_pchain_has_for(q->held, m))
-        return true;
-    if (!rl_pq_maybe_queued(&q->pq))
-        return false;
-    rl_pq_lock(&q->pq);
-    bool has = rl_pchain_has_for(q->pq.q, m);
-    rl_pq_unlock(&q->pq);
-    return has;
-}
-
-/* ------------------------------------------------------------------ */
-/* memory and teardown                                                 */
-
-/* Only after passes that gave chunks or slabs back (the pools grow no
- * other way but for rare failure paths, which the next trim catches up
- * with), and not more often than every RL_TRIM_EVERY_NS while requests keep
- * coming: a loop that sleeps between the parts of a stream would otherwise
- * free chunks that the producer mallocs again at once, contending with it
- * for malloc's arena lock. A pass that ran no request trims at once. */
-void rl__perform_trim(rl__perform_queue *q, bool busy) {
-    enum { RL_PQ_POOL_IDLE = 16 };
-    const int64_t RL_TRIM_EVERY_NS = 100 * 1000 * 1000;
-    if (!q->trim_due)
-        return;
-    int64_t now = rl__spin_now();
-    if (busy && now - q->trimmed_at < RL_TRIM_EVERY_NS)
-        return;
-    q->trimmed_at = now;
-    q->trim_due = false;
-    rl_pchunk *spent = q->spent;
-    q->spent = NULL;
-    rl_pq_lock(&q->pq); /* one lock round for both pools */
-    spent = rl_pq_recycle_locked(&q->pq, spent);
-    void *chunks = rl_flist_cut(&q->pq.pool, RL_PQ_POOL_IDLE);
-#if __BLOCKS__ && RL_TRICK_BLOCK_COPY
-    void *slabs = rl_flist_cut(&q->bcache, RL_BSLAB_CACHE_IDLE);
-#endif
-    rl_pq_unlock(&q->pq);
-    rl_flist_free(spent);
-    rl_flist_free(chunks);
-#if __BLOCKS__ && RL_TRICK_BLOCK_COPY
-    rl_flist_free(slabs);
-#endif
-}
-
-/* Takes every queued request out (for dropping), closing the queue if
- * `close`. */
-static rl_pchain rl_take_all(rl__perform_queue *q, bool close) {
-    rl_pq_lock(&q->pq);
-    if (close)
-        atomic_store_explicit(&q->closed, true, memory_order_relaxed);
-    rl_pchain c = rl_pq_take_locked(&q->pq);
-    rl_pq_unlock(&q->pq);
-    c = rl_pchain_cat(q->held, c);
-    q->held = (rl_pchain){NULL, NULL};
-    return c;
-}
-
-void rl__perform_close(rl__perform_queue *q) { rl_pchain_drop(q, rl_take_all(q, true)); }
-
-void rl__perform_destroy(rl__perform_queue *q) {
-    rl_pchain_drop(q, rl_take_all(q, true));
-    rl_flist_free(q->spent);
-    q->spent = NULL;
-    rl_pq_destroy(&q->pq);
-#if __BLOCKS__ && RL_TRICK_BLOCK_COPY
-    free(q->bcur);
-    q->bcur = NULL;
-    rl_flist_free(rl_flist_cut(&q->bcache, 0));
-#endif
-}

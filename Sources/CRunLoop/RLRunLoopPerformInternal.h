@@ -20,6 +20,7 @@
 #define CRUNLOOP_RLRUNLOOPPERFORMINTERNAL_H
 
 #include "internal.h"
+#include "rl_fork.h"
 #include "rl_spin.h"
 
 #include <stdatomic.h>
@@ -76,13 +77,6 @@ static inline void *rl_flist_pop(rl_flist *l) {
     return block;
 }
 
-/* Pushes blocks from the list `first` while l is shorter than max; returns
- * the rest. */
-void *rl_flist_fill(rl_flist *l, void *first, uint32_t max);
-/* Takes blocks off l until it is `keep` long; returns them as a list. */
-void *rl_flist_cut(rl_flist *l, uint32_t keep);
-/* free()s every block of a list. */
-void rl_flist_free(void *first);
 
 typedef struct rl_pslot {
     void (*fn)(void *);
@@ -113,11 +107,11 @@ typedef struct rl_pqueue {
     rl_flist pool; /* empty chunks */
 } rl_pqueue;
 
-void rl_pq_lock(rl_pqueue *pq);
+RL__HIDDEN void rl__pq_lock(rl_pqueue *pq);
 static inline void rl_pq_unlock(rl_pqueue *pq) { atomic_store_explicit(&pq->lock, 0, memory_order_release); }
 
 /* Appends k (1 or 2) slots, kept in one chunk; false when that needs a
- * chunk and the pool is empty (call rl_pq_grow without the lock, retry).
+ * chunk and the pool is empty (call rl__pq_grow without the lock, retry).
  * Lock held. */
 static inline bool rl_pq_push_locked(rl_pqueue *pq, const rl_pslot *s, uint32_t k) {
     rl_pchunk *c = pq->q.tail;
@@ -150,7 +144,7 @@ static inline bool rl_pq_has_room_locked(const rl_pqueue *pq, uint32_t k) {
 }
 
 /* Puts a new chunk in the pool; false if memory is short. Lock not held. */
-bool rl_pq_grow(rl_pqueue *pq);
+RL__HIDDEN bool rl__pq_grow(rl_pqueue *pq);
 
 /* The queued slots, handed over whole; the queue is left empty. Lock held. */
 static inline rl_pchain rl_pq_take_locked(rl_pqueue *pq) {
@@ -168,18 +162,6 @@ static inline rl_pchain rl_pq_take_locked(rl_pqueue *pq) {
  * flags (RLRunLoopWakeUp, also sequentially consistent) sees the store this
  * thread made before looking here, and it wakes the loop. */
 static inline bool rl_pq_maybe_queued(rl_pqueue *pq) { return atomic_load(&pq->queued) != 0; }
-
-/* Gives the chunks from `first` to the end of its list back: some to the
- * pool; returns the rest, for rl_pq_free_chunks without the lock. Lock
- * held. */
-rl_pchunk *rl_pq_recycle_locked(rl_pqueue *pq, rl_pchunk *first);
-
-/* rl_pq_recycle_locked and rl_pq_free_chunks; takes the lock itself. */
-void rl_pq_recycle(rl_pqueue *pq, rl_pchunk *first);
-
-/* Frees the pool and the queued chunks (their slots are the caller's to
- * dispose of first). No other thread may use the queue. */
-void rl_pq_destroy(rl_pqueue *pq);
 
 /* a ++ b, O(1). */
 static inline rl_pchain rl_pchain_cat(rl_pchain a, rl_pchain b) {
@@ -289,7 +271,8 @@ RL__HIDDEN bool rl__preq_check(const rl__preq *r, const char *fname);
  * and run (release called): a wait on the target's own thread. */
 RL__HIDDEN void rl__perform_run_now(const rl__preq *r);
 
-/* ---- for the loop core (RLRunLoop.c) ---- */
+/* ---- for the loop (rl_pqueue.c; its teardown in RLRunLoop.c, its
+ * iteration in RLRunLoopRun.c) ---- */
 
 /* Runs the requests for mode m queued before this call (the loop's
  * thread); returns how many ran. */

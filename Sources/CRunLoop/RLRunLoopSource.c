@@ -1,5 +1,7 @@
 /* RLRunLoopSource.c — version-0 sources (and the carrier of fd sources). */
-#include "runloop_internal.h"
+#include "rl_lock.h"
+#include "RLRunLoopMembership.h"
+#include "rl_ready.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,7 +36,7 @@ static bool rl_source_ok(RLRunLoopSourceRef s, const char *fn) {
 }
 
 RLRunLoopSourceRef RLRunLoopSourceCreate(RLAllocatorRef allocator, RLIndex order, RLRunLoopSourceContext *context) {
-    const char *fn = "RLRunLoopSourceCreate";
+    const char *fn = __func__;
     if (!context) {
         rl__fail(kRLErrorInvalidArgument, fn, "NULL context");
         return NULL;
@@ -59,13 +61,13 @@ RLRunLoopSourceRef RLRunLoopSourceCreate(RLAllocatorRef allocator, RLIndex order
 }
 
 RLIndex RLRunLoopSourceGetOrder(RLRunLoopSourceRef s) {
-    if (!rl_source_ok(s, "RLRunLoopSourceGetOrder"))
+    if (!rl_source_ok(s, __func__))
         return 0;
     return s->order;
 }
 
 bool RLRunLoopSourceInvalidate(RLRunLoopSourceRef s) {
-    if (!rl_source_ok(s, "RLRunLoopSourceInvalidate"))
+    if (!rl_source_ok(s, __func__))
         return false;
     rl_defer d;
     rl__defer_init(&d);
@@ -75,7 +77,7 @@ bool RLRunLoopSourceInvalidate(RLRunLoopSourceRef s) {
 }
 
 bool RLRunLoopSourceIsValid(RLRunLoopSourceRef s) {
-    if (!rl_source_ok(s, "RLRunLoopSourceIsValid"))
+    if (!rl_source_ok(s, __func__))
         return false;
     rl__olock_lock(&s->lock);
     bool v = s->valid;
@@ -84,7 +86,7 @@ bool RLRunLoopSourceIsValid(RLRunLoopSourceRef s) {
 }
 
 bool RLRunLoopSourceGetContext(RLRunLoopSourceRef s, RLRunLoopSourceContext *context) {
-    const char *fn = "RLRunLoopSourceGetContext";
+    const char *fn = __func__;
     if (!rl_source_ok(s, fn))
         return false;
     if (!context)
@@ -94,7 +96,7 @@ bool RLRunLoopSourceGetContext(RLRunLoopSourceRef s, RLRunLoopSourceContext *con
 }
 
 bool RLRunLoopSourceSignal(RLRunLoopSourceRef s) {
-    const char *fn = "RLRunLoopSourceSignal";
+    const char *fn = __func__;
     if (!rl_source_ok(s, fn))
         return false;
     bool ok = rl__source_signal(s);

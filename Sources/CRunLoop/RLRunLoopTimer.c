@@ -1,6 +1,8 @@
 /* RLRunLoopTimer.c — timers: grid rescheduling, tolerance, moves from any
- * thread. The heaps themselves live in rl_heap.c; the firing in RLRunLoop.c. */
-#include "runloop_internal.h"
+ * thread. The heaps themselves live in rl_heap.c; the firing in RLRunLoopRun.c. */
+#include "rl_heap.h"
+#include "rl_lock.h"
+#include "RLRunLoopMembership.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -8,6 +10,11 @@
 
 /* Dates beyond this are "never" (CF clamps likewise); keeps arithmetic finite. */
 #define RL_FAR_FUTURE 9.0e15
+
+/* Timers with equal fire dates fire in creation/move order: each creation
+ * and move takes the next number. */
+static _Atomic uint64_t rl_seq;
+static uint64_t rl_next_seq(void) { return atomic_fetch_add_explicit(&rl_seq, 1, memory_order_relaxed) + 1; }
 
 static void rl_timer_finalize(void *obj) {
     struct RLRunLoopTimer *t = obj;
@@ -47,7 +54,7 @@ static double rl_clamp_date(double d) {
 RLRunLoopTimerRef RLRunLoopTimerCreate(RLAllocatorRef allocator, RLAbsoluteTime fireDate, RLTimeInterval interval,
                                        RLOptionFlags flags, RLIndex order, RLRunLoopTimerCallBack callout,
                                        RLRunLoopTimerContext *context) {
-    const char *fn = "RLRunLoopTimerCreate";
+    const char *fn = __func__;
     if (isnan(fireDate) || isnan(interval)) {
         rl__fail(kRLErrorInvalidArgument, fn, "NaN fire date or interval");
         return NULL;
@@ -63,7 +70,7 @@ RLRunLoopTimerRef RLRunLoopTimerCreate(RLAllocatorRef allocator, RLAbsoluteTime 
     t->anchor = t->fire_date;
     t->interval = interval > 0 ? (interval > RL_FAR_FUTURE ? RL_FAR_FUTURE : interval) : 0;
     t->order = order;
-    t->seq = rl__next_seq();
+    t->seq = rl_next_seq();
     t->callout = callout;
     t->valid = true;
     TAILQ_INIT(&t->membs);
@@ -85,7 +92,7 @@ RLRunLoopTimerRef RLRunLoopTimerCreateWithHandler(RLAllocatorRef allocator, RLAb
                                                   RLTimeInterval interval, RLOptionFlags flags, RLIndex order,
                                                   void (^block)(RLRunLoopTimerRef timer)) {
     if (!block) {
-        rl__fail(kRLErrorInvalidArgument, "RLRunLoopTimerCreateWithHandler", "NULL block");
+        rl__fail(kRLErrorInvalidArgument, __func__, "NULL block");
         return NULL;
     }
     RLRunLoopTimerContext ctx = {0, (void *)Block_copy(block), NULL, rl_timer_release_block, NULL};
@@ -97,7 +104,7 @@ RLRunLoopTimerRef RLRunLoopTimerCreateWithHandler(RLAllocatorRef allocator, RLAb
 #endif
 
 RLAbsoluteTime RLRunLoopTimerGetNextFireDate(RLRunLoopTimerRef t) {
-    if (!rl_timer_ok(t, "RLRunLoopTimerGetNextFireDate"))
+    if (!rl_timer_ok(t, __func__))
         return 0;
     RLRunLoopRef h = rl__item_lock(t, RL_KIND_TIMER);
     RLAbsoluteTime d = t->valid ? t->fire_date : 0; /* as CF: no next fire for an invalidated timer */
@@ -106,7 +113,7 @@ RLAbsoluteTime RLRunLoopTimerGetNextFireDate(RLRunLoopTimerRef t) {
 }
 
 bool RLRunLoopTimerSetNextFireDate(RLRunLoopTimerRef t, RLAbsoluteTime fireDate) {
-    const char *fn = "RLRunLoopTimerSetNextFireDate";
+    const char *fn = __func__;
     if (!rl_timer_ok(t, fn))
         return false;
     if (isnan(fireDate))
@@ -117,7 +124,7 @@ bool RLRunLoopTimerSetNextFireDate(RLRunLoopTimerRef t, RLAbsoluteTime fireDate)
         t->fire_date = rl_clamp_date(fireDate);
         t->anchor = t->fire_date; /* a new grid starts here */
         t->ticks = 0;
-        t->seq = rl__next_seq();
+        t->seq = rl_next_seq();
         if (t->firing)
             t->moved_in_fire = true;
         rl__timer_moved_locked(t);
@@ -129,14 +136,14 @@ bool RLRunLoopTimerSetNextFireDate(RLRunLoopTimerRef t, RLAbsoluteTime fireDate)
 }
 
 RLTimeInterval RLRunLoopTimerGetInterval(RLRunLoopTimerRef t) {
-    return rl_timer_ok(t, "RLRunLoopTimerGetInterval") ? t->interval : 0;
+    return rl_timer_ok(t, __func__) ? t->interval : 0;
 }
 
 bool RLRunLoopTimerDoesRepeat(RLRunLoopTimerRef t) {
-    return rl_timer_ok(t, "RLRunLoopTimerDoesRepeat") && t->interval > 0;
+    return rl_timer_ok(t, __func__) && t->interval > 0;
 }
 
-RLIndex RLRunLoopTimerGetOrder(RLRunLoopTimerRef t) { return rl_timer_ok(t, "RLRunLoopTimerGetOrder") ? t->order : 0; }
+RLIndex RLRunLoopTimerGetOrder(RLRunLoopTimerRef t) { return rl_timer_ok(t, __func__) ? t->order : 0; }
 
 void rl__timer_invalidate_locked(struct RLRunLoopTimer *t, rl_defer *d) {
     if (!t->valid)
@@ -152,7 +159,7 @@ void rl__timer_invalidate_locked(struct RLRunLoopTimer *t, rl_defer *d) {
 }
 
 bool RLRunLoopTimerInvalidate(RLRunLoopTimerRef t) {
-    if (!rl_timer_ok(t, "RLRunLoopTimerInvalidate"))
+    if (!rl_timer_ok(t, __func__))
         return false;
     rl_defer d;
     rl__defer_init(&d);
@@ -164,7 +171,7 @@ bool RLRunLoopTimerInvalidate(RLRunLoopTimerRef t) {
 }
 
 bool RLRunLoopTimerIsValid(RLRunLoopTimerRef t) {
-    if (!rl_timer_ok(t, "RLRunLoopTimerIsValid"))
+    if (!rl_timer_ok(t, __func__))
         return false;
     RLRunLoopRef h = rl__item_lock(t, RL_KIND_TIMER);
     bool v = t->valid;
@@ -173,7 +180,7 @@ bool RLRunLoopTimerIsValid(RLRunLoopTimerRef t) {
 }
 
 bool RLRunLoopTimerGetContext(RLRunLoopTimerRef t, RLRunLoopTimerContext *context) {
-    const char *fn = "RLRunLoopTimerGetContext";
+    const char *fn = __func__;
     if (!rl_timer_ok(t, fn))
         return false;
     if (!context)
@@ -183,7 +190,7 @@ bool RLRunLoopTimerGetContext(RLRunLoopTimerRef t, RLRunLoopTimerContext *contex
 }
 
 RLTimeInterval RLRunLoopTimerGetTolerance(RLRunLoopTimerRef t) {
-    if (!rl_timer_ok(t, "RLRunLoopTimerGetTolerance"))
+    if (!rl_timer_ok(t, __func__))
         return -1;
     RLRunLoopRef h = rl__item_lock(t, RL_KIND_TIMER);
     RLTimeInterval tol = t->tolerance;
@@ -192,7 +199,7 @@ RLTimeInterval RLRunLoopTimerGetTolerance(RLRunLoopTimerRef t) {
 }
 
 bool RLRunLoopTimerSetTolerance(RLRunLoopTimerRef t, RLTimeInterval tolerance) {
-    const char *fn = "RLRunLoopTimerSetTolerance";
+    const char *fn = __func__;
     if (!rl_timer_ok(t, fn))
         return false;
     if (isnan(tolerance) || tolerance < 0)
@@ -240,7 +247,7 @@ void rl__timer_after_fire_locked(struct RLRunLoopTimer *t, RLAbsoluteTime now, r
         }
         t->ticks = k;
         t->fire_date = rl_clamp_date(rl_grid(t, k));
-        t->seq = rl__next_seq();
+        t->seq = rl_next_seq();
     }
     /* Re-filed also after a move inside the callout: while firing, the
      * timer was left out of the wake-up (rl__tset_earliest_deadline). */

@@ -8,7 +8,8 @@
  * Process-wide state (the watchers of each signal, the saved disposition
  * and mask) sits behind one mutex: it is touched when a source is created,
  * invalidated or reads a signal, never on a loop's path otherwise. */
-#include "internal.h"
+#include "RLBase.h"
+#include "rl_fork.h"
 #include "rl_lockclass.h"
 
 #include <crunloop/RLFileDescriptor.h>
@@ -66,14 +67,19 @@ static void rl_sig_lock_drop(void) {
 }
 
 /* Held across fork() so that the child's copy is never locked by a thread
- * that does not exist there (rl_fork.c, which fixes the order of the
- * global locks itself: not reported to the lock-order detector). */
-void rl__signal_fork_prepare(void) {
+ * that does not exist there (rl_fork.c, whose slot order fixes the order of
+ * the global locks itself: not reported to the lock-order detector). */
+static void fork_prepare(void) {
     if (pthread_mutex_lock(&rl_sig_lock))
         abort();
 }
-void rl__signal_fork_parent(void) { (void)pthread_mutex_unlock(&rl_sig_lock); }
-void rl__signal_fork_child(void) { (void)pthread_mutex_unlock(&rl_sig_lock); }
+static void fork_parent(void) { (void)pthread_mutex_unlock(&rl_sig_lock); }
+static void fork_child(void) { (void)pthread_mutex_unlock(&rl_sig_lock); }
+
+/* Takes this file's place in the lock order held across fork() (rl_fork.h). */
+__attribute__((constructor)) static void fork_register(void) {
+    rl__fork_register(RL_FORK_SIGNAL, fork_prepare, fork_parent, fork_child);
+}
 
 /* Runs instead of the default action in a thread that did not block the
  * signal: the process neither dies nor discards the signal forever. */

@@ -14,6 +14,7 @@
  * send looks first, so a peer that went away between sends is noticed
  * before a message is written into a dead connection.
  */
+#include "rl_fork.h"
 #include "RLDataInternal.h"
 #include "rl_conn.h"
 #include "rl_weak.h"
@@ -724,6 +725,11 @@ bool RLSocketPortSendBeforeDate(RLSocketPortRef sp, RLAbsoluteTime limitDate, ui
 /* fork(): the registry's lock is held across it (rl_fork.c), so a child
  * forked while another thread registers a port finds the list consistent
  * and the lock free. */
-void rl__sockport_fork_prepare(void) { pthread_mutex_lock(&g_reg.mu); }
-void rl__sockport_fork_parent(void) { pthread_mutex_unlock(&g_reg.mu); }
-void rl__sockport_fork_child(void) { pthread_mutex_unlock(&g_reg.mu); }
+static void fork_prepare(void) { pthread_mutex_lock(&g_reg.mu); }
+static void fork_parent(void) { pthread_mutex_unlock(&g_reg.mu); }
+static void fork_child(void) { pthread_mutex_unlock(&g_reg.mu); }
+
+/* Takes this file's place in the lock order held across fork() (rl_fork.h). */
+__attribute__((constructor)) static void fork_register(void) {
+    rl__fork_register(RL_FORK_SOCKPORT, fork_prepare, fork_parent, fork_child);
+}

@@ -20,7 +20,7 @@
 #ifndef CRUNLOOP_RLSTREAMINTERNAL_H
 #define CRUNLOOP_RLSTREAMINTERNAL_H
 
-#include "internal.h"
+#include "RLBase.h"
 #include "rl_lockclass.h"
 
 #include <crunloop/RLStream.h>

@@ -16,7 +16,8 @@
  * as reachable) with its first bytes cleared, so a second release reads
  * memory that is still the library's and is refused with an error.
  */
-#include "internal.h"
+#include "RLBase.h"
+#include "rl_fork.h"
 #include <crunloop/RLString.h>
 
 #include <errno.h>
@@ -49,9 +50,17 @@ static size_t g_ring_next;
  * magic they read. Almost always zero. */
 _Atomic long rl__string_objectlike;
 
-void rl__string_fork_prepare(void) { pthread_mutex_lock(&g_mu); }
-void rl__string_fork_parent(void) { pthread_mutex_unlock(&g_mu); }
-void rl__string_fork_child(void) { pthread_mutex_unlock(&g_mu); }
+/* fork(): the registry's lock is held across it (rl_fork.c), so a child
+ * forked while another thread makes or releases a string finds the
+ * registry consistent and the lock free. */
+static void fork_prepare(void) { pthread_mutex_lock(&g_mu); }
+static void fork_parent(void) { pthread_mutex_unlock(&g_mu); }
+static void fork_child(void) { pthread_mutex_unlock(&g_mu); }
+
+/* Takes this file's place in the lock order held across fork() (rl_fork.h). */
+__attribute__((constructor)) static void fork_register(void) {
+    rl__fork_register(RL_FORK_STRING, fork_prepare, fork_parent, fork_child);
+}
 
 static size_t rl_hash(uintptr_t key) {
     uint64_t h = (uint64_t)key * 0x9e3779b97f4a7c15ull;

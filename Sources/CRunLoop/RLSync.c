@@ -26,6 +26,7 @@
  * therefore never read its own id there unless it is the holder, which
  * makes the unlocked "is it me?" test sound; it is atomic so that the test
  * is not a data race. `recursion` is touched only by the holder. */
+#include "rl_fork.h"
 #include "RLLockDebugInternal.h"
 #include "RLLockInternal.h"
 
@@ -367,15 +368,20 @@ bool RLSyncIsHeldByCurrentThread(const void *obj) {
  * forked while another thread finds or frees a monitor gets consistent
  * chains and free stripes. A monitor held by another thread stays held in
  * the child, as any user lock does. */
-void rl__sync_fork_prepare(void) {
+static void fork_prepare(void) {
     pthread_once(&g_stripes_once, stripes_init);
     for (int i = 0; i < RL__SYNC_STRIPES; i++)
         pthread_mutex_lock(&g_stripes[i].mu);
 }
 
-void rl__sync_fork_parent(void) {
+static void fork_parent(void) {
     for (int i = RL__SYNC_STRIPES - 1; i >= 0; i--)
         pthread_mutex_unlock(&g_stripes[i].mu);
 }
 
-void rl__sync_fork_child(void) { rl__sync_fork_parent(); }
+static void fork_child(void) { fork_parent(); }
+
+/* Takes this file's place in the lock order held across fork() (rl_fork.h). */
+__attribute__((constructor)) static void fork_register(void) {
+    rl__fork_register(RL_FORK_SYNC, fork_prepare, fork_parent, fork_child);
+}

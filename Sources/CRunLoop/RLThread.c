@@ -11,6 +11,15 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+/* RLPerform.c's hooks (rl__thread_register_perform_hooks). */
+static void (*_Atomic rl_perform_will_exit)(RLThreadRef t);
+static void (*_Atomic rl_perform_finalize)(RLThreadRef t);
+
+void rl__thread_register_perform_hooks(void (*will_exit)(RLThreadRef t), void (*finalize)(RLThreadRef t)) {
+    atomic_store_explicit(&rl_perform_finalize, finalize, memory_order_release);
+    atomic_store_explicit(&rl_perform_will_exit, will_exit, memory_order_release);
+}
+
 #if __BLOCKS__
 extern void *_Block_copy(const void *block);
 extern void _Block_release(const void *block);
@@ -135,7 +144,9 @@ static void rl__thread_finalize(void *obj) {
     if (t->block)
         _Block_release(t->block);
 #endif
-    rl__perform_thread_finalize(t);
+    void (*perform_finalize)(RLThreadRef) = atomic_load_explicit(&rl_perform_finalize, memory_order_acquire);
+    if (perform_finalize)
+        perform_finalize(t);
     free(t->name);
     pthread_cond_destroy(&t->cond);
     pthread_mutex_destroy(&t->lock);
@@ -618,7 +629,9 @@ static void rl__thread_exit_sequence(RLThreadRef t, void *result) {
         return;
     }
     rl__runloop_teardown_current_thread();
-    rl__perform_thread_will_exit(t);
+    void (*perform_will_exit)(RLThreadRef) = atomic_load_explicit(&rl_perform_will_exit, memory_order_acquire);
+    if (perform_will_exit)
+        perform_will_exit(t);
     /* A request sent between the two calls above may have made a new loop
      * for this thread (rl__runloop_get_for_thread); none can be made now
      * that requests are refused, so this second call leaves none behind. */
@@ -1154,12 +1167,12 @@ bool RLThreadSleepUntilDate(RLAbsoluteTime date) {
 
 /* The registries' locks are held across fork() (rl_fork.c); neither is
  * ever held while the other is taken. */
-void rl__thread_fork_prepare(void) {
+static void fork_prepare(void) {
     pthread_mutex_lock(&rl__mt_lock);
     pthread_mutex_lock(&rl__global_lock);
 }
 
-void rl__thread_fork_parent(void) {
+static void fork_parent(void) {
     pthread_mutex_unlock(&rl__global_lock);
     pthread_mutex_unlock(&rl__mt_lock);
 }
@@ -1167,8 +1180,8 @@ void rl__thread_fork_parent(void) {
 /* In the child, the forking thread is the only thread and the main one:
  * it gets a new RLThread when it asks (RLThreadGetCurrent/GetMain), as
  * every RLThread made before the fork is the parent's. */
-void rl__thread_fork_child(void) {
-    rl__thread_fork_parent();
+static void fork_child(void) {
+    fork_parent();
     /* Waiters counted by the condition are threads of the parent. */
     pthread_cond_init(&rl__mt_cond, NULL);
     /* Another thread was running the will-become-multi-threaded handlers:
@@ -1179,4 +1192,9 @@ void rl__thread_fork_child(void) {
     rl__main_thread_inherited = rl__main_thread; /* kept, never used: the parent's */
     rl__main_thread = NULL;
     rl__main_once = (pthread_once_t)PTHREAD_ONCE_INIT;
+}
+
+/* Takes this file's place in the lock order held across fork() (rl_fork.h). */
+__attribute__((constructor)) static void fork_register(void) {
+    rl__fork_register(RL_FORK_THREAD, fork_prepare, fork_parent, fork_child);
 }

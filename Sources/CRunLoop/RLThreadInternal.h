@@ -5,7 +5,8 @@
 #ifndef CRUNLOOP_RLTHREADINTERNAL_H
 #define CRUNLOOP_RLTHREADINTERNAL_H
 
-#include "internal.h"
+#include "RLBase.h"
+#include "rl_fork.h"
 #include <crunloop/RLThread.h>
 #include <pthread.h>
 #include <sys/types.h>
@@ -69,11 +70,14 @@ RL__HIDDEN bool rl__thread_check(RLThreadRef t, const char *fn);
 /* The calling thread's RLThread if it already has one (no creation). */
 RL__HIDDEN RLThreadRef rl__thread_current_if_any(void);
 
-/* Hooks implemented by RLPerform.c, called from RLThread.c. */
-/* On the exiting thread after its run loop was torn down: refuse new
- * requests, release waiters of pending ones with kRLErrorInvalidState. */
-RL__HIDDEN void rl__perform_thread_will_exit(RLThreadRef t);
-/* From the thread's finalizer: free the perform state. */
-RL__HIDDEN void rl__perform_thread_finalize(RLThreadRef t);
+/* What RLPerform.c keeps in a thread (t->perform, t->runloop) is let go
+ * through two hooks that it registers once, at load time, so that RLThread.c
+ * (below it) never calls up into it; a program linked without RLPerform.c
+ * has none and leaves both fields NULL.
+ *   will_exit: on the exiting thread after its run loop was torn down:
+ *              refuse new requests, release waiters of pending ones with
+ *              kRLErrorInvalidState.
+ *   finalize:  from the thread's finalizer: free the perform state. */
+RL__HIDDEN void rl__thread_register_perform_hooks(void (*will_exit)(RLThreadRef t), void (*finalize)(RLThreadRef t));
 
 #endif /* CRUNLOOP_RLTHREADINTERNAL_H */

@@ -23,7 +23,7 @@
  *   SPIN       adaptive spin before sleeping, for the loop's wait and for a
  *              waitUntilDone sender (rl_spin.h); plain: sleep at once
  *   PACE       a loop yields to a same-CPU producer and pauses between big
- *              request batches before it waits (RLRunLoop.c); plain: none
+ *              request batches before it waits (RLRunLoopRun.c); plain: none
  *   YIELD      a waitUntilDone sender on a shared CPU yields before it
  *              sleeps (RLRunLoopPerform.c); plain: sleep at once
  *   LOCK_SPIN  RLLock spins a few rounds before its futex wait (RLLock.c);
@@ -51,14 +51,6 @@
 #ifndef RL_TRICK_BLOCK_COPY
 #define RL_TRICK_BLOCK_COPY (!RL_PLAIN)
 #endif
-
-/* Fault injection for tests: each bit of rl__faults makes one kind of
- * allocation fail, to reach the paths that handle it. Zero in normal use;
- * the tests set it (it is hidden, so only code linked with the static
- * library can). */
-enum { RL_FAULT_TIMER_ARRAY = 1 << 0 /* growing a mode's timer array (rl_heap.c) */ };
-RL__HIDDEN extern _Atomic unsigned rl__faults;
-#define rl__fault(f) RL__UNLIKELY(atomic_load_explicit(&rl__faults, memory_order_relaxed) & (f))
 
 /* One spin-wait pause (x86 `pause`, ARM `yield`), for every busy-wait in
  * the library. */
@@ -106,67 +98,6 @@ static inline void rl__cleanup_arg_escapes(void *p) {
     __asm__ volatile("" : : "r"(p) : "memory");
 }
 
-/* ---- objects (RLBase.c) ---- */
-
-typedef struct rl__class {
-    const char *name;
-    /* Frees what the object owns (not the object itself). May be NULL. */
-    void (*finalize)(void *obj);
-    /* Called when the last reference is about to go. Return false (after
-     * rl__fail) to refuse destruction; the reference count stays at 1.
-     * May be NULL. */
-    bool (*can_destroy)(void *obj);
-    /* malloc'ed description, or NULL for the default "<Name 0x...>". */
-    char *(*describe)(const void *obj);
-} rl__class;
-
-#define RL__MAGIC_ALIVE 0x524c4f42u /* "RLOB" */
-#define RL__MAGIC_DEAD 0xdeadbeefu
-
-typedef struct rl__object {
-    _Atomic uint32_t magic;
-    uint32_t pooled; /* its memory is from rl_pool.c, not malloc */
-    const rl__class *cls;
-    /* Two counts in one word, so that both change in one atomic step: the
-     * low bits count every reference, the bits from RL__HELD_ONE up count
-     * those among them that the library keeps for itself (a thread's own
-     * RLThread, a thread's run loop): RLRelease refuses to drop one of
-     * those, so a caller who releases a Get-rule result gets an error
-     * instead of leaving the library a dangling pointer. */
-    _Atomic long rc;
-} rl__object;
-
-#define RL__HELD_ONE ((long)1 << 40)
-#define RL__RC_MASK (RL__HELD_ONE - 1)
-
-/* Marks one reference the caller (library code) already has as kept by
- * the library: from now on only rl__object_unhold drops it. */
-RL__HIDDEN void rl__object_hold(const void *obj);
-
-/* Drops a reference marked by rl__object_hold (destroying the object if it
- * was the last). Returns false as RLRelease does. */
-RL__HIDDEN bool rl__object_unhold(const void *obj);
-
-/* Allocates a zeroed object of `size` bytes (which starts with rl__object)
- * with one reference. NULL (error set) on allocation failure. */
-RL__HIDDEN void *rl__object_alloc(const rl__class *cls, size_t size, const char *fn);
-
-/* The failing half of rl__object_check: sets the error, returns false. */
-RL__HIDDEN bool rl__object_check_fail(const void *obj, const rl__class *cls, const char *fn) __attribute__((cold));
-
-/* True if obj is a live object of class cls (any class if cls is NULL);
- * otherwise false with kRLErrorInvalidArgument (NULL) or
- * kRLErrorInvalidObject set, naming fn. Inline: every call checks its
- * objects, and the hot paths (adding a timer, queuing a request) should
- * not pay a function call for it. */
-static inline bool rl__object_check(const void *obj, const rl__class *cls, const char *fn) {
-    const rl__object *o = obj;
-    if (RL__LIKELY(o != NULL && atomic_load_explicit(&o->magic, memory_order_relaxed) == RL__MAGIC_ALIVE &&
-                   (cls == NULL || o->cls == cls)))
-        return true;
-    return rl__object_check_fail(obj, cls, fn);
-}
-
 /* ---- strings (RLString.c), for the generic object functions ----
  * An RLString's pointer is its characters, not an rl__object. */
 /* Live strings whose text begins with RL__MAGIC_ALIVE's bytes (see
@@ -181,15 +112,6 @@ RL__HIDDEN long rl__string_retain_count(const void *p);
 /* If p is a string released recently, sets the error ("already
  * released", naming fn) and returns true; false otherwise. */
 RL__HIDDEN bool rl__string_explain_released(const void *p, const char *fn);
-
-/* ---- time (RLBase.c) ---- */
-
-RL__HIDDEN struct timespec rl__timespec_from_seconds(double s);
-/* The CLOCK_MONOTONIC instant corresponding to an RLAbsoluteTime date; dates
- * in the past map to now, +inf/huge dates to a far future. */
-RL__HIDDEN struct timespec rl__monotonic_deadline_for_date(RLAbsoluteTime date);
-/* True if date is a usable date (not NaN). */
-RL__HIDDEN bool rl__date_valid(RLAbsoluteTime date);
 
 /* ---- lock-order debugging (RLLockDebug.c) ----
  * Every RL lock calls these hooks, only when rl__lockdep_enabled() (one
@@ -231,65 +153,5 @@ RL__HIDDEN void rl__runloop_teardown_current_thread(void);
  * (an RLThread before its exit sequence closed its perform requests), or a
  * loop made for it would outlive it. NULL (error set) if out of resources. */
 RL__HIDDEN RLRunLoopRef rl__runloop_get_for_thread(pthread_t thread);
-
-/* The CPU on which loop rl last went to wait (-1: not yet): a thread that
- * waits for a reply from rl spins first only if rl runs elsewhere. */
-RL__HIDDEN int rl__runloop_cpu(RLRunLoopRef rl);
-
-/* ---- fork (rl_fork.c) ----
- * A child of fork() has one thread and a copy of the parent's memory, in
- * which run loops, threads and workers describe kernel objects (epoll,
- * eventfd, timerfd) still shared with the parent and threads that do not
- * exist in the child. Each such object records the process's fork
- * generation when it is made; in the child the generation has moved on,
- * so the object is "inherited" and every call on it fails with
- * kRLErrorInvalidState instead of touching the parent's kernel objects or
- * waiting for a thread that is gone. The atfork handlers hold every global
- * lock of the library across fork() (in one fixed order), so the child's
- * copy of each is consistent and free. */
-RL__HIDDEN extern _Atomic unsigned rl__fork_generation;
-/* The generation to record in an object made now. */
-static inline unsigned rl__fork_gen(void) {
-    return atomic_load_explicit(&rl__fork_generation, memory_order_relaxed);
-}
-/* Was an object that recorded `gen` made before a fork, in the parent? */
-static inline bool rl__fork_inherited(unsigned gen) { return RL__UNLIKELY(gen != rl__fork_gen()); }
-/* rl__fail(kRLErrorInvalidState) naming `what` ("run loop", "thread",
- * "worker") as inherited across fork(); returns false. */
-RL__HIDDEN bool rl__fork_fail(const char *fn, const char *what) __attribute__((cold));
-
-/* Each file that owns global locks provides these, called by rl_fork.c
- * around fork() in the order listed there: prepare takes the locks, parent
- * and child release them (child also resets what the child must not
- * inherit). */
-RL__HIDDEN void rl__thread_fork_prepare(void);
-RL__HIDDEN void rl__thread_fork_parent(void);
-RL__HIDDEN void rl__thread_fork_child(void);
-RL__HIDDEN void rl__msgport_fork_prepare(void);
-RL__HIDDEN void rl__msgport_fork_parent(void);
-RL__HIDDEN void rl__msgport_fork_child(void);
-RL__HIDDEN void rl__sockport_fork_prepare(void);
-RL__HIDDEN void rl__sockport_fork_parent(void);
-RL__HIDDEN void rl__sockport_fork_child(void);
-/* RLSignalSource.c: the process's signal table (a leaf: nothing else is
- * taken under it). */
-RL__HIDDEN void rl__signal_fork_prepare(void);
-RL__HIDDEN void rl__signal_fork_parent(void);
-RL__HIDDEN void rl__signal_fork_child(void);
-RL__HIDDEN void rl__sync_fork_prepare(void);
-RL__HIDDEN void rl__sync_fork_parent(void);
-RL__HIDDEN void rl__sync_fork_child(void);
-RL__HIDDEN void rl__runloop_fork_prepare(void);
-RL__HIDDEN void rl__runloop_fork_parent(void);
-RL__HIDDEN void rl__runloop_fork_child(void);
-RL__HIDDEN void rl__pool_fork_prepare(void);
-RL__HIDDEN void rl__pool_fork_parent(void);
-RL__HIDDEN void rl__pool_fork_child(void);
-RL__HIDDEN void rl__lockdep_fork_prepare(void);
-RL__HIDDEN void rl__lockdep_fork_parent(void);
-RL__HIDDEN void rl__lockdep_fork_child(void);
-RL__HIDDEN void rl__string_fork_prepare(void);
-RL__HIDDEN void rl__string_fork_parent(void);
-RL__HIDDEN void rl__string_fork_child(void);
 
 #endif /* CRUNLOOP_INTERNAL_H */

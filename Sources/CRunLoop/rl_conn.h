@@ -20,6 +20,7 @@
 #ifndef CRUNLOOP_RL_CONN_H
 #define CRUNLOOP_RL_CONN_H
 
+#include "RLBase.h"
 #include "rl_weak.h"
 #include "rl_wire.h"
 

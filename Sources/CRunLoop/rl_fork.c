@@ -12,8 +12,9 @@
  *     hung both).
  *
  * So: prepare takes every global lock of the library, in one fixed order
- * (outer locks before the ones taken under them), and parent and child
- * release them; the child then starts a new fork generation. Run loops,
+ * (outer locks before the ones taken under them; rl_fork_order in
+ * rl_fork.h), and parent and child release them; the child then starts a
+ * new fork generation. Run loops,
  * threads and workers record the generation they were made in; one from
  * an older generation is inherited, and every call on it fails with
  * kRLErrorInvalidState (rl__fork_inherited). The calling thread of the
@@ -23,7 +24,7 @@
  * not taken: the child never takes the lock of an inherited object, which
  * is what the generation check at every entry point guarantees.
  */
-#include "internal.h"
+#include "rl_fork.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -37,54 +38,72 @@ bool rl__fork_fail(const char *fn, const char *what) {
                     what);
 }
 
-/* Lock order, outermost first: RLThread's registries (held while nothing
- * else is taken), the message-port and socket-port registries (a port is
- * made or looked up under them),
- * @synchronized stripes, the run loop's main-loop mutex and
- * thread -> loop table (taken before the graph lock, which creating a loop
- * takes), the object pool (taken under all of those), the signal sources'
- * table (a leaf, never held with another), the lock-order detector (a
- * leaf: taken inside lock operations), and the string registry (a leaf: a
- * run loop makes strings under its own lock). */
+/* One slot per rl_fork_order, filled at load time by the files that own
+ * global locks. A slot's hooks are written before `ready` is set (release),
+ * so a fork() in another thread while libraries load sees a slot either
+ * whole or not at all. Static storage: nothing here allocates, and the
+ * child handler runs in a process where malloc's locks may be held. */
+typedef struct rl_fork_slot {
+    void (*prepare)(void);
+    void (*parent)(void);
+    void (*child)(void);
+    _Atomic bool ready;
+} rl_fork_slot;
+static rl_fork_slot rl_fork_slots[RL_FORK_SLOTS];
+
+/* The slots whose prepare hook this thread ran in its current fork():
+ * parent and child release exactly those, even if a slot were filled
+ * between prepare and fork(). A bit per slot; the child is the same
+ * thread, so it sees the same value. */
+static _Thread_local unsigned rl_fork_taken;
+_Static_assert(RL_FORK_SLOTS <= 32, "rl_fork_taken has a bit per slot");
+
+void rl__fork_register(rl_fork_order order, void (*prepare)(void), void (*parent)(void), void (*child)(void)) {
+    if ((unsigned)order >= RL_FORK_SLOTS || !prepare || !parent || !child)
+        abort(); /* a wrong call in the library itself */
+    rl_fork_slot *s = &rl_fork_slots[order];
+    if (atomic_load_explicit(&s->ready, memory_order_acquire)) {
+        if (s->prepare != prepare || s->parent != parent || s->child != child)
+            abort(); /* two files claim one place in the lock order */
+        return;
+    }
+    s->prepare = prepare;
+    s->parent = parent;
+    s->child = child;
+    atomic_store_explicit(&s->ready, true, memory_order_release);
+}
+
 static void rl_fork_prepare(void) {
-    rl__thread_fork_prepare();
-    rl__msgport_fork_prepare();
-    rl__sockport_fork_prepare();
-    rl__sync_fork_prepare();
-    rl__runloop_fork_prepare();
-    rl__pool_fork_prepare();
-    rl__signal_fork_prepare();
-    rl__lockdep_fork_prepare();
-    rl__string_fork_prepare();
+    unsigned taken = 0;
+    for (int i = 0; i < RL_FORK_SLOTS; i++) {
+        rl_fork_slot *s = &rl_fork_slots[i];
+        if (!atomic_load_explicit(&s->ready, memory_order_acquire))
+            continue;
+        s->prepare();
+        taken |= 1u << i;
+    }
+    rl_fork_taken = taken;
 }
 
 static void rl_fork_parent(void) {
-    rl__string_fork_parent();
-    rl__lockdep_fork_parent();
-    rl__signal_fork_parent();
-    rl__pool_fork_parent();
-    rl__runloop_fork_parent();
-    rl__sync_fork_parent();
-    rl__sockport_fork_parent();
-    rl__msgport_fork_parent();
-    rl__thread_fork_parent();
+    for (int i = RL_FORK_SLOTS - 1; i >= 0; i--)
+        if (rl_fork_taken & (1u << i))
+            rl_fork_slots[i].parent();
+    rl_fork_taken = 0;
 }
 
 static void rl_fork_child(void) {
     atomic_fetch_add_explicit(&rl__fork_generation, 1, memory_order_relaxed);
-    rl__string_fork_child();
-    rl__lockdep_fork_child();
-    rl__signal_fork_child();
-    rl__pool_fork_child();
-    rl__runloop_fork_child();
-    rl__sync_fork_child();
-    rl__sockport_fork_child();
-    rl__msgport_fork_child();
-    rl__thread_fork_child();
+    for (int i = RL_FORK_SLOTS - 1; i >= 0; i--)
+        if (rl_fork_taken & (1u << i))
+            rl_fork_slots[i].child();
+    rl_fork_taken = 0;
 }
 
-/* At load time, before any thread of the program can fork. */
-__attribute__((constructor)) static void rl_fork_register(void) {
+/* At load time, before any thread of the program can fork. The files that
+ * own locks fill their slots from their own constructors, in any order:
+ * the slot number, not the order of registration, fixes the lock order. */
+__attribute__((constructor)) static void rl_fork_install(void) {
     if (pthread_atfork(rl_fork_prepare, rl_fork_parent, rl_fork_child) != 0)
         abort(); /* ENOMEM at load time: nothing would be fork-safe */
 }

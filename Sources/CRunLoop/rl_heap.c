@@ -16,7 +16,7 @@
  * cancelled early) never touch the array at all. Tolerant timers are
  * appended to their two arrays as pending entries a[hn, n) and folded the
  * same way. Loop lock held. */
-#include "runloop_internal.h"
+#include "rl_heap.h"
 
 #include <stdlib.h>
 

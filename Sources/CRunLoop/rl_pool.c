@@ -32,6 +32,7 @@
  * One mutex per class; allocation and release are a few stores under it
  * (creating and releasing objects is not a hot path; using them is).
  */
+#include "rl_fork.h"
 #include "rl_pool.h"
 
 #include <pthread.h>
@@ -244,15 +245,20 @@ void rl__pool_free(void *p) {
 /* fork(): every class lock is held across it (rl_fork.c), in index order,
  * so that a child forked while another thread allocates finds the lists
  * consistent and the locks free. */
-void rl__pool_fork_prepare(void) {
+static void fork_prepare(void) {
     pthread_once(&rl_classes_once, rl_classes_init);
     for (int k = 0; k < RL_NCLASSES; k++)
         pthread_mutex_lock(&rl_classes[k].lock);
 }
 
-void rl__pool_fork_parent(void) {
+static void fork_parent(void) {
     for (int k = RL_NCLASSES - 1; k >= 0; k--)
         pthread_mutex_unlock(&rl_classes[k].lock);
 }
 
-void rl__pool_fork_child(void) { rl__pool_fork_parent(); }
+static void fork_child(void) { fork_parent(); }
+
+/* Takes this file's place in the lock order held across fork() (rl_fork.h). */
+__attribute__((constructor)) static void fork_register(void) {
+    rl__fork_register(RL_FORK_POOL, fork_prepare, fork_parent, fork_child);
+}

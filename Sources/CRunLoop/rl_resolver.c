@@ -4,10 +4,12 @@
  * per lookup is used. (glibc's getaddrinfo_a would do the same with its
  * own threads, which the thread sanitizer cannot follow.) */
 #include "rl_resolver.h"
+#include "rl_fork.h"
 #include "rl_lockclass.h"
 
 #include <netinet/in.h>
 #include <resolv.h>
+#include <stdlib.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -26,6 +28,29 @@ static void resolver_lock_drop(void) {
     pthread_mutex_unlock(&resolver_lock);
     if (RL__UNLIKELY(rl__lockdep_enabled()))
         rl__lockclass_drop(RL_LOCKCLASS_RESOLVER);
+}
+
+/* Held across fork() (slot RL_FORK_RESOLVER: a leaf, last), so the child
+ * never finds it taken by the resolver thread, which the child does not
+ * have. The child's copy of the queue holds the parent's lookups (their
+ * owners' inherited copies fail on their own): it starts empty, and its
+ * first lookup starts a resolver thread of its own (resolver_pid). The
+ * condition variable may hold the parent's waiter: made anew. */
+static void fork_prepare(void) {
+    if (pthread_mutex_lock(&resolver_lock))
+        abort();
+}
+static void fork_parent(void) { (void)pthread_mutex_unlock(&resolver_lock); }
+static void fork_child(void) {
+    queue_head = NULL;
+    queue_tail = &queue_head;
+    (void)pthread_cond_init(&resolver_cond, NULL);
+    (void)pthread_mutex_unlock(&resolver_lock);
+}
+
+/* Takes this file's place in the lock order held across fork() (rl_fork.h). */
+__attribute__((constructor)) static void fork_register(void) {
+    rl__fork_register(RL_FORK_RESOLVER, fork_prepare, fork_parent, fork_child);
 }
 
 static void *resolver_main(void *arg) {

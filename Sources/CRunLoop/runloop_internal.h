@@ -1,7 +1,11 @@
 /*
- * runloop_internal.h — the run loop's private structures, shared by
- * RLRunLoop.c, RLRunLoopSource.c, RLRunLoopTimer.c, RLRunLoopObserver.c and
- * RLFileDescriptor.c.
+ * runloop_internal.h — the run loop's private structures (the loop, its
+ * modes, memberships, sources, timers, observers, fd objects and fd
+ * table) and the small inline helpers over them, shared by every run-loop
+ * file. It calls nothing of theirs: each room's functions are declared in
+ * the room's own header (rl_lock.h, rl_loop.h, rl_wake.h, rl_fdtab.h,
+ * rl_ready.h, RLRunLoopMode.h, RLRunLoopMembership.h, rl_heap.h,
+ * rl_pqueue.h); docs/architecture.md maps the rooms.
  *
  * Locking (the whole protocol, as a table: docs/locking.md): each run loop
  * has its own lock (the loop lock) over its modes, memberships, timer heaps,
@@ -21,12 +25,16 @@
 #define CRUNLOOP_RUNLOOP_INTERNAL_H
 
 #include "RLLockInternal.h"
-#include "internal.h"
-#include "rl_lockclass.h"
+#include "RLBase.h"
+#include "rl_fork.h"
+#include "rl_spin.h"
+#include "RLRunLoopPerformInternal.h"
 
 #include <bsd/sys/queue.h>
 #include <pthread.h>
 #include <stddef.h>
+#include <string.h>
+#include <sys/epoll.h>
 #include <sys/types.h>
 
 #if __BLOCKS__
@@ -40,6 +48,7 @@ extern void _Block_release(const void *block);
 
 typedef struct rl_mode rl_mode;
 typedef struct rl_memb rl_memb;
+typedef struct rl_defer rl_defer; /* work done after unlocking (rl_lock.h) */
 
 typedef enum rl_kind { RL_KIND_SOURCE = 0, RL_KIND_TIMER = 1, RL_KIND_OBSERVER = 2 } rl_kind;
 
@@ -240,7 +249,7 @@ struct RLFileDescriptor {
     /* The file fd named when the object was made (fstat): a number that
      * names another file now was closed and reused behind its back. Files
      * without an identity of their own (eventfds share one inode) are
-     * told apart by the kernel's registration instead (RLRunLoop.c). */
+     * told apart by the kernel's registration instead (rl_fdtab.c). */
     dev_t dev;
     ino_t ino;
     RLFileDescriptorCallBack callout;
@@ -248,147 +257,187 @@ struct RLFileDescriptor {
     struct RLRunLoopSource *source; /* weak; cleared when the source goes */
 };
 
-/* ---- locks (rl_lock.c) ---- */
+/* ---- the run loop object (made in RLRunLoop.c, freed in rl_loop.c) ---- */
 
-/* The loop and item locks report to the lock-order detector as the
- * classes RL_LOCKCLASS_LOOP and RL_LOCKCLASS_ITEM (rl_lockclass.h), so that
- * the protocol (loop before item; never two of a class) is checked for all
- * loops and items at once. */
+/* One activation of RunInMode, innermost first. */
+typedef struct rl_frame {
+    rl_mode *mode;
+    bool stopped;
+    double deadline; /* monotonic seconds; INFINITY for none */
+    struct rl_frame *outer;
+} rl_frame;
 
-/* The item lock: a 32-bit futex word (0 free, 1 held, 2 held with
- * sleepers), so that it fits in a timer's first cache line. Held for a few
- * stores at a time. */
-RL__HIDDEN void rl__olock_lock_slow(rl__olock *l);
-__attribute__((always_inline)) static inline void rl__olock_lock(rl__olock *l) {
-    if (RL__UNLIKELY(rl__lockdep_enabled()))
-        rl__lockclass_take(RL_LOCKCLASS_ITEM, __builtin_return_address(0));
-    uint32_t expected = 0;
-    if (RL__UNLIKELY(!atomic_compare_exchange_strong_explicit(&l->word, &expected, 1, memory_order_acquire,
-                                                              memory_order_relaxed)))
-        rl__olock_lock_slow(l);
-}
-__attribute__((always_inline)) static inline void rl__olock_unlock(rl__olock *l) {
-    if (RL__UNLIKELY(atomic_exchange_explicit(&l->word, 0, memory_order_release) == 2))
-        rl__futex_wake(&l->word, 1);
-    if (RL__UNLIKELY(rl__lockdep_enabled()))
-        rl__lockclass_drop(RL_LOCKCLASS_ITEM);
-}
+typedef struct rl_common_name {
+    char *name;
+} rl_common_name;
 
-/* A run loop's lock, for the object files (RLRunLoop.c inlines its own). */
-RL__HIDDEN void rl__loop_lock(RLRunLoopRef rl);
-RL__HIDDEN void rl__loop_unlock(RLRunLoopRef rl);
+/* The items added to kRLRunLoopCommonModes: a dense array (walked when a
+ * mode becomes common, in the order the items came) and an open-addressing
+ * index over it, so that adding, finding and removing one costs O(1)
+ * however many there are. */
+typedef struct rl_citem {
+    void *item;
+    rl_kind kind;
+} rl_citem;
+
+/* The fd sources of this loop on one fd, indexed by fd. Several
+ * RLFileDescriptor objects may wrap the same fd, but epoll holds one
+ * registration per fd: it watches the union of what they want, and a
+ * readiness goes to each of them whose enabled callbacks match. What each
+ * source wants is kept here (want[i]), updated under the source's item
+ * lock, so that the union needs no other source's lock.
+ *
+ * Registrations are one-shot (EPOLLONESHOT), like the callbacks: after
+ * reporting once, the kernel keeps the registration but reports nothing
+ * until the loop re-arms it. epoll keys a registration by the fd number
+ * and the file it named when it was added; if the user closes the fd
+ * while a dup keeps that file open, the registration outlives the number
+ * and the loop can neither change nor remove it. One-shot, it reports at
+ * most once more, and each registration's events carry a tag (`gen`) so
+ * that such a leftover is recognised and ignored: a loop never spins on
+ * a registration it cannot serve. */
+typedef struct rl_fdreg {
+    struct RLRunLoopSource **srcs; /* in registration order; not retained (their memberships are) */
+    uint32_t *want;                /* per source: the epoll events it wants now */
+    uint32_t nsrcs, capsrcs;       /* nsrcs 0: free slot */
+    uint32_t armed;  /* events the loop waits for (armed in the kernel, or served as always ready); 0: none */
+    uint32_t gen;    /* the tag of the fd's registration in the kernel; 0: none */
+    bool always;     /* epoll refuses the fd (EPERM: a regular file, /dev/null): ready whenever watched */
+} rl_fdreg;
+
+/* Fields that other threads touch on hot paths are kept on separate cache
+ * lines (padding, since calloc gives no 64-byte alignment): read-mostly
+ * identity, the wake-up flags, and the perform queue. */
+#define RL_LINE 64
+
+struct RLRunLoop {
+    rl__object base;
+    pthread_t thread;
+    _Atomic bool dead; /* torn down: its thread exited */
+    unsigned fork_gen; /* rl__fork_gen() at creation: another one means inherited by a fork() child */
+    struct RLRunLoop *inherited_next; /* in a fork() child: on rl_inherited_mains */
+    int epfd, evfd, tfd;
+    char pad0[RL_LINE];
+
+    _Atomic int wake_pending;
+    _Atomic int ignore_wakeups; /* as CF: from each wake until the next pass starts */
+    _Atomic int sleeping;
+    _Atomic int waker_cpu; /* the CPU of the last wake-up that counted; -1: none yet */
+    _Atomic int cpu;       /* the CPU the loop last went to wait on; -1: none yet */
+    rl__spin spin;         /* how long the loop spins for a wake-up before it sleeps */
+    char pad1[RL_LINE];
+
+    rl__perform_queue pq;    /* perform requests (RLRunLoopPerform.c; pads itself) */
+    char pad2[RL_LINE];
+
+    /* The loop lock, next to what it guards: uncontended while one thread
+     * uses its own loop, and shared with no other loop. */
+    rl__mutex lock;
+    rl_mode **modes;
+    size_t nmodes, capmodes;
+    rl_mode *last_mode; /* lookup cache */
+    rl_common_name *common;
+    size_t ncommon, capcommon;
+    rl_citem *citems;
+    size_t nci, capci;
+    size_t *cidx; /* citems index + 1 by the item's hash (linear probing); 0: empty */
+    size_t capcidx; /* a power of two, at least twice nci; 0: none yet */
+
+    uint32_t pass_ran; /* requests run since the loop last waited; the loop's thread only */
+    rl_frame *frame;
+    rl_mode *armed_mode; /* the mode whose fds are in the epoll set */
+    double armed_at;     /* monotonic time the timerfd is armed for; INFINITY: disarmed */
+
+    rl_fdreg *fdtab;
+    size_t nfdtab;
+    size_t nfd_armed; /* user fds with events armed (always-ready ones included) */
+    size_t nalways;   /* of those, always ready: the loop polls instead of sleeping */
+    uint32_t fdgen;   /* the last registration tag handed out */
+
+    /* Timers and observers whose home this loop is (runloop_internal.h). */
+    TAILQ_HEAD(, RLRunLoopTimer) homed_timers;
+    TAILQ_HEAD(, RLRunLoopObserver) homed_observers;
+};
 
 /* Fields read without the lock that guards them (hints, re-checked under
  * it): relaxed atomic accesses, so that the sanitizers see them as such. */
 #define rl__peek(field) __atomic_load_n(&(field), __ATOMIC_RELAXED)
 #define rl__poke(field, v) __atomic_store_n(&(field), (v), __ATOMIC_RELAXED)
 
-/* ---- homes: what guards a timer's or an observer's state ----
- * The home is the loop the item was last added to. It stays when the item
- * leaves the loop's modes (so adding and removing it again costs the loop
- * lock only) and goes when the item joins another loop, when the loop is
- * torn down, and when the item is freed. The home pointer changes only
- * under both the home loop's lock and the item lock. */
-
-/* Locks what guards item (a timer or an observer): returns its home,
- * locked, or NULL with the item lock held. rl__item_unlock undoes it. */
-RL__HIDDEN RLRunLoopRef rl__item_lock(void *item, rl_kind kind);
-RL__HIDDEN void rl__item_unlock(void *item, rl_kind kind, RLRunLoopRef home);
-/* The item is being freed: it leaves its home's list. */
-RL__HIDDEN void rl__item_leave_home(void *item, rl_kind kind);
-
-/* Work collected under a lock and done after unlocking: cancel and
- * schedule callouts, context releases and object releases. */
-typedef struct rl_defer_entry {
-    int what; /* RL_DEFER_* */
-    void *obj;
-    RLRunLoopRef rl;
-    const char *mode;
-    void (*cfn)(const void *); /* RL_DEFER_CTX_RELEASE: cfn(carg) */
-    const void *carg;
-} rl_defer_entry;
-enum { RL_DEFER_RELEASE = 0, RL_DEFER_CANCEL = 1, RL_DEFER_SCHEDULE = 2, RL_DEFER_CTX_RELEASE = 3, RL_DEFER_UNHOLD = 4 };
-
-typedef struct rl_defer {
-    rl_defer_entry *e;
-    size_t n, cap;
-    rl_defer_entry inline_e[8];
-} rl_defer;
-
-RL__HIDDEN void rl__defer_init(rl_defer *d);
-/* Queues an entry; retains obj (and rl) so they outlive the unlock. */
-RL__HIDDEN void rl__defer_push(rl_defer *d, int what, void *obj, RLRunLoopRef rl, const char *mode);
-/* Queues the release of a reference the caller already owns (no retain). */
-RL__HIDDEN void rl__defer_release(rl_defer *d, void *obj);
-/* Queues a context release callout, release(info). */
-RL__HIDDEN void rl__defer_ctx_release(rl_defer *d, void (*release)(const void *), const void *info);
-/* Runs the entries in order, without locks, and frees d. */
-RL__HIDDEN void rl__defer_run(rl_defer *d);
-
-/* ---- memberships (RLRunLoop.c) ---- */
+/* ---- the item classes (their object files) ---- */
 
 RL__HIDDEN extern const rl__class rl__source_class;
 RL__HIDDEN extern const rl__class rl__timer_class;
 RL__HIDDEN extern const rl__class rl__observer_class;
-RL__HIDDEN extern const rl__class rl__runloop_class;
 RL__HIDDEN extern const rl__class rl__fd_class;
 
-RL__HIDDEN struct rl_membq *rl__item_membs(void *item, rl_kind kind);
-/* Removes every membership of a timer or an observer (all in its home),
- * deferring the releases. Its home's lock held. */
-RL__HIDDEN void rl__remove_item_everywhere_locked(void *item, rl_kind kind, rl_defer *d);
-/* Signals s: false if it is invalid. Its loops get it on their ready
- * lists, one loop lock at a time. No lock held. */
-RL__HIDDEN bool rl__source_signal(struct RLRunLoopSource *s);
-/* Invalidates s and removes it from every mode of every loop (cancel
- * callouts deferred to d). No lock held. */
-RL__HIDDEN void rl__source_invalidate(struct RLRunLoopSource *s, rl_defer *d);
-/* Timers: the date moved; fix its heap slots and re-arm a sleeping home.
- * What guards t held (rl__item_lock). */
-RL__HIDDEN void rl__timer_moved_locked(struct RLRunLoopTimer *t);
-/* fd sources: what the fd object of s wants changed (enabled callbacks);
- * re-arms its fd in every loop s is in. No lock held. */
-RL__HIDDEN void rl__source_fd_resync(struct RLRunLoopSource *s);
-/* Does the mode of rl contain item? Item lock (sources) or home lock held. */
-RL__HIDDEN bool rl__memb_in_mode(void *item, rl_kind kind, rl_mode *mode);
+/* ---- small helpers every run-loop file may use ---- */
 
-/* Monotonically increasing sequence for timer ties. */
-RL__HIDDEN uint64_t rl__next_seq(void);
+/* An event's data: the registration's tag above the fd (the loop's own
+ * eventfd and timerfd have tag 0). */
+static inline uint64_t rl__ev_data(int fd, uint32_t gen) { return (uint64_t)gen << 32 | (uint32_t)fd; }
 
-/* ---- timer heaps (rl_heap.c), the loop lock held ---- */
+static inline int rl__ev_fd(const struct epoll_event *ev) { return (int)(uint32_t)ev->data.u64; }
 
-RL__HIDDEN void rl__tset_init(rl_timerset *ts);
-RL__HIDDEN void rl__tset_free(rl_timerset *ts);
-RL__HIDDEN size_t rl__tset_count(const rl_timerset *ts);
-RL__HIDDEN bool rl__tset_add_slow(rl_timerset *ts, rl_memb *m);
-/* Files a new membership (pending: no heap order yet, see rl_heap.c).
- * The common case, a strict timer, is inline and cannot fail: it goes on
- * the pending list, a few stores into the membership. */
-static inline bool rl__tset_add(rl_timerset *ts, rl_memb *m) {
-    const struct RLRunLoopTimer *t = m->item;
-    if (RL__UNLIKELY(t->tolerance > 0))
-        return rl__tset_add_slow(ts, m);
-    m->lax = false;
-    m->pending = true;
-    TAILQ_INSERT_TAIL(&ts->pending, m, plink);
-    ts->npending++;
-    return true;
+static inline uint32_t rl__ev_gen(const struct epoll_event *ev) { return (uint32_t)(ev->data.u64 >> 32); }
+
+/* Whether rl was made in this process, not inherited across fork(). The
+ * internal paths that reach its epoll fd, eventfd or timerfd from an item
+ * (a timer moved, an fd source removed, in a child, of a loop it
+ * inherited) check this: those kernel objects are shared with the parent,
+ * whose loop they would disturb. So do the callout loops of a run, which
+ * a fork() from a callout leaves in the child: the rest of what they
+ * collected is the parent's work. */
+static inline bool rl__of_this_process(RLRunLoopRef rl) { return !rl__fork_inherited(rl->fork_gen); }
+
+static inline double rl__mono_now(void) { return RLMonotonicTimeGetCurrent(); }
+
+/* The CPU on which loop rl last went to wait (-1: not yet; recorded by the
+ * iteration, RLRunLoopRun.c): a thread that waits for a reply from rl
+ * spins first only if rl runs elsewhere. */
+static inline int rl__runloop_cpu(RLRunLoopRef rl) { return atomic_load_explicit(&rl->cpu, memory_order_relaxed); }
+
+static inline struct rl_membq *rl__item_membs(void *item, rl_kind kind) {
+    switch (kind) {
+    case RL_KIND_SOURCE:
+        return &((struct RLRunLoopSource *)item)->membs;
+    case RL_KIND_TIMER:
+        return &((struct RLRunLoopTimer *)item)->membs;
+    default:
+        return &((struct RLRunLoopObserver *)item)->membs;
+    }
 }
-RL__HIDDEN void rl__tset_remove(rl_timerset *ts, rl_memb *m);
-/* The timer's date or tolerance changed. */
-RL__HIDDEN bool rl__tset_update(rl_timerset *ts, rl_memb *m);
-/* Some membership (to empty the set), or NULL. */
-RL__HIDDEN rl_memb *rl__tset_any(const rl_timerset *ts);
-/* Earliest fire date (every timer) / earliest wake deadline (fire date +
- * tolerance) of the timers not being fired: a timer whose callout is running
- * is past its date, and letting it arm the wake-up would make a nested run
- * of the same mode spin until the callout returns (CF skips it too); it is
- * re-filed after its callout. False if there is none. */
-RL__HIDDEN bool rl__tset_earliest_fire(rl_timerset *ts, double *date);
-RL__HIDDEN bool rl__tset_earliest_deadline(rl_timerset *ts, double *date);
-/* Appends to *out every membership whose fire date is <= now. */
-RL__HIDDEN void rl__tset_collect_due(rl_timerset *ts, RLAbsoluteTime now, rl_memb ***out, size_t *n,
-                                     size_t *cap);
+
+static inline rl_memb *rl__memb_find(void *item, rl_kind kind, rl_mode *mode) {
+    if (kind == RL_KIND_TIMER) {
+        /* Most timers are in one mode, their inline membership: found
+         * without first loading the list head. */
+        struct RLRunLoopTimer *t = item;
+        if (t->inline_used && t->inline_memb.mode == mode)
+            return &t->inline_memb;
+    }
+    rl_memb *m;
+    TAILQ_FOREACH(m, rl__item_membs(item, kind), item_link) {
+        if (m->mode == mode)
+            return m;
+    }
+    return NULL;
+}
+
+/* Does the mode of rl contain item? Item lock (sources) or home lock held. */
+static inline bool rl__memb_in_mode(void *item, rl_kind kind, rl_mode *mode) {
+    return rl__memb_find(item, kind, mode) != NULL;
+}
+
+/* A timer's or an observer's home (rl_lock.h says what it guards). */
+static inline _Atomic(RLRunLoopRef) *rl__item_home(void *item, rl_kind kind) {
+    return kind == RL_KIND_TIMER ? &((struct RLRunLoopTimer *)item)->home
+                                 : &((struct RLRunLoopObserver *)item)->home;
+}
+
+static inline RLRunLoopRef rl__home_get(void *item, rl_kind kind) {
+    return atomic_load_explicit(rl__item_home(item, kind), memory_order_relaxed);
+}
 
 /* ---- timers (RLRunLoopTimer.c) ---- */
 

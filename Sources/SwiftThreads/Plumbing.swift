@@ -23,6 +23,11 @@ final class ThreadsMutex: @unchecked Sendable {
         mutex.deallocate()
     }
 
+    /// For a critical section that must move a value in without a
+    /// closure capturing (and so copying) it; ``locked(_:)`` otherwise.
+    func lock() { pthread_mutex_lock(mutex) }
+    func unlock() { pthread_mutex_unlock(mutex) }
+
     func locked<R>(_ body: () throws -> R) rethrows -> R {
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }

@@ -39,10 +39,15 @@ public final class RLFileDescriptorSource: @unchecked Sendable {
     /// ``enableCallBacks(_:)``.
     ///
     /// - Parameters:
+    ///   - fileDescriptor: the descriptor to watch (any kind: socket, pipe,
+    ///     eventfd, terminal, ...).
     ///   - closeOnInvalidate: close the descriptor when the watcher is
     ///     invalidated or destroyed.
     ///   - order: the order of its run-loop source (lower is performed
     ///     first).
+    ///   - callBack: called on the thread of the run loop it is scheduled
+    ///     in, with this watcher and the armed conditions that occurred;
+    ///     re-arm with ``enableCallBacks(_:)`` to hear again.
     /// - Throws: `RLError` for a negative or closed descriptor.
     public init(fileDescriptor: Int32, closeOnInvalidate: Bool = false, order: Int = 0,
                 callBack: @escaping @Sendable (RLFileDescriptorSource, CallBackTypes) -> Void) throws(RLError) {

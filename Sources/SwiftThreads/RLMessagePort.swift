@@ -18,7 +18,7 @@ internal import Musl
 /// A **remote** port, made from the name in any thread or process of the
 /// same user, sends requests and waits for the reply — blocking
 /// (``sendRequest(msgid:data:sendTimeout:receiveTimeout:)``), or suspending
-/// (``sendRequest(msgid:data:timeout:)-async``), or one-way
+/// (``sendRequest(msgid:data:timeout:)-3hadw``), or one-way
 /// (``send(msgid:data:timeout:)``). Failures throw ``RequestError``, which
 /// carries CoreFoundation's result code.
 ///

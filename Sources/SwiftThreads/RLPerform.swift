@@ -133,7 +133,7 @@ extension RLThread {
 }
 
 /// A delayed perform request of the thread that made it
-/// (``RLThread/perform(after:modes:tag:_:)``).
+/// (``RLThread/perform(after:modes:tag:_:)-(RLTimeInterval,_,_,_)``).
 ///
 /// Thread-bound, so not `Sendable`: only the thread that made the request
 /// can cancel it.

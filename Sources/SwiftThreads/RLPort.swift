@@ -65,7 +65,7 @@ public enum RLPortComponent: Sendable, Hashable {
 /// A port that receives messages on a run loop: Foundation's `Port`
 /// (`NSMachPort`) over `RLPortRef`.
 ///
-/// Add the port to a run loop (``RLRunLoop/add(_:forMode:)-port``, or
+/// Add the port to a run loop (``RLRunLoop/add(_:forMode:)-(RLPort,_)``, or
 /// ``schedule(in:forMode:)``); every message sent to it from any thread is
 /// handed, one at a time and in each sender's order, on that loop's thread,
 /// to exactly one receiver:

@@ -15,7 +15,7 @@ internal import Musl
 /// how other threads hand work to a run-loop thread.
 ///
 /// Running (``run()``, ``run(mode:before:)``, ``run(until:)``,
-/// ``run(mode:for:returnAfterSourceHandled:)``) only means something on the
+/// ``run(mode:for:returnAfterSourceHandled:)-(_,RLTimeInterval,_)``) only means something on the
 /// loop's own thread: called on another thread's loop, the `run` forms do
 /// nothing (`false`, or `RLError.Code.wrongThread` for the throwing form).
 ///
@@ -150,7 +150,7 @@ public final class RLRunLoop: @unchecked Sendable {
 
     // MARK: Running
 
-    /// Why ``RLRunLoop/run(mode:for:returnAfterSourceHandled:)`` returned
+    /// Why ``RLRunLoop/run(mode:for:returnAfterSourceHandled:)-(_,RLTimeInterval,_)`` returned
     /// (`RLRunLoopRunResult`, CoreFoundation's values).
     public enum RunResult: Int32, Sendable {
         /// kRLRunLoopRunFinished: the mode has no sources or timers.

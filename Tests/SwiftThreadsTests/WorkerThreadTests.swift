@@ -91,6 +91,101 @@ struct WorkerThreadTests {
         #expect(nested == 7)
     }
 
+    @Test func asyncSyncAndRunFromOneSenderKeepOneOrder() async throws {
+        let worker = RLWorkerThread(name: "worker-order")
+        try worker.start()
+        defer { try? worker.stop() }
+        let seen = ThrWorkerOnly([Int]())
+        for i in 0..<3_000 {
+            switch i % 7 {
+            case 3: try worker.sync { seen.value.append(i) }
+            case 5: try await worker.run { seen.value.append(i) }
+            default: try worker.async { seen.value.append(i) }
+            }
+        }
+        #expect(try worker.sync { seen.value } == Array(0..<3_000))
+    }
+
+    @Test func asyncOnAStoppedWorkerThrowsAndReleasesTheClosureUnrun() throws {
+        let worker = RLWorkerThread()
+        let released = ThrShared(0)
+        let ran = ThrShared(0)
+        for round in 0..<2 {
+            if round == 1 {
+                try worker.start()
+                try worker.stop()
+            }
+            let canary = ThrCanary { released.withLock { $0 += 1 } }
+            #expect(thrCode { try worker.async { _ = canary; ran.withLock { $0 += 1 } } } == .invalidState)
+        }
+        #expect(released.get == 2)
+        #expect(ran.get == 0)
+    }
+
+    @Test func workLeftWhenTheWorkerThreadExitsIsReleasedUnrun() throws {
+        let worker = RLWorkerThread(name: "worker-exits")
+        try worker.start()
+        let holdFirst = ThrGate(), exiting = ThrGate(), holdExit = ThrGate()
+        let released = ThrShared(0)
+        let ran = ThrShared(0)
+        func queueCanaries(_ n: Int) throws {
+            for _ in 0..<n {
+                let canary = ThrCanary { released.withLock { $0 += 1 } }
+                try worker.async { _ = canary; ran.withLock { $0 += 1 } }
+            }
+        }
+        // The worker is held in one closure while the exiting one and five
+        // more are queued behind it: they run (or not) as one batch.
+        try worker.async { holdFirst.wait() }
+        try worker.async {
+            exiting.open()
+            holdExit.wait()
+            RLThread.exit()
+        }
+        try queueCanaries(5)
+        holdFirst.open()
+        #expect(exiting.wait())
+        // Five more queued while the exiting closure runs.
+        try queueCanaries(5)
+        holdExit.open()
+        #expect(thrEventually { !worker.isRunning })
+        #expect(thrEventually { released.get == 10 })
+        #expect(ran.get == 0)
+        #expect(thrCode { try worker.async {} } == .invalidState)
+        // It starts again, with an empty queue.
+        try worker.start()
+        try queueCanaries(3)
+        #expect(try worker.sync { ran.get } == 3)
+        try worker.stop()
+        #expect(released.get == 13)
+    }
+
+    @Test func aNestedRunOfTheWorkersLoopRunsWorkQueuedMeanwhile() throws {
+        let worker = RLWorkerThread(name: "worker-nested")
+        try worker.start()
+        defer { try? worker.stop() }
+        let inside = ThrGate(), outerDone = ThrGate()
+        let log = ThrWorkerOnly([String]())
+        try worker.async {
+            log.value.append("outer starts")
+            inside.open()
+            let sawInner = RLRunLoop.current.runUntil(timeout: .seconds(20)) { log.value.contains("inner") }
+            log.value.append("outer ends, saw inner: \(sawInner)")
+            outerDone.open()
+        }
+        try worker.async { log.value.append("queued behind outer") }
+        #expect(inside.wait())
+        try worker.async { log.value.append("inner") }
+        // (A sync now could itself run inside the nested run.)
+        #expect(outerDone.wait())
+        let all = try worker.sync { log.value }
+        #expect(all.first == "outer starts")
+        #expect(all.contains("inner"))
+        #expect(all.contains("outer ends, saw inner: true"))
+        // What was queued before the nested run stays ahead of what came later.
+        #expect(all.firstIndex(of: "queued behind outer")! < all.firstIndex(of: "inner")!)
+    }
+
     @Test func workQueuedBeforeStopRunsAndStopWaitsForExitHandlers() throws {
         let worker = RLWorkerThread(name: "worker-exit")
         let log = ThrLog()

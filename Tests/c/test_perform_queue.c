@@ -1,4 +1,4 @@
-/* test_perform_queue.c — the perform queue's storage (RLRunLoopPerform.c): many
+/* test_perform_queue.c — the perform queue's storage (rl_pqueue.c): many
  * requests spanning chunks, requests for other modes kept (and compacted)
  * across passes and nested runs, a thread ending inside a long batch, and
  * several producers into several modes at once. */

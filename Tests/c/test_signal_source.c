@@ -1,8 +1,9 @@
 /* test_signal_source.c — signals as run-loop callouts: delivery on the
  * loop's thread with a count, 10,000 realtime signals from another process
  * all counted, standard signals coalescing, several loops watching one
- * signal, the disposition and mask restored by the last watcher, and the
- * misuse of every public function. */
+ * signal, the disposition and mask restored by the last watcher, fork()
+ * while another thread creates sources, and the misuse of every public
+ * function. */
 #include "testutil.h"
 #include "trace.h"
 
@@ -347,6 +348,57 @@ static void test_misuse(void **state) {
     assert_true(RLRelease(s));
 }
 
+/* fork() while another thread creates and invalidates signal sources: the
+ * signal table's lock is held across fork() (its slot in rl_fork.c's
+ * order), so the child finds it free and can watch a signal of its own. A
+ * child that finds it locked by a thread it does not have hangs: the alarm
+ * ends it, and the parent sees it die. */
+static _Atomic bool churning;
+
+static void *churn_signal_sources(void *arg) {
+    (void)arg;
+    while (atomic_load(&churning)) {
+        RLSignalSourceContext c = {0};
+        RLSignalSourceRef s = RLSignalSourceCreate(NULL, SIGUSR2, count_cb, &c);
+        if (!s || !RLSignalSourceInvalidate(s) || !RLRelease(s))
+            return (void *)1;
+    }
+    return NULL;
+}
+
+static void test_fork_while_another_thread_creates_sources(void **state) {
+    (void)state;
+    atomic_store(&churning, true);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, churn_signal_sources, NULL), 0);
+    long forks = rl_test_iters(200);
+    for (int k = 0; k < forks; k++) {
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            alarm(10);
+            RLSignalSourceContext c = {0};
+            RLSignalSourceRef s = RLSignalSourceCreate(NULL, SIGUSR1, count_cb, &c);
+            bool ok = s && RLSignalSourceInvalidate(s) && RLRelease(s);
+            /* Success ends in exec, as in test_fork.c: a leak checker checks
+             * every process at exit, and this child holds what the parent's
+             * other thread had made. */
+            if (ok)
+                execl("/bin/true", "true", (char *)NULL);
+            _exit(ok ? 0 : 1);
+        }
+        int status;
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+            fail_msg("fork %d: the child %s %d", k, WIFSIGNALED(status) ? "died of signal" : "exited with",
+                     WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+    }
+    atomic_store(&churning, false);
+    void *r;
+    assert_int_equal(pthread_join(t, &r), 0);
+    assert_null(r);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_raise_runs_the_callout_on_the_loop_thread, rl_trace_setup),
@@ -357,6 +409,7 @@ int main(void) {
         cmocka_unit_test_setup(test_last_watcher_restores_disposition_and_mask, rl_trace_setup),
         cmocka_unit_test_setup(test_pending_before_the_source_is_in_a_loop, rl_trace_setup),
         cmocka_unit_test_setup(test_invalidate_inside_the_callout_and_context, rl_trace_setup),
+        cmocka_unit_test_setup(test_fork_while_another_thread_creates_sources, rl_trace_setup),
         cmocka_unit_test_setup(test_misuse, rl_trace_setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -6,7 +6,7 @@
 #include "testutil.h"
 #include "trace.h"
 
-#include "runloop_internal.h"
+#include "rl_lock.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>

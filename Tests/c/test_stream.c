@@ -4,7 +4,7 @@
 #include "trace.h"
 
 #include "RLStreamInternal.h"
-#include "runloop_internal.h"
+#include "rl_lock.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

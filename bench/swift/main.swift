@@ -4,7 +4,8 @@
 //   swift run -c release swiftthreads-bench     (or `make bench-thread`)
 //   BSW_ONLY=ports: the socket-port rows instead (Ports.swift, `make bench-ports-swift`)
 //   BTH_ROUNDS=3, BTH_QUICK=1 as for bench/bench_thread.c; BTH_ONLY_WAY=0..3 runs one
-//   round-trip variant (sync, perform wait, async+semaphore, await run)
+//   round-trip variant (sync, perform wait, async+semaphore, await run);
+//   BENCH_CSV=file also writes the rows for the charts (scripts/bench-chart.py)
 //
 // Rows:
 //   - Thread create+start -> entry: from the initializer call to the first
@@ -486,3 +487,23 @@ not pinned.
 Targets: \(misses == 0 ? "all met" : "some MISSED (see met?)").
 (whole run: \(String(format: "%.0f", Double(nowNs() - started) / 1e9)) s)
 """)
+
+// The rows for the charts: group,row,peer,ratio,ratio_min,ratio_max,ours,peer_value,unit
+// (the per-round ratios ours/peer).
+if let path = env["BENCH_CSV"], !path.isEmpty {
+    func quoted(_ s: String) -> String { "\"" + s.replacingOccurrences(of: "\"", with: "\"\"") + "\"" }
+    var lines = ["group,row,peer,ratio,ratio_min,ratio_max,ours,peer_value,unit"]
+    var what = ""  // a p99 row measures what the p50 row above it names
+    for (i, row) in rows.enumerated() where !row.oursV.isEmpty {
+        if let colon = row.ours.firstIndex(of: ":") { what = String(row.ours[colon...]) }
+        let label = row.ours.contains(":") ? row.ours : row.ours + what
+        let ratios = row.ratioV.filter { $0.isFinite && $0 > 0 }
+        let spread = ratios.isEmpty ? ",," : String(format: "%g,%g,%g", median(ratios), ratios.min()!, ratios.max()!)
+        let peer = i < 2 ? "Foundation Thread" : "Foundation RunLoop"
+        lines.append("\(quoted("threads and perform (Swift)")),\(quoted(label)),\(quoted(peer)),\(spread),"
+            + String(format: "%g,%g,", median(row.oursV) / 1e3, median(row.perfV) / 1e3) + quoted("us"))
+    }
+    if !FileManager.default.createFile(atPath: path, contents: (lines.joined(separator: "\n") + "\n").data(using: .utf8)) {
+        print("swiftthreads-bench: could not write \(path)")
+    }
+}

@@ -16,6 +16,8 @@
 //                 the waiting sender; ns per trip. ours: worker.sync { };
 //                 NIO: loop.submit { }.wait(); Foundation: perform + wake-up
 //                 + a semaphore.
+//   execute, CPU  the execute row again, as CPU time of the whole process
+//                 (sender and loop thread) per closure.
 //   idle CPU      CPU time the loop's thread uses while it has nothing to do,
 //                 in µs of CPU per second idle (its own thread CPU clock).
 //
@@ -24,6 +26,10 @@
 // with their min–max (below 1.00: ours is faster or lighter).
 //   NIOB_ROUNDS=N (default 7), NIOB_QUICK=1 (smaller N, 3 rounds)
 //   NIOB_CSV=file  also writes one line per cell for scripts/bench-chart.py
+//   NIOB_ONLY=execute,schedule,round,idle  runs the rows whose names start
+//                 with one of these words (default: every row)
+//   NIOB_PEERS=ours,NIO  runs only these peers (ours always runs: it is
+//                 what every ratio divides)
 import CoreFoundation
 import Dispatch
 import Foundation
@@ -45,6 +51,13 @@ import Glibc
 func threadCPUNs() -> Int64 {
     var ts = timespec()
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts)
+    return Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec)
+}
+
+/// The CPU time of the whole process (every thread), ns.
+func processCPUNs() -> Int64 {
+    var ts = timespec()
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts)
     return Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec)
 }
 
@@ -71,6 +84,10 @@ final class Countdown {
         if left == 0 { done.signal() }
     }
 }
+
+/// A result written on the loop's thread before a semaphore signal and read
+/// after the matching wait.
+final class Slot<T>: @unchecked Sendable { var value: T? }
 
 /// What every peer does: one loop on its own thread.
 protocol Peer: AnyObject {
@@ -196,15 +213,15 @@ final class FoundationPeer: Peer {
 
     /// Runs `body` on the loop and waits for its value.
     func sync<T>(_ body: @escaping () -> T) -> T {
-        var result: T?
+        let result = Slot<T>()
         let sem = DispatchSemaphore(value: 0)
         runLoop.perform(inModes: [.default]) {
-            result = body()
+            result.value = body()
             sem.signal()
         }
         CFRunLoopWakeUp(cfRunLoop)
         sem.wait()
-        return result!
+        return result.value!
     }
 
     func execute(_ n: Int) -> Double {
@@ -257,9 +274,19 @@ final class FoundationPeer: Peer {
 
 // MARK: The run
 
-let peers: [Peer] = [Ours(), NIO(), FoundationPeer()]
+let wanted = env("NIOB_PEERS").map { $0.lowercased().split(separator: ",").map(String.init) }
+func wants(_ name: String) -> Bool { name == "ours" || wanted?.contains(name.lowercased()) ?? true }
+let peers: [Peer] = [Ours()] + (wants("NIO") ? [NIO()] : []) + (wants("Foundation") ? [FoundationPeer()] : [])
 var rows: [(name: String, unit: String, measure: (Peer) -> Double)] = [
     ("execute from another thread", "ns/closure", { $0.execute(executeN) }),
+    // The same, counting the CPU time of the whole process (sender and
+    // loop thread) instead of the wall clock: on a loaded machine the wall
+    // clock mostly measures when the scheduler lets the two threads run.
+    ("execute, CPU of both threads", "ns CPU/closure", { peer in
+        let before = processCPUNs()
+        _ = peer.execute(executeN)
+        return Double(processCPUNs() - before) / Double(executeN)
+    }),
 ]
 for n in scheduleNs {
     rows.append(("scheduleTask add+cancel \(n / 1000)k", "ns/timer", { $0.scheduleCancel(n) }))
@@ -271,6 +298,15 @@ rows.append(("idle CPU", "µs CPU/s", { peer in
     let after = peer.loopThreadCPU()
     return Double(after - before) / 1000 / idleSeconds
 }))
+
+if let only = env("NIOB_ONLY"), !only.isEmpty {
+    let words = only.split(separator: ",").map { $0.lowercased() }
+    rows = rows.filter { row in words.contains { row.name.lowercased().hasPrefix($0) } }
+    if rows.isEmpty {
+        print("NIOB_ONLY=\(only): no row starts with any of these words (execute, schedule, round, idle)")
+        exit(2)
+    }
+}
 
 // Warm-up: every path once, small.
 for peer in peers {
@@ -301,28 +337,33 @@ print("ratio = ours/peer, median of per-round ratios [min-max]; below 1.00 ours 
 print("")
 func pad(_ s: String, _ n: Int) -> String { s.count >= n ? s : s + String(repeating: " ", count: n - s.count) }
 func lpad(_ s: String, _ n: Int) -> String { s.count >= n ? s : String(repeating: " ", count: n - s.count) + s }
-print(pad("row", 32) + lpad("unit", 11) + lpad("ours", 10) + lpad("NIO", 10) + lpad("Foundation", 12) + "   ours/NIO            ours/Foundation")
+print(pad("row", 32) + lpad("unit", 11) + peers.map { lpad($0.name, 12) }.joined()
+    + peers.dropFirst().map { "   " + pad("ours/\($0.name)", 18) }.joined())
+/// A CSV field in quotes (row names have commas).
+func quoted(_ s: String) -> String { "\"" + s.replacingOccurrences(of: "\"", with: "\"\"") + "\"" }
 var csv: [String] = []
 for (r, row) in rows.enumerated() {
     let cells = (0..<peers.count).map { median(results[r][$0]) }
     var line = pad(row.name, 32) + lpad(row.unit, 11)
-    line += lpad(String(format: "%.1f", cells[0]), 10) + lpad(String(format: "%.1f", cells[1]), 10) + lpad(String(format: "%.1f", cells[2]), 12)
+    line += cells.map { lpad(String(format: "%.1f", $0), 12) }.joined()
     for p in 1..<peers.count {
         let ratios = zip(results[r][0], results[r][p]).map { $1 > 0 ? $0 / $1 : .nan }.filter { !$0.isNaN }
         if ratios.isEmpty {
             line += "   " + pad("n/a (both ~0)", 18)
-            csv.append("Swift run loops,\(row.name),\(peers[p].name),,,,\(cells[0]),\(cells[p]),\(row.unit)")
+            csv.append("Swift run loops,\(quoted(row.name)),\(peers[p].name),,,,\(cells[0]),\(cells[p]),\(quoted(row.unit))")
             continue
         }
         let (m, lo, hi) = (median(ratios), ratios.min()!, ratios.max()!)
         line += "   " + pad(String(format: "%.2f [%.2f-%.2f]", m, lo, hi), 18)
-        csv.append("Swift run loops,\(row.name),\(peers[p].name),\(m),\(lo),\(hi),\(cells[0]),\(cells[p]),\(row.unit)")
+        csv.append("Swift run loops,\(quoted(row.name)),\(peers[p].name),\(m),\(lo),\(hi),\(cells[0]),\(cells[p]),\(quoted(row.unit))")
     }
     print(line)
 }
 if let path = env("NIOB_CSV") {
     let header = "group,row,peer,ratio,ratio_min,ratio_max,ours,peer_value,unit"
     let text = ([header] + csv).joined(separator: "\n") + "\n"
-    FileManager.default.createFile(atPath: path, contents: text.data(using: .utf8))
+    if !FileManager.default.createFile(atPath: path, contents: text.data(using: .utf8)) {
+        print("swiftthreads-nio-bench: could not write \(path)")
+    }
 }
 for peer in peers { peer.shutdown() }

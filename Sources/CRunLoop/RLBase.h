@@ -1,0 +1,92 @@
+/*
+ * RLBase.h — private: the object model (reference-counted objects with a
+ * class and a liveness mark), clocks and test fault injection, all defined
+ * in RLBase.c. Kept apart from internal.h so that the inline check and the
+ * fault flag sit in the header of the file that defines what they call.
+ * (The public <crunloop/RLBase.h> is a different file: always include that
+ * one with its folder.)
+ */
+#ifndef CRUNLOOP_RLBASE_PRIVATE_H
+#define CRUNLOOP_RLBASE_PRIVATE_H
+
+#include "internal.h"
+
+/* Fault injection for tests: each bit of rl__faults makes one kind of
+ * allocation fail, to reach the paths that handle it. Zero in normal use;
+ * the tests set it (it is hidden, so only code linked with the static
+ * library can). */
+enum { RL_FAULT_TIMER_ARRAY = 1 << 0 /* growing a mode's timer array (rl_heap.c) */ };
+RL__HIDDEN extern _Atomic unsigned rl__faults;
+#define rl__fault(f) RL__UNLIKELY(atomic_load_explicit(&rl__faults, memory_order_relaxed) & (f))
+
+/* ---- objects (RLBase.c) ---- */
+
+typedef struct rl__class {
+    const char *name;
+    /* Frees what the object owns (not the object itself). May be NULL. */
+    void (*finalize)(void *obj);
+    /* Called when the last reference is about to go. Return false (after
+     * rl__fail) to refuse destruction; the reference count stays at 1.
+     * May be NULL. */
+    bool (*can_destroy)(void *obj);
+    /* malloc'ed description, or NULL for the default "<Name 0x...>". */
+    char *(*describe)(const void *obj);
+} rl__class;
+
+#define RL__MAGIC_ALIVE 0x524c4f42u /* "RLOB" */
+#define RL__MAGIC_DEAD 0xdeadbeefu
+
+typedef struct rl__object {
+    _Atomic uint32_t magic;
+    uint32_t pooled; /* its memory is from rl_pool.c, not malloc */
+    const rl__class *cls;
+    /* Two counts in one word, so that both change in one atomic step: the
+     * low bits count every reference, the bits from RL__HELD_ONE up count
+     * those among them that the library keeps for itself (a thread's own
+     * RLThread, a thread's run loop): RLRelease refuses to drop one of
+     * those, so a caller who releases a Get-rule result gets an error
+     * instead of leaving the library a dangling pointer. */
+    _Atomic long rc;
+} rl__object;
+
+#define RL__HELD_ONE ((long)1 << 40)
+#define RL__RC_MASK (RL__HELD_ONE - 1)
+
+/* Marks one reference the caller (library code) already has as kept by
+ * the library: from now on only rl__object_unhold drops it. */
+RL__HIDDEN void rl__object_hold(const void *obj);
+
+/* Drops a reference marked by rl__object_hold (destroying the object if it
+ * was the last). Returns false as RLRelease does. */
+RL__HIDDEN bool rl__object_unhold(const void *obj);
+
+/* Allocates a zeroed object of `size` bytes (which starts with rl__object)
+ * with one reference. NULL (error set) on allocation failure. */
+RL__HIDDEN void *rl__object_alloc(const rl__class *cls, size_t size, const char *fn);
+
+/* The failing half of rl__object_check: sets the error, returns false. */
+RL__HIDDEN bool rl__object_check_fail(const void *obj, const rl__class *cls, const char *fn) __attribute__((cold));
+
+/* True if obj is a live object of class cls (any class if cls is NULL);
+ * otherwise false with kRLErrorInvalidArgument (NULL) or
+ * kRLErrorInvalidObject set, naming fn. Inline: every call checks its
+ * objects, and the hot paths (adding a timer, queuing a request) should
+ * not pay a function call for it. */
+static inline bool rl__object_check(const void *obj, const rl__class *cls, const char *fn) {
+    const rl__object *o = obj;
+    if (RL__LIKELY(o != NULL && atomic_load_explicit(&o->magic, memory_order_relaxed) == RL__MAGIC_ALIVE &&
+                   (cls == NULL || o->cls == cls)))
+        return true;
+    return rl__object_check_fail(obj, cls, fn);
+}
+
+/* ---- time (RLBase.c) ---- */
+
+RL__HIDDEN struct timespec rl__timespec_from_seconds(double s);
+/* The CLOCK_MONOTONIC instant corresponding to an RLAbsoluteTime date; dates
+ * in the past map to now, +inf/huge dates to a far future. */
+RL__HIDDEN struct timespec rl__monotonic_deadline_for_date(RLAbsoluteTime date);
+/* True if date is a usable date (not NaN). */
+RL__HIDDEN bool rl__date_valid(RLAbsoluteTime date);
+
+#endif /* CRUNLOOP_RLBASE_PRIVATE_H */

@@ -1,0 +1,94 @@
+/*
+ * RLRunLoopMode.c — a loop's modes: lookup (with a one-entry cache),
+ * creation, the common-mode names, and the mode name constants. Under the
+ * loop lock. Low in the run-loop files: it calls only the timer sets
+ * (rl_heap.c) and the object model; memberships, the iteration and perform
+ * requests call into it.
+ */
+#include "RLRunLoopMode.h"
+#include "rl_lock.h"
+#include "rl_heap.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+const RLRunLoopMode kRLRunLoopDefaultMode = "kRLRunLoopDefaultMode";
+const RLRunLoopMode kRLRunLoopCommonModes = "kRLRunLoopCommonModes";
+
+rl_mode *rl__mode_find_slow(RLRunLoopRef rl, const char *name) {
+    for (size_t i = 0; i < rl->nmodes; i++) {
+        if (strcmp(rl->modes[i]->name, name) == 0)
+            return rl->last_mode = rl->modes[i];
+    }
+    return NULL;
+}
+
+rl_common_name *rl__common_find(RLRunLoopRef rl, const char *name) {
+    for (size_t i = 0; i < rl->ncommon; i++) {
+        if (strcmp(rl->common[i].name, name) == 0)
+            return &rl->common[i];
+    }
+    return NULL;
+}
+
+void *rl__grow(void *a, size_t *cap, size_t need, size_t elem) {
+    if (need <= *cap)
+        return a;
+    size_t c = *cap ? *cap * 2 : 8;
+    while (c < need)
+        c *= 2;
+    void *b = realloc(a, c * elem);
+    if (b)
+        *cap = c;
+    return b;
+}
+
+rl_mode *rl__mode_new(RLRunLoopRef rl, const char *name, const char *fn) {
+    rl_mode **a = rl__grow(rl->modes, &rl->capmodes, rl->nmodes + 1, sizeof *a);
+    rl_mode *m = calloc(1, sizeof *m);
+    char *copy = strdup(name);
+    if (!a || !m || !copy) {
+        if (a)
+            rl->modes = a;
+        free(m);
+        free(copy);
+        rl__fail(kRLErrorNoMemory, fn, "out of memory creating mode %s", name);
+        return NULL;
+    }
+    rl->modes = a;
+    m->name = copy;
+    m->is_default = strcmp(name, kRLRunLoopDefaultMode) == 0;
+    m->rl = rl;
+    TAILQ_INIT(&m->sources);
+    TAILQ_INIT(&m->ready);
+    TAILQ_INIT(&m->observers);
+    rl__tset_init(&m->timers);
+    rl_common_name *c = rl__common_find(rl, name);
+    if (c)
+        m->common = true;
+    rl->modes[rl->nmodes++] = m;
+    return m;
+}
+
+void rl__mode_free(rl_mode *m) {
+    rl__tset_free(&m->timers);
+    free(m->sbuckets);
+    free(m->name);
+    free(m);
+}
+
+void rl__mode_recompute_mask(rl_mode *m) {
+    RLOptionFlags mask = 0;
+    rl_memb *x;
+    TAILQ_FOREACH(x, &m->observers, mode_link) {
+        mask |= ((struct RLRunLoopObserver *)x->item)->activities;
+    }
+    atomic_store_explicit(&m->observer_mask, mask, memory_order_relaxed);
+}
+
+bool rl__runloop_mode_create(RLRunLoopRef rl, RLRunLoopMode mode, const char *fname) {
+    rl__loop_lock(rl);
+    bool ok = rl__mode_get(rl, mode, fname) != NULL;
+    rl__loop_unlock(rl);
+    return ok;
+}

@@ -1,0 +1,409 @@
+/*
+ * rl_fdtab.c — a loop's fd registrations: the table from fd number to the
+ * fd sources on it (rl_fdreg, runloop_internal.h), what epoll watches for
+ * each (the union of what those sources want, armed one-shot under a tag),
+ * the checks that tell a closed or reused number from the file a source
+ * was made for, and turning what epoll reports into the callouts to make.
+ * Under the loop lock (and a source's item lock where said). Low in the
+ * run-loop files: it calls the locking protocol (rl_lock.c) only.
+ */
+#include "rl_fdtab.h"
+#include "rl_lock.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/stat.h>
+
+/* What src wants the loop to watch its fd for. The loop lock and src's
+ * item lock held. */
+static uint32_t rl_fd_desired(RLRunLoopRef rl, struct RLRunLoopSource *src) {
+    struct RLFileDescriptor *f = src->fdobj;
+    if (!src->valid || !f || !rl__peek(f->valid) || rl__peek(f->stale) || !rl->armed_mode)
+        return 0;
+    if (!rl__memb_in_mode(src, RL_KIND_SOURCE, rl->armed_mode))
+        return 0;
+    RLOptionFlags enabled = atomic_load_explicit(&f->enabled, memory_order_relaxed);
+    uint32_t ev = 0;
+    if (enabled & kRLFileDescriptorReadCallBack)
+        ev |= EPOLLIN;
+    if (enabled & kRLFileDescriptorWriteCallBack)
+        ev |= EPOLLOUT;
+    return ev;
+}
+
+/* The union of what the sources on r want: their wishes as last read under
+ * each one's item lock (rl_fd_update), so no other source's lock is needed. */
+static uint32_t rl_fd_want(RLRunLoopRef rl, const rl_fdreg *r) {
+    (void)rl;
+    uint32_t want = 0;
+    for (uint32_t i = 0; i < r->nsrcs; i++)
+        want |= r->want[i];
+    return want;
+}
+
+/* 0, or the errno of the failed epoll_ctl. */
+static int rl_fd_ctl(RLRunLoopRef rl, int op, int fd, uint32_t events, uint32_t gen) {
+    if (RL__UNLIKELY(!rl__of_this_process(rl)))
+        return 0; /* a fork() child never touches its parent's epoll set */
+    struct epoll_event ev = {.events = events, .data.u64 = rl__ev_data(fd, gen)};
+    return epoll_ctl(rl->epfd, op, fd, &ev) == 0 ? 0 : errno;
+}
+
+static void rl_fd_set_armed(RLRunLoopRef rl, rl_fdreg *r, uint32_t armed) {
+    if ((r->armed == 0) != (armed == 0)) {
+        if (armed) {
+            rl->nfd_armed++;
+            rl->nalways += r->always;
+        } else {
+            rl->nfd_armed--;
+            rl->nalways -= r->always;
+        }
+    }
+    r->armed = armed;
+}
+
+/* The objects on r (but `fresh`) no longer name the file they were made
+ * for, or cannot be watched (err): they are not watched again, and say so
+ * when enabled (RLFileDescriptor.c). */
+static void rl_fd_mark_stale(rl_fdreg *r, struct RLRunLoopSource *fresh, int err) {
+    for (uint32_t i = 0; i < r->nsrcs; i++) {
+        struct RLFileDescriptor *f = r->srcs[i]->fdobj;
+        if (r->srcs[i] != fresh && f && !rl__peek(f->stale)) {
+            rl__poke(f->stale, err);
+            atomic_store_explicit(&f->enabled, 0, memory_order_relaxed);
+            r->want[i] = 0;
+        }
+    }
+}
+
+/* Marks stale the objects on r made for another file than fd names now
+ * (the number was closed and reused behind their backs). */
+static void rl_fd_check_identity(rl_fdreg *r, int fd) {
+    struct stat st;
+    int err = fstat(fd, &st) == 0 ? 0 : errno;
+    for (uint32_t i = 0; i < r->nsrcs; i++) {
+        struct RLFileDescriptor *f = r->srcs[i]->fdobj;
+        if (f && !rl__peek(f->stale) && (err || f->dev != st.st_dev || f->ino != st.st_ino)) {
+            rl__poke(f->stale, err ? err : ENOENT);
+            atomic_store_explicit(&f->enabled, 0, memory_order_relaxed);
+            r->want[i] = 0;
+        }
+    }
+}
+
+/* Adds fd to the epoll set, under a new tag, for what its objects that
+ * still name its file want. */
+static void rl_fd_add(RLRunLoopRef rl, rl_fdreg *r, int fd) {
+    rl_fd_check_identity(r, fd);
+    uint32_t want = rl_fd_want(rl, r);
+    if (want == 0)
+        return;
+    uint32_t gen = ++rl->fdgen ? rl->fdgen : ++rl->fdgen;
+    int err = rl_fd_ctl(rl, EPOLL_CTL_ADD, fd, want | EPOLLONESHOT, gen);
+    if (err == EEXIST) /* in the set under a tag given up on: take it over */
+        err = rl_fd_ctl(rl, EPOLL_CTL_MOD, fd, want | EPOLLONESHOT, gen);
+    if (err == 0) {
+        r->gen = gen;
+        rl_fd_set_armed(rl, r, want);
+    } else if (err == EPERM) {
+        /* A file that is always ready (poll says so; epoll refuses it). */
+        r->always = true;
+        rl_fd_set_armed(rl, r, want);
+    } else {
+        /* EBADF: the fd is closed. ENOMEM, ENOSPC (the user's watch limit):
+         * the loop cannot watch it. Reported, never silently dropped. */
+        rl_fd_mark_stale(r, NULL, err);
+    }
+}
+
+/* Brings the kernel in line with what fd should be watched for (the union
+ * over its sources). `verify`: ask the kernel even if nothing changed,
+ * because `fresh`, a new object on this fd number, joins: an error then
+ * says that the registration was made for a file the number no longer
+ * names (ENOENT: closed and reused; EBADF: closed), and the objects
+ * there before are stale. Loop lock held. */
+static void rl_fd_sync_ex(RLRunLoopRef rl, int fd, bool verify, struct RLRunLoopSource *fresh) {
+    if (fd < 0 || (size_t)fd >= rl->nfdtab)
+        return;
+    rl_fdreg *r = &rl->fdtab[fd];
+    uint32_t want = rl_fd_want(rl, r);
+    if (r->always) {
+        if (!verify || want == 0) {
+            rl_fd_set_armed(rl, r, want);
+            return;
+        }
+        /* Does epoll still refuse what the number names now? */
+        rl_fd_set_armed(rl, r, 0);
+        r->always = false;
+        rl_fd_add(rl, r, fd);
+        if (r->always || r->gen == 0)
+            return;
+        rl_fd_mark_stale(r, fresh, ENOENT); /* a watchable file now: not the one they were made for */
+        verify = false;
+        want = rl_fd_want(rl, r);
+        if (want == r->armed)
+            return;
+    }
+    if (want == r->armed && !verify)
+        return;
+    if (r->gen == 0) {
+        if (want)
+            rl_fd_add(rl, r, fd);
+        return;
+    }
+    int err = 0;
+    if (want) {
+        err = rl_fd_ctl(rl, EPOLL_CTL_MOD, fd, want | EPOLLONESHOT, r->gen);
+    } else if (r->armed || verify) {
+        /* Nobody listens: out of the set, not left armed with no events
+         * (epoll would still report hang-ups). A registration the kernel
+         * disarmed after reporting stays, to be re-armed cheaply. */
+        err = rl_fd_ctl(rl, EPOLL_CTL_DEL, fd, 0, 0);
+        if (err == 0)
+            r->gen = 0;
+    }
+    if (err == 0) {
+        rl_fd_set_armed(rl, r, want);
+        return;
+    }
+    /* Whatever the kernel still holds under the old tag reports at most
+     * once more (one-shot) and is ignored by its tag. */
+    r->gen = 0;
+    rl_fd_set_armed(rl, r, 0);
+    rl_fd_mark_stale(r, err == ENOENT || err == EBADF ? fresh : NULL, err);
+    rl_fd_add(rl, r, fd);
+}
+
+static void rl_fd_sync(RLRunLoopRef rl, int fd) { rl_fd_sync_ex(rl, fd, false, NULL); }
+
+/* Files src under its fd. False: out of memory (nothing changed). src's
+ * item lock held. */
+bool rl__fd_register(RLRunLoopRef rl, struct RLRunLoopSource *src) {
+    int fd = src->fdobj ? src->fdobj->fd : -1;
+    if (fd < 0)
+        return true;
+    if ((size_t)fd >= rl->nfdtab) {
+        size_t n = rl->nfdtab ? rl->nfdtab : 16;
+        while (n <= (size_t)fd)
+            n *= 2;
+        rl_fdreg *t = realloc(rl->fdtab, n * sizeof *t);
+        if (!t)
+            return false;
+        memset(t + rl->nfdtab, 0, (n - rl->nfdtab) * sizeof *t);
+        rl->fdtab = t;
+        rl->nfdtab = n;
+    }
+    rl_fdreg *r = &rl->fdtab[fd];
+    for (uint32_t i = 0; i < r->nsrcs; i++) {
+        if (r->srcs[i] == src)
+            return true;
+    }
+    if (r->nsrcs == r->capsrcs) {
+        uint32_t cap = r->capsrcs ? r->capsrcs * 2 : 1;
+        struct RLRunLoopSource **a = realloc(r->srcs, cap * sizeof *a);
+        if (!a)
+            return false;
+        r->srcs = a;
+        uint32_t *w = realloc(r->want, cap * sizeof *w);
+        if (!w)
+            return false;
+        r->want = w;
+        r->capsrcs = cap;
+    }
+    r->srcs[r->nsrcs] = src;
+    r->want[r->nsrcs++] = rl_fd_desired(rl, src);
+    /* The number may have been closed and reused since the object (or the
+     * others on it) were made. The kernel's registration, if there is one,
+     * is asked too: it tells apart files that share an identity (eventfds). */
+    rl_fd_check_identity(r, fd);
+    if (r->gen != 0 || r->always)
+        rl_fd_sync_ex(rl, fd, true, src);
+    return true;
+}
+
+void rl__fd_unregister(RLRunLoopRef rl, struct RLRunLoopSource *src) {
+    int fd = src->fdobj ? src->fdobj->fd : -1;
+    if (fd < 0 || (size_t)fd >= rl->nfdtab)
+        return;
+    rl_fdreg *r = &rl->fdtab[fd];
+    for (uint32_t i = 0; i < r->nsrcs; i++) {
+        if (r->srcs[i] == src) {
+            memmove(&r->srcs[i], &r->srcs[i + 1], (r->nsrcs - i - 1) * sizeof *r->srcs);
+            memmove(&r->want[i], &r->want[i + 1], (r->nsrcs - i - 1) * sizeof *r->want);
+            r->nsrcs--;
+            /* The union of the others; none left: out of the set (errors
+             * mean it is gone already). */
+            rl_fd_sync_ex(rl, fd, r->nsrcs == 0 && r->gen != 0, NULL);
+            if (r->nsrcs == 0) {
+                rl_fd_set_armed(rl, r, 0);
+                r->gen = 0;
+                r->always = false;
+            }
+            return;
+        }
+    }
+}
+
+/* Re-reads what src wants (rl_fd_desired: src's item lock held) and re-arms
+ * its fd. */
+void rl__fd_update(RLRunLoopRef rl, struct RLRunLoopSource *src) {
+    int fd = src->fdobj ? src->fdobj->fd : -1;
+    if (fd < 0 || (size_t)fd >= rl->nfdtab)
+        return;
+    rl_fdreg *r = &rl->fdtab[fd];
+    for (uint32_t i = 0; i < r->nsrcs; i++) {
+        if (r->srcs[i] == src) {
+            r->want[i] = rl_fd_desired(rl, src);
+            rl_fd_sync(rl, fd);
+            return;
+        }
+    }
+}
+
+/* The armed mode changed: every source's wish is read again, each under its
+ * item lock in turn. Loop lock held, no item lock. */
+void rl__fd_sync_all(RLRunLoopRef rl) {
+    for (size_t i = 0; i < rl->nfdtab; i++) {
+        rl_fdreg *r = &rl->fdtab[i];
+        if (!r->nsrcs)
+            continue;
+        for (uint32_t k = 0; k < r->nsrcs; k++) {
+            struct RLRunLoopSource *src = r->srcs[k];
+            rl__olock_lock(&src->lock);
+            r->want[k] = rl_fd_desired(rl, src);
+            rl__olock_unlock(&src->lock);
+        }
+        rl_fd_sync(rl, (int)i);
+    }
+}
+
+/* Right after epoll_wait: each reported registration is disarmed now (one-
+ * shot), and a report under a tag the loop gave up on (left behind by a
+ * closed fd) is blanked, to be ignored. Loop lock held. */
+void rl__fd_note_events(RLRunLoopRef rl, struct epoll_event *ev, int n) {
+    for (int i = 0; i < n; i++) {
+        int fd = rl__ev_fd(&ev[i]);
+        uint32_t gen = rl__ev_gen(&ev[i]);
+        if (gen == 0)
+            continue; /* the loop's own eventfd or timerfd */
+        rl_fdreg *r = fd >= 0 && (size_t)fd < rl->nfdtab ? &rl->fdtab[fd] : NULL;
+        if (r && r->gen == gen)
+            rl_fd_set_armed(rl, r, 0);
+        else
+            ev[i].events = 0;
+    }
+}
+
+/* Re-arms the fd of s in every loop s is in but `except`. No lock held. */
+void rl__fd_resync_except(struct RLRunLoopSource *s, RLRunLoopRef except) {
+    rl_loopset ls;
+    rl__loopset_init(&ls);
+    rl__olock_lock(&s->lock);
+    rl__loopset_collect(&ls, s, except);
+    rl__olock_unlock(&s->lock);
+    for (size_t i = 0; i < ls.n; i++) {
+        RLRunLoopRef rl = ls.a[i];
+        rl__loop_lock(rl);
+        rl__olock_lock(&s->lock);
+        rl__fd_update(rl, s);
+        rl__olock_unlock(&s->lock);
+        rl__loop_unlock(rl);
+    }
+    rl__loopset_free(&ls);
+}
+
+void rl__source_fd_resync(struct RLRunLoopSource *s) { rl__fd_resync_except(s, NULL); }
+
+/* ---- from epoll's reports to callouts ---- */
+
+/* Turns an epoll event into the callbacks to deliver, for each source on
+ * fd (at most max) whose enabled callbacks match; one-shot: the delivered
+ * types are disabled before the callout (each enabled type goes to one
+ * loop only, should the source be in several). Returns how many went to
+ * out; the caller re-arms the fd in the source's other loops. Loop lock
+ * held. */
+static size_t rl_fd_take(RLRunLoopRef rl, rl_mode *m, int fd, uint32_t events, rl_fd_fire *out, size_t max) {
+    if (fd < 0 || (size_t)fd >= rl->nfdtab)
+        return 0;
+    rl_fdreg *r = &rl->fdtab[fd];
+    RLOptionFlags ready = 0;
+    if (events & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP))
+        ready |= kRLFileDescriptorReadCallBack;
+    if (events & (EPOLLOUT | EPOLLERR))
+        ready |= kRLFileDescriptorWriteCallBack;
+    size_t n = 0;
+    for (uint32_t i = 0; i < r->nsrcs && n < max; i++) {
+        struct RLRunLoopSource *s = r->srcs[i];
+        struct RLFileDescriptor *f = s->fdobj;
+        RLOptionFlags types = f ? ready & atomic_load_explicit(&f->enabled, memory_order_relaxed) : 0;
+        if (!types)
+            continue;
+        rl__olock_lock(&s->lock);
+        if (s->valid && rl__peek(f->valid) && rl__memb_in_mode(s, RL_KIND_SOURCE, m)) {
+            types &= atomic_fetch_and_explicit(&f->enabled, ~types, memory_order_relaxed);
+            r->want[i] = rl_fd_desired(rl, s);
+        } else {
+            types = 0;
+        }
+        rl__olock_unlock(&s->lock);
+        if (!types)
+            continue;
+        rl__retain_raw(s);
+        out[n].src = s;
+        out[n].types = types;
+        n++;
+    }
+    rl_fd_sync(rl, fd);
+    return n;
+}
+
+/* Room in *fire (inline buffer inl at first) for need entries. */
+static bool rl_fd_fire_reserve(rl_fd_fire **fire, rl_fd_fire *inl, size_t *cap, size_t n, size_t need) {
+    if (need <= *cap)
+        return true;
+    size_t c = *cap * 2 > need ? *cap * 2 : need;
+    rl_fd_fire *a = *fire == inl ? malloc(c * sizeof *a) : realloc(*fire, c * sizeof *a);
+    if (!a)
+        return false;
+    if (*fire == inl)
+        memcpy(a, inl, n * sizeof *a);
+    *fire = a;
+    *cap = c;
+    return true;
+}
+
+/* Turns the events of one epoll_wait (and the always-ready fds) into the
+ * callouts to make in mode m: into *fire (inl, of *cap entries, at
+ * first; grown on the heap if need be), each source retained. With
+ * stop_after_handle, one at most; the other reported fds are re-armed.
+ * Returns how many. Loop lock held. */
+size_t rl__fd_collect(RLRunLoopRef rl, rl_mode *m, struct epoll_event *ev, int nev, bool stop_after_handle,
+                      rl_fd_fire **fire, rl_fd_fire *inl, size_t *cap) {
+    size_t n = 0;
+    for (int i = 0; i < nev; i++) {
+        int fd = rl__ev_fd(&ev[i]);
+        if (rl__ev_gen(&ev[i]) == 0)
+            continue; /* the loop's own eventfd or timerfd */
+        if (stop_after_handle && n == 1) {
+            rl_fd_sync(rl, fd); /* re-armed: it reports again */
+            continue;
+        }
+        size_t k = fd >= 0 && (size_t)fd < rl->nfdtab ? rl->fdtab[fd].nsrcs : 0;
+        if (!rl_fd_fire_reserve(fire, inl, cap, n, n + k))
+            k = *cap - n; /* out of memory: the rest stay enabled and report again */
+        n += rl_fd_take(rl, m, fd, ev[i].events, *fire + n, stop_after_handle ? 1 : k);
+    }
+    /* Always-ready fds (epoll refuses them) are ready whenever armed. */
+    for (size_t fd = 0; rl->nalways && fd < rl->nfdtab; fd++) {
+        rl_fdreg *r = &rl->fdtab[fd];
+        if (!r->always || !r->armed || (stop_after_handle && n == 1))
+            continue;
+        size_t k = r->nsrcs;
+        if (!rl_fd_fire_reserve(fire, inl, cap, n, n + k))
+            k = *cap - n;
+        n += rl_fd_take(rl, m, (int)fd, r->armed, *fire + n, stop_after_handle ? 1 : k);
+    }
+    return n;
+}

@@ -1,0 +1,43 @@
+/*
+ * rl_fdtab.h — private: a loop's fd registrations (rl_fdtab.c): which fd
+ * sources sit on each fd number, what epoll watches for, and the callouts
+ * an epoll report turns into. The table's types (rl_fdreg) are in
+ * runloop_internal.h because the loop embeds them. Loop lock held
+ * throughout unless said otherwise.
+ */
+#ifndef CRUNLOOP_RL_FDTAB_H
+#define CRUNLOOP_RL_FDTAB_H
+
+#include "runloop_internal.h"
+
+/* Files src under its fd (src joins rl). False: out of memory (nothing
+ * changed). src's item lock held. */
+RL__HIDDEN bool rl__fd_register(RLRunLoopRef rl, struct RLRunLoopSource *src);
+/* src leaves rl's table; its fd leaves the epoll set when no source is
+ * left on it. src's item lock held. */
+RL__HIDDEN void rl__fd_unregister(RLRunLoopRef rl, struct RLRunLoopSource *src);
+/* Re-reads what src wants and re-arms its fd. src's item lock held. */
+RL__HIDDEN void rl__fd_update(RLRunLoopRef rl, struct RLRunLoopSource *src);
+/* The armed mode changed: every source's wish is read again, each under
+ * its item lock in turn (no item lock held by the caller). */
+RL__HIDDEN void rl__fd_sync_all(RLRunLoopRef rl);
+/* Right after epoll_wait: reported registrations are disarmed (one-shot),
+ * and reports under a tag the loop gave up on are blanked. */
+RL__HIDDEN void rl__fd_note_events(RLRunLoopRef rl, struct epoll_event *ev, int n);
+/* Re-arms the fd of s in every loop s is in but `except`. No lock held. */
+RL__HIDDEN void rl__fd_resync_except(struct RLRunLoopSource *s, RLRunLoopRef except);
+/* What the fd object of s wants changed (enabled callbacks): re-arms its
+ * fd in every loop s is in. No lock held. */
+RL__HIDDEN void rl__source_fd_resync(struct RLRunLoopSource *s);
+
+/* One callout an epoll report turns into: the source (retained) and the
+ * callback types it gets (already disabled: callbacks are one-shot). */
+typedef struct rl_fd_fire {
+    struct RLRunLoopSource *src;
+    RLOptionFlags types;
+} rl_fd_fire;
+
+RL__HIDDEN size_t rl__fd_collect(RLRunLoopRef rl, rl_mode *m, struct epoll_event *ev, int nev,
+                                 bool stop_after_handle, rl_fd_fire **fire, rl_fd_fire *inl, size_t *cap);
+
+#endif /* CRUNLOOP_RL_FDTAB_H */

@@ -1,0 +1,46 @@
+/*
+ * rl_heap.h — private: a mode's timer set (heaps of timer memberships,
+ * rl_heap.c), used under the loop lock. The types (rl_timerset, rl_heap,
+ * rl_memb) are in runloop_internal.h because a mode embeds them.
+ */
+#ifndef CRUNLOOP_RL_HEAP_H
+#define CRUNLOOP_RL_HEAP_H
+
+#include "runloop_internal.h"
+
+/* ---- timer heaps (rl_heap.c), the loop lock held ---- */
+
+RL__HIDDEN void rl__tset_init(rl_timerset *ts);
+RL__HIDDEN void rl__tset_free(rl_timerset *ts);
+RL__HIDDEN size_t rl__tset_count(const rl_timerset *ts);
+RL__HIDDEN bool rl__tset_add_slow(rl_timerset *ts, rl_memb *m);
+/* Files a new membership (pending: no heap order yet, see rl_heap.c).
+ * The common case, a strict timer, is inline and cannot fail: it goes on
+ * the pending list, a few stores into the membership. */
+static inline bool rl__tset_add(rl_timerset *ts, rl_memb *m) {
+    const struct RLRunLoopTimer *t = m->item;
+    if (RL__UNLIKELY(t->tolerance > 0))
+        return rl__tset_add_slow(ts, m);
+    m->lax = false;
+    m->pending = true;
+    TAILQ_INSERT_TAIL(&ts->pending, m, plink);
+    ts->npending++;
+    return true;
+}
+RL__HIDDEN void rl__tset_remove(rl_timerset *ts, rl_memb *m);
+/* The timer's date or tolerance changed. */
+RL__HIDDEN bool rl__tset_update(rl_timerset *ts, rl_memb *m);
+/* Some membership (to empty the set), or NULL. */
+RL__HIDDEN rl_memb *rl__tset_any(const rl_timerset *ts);
+/* Earliest fire date (every timer) / earliest wake deadline (fire date +
+ * tolerance) of the timers not being fired: a timer whose callout is running
+ * is past its date, and letting it arm the wake-up would make a nested run
+ * of the same mode spin until the callout returns (CF skips it too); it is
+ * re-filed after its callout. False if there is none. */
+RL__HIDDEN bool rl__tset_earliest_fire(rl_timerset *ts, double *date);
+RL__HIDDEN bool rl__tset_earliest_deadline(rl_timerset *ts, double *date);
+/* Appends to *out every membership whose fire date is <= now. */
+RL__HIDDEN void rl__tset_collect_due(rl_timerset *ts, RLAbsoluteTime now, rl_memb ***out, size_t *n,
+                                     size_t *cap);
+
+#endif /* CRUNLOOP_RL_HEAP_H */

@@ -1,0 +1,49 @@
+/*
+ * rl_loop.c — the run-loop object at the bottom of the loop core: its
+ * class and finalizer, the check every public call on a loop makes, and
+ * the calling thread's loop pointer. Low so that every other run-loop
+ * file may call it: it calls only the modes (RLRunLoopMode.c) and the
+ * perform queue's storage (rl_pqueue.c), to free what a loop owns.
+ * Creation, per-thread storage and teardown are RLRunLoop.c's.
+ */
+#include "rl_loop.h"
+#include "RLRunLoopMode.h"
+#include "RLRunLoopPerformInternal.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+__thread RLRunLoopRef rl__tls;
+
+static void rl_finalize(void *obj);
+
+const rl__class rl__runloop_class = {"RLRunLoop", rl_finalize, NULL, NULL};
+
+static void rl_close(int fd) {
+    if (fd >= 0)
+        close(fd);
+}
+
+static void rl_finalize(void *obj) {
+    RLRunLoopRef rl = obj;
+    for (size_t i = 0; i < rl->nmodes; i++)
+        rl__mode_free(rl->modes[i]);
+    free(rl->modes);
+    for (size_t i = 0; i < rl->ncommon; i++)
+        free(rl->common[i].name);
+    free(rl->common);
+    free(rl->citems);
+    free(rl->cidx);
+    for (size_t i = 0; i < rl->nfdtab; i++) {
+        free(rl->fdtab[i].srcs);
+        free(rl->fdtab[i].want);
+    }
+    free(rl->fdtab);
+    /* In a fork() child, an inherited loop's requests are the parent's (it
+     * runs them): their release functions are not called here. */
+    if (rl__of_this_process(rl))
+        rl__perform_destroy(&rl->pq);
+    rl_close(rl->epfd);
+    rl_close(rl->evfd);
+    rl_close(rl->tfd);
+}

@@ -1,0 +1,36 @@
+/*
+ * rl_loop.h — private: the run-loop object at the bottom of the loop core
+ * (rl_loop.c): its class, the check every call on a loop makes, and the
+ * calling thread's own loop. Everything else in the run-loop files calls
+ * down to these; they call nothing above them (modes and the perform
+ * queue's storage only, to free a loop).
+ */
+#ifndef CRUNLOOP_RL_LOOP_H
+#define CRUNLOOP_RL_LOOP_H
+
+#include "runloop_internal.h"
+
+/* The class of every RLRunLoop; its finalizer frees what the loop owns. */
+RL__HIDDEN extern const rl__class rl__runloop_class;
+
+/* True if rl is a live run loop made in this process; otherwise false with
+ * the error set, naming fn (a loop inherited across fork() is refused by
+ * every public function: its kernel objects are the parent's, and its
+ * thread does not exist here). Inline: every call on a loop makes it, and
+ * a perform request makes it twice (queue, wake-up); the failing paths
+ * are out of line. */
+static inline bool rl__check_loop(RLRunLoopRef rl, const char *fn) {
+    if (!rl__object_check(rl, &rl__runloop_class, fn))
+        return false;
+    if (rl__fork_inherited(rl->fork_gen))
+        return rl__fork_fail(fn, "run loop");
+    return true;
+}
+
+/* The calling thread's run loop (its reference: the loop lives as long as
+ * this is set), NULL before RLRunLoopGetCurrent and after teardown. Set by
+ * the per-thread storage (RLRunLoop.c); read by the item locks and loop
+ * sets (rl_lock.c), for which the caller's own loop cannot go away. */
+RL__HIDDEN extern __thread RLRunLoopRef rl__tls;
+
+#endif /* CRUNLOOP_RL_LOOP_H */

@@ -1,0 +1,139 @@
+/*
+ * rl_wake.c — waking a run loop, and the timerfd it sleeps on:
+ * RLRunLoopWakeUp/Stop/IsWaiting, the eventfd write, and arming the
+ * timerfd at the next deadline (re-armed when timers come, go or move
+ * while the loop sleeps).
+ *
+ * WakeUp sets `wake_pending`, then writes the eventfd only if the loop is
+ * `sleeping`; the loop (rl_wait in RLRunLoopRun.c) sets `sleeping`, then
+ * blocks only if no wake is pending. Both sides use sequentially
+ * consistent atomics, so one of them always sees the other: no wake-up is
+ * lost, and waking an awake loop costs no system call. Low in the run-loop
+ * files: it calls the loop check (rl_loop.c) and the timer sets
+ * (rl_heap.c) only.
+ */
+#include "rl_wake.h"
+#include "rl_heap.h"
+#include "rl_lock.h"
+#include "rl_loop.h"
+#include "rl_spin.h"
+
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+void rl__drain(int fd) {
+    uint64_t v;
+    ssize_t r;
+    do {
+        r = read(fd, &v, sizeof v);
+    } while (r < 0 && errno == EINTR);
+}
+
+/* The eventfd is in the epoll set edge-triggered: every write is an event,
+ * so the loop never reads it back (one system call less per wake-up). Its
+ * counter only grows; in the unlikely case that it is full (2^64 - 2
+ * wake-ups), the write fails with EAGAIN: drain it and write again. */
+static void rl_write_eventfd(RLRunLoopRef rl) {
+    if (!rl__of_this_process(rl))
+        return;
+    uint64_t one = 1;
+    ssize_t r;
+    do {
+        r = write(rl->evfd, &one, sizeof one);
+        if (r < 0 && errno == EAGAIN) {
+            rl__drain(rl->evfd);
+            errno = EINTR; /* and again */
+        }
+    } while (r < 0 && errno == EINTR);
+}
+
+static void rl_wake(RLRunLoopRef rl) {
+    /* A load first keeps producers from bouncing the cache line while a
+     * wake-up is pending. Seeing 1 here is enough: that store came after the
+     * loop last cleared the flag, so the loop will look at its queues again.
+     * Both loads are sequentially consistent (plain loads on x86): the loop
+     * peeks at its perform queue without a lock (rl_pq_maybe_queued), and
+     * it is this ordering that makes it see what the caller queued. */
+    if (atomic_load(&rl->wake_pending))
+        return;
+    /* CF ignores wake-ups from the moment the loop wakes (or while it is not
+     * running) until its next pass begins: that pass looks at every queue
+     * anyway. Seeing a stale 1 here is safe for the same reason as above. */
+    if (atomic_load(&rl->ignore_wakeups))
+        return;
+    /* Where the waker runs tells the loop whether spinning for the next
+     * wake-up can pay (rl_spin_for_wake); stored only when it changes. */
+    int cpu = rl__spin_cpu();
+    if (atomic_load_explicit(&rl->waker_cpu, memory_order_relaxed) != cpu)
+        atomic_store_explicit(&rl->waker_cpu, cpu, memory_order_relaxed);
+    if (atomic_exchange(&rl->wake_pending, 1) != 0)
+        return; /* a wake-up is already on its way */
+    if (atomic_load(&rl->sleeping))
+        rl_write_eventfd(rl);
+}
+
+void rl__arm_timerfd(RLRunLoopRef rl, double at) {
+    if (at == rl->armed_at || !rl__of_this_process(rl))
+        return;
+    struct itimerspec its;
+    memset(&its, 0, sizeof its);
+    if (isfinite(at)) {
+        its.it_value = rl__timespec_from_seconds(at);
+        if (its.it_value.tv_sec == 0 && its.it_value.tv_nsec == 0)
+            its.it_value.tv_nsec = 1; /* zero would disarm */
+    }
+    timerfd_settime(rl->tfd, TFD_TIMER_ABSTIME, &its, NULL);
+    rl->armed_at = at;
+}
+
+double rl__next_wake(RLRunLoopRef rl, rl_frame *f) {
+    double at = f->deadline;
+    double date;
+    if (rl__tset_earliest_deadline(&f->mode->timers, &date)) {
+        double rel = date - RLAbsoluteTimeGetCurrent();
+        double t = rl__mono_now() + (rel > 0 ? rel : 0);
+        if (t < at)
+            at = t;
+    }
+    return at;
+}
+
+/* rl__rearm_for_added_timer's work (rl_wake.h). */
+void rl__rearm_for_added_timer_slow(RLRunLoopRef rl, const struct RLRunLoopTimer *t) {
+    if (t->firing)
+        return; /* not a wake-up reason until its callout returns (rl__tset_earliest_deadline) */
+    double rel = t->fire_date + t->tolerance - RLAbsoluteTimeGetCurrent();
+    double at = rl__mono_now() + (rel > 0 ? rel : 0);
+    if (at < rl->armed_at)
+        rl__arm_timerfd(rl, at);
+}
+
+/* ---- public: wake-up, stop, waiting ---- */
+
+bool RLRunLoopIsWaiting(RLRunLoopRef rl) {
+    if (!rl__check_loop(rl, __func__))
+        return false;
+    return atomic_load(&rl->sleeping) != 0;
+}
+
+bool RLRunLoopWakeUp(RLRunLoopRef rl) {
+    if (!rl__check_loop(rl, __func__))
+        return false;
+    rl_wake(rl);
+    return true;
+}
+
+bool RLRunLoopStop(RLRunLoopRef rl) {
+    if (!rl__check_loop(rl, __func__))
+        return false;
+    rl__loop_lock(rl);
+    /* As CF: only a running loop can be stopped; the innermost run returns. */
+    if (rl->frame)
+        rl->frame->stopped = true;
+    rl__loop_unlock(rl);
+    rl_wake(rl);
+    return true;
+}

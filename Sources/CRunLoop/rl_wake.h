@@ -1,0 +1,37 @@
+/*
+ * rl_wake.h — private: waking a run loop and arming its timerfd
+ * (rl_wake.c). The re-arm checks are inline: adding and removing a timer
+ * make them, and they cost a load or two when the loop is not asleep.
+ */
+#ifndef CRUNLOOP_RL_WAKE_H
+#define CRUNLOOP_RL_WAKE_H
+
+#include "runloop_internal.h"
+
+/* Reads fd (an eventfd or timerfd) until it is empty. */
+RL__HIDDEN void rl__drain(int fd);
+/* Arms the timerfd for monotonic time `at` (INFINITY disarms); no system
+ * call when it is already armed there. Loop lock held. */
+RL__HIDDEN void rl__arm_timerfd(RLRunLoopRef rl, double at);
+/* When the innermost run must wake next: its deadline or its mode's
+ * earliest timer deadline, as monotonic time. Loop lock held. */
+RL__HIDDEN double rl__next_wake(RLRunLoopRef rl, rl_frame *f);
+RL__HIDDEN void rl__rearm_for_added_timer_slow(RLRunLoopRef rl, const struct RLRunLoopTimer *t);
+
+/* A timer of rl moved or was added/removed: if rl is waiting, re-arm its
+ * timerfd so it neither oversleeps nor wakes for nothing. Loop lock held. */
+static inline void rl__rearm_if_waiting(RLRunLoopRef rl) {
+    if (rl && rl->frame && atomic_load(&rl->sleeping))
+        rl__arm_timerfd(rl, rl__next_wake(rl, rl->frame));
+}
+
+/* Timer t joined `mode` of rl. Adding can only bring the wake-up forward:
+ * a sleeping loop running that mode is re-armed only if t is due before the
+ * armed time, and nothing else (no clock read, no heap order) is needed.
+ * Loop lock held. */
+static inline void rl__rearm_for_added_timer(RLRunLoopRef rl, rl_mode *mode, const struct RLRunLoopTimer *t) {
+    if (rl->frame && rl->frame->mode == mode && atomic_load(&rl->sleeping))
+        rl__rearm_for_added_timer_slow(rl, t);
+}
+
+#endif /* CRUNLOOP_RL_WAKE_H */
