@@ -60,6 +60,15 @@ let package = Package(
             path: "examples/swift",
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),
+        // The Cocoa tutorial's echo client over the Foundation-shaped streams
+        // (RLInputStream / RLOutputStream), with an in-process RLSocket echo
+        // server and signals as an async sequence.
+        .executableTarget(
+            name: "swiftthreads-echo-client",
+            dependencies: ["SwiftThreads"],
+            path: "examples/swift-echo",
+            swiftSettings: [.swiftLanguageMode(.v6)]
+        ),
         .executableTarget(name: "swiftthreads-bench", dependencies: ["SwiftThreads"], path: "bench/swift", swiftSettings: [.swiftLanguageMode(.v6)]),
         .testTarget(
             name: "SwiftThreadsTests",

@@ -5,8 +5,11 @@
 #       one "[swift] PASS/FAIL suite NAME" line per suite (the whole output of
 #       a failing run), ends with "N passed, N failed, N skipped" over the tests
 #   scripts/run-swift-tests.sh --demo   swiftthreads-demo in its fast mode: it
-#       must exit 0 and end with its closing line; "[swift-demo] PASS ..."
-#   scripts/run-swift-tests.sh --tour   swiftthreads-demo's tour (RL_EXAMPLE_TOUR=1): what Swift adds
+#       must exit 0 and end with its closing line; then swiftthreads-echo-client
+#       with two lines on its standard input must echo both and exit 0;
+#       "[swift-demo] PASS ..." for each
+#   scripts/run-swift-tests.sh --tour   swiftthreads-demo's tour (RL_EXAMPLE_TOUR=1): what Swift adds,
+#       then the echo client over the Foundation-shaped streams
 #
 # SWIFT_ARGS: extra SwiftPM arguments (the Makefile's PLAIN=1 build folder).
 # V=1 prints SwiftPM's own output as it goes.
@@ -31,21 +34,43 @@ build() {
   fi
 }
 
+# The echo client's input in the tour and the check: two lines, then the end.
+echo_lines=$'hello, run loop\nechoed by an RLSocket server in the same process'
+
 case $mode in
 --tour)
   build "the Swift demo" "$logdir/demo-build.log" --product swiftthreads-demo || exit 1
+  build "the Swift echo client" "$logdir/echo-build.log" --product swiftthreads-echo-client || exit 1
   echo
   echo "==== Swift: swiftthreads-demo (what the Swift layer adds) ===="
-  RL_EXAMPLE_TOUR=1 exec env -u MAKEFLAGS "$SWIFT" run -q --skip-build "${args[@]}" swiftthreads-demo
+  RL_EXAMPLE_TOUR=1 env -u MAKEFLAGS "$SWIFT" run -q --skip-build "${args[@]}" swiftthreads-demo || exit 1
+  echo
+  echo "==== Swift: swiftthreads-echo-client (the Cocoa echo client over RLInputStream/RLOutputStream) ===="
+  printf '%s\n' "$echo_lines" | timeout 120 env -u MAKEFLAGS "$SWIFT" run -q --skip-build "${args[@]}" swiftthreads-echo-client
+  exit $?
   ;;
 --demo)
+  passed=0 failed=0
   build "the Swift demo" "$logdir/demo-build.log" --product swiftthreads-demo || { echo "0 passed, 1 failed, 0 skipped"; exit 1; }
   out=$logdir/swiftthreads-demo.out
   if RL_EXAMPLE_FAST=1 timeout 300 env -u MAKEFLAGS "$SWIFT" run -q --skip-build "${args[@]}" swiftthreads-demo >"$out" 2>&1 </dev/null; then
-    echo "[swift-demo] PASS swiftthreads-demo (fast mode)"; echo "1 passed, 0 failed, 0 skipped"; exit 0
+    echo "[swift-demo] PASS swiftthreads-demo (fast mode)"; passed=$((passed + 1))
+  else
+    echo "[swift-demo] FAIL swiftthreads-demo (fast mode)"; sed 's/^/     | /' "$out" | tail -60; failed=$((failed + 1))
   fi
-  echo "[swift-demo] FAIL swiftthreads-demo (fast mode)"; sed 's/^/     | /' "$out" | tail -60
-  echo "0 passed, 1 failed, 0 skipped"; exit 1
+  out=$logdir/swiftthreads-echo-client.out
+  if build "the Swift echo client" "$logdir/echo-build.log" --product swiftthreads-echo-client &&
+     printf '%s\n' "$echo_lines" | timeout 120 env -u MAKEFLAGS "$SWIFT" run -q --skip-build "${args[@]}" swiftthreads-echo-client >"$out" 2>&1 &&
+     grep -qx 'echo: hello, run loop' "$out" &&
+     grep -qx 'echo: echoed by an RLSocket server in the same process' "$out" &&
+     [ "$(tail -1 "$out")" = bye ]; then
+    echo "[swift-demo] PASS swiftthreads-echo-client (two lines echoed, clean exit)"; passed=$((passed + 1))
+  else
+    echo "[swift-demo] FAIL swiftthreads-echo-client (two lines echoed, clean exit)"; sed 's/^/     | /' "$out" 2>/dev/null | tail -30
+    failed=$((failed + 1))
+  fi
+  echo "$passed passed, $failed failed, 0 skipped"
+  [ "$failed" -eq 0 ]; exit $?
   ;;
 esac
 

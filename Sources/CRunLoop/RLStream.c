@@ -127,6 +127,20 @@ static const RLOptionFlags event_order[] = {kRLStreamEventOpenCompleted, kRLStre
                                             kRLStreamEventCanAcceptBytes, kRLStreamEventErrorOccurred,
                                             kRLStreamEventEndEncountered};
 
+static void rearm(rl__stream *s);
+
+/* A readiness event whose readiness is gone by its turn (the bytes were
+ * read, or the room used, outside the callback after the event was posted)
+ * would make the client's Read or Write block; and since posting it used
+ * the stream's arming, the next readiness would not be reported either. It
+ * is dropped and the stream re-armed instead. */
+static bool still_ready(rl__stream *s, RLOptionFlags bit) {
+    if (!(bit & (kRLStreamEventHasBytesAvailable | kRLStreamEventCanAcceptBytes)) || s->ops->ready(s))
+        return true;
+    rearm(s);
+    return false;
+}
+
 /* The source's perform, on a loop's thread: one callback per pending event,
  * each checked again just before it runs (an earlier callback may have
  * closed the stream or changed the client). Events the callbacks cause (a
@@ -157,7 +171,7 @@ static void stream_perform(void *info) {
             void (*cb)(void) = s->callback;
             void *cinfo = s->ctx.info;
             rl__stream_unlock(s);
-            if (!deliver)
+            if (!deliver || !still_ready(s, bit))
                 continue;
             if (s->is_read)
                 ((RLReadStreamClientCallBack)cb)((RLReadStreamRef)s, bit, cinfo);

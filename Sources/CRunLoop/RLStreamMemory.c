@@ -10,7 +10,9 @@
 
 typedef struct memory {
     uint8_t *bytes;
-    size_t len, pos, cap; /* written bytes are guarded by the stream lock */
+    /* Guarded by the stream lock: written bytes (len, cap), and the read
+     * position, which a loop's thread checks while another thread reads. */
+    size_t len, pos, cap;
 } memory;
 
 static memory *mem(rl__stream *s) { return (memory *)s->state; }
@@ -18,9 +20,11 @@ static memory *mem(rl__stream *s) { return (memory *)s->state; }
 static ssize_t memory_read(rl__stream *s, uint8_t *buf, size_t n, int *err) {
     (void)err;
     memory *m = mem(s);
+    rl__stream_lock(s);
     size_t left = m->len - m->pos, take = n < left ? n : left;
     memcpy(buf, m->bytes + m->pos, take);
     m->pos += take;
+    rl__stream_unlock(s);
     return (ssize_t)take;
 }
 
@@ -47,9 +51,14 @@ static ssize_t memory_write(rl__stream *s, const uint8_t *buf, size_t n, int *er
     return (ssize_t)n;
 }
 
-static bool memory_ready(rl__stream *s) { return !s->is_read || mem(s)->pos < mem(s)->len; }
+static bool memory_exhausted(rl__stream *s) {
+    rl__stream_lock(s);
+    bool end = mem(s)->pos >= mem(s)->len;
+    rl__stream_unlock(s);
+    return end;
+}
 
-static bool memory_exhausted(rl__stream *s) { return mem(s)->pos >= mem(s)->len; }
+static bool memory_ready(rl__stream *s) { return !s->is_read || !memory_exhausted(s); }
 
 static void memory_finalize(rl__stream *s) { free(mem(s)->bytes); }
 

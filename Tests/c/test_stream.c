@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -472,6 +473,111 @@ static void test_scheduled_in_two_modes_delivers_in_either(void **state) {
     RLRelease(r);
 }
 
+/* A readiness event whose readiness is gone when its turn comes — the
+ * bytes were read outside the callback, after the socket became readable
+ * but before the loop posted the event — is not delivered (a client that
+ * reads on it would block), and the stream stays armed: the next bytes are
+ * reported. The reader is scheduled in mode R, the writer in mode W, so
+ * that the shared socket source fires in W and the reader's event waits
+ * for R; an AfterWaiting observer of W reads between the wait and the
+ * socket's callout. */
+static RLReadStreamRef stale_reader;
+static int stale_reads;
+
+static void stale_read_cb(RLReadStreamRef s, RLStreamEventType t, void *info) {
+    (void)s;
+    (void)info;
+    rl_trace_addf("r:%s", ev_name(t));
+}
+
+static void read_after_wait(RLRunLoopObserverRef o, RLRunLoopActivity a, void *info) {
+    (void)o;
+    (void)a;
+    (void)info;
+    uint8_t b[8];
+    if (stale_reads == 0 && RLReadStreamHasBytesAvailable(stale_reader)) {
+        assert_int_equal(RLReadStreamRead(stale_reader, b, sizeof b), 1);
+        stale_reads++;
+    }
+}
+
+static void test_stale_readiness_is_dropped_and_the_stream_stays_armed(void **state) {
+    (void)state;
+    int sv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    RLReadStreamRef r;
+    RLWriteStreamRef w;
+    assert_true(RLStreamCreatePairWithSocket(NULL, sv[0], &r, &w));
+    stale_reader = r;
+    stale_reads = 0;
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    RLStreamClientContext ctx = {0, NULL, NULL, NULL, NULL};
+    assert_true(RLReadStreamSetClient(r, kRLStreamEventHasBytesAvailable, stale_read_cb, &ctx));
+    assert_true(RLReadStreamScheduleWithRunLoop(r, rl, "R"));
+    assert_true(RLWriteStreamScheduleWithRunLoop(w, rl, "W"));
+    RLRunLoopObserverRef obs = RLRunLoopObserverCreate(NULL, kRLRunLoopAfterWaiting, true, 0, read_after_wait, NULL);
+    RLRunLoopAddObserver(rl, obs, "W");
+    assert_true(RLReadStreamOpen(r));
+    RLRunLoopRunInMode("R", 0, false);
+    assert_trace("");
+    assert_int_equal(write(sv[1], "a", 1), 1);
+    double end = rl_test_now() + 10;
+    while (stale_reads == 0 && rl_test_now() < end)
+        RLRunLoopRunInMode("W", 0.05, true);
+    assert_int_equal(stale_reads, 1);
+    RLRunLoopRunInMode("W", 0, false); /* the socket's callout, if not in the same pass */
+    RLRunLoopRunInMode("R", 0, false);
+    assert_trace(""); /* "a" was read: no event for it */
+    assert_int_equal(write(sv[1], "b", 1), 1);
+    end = rl_test_now() + 10;
+    while (!strstr(rl_trace_get(), "r:bytes") && rl_test_now() < end)
+        RLRunLoopRunInMode("R", 0.05, true);
+    assert_trace("r:bytes");
+    RLRunLoopRemoveObserver(rl, obs, "W");
+    RLRunLoopObserverInvalidate(obs);
+    RLRelease(obs);
+    RLRelease(r);
+    RLRelease(w);
+    close(sv[0]);
+    close(sv[1]);
+}
+
+/* HasBytesAvailable may be asked from any thread while another reads (a
+ * loop's thread checks it before delivering an event): the memory stream's
+ * read position is shared state (make check-tsan sees a race otherwise). */
+static RLReadStreamRef polled_reader;
+static atomic_int reader_done;
+
+static void *poll_bytes(void *arg) {
+    (void)arg;
+    long seen = 0;
+    while (!atomic_load(&reader_done))
+        seen += RLReadStreamHasBytesAvailable(polled_reader);
+    return (void *)seen;
+}
+
+static void test_memory_stream_polled_while_read_on_another_thread(void **state) {
+    (void)state;
+    static uint8_t bytes[20000];
+    memset(bytes, 'm', sizeof bytes);
+    polled_reader = RLReadStreamCreateWithBytes(NULL, bytes, sizeof bytes);
+    assert_true(RLReadStreamOpen(polled_reader));
+    atomic_store(&reader_done, 0);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, poll_bytes, NULL), 0);
+    uint8_t buf[7];
+    size_t total = 0;
+    RLIndex n;
+    while ((n = RLReadStreamRead(polled_reader, buf, sizeof buf)) > 0)
+        total += (size_t)n;
+    atomic_store(&reader_done, 1);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_int_equal(n, 0);
+    assert_int_equal(total, sizeof bytes);
+    assert_false(RLReadStreamHasBytesAvailable(polled_reader));
+    RLRelease(polled_reader);
+}
+
 static void test_misuse(void **state) {
     (void)state;
     uint8_t b[4];
@@ -626,6 +732,8 @@ int main(void) {
         cmocka_unit_test_setup(test_schedule_twice_and_unschedule_in_callback, rl_trace_setup),
         cmocka_unit_test_setup(test_events_wait_for_their_mode, rl_trace_setup),
         cmocka_unit_test_setup(test_scheduled_in_two_modes_delivers_in_either, rl_trace_setup),
+        cmocka_unit_test_setup(test_stale_readiness_is_dropped_and_the_stream_stays_armed, rl_trace_setup),
+        cmocka_unit_test_setup(test_memory_stream_polled_while_read_on_another_thread, rl_trace_setup),
         cmocka_unit_test_setup(test_misuse, rl_trace_setup),
         cmocka_unit_test_setup(test_client_context_retained_and_replaced, rl_trace_setup),
         cmocka_unit_test_setup(test_lock_order_is_checked, rl_trace_setup),

@@ -11,7 +11,10 @@
  *     in a mode it is scheduled in, and only those named in SetClient.
  *     HasBytesAvailable (CanAcceptBytes) is reported once and then again
  *     only after the client has read (written), as CF does. Events that
- *     happen before the stream is scheduled wait until it is.
+ *     happen before the stream is scheduled wait until it is. A readiness
+ *     event that no longer holds when its turn comes (the bytes were read
+ *     outside the callback meanwhile) is not delivered, and the next
+ *     readiness is reported.
  *   - A stream may be scheduled in several modes and several run loops;
  *     scheduling it again in a mode it is already in changes nothing.
  *   - Read and Write block when nothing can be transferred (CF semantics);
