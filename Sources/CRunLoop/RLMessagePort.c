@@ -725,6 +725,19 @@ int32_t RLMessagePortSendRequest(RLMessagePortRef mp, int32_t msgid, RLDataRef d
         return kRLMessagePortReceiveTimeout;
     }
     for (;;) {
+        /* Wait for the fd unless a reply was read ahead already: right
+         * after the send a read would only say EAGAIN. */
+        if (!rl__read_pending(&mp->rd)) {
+            struct pollfd p = {mp->cfd, POLLIN, 0};
+            int pr = poll(&p, 1, rl__ms_left(rcv_deadline));
+            if (pr == 0) {
+                pthread_mutex_unlock(&mp->send_mu);
+                rl__fail(kRLErrorTimedOut, __func__, "port \"%s\": no reply in time", mp->name);
+                return kRLMessagePortReceiveTimeout;
+            }
+            if (pr < 0)
+                continue; /* EINTR: wait again */
+        }
         rl_wire_frame f;
         const char *why = NULL;
         int r = rl__read_frame(mp->cfd, &mp->rd, &f, &why);
@@ -752,13 +765,6 @@ int32_t RLMessagePortSendRequest(RLMessagePortRef mp, int32_t msgid, RLDataRef d
             else if (reply)
                 RLRelease(reply);
             return kRLMessagePortSuccess;
-        }
-        struct pollfd p = {mp->cfd, POLLIN, 0};
-        int left = rl__ms_left(rcv_deadline);
-        if (left == 0 || poll(&p, 1, left) == 0) {
-            pthread_mutex_unlock(&mp->send_mu);
-            rl__fail(kRLErrorTimedOut, __func__, "port \"%s\": no reply in time", mp->name);
-            return kRLMessagePortReceiveTimeout;
         }
     }
 }

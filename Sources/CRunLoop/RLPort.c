@@ -1,13 +1,22 @@
 /*
  * RLPort.c — local ports and port messages (RLPort.h).
  *
- * A port is a FIFO of messages behind one mutex, and a version-0 run-loop
- * source whose schedule/cancel callbacks tell the port which loops it is
- * in. A send appends, signals the source and wakes those loops (a wake-up
- * of an awake loop is two atomic operations, RLRunLoop.c). The source's
- * perform takes a batch of messages in one lock round and hands them to
- * the handler with no lock held. Senders that find the queue full wait on
- * a condition variable until the drain makes room, the port is
+ * A port is a FIFO of message records behind one mutex, and a version-0
+ * run-loop source whose schedule/cancel callbacks tell the port which loops
+ * it is in. A send appends a record to the port's array of pointer-sized
+ * slots (the message's id and count, its reply port, then its components,
+ * retained: no object is made and nothing is copied), and
+ * only the send that makes the queue non-empty signals the source and wakes
+ * those loops (a wake-up of an awake loop is two atomic operations,
+ * RLRunLoop.c). The source's perform swaps the slot array for its spare
+ * in one lock round and hands the records to the handler with no lock held,
+ * each dressed as an RLPortMessage: one message object serves the whole
+ * batch, refilled for each record, unless a handler keeps (retains) it —
+ * then that one is the handler's and the next record gets a new one. So a
+ * message costs its sender a lock round and the retains of its parts, and
+ * no allocation, no system call and no reference to the port itself once
+ * the arrays have grown to the traffic. Senders that find the queue full
+ * wait on a condition variable until the drain makes room, the port is
  * invalidated, or their limit date passes.
  */
 #include "RLDataInternal.h"
@@ -28,17 +37,43 @@ extern void *_Block_copy(const void *block);
 extern void _Block_release(const void *block);
 #endif
 
-enum { RL_PORT_DEFAULT_LIMIT = 1024, RL_PORT_INLINE_LOOPS = 4 };
+/* Refilling one message object for a batch, instead of a new object per
+ * record, is a speed trick: its plain twin makes a message per record. */
+#ifndef RL_TRICK_PORT_REUSE
+#define RL_TRICK_PORT_REUSE (!RL_PLAIN)
+#endif
+
+enum {
+    RL_PORT_DEFAULT_LIMIT = 1024,
+    RL_PORT_INLINE_LOOPS = 4,
+    RL_PORT_INLINE_COMPS = 3, /* components a message object holds without an array of its own */
+    RL_PORT_FIRST_SLOTS = 64,
+    RL_PORT_KEEP_SLOTS = 16384, /* a drained array larger than this is not kept as the spare */
+};
+
+/* The queue is an array of these: a message is a header slot, its reply
+ * port, then its components (2 + count slots; 16 bytes for a message
+ * without components, 24 with one), whose references pass to the message
+ * object that delivers it. */
+typedef union rl_port_slot {
+    struct {
+        uint32_t msgid;
+        uint32_t count;
+    } h;
+    struct RLPort *reply; /* retained, or NULL */
+    RLTypeRef comp;       /* retained */
+} rl_port_slot;
 
 struct RLPortMessage {
     rl__object base;
-    struct RLPortMessage *next; /* in a port's queue */
     uint32_t msgid;
     struct RLPort *send_port; /* retained, or NULL */
-    struct RLPort *recv_port; /* retained, or NULL; borrowed while queued on it */
+    struct RLPort *recv_port; /* retained, or NULL; borrowed while the drain delivers it */
     bool recv_borrowed;
     RLIndex count;
-    RLTypeRef comps[]; /* retained */
+    RLTypeRef *comps; /* retained: `inl`, or a malloc'ed array (comps_heap) */
+    bool comps_heap;
+    RLTypeRef inl[RL_PORT_INLINE_COMPS];
 };
 
 typedef struct rl_port_loop {
@@ -62,8 +97,11 @@ struct RLPort {
     _Atomic unsigned waiting;
     _Atomic bool valid;
     bool inval_called;
-    struct RLPortMessage *head, *tail;
-    RLIndex queued, limit;
+    /* The queue: `queued` messages in slots[0, nslots), in send order, and
+     * a spare array the drain hands back, so that steady traffic allocates
+     * nothing. */
+    rl_port_slot *slots, *spare;
+    RLIndex queued, nslots, cap, spare_cap, limit;
     RLPortCallBack callout;
 #if __BLOCKS__
     void (^handler)(RLPortMessageRef);
@@ -94,14 +132,39 @@ static void port_room(struct RLPort *p) {
 
 /* ---- messages ---- */
 
-static void msg_finalize(void *obj) {
-    struct RLPortMessage *m = obj;
+/* Lets go of a message's parts; it holds none afterwards. */
+static void msg_clear(struct RLPortMessage *m) {
     for (RLIndex i = 0; i < m->count; i++)
         RLRelease(m->comps[i]);
+    if (m->comps_heap)
+        free(m->comps);
+    m->comps = m->inl;
+    m->comps_heap = false;
+    m->count = 0;
     if (m->send_port)
         RLRelease(m->send_port);
+    m->send_port = NULL;
     if (m->recv_port && !m->recv_borrowed)
         RLRelease(m->recv_port);
+    m->recv_port = NULL;
+    m->recv_borrowed = false;
+}
+
+static void msg_finalize(void *obj) { msg_clear(obj); }
+
+/* Lets go of the references of the message at s; returns the next one. */
+static rl_port_slot *slots_clear_one(rl_port_slot *s) {
+    uint32_t count = s[0].h.count;
+    if (s[1].reply)
+        RLRelease(s[1].reply);
+    for (uint32_t i = 0; i < count; i++)
+        RLRelease(s[2 + i].comp);
+    return s + 2 + count;
+}
+
+static void slots_clear(rl_port_slot *s, RLIndex n) {
+    for (rl_port_slot *end = s + n; s < end;)
+        s = slots_clear_one(s);
 }
 
 static char *msg_describe(const void *obj) {
@@ -132,6 +195,8 @@ static bool comps_ok(const RLTypeRef *comps, RLIndex count, const char *fn) {
         return rl__fail(kRLErrorInvalidArgument, fn, "negative component count %ld", (long)count);
     if (count > 0 && !comps)
         return rl__fail(kRLErrorInvalidArgument, fn, "NULL components with count %ld", (long)count);
+    if (count > (RLIndex)(UINT32_MAX / 2)) /* a queued message counts them in 32 bits */
+        return rl__fail(kRLErrorInvalidArgument, fn, "%ld components are too many", (long)count);
     for (RLIndex i = 0; i < count; i++)
         if (!rl__is_data(comps[i]) && !is_port(comps[i]))
             return rl__fail(kRLErrorInvalidObject, fn, "component %ld (%p) is neither a live RLData nor an RLPort",
@@ -139,19 +204,74 @@ static bool comps_ok(const RLTypeRef *comps, RLIndex count, const char *fn) {
     return true;
 }
 
+/* An empty message (no parts). NULL (error set) if memory is short. */
+static struct RLPortMessage *msg_alloc(const char *fn) {
+    struct RLPortMessage *m = rl__object_alloc(&rl__port_message_class, sizeof *m, fn);
+    if (m)
+        m->comps = m->inl;
+    return m;
+}
+
 static struct RLPortMessage *msg_new(struct RLPort *send, struct RLPort *recv, uint32_t msgid, const RLTypeRef *comps,
                                      RLIndex count, const char *fn) {
-    struct RLPortMessage *m =
-        rl__object_alloc(&rl__port_message_class, sizeof *m + (size_t)count * sizeof(RLTypeRef), fn);
-    if (!m)
+    RLTypeRef *heap = NULL;
+    if (count > RL_PORT_INLINE_COMPS && !(heap = malloc((size_t)count * sizeof *heap)))
+        return rl__fail(kRLErrorNoMemory, fn, "out of memory"), NULL;
+    struct RLPortMessage *m = msg_alloc(fn);
+    if (!m) {
+        free(heap);
         return NULL;
+    }
     m->msgid = msgid;
     m->send_port = send ? (struct RLPort *)RLRetain(send) : NULL;
     m->recv_port = recv ? (struct RLPort *)RLRetain(recv) : NULL;
+    if (heap) {
+        m->comps = heap;
+        m->comps_heap = true;
+    }
     for (RLIndex i = 0; i < count; i++)
         m->comps[i] = RLRetain(comps[i]);
     m->count = count;
     return m;
+}
+
+/* Retains a message's parts (for the queue, which the send then fills). */
+static void refs_retain(const RLTypeRef *comps, RLIndex count, struct RLPort *reply) {
+    for (RLIndex i = 0; i < count; i++)
+        RLRetain(comps[i]);
+    if (reply)
+        RLRetain(reply);
+}
+
+static void refs_release(const RLTypeRef *comps, RLIndex count, struct RLPort *reply) {
+    for (RLIndex i = 0; i < count; i++)
+        RLRelease(comps[i]);
+    if (reply)
+        RLRelease(reply);
+}
+
+/* Moves the queued message at s into message m (which holds no parts): m
+ * now owns its references. Returns the next queued message, or NULL if m
+ * cannot hold the parts (no memory: they are released, undelivered). */
+static rl_port_slot *msg_take_slots(struct RLPortMessage *m, rl_port_slot *s, struct RLPort *recv) {
+    uint32_t count = s[0].h.count;
+    if (count > RL_PORT_INLINE_COMPS) {
+        RLTypeRef *heap = malloc((size_t)count * sizeof *heap);
+        if (!heap) {
+            slots_clear_one(s);
+            return NULL;
+        }
+        m->comps = heap;
+        m->comps_heap = true;
+    }
+    m->msgid = s[0].h.msgid;
+    m->send_port = s[1].reply;
+    m->recv_port = recv;
+    m->recv_borrowed = true;
+    m->count = count;
+    for (uint32_t i = 0; i < count; i++)
+        m->comps[i] = s[2 + i].comp;
+    return s + 2 + count;
 }
 
 RLPortMessageRef RLPortMessageCreate(RLAllocatorRef allocator, RLPortRef sendPort, RLPortRef receivePort,
@@ -203,6 +323,8 @@ static void port_finalize(void *obj) {
         rl__weak_release(p->self);
     if (p->loops != p->inline_loops)
         free(p->loops);
+    free(p->slots);
+    free(p->spare);
     pthread_cond_destroy(&p->room);
     pthread_mutex_destroy(&p->wait_mu);
 }
@@ -313,9 +435,10 @@ static void invalidate(struct RLPort *p) {
         return;
     }
     p->valid = false;
-    struct RLPortMessage *q = p->head;
-    p->head = p->tail = NULL;
-    p->queued = 0;
+    rl_port_slot *q = p->slots;
+    RLIndex nq = p->nslots;
+    p->slots = NULL;
+    p->queued = p->nslots = p->cap = 0;
     RLRunLoopSourceRef source = p->source;
     p->source = NULL;
     RLPortInvalidationCallBack cb = p->inval;
@@ -324,11 +447,8 @@ static void invalidate(struct RLPort *p) {
     port_unlock(p);
     port_room(p);
     rl__weak_cut(p->self);
-    while (q) {
-        struct RLPortMessage *next = q->next;
-        RLRelease(q);
-        q = next;
-    }
+    slots_clear(q, nq);
+    free(q);
     if (source) {
         RLRunLoopSourceInvalidate(source);
         RLRelease(source);
@@ -443,31 +563,68 @@ static void deliver(struct RLPort *p, struct RLPortMessage *m) {
         p->callout(p, m, p->ctx.info);
 }
 
+/* After a handler ran: whether anyone but the drain holds message m.
+ * Acquire: a holder that released it meanwhile is done with its fields. */
+static bool msg_kept(struct RLPortMessage *m) {
+    return (atomic_load_explicit(&m->base.rc, memory_order_acquire) & RL__RC_MASK) != 1;
+}
+
 static void src_perform(void *info) {
     struct RLPort *p = rl__weak_get(info);
     if (!p)
         return;
-    /* Everything queued now, in one lock round; what comes while these
-     * run waits for the next pass (as perform requests do), so a flood on
-     * one port does not keep the loop from its other sources. */
+    /* Everything queued now, in one lock round (the record array swapped
+     * for the spare); what comes while these run waits for the next pass
+     * (as perform requests do), so a flood on one port does not keep the
+     * loop from its other sources. */
     port_lock(p);
-    struct RLPortMessage *batch = p->head;
-    p->head = p->tail = NULL;
-    p->queued = 0;
+    rl_port_slot *batch = p->slots;
+    RLIndex n = p->nslots, cap = p->cap;
+    p->slots = p->spare;
+    p->cap = p->spare_cap;
+    p->spare = NULL;
+    p->spare_cap = 0;
+    p->queued = p->nslots = 0;
     port_unlock(p);
     port_room(p);
-    while (batch) {
-        struct RLPortMessage *next = batch->next;
-        batch->next = NULL;
-        if (batch->recv_borrowed) {
-            RLRetain(batch->recv_port);
-            batch->recv_borrowed = false;
+    /* The port is held (rl__weak_get) for the whole batch, so a message
+     * borrows its receive port while it is delivered; a handler that keeps
+     * the message makes that reference its own. */
+    struct RLPortMessage *m = NULL;
+    rl_port_slot *at = batch, *end = batch + n;
+    while (at < end) {
+        if (!m && !(m = msg_alloc("RLPort"))) /* no memory: the rest are released undelivered */
+            break;
+        rl_port_slot *next = msg_take_slots(m, at, p);
+        if (!next) { /* no memory for its parts: that one is lost */
+            at += 2 + at[0].h.count;
+            continue;
         }
+        at = next;
         if (atomic_load_explicit(&p->valid, memory_order_acquire))
-            deliver(p, batch);
-        RLRelease(batch);
-        batch = next;
+            deliver(p, m);
+        if (RL_TRICK_PORT_REUSE && !msg_kept(m)) {
+            msg_clear(m); /* refilled for the next record */
+            continue;
+        }
+        RLRetain(p);
+        m->recv_borrowed = false;
+        RLRelease(m);
+        m = NULL;
     }
+    slots_clear(at, end - at);
+    if (m)
+        RLRelease(m);
+    /* The drained array becomes the spare, unless a spare came back first
+     * or it grew past what steady traffic needs. */
+    port_lock(p);
+    if (!p->spare && cap <= RL_PORT_KEEP_SLOTS) {
+        p->spare = batch;
+        p->spare_cap = cap;
+        batch = NULL;
+    }
+    port_unlock(p);
+    free(batch);
     RLRelease(p);
 }
 
@@ -568,7 +725,12 @@ static bool wait_for_room(struct RLPort *p, RLAbsoluteTime limit, const char *fn
     return true;
 }
 
-static bool send_message(struct RLPort *p, struct RLPortMessage *m, RLAbsoluteTime limit, const char *fn) {
+/* Queues a message whose parts the caller retained for it; they pass to
+ * the queue (on failure they stay the caller's). Only the message that
+ * makes the queue non-empty signals the source and wakes the loops: the
+ * others ride on the pass it starts. */
+static bool send_refs(struct RLPort *p, uint32_t msgid, const RLTypeRef *comps, RLIndex count, struct RLPort *reply,
+                      RLAbsoluteTime limit, const char *fn) {
     port_lock(p);
     if (RL__UNLIKELY(!p->valid || p->queued >= p->limit)) {
         bool invalid = !p->valid;
@@ -578,28 +740,34 @@ static bool send_message(struct RLPort *p, struct RLPortMessage *m, RLAbsoluteTi
         if (!wait_for_room(p, limit, fn))
             return false;
     }
-    m->next = NULL;
-    /* A queued message does not keep its port alive (the port owns its
-     * queue; a port released with messages queued goes, and releases
-     * them). Delivery makes the reference strong again. */
-    if (m->recv_port == p && !m->recv_borrowed) {
-        m->recv_borrowed = true;
-        RLRelease(p); /* the caller holds p: never the last reference */
+    /* A queued message does not keep its port alive: the port owns its
+     * queue, and a port released with messages queued goes and releases
+     * them. */
+    RLIndex need = 2 + count;
+    if (RL__UNLIKELY(p->nslots + need > p->cap)) {
+        RLIndex cap = p->cap ? p->cap * 2 : RL_PORT_FIRST_SLOTS;
+        if (cap < p->nslots + need)
+            cap = p->nslots + need;
+        rl_port_slot *grown = realloc(p->slots, (size_t)cap * sizeof *grown);
+        if (!grown) {
+            port_unlock(p);
+            return rl__fail(kRLErrorNoMemory, fn, "out of memory");
+        }
+        p->slots = grown;
+        p->cap = cap;
     }
-    if (p->tail)
-        p->tail->next = m;
-    else
-        p->head = m;
-    p->tail = m;
-    p->queued++;
-    bool first = p->queued == 1;
+    rl_port_slot *at = p->slots + p->nslots;
+    at[0].h.msgid = msgid;
+    at[0].h.count = (uint32_t)count;
+    at[1].reply = reply;
+    for (RLIndex i = 0; i < count; i++)
+        at[2 + i].comp = comps[i];
+    p->nslots += need;
+    bool first = ++p->queued == 1;
     RLRunLoopSourceRef s = NULL;
     RLRunLoopRef wake[RL_PORT_INLINE_LOOPS];
     size_t nwake = 0;
     if (first && p->source) {
-        /* Only the message that makes the queue non-empty signals: the
-         * others ride on the pass it starts (src_perform re-signals when
-         * it leaves messages behind). */
         s = (RLRunLoopSourceRef)RLRetain(p->source);
         for (size_t i = 0; i < p->nloops && nwake < RL_PORT_INLINE_LOOPS; i++)
             wake[nwake++] = (RLRunLoopRef)RLRetain(p->loops[i].rl);
@@ -638,11 +806,9 @@ bool RLPortSendBeforeDate(RLPortRef p, RLAbsoluteTime limitDate, uint32_t msgid,
         return rl__fail(kRLErrorInvalidArgument, __func__, "NaN limit date");
     if (!comps_ok(components, count, __func__))
         return false;
-    struct RLPortMessage *m = msg_new(replyPort, p, msgid, components, count, __func__);
-    if (!m)
-        return false;
-    if (!send_message(p, m, limitDate, __func__)) {
-        RLRelease(m);
+    refs_retain(components, count, replyPort);
+    if (!send_refs(p, msgid, components, count, replyPort, limitDate, __func__)) {
+        refs_release(components, count, replyPort);
         return false;
     }
     return true;
@@ -655,13 +821,11 @@ bool RLPortMessageSendBeforeDate(RLPortMessageRef m, RLAbsoluteTime limitDate) {
         return rl__fail(kRLErrorInvalidState, __func__, "the message has no send port to go to");
     if (!rl__date_valid(limitDate))
         return rl__fail(kRLErrorInvalidArgument, __func__, "NaN limit date");
-    /* The queue links messages, so each send queues its own copy (the
-     * components are shared, not copied), in the receiver's view. */
-    struct RLPortMessage *copy = msg_new(m->recv_port, m->send_port, m->msgid, m->comps, m->count, __func__);
-    if (!copy)
-        return false;
-    if (!send_message(m->send_port, copy, limitDate, __func__)) {
-        RLRelease(copy);
+    /* The receiver's view: replies go to the message's receive port. The
+     * components are shared (retained), not copied. */
+    refs_retain(m->comps, m->count, m->recv_port);
+    if (!send_refs(m->send_port, m->msgid, m->comps, m->count, m->recv_port, limitDate, __func__)) {
+        refs_release(m->comps, m->count, m->recv_port);
         return false;
     }
     return true;

@@ -125,13 +125,20 @@ static int resolve(struct RLSocketPort *sp, const char *host, uint16_t port, int
     }
     if (r != 0)
         return r;
+    /* IPv4 addresses first, then IPv6, each in the resolver's order: what
+     * Foundation's SocketPort (and Darwin's) prefer, so that a remote port
+     * for a name such as "localhost" has the same `address` there and here.
+     * A peer listening on IPv6 only is still reached: a refused address
+     * moves the connect on to the next. */
     sp->naddrs = 0;
-    for (struct addrinfo *ai = res; ai && sp->naddrs < RL_SP_MAX_ADDRS; ai = ai->ai_next) {
-        if ((ai->ai_family != AF_INET && ai->ai_family != AF_INET6) || ai->ai_addrlen > sizeof sp->addrs[0])
-            continue;
-        memcpy(&sp->addrs[sp->naddrs], ai->ai_addr, ai->ai_addrlen);
-        sp->addrlens[sp->naddrs++] = ai->ai_addrlen;
-    }
+    const int families[2] = {AF_INET, AF_INET6};
+    for (int f = 0; f < 2; f++)
+        for (struct addrinfo *ai = res; ai && sp->naddrs < RL_SP_MAX_ADDRS; ai = ai->ai_next) {
+            if (ai->ai_family != families[f] || ai->ai_addrlen > sizeof sp->addrs[0])
+                continue;
+            memcpy(&sp->addrs[sp->naddrs], ai->ai_addr, ai->ai_addrlen);
+            sp->addrlens[sp->naddrs++] = ai->ai_addrlen;
+        }
     freeaddrinfo(res);
     return sp->naddrs ? 0 : EAI_NONAME;
 }

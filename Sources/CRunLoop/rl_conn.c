@@ -79,12 +79,35 @@ int rl__write_all(int fd, const uint8_t *buf, size_t len, double deadline, size_
     return err;
 }
 
+bool rl__read_pending(const rl_wire_reader *rd) { return rd->ahead_off < rd->ahead_len; }
+
+bool rl__read_drained(const rl_wire_reader *rd) { return !rl__read_pending(rd) && rd->ahead_short; }
+
 int rl__read_frame(int fd, rl_wire_reader *rd, rl_wire_frame *f, const char **why) {
     for (;;) {
         uint8_t *at;
         size_t want;
         rl__wire_want(rd, &at, &want);
-        ssize_t n = recv(fd, at, want, MSG_DONTWAIT);
+        ssize_t n;
+        if (rl__read_pending(rd)) { /* bytes read ahead first, in order */
+            size_t have = rd->ahead_len - rd->ahead_off;
+            n = (ssize_t)(want < have ? want : have);
+            memcpy(at, rd->ahead + rd->ahead_off, (size_t)n);
+            rd->ahead_off += (uint32_t)n;
+        } else if (want < RL_WIRE_AHEAD) {
+            /* A header or a small body: read what the stream has, up to a
+             * buffer, and hand it over from there. */
+            n = recv(fd, rd->ahead, RL_WIRE_AHEAD, MSG_DONTWAIT);
+            if (n > 0) {
+                rd->ahead_off = 0;
+                rd->ahead_len = (uint32_t)n;
+                rd->ahead_short = n < RL_WIRE_AHEAD;
+                continue;
+            }
+        } else {
+            n = recv(fd, at, want, MSG_DONTWAIT); /* a large body: straight into place */
+            rd->ahead_short = false;
+        }
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -345,8 +368,10 @@ static void serve_conn(rl_server *s, rl_conn *c, uint32_t events) {
     if (c->out && (events & EPOLLOUT))
         keep = flush_out(c);
     /* At most a few frames per wake, so one chatty client cannot starve
-     * the loop's other sources; the one-shot re-arm brings us back. */
-    for (int i = 0; keep && i < RL_CONN_BATCH && !c->out; i++) {
+     * the loop's other sources; the one-shot re-arm brings us back. Bytes
+     * already read ahead are served before leaving, whatever the count
+     * (at most RL_WIRE_AHEAD of them): the fd will not say they are there. */
+    for (int i = 0; keep && (i < RL_CONN_BATCH || rl__read_pending(&c->rd)) && !c->out; i++) {
         rl_wire_frame f;
         int r = rl__read_frame(c->fd, &c->rd, &f, &why);
         if (r == 0)
@@ -356,10 +381,14 @@ static void serve_conn(rl_server *s, rl_conn *c, uint32_t events) {
             bad = !rl__wire_idle(&c->rd) || strcmp(why, "peer closed the connection") != 0;
             break;
         }
+        /* Taken before the dispatch: the frame leaves the reader as it is. */
+        bool drained = rl__read_drained(&c->rd);
         if (!s->ops->dispatch(s->owner, c, &f, &why)) {
             keep = false;
             bad = true;
         }
+        if (drained)
+            break; /* the stream was empty: the re-arm below sees whatever comes next */
     }
     pthread_mutex_lock(&s->mu);
     c->busy = false;

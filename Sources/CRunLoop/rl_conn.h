@@ -116,8 +116,16 @@ RL__HIDDEN int rl__lock_until(pthread_mutex_t *mu, double deadline);
 RL__HIDDEN int rl__write_all(int fd, const uint8_t *buf, size_t len, double deadline, size_t *sent);
 /* Reads from a non-blocking fd into rd until a frame is complete (1, frame
  * in *f), the fd has no more (0), or the stream ended or went bad (-1;
- * *why says how). */
+ * *why says how). Small wants read up to RL_WIRE_AHEAD bytes at once, so
+ * after a 1 the next frames may be in rd already: a caller that waits for
+ * the fd to be readable asks rl__read_pending first. */
 RL__HIDDEN int rl__read_frame(int fd, rl_wire_reader *rd, rl_wire_frame *f, const char **why);
+/* Whether rd holds bytes read ahead that no frame has taken yet. */
+RL__HIDDEN bool rl__read_pending(const rl_wire_reader *rd);
+/* After a 1 from rl__read_frame: whether the stream was empty when the
+ * frame was read (nothing read ahead, and the last read came up short), so
+ * another read now would most likely say EAGAIN. */
+RL__HIDDEN bool rl__read_drained(const rl_wire_reader *rd);
 
 /* ---- the part every port that listens on a socket shares ----
  *

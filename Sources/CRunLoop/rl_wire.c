@@ -116,6 +116,8 @@ void rl__wire_reader_free(rl_wire_reader *r) {
     r->body = NULL;
     r->comps = NULL;
     r->got = 0;
+    r->ahead_off = r->ahead_len = 0;
+    r->ahead_short = false;
 }
 
 void rl__wire_want(rl_wire_reader *r, uint8_t **at, size_t *len) {

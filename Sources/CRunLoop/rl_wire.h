@@ -106,6 +106,8 @@ RL__HIDDEN size_t rl__wire_encode(uint8_t *out, rl_wire_kind kind, int32_t msgid
 
 /* ---- an incremental reader for one stream ---- */
 
+enum { RL_WIRE_AHEAD = 1024 };
+
 typedef struct rl_wire_reader {
     uint32_t max_body;
     uint8_t hdr[RL_WIRE_HEADER];
@@ -113,6 +115,14 @@ typedef struct rl_wire_reader {
     rl_wire_header h;  /* valid once the header is complete */
     uint8_t *body;     /* malloc'ed once the header is complete */
     rl_wire_comp *comps;
+    /* Bytes read from the stream ahead of what the frame wanted, not yet
+     * handed to the reader: rl__read_frame (rl_conn.c) reads small wants
+     * a buffer at a time, so a small frame costs one system call, not one
+     * for its header and one for its body. The decoder above never sees
+     * this buffer. */
+    uint32_t ahead_off, ahead_len;
+    bool ahead_short; /* the last read ahead got less than it asked: the stream had no more then */
+    uint8_t ahead[RL_WIRE_AHEAD];
 } rl_wire_reader;
 
 /* A frame taken from a reader: the caller owns body and comps (one free

@@ -49,10 +49,13 @@ public enum RLPortComponent: Sendable, Hashable {
         }
     }
 
-    /// Wraps a component of a C message: an RLPort or an RLData.
+    /// Wraps a component of a C message: an RLPort, an RLSocketPort or an
+    /// RLData.
     init(component ref: UnsafeRawPointer) {
         if let type = RLGetTypeName(ref), strcmp(type, "RLPort") == 0 {
             self = .port(RLPort.wrapper(for: OpaquePointer(ref)))
+        } else if let type = RLGetTypeName(ref), strcmp(type, "RLSocketPort") == 0 {
+            self = .port(RLSocketPort.socketWrapper(for: OpaquePointer(ref)))
         } else {
             self = .data(RLData(retaining: OpaquePointer(ref)))
         }
@@ -99,8 +102,11 @@ public enum RLPortComponent: Sendable, Hashable {
 /// as Swift asks) and keeps its own state safe to use from several threads.
 open class RLPort: @unchecked Sendable, Hashable, CustomStringConvertible {
     /// The one C reference this wrapper owns (unless `owned` is false, see
-    /// ``wrapper(for:)``).
-    let ref: RLPortRef
+    /// ``wrapper(for:)``): an `RLPortRef`, or for an ``RLSocketPort`` its
+    /// `RLSocketPortRef`. Each kind overrides the members below that reach
+    /// the C object (`isValid`, `invalidate()`, `postMessage`, `membership`,
+    /// the queue), so no `RLPort…` function is called with a socket port.
+    let ref: OpaquePointer
     /// The receivers; shared by every wrapper of this C port.
     let box: PortBox
     private let owned: Bool
@@ -126,8 +132,9 @@ open class RLPort: @unchecked Sendable, Hashable, CustomStringConvertible {
         setHandler(handler)
     }
 
-    /// Wraps a C port that came from C (a message's port).
-    init(wrapping ref: RLPortRef, box: PortBox, owned: Bool) {
+    /// Wraps a C port that came from C (a message's port), or one a
+    /// subclass made (``RLSocketPort``).
+    init(wrapping ref: OpaquePointer, box: PortBox, owned: Bool) {
         self.ref = ref
         self.box = box
         self.owned = owned
@@ -208,12 +215,16 @@ open class RLPort: @unchecked Sendable, Hashable, CustomStringConvertible {
     /// (`RLPortSetQueueLimit`). Lowering it below what is queued keeps those.
     ///
     /// - Throws: `RLError` `.invalidArgument` for less than 1.
-    public func setQueueLimit(_ messages: Int) throws(RLError) {
+    public func setQueueLimit(_ messages: Int) throws(RLError) { try applyQueueLimit(messages) }
+
+    /// Messages queued now, not yet taken by a run loop (a snapshot).
+    public var queuedCount: Int { currentQueuedCount }
+
+    func applyQueueLimit(_ messages: Int) throws(RLError) {
         guard RLPortSetQueueLimit(ref, RLIndex(messages)) else { throw RLError.last() }
     }
 
-    /// Messages queued now, not yet taken by a run loop (a snapshot).
-    public var queuedCount: Int { max(Int(RLPortGetQueuedCount(ref)), 0) }
+    var currentQueuedCount: Int { max(Int(RLPortGetQueuedCount(ref)), 0) }
 
     // MARK: Sending (Foundation's shape)
 
@@ -237,8 +248,8 @@ open class RLPort: @unchecked Sendable, Hashable, CustomStringConvertible {
     ///   (`.invalidObject`); nothing was sent then.
     open func send(before limitDate: RLAbsoluteTime, msgid msgID: Int, components: [RLPortComponent]?,
                    from receivePort: RLPort?, reserved headerSpaceReserved: Int) -> Bool {
-        post(msgid: UInt32(truncatingIfNeeded: msgID), components: components ?? [], replyPort: receivePort,
-             before: limitDate)
+        postMessage(msgid: UInt32(truncatingIfNeeded: msgID), components: components ?? [], replyPort: receivePort,
+                    before: limitDate)
     }
 
     // MARK: Sending (Swift)
@@ -252,7 +263,7 @@ open class RLPort: @unchecked Sendable, Hashable, CustomStringConvertible {
     ///   for a NaN date. Nothing was sent then.
     public func send(_ components: [RLPortComponent] = [], msgid: UInt32 = 0, replyPort: RLPort? = nil,
                      before limitDate: RLAbsoluteTime = RLTime.distantFuture) throws(RLError) {
-        guard post(msgid: msgid, components: components, replyPort: replyPort, before: limitDate) else {
+        guard postMessage(msgid: msgid, components: components, replyPort: replyPort, before: limitDate) else {
             throw RLError.last()
         }
     }
@@ -263,8 +274,10 @@ open class RLPort: @unchecked Sendable, Hashable, CustomStringConvertible {
         try send(components, msgid: msgid, replyPort: replyPort, before: RLTime.after(timeout))
     }
 
-    private func post(msgid: UInt32, components: [RLPortComponent], replyPort: RLPort?,
-                      before limitDate: RLAbsoluteTime) -> Bool {
+    /// Sends one message to this port (false with the C error set). Each
+    /// kind of port sends its own way (``RLSocketPort`` over TCP).
+    func postMessage(msgid: UInt32, components: [RLPortComponent], replyPort: RLPort?,
+                     before limitDate: RLAbsoluteTime) -> Bool {
         let refs: [RLTypeRef?] = components.map { $0.rawRef }
         // The components and the reply port are retained by the C message;
         // until then these references keep them alive.
@@ -272,6 +285,16 @@ open class RLPort: @unchecked Sendable, Hashable, CustomStringConvertible {
             refs.withUnsafeBufferPointer { list in
                 RLPortSendBeforeDate(ref, limitDate, msgid, list.baseAddress, RLIndex(list.count), replyPort?.ref)
             }
+        }
+    }
+
+    /// What `RLRunLoop.add`, `remove` and `contains` do with this port in
+    /// `mode` of `loop` (each kind of port has its own run-loop source).
+    func membership(_ op: PortMembership, in loop: RLRunLoopRef, mode: UnsafePointer<CChar>) -> Bool {
+        switch op {
+        case .add: return RLRunLoopAddPort(loop, ref, mode)
+        case .remove: return RLRunLoopRemovePort(loop, ref, mode)
+        case .contains: return RLRunLoopContainsPort(loop, ref, mode)
         }
     }
 
@@ -283,9 +306,10 @@ open class RLPort: @unchecked Sendable, Hashable, CustomStringConvertible {
 
     open var description: String { rlCopyDescription(UnsafeRawPointer(ref)) ?? "RLPort" }
 
-    static func key(_ ref: RLPortRef) -> UInt { UInt(bitPattern: Int(bitPattern: ref)) }
+    static func key(_ ref: OpaquePointer) -> UInt { UInt(bitPattern: Int(bitPattern: ref)) }
 
-    private static func register(_ port: RLPort) {
+    /// Records `port` as its C port's wrapper, with its box.
+    static func register(_ port: RLPort) {
         let key = key(port.ref)
         port.box.key = key
         portRegistry.withLock { table in table[key] = PortEntry(port: port, box: port.box) }
@@ -363,6 +387,14 @@ public final class RLPortMessage: @unchecked Sendable, CustomStringConvertible {
         receivePort = RLPortMessageGetReceivePort(message).map { RLPort.wrapper(for: $0) }
     }
 
+    /// A message a socket port received (its parts wrapped already).
+    init(msgid: UInt32, sendPort: RLPort?, receivePort: RLPort?, components: [RLPortComponent]) {
+        _msgid = msgid
+        self.sendPort = sendPort
+        self.receivePort = receivePort
+        self.components = components
+    }
+
     /// The message's identifier (0 unless set).
     public var msgid: UInt32 {
         get { mutex.locked { _msgid } }
@@ -385,8 +417,15 @@ public final class RLPortMessage: @unchecked Sendable, CustomStringConvertible {
 
 // MARK: - Support
 
+/// What `RLRunLoop` asks of a port's run-loop source.
+enum PortMembership {
+    case add, remove, contains
+}
+
 /// The receivers of one C port, shared by all its Swift wrappers; the C
-/// port owns it (its context's info) and hands it to the callbacks.
+/// port owns it (its context's info) and hands it to the callbacks. (A
+/// remote ``RLSocketPort`` has no C context: its wrappers share its box
+/// through the registry.)
 final class PortBox: @unchecked Sendable {
     /// What receives one message, taken under the lock and called outside.
     enum Receiver {
@@ -405,6 +444,25 @@ final class PortBox: @unchecked Sendable {
     /// The registry key of the C port whose context this is (0: none); set
     /// once, before the port is shared.
     var key: UInt = 0
+    /// Socket ports: whether the port's run-loop source was made (a source
+    /// keeps a local socket port listening), and the remote port a local
+    /// one sends to itself through.
+    private var _hasSource = false
+    private var loopback: RLPort?
+
+    var hasSource: Bool { mutex.locked { _hasSource } }
+
+    func markHasSource() { mutex.locked { _hasSource = true } }
+
+    /// The cached loopback port while it is valid, else what `make` makes
+    /// (called with the box's lock held: it must not call user code).
+    func cachedLoopback(_ make: () -> RLPort?) -> RLPort? {
+        mutex.locked {
+            if let loopback, loopback.isValid { return loopback }
+            loopback = make()
+            return loopback
+        }
+    }
 
     deinit {
         // The C port is gone (it released its context): forget its entry
@@ -421,6 +479,18 @@ final class PortBox: @unchecked Sendable {
     func setDelegate(_ delegate: (any RLPortDelegate)?) { mutex.locked { _delegate = delegate } }
 
     func setHandler(_ handler: (@Sendable (RLPortMessage) -> Void)?) { mutex.locked { self.handler = handler } }
+
+    /// Hands one message to its receiver; `make` wraps the C message only
+    /// when there is one (a port without receivers drops what it gets).
+    func deliver(_ make: () -> RLPortMessage) {
+        guard let receiver else { return }
+        let message = make()
+        switch receiver {
+        case .stream(let continuation): continuation.yield(message)
+        case .handler(let handler): handler(message)
+        case .delegate(let delegate): delegate.handle(message)
+        }
+    }
 
     /// Who gets the next message, or nil to drop it.
     var receiver: Receiver? {
@@ -498,14 +568,7 @@ let portRegistry = ThreadsMutexProtected<[UInt: PortEntry]>([:])
 private func rlPortCallout(_ port: RLPortRef?, _ message: RLPortMessageRef?, _ info: UnsafeMutableRawPointer?) {
     guard let message, let info else { return }
     let box = Unmanaged<PortBox>.fromOpaque(info).takeUnretainedValue()
-    // No receiver: drop the message without wrapping it.
-    guard let receiver = box.receiver else { return }
-    let wrapped = RLPortMessage(received: message)
-    switch receiver {
-    case .stream(let continuation): continuation.yield(wrapped)
-    case .handler(let handler): handler(wrapped)
-    case .delegate(let delegate): delegate.handle(wrapped)
-    }
+    box.deliver { RLPortMessage(received: message) }
 }
 
 private func rlPortInvalidated(_ port: RLPortRef?, _ info: UnsafeMutableRawPointer?) {

@@ -382,18 +382,22 @@ public final class RLRunLoop: @unchecked Sendable {
     /// port alive (see ``RLPort``).
     ///
     /// - Returns: false (with `RLError.last()`) for an invalid port or mode.
+    ///
+    /// An ``RLSocketPort`` is added as its listening socket's source: a local
+    /// one receives on this loop (and, as in Foundation, listens from then on
+    /// until it is invalidated); a remote one receives nothing and is refused.
     @discardableResult
     public func add(_ port: RLPort, forMode mode: Mode) -> Bool {
-        mode.withCString { RLRunLoopAddPort(ref, port.ref, $0) }
+        mode.withCString { port.membership(.add, in: ref, mode: $0) }
     }
 
     @discardableResult
     public func remove(_ port: RLPort, forMode mode: Mode) -> Bool {
-        mode.withCString { RLRunLoopRemovePort(ref, port.ref, $0) }
+        mode.withCString { port.membership(.remove, in: ref, mode: $0) }
     }
 
     public func contains(_ port: RLPort, forMode mode: Mode) -> Bool {
-        mode.withCString { RLRunLoopContainsPort(ref, port.ref, $0) }
+        mode.withCString { port.membership(.contains, in: ref, mode: $0) }
     }
 
     /// Adds the local message port's source to `mode`: its requests are

@@ -108,3 +108,46 @@ extension RLDistributedLock {
     /// ``RLDistributedLock/lockDate`` as a `Date` (`NSDistributedLock.lockDate`).
     public var lockDateAsDate: Date? { lockDate.map(Date.init(rlAbsoluteTime:)) }
 }
+
+// MARK: Ports
+
+extension RLPort {
+    /// ``RLPort/send(before:components:from:reserved:)`` with a `Date`
+    /// (`Port.send(before:components:from:reserved:)`).
+    public func send(before limitDate: Date, components: [RLPortComponent]?, from receivePort: RLPort?,
+                     reserved headerSpaceReserved: Int) -> Bool {
+        send(before: limitDate.rlAbsoluteTime, components: components, from: receivePort,
+             reserved: headerSpaceReserved)
+    }
+
+    /// ``RLPort/send(before:msgid:components:from:reserved:)`` with a `Date`
+    /// (`Port.send(before:msgid:components:from:reserved:)`).
+    public func send(before limitDate: Date, msgid msgID: Int, components: [RLPortComponent]?,
+                     from receivePort: RLPort?, reserved headerSpaceReserved: Int) -> Bool {
+        send(before: limitDate.rlAbsoluteTime, msgid: msgID, components: components, from: receivePort,
+             reserved: headerSpaceReserved)
+    }
+}
+
+extension RLPortMessage {
+    /// ``RLPortMessage/send(before:)`` with a `Date` (`PortMessage.send(before:)`).
+    public func send(before date: Date) -> Bool { send(before: date.rlAbsoluteTime) }
+}
+
+extension RLSocketPort {
+    /// `SocketPort(protocolFamily:socketType:protocol:address:)` with the
+    /// socket address as `Data`.
+    public convenience init?(protocolFamily family: Int32, socketType type: Int32, protocol: Int32, address: Data) {
+        self.init(protocolFamily: family, socketType: type, protocol: `protocol`, address: [UInt8](address))
+    }
+
+    /// `SocketPort(remoteWithProtocolFamily:socketType:protocol:address:)`
+    /// with the socket address as `Data`.
+    public convenience init?(remoteWithProtocolFamily family: Int32, socketType type: Int32, protocol: Int32,
+                             address: Data) {
+        self.init(remoteWithProtocolFamily: family, socketType: type, protocol: `protocol`, address: [UInt8](address))
+    }
+
+    /// ``RLSocketPort/address`` as `Data` (Foundation's `address`).
+    public var addressData: Data { Data(address) }
+}

@@ -283,6 +283,73 @@ static void test_handler_invalidates_its_port(void **state) {
     RLRelease(p);
 }
 
+/* A handler that keeps every third message (retains it) and checks the
+ * others while they are valid: what a handler keeps must stay as it was
+ * delivered, whatever the port does with the messages after it. */
+typedef struct keeper {
+    RLPortMessageRef kept[64];
+    int nkept, seen;
+    bool parts_ok;
+} keeper;
+
+static void keep_some(RLPortRef port, RLPortMessageRef m, void *info) {
+    keeper *k = info;
+    uint32_t id = RLPortMessageGetMsgid(m);
+    RLIndex n = RLPortMessageGetComponentCount(m);
+    bool ok = RLPortMessageGetReceivePort(m) == port && n == (RLIndex)(id % 7);
+    for (RLIndex i = 0; ok && i < n; i++)
+        ok = data_u32(RLPortMessageGetComponent(m, i)) == id * 100 + (uint32_t)i;
+    k->parts_ok = k->parts_ok && ok;
+    k->seen++;
+    if (id % 3 == 0 && k->nkept < 64)
+        k->kept[k->nkept++] = (RLPortMessageRef)RLRetain(m);
+}
+
+static void test_kept_messages_stay_as_delivered(void **state) {
+    keeper k = {.parts_ok = true};
+    RLPortContext ctx = {0, &k, NULL, NULL, NULL};
+    RLPortRef p = RLPortCreate(NULL, keep_some, &ctx);
+    RLPortRef reply = RLPortCreate(NULL, NULL, NULL);
+    assert_true(RLPortSetQueueLimit(p, 200));
+    /* 0 to 6 components: with and without an array of their own */
+    enum { N = 150 };
+    for (uint32_t id = 0; id < N; id++) {
+        RLTypeRef comps[6];
+        RLIndex n = id % 7;
+        for (RLIndex i = 0; i < n; i++)
+            comps[i] = u32_data(id * 100 + (uint32_t)i);
+        assert_true(RLPortSendBeforeDate(p, 0, id, comps, n, id % 2 ? reply : NULL));
+        for (RLIndex i = 0; i < n; i++)
+            RLRelease(comps[i]);
+    }
+    RLRunLoopAddPort(RLRunLoopGetCurrent(), p, kRLRunLoopDefaultMode);
+    for (int i = 0; i < 100 && k.seen < N; i++)
+        RLRunLoopRunInMode(kRLRunLoopDefaultMode, 0.1, true);
+    assert_int_equal(k.seen, N);
+    assert_true(k.parts_ok);
+    assert_int_equal(k.nkept, N / 3);
+    /* The port goes; the messages kept still name it, and it is alive for them. */
+    RLRunLoopRemovePort(RLRunLoopGetCurrent(), p, kRLRunLoopDefaultMode);
+    RLPortInvalidate(p);
+    RLRelease(p);
+    for (int j = 0; j < k.nkept; j++) {
+        RLPortMessageRef m = k.kept[j];
+        uint32_t id = RLPortMessageGetMsgid(m);
+        assert_int_equal(id % 3, 0);
+        assert_int_equal(RLPortMessageGetComponentCount(m), id % 7);
+        for (RLIndex i = 0; i < (RLIndex)(id % 7); i++)
+            assert_int_equal(data_u32(RLPortMessageGetComponent(m, i)), id * 100 + (uint32_t)i);
+        assert_ptr_equal(RLPortMessageGetSendPort(m), id % 2 ? reply : NULL);
+        assert_true(RLGetRetainCount(RLPortMessageGetReceivePort(m)) >= 1);
+        assert_false(RLPortIsValid(RLPortMessageGetReceivePort(m)));
+        assert_int_equal(RLGetRetainCount(m), 1);
+    }
+    for (int j = 0; j < k.nkept; j++)
+        assert_true(RLRelease(k.kept[j]));
+    assert_int_equal(RLGetRetainCount(reply), 1);
+    RLRelease(reply);
+}
+
 static void test_messages(void **state) {
     RLPortRef a = RLPortCreate(NULL, NULL, NULL), b = RLPortCreate(NULL, NULL, NULL);
     RLDataRef d = u32_data(9);
@@ -396,6 +463,7 @@ int main(void) {
         cmocka_unit_test(test_full_queue_times_out_then_drains),
         cmocka_unit_test(test_invalidate_with_messages_queued),
         cmocka_unit_test(test_handler_invalidates_its_port),
+        cmocka_unit_test(test_kept_messages_stay_as_delivered),
         cmocka_unit_test(test_messages),
         cmocka_unit_test(test_misuse),
 #if __BLOCKS__

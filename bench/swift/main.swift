@@ -2,6 +2,7 @@
 // Foundation's Thread and RunLoop on Linux, in one process.
 //
 //   swift run -c release swiftthreads-bench     (or `make bench-thread`)
+//   BSW_ONLY=ports: the socket-port rows instead (Ports.swift, `make bench-ports-swift`)
 //   BTH_ROUNDS=3, BTH_QUICK=1 as for bench/bench_thread.c; BTH_ONLY_WAY=0..3 runs one
 //   round-trip variant (sync, perform wait, async+semaphore, await run);
 //   BENCH_CSV=file also writes the rows for the charts (scripts/bench-chart.py)
@@ -344,6 +345,11 @@ func pad(_ s: String, _ width: Int) -> String {
 }
 
 let env = ProcessInfo.processInfo.environment
+// The socket-port rows (bench/swift/Ports.swift) are their own run.
+if env["BSW_ONLY"] == "ports" {
+    runPortBench(env)
+    exit(0)
+}
 let rounds = max(1, min(15, Int(env["BTH_ROUNDS"] ?? "") ?? 5))
 let quick = env["BTH_QUICK"] != nil
 let nThreads = quick ? 100 : 1000

@@ -12,9 +12,13 @@
  * to the worker through it from then on).
  *
  * Costs: components are retained, never copied (an RLData holds the one
- * copy of its bytes); a send takes the port's lock once, and wakes the
- * receiving loop only when it sleeps (wake-ups are coalesced, so a loop
- * that is awake costs the sender no system call).
+ * copy of its bytes); a send takes the port's lock once, allocates nothing
+ * once the port's queue has grown to the traffic, and wakes the receiving
+ * loop only when its queue was empty and the loop sleeps (wake-ups are
+ * coalesced, so a loop that is awake costs the sender no system call).
+ * The message a handler gets is valid for the call: once the handler
+ * returns without having retained it, the same object may carry the next
+ * message (retain it to keep it, as the Get rule says).
  *
  * Back-pressure: a port queues at most its limit of messages (default
  * 1024, RLPortSetQueueLimit). A send to a full port waits until there is

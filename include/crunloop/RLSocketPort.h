@@ -25,7 +25,8 @@
  * with the reason, in the port's description) and everyone else is served.
  *
  * Names: creating a remote port resolves its host with getaddrinfo in the
- * calling thread (it may block that thread on DNS; it never blocks a run
+ * calling thread (its IPv4 addresses are tried first, then its IPv6 ones,
+ * as Foundation's SocketPort does) (it may block that thread on DNS; it never blocks a run
  * loop: ports that arrive in messages carry numeric addresses). Remote
  * ports are shared: creating one for an address the process already has a
  * valid remote port for returns that port, retained, so replies to one
