@@ -38,6 +38,10 @@ struct RLSignalSource {
     RLRunLoopSourceRef src; /* the user's source (version 0), made on demand */
     bool valid;
     RLIndex pending;            /* deliveries not yet handed to the callout */
+    /* Callouts running on loops' threads, which were handed ctx.info: an
+     * invalidation meanwhile leaves the release of info to the last. */
+    int busy;
+    bool release_pending;
     RLRunLoopRef *loops;        /* the loops src is scheduled in, once per mode (retained) */
     size_t nloops, caploops;
     struct RLSignalSource *next; /* the next watcher of the same signal */
@@ -163,6 +167,19 @@ static void sig_wake(rl_sig_wake *wk, size_t k) {
     free(wk);
 }
 
+/* A callout that began while s was valid (busy counted, s retained) is
+ * over (lock not held). */
+static void sig_callout_done(struct RLSignalSource *s) {
+    rl_sig_lock_take();
+    bool release_now = --s->busy == 0 && s->release_pending;
+    if (release_now)
+        s->release_pending = false;
+    rl_sig_lock_drop();
+    if (release_now && s->ctx.release)
+        s->ctx.release(s->ctx.info);
+    RLRelease(s); /* taken with busy */
+}
+
 /* The signalfd is readable: dequeue everything and hand the count out. The
  * reader's own callout runs here, so that the run that woke for the signal
  * is the one that delivers it (a run returning after one handled source
@@ -188,6 +205,10 @@ static void sig_fd_callout(RLFileDescriptorRef f, RLOptionFlags types, void *inf
             k = sig_fan_out_locked(s, n, &wk);
         mine = s->pending; /* with what others handed over meanwhile */
         s->pending = 0;
+        if (mine > 0) {
+            s->busy++;
+            RLRetain(s); /* the callout may invalidate and release it */
+        }
     }
     bool valid = s->valid;
     rl_sig_lock_drop();
@@ -195,8 +216,10 @@ static void sig_fd_callout(RLFileDescriptorRef f, RLOptionFlags types, void *inf
         sig_wake(wk, k);
     if (valid)
         (void)RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack);
-    if (mine > 0)
+    if (mine > 0) {
         s->callout(s, s->signum, mine, s->ctx.info);
+        sig_callout_done(s);
+    }
 }
 
 /* The user's source was signalled: run the callout with what is pending. */
@@ -205,9 +228,15 @@ static void sig_perform(void *info) {
     rl_sig_lock_take();
     RLIndex n = s->valid ? s->pending : 0;
     s->pending = 0;
+    if (n > 0) {
+        s->busy++;
+        RLRetain(s); /* the callout may invalidate and release it */
+    }
     rl_sig_lock_drop();
-    if (n > 0)
+    if (n > 0) {
         s->callout(s, s->signum, n, s->ctx.info);
+        sig_callout_done(s);
+    }
 }
 
 /* On the loop's thread, once its source has joined the loop from another
@@ -499,6 +528,9 @@ bool RLSignalSourceInvalidate(RLSignalSourceRef s) {
     RLRunLoopSourceRef src = was ? s->src : NULL;
     if (was)
         s->src = NULL; /* src's context holds s: drop our side of the cycle */
+    bool release_it = was && !s->busy;
+    if (was && s->busy)
+        s->release_pending = true; /* the last running callout releases info */
     rl_sig_lock_drop();
     if (was) {
         if (src) {
@@ -506,9 +538,9 @@ bool RLSignalSourceInvalidate(RLSignalSourceRef s) {
             RLRelease(src);
         }
         (void)RLFileDescriptorInvalidate(s->fdobj);
-        if (s->ctx.release)
-            s->ctx.release(s->ctx.info);
     }
+    if (release_it && s->ctx.release)
+        s->ctx.release(s->ctx.info);
     RLRelease(s);
     return ok;
 }

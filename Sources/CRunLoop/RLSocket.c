@@ -70,6 +70,9 @@ struct RLSocket {
      * reads or accepts on a number that another open may have reused. */
     int busy;
     bool close_pending;
+    /* Likewise the context's info: those callouts were handed it, so an
+     * invalidation meanwhile leaves its release to the last of them. */
+    bool release_pending;
 };
 
 /* Reports to the lock-order detector as one class for every socket
@@ -406,12 +409,18 @@ static void sock_fd_callout(RLFileDescriptorRef f, RLOptionFlags ready, void *in
         return;
     sock_fd_callout_body(s, ready);
     sock_lock(s);
-    bool close_now = --s->busy == 0 && s->close_pending;
+    bool last = --s->busy == 0;
+    bool close_now = last && s->close_pending;
+    bool release_now = last && s->release_pending;
     if (close_now)
         s->close_pending = false;
+    if (release_now)
+        s->release_pending = false;
     sock_unlock(s);
     if (close_now)
         close(s->fd);
+    if (release_now && s->ctx.release)
+        s->ctx.release(s->ctx.info);
     RLRelease(s);
 }
 
@@ -839,6 +848,9 @@ bool RLSocketInvalidate(RLSocketRef s) {
         s->close_pending = true; /* the last running callout closes it */
         close_it = false;
     }
+    bool release_it = was && !s->busy;
+    if (was && s->busy)
+        s->release_pending = true; /* the last running callout releases info */
     sock_unlock(s);
     if (retry) { /* the timer holds a reference on s: s outlives this */
         RLRunLoopTimerInvalidate(retry);
@@ -851,7 +863,7 @@ bool RLSocketInvalidate(RLSocketRef s) {
     (void)RLFileDescriptorInvalidate(s->fdobj); /* leaves every loop */
     if (close_it)
         close(s->fd);
-    if (s->ctx.release)
+    if (release_it && s->ctx.release)
         s->ctx.release(s->ctx.info);
     RLRelease(s);
     return true;

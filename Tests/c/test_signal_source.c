@@ -325,6 +325,55 @@ static void test_thread_directed_signal_pending_before_a_cross_thread_add(void *
     done(s);
 }
 
+/* Invalidated from another thread while its callout runs on the loop's
+ * thread: the context's info is released once, after the callout returns
+ * (the callout was handed info), not under it. */
+static _Atomic int pin_released, pin_in_callout, pin_go, pin_released_during;
+static void pin_release(const void *p) { (void)p; atomic_fetch_add(&pin_released, 1); }
+static const void *pin_retain(const void *p) { return p; }
+static void pin_cb(RLSignalSourceRef s, int signum, RLIndex count, void *info) {
+    (void)s, (void)signum, (void)count, (void)info;
+    atomic_store(&pin_in_callout, 1);
+    double t0 = rl_test_now();
+    while (!atomic_load(&pin_go) && rl_test_now() - t0 < 10)
+        usleep(500);
+    usleep(20000); /* an early release would have happened by now */
+    atomic_store(&pin_released_during, atomic_load(&pin_released));
+    atomic_store(&pin_in_callout, 2);
+}
+
+static void test_context_released_after_a_running_callout(void **state) {
+    (void)state;
+    atomic_store(&pin_released, 0);
+    atomic_store(&pin_in_callout, 0);
+    atomic_store(&pin_go, 0);
+    RLSignalSourceContext c = {0, "pin", pin_retain, pin_release, NULL};
+    RLSignalSourceRef s = RLSignalSourceCreate(NULL, SIGUSR2, pin_cb, &c);
+    assert_non_null(s);
+    sig_loop l;
+    memset(&l, 0, sizeof l);
+    assert_int_equal(pthread_create(&l.t, NULL, sig_loop_main, &l), 0);
+    while (!atomic_load(&l.rl))
+        usleep(1000);
+    assert_true(RLRunLoopAddSignalSource(atomic_load(&l.rl), s, MODE));
+    assert_int_equal(pthread_kill(l.t, SIGUSR2), 0);
+    double t0 = rl_test_now();
+    while (atomic_load(&pin_in_callout) != 1 && rl_test_now() - t0 < 10)
+        usleep(100);
+    assert_int_equal(atomic_load(&pin_in_callout), 1);
+    assert_true(RLSignalSourceInvalidate(s));
+    atomic_store(&pin_go, 1);
+    while (atomic_load(&pin_in_callout) != 2 && rl_test_now() - t0 < 20)
+        usleep(100);
+    atomic_store(&l.quit, true);
+    assert_true(RLRunLoopStop(atomic_load(&l.rl)));
+    assert_int_equal(pthread_join(l.t, NULL), 0);
+    assert_int_equal(atomic_load(&pin_released_during), 0);
+    assert_int_equal(atomic_load(&pin_released), 1);
+    assert_true(RLRelease(s));
+    assert_int_equal(atomic_load(&pin_released), 1);
+}
+
 static int released;
 static const void *ctx_retain(const void *p) { return p; }
 static void ctx_release(const void *p) { (void)p; released++; }
@@ -458,6 +507,7 @@ int main(void) {
         cmocka_unit_test_setup(test_last_watcher_restores_disposition_and_mask, rl_trace_setup),
         cmocka_unit_test_setup(test_pending_before_the_source_is_in_a_loop, rl_trace_setup),
         cmocka_unit_test_setup(test_thread_directed_signal_pending_before_a_cross_thread_add, rl_trace_setup),
+        cmocka_unit_test_setup(test_context_released_after_a_running_callout, rl_trace_setup),
         cmocka_unit_test_setup(test_invalidate_inside_the_callout_and_context, rl_trace_setup),
         cmocka_unit_test_setup(test_fork_while_another_thread_creates_sources, rl_trace_setup),
         cmocka_unit_test_setup(test_misuse, rl_trace_setup),

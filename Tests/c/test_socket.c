@@ -794,6 +794,81 @@ static void test_invalidate_from_another_thread_while_reading(void **state) {
     }
 }
 
+/* Invalidated from another thread while a callout runs: the context's
+ * info is released once, after that callout returns (the callout was
+ * handed info and may still use it), not under it. */
+typedef struct pinned {
+    RLSocketRef s;
+    _Atomic int running;
+    _Atomic int in_callout; /* 1: inside, 2: done */
+    _Atomic int go;
+    _Atomic int released;
+    _Atomic int released_during; /* releases seen by the callout as it ends */
+} pinned;
+
+static void pinned_release(const void *info) { atomic_fetch_add(&((pinned *)info)->released, 1); }
+static const void *pinned_retain(const void *info) { return info; }
+
+static void pinned_cb(RLSocketRef s, RLSocketCallBackType type, RLDataRef address, const void *data, void *info) {
+    (void)s, (void)type, (void)address, (void)data;
+    pinned *p = info;
+    if (atomic_load(&p->in_callout))
+        return;
+    atomic_store(&p->in_callout, 1);
+    double t0 = rl_test_now();
+    while (!atomic_load(&p->go) && rl_test_now() - t0 < 10)
+        usleep(500);
+    usleep(20000); /* an early release would have happened by now */
+    atomic_store(&p->released_during, atomic_load(&p->released));
+    atomic_store(&p->in_callout, 2);
+}
+
+static void *pinned_loop(void *arg) {
+    pinned *p = arg;
+    RLRunLoopSourceRef src = RLSocketCreateRunLoopSource(NULL, p->s, 0);
+    if (src) {
+        RLRunLoopAddSource(RLRunLoopGetCurrent(), src, MODE);
+        RLRelease(src);
+    }
+    RLRunLoopSourceRef keep = rl_test_keep_mode(MODE);
+    atomic_store(&p->running, 1);
+    while (atomic_load(&p->running) == 1)
+        RLRunLoopRunInMode(MODE, 0.01, true);
+    rl_test_unkeep(keep);
+    return NULL;
+}
+
+static void test_context_released_after_a_running_callout(void **state) {
+    (void)state;
+    int sv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    pinned p;
+    memset(&p, 0, sizeof p);
+    RLSocketContext c = {0, &p, pinned_retain, pinned_release, NULL};
+    p.s = RLSocketCreateWithNative(NULL, sv[0], kRLSocketDataCallBack, pinned_cb, &c);
+    assert_non_null(p.s);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, pinned_loop, &p), 0);
+    while (!atomic_load(&p.running))
+        usleep(100);
+    assert_int_equal(write(sv[1], "x", 1), 1);
+    double t0 = rl_test_now();
+    while (atomic_load(&p.in_callout) != 1 && rl_test_now() - t0 < 10)
+        usleep(100);
+    assert_int_equal(atomic_load(&p.in_callout), 1);
+    assert_true(RLSocketInvalidate(p.s));
+    atomic_store(&p.go, 1);
+    while (atomic_load(&p.in_callout) != 2 && rl_test_now() - t0 < 20)
+        usleep(100);
+    atomic_store(&p.running, 2);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_int_equal(atomic_load(&p.released_during), 0);
+    assert_int_equal(atomic_load(&p.released), 1);
+    assert_true(RLRelease(p.s));
+    assert_int_equal(atomic_load(&p.released), 1);
+    close(sv[1]);
+}
+
 /* ---- the lock order, checked by the lock-order detector ---- */
 
 static atomic_int reports;
@@ -845,6 +920,7 @@ int main(void) {
         cmocka_unit_test_setup(test_fd_closed_behind_the_socket_does_not_spin, rl_trace_setup),
         cmocka_unit_test_setup(test_accept_without_free_descriptors_does_not_spin, rl_trace_setup),
         cmocka_unit_test_setup(test_invalidate_from_another_thread_while_reading, rl_trace_setup),
+        cmocka_unit_test_setup(test_context_released_after_a_running_callout, rl_trace_setup),
         cmocka_unit_test_setup(test_lock_order_is_checked, rl_trace_setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
