@@ -19,7 +19,8 @@
 //   execute, CPU  the execute row again, as CPU time of the whole process
 //                 (sender and loop thread) per closure.
 //   idle CPU      CPU time the loop's thread uses while it has nothing to do,
-//                 in µs of CPU per second idle (its own thread CPU clock).
+//                 in µs of CPU per second idle (its own thread CPU clock, read
+//                 from outside through pthread_getcpuclockid: no wake-up).
 //
 // Each round runs every row for every peer, peers alternating; a cell is the
 // median over rounds, and ours/peer is the median of the per-round ratios
@@ -51,6 +52,21 @@ import Glibc
 func threadCPUNs() -> Int64 {
     var ts = timespec()
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts)
+    return Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec)
+}
+
+/// The calling thread's CPU clock, to be read from another thread.
+func threadCPUClock() -> clockid_t {
+    var cid = clockid_t()
+    precondition(pthread_getcpuclockid(pthread_self(), &cid) == 0)
+    return cid
+}
+
+/// A thread's CPU time through its clock (see threadCPUClock), ns: read
+/// from outside, so the thread is not woken to measure it.
+func cpuNs(_ cid: clockid_t) -> Int64 {
+    var ts = timespec()
+    clock_gettime(cid, &ts)
     return Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec)
 }
 
@@ -95,7 +111,9 @@ protocol Peer: AnyObject {
     func execute(_ n: Int) -> Double            // ns per closure
     func scheduleCancel(_ n: Int) -> Double     // ns per timer
     func roundTrip(_ n: Int) -> Double          // ns per trip
-    func loopThreadCPU() -> Int64               // the loop thread's CPU clock
+    // The loop thread's CPU time, read without waking it: its clock id is
+    // taken once, on that thread (the first call wakes it; later ones do not).
+    func loopThreadCPU() -> Int64
     func shutdown()
 }
 
@@ -139,7 +157,8 @@ final class Ours: Peer {
         return Double(nowNs() - t0) / Double(n)
     }
 
-    func loopThreadCPU() -> Int64 { try! worker.sync { threadCPUNs() } }
+    private lazy var loopClock: clockid_t = try! worker.sync { threadCPUClock() }
+    func loopThreadCPU() -> Int64 { cpuNs(loopClock) }
     func shutdown() { try! worker.stop() }
 }
 
@@ -181,7 +200,8 @@ final class NIO: Peer {
         return Double(nowNs() - t0) / Double(n)
     }
 
-    func loopThreadCPU() -> Int64 { try! loop.submit { threadCPUNs() }.wait() }
+    private lazy var loopClock: clockid_t = try! loop.submit { threadCPUClock() }.wait()
+    func loopThreadCPU() -> Int64 { cpuNs(loopClock) }
     func shutdown() { try! group.syncShutdownGracefully() }
 }
 
@@ -260,7 +280,8 @@ final class FoundationPeer: Peer {
         return Double(nowNs() - t0) / Double(n)
     }
 
-    func loopThreadCPU() -> Int64 { sync { threadCPUNs() } }
+    private lazy var loopClock: clockid_t = sync { threadCPUClock() }
+    func loopThreadCPU() -> Int64 { cpuNs(loopClock) }
 
     func shutdown() {
         runLoop.perform(inModes: [.default]) { [self] in
