@@ -167,6 +167,21 @@ static void sig_wake(rl_sig_wake *wk, size_t k) {
     free(wk);
 }
 
+/* Dequeues every signal s's signalfd shows the calling thread (its own
+ * and the process's) and returns how many (rl_sig_lock held). */
+static RLIndex sig_drain_locked(struct RLSignalSource *s) {
+    struct signalfd_siginfo buf[64];
+    RLIndex n = 0;
+    for (;;) {
+        ssize_t r = read(s->sfd, buf, sizeof buf);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return n; /* EAGAIN: drained */
+        n += (RLIndex)((size_t)r / sizeof buf[0]);
+    }
+}
+
 /* A callout that began while s was valid (busy counted, s retained) is
  * over (lock not held). */
 static void sig_callout_done(struct RLSignalSource *s) {
@@ -187,20 +202,12 @@ static void sig_callout_done(struct RLSignalSource *s) {
 static void sig_fd_callout(RLFileDescriptorRef f, RLOptionFlags types, void *info) {
     (void)types;
     struct RLSignalSource *s = info;
-    struct signalfd_siginfo buf[64];
     RLIndex n = 0, mine = 0;
     rl_sig_wake *wk = NULL;
     size_t k = 0;
     rl_sig_lock_take();
     if (s->valid) {
-        for (;;) {
-            ssize_t r = read(s->sfd, buf, sizeof buf);
-            if (r < 0 && errno == EINTR)
-                continue;
-            if (r <= 0)
-                break; /* EAGAIN: drained */
-            n += (RLIndex)((size_t)r / sizeof buf[0]);
-        }
+        n = sig_drain_locked(s);
         if (n)
             k = sig_fan_out_locked(s, n, &wk);
         mine = s->pending; /* with what others handed over meanwhile */
@@ -249,21 +256,13 @@ static void sig_perform(void *info) {
  * handled source of the run. */
 static void sig_look_on_loop_thread(void *info) {
     struct RLSignalSource *s = info;
-    struct signalfd_siginfo buf[64];
     RLIndex n = 0;
     rl_sig_wake *wk = NULL;
     size_t k = 0;
     RLRunLoopSourceRef mine = NULL;
     rl_sig_lock_take();
     if (s->valid) {
-        for (;;) {
-            ssize_t r = read(s->sfd, buf, sizeof buf);
-            if (r < 0 && errno == EINTR)
-                continue;
-            if (r <= 0)
-                break; /* EAGAIN: nothing pending here */
-            n += (RLIndex)((size_t)r / sizeof buf[0]);
-        }
+        n = sig_drain_locked(s);
         if (n)
             k = sig_fan_out_locked(s, n, &wk);
         if (s->pending > 0 && s->src)
