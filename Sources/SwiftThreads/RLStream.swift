@@ -223,7 +223,7 @@ public class RLStream: CustomStringConvertible {
             return RLBooleanGetValue(OpaquePointer(value))
         case "RLNumber":
             var number: Int64 = 0
-            _ = RLNumberGetValue(OpaquePointer(value), kRLNumberSInt64Type, &number)
+            _ = RLNumberGetValue(OpaquePointer(value), .sInt64Type, &number)
             return Int(number)
         case "RLData":
             let data = RLData(retaining: OpaquePointer(value))
@@ -245,7 +245,7 @@ public class RLStream: CustomStringConvertible {
         case let flag as Bool:
             return stream.setProperty(key.cName, UnsafeRawPointer(flag ? kRLBooleanTrue : kRLBooleanFalse))
         case let integer as any BinaryInteger:
-            guard var wide = Int64(exactly: integer), let number = RLNumberCreate(nil, kRLNumberSInt64Type, &wide) else {
+            guard var wide = Int64(exactly: integer), let number = RLNumberCreate(nil, .sInt64Type, &wide) else {
                 return stream.setProperty(key.cName, nil)
             }
             defer { RLRelease(UnsafeRawPointer(number)) }
