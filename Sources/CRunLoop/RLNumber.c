@@ -4,10 +4,11 @@
  * The booleans are static objects the library holds one reference to for
  * ever (rl__object_hold's mark, set in the initializer): retains and
  * releases pair up like any object's, and a release without a retain is
- * refused as for any Get-rule result, so they are never destroyed. A
- * number keeps its integer as int64_t, which every supported type fits. */
+ * refused as for any Get-rule result, so they are never destroyed. */
 #include "RLNumberInternal.h"
 
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -48,100 +49,217 @@ bool RLBooleanGetValue(RLBooleanRef boolean) {
     return false;
 }
 
-/* ---- numbers ---- */
+/* ---- numbers ----
+ * A number keeps its value as int64_t or as double (a Float32 number's
+ * float widened, exactly) with the canonical type it was made with: the
+ * sized type each C type code stands for. Reading it as another type
+ * converts as CoreFoundation does on x86-64 (the oracle, Tests/diff/
+ * scenarios/number_values.c), with every step defined in C: integers are
+ * cut to narrower types, floating-point values are truncated toward zero
+ * (out of range or NaN: the minimum of 32 or 64 bits, what the processor's
+ * conversion gives), and the result says whether the value came through
+ * exactly. */
 
 struct RLNumber {
     rl__object base;
-    int64_t value;
+    RLNumberType type; /* canonical: SInt8/16/32/64, Float32/64 */
+    union {
+        int64_t i;
+        double d;
+    } v;
 };
 
+static bool is_float_type(RLNumberType t) { return t == kRLNumberFloat32Type || t == kRLNumberFloat64Type; }
+
 static char *number_describe(const void *obj) {
+    const struct RLNumber *n = obj;
     char *s = NULL;
-    if (asprintf(&s, "<RLNumber %p>{value = %lld}", obj, (long long)((const struct RLNumber *)obj)->value) < 0)
-        return NULL;
-    return s;
+    int r = is_float_type(n->type) ? asprintf(&s, "<RLNumber %p>{value = %.17g, type = %s}", obj, n->v.d,
+                                               n->type == kRLNumberFloat32Type ? "Float32" : "Float64")
+                                   : asprintf(&s, "<RLNumber %p>{value = %lld, type = SInt%d}", obj,
+                                              (long long)n->v.i, n->type == kRLNumberSInt8Type    ? 8
+                                                                 : n->type == kRLNumberSInt16Type ? 16
+                                                                 : n->type == kRLNumberSInt32Type ? 32
+                                                                                                  : 64);
+    return r < 0 ? NULL : s;
 }
 
 static const rl__class number_class = {"RLNumber", NULL, NULL, number_describe};
 
-/* The bytes of each supported type, and whether it is signed (char is
- * whatever the platform says). 0: not supported (floating point, unknown). */
-static size_t int_size(RLNumberType t, bool *is_signed) {
-    *is_signed = true;
+/* The sized type a type code stands for, or 0 for an unknown code. */
+static RLNumberType canonical(RLNumberType t) {
     switch (t) {
-    case kRLNumberSInt8Type: return 1;
-    case kRLNumberSInt16Type: return 2;
-    case kRLNumberSInt32Type: return 4;
-    case kRLNumberSInt64Type: return 8;
-    case kRLNumberCharType: *is_signed = (char)-1 < 0; return sizeof(char);
-    case kRLNumberShortType: return sizeof(short);
-    case kRLNumberIntType: return sizeof(int);
-    case kRLNumberLongType: return sizeof(long);
-    case kRLNumberLongLongType: return sizeof(long long);
-    case kRLNumberCFIndexType: return sizeof(RLIndex);
-    case kRLNumberNSIntegerType: return sizeof(long);
+    case kRLNumberSInt8Type: case kRLNumberCharType: return kRLNumberSInt8Type;
+    case kRLNumberSInt16Type: case kRLNumberShortType: return kRLNumberSInt16Type;
+    case kRLNumberSInt32Type: return kRLNumberSInt32Type;
+    case kRLNumberIntType: return sizeof(int) == 4 ? kRLNumberSInt32Type : kRLNumberSInt64Type;
+    case kRLNumberSInt64Type: case kRLNumberLongLongType: return kRLNumberSInt64Type;
+    case kRLNumberLongType: case kRLNumberNSIntegerType:
+        return sizeof(long) == 8 ? kRLNumberSInt64Type : kRLNumberSInt32Type;
+    case kRLNumberCFIndexType: return sizeof(RLIndex) == 8 ? kRLNumberSInt64Type : kRLNumberSInt32Type;
+    case kRLNumberFloat32Type: case kRLNumberFloatType: return kRLNumberFloat32Type;
+    case kRLNumberFloat64Type: case kRLNumberDoubleType: case kRLNumberCGFloatType: return kRLNumberFloat64Type;
     default: return 0;
     }
 }
 
-static bool type_ok(RLNumberType t, size_t *size, bool *is_signed, const char *fn) {
-    *size = int_size(t, is_signed);
-    if (*size)
+static size_t canonical_size(RLNumberType c) {
+    switch (c) {
+    case kRLNumberSInt8Type: return 1;
+    case kRLNumberSInt16Type: return 2;
+    case kRLNumberSInt32Type: case kRLNumberFloat32Type: return 4;
+    default: return 8;
+    }
+}
+
+static bool type_ok(RLNumberType t, const char *fn) {
+    if (canonical(t))
         return true;
-    if (t == kRLNumberFloat32Type || t == kRLNumberFloat64Type || t == kRLNumberFloatType ||
-        t == kRLNumberDoubleType || t == kRLNumberCGFloatType)
-        return rl__fail(kRLErrorInvalidArgument, fn, "number type %ld is floating point: only integers are supported",
-                        (long)t);
     return rl__fail(kRLErrorInvalidArgument, fn, "unknown number type %ld", (long)t);
+}
+
+/* Reads the integer of C type code t at p (char as the platform's char). */
+static int64_t load_int(RLNumberType t, const void *p) {
+    if (t == kRLNumberCharType)
+        return *(const char *)p;
+    switch (canonical_size(canonical(t))) {
+    case 1: return *(const int8_t *)p;
+    case 2: return *(const int16_t *)p;
+    case 4: return *(const int32_t *)p;
+    default: return *(const int64_t *)p;
+    }
 }
 
 RLNumberRef RLNumberCreate(RLAllocatorRef allocator, RLNumberType theType, const void *valuePtr) {
     (void)allocator;
-    size_t size;
-    bool is_signed;
-    if (!type_ok(theType, &size, &is_signed, __func__))
+    if (!type_ok(theType, __func__))
         return NULL;
     if (!valuePtr)
         return rl__fail(kRLErrorInvalidArgument, __func__, "NULL valuePtr"), NULL;
-    int64_t v;
-    switch (size) {
-    case 1: v = is_signed ? *(const int8_t *)valuePtr : *(const uint8_t *)valuePtr; break;
-    case 2: v = *(const int16_t *)valuePtr; break;
-    case 4: v = *(const int32_t *)valuePtr; break;
-    default: v = *(const int64_t *)valuePtr; break;
-    }
     struct RLNumber *n = rl__object_alloc(&number_class, sizeof *n, __func__);
     if (!n)
         return NULL;
-    n->value = v;
+    n->type = canonical(theType);
+    if (n->type == kRLNumberFloat32Type)
+        n->v.d = *(const float *)valuePtr;
+    else if (n->type == kRLNumberFloat64Type)
+        n->v.d = *(const double *)valuePtr;
+    else
+        n->v.i = load_int(theType, valuePtr);
     return n;
 }
 
+#define TWO_63 9223372036854775808.0 /* 2^63, exact as a double */
+#define TWO_31 2147483648.0
+
+/* d truncated toward zero into 64 (or 32) bits; NaN or out of range: the
+ * minimum, as x86-64's conversion instructions give (and so CF there). */
+static int64_t trunc64(double d) { return (d >= -TWO_63 && d < TWO_63) ? (int64_t)d : INT64_MIN; }
+static int32_t trunc32(double d) { return (d > -TWO_31 - 1.0 && d < TWO_31) ? (int32_t)d : INT32_MIN; }
+
+/* Whether the integer i and the floating-point x are the same number. */
+static bool int_equals(int64_t i, double x) { return x >= -TWO_63 && x < TWO_63 && (int64_t)x == i && x == trunc(x); }
+
+/* Stores integer v as the integer type code t at p (cut to its size);
+ * true if it came through unchanged. */
+static bool store_int(RLNumberType t, int64_t v, void *p) {
+    int64_t back;
+    if (t == kRLNumberCharType) {
+        back = *(char *)p = (char)v;
+        return back == v;
+    }
+    switch (canonical_size(canonical(t))) {
+    case 1: back = *(int8_t *)p = (int8_t)v; break;
+    case 2: back = *(int16_t *)p = (int16_t)v; break;
+    case 4: back = *(int32_t *)p = (int32_t)(uint32_t)v; break;
+    default: back = *(int64_t *)p = v; break;
+    }
+    return back == v;
+}
+
 bool RLNumberGetValue(RLNumberRef number, RLNumberType theType, void *valuePtr) {
-    if (!rl__object_check(number, &number_class, __func__))
-        return false;
-    size_t size;
-    bool is_signed;
-    if (!type_ok(theType, &size, &is_signed, __func__))
+    if (!rl__object_check(number, &number_class, __func__) || !type_ok(theType, __func__))
         return false;
     if (!valuePtr)
         return rl__fail(kRLErrorInvalidArgument, __func__, "NULL valuePtr");
-    int64_t v = number->value, back;
-    switch (size) {
-    case 1:
-        if (is_signed)
-            back = *(int8_t *)valuePtr = (int8_t)v;
-        else
-            back = *(uint8_t *)valuePtr = (uint8_t)v;
-        break;
-    case 2: back = *(int16_t *)valuePtr = (int16_t)v; break;
-    case 4: back = *(int32_t *)valuePtr = (int32_t)v; break;
-    default: back = *(int64_t *)valuePtr = v; break;
+    RLNumberType want = canonical(theType);
+    bool exact;
+    if (!is_float_type(number->type)) {
+        int64_t i = number->v.i;
+        if (want == kRLNumberFloat32Type) {
+            float f = (float)i;
+            *(float *)valuePtr = f;
+            exact = int_equals(i, f);
+        } else if (want == kRLNumberFloat64Type) {
+            double d = (double)i;
+            *(double *)valuePtr = d;
+            exact = int_equals(i, d);
+        } else {
+            exact = store_int(theType, i, valuePtr);
+        }
+    } else {
+        double d = number->v.d;
+        if (want == kRLNumberFloat32Type) {
+            float f = (float)d;
+            *(float *)valuePtr = f;
+            exact = (double)f == d || (isnan(d) && isnan(f));
+        } else if (want == kRLNumberFloat64Type) {
+            *(double *)valuePtr = d;
+            exact = true;
+        } else {
+            int64_t i = canonical_size(want) == 8 ? trunc64(d) : trunc32(d);
+            exact = store_int(theType, i, valuePtr) && int_equals(i, d);
+        }
     }
-    if (back != v)
-        return rl__fail(kRLErrorInvalidArgument, __func__, "%lld does not fit number type %ld (stored %lld)",
-                        (long long)v, (long)theType, (long long)back);
+    if (!exact)
+        return rl__fail(kRLErrorInvalidArgument, __func__, "the number does not fit type %ld exactly (stored it cut)",
+                        (long)theType);
     return true;
+}
+
+RLNumberType RLNumberGetType(RLNumberRef number) {
+    return rl__object_check(number, &number_class, __func__) ? number->type : 0;
+}
+
+RLIndex RLNumberGetByteSize(RLNumberRef number) {
+    return rl__object_check(number, &number_class, __func__) ? (RLIndex)canonical_size(number->type) : 0;
+}
+
+bool RLNumberIsFloatType(RLNumberRef number) {
+    return rl__object_check(number, &number_class, __func__) && is_float_type(number->type);
+}
+
+/* -1, 0, 1 for integer i against floating-point x (NaN: x is smaller). */
+static int cmp_int_float(int64_t i, double x) {
+    if (isnan(x) || x < -TWO_63)
+        return 1;
+    if (x >= TWO_63)
+        return -1;
+    double t = trunc(x);
+    int64_t ti = (int64_t)t;
+    if (i != ti)
+        return i < ti ? -1 : 1;
+    return x > t ? -1 : x < t ? 1 : 0;
+}
+
+RLComparisonResult RLNumberCompare(RLNumberRef number, RLNumberRef otherNumber, void *context) {
+    (void)context;
+    if (!rl__object_check(number, &number_class, __func__) || !rl__object_check(otherNumber, &number_class, __func__))
+        return kRLCompareEqualTo;
+    bool af = is_float_type(number->type), bf = is_float_type(otherNumber->type);
+    int r;
+    if (!af && !bf) {
+        r = (number->v.i > otherNumber->v.i) - (number->v.i < otherNumber->v.i);
+    } else if (!af) {
+        r = cmp_int_float(number->v.i, otherNumber->v.d);
+    } else if (!bf) {
+        r = -cmp_int_float(otherNumber->v.i, number->v.d);
+    } else {
+        double x = number->v.d, y = otherNumber->v.d;
+        /* NaN sorts below every number and equal to itself. */
+        r = isnan(x) ? (isnan(y) ? 0 : -1) : isnan(y) ? 1 : (x > y) - (x < y);
+    }
+    return r < 0 ? kRLCompareLessThan : r > 0 ? kRLCompareGreaterThan : kRLCompareEqualTo;
 }
 
 bool rl__is_number(const void *obj) {

@@ -39,9 +39,10 @@
  *     the Context, CallBack and InvalidationCallBack types;
  *   - CFData (RLData.h): CFDataCreate, CFDataGetLength, CFDataGetBytePtr,
  *     CFDataGetBytes;
- *   - CFBoolean and CFNumber for integers (RLNumber.h): kCFBooleanTrue,
- *     kCFBooleanFalse, CFBooleanGetValue, CFNumberCreate, CFNumberGetValue
- *     and the kCFNumber…Type codes — the values of stream properties;
+ *   - CFBoolean and CFNumber (RLNumber.h): kCFBooleanTrue, kCFBooleanFalse,
+ *     CFBooleanGetValue, CFNumberCreate, CFNumberGetValue, CFNumberGetType,
+ *     CFNumberGetByteSize, CFNumberIsFloatType, CFNumberCompare and the
+ *     kCFNumber…Type codes — the values of stream properties;
  *   - stream properties: CFReadStreamCopyProperty, CFWriteStreamCopyProperty,
  *     CFReadStreamSetProperty, CFWriteStreamSetProperty, and
  *     kCFStreamPropertyAppendToFile, kCFStreamPropertyFileCurrentOffset,
@@ -91,8 +92,9 @@
  *     waits for a reply (see RLMessagePort.h); port names are per user.
  *   - Allocators are accepted and ignored (pass NULL or kCFAllocatorDefault).
  *   - Timer tolerance works (Darwin semantics), unlike CF on Linux.
- *   - CFNumber holds integers only: CFNumberCreate with a floating-point
- *     type fails (NULL). Setting a stream property to a value of the wrong
+ *   - CFNumberGetType reports the sized type of the creation's type code
+ *     (CF on Linux a 32-bit one for small CFIndex and long long values).
+ *     Setting a stream property to a value of the wrong
  *     type, or a negative file offset, fails (CF accepts some of them);
  *     kCFStreamPropertyAppendToFile can be read back (CF's copy returns
  *     NULL). See RLStream.h for each property.
@@ -246,6 +248,10 @@ typedef RLNumberType CFNumberType;
 #define kCFNumberCGFloatType kRLNumberCGFloatType
 #define CFNumberCreate RLNumberCreate
 #define CFNumberGetValue RLNumberGetValue
+#define CFNumberGetType RLNumberGetType
+#define CFNumberGetByteSize RLNumberGetByteSize
+#define CFNumberIsFloatType RLNumberIsFloatType
+#define CFNumberCompare RLNumberCompare
 
 /* ---- Arrays (of strings only) --------------------------------------- */
 
