@@ -112,6 +112,16 @@ case $mode in
     [ $rc -eq 0 ] || fail "exit status $rc"
     check_parser swiftthreads-threaded-parser 'not well-formed \(XMLParser error 76\) at line [0-9]+'
     has_line "the HTTP server answered 1 request"
+    # One document named on the command line: failures are reported to
+    # the delegate (exit status 1); a URL off this machine is refused
+    # before any connection is made.
+    for source in /nonexistent/catalog.xml http://example.com:80/catalog.xml; do
+      RL_EXAMPLE_FAST=1 timeout "$TIMEOUT" "$bin/swiftthreads-threaded-parser" "$source" >>"$OUT" 2>&1 </dev/null
+      rc=$?
+      [ $rc -eq 1 ] || fail "$source: exit status $rc, not 1"
+    done
+    has_line "  [main] parserDidFail: cannot open /nonexistent/catalog.xml: No such file or directory (errno 2)"
+    has_line "  [main] parserDidFail: only servers on this machine are fetched, not example.com"
   else
     fail "build failed"
   fi

@@ -96,17 +96,12 @@ final class CatalogParser: Sendable {
 
     private func parseInBackground() {
         report { $0.parserDidStart($1) }
-        let outcome: Result<CatalogSummary, CatalogParseError>
         do {
-            outcome = .success(try parse(try Document(opening: source)))
-        } catch let error as CatalogParseError {
-            outcome = .failure(error)
+            let summary = try parse(try Document(opening: source))
+            report { $0.parser($1, didFinish: summary) }
         } catch {
-            outcome = .failure(CatalogParseError(description: "\(error)"))
-        }
-        switch outcome {
-        case .success(let summary): report { $0.parser($1, didFinish: summary) }
-        case .failure(let error): report { $0.parser($1, didFailWith: error) }
+            let failure = error as? CatalogParseError ?? CatalogParseError(description: "\(error)")
+            report { $0.parser($1, didFailWith: failure) }
         }
     }
 
