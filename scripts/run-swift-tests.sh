@@ -8,7 +8,8 @@
 #       swiftthreads-demo in its fast mode must exit 0 and end with its closing
 #       line; swiftthreads-echo-client with two lines on its standard input
 #       must echo both and exit 0; swiftthreads-threaded-parser (fast) must
-#       print what examples/c's threaded_parser prints; swiftthreads-daemon
+#       print what examples/c's threaded_parser prints, and report a missing
+#       file and a URL off this machine as failures; swiftthreads-daemon
 #       (fast) is driven with kill as daemon_skeleton is (SIGHUP, then SIGTERM;
 #       again with SIGINT) and checked the same way (scripts/example-checks.sh);
 #       "[swift-demo] PASS ..." for each, then "N passed, N failed, 0 skipped"
