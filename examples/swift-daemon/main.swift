@@ -75,8 +75,8 @@ final class Daemon: @unchecked Sendable {
             let source = try RLSignalSource(signal: signal) { [unowned self] _, delivery in
                 handle(delivery)
             }
-            RLRunLoop.main.add(source, forMode: .default)
             signalSources.append(source)
+            guard RLRunLoop.main.add(source, forMode: .default) else { throw RLError.last() }
         }
     }
 
