@@ -165,10 +165,10 @@ private final class CatalogCounter: NSObject, XMLParserDelegate {
     func parser(_ parser: XMLParser, parseErrorOccurred parseError: Error) {
         guard failure == nil else { return }
         // The code is libxml2's (xmlParserErrors: 76 is a tag name
-        // mismatch). It is printed as a number: the names of
-        // swift-corelibs-foundation's XMLParser.ErrorCode are off by two
-        // from 74 on (76 reads as standaloneValueError), and its NSError
-        // carries no message.
+        // mismatch). It is printed as a number: on Linux the raw values of
+        // XMLParser.ErrorCode (swift-corelibs-foundation) are shifted from
+        // libxml2's in this range — 76 reads as standaloneValueError and
+        // tagNameMismatchError is 74 — and the NSError has no message.
         let code = (parseError as NSError).code
         failure = CatalogParseError(
             description: "not well-formed (XMLParser error \(code)) at line \(parser.lineNumber)")
