@@ -52,7 +52,9 @@ check_parser() {
 
 # The daemon skeleton (C: daemon_skeleton, Swift: swiftthreads-daemon),
 # after drive_daemon: ready, SIGHUP reloaded (workers restarted), STOPSIG
-# stopped it cleanly with every job done.
+# stopped it cleanly with every job done. With two stop signals sent at
+# once (INT+TERM, as when a service manager's SIGTERM follows a Ctrl-C),
+# the first one handled stops it and the other must not end it half-way.
 # check_daemon NAME STOPSIG
 check_daemon() {
   local name=$1 stop=$2
@@ -60,8 +62,12 @@ check_daemon() {
     fail "no ready line"
   has_line "  [main] SIGHUP received"
   has_line "  [main] reload: configuration 2; restarting the workers"
-  has_line "  [main] SIG$stop received"
-  has_line "  [main] stopping: no more jobs; stopping the workers"
+  if [[ $stop == *+* ]]; then
+    grep -Eq "^  \[main\] SIG(${stop//+/|}) received" "$OUT" || fail "no SIG${stop//+/ or SIG} received"
+  else
+    has_line "  [main] SIG$stop received"
+  fi
+  count_lines '^  \[main\] stopping: no more jobs; stopping the workers$' 1
   # Both workers went through the lifecycle twice (reload, stop), each
   # will-exit handler before its Stop returned.
   count_lines '^  \[worker-[12]\] will-exit handler: the worker thread is finishing$' 4
@@ -83,7 +89,9 @@ check_daemon() {
 # drive_daemon OUT STOPSIG PAUSE NAME COMMAND [ARGS...]: runs COMMAND, whose
 # ready line starts "NAME: ready", with its output to OUT (and to the
 # terminal too if TEE is set), PAUSE seconds between the steps; returns its
-# exit status (124 if it had to be killed).
+# exit status (124 if it had to be killed). STOPSIG may be several signals
+# joined by "+" (INT+TERM): they are sent while the process is stopped
+# (SIGSTOP, then SIGCONT), so all of them are pending at once.
 drive_daemon() {
   local out=$1 stop=$2 pause=$3 name=$4 pid status i
   shift 4
@@ -106,7 +114,16 @@ drive_daemon() {
   if wait_for_text "$name: ready"; then
     sleep "$pause"; kill -HUP "$pid"
     if wait_for_text "  [main] reload done"; then
-      sleep "$pause"; kill "-$stop" "$pid"
+      sleep "$pause"
+      if [[ $stop == *+* ]]; then
+        # Stopped meanwhile, so that every one is pending when it goes on.
+        local sig
+        kill -STOP "$pid"
+        for sig in ${stop//+/ }; do kill "-$sig" "$pid"; done
+        kill -CONT "$pid"
+      else
+        kill "-$stop" "$pid"
+      fi
     fi
   fi
   for ((i = 0; i < TIMEOUT * 20; i++)); do

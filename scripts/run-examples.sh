@@ -271,11 +271,11 @@ check_message_ports() {
 
 check_threaded_parser() { check_parser threaded_parser 'mismatched tag at line [0-9]+'; }
 
-# Drives the daemon as a test: stopped once by SIGTERM, once by SIGINT; each
-# run must exit with status 0.
+# Drives the daemon as a test: stopped once by SIGTERM, once by SIGINT, once
+# by both at once; each run must exit with status 0.
 run_daemon_skeleton() {
   local sig rc
-  for sig in TERM INT; do
+  for sig in TERM INT INT+TERM; do
     OUT=$tmp/daemon_skeleton.$sig.out
     RL_EXAMPLE_FAST=1 drive_daemon "$OUT" "$sig" 0 daemon_skeleton "$BIN/daemon_skeleton"
     rc=$?

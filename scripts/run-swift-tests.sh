@@ -11,7 +11,8 @@
 #       print what examples/c's threaded_parser prints, and report a missing
 #       file and a URL off this machine as failures; swiftthreads-daemon
 #       (fast) is driven with kill as daemon_skeleton is (SIGHUP, then SIGTERM;
-#       again with SIGINT) and checked the same way (scripts/example-checks.sh);
+#       again with SIGINT; again with both at once) and checked the same way
+#       (scripts/example-checks.sh);
 #       "[swift-demo] PASS ..." for each, then "N passed, N failed, 0 skipped"
 #   scripts/run-swift-tests.sh --tour   swiftthreads-demo's tour (RL_EXAMPLE_TOUR=1): what Swift adds,
 #       then the echo client over the Foundation-shaped streams, the threaded
@@ -127,8 +128,8 @@ case $mode in
     fail "build failed"
   fi
   report "swiftthreads-threaded-parser (file, local HTTP and broken documents; reports on the main thread)"
-  # The daemon, stopped once by SIGTERM and once by SIGINT.
-  for sig in TERM INT; do
+  # The daemon, stopped once by SIGTERM, once by SIGINT, once by both at once.
+  for sig in TERM INT INT+TERM; do
     OUT=$logdir/swiftthreads-daemon.$sig.out
     problems=()
     if build "the Swift daemon" "$logdir/daemon-build.log" --product swiftthreads-daemon; then
