@@ -4,9 +4,13 @@
 //
 //   - SIGTERM and SIGINT stop it cleanly: the job timer goes, each worker is
 //     stopped (RLWorkerThread.stop() returns once its thread has run the
-//     jobs queued before, run its will-exit handler and exited), the signal
-//     sources are invalidated, the main loop returns, and the process exits
-//     with status 0.
+//     jobs queued before, run its will-exit handler and exited), the main
+//     loop returns, and the process exits with status 0. The signal sources
+//     stay until the process exits: a second stop signal (Ctrl-C twice, a
+//     service manager's SIGTERM after a Ctrl-C) is read and ignored.
+//     Invalidating the last source of SIGTERM would restore its default
+//     action, and one still pending would end the process half-way
+//     (status 143).
 //   - SIGHUP reloads: the configuration generation goes up and the workers
 //     are restarted with it (stop() returns when the old thread is gone,
 //     start() when the new one is ready for work).
@@ -43,6 +47,7 @@ import SwiftThreads
 final class Daemon: @unchecked Sendable {
     private let workers: [RLWorkerThread]
     private let jobInterval: RLTimeInterval
+    /// Valid until the process exits (see the top of the file).
     private var signalSources: [RLSignalSource] = []
     private var jobTimer: RLTimer?
     /// The configuration's generation; SIGHUP reloads it.
@@ -169,8 +174,7 @@ final class Daemon: @unchecked Sendable {
         say("  [main] stopping: no more jobs; stopping the workers")
         jobTimer?.invalidate()
         try stopEachWorker()
-        // The last source of a signal restores its old disposition and mask.
-        for source in signalSources { source.invalidate() }
+        // The signal sources stay valid: see the top of the file.
         RLRunLoop.main.stop()
     }
 }
