@@ -39,12 +39,11 @@ import Musl
 #endif
 import SwiftThreads
 
-/// The service. It lives on the main thread: its signal sources and its
-/// job timer are on the main run loop, so everything below runs there, one
-/// callout at a time. (It is `@unchecked Sendable` only because the
-/// closures that the loop calls must be `@Sendable`; `onMain` checks the
-/// rule.) The workers print their own lines from their own threads.
-final class Daemon: @unchecked Sendable {
+/// The service. It lives on the main thread (it is not `Sendable`): its
+/// signal sources and its job timer are on the main run loop, and their
+/// closures reach it through an `RLThreadBound`, which checks that they run
+/// there. The workers print their own lines from their own threads.
+final class Daemon {
     private let workers: [RLWorkerThread]
     private let jobInterval: RLTimeInterval
     /// Valid until the process exits (see the top of the file).
@@ -64,10 +63,6 @@ final class Daemon: @unchecked Sendable {
         workers = (1...workerCount).map { RLWorkerThread(name: "worker-\($0)") }
     }
 
-    private func onMain() {
-        precondition(RLThread.isMainThread, "the daemon runs on the main thread")
-    }
-
     private static func threadName() -> String { RLThread.current.name ?? "?" }
 
     // MARK: Setting up (main, before the run loop)
@@ -75,10 +70,11 @@ final class Daemon: @unchecked Sendable {
     /// Watches SIGTERM, SIGINT and SIGHUP on the main loop. Call first,
     /// while this is the only thread.
     func watchSignals() throws(RLError) {
-        onMain()
+        // Held strongly: the sources, like the daemon, last until exit.
+        let daemon = RLThreadBound(self)
         for signal in [SIGTERM, SIGINT, SIGHUP] {
-            let source = try RLSignalSource(signal: signal) { [unowned self] _, delivery in
-                handle(delivery)
+            let source = try RLSignalSource(signal: signal) { _, delivery in
+                daemon.value.handle(delivery)
             }
             signalSources.append(source)
             guard RLRunLoop.main.add(source, forMode: .default) else { throw RLError.last() }
@@ -97,8 +93,8 @@ final class Daemon: @unchecked Sendable {
 
     /// The timer that sends a job every `jobInterval`, on the main loop.
     func scheduleJobs() {
-        onMain()
-        let timer = RLTimer(timeInterval: jobInterval, repeats: true) { [unowned self] _ in sendJob() }
+        let daemon = RLThreadBound(self) // released when the timer is invalidated
+        let timer = RLTimer(timeInterval: jobInterval, repeats: true) { _ in daemon.value.sendJob() }
         RLRunLoop.main.add(timer, forMode: .default)
         jobTimer = timer
     }
@@ -122,7 +118,6 @@ final class Daemon: @unchecked Sendable {
     }
 
     private func sendJob() {
-        onMain()
         jobsSent += 1
         let number = jobsSent
         let generation = generation
@@ -143,7 +138,6 @@ final class Daemon: @unchecked Sendable {
     // MARK: Signals (main thread)
 
     private func handle(_ delivery: RLSignal) {
-        onMain()
         let name = [SIGTERM: "SIGTERM", SIGINT: "SIGINT", SIGHUP: "SIGHUP"][delivery.signal] ?? "signal \(delivery.signal)"
         say("  [\(Daemon.threadName())] \(name) received"
             + (delivery.count > 1 ? " (\(delivery.count) deliveries merged)" : ""))

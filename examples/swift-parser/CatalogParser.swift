@@ -1,7 +1,8 @@
 // The threaded parser and its delegate protocol: Foundation's XMLParser
 // (libxml2's SAX parser underneath) runs on a background RLThread, and every
 // report goes back to the thread that created the parser by performing on
-// it, so the delegate runs where it lives and needs no locks.
+// it (RLThreadBound.perform), so the delegate runs where it lives and needs
+// no locks.
 import Foundation
 #if canImport(FoundationXML)
 import FoundationXML
@@ -33,28 +34,9 @@ protocol CatalogParserDelegate: AnyObject {
     func parser(_ parser: CatalogParser, didFailWith error: CatalogParseError)
 }
 
-/// The delegate with the thread it belongs to (the one that created the
-/// parser): the background thread carries this, but only `perform` reaches
-/// the delegate, on its own thread. Held weakly, as Cocoa holds delegates.
-private struct DelegateOnItsThread: @unchecked Sendable {
-    // Read only on `thread` (see `perform`); a weak reference itself may be
-    // copied on any thread.
-    private weak var delegate: (any CatalogParserDelegate)?
-    private let thread: RLThread
-
-    init(_ delegate: any CatalogParserDelegate) {
-        self.delegate = delegate
-        thread = RLThread.current
-    }
-
-    /// Queues `body` on the delegate's thread's run loop (its common modes)
-    /// and returns at once; `body` gets the delegate, unless it is gone by
-    /// then.
-    func perform(_ body: @escaping @Sendable (any CatalogParserDelegate) -> Void) throws(RLError) {
-        try thread.perform {
-            if let delegate = self.delegate { body(delegate) }
-        }
-    }
+/// The delegate, held weakly as Cocoa holds delegates.
+private struct WeakDelegate {
+    weak var delegate: (any CatalogParserDelegate)?
 }
 
 /// Parses a book catalog on a background thread: from a file, or from an
@@ -65,13 +47,15 @@ private struct DelegateOnItsThread: @unchecked Sendable {
 /// progress can be watched.
 final class CatalogParser: Sendable {
     let source: String
-    private let delegate: DelegateOnItsThread
+    /// Bound to the thread that created the parser: the background thread
+    /// carries it, but only that thread reaches the delegate.
+    private let delegate: RLThreadBound<WeakDelegate>
     private let chunkPause: RLTimeInterval
 
     /// The calling thread is the delegate's: the reports go to it.
     init(source: String, delegate: any CatalogParserDelegate, chunkPause: RLTimeInterval) {
         self.source = source
-        self.delegate = DelegateOnItsThread(delegate)
+        self.delegate = RLThreadBound(WeakDelegate(delegate: delegate))
         self.chunkPause = chunkPause
     }
 
@@ -85,9 +69,13 @@ final class CatalogParser: Sendable {
 
     // MARK: The background thread
 
+    /// Performs `deliver` on the delegate's thread (queued on its run loop;
+    /// this thread goes on at once).
     private func report(_ deliver: @escaping @Sendable (any CatalogParserDelegate, CatalogParser) -> Void) {
         do {
-            try delegate.perform { [self] delegate in deliver(delegate, self) }
+            try delegate.perform { [self] bound in
+                if let delegate = bound.delegate { deliver(delegate, self) }
+            }
         } catch {
             // The delegate's thread has ended: nobody is left to tell.
             say("  [parser] a report was lost: \(error)")

@@ -21,14 +21,15 @@ final class LocalHTTPServer: Sendable {
         let served = self.served
         listener = try RLSocket(callBackTypes: .accept) { _, event in
             guard case .accept(let fd, _) = event else { return }
-            let request = RequestBytes()
+            // This callout and the connection's run on the worker thread.
+            let request = RLThreadBound(RequestBytes())
             let connection = try? RLSocket(nativeHandle: fd, callBackTypes: .data) { connection, event in
                 guard case .data(let bytes, _) = event else { return }
-                request.bytes += bytes
+                request.value.bytes += bytes
                 // Wait for the whole head (a client may send it in pieces);
                 // an early end is answered as it is.
-                guard bytes.isEmpty || request.headIsComplete else { return }
-                let found = request.bytes.starts(with: Array("GET \(path) ".utf8))
+                guard bytes.isEmpty || request.value.headIsComplete else { return }
+                let found = request.value.bytes.starts(with: Array("GET \(path) ".utf8))
                 let head = found
                     ? "HTTP/1.0 200 OK\r\nContent-Type: \(contentType)\r\nContent-Length: \(body.count)\r\n\r\n"
                     : "HTTP/1.0 404 Not Found\r\nContent-Length: 0\r\n\r\n"
@@ -62,9 +63,8 @@ final class LocalHTTPServer: Sendable {
     }
 }
 
-/// One connection's request bytes so far. Touched only by that connection's
-/// callouts, which all run on the server's worker thread, one at a time.
-private final class RequestBytes: @unchecked Sendable {
+/// One connection's request bytes so far, on the server's worker thread.
+private final class RequestBytes {
     var bytes: [UInt8] = []
 
     var headIsComplete: Bool {

@@ -8,7 +8,8 @@
 //      RLInputStream: a file stream, or a socket stream to an HTTP server.
 //   3. It never calls the delegate directly: every report (started,
 //      progress, finished, failed) is performed on the creating thread
-//      (RLThread.perform, not waiting), so the delegate runs where it lives.
+//      (RLThreadBound.perform, not waiting), so the delegate runs where it
+//      lives and needs no locks, nor `Sendable`.
 //   4. Meanwhile the creating thread runs its run loop, which stays
 //      responsive: a repeating RLTimer keeps ticking all through the parse,
 //      and the program counts the ticks between the first report and the
