@@ -158,8 +158,9 @@ SWIFTPM_DEBUG := $(if $(filter 1,$(PLAIN)),.build/plain/debug,.build/debug)
 check-swift: deps ## `swift test` (SwiftThreads), built quietly
 	@SWIFT_ARGS="$(SWIFT_ARGS)" scripts/run-swift-tests.sh
 
-# The Swift demo in its fast mode: it must run to the end.
-check-swift-demo: deps ## the Swift demo (swiftthreads-demo) in its fast mode, checked
+# The Swift examples in their fast mode, each run and its output checked
+# (the threaded parser and the daemon with the C examples' checks).
+check-swift-demo: deps ## the Swift examples (demo, echo client, threaded parser, daemon) run fast and their output checked
 	@SWIFT_ARGS="$(SWIFT_ARGS)" scripts/run-swift-tests.sh --demo
 
 # Every C and Swift block of README.md compiled and run. The Swift blocks

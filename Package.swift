@@ -69,6 +69,24 @@ let package = Package(
             path: "examples/swift-echo",
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),
+        // The Cocoa tutorial's threaded XML parser with a delegate:
+        // Foundation's XMLParser on an RLThread, reports performed on the
+        // creating thread, from a file or a local RLSocket HTTP server.
+        .executableTarget(
+            name: "swiftthreads-threaded-parser",
+            dependencies: ["SwiftThreads"],
+            path: "examples/swift-parser",
+            swiftSettings: [.swiftLanguageMode(.v6)]
+        ),
+        // A daemon skeleton: SIGTERM/SIGINT stop it and SIGHUP reloads it
+        // (RLSignalSource on the main loop), RLWorkerThread workers started
+        // and stopped with the worker lifecycle.
+        .executableTarget(
+            name: "swiftthreads-daemon",
+            dependencies: ["SwiftThreads"],
+            path: "examples/swift-daemon",
+            swiftSettings: [.swiftLanguageMode(.v6)]
+        ),
         .executableTarget(name: "swiftthreads-bench", dependencies: ["SwiftThreads"], path: "bench/swift", swiftSettings: [.swiftLanguageMode(.v6)]),
         .testTarget(
             name: "SwiftThreadsTests",

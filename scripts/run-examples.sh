@@ -19,6 +19,10 @@ BUILD=${BUILD:-build/clang}
 BIN=$BUILD/examples
 TIMEOUT=${EXAMPLE_TIMEOUT:-120}
 
+# fail, has_line, has, count_lines, section; check_parser, check_daemon and
+# drive_daemon, shared with the Swift versions of the examples.
+. "$(dirname "$0")/example-checks.sh"
+
 ALL_EXAMPLES=(countdown interleave producer_consumer progress_bar delegate_thread listing_2_3
               worker_start_stop sync_tour cf_listings port_checkin message_ports
               threaded_parser daemon_skeleton echo)
@@ -89,51 +93,6 @@ demo_echo() {
   return $status
 }
 
-# daemon_skeleton runs until a signal stops it, so it is driven from
-# outside, as an operator would: kill -HUP once it is ready, then STOPSIG
-# (TERM or INT) once the reload is done, then its exit status is awaited.
-# Each step waits for the line that shows the previous one was handled;
-# the waits are bounded by TIMEOUT only so that a hang fails.
-# drive_daemon OUT STOPSIG [PAUSE]: output to OUT (and to the terminal if
-# TEE is set), PAUSE seconds between the steps; returns the exit status.
-drive_daemon() {
-  local out=$1 stop=$2 pause=${3:-0} pid status
-  : >"$out"
-  if [ -n "${TEE:-}" ]; then
-    "$BIN/daemon_skeleton" > >(tee -a "$out") 2>&1 </dev/null &
-  else
-    "$BIN/daemon_skeleton" >"$out" 2>&1 </dev/null &
-  fi
-  pid=$!
-  wait_for_text() { # TEXT: true once OUT holds it, false if the daemon ended or time ran out
-    local i
-    for ((i = 0; i < TIMEOUT * 20; i++)); do
-      grep -Fq -- "$1" "$out" && return 0
-      kill -0 "$pid" 2>/dev/null || return 1
-      sleep 0.05
-    done
-    return 1
-  }
-  if wait_for_text "daemon_skeleton: ready"; then
-    sleep "$pause"; kill -HUP "$pid"
-    if wait_for_text "  [main] reload done"; then
-      sleep "$pause"; kill "-$stop" "$pid"
-    fi
-  fi
-  for ((i = 0; i < TIMEOUT * 20; i++)); do
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.05
-  done
-  if kill -0 "$pid" 2>/dev/null; then
-    kill -KILL "$pid"; wait "$pid" 2>/dev/null
-    return 124
-  fi
-  wait "$pid"
-  status=$?
-  sleep 0.1 # tee's last lines
-  return $status
-}
-
 demo=0
 if [ "${1:-}" = "--demo" ]; then demo=1; shift; fi
 if [ $# -gt 0 ]; then names=("$@"); else names=("${ALL_EXAMPLES[@]}"); fi
@@ -152,7 +111,7 @@ if [ $demo = 1 ]; then
     if [ "$name" = daemon_skeleton ]; then
       echo "(the tour sends it SIGHUP, then SIGTERM, from outside)"
       tour_out=$(mktemp)
-      RL_EXAMPLE_TOUR=1 TEE=1 drive_daemon "$tour_out" TERM 1
+      RL_EXAMPLE_TOUR=1 TEE=1 drive_daemon "$tour_out" TERM 1 daemon_skeleton "$BIN/daemon_skeleton"
       rc=$?
       rm -f "$tour_out"
       [ $rc -eq 0 ] || { echo "($name exited with status $rc)"; status=1; }
@@ -169,24 +128,6 @@ fi
 # ---- checks ----
 OUT=""        # the output file of the example being checked
 problems=()   # what went wrong with it
-
-fail() { problems+=("$*"); }
-
-# has_line TEXT: some line is exactly TEXT.
-has_line() { grep -Fxq -- "$1" "$OUT" || fail "missing line: $1"; }
-# has TEXT: some line contains TEXT.
-has() { grep -Fq -- "$1" "$OUT" || fail "missing text: $1"; }
-# count_lines REGEX N: exactly N lines match the extended REGEX.
-count_lines() {
-  local n
-  n=$(grep -Ec -- "$1" "$OUT")
-  [ "$n" -eq "$2" ] || fail "expected $2 lines matching /$1/, found $n"
-}
-# section FROM TO: the lines strictly between the first line starting with
-# FROM and the next line starting with TO.
-section() {
-  awk -v from="$1" -v to="$2" 'index($0, from) == 1 { on = 1; next } on && index($0, to) == 1 { exit } on' "$OUT"
-}
 
 check_port_checkin() {
   has_line "  [worker] checking in with the main thread"
@@ -328,54 +269,19 @@ check_message_ports() {
   [ "$(tail -1 "$OUT")" = "message_ports: OK" ] || fail "last line is not 'message_ports: OK'"
 }
 
-check_threaded_parser() {
-  has_line "--- from a file ---"
-  has_line "--- from a local HTTP server ---"
-  count_lines '^  \[main\] parserDidStart: ' 3
-  grep -Eq '^  \[main\] parserDidStart: http://127\.0\.0\.1:[0-9]+/catalog\.xml$' "$OUT" || fail "no parse from the HTTP server"
-  count_lines '^  \[main\] parserDidFinish: 500 books, total price 14815\.50, most expensive: Run Loops, volume 217 \(99\.50\)$' 2
-  has "  [main] progress [##############################] 100.0%  500 books"
-  count_lines '^  \[main\] parserDidFail: mismatched tag at line [0-9]+$' 1
-  # The timer kept ticking between the parser's first and last report.
-  count_lines '^  \[main\] the timer ticked [1-9][0-9]* times while the parser worked \([0-9]+ progress reports\): the main loop stayed responsive$' 3
-  has_line "file and HTTP gave the same catalog: yes"
-  has_line "every delegate call ran on the main thread: yes"
-  has_line "the broken document was reported as a failure: yes"
-  [ "$(tail -1 "$OUT")" = "threaded_parser: OK" ] || fail "last line is not 'threaded_parser: OK'"
-}
+check_threaded_parser() { check_parser threaded_parser 'mismatched tag at line [0-9]+'; }
 
-# Run twice by run_daemon_skeleton: stopped by SIGTERM, then by SIGINT.
-check_daemon_skeleton() { # STOPSIG
-  grep -Eq '^daemon_skeleton: ready \(pid [0-9]+, fast pace\): SIGHUP reloads, SIGTERM or SIGINT stops$' "$OUT" ||
-    fail "no ready line"
-  has_line "  [main] SIGHUP received"
-  has_line "  [main] reload: configuration 2; restarting the workers"
-  has_line "  [main] SIG$1 received"
-  has_line "  [main] stopping: no more jobs; stopping the workers"
-  # Both workers went through the lifecycle twice (reload, stop), each
-  # will-exit handler before its Stop returned.
-  count_lines '^  \[worker-[12]\] will-exit handler: the worker thread is finishing$' 4
-  count_lines '^  \[main\] worker-[12] stopped$' 4
-  count_lines '^  \[main\] worker-[12] started \(configuration 2\)$' 2
-  [ "$(grep -E '^  \[(worker-1\] will-exit|main\] worker-1 stopped)' "$OUT" | cut -c4-9 | tr '\n' ' ')" = \
-    "worker main]  worker main]  " ] || fail "worker-1's will-exit handler did not run before its Stop returned"
-  # Signals only ever reached the main thread.
-  count_lines '^  \[worker-[12]\] SIG' 0
-  grep -Eq '^daemon_skeleton: stopped cleanly: ([0-9]+) jobs sent, \1 done, 1 reloads$' "$OUT" ||
-    fail "no clean-stop line with every job done"
-}
-
-# Drives the daemon as a test: stopped once by SIGTERM, once by SIGINT; each
-# run must exit with status 0.
+# Drives the daemon as a test: stopped once by SIGTERM, once by SIGINT, once
+# by both at once; each run must exit with status 0.
 run_daemon_skeleton() {
   local sig rc
-  for sig in TERM INT; do
+  for sig in TERM INT INT+TERM; do
     OUT=$tmp/daemon_skeleton.$sig.out
-    RL_EXAMPLE_FAST=1 drive_daemon "$OUT" "$sig"
+    RL_EXAMPLE_FAST=1 drive_daemon "$OUT" "$sig" 0 daemon_skeleton "$BIN/daemon_skeleton"
     rc=$?
     if [ $rc -eq 124 ]; then fail "SIG$sig run: timed out after ${TIMEOUT} s"
     elif [ $rc -ne 0 ]; then fail "SIG$sig run: exit status $rc"; fi
-    check_daemon_skeleton "$sig"
+    check_daemon daemon_skeleton "$sig"
   done
 }
 

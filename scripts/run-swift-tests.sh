@@ -4,12 +4,19 @@
 #   scripts/run-swift-tests.sh          swift build --build-tests, then swift test:
 #       one "[swift] PASS/FAIL suite NAME" line per suite (the whole output of
 #       a failing run), ends with "N passed, N failed, N skipped" over the tests
-#   scripts/run-swift-tests.sh --demo   swiftthreads-demo in its fast mode: it
-#       must exit 0 and end with its closing line; then swiftthreads-echo-client
-#       with two lines on its standard input must echo both and exit 0;
-#       "[swift-demo] PASS ..." for each
+#   scripts/run-swift-tests.sh --demo   the Swift examples, checked:
+#       swiftthreads-demo in its fast mode must exit 0 and end with its closing
+#       line; swiftthreads-echo-client with two lines on its standard input
+#       must echo both and exit 0; swiftthreads-threaded-parser (fast) must
+#       print what examples/c's threaded_parser prints, and report a missing
+#       file and a URL off this machine as failures; swiftthreads-daemon
+#       (fast) is driven with kill as daemon_skeleton is (SIGHUP, then SIGTERM;
+#       again with SIGINT; again with both at once) and checked the same way
+#       (scripts/example-checks.sh);
+#       "[swift-demo] PASS ..." for each, then "N passed, N failed, 0 skipped"
 #   scripts/run-swift-tests.sh --tour   swiftthreads-demo's tour (RL_EXAMPLE_TOUR=1): what Swift adds,
-#       then the echo client over the Foundation-shaped streams
+#       then the echo client over the Foundation-shaped streams, the threaded
+#       parser and the daemon (sent SIGHUP, then SIGTERM)
 #
 # SWIFT_ARGS: extra SwiftPM arguments (the Makefile's PLAIN=1 build folder).
 # V=1 prints SwiftPM's own output as it goes.
@@ -23,6 +30,9 @@ mode=${1:-test}
 swiftpm() { env -u CC -u CFLAGS -u CPPFLAGS -u LDFLAGS -u MAKEFLAGS -u MFLAGS "$SWIFT" "$@"; }
 logdir=.build/logs
 mkdir -p "$logdir"
+TIMEOUT=${EXAMPLE_TIMEOUT:-120}
+# The checks and the daemon driver shared with the C examples.
+. scripts/example-checks.sh
 
 # build WHAT LOG ARGS...: a quiet SwiftPM build that says what it does.
 build() {
@@ -44,10 +54,23 @@ case $mode in
   echo
   echo "==== Swift: swiftthreads-demo (what the Swift layer adds) ===="
   RL_EXAMPLE_TOUR=1 env -u MAKEFLAGS "$SWIFT" run -q --skip-build "${args[@]}" swiftthreads-demo || exit 1
+  build "the Swift threaded parser" "$logdir/parser-build.log" --product swiftthreads-threaded-parser || exit 1
+  build "the Swift daemon" "$logdir/daemon-build.log" --product swiftthreads-daemon || exit 1
+  bin=$(swiftpm build --show-bin-path "${args[@]}")
+  status=0
   echo
   echo "==== Swift: swiftthreads-echo-client (the Cocoa echo client over RLInputStream/RLOutputStream) ===="
-  printf '%s\n' "$echo_lines" | timeout 120 env -u MAKEFLAGS "$SWIFT" run -q --skip-build "${args[@]}" swiftthreads-echo-client
-  exit $?
+  printf '%s\n' "$echo_lines" | timeout "$TIMEOUT" "$bin/swiftthreads-echo-client" || status=1
+  echo
+  echo "==== Swift: swiftthreads-threaded-parser (XMLParser on an RLThread, its delegate told on the main thread) ===="
+  RL_EXAMPLE_TOUR=1 timeout "$TIMEOUT" "$bin/swiftthreads-threaded-parser" || status=1
+  echo
+  echo "==== Swift: swiftthreads-daemon (signals on the main loop, RLWorkerThread workers restarted and stopped) ===="
+  echo "(the tour sends it SIGHUP, then SIGTERM, from outside)"
+  tour_out=$(mktemp)
+  RL_EXAMPLE_TOUR=1 TEE=1 drive_daemon "$tour_out" TERM 1 swiftthreads-daemon "$bin/swiftthreads-daemon" || status=1
+  rm -f "$tour_out"
+  exit $status
   ;;
 --demo)
   passed=0 failed=0
@@ -69,6 +92,57 @@ case $mode in
     echo "[swift-demo] FAIL swiftthreads-echo-client (two lines echoed, clean exit)"; sed 's/^/     | /' "$out" 2>/dev/null | tail -30
     failed=$((failed + 1))
   fi
+  # report WHAT: PASS or FAIL (with the problems and the output OUT) by
+  # what the checks put in `problems`.
+  report() {
+    if [ ${#problems[@]} -eq 0 ]; then
+      echo "[swift-demo] PASS $1"; passed=$((passed + 1))
+    else
+      echo "[swift-demo] FAIL $1"; printf '     %s\n' "${problems[@]}"
+      [ -f "$OUT" ] && sed 's/^/     | /' "$OUT" | head -80
+      failed=$((failed + 1))
+    fi
+  }
+  bin=$(swiftpm build --show-bin-path "${args[@]}")
+  # The threaded parser prints what the C one prints, but for the XML
+  # library's message: libxml2's code for a tag name mismatch (76).
+  OUT=$logdir/swiftthreads-threaded-parser.out
+  problems=()
+  if build "the Swift threaded parser" "$logdir/parser-build.log" --product swiftthreads-threaded-parser; then
+    RL_EXAMPLE_FAST=1 timeout "$TIMEOUT" "$bin/swiftthreads-threaded-parser" >"$OUT" 2>&1 </dev/null
+    rc=$?
+    [ $rc -eq 0 ] || fail "exit status $rc"
+    check_parser swiftthreads-threaded-parser 'not well-formed \(XMLParser error 76\) at line [0-9]+'
+    has_line "the HTTP server answered 1 request"
+    # One document named on the command line: failures are reported to
+    # the delegate (exit status 1); a URL off this machine is refused
+    # before any connection is made.
+    for source in /nonexistent/catalog.xml http://example.com:80/catalog.xml; do
+      RL_EXAMPLE_FAST=1 timeout "$TIMEOUT" "$bin/swiftthreads-threaded-parser" "$source" >>"$OUT" 2>&1 </dev/null
+      rc=$?
+      [ $rc -eq 1 ] || fail "$source: exit status $rc, not 1"
+    done
+    has_line "  [main] parserDidFail: cannot open /nonexistent/catalog.xml: No such file or directory (errno 2)"
+    has_line "  [main] parserDidFail: only servers on this machine are fetched, not example.com"
+  else
+    fail "build failed"
+  fi
+  report "swiftthreads-threaded-parser (file, local HTTP and broken documents; reports on the main thread)"
+  # The daemon, stopped once by SIGTERM, once by SIGINT, once by both at once.
+  for sig in TERM INT INT+TERM; do
+    OUT=$logdir/swiftthreads-daemon.$sig.out
+    problems=()
+    if build "the Swift daemon" "$logdir/daemon-build.log" --product swiftthreads-daemon; then
+      RL_EXAMPLE_FAST=1 drive_daemon "$OUT" "$sig" 0 swiftthreads-daemon "$bin/swiftthreads-daemon"
+      rc=$?
+      if [ $rc -eq 124 ]; then fail "timed out after $TIMEOUT s"
+      elif [ $rc -ne 0 ]; then fail "exit status $rc"; fi
+      check_daemon swiftthreads-daemon "$sig"
+    else
+      fail "build failed"
+    fi
+    report "swiftthreads-daemon (SIGHUP reloads, SIG$sig stops cleanly)"
+  done
   echo "$passed passed, $failed failed, 0 skipped"
   [ "$failed" -eq 0 ]; exit $?
   ;;

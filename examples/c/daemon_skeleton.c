@@ -5,9 +5,13 @@
  *
  *   - SIGTERM and SIGINT stop it cleanly: the job timer goes, each worker
  *     is stopped (RLWorkerThreadStop returns once its thread has finished
- *     its queued work, run its will-exit handler and exited), the signal
- *     sources are invalidated, the main loop returns, and the process exits
- *     with status 0.
+ *     its queued work, run its will-exit handler and exited), the main
+ *     loop returns, and the process exits with status 0. The signal
+ *     sources stay until the process exits: a second stop signal (Ctrl-C
+ *     twice, a service manager's SIGTERM after a Ctrl-C) is read and
+ *     ignored. Invalidating the last source of SIGTERM would restore its
+ *     default action, and one still pending would end the process half-way
+ *     (status 143).
  *   - SIGHUP reloads: the configuration generation goes up and the workers
  *     are restarted with it (stop returns when the old thread is gone,
  *     start when the new one is ready for work).
@@ -125,8 +129,7 @@ static void shut_down(Daemon *daemon) {
     printf("  [main] stopping: no more jobs; stopping the workers\n");
     EXAMPLE_CHECK(RLRunLoopTimerInvalidate(daemon->jobTimer));
     stop_workers(daemon);
-    /* The last source of a signal restores its old disposition and mask. */
-    for (int i = 0; i < 3; i++) EXAMPLE_CHECK(RLSignalSourceInvalidate(daemon->signals[i]));
+    /* The signal sources are not invalidated: see the top of the file. */
     EXAMPLE_CHECK(RLRunLoopStop(RLRunLoopGetCurrent()));
 }
 
@@ -184,6 +187,7 @@ int main(int argc, char **argv) {
     } while (!daemon.stopping && result != kRLRunLoopRunFinished);
 
     RLRelease(daemon.jobTimer);
+    /* Still valid and in the main loop, which holds them until exit. */
     for (int i = 0; i < 3; i++) RLRelease(daemon.signals[i]);
     for (int i = 0; i < kWorkers; i++) RLRelease(daemon.workers[i]);
     int done = atomic_load(&daemon.jobsDone);

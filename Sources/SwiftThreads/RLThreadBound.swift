@@ -1,0 +1,79 @@
+internal import CRunLoop
+
+/// A value that belongs to one thread: a `Sendable` box that any thread may
+/// hold and pass on, whose value only that thread may touch — swift-nio's
+/// `NIOLoopBound`, for a thread.
+///
+/// Cocoa hands thread-bound objects to other threads freely
+/// (`performSelector(onThread:withObject:…)` on a delegate); in Swift 6 a
+/// closure that another thread holds must be `@Sendable`, and so must what
+/// it captures. Capture the box instead of the object: a background job
+/// tells its delegate on the delegate's own thread, a timer or signal
+/// callout of the main loop reaches an object that lives on the main thread
+/// — with no `@unchecked Sendable` on the object.
+///
+///     let controller = Controller()            // not Sendable; lives here
+///     let bound = RLThreadBound(controller)    // bound to this thread
+///     try RLThread.detachNewThread {
+///         let result = compute()
+///         try? bound.perform { $0.show(result) }   // on the controller's thread
+///     }
+///     RLRunLoop.current.run()                  // the thread runs its loop
+///
+/// ``value`` is checked: using it on another thread stops the process (a
+/// thread-bound object used off its thread is a data race). From another
+/// thread, ``perform(modes:_:)`` runs a closure with the value on the
+/// owning thread's run loop.
+///
+/// The box keeps its value alive, so the last release of the value can
+/// happen on whichever thread drops the last box: keep the object owned on
+/// its own thread too (as a delegate's owner does), or bind a weak
+/// reference.
+public struct RLThreadBound<Value>: @unchecked Sendable {
+    // Read and written only on `thread` (checked by `value`); other threads
+    // only copy the box, which copies the reference or bits, never reads
+    // through them.
+    private var storage: Value
+
+    /// The thread the value belongs to.
+    public let thread: RLThread
+
+    /// Binds `value` to the calling thread.
+    public init(_ value: Value) {
+        storage = value
+        thread = RLThread.current
+    }
+
+    /// True when called on the thread the value belongs to.
+    public var isOnOwningThread: Bool { RLThreadGetCurrent() == thread.ref }
+
+    /// The value. Stops the process (`precondition`) when used on another
+    /// thread than ``thread``.
+    public var value: Value {
+        get {
+            checkThread()
+            return storage
+        }
+        set {
+            checkThread()
+            storage = newValue
+        }
+    }
+
+    /// Runs `body` with the value on the owning thread, in its run loop's
+    /// `modes` (default: the common modes), and returns at once — a perform
+    /// request (``RLThread/perform(modes:waitUntilDone:_:)``): requests to
+    /// one thread run in the order they were made, when it runs its loop.
+    ///
+    /// - Throws: `RLError` `.invalidState` if the thread has finished (the
+    ///   body is released unrun), `.invalidArgument` for an empty mode list.
+    public func perform(modes: [RLRunLoop.Mode] = [.common],
+                        _ body: @escaping @Sendable (Value) -> Void) throws(RLError) {
+        try thread.perform(modes: modes) { body(self.value) }
+    }
+
+    private func checkThread() {
+        precondition(isOnOwningThread,
+                     "RLThreadBound: the value of \(thread) was used on \(RLThread.current)")
+    }
+}
