@@ -35,7 +35,11 @@
  *   - When the last source for a signal is invalidated, the disposition
  *     that was there before the first one is restored, and the signal is
  *     unblocked again in the calling thread if the thread that created the
- *     first source had it unblocked before.
+ *     first source had it unblocked before. A delivery still pending then
+ *     (sent after the sources' last look) meets the restored disposition:
+ *     SIGTERM's default ends the process. A program that stops on a
+ *     signal keeps its sources until it exits (examples/c/daemon_skeleton.c),
+ *     or drains what is pending with sigtimedwait before invalidating.
  * Not allowed (kRLErrorInvalidArgument): SIGKILL, SIGSTOP (cannot be
  * caught) and SIGSEGV, SIGBUS, SIGFPE, SIGILL (raised by the faulting
  * thread itself, which cannot wait for a loop).
