@@ -12,10 +12,13 @@
 #include "internal.h"
 
 /* Fault injection for tests: each bit of rl__faults makes one kind of
- * allocation fail, to reach the paths that handle it. Zero in normal use;
+ * allocation or system call fail, to reach the paths that handle it. Zero in normal use;
  * the tests set it (it is hidden, so only code linked with the static
  * library can). */
-enum { RL_FAULT_TIMER_ARRAY = 1 << 0 /* growing a mode's timer array (rl_heap.c) */ };
+enum {
+    RL_FAULT_TIMER_ARRAY = 1 << 0, /* growing a mode's timer array (rl_heap.c) */
+    RL_FAULT_TIMERFD = 1 << 1,     /* arming a loop's timerfd (rl_wake.c) */
+};
 RL__HIDDEN extern _Atomic unsigned rl__faults;
 #define rl__fault(f) RL__UNLIKELY(atomic_load_explicit(&rl__faults, memory_order_relaxed) & (f))
 

@@ -17,6 +17,7 @@
 #include "rl_wake.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -432,9 +433,13 @@ static int rl_wait(RLRunLoopRef rl, rl_frame *f, bool poll, struct epoll_event *
                 at = rl__next_wake(rl, f); /* a timer may have come meanwhile */
             }
         }
-        if (at > rl__mono_now()) {
-            rl__arm_timerfd(rl, at);
-            timeout = -1;
+        double left = at - rl__mono_now();
+        if (left > 0) {
+            /* Without the timerfd (the kernel refused to arm it) the wait
+             * itself ends by `at`, rounded up to whole milliseconds. */
+            timeout = rl__arm_timerfd(rl, at) || isinf(left) ? -1
+                      : left >= INT_MAX / 1000                ? INT_MAX
+                                                              : (int)ceil(left * 1000);
         }
     } else if (rl_poll_needs_no_syscall(rl)) {
         rl__loop_unlock(rl);

@@ -52,7 +52,7 @@ static void rl_write_eventfd(RLRunLoopRef rl) {
     } while (r < 0 && errno == EINTR);
 }
 
-static void rl_wake(RLRunLoopRef rl) {
+void rl__wake(RLRunLoopRef rl) {
     /* A load first keeps producers from bouncing the cache line while a
      * wake-up is pending. Seeing 1 here is enough: that store came after the
      * loop last cleared the flag, so the loop will look at its queues again.
@@ -77,9 +77,9 @@ static void rl_wake(RLRunLoopRef rl) {
         rl_write_eventfd(rl);
 }
 
-void rl__arm_timerfd(RLRunLoopRef rl, double at) {
+bool rl__arm_timerfd(RLRunLoopRef rl, double at) {
     if (at == rl->armed_at || !rl__of_this_process(rl))
-        return;
+        return true;
     struct itimerspec its;
     memset(&its, 0, sizeof its);
     if (isfinite(at)) {
@@ -87,8 +87,15 @@ void rl__arm_timerfd(RLRunLoopRef rl, double at) {
         if (its.it_value.tv_sec == 0 && its.it_value.tv_nsec == 0)
             its.it_value.tv_nsec = 1; /* zero would disarm */
     }
-    timerfd_settime(rl->tfd, TFD_TIMER_ABSTIME, &its, NULL);
+    int rc = rl__fault(RL_FAULT_TIMERFD) ? (errno = EINVAL, -1) : timerfd_settime(rl->tfd, TFD_TIMER_ABSTIME, &its, NULL);
+    if (rc != 0) {
+        /* Not armed (the old setting may still be): NaN equals no time, so
+         * the next call tries again instead of taking it as armed. */
+        rl->armed_at = NAN;
+        return false;
+    }
     rl->armed_at = at;
+    return true;
 }
 
 double rl__next_wake(RLRunLoopRef rl, rl_frame *f) {
@@ -109,8 +116,8 @@ void rl__rearm_for_added_timer_slow(RLRunLoopRef rl, const struct RLRunLoopTimer
         return; /* not a wake-up reason until its callout returns (rl__tset_earliest_deadline) */
     double rel = t->fire_date + t->tolerance - RLAbsoluteTimeGetCurrent();
     double at = rl__mono_now() + (rel > 0 ? rel : 0);
-    if (at < rl->armed_at)
-        rl__arm_timerfd(rl, at);
+    if (!(at >= rl->armed_at) && !rl__arm_timerfd(rl, at))
+        rl__wake(rl); /* it waits again, with a time limit (RLRunLoopRun.c) */
 }
 
 /* ---- public: wake-up, stop, waiting ---- */
@@ -124,7 +131,7 @@ bool RLRunLoopIsWaiting(RLRunLoopRef rl) {
 bool RLRunLoopWakeUp(RLRunLoopRef rl) {
     if (!rl__check_loop(rl, __func__))
         return false;
-    rl_wake(rl);
+    rl__wake(rl);
     return true;
 }
 
@@ -136,6 +143,6 @@ bool RLRunLoopStop(RLRunLoopRef rl) {
     if (rl->frame)
         rl->frame->stopped = true;
     rl__loop_unlock(rl);
-    rl_wake(rl);
+    rl__wake(rl);
     return true;
 }

@@ -11,8 +11,12 @@
 /* Reads the eventfd until it is empty (when its counter is full). */
 RL__HIDDEN void rl__drain(int fd);
 /* Arms the timerfd for monotonic time `at` (INFINITY disarms); no system
- * call when it is already armed there. Loop lock held. */
-RL__HIDDEN void rl__arm_timerfd(RLRunLoopRef rl, double at);
+ * call when it is already armed there. False if the kernel refused: the
+ * timerfd may still hold its old time, and the caller must make the wait
+ * end by `at` another way. Loop lock held. */
+RL__HIDDEN bool rl__arm_timerfd(RLRunLoopRef rl, double at);
+/* Wakes rl's thread if it waits (rl_wake.c). */
+RL__HIDDEN void rl__wake(RLRunLoopRef rl);
 /* When the innermost run must wake next: its deadline or its mode's
  * earliest timer deadline, as monotonic time. Loop lock held. */
 RL__HIDDEN double rl__next_wake(RLRunLoopRef rl, rl_frame *f);
@@ -21,8 +25,8 @@ RL__HIDDEN void rl__rearm_for_added_timer_slow(RLRunLoopRef rl, const struct RLR
 /* A timer of rl moved or was added/removed: if rl is waiting, re-arm its
  * timerfd so it neither oversleeps nor wakes for nothing. Loop lock held. */
 static inline void rl__rearm_if_waiting(RLRunLoopRef rl) {
-    if (rl && rl->frame && atomic_load(&rl->sleeping))
-        rl__arm_timerfd(rl, rl__next_wake(rl, rl->frame));
+    if (rl && rl->frame && atomic_load(&rl->sleeping) && !rl__arm_timerfd(rl, rl__next_wake(rl, rl->frame)))
+        rl__wake(rl); /* it waits again, with a time limit (RLRunLoopRun.c) */
 }
 
 /* Timer t joined `mode` of rl. Adding can only bring the wake-up forward:

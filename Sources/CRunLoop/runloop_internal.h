@@ -377,7 +377,7 @@ struct RLRunLoop {
     size_t capdue;
     rl_frame *frame;
     rl_mode *armed_mode; /* the mode whose fds are in the epoll set */
-    double armed_at;     /* monotonic time the timerfd is armed for; INFINITY: disarmed */
+    double armed_at;     /* monotonic time the timerfd is armed for; INFINITY: disarmed; NaN: unknown (arming failed) */
 
     rl_fdreg *fdtab;
     size_t nfdtab;

@@ -681,7 +681,7 @@ static void test_add_from_another_thread_while_asleep(void **state) {
 /* The library's fault injection (internal.h): hidden, reachable from code
  * linked with the static library. */
 extern _Atomic unsigned rl__faults;
-enum { FAULT_TIMER_ARRAY = 1 << 0 };
+enum { FAULT_TIMER_ARRAY = 1 << 0, FAULT_TIMERFD = 1 << 1 };
 
 static void test_timers_still_fire_when_the_array_cannot_grow(void **state) {
     /* Added timers wait on a list until the loop needs their order; if the
@@ -717,6 +717,102 @@ static void test_timers_still_fire_when_the_array_cannot_grow(void **state) {
     done(later);
     done(soon);
 }
+
+/* ---- the timerfd cannot be armed ---- */
+
+/* From 10 s on, stops `rl`'s runs until told the test is done: a loop that
+ * never wakes makes the test fail instead of hanging. */
+typedef struct {
+    RLRunLoopRef rl;
+    _Atomic int done;
+} watchdog;
+
+static void *watchdog_main(void *arg) {
+    watchdog *w = arg;
+    for (int i = 0; !atomic_load(&w->done); i++) {
+        usleep(10000);
+        if (i >= 1000)
+            RLRunLoopStop(w->rl);
+    }
+    return NULL;
+}
+
+static void test_timers_fire_when_the_timerfd_cannot_be_armed(void **state) {
+    /* The loop sleeps until its next timer through the timerfd; if arming
+     * it fails, the wait itself must time out then (it used to wait with no
+     * time limit: the timer, and the run's own deadline, never came). */
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    int soon = 0, later = 0;
+    RLAbsoluteTime now = RLAbsoluteTimeGetCurrent();
+    RLRunLoopTimerRef t = make(now + 0.05, 0, stop_cb, &soon);
+    RLRunLoopTimerRef far = make(now + 1000, 0, count_cb, &later);
+    assert_true(RLRunLoopAddTimer(rl, far, "NoTfd"));
+    assert_true(RLRunLoopAddTimer(rl, t, "NoTfd"));
+    watchdog w = {rl, 0};
+    pthread_t wd;
+    assert_int_equal(pthread_create(&wd, NULL, watchdog_main, &w), 0);
+    atomic_store(&rl__faults, FAULT_TIMERFD);
+    double t0 = rl_test_now();
+    RLRunLoopRunResult r = RLRunLoopRunInMode("NoTfd", 30, false);
+    double first = rl_test_now() - t0;
+    /* The run's own deadline, with only a far timer left. */
+    t0 = rl_test_now();
+    RLRunLoopRunResult r2 = RLRunLoopRunInMode("NoTfd", 0.05, false);
+    double second = rl_test_now() - t0;
+    atomic_store(&rl__faults, 0);
+    atomic_store(&w.done, 1);
+    pthread_join(wd, NULL);
+    assert_int_equal(soon, 1);
+    assert_int_equal(r, kRLRunLoopRunStopped);
+    assert_true(first < 8);
+    assert_int_equal(r2, kRLRunLoopRunTimedOut);
+    assert_true(second < 8);
+    assert_int_equal(later, 0);
+    /* Arming works again: the next wait is armed anew (a failed arm is not
+     * remembered as armed), and its timer fires. */
+    RLRunLoopTimerRef again = make(RLAbsoluteTimeGetCurrent() + 0.02, 0, stop_cb, &soon);
+    assert_true(RLRunLoopAddTimer(rl, again, "NoTfd"));
+    atomic_store(&w.done, 0);
+    assert_int_equal(pthread_create(&wd, NULL, watchdog_main, &w), 0);
+    t0 = rl_test_now();
+    r = RLRunLoopRunInMode("NoTfd", 30, false);
+    atomic_store(&w.done, 1);
+    pthread_join(wd, NULL);
+    assert_int_equal(r, kRLRunLoopRunStopped);
+    assert_int_equal(soon, 2);
+    assert_true(rl_test_now() - t0 < 8);
+    done(again);
+    done(t);
+    done(far);
+}
+
+static void add_soon_while_asleep(RLRunLoopRef rl, void *arg) {
+    atomic_store(&rl__faults, FAULT_TIMERFD);
+    assert_true(RLRunLoopAddTimer(rl, arg, "NoTfdX"));
+}
+
+static void test_timer_added_from_another_thread_when_the_timerfd_cannot_be_armed(void **state) {
+    /* A timer added from another thread re-arms the sleeping loop's
+     * timerfd; if that fails, the loop is woken to wait again with a
+     * time limit instead of sleeping past the timer. */
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    int soon = 0, later = 0;
+    RLAbsoluteTime now = RLAbsoluteTimeGetCurrent();
+    RLRunLoopTimerRef far = make(now + 1000, 0, count_cb, &later);
+    RLRunLoopTimerRef t = make(now + 0.05, 0, stop_cb, &soon);
+    assert_true(RLRunLoopAddTimer(rl, far, "NoTfdX"));
+    double t0 = rl_test_now();
+    RLRunLoopRunResult r = rl_test_run_and_act_while_asleep("NoTfdX", false, add_soon_while_asleep, t);
+    double took = rl_test_now() - t0;
+    atomic_store(&rl__faults, 0);
+    assert_int_equal(r, kRLRunLoopRunStopped);
+    assert_int_equal(soon, 1);
+    assert_true(took < 20);
+    assert_int_equal(later, 0);
+    done(t);
+    done(far);
+}
+
 
 
 /* ---- a timer without a callout ---- */
@@ -909,6 +1005,8 @@ int main(void) {
         cmocka_unit_test_setup(test_invalidate_inside_callout_two_modes, rl_trace_setup),
         cmocka_unit_test_setup(test_add_from_another_thread_while_asleep, rl_trace_setup),
         cmocka_unit_test_setup(test_timers_still_fire_when_the_array_cannot_grow, rl_trace_setup),
+        cmocka_unit_test_setup(test_timers_fire_when_the_timerfd_cannot_be_armed, rl_trace_setup),
+        cmocka_unit_test_setup(test_timer_added_from_another_thread_when_the_timerfd_cannot_be_armed, rl_trace_setup),
         cmocka_unit_test_setup(test_null_callout_fires_and_does_nothing, rl_trace_setup),
         cmocka_unit_test_setup(test_callout_may_release_its_own_timer, rl_trace_setup),
         cmocka_unit_test_setup(test_invalidate_while_the_fire_path_retains_info, rl_trace_setup),
