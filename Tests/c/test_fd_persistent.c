@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* The library's count of epoll_ctl calls on a loop's epoll set (rl_fdtab.c):
@@ -344,6 +345,40 @@ static void test_two_objects_one_kept_enabled(void **state) {
     close(p[1]);
 }
 
+/* A fork() child shares its parent's epoll set: what the child does with
+ * the inherited loop's fd objects must not change the parent's
+ * registration, persistent or not. */
+static void test_fork_child_leaves_the_parents_registration(void **state) {
+    int p[2];
+    assert_int_equal(pipe2(p, O_NONBLOCK), 0);
+    reader r = {"p", true, true, 0, 0};
+    RLFileDescriptorRef f = make(p[0], &r, true);
+    RLRunLoopSourceRef s = add(f, "Forked");
+    assert_true(RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack));
+    for (int i = 0; i < 8; i++)
+        one_wake(p[1], "Forked");
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        /* Disable, invalidate: the child's own business. */
+        (void)RLFileDescriptorDisableCallBacks(f, kRLFileDescriptorReadCallBack);
+        (void)RLFileDescriptorInvalidate(f);
+        _exit(0);
+    }
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    unsigned long before = rl__fd_ctl_calls(rl);
+    for (int i = 0; i < 20; i++)
+        one_wake(p[1], "Forked");
+    assert_int_equal(r.calls, 28);
+    assert_int_equal(r.read_errno, 0);
+    assert_true(rl__fd_ctl_calls(rl) - before <= 2);
+    drop(f, s);
+    close(p[1]);
+}
+
 /* ---- fds closed behind the loop's back ---- */
 
 static void test_closed_with_a_dup_while_kept_enabled_does_not_spin(void **state) {
@@ -444,6 +479,7 @@ int main(void) {
         cmocka_unit_test_setup(test_nested_run_in_another_mode_does_not_spin, rl_trace_setup),
         cmocka_unit_test_setup(test_readiness_served_by_a_nested_pass_is_not_served_again, rl_trace_setup),
         cmocka_unit_test_setup(test_two_objects_one_kept_enabled, rl_trace_setup),
+        cmocka_unit_test_setup(test_fork_child_leaves_the_parents_registration, rl_trace_setup),
         cmocka_unit_test_setup(test_closed_with_a_dup_while_kept_enabled_does_not_spin, rl_trace_setup),
         cmocka_unit_test_setup(test_reused_while_a_dup_keeps_the_kept_enabled_file, rl_trace_setup),
     };
