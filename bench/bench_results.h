@@ -54,7 +54,8 @@ static inline int bench_results_cmp(const void *a, const void *b) {
 /* One row of f for one peer: the time ratios ours/peer of each round
  * (non-finite ones are left out), and the two medians shown beside them.
  * A row whose every ratio is unusable gets empty ratio fields: the chart
- * then says that this peer has no result for it. */
+ * then says that this peer has no result for it. ours or peer_value NaN:
+ * an empty field. */
 static inline void bench_results_row(FILE *f, const char *group, const char *row, const char *peer,
                                      const double *ratios, int n, double ours, double peer_value, const char *unit) {
     if (!f)
@@ -76,7 +77,15 @@ static inline void bench_results_row(FILE *f, const char *group, const char *row
     } else {
         fputs(",,,", f);
     }
-    fprintf(f, ",%.6g,%.6g,", ours, peer_value);
+    /* A value the run does not have (NaN) is an empty field. */
+    if (isfinite(ours))
+        fprintf(f, ",%.6g", ours);
+    else
+        fputc(',', f);
+    if (isfinite(peer_value))
+        fprintf(f, ",%.6g,", peer_value);
+    else
+        fputs(",,", f);
     bench_results_text(f, unit);
     fputc('\n', f);
 }

@@ -23,6 +23,7 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
+#include "bench_results.h"
 #include "bench_runloop.h"
 
 enum { P_RL, P_CF, P_UV, P_GLIB, NPEERS };
@@ -552,48 +553,34 @@ static void print_table(int rounds) {
     for (int i = 0; i < nnotes; i++) printf("  - %s\n", notes[i]);
 }
 
-/* BRL_CSV=file: one line per row and peer for scripts/bench-chart.py — the
- * median and min/max over rounds of ours/peer, each round's two values
- * paired, as a time ratio (for rates, peer/ours), so below 1 is ours better. */
-static void write_csv(const char *path) {
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        perror(path);
-        return;
-    }
-    fprintf(f, "group,row,peer,ratio,ratio_min,ratio_max,ours,peer_value,unit\n");
+/* BENCH_CSV=file: one line per row and peer for scripts/bench-chart.py
+ * (bench_results.h), each round's two values paired. */
+static void write_csv(void) {
+    FILE *f = bench_results_open();
+    if (!f) return;
     for (int m = 0; m < NMETRICS; m++) {
         for (int p = 1; p < NPEERS; p++) {
+            if (!peers[p] || nsamples[P_RL][m] == 0) continue;
             int n = nsamples[P_RL][m] < nsamples[p][m] ? nsamples[P_RL][m] : nsamples[p][m];
             double r[MAXROUNDS];
             int k = 0;
             for (int i = 0; i < n; i++) {
                 double ours = samples[P_RL][m][i], peer = samples[p][m][i];
                 double ratio = metrics[m].higher_better ? peer / ours : ours / peer;
-                if (isfinite(ratio)) r[k++] = ratio;
+                if (isfinite(ratio) && ratio > 0) r[k++] = ratio;
             }
-            if (!peers[p] || nsamples[P_RL][m] == 0) continue;
             /* A peer that ran no row at all (BRL_PEERS left it out) gets
              * empty cells, which the chart names; a row one peer cannot do,
              * or where both sides are ~0, is left out. */
             bool ran_any = false;
             for (int mm = 0; mm < NMETRICS; mm++) ran_any = ran_any || nsamples[p][mm] > 0;
             if (k == 0 && ran_any) continue;
-            if (k == 0) {
-                fprintf(f, "run loop,\"%s\",%s,,,,%g,,\n", metrics[m].label, peers[p]->name,
-                        median(P_RL, (enum metric)m) * metrics[m].scale);
-                continue;
-            }
-            double lo = r[0], hi = r[0];
-            for (int i = 1; i < k; i++) {
-                if (r[i] < lo) lo = r[i];
-                if (r[i] > hi) hi = r[i];
-            }
-            fprintf(f, "run loop,\"%s\",%s,%g,%g,%g,%g,%g,\n", metrics[m].label, peers[p]->name, median_of(r, k), lo,
-                    hi, median(P_RL, (enum metric)m) * metrics[m].scale, median(p, (enum metric)m) * metrics[m].scale);
+            bench_results_row(f, "run loop", metrics[m].label, peers[p]->name, r, k,
+                              median(P_RL, (enum metric)m) * metrics[m].scale,
+                              k ? median(p, (enum metric)m) * metrics[m].scale : NAN, "");
         }
     }
-    fclose(f);
+    bench_results_close(f);
 }
 
 int main(void) {
@@ -611,7 +598,7 @@ int main(void) {
     if (want("idle")) run_idle(idle_seconds);
     progress("");
     print_table(rounds);
-    if ((e = getenv("BRL_CSV")) && *e) write_csv(e);
+    write_csv();
     printf("(whole run: %.0f s)\n", brl_now() - t0);
     return 0;
 }

@@ -28,7 +28,7 @@ BENCH_TARGETS += bench-runloop
 .PHONY: bench-runloop
 bench-runloop: $(BENCH_RUNLOOP) ## run-loop table: ours vs CoreFoundation, libuv, GLib (BRL_ONLY=, BRL_PEERS=)
 	@mkdir -p $(BENCH_RESULTS) && rm -f $(BENCH_RESULTS)/runloop.csv
-	@BRL_CSV=$(BENCH_RESULTS)/runloop.csv $(BENCH_RUNLOOP)
+	@BENCH_CSV=$(BENCH_RESULTS)/runloop.csv $(BENCH_RUNLOOP)
 
 $(BENCH_RUNLOOP): $(BENCH_RUNLOOP_OBJS) $(STATIC_LIB)
 	@$(call say,CC,$@)

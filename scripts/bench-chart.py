@@ -11,9 +11,9 @@ Every results file has the header
 
     group,row,peer,ratio,ratio_min,ratio_max,ours,peer_value,unit
 
-(bench/bench_results.h writes it for the C benches, BENCH_CSV=; the run-loop
-bench with BRL_CSV=, the NIO bench with NIOB_CSV=, the Swift thread bench
-and scripts/bench-tricks.py with BENCH_CSV=). Rows are grouped by their
+(bench/bench_results.h writes it for the C benches, BENCH_CSV=; the NIO
+bench with NIOB_CSV=, the Swift thread bench and scripts/bench-tricks.py
+with BENCH_CSV=). Rows are grouped by their
 `group` column, whichever file they come from: a new bench that writes such
 a file gets its chart with no change here. An empty ratio means that peer
 has no result for that row.

@@ -89,7 +89,6 @@ def run(folder, bench):
     binary, env = BENCHES[bench]
     e = dict(os.environ)
     e.pop("BENCH_CSV", None)  # this script's own results file, not theirs
-    e.pop("BRL_CSV", None)
     e.update(env)
     r = subprocess.run([f"{folder}/bench/{binary}"], env=e, stdout=subprocess.PIPE,
                        stderr=subprocess.DEVNULL, text=True)

@@ -40,7 +40,7 @@ RLConditionRef RLConditionCreate(void) {
 }
 
 bool RLConditionLock(RLConditionRef cond) {
-    if (RL__UNLIKELY(!rl__check(cond, &rl__condition_class, __func__)))
+    if (!rl__check(cond, &rl__condition_class, __func__))
         return false;
     if (RL__LIKELY(!rl__lockdep_enabled()) && RL__LIKELY(rl__mutex_trylock(&cond->m)))
         return true;
@@ -48,14 +48,14 @@ bool RLConditionLock(RLConditionRef cond) {
 }
 
 bool RLConditionTryLock(RLConditionRef cond) {
-    if (RL__UNLIKELY(!rl__check(cond, &rl__condition_class, __func__)))
+    if (!rl__check(cond, &rl__condition_class, __func__))
         return false;
     return rl__mutex_trylock_checked(&cond->m, cond, &cond->name, __func__, __builtin_return_address(0));
 }
 
 bool RLConditionLockBeforeDate(RLConditionRef cond, RLAbsoluteTime limit) {
     struct timespec deadline;
-    if (RL__UNLIKELY(!rl__check(cond, &rl__condition_class, __func__)) ||
+    if (!rl__check(cond, &rl__condition_class, __func__) ||
         !rl__deadline_for(limit, &deadline, __func__))
         return false;
     return rl__mutex_lock_checked(&cond->m, cond, &cond->name, &deadline, __func__,
@@ -63,7 +63,7 @@ bool RLConditionLockBeforeDate(RLConditionRef cond, RLAbsoluteTime limit) {
 }
 
 bool RLConditionUnlock(RLConditionRef cond) {
-    if (RL__UNLIKELY(!rl__check(cond, &rl__condition_class, __func__)))
+    if (!rl__check(cond, &rl__condition_class, __func__))
         return false;
     return rl__mutex_unlock_checked(&cond->m, cond, __func__);
 }
@@ -91,8 +91,8 @@ static int cond_wait(RLConditionRef cond, const struct timespec *deadline, const
 }
 
 bool RLConditionWait(RLConditionRef cond) {
-    if (RL__UNLIKELY(!rl__check(cond, &rl__condition_class, __func__)) ||
-        RL__UNLIKELY(!rl__mutex_check_owner(&cond->m, __func__)))
+    if (!rl__check(cond, &rl__condition_class, __func__) ||
+        !rl__mutex_check_owner(&cond->m, __func__))
         return false;
     cond_wait(cond, NULL, __builtin_return_address(0));
     return true;
@@ -100,9 +100,9 @@ bool RLConditionWait(RLConditionRef cond) {
 
 bool RLConditionWaitUntilDate(RLConditionRef cond, RLAbsoluteTime limit) {
     struct timespec deadline;
-    if (RL__UNLIKELY(!rl__check(cond, &rl__condition_class, __func__)) ||
+    if (!rl__check(cond, &rl__condition_class, __func__) ||
         !rl__deadline_for(limit, &deadline, __func__) ||
-        RL__UNLIKELY(!rl__mutex_check_owner(&cond->m, __func__)))
+        !rl__mutex_check_owner(&cond->m, __func__))
         return false;
     if (cond_wait(cond, &deadline, __builtin_return_address(0)) == ETIMEDOUT)
         return rl__fail(kRLErrorTimedOut, __func__, "not signalled before the date");
@@ -116,14 +116,14 @@ static void cond_wake(RLConditionRef cond, int n) {
 }
 
 bool RLConditionSignal(RLConditionRef cond) {
-    if (RL__UNLIKELY(!rl__check(cond, &rl__condition_class, __func__)))
+    if (!rl__check(cond, &rl__condition_class, __func__))
         return false;
     cond_wake(cond, 1);
     return true;
 }
 
 bool RLConditionBroadcast(RLConditionRef cond) {
-    if (RL__UNLIKELY(!rl__check(cond, &rl__condition_class, __func__)))
+    if (!rl__check(cond, &rl__condition_class, __func__))
         return false;
     cond_wake(cond, INT_MAX);
     return true;

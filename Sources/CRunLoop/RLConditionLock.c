@@ -93,7 +93,7 @@ static bool cl_lock_when(CL lock, RLIndex want, const struct timespec *deadline,
 }
 
 bool RLConditionLockLock(RLConditionLockRef lock) {
-    if (RL__UNLIKELY(!rl__check(lock, &rl__condlock_class, __func__)))
+    if (!rl__check(lock, &rl__condlock_class, __func__))
         return false;
     if (RL__LIKELY(!rl__lockdep_enabled()) && RL__LIKELY(rl__mutex_trylock(&lock->m)))
         return true;
@@ -102,7 +102,7 @@ bool RLConditionLockLock(RLConditionLockRef lock) {
 }
 
 bool RLConditionLockTryLock(RLConditionLockRef lock) {
-    if (RL__UNLIKELY(!rl__check(lock, &rl__condlock_class, __func__)))
+    if (!rl__check(lock, &rl__condlock_class, __func__))
         return false;
     return rl__mutex_trylock_checked(&lock->m, lock, &lock->name, __func__,
                                      __builtin_return_address(0));
@@ -110,7 +110,7 @@ bool RLConditionLockTryLock(RLConditionLockRef lock) {
 
 bool RLConditionLockLockBeforeDate(RLConditionLockRef lock, RLAbsoluteTime limit) {
     struct timespec deadline;
-    if (RL__UNLIKELY(!rl__check(lock, &rl__condlock_class, __func__)) ||
+    if (!rl__check(lock, &rl__condlock_class, __func__) ||
         !rl__deadline_for(limit, &deadline, __func__))
         return false;
     return rl__mutex_lock_checked(&lock->m, lock, &lock->name, &deadline, __func__,
@@ -118,7 +118,7 @@ bool RLConditionLockLockBeforeDate(RLConditionLockRef lock, RLAbsoluteTime limit
 }
 
 bool RLConditionLockLockWhenCondition(RLConditionLockRef lock, RLIndex condition) {
-    if (RL__UNLIKELY(!rl__check(lock, &rl__condlock_class, __func__)))
+    if (!rl__check(lock, &rl__condlock_class, __func__))
         return false;
     return cl_lock_when(lock, condition, NULL, __func__, __builtin_return_address(0));
 }
@@ -126,14 +126,14 @@ bool RLConditionLockLockWhenCondition(RLConditionLockRef lock, RLIndex condition
 bool RLConditionLockLockWhenConditionBeforeDate(RLConditionLockRef lock, RLIndex condition, RLAbsoluteTime limit) {
     const char *fn = __func__;
     struct timespec deadline;
-    if (RL__UNLIKELY(!rl__check(lock, &rl__condlock_class, fn)) || !rl__deadline_for(limit, &deadline, fn))
+    if (!rl__check(lock, &rl__condlock_class, fn) || !rl__deadline_for(limit, &deadline, fn))
         return false;
     return cl_lock_when(lock, condition, &deadline, fn, __builtin_return_address(0));
 }
 
 bool RLConditionLockTryLockWhenCondition(RLConditionLockRef lock, RLIndex condition) {
     const char *fn = __func__;
-    if (RL__UNLIKELY(!rl__check(lock, &rl__condlock_class, fn)))
+    if (!rl__check(lock, &rl__condlock_class, fn))
         return false;
     if (!rl__mutex_trylock(&lock->m))
         return rl__fail(kRLErrorBusy, fn, "the lock is held%s",
@@ -149,14 +149,14 @@ bool RLConditionLockTryLockWhenCondition(RLConditionLockRef lock, RLIndex condit
 }
 
 bool RLConditionLockUnlock(RLConditionLockRef lock) {
-    if (RL__UNLIKELY(!rl__check(lock, &rl__condlock_class, __func__)))
+    if (!rl__check(lock, &rl__condlock_class, __func__))
         return false;
     return rl__mutex_unlock_checked(&lock->m, lock, __func__);
 }
 
 bool RLConditionLockUnlockWithCondition(RLConditionLockRef lock, RLIndex condition) {
     const char *fn = __func__;
-    if (RL__UNLIKELY(!rl__check(lock, &rl__condlock_class, fn)) || RL__UNLIKELY(!rl__mutex_check_owner(&lock->m, fn)))
+    if (!rl__check(lock, &rl__condlock_class, fn) || !rl__mutex_check_owner(&lock->m, fn))
         return false;
     bool wake = false;
     if (cl_value(lock) != condition) {

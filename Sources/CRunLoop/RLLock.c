@@ -120,7 +120,7 @@ bool rl__mutex_check_owner(rl__mutex *m, const char *fn) {
 }
 
 bool rl__mutex_unlock_checked(rl__mutex *m, const void *lock, const char *fn) {
-    if (RL__UNLIKELY(!rl__mutex_check_owner(m, fn)))
+    if (!rl__mutex_check_owner(m, fn))
         return false;
     if (RL__UNLIKELY(rl__lockdep_enabled()))
         rl__lockdep_released(lock);
@@ -160,7 +160,7 @@ static const rl__class rl__lock_class = {"RLLock", lock_finalize, lock_can_destr
 RLLockRef RLLockCreate(void) { return rl__object_alloc(&rl__lock_class, sizeof(struct RLLock), __func__); }
 
 bool RLLockLock(RLLockRef lock) {
-    if (RL__UNLIKELY(!rl__check(lock, &rl__lock_class, __func__)))
+    if (!rl__check(lock, &rl__lock_class, __func__))
         return false;
     if (RL__LIKELY(!rl__lockdep_enabled()) && RL__LIKELY(rl__mutex_trylock(&lock->m)))
         return true;
@@ -168,7 +168,7 @@ bool RLLockLock(RLLockRef lock) {
 }
 
 bool RLLockUnlock(RLLockRef lock) {
-    if (RL__UNLIKELY(!rl__check(lock, &rl__lock_class, __func__)))
+    if (!rl__check(lock, &rl__lock_class, __func__))
         return false;
     if (RL__LIKELY(!rl__lockdep_enabled()) && RL__LIKELY(rl__mutex_held_by_self(&lock->m))) {
         rl__mutex_unlock(&lock->m);
@@ -178,14 +178,14 @@ bool RLLockUnlock(RLLockRef lock) {
 }
 
 bool RLLockTryLock(RLLockRef lock) {
-    if (RL__UNLIKELY(!rl__check(lock, &rl__lock_class, __func__)))
+    if (!rl__check(lock, &rl__lock_class, __func__))
         return false;
     return rl__mutex_trylock_checked(&lock->m, lock, &lock->name, __func__, __builtin_return_address(0));
 }
 
 bool RLLockLockBeforeDate(RLLockRef lock, RLAbsoluteTime limit) {
     struct timespec deadline;
-    if (RL__UNLIKELY(!rl__check(lock, &rl__lock_class, __func__)) ||
+    if (!rl__check(lock, &rl__lock_class, __func__) ||
         !rl__deadline_for(limit, &deadline, __func__))
         return false;
     return rl__mutex_lock_checked(&lock->m, lock, &lock->name, &deadline, __func__,
@@ -259,21 +259,21 @@ static bool rlock_lock(RLRecursiveLockRef lock, const struct timespec *deadline,
 }
 
 bool RLRecursiveLockLock(RLRecursiveLockRef lock) {
-    if (RL__UNLIKELY(!rl__check(lock, &rl__rlock_class, __func__)))
+    if (!rl__check(lock, &rl__rlock_class, __func__))
         return false;
     return rlock_lock(lock, NULL, __func__, __builtin_return_address(0));
 }
 
 bool RLRecursiveLockLockBeforeDate(RLRecursiveLockRef lock, RLAbsoluteTime limit) {
     struct timespec deadline;
-    if (RL__UNLIKELY(!rl__check(lock, &rl__rlock_class, __func__)) ||
+    if (!rl__check(lock, &rl__rlock_class, __func__) ||
         !rl__deadline_for(limit, &deadline, __func__))
         return false;
     return rlock_lock(lock, &deadline, __func__, __builtin_return_address(0));
 }
 
 bool RLRecursiveLockTryLock(RLRecursiveLockRef lock) {
-    if (RL__UNLIKELY(!rl__check(lock, &rl__rlock_class, __func__)))
+    if (!rl__check(lock, &rl__rlock_class, __func__))
         return false;
     if (rl__mutex_held_by_self(&lock->m))
         return rlock_reenter(lock, __func__);
@@ -285,8 +285,8 @@ bool RLRecursiveLockTryLock(RLRecursiveLockRef lock) {
 }
 
 bool RLRecursiveLockUnlock(RLRecursiveLockRef lock) {
-    if (RL__UNLIKELY(!rl__check(lock, &rl__rlock_class, __func__)) ||
-        RL__UNLIKELY(!rl__mutex_check_owner(&lock->m, __func__)))
+    if (!rl__check(lock, &rl__rlock_class, __func__) ||
+        !rl__mutex_check_owner(&lock->m, __func__))
         return false;
     if (--lock->count > 0)
         return true;

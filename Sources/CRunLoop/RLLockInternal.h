@@ -42,20 +42,10 @@ static inline void rl__futex_wake(_Atomic uint32_t *word, int n) {
     errno = saved;
 }
 
-/* The calling thread's identity (never 0): the thread pointer, which glibc
- * also returns as pthread_self(), read without a call into libc because it
- * sits on every lock and unlock. */
-static inline uintptr_t rl__self(void) {
-    uintptr_t tp;
-#if defined(__x86_64__)
-    __asm__("mov %%fs:0, %0" : "=r"(tp));
-#elif defined(__aarch64__)
-    __asm__("mrs %0, tpidr_el0" : "=r"(tp));
-#else
-    tp = (uintptr_t)pthread_self();
-#endif
-    return tp;
-}
+/* The calling thread's identity (never 0), as the locks record their
+ * owner: the thread pointer (internal.h), read without a call into libc
+ * because it sits on every lock and unlock. */
+static inline uintptr_t rl__self(void) { return rl__thread_pointer(); }
 
 /* rl__object_check with the common case inlined: one load and a compare. */
 static inline bool rl__check(const void *obj, const rl__class *cls, const char *fn) {

@@ -232,7 +232,7 @@ static bool read_lock(RW lock, int mode, const struct timespec *deadline, const 
 }
 
 bool RLReadWriteLockReadLock(RLReadWriteLockRef lock) {
-    if (RL__UNLIKELY(!rl__check(lock, &rl__rwlock_class, __func__)))
+    if (!rl__check(lock, &rl__rwlock_class, __func__))
         return false;
     /* Fast path: this thread reads nothing yet, and no writer holds or waits
      * (so neither does this thread). One CAS, one record. */
@@ -250,7 +250,7 @@ bool RLReadWriteLockReadLock(RLReadWriteLockRef lock) {
 }
 
 bool RLReadWriteLockTryReadLock(RLReadWriteLockRef lock) {
-    if (RL__UNLIKELY(!rl__check(lock, &rl__rwlock_class, __func__)))
+    if (!rl__check(lock, &rl__rwlock_class, __func__))
         return false;
     return read_lock(lock, 1, NULL, __func__, __builtin_return_address(0));
 }
@@ -258,7 +258,7 @@ bool RLReadWriteLockTryReadLock(RLReadWriteLockRef lock) {
 bool RLReadWriteLockReadLockBeforeDate(RLReadWriteLockRef lock, RLAbsoluteTime limit) {
     const char *fn = __func__;
     struct timespec deadline;
-    if (RL__UNLIKELY(!rl__check(lock, &rl__rwlock_class, fn)) || !rl__deadline_for(limit, &deadline, fn))
+    if (!rl__check(lock, &rl__rwlock_class, fn) || !rl__deadline_for(limit, &deadline, fn))
         return false;
     return read_lock(lock, 2, &deadline, fn, __builtin_return_address(0));
 }
@@ -314,13 +314,13 @@ static bool write_lock(RW lock, int mode, const struct timespec *deadline, const
 }
 
 bool RLReadWriteLockWriteLock(RLReadWriteLockRef lock) {
-    if (RL__UNLIKELY(!rl__check(lock, &rl__rwlock_class, __func__)))
+    if (!rl__check(lock, &rl__rwlock_class, __func__))
         return false;
     return write_lock(lock, 0, NULL, __func__, __builtin_return_address(0));
 }
 
 bool RLReadWriteLockTryWriteLock(RLReadWriteLockRef lock) {
-    if (RL__UNLIKELY(!rl__check(lock, &rl__rwlock_class, __func__)))
+    if (!rl__check(lock, &rl__rwlock_class, __func__))
         return false;
     return write_lock(lock, 1, NULL, __func__, __builtin_return_address(0));
 }
@@ -328,7 +328,7 @@ bool RLReadWriteLockTryWriteLock(RLReadWriteLockRef lock) {
 bool RLReadWriteLockWriteLockBeforeDate(RLReadWriteLockRef lock, RLAbsoluteTime limit) {
     const char *fn = __func__;
     struct timespec deadline;
-    if (RL__UNLIKELY(!rl__check(lock, &rl__rwlock_class, fn)) || !rl__deadline_for(limit, &deadline, fn))
+    if (!rl__check(lock, &rl__rwlock_class, fn) || !rl__deadline_for(limit, &deadline, fn))
         return false;
     return write_lock(lock, 2, &deadline, fn, __builtin_return_address(0));
 }
@@ -337,8 +337,20 @@ bool RLReadWriteLockWriteLockBeforeDate(RLReadWriteLockRef lock, RLAbsoluteTime 
 
 bool RLReadWriteLockUnlock(RLReadWriteLockRef lock) {
     const char *fn = __func__;
-    if (RL__UNLIKELY(!rl__check(lock, &rl__rwlock_class, fn)))
+    if (!rl__check(lock, &rl__rwlock_class, fn))
         return false;
+    /* Fast path: the one read hold this thread has, taken once. A thread
+     * with a read hold on a lock never holds its write lock (an upgrade is
+     * refused), so this needs no look at the writer. */
+    rl__read_holds *h = &rl__holds;
+    if (RL__LIKELY(h->n == 1) && RL__LIKELY(h->v[0].lock == lock && h->v[0].count == 1) &&
+        RL__LIKELY(!rl__lockdep_enabled())) {
+        h->n = 0;
+        uint64_t s = atomic_fetch_sub_explicit(&lock->state, RW_READER, memory_order_release) - RW_READER;
+        if (RL__UNLIKELY(!(s & RW_READERS_MASK) && (s & RW_WAITING_MASK)))
+            wake_one_writer(lock);
+        return true;
+    }
     bool debug = RL__UNLIKELY(rl__lockdep_enabled());
     if (atomic_load_explicit(&lock->writer, memory_order_relaxed) == rl__self()) {
         if (debug)
@@ -348,8 +360,7 @@ bool RLReadWriteLockUnlock(RLReadWriteLockRef lock) {
         wake_after_writer(lock, s);
         return true;
     }
-    rl__read_holds *h = &rl__holds;
-    rl__read_hold *hold = (RL__LIKELY(h->n == 1) && h->v[0].lock == lock) ? &h->v[0] : hold_find(lock);
+    rl__read_hold *hold = hold_find(lock);
     if (RL__UNLIKELY(!hold)) {
         if (atomic_load(&lock->state) & (RW_WRITER | RW_READERS_MASK))
             return rl__fail(kRLErrorNotOwner, fn, "the calling thread holds no lock on %p", (void *)lock);

@@ -31,9 +31,29 @@
 
 typedef struct rl__stream rl__stream;
 
+/* The properties streams know (RLStreamProperty.c maps their names), as
+ * bits of a backend's `properties` answer. */
+typedef enum rl__prop {
+    RL_PROP_APPEND_TO_FILE,        /* RLBoolean */
+    RL_PROP_FILE_CURRENT_OFFSET,   /* RLNumber */
+    RL_PROP_DATA_WRITTEN,          /* RLData, read-only */
+    RL_PROP_SOCKET_NATIVE_HANDLE,  /* RLData of an int, read-only */
+    RL_PROP_SHOULD_CLOSE_NATIVE,   /* RLBoolean */
+    RL_PROP_COUNT
+} rl__prop;
+#define RL_PROP_BIT(p) (1u << (p))
+
+/* A property value after the object checked its type: the boolean or the
+ * integer (one of them, by the property). */
+typedef struct rl__prop_value {
+    bool boolean;
+    int64_t integer;
+} rl__prop_value;
+
 /* What a backend does for the stream object. The object calls every
  * operation with no lock held. NULL entries: the default named. */
 typedef struct rl__stream_ops {
+    const char *kind;  /* "file", "memory"…: names the stream in errors */
     size_t state_size; /* bytes of backend state after the common part */
     /* Open: 1 open now (the object reports OpenCompleted); 0 the backend
      * reports the outcome itself (rl__stream_open_finished_locked), now or
@@ -65,6 +85,14 @@ typedef struct rl__stream_ops {
     void (*unscheduled)(rl__stream *s, RLRunLoopRef rl, RLRunLoopMode mode);
     /* The stream is being freed: drop the backend's state (NULL: none). */
     void (*finalize)(rl__stream *s);
+    /* Properties. `properties`: the RL_PROP_BIT set this stream has (NULL:
+     * none). The object checks the name, that the stream has it, that it
+     * is not read-only and the value's type before it calls copy_property
+     * (an owned value, or NULL with the error set) or set_property (false
+     * with the error set; nothing changed). */
+    unsigned (*properties)(rl__stream *s);
+    RLTypeRef (*copy_property)(rl__stream *s, rl__prop p, const char *fn);
+    bool (*set_property)(rl__stream *s, rl__prop p, const rl__prop_value *v, const char *fn);
 } rl__stream_ops;
 
 struct rl__sched {
@@ -116,6 +144,11 @@ RL__HIDDEN void rl__stream_open_finished_locked(rl__stream *s, RLIndex domain, i
 RL__HIDDEN void rl__stream_recheck(rl__stream *s);
 /* Adds src to every (loop, mode) the stream is scheduled in. */
 RL__HIDDEN void rl__stream_add_to_schedules(rl__stream *s, RLRunLoopSourceRef src);
+/* Copies a property of a stream of that direction (the public Copy
+ * calls and the older RLWriteStreamCopyDataWritten). */
+RL__HIDDEN RLTypeRef rl__stream_copy_property(const void *ref, bool is_read, const char *name, const char *fn);
+/* An owned reference to kRLBooleanTrue or kRLBooleanFalse. */
+RL__HIDDEN RLTypeRef rl__boolean_copy(bool value);
 /* Is the stream scheduled in that mode of that loop? */
 RL__HIDDEN bool rl__stream_is_scheduled(rl__stream *s, RLRunLoopRef rl, RLRunLoopMode mode);
 

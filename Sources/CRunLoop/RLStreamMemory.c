@@ -1,6 +1,6 @@
 /* RLStreamMemory.c — memory streams: a read stream over a copy of the
  * caller's bytes, and a write stream that collects what is written into a
- * growing buffer (RLWriteStreamCopyDataWritten). Neither ever blocks; a
+ * growing buffer (its property kRLStreamPropertyDataWritten). Neither ever blocks; a
  * read stream reaches its end as soon as its bytes are used up. */
 #include "RLStreamInternal.h"
 
@@ -62,13 +62,28 @@ static bool memory_ready(rl__stream *s) { return !s->is_read || !memory_exhauste
 
 static void memory_finalize(rl__stream *s) { free(mem(s)->bytes); }
 
+/* A write stream's bytes so far, before open too (CF). */
+static unsigned memory_properties(rl__stream *s) { return s->is_read ? 0 : RL_PROP_BIT(RL_PROP_DATA_WRITTEN); }
+
+static RLTypeRef memory_copy_property(rl__stream *s, rl__prop p, const char *fn) {
+    (void)p; /* the data written: its only property */
+    (void)fn;
+    rl__stream_lock(s);
+    RLDataRef d = RLDataCreate(NULL, mem(s)->bytes, (RLIndex)mem(s)->len);
+    rl__stream_unlock(s);
+    return d;
+}
+
 static const rl__stream_ops memory_ops = {
+    .kind = "memory",
     .state_size = sizeof(memory),
     .read = memory_read,
     .write = memory_write,
     .ready = memory_ready,
     .exhausted = memory_exhausted,
     .finalize = memory_finalize,
+    .properties = memory_properties,
+    .copy_property = memory_copy_property,
 };
 
 RLReadStreamRef RLReadStreamCreateWithBytes(RLAllocatorRef alloc, const uint8_t *bytes, RLIndex length) {
@@ -96,16 +111,4 @@ RLWriteStreamRef RLWriteStreamCreateWithAllocatedBuffers(RLAllocatorRef alloc, R
     (void)alloc;
     (void)bufferAllocator;
     return (RLWriteStreamRef)rl__stream_new(false, &memory_ops, __func__);
-}
-
-RLDataRef RLWriteStreamCopyDataWritten(RLWriteStreamRef ref) {
-    rl__stream *s = rl__stream_check(ref, false, __func__);
-    if (!s)
-        return NULL;
-    if (s->ops != &memory_ops)
-        return rl__fail(kRLErrorInvalidArgument, __func__, "not a memory stream"), NULL;
-    rl__stream_lock(s);
-    RLDataRef d = RLDataCreate(NULL, mem(s)->bytes, (RLIndex)mem(s)->len);
-    rl__stream_unlock(s);
-    return d;
 }

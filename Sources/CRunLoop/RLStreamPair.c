@@ -141,6 +141,7 @@ static void pair_finalize(rl__stream *s) {
 }
 
 static const rl__stream_ops pair_ops = {
+    .kind = "bound pair",
     .state_size = sizeof(pair_end),
     .read = pair_read,
     .write = pair_write,

@@ -33,7 +33,7 @@ typedef struct conn {
     pthread_mutex_t lock; /* everything below but refs and the lookup's link */
     _Atomic long refs;    /* one per stream, one while a lookup is queued */
     int fd;
-    bool own_fd; /* made here (to a host), closed here */
+    bool own_fd; /* closed here when both streams are gone (kRLStreamPropertyShouldCloseNativeSocket) */
     bool started, connecting, done;
     int conn_err; /* 0 or errno / EAI code once done */
     RLIndex err_domain;
@@ -367,7 +367,42 @@ static void conn_on_fd(RLFileDescriptorRef f, RLOptionFlags types, void *info) {
     conn_unlock(c);
 }
 
+/* ---- properties: the socket, and whether it is closed at the end ---- */
+
+static unsigned sock_properties(rl__stream *s) {
+    (void)s;
+    return RL_PROP_BIT(RL_PROP_SOCKET_NATIVE_HANDLE) | RL_PROP_BIT(RL_PROP_SHOULD_CLOSE_NATIVE);
+}
+
+/* The socket once it is the connection's: a pair over a caller's socket at
+ * once, a pair to a host once connected (before that, the fd is one
+ * attempt among several, or none). */
+static RLTypeRef sock_copy_property(rl__stream *s, rl__prop p, const char *fn) {
+    conn *c = conn_of(s);
+    conn_lock(c);
+    bool own = c->own_fd;
+    int fd = c->fd;
+    bool have = fd >= 0 && (!c->host || (c->done && !c->conn_err));
+    conn_unlock(c);
+    if (p == RL_PROP_SHOULD_CLOSE_NATIVE)
+        return rl__boolean_copy(own);
+    if (!have)
+        return rl__fail(kRLErrorInvalidState, fn, "no socket yet: the stream is not connected"), NULL;
+    return RLDataCreate(NULL, (const uint8_t *)&fd, sizeof fd);
+}
+
+static bool sock_set_property(rl__stream *s, rl__prop p, const rl__prop_value *v, const char *fn) {
+    (void)p; /* only ShouldCloseNativeSocket is settable */
+    (void)fn;
+    conn *c = conn_of(s);
+    conn_lock(c);
+    c->own_fd = v->boolean;
+    conn_unlock(c);
+    return true;
+}
+
 static const rl__stream_ops sock_ops = {
+    .kind = "socket",
     .state_size = sizeof(sock_end),
     .open = sock_open,
     .read = sock_read,
@@ -380,6 +415,9 @@ static const rl__stream_ops sock_ops = {
     .scheduled = sock_scheduled,
     .unscheduled = sock_unscheduled,
     .finalize = sock_finalize,
+    .properties = sock_properties,
+    .copy_property = sock_copy_property,
+    .set_property = sock_set_property,
 };
 
 /* ---- creation ---- */

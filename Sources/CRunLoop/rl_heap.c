@@ -199,21 +199,27 @@ void rl__tset_init(rl_timerset *ts) {
  * entries, to be folded). If the array cannot grow, those that do not fit
  * stay on the list, where rl_pending_min and rl_pending_collect still see
  * them: out of memory makes the loop slower, never wrong. */
+/* Grows h's array to hold `need` entries if it can (it keeps its size when
+ * memory runs out). Out of line: folding the pending list runs on every
+ * pass after an add, growing rarely. */
+static __attribute__((noinline)) void rl_heap_grow(rl_heap *h, size_t need) {
+    size_t cap = h->cap ? h->cap : 16;
+    while (cap < need)
+        cap *= 2;
+    rl_hent *a = rl__fault(RL_FAULT_TIMER_ARRAY) ? NULL : realloc(h->a, cap * sizeof *a);
+    if (a) {
+        h->a = a;
+        h->cap = cap;
+    }
+}
+
 static void rl_tset_unlist(rl_timerset *ts) {
     rl_heap *h = &ts->strict;
     if (ts->npending == 0)
         return;
     size_t need = h->n + ts->npending;
-    if (need > h->cap) {
-        size_t cap = h->cap ? h->cap : 16;
-        while (cap < need)
-            cap *= 2;
-        rl_hent *a = rl__fault(RL_FAULT_TIMER_ARRAY) ? NULL : realloc(h->a, cap * sizeof *a);
-        if (a) {
-            h->a = a;
-            h->cap = cap;
-        }
-    }
+    if (need > h->cap)
+        rl_heap_grow(h, need);
     rl_memb *m;
     while (h->n < h->cap && (m = TAILQ_FIRST(&ts->pending)) != NULL) {
         TAILQ_REMOVE(&ts->pending, m, plink);

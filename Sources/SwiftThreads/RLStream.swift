@@ -132,16 +132,43 @@ public class RLStream: CustomStringConvertible {
         }
     }
 
-    /// Foundation's `Stream.PropertyKey`, for the one property streams
-    /// here have.
+    /// Foundation's `Stream.PropertyKey`: the properties of the C streams
+    /// (`RLStream.h`). A key made from a C property name
+    /// (`"kRLStreamPropertyAppendToFile"`) works too.
     public struct PropertyKey: RawRepresentable, Sendable, Hashable {
         public let rawValue: String
         public init(rawValue: String) { self.rawValue = rawValue }
         public init(_ rawValue: String) { self.rawValue = rawValue }
 
         /// What was written to a memory stream (``RLOutputStream/init(toMemory:)``),
-        /// as an ``RLData``.
+        /// as an ``RLData``; read-only.
         public static let dataWrittenToMemoryStreamKey = PropertyKey("NSStreamDataWrittenToMemoryStreamKey")
+        /// A file stream's position in bytes, as an `Int` (Foundation's
+        /// `fileCurrentOffsetKey`): set before ``RLStream/open()`` to start
+        /// there, or on an open stream to seek. None before `open()` unless
+        /// set, and none for an output stream that appends.
+        public static let fileCurrentOffsetKey = PropertyKey("NSStreamFileCurrentOffsetKey")
+        /// Whether a file output stream appends, as a `Bool`; set before
+        /// ``RLStream/open()`` (``RLOutputStream/init(toFileAtPath:append:)``
+        /// sets it).
+        public static let appendToFileKey = PropertyKey("kRLStreamPropertyAppendToFile")
+        /// A socket stream's socket, as an `Int32`, once it is connected
+        /// (CoreFoundation's `kCFStreamPropertySocketNativeHandle`); read-only.
+        public static let socketNativeHandleKey = PropertyKey("kRLStreamPropertySocketNativeHandle")
+        /// Whether the socket is closed when both streams of the pair are
+        /// gone, as a `Bool` (CoreFoundation's
+        /// `kCFStreamPropertyShouldCloseNativeSocket`): false for
+        /// ``RLStream/streams(withSocket:)``, true for a pair to a host.
+        public static let shouldCloseNativeSocketKey = PropertyKey("kRLStreamPropertyShouldCloseNativeSocket")
+
+        /// The C property name.
+        var cName: String {
+            switch self {
+            case .dataWrittenToMemoryStreamKey: String(cString: kRLStreamPropertyDataWritten)
+            case .fileCurrentOffsetKey: String(cString: kRLStreamPropertyFileCurrentOffset)
+            default: rawValue
+            }
+        }
     }
 
     /// The C stream (one reference, shared with the async sequences).
@@ -183,12 +210,51 @@ public class RLStream: CustomStringConvertible {
     /// Why the stream failed, or nil.
     public var streamError: RLStreamError? { stream.error }
 
-    /// The value of `key`, or nil (Foundation's `property(forKey:)`): only
-    /// ``PropertyKey/dataWrittenToMemoryStreamKey`` has one, on a memory
-    /// output stream.
+    /// The value of `key`, or nil (Foundation's `property(forKey:)`): a
+    /// `Bool`, an `Int`, an ``RLData`` or, for
+    /// ``PropertyKey/socketNativeHandleKey``, an `Int32`. Nil when this
+    /// kind of stream has no such property or it has no value now
+    /// (`RLError.last()` says which).
     public func property(forKey key: PropertyKey) -> (any Sendable)? {
-        guard key == .dataWrittenToMemoryStreamKey, let output = self as? RLOutputStream else { return nil }
-        return output.dataWrittenToMemory
+        guard let value = stream.copyProperty(key.cName) else { return nil }
+        defer { RLRelease(value) }
+        switch String(cString: RLGetTypeName(value)) {
+        case "RLBoolean":
+            return RLBooleanGetValue(OpaquePointer(value))
+        case "RLNumber":
+            var number: Int64 = 0
+            _ = RLNumberGetValue(OpaquePointer(value), .sInt64Type, &number)
+            return Int(number)
+        case "RLData":
+            let data = RLData(retaining: OpaquePointer(value))
+            guard key == .socketNativeHandleKey, data.count == MemoryLayout<Int32>.size else { return data }
+            return data.withUnsafeBytes { $0.loadUnaligned(as: Int32.self) }
+        default:
+            return nil
+        }
+    }
+
+    /// Sets the property `key` (Foundation's `setProperty(_:forKey:)`): a
+    /// `Bool` or an integer, as the property takes. True if the stream took
+    /// it; false if not — an unknown key, a value of the wrong type, a
+    /// setting the stream's state forbids (`RLError.last()` says which) —
+    /// and nothing changed.
+    @discardableResult
+    public func setProperty(_ property: Any?, forKey key: PropertyKey) -> Bool {
+        switch property {
+        case let flag as Bool:
+            return stream.setProperty(key.cName, UnsafeRawPointer(flag ? kRLBooleanTrue : kRLBooleanFalse))
+        case let integer as any BinaryInteger:
+            guard var wide = Int64(exactly: integer), let number = RLNumberCreate(nil, .sInt64Type, &wide) else {
+                return stream.setProperty(key.cName, nil)
+            }
+            defer { RLRelease(UnsafeRawPointer(number)) }
+            return stream.setProperty(key.cName, UnsafeRawPointer(number))
+        case let data as RLData:
+            return stream.setProperty(key.cName, UnsafeRawPointer(data.ref))
+        default:
+            return stream.setProperty(key.cName, nil) // refused: NULL value
+        }
     }
 
     // MARK: Run loops
@@ -382,13 +448,16 @@ public final class RLOutputStream: RLStream {
     /// Foundation's `OutputStream.toMemory()`.
     public static func toMemory() -> RLOutputStream { RLOutputStream(toMemory: ()) }
 
-    /// Writes the file at `path`, created or truncated by ``RLStream/open()``
-    /// (mode 0666 minus the umask). Appending is not supported: `append:
-    /// true` returns nil (the C file stream always truncates). Nil for an
-    /// empty path.
+    /// Writes the file at `path` (Foundation's
+    /// `init?(toFileAtPath:append:)`), created if missing by
+    /// ``RLStream/open()`` (mode 0666 minus the umask). With `append:
+    /// false` the file is truncated; with `true` its bytes are kept and
+    /// every write goes to its end. Nil for an empty path.
     public init?(toFileAtPath path: String, append shouldAppend: Bool) {
-        guard !shouldAppend, let created = path.withCString({ RLWriteStreamCreateWithFile(nil, $0) }) else {
-            return nil
+        guard let created = path.withCString({ RLWriteStreamCreateWithFile(nil, $0) }) else { return nil }
+        if shouldAppend {
+            // A stream not yet opened always takes it.
+            _ = RLWriteStreamSetProperty(created, kRLStreamPropertyAppendToFile, UnsafeRawPointer(kRLBooleanTrue))
         }
         super.init(adopting: CStream(output: created))
     }
@@ -450,6 +519,17 @@ final class CStream: @unchecked Sendable {
     }
 
     func open() -> Bool { isInput ? RLReadStreamOpen(pointer) : RLWriteStreamOpen(pointer) }
+
+    /// One owned reference to the property's value, or nil (error set).
+    func copyProperty(_ name: String) -> UnsafeRawPointer? {
+        name.withCString { isInput ? RLReadStreamCopyProperty(pointer, $0) : RLWriteStreamCopyProperty(pointer, $0) }
+    }
+
+    func setProperty(_ name: String, _ value: UnsafeRawPointer?) -> Bool {
+        name.withCString {
+            isInput ? RLReadStreamSetProperty(pointer, $0, value) : RLWriteStreamSetProperty(pointer, $0, value)
+        }
+    }
 
     func close() -> Bool { isInput ? RLReadStreamClose(pointer) : RLWriteStreamClose(pointer) }
 

@@ -157,10 +157,96 @@ final class EchoStreamClient: RLStreamDelegate {
         }
         #expect(got == payload)
         #expect(input.streamStatus == .atEnd)
-        // Not supported or not usable.
-        #expect(RLOutputStream(toFileAtPath: path, append: true) == nil)
+        // Not usable.
         #expect(RLOutputStream(toFileAtPath: "", append: false) == nil)
         #expect(RLInputStream(fileAtPath: "") == nil)
+    }
+
+    /// The file's bytes as a string.
+    private func contents(_ path: String) throws -> String {
+        let input = try #require(RLInputStream(fileAtPath: path))
+        input.open()
+        var got: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 256)
+        while case let n = input.read(&buffer, maxLength: buffer.count), n > 0 { got += buffer.prefix(n) }
+        return String(decoding: got, as: UTF8.self)
+    }
+
+    private func write(_ text: String, to output: RLOutputStream) {
+        let bytes = Array(text.utf8)
+        #expect(output.write(bytes, maxLength: bytes.count) == bytes.count)
+    }
+
+    @Test func outputStreamAppendsToAFile() throws {
+        let path = "/tmp/swiftthreads-append-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        defer { unlink(path) }
+        // Appending to a missing file creates it.
+        let first = try #require(RLOutputStream(toFileAtPath: path, append: true))
+        #expect(first.property(forKey: .appendToFileKey) as? Bool == true)
+        first.open()
+        write("hello", to: first)
+        first.close()
+        let second = try #require(RLOutputStream(toFileAtPath: path, append: true))
+        second.open()
+        write(" world", to: second)
+        // Appending is chosen before open().
+        #expect(second.setProperty(false, forKey: .appendToFileKey) == false)
+        #expect(RLError.last().code == .invalidState)
+        second.close()
+        #expect(try contents(path) == "hello world")
+        // append: false truncates.
+        let third = try #require(RLOutputStream(toFileAtPath: path, append: false))
+        #expect(third.property(forKey: .appendToFileKey) as? Bool == false)
+        third.open()
+        write("X", to: third)
+        third.close()
+        #expect(try contents(path) == "X")
+    }
+
+    @Test func fileOffsetProperty() throws {
+        let path = "/tmp/swiftthreads-offset-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        defer { unlink(path) }
+        let output = try #require(RLOutputStream(toFileAtPath: path, append: false))
+        output.open()
+        write("hello world", to: output)
+        #expect(output.property(forKey: .fileCurrentOffsetKey) as? Int == 11)
+        output.close()
+        let input = try #require(RLInputStream(fileAtPath: path))
+        #expect(input.property(forKey: .fileCurrentOffsetKey) == nil) // nothing set, not open
+        #expect(input.setProperty(6, forKey: .fileCurrentOffsetKey))
+        #expect(input.property(forKey: .fileCurrentOffsetKey) as? Int == 6)
+        input.open()
+        var buffer = [UInt8](repeating: 0, count: 16)
+        #expect(input.read(&buffer, maxLength: 5) == 5)
+        #expect(String(decoding: buffer.prefix(5), as: UTF8.self) == "world")
+        #expect(input.property(forKey: .fileCurrentOffsetKey) as? Int == 11)
+        #expect(input.setProperty(0, forKey: .fileCurrentOffsetKey)) // a seek
+        #expect(input.read(&buffer, maxLength: 5) == 5)
+        #expect(String(decoding: buffer.prefix(5), as: UTF8.self) == "hello")
+        // Misuse: wrong types, negative offsets, keys of other streams.
+        #expect(input.setProperty(-1, forKey: .fileCurrentOffsetKey) == false)
+        #expect(RLError.last().code == .invalidArgument)
+        #expect(input.setProperty("3", forKey: .fileCurrentOffsetKey) == false)
+        #expect(input.setProperty(true, forKey: .fileCurrentOffsetKey) == false)
+        #expect(input.setProperty(true, forKey: .appendToFileKey) == false)
+        #expect(RLError.last().code == .notFound)
+        #expect(input.property(forKey: .dataWrittenToMemoryStreamKey) == nil)
+        #expect(input.property(forKey: RLStream.PropertyKey("nope")) == nil)
+        #expect(RLError.last().code == .notFound)
+        #expect(input.property(forKey: .fileCurrentOffsetKey) as? Int == 5)
+    }
+
+    @Test func socketStreamProperties() throws {
+        var pair: [Int32] = [0, 0]
+        #expect(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &pair) == 0)
+        defer { close(pair[1]) }
+        let (input, output) = try RLStream.streams(withSocket: pair[0])
+        #expect(input.property(forKey: .socketNativeHandleKey) as? Int32 == pair[0])
+        #expect(output.property(forKey: .shouldCloseNativeSocketKey) as? Bool == false)
+        #expect(input.setProperty(pair[0], forKey: .socketNativeHandleKey) == false) // read-only
+        #expect(input.setProperty(true, forKey: .shouldCloseNativeSocketKey))
+        #expect(output.property(forKey: .shouldCloseNativeSocketKey) as? Bool == true)
+        #expect(output.property(forKey: .fileCurrentOffsetKey) == nil)
     }
 
     @Test func openingAFileThatDoesNotExistFails() throws {

@@ -57,6 +57,26 @@ static void test_reentrant_reads(void **state) {
     assert_true(RLRelease(lock));
 }
 
+/* Unlock finds the caller's hold by the lock it is given: with a read hold
+ * on one lock, unlocking another one it does not hold fails and leaves the
+ * hold it has. */
+static void test_unlock_of_a_lock_not_held_keeps_the_hold(void **state) {
+    RLReadWriteLockRef a = RLReadWriteLockCreate(), b = RLReadWriteLockCreate();
+    assert_true(RLReadWriteLockReadLock(a));
+    assert_rl_fails(RLReadWriteLockUnlock(b), kRLErrorNotLocked);
+    assert_int_equal(rl_try_elsewhere(a, try_write, unlock), kRLErrorBusy);
+    assert_true(RLReadWriteLockReadLock(b));
+    assert_true(RLReadWriteLockUnlock(a)); /* the first of two holds */
+    assert_rl_fails(RLReadWriteLockUnlock(a), kRLErrorNotLocked);
+    assert_int_equal(rl_try_elsewhere(a, try_write, unlock), RL_TRY_GOT_IT);
+    assert_int_equal(rl_try_elsewhere(b, try_write, unlock), kRLErrorBusy);
+    assert_true(RLReadWriteLockUnlock(b));
+    assert_true(RLReadWriteLockWriteLock(b)); /* no read hold left on b */
+    assert_true(RLReadWriteLockUnlock(b));
+    assert_true(RLRelease(a));
+    assert_true(RLRelease(b));
+}
+
 static void test_deadlocks_are_reported(void **state) {
     RLReadWriteLockRef lock = RLReadWriteLockCreate();
     assert_true(RLReadWriteLockReadLock(lock));
@@ -298,6 +318,7 @@ int main(void) {
         cmocka_unit_test(test_shared_and_exclusive),
         cmocka_unit_test(test_reentrant_reads),
         cmocka_unit_test(test_deadlocks_are_reported),
+        cmocka_unit_test(test_unlock_of_a_lock_not_held_keeps_the_hold),
         cmocka_unit_test(test_misuse),
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_timed_forms_time_out),

@@ -737,6 +737,22 @@ static void *watchdog_main(void *arg) {
     return NULL;
 }
 
+/* Runs the current loop in `mode` for up to `seconds` with the library's
+ * fault bits `faults` set, under a watchdog; *took gets the run's time. */
+static RLRunLoopRunResult run_watched(RLRunLoopMode mode, RLTimeInterval seconds, unsigned faults, double *took) {
+    watchdog w = {RLRunLoopGetCurrent(), 0};
+    pthread_t wd;
+    assert_int_equal(pthread_create(&wd, NULL, watchdog_main, &w), 0);
+    atomic_store(&rl__faults, faults);
+    double t0 = rl_test_now();
+    RLRunLoopRunResult r = RLRunLoopRunInMode(mode, seconds, false);
+    *took = rl_test_now() - t0;
+    atomic_store(&rl__faults, 0);
+    atomic_store(&w.done, 1);
+    pthread_join(wd, NULL);
+    return r;
+}
+
 static void test_timers_fire_when_the_timerfd_cannot_be_armed(void **state) {
     /* The loop sleeps until its next timer through the timerfd; if arming
      * it fails, the wait itself must time out then (it used to wait with no
@@ -748,39 +764,21 @@ static void test_timers_fire_when_the_timerfd_cannot_be_armed(void **state) {
     RLRunLoopTimerRef far = make(now + 1000, 0, count_cb, &later);
     assert_true(RLRunLoopAddTimer(rl, far, "NoTfd"));
     assert_true(RLRunLoopAddTimer(rl, t, "NoTfd"));
-    watchdog w = {rl, 0};
-    pthread_t wd;
-    assert_int_equal(pthread_create(&wd, NULL, watchdog_main, &w), 0);
-    atomic_store(&rl__faults, FAULT_TIMERFD);
-    double t0 = rl_test_now();
-    RLRunLoopRunResult r = RLRunLoopRunInMode("NoTfd", 30, false);
-    double first = rl_test_now() - t0;
-    /* The run's own deadline, with only a far timer left. */
-    t0 = rl_test_now();
-    RLRunLoopRunResult r2 = RLRunLoopRunInMode("NoTfd", 0.05, false);
-    double second = rl_test_now() - t0;
-    atomic_store(&rl__faults, 0);
-    atomic_store(&w.done, 1);
-    pthread_join(wd, NULL);
+    double took;
+    assert_int_equal(run_watched("NoTfd", 30, FAULT_TIMERFD, &took), kRLRunLoopRunStopped);
     assert_int_equal(soon, 1);
-    assert_int_equal(r, kRLRunLoopRunStopped);
-    assert_true(first < 8);
-    assert_int_equal(r2, kRLRunLoopRunTimedOut);
-    assert_true(second < 8);
+    assert_true(took < 8);
+    /* The run's own deadline, with only a far timer left. */
+    assert_int_equal(run_watched("NoTfd", 0.05, FAULT_TIMERFD, &took), kRLRunLoopRunTimedOut);
+    assert_true(took < 8);
     assert_int_equal(later, 0);
     /* Arming works again: the next wait is armed anew (a failed arm is not
      * remembered as armed), and its timer fires. */
     RLRunLoopTimerRef again = make(RLAbsoluteTimeGetCurrent() + 0.02, 0, stop_cb, &soon);
     assert_true(RLRunLoopAddTimer(rl, again, "NoTfd"));
-    atomic_store(&w.done, 0);
-    assert_int_equal(pthread_create(&wd, NULL, watchdog_main, &w), 0);
-    t0 = rl_test_now();
-    r = RLRunLoopRunInMode("NoTfd", 30, false);
-    atomic_store(&w.done, 1);
-    pthread_join(wd, NULL);
-    assert_int_equal(r, kRLRunLoopRunStopped);
+    assert_int_equal(run_watched("NoTfd", 30, 0, &took), kRLRunLoopRunStopped);
     assert_int_equal(soon, 2);
-    assert_true(rl_test_now() - t0 < 8);
+    assert_true(took < 8);
     done(again);
     done(t);
     done(far);

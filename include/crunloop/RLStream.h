@@ -35,7 +35,9 @@
 #define CRUNLOOP_RLSTREAM_H
 
 #include <crunloop/RLData.h>
+#include <crunloop/RLNumber.h>
 #include <crunloop/RLRunLoop.h>
+#include <crunloop/RLString.h>
 
 #include <stdint.h>
 
@@ -99,14 +101,17 @@ RL_EXPORT RLReadStreamRef RL_NULLABLE RLReadStreamCreateWithBytes(RLAllocatorRef
 RL_EXPORT RLWriteStreamRef RL_NULLABLE RLWriteStreamCreateWithAllocatedBuffers(RLAllocatorRef RL_NULLABLE alloc,
                                                                               RLAllocatorRef RL_NULLABLE bufferAllocator);
 /* Everything written so far to a stream from
- * RLWriteStreamCreateWithAllocatedBuffers (CF: the property
- * kCFStreamPropertyDataWritten). Create rule; NULL (error set) for another
- * kind of stream. */
+ * RLWriteStreamCreateWithAllocatedBuffers: the same as
+ * RLWriteStreamCopyProperty(stream, kRLStreamPropertyDataWritten). Create
+ * rule; NULL (error set) for another kind of stream. */
 RL_EXPORT RLDataRef RL_NULLABLE RLWriteStreamCopyDataWritten(RLWriteStreamRef stream);
 
-/* File streams by path (CF takes a file URL). Open opens the file (the
- * write stream creates or truncates it, mode 0666 & ~umask); a file that
- * cannot be opened makes Open fail with the errno in the stream's error. */
+/* File streams by path (CF takes a file URL). Open opens the file; the
+ * write stream creates it if missing (mode 0666 & ~umask) and truncates it,
+ * or, with kRLStreamPropertyAppendToFile set to kRLBooleanTrue before Open,
+ * keeps its bytes and writes after them. kRLStreamPropertyFileCurrentOffset
+ * set before Open starts there. A file that cannot be opened (or sought to
+ * that offset) makes Open fail with the errno in the stream's error. */
 RL_EXPORT RLReadStreamRef RL_NULLABLE RLReadStreamCreateWithFile(RLAllocatorRef RL_NULLABLE alloc, const char *path);
 RL_EXPORT RLWriteStreamRef RL_NULLABLE RLWriteStreamCreateWithFile(RLAllocatorRef RL_NULLABLE alloc, const char *path);
 
@@ -187,6 +192,68 @@ RL_EXPORT bool RLWriteStreamScheduleWithRunLoop(RLWriteStreamRef stream, RLRunLo
 /* False with kRLErrorNotFound if the stream is not scheduled there. */
 RL_EXPORT bool RLReadStreamUnscheduleFromRunLoop(RLReadStreamRef stream, RLRunLoopRef runLoop, RLRunLoopMode mode);
 RL_EXPORT bool RLWriteStreamUnscheduleFromRunLoop(RLWriteStreamRef stream, RLRunLoopRef runLoop, RLRunLoopMode mode);
+
+/* ---- properties (CFReadStreamCopyProperty and friends) ----
+ *
+ * A property is named by a string; the names below are the ones streams
+ * know, compared by content. Values are objects: RLBoolean, RLNumber
+ * (RLNumber.h) or RLData.
+ *
+ *   kRLStreamPropertyAppendToFile (file write streams; RLBoolean): true
+ *       makes Open keep the file's bytes and write after them (O_APPEND:
+ *       every write goes to the end, also when another writer grew the
+ *       file); false (the default) truncates. Set only before Open
+ *       (kRLErrorInvalidState after). Setting true drops an offset set
+ *       before. Readable (CF's copy returns NULL).
+ *   kRLStreamPropertyFileCurrentOffset (file read and write streams;
+ *       RLNumber, bytes from the start): before Open, setting it makes
+ *       Open start there (a write stream still truncates first, unless
+ *       appending, as in CF); on an open stream, setting it seeks. Reading
+ *       it gives the position of an open stream, the offset set for one
+ *       not yet open, and the last position of a closed one; it fails
+ *       (NULL, kRLErrorInvalidState) before Open when nothing was set, and
+ *       on an appending stream, whose writes go to the end wherever that
+ *       is (CF returns NULL in those cases). Negative offsets are refused.
+ *   kRLStreamPropertyDataWritten (memory write streams; RLData, read-only):
+ *       everything written so far, at any time.
+ *   kRLStreamPropertySocketNativeHandle (socket streams; RLData holding the
+ *       socket's int, read-only): the socket, once there is one — a pair
+ *       made over a socket always, a pair to a host once connected.
+ *   kRLStreamPropertyShouldCloseNativeSocket (socket streams; RLBoolean):
+ *       whether the socket is closed when both streams of the pair are
+ *       gone. Defaults: false for RLStreamCreatePairWithSocket, true for
+ *       RLStreamCreatePairWithSocketToHost. Readable and settable at any
+ *       time; it is one setting for both streams of the pair.
+ *
+ * Misuse fails with the error set: a NULL stream or name
+ * (kRLErrorInvalidArgument); an object that is not a stream of the
+ * function's direction (kRLErrorInvalidObject); a name the stream does not have — unknown, or
+ * a property of another kind of stream (kRLErrorNotFound); a NULL value or
+ * one of the wrong type, a negative offset, or setting a read-only property
+ * (kRLErrorInvalidArgument); setting when the stream's state forbids it
+ * (kRLErrorInvalidState). A failed set changes nothing. */
+typedef RLStringRef RLStreamPropertyKey;
+
+/* "kRLStreamPropertyAppendToFile" and so on: the name of each constant. */
+RL_EXPORT const RLStreamPropertyKey kRLStreamPropertyAppendToFile;
+RL_EXPORT const RLStreamPropertyKey kRLStreamPropertyFileCurrentOffset;
+RL_EXPORT const RLStreamPropertyKey kRLStreamPropertyDataWritten;
+RL_EXPORT const RLStreamPropertyKey kRLStreamPropertySocketNativeHandle;
+RL_EXPORT const RLStreamPropertyKey kRLStreamPropertyShouldCloseNativeSocket;
+
+/* The property's value (Copy rule: RLRelease it; the booleans too), or
+ * NULL with the error set. */
+RL_EXPORT RLTypeRef RL_NULLABLE RLReadStreamCopyProperty(RLReadStreamRef stream,
+                                                         RLStreamPropertyKey RL_NULLABLE propertyName);
+RL_EXPORT RLTypeRef RL_NULLABLE RLWriteStreamCopyProperty(RLWriteStreamRef stream,
+                                                          RLStreamPropertyKey RL_NULLABLE propertyName);
+/* Sets the property (the stream keeps what it needs; the caller keeps its
+ * reference to value). True if the stream took it; false, error set and
+ * nothing changed, otherwise (CF's false). */
+RL_EXPORT bool RLReadStreamSetProperty(RLReadStreamRef stream, RLStreamPropertyKey RL_NULLABLE propertyName,
+                                       RLTypeRef RL_NULLABLE propertyValue);
+RL_EXPORT bool RLWriteStreamSetProperty(RLWriteStreamRef stream, RLStreamPropertyKey RL_NULLABLE propertyName,
+                                        RLTypeRef RL_NULLABLE propertyValue);
 
 RL_EXTERN_C_END
 

@@ -39,6 +39,14 @@
  *     the Context, CallBack and InvalidationCallBack types;
  *   - CFData (RLData.h): CFDataCreate, CFDataGetLength, CFDataGetBytePtr,
  *     CFDataGetBytes;
+ *   - CFBoolean and CFNumber for integers (RLNumber.h): kCFBooleanTrue,
+ *     kCFBooleanFalse, CFBooleanGetValue, CFNumberCreate, CFNumberGetValue
+ *     and the kCFNumber…Type codes — the values of stream properties;
+ *   - stream properties: CFReadStreamCopyProperty, CFWriteStreamCopyProperty,
+ *     CFReadStreamSetProperty, CFWriteStreamSetProperty, and
+ *     kCFStreamPropertyAppendToFile, kCFStreamPropertyFileCurrentOffset,
+ *     kCFStreamPropertyDataWritten, kCFStreamPropertySocketNativeHandle,
+ *     kCFStreamPropertyShouldCloseNativeSocket;
  *   - CFString, a subset (RLString.h): CFSTR, CFStringCreateWithCString,
  *     CFStringCreateWithBytes, CFStringCreateWithFormat (printf formats),
  *     CFStringCreateWithFormatAndArguments, CFStringCreateCopy,
@@ -83,6 +91,11 @@
  *     waits for a reply (see RLMessagePort.h); port names are per user.
  *   - Allocators are accepted and ignored (pass NULL or kCFAllocatorDefault).
  *   - Timer tolerance works (Darwin semantics), unlike CF on Linux.
+ *   - CFNumber holds integers only: CFNumberCreate with a floating-point
+ *     type fails (NULL). Setting a stream property to a value of the wrong
+ *     type, or a negative file offset, fails (CF accepts some of them);
+ *     kCFStreamPropertyAppendToFile can be read back (CF's copy returns
+ *     NULL). See RLStream.h for each property.
  *
  * What does not map (no counterpart in CRunLoop, so such code does not
  * compile): version-1 sources (CFRunLoopSourceContext1, Mach ports),
@@ -205,6 +218,34 @@ typedef RLDataRef CFDataRef;
 #define CFDataGetLength RLDataGetLength
 #define CFDataGetBytePtr RLDataGetBytePtr
 #define CFDataGetBytes RLDataGetBytes
+
+/* ---- Booleans and numbers (RLNumber.h) -------------------------------- */
+
+typedef RLBooleanRef CFBooleanRef;
+#define kCFBooleanTrue kRLBooleanTrue
+#define kCFBooleanFalse kRLBooleanFalse
+#define CFBooleanGetValue RLBooleanGetValue
+
+typedef RLNumberRef CFNumberRef;
+typedef RLNumberType CFNumberType;
+#define kCFNumberSInt8Type kRLNumberSInt8Type
+#define kCFNumberSInt16Type kRLNumberSInt16Type
+#define kCFNumberSInt32Type kRLNumberSInt32Type
+#define kCFNumberSInt64Type kRLNumberSInt64Type
+#define kCFNumberFloat32Type kRLNumberFloat32Type
+#define kCFNumberFloat64Type kRLNumberFloat64Type
+#define kCFNumberCharType kRLNumberCharType
+#define kCFNumberShortType kRLNumberShortType
+#define kCFNumberIntType kRLNumberIntType
+#define kCFNumberLongType kRLNumberLongType
+#define kCFNumberLongLongType kRLNumberLongLongType
+#define kCFNumberFloatType kRLNumberFloatType
+#define kCFNumberDoubleType kRLNumberDoubleType
+#define kCFNumberCFIndexType kRLNumberCFIndexType
+#define kCFNumberNSIntegerType kRLNumberNSIntegerType
+#define kCFNumberCGFloatType kRLNumberCGFloatType
+#define CFNumberCreate RLNumberCreate
+#define CFNumberGetValue RLNumberGetValue
 
 /* ---- Arrays (of strings only) --------------------------------------- */
 
@@ -413,6 +454,17 @@ typedef RLWriteStreamClientCallBack CFWriteStreamClientCallBack;
 #define CFWriteStreamScheduleWithRunLoop RLWriteStreamScheduleWithRunLoop
 #define CFReadStreamUnscheduleFromRunLoop RLReadStreamUnscheduleFromRunLoop
 #define CFWriteStreamUnscheduleFromRunLoop RLWriteStreamUnscheduleFromRunLoop
+
+typedef RLStreamPropertyKey CFStreamPropertyKey;
+#define kCFStreamPropertyAppendToFile kRLStreamPropertyAppendToFile
+#define kCFStreamPropertyFileCurrentOffset kRLStreamPropertyFileCurrentOffset
+#define kCFStreamPropertyDataWritten kRLStreamPropertyDataWritten
+#define kCFStreamPropertySocketNativeHandle kRLStreamPropertySocketNativeHandle
+#define kCFStreamPropertyShouldCloseNativeSocket kRLStreamPropertyShouldCloseNativeSocket
+#define CFReadStreamCopyProperty RLReadStreamCopyProperty
+#define CFWriteStreamCopyProperty RLWriteStreamCopyProperty
+#define CFReadStreamSetProperty RLReadStreamSetProperty
+#define CFWriteStreamSetProperty RLWriteStreamSetProperty
 
 /* ---- Message ports (RLMessagePort.h) --------------------------------- */
 

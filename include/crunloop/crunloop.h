@@ -27,6 +27,7 @@
 #include <crunloop/RLDistributedLock.h>
 #include <crunloop/RLData.h>
 #include <crunloop/RLString.h>
+#include <crunloop/RLNumber.h>
 #include <crunloop/RLMessagePort.h>
 #include <crunloop/RLSocket.h>
 #include <crunloop/RLSignalSource.h>
