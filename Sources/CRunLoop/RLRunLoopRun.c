@@ -316,11 +316,13 @@ static void rl_do_timers(RLRunLoopRef rl, rl_mode *m) {
     }
 }
 
-static bool rl_do_fds(RLRunLoopRef rl, rl_mode *m, struct epoll_event *ev, int nev, bool stop_after_handle) {
+/* The callouts of the fds the wait numbered wait_no reported. */
+static bool rl_do_fds(RLRunLoopRef rl, rl_mode *m, struct epoll_event *ev, int nev, uint64_t wait_no,
+                      bool stop_after_handle) {
     rl_fd_fire inl[64], *fire = inl;
     size_t cap = 64;
     rl__loop_lock(rl);
-    size_t n = rl__fd_collect(rl, m, ev, nev, stop_after_handle, &fire, inl, &cap);
+    size_t n = rl__fd_collect(rl, m, ev, nev, wait_no, stop_after_handle, &fire, inl, &cap);
     rl__loop_unlock(rl);
     for (size_t i = 1; i < n; i++) { /* insertion sort by order */
         rl_fd_fire x = fire[i];
@@ -342,6 +344,14 @@ static bool rl_do_fds(RLRunLoopRef rl, rl_mode *m, struct epoll_event *ev, int n
             handled = true;
         }
         RLRelease(s);
+    }
+    /* Their registrations, left as they were while the callouts ran (which
+     * mostly enable again what they got), are brought in line now. */
+    if (n > 0 && RL__LIKELY(rl__of_this_process(rl))) {
+        rl__loop_lock(rl);
+        for (size_t i = 0; i < n; i++)
+            rl__fd_settle(rl, fire[i].fd);
+        rl__loop_unlock(rl);
     }
     if (fire != inl)
         free(fire);
@@ -395,6 +405,7 @@ static void rl_spin_for_wake(RLRunLoopRef rl, int64_t until) {
  * only by timers and fds, has no budget and never spins. */
 static int rl_wait(RLRunLoopRef rl, rl_frame *f, bool poll, struct epoll_event *ev, int maxev) {
     rl__loop_lock(rl);
+    rl__fd_before_wait(rl);
     if (rl->armed_mode != f->mode) {
         rl->armed_mode = f->mode;
         rl__fd_sync_all(rl);
@@ -454,6 +465,7 @@ static int rl_wait(RLRunLoopRef rl, rl_frame *f, bool poll, struct epoll_event *
     do {
         n = epoll_wait(rl->epfd, ev, maxev, timeout);
     } while (n < 0 && errno == EINTR);
+    rl->nwaits++;
     rl_flag_set(&rl->ignore_wakeups, 1);
     atomic_store(&rl->sleeping, 0);
     bool woken = atomic_load(&rl->wake_pending) != 0;
@@ -515,6 +527,7 @@ static RLRunLoopRunResult rl_run_frame(RLRunLoopRef rl, rl_frame *f, bool poll_o
         if (rl_left_by_fork(rl))
             return kRLRunLoopRunFinished;
         int n = rl_wait(rl, f, poll, ev, 64);
+        uint64_t wait_no = rl->nwaits;
         if (!poll)
             rl->pass_ran = 0; /* counted from each wait on */
         if (!poll)
@@ -522,7 +535,7 @@ static RLRunLoopRunResult rl_run_frame(RLRunLoopRef rl, rl_frame *f, bool poll_o
         rl_do_timers(rl, m);
         if (rl_left_by_fork(rl))
             return kRLRunLoopRunFinished;
-        if (rl_do_fds(rl, m, ev, n, stop_after_handle && !handled))
+        if (rl_do_fds(rl, m, ev, n, wait_no, stop_after_handle && !handled))
             handled = true;
         if (rl_left_by_fork(rl))
             return kRLRunLoopRunFinished;

@@ -1,7 +1,8 @@
 /*
  * rl_fdtab.c — a loop's fd registrations: the table from fd number to the
  * fd sources on it (rl_fdreg, runloop_internal.h), what epoll watches for
- * each (the union of what those sources want, armed one-shot under a tag),
+ * each (the union of what those sources want, armed under a tag: one-shot,
+ * or persistent while the callouts keep it enabled),
  * the checks that tell a closed or reused number from the file a source
  * was made for, and turning what epoll reports into the callouts to make.
  * Under the loop lock (and a source's item lock where said). Low in the
@@ -11,10 +12,17 @@
 #include "rl_lock.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+/* A persistent registration is checked against the kernel (re-armed as it
+ * is) after this many deliveries: a number closed behind the loop's back
+ * while its callouts keep enabling it is found out within as many. */
+enum { RL_FD_CHECK_RUNS = 64 };
 
 /* What src wants the loop to watch its fd for. The loop lock and src's
  * item lock held. */
@@ -48,8 +56,12 @@ static int rl_fd_ctl(RLRunLoopRef rl, int op, int fd, uint32_t events, uint32_t 
     if (RL__UNLIKELY(!rl__of_this_process(rl)))
         return 0; /* a fork() child never touches its parent's epoll set */
     struct epoll_event ev = {.events = events, .data.u64 = rl__ev_data(fd, gen)};
+    rl->nctl++;
     return epoll_ctl(rl->epfd, op, fd, &ev) == 0 ? 0 : errno;
 }
+
+/* The events to give the kernel for `want`: one-shot unless persistent. */
+static uint32_t rl_fd_flags(const rl_fdreg *r, uint32_t want) { return r->level ? want : want | EPOLLONESHOT; }
 
 static void rl_fd_set_armed(RLRunLoopRef rl, rl_fdreg *r, uint32_t armed) {
     if ((r->armed == 0) != (armed == 0)) {
@@ -104,6 +116,8 @@ static void rl_fd_add(RLRunLoopRef rl, rl_fdreg *r, int fd) {
     int err = rl_fd_ctl(rl, EPOLL_CTL_ADD, fd, want | EPOLLONESHOT, gen);
     if (err == EEXIST) /* in the set under a tag given up on: take it over */
         err = rl_fd_ctl(rl, EPOLL_CTL_MOD, fd, want | EPOLLONESHOT, gen);
+    r->level = false;
+    r->runs = 0;
     if (err == 0) {
         r->gen = gen;
         rl_fd_set_armed(rl, r, want);
@@ -128,6 +142,8 @@ static void rl_fd_sync_ex(RLRunLoopRef rl, int fd, bool verify, struct RLRunLoop
     if (fd < 0 || (size_t)fd >= rl->nfdtab)
         return;
     rl_fdreg *r = &rl->fdtab[fd];
+    if (r->postponed && !verify)
+        return; /* delivered in this pass: settled after its callouts (rl__fd_settle) */
     uint32_t want = rl_fd_want(rl, r);
     if (r->always) {
         if (!verify || want == 0) {
@@ -155,21 +171,30 @@ static void rl_fd_sync_ex(RLRunLoopRef rl, int fd, bool verify, struct RLRunLoop
     }
     int err = 0;
     if (want) {
-        err = rl_fd_ctl(rl, EPOLL_CTL_MOD, fd, want | EPOLLONESHOT, r->gen);
+        err = rl_fd_ctl(rl, EPOLL_CTL_MOD, fd, rl_fd_flags(r, want), r->gen);
+        if (err == 0)
+            r->runs = 0;
     } else if (r->armed || verify) {
         /* Nobody listens: out of the set, not left armed with no events
-         * (epoll would still report hang-ups). A registration the kernel
-         * disarmed after reporting stays, to be re-armed cheaply. */
+         * (epoll would still report hang-ups). A one-shot registration the
+         * kernel disarmed after reporting stays, to be re-armed cheaply. */
         err = rl_fd_ctl(rl, EPOLL_CTL_DEL, fd, 0, 0);
-        if (err == 0)
+        if (err == 0) {
             r->gen = 0;
+            r->level = false;
+        }
     }
     if (err == 0) {
         rl_fd_set_armed(rl, r, want);
         return;
     }
-    /* Whatever the kernel still holds under the old tag reports at most
-     * once more (one-shot) and is ignored by its tag. */
+    /* Whatever the kernel still holds under the old tag is ignored by its
+     * tag: a one-shot registration reports at most once more; a persistent
+     * one may report on, and the loop replaces its epoll set if it does
+     * (rl__fd_note_events). */
+    if (r->level && r->armed)
+        rl->lost_level = true;
+    r->level = false;
     r->gen = 0;
     rl_fd_set_armed(rl, r, 0);
     rl_fd_mark_stale(r, err == ENOENT || err == EBADF ? fresh : NULL, err);
@@ -240,6 +265,11 @@ void rl__fd_unregister(RLRunLoopRef rl, struct RLRunLoopSource *src) {
                 rl_fd_set_armed(rl, r, 0);
                 r->gen = 0;
                 r->always = false;
+                r->level = false;
+                if (r->postponed) {
+                    r->postponed = false;
+                    rl->npostponed--;
+                }
             }
             return;
         }
@@ -279,9 +309,11 @@ void rl__fd_sync_all(RLRunLoopRef rl) {
     }
 }
 
-/* Right after epoll_wait: each reported registration is disarmed now (one-
- * shot), and a report under a tag the loop gave up on (left behind by a
- * closed fd) is blanked, to be ignored. Loop lock held. */
+/* Right after epoll_wait: each reported one-shot registration is disarmed
+ * now (what it had armed is kept in `fired`), and a report under a tag the
+ * loop gave up on (left behind by a closed fd) is blanked, to be ignored.
+ * If such a report may come from a persistent registration, the loop moves
+ * to a new epoll set before it waits again. Loop lock held. */
 void rl__fd_note_events(RLRunLoopRef rl, struct epoll_event *ev, int n) {
     for (int i = 0; i < n; i++) {
         int fd = rl__ev_fd(&ev[i]);
@@ -289,11 +321,86 @@ void rl__fd_note_events(RLRunLoopRef rl, struct epoll_event *ev, int n) {
         if (gen == 0)
             continue; /* the loop's own eventfd or timerfd */
         rl_fdreg *r = fd >= 0 && (size_t)fd < rl->nfdtab ? &rl->fdtab[fd] : NULL;
-        if (r && r->gen == gen)
-            rl_fd_set_armed(rl, r, 0);
-        else
+        if (r && r->gen == gen) {
+            if (!r->level) {
+                r->fired = r->armed;
+                rl_fd_set_armed(rl, r, 0);
+            }
+        } else {
             ev[i].events = 0;
+            if (rl->lost_level)
+                rl->rebuild = true;
+        }
     }
+}
+
+/* After the callouts of a pass, fd's registration (delivered to, and left
+ * as it was meanwhile) is brought in line with what its sources want now.
+ * A one-shot registration whose callouts enabled again just what it had
+ * armed becomes persistent: the owner keeps the fd enabled, so the next
+ * wake-ups need no re-arming. A persistent one that stays as it is costs
+ * nothing, but every RL_FD_CHECK_RUNS deliveries the kernel is asked
+ * again (a closed number is found out). Loop lock held. */
+void rl__fd_settle(RLRunLoopRef rl, int fd) {
+    if (fd < 0 || (size_t)fd >= rl->nfdtab)
+        return;
+    rl_fdreg *r = &rl->fdtab[fd];
+    if (!r->postponed)
+        return;
+    r->postponed = false;
+    rl->npostponed--;
+    uint32_t want = rl_fd_want(rl, r);
+    if (r->level && want == r->armed) {
+        if (++r->runs >= RL_FD_CHECK_RUNS)
+            rl_fd_sync_ex(rl, fd, true, NULL);
+        return;
+    }
+    if (!r->level && !r->always && r->gen != 0 && r->armed == 0 && want != 0 && want == r->fired)
+        r->level = true; /* armed persistent by the sync below */
+    rl_fd_sync(rl, fd);
+}
+
+/* A persistent registration left behind by a closed fd reported: epoll
+ * keys it by a number that is closed or names another file now, so no
+ * epoll_ctl can reach it. The loop moves to a new epoll set (the same fd
+ * number, by dup3) holding its eventfd and timerfd, registered as
+ * RLRunLoop.c does, and its fds registered afresh; the old set, and the
+ * leftover with it, goes with its last reference. Loop lock held, on the
+ * loop's thread, before it waits. */
+static void rl_fd_rebuild(RLRunLoopRef rl) {
+    rl->rebuild = false;
+    if (!rl__of_this_process(rl))
+        return;
+    int ep = epoll_create1(EPOLL_CLOEXEC);
+    if (ep < 0)
+        return; /* tried again at the leftover's next report */
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLET, .data.u64 = rl__ev_data(rl->evfd, 0)};
+    struct epoll_event tv = {.events = EPOLLIN | EPOLLET, .data.u64 = rl__ev_data(rl->tfd, 0)};
+    bool ok = epoll_ctl(ep, EPOLL_CTL_ADD, rl->evfd, &ev) == 0 && epoll_ctl(ep, EPOLL_CTL_ADD, rl->tfd, &tv) == 0 &&
+              dup3(ep, rl->epfd, O_CLOEXEC) >= 0;
+    (void)close(ep);
+    if (!ok)
+        return;
+    rl->lost_level = false;
+    for (size_t fd = 0; fd < rl->nfdtab; fd++) {
+        rl_fdreg *r = &rl->fdtab[fd];
+        if (r->nsrcs == 0 || r->always || r->gen == 0)
+            continue;
+        r->gen = 0;
+        r->level = false;
+        rl_fd_set_armed(rl, r, 0);
+        rl_fd_sync(rl, (int)fd); /* added again (postponed ones after their callouts) */
+    }
+}
+
+/* Before the loop waits: the fds still postponed (a run nested in a
+ * callout waits before the outer pass settles them) are settled, and a
+ * leftover that reported is got rid of. Loop lock held. */
+void rl__fd_before_wait(RLRunLoopRef rl) {
+    for (size_t fd = 0; rl->npostponed && fd < rl->nfdtab; fd++)
+        rl__fd_settle(rl, (int)fd);
+    if (RL__UNLIKELY(rl->rebuild))
+        rl_fd_rebuild(rl);
 }
 
 /* Re-arms the fd of s in every loop s is in but `except`. No lock held. */
@@ -316,18 +423,34 @@ void rl__fd_resync_except(struct RLRunLoopSource *s, RLRunLoopRef except) {
 
 void rl__source_fd_resync(struct RLRunLoopSource *s) { rl__fd_resync_except(s, NULL); }
 
+/* For the tests: how many times the loop has called epoll_ctl for user fds. */
+RL__HIDDEN unsigned long rl__fd_ctl_calls(RLRunLoopRef rl);
+unsigned long rl__fd_ctl_calls(RLRunLoopRef rl) {
+    rl__loop_lock(rl);
+    unsigned long n = rl->nctl;
+    rl__loop_unlock(rl);
+    return n;
+}
+
 /* ---- from epoll's reports to callouts ---- */
 
 /* Turns an epoll event into the callbacks to deliver, for each source on
  * fd (at most max) whose enabled callbacks match; one-shot: the delivered
  * types are disabled before the callout (each enabled type goes to one
  * loop only, should the source be in several). Returns how many went to
- * out; the caller re-arms the fd in the source's other loops. Loop lock
- * held. */
-static size_t rl_fd_take(RLRunLoopRef rl, rl_mode *m, int fd, uint32_t events, rl_fd_fire *out, size_t max) {
+ * out; the caller re-arms the fd in the source's other loops, and settles
+ * it here after the callouts. `later`: the loop has waited again since
+ * this event (in a run nested in an earlier callout of the pass). Loop
+ * lock held. */
+static size_t rl_fd_take(RLRunLoopRef rl, rl_mode *m, int fd, uint32_t events, bool later, rl_fd_fire *out,
+                         size_t max) {
     if (fd < 0 || (size_t)fd >= rl->nfdtab)
         return 0;
     rl_fdreg *r = &rl->fdtab[fd];
+    /* A persistent registration reported to the later wait too, if the fd
+     * was still ready: this report may have been served already. */
+    if (later && r->level)
+        return 0;
     RLOptionFlags ready = 0;
     if (events & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP))
         ready |= kRLFileDescriptorReadCallBack;
@@ -353,10 +476,27 @@ static size_t rl_fd_take(RLRunLoopRef rl, rl_mode *m, int fd, uint32_t events, r
         rl__retain_raw(s);
         out[n].src = s;
         out[n].types = types;
+        out[n].fd = fd;
         n++;
     }
+    if (n > 0) {
+        if (!r->postponed) {
+            r->postponed = true;
+            rl->npostponed++;
+        }
+        return n;
+    }
+    if (r->level) {
+        /* Reported, nobody served: a wish read before another loop took
+         * the readiness. Read again, so that the loop does not spin. */
+        for (uint32_t i = 0; i < r->nsrcs; i++) {
+            rl__olock_lock(&r->srcs[i]->lock);
+            r->want[i] = rl_fd_desired(rl, r->srcs[i]);
+            rl__olock_unlock(&r->srcs[i]->lock);
+        }
+    }
     rl_fd_sync(rl, fd);
-    return n;
+    return 0;
 }
 
 /* Room in *fire (inline buffer inl at first) for need entries. */
@@ -379,9 +519,10 @@ static bool rl_fd_fire_reserve(rl_fd_fire **fire, rl_fd_fire *inl, size_t *cap, 
  * first; grown on the heap if need be), each source retained. With
  * stop_after_handle, one at most; the other reported fds are re-armed.
  * Returns how many. Loop lock held. */
-size_t rl__fd_collect(RLRunLoopRef rl, rl_mode *m, struct epoll_event *ev, int nev, bool stop_after_handle,
-                      rl_fd_fire **fire, rl_fd_fire *inl, size_t *cap) {
+size_t rl__fd_collect(RLRunLoopRef rl, rl_mode *m, struct epoll_event *ev, int nev, uint64_t wait_no,
+                      bool stop_after_handle, rl_fd_fire **fire, rl_fd_fire *inl, size_t *cap) {
     size_t n = 0;
+    bool later = rl->nwaits != wait_no;
     for (int i = 0; i < nev; i++) {
         int fd = rl__ev_fd(&ev[i]);
         if (rl__ev_gen(&ev[i]) == 0)
@@ -393,7 +534,7 @@ size_t rl__fd_collect(RLRunLoopRef rl, rl_mode *m, struct epoll_event *ev, int n
         size_t k = fd >= 0 && (size_t)fd < rl->nfdtab ? rl->fdtab[fd].nsrcs : 0;
         if (!rl_fd_fire_reserve(fire, inl, cap, n, n + k))
             k = *cap - n; /* out of memory: the rest stay enabled and report again */
-        n += rl_fd_take(rl, m, fd, ev[i].events, *fire + n, stop_after_handle ? 1 : k);
+        n += rl_fd_take(rl, m, fd, ev[i].events, later, *fire + n, stop_after_handle ? 1 : k);
     }
     /* Always-ready fds (epoll refuses them) are ready whenever armed. */
     for (size_t fd = 0; rl->nalways && fd < rl->nfdtab; fd++) {
@@ -403,7 +544,7 @@ size_t rl__fd_collect(RLRunLoopRef rl, rl_mode *m, struct epoll_event *ev, int n
         size_t k = r->nsrcs;
         if (!rl_fd_fire_reserve(fire, inl, cap, n, n + k))
             k = *cap - n;
-        n += rl_fd_take(rl, m, (int)fd, r->armed, *fire + n, stop_after_handle ? 1 : k);
+        n += rl_fd_take(rl, m, (int)fd, r->armed, false, *fire + n, stop_after_handle ? 1 : k);
     }
     return n;
 }

@@ -21,23 +21,34 @@ RL__HIDDEN void rl__fd_update(RLRunLoopRef rl, struct RLRunLoopSource *src);
 /* The armed mode changed: every source's wish is read again, each under
  * its item lock in turn (no item lock held by the caller). */
 RL__HIDDEN void rl__fd_sync_all(RLRunLoopRef rl);
-/* Right after epoll_wait: reported registrations are disarmed (one-shot),
+/* Right after epoll_wait: reported one-shot registrations are disarmed,
  * and reports under a tag the loop gave up on are blanked. */
 RL__HIDDEN void rl__fd_note_events(RLRunLoopRef rl, struct epoll_event *ev, int n);
+/* After the callouts of a pass: the registration of fd, delivered to, is
+ * brought in line with what its sources want now (kept as it is if they
+ * enabled again what was delivered). */
+RL__HIDDEN void rl__fd_settle(RLRunLoopRef rl, int fd);
+/* Just before the loop waits: what is still to settle, and a new epoll set
+ * if a registration the loop lost reported. */
+RL__HIDDEN void rl__fd_before_wait(RLRunLoopRef rl);
 /* Re-arms the fd of s in every loop s is in but `except`. No lock held. */
 RL__HIDDEN void rl__fd_resync_except(struct RLRunLoopSource *s, RLRunLoopRef except);
 /* What the fd object of s wants changed (enabled callbacks): re-arms its
  * fd in every loop s is in. No lock held. */
 RL__HIDDEN void rl__source_fd_resync(struct RLRunLoopSource *s);
 
-/* One callout an epoll report turns into: the source (retained) and the
- * callback types it gets (already disabled: callbacks are one-shot). */
+/* One callout an epoll report turns into: the source (retained), the
+ * callback types it gets (already disabled: callbacks are one-shot) and
+ * its fd (settled after the callouts). */
 typedef struct rl_fd_fire {
     struct RLRunLoopSource *src;
     RLOptionFlags types;
+    int fd;
 } rl_fd_fire;
 
-RL__HIDDEN size_t rl__fd_collect(RLRunLoopRef rl, rl_mode *m, struct epoll_event *ev, int nev,
+/* The callouts the events of the wait numbered wait_no (rl->nwaits just
+ * after it) turn into in mode m. */
+RL__HIDDEN size_t rl__fd_collect(RLRunLoopRef rl, rl_mode *m, struct epoll_event *ev, int nev, uint64_t wait_no,
                                  bool stop_after_handle, rl_fd_fire **fire, rl_fd_fire *inl, size_t *cap);
 
 #endif /* CRUNLOOP_RL_FDTAB_H */

@@ -295,22 +295,40 @@ typedef struct rl_citem {
  * source wants is kept here (want[i]), updated under the source's item
  * lock, so that the union needs no other source's lock.
  *
- * Registrations are one-shot (EPOLLONESHOT), like the callbacks: after
- * reporting once, the kernel keeps the registration but reports nothing
- * until the loop re-arms it. epoll keys a registration by the fd number
- * and the file it named when it was added; if the user closes the fd
- * while a dup keeps that file open, the registration outlives the number
- * and the loop can neither change nor remove it. One-shot, it reports at
- * most once more, and each registration's events carry a tag (`gen`) so
- * that such a leftover is recognised and ignored: a loop never spins on
- * a registration it cannot serve. */
+ * A registration starts one-shot (EPOLLONESHOT), like the callbacks: after
+ * reporting once, the kernel keeps it but reports nothing until the loop
+ * re-arms it. When the callouts a report led to enable again just what it
+ * had armed (an RLSocket re-enabling itself, a callout that enables its own
+ * callback), re-arming would cost a system call per wake-up for nothing:
+ * the loop makes the registration persistent (level-triggered) instead and
+ * leaves it alone while that interest stays; it asks the kernel again only
+ * when the interest changes (disabled, the mode it runs does not hold the
+ * fd, removed). Delivered callbacks are still switched off before their
+ * callout and the fd is brought in line after it (`postponed`), before the
+ * loop waits again, so a callback nobody enabled again is never served.
+ *
+ * epoll keys a registration by the fd number and the file it named when
+ * it was added; if the user closes the fd while a dup keeps that file
+ * open, the registration outlives the number and the loop can neither
+ * change nor remove it. Each registration's events carry a tag (`gen`) so
+ * that such a leftover is recognised and ignored: a one-shot one reports
+ * at most once more; a persistent one would report for as long as its file
+ * is ready, so the loop replaces its epoll set when one of those reports
+ * (rl_fdtab.c): a loop never spins on a registration it cannot serve. A
+ * persistent registration is also re-checked against the kernel every few
+ * dozen deliveries, so that a number closed behind the loop's back while
+ * its callouts keep it enabled is found out. */
 typedef struct rl_fdreg {
     struct RLRunLoopSource **srcs; /* in registration order; not retained (their memberships are) */
     uint32_t *want;                /* per source: the epoll events it wants now */
     uint32_t nsrcs, capsrcs;       /* nsrcs 0: free slot */
     uint32_t armed;  /* events the loop waits for (armed in the kernel, or served as always ready); 0: none */
     uint32_t gen;    /* the tag of the fd's registration in the kernel; 0: none */
+    uint32_t fired;  /* a one-shot registration that reported: what it had armed */
+    uint16_t runs;   /* deliveries through the persistent registration since the kernel last saw it */
     bool always;     /* epoll refuses the fd (EPERM: a regular file, /dev/null): ready whenever watched */
+    bool level;      /* the registration is persistent (not one-shot) */
+    bool postponed;  /* delivered in this pass: brought in line with `want` after the callouts */
 } rl_fdreg;
 
 /* Fields that other threads touch on hot paths are kept on separate cache
@@ -366,6 +384,11 @@ struct RLRunLoop {
     size_t nfd_armed; /* user fds with events armed (always-ready ones included) */
     size_t nalways;   /* of those, always ready: the loop polls instead of sleeping */
     uint32_t fdgen;   /* the last registration tag handed out */
+    unsigned long nctl; /* epoll_ctl calls on epfd for user fds (tests read it: rl__fd_ctl_calls) */
+    uint32_t npostponed; /* fds with `postponed` set */
+    bool lost_level;     /* a persistent registration could not be changed: it may be left in the set */
+    bool rebuild;        /* such a leftover reported: the loop moves to a new epoll set before it waits */
+    uint64_t nwaits;     /* epoll_waits so far; the loop's thread only */
 
     /* Timers and observers whose home this loop is (runloop_internal.h). */
     TAILQ_HEAD(, RLRunLoopTimer) homed_timers;

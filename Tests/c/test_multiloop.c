@@ -577,6 +577,73 @@ static void test_fd_source_in_two_loops_delivers_once(void **state) {
     lthread_stop(&b);
 }
 
+/* The callout enables itself again (the loops keep such an fd armed
+ * instead of re-arming it each time): every byte is still read once, by
+ * one loop or the other, and once the pipe is empty neither loop spins. */
+static atomic_int got, wakes_a, wakes_b;
+static void read_and_reenable(RLFileDescriptorRef f, RLOptionFlags types, void *info) {
+    char c;
+    if (read(RLFileDescriptorGetNativeDescriptor(f), &c, 1) == 1)
+        atomic_fetch_add(&got, 1);
+    (void)RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack);
+}
+
+static void count_wake_into(RLRunLoopObserverRef o, RLRunLoopActivity a, void *info) {
+    atomic_fetch_add((atomic_int *)info, 1);
+}
+
+static RLRunLoopObserverRef watch_wakes(RLRunLoopRef rl, atomic_int *into) {
+    RLRunLoopObserverContext oc = {0, into, NULL, NULL, NULL};
+    RLRunLoopObserverRef o = RLRunLoopObserverCreate(NULL, kRLRunLoopAfterWaiting, true, 0, count_wake_into, &oc);
+    assert_non_null(o);
+    assert_true(RLRunLoopAddObserver(rl, o, kRLRunLoopDefaultMode));
+    RLRunLoopWakeUp(rl);
+    return o;
+}
+
+static void test_fd_kept_enabled_in_two_loops(void **state) {
+    atomic_store(&got, 0);
+    int p[2];
+    assert_int_equal(pipe2(p, O_CLOEXEC | O_NONBLOCK), 0);
+    lthread a, b;
+    lthread_start(&a);
+    lthread_start(&b);
+    RLFileDescriptorRef f = RLFileDescriptorCreate(NULL, p[0], true, read_and_reenable, NULL);
+    RLRunLoopSourceRef s = RLFileDescriptorCreateRunLoopSource(NULL, f, 0);
+    assert_true(RLRunLoopAddSource(atomic_load(&a.rl), s, kRLRunLoopDefaultMode));
+    assert_true(RLRunLoopAddSource(atomic_load(&b.rl), s, kRLRunLoopDefaultMode));
+    assert_true(RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack));
+    for (int n = 1; n <= 200; n++) {
+        assert_int_equal(write(p[1], "x", 1), 1);
+        wait_for(&got, n);
+        assert_int_equal(atomic_load(&got), n);
+    }
+    /* Quiet: nothing to read, the callback enabled in both loops. */
+    usleep(20000);
+    atomic_store(&wakes_a, 0);
+    atomic_store(&wakes_b, 0);
+    RLRunLoopObserverRef oa = watch_wakes(atomic_load(&a.rl), &wakes_a);
+    RLRunLoopObserverRef ob = watch_wakes(atomic_load(&b.rl), &wakes_b);
+    usleep(100000);
+    assert_true(atomic_load(&wakes_a) <= 5); /* not thousands */
+    assert_true(atomic_load(&wakes_b) <= 5);
+    assert_int_equal(atomic_load(&got), 200);
+    /* Still served by one of them. */
+    assert_int_equal(write(p[1], "y", 1), 1);
+    wait_for(&got, 201);
+    assert_int_equal(atomic_load(&got), 201);
+    RLRunLoopObserverInvalidate(oa);
+    RLRunLoopObserverInvalidate(ob);
+    RLRelease(oa);
+    RLRelease(ob);
+    assert_true(RLFileDescriptorInvalidate(f));
+    RLRelease(s);
+    RLRelease(f);
+    close(p[1]);
+    lthread_stop(&a);
+    lthread_stop(&b);
+}
+
 /* ---- the protocol, checked by the lock-order detector ------------------ */
 
 static atomic_int reports;
@@ -594,6 +661,7 @@ static void test_lock_protocol_is_checked(void **state) {
     test_signal_source_in_other_loops(state);
     test_timer_and_observer_move_between_loops(state);
     test_fd_source_in_two_loops_delivers_once(state);
+    test_fd_kept_enabled_in_two_loops(state);
     assert_int_equal(atomic_load(&reports), 0);
 
     lthread other;
@@ -632,6 +700,7 @@ int main(void) {
         cmocka_unit_test(test_teardown_while_another_thread_adds),
         cmocka_unit_test(test_wakeup_and_stop_from_many_threads),
         cmocka_unit_test(test_fd_source_in_two_loops_delivers_once),
+        cmocka_unit_test(test_fd_kept_enabled_in_two_loops),
         cmocka_unit_test(test_lock_protocol_is_checked),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

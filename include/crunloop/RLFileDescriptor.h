@@ -16,10 +16,12 @@
  * soon as it sees that the number no longer names its file — when an object
  * on that number joins a loop (the file's identity, and the kernel's answer
  * for files without one, such as eventfds), or at the latest when the old
- * object is enabled again: it is never watched again,
- * RLFileDescriptorEnableCallBacks fails with kRLErrorInvalidState, and
- * invalidating it does not close the number (closeOnInvalidate is ignored:
- * the number may be someone else's now). Until then, at most one callback
+ * object is enabled again (from its own callout, which keeps the loop's
+ * registration as it is and asks the kernel nothing: within 64 callbacks):
+ * it is never watched again, RLFileDescriptorEnableCallBacks fails with
+ * kRLErrorInvalidState, and invalidating it does not close the number
+ * (closeOnInvalidate is ignored: the number may be someone else's now).
+ * Until then, at most one callback (64 while its callouts enable it again)
  * may still report the old file's readiness. (Files without an identity of
  * their own, such as eventfds, are told apart only by the kernel: an object
  * never watched before the reuse cannot tell its eventfd from a new one.)
