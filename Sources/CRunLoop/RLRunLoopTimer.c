@@ -28,8 +28,15 @@
  * (A timer stamped in one loop and brought to another keeping its date may
  * sort before a timer stamped in the other loop while it was on its way,
  * as CF, which orders by insertion, puts it after.) The timer's home's
- * lock held, or its item lock while it has none, or not yet shared. */
-static _Atomic uint64_t rl_seq_epoch;
+ * lock held, or its item lock while it has none, or not yet shared.
+ * The counter has a cache line of its own: creations on several threads
+ * write it, and on a shared line every RLRelease (which reads a flag of
+ * RLString's) and fork check nearby missed with them. */
+static struct {
+    _Alignas(64) _Atomic uint64_t value;
+    char pad[64 - sizeof(uint64_t)];
+} rl_seq_epoch_line;
+#define rl_seq_epoch (rl_seq_epoch_line.value)
 
 static void rl_timer_stamp_locked(struct RLRunLoopTimer *t) {
     RLRunLoopRef h = atomic_load_explicit(&t->home, memory_order_relaxed);
