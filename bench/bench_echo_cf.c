@@ -66,17 +66,18 @@ static void cf_close(cf_conn *c) {
     free(c);
 }
 
-/* Sends what the kernel takes now; -1: the connection is broken. */
+/* Sends what the kernel takes now; -1: the connection is broken. A short
+ * send means the socket's buffer is full: the rest waits for the write
+ * callback instead of a second send that would only say EAGAIN (as libuv
+ * does). */
 static ssize_t cf_send(cf_conn *c, const void *p, size_t n) {
-    size_t sent = 0;
-    while (sent < n) {
-        ssize_t r = send(c->fd, (const char *)p + sent, n - sent, MSG_DONTWAIT | MSG_NOSIGNAL);
-        if (r > 0) sent += (size_t)r;
-        else if (r < 0 && errno == EINTR) continue;
-        else if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-        else return -1;
+    for (;;) {
+        ssize_t r = send(c->fd, p, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (r >= 0) return r;
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+        return -1;
     }
-    return (ssize_t)sent;
 }
 
 /* After sending: wait for room, pause reading, resume it, or close. */

@@ -153,21 +153,18 @@ static bool server_buffer_append(EchoConnection *c, const uint8_t *bytes, size_t
 }
 
 /* Sends as much of bytes[0, n) as the kernel takes now, never waiting.
- * Returns the count sent, or -1 if the connection is broken (errno). */
+ * Returns the count sent, or -1 if the connection is broken (errno). One
+ * send: a short one means the kernel's buffer is full, and the rest waits
+ * for the write callback (asking again at once would only say EAGAIN, a
+ * system call for nothing on every full buffer). */
 static ssize_t server_send_now(EchoConnection *c, const uint8_t *bytes, size_t n) {
-    size_t sent = 0;
-    while (sent < n) {
-        ssize_t r = send(c->fd, bytes + sent, n - sent, MSG_DONTWAIT | MSG_NOSIGNAL);
-        if (r > 0) {
-            sent += (size_t)r;
-        } else if (r < 0 && errno == EINTR) {
-            continue;
-        } else if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            break; /* the kernel's buffer is full: the rest waits */
-        } else {
-            return -1;
-        }
-    }
+    ssize_t r;
+    do
+        r = send(c->fd, bytes, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+    while (r < 0 && errno == EINTR);
+    if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+        return -1;
+    size_t sent = r > 0 ? (size_t)r : 0;
     c->echoed += sent;
     c->server->echoed += sent;
     return (ssize_t)sent;
