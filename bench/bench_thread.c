@@ -60,7 +60,7 @@
 #include <unistd.h>
 
 #include "bench_results.h"
-#include "bench_thread.h"
+#include "bench_thread_peers.h"
 
 #define MAXROUNDS 15
 #define CHUNKS 10 /* see run_round */

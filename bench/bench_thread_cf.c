@@ -10,7 +10,7 @@
 #include <semaphore.h>
 #include <stdatomic.h>
 
-#include "bench_thread.h"
+#include "bench_thread_peers.h"
 
 struct bth_cf_worker {
     pthread_t thread;

@@ -36,12 +36,12 @@ $(BENCH_THREAD): $(BENCH_THREAD_OBJ)/bench_thread.o $(BENCH_THREAD_OBJ)/bench_th
 	$(Q)$(CC) $(LDFLAGS) -pthread -o $@ $(BENCH_THREAD_OBJ)/bench_thread.o $(BENCH_THREAD_OBJ)/bench_thread_cf.o \
 	  $(STATIC_LIB) $(LIBS) $(BTH_CF_LIBS) -lm
 
-$(BENCH_THREAD_OBJ)/bench_thread.o: bench/bench_thread.c bench/bench_thread.h bench/bench_results.h $(HDRS)
+$(BENCH_THREAD_OBJ)/bench_thread.o: bench/bench_thread.c bench/bench_thread_peers.h bench/bench_results.h $(HDRS)
 	@mkdir -p $(dir $@)
 	@$(call say,CC,$@)
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -O2 -pthread -c -o $@ $<
 
-$(BENCH_THREAD_OBJ)/bench_thread_cf.o: bench/bench_thread_cf.c bench/bench_thread.h
+$(BENCH_THREAD_OBJ)/bench_thread_cf.o: bench/bench_thread_cf.c bench/bench_thread_peers.h
 	@mkdir -p $(dir $@)
 	@$(call say,CC,$@)
 	$(Q)$(BTH_CF_CC) $(BTH_CF_CFLAGS) -O2 -g -std=gnu11 -Wall -Wextra -Wno-unused-parameter -D_GNU_SOURCE -pthread \

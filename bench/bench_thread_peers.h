@@ -1,11 +1,11 @@
 /*
- * bench_thread.h — what bench_thread.c (ours and raw pthreads) and
+ * bench_thread_peers.h — what bench_thread.c (ours and raw pthreads) and
  * bench_thread_cf.c (CoreFoundation's run loop, from the Swift toolchain)
  * share. The CF peer lives in its own translation unit because CF's headers
  * and ours cannot meet in one file; this header includes neither.
  */
-#ifndef BENCH_THREAD_H
-#define BENCH_THREAD_H
+#ifndef BENCH_THREAD_PEERS_H
+#define BENCH_THREAD_PEERS_H
 
 #include <pthread.h>
 #include <sched.h>
@@ -44,4 +44,4 @@ void bth_cf_round_trips(bth_cf_worker *w, double *out, long n);
 /* Stops the worker's loop and joins its thread. */
 void bth_cf_worker_stop(bth_cf_worker *w);
 
-#endif /* BENCH_THREAD_H */
+#endif /* BENCH_THREAD_PEERS_H */
