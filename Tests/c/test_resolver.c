@@ -81,50 +81,25 @@ static void test_lookups_are_answered_on_the_resolver_thread(void **state) {
  * it taken by a thread it does not have, and its first lookup starts a
  * resolver thread of the child's own. A child that hangs is ended by the
  * alarm, and the parent sees it die. */
-static _Atomic bool churning;
-
-static void *churn_lookups(void *arg) {
+static bool churn_lookups(void *arg) {
     (void)arg;
-    while (atomic_load(&churning)) {
-        answer a;
-        if (!look_up(&a, "localhost", 30))
-            return (void *)1;
-        pthread_mutex_destroy(&a.lock);
-        pthread_cond_destroy(&a.cond);
-    }
-    return NULL;
+    answer a;
+    if (!look_up(&a, "localhost", 30))
+        return false;
+    pthread_mutex_destroy(&a.lock);
+    pthread_cond_destroy(&a.cond);
+    return true;
+}
+
+static bool child_looks_up(void *arg) {
+    (void)arg;
+    answer a;
+    return look_up(&a, "127.0.0.1", 8) && a.eai == 0 && a.has_addr;
 }
 
 static void test_fork_while_another_thread_looks_up(void **state) {
     (void)state;
-    atomic_store(&churning, true);
-    pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, churn_lookups, NULL), 0);
-    long forks = rl_test_iters(100);
-    for (int k = 0; k < forks; k++) {
-        pid_t pid = fork();
-        assert_true(pid >= 0);
-        if (pid == 0) {
-            alarm(10);
-            answer a;
-            bool ok = look_up(&a, "127.0.0.1", 8) && a.eai == 0 && a.has_addr;
-            /* Success ends in exec, as in test_fork.c: a leak checker checks
-             * every process at exit, and this child holds what the parent's
-             * other thread had made. */
-            if (ok)
-                execl("/bin/true", "true", (char *)NULL);
-            _exit(ok ? 0 : 1);
-        }
-        int status;
-        assert_int_equal(waitpid(pid, &status, 0), pid);
-        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-            fail_msg("fork %d: the child %s %d", k, WIFSIGNALED(status) ? "died of signal" : "exited with",
-                     WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
-    }
-    atomic_store(&churning, false);
-    void *r;
-    assert_int_equal(pthread_join(t, &r), 0);
-    assert_null(r);
+    rl_test_fork_while_churning(rl_test_iters(100), churn_lookups, child_looks_up, NULL);
 }
 
 int main(void) {

@@ -451,50 +451,23 @@ static void test_misuse(void **state) {
  * order), so the child finds it free and can watch a signal of its own. A
  * child that finds it locked by a thread it does not have hangs: the alarm
  * ends it, and the parent sees it die. */
-static _Atomic bool churning;
-
-static void *churn_signal_sources(void *arg) {
+static bool churn_signal_sources(void *arg) {
     (void)arg;
-    while (atomic_load(&churning)) {
-        RLSignalSourceContext c = {0};
-        RLSignalSourceRef s = RLSignalSourceCreate(NULL, SIGUSR2, count_cb, &c);
-        if (!s || !RLSignalSourceInvalidate(s) || !RLRelease(s))
-            return (void *)1;
-    }
-    return NULL;
+    RLSignalSourceContext c = {0};
+    RLSignalSourceRef s = RLSignalSourceCreate(NULL, SIGUSR2, count_cb, &c);
+    return s && RLSignalSourceInvalidate(s) && RLRelease(s);
+}
+
+static bool child_watches_a_signal(void *arg) {
+    (void)arg;
+    RLSignalSourceContext c = {0};
+    RLSignalSourceRef s = RLSignalSourceCreate(NULL, SIGUSR1, count_cb, &c);
+    return s && RLSignalSourceInvalidate(s) && RLRelease(s);
 }
 
 static void test_fork_while_another_thread_creates_sources(void **state) {
     (void)state;
-    atomic_store(&churning, true);
-    pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, churn_signal_sources, NULL), 0);
-    long forks = rl_test_iters(200);
-    for (int k = 0; k < forks; k++) {
-        pid_t pid = fork();
-        assert_true(pid >= 0);
-        if (pid == 0) {
-            alarm(10);
-            RLSignalSourceContext c = {0};
-            RLSignalSourceRef s = RLSignalSourceCreate(NULL, SIGUSR1, count_cb, &c);
-            bool ok = s && RLSignalSourceInvalidate(s) && RLRelease(s);
-            /* Success ends in exec, as in test_fork.c: a leak checker checks
-             * every process at exit, and this child holds what the parent's
-             * other thread had made. */
-            if (ok)
-                execl("/bin/true", "true", (char *)NULL);
-            _exit(ok ? 0 : 1);
-        }
-        int status;
-        assert_int_equal(waitpid(pid, &status, 0), pid);
-        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-            fail_msg("fork %d: the child %s %d", k, WIFSIGNALED(status) ? "died of signal" : "exited with",
-                     WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
-    }
-    atomic_store(&churning, false);
-    void *r;
-    assert_int_equal(pthread_join(t, &r), 0);
-    assert_null(r);
+    rl_test_fork_while_churning(rl_test_iters(200), churn_signal_sources, child_watches_a_signal, NULL);
 }
 
 int main(void) {

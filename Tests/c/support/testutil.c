@@ -1,9 +1,11 @@
 #include "testutil.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -98,4 +100,44 @@ RLRunLoopRunResult rl_test_run_and_act_while_asleep(RLRunLoopMode mode, bool ret
     RLRunLoopRunResult r = RLRunLoopRunInMode(mode, 30, return_after_source);
     pthread_join(t, NULL);
     return r;
+}
+
+typedef struct {
+    bool (*churn)(void *);
+    void *arg;
+    _Atomic bool running;
+} rl_churner;
+
+static void *rl_churn_main(void *p) {
+    rl_churner *c = p;
+    while (atomic_load(&c->running))
+        if (!c->churn(c->arg))
+            return (void *)1;
+    return NULL;
+}
+
+void rl_test_fork_while_churning(long forks, bool (*churn)(void *), bool (*child)(void *), void *arg) {
+    rl_churner c = {churn, arg, true};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, rl_churn_main, &c), 0);
+    for (long k = 0; k < forks; k++) {
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            alarm(10);
+            bool ok = child(arg);
+            if (ok)
+                execl("/bin/true", "true", (char *)NULL);
+            _exit(ok ? 0 : 1);
+        }
+        int status;
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+            fail_msg("fork %ld: the child %s %d", k, WIFSIGNALED(status) ? "died of signal" : "exited with",
+                     WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+    }
+    atomic_store(&c.running, false);
+    void *r;
+    assert_int_equal(pthread_join(t, &r), 0);
+    assert_null(r);
 }

@@ -36,6 +36,14 @@ double rl_test_now(void);
  * and joins them all. Fails the test if a thread cannot be created. */
 void rl_test_run_threads(int n, void *(*fn)(void *), void *base, size_t stride);
 
+/* fork() while another thread churns: runs churn(arg) over and over on a
+ * new thread (it returns false on a failure) and forks `forks` times
+ * meanwhile; each child runs child(arg) under a 10 s alarm and ends in
+ * exec when it returns true (a leak checker checks every process at exit,
+ * and a child holds what the parent's other thread had made). Fails the
+ * test if a child fails, hangs or dies, or the churn fails. */
+void rl_test_fork_while_churning(long forks, bool (*churn)(void *), bool (*child)(void *), void *arg);
+
 /* Runs fn(arg) on a new thread, joins it and returns its result: how a test
  * asks "what does another thread see?" (a lock held here, a loop's owner). */
 void *rl_test_on_other_thread(void *(*fn)(void *), void *arg);
