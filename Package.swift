@@ -69,12 +69,20 @@ let package = Package(
             path: "examples/swift-echo",
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),
+        // What the Swift examples below share (their pace, whole-line
+        // output); not a product.
+        .target(
+            name: "ExampleSupport",
+            dependencies: ["SwiftThreads"],
+            path: "examples/swift-support",
+            swiftSettings: [.swiftLanguageMode(.v6)]
+        ),
         // The Cocoa tutorial's threaded XML parser with a delegate:
         // Foundation's XMLParser on an RLThread, reports performed on the
         // creating thread, from a file or a local RLSocket HTTP server.
         .executableTarget(
             name: "swiftthreads-threaded-parser",
-            dependencies: ["SwiftThreads"],
+            dependencies: ["SwiftThreads", "ExampleSupport"],
             path: "examples/swift-parser",
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),
@@ -83,7 +91,7 @@ let package = Package(
         // and stopped with the worker lifecycle.
         .executableTarget(
             name: "swiftthreads-daemon",
-            dependencies: ["SwiftThreads"],
+            dependencies: ["SwiftThreads", "ExampleSupport"],
             path: "examples/swift-daemon",
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),

@@ -37,6 +37,7 @@ import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
+import ExampleSupport
 import SwiftThreads
 
 /// The service. It lives on the main thread (it is not `Sendable`): its

@@ -7,6 +7,7 @@ import Foundation
 #if canImport(FoundationXML)
 import FoundationXML
 #endif
+import ExampleSupport
 import SwiftThreads
 
 /// What a catalog holds, as the parser counted it.

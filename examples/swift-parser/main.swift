@@ -29,6 +29,7 @@
 //                                         (a URL on 127.0.0.1 or localhost
 //                                         only); exit status 1 if it fails
 import Foundation
+import ExampleSupport
 import SwiftThreads
 
 // MARK: - The delegate: the main thread's controller

@@ -1,4 +1,5 @@
-// What every part of the example shares: the pace and whole-line output.
+// What the Swift examples share (swiftthreads-threaded-parser,
+// swiftthreads-daemon): their pace and whole-line output.
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -6,24 +7,26 @@ import Musl
 #endif
 import SwiftThreads
 
-/// How fast the example runs; the pace changes intervals only, never what
+/// How fast an example runs; the pace changes intervals only, never what
 /// it does or prints (apart from the line that names the pace), as with the
 /// C examples:
 ///
-///     swiftthreads-daemon                   full: a job every 1 s
-///     … --tour  (or RL_EXAMPLE_TOUR=1)      tour: a job every 0.2 s (`make demo`)
-///     … --fast  (or RL_EXAMPLE_FAST=1)      fast: a job every 20 ms (tests)
-enum Pace: String {
+///     EXAMPLE                              full: the pace to watch
+///     … --tour  (or RL_EXAMPLE_TOUR=1)     tour: quicker (`make demo`)
+///     … --fast  (or RL_EXAMPLE_FAST=1)     fast: as quick as it goes (tests)
+///
+/// Each example's own header gives its intervals at each pace.
+public enum Pace: String, Sendable {
     case full, tour, fast
 
-    static let current: Pace = {
+    public static let current: Pace = {
         if flag("--fast", "RL_EXAMPLE_FAST") { return .fast }
         if flag("--tour", "RL_EXAMPLE_TOUR") { return .tour }
         return .full
     }()
 
     /// `full` seconds, or the value for the current pace.
-    static func pick(_ full: RLTimeInterval, tour: RLTimeInterval, fast: RLTimeInterval) -> RLTimeInterval {
+    public static func pick(_ full: RLTimeInterval, tour: RLTimeInterval, fast: RLTimeInterval) -> RLTimeInterval {
         switch current {
         case .full: return full
         case .tour: return tour
@@ -42,7 +45,7 @@ enum Pace: String {
 /// Writes `line` and a newline to standard output in one write(2), so that
 /// lines printed by several threads never mix and a test reading the
 /// output sees each line as soon as it is printed.
-func say(_ line: String) {
+public func say(_ line: String) {
     var text = line + "\n"
     text.withUTF8 { bytes in
         var offset = 0
