@@ -7,6 +7,7 @@
  * not running neither fires nor spins the loop, several objects on one fd
  * are each served, and an fd closed behind the loop's back (its file kept
  * open by a dup, its number reused) never spins the loop. */
+#include "fdutil.h"
 #include "testutil.h"
 #include "trace.h"
 
@@ -51,34 +52,6 @@ static RLFileDescriptorRef make(int fd, reader *r, bool close_it) {
     return f;
 }
 
-static RLRunLoopSourceRef add(RLFileDescriptorRef f, const char *mode) {
-    RLRunLoopSourceRef s = RLFileDescriptorCreateRunLoopSource(NULL, f, 0);
-    assert_non_null(s);
-    assert_true(RLRunLoopAddSource(RLRunLoopGetCurrent(), s, mode));
-    return s;
-}
-
-static void drop(RLFileDescriptorRef f, RLRunLoopSourceRef s) {
-    assert_true(RLFileDescriptorInvalidate(f));
-    RLRelease(s);
-    RLRelease(f);
-}
-
-static void count_wake(RLRunLoopObserverRef o, RLRunLoopActivity a, void *info) { (*(long *)info)++; }
-
-static RLRunLoopObserverRef count_wakes(const char *mode, long *wakes) {
-    RLRunLoopObserverContext oc = {0, wakes, NULL, NULL, NULL};
-    RLRunLoopObserverRef o = RLRunLoopObserverCreate(NULL, kRLRunLoopAfterWaiting, true, 0, count_wake, &oc);
-    assert_non_null(o);
-    assert_true(RLRunLoopAddObserver(RLRunLoopGetCurrent(), o, mode));
-    return o;
-}
-
-static void uncount(RLRunLoopObserverRef o) {
-    RLRunLoopObserverInvalidate(o);
-    RLRelease(o);
-}
-
 /* One byte in, one wake-up that reads it. */
 static void one_wake(int wfd, const char *mode) {
     assert_int_equal(write(wfd, "x", 1), 1);
@@ -98,7 +71,7 @@ static void test_reader_enabling_itself_costs_no_rearm(void **state) {
     assert_int_equal(pipe2(p, O_NONBLOCK), 0);
     reader r = {"p", true, true, 0, 0};
     RLFileDescriptorRef f = make(p[0], &r, true);
-    RLRunLoopSourceRef s = add(f, "Steady");
+    RLRunLoopSourceRef s = rl_test_fd_add(f, "Steady");
     assert_true(RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack));
     RLRunLoopRef rl = RLRunLoopGetCurrent();
     for (int i = 0; i < 4; i++) /* the loop learns that the callout keeps it enabled */
@@ -111,7 +84,7 @@ static void test_reader_enabling_itself_costs_no_rearm(void **state) {
     assert_true(rl__fd_ctl_calls(rl) - before <= 4);
     assert_int_equal(r.calls, 104);
     assert_int_equal(r.read_errno, 0);
-    drop(f, s);
+    rl_test_fd_drop(f, s);
     close(p[1]);
 }
 
@@ -159,7 +132,7 @@ static void test_disabled_by_its_callout_stays_silent(void **state) {
     assert_int_equal(pipe2(p, O_NONBLOCK), 0);
     reader r = {"p", true, true, 0, 0};
     RLFileDescriptorRef f = make(p[0], &r, true);
-    RLRunLoopSourceRef s = add(f, "Quiet");
+    RLRunLoopSourceRef s = rl_test_fd_add(f, "Quiet");
     assert_true(RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack));
     for (int i = 0; i < 8; i++)
         one_wake(p[1], "Quiet");
@@ -170,7 +143,7 @@ static void test_disabled_by_its_callout_stays_silent(void **state) {
     assert_int_equal(RLRunLoopRunInMode("Quiet", 10, true), kRLRunLoopRunHandledSource);
     assert_int_equal(r.calls, 9);
     long wakes = 0;
-    RLRunLoopObserverRef o = count_wakes("Quiet", &wakes);
+    RLRunLoopObserverRef o = rl_test_count_wakes("Quiet", &wakes);
     RLRunLoopSourceRef keep = rl_test_keep_mode("Quiet");
     assert_int_equal(RLRunLoopRunInMode("Quiet", 0.1, false), kRLRunLoopRunTimedOut);
     assert_true(wakes <= 2); /* not thousands */
@@ -189,9 +162,9 @@ static void test_disabled_by_its_callout_stays_silent(void **state) {
     assert_true(RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack));
     assert_int_equal(RLRunLoopRunInMode("Quiet", 10, true), kRLRunLoopRunHandledSource);
     assert_int_equal(r.calls, 11);
-    uncount(o);
+    rl_test_uncount_wakes(o);
     rl_test_unkeep(keep);
-    drop(f, s);
+    rl_test_fd_drop(f, s);
     close(p[1]);
 }
 
@@ -200,14 +173,14 @@ static void test_mode_not_running_neither_fires_nor_spins(void **state) {
     assert_int_equal(pipe2(p, O_NONBLOCK), 0);
     reader r = {"p", true, true, 0, 0};
     RLFileDescriptorRef f = make(p[0], &r, true);
-    RLRunLoopSourceRef s = add(f, "Mine");
+    RLRunLoopSourceRef s = rl_test_fd_add(f, "Mine");
     assert_true(RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack));
     for (int i = 0; i < 8; i++)
         one_wake(p[1], "Mine");
     /* Readable and enabled, its mode not running: the other mode sleeps. */
     assert_int_equal(write(p[1], "ab", 2), 2);
     long wakes = 0;
-    RLRunLoopObserverRef o = count_wakes("Other", &wakes);
+    RLRunLoopObserverRef o = rl_test_count_wakes("Other", &wakes);
     RLRunLoopSourceRef keep = rl_test_keep_mode("Other");
     assert_int_equal(RLRunLoopRunInMode("Other", 0.1, false), kRLRunLoopRunTimedOut);
     assert_true(wakes <= 2);
@@ -219,9 +192,9 @@ static void test_mode_not_running_neither_fires_nor_spins(void **state) {
     one_wake(p[1], "Mine");
     assert_int_equal(r.calls, 11);
     assert_int_equal(r.read_errno, 0);
-    uncount(o);
+    rl_test_uncount_wakes(o);
     rl_test_unkeep(keep);
-    drop(f, s);
+    rl_test_fd_drop(f, s);
     close(p[1]);
 }
 
@@ -238,11 +211,11 @@ static void nester_cb(RLFileDescriptorRef f, RLOptionFlags types, void *info) {
     reader_cb(f, types, &n->r);
     if (n->nested) {
         n->nested = false;
-        RLRunLoopObserverRef o = count_wakes("Inner", &n->wakes);
+        RLRunLoopObserverRef o = rl_test_count_wakes("Inner", &n->wakes);
         RLRunLoopSourceRef keep = rl_test_keep_mode("Inner");
         (void)RLRunLoopRunInMode("Inner", 0.1, false);
         rl_test_unkeep(keep);
-        uncount(o);
+        rl_test_uncount_wakes(o);
     }
 }
 
@@ -253,7 +226,7 @@ static void test_nested_run_in_another_mode_does_not_spin(void **state) {
     RLFileDescriptorContext c = {0, &n, NULL, NULL, NULL};
     RLFileDescriptorRef f = RLFileDescriptorCreate(NULL, p[0], true, nester_cb, &c);
     assert_non_null(f);
-    RLRunLoopSourceRef s = add(f, "Outer");
+    RLRunLoopSourceRef s = rl_test_fd_add(f, "Outer");
     assert_true(RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack));
     for (int i = 0; i < 8; i++)
         one_wake(p[1], "Outer");
@@ -266,7 +239,7 @@ static void test_nested_run_in_another_mode_does_not_spin(void **state) {
     assert_int_equal(RLRunLoopRunInMode("Outer", 10, true), kRLRunLoopRunHandledSource);
     assert_int_equal(n.r.calls, 11);
     assert_int_equal(n.r.read_errno, 0);
-    drop(f, s);
+    rl_test_fd_drop(f, s);
     close(p[1]);
 }
 
@@ -282,7 +255,7 @@ static void test_readiness_served_by_a_nested_pass_is_not_served_again(void **st
     assert_int_equal(pipe2(p, O_NONBLOCK), 0);
     reader r = {"p", true, true, 0, 0};
     RLFileDescriptorRef f = make(p[0], &r, true);
-    RLRunLoopSourceRef s = add(f, "Twice");
+    RLRunLoopSourceRef s = rl_test_fd_add(f, "Twice");
     assert_true(RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack));
     for (int i = 0; i < 8; i++)
         one_wake(p[1], "Twice");
@@ -299,7 +272,7 @@ static void test_readiness_served_by_a_nested_pass_is_not_served_again(void **st
     assert_int_equal(r.read_errno, 0); /* never called with nothing to read */
     RLRunLoopTimerInvalidate(t);
     RLRelease(t);
-    drop(f, s);
+    rl_test_fd_drop(f, s);
     close(p[1]);
 }
 
@@ -308,7 +281,7 @@ static void test_two_objects_one_kept_enabled(void **state) {
     assert_int_equal(pipe2(p, O_NONBLOCK), 0);
     reader a = {"a", true, true, 0, 0}, b = {"b", false, false, 0, 0};
     RLFileDescriptorRef fa = make(p[0], &a, false), fb = make(p[0], &b, false);
-    RLRunLoopSourceRef sa = add(fa, "Both"), sb = add(fb, "Both");
+    RLRunLoopSourceRef sa = rl_test_fd_add(fa, "Both"), sb = rl_test_fd_add(fb, "Both");
     assert_true(RLFileDescriptorEnableCallBacks(fa, kRLFileDescriptorReadCallBack));
     assert_true(RLFileDescriptorEnableCallBacks(fb, kRLFileDescriptorReadCallBack));
     poll_wake(p[1], "Both");
@@ -333,14 +306,14 @@ static void test_two_objects_one_kept_enabled(void **state) {
     poll_wake(p[1], "Both");
     assert_int_equal(write(p[1], "zz", 2), 2);
     long wakes = 0;
-    RLRunLoopObserverRef o = count_wakes("Both", &wakes);
+    RLRunLoopObserverRef o = rl_test_count_wakes("Both", &wakes);
     assert_int_equal(RLRunLoopRunInMode("Both", 0.1, false), kRLRunLoopRunTimedOut);
     assert_true(wakes <= 2);
     assert_int_equal(a.calls, 51);
     assert_int_equal(b.calls, 3);
-    uncount(o);
-    drop(fa, sa);
-    drop(fb, sb);
+    rl_test_uncount_wakes(o);
+    rl_test_fd_drop(fa, sa);
+    rl_test_fd_drop(fb, sb);
     close(p[0]);
     close(p[1]);
 }
@@ -353,7 +326,7 @@ static void test_fork_child_leaves_the_parents_registration(void **state) {
     assert_int_equal(pipe2(p, O_NONBLOCK), 0);
     reader r = {"p", true, true, 0, 0};
     RLFileDescriptorRef f = make(p[0], &r, true);
-    RLRunLoopSourceRef s = add(f, "Forked");
+    RLRunLoopSourceRef s = rl_test_fd_add(f, "Forked");
     assert_true(RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack));
     for (int i = 0; i < 8; i++)
         one_wake(p[1], "Forked");
@@ -375,7 +348,7 @@ static void test_fork_child_leaves_the_parents_registration(void **state) {
     assert_int_equal(r.calls, 28);
     assert_int_equal(r.read_errno, 0);
     assert_true(rl__fd_ctl_calls(rl) - before <= 2);
-    drop(f, s);
+    rl_test_fd_drop(f, s);
     close(p[1]);
 }
 
@@ -386,7 +359,7 @@ static void test_closed_with_a_dup_while_kept_enabled_does_not_spin(void **state
     assert_int_equal(pipe2(p, O_NONBLOCK), 0);
     reader r = {"p", true, true, 0, 0};
     RLFileDescriptorRef f = make(p[0], &r, true);
-    RLRunLoopSourceRef s = add(f, "DupKept");
+    RLRunLoopSourceRef s = rl_test_fd_add(f, "DupKept");
     assert_true(RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack));
     for (int i = 0; i < 8; i++)
         one_wake(p[1], "DupKept");
@@ -397,7 +370,7 @@ static void test_closed_with_a_dup_while_kept_enabled_does_not_spin(void **state
     assert_int_equal(close(p[0]), 0);
     assert_int_equal(write(p[1], "x", 1), 1);
     long wakes = 0;
-    RLRunLoopObserverRef o = count_wakes("DupKept", &wakes);
+    RLRunLoopObserverRef o = rl_test_count_wakes("DupKept", &wakes);
     RLRunLoopSourceRef keepmode = rl_test_keep_mode("DupKept");
     assert_int_equal(RLRunLoopRunInMode("DupKept", 0.2, false), kRLRunLoopRunTimedOut);
     /* The callout's reads fail until the loop finds out (bounded), then
@@ -415,15 +388,15 @@ static void test_closed_with_a_dup_while_kept_enabled_does_not_spin(void **state
     assert_int_equal(pipe2(q, O_NONBLOCK), 0);
     reader r2 = {"q", true, true, 0, 0};
     RLFileDescriptorRef f2 = make(q[0], &r2, true);
-    RLRunLoopSourceRef s2 = add(f2, "DupKept");
+    RLRunLoopSourceRef s2 = rl_test_fd_add(f2, "DupKept");
     assert_true(RLFileDescriptorEnableCallBacks(f2, kRLFileDescriptorReadCallBack));
     one_wake(q[1], "DupKept");
     assert_int_equal(r2.calls, 1);
-    drop(f2, s2);
+    rl_test_fd_drop(f2, s2);
     close(q[1]);
-    uncount(o);
+    rl_test_uncount_wakes(o);
     rl_test_unkeep(keepmode);
-    drop(f, s);
+    rl_test_fd_drop(f, s);
     close(keep);
     close(p[1]);
 }
@@ -433,7 +406,7 @@ static void test_reused_while_a_dup_keeps_the_kept_enabled_file(void **state) {
     assert_int_equal(pipe2(p, O_NONBLOCK), 0);
     reader r1 = {"old", true, false, 0, 0};
     RLFileDescriptorRef f1 = make(p[0], &r1, false);
-    RLRunLoopSourceRef s1 = add(f1, "DupReuse2");
+    RLRunLoopSourceRef s1 = rl_test_fd_add(f1, "DupReuse2");
     assert_true(RLFileDescriptorEnableCallBacks(f1, kRLFileDescriptorReadCallBack));
     for (int i = 0; i < 8; i++) {
         one_wake(p[1], "DupReuse2");
@@ -447,12 +420,12 @@ static void test_reused_while_a_dup_keeps_the_kept_enabled_file(void **state) {
     assert_int_equal(q[0], p[0]);
     reader r2 = {"new", false, false, 0, 0};
     RLFileDescriptorRef f2 = make(q[0], &r2, true);
-    RLRunLoopSourceRef s2 = add(f2, "DupReuse2");
+    RLRunLoopSourceRef s2 = rl_test_fd_add(f2, "DupReuse2");
     assert_true(RLFileDescriptorEnableCallBacks(f2, kRLFileDescriptorReadCallBack));
     /* The old file becomes readable for good, the new one not (yet). */
     assert_int_equal(write(p[1], "x", 1), 1);
     long wakes = 0;
-    RLRunLoopObserverRef o = count_wakes("DupReuse2", &wakes);
+    RLRunLoopObserverRef o = rl_test_count_wakes("DupReuse2", &wakes);
     assert_int_equal(RLRunLoopRunInMode("DupReuse2", 0.2, false), kRLRunLoopRunTimedOut);
     assert_true(wakes <= 5);
     assert_int_equal(r2.calls, 0);
@@ -462,9 +435,9 @@ static void test_reused_while_a_dup_keeps_the_kept_enabled_file(void **state) {
     assert_int_equal(r2.calls, 1);
     assert_int_equal(r1.calls, 8);
     assert_rl_fails(RLFileDescriptorEnableCallBacks(f1, kRLFileDescriptorReadCallBack), kRLErrorInvalidState);
-    uncount(o);
-    drop(f1, s1);
-    drop(f2, s2);
+    rl_test_uncount_wakes(o);
+    rl_test_fd_drop(f1, s1);
+    rl_test_fd_drop(f2, s2);
     close(q[1]);
     close(keep);
     close(p[1]);

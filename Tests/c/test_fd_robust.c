@@ -4,6 +4,7 @@
  * serves the new object; a registration left behind by a closed fd (a dup
  * keeps its file open) never makes the loop spin, and the stale object
  * says so. */
+#include "fdutil.h"
 #include "testutil.h"
 #include "trace.h"
 
@@ -29,47 +30,18 @@ static RLFileDescriptorRef make(int fd, const char *name, bool close_it) {
     return f;
 }
 
-static RLRunLoopSourceRef add(RLFileDescriptorRef f, const char *mode) {
-    RLRunLoopSourceRef s = RLFileDescriptorCreateRunLoopSource(NULL, f, 0);
-    assert_non_null(s);
-    assert_true(RLRunLoopAddSource(RLRunLoopGetCurrent(), s, mode));
-    return s;
-}
-
-static void drop(RLFileDescriptorRef f, RLRunLoopSourceRef s) {
-    assert_true(RLFileDescriptorInvalidate(f));
-    RLRelease(s);
-    RLRelease(f);
-}
-
-/* Wake-ups (after-waiting activities) of the current loop in `mode`. */
-static void count_wake(RLRunLoopObserverRef o, RLRunLoopActivity a, void *info) { (*(long *)info)++; }
-
-static RLRunLoopObserverRef count_wakes(const char *mode, long *wakes) {
-    RLRunLoopObserverContext oc = {0, wakes, NULL, NULL, NULL};
-    RLRunLoopObserverRef o = RLRunLoopObserverCreate(NULL, kRLRunLoopAfterWaiting, true, 0, count_wake, &oc);
-    assert_non_null(o);
-    assert_true(RLRunLoopAddObserver(RLRunLoopGetCurrent(), o, mode));
-    return o;
-}
-
-static void uncount(RLRunLoopObserverRef o) {
-    RLRunLoopObserverInvalidate(o);
-    RLRelease(o);
-}
-
 /* ---- descriptors epoll refuses ---- */
 
 static void always_ready(int fd, const char *mode) {
     ncalls = 0;
     RLFileDescriptorRef f = make(fd, "file", true);
-    RLRunLoopSourceRef s = add(f, mode);
+    RLRunLoopSourceRef s = rl_test_fd_add(f, mode);
     assert_true(RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack | kRLFileDescriptorWriteCallBack));
     assert_int_equal(RLRunLoopRunInMode(mode, 10, true), kRLRunLoopRunHandledSource);
     assert_trace("file:rw");
     /* One-shot as ever: not enabled again, so the loop sleeps. */
     long wakes = 0;
-    RLRunLoopObserverRef o = count_wakes(mode, &wakes);
+    RLRunLoopObserverRef o = rl_test_count_wakes(mode, &wakes);
     assert_int_equal(RLRunLoopRunInMode(mode, 0.05, false), kRLRunLoopRunTimedOut);
     assert_true(wakes <= 2);
     assert_int_equal(ncalls, 1);
@@ -84,8 +56,8 @@ static void always_ready(int fd, const char *mode) {
     assert_trace("file:rw file:w");
     assert_int_equal(RLRunLoopRunInMode(mode, 10, true), kRLRunLoopRunHandledSource);
     assert_trace("file:rw file:w file:r");
-    uncount(o);
-    drop(f, s);
+    rl_test_uncount_wakes(o);
+    rl_test_fd_drop(f, s);
 }
 
 static void test_regular_file_is_always_ready(void **state) {
@@ -110,7 +82,7 @@ static RLFileDescriptorRef watched_pipe(int p[2], const char *name, const char *
                                         bool close_it) {
     assert_int_equal(pipe(p), 0);
     RLFileDescriptorRef f = make(p[0], name, close_it);
-    *s = add(f, mode);
+    *s = rl_test_fd_add(f, mode);
     assert_true(RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack));
     assert_int_equal(RLRunLoopRunInMode(mode, 0.01, false), kRLRunLoopRunTimedOut);
     return f;
@@ -126,27 +98,27 @@ static void reused_number(int when) {
     assert_int_equal(close(p[0]), 0);
     assert_int_equal(close(p[1]), 0);
     if (when == STALE_INVALIDATED_BEFORE)
-        drop(f1, s1);
+        rl_test_fd_drop(f1, s1);
     assert_int_equal(pipe(q), 0);
     assert_int_equal(q[0], p[0]); /* the lowest free number: the same */
     RLFileDescriptorRef f2 = make(q[0], "new", true);
-    s2 = add(f2, "Reuse");
+    s2 = rl_test_fd_add(f2, "Reuse");
     assert_true(RLFileDescriptorEnableCallBacks(f2, kRLFileDescriptorReadCallBack));
     assert_int_equal(write(q[1], "x", 1), 1);
     assert_int_equal(RLRunLoopRunInMode("Reuse", 10, true), kRLRunLoopRunHandledSource);
     assert_trace("new:r");
     if (when == STALE_INVALIDATED_AFTER)
-        drop(f1, s1);
+        rl_test_fd_drop(f1, s1);
     assert_true(RLFileDescriptorEnableCallBacks(f2, kRLFileDescriptorReadCallBack));
     assert_int_equal(RLRunLoopRunInMode("Reuse", 10, true), kRLRunLoopRunHandledSource);
     assert_trace("new:r new:r");
     if (when == STALE_KEPT) {
         /* The stale object heard nothing, and says what happened. */
         assert_rl_fails(RLFileDescriptorEnableCallBacks(f1, kRLFileDescriptorReadCallBack), kRLErrorInvalidState);
-        drop(f1, s1);
+        rl_test_fd_drop(f1, s1);
     }
     assert_true(fcntl(q[0], F_GETFD) >= 0); /* nobody closed the new one's fd */
-    drop(f2, s2);
+    rl_test_fd_drop(f2, s2);
     close(q[1]);
 }
 
@@ -167,7 +139,7 @@ static void test_closed_fd_with_open_dup_does_not_spin(void **state) {
     /* The file stays open through the dup, and becomes readable for good. */
     assert_int_equal(write(p[1], "x", 1), 1);
     long wakes = 0;
-    RLRunLoopObserverRef o = count_wakes("Dup", &wakes);
+    RLRunLoopObserverRef o = rl_test_count_wakes("Dup", &wakes);
     RLRunLoopSourceRef keepmode = rl_test_keep_mode("Dup");
     assert_int_equal(RLRunLoopRunInMode("Dup", 0.2, false), kRLRunLoopRunTimedOut);
     assert_true(wakes <= 5); /* not hundreds of thousands */
@@ -185,9 +157,9 @@ static void test_closed_fd_with_open_dup_does_not_spin(void **state) {
     int p2[2];
     assert_int_equal(pipe(p2), 0);
     assert_int_equal(p2[0], p[0]);
-    drop(f, s);
+    rl_test_fd_drop(f, s);
     assert_true(fcntl(p2[0], F_GETFD) >= 0);
-    uncount(o);
+    rl_test_uncount_wakes(o);
     rl_test_unkeep(keepmode);
     close(p2[0]);
     close(p2[1]);
@@ -209,12 +181,12 @@ static void test_reused_number_while_a_dup_keeps_the_old_file(void **state) {
     assert_int_equal(pipe(q), 0);
     assert_int_equal(q[0], p[0]);
     RLFileDescriptorRef f2 = make(q[0], "new", true);
-    s2 = add(f2, "DupReuse");
+    s2 = rl_test_fd_add(f2, "DupReuse");
     assert_true(RLFileDescriptorEnableCallBacks(f2, kRLFileDescriptorReadCallBack));
     /* The old file becomes readable, the new one not (yet). */
     assert_int_equal(write(p[1], "x", 1), 1);
     long wakes = 0;
-    RLRunLoopObserverRef o = count_wakes("DupReuse", &wakes);
+    RLRunLoopObserverRef o = rl_test_count_wakes("DupReuse", &wakes);
     assert_int_equal(RLRunLoopRunInMode("DupReuse", 0.2, false), kRLRunLoopRunTimedOut);
     assert_true(wakes <= 5);
     assert_int_equal(ncalls, 0);
@@ -223,12 +195,12 @@ static void test_reused_number_while_a_dup_keeps_the_old_file(void **state) {
     assert_int_equal(RLRunLoopRunInMode("DupReuse", 10, true), kRLRunLoopRunHandledSource);
     assert_trace("new:r");
     assert_rl_fails(RLFileDescriptorEnableCallBacks(f1, kRLFileDescriptorReadCallBack), kRLErrorInvalidState);
-    drop(f1, s1);
+    rl_test_fd_drop(f1, s1);
     assert_true(RLFileDescriptorEnableCallBacks(f2, kRLFileDescriptorReadCallBack));
     assert_int_equal(RLRunLoopRunInMode("DupReuse", 10, true), kRLRunLoopRunHandledSource);
     assert_trace("new:r new:r");
-    uncount(o);
-    drop(f2, s2);
+    rl_test_uncount_wakes(o);
+    rl_test_fd_drop(f2, s2);
     close(q[1]);
     close(keep);
     close(p[1]);
@@ -241,13 +213,13 @@ static void test_reused_number_never_watched_before(void **state) {
     ncalls = 0;
     assert_int_equal(pipe(p), 0);
     RLFileDescriptorRef f1 = make(p[0], "old", false);
-    RLRunLoopSourceRef s1 = add(f1, "Never");
+    RLRunLoopSourceRef s1 = rl_test_fd_add(f1, "Never");
     assert_int_equal(close(p[0]), 0);
     assert_int_equal(close(p[1]), 0);
     assert_int_equal(pipe(q), 0);
     assert_int_equal(q[0], p[0]);
     RLFileDescriptorRef f2 = make(q[0], "new", true);
-    RLRunLoopSourceRef s2 = add(f2, "Never");
+    RLRunLoopSourceRef s2 = rl_test_fd_add(f2, "Never");
     assert_rl_fails(RLFileDescriptorEnableCallBacks(f1, kRLFileDescriptorReadCallBack), kRLErrorInvalidState);
     assert_true(RLFileDescriptorDisableCallBacks(f1, kRLFileDescriptorReadCallBack)); /* harmless */
     assert_true(RLFileDescriptorEnableCallBacks(f2, kRLFileDescriptorReadCallBack));
@@ -255,8 +227,8 @@ static void test_reused_number_never_watched_before(void **state) {
     assert_int_equal(RLRunLoopRunInMode("Never", 10, true), kRLRunLoopRunHandledSource);
     assert_int_equal(RLRunLoopRunInMode("Never", 0.02, false), kRLRunLoopRunTimedOut);
     assert_trace("new:r");
-    drop(f1, s1);
-    drop(f2, s2);
+    rl_test_fd_drop(f1, s1);
+    rl_test_fd_drop(f2, s2);
     close(q[1]);
 }
 
@@ -270,9 +242,9 @@ static void test_object_older_than_the_reused_number(void **state) {
     assert_int_equal(close(p[1]), 0);
     assert_int_equal(pipe(q), 0);
     assert_int_equal(q[0], p[0]);
-    RLRunLoopSourceRef s = add(f, "Older");
+    RLRunLoopSourceRef s = rl_test_fd_add(f, "Older");
     assert_rl_fails(RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack), kRLErrorInvalidState);
-    drop(f, s);
+    rl_test_fd_drop(f, s);
     assert_true(fcntl(q[0], F_GETFD) >= 0); /* not closed: not its file */
     close(q[0]);
     close(q[1]);
@@ -286,7 +258,7 @@ static void test_reused_by_a_stranger_before_first_enable(void **state) {
     ncalls = 0;
     assert_int_equal(pipe(p), 0);
     RLFileDescriptorRef f = make(p[0], "old", true);
-    RLRunLoopSourceRef s = add(f, "Stranger");
+    RLRunLoopSourceRef s = rl_test_fd_add(f, "Stranger");
     assert_int_equal(close(p[0]), 0);
     assert_int_equal(close(p[1]), 0);
     assert_int_equal(pipe(q), 0);
@@ -301,7 +273,7 @@ static void test_reused_by_a_stranger_before_first_enable(void **state) {
     assert_int_equal(ncalls, 0);
     assert_rl_fails(RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack), kRLErrorInvalidState);
     rl_test_unkeep(keep);
-    drop(f, s);
+    rl_test_fd_drop(f, s);
     assert_true(fcntl(q[0], F_GETFD) >= 0);
     close(q[0]);
     close(q[1]);
@@ -319,7 +291,7 @@ static void test_closed_fd_found_when_enabled_again(void **state) {
     assert_rl_fails(RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorWriteCallBack), kRLErrorInvalidState);
     assert_true(RLFileDescriptorDisableCallBacks(f, kRLFileDescriptorReadCallBack));
     assert_true(RLFileDescriptorIsValid(f)); /* still the owner's to invalidate */
-    drop(f, s);
+    rl_test_fd_drop(f, s);
     close(p[1]);
 }
 
