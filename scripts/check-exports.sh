@@ -14,8 +14,10 @@ list=scripts/exported-symbols.txt
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# The linker's own markers are not ours.
-nm -D --defined-only "$lib" | awk '{print $3}' | grep -vxE '__bss_start|_edata|_end' | sort -u > "$tmp/lib"
+# The linker's own markers are not ours, nor are symbols of local binding
+# (nm's lower-case types): TLS descriptors put a local, hidden
+# _TLS_MODULE_BASE_ in the dynamic symbol table, which no one can bind to.
+nm -D --defined-only "$lib" | awk '$2 ~ /^[A-Z]$/ {print $3}' | grep -vxE '__bss_start|_edata|_end' | sort -u > "$tmp/lib"
 # Each RL_EXPORT declaration names one function (the identifier before its
 # first parenthesis) or one object (the identifier before its semicolon).
 perl -0777 -ne '
