@@ -65,12 +65,12 @@ let package = Package(
         // server and signals as an async sequence.
         .executableTarget(
             name: "swiftthreads-echo-client",
-            dependencies: ["SwiftThreads"],
+            dependencies: ["SwiftThreads", "ExampleSupport"],
             path: "examples/swift-echo",
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),
-        // What the Swift examples below share (their pace, whole-line
-        // output); not a product.
+        // What the Swift examples share (their pace, whole-line output);
+        // not a product.
         .target(
             name: "ExampleSupport",
             dependencies: ["SwiftThreads"],

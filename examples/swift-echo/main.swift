@@ -20,21 +20,8 @@ import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
+import ExampleSupport
 import SwiftThreads
-
-/// Writes a whole line to standard output at once.
-func say(_ line: String) {
-    var text = line + "\n"
-    text.withUTF8 { bytes in
-        var offset = 0
-        while offset < bytes.count {
-            let n = write(1, bytes.baseAddress! + offset, bytes.count - offset)
-            if n < 0 && errno == EINTR { continue }
-            guard n > 0 else { return }
-            offset += n
-        }
-    }
-}
 
 // MARK: - The client
 

@@ -1,5 +1,6 @@
 // What the Swift examples share (swiftthreads-threaded-parser,
-// swiftthreads-daemon): their pace and whole-line output.
+// swiftthreads-daemon, swiftthreads-echo-client): their pace and
+// whole-line output.
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
