@@ -490,6 +490,22 @@ bool RLSignalSourceGetContext(RLSignalSourceRef s, RLSignalSourceContext *contex
     return true;
 }
 
+/* Takes every pending delivery of signum (the process's and the calling
+ * thread's) without running anything for it. */
+static void sig_drop_pending(int signum) {
+    sigset_t one;
+    sigemptyset(&one);
+    sigaddset(&one, signum);
+    const struct timespec now = {0, 0};
+    int saved = errno;
+    for (;;) {
+        int r = sigtimedwait(&one, NULL, &now);
+        if (r != signum && !(r < 0 && errno == EINTR))
+            break; /* EAGAIN: none left */
+    }
+    errno = saved;
+}
+
 bool RLSignalSourceInvalidate(RLSignalSourceRef s) {
     const char *fn = __func__;
     if (!sig_ok(s, fn))
@@ -512,6 +528,14 @@ bool RLSignalSourceInvalidate(RLSignalSourceRef s) {
         /* The last watcher restores under the lock, so that a new first
          * watcher saves the real previous disposition, not our handler. */
         if (!slot->watchers) {
+            /* Deliveries still pending were sent while the signal was
+             * watched and belong to the watchers: with none left they are
+             * dropped here, while the signal is still blocked and caught,
+             * instead of meeting the restored disposition when it is
+             * unblocked below (SIGTERM's default would end the process).
+             * Left alone where it stays blocked, as it was before. */
+            if (!slot->was_blocked)
+                sig_drop_pending(s->signum);
             if (sigaction(s->signum, &slot->old_action, NULL) < 0)
                 ok = rl__fail_errno(errno, fn, "sigaction(%d) could not restore the disposition", s->signum);
             if (!slot->was_blocked) {

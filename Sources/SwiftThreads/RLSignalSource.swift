@@ -51,7 +51,9 @@ public struct RLSignal: Sendable, Hashable, CustomStringConvertible {
 /// pool (libdispatch) block every such signal. When the last source of a
 /// signal is invalidated, the disposition from before the first one is
 /// restored, and the signal is unblocked again in the invalidating thread
-/// if the thread that made the first source had it unblocked before.
+/// if the thread that made the first source had it unblocked before; a
+/// delivery still pending then was sent while it was watched and is
+/// dropped, not delivered with the restored disposition.
 ///
 /// Not allowed (`RLError` `.invalidArgument`): `SIGKILL`, `SIGSTOP` (they
 /// cannot be caught) and `SIGSEGV`, `SIGBUS`, `SIGFPE`, `SIGILL` (raised by

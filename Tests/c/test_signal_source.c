@@ -260,6 +260,34 @@ static void test_last_watcher_restores_disposition_and_mask(void **state) {
     assert_int_equal(sigaction(SIGWINCH, &before, NULL), 0);
 }
 
+/* A signal sent while it was watched belongs to the watchers: one still
+ * pending when the last of them goes (the loop never ran to read it) is
+ * dropped, not delivered with the restored disposition — for SIGUSR1 the
+ * default, which ends the process. In a child, which that would end. */
+static void test_pending_delivery_dropped_when_the_last_watcher_goes(void **state) {
+    (void)state;
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        alarm(10);
+        RLSignalSourceContext c = {0};
+        RLSignalSourceRef s = RLSignalSourceCreate(NULL, SIGUSR1, count_cb, &c);
+        bool ok = s && RLRunLoopAddSignalSource(RLRunLoopGetCurrent(), s, MODE);
+        ok = ok && kill(getpid(), SIGUSR1) == 0; /* blocked: pending */
+        ok = ok && RLSignalSourceInvalidate(s) && RLRelease(s);
+        struct sigaction now;
+        ok = ok && sigaction(SIGUSR1, NULL, &now) == 0 && now.sa_handler == SIG_DFL && !blocked_here(SIGUSR1);
+        if (ok)
+            execl("/bin/true", "true", (char *)NULL);
+        _exit(ok ? 0 : 1);
+    }
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        fail_msg("the child %s %d", WIFSIGNALED(status) ? "died of signal" : "exited with",
+                 WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+}
+
 static void test_pending_before_the_source_is_in_a_loop(void **state) {
     (void)state;
     RLSignalSourceContext c = {0, "late", NULL, NULL, NULL};
@@ -478,6 +506,7 @@ int main(void) {
         cmocka_unit_test_setup(test_ten_thousand_standard_signals_coalesce, rl_trace_setup),
         cmocka_unit_test_setup(test_several_loops_watch_one_signal, rl_trace_setup),
         cmocka_unit_test_setup(test_last_watcher_restores_disposition_and_mask, rl_trace_setup),
+        cmocka_unit_test_setup(test_pending_delivery_dropped_when_the_last_watcher_goes, rl_trace_setup),
         cmocka_unit_test_setup(test_pending_before_the_source_is_in_a_loop, rl_trace_setup),
         cmocka_unit_test_setup(test_thread_directed_signal_pending_before_a_cross_thread_add, rl_trace_setup),
         cmocka_unit_test_setup(test_context_released_after_a_running_callout, rl_trace_setup),

@@ -10,8 +10,8 @@
  *     sources stay until the process exits: a second stop signal (Ctrl-C
  *     twice, a service manager's SIGTERM after a Ctrl-C) is read and
  *     ignored. Invalidating the last source of SIGTERM would restore its
- *     default action, and one still pending would end the process half-way
- *     (status 143).
+ *     default action, and one arriving during the shutdown would end the
+ *     process half-way (status 143).
  *   - SIGHUP reloads: the configuration generation goes up and the workers
  *     are restarted with it (stop returns when the old thread is gone,
  *     start when the new one is ready for work).

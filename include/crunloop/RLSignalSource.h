@@ -36,10 +36,13 @@
  *     that was there before the first one is restored, and the signal is
  *     unblocked again in the calling thread if the thread that created the
  *     first source had it unblocked before. A delivery still pending then
- *     (sent after the sources' last look) meets the restored disposition:
- *     SIGTERM's default ends the process. A program that stops on a
- *     signal keeps its sources until it exits (examples/c/daemon_skeleton.c),
- *     or drains what is pending with sigtimedwait before invalidating.
+ *     (sent while the signal was watched, after the sources' last look)
+ *     belonged to the watchers and is dropped first, so it never meets the
+ *     restored disposition; where the signal stays blocked it stays
+ *     pending, as before the first source. A signal sent after the last
+ *     source is gone gets the restored disposition (SIGTERM's default ends
+ *     the process): a program that stops on a signal keeps its sources
+ *     until it exits (examples/c/daemon_skeleton.c).
  * Not allowed (kRLErrorInvalidArgument): SIGKILL, SIGSTOP (cannot be
  * caught) and SIGSEGV, SIGBUS, SIGFPE, SIGILL (raised by the faulting
  * thread itself, which cannot wait for a loop).
