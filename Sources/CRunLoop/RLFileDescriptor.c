@@ -2,6 +2,7 @@
  * watches the fd with epoll (rl_fdtab.c) and never reads or writes it. */
 #include "rl_fdtab.h"
 #include "rl_lock.h"
+#include "rl_loop.h"
 #include "RLRunLoopMembership.h"
 
 #include <errno.h>
@@ -225,4 +226,34 @@ RLRunLoopSourceRef RLFileDescriptorCreateRunLoopSource(RLAllocatorRef allocator,
     f->source = s;
     rl__olock_unlock(&f->lock);
     return s;
+}
+
+/* Asked between the pieces of one wake (an RLSocket's Data chunks, its
+ * accepted connections), so that a callback that removes the source from
+ * the mode, invalidates it or stops the run gets nothing more in this
+ * wake; the loop's innermost run is the one making the callout. */
+bool rl__fd_served_now(RLFileDescriptorRef f) {
+    RLRunLoopRef rl = rl__tls;
+    if (!rl)
+        return false;
+    rl__loop_lock(rl);
+    rl_mode *m = rl->frame && !rl->frame->stopped ? rl->frame->mode : NULL; /* modes live as long as the loop */
+    rl__loop_unlock(rl);
+    if (!m)
+        return false;
+    rl__olock_lock(&f->lock);
+    struct RLRunLoopSource *s = f->valid && f->source && rl_try_retain(f->source) ? f->source : NULL;
+    rl__olock_unlock(&f->lock);
+    if (!s)
+        return false;
+    rl__olock_lock(&s->lock);
+    bool served = s->valid && rl__memb_in_mode(s, RL_KIND_SOURCE, m);
+    rl__olock_unlock(&s->lock);
+    RLRelease(s);
+    return served;
+}
+
+size_t rl__fd_pass_left(void) {
+    RLRunLoopRef rl = rl__tls;
+    return rl ? rl->fd_pass_left : 0;
 }

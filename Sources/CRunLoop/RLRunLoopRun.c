@@ -340,6 +340,7 @@ static bool rl_do_fds(RLRunLoopRef rl, rl_mode *m, struct epoll_event *ev, int n
         struct RLFileDescriptor *f = s->fdobj;
         bool go = rl__peek(s->valid) && f && rl__peek(f->valid);
         if (go) {
+            rl->fd_pass_left = n - i - 1;
             f->callout(f, fire[i].types, f->ctx.info);
             handled = true;
         }

@@ -32,10 +32,24 @@
 /* At most this many connections are accepted in one wake, so that a flood
  * of connections cannot keep the loop from its other sources. */
 #define RL_SOCKET_ACCEPT_BATCH 64
-/* A stream's Data callback reads into a buffer of this size first (more
- * only when it fills up), instead of asking the kernel how much is queued:
- * one system call per wake instead of two. */
+/* A stream's Data callback gets what is queued in chunks, one read each,
+ * each handed over as soon as it is read; a chunk that fills its buffer is
+ * followed by another in the same wake. The first is RL_SOCKET_READ_CHUNK
+ * bytes at most. When no other fd waits for its callout in the same pass,
+ * each next chunk may be twice as large, up to RL_SOCKET_READ_GROW times
+ * the first (fewer system calls per byte for a lone busy stream); when
+ * others wait, chunks stay small, so that each gets its turn sooner. At
+ * most RL_SOCKET_READ_BATCH first chunks' worth (2 MiB) is read in one
+ * wake, so that a peer that never stops sending cannot keep the loop from
+ * its other sources; the rest comes on the next pass. */
 #define RL_SOCKET_READ_CHUNK 65536
+#define RL_SOCKET_READ_GROW 16
+#define RL_SOCKET_READ_BATCH 32
+
+/* The chunk size in use: RL_SOCKET_READ_CHUNK, smaller only in the tests
+ * that watch the batch limit at work (a socket pair cannot queue 2 MiB). */
+RL__HIDDEN _Atomic size_t rl__socket_read_chunk;
+_Atomic size_t rl__socket_read_chunk = RL_SOCKET_READ_CHUNK;
 /* When accept fails for want of descriptors or memory, the connection
  * stays queued and the listener stays readable: instead of reporting that
  * readiness again at once (a loop spinning at full speed), the listener
@@ -191,67 +205,52 @@ static RLDataRef sock_peer_address(struct RLSocket *s) {
     return peer;
 }
 
-/* Reads every byte queued on a stream into a malloc'd buffer (*out, its
+/* Reads up to `chunk` bytes of a stream into a malloc'd buffer (*out, its
  * length the result). 0: the end of the stream; -1: an error or nothing
- * there (errno); the buffer is freed then. The first read takes up to
- * RL_SOCKET_READ_CHUNK; only a read that fills the buffer asks how much
- * more is queued, once: bytes that arrive while it reads wait for the next
- * wake, so that a peer that keeps sending cannot hold the callback (and
- * the echo or answer it would send) back. */
-static ssize_t stream_read_all(int fd, uint8_t **out) {
-    size_t cap = RL_SOCKET_READ_CHUNK, len = 0;
-    uint8_t *buf = malloc(cap);
+ * there (errno), no buffer. */
+static ssize_t stream_read_chunk(int fd, size_t chunk, uint8_t **out) {
+    uint8_t *buf = malloc(chunk);
     if (!buf)
         return -1;
-    for (bool asked = false;; asked = true) {
-        ssize_t n;
-        do
-            n = recv(fd, buf + len, cap - len, MSG_DONTWAIT);
-        while (n < 0 && errno == EINTR);
-        if (n < 0 && len > 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            break; /* what was there is read */
-        if (n < 0 || (n == 0 && len == 0)) {
-            int err = errno;
-            free(buf);
-            errno = err;
-            return n;
-        }
-        len += (size_t)n;
-        if (n == 0 || len < cap || asked)
-            break; /* a short read: the queue is empty (or ended after these bytes) */
-        int more = 0;
-        if (ioctl(fd, FIONREAD, &more) < 0 || more <= 0)
-            break;
-        uint8_t *grown = realloc(buf, cap + (size_t)more);
-        if (!grown)
-            break; /* the rest comes with the next wake */
-        buf = grown;
-        cap += (size_t)more;
+    ssize_t n;
+    do
+        n = recv(fd, buf, chunk, MSG_DONTWAIT);
+    while (n < 0 && errno == EINTR);
+    if (n <= 0) {
+        int err = errno;
+        free(buf);
+        errno = err;
+        return n;
     }
-    /* Small reads keep a small buffer: the data may be kept by the callback. */
-    if (len < cap / 2) {
-        uint8_t *shrunk = realloc(buf, len);
+    /* The callback may keep the data: a read that leaves much of the buffer
+     * empty gives the rest back (in place, no copy). */
+    if ((size_t)n < chunk / 2 || chunk - (size_t)n > RL_SOCKET_READ_CHUNK) {
+        uint8_t *shrunk = realloc(buf, (size_t)n);
         if (shrunk)
             buf = shrunk;
     }
     *out = buf;
-    return (ssize_t)len;
+    return n;
 }
 
-/* Reads what is there (one datagram, or every queued byte of a stream) and
- * delivers it. Returns false when the stream ended or failed. */
-static bool sock_deliver_data(struct RLSocket *s) {
+/* Reads what is there (one datagram, or a chunk of a stream) and delivers
+ * it; *full: a stream's chunk filled the buffer, so more may be queued.
+ * Returns false when the stream ended or failed. */
+static bool sock_deliver_data(struct RLSocket *s, size_t chunk, bool *full) {
+    *full = false;
     if (s->sock_type == SOCK_STREAM) {
         uint8_t *buf = NULL;
-        ssize_t n = stream_read_all(s->fd, &buf);
+        ssize_t n = stream_read_chunk(s->fd, chunk, &buf);
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
             return true; /* nothing after all */
-        if (n < 0 && !buf && errno == ENOMEM)
+        if (n < 0 && errno == ENOMEM)
             return true; /* try again on the next wake; nothing was read */
+        *full = n > 0 && (size_t)n == chunk;
         bool ended = n <= 0;
         RLDataRef data = ended ? RLDataCreate(NULL, NULL, 0) : rl__data_slice(buf, (size_t)n, buf, NULL, free_owner);
         if (!data) {
             free(buf);
+            *full = false;
             return !ended;
         }
         RLDataRef addr = sock_peer_address(s);
@@ -349,8 +348,24 @@ static void sock_rest_listener(struct RLSocket *s) {
     RLRelease(mode);
 }
 
+/* Between the Data chunks of one wake: whether another goes to the
+ * callback now — the socket valid, the callback still enabled (by the
+ * flags, or again by the callback), and its loop still serving it
+ * (rl__fd_served_now: not removed from the mode, the run not stopped). If
+ * so it counts as delivered, as the first did. */
+static bool sock_next_chunk(struct RLSocket *s) {
+    if (!rl__fd_served_now(s->fdobj))
+        return false;
+    sock_lock(s);
+    bool more = s->valid && !(s->disabled & kRLSocketDataCallBack) && !s->at_eof;
+    if (more)
+        sock_delivered_locked(s, kRLSocketDataCallBack);
+    sock_unlock(s);
+    return more;
+}
+
 /* Accepts pending connections, one callback each, while the callback stays
- * enabled and the socket valid. */
+ * enabled and the socket served. */
 static void sock_deliver_accepts(struct RLSocket *s) {
     for (int i = 0; i < RL_SOCKET_ACCEPT_BATCH; i++) {
         struct sockaddr_storage peer;
@@ -367,13 +382,15 @@ static void sock_deliver_accepts(struct RLSocket *s) {
         sock_call(s, kRLSocketAcceptCallBack, addr, &nfd);
         if (addr)
             RLRelease(addr);
+        /* This one counts as delivered; another follows while the
+         * callback stays enabled and the loop would still serve it. */
         sock_lock(s);
         bool more = s->valid && !(s->disabled & kRLSocketAcceptCallBack);
         if (more)
             sock_delivered_locked(s, kRLSocketAcceptCallBack);
         more = more && !(s->disabled & kRLSocketAcceptCallBack);
         sock_unlock(s);
-        if (!more)
+        if (!more || !rl__fd_served_now(s->fdobj))
             return;
     }
 }
@@ -465,10 +482,26 @@ static void sock_fd_callout_body(struct RLSocket *s, RLOptionFlags ready) {
         if (accept) {
             sock_deliver_accepts(s);
         } else if (go && rt == kRLSocketDataCallBack) {
-            if (!sock_deliver_data(s)) {
-                sock_lock(s);
-                s->at_eof = true;
-                sock_unlock(s);
+            /* Chunk after chunk while each fills the buffer: what is
+             * queued is read in this wake, each piece handed over as soon
+             * as it is read (an echo goes out while the next is read). */
+            size_t base = atomic_load_explicit(&rl__socket_read_chunk, memory_order_relaxed);
+            size_t chunk = base, budget = base * RL_SOCKET_READ_BATCH;
+            for (;;) {
+                bool full;
+                if (!sock_deliver_data(s, chunk, &full)) {
+                    sock_lock(s);
+                    s->at_eof = true;
+                    sock_unlock(s);
+                    break;
+                }
+                budget -= chunk;
+                if (!full || budget == 0 || !sock_next_chunk(s))
+                    break;
+                if (chunk < base * RL_SOCKET_READ_GROW && rl__fd_pass_left() == 0)
+                    chunk *= 2;
+                if (chunk > budget)
+                    chunk = budget;
             }
         } else if (go) {
             bool last = s->sock_type == SOCK_STREAM && !listening && stream_at_eof(s->fd);

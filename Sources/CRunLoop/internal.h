@@ -149,4 +149,14 @@ RL__HIDDEN void rl__runloop_teardown_current_thread(void);
  * loop made for it would outlive it. NULL (error set) if out of resources. */
 RL__HIDDEN RLRunLoopRef rl__runloop_get_for_thread(pthread_t thread);
 
+/* From a callout of f, on its loop's thread: whether that loop would serve
+ * f now (f and its source valid, the source in the mode being run, the run
+ * not told to stop). A callout that hands over what the fd has in several
+ * pieces asks before each further one (RLFileDescriptor.c). */
+RL__HIDDEN bool rl__fd_served_now(RLFileDescriptorRef f);
+/* From an fd callout: how many more fd callouts the loop's pass has still
+ * to make after it (others ready in the same wake). A hint for how long
+ * the callout may take: RLSocket reads in bigger chunks when it is 0. */
+RL__HIDDEN size_t rl__fd_pass_left(void);
+
 #endif /* CRUNLOOP_INTERNAL_H */

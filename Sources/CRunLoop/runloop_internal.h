@@ -389,6 +389,9 @@ struct RLRunLoop {
     bool lost_level;     /* a persistent registration could not be changed: it may be left in the set */
     bool rebuild;        /* such a leftover reported: the loop moves to a new epoll set before it waits */
     uint64_t nwaits;     /* epoll_waits so far; the loop's thread only */
+    /* While an fd callout runs: how many more fd callouts this pass has
+     * still to make (rl__fd_pass_left). The loop's thread only. */
+    size_t fd_pass_left;
 
     /* Timers and observers whose home this loop is (runloop_internal.h). */
     TAILQ_HEAD(, RLRunLoopTimer) homed_timers;

@@ -96,9 +96,11 @@ public final class RLSocket: @unchecked Sendable {
         /// now owned by the closure (wrap it or close it), and the peer's
         /// address.
         case accept(Int32, address: Address?)
-        /// What was readable, read in one go (`.data`): every byte queued on
-        /// a stream, or one datagram, with the sender's address. An empty
-        /// buffer means the stream ended (or failed): it comes once, and no
+        /// What was readable (`.data`), with the sender's address: one
+        /// datagram, or a chunk of what is queued on a stream (everything
+        /// queued is read in the same wake, chunk after chunk, each handed
+        /// over as soon as it is read; see RLSocket.h). An empty buffer
+        /// means the stream ended (or failed): it comes once, and no
         /// `.data` follows it.
         case data(RLData, from: Address?)
         /// A background connect finished (`.connect`): `nil` on success,

@@ -1,5 +1,5 @@
 /* test_socket.c — RLSocket (CFSocket): accept, background connect, data
- * read in one wake, read/write callbacks, flags and re-enabling, datagrams
+ * read in one wake (in chunks, and when they stop), read/write callbacks, flags and re-enabling, datagrams
  * with addresses, end of stream, fd numbers above 1024 without a helper
  * thread, and the misuse of every public function. (Callback order and
  * flags against CF itself: Tests/diff/scenarios/socket_*.c.) */
@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -47,7 +48,9 @@ static int accepted = -1;
 static int naccepted;
 static long received;
 static char last_data[256];
-static char last_big[300000];
+/* Every Data byte since the last reset, in order (up to its size). */
+static char got_bytes[300000];
+static size_t got_len;
 
 static const char *kind(RLSocketCallBackType t) {
     switch (t) {
@@ -71,8 +74,10 @@ static void cb(RLSocketRef s, RLSocketCallBackType type, RLDataRef address, cons
         RLIndex n = RLDataGetLength(data);
         received += n;
         snprintf(last_data, sizeof last_data, "%.*s", (int)n, (const char *)RLDataGetBytePtr(data));
-        if ((size_t)n <= sizeof last_big)
-            memcpy(last_big, RLDataGetBytePtr(data), (size_t)n);
+        if (got_len + (size_t)n <= sizeof got_bytes) {
+            memcpy(got_bytes + got_len, RLDataGetBytePtr(data), (size_t)n);
+            got_len += (size_t)n;
+        }
         rl_trace_addf("%s:data%ld%s", who, (long)n, address ? "" : "(noaddr)");
     } else if (type == kRLSocketConnectCallBack) {
         rl_trace_addf("%s:connect%s", who, data ? "-failed" : "");
@@ -97,6 +102,18 @@ static RLSocketRef make(int fd, RLOptionFlags types, const char *name) {
     RLSocketRef s = fd < 0 ? RLSocketCreate(NULL, 0, 0, 0, types, cb, &c) : RLSocketCreateWithNative(NULL, fd, types, cb, &c);
     assert_non_null(s);
     RLRunLoopSourceRef src = RLSocketCreateRunLoopSource(NULL, s, 0);
+    assert_non_null(src);
+    assert_true(RLRunLoopAddSource(RLRunLoopGetCurrent(), src, MODE));
+    RLRelease(src);
+    return s;
+}
+
+/* A Data socket on fd whose source has the given order. */
+static RLSocketRef make_ordered(int fd, const char *name, RLIndex order) {
+    RLSocketContext c = {0, (void *)name, NULL, NULL, NULL};
+    RLSocketRef s = RLSocketCreateWithNative(NULL, fd, kRLSocketDataCallBack, cb, &c);
+    assert_non_null(s);
+    RLRunLoopSourceRef src = RLSocketCreateRunLoopSource(NULL, s, order);
     assert_non_null(src);
     assert_true(RLRunLoopAddSource(RLRunLoopGetCurrent(), src, MODE));
     RLRelease(src);
@@ -195,8 +212,10 @@ static void test_data_reads_everything_queued_in_one_wake(void **state) {
     assert_trace("S:data6 S:data0");
     done(s);
 
-    /* More than any first read takes (the library reads in chunks): still
-     * one callback with every byte queued, in order. */
+    /* More than one read takes: chunks, one callback each, all in this one
+     * wake (the run returns after one source was handled), every byte in
+     * order. The first chunk is 64 KiB; with no other fd waiting in the
+     * pass, each next one may be twice as large. */
     rl_trace_setup(NULL);
     assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
     int big_buffer = 1 << 20;
@@ -207,13 +226,207 @@ static void test_data_reads_everything_queued_in_one_wake(void **state) {
     for (size_t i = 0; i < BIG; i++)
         big[i] = (char)('a' + i % 23);
     long before = received;
+    got_len = 0;
     assert_int_equal(write(sv[1], big, BIG), BIG);
     assert_int_equal(RLRunLoopRunInMode(MODE, 10, true), kRLRunLoopRunHandledSource);
-    assert_trace("S:data300000");
+    assert_trace("S:data65536 S:data131072 S:data103392");
     assert_int_equal(received - before, BIG);
-    assert_int_equal(memcmp(last_big, big, BIG), 0);
+    assert_int_equal(got_len, BIG);
+    assert_int_equal(memcmp(got_bytes, big, BIG), 0);
     close(sv[1]);
     done(s);
+}
+
+RL__HIDDEN extern _Atomic size_t rl__socket_read_chunk;
+
+/* A peer that keeps a socket full cannot keep the loop in one callout: at
+ * most 32 first chunks' worth goes out in one wake, the rest on the next
+ * pass. (The first chunk is made small here: a socket pair cannot queue
+ * 2 MiB.) */
+static void test_data_chunks_per_wake_are_limited(void **state) {
+    (void)state;
+    size_t saved = atomic_exchange(&rl__socket_read_chunk, 1000);
+    int sv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    RLSocketRef s = make(sv[0], kRLSocketDataCallBack, "S");
+    static char bytes[40500];
+    for (size_t i = 0; i < sizeof bytes; i++)
+        bytes[i] = (char)('A' + i % 29);
+    got_len = 0;
+    assert_int_equal(write(sv[1], bytes, sizeof bytes), (ssize_t)sizeof bytes);
+    /* Alone in its passes: the chunks double up to 16 times the first,
+     * the last one cut to what the wake may still read. */
+    assert_int_equal(RLRunLoopRunInMode(MODE, 10, true), kRLRunLoopRunHandledSource);
+    atomic_store(&rl__socket_read_chunk, saved);
+    assert_trace("S:data1000 S:data2000 S:data4000 S:data8000 S:data16000 S:data1000");
+    assert_int_equal(got_len, 32000);
+    /* The rest, still queued, comes with the next wake; a short chunk
+     * ends that wake's reading. */
+    atomic_store(&rl__socket_read_chunk, 1000);
+    assert_int_equal(RLRunLoopRunInMode(MODE, 10, true), kRLRunLoopRunHandledSource);
+    atomic_store(&rl__socket_read_chunk, saved);
+    assert_trace("S:data1000 S:data2000 S:data4000 S:data8000 S:data16000 S:data1000 "
+                 "S:data1000 S:data2000 S:data4000 S:data1500");
+    assert_int_equal(got_len, sizeof bytes);
+    assert_int_equal(memcmp(got_bytes, bytes, sizeof bytes), 0);
+    assert_int_equal(RLRunLoopRunInMode(MODE, 0.05, true), kRLRunLoopRunTimedOut);
+    close(sv[1]);
+    done(s);
+}
+
+/* Two sockets ready in the same pass: the one whose callout comes first
+ * reads in first-size chunks while the other waits; the last of the pass
+ * may grow its chunks. */
+static void test_data_chunks_stay_small_while_others_wait(void **state) {
+    (void)state;
+    size_t saved = atomic_exchange(&rl__socket_read_chunk, 1000);
+    int a[2], b[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, a), 0);
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, b), 0);
+    RLSocketRef sa = make_ordered(a[0], "A", 1), sb = make_ordered(b[0], "B", 2);
+    static char bytes[7000];
+    memset(bytes, 'q', sizeof bytes);
+    assert_int_equal(write(a[1], bytes, sizeof bytes), (ssize_t)sizeof bytes);
+    assert_int_equal(write(b[1], bytes, sizeof bytes), (ssize_t)sizeof bytes);
+    /* Both readable before the loop looks: its first wait reports both,
+     * served in that pass (the rest of the run finds nothing more). */
+    assert_int_equal(RLRunLoopRunInMode(MODE, 0.2, false), kRLRunLoopRunTimedOut);
+    atomic_store(&rl__socket_read_chunk, saved);
+    assert_trace("A:data1000 A:data1000 A:data1000 A:data1000 A:data1000 A:data1000 A:data1000 "
+                 "B:data1000 B:data2000 B:data4000");
+    close(a[1]);
+    close(b[1]);
+    done(sa);
+    done(sb);
+}
+
+/* What the Data (or Accept) callback does to the socket in its first call
+ * of a wake: the further chunks (connections) of that wake follow only if
+ * the loop would still serve it. */
+enum { ACT_DISABLE = 1, ACT_REMOVE, ACT_STOP, ACT_INVALIDATE, ACT_NONE };
+static int piece_action;
+static int piece_calls;
+static RLRunLoopSourceRef piece_src;
+
+static void piece_cb(RLSocketRef s, RLSocketCallBackType type, RLDataRef address, const void *data, void *info) {
+    (void)address, (void)info;
+    if (type == kRLSocketAcceptCallBack) {
+        close(*(const int *)data);
+    } else if (type == kRLSocketDataCallBack) {
+        size_t n = (size_t)RLDataGetLength(data);
+        if (got_len + n <= sizeof got_bytes) {
+            memcpy(got_bytes + got_len, RLDataGetBytePtr(data), n);
+            got_len += n;
+        }
+    }
+    if (piece_calls++ > 0)
+        return;
+    switch (piece_action) {
+    case ACT_DISABLE: assert_true(RLSocketDisableCallBacks(s, type)); break;
+    case ACT_REMOVE: assert_true(RLRunLoopRemoveSource(RLRunLoopGetCurrent(), piece_src, MODE)); break;
+    case ACT_STOP: RLRunLoopStop(RLRunLoopGetCurrent()); break;
+    case ACT_INVALIDATE: assert_true(RLSocketInvalidate(s)); break;
+    default: break;
+    }
+}
+
+static RLSocketRef piece_socket(int fd, RLOptionFlags types) {
+    RLSocketRef s = fd < 0 ? RLSocketCreate(NULL, 0, 0, 0, types, piece_cb, NULL)
+                           : RLSocketCreateWithNative(NULL, fd, types, piece_cb, NULL);
+    assert_non_null(s);
+    piece_src = RLSocketCreateRunLoopSource(NULL, s, 0);
+    assert_non_null(piece_src);
+    assert_true(RLRunLoopAddSource(RLRunLoopGetCurrent(), piece_src, MODE));
+    return s;
+}
+
+static int queued(int fd) {
+    int n = -1;
+    assert_int_equal(ioctl(fd, FIONREAD, &n), 0);
+    return n;
+}
+
+static void test_data_chunks_stop_when_the_callback_says_so(void **state) {
+    (void)state;
+    enum { N = 200000 };
+    static char bytes[N];
+    for (size_t i = 0; i < N; i++)
+        bytes[i] = (char)('a' + i % 13);
+    for (int act = ACT_DISABLE; act <= ACT_NONE; act++) {
+        piece_action = act;
+        piece_calls = 0;
+        got_len = 0;
+        int sv[2];
+        assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+        int big_buffer = 1 << 20;
+        assert_int_equal(setsockopt(sv[1], SOL_SOCKET, SO_SNDBUF, &big_buffer, sizeof big_buffer), 0);
+        RLSocketRef s = piece_socket(sv[0], kRLSocketDataCallBack);
+        RLRunLoopSourceRef keep = rl_test_keep_mode(MODE);
+        assert_int_equal(write(sv[1], bytes, N), N);
+        /* (A stop is seen by a run that goes on after a handled source.) */
+        RLRunLoopRunResult r = RLRunLoopRunInMode(MODE, 10, act != ACT_STOP);
+        assert_int_equal(r, act == ACT_STOP ? kRLRunLoopRunStopped : kRLRunLoopRunHandledSource);
+        if (act == ACT_NONE) { /* the control: every chunk in that wake */
+            assert_int_equal(piece_calls, 3); /* 64 KiB, 128 KiB, the rest */
+            assert_int_equal(got_len, N);
+        } else {
+            /* One chunk, the rest still queued in the kernel. */
+            assert_int_equal(piece_calls, 1);
+            assert_int_equal(got_len, 65536);
+            if (act != ACT_INVALIDATE)
+                assert_int_equal(queued(sv[0]), N - 65536);
+        }
+        /* Let go again, the rest comes on the next wake. */
+        if (act == ACT_DISABLE)
+            assert_true(RLSocketEnableCallBacks(s, kRLSocketDataCallBack));
+        if (act == ACT_REMOVE)
+            assert_true(RLRunLoopAddSource(RLRunLoopGetCurrent(), piece_src, MODE));
+        if (act != ACT_INVALIDATE && act != ACT_NONE) {
+            assert_int_equal(RLRunLoopRunInMode(MODE, 10, true), kRLRunLoopRunHandledSource);
+            assert_int_equal(got_len, N);
+            assert_int_equal(memcmp(got_bytes, bytes, N), 0);
+        }
+        /* Nothing more, and an invalidated socket got nothing after. */
+        int calls = piece_calls;
+        assert_int_equal(RLRunLoopRunInMode(MODE, 0.05, true), kRLRunLoopRunTimedOut);
+        assert_int_equal(piece_calls, calls);
+        rl_test_unkeep(keep);
+        if (act != ACT_INVALIDATE)
+            assert_true(RLSocketInvalidate(s));
+        RLRelease(piece_src);
+        assert_true(RLRelease(s));
+        close(sv[1]);
+    }
+}
+
+/* Without the flag that re-enables it, a Data callback gets one chunk per
+ * enable, even with more queued. */
+static void test_data_chunk_per_enable_without_reenable_flag(void **state) {
+    (void)state;
+    piece_action = ACT_NONE;
+    piece_calls = 0;
+    got_len = 0;
+    int sv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    int big_buffer = 1 << 20;
+    assert_int_equal(setsockopt(sv[1], SOL_SOCKET, SO_SNDBUF, &big_buffer, sizeof big_buffer), 0);
+    RLSocketRef s = piece_socket(sv[0], kRLSocketDataCallBack);
+    assert_true(RLSocketSetSocketFlags(s, kRLSocketCloseOnInvalidate));
+    static char bytes[150000];
+    memset(bytes, 'z', sizeof bytes);
+    assert_int_equal(write(sv[1], bytes, sizeof bytes), (ssize_t)sizeof bytes);
+    assert_int_equal(RLRunLoopRunInMode(MODE, 10, true), kRLRunLoopRunHandledSource);
+    assert_int_equal(piece_calls, 1);
+    assert_int_equal(RLRunLoopRunInMode(MODE, 0.05, true), kRLRunLoopRunTimedOut);
+    assert_int_equal(piece_calls, 1);
+    assert_true(RLSocketEnableCallBacks(s, kRLSocketDataCallBack));
+    assert_int_equal(RLRunLoopRunInMode(MODE, 10, true), kRLRunLoopRunHandledSource);
+    assert_int_equal(piece_calls, 2);
+    assert_int_equal(got_len, 2 * 65536);
+    assert_true(RLSocketInvalidate(s));
+    RLRelease(piece_src);
+    assert_true(RLRelease(s));
+    close(sv[1]);
 }
 
 static void test_flags_reenable_and_disable(void **state) {
@@ -299,6 +512,59 @@ static void test_accept_every_pending_connection_in_one_wake(void **state) {
         close(fd);
     RLRelease(addr);
     done(l);
+}
+
+/* An Accept callback that removes the listener from the mode gets no more
+ * connections in that wake; added again, the rest. Without the re-enable
+ * flag, one connection per enable. */
+static void test_accept_stops_when_the_source_is_removed(void **state) {
+    (void)state;
+    piece_action = ACT_REMOVE;
+    piece_calls = 0;
+    RLSocketRef l = piece_socket(-1, kRLSocketAcceptCallBack);
+    RLDataRef any = loopback(0);
+    assert_int_equal(RLSocketSetAddress(l, any), kRLSocketSuccess);
+    RLRelease(any);
+    RLDataRef addr = RLSocketCopyAddress(l);
+    assert_non_null(addr);
+    RLRunLoopSourceRef keep = rl_test_keep_mode(MODE);
+    int fds[3];
+    for (int i = 0; i < 3; i++) {
+        fds[i] = socket(AF_INET, SOCK_STREAM, 0);
+        assert_true(fds[i] >= 0);
+        assert_int_equal(connect(fds[i], (const struct sockaddr *)RLDataGetBytePtr(addr), (socklen_t)RLDataGetLength(addr)), 0);
+    }
+    assert_int_equal(RLRunLoopRunInMode(MODE, 10, true), kRLRunLoopRunHandledSource);
+    assert_int_equal(piece_calls, 1);
+    assert_int_equal(RLRunLoopRunInMode(MODE, 0.05, true), kRLRunLoopRunTimedOut);
+    assert_int_equal(piece_calls, 1);
+    assert_true(RLRunLoopAddSource(RLRunLoopGetCurrent(), piece_src, MODE));
+    assert_int_equal(RLRunLoopRunInMode(MODE, 10, true), kRLRunLoopRunHandledSource);
+    assert_int_equal(piece_calls, 3);
+    /* Without the flag that re-enables it: one connection per enable. */
+    piece_action = ACT_NONE;
+    assert_true(RLSocketSetSocketFlags(l, kRLSocketCloseOnInvalidate));
+    int more[2];
+    for (int i = 0; i < 2; i++) {
+        more[i] = socket(AF_INET, SOCK_STREAM, 0);
+        assert_true(more[i] >= 0);
+        assert_int_equal(connect(more[i], (const struct sockaddr *)RLDataGetBytePtr(addr), (socklen_t)RLDataGetLength(addr)), 0);
+    }
+    assert_int_equal(RLRunLoopRunInMode(MODE, 10, true), kRLRunLoopRunHandledSource);
+    assert_int_equal(RLRunLoopRunInMode(MODE, 0.05, true), kRLRunLoopRunTimedOut);
+    assert_int_equal(piece_calls, 4);
+    assert_true(RLSocketEnableCallBacks(l, kRLSocketAcceptCallBack));
+    assert_int_equal(RLRunLoopRunInMode(MODE, 10, true), kRLRunLoopRunHandledSource);
+    assert_int_equal(piece_calls, 5);
+    for (int i = 0; i < 2; i++)
+        close(more[i]);
+    rl_test_unkeep(keep);
+    for (int i = 0; i < 3; i++)
+        close(fds[i]);
+    RLRelease(addr);
+    assert_true(RLSocketInvalidate(l));
+    RLRelease(piece_src);
+    assert_true(RLRelease(l));
 }
 
 static void test_background_connect_refused(void **state) {
@@ -906,6 +1172,11 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_connect_accept_and_echo, rl_trace_setup),
         cmocka_unit_test_setup(test_data_reads_everything_queued_in_one_wake, rl_trace_setup),
+        cmocka_unit_test_setup(test_data_chunks_per_wake_are_limited, rl_trace_setup),
+        cmocka_unit_test_setup(test_data_chunks_stay_small_while_others_wait, rl_trace_setup),
+        cmocka_unit_test_setup(test_data_chunks_stop_when_the_callback_says_so, rl_trace_setup),
+        cmocka_unit_test_setup(test_data_chunk_per_enable_without_reenable_flag, rl_trace_setup),
+        cmocka_unit_test_setup(test_accept_stops_when_the_source_is_removed, rl_trace_setup),
         cmocka_unit_test_setup(test_flags_reenable_and_disable, rl_trace_setup),
         cmocka_unit_test_setup(test_read_callback_and_final_read_at_end, rl_trace_setup),
         cmocka_unit_test_setup(test_accept_every_pending_connection_in_one_wake, rl_trace_setup),

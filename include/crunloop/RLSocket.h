@@ -18,16 +18,26 @@
  *     exec) and data points to its native fd (an int), address is the
  *     peer's address. The callback owns the fd. Every pending connection
  *     is accepted in one wake, one callback each, while the callback stays
- *     enabled. The listening fd is switched to non-blocking so that
+ *     enabled and the loop would still serve the socket (as for Data). The listening fd is switched to non-blocking so that
  *     accepting never blocks the loop. When accept fails for want of
  *     descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM), the
  *     connections stay queued and the listener rests for 0.1 s (a timer in
  *     the loop and mode that saw the failure) before trying again, instead
  *     of waking the loop again at once.
- *   - Data: whatever is readable is read in one wake (a stream: every byte
- *     queued; a datagram socket: one datagram) and passed as an RLDataRef
- *     (data), with the sender's (or peer's) address. End of stream or a
- *     read error is an empty RLData, once; no more Data callbacks follow.
+ *   - Data: whatever is readable is read in one wake and passed as an
+ *     RLDataRef (data), with the sender's (or peer's) address. A datagram
+ *     socket: one datagram. A stream: every byte queued, in chunks, one
+ *     callback each, each handed over as soon as it is read (so an echo
+ *     goes out while the next chunk is read): the first of up to 64 KiB;
+ *     a chunk that fills its buffer is followed by another, twice as large
+ *     (up to 1 MiB) when no other fd waits in the same pass, 64 KiB again
+ *     when some do. At most 2 MiB per wake; the rest comes on the next
+ *     pass. The next chunk of a wake comes only while the callback is
+ *     still enabled and the loop would still serve the socket: a callback
+ *     that disables Data, invalidates the socket, removes its source from
+ *     the mode or stops the run gets no more in that wake (the bytes stay
+ *     queued). End of stream or a read error is an empty RLData, once; no
+ *     more Data callbacks follow.
  *   - Connect: a background connect (RLSocketConnectToAddress with a
  *     negative timeout) finished; data is NULL on success or points to the
  *     error (an int32 errno value). Sent once.
