@@ -36,14 +36,16 @@
  * each handed over as soon as it is read; a chunk that fills its buffer is
  * followed by another in the same wake. The first is RL_SOCKET_READ_CHUNK
  * bytes at most. When no other fd waits for its callout in the same pass,
- * each next chunk may be twice as large, up to RL_SOCKET_READ_GROW times
- * the first (fewer system calls per byte for a lone busy stream); when
- * others wait, chunks stay small, so that each gets its turn sooner. At
- * most RL_SOCKET_READ_BATCH first chunks' worth (2 MiB) is read in one
- * wake, so that a peer that never stops sending cannot keep the loop from
- * its other sources; the rest comes on the next pass. */
+ * the next ones are RL_SOCKET_READ_GROW times as large (fewer system calls
+ * per byte for a lone busy stream; measured with bench-echo's 1-connection
+ * row, 128 KiB did best: 1.4-1.6x libuv, against 1.0x at 64 KiB and less
+ * again at 256 KiB to 1 MiB, which also slowed the 16-connection row run
+ * after it); when others wait, chunks stay small, so that each gets its
+ * turn sooner. At most RL_SOCKET_READ_BATCH first chunks' worth (2 MiB)
+ * is read in one wake, so that a peer that never stops sending cannot keep
+ * the loop from its other sources; the rest comes on the next pass. */
 #define RL_SOCKET_READ_CHUNK 65536
-#define RL_SOCKET_READ_GROW 16
+#define RL_SOCKET_READ_GROW 2
 #define RL_SOCKET_READ_BATCH 32
 
 /* The chunk size in use: RL_SOCKET_READ_CHUNK, smaller only in the tests
@@ -498,8 +500,7 @@ static void sock_fd_callout_body(struct RLSocket *s, RLOptionFlags ready) {
                 budget -= chunk;
                 if (!full || budget == 0 || !sock_next_chunk(s))
                     break;
-                if (chunk < base * RL_SOCKET_READ_GROW && rl__fd_pass_left() == 0)
-                    chunk *= 2;
+                chunk = rl__fd_pass_left() == 0 ? base * RL_SOCKET_READ_GROW : base;
                 if (chunk > budget)
                     chunk = budget;
             }

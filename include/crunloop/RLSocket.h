@@ -29,9 +29,8 @@
  *     socket: one datagram. A stream: every byte queued, in chunks, one
  *     callback each, each handed over as soon as it is read (so an echo
  *     goes out while the next chunk is read): the first of up to 64 KiB;
- *     a chunk that fills its buffer is followed by another, twice as large
- *     (up to 1 MiB) when no other fd waits in the same pass, 64 KiB again
- *     when some do. At most 2 MiB per wake; the rest comes on the next
+ *     a chunk that fills its buffer is followed by another, of 128 KiB
+ *     when no other fd waits in the same pass, 64 KiB when some do. At most 2 MiB per wake; the rest comes on the next
  *     pass. The next chunk of a wake comes only while the callback is
  *     still enabled and the loop would still serve the socket: a callback
  *     that disables Data, invalidates the socket, removes its source from
