@@ -66,6 +66,14 @@ RLDataRef rl__data_slice(const uint8_t *bytes, size_t length, void *owner, void 
     return d;
 }
 
+void rl__data_adopt(RLDataRef data, const uint8_t *bytes, size_t length, void *owner, void (*release)(void *)) {
+    struct RLData *d = (struct RLData *)data;
+    d->length = (RLIndex)length;
+    d->bytes = length ? bytes : d->inline_bytes;
+    d->owner = owner;
+    d->owner_release = release;
+}
+
 static bool data_ok(RLDataRef data, const char *fn) { return rl__object_check(data, &rl__data_class, fn); }
 
 RLIndex RLDataGetLength(RLDataRef data) {

@@ -12,6 +12,13 @@
 RL__HIDDEN RLDataRef rl__data_slice(const uint8_t *bytes, size_t length, void *owner, void (*retain)(void *),
                                     void (*release)(void *));
 
+/* Gives an empty buffer made by rl__data_slice(NULL, 0, NULL, NULL, NULL),
+ * which nobody else has seen yet, its bytes (owned by `owner`, released as
+ * in rl__data_slice). For reads that cannot be undone (a socket's): the
+ * buffer is made before, so that bytes once read can always be handed on. */
+RL__HIDDEN void rl__data_adopt(RLDataRef data, const uint8_t *bytes, size_t length, void *owner,
+                               void (*release)(void *));
+
 /* Whether obj is a live RLData (no error is left when it is not). */
 RL__HIDDEN bool rl__is_data(const void *obj);
 

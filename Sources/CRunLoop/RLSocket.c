@@ -237,24 +237,26 @@ static ssize_t stream_read_chunk(int fd, size_t chunk, uint8_t **out) {
 
 /* Reads what is there (one datagram, or a chunk of a stream) and delivers
  * it; *full: a stream's chunk filled the buffer, so more may be queued.
- * Returns false when the stream ended or failed. */
+ * Returns false when the stream ended or failed. Everything the delivery
+ * needs is allocated before the read, which cannot be undone: out of
+ * memory, nothing is read (the next wake tries again), and bytes once read
+ * always reach the callback. */
 static bool sock_deliver_data(struct RLSocket *s, size_t chunk, bool *full) {
     *full = false;
+    RLDataRef data = rl__fault(RL_FAULT_SOCKET_DATA) ? NULL : rl__data_slice(NULL, 0, NULL, NULL, NULL);
+    if (!data)
+        return true;
     if (s->sock_type == SOCK_STREAM) {
         uint8_t *buf = NULL;
         ssize_t n = stream_read_chunk(s->fd, chunk, &buf);
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            return true; /* nothing after all */
-        if (n < 0 && errno == ENOMEM)
-            return true; /* try again on the next wake; nothing was read */
-        *full = n > 0 && (size_t)n == chunk;
-        bool ended = n <= 0;
-        RLDataRef data = ended ? RLDataCreate(NULL, NULL, 0) : rl__data_slice(buf, (size_t)n, buf, NULL, free_owner);
-        if (!data) {
-            free(buf);
-            *full = false;
-            return !ended;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOMEM)) {
+            RLRelease(data);
+            return true; /* nothing after all, or no memory for the buffer: nothing was read */
         }
+        *full = n > 0 && (size_t)n == chunk;
+        bool ended = n <= 0; /* the end, or an error: the empty data says so */
+        if (!ended)
+            rl__data_adopt(data, buf, (size_t)n, buf, free_owner);
         RLDataRef addr = sock_peer_address(s);
         sock_call(s, kRLSocketDataCallBack, addr, data);
         RLRelease(data);
@@ -267,8 +269,10 @@ static bool sock_deliver_data(struct RLSocket *s, size_t chunk, bool *full) {
         avail = 0;
     size_t cap = avail > 0 ? (size_t)avail : 4096;
     uint8_t *buf = malloc(cap);
-    if (!buf)
+    if (!buf) {
+        RLRelease(data);
         return true; /* try again on the next wake; nothing was read */
+    }
     struct sockaddr_storage from;
     socklen_t fromlen = sizeof from;
     ssize_t n;
@@ -280,13 +284,15 @@ static bool sock_deliver_data(struct RLSocket *s, size_t chunk, bool *full) {
          * ECONNREFUSED from an ICMP), cleared by the failed read: the
          * socket goes on. */
         free(buf);
+        RLRelease(data);
         return true;
     }
-    RLDataRef data = rl__data_slice(buf, (size_t)n, buf, NULL, free_owner);
-    if (!data) {
-        free(buf);
-        return true;
-    }
+    if (n > 0)
+        rl__data_adopt(data, buf, (size_t)n, buf, free_owner);
+    else
+        free(buf); /* an empty datagram */
+    /* Out of memory for the address: the datagram comes without it rather
+     * than not at all. */
     RLDataRef addr = NULL;
     if (fromlen == 0 || fromlen > sizeof from) {
         struct sockaddr_storage peer;

@@ -302,6 +302,41 @@ static void test_data_chunks_stay_small_while_others_wait(void **state) {
     done(sb);
 }
 
+static int queued(int fd) {
+    int n = -1;
+    assert_int_equal(ioctl(fd, FIONREAD, &n), 0);
+    return n;
+}
+
+extern _Atomic unsigned rl__faults;
+enum { FAULT_SOCKET_DATA = 1 << 2 }; /* RL_FAULT_SOCKET_DATA (RLBase.h) */
+
+/* Out of memory for the data a read would fill: nothing is read, nothing
+ * is lost; the bytes come once memory is there again. (Reading first and
+ * failing to wrap the bytes afterwards would drop them.) */
+static void test_data_out_of_memory_reads_nothing(void **state) {
+    (void)state;
+    for (int type = SOCK_STREAM; type <= SOCK_DGRAM; type++) {
+        rl_trace_setup(NULL);
+        int sv[2];
+        assert_int_equal(socketpair(AF_UNIX, type, 0, sv), 0);
+        RLSocketRef s = make(sv[0], kRLSocketDataCallBack, "S");
+        got_len = 0;
+        assert_int_equal(write(sv[1], "keep", 4), 4);
+        atomic_store(&rl__faults, FAULT_SOCKET_DATA);
+        for (int i = 0; i < 5; i++)
+            RLRunLoopRunInMode(MODE, 0.01, true);
+        atomic_store(&rl__faults, 0);
+        assert_trace("");
+        assert_int_equal(queued(sv[0]), 4);
+        assert_int_equal(RLRunLoopRunInMode(MODE, 10, true), kRLRunLoopRunHandledSource);
+        assert_int_equal(got_len, 4);
+        assert_memory_equal(got_bytes, "keep", 4);
+        close(sv[1]);
+        done(s);
+    }
+}
+
 /* What the Data (or Accept) callback does to the socket in its first call
  * of a wake: the further chunks (connections) of that wake follow only if
  * the loop would still serve it. */
@@ -342,11 +377,6 @@ static RLSocketRef piece_socket(int fd, RLOptionFlags types) {
     return s;
 }
 
-static int queued(int fd) {
-    int n = -1;
-    assert_int_equal(ioctl(fd, FIONREAD, &n), 0);
-    return n;
-}
 
 static void test_data_chunks_stop_when_the_callback_says_so(void **state) {
     (void)state;
@@ -1176,6 +1206,7 @@ int main(void) {
         cmocka_unit_test_setup(test_data_reads_everything_queued_in_one_wake, rl_trace_setup),
         cmocka_unit_test_setup(test_data_chunks_per_wake_are_limited, rl_trace_setup),
         cmocka_unit_test_setup(test_data_chunks_stay_small_while_others_wait, rl_trace_setup),
+        cmocka_unit_test_setup(test_data_out_of_memory_reads_nothing, rl_trace_setup),
         cmocka_unit_test_setup(test_data_chunks_stop_when_the_callback_says_so, rl_trace_setup),
         cmocka_unit_test_setup(test_data_chunk_per_enable_without_reenable_flag, rl_trace_setup),
         cmocka_unit_test_setup(test_accept_stops_when_the_source_is_removed, rl_trace_setup),
