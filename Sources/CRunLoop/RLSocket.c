@@ -365,7 +365,7 @@ static bool sock_next_chunk(struct RLSocket *s) {
     if (!rl__fd_served_now(s->fdobj))
         return false;
     sock_lock(s);
-    bool more = s->valid && !(s->disabled & kRLSocketDataCallBack) && !s->at_eof;
+    bool more = s->valid && !(s->disabled & kRLSocketDataCallBack);
     if (more)
         sock_delivered_locked(s, kRLSocketDataCallBack);
     sock_unlock(s);

@@ -264,28 +264,20 @@ static void test_last_watcher_restores_disposition_and_mask(void **state) {
  * pending when the last of them goes (the loop never ran to read it) is
  * dropped, not delivered with the restored disposition — for SIGUSR1 the
  * default, which ends the process. In a child, which that would end. */
+static bool drop_pending_child(void *arg) {
+    (void)arg;
+    RLSignalSourceContext c = {0};
+    RLSignalSourceRef s = RLSignalSourceCreate(NULL, SIGUSR1, count_cb, &c);
+    bool ok = s && RLRunLoopAddSignalSource(RLRunLoopGetCurrent(), s, MODE);
+    ok = ok && kill(getpid(), SIGUSR1) == 0; /* blocked: pending */
+    ok = ok && RLSignalSourceInvalidate(s) && RLRelease(s);
+    struct sigaction now;
+    return ok && sigaction(SIGUSR1, NULL, &now) == 0 && now.sa_handler == SIG_DFL && !blocked_here(SIGUSR1);
+}
+
 static void test_pending_delivery_dropped_when_the_last_watcher_goes(void **state) {
     (void)state;
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        alarm(10);
-        RLSignalSourceContext c = {0};
-        RLSignalSourceRef s = RLSignalSourceCreate(NULL, SIGUSR1, count_cb, &c);
-        bool ok = s && RLRunLoopAddSignalSource(RLRunLoopGetCurrent(), s, MODE);
-        ok = ok && kill(getpid(), SIGUSR1) == 0; /* blocked: pending */
-        ok = ok && RLSignalSourceInvalidate(s) && RLRelease(s);
-        struct sigaction now;
-        ok = ok && sigaction(SIGUSR1, NULL, &now) == 0 && now.sa_handler == SIG_DFL && !blocked_here(SIGUSR1);
-        if (ok)
-            execl("/bin/true", "true", (char *)NULL);
-        _exit(ok ? 0 : 1);
-    }
-    int status;
-    assert_int_equal(waitpid(pid, &status, 0), pid);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        fail_msg("the child %s %d", WIFSIGNALED(status) ? "died of signal" : "exited with",
-                 WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+    rl_test_in_child(drop_pending_child, NULL, "pending SIGUSR1 at the last invalidate");
 }
 
 static void test_pending_before_the_source_is_in_a_loop(void **state) {

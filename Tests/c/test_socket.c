@@ -108,6 +108,14 @@ static RLSocketRef make(int fd, RLOptionFlags types, const char *name) {
     return s;
 }
 
+/* A stream socket pair whose second end can queue more than 256 KiB at
+ * once (the Data tests write it all before the loop runs). */
+static void big_pair(int sv[2]) {
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    int big_buffer = 1 << 20;
+    assert_int_equal(setsockopt(sv[1], SOL_SOCKET, SO_SNDBUF, &big_buffer, sizeof big_buffer), 0);
+}
+
 /* A Data socket on fd whose source has the given order. */
 static RLSocketRef make_ordered(int fd, const char *name, RLIndex order) {
     RLSocketContext c = {0, (void *)name, NULL, NULL, NULL};
@@ -217,9 +225,7 @@ static void test_data_reads_everything_queued_in_one_wake(void **state) {
      * order. The first chunk is 64 KiB; with no other fd waiting in the
      * pass, the next ones are 128 KiB. */
     rl_trace_setup(NULL);
-    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-    int big_buffer = 1 << 20;
-    assert_int_equal(setsockopt(sv[1], SOL_SOCKET, SO_SNDBUF, &big_buffer, sizeof big_buffer), 0);
+    big_pair(sv);
     s = make(sv[0], kRLSocketDataCallBack, "S");
     enum { BIG = 300000 };
     static char big[BIG];
@@ -377,6 +383,15 @@ static RLSocketRef piece_socket(int fd, RLOptionFlags types) {
     return s;
 }
 
+/* Invalidates (unless done already), then lets go of the socket and its
+ * source. */
+static void piece_done(RLSocketRef s, bool invalidate) {
+    if (invalidate)
+        assert_true(RLSocketInvalidate(s));
+    RLRelease(piece_src);
+    assert_true(RLRelease(s));
+}
+
 
 static void test_data_chunks_stop_when_the_callback_says_so(void **state) {
     (void)state;
@@ -389,9 +404,7 @@ static void test_data_chunks_stop_when_the_callback_says_so(void **state) {
         piece_calls = 0;
         got_len = 0;
         int sv[2];
-        assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-        int big_buffer = 1 << 20;
-        assert_int_equal(setsockopt(sv[1], SOL_SOCKET, SO_SNDBUF, &big_buffer, sizeof big_buffer), 0);
+        big_pair(sv);
         RLSocketRef s = piece_socket(sv[0], kRLSocketDataCallBack);
         RLRunLoopSourceRef keep = rl_test_keep_mode(MODE);
         assert_int_equal(write(sv[1], bytes, N), N);
@@ -423,10 +436,7 @@ static void test_data_chunks_stop_when_the_callback_says_so(void **state) {
         assert_int_equal(RLRunLoopRunInMode(MODE, 0.05, true), kRLRunLoopRunTimedOut);
         assert_int_equal(piece_calls, calls);
         rl_test_unkeep(keep);
-        if (act != ACT_INVALIDATE)
-            assert_true(RLSocketInvalidate(s));
-        RLRelease(piece_src);
-        assert_true(RLRelease(s));
+        piece_done(s, act != ACT_INVALIDATE);
         close(sv[1]);
     }
 }
@@ -439,9 +449,7 @@ static void test_data_chunk_per_enable_without_reenable_flag(void **state) {
     piece_calls = 0;
     got_len = 0;
     int sv[2];
-    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-    int big_buffer = 1 << 20;
-    assert_int_equal(setsockopt(sv[1], SOL_SOCKET, SO_SNDBUF, &big_buffer, sizeof big_buffer), 0);
+    big_pair(sv);
     RLSocketRef s = piece_socket(sv[0], kRLSocketDataCallBack);
     assert_true(RLSocketSetSocketFlags(s, kRLSocketCloseOnInvalidate));
     static char bytes[150000];
@@ -455,9 +463,7 @@ static void test_data_chunk_per_enable_without_reenable_flag(void **state) {
     assert_int_equal(RLRunLoopRunInMode(MODE, 10, true), kRLRunLoopRunHandledSource);
     assert_int_equal(piece_calls, 2);
     assert_int_equal(got_len, 2 * 65536);
-    assert_true(RLSocketInvalidate(s));
-    RLRelease(piece_src);
-    assert_true(RLRelease(s));
+    piece_done(s, true);
     close(sv[1]);
 }
 
@@ -594,9 +600,7 @@ static void test_accept_stops_when_the_source_is_removed(void **state) {
     for (int i = 0; i < 3; i++)
         close(fds[i]);
     RLRelease(addr);
-    assert_true(RLSocketInvalidate(l));
-    RLRelease(piece_src);
-    assert_true(RLRelease(l));
+    piece_done(l, true);
 }
 
 static void test_background_connect_refused(void **state) {

@@ -116,25 +116,31 @@ static void *rl_churn_main(void *p) {
     return NULL;
 }
 
+void rl_test_in_child(bool (*child)(void *), void *arg, const char *what) {
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        alarm(10);
+        bool ok = child(arg);
+        if (ok)
+            execl("/bin/true", "true", (char *)NULL);
+        _exit(ok ? 0 : 1);
+    }
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        fail_msg("%s: the child %s %d", what, WIFSIGNALED(status) ? "died of signal" : "exited with",
+                 WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+}
+
 void rl_test_fork_while_churning(long forks, bool (*churn)(void *), bool (*child)(void *), void *arg) {
     rl_churner c = {churn, arg, true};
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, rl_churn_main, &c), 0);
     for (long k = 0; k < forks; k++) {
-        pid_t pid = fork();
-        assert_true(pid >= 0);
-        if (pid == 0) {
-            alarm(10);
-            bool ok = child(arg);
-            if (ok)
-                execl("/bin/true", "true", (char *)NULL);
-            _exit(ok ? 0 : 1);
-        }
-        int status;
-        assert_int_equal(waitpid(pid, &status, 0), pid);
-        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-            fail_msg("fork %ld: the child %s %d", k, WIFSIGNALED(status) ? "died of signal" : "exited with",
-                     WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+        char what[32];
+        snprintf(what, sizeof what, "fork %ld", k);
+        rl_test_in_child(child, arg, what);
     }
     atomic_store(&c.running, false);
     void *r;

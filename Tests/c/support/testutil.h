@@ -36,6 +36,11 @@ double rl_test_now(void);
  * and joins them all. Fails the test if a thread cannot be created. */
 void rl_test_run_threads(int n, void *(*fn)(void *), void *base, size_t stride);
 
+/* Runs child(arg) in a fork()ed child under a 10 s alarm; the child ends in
+ * exec when it returns true (a leak checker checks every process at exit).
+ * Fails the test, naming `what`, if the child fails, hangs or dies. */
+void rl_test_in_child(bool (*child)(void *), void *arg, const char *what);
+
 /* fork() while another thread churns: runs churn(arg) over and over on a
  * new thread (it returns false on a failure) and forks `forks` times
  * meanwhile; each child runs child(arg) under a 10 s alarm and ends in
