@@ -120,11 +120,15 @@ static bool rl_fd_set_enabled(RLFileDescriptorRef f, RLOptionFlags types, bool o
     bool ok = f->valid;
     struct RLRunLoopSource *s = NULL;
     if (ok && !(on && rl__peek(f->stale))) {
-        if (on)
-            atomic_fetch_or_explicit(&f->enabled, types, memory_order_relaxed);
-        else
-            atomic_fetch_and_explicit(&f->enabled, ~types, memory_order_relaxed);
-        if (f->source && rl_try_retain(f->source))
+        RLOptionFlags was = on ? atomic_fetch_or_explicit(&f->enabled, types, memory_order_relaxed)
+                               : atomic_fetch_and_explicit(&f->enabled, ~types, memory_order_relaxed);
+        /* Whoever changes these bits re-arms the loops after (here, or the
+         * loop that cleared what it delivered), so a call that changes
+         * none (an RLSocket disabling, after each callout, what it does
+         * not want) has nothing to re-arm. A stale object (its bits
+         * cleared by one loop) re-arms them all, as before. */
+        bool changed = (on ? (was & types) != types : (was & types) != 0) || rl__peek(f->stale);
+        if (changed && f->source && rl_try_retain(f->source))
             s = f->source;
     }
     rl__olock_unlock(&f->lock);

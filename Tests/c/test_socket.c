@@ -97,16 +97,21 @@ static RLDataRef loopback(uint16_t port) {
     return RLDataCreate(NULL, (const uint8_t *)&sin, sizeof sin);
 }
 
-static RLSocketRef make(int fd, RLOptionFlags types, const char *name) {
+/* A socket on fd (a new TCP one when fd < 0) with `callout`, `name` as its
+ * info, its source (of the given order) in MODE of this thread's loop. */
+static RLSocketRef make_with(int fd, RLOptionFlags types, RLSocketCallBack callout, const char *name, RLIndex order) {
     RLSocketContext c = {0, (void *)name, NULL, NULL, NULL};
-    RLSocketRef s = fd < 0 ? RLSocketCreate(NULL, 0, 0, 0, types, cb, &c) : RLSocketCreateWithNative(NULL, fd, types, cb, &c);
+    RLSocketRef s = fd < 0 ? RLSocketCreate(NULL, 0, 0, 0, types, callout, &c)
+                           : RLSocketCreateWithNative(NULL, fd, types, callout, &c);
     assert_non_null(s);
-    RLRunLoopSourceRef src = RLSocketCreateRunLoopSource(NULL, s, 0);
+    RLRunLoopSourceRef src = RLSocketCreateRunLoopSource(NULL, s, order);
     assert_non_null(src);
     assert_true(RLRunLoopAddSource(RLRunLoopGetCurrent(), src, MODE));
     RLRelease(src);
     return s;
 }
+
+static RLSocketRef make(int fd, RLOptionFlags types, const char *name) { return make_with(fd, types, cb, name, 0); }
 
 /* A stream socket pair whose second end can queue more than 256 KiB at
  * once (the Data tests write it all before the loop runs). */
@@ -118,14 +123,7 @@ static void big_pair(int sv[2]) {
 
 /* A Data socket on fd whose source has the given order. */
 static RLSocketRef make_ordered(int fd, const char *name, RLIndex order) {
-    RLSocketContext c = {0, (void *)name, NULL, NULL, NULL};
-    RLSocketRef s = RLSocketCreateWithNative(NULL, fd, kRLSocketDataCallBack, cb, &c);
-    assert_non_null(s);
-    RLRunLoopSourceRef src = RLSocketCreateRunLoopSource(NULL, s, order);
-    assert_non_null(src);
-    assert_true(RLRunLoopAddSource(RLRunLoopGetCurrent(), src, MODE));
-    RLRelease(src);
-    return s;
+    return make_with(fd, kRLSocketDataCallBack, cb, name, order);
 }
 
 /* A listener on 127.0.0.1:0 with an Accept callback; *addr its address. */
@@ -314,9 +312,6 @@ static int queued(int fd) {
     return n;
 }
 
-extern _Atomic unsigned rl__faults;
-enum { FAULT_SOCKET_DATA = 1 << 2 }; /* RL_FAULT_SOCKET_DATA (RLBase.h) */
-
 /* Out of memory for the data a read would fill: nothing is read, nothing
  * is lost; the bytes come once memory is there again. (Reading first and
  * failing to wrap the bytes afterwards would drop them.) */
@@ -329,7 +324,7 @@ static void test_data_out_of_memory_reads_nothing(void **state) {
         RLSocketRef s = make(sv[0], kRLSocketDataCallBack, "S");
         got_len = 0;
         assert_int_equal(write(sv[1], "keep", 4), 4);
-        atomic_store(&rl__faults, FAULT_SOCKET_DATA);
+        atomic_store(&rl__faults, RL_FAULT_SOCKET_DATA);
         for (int i = 0; i < 5; i++)
             RLRunLoopRunInMode(MODE, 0.01, true);
         atomic_store(&rl__faults, 0);
@@ -340,6 +335,122 @@ static void test_data_out_of_memory_reads_nothing(void **state) {
         assert_memory_equal(got_bytes, "keep", 4);
         close(sv[1]);
         done(s);
+    }
+}
+
+/* RLData that Data callbacks keep, in order. */
+static RLDataRef kept[8];
+static int nkept;
+/* When set, the "X" socket's first Data callback writes `nest_len` bytes
+ * of 'y' here and runs the loop, nested, until another Data callback. */
+static int nest_fd = -1;
+static size_t nest_len;
+
+static void keep_cb(RLSocketRef s, RLSocketCallBackType type, RLDataRef address, const void *data, void *info) {
+    (void)s, (void)address;
+    if (type != kRLSocketDataCallBack || RLDataGetLength(data) == 0)
+        return;
+    if (nkept < 8)
+        kept[nkept++] = RLRetain(data);
+    if (strcmp(info, "X") == 0 && nest_fd >= 0) {
+        int fd = nest_fd;
+        nest_fd = -1;
+        char *y = malloc(nest_len);
+        assert_non_null(y);
+        memset(y, 'y', nest_len);
+        assert_int_equal(write(fd, y, nest_len), (ssize_t)nest_len);
+        free(y);
+        int before = nkept;
+        double end = rl_test_now() + 10;
+        while (nkept == before && rl_test_now() < end)
+            RLRunLoopRunInMode(MODE, 0.05, true);
+    }
+}
+
+static RLSocketRef keep_socket(int fd, const char *name) {
+    return make_with(fd, kRLSocketDataCallBack, keep_cb, name, 0);
+}
+
+/* Whether kept[i] is exactly `len` bytes of `c`. */
+static void assert_kept(int i, char c, size_t len) {
+    assert_true(i < nkept);
+    assert_int_equal(RLDataGetLength(kept[i]), (RLIndex)len);
+    const uint8_t *p = RLDataGetBytePtr(kept[i]);
+    for (size_t k = 0; k < len; k++)
+        if (p[k] != (uint8_t)c)
+            fail_msg("kept[%d][%zu] is '%c', not '%c'", i, k, p[k], c);
+}
+
+static void unkeep(void) {
+    for (int i = 0; i < nkept; i++)
+        RLRelease(kept[i]);
+    nkept = 0;
+}
+
+/* Each RLData a Data callback keeps holds its own bytes, whatever the loop
+ * reads after it: short reads (copied out of the thread's read buffer) and
+ * long ones (which take the buffer) in turn, then the same with no memory
+ * for the copies (the bytes go out in the buffer itself: nothing lost). */
+static void test_kept_data_keeps_its_bytes(void **state) {
+    (void)state;
+    static const struct {
+        char c;
+        size_t len;
+    } piece[] = {{'a', 100}, {'b', 10000}, {'c', 1}, {'d', 4096}, {'e', 4097}, {'f', 30000}, {'g', 7}};
+    enum { NPIECE = sizeof piece / sizeof piece[0] };
+    static char buf[30000];
+    for (int nomem = 0; nomem <= 1; nomem++) {
+        int sv[2];
+        big_pair(sv);
+        RLSocketRef s = keep_socket(sv[0], "S");
+        atomic_store(&rl__faults, nomem ? RL_FAULT_SOCKET_COPY : 0);
+        for (int i = 0; i < NPIECE; i++) {
+            memset(buf, piece[i].c, piece[i].len);
+            assert_int_equal(write(sv[1], buf, piece[i].len), (ssize_t)piece[i].len);
+            double end = rl_test_now() + 10;
+            while (nkept == i && rl_test_now() < end)
+                RLRunLoopRunInMode(MODE, 0.05, true);
+            assert_int_equal(nkept, i + 1);
+        }
+        atomic_store(&rl__faults, 0);
+        for (int i = 0; i < NPIECE; i++)
+            assert_kept(i, piece[i].c, piece[i].len);
+        unkeep();
+        close(sv[1]);
+        done(s);
+    }
+}
+
+/* A Data callback that runs the loop, nested, and gets another socket's
+ * bytes there still has its own intact: the thread's read buffer is free
+ * while callbacks run. Short and long bytes on either side. */
+static void test_kept_data_survives_a_nested_read(void **state) {
+    (void)state;
+    static const size_t lens[][2] = {{64, 64}, {64, 20000}, {20000, 64}, {20000, 30000}};
+    for (size_t k = 0; k < sizeof lens / sizeof lens[0]; k++) {
+        int xv[2], yv[2];
+        big_pair(xv);
+        big_pair(yv);
+        RLSocketRef x = keep_socket(xv[0], "X");
+        RLSocketRef y = keep_socket(yv[0], "Y");
+        nest_fd = yv[1];
+        nest_len = lens[k][1];
+        char *xs = malloc(lens[k][0]);
+        assert_non_null(xs);
+        memset(xs, 'x', lens[k][0]);
+        assert_int_equal(write(xv[1], xs, lens[k][0]), (ssize_t)lens[k][0]);
+        free(xs);
+        double end = rl_test_now() + 10;
+        while (nkept < 2 && rl_test_now() < end)
+            RLRunLoopRunInMode(MODE, 0.05, true);
+        assert_int_equal(nkept, 2);
+        assert_kept(0, 'x', lens[k][0]); /* X's, kept before the nested run */
+        assert_kept(1, 'y', lens[k][1]);
+        unkeep();
+        close(xv[1]);
+        close(yv[1]);
+        done(x);
+        done(y);
     }
 }
 
@@ -1211,6 +1322,8 @@ int main(void) {
         cmocka_unit_test_setup(test_data_chunks_per_wake_are_limited, rl_trace_setup),
         cmocka_unit_test_setup(test_data_chunks_stay_small_while_others_wait, rl_trace_setup),
         cmocka_unit_test_setup(test_data_out_of_memory_reads_nothing, rl_trace_setup),
+        cmocka_unit_test_setup(test_kept_data_keeps_its_bytes, rl_trace_setup),
+        cmocka_unit_test_setup(test_kept_data_survives_a_nested_read, rl_trace_setup),
         cmocka_unit_test_setup(test_data_chunks_stop_when_the_callback_says_so, rl_trace_setup),
         cmocka_unit_test_setup(test_data_chunk_per_enable_without_reenable_flag, rl_trace_setup),
         cmocka_unit_test_setup(test_accept_stops_when_the_source_is_removed, rl_trace_setup),
