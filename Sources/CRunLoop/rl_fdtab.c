@@ -405,9 +405,24 @@ void rl__fd_before_wait(RLRunLoopRef rl) {
 
 /* Re-arms the fd of s in every loop s is in but `except`. No lock held. */
 void rl__fd_resync_except(struct RLRunLoopSource *s, RLRunLoopRef except) {
+    rl__olock_lock(&s->lock);
+    /* Most sources are in one loop: the one making the callout, here
+     * left out, so that there is nothing to do (checked before anything
+     * is collected, this runs before every fd callout). */
+    bool other = false;
+    rl_memb *m;
+    TAILQ_FOREACH(m, &s->membs, item_link) {
+        if (m->rl != except) {
+            other = true;
+            break;
+        }
+    }
+    if (!other) {
+        rl__olock_unlock(&s->lock);
+        return;
+    }
     rl_loopset ls;
     rl__loopset_init(&ls);
-    rl__olock_lock(&s->lock);
     rl__loopset_collect(&ls, s, except);
     rl__olock_unlock(&s->lock);
     for (size_t i = 0; i < ls.n; i++) {
