@@ -190,10 +190,12 @@ static void sock_delivered_locked(struct RLSocket *s, RLOptionFlags type) {
 
 static void free_owner(void *p) { free(p); }
 
-/* A connected stream's peer address (retained), looked up on first use. */
+/* A connected stream's peer address, looked up on first use and kept in
+ * s->peer until s goes: borrowed, valid while the caller (a callout, which
+ * holds a reference on s) runs. NULL: unknown. */
 static RLDataRef sock_peer_address(struct RLSocket *s) {
     sock_lock(s);
-    RLDataRef peer = s->peer ? RLRetain(s->peer) : NULL;
+    RLDataRef peer = s->peer;
     sock_unlock(s);
     if (peer)
         return peer;
@@ -201,13 +203,15 @@ static RLDataRef sock_peer_address(struct RLSocket *s) {
     socklen_t len = sizeof ss;
     if (getpeername(s->fd, (struct sockaddr *)&ss, &len) != 0)
         return NULL;
-    peer = sockaddr_data(&ss, len);
-    if (!peer)
+    RLDataRef found = sockaddr_data(&ss, len);
+    if (!found)
         return NULL;
     sock_lock(s);
     if (!s->peer) /* another loop's thread may have been first */
-        s->peer = RLRetain(peer);
+        s->peer = RLRetain(found);
+    peer = s->peer;
     sock_unlock(s);
+    RLRelease(found);
     return peer;
 }
 
@@ -323,11 +327,8 @@ static bool sock_deliver_data(struct RLSocket *s, size_t chunk, bool *full) {
         bool ended = n <= 0; /* the end, or an error: the empty data says so */
         if (!ended)
             rl__data_adopt(data, buf, (size_t)n, buf, free_owner);
-        RLDataRef addr = sock_peer_address(s);
-        sock_call(s, kRLSocketDataCallBack, addr, data);
+        sock_call(s, kRLSocketDataCallBack, sock_peer_address(s), data);
         RLRelease(data);
-        if (addr)
-            RLRelease(addr);
         return !ended;
     }
     int avail = 0;

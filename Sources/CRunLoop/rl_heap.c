@@ -352,6 +352,8 @@ static void rl_heap_min_idle(const rl_heap *h, size_t i, bool *any, double *date
 bool rl__tset_earliest_fire(rl_timerset *ts, double *date) { return rl_tset_min(ts, &ts->lax_fire, date); }
 
 bool rl__tset_earliest_deadline(rl_timerset *ts, double *date) {
+    if (rl__tset_count(ts) == 0)
+        return false; /* asked before every wait: a mode without timers costs nothing */
     rl_tset_unlist(ts);
     rl_heap_fold(&ts->strict);
     rl_heap_fold(&ts->lax_deadline);

@@ -878,12 +878,18 @@ static void test_invalidate_or_unschedule_inside_a_callback(void **state) {
  * release, as the header says to. What the library does after the callback
  * returns must not touch the freed socket (the ASan build checks). */
 static void releasing_cb(RLSocketRef s, RLSocketCallBackType type, RLDataRef address, const void *data, void *info) {
-    (void)address, (void)info;
+    (void)info;
     if (type == kRLSocketAcceptCallBack)
         close(*(const int *)data);
     rl_trace_addf("%s", kind(type));
+    RLIndex addr_len = address ? RLDataGetLength(address) : 0;
     assert_true(RLSocketInvalidate(s));
     assert_true(RLRelease(s));
+    /* The address handed over stays valid to the callback's end. */
+    if (address) {
+        assert_int_equal(RLDataGetLength(address), addr_len);
+        assert_true(RLDataGetBytePtr(address) != NULL);
+    }
 }
 
 static void test_invalidate_and_release_inside_each_callback(void **state) {
