@@ -341,7 +341,10 @@ static bool rl_do_fds(RLRunLoopRef rl, rl_mode *m, struct epoll_event *ev, int n
         bool go = rl__peek(s->valid) && f && rl__peek(f->valid);
         if (go) {
             rl->fd_pass_left = n - i - 1;
+            int outer = rl->fd_in_callout; /* a run nested in a callout makes callouts of its own */
+            rl->fd_in_callout = fire[i].fd;
             f->callout(f, fire[i].types, f->ctx.info);
+            rl->fd_in_callout = outer;
             handled = true;
         }
         RLRelease(s);
@@ -351,7 +354,7 @@ static bool rl_do_fds(RLRunLoopRef rl, rl_mode *m, struct epoll_event *ev, int n
     if (n > 0 && RL__LIKELY(rl__of_this_process(rl))) {
         rl__loop_lock(rl);
         for (size_t i = 0; i < n; i++)
-            rl__fd_settle(rl, fire[i].fd);
+            rl__fd_after_callouts(rl, fire[i].fd);
         rl__loop_unlock(rl);
     }
     if (fire != inl)

@@ -160,7 +160,10 @@ static RLOptionFlags sock_wanted_locked(const struct RLSocket *s) {
 /* Tells the fd object what to watch (lock held). */
 static void sock_rearm_locked(struct RLSocket *s) {
     RLOptionFlags want = sock_wanted_locked(s);
-    RLOptionFlags off = (kRLFileDescriptorReadCallBack | kRLFileDescriptorWriteCallBack) & ~want;
+    /* Only what is on now is turned off: after each callout the socket
+     * says again what it does not want, which is mostly off already. */
+    RLOptionFlags off = (kRLFileDescriptorReadCallBack | kRLFileDescriptorWriteCallBack) & ~want &
+                        rl__fd_enabled(s->fdobj);
     if (off)
         (void)RLFileDescriptorDisableCallBacks(s->fdobj, off);
     if (want && !RLFileDescriptorEnableCallBacks(s->fdobj, want)) {

@@ -158,5 +158,8 @@ RL__HIDDEN bool rl__fd_served_now(RLFileDescriptorRef f);
  * to make after it (others ready in the same wake). A hint for how long
  * the callout may take: RLSocket reads in bigger chunks when it is 0. */
 RL__HIDDEN size_t rl__fd_pass_left(void);
+/* The callback types enabled on f now (a snapshot: the loops clear what
+ * they deliver, any thread may enable). */
+RL__HIDDEN RLOptionFlags rl__fd_enabled(RLFileDescriptorRef f);
 
 #endif /* CRUNLOOP_INTERNAL_H */

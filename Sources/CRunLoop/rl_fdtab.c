@@ -10,6 +10,7 @@
  */
 #include "rl_fdtab.h"
 #include "rl_lock.h"
+#include "rl_loop.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -334,6 +335,16 @@ void rl__fd_note_events(RLRunLoopRef rl, struct epoll_event *ev, int n) {
     }
 }
 
+/* Reads every wish on r again, under each source's item lock in turn: a
+ * callout that enabled its own fd left them as they were. Loop lock held. */
+static void rl_fd_reread(RLRunLoopRef rl, rl_fdreg *r) {
+    for (uint32_t i = 0; i < r->nsrcs; i++) {
+        rl__olock_lock(&r->srcs[i]->lock);
+        r->want[i] = rl_fd_desired(rl, r->srcs[i]);
+        rl__olock_unlock(&r->srcs[i]->lock);
+    }
+}
+
 /* After the callouts of a pass, fd's registration (delivered to, and left
  * as it was meanwhile) is brought in line with what its sources want now.
  * A one-shot registration whose callouts enabled again just what it had
@@ -349,6 +360,7 @@ void rl__fd_settle(RLRunLoopRef rl, int fd) {
         return;
     r->postponed = false;
     rl->npostponed--;
+    rl_fd_reread(rl, r);
     uint32_t want = rl_fd_want(rl, r);
     if (r->level && want == r->armed) {
         if (++r->runs >= RL_FD_CHECK_RUNS)
@@ -357,6 +369,19 @@ void rl__fd_settle(RLRunLoopRef rl, int fd) {
     }
     if (!r->level && !r->always && r->gen != 0 && r->armed == 0 && want != 0 && want == r->fired)
         r->level = true; /* armed persistent by the sync below */
+    rl_fd_sync(rl, fd);
+}
+
+/* rl__fd_after_callouts (rl_fdtab.h). */
+void rl__fd_after_callouts(RLRunLoopRef rl, int fd) {
+    if (fd < 0 || (size_t)fd >= rl->nfdtab)
+        return;
+    rl_fdreg *r = &rl->fdtab[fd];
+    if (r->postponed) {
+        rl__fd_settle(rl, fd);
+        return;
+    }
+    rl_fd_reread(rl, r); /* settled already, by a run nested in a callout */
     rl_fd_sync(rl, fd);
 }
 
@@ -436,7 +461,14 @@ void rl__fd_resync_except(struct RLRunLoopSource *s, RLRunLoopRef except) {
     rl__loopset_free(&ls);
 }
 
-void rl__source_fd_resync(struct RLRunLoopSource *s) { rl__fd_resync_except(s, NULL); }
+/* The common case is a callout enabling its own fd again: its loop, this
+ * thread's, reads every wish again after the callouts, so only the
+ * source's other loops (usually none) are re-armed now. */
+void rl__source_fd_resync(struct RLRunLoopSource *s) {
+    RLRunLoopRef mine = rl__tls;
+    int fd = s->fdobj ? s->fdobj->fd : -1;
+    rl__fd_resync_except(s, mine && fd >= 0 && mine->fd_in_callout == fd ? mine : NULL);
+}
 
 /* For the tests: how many times the loop has called epoll_ctl for user fds. */
 RL__HIDDEN unsigned long rl__fd_ctl_calls(RLRunLoopRef rl);

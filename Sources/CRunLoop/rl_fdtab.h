@@ -28,13 +28,19 @@ RL__HIDDEN void rl__fd_note_events(RLRunLoopRef rl, struct epoll_event *ev, int 
  * brought in line with what its sources want now (kept as it is if they
  * enabled again what was delivered). */
 RL__HIDDEN void rl__fd_settle(RLRunLoopRef rl, int fd);
+/* After the callouts of a pass, for each fd delivered to: every wish on
+ * it read again, then the registration settled (rl__fd_settle) or, if a
+ * run nested in a callout settled it already, brought in line. */
+RL__HIDDEN void rl__fd_after_callouts(RLRunLoopRef rl, int fd);
 /* Just before the loop waits: what is still to settle, and a new epoll set
  * if a registration the loop lost reported. */
 RL__HIDDEN void rl__fd_before_wait(RLRunLoopRef rl);
 /* Re-arms the fd of s in every loop s is in but `except`. No lock held. */
 RL__HIDDEN void rl__fd_resync_except(struct RLRunLoopSource *s, RLRunLoopRef except);
 /* What the fd object of s wants changed (enabled callbacks): re-arms its
- * fd in every loop s is in. No lock held. */
+ * fd in every loop s is in, but this thread's loop while it makes the
+ * callout of that fd (it reads every wish again after: see
+ * rl__fd_after_callouts). No lock held. */
 RL__HIDDEN void rl__source_fd_resync(struct RLRunLoopSource *s);
 
 /* One callout an epoll report turns into: the source (retained), the

@@ -303,6 +303,56 @@ static void test_two_objects_in_different_modes(void **state) {
     close(p[1]);
 }
 
+/* What nest_cb does in its first call: 1 enables its fd again and then
+ * runs the loop, nested; 2 runs the loop nested first, then enables. */
+static int nest_order;
+static int nest_depth;
+
+static void nest_cb(RLFileDescriptorRef f, RLOptionFlags types, void *info) {
+    (void)types, (void)info;
+    rl_trace_addf("r%d", nest_depth);
+    if (nest_depth > 0)
+        return; /* the nested delivery: not enabled again */
+    nest_depth++;
+    if (nest_order == 1)
+        assert_true(RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack));
+    int got = RLRunLoopRunInMode("FD", nest_order == 1 ? 10 : 0.05, true);
+    assert_int_equal(got, nest_order == 1 ? kRLRunLoopRunHandledSource : kRLRunLoopRunTimedOut);
+    if (nest_order == 2)
+        assert_true(RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack));
+    nest_depth--;
+}
+
+/* A callout that enables its own fd again is served by what it enabled
+ * wherever the loop waits next: in a run it nests (the fd still ready is
+ * delivered there) or, when it enables after such a run, in the next run
+ * after it returns. (The loop reads the fd's wishes again after the
+ * callout rather than at once: both places must see the enable.) */
+static void test_enable_own_fd_around_a_nested_run(void **state) {
+    (void)state;
+    for (nest_order = 1; nest_order <= 2; nest_order++) {
+        rl_trace_setup(NULL);
+        int p[2];
+        assert_int_equal(pipe(p), 0);
+        RLFileDescriptorContext c = {0, NULL, NULL, NULL, NULL};
+        RLFileDescriptorRef f = RLFileDescriptorCreate(NULL, p[0], true, nest_cb, &c);
+        assert_non_null(f);
+        RLRunLoopSourceRef s = add(f, "FD");
+        assert_true(RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack));
+        assert_int_equal(write(p[1], "x", 1), 1); /* never read: stays ready */
+        assert_int_equal(RLRunLoopRunInMode("FD", 10, true), kRLRunLoopRunHandledSource);
+        assert_trace(nest_order == 1 ? "r0 r1" : "r0");
+        if (nest_order == 2) {
+            assert_int_equal(RLRunLoopRunInMode("FD", 10, true), kRLRunLoopRunHandledSource);
+            assert_trace("r0 r0");
+        }
+        assert_true(RLFileDescriptorInvalidate(f));
+        RLRelease(s);
+        RLRelease(f);
+        close(p[1]);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_pipe_read_one_shot, rl_trace_setup),
@@ -314,6 +364,7 @@ int main(void) {
         cmocka_unit_test_setup(test_reader_and_writer_on_one_socket, rl_trace_setup),
         cmocka_unit_test_setup(test_invalidating_one_leaves_the_other, rl_trace_setup),
         cmocka_unit_test_setup(test_two_objects_in_different_modes, rl_trace_setup),
+        cmocka_unit_test_setup(test_enable_own_fd_around_a_nested_run, rl_trace_setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
