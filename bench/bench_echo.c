@@ -40,7 +40,10 @@
  * space is under a tenth of the server thread's CPU; ours was ahead in
  * 20 and 22 of 48 rounds (paired medians 0.95x and 0.97x). With 64 KB on
  * each the run stays in one regime: ahead in 28 and 27 of 48 (1.02x and
- * 1.00x); with 128 KB on each, 31 of 48 (1.02x).
+ * 1.00x), and in 22 and 23 of 48 (0.98-1.03x) with the later event path;
+ * with 128 KB on each, 31 of 48 (1.02x). There the server's CPU per MB is
+ * libuv's within 1-3%, the difference about what ours spends more in user
+ * space per event (`make bench-echo-instr`).
  *
  *   bench_echo                 the table (about a minute)
  *   BEC_ROUNDS=9 bench_echo
