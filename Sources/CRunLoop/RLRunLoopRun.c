@@ -435,9 +435,10 @@ static int rl_wait(RLRunLoopRef rl, rl_frame *f, bool poll, struct epoll_event *
                 rl_spin_for_wake(rl, learn_from + (left < budget ? (int64_t)left : (int64_t)budget));
                 rl__loop_lock(rl);
                 at = rl__next_wake(rl, f); /* a timer may have come meanwhile */
+                now = rl__mono_now();
             }
         }
-        double left = at - rl__mono_now();
+        double left = at - now;
         if (left > 0) {
             /* Without the timerfd (the kernel refused to arm it) the wait
              * itself ends by `at`, rounded up to whole milliseconds. */
