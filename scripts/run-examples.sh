@@ -306,6 +306,14 @@ run_echo() {
     echo "client (pipe, $(wc -c <"$dir/big.in") bytes): status $?, $(cmp -s "$dir/big.in" "$dir/big.pipe" && echo same || echo DIFFERENT) output"
     timeout "$TIMEOUT" "$BIN/echo_client" localhost "$ECHO_PORT" </dev/null >"$dir/empty" 2>&1
     echo "client (empty input): status $?, $(wc -c <"$dir/empty") bytes out"
+    # A client exits once all its echoes are back, maybe before the server
+    # has seen its end (the empty one at once): SIGINT waits until the
+    # server has logged the fourth end, or 10 s, so that it finds every
+    # connection closed by its client.
+    for _ in $(seq 1 100); do
+      [ "$(grep -c 'closed: the client finished' "$log")" -ge 4 ] && break
+      sleep 0.1
+    done
     echo_stop INT
     echo "server: exit status $?"
     sed 's/^/server log: /' "$log"

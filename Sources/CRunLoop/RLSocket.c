@@ -49,7 +49,7 @@
 #define RL_SOCKET_READ_GROW 2
 #define RL_SOCKET_READ_BATCH 32
 /* A chunk of at most this many bytes is copied out of the thread's read
- * buffer into a block of its own size; a longer one takes the buffer. */
+ * buffer into an RLData of its own; a longer one takes the buffer. */
 #define RL_SOCKET_COPY_MAX 4096
 
 /* The chunk size in use: RL_SOCKET_READ_CHUNK, smaller only in the tests
@@ -220,21 +220,33 @@ static RLDataRef sock_peer_address(struct RLSocket *s) {
 
 /* The thread's read buffer (RL_SOCKET_READ_CHUNK bytes): a stream chunk
  * is read into it, so that a short read, the common case (a request, a
- * line, an echo), costs a small allocation of its own size and a copy of
- * a few bytes instead of a 64 KiB allocation trimmed by realloc after the
- * read (for a 64-byte echo, about 550 of the ~3,800 instructions the
- * server's loop spent per round trip in user space, by callgrind). A long
- * read takes the buffer itself, with no copy, and the
- * thread's next read makes a new one. Only the thread uses its buffer,
- * and only between a read and the copy or hand-over that follows it, so a
- * callback that reads another socket (a nested run) finds it free. The
- * thread's exit frees it (a key's destructor). */
+ * line, an echo), costs one RLData with the bytes inside it instead of a
+ * 64 KiB allocation trimmed by realloc after the read and an RLData of
+ * its own (in the 64-byte round trip of `make bench-echo-instr`, about
+ * 700 of the 3,800 user-space instructions the server spent). A long
+ * read takes the buffer itself, with no copy, and the thread's next read
+ * makes a new one. Only the thread uses its buffer, and only between a
+ * read and the copy or hand-over that follows it, so a callback that
+ * reads another socket (a nested run) finds it free. The thread's exit
+ * frees it (a key's destructor). */
 static __thread uint8_t *t_read_buf;
 static pthread_key_t read_buf_key;
 static pthread_once_t read_buf_once = PTHREAD_ONCE_INIT;
 static bool read_buf_keyed;
+/* The thread's spare RLData: bytes once read must always reach the
+ * callback, so an empty data is there before every read, to take them if
+ * no memory is left after it. A short read goes out in a data of its own
+ * (one allocation, the bytes inside), and the spare stays for the next;
+ * anything else takes the spare. Freed at thread exit, as the buffer. */
+static __thread RLDataRef t_spare;
+static pthread_key_t spare_key;
 
-static void read_buf_make_key(void) { read_buf_keyed = pthread_key_create(&read_buf_key, free) == 0; }
+static void spare_release(void *d) { RLRelease(d); }
+
+static void read_buf_make_key(void) {
+    read_buf_keyed =
+        pthread_key_create(&read_buf_key, free) == 0 && pthread_key_create(&spare_key, spare_release) == 0;
+}
 
 /* The thread's read buffer, made on first use; NULL: no memory, or no
  * key to free it with (the caller reads into a buffer of its own). */
@@ -261,10 +273,37 @@ static void read_buf_give_away(void) {
     (void)pthread_setspecific(read_buf_key, NULL);
 }
 
-/* Reads up to `chunk` bytes of a stream into a malloc'd buffer (*out, its
- * length the result). 0: the end of the stream; -1: an error or nothing
- * there (errno; ENOMEM: no buffer, nothing read), no buffer. */
-static ssize_t stream_read_chunk(int fd, size_t chunk, uint8_t **out) {
+/* The empty data the coming read fills, made before it: the thread's spare
+ * (*spare true: the thread's until sock_spare_used), or without the
+ * thread keys a new one. NULL: no memory, so nothing may be read. */
+static RLDataRef sock_data_for_read(bool *spare) {
+    *spare = false;
+    if (rl__fault(RL_FAULT_SOCKET_DATA))
+        return NULL; /* as if no spare were left and no memory for one */
+    if (RL__LIKELY(t_spare != NULL)) {
+        *spare = true;
+        return t_spare;
+    }
+    (void)pthread_once(&read_buf_once, read_buf_make_key);
+    RLDataRef d = rl__data_slice(NULL, 0, NULL, NULL, NULL);
+    if (!d || !read_buf_keyed || pthread_setspecific(spare_key, d) != 0)
+        return d;
+    t_spare = d;
+    *spare = true;
+    return d;
+}
+
+/* The spare is the callback's now, with what the read brought. */
+static void sock_spare_used(void) {
+    t_spare = NULL;
+    (void)pthread_setspecific(spare_key, NULL);
+}
+
+/* Reads up to `chunk` bytes of a stream: a short read into a data of its
+ * own (*small), anything else into a malloc'd buffer (*out); the result is
+ * the length. 0: the end of the stream; -1: an error or nothing there
+ * (errno; ENOMEM: no buffer, nothing read), no buffer. */
+static ssize_t stream_read_chunk(int fd, size_t chunk, uint8_t **out, RLDataRef *small) {
     uint8_t *buf = chunk <= RL_SOCKET_READ_CHUNK ? read_buf_get() : NULL;
     bool shared = buf != NULL;
     if (!buf)
@@ -288,13 +327,10 @@ static ssize_t stream_read_chunk(int fd, size_t chunk, uint8_t **out) {
     if (shared) {
         /* Out of memory for the copy, the bytes, already read, go out in
          * the buffer itself. */
-        uint8_t *copy =
-            (size_t)n <= RL_SOCKET_COPY_MAX && !rl__fault(RL_FAULT_SOCKET_COPY) ? malloc((size_t)n) : NULL;
-        if (copy) {
-            memcpy(copy, buf, (size_t)n);
-            *out = copy;
+        *small = (size_t)n <= RL_SOCKET_COPY_MAX && !rl__fault(RL_FAULT_SOCKET_COPY) ? RLDataCreate(NULL, buf, n)
+                                                                                      : NULL;
+        if (*small)
             return n;
-        }
         read_buf_give_away();
     }
     /* The callback may keep the data: a read that leaves much of the buffer
@@ -316,16 +352,26 @@ static ssize_t stream_read_chunk(int fd, size_t chunk, uint8_t **out) {
  * always reach the callback. */
 static bool sock_deliver_data(struct RLSocket *s, size_t chunk, bool *full) {
     *full = false;
-    RLDataRef data = rl__fault(RL_FAULT_SOCKET_DATA) ? NULL : rl__data_slice(NULL, 0, NULL, NULL, NULL);
+    bool spare;
+    RLDataRef data = sock_data_for_read(&spare);
     if (!data)
         return true;
     if (s->sock_type == SOCK_STREAM) {
         uint8_t *buf = NULL;
-        ssize_t n = stream_read_chunk(s->fd, chunk, &buf);
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOMEM)) {
-            RLRelease(data);
-            return true; /* nothing after all, or no memory for the buffer: nothing was read */
+        RLDataRef small = NULL;
+        ssize_t n = stream_read_chunk(s->fd, chunk, &buf, &small);
+        if (small || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOMEM))) {
+            if (!spare)
+                RLRelease(data);
+            if (!small)
+                return true; /* nothing after all, or no memory for the buffer: nothing was read */
+            *full = (size_t)n == chunk;
+            sock_call(s, kRLSocketDataCallBack, sock_peer_address(s), small);
+            RLRelease(small);
+            return true;
         }
+        if (spare)
+            sock_spare_used();
         *full = n > 0 && (size_t)n == chunk;
         bool ended = n <= 0; /* the end, or an error: the empty data says so */
         if (!ended)
@@ -334,6 +380,8 @@ static bool sock_deliver_data(struct RLSocket *s, size_t chunk, bool *full) {
         RLRelease(data);
         return !ended;
     }
+    if (spare)
+        sock_spare_used(); /* a datagram's data: made for it, whatever comes */
     int avail = 0;
     if (ioctl(s->fd, FIONREAD, &avail) < 0)
         avail = 0;
