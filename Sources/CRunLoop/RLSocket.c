@@ -229,75 +229,79 @@ static RLDataRef sock_peer_address(struct RLSocket *s) {
  * read and the copy or hand-over that follows it, so a callback that
  * reads another socket (a nested run) finds it free. The thread's exit
  * frees it (a key's destructor). */
-static __thread uint8_t *t_read_buf;
-static pthread_key_t read_buf_key;
-static pthread_once_t read_buf_once = PTHREAD_ONCE_INIT;
-static bool read_buf_keyed;
 /* The thread's spare RLData: bytes once read must always reach the
  * callback, so an empty data is there before every read, to take them if
  * no memory is left after it. A short read goes out in a data of its own
  * (one allocation, the bytes inside), and the spare stays for the next;
- * anything else takes the spare. Freed at thread exit, as the buffer. */
-static __thread RLDataRef t_spare;
-static pthread_key_t spare_key;
+ * anything else takes the spare. Both are the thread's, made on first
+ * use, in one block a key's destructor frees at thread exit. */
+typedef struct sock_thread {
+    uint8_t *read_buf;
+    RLDataRef spare;
+} sock_thread;
 
-static void spare_release(void *d) { RLRelease(d); }
+static __thread sock_thread *t_sock;
+static pthread_key_t sock_thread_key;
+static pthread_once_t sock_thread_once = PTHREAD_ONCE_INIT;
+static bool sock_thread_keyed;
 
-static void read_buf_make_key(void) {
-    read_buf_keyed =
-        pthread_key_create(&read_buf_key, free) == 0 && pthread_key_create(&spare_key, spare_release) == 0;
+static void sock_thread_free(void *p) {
+    sock_thread *t = p;
+    free(t->read_buf);
+    if (t->spare)
+        RLRelease(t->spare);
+    free(t);
 }
 
-/* The thread's read buffer, made on first use; NULL: no memory, or no
- * key to free it with (the caller reads into a buffer of its own). */
-static uint8_t *read_buf_get(void) {
-    if (RL__LIKELY(t_read_buf != NULL))
-        return t_read_buf;
-    (void)pthread_once(&read_buf_once, read_buf_make_key);
-    if (!read_buf_keyed)
-        return NULL;
-    uint8_t *buf = malloc(RL_SOCKET_READ_CHUNK);
-    if (!buf)
-        return NULL;
-    if (pthread_setspecific(read_buf_key, buf) != 0) {
-        free(buf);
-        return NULL;
+static void sock_thread_make_key(void) {
+    sock_thread_keyed = pthread_key_create(&sock_thread_key, sock_thread_free) == 0;
+}
+
+/* The thread's block; NULL: no memory, or no key to free it with (reads
+ * then use buffers and data of their own, made for each). */
+static sock_thread *sock_thread_get(void) {
+    if (RL__LIKELY(t_sock != NULL))
+        return t_sock;
+    (void)pthread_once(&sock_thread_once, sock_thread_make_key);
+    sock_thread *t = sock_thread_keyed ? calloc(1, sizeof *t) : NULL;
+    if (t && pthread_setspecific(sock_thread_key, t) != 0) {
+        free(t);
+        t = NULL;
     }
-    t_read_buf = buf;
-    return buf;
+    t_sock = t;
+    return t;
+}
+
+/* The thread's read buffer, made on first use; NULL: none (the caller
+ * reads into a buffer of its own). */
+static uint8_t *read_buf_get(void) {
+    sock_thread *t = sock_thread_get();
+    if (t && !t->read_buf)
+        t->read_buf = malloc(RL_SOCKET_READ_CHUNK);
+    return t ? t->read_buf : NULL;
 }
 
 /* The buffer is the caller's now (handed over with what was read into it). */
-static void read_buf_give_away(void) {
-    t_read_buf = NULL;
-    (void)pthread_setspecific(read_buf_key, NULL);
-}
+static void read_buf_give_away(void) { t_sock->read_buf = NULL; }
 
 /* The empty data the coming read fills, made before it: the thread's spare
  * (*spare true: the thread's until sock_spare_used), or without the
- * thread keys a new one. NULL: no memory, so nothing may be read. */
+ * thread's block a new one. NULL: no memory, so nothing may be read. */
 static RLDataRef sock_data_for_read(bool *spare) {
     *spare = false;
     if (rl__fault(RL_FAULT_SOCKET_DATA))
         return NULL; /* as if no spare were left and no memory for one */
-    if (RL__LIKELY(t_spare != NULL)) {
-        *spare = true;
-        return t_spare;
-    }
-    (void)pthread_once(&read_buf_once, read_buf_make_key);
-    RLDataRef d = rl__data_slice(NULL, 0, NULL, NULL, NULL);
-    if (!d || !read_buf_keyed || pthread_setspecific(spare_key, d) != 0)
-        return d;
-    t_spare = d;
-    *spare = true;
-    return d;
+    sock_thread *t = sock_thread_get();
+    if (t && !t->spare)
+        t->spare = rl__data_slice(NULL, 0, NULL, NULL, NULL);
+    if (!t)
+        return rl__data_slice(NULL, 0, NULL, NULL, NULL);
+    *spare = t->spare != NULL;
+    return t->spare;
 }
 
 /* The spare is the callback's now, with what the read brought. */
-static void sock_spare_used(void) {
-    t_spare = NULL;
-    (void)pthread_setspecific(spare_key, NULL);
-}
+static void sock_spare_used(void) { t_sock->spare = NULL; }
 
 /* Reads up to `chunk` bytes of a stream: a short read into a data of its
  * own (*small), anything else into a malloc'd buffer (*out); the result is

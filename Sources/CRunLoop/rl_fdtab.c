@@ -293,6 +293,17 @@ void rl__fd_update(RLRunLoopRef rl, struct RLRunLoopSource *src) {
     }
 }
 
+/* Reads every wish on r again, under each source's item lock in turn (the
+ * armed mode changed; a callout enabled its own fd and left them as they
+ * were; a report nobody served). Loop lock held. */
+static void rl_fd_reread(RLRunLoopRef rl, rl_fdreg *r) {
+    for (uint32_t i = 0; i < r->nsrcs; i++) {
+        rl__olock_lock(&r->srcs[i]->lock);
+        r->want[i] = rl_fd_desired(rl, r->srcs[i]);
+        rl__olock_unlock(&r->srcs[i]->lock);
+    }
+}
+
 /* The armed mode changed: every source's wish is read again, each under its
  * item lock in turn. Loop lock held, no item lock. */
 void rl__fd_sync_all(RLRunLoopRef rl) {
@@ -300,12 +311,7 @@ void rl__fd_sync_all(RLRunLoopRef rl) {
         rl_fdreg *r = &rl->fdtab[i];
         if (!r->nsrcs)
             continue;
-        for (uint32_t k = 0; k < r->nsrcs; k++) {
-            struct RLRunLoopSource *src = r->srcs[k];
-            rl__olock_lock(&src->lock);
-            r->want[k] = rl_fd_desired(rl, src);
-            rl__olock_unlock(&src->lock);
-        }
+        rl_fd_reread(rl, r);
         rl_fd_sync(rl, (int)i);
     }
 }
@@ -332,16 +338,6 @@ void rl__fd_note_events(RLRunLoopRef rl, struct epoll_event *ev, int n) {
             if (rl->lost_level)
                 rl->rebuild = true;
         }
-    }
-}
-
-/* Reads every wish on r again, under each source's item lock in turn: a
- * callout that enabled its own fd left them as they were. Loop lock held. */
-static void rl_fd_reread(RLRunLoopRef rl, rl_fdreg *r) {
-    for (uint32_t i = 0; i < r->nsrcs; i++) {
-        rl__olock_lock(&r->srcs[i]->lock);
-        r->want[i] = rl_fd_desired(rl, r->srcs[i]);
-        rl__olock_unlock(&r->srcs[i]->lock);
     }
 }
 
@@ -536,11 +532,7 @@ static size_t rl_fd_take(RLRunLoopRef rl, rl_mode *m, int fd, uint32_t events, b
     if (r->level) {
         /* Reported, nobody served: a wish read before another loop took
          * the readiness. Read again, so that the loop does not spin. */
-        for (uint32_t i = 0; i < r->nsrcs; i++) {
-            rl__olock_lock(&r->srcs[i]->lock);
-            r->want[i] = rl_fd_desired(rl, r->srcs[i]);
-            rl__olock_unlock(&r->srcs[i]->lock);
-        }
+        rl_fd_reread(rl, r);
     }
     rl_fd_sync(rl, fd);
     return 0;
