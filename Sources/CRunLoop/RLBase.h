@@ -85,6 +85,14 @@ static inline bool rl__object_check(const void *obj, const rl__class *cls, const
     return rl__object_check_fail(obj, cls, fn);
 }
 
+/* Whether the caller's reference to obj is the only one (none kept by the
+ * library either): nobody else can reach the object, so the caller may
+ * reuse it. Acquire: whatever another thread did with the object before
+ * it let go of its reference is over. */
+static inline bool rl__object_sole(const void *obj) {
+    return atomic_load_explicit(&((const rl__object *)obj)->rc, memory_order_acquire) == 1;
+}
+
 /* ---- time (RLBase.c) ---- */
 
 RL__HIDDEN struct timespec rl__timespec_from_seconds(double s);

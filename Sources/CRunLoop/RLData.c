@@ -74,6 +74,13 @@ void rl__data_adopt(RLDataRef data, const uint8_t *bytes, size_t length, void *o
     d->owner_release = release;
 }
 
+void rl__data_refill(RLDataRef data, const uint8_t *bytes, size_t length) {
+    struct RLData *d = (struct RLData *)data;
+    if (length)
+        memcpy(d->inline_bytes, bytes, length);
+    d->length = (RLIndex)length;
+}
+
 static bool data_ok(RLDataRef data, const char *fn) { return rl__object_check(data, &rl__data_class, fn); }
 
 RLIndex RLDataGetLength(RLDataRef data) {

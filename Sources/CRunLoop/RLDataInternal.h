@@ -19,6 +19,11 @@ RL__HIDDEN RLDataRef rl__data_slice(const uint8_t *bytes, size_t length, void *o
 RL__HIDDEN void rl__data_adopt(RLDataRef data, const uint8_t *bytes, size_t length, void *owner,
                                void (*release)(void *));
 
+/* Puts `length` bytes into a buffer made by RLDataCreate with at least
+ * that many (its bytes inside it), in place of what it held. Only for a
+ * buffer nobody else can reach (rl__object_sole). */
+RL__HIDDEN void rl__data_refill(RLDataRef data, const uint8_t *bytes, size_t length);
+
 /* Whether obj is a live RLData (no error is left when it is not). */
 RL__HIDDEN bool rl__is_data(const void *obj);
 

@@ -234,10 +234,18 @@ static RLDataRef sock_peer_address(struct RLSocket *s) {
  * no memory is left after it. A short read goes out in a data of its own
  * (one allocation, the bytes inside), and the spare stays for the next;
  * anything else takes the spare. Both are the thread's, made on first
- * use, in one block a key's destructor frees at thread exit. */
+ * use, in one block a key's destructor frees at thread exit.
+ * A short read's data that no one kept once its callback returned (the
+ * common case: the bytes were used in the call) is the thread's too: the
+ * next short read that fits it, without leaving more than three quarters
+ * of it empty, goes out in it again, its bytes replaced (nobody else can
+ * see it: rl__object_sole). That spares an allocation and a release with
+ * its finalizer on each read. */
 typedef struct sock_thread {
     uint8_t *read_buf;
     RLDataRef spare;
+    RLDataRef reusable;
+    size_t reusable_cap; /* the bytes `reusable` can hold */
 } sock_thread;
 
 static __thread sock_thread *t_sock;
@@ -250,6 +258,8 @@ static void sock_thread_free(void *p) {
     free(t->read_buf);
     if (t->spare)
         RLRelease(t->spare);
+    if (t->reusable)
+        RLRelease(t->reusable);
     free(t);
 }
 
@@ -303,11 +313,44 @@ static RLDataRef sock_data_for_read(bool *spare) {
 /* The spare is the callback's now, with what the read brought. */
 static void sock_spare_used(void) { t_sock->spare = NULL; }
 
+/* A data holding the n bytes just read into the thread's buffer (a short
+ * read): the thread's reusable one if it fits, else a new one of n bytes;
+ * *cap: the bytes it can hold. NULL: no memory. */
+static RLDataRef sock_short_data(const uint8_t *buf, size_t n, size_t *cap) {
+    if (rl__fault(RL_FAULT_SOCKET_COPY))
+        return NULL;
+    sock_thread *t = t_sock; /* there: the read used its buffer */
+    RLDataRef d = t->reusable;
+    if (d && n <= t->reusable_cap && n * 4 >= t->reusable_cap) {
+        t->reusable = NULL;
+        *cap = t->reusable_cap;
+        rl__data_refill(d, buf, n);
+        return d;
+    }
+    *cap = n;
+    return RLDataCreate(NULL, buf, n);
+}
+
+/* The callback is done with a short read's data (of `cap` bytes): if no
+ * one else kept it, it is the thread's reusable one (the last such wins),
+ * else the reference the read made goes. */
+static void sock_short_data_done(RLDataRef d, size_t cap) {
+    sock_thread *t = t_sock;
+    if (t && rl__object_sole(d)) {
+        if (t->reusable)
+            RLRelease(t->reusable);
+        t->reusable = d;
+        t->reusable_cap = cap;
+        return;
+    }
+    RLRelease(d);
+}
+
 /* Reads up to `chunk` bytes of a stream: a short read into a data of its
- * own (*small), anything else into a malloc'd buffer (*out); the result is
- * the length. 0: the end of the stream; -1: an error or nothing there
+ * own (*small, which can hold *small_cap bytes), anything else into a
+ * malloc'd buffer (*out); the result is the length. 0: the end of the stream; -1: an error or nothing there
  * (errno; ENOMEM: no buffer, nothing read), no buffer. */
-static ssize_t stream_read_chunk(int fd, size_t chunk, uint8_t **out, RLDataRef *small) {
+static ssize_t stream_read_chunk(int fd, size_t chunk, uint8_t **out, RLDataRef *small, size_t *small_cap) {
     uint8_t *buf = chunk <= RL_SOCKET_READ_CHUNK ? read_buf_get() : NULL;
     bool shared = buf != NULL;
     if (!buf)
@@ -331,8 +374,7 @@ static ssize_t stream_read_chunk(int fd, size_t chunk, uint8_t **out, RLDataRef 
     if (shared) {
         /* Out of memory for the copy, the bytes, already read, go out in
          * the buffer itself. */
-        *small = (size_t)n <= RL_SOCKET_COPY_MAX && !rl__fault(RL_FAULT_SOCKET_COPY) ? RLDataCreate(NULL, buf, n)
-                                                                                      : NULL;
+        *small = (size_t)n <= RL_SOCKET_COPY_MAX ? sock_short_data(buf, (size_t)n, small_cap) : NULL;
         if (*small)
             return n;
         read_buf_give_away();
@@ -363,7 +405,8 @@ static bool sock_deliver_data(struct RLSocket *s, size_t chunk, bool *full) {
     if (s->sock_type == SOCK_STREAM) {
         uint8_t *buf = NULL;
         RLDataRef small = NULL;
-        ssize_t n = stream_read_chunk(s->fd, chunk, &buf, &small);
+        size_t small_cap = 0;
+        ssize_t n = stream_read_chunk(s->fd, chunk, &buf, &small, &small_cap);
         if (small || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOMEM))) {
             if (!spare)
                 RLRelease(data);
@@ -371,7 +414,7 @@ static bool sock_deliver_data(struct RLSocket *s, size_t chunk, bool *full) {
                 return true; /* nothing after all, or no memory for the buffer: nothing was read */
             *full = (size_t)n == chunk;
             sock_call(s, kRLSocketDataCallBack, sock_peer_address(s), small);
-            RLRelease(small);
+            sock_short_data_done(small, small_cap);
             return true;
         }
         if (spare)

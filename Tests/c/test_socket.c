@@ -339,7 +339,7 @@ static void test_data_out_of_memory_reads_nothing(void **state) {
 }
 
 /* RLData that Data callbacks keep, in order. */
-static RLDataRef kept[8];
+static RLDataRef kept[16];
 static int nkept;
 /* When set, the "X" socket's first Data callback writes `nest_len` bytes
  * of 'y' here and runs the loop, nested, until another Data callback. */
@@ -350,7 +350,7 @@ static void keep_cb(RLSocketRef s, RLSocketCallBackType type, RLDataRef address,
     (void)s, (void)address;
     if (type != kRLSocketDataCallBack || RLDataGetLength(data) == 0)
         return;
-    if (nkept < 8)
+    if (nkept < 16)
         kept[nkept++] = RLRetain(data);
     if (strcmp(info, "X") == 0 && nest_fd >= 0) {
         int fd = nest_fd;
@@ -389,14 +389,16 @@ static void unkeep(void) {
 
 /* Each RLData a Data callback keeps holds its own bytes, whatever the loop
  * reads after it: short reads (copied out of the thread's read buffer) and
- * long ones (which take the buffer) in turn, then the same with no memory
+ * long ones (which take the buffer) in turn, some short enough to fit in
+ * the data of an earlier one (a data no one kept is filled again; a kept
+ * one never is), then the same with no memory
  * for the copies (the bytes go out in the buffer itself: nothing lost). */
 static void test_kept_data_keeps_its_bytes(void **state) {
     (void)state;
     static const struct {
         char c;
         size_t len;
-    } piece[] = {{'a', 100}, {'b', 10000}, {'c', 1}, {'d', 4096}, {'e', 4097}, {'f', 30000}, {'g', 7}};
+    } piece[] = {{'a', 100}, {'b', 10000}, {'c', 1}, {'d', 4096}, {'e', 4097}, {'f', 30000}, {'g', 7}, {'h', 4000}, {'i', 3000}, {'j', 64}, {'k', 60}};
     enum { NPIECE = sizeof piece / sizeof piece[0] };
     static char buf[30000];
     for (int nomem = 0; nomem <= 1; nomem++) {
@@ -419,6 +421,59 @@ static void test_kept_data_keeps_its_bytes(void **state) {
         close(sv[1]);
         done(s);
     }
+}
+
+/* Each Data callback's RLData holds exactly what its read brought, whether
+ * the callbacks before it kept their data, let it go, or kept it and let it
+ * go within the call: longer and shorter reads in turn (a data no one kept
+ * is filled again by a later short read). */
+static bool keep_briefly;
+
+static void brief_cb(RLSocketRef s, RLSocketCallBackType type, RLDataRef address, const void *data, void *info) {
+    if (keep_briefly && type == kRLSocketDataCallBack)
+        RLRetain(data);
+    cb(s, type, address, data, info);
+    if (keep_briefly && type == kRLSocketDataCallBack)
+        assert_true(RLRelease(data));
+}
+
+static void test_each_data_holds_exactly_its_read(void **state) {
+    (void)state;
+    static const struct {
+        char c;
+        size_t len;
+    } piece[] = {{'a', 100}, {'b', 10}, {'c', 4096}, {'d', 1}, {'e', 3000}, {'f', 64}, {'g', 64},
+                 {'h', 2000}, {'i', 4000}, {'j', 5000}, {'k', 63}, {'l', 4096}, {'m', 1024}};
+    enum { NPIECE = sizeof piece / sizeof piece[0] };
+    static char buf[5000];
+    for (int brief = 0; brief <= 1; brief++) {
+        keep_briefly = brief;
+        rl_trace_setup(NULL);
+        got_len = 0;
+        int sv[2];
+        big_pair(sv);
+        RLSocketRef s = make_with(sv[0], kRLSocketDataCallBack, brief_cb, "S", 0);
+        size_t at = 0;
+        for (int i = 0; i < NPIECE; i++) {
+            memset(buf, piece[i].c, piece[i].len);
+            assert_int_equal(write(sv[1], buf, piece[i].len), (ssize_t)piece[i].len);
+            double end = rl_test_now() + 10;
+            while (got_len < at + piece[i].len && rl_test_now() < end)
+                RLRunLoopRunInMode(MODE, 0.05, true);
+            assert_int_equal(got_len, at + piece[i].len);
+            assert_int_equal(rl_trace_count(), i + 1);
+            for (size_t k = 0; k < piece[i].len; k++)
+                if (got_bytes[at + k] != piece[i].c)
+                    fail_msg("piece %d byte %zu is '%c', not '%c'", i, k, got_bytes[at + k], piece[i].c);
+            char want[32];
+            snprintf(want, sizeof want, "S:data%zu", piece[i].len);
+            assert_trace_contains(want);
+            at += piece[i].len;
+        }
+        close(sv[1]);
+        done(s);
+    }
+    keep_briefly = false;
 }
 
 /* A Data callback that runs the loop, nested, and gets another socket's
@@ -1329,6 +1384,7 @@ int main(void) {
         cmocka_unit_test_setup(test_data_chunks_stay_small_while_others_wait, rl_trace_setup),
         cmocka_unit_test_setup(test_data_out_of_memory_reads_nothing, rl_trace_setup),
         cmocka_unit_test_setup(test_kept_data_keeps_its_bytes, rl_trace_setup),
+        cmocka_unit_test_setup(test_each_data_holds_exactly_its_read, rl_trace_setup),
         cmocka_unit_test_setup(test_kept_data_survives_a_nested_read, rl_trace_setup),
         cmocka_unit_test_setup(test_data_chunks_stop_when_the_callback_says_so, rl_trace_setup),
         cmocka_unit_test_setup(test_data_chunk_per_enable_without_reenable_flag, rl_trace_setup),
