@@ -85,6 +85,25 @@ static inline bool rl__object_check(const void *obj, const rl__class *cls, const
     return rl__object_check_fail(obj, cls, fn);
 }
 
+/* One more reference on a live object, with no check (the caller knows it
+ * is alive: it holds a lock under which the object is referenced). Inline,
+ * as the next: adding a timer takes one, and the loop one per fd callout. */
+static inline void rl__retain_raw(void *obj) {
+    atomic_fetch_add_explicit(&((rl__object *)obj)->rc, 1, memory_order_relaxed);
+}
+
+/* Drops a reference the library took on a live object (rl__retain_raw, or
+ * one it made): inline and with no check while it is not the last; the
+ * last goes through RLRelease (the finalizer, the class's veto). */
+static inline void rl__release_raw(const void *obj) {
+    rl__object *o = (rl__object *)obj;
+    long rc = atomic_load_explicit(&o->rc, memory_order_relaxed);
+    while ((rc & RL__RC_MASK) > 1)
+        if (atomic_compare_exchange_weak_explicit(&o->rc, &rc, rc - 1, memory_order_release, memory_order_relaxed))
+            return;
+    (void)RLRelease(obj);
+}
+
 /* Whether the caller's reference to obj is the only one (none kept by the
  * library either): nobody else can reach the object, so the caller may
  * reuse it. Acquire: whatever another thread did with the object before

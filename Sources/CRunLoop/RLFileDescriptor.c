@@ -119,6 +119,7 @@ static bool rl_fd_set_enabled(RLFileDescriptorRef f, RLOptionFlags types, bool o
     rl__olock_lock(&f->lock);
     bool ok = f->valid;
     struct RLRunLoopSource *s = NULL;
+    bool borrowed = false;
     if (ok && !(on && rl__peek(f->stale))) {
         RLOptionFlags was = on ? atomic_fetch_or_explicit(&f->enabled, types, memory_order_relaxed)
                                : atomic_fetch_and_explicit(&f->enabled, ~types, memory_order_relaxed);
@@ -128,7 +129,9 @@ static bool rl_fd_set_enabled(RLFileDescriptorRef f, RLOptionFlags types, bool o
          * not want) has nothing to re-arm. A stale object (its bits
          * cleared by one loop) re-arms them all, as before. */
         bool changed = (on ? (was & types) != types : (was & types) != 0) || rl__peek(f->stale);
-        if (changed && f->source && rl_try_retain(f->source))
+        /* A callout enabling its own fd borrows the reference its loop
+         * keeps on the source until the callout returns. */
+        if (changed && f->source && ((borrowed = rl__fd_callout_running(f->source)) || rl_try_retain(f->source)))
             s = f->source;
     }
     rl__olock_unlock(&f->lock);
@@ -136,7 +139,8 @@ static bool rl_fd_set_enabled(RLFileDescriptorRef f, RLOptionFlags types, bool o
         /* Re-arms the fd in each of its loops, one at a time; the kernel's
          * answer may show that it is stale. */
         rl__source_fd_resync(s);
-        RLRelease(s);
+        if (!borrowed)
+            rl__release_raw(s);
     }
     int stale = on ? rl__peek(f->stale) : 0;
     if (!ok)

@@ -93,7 +93,6 @@ static RLRunLoopRef rl_create(pthread_t thread) {
     rl->fork_gen = rl__fork_gen();
     rl->pq.fork_gen = rl->fork_gen;
     rl->armed_at = INFINITY;
-    rl->fd_in_callout = -1;
     TAILQ_INIT(&rl->homed_timers);
     TAILQ_INIT(&rl->homed_observers);
     atomic_init(&rl->ignore_wakeups, 1); /* not running */

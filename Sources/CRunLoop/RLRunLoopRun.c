@@ -205,7 +205,7 @@ static bool rl_do_sources0(RLRunLoopRef rl, rl_mode *m, bool stop_after_handle) 
         } else if (go) {
             handled = true;
         }
-        RLRelease(s);
+        rl__release_raw(s);
         if (stop_after_handle && handled) {
             i++;
             break;
@@ -304,7 +304,7 @@ static void rl_do_timers(RLRunLoopRef rl, rl_mode *m) {
         struct RLRunLoopTimer *t = (struct RLRunLoopTimer *)due[i];
         if (RL__LIKELY(rl__of_this_process(rl))) /* else a callout forked: the parent fires the rest */
             rl_fire_timer(rl, m, t);
-        RLRelease(t);
+        rl__release_raw(t);
     }
     /* Kept for the next pass unless a nested run kept its own meanwhile,
      * or a burst made it large. */
@@ -341,13 +341,14 @@ static bool rl_do_fds(RLRunLoopRef rl, rl_mode *m, struct epoll_event *ev, int n
         bool go = rl__peek(s->valid) && f && rl__peek(f->valid);
         if (go) {
             rl->fd_pass_left = n - i - 1;
-            int outer = rl->fd_in_callout; /* a run nested in a callout makes callouts of its own */
-            rl->fd_in_callout = fire[i].fd;
+            /* a run nested in a callout makes callouts of its own */
+            struct RLRunLoopSource *outer = rl->src_in_callout;
+            rl->src_in_callout = s;
             f->callout(f, fire[i].types, f->ctx.info);
-            rl->fd_in_callout = outer;
+            rl->src_in_callout = outer;
             handled = true;
         }
-        RLRelease(s);
+        rl__release_raw(s);
     }
     /* Their registrations, left as they were while the callouts ran (which
      * mostly enable again what they got), are brought in line now. */

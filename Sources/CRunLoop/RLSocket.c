@@ -592,7 +592,7 @@ static void sock_fd_callout(RLFileDescriptorRef f, RLOptionFlags ready, void *in
     bool go = s->valid;
     if (go) {
         s->busy++;
-        RLRetain(s);
+        rl__retain_raw(s);
     }
     sock_unlock(s);
     if (!go)
@@ -611,7 +611,7 @@ static void sock_fd_callout(RLFileDescriptorRef f, RLOptionFlags ready, void *in
         close(s->fd);
     if (release_now && s->ctx.release)
         s->ctx.release(s->ctx.info);
-    RLRelease(s);
+    rl__release_raw(s);
 }
 
 static void sock_fd_callout_body(struct RLSocket *s, RLOptionFlags ready) {

@@ -461,9 +461,7 @@ void rl__fd_resync_except(struct RLRunLoopSource *s, RLRunLoopRef except) {
  * thread's, reads every wish again after the callouts, so only the
  * source's other loops (usually none) are re-armed now. */
 void rl__source_fd_resync(struct RLRunLoopSource *s) {
-    RLRunLoopRef mine = rl__tls;
-    int fd = s->fdobj ? s->fdobj->fd : -1;
-    rl__fd_resync_except(s, mine && fd >= 0 && mine->fd_in_callout == fd ? mine : NULL);
+    rl__fd_resync_except(s, rl__fd_callout_running(s) ? rl__tls : NULL);
 }
 
 /* For the tests: how many times the loop has called epoll_ctl for user fds. */

@@ -8,6 +8,7 @@
 #ifndef CRUNLOOP_RL_FDTAB_H
 #define CRUNLOOP_RL_FDTAB_H
 
+#include "rl_loop.h"
 #include "runloop_internal.h"
 
 /* Files src under its fd (src joins rl). False: out of memory (nothing
@@ -42,6 +43,13 @@ RL__HIDDEN void rl__fd_resync_except(struct RLRunLoopSource *s, RLRunLoopRef exc
  * callout of that fd (it reads every wish again after: see
  * rl__fd_after_callouts). No lock held. */
 RL__HIDDEN void rl__source_fd_resync(struct RLRunLoopSource *s);
+/* Whether this thread's loop is making the callout of s (the innermost
+ * one, in a nested run): the loop keeps a reference on s until it returns,
+ * which code called from the callout may borrow. */
+static inline bool rl__fd_callout_running(const struct RLRunLoopSource *s) {
+    RLRunLoopRef mine = rl__tls;
+    return mine && mine->src_in_callout == s;
+}
 
 /* One callout an epoll report turns into: the source (retained), the
  * callback types it gets (already disabled: callbacks are one-shot) and

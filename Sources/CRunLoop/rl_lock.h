@@ -156,12 +156,6 @@ static inline void rl__defer_unhold(rl_defer *d, void *obj) {
 /* Runs the entries in order, without locks, and frees d. */
 RL__HIDDEN void rl__defer_run(rl_defer *d);
 
-/* One more reference on a live object, with no check (the caller knows it
- * is alive: it holds a lock under which the object is referenced). Inline,
- * as the next: adding a timer takes one. */
-static inline void rl__retain_raw(void *obj) {
-    atomic_fetch_add_explicit(&((rl__object *)obj)->rc, 1, memory_order_relaxed);
-}
 /* A reference the loop keeps for a membership (or a common-modes item):
  * marked as the library's (RLBase.c), so that a caller who releases once
  * too often is refused instead of freeing what the loop still uses.

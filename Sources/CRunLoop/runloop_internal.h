@@ -392,12 +392,13 @@ struct RLRunLoop {
     /* While an fd callout runs: how many more fd callouts this pass has
      * still to make (rl__fd_pass_left). The loop's thread only. */
     size_t fd_pass_left;
-    /* The fd whose callout the loop's thread is making, -1 when none: an
-     * enable that callout makes of its own fd leaves this loop's copy of
-     * the wishes as it is, for the loop reads them all again after the
-     * callouts (rl__source_fd_resync, rl__fd_after_callouts). The loop's
-     * thread only. */
-    int fd_in_callout;
+    /* The fd source whose callout the loop's thread is making, NULL when
+     * none: an enable that callout makes of its own fd leaves this loop's
+     * copy of the wishes as it is, for the loop reads them all again after
+     * the callouts (rl__source_fd_resync, rl__fd_after_callouts); and it
+     * needs no reference on the source, which the loop keeps for the
+     * callout. The loop's thread only. */
+    struct RLRunLoopSource *src_in_callout;
 
     /* Timers and observers whose home this loop is (runloop_internal.h). */
     TAILQ_HEAD(, RLRunLoopTimer) homed_timers;

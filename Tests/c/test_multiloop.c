@@ -215,7 +215,12 @@ static void test_timer_moved_while_its_loop_sleeps(void **state) {
     wait_for(&fires, 1);
     assert_int_equal(atomic_load(&fires), 1);
     assert_ptr_equal(atomic_load(&fired_on), rl);
-    assert_false(RLRunLoopTimerIsValid(t)); /* one-shot: invalidated after firing */
+    /* One-shot: invalidated once its callout has returned (as CF), which
+     * the loop's thread may not have reached yet. */
+    double t0 = rl_test_now();
+    while (RLRunLoopTimerIsValid(t) && rl_test_now() - t0 < 10)
+        sched_yield();
+    assert_false(RLRunLoopTimerIsValid(t));
     RLRelease(t);
     lthread_stop(&l);
 }
@@ -644,6 +649,71 @@ static void test_fd_kept_enabled_in_two_loops(void **state) {
     lthread_stop(&b);
 }
 
+/* A callout that enables its own fd again in one loop re-arms it in the
+ * source's other loops at once, not only in its own (which reads every
+ * wish again after its callouts). Loop B is kept busy in a callout of its
+ * own while this thread's loop delivers and re-enables; then only B runs,
+ * and it must get the next byte. */
+static atomic_int b_busy, b_release;
+static _Atomic(RLRunLoopRef) read_on[4];
+static atomic_int nread_on;
+
+static void hold_loop(void *info) {
+    (void)info;
+    atomic_store(&b_busy, 1);
+    double t0 = rl_test_now();
+    while (!atomic_load(&b_release) && rl_test_now() - t0 < 10)
+        usleep(1000);
+}
+
+static void read_note_and_reenable(RLFileDescriptorRef f, RLOptionFlags types, void *info) {
+    char c;
+    if (read(RLFileDescriptorGetNativeDescriptor(f), &c, 1) == 1) {
+        int n = atomic_fetch_add(&nread_on, 1);
+        if (n < 4)
+            atomic_store(&read_on[n], RLRunLoopGetCurrent());
+        atomic_fetch_add(&got, 1); /* after: the test reads read_on once it sees this */
+    }
+    assert_true(RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack));
+}
+
+static void test_callout_enable_rearms_the_other_loop(void **state) {
+    atomic_store(&got, 0);
+    atomic_store(&nread_on, 0);
+    atomic_store(&b_busy, 0);
+    atomic_store(&b_release, 0);
+    int p[2];
+    assert_int_equal(pipe2(p, O_CLOEXEC | O_NONBLOCK), 0);
+    lthread b;
+    lthread_start(&b);
+    RLRunLoopRef a = RLRunLoopGetCurrent(), brl = atomic_load(&b.rl);
+    RLFileDescriptorRef f = RLFileDescriptorCreate(NULL, p[0], true, read_note_and_reenable, NULL);
+    RLRunLoopSourceRef s = RLFileDescriptorCreateRunLoopSource(NULL, f, 0);
+    assert_true(RLRunLoopAddSource(a, s, kRLRunLoopDefaultMode));
+    assert_true(RLRunLoopAddSource(brl, s, kRLRunLoopDefaultMode));
+    assert_true(RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack));
+    usleep(20000); /* B waits with the fd armed */
+    assert_true(RLRunLoopPerformFunction(brl, kRLRunLoopDefaultMode, hold_loop, NULL));
+    assert_true(RLRunLoopWakeUp(brl));
+    wait_for(&b_busy, 1);
+    assert_int_equal(atomic_load(&b_busy), 1);
+    assert_int_equal(write(p[1], "x", 1), 1);
+    assert_int_equal(RLRunLoopRunInMode(kRLRunLoopDefaultMode, 10, true), kRLRunLoopRunHandledSource);
+    assert_int_equal(atomic_load(&got), 1);
+    assert_ptr_equal(atomic_load(&read_on[0]), a);
+    atomic_store(&b_release, 1);
+    usleep(20000); /* B back to waiting */
+    assert_int_equal(write(p[1], "y", 1), 1);
+    wait_for(&got, 2);
+    assert_int_equal(atomic_load(&got), 2);
+    assert_ptr_equal(atomic_load(&read_on[1]), brl);
+    assert_true(RLFileDescriptorInvalidate(f));
+    RLRelease(s);
+    RLRelease(f);
+    close(p[1]);
+    lthread_stop(&b);
+}
+
 /* ---- the protocol, checked by the lock-order detector ------------------ */
 
 static atomic_int reports;
@@ -662,6 +732,7 @@ static void test_lock_protocol_is_checked(void **state) {
     test_timer_and_observer_move_between_loops(state);
     test_fd_source_in_two_loops_delivers_once(state);
     test_fd_kept_enabled_in_two_loops(state);
+    test_callout_enable_rearms_the_other_loop(state);
     assert_int_equal(atomic_load(&reports), 0);
 
     lthread other;
@@ -701,6 +772,7 @@ int main(void) {
         cmocka_unit_test(test_wakeup_and_stop_from_many_threads),
         cmocka_unit_test(test_fd_source_in_two_loops_delivers_once),
         cmocka_unit_test(test_fd_kept_enabled_in_two_loops),
+        cmocka_unit_test(test_callout_enable_rearms_the_other_loop),
         cmocka_unit_test(test_lock_protocol_is_checked),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
