@@ -336,7 +336,8 @@ static bool rl_do_fds(RLRunLoopRef rl, rl_mode *m, struct epoll_event *ev, int n
     bool handled = false;
     for (size_t i = 0; i < n; i++) {
         struct RLRunLoopSource *s = fire[i].src;
-        rl__fd_resync_except(s, rl); /* what it delivered here is off in its other loops too */
+        if (fire[i].elsewhere)
+            rl__fd_resync_except(s, rl); /* what it delivered here is off in its other loops too */
         struct RLFileDescriptor *f = s->fdobj;
         bool go = rl__peek(s->valid) && f && rl__peek(f->valid);
         if (go) {

@@ -197,9 +197,9 @@ static void free_owner(void *p) { free(p); }
  * s->peer until s goes: borrowed, valid while the caller (a callout, which
  * holds a reference on s) runs. NULL: unknown. */
 static RLDataRef sock_peer_address(struct RLSocket *s) {
-    sock_lock(s);
-    RLDataRef peer = s->peer;
-    sock_unlock(s);
+    /* Set once (under the lock, released below), never changed after: no
+     * lock to read it. */
+    RLDataRef peer = __atomic_load_n(&s->peer, __ATOMIC_ACQUIRE);
     if (peer)
         return peer;
     struct sockaddr_storage ss;
@@ -211,7 +211,7 @@ static RLDataRef sock_peer_address(struct RLSocket *s) {
         return NULL;
     sock_lock(s);
     if (!s->peer) /* another loop's thread may have been first */
-        s->peer = RLRetain(found);
+        __atomic_store_n(&s->peer, RLRetain(found), __ATOMIC_RELEASE);
     peer = s->peer;
     sock_unlock(s);
     RLRelease(found);
@@ -599,6 +599,8 @@ static void sock_fd_callout(RLFileDescriptorRef f, RLOptionFlags ready, void *in
         return;
     sock_fd_callout_body(s, ready);
     sock_lock(s);
+    if (s->valid)
+        sock_rearm_locked(s);
     bool last = --s->busy == 0;
     bool close_now = last && s->close_pending;
     bool release_now = last && s->release_pending;
@@ -702,10 +704,6 @@ static void sock_fd_callout_body(struct RLSocket *s, RLOptionFlags ready) {
             sock_call(s, kRLSocketWriteCallBack, NULL, NULL);
     }
 
-    sock_lock(s);
-    if (s->valid)
-        sock_rearm_locked(s);
-    sock_unlock(s);
 }
 
 static RLSocketRef sock_make(RLAllocatorRef allocator, int fd, RLOptionFlags types,

@@ -424,21 +424,22 @@ void rl__fd_before_wait(RLRunLoopRef rl) {
         rl_fd_rebuild(rl);
 }
 
+/* Whether s is in some loop but `except`. Its lock held. */
+static bool rl_src_elsewhere(struct RLRunLoopSource *s, RLRunLoopRef except) {
+    rl_memb *m;
+    TAILQ_FOREACH(m, &s->membs, item_link)
+        if (m->rl != except)
+            return true;
+    return false;
+}
+
 /* Re-arms the fd of s in every loop s is in but `except`. No lock held. */
 void rl__fd_resync_except(struct RLRunLoopSource *s, RLRunLoopRef except) {
     rl__olock_lock(&s->lock);
     /* Most sources are in one loop: the one making the callout, here
      * left out, so that there is nothing to do (checked before anything
-     * is collected, this runs before every fd callout). */
-    bool other = false;
-    rl_memb *m;
-    TAILQ_FOREACH(m, &s->membs, item_link) {
-        if (m->rl != except) {
-            other = true;
-            break;
-        }
-    }
-    if (!other) {
+     * is collected). */
+    if (!rl_src_elsewhere(s, except)) {
         rl__olock_unlock(&s->lock);
         return;
     }
@@ -505,9 +506,11 @@ static size_t rl_fd_take(RLRunLoopRef rl, rl_mode *m, int fd, uint32_t events, b
         if (!types)
             continue;
         rl__olock_lock(&s->lock);
+        bool elsewhere = false;
         if (s->valid && rl__peek(f->valid) && rl__memb_in_mode(s, RL_KIND_SOURCE, m)) {
             types &= atomic_fetch_and_explicit(&f->enabled, ~types, memory_order_relaxed);
             r->want[i] = rl_fd_desired(rl, s);
+            elsewhere = rl_src_elsewhere(s, rl);
         } else {
             types = 0;
         }
@@ -518,6 +521,7 @@ static size_t rl_fd_take(RLRunLoopRef rl, rl_mode *m, int fd, uint32_t events, b
         out[n].src = s;
         out[n].types = types;
         out[n].fd = fd;
+        out[n].elsewhere = elsewhere;
         n++;
     }
     if (n > 0) {

@@ -58,6 +58,10 @@ typedef struct rl_fd_fire {
     struct RLRunLoopSource *src;
     RLOptionFlags types;
     int fd;
+    /* The source was in another loop too when its types were taken (and
+     * turned off): that loop's copy of its wishes needs re-reading. A loop
+     * it joins after reads them as they are then, off. */
+    bool elsewhere;
 } rl_fd_fire;
 
 /* The callouts the events of the wait numbered wait_no (rl->nwaits just

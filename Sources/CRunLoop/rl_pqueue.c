@@ -594,9 +594,7 @@ static void rl_batch_unwind(void *p) {
 /* Runs the queued requests for mode m: those kept from earlier passes
  * first (they are older), then all that came since, each once; requests
  * queued while these run wait for the next pass, as in CF. */
-uint32_t rl__perform_run(rl__perform_queue *q, rl_mode *m) {
-    if (!q->held.head && !rl_pq_maybe_queued(&q->pq))
-        return 0;
+uint32_t rl__perform_run_queued(rl__perform_queue *q, rl_mode *m) {
     rl__pq_lock(&q->pq);
     rl_pchain in = rl_pq_take_locked(&q->pq);
     rl_pchunk *spent = q->spent ? rl_pq_recycle_locked(&q->pq, q->spent) : NULL;
