@@ -55,8 +55,22 @@ static void rl_free_later(void *o) {
 }
 
 void *rl__object_alloc(const rl__class *cls, size_t size, const char *fn) {
+    return rl__object_alloc_head(cls, size, 0, fn);
+}
+
+void *rl__object_alloc_head(const rl__class *cls, size_t head, size_t tail, const char *fn) {
+    size_t size = head + tail;
     bool pooled = RL_TRICK_POOL && rl__pool_serves(size);
-    rl__object *o = pooled ? rl__pool_alloc(size) : calloc(1, size);
+    rl__object *o;
+    if (pooled) {
+        o = rl__pool_alloc_zeroing(size, head);
+    } else if (tail == 0) {
+        o = calloc(1, size);
+    } else {
+        o = malloc(size);
+        if (o)
+            memset(o, 0, head);
+    }
     if (!o) {
         rl__fail(kRLErrorNoMemory, fn, "out of memory allocating %s", cls->name);
         return NULL;

@@ -68,6 +68,9 @@ RL__HIDDEN bool rl__object_unhold(const void *obj);
 /* Allocates a zeroed object of `size` bytes (which starts with rl__object)
  * with one reference. NULL (error set) on allocation failure. */
 RL__HIDDEN void *rl__object_alloc(const rl__class *cls, size_t size, const char *fn);
+/* The same for an object of `head` bytes zeroed followed by `tail` bytes
+ * left as they are, for the caller to fill (an RLData's bytes). */
+RL__HIDDEN void *rl__object_alloc_head(const rl__class *cls, size_t head, size_t tail, const char *fn);
 
 /* The failing half of rl__object_check: sets the error, returns false. */
 RL__HIDDEN bool rl__object_check_fail(const void *obj, const rl__class *cls, const char *fn) __attribute__((cold));

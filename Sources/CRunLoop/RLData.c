@@ -42,7 +42,7 @@ RLDataRef RLDataCreate(RLAllocatorRef allocator, const uint8_t *bytes, RLIndex l
         return rl__fail(kRLErrorInvalidArgument, __func__, "NULL bytes with length %ld", (long)length), NULL;
     if ((size_t)length > SIZE_MAX - sizeof(struct RLData))
         return rl__fail(kRLErrorNoMemory, __func__, "length %ld too large", (long)length), NULL;
-    struct RLData *d = rl__object_alloc(&rl__data_class, sizeof *d + (size_t)length, __func__);
+    struct RLData *d = rl__object_alloc_head(&rl__data_class, sizeof *d, (size_t)length, __func__);
     if (!d)
         return NULL;
     if (length)
@@ -79,6 +79,16 @@ void rl__data_refill(RLDataRef data, const uint8_t *bytes, size_t length) {
     if (length)
         memcpy(d->inline_bytes, bytes, length);
     d->length = (RLIndex)length;
+}
+
+void *rl__data_take_back(RLDataRef data) {
+    struct RLData *d = (struct RLData *)data;
+    void *owner = d->owner;
+    d->length = 0;
+    d->bytes = d->inline_bytes;
+    d->owner = NULL;
+    d->owner_release = NULL;
+    return owner;
 }
 
 static bool data_ok(RLDataRef data, const char *fn) { return rl__object_check(data, &rl__data_class, fn); }

@@ -24,6 +24,12 @@ RL__HIDDEN void rl__data_adopt(RLDataRef data, const uint8_t *bytes, size_t leng
  * buffer nobody else can reach (rl__object_sole). */
 RL__HIDDEN void rl__data_refill(RLDataRef data, const uint8_t *bytes, size_t length);
 
+/* Takes the bytes of a buffer given them by rl__data_adopt back from it:
+ * returns their owner, which is the caller's now (not released with the
+ * buffer), and leaves the buffer empty, as rl__data_slice(NULL, 0, ...)
+ * made it. Only for a buffer nobody else can reach (rl__object_sole). */
+RL__HIDDEN void *rl__data_take_back(RLDataRef data);
+
 /* Whether obj is a live RLData (no error is left when it is not). */
 RL__HIDDEN bool rl__is_data(const void *obj);
 

@@ -49,7 +49,8 @@
 #define RL_SOCKET_READ_GROW 2
 #define RL_SOCKET_READ_BATCH 32
 /* A chunk of at most this many bytes is copied out of the thread's read
- * buffer into an RLData of its own; a longer one takes the buffer. */
+ * buffer into an RLData of its own; a longer one takes the buffer (see
+ * sock_long_data_done). */
 #define RL_SOCKET_COPY_MAX 4096
 
 /* The chunk size in use: RL_SOCKET_READ_CHUNK, smaller only in the tests
@@ -79,6 +80,9 @@ struct RLSocket {
     bool connecting; /* a background connect is under way */
     bool connect_reported;
     bool at_eof; /* the stream ended: no more read-side callbacks */
+    /* The Data callback kept the last long read's data (a hint, read and
+     * set by the callouts without the lock: relaxed atomic accesses). */
+    bool keeps_long;
     /* A connected stream's peer address, looked up once for its Data
      * callbacks (a stream's peer never changes); NULL until then. */
     RLDataRef peer;
@@ -346,11 +350,48 @@ static void sock_short_data_done(RLDataRef d, size_t cap) {
     RLRelease(d);
 }
 
+/* The callback is done with the data a long read (or the end) went out in,
+ * the thread's spare before: if no one else kept it, the thread takes back
+ * the read buffer it carries (`lent`) and keeps it as its spare again,
+ * empty; else the reference the read made goes.
+ *
+ * Whether the socket's callback keeps long reads is noted for the next
+ * one (keeps_long): a callback that does not (the bytes used in the
+ * call: an echo, a parser) gets the whole buffer, with no copy and no
+ * allocation, and gives it back; one that does gets it trimmed to the
+ * bytes (realloc, in place), so that what it keeps holds little more than
+ * its bytes. A socket starts as keeping, so a callback that keeps every
+ * read never holds a whole buffer; one that changes its mind holds at most
+ * one whole buffer (64 KiB, for more than 4 KiB) per change. */
+static void sock_long_data_done(struct RLSocket *s, RLDataRef d, bool lent) {
+    sock_thread *t = t_sock;
+    bool sole = rl__object_sole(d);
+    if (RLDataGetLength(d) > 0 && sole == __atomic_load_n(&s->keeps_long, __ATOMIC_RELAXED))
+        __atomic_store_n(&s->keeps_long, !sole, __ATOMIC_RELAXED);
+    if (t && sole) {
+        if (lent) {
+            void *buf = rl__data_take_back(d);
+            if (!t->read_buf) /* a nested read may have made another meanwhile */
+                t->read_buf = buf;
+            else
+                free(buf);
+        }
+        if (!t->spare && RLDataGetLength(d) == 0) {
+            t->spare = d;
+            return;
+        }
+    }
+    RLRelease(d);
+}
+
 /* Reads up to `chunk` bytes of a stream: a short read into a data of its
  * own (*small, which can hold *small_cap bytes), anything else into a
- * malloc'd buffer (*out); the result is the length. 0: the end of the stream; -1: an error or nothing there
- * (errno; ENOMEM: no buffer, nothing read), no buffer. */
-static ssize_t stream_read_chunk(int fd, size_t chunk, uint8_t **out, RLDataRef *small, size_t *small_cap) {
+ * malloc'd buffer (*out; *lent: it is the thread's read buffer, whole,
+ * which the thread takes back if nobody keeps the data); the result is the
+ * length. 0: the end of the stream; -1: an error or nothing there (errno;
+ * ENOMEM: no buffer, nothing read), no buffer. */
+static ssize_t stream_read_chunk(int fd, size_t chunk, bool whole, uint8_t **out, bool *lent, RLDataRef *small,
+                                 size_t *small_cap) {
     uint8_t *buf = chunk <= RL_SOCKET_READ_CHUNK ? read_buf_get() : NULL;
     bool shared = buf != NULL;
     if (!buf)
@@ -378,6 +419,11 @@ static ssize_t stream_read_chunk(int fd, size_t chunk, uint8_t **out, RLDataRef 
         if (*small)
             return n;
         read_buf_give_away();
+        *lent = true;
+        if (whole && !rl__fault(RL_FAULT_SOCKET_COPY)) {
+            *out = buf;
+            return n;
+        }
     }
     /* The callback may keep the data: a read that leaves much of the buffer
      * empty gives the rest back (in place, no copy). */
@@ -385,6 +431,7 @@ static ssize_t stream_read_chunk(int fd, size_t chunk, uint8_t **out, RLDataRef 
         uint8_t *shrunk = realloc(buf, (size_t)n);
         if (shrunk)
             buf = shrunk;
+        *lent = false; /* not the buffer's size any more */
     }
     *out = buf;
     return n;
@@ -406,7 +453,9 @@ static bool sock_deliver_data(struct RLSocket *s, size_t chunk, bool *full) {
         uint8_t *buf = NULL;
         RLDataRef small = NULL;
         size_t small_cap = 0;
-        ssize_t n = stream_read_chunk(s->fd, chunk, &buf, &small, &small_cap);
+        bool lent = false;
+        bool whole = !__atomic_load_n(&s->keeps_long, __ATOMIC_RELAXED);
+        ssize_t n = stream_read_chunk(s->fd, chunk, whole, &buf, &lent, &small, &small_cap);
         if (small || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOMEM))) {
             if (!spare)
                 RLRelease(data);
@@ -424,7 +473,7 @@ static bool sock_deliver_data(struct RLSocket *s, size_t chunk, bool *full) {
         if (!ended)
             rl__data_adopt(data, buf, (size_t)n, buf, free_owner);
         sock_call(s, kRLSocketDataCallBack, sock_peer_address(s), data);
-        RLRelease(data);
+        sock_long_data_done(s, data, lent);
         return !ended;
     }
     if (spare)
@@ -735,6 +784,7 @@ static RLSocketRef sock_make(RLAllocatorRef allocator, int fd, RLOptionFlags typ
     if (stype == SOCK_STREAM && s->connected)
         s->peer = sockaddr_data(&peer, plen); /* kept for the Data callbacks (NULL: looked up then) */
     s->valid = true;
+    s->keeps_long = true; /* until a callback shows otherwise (sock_long_data_done) */
     if (s->listening && (types & 3u) == kRLSocketAcceptCallBack) {
         int fl = fcntl(fd, F_GETFL);
         if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) {

@@ -296,7 +296,9 @@ static void *rl_slot_get(rl_pclass *c) {
     return p;
 }
 
-void *rl__pool_alloc(size_t size) {
+void *rl__pool_alloc(size_t size) { return rl__pool_alloc_zeroing(size, size); }
+
+void *rl__pool_alloc_zeroing(size_t size, size_t zero) {
     pthread_once(&rl_classes_once, rl_classes_init);
     rl_pclass *c = rl_class_for(size);
     char *p = rl_slot_get(c);
@@ -306,7 +308,7 @@ void *rl__pool_alloc(size_t size) {
 #ifdef RL_POOL_VALGRIND
     VALGRIND_MEMPOOL_ALLOC(rl_slab_of(p), p, size);
 #endif
-    memset(p, 0, size);
+    memset(p, 0, zero);
     return p;
 }
 

@@ -17,6 +17,9 @@ RL__HIDDEN bool rl__pool_serves(size_t size);
 /* A zeroed block of `size` bytes (rl__pool_serves(size)), starting on a
  * cache line; NULL if memory is short. Thread-safe. */
 RL__HIDDEN void *rl__pool_alloc(size_t size);
+/* The same with only the first `zero` bytes zeroed (the caller fills the
+ * rest at once). */
+RL__HIDDEN void *rl__pool_alloc_zeroing(size_t size, size_t zero);
 
 /* Gives back a block from rl__pool_alloc. The block is not handed out
  * again before RL_QUARANTINE (rl_pool.c) more blocks of its size class

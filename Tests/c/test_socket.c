@@ -389,18 +389,21 @@ static void unkeep(void) {
 
 /* Each RLData a Data callback keeps holds its own bytes, whatever the loop
  * reads after it: short reads (copied out of the thread's read buffer) and
- * long ones (which take the buffer) in turn, some short enough to fit in
- * the data of an earlier one (a data no one kept is filled again; a kept
- * one never is), then the same with no memory
+ * long ones (which take the buffer; the thread takes back a buffer no one
+ * kept) in turn, some short enough to fit in the data of an earlier one (a
+ * data no one kept is filled again; a kept one never is), then the same
+ * with no memory
  * for the copies (the bytes go out in the buffer itself: nothing lost). */
 static void test_kept_data_keeps_its_bytes(void **state) {
     (void)state;
     static const struct {
         char c;
         size_t len;
-    } piece[] = {{'a', 100}, {'b', 10000}, {'c', 1}, {'d', 4096}, {'e', 4097}, {'f', 30000}, {'g', 7}, {'h', 4000}, {'i', 3000}, {'j', 64}, {'k', 60}};
+    } piece[] = {{'a', 100},  {'b', 10000}, {'c', 1},     {'d', 4096},  {'e', 40000}, {'f', 30000},
+                 {'g', 7},    {'h', 4000},  {'i', 3000},  {'j', 64},    {'k', 60},    {'l', 65536},
+                 {'m', 33000}, {'n', 50000}};
     enum { NPIECE = sizeof piece / sizeof piece[0] };
-    static char buf[30000];
+    static char buf[65536];
     for (int nomem = 0; nomem <= 1; nomem++) {
         int sv[2];
         big_pair(sv);
@@ -426,7 +429,8 @@ static void test_kept_data_keeps_its_bytes(void **state) {
 /* Each Data callback's RLData holds exactly what its read brought, whether
  * the callbacks before it kept their data, let it go, or kept it and let it
  * go within the call: longer and shorter reads in turn (a data no one kept
- * is filled again by a later short read). */
+ * is filled again by a later short read; the read buffer a long read went
+ * out in is taken back, whole, for the next). */
 static bool keep_briefly;
 
 static void brief_cb(RLSocketRef s, RLSocketCallBackType type, RLDataRef address, const void *data, void *info) {
@@ -443,11 +447,15 @@ static void test_each_data_holds_exactly_its_read(void **state) {
         char c;
         size_t len;
     } piece[] = {{'a', 100}, {'b', 10}, {'c', 4096}, {'d', 1}, {'e', 3000}, {'f', 64}, {'g', 64},
-                 {'h', 2000}, {'i', 4000}, {'j', 5000}, {'k', 63}, {'l', 4096}, {'m', 1024}};
+                 {'h', 2000}, {'i', 4000}, {'j', 5000}, {'k', 63}, {'l', 4096}, {'m', 1024},
+                 {'n', 40000}, {'o', 65536}, {'p', 33000}, {'q', 20000}, {'r', 50000}, {'s', 100}};
     enum { NPIECE = sizeof piece / sizeof piece[0] };
-    static char buf[5000];
-    for (int brief = 0; brief <= 1; brief++) {
-        keep_briefly = brief;
+    static char buf[65536];
+    for (int run = 0; run < 4; run++) {
+        keep_briefly = run & 1;
+        /* Then with no memory for the copies: the bytes go out in the
+         * buffer they were read into, trimmed to them. */
+        atomic_store(&rl__faults, run & 2 ? RL_FAULT_SOCKET_COPY : 0);
         rl_trace_setup(NULL);
         got_len = 0;
         int sv[2];
@@ -470,6 +478,7 @@ static void test_each_data_holds_exactly_its_read(void **state) {
             assert_trace_contains(want);
             at += piece[i].len;
         }
+        atomic_store(&rl__faults, 0);
         close(sv[1]);
         done(s);
     }
