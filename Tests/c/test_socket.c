@@ -12,6 +12,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <math.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -483,6 +484,66 @@ static void test_each_data_holds_exactly_its_read(void **state) {
         done(s);
     }
     keep_briefly = false;
+}
+
+/* A long read goes out in the thread's whole read buffer (64 KiB) only to
+ * a callback that did not keep the last one: a callback that keeps every
+ * read holds data trimmed to their bytes, and one that starts keeping holds
+ * one whole buffer at most before its data are trimmed again. */
+static bool keep_now;
+static void maybe_keep_cb(RLSocketRef s, RLSocketCallBackType type, RLDataRef address, const void *data, void *info) {
+    if (keep_now)
+        keep_cb(s, type, address, data, info);
+}
+
+/* The bytes malloc reserved for kept[i]'s bytes. */
+static size_t kept_block(int i) { return malloc_usable_size((void *)RLDataGetBytePtr(kept[i])); }
+
+static void write_and_wait(int fd, char c, size_t len, int want_kept) {
+    static char buf[20000];
+    memset(buf, c, len);
+    assert_int_equal(write(fd, buf, len), (ssize_t)len);
+    double end = rl_test_now() + 10;
+    while (nkept < want_kept && rl_test_now() < end)
+        RLRunLoopRunInMode(MODE, 0.05, true);
+    if (!keep_now) /* nothing to wait for: let the loop read it */
+        while (RLRunLoopRunInMode(MODE, 0.05, true) == kRLRunLoopRunHandledSource)
+            ;
+    assert_int_equal(nkept, want_kept);
+}
+
+static void test_kept_long_reads_hold_little_more_than_their_bytes(void **state) {
+    (void)state;
+    int sv[2];
+    big_pair(sv);
+    RLSocketRef s = make_with(sv[0], kRLSocketDataCallBack, maybe_keep_cb, "S", 0);
+    /* Kept from the start: trimmed. */
+    keep_now = true;
+    write_and_wait(sv[1], 'a', 10000, 1);
+    write_and_wait(sv[1], 'b', 5000, 2);
+    for (int i = 0; i < 2; i++)
+        assert_true(kept_block(i) < 2 * (size_t)RLDataGetLength(kept[i]));
+    /* Not kept for a while, then kept again: one whole buffer, then
+     * trimmed. */
+    keep_now = false;
+    write_and_wait(sv[1], 'c', 6000, 2);
+    write_and_wait(sv[1], 'd', 7000, 2);
+    keep_now = true;
+    write_and_wait(sv[1], 'e', 9000, 3);
+    write_and_wait(sv[1], 'f', 8000, 4);
+    write_and_wait(sv[1], 'g', 20000, 5);
+    assert_true(kept_block(2) >= 65536); /* the one whole buffer */
+    for (int i = 3; i < 5; i++)
+        assert_true(kept_block(i) < 2 * (size_t)RLDataGetLength(kept[i]));
+    assert_kept(0, 'a', 10000);
+    assert_kept(1, 'b', 5000);
+    assert_kept(2, 'e', 9000);
+    assert_kept(3, 'f', 8000);
+    assert_kept(4, 'g', 20000);
+    keep_now = false;
+    unkeep();
+    close(sv[1]);
+    done(s);
 }
 
 /* A Data callback that runs the loop, nested, and gets another socket's
@@ -1394,6 +1455,7 @@ int main(void) {
         cmocka_unit_test_setup(test_data_out_of_memory_reads_nothing, rl_trace_setup),
         cmocka_unit_test_setup(test_kept_data_keeps_its_bytes, rl_trace_setup),
         cmocka_unit_test_setup(test_each_data_holds_exactly_its_read, rl_trace_setup),
+        cmocka_unit_test_setup(test_kept_long_reads_hold_little_more_than_their_bytes, rl_trace_setup),
         cmocka_unit_test_setup(test_kept_data_survives_a_nested_read, rl_trace_setup),
         cmocka_unit_test_setup(test_data_chunks_stop_when_the_callback_says_so, rl_trace_setup),
         cmocka_unit_test_setup(test_data_chunk_per_enable_without_reenable_flag, rl_trace_setup),
