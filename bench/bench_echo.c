@@ -45,6 +45,17 @@
  * libuv's within 1-3%, the difference about what ours spends more in user
  * space per event (`make bench-echo-instr`).
  *
+ * The throughput client asks epoll for EPOLLOUT only while a send buffer
+ * is full (tp_fill). It used to ask for it all the time: a socket is
+ * nearly always writable, so with its windows full the client spun
+ * through waits that brought nothing, a whole CPU of the two (perf: the
+ * client thread had 53% of the samples, the server ~15%), next to the
+ * server and the kernel's loopback work it measures. The 16-connection
+ * rates hardly moved (48 rounds paired, after the event-path work of
+ * 2026-11-26: ours ahead in 27, 0.99-1.02x, server CPU per MB
+ * 0.99-1.01x); the machine's share left to the servers no longer depends
+ * on how the scheduler treats a spinning client.
+ *
  *   bench_echo                 the table (about a minute)
  *   BEC_ROUNDS=9 bench_echo
  *   BEC_QUICK=1 bench_echo     shorter runs, for a smoke test
@@ -246,7 +257,35 @@ static bool bench_round_trip(int p, unsigned port, long n) {
 typedef struct {
     int fd;
     uint64_t sent, received;
+    bool watch_out; /* its send buffer was full: EPOLLOUT is asked for */
 } tp_conn;
+
+/* Sends on x (number i) while its window allows. The client asks epoll for
+ * EPOLLOUT only while a send buffer is full: asked for all the time, it is
+ * reported on every wait (a socket is nearly always writable), and the
+ * client would spin through waits that bring nothing, on the core the
+ * server and the kernel's loopback work need. */
+static bool tp_fill(int ep, tp_conn *x, int i, size_t chunk, uint64_t window, const char *payload,
+                    uint64_t *total_sent) {
+    bool full = false;
+    while (x->sent - x->received + chunk <= window) {
+        ssize_t r = send(x->fd, payload, chunk, MSG_NOSIGNAL);
+        if (r > 0) {
+            x->sent += (uint64_t)r;
+            *total_sent += (uint64_t)r;
+            continue;
+        }
+        if (r < 0 && errno != EAGAIN && errno != EINTR) return false;
+        full = r < 0 && errno == EAGAIN;
+        break;
+    }
+    if (full != x->watch_out) {
+        struct epoll_event ev = {.events = EPOLLIN | (full ? EPOLLOUT : 0), .data.u32 = (uint32_t)i};
+        if (epoll_ctl(ep, EPOLL_CTL_MOD, x->fd, &ev) != 0) return false;
+        x->watch_out = full;
+    }
+    return true;
+}
 
 /* nconn connections, writes of `chunk` bytes, at most IN_FLIGHT / nconn
  * bytes in flight on each, for `seconds`; then the rest comes back.
@@ -264,13 +303,15 @@ static bool bench_throughput(int p, unsigned port, int nconn, size_t chunk, doub
     for (int i = 0; i < nconn && ok; i++) {
         c[i].fd = connect_to(port, false);
         ok = c[i].fd >= 0 && fcntl(c[i].fd, F_SETFL, O_NONBLOCK) == 0;
-        struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT, .data.u32 = (uint32_t)i};
+        struct epoll_event ev = {.events = EPOLLIN, .data.u32 = (uint32_t)i};
         ok = ok && epoll_ctl(ep, EPOLL_CTL_ADD, c[i].fd, &ev) == 0;
     }
     cpu_mark mark = cpu_now();
     double t0 = now(), stop_at = t0 + seconds, give_up = t0 + seconds + 30;
     bool sending = true;
     uint64_t total_sent = 0, total_received = 0;
+    for (int i = 0; i < nconn && ok; i++)
+        ok = tp_fill(ep, &c[i], i, chunk, window, payload, &total_sent);
     struct epoll_event evs[64];
     while (ok) {
         double t = now();
@@ -279,6 +320,7 @@ static bool bench_throughput(int p, unsigned port, int nconn, size_t chunk, doub
             for (int i = 0; i < nconn; i++) { /* reading only from now on */
                 struct epoll_event ev = {.events = EPOLLIN, .data.u32 = (uint32_t)i};
                 epoll_ctl(ep, EPOLL_CTL_MOD, c[i].fd, &ev);
+                c[i].watch_out = false;
             }
         }
         if (!sending && total_received == total_sent) break;
@@ -287,8 +329,9 @@ static bool bench_throughput(int p, unsigned port, int nconn, size_t chunk, doub
             break;
         }
         int k = epoll_wait(ep, evs, 64, 100);
-        for (int j = 0; j < k; j++) {
-            tp_conn *x = &c[evs[j].data.u32];
+        for (int j = 0; j < k && ok; j++) {
+            int i = (int)evs[j].data.u32;
+            tp_conn *x = &c[i];
             if (evs[j].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) {
                 for (;;) {
                     ssize_t r = recv(x->fd, buf, sizeof buf, 0);
@@ -301,18 +344,8 @@ static bool bench_throughput(int p, unsigned port, int nconn, size_t chunk, doub
                     break;
                 }
             }
-            if (sending && (evs[j].events & EPOLLOUT)) {
-                while (x->sent - x->received + chunk <= window) {
-                    ssize_t r = send(x->fd, payload, chunk, MSG_NOSIGNAL);
-                    if (r > 0) {
-                        x->sent += (uint64_t)r;
-                        total_sent += (uint64_t)r;
-                        continue;
-                    }
-                    if (r < 0 && errno != EAGAIN && errno != EINTR) ok = false;
-                    break;
-                }
-            }
+            if (sending && ok)
+                ok = tp_fill(ep, x, i, chunk, window, payload, &total_sent);
         }
     }
     double elapsed = now() - t0;
