@@ -274,16 +274,16 @@ RL__HIDDEN void rl__perform_run_now(const rl__preq *r);
 /* ---- for the loop (rl_pqueue.c; its teardown in RLRunLoop.c, its
  * iteration in RLRunLoopRun.c) ---- */
 
-/* Runs the requests for mode m queued before this call (the loop's
- * thread); returns how many ran. The look for none is inline: the loop
- * asks twice a pass, and most passes have none (the body's frame, made
- * for its cleanup handler, cost more than the look). */
-RL__HIDDEN uint32_t rl__perform_run_queued(rl__perform_queue *q, struct rl_mode *m);
-static inline uint32_t rl__perform_run(rl__perform_queue *q, struct rl_mode *m) {
-    if (!q->held.head && !rl_pq_maybe_queued(&q->pq))
-        return 0;
-    return rl__perform_run_queued(q, m);
+/* Whether requests may wait (the loop's thread): when not, the loop need
+ * not call rl__perform_run. Inline: the loop asks twice a pass, and most
+ * passes have none (rl__perform_run's frame, made for its cleanup handler,
+ * cost more than the look). */
+static inline bool rl__perform_maybe_pending(rl__perform_queue *q) {
+    return q->held.head || rl_pq_maybe_queued(&q->pq);
 }
+/* Runs the requests for mode m queued before this call (the loop's
+ * thread); returns how many ran. */
+RL__HIDDEN uint32_t rl__perform_run(rl__perform_queue *q, struct rl_mode *m);
 /* Whether a request waits for mode m (the loop's thread). */
 RL__HIDDEN bool rl__perform_has_for(rl__perform_queue *q, const struct rl_mode *m);
 /* The loop goes to sleep: memory kept for a backlog goes back (not more

@@ -24,7 +24,7 @@
 #include <sys/epoll.h>
 
 static bool rl_do_blocks(RLRunLoopRef rl, rl_mode *m) {
-    uint32_t n = rl__perform_run(&rl->pq, m);
+    uint32_t n = rl__perform_maybe_pending(&rl->pq) ? rl__perform_run(&rl->pq, m) : 0;
     rl->pass_ran += n;
     return n > 0;
 }

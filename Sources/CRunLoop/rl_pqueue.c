@@ -594,7 +594,9 @@ static void rl_batch_unwind(void *p) {
 /* Runs the queued requests for mode m: those kept from earlier passes
  * first (they are older), then all that came since, each once; requests
  * queued while these run wait for the next pass, as in CF. */
-uint32_t rl__perform_run_queued(rl__perform_queue *q, rl_mode *m) {
+uint32_t rl__perform_run(rl__perform_queue *q, rl_mode *m) {
+    if (!rl__perform_maybe_pending(q))
+        return 0;
     rl__pq_lock(&q->pq);
     rl_pchain in = rl_pq_take_locked(&q->pq);
     rl_pchunk *spent = q->spent ? rl_pq_recycle_locked(&q->pq, q->spent) : NULL;
