@@ -638,16 +638,13 @@ static void sock_fd_callout(RLFileDescriptorRef f, RLOptionFlags ready, void *in
      * while valid, under the lock that an invalidation takes first, so the
      * fd object's reference is still there to count on. */
     sock_lock(s);
-    bool go = s->valid;
-    if (go) {
-        s->busy++;
-        rl__retain_raw(s);
-    }
-    sock_unlock(s);
-    if (!go)
+    if (!s->valid) {
+        sock_unlock(s);
         return;
-    sock_fd_callout_body(s, ready);
-    sock_lock(s);
+    }
+    s->busy++;
+    rl__retain_raw(s);
+    sock_fd_callout_body(s, ready); /* the lock held before and after */
     if (s->valid)
         sock_rearm_locked(s);
     bool last = --s->busy == 0;
@@ -665,36 +662,33 @@ static void sock_fd_callout(RLFileDescriptorRef f, RLOptionFlags ready, void *in
     rl__release_raw(s);
 }
 
+/* The callbacks of one fd callout; s locked on entry and on return (the
+ * lock is let go around every system call and callback). */
 static void sock_fd_callout_body(struct RLSocket *s, RLOptionFlags ready) {
-
     /* Connect first: its result decides whether the rest can happen. */
-    if (ready & kRLFileDescriptorWriteCallBack) {
-        sock_lock(s);
-        bool finish = s->valid && s->connecting;
+    if ((ready & kRLFileDescriptorWriteCallBack) && s->valid && s->connecting) {
         sock_unlock(s);
-        if (finish) {
-            int err = 0;
-            socklen_t len = sizeof err;
-            if (getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
-                err = errno;
-            sock_lock(s);
-            s->connecting = false;
-            s->connected = err == 0;
-            bool report = s->valid && (s->types & kRLSocketConnectCallBack) && !s->connect_reported;
-            s->connect_reported = true;
-            sock_unlock(s);
-            if (report) {
-                int32_t e = err;
-                sock_call(s, kRLSocketConnectCallBack, NULL, err ? &e : NULL);
-            }
-            /* The writability was the connect's; a Write callback waits
-             * for the next wake, as it would have without the connect. */
-            ready &= ~(RLOptionFlags)kRLFileDescriptorWriteCallBack;
+        int err = 0;
+        socklen_t len = sizeof err;
+        if (getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+            err = errno;
+        sock_lock(s);
+        s->connecting = false;
+        s->connected = err == 0;
+        bool report = s->valid && (s->types & kRLSocketConnectCallBack) && !s->connect_reported;
+        s->connect_reported = true;
+        sock_unlock(s);
+        if (report) {
+            int32_t e = err;
+            sock_call(s, kRLSocketConnectCallBack, NULL, err ? &e : NULL);
         }
+        /* The writability was the connect's; a Write callback waits for
+         * the next wake, as it would have without the connect. */
+        ready &= ~(RLOptionFlags)kRLFileDescriptorWriteCallBack;
+        sock_lock(s);
     }
 
     if (ready & kRLFileDescriptorReadCallBack) {
-        sock_lock(s);
         RLOptionFlags rt = read_type(s);
         bool go = s->valid && rt && !(s->disabled & rt) && !s->at_eof;
         bool accept = go && rt == kRLSocketAcceptCallBack;
@@ -740,19 +734,19 @@ static void sock_fd_callout_body(struct RLSocket *s, RLOptionFlags ready) {
             }
             sock_call(s, kRLSocketReadCallBack, NULL, NULL);
         }
+        sock_lock(s);
     }
 
     if (ready & kRLFileDescriptorWriteCallBack) {
-        sock_lock(s);
         bool go = s->valid && (s->types & kRLSocketWriteCallBack) && !(s->disabled & kRLSocketWriteCallBack) &&
                   s->connected;
-        if (go)
+        if (go) {
             sock_delivered_locked(s, kRLSocketWriteCallBack);
-        sock_unlock(s);
-        if (go)
+            sock_unlock(s);
             sock_call(s, kRLSocketWriteCallBack, NULL, NULL);
+            sock_lock(s);
+        }
     }
-
 }
 
 static RLSocketRef sock_make(RLAllocatorRef allocator, int fd, RLOptionFlags types,
