@@ -71,9 +71,12 @@ static void rl_pace_requests(RLRunLoopRef rl) {
 /* ------------------------------------------------------------------ */
 /* the iteration                                                       */
 
+/* Whether m has no source and no timer. The loop lock held. */
+static bool rl_mode_has_no_items(rl_mode *m) { return m->nsources == 0 && rl__tset_count(&m->timers) == 0; }
+
 static bool rl_mode_is_empty(RLRunLoopRef rl, rl_mode *m) {
     rl__loop_lock(rl);
-    bool empty = m->nsources == 0 && rl__tset_count(&m->timers) == 0;
+    bool empty = rl_mode_has_no_items(m);
     rl__loop_unlock(rl);
     return empty && !rl__perform_has_for(&rl->pq, m);
 }
@@ -555,10 +558,11 @@ static RLRunLoopRunResult rl_run_frame(RLRunLoopRef rl, rl_frame *f, bool poll_o
         rl__loop_lock(rl);
         bool stopped = f->stopped;
         f->stopped = false;
+        bool empty = rl_mode_has_no_items(m); /* the same look as rl_mode_is_empty, under this one lock */
         rl__loop_unlock(rl);
         if (stopped)
             return kRLRunLoopRunStopped;
-        if (rl_mode_is_empty(rl, m))
+        if (empty && !rl__perform_has_for(&rl->pq, m))
             return kRLRunLoopRunFinished;
     }
 }
