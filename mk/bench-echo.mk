@@ -43,16 +43,17 @@ $(BENCH_ECHO_OBJ)/bench_echo_uv.o: bench/bench_echo_uv.c bench/bench_echo.h
 	@$(call say,CC,$@)
 	$(Q)$(CC) $(BENCH_ECHO_FLAGS) $(UV_CFLAGS) -c -o $@ $<
 
-# bench-echo-instr: the echo round trip in user-space instructions, ours
-# against libuv, by callgrind (bench/bench_echo_instr.c,
-# scripts/bench-echo-instr.sh): the same on every run, so it shows what a
+# bench-echo-instr: the echo server's user-space instructions (per round
+# trip, and per MB over 16 connections), ours against libuv, by callgrind
+# (bench/bench_echo_instr.c, scripts/bench-echo-instr.sh): the same on
+# every run, so it shows what a
 # change to the event path costs where the timed rows cannot. Not part of
 # `make bench` (no chart; valgrind, not time). The binary goes to valgrind
 # without debug information (valgrind 3.19 cannot read clang 21's DWARF 5).
 BENCH_ECHO_INSTR := $(BUILD)/bench/bench_echo_instr
 
 .PHONY: bench-echo-instr
-bench-echo-instr: $(BENCH_ECHO_INSTR) ## user-space instructions per echo round trip, ours vs libuv (callgrind)
+bench-echo-instr: $(BENCH_ECHO_INSTR) ## echo server's user-space instructions per round trip and per MB, ours vs libuv (callgrind)
 	@scripts/bench-echo-instr.sh $(BENCH_ECHO_INSTR)
 
 $(BENCH_ECHO_INSTR): $(BENCH_ECHO_OBJ)/bench_echo_instr.o $(BENCH_ECHO_OBJ)/bench_echo_rl.o \
