@@ -579,6 +579,68 @@ static void test_kept_data_survives_a_nested_read(void **state) {
     }
 }
 
+/* As CFSocket: a Data callback that runs the loop, nested, while more
+ * bytes wait on its own socket does not get called again inside itself:
+ * the nested run finds nothing to do (it sleeps out its time instead of
+ * spinning on the readable socket), and the bytes come in the next outer
+ * run. */
+static int reenter_fd = -1;
+static int reenter_depth, reenter_max_depth, reenter_calls;
+static RLRunLoopRunResult reenter_nested;
+static int reenter_nested_wakes;
+
+static void count_nested_wake(RLRunLoopObserverRef o, RLRunLoopActivity a, void *info) {
+    (void)o, (void)a, (void)info;
+    if (reenter_depth > 0)
+        reenter_nested_wakes++;
+}
+
+static void reenter_cb(RLSocketRef s, RLSocketCallBackType type, RLDataRef address, const void *data, void *info) {
+    (void)s, (void)address, (void)info;
+    if (type != kRLSocketDataCallBack || RLDataGetLength(data) == 0)
+        return;
+    reenter_calls++;
+    if (++reenter_depth > reenter_max_depth)
+        reenter_max_depth = reenter_depth;
+    if (reenter_calls == 4) {
+        assert_int_equal(write(reenter_fd, "more", 4), 4);
+        reenter_nested = RLRunLoopRunInMode(MODE, 0.2, true);
+    }
+    reenter_depth--;
+}
+
+static void test_data_callback_is_not_reentered_by_a_nested_run(void **state) {
+    (void)state;
+    int sv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    reenter_fd = sv[1];
+    reenter_depth = reenter_max_depth = reenter_calls = reenter_nested_wakes = 0;
+    RLSocketRef s = make_with(sv[0], kRLSocketDataCallBack, reenter_cb, "S", 0);
+    RLRunLoopObserverRef o = RLRunLoopObserverCreate(NULL, kRLRunLoopAfterWaiting, true, 0, count_nested_wake, NULL);
+    assert_non_null(o);
+    assert_true(RLRunLoopAddObserver(RLRunLoopGetCurrent(), o, MODE));
+    /* Three plain deliveries first (the loop may then keep the socket's
+     * registration armed between callouts), then the nesting one. */
+    for (int i = 1; i <= 4; i++) {
+        assert_int_equal(write(sv[1], "bytes", 5), 5);
+        assert_int_equal(RLRunLoopRunInMode(MODE, 10, true), kRLRunLoopRunHandledSource);
+        assert_int_equal(reenter_calls, i);
+    }
+    assert_int_equal(reenter_nested, kRLRunLoopRunTimedOut);
+    assert_int_equal(reenter_max_depth, 1);
+    /* It slept out its time: a few wakes at most, not one per pass of a
+     * spin on the readable socket. */
+    assert_true(reenter_nested_wakes <= 3);
+    /* The bytes written inside come now. */
+    assert_int_equal(RLRunLoopRunInMode(MODE, 10, true), kRLRunLoopRunHandledSource);
+    assert_int_equal(reenter_calls, 5);
+    RLRunLoopObserverInvalidate(o);
+    RLRelease(o);
+    close(sv[1]);
+    reenter_fd = -1;
+    done(s);
+}
+
 /* What the Data (or Accept) callback does to the socket in its first call
  * of a wake: the further chunks (connections) of that wake follow only if
  * the loop would still serve it. */
@@ -1457,6 +1519,7 @@ int main(void) {
         cmocka_unit_test_setup(test_each_data_holds_exactly_its_read, rl_trace_setup),
         cmocka_unit_test_setup(test_kept_long_reads_hold_little_more_than_their_bytes, rl_trace_setup),
         cmocka_unit_test_setup(test_kept_data_survives_a_nested_read, rl_trace_setup),
+        cmocka_unit_test_setup(test_data_callback_is_not_reentered_by_a_nested_run, rl_trace_setup),
         cmocka_unit_test_setup(test_data_chunks_stop_when_the_callback_says_so, rl_trace_setup),
         cmocka_unit_test_setup(test_data_chunk_per_enable_without_reenable_flag, rl_trace_setup),
         cmocka_unit_test_setup(test_accept_stops_when_the_source_is_removed, rl_trace_setup),
