@@ -185,20 +185,6 @@ static double server_cpu_since(cpu_mark m) {
  * that it cannot run out of ports. */
 static bool reset_on_close;
 
-static int connect_to(unsigned port, bool nonblocking) {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | (nonblocking ? SOCK_NONBLOCK : 0), 0);
-    if (fd < 0) return -1;
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
-                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    if (connect(fd, (struct sockaddr *)&sin, sizeof sin) != 0 && !(nonblocking && errno == EINPROGRESS)) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
 static void close_client(int fd) {
     if (reset_on_close) {
         struct linger l = {1, 0};
@@ -221,7 +207,7 @@ static bool read_exactly(int fd, char *buf, size_t n) {
 /* ---- round trip ------------------------------------------------------- */
 
 static bool bench_round_trip(int p, unsigned port, long n) {
-    int fd = connect_to(port, false);
+    int fd = bec_connect(port, false);
     if (fd < 0) return false;
     char msg[64], back[64];
     memset(msg, 'e', sizeof msg);
@@ -301,7 +287,7 @@ static bool bench_throughput(int p, unsigned port, int nconn, size_t chunk, doub
     for (int i = 0; i < nconn; i++) c[i].fd = -1;
     bool ok = true;
     for (int i = 0; i < nconn && ok; i++) {
-        c[i].fd = connect_to(port, false);
+        c[i].fd = bec_connect(port, false);
         ok = c[i].fd >= 0 && fcntl(c[i].fd, F_SETFL, O_NONBLOCK) == 0;
         struct epoll_event ev = {.events = EPOLLIN, .data.u32 = (uint32_t)i};
         ok = ok && epoll_ctl(ep, EPOLL_CTL_ADD, c[i].fd, &ev) == 0;
@@ -372,7 +358,7 @@ typedef struct {
 } cs_slot;
 
 static bool cs_open(cs_slot *s, int ep, unsigned port, uint32_t id) {
-    s->fd = connect_to(port, true);
+    s->fd = bec_connect(port, true);
     s->state = CS_CONNECTING;
     s->got = 0;
     struct epoll_event ev = {.events = EPOLLOUT, .data.u32 = id};

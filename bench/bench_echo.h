@@ -74,4 +74,30 @@ static inline void bec_buf_consume(bec_buf *b, size_t n) {
     if (b->len == 0) b->start = 0;
 }
 
+/* A client's TCP connection to 127.0.0.1:port with TCP_NODELAY, for the
+ * programs that drive the servers (bench_echo.c, bench_echo_instr.c); -1
+ * on failure (errno). Non-blocking: the connect may still be under way. */
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static inline int bec_connect(unsigned port, bool nonblocking) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | (nonblocking ? SOCK_NONBLOCK : 0), 0);
+    if (fd < 0)
+        return -1;
+    int one = 1;
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0 ||
+        (connect(fd, (struct sockaddr *)&sin, sizeof sin) != 0 && !(nonblocking && errno == EINPROGRESS))) {
+        int err = errno;
+        close(fd);
+        errno = err;
+        return -1;
+    }
+    return fd;
+}
+
 #endif /* BENCH_ECHO_H */

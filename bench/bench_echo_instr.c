@@ -37,18 +37,11 @@
 
 #include "bench_echo.h"
 
-/* A connected TCP socket to 127.0.0.1:port with TCP_NODELAY, or -1. */
+/* A connection to the server on port, or -1 (said why). */
 static int connect_to(unsigned port) {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
-    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
-                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    if (fd < 0 || setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0 ||
-        connect(fd, (struct sockaddr *)&sin, sizeof sin) != 0) {
+    int fd = bec_connect(port, false);
+    if (fd < 0)
         perror("connect");
-        if (fd >= 0)
-            close(fd);
-        return -1;
-    }
     return fd;
 }
 
