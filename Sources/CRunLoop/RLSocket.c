@@ -420,7 +420,10 @@ static ssize_t stream_read_chunk(int fd, size_t chunk, bool whole, uint8_t **out
             return n;
         read_buf_give_away();
         *lent = true;
-        if (whole && !rl__fault(RL_FAULT_SOCKET_COPY)) {
+        /* A long read, for a callback that does not keep them: the whole
+         * buffer (a short one is here only for want of memory for its
+         * copy, and is trimmed below like any the callback may keep). */
+        if (whole && (size_t)n > RL_SOCKET_COPY_MAX) {
             *out = buf;
             return n;
         }
