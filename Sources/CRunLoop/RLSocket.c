@@ -366,7 +366,8 @@ static void sock_short_data_done(RLDataRef d, size_t cap) {
 static void sock_long_data_done(struct RLSocket *s, RLDataRef d, bool lent) {
     sock_thread *t = t_sock;
     bool sole = rl__object_sole(d);
-    if (RLDataGetLength(d) > 0 && sole == __atomic_load_n(&s->keeps_long, __ATOMIC_RELAXED))
+    bool empty = RLDataGetLength(d) == 0; /* the end of the stream */
+    if (!empty && sole == __atomic_load_n(&s->keeps_long, __ATOMIC_RELAXED))
         __atomic_store_n(&s->keeps_long, !sole, __ATOMIC_RELAXED);
     if (t && sole) {
         if (lent) {
@@ -376,7 +377,7 @@ static void sock_long_data_done(struct RLSocket *s, RLDataRef d, bool lent) {
             else
                 free(buf);
         }
-        if (!t->spare && RLDataGetLength(d) == 0) {
+        if (!t->spare && (empty || lent)) { /* taken back: empty now */
             t->spare = d;
             return;
         }
