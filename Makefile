@@ -281,6 +281,18 @@ install: all ## headers, libcrunloop.a/.so, crunloop.pc and the echo examples (b
 clean: ## remove what make and SwiftPM built (build/, .build/, bench/nio/.build)
 	rm -rf build .build bench/nio/.build
 
+# A bench named on the command line (`make bench-echo`) finds its peers'
+# headers and libraries with pkg-config while the mk files are read, so on a
+# fresh machine the packages go in before that; `make bench` and `make
+# check` install them as a rule and read the mk files again in a sub-make.
+ifeq ($(MAKELEVEL),0)
+ifneq ($(filter-out bench bench-chart,$(filter bench-%,$(MAKECMDGOALS))),)
+ifneq ($(shell scripts/setup-deps.sh >&2 && echo ok),ok)
+$(error scripts/setup-deps.sh could not install the packages the benches need)
+endif
+endif
+endif
+
 -include $(sort $(wildcard mk/*.mk))
 
 # The exported symbols are exactly the documented API (the list is kept in
