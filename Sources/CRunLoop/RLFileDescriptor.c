@@ -263,6 +263,10 @@ bool rl__fd_served_now(RLFileDescriptorRef f) {
 
 RLOptionFlags rl__fd_enabled(RLFileDescriptorRef f) { return atomic_load_explicit(&f->enabled, memory_order_relaxed); }
 
+void rl__fd_set_kept(RLFileDescriptorRef f, RLOptionFlags types) {
+    atomic_store_explicit(&f->kept, types, memory_order_relaxed);
+}
+
 size_t rl__fd_pass_left(void) {
     RLRunLoopRef rl = rl__tls;
     return rl ? rl->fd_pass_left : 0;

@@ -352,16 +352,27 @@ static bool rl_do_fds(RLRunLoopRef rl, rl_mode *m, struct epoll_event *ev, int n
             rl->src_in_callout = outer;
             handled = true;
         }
-        rl__release_raw(s);
     }
     /* Their registrations, left as they were while the callouts ran (which
-     * mostly enable again what they got), are brought in line now. */
+     * mostly enable again what they got), are brought in line now; a kept
+     * source that joined another loop meanwhile is armed there too. */
     if (n > 0 && RL__LIKELY(rl__of_this_process(rl))) {
+        bool others = false;
         rl__loop_lock(rl);
-        for (size_t i = 0; i < n; i++)
-            rl__fd_after_callouts(rl, fire[i].fd);
+        for (size_t i = 0; i < n; i++) {
+            rl__fd_after_callout(rl, &fire[i]);
+            others |= fire[i].rearm_others;
+        }
         rl__loop_unlock(rl);
+        for (size_t i = 0; others && i < n; i++)
+            if (fire[i].rearm_others)
+                rl__fd_resync_except(fire[i].src, rl);
+    } else {
+        for (size_t i = 0; i < n; i++)
+            rl__fd_after_callout_in_child(&fire[i]);
     }
+    for (size_t i = 0; i < n; i++)
+        rl__release_raw(fire[i].src);
     if (fire != inl)
         free(fire);
     return handled;

@@ -83,6 +83,10 @@ struct RLSocket {
     /* The Data callback kept the last long read's data (a hint, read and
      * set by the callouts without the lock: relaxed atomic accesses). */
     bool keeps_long;
+    /* What the fd object was last told its owner enables again after each
+     * callout (rl__fd_set_kept): the read type, while it is wanted and
+     * auto-re-enabled. */
+    RLOptionFlags kept;
     /* A connected stream's peer address, looked up once for its Data
      * callbacks (a stream's peer never changes); NULL until then. */
     RLDataRef peer;
@@ -164,13 +168,23 @@ static RLOptionFlags sock_wanted_locked(const struct RLSocket *s) {
 /* Tells the fd object what to watch (lock held). */
 static void sock_rearm_locked(struct RLSocket *s) {
     RLOptionFlags want = sock_wanted_locked(s);
+    /* Read wanted again after every callout that got it, while the flags
+     * re-enable the read type: the loop may leave it on meanwhile. */
+    RLOptionFlags rt = read_type(s);
+    RLOptionFlags kept = rt && (s->flags & rt) == rt ? want & kRLFileDescriptorReadCallBack : 0;
+    if (kept != s->kept) {
+        s->kept = kept;
+        rl__fd_set_kept(s->fdobj, kept);
+    }
     /* Only what is on now is turned off: after each callout the socket
      * says again what it does not want, which is mostly off already. */
-    RLOptionFlags off = (kRLFileDescriptorReadCallBack | kRLFileDescriptorWriteCallBack) & ~want &
-                        rl__fd_enabled(s->fdobj);
+    RLOptionFlags on = rl__fd_enabled(s->fdobj);
+    RLOptionFlags off = (kRLFileDescriptorReadCallBack | kRLFileDescriptorWriteCallBack) & ~want & on;
     if (off)
         (void)RLFileDescriptorDisableCallBacks(s->fdobj, off);
-    if (want && !RLFileDescriptorEnableCallBacks(s->fdobj, want)) {
+    /* Only what is off is turned on: a kept type is on already. A stale
+     * fd object has everything off, so it is asked, and says so. */
+    if ((want & ~on) && !RLFileDescriptorEnableCallBacks(s->fdobj, want & ~on)) {
         /* The fd was closed behind our back or cannot be watched: the fd
          * object has said why; nothing would ever be delivered again. */
         s->disabled |= s->types;

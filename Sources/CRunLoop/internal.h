@@ -27,7 +27,11 @@
  *   YIELD      a waitUntilDone sender on a shared CPU yields before it
  *              sleeps (RLRunLoopPerform.c); plain: sleep at once
  *   BLOCK_COPY the perform queue copies small stack blocks into the loop's
- *              slabs (RLRunLoopPerform.c); plain: Block_copy/Block_release */
+ *              slabs (RLRunLoopPerform.c); plain: Block_copy/Block_release
+ *   KEPT       an fd callout whose owner enables again what it got (an
+ *              RLSocket's auto-re-enabled read type) finds it left enabled,
+ *              its registration untouched (rl_fdtab.c); plain: turned off
+ *              before each callout and on again after (one-shot) */
 #ifndef RL_PLAIN
 #define RL_PLAIN 0
 #endif
@@ -45,6 +49,9 @@
 #endif
 #ifndef RL_TRICK_BLOCK_COPY
 #define RL_TRICK_BLOCK_COPY (!RL_PLAIN)
+#endif
+#ifndef RL_TRICK_KEPT
+#define RL_TRICK_KEPT (!RL_PLAIN)
 #endif
 
 /* One spin-wait pause (x86 `pause`, ARM `yield`), for every busy-wait in
@@ -161,5 +168,8 @@ RL__HIDDEN size_t rl__fd_pass_left(void);
 /* The callback types enabled on f now (a snapshot: the loops clear what
  * they deliver, any thread may enable). */
 RL__HIDDEN RLOptionFlags rl__fd_enabled(RLFileDescriptorRef f);
+/* The types f's owner enables again after each callout that got them
+ * (RLFileDescriptor's `kept`): the loop may leave them on meanwhile. */
+RL__HIDDEN void rl__fd_set_kept(RLFileDescriptorRef f, RLOptionFlags types);
 
 #endif /* CRUNLOOP_INTERNAL_H */

@@ -33,7 +33,8 @@ static uint32_t rl_fd_desired(RLRunLoopRef rl, struct RLRunLoopSource *src) {
         return 0;
     if (!rl__memb_in_mode(src, RL_KIND_SOURCE, rl->armed_mode))
         return 0;
-    RLOptionFlags enabled = atomic_load_explicit(&f->enabled, memory_order_relaxed);
+    /* Types a kept callout is making are off until it returns. */
+    RLOptionFlags enabled = atomic_load_explicit(&f->enabled, memory_order_relaxed) & ~f->firing;
     uint32_t ev = 0;
     if (enabled & kRLFileDescriptorReadCallBack)
         ev |= EPOLLIN;
@@ -368,17 +369,62 @@ void rl__fd_settle(RLRunLoopRef rl, int fd) {
     rl_fd_sync(rl, fd);
 }
 
-/* rl__fd_after_callouts (rl_fdtab.h). */
-void rl__fd_after_callouts(RLRunLoopRef rl, int fd) {
-    if (fd < 0 || (size_t)fd >= rl->nfdtab)
+/* Whether s is in some loop but `except`. Its lock held. */
+static bool rl_src_elsewhere(struct RLRunLoopSource *s, RLRunLoopRef except) {
+    rl_memb *m;
+    TAILQ_FOREACH(m, &s->membs, item_link)
+        if (m->rl != except)
+            return true;
+    return false;
+}
+
+/* Ends the firing of a kept callout: its types may be delivered and
+ * watched for again. Returns whether the source is in a loop but rl now
+ * (it joined one during the callout), and whether its enabled types are
+ * still what the loop took. */
+static bool rl_fd_kept_end(RLRunLoopRef rl, rl_fd_fire *fire, bool *same) {
+    struct RLRunLoopSource *s = fire->src;
+    struct RLFileDescriptor *f = s->fdobj;
+    rl__olock_lock(&s->lock);
+    f->firing &= ~fire->types;
+    bool elsewhere = rl && rl_src_elsewhere(s, rl);
+    *same = atomic_load_explicit(&f->enabled, memory_order_relaxed) == fire->enabled_at;
+    rl__olock_unlock(&s->lock);
+    return elsewhere;
+}
+
+/* rl__fd_after_callout (rl_fdtab.h). */
+void rl__fd_after_callout(RLRunLoopRef rl, rl_fd_fire *fire) {
+    int fd = fire->fd;
+    rl_fdreg *r = fd >= 0 && (size_t)fd < rl->nfdtab ? &rl->fdtab[fd] : NULL;
+    if (fire->kept) {
+        bool same;
+        fire->rearm_others = rl_fd_kept_end(rl, fire, &same);
+        /* Untouched: the owner left enabled what it got, and nothing
+         * re-armed the fd meanwhile (a run nested in the callout that
+         * found it firing, another thread's change, a new source on the
+         * number). Otherwise the wishes are read again, firing over. */
+        if (!r || (same && r->nsrcs == 1 && r->srcs[0] == fire->src && r->gen == fire->gen_at && r->level &&
+                   r->armed == fire->armed_at))
+            return;
+        rl_fd_reread(rl, r);
+        rl_fd_sync(rl, fd);
         return;
-    rl_fdreg *r = &rl->fdtab[fd];
+    }
+    if (!r)
+        return;
     if (r->postponed) {
         rl__fd_settle(rl, fd);
         return;
     }
     rl_fd_reread(rl, r); /* settled already, by a run nested in a callout */
     rl_fd_sync(rl, fd);
+}
+
+void rl__fd_after_callout_in_child(rl_fd_fire *fire) {
+    bool same;
+    if (fire->kept)
+        (void)rl_fd_kept_end(NULL, fire, &same);
 }
 
 /* A persistent registration left behind by a closed fd reported: epoll
@@ -424,15 +470,6 @@ void rl__fd_before_wait(RLRunLoopRef rl) {
         rl_fd_rebuild(rl);
 }
 
-/* Whether s is in some loop but `except`. Its lock held. */
-static bool rl_src_elsewhere(struct RLRunLoopSource *s, RLRunLoopRef except) {
-    rl_memb *m;
-    TAILQ_FOREACH(m, &s->membs, item_link)
-        if (m->rl != except)
-            return true;
-    return false;
-}
-
 /* Re-arms the fd of s in every loop s is in but `except`. No lock held. */
 void rl__fd_resync_except(struct RLRunLoopSource *s, RLRunLoopRef except) {
     rl__olock_lock(&s->lock);
@@ -474,7 +511,32 @@ unsigned long rl__fd_ctl_calls(RLRunLoopRef rl) {
     return n;
 }
 
+/* For the tests: how many callouts the loop has made kept. */
+RL__HIDDEN unsigned long rl__fd_kept_calls(RLRunLoopRef rl);
+unsigned long rl__fd_kept_calls(RLRunLoopRef rl) {
+    rl__loop_lock(rl);
+    unsigned long n = rl->nkept;
+    rl__loop_unlock(rl);
+    return n;
+}
+
 /* ---- from epoll's reports to callouts ---- */
+
+/* Whether the types of f just reported on r may be kept: left enabled,
+ * and the registration as it is, through the callout, instead of turned
+ * off before it and on again after (the one-shot way). For a source alone
+ * on its fd and in one loop (checked by the caller), whose owner enables
+ * again after each callout what it got (f->kept), on a persistent
+ * registration that is not due for its identity check. The fd object
+ * marks them firing meanwhile: no loop delivers them or watches for them
+ * (rl_fd_desired) until the callout returns, so a run nested in it, or
+ * another loop the source joins meanwhile, does not call it again inside
+ * itself, nor spin on the ready fd. Source's item lock held. */
+static bool rl_fd_keepable(const rl_fdreg *r, struct RLFileDescriptor *f, RLOptionFlags types) {
+    return RL_TRICK_KEPT && r->nsrcs == 1 && r->level && !r->always && r->gen != 0 && r->armed != 0 && !r->postponed &&
+           r->runs + 1 < RL_FD_CHECK_RUNS &&
+           (types & ~atomic_load_explicit(&f->kept, memory_order_relaxed)) == 0;
+}
 
 /* Turns an epoll event into the callbacks to deliver, for each source on
  * fd (at most max) whose enabled callbacks match; one-shot: the delivered
@@ -499,6 +561,7 @@ static size_t rl_fd_take(RLRunLoopRef rl, rl_mode *m, int fd, uint32_t events, b
     if (events & (EPOLLOUT | EPOLLERR))
         ready |= kRLFileDescriptorWriteCallBack;
     size_t n = 0;
+    bool settle = false;
     for (uint32_t i = 0; i < r->nsrcs && n < max; i++) {
         struct RLRunLoopSource *s = r->srcs[i];
         struct RLFileDescriptor *f = s->fdobj;
@@ -506,11 +569,21 @@ static size_t rl_fd_take(RLRunLoopRef rl, rl_mode *m, int fd, uint32_t events, b
         if (!types)
             continue;
         rl__olock_lock(&s->lock);
-        bool elsewhere = false;
+        bool elsewhere = false, kept = false;
+        RLOptionFlags enabled_at = 0;
         if (s->valid && rl__peek(f->valid) && rl__memb_in_mode(s, RL_KIND_SOURCE, m)) {
-            types &= atomic_fetch_and_explicit(&f->enabled, ~types, memory_order_relaxed);
-            r->want[i] = rl_fd_desired(rl, s);
-            elsewhere = rl_src_elsewhere(s, rl);
+            types &= ~f->firing; /* a kept callout of s is making them: not again */
+            elsewhere = types && rl_src_elsewhere(s, rl);
+            if (types && !elsewhere && rl_fd_keepable(r, f, types)) {
+                kept = true;
+                f->firing |= types;
+                enabled_at = atomic_load_explicit(&f->enabled, memory_order_relaxed);
+                r->runs++;
+                rl->nkept++;
+            } else if (types) {
+                types &= atomic_fetch_and_explicit(&f->enabled, ~types, memory_order_relaxed);
+                r->want[i] = rl_fd_desired(rl, s);
+            }
         } else {
             types = 0;
         }
@@ -518,14 +591,13 @@ static size_t rl_fd_take(RLRunLoopRef rl, rl_mode *m, int fd, uint32_t events, b
         if (!types)
             continue;
         rl__retain_raw(s);
-        out[n].src = s;
-        out[n].types = types;
-        out[n].fd = fd;
-        out[n].elsewhere = elsewhere;
+        out[n] = (rl_fd_fire){.src = s, .types = types, .fd = fd, .elsewhere = elsewhere, .kept = kept,
+                              .enabled_at = enabled_at, .gen_at = r->gen, .armed_at = r->armed};
+        settle |= !kept;
         n++;
     }
     if (n > 0) {
-        if (!r->postponed) {
+        if (settle && !r->postponed) {
             r->postponed = true;
             rl->npostponed++;
         }

@@ -29,10 +29,18 @@ RL__HIDDEN void rl__fd_note_events(RLRunLoopRef rl, struct epoll_event *ev, int 
  * brought in line with what its sources want now (kept as it is if they
  * enabled again what was delivered). */
 RL__HIDDEN void rl__fd_settle(RLRunLoopRef rl, int fd);
-/* After the callouts of a pass, for each fd delivered to: every wish on
- * it read again, then the registration settled (rl__fd_settle) or, if a
- * run nested in a callout settled it already, brought in line. */
-RL__HIDDEN void rl__fd_after_callouts(RLRunLoopRef rl, int fd);
+struct rl_fd_fire;
+/* After the callouts of a pass, for each callout made: one-shot, every
+ * wish on its fd read again, then the registration settled
+ * (rl__fd_settle) or, if a run nested in a callout settled it already,
+ * brought in line. Kept: the firing mark cleared, and the registration
+ * settled only if something changed it or the wishes meanwhile; if the
+ * source joined another loop, fire->rearm_others is set (the caller
+ * re-arms it there with no lock held). */
+RL__HIDDEN void rl__fd_after_callout(RLRunLoopRef rl, struct rl_fd_fire *fire);
+/* The same when the loop is a fork() child's copy: only the firing mark
+ * of a kept callout is cleared (the parent's epoll set is left alone). */
+RL__HIDDEN void rl__fd_after_callout_in_child(struct rl_fd_fire *fire);
 /* Just before the loop waits: what is still to settle, and a new epoll set
  * if a registration the loop lost reported. */
 RL__HIDDEN void rl__fd_before_wait(RLRunLoopRef rl);
@@ -41,7 +49,7 @@ RL__HIDDEN void rl__fd_resync_except(struct RLRunLoopSource *s, RLRunLoopRef exc
 /* What the fd object of s wants changed (enabled callbacks): re-arms its
  * fd in every loop s is in, but this thread's loop while it makes the
  * callout of that fd (it reads every wish again after: see
- * rl__fd_after_callouts). No lock held. */
+ * rl__fd_after_callout). No lock held. */
 RL__HIDDEN void rl__source_fd_resync(struct RLRunLoopSource *s);
 /* Whether this thread's loop is making the callout of s (the innermost
  * one, in a nested run): the loop keeps a reference on s until it returns,
@@ -52,8 +60,8 @@ static inline bool rl__fd_callout_running(const struct RLRunLoopSource *s) {
 }
 
 /* One callout an epoll report turns into: the source (retained), the
- * callback types it gets (already disabled: callbacks are one-shot) and
- * its fd (settled after the callouts). */
+ * callback types it gets (already disabled: callbacks are one-shot; or
+ * kept, below) and its fd (settled after the callouts). */
 typedef struct rl_fd_fire {
     struct RLRunLoopSource *src;
     RLOptionFlags types;
@@ -62,6 +70,14 @@ typedef struct rl_fd_fire {
      * turned off): that loop's copy of its wishes needs re-reading. A loop
      * it joins after reads them as they are then, off. */
     bool elsewhere;
+    /* Kept (rl_fdtab.c): the types stay enabled and the registration as it
+     * is; the fd object marks them firing. What the loop saw when it took
+     * them, to tell after the callout whether anything changed. */
+    bool kept;
+    /* After a kept callout: the source joined another loop meanwhile. */
+    bool rearm_others;
+    RLOptionFlags enabled_at;
+    uint32_t gen_at, armed_at;
 } rl_fd_fire;
 
 /* The callouts the events of the wait numbered wait_no (rl->nwaits just

@@ -263,6 +263,15 @@ struct RLFileDescriptor {
     RLFileDescriptorCallBack callout;
     RLFileDescriptorContext ctx;
     struct RLRunLoopSource *source; /* weak; cleared when the source goes */
+    /* The callback types the owner enables again after each callout that
+     * got them (an RLSocket's auto-re-enabled read type): a loop may leave
+     * them enabled through the callout instead of turning them off and
+     * back on (rl_fdtab.c, "kept"). A hint: an owner that does otherwise
+     * after all changes `enabled`, and the loop sees that. Relaxed atomic. */
+    _Atomic RLOptionFlags kept;
+    /* The kept types of a callout in progress: no loop delivers them, or
+     * watches for them, until it returns. Under the source's item lock. */
+    RLOptionFlags firing;
 };
 
 /* ---- the run loop object (made in RLRunLoop.c, freed in rl_loop.c) ---- */
@@ -385,6 +394,7 @@ struct RLRunLoop {
     size_t nalways;   /* of those, always ready: the loop polls instead of sleeping */
     uint32_t fdgen;   /* the last registration tag handed out */
     unsigned long nctl; /* epoll_ctl calls on epfd for user fds (tests read it: rl__fd_ctl_calls) */
+    unsigned long nkept; /* callouts made kept (rl_fdtab.c; tests read it: rl__fd_kept_calls) */
     uint32_t npostponed; /* fds with `postponed` set */
     bool lost_level;     /* a persistent registration could not be changed: it may be left in the set */
     bool rebuild;        /* such a leftover reported: the loop moves to a new epoll set before it waits */
@@ -395,7 +405,7 @@ struct RLRunLoop {
     /* The fd source whose callout the loop's thread is making, NULL when
      * none: an enable that callout makes of its own fd leaves this loop's
      * copy of the wishes as it is, for the loop reads them all again after
-     * the callouts (rl__source_fd_resync, rl__fd_after_callouts); and it
+     * the callouts (rl__source_fd_resync, rl__fd_after_callout); and it
      * needs no reference on the source, which the loop keeps for the
      * callout. The loop's thread only. */
     struct RLRunLoopSource *src_in_callout;

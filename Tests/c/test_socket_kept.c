@@ -22,6 +22,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "internal.h" /* RL_TRICK_KEPT */
+
+RL__HIDDEN unsigned long rl__fd_kept_calls(RLRunLoopRef rl);
+
 #define MODE "KEPT"
 #define OTHER "KEPT-OTHER"
 enum { WARM = 6 };
@@ -162,6 +166,29 @@ static void run_until_got(size_t n) {
     while (got() < n && rl_test_now() < end)
         RLRunLoopRunInMode(MODE, 0.05, true);
     assert_int_equal(got(), n);
+}
+
+/* The path these tests are about is the one taken: after the warm-up the
+ * loop leaves the socket's Data callback enabled through its callouts
+ * (unless the build turns the trick off: then it never does). */
+static void test_a_warm_socket_is_kept(void **state) {
+    (void)state;
+    reset();
+    int sv[2];
+    RLSocketRef s = kept_socket(sv);
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    unsigned long before = rl__fd_kept_calls(rl);
+    for (int i = 0; i < 10; i++) {
+        assert_int_equal(write(sv[1], "k", 1), 1);
+        assert_int_equal(RLRunLoopRunInMode(MODE, 10, true), kRLRunLoopRunHandledSource);
+    }
+    assert_int_equal(calls(), WARM + 10);
+    unsigned long kept = rl__fd_kept_calls(rl) - before;
+    if (RL_TRICK_KEPT)
+        assert_true(kept >= 9);
+    else
+        assert_int_equal(kept, 0);
+    drop(s, sv);
 }
 
 /* The callback disables its own Data callback in a kept wake: muted (the
@@ -447,6 +474,7 @@ static void test_kept_socket_under_churn_from_another_thread(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_a_warm_socket_is_kept),
         cmocka_unit_test(test_disable_in_a_kept_callback_mutes_until_enabled),
         cmocka_unit_test(test_remove_in_a_kept_callback_stops_deliveries),
         cmocka_unit_test(test_invalidate_in_a_kept_callback),
