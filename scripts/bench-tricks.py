@@ -12,7 +12,7 @@ notice by at least 10%; the table says which do.
                         peer "trick off", ratio = time with the trick / time without
 
 Each variant is its own build folder (build/tricks/NAME); the benches are
-bench_runloop, bench_thread, bench_sync and bench_ports, each run with its knobs set to
+bench_runloop, bench_thread, bench_sync, bench_ports and bench_echo, each run with its knobs set to
 the rows a trick is for (the peers are skipped where the bench allows).
 """
 import csv
@@ -35,6 +35,7 @@ BENCHES = {
     "thread": ("bench_thread", {"BTH_ROUNDS": "1", "BTH_QUICK": "1"}),
     "sync": ("bench_sync", {"RL_BENCH_RUNS": "15"}),
     "ports": ("bench_ports", {"BPO_ROUNDS": "3", "BPO_QUICK": "1", "BPO_ONLY": "local"}),
+    "echo": ("bench_echo", {"BEC_ROUNDS": "3", "BEC_ONLY": "rt,tp16", "BEC_PEERS": "ours"}),
 }
 
 # (trick, bench, row label as printed, higher is better)
@@ -51,6 +52,8 @@ ROWS = [
     ("YIELD", "thread", "round trip p50, 1 CPU: RLThreadPerform wait", False),
     ("BLOCK_COPY", "perform", "perform block+WakeUp, other thread (M/s)", True),
     ("PORT_REUSE", "ports", "RLPort send, 16-byte data, other thread's loop (M msg/s)", True),
+    ("KEPT", "echo", "server CPU per round trip (us) [a]", False),
+    ("KEPT", "echo", "  server CPU per MB, 16 conns (ms) [a]", False),
 ]
 
 
@@ -68,7 +71,7 @@ def build(variant, defs):
     folder = f"build/tricks/{variant}"
     args = [MAKE, "--no-print-directory", "-s", f"BUILD={folder}", "VARIANT=", "SAN=", "PLAIN=",
             f"RL_DEFS={defs}", "BENCH_THREAD_SWIFT=0"]
-    targets = [f"{folder}/bench/{b}" for b in ("bench_runloop", "bench_thread", "bench_sync", "bench_ports")]
+    targets = [f"{folder}/bench/{b}" for b in ("bench_runloop", "bench_thread", "bench_sync", "bench_ports", "bench_echo")]
     r = subprocess.run(args + targets, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if r.returncode:
         sys.exit(f"bench-tricks: building {variant} failed:\n{r.stdout[-2000:]}")
