@@ -321,9 +321,17 @@ final class MessagePortBox: @unchecked Sendable {
     init(handler: (@Sendable (Int32, [UInt8]?) -> [UInt8]?)?) { self.handler = handler }
 
     deinit {
+        // Looking at an entry holds its box for a moment; if another thread
+        // drops that box's last other reference meanwhile, this look is
+        // its last: it goes when `seen` does, after the lock (its own
+        // deinit takes the registry's lock too).
+        var seen: [MessagePortBox] = []
         messagePortRegistry.withLock { table in
-            for (key, entry) in table where entry.box == nil { table[key] = nil }
+            for (key, entry) in table {
+                if let box = entry.box { seen.append(box) } else { table[key] = nil }
+            }
         }
+        withExtendedLifetime(seen) {}
     }
 
     func setInvalidationHandler(_ handler: (@Sendable (RLMessagePort) -> Void)?) {

@@ -801,6 +801,38 @@ private func requestCode(_ body: () throws -> Void) -> RLMessagePort.RequestErro
         #expect(lastCode == .invalidObject)
     }
 
+    /// Ports made and dropped on several threads at once: a dropped port's
+    /// state prunes the registry while other threads drop theirs. The prune
+    /// briefly holds each live entry; if that was the entry's last holder,
+    /// its state goes after the registry's lock is let go, not under it (a
+    /// second prune under the same lock was a self-deadlock).
+    @Test func portsDroppedOnManyThreadsAtOnce() {
+        let threads = 4, perThread = 3000
+        let finished = RLAtomicInt64(0), failures = RLAtomicInt64(0)
+        for t in 0..<threads {
+            _ = RunLoopTestThread {
+                var live: [RLMessagePort] = []
+                for i in 0..<perThread {
+                    guard let port = try? RLMessagePort(local: uniqueName("churn\(t).\(i)"), handler: { _, _ in nil })
+                    else {
+                        _ = failures.add(1)
+                        continue
+                    }
+                    live.append(port)
+                    if live.count > 64 { live.removeFirst() }
+                }
+                live.removeAll()
+                _ = finished.add(1)
+            }
+        }
+        // Not joined: a deadlocked thread would hang the suite. The bound
+        // only keeps a deadlock from hanging it (sanitizer builds are slow).
+        let deadline = RLTime.now + 300
+        while finished.load() < Int64(threads) && RLTime.now < deadline { usleep(1000) }
+        #expect(finished.load() == Int64(threads), "threads stuck dropping ports")
+        #expect(failures.load() == 0)
+    }
+
     @Test func droppingALocalPortFreesItsName() throws {
         let name = uniqueName("drop")
         do { _ = try RLMessagePort(local: name) { _, _ in nil } }
