@@ -45,4 +45,16 @@ final class ThreadsMutexProtected<Value>: @unchecked Sendable {
     func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
         try mutex.locked { try body(&value) }
     }
+
+    /// ``withLock(_:)`` for a body that reads weak references (a registry
+    /// of wrappers): each object read is held for a moment, and if another
+    /// thread drops its last other reference meanwhile, the body's read is
+    /// the last one. The body puts what it read in `held`, released after
+    /// the lock is let go, so that such an object's deinit (which may take
+    /// this very lock) does not run under it.
+    func withLockHolding<R>(_ body: (inout Value, inout [AnyObject]) throws -> R) rethrows -> R {
+        var held: [AnyObject] = []
+        defer { withExtendedLifetime(held) {} }
+        return try mutex.locked { try body(&value, &held) }
+    }
 }

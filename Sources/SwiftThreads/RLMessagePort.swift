@@ -321,17 +321,13 @@ final class MessagePortBox: @unchecked Sendable {
     init(handler: (@Sendable (Int32, [UInt8]?) -> [UInt8]?)?) { self.handler = handler }
 
     deinit {
-        // Looking at an entry holds its box for a moment; if another thread
-        // drops that box's last other reference meanwhile, this look is
-        // its last: it goes when `seen` does, after the lock (its own
-        // deinit takes the registry's lock too).
-        var seen: [MessagePortBox] = []
-        messagePortRegistry.withLock { table in
+        // The entries' boxes are looked at: held until after the lock (a
+        // box's deinit takes the registry's lock too).
+        messagePortRegistry.withLockHolding { table, held in
             for (key, entry) in table {
-                if let box = entry.box { seen.append(box) } else { table[key] = nil }
+                if let box = entry.box { held.append(box) } else { table[key] = nil }
             }
         }
-        withExtendedLifetime(seen) {}
     }
 
     func setInvalidationHandler(_ handler: (@Sendable (RLMessagePort) -> Void)?) {

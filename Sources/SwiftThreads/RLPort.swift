@@ -144,8 +144,11 @@ open class RLPort: @unchecked Sendable, Hashable, CustomStringConvertible {
         let key = RLPort.key(ref)
         // Releasing may finalize the C port, which calls back into Swift
         // (the invalidation callback, the box's deinit): outside the lock.
-        portRegistry.withLock { table in
-            if let entry = table[key], entry.port == nil, entry.box == nil { table[key] = nil }
+        portRegistry.withLockHolding { table, held in
+            guard let entry = table[key] else { return }
+            let port = entry.port, box = entry.box
+            held += [port as AnyObject?, box as AnyObject?].compactMap { $0 }
+            if port == nil && box == nil { table[key] = nil }
         }
         if owned { RLRelease(UnsafeRawPointer(ref)) }
     }
@@ -328,11 +331,13 @@ open class RLPort: @unchecked Sendable, Hashable, CustomStringConvertible {
     /// it and is not registered; it is only meaningful during that callback.
     static func wrapper(for ref: RLPortRef) -> RLPort {
         let key = key(ref)
-        return portRegistry.withLock { table in
+        return portRegistry.withLockHolding { table, held in
             if let existing = table[key]?.port { return existing }
             // An entry left by a port that was freed (and its address
             // reused) has a box that is not this port's context.
-            let known = table[key]?.box.flatMap { $0.isContext(of: ref) ? $0 : nil }
+            let old = table[key]?.box
+            if let old { held.append(old) }
+            let known = old.flatMap { $0.isContext(of: ref) ? $0 : nil }
             let box = known ?? PortBox()
             let owned = RLRetain(UnsafeRawPointer(ref)) != nil
             let port = RLPort(wrapping: ref, box: box, owned: owned)
@@ -469,8 +474,11 @@ final class PortBox: @unchecked Sendable {
         // unless a new port took the address meanwhile.
         guard key != 0 else { return }
         let key = key
-        portRegistry.withLock { table in
-            if let entry = table[key], entry.port == nil, entry.box == nil { table[key] = nil }
+        portRegistry.withLockHolding { table, held in
+            guard let entry = table[key] else { return }
+            let port = entry.port, box = entry.box
+            held += [port as AnyObject?, box as AnyObject?].compactMap { $0 }
+            if port == nil && box == nil { table[key] = nil }
         }
     }
 

@@ -38,8 +38,8 @@ public final class RLRunLoop: @unchecked Sendable {
         // The last release may tear the loop down and call back into Swift
         // (source cancel callouts look wrappers up), so release outside the
         // registry lock.
-        RLRunLoop.registry.withLock { table in
-            if table[key]?.loop == nil { table[key] = nil }
+        RLRunLoop.registry.withLockHolding { table, held in
+            if let loop = table[key]?.loop { held.append(loop) } else { table[key] = nil }
         }
         if owned { RLRelease(UnsafeRawPointer(ref)) }
     }

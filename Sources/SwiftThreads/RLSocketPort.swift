@@ -263,12 +263,16 @@ open class RLSocketPort: RLPort, @unchecked Sendable {
     /// meaningful during that callback.
     static func socketWrapper(for ref: OpaquePointer) -> RLSocketPort {
         let key = RLPort.key(ref)
-        let (port, isNew) = portRegistry.withLock { table -> (RLSocketPort, Bool) in
-            if let existing = table[key]?.port as? RLSocketPort { return (existing, false) }
+        let (port, isNew) = portRegistry.withLockHolding { table, held -> (RLSocketPort, Bool) in
+            let other = table[key]?.port
+            if let existing = other as? RLSocketPort { return (existing, false) }
+            if let other { held.append(other) }
             // A box left by a freed port whose address was reused is not
             // this one's: a local port's box must be its context.
             let local = !RLSocketPortIsRemote(ref)
-            let known = table[key]?.box.flatMap { box in !local || box.isSocketContext(of: ref) ? box : nil }
+            let old = table[key]?.box
+            if let old { held.append(old) }
+            let known = old.flatMap { box in !local || box.isSocketContext(of: ref) ? box : nil }
             let box = known ?? PortBox()
             let owned = RLRetain(UnsafeRawPointer(ref)) != nil
             let port = RLSocketPort(wrapping: ref, box: box, owned: owned)

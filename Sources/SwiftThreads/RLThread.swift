@@ -57,8 +57,11 @@ public final class RLThread: @unchecked Sendable {
 
     deinit {
         let key = RLThread.key(ref)
-        RLThread.registry.withLock { table in
-            if let entry = table[key], entry.thread == nil, entry.state == nil { table[key] = nil }
+        RLThread.registry.withLockHolding { table, held in
+            guard let entry = table[key] else { return }
+            let thread = entry.thread, state = entry.state
+            held += [thread as AnyObject?, state as AnyObject?].compactMap { $0 }
+            if thread == nil && state == nil { table[key] = nil }
         }
         if owned { RLRelease(UnsafeRawPointer(ref)) }
     }
@@ -485,8 +488,11 @@ private final class ThreadState: @unchecked Sendable {
 
     deinit {
         let key = registryKey
-        RLThread.registry.withLock { table in
-            if let entry = table[key], entry.thread == nil, entry.state == nil { table[key] = nil }
+        RLThread.registry.withLockHolding { table, held in
+            guard let entry = table[key] else { return }
+            let thread = entry.thread, state = entry.state
+            held += [thread as AnyObject?, state as AnyObject?].compactMap { $0 }
+            if thread == nil && state == nil { table[key] = nil }
         }
     }
 
