@@ -809,8 +809,9 @@ private func requestCode(_ body: () throws -> Void) -> RLMessagePort.RequestErro
     @Test func portsDroppedOnManyThreadsAtOnce() {
         let threads = 4, perThread = 3000
         let finished = RLAtomicInt64(0), failures = RLAtomicInt64(0)
+        var workers: [RunLoopTestThread] = []
         for t in 0..<threads {
-            _ = RunLoopTestThread {
+            workers.append(RunLoopTestThread {
                 var live: [RLMessagePort] = []
                 for i in 0..<perThread {
                     guard let port = try? RLMessagePort(local: uniqueName("churn\(t).\(i)"), handler: { _, _ in nil })
@@ -823,13 +824,15 @@ private func requestCode(_ body: () throws -> Void) -> RLMessagePort.RequestErro
                 }
                 live.removeAll()
                 _ = finished.add(1)
-            }
+            })
         }
-        // Not joined: a deadlocked thread would hang the suite. The bound
-        // only keeps a deadlock from hanging it (sanitizer builds are slow).
+        // Joined only once all have finished: a deadlocked thread would hang
+        // the suite. The bound only keeps a deadlock from hanging it
+        // (sanitizer builds are slow).
         let deadline = RLTime.now + 300
         while finished.load() < Int64(threads) && RLTime.now < deadline { usleep(1000) }
         #expect(finished.load() == Int64(threads), "threads stuck dropping ports")
+        if finished.load() == Int64(threads) { for worker in workers { worker.join() } }
         #expect(failures.load() == 0)
     }
 
