@@ -502,23 +502,21 @@ void rl__source_fd_resync(struct RLRunLoopSource *s) {
     rl__fd_resync_except(s, rl__fd_callout_running(s) ? rl__tls : NULL);
 }
 
-/* For the tests: how many times the loop has called epoll_ctl for user fds. */
-RL__HIDDEN unsigned long rl__fd_ctl_calls(RLRunLoopRef rl);
-unsigned long rl__fd_ctl_calls(RLRunLoopRef rl) {
+/* One of the loop's counters, read under its lock (for the tests). */
+static unsigned long rl_fd_counter(RLRunLoopRef rl, const unsigned long *counter) {
     rl__loop_lock(rl);
-    unsigned long n = rl->nctl;
+    unsigned long n = *counter;
     rl__loop_unlock(rl);
     return n;
 }
 
+/* For the tests: how many times the loop has called epoll_ctl for user fds. */
+RL__HIDDEN unsigned long rl__fd_ctl_calls(RLRunLoopRef rl);
+unsigned long rl__fd_ctl_calls(RLRunLoopRef rl) { return rl_fd_counter(rl, &rl->nctl); }
+
 /* For the tests: how many callouts the loop has made kept. */
 RL__HIDDEN unsigned long rl__fd_kept_calls(RLRunLoopRef rl);
-unsigned long rl__fd_kept_calls(RLRunLoopRef rl) {
-    rl__loop_lock(rl);
-    unsigned long n = rl->nkept;
-    rl__loop_unlock(rl);
-    return n;
-}
+unsigned long rl__fd_kept_calls(RLRunLoopRef rl) { return rl_fd_counter(rl, &rl->nkept); }
 
 /* ---- from epoll's reports to callouts ---- */
 

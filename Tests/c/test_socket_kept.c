@@ -191,6 +191,27 @@ static void test_a_warm_socket_is_kept(void **state) {
     drop(s, sv);
 }
 
+/* The callback does `a` in the next (kept) wake, which delivers "a". */
+static void act_in_next_wake(int sv[2], enum action a) {
+    k.act = a;
+    k.at = WARM + 1;
+    assert_int_equal(write(sv[1], "a", 1), 1);
+    assert_int_equal(RLRunLoopRunInMode(MODE, 10, true), kRLRunLoopRunHandledSource);
+    assert_int_equal(calls(), WARM + 1);
+}
+
+/* A run of MODE for 0.2 s (its mode kept from being empty by the caller)
+ * delivers nothing and sleeps: a few wakes at most, not a spin. */
+static void assert_quiet(void) {
+    int before = calls();
+    long wakes = 0;
+    RLRunLoopObserverRef o = rl_test_count_wakes(MODE, &wakes);
+    assert_int_equal(RLRunLoopRunInMode(MODE, 0.2, false), kRLRunLoopRunTimedOut);
+    assert_true(wakes <= 2);
+    assert_int_equal(calls(), before);
+    rl_test_uncount_wakes(o);
+}
+
 /* The callback disables its own Data callback in a kept wake: muted (the
  * loop sleeps, bytes waiting) until enabled again, then the bytes come. */
 static void test_disable_in_a_kept_callback_mutes_until_enabled(void **state) {
@@ -198,22 +219,15 @@ static void test_disable_in_a_kept_callback_mutes_until_enabled(void **state) {
     reset();
     int sv[2];
     RLSocketRef s = kept_socket(sv);
-    k.act = ACT_DISABLE;
-    k.at = WARM + 1;
-    assert_int_equal(write(sv[1], "a", 1), 1);
-    assert_int_equal(RLRunLoopRunInMode(MODE, 10, true), kRLRunLoopRunHandledSource);
-    assert_int_equal(calls(), WARM + 1);
+    RLRunLoopSourceRef keep = rl_test_keep_mode(MODE);
+    act_in_next_wake(sv, ACT_DISABLE);
     assert_int_equal(write(sv[1], "b", 1), 1);
-    long wakes = 0;
-    RLRunLoopObserverRef o = rl_test_count_wakes(MODE, &wakes);
-    assert_int_equal(RLRunLoopRunInMode(MODE, 0.2, false), kRLRunLoopRunTimedOut);
-    assert_true(wakes <= 2);
-    assert_int_equal(calls(), WARM + 1);
+    assert_quiet();
     assert_true(RLSocketEnableCallBacks(s, kRLSocketDataCallBack));
     assert_int_equal(RLRunLoopRunInMode(MODE, 10, true), kRLRunLoopRunHandledSource);
     assert_int_equal(calls(), WARM + 2);
     assert_memory_equal(k.bytes, "wwwwwwab", WARM + 2);
-    rl_test_uncount_wakes(o);
+    rl_test_unkeep(keep);
     drop(s, sv);
 }
 
@@ -224,22 +238,14 @@ static void test_remove_in_a_kept_callback_stops_deliveries(void **state) {
     reset();
     int sv[2];
     RLSocketRef s = kept_socket(sv);
-    k.act = ACT_REMOVE;
-    k.at = WARM + 1;
     RLRunLoopSourceRef keep = rl_test_keep_mode(MODE);
-    assert_int_equal(write(sv[1], "a", 1), 1);
-    assert_int_equal(RLRunLoopRunInMode(MODE, 10, true), kRLRunLoopRunHandledSource);
+    act_in_next_wake(sv, ACT_REMOVE);
     assert_int_equal(write(sv[1], "b", 1), 1);
-    long wakes = 0;
-    RLRunLoopObserverRef o = rl_test_count_wakes(MODE, &wakes);
-    assert_int_equal(RLRunLoopRunInMode(MODE, 0.2, false), kRLRunLoopRunTimedOut);
-    assert_true(wakes <= 2);
-    assert_int_equal(calls(), WARM + 1);
+    assert_quiet();
     assert_true(RLRunLoopAddSource(RLRunLoopGetCurrent(), k.src, MODE));
     assert_int_equal(RLRunLoopRunInMode(MODE, 10, true), kRLRunLoopRunHandledSource);
     assert_int_equal(calls(), WARM + 2);
     assert_memory_equal(k.bytes, "wwwwwwab", WARM + 2);
-    rl_test_uncount_wakes(o);
     rl_test_unkeep(keep);
     drop(s, sv);
 }
@@ -252,20 +258,12 @@ static void test_invalidate_in_a_kept_callback(void **state) {
     reset();
     int sv[2];
     RLSocketRef s = kept_socket(sv);
-    k.act = ACT_INVALIDATE;
-    k.at = WARM + 1;
     RLRunLoopSourceRef keep = rl_test_keep_mode(MODE);
-    assert_int_equal(write(sv[1], "a", 1), 1);
-    assert_int_equal(RLRunLoopRunInMode(MODE, 10, true), kRLRunLoopRunHandledSource);
+    act_in_next_wake(sv, ACT_INVALIDATE);
     assert_false(RLSocketIsValid(s));
     char c;
     assert_int_equal(read(sv[1], &c, 1), 0); /* closed on invalidation */
-    long wakes = 0;
-    RLRunLoopObserverRef o = rl_test_count_wakes(MODE, &wakes);
-    assert_int_equal(RLRunLoopRunInMode(MODE, 0.2, false), kRLRunLoopRunTimedOut);
-    assert_true(wakes <= 2);
-    assert_int_equal(calls(), WARM + 1);
-    rl_test_uncount_wakes(o);
+    assert_quiet();
     rl_test_unkeep(keep);
     drop(s, sv);
 }
