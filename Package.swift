@@ -42,9 +42,12 @@ let package = Package(
                 .linkedLibrary("m"),
             ]
         ),
+        // The overlay's own C shims (ThreadSanitizer hand-off annotations);
+        // internal, not a product.
+        .target(name: "CSwiftThreadsShims", path: "Sources/CSwiftThreadsShims"),
         .target(
             name: "SwiftThreads",
-            dependencies: ["CRunLoop"],
+            dependencies: ["CRunLoop", "CSwiftThreadsShims"],
             path: "Sources/SwiftThreads",
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),

@@ -1,4 +1,5 @@
 internal import CRunLoop
+internal import CSwiftThreadsShims
 #if canImport(Glibc)
 internal import Glibc
 #elseif canImport(Musl)
@@ -359,21 +360,30 @@ open class RLPort: @unchecked Sendable, Hashable, CustomStringConvertible {
 /// from any thread.
 public final class RLPortMessage: @unchecked Sendable, CustomStringConvertible {
     /// Where ``send(before:)`` sends the message.
-    public let sendPort: RLPort?
+    public var sendPort: RLPort? { received(); return _sendPort }
     /// Where replies to the message go.
-    public let receivePort: RLPort?
+    public var receivePort: RLPort? { received(); return _receivePort }
     /// The message's data and ports, in order.
-    public let components: [RLPortComponent]?
+    public var components: [RLPortComponent]? { received(); return _components }
+
+    // The getters above and msgid's first tell ThreadSanitizer that the
+    // message was handed over (every init ends by publishing it): a message
+    // the loop thread made reaches an async consumer through AsyncStream,
+    // whose queue ThreadSanitizer does not see (SwiftThreadsShims.h).
+    private let _sendPort: RLPort?
+    private let _receivePort: RLPort?
+    private let _components: [RLPortComponent]?
     private let mutex = ThreadsMutex()
     private var _msgid: UInt32
 
     /// A message to `sendPort` whose replies go to `replyPort`, with id 0
     /// (Foundation's `init(sendPort:receivePort:components:)`).
     public init(sendPort: RLPort?, receivePort replyPort: RLPort?, components: [RLPortComponent]?) {
-        self.sendPort = sendPort
-        self.receivePort = replyPort
-        self.components = components
-        self._msgid = 0
+        _sendPort = sendPort
+        _receivePort = replyPort
+        _components = components
+        _msgid = 0
+        publish()
     }
 
     /// Foundation's other spelling, `init(send:receive:components:)`.
@@ -385,25 +395,32 @@ public final class RLPortMessage: @unchecked Sendable, CustomStringConvertible {
     init(received message: RLPortMessageRef) {
         _msgid = RLPortMessageGetMsgid(message)
         let count = max(Int(RLPortMessageGetComponentCount(message)), 0)
-        components = (0..<count).compactMap { index in
+        _components = (0..<count).compactMap { index in
             RLPortMessageGetComponent(message, RLIndex(index)).map { RLPortComponent(component: $0) }
         }
-        sendPort = RLPortMessageGetSendPort(message).map { RLPort.wrapper(for: $0) }
-        receivePort = RLPortMessageGetReceivePort(message).map { RLPort.wrapper(for: $0) }
+        _sendPort = RLPortMessageGetSendPort(message).map { RLPort.wrapper(for: $0) }
+        _receivePort = RLPortMessageGetReceivePort(message).map { RLPort.wrapper(for: $0) }
+        publish()
     }
 
     /// A message a socket port received (its parts wrapped already).
     init(msgid: UInt32, sendPort: RLPort?, receivePort: RLPort?, components: [RLPortComponent]) {
         _msgid = msgid
-        self.sendPort = sendPort
-        self.receivePort = receivePort
-        self.components = components
+        _sendPort = sendPort
+        _receivePort = receivePort
+        _components = components
+        publish()
     }
+
+    deinit { received() }
+
+    private func publish() { rl_swift_handoff_publish(UnsafeRawPointer(Unmanaged.passUnretained(self).toOpaque())) }
+    private func received() { rl_swift_handoff_received(UnsafeRawPointer(Unmanaged.passUnretained(self).toOpaque())) }
 
     /// The message's identifier (0 unless set).
     public var msgid: UInt32 {
-        get { mutex.locked { _msgid } }
-        set { mutex.locked { _msgid = newValue } }
+        get { received(); return mutex.locked { _msgid } }
+        set { received(); mutex.locked { _msgid = newValue } }
     }
 
     /// Sends the message to ``sendPort``, replies to ``receivePort``,

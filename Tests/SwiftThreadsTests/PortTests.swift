@@ -229,6 +229,56 @@ private final class WorkerSide: RLPortDelegate, @unchecked Sendable {
         thread.join()
     }
 
+    /// Messages the loop thread made and queued before the consumer asked
+    /// for them: the consumer reads what another thread wrote with no wait
+    /// in between, only the sequence's own hand-off (`swift test
+    /// --sanitize=thread` reported these reads as races until RLPortMessage
+    /// told ThreadSanitizer about the hand-off).
+    /// A consumer that waits for each message as the loop thread makes it,
+    /// and asks for the next one: each message is handed over at the moment
+    /// the consumer suspends (or is about to). ThreadSanitizer saw no order
+    /// between the loop thread's writes and the consumer's reads then (the
+    /// concurrency runtime's resume is not visible to it) until RLPortMessage
+    /// published itself (SwiftThreadsShims.h). The bytes must be whole.
+    @Test func messagesHandedToAWaitingConsumerOneByOneAreWhole() async throws {
+        let port = RLPort()
+        let messages = port.messages
+        let (thread, loop) = startLoopThreadWith { loop in loop.add(port, forMode: .default) }
+        let rounds = 300
+        try port.send([.bytes([0, 7])], msgid: 0, before: RLTime.now + 30)
+        var next: UInt32 = 0
+        var whole = true
+        for await message in messages {
+            whole = whole && message.msgid == next && message.components == [.bytes([UInt8(next % 256), 7])]
+            next += 1
+            if next == rounds { port.invalidate(); continue }
+            try port.send([.bytes([UInt8(next % 256), 7])], msgid: next, before: RLTime.now + 30)
+        }
+        #expect(next == rounds)
+        #expect(whole)
+        loop.stop()
+        thread.join()
+    }
+
+    @Test func messagesQueuedBeforeTheConsumerAsksAreWholeWhenRead() async throws {
+        let port = RLPort()
+        let messages = port.messages
+        let (thread, loop) = startLoopThreadWith { loop in loop.add(port, forMode: .default) }
+        for i in 1...20 { try port.send([.bytes([UInt8(i), 7])], msgid: UInt32(i), before: RLTime.now + 30) }
+        usleep(200_000)  // the loop thread delivers them meanwhile (not needed to pass)
+        var seen: [String] = []
+        for await message in messages {
+            message.msgid += 100
+            seen.append("\(message.msgid) \(message.components ?? []) \(message.receivePort === port) \(message)")
+            if seen.count == 20 { port.invalidate() }
+        }
+        #expect(seen == (1...20).map {
+            "\(100 + $0) \([RLPortComponent.bytes([UInt8($0), 7])]) true RLPortMessage(msgid: \(100 + $0), 1 component(s))"
+        })
+        loop.stop()
+        thread.join()
+    }
+
     @Test func aNewerSequenceTakesOverFromTheOlderOne() async throws {
         let port = RLPort()
         let first = port.messages

@@ -173,6 +173,50 @@ final class NamedSocketPort: RLSocketPort, @unchecked Sendable {
         server.stop()
     }
 
+    /// As PortTests' test of the same name, for a socket port: messages
+    /// the loop thread made and queued before the consumer asked for them.
+    /// As PortTests' test of the same name, for a socket port (the case
+    /// CI's ThreadSanitizer run reported): each message handed to a consumer
+    /// that waits for it, one at a time.
+    @Test func messagesHandedToAWaitingConsumerOneByOneAreWhole() async throws {
+        let port = try RLSocketPort(listeningOnTCPPort: 0, address: "127.0.0.1")
+        let messages = port.messages
+        let server = SocketServer(port)
+        let remote = try RLSocketPort(remoteHost: "127.0.0.1", tcpPort: port.tcpPort)
+        let rounds = 300
+        try remote.send([.bytes([0, 7])], msgid: 0, before: RLTime.now + 10)
+        var next: UInt32 = 0
+        var whole = true
+        for await message in messages {
+            whole = whole && message.msgid == next && message.components == [.bytes([UInt8(next % 256), 7])]
+            next += 1
+            if next == rounds { port.invalidate(); continue }
+            try remote.send([.bytes([UInt8(next % 256), 7])], msgid: next, before: RLTime.now + 10)
+        }
+        #expect(next == rounds)
+        #expect(whole)
+        server.stop()
+    }
+
+    @Test func messagesQueuedBeforeTheConsumerAsksAreWholeWhenRead() async throws {
+        let port = try RLSocketPort(listeningOnTCPPort: 0, address: "127.0.0.1")
+        let messages = port.messages
+        let server = SocketServer(port)
+        let remote = try RLSocketPort(remoteHost: "127.0.0.1", tcpPort: port.tcpPort)
+        for i in 1...20 { try remote.send([.bytes([UInt8(i), 7])], msgid: UInt32(i), before: RLTime.now + 10) }
+        usleep(200_000)  // the loop thread delivers them meanwhile (not needed to pass)
+        var seen: [String] = []
+        for await message in messages {
+            message.msgid += 100
+            seen.append("\(message.msgid) \(message.components ?? []) \(message.receivePort === port) \(message)")
+            if seen.count == 20 { port.invalidate() }
+        }
+        #expect(seen == (1...20).map {
+            "\(100 + $0) \([RLPortComponent.bytes([UInt8($0), 7])]) true RLPortMessage(msgid: \(100 + $0), 1 component(s))"
+        })
+        server.stop()
+    }
+
     @Test func repliesReachTheSendersPortThroughSendPort() throws {
         let server = SocketServer(try RLSocketPort(listeningOnTCPPort: 0))
         let answered = LoopEventLog<Bool>()
