@@ -5,6 +5,7 @@
 // see Mutex's futex hand-off and reports false races. Not an RL lock
 // either: the lock-order detector (RLLockDebug) must not watch the
 // overlay's own bookkeeping.
+internal import CSwiftThreadsShims
 #if canImport(Glibc)
 internal import Glibc
 #elseif canImport(Musl)
@@ -58,3 +59,23 @@ final class ThreadsMutexProtected<Value>: @unchecked Sendable {
         return try mutex.locked { try body(&value, &held) }
     }
 }
+
+/// A hand-off ThreadSanitizer cannot see, told to it (SwiftThreadsShims.h):
+/// an object made on one thread and handed to a task through the
+/// concurrency runtime (a continuation's resume, an AsyncStream). The
+/// producer publishes a point once what it hands on is complete, before it
+/// hands it on; the consumer receives the same point before it reads
+/// anything the producer made. Nothing happens without ThreadSanitizer.
+enum HandOff {
+    static func publish(_ point: AnyObject) {
+        rl_swift_handoff_publish(UnsafeRawPointer(Unmanaged.passUnretained(point).toOpaque()))
+    }
+
+    static func received(_ point: AnyObject) {
+        rl_swift_handoff_received(UnsafeRawPointer(Unmanaged.passUnretained(point).toOpaque()))
+    }
+}
+
+/// A point to publish and receive when the object handed on is not known
+/// to both sides in advance (a continuation's value).
+final class HandOffPoint: Sendable {}

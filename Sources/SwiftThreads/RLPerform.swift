@@ -59,8 +59,7 @@ extension RLThread {
     @discardableResult
     public func run<T: Sendable>(modes: [RLRunLoop.Mode] = [.common],
                                  _ body: @escaping @Sendable () throws -> T) async throws -> T {
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
-            let request = AsyncPerformRequest(continuation: continuation, body: body)
+        try await AsyncPerformRequest.outcome(of: body) { request in
             do {
                 try perform(modes: modes) { request.run() }
             } catch {
@@ -204,18 +203,40 @@ private final class DelayedPerformTable: @unchecked Sendable {
 /// ``RLRunLoop/performAndWait(inModes:_:)``, the worker's): resumed exactly
 /// once — by the run, or, if the C library drops the queued block unrun
 /// (the thread finished, the loop was torn down), by deinit.
+///
+/// The value or error is made on another thread and reaches the task
+/// through the continuation: the request publishes `point` before it
+/// resumes, and ``outcome(of:unrunMessage:submit:)`` receives it before it
+/// returns, which is what ThreadSanitizer needs to see the hand-off
+/// (``HandOff``).
 final class AsyncPerformRequest<T: Sendable>: @unchecked Sendable {
     private let continuation: CheckedContinuation<T, any Error>
     private let body: @Sendable () throws -> T
     private let unrunMessage: String
+    private let point: HandOffPoint
     private let mutex = ThreadsMutex()
     private var resumed = false
 
-    init(continuation: CheckedContinuation<T, any Error>, body: @escaping @Sendable () throws -> T,
-         unrunMessage: String = "RLThread.run: the thread finished before running the work") {
+    private init(continuation: CheckedContinuation<T, any Error>, body: @escaping @Sendable () throws -> T,
+                 unrunMessage: String, point: HandOffPoint) {
         self.continuation = continuation
         self.body = body
         self.unrunMessage = unrunMessage
+        self.point = point
+    }
+
+    /// Makes the request for `body`, gives it to `submit` (which queues
+    /// `run()` somewhere, or calls `fail(_:)`), and suspends until it has
+    /// run: its value, or its error, or `unrunMessage`'s error if the queued
+    /// work was dropped unrun.
+    static func outcome(of body: @escaping @Sendable () throws -> T,
+                        unrunMessage: String = "RLThread.run: the thread finished before running the work",
+                        submit: (AsyncPerformRequest<T>) -> Void) async throws -> T {
+        let point = HandOffPoint()
+        defer { HandOff.received(point) }
+        return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
+            submit(AsyncPerformRequest(continuation: continuation, body: body, unrunMessage: unrunMessage, point: point))
+        }
     }
 
     private func claim() -> Bool {
@@ -227,11 +248,14 @@ final class AsyncPerformRequest<T: Sendable>: @unchecked Sendable {
 
     func run() {
         guard claim() else { return }
-        continuation.resume(with: Result { try body() })
+        let result = Result { try body() }
+        HandOff.publish(point)
+        continuation.resume(with: result)
     }
 
     func fail(_ error: any Error) {
         guard claim() else { return }
+        HandOff.publish(point)
         continuation.resume(throwing: error)
     }
 

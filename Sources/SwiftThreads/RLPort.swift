@@ -1,5 +1,4 @@
 internal import CRunLoop
-internal import CSwiftThreadsShims
 #if canImport(Glibc)
 internal import Glibc
 #elseif canImport(Musl)
@@ -369,7 +368,7 @@ public final class RLPortMessage: @unchecked Sendable, CustomStringConvertible {
     // The getters above and msgid's first tell ThreadSanitizer that the
     // message was handed over (every init ends by publishing it): a message
     // the loop thread made reaches an async consumer through AsyncStream,
-    // whose queue ThreadSanitizer does not see (SwiftThreadsShims.h).
+    // whose queue ThreadSanitizer does not see (HandOff, Plumbing.swift).
     private let _sendPort: RLPort?
     private let _receivePort: RLPort?
     private let _components: [RLPortComponent]?
@@ -414,8 +413,8 @@ public final class RLPortMessage: @unchecked Sendable, CustomStringConvertible {
 
     deinit { received() }
 
-    private func publish() { rl_swift_handoff_publish(UnsafeRawPointer(Unmanaged.passUnretained(self).toOpaque())) }
-    private func received() { rl_swift_handoff_received(UnsafeRawPointer(Unmanaged.passUnretained(self).toOpaque())) }
+    private func publish() { HandOff.publish(self) }
+    private func received() { HandOff.received(self) }
 
     /// The message's identifier (0 unless set).
     public var msgid: UInt32 {

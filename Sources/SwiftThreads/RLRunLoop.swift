@@ -291,10 +291,9 @@ public final class RLRunLoop: @unchecked Sendable {
     @discardableResult
     public func performAndWait<T: Sendable>(inModes modes: [Mode] = [.common],
                                             _ body: @escaping @Sendable () throws -> T) async throws -> T {
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
-            let request = AsyncPerformRequest(
-                continuation: continuation, body: body,
-                unrunMessage: "RLRunLoop.performAndWait: the run loop was torn down before the work ran")
+        try await AsyncPerformRequest.outcome(
+            of: body, unrunMessage: "RLRunLoop.performAndWait: the run loop was torn down before the work ran"
+        ) { request in
             if perform(inModes: modes, block: { request.run() }) {
                 wakeUp()
             } else {

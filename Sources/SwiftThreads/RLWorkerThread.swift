@@ -180,8 +180,7 @@ public final class RLWorkerThread: @unchecked Sendable {
     ///   not running.
     @discardableResult
     public func run<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
-            let request = AsyncPerformRequest(continuation: continuation, body: body)
+        try await AsyncPerformRequest.outcome(of: body) { request in
             do {
                 try self.async { request.run() }
             } catch {
