@@ -49,7 +49,7 @@ swift_objs=()
 link_list=$SWIFTPM_BUILD/CRunLoopPackageTests.product/Objects.LinkFileList
 if [ -f "$link_list" ]; then
   while IFS= read -r o; do swift_objs+=("$o"); done < <(tr -d "'\"" < "$link_list" |
-    grep -E '/(CRunLoop|SwiftThreads|SwiftThreadsFoundation)\.build/')
+    grep -E '/(CRunLoop|CSwiftThreadsShims|SwiftThreads|SwiftThreadsFoundation)\.build/')
 fi
 
 while read -r src line; do
@@ -72,6 +72,7 @@ while read -r src line; do
     mkdir -p "$base.d" && cp "$src" "$base.d/main.swift"
     if swiftc -swift-version 6 -warnings-as-errors -I "$SWIFTPM_BUILD/Modules" \
          -Xcc -fmodule-map-file=include/module.modulemap -Xcc -Iinclude \
+         -Xcc -fmodule-map-file=Sources/CSwiftThreadsShims/include/module.modulemap \
          -module-cache-path "$tmp/mcache" -o "$base.swiftbin" "$base.d/main.swift" "${swift_objs[@]}" \
          -lbsd -lBlocksRuntime >>"$log" 2>&1; then
       run "$label" "$log" "$base.swiftbin"
