@@ -67,6 +67,20 @@
  * for ours and 1.7% for libuv: what is left to gain there is under 1% of
  * the CPU, below what 16 rounds can tell apart.
  *
+ * What moved the row (2026-11-27): coalescing bulk reads
+ * (RL_TRICK_COALESCE, docs/runloop.md). A pass that read 4 KB or more from
+ * two or more sockets sleeps ~20 us before the loop waits again, so each
+ * connection's next read is bigger. The idea came from the slowed-server
+ * runs above; tried first in this bench as a before-waiting observer that
+ * slept, then built into the loop. 15 rounds paired, twice each, in one
+ * sitting: without it ahead in 9 and 6 of 15 (1.00x, 0.94x), server CPU
+ * per MB 0.99-1.00x libuv's; with it ahead in 10 and 10 of 15 (1.11x,
+ * 1.24x), CPU per MB 0.69-0.74x. Rounds of 7: CPU per MB 0.69-0.81x in
+ * every run. Spinning instead of sleeping for the same time lost the gain
+ * (the spin takes the CPU the client needs). The round trip, the
+ * 1-connection row and connections per second are unchanged: one stream
+ * per pass, or 16-byte reads, never coalesce.
+ *
  *   bench_echo                 the table (about a minute)
  *   BEC_ROUNDS=9 bench_echo
  *   BEC_QUICK=1 bench_echo     shorter runs, for a smoke test

@@ -54,6 +54,8 @@ ROWS = [
     ("PORT_REUSE", "ports", "RLPort send, 16-byte data, other thread's loop (M msg/s)", True),
     ("KEPT", "echo", "server CPU per round trip (us) [a]", False),
     ("KEPT", "echo", "  server CPU per MB, 16 conns (ms) [a]", False),
+    ("COALESCE", "echo", "throughput, 16 conns, 4 KB writes (MB/s)", True),
+    ("COALESCE", "echo", "  server CPU per MB, 16 conns (ms) [a]", False),
 ]
 
 

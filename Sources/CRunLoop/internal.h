@@ -31,7 +31,10 @@
  *   KEPT       an fd callout whose owner enables again what it got (an
  *              RLSocket's auto-re-enabled read type) finds it left enabled,
  *              its registration untouched (rl_fdtab.c); plain: turned off
- *              before each callout and on again after (one-shot) */
+ *              before each callout and on again after (one-shot)
+ *   COALESCE   a loop whose pass read bulk chunks from two or more
+ *              sockets sleeps a few microseconds before it waits, so the
+ *              next reads are bigger (RLRunLoopRun.c); plain: waits at once */
 #ifndef RL_PLAIN
 #define RL_PLAIN 0
 #endif
@@ -52,6 +55,9 @@
 #endif
 #ifndef RL_TRICK_KEPT
 #define RL_TRICK_KEPT (!RL_PLAIN)
+#endif
+#ifndef RL_TRICK_COALESCE
+#define RL_TRICK_COALESCE (!RL_PLAIN)
 #endif
 
 /* One spin-wait pause (x86 `pause`, ARM `yield`), for every busy-wait in
@@ -171,5 +177,13 @@ RL__HIDDEN RLOptionFlags rl__fd_enabled(RLFileDescriptorRef f);
 /* The types f's owner enables again after each callout that got them
  * (RLFileDescriptor's `kept`): the loop may leave them on meanwhile. */
 RL__HIDDEN void rl__fd_set_kept(RLFileDescriptorRef f, RLOptionFlags types);
+/* A read of at least this many bytes is a bulk one: the stream had a
+ * chunk waiting, not a message. */
+#define RL_BULK_READ 4096
+/* From a callout on the calling thread's loop: it read a bulk chunk from
+ * the socket `who` (RLSocket). Two or more sockets in one pass make the
+ * loop coalesce before it waits (RL_TRICK_COALESCE, RLRunLoopRun.c); more
+ * chunks from one socket in a row count once. No loop: nothing. */
+RL__HIDDEN void rl__loop_note_bulk_read(const void *who);
 
 #endif /* CRUNLOOP_INTERNAL_H */

@@ -379,6 +379,9 @@ struct RLRunLoop {
     size_t capcidx; /* a power of two, at least twice nci; 0: none yet */
 
     uint32_t pass_ran; /* requests run since the loop last waited; the loop's thread only */
+    uint32_t pass_bulk;    /* sockets read in bulk since the loop last waited (rl__loop_note_bulk_read); its thread only */
+    const void *bulk_last; /* the last of them */
+    unsigned long ncoalesced; /* waits the loop coalesced before (tests read it: rl__loop_coalesced_waits) */
     /* rl_do_timers' array of due timers, kept between passes so that a
      * wake-up for a timer does not pay for an allocation; the loop's thread
      * only (a nested run finds it taken and uses its own). */

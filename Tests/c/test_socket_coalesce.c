@@ -1,0 +1,276 @@
+/* test_socket_coalesce.c — a loop whose pass read bulk chunks (4 KB or
+ * more) from two or more sockets sleeps a little before it waits again, so
+ * the next reads are bigger (RL_TRICK_COALESCE, RLRunLoopRun.c). When it
+ * does and when it does not, and that nothing is lost or held for long
+ * meanwhile: every byte of every stream arrives once and in order, and a
+ * signalled source, a wake-up and a timer that come during the sleeps are
+ * served. With the trick off (PLAIN=1) the loop never sleeps: the tests
+ * check that too. */
+#include "testutil.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "internal.h" /* RL_TRICK_COALESCE, RL_BULK_READ */
+
+RL__HIDDEN unsigned long rl__loop_coalesced_waits(RLRunLoopRef rl);
+
+#define MODE "COALESCE"
+enum { NSOCK = 4 };
+
+/* One stream: what its callback got, and whether it came in order (byte i
+ * of a stream is (i * 7 + stream) & 0xff). */
+typedef struct {
+    int sv[2];
+    RLSocketRef sock;
+    RLRunLoopSourceRef src;
+    int index;
+    _Atomic size_t got;
+    _Atomic bool out_of_order;
+} stream;
+
+static stream streams[NSOCK];
+
+static uint8_t byte_at(size_t i, int s) { return (uint8_t)(i * 7 + (size_t)s); }
+
+static void data_cb(RLSocketRef s, RLSocketCallBackType type, RLDataRef address, const void *data, void *info) {
+    (void)s, (void)address;
+    stream *st = info;
+    if (type != kRLSocketDataCallBack)
+        return;
+    size_t n = (size_t)RLDataGetLength(data), at = atomic_load(&st->got);
+    const uint8_t *p = RLDataGetBytePtr(data);
+    for (size_t i = 0; i < n; i++)
+        if (p[i] != byte_at(at + i, st->index))
+            atomic_store(&st->out_of_order, true);
+    atomic_store(&st->got, at + n);
+}
+
+static void open_streams(int count) {
+    for (int i = 0; i < count; i++) {
+        stream *st = &streams[i];
+        memset(st, 0, sizeof *st);
+        st->index = i;
+        assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, st->sv), 0);
+        RLSocketContext ctx = {0, st, NULL, NULL, NULL};
+        st->sock = RLSocketCreateWithNative(NULL, st->sv[0], kRLSocketDataCallBack, data_cb, &ctx);
+        assert_non_null(st->sock);
+        st->src = RLSocketCreateRunLoopSource(NULL, st->sock, 0);
+        assert_non_null(st->src);
+        assert_true(RLRunLoopAddSource(RLRunLoopGetCurrent(), st->src, MODE));
+    }
+}
+
+static void close_streams(int count) {
+    for (int i = 0; i < count; i++) {
+        stream *st = &streams[i];
+        RLRunLoopSourceInvalidate(st->src);
+        RLRelease(st->src);
+        RLSocketInvalidate(st->sock);
+        RLRelease(st->sock);
+        close(st->sv[1]);
+    }
+}
+
+/* Writes n bytes of stream s's pattern, from byte `from` on. */
+static void put(int s, size_t from, size_t n) {
+    uint8_t buf[16384];
+    while (n > 0) {
+        size_t c = n < sizeof buf ? n : sizeof buf;
+        for (size_t i = 0; i < c; i++)
+            buf[i] = byte_at(from + i, s);
+        ssize_t w = write(streams[s].sv[1], buf, c);
+        if (w < 0 && errno == EINTR)
+            continue;
+        assert_true(w > 0);
+        from += (size_t)w;
+        n -= (size_t)w;
+    }
+}
+
+/* Runs MODE until every one of `count` streams got n bytes (at most 10 s),
+ * then a little more (a wait after the last reads). */
+static void run_until_all_got(int count, size_t n) {
+    double end = rl_test_now() + 10;
+    for (;;) {
+        int done = 0;
+        for (int i = 0; i < count; i++)
+            done += atomic_load(&streams[i].got) >= n;
+        if (done == count || rl_test_now() > end)
+            break;
+        RLRunLoopRunInMode(MODE, 0.05, false);
+    }
+    for (int i = 0; i < count; i++) {
+        assert_int_equal(atomic_load(&streams[i].got), n);
+        assert_false(atomic_load(&streams[i].out_of_order));
+    }
+}
+
+/* Bulk chunks waiting on two sockets at once: the pass that reads them is
+ * followed by a coalesced wait. */
+static void test_bulk_reads_from_two_sockets_coalesce(void **state) {
+    (void)state;
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    open_streams(2);
+    unsigned long before = rl__loop_coalesced_waits(rl);
+    for (int round = 0; round < 5; round++) {
+        put(0, (size_t)round * 8192, 8192);
+        put(1, (size_t)round * 8192, 8192);
+        run_until_all_got(2, (size_t)(round + 1) * 8192);
+    }
+    unsigned long coalesced = rl__loop_coalesced_waits(rl) - before;
+    if (RL_TRICK_COALESCE)
+        assert_true(coalesced >= 1);
+    else
+        assert_int_equal(coalesced, 0);
+    close_streams(2);
+}
+
+/* One socket, however much it brings (several chunks in one callout), or
+ * short messages on many: the loop waits at once. */
+static void test_one_stream_or_short_messages_never_coalesce(void **state) {
+    (void)state;
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    open_streams(NSOCK);
+    unsigned long before = rl__loop_coalesced_waits(rl);
+    for (int round = 0; round < 4; round++) {
+        put(0, (size_t)round * 200000, 200000);
+        run_until_all_got(1, (size_t)(round + 1) * 200000);
+    }
+    size_t small = RL_BULK_READ / 8;
+    for (int round = 0; round < 20; round++) {
+        for (int s = 1; s < NSOCK; s++)
+            put(s, (size_t)round * small, small);
+        double end = rl_test_now() + 10;
+        for (int s = 1; s < NSOCK; s++)
+            while (atomic_load(&streams[s].got) < (size_t)(round + 1) * small && rl_test_now() < end)
+                RLRunLoopRunInMode(MODE, 0.05, true);
+    }
+    for (int s = 1; s < NSOCK; s++) {
+        assert_int_equal(atomic_load(&streams[s].got), 20 * small);
+        assert_false(atomic_load(&streams[s].out_of_order));
+    }
+    assert_int_equal(rl__loop_coalesced_waits(rl) - before, 0);
+    close_streams(NSOCK);
+}
+
+/* Streams that keep arriving while other threads signal a source, wake
+ * the loop and set a timer: all served, every byte once and in order. */
+static struct {
+    _Atomic bool quit;
+    _Atomic int served;
+    _Atomic int fired;
+    RLRunLoopRef loop;
+    RLRunLoopSourceRef signalled;
+    size_t per_stream;
+} busy;
+
+static void *writer(void *arg) {
+    int s = (int)(intptr_t)arg;
+    for (size_t at = 0; at < busy.per_stream; at += 16384)
+        put(s, at, 16384);
+    return NULL;
+}
+
+static void served_perform(void *info) {
+    (void)info;
+    atomic_fetch_add(&busy.served, 1);
+}
+
+static void *signaller(void *arg) {
+    (void)arg;
+    for (int i = 0; i < 200 && !atomic_load(&busy.quit); i++) {
+        RLRunLoopSourceSignal(busy.signalled);
+        RLRunLoopWakeUp(busy.loop);
+        double end = rl_test_now() + 10;
+        while (atomic_load(&busy.served) <= i && rl_test_now() < end)
+            usleep(100);
+    }
+    return NULL;
+}
+
+static void timer_fired(RLRunLoopTimerRef t, void *info) {
+    (void)t, (void)info;
+    atomic_fetch_add(&busy.fired, 1);
+}
+
+static void test_sources_wakeups_and_timers_are_served_while_coalescing(void **state) {
+    (void)state;
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    open_streams(NSOCK);
+    busy.quit = false;
+    busy.served = busy.fired = 0;
+    busy.loop = rl;
+    busy.per_stream = (size_t)rl_test_iters(512) * 16384;
+    RLRunLoopSourceContext sctx = {.perform = served_perform};
+    busy.signalled = RLRunLoopSourceCreate(NULL, 0, &sctx);
+    assert_non_null(busy.signalled);
+    assert_true(RLRunLoopAddSource(rl, busy.signalled, MODE));
+    RLRunLoopTimerRef timer = RLRunLoopTimerCreate(NULL, RLAbsoluteTimeGetCurrent() + 0.02, 0.02, 0, 0, timer_fired, NULL);
+    assert_non_null(timer);
+    assert_true(RLRunLoopAddTimer(rl, timer, MODE));
+    unsigned long before = rl__loop_coalesced_waits(rl);
+
+    pthread_t writers[NSOCK], sig;
+    for (int s = 0; s < NSOCK; s++)
+        assert_int_equal(pthread_create(&writers[s], NULL, writer, (void *)(intptr_t)s), 0);
+    assert_int_equal(pthread_create(&sig, NULL, signaller, NULL), 0);
+    run_until_all_got(NSOCK, busy.per_stream);
+    double end = rl_test_now() + 10;
+    while (atomic_load(&busy.served) < 200 && rl_test_now() < end)
+        RLRunLoopRunInMode(MODE, 0.05, false);
+    atomic_store(&busy.quit, true);
+    for (int s = 0; s < NSOCK; s++)
+        pthread_join(writers[s], NULL);
+    pthread_join(sig, NULL);
+
+    assert_int_equal(atomic_load(&busy.served), 200);
+    assert_true(atomic_load(&busy.fired) >= 1);
+    if (!RL_TRICK_COALESCE)
+        assert_int_equal(rl__loop_coalesced_waits(rl) - before, 0);
+    else
+        printf("# %lu coalesced waits, %d timer fires\n", rl__loop_coalesced_waits(rl) - before,
+               atomic_load(&busy.fired));
+    RLRunLoopTimerInvalidate(timer);
+    RLRelease(timer);
+    RLRunLoopSourceInvalidate(busy.signalled);
+    RLRelease(busy.signalled);
+    close_streams(NSOCK);
+}
+
+/* A short run's deadline ends it even while the streams keep the loop
+ * coalescing (the sleep never passes it). */
+static void test_a_run_deadline_ends_a_coalescing_run(void **state) {
+    (void)state;
+    open_streams(2);
+    busy.per_stream = (size_t)rl_test_iters(256) * 16384;
+    pthread_t writers[2];
+    for (int s = 0; s < 2; s++)
+        assert_int_equal(pthread_create(&writers[s], NULL, writer, (void *)(intptr_t)s), 0);
+    int timed_out = 0;
+    for (int i = 0; i < 20; i++)
+        timed_out += RLRunLoopRunInMode(MODE, 0.001, false) == kRLRunLoopRunTimedOut;
+    assert_int_equal(timed_out, 20);
+    run_until_all_got(2, busy.per_stream);
+    for (int s = 0; s < 2; s++)
+        pthread_join(writers[s], NULL);
+    close_streams(2);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bulk_reads_from_two_sockets_coalesce),
+        cmocka_unit_test(test_one_stream_or_short_messages_never_coalesce),
+        cmocka_unit_test(test_sources_wakeups_and_timers_are_served_while_coalescing),
+        cmocka_unit_test(test_a_run_deadline_ends_a_coalescing_run),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
