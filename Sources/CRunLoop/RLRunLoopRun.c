@@ -22,7 +22,6 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
-#include <time.h>
 
 static bool rl_do_blocks(RLRunLoopRef rl, rl_mode *m) {
     uint32_t n = rl__perform_maybe_pending(&rl->pq) ? rl__perform_run(&rl->pq, m) : 0;
@@ -81,12 +80,19 @@ static void rl_pace_requests(RLRunLoopRef rl) {
  * server CPU per MB 0.6-0.8x libuv's with it, 1.0x without; see the header
  * of bench/bench_echo.c.
  *
- * The price: during the sleep, a perform request, a wake-up or an fd that
- * became ready waits for its end (RL_COALESCE_NS plus the kernel's timer
- * slack, 50 us by default); the sleep never passes the next timer's date or
- * the run's deadline. A pass that read from one stream only, or only short
- * messages (a request/response exchange), never sleeps. */
+ * The sleep ends early for a wake-up (a perform request, a signalled
+ * source, RLRunLoopWakeUp, a stop: rl__sleep_unless_woken), and never
+ * passes the next timer's date or the run's deadline as they were when it
+ * began. What waits for its end (RL_COALESCE_NS plus the kernel's timer
+ * slack, 50 us by default) is an fd that became ready meanwhile, which is
+ * the point, and a timer another thread adds meanwhile for sooner. A pass
+ * that read from one stream only, or only short messages (a
+ * request/response exchange), never sleeps. */
 enum { RL_COALESCE_MIN = 2, RL_COALESCE_NS = 20000 };
+
+/* For the tests: the sleep's length instead of RL_COALESCE_NS (0: that). */
+RL__HIDDEN _Atomic long long rl__coalesce_ns_for_tests;
+_Atomic long long rl__coalesce_ns_for_tests;
 
 void rl__loop_note_bulk_read(const void *who) {
     RLRunLoopRef rl = rl__tls;
@@ -101,16 +107,15 @@ static bool rl_coalesce_due(RLRunLoopRef rl) {
     return RL_TRICK_COALESCE && rl->pass_bulk >= RL_COALESCE_MIN && !atomic_load(&rl->wake_pending);
 }
 
-/* The sleep, `left` seconds at most. Without the loop lock and with
- * `sleeping` clear: a waker only sets wake_pending, which the wait after it
- * sees. */
-static void rl_coalesce_sleep(double left) {
-    double ns = left * 1e9 < RL_COALESCE_NS ? left * 1e9 : RL_COALESCE_NS;
-    if (!(ns >= 1000))
-        return;
-    struct timespec t = {0, (long)ns};
-    while (clock_nanosleep(CLOCK_MONOTONIC, 0, &t, &t) == EINTR) {
-    }
+/* The sleep, `left` seconds at most, or until a wake-up. Without the loop
+ * lock and with `sleeping` clear. */
+static void rl_coalesce_sleep(RLRunLoopRef rl, double left) {
+    long long want = atomic_load_explicit(&rl__coalesce_ns_for_tests, memory_order_relaxed);
+    double ns = want > 0 ? (double)want : RL_COALESCE_NS;
+    if (left * 1e9 < ns)
+        ns = left * 1e9;
+    if (ns >= 1000)
+        rl__sleep_unless_woken(rl, (long long)ns);
 }
 
 /* For the tests: how many waits the loop coalesced before. */
@@ -499,7 +504,7 @@ static int rl_wait(RLRunLoopRef rl, rl_frame *f, bool poll, struct epoll_event *
         if (at > now && rl_coalesce_due(rl)) {
             rl->ncoalesced++;
             rl__loop_unlock(rl);
-            rl_coalesce_sleep(at - now);
+            rl_coalesce_sleep(rl, at - now);
             rl__loop_lock(rl);
             at = rl__next_wake(rl, f); /* a timer may have come meanwhile */
             now = rl__mono_now();

@@ -10,7 +10,10 @@
  * consistent atomics, so one of them always sees the other: no wake-up is
  * lost, and waking an awake loop costs no system call. The timerfd is
  * edge-triggered and never read: each expiry is one event, and arming it
- * again (as every wait that blocks does first) clears the last one. Low in the run-loop
+ * again (as every wait that blocks does first) clears the last one. A loop
+ * in its coalescing sleep (`coalescing`) waits on `wake_pending` itself, a
+ * futex: WakeUp wakes it there instead, with the same pairing of stores
+ * and loads. Low in the run-loop
  * files: it calls the loop check (rl_loop.c) and the timer sets
  * (rl_heap.c) only.
  */
@@ -21,8 +24,10 @@
 #include "rl_spin.h"
 
 #include <errno.h>
+#include <linux/futex.h>
 #include <math.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
@@ -75,6 +80,20 @@ void rl__wake(RLRunLoopRef rl) {
         return; /* a wake-up is already on its way */
     if (atomic_load(&rl->sleeping))
         rl_write_eventfd(rl);
+    else if (atomic_load(&rl->coalescing))
+        syscall(SYS_futex, (int *)&rl->wake_pending, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+void rl__sleep_unless_woken(RLRunLoopRef rl, long long ns) {
+    atomic_store(&rl->coalescing, 1);
+    /* The kernel compares wake_pending with 0 as it puts the thread to
+     * sleep: a wake-up set before (whose waker may have missed
+     * `coalescing`) makes it return at once, one set after wakes it. A
+     * signal may end it early too, which is harmless. */
+    struct timespec t = {(time_t)(ns / 1000000000), (long)(ns % 1000000000)};
+    if (!atomic_load(&rl->wake_pending))
+        syscall(SYS_futex, (int *)&rl->wake_pending, FUTEX_WAIT_PRIVATE, 0, &t, NULL, 0);
+    atomic_store(&rl->coalescing, 0);
 }
 
 bool rl__arm_timerfd(RLRunLoopRef rl, double at) {

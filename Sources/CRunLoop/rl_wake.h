@@ -17,6 +17,10 @@ RL__HIDDEN void rl__drain(int fd);
 RL__HIDDEN bool rl__arm_timerfd(RLRunLoopRef rl, double at);
 /* Wakes rl's thread if it waits (rl_wake.c). */
 RL__HIDDEN void rl__wake(RLRunLoopRef rl);
+/* Sleeps `ns` nanoseconds at most, less if a wake-up comes (rl__wake) or
+ * one is pending already. rl's thread, without the loop lock, with
+ * `sleeping` clear (the coalescing sleep, RLRunLoopRun.c). */
+RL__HIDDEN void rl__sleep_unless_woken(RLRunLoopRef rl, long long ns);
 /* When the innermost run must wake next: its deadline or its mode's
  * earliest timer deadline, as monotonic time. Loop lock held. */
 RL__HIDDEN double rl__next_wake(RLRunLoopRef rl, rl_frame *f);

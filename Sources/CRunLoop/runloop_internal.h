@@ -357,6 +357,7 @@ struct RLRunLoop {
     _Atomic int wake_pending;
     _Atomic int ignore_wakeups; /* as CF: from each wake until the next pass starts */
     _Atomic int sleeping;
+    _Atomic int coalescing; /* in rl__sleep_unless_woken: a wake-up ends it (futex on wake_pending) */
     _Atomic int waker_cpu; /* the CPU of the last wake-up that counted; -1: none yet */
     _Atomic int cpu;       /* the CPU the loop last went to wait on; -1: none yet */
     rl__spin spin;         /* how long the loop spins for a wake-up before it sleeps */

@@ -4,7 +4,8 @@
  * does and when it does not, and that nothing is lost or held for long
  * meanwhile: every byte of every stream arrives once and in order, and a
  * signalled source, a wake-up and a timer that come during the sleeps are
- * served. With the trick off (PLAIN=1) the loop never sleeps: the tests
+ * served; a wake-up, a timer and a run's deadline end a sleep made long on
+ * purpose. With the trick off (PLAIN=1) the loop never sleeps: the tests
  * check that too. */
 #include "testutil.h"
 
@@ -22,6 +23,7 @@
 #include "internal.h" /* RL_TRICK_COALESCE, RL_BULK_READ */
 
 RL__HIDDEN unsigned long rl__loop_coalesced_waits(RLRunLoopRef rl);
+RL__HIDDEN extern _Atomic long long rl__coalesce_ns_for_tests;
 
 #define MODE "COALESCE"
 enum { NSOCK = 4 };
@@ -265,12 +267,118 @@ static void test_a_run_deadline_ends_a_coalescing_run(void **state) {
     close_streams(2);
 }
 
+/* The sleep made 5 s long: what must end it does so long before. */
+enum { LONG_SLEEP_NS = 5000000000LL };
+#define WELL_BEFORE 2.5
+
+static struct {
+    RLRunLoopRef loop;
+    RLRunLoopSourceRef src;
+    unsigned long before;
+    double woke_at, served_at;
+} cw;
+
+static void cw_perform(void *info) {
+    (void)info;
+    cw.served_at = rl_test_now();
+    RLRunLoopStop(RLRunLoopGetCurrent());
+}
+
+/* Once the loop is in its coalescing sleep (or, with the trick off, a
+ * moment after the data went out), signals the source and wakes the loop. */
+static void *cw_waker(void *arg) {
+    (void)arg;
+    double end = rl_test_now() + 10;
+    if (RL_TRICK_COALESCE)
+        while (rl__loop_coalesced_waits(cw.loop) == cw.before && rl_test_now() < end)
+            usleep(1000);
+    usleep(20000);
+    cw.woke_at = rl_test_now();
+    RLRunLoopSourceSignal(cw.src);
+    RLRunLoopWakeUp(cw.loop);
+    return NULL;
+}
+
+/* Two bulk streams make the loop coalesce, with the sleep 5 s long. */
+static void start_long_sleep(void) {
+    open_streams(2);
+    atomic_store(&rl__coalesce_ns_for_tests, LONG_SLEEP_NS);
+    cw.loop = RLRunLoopGetCurrent();
+    cw.before = rl__loop_coalesced_waits(cw.loop);
+    put(0, 0, 8192);
+    put(1, 0, 8192);
+}
+
+static void end_long_sleep(void) {
+    atomic_store(&rl__coalesce_ns_for_tests, 0);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(atomic_load(&streams[i].got), 8192);
+        assert_false(atomic_load(&streams[i].out_of_order));
+    }
+    if (RL_TRICK_COALESCE)
+        assert_true(rl__loop_coalesced_waits(cw.loop) > cw.before);
+    else
+        assert_int_equal(rl__loop_coalesced_waits(cw.loop), cw.before);
+    close_streams(2);
+}
+
+static void test_a_wakeup_ends_the_coalescing_sleep(void **state) {
+    (void)state;
+    start_long_sleep();
+    RLRunLoopSourceContext sctx = {.perform = cw_perform};
+    cw.src = RLRunLoopSourceCreate(NULL, 0, &sctx);
+    assert_non_null(cw.src);
+    assert_true(RLRunLoopAddSource(cw.loop, cw.src, MODE));
+    cw.served_at = 0;
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, cw_waker, NULL), 0);
+    assert_int_equal(RLRunLoopRunInMode(MODE, 20, false), kRLRunLoopRunStopped);
+    pthread_join(t, NULL);
+    assert_true(cw.served_at >= cw.woke_at);
+    assert_true(cw.served_at - cw.woke_at < WELL_BEFORE);
+    RLRunLoopSourceInvalidate(cw.src);
+    RLRelease(cw.src);
+    end_long_sleep();
+}
+
+static void stop_timer(RLRunLoopTimerRef t, void *info) {
+    (void)t, (void)info;
+    cw.served_at = rl_test_now();
+    RLRunLoopStop(RLRunLoopGetCurrent());
+}
+
+static void test_a_timer_or_the_deadline_ends_the_coalescing_sleep(void **state) {
+    (void)state;
+    start_long_sleep();
+    double start = rl_test_now();
+    RLRunLoopTimerRef timer = RLRunLoopTimerCreate(NULL, RLAbsoluteTimeGetCurrent() + 0.1, 0, 0, 0, stop_timer, NULL);
+    assert_non_null(timer);
+    assert_true(RLRunLoopAddTimer(cw.loop, timer, MODE));
+    assert_int_equal(RLRunLoopRunInMode(MODE, 20, false), kRLRunLoopRunStopped);
+    assert_true(cw.served_at - start < WELL_BEFORE);
+    RLRunLoopTimerInvalidate(timer);
+    RLRelease(timer);
+    /* More bulk data on both: the next run's 0.1 s deadline ends it. */
+    put(0, 8192, 8192);
+    put(1, 8192, 8192);
+    start = rl_test_now();
+    assert_int_equal(RLRunLoopRunInMode(MODE, 0.1, false), kRLRunLoopRunTimedOut);
+    assert_true(rl_test_now() - start < WELL_BEFORE);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(atomic_load(&streams[i].got), 16384);
+        atomic_store(&streams[i].got, 8192); /* as end_long_sleep expects */
+    }
+    end_long_sleep();
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bulk_reads_from_two_sockets_coalesce),
         cmocka_unit_test(test_one_stream_or_short_messages_never_coalesce),
         cmocka_unit_test(test_sources_wakeups_and_timers_are_served_while_coalescing),
         cmocka_unit_test(test_a_run_deadline_ends_a_coalescing_run),
+        cmocka_unit_test(test_a_wakeup_ends_the_coalescing_sleep),
+        cmocka_unit_test(test_a_timer_or_the_deadline_ends_the_coalescing_sleep),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
