@@ -96,7 +96,7 @@ _Atomic long long rl__coalesce_ns_for_tests;
 
 void rl__loop_note_bulk_read(const void *who) {
     RLRunLoopRef rl = rl__tls;
-    if (rl && rl->bulk_last != who) {
+    if (rl && rl->frame && rl->bulk_last != who) {
         rl->bulk_last = who;
         rl->pass_bulk++;
     }

@@ -181,9 +181,10 @@ RL__HIDDEN void rl__fd_set_kept(RLFileDescriptorRef f, RLOptionFlags types);
  * chunk waiting, not a message. */
 #define RL_BULK_READ 4096
 /* From a callout on the calling thread's loop: it read a bulk chunk from
- * the socket `who` (RLSocket). Two or more sockets in one pass make the
- * loop coalesce before it waits (RL_TRICK_COALESCE, RLRunLoopRun.c); more
- * chunks from one socket in a row count once. No loop: nothing. */
+ * the socket `who` (an RLSocket, or a socket stream the callout reads).
+ * Two or more sockets in one pass make the loop coalesce before it waits
+ * (RL_TRICK_COALESCE, RLRunLoopRun.c); more chunks from one socket in a
+ * row count once. Outside a run of the thread's loop: nothing. */
 RL__HIDDEN void rl__loop_note_bulk_read(const void *who);
 
 #endif /* CRUNLOOP_INTERNAL_H */

@@ -136,6 +136,71 @@ static void test_bulk_reads_from_two_sockets_coalesce(void **state) {
     close_streams(2);
 }
 
+/* Socket streams whose clients read bulk chunks in their callbacks count
+ * as RLSockets do; reads outside a run do not count. */
+static _Atomic size_t stream_got[2];
+
+static void stream_cb(RLReadStreamRef stream, RLStreamEventType type, void *info) {
+    if (type != kRLStreamEventHasBytesAvailable)
+        return;
+    int i = (int)(intptr_t)info;
+    uint8_t buf[65536];
+    RLIndex n = RLReadStreamRead(stream, buf, sizeof buf);
+    if (n > 0)
+        atomic_fetch_add(&stream_got[i], (size_t)n);
+}
+
+static void test_bulk_reads_from_two_socket_streams_coalesce(void **state) {
+    (void)state;
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    int sv[2][2];
+    RLReadStreamRef rs[2];
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv[i]), 0);
+        assert_true(RLStreamCreatePairWithSocket(NULL, sv[i][0], &rs[i], NULL));
+        RLStreamClientContext ctx = {0, (void *)(intptr_t)i, NULL, NULL, NULL};
+        assert_true(RLReadStreamSetClient(rs[i], kRLStreamEventHasBytesAvailable, stream_cb, &ctx));
+        assert_true(RLReadStreamScheduleWithRunLoop(rs[i], rl, MODE));
+        assert_true(RLReadStreamOpen(rs[i]));
+        stream_got[i] = 0;
+    }
+    /* Bulk reads from both outside any run: the next run's wait does not
+     * coalesce for them. */
+    uint8_t chunk[8192];
+    memset(chunk, 'x', sizeof chunk);
+    uint8_t buf[16384];
+    unsigned long before = rl__loop_coalesced_waits(rl);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(write(sv[i][1], chunk, sizeof chunk), (ssize_t)sizeof chunk);
+        assert_int_equal(RLReadStreamRead(rs[i], buf, sizeof buf), (RLIndex)sizeof chunk);
+    }
+    assert_int_equal(RLRunLoopRunInMode(MODE, 0.01, false), kRLRunLoopRunTimedOut);
+    assert_int_equal(rl__loop_coalesced_waits(rl), before);
+    for (int round = 0; round < 5; round++) {
+        for (int i = 0; i < 2; i++)
+            assert_int_equal(write(sv[i][1], chunk, sizeof chunk), (ssize_t)sizeof chunk);
+        double end = rl_test_now() + 10;
+        while ((stream_got[0] < (size_t)(round + 1) * sizeof chunk ||
+                stream_got[1] < (size_t)(round + 1) * sizeof chunk) &&
+               rl_test_now() < end)
+            RLRunLoopRunInMode(MODE, 0.05, false);
+    }
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(stream_got[i], 5 * sizeof chunk);
+    unsigned long coalesced = rl__loop_coalesced_waits(rl) - before;
+    if (RL_TRICK_COALESCE)
+        assert_true(coalesced >= 1);
+    else
+        assert_int_equal(coalesced, 0);
+    for (int i = 0; i < 2; i++) {
+        RLReadStreamUnscheduleFromRunLoop(rs[i], rl, MODE);
+        RLReadStreamClose(rs[i]);
+        RLRelease(rs[i]);
+        close(sv[i][0]);
+        close(sv[i][1]);
+    }
+}
+
 /* One socket, however much it brings (several chunks in one callout), or
  * short messages on many: the loop waits at once. */
 static void test_one_stream_or_short_messages_never_coalesce(void **state) {
@@ -374,6 +439,7 @@ static void test_a_timer_or_the_deadline_ends_the_coalescing_sleep(void **state)
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bulk_reads_from_two_sockets_coalesce),
+        cmocka_unit_test(test_bulk_reads_from_two_socket_streams_coalesce),
         cmocka_unit_test(test_one_stream_or_short_messages_never_coalesce),
         cmocka_unit_test(test_sources_wakeups_and_timers_are_served_while_coalescing),
         cmocka_unit_test(test_a_run_deadline_ends_a_coalescing_run),
