@@ -81,11 +81,11 @@ static void rl_pace_requests(RLRunLoopRef rl) {
  * of bench/bench_echo.c.
  *
  * The sleep ends early for a wake-up (a perform request, a signalled
- * source, RLRunLoopWakeUp, a stop: rl__sleep_unless_woken), and never
- * passes the next timer's date or the run's deadline as they were when it
- * began. What waits for its end (RL_COALESCE_NS plus the kernel's timer
- * slack, 50 us by default) is an fd that became ready meanwhile, which is
- * the point, and a timer another thread adds meanwhile for sooner. A pass
+ * source, RLRunLoopWakeUp, a stop: rl__sleep_unless_woken) and for a timer
+ * another thread adds or moves meanwhile (rl_wake.h), and never passes the
+ * next timer's date or the run's deadline. What waits for its end
+ * (RL_COALESCE_NS plus the kernel's timer slack, 50 us by default) is an
+ * fd that became ready meanwhile, which is the point. A pass
  * that read from one stream only, or only short messages (a
  * request/response exchange), never sleeps. */
 enum { RL_COALESCE_MIN = 2, RL_COALESCE_NS = 20000 };

@@ -27,10 +27,18 @@ RL__HIDDEN double rl__next_wake(RLRunLoopRef rl, rl_frame *f);
 RL__HIDDEN void rl__rearm_for_added_timer_slow(RLRunLoopRef rl, const struct RLRunLoopTimer *t);
 
 /* A timer of rl moved or was added/removed: if rl is waiting, re-arm its
- * timerfd so it neither oversleeps nor wakes for nothing. Loop lock held. */
+ * timerfd so it neither oversleeps nor wakes for nothing; if it is in its
+ * coalescing sleep (timed for the timers as they were), end that sleep.
+ * Loop lock held. */
 static inline void rl__rearm_if_waiting(RLRunLoopRef rl) {
-    if (rl && rl->frame && atomic_load(&rl->sleeping) && !rl__arm_timerfd(rl, rl__next_wake(rl, rl->frame)))
-        rl__wake(rl); /* it waits again, with a time limit (RLRunLoopRun.c) */
+    if (!rl || !rl->frame)
+        return;
+    if (atomic_load(&rl->sleeping)) {
+        if (!rl__arm_timerfd(rl, rl__next_wake(rl, rl->frame)))
+            rl__wake(rl); /* it waits again, with a time limit (RLRunLoopRun.c) */
+    } else if (RL__UNLIKELY(atomic_load(&rl->coalescing))) {
+        rl__wake(rl);
+    }
 }
 
 /* Timer t joined `mode` of rl. Adding can only bring the wake-up forward:
@@ -38,8 +46,12 @@ static inline void rl__rearm_if_waiting(RLRunLoopRef rl) {
  * armed time, and nothing else (no clock read, no heap order) is needed.
  * Loop lock held. */
 static inline void rl__rearm_for_added_timer(RLRunLoopRef rl, rl_mode *mode, const struct RLRunLoopTimer *t) {
-    if (rl->frame && rl->frame->mode == mode && atomic_load(&rl->sleeping))
+    if (!rl->frame || rl->frame->mode != mode)
+        return;
+    if (atomic_load(&rl->sleeping))
         rl__rearm_for_added_timer_slow(rl, t);
+    else if (RL__UNLIKELY(atomic_load(&rl->coalescing)))
+        rl__wake(rl); /* its coalescing sleep was timed without t */
 }
 
 #endif /* CRUNLOOP_RL_WAKE_H */

@@ -436,6 +436,39 @@ static void test_a_timer_or_the_deadline_ends_the_coalescing_sleep(void **state)
     end_long_sleep();
 }
 
+/* A timer another thread adds while the loop is in its (5 s) coalescing
+ * sleep, due in 50 ms: it ends the sleep and fires long before. */
+static RLRunLoopTimerRef added_timer;
+
+static void *add_timer_when_coalescing(void *arg) {
+    (void)arg;
+    double end = rl_test_now() + 10;
+    if (RL_TRICK_COALESCE)
+        while (rl__loop_coalesced_waits(cw.loop) == cw.before && rl_test_now() < end)
+            usleep(1000);
+    usleep(20000);
+    cw.woke_at = rl_test_now();
+    added_timer = RLRunLoopTimerCreate(NULL, RLAbsoluteTimeGetCurrent() + 0.05, 0, 0, 0, stop_timer, NULL);
+    assert_non_null(added_timer);
+    assert_true(RLRunLoopAddTimer(cw.loop, added_timer, MODE));
+    return NULL;
+}
+
+static void test_a_timer_added_from_another_thread_ends_the_coalescing_sleep(void **state) {
+    (void)state;
+    start_long_sleep();
+    cw.served_at = 0;
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, add_timer_when_coalescing, NULL), 0);
+    assert_int_equal(RLRunLoopRunInMode(MODE, 20, false), kRLRunLoopRunStopped);
+    pthread_join(t, NULL);
+    assert_true(cw.served_at >= cw.woke_at);
+    assert_true(cw.served_at - cw.woke_at < WELL_BEFORE);
+    RLRunLoopTimerInvalidate(added_timer);
+    RLRelease(added_timer);
+    end_long_sleep();
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bulk_reads_from_two_sockets_coalesce),
@@ -445,6 +478,7 @@ int main(void) {
         cmocka_unit_test(test_a_run_deadline_ends_a_coalescing_run),
         cmocka_unit_test(test_a_wakeup_ends_the_coalescing_sleep),
         cmocka_unit_test(test_a_timer_or_the_deadline_ends_the_coalescing_sleep),
+        cmocka_unit_test(test_a_timer_added_from_another_thread_ends_the_coalescing_sleep),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
