@@ -349,16 +349,21 @@ static void cw_perform(void *info) {
     RLRunLoopStop(RLRunLoopGetCurrent());
 }
 
-/* Once the loop is in its coalescing sleep (or, with the trick off, a
- * moment after the data went out), signals the source and wakes the loop. */
-static void *cw_waker(void *arg) {
-    (void)arg;
+/* Returns once the loop is in its coalescing sleep (or, with the trick
+ * off, a moment after the data went out), noting the time in cw.woke_at. */
+static void wait_until_in_the_sleep(void) {
     double end = rl_test_now() + 10;
     if (RL_TRICK_COALESCE)
         while (rl__loop_coalesced_waits(cw.loop) == cw.before && rl_test_now() < end)
             usleep(1000);
     usleep(20000);
     cw.woke_at = rl_test_now();
+}
+
+/* Then signals the source and wakes the loop. */
+static void *cw_waker(void *arg) {
+    (void)arg;
+    wait_until_in_the_sleep();
     RLRunLoopSourceSignal(cw.src);
     RLRunLoopWakeUp(cw.loop);
     return NULL;
@@ -442,12 +447,7 @@ static RLRunLoopTimerRef added_timer;
 
 static void *add_timer_when_coalescing(void *arg) {
     (void)arg;
-    double end = rl_test_now() + 10;
-    if (RL_TRICK_COALESCE)
-        while (rl__loop_coalesced_waits(cw.loop) == cw.before && rl_test_now() < end)
-            usleep(1000);
-    usleep(20000);
-    cw.woke_at = rl_test_now();
+    wait_until_in_the_sleep();
     added_timer = RLRunLoopTimerCreate(NULL, RLAbsoluteTimeGetCurrent() + 0.05, 0, 0, 0, stop_timer, NULL);
     assert_non_null(added_timer);
     assert_true(RLRunLoopAddTimer(cw.loop, added_timer, MODE));
