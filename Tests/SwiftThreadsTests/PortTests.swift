@@ -244,18 +244,9 @@ private final class WorkerSide: RLPortDelegate, @unchecked Sendable {
         let port = RLPort()
         let messages = port.messages
         let (thread, loop) = startLoopThreadWith { loop in loop.add(port, forMode: .default) }
-        let rounds = 300
-        try port.send([.bytes([0, 7])], msgid: 0, before: RLTime.now + 30)
-        var next: UInt32 = 0
-        var whole = true
-        for await message in messages {
-            whole = whole && message.msgid == next && message.components == [.bytes([UInt8(next % 256), 7])]
-            next += 1
-            if next == rounds { port.invalidate(); continue }
+        try await expectHandedOneByOne(messages, invalidating: port) { next in
             try port.send([.bytes([UInt8(next % 256), 7])], msgid: next, before: RLTime.now + 30)
         }
-        #expect(next == rounds)
-        #expect(whole)
         loop.stop()
         thread.join()
     }
@@ -266,15 +257,7 @@ private final class WorkerSide: RLPortDelegate, @unchecked Sendable {
         let (thread, loop) = startLoopThreadWith { loop in loop.add(port, forMode: .default) }
         for i in 1...20 { try port.send([.bytes([UInt8(i), 7])], msgid: UInt32(i), before: RLTime.now + 30) }
         usleep(200_000)  // the loop thread delivers them meanwhile (not needed to pass)
-        var seen: [String] = []
-        for await message in messages {
-            message.msgid += 100
-            seen.append("\(message.msgid) \(message.components ?? []) \(message.receivePort === port) \(message)")
-            if seen.count == 20 { port.invalidate() }
-        }
-        #expect(seen == (1...20).map {
-            "\(100 + $0) \([RLPortComponent.bytes([UInt8($0), 7])]) true RLPortMessage(msgid: \(100 + $0), 1 component(s))"
-        })
+        await expectQueuedWhole(messages, receivedOn: port)
         loop.stop()
         thread.join()
     }
@@ -892,4 +875,39 @@ private func requestCode(_ body: () throws -> Void) -> RLMessagePort.RequestErro
         let again = try RLMessagePort(local: name) { _, _ in nil }
         again.invalidate()
     }
+}
+
+// The two hand-off scenarios, shared by PortTests and SocketPortTests.
+
+/// Sends message 0 with `send`, then each next one once the consumer has
+/// read the last (300 in all), so each is handed to a consumer that waits;
+/// every message must come whole and in order.
+func expectHandedOneByOne(_ messages: AsyncStream<RLPortMessage>, invalidating port: RLPort,
+                          send: (UInt32) throws -> Void) async throws {
+    let rounds: UInt32 = 300
+    try send(0)
+    var next: UInt32 = 0
+    var whole = true
+    for await message in messages {
+        whole = whole && message.msgid == next && message.components == [.bytes([UInt8(next % 256), 7])]
+        next += 1
+        if next == rounds { port.invalidate(); continue }
+        try send(next)
+    }
+    #expect(next == rounds)
+    #expect(whole)
+}
+
+/// Reads the 20 messages queued on `port` (ids 1...20, bytes [id, 7]),
+/// changing each one's id, and ends the sequence by invalidating the port.
+func expectQueuedWhole(_ messages: AsyncStream<RLPortMessage>, receivedOn port: RLPort) async {
+    var seen: [String] = []
+    for await message in messages {
+        message.msgid += 100
+        seen.append("\(message.msgid) \(message.components ?? []) \(message.receivePort === port) \(message)")
+        if seen.count == 20 { port.invalidate() }
+    }
+    #expect(seen == (1...20).map {
+        "\(100 + $0) \([RLPortComponent.bytes([UInt8($0), 7])]) true RLPortMessage(msgid: \(100 + $0), 1 component(s))"
+    })
 }

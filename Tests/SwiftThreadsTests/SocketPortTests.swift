@@ -183,18 +183,9 @@ final class NamedSocketPort: RLSocketPort, @unchecked Sendable {
         let messages = port.messages
         let server = SocketServer(port)
         let remote = try RLSocketPort(remoteHost: "127.0.0.1", tcpPort: port.tcpPort)
-        let rounds = 300
-        try remote.send([.bytes([0, 7])], msgid: 0, before: RLTime.now + 10)
-        var next: UInt32 = 0
-        var whole = true
-        for await message in messages {
-            whole = whole && message.msgid == next && message.components == [.bytes([UInt8(next % 256), 7])]
-            next += 1
-            if next == rounds { port.invalidate(); continue }
+        try await expectHandedOneByOne(messages, invalidating: port) { next in
             try remote.send([.bytes([UInt8(next % 256), 7])], msgid: next, before: RLTime.now + 10)
         }
-        #expect(next == rounds)
-        #expect(whole)
         server.stop()
     }
 
@@ -205,15 +196,7 @@ final class NamedSocketPort: RLSocketPort, @unchecked Sendable {
         let remote = try RLSocketPort(remoteHost: "127.0.0.1", tcpPort: port.tcpPort)
         for i in 1...20 { try remote.send([.bytes([UInt8(i), 7])], msgid: UInt32(i), before: RLTime.now + 10) }
         usleep(200_000)  // the loop thread delivers them meanwhile (not needed to pass)
-        var seen: [String] = []
-        for await message in messages {
-            message.msgid += 100
-            seen.append("\(message.msgid) \(message.components ?? []) \(message.receivePort === port) \(message)")
-            if seen.count == 20 { port.invalidate() }
-        }
-        #expect(seen == (1...20).map {
-            "\(100 + $0) \([RLPortComponent.bytes([UInt8($0), 7])]) true RLPortMessage(msgid: \(100 + $0), 1 component(s))"
-        })
+        await expectQueuedWhole(messages, receivedOn: port)
         server.stop()
     }
 
