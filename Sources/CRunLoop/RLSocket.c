@@ -728,9 +728,14 @@ static void sock_fd_callout_body(struct RLSocket *s, RLOptionFlags ready) {
             for (;;) {
                 bool full;
                 if (!sock_deliver_data(s, chunk, &full)) {
+                    /* The end (or a read error) went out as an empty
+                     * data: as CFSocket does, the stream is invalidated
+                     * once its callback returned (the fd's close and the
+                     * context's release wait for this callout's end). */
                     sock_lock(s);
                     s->at_eof = true;
                     sock_unlock(s);
+                    (void)RLSocketInvalidate(s);
                     break;
                 }
                 budget -= chunk;

@@ -356,6 +356,59 @@ static void test_back_pressure_pauses_reading_not_the_loop(void **state) {
     assert_true(pauses >= 1);
 }
 
+/* ---- the end of a client's data while echoes still wait ------------------ */
+
+/* A client sends more than the server's side of the connection can hold
+ * back, then closes its sending side, and only then reads: the server
+ * sees the end of the data while echoes still wait in its buffer. Its
+ * reading socket is invalidated after that last Data callback (as a
+ * CFSocket is); the rest must still come back, then the server closes.
+ * The server's connection code runs on this thread's loop, over a socket
+ * pair whose server end holds little (its send buffer is small). */
+static void test_end_of_data_with_echoes_waiting(void **state) {
+    (void)state;
+    EchoServer server = {.loop = RLRunLoopGetCurrent(), .out = stderr};
+    int sv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    int small = 4096, big = 1 << 20;
+    assert_int_equal(setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof small), 0);
+    assert_int_equal(setsockopt(sv[1], SOL_SOCKET, SO_SNDBUF, &big, sizeof big), 0);
+    enum { TOTAL = 100000 }; /* below ECHO_HIGH_WATER: the server never stops reading */
+    static uint8_t out[TOTAL], back[TOTAL];
+    for (size_t k = 0; k < TOTAL; k++)
+        out[k] = pattern(3, k);
+    assert_int_equal(send(sv[1], out, TOTAL, MSG_NOSIGNAL), TOTAL);
+    assert_int_equal(shutdown(sv[1], SHUT_WR), 0);
+    server_accept(&server, sv[0], NULL);
+    assert_int_equal(server.open, 1);
+    /* The server reads it all and the end before anything is read back. */
+    for (int i = 0; i < 4; i++)
+        RLRunLoopRunInMode(kRLRunLoopDefaultMode, 0.01, false);
+    assert_non_null(server.connections);
+    assert_true(server.connections->input_ended);
+    assert_true(server.connections->len > 0);
+    size_t got = 0;
+    bool closed = false;
+    double end = rl_test_now() + 30;
+    while (!closed && rl_test_now() < end) {
+        RLRunLoopRunInMode(kRLRunLoopDefaultMode, 0.01, false);
+        ssize_t r;
+        char extra;
+        while ((r = got < TOTAL ? recv(sv[1], back + got, TOTAL - got, MSG_DONTWAIT)
+                                : recv(sv[1], &extra, 1, MSG_DONTWAIT)) > 0 &&
+               got < TOTAL)
+            got += (size_t)r;
+        assert_true(r <= 0 || got < TOTAL); /* nothing after the echoes */
+        closed = r == 0;
+    }
+    assert_true(closed);
+    assert_int_equal(got, TOTAL);
+    assert_memory_equal(back, out, TOTAL);
+    assert_int_equal(server.open, 0);
+    assert_null(server.connections);
+    close(sv[1]);
+}
+
 /* ---- stopping with clients connected ------------------------------------ */
 
 static void test_signals_stop_the_server_and_close_connections(void **state) {
@@ -565,6 +618,7 @@ int main(void) {
         cmocka_unit_test(test_client_failures),
         cmocka_unit_test(test_signals_stop_the_server_and_close_connections),
         cmocka_unit_test(test_back_pressure_pauses_reading_not_the_loop),
+        cmocka_unit_test(test_end_of_data_with_echoes_waiting),
         cmocka_unit_test(test_thousand_concurrent_connections),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -30,7 +30,10 @@
  *     the buffer is empty again; the client's own sends then wait in the
  *     kernel. Every other client goes on being served meanwhile.
  *   - End of a client's data (it closed or half-closed its side): what is
- *     still buffered is sent, then the connection is closed.
+ *     still buffered is sent, then the connection is closed. As a CFSocket
+ *     does, the socket invalidates itself after that last (empty) Data
+ *     callback, so the rest goes out through a second socket on the same
+ *     fd with only a Write callback.
  *   - Signals arrive as ordinary run-loop callouts (RLSignalSource, which
  *     reads them from a signalfd), so stopping needs no code in a signal
  *     handler: the callout stops the loop, and main cleans up.
@@ -209,12 +212,49 @@ static void server_after_send(EchoConnection *c) {
     }
 }
 
+static void server_connection_callback(RLSocketRef s, RLSocketCallBackType type, RLDataRef address,
+                                       const void *data, void *info);
+
+/* The client's data ended with bytes still waiting for room: the reading
+ * socket is invalidated when its callback returns (as a CFSocket is), so
+ * a socket with only a Write callback takes over the fd (which the reading
+ * socket now leaves open). False: it could not; the fd is closed, and
+ * c->socket is still the reading one, for server_close_connection. */
+static bool server_keep_writing(EchoConnection *c) {
+    RLSocketRef reader = c->socket;
+    (void)RLSocketSetSocketFlags(reader, RLSocketGetSocketFlags(reader) & ~(RLOptionFlags)kRLSocketCloseOnInvalidate);
+    (void)RLSocketInvalidate(reader);
+    RLSocketContext context = {.version = 0, .info = c};
+    RLSocketRef writer = RLSocketCreateWithNative(NULL, c->fd, kRLSocketWriteCallBack, server_connection_callback,
+                                                  &context);
+    RLRunLoopSourceRef source = writer ? RLSocketCreateRunLoopSource(NULL, writer, 0) : NULL;
+    bool ok = source && RLRunLoopAddSource(c->server->loop, source, kRLRunLoopDefaultMode);
+    if (source)
+        RLRelease(source);
+    if (!ok) {
+        if (writer) {
+            RLSocketInvalidate(writer); /* closes fd */
+            RLRelease(writer);
+        } else {
+            close(c->fd);
+        }
+        return false;
+    }
+    RLRelease(reader);
+    c->socket = writer;
+    return true;
+}
+
 static void server_on_data(EchoConnection *c, RLDataRef data) {
     RLIndex n = RLDataGetLength(data);
     if (n <= 0) {
         /* The end of the client's data (or a read error): send what is
          * left, then close. */
         c->input_ended = true;
+        if (c->len > 0 && !server_keep_writing(c)) {
+            server_close_connection(c, "cannot send the rest");
+            return;
+        }
         server_after_send(c);
         return;
     }

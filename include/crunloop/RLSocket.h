@@ -13,7 +13,8 @@
  * Callback types (one of Read, Accept, Data, plus Connect and/or Write):
  *   - Read: the socket is readable; the callback reads it. data is NULL.
  *     On a stream whose peer has closed, one final Read callback comes
- *     (reading returns 0) and no more after it.
+ *     (reading returns 0) and no more after it; the socket stays valid
+ *     (as in CF: the program invalidates it).
  *   - Accept: a listening socket has a connection; it is accepted (close on
  *     exec) and data points to its native fd (an int), address is the
  *     peer's address. The callback owns the fd. Every pending connection
@@ -35,8 +36,13 @@
  *     still enabled and the loop would still serve the socket: a callback
  *     that disables Data, invalidates the socket, removes its source from
  *     the mode or stops the run gets no more in that wake (the bytes stay
- *     queued). End of stream or a read error is an empty RLData, once; no
- *     more Data callbacks follow.
+ *     queued). End of stream or a read error is an empty RLData, once;
+ *     then, as with CFSocket, the socket is invalidated as soon as that
+ *     callback returns (RLSocketIsValid false, the fd closed if
+ *     kRLSocketCloseOnInvalidate, the context's info released, the source
+ *     gone from every loop). A program that still wants to write clears
+ *     kRLSocketCloseOnInvalidate and wraps the fd in a new socket. An
+ *     empty datagram is just that: the socket stays valid.
  *   - Connect: a background connect (RLSocketConnectToAddress with a
  *     negative timeout) finished; data is NULL on success or points to the
  *     error (an int32 errno value). Sent once.
