@@ -513,22 +513,22 @@ static bool sock_deliver_data(struct RLSocket *s, size_t chunk, bool *full) {
     do
         n = recvfrom(s->fd, buf, cap, MSG_DONTWAIT, (struct sockaddr *)&from, &fromlen);
     while (n < 0 && errno == EINTR);
-    if (n < 0) {
-        /* Nothing there after all, or a datagram socket's error (say
-         * ECONNREFUSED from an ICMP), cleared by the failed read: the
-         * socket goes on. */
-        free(buf);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        free(buf); /* nothing there after all */
         RLRelease(data);
         return true;
     }
+    /* A datagram socket's error (say ECONNREFUSED from an ICMP), cleared
+     * by the failed read, goes out as an empty data, as CFSocket does;
+     * the socket goes on. */
     if (n > 0)
         rl__data_adopt(data, buf, (size_t)n, buf, free_owner);
     else
-        free(buf); /* an empty datagram */
+        free(buf); /* an empty datagram, or the error */
     /* Out of memory for the address: the datagram comes without it rather
      * than not at all. */
     RLDataRef addr = NULL;
-    if (fromlen == 0 || fromlen > sizeof from) {
+    if (n < 0 || fromlen == 0 || fromlen > sizeof from) {
         struct sockaddr_storage peer;
         socklen_t plen = sizeof peer;
         if (getpeername(s->fd, (struct sockaddr *)&peer, &plen) == 0)

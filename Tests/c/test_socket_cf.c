@@ -365,6 +365,33 @@ static void test_empty_datagram_keeps_the_socket_valid(void **state) {
     rl_test_unkeep(keep);
 }
 
+/* A datagram socket's error (here ECONNREFUSED, from the ICMP port
+ * unreachable that answered a send) is an empty data, as in CF, and the
+ * socket stays valid: the error is cleared by the read. */
+static void test_datagram_error_is_an_empty_data(void **state) {
+    (void)state;
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    int gone = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    assert_int_equal(bind(gone, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(getsockname(gone, (struct sockaddr *)&a, &len), 0);
+    close(gone); /* nobody listens there now */
+    int u = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    assert_int_equal(connect(u, (struct sockaddr *)&a, sizeof a), 0);
+    probe p = {.name = "U"};
+    RLSocketRef s = probed(u, kRLSocketDataCallBack, &p, NULL);
+    RLRunLoopSourceRef keep = rl_test_keep_mode(MODE);
+    assert_int_equal(send(u, "x", 1, 0), 1);
+    run_until(1);
+    assert_trace("U:data0");
+    assert_true(RLSocketIsValid(s));
+    assert_quiet();
+    assert_true(RLSocketInvalidate(s));
+    assert_int_equal(p.releases, 1);
+    RLRelease(s);
+    rl_test_unkeep(keep);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_data_at_end_of_stream_invalidates_after_the_callback, rl_trace_setup),
@@ -376,6 +403,7 @@ int main(void) {
         cmocka_unit_test_setup(test_end_on_the_kept_path, rl_trace_setup),
         cmocka_unit_test_setup(test_read_callback_at_end_stays_valid, rl_trace_setup),
         cmocka_unit_test_setup(test_empty_datagram_keeps_the_socket_valid, rl_trace_setup),
+        cmocka_unit_test_setup(test_datagram_error_is_an_empty_data, rl_trace_setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -27,7 +27,9 @@
  *     of waking the loop again at once.
  *   - Data: whatever is readable is read in one wake and passed as an
  *     RLDataRef (data), with the sender's (or peer's) address. A datagram
- *     socket: one datagram. A stream: every byte queued, in chunks, one
+ *     socket: one datagram (an error it reports, such as ECONNREFUSED
+ *     after an ICMP port unreachable, comes as an empty data, as in CF;
+ *     the socket stays valid). A stream: every byte queued, in chunks, one
  *     callback each, each handed over as soon as it is read (so an echo
  *     goes out while the next chunk is read): the first of up to 64 KiB;
  *     a chunk that fills its buffer is followed by another, of 128 KiB

@@ -171,4 +171,22 @@ void scenario(void) {
     show(s, src, sv[0]);
     finish(s, src);
     close(sv[1]);
+
+    trace("-- a datagram socket's error (ICMP port unreachable)");
+    int u = socket(AF_INET, SOCK_DGRAM, 0);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    int gone = socket(AF_INET, SOCK_DGRAM, 0); /* a port nobody listens on once closed */
+    bind(gone, (struct sockaddr *)&a, sizeof a);
+    getsockname(gone, (struct sockaddr *)&a, &len);
+    close(gone);
+    connect(u, (struct sockaddr *)&a, sizeof a);
+    s = scheduled(u, kCFSocketDataCallBack, "U", &src);
+    send(u, "x", 1, 0);
+    run_for(1);
+    show(s, src, u);
+    finish(s, src);
 }
