@@ -900,6 +900,53 @@ static int sock_valid_fd(RLSocketRef s, const char *fn) {
     return s->fd;
 }
 
+/* A signature that names a usable address, or false (error set). */
+static bool signature_ok(const RLSocketSignature *signature, const char *fn) {
+    if (!signature)
+        return rl__fail(kRLErrorInvalidArgument, fn, "NULL signature");
+    return address_ok(signature->address, fn);
+}
+
+/* A failed signature function's socket goes (invalidated: its fd closed,
+ * its context released). Neither call sets an error on a valid socket, so
+ * the error of the step that failed (bind, listen, connect) stays. */
+static void sock_discard(RLSocketRef s) {
+    (void)RLSocketInvalidate(s);
+    RLRelease(s);
+}
+
+RLSocketRef RLSocketCreateWithSocketSignature(RLAllocatorRef allocator, const RLSocketSignature *signature,
+                                              RLOptionFlags types, RLSocketCallBack callout,
+                                              const RLSocketContext *context) {
+    const char *fn = __func__;
+    if (!signature_ok(signature, fn) || !check_create_args(types, context, fn))
+        return NULL;
+    RLSocketRef s = RLSocketCreate(allocator, signature->protocolFamily, signature->socketType,
+                                   signature->protocol, types, callout, context);
+    if (s && RLSocketSetAddress(s, signature->address) != kRLSocketSuccess) {
+        sock_discard(s);
+        return NULL;
+    }
+    return s;
+}
+
+RLSocketRef RLSocketCreateConnectedToSocketSignature(RLAllocatorRef allocator, const RLSocketSignature *signature,
+                                                     RLOptionFlags types, RLSocketCallBack callout,
+                                                     const RLSocketContext *context, RLTimeInterval timeout) {
+    const char *fn = __func__;
+    if (!signature_ok(signature, fn) || !check_create_args(types, context, fn))
+        return NULL;
+    if (isnan(timeout))
+        return rl__fail(kRLErrorInvalidArgument, fn, "NaN timeout"), NULL;
+    RLSocketRef s = RLSocketCreate(allocator, signature->protocolFamily, signature->socketType,
+                                   signature->protocol, types, callout, context);
+    if (s && RLSocketConnectToAddress(s, signature->address, timeout) != kRLSocketSuccess) {
+        sock_discard(s);
+        return NULL;
+    }
+    return s;
+}
+
 RLSocketError RLSocketSetAddress(RLSocketRef s, RLDataRef address) {
     const char *fn = __func__;
     int fd = sock_valid_fd(s, fn);

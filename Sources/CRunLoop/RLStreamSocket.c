@@ -1,6 +1,8 @@
 /* RLStreamSocket.c — socket streams: a read and a write stream over one
- * TCP connection, to a host and port (RLStreamCreatePairWithSocketToHost)
- * or over a socket the caller already has (RLStreamCreatePairWithSocket).
+ * TCP connection, to a host and port (RLStreamCreatePairWithSocketToHost),
+ * to the address of a socket signature (RLStreamCreatePairWithPeerSocket-
+ * Signature) or over a socket the caller already has
+ * (RLStreamCreatePairWithSocket).
  *
  * The two streams share one connection record. The first Open starts the
  * connection: a numeric address is used at once, a host name goes to the
@@ -13,6 +15,7 @@
  * Locks: the connection lock comes before either stream's lock and before
  * the run loop's locks (fd object calls, adding and removing its source);
  * nothing takes it while holding a stream lock (docs/locking.md). */
+#include "RLDataInternal.h"
 #include "RLStreamInternal.h"
 #include "rl_resolver.h"
 
@@ -40,6 +43,11 @@ typedef struct conn {
     struct addrinfo *addrs, *next_addr;
     rl__lookup lookup;
     char *host, service[16];
+    /* A pair to a socket signature: the one "address" it tries (its
+     * ai_addr points at sig_addr); no lookup. */
+    bool sig;
+    struct addrinfo sig_ai;
+    struct sockaddr_storage sig_addr;
     RLFileDescriptorRef fdo;
     RLRunLoopSourceRef fdsrc;
     rl__stream *reader, *writer; /* unowned; cleared by their finalize */
@@ -100,6 +108,10 @@ static void conn_attach_fd_locked(conn *c) {
     if (c->writer)
         rl__stream_add_to_schedules(c->writer, c->fdsrc);
 }
+
+/* The pair makes its socket itself (to a host or a signature's address),
+ * rather than being given one. */
+static bool conn_dials(const conn *c) { return c->host || c->sig; }
 
 /* Reports the connection's outcome to each opened stream (c->lock held). */
 static void conn_finish_locked(conn *c, RLIndex domain, int err) {
@@ -194,6 +206,11 @@ static void conn_start_locked(conn *c) {
     if (c->started)
         return;
     c->started = true;
+    if (c->sig) {
+        c->next_addr = &c->sig_ai;
+        conn_try_next_locked(c, 0);
+        return;
+    }
     if (!c->host) { /* an existing socket */
         conn_attach_fd_locked(c);
         conn_finish_locked(c, 0, 0);
@@ -387,7 +404,7 @@ static RLTypeRef sock_copy_property(rl__stream *s, rl__prop p, const char *fn) {
     conn_lock(c);
     bool own = c->own_fd;
     int fd = c->fd;
-    bool have = fd >= 0 && (!c->host || (c->done && !c->conn_err));
+    bool have = fd >= 0 && (!conn_dials(c) || (c->done && !c->conn_err));
     conn_unlock(c);
     if (p == RL_PROP_SHOULD_CLOSE_NATIVE)
         return rl__boolean_copy(own);
@@ -508,4 +525,41 @@ bool RLStreamCreatePairWithSocketToHost(RLAllocatorRef alloc, const char *host, 
     c->own_fd = true;
     snprintf(c->service, sizeof c->service, "%u", port);
     return sock_pair(c, readStream, writeStream, __func__);
+}
+
+bool RLStreamCreatePairWithPeerSocketSignature(RLAllocatorRef alloc, const RLSocketSignature *signature,
+                                               RLReadStreamRef *readStream, RLWriteStreamRef *writeStream) {
+    (void)alloc;
+    const char *fn = __func__;
+    if (readStream)
+        *readStream = NULL;
+    if (writeStream)
+        *writeStream = NULL;
+    if (!readStream && !writeStream)
+        return rl__fail(kRLErrorInvalidArgument, fn, "both outputs NULL");
+    if (!signature)
+        return rl__fail(kRLErrorInvalidArgument, fn, "NULL signature");
+    RLDataRef address = signature->address;
+    if (!address)
+        return rl__fail(kRLErrorInvalidArgument, fn, "NULL address");
+    if (!rl__is_data(address))
+        return rl__fail(kRLErrorInvalidObject, fn, "the address is not a live RLData");
+    RLIndex len = RLDataGetLength(address);
+    if (len < (RLIndex)sizeof(sa_family_t) || len > (RLIndex)sizeof(struct sockaddr_storage))
+        return rl__fail(kRLErrorInvalidArgument, fn, "an address of %ld bytes is not a socket address", (long)len);
+    int type = signature->socketType > 0 ? signature->socketType : SOCK_STREAM;
+    if (type != SOCK_STREAM)
+        return rl__fail(kRLErrorInvalidArgument, fn, "socket type %d: streams need SOCK_STREAM", type);
+    conn *c = conn_new(-1);
+    if (!c)
+        return rl__fail(kRLErrorNoMemory, fn, "no memory");
+    c->own_fd = true;
+    c->sig = true;
+    memcpy(&c->sig_addr, RLDataGetBytePtr(address), (size_t)len);
+    c->sig_ai.ai_family = signature->protocolFamily > 0 ? signature->protocolFamily : PF_INET;
+    c->sig_ai.ai_socktype = type;
+    c->sig_ai.ai_protocol = signature->protocol > 0 ? signature->protocol : 0;
+    c->sig_ai.ai_addr = (struct sockaddr *)&c->sig_addr;
+    c->sig_ai.ai_addrlen = (socklen_t)len;
+    return sock_pair(c, readStream, writeStream, fn);
 }

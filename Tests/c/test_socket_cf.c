@@ -14,6 +14,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
@@ -392,6 +393,399 @@ static void test_datagram_error_is_an_empty_data(void **state) {
     rl_test_unkeep(keep);
 }
 
+/* ---- socket signatures ---- */
+
+static RLDataRef loopback(uint16_t port) {
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    return RLDataCreate(NULL, (const uint8_t *)&sin, sizeof sin);
+}
+
+static uint16_t port_of(RLDataRef address) {
+    struct sockaddr_in sin;
+    memcpy(&sin, RLDataGetBytePtr(address), sizeof sin);
+    return ntohs(sin.sin_port);
+}
+
+/* A loopback port nobody listens on (bound, read, closed). */
+static RLDataRef closed_port(void) {
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    int t = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_int_equal(bind(t, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(getsockname(t, (struct sockaddr *)&a, &len), 0);
+    close(t);
+    return RLDataCreate(NULL, (const uint8_t *)&a, sizeof a);
+}
+
+static int open_fds(void) {
+    int n = 0;
+    for (int fd = 0; fd < 4096; fd++)
+        n += fd_open(fd);
+    return n;
+}
+
+static RLSocketRef tcp_listener(probe *p, RLRunLoopSourceRef *src) {
+    RLDataRef any = loopback(0);
+    RLSocketSignature sig = {PF_INET, SOCK_STREAM, IPPROTO_TCP, any};
+    RLSocketContext c = {0, p, probe_retain, probe_release, NULL};
+    RLSocketRef l = RLSocketCreateWithSocketSignature(NULL, &sig, kRLSocketAcceptCallBack, probe_cb, &c);
+    RLRelease(any);
+    assert_non_null(l);
+    RLRunLoopSourceRef rs = RLSocketCreateRunLoopSource(NULL, l, 0);
+    assert_true(RLRunLoopAddSource(RLRunLoopGetCurrent(), rs, MODE));
+    *src = rs;
+    return l;
+}
+
+/* CreateWithSocketSignature binds and, for a stream, listens: a plain
+ * connect to its address is accepted. */
+static void test_create_with_signature_listens(void **state) {
+    (void)state;
+    probe p = {.name = "L"};
+    RLRunLoopSourceRef src;
+    RLSocketRef l = tcp_listener(&p, &src);
+    RLDataRef addr = RLSocketCopyAddress(l);
+    assert_non_null(addr);
+    assert_true(port_of(addr) != 0);
+    int c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_int_equal(connect(c, (const struct sockaddr *)RLDataGetBytePtr(addr), (socklen_t)RLDataGetLength(addr)), 0);
+    run_until(1);
+    assert_trace("L:type2");
+    close(c);
+    RLRelease(addr);
+    assert_true(RLSocketInvalidate(l));
+    assert_int_equal(p.releases, 1);
+    RLRelease(l);
+    RLRelease(src);
+}
+
+/* A datagram signature binds (no listen): datagrams sent to the address
+ * come to its Data callback. */
+static void test_create_with_signature_datagram_binds(void **state) {
+    (void)state;
+    RLDataRef any = loopback(0);
+    RLSocketSignature sig = {PF_INET, SOCK_DGRAM, 0, any};
+    probe p = {.name = "D"};
+    RLSocketContext c = {0, &p, probe_retain, probe_release, NULL};
+    RLSocketRef d = RLSocketCreateWithSocketSignature(NULL, &sig, kRLSocketDataCallBack, probe_cb, &c);
+    RLRelease(any);
+    assert_non_null(d);
+    RLRunLoopSourceRef rs = RLSocketCreateRunLoopSource(NULL, d, 0);
+    assert_true(RLRunLoopAddSource(RLRunLoopGetCurrent(), rs, MODE));
+    RLDataRef addr = RLSocketCopyAddress(d);
+    int u = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    assert_int_equal(sendto(u, "abc", 3, 0, (const struct sockaddr *)RLDataGetBytePtr(addr),
+                            (socklen_t)RLDataGetLength(addr)),
+                     3);
+    run_until(1);
+    assert_trace("D:data3");
+    close(u);
+    RLRelease(addr);
+    assert_true(RLSocketInvalidate(d));
+    RLRelease(d);
+    RLRelease(rs);
+}
+
+/* CreateConnectedToSocketSignature with each kind of timeout: > 0 and 0
+ * return a connected socket; < 0 returns at once and the Connect callback
+ * reports the result. */
+static void test_connected_to_signature_with_each_timeout(void **state) {
+    (void)state;
+    probe lp = {.name = "L"};
+    RLRunLoopSourceRef lsrc;
+    RLSocketRef l = tcp_listener(&lp, &lsrc);
+    RLDataRef addr = RLSocketCopyAddress(l);
+    RLSocketSignature sig = {PF_INET, SOCK_STREAM, IPPROTO_TCP, addr};
+    const double timeouts[] = {5.0, 0.0};
+    for (size_t i = 0; i < 2; i++) {
+        probe p = {.name = "C"};
+        RLSocketContext c = {0, &p, probe_retain, probe_release, NULL};
+        RLSocketRef s = RLSocketCreateConnectedToSocketSignature(NULL, &sig, kRLSocketDataCallBack, probe_cb, &c,
+                                                                 timeouts[i]);
+        assert_non_null(s);
+        assert_true(RLSocketIsValid(s));
+        RLDataRef peer = RLSocketCopyPeerAddress(s);
+        assert_non_null(peer);
+        assert_true(RLDataEqual(peer, addr));
+        RLRelease(peer);
+        assert_true(RLSocketInvalidate(s));
+        assert_int_equal(p.retains, 1);
+        assert_int_equal(p.releases, 1);
+        RLRelease(s);
+    }
+    /* In the background: the Connect callback says it is done. */
+    probe p = {.name = "B"};
+    RLSocketContext c = {0, &p, probe_retain, probe_release, NULL};
+    RLSocketRef s = RLSocketCreateConnectedToSocketSignature(NULL, &sig, kRLSocketConnectCallBack, probe_cb, &c, -1);
+    assert_non_null(s);
+    RLRunLoopSourceRef rs = RLSocketCreateRunLoopSource(NULL, s, 0);
+    assert_true(RLRunLoopAddSource(RLRunLoopGetCurrent(), rs, MODE));
+    double end = rl_test_now() + 10; /* the listener's accepts come too */
+    while (!strstr(rl_trace_get(), "B:type4") && rl_test_now() < end)
+        RLRunLoopRunInMode(MODE, 0.05, true);
+    assert_non_null(strstr(rl_trace_get(), "B:type4"));
+    RLDataRef peer = RLSocketCopyPeerAddress(s);
+    assert_non_null(peer);
+    assert_true(RLDataEqual(peer, addr));
+    RLRelease(peer);
+    assert_true(RLSocketInvalidate(s));
+    RLRelease(s);
+    RLRelease(rs);
+    RLRelease(addr);
+    assert_true(RLSocketInvalidate(l));
+    RLRelease(l);
+    RLRelease(lsrc);
+}
+
+static int connect_error;
+static void connect_cb(RLSocketRef s, RLSocketCallBackType type, RLDataRef address, const void *data, void *info) {
+    (void)s, (void)address, (void)info;
+    if (type == kRLSocketConnectCallBack) {
+        connect_error = data ? *(const int32_t *)data : 0;
+        rl_trace_add("connect");
+    }
+}
+
+/* Nobody listens at the address: with a wait, NULL and the connect's
+ * errno, nothing left open, the context released again; in the
+ * background, a socket whose Connect callback reports the refusal. */
+static void test_connected_to_signature_refused(void **state) {
+    (void)state;
+    RLDataRef addr = closed_port();
+    RLSocketSignature sig = {PF_INET, SOCK_STREAM, 0, addr};
+    int fds = open_fds();
+    const double timeouts[] = {5.0, 0.0};
+    for (size_t i = 0; i < 2; i++) {
+        probe p = {.name = "C"};
+        RLSocketContext c = {0, &p, probe_retain, probe_release, NULL};
+        assert_null(RLSocketCreateConnectedToSocketSignature(NULL, &sig, kRLSocketDataCallBack, probe_cb, &c,
+                                                             timeouts[i]));
+        RLError e = RLErrorGetLast();
+        assert_int_equal(e.code, kRLErrorSystem);
+        assert_int_equal(e.systemErrno, ECONNREFUSED);
+        assert_int_equal(p.retains, 1);
+        assert_int_equal(p.releases, 1);
+        assert_int_equal(open_fds(), fds);
+    }
+    RLSocketRef s = RLSocketCreateConnectedToSocketSignature(NULL, &sig, kRLSocketConnectCallBack, connect_cb, NULL, -1);
+    assert_non_null(s);
+    RLRunLoopSourceRef rs = RLSocketCreateRunLoopSource(NULL, s, 0);
+    assert_true(RLRunLoopAddSource(RLRunLoopGetCurrent(), rs, MODE));
+    connect_error = 0;
+    run_until(1);
+    assert_trace("connect");
+    assert_int_equal(connect_error, ECONNREFUSED);
+    assert_true(RLSocketInvalidate(s));
+    RLRelease(s);
+    RLRelease(rs);
+    RLRelease(addr);
+    assert_int_equal(open_fds(), fds);
+}
+
+/* A listener whose queue is full drops new connection requests: a connect
+ * with a timeout gives up (kRLErrorTimedOut), nothing left open. */
+static void test_connected_to_signature_times_out(void **state) {
+    (void)state;
+    int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    assert_int_equal(bind(l, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(listen(l, 0), 0);
+    assert_int_equal(getsockname(l, (struct sockaddr *)&a, &len), 0);
+    /* Fill its queue (never accepted). */
+    int filler[4];
+    for (int i = 0; i < 4; i++) {
+        filler[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        int r = connect(filler[i], (struct sockaddr *)&a, sizeof a);
+        assert_true(r == 0 || errno == EINPROGRESS);
+    }
+    usleep(50 * 1000);
+    RLDataRef addr = RLDataCreate(NULL, (const uint8_t *)&a, sizeof a);
+    RLSocketSignature sig = {PF_INET, SOCK_STREAM, IPPROTO_TCP, addr};
+    int fds = open_fds();
+    probe p = {.name = "C"};
+    RLSocketContext c = {0, &p, probe_retain, probe_release, NULL};
+    double t0 = rl_test_now();
+    assert_null(RLSocketCreateConnectedToSocketSignature(NULL, &sig, kRLSocketDataCallBack, probe_cb, &c, 0.3));
+    assert_rl_error(kRLErrorTimedOut);
+    assert_true(rl_test_now() - t0 < 10); /* an upper bound against a hang only */
+    assert_int_equal(p.retains, 1);
+    assert_int_equal(p.releases, 1);
+    assert_int_equal(open_fds(), fds);
+    RLRelease(addr);
+    for (int i = 0; i < 4; i++)
+        close(filler[i]);
+    close(l);
+}
+
+static void test_signature_misuse(void **state) {
+    (void)state;
+    int fds = open_fds();
+    RLDataRef any = loopback(0);
+    RLSocketSignature ok = {PF_INET, SOCK_STREAM, IPPROTO_TCP, any};
+    probe p = {.name = "M"};
+    RLSocketContext c = {0, &p, probe_retain, probe_release, NULL};
+    for (int connected = 0; connected <= 1; connected++) {
+#define CREATE(sig, types, ctx)                                                                          \
+    (connected ? RLSocketCreateConnectedToSocketSignature(NULL, (sig), (types), probe_cb, (ctx), 1.0)     \
+               : RLSocketCreateWithSocketSignature(NULL, (sig), (types), probe_cb, (ctx)))
+        assert_rl_fails(CREATE(NULL, kRLSocketDataCallBack, &c), kRLErrorInvalidArgument);
+        RLSocketSignature no_address = {PF_INET, SOCK_STREAM, 0, NULL};
+        assert_rl_fails(CREATE(&no_address, kRLSocketDataCallBack, &c), kRLErrorInvalidArgument);
+        RLStringRef str = RLStringCreateWithCString(NULL, "127.0.0.1", kRLStringEncodingUTF8);
+        RLSocketSignature not_data = {PF_INET, SOCK_STREAM, 0, (RLDataRef)str};
+        assert_rl_fails(CREATE(&not_data, kRLSocketDataCallBack, &c), kRLErrorInvalidObject);
+        RLRelease(str);
+        RLDataRef tiny = RLDataCreate(NULL, (const uint8_t *)"x", 1);
+        RLSocketSignature short_address = {PF_INET, SOCK_STREAM, 0, tiny};
+        assert_rl_fails(CREATE(&short_address, kRLSocketDataCallBack, &c), kRLErrorInvalidArgument);
+        RLRelease(tiny);
+        assert_rl_fails(CREATE(&ok, 0x40, &c), kRLErrorInvalidArgument);
+        RLSocketContext v1 = {1, &p, probe_retain, probe_release, NULL};
+        assert_rl_fails(CREATE(&ok, kRLSocketDataCallBack, &v1), kRLErrorInvalidArgument);
+        /* No such family: socket(2) refuses it. */
+        RLSocketSignature bad_family = {12345, SOCK_STREAM, 0, any};
+        assert_null(CREATE(&bad_family, kRLSocketDataCallBack, &c));
+        RLError e = RLErrorGetLast();
+        assert_int_equal(e.code, kRLErrorSystem);
+        assert_int_equal(e.systemErrno, EAFNOSUPPORT);
+        /* An IPv6 socket for an IPv4 address. */
+        RLSocketSignature mismatch = {PF_INET6, SOCK_STREAM, 0, any};
+        assert_null(CREATE(&mismatch, kRLSocketDataCallBack, &c));
+        assert_int_equal(RLErrorGetLast().code, kRLErrorSystem);
+#undef CREATE
+    }
+    assert_rl_fails(RLSocketCreateConnectedToSocketSignature(NULL, &ok, 0, NULL, NULL, NAN), kRLErrorInvalidArgument);
+    /* The address is taken: bind fails, nothing is left open. */
+    probe lp = {.name = "L"};
+    RLRunLoopSourceRef lsrc;
+    RLSocketRef l = tcp_listener(&lp, &lsrc);
+    RLDataRef taken = RLSocketCopyAddress(l);
+    RLSocketSignature in_use = {PF_INET, SOCK_STREAM, 0, taken};
+    int before = open_fds();
+    assert_null(RLSocketCreateWithSocketSignature(NULL, &in_use, kRLSocketAcceptCallBack, probe_cb, &c));
+    RLError e = RLErrorGetLast();
+    assert_int_equal(e.code, kRLErrorSystem);
+    assert_int_equal(e.systemErrno, EADDRINUSE);
+    assert_int_equal(open_fds(), before);
+    RLRelease(taken);
+    assert_true(RLSocketInvalidate(l));
+    RLRelease(l);
+    RLRelease(lsrc);
+    RLRelease(any);
+    /* Every socket made for a signature that failed took the context and
+     * gave it back. */
+    assert_int_equal(p.retains, p.releases);
+    assert_int_equal(open_fds(), fds);
+}
+
+/* ---- a stream pair to a peer's socket signature ---- */
+
+static void test_stream_pair_with_peer_signature(void **state) {
+    (void)state;
+    int fds = open_fds();
+    int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    assert_int_equal(bind(l, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(listen(l, 4), 0);
+    assert_int_equal(getsockname(l, (struct sockaddr *)&a, &len), 0);
+    RLDataRef addr = RLDataCreate(NULL, (const uint8_t *)&a, sizeof a);
+    RLSocketSignature sig = {PF_INET, SOCK_STREAM, IPPROTO_TCP, addr};
+    RLReadStreamRef r;
+    RLWriteStreamRef w;
+    assert_true(RLStreamCreatePairWithPeerSocketSignature(NULL, &sig, &r, &w));
+    RLRelease(addr); /* copied */
+    RLTypeRef close_it = RLReadStreamCopyProperty(r, kRLStreamPropertyShouldCloseNativeSocket);
+    assert_true(close_it == (RLTypeRef)kRLBooleanTrue);
+    RLRelease(close_it);
+    assert_int_equal(RLReadStreamGetStatus(r), kRLStreamStatusNotOpen);
+    assert_true(RLReadStreamOpen(r));
+    assert_true(RLWriteStreamOpen(w));
+    /* Write waits for the connection, as on any opening socket stream. */
+    assert_int_equal(RLWriteStreamWrite(w, (const uint8_t *)"ping", 4), 4);
+    int srv = accept4(l, NULL, NULL, SOCK_CLOEXEC);
+    assert_true(srv >= 0);
+    char buf[8];
+    size_t got = 0;
+    while (got < 4) {
+        ssize_t n = read(srv, buf + got, 4 - got);
+        assert_true(n > 0);
+        got += (size_t)n;
+    }
+    assert_memory_equal(buf, "ping", 4);
+    RLDataRef native = RLReadStreamCopyProperty(r, kRLStreamPropertySocketNativeHandle);
+    assert_non_null(native);
+    int fd;
+    memcpy(&fd, RLDataGetBytePtr(native), sizeof fd);
+    RLRelease(native);
+    assert_int_equal(write(srv, "pong", 4), 4);
+    close(srv);
+    uint8_t in[8];
+    RLIndex n, total = 0;
+    while ((n = RLReadStreamRead(r, in + total, (RLIndex)sizeof in - total)) > 0)
+        total += n;
+    assert_int_equal(n, 0);
+    assert_int_equal(total, 4);
+    assert_memory_equal(in, "pong", 4);
+    assert_int_equal(RLReadStreamGetStatus(r), kRLStreamStatusAtEnd);
+    assert_true(fd_open(fd));
+    RLRelease(r);
+    RLRelease(w);
+    assert_false(fd_open(fd)); /* the library's socket, closed with the streams */
+    close(l);
+    assert_int_equal(open_fds(), fds);
+}
+
+static void test_stream_pair_with_peer_signature_errors(void **state) {
+    (void)state;
+    /* Nobody listens: Open succeeds, then the stream fails with the
+     * connect's errno. */
+    RLDataRef addr = closed_port();
+    RLSocketSignature sig = {PF_INET, SOCK_STREAM, 0, addr};
+    RLReadStreamRef r = NULL;
+    assert_true(RLStreamCreatePairWithPeerSocketSignature(NULL, &sig, &r, NULL));
+    assert_true(RLReadStreamOpen(r));
+    uint8_t b[4];
+    assert_int_equal(RLReadStreamRead(r, b, sizeof b), -1);
+    assert_int_equal(RLReadStreamGetStatus(r), kRLStreamStatusError);
+    RLStreamError e = RLReadStreamGetError(r);
+    assert_int_equal(e.domain, kRLStreamErrorDomainPOSIX);
+    assert_int_equal(e.error, ECONNREFUSED);
+    RLRelease(r);
+    /* No such family: the socket cannot be made, which Open's outcome says. */
+    RLSocketSignature bad_family = {12345, SOCK_STREAM, 0, addr};
+    RLWriteStreamRef w = NULL;
+    assert_true(RLStreamCreatePairWithPeerSocketSignature(NULL, &bad_family, NULL, &w));
+    assert_true(RLWriteStreamOpen(w));
+    assert_int_equal(RLWriteStreamWrite(w, (const uint8_t *)"x", 1), -1);
+    e = RLWriteStreamGetError(w);
+    assert_int_equal(e.domain, kRLStreamErrorDomainPOSIX);
+    assert_int_equal(e.error, EAFNOSUPPORT);
+    RLRelease(w);
+
+    /* Misuse: false, both outputs NULL, nothing made. */
+    r = (RLReadStreamRef)1;
+    w = (RLWriteStreamRef)1;
+    assert_rl_fails(RLStreamCreatePairWithPeerSocketSignature(NULL, NULL, &r, &w), kRLErrorInvalidArgument);
+    assert_null(r);
+    assert_null(w);
+    RLSocketSignature no_address = {PF_INET, SOCK_STREAM, 0, NULL};
+    assert_rl_fails(RLStreamCreatePairWithPeerSocketSignature(NULL, &no_address, &r, &w), kRLErrorInvalidArgument);
+    RLSocketSignature dgram = {PF_INET, SOCK_DGRAM, 0, addr};
+    assert_rl_fails(RLStreamCreatePairWithPeerSocketSignature(NULL, &dgram, &r, &w), kRLErrorInvalidArgument);
+    assert_rl_fails(RLStreamCreatePairWithPeerSocketSignature(NULL, &sig, NULL, NULL), kRLErrorInvalidArgument);
+    RLDataRef tiny = RLDataCreate(NULL, (const uint8_t *)"x", 1);
+    RLSocketSignature short_address = {PF_INET, SOCK_STREAM, 0, tiny};
+    assert_rl_fails(RLStreamCreatePairWithPeerSocketSignature(NULL, &short_address, &r, &w), kRLErrorInvalidArgument);
+    RLRelease(tiny);
+    RLStringRef str = RLStringCreateWithCString(NULL, "127.0.0.1", kRLStringEncodingUTF8);
+    RLSocketSignature not_data = {PF_INET, SOCK_STREAM, 0, (RLDataRef)str};
+    assert_rl_fails(RLStreamCreatePairWithPeerSocketSignature(NULL, &not_data, &r, &w), kRLErrorInvalidObject);
+    RLRelease(str);
+    RLRelease(addr);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_data_at_end_of_stream_invalidates_after_the_callback, rl_trace_setup),
@@ -404,6 +798,14 @@ int main(void) {
         cmocka_unit_test_setup(test_read_callback_at_end_stays_valid, rl_trace_setup),
         cmocka_unit_test_setup(test_empty_datagram_keeps_the_socket_valid, rl_trace_setup),
         cmocka_unit_test_setup(test_datagram_error_is_an_empty_data, rl_trace_setup),
+        cmocka_unit_test_setup(test_create_with_signature_listens, rl_trace_setup),
+        cmocka_unit_test_setup(test_create_with_signature_datagram_binds, rl_trace_setup),
+        cmocka_unit_test_setup(test_connected_to_signature_with_each_timeout, rl_trace_setup),
+        cmocka_unit_test_setup(test_connected_to_signature_refused, rl_trace_setup),
+        cmocka_unit_test_setup(test_connected_to_signature_times_out, rl_trace_setup),
+        cmocka_unit_test_setup(test_signature_misuse, rl_trace_setup),
+        cmocka_unit_test_setup(test_stream_pair_with_peer_signature, rl_trace_setup),
+        cmocka_unit_test_setup(test_stream_pair_with_peer_signature_errors, rl_trace_setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

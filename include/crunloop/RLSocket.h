@@ -138,6 +138,41 @@ RL_EXPORT RLSocketRef RL_NULLABLE RLSocketCreateWithNative(RLAllocatorRef RL_NUL
                                                            RLSocketCallBack RL_NULLABLE callout,
                                                            const RLSocketContext *RL_NULLABLE context);
 
+/* CFSocketSignature, field for field: the socket's family, type and
+ * protocol (<= 0: the defaults of RLSocketCreate) and an address, a struct
+ * sockaddr in an RLData (the caller's; the functions below copy what they
+ * keep). */
+typedef struct RLSocketSignature {
+    int32_t protocolFamily;
+    int32_t socketType;
+    int32_t protocol;
+    RLDataRef RL_NULLABLE address;
+} RLSocketSignature;
+
+/* RLSocketCreate with the signature's family, type and protocol, then
+ * RLSocketSetAddress to its address (bound; a stream also listens).
+ * Create rule. NULL (error set) for a NULL signature or address, an
+ * address that is no socket address, the arguments RLSocketCreate refuses,
+ * or when socket, bind or listen fails (kRLErrorSystem, the errno in
+ * systemErrno: EAFNOSUPPORT, EADDRINUSE...); nothing is left open then,
+ * and a context retained was released again. */
+RL_EXPORT RLSocketRef RL_NULLABLE RLSocketCreateWithSocketSignature(RLAllocatorRef RL_NULLABLE allocator,
+                                                                    const RLSocketSignature *signature,
+                                                                    RLOptionFlags callBackTypes,
+                                                                    RLSocketCallBack RL_NULLABLE callout,
+                                                                    const RLSocketContext *RL_NULLABLE context);
+/* RLSocketCreate with the signature's family, type and protocol, then
+ * RLSocketConnectToAddress to its address with `timeout` (CF's meaning:
+ * > 0 waits that long at most, 0 is a plain blocking connect, < 0 returns
+ * at once while the connect goes on in the background, its result coming
+ * to the Connect callback). Create rule. NULL (error set, nothing left
+ * open, the context released again) as for the function above, for a NaN
+ * timeout, and when the connect fails (kRLErrorSystem: ECONNREFUSED,
+ * ENETUNREACH...) or does not finish in time (kRLErrorTimedOut). */
+RL_EXPORT RLSocketRef RL_NULLABLE RLSocketCreateConnectedToSocketSignature(
+    RLAllocatorRef RL_NULLABLE allocator, const RLSocketSignature *signature, RLOptionFlags callBackTypes,
+    RLSocketCallBack RL_NULLABLE callout, const RLSocketContext *RL_NULLABLE context, RLTimeInterval timeout);
+
 /* Binds the socket to address (a struct sockaddr in an RLData) and, for a
  * stream, listens (backlog 256), as CFSocketSetAddress does. */
 RL_EXPORT RLSocketError RLSocketSetAddress(RLSocketRef s, RLDataRef address);

@@ -37,6 +37,7 @@
 #include <crunloop/RLData.h>
 #include <crunloop/RLNumber.h>
 #include <crunloop/RLRunLoop.h>
+#include <crunloop/RLSocket.h>
 #include <crunloop/RLString.h>
 
 #include <stdint.h>
@@ -139,6 +140,19 @@ RL_EXPORT bool RLStreamCreatePairWithSocket(RLAllocatorRef RL_NULLABLE alloc, in
 RL_EXPORT bool RLStreamCreatePairWithSocketToHost(RLAllocatorRef RL_NULLABLE alloc, const char *host, uint32_t port,
                                                   RLReadStreamRef RL_NULLABLE *RL_NULLABLE readStream,
                                                   RLWriteStreamRef RL_NULLABLE *RL_NULLABLE writeStream);
+/* Streams over a new socket made and connected as the signature says
+ * (RLSocket.h: family, type and protocol, <= 0 for the defaults; a stream
+ * socket only) when either stream is opened: Open returns true with
+ * status Opening; OpenCompleted (or ErrorOccurred, with the errno of
+ * socket or connect) follows. The library owns and closes the socket when
+ * both streams are closed or released. The address is copied. Returns
+ * false (outputs NULL, error set) for a NULL signature or address, an
+ * address that is no socket address, a type other than SOCK_STREAM, or
+ * both outputs NULL. */
+RL_EXPORT bool RLStreamCreatePairWithPeerSocketSignature(RLAllocatorRef RL_NULLABLE alloc,
+                                                         const RLSocketSignature *signature,
+                                                         RLReadStreamRef RL_NULLABLE *RL_NULLABLE readStream,
+                                                         RLWriteStreamRef RL_NULLABLE *RL_NULLABLE writeStream);
 
 /* ---- using them ---- */
 

@@ -516,8 +516,8 @@ static inline bool CFRunLoopPerformBlock(CFRunLoopRef rl, CFArrayRef modes, void
 /* CFSocket's names over RLSocket; addresses and data are RLData, so the
  * CFData calls a socket program needs map here too (guarded: another
  * section may map them as well). CFSocketInvalidate, Enable/Disable and
- * SetSocketFlags return bool instead of void. Not mapped: the socket
- * signature and name-registry functions, CFSocketGetTypeID. */
+ * SetSocketFlags return bool instead of void. Not mapped: the
+ * name-registry functions, CFSocketGetTypeID. */
 #include <crunloop/RLSocket.h>
 
 RL_EXTERN_C_BEGIN
@@ -572,6 +572,13 @@ typedef RLSocketContext CFSocketContext;
 #define CFSocketCopyPeerAddress RLSocketCopyPeerAddress
 #define CFSocketGetContext RLSocketGetContext
 #define CFSocketCreateRunLoopSource RLSocketCreateRunLoopSource
+
+/* Socket signatures (CFStreamCreatePairWithPeerSocketSignature returns
+ * bool, as the other stream pair functions do). */
+typedef RLSocketSignature CFSocketSignature;
+#define CFSocketCreateWithSocketSignature RLSocketCreateWithSocketSignature
+#define CFSocketCreateConnectedToSocketSignature RLSocketCreateConnectedToSocketSignature
+#define CFStreamCreatePairWithPeerSocketSignature RLStreamCreatePairWithPeerSocketSignature
 
 RL_EXTERN_C_END
 
