@@ -100,8 +100,10 @@ public final class RLSocket: @unchecked Sendable {
         /// datagram, or a chunk of what is queued on a stream (everything
         /// queued is read in the same wake, chunk after chunk, each handed
         /// over as soon as it is read; see RLSocket.h). An empty buffer
-        /// means the stream ended (or failed): it comes once, and no
-        /// `.data` follows it.
+        /// means the stream ended (or failed): it comes once, no `.data`
+        /// follows it, and the socket is invalidated once the closure
+        /// returns, as a `CFSocket` is (on a datagram socket an empty
+        /// buffer is an empty datagram or an error, and nothing ends).
         case data(RLData, from: Address?)
         /// A background connect finished (`.connect`): `nil` on success,
         /// otherwise its `errno` value.

@@ -3,8 +3,11 @@
  * and is then invalidated, as CFSocket is (its fd closed if
  * kRLSocketCloseOnInvalidate, its context released once), also on the
  * loop's kept path; a Read callback at the end and an empty datagram leave
- * the socket valid. (The same against CF itself:
- * Tests/diff/scenarios/socket_eof.c.) */
+ * the socket valid; a datagram socket's error is an empty data. Socket
+ * signatures: sockets bound or connected as a signature says (each kind
+ * of timeout, refusal, no answer in time, misuse) and a stream pair to a
+ * signature's address. (The same against CF itself:
+ * Tests/diff/scenarios/socket_eof.c and socket_signature.c.) */
 #include "fdutil.h"
 #include "testutil.h"
 #include "trace.h"
