@@ -133,6 +133,8 @@ static char *mp_describe(const void *obj) {
 
 static const rl__class rl__message_port_class = {"RLMessagePort", mp_finalize, mp_can_destroy, mp_describe};
 
+RLTypeID RLMessagePortGetTypeID(void) { return rl__type_id(&rl__message_port_class); }
+
 static bool mp_ok(RLMessagePortRef mp, const char *fn) {
     return rl__object_check(mp, &rl__message_port_class, fn);
 }

@@ -76,6 +76,9 @@ typedef void (*RLMessagePortInvalidationCallBack)(RLMessagePortRef port, void *R
 typedef bool (*RLMessagePortAccessPolicy)(RLMessagePortRef local, uid_t uid, gid_t gid, pid_t pid,
                                           void *RL_NULLABLE info);
 
+/* The type ID of message ports. */
+RL_EXPORT RLTypeID RLMessagePortGetTypeID(void);
+
 /* A local port listening under `name` (1..255 bytes, no NUL). Create rule.
  * NULL (error set) if the name is taken by a live port of any process
  * (kRLErrorExists), invalid, or the socket fails. *shouldFreeInfo (may be
