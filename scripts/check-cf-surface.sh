@@ -15,7 +15,7 @@
 #   3. Each RL name a CF name expands to must be exported by the library
 #      (nm -D), so that a program using the mapping links.
 # An excluded name that is mapped after all, or no longer declared, fails
-# too (a stale exclusion). Lines are prefixed "check-cf-surface:"; the last
+# too (a stale exclusion). Lines are prefixed "[cf-surface]"; the last
 # line counts names: passed (mapped and exported), failed, skipped
 # (excluded).
 #
@@ -24,9 +24,9 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 lib=${1:-build/clang-exports/libcrunloop.so}
 excl=scripts/cf-surface-exclusions.txt
-me=check-cf-surface
+me='[cf-surface]'
 CLANG=${CLANG:-clang}
-say() { printf '%s: %s\n' "$me" "$*"; }
+say() { printf '%s %s\n' "$me" "$*"; }
 die() { say "$*"; echo "0 passed, 1 failed, 0 skipped"; exit 1; }
 
 [ -f "$lib" ] || die "$lib not built"
@@ -135,7 +135,8 @@ for n in $(comm -13 "$tmp/names" "$tmp/excluded"); do
 done
 pending=$(grep -c 'pending: provided by' "$excl" || true)
 
-say "$total names in the toolchain's $(echo $headers | sed 's/ /.h, /g').h: $passed mapped and exported," \
+[ "$failed" -eq 0 ] && verdict=PASS || verdict=FAIL
+say "$verdict $total names in the toolchain's $(echo $headers | sed 's/ /.h, /g').h: $passed mapped and exported," \
     "$skipped excluded ($pending of them pending another branch; see $excl)"
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]

@@ -103,7 +103,15 @@
  *     twins are RLRunLoopPerformFunction and RLRunLoopPerformFunctionInModes.
  *   - CFMessagePortSendRequest does not run the caller's run loop while it
  *     waits for a reply (see RLMessagePort.h); port names are per user.
- *   - Allocators are accepted and ignored (pass NULL or kCFAllocatorDefault).
+ *   - Allocators are accepted and ignored (pass NULL or kCFAllocatorDefault),
+ *     except a deallocator that takes over memory: CFReadStreamCreateWithBytesNoCopy's
+ *     frees with free() for NULL, nothing for kCFAllocatorNull, and refuses
+ *     any other allocator.
+ *   - CFTypeID values differ from CF's and may change from run to run:
+ *     compare them (CFGetTypeID(x) == CFRunLoopGetTypeID()), do not store
+ *     them.
+ *   - CFURL is file paths only (POSIX style); CFError has no user-info
+ *     dictionary (CFErrorCreate's userInfo must be NULL).
  *   - Timer tolerance works (Darwin semantics), unlike CF on Linux.
  *   - CFNumberGetType reports the sized type of the creation's type code
  *     (CF on Linux a 32-bit one for small CFIndex and long long values).
