@@ -1,5 +1,6 @@
 /* test_url.c — file URLs (RLURL.h) and the file streams made from them. */
 #include "testutil.h"
+#include "stale.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -97,6 +98,10 @@ static void test_file_streams_from_a_url(void **state) {
     assert_true(RLRelease(r));
 }
 
+static bool stale_stream_from(const void *u) { return RLWriteStreamCreateWithFile(NULL, u) == NULL; }
+static bool stale_has_directory(const void *u) { return !RLURLHasDirectoryPath(u); }
+static bool stale_path(const void *u) { return RLURLCopyFileSystemPath(u, kRLURLPOSIXPathStyle) == NULL; }
+
 static void test_misuse(void **state) {
     (void)state;
     assert_rl_fails(RLURLCreateFromFileSystemRepresentation(NULL, NULL, 3, false), kRLErrorInvalidArgument);
@@ -131,8 +136,9 @@ static void test_misuse(void **state) {
 
     /* released */
     assert_true(RLRelease(u));
-    assert_rl_fails(RLWriteStreamCreateWithFile(NULL, u), kRLErrorInvalidObject);
-    assert_rl_fails(RLURLHasDirectoryPath(u), kRLErrorInvalidObject);
+    rl_test_stale(stale_stream_from, u);
+    rl_test_stale(stale_has_directory, u);
+    rl_test_stale(stale_path, u);
 }
 
 int main(void) {
