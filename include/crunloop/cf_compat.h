@@ -48,7 +48,7 @@
  *   - CFMessagePort (RLMessagePort.h): CreateLocal, CreateRemote,
  *     SendRequest with CF's result codes (kCFMessagePortSuccess …
  *     kCFMessagePortBecameInvalidError), CreateRunLoopSource, Invalidate,
- *     IsValid, IsRemote, GetName, GetContext, Get/SetInvalidationCallBack,
+ *     IsValid, IsRemote, GetName, SetName, GetContext, Get/SetInvalidationCallBack,
  *     the Context, CallBack and InvalidationCallBack types;
  *   - CFData (RLData.h): CFDataCreate, CFDataGetLength, CFDataGetBytePtr,
  *     CFDataGetBytes;
@@ -122,7 +122,7 @@
  *
  * What does not map (no counterpart in CRunLoop, so such code does not
  * compile): version-1 sources (CFRunLoopSourceContext1, Mach ports),
- * CFMachPort, CFMessagePortSetName/SetDispatchQueue, CFString
+ * CFMachPort, CFMessagePortSetDispatchQueue, CFString
  * beyond the above, CFDictionary, CFMutableData, CFArray beyond the above
  * and the rest of CoreFoundation, CFURL beyond file paths,
  * CFEqual/CFHash/CFCopyDescription, Objective-C toll-free bridging.
@@ -565,6 +565,7 @@ typedef RLMessagePortInvalidationCallBack CFMessagePortInvalidationCallBack;
 #define CFMessagePortCreateRemote RLMessagePortCreateRemote
 #define CFMessagePortIsRemote RLMessagePortIsRemote
 #define CFMessagePortGetName RLMessagePortGetName
+#define CFMessagePortSetName RLMessagePortSetName
 #define CFMessagePortGetContext RLMessagePortGetContext
 #define CFMessagePortIsValid RLMessagePortIsValid
 #define CFMessagePortInvalidate RLMessagePortInvalidate
