@@ -12,8 +12,10 @@
 #      name becomes: an object-like macro's expansion, a function-like
 #      macro, or a declaration (a static inline in cf_compat.h). A name
 #      none of these declares is not mapped.
-#   3. Each RL name a CF name expands to must be exported by the library
-#      (nm -D), so that a program using the mapping links.
+#   3. Each RL name a CF name expands to (or that a function-like macro
+#      calls) must be exported by the library (nm -D), so that a program
+#      using the mapping links; a macro may also call a static inline of
+#      the public headers.
 # An excluded name that is mapped after all, or no longer declared, fails
 # too (a stale exclusion). Lines are prefixed "[cf-surface]"; the last
 # line counts names: passed (mapped and exported), failed, skipped
@@ -89,6 +91,12 @@ perl -ne "print \"\$1\\n\" if /undeclared (?:identifier|function) '(\\w+)'/" "$t
 
 # ---- 3. exported RL names ----
 nm -D --defined-only "$lib" | awk '$2 ~ /^[A-Z]$/ { print $3 }' | sort -u > "$tmp/exports"
+# A function-like macro's RL names (CFRunLoopPerformBlock's) must be
+# exported too, or be static inline functions of the public headers.
+"$CLANG" -fblocks -dM -E -Iinclude -x c - <<<'#include <crunloop/cf_compat.h>' > "$tmp/defines" 2>/dev/null
+perl -ne 'print "$1\t$2\n" if /^#define (\w+)\([^)]*\) (.*)$/' "$tmp/defines" > "$tmp/fnmacros"
+cat include/crunloop/*.h | perl -0777 -ne 'print "$1\n" while /static\s+inline\b[^;{]*?\b(RL\w+)\s*\(/g' |
+    sort -u > "$tmp/inlines"
 
 passed=0; failed=0; skipped=0
 while read -r n; do
@@ -109,10 +117,15 @@ while read -r n; do
         failed=$((failed + 1))
         continue
     fi
-    # Every RL identifier of an object-like expansion must be exported
-    # (function-like macros and static inlines are checked by the probe
-    # compile above only).
+    # Every RL identifier of the expansion must be exported; those in a
+    # function-like macro's body may also be static inlines of the headers.
     missing=""
+    if grep -qxF "$n" "$tmp/macros" && [ "$exp" = "$n" ]; then
+        body=$(awk -F'\t' -v n="$n" '$1 == n { print $2; exit }' "$tmp/fnmacros")
+        for id in $(grep -oE '\bk?RL[A-Za-z0-9_]+\b' <<<"$body" | sort -u); do
+            grep -qxF "$id" "$tmp/exports" || grep -qxF "$id" "$tmp/inlines" || missing="$missing $id"
+        done
+    fi
     for id in $(grep -oE '\bk?RL[A-Za-z0-9_]+\b' <<<"$exp"); do
         grep -qxF "$id" "$tmp/exports" || missing="$missing $id"
     done
