@@ -16,6 +16,7 @@ declare -A LABELS=(
   [check-diff]="CF differential"
   [check-examples]="C examples"
   [check-exports]="exported symbols"
+  [check-cf-surface]="CF surface"
   [check-install]="install + pkg-config"
   [check-headers]="headers (C/C++)"
   [check-tree]="help + comments"

@@ -97,6 +97,10 @@ bool rl__object_check_fail(const void *obj, const rl__class *cls, const char *fn
     return true;
 }
 
+/* kRLAllocatorNull's value: only its address matters. */
+static const char allocator_null;
+const RLAllocatorRef kRLAllocatorNull = &allocator_null;
+
 /* What a pointer given to a generic function (retain, release, count,
  * type name, description) is. RLString's pointers are their characters,
  * not objects (RLString.c): the string registry decides for a pointer that
@@ -202,6 +206,15 @@ const char *RLGetTypeName(RLTypeRef obj) {
     if (kind != RL_ANY_OBJECT)
         return NULL;
     return ((const rl__object *)obj)->cls->name;
+}
+
+RLTypeID RLGetTypeID(RLTypeRef obj) {
+    int kind = rl_any(obj, "RLGetTypeID");
+    if (kind == RL_ANY_STRING)
+        return RLStringGetTypeID();
+    if (kind != RL_ANY_OBJECT)
+        return 0;
+    return rl__type_id(((const rl__object *)obj)->cls);
 }
 
 char *RLCopyDescription(RLTypeRef obj) {

@@ -65,6 +65,9 @@ RL__HIDDEN void rl__object_hold(const void *obj);
  * was the last). Returns false as RLRelease does. */
 RL__HIDDEN bool rl__object_unhold(const void *obj);
 
+/* A class's type ID (RLTypeID): its address, unique and never 0. */
+static inline RLTypeID rl__type_id(const void *cls) { return (RLTypeID)(uintptr_t)cls; }
+
 /* Allocates a zeroed object of `size` bytes (which starts with rl__object)
  * with one reference. NULL (error set) on allocation failure. */
 RL__HIDDEN void *rl__object_alloc(const rl__class *cls, size_t size, const char *fn);

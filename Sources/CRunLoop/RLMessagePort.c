@@ -45,7 +45,13 @@ struct RLMessagePort {
     rl__object base;
     rl_netport np; /* validity, context, limit, server, source; np.mu guards the state below */
     bool remote;
-    char *name;
+    char *name; /* changed only by SetName, under g_reg.mu and np.mu */
+    /* Names SetName replaced: GetName handed them out under the Get rule
+     * (valid while the caller holds the port), so they go with the port. */
+    struct old_name {
+        struct old_name *next;
+        char *name;
+    } *old_names;
     RLMessagePortCallBack callout;
     RLMessagePortAccessPolicy policy;
     /* remote */
@@ -113,6 +119,11 @@ static void mp_finalize(void *obj) {
     rl__netport_finalize(&mp->np);
     rl__wire_reader_free(&mp->rd);
     free(mp->name);
+    for (struct old_name *o = mp->old_names, *next; o; o = next) {
+        next = o->next;
+        free(o->name);
+        free(o);
+    }
     pthread_mutex_destroy(&mp->send_mu);
 }
 
@@ -132,6 +143,8 @@ static char *mp_describe(const void *obj) {
 }
 
 static const rl__class rl__message_port_class = {"RLMessagePort", mp_finalize, mp_can_destroy, mp_describe};
+
+RLTypeID RLMessagePortGetTypeID(void) { return rl__type_id(&rl__message_port_class); }
 
 static bool mp_ok(RLMessagePortRef mp, const char *fn) {
     return rl__object_check(mp, &rl__message_port_class, fn);
@@ -442,6 +455,53 @@ bool RLMessagePortNameServerRegisterPort(RLMessagePortRef mp, const char *name) 
     *a = (rl_mp_alias){copy, mp, l, g_aliases};
     g_aliases = a;
     pthread_mutex_unlock(&g_alias_mu);
+    return true;
+}
+
+/* CF's rename of a local port: the port listens under the new name and no
+ * longer under the old one. Refused while any port of this process has the
+ * name (CF: while the process's port table has it), or another process's
+ * port listens under it (the kernel says so). */
+bool RLMessagePortSetName(RLMessagePortRef mp, const char *name) {
+    if (!mp_ok(mp, __func__) || !name_ok(name, __func__))
+        return false;
+    if (mp->remote)
+        return rl__fail(kRLErrorInvalidState, __func__, "\"%s\" is a remote port: only a local port can be renamed",
+                        mp->name);
+    pthread_mutex_lock(&g_alias_mu);
+    bool alias = *alias_find_locked(name) != NULL;
+    pthread_mutex_unlock(&g_alias_mu);
+    pthread_mutex_lock(&g_reg.mu);
+    if (!rl__netport_is_valid(&mp->np)) {
+        pthread_mutex_unlock(&g_reg.mu);
+        return rl__fail(kRLErrorInvalidObject, __func__, "the port \"%s\" is invalid", mp->name);
+    }
+    if (strcmp(name, mp->name) == 0) {
+        pthread_mutex_unlock(&g_reg.mu);
+        return true; /* its name already */
+    }
+    if (alias || reg_find_locked(name, false)) {
+        pthread_mutex_unlock(&g_reg.mu);
+        return rl__fail(kRLErrorExists, __func__, "the name \"%s\" is taken by another port", name);
+    }
+    struct old_name *old = malloc(sizeof *old);
+    char *copy = strdup(name);
+    int lfd = old && copy ? listen_as(name) : -ENOMEM;
+    int err = lfd < 0 ? -lfd : rl__server_replace_listener(&mp->np.srv, lfd);
+    if (err) {
+        pthread_mutex_unlock(&g_reg.mu);
+        free(old);
+        free(copy);
+        if (err == EADDRINUSE)
+            return rl__fail(kRLErrorExists, __func__, "the name \"%s\" is taken by another process's port", name);
+        return rl__fail_errno(err, __func__, "cannot listen as \"%s\"", name);
+    }
+    pthread_mutex_lock(&mp->np.mu);
+    *old = (struct old_name){mp->old_names, mp->name};
+    mp->old_names = old;
+    mp->name = copy;
+    pthread_mutex_unlock(&mp->np.mu);
+    pthread_mutex_unlock(&g_reg.mu);
     return true;
 }
 

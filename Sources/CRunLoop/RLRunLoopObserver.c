@@ -25,6 +25,8 @@ static char *rl_observer_describe(const void *obj) {
 
 const rl__class rl__observer_class = {"RLRunLoopObserver", rl_observer_finalize, NULL, rl_observer_describe};
 
+RLTypeID RLRunLoopObserverGetTypeID(void) { return rl__type_id(&rl__observer_class); }
+
 static bool rl_observer_ok(RLRunLoopObserverRef o, const char *fn) {
     return rl__object_check(o, &rl__observer_class, fn);
 }

@@ -31,6 +31,8 @@ static char *rl_source_describe(const void *obj) {
 
 const rl__class rl__source_class = {"RLRunLoopSource", rl_source_finalize, NULL, rl_source_describe};
 
+RLTypeID RLRunLoopSourceGetTypeID(void) { return rl__type_id(&rl__source_class); }
+
 static bool rl_source_ok(RLRunLoopSourceRef s, const char *fn) {
     return rl__object_check(s, &rl__source_class, fn);
 }

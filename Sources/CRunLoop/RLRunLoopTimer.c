@@ -74,6 +74,8 @@ static char *rl_timer_describe(const void *obj) {
 
 const rl__class rl__timer_class = {"RLRunLoopTimer", rl_timer_finalize, NULL, rl_timer_describe};
 
+RLTypeID RLRunLoopTimerGetTypeID(void) { return rl__type_id(&rl__timer_class); }
+
 static bool rl_timer_ok(RLRunLoopTimerRef t, const char *fn) { return rl__object_check(t, &rl__timer_class, fn); }
 
 static double rl_clamp_date(double d) {

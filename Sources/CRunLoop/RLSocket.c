@@ -143,6 +143,8 @@ static char *sock_describe(const void *obj) {
 
 static const rl__class rl__socket_class = {"RLSocket", sock_finalize, NULL, sock_describe};
 
+RLTypeID RLSocketGetTypeID(void) { return rl__type_id(&rl__socket_class); }
+
 static bool sock_ok(RLSocketRef s, const char *fn) { return rl__object_check(s, &rl__socket_class, fn); }
 
 static inline RLOptionFlags read_type(const struct RLSocket *s) { return s->types & 3u; }

@@ -16,6 +16,9 @@ static void stream_finalize(void *obj);
 static const rl__class read_class = {"RLReadStream", stream_finalize, NULL, NULL};
 static const rl__class write_class = {"RLWriteStream", stream_finalize, NULL, NULL};
 
+RLTypeID RLReadStreamGetTypeID(void) { return rl__type_id(&read_class); }
+RLTypeID RLWriteStreamGetTypeID(void) { return rl__type_id(&write_class); }
+
 /* ---- the object ---- */
 
 rl__stream *rl__stream_new(bool is_read, const rl__stream_ops *ops, const char *fn) {
@@ -252,17 +255,22 @@ static RLStreamError get_error(const void *ref, bool is_read, const char *fn) {
 RLStreamError RLReadStreamGetError(RLReadStreamRef s) { return get_error(s, true, __func__); }
 RLStreamError RLWriteStreamGetError(RLWriteStreamRef s) { return get_error(s, false, __func__); }
 
-static bool copy_error(const void *ref, bool is_read, RLStreamError *out, const char *fn) {
+/* CF's mapping from a stream error to an error object (CFStream.c on
+ * Linux, without CFNetwork), with NetDB named rather than bogus. */
+static RLErrorRef copy_error(const void *ref, bool is_read, const char *fn) {
     if (!rl__stream_check(ref, is_read, fn))
-        return false;
-    if (!out)
-        return rl__fail(kRLErrorInvalidArgument, fn, "NULL error");
-    *out = get_error(ref, is_read, fn);
-    return out->domain != 0 || out->error != 0;
+        return NULL;
+    RLStreamError e = get_error(ref, is_read, fn);
+    if (e.domain == 0 && e.error == 0)
+        return NULL;
+    RLErrorDomain domain = e.domain == kRLStreamErrorDomainPOSIX   ? kRLErrorDomainPOSIX
+                           : e.domain == kRLStreamErrorDomainNetDB ? "kCFStreamErrorDomainNetDB"
+                                                                   : "BogusCFStreamErrorCompatibilityDomain";
+    return RLErrorCreate(NULL, domain, e.error, NULL);
 }
 
-bool RLReadStreamCopyError(RLReadStreamRef s, RLStreamError *e) { return copy_error(s, true, e, __func__); }
-bool RLWriteStreamCopyError(RLWriteStreamRef s, RLStreamError *e) { return copy_error(s, false, e, __func__); }
+RLErrorRef RLReadStreamCopyError(RLReadStreamRef s) { return copy_error(s, true, __func__); }
+RLErrorRef RLWriteStreamCopyError(RLWriteStreamRef s) { return copy_error(s, false, __func__); }
 
 static bool readiness(const void *ref, bool is_read, const char *fn) {
     rl__stream *s = rl__stream_check(ref, is_read, fn);
@@ -330,7 +338,8 @@ bool RLWriteStreamClose(RLWriteStreamRef s) { return stream_close(s, false, __fu
 /* ---- read, write ---- */
 
 /* What a Read/Write may do in the current status: 1 go on, 0 return 0
- * (at end), -1 misuse (error set). Waits for an open in progress. */
+ * (a read stream at its end), -1 misuse (error set). Waits for an open in
+ * progress. */
 static int io_allowed(rl__stream *s, const char *fn) {
     if (s->ops->wait_open)
         s->ops->wait_open(s);
@@ -339,11 +348,22 @@ static int io_allowed(rl__stream *s, const char *fn) {
     rl__stream_unlock(s);
     if (st == kRLStreamStatusOpen)
         return 1;
-    if (st == kRLStreamStatusAtEnd)
-        return 0;
+    if (st == kRLStreamStatusAtEnd && s->is_read)
+        return 0; /* a write stream at its end takes nothing more: -1 (CF) */
     static const char *names[] = {"not open", "opening", "open", "reading", "writing", "at end", "closed", "failed"};
     rl__fail(kRLErrorInvalidState, fn, "stream is %s", names[st]);
     return -1;
+}
+
+/* A read stream reached its end (a Read that got 0 bytes, a GetBuffer that
+ * took the last ones): status AtEnd and EndEncountered. */
+static void reached_end(rl__stream *s) {
+    rl__stream_lock(s);
+    if (s->status == kRLStreamStatusOpen) {
+        s->status = kRLStreamStatusAtEnd;
+        rl__stream_post_locked(s, kRLStreamEventEndEncountered);
+    }
+    rl__stream_unlock(s);
 }
 
 RLIndex RLReadStreamRead(RLReadStreamRef ref, uint8_t *buffer, RLIndex length) {
@@ -364,16 +384,38 @@ RLIndex RLReadStreamRead(RLReadStreamRef ref, uint8_t *buffer, RLIndex length) {
         return -1;
     }
     if (n == 0) {
-        rl__stream_lock(s);
-        if (s->status == kRLStreamStatusOpen) {
-            s->status = kRLStreamStatusAtEnd;
-            rl__stream_post_locked(s, kRLStreamEventEndEncountered);
-        }
-        rl__stream_unlock(s);
+        reached_end(s);
         return 0;
     }
     rearm(s);
     return (RLIndex)n;
+}
+
+const uint8_t *RLReadStreamGetBuffer(RLReadStreamRef ref, RLIndex maxBytesToRead, RLIndex *numBytesRead) {
+    if (numBytesRead)
+        *numBytesRead = -1;
+    rl__stream *s = rl__stream_check(ref, true, __func__);
+    if (!s)
+        return NULL;
+    if (!numBytesRead || maxBytesToRead < 0)
+        return rl__fail(kRLErrorInvalidArgument, __func__, "numBytesRead %p, maxBytesToRead %ld",
+                        (void *)numBytesRead, (long)maxBytesToRead),
+               NULL;
+    int ok = io_allowed(s, __func__);
+    if (ok < 0)
+        return NULL; /* *numBytesRead -1, as CF */
+    *numBytesRead = 0;
+    if (ok == 0 || !s->ops->get_buffer)
+        return NULL; /* at the end, or nothing to lend (CF: 0) */
+    size_t n = 0;
+    bool at_end = false;
+    const uint8_t *bytes = s->ops->get_buffer(s, (size_t)maxBytesToRead, &n, &at_end);
+    *numBytesRead = (RLIndex)n;
+    if (at_end)
+        reached_end(s);
+    else
+        rearm(s);
+    return bytes;
 }
 
 RLIndex RLWriteStreamWrite(RLWriteStreamRef ref, const uint8_t *buffer, RLIndex length) {

@@ -5,6 +5,7 @@
  * open stream. A file is always ready, as in CF: Read and Write go
  * straight to read(2) and write(2). */
 #include "RLStreamInternal.h"
+#include "RLURLInternal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -210,12 +211,24 @@ static rl__stream *file_new(bool is_read, const char *path, const char *fn) {
     return s;
 }
 
-RLReadStreamRef RLReadStreamCreateWithFile(RLAllocatorRef alloc, const char *path) {
+RLReadStreamRef RLReadStreamCreateWithFilePath(RLAllocatorRef alloc, const char *path) {
     (void)alloc;
     return (RLReadStreamRef)file_new(true, path, __func__);
 }
 
-RLWriteStreamRef RLWriteStreamCreateWithFile(RLAllocatorRef alloc, const char *path) {
+RLWriteStreamRef RLWriteStreamCreateWithFilePath(RLAllocatorRef alloc, const char *path) {
     (void)alloc;
     return (RLWriteStreamRef)file_new(false, path, __func__);
+}
+
+RLReadStreamRef RLReadStreamCreateWithFile(RLAllocatorRef alloc, RLURLRef fileURL) {
+    (void)alloc;
+    const char *path = rl__url_path(fileURL, __func__);
+    return path ? (RLReadStreamRef)file_new(true, path, __func__) : NULL;
+}
+
+RLWriteStreamRef RLWriteStreamCreateWithFile(RLAllocatorRef alloc, RLURLRef fileURL) {
+    (void)alloc;
+    const char *path = rl__url_path(fileURL, __func__);
+    return path ? (RLWriteStreamRef)file_new(false, path, __func__) : NULL;
 }

@@ -64,6 +64,10 @@ typedef struct rl__stream_ops {
      * moved, 0 at the end (reading), -1 with *err an errno. May block. */
     ssize_t (*read)(rl__stream *s, uint8_t *buf, size_t n, int *err);
     ssize_t (*write)(rl__stream *s, const uint8_t *buf, size_t n, int *err);
+    /* GetBuffer (read streams; NULL: no buffer to lend): up to max of the
+     * backend's own bytes in place, which count as read; *n their number,
+     * *at_end whether none are left after them. */
+    const uint8_t *(*get_buffer)(rl__stream *s, size_t max, size_t *n, bool *at_end);
     /* Could a Read (Write) move bytes, or see the end, without blocking? */
     bool (*ready)(rl__stream *s);
     /* A read stream whose source is used up (NULL: never): it reaches its

@@ -479,6 +479,12 @@ bool RLStringGetCString(RLStringRef string, char *buffer, RLIndex bufferSize, RL
     return true;
 }
 
+/* Strings are not rl__objects and have no class: this byte's address
+ * stands for their type. */
+static const char string_type;
+
+RLTypeID RLStringGetTypeID(void) { return rl__type_id(&string_type); }
+
 const char *RLStringGetCStringPtr(RLStringRef string, RLStringEncoding encoding) {
     if (!string) {
         rl__fail(kRLErrorInvalidArgument, __func__, "NULL string");

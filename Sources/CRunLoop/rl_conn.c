@@ -5,6 +5,7 @@
 #include <crunloop/RLRunLoopSource.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <poll.h>
 #include <stdio.h>
@@ -195,6 +196,37 @@ rl_conn *rl__server_add_listener(rl_server *s, int lfd) {
         return NULL;
     }
     return l;
+}
+
+/* The main listener keeps its fd number (the loop serving it reads s->lfd
+ * unlocked and re-arms it under the lock): dup3 points the number at the
+ * new socket and closes the old one, whose epoll registration is removed
+ * first; the new one is registered under the same tag (NULL). A loop that
+ * is accepting on the number meanwhile accepts from either socket. */
+int rl__server_replace_listener(rl_server *s, int lfd) {
+    pthread_mutex_lock(&s->mu);
+    int err = !s->valid || s->lfd < 0 ? EBADF : 0;
+    if (!err && epoll_ctl(s->epfd, EPOLL_CTL_DEL, s->lfd, NULL) < 0)
+        err = errno;
+    if (!err && dup3(lfd, s->lfd, O_CLOEXEC) < 0) {
+        err = errno;
+        struct epoll_event back = {.events = EPOLLIN | EPOLLONESHOT, .data.ptr = NULL};
+        if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->lfd, &back) < 0)
+            rl__fail_errno(errno, "rl__server_replace_listener", "re-arming the old listener");
+    }
+    if (!err) {
+        struct epoll_event ev = {.events = EPOLLIN | EPOLLONESHOT, .data.ptr = NULL};
+        if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->lfd, &ev) < 0) {
+            /* the new socket is in place but unwatched: nobody would be
+             * served, so the server stops listening (as a failed accept) */
+            err = errno;
+            close(s->lfd);
+            s->lfd = -1;
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    close(lfd);
+    return err;
 }
 
 void rl__server_remove_listener(rl_server *s, rl_conn *l) {

@@ -83,6 +83,11 @@ RL__HIDDEN rl_conn *rl__server_add_listener(rl_server *s, int lfd);
 /* Stops listening on it (its address is free at once unless a loop is
  * accepting on it right now: then when that loop is done). */
 RL__HIDDEN void rl__server_remove_listener(rl_server *s, rl_conn *listener);
+/* Listens on lfd (bound, listening, non-blocking; taken over, also on
+ * failure) instead of the socket given to rl__server_init, which is closed:
+ * its address is free when this returns. 0, or the errno that failed
+ * (nothing changed). */
+RL__HIDDEN int rl__server_replace_listener(rl_server *s, int lfd);
 /* The fd a run loop watches (readable when there is work). */
 RL__HIDDEN int rl__server_fd(const rl_server *s);
 /* Does what is ready: accepts, serves a batch of frames, drops stalled

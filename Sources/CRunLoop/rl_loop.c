@@ -19,6 +19,8 @@ static void rl_finalize(void *obj);
 
 const rl__class rl__runloop_class = {"RLRunLoop", rl_finalize, NULL, NULL};
 
+RLTypeID RLRunLoopGetTypeID(void) { return rl__type_id(&rl__runloop_class); }
+
 static void rl_close(int fd) {
     if (fd >= 0)
         close(fd);

@@ -404,7 +404,7 @@ public final class RLInputStream: RLStream {
     /// `init?(fileAtPath:)`); nil for an empty path. A file that cannot be
     /// opened makes `open()` fail with its `errno` in ``RLStream/streamError``.
     public init?(fileAtPath path: String) {
-        guard let created = path.withCString({ RLReadStreamCreateWithFile(nil, $0) }) else { return nil }
+        guard let created = path.withCString({ RLReadStreamCreateWithFilePath(nil, $0) }) else { return nil }
         super.init(adopting: CStream(input: created))
     }
 
@@ -454,7 +454,7 @@ public final class RLOutputStream: RLStream {
     /// false` the file is truncated; with `true` its bytes are kept and
     /// every write goes to its end. Nil for an empty path.
     public init?(toFileAtPath path: String, append shouldAppend: Bool) {
-        guard let created = path.withCString({ RLWriteStreamCreateWithFile(nil, $0) }) else { return nil }
+        guard let created = path.withCString({ RLWriteStreamCreateWithFilePath(nil, $0) }) else { return nil }
         if shouldAppend {
             // A stream not yet opened always takes it.
             _ = RLWriteStreamSetProperty(created, kRLStreamPropertyAppendToFile, UnsafeRawPointer(kRLBooleanTrue))
@@ -513,9 +513,8 @@ final class CStream: @unchecked Sendable {
     }
 
     var error: RLStreamError? {
-        var error = CRunLoop.RLStreamError()
-        let failed = isInput ? RLReadStreamCopyError(pointer, &error) : RLWriteStreamCopyError(pointer, &error)
-        return failed ? RLStreamError(error) : nil
+        let error = isInput ? RLReadStreamGetError(pointer) : RLWriteStreamGetError(pointer)
+        return error.domain != 0 || error.error != 0 ? RLStreamError(error) : nil
     }
 
     func open() -> Bool { isInput ? RLReadStreamOpen(pointer) : RLWriteStreamOpen(pointer) }

@@ -1,6 +1,7 @@
 /* test_message_port.c — named message ports (RLMessagePort.h): requests and
  * replies between threads and between processes, every result code, the
  * name rules, bad peers and other users. */
+#include "stale.h"
 #include "testutil.h"
 
 #include <crunloop/RLMessagePort.h>
@@ -483,6 +484,80 @@ static void test_other_users(void **state) {
     close(pipefd[1]);
 }
 
+static void test_set_name_renames_a_local_port(void **state) {
+    server s;
+    server_start(&s, "rename");
+    char renamed[128], alias[128];
+    unique_name(renamed, sizeof renamed, "renamed");
+    unique_name(alias, sizeof alias, "alias");
+    const char *before = RLMessagePortGetName(s.port);
+    assert_true(RLMessagePortSetName(s.port, s.name)); /* its name already */
+    assert_true(RLMessagePortSetName(s.port, renamed));
+    assert_string_equal(RLMessagePortGetName(s.port), renamed);
+    assert_string_equal(before, s.name); /* a name handed out stays readable */
+
+    /* served under the new name, by the same loop */
+    RLMessagePortRef remote = RLMessagePortCreateRemote(NULL, renamed);
+    assert_non_null(remote);
+    RLDataRef in = text("renamed"), out = NULL;
+    assert_int_equal(RLMessagePortSendRequest(remote, MSG_UPPER, in, 5, 5, kRLRunLoopDefaultMode, &out),
+                     kRLMessagePortSuccess);
+    assert_data_is(out, "RENAMED");
+    RLRelease(out);
+    RLRelease(in);
+    /* the process finds it under its new name (CF returns the same port) */
+    RLMessagePortRef same = RLMessagePortCreateLocal(NULL, renamed, serve, NULL, NULL);
+    assert_ptr_equal(same, s.port);
+    RLRelease(same);
+
+    /* the old name is free at once */
+    assert_rl_fails(RLMessagePortCreateRemote(NULL, s.name), kRLErrorNotFound);
+    RLMessagePortRef other = RLMessagePortCreateLocal(NULL, s.name, serve, NULL, NULL);
+    assert_non_null(other);
+    assert_ptr_not_equal(other, s.port);
+
+    /* names other ports have: refused, nothing changed */
+    assert_rl_fails(RLMessagePortSetName(s.port, s.name), kRLErrorExists);
+    assert_true(RLMessagePortNameServerRegisterPort(other, alias));
+    assert_rl_fails(RLMessagePortSetName(s.port, alias), kRLErrorExists);
+    assert_string_equal(RLMessagePortGetName(s.port), renamed);
+    RLMessagePortRef again = RLMessagePortCreateRemote(NULL, renamed); /* still connected */
+    assert_ptr_equal(again, remote);
+    RLRelease(again);
+
+    /* a remote port cannot be renamed; an invalidated one neither */
+    assert_rl_fails(RLMessagePortSetName(remote, alias), kRLErrorInvalidState);
+    RLMessagePortInvalidate(remote);
+    RLRelease(remote);
+    assert_true(RLMessagePortInvalidate(other));
+    assert_rl_fails(RLMessagePortSetName(other, "fresh.name"), kRLErrorInvalidObject);
+    RLRelease(other);
+    server_stop(&s);
+}
+
+static bool stale_set_name(const void *port) { return !RLMessagePortSetName((RLMessagePortRef)port, "x"); }
+
+static void test_set_name_misuse(void **state) {
+    char name[128];
+    unique_name(name, sizeof name, "setname");
+    RLMessagePortRef local = RLMessagePortCreateLocal(NULL, name, serve, NULL, NULL);
+    assert_non_null(local);
+    assert_rl_fails(RLMessagePortSetName(NULL, "x"), kRLErrorInvalidArgument);
+    assert_rl_fails(RLMessagePortSetName(local, NULL), kRLErrorInvalidArgument);
+    assert_rl_fails(RLMessagePortSetName(local, ""), kRLErrorInvalidArgument);
+    char long_name[300];
+    memset(long_name, 'n', sizeof long_name - 1);
+    long_name[sizeof long_name - 1] = 0;
+    assert_rl_fails(RLMessagePortSetName(local, long_name), kRLErrorInvalidArgument);
+    RLDataRef d = text("not a port");
+    assert_rl_fails(RLMessagePortSetName((RLMessagePortRef)d, "x"), kRLErrorInvalidObject);
+    RLRelease(d);
+    assert_string_equal(RLMessagePortGetName(local), name);
+    assert_true(RLMessagePortInvalidate(local));
+    assert_true(RLRelease(local));
+    rl_test_stale(stale_set_name, local);
+}
+
 static void test_misuse(void **state) {
     bool free_info = false;
     char long_name[300];
@@ -619,6 +694,8 @@ int main(void) {
         cmocka_unit_test(test_bad_peers_are_dropped_and_others_served),
         cmocka_unit_test(test_many_clients_at_once),
         cmocka_unit_test(test_other_users),
+        cmocka_unit_test(test_set_name_renames_a_local_port),
+        cmocka_unit_test(test_set_name_misuse),
         cmocka_unit_test(test_misuse),
         cmocka_unit_test(test_context_is_retained_and_released),
         cmocka_unit_test(test_data_misuse),

@@ -151,10 +151,14 @@ static void test_bound_pair_write_after_reader_closed_is_epipe(void **state) {
     assert_true(RLReadStreamClose(r));
     assert_int_equal(RLWriteStreamWrite(w, (const uint8_t *)"x", 1), -1);
     assert_int_equal(RLWriteStreamGetStatus(w), kRLStreamStatusError);
-    RLStreamError e;
-    assert_true(RLWriteStreamCopyError(w, &e));
+    RLStreamError e = RLWriteStreamGetError(w);
     assert_int_equal(e.domain, kRLStreamErrorDomainPOSIX);
     assert_int_equal(e.error, EPIPE);
+    RLErrorRef copied = RLWriteStreamCopyError(w);
+    assert_non_null(copied);
+    assert_string_equal(RLErrorGetDomain(copied), kRLErrorDomainPOSIX);
+    assert_int_equal(RLErrorGetCode(copied), EPIPE);
+    assert_true(RLRelease(copied));
     /* read after error: misuse, the error stays */
     assert_int_equal(RLWriteStreamWrite(w, (const uint8_t *)"x", 1), -1);
     assert_rl_error(kRLErrorInvalidState);
@@ -204,7 +208,7 @@ static void test_file_streams(void **state) {
     int fd = mkstemp(path);
     assert_true(fd >= 0);
     close(fd);
-    RLWriteStreamRef w = RLWriteStreamCreateWithFile(NULL, path);
+    RLWriteStreamRef w = RLWriteStreamCreateWithFilePath(NULL, path);
     assert_non_null(w);
     assert_true(RLWriteStreamOpen(w));
     assert_int_equal(RLWriteStreamWrite(w, (const uint8_t *)"file data", 9), 9);
@@ -212,7 +216,7 @@ static void test_file_streams(void **state) {
     RLRelease(w);
 
     done = 0;
-    RLReadStreamRef r = RLReadStreamCreateWithFile(NULL, path);
+    RLReadStreamRef r = RLReadStreamCreateWithFilePath(NULL, path);
     client(r, NULL);
     assert_true(RLReadStreamOpen(r));
     run_until_done(5);
@@ -220,7 +224,7 @@ static void test_file_streams(void **state) {
     RLRelease(r);
     unlink(path);
 
-    r = RLReadStreamCreateWithFile(NULL, "/nonexistent/dir/file");
+    r = RLReadStreamCreateWithFilePath(NULL, "/nonexistent/dir/file");
     assert_false(RLReadStreamOpen(r));
     assert_int_equal(RLReadStreamGetStatus(r), kRLStreamStatusError);
     assert_int_equal(RLReadStreamGetError(r).error, ENOENT);
@@ -329,10 +333,14 @@ static void test_connection_refused(void **state) {
     run_until_done(10);
     assert_trace("r:error");
     assert_int_equal(RLReadStreamGetStatus(r), kRLStreamStatusError);
-    RLStreamError e;
-    assert_true(RLReadStreamCopyError(r, &e));
+    RLStreamError e = RLReadStreamGetError(r);
     assert_int_equal(e.domain, kRLStreamErrorDomainPOSIX);
     assert_int_equal(e.error, ECONNREFUSED);
+    RLErrorRef copied = RLReadStreamCopyError(r);
+    assert_non_null(copied);
+    assert_string_equal(RLErrorGetDomain(copied), "NSPOSIXErrorDomain");
+    assert_int_equal(RLErrorGetCode(copied), ECONNREFUSED);
+    assert_true(RLRelease(copied));
     uint8_t b[1];
     assert_int_equal(RLReadStreamRead(r, b, 1), -1); /* read after error */
     assert_rl_error(kRLErrorInvalidState);
@@ -588,8 +596,8 @@ static void test_misuse(void **state) {
     assert_int_equal(RLReadStreamGetStatus(NULL), kRLStreamStatusError);
     assert_rl_fails(RLReadStreamHasBytesAvailable(NULL), kRLErrorInvalidArgument);
     assert_rl_fails(RLReadStreamCreateWithBytes(NULL, NULL, 3), kRLErrorInvalidArgument);
-    assert_rl_fails(RLReadStreamCreateWithFile(NULL, NULL), kRLErrorInvalidArgument);
-    assert_rl_fails(RLWriteStreamCreateWithFile(NULL, ""), kRLErrorInvalidArgument);
+    assert_rl_fails(RLReadStreamCreateWithFilePath(NULL, NULL), kRLErrorInvalidArgument);
+    assert_rl_fails(RLWriteStreamCreateWithFilePath(NULL, ""), kRLErrorInvalidArgument);
     RLReadStreamRef r;
     RLWriteStreamRef w;
     assert_rl_fails(RLStreamCreateBoundPair(NULL, &r, &w, 0), kRLErrorInvalidArgument);
@@ -616,10 +624,10 @@ static void test_misuse(void **state) {
     assert_rl_fails(RLReadStreamSetClient(r, ALL_EVENTS, read_cb, &bad), kRLErrorInvalidArgument);
     assert_rl_fails(RLReadStreamScheduleWithRunLoop(r, NULL, MODE), kRLErrorInvalidArgument);
     assert_rl_fails(RLReadStreamScheduleWithRunLoop(r, RLRunLoopGetCurrent(), NULL), kRLErrorInvalidArgument);
-    assert_rl_fails(RLReadStreamCopyError(r, NULL), kRLErrorInvalidArgument);
-    RLStreamError e;
+    assert_rl_fails(RLReadStreamCopyError(NULL), kRLErrorInvalidArgument);
+    assert_rl_fails(RLWriteStreamCopyError((RLWriteStreamRef)r), kRLErrorInvalidObject);
     RLErrorClear();
-    assert_false(RLReadStreamCopyError(r, &e)); /* no error */
+    assert_null(RLReadStreamCopyError(r)); /* no error */
     assert_rl_error(kRLErrorNone);
     /* the read still works after all that */
     assert_int_equal(RLReadStreamRead(r, b, 4), 3);

@@ -82,7 +82,7 @@ static void test_append_keeps_existing_bytes(void **state) {
     (void)state;
     char path[32];
     temp_file(path, "hello");
-    RLWriteStreamRef w = RLWriteStreamCreateWithFile(NULL, path);
+    RLWriteStreamRef w = RLWriteStreamCreateWithFilePath(NULL, path);
     RLTypeRef v = RLWriteStreamCopyProperty(w, kRLStreamPropertyAppendToFile);
     assert_ptr_equal(v, kRLBooleanFalse); /* the default: truncate */
     RLRelease(v);
@@ -98,7 +98,7 @@ static void test_append_keeps_existing_bytes(void **state) {
 
     /* A second appending stream, while another writer grows the file:
      * every write lands at the end (O_APPEND). */
-    w = RLWriteStreamCreateWithFile(NULL, path);
+    w = RLWriteStreamCreateWithFilePath(NULL, path);
     assert_true(set_w(w, kRLStreamPropertyAppendToFile, kRLBooleanTrue));
     assert_true(RLWriteStreamOpen(w));
     int other = open(path, O_WRONLY | O_APPEND);
@@ -115,7 +115,7 @@ static void test_append_creates_a_missing_file(void **state) {
     (void)state;
     char path[32];
     temp_file(path, NULL);
-    RLWriteStreamRef w = RLWriteStreamCreateWithFile(NULL, path);
+    RLWriteStreamRef w = RLWriteStreamCreateWithFilePath(NULL, path);
     assert_true(set_w(w, kRLStreamPropertyAppendToFile, kRLBooleanTrue));
     assert_true(RLWriteStreamOpen(w));
     write_text(w, "abc");
@@ -133,7 +133,7 @@ static void test_append_false_truncates(void **state) {
     (void)state;
     char path[32];
     temp_file(path, "hello");
-    RLWriteStreamRef w = RLWriteStreamCreateWithFile(NULL, path);
+    RLWriteStreamRef w = RLWriteStreamCreateWithFilePath(NULL, path);
     assert_true(set_w(w, kRLStreamPropertyAppendToFile, kRLBooleanTrue));
     assert_true(set_w(w, kRLStreamPropertyAppendToFile, kRLBooleanFalse));
     RLTypeRef v = RLWriteStreamCopyProperty(w, kRLStreamPropertyAppendToFile);
@@ -152,7 +152,7 @@ static void test_read_offset_before_and_after_open(void **state) {
     (void)state;
     char path[32];
     temp_file(path, "hello world");
-    RLReadStreamRef r = RLReadStreamCreateWithFile(NULL, path);
+    RLReadStreamRef r = RLReadStreamCreateWithFilePath(NULL, path);
     /* Nothing set and not open: no offset (CF returns NULL). */
     assert_null(RLReadStreamCopyProperty(r, kRLStreamPropertyFileCurrentOffset));
     assert_rl_error(kRLErrorInvalidState);
@@ -178,7 +178,7 @@ static void test_read_offset_before_and_after_open(void **state) {
     RLRelease(r);
 
     /* Beyond the end: the first read finds the end. */
-    r = RLReadStreamCreateWithFile(NULL, path);
+    r = RLReadStreamCreateWithFilePath(NULL, path);
     RLNumberRef far = num(99);
     assert_true(RLReadStreamSetProperty(r, kRLStreamPropertyFileCurrentOffset, far));
     RLRelease(far);
@@ -193,7 +193,7 @@ static void test_write_offset(void **state) {
     (void)state;
     char path[32];
     temp_file(path, "hello");
-    RLWriteStreamRef w = RLWriteStreamCreateWithFile(NULL, path);
+    RLWriteStreamRef w = RLWriteStreamCreateWithFilePath(NULL, path);
     RLNumberRef two = num(2);
     assert_true(set_w(w, kRLStreamPropertyFileCurrentOffset, two));
     RLRelease(two);
@@ -219,7 +219,7 @@ static void test_append_and_offset(void **state) {
     temp_file(path, "hello");
     RLNumberRef two = num(2);
     /* Appending first: an offset means nothing and is refused. */
-    RLWriteStreamRef w = RLWriteStreamCreateWithFile(NULL, path);
+    RLWriteStreamRef w = RLWriteStreamCreateWithFilePath(NULL, path);
     assert_true(set_w(w, kRLStreamPropertyAppendToFile, kRLBooleanTrue));
     assert_rl_fails(set_w(w, kRLStreamPropertyFileCurrentOffset, two), kRLErrorInvalidState);
     assert_null(RLWriteStreamCopyProperty(w, kRLStreamPropertyFileCurrentOffset));
@@ -231,7 +231,7 @@ static void test_append_and_offset(void **state) {
     RLRelease(w);
     assert_string_equal(file_text(path), "helloX");
     /* Offset first: appending wins and drops it (CF). */
-    w = RLWriteStreamCreateWithFile(NULL, path);
+    w = RLWriteStreamCreateWithFilePath(NULL, path);
     assert_true(set_w(w, kRLStreamPropertyFileCurrentOffset, two));
     assert_true(set_w(w, kRLStreamPropertyAppendToFile, kRLBooleanTrue));
     assert_true(RLWriteStreamOpen(w));
@@ -267,7 +267,7 @@ static void test_offset_read_from_another_thread(void **state) {
     static char text[4097];
     memset(text, 'a', 4096);
     temp_file(path, text);
-    RLReadStreamRef r = RLReadStreamCreateWithFile(NULL, path);
+    RLReadStreamRef r = RLReadStreamCreateWithFilePath(NULL, path);
     atomic_store(&offset_reader_stop, 0);
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, offset_reader, (void *)r), 0);
@@ -399,8 +399,8 @@ static void test_misuse(void **state) {
     int one = 1;
     RLNumberRef int_one = RLNumberCreate(NULL, kRLNumberIntType, &one);
     RLDataRef data = RLDataCreate(NULL, (const uint8_t *)"x", 1);
-    RLReadStreamRef r = RLReadStreamCreateWithFile(NULL, path);
-    RLWriteStreamRef w = RLWriteStreamCreateWithFile(NULL, path);
+    RLReadStreamRef r = RLReadStreamCreateWithFilePath(NULL, path);
+    RLWriteStreamRef w = RLWriteStreamCreateWithFilePath(NULL, path);
 
     /* NULL or wrong objects */
     assert_rl_fails(RLReadStreamCopyProperty(NULL, kRLStreamPropertyFileCurrentOffset), kRLErrorInvalidArgument);
@@ -506,7 +506,7 @@ static void test_offset_on_a_file_that_cannot_seek(void **state) {
     assert_int_equal(mkfifo(path, 0600), 0);
     int keep = open(path, O_RDWR); /* a writer, so that opening for reading does not block */
     assert_true(keep >= 0);
-    RLReadStreamRef r = RLReadStreamCreateWithFile(NULL, path);
+    RLReadStreamRef r = RLReadStreamCreateWithFilePath(NULL, path);
     RLNumberRef two = num(2);
     assert_true(RLReadStreamSetProperty(r, kRLStreamPropertyFileCurrentOffset, two));
     assert_false(RLReadStreamOpen(r));
@@ -514,7 +514,7 @@ static void test_offset_on_a_file_that_cannot_seek(void **state) {
     assert_int_equal(RLReadStreamGetError(r).error, ESPIPE);
     RLRelease(r);
     /* Opened without an offset: reading it, or seeking, fails cleanly. */
-    r = RLReadStreamCreateWithFile(NULL, path);
+    r = RLReadStreamCreateWithFilePath(NULL, path);
     assert_true(RLReadStreamOpen(r));
     assert_null(RLReadStreamCopyProperty(r, kRLStreamPropertyFileCurrentOffset));
     assert_rl_error(kRLErrorSystem);

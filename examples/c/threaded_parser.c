@@ -165,7 +165,7 @@ static RLReadStreamRef open_document(Parser *parser, char *body, size_t *bodyLen
     unsigned port = 0;
     char path[128];
     if (sscanf(parser->url, "http://127.0.0.1:%u%127s", &port, path) != 2) {
-        RLReadStreamRef file = RLReadStreamCreateWithFile(NULL, parser->url);
+        RLReadStreamRef file = RLReadStreamCreateWithFilePath(NULL, parser->url);
         if (!file || !RLReadStreamOpen(file)) {
             snprintf(error, errorSize, "cannot open %s: %s", parser->url, RLErrorGetLast().message);
             if (file) RLRelease(file);

@@ -76,6 +76,17 @@ RL_EXTERN_C_BEGIN
 typedef const void *RLTypeRef;
 /* Kept for CoreFoundation parity; pass NULL (the default allocator). */
 typedef const void *RLAllocatorRef;
+/* CF's kCFAllocatorNull: "do not free". Only the deallocator parameters
+ * that hand over memory (RLReadStreamCreateWithBytesNoCopy's
+ * bytesDeallocator) tell it from NULL, which there means free(); every
+ * other allocator parameter ignores it like any other allocator. */
+RL_EXPORT const RLAllocatorRef kRLAllocatorNull;
+/* A type's identity (CFTypeID): objects of one type share one ID, objects
+ * of different types have different IDs (RLGetTypeID, RLRunLoopGetTypeID,
+ * RLReadStreamGetTypeID, ...). Unlike CF's small numbers, the values may
+ * change from one run of a program to the next: compare them, do not
+ * store them. Never 0. */
+typedef unsigned long RLTypeID;
 typedef long RLIndex;
 typedef unsigned long RLOptionFlags;
 typedef unsigned long RLHashCode;
@@ -123,6 +134,11 @@ RL_EXPORT RLIndex RLGetRetainCount(RLTypeRef RL_NULLABLE obj);
 /* The object's type name ("RLLock", "RLRunLoopTimer", ...), or NULL (error
  * set). Static storage; do not free. */
 RL_EXPORT const char *RL_NULLABLE RLGetTypeName(RLTypeRef RL_NULLABLE obj);
+
+/* The object's type ID (CFGetTypeID): equal to RLRunLoopGetTypeID() for a
+ * run loop, RLStringGetTypeID() for a library string, and so on; 0 (error
+ * set) for NULL or a pointer that is not a live object. */
+RL_EXPORT RLTypeID RLGetTypeID(RLTypeRef RL_NULLABLE obj);
 
 /* A human-readable description. Copy rule: the caller frees it with free(). */
 RL_EXPORT char *RL_NULLABLE RLCopyDescription(RLTypeRef RL_NULLABLE obj);

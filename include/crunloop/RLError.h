@@ -10,6 +10,7 @@
 #define CRUNLOOP_RLERROR_H
 
 #include <crunloop/RLBase.h>
+#include <crunloop/RLString.h>
 
 RL_EXTERN_C_BEGIN
 
@@ -46,6 +47,47 @@ RL_EXPORT void RLErrorClear(void);
 
 /* A static name for a code: "kRLErrorNotOwner". */
 RL_EXPORT const char *RLErrorCodeGetName(RLErrorCode code);
+
+/* ---- RLErrorRef: CF's CFErrorRef ----
+ *
+ * An error as an object, which CF hands out from CFReadStreamCopyError and
+ * CFWriteStreamCopyError: a domain and a code, immutable, released with
+ * RLRelease. It is unrelated to the RLError struct above (the calling
+ * thread's last failure, a value): an RLErrorRef points at an object of
+ * its own (RLGetTypeName "RLErrorObject"), never at an RLError. The names
+ * are CF's with the RL prefix (RLErrorGetDomain, RLErrorGetCode,
+ * RLErrorCopyDescription); none of them clashes with the thread-local
+ * functions (RLErrorGetLast, RLErrorClear, RLErrorCodeGetName). */
+typedef const struct RLErrorObject *RLErrorRef;
+/* A domain is a string compared by content (CFErrorDomain). */
+typedef RLStringRef RLErrorDomain;
+
+/* CF's domain names, with CF's values: "NSPOSIXErrorDomain" (codes are
+ * errno values), "NSOSStatusErrorDomain", "NSMachErrorDomain",
+ * "NSCocoaErrorDomain". */
+RL_EXPORT const RLErrorDomain kRLErrorDomainPOSIX;
+RL_EXPORT const RLErrorDomain kRLErrorDomainOSStatus;
+RL_EXPORT const RLErrorDomain kRLErrorDomainMach;
+RL_EXPORT const RLErrorDomain kRLErrorDomainCocoa;
+
+/* The type ID of error objects. */
+RL_EXPORT RLTypeID RLErrorGetTypeID(void);
+
+/* A new error (Create rule). The domain is copied. userInfo is CF's
+ * dictionary, which this library does not have: it must be NULL. NULL
+ * (kRLErrorInvalidArgument) for a NULL or empty domain or a userInfo. */
+RL_EXPORT RLErrorRef RL_NULLABLE RLErrorCreate(RLAllocatorRef RL_NULLABLE allocator, RLErrorDomain RL_NULLABLE domain,
+                                               RLIndex code, const void *RL_NULLABLE userInfo);
+/* The domain (Get rule: the error's own string, valid while the error
+ * lives), or NULL (error set) for a bad object. */
+RL_EXPORT RLErrorDomain RL_NULLABLE RLErrorGetDomain(RLErrorRef RL_NULLABLE err);
+/* The code, or 0 (error set) for a bad object. */
+RL_EXPORT RLIndex RLErrorGetCode(RLErrorRef RL_NULLABLE err);
+/* A readable description (Copy rule: a library string, RLRelease it):
+ * for the POSIX domain strerror's text, as "The operation couldn't be
+ * completed. No such file or directory"; for others the domain and code.
+ * NULL (error set) for a bad object. */
+RL_EXPORT RLStringRef RL_NULLABLE RLErrorCopyDescription(RLErrorRef RL_NULLABLE err);
 
 RL_EXTERN_C_END
 

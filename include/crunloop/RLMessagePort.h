@@ -76,6 +76,9 @@ typedef void (*RLMessagePortInvalidationCallBack)(RLMessagePortRef port, void *R
 typedef bool (*RLMessagePortAccessPolicy)(RLMessagePortRef local, uid_t uid, gid_t gid, pid_t pid,
                                           void *RL_NULLABLE info);
 
+/* The type ID of message ports. */
+RL_EXPORT RLTypeID RLMessagePortGetTypeID(void);
+
 /* A local port listening under `name` (1..255 bytes, no NUL). Create rule.
  * NULL (error set) if the name is taken by a live port of any process
  * (kRLErrorExists), invalid, or the socket fails. *shouldFreeInfo (may be
@@ -97,6 +100,15 @@ RL_EXPORT RLMessagePortRef RL_NULLABLE RLMessagePortCreateRemote(RLAllocatorRef 
 RL_EXPORT bool RLMessagePortIsRemote(RLMessagePortRef RL_NULLABLE port);
 /* The port's name (valid while the caller holds the port), or NULL. */
 RL_EXPORT const char *RL_NULLABLE RLMessagePortGetName(RLMessagePortRef RL_NULLABLE port);
+/* Renames a local port (CF's SetName): it listens under `name` from now
+ * on, and its old name is free at once. Names GetName returned before stay
+ * valid while the port lives. True if renamed, or if `name` is its name
+ * already. False (error set, nothing changed) for a remote port
+ * (kRLErrorInvalidState), an invalidated one (kRLErrorInvalidObject), a
+ * name as CreateLocal refuses (kRLErrorInvalidArgument), or a name another
+ * port of this process has, as its name or registered with the name
+ * server, or another process's port listens under (kRLErrorExists). */
+RL_EXPORT bool RLMessagePortSetName(RLMessagePortRef RL_NULLABLE port, const char *RL_NULLABLE name);
 RL_EXPORT bool RLMessagePortGetContext(RLMessagePortRef RL_NULLABLE port, RLMessagePortContext *RL_NULLABLE context);
 RL_EXPORT bool RLMessagePortIsValid(RLMessagePortRef RL_NULLABLE port);
 /* Closes the port: a local port stops listening (its name is free at once)

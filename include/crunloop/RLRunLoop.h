@@ -93,6 +93,9 @@ RL_EXPORT const RLRunLoopMode kRLRunLoopDefaultMode;
 /* "kRLRunLoopCommonModes": the pseudo-mode standing for every common mode. */
 RL_EXPORT const RLRunLoopMode kRLRunLoopCommonModes;
 
+/* The type ID of run loops (RLGetTypeID of one). */
+RL_EXPORT RLTypeID RLRunLoopGetTypeID(void);
+
 /* The calling thread's run loop, created on first use. Get rule: not owned;
  * it lives until its thread exits (the main thread's: until process exit). */
 RL_EXPORT RLRunLoopRef RL_NULLABLE RLRunLoopGetCurrent(void);

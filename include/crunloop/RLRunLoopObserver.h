@@ -20,6 +20,9 @@ typedef struct RLRunLoopObserverContext {
 typedef void (*RLRunLoopObserverCallBack)(RLRunLoopObserverRef observer, RLRunLoopActivity activity,
                                           void *RL_NULLABLE info);
 
+/* The type ID of run-loop observers. */
+RL_EXPORT RLTypeID RLRunLoopObserverGetTypeID(void);
+
 /* Create rule. A non-repeating observer is invalidated after its first
  * callout. Observers with a lower order are called first. NULL (error set)
  * for a NULL callout, activities 0, or a context version other than 0. */

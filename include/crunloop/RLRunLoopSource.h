@@ -33,6 +33,9 @@ typedef struct RLRunLoopSourceContext {
     void (*RL_NULLABLE perform)(void *RL_NULLABLE info);
 } RLRunLoopSourceContext;
 
+/* The type ID of run-loop sources. */
+RL_EXPORT RLTypeID RLRunLoopSourceGetTypeID(void);
+
 /* Create rule. The context is copied and its retain called on info. Sources
  * with a lower order are performed first. NULL (error set) for a NULL
  * context or a version other than 0. */

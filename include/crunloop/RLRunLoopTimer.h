@@ -25,6 +25,9 @@ typedef struct RLRunLoopTimerContext {
 
 typedef void (*RLRunLoopTimerCallBack)(RLRunLoopTimerRef timer, void *RL_NULLABLE info);
 
+/* The type ID of run-loop timers. */
+RL_EXPORT RLTypeID RLRunLoopTimerGetTypeID(void);
+
 /* Create rule. interval <= 0 makes a one-shot timer. flags is unused (0).
  * A NULL callout is allowed, as in CF: the timer fires (and a one-shot one
  * is invalidated) like any other, calling nothing; such a timer keeps its

@@ -122,6 +122,9 @@ typedef struct RLSocketContext {
     char *RL_NULLABLE (*RL_NULLABLE copyDescription)(const void *RL_NULLABLE info);
 } RLSocketContext;
 
+/* The type ID of sockets. */
+RL_EXPORT RLTypeID RLSocketGetTypeID(void);
+
 /* A new socket (close on exec). protocolFamily <= 0 means PF_INET,
  * socketType <= 0 SOCK_STREAM, protocol <= 0 TCP for streams and UDP for
  * datagrams (CF's defaults). callout may be NULL (no callbacks). Create

@@ -39,6 +39,8 @@
 #include <crunloop/RLRunLoop.h>
 #include <crunloop/RLSocket.h>
 #include <crunloop/RLString.h>
+#include <crunloop/RLURL.h>
+#include <crunloop/RLError.h>
 
 #include <stdint.h>
 
@@ -46,6 +48,10 @@ RL_EXTERN_C_BEGIN
 
 typedef struct RLReadStream *RLReadStreamRef;
 typedef struct RLWriteStream *RLWriteStreamRef;
+
+/* The type IDs of read and write streams. */
+RL_EXPORT RLTypeID RLReadStreamGetTypeID(void);
+RL_EXPORT RLTypeID RLWriteStreamGetTypeID(void);
 
 typedef RL_ENUM(RLIndex, RLStreamStatus) {
     kRLStreamStatusNotOpen = 0,
@@ -97,24 +103,56 @@ typedef void (*RLWriteStreamClientCallBack)(RLWriteStreamRef stream, RLStreamEve
 /* Reads a copy of `length` bytes. */
 RL_EXPORT RLReadStreamRef RL_NULLABLE RLReadStreamCreateWithBytes(RLAllocatorRef RL_NULLABLE alloc,
                                                                   const uint8_t *RL_NULLABLE bytes, RLIndex length);
+/* Reads the caller's `length` bytes in place (CF's NoCopy): they must stay
+ * unchanged until the stream is freed, which then gives them to
+ * bytesDeallocator — NULL means free() (malloc'ed bytes become the
+ * stream's), kRLAllocatorNull means the caller keeps them and the stream
+ * frees nothing. Any other allocator is refused (kRLErrorInvalidArgument)
+ * rather than guessed at. NULL (error set) for NULL bytes with a length
+ * above 0 or a negative length; the bytes are then still the caller's. */
+RL_EXPORT RLReadStreamRef RL_NULLABLE RLReadStreamCreateWithBytesNoCopy(RLAllocatorRef RL_NULLABLE alloc,
+                                                                        const uint8_t *RL_NULLABLE bytes,
+                                                                        RLIndex length,
+                                                                        RLAllocatorRef RL_NULLABLE bytesDeallocator);
 /* Collects what is written in memory; see RLWriteStreamCopyDataWritten.
  * bufferAllocator is accepted for CF's signature and may be NULL. */
 RL_EXPORT RLWriteStreamRef RL_NULLABLE RLWriteStreamCreateWithAllocatedBuffers(RLAllocatorRef RL_NULLABLE alloc,
                                                                               RLAllocatorRef RL_NULLABLE bufferAllocator);
+/* Writes into the caller's buffer of bufferCapacity bytes, from its start
+ * (the caller keeps the buffer, which must outlive the stream). As CF: a
+ * Write that does not fit in the space left fails whole (-1, status Error,
+ * POSIX ENOMEM, nothing written); CanAcceptBytes is false once the buffer
+ * is full, and a stream opened with no space reports EndEncountered
+ * instead of CanAcceptBytes. NULL (error set) for a NULL buffer with a
+ * capacity above 0, or a negative capacity. */
+RL_EXPORT RLWriteStreamRef RL_NULLABLE RLWriteStreamCreateWithBuffer(RLAllocatorRef RL_NULLABLE alloc,
+                                                                    uint8_t *RL_NULLABLE buffer,
+                                                                    RLIndex bufferCapacity);
 /* Everything written so far to a stream from
  * RLWriteStreamCreateWithAllocatedBuffers: the same as
  * RLWriteStreamCopyProperty(stream, kRLStreamPropertyDataWritten). Create
  * rule; NULL (error set) for another kind of stream. */
 RL_EXPORT RLDataRef RL_NULLABLE RLWriteStreamCopyDataWritten(RLWriteStreamRef stream);
 
-/* File streams by path (CF takes a file URL). Open opens the file; the
- * write stream creates it if missing (mode 0666 & ~umask) and truncates it,
- * or, with kRLStreamPropertyAppendToFile set to kRLBooleanTrue before Open,
- * keeps its bytes and writes after them. kRLStreamPropertyFileCurrentOffset
- * set before Open starts there. A file that cannot be opened (or sought to
- * that offset) makes Open fail with the errno in the stream's error. */
-RL_EXPORT RLReadStreamRef RL_NULLABLE RLReadStreamCreateWithFile(RLAllocatorRef RL_NULLABLE alloc, const char *path);
-RL_EXPORT RLWriteStreamRef RL_NULLABLE RLWriteStreamCreateWithFile(RLAllocatorRef RL_NULLABLE alloc, const char *path);
+/* File streams from a file URL (RLURL.h), as CF's. Open opens the file;
+ * the write stream creates it if missing (mode 0666 & ~umask) and
+ * truncates it, or, with kRLStreamPropertyAppendToFile set to
+ * kRLBooleanTrue before Open, keeps its bytes and writes after them.
+ * kRLStreamPropertyFileCurrentOffset set before Open starts there. A file
+ * that cannot be opened (or sought to that offset) makes Open fail with
+ * the errno in the stream's error. The stream keeps the path, not the
+ * URL. NULL (error set) for a NULL or released URL. */
+RL_EXPORT RLReadStreamRef RL_NULLABLE RLReadStreamCreateWithFile(RLAllocatorRef RL_NULLABLE alloc,
+                                                                 RLURLRef RL_NULLABLE fileURL);
+RL_EXPORT RLWriteStreamRef RL_NULLABLE RLWriteStreamCreateWithFile(RLAllocatorRef RL_NULLABLE alloc,
+                                                                   RLURLRef RL_NULLABLE fileURL);
+/* The same from a path (not in CF; a relative path is opened relative to
+ * the working directory at Open). NULL (error set) for a NULL or empty
+ * path. */
+RL_EXPORT RLReadStreamRef RL_NULLABLE RLReadStreamCreateWithFilePath(RLAllocatorRef RL_NULLABLE alloc,
+                                                                     const char *RL_NULLABLE path);
+RL_EXPORT RLWriteStreamRef RL_NULLABLE RLWriteStreamCreateWithFilePath(RLAllocatorRef RL_NULLABLE alloc,
+                                                                       const char *RL_NULLABLE path);
 
 /* An in-memory pipe: bytes written to *writeStream are read from
  * *readStream, at most transferBufferSize bytes in flight (a full buffer
@@ -163,10 +201,16 @@ RL_EXPORT RLStreamStatus RLWriteStreamGetStatus(RLWriteStreamRef stream);
  * thread error set, for a bad object). */
 RL_EXPORT RLStreamError RLReadStreamGetError(RLReadStreamRef stream);
 RL_EXPORT RLStreamError RLWriteStreamGetError(RLWriteStreamRef stream);
-/* CF's CopyError: true and *error filled if the stream failed; false if it
- * has no error (*error zeroed) or on misuse (thread error set). */
-RL_EXPORT bool RLReadStreamCopyError(RLReadStreamRef stream, RLStreamError *error);
-RL_EXPORT bool RLWriteStreamCopyError(RLWriteStreamRef stream, RLStreamError *error);
+/* CF's CopyError: the stream's failure as an error object (Create rule:
+ * RLRelease it), or NULL when the stream has no error (thread error
+ * untouched) or on misuse (thread error set). Domains: a POSIX failure is
+ * kRLErrorDomainPOSIX with the errno; a name-resolution failure
+ * (kRLStreamErrorDomainNetDB) is "kCFStreamErrorDomainNetDB" with the
+ * EAI_* code; any other is CF's "BogusCFStreamErrorCompatibilityDomain"
+ * with the stream error's code (CF on Linux does the same, and also
+ * records the stream domain in a dictionary this library does not have). */
+RL_EXPORT RLErrorRef RL_NULLABLE RLReadStreamCopyError(RLReadStreamRef stream);
+RL_EXPORT RLErrorRef RL_NULLABLE RLWriteStreamCopyError(RLWriteStreamRef stream);
 
 /* Only from kRLStreamStatusNotOpen. False with the stream's error set if it
  * fails at once (a file that does not exist). */
@@ -181,8 +225,22 @@ RL_EXPORT bool RLWriteStreamClose(RLWriteStreamRef stream);
  * (status Error, ErrorOccurred) or misuse (not open, closed, after an error,
  * NULL buffer: thread error set). */
 RL_EXPORT RLIndex RLReadStreamRead(RLReadStreamRef stream, uint8_t *buffer, RLIndex bufferLength);
-/* Bytes written (> 0), 0 if bufferLength is 0, -1 on failure as Read. */
+/* Bytes written (> 0), 0 if bufferLength is 0, -1 on failure as Read
+ * (a stream at its end included: kRLErrorInvalidState, as CF's -1). */
 RL_EXPORT RLIndex RLWriteStreamWrite(RLWriteStreamRef stream, const uint8_t *buffer, RLIndex bufferLength);
+/* The stream's own buffered bytes, read in place (CF's GetBuffer): for a
+ * memory read stream (RLReadStreamCreateWithBytes…), a pointer to the
+ * next min(maxBytesToRead, left) bytes, which count as read, with that
+ * number in *numBytesRead; taking the last bytes makes the status AtEnd
+ * (EndEncountered), as CF. Other streams have no buffer to lend: NULL with
+ * *numBytesRead 0, and the caller uses Read. The pointer stays valid while
+ * the stream lives. NULL with 0 at the end. NULL with *numBytesRead -1
+ * (CF's answer) and the thread error set (kRLErrorInvalidState) on a
+ * stream that is not open, closed or failed; NULL with the thread error
+ * set (and *numBytesRead -1 when it is not NULL) for a bad stream, a NULL
+ * numBytesRead or a negative maxBytesToRead. */
+RL_EXPORT const uint8_t *RL_NULLABLE RLReadStreamGetBuffer(RLReadStreamRef stream, RLIndex maxBytesToRead,
+                                                           RLIndex *RL_NULLABLE numBytesRead);
 /* Can a Read (Write) proceed without blocking? False unless the stream is
  * open (CF: false at the end, after an error, before open). */
 RL_EXPORT bool RLReadStreamHasBytesAvailable(RLReadStreamRef stream);

@@ -122,6 +122,10 @@ RL_EXPORT bool RLStringGetCString(RLStringRef RL_NULLABLE string, char *RL_NULLA
  * RLStringGetCString, as with CF). */
 RL_EXPORT const char *RL_NULLABLE RLStringGetCStringPtr(RLStringRef RL_NULLABLE string, RLStringEncoding encoding);
 
+/* The type ID of library strings (RLGetTypeID of one; a literal or other
+ * plain C string is not an object: 0, error set). */
+RL_EXPORT RLTypeID RLStringGetTypeID(void);
+
 /* Orders two strings by UTF-16 code unit (as CF's literal compare).
  * NULL (error set) orders before any string. Unsupported option bits set
  * the error and are ignored. */

@@ -26,7 +26,20 @@
  *     OSStatus, and `nil` (as MacTypes.h gives it to C code on Darwin);
  *   - constants: kCFRunLoopDefaultMode, kCFRunLoopCommonModes, the
  *     kCFRunLoopRun… result codes, the activity bits, kCFAllocatorDefault
- *     (and the other allocator names, all NULL), TRUE/FALSE;
+ *     (and the other allocator names, all NULL but kCFAllocatorNull,
+ *     "do not free"), TRUE/FALSE;
+ *   - every function that the toolchain's CFRunLoop.h, CFSocket.h,
+ *     CFStream.h and CFMessagePort.h declare, except those listed in
+ *     scripts/cf-surface-exclusions.txt with the reason
+ *     (scripts/check-cf-surface.sh checks it in `make check`);
+ *   - CFTypeID, CFGetTypeID and every …GetTypeID of those headers;
+ *   - CFError (RLError.h): CFErrorRef, CFErrorCreate (userInfo NULL),
+ *     CFErrorGetDomain, CFErrorGetCode, CFErrorCopyDescription, the
+ *     kCFErrorDomain… names — what CFReadStreamCopyError returns;
+ *   - CFURL for files (RLURL.h): CFURLCreateFromFileSystemRepresentation,
+ *     CFURLCreateWithFileSystemPath (kCFURLPOSIXPathStyle),
+ *     CFURLGetFileSystemRepresentation, CFURLCopyFileSystemPath,
+ *     CFURLHasDirectoryPath — what the file streams take;
  *   - every CFRunLoop…, CFRunLoopSource…, CFRunLoopTimer… and
  *     CFRunLoopObserver… function, the CFFileDescriptor… API, the CFSocket…
  *     and CFReadStream…/CFWriteStream… APIs (sections at the end),
@@ -35,7 +48,7 @@
  *   - CFMessagePort (RLMessagePort.h): CreateLocal, CreateRemote,
  *     SendRequest with CF's result codes (kCFMessagePortSuccess …
  *     kCFMessagePortBecameInvalidError), CreateRunLoopSource, Invalidate,
- *     IsValid, IsRemote, GetName, GetContext, Get/SetInvalidationCallBack,
+ *     IsValid, IsRemote, GetName, SetName, GetContext, Get/SetInvalidationCallBack,
  *     the Context, CallBack and InvalidationCallBack types;
  *   - CFData (RLData.h): CFDataCreate, CFDataGetLength, CFDataGetBytePtr,
  *     CFDataGetBytes;
@@ -90,7 +103,15 @@
  *     twins are RLRunLoopPerformFunction and RLRunLoopPerformFunctionInModes.
  *   - CFMessagePortSendRequest does not run the caller's run loop while it
  *     waits for a reply (see RLMessagePort.h); port names are per user.
- *   - Allocators are accepted and ignored (pass NULL or kCFAllocatorDefault).
+ *   - Allocators are accepted and ignored (pass NULL or kCFAllocatorDefault),
+ *     except a deallocator that takes over memory: CFReadStreamCreateWithBytesNoCopy's
+ *     frees with free() for NULL, nothing for kCFAllocatorNull, and refuses
+ *     any other allocator.
+ *   - CFTypeID values differ from CF's and may change from run to run:
+ *     compare them (CFGetTypeID(x) == CFRunLoopGetTypeID()), do not store
+ *     them.
+ *   - CFURL is file paths only (POSIX style); CFError has no user-info
+ *     dictionary (CFErrorCreate's userInfo must be NULL).
  *   - Timer tolerance works (Darwin semantics), unlike CF on Linux.
  *   - CFNumberGetType reports the sized type of the creation's type code
  *     (CF on Linux a 32-bit one for small CFIndex and long long values).
@@ -101,9 +122,9 @@
  *
  * What does not map (no counterpart in CRunLoop, so such code does not
  * compile): version-1 sources (CFRunLoopSourceContext1, Mach ports),
- * CFMachPort, CFMessagePortSetName/SetDispatchQueue, CFString
+ * CFMachPort, CFMessagePortSetDispatchQueue, CFString
  * beyond the above, CFDictionary, CFMutableData, CFArray beyond the above
- * and the rest of CoreFoundation, the …GetTypeID functions, CFGetTypeID,
+ * and the rest of CoreFoundation, CFURL beyond file paths,
  * CFEqual/CFHash/CFCopyDescription, Objective-C toll-free bridging.
  */
 #ifndef CRUNLOOP_CF_COMPAT_H
@@ -157,7 +178,9 @@ typedef RLRange CFRange;
 #define kCFAllocatorDefault ((RLAllocatorRef)NULL)
 #define kCFAllocatorSystemDefault ((RLAllocatorRef)NULL)
 #define kCFAllocatorMalloc ((RLAllocatorRef)NULL)
-#define kCFAllocatorNull ((RLAllocatorRef)NULL)
+/* "Do not free" (RLBase.h): told from NULL by the deallocator parameters
+ * (CFReadStreamCreateWithBytesNoCopy's), ignored elsewhere. */
+#define kCFAllocatorNull kRLAllocatorNull
 #define kCFAbsoluteTimeIntervalSince1970 kRLAbsoluteTimeIntervalSince1970
 
 #define CFAbsoluteTimeGetCurrent RLAbsoluteTimeGetCurrent
@@ -173,9 +196,15 @@ static inline void *CFAllocatorAllocate(CFAllocatorRef allocator, CFIndex size, 
     return size > 0 ? malloc((size_t)size) : NULL;
 }
 static inline void CFAllocatorDeallocate(CFAllocatorRef allocator, void *ptr) {
-    (void)allocator;
-    free(ptr);
+    if (allocator != kRLAllocatorNull) /* CF's null allocator frees nothing */
+        free(ptr);
 }
+
+/* Type IDs (RLBase.h): compare them, do not store them (the values may
+ * change between runs). Each object family's …GetTypeID is mapped in its
+ * section. */
+typedef RLTypeID CFTypeID;
+#define CFGetTypeID RLGetTypeID
 
 /* ---- Strings (RLString.h) -------------------------------------------- */
 
@@ -212,6 +241,7 @@ typedef const void *CFDictionaryRef;
 #define CFStringGetCString RLStringGetCString
 #define CFStringGetCStringPtr RLStringGetCStringPtr
 #define CFStringCompare RLStringCompare
+#define CFStringGetTypeID RLStringGetTypeID
 
 /* ---- Data (RLData.h) ------------------------------------------------- */
 
@@ -300,6 +330,7 @@ typedef RLRunLoopActivity CFRunLoopActivity;
 #define kCFRunLoopDefaultMode kRLRunLoopDefaultMode
 #define kCFRunLoopCommonModes kRLRunLoopCommonModes
 
+#define CFRunLoopGetTypeID RLRunLoopGetTypeID
 #define CFRunLoopGetCurrent RLRunLoopGetCurrent
 #define CFRunLoopGetMain RLRunLoopGetMain
 #define CFRunLoopRun RLRunLoopRun
@@ -343,6 +374,7 @@ static inline bool RLCFRunLoopPerformBlockInArray(CFRunLoopRef rl, CFArrayRef mo
 
 typedef RLRunLoopSourceContext CFRunLoopSourceContext;
 
+#define CFRunLoopSourceGetTypeID RLRunLoopSourceGetTypeID
 #define CFRunLoopSourceCreate RLRunLoopSourceCreate
 #define CFRunLoopSourceGetOrder RLRunLoopSourceGetOrder
 #define CFRunLoopSourceInvalidate RLRunLoopSourceInvalidate
@@ -355,6 +387,7 @@ typedef RLRunLoopSourceContext CFRunLoopSourceContext;
 typedef RLRunLoopObserverContext CFRunLoopObserverContext;
 typedef RLRunLoopObserverCallBack CFRunLoopObserverCallBack;
 
+#define CFRunLoopObserverGetTypeID RLRunLoopObserverGetTypeID
 #define CFRunLoopObserverCreate RLRunLoopObserverCreate
 #if __BLOCKS__
 #define CFRunLoopObserverCreateWithHandler RLRunLoopObserverCreateWithHandler
@@ -371,6 +404,7 @@ typedef RLRunLoopObserverCallBack CFRunLoopObserverCallBack;
 typedef RLRunLoopTimerContext CFRunLoopTimerContext;
 typedef RLRunLoopTimerCallBack CFRunLoopTimerCallBack;
 
+#define CFRunLoopTimerGetTypeID RLRunLoopTimerGetTypeID
 #define CFRunLoopTimerCreate RLRunLoopTimerCreate
 #if __BLOCKS__
 #define CFRunLoopTimerCreateWithHandler RLRunLoopTimerCreateWithHandler
@@ -405,10 +439,41 @@ typedef RLFileDescriptorContext CFFileDescriptorContext;
 #define CFFileDescriptorIsValid RLFileDescriptorIsValid
 #define CFFileDescriptorCreateRunLoopSource RLFileDescriptorCreateRunLoopSource
 
+/* ---- Errors (RLError.h: RLErrorRef) ---------------------------------- */
+/* A CFErrorRef is an RLErrorRef: an immutable domain and code, what
+ * CFReadStreamCopyError returns. No user-info dictionary: CFErrorCreate's
+ * userInfo must be NULL. CFErrorCopyDescription's string is a library
+ * string (CFRelease it). */
+
+typedef RLErrorRef CFErrorRef;
+typedef RLErrorDomain CFErrorDomain;
+#define kCFErrorDomainPOSIX kRLErrorDomainPOSIX
+#define kCFErrorDomainOSStatus kRLErrorDomainOSStatus
+#define kCFErrorDomainMach kRLErrorDomainMach
+#define kCFErrorDomainCocoa kRLErrorDomainCocoa
+#define CFErrorGetTypeID RLErrorGetTypeID
+#define CFErrorCreate RLErrorCreate
+#define CFErrorGetDomain RLErrorGetDomain
+#define CFErrorGetCode RLErrorGetCode
+#define CFErrorCopyDescription RLErrorCopyDescription
+
+/* ---- File URLs (RLURL.h) ---------------------------------------------- */
+/* CFURL's file-path part, what file streams take: POSIX paths only. */
+
+typedef RLURLRef CFURLRef;
+typedef RLURLPathStyle CFURLPathStyle;
+#define kCFURLPOSIXPathStyle kRLURLPOSIXPathStyle
+#define kCFURLWindowsPathStyle kRLURLWindowsPathStyle
+#define CFURLGetTypeID RLURLGetTypeID
+#define CFURLCreateFromFileSystemRepresentation RLURLCreateFromFileSystemRepresentation
+#define CFURLCreateWithFileSystemPath RLURLCreateWithFileSystemPath
+#define CFURLGetFileSystemRepresentation RLURLGetFileSystemRepresentation
+#define CFURLCopyFileSystemPath RLURLCopyFileSystemPath
+#define CFURLHasDirectoryPath RLURLHasDirectoryPath
+
 /* ---- Streams (CFReadStream / CFWriteStream) -------------------------- */
-/* CF's file streams take a CFURL and CFStreamCreatePairWithSocketToHost a
- * CFString; here they take a path and a C string. CFReadStreamCopyError
- * (a CFError) has no mapping: use CFReadStreamGetError. */
+/* CFStreamCreatePairWithSocketToHost takes a C string for CF's CFString
+ * (a CFSTR literal works). */
 
 typedef RLReadStreamRef CFReadStreamRef;
 typedef RLWriteStreamRef CFWriteStreamRef;
@@ -436,6 +501,10 @@ typedef RLWriteStreamClientCallBack CFWriteStreamClientCallBack;
 #define kCFStreamErrorDomainCustom kRLStreamErrorDomainCustom
 #define kCFStreamErrorDomainPOSIX kRLStreamErrorDomainPOSIX
 
+#define CFReadStreamGetTypeID RLReadStreamGetTypeID
+#define CFWriteStreamGetTypeID RLWriteStreamGetTypeID
+#define CFReadStreamCreateWithBytesNoCopy RLReadStreamCreateWithBytesNoCopy
+#define CFWriteStreamCreateWithBuffer RLWriteStreamCreateWithBuffer
 #define CFWriteStreamCreateWithAllocatedBuffers RLWriteStreamCreateWithAllocatedBuffers
 #define CFReadStreamCreateWithFile RLReadStreamCreateWithFile
 #define CFWriteStreamCreateWithFile RLWriteStreamCreateWithFile
@@ -446,6 +515,9 @@ typedef RLWriteStreamClientCallBack CFWriteStreamClientCallBack;
 #define CFWriteStreamGetStatus RLWriteStreamGetStatus
 #define CFReadStreamGetError RLReadStreamGetError
 #define CFWriteStreamGetError RLWriteStreamGetError
+#define CFReadStreamCopyError RLReadStreamCopyError
+#define CFWriteStreamCopyError RLWriteStreamCopyError
+#define CFReadStreamGetBuffer RLReadStreamGetBuffer
 #define CFReadStreamOpen RLReadStreamOpen
 #define CFWriteStreamOpen RLWriteStreamOpen
 #define CFReadStreamClose RLReadStreamClose
@@ -488,10 +560,12 @@ typedef RLMessagePortInvalidationCallBack CFMessagePortInvalidationCallBack;
 #define kCFMessagePortTransportError kRLMessagePortTransportError
 #define kCFMessagePortBecameInvalidError kRLMessagePortBecameInvalidError
 
+#define CFMessagePortGetTypeID RLMessagePortGetTypeID
 #define CFMessagePortCreateLocal RLMessagePortCreateLocal
 #define CFMessagePortCreateRemote RLMessagePortCreateRemote
 #define CFMessagePortIsRemote RLMessagePortIsRemote
 #define CFMessagePortGetName RLMessagePortGetName
+#define CFMessagePortSetName RLMessagePortSetName
 #define CFMessagePortGetContext RLMessagePortGetContext
 #define CFMessagePortIsValid RLMessagePortIsValid
 #define CFMessagePortInvalidate RLMessagePortInvalidate
@@ -516,8 +590,8 @@ static inline bool CFRunLoopPerformBlock(CFRunLoopRef rl, CFArrayRef modes, void
 /* CFSocket's names over RLSocket; addresses and data are RLData, so the
  * CFData calls a socket program needs map here too (guarded: another
  * section may map them as well). CFSocketInvalidate, Enable/Disable and
- * SetSocketFlags return bool instead of void. Not mapped: the
- * name-registry functions, CFSocketGetTypeID. */
+ * SetSocketFlags return bool instead of void. Not mapped: the socket
+ * name-registry functions (scripts/cf-surface-exclusions.txt). */
 #include <crunloop/RLSocket.h>
 
 RL_EXTERN_C_BEGIN
@@ -556,6 +630,7 @@ typedef RLSocketContext CFSocketContext;
 #define kCFSocketLeaveErrors kRLSocketLeaveErrors
 #define kCFSocketCloseOnInvalidate kRLSocketCloseOnInvalidate
 
+#define CFSocketGetTypeID RLSocketGetTypeID
 #define CFSocketCreate RLSocketCreate
 #define CFSocketCreateWithNative RLSocketCreateWithNative
 #define CFSocketSetAddress RLSocketSetAddress

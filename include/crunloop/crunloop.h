@@ -34,6 +34,7 @@
 #include <crunloop/RLPort.h>
 #include <crunloop/RLSocketPort.h>
 #include <crunloop/RLLockDebug.h>
+#include <crunloop/RLURL.h>
 #include <crunloop/RLStream.h>
 
 #endif /* CRUNLOOP_CRUNLOOP_H */

@@ -42,27 +42,19 @@ static const char *contents(const char *name) {
 }
 
 static CFWriteStreamRef writer(const char *name) {
-#ifdef DIFF_CF
     const char *p = path_of(name);
     CFURLRef u = CFURLCreateFromFileSystemRepresentation(NULL, (const UInt8 *)p, (CFIndex)strlen(p), false);
     CFWriteStreamRef w = CFWriteStreamCreateWithFile(NULL, u);
     CFRelease(u);
     return w;
-#else
-    return CFWriteStreamCreateWithFile(NULL, path_of(name));
-#endif
 }
 
 static CFReadStreamRef reader(const char *name) {
-#ifdef DIFF_CF
     const char *p = path_of(name);
     CFURLRef u = CFURLCreateFromFileSystemRepresentation(NULL, (const UInt8 *)p, (CFIndex)strlen(p), false);
     CFReadStreamRef r = CFReadStreamCreateWithFile(NULL, u);
     CFRelease(u);
     return r;
-#else
-    return CFReadStreamCreateWithFile(NULL, path_of(name));
-#endif
 }
 
 /* An offset as text: "none" when the copy returns NULL. */

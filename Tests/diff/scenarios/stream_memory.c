@@ -36,11 +36,7 @@ void scenario(void) {
     CFRunLoopRef rl = CFRunLoopGetCurrent();
     CFReadStreamRef r = NULL;
     CFWriteStreamRef w = NULL;
-#ifdef DIFF_CF
     r = CFReadStreamCreateWithBytesNoCopy(NULL, (const UInt8 *)"abcdefgh", 8, kCFAllocatorNull);
-#else
-    r = RLReadStreamCreateWithBytes(NULL, (const UInt8 *)"abcdefgh", 8); /* CF's NoCopy form is not mapped */
-#endif
     w = CFWriteStreamCreateWithAllocatedBuffers(NULL, NULL);
     trace("created: read %d write %d, status %ld %ld", r != NULL, w != NULL, (long)CFReadStreamGetStatus(r),
           (long)CFWriteStreamGetStatus(w));
