@@ -362,3 +362,66 @@ struct AsyncServerTests {
         try await within { try await serving.value }
     }
 }
+
+@Suite("Port message sequences are bounded")
+struct PortMessagesBoundTests {
+    /// A port on a worker thread's loop whose messages sequence is made
+    /// before anything is sent, and not read until everything was sent.
+    @Test("the default sequence keeps the first 1024 untaken messages and counts the rest as dropped")
+    func defaultBound() async throws {
+        #expect(RLPort.defaultMessagesBufferLimit == 1024)
+        let worker = RLWorkerThread(name: "ports")
+        try worker.start()
+        defer { try? worker.stop() }
+        let loop = try #require(worker.runLoop)
+        let port = RLPort()
+        defer { port.invalidate() }
+        let messages = port.messages
+        loop.add(port, forMode: .default)
+        for id in 0..<1100 { try port.send(msgid: UInt32(id), timeout: .seconds(30)) }
+        // The loop thread hands all of them on; 76 do not fit.
+        #expect(await eventually { port.queuedCount == 0 && port.droppedMessageCount == 76 })
+        var iterator = messages.makeAsyncIterator()
+        var ids: [UInt32] = []
+        for _ in 0..<1024 { if let message = await iterator.next() { ids.append(message.msgid) } }
+        #expect(ids == (0..<1024).map { UInt32($0) })
+        // Room again: the next message arrives, and nothing more was dropped.
+        try port.send(msgid: 5000, timeout: .seconds(30))
+        #expect(await iterator.next()?.msgid == 5000)
+        #expect(port.droppedMessageCount == 76)
+    }
+
+    @Test("bufferingNewest keeps the last messages; unbounded drops nothing")
+    func otherPolicies() async throws {
+        let worker = RLWorkerThread(name: "ports")
+        try worker.start()
+        defer { try? worker.stop() }
+        let loop = try #require(worker.runLoop)
+
+        let newest = RLPort()
+        defer { newest.invalidate() }
+        let kept = newest.messages(bufferingPolicy: .bufferingNewest(3))
+        loop.add(newest, forMode: .default)
+        for id in 0..<10 { try newest.send(msgid: UInt32(id), timeout: .seconds(30)) }
+        #expect(await eventually { newest.queuedCount == 0 && newest.droppedMessageCount == 7 })
+        var iterator = kept.makeAsyncIterator()
+        var ids: [UInt32] = []
+        for _ in 0..<3 { if let message = await iterator.next() { ids.append(message.msgid) } }
+        #expect(ids == [7, 8, 9])
+
+        let unbounded = RLPort()
+        defer { unbounded.invalidate() }
+        let all = unbounded.messages(bufferingPolicy: .unbounded)
+        loop.add(unbounded, forMode: .default)
+        for id in 0..<1500 { try unbounded.send(msgid: UInt32(id), timeout: .seconds(30)) }
+        #expect(await eventually { unbounded.queuedCount == 0 })
+        var count = 0
+        for await message in all {
+            #expect(message.msgid == UInt32(count))
+            count += 1
+            if count == 1500 { unbounded.invalidate() }
+        }
+        #expect(count == 1500)
+        #expect(unbounded.droppedMessageCount == 0)
+    }
+}
