@@ -97,8 +97,9 @@ public final class RLAsyncServer: AsyncSequence, @unchecked Sendable {
     private let host: RLAsyncLoopHost
     private let socket: RLSocket
     private let core: ServerCore
-    /// The watermarks of the connections accepted.
+    /// The high watermark of the connections accepted.
     public let highWatermark: Int
+    /// The low watermark of the connections accepted.
     public let lowWatermark: Int
 
     /// Listens on `address` (a stream socket bound with `SO_REUSEADDR`,
@@ -109,7 +110,7 @@ public final class RLAsyncServer: AsyncSequence, @unchecked Sendable {
     ///     port on 127.0.0.1, see ``address``).
     ///   - runLoop: the running loop that serves the sockets; nil starts a
     ///     worker thread for them.
-    ///   - highWatermark: a connection's ``RLAsyncConnection/write(_:)``
+    ///   - highWatermark: a connection's `write(_:)`
     ///     suspends once more than this many bytes wait unsent, and its
     ///     socket is no longer read once more than this many bytes wait
     ///     unread in ``RLAsyncConnection/inbound``.
@@ -284,7 +285,7 @@ private final class ServerCore: @unchecked Sendable {
 /// ``connect(to:runLoop:highWatermark:lowWatermark:)``).
 ///
 /// Backpressure, as swift-nio's `NIOAsyncChannel`, by two watermarks:
-/// - **Writes.** ``write(_:)`` queues its bytes and sends what the socket
+/// - **Writes.** `write(_:)` queues its bytes and sends what the socket
 ///   takes at once; the rest goes out as the socket drains. Once more than
 ///   the high watermark waits unsent, the connection is not writable
 ///   (``isWritable``) and every write suspends until what waits falls to
@@ -349,9 +350,12 @@ public final class RLAsyncConnection: @unchecked Sendable {
     /// Connects to `address` and returns the connection once connected.
     ///
     /// - Parameters:
+    ///   - address: the server's address.
     ///   - runLoop: the running loop that serves the socket; nil starts a
     ///     worker thread for it (stopped when the connection is gone).
-    ///   - highWatermark, lowWatermark: as ``RLAsyncServer``'s.
+    ///   - highWatermark: as ``RLAsyncServer``'s: writes suspend, and reads
+    ///     pause, past this many bytes.
+    ///   - lowWatermark: ...until they fall to this many.
     /// - Throws: `RLError` `.invalidArgument` for bad watermarks; the error
     ///   of `connect` (`systemErrno`, e.g. `ECONNREFUSED`);
     ///   `CancellationError` if the task is cancelled meanwhile (the socket
@@ -414,7 +418,7 @@ public final class RLAsyncConnection: @unchecked Sendable {
         try Task.checkCancellation()
     }
 
-    /// ``write(_:)`` of a string's UTF-8 bytes.
+    /// `write(_:)` of a string's UTF-8 bytes.
     public func write(_ string: String) async throws {
         try await write(Array(string.utf8))
     }
