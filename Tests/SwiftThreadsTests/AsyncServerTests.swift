@@ -345,6 +345,28 @@ struct AsyncServerTests {
         server.close()
     }
 
+    @Test("a Unix-domain server echoes too")
+    func unixDomain() async throws {
+        let directory = makeTempDirectory("async-unix")
+        let path = directory + "/echo.sock"
+        defer {
+            removeFile(path)
+            removeDirectory(directory)
+        }
+        let address = try #require(RLSocket.Address(unixPath: path))
+        let server = try RLAsyncServer(listeningOn: address)
+        #expect(server.address?.host == path)
+        let serving = Task { try await echo(server) }
+        let client = try await RLAsyncConnection.connect(to: address)
+        let sent = pattern(200_000, seed: 3)
+        let reading = Task { try await readAll(client) }
+        try await client.write(sent)
+        client.shutdownWrite()
+        #expect(try await within { try await reading.value } == sent)
+        server.close()
+        try await within { try await serving.value }
+    }
+
     @Test("a server on a given run loop serves its connections there")
     func onAGivenRunLoop() async throws {
         let worker = RLWorkerThread(name: "given")
