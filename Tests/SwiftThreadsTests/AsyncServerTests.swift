@@ -446,4 +446,20 @@ struct PortMessagesBoundTests {
         #expect(count == 1500)
         #expect(unbounded.droppedMessageCount == 0)
     }
+
+    @Test("a socket port's sequence is bounded the same way")
+    func socketPortBound() async throws {
+        let port = try RLSocketPort(listeningOnTCPPort: 0, address: "127.0.0.1")
+        let messages = port.messages(bufferingPolicy: .bufferingOldest(5))
+        let server = SocketServer(port)
+        defer { server.stop() }
+        let remote = try RLSocketPort(remoteHost: "127.0.0.1", tcpPort: port.tcpPort)
+        for id: UInt32 in 0..<12 { try remote.send([.bytes([UInt8(id)])], msgid: id, before: RLTime.now + 10) }
+        #expect(await eventually { port.droppedMessageCount == 7 })
+        var iterator = messages.makeAsyncIterator()
+        var ids: [UInt32] = []
+        for _ in 0..<5 { if let message = await iterator.next() { ids.append(message.msgid) } }
+        #expect(ids == [0, 1, 2, 3, 4])
+        #expect(port.droppedMessageCount == 7)
+    }
 }
