@@ -87,7 +87,7 @@ func rlSystemError(_ call: String, _ err: Int32) -> RLError {
 /// - Closing the server (``close()``, cancellation, or dropping the last
 ///   reference) stops listening and closes the connections not yet taken;
 ///   connections already taken live on.
-public final class RLAsyncServer: AsyncSequence, @unchecked Sendable {
+public final class RLAsyncServer: AsyncSequence, Sendable {
     public typealias Element = RLAsyncConnection
 
     /// Connections accepted but not yet taken, at most (then accepting
@@ -311,7 +311,7 @@ private final class ServerCore: @unchecked Sendable {
 ///   closes the connection (the write throws `CancellationError`).
 /// - Once written shut and read to its end, the connection releases its
 ///   socket by itself; dropping the last reference closes it.
-public final class RLAsyncConnection: @unchecked Sendable {
+public final class RLAsyncConnection: Sendable {
     let core: ConnectionCore
     private let host: RLAsyncLoopHost
 
