@@ -345,6 +345,39 @@ struct AsyncServerTests {
         server.close()
     }
 
+    @Test("past maxQueuedConnections untaken, accepting pauses and then resumes: no connection is lost")
+    func acceptingPausesAndResumes() async throws {
+        let server = try RLAsyncServer(listeningOn: .ipv4(loopbackPort: 0))
+        let port = try #require(server.address?.port)
+        let count = RLAsyncServer.maxQueuedConnections + 16
+        // The kernel completes these connects (backlog 256) whether the
+        // server accepts them or not.
+        let fds = (0..<count).map { _ in rawConnect(port) }
+        defer { for fd in fds { close(fd) } }
+        let taken = try await within {
+            var iterator = server.makeAsyncIterator()
+            var taken = 0
+            while taken < count, try await iterator.next() != nil { taken += 1 }
+            return taken
+        }
+        #expect(taken == count)
+        server.close()
+    }
+
+    @Test("dropping the last reference to a connection closes it")
+    func droppingAConnectionClosesIt() async throws {
+        let server = try RLAsyncServer(listeningOn: .ipv4(loopbackPort: 0))
+        let port = try #require(server.address?.port)
+        let client = try await RLAsyncConnection.connect(to: .ipv4(loopbackPort: port))
+        do {
+            let connection = try await accept(server)
+            try await connection.write("bye")
+        }
+        // The server's end is gone: the client reads what was sent, then the end.
+        #expect(try await within { try await readAll(client) } == Array("bye".utf8))
+        server.close()
+    }
+
     @Test("a Unix-domain server echoes too")
     func unixDomain() async throws {
         let directory = makeTempDirectory("async-unix")
