@@ -98,6 +98,31 @@ let package = Package(
             path: "examples/swift-daemon",
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),
+        // The guide's port check-in (Listings 3-12 to 3-15) with RLPort
+        // (C: port_checkin.c).
+        .executableTarget(
+            name: "swiftthreads-port-checkin",
+            dependencies: ["SwiftThreads", "ExampleSupport"],
+            path: "examples/swift-port-checkin",
+            swiftSettings: [.swiftLanguageMode(.v6)]
+        ),
+        // The guide's check-in through message ports (Listings 3-17 to
+        // 3-19) with RLMessagePort, the worker a thread, then a second
+        // process (C: message_ports.c).
+        .executableTarget(
+            name: "swiftthreads-message-ports",
+            dependencies: ["SwiftThreads", "ExampleSupport"],
+            path: "examples/swift-message-ports",
+            swiftSettings: [.swiftLanguageMode(.v6)]
+        ),
+        // An async TCP echo server: RLAsyncServer and RLAsyncConnection,
+        // clients of its own, backpressure shown.
+        .executableTarget(
+            name: "swiftthreads-async-echo",
+            dependencies: ["SwiftThreads", "ExampleSupport"],
+            path: "examples/swift-async-echo",
+            swiftSettings: [.swiftLanguageMode(.v6)]
+        ),
         .executableTarget(name: "swiftthreads-bench", dependencies: ["SwiftThreads"], path: "bench/swift", swiftSettings: [.swiftLanguageMode(.v6)]),
         .testTarget(
             name: "SwiftThreadsTests",

@@ -139,3 +139,46 @@ drive_daemon() {
   sleep 0.1 # tee's last lines
   return $status
 }
+
+# The guide's port check-in (Listings 3-12 to 3-15; C: port_checkin, Swift:
+# swiftthreads-port-checkin): the check-in, five jobs answered in order,
+# the worker's exit and its port invalid afterwards.
+check_port_checkin() {
+  has_line "  [worker] checking in with the main thread"
+  has_line "  [main] check-in received: the worker's port is kept"
+  # the results come back in the order the jobs went out
+  [ "$(grep -E '^  \[main\] job [0-9] done$' "$OUT" | grep -Eo '[0-9]' | tr '\n' ' ')" = "1 2 3 4 5 " ] ||
+    fail "results were not jobs 1..5 in order"
+  has_line "  [worker] exit message: leaving the run loop"
+  has_line "  [main] worker gone; its port is invalid"
+  has_line "port check-in: done (5 results)"
+}
+
+# The check-in through message ports (Listings 3-17 to 3-19; C:
+# message_ports, Swift: swiftthreads-message-ports), the worker a thread and
+# then a second process: three requests answered by the worker that checked
+# in, the quit, each worker's end, and NAME's closing line.
+# check_message_port_flows NAME
+check_message_port_flows() {
+  local name=$1 flow
+  for flow in "thread" "second process"; do
+    local out
+    out=$(section "== flow: the worker is a $flow ==" "== ")
+    printf '%s\n' "$out" | grep -Eq '^\[main\] checked in: com\.MyApp\.Thread-[0-9]+$' ||
+      fail "$flow: no check-in line"
+    local worker
+    worker=$(printf '%s\n' "$out" | sed -n 's/^\[main\] checked in: //p' | head -1)
+    local job
+    for job in 1 2 3; do
+      printf '%s\n' "$out" | grep -Fxq "[worker] request 200: \"job $job\"" || fail "$flow: the worker did not get job $job"
+      printf '%s\n' "$out" | grep -Fxq "[main] reply $job: \"done: job $job (by $worker)\"" ||
+        fail "$flow: no reply $job from $worker"
+    done
+    printf '%s\n' "$out" | grep -Fxq "[worker] quit: leaving the run loop" || fail "$flow: the worker did not quit"
+    printf '%s\n' "$out" | grep -Fxq "[main] quit sent: ok" || fail "$flow: the quit message was not sent"
+  done
+  has_line "[main] worker thread finished"
+  has_line "[worker] run loop returned; process exits"
+  has_line "[main] worker process exited with status 0"
+  [ "$(tail -1 "$OUT")" = "$name: OK" ] || fail "last line is not '$name: OK'"
+}

@@ -129,17 +129,6 @@ fi
 OUT=""        # the output file of the example being checked
 problems=()   # what went wrong with it
 
-check_port_checkin() {
-  has_line "  [worker] checking in with the main thread"
-  has_line "  [main] check-in received: the worker's port is kept"
-  # the results come back in the order the jobs went out
-  [ "$(grep -E '^  \[main\] job [0-9] done$' "$OUT" | grep -Eo '[0-9]' | tr '\n' ' ')" = "1 2 3 4 5 " ] ||
-    fail "results were not jobs 1..5 in order"
-  has_line "  [worker] exit message: leaving the run loop"
-  has_line "  [main] worker gone; its port is invalid"
-  has_line "port check-in: done (5 results)"
-}
-
 check_countdown() {
   has_line "timer scheduled; running the main run loop"
   # 10 ticks, counting down, and the "scheduled" line came before the first.
@@ -245,29 +234,7 @@ check_sync_tour() {
   has_line "sync_tour: OK"
 }
 
-check_message_ports() {
-  local flow
-  for flow in "thread" "second process"; do
-    local out
-    out=$(section "== flow: the worker is a $flow ==" "== ")
-    printf '%s\n' "$out" | grep -Eq '^\[main\] checked in: com\.MyApp\.Thread-[0-9]+$' ||
-      fail "$flow: no check-in line"
-    local name
-    name=$(printf '%s\n' "$out" | sed -n 's/^\[main\] checked in: //p' | head -1)
-    local job
-    for job in 1 2 3; do
-      printf '%s\n' "$out" | grep -Fxq "[worker] request 200: \"job $job\"" || fail "$flow: the worker did not get job $job"
-      printf '%s\n' "$out" | grep -Fxq "[main] reply $job: \"done: job $job (by $name)\"" ||
-        fail "$flow: no reply $job from $name"
-    done
-    printf '%s\n' "$out" | grep -Fxq "[worker] quit: leaving the run loop" || fail "$flow: the worker did not quit"
-    printf '%s\n' "$out" | grep -Fxq "[main] quit sent: ok" || fail "$flow: the quit message was not sent"
-  done
-  has_line "[main] worker thread finished"
-  has_line "[worker] run loop returned; process exits"
-  has_line "[main] worker process exited with status 0"
-  [ "$(tail -1 "$OUT")" = "message_ports: OK" ] || fail "last line is not 'message_ports: OK'"
-}
+check_message_ports() { check_message_port_flows message_ports; }
 
 check_threaded_parser() { check_parser threaded_parser 'mismatched tag at line [0-9]+'; }
 

@@ -12,11 +12,15 @@
 #       file and a URL off this machine as failures; swiftthreads-daemon
 #       (fast) is driven with kill as daemon_skeleton is (SIGHUP, then SIGTERM;
 #       again with SIGINT; again with both at once) and checked the same way
-#       (scripts/example-checks.sh);
+#       (scripts/example-checks.sh); swiftthreads-port-checkin and
+#       swiftthreads-message-ports (fast) must print what their C twins
+#       (port_checkin, message_ports) print; swiftthreads-async-echo (fast)
+#       must echo its clients and show its writer held back;
 #       "[swift-demo] PASS ..." for each, then "N passed, N failed, 0 skipped"
 #   scripts/run-swift-tests.sh --tour   swiftthreads-demo's tour (RL_EXAMPLE_TOUR=1): what Swift adds,
 #       then the echo client over the Foundation-shaped streams, the threaded
-#       parser and the daemon (sent SIGHUP, then SIGTERM)
+#       parser, the daemon (sent SIGHUP, then SIGTERM), the port check-in,
+#       the message ports and the async echo server
 #
 # SWIFT_ARGS: extra SwiftPM arguments (the Makefile's PLAIN=1 build folder).
 # V=1 prints SwiftPM's own output as it goes.
@@ -42,6 +46,24 @@ build() {
   if ! swiftpm build "$@" "${args[@]}" >"$log" 2>&1; then
     echo "swift build failed:"; grep -E 'error:' "$log" | head -30; tail -5 "$log"; return 1
   fi
+}
+
+# The Swift examples with a C twin's protocol, and the async echo server.
+declare -A swift_titles=(
+  [port-checkin]="Listings 3-12 to 3-15: a worker thread checks in through RLPorts, then takes jobs"
+  [message-ports]="Listings 3-17 to 3-19: RLMessagePort check-in, the worker a thread, then a second process"
+  [async-echo]="RLAsyncServer: four clients echoed at once, a late reader's writes held back by the watermarks"
+)
+
+# swiftthreads-async-echo (fast): every client's lines echoed whole, the
+# late reader held back and then served whole, five connections served.
+check_async_echo() {
+  has_line "swiftthreads-async-echo: listening on 127.0.0.1, a free port (fast pace)"
+  count_lines '^  \[client [1-4]\] 3 lines sent, echoed back whole: yes$' 4
+  has_line "  [late client] not reading: its writes were held back by the watermarks: yes"
+  has_line "  [late client] reading: all 16 MiB came back whole: yes"
+  has_line "  [server] served 5 connections"
+  [ "$(tail -1 "$OUT")" = "swiftthreads-async-echo: OK" ] || fail "last line is not 'swiftthreads-async-echo: OK'"
 }
 
 # The echo client's input in the tour and the check: two lines, then the end.
@@ -70,6 +92,12 @@ case $mode in
   tour_out=$(mktemp)
   RL_EXAMPLE_TOUR=1 TEE=1 drive_daemon "$tour_out" TERM 1 swiftthreads-daemon "$bin/swiftthreads-daemon" || status=1
   rm -f "$tour_out"
+  for example in port-checkin message-ports async-echo; do
+    build "swiftthreads-$example" "$logdir/$example-build.log" --product "swiftthreads-$example" || { status=1; continue; }
+    echo
+    echo "==== Swift: swiftthreads-$example (${swift_titles[$example]}) ===="
+    RL_EXAMPLE_TOUR=1 timeout "$TIMEOUT" "$bin/swiftthreads-$example" </dev/null || status=1
+  done
   exit $status
   ;;
 --demo)
@@ -142,6 +170,25 @@ case $mode in
       fail "build failed"
     fi
     report "swiftthreads-daemon (SIGHUP reloads, SIG$sig stops cleanly)"
+  done
+  # The guide's check-in protocols, checked as their C twins are
+  # (scripts/example-checks.sh), and the async echo server.
+  for example in port-checkin message-ports async-echo; do
+    OUT=$logdir/swiftthreads-$example.out
+    problems=()
+    if build "swiftthreads-$example" "$logdir/$example-build.log" --product "swiftthreads-$example"; then
+      RL_EXAMPLE_FAST=1 timeout "$TIMEOUT" "$bin/swiftthreads-$example" >"$OUT" 2>&1 </dev/null
+      rc=$?
+      [ $rc -eq 0 ] || fail "exit status $rc"
+      case $example in
+      port-checkin) check_port_checkin ;;
+      message-ports) check_message_port_flows swiftthreads-message-ports ;;
+      async-echo) check_async_echo ;;
+      esac
+    else
+      fail "build failed"
+    fi
+    report "swiftthreads-$example (${swift_titles[$example]})"
   done
   echo "$passed passed, $failed failed, 0 skipped"
   [ "$failed" -eq 0 ]; exit $?

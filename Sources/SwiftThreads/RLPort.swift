@@ -168,19 +168,47 @@ open class RLPort: @unchecked Sendable, Hashable, CustomStringConvertible {
     /// delegate.
     public func setHandler(_ handler: (@Sendable (RLPortMessage) -> Void)?) { box.setHandler(handler) }
 
-    /// The port's messages, as an asynchronous sequence.
+    /// The port's messages, as an asynchronous sequence:
+    /// ``messages(bufferingPolicy:)`` with its default bound.
     ///
     /// Each access makes a new sequence, which receives every message from
     /// then on (ahead of the closure handler and the delegate) until it is
     /// dropped or cancelled; a newer sequence takes over and the older one
     /// ends. The sequence ends when the port is invalidated. The port must
     /// still be in a running run loop: the loop's thread takes messages off
-    /// the port and hands them to the sequence, which buffers them without
-    /// limit (a consumer slower than its senders makes it grow).
+    /// the port and hands them to the sequence.
+    ///
+    /// **Bounded:** the sequence holds at most ``defaultMessagesBufferLimit``
+    /// (1024) messages its consumer has not taken yet; while it is full, new
+    /// arrivals are dropped, counted in ``droppedMessageCount``. (The loop
+    /// thread cannot wait for a consumer without stopping everything else it
+    /// serves.) For lossless flow control, where senders wait instead (the
+    /// port's own queue limit, ``setQueueLimit(_:)``), receive with a
+    /// closure handler or a delegate; or choose another policy with
+    /// ``messages(bufferingPolicy:)``, `.unbounded` included.
     public var messages: AsyncStream<RLPortMessage> {
-        let box = box
-        return AsyncStream(bufferingPolicy: .unbounded) { continuation in box.installStream(continuation) }
+        messages(bufferingPolicy: .bufferingOldest(RLPort.defaultMessagesBufferLimit))
     }
+
+    /// How many untaken messages ``messages`` holds: 1024, the port's own
+    /// default queue limit.
+    public static let defaultMessagesBufferLimit = 1024
+
+    /// The port's messages as ``messages`` delivers them, buffered by
+    /// `bufferingPolicy`: `.bufferingOldest(n)` keeps the first `n` untaken
+    /// messages and drops new arrivals, `.bufferingNewest(n)` keeps the
+    /// last `n` and drops the oldest, `.unbounded` drops nothing (a consumer
+    /// slower than its senders makes the buffer grow). Every message
+    /// dropped is counted in ``droppedMessageCount``.
+    public func messages(bufferingPolicy: AsyncStream<RLPortMessage>.Continuation.BufferingPolicy)
+        -> AsyncStream<RLPortMessage> {
+        let box = box
+        return AsyncStream(bufferingPolicy: bufferingPolicy) { continuation in box.installStream(continuation) }
+    }
+
+    /// Messages the port's ``messages`` sequences dropped because they were
+    /// full, since the port was made (shared by every wrapper of the port).
+    public var droppedMessageCount: Int { box.droppedMessageCount }
 
     // MARK: Life
 
@@ -504,13 +532,18 @@ final class PortBox: @unchecked Sendable {
 
     func setHandler(_ handler: (@Sendable (RLPortMessage) -> Void)?) { mutex.locked { self.handler = handler } }
 
+    /// Messages a full ``RLPort/messages`` sequence dropped.
+    private var dropped = 0
+    var droppedMessageCount: Int { mutex.locked { dropped } }
+
     /// Hands one message to its receiver; `make` wraps the C message only
     /// when there is one (a port without receivers drops what it gets).
     func deliver(_ make: () -> RLPortMessage) {
         guard let receiver else { return }
         let message = make()
         switch receiver {
-        case .stream(let continuation): continuation.yield(message)
+        case .stream(let continuation):
+            if case .dropped = continuation.yield(message) { mutex.locked { dropped += 1 } }
         case .handler(let handler): handler(message)
         case .delegate(let delegate): delegate.handle(message)
         }
