@@ -375,24 +375,48 @@ public final class RLRunLoop: @unchecked Sendable {
 
     // MARK: Ports
 
-    /// Adds `port` to `mode` (Foundation's `add(_:forMode:)` for a `Port`,
-    /// `RLRunLoopAddPort`): its messages are handled on this loop's thread
-    /// when it runs in `mode`. Unlike Foundation, the loop does not keep the
-    /// port alive (see ``RLPort``).
+    /// Adds `port` to `mode` (Foundation's `add(_:forMode:)` for a `Port`):
+    /// as Foundation does, calls the port's
+    /// ``RLPort/schedule(in:forMode:)`` — whose own implementation adds it
+    /// (`RLRunLoopAddPort`), so that its messages are handled on this loop's
+    /// thread when it runs in `mode` — unless the port is in `mode` of this
+    /// loop already. Unlike Foundation, the loop does not keep the port
+    /// alive (see ``RLPort``).
     ///
-    /// - Returns: false (with `RLError.last()`) for an invalid port or mode.
+    /// - Returns: false if `schedule` left an `RLError` (`RLError.last()`):
+    ///   the port's own `schedule` does for an invalid port or mode; true if
+    ///   the port was in `mode` already.
     ///
     /// An ``RLSocketPort`` is added as its listening socket's source: a local
     /// one receives on this loop (and, as in Foundation, listens from then on
     /// until it is invalidated); a remote one receives nothing and is refused.
     @discardableResult
     public func add(_ port: RLPort, forMode mode: Mode) -> Bool {
-        mode.withCString { port.membership(.add, in: ref, mode: $0) }
+        guard port.box.recordScheduled(in: self, mode: mode) else { return true }
+        RLErrorClear()
+        port.schedule(in: self, forMode: mode)
+        guard RLErrorGetLast().code.rawValue == 0 else {
+            port.box.forgetScheduled(in: self, mode: mode)
+            return false
+        }
+        return true
     }
 
+    /// Removes `port` from `mode` (Foundation's `remove(_:forMode:)` for a
+    /// `Port`): calls the port's ``RLPort/remove(from:forMode:)`` if it was
+    /// added to `mode` of this loop; removing a port that is not there is
+    /// harmless (true).
+    ///
+    /// - Returns: false if `remove(from:forMode:)` left an `RLError`.
     @discardableResult
     public func remove(_ port: RLPort, forMode mode: Mode) -> Bool {
-        mode.withCString { port.membership(.remove, in: ref, mode: $0) }
+        guard port.box.isScheduled(in: self, mode: mode) else {
+            return mode.withCString { port.membership(.remove, in: ref, mode: $0) }
+        }
+        RLErrorClear()
+        port.remove(from: self, forMode: mode)
+        port.box.forgetScheduled(in: self, mode: mode)
+        return RLErrorGetLast().code.rawValue == 0
     }
 
     public func contains(_ port: RLPort, forMode mode: Mode) -> Bool {
