@@ -1,7 +1,8 @@
 internal import CRunLoop
 
 /// How much a thread's work matters to the user: Foundation's
-/// `QualityOfService`, with its cases and raw values.
+/// `QualityOfService`, with its cases in its order (and the raw values of
+/// swift-corelibs-foundation, 0 to 4; Darwin's differ).
 ///
 /// Linux has no quality-of-service classes; a class is a scheduling
 /// priority (``RLThread/setPriority(_:)``), that is a nice value of the one
@@ -23,11 +24,11 @@ internal import CRunLoop
 /// effects of a class (I/O throttling, timer coalescing, core choice) have
 /// no counterpart.
 public enum RLQualityOfService: Int, Sendable, CaseIterable {
-    case userInteractive = 0x21
-    case userInitiated = 0x19
-    case utility = 0x11
-    case background = 0x09
-    case `default` = -1
+    case userInteractive
+    case userInitiated
+    case utility
+    case background
+    case `default`
 
     /// The nice value of the class (see the table above).
     public var niceValue: Int32 {

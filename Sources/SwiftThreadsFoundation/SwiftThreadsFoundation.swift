@@ -138,14 +138,26 @@ extension RLDistributedLock.Owner {
 extension RLQualityOfService {
     /// The class of a Foundation `QualityOfService` (same cases).
     public init(_ qualityOfService: QualityOfService) {
-        self = RLQualityOfService(rawValue: qualityOfService.rawValue) ?? .default
+        switch qualityOfService {
+        case .userInteractive: self = .userInteractive
+        case .userInitiated: self = .userInitiated
+        case .utility: self = .utility
+        case .background: self = .background
+        default: self = .default
+        }
     }
 }
 
 extension QualityOfService {
     /// The Foundation value of an ``RLQualityOfService`` (same cases).
     public init(_ qualityOfService: RLQualityOfService) {
-        self = QualityOfService(rawValue: qualityOfService.rawValue) ?? .default
+        switch qualityOfService {
+        case .userInteractive: self = .userInteractive
+        case .userInitiated: self = .userInitiated
+        case .utility: self = .utility
+        case .background: self = .background
+        case .default: self = .default
+        }
     }
 }
 
