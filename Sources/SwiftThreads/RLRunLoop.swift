@@ -100,23 +100,46 @@ public final class RLRunLoop: @unchecked Sendable {
 
     /// A run-loop mode name (`RLRunLoopMode`, Foundation's `RunLoop.Mode`).
     /// Modes are compared by their string.
+    ///
+    /// The two predefined modes have Foundation's names, as code written
+    /// for Foundation expects: ``default`` is `"kCFRunLoopDefaultMode"` and
+    /// ``common`` `"kCFRunLoopCommonModes"` — the C library's
+    /// `kRLRunLoopDefaultMode` and `kRLRunLoopCommonModes`, whose names a
+    /// mode made from them takes (`Mode("kRLRunLoopDefaultMode") == .default`).
     public struct Mode: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
         public let rawValue: String
 
-        public init(rawValue: String) { self.rawValue = rawValue }
-        public init(_ rawValue: String) { self.rawValue = rawValue }
+        public init(rawValue: String) { self.rawValue = Mode.foundationName(of: rawValue) }
+        public init(_ rawValue: String) { self.init(rawValue: rawValue) }
 
-        /// `kRLRunLoopDefaultMode`.
-        public static let `default` = Mode(rawValue: String(cString: kRLRunLoopDefaultMode))
-        /// `kRLRunLoopCommonModes`: the pseudo-mode standing for every common
-        /// mode (see ``RLRunLoop/addCommonMode(_:)``). Items may be added to
-        /// it; a loop cannot run in it.
-        public static let common = Mode(rawValue: String(cString: kRLRunLoopCommonModes))
+        /// `kRLRunLoopDefaultMode`, named `"kCFRunLoopDefaultMode"`.
+        public static let `default` = Mode(rawValue: "kCFRunLoopDefaultMode")
+        /// `kRLRunLoopCommonModes`, named `"kCFRunLoopCommonModes"`: the
+        /// pseudo-mode standing for every common mode (see
+        /// ``RLRunLoop/addCommonMode(_:)``). Items may be added to it; a
+        /// loop cannot run in it.
+        public static let common = Mode(rawValue: "kCFRunLoopCommonModes")
 
         public var description: String { rawValue }
 
+        /// The name the C library knows the mode by.
+        var cName: String {
+            switch rawValue {
+            case "kCFRunLoopDefaultMode": return String(cString: kRLRunLoopDefaultMode)
+            case "kCFRunLoopCommonModes": return String(cString: kRLRunLoopCommonModes)
+            default: return rawValue
+            }
+        }
+
+        /// Foundation's name of a predefined mode given its C name.
+        private static func foundationName(of name: String) -> String {
+            if name == String(cString: kRLRunLoopDefaultMode) { return "kCFRunLoopDefaultMode" }
+            if name == String(cString: kRLRunLoopCommonModes) { return "kCFRunLoopCommonModes" }
+            return name
+        }
+
         func withCString<R>(_ body: (UnsafePointer<CChar>) throws -> R) rethrows -> R {
-            try rawValue.withCString(body)
+            try cName.withCString(body)
         }
     }
 

@@ -64,7 +64,7 @@ private func currentNice() -> Int32 {
             port.invalidate()
             return port.calls
         }
-        #expect(calls == ["schedule kRLRunLoopDefaultMode", "schedule \(other.rawValue)", "remove \(other.rawValue)",
+        #expect(calls == ["schedule kCFRunLoopDefaultMode", "schedule \(other.rawValue)", "remove \(other.rawValue)",
                           "schedule \(other.rawValue)"])
     }
 
@@ -83,7 +83,7 @@ private func currentNice() -> Int32 {
             port.invalidate()
             return (port.calls, inLoop, delivered, removed)
         }
-        #expect(calls == ["schedule kRLRunLoopDefaultMode", "remove kRLRunLoopDefaultMode"])
+        #expect(calls == ["schedule kCFRunLoopDefaultMode", "remove kCFRunLoopDefaultMode"])
         #expect(inLoop && delivered && removed)
     }
 
@@ -102,7 +102,7 @@ private func currentNice() -> Int32 {
         }
         #expect(!first && !second)
         #expect(code == .invalidObject)
-        #expect(calls == ["schedule kRLRunLoopDefaultMode", "schedule kRLRunLoopDefaultMode"])
+        #expect(calls == ["schedule kCFRunLoopDefaultMode", "schedule kCFRunLoopDefaultMode"])
     }
 
     @Test func invalidationForgetsTheModesAndTheLoopKeepsNoPort() {
@@ -122,7 +122,7 @@ private func currentNice() -> Int32 {
             }
             return (calls, weakPort == nil)
         }
-        #expect(calls == ["schedule kRLRunLoopDefaultMode", "schedule kRLRunLoopDefaultMode"])
+        #expect(calls == ["schedule kCFRunLoopDefaultMode", "schedule kCFRunLoopDefaultMode"])
         #expect(gone)
     }
 
