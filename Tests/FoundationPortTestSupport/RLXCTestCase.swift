@@ -34,6 +34,43 @@ public final class RLTestExpectation: @unchecked Sendable, CustomStringConvertib
 
 open class RLXCTestCase: XCTestCase {
     private var pending: [RLTestExpectation] = []
+    private var knownIssueSeen = false
+
+    /// Tests of Foundation's that fail over SwiftThreads for a known
+    /// reason (test name → reason). Their failures are reported as known
+    /// issues instead of failures, as Swift Testing's `withKnownIssue`
+    /// does; such a test that does not fail fails ("fixed? remove it").
+    public static let knownIssues: [String: String] = [
+        "TestRunLoop.test_mainDispatchQueueCallout":
+            "RLRunLoop.main does not drain the main dispatch queue (CFRunLoop does, through libdispatch's "
+            + "_dispatch_main_queue_callback_4CF); DispatchQueue.main runs only under dispatch_main or Foundation's "
+            + "run loop",
+    ]
+
+    private var knownIssue: String? { RLXCTestCase.knownIssues[name] }
+
+    open override func setUp() {
+        super.setUp()
+        knownIssueSeen = false
+    }
+
+    open override func recordFailure(withDescription description: String, inFile filePath: String,
+                                     atLine lineNumber: Int, expected: Bool) {
+        if let reason = knownIssue {
+            knownIssueSeen = true
+            print("\(filePath):\(lineNumber): known issue in \(name): \(description) (\(reason))")
+            return
+        }
+        super.recordFailure(withDescription: description, inFile: filePath, atLine: lineNumber, expected: expected)
+    }
+
+    open override func tearDown() {
+        if knownIssue != nil && !knownIssueSeen {
+            super.recordFailure(withDescription: "\(name) passed: its known issue is fixed; remove it from "
+                                + "RLXCTestCase.knownIssues", inFile: #filePath, atLine: #line, expected: true)
+        }
+        super.tearDown()
+    }
 
     /// A new expectation that the next ``waitForExpectations(timeout:)``
     /// waits for.
