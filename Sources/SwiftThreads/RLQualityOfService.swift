@@ -49,8 +49,12 @@ public enum RLQualityOfService: Int, Sendable, CaseIterable {
     }
 
     /// The class whose ``threadPriority`` is nearest to `priority` (the
-    /// higher class on a tie).
+    /// higher class on a tie); `.default` for NaN.
     public init(threadPriority priority: Double) {
+        guard !priority.isNaN else {
+            self = .default
+            return
+        }
         let ordered: [RLQualityOfService] = [.userInteractive, .userInitiated, .default, .utility, .background]
         self = ordered.min { abs($0.threadPriority - priority) < abs($1.threadPriority - priority) } ?? .default
     }

@@ -165,7 +165,10 @@ extension QualityOfService {
 
 extension RLPort {
     /// ``RLPort/send(before:components:from:reserved:)`` with a `Date`
-    /// (`Port.send(before:components:from:reserved:)`).
+    /// (`Port.send(before:components:from:reserved:)`). Disfavored against
+    /// the `NSMutableArray` form, which takes the same components, so that
+    /// `components: nil` is not ambiguous.
+    @_disfavoredOverload
     public func send(before limitDate: Date, components: [RLPortComponent]?, from receivePort: RLPort?,
                      reserved headerSpaceReserved: Int) -> Bool {
         send(before: limitDate.rlAbsoluteTime, components: components, from: receivePort,
@@ -173,7 +176,9 @@ extension RLPort {
     }
 
     /// ``RLPort/send(before:msgid:components:from:reserved:)`` with a `Date`
-    /// (`Port.send(before:msgid:components:from:reserved:)`).
+    /// (`Port.send(before:msgid:components:from:reserved:)`); disfavored as
+    /// the one above.
+    @_disfavoredOverload
     public func send(before limitDate: Date, msgid msgID: Int, components: [RLPortComponent]?,
                      from receivePort: RLPort?, reserved headerSpaceReserved: Int) -> Bool {
         send(before: limitDate.rlAbsoluteTime, msgid: msgID, components: components, from: receivePort,

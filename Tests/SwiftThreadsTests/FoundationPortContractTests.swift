@@ -105,6 +105,34 @@ private func currentNice() -> Int32 {
         #expect(calls == ["schedule kCFRunLoopDefaultMode", "schedule kCFRunLoopDefaultMode"])
     }
 
+    @Test func badModesAndPortsAreRefusedByThePortsOwnSchedule() {
+        let (added, addCode, removed, removeCode) = onFreshLoopThread { () -> (Bool, RLError.Code, Bool, RLError.Code) in
+            let loop = RLRunLoop.current
+            let port = RLPort()
+            let added = loop.add(port, forMode: RLRunLoop.Mode(""))
+            let addCode = lastCode
+            // Nothing was recorded: removing goes to the C library, which
+            // refuses the mode too.
+            let removed = loop.remove(port, forMode: RLRunLoop.Mode(""))
+            let removeCode = lastCode
+            port.invalidate()
+            return (added, addCode, removed, removeCode)
+        }
+        #expect(!added && !removed)
+        #expect(addCode == .invalidArgument && removeCode == .invalidArgument)
+        // Foundation's component forms on an invalid port.
+        let dead = RLPort()
+        dead.invalidate()
+        #expect(!dead.send(before: Date(timeIntervalSinceNow: 1), components: nil, from: nil, reserved: 0))
+        #expect(lastCode == .invalidObject)
+        #expect(!dead.send(before: Date(timeIntervalSinceNow: 1), msgid: 2, components: [.bytes([1])], from: nil,
+                           reserved: 0))
+        #expect(lastCode == .invalidObject)
+        let parts: [RLPortComponent] = [.bytes([1])]
+        #expect(!dead.send(before: Date(timeIntervalSinceNow: 1), components: parts, from: nil, reserved: 0))
+        #expect(lastCode == .invalidObject)
+    }
+
     @Test func invalidationForgetsTheModesAndTheLoopKeepsNoPort() {
         let (calls, gone) = onFreshLoopThread { () -> ([String], Bool) in
             let loop = RLRunLoop.current
@@ -281,6 +309,10 @@ private func currentNice() -> Int32 {
         #expect(RLQualityOfService.background.threadPriority == 0)
         #expect(RLQualityOfService.default.threadPriority == 0.5)
         #expect(RLQualityOfService(threadPriority: 0.55) == .default)
+        // Out of range or NaN: the nearest class, or the default.
+        #expect(RLQualityOfService(threadPriority: 7) == .userInteractive)
+        #expect(RLQualityOfService(threadPriority: -1) == .background)
+        #expect(RLQualityOfService(threadPriority: .nan) == .default)
 
         // Before start: the thread starts at nice 19.
         let background = RLThread(returning: { currentNice() })
@@ -328,6 +360,9 @@ private func currentNice() -> Int32 {
         try eager.start()
         let nice = try #require(try eager.join(as: Int32.self))
         #expect(nice == -10 || nice == base)
+        // A finished thread keeps what was set; nothing else happens.
+        eager.qualityOfService = .utility
+        #expect(eager.qualityOfService == .utility || eager.qualityOfService == .userInteractive)
     }
 }
 
