@@ -427,10 +427,12 @@ public final class RLRunLoop: @unchecked Sendable {
 
     /// Removes `port` from `mode` (Foundation's `remove(_:forMode:)` for a
     /// `Port`): calls the port's ``RLPort/remove(from:forMode:)`` if it was
-    /// added to `mode` of this loop; removing a port that is not there is
-    /// harmless (true).
+    /// added to `mode` of this loop; otherwise only makes sure the C loop
+    /// does not have it there (`RLRunLoopRemovePort`): removing a port that
+    /// is not there is harmless (true).
     ///
-    /// - Returns: false if `remove(from:forMode:)` left an `RLError`.
+    /// - Returns: false if `remove(from:forMode:)` left an `RLError`, or
+    ///   (with `RLError.last()`) for an invalid mode.
     @discardableResult
     public func remove(_ port: RLPort, forMode mode: Mode) -> Bool {
         guard port.box.isScheduled(in: self, mode: mode) else {
