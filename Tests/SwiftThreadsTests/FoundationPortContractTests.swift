@@ -1,8 +1,8 @@
 // What a Foundation `Port` subclass, delegate or observer relies on, over
 // RLPort: the run loop calls schedule/remove, a delegate need not be
 // Sendable, invalidation is posted as Foundation's notification, components
-// come as Foundation's, dates read as `Date`. Foundation's own
-// tests of the same run in the FoundationPortTests target.
+// come as Foundation's, dates read as `Date`. Foundation's own tests of the
+// same run in the FoundationPortTests target.
 import Foundation
 @_spi(Foundation) import SwiftThreads
 @_spi(Foundation) import SwiftThreadsFoundation
