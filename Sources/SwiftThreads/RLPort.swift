@@ -15,9 +15,10 @@ internal import Musl
 /// Foundation, the delegate need not be `Sendable`: it is bound to that
 /// loop's thread instead, checked at run time. The first message handed to
 /// it binds it to the thread that delivers it; a message delivered on
-/// another thread's loop while it is set stops the process (a delegate
-/// called on two threads is a data race). Setting a delegate again (or
-/// nil) unbinds it. The port holds its delegate weakly, as Foundation does.
+/// another thread's loop while it is set and that thread lives stops the
+/// process (a delegate called on two threads is a data race). Setting a
+/// delegate again (or nil) unbinds it, as does the end of its thread. The
+/// port holds its delegate weakly, as Foundation does.
 public protocol RLPortDelegate: AnyObject {
     func handle(_ message: RLPortMessage)
 }
@@ -480,8 +481,8 @@ final class PortBox: @unchecked Sendable {
     private let mutex = ThreadsMutex()
     private weak var _delegate: (any RLPortDelegate)?
     /// The thread the delegate is bound to: the first that delivered to it
-    /// (nil until then).
-    private var delegateThread: pthread_t?
+    /// (nil until then, or again once it finished).
+    private var delegateThread: RLThread?
     /// The loops and modes `RLRunLoop.add` / `schedule` put the port in
     /// (Foundation's run loop's record of its ports): `add` calls
     /// `schedule` only for a mode not recorded, `remove` calls `remove`
@@ -531,23 +532,27 @@ final class PortBox: @unchecked Sendable {
     var delegate: (any RLPortDelegate)? { mutex.locked { _delegate } }
 
     func setDelegate(_ delegate: (any RLPortDelegate)?) {
-        mutex.locked {
+        // The thread wrapper is released outside the lock.
+        let unbound: RLThread? = mutex.locked {
             _delegate = delegate
-            delegateThread = nil
+            defer { delegateThread = nil }
+            return delegateThread
         }
+        withExtendedLifetime(unbound) {}
     }
 
-    /// Binds the delegate to the calling thread if it is not bound yet;
-    /// false if it is bound to another thread.
+    /// Binds the delegate to the calling thread if it is not bound to a
+    /// thread that is still alive; false if it is bound to another one.
     private func delegateIsBoundHere() -> Bool {
-        let me = pthread_self()
-        return mutex.locked {
-            guard let bound = delegateThread else {
-                delegateThread = me
-                return true
-            }
-            return pthread_equal(bound, me) != 0
+        let me = RLThread.current
+        let (bound, previous) = mutex.locked { () -> (Bool, RLThread?) in
+            if let thread = delegateThread, thread == me { return (true, nil) }
+            if let thread = delegateThread, !thread.isFinished { return (false, nil) }
+            defer { delegateThread = me }
+            return (true, delegateThread)
         }
+        withExtendedLifetime(previous) {}
+        return bound
     }
 
     // MARK: Run-loop records

@@ -197,6 +197,25 @@ private func currentNice() -> Int32 {
         port.invalidate()
     }
 
+    @Test func aDelegateOutlivesItsFirstThread() {
+        let port = RLPort()
+        // Handed from thread to thread on purpose: the first is gone when
+        // the second uses it.
+        nonisolated(unsafe) let delegate = CountingDelegate()
+        port.setDelegate(delegate)
+        for round in 1...2 {
+            let got = onFreshLoopThread { () -> Bool in
+                RLRunLoop.current.add(port, forMode: .default)
+                try? port.send(msgid: UInt32(round))
+                let got = runLoopUntil { delegate.count == round }
+                RLRunLoop.current.remove(port, forMode: .default)
+                return got
+            }
+            #expect(got)
+        }
+        port.invalidate()
+    }
+
     @Test func aDelegateCalledOnASecondThreadStopsTheProcess() async {
         await #expect(processExitsWith: .failure) {
             let port = RLPort()
