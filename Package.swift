@@ -124,6 +124,32 @@ let package = Package(
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),
         .executableTarget(name: "swiftthreads-bench", dependencies: ["SwiftThreads"], path: "bench/swift", swiftSettings: [.swiftLanguageMode(.v6)]),
+        // swift-corelibs-foundation's own TestSocketPort.swift and
+        // TestRunLoop.swift, unchanged (see its README), compiled against
+        // SwiftThreads through typealiases (FoundationNames.swift) and run
+        // by XCTest on the main thread; FoundationPortTestSupport is their
+        // XCTestCase with waits that run the RLRunLoop.
+        .target(
+            name: "FoundationPortTestSupport",
+            dependencies: ["SwiftThreads"],
+            path: "Tests/FoundationPortTestSupport",
+            swiftSettings: [.swiftLanguageMode(.v6)]
+        ),
+        .testTarget(
+            name: "FoundationPortTests",
+            dependencies: ["SwiftThreads", "SwiftThreadsFoundation", "FoundationPortTestSupport"],
+            path: "Tests/FoundationPortTests",
+            exclude: ["README.md", "LICENSE.txt"],
+            swiftSettings: [.swiftLanguageMode(.v6)]
+        ),
+        // Code that imports SwiftThreads alone (no SwiftThreadsFoundation in
+        // the target): its date properties are numbers, unambiguously.
+        .testTarget(
+            name: "SwiftThreadsOnlyTests",
+            dependencies: ["SwiftThreads"],
+            path: "Tests/SwiftThreadsOnlyTests",
+            swiftSettings: [.swiftLanguageMode(.v6)]
+        ),
         .testTarget(
             name: "SwiftThreadsTests",
             dependencies: ["SwiftThreads", "SwiftThreadsFoundation"],

@@ -47,7 +47,10 @@ public final class RLDistributedLock: @unchecked Sendable {
     public var isHeld: Bool { RLDistributedLockIsHeld(ref) }
 
     /// When the current lock file was created, by any holder (`nil` when
-    /// nobody holds the lock): `NSDistributedLock.lockDate`.
+    /// nobody holds the lock): `NSDistributedLock.lockDate`. Where
+    /// SwiftThreadsFoundation is imported it is a `Date?`; this form is
+    /// disfavored there.
+    @_disfavoredOverload
     public var lockDate: RLAbsoluteTime? {
         let date = RLDistributedLockCopyLockDate(ref)
         return date.isNaN ? nil : date
@@ -82,7 +85,9 @@ public final class RLDistributedLock: @unchecked Sendable {
         public let processStartTicks: UInt64
         /// The holder's host boot id.
         public let bootID: String
-        /// When the holder took the lock, by its clock.
+        /// When the holder took the lock, by its clock (a `Date` where
+        /// SwiftThreadsFoundation is imported; this form is disfavored there).
+        @_disfavoredOverload
         public let lockDate: RLAbsoluteTime
         /// Whether the holder was alive when the record was read
         /// (`RLDistributedLockOwnerGetState`).

@@ -155,7 +155,7 @@ extension RLDelayedPerform: Sendable {}
 /// Calls `body` with `modes` as a NULL-terminated C array of mode names.
 func rlWithModeList<R>(_ modes: [RLRunLoop.Mode],
                        _ body: (UnsafePointer<RLRunLoopMode?>) -> R) -> R {
-    let names: [UnsafeMutablePointer<CChar>?] = modes.map { strdup($0.rawValue) }
+    let names: [UnsafeMutablePointer<CChar>?] = modes.map { strdup($0.cName) }
     defer { for name in names { free(name) } }
     let list: [RLRunLoopMode?] = names.map { $0.map { UnsafePointer($0) } } + [nil]
     return list.withUnsafeBufferPointer { body($0.baseAddress!) }

@@ -11,10 +11,15 @@ internal import Musl
 
 /// Receives the messages of an ``RLPort`` (Foundation's `PortDelegate`).
 ///
-/// `handle(_:)` runs on the thread of the run loop the port is in, so the
-/// delegate is `Sendable`: it is set on one thread and called on another.
-/// The port holds its delegate weakly, as Foundation does.
-public protocol RLPortDelegate: AnyObject, Sendable {
+/// `handle(_:)` runs on the thread of the run loop the port is in. As with
+/// Foundation, the delegate need not be `Sendable`: it is bound to that
+/// loop's thread instead, checked at run time. The first message handed to
+/// it binds it to the thread that delivers it; a message delivered on
+/// another thread's loop while it is set and that thread lives stops the
+/// process (a delegate called on two threads is a data race). Setting a
+/// delegate again (or nil) unbinds it, as does the end of its thread. The
+/// port holds its delegate weakly, as Foundation does.
+public protocol RLPortDelegate: AnyObject {
     func handle(_ message: RLPortMessage)
 }
 
@@ -88,10 +93,16 @@ public enum RLPortComponent: Sendable, Hashable {
 ///   peer that kept it from a message's `sendPort` (the guide's check-in
 ///   protocol). When the last reference goes, the port is invalidated:
 ///   queued messages are released and waiting senders fail.
-/// - **The run loop does not call ``schedule(in:forMode:)``:**
-///   `RLRunLoop.add(_:forMode:)` adds the port directly; override
-///   `schedule` only for callers that use it.
 /// - Dates are `RLAbsoluteTime` (see docs/swift-mapping.md).
+///
+/// As in Foundation, `RLRunLoop.add(_:forMode:)` and
+/// `remove(_:forMode:)` call the port's ``schedule(in:forMode:)`` and
+/// ``remove(from:forMode:)`` — once per loop and mode: adding a port to a
+/// mode it is in already does not call `schedule` again, and removing it
+/// from a mode it is not in does not call `remove`. A subclass overrides
+/// them to watch or replace what the loop does (calling `super` to have the
+/// port's messages delivered); the loop remembers the modes until the port
+/// is removed, invalidated or freed.
 ///
 /// `RLPort` is an open class, as `Port` is. The `RLPort` objects that
 /// messages carry (`sendPort`, `receivePort`, port components) are the
@@ -230,14 +241,26 @@ open class RLPort: @unchecked Sendable, Hashable, CustomStringConvertible {
 
     // MARK: Run loops
 
-    /// Adds the port to `mode` of `runLoop` (`Port.schedule(in:forMode:)`).
+    /// Adds the port to `mode` of `runLoop` (`Port.schedule(in:forMode:)`):
+    /// its messages are handled on that loop's thread when it runs in
+    /// `mode`. `RLRunLoop.add(_:forMode:)` calls this; an override that
+    /// calls `super` gets the port's messages delivered, one that does not
+    /// keeps them from the loop. On failure (an invalid port or mode, a
+    /// remote socket port) the port is not added and `RLError.last()` says
+    /// why.
     open func schedule(in runLoop: RLRunLoop, forMode mode: RLRunLoop.Mode) {
-        runLoop.add(self, forMode: mode)
+        box.recordScheduled(in: runLoop, mode: mode)
+        if !mode.withCString({ membership(.add, in: runLoop.ref, mode: $0) }) {
+            box.forgetScheduled(in: runLoop, mode: mode)
+        }
     }
 
-    /// Removes the port from `mode` of `runLoop` (`Port.remove(from:forMode:)`).
+    /// Removes the port from `mode` of `runLoop`
+    /// (`Port.remove(from:forMode:)`); `RLRunLoop.remove(_:forMode:)` calls
+    /// this. Removing a port that is not there is harmless.
     open func remove(from runLoop: RLRunLoop, forMode mode: RLRunLoop.Mode) {
-        runLoop.remove(self, forMode: mode)
+        box.forgetScheduled(in: runLoop, mode: mode)
+        _ = mode.withCString { membership(.remove, in: runLoop.ref, mode: $0) }
     }
 
     // MARK: Queue
@@ -485,6 +508,14 @@ final class PortBox: @unchecked Sendable {
 
     private let mutex = ThreadsMutex()
     private weak var _delegate: (any RLPortDelegate)?
+    /// The thread the delegate is bound to: the first that delivered to it
+    /// (nil until then, or again once it finished).
+    private var delegateThread: RLThread?
+    /// The loops and modes `RLRunLoop.add` / `schedule` put the port in
+    /// (Foundation's run loop's record of its ports): `add` calls
+    /// `schedule` only for a mode not recorded, `remove` calls `remove`
+    /// only for one that is. Holds the loop wrappers, not the port.
+    private var scheduled: [ObjectIdentifier: (loop: RLRunLoop, modes: Set<RLRunLoop.Mode>)] = [:]
     private var handler: (@Sendable (RLPortMessage) -> Void)?
     private var stream: (id: UInt64, continuation: AsyncStream<RLPortMessage>.Continuation)?
     private var nextStreamID: UInt64 = 0
@@ -528,7 +559,67 @@ final class PortBox: @unchecked Sendable {
 
     var delegate: (any RLPortDelegate)? { mutex.locked { _delegate } }
 
-    func setDelegate(_ delegate: (any RLPortDelegate)?) { mutex.locked { _delegate = delegate } }
+    func setDelegate(_ delegate: (any RLPortDelegate)?) {
+        // The thread wrapper is released outside the lock.
+        let unbound: RLThread? = mutex.locked {
+            _delegate = delegate
+            defer { delegateThread = nil }
+            return delegateThread
+        }
+        withExtendedLifetime(unbound) {}
+    }
+
+    /// Binds the delegate to the calling thread if it is not bound to a
+    /// thread that is still alive; false if it is bound to another one.
+    private func delegateIsBoundHere() -> Bool {
+        let me = RLThread.current
+        let (bound, previous) = mutex.locked { () -> (Bool, RLThread?) in
+            if let thread = delegateThread, thread == me { return (true, nil) }
+            if let thread = delegateThread, !thread.isFinished { return (false, nil) }
+            defer { delegateThread = me }
+            return (true, delegateThread)
+        }
+        withExtendedLifetime(previous) {}
+        return bound
+    }
+
+    // MARK: Run-loop records
+
+    /// Records that the port is in `mode` of `loop`; false if it was
+    /// recorded already.
+    @discardableResult
+    func recordScheduled(in loop: RLRunLoop, mode: RLRunLoop.Mode) -> Bool {
+        mutex.locked {
+            if invalidated { return true }
+            let id = ObjectIdentifier(loop)
+            var entry = scheduled[id] ?? (loop, [])
+            guard entry.modes.insert(mode).inserted else { return false }
+            scheduled[id] = entry
+            return true
+        }
+    }
+
+    /// Whether the port is recorded in `mode` of `loop`.
+    func isScheduled(in loop: RLRunLoop, mode: RLRunLoop.Mode) -> Bool {
+        mutex.locked { scheduled[ObjectIdentifier(loop)]?.modes.contains(mode) ?? false }
+    }
+
+    /// Forgets that the port is in `mode` of `loop`. The loop wrapper is
+    /// released outside the lock.
+    func forgetScheduled(in loop: RLRunLoop, mode: RLRunLoop.Mode) {
+        let released: RLRunLoop? = mutex.locked {
+            let id = ObjectIdentifier(loop)
+            guard var entry = scheduled[id] else { return nil }
+            entry.modes.remove(mode)
+            if entry.modes.isEmpty {
+                scheduled[id] = nil
+                return entry.loop
+            }
+            scheduled[id] = entry
+            return nil
+        }
+        withExtendedLifetime(released) {}
+    }
 
     func setHandler(_ handler: (@Sendable (RLPortMessage) -> Void)?) { mutex.locked { self.handler = handler } }
 
@@ -545,7 +636,11 @@ final class PortBox: @unchecked Sendable {
         case .stream(let continuation):
             if case .dropped = continuation.yield(message) { mutex.locked { dropped += 1 } }
         case .handler(let handler): handler(message)
-        case .delegate(let delegate): delegate.handle(message)
+        case .delegate(let delegate):
+            precondition(delegateIsBoundHere(),
+                         "RLPort: a message for the delegate of \(key) arrived on another thread than the one its "
+                         + "messages were handled on (a delegate is bound to its port's run-loop thread)")
+            delegate.handle(message)
         }
     }
 
@@ -594,14 +689,20 @@ final class PortBox: @unchecked Sendable {
 
     /// The port became invalid: what to end and whom to tell.
     func markInvalidated() -> (AsyncStream<RLPortMessage>.Continuation?, (@Sendable (RLPort) -> Void)?) {
-        mutex.locked {
+        typealias Ends = (stream: AsyncStream<RLPortMessage>.Continuation?, handler: (@Sendable (RLPort) -> Void)?,
+                          loops: [ObjectIdentifier: (loop: RLRunLoop, modes: Set<RLRunLoop.Mode>)])
+        let ends = mutex.locked { () -> Ends in
             invalidated = true
             defer {
                 stream = nil
                 invalidationHandler = nil
+                scheduled = [:]
             }
-            return (stream?.continuation, invalidationHandler)
+            return (stream?.continuation, invalidationHandler, scheduled)
         }
+        // The loop wrappers go outside the lock (a last release calls C).
+        withExtendedLifetime(ends.loops) {}
+        return (ends.stream, ends.handler)
     }
 
     /// Whether this box is `ref`'s context (made by Swift for that port).
@@ -633,5 +734,32 @@ private func rlPortInvalidated(_ port: RLPortRef?, _ info: UnsafeMutableRawPoint
     let box = Unmanaged<PortBox>.fromOpaque(info).takeUnretainedValue()
     let (stream, handler) = box.markInvalidated()
     stream?.finish()
-    handler?(RLPort.wrapper(for: port))
+    rlTellInvalidated(handler, { RLPort.wrapper(for: port) })
 }
+
+/// Calls a port's invalidation handler, then what SwiftThreadsFoundation
+/// does (posts `Port.didBecomeInvalidNotification`) if it is linked.
+func rlTellInvalidated(_ handler: (@Sendable (RLPort) -> Void)?, _ wrapper: () -> RLPort) {
+    let hooks = rlFoundationHooks
+    guard handler != nil || hooks != nil else { return }
+    let port = wrapper()
+    handler?(port)
+    hooks?.portDidBecomeInvalid(port)
+}
+
+// MARK: - SwiftThreadsFoundation
+
+/// What SwiftThreadsFoundation adds to ports when it is linked into the
+/// program. SwiftThreads does not depend on Foundation: it finds the
+/// conforming type of that module by its name, at run time.
+@_spi(Foundation)
+public protocol RLFoundationHooksProtocol {
+    /// The port became invalid (after its invalidation handler ran).
+    static func portDidBecomeInvalid(_ port: RLPort)
+}
+
+/// SwiftThreadsFoundation's `RLFoundationHooks` (its mangled name), if the
+/// program has that module. (A metatype of a protocol without requirements
+/// on state: immutable, safe to share.)
+nonisolated(unsafe) let rlFoundationHooks: (any RLFoundationHooksProtocol.Type)? =
+    _typeByName("22SwiftThreadsFoundation17RLFoundationHooksO") as? any RLFoundationHooksProtocol.Type

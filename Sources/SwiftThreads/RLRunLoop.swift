@@ -100,23 +100,46 @@ public final class RLRunLoop: @unchecked Sendable {
 
     /// A run-loop mode name (`RLRunLoopMode`, Foundation's `RunLoop.Mode`).
     /// Modes are compared by their string.
+    ///
+    /// The two predefined modes have Foundation's names, as code written
+    /// for Foundation expects: ``default`` is `"kCFRunLoopDefaultMode"` and
+    /// ``common`` `"kCFRunLoopCommonModes"` — the C library's
+    /// `kRLRunLoopDefaultMode` and `kRLRunLoopCommonModes`, whose names a
+    /// mode made from them takes (`Mode("kRLRunLoopDefaultMode") == .default`).
     public struct Mode: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
         public let rawValue: String
 
-        public init(rawValue: String) { self.rawValue = rawValue }
-        public init(_ rawValue: String) { self.rawValue = rawValue }
+        public init(rawValue: String) { self.rawValue = Mode.foundationName(of: rawValue) }
+        public init(_ rawValue: String) { self.init(rawValue: rawValue) }
 
-        /// `kRLRunLoopDefaultMode`.
-        public static let `default` = Mode(rawValue: String(cString: kRLRunLoopDefaultMode))
-        /// `kRLRunLoopCommonModes`: the pseudo-mode standing for every common
-        /// mode (see ``RLRunLoop/addCommonMode(_:)``). Items may be added to
-        /// it; a loop cannot run in it.
-        public static let common = Mode(rawValue: String(cString: kRLRunLoopCommonModes))
+        /// `kRLRunLoopDefaultMode`, named `"kCFRunLoopDefaultMode"`.
+        public static let `default` = Mode(rawValue: "kCFRunLoopDefaultMode")
+        /// `kRLRunLoopCommonModes`, named `"kCFRunLoopCommonModes"`: the
+        /// pseudo-mode standing for every common mode (see
+        /// ``RLRunLoop/addCommonMode(_:)``). Items may be added to it; a
+        /// loop cannot run in it.
+        public static let common = Mode(rawValue: "kCFRunLoopCommonModes")
 
         public var description: String { rawValue }
 
+        /// The name the C library knows the mode by.
+        var cName: String {
+            switch rawValue {
+            case "kCFRunLoopDefaultMode": return String(cString: kRLRunLoopDefaultMode)
+            case "kCFRunLoopCommonModes": return String(cString: kRLRunLoopCommonModes)
+            default: return rawValue
+            }
+        }
+
+        /// Foundation's name of a predefined mode given its C name.
+        private static func foundationName(of name: String) -> String {
+            if name == String(cString: kRLRunLoopDefaultMode) { return "kCFRunLoopDefaultMode" }
+            if name == String(cString: kRLRunLoopCommonModes) { return "kCFRunLoopCommonModes" }
+            return name
+        }
+
         func withCString<R>(_ body: (UnsafePointer<CChar>) throws -> R) rethrows -> R {
-            try rawValue.withCString(body)
+            try cName.withCString(body)
         }
     }
 
@@ -375,24 +398,50 @@ public final class RLRunLoop: @unchecked Sendable {
 
     // MARK: Ports
 
-    /// Adds `port` to `mode` (Foundation's `add(_:forMode:)` for a `Port`,
-    /// `RLRunLoopAddPort`): its messages are handled on this loop's thread
-    /// when it runs in `mode`. Unlike Foundation, the loop does not keep the
-    /// port alive (see ``RLPort``).
+    /// Adds `port` to `mode` (Foundation's `add(_:forMode:)` for a `Port`):
+    /// as Foundation does, calls the port's
+    /// ``RLPort/schedule(in:forMode:)`` — whose own implementation adds it
+    /// (`RLRunLoopAddPort`), so that its messages are handled on this loop's
+    /// thread when it runs in `mode` — unless the port is in `mode` of this
+    /// loop already. Unlike Foundation, the loop does not keep the port
+    /// alive (see ``RLPort``).
     ///
-    /// - Returns: false (with `RLError.last()`) for an invalid port or mode.
+    /// - Returns: false if `schedule` left an `RLError` (`RLError.last()`):
+    ///   the port's own `schedule` does for an invalid port or mode; true if
+    ///   the port was in `mode` already.
     ///
     /// An ``RLSocketPort`` is added as its listening socket's source: a local
     /// one receives on this loop (and, as in Foundation, listens from then on
     /// until it is invalidated); a remote one receives nothing and is refused.
     @discardableResult
     public func add(_ port: RLPort, forMode mode: Mode) -> Bool {
-        mode.withCString { port.membership(.add, in: ref, mode: $0) }
+        guard port.box.recordScheduled(in: self, mode: mode) else { return true }
+        RLErrorClear()
+        port.schedule(in: self, forMode: mode)
+        guard RLErrorGetLast().code.rawValue == 0 else {
+            port.box.forgetScheduled(in: self, mode: mode)
+            return false
+        }
+        return true
     }
 
+    /// Removes `port` from `mode` (Foundation's `remove(_:forMode:)` for a
+    /// `Port`): calls the port's ``RLPort/remove(from:forMode:)`` if it was
+    /// added to `mode` of this loop; otherwise only makes sure the C loop
+    /// does not have it there (`RLRunLoopRemovePort`): removing a port that
+    /// is not there is harmless (true).
+    ///
+    /// - Returns: false if `remove(from:forMode:)` left an `RLError`, or
+    ///   (with `RLError.last()`) for an invalid mode.
     @discardableResult
     public func remove(_ port: RLPort, forMode mode: Mode) -> Bool {
-        mode.withCString { port.membership(.remove, in: ref, mode: $0) }
+        guard port.box.isScheduled(in: self, mode: mode) else {
+            return mode.withCString { port.membership(.remove, in: ref, mode: $0) }
+        }
+        RLErrorClear()
+        port.remove(from: self, forMode: mode)
+        port.box.forgetScheduled(in: self, mode: mode)
+        return RLErrorGetLast().code.rawValue == 0
     }
 
     public func contains(_ port: RLPort, forMode mode: Mode) -> Bool {

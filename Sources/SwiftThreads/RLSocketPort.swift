@@ -452,5 +452,5 @@ private func rlSocketPortInvalidated(_ port: RLSocketPortRef?, _ info: UnsafeMut
     guard let box else { return }
     let (stream, handler) = box.markInvalidated()
     stream?.finish()
-    handler?(RLSocketPort.socketWrapper(for: port))
+    rlTellInvalidated(handler, { RLSocketPort.socketWrapper(for: port) })
 }

@@ -35,7 +35,8 @@ internal import Musl
 /// ``current``, `Thread.main` → ``main``, `threadDictionary` → the
 /// subscript ``subscript(_:)``, `stackSize` → ``stackSize`` /
 /// ``setStackSize(_:)``, `threadPriority` → ``priority`` /
-/// ``setPriority(_:)``, `Thread.sleep(forTimeInterval:)` →
+/// ``setPriority(_:)``, `qualityOfService` → ``qualityOfService`` (a nice
+/// value: ``RLQualityOfService``), `Thread.sleep(forTimeInterval:)` →
 /// ``sleep(forTimeInterval:)``, `NSThreadWillExitNotification` →
 /// ``addWillExitHandler(_:)``, `NSWillBecomeMultiThreadedNotification` →
 /// ``addWillBecomeMultiThreadedHandler(_:)``, `performSelector…` → the

@@ -89,6 +89,11 @@ public final class RLTimer: @unchecked Sendable {
     /// The next fire date (seconds since 2001). Setting it moves the timer,
     /// earlier or later, from any thread or from inside its own closure.
     /// Reads 0 for an invalidated timer.
+    ///
+    /// Where SwiftThreadsFoundation is imported, `fireDate` is a `Date`, as
+    /// in Foundation; this `RLAbsoluteTime` form is disfavored there (used
+    /// only where the context asks for a number).
+    @_disfavoredOverload
     public var fireDate: RLAbsoluteTime {
         get { RLRunLoopTimerGetNextFireDate(ref) }
         set { RLRunLoopTimerSetNextFireDate(ref, newValue) }

@@ -4,9 +4,17 @@
 // `Date.timeIntervalSinceReferenceDate`, so each overload here converts
 // without arithmetic. Import Foundation, SwiftThreads and this module
 // together: the overloads differ by parameter type (`Date` against
-// `Double`), so no call is ambiguous.
-import Foundation
-public import SwiftThreads
+// `Double`), so no call is ambiguous. A date-typed property is a `Date`
+// here (`timer.fireDate`, as in Foundation): its `RLAbsoluteTime` form in
+// SwiftThreads is `@_disfavoredOverload`, so where both are visible the
+// `Date` one wins unless the context asks for a number, and code that
+// imports only SwiftThreads sees the number alone.
+//
+// Linked into a program, this module also posts
+// `Port.didBecomeInvalidNotification` for every RLPort that becomes
+// invalid (SwiftThreads finds `RLFoundationHooks` by name at run time).
+public import Foundation
+@_spi(Foundation) public import SwiftThreads
 
 // MARK: Conversions
 
@@ -51,11 +59,18 @@ extension RLTimer {
         self.init(fire: date.rlAbsoluteTime, interval: interval, repeats: repeats, block: block)
     }
 
-    /// ``RLTimer/fireDate`` as a `Date` (Foundation's `Timer.fireDate`);
-    /// setting it moves the timer.
+    /// The next fire date as a `Date` (Foundation's `Timer.fireDate`);
+    /// setting it moves the timer, earlier or later, from any thread. An
+    /// invalidated timer reads the reference date (its `RLAbsoluteTime` 0).
+    public var fireDate: Date {
+        get { Date(rlAbsoluteTime: rlFireDate) }
+        set { rlFireDate = newValue.rlAbsoluteTime }
+    }
+
+    /// ``fireDate`` under its earlier name.
     public var fireDateAsDate: Date {
-        get { Date(rlAbsoluteTime: fireDate) }
-        set { fireDate = newValue.rlAbsoluteTime }
+        get { fireDate }
+        set { fireDate = newValue }
     }
 }
 
@@ -105,15 +120,55 @@ extension RLReadWriteLock {
 }
 
 extension RLDistributedLock {
-    /// ``RLDistributedLock/lockDate`` as a `Date` (`NSDistributedLock.lockDate`).
-    public var lockDateAsDate: Date? { lockDate.map(Date.init(rlAbsoluteTime:)) }
+    /// When the current lock file was created, by any holder, as a `Date`
+    /// (`NSDistributedLock.lockDate`); nil when nobody holds the lock.
+    public var lockDate: Date? { rlLockDate.map(Date.init(rlAbsoluteTime:)) }
+
+    /// ``lockDate`` under its earlier name.
+    public var lockDateAsDate: Date? { lockDate }
+}
+
+extension RLDistributedLock.Owner {
+    /// When the holder took the lock, by its clock, as a `Date`.
+    public var lockDate: Date { Date(rlAbsoluteTime: rlLockDate) }
+}
+
+// MARK: Quality of service
+
+extension RLQualityOfService {
+    /// The class of a Foundation `QualityOfService` (same cases).
+    public init(_ qualityOfService: QualityOfService) {
+        switch qualityOfService {
+        case .userInteractive: self = .userInteractive
+        case .userInitiated: self = .userInitiated
+        case .utility: self = .utility
+        case .background: self = .background
+        default: self = .default
+        }
+    }
+}
+
+extension QualityOfService {
+    /// The Foundation value of an ``RLQualityOfService`` (same cases).
+    public init(_ qualityOfService: RLQualityOfService) {
+        switch qualityOfService {
+        case .userInteractive: self = .userInteractive
+        case .userInitiated: self = .userInitiated
+        case .utility: self = .utility
+        case .background: self = .background
+        case .default: self = .default
+        }
+    }
 }
 
 // MARK: Ports
 
 extension RLPort {
     /// ``RLPort/send(before:components:from:reserved:)`` with a `Date`
-    /// (`Port.send(before:components:from:reserved:)`).
+    /// (`Port.send(before:components:from:reserved:)`). Disfavored against
+    /// the `NSMutableArray` form, which takes the same components, so that
+    /// `components: nil` is not ambiguous.
+    @_disfavoredOverload
     public func send(before limitDate: Date, components: [RLPortComponent]?, from receivePort: RLPort?,
                      reserved headerSpaceReserved: Int) -> Bool {
         send(before: limitDate.rlAbsoluteTime, components: components, from: receivePort,
@@ -121,11 +176,86 @@ extension RLPort {
     }
 
     /// ``RLPort/send(before:msgid:components:from:reserved:)`` with a `Date`
-    /// (`Port.send(before:msgid:components:from:reserved:)`).
+    /// (`Port.send(before:msgid:components:from:reserved:)`); disfavored as
+    /// the one above.
+    @_disfavoredOverload
     public func send(before limitDate: Date, msgid msgID: Int, components: [RLPortComponent]?,
                      from receivePort: RLPort?, reserved headerSpaceReserved: Int) -> Bool {
         send(before: limitDate.rlAbsoluteTime, msgid: msgID, components: components, from: receivePort,
              reserved: headerSpaceReserved)
+    }
+}
+
+extension RLPort {
+    /// Foundation's `Port.didBecomeInvalidNotification`: posted (object:
+    /// the port, on the thread that invalidated it, after the port's
+    /// invalidation handler) when an RLPort or RLSocketPort becomes invalid
+    /// — by `invalidate()`, by its last reference going, or for a remote
+    /// socket port by its peer going.
+    public static var didBecomeInvalidNotification: NSNotification.Name { Port.didBecomeInvalidNotification }
+
+    /// `Port.send(before:components:from:reserved:)` with Foundation's
+    /// components: `Data` / `NSData` and ports (`RLPort`, or an
+    /// ``RLPortComponent``).
+    ///
+    /// - Returns: false, with nothing sent and `RLError.last()` cleared, if
+    ///   a component is of another kind; else as
+    ///   ``RLPort/send(before:components:from:reserved:)``.
+    public func send(before limitDate: Date, components: NSMutableArray?, from receivePort: RLPort?,
+                     reserved headerSpaceReserved: Int) -> Bool {
+        send(before: limitDate, msgid: 0, components: components, from: receivePort, reserved: headerSpaceReserved)
+    }
+
+    /// `Port.send(before:msgid:components:from:reserved:)` with
+    /// Foundation's components (see ``send(before:components:from:reserved:)``).
+    public func send(before limitDate: Date, msgid msgID: Int, components: NSMutableArray?,
+                     from receivePort: RLPort?, reserved headerSpaceReserved: Int) -> Bool {
+        guard let parts = RLPortComponent.components(of: components) else { return false }
+        return send(before: limitDate.rlAbsoluteTime, msgid: msgID, components: parts, from: receivePort,
+                    reserved: headerSpaceReserved)
+    }
+}
+
+extension RLPortComponent {
+    /// The components of a Foundation component array; nil for an element
+    /// that is neither data nor a port.
+    static func components(of array: NSArray?) -> [RLPortComponent]? {
+        guard let array else { return [] }
+        var parts: [RLPortComponent] = []
+        for element in array {
+            switch element {
+            case let data as Data: parts.append(.bytes(data))
+            case let data as NSData: parts.append(.bytes(Data(referencing: data)))
+            case let port as RLPort: parts.append(.port(port))
+            case let part as RLPortComponent: parts.append(part)
+            default:
+                // The C library never saw it: no error of its is left to mislead.
+                RLError.clear()
+                return nil
+            }
+        }
+        return parts
+    }
+}
+
+/// A component seen as `AnyHashable` is its `Data` or its port, as the
+/// components of a Foundation `PortMessage` are
+/// (`message.components as? [AnyHashable] == [data as NSData]`).
+extension RLPortComponent: _HasCustomAnyHashableRepresentation {
+    public func _toCustomAnyHashable() -> AnyHashable? {
+        switch self {
+        case .data(let data): return AnyHashable(Data(data))
+        case .port(let port): return AnyHashable(port)
+        }
+    }
+}
+
+/// Found by SwiftThreads at run time (by its mangled name): what this
+/// module adds to ports.
+@_spi(Foundation)
+public enum RLFoundationHooks: RLFoundationHooksProtocol {
+    public static func portDidBecomeInvalid(_ port: RLPort) {
+        NotificationCenter.default.post(name: Port.didBecomeInvalidNotification, object: port)
     }
 }
 

@@ -119,8 +119,11 @@ let testCustomMode = RLRunLoop.Mode("RunLoopTests.custom")
 
 @Suite struct RunLoopTests {
     @Test func modeNamesAndEquality() {
-        #expect(RLRunLoop.Mode.default.rawValue == "kRLRunLoopDefaultMode")
-        #expect(RLRunLoop.Mode.common.rawValue == "kRLRunLoopCommonModes")
+        #expect(RLRunLoop.Mode.default.rawValue == "kCFRunLoopDefaultMode")
+        #expect(RLRunLoop.Mode.common.rawValue == "kCFRunLoopCommonModes")
+        // The C names stand for the same modes.
+        #expect(RLRunLoop.Mode("kRLRunLoopDefaultMode") == .default)
+        #expect(RLRunLoop.Mode(rawValue: "kRLRunLoopCommonModes") == .common)
         #expect(RLRunLoop.Mode("x") == RLRunLoop.Mode(rawValue: "x"))
         #expect(RLRunLoop.Mode("x") != RLRunLoop.Mode("y"))
         #expect(Set([RLRunLoop.Mode("x"), RLRunLoop.Mode("x"), .default]).count == 2)
