@@ -12,7 +12,9 @@
  * serialized by `send_mu`. The receiving side never writes on a
  * connection, so anything readable on it means the peer closed it: each
  * send looks first, so a peer that went away between sends is noticed
- * before a message is written into a dead connection.
+ * before a message is written into a dead connection. A closed (or reset)
+ * connection is never reopened behind the caller's back: the send fails
+ * and the port becomes invalid, as the header says.
  */
 #include "rl_fork.h"
 #include "RLDataInternal.h"
@@ -688,8 +690,9 @@ bool RLSocketPortSendBeforeDate(RLSocketPortRef sp, RLAbsoluteTime limitDate, ui
         sp->pid = getpid();
         pthread_mutex_unlock(&sp->np.mu);
     }
-    if (sp->fd >= 0 && !conn_alive(sp->fd)) { /* the peer closed it since the last send */
-        conn_set(sp, -1);
+    if (sp->fd >= 0 && !conn_alive(sp->fd)) { /* the peer closed or reset it since the last send */
+        free(frame);
+        return peer_gone(sp, kRLErrorInvalidState, __func__, "the peer closed the connection");
     }
     if (sp->fd < 0) {
         int err;

@@ -37,7 +37,11 @@
  * does not say that the handler ran. A remote port whose peer goes away
  * (connection closed or refused) becomes invalid: the send fails, the
  * invalidation callback runs, and a new remote port for that address may be
- * created once the peer is back.
+ * created once the peer is back. That holds also when the peer closes (FIN)
+ * or resets (RST) the connection while its listener stays open: the next
+ * send fails with kRLErrorInvalidState and the port never reconnects on its
+ * own (a receiver that drops a connection, e.g. for a bad frame, so ends
+ * its sender's remote port).
  *
  * Security: none beyond the frame checks. A TCP port accepts any host that
  * can reach it; bind a local port to a loopback address to keep others out.
