@@ -21,8 +21,10 @@
  * "the address this connection came from": the reply reaches the sender by
  * the route the message took, whatever the sender's own idea of its name.
  * Receivers check frames as message ports do: a malformed or oversized
- * frame, or a peer that stalls mid-frame, loses its connection (counted,
- * with the reason, in the port's description) and everyone else is served.
+ * frame, a message with more components than the port takes
+ * (RLSocketPortSetMaxComponents), or a peer that stalls mid-frame, loses
+ * its connection (counted, with the reason, in the port's description) and
+ * everyone else is served.
  *
  * Names: creating a remote port resolves its host with getaddrinfo in the
  * calling thread (its IPv4 addresses are tried first, then its IPv6 ones,
@@ -120,6 +122,24 @@ RL_EXPORT bool RLSocketPortSetInvalidationCallBack(RLSocketPortRef RL_NULLABLE p
 /* The largest message the port accepts (local) or sends (remote), in
  * bytes of frame body (default and maximum 64 MiB, minimum 64). */
 RL_EXPORT bool RLSocketPortSetMessageLimit(RLSocketPortRef RL_NULLABLE port, RLIndex bytes);
+/* The most components (reply port not counted) a message may carry, by
+ * default; and the most a port can be set to take (a frame body of at most
+ * 64 MiB holds at most this many 8-byte component headers, reply port
+ * included). */
+#define RL_SOCKET_PORT_DEFAULT_MAX_COMPONENTS 4096
+#define RL_SOCKET_PORT_MAX_COMPONENTS_LIMIT 8388607
+/* The most components a message may carry: a local port drops the
+ * connection of a sender whose message has more (before its handler sees
+ * any of it; counted, with the reason, in the port's description, and the
+ * sender's remote port fails its next send with kRLErrorInvalidState); a
+ * remote port refuses to send more (kRLErrorInvalidArgument, nothing sent).
+ * count: 0 .. RL_SOCKET_PORT_MAX_COMPONENTS_LIMIT (default
+ * RL_SOCKET_PORT_DEFAULT_MAX_COMPONENTS); it applies to the messages that
+ * arrive from now on, and may be set on an invalid port (to no effect).
+ * Receiving a message costs time linear in its size whatever the limit.
+ * False (error set): kRLErrorInvalidArgument for a count out of range,
+ * kRLErrorInvalidObject for a bad object. */
+RL_EXPORT bool RLSocketPortSetMaxComponents(RLSocketPortRef RL_NULLABLE port, RLIndex count);
 /* Local ports: how long a client may take to finish a message it began
  * (seconds, default 10) before the port drops it. */
 RL_EXPORT bool RLSocketPortSetStallTimeout(RLSocketPortRef RL_NULLABLE local, RLTimeInterval seconds);
