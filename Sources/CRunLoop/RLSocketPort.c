@@ -19,6 +19,7 @@
 #include "rl_fork.h"
 #include "RLDataInternal.h"
 #include "rl_conn.h"
+#include "rl_fuzz.h"
 #include "rl_weak.h"
 
 #include <crunloop/RLFileDescriptor.h>
@@ -464,6 +465,11 @@ static bool admit(void *owner, rl_conn *c, char *why, size_t n) {
 }
 
 static const rl_server_ops sp_server_ops = {admit, dispatch};
+
+/* For the fuzz harness (rl_fuzz.h). */
+bool rl__socket_port_dispatch(RLSocketPortRef local, rl_conn *c, rl_wire_frame *f, const char **why) {
+    return dispatch(local, c, f, why);
+}
 
 /* ---- public: creating ---- */
 
