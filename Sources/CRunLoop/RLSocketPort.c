@@ -404,6 +404,8 @@ static bool dispatch(void *owner, rl_conn *c, rl_wire_frame *f, const char **why
         rl__wire_frame_free(f);
         return false;
     }
+    /* The server refuses such a frame on its header; this catches one that
+     * began before the limit was lowered. */
     uint32_t max = atomic_load_explicit(&sp->max_comps, memory_order_relaxed);
     if (f->h.ncomp - 1 > max) {
         /* The server copies the reason before this thread dispatches again. */
@@ -531,6 +533,7 @@ RLSocketPortRef RLSocketPortCreateLocal(RLAllocatorRef allocator, int family, co
                    NULL;
         return rl__fail_errno(err, __func__, "cannot listen on TCP port %u", tcpPort), NULL;
     }
+    rl__server_set_max_comps(&sp->np.srv, RL_SOCKET_PORT_DEFAULT_MAX_COMPONENTS + 1); /* + the reply port */
     sp->callout = callout;
     rl__netport_set_context(&sp->np, context);
     rl__netport_retain_context(&sp->np);
@@ -599,6 +602,8 @@ bool RLSocketPortSetMaxComponents(RLSocketPortRef sp, RLIndex count) {
         return rl__fail(kRLErrorInvalidArgument, __func__, "component limit %ld is outside [0, %ld]", (long)count,
                         (long)RL_SOCKET_PORT_MAX_COMPONENTS_LIMIT);
     atomic_store_explicit(&sp->max_comps, (uint32_t)count, memory_order_relaxed);
+    if (!sp->remote && sp->np.serving)
+        rl__server_set_max_comps(&sp->np.srv, (uint32_t)count + 1); /* + the reply port */
     return true;
 }
 

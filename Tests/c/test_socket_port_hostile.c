@@ -255,7 +255,7 @@ static void test_over_the_component_cap_is_dropped(void **state) {
     assert_int_equal(b.last_count, 100);
     assert_false(b.bad);
     char *d = RLCopyDescription(local);
-    assert_non_null(strstr(d, "101 components"));
+    assert_non_null(strstr(d, "more components than the receiver accepts"));
     free(d);
     /* the dropped sender sees its connection closed; the other is kept */
     char c;
@@ -270,7 +270,64 @@ static void test_over_the_component_cap_is_dropped(void **state) {
     run_until(dropped_and_served, &w2, 20);
     assert_int_equal(b.n, 2);
     assert_int_equal(b.last_count, 3);
+    /* a frame whose header came in under the cap, lowered before its body
+     * did, is refused whole too */
+    uint8_t *six = many_ports_frame(6, 1000, &len);
+    write_all(good, six, 24);
+    drop_wait header_in = {local, 2, &b, 3};
+    run_until(dropped_and_served, &header_in, 0.3); /* the port reads the header */
+    assert_true(RLSocketPortSetMaxComponents(local, 5));
+    write_all(good, six + 24, len - 24);
+    free(six);
+    drop_wait w3 = {local, 2, &b, 2};
+    run_until(dropped_and_served, &w3, 20);
+    assert_int_equal(dropped_of(local), 2);
+    assert_int_equal(b.n, 2);
+    d = RLCopyDescription(local);
+    assert_non_null(strstr(d, "a message of 6 components exceeds the port's limit of 5"));
+    free(d);
     close(good);
+    stop_serving(local, src);
+}
+
+/* A frame whose header announces more components than the port takes is
+ * refused on its header: the connection is dropped at once, without
+ * waiting for a body of the announced size (here it never comes; the
+ * stall timeout, a minute, would drop it only much later). */
+static void test_over_the_cap_is_refused_on_the_header(void **state) {
+    inbox b = {0};
+    RLRunLoopSourceRef src;
+    RLSocketPortRef local = serving_port(&b, &src);
+    assert_true(RLSocketPortSetStallTimeout(local, 60));
+    assert_true(RLSocketPortSetMaxComponents(local, 10));
+    size_t len;
+    uint8_t *over = many_ports_frame(11, 1000, &len);
+    int fd = raw_connect(RLSocketPortGetPort(local));
+    write_all(fd, over, 24); /* the header only */
+    free(over);
+    drop_wait w = {local, 1, &b, 0};
+    run_until(dropped_and_served, &w, 10);
+    assert_int_equal(dropped_of(local), 1);
+    assert_int_equal(b.n, 0);
+    char *d = RLCopyDescription(local);
+    assert_non_null(strstr(d, "more components than the receiver accepts"));
+    free(d);
+    char c;
+    assert_true(read(fd, &c, 1) <= 0);
+    close(fd);
+    /* a raised cap applies to connections already open */
+    fd = raw_connect(RLSocketPortGetPort(local));
+    drop_wait idle = {local, 1, &b, 0};
+    run_until(dropped_and_served, &idle, 0.3); /* the port takes the connection */
+    assert_true(RLSocketPortSetMaxComponents(local, 11));
+    over = many_ports_frame(11, 1000, &len);
+    write_all(fd, over, len);
+    free(over);
+    drop_wait got = {local, 1, &b, 1};
+    run_until(dropped_and_served, &got, 20);
+    assert_int_equal(b.n, 1);
+    assert_int_equal(b.last_count, 11);
+    close(fd);
     stop_serving(local, src);
 }
 
@@ -382,6 +439,7 @@ int main(void) {
         cmocka_unit_test(test_peer_fin_invalidates_the_remote),
         cmocka_unit_test(test_peer_rst_invalidates_the_remote),
         cmocka_unit_test(test_over_the_component_cap_is_dropped),
+        cmocka_unit_test(test_over_the_cap_is_refused_on_the_header),
         cmocka_unit_test(test_remote_refuses_to_send_over_its_cap),
         cmocka_unit_test(test_default_cap),
         cmocka_unit_test(test_many_components_are_decoded),

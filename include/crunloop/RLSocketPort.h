@@ -129,8 +129,9 @@ RL_EXPORT bool RLSocketPortSetMessageLimit(RLSocketPortRef RL_NULLABLE port, RLI
 #define RL_SOCKET_PORT_DEFAULT_MAX_COMPONENTS 4096
 #define RL_SOCKET_PORT_MAX_COMPONENTS_LIMIT 8388607
 /* The most components a message may carry: a local port drops the
- * connection of a sender whose message has more (before its handler sees
- * any of it; counted, with the reason, in the port's description, and the
+ * connection of a sender whose message has more (on the message's header,
+ * before its body is read; counted, with the reason, in the port's
+ * description, and the
  * sender's remote port fails its next send with kRLErrorInvalidState); a
  * remote port refuses to send more (kRLErrorInvalidArgument, nothing sent).
  * count: 0 .. RL_SOCKET_PORT_MAX_COMPONENTS_LIMIT (default
