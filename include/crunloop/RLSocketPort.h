@@ -131,15 +131,16 @@ RL_EXPORT bool RLSocketPortSetMessageLimit(RLSocketPortRef RL_NULLABLE port, RLI
 /* The most components a message may carry: a local port drops the
  * connection of a sender whose message has more (on the message's header,
  * before its body is read; counted, with the reason, in the port's
- * description, and the
- * sender's remote port fails its next send with kRLErrorInvalidState); a
- * remote port refuses to send more (kRLErrorInvalidArgument, nothing sent).
- * count: 0 .. RL_SOCKET_PORT_MAX_COMPONENTS_LIMIT (default
- * RL_SOCKET_PORT_DEFAULT_MAX_COMPONENTS); it applies to the messages that
- * arrive from now on, and may be set on an invalid port (to no effect).
- * Receiving a message costs time linear in its size whatever the limit.
- * False (error set): kRLErrorInvalidArgument for a count out of range,
- * kRLErrorInvalidObject for a bad object. */
+ * description; the sender's remote port then fails its next send with
+ * kRLErrorInvalidState); a remote port refuses to send more
+ * (kRLErrorInvalidArgument, nothing sent). count: 0 ..
+ * RL_SOCKET_PORT_MAX_COMPONENTS_LIMIT (default
+ * RL_SOCKET_PORT_DEFAULT_MAX_COMPONENTS); it applies from the next message
+ * on, on connections already open too, and may be set on an invalid port
+ * (to no effect). Receiving a message costs time linear in its size
+ * whatever the limit. False (error set): kRLErrorInvalidArgument for a
+ * count out of range or a NULL port, kRLErrorInvalidObject for an object
+ * that is not a live socket port. */
 RL_EXPORT bool RLSocketPortSetMaxComponents(RLSocketPortRef RL_NULLABLE port, RLIndex count);
 /* Local ports: how long a client may take to finish a message it began
  * (seconds, default 10) before the port drops it. */
