@@ -21,6 +21,7 @@
 #include "rl_fork.h"
 #include "RLDataInternal.h"
 #include "rl_conn.h"
+#include "rl_fuzz.h"
 #include "rl_weak.h"
 
 #include <crunloop/RLFileDescriptor.h>
@@ -849,4 +850,9 @@ static void fork_child(void) {
 /* Takes this file's place in the lock order held across fork() (rl_fork.h). */
 __attribute__((constructor)) static void fork_register(void) {
     rl__fork_register(RL_FORK_MSGPORT, fork_prepare, fork_parent, fork_child);
+}
+
+/* For the fuzz harness (rl_fuzz.h). */
+bool rl__message_port_dispatch(RLMessagePortRef local, rl_conn *c, rl_wire_frame *f, const char **why) {
+    return dispatch(local, c, f, why);
 }

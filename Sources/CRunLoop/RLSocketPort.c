@@ -12,11 +12,14 @@
  * serialized by `send_mu`. The receiving side never writes on a
  * connection, so anything readable on it means the peer closed it: each
  * send looks first, so a peer that went away between sends is noticed
- * before a message is written into a dead connection.
+ * before a message is written into a dead connection. A closed (or reset)
+ * connection is never reopened behind the caller's back: the send fails
+ * and the port becomes invalid, as the header says.
  */
 #include "rl_fork.h"
 #include "RLDataInternal.h"
 #include "rl_conn.h"
+#include "rl_fuzz.h"
 #include "rl_weak.h"
 
 #include <crunloop/RLFileDescriptor.h>
@@ -33,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 enum { RL_SP_MAX_ADDRS = 8, RL_SP_TEXT = INET6_ADDRSTRLEN + 16 };
@@ -53,13 +57,27 @@ struct RLSocketPort {
     int fd; /* changed with send_mu and np.mu held (conn_set): invalidate shuts it down under np.mu */
     char host[256]; /* as given, for descriptions */
     pid_t pid; /* whose connection fd is (np.mu): a fork's child does not use or cut its parent's */
+    /* most components a message may carry (the reply port not counted):
+     * received (local) or sent (remote) */
+    _Atomic uint32_t max_comps;
+    struct RLSocketPort *reg_next; /* in its registry bucket (g_reg.mu) */
 };
 RL__NETPORT_CHECK(struct RLSocketPort);
 _Static_assert(sizeof(RLSocketPortContext) == sizeof(rl_netport_context), "context layouts differ");
 
-/* ---- the process's remote ports by address ---- */
+/* ---- the process's remote ports by address ----
+ *
+ * A hash table keyed by a port's first address, with a per-process random
+ * seed: a message may carry tens of thousands of ports, each looked up and
+ * later removed, so each step must cost the same however many ports the
+ * process holds (a list made one large message cost quadratic time). */
 
-static rl_netport_registry g_reg = {PTHREAD_MUTEX_INITIALIZER, NULL};
+static struct {
+    pthread_mutex_t mu;
+    struct RLSocketPort **buckets;
+    size_t nbuckets, count;
+    uint64_t seed;
+} g_reg = {PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0, 0};
 
 static bool same_addr(const struct sockaddr_storage *a, const struct sockaddr_storage *b) {
     if (a->ss_family != b->ss_family)
@@ -73,19 +91,97 @@ static bool same_addr(const struct sockaddr_storage *a, const struct sockaddr_st
            memcmp(&x->sin6_addr, &y->sin6_addr, sizeof x->sin6_addr) == 0;
 }
 
+static uint64_t mix(uint64_t h, const void *p, size_t n) {
+    const uint8_t *b = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* The bucket of an address (what same_addr compares, seeded). */
+static size_t addr_bucket(const struct sockaddr_storage *a) {
+    uint64_t h = mix(g_reg.seed, &a->ss_family, sizeof a->ss_family);
+    if (a->ss_family == AF_INET) {
+        const struct sockaddr_in *x = (const void *)a;
+        h = mix(h, &x->sin_port, sizeof x->sin_port);
+        h = mix(h, &x->sin_addr, sizeof x->sin_addr);
+    } else {
+        const struct sockaddr_in6 *x = (const void *)a;
+        h = mix(h, &x->sin6_port, sizeof x->sin6_port);
+        h = mix(h, &x->sin6_addr, sizeof x->sin6_addr);
+        h = mix(h, &x->sin6_scope_id, sizeof x->sin6_scope_id);
+    }
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    return (size_t)(h & (g_reg.nbuckets - 1));
+}
+
 static struct RLSocketPort *reg_find_locked(const struct sockaddr_storage *a) {
-    for (rl_netport *np = g_reg.head; np; np = np->reg_next) {
-        struct RLSocketPort *p = rl__netport_object(np);
+    if (!g_reg.nbuckets)
+        return NULL;
+    for (struct RLSocketPort *p = g_reg.buckets[addr_bucket(a)]; p; p = p->reg_next) {
         /* order: the registry's lock, then a port's */
         if (!same_addr(&p->addrs[0], a))
             continue;
-        pthread_mutex_lock(&np->mu);
-        bool mine = p->pid == getpid() && np->valid;
-        pthread_mutex_unlock(&np->mu);
+        pthread_mutex_lock(&p->np.mu);
+        bool mine = p->pid == getpid() && p->np.valid;
+        pthread_mutex_unlock(&p->np.mu);
         if (mine)
             return p;
     }
     return NULL;
+}
+
+/* Room for one more (doubling: amortized constant). False if memory is short. */
+static bool reg_grow_locked(void) {
+    if (g_reg.count < g_reg.nbuckets)
+        return true;
+    size_t n = g_reg.nbuckets ? 2 * g_reg.nbuckets : 64;
+    struct RLSocketPort **nb = calloc(n, sizeof *nb);
+    if (!nb)
+        return g_reg.nbuckets > 0; /* longer chains, still correct */
+    if (!g_reg.nbuckets) {
+        uint64_t seed;
+        if (getrandom(&seed, sizeof seed, GRND_NONBLOCK) != (ssize_t)sizeof seed)
+            seed = (uint64_t)(uintptr_t)nb ^ (uint64_t)getpid() << 32;
+        g_reg.seed = seed | 1;
+    }
+    struct RLSocketPort **old = g_reg.buckets;
+    size_t oldn = g_reg.nbuckets;
+    g_reg.buckets = nb;
+    g_reg.nbuckets = n;
+    for (size_t i = 0; i < oldn; i++)
+        for (struct RLSocketPort *p = old[i], *next; p; p = next) {
+            next = p->reg_next;
+            size_t b = addr_bucket(&p->addrs[0]);
+            p->reg_next = nb[b];
+            nb[b] = p;
+        }
+    free(old);
+    return true;
+}
+
+static bool reg_add_locked(struct RLSocketPort *sp) {
+    if (!reg_grow_locked())
+        return false;
+    size_t b = addr_bucket(&sp->addrs[0]);
+    sp->reg_next = g_reg.buckets[b];
+    g_reg.buckets[b] = sp;
+    g_reg.count++;
+    return true;
+}
+
+static void reg_remove(struct RLSocketPort *sp) {
+    pthread_mutex_lock(&g_reg.mu);
+    if (g_reg.nbuckets)
+        for (struct RLSocketPort **pp = &g_reg.buckets[addr_bucket(&sp->addrs[0])]; *pp; pp = &(*pp)->reg_next)
+            if (*pp == sp) {
+                *pp = sp->reg_next;
+                g_reg.count--;
+                break;
+            }
+    pthread_mutex_unlock(&g_reg.mu);
 }
 
 /* ---- addresses as text ---- */
@@ -186,6 +282,7 @@ static struct RLSocketPort *sp_new(bool remote, const char *fn) {
     sp->remote = remote;
     sp->fd = -1;
     sp->pid = getpid();
+    atomic_init(&sp->max_comps, RL_SOCKET_PORT_DEFAULT_MAX_COMPONENTS);
     if (!rl__netport_init(&sp->np, sp)) {
         RLRelease(sp); /* not valid yet: nothing to tear down */
         rl__fail(kRLErrorNoMemory, fn, "out of memory");
@@ -196,17 +293,19 @@ static struct RLSocketPort *sp_new(bool remote, const char *fn) {
 
 /* The process's remote port for sp's first address, or sp itself (now
  * registered). Consumes sp when an existing one is returned. */
-static struct RLSocketPort *reg_add_or_find(struct RLSocketPort *sp) {
+static struct RLSocketPort *reg_add_or_find(struct RLSocketPort *sp, const char *fn) {
     pthread_mutex_lock(&g_reg.mu);
     struct RLSocketPort *old = reg_find_locked(&sp->addrs[0]);
-    if (old) {
-        RLRetain(old);
+    if (old || !reg_add_locked(sp)) {
+        if (old)
+            RLRetain(old);
         pthread_mutex_unlock(&g_reg.mu);
         sp->np.valid = false; /* never connected: nothing to tear down */
         RLRelease(sp);
+        if (!old)
+            rl__fail(kRLErrorNoMemory, fn, "out of memory");
         return old;
     }
-    rl__registry_add_locked(&g_reg, &sp->np);
     pthread_mutex_unlock(&g_reg.mu);
     return sp;
 }
@@ -226,6 +325,27 @@ static void body_release(void *p) {
         free(b->bytes);
         free(b);
     }
+}
+
+/* A numeric IPv4 or IPv6 address (no scope: those go to getaddrinfo) as
+ * sp's one address, with no system call; false if host is not one. */
+static bool numeric_addr(struct RLSocketPort *sp, const char *host, uint16_t port) {
+    memset(&sp->addrs[0], 0, sizeof sp->addrs[0]);
+    struct sockaddr_in *in = (void *)&sp->addrs[0];
+    struct sockaddr_in6 *in6 = (void *)&sp->addrs[0];
+    if (inet_pton(AF_INET, host, &in->sin_addr) == 1) {
+        in->sin_family = AF_INET;
+        in->sin_port = htons(port);
+        sp->addrlens[0] = sizeof *in;
+    } else if (inet_pton(AF_INET6, host, &in6->sin6_addr) == 1) {
+        in6->sin6_family = AF_INET6;
+        in6->sin6_port = htons(port);
+        sp->addrlens[0] = sizeof *in6;
+    } else {
+        return false;
+    }
+    sp->naddrs = 1;
+    return true;
 }
 
 /* A port component ("host:port", "[v6]:port", "*:port") as a remote port;
@@ -262,12 +382,12 @@ static RLSocketPortRef decode_port(const rl_wire_comp *comp, const rl_conn *c) {
         return NULL;
     snprintf(sp->host, sizeof sp->host, "%s", host);
     /* Numeric only: a run loop never waits for DNS. */
-    if (resolve(sp, host, (uint16_t)port, AI_NUMERICHOST) != 0) {
+    if (!numeric_addr(sp, host, (uint16_t)port) && resolve(sp, host, (uint16_t)port, AI_NUMERICHOST) != 0) {
         sp->np.valid = false;
         RLRelease(sp);
         return NULL;
     }
-    return reg_add_or_find(sp);
+    return reg_add_or_find(sp, "RLSocketPort");
 }
 
 static void release_all(RLTypeRef *objs, uint32_t n) {
@@ -281,6 +401,17 @@ static bool dispatch(void *owner, rl_conn *c, rl_wire_frame *f, const char **why
     struct RLSocketPort *sp = owner;
     if (f->h.kind != RL_WIRE_ONEWAY || f->h.ncomp == 0 || f->comps[0].type != RL_WIRE_PORT) {
         *why = "unexpected frame for a socket port";
+        rl__wire_frame_free(f);
+        return false;
+    }
+    /* The server refuses such a frame on its header; this catches one that
+     * began before the limit was lowered. */
+    uint32_t max = atomic_load_explicit(&sp->max_comps, memory_order_relaxed);
+    if (f->h.ncomp - 1 > max) {
+        /* The server copies the reason before this thread dispatches again. */
+        static _Thread_local char text[96];
+        snprintf(text, sizeof text, "a message of %u components exceeds the port's limit of %u", f->h.ncomp - 1, max);
+        *why = text;
         rl__wire_frame_free(f);
         return false;
     }
@@ -336,6 +467,11 @@ static bool admit(void *owner, rl_conn *c, char *why, size_t n) {
 }
 
 static const rl_server_ops sp_server_ops = {admit, dispatch};
+
+/* For the fuzz harness (rl_fuzz.h). */
+bool rl__socket_port_dispatch(RLSocketPortRef local, rl_conn *c, rl_wire_frame *f, const char **why) {
+    return dispatch(local, c, f, why);
+}
 
 /* ---- public: creating ---- */
 
@@ -397,6 +533,7 @@ RLSocketPortRef RLSocketPortCreateLocal(RLAllocatorRef allocator, int family, co
                    NULL;
         return rl__fail_errno(err, __func__, "cannot listen on TCP port %u", tcpPort), NULL;
     }
+    rl__server_set_max_comps(&sp->np.srv, RL_SOCKET_PORT_DEFAULT_MAX_COMPONENTS + 1); /* + the reply port */
     sp->callout = callout;
     rl__netport_set_context(&sp->np, context);
     rl__netport_retain_context(&sp->np);
@@ -420,7 +557,7 @@ RLSocketPortRef RLSocketPortCreateRemote(RLAllocatorRef allocator, const char *h
         RLRelease(sp);
         return rl__fail(kRLErrorNotFound, __func__, "cannot resolve \"%s\": %s", host, gai_strerror(r)), NULL;
     }
-    return reg_add_or_find(sp);
+    return reg_add_or_find(sp, __func__);
 }
 
 /* ---- public: state ---- */
@@ -458,6 +595,18 @@ bool RLSocketPortSetMessageLimit(RLSocketPortRef sp, RLIndex bytes) {
     return sp_ok(sp, __func__) && rl__netport_set_limit(&sp->np, bytes, __func__);
 }
 
+bool RLSocketPortSetMaxComponents(RLSocketPortRef sp, RLIndex count) {
+    if (!sp_ok(sp, __func__))
+        return false;
+    if (count < 0 || count > RL_SOCKET_PORT_MAX_COMPONENTS_LIMIT)
+        return rl__fail(kRLErrorInvalidArgument, __func__, "component limit %ld is outside [0, %ld]", (long)count,
+                        (long)RL_SOCKET_PORT_MAX_COMPONENTS_LIMIT);
+    atomic_store_explicit(&sp->max_comps, (uint32_t)count, memory_order_relaxed);
+    if (!sp->remote && sp->np.serving)
+        rl__server_set_max_comps(&sp->np.srv, (uint32_t)count + 1); /* + the reply port */
+    return true;
+}
+
 bool RLSocketPortSetStallTimeout(RLSocketPortRef sp, RLTimeInterval seconds) {
     return sp_ok(sp, __func__) && rl__netport_set_stall(&sp->np, sp->remote, seconds, __func__);
 }
@@ -491,7 +640,7 @@ static void invalidate(struct RLSocketPort *sp) {
         shutdown(sp->fd, SHUT_RDWR);
     pthread_mutex_unlock(&sp->np.mu);
     if (sp->remote)
-        rl__registry_remove(&g_reg, &sp->np);
+        reg_remove(sp);
     RLSocketPortInvalidationCallBack cb = (RLSocketPortInvalidationCallBack)rl__netport_finish_invalidate(&sp->np);
     if (cb)
         cb(sp, sp->np.ctx.info);
@@ -628,6 +777,10 @@ bool RLSocketPortSendBeforeDate(RLSocketPortRef sp, RLAbsoluteTime limitDate, ui
         return rl__fail(kRLErrorInvalidArgument, __func__, "component count %ld out of range", (long)count);
     if (count > 0 && !components)
         return rl__fail(kRLErrorInvalidArgument, __func__, "NULL components with count %ld", (long)count);
+    uint32_t max = atomic_load_explicit(&sp->max_comps, memory_order_relaxed);
+    if ((uint64_t)count > max)
+        return rl__fail(kRLErrorInvalidArgument, __func__, "%ld components exceed the port's limit of %u", (long)count,
+                        max);
     if (replyPort && !sp_ok(replyPort, __func__))
         return false;
     for (RLIndex i = 0; i < count; i++)
@@ -688,8 +841,9 @@ bool RLSocketPortSendBeforeDate(RLSocketPortRef sp, RLAbsoluteTime limitDate, ui
         sp->pid = getpid();
         pthread_mutex_unlock(&sp->np.mu);
     }
-    if (sp->fd >= 0 && !conn_alive(sp->fd)) { /* the peer closed it since the last send */
-        conn_set(sp, -1);
+    if (sp->fd >= 0 && !conn_alive(sp->fd)) { /* the peer closed or reset it since the last send */
+        free(frame);
+        return peer_gone(sp, kRLErrorInvalidState, __func__, "the peer closed the connection");
     }
     if (sp->fd < 0) {
         int err;

@@ -307,6 +307,7 @@ static void accept_clients(rl_server *s, int lfd) {
             continue;
         }
         rl__wire_reader_init(&c->rd, s->limit);
+        atomic_store_explicit(&c->rd.max_comps, s->max_comps, memory_order_relaxed);
         struct epoll_event ev = {.events = EPOLLIN | EPOLLONESHOT, .data.ptr = c};
         if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
             pthread_mutex_unlock(&s->mu);
@@ -528,6 +529,14 @@ void rl__server_set_limit(rl_server *s, uint32_t limit) {
     /* Frames already begun keep the limit they were checked against. */
     for (rl_conn *c = s->conns; c; c = c->next)
         c->rd.max_body = limit;
+    pthread_mutex_unlock(&s->mu);
+}
+
+void rl__server_set_max_comps(rl_server *s, uint32_t max) {
+    pthread_mutex_lock(&s->mu);
+    s->max_comps = max;
+    for (rl_conn *c = s->conns; c; c = c->next)
+        atomic_store_explicit(&c->rd.max_comps, max, memory_order_relaxed);
     pthread_mutex_unlock(&s->mu);
 }
 

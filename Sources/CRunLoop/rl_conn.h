@@ -63,6 +63,7 @@ typedef struct rl_server {
     double stall;     /* seconds a client may take to finish a frame */
     bool stall_armed; /* tfd is set */
     uint32_t limit;   /* largest frame body accepted */
+    uint32_t max_comps; /* most components a frame may have (0: no limit but the body's) */
     rl_conn *conns;
     rl_conn *listeners; /* extra listening sockets (rl__server_add_listener) */
     size_t dropped;      /* connections dropped for bad frames or refusals */
@@ -100,6 +101,9 @@ RL__HIDDEN void rl__server_close(rl_server *s);
 RL__HIDDEN void rl__server_destroy(rl_server *s);
 RL__HIDDEN void rl__server_set_limit(rl_server *s, uint32_t limit);
 RL__HIDDEN void rl__server_set_stall(rl_server *s, double seconds);
+/* Frames with more components are refused on their header (0: no limit);
+ * applies to every connection, from its next frame on. */
+RL__HIDDEN void rl__server_set_max_comps(rl_server *s, uint32_t max);
 /* Connections dropped so far; the last reason goes into why (n bytes). */
 RL__HIDDEN size_t rl__server_dropped(rl_server *s, char *why, size_t n);
 

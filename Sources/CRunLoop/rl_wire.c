@@ -28,6 +28,7 @@ const char *rl__wire_error_text(rl_wire_error e) {
     case RL_WIRE_SHORT_BODY: return "components run past the end of the body";
     case RL_WIRE_LONG_BODY: return "bytes left over after the last component";
     case RL_WIRE_NO_MEMORY: return "out of memory for the frame";
+    case RL_WIRE_COMPONENT_LIMIT: return "more components than the receiver accepts";
     }
     return "unknown frame error";
 }
@@ -135,6 +136,10 @@ static rl_wire_error header_done(rl_wire_reader *r, bool *done) {
     rl_wire_error e = rl__wire_parse_header(r->hdr, r->max_body, &r->h);
     if (e)
         return e;
+    /* Refused before anything is allocated or read for the body. */
+    uint32_t max_comps = atomic_load_explicit(&r->max_comps, memory_order_relaxed);
+    if (max_comps && r->h.ncomp > max_comps)
+        return RL_WIRE_COMPONENT_LIMIT;
     /* malloc(0) may return NULL: keep one byte so a NULL always means failure. */
     r->body = r->h.bodylen ? malloc(r->h.bodylen) : calloc(1, 1);
     r->comps = malloc((r->h.ncomp ? r->h.ncomp : 1) * sizeof *r->comps);

@@ -22,7 +22,8 @@
  *
  * A receiver checks everything before it trusts anything: the magic, the
  * version, the flags, the kind, bodylen against its limit, ncomp against
- * what bodylen can hold, and that the components fill the body exactly. A
+ * what bodylen can hold (and against the reader's component limit, if it
+ * has one), and that the components fill the body exactly. A
  * frame that fails is refused whole, with a reason; the connection it came
  * on is then dropped (a stream cannot resynchronize).
  *
@@ -84,6 +85,7 @@ typedef enum rl_wire_error {
     RL_WIRE_SHORT_BODY,
     RL_WIRE_LONG_BODY,
     RL_WIRE_NO_MEMORY,
+    RL_WIRE_COMPONENT_LIMIT,
 } rl_wire_error;
 
 RL__HIDDEN const char *rl__wire_error_text(rl_wire_error e);
@@ -110,6 +112,9 @@ enum { RL_WIRE_AHEAD = 1024 };
 
 typedef struct rl_wire_reader {
     uint32_t max_body;
+    /* most components a frame may have (0: as many as its body holds);
+     * atomic: a port's setter may change it while a loop reads */
+    _Atomic uint32_t max_comps;
     uint8_t hdr[RL_WIRE_HEADER];
     size_t got;        /* bytes of the current frame so far (header, then body) */
     rl_wire_header h;  /* valid once the header is complete */
@@ -133,6 +138,8 @@ typedef struct rl_wire_frame {
     rl_wire_comp *comps;
 } rl_wire_frame;
 
+/* A reader with no component limit (set r->max_comps for one: it applies
+ * from the next header on). */
 RL__HIDDEN void rl__wire_reader_init(rl_wire_reader *r, uint32_t max_body);
 RL__HIDDEN void rl__wire_reader_free(rl_wire_reader *r);
 /* Where the next bytes of the stream go, and how many are wanted (> 0). */

@@ -153,9 +153,36 @@ static void test_malformed_frames_are_refused(void **state) {
     expect_refused(RL_WIRE_HEADER + 2, 1, 1, 1024, RL_WIRE_BAD_COMPONENT);
 }
 
+/* A reader with a component limit refuses a header over it, before the
+ * body is allocated or read; one at the limit is read whole. */
+static void test_component_limit(void **state) {
+    rl_wire_comp c[] = {{RL_WIRE_PORT, 0, NULL}, {RL_WIRE_DATA, 2, (const uint8_t *)"ab"}, {RL_WIRE_DATA, 0, NULL}};
+    uint8_t *bytes;
+    size_t len = encode(&bytes, RL_WIRE_ONEWAY, 1, 0, c, 3);
+    rl_wire_reader r;
+    rl__wire_reader_init(&r, 1024);
+    atomic_store(&r.max_comps, 2);
+    rl_wire_frame f;
+    size_t used;
+    bool complete;
+    assert_int_equal(feed(&r, bytes, len, 0, &used, &complete, &f), RL_WIRE_COMPONENT_LIMIT);
+    assert_false(complete);
+    assert_int_equal(used, RL_WIRE_HEADER); /* nothing of the body */
+    assert_null(r.body);
+    rl__wire_reader_free(&r);
+    rl__wire_reader_init(&r, 1024);
+    atomic_store(&r.max_comps, 3);
+    assert_int_equal(feed(&r, bytes, len, 0, &used, &complete, &f), RL_WIRE_OK);
+    assert_true(complete);
+    assert_int_equal(f.h.ncomp, 3);
+    rl__wire_frame_free(&f);
+    rl__wire_reader_free(&r);
+    free(bytes);
+}
+
 static void test_error_texts_are_distinct(void **state) {
-    for (int a = RL_WIRE_OK; a <= RL_WIRE_NO_MEMORY; a++)
-        for (int b = a + 1; b <= RL_WIRE_NO_MEMORY; b++)
+    for (int a = RL_WIRE_OK; a <= RL_WIRE_COMPONENT_LIMIT; a++)
+        for (int b = a + 1; b <= RL_WIRE_COMPONENT_LIMIT; b++)
             assert_string_not_equal(rl__wire_error_text((rl_wire_error)a), rl__wire_error_text((rl_wire_error)b));
     assert_string_equal(rl__wire_error_text((rl_wire_error)999), "unknown frame error");
 }
@@ -165,6 +192,7 @@ int main(void) {
         cmocka_unit_test(test_round_trip_in_any_read_sizes),
         cmocka_unit_test(test_frames_back_to_back_and_empty_bodies),
         cmocka_unit_test(test_malformed_frames_are_refused),
+        cmocka_unit_test(test_component_limit),
         cmocka_unit_test(test_error_texts_are_distinct),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -5,7 +5,6 @@
  * Properties checked: the reader never reads or writes out of bounds (ASan),
  * never accepts a frame whose components do not fill its body, and every
  * frame it accepts re-encodes to exactly the bytes it was read from.
- * fuzz-sources: Sources/CRunLoop/rl_wire.c
  */
 #include "rl_wire.h"
 

@@ -21,8 +21,10 @@
  * "the address this connection came from": the reply reaches the sender by
  * the route the message took, whatever the sender's own idea of its name.
  * Receivers check frames as message ports do: a malformed or oversized
- * frame, or a peer that stalls mid-frame, loses its connection (counted,
- * with the reason, in the port's description) and everyone else is served.
+ * frame, a message with more components than the port takes
+ * (RLSocketPortSetMaxComponents), or a peer that stalls mid-frame, loses
+ * its connection (counted, with the reason, in the port's description) and
+ * everyone else is served.
  *
  * Names: creating a remote port resolves its host with getaddrinfo in the
  * calling thread (its IPv4 addresses are tried first, then its IPv6 ones,
@@ -37,7 +39,11 @@
  * does not say that the handler ran. A remote port whose peer goes away
  * (connection closed or refused) becomes invalid: the send fails, the
  * invalidation callback runs, and a new remote port for that address may be
- * created once the peer is back.
+ * created once the peer is back. That holds also when the peer closes (FIN)
+ * or resets (RST) the connection while its listener stays open: the next
+ * send fails with kRLErrorInvalidState and the port never reconnects on its
+ * own (a receiver that drops a connection, e.g. for a bad frame, so ends
+ * its sender's remote port).
  *
  * Security: none beyond the frame checks. A TCP port accepts any host that
  * can reach it; bind a local port to a loopback address to keep others out.
@@ -116,6 +122,26 @@ RL_EXPORT bool RLSocketPortSetInvalidationCallBack(RLSocketPortRef RL_NULLABLE p
 /* The largest message the port accepts (local) or sends (remote), in
  * bytes of frame body (default and maximum 64 MiB, minimum 64). */
 RL_EXPORT bool RLSocketPortSetMessageLimit(RLSocketPortRef RL_NULLABLE port, RLIndex bytes);
+/* The most components (reply port not counted) a message may carry, by
+ * default; and the most a port can be set to take (a frame body of at most
+ * 64 MiB holds at most this many 8-byte component headers, reply port
+ * included). */
+#define RL_SOCKET_PORT_DEFAULT_MAX_COMPONENTS 4096
+#define RL_SOCKET_PORT_MAX_COMPONENTS_LIMIT 8388607
+/* The most components a message may carry: a local port drops the
+ * connection of a sender whose message has more (on the message's header,
+ * before its body is read; counted, with the reason, in the port's
+ * description; the sender's remote port then fails its next send with
+ * kRLErrorInvalidState); a remote port refuses to send more
+ * (kRLErrorInvalidArgument, nothing sent). count: 0 ..
+ * RL_SOCKET_PORT_MAX_COMPONENTS_LIMIT (default
+ * RL_SOCKET_PORT_DEFAULT_MAX_COMPONENTS); it applies from the next message
+ * on, on connections already open too, and may be set on an invalid port
+ * (to no effect). Receiving a message costs time linear in its size
+ * whatever the limit. False (error set): kRLErrorInvalidArgument for a
+ * count out of range or a NULL port, kRLErrorInvalidObject for an object
+ * that is not a live socket port. */
+RL_EXPORT bool RLSocketPortSetMaxComponents(RLSocketPortRef RL_NULLABLE port, RLIndex count);
 /* Local ports: how long a client may take to finish a message it began
  * (seconds, default 10) before the port drops it. */
 RL_EXPORT bool RLSocketPortSetStallTimeout(RLSocketPortRef RL_NULLABLE local, RLTimeInterval seconds);
