@@ -67,7 +67,8 @@ static rl_netport_registry g_reg = {PTHREAD_MUTEX_INITIALIZER, NULL};
 static struct RLMessagePort *reg_find_locked(const char *name, bool remote) {
     for (rl_netport *np = g_reg.head; np; np = np->reg_next) {
         struct RLMessagePort *p = rl__netport_object(np);
-        if (p->remote == remote && p->pid == getpid() && strcmp(p->name, name) == 0 && rl__netport_is_valid(np))
+        if (p->remote == remote && p->pid == getpid() && p->name && strcmp(p->name, name) == 0 &&
+            rl__netport_is_valid(np))
             return p;
     }
     return NULL;
@@ -101,6 +102,9 @@ static socklen_t name_address(const char *name, struct sockaddr_un *a) {
     return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
 }
 
+/* What messages call the port: its name, or "(anonymous)". */
+static const char *label(const struct RLMessagePort *mp) { return mp->name ? mp->name : "(anonymous)"; }
+
 static bool peer_creds(int fd, struct ucred *uc) {
     socklen_t len = sizeof *uc;
     return getsockopt(fd, SOL_SOCKET, SO_PEERCRED, uc, &len) == 0;
@@ -124,8 +128,9 @@ static char *mp_describe(const void *obj) {
     size_t dropped = rl__netport_dropped(&mp->np, why, sizeof why);
     pthread_mutex_lock(&mp->np.mu);
     char *s = NULL;
-    int r = asprintf(&s, "<RLMessagePort %p>{%s \"%s\"%s, dropped %zu connection(s)%s%s}", obj,
-                     mp->remote ? "remote" : "local", mp->name, mp->np.valid ? "" : ", invalid", dropped,
+    int r = asprintf(&s, "<RLMessagePort %p>{%s %s%s%s%s, dropped %zu connection(s)%s%s}", obj,
+                     mp->remote ? "remote" : "local", mp->name ? "\"" : "", label(mp), mp->name ? "\"" : "",
+                     mp->np.valid ? "" : ", invalid", dropped,
                      dropped ? ", last: " : "", dropped ? why : "");
     pthread_mutex_unlock(&mp->np.mu);
     return r < 0 ? NULL : s;
@@ -146,8 +151,8 @@ static struct RLMessagePort *mp_new(const char *name, bool remote, const char *f
     mp->cfd = mp->watch_fd = -1;
     mp->pid = getpid();
     rl__wire_reader_init(&mp->rd, RL_WIRE_MAX_BODY);
-    mp->name = strdup(name);
-    if (!rl__netport_init(&mp->np, mp) || !mp->name) {
+    mp->name = name ? strdup(name) : NULL;
+    if (!rl__netport_init(&mp->np, mp) || (name && !mp->name)) {
         RLRelease(mp); /* not valid yet: nothing to tear down */
         rl__fail(kRLErrorNoMemory, fn, "out of memory");
         return NULL;
@@ -260,16 +265,32 @@ static int listen_as(const char *name) {
     return lfd;
 }
 
+/* A listening socket with a name the kernel picks (autobind): an
+ * anonymous port is never looked up by it, only by the names the name
+ * server gives it. Or -errno. */
+static int listen_anonymous(void) {
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    int lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (lfd < 0)
+        return -errno;
+    if (bind(lfd, (struct sockaddr *)&a, sizeof(sa_family_t)) < 0 || listen(lfd, SOMAXCONN) < 0) {
+        int err = errno;
+        close(lfd);
+        return -err;
+    }
+    return lfd;
+}
+
 RLMessagePortRef RLMessagePortCreateLocal(RLAllocatorRef allocator, const char *name, RLMessagePortCallBack callout,
                                           const RLMessagePortContext *context, bool *shouldFreeInfo) {
     if (shouldFreeInfo)
         *shouldFreeInfo = true;
-    if (!name_ok(name, __func__))
+    if (name && !name_ok(name, __func__)) /* NULL: an anonymous port, as CF */
         return NULL;
     if (!rl__netport_check_context(context, __func__))
         return NULL;
     pthread_mutex_lock(&g_reg.mu);
-    struct RLMessagePort *old = reg_find_locked(name, false);
+    struct RLMessagePort *old = name ? reg_find_locked(name, false) : NULL;
     if (old) { /* as CF: the process's port of that name, retained */
         RLRetain(old);
         pthread_mutex_unlock(&g_reg.mu);
@@ -280,7 +301,7 @@ RLMessagePortRef RLMessagePortCreateLocal(RLAllocatorRef allocator, const char *
         pthread_mutex_unlock(&g_reg.mu);
         return NULL;
     }
-    int lfd = listen_as(name);
+    int lfd = name ? listen_as(name) : listen_anonymous();
     int err = lfd < 0 ? -lfd : rl__netport_listen(&mp->np, lfd, &mp_server_ops, mp);
     if (err) {
         pthread_mutex_unlock(&g_reg.mu);
@@ -289,7 +310,7 @@ RLMessagePortRef RLMessagePortCreateLocal(RLAllocatorRef allocator, const char *
         if (err == EADDRINUSE)
             return rl__fail(kRLErrorExists, __func__, "the name \"%s\" is taken by another process's port", name),
                    NULL;
-        return rl__fail_errno(err, __func__, "cannot listen as \"%s\"", name), NULL;
+        return rl__fail_errno(err, __func__, "cannot listen as \"%s\"", name ? name : "(anonymous)"), NULL;
     }
     mp->callout = callout;
     rl__netport_set_context(&mp->np, context);
@@ -413,14 +434,14 @@ bool RLMessagePortNameServerRegisterPort(RLMessagePortRef mp, const char *name) 
         return false;
     if (mp->remote)
         return rl__fail(kRLErrorInvalidState, __func__, "\"%s\" is a remote port: only a local port can be registered",
-                        mp->name);
+                        label(mp));
     pthread_mutex_lock(&g_alias_mu);
     if (!rl__netport_is_valid(&mp->np)) {
         pthread_mutex_unlock(&g_alias_mu);
-        return rl__fail(kRLErrorInvalidObject, __func__, "the port \"%s\" is invalid", mp->name);
+        return rl__fail(kRLErrorInvalidObject, __func__, "the port %s is invalid", label(mp));
     }
     rl_mp_alias *old = *alias_find_locked(name);
-    if (strcmp(name, mp->name) == 0 || (old && old->port == mp)) {
+    if ((mp->name && strcmp(name, mp->name) == 0) || (old && old->port == mp)) {
         pthread_mutex_unlock(&g_alias_mu);
         return true; /* registered already */
     }
@@ -545,6 +566,14 @@ static void invalidate(struct RLMessagePort *mp) {
     pthread_mutex_unlock(&mp->send_mu);
     if (cb)
         cb(mp, mp->np.ctx.info);
+    /* As CF: the info is released here, after the callback, once (the
+     * port's finalizer finds nothing left to release). */
+    pthread_mutex_lock(&mp->np.mu);
+    void (*release)(const void *) = mp->np.ctx.release;
+    mp->np.ctx.release = NULL;
+    pthread_mutex_unlock(&mp->np.mu);
+    if (release)
+        release(mp->np.ctx.info);
     rl__netport_end_invalidate(&mp->np);
 }
 
@@ -658,7 +687,7 @@ int32_t RLMessagePortSendRequest(RLMessagePortRef mp, int32_t msgid, RLDataRef d
     if (!mp_ok(mp, __func__))
         return kRLMessagePortIsInvalid;
     if (!mp->remote) {
-        rl__fail(kRLErrorInvalidState, __func__, "\"%s\" is a local port: send through a remote port", mp->name);
+        rl__fail(kRLErrorInvalidState, __func__, "\"%s\" is a local port: send through a remote port", label(mp));
         return kRLMessagePortIsInvalid;
     }
     if (data && !rl__is_data(data)) {
@@ -752,11 +781,14 @@ int32_t RLMessagePortSendRequest(RLMessagePortRef mp, int32_t msgid, RLDataRef d
                 rl__wire_frame_free(&f);
                 continue;
             }
+            /* As CF: a callout's NULL arrives as empty data. */
             RLDataRef reply = NULL;
             if (f.h.ncomp == 1) {
                 reply = rl__data_slice(f.comps[0].bytes, f.comps[0].len, f.body, NULL, release_owner);
                 if (reply)
                     f.body = NULL;
+            } else if (returnData) {
+                reply = RLDataCreate(NULL, NULL, 0);
             }
             rl__wire_frame_free(&f);
             pthread_mutex_unlock(&mp->send_mu);

@@ -65,7 +65,8 @@ typedef struct RLMessagePortContext {
 
 /* Answers one request on the local port's run-loop thread. `data` is valid
  * for the call (retain it to keep it). Return the reply (Create rule: the
- * port releases it after sending) or NULL for an empty reply. */
+ * port releases it after sending) or NULL for an empty reply (the sender
+ * gets empty data, as with CF). */
 typedef RLDataRef RL_NULLABLE (*RLMessagePortCallBack)(RLMessagePortRef local, int32_t msgid,
                                                        RLDataRef RL_NULLABLE data, void *RL_NULLABLE info);
 /* Called once when the port becomes invalid (by RLMessagePortInvalidate,
@@ -81,7 +82,14 @@ typedef bool (*RLMessagePortAccessPolicy)(RLMessagePortRef local, uid_t uid, gid
  * (kRLErrorExists), invalid, or the socket fails. *shouldFreeInfo (may be
  * NULL) is set true when the call failed and the context's info was not
  * kept: the caller then frees it, as with CF. The context's retain is
- * called on success. */
+ * called on success, its release once, when the port is invalidated (by
+ * RLMessagePortInvalidate or the last release), after the invalidation
+ * callback.
+ * A NULL name makes an anonymous port, as CF: a new one each time, with no
+ * name (RLMessagePortGetName is NULL), so no remote port finds it; it can
+ * be scheduled and invalidated, and RLMessagePortNameServerRegisterPort
+ * gives it names under which its source then serves requests (where CF
+ * has CFMessagePortSetName). */
 RL_EXPORT RLMessagePortRef RL_NULLABLE RLMessagePortCreateLocal(RLAllocatorRef RL_NULLABLE allocator,
                                                                 const char *RL_NULLABLE name,
                                                                 RLMessagePortCallBack RL_NULLABLE callout,
@@ -95,13 +103,15 @@ RL_EXPORT RLMessagePortRef RL_NULLABLE RLMessagePortCreateRemote(RLAllocatorRef 
                                                                  const char *RL_NULLABLE name);
 
 RL_EXPORT bool RLMessagePortIsRemote(RLMessagePortRef RL_NULLABLE port);
-/* The port's name (valid while the caller holds the port), or NULL. */
+/* The port's name (valid while the caller holds the port), or NULL (an
+ * anonymous port, or a bad object: error set). */
 RL_EXPORT const char *RL_NULLABLE RLMessagePortGetName(RLMessagePortRef RL_NULLABLE port);
 RL_EXPORT bool RLMessagePortGetContext(RLMessagePortRef RL_NULLABLE port, RLMessagePortContext *RL_NULLABLE context);
 RL_EXPORT bool RLMessagePortIsValid(RLMessagePortRef RL_NULLABLE port);
 /* Closes the port: a local port stops listening (its name is free at once)
  * and drops its clients; a remote port disconnects. Calls the invalidation
- * callback once. Idempotent; false only for a bad object. */
+ * callback once, then the context's release. Idempotent; false only for a
+ * bad object. */
 RL_EXPORT bool RLMessagePortInvalidate(RLMessagePortRef RL_NULLABLE port);
 RL_EXPORT RLMessagePortInvalidationCallBack RL_NULLABLE
 RLMessagePortGetInvalidationCallBack(RLMessagePortRef RL_NULLABLE port);
@@ -128,9 +138,9 @@ RL_EXPORT bool RLMessagePortSetStallTimeout(RLMessagePortRef RL_NULLABLE local, 
  * bounds the send, rcvTimeout the wait for the reply (seconds; <= 0: do not
  * wait — as CF, a request whose reply is not waited for still goes out).
  * With replyMode NULL the message is one-way. On success with replyMode,
- * *returnData (may be NULL to ignore it) gets the reply (Create rule; NULL
- * for an empty reply). Returns a kRLMessagePort* code; an error other than
- * Success also leaves the thread's error. */
+ * *returnData (may be NULL to ignore it) gets the reply (Create rule; empty
+ * data when the callout returned NULL, as CF). Returns a kRLMessagePort*
+ * code; an error other than Success also leaves the thread's error. */
 RL_EXPORT int32_t RLMessagePortSendRequest(RLMessagePortRef RL_NULLABLE remote, int32_t msgid,
                                            RLDataRef RL_NULLABLE data, RLTimeInterval sendTimeout,
                                            RLTimeInterval rcvTimeout, RLRunLoopMode RL_NULLABLE replyMode,
