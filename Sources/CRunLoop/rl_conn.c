@@ -402,7 +402,11 @@ static void serve_conn(rl_server *s, rl_conn *c, uint32_t events) {
             if (!s->stall_armed)
                 arm_stall_locked(s, c->frame_since + s->stall);
         }
-        rearm(s, c->fd, c, c->out ? EPOLLIN | EPOLLOUT : EPOLLIN);
+        /* Replies still queued: no more requests from this client until
+         * it reads them. Only writability brings it back (a hang-up is
+         * always reported), so a client that sends on and never reads
+         * leaves the loop idle instead of waking it for its input. */
+        rearm(s, c->fd, c, c->out ? EPOLLOUT : EPOLLIN);
     }
     pthread_mutex_unlock(&s->mu);
 }
