@@ -250,19 +250,58 @@ static const rl_server_ops mp_server_ops = {admit, dispatch};
 
 /* ---- public: creating ---- */
 
-/* A listening socket under `name`, or -errno (EADDRINUSE: taken). */
-static int listen_as(const char *name) {
-    struct sockaddr_un a;
-    socklen_t alen = name_address(name, &a);
+static int try_listen(const struct sockaddr_un *a, socklen_t alen) {
     int lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (lfd < 0)
         return -errno;
-    if (bind(lfd, (struct sockaddr *)&a, alen) < 0 || listen(lfd, SOMAXCONN) < 0) {
+    if (bind(lfd, (const struct sockaddr *)a, alen) < 0 || listen(lfd, SOMAXCONN) < 0) {
         int err = errno;
         close(lfd);
         return -err;
     }
     return lfd;
+}
+
+/* Whether the socket bound to the address refuses connections: an
+ * invalidated port's listener (shut down) that a process forked before the
+ * invalidation still holds, or a socket that is bound but not listening. */
+static bool address_refuses(const struct sockaddr_un *a, socklen_t alen) {
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return false;
+    int r;
+    while ((r = connect(fd, (const struct sockaddr *)a, alen)) < 0 && errno == EINTR)
+        ;
+    bool refused = r < 0 && errno == ECONNREFUSED;
+    close(fd);
+    return refused;
+}
+
+/* How long a create waits for a dead name to be let go of (seconds). */
+#define RL_MP_DEAD_NAME_WAIT 2.0
+
+/* A listening socket under `name`, or -errno (EADDRINUSE: taken).
+ *
+ * A child forked while the port was valid has a copy of its listening
+ * socket until its atfork handler closes it (fork_child), which it does
+ * before anything else, but only once the scheduler runs it; invalidation
+ * shuts the socket down, so that copy accepts nothing meanwhile. A name
+ * held only by such a dead socket is waited for, briefly. */
+static int listen_as(const char *name) {
+    struct sockaddr_un a;
+    socklen_t alen = name_address(name, &a);
+    double give_up = 0;
+    for (;;) {
+        int lfd = try_listen(&a, alen);
+        if (lfd != -EADDRINUSE || !address_refuses(&a, alen))
+            return lfd;
+        double now = RLMonotonicTimeGetCurrent();
+        if (give_up == 0)
+            give_up = now + RL_MP_DEAD_NAME_WAIT;
+        else if (now >= give_up)
+            return lfd;
+        usleep(2000);
+    }
 }
 
 /* A listening socket with a name the kernel picks (autobind): an
@@ -814,6 +853,14 @@ static void fork_parent(void) {
     pthread_mutex_unlock(&g_reg.mu);
 }
 static void fork_child(void) {
+    /* The child lets go of its parent's names at once, even if it never
+     * calls the library again: else a child that merely lives on (holding
+     * the listening sockets) would keep a name its parent invalidated
+     * alive and taken. Its copies of the ports learn that their names are
+     * not theirs (pid) and never listen again. */
+    for (rl_netport *np = g_reg.head; np; np = np->reg_next)
+        if (np->serving)
+            rl__server_drop_listeners_in_child(&np->srv);
     pthread_mutex_unlock(&g_alias_mu);
     pthread_mutex_unlock(&g_reg.mu);
 }

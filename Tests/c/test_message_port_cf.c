@@ -642,8 +642,8 @@ int main(void) {
         /* PENDING cmocka_unit_test(test_two_threads_request_each_other), */
         /* PENDING cmocka_unit_test(test_two_processes_request_each_other), */
         cmocka_unit_test(test_hostile_client_leaves_the_loop_idle),
-        /* PENDING cmocka_unit_test(test_fork_child_does_not_keep_the_name), */
-        /* PENDING cmocka_unit_test(test_raw_clone_child_cannot_revive_a_dead_name), */
+        cmocka_unit_test(test_fork_child_does_not_keep_the_name),
+        cmocka_unit_test(test_raw_clone_child_cannot_revive_a_dead_name),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -111,7 +111,13 @@ RL_EXPORT bool RLMessagePortIsValid(RLMessagePortRef RL_NULLABLE port);
 /* Closes the port: a local port stops listening (its name is free at once)
  * and drops its clients; a remote port disconnects. Calls the invalidation
  * callback once, then the context's release. Idempotent; false only for a
- * bad object. */
+ * bad object.
+ * fork(): a child lets go of its parent's listening sockets as it starts
+ * (atfork), whatever it does next, and an invalidated port's socket is
+ * shut down, so a dead name never accepts a connection, in any process. A
+ * create of the name waits (up to 2 s) for a child that has not run yet;
+ * a child made without fork()'s handlers (a raw clone) keeps the name
+ * taken, though dead, until it exits. */
 RL_EXPORT bool RLMessagePortInvalidate(RLMessagePortRef RL_NULLABLE port);
 RL_EXPORT RLMessagePortInvalidationCallBack RL_NULLABLE
 RLMessagePortGetInvalidationCallBack(RLMessagePortRef RL_NULLABLE port);
