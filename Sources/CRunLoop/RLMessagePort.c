@@ -30,6 +30,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,6 +56,14 @@ struct RLMessagePort {
     rl_wire_reader rd;
     int watch_fd; /* the silent connection of the invalidation callback, or -1 */
     RLFileDescriptorRef watch;
+    /* Waiting for a reply in the caller's run loop (replyMode): cfd as a
+     * source, made at the first such wait, in the loop only during one;
+     * send_mu guards them. */
+    RLFileDescriptorRef reply_fd;
+    RLRunLoopSourceRef reply_src;
+    _Atomic bool reply_ready; /* set by reply_fd's callout on the waiting thread */
+    bool waiting;             /* np.mu: a sender runs its loop for a reply ... */
+    pthread_t waiter;         /* ... on this thread */
     pid_t pid; /* the process that made it: a fork's child does not find its parent's ports */
 };
 RL__NETPORT_CHECK(struct RLMessagePort);
@@ -580,10 +589,32 @@ bool RLMessagePortSetStallTimeout(RLMessagePortRef mp, RLTimeInterval seconds) {
 
 /* Tears the port down; calls the invalidation callback once (outside the
  * lock). Safe from any thread, and from the port's own callouts. */
+/* The connection goes (send_mu held): its reply source first. */
+static void drop_connection_locked(struct RLMessagePort *mp) {
+    if (mp->reply_fd) {
+        RLFileDescriptorInvalidate(mp->reply_fd); /* out of every loop */
+        RLRelease(mp->reply_fd);
+        RLRelease(mp->reply_src);
+        mp->reply_fd = NULL;
+        mp->reply_src = NULL;
+    }
+    /* Changed under both locks: invalidate reads it under np.mu alone. */
+    pthread_mutex_lock(&mp->np.mu);
+    int fd = mp->cfd;
+    mp->cfd = -1;
+    pthread_mutex_unlock(&mp->np.mu);
+    if (fd >= 0)
+        close(fd);
+}
+
 static void invalidate(struct RLMessagePort *mp) {
     if (!rl__netport_begin_invalidate(&mp->np))
         return;
     pthread_mutex_lock(&mp->np.mu);
+    /* Called from code that a sender's wait for its reply runs on this
+     * thread (its send_mu is held below us): that sender drops the
+     * connection when its wait ends, as it sees the port invalid. */
+    bool nested = mp->waiting && pthread_equal(mp->waiter, pthread_self());
     RLFileDescriptorRef watch = mp->watch;
     mp->watch = NULL;
     /* A sender waiting on it wakes up (it is closed with send_mu held);
@@ -598,11 +629,11 @@ static void invalidate(struct RLMessagePort *mp) {
         RLFileDescriptorInvalidate(watch);
         RLRelease(watch);
     }
-    pthread_mutex_lock(&mp->send_mu);
-    if (mp->cfd >= 0)
-        close(mp->cfd);
-    mp->cfd = -1;
-    pthread_mutex_unlock(&mp->send_mu);
+    if (!nested) {
+        pthread_mutex_lock(&mp->send_mu);
+        drop_connection_locked(mp);
+        pthread_mutex_unlock(&mp->send_mu);
+    }
     if (cb)
         cb(mp, mp->np.ctx.info);
     /* As CF: the info is released here, after the callback, once (the
@@ -710,6 +741,7 @@ RLRunLoopSourceRef RLMessagePortCreateRunLoopSource(RLAllocatorRef allocator, RL
 /* The send failed half-way or the connection broke: the stream cannot be
  * trusted any more, so the port becomes invalid. */
 static int32_t broke(struct RLMessagePort *mp, int32_t code, const char *fn, const char *why) {
+    drop_connection_locked(mp); /* also when the port was invalidated while we waited */
     pthread_mutex_unlock(&mp->send_mu);
     RLRetain(mp);
     invalidate(mp);
@@ -717,6 +749,75 @@ static int32_t broke(struct RLMessagePort *mp, int32_t code, const char *fn, con
     rl__fail(code == kRLMessagePortSendTimeout ? kRLErrorTimedOut : kRLErrorInvalidState, fn,
              "port \"%s\": %s", mp->name, why);
     return code;
+}
+
+static void reply_readable(RLFileDescriptorRef f, RLOptionFlags types, void *info) {
+    struct RLMessagePort *mp = info; /* alive: its sender waits for this */
+    atomic_store_explicit(&mp->reply_ready, true, memory_order_relaxed);
+}
+
+enum { WAIT_READY, WAIT_TIMEOUT, WAIT_INVALID, WAIT_POLL };
+
+/* Runs the calling thread's loop `rl` in `mode` until the connection is
+ * readable, the deadline passes or the port is invalidated (send_mu held).
+ * As CF: sources, timers and ports of the mode are served meanwhile, so two
+ * threads or processes that ask each other in that mode both get their
+ * answers. WAIT_POLL: the loop cannot watch the connection, wait without. */
+static int wait_in_loop(struct RLMessagePort *mp, RLRunLoopRef rl, RLRunLoopMode mode, double deadline) {
+    if (!mp->reply_fd) {
+        RLFileDescriptorContext ctx = {0, mp, NULL, NULL, NULL};
+        mp->reply_fd = RLFileDescriptorCreate(NULL, mp->cfd, false, reply_readable, &ctx);
+        mp->reply_src = mp->reply_fd ? RLFileDescriptorCreateRunLoopSource(NULL, mp->reply_fd, -100) : NULL;
+        if (!mp->reply_src) {
+            if (mp->reply_fd) {
+                RLFileDescriptorInvalidate(mp->reply_fd);
+                RLRelease(mp->reply_fd);
+                mp->reply_fd = NULL;
+            }
+            return WAIT_POLL;
+        }
+    }
+    atomic_store_explicit(&mp->reply_ready, false, memory_order_relaxed);
+    if (!RLRunLoopAddSource(rl, mp->reply_src, mode) ||
+        !RLFileDescriptorEnableCallBacks(mp->reply_fd, kRLFileDescriptorReadCallBack)) {
+        RLRunLoopRemoveSource(rl, mp->reply_src, mode);
+        return WAIT_POLL;
+    }
+    pthread_mutex_lock(&mp->np.mu);
+    mp->waiting = true; /* never nested: send_mu is ours */
+    mp->waiter = pthread_self();
+    pthread_mutex_unlock(&mp->np.mu);
+    int res;
+    for (;;) {
+        if (atomic_load_explicit(&mp->reply_ready, memory_order_relaxed)) {
+            res = WAIT_READY;
+            break;
+        }
+        if (!rl__netport_is_valid(&mp->np)) {
+            res = WAIT_INVALID;
+            break;
+        }
+        double left = deadline - RLMonotonicTimeGetCurrent();
+        if (!(left > 0)) {
+            res = WAIT_TIMEOUT;
+            break;
+        }
+        /* Stopped (RLRunLoopStop) or a source handled: look and go on. */
+        if (RLRunLoopRunInMode(mode, left, true) == kRLRunLoopRunFinished &&
+            !atomic_load_explicit(&mp->reply_ready, memory_order_relaxed) && rl__netport_is_valid(&mp->np)) {
+            res = WAIT_POLL; /* the source left the mode behind our back */
+            break;
+        }
+    }
+    pthread_mutex_lock(&mp->np.mu);
+    mp->waiting = false;
+    pthread_mutex_unlock(&mp->np.mu);
+    if (mp->reply_fd) {
+        if (res != WAIT_READY)
+            RLFileDescriptorDisableCallBacks(mp->reply_fd, kRLFileDescriptorReadCallBack);
+        RLRunLoopRemoveSource(rl, mp->reply_src, mode);
+    }
+    return res;
 }
 
 int32_t RLMessagePortSendRequest(RLMessagePortRef mp, int32_t msgid, RLDataRef data, RLTimeInterval sendTimeout,
@@ -747,12 +848,25 @@ int32_t RLMessagePortSendRequest(RLMessagePortRef mp, int32_t msgid, RLDataRef d
         rl__fail(kRLErrorInvalidArgument, __func__, "%zu bytes exceed the port's limit of %u", len, limit);
         return kRLMessagePortTransportError;
     }
+    /* What the loop runs while this thread waits for a reply on this port
+     * cannot send on it: one request at a time, and this one is ours. */
+    pthread_mutex_lock(&mp->np.mu);
+    bool nested = mp->waiting && pthread_equal(mp->waiter, pthread_self());
+    pthread_mutex_unlock(&mp->np.mu);
+    if (nested) {
+        rl__fail(kRLErrorInvalidState, __func__,
+                 "port \"%s\": this thread waits for a reply on it already (a request from what its loop runs meanwhile)",
+                 mp->name);
+        return kRLMessagePortTransportError;
+    }
     /* Wait for our turn no longer than the send may take. */
     int lr = rl__lock_until(&mp->send_mu, send_deadline);
     if (lr) {
         rl__fail(kRLErrorTimedOut, __func__, "port \"%s\": another request is still in flight", mp->name);
         return kRLMessagePortSendTimeout;
     }
+    if (mp->cfd >= 0 && !rl__netport_is_valid(&mp->np))
+        drop_connection_locked(mp); /* invalidated by what a wait of ours ran */
     if (mp->cfd < 0) {
         pthread_mutex_unlock(&mp->send_mu);
         rl__fail(kRLErrorInvalidObject, __func__, "port \"%s\" is invalid", mp->name);
@@ -792,10 +906,33 @@ int32_t RLMessagePortSendRequest(RLMessagePortRef mp, int32_t msgid, RLDataRef d
         rl__fail(kRLErrorTimedOut, __func__, "port \"%s\": no time to wait for the reply", mp->name);
         return kRLMessagePortReceiveTimeout;
     }
+    /* As CF, the caller's loop runs in replyMode while the reply is
+     * awaited, if that mode has anything to run; else the connection
+     * alone is waited on, which is the same but cheaper. */
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    bool in_loop = rl && !RLRunLoopIsFinished(rl, replyMode);
     for (;;) {
         /* Wait for the fd unless a reply was read ahead already: right
          * after the send a read would only say EAGAIN. */
-        if (!rl__read_pending(&mp->rd)) {
+        if (!rl__read_pending(&mp->rd) && in_loop) {
+            int w = wait_in_loop(mp, rl, replyMode, rcv_deadline);
+            if (w == WAIT_POLL) {
+                in_loop = false;
+                continue;
+            }
+            if (w == WAIT_TIMEOUT) {
+                pthread_mutex_unlock(&mp->send_mu);
+                rl__fail(kRLErrorTimedOut, __func__, "port \"%s\": no reply in time", mp->name);
+                return kRLMessagePortReceiveTimeout;
+            }
+            if (w == WAIT_INVALID) { /* invalidated while we waited (perhaps by what the loop ran) */
+                drop_connection_locked(mp);
+                pthread_mutex_unlock(&mp->send_mu);
+                rl__fail(kRLErrorInvalidState, __func__, "port \"%s\" was invalidated while waiting for the reply",
+                         mp->name);
+                return kRLMessagePortBecameInvalidError;
+            }
+        } else if (!rl__read_pending(&mp->rd)) {
             struct pollfd p = {mp->cfd, POLLIN, 0};
             int pr = poll(&p, 1, rl__ms_left(rcv_deadline));
             if (pr == 0) {

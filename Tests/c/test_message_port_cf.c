@@ -348,6 +348,7 @@ static void test_reply_wait_honours_timeout_and_sleeps(void **state) {
     RLRunLoopObserverRef o = RLRunLoopObserverCreate(NULL, kRLRunLoopAfterWaiting, true, 0, count_wakeup, &octx);
     RLRunLoopMode mode = "test.wait.mode";
     RLRunLoopAddObserver(RLRunLoopGetCurrent(), o, mode);
+    RLRunLoopSourceRef keep = rl_test_keep_mode(mode); /* the loop is run, not just the connection waited on */
     double t0 = rl_test_now();
     RLDataRef out = (RLDataRef)1;
     assert_int_equal(RLMessagePortSendRequest(r, MSG_SLOW, NULL, 5, 0.3, mode, &out), kRLMessagePortReceiveTimeout);
@@ -364,10 +365,97 @@ static void test_reply_wait_honours_timeout_and_sleeps(void **state) {
     assert_data_is(out, "after");
     RLRelease(out);
     RLRelease(in);
+    assert_true(RLRunLoopContainsSource(RLRunLoopGetCurrent(), keep, mode));
+    rl_test_unkeep(keep);
     RLRunLoopObserverInvalidate(o);
     RLRelease(o);
     RLMessagePortInvalidate(r);
     RLRelease(r);
+    server_stop(&s);
+}
+
+/* What the loop runs while a request waits may invalidate the remote port
+ * (the request ends at once, BecameInvalid) but not send on it (refused at
+ * once: it is busy with this thread's request). */
+typedef struct nested_ctx {
+    RLMessagePortRef remote;
+    int32_t nested_rc;
+    RLErrorCode nested_err;
+    bool invalidate;
+} nested_ctx;
+
+static void nested_timer(RLRunLoopTimerRef t, void *info) {
+    nested_ctx *n = info;
+    if (n->invalidate) {
+        RLMessagePortInvalidate(n->remote);
+        return;
+    }
+    n->nested_rc = RLMessagePortSendRequest(n->remote, MSG_ECHO, NULL, 1, 1, "test.nested.mode", NULL);
+    n->nested_err = RLErrorGetLast().code;
+}
+
+static void test_reply_wait_and_what_its_loop_runs(void **state) {
+    server s;
+    server_start(&s, "nested", false);
+    s.info.slow = 0.5;
+    for (int inv = 0; inv < 2; inv++) {
+        RLMessagePortRef r = RLMessagePortCreateRemote(NULL, s.name);
+        assert_non_null(r);
+        nested_ctx n = {r, 99, kRLErrorNone, inv == 1};
+        RLRunLoopTimerContext tctx = {0, &n, NULL, NULL, NULL};
+        RLRunLoopTimerRef t = RLRunLoopTimerCreate(NULL, RLAbsoluteTimeGetCurrent() + 0.05, 0, 0, 0, nested_timer, &tctx);
+        RLRunLoopAddTimer(RLRunLoopGetCurrent(), t, "test.nested.mode");
+        double t0 = rl_test_now();
+        RLDataRef out = NULL;
+        int32_t rc = RLMessagePortSendRequest(r, MSG_SLOW, NULL, 5, 5, "test.nested.mode", &out);
+        if (inv) {
+            assert_int_equal(rc, kRLMessagePortBecameInvalidError);
+            assert_null(out);
+            assert_true(rl_test_now() - t0 < 0.45); /* did not wait for the reply */
+            assert_false(RLMessagePortIsValid(r));
+            assert_int_equal(RLMessagePortSendRequest(r, MSG_ECHO, NULL, 1, 1, NULL, NULL), kRLMessagePortIsInvalid);
+        } else {
+            assert_int_equal(rc, kRLMessagePortSuccess);
+            assert_data_is(out, "late");
+            RLRelease(out);
+            assert_int_equal(n.nested_rc, kRLMessagePortTransportError);
+            assert_int_equal(n.nested_err, kRLErrorInvalidState);
+        }
+        RLRunLoopTimerInvalidate(t);
+        RLRelease(t);
+        RLMessagePortInvalidate(r);
+        RLRelease(r);
+        usleep(600000); /* the slow callout is done: the next remote is a new one */
+    }
+    server_stop(&s);
+}
+
+/* Another thread invalidates the remote port while its request waits in the
+ * loop: the request ends BecameInvalid, soon. */
+static void *invalidate_later(void *arg) {
+    usleep(100000);
+    RLMessagePortInvalidate(arg);
+    return NULL;
+}
+
+static void test_reply_wait_ends_when_another_thread_invalidates(void **state) {
+    server s;
+    server_start(&s, "othinv", false);
+    s.info.slow = 1.0;
+    RLMessagePortRef r = RLMessagePortCreateRemote(NULL, s.name);
+    assert_non_null(r);
+    RLRunLoopSourceRef keep = rl_test_keep_mode("test.inv.mode");
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, invalidate_later, r), 0);
+    double t0 = rl_test_now();
+    assert_int_equal(RLMessagePortSendRequest(r, MSG_SLOW, NULL, 5, 5, "test.inv.mode", NULL),
+                     kRLMessagePortBecameInvalidError);
+    assert_true(rl_test_now() - t0 < 0.9);
+    pthread_join(th, NULL);
+    assert_false(RLMessagePortIsValid(r));
+    rl_test_unkeep(keep);
+    RLRelease(r);
+    usleep(1000000);
     server_stop(&s);
 }
 
@@ -630,17 +718,18 @@ static void test_raw_clone_child_cannot_revive_a_dead_name(void **state) {
     assert_int_equal(waitpid((pid_t)child, &status, 0), (pid_t)child);
 }
 
-#pragma GCC diagnostic ignored "-Wunused-function" /* PENDING */
 int main(void) {
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_anonymous_local_port),
         cmocka_unit_test(test_invalidate_releases_info_once),
         cmocka_unit_test(test_null_reply_is_empty_data),
-        /* PENDING cmocka_unit_test(test_reply_mode_serves_timers), */
-        /* PENDING cmocka_unit_test(test_reply_wait_honours_timeout_and_sleeps), */
-        /* PENDING cmocka_unit_test(test_two_threads_request_each_other), */
-        /* PENDING cmocka_unit_test(test_two_processes_request_each_other), */
+        cmocka_unit_test(test_reply_mode_serves_timers),
+        cmocka_unit_test(test_reply_wait_honours_timeout_and_sleeps),
+        cmocka_unit_test(test_reply_wait_and_what_its_loop_runs),
+        cmocka_unit_test(test_reply_wait_ends_when_another_thread_invalidates),
+        cmocka_unit_test(test_two_threads_request_each_other),
+        cmocka_unit_test(test_two_processes_request_each_other),
         cmocka_unit_test(test_hostile_client_leaves_the_loop_idle),
         cmocka_unit_test(test_fork_child_does_not_keep_the_name),
         cmocka_unit_test(test_raw_clone_child_cannot_revive_a_dead_name),
