@@ -23,9 +23,17 @@
  * and the port keeps serving everyone else.
  *
  * Differences from CFMessagePort on Darwin, where CF's defines behaviour:
- *   - While SendRequest waits for a reply it does not run the caller's run
- *     loop (Darwin runs it in replyMode): it waits on the connection only.
- *     replyMode only says whether a reply is wanted (NULL: one-way).
+ *   - While SendRequest waits for a reply it runs the caller's run loop in
+ *     replyMode, as Darwin, but only if that mode has a source, timer or
+ *     perform request when the wait begins (else it waits on the
+ *     connection alone, which serves nothing either way, at less cost).
+ *     What the loop runs meanwhile may not send on the same remote port
+ *     (refused at once: kRLMessagePortTransportError, kRLErrorInvalidState;
+ *     Darwin lets such requests interleave).
+ *   - A local port answers a client's requests one after another and reads
+ *     no more of them while its replies wait to be written (the client is
+ *     not reading): the loop then watches that client only for room to
+ *     write, and serves everyone else.
  *   - A remote port notices that its local port went away when it next
  *     sends, or, once it has an invalidation callback, from the run loop
  *     of the thread that set the callback (common modes).
@@ -143,7 +151,11 @@ RL_EXPORT bool RLMessagePortSetStallTimeout(RLMessagePortRef RL_NULLABLE local, 
 /* Sends `data` (may be NULL) with `msgid` to the remote port. sendTimeout
  * bounds the send, rcvTimeout the wait for the reply (seconds; <= 0: do not
  * wait — as CF, a request whose reply is not waited for still goes out).
- * With replyMode NULL the message is one-way. On success with replyMode,
+ * With replyMode NULL the message is one-way; otherwise the calling
+ * thread's run loop runs in replyMode until the reply comes, the timeout
+ * passes or the port is invalidated (kRLMessagePortBecameInvalidError), so
+ * its timers, sources and local ports in that mode are served meanwhile
+ * (see the differences above). On success with replyMode,
  * *returnData (may be NULL to ignore it) gets the reply (Create rule; empty
  * data when the callout returned NULL, as CF). Returns a kRLMessagePort*
  * code; an error other than Success also leaves the thread's error. */
