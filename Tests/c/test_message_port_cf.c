@@ -324,6 +324,18 @@ static void test_reply_mode_serves_timers(void **state) {
     RLRelease(out);
     assert_true(in_mode >= 2); /* fired while the request waited */
     assert_int_equal(other, 0); /* another mode is not run */
+    /* a reply that comes in many pieces, each awaited in the loop */
+    size_t n = 4 << 20;
+    uint8_t *b = malloc(n);
+    for (size_t i = 0; i < n; i++)
+        b[i] = (uint8_t)(i * 13);
+    RLDataRef big = RLDataCreate(NULL, b, (RLIndex)n);
+    assert_int_equal(RLMessagePortSendRequest(r, MSG_ECHO, big, 5, 10, mode, &out), kRLMessagePortSuccess);
+    assert_int_equal(RLDataGetLength(out), n);
+    assert_memory_equal(RLDataGetBytePtr(out), b, n);
+    RLRelease(out);
+    RLRelease(big);
+    free(b);
     /* a request without replyMode runs nothing */
     int before = in_mode;
     assert_int_equal(RLMessagePortSendRequest(r, MSG_SLOW, NULL, 5, 0, NULL, NULL), kRLMessagePortSuccess);
