@@ -48,7 +48,7 @@ static void assert_data_is(RLDataRef d, const char *want) {
  * (MSG_ASK_BACK) and how long MSG_SLOW takes. */
 typedef struct peer {
     char ask[128];
-    double slow;
+    _Atomic double slow;
     _Atomic int calls;
 } peer;
 
