@@ -820,6 +820,76 @@ static int wait_in_loop(struct RLMessagePort *mp, RLRunLoopRef rl, RLRunLoopMode
     return res;
 }
 
+/* Waits for the reply with sequence number `seq` and hands it over
+ * (send_mu held; unlocked on every return). */
+static int32_t receive_reply(struct RLMessagePort *mp, uint32_t seq, RLRunLoopRef rl, RLRunLoopMode replyMode,
+                             bool in_loop, double rcv_deadline, RLDataRef *returnData, const char *fn) {
+    for (;;) {
+        /* Wait for the fd unless a reply was read ahead already: right
+         * after the send a read would only say EAGAIN. */
+        if (!rl__read_pending(&mp->rd) && in_loop) {
+            int w = wait_in_loop(mp, rl, replyMode, rcv_deadline);
+            if (w == WAIT_POLL) {
+                in_loop = false;
+                continue;
+            }
+            if (w == WAIT_TIMEOUT) {
+                pthread_mutex_unlock(&mp->send_mu);
+                rl__fail(kRLErrorTimedOut, fn, "port \"%s\": no reply in time", mp->name);
+                return kRLMessagePortReceiveTimeout;
+            }
+            if (w == WAIT_INVALID) { /* invalidated while we waited (perhaps by what the loop ran) */
+                drop_connection_locked(mp);
+                pthread_mutex_unlock(&mp->send_mu);
+                rl__fail(kRLErrorInvalidState, fn, "port \"%s\" was invalidated while waiting for the reply",
+                         mp->name);
+                return kRLMessagePortBecameInvalidError;
+            }
+        } else if (!rl__read_pending(&mp->rd)) {
+            struct pollfd p = {mp->cfd, POLLIN, 0};
+            int pr = poll(&p, 1, rl__ms_left(rcv_deadline));
+            if (pr == 0) {
+                pthread_mutex_unlock(&mp->send_mu);
+                rl__fail(kRLErrorTimedOut, fn, "port \"%s\": no reply in time", mp->name);
+                return kRLMessagePortReceiveTimeout;
+            }
+            if (pr < 0)
+                continue; /* EINTR: wait again */
+        }
+        rl_wire_frame f;
+        const char *why = NULL;
+        int r = rl__read_frame(mp->cfd, &mp->rd, &f, &why);
+        if (r < 0)
+            return broke(mp, kRLMessagePortBecameInvalidError, fn, why);
+        if (r == 1) {
+            if (f.h.kind != RL_WIRE_REPLY || f.h.ncomp > 1) {
+                rl__wire_frame_free(&f);
+                return broke(mp, kRLMessagePortTransportError, fn, "unexpected frame from the local port");
+            }
+            if (f.h.seq != seq) { /* the late reply of a request that timed out */
+                rl__wire_frame_free(&f);
+                continue;
+            }
+            /* As CF: a callout's NULL arrives as empty data. */
+            RLDataRef reply = NULL;
+            if (f.h.ncomp == 1) {
+                reply = rl__data_slice(f.comps[0].bytes, f.comps[0].len, f.body, NULL, release_owner);
+                if (reply)
+                    f.body = NULL;
+            } else if (returnData) {
+                reply = RLDataCreate(NULL, NULL, 0);
+            }
+            rl__wire_frame_free(&f);
+            pthread_mutex_unlock(&mp->send_mu);
+            if (returnData)
+                *returnData = reply;
+            else if (reply)
+                RLRelease(reply);
+            return kRLMessagePortSuccess;
+        }
+    }
+}
+
 int32_t RLMessagePortSendRequest(RLMessagePortRef mp, int32_t msgid, RLDataRef data, RLTimeInterval sendTimeout,
                                  RLTimeInterval rcvTimeout, RLRunLoopMode replyMode, RLDataRef *returnData) {
     if (returnData)
@@ -911,70 +981,14 @@ int32_t RLMessagePortSendRequest(RLMessagePortRef mp, int32_t msgid, RLDataRef d
      * alone is waited on, which is the same but cheaper. */
     RLRunLoopRef rl = RLRunLoopGetCurrent();
     bool in_loop = rl && !RLRunLoopIsFinished(rl, replyMode);
-    for (;;) {
-        /* Wait for the fd unless a reply was read ahead already: right
-         * after the send a read would only say EAGAIN. */
-        if (!rl__read_pending(&mp->rd) && in_loop) {
-            int w = wait_in_loop(mp, rl, replyMode, rcv_deadline);
-            if (w == WAIT_POLL) {
-                in_loop = false;
-                continue;
-            }
-            if (w == WAIT_TIMEOUT) {
-                pthread_mutex_unlock(&mp->send_mu);
-                rl__fail(kRLErrorTimedOut, __func__, "port \"%s\": no reply in time", mp->name);
-                return kRLMessagePortReceiveTimeout;
-            }
-            if (w == WAIT_INVALID) { /* invalidated while we waited (perhaps by what the loop ran) */
-                drop_connection_locked(mp);
-                pthread_mutex_unlock(&mp->send_mu);
-                rl__fail(kRLErrorInvalidState, __func__, "port \"%s\" was invalidated while waiting for the reply",
-                         mp->name);
-                return kRLMessagePortBecameInvalidError;
-            }
-        } else if (!rl__read_pending(&mp->rd)) {
-            struct pollfd p = {mp->cfd, POLLIN, 0};
-            int pr = poll(&p, 1, rl__ms_left(rcv_deadline));
-            if (pr == 0) {
-                pthread_mutex_unlock(&mp->send_mu);
-                rl__fail(kRLErrorTimedOut, __func__, "port \"%s\": no reply in time", mp->name);
-                return kRLMessagePortReceiveTimeout;
-            }
-            if (pr < 0)
-                continue; /* EINTR: wait again */
-        }
-        rl_wire_frame f;
-        const char *why = NULL;
-        int r = rl__read_frame(mp->cfd, &mp->rd, &f, &why);
-        if (r < 0)
-            return broke(mp, kRLMessagePortBecameInvalidError, __func__, why);
-        if (r == 1) {
-            if (f.h.kind != RL_WIRE_REPLY || f.h.ncomp > 1) {
-                rl__wire_frame_free(&f);
-                return broke(mp, kRLMessagePortTransportError, __func__, "unexpected frame from the local port");
-            }
-            if (f.h.seq != seq) { /* the late reply of a request that timed out */
-                rl__wire_frame_free(&f);
-                continue;
-            }
-            /* As CF: a callout's NULL arrives as empty data. */
-            RLDataRef reply = NULL;
-            if (f.h.ncomp == 1) {
-                reply = rl__data_slice(f.comps[0].bytes, f.comps[0].len, f.body, NULL, release_owner);
-                if (reply)
-                    f.body = NULL;
-            } else if (returnData) {
-                reply = RLDataCreate(NULL, NULL, 0);
-            }
-            rl__wire_frame_free(&f);
-            pthread_mutex_unlock(&mp->send_mu);
-            if (returnData)
-                *returnData = reply;
-            else if (reply)
-                RLRelease(reply);
-            return kRLMessagePortSuccess;
-        }
-    }
+    /* Held while the loop runs: what it runs may release the caller's
+     * reference (as CF retains the port for the wait). */
+    if (in_loop)
+        RLRetain(mp);
+    int32_t rc = receive_reply(mp, seq, rl, replyMode, in_loop, rcv_deadline, returnData, __func__);
+    if (in_loop)
+        RLRelease(mp);
+    return rc;
 }
 
 /* fork(): the registry's and the name server's locks are held across it

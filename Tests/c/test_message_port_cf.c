@@ -394,12 +394,17 @@ typedef struct nested_ctx {
     int32_t nested_rc;
     RLErrorCode nested_err;
     bool invalidate;
+    bool release; /* drops the caller's (only) reference instead */
 } nested_ctx;
 
 static void nested_timer(RLRunLoopTimerRef t, void *info) {
     nested_ctx *n = info;
     if (n->invalidate) {
         RLMessagePortInvalidate(n->remote);
+        return;
+    }
+    if (n->release) {
+        RLRelease(n->remote);
         return;
     }
     n->nested_rc = RLMessagePortSendRequest(n->remote, MSG_ECHO, NULL, 1, 1, "test.nested.mode", NULL);
@@ -410,16 +415,24 @@ static void test_reply_wait_and_what_its_loop_runs(void **state) {
     server s;
     server_start(&s, "nested", false);
     s.info.slow = 0.5;
-    for (int inv = 0; inv < 2; inv++) {
+    for (int inv = 0; inv < 3; inv++) {
         RLMessagePortRef r = RLMessagePortCreateRemote(NULL, s.name);
         assert_non_null(r);
-        nested_ctx n = {r, 99, kRLErrorNone, inv == 1};
+        nested_ctx n = {r, 99, kRLErrorNone, inv == 1, inv == 2};
         RLRunLoopTimerContext tctx = {0, &n, NULL, NULL, NULL};
         RLRunLoopTimerRef t = RLRunLoopTimerCreate(NULL, RLAbsoluteTimeGetCurrent() + 0.05, 0, 0, 0, nested_timer, &tctx);
         RLRunLoopAddTimer(RLRunLoopGetCurrent(), t, "test.nested.mode");
         double t0 = rl_test_now();
         RLDataRef out = NULL;
         int32_t rc = RLMessagePortSendRequest(r, MSG_SLOW, NULL, 5, 5, "test.nested.mode", &out);
+        if (inv == 2) { /* the request kept the port until it was done */
+            assert_int_equal(rc, kRLMessagePortSuccess);
+            assert_data_is(out, "late");
+            RLRelease(out);
+            RLRunLoopTimerInvalidate(t);
+            RLRelease(t);
+            continue;
+        }
         if (inv) {
             assert_int_equal(rc, kRLMessagePortBecameInvalidError);
             assert_null(out);
