@@ -14,9 +14,12 @@
  * A remote port is one connection. Its requests are serialized by
  * `send_mu`; its reader keeps a partly read frame between calls, and a
  * reply that arrives after its request timed out is recognized by its
- * sequence number and dropped. Its invalidation callback listens on a
- * second, silent connection: the local port closing it is the only event
- * that ever comes on it, so watching it never races with a request.
+ * sequence number and dropped. While a request with a reply mode waits, the
+ * caller's run loop runs in that mode with the connection as one of its
+ * sources (unless the mode has nothing else: then poll alone). Its
+ * invalidation callback listens on a second, silent connection: the local
+ * port closing it is the only event that ever comes on it, so watching it
+ * never races with a request.
  */
 #include "rl_fork.h"
 #include "RLDataInternal.h"
@@ -30,8 +33,8 @@
 #include <fcntl.h>
 #include <math.h>
 #include <poll.h>
-#include <stdatomic.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -587,8 +590,6 @@ bool RLMessagePortSetStallTimeout(RLMessagePortRef mp, RLTimeInterval seconds) {
 
 /* ---- invalidation ---- */
 
-/* Tears the port down; calls the invalidation callback once (outside the
- * lock). Safe from any thread, and from the port's own callouts. */
 /* The connection goes (send_mu held): its reply source first. */
 static void drop_connection_locked(struct RLMessagePort *mp) {
     if (mp->reply_fd) {
@@ -607,6 +608,8 @@ static void drop_connection_locked(struct RLMessagePort *mp) {
         close(fd);
 }
 
+/* Tears the port down; calls the invalidation callback once (outside the
+ * lock). Safe from any thread, and from the port's own callouts. */
 static void invalidate(struct RLMessagePort *mp) {
     if (!rl__netport_begin_invalidate(&mp->np))
         return;
