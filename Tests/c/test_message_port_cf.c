@@ -48,6 +48,7 @@ static void assert_data_is(RLDataRef d, const char *want) {
  * (MSG_ASK_BACK) and how long MSG_SLOW takes. */
 typedef struct peer {
     char ask[128];
+    int32_t ask_with; /* the message MSG_ASK_BACK sends there (0: MSG_ECHO) */
     _Atomic double slow;
     _Atomic int calls;
 } peer;
@@ -77,7 +78,8 @@ static RLDataRef answer(RLMessagePortRef local, int32_t msgid, RLDataRef data, v
         if (!r)
             return text("no remote");
         RLDataRef in = text("inner"), out = NULL;
-        int32_t rc = RLMessagePortSendRequest(r, MSG_ECHO, in, 5, 4, kRLRunLoopDefaultMode, &out);
+        int32_t rc = RLMessagePortSendRequest(r, p->ask_with ? p->ask_with : MSG_ECHO, in, 5, 4,
+                                              kRLRunLoopDefaultMode, &out);
         RLRelease(in);
         RLRelease(r);
         if (rc != kRLMessagePortSuccess) {
@@ -520,6 +522,63 @@ static void test_two_threads_request_each_other(void **state) {
     RLRelease(a);
 }
 
+/* Deeper: a third thread asks the main thread's port A, whose callout asks
+ * the worker's port B, whose callout asks A back. A's own source must serve
+ * the inner request while A's callout waits (as a CF version-1 source does
+ * on Darwin: its port is served by the nested run). */
+static void *ask_a(void *arg) {
+    peer *who = arg;
+    RLMessagePortRef r = RLMessagePortCreateRemote(NULL, who->ask);
+    RLDataRef out = NULL;
+    int32_t rc = r ? RLMessagePortSendRequest(r, MSG_ASK_BACK, NULL, 5, 10, kRLRunLoopDefaultMode, &out) : -99;
+    bool ok = rc == kRLMessagePortSuccess && out && RLDataGetLength(out) == 5 &&
+              memcmp(RLDataGetBytePtr(out), "inner", 5) == 0;
+    if (out)
+        RLRelease(out);
+    if (r) {
+        RLMessagePortInvalidate(r);
+        RLRelease(r);
+    }
+    RLRunLoopStop(RLRunLoopGetMain());
+    return ok ? arg : NULL;
+}
+
+static void test_a_callout_waiting_for_a_reply_still_serves_its_port(void **state) {
+    server b;
+    server_start(&b, "chainB", false);
+    char a_name[128], a_alias[128];
+    unique_name(a_name, sizeof a_name, "chainA");
+    unique_name(a_alias, sizeof a_alias, "chainA.alias");
+    /* B asks A back by another name: a remote port of its own (the third
+     * thread's, busy with its request, would be the same object) */
+    snprintf(b.info.ask, sizeof b.info.ask, "%s", a_alias);
+    peer a_info = {0};
+    snprintf(a_info.ask, sizeof a_info.ask, "%s", b.name); /* A asks B to ask A */
+    a_info.ask_with = MSG_ASK_BACK;
+    RLMessagePortContext ctx = {0, &a_info, NULL, NULL, NULL};
+    RLMessagePortRef a = RLMessagePortCreateLocal(NULL, a_name, answer, &ctx, NULL);
+    assert_non_null(a);
+    assert_true(RLMessagePortNameServerRegisterPort(a, a_alias));
+    RLRunLoopSourceRef src = RLMessagePortCreateRunLoopSource(NULL, a, 0);
+    RLRunLoopAddSource(RLRunLoopGetCurrent(), src, kRLRunLoopDefaultMode);
+    peer third = {0};
+    snprintf(third.ask, sizeof third.ask, "%s", a_name);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, ask_a, &third), 0);
+    double t0 = rl_test_now();
+    RLRunLoopRunInMode(kRLRunLoopDefaultMode, 15, false); /* until the third thread is done */
+    void *ok = NULL;
+    pthread_join(th, &ok);
+    assert_non_null(ok);
+    assert_true(rl_test_now() - t0 < 4);
+    assert_int_equal(a_info.calls, 2); /* the outer request and B's inner one */
+    server_stop(&b);
+    RLRunLoopRemoveSource(RLRunLoopGetCurrent(), src, kRLRunLoopDefaultMode);
+    RLRelease(src);
+    RLMessagePortInvalidate(a);
+    RLRelease(a);
+}
+
 /* The same between two processes: the child's port asks the parent's. */
 static void test_two_processes_request_each_other(void **state) {
     char a_name[128], b_name[128];
@@ -754,6 +813,7 @@ int main(void) {
         cmocka_unit_test(test_reply_wait_and_what_its_loop_runs),
         cmocka_unit_test(test_reply_wait_ends_when_another_thread_invalidates),
         cmocka_unit_test(test_two_threads_request_each_other),
+        cmocka_unit_test(test_a_callout_waiting_for_a_reply_still_serves_its_port),
         cmocka_unit_test(test_two_processes_request_each_other),
         cmocka_unit_test(test_hostile_client_leaves_the_loop_idle),
         cmocka_unit_test(test_fork_child_does_not_keep_the_name),

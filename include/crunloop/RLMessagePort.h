@@ -29,7 +29,9 @@
  *     connection alone, which serves nothing either way, at less cost).
  *     What the loop runs meanwhile may not send on the same remote port
  *     (refused at once: kRLMessagePortTransportError, kRLErrorInvalidState;
- *     Darwin lets such requests interleave).
+ *     Darwin lets such requests interleave). A local port whose callout
+ *     sent the request is served meanwhile too (a peer that asks back is
+ *     answered), as a nested run serves a port on Darwin.
  *   - A local port answers a client's requests one after another and reads
  *     no more of them while its replies wait to be written (the client is
  *     not reading): the loop then watches that client only for room to
