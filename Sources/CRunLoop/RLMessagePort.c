@@ -792,7 +792,17 @@ static int serve_nested_begin(RLRunLoopRef rl, RLRunLoopMode mode, RLFileDescrip
         bool seen = false;
         for (int j = 0; j < i; j++)
             seen = seen || tls_serving[j] == local;
-        if (seen || !local->np.serving || !rl__netport_is_valid(&local->np))
+        if (seen || !local->np.serving)
+            continue;
+        /* Only where its source is, as a nested CF run serves a port. */
+        pthread_mutex_lock(&local->np.mu);
+        RLRunLoopSourceRef own =
+            local->np.valid && local->np.source ? (RLRunLoopSourceRef)RLRetain(local->np.source) : NULL;
+        pthread_mutex_unlock(&local->np.mu);
+        bool here = own && RLRunLoopContainsSource(rl, own, mode);
+        if (own)
+            RLRelease(own);
+        if (!here)
             continue;
         /* A second number for the server's epoll set: the loop does not
          * deliver the port's own fd object, whose callout is running. */
