@@ -14,9 +14,12 @@
  * A remote port is one connection. Its requests are serialized by
  * `send_mu`; its reader keeps a partly read frame between calls, and a
  * reply that arrives after its request timed out is recognized by its
- * sequence number and dropped. Its invalidation callback listens on a
- * second, silent connection: the local port closing it is the only event
- * that ever comes on it, so watching it never races with a request.
+ * sequence number and dropped. While a request with a reply mode waits, the
+ * caller's run loop runs in that mode with the connection as one of its
+ * sources (unless the mode has nothing else: then poll alone). Its
+ * invalidation callback listens on a second, silent connection: the local
+ * port closing it is the only event that ever comes on it, so watching it
+ * never races with a request.
  */
 #include "rl_fork.h"
 #include "RLDataInternal.h"
@@ -32,6 +35,7 @@
 #include <math.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,6 +66,14 @@ struct RLMessagePort {
     rl_wire_reader rd;
     int watch_fd; /* the silent connection of the invalidation callback, or -1 */
     RLFileDescriptorRef watch;
+    /* Waiting for a reply in the caller's run loop (replyMode): cfd as a
+     * source, made at the first such wait, in the loop only during one;
+     * send_mu guards them. */
+    RLFileDescriptorRef reply_fd;
+    RLRunLoopSourceRef reply_src;
+    _Atomic bool reply_ready; /* set by reply_fd's callout on the waiting thread */
+    bool waiting;             /* np.mu: a sender runs its loop for a reply ... */
+    pthread_t waiter;         /* ... on this thread */
     pid_t pid; /* the process that made it: a fork's child does not find its parent's ports */
 };
 RL__NETPORT_CHECK(struct RLMessagePort);
@@ -74,7 +86,8 @@ static rl_netport_registry g_reg = {PTHREAD_MUTEX_INITIALIZER, NULL};
 static struct RLMessagePort *reg_find_locked(const char *name, bool remote) {
     for (rl_netport *np = g_reg.head; np; np = np->reg_next) {
         struct RLMessagePort *p = rl__netport_object(np);
-        if (p->remote == remote && p->pid == getpid() && strcmp(p->name, name) == 0 && rl__netport_is_valid(np))
+        if (p->remote == remote && p->pid == getpid() && p->name && strcmp(p->name, name) == 0 &&
+            rl__netport_is_valid(np))
             return p;
     }
     return NULL;
@@ -108,6 +121,9 @@ static socklen_t name_address(const char *name, struct sockaddr_un *a) {
     return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
 }
 
+/* What messages call the port: its name, or "(anonymous)". */
+static const char *label(const struct RLMessagePort *mp) { return mp->name ? mp->name : "(anonymous)"; }
+
 static bool peer_creds(int fd, struct ucred *uc) {
     socklen_t len = sizeof *uc;
     return getsockopt(fd, SOL_SOCKET, SO_PEERCRED, uc, &len) == 0;
@@ -136,8 +152,9 @@ static char *mp_describe(const void *obj) {
     size_t dropped = rl__netport_dropped(&mp->np, why, sizeof why);
     pthread_mutex_lock(&mp->np.mu);
     char *s = NULL;
-    int r = asprintf(&s, "<RLMessagePort %p>{%s \"%s\"%s, dropped %zu connection(s)%s%s}", obj,
-                     mp->remote ? "remote" : "local", mp->name, mp->np.valid ? "" : ", invalid", dropped,
+    int r = asprintf(&s, "<RLMessagePort %p>{%s %s%s%s%s, dropped %zu connection(s)%s%s}", obj,
+                     mp->remote ? "remote" : "local", mp->name ? "\"" : "", label(mp), mp->name ? "\"" : "",
+                     mp->np.valid ? "" : ", invalid", dropped,
                      dropped ? ", last: " : "", dropped ? why : "");
     pthread_mutex_unlock(&mp->np.mu);
     return r < 0 ? NULL : s;
@@ -160,8 +177,8 @@ static struct RLMessagePort *mp_new(const char *name, bool remote, const char *f
     mp->cfd = mp->watch_fd = -1;
     mp->pid = getpid();
     rl__wire_reader_init(&mp->rd, RL_WIRE_MAX_BODY);
-    mp->name = strdup(name);
-    if (!rl__netport_init(&mp->np, mp) || !mp->name) {
+    mp->name = name ? strdup(name) : NULL;
+    if (!rl__netport_init(&mp->np, mp) || (name && !mp->name)) {
         RLRelease(mp); /* not valid yet: nothing to tear down */
         rl__fail(kRLErrorNoMemory, fn, "out of memory");
         return NULL;
@@ -192,6 +209,17 @@ static bool send_reply(rl_conn *c, int32_t msgid, uint32_t seq, RLDataRef reply)
 
 static void release_owner(void *body) { free(body); }
 
+/* The local ports whose callouts run on this thread, innermost last: a
+ * request such a callout sends waits in a run of the loop nested in the
+ * port's own fd callout, which the loop does not deliver again inside
+ * itself; the wait serves these ports through fd objects of its own (as a
+ * CF port is served by a nested run), so a peer that asks back while we
+ * wait for its answer is answered. Beyond RL_MP_SERVING_MAX callouts deep,
+ * the outer ports are not served during the wait. */
+enum { RL_MP_SERVING_MAX = 8 };
+static __thread struct RLMessagePort *tls_serving[RL_MP_SERVING_MAX];
+static __thread int tls_nserving;
+
 /* Runs one request; false if the connection must go. */
 static bool dispatch(void *owner, rl_conn *c, rl_wire_frame *f, const char **why) {
     struct RLMessagePort *mp = owner;
@@ -218,7 +246,12 @@ static bool dispatch(void *owner, rl_conn *c, rl_wire_frame *f, const char **why
     }
     rl__wire_frame_free(f);
     RLMessagePortCallBack callout = mp->callout;
+    bool pushed = tls_nserving < RL_MP_SERVING_MAX;
+    if (pushed)
+        tls_serving[tls_nserving++] = mp;
     RLDataRef reply = callout ? callout(mp, f->h.msgid, data, mp->np.ctx.info) : NULL;
+    if (pushed)
+        tls_nserving--;
     if (data)
         RLRelease(data);
     bool ok = true;
@@ -259,14 +292,69 @@ static const rl_server_ops mp_server_ops = {admit, dispatch};
 
 /* ---- public: creating ---- */
 
-/* A listening socket under `name`, or -errno (EADDRINUSE: taken). */
-static int listen_as(const char *name) {
-    struct sockaddr_un a;
-    socklen_t alen = name_address(name, &a);
+static int try_listen(const struct sockaddr_un *a, socklen_t alen) {
     int lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (lfd < 0)
         return -errno;
-    if (bind(lfd, (struct sockaddr *)&a, alen) < 0 || listen(lfd, SOMAXCONN) < 0) {
+    if (bind(lfd, (const struct sockaddr *)a, alen) < 0 || listen(lfd, SOMAXCONN) < 0) {
+        int err = errno;
+        close(lfd);
+        return -err;
+    }
+    return lfd;
+}
+
+/* Whether the socket bound to the address refuses connections: an
+ * invalidated port's listener (shut down) that a process forked before the
+ * invalidation still holds, or a socket that is bound but not listening. */
+static bool address_refuses(const struct sockaddr_un *a, socklen_t alen) {
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return false;
+    int r;
+    while ((r = connect(fd, (const struct sockaddr *)a, alen)) < 0 && errno == EINTR)
+        ;
+    bool refused = r < 0 && errno == ECONNREFUSED;
+    close(fd);
+    return refused;
+}
+
+/* How long a create waits for a dead name to be let go of (seconds). */
+#define RL_MP_DEAD_NAME_WAIT 2.0
+
+/* A listening socket under `name`, or -errno (EADDRINUSE: taken).
+ *
+ * A child forked while the port was valid has a copy of its listening
+ * socket until its atfork handler closes it (fork_child), which it does
+ * before anything else, but only once the scheduler runs it; invalidation
+ * shuts the socket down, so that copy accepts nothing meanwhile. A name
+ * held only by such a dead socket is waited for, briefly. */
+static int listen_as(const char *name) {
+    struct sockaddr_un a;
+    socklen_t alen = name_address(name, &a);
+    double give_up = 0;
+    for (;;) {
+        int lfd = try_listen(&a, alen);
+        if (lfd != -EADDRINUSE || !address_refuses(&a, alen))
+            return lfd;
+        double now = RLMonotonicTimeGetCurrent();
+        if (give_up == 0)
+            give_up = now + RL_MP_DEAD_NAME_WAIT;
+        else if (now >= give_up)
+            return lfd;
+        usleep(2000);
+    }
+}
+
+/* A listening socket with a name the kernel picks (autobind): an
+ * anonymous port is never looked up by it, only by the names the name
+ * server gives it. Or -errno. */
+static int listen_anonymous(void) {
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    int lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (lfd < 0)
+        return -errno;
+    if (bind(lfd, (struct sockaddr *)&a, sizeof(sa_family_t)) < 0 || listen(lfd, SOMAXCONN) < 0) {
         int err = errno;
         close(lfd);
         return -err;
@@ -278,12 +366,12 @@ RLMessagePortRef RLMessagePortCreateLocal(RLAllocatorRef allocator, const char *
                                           const RLMessagePortContext *context, bool *shouldFreeInfo) {
     if (shouldFreeInfo)
         *shouldFreeInfo = true;
-    if (!name_ok(name, __func__))
+    if (name && !name_ok(name, __func__)) /* NULL: an anonymous port, as CF */
         return NULL;
     if (!rl__netport_check_context(context, __func__))
         return NULL;
     pthread_mutex_lock(&g_reg.mu);
-    struct RLMessagePort *old = reg_find_locked(name, false);
+    struct RLMessagePort *old = name ? reg_find_locked(name, false) : NULL;
     if (old) { /* as CF: the process's port of that name, retained */
         RLRetain(old);
         pthread_mutex_unlock(&g_reg.mu);
@@ -294,7 +382,7 @@ RLMessagePortRef RLMessagePortCreateLocal(RLAllocatorRef allocator, const char *
         pthread_mutex_unlock(&g_reg.mu);
         return NULL;
     }
-    int lfd = listen_as(name);
+    int lfd = name ? listen_as(name) : listen_anonymous();
     int err = lfd < 0 ? -lfd : rl__netport_listen(&mp->np, lfd, &mp_server_ops, mp);
     if (err) {
         pthread_mutex_unlock(&g_reg.mu);
@@ -303,7 +391,7 @@ RLMessagePortRef RLMessagePortCreateLocal(RLAllocatorRef allocator, const char *
         if (err == EADDRINUSE)
             return rl__fail(kRLErrorExists, __func__, "the name \"%s\" is taken by another process's port", name),
                    NULL;
-        return rl__fail_errno(err, __func__, "cannot listen as \"%s\"", name), NULL;
+        return rl__fail_errno(err, __func__, "cannot listen as \"%s\"", name ? name : "(anonymous)"), NULL;
     }
     mp->callout = callout;
     rl__netport_set_context(&mp->np, context);
@@ -427,14 +515,14 @@ bool RLMessagePortNameServerRegisterPort(RLMessagePortRef mp, const char *name) 
         return false;
     if (mp->remote)
         return rl__fail(kRLErrorInvalidState, __func__, "\"%s\" is a remote port: only a local port can be registered",
-                        mp->name);
+                        label(mp));
     pthread_mutex_lock(&g_alias_mu);
     if (!rl__netport_is_valid(&mp->np)) {
         pthread_mutex_unlock(&g_alias_mu);
-        return rl__fail(kRLErrorInvalidObject, __func__, "the port \"%s\" is invalid", mp->name);
+        return rl__fail(kRLErrorInvalidObject, __func__, "the port %s is invalid", label(mp));
     }
     rl_mp_alias *old = *alias_find_locked(name);
-    if (strcmp(name, mp->name) == 0 || (old && old->port == mp)) {
+    if ((mp->name && strcmp(name, mp->name) == 0) || (old && old->port == mp)) {
         pthread_mutex_unlock(&g_alias_mu);
         return true; /* registered already */
     }
@@ -579,12 +667,34 @@ bool RLMessagePortSetStallTimeout(RLMessagePortRef mp, RLTimeInterval seconds) {
 
 /* ---- invalidation ---- */
 
+/* The connection goes (send_mu held): its reply source first. */
+static void drop_connection_locked(struct RLMessagePort *mp) {
+    if (mp->reply_fd) {
+        RLFileDescriptorInvalidate(mp->reply_fd); /* out of every loop */
+        RLRelease(mp->reply_fd);
+        RLRelease(mp->reply_src);
+        mp->reply_fd = NULL;
+        mp->reply_src = NULL;
+    }
+    /* Changed under both locks: invalidate reads it under np.mu alone. */
+    pthread_mutex_lock(&mp->np.mu);
+    int fd = mp->cfd;
+    mp->cfd = -1;
+    pthread_mutex_unlock(&mp->np.mu);
+    if (fd >= 0)
+        close(fd);
+}
+
 /* Tears the port down; calls the invalidation callback once (outside the
  * lock). Safe from any thread, and from the port's own callouts. */
 static void invalidate(struct RLMessagePort *mp) {
     if (!rl__netport_begin_invalidate(&mp->np))
         return;
     pthread_mutex_lock(&mp->np.mu);
+    /* Called from code that a sender's wait for its reply runs on this
+     * thread (its send_mu is held below us): that sender drops the
+     * connection when its wait ends, as it sees the port invalid. */
+    bool nested = mp->waiting && pthread_equal(mp->waiter, pthread_self());
     RLFileDescriptorRef watch = mp->watch;
     mp->watch = NULL;
     /* A sender waiting on it wakes up (it is closed with send_mu held);
@@ -599,13 +709,21 @@ static void invalidate(struct RLMessagePort *mp) {
         RLFileDescriptorInvalidate(watch);
         RLRelease(watch);
     }
-    pthread_mutex_lock(&mp->send_mu);
-    if (mp->cfd >= 0)
-        close(mp->cfd);
-    mp->cfd = -1;
-    pthread_mutex_unlock(&mp->send_mu);
+    if (!nested) {
+        pthread_mutex_lock(&mp->send_mu);
+        drop_connection_locked(mp);
+        pthread_mutex_unlock(&mp->send_mu);
+    }
     if (cb)
         cb(mp, mp->np.ctx.info);
+    /* As CF: the info is released here, after the callback, once (the
+     * port's finalizer finds nothing left to release). */
+    pthread_mutex_lock(&mp->np.mu);
+    void (*release)(const void *) = mp->np.ctx.release;
+    mp->np.ctx.release = NULL;
+    pthread_mutex_unlock(&mp->np.mu);
+    if (release)
+        release(mp->np.ctx.info);
     rl__netport_end_invalidate(&mp->np);
 }
 
@@ -703,6 +821,7 @@ RLRunLoopSourceRef RLMessagePortCreateRunLoopSource(RLAllocatorRef allocator, RL
 /* The send failed half-way or the connection broke: the stream cannot be
  * trusted any more, so the port becomes invalid. */
 static int32_t broke(struct RLMessagePort *mp, int32_t code, const char *fn, const char *why) {
+    drop_connection_locked(mp); /* also when the port was invalidated while we waited */
     pthread_mutex_unlock(&mp->send_mu);
     RLRetain(mp);
     invalidate(mp);
@@ -712,6 +831,204 @@ static int32_t broke(struct RLMessagePort *mp, int32_t code, const char *fn, con
     return code;
 }
 
+static void reply_readable(RLFileDescriptorRef f, RLOptionFlags types, void *info) {
+    struct RLMessagePort *mp = info; /* alive: its sender waits for this */
+    atomic_store_explicit(&mp->reply_ready, true, memory_order_relaxed);
+}
+
+enum { WAIT_READY, WAIT_TIMEOUT, WAIT_INVALID, WAIT_POLL };
+
+static void nested_serve(RLFileDescriptorRef f, RLOptionFlags types, void *info) {
+    struct RLMessagePort *local = info; /* alive: its callout is below us */
+    RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack);
+    rl__server_serve(&local->np.srv);
+}
+
+/* For the wait of a request sent from local ports' callouts: their
+ * servers watched in `mode` meanwhile (see tls_serving). */
+static int serve_nested_begin(RLRunLoopRef rl, RLRunLoopMode mode, RLFileDescriptorRef *fds) {
+    int n = 0;
+    for (int i = 0; i < tls_nserving; i++) {
+        struct RLMessagePort *local = tls_serving[i];
+        bool seen = false;
+        for (int j = 0; j < i; j++)
+            seen = seen || tls_serving[j] == local;
+        if (seen || !local->np.serving)
+            continue;
+        /* Only where its source is, as a nested CF run serves a port. */
+        pthread_mutex_lock(&local->np.mu);
+        RLRunLoopSourceRef own =
+            local->np.valid && local->np.source ? (RLRunLoopSourceRef)RLRetain(local->np.source) : NULL;
+        pthread_mutex_unlock(&local->np.mu);
+        bool here = own && RLRunLoopContainsSource(rl, own, mode);
+        if (own)
+            RLRelease(own);
+        if (!here)
+            continue;
+        /* A second number for the server's epoll set: the loop does not
+         * deliver the port's own fd object, whose callout is running. */
+        int fd = fcntl(rl__server_fd(&local->np.srv), F_DUPFD_CLOEXEC, 0);
+        if (fd < 0)
+            continue;
+        RLFileDescriptorContext ctx = {0, local, NULL, NULL, NULL};
+        RLFileDescriptorRef f = RLFileDescriptorCreate(NULL, fd, true, nested_serve, &ctx);
+        if (!f)
+            close(fd);
+        RLRunLoopSourceRef s = f ? RLFileDescriptorCreateRunLoopSource(NULL, f, 0) : NULL;
+        if (s && RLRunLoopAddSource(rl, s, mode) && RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack))
+            fds[n++] = f;
+        else if (f) {
+            RLFileDescriptorInvalidate(f);
+            RLRelease(f);
+        }
+        if (s)
+            RLRelease(s);
+    }
+    return n;
+}
+
+static void serve_nested_end(RLFileDescriptorRef *fds, int n) {
+    for (int i = 0; i < n; i++) {
+        RLFileDescriptorInvalidate(fds[i]); /* out of the loop */
+        RLRelease(fds[i]);
+    }
+}
+
+/* Runs the calling thread's loop `rl` in `mode` until the connection is
+ * readable, the deadline passes or the port is invalidated (send_mu held).
+ * As CF: sources, timers and ports of the mode are served meanwhile, so two
+ * threads or processes that ask each other in that mode both get their
+ * answers. WAIT_POLL: the loop cannot watch the connection, wait without. */
+static int wait_in_loop(struct RLMessagePort *mp, RLRunLoopRef rl, RLRunLoopMode mode, double deadline) {
+    if (!mp->reply_fd) {
+        RLFileDescriptorContext ctx = {0, mp, NULL, NULL, NULL};
+        mp->reply_fd = RLFileDescriptorCreate(NULL, mp->cfd, false, reply_readable, &ctx);
+        mp->reply_src = mp->reply_fd ? RLFileDescriptorCreateRunLoopSource(NULL, mp->reply_fd, -100) : NULL;
+        if (!mp->reply_src) {
+            if (mp->reply_fd) {
+                RLFileDescriptorInvalidate(mp->reply_fd);
+                RLRelease(mp->reply_fd);
+                mp->reply_fd = NULL;
+            }
+            return WAIT_POLL;
+        }
+    }
+    atomic_store_explicit(&mp->reply_ready, false, memory_order_relaxed);
+    if (!RLRunLoopAddSource(rl, mp->reply_src, mode) ||
+        !RLFileDescriptorEnableCallBacks(mp->reply_fd, kRLFileDescriptorReadCallBack)) {
+        RLRunLoopRemoveSource(rl, mp->reply_src, mode);
+        return WAIT_POLL;
+    }
+    pthread_mutex_lock(&mp->np.mu);
+    mp->waiting = true; /* never nested: send_mu is ours */
+    mp->waiter = pthread_self();
+    pthread_mutex_unlock(&mp->np.mu);
+    RLFileDescriptorRef nested[RL_MP_SERVING_MAX];
+    int nnested = tls_nserving ? serve_nested_begin(rl, mode, nested) : 0;
+    int res;
+    for (;;) {
+        if (atomic_load_explicit(&mp->reply_ready, memory_order_relaxed)) {
+            res = WAIT_READY;
+            break;
+        }
+        if (!rl__netport_is_valid(&mp->np)) {
+            res = WAIT_INVALID;
+            break;
+        }
+        double left = deadline - RLMonotonicTimeGetCurrent();
+        if (!(left > 0)) {
+            res = WAIT_TIMEOUT;
+            break;
+        }
+        /* Stopped (RLRunLoopStop) or a source handled: look and go on. */
+        if (RLRunLoopRunInMode(mode, left, true) == kRLRunLoopRunFinished &&
+            !atomic_load_explicit(&mp->reply_ready, memory_order_relaxed) && rl__netport_is_valid(&mp->np)) {
+            res = WAIT_POLL; /* the source left the mode behind our back */
+            break;
+        }
+    }
+    serve_nested_end(nested, nnested);
+    pthread_mutex_lock(&mp->np.mu);
+    mp->waiting = false;
+    pthread_mutex_unlock(&mp->np.mu);
+    if (mp->reply_fd) {
+        if (res != WAIT_READY)
+            RLFileDescriptorDisableCallBacks(mp->reply_fd, kRLFileDescriptorReadCallBack);
+        RLRunLoopRemoveSource(rl, mp->reply_src, mode);
+    }
+    return res;
+}
+
+/* Waits for the reply with sequence number `seq` and hands it over
+ * (send_mu held; unlocked on every return). */
+static int32_t receive_reply(struct RLMessagePort *mp, uint32_t seq, RLRunLoopRef rl, RLRunLoopMode replyMode,
+                             bool in_loop, double rcv_deadline, RLDataRef *returnData, const char *fn) {
+    for (;;) {
+        /* Wait for the fd unless a reply was read ahead already: right
+         * after the send a read would only say EAGAIN. */
+        if (!rl__read_pending(&mp->rd) && in_loop) {
+            int w = wait_in_loop(mp, rl, replyMode, rcv_deadline);
+            if (w == WAIT_POLL) {
+                in_loop = false;
+                continue;
+            }
+            if (w == WAIT_TIMEOUT) {
+                pthread_mutex_unlock(&mp->send_mu);
+                rl__fail(kRLErrorTimedOut, fn, "port \"%s\": no reply in time", mp->name);
+                return kRLMessagePortReceiveTimeout;
+            }
+            if (w == WAIT_INVALID) { /* invalidated while we waited (perhaps by what the loop ran) */
+                drop_connection_locked(mp);
+                pthread_mutex_unlock(&mp->send_mu);
+                rl__fail(kRLErrorInvalidState, fn, "port \"%s\" was invalidated while waiting for the reply",
+                         mp->name);
+                return kRLMessagePortBecameInvalidError;
+            }
+        } else if (!rl__read_pending(&mp->rd)) {
+            struct pollfd p = {mp->cfd, POLLIN, 0};
+            int pr = poll(&p, 1, rl__ms_left(rcv_deadline));
+            if (pr == 0) {
+                pthread_mutex_unlock(&mp->send_mu);
+                rl__fail(kRLErrorTimedOut, fn, "port \"%s\": no reply in time", mp->name);
+                return kRLMessagePortReceiveTimeout;
+            }
+            if (pr < 0)
+                continue; /* EINTR: wait again */
+        }
+        rl_wire_frame f;
+        const char *why = NULL;
+        int r = rl__read_frame(mp->cfd, &mp->rd, &f, &why);
+        if (r < 0)
+            return broke(mp, kRLMessagePortBecameInvalidError, fn, why);
+        if (r == 1) {
+            if (f.h.kind != RL_WIRE_REPLY || f.h.ncomp > 1) {
+                rl__wire_frame_free(&f);
+                return broke(mp, kRLMessagePortTransportError, fn, "unexpected frame from the local port");
+            }
+            if (f.h.seq != seq) { /* the late reply of a request that timed out */
+                rl__wire_frame_free(&f);
+                continue;
+            }
+            /* As CF: a callout's NULL arrives as empty data. */
+            RLDataRef reply = NULL;
+            if (f.h.ncomp == 1) {
+                reply = rl__data_slice(f.comps[0].bytes, f.comps[0].len, f.body, NULL, release_owner);
+                if (reply)
+                    f.body = NULL;
+            } else if (returnData) {
+                reply = RLDataCreate(NULL, NULL, 0);
+            }
+            rl__wire_frame_free(&f);
+            pthread_mutex_unlock(&mp->send_mu);
+            if (returnData)
+                *returnData = reply;
+            else if (reply)
+                RLRelease(reply);
+            return kRLMessagePortSuccess;
+        }
+    }
+}
+
 int32_t RLMessagePortSendRequest(RLMessagePortRef mp, int32_t msgid, RLDataRef data, RLTimeInterval sendTimeout,
                                  RLTimeInterval rcvTimeout, RLRunLoopMode replyMode, RLDataRef *returnData) {
     if (returnData)
@@ -719,7 +1036,7 @@ int32_t RLMessagePortSendRequest(RLMessagePortRef mp, int32_t msgid, RLDataRef d
     if (!mp_ok(mp, __func__))
         return kRLMessagePortIsInvalid;
     if (!mp->remote) {
-        rl__fail(kRLErrorInvalidState, __func__, "\"%s\" is a local port: send through a remote port", mp->name);
+        rl__fail(kRLErrorInvalidState, __func__, "\"%s\" is a local port: send through a remote port", label(mp));
         return kRLMessagePortIsInvalid;
     }
     if (data && !rl__is_data(data)) {
@@ -740,12 +1057,25 @@ int32_t RLMessagePortSendRequest(RLMessagePortRef mp, int32_t msgid, RLDataRef d
         rl__fail(kRLErrorInvalidArgument, __func__, "%zu bytes exceed the port's limit of %u", len, limit);
         return kRLMessagePortTransportError;
     }
+    /* What the loop runs while this thread waits for a reply on this port
+     * cannot send on it: one request at a time, and this one is ours. */
+    pthread_mutex_lock(&mp->np.mu);
+    bool nested = mp->waiting && pthread_equal(mp->waiter, pthread_self());
+    pthread_mutex_unlock(&mp->np.mu);
+    if (nested) {
+        rl__fail(kRLErrorInvalidState, __func__,
+                 "port \"%s\": this thread waits for a reply on it already (a request from what its loop runs meanwhile)",
+                 mp->name);
+        return kRLMessagePortTransportError;
+    }
     /* Wait for our turn no longer than the send may take. */
     int lr = rl__lock_until(&mp->send_mu, send_deadline);
     if (lr) {
         rl__fail(kRLErrorTimedOut, __func__, "port \"%s\": another request is still in flight", mp->name);
         return kRLMessagePortSendTimeout;
     }
+    if (mp->cfd >= 0 && !rl__netport_is_valid(&mp->np))
+        drop_connection_locked(mp); /* invalidated by what a wait of ours ran */
     if (mp->cfd < 0) {
         pthread_mutex_unlock(&mp->send_mu);
         rl__fail(kRLErrorInvalidObject, __func__, "port \"%s\" is invalid", mp->name);
@@ -785,49 +1115,19 @@ int32_t RLMessagePortSendRequest(RLMessagePortRef mp, int32_t msgid, RLDataRef d
         rl__fail(kRLErrorTimedOut, __func__, "port \"%s\": no time to wait for the reply", mp->name);
         return kRLMessagePortReceiveTimeout;
     }
-    for (;;) {
-        /* Wait for the fd unless a reply was read ahead already: right
-         * after the send a read would only say EAGAIN. */
-        if (!rl__read_pending(&mp->rd)) {
-            struct pollfd p = {mp->cfd, POLLIN, 0};
-            int pr = poll(&p, 1, rl__ms_left(rcv_deadline));
-            if (pr == 0) {
-                pthread_mutex_unlock(&mp->send_mu);
-                rl__fail(kRLErrorTimedOut, __func__, "port \"%s\": no reply in time", mp->name);
-                return kRLMessagePortReceiveTimeout;
-            }
-            if (pr < 0)
-                continue; /* EINTR: wait again */
-        }
-        rl_wire_frame f;
-        const char *why = NULL;
-        int r = rl__read_frame(mp->cfd, &mp->rd, &f, &why);
-        if (r < 0)
-            return broke(mp, kRLMessagePortBecameInvalidError, __func__, why);
-        if (r == 1) {
-            if (f.h.kind != RL_WIRE_REPLY || f.h.ncomp > 1) {
-                rl__wire_frame_free(&f);
-                return broke(mp, kRLMessagePortTransportError, __func__, "unexpected frame from the local port");
-            }
-            if (f.h.seq != seq) { /* the late reply of a request that timed out */
-                rl__wire_frame_free(&f);
-                continue;
-            }
-            RLDataRef reply = NULL;
-            if (f.h.ncomp == 1) {
-                reply = rl__data_slice(f.comps[0].bytes, f.comps[0].len, f.body, NULL, release_owner);
-                if (reply)
-                    f.body = NULL;
-            }
-            rl__wire_frame_free(&f);
-            pthread_mutex_unlock(&mp->send_mu);
-            if (returnData)
-                *returnData = reply;
-            else if (reply)
-                RLRelease(reply);
-            return kRLMessagePortSuccess;
-        }
-    }
+    /* As CF, the caller's loop runs in replyMode while the reply is
+     * awaited, if that mode has anything to run; else the connection
+     * alone is waited on, which is the same but cheaper. */
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    bool in_loop = rl && !RLRunLoopIsFinished(rl, replyMode);
+    /* Held while the loop runs: what it runs may release the caller's
+     * reference (as CF retains the port for the wait). */
+    if (in_loop)
+        RLRetain(mp);
+    int32_t rc = receive_reply(mp, seq, rl, replyMode, in_loop, rcv_deadline, returnData, __func__);
+    if (in_loop)
+        RLRelease(mp);
+    return rc;
 }
 
 /* fork(): the registry's and the name server's locks are held across it
@@ -843,6 +1143,14 @@ static void fork_parent(void) {
     pthread_mutex_unlock(&g_reg.mu);
 }
 static void fork_child(void) {
+    /* The child lets go of its parent's names at once, even if it never
+     * calls the library again: else a child that merely lives on (holding
+     * the listening sockets) would keep a name its parent invalidated
+     * alive and taken. Its copies of the ports learn that their names are
+     * not theirs (pid) and never listen again. */
+    for (rl_netport *np = g_reg.head; np; np = np->reg_next)
+        if (np->serving)
+            rl__server_drop_listeners_in_child(&np->srv);
     pthread_mutex_unlock(&g_alias_mu);
     pthread_mutex_unlock(&g_reg.mu);
 }

@@ -435,7 +435,11 @@ static void serve_conn(rl_server *s, rl_conn *c, uint32_t events) {
             if (!s->stall_armed)
                 arm_stall_locked(s, c->frame_since + s->stall);
         }
-        rearm(s, c->fd, c, c->out ? EPOLLIN | EPOLLOUT : EPOLLIN);
+        /* Replies still queued: no more requests from this client until
+         * it reads them. Only writability brings it back (a hang-up is
+         * always reported), so a client that sends on and never reads
+         * leaves the loop idle instead of waking it for its input. */
+        rearm(s, c->fd, c, c->out ? EPOLLOUT : EPOLLIN);
     }
     pthread_mutex_unlock(&s->mu);
 }
@@ -481,13 +485,19 @@ void rl__server_close(rl_server *s) {
     pthread_mutex_lock(&s->mu);
     s->valid = false;
     /* The listener goes first: a client that sees its connection close can
-     * count on the address being free. */
-    if (s->lfd >= 0)
+     * count on the address being free. Shut down first: a copy of the
+     * socket that another process still holds (a child made without
+     * fork()'s handlers) then accepts nothing either. Not in a fork()'s
+     * child: that would stop its parent's listener. */
+    bool ours = s->made_by == getpid();
+    if (s->lfd >= 0) {
+        if (ours)
+            shutdown(s->lfd, SHUT_RDWR);
         close(s->lfd);
+    }
     s->lfd = -1;
     for (rl_conn *c = s->conns, *next; c; c = next) {
         next = c->next;
-        bool ours = s->made_by == getpid();
         if (c->busy) { /* its loop drops it when it is done with it */
             c->closed = true;
             if (ours)
@@ -501,15 +511,33 @@ void rl__server_close(rl_server *s) {
     s->conns = NULL;
     for (rl_conn *l = s->listeners, *next; l; l = next) {
         next = l->next;
+        if (ours && l->fd >= 0)
+            shutdown(l->fd, SHUT_RDWR);
         if (l->busy) {
             l->closed = true;
             continue;
         }
-        (void)epoll_ctl(s->epfd, EPOLL_CTL_DEL, l->fd, NULL);
+        if (ours)
+            (void)epoll_ctl(s->epfd, EPOLL_CTL_DEL, l->fd, NULL);
         conn_free(l);
     }
     s->listeners = NULL;
     pthread_mutex_unlock(&s->mu);
+}
+
+void rl__server_drop_listeners_in_child(rl_server *s) {
+    /* A fork()'s child, before anything else runs in it: no other thread,
+     * and the lock may be held for good by a thread of the parent. The
+     * epoll set is shared with the parent: left alone (a file leaves it
+     * when its last descriptor closes, in whichever process). */
+    if (s->lfd >= 0)
+        close(s->lfd);
+    s->lfd = -1;
+    for (rl_conn *l = s->listeners; l; l = l->next) {
+        if (l->fd >= 0)
+            close(l->fd);
+        l->fd = -1;
+    }
 }
 
 void rl__server_destroy(rl_server *s) {

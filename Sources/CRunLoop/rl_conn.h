@@ -97,6 +97,10 @@ RL__HIDDEN void rl__server_serve(rl_server *s);
 /* Stops listening and drops every client (a connection being served is
  * dropped by the thread serving it). Idempotent. */
 RL__HIDDEN void rl__server_close(rl_server *s);
+/* In a fork()'s child (from its atfork handler): closes the child's copies
+ * of the listening sockets, so that the parent's name or address is free
+ * the moment the parent closes it, whatever the child does. */
+RL__HIDDEN void rl__server_drop_listeners_in_child(rl_server *s);
 /* Frees what close left (call once, after close, when no loop serves it). */
 RL__HIDDEN void rl__server_destroy(rl_server *s);
 RL__HIDDEN void rl__server_set_limit(rl_server *s, uint32_t limit);

@@ -76,7 +76,8 @@ public final class RLMessagePort: @unchecked Sendable, Hashable, CustomStringCon
 
     /// A local port listening under `name`; `handler` answers each request
     /// with its msgid and data (nil for none), on the thread of the run loop
-    /// the port is in, and returns the reply (nil for an empty reply).
+    /// the port is in, and returns the reply (nil for an empty reply: the
+    /// sender gets an empty array, as with CFMessagePort).
     ///
     /// - Throws: `RLError` `.exists` if a live port of any process of this
     ///   user has the name — also one of this process, where
@@ -224,9 +225,11 @@ public final class RLMessagePort: @unchecked Sendable, Hashable, CustomStringCon
     /// the send, `receiveTimeout` the wait for the reply (seconds; <= 0: the
     /// request is sent and the reply not waited for — ``RequestError/Code/receiveTimeout``).
     /// A remote port sends one request at a time: a concurrent caller waits
-    /// for its turn within its `sendTimeout`.
+    /// for its turn within its `sendTimeout`. The calling thread's run loop
+    /// is not run meanwhile (the request waits in a mode of its own).
     ///
-    /// - Returns: the reply, nil for an empty one.
+    /// - Returns: the reply; empty (never nil) when the handler returned
+    ///   nil, as with CFMessagePort.
     /// - Throws: ``RequestError`` with CoreFoundation's result code.
     public func sendRequest(msgid: Int32, data: [UInt8]?, sendTimeout: RLTimeInterval,
                             receiveTimeout: RLTimeInterval) throws(RequestError) -> [UInt8]? {
@@ -255,7 +258,8 @@ public final class RLMessagePort: @unchecked Sendable, Hashable, CustomStringCon
     /// request's turn comes. Cancelling the task does not stop a request
     /// that was sent: it ends by its reply or its timeout.
     ///
-    /// - Returns: the reply, nil for an empty one.
+    /// - Returns: the reply; empty (never nil) when the handler returned
+    ///   nil, as with CFMessagePort.
     /// - Throws: ``RequestError`` with CoreFoundation's result code.
     public func sendRequest(msgid: Int32, data: [UInt8]? = nil,
                             timeout: RLTimeInterval) async throws(RequestError) -> [UInt8]? {
@@ -277,13 +281,22 @@ public final class RLMessagePort: @unchecked Sendable, Hashable, CustomStringCon
         }
     }
 
+    private static let replyMode = "SwiftThreads.RLMessagePort.reply"
+
     private func request(msgid: Int32, data: [UInt8]?, sendTimeout: RLTimeInterval, receiveTimeout: RLTimeInterval,
                          wantsReply: Bool) throws(RequestError) -> [UInt8]? {
         let payload = data.map { RLData($0) }
         var reply: RLDataRef?
+        // A mode nothing else is in: the C call then waits for the reply
+        // alone instead of running the thread's loop in it (as it does for
+        // CF code that names a mode with sources), so a request never runs
+        // the caller's sources, nor the next request queued on the port's
+        // worker thread.
         let code = withExtendedLifetime(payload) {
-            RLMessagePortSendRequest(ref, msgid, payload?.ref, sendTimeout, receiveTimeout,
-                                     wantsReply ? kRLRunLoopDefaultMode : nil, &reply)
+            Self.replyMode.withCString { mode in
+                RLMessagePortSendRequest(ref, msgid, payload?.ref, sendTimeout, receiveTimeout,
+                                         wantsReply ? mode : nil, &reply)
+            }
         }
         guard code == 0 else {
             let reason = RLError.last()

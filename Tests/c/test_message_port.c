@@ -128,11 +128,13 @@ static void test_request_reply_between_threads(void **state) {
                      kRLMessagePortSuccess);
     assert_data_is(out, "HELLO, PORT");
     RLRelease(out);
-    /* an empty request, an empty reply */
-    out = (RLDataRef)1;
+    /* an empty request, an empty reply (empty data, as CF) */
+    out = NULL;
     assert_int_equal(RLMessagePortSendRequest(remote, MSG_ECHO, NULL, 5, 5, kRLRunLoopDefaultMode, &out),
                      kRLMessagePortSuccess);
-    assert_null(out);
+    assert_non_null(out);
+    assert_int_equal(RLDataGetLength(out), 0);
+    RLRelease(out);
     /* many one-way messages arrive in order and exactly once */
     for (int i = 0; i < 1000; i++)
         assert_int_equal(RLMessagePortSendRequest(remote, MSG_COUNT, in, 5, 0, NULL, NULL), kRLMessagePortSuccess);
@@ -563,7 +565,7 @@ static void test_misuse(void **state) {
     char long_name[300];
     memset(long_name, 'n', sizeof long_name - 1);
     long_name[sizeof long_name - 1] = 0;
-    assert_rl_fails(RLMessagePortCreateLocal(NULL, NULL, serve, NULL, &free_info), kRLErrorInvalidArgument);
+    assert_rl_fails(RLMessagePortCreateLocal(NULL, "", serve, NULL, &free_info), kRLErrorInvalidArgument);
     assert_true(free_info);
     assert_rl_fails(RLMessagePortCreateLocal(NULL, "", serve, NULL, NULL), kRLErrorInvalidArgument);
     assert_rl_fails(RLMessagePortCreateLocal(NULL, long_name, serve, NULL, NULL), kRLErrorInvalidArgument);

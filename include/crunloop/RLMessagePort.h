@@ -23,9 +23,19 @@
  * and the port keeps serving everyone else.
  *
  * Differences from CFMessagePort on Darwin, where CF's defines behaviour:
- *   - While SendRequest waits for a reply it does not run the caller's run
- *     loop (Darwin runs it in replyMode): it waits on the connection only.
- *     replyMode only says whether a reply is wanted (NULL: one-way).
+ *   - While SendRequest waits for a reply it runs the caller's run loop in
+ *     replyMode, as Darwin, but only if that mode has a source, timer or
+ *     perform request when the wait begins (else it waits on the
+ *     connection alone, which serves nothing either way, at less cost).
+ *     What the loop runs meanwhile may not send on the same remote port
+ *     (refused at once: kRLMessagePortTransportError, kRLErrorInvalidState;
+ *     Darwin lets such requests interleave). A local port whose callout
+ *     sent the request is served meanwhile too (a peer that asks back is
+ *     answered), as a nested run serves a port on Darwin.
+ *   - A local port answers a client's requests one after another and reads
+ *     no more of them while its replies wait to be written (the client is
+ *     not reading): the loop then watches that client only for room to
+ *     write, and serves everyone else.
  *   - A remote port notices that its local port went away when it next
  *     sends, or, once it has an invalidation callback, from the run loop
  *     of the thread that set the callback (common modes).
@@ -65,7 +75,8 @@ typedef struct RLMessagePortContext {
 
 /* Answers one request on the local port's run-loop thread. `data` is valid
  * for the call (retain it to keep it). Return the reply (Create rule: the
- * port releases it after sending) or NULL for an empty reply. */
+ * port releases it after sending) or NULL for an empty reply (the sender
+ * gets empty data, as with CF). */
 typedef RLDataRef RL_NULLABLE (*RLMessagePortCallBack)(RLMessagePortRef local, int32_t msgid,
                                                        RLDataRef RL_NULLABLE data, void *RL_NULLABLE info);
 /* Called once when the port becomes invalid (by RLMessagePortInvalidate,
@@ -84,7 +95,14 @@ RL_EXPORT RLTypeID RLMessagePortGetTypeID(void);
  * (kRLErrorExists), invalid, or the socket fails. *shouldFreeInfo (may be
  * NULL) is set true when the call failed and the context's info was not
  * kept: the caller then frees it, as with CF. The context's retain is
- * called on success. */
+ * called on success, its release once, when the port is invalidated (by
+ * RLMessagePortInvalidate or the last release), after the invalidation
+ * callback.
+ * A NULL name makes an anonymous port, as CF: a new one each time, with no
+ * name (RLMessagePortGetName is NULL), so no remote port finds it; it can
+ * be scheduled and invalidated, and RLMessagePortNameServerRegisterPort
+ * gives it names under which its source then serves requests (where CF
+ * has CFMessagePortSetName). */
 RL_EXPORT RLMessagePortRef RL_NULLABLE RLMessagePortCreateLocal(RLAllocatorRef RL_NULLABLE allocator,
                                                                 const char *RL_NULLABLE name,
                                                                 RLMessagePortCallBack RL_NULLABLE callout,
@@ -98,7 +116,8 @@ RL_EXPORT RLMessagePortRef RL_NULLABLE RLMessagePortCreateRemote(RLAllocatorRef 
                                                                  const char *RL_NULLABLE name);
 
 RL_EXPORT bool RLMessagePortIsRemote(RLMessagePortRef RL_NULLABLE port);
-/* The port's name (valid while the caller holds the port), or NULL. */
+/* The port's name (valid while the caller holds the port), or NULL (an
+ * anonymous port, or a bad object: error set). */
 RL_EXPORT const char *RL_NULLABLE RLMessagePortGetName(RLMessagePortRef RL_NULLABLE port);
 /* Renames a local port (CF's SetName): it listens under `name` from now
  * on, and its old name is free at once. Names GetName returned before stay
@@ -113,7 +132,14 @@ RL_EXPORT bool RLMessagePortGetContext(RLMessagePortRef RL_NULLABLE port, RLMess
 RL_EXPORT bool RLMessagePortIsValid(RLMessagePortRef RL_NULLABLE port);
 /* Closes the port: a local port stops listening (its name is free at once)
  * and drops its clients; a remote port disconnects. Calls the invalidation
- * callback once. Idempotent; false only for a bad object. */
+ * callback once, then the context's release. Idempotent; false only for a
+ * bad object.
+ * fork(): a child lets go of its parent's listening sockets as it starts
+ * (atfork), whatever it does next, and an invalidated port's socket is
+ * shut down, so a dead name never accepts a connection, in any process. A
+ * create of the name waits (up to 2 s) for a child that has not run yet;
+ * a child made without fork()'s handlers (a raw clone) keeps the name
+ * taken, though dead, until it exits. */
 RL_EXPORT bool RLMessagePortInvalidate(RLMessagePortRef RL_NULLABLE port);
 RL_EXPORT RLMessagePortInvalidationCallBack RL_NULLABLE
 RLMessagePortGetInvalidationCallBack(RLMessagePortRef RL_NULLABLE port);
@@ -139,10 +165,14 @@ RL_EXPORT bool RLMessagePortSetStallTimeout(RLMessagePortRef RL_NULLABLE local, 
 /* Sends `data` (may be NULL) with `msgid` to the remote port. sendTimeout
  * bounds the send, rcvTimeout the wait for the reply (seconds; <= 0: do not
  * wait — as CF, a request whose reply is not waited for still goes out).
- * With replyMode NULL the message is one-way. On success with replyMode,
- * *returnData (may be NULL to ignore it) gets the reply (Create rule; NULL
- * for an empty reply). Returns a kRLMessagePort* code; an error other than
- * Success also leaves the thread's error. */
+ * With replyMode NULL the message is one-way; otherwise the calling
+ * thread's run loop runs in replyMode until the reply comes, the timeout
+ * passes or the port is invalidated (kRLMessagePortBecameInvalidError), so
+ * its timers, sources and local ports in that mode are served meanwhile
+ * (see the differences above). On success with replyMode,
+ * *returnData (may be NULL to ignore it) gets the reply (Create rule; empty
+ * data when the callout returned NULL, as CF). Returns a kRLMessagePort*
+ * code; an error other than Success also leaves the thread's error. */
 RL_EXPORT int32_t RLMessagePortSendRequest(RLMessagePortRef RL_NULLABLE remote, int32_t msgid,
                                            RLDataRef RL_NULLABLE data, RLTimeInterval sendTimeout,
                                            RLTimeInterval rcvTimeout, RLRunLoopMode RL_NULLABLE replyMode,
