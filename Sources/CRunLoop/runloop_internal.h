@@ -413,6 +413,12 @@ struct RLRunLoop {
      * needs no reference on the source, which the loop keeps for the
      * callout. The loop's thread only. */
     struct RLRunLoopSource *src_in_callout;
+    /* The main dispatch queue (rl_mainqueue.c): its handle, -1 but in the
+     * main loop of a process that loaded libdispatch; whether the handle is
+     * in the epoll set, reported and not served yet, being served. The
+     * loop's thread only (mainq_fd is fixed before the loop is published). */
+    int mainq_fd;
+    bool mainq_armed, mainq_ready, mainq_serving;
 
     /* Timers and observers whose home this loop is (runloop_internal.h). */
     TAILQ_HEAD(, RLRunLoopTimer) homed_timers;

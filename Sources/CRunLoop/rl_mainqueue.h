@@ -1,0 +1,50 @@
+/*
+ * rl_mainqueue.h — private: the main dispatch queue as a source of every
+ * common mode of the main thread's loop, as in CoreFoundation
+ * (rl_mainqueue.c).
+ *
+ * libdispatch exports two hooks for CF: `_dispatch_get_main_queue_handle_4CF`
+ * (on Linux an eventfd that libdispatch writes when the main queue gets work)
+ * and `_dispatch_main_queue_callback_4CF` (runs the blocks queued on the main
+ * queue, on the main thread). They are looked up at run time in the libraries
+ * the process has already loaded, so a program that never links libdispatch
+ * never loads it: its main loop has no main queue (mainq_fd -1) and pays
+ * nothing.
+ *
+ * Only the main loop's thread calls these (the wait and the pass), except
+ * rl__mainq_attach, called once when the main loop is made.
+ */
+#ifndef CRUNLOOP_RL_MAINQUEUE_H
+#define CRUNLOOP_RL_MAINQUEUE_H
+
+#include "runloop_internal.h"
+
+/* At the main loop's creation: if libdispatch is loaded, this is the
+ * process's first (not a fork() child's) main loop and its thread is the
+ * process's main thread, records the main queue's handle in rl->mainq_fd
+ * (else leaves it -1). Nothing is registered yet: rl__mainq_arm does that
+ * before each wait. */
+RL__HIDDEN void rl__mainq_attach(RLRunLoopRef rl);
+
+/* Whether the main queue keeps mode m of rl from being empty and is
+ * served in it: rl has a main queue, m is one of its common modes, and the
+ * thread is not inside a serve (a run nested in a main-queue block neither
+ * serves the queue nor counts it, as in CF). Loop lock held. */
+static inline bool rl__mainq_in_mode(RLRunLoopRef rl, const rl_mode *m) {
+    return rl->mainq_fd >= 0 && m->common && !rl->mainq_serving;
+}
+
+/* Before a wait of mode m (loop lock held, rl->mainq_fd >= 0): the handle
+ * is in the loop's epoll set exactly while the queue is served in m, so a
+ * block queued while the loop runs a private mode does not wake it. A
+ * handle that becomes readable while it is out of the set is reported when
+ * it is added again. Returns false (error set) if epoll refused. */
+RL__HIDDEN bool rl__mainq_arm(RLRunLoopRef rl, const rl_mode *m);
+
+/* Serves the main queue if its handle reported and the queue is served in
+ * m: reads the handle back and runs libdispatch's callback (every block
+ * pending at its start). Returns whether it served (a handled source, as
+ * in CF). No lock held; the loop's thread. */
+RL__HIDDEN bool rl__mainq_serve(RLRunLoopRef rl, rl_mode *m);
+
+#endif /* CRUNLOOP_RL_MAINQUEUE_H */
