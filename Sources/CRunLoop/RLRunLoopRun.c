@@ -604,6 +604,7 @@ static bool rl_left_by_fork(RLRunLoopRef rl) {
 static RLRunLoopRunResult rl_run_frame(RLRunLoopRef rl, rl_frame *f, bool poll_only, bool stop_after_handle) {
     struct epoll_event ev[64];
     rl_mode *m = f->mode;
+    bool mainq_served = true; /* as CF: the first pass does not look before its wait */
     for (;;) {
         if (rl_left_by_fork(rl))
             return kRLRunLoopRunFinished;
@@ -614,11 +615,14 @@ static RLRunLoopRunResult rl_run_frame(RLRunLoopRef rl, rl_frame *f, bool poll_o
         bool handled = rl_do_sources0(rl, m, stop_after_handle);
         if (handled)
             rl_do_blocks(rl, m);
-        /* As CF: the main queue, reported in an earlier wait (while a
-         * private mode or a run nested in one of its blocks ran), is served
-         * without waiting first. */
-        if (RL__UNLIKELY(rl->mainq_ready) && rl__mainq_serve(rl, m))
-            handled = true;
+        /* As CF: unless the pass before served the main queue, the queue
+         * is looked at before the wait, and served without waiting. */
+        bool mainq_looked = false;
+        if (RL__UNLIKELY(rl->mainq_fd >= 0) && !mainq_served) {
+            mainq_looked = rl__mainq_serve(rl, m);
+            handled |= mainq_looked;
+        }
+        mainq_served = mainq_looked;
         bool poll = handled || poll_only;
         if (!poll) {
             rl_pace_requests(rl);
@@ -640,7 +644,7 @@ static RLRunLoopRunResult rl_run_frame(RLRunLoopRef rl, rl_frame *f, bool poll_o
         if (rl_left_by_fork(rl))
             return kRLRunLoopRunFinished;
         if (RL__UNLIKELY(rl->mainq_ready) && rl__mainq_serve(rl, m))
-            handled = true;
+            handled = mainq_served = true;
         if (rl_do_fds(rl, m, ev, n, wait_no, stop_after_handle && !handled))
             handled = true;
         if (rl_left_by_fork(rl))

@@ -41,10 +41,12 @@ static inline bool rl__mainq_in_mode(RLRunLoopRef rl, const rl_mode *m) {
  * it is added again. Returns false (error set) if epoll refused. */
 RL__HIDDEN bool rl__mainq_arm(RLRunLoopRef rl, const rl_mode *m);
 
-/* Serves the main queue if its handle reported and the queue is served in
- * m: reads the handle back and runs libdispatch's callback (every block
- * pending at its start). Returns whether it served (a handled source, as
- * in CF). No lock held; the loop's thread. */
+/* Serves the main queue if it is served in m and its handle is readable
+ * (the wait reported it: rl->mainq_ready; or before a wait, when the pass
+ * before did not serve it, one read looks): reads the handle back and runs
+ * libdispatch's callback (every block pending at its start). Returns
+ * whether it served (a handled source, as in CF). No lock held; the loop's
+ * thread. */
 RL__HIDDEN bool rl__mainq_serve(RLRunLoopRef rl, rl_mode *m);
 
 #endif /* CRUNLOOP_RL_MAINQUEUE_H */

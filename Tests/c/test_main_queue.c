@@ -210,6 +210,36 @@ static void test_a_run_nested_in_a_timer_serves_the_queue(void **state) {
     assert_trace("T in-timer handled");
 }
 
+static void stop_block(void *name) {
+    rl_trace_add(name);
+    RLRunLoopStop(RLRunLoopGetCurrent());
+}
+
+static void timer_queues(RLRunLoopTimerRef t, void *info) {
+    rl_trace_add("T");
+    dispatch_async_f(dispatch_get_main_queue(), "B", stop_block);
+}
+
+/* As CF: a pass that follows one that did not serve the queue looks at it
+ * before waiting, and serves it without waiting (no BeforeWaiting); a pass
+ * that follows a serve waits first. */
+static void test_looked_at_before_the_wait_unless_just_served(void **state) {
+    RLRunLoopRef rl = main_loop();
+    RLRunLoopObserverRef o =
+        observe(kRLRunLoopDefaultMode, kRLRunLoopBeforeTimers | kRLRunLoopBeforeWaiting | kRLRunLoopAfterWaiting);
+    RLRunLoopTimerRef t = RLRunLoopTimerCreate(NULL, RLAbsoluteTimeGetCurrent() - 1, 0, 0, 0, timer_queues, NULL);
+    assert_true(RLRunLoopAddTimer(rl, t, kRLRunLoopDefaultMode));
+    assert_int_equal(RLRunLoopRunInMode(kRLRunLoopDefaultMode, 5, false), kRLRunLoopRunStopped);
+    RLRelease(t);
+    assert_trace("BT BW AW T BT B");
+    rl_trace_clear();
+    dispatch_async_f(dispatch_get_main_queue(), "outer", queue_from_block);
+    assert_int_equal(RLRunLoopRunInMode(kRLRunLoopDefaultMode, 5, true), kRLRunLoopRunHandledSource);
+    assert_int_equal(RLRunLoopRunInMode(kRLRunLoopDefaultMode, 5, true), kRLRunLoopRunHandledSource);
+    unobserve(o);
+    assert_trace("BT BW AW outer BT BW AW inner");
+}
+
 static void *run_own_loop(void *p) {
     /* Another thread's default mode: empty, and the queue is not served. */
     RLRunLoopRunResult empty = RLRunLoopRunInMode(kRLRunLoopDefaultMode, 0.05, false);
@@ -319,6 +349,7 @@ int main(void) {
         cmocka_unit_test_setup(test_a_run_nested_in_a_block_does_not_serve_the_queue, rl_trace_setup),
         cmocka_unit_test_setup(test_a_run_nested_in_a_timer_serves_the_queue, rl_trace_setup),
         cmocka_unit_test_setup(test_never_served_by_another_threads_loop, rl_trace_setup),
+        cmocka_unit_test_setup(test_looked_at_before_the_wait_unless_just_served, rl_trace_setup),
 #if __BLOCKS__
         cmocka_unit_test_setup(test_blocks_with_dispatch_async, rl_trace_setup),
 #endif
