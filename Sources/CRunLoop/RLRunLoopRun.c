@@ -494,7 +494,7 @@ static int rl_wait(RLRunLoopRef rl, rl_frame *f, bool poll, struct epoll_event *
         rl->armed_mode = f->mode;
         rl__fd_sync_all(rl);
     }
-    if (RL__UNLIKELY(rl->mainq_fd >= 0))
+    if (RL__UNLIKELY(rl->mainq))
         rl__mainq_arm(rl, f->mode);
     /* A stop that came after this pass's own check may have found wake-ups
      * still ignored (between that check and the start of this pass): seen
@@ -618,7 +618,7 @@ static RLRunLoopRunResult rl_run_frame(RLRunLoopRef rl, rl_frame *f, bool poll_o
         /* As CF: unless the pass before served the main queue, the queue
          * is looked at before the wait, and served without waiting. */
         bool mainq_looked = false;
-        if (RL__UNLIKELY(rl->mainq_fd >= 0) && !mainq_served) {
+        if (RL__UNLIKELY(rl->mainq) && !mainq_served) {
             mainq_looked = rl__mainq_serve(rl, m);
             handled |= mainq_looked;
         }

@@ -29,7 +29,9 @@
 typedef int (*handle_fn)(void);
 typedef void (*drain_fn)(void *);
 
-static drain_fn drain; /* set once, before the main loop is published (rl_main_mutex) */
+/* Set once, before the main loop is published (rl_main_mutex). */
+static handle_fn handle;
+static drain_fn drain;
 
 /* libdispatch binds its main queue to the thread that loaded it, the
  * process's main thread; our main loop's thread is the one that loaded this
@@ -43,26 +45,33 @@ __attribute__((constructor)) static void record_loading_thread(void) {
 }
 
 void rl__mainq_attach(RLRunLoopRef rl) {
-    rl->mainq_fd = -1;
     /* A fork() child: libdispatch refuses to run in the child of a process
      * that used its main queue's handle. */
     if (!loaded_on_main_thread || rl__fork_gen() != 0)
         return;
-    handle_fn handle = (handle_fn)dlsym(RTLD_DEFAULT, "_dispatch_get_main_queue_handle_4CF");
+    handle_fn h = (handle_fn)dlsym(RTLD_DEFAULT, "_dispatch_get_main_queue_handle_4CF");
     drain_fn d = (drain_fn)dlsym(RTLD_DEFAULT, "_dispatch_main_queue_callback_4CF");
-    if (!handle || !d)
+    if (!h || !d)
         return; /* libdispatch is not loaded */
-    int fd = handle();
-    if (fd < 0)
-        return;
+    handle = h;
     drain = d;
-    rl->mainq_fd = fd;
+    rl->mainq = true;
 }
 
 bool rl__mainq_arm(RLRunLoopRef rl, const rl_mode *m) {
     bool want = rl__mainq_in_mode(rl, m);
     if (want == rl->mainq_armed)
         return true;
+    /* The handle is asked for when the loop first waits in a mode that
+     * serves the queue, as CF does: making it is what tells libdispatch
+     * that fork() children may no longer use it. */
+    if (rl->mainq_fd < 0) {
+        rl->mainq_fd = handle();
+        if (rl->mainq_fd < 0) {
+            rl->mainq = false;
+            return rl__fail(kRLErrorInvalidState, "RLRunLoopRunInMode", "libdispatch has no main queue handle");
+        }
+    }
     struct epoll_event ev = {.events = EPOLLIN | EPOLLET, .data.u64 = rl__ev_data(rl->mainq_fd, 0)};
     if (epoll_ctl(rl->epfd, want ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, rl->mainq_fd, &ev) != 0) {
         int err = errno;
@@ -77,6 +86,8 @@ bool rl__mainq_arm(RLRunLoopRef rl, const rl_mode *m) {
 }
 
 bool rl__mainq_serve(RLRunLoopRef rl, rl_mode *m) {
+    if (rl->mainq_fd < 0)
+        return false; /* no wait has asked for the handle yet: nothing queued can be seen */
     rl__loop_lock(rl);
     bool go = rl__mainq_in_mode(rl, m);
     rl__loop_unlock(rl);

@@ -8,7 +8,7 @@
  * and `_dispatch_main_queue_callback_4CF` (runs the blocks queued on the main
  * queue, on the main thread). They are looked up at run time in the libraries
  * the process has already loaded, so a program that never links libdispatch
- * never loads it: its main loop has no main queue (mainq_fd -1) and pays
+ * never loads it: its main loop has no main queue (mainq false) and pays
  * nothing.
  *
  * Only the main loop's thread calls these (the wait and the pass), except
@@ -21,9 +21,8 @@
 
 /* At the main loop's creation: if libdispatch is loaded, this is the
  * process's first (not a fork() child's) main loop and its thread is the
- * process's main thread, records the main queue's handle in rl->mainq_fd
- * (else leaves it -1). Nothing is registered yet: rl__mainq_arm does that
- * before each wait. */
+ * process's main thread, finds the hooks and sets rl->mainq. The handle is
+ * asked for, and registered, by rl__mainq_arm before a wait. */
 RL__HIDDEN void rl__mainq_attach(RLRunLoopRef rl);
 
 /* Whether the main queue keeps mode m of rl from being empty and is
@@ -31,10 +30,10 @@ RL__HIDDEN void rl__mainq_attach(RLRunLoopRef rl);
  * thread is not inside a serve (a run nested in a main-queue block neither
  * serves the queue nor counts it, as in CF). Loop lock held. */
 static inline bool rl__mainq_in_mode(RLRunLoopRef rl, const rl_mode *m) {
-    return rl->mainq_fd >= 0 && m->common && !rl->mainq_serving;
+    return rl->mainq && m->common && !rl->mainq_serving;
 }
 
-/* Before a wait of mode m (loop lock held, rl->mainq_fd >= 0): the handle
+/* Before a wait of mode m (loop lock held, rl->mainq set): the handle
  * is in the loop's epoll set exactly while the queue is served in m, so a
  * block queued while the loop runs a private mode does not wake it. A
  * handle that becomes readable while it is out of the set is reported when

@@ -258,6 +258,25 @@ static void test_never_served_by_another_threads_loop(void **state) {
     assert_trace("main-only");
 }
 
+static bool child_main_loop_is_plain(void *arg) {
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    return rl == RLRunLoopGetMain() && RLRunLoopIsFinished(rl, kRLRunLoopDefaultMode) &&
+           RLRunLoopRunInMode(kRLRunLoopDefaultMode, 0.05, false) == kRLRunLoopRunFinished;
+}
+
+/* libdispatch may not be used in the child of a process that used the main
+ * queue's handle: a fork() child's main loop has no main queue, and its
+ * empty default mode finishes. */
+static void test_a_fork_child_has_no_main_queue(void **state) {
+    main_loop();
+    queue("before-fork");
+    drain();
+    rl_test_in_child(child_main_loop_is_plain, NULL, "fork child's main loop");
+    queue("after-fork");
+    drain();
+    assert_trace("before-fork after-fork");
+}
+
 #if __BLOCKS__
 static void test_blocks_with_dispatch_async(void **state) {
     main_loop();
@@ -350,6 +369,7 @@ int main(void) {
         cmocka_unit_test_setup(test_a_run_nested_in_a_timer_serves_the_queue, rl_trace_setup),
         cmocka_unit_test_setup(test_never_served_by_another_threads_loop, rl_trace_setup),
         cmocka_unit_test_setup(test_looked_at_before_the_wait_unless_just_served, rl_trace_setup),
+        cmocka_unit_test_setup(test_a_fork_child_has_no_main_queue, rl_trace_setup),
 #if __BLOCKS__
         cmocka_unit_test_setup(test_blocks_with_dispatch_async, rl_trace_setup),
 #endif
