@@ -113,6 +113,16 @@ static void test_served_in_every_common_mode(void **state) {
     RLRunLoopTimerInvalidate(far);
     RLRelease(far);
     assert_false(RLRunLoopIsFinished(rl, "MQCommon"));
+    /* A private mode made common later serves it from then on. */
+    far = RLRunLoopTimerCreate(NULL, RLAbsoluteTimeGetCurrent() + 1e6, 0, 0, 0, NULL, NULL);
+    assert_true(RLRunLoopAddTimer(rl, far, "MQLater"));
+    queue("later");
+    assert_int_equal(RLRunLoopRunInMode("MQLater", 0, true), kRLRunLoopRunTimedOut);
+    RLRunLoopAddCommonMode(rl, "MQLater");
+    assert_int_equal(RLRunLoopRunInMode("MQLater", 5, true), kRLRunLoopRunHandledSource);
+    assert_trace("in-common later");
+    RLRunLoopTimerInvalidate(far);
+    RLRelease(far);
 }
 
 typedef struct {
