@@ -494,8 +494,13 @@ static int rl_wait(RLRunLoopRef rl, rl_frame *f, bool poll, struct epoll_event *
         rl->armed_mode = f->mode;
         rl__fd_sync_all(rl);
     }
-    if (RL__UNLIKELY(rl->mainq))
+    if (RL__UNLIKELY(rl->mainq)) {
         rl__mainq_arm(rl, f->mode);
+        /* Its handle reported to an outer run's wait (edge-triggered: once)
+         * and is served here: not slept on. */
+        if (rl->mainq_ready && rl->mainq_armed)
+            poll = true;
+    }
     /* A stop that came after this pass's own check may have found wake-ups
      * still ignored (between that check and the start of this pass): seen
      * here, under the lock the stopper set it under, it is not slept on. */

@@ -250,6 +250,27 @@ static void test_looked_at_before_the_wait_unless_just_served(void **state) {
     assert_trace("BT BW AW outer BT BW AW inner");
 }
 
+static void nested_run_after_a_report(RLRunLoopTimerRef t, void *info) {
+    double t0 = rl_test_now();
+    RLRunLoopRunResult r = RLRunLoopRunInMode(kRLRunLoopDefaultMode, 30, true);
+    rl_trace_add(r == kRLRunLoopRunHandledSource ? "nested-handled" : "?");
+    rl_trace_add(rl_test_now() - t0 < 20 ? "at-once" : "slept");
+}
+
+/* The wait that woke for a timer also saw the queue's handle: a run nested
+ * in the timer's callout serves the queue without sleeping first (the
+ * handle reports once; the loop remembers it). */
+static void test_a_run_nested_after_the_report_does_not_sleep(void **state) {
+    RLRunLoopRef rl = main_loop();
+    queue("pending");
+    RLRunLoopTimerRef t = RLRunLoopTimerCreate(NULL, RLAbsoluteTimeGetCurrent() - 1, 0, 0, 0,
+                                               nested_run_after_a_report, NULL);
+    assert_true(RLRunLoopAddTimer(rl, t, kRLRunLoopDefaultMode));
+    assert_int_equal(RLRunLoopRunInMode(kRLRunLoopDefaultMode, 0.2, true), kRLRunLoopRunTimedOut);
+    RLRelease(t);
+    assert_trace("pending nested-handled at-once");
+}
+
 static void *run_own_loop(void *p) {
     /* Another thread's default mode: empty, and the queue is not served. */
     RLRunLoopRunResult empty = RLRunLoopRunInMode(kRLRunLoopDefaultMode, 0.05, false);
@@ -377,6 +398,7 @@ int main(void) {
         cmocka_unit_test_setup(test_dispatch_after_is_never_early, rl_trace_setup),
         cmocka_unit_test_setup(test_a_run_nested_in_a_block_does_not_serve_the_queue, rl_trace_setup),
         cmocka_unit_test_setup(test_a_run_nested_in_a_timer_serves_the_queue, rl_trace_setup),
+        cmocka_unit_test_setup(test_a_run_nested_after_the_report_does_not_sleep, rl_trace_setup),
         cmocka_unit_test_setup(test_never_served_by_another_threads_loop, rl_trace_setup),
         cmocka_unit_test_setup(test_looked_at_before_the_wait_unless_just_served, rl_trace_setup),
         cmocka_unit_test_setup(test_a_fork_child_has_no_main_queue, rl_trace_setup),
