@@ -158,6 +158,15 @@ $(BUILD)/tests/%: Tests/c/%.c $(TEST_SUPPORT) $(wildcard Tests/c/support/*.h) $(
 $(BUILD)/tests/test_cf_compat_ports: private CFLAGS += -Werror
 $(BUILD)/tests/test_cf_compat_ports: examples/c/message_ports.c
 
+# The main dispatch queue's test is the one C test that links the
+# toolchain's libdispatch (the library never does: it finds libdispatch's
+# hooks at run time). Without a Swift toolchain it is not built.
+$(BUILD)/tests/test_main_queue: private CPPFLAGS += -idirafter $(SWIFT_PREFIX)/lib/swift
+$(BUILD)/tests/test_main_queue: private LIBS += -L$(SWIFT_LIBDIR) $(SWIFT_RPATH) -ldispatch
+ifeq ($(wildcard $(SWIFT_LIBDIR)/libdispatch.so),)
+TEST_BINS := $(filter-out $(BUILD)/tests/test_main_queue,$(TEST_BINS))
+endif
+
 # The C tests, one cmocka program per Tests/c/test_*.c. TEST_RUNNER prefixes
 # each run (valgrind for check-leak); TESTS=name limits the run to some.
 TESTS ?=

@@ -123,6 +123,15 @@ let package = Package(
             path: "examples/swift-async-echo",
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),
+        // The main dispatch queue served by RLRunLoop.main: a program, not a
+        // suite, because its main thread must run the loop (swift test runs
+        // suites on other threads); scripts/run-swift-tests.sh --demo runs it.
+        .executableTarget(
+            name: "swiftthreads-main-queue",
+            dependencies: ["SwiftThreads"],
+            path: "Tests/SwiftMainQueue",
+            swiftSettings: [.swiftLanguageMode(.v6)]
+        ),
         .executableTarget(name: "swiftthreads-bench", dependencies: ["SwiftThreads"], path: "bench/swift", swiftSettings: [.swiftLanguageMode(.v6)]),
         // swift-corelibs-foundation's own TestSocketPort.swift and
         // TestRunLoop.swift, unchanged (see its README), compiled against

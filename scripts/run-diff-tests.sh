@@ -72,11 +72,15 @@ support_cf=$BUILD/diff-bin/diff.cf.o; support_rl=$BUILD/diff-bin/diff.rl.o
 "$CLANG" "${common[@]}" -DDIFF_CF -I"$cf_include" -c -o "$support_cf" Tests/diff/support/diff.c || exit 2
 build_cf() { # src out
   "$CLANG" "${common[@]}" -DDIFF_CF -I"$cf_include" -o "$2" "$1" "$support_cf" \
-    -L"$swift_lib" -Wl,-rpath,"$swift_lib" -lFoundation -lBlocksRuntime -lpthread -lm
+    -L"$swift_lib" -Wl,-rpath,"$swift_lib" -lFoundation -ldispatch -lBlocksRuntime -lpthread -lm
 }
 build_rl() { # src out
+  # The scenarios of the main dispatch queue use libdispatch (CF's side has
+  # it through Foundation); the others do not, and do not link it.
+  local dispatch=()
+  grep -q '<dispatch/dispatch.h>' "$1" && dispatch=(-idirafter "$cf_include" -ldispatch)
   "$CLANG" "${common[@]}" "${san_flags[@]}" -Iinclude -o "$2" "$1" "$support_rl" \
-    "$BUILD/libcrunloop.a" -lbsd -lpthread -lm -L"$swift_lib" -Wl,-rpath,"$swift_lib" -lBlocksRuntime "${san_libs[@]}"
+    "$BUILD/libcrunloop.a" -lbsd -lpthread -lm -L"$swift_lib" -Wl,-rpath,"$swift_lib" -lBlocksRuntime "${dispatch[@]}" "${san_libs[@]}"
 }
 if [ "$DIFF_ONLY" != cf ]; then
   "$CLANG" "${common[@]}" "${san_flags[@]}" -Iinclude -c -o "$support_rl" Tests/diff/support/diff.c || exit 2

@@ -16,6 +16,8 @@
 #       swiftthreads-message-ports (fast) must print what their C twins
 #       (port_checkin, message_ports) print; swiftthreads-async-echo (fast)
 #       must echo its clients and show its writer held back;
+#       swiftthreads-main-queue
+#       (Tests/SwiftMainQueue) must pass every check and end with its OK line;
 #       "[swift-demo] PASS ..." for each, then "N passed, N failed, 0 skipped"
 #   scripts/run-swift-tests.sh --tour   swiftthreads-demo's tour (RL_EXAMPLE_TOUR=1): what Swift adds,
 #       then the echo client over the Foundation-shaped streams, the threaded
@@ -190,6 +192,20 @@ case $mode in
     fi
     report "swiftthreads-$example (${swift_titles[$example]})"
   done
+  # The main dispatch queue served by RLRunLoop.main (Tests/SwiftMainQueue):
+  # its main thread runs the loop, which swift test's suites cannot.
+  OUT=$logdir/swiftthreads-main-queue.out
+  problems=()
+  if build "the main-queue check" "$logdir/main-queue-build.log" --product swiftthreads-main-queue; then
+    timeout "$TIMEOUT" "$bin/swiftthreads-main-queue" >"$OUT" 2>&1 </dev/null
+    rc=$?
+    [ $rc -eq 0 ] || fail "exit status $rc"
+    count_lines '^FAIL: ' 0
+    [ "$(tail -1 "$OUT")" = "swiftthreads-main-queue: OK" ] || fail "last line is not 'swiftthreads-main-queue: OK'"
+  else
+    fail "build failed"
+  fi
+  report "swiftthreads-main-queue (DispatchQueue.main, Task { @MainActor }, MainActor.run on RLRunLoop.main)"
   echo "$passed passed, $failed failed, 0 skipped"
   [ "$failed" -eq 0 ]; exit $?
   ;;

@@ -17,6 +17,7 @@
 #include "rl_heap.h"
 #include "rl_lock.h"
 #include "rl_loop.h"
+#include "rl_mainqueue.h"
 
 #include <errno.h>
 #include <math.h>
@@ -93,6 +94,7 @@ static RLRunLoopRef rl_create(pthread_t thread) {
     rl->fork_gen = rl__fork_gen();
     rl->pq.fork_gen = rl->fork_gen;
     rl->armed_at = INFINITY;
+    rl->mainq_fd = -1;
     TAILQ_INIT(&rl->homed_timers);
     TAILQ_INIT(&rl->homed_observers);
     atomic_init(&rl->ignore_wakeups, 1); /* not running */
@@ -319,8 +321,10 @@ RLRunLoopRef RLRunLoopGetMain(void) {
     pthread_mutex_lock(&rl_main_mutex);
     if (!rl_main_loop) {
         rl_main_loop = rl_create(rl_main_thread);
-        if (rl_main_loop)
+        if (rl_main_loop) {
             rl__object_hold(rl_main_loop); /* kept for the life of the process */
+            rl__mainq_attach(rl_main_loop); /* the main dispatch queue, as in CF */
+        }
         /* Made after the main thread exited: as if torn down with it, so
          * that it refuses requests no thread would run. */
         if (rl_main_loop && rl_main_exited)

@@ -12,6 +12,7 @@
 #include "rl_heap.h"
 #include "rl_lock.h"
 #include "rl_loop.h"
+#include "rl_mainqueue.h"
 #include "rl_ready.h"
 #include "rl_spin.h"
 #include "rl_wake.h"
@@ -130,12 +131,16 @@ unsigned long rl__loop_coalesced_waits(RLRunLoopRef rl) {
 /* ------------------------------------------------------------------ */
 /* the iteration                                                       */
 
-/* Whether m has no source and no timer. The loop lock held. */
-static bool rl_mode_has_no_items(rl_mode *m) { return m->nsources == 0 && rl__tset_count(&m->timers) == 0; }
+/* Whether m has no source and no timer; on the main thread, the main
+ * dispatch queue is a source of every common mode (rl_mainqueue.h). The
+ * loop lock held. */
+static bool rl_mode_has_no_items(RLRunLoopRef rl, rl_mode *m) {
+    return m->nsources == 0 && rl__tset_count(&m->timers) == 0 && !rl__mainq_in_mode(rl, m);
+}
 
 static bool rl_mode_is_empty(RLRunLoopRef rl, rl_mode *m) {
     rl__loop_lock(rl);
-    bool empty = rl_mode_has_no_items(m);
+    bool empty = rl_mode_has_no_items(rl, m);
     rl__loop_unlock(rl);
     return empty && !rl__perform_has_for(&rl->pq, m);
 }
@@ -448,7 +453,7 @@ static inline void rl_flag_set(_Atomic int *flag, int v) {
 /* A poll with no user fd to look at has nothing to ask the kernel: due
  * timers are found by the clock, and an expiry of the edge-triggered
  * timerfd needs no draining (the next arming clears it). */
-static bool rl_poll_needs_no_syscall(RLRunLoopRef rl) { return rl->nfd_armed == 0; }
+static bool rl_poll_needs_no_syscall(RLRunLoopRef rl) { return rl->nfd_armed == 0 && !rl->mainq_armed; }
 
 /* Whether the loop, about to block, may spin for a wake-up first: only if
  * the last wake-up came from another CPU (a waker on this CPU cannot run
@@ -488,6 +493,13 @@ static int rl_wait(RLRunLoopRef rl, rl_frame *f, bool poll, struct epoll_event *
     if (rl->armed_mode != f->mode) {
         rl->armed_mode = f->mode;
         rl__fd_sync_all(rl);
+    }
+    if (RL__UNLIKELY(rl->mainq)) {
+        rl__mainq_arm(rl, f->mode);
+        /* Its handle reported to an outer run's wait (edge-triggered: once)
+         * and is served here: not slept on. */
+        if (rl->mainq_ready && rl->mainq_armed)
+            poll = true;
     }
     /* A stop that came after this pass's own check may have found wake-ups
      * still ignored (between that check and the start of this pass): seen
@@ -569,6 +581,8 @@ static int rl_wait(RLRunLoopRef rl, rl_frame *f, bool poll, struct epoll_event *
             rl__loop_lock(rl);
             rl->armed_at = INFINITY;
             rl__loop_unlock(rl);
+        } else if (rl__ev_fd(&ev[i]) == rl->mainq_fd) {
+            rl->mainq_ready = true; /* served after the timers (rl_run_frame) */
         }
     }
     if (user_fds) {
@@ -595,6 +609,7 @@ static bool rl_left_by_fork(RLRunLoopRef rl) {
 static RLRunLoopRunResult rl_run_frame(RLRunLoopRef rl, rl_frame *f, bool poll_only, bool stop_after_handle) {
     struct epoll_event ev[64];
     rl_mode *m = f->mode;
+    bool mainq_served = true; /* as CF: the first pass does not look before its wait */
     for (;;) {
         if (rl_left_by_fork(rl))
             return kRLRunLoopRunFinished;
@@ -605,6 +620,14 @@ static RLRunLoopRunResult rl_run_frame(RLRunLoopRef rl, rl_frame *f, bool poll_o
         bool handled = rl_do_sources0(rl, m, stop_after_handle);
         if (handled)
             rl_do_blocks(rl, m);
+        /* As CF: unless the pass before served the main queue, the queue
+         * is looked at before the wait, and served without waiting. */
+        bool mainq_looked = false;
+        if (RL__UNLIKELY(rl->mainq) && !mainq_served) {
+            mainq_looked = rl__mainq_serve(rl, m);
+            handled |= mainq_looked;
+        }
+        mainq_served = mainq_looked;
         bool poll = handled || poll_only;
         if (!poll) {
             rl_pace_requests(rl);
@@ -625,6 +648,8 @@ static RLRunLoopRunResult rl_run_frame(RLRunLoopRef rl, rl_frame *f, bool poll_o
         rl_do_timers(rl, m);
         if (rl_left_by_fork(rl))
             return kRLRunLoopRunFinished;
+        if (RL__UNLIKELY(rl->mainq_ready) && rl__mainq_serve(rl, m))
+            handled = mainq_served = true;
         if (rl_do_fds(rl, m, ev, n, wait_no, stop_after_handle && !handled))
             handled = true;
         if (rl_left_by_fork(rl))
@@ -638,7 +663,7 @@ static RLRunLoopRunResult rl_run_frame(RLRunLoopRef rl, rl_frame *f, bool poll_o
         rl__loop_lock(rl);
         bool stopped = f->stopped;
         f->stopped = false;
-        bool empty = rl_mode_has_no_items(m); /* the same look as rl_mode_is_empty, under this one lock */
+        bool empty = rl_mode_has_no_items(rl, m); /* the same look as rl_mode_is_empty, under this one lock */
         rl__loop_unlock(rl);
         if (stopped)
             return kRLRunLoopRunStopped;

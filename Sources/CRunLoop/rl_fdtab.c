@@ -449,6 +449,7 @@ static void rl_fd_rebuild(RLRunLoopRef rl) {
     if (!ok)
         return;
     rl->lost_level = false;
+    rl->mainq_armed = false; /* added to the new set before the wait (rl__mainq_arm) */
     for (size_t fd = 0; fd < rl->nfdtab; fd++) {
         rl_fdreg *r = &rl->fdtab[fd];
         if (r->nsrcs == 0 || r->always || r->gen == 0)

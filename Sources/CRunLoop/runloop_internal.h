@@ -413,6 +413,14 @@ struct RLRunLoop {
      * needs no reference on the source, which the loop keeps for the
      * callout. The loop's thread only. */
     struct RLRunLoopSource *src_in_callout;
+    /* The main dispatch queue (rl_mainqueue.c): whether the loop serves
+     * one (the main loop of a process that loaded libdispatch; set before
+     * the loop is published); its handle, -1 until a wait first needs it;
+     * whether the handle is in the epoll set, reported and not served yet,
+     * being served. The loop's thread only. */
+    bool mainq;
+    int mainq_fd;
+    bool mainq_armed, mainq_ready, mainq_serving;
 
     /* Timers and observers whose home this loop is (runloop_internal.h). */
     TAILQ_HEAD(, RLRunLoopTimer) homed_timers;

@@ -85,6 +85,13 @@ public final class RLRunLoop: @unchecked Sendable {
     }
 
     /// The main thread's run loop (`RLRunLoopGetMain`).
+    ///
+    /// As CoreFoundation's, it serves the main dispatch queue in its common
+    /// modes: while the main thread runs it (``run(until:)``, or any run of
+    /// the default or a common mode), `DispatchQueue.main` blocks,
+    /// `Task { @MainActor in ... }` and `await MainActor.run { }` run there,
+    /// and its default mode is never empty, so only ``stop()`` or the date
+    /// end ``run(until:)``.
     public static var main: RLRunLoop {
         guard let ref = RLRunLoopGetMain() else {
             fatalError("RLRunLoop.main: \(RLError.last())")

@@ -4,6 +4,7 @@
 #include "testutil.h"
 #include "trace.h"
 
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -408,16 +409,50 @@ static void test_next_timer_fire_date(void **state) {
     drop(b);
 }
 
-static void test_run_returns_finished_when_empty(void **state) {
-    /* Run() in a default mode that ends up empty returns Finished. */
+static void *run_until_finished(void *arg) {
     RLRunLoopTimerContext c = {0, "T", NULL, NULL, NULL};
     RLRunLoopTimerRef t = RLRunLoopTimerCreate(NULL, RLAbsoluteTimeGetCurrent(), 0, 0, 0, timer_tr, &c);
-    assert_true(RLRunLoopAddTimer(RLRunLoopGetCurrent(), t, kRLRunLoopDefaultMode));
-    assert_int_equal(RLRunLoopRun(), kRLRunLoopRunFinished);
-    assert_trace("T");
-    drop(t);
+    bool ok = RLRunLoopAddTimer(RLRunLoopGetCurrent(), t, kRLRunLoopDefaultMode);
+    ok = ok && RLRunLoopRun() == kRLRunLoopRunFinished;
+    RLRelease(t);
+    return ok ? (void *)1 : NULL;
 }
 
+static void test_run_returns_finished_when_empty(void **state) {
+    /* Run() in a default mode that ends up empty returns Finished (on a
+     * thread of its own: the main thread's default mode may hold the main
+     * dispatch queue, test_main_thread_default_mode). */
+    assert_ptr_equal(rl_test_on_other_thread(run_until_finished, NULL), (void *)1);
+    assert_trace("T");
+}
+
+/* As in CF, the main dispatch queue is a source of every common mode of the
+ * main thread's loop, so its default mode is never empty, when the process
+ * has libdispatch (test_main_queue.c). This program does not link it (but
+ * under TSan, whose runtime needs it): then the library does not load it,
+ * and the empty default mode finishes as on any thread. */
+static void test_main_thread_default_mode(void **state) {
+    bool dispatch_loaded = dlsym(RTLD_DEFAULT, "_dispatch_main_queue_callback_4CF") != NULL;
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define RL_TEST_UNDER_TSAN 1
+#endif
+#endif
+#if !defined(RL_TEST_UNDER_TSAN) && !defined(__SANITIZE_THREAD__)
+    assert_false(dispatch_loaded); /* the library does not load it */
+#endif
+    RLRunLoopRef rl = RLRunLoopGetMain();
+    assert_ptr_equal(rl, RLRunLoopGetCurrent());
+    if (!dispatch_loaded) {
+        assert_true(RLRunLoopIsFinished(rl, kRLRunLoopDefaultMode));
+        assert_int_equal(RLRunLoopRunInMode(kRLRunLoopDefaultMode, 5, false), kRLRunLoopRunFinished);
+    } else {
+        assert_false(RLRunLoopIsFinished(rl, kRLRunLoopDefaultMode));
+        assert_int_equal(RLRunLoopRunInMode(kRLRunLoopDefaultMode, 0.01, false), kRLRunLoopRunTimedOut);
+    }
+    /* A private mode holds no queue. */
+    assert_true(RLRunLoopIsFinished(rl, "NoSuchMode"));
+}
 
 static void test_idle_loop_sleeps_until_timeout(void **state) {
     /* A far timer and a silent source: one wait, ended by the run's
@@ -489,6 +524,7 @@ int main(void) {
         cmocka_unit_test_setup(test_get_main_and_current, rl_trace_setup),
         cmocka_unit_test_setup(test_next_timer_fire_date, rl_trace_setup),
         cmocka_unit_test_setup(test_run_returns_finished_when_empty, rl_trace_setup),
+        cmocka_unit_test_setup(test_main_thread_default_mode, rl_trace_setup),
         cmocka_unit_test_setup(test_idle_loop_sleeps_until_timeout, rl_trace_setup),
         cmocka_unit_test_setup(test_is_finished, rl_trace_setup),
     };

@@ -108,8 +108,9 @@ final class Locked<Value>: @unchecked Sendable {
 // MARK: - 1. Countdown timer
 
 /// The tutorial's countdown: a repeating timer on the main run loop counts
-/// 10 → 1 once a second, then invalidates itself; with no timer left the
-/// run loop returns.
+/// 10 → 1 once a second, then invalidates itself and stops the loop. (The
+/// main loop's default mode never runs empty in a Swift program: as with
+/// CoreFoundation, the main dispatch queue is one of its sources.)
 func countdown() {
     Demo.heading(1, "Countdown timer (RLTimer on the main run loop)")
     let remaining = Locked(10)
@@ -123,9 +124,10 @@ func countdown() {
         if value == 1 {
             Demo.say("  liftoff — invalidating the timer")
             timer.invalidate()
+            RLRunLoop.current.stop()
         }
     }
-    // Returns once the default mode has no valid timer left.
+    // Returns when the timer stops it.
     RLRunLoop.current.run()
     Demo.check(!timer.isValid && remaining.get == 0, "the countdown reached 0")
 }

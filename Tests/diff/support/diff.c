@@ -248,10 +248,17 @@ bool wait_until_waiting(CFRunLoopRef rl) {
 
 static void scenario_thread(void *unused) { scenario(); }
 
+/* Defined (true) by the scenarios that must run on the main thread: the
+ * main dispatch queue's. */
+extern const bool diff_on_main_thread __attribute__((weak));
+
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     alarm(60); /* a hang fails the scenario instead of the whole run */
-    join(spawn(scenario_thread, NULL));
+    if (&diff_on_main_thread && diff_on_main_thread)
+        scenario();
+    else
+        join(spawn(scenario_thread, NULL));
     trace("end");
     return 0;
 }

@@ -10,7 +10,9 @@
  *
  * A scenario defines `void scenario(void)`; main() runs it on a fresh
  * secondary thread (CF treats the main thread's run loop specially on
- * Linux: its common modes are never empty), then prints "end".
+ * Linux: its common modes are never empty), then prints "end". A scenario
+ * of the main dispatch queue runs on the main thread instead: it defines
+ * `const bool diff_on_main_thread = true;`.
  */
 #ifndef DIFF_H
 #define DIFF_H
