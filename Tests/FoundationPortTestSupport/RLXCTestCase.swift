@@ -40,12 +40,7 @@ open class RLXCTestCase: XCTestCase {
     /// reason (test name → reason). Their failures are reported as known
     /// issues instead of failures, as Swift Testing's `withKnownIssue`
     /// does; such a test that does not fail fails ("fixed? remove it").
-    public static let knownIssues: [String: String] = [
-        "TestRunLoop.test_mainDispatchQueueCallout":
-            "RLRunLoop.main does not drain the main dispatch queue (CFRunLoop does, through libdispatch's "
-            + "_dispatch_main_queue_callback_4CF); DispatchQueue.main runs only under dispatch_main or Foundation's "
-            + "run loop",
-    ]
+    public static let knownIssues: [String: String] = [:]
 
     private var knownIssue: String? { RLXCTestCase.knownIssues[name] }
 
