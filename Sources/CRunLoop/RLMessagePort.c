@@ -1001,9 +1001,12 @@ static int32_t receive_reply(struct RLMessagePort *mp, uint32_t seq, RLRunLoopRe
         if (r < 0)
             return broke(mp, kRLMessagePortBecameInvalidError, fn, why);
         if (r == 1) {
-            if (f.h.kind != RL_WIRE_REPLY || f.h.ncomp > 1) {
+            /* As strict as the local side is with a request: a reply,
+             * with at most one component, and that one data (a port
+             * component is a name, not reply bytes). */
+            if (f.h.kind != RL_WIRE_REPLY || f.h.ncomp > 1 || (f.h.ncomp == 1 && f.comps[0].type != RL_WIRE_DATA)) {
                 rl__wire_frame_free(&f);
-                return broke(mp, kRLMessagePortTransportError, fn, "unexpected frame from the local port");
+                return broke(mp, kRLMessagePortTransportError, fn, "malformed reply from the local port");
             }
             if (f.h.seq != seq) { /* the late reply of a request that timed out */
                 rl__wire_frame_free(&f);

@@ -639,14 +639,22 @@ static void sock_deliver_accepts(struct RLSocket *s) {
     }
 }
 
-/* True if the stream's peer has closed (a read would return 0). */
+/* True if the stream's peer has closed (a read would return 0). Asked
+ * without reading: a read, even a peek, takes the socket's pending error
+ * (a reset), which is the Read callback's own read's to see. An error
+ * pending is not the end (the read after it is). */
 static bool stream_at_eof(int fd) {
-    char c;
-    ssize_t n;
+    struct pollfd p = {.fd = fd, .events = POLLIN | POLLRDHUP};
+    int r;
     do
-        n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-    while (n < 0 && errno == EINTR);
-    return n == 0;
+        r = poll(&p, 1, 0);
+    while (r < 0 && errno == EINTR);
+    if (r <= 0 || (p.revents & (POLLERR | POLLNVAL)) || !(p.revents & POLLRDHUP))
+        return false;
+    int queued = 0;
+    if (ioctl(fd, FIONREAD, &queued) < 0)
+        return false;
+    return queued == 0;
 }
 
 static void sock_fd_callout_body(struct RLSocket *s, RLOptionFlags ready);
@@ -716,7 +724,6 @@ static void sock_fd_callout_body(struct RLSocket *s, RLOptionFlags ready) {
         bool accept = go && rt == kRLSocketAcceptCallBack;
         if (go && !accept)
             sock_delivered_locked(s, rt);
-        bool clear_errors = !(s->flags & kRLSocketLeaveErrors);
         bool listening = s->listening;
         sock_unlock(s);
         if (accept) {
@@ -748,12 +755,10 @@ static void sock_fd_callout_body(struct RLSocket *s, RLOptionFlags ready) {
                     chunk = budget;
             }
         } else if (go) {
+            /* As CFSocket, nothing is read before a Read callback: a
+             * pending error (a reset) is left for the callback's read,
+             * kRLSocketLeaveErrors or not. */
             bool last = s->sock_type == SOCK_STREAM && !listening && stream_at_eof(s->fd);
-            if (clear_errors) {
-                int err = 0;
-                socklen_t len = sizeof err;
-                (void)getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &err, &len); /* reading clears it */
-            }
             if (last) {
                 sock_lock(s);
                 s->at_eof = true;

@@ -79,8 +79,8 @@ public final class RLSocket: @unchecked Sendable {
         public static let automaticallyReenableDataCallBack = Flags(rawValue: 3)
         /// kRLSocketAutomaticallyReenableWriteCallBack
         public static let automaticallyReenableWriteCallBack = Flags(rawValue: 8)
-        /// kRLSocketLeaveErrors: do not clear the socket's pending error
-        /// before a read callback.
+        /// kRLSocketLeaveErrors: kept for CF; a pending error (a reset) is
+        /// never cleared before a read callback, with or without it.
         public static let leaveErrors = Flags(rawValue: 64)
         /// kRLSocketCloseOnInvalidate: ``RLSocket/invalidate()`` closes the
         /// descriptor.

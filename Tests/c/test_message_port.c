@@ -7,6 +7,9 @@
 #include <crunloop/RLMessagePort.h>
 
 #include <errno.h>
+#include <poll.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <signal.h>
@@ -324,6 +327,151 @@ static int raw_connect(const char *name) {
     assert_true(fd >= 0);
     assert_int_equal(connect(fd, (struct sockaddr *)&a, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n)), 0);
     return fd;
+}
+
+/* ---- a fake local port: a raw listening socket that speaks the wire
+ * format (Sources/CRunLoop/rl_wire.h) and answers a request with a reply
+ * frame chosen by the test ---- */
+
+typedef struct fake_port {
+    char name[128];
+    int lfd;
+    uint8_t kind;  /* the answer's kind (3: a reply) */
+    uint8_t ctype; /* its one component's type (1: data, 2: port) */
+    pthread_t thread;
+    bool answered, saw_close; /* read after the join */
+} fake_port;
+
+static void put32(uint8_t *p, uint32_t v) {
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint32_t get32(const uint8_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static bool read_full(int fd, void *buf, size_t n) {
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = read(fd, (uint8_t *)buf + got, n - got);
+        if (r <= 0)
+            return false;
+        got += (size_t)r;
+    }
+    return true;
+}
+
+/* Accepts connections (the remote's watch connection and its request
+ * connection); answers the first request with the chosen frame, then waits
+ * for the sender to drop that connection (at most 5 s). */
+static void *fake_port_run(void *arg) {
+    fake_port *f = arg;
+    struct pollfd p[8] = {{f->lfd, POLLIN, 0}};
+    int n = 1;
+    while (!f->answered && n < 8 && poll(p, (nfds_t)n, 5000) > 0) {
+        if (p[0].revents & POLLIN) {
+            int c = accept(f->lfd, NULL, NULL);
+            if (c >= 0)
+                p[n++] = (struct pollfd){c, POLLIN, 0};
+        }
+        for (int i = 1; i < n && !f->answered; i++) {
+            if (!(p[i].revents & (POLLIN | POLLHUP)))
+                continue;
+            uint8_t h[24], body[256];
+            if (!read_full(p[i].fd, h, sizeof h) || get32(h + 20) > sizeof body ||
+                !read_full(p[i].fd, body, get32(h + 20))) {
+                p[i].events = 0; /* gone: ignore it */
+                continue;
+            }
+            if (h[5] != 2) /* not a request (the watch connection's hello) */
+                continue;
+            uint8_t out[24 + 8 + 4] = {'R', 'L', 'P', 'M', 1, f->kind};
+            memcpy(out + 8, h + 8, 8); /* the request's msgid and seq */
+            put32(out + 16, 1);
+            put32(out + 20, 8 + 4);
+            out[24] = f->ctype;
+            put32(out + 28, 4);
+            memcpy(out + 32, "name", 4);
+            f->answered = write(p[i].fd, out, sizeof out) == (ssize_t)sizeof out;
+            struct timeval tv = {5, 0};
+            setsockopt(p[i].fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+            char b;
+            f->saw_close = f->answered && read(p[i].fd, &b, 1) == 0;
+        }
+    }
+    for (int i = 1; i < n; i++)
+        close(p[i].fd);
+    return NULL;
+}
+
+static void fake_port_start(fake_port *f, uint8_t kind, uint8_t ctype) {
+    *f = (fake_port){.kind = kind, .ctype = ctype};
+    unique_name(f->name, sizeof f->name, "fake");
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    int n = snprintf(a.sun_path + 1, sizeof a.sun_path - 1, "crunloop.%u.%s", (unsigned)geteuid(), f->name);
+    f->lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(f->lfd >= 0);
+    assert_int_equal(bind(f->lfd, (struct sockaddr *)&a, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n)),
+                     0);
+    assert_int_equal(listen(f->lfd, 8), 0);
+    assert_int_equal(pthread_create(&f->thread, NULL, fake_port_run, f), 0);
+}
+
+static void fake_port_stop(fake_port *f) {
+    assert_int_equal(pthread_join(f->thread, NULL), 0);
+    close(f->lfd);
+}
+
+/* A reply must be a reply frame whose one component, if any, is data, as
+ * the request side demands of a request: a port component (a name, not
+ * reply bytes) or another kind is a transport error, the connection is
+ * dropped and the remote port invalidated; *returnData gets nothing. */
+static void test_malformed_reply_is_a_transport_error(void **state) {
+    (void)state;
+    static const uint8_t bad[][2] = {
+        {3, 2}, /* a reply with a port component */
+        {1, 1}, /* a one-way message instead of the reply */
+        {2, 1}, /* a request instead of the reply */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        fake_port f;
+        fake_port_start(&f, bad[i][0], bad[i][1]);
+        RLMessagePortRef remote = RLMessagePortCreateRemote(NULL, f.name);
+        assert_non_null(remote);
+        RLDataRef in = text("question"), out = NULL;
+        assert_int_equal(RLMessagePortSendRequest(remote, MSG_ECHO, in, 5, 5, kRLRunLoopDefaultMode, &out),
+                         kRLMessagePortTransportError);
+        assert_rl_error(kRLErrorInvalidState);
+        assert_null(out);
+        assert_false(RLMessagePortIsValid(remote));
+        fake_port_stop(&f);
+        assert_true(f.answered);
+        assert_true(f.saw_close);
+        RLRelease(in);
+        RLRelease(remote);
+    }
+}
+
+/* The fake port's well-formed reply is taken: the test above fails for
+ * what it sends, not for how. */
+static void test_fake_port_reply_is_taken(void **state) {
+    (void)state;
+    fake_port f;
+    fake_port_start(&f, 3, 1);
+    RLMessagePortRef remote = RLMessagePortCreateRemote(NULL, f.name);
+    assert_non_null(remote);
+    RLDataRef in = text("question"), out = NULL;
+    assert_int_equal(RLMessagePortSendRequest(remote, MSG_ECHO, in, 5, 5, kRLRunLoopDefaultMode, &out),
+                     kRLMessagePortSuccess);
+    assert_data_is(out, "name");
+    RLRelease(out);
+    assert_true(RLMessagePortIsValid(remote));
+    RLMessagePortInvalidate(remote); /* the fake port waits for the close */
+    fake_port_stop(&f);
+    assert_true(f.answered);
+    RLRelease(in);
+    RLRelease(remote);
 }
 
 static void test_bad_peers_are_dropped_and_others_served(void **state) {
@@ -701,6 +849,8 @@ int main(void) {
         cmocka_unit_test(test_misuse),
         cmocka_unit_test(test_context_is_retained_and_released),
         cmocka_unit_test(test_data_misuse),
+        cmocka_unit_test(test_malformed_reply_is_a_transport_error),
+        cmocka_unit_test(test_fake_port_reply_is_taken),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

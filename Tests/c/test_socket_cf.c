@@ -67,7 +67,10 @@ static void probe_cb(RLSocketRef s, RLSocketCallBackType type, RLDataRef address
     } else if (type == kRLSocketReadCallBack) {
         char buf[16];
         ssize_t n = read(RLSocketGetNative(s), buf, sizeof buf);
-        rl_trace_addf("%s:read%ld", p->name, (long)n);
+        if (n < 0)
+            rl_trace_addf("%s:read-1:%s", p->name, errno == ECONNRESET ? "ECONNRESET" : strerror(errno));
+        else
+            rl_trace_addf("%s:read%ld", p->name, (long)n);
     } else {
         rl_trace_addf("%s:type%lu", p->name, (unsigned long)type);
     }
@@ -343,6 +346,76 @@ static void test_read_callback_at_end_stays_valid(void **state) {
     assert_true(RLSocketInvalidate(s));
     assert_int_equal(p.releases, 1);
     assert_false(fd_open(sv[0]));
+    RLRelease(s);
+    rl_test_unkeep(keep);
+}
+
+/* A connected loopback TCP pair: *srv the accepted end, *cli the other. */
+static void tcp_pair(int *srv, int *cli) {
+    int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(l >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(bind(l, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(listen(l, 4), 0);
+    socklen_t len = sizeof a;
+    assert_int_equal(getsockname(l, (struct sockaddr *)&a, &len), 0);
+    *cli = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(*cli >= 0);
+    assert_int_equal(connect(*cli, (struct sockaddr *)&a, sizeof a), 0);
+    *srv = accept4(l, NULL, NULL, SOCK_CLOEXEC);
+    assert_true(*srv >= 0);
+    close(l);
+}
+
+/* The peer resets the connection under a Read callback: the callback's
+ * own read gets the error (ECONNRESET), as with CFSocket, which reads
+ * nothing before a Read callback; kRLSocketLeaveErrors or not changes
+ * nothing here. The read that took the error leaves the end: one more
+ * callback reads 0, then nothing; the socket stays valid. */
+static void test_read_callback_sees_the_reset(void **state) {
+    (void)state;
+    for (int leave = 0; leave <= 1; leave++) {
+        rl_trace_clear();
+        int srv, c;
+        tcp_pair(&srv, &c);
+        probe p = {.name = "S"};
+        RLSocketRef s = probed(srv, kRLSocketReadCallBack, &p, NULL);
+        if (leave)
+            assert_true(RLSocketSetSocketFlags(s, RLSocketGetSocketFlags(s) | kRLSocketLeaveErrors));
+        RLRunLoopSourceRef keep = rl_test_keep_mode(MODE);
+        struct linger lg = {1, 0}; /* a zero linger time: close resets */
+        assert_int_equal(setsockopt(c, SOL_SOCKET, SO_LINGER, &lg, sizeof lg), 0);
+        close(c);
+        run_until(2);
+        assert_trace("S:read-1:ECONNRESET S:read0");
+        assert_quiet();
+        assert_true(RLSocketIsValid(s));
+        assert_true(RLSocketInvalidate(s));
+        assert_false(fd_open(srv));
+        RLRelease(s);
+        rl_test_unkeep(keep);
+    }
+}
+
+/* Bytes then a reset: the bytes are read first, then the error, then the
+ * end. */
+static void test_read_callback_bytes_then_reset(void **state) {
+    (void)state;
+    int srv, c;
+    tcp_pair(&srv, &c);
+    probe p = {.name = "S"};
+    RLSocketRef s = probed(srv, kRLSocketReadCallBack, &p, NULL);
+    RLRunLoopSourceRef keep = rl_test_keep_mode(MODE);
+    assert_int_equal(write(c, "abc", 3), 3);
+    run_until(1);
+    assert_trace("S:read3");
+    struct linger lg = {1, 0};
+    assert_int_equal(setsockopt(c, SOL_SOCKET, SO_LINGER, &lg, sizeof lg), 0);
+    close(c);
+    run_until(3);
+    assert_trace("S:read3 S:read-1:ECONNRESET S:read0");
+    assert_quiet();
+    assert_true(RLSocketInvalidate(s));
     RLRelease(s);
     rl_test_unkeep(keep);
 }
@@ -799,6 +872,8 @@ int main(void) {
         cmocka_unit_test_setup(test_end_waits_while_data_is_disabled, rl_trace_setup),
         cmocka_unit_test_setup(test_end_on_the_kept_path, rl_trace_setup),
         cmocka_unit_test_setup(test_read_callback_at_end_stays_valid, rl_trace_setup),
+        cmocka_unit_test_setup(test_read_callback_sees_the_reset, rl_trace_setup),
+        cmocka_unit_test_setup(test_read_callback_bytes_then_reset, rl_trace_setup),
         cmocka_unit_test_setup(test_empty_datagram_keeps_the_socket_valid, rl_trace_setup),
         cmocka_unit_test_setup(test_datagram_error_is_an_empty_data, rl_trace_setup),
         cmocka_unit_test_setup(test_create_with_signature_listens, rl_trace_setup),

@@ -171,7 +171,11 @@ RL_EXPORT bool RLMessagePortSetStallTimeout(RLMessagePortRef RL_NULLABLE local, 
  * its timers, sources and local ports in that mode are served meanwhile
  * (see the differences above). On success with replyMode,
  * *returnData (may be NULL to ignore it) gets the reply (Create rule; empty
- * data when the callout returned NULL, as CF). Returns a kRLMessagePort*
+ * data when the callout returned NULL, as CF). An answer that is not a
+ * well-formed reply (another kind of frame, more than one component, or a
+ * component that is not data, such as a port's name) is a
+ * kRLMessagePortTransportError: the connection is dropped, the remote port
+ * invalidated, *returnData gets nothing. Returns a kRLMessagePort*
  * code; an error other than Success also leaves the thread's error. */
 RL_EXPORT int32_t RLMessagePortSendRequest(RLMessagePortRef RL_NULLABLE remote, int32_t msgid,
                                            RLDataRef RL_NULLABLE data, RLTimeInterval sendTimeout,

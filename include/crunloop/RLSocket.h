@@ -107,7 +107,7 @@ enum {
     kRLSocketAutomaticallyReenableAcceptCallBack = 2,
     kRLSocketAutomaticallyReenableDataCallBack = 3,
     kRLSocketAutomaticallyReenableWriteCallBack = 8,
-    kRLSocketLeaveErrors = 64, /* do not clear the socket's pending error before a Read callback */
+    kRLSocketLeaveErrors = 64, /* kept for CF: no pending error is cleared before a Read callback, with or without */
     kRLSocketCloseOnInvalidate = 128,
 };
 

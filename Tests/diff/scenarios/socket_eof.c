@@ -3,12 +3,15 @@
  * unless CloseOnInvalidate was cleared, its source invalid, its context
  * released), for a peer that closed and for one that reset the connection;
  * a callback that invalidates the socket itself changes nothing; a Read
- * callback at the end and an empty datagram leave the socket valid. The
+ * callback at the end and an empty datagram leave the socket valid; a Read
+ * callback's own read sees a reset (ECONNRESET), kCFSocketLeaveErrors or
+ * not, and the end in the next callback. The
  * context's retains minus releases is traced outside callbacks only (CF
  * retains it around each callout). */
 #include "diff.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <string.h>
@@ -43,7 +46,11 @@ static void callback(CFSocketRef s, CFSocketCallBackType type, CFDataRef address
     } else if (type == kCFSocketReadCallBack) {
         char buf[16];
         ssize_t n = read(CFSocketGetNative(s), buf, sizeof buf);
-        trace("%s: read %ld bytes (valid %d)", who, (long)n, CFSocketIsValid(s));
+        if (n < 0)
+            trace("%s: read -1 %s (valid %d)", who, errno == ECONNRESET ? "ECONNRESET" : "another error",
+                  CFSocketIsValid(s));
+        else
+            trace("%s: read %ld bytes (valid %d)", who, (long)n, CFSocketIsValid(s));
     } else {
         trace("%s: type %lu", who, (unsigned long)type);
     }
@@ -160,6 +167,20 @@ void scenario(void) {
     show(s, src, sv[0]);
     finish(s, src);
     trace("fd after invalidating: %s", fcntl(sv[0], F_GETFD) >= 0 ? "open" : "closed");
+
+    for (int leave = 0; leave <= 1; leave++) {
+        trace("-- Read callback, the peer resets the connection (LeaveErrors %d)", leave);
+        tcp_pair(&client, &server);
+        s = scheduled(server, kCFSocketReadCallBack, leave ? "L" : "E", &src);
+        CFSocketSetSocketFlags(s, kCFSocketCloseOnInvalidate | (leave ? kCFSocketLeaveErrors : 0));
+        setsockopt(client, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+        close(client);
+        run_for(1);
+        CFSocketEnableCallBacks(s, kCFSocketReadCallBack);
+        run_for(1);
+        show(s, src, server);
+        finish(s, src);
+    }
 
     trace("-- an empty datagram");
     socketpair(AF_UNIX, SOCK_DGRAM, 0, sv);
