@@ -18,7 +18,7 @@ internal import Musl
 /// A **remote** port, made from the name in any thread or process of the
 /// same user, sends requests and waits for the reply — blocking
 /// (``sendRequest(msgid:data:sendTimeout:receiveTimeout:)``), or suspending
-/// (``sendRequest(msgid:data:timeout:)-3hadw``), or one-way
+/// (``request(msgid:data:timeout:)-(_,_,RLTimeInterval)``), or one-way
 /// (``send(msgid:data:timeout:)``). Failures throw ``RequestError``, which
 /// carries CoreFoundation's result code.
 ///
@@ -228,6 +228,7 @@ public final class RLMessagePort: @unchecked Sendable, Hashable, CustomStringCon
     ///
     /// - Returns: the reply, nil for an empty one.
     /// - Throws: ``RequestError`` with CoreFoundation's result code.
+    @available(*, noasync, message: "blocks the thread until the reply; use try await request(msgid:data:timeout:)")
     public func sendRequest(msgid: Int32, data: [UInt8]?, sendTimeout: RLTimeInterval,
                             receiveTimeout: RLTimeInterval) throws(RequestError) -> [UInt8]? {
         try request(msgid: msgid, data: data, sendTimeout: sendTimeout, receiveTimeout: receiveTimeout,
@@ -236,6 +237,7 @@ public final class RLMessagePort: @unchecked Sendable, Hashable, CustomStringCon
 
     /// ``sendRequest(msgid:data:sendTimeout:receiveTimeout:)`` with one
     /// timeout for both.
+    @available(*, noasync, message: "blocks the thread until the reply; use try await request(msgid:data:timeout:)")
     public func sendRequest(msgid: Int32, data: [UInt8]? = nil, timeout: RLTimeInterval) throws(RequestError) -> [UInt8]? {
         try sendRequest(msgid: msgid, data: data, sendTimeout: timeout, receiveTimeout: timeout)
     }
@@ -257,8 +259,13 @@ public final class RLMessagePort: @unchecked Sendable, Hashable, CustomStringCon
     ///
     /// - Returns: the reply, nil for an empty one.
     /// - Throws: ``RequestError`` with CoreFoundation's result code.
-    public func sendRequest(msgid: Int32, data: [UInt8]? = nil,
-                            timeout: RLTimeInterval) async throws(RequestError) -> [UInt8]? {
+    ///
+    /// A name of its own, not an `async` overload of the blocking
+    /// ``sendRequest(msgid:data:timeout:)``: in top-level code (a script's
+    /// `main.swift`) the compiler picks the synchronous overload of a name
+    /// even under `await`, which would block the main thread.
+    public func request(msgid: Int32, data: [UInt8]? = nil,
+                        timeout: RLTimeInterval) async throws(RequestError) -> [UInt8]? {
         let worker: RLWorkerThread
         do {
             worker = try box.requestThread()
@@ -275,6 +282,20 @@ public final class RLMessagePort: @unchecked Sendable, Hashable, CustomStringCon
             let reason = error as? RLError ?? RLError(code: .unknown, message: "\(error)")
             throw RequestError(code: .transportError, error: reason)
         }
+    }
+
+    /// The former name of ``request(msgid:data:timeout:)``, kept for source
+    /// compatibility; top-level code picks the blocking overload instead.
+    @available(*, deprecated, renamed: "request(msgid:data:timeout:)")
+    public func sendRequest(msgid: Int32, data: [UInt8]? = nil,
+                            timeout: RLTimeInterval) async throws(RequestError) -> [UInt8]? {
+        try await request(msgid: msgid, data: data, timeout: timeout)
+    }
+
+    /// ``request(msgid:data:timeout:)`` with the timeout as a `Duration`.
+    public func request(msgid: Int32, data: [UInt8]? = nil,
+                        timeout: Duration) async throws(RequestError) -> [UInt8]? {
+        try await request(msgid: msgid, data: data, timeout: timeout.rlSeconds)
     }
 
     private func request(msgid: Int32, data: [UInt8]?, sendTimeout: RLTimeInterval, receiveTimeout: RLTimeInterval,

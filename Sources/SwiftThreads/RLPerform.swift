@@ -28,6 +28,7 @@ extension RLThread {
     ///   or has finished — also while waiting, if it finishes without
     ///   running the block (never a hang); `.invalidArgument` for an empty
     ///   mode list. A failed call queues nothing.
+    @available(*, noasync, message: "may block until the block ran; in async code use the form without waitUntilDone, or try await run(modes:_:)")
     public func perform(modes: [RLRunLoop.Mode] = [.common], waitUntilDone: Bool = false,
                         _ block: @escaping @Sendable () -> Void) throws(RLError) {
         let ok = rlWithModeList(modes) { list in RLThreadPerformBlock(ref, list, waitUntilDone, block) }
@@ -35,6 +36,7 @@ extension RLThread {
     }
 
     /// ``perform(modes:waitUntilDone:_:)`` on `thread`.
+    @available(*, noasync, message: "may block until the block ran; in async code use the form without waitUntilDone, or try await run(modes:_:)")
     public static func perform(on thread: RLThread, modes: [RLRunLoop.Mode] = [.common],
                                waitUntilDone: Bool = false,
                                _ block: @escaping @Sendable () -> Void) throws(RLError) {
@@ -44,9 +46,35 @@ extension RLThread {
     /// ``perform(modes:waitUntilDone:_:)`` on the main thread
     /// (`performSelectorOnMainThread:…`). The main thread must run its run
     /// loop for the block to run.
+    @available(*, noasync, message: "may block until the block ran; in async code use the form without waitUntilDone, or try await RLThread.main.run(modes:_:)")
     public static func performOnMain(modes: [RLRunLoop.Mode] = [.common], waitUntilDone: Bool = false,
                                      _ block: @escaping @Sendable () -> Void) throws(RLError) {
         let ok = rlWithModeList(modes) { list in RLThreadPerformBlockOnMain(list, waitUntilDone, block) }
+        guard ok else { throw RLError.last() }
+    }
+
+    /// ``perform(modes:waitUntilDone:_:)`` without waiting: queues `block`
+    /// and returns at once. Usable from `async` code (the waiting form is
+    /// `noasync`; its async counterpart is ``run(modes:_:)``).
+    ///
+    /// - Throws: as ``perform(modes:waitUntilDone:_:)``.
+    public func perform(modes: [RLRunLoop.Mode] = [.common],
+                        _ block: @escaping @Sendable () -> Void) throws(RLError) {
+        let ok = rlWithModeList(modes) { list in RLThreadPerformBlock(ref, list, false, block) }
+        guard ok else { throw RLError.last() }
+    }
+
+    /// ``perform(modes:_:)`` on `thread`.
+    public static func perform(on thread: RLThread, modes: [RLRunLoop.Mode] = [.common],
+                               _ block: @escaping @Sendable () -> Void) throws(RLError) {
+        try thread.perform(modes: modes, block)
+    }
+
+    /// ``performOnMain(modes:waitUntilDone:_:)`` without waiting, usable
+    /// from `async` code.
+    public static func performOnMain(modes: [RLRunLoop.Mode] = [.common],
+                                     _ block: @escaping @Sendable () -> Void) throws(RLError) {
+        let ok = rlWithModeList(modes) { list in RLThreadPerformBlockOnMain(list, false, block) }
         guard ok else { throw RLError.last() }
     }
 
@@ -201,8 +229,16 @@ private final class DelayedPerformTable: @unchecked Sendable {
 
 /// One awaited perform (``RLThread/run(modes:_:)``,
 /// ``RLRunLoop/performAndWait(inModes:_:)``, the worker's): resumed exactly
-/// once — by the run, or, if the C library drops the queued block unrun
-/// (the thread finished, the loop was torn down), by deinit.
+/// once — by the run; by the task's cancellation, if that comes before the
+/// work started (the work is then never run, and its closure is released
+/// at once); or, if the C library drops the queued block unrun (the thread
+/// finished, the loop was torn down), by deinit.
+///
+/// Cancellation follows Swift concurrency's rule for work handed to
+/// another executor: work that has started is not interrupted, and its
+/// result (or error) is returned, cancelled or not; work that has not
+/// started never starts, and the await throws `CancellationError` at once.
+/// The C request stays queued and finds the request claimed when it runs.
 ///
 /// The value or error is made on another thread and reaches the task
 /// through the continuation: the request publishes `point` before it
@@ -210,16 +246,17 @@ private final class DelayedPerformTable: @unchecked Sendable {
 /// returns, which is what ThreadSanitizer needs to see the hand-off
 /// (``HandOff``).
 final class AsyncPerformRequest<T: Sendable>: @unchecked Sendable {
-    private let continuation: CheckedContinuation<T, any Error>
-    private let body: @Sendable () throws -> T
+    // Under `mutex`: set once by `outcome` before the request is submitted.
+    private var continuation: CheckedContinuation<T, any Error>?
+    // Under `mutex`: nil once claimed (run, failed or cancelled).
+    private var body: (@Sendable () throws -> T)?
+    // Under `mutex`: the task was cancelled before the continuation was set.
+    private var cancelledEarly = false
     private let unrunMessage: String
     private let point: HandOffPoint
     private let mutex = ThreadsMutex()
-    private var resumed = false
 
-    private init(continuation: CheckedContinuation<T, any Error>, body: @escaping @Sendable () throws -> T,
-                 unrunMessage: String, point: HandOffPoint) {
-        self.continuation = continuation
+    private init(body: @escaping @Sendable () throws -> T, unrunMessage: String, point: HandOffPoint) {
         self.body = body
         self.unrunMessage = unrunMessage
         self.point = point
@@ -228,35 +265,78 @@ final class AsyncPerformRequest<T: Sendable>: @unchecked Sendable {
     /// Makes the request for `body`, gives it to `submit` (which queues
     /// `run()` somewhere, or calls `fail(_:)`), and suspends until it has
     /// run: its value, or its error, or `unrunMessage`'s error if the queued
-    /// work was dropped unrun.
+    /// work was dropped unrun, or `CancellationError` if the task was
+    /// cancelled before the work started (`submit` is not called when the
+    /// task was cancelled already).
     static func outcome(of body: @escaping @Sendable () throws -> T,
                         unrunMessage: String = "RLThread.run: the thread finished before running the work",
                         submit: (AsyncPerformRequest<T>) -> Void) async throws -> T {
         let point = HandOffPoint()
         defer { HandOff.received(point) }
-        return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
-            submit(AsyncPerformRequest(continuation: continuation, body: body, unrunMessage: unrunMessage, point: point))
+        let request = AsyncPerformRequest(body: body, unrunMessage: unrunMessage, point: point)
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
+                if request.install(continuation) { submit(request) }
+            }
+        } onCancel: {
+            request.cancel()
         }
     }
 
-    private func claim() -> Bool {
-        mutex.locked {
-            defer { resumed = true }
-            return !resumed
+    /// Sets the continuation; false (and the continuation resumed with
+    /// `CancellationError`) if the task was cancelled already.
+    private func install(_ continuation: CheckedContinuation<T, any Error>) -> Bool {
+        mutex.lock()
+        guard !cancelledEarly else {
+            let body = self.body
+            self.body = nil
+            mutex.unlock()
+            withExtendedLifetime(body) {}
+            HandOff.publish(point)
+            continuation.resume(throwing: CancellationError())
+            return false
         }
+        self.continuation = continuation
+        mutex.unlock()
+        return true
+    }
+
+    /// Takes the body and the continuation, once: nil if the request was
+    /// claimed already, or its continuation is not set yet.
+    private func claim() -> (body: @Sendable () throws -> T, continuation: CheckedContinuation<T, any Error>)? {
+        mutex.lock()
+        defer { mutex.unlock() }
+        guard let body, let continuation else { return nil }
+        self.body = nil
+        self.continuation = nil
+        return (body, continuation)
     }
 
     func run() {
-        guard claim() else { return }
+        guard let (body, continuation) = claim() else { return }
         let result = Result { try body() }
         HandOff.publish(point)
         continuation.resume(with: result)
     }
 
     func fail(_ error: any Error) {
-        guard claim() else { return }
+        guard let (body, continuation) = claim() else { return }
+        withExtendedLifetime(body) {}
         HandOff.publish(point)
         continuation.resume(throwing: error)
+    }
+
+    /// The task was cancelled: unless the work has started, the await
+    /// ends with `CancellationError` and the work will not run.
+    private func cancel() {
+        let early: Bool = mutex.locked {
+            if continuation == nil && body != nil {
+                cancelledEarly = true
+                return true
+            }
+            return false
+        }
+        if !early { fail(CancellationError()) }
     }
 
     deinit {
