@@ -246,17 +246,17 @@ private final class DelayedPerformTable: @unchecked Sendable {
 /// returns, which is what ThreadSanitizer needs to see the hand-off
 /// (``HandOff``).
 final class AsyncPerformRequest<T: Sendable>: @unchecked Sendable {
-    // Under `mutex`: set once by `outcome` before the request is submitted.
-    private var continuation: CheckedContinuation<T, any Error>?
-    // Under `mutex`: nil once claimed (run, failed or cancelled).
+    private let continuation: CheckedContinuation<T, any Error>
+    // Under `mutex`: nil once claimed (run, failed or cancelled), so that
+    // a cancelled request does not keep what the body captured.
     private var body: (@Sendable () throws -> T)?
-    // Under `mutex`: the task was cancelled before the continuation was set.
-    private var cancelledEarly = false
     private let unrunMessage: String
     private let point: HandOffPoint
     private let mutex = ThreadsMutex()
 
-    private init(body: @escaping @Sendable () throws -> T, unrunMessage: String, point: HandOffPoint) {
+    private init(continuation: CheckedContinuation<T, any Error>, body: @escaping @Sendable () throws -> T,
+                 unrunMessage: String, point: HandOffPoint) {
+        self.continuation = continuation
         self.body = body
         self.unrunMessage = unrunMessage
         self.point = point
@@ -268,75 +268,79 @@ final class AsyncPerformRequest<T: Sendable>: @unchecked Sendable {
     /// work was dropped unrun, or `CancellationError` if the task was
     /// cancelled before the work started (`submit` is not called when the
     /// task was cancelled already).
+    ///
+    /// Only the queued work holds the request: the waiting task and its
+    /// cancellation handler reach it weakly, so that work dropped unrun
+    /// releases it and its deinit resumes the task.
     static func outcome(of body: @escaping @Sendable () throws -> T,
                         unrunMessage: String = "RLThread.run: the thread finished before running the work",
                         submit: (AsyncPerformRequest<T>) -> Void) async throws -> T {
         let point = HandOffPoint()
         defer { HandOff.received(point) }
-        let request = AsyncPerformRequest(body: body, unrunMessage: unrunMessage, point: point)
+        let slot = CancellationSlot()
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
-                if request.install(continuation) { submit(request) }
+                let request = AsyncPerformRequest(continuation: continuation, body: body,
+                                                  unrunMessage: unrunMessage, point: point)
+                if slot.attach(request) {
+                    submit(request)
+                } else {
+                    request.fail(CancellationError())
+                }
             }
         } onCancel: {
-            request.cancel()
+            slot.cancel()
         }
     }
 
-    /// Sets the continuation; false (and the continuation resumed with
-    /// `CancellationError`) if the task was cancelled already.
-    private func install(_ continuation: CheckedContinuation<T, any Error>) -> Bool {
-        mutex.lock()
-        guard !cancelledEarly else {
-            let body = self.body
-            self.body = nil
-            mutex.unlock()
-            withExtendedLifetime(body) {}
-            HandOff.publish(point)
-            continuation.resume(throwing: CancellationError())
-            return false
+    /// The link from a task's cancellation handler to its request: weak,
+    /// and a flag for a cancellation that came before the request existed.
+    private final class CancellationSlot: @unchecked Sendable {
+        private let mutex = ThreadsMutex()
+        private weak var request: AsyncPerformRequest<T>?
+        private var cancelled = false
+
+        /// Links `request`; false if the task was cancelled already.
+        func attach(_ request: AsyncPerformRequest<T>) -> Bool {
+            mutex.locked {
+                guard !cancelled else { return false }
+                self.request = request
+                return true
+            }
         }
-        self.continuation = continuation
-        mutex.unlock()
-        return true
+
+        func cancel() {
+            let request: AsyncPerformRequest<T>? = mutex.locked {
+                cancelled = true
+                return self.request
+            }
+            request?.fail(CancellationError())
+        }
     }
 
-    /// Takes the body and the continuation, once: nil if the request was
-    /// claimed already, or its continuation is not set yet.
-    private func claim() -> (body: @Sendable () throws -> T, continuation: CheckedContinuation<T, any Error>)? {
+    /// Takes the body, once: nil if the request was claimed already.
+    private func claim() -> (@Sendable () throws -> T)? {
         mutex.lock()
         defer { mutex.unlock() }
-        guard let body, let continuation else { return nil }
+        guard let body else { return nil }
         self.body = nil
-        self.continuation = nil
-        return (body, continuation)
+        return body
     }
 
     func run() {
-        guard let (body, continuation) = claim() else { return }
+        guard let body = claim() else { return }
         let result = Result { try body() }
         HandOff.publish(point)
         continuation.resume(with: result)
     }
 
+    /// Resumes the task with `error` unless the work has started (or the
+    /// request was resumed already); the work will then not run.
     func fail(_ error: any Error) {
-        guard let (body, continuation) = claim() else { return }
+        guard let body = claim() else { return }
         withExtendedLifetime(body) {}
         HandOff.publish(point)
         continuation.resume(throwing: error)
-    }
-
-    /// The task was cancelled: unless the work has started, the await
-    /// ends with `CancellationError` and the work will not run.
-    private func cancel() {
-        let early: Bool = mutex.locked {
-            if continuation == nil && body != nil {
-                cancelledEarly = true
-                return true
-            }
-            return false
-        }
-        if !early { fail(CancellationError()) }
     }
 
     deinit {
