@@ -179,3 +179,98 @@ struct CancellationTests {
         #expect(runs.get == values)
     }
 }
+
+/// Every async sequence of the overlay ends when the iterating task is
+/// cancelled (RLSignals and RLStream.chunks have theirs in SignalTests and
+/// StreamSequenceTests).
+@Suite("Cancelling async sequences")
+struct SequenceCancellationTests {
+    @Test func portMessagesEndOnCancellation() async throws {
+        let port = RLPort()
+        let messages = port.messages
+        let (thread, loop) = startLoopThreadWith { loop in loop.add(port, forMode: .default) }
+        defer {
+            port.invalidate()
+            loop.stop()
+            thread.join()
+        }
+        let seen = RLAtomicInt32(0)
+        let task = Task { () -> Bool in
+            for await _ in messages { seen.add(1) }
+            return Task.isCancelled
+        }
+        try port.send([.bytes([1])], msgid: 1, before: RLTime.now + 30)
+        #expect(await asyncEventually { seen.load() == 1 })
+        task.cancel()
+        #expect(await task.value)
+        #expect(port.isValid)   // the port itself goes on
+    }
+
+    @Test func streamEventsEndOnCancellation() async throws {
+        let (thread, loop) = startLoopThread()
+        defer {
+            loop.stop()
+            thread.join()
+        }
+        let (input, output) = try RLStream.boundStreams(bufferSize: 64)
+        output.open()
+        let seen = RLAtomicInt32(0)
+        let events = input.events(on: loop)
+        input.open()
+        let task = Task { () -> Bool in
+            for await _ in events { seen.add(1) }
+            return Task.isCancelled
+        }
+        #expect(await asyncEventually { seen.load() >= 1 })   // openCompleted
+        task.cancel()
+        #expect(await task.value)
+        output.close()
+    }
+
+    @Test func streamBytesEndOnCancellation() async throws {
+        let (thread, loop) = startLoopThread()
+        defer {
+            loop.stop()
+            thread.join()
+        }
+        let (input, output) = try RLStream.boundStreams(bufferSize: 64)
+        output.open()
+        let seen = RLAtomicInt32(0)
+        let side = HandOver(input)
+        let task = Task { () throws -> Bool in
+            for try await _ in side.value.bytes(on: loop) { seen.add(1) }
+            return Task.isCancelled
+        }
+        _ = output.write([7], maxLength: 1)
+        #expect(await asyncEventually { seen.load() == 1 })
+        task.cancel()
+        // Ends with nil (no error), the stream still open.
+        #expect(try await task.value)
+        output.close()
+    }
+
+    @Test func aSequenceIteratedByAnAlreadyCancelledTaskEndsAtOnce() async throws {
+        let port = RLPort()
+        defer { port.invalidate() }
+        let messages = port.messages
+        let (input, _) = try RLStream.boundStreams(bufferSize: 64)
+        let side = HandOver(input)
+        let (thread, loop) = startLoopThread()
+        defer {
+            loop.stop()
+            thread.join()
+        }
+        let counts = await Task { () -> [Int] in
+            withUnsafeCurrentTask { $0?.cancel() }
+            var a = 0, b = 0
+            for await _ in messages { a += 1 }
+            do {
+                for try await _ in side.value.bytes(on: loop) { b += 1 }
+            } catch {
+                b = -1
+            }
+            return [a, b]
+        }.value
+        #expect(counts == [0, 0])
+    }
+}
