@@ -53,7 +53,7 @@ extension RLMessagePort {
                         receiveTimeout: receiveTimeout.rlSeconds)
     }
 
-    /// ``sendRequest(msgid:data:timeout:)-(_,_,RLTimeInterval)`` with a
+    /// ``sendRequest(msgid:data:timeout:)-6u2nv`` with a
     /// `Duration`.
     @available(*, noasync, message: "blocks the thread until the reply; use try await request(msgid:data:timeout:)")
     public func sendRequest(msgid: Int32, data: [UInt8]? = nil, timeout: Duration) throws(RequestError) -> [UInt8]? {

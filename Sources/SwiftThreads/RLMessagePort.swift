@@ -17,9 +17,9 @@ internal import Musl
 ///
 /// A **remote** port, made from the name in any thread or process of the
 /// same user, sends requests and waits for the reply — blocking
-/// (``sendRequest(msgid:data:sendTimeout:receiveTimeout:)``), or suspending
+/// (``sendRequest(msgid:data:sendTimeout:receiveTimeout:)-(_,_,RLTimeInterval,_)``), or suspending
 /// (``request(msgid:data:timeout:)-(_,_,RLTimeInterval)``), or one-way
-/// (``send(msgid:data:timeout:)``). Failures throw ``RequestError``, which
+/// (``send(msgid:data:timeout:)-(_,_,RLTimeInterval)``). Failures throw ``RequestError``, which
 /// carries CoreFoundation's result code.
 ///
 /// Names are per user; a port lives while you hold it (dropping the last
@@ -235,7 +235,7 @@ public final class RLMessagePort: @unchecked Sendable, Hashable, CustomStringCon
                     wantsReply: true)
     }
 
-    /// ``sendRequest(msgid:data:sendTimeout:receiveTimeout:)`` with one
+    /// ``sendRequest(msgid:data:sendTimeout:receiveTimeout:)-(_,_,RLTimeInterval,_)`` with one
     /// timeout for both.
     @available(*, noasync, message: "blocks the thread until the reply; use try await request(msgid:data:timeout:)")
     public func sendRequest(msgid: Int32, data: [UInt8]? = nil, timeout: RLTimeInterval) throws(RequestError) -> [UInt8]? {
@@ -261,7 +261,7 @@ public final class RLMessagePort: @unchecked Sendable, Hashable, CustomStringCon
     /// - Throws: ``RequestError`` with CoreFoundation's result code.
     ///
     /// A name of its own, not an `async` overload of the blocking
-    /// ``sendRequest(msgid:data:timeout:)``: in top-level code (a script's
+    /// ``sendRequest(msgid:data:timeout:)-6u2nv``: in top-level code (a script's
     /// `main.swift`) the compiler picks the synchronous overload of a name
     /// even under `await`, which would block the main thread.
     public func request(msgid: Int32, data: [UInt8]? = nil,
@@ -284,7 +284,7 @@ public final class RLMessagePort: @unchecked Sendable, Hashable, CustomStringCon
         }
     }
 
-    /// The former name of ``request(msgid:data:timeout:)``, kept for source
+    /// The former name of ``request(msgid:data:timeout:)-(_,_,RLTimeInterval)``, kept for source
     /// compatibility; top-level code picks the blocking overload instead.
     @available(*, deprecated, renamed: "request(msgid:data:timeout:)")
     public func sendRequest(msgid: Int32, data: [UInt8]? = nil,
