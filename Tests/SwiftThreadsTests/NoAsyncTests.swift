@@ -18,6 +18,7 @@ private let blockingCalls: [String] = [
     "_ = RLRunLoop.current.run(mode: .default, before: 0)",
     "_ = try? RLRunLoop.current.run(mode: .default, for: 0)",
     "_ = try? RLRunLoop.current.run(mode: .default, for: Duration.zero)",
+    "_ = RLRunLoop.current.runUntil { true }",
     "try? RLThread.current.perform(waitUntilDone: true) {}",
     "try? RLThread.perform(on: RLThread.main, waitUntilDone: true) {}",
     "try? RLThread.performOnMain(waitUntilDone: true) {}",
@@ -82,7 +83,10 @@ private func probeSource(_ calls: [String]) -> String {
 private func typeCheck(_ source: String, topLevel: Bool = false) throws -> (ok: Bool, output: String)? {
     let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
         .deletingLastPathComponent().deletingLastPathComponent()
-    let modules = root.appendingPathComponent(".build/debug/Modules")
+    // The modules of the build this test binary belongs to (whatever its
+    // scratch path: .build, .build/tsan…), next to the binary.
+    let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+    let modules = executable.deletingLastPathComponent().appendingPathComponent("Modules")
     guard FileManager.default.fileExists(atPath: modules.appendingPathComponent("SwiftThreads.swiftmodule").path)
     else { return nil }
     let dir = FileManager.default.temporaryDirectory.appendingPathComponent("noasync-\(getpid())-\(UUID())")
