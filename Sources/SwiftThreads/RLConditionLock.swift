@@ -35,21 +35,25 @@ public final class RLConditionLock: RLLocking, @unchecked Sendable {
     }
 
     /// `RLConditionLockLock`: takes the lock whatever the condition.
+    @available(*, noasync, message: "blocks the thread; use withLock(_:), which cannot hold the lock across an await")
     @discardableResult public func lock(file: StaticString = #fileID, line: UInt = #line) -> Bool {
         rlAcquire(file, line) { RLConditionLockLock(ref) }
     }
 
     /// `RLConditionLockUnlock`: releases the lock; the condition is unchanged.
+    @available(*, noasync, message: "pairs with a blocking lock(); use withLock(_:)")
     @discardableResult public func unlock() -> Bool { RLConditionLockUnlock(ref) }
 
     /// `RLConditionLockTryLock`: never blocks.
     public func tryLock() -> Bool { RLConditionLockTryLock(ref) }
 
     /// `RLConditionLockLockBeforeDate`.
+    @available(*, noasync, message: "blocks the thread; use withLock(_:), which cannot hold the lock across an await")
     public func lock(before limit: RLAbsoluteTime) -> Bool { RLConditionLockLockBeforeDate(ref, limit) }
 
     /// `RLConditionLockLockWhenCondition`: blocks until the lock is free and
     /// its condition is `condition`, then takes it.
+    @available(*, noasync, message: "blocks the thread; wait in a thread of its own, or use Swift concurrency (a continuation) instead")
     @discardableResult public func lock(whenCondition condition: Int) -> Bool {
         RLConditionLockLockWhenCondition(ref, condition)
     }
@@ -62,17 +66,20 @@ public final class RLConditionLock: RLLocking, @unchecked Sendable {
 
     /// `RLConditionLockLockWhenConditionBeforeDate`: `false` (`.timedOut`,
     /// lock not held) if `limit` passes first.
+    @available(*, noasync, message: "blocks the thread; wait in a thread of its own, or use Swift concurrency (a continuation) instead")
     public func lock(whenCondition condition: Int, before limit: RLAbsoluteTime) -> Bool {
         RLConditionLockLockWhenConditionBeforeDate(ref, condition, limit)
     }
 
     /// Waits at most `timeout` for the condition.
+    @available(*, noasync, message: "blocks the thread; wait in a thread of its own, or use Swift concurrency (a continuation) instead")
     public func lock(whenCondition condition: Int, timeout: Duration) -> Bool {
         lock(whenCondition: condition, before: RLTime.after(timeout))
     }
 
     /// `RLConditionLockUnlockWithCondition`: sets the condition and releases
     /// the lock in one step, waking the threads waiting for the new value.
+    @available(*, noasync, message: "pairs with a blocking lock(); use withLock(_:)")
     @discardableResult public func unlock(withCondition condition: Int) -> Bool {
         RLConditionLockUnlockWithCondition(ref, condition)
     }

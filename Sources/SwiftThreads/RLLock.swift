@@ -20,12 +20,14 @@ public final class RLLock: RLLocking, @unchecked Sendable {
     deinit { rlReleaseLock(ref) { RLLockUnlock(ref) } }
 
     /// `RLLockLock`. `false` if the caller already holds the lock.
+    @available(*, noasync, message: "blocks the thread; use withLock(_:), which cannot hold the lock across an await")
     @discardableResult public func lock(file: StaticString = #fileID, line: UInt = #line) -> Bool {
         rlAcquire(file, line) { RLLockLock(ref) }
     }
 
     /// `RLLockUnlock`. `false` (`.notLocked`, `.notOwner`) if the caller
     /// does not hold the lock.
+    @available(*, noasync, message: "pairs with a blocking lock(); use withLock(_:)")
     @discardableResult public func unlock() -> Bool { RLLockUnlock(ref) }
 
     /// `RLLockTryLock` (`NSLock.try()`): takes the lock if it is free,
@@ -33,9 +35,11 @@ public final class RLLock: RLLocking, @unchecked Sendable {
     public func tryLock() -> Bool { RLLockTryLock(ref) }
 
     /// `RLLockLockBeforeDate`: `false` (`.timedOut`) if `limit` passes first.
+    @available(*, noasync, message: "blocks the thread; use withLock(_:), which cannot hold the lock across an await")
     public func lock(before limit: RLAbsoluteTime) -> Bool { RLLockLockBeforeDate(ref, limit) }
 
     /// Waits at most `timeout` for the lock.
+    @available(*, noasync, message: "blocks the thread; use withLock(_:), which cannot hold the lock across an await")
     public func lock(timeout: Duration) -> Bool { lock(before: RLTime.after(timeout)) }
 
     /// The name (`nil` when unnamed), shown in descriptions and lock-order reports.
@@ -64,11 +68,13 @@ public final class RLRecursiveLock: RLLocking, @unchecked Sendable {
 
     /// `RLRecursiveLockLock`: blocks until the caller holds the lock; the
     /// holder takes it again at once.
+    @available(*, noasync, message: "blocks the thread; use withLock(_:), which cannot hold the lock across an await")
     @discardableResult public func lock(file: StaticString = #fileID, line: UInt = #line) -> Bool {
         rlAcquire(file, line) { RLRecursiveLockLock(ref) }
     }
 
     /// `RLRecursiveLockUnlock`: undoes one `lock()`.
+    @available(*, noasync, message: "pairs with a blocking lock(); use withLock(_:)")
     @discardableResult public func unlock() -> Bool { RLRecursiveLockUnlock(ref) }
 
     /// `RLRecursiveLockTryLock`: takes the lock if it is free or already the
@@ -76,11 +82,13 @@ public final class RLRecursiveLock: RLLocking, @unchecked Sendable {
     public func tryLock() -> Bool { RLRecursiveLockTryLock(ref) }
 
     /// `RLRecursiveLockLockBeforeDate`.
+    @available(*, noasync, message: "blocks the thread; use withLock(_:), which cannot hold the lock across an await")
     public func lock(before limit: RLAbsoluteTime) -> Bool {
         RLRecursiveLockLockBeforeDate(ref, limit)
     }
 
     /// Waits at most `timeout` for the lock.
+    @available(*, noasync, message: "blocks the thread; use withLock(_:), which cannot hold the lock across an await")
     public func lock(timeout: Duration) -> Bool { lock(before: RLTime.after(timeout)) }
 
     /// How many times the calling thread holds the lock (0: it does not).

@@ -40,9 +40,11 @@ public protocol RLLocking: AnyObject, Sendable {
     /// position in lock-order reports (`RLLockDebug`); the conforming types
     /// default them to `#fileID` and `#line`, so `lock.lock()` names the
     /// line that wrote it.
+    @available(*, noasync, message: "blocks the thread; use withLock(_:), which cannot hold the lock across an await")
     @discardableResult func lock(file: StaticString, line: UInt) -> Bool
     /// Releases the lock; `false` (nothing changed) if the calling thread
     /// does not hold it.
+    @available(*, noasync, message: "pairs with a blocking lock(); use withLock(_:)")
     @discardableResult func unlock() -> Bool
 }
 
@@ -51,6 +53,7 @@ extension RLLocking {
     /// the caller's position cannot be defaulted: reports show the return
     /// address instead.
     @discardableResult
+    @available(*, noasync, message: "blocks the thread; use withLock(_:), which cannot hold the lock across an await")
     public func lock() -> Bool { lock(file: "", line: 0) }
 
     /// Runs `body` with the lock held and releases it on every exit path,
@@ -69,12 +72,14 @@ extension RLLocking {
     }
 
     /// `lock()`, throwing the library's error instead of returning `false`.
+    @available(*, noasync, message: "blocks the thread; use withLock(_:), which cannot hold the lock across an await")
     public func checkedLock() throws(RLError) {
         if !lock() { throw RLError.last() }
     }
 
     /// `unlock()`, throwing the library's error instead of returning `false`
     /// (`.notLocked`, `.notOwner`).
+    @available(*, noasync, message: "pairs with a blocking lock(); use withLock(_:)")
     public func checkedUnlock() throws(RLError) {
         if !unlock() { throw RLError.last() }
     }

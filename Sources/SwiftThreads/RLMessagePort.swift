@@ -17,9 +17,9 @@ internal import Musl
 ///
 /// A **remote** port, made from the name in any thread or process of the
 /// same user, sends requests and waits for the reply — blocking
-/// (``sendRequest(msgid:data:sendTimeout:receiveTimeout:)``), or suspending
-/// (``sendRequest(msgid:data:timeout:)-3hadw``), or one-way
-/// (``send(msgid:data:timeout:)``). Failures throw ``RequestError``, which
+/// (``sendRequest(msgid:data:sendTimeout:receiveTimeout:)-(_,_,RLTimeInterval,_)``), or suspending
+/// (``request(msgid:data:timeout:)-(_,_,RLTimeInterval)``), or one-way
+/// (``send(msgid:data:timeout:)-(_,_,RLTimeInterval)``). Failures throw ``RequestError``, which
 /// carries CoreFoundation's result code.
 ///
 /// Names are per user; a port lives while you hold it (dropping the last
@@ -231,14 +231,16 @@ public final class RLMessagePort: @unchecked Sendable, Hashable, CustomStringCon
     /// - Returns: the reply; empty (never nil) when the handler returned
     ///   nil, as with CFMessagePort.
     /// - Throws: ``RequestError`` with CoreFoundation's result code.
+    @available(*, noasync, message: "blocks the thread until the reply; use try await request(msgid:data:timeout:)")
     public func sendRequest(msgid: Int32, data: [UInt8]?, sendTimeout: RLTimeInterval,
                             receiveTimeout: RLTimeInterval) throws(RequestError) -> [UInt8]? {
         try request(msgid: msgid, data: data, sendTimeout: sendTimeout, receiveTimeout: receiveTimeout,
                     wantsReply: true)
     }
 
-    /// ``sendRequest(msgid:data:sendTimeout:receiveTimeout:)`` with one
+    /// ``sendRequest(msgid:data:sendTimeout:receiveTimeout:)-(_,_,RLTimeInterval,_)`` with one
     /// timeout for both.
+    @available(*, noasync, message: "blocks the thread until the reply; use try await request(msgid:data:timeout:)")
     public func sendRequest(msgid: Int32, data: [UInt8]? = nil, timeout: RLTimeInterval) throws(RequestError) -> [UInt8]? {
         try sendRequest(msgid: msgid, data: data, sendTimeout: timeout, receiveTimeout: timeout)
     }
@@ -261,8 +263,13 @@ public final class RLMessagePort: @unchecked Sendable, Hashable, CustomStringCon
     /// - Returns: the reply; empty (never nil) when the handler returned
     ///   nil, as with CFMessagePort.
     /// - Throws: ``RequestError`` with CoreFoundation's result code.
-    public func sendRequest(msgid: Int32, data: [UInt8]? = nil,
-                            timeout: RLTimeInterval) async throws(RequestError) -> [UInt8]? {
+    ///
+    /// A name of its own, not an `async` overload of the blocking
+    /// ``sendRequest(msgid:data:timeout:)-6u2nv``: in top-level code (a script's
+    /// `main.swift`) the compiler picks the synchronous overload of a name
+    /// even under `await`, which would block the main thread.
+    public func request(msgid: Int32, data: [UInt8]? = nil,
+                        timeout: RLTimeInterval) async throws(RequestError) -> [UInt8]? {
         let worker: RLWorkerThread
         do {
             worker = try box.requestThread()
@@ -279,6 +286,20 @@ public final class RLMessagePort: @unchecked Sendable, Hashable, CustomStringCon
             let reason = error as? RLError ?? RLError(code: .unknown, message: "\(error)")
             throw RequestError(code: .transportError, error: reason)
         }
+    }
+
+    /// The former name of ``request(msgid:data:timeout:)-(_,_,RLTimeInterval)``, kept for source
+    /// compatibility; top-level code picks the blocking overload instead.
+    @available(*, deprecated, renamed: "request(msgid:data:timeout:)")
+    public func sendRequest(msgid: Int32, data: [UInt8]? = nil,
+                            timeout: RLTimeInterval) async throws(RequestError) -> [UInt8]? {
+        try await request(msgid: msgid, data: data, timeout: timeout)
+    }
+
+    /// ``request(msgid:data:timeout:)`` with the timeout as a `Duration`.
+    public func request(msgid: Int32, data: [UInt8]? = nil,
+                        timeout: Duration) async throws(RequestError) -> [UInt8]? {
+        try await request(msgid: msgid, data: data, timeout: timeout.rlSeconds)
     }
 
     private static let replyMode = "SwiftThreads.RLMessagePort.reply"

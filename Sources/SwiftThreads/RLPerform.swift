@@ -28,6 +28,7 @@ extension RLThread {
     ///   or has finished — also while waiting, if it finishes without
     ///   running the block (never a hang); `.invalidArgument` for an empty
     ///   mode list. A failed call queues nothing.
+    @available(*, noasync, message: "may block until the block ran; in async code use the form without waitUntilDone, or try await run(modes:_:)")
     public func perform(modes: [RLRunLoop.Mode] = [.common], waitUntilDone: Bool = false,
                         _ block: @escaping @Sendable () -> Void) throws(RLError) {
         let ok = rlWithModeList(modes) { list in RLThreadPerformBlock(ref, list, waitUntilDone, block) }
@@ -35,6 +36,7 @@ extension RLThread {
     }
 
     /// ``perform(modes:waitUntilDone:_:)`` on `thread`.
+    @available(*, noasync, message: "may block until the block ran; in async code use the form without waitUntilDone, or try await run(modes:_:)")
     public static func perform(on thread: RLThread, modes: [RLRunLoop.Mode] = [.common],
                                waitUntilDone: Bool = false,
                                _ block: @escaping @Sendable () -> Void) throws(RLError) {
@@ -44,9 +46,35 @@ extension RLThread {
     /// ``perform(modes:waitUntilDone:_:)`` on the main thread
     /// (`performSelectorOnMainThread:…`). The main thread must run its run
     /// loop for the block to run.
+    @available(*, noasync, message: "may block until the block ran; in async code use the form without waitUntilDone, or try await RLThread.main.run(modes:_:)")
     public static func performOnMain(modes: [RLRunLoop.Mode] = [.common], waitUntilDone: Bool = false,
                                      _ block: @escaping @Sendable () -> Void) throws(RLError) {
         let ok = rlWithModeList(modes) { list in RLThreadPerformBlockOnMain(list, waitUntilDone, block) }
+        guard ok else { throw RLError.last() }
+    }
+
+    /// ``perform(modes:waitUntilDone:_:)`` without waiting: queues `block`
+    /// and returns at once. Usable from `async` code (the waiting form is
+    /// `noasync`; its async counterpart is ``run(modes:_:)``).
+    ///
+    /// - Throws: as ``perform(modes:waitUntilDone:_:)``.
+    public func perform(modes: [RLRunLoop.Mode] = [.common],
+                        _ block: @escaping @Sendable () -> Void) throws(RLError) {
+        let ok = rlWithModeList(modes) { list in RLThreadPerformBlock(ref, list, false, block) }
+        guard ok else { throw RLError.last() }
+    }
+
+    /// ``perform(modes:_:)`` on `thread`.
+    public static func perform(on thread: RLThread, modes: [RLRunLoop.Mode] = [.common],
+                               _ block: @escaping @Sendable () -> Void) throws(RLError) {
+        try thread.perform(modes: modes, block)
+    }
+
+    /// ``performOnMain(modes:waitUntilDone:_:)`` without waiting, usable
+    /// from `async` code.
+    public static func performOnMain(modes: [RLRunLoop.Mode] = [.common],
+                                     _ block: @escaping @Sendable () -> Void) throws(RLError) {
+        let ok = rlWithModeList(modes) { list in RLThreadPerformBlockOnMain(list, false, block) }
         guard ok else { throw RLError.last() }
     }
 
@@ -201,8 +229,16 @@ private final class DelayedPerformTable: @unchecked Sendable {
 
 /// One awaited perform (``RLThread/run(modes:_:)``,
 /// ``RLRunLoop/performAndWait(inModes:_:)``, the worker's): resumed exactly
-/// once — by the run, or, if the C library drops the queued block unrun
-/// (the thread finished, the loop was torn down), by deinit.
+/// once — by the run; by the task's cancellation, if that comes before the
+/// work started (the work is then never run, and its closure is released
+/// at once); or, if the C library drops the queued block unrun (the thread
+/// finished, the loop was torn down), by deinit.
+///
+/// Cancellation follows Swift concurrency's rule for work handed to
+/// another executor: work that has started is not interrupted, and its
+/// result (or error) is returned, cancelled or not; work that has not
+/// started never starts, and the await throws `CancellationError` at once.
+/// The C request stays queued and finds the request claimed when it runs.
 ///
 /// The value or error is made on another thread and reaches the task
 /// through the continuation: the request publishes `point` before it
@@ -211,11 +247,12 @@ private final class DelayedPerformTable: @unchecked Sendable {
 /// (``HandOff``).
 final class AsyncPerformRequest<T: Sendable>: @unchecked Sendable {
     private let continuation: CheckedContinuation<T, any Error>
-    private let body: @Sendable () throws -> T
+    // Under `mutex`: nil once claimed (run, failed or cancelled), so that
+    // a cancelled request does not keep what the body captured.
+    private var body: (@Sendable () throws -> T)?
     private let unrunMessage: String
     private let point: HandOffPoint
     private let mutex = ThreadsMutex()
-    private var resumed = false
 
     private init(continuation: CheckedContinuation<T, any Error>, body: @escaping @Sendable () throws -> T,
                  unrunMessage: String, point: HandOffPoint) {
@@ -228,33 +265,80 @@ final class AsyncPerformRequest<T: Sendable>: @unchecked Sendable {
     /// Makes the request for `body`, gives it to `submit` (which queues
     /// `run()` somewhere, or calls `fail(_:)`), and suspends until it has
     /// run: its value, or its error, or `unrunMessage`'s error if the queued
-    /// work was dropped unrun.
+    /// work was dropped unrun, or `CancellationError` if the task was
+    /// cancelled before the work started (`submit` is not called when the
+    /// task was cancelled already).
+    ///
+    /// Only the queued work holds the request: the waiting task and its
+    /// cancellation handler reach it weakly, so that work dropped unrun
+    /// releases it and its deinit resumes the task.
     static func outcome(of body: @escaping @Sendable () throws -> T,
                         unrunMessage: String = "RLThread.run: the thread finished before running the work",
                         submit: (AsyncPerformRequest<T>) -> Void) async throws -> T {
         let point = HandOffPoint()
         defer { HandOff.received(point) }
-        return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
-            submit(AsyncPerformRequest(continuation: continuation, body: body, unrunMessage: unrunMessage, point: point))
+        let slot = CancellationSlot()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
+                let request = AsyncPerformRequest(continuation: continuation, body: body,
+                                                  unrunMessage: unrunMessage, point: point)
+                if slot.attach(request) {
+                    submit(request)
+                } else {
+                    request.fail(CancellationError())
+                }
+            }
+        } onCancel: {
+            slot.cancel()
         }
     }
 
-    private func claim() -> Bool {
-        mutex.locked {
-            defer { resumed = true }
-            return !resumed
+    /// The link from a task's cancellation handler to its request: weak,
+    /// and a flag for a cancellation that came before the request existed.
+    private final class CancellationSlot: @unchecked Sendable {
+        private let mutex = ThreadsMutex()
+        private weak var request: AsyncPerformRequest<T>?
+        private var cancelled = false
+
+        /// Links `request`; false if the task was cancelled already.
+        func attach(_ request: AsyncPerformRequest<T>) -> Bool {
+            mutex.locked {
+                guard !cancelled else { return false }
+                self.request = request
+                return true
+            }
         }
+
+        func cancel() {
+            let request: AsyncPerformRequest<T>? = mutex.locked {
+                cancelled = true
+                return self.request
+            }
+            request?.fail(CancellationError())
+        }
+    }
+
+    /// Takes the body, once: nil if the request was claimed already.
+    private func claim() -> (@Sendable () throws -> T)? {
+        mutex.lock()
+        defer { mutex.unlock() }
+        guard let body else { return nil }
+        self.body = nil
+        return body
     }
 
     func run() {
-        guard claim() else { return }
+        guard let body = claim() else { return }
         let result = Result { try body() }
         HandOff.publish(point)
         continuation.resume(with: result)
     }
 
+    /// Resumes the task with `error` unless the work has started (or the
+    /// request was resumed already); the work will then not run.
     func fail(_ error: any Error) {
-        guard claim() else { return }
+        guard let body = claim() else { return }
+        withExtendedLifetime(body) {}
         HandOff.publish(point)
         continuation.resume(throwing: error)
     }

@@ -25,34 +25,40 @@ public final class RLReadWriteLock: RLLocking, @unchecked Sendable {
     deinit { rlReleaseLock(ref) { RLReadWriteLockUnlock(ref) } }
 
     /// `RLReadWriteLockReadLock`: blocks until the caller shares the lock.
+    @available(*, noasync, message: "blocks the thread; use withReadLock(_:) or withWriteLock(_:)")
     @discardableResult public func readLock(file: StaticString = #fileID, line: UInt = #line) -> Bool {
         rlAcquire(file, line) { RLReadWriteLockReadLock(ref) }
     }
     /// `RLReadWriteLockTryReadLock`: never blocks.
     public func tryReadLock() -> Bool { RLReadWriteLockTryReadLock(ref) }
     /// `RLReadWriteLockReadLockBeforeDate`.
+    @available(*, noasync, message: "blocks the thread; use withReadLock(_:) or withWriteLock(_:)")
     public func readLock(before limit: RLAbsoluteTime) -> Bool {
         RLReadWriteLockReadLockBeforeDate(ref, limit)
     }
 
     /// `RLReadWriteLockWriteLock`: blocks until the caller holds the lock alone.
+    @available(*, noasync, message: "blocks the thread; use withReadLock(_:) or withWriteLock(_:)")
     @discardableResult public func writeLock(file: StaticString = #fileID, line: UInt = #line) -> Bool {
         rlAcquire(file, line) { RLReadWriteLockWriteLock(ref) }
     }
     /// `RLReadWriteLockTryWriteLock`: never blocks.
     public func tryWriteLock() -> Bool { RLReadWriteLockTryWriteLock(ref) }
     /// `RLReadWriteLockWriteLockBeforeDate`.
+    @available(*, noasync, message: "blocks the thread; use withReadLock(_:) or withWriteLock(_:)")
     public func writeLock(before limit: RLAbsoluteTime) -> Bool {
         RLReadWriteLockWriteLockBeforeDate(ref, limit)
     }
 
     /// The write lock (`RLLocking`).
+    @available(*, noasync, message: "blocks the thread; use withLock(_:), which cannot hold the lock across an await")
     @discardableResult public func lock(file: StaticString = #fileID, line: UInt = #line) -> Bool {
         writeLock(file: file, line: line)
     }
 
     /// `RLReadWriteLockUnlock`: releases the caller's write lock or one of
     /// its read locks.
+    @available(*, noasync, message: "pairs with a blocking lock(); use withLock(_:)")
     @discardableResult public func unlock() -> Bool { RLReadWriteLockUnlock(ref) }
 
     /// Runs `body` holding a read lock, released on every exit path.

@@ -202,6 +202,7 @@ public final class RLRunLoop: @unchecked Sendable {
     ///   thread's loop; the C error for ``Mode/common``, an empty mode or a
     ///   NaN interval.
     @discardableResult
+    @available(*, noasync, message: "runs the loop, blocking the thread; run loops belong to threads: use an RLWorkerThread (its TaskExecutor, run(_:)) or performAndWait(inModes:_:)")
     public func run(mode: Mode, for seconds: RLTimeInterval,
                     returnAfterSourceHandled: Bool = false) throws(RLError) -> RunResult {
         guard isCurrentThreadLoop else {
@@ -220,6 +221,7 @@ public final class RLRunLoop: @unchecked Sendable {
 
     /// ``run(mode:for:returnAfterSourceHandled:)`` with a `Duration`.
     @discardableResult
+    @available(*, noasync, message: "runs the loop, blocking the thread; run loops belong to threads: use an RLWorkerThread (its TaskExecutor, run(_:)) or performAndWait(inModes:_:)")
     public func run(mode: Mode, for duration: Duration,
                     returnAfterSourceHandled: Bool = false) throws(RLError) -> RunResult {
         try run(mode: mode, for: duration.rlSeconds, returnAfterSourceHandled: returnAfterSourceHandled)
@@ -234,6 +236,7 @@ public final class RLRunLoop: @unchecked Sendable {
     ///   Foundation's rule: also when the run handled the mode's last
     ///   one-shot timer and so ended with the mode empty, or was stopped.
     @discardableResult
+    @available(*, noasync, message: "runs the loop, blocking the thread; run loops belong to threads: use an RLWorkerThread (its TaskExecutor, run(_:)) or performAndWait(inModes:_:)")
     public func run(mode: Mode, before limitDate: RLAbsoluteTime) -> Bool {
         guard isCurrentThreadLoop else { return false }
         if mode.withCString({ RLRunLoopIsFinished(ref, $0) }) { return false }
@@ -246,6 +249,7 @@ public final class RLRunLoop: @unchecked Sendable {
     /// Unlike Foundation's `RunLoop.run()`, which cannot be stopped, this
     /// returns on ``stop()`` (CoreFoundation's `CFRunLoopRun`). Does nothing
     /// when called on another thread's loop.
+    @available(*, noasync, message: "runs the loop, blocking the thread; run loops belong to threads: use an RLWorkerThread (its TaskExecutor, run(_:)) or performAndWait(inModes:_:)")
     public func run() {
         guard isCurrentThreadLoop else { return }
         _ = RLRunLoopRun()
@@ -257,6 +261,7 @@ public final class RLRunLoop: @unchecked Sendable {
     /// Unlike Foundation, ``stop()`` ends the whole call (Foundation only
     /// ends one inner pass and keeps running). Does nothing when called on
     /// another thread's loop.
+    @available(*, noasync, message: "runs the loop, blocking the thread; run loops belong to threads: use an RLWorkerThread (its TaskExecutor, run(_:)) or performAndWait(inModes:_:)")
     public func run(until limitDate: RLAbsoluteTime) {
         repeat {
             guard let result = try? run(mode: .default, for: limitDate - RLTime.now) else { return }

@@ -32,6 +32,7 @@ extension RLRunLoop {
     /// condition's value at once. `timeout` is a bound for a test that
     /// would otherwise hang, not a measurement.
     @discardableResult
+    @available(*, noasync, message: "runs the loop, blocking the thread; in async code await the condition (the loop runs on its own thread)")
     public func runUntil(timeout: Duration = .seconds(10), mode: Mode = .default,
                          _ condition: () throws -> Bool) rethrows -> Bool {
         let deadline = RLTime.after(timeout)

@@ -24,12 +24,14 @@ public final class RLSpinLock: RLLocking, @unchecked Sendable {
     }
 
     /// `RLSpinLockLock`: spins until the lock is free, then takes it.
+    @available(*, noasync, message: "blocks the thread; use withLock(_:), which cannot hold the lock across an await")
     @discardableResult public func lock(file: StaticString = #fileID, line: UInt = #line) -> Bool {
         rlAcquire(file, line) { RLSpinLockLock(word) }
     }
 
     /// `RLSpinLockUnlock`. `false` (`.notLocked`, `.notOwner`) if the caller
     /// does not hold the lock.
+    @available(*, noasync, message: "pairs with a blocking lock(); use withLock(_:)")
     @discardableResult public func unlock() -> Bool { RLSpinLockUnlock(word) }
 
     /// `RLSpinLockTry`: takes the lock if it is free, never spins; `false`

@@ -311,17 +311,20 @@ public final class RLThread: @unchecked Sendable {
 
     /// Sleeps the calling thread for `seconds` on the monotonic clock;
     /// signals do not cut it short; `<= 0` returns at once. NaN is ignored.
+    @available(*, noasync, message: "blocks the thread; use try await Task.sleep(for:) (or RLThread.sleep(for:) async, in an async function)")
     public static func sleep(forTimeInterval seconds: RLTimeInterval) {
         RLThreadSleepForTimeInterval(seconds)
     }
 
     /// ``sleep(forTimeInterval:)`` with a `Duration`.
+    @available(*, noasync, message: "blocks the thread; use try await Task.sleep(for:) (or RLThread.sleep(for:) async, in an async function)")
     public static func sleep(for duration: Duration) {
         RLThreadSleepForTimeInterval(duration.rlSeconds)
     }
 
     /// Sleeps the calling thread until `date` (seconds since 2001, the
     /// number `Date.timeIntervalSinceReferenceDate` holds).
+    @available(*, noasync, message: "blocks the thread; use try await RLThread.sleep(until:) async in an async function, or Task.sleep")
     public static func sleep(until date: RLAbsoluteTime) {
         RLThreadSleepUntilDate(date)
     }

@@ -23,7 +23,9 @@ internal import Musl
 ///
 /// The worker is also a `SerialExecutor`: an actor whose `unownedExecutor`
 /// is ``asUnownedSerialExecutor()`` runs all its methods on the worker
-/// thread (see ``enqueue(_:)``).
+/// thread (see ``enqueue(_:)``); and a `TaskExecutor`
+/// (``asUnownedTaskExecutor()``): `withTaskExecutorPreference(worker)` and
+/// `Task(executorPreference: worker)` run a task's nonisolated code there.
 ///
 /// The object is `Sendable`; every member may be used from any thread,
 /// except that ``stop()`` (and ``sync(_:)`` of work that stops it) cannot be
@@ -159,6 +161,7 @@ public final class RLWorkerThread: @unchecked Sendable {
     /// - Throws: the body's error; `RLError` `.invalidState` if the worker is
     ///   not running or stops before running it.
     @discardableResult
+    @available(*, noasync, message: "blocks until the work ran; use try await run(_:)")
     public func sync<T>(_ body: () throws -> T) throws -> T {
         let outcome = SyncOutcome<T>()
         let ran = withoutActuallyEscaping(body) { body in
@@ -202,9 +205,8 @@ extension RLWorkerThread: SerialExecutor {
     /// would break the actor's isolation.
     public func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
-        let executor = asUnownedSerialExecutor()
         do {
-            try self.async { job.runSynchronously(on: executor) }
+            try self.async { self.runJob(job) }
         } catch {
             fatalError("RLWorkerThread: an actor job was enqueued on a worker that is not running (\(error))")
         }

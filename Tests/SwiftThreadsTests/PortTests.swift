@@ -699,13 +699,13 @@ private func requestCode(_ body: () throws -> Void) -> RLMessagePort.RequestErro
             let remote: RLMessagePort
             init(_ remote: RLMessagePort) { self.remote = remote }
             func upper(_ text: String) async throws -> String {
-                let reply = try await remote.sendRequest(msgid: Req.upper, data: Array(text.utf8), timeout: 10)
+                let reply = try await remote.request(msgid: Req.upper, data: Array(text.utf8), timeout: 10)
                 return String(decoding: reply ?? [], as: UTF8.self)
             }
         }
         let server = try Server("async")
         let remote = try RLMessagePort(remote: server.name)
-        let reply = try await remote.sendRequest(msgid: Req.echo, data: [4, 5, 6], timeout: 10)
+        let reply = try await remote.request(msgid: Req.echo, data: [4, 5, 6], timeout: 10)
         #expect(reply == [4, 5, 6])
         let client = Client(remote)
         let replies = try await withThrowingTaskGroup(of: String.self) { group in
@@ -717,7 +717,7 @@ private func requestCode(_ body: () throws -> Void) -> RLMessagePort.RequestErro
         #expect(replies == (0..<20).map { "TASK \($0)" }.sorted())
         // Errors come back typed.
         do {
-            _ = try await remote.sendRequest(msgid: Req.held, timeout: 0.05)
+            _ = try await remote.request(msgid: Req.held, timeout: 0.05)
             Issue.record("a held reply did not time out")
         } catch {
             #expect(error.code == .receiveTimeout)

@@ -22,6 +22,14 @@ final class ThrWorkerOnly<Value>: @unchecked Sendable {
     init(_ value: Value) { self.value = value }
 }
 
+/// ``RLWorkerThread/sync(_:)`` (noasync) from a plain function: a test in
+/// async code that needs the blocking form (its order with `async` work, or
+/// running on the worker while the caller waits) calls it through this.
+@discardableResult
+func thrBlockingSync<T>(_ worker: RLWorkerThread, _ body: () throws -> T) throws -> T {
+    try worker.sync(body)
+}
+
 /// An actor whose methods run on a worker thread.
 actor ThrWorkerBoundCounter {
     let worker: RLWorkerThread
@@ -98,12 +106,12 @@ struct WorkerThreadTests {
         let seen = ThrWorkerOnly([Int]())
         for i in 0..<3_000 {
             switch i % 7 {
-            case 3: try worker.sync { seen.value.append(i) }
+            case 3: try thrBlockingSync(worker) { seen.value.append(i) }
             case 5: try await worker.run { seen.value.append(i) }
             default: try worker.async { seen.value.append(i) }
             }
         }
-        #expect(try worker.sync { seen.value } == Array(0..<3_000))
+        #expect(try thrBlockingSync(worker) { seen.value } == Array(0..<3_000))
     }
 
     @Test func asyncOnAStoppedWorkerThrowsAndReleasesTheClosureUnrun() throws {
@@ -338,7 +346,7 @@ struct WorkerThreadTests {
         #expect(await counter.count == 1_000)
         #expect(await counter.threadName() == "actor-worker")
         // On the worker thread the actor's isolation can be assumed.
-        let count = try worker.sync { counter.assumeIsolated { $0.count } }
+        let count = try thrBlockingSync(worker) { counter.assumeIsolated { $0.count } }
         #expect(count == 1_000)
         try worker.stop()
     }

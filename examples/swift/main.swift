@@ -377,7 +377,10 @@ func workerStartStop() async {
         for i in 1...3 {
             try! worker.async { Demo.say("  async work \(i) on \(RLThread.current.name ?? "?")") }
         }
-        let sum = try! worker.sync { (1...100).reduce(0, +) }
+        // sync blocks the calling thread (noasync): called from a plain
+        // function, as a thread would; async code awaits run(_:) below.
+        func blockingSum() -> Int { try! worker.sync { (1...100).reduce(0, +) } }
+        let sum = blockingSum()
         Demo.say("  sync work returned \(sum)")
         let name = try! await worker.run { RLThread.current.name ?? "?" }
         Demo.say("  await worker.run { ... } returned \"\(name)\"")
