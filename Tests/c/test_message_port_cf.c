@@ -1,5 +1,5 @@
 /* test_message_port_cf.c — message ports behave as CFMessagePort where
- * ported CF code depends on it (issue 23): anonymous local ports, the
+ * ported CF code depends on it: anonymous local ports, the
  * context's release at invalidation, an empty reply for a callout's NULL,
  * the caller's run loop served while a request waits for its reply (between
  * threads and between processes), a client that does not read its replies
