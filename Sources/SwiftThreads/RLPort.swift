@@ -532,6 +532,22 @@ final class PortBox: @unchecked Sendable {
 
     var hasSource: Bool { mutex.locked { _hasSource } }
 
+    /// Socket ports: the most components a message may carry, as last set
+    /// through any wrapper of the C port (the C library has no getter).
+    private var _maxComponents = Int(RL_SOCKET_PORT_DEFAULT_MAX_COMPONENTS)
+
+    var maxComponents: Int { mutex.locked { _maxComponents } }
+
+    /// Sets the C port's limit and records it, under the box's lock so that
+    /// the recorded value is the one the C port has.
+    func setMaxComponents(_ count: Int, on ref: OpaquePointer) -> Bool {
+        mutex.locked {
+            guard RLSocketPortSetMaxComponents(ref, RLIndex(count)) else { return false }
+            _maxComponents = count
+            return true
+        }
+    }
+
     func markHasSource() { mutex.locked { _hasSource = true } }
 
     /// The cached loopback port while it is valid, else what `make` makes
