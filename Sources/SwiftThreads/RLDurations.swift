@@ -43,11 +43,11 @@ extension RLMessagePort {
         try setStallTimeout(timeout.rlSeconds)
     }
 
-    /// ``sendRequest(msgid:data:sendTimeout:receiveTimeout:)-(_,_,RLTimeInterval,RLTimeInterval)``
+    /// ``sendRequest(msgid:data:sendTimeout:receiveTimeout:)-(RLMessageID,_,RLTimeInterval,RLTimeInterval)``
     /// with `Duration`s. Blocks the calling thread: in async code use
-    /// ``request(msgid:data:timeout:)-(_,_,Duration)``.
+    /// ``request(msgid:data:timeout:)-(RLMessageID,_,Duration)``.
     @available(*, noasync, message: "blocks the thread until the reply; use try await request(msgid:data:timeout:)")
-    public func sendRequest(msgid: Int32, data: [UInt8]?, sendTimeout: Duration,
+    public func sendRequest(msgid: RLMessageID, data: [UInt8]?, sendTimeout: Duration,
                             receiveTimeout: Duration) throws(RequestError) -> [UInt8]? {
         try sendRequest(msgid: msgid, data: data, sendTimeout: sendTimeout.rlSeconds,
                         receiveTimeout: receiveTimeout.rlSeconds)
@@ -56,12 +56,12 @@ extension RLMessagePort {
     /// ``sendRequest(msgid:data:timeout:)-6u2nv`` with a
     /// `Duration`.
     @available(*, noasync, message: "blocks the thread until the reply; use try await request(msgid:data:timeout:)")
-    public func sendRequest(msgid: Int32, data: [UInt8]? = nil, timeout: Duration) throws(RequestError) -> [UInt8]? {
+    public func sendRequest(msgid: RLMessageID, data: [UInt8]? = nil, timeout: Duration) throws(RequestError) -> [UInt8]? {
         try sendRequest(msgid: msgid, data: data, sendTimeout: timeout.rlSeconds, receiveTimeout: timeout.rlSeconds)
     }
 
-    /// ``send(msgid:data:timeout:)-(_,_,RLTimeInterval)`` with a `Duration`.
-    public func send(msgid: Int32, data: [UInt8]? = nil, timeout: Duration) throws(RequestError) {
+    /// ``send(msgid:data:timeout:)-(RLMessageID,_,RLTimeInterval)`` with a `Duration`.
+    public func send(msgid: RLMessageID, data: [UInt8]? = nil, timeout: Duration) throws(RequestError) {
         try send(msgid: msgid, data: data, timeout: timeout.rlSeconds)
     }
 }

@@ -384,7 +384,7 @@ open class RLSocketPort: RLPort, @unchecked Sendable {
 
     /// Sends over TCP. A remote port sends to its peer; a local port to
     /// itself, over loopback (through the remote port for its own address).
-    override func postMessage(msgid: UInt32, components: [RLPortComponent], replyPort: RLPort?,
+    override func postMessage(msgid: RLMessageID, components: [RLPortComponent], replyPort: RLPort?,
                               before limitDate: RLAbsoluteTime) -> Bool {
         let target: OpaquePointer
         var loopback: RLSocketPort?
