@@ -42,7 +42,7 @@ struct DurationTests {
     @Test func messagePortFormsTakeADuration() async throws {
         let worker = RLWorkerThread(name: "duration-server")
         try worker.start()
-        defer { try? worker.stop() }
+        defer { stopInDefer(worker) }
         let name = "swift.test.\(getpid()).duration"
         let server = try thrBlockingSync(worker) { () throws -> RLMessagePort in
             let port = try RLMessagePort(local: name) { _, data in data.map { $0.map { $0 + 1 } } }
