@@ -100,8 +100,12 @@ struct AsyncShutdownTests {
         #expect(answer.isFinished)
         let typed = try thrStartJoinable { "text" }
         #expect(try await typed.joined(as: String.self) == "text")
-        let failing = try thrStartJoinable { () throws -> Int in throw ThrTestError(tag: 3) }
+        let failing = RLThread(returning: { () throws -> Int in throw ThrTestError(tag: 3) })
+        let reported = ThrShared<(any Error)?>(nil)
+        failing.errorHandler = { error in reported.set(error) }
+        try failing.start()
         await #expect(throws: ThrTestError(tag: 3)) { try await failing.joined() }
+        #expect(reported.get as? ThrTestError == ThrTestError(tag: 3))
         let exited = try thrStartJoinable { () -> Int in RLThread.exit() }
         #expect(try await exited.joined() == nil)
     }
