@@ -17,9 +17,9 @@ internal import Musl
 ///
 /// A **remote** port, made from the name in any thread or process of the
 /// same user, sends requests and waits for the reply — blocking
-/// (``sendRequest(msgid:data:sendTimeout:receiveTimeout:)-(_,_,RLTimeInterval,_)``), or suspending
-/// (``request(msgid:data:timeout:)-(_,_,RLTimeInterval)``), or one-way
-/// (``send(msgid:data:timeout:)-(_,_,RLTimeInterval)``). Failures throw ``RequestError``, which
+/// (``sendRequest(msgid:data:sendTimeout:receiveTimeout:)-(RLMessageID,_,RLTimeInterval,_)``), or suspending
+/// (``request(msgid:data:timeout:)-(RLMessageID,_,RLTimeInterval)``), or one-way
+/// (``send(msgid:data:timeout:)-(RLMessageID,_,RLTimeInterval)``). Failures throw ``RequestError``, which
 /// carries CoreFoundation's result code.
 ///
 /// Names are per user; a port lives while you hold it (dropping the last
@@ -84,7 +84,7 @@ public final class RLMessagePort: @unchecked Sendable, Hashable, CustomStringCon
     ///   CoreFoundation would return that port and ignore the new callout; `.invalidArgument` for an empty name, one longer
     ///   than 255 bytes or one containing NUL; a system error.
     public init(local name: String,
-                handler: @escaping @Sendable (_ msgid: Int32, _ data: [UInt8]?) -> [UInt8]?) throws(RLError) {
+                handler: @escaping @Sendable (_ msgid: RLMessageID, _ data: [UInt8]?) -> [UInt8]?) throws(RLError) {
         try RLMessagePort.checkName(name)
         let box = MessagePortBox(handler: handler)
         var context = RLMessagePortContext(version: 0, info: Unmanaged.passUnretained(box).toOpaque(),
@@ -232,16 +232,16 @@ public final class RLMessagePort: @unchecked Sendable, Hashable, CustomStringCon
     ///   nil, as with CFMessagePort.
     /// - Throws: ``RequestError`` with CoreFoundation's result code.
     @available(*, noasync, message: "blocks the thread until the reply; use try await request(msgid:data:timeout:)")
-    public func sendRequest(msgid: Int32, data: [UInt8]?, sendTimeout: RLTimeInterval,
+    public func sendRequest(msgid: RLMessageID, data: [UInt8]?, sendTimeout: RLTimeInterval,
                             receiveTimeout: RLTimeInterval) throws(RequestError) -> [UInt8]? {
         try request(msgid: msgid, data: data, sendTimeout: sendTimeout, receiveTimeout: receiveTimeout,
                     wantsReply: true)
     }
 
-    /// ``sendRequest(msgid:data:sendTimeout:receiveTimeout:)-(_,_,RLTimeInterval,_)`` with one
+    /// ``sendRequest(msgid:data:sendTimeout:receiveTimeout:)-(RLMessageID,_,RLTimeInterval,_)`` with one
     /// timeout for both.
     @available(*, noasync, message: "blocks the thread until the reply; use try await request(msgid:data:timeout:)")
-    public func sendRequest(msgid: Int32, data: [UInt8]? = nil, timeout: RLTimeInterval) throws(RequestError) -> [UInt8]? {
+    public func sendRequest(msgid: RLMessageID, data: [UInt8]? = nil, timeout: RLTimeInterval) throws(RequestError) -> [UInt8]? {
         try sendRequest(msgid: msgid, data: data, sendTimeout: timeout, receiveTimeout: timeout)
     }
 
@@ -249,7 +249,7 @@ public final class RLMessagePort: @unchecked Sendable, Hashable, CustomStringCon
     /// (`CFMessagePortSendRequest` with no reply mode).
     ///
     /// - Throws: ``RequestError`` with CoreFoundation's result code.
-    public func send(msgid: Int32, data: [UInt8]? = nil, timeout: RLTimeInterval) throws(RequestError) {
+    public func send(msgid: RLMessageID, data: [UInt8]? = nil, timeout: RLTimeInterval) throws(RequestError) {
         _ = try request(msgid: msgid, data: data, sendTimeout: timeout, receiveTimeout: 0, wantsReply: false)
     }
 
@@ -268,7 +268,7 @@ public final class RLMessagePort: @unchecked Sendable, Hashable, CustomStringCon
     /// ``sendRequest(msgid:data:timeout:)-6u2nv``: in top-level code (a script's
     /// `main.swift`) the compiler picks the synchronous overload of a name
     /// even under `await`, which would block the main thread.
-    public func request(msgid: Int32, data: [UInt8]? = nil,
+    public func request(msgid: RLMessageID, data: [UInt8]? = nil,
                         timeout: RLTimeInterval) async throws(RequestError) -> [UInt8]? {
         let worker: RLWorkerThread
         do {
@@ -288,23 +288,23 @@ public final class RLMessagePort: @unchecked Sendable, Hashable, CustomStringCon
         }
     }
 
-    /// The former name of ``request(msgid:data:timeout:)-(_,_,RLTimeInterval)``, kept for source
+    /// The former name of ``request(msgid:data:timeout:)-(RLMessageID,_,RLTimeInterval)``, kept for source
     /// compatibility; top-level code picks the blocking overload instead.
     @available(*, deprecated, renamed: "request(msgid:data:timeout:)")
-    public func sendRequest(msgid: Int32, data: [UInt8]? = nil,
+    public func sendRequest(msgid: RLMessageID, data: [UInt8]? = nil,
                             timeout: RLTimeInterval) async throws(RequestError) -> [UInt8]? {
         try await request(msgid: msgid, data: data, timeout: timeout)
     }
 
     /// ``request(msgid:data:timeout:)`` with the timeout as a `Duration`.
-    public func request(msgid: Int32, data: [UInt8]? = nil,
+    public func request(msgid: RLMessageID, data: [UInt8]? = nil,
                         timeout: Duration) async throws(RequestError) -> [UInt8]? {
         try await request(msgid: msgid, data: data, timeout: timeout.rlSeconds)
     }
 
     private static let replyMode = "SwiftThreads.RLMessagePort.reply"
 
-    private func request(msgid: Int32, data: [UInt8]?, sendTimeout: RLTimeInterval, receiveTimeout: RLTimeInterval,
+    private func request(msgid: RLMessageID, data: [UInt8]?, sendTimeout: RLTimeInterval, receiveTimeout: RLTimeInterval,
                          wantsReply: Bool) throws(RequestError) -> [UInt8]? {
         let payload = data.map { RLData($0) }
         var reply: RLDataRef?
@@ -315,7 +315,7 @@ public final class RLMessagePort: @unchecked Sendable, Hashable, CustomStringCon
         // worker thread.
         let code = withExtendedLifetime(payload) {
             Self.replyMode.withCString { mode in
-                RLMessagePortSendRequest(ref, msgid, payload?.ref, sendTimeout, receiveTimeout,
+                RLMessagePortSendRequest(ref, Int32(bitPattern: msgid), payload?.ref, sendTimeout, receiveTimeout,
                                          wantsReply ? mode : nil, &reply)
             }
         }
@@ -346,13 +346,13 @@ public final class RLMessagePort: @unchecked Sendable, Hashable, CustomStringCon
 /// request handler (a local port's C context info), the invalidation
 /// handler, the access policy, and the thread that runs async requests.
 final class MessagePortBox: @unchecked Sendable {
-    let handler: (@Sendable (Int32, [UInt8]?) -> [UInt8]?)?
+    let handler: (@Sendable (RLMessageID, [UInt8]?) -> [UInt8]?)?
     private let mutex = ThreadsMutex()
     private var invalidationHandler: (@Sendable (RLMessagePort) -> Void)?
     private var policy: (@Sendable (RLMessagePort.Peer) -> Bool)?
     private var worker: RLWorkerThread?
 
-    init(handler: (@Sendable (Int32, [UInt8]?) -> [UInt8]?)?) { self.handler = handler }
+    init(handler: (@Sendable (RLMessageID, [UInt8]?) -> [UInt8]?)?) { self.handler = handler }
 
     deinit {
         // The entries' boxes are looked at: held until after the lock (a
@@ -416,7 +416,7 @@ private func rlMessagePortCallout(_ local: RLMessagePortRef?, _ msgid: Int32, _ 
     let box = Unmanaged<MessagePortBox>.fromOpaque(info).takeUnretainedValue()
     guard let handler = box.handler else { return nil }
     let bytes = data.map { Array(RLData(retaining: $0)) }
-    guard let reply = handler(msgid, bytes) else { return nil }
+    guard let reply = handler(RLMessageID(bitPattern: msgid), bytes) else { return nil }
     // Create rule: the C port releases the reply after sending it.
     return reply.withUnsafeBufferPointer { RLDataCreate(nil, $0.baseAddress, RLIndex($0.count)) }
 }

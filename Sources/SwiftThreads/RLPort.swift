@@ -9,6 +9,19 @@ internal import Musl
 // `RLPortRef` / `RLPortMessageRef` (RLPort.h) — messages between the threads
 // of one process, delivered by a run loop.
 
+/// A message's identifier, the one type of `msgid` throughout SwiftThreads:
+/// ``RLPortMessage/msgid``, ``RLPort``'s and ``RLSocketPort``'s sends, and
+/// ``RLMessagePort``'s requests and handler.
+///
+/// `UInt32`, Foundation's `PortMessage.msgid`, so that ported Foundation
+/// code compiles unchanged. CoreFoundation's `CFMessagePort` passes an
+/// `SInt32` (`Int32`): an ``RLMessagePort`` carries the same 32 bits, so a
+/// CF peer's negative `msgid` arrives as its bit pattern
+/// (`RLMessageID(bitPattern: -1)` is `0xFFFF_FFFF`), and `Int32(bitPattern:)`
+/// gives it back. The `Int32` forms of ``RLMessagePort``'s calls remain,
+/// deprecated.
+public typealias RLMessageID = UInt32
+
 /// Receives the messages of an ``RLPort`` (Foundation's `PortDelegate`).
 ///
 /// `handle(_:)` runs on the thread of the run loop the port is in. As with
@@ -302,7 +315,7 @@ open class RLPort: @unchecked Sendable, Hashable, CustomStringConvertible {
     ///   (`.invalidObject`); nothing was sent then.
     open func send(before limitDate: RLAbsoluteTime, msgid msgID: Int, components: [RLPortComponent]?,
                    from receivePort: RLPort?, reserved headerSpaceReserved: Int) -> Bool {
-        postMessage(msgid: UInt32(truncatingIfNeeded: msgID), components: components ?? [], replyPort: receivePort,
+        postMessage(msgid: RLMessageID(truncatingIfNeeded: msgID), components: components ?? [], replyPort: receivePort,
                     before: limitDate)
     }
 
@@ -315,7 +328,7 @@ open class RLPort: @unchecked Sendable, Hashable, CustomStringConvertible {
     /// - Throws: `RLError` `.timedOut` if the queue stayed full until
     ///   `limitDate`, `.invalidObject` for an invalid port, `.invalidArgument`
     ///   for a NaN date. Nothing was sent then.
-    public func send(_ components: [RLPortComponent] = [], msgid: UInt32 = 0, replyPort: RLPort? = nil,
+    public func send(_ components: [RLPortComponent] = [], msgid: RLMessageID = 0, replyPort: RLPort? = nil,
                      before limitDate: RLAbsoluteTime = RLTime.distantFuture) throws(RLError) {
         guard postMessage(msgid: msgid, components: components, replyPort: replyPort, before: limitDate) else {
             throw RLError.last()
@@ -323,14 +336,14 @@ open class RLPort: @unchecked Sendable, Hashable, CustomStringConvertible {
     }
 
     /// ``send(_:msgid:replyPort:before:)`` waiting at most `timeout` for room.
-    public func send(_ components: [RLPortComponent] = [], msgid: UInt32 = 0, replyPort: RLPort? = nil,
+    public func send(_ components: [RLPortComponent] = [], msgid: RLMessageID = 0, replyPort: RLPort? = nil,
                      timeout: Duration) throws(RLError) {
         try send(components, msgid: msgid, replyPort: replyPort, before: RLTime.after(timeout))
     }
 
     /// Sends one message to this port (false with the C error set). Each
     /// kind of port sends its own way (``RLSocketPort`` over TCP).
-    func postMessage(msgid: UInt32, components: [RLPortComponent], replyPort: RLPort?,
+    func postMessage(msgid: RLMessageID, components: [RLPortComponent], replyPort: RLPort?,
                      before limitDate: RLAbsoluteTime) -> Bool {
         let refs: [RLTypeRef?] = components.map { $0.rawRef }
         // The components and the reply port are retained by the C message;
@@ -424,7 +437,7 @@ public final class RLPortMessage: @unchecked Sendable, CustomStringConvertible {
     private let _receivePort: RLPort?
     private let _components: [RLPortComponent]?
     private let mutex = ThreadsMutex()
-    private var _msgid: UInt32
+    private var _msgid: RLMessageID
 
     /// A message to `sendPort` whose replies go to `replyPort`, with id 0
     /// (Foundation's `init(sendPort:receivePort:components:)`).
@@ -454,7 +467,7 @@ public final class RLPortMessage: @unchecked Sendable, CustomStringConvertible {
     }
 
     /// A message a socket port received (its parts wrapped already).
-    init(msgid: UInt32, sendPort: RLPort?, receivePort: RLPort?, components: [RLPortComponent]) {
+    init(msgid: RLMessageID, sendPort: RLPort?, receivePort: RLPort?, components: [RLPortComponent]) {
         _msgid = msgid
         _sendPort = sendPort
         _receivePort = receivePort
@@ -468,7 +481,7 @@ public final class RLPortMessage: @unchecked Sendable, CustomStringConvertible {
     private func received() { HandOff.received(self) }
 
     /// The message's identifier (0 unless set).
-    public var msgid: UInt32 {
+    public var msgid: RLMessageID {
         get { received(); return mutex.locked { _msgid } }
         set { received(); mutex.locked { _msgid = newValue } }
     }
@@ -531,6 +544,22 @@ final class PortBox: @unchecked Sendable {
     private var loopback: RLPort?
 
     var hasSource: Bool { mutex.locked { _hasSource } }
+
+    /// Socket ports: the most components a message may carry, as last set
+    /// through any wrapper of the C port (the C library has no getter).
+    private var _maxComponents = Int(RL_SOCKET_PORT_DEFAULT_MAX_COMPONENTS)
+
+    var maxComponents: Int { mutex.locked { _maxComponents } }
+
+    /// Sets the C port's limit and records it, under the box's lock so that
+    /// the recorded value is the one the C port has.
+    func setMaxComponents(_ count: Int, on ref: OpaquePointer) -> Bool {
+        mutex.locked {
+            guard RLSocketPortSetMaxComponents(ref, RLIndex(count)) else { return false }
+            _maxComponents = count
+            return true
+        }
+    }
 
     func markHasSource() { mutex.locked { _hasSource = true } }
 

@@ -230,7 +230,7 @@ public final class RLSocket: @unchecked Sendable {
         guard result == kRLSocketSuccess else { throw RLError.last() }
     }
 
-    /// ``send(_:to:timeout:)`` of a copy of `bytes`.
+    /// ``send(_:to:timeout:)-(_,_,RLTimeInterval)`` of a copy of `bytes`.
     public func send<Bytes: Sequence>(bytes: Bytes, to address: Address? = nil,
                                       timeout: RLTimeInterval = 0) throws(RLError) where Bytes.Element == UInt8 {
         try send(RLData(bytes), to: address, timeout: timeout)

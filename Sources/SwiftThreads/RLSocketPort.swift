@@ -336,6 +336,32 @@ open class RLSocketPort: RLPort, @unchecked Sendable {
         guard RLSocketPortSetMessageLimit(ref, RLIndex(bytes)) else { throw RLError.last() }
     }
 
+    /// The most components (the reply port not counted) a message may
+    /// carry (default ``defaultMaxComponents``, 4096). A
+    /// local port drops a message with more, and the connection it came on
+    /// (the sender's remote port then fails its next send); a remote port
+    /// refuses to send one (`RLError` `.invalidArgument`, nothing sent).
+    /// Set it with ``setMaxComponents(_:)``; every wrapper of one port sees
+    /// the same value.
+    public var maxComponents: Int { box.maxComponents }
+
+    /// The default of ``maxComponents`` (4096).
+    public static let defaultMaxComponents = Int(RL_SOCKET_PORT_DEFAULT_MAX_COMPONENTS)
+
+    /// The most ``maxComponents`` may be (8388607: a frame body of at most
+    /// 64 MiB holds no more component headers).
+    public static let maxComponentsLimit = Int(RL_SOCKET_PORT_MAX_COMPONENTS_LIMIT)
+
+    /// Sets ``maxComponents``: 0 to ``maxComponentsLimit``. It applies from the next
+    /// message on, on connections already open too; on an invalidated port
+    /// it is accepted and has no effect.
+    ///
+    /// - Throws: `RLError` `.invalidArgument` for a count out of range (the
+    ///   limit is then unchanged).
+    public func setMaxComponents(_ count: Int) throws(RLError) {
+        guard box.setMaxComponents(count, on: ref) else { throw RLError.last() }
+    }
+
     /// Local ports: how long a client may take to finish a message it began
     /// (seconds, default 10) before the port drops its connection.
     ///
@@ -358,7 +384,7 @@ open class RLSocketPort: RLPort, @unchecked Sendable {
 
     /// Sends over TCP. A remote port sends to its peer; a local port to
     /// itself, over loopback (through the remote port for its own address).
-    override func postMessage(msgid: UInt32, components: [RLPortComponent], replyPort: RLPort?,
+    override func postMessage(msgid: RLMessageID, components: [RLPortComponent], replyPort: RLPort?,
                               before limitDate: RLAbsoluteTime) -> Bool {
         let target: OpaquePointer
         var loopback: RLSocketPort?

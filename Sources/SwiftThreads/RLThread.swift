@@ -243,10 +243,13 @@ public final class RLThread: @unchecked Sendable {
     /// body), or nil if the body never returned: it was cancelled before
     /// start, or it called ``exit()`` (`RLThreadJoin`).
     ///
+    /// Blocks the calling thread: in async code use ``joined()``.
+    ///
     /// - Throws: the error the body threw; `RLError` `.wouldDeadlock` on the
     ///   thread itself, `.invalidState` for a detached, unstarted, main or
     ///   foreign thread, or one already joined.
     @discardableResult
+    @available(*, noasync, message: "blocks until the thread has exited; use try await joined()")
     public func join() throws -> (any Sendable)? {
         guard RLThreadJoin(ref, nil) else { throw RLError.last() }
         switch state?.outcome {
@@ -260,6 +263,7 @@ public final class RLThread: @unchecked Sendable {
     ///
     /// - Throws: as ``join()``; `RLError` `.invalidArgument` if the body
     ///   returned something other than a `T`.
+    @available(*, noasync, message: "blocks until the thread has exited; use try await joined(as:)")
     public func join<T: Sendable>(as type: T.Type) throws -> T? {
         guard let value = try join() else { return nil }
         guard let typed = value as? T else {

@@ -78,8 +78,12 @@ public final class RLWorkerThread: @unchecked Sendable {
     /// Stops the worker; returns once its thread has exited (after its
     /// will-exit handlers) and was joined. Queued work runs first.
     ///
+    /// Blocks the calling thread: in async code use
+    /// ``shutdownGracefully()``.
+    ///
     /// - Throws: `RLError` `.invalidState` if it is not running;
     ///   `.wouldDeadlock` on the worker thread itself.
+    @available(*, noasync, message: "blocks until the worker's thread has exited; use try await shutdownGracefully()")
     public func stop() throws(RLError) {
         guard RLWorkerThreadStop(ref) else { throw RLError.last() }
     }

@@ -48,7 +48,7 @@ struct AsyncHandOffTests {
     @Test func objectsMadeByThreadRunAreWhole() async throws {
         let worker = RLWorkerThread(name: "handoff-thread")
         try worker.start()
-        defer { try? worker.stop() }
+        defer { stopInDefer(worker) }
         let target = try #require(worker.thread)
         var whole = 0
         for round in 0..<Self.rounds {
@@ -61,7 +61,7 @@ struct AsyncHandOffTests {
     @Test func objectsMadeByWorkerRunAreWhole() async throws {
         let worker = RLWorkerThread(name: "handoff-worker")
         try worker.start()
-        defer { try? worker.stop() }
+        defer { stopInDefer(worker) }
         var whole = 0
         for round in 0..<Self.rounds {
             let made = try await worker.run { Made.fill(round) }

@@ -404,7 +404,7 @@ struct AsyncServerTests {
     func onAGivenRunLoop() async throws {
         let worker = RLWorkerThread(name: "given")
         try worker.start()
-        defer { try? worker.stop() }
+        defer { stopInDefer(worker) }
         let loop = try #require(worker.runLoop)
         let server = try RLAsyncServer(listeningOn: .ipv4(loopbackPort: 0), runLoop: loop)
         let port = try #require(server.address?.port)
@@ -427,7 +427,7 @@ struct PortMessagesBoundTests {
         #expect(RLPort.defaultMessagesBufferLimit == 1024)
         let worker = RLWorkerThread(name: "ports")
         try worker.start()
-        defer { try? worker.stop() }
+        defer { stopInDefer(worker) }
         let loop = try #require(worker.runLoop)
         let port = RLPort()
         defer { port.invalidate() }
@@ -450,7 +450,7 @@ struct PortMessagesBoundTests {
     func otherPolicies() async throws {
         let worker = RLWorkerThread(name: "ports")
         try worker.start()
-        defer { try? worker.stop() }
+        defer { stopInDefer(worker) }
         let loop = try #require(worker.runLoop)
 
         let newest = RLPort()

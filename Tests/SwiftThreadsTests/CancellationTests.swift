@@ -40,7 +40,7 @@ struct CancellationTests {
     func cancelledWhileQueuedThrowsAtOnceAndNeverRuns(_ target: CXTarget) async throws {
         let worker = RLWorkerThread()
         try worker.start()
-        defer { try? worker.stop() }
+        defer { stopInDefer(worker) }
         let gate = ThrGate()
         let busy = ThrShared(false)
         try worker.async {
@@ -74,7 +74,7 @@ struct CancellationTests {
     func cancelledBeforeTheCallNeverQueuesTheWork(_ target: CXTarget) async throws {
         let worker = RLWorkerThread()
         try worker.start()
-        defer { try? worker.stop() }
+        defer { stopInDefer(worker) }
         let ran = ThrShared(false)
         let released = ThrShared(false)
         let outcome = await Task {
@@ -99,7 +99,7 @@ struct CancellationTests {
     func workThatStartedFinishesAndItsResultIsReturned(_ target: CXTarget) async throws {
         let worker = RLWorkerThread()
         try worker.start()
-        defer { try? worker.stop() }
+        defer { stopInDefer(worker) }
         let gate = ThrGate()
         let started = ThrShared(false)
         let task = Task {
@@ -121,7 +121,7 @@ struct CancellationTests {
     func anErrorOfWorkThatStartedIsRethrown(_ target: CXTarget) async throws {
         let worker = RLWorkerThread()
         try worker.start()
-        defer { try? worker.stop() }
+        defer { stopInDefer(worker) }
         let gate = ThrGate()
         let started = ThrShared(false)
         let task = Task { () -> Result<Int, ThrTestError> in
@@ -158,7 +158,7 @@ struct CancellationTests {
     @Test func manyCancellationsRaceWithTheirWorkWithoutLossOrDoubleResume() async throws {
         let worker = RLWorkerThread()
         try worker.start()
-        defer { try? worker.stop() }
+        defer { stopInDefer(worker) }
         let runs = ThrShared(0)
         var tasks: [Task<CXOutcome, Never>] = []
         for i in 0..<300 {

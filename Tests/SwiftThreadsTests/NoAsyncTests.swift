@@ -23,6 +23,9 @@ private let blockingCalls: [String] = [
     "try? RLThread.perform(on: RLThread.main, waitUntilDone: true) {}",
     "try? RLThread.performOnMain(waitUntilDone: true) {}",
     "_ = try? RLWorkerThread().sync { 1 }",
+    "try? RLWorkerThread().stop()",
+    "_ = try? RLThread.current.join()",
+    "_ = try? RLThread.current.join(as: Int.self)",
     "_ = try? port.sendRequest(msgid: 1, data: nil, sendTimeout: 1, receiveTimeout: 1)",
     "_ = try? port.sendRequest(msgid: 1, data: nil, timeout: Duration.seconds(1))",
     "_ = try? port.sendRequest(msgid: 1, data: nil, sendTimeout: .seconds(1), receiveTimeout: .seconds(1))",
@@ -40,6 +43,10 @@ private let blockingCalls: [String] = [
     "conditionLock.lock(whenCondition: 1)",
     "conditionLock.unlock(withCondition: 1)",
     "rw.readLock()",
+    "_ = rw.readLock(timeout: .zero)",
+    "_ = rw.writeLock(timeout: .zero)",
+    "_ = condition.lock(timeout: .zero)",
+    "_ = conditionLock.lock(timeout: .zero)",
     "rw.writeLock()",
     "rw.lock()",
     "rw.unlock()",
@@ -59,6 +66,9 @@ private let allowedCalls: [String] = [
     "try? await RLThread.sleep(until: 0)",
     "_ = try? await port.request(msgid: 1, timeout: 1)",
     "_ = try? await port.request(msgid: 1, timeout: .seconds(1))",
+    "try? await RLWorkerThread().shutdownGracefully()",
+    "_ = try? await RLThread.current.joined()",
+    "_ = try? await RLThread.current.joined(as: Int.self)",
     "lock.withLock {}",
     "_ = lock.tryLock()",
     "rw.withReadLock {}",
@@ -156,6 +166,8 @@ struct NoAsyncTests {
             "let reply = try await port.sendRequest(msgid: 1, data: [1], timeout: 1)",
             "try await RLThread.sleep(for: .milliseconds(1))",
             "_ = try await port.request(msgid: 1, timeout: 1)\nRLThread.sleep(forTimeInterval: 0)",
+            "try await RLWorkerThread().shutdownGracefully()\ntry RLWorkerThread().stop()",
+            "_ = try await RLThread.current.joined()\n_ = try RLThread.current.join()",
         ]
         for line in blocking {
             guard let (ok, output) = try typeCheck(header + line + "\n", topLevel: true) else { return }
@@ -184,7 +196,7 @@ struct NoAsyncTests {
     @Test func performWithoutWaitingFromAsyncCode() async throws {
         let worker = RLWorkerThread(name: "noasync-perform")
         try worker.start()
-        defer { try? worker.stop() }
+        defer { stopInDefer(worker) }
         let target = try #require(worker.thread)
         let ranOn = ThrShared<String?>(nil)
         try target.perform { ranOn.set(RLThread.current.name) }

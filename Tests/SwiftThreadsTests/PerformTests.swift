@@ -159,7 +159,7 @@ struct PerformTests {
     @Test func asyncRunReturnsTheValue() async throws {
         let worker = RLWorkerThread(name: "async-run")
         try worker.start()
-        defer { try? worker.stop() }
+        defer { stopInDefer(worker) }
         let target = try #require(worker.thread)
         let name = try await target.run { RLThread.current.name }
         #expect(name == "async-run")
@@ -172,7 +172,7 @@ struct PerformTests {
 
     @Test func asyncRunOnFinishedThreadThrows() async throws {
         let finished = try thrStartJoinable {}
-        try finished.join()
+        try await finished.joined()
         await #expect(throws: RLError.self) { try await finished.run { 1 } }
 
         // Started, but it finishes without running its loop: resumed with an
@@ -184,6 +184,6 @@ struct PerformTests {
         } catch let error as RLError {
             #expect(error.code == .invalidState)
         }
-        try target.join()
+        try await target.joined()
     }
 }

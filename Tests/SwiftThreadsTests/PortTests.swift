@@ -534,18 +534,18 @@ private func uniqueName(_ what: String) -> String {
 }
 
 private enum Req {
-    static let echo: Int32 = 1
-    static let upper: Int32 = 2
-    static let held: Int32 = 3
-    static let count: Int32 = 4
-    static let invalidate: Int32 = 6
-    static let empty: Int32 = 7
+    static let echo: RLMessageID = 1
+    static let upper: RLMessageID = 2
+    static let held: RLMessageID = 3
+    static let count: RLMessageID = 4
+    static let invalidate: RLMessageID = 6
+    static let empty: RLMessageID = 7
 }
 
 /// A local message port served by its own run-loop thread.
 private final class Server: @unchecked Sendable {
     let name: String
-    let oneWay: LoopEventLog<Int32>
+    let oneWay: LoopEventLog<RLMessageID>
     let sawNilData: LoopEventLog<Bool>
     let portSlot: LoopSlot<RLMessagePort>
     /// Requests `Req.held` that have begun, and releases given to them.
@@ -557,7 +557,7 @@ private final class Server: @unchecked Sendable {
     init(_ what: String) throws {
         let name = uniqueName(what)
         self.name = name
-        let oneWay = LoopEventLog<Int32>(), sawNilData = LoopEventLog<Bool>(), portSlot = LoopSlot<RLMessagePort>()
+        let oneWay = LoopEventLog<RLMessageID>(), sawNilData = LoopEventLog<Bool>(), portSlot = LoopSlot<RLMessagePort>()
         self.oneWay = oneWay
         self.sawNilData = sawNilData
         self.portSlot = portSlot
@@ -620,7 +620,95 @@ private func requestCode(_ body: () throws -> Void) -> RLMessagePort.RequestErro
     }
 }
 
+/// The deprecated `Int32` forms of RLMessagePort's calls, reached through a
+/// protocol so that calling them here warns of nothing.
+private protocol Int32MessageIDCalls {
+    func makeLocal(_ name: String, seen: LoopEventLog<Int32>) throws -> RLMessagePort
+    func exercise(_ remote: RLMessagePort) async throws -> [[UInt8]?]
+}
+
+private struct DeprecatedInt32Forms: Int32MessageIDCalls {
+    @available(*, deprecated)
+    func makeLocal(_ name: String, seen: LoopEventLog<Int32>) throws -> RLMessagePort {
+        try RLMessagePort(local: name) { (msgid: Int32, data: [UInt8]?) in
+            seen.append(msgid)
+            return data
+        }
+    }
+
+    @available(*, deprecated)
+    func exercise(_ remote: RLMessagePort) async throws -> [[UInt8]?] {
+        let minus: Int32 = -1, seven: Int32 = 7
+        var replies: [[UInt8]?] = []
+        try remote.send(msgid: minus, data: [1], timeout: 5)
+        try remote.send(msgid: minus, data: [2], timeout: .seconds(5))
+        replies.append(try await remote.request(msgid: seven, data: [3], timeout: 5))
+        replies.append(try await remote.request(msgid: seven, data: [4], timeout: .seconds(5)))
+        replies.append(try await remote.sendRequest(msgid: seven, data: [5], timeout: 5))
+        replies.append(try blocking(remote, msgid: Int32.min))
+        return replies
+    }
+
+    /// Synchronous: the blocking forms are not for async code.
+    @available(*, deprecated)
+    private func blocking(_ remote: RLMessagePort, msgid: Int32) throws -> [UInt8]? {
+        var all: [UInt8] = []
+        all += try remote.sendRequest(msgid: msgid, data: [6], timeout: 5) ?? []
+        all += try remote.sendRequest(msgid: msgid, data: [7], timeout: .seconds(5)) ?? []
+        all += try remote.sendRequest(msgid: msgid, data: [8], sendTimeout: 5, receiveTimeout: 5) ?? []
+        all += try remote.sendRequest(msgid: msgid, data: [9], sendTimeout: .seconds(5),
+                                      receiveTimeout: .seconds(5)) ?? []
+        return all
+    }
+}
+
 @Suite struct MessagePortTests {
+    /// One msgid type, RLMessageID (UInt32, Foundation's): a message port
+    /// carries all 32 bits, so CoreFoundation's negative SInt32 ids arrive
+    /// as their bit patterns, and the deprecated Int32 forms pass the same
+    /// bits both ways.
+    @Test func msgidIsAnRLMessageIDCarryingAll32Bits() async throws {
+        let name = uniqueName("msgid")
+        let seen = LoopEventLog<RLMessageID>()
+        let local = try RLMessagePort(local: name) { msgid, data in
+            seen.append(msgid)
+            return data
+        }
+        let (thread, loop) = startLoopThreadWith { loop in loop.add(local, forMode: .default) }
+        let remote = try RLMessagePort(remote: name)
+        try remote.send(msgid: RLMessageID.max, data: [1], timeout: .seconds(5))
+        #expect(try await remote.request(msgid: RLMessageID(bitPattern: Int32.min), data: [2],
+                                         timeout: .seconds(5)) == [2])
+        #expect(try await remote.request(msgid: 0, timeout: .seconds(5)) == [])
+        let forms: any Int32MessageIDCalls = DeprecatedInt32Forms()
+        let replies = try await forms.exercise(remote)
+        #expect(replies == [[3], [4], [5], [6, 7, 8, 9]])
+        #expect(seen.values == [RLMessageID.max, 0x8000_0000, 0, RLMessageID.max, RLMessageID.max, 7, 7, 7]
+                + Array(repeating: 0x8000_0000, count: 4))
+        loop.stop()
+        thread.join()
+        local.invalidate()
+
+        // A handler of the Int32 form sees the same bits as CF's SInt32.
+        let seen32 = LoopEventLog<Int32>()
+        let name32 = uniqueName("msgid32")
+        let local32 = try forms.makeLocal(name32, seen: seen32)
+        let (thread32, loop32) = startLoopThreadWith { loop in loop.add(local32, forMode: .default) }
+        let remote32 = try RLMessagePort(remote: name32)
+        #expect(try await remote32.request(msgid: RLMessageID.max, data: [1], timeout: .seconds(5)) == [1])
+        #expect(try await remote32.request(msgid: 5, timeout: .seconds(5)) == [])
+        #expect(seen32.values == [-1, 5])
+        // A literal picks the RLMessageID form; a msgid of the wrong type
+        // is the caller's to convert (this line would not compile with an
+        // Int).
+        let id: RLMessageID = 9
+        try remote32.send(msgid: id, timeout: .seconds(5))
+        #expect(loopEventually { seen32.values == [-1, 5, 9] })
+        loop32.stop()
+        thread32.join()
+        local32.invalidate()
+    }
+
     @Test func requestAndReplyBetweenThreads() throws {
         let server = try Server("rr")
         let remote = try RLMessagePort(remote: server.name)

@@ -466,6 +466,56 @@ final class NamedSocketPort: RLSocketPort, @unchecked Sendable {
         #expect(!local.send(before: RLTime.now + 1, msgid: 1, components: nil, from: nil, reserved: 0))
     }
 
+    @Test func maxComponentsCapsWhatARemoteSendsAndALocalTakes() throws {
+        let server = SocketServer(try RLSocketPort(listeningOnTCPPort: 0, address: "127.0.0.1"))
+        let delegate = RecordingDelegate()
+        delegate.owner = server.port
+        server.port.setDelegate(delegate)
+        #expect(server.port.maxComponents == RLSocketPort.defaultMaxComponents)
+        // Out of range: refused, the limit unchanged.
+        #expect(throws: RLError.self) { try server.port.setMaxComponents(-1) }
+        #expect(lastCode == .invalidArgument)
+        #expect(throws: RLError.self) {
+            try server.port.setMaxComponents(RLSocketPort.maxComponentsLimit + 1)
+        }
+        #expect(lastCode == .invalidArgument)
+        #expect(server.port.maxComponents == RLSocketPort.defaultMaxComponents)
+        try server.port.setMaxComponents(2)
+        #expect(server.port.maxComponents == 2)
+        let three: [RLPortComponent] = [.bytes([1]), .bytes([2]), .bytes([3])]
+        let two: [RLPortComponent] = [.bytes([1]), .bytes([2])]
+        // A remote port with the cap refuses to send more, and sends nothing.
+        let capped = try RLSocketPort(remoteHost: "127.0.0.1", tcpPort: server.port.tcpPort)
+        try capped.setMaxComponents(2)
+        #expect(throws: RLError.self) { try capped.send(three, msgid: 1, before: RLTime.now + 10) }
+        #expect(lastCode == .invalidArgument)
+        try capped.send(two, msgid: 2, before: RLTime.now + 10)
+        #expect(loopEventually { delegate.seen.count == 1 })
+        #expect(delegate.seen.values.map(\.msgid) == [2])
+        // Every wrapper of the remote port sees its limit; raising it lets
+        // the same message go, and the local port drops it with the
+        // connection: the sender's next send fails.
+        let again = try RLSocketPort(remoteHost: "127.0.0.1", tcpPort: server.port.tcpPort)
+        #expect(again.maxComponents == 2)
+        try capped.setMaxComponents(3)
+        #expect(again.maxComponents == 3)
+        try capped.send(three, msgid: 3, before: RLTime.now + 10)
+        #expect(loopEventually {
+            (try? capped.send(two, msgid: 4, before: RLTime.now + 10)) == nil
+        })
+        #expect(!delegate.seen.values.map(\.msgid).contains(3))
+        // A fresh remote port gets messages within the cap through again.
+        capped.invalidate()
+        let fresh = try RLSocketPort(remoteHost: "127.0.0.1", tcpPort: server.port.tcpPort)
+        try fresh.send(two, msgid: 5, before: RLTime.now + 10)
+        #expect(loopEventually { delegate.seen.values.map(\.msgid).contains(5) })
+        #expect(!delegate.seen.values.map(\.msgid).contains(3))
+        // An invalidated port takes a limit in range (to no effect).
+        fresh.invalidate()
+        try fresh.setMaxComponents(0)
+        server.stop()
+    }
+
     @Test func scheduleAndRemoveAreFoundationsForms() throws {
         let port = try RLSocketPort(listeningOnTCPPort: 0, address: "127.0.0.1")
         let (inAfterSchedule, inAfterRemove) = onFreshLoopThread { () -> (Bool, Bool) in

@@ -79,3 +79,10 @@ func removeFile(_ path: String) { unlink(path) }
 func removeDirectory(_ path: String) { rmdir(path) }
 
 struct TestFailure: Error, Equatable {}
+
+/// Stops a worker from a `defer` of async test code, which cannot await
+/// `shutdownGracefully()`: the blocking `stop()`, from a synchronous
+/// function on purpose (a test's cleanup, where blocking is harmless).
+func stopInDefer(_ worker: RLWorkerThread) {
+    try? worker.stop()
+}

@@ -20,7 +20,7 @@ struct TaskExecutorTests {
     @Test func taskWithPreferenceRunsOnTheWorker() async throws {
         let worker = RLWorkerThread(name: "task-executor")
         try worker.start()
-        defer { try? worker.stop() }
+        defer { stopInDefer(worker) }
         let seen = await Task(executorPreference: worker) { () -> [String?] in
             var names = [RLThread.current.name]
             await Task.yield()
@@ -34,7 +34,7 @@ struct TaskExecutorTests {
     @Test func withTaskExecutorPreferenceRunsTheBodyOnTheWorker() async throws {
         let worker = RLWorkerThread(name: "preferred")
         try worker.start()
-        defer { try? worker.stop() }
+        defer { stopInDefer(worker) }
         #expect(!worker.isCurrent)
         let (direct, nested) = await withTaskExecutorPreference(worker) {
             (worker.isCurrent, await teWhereAmI(worker))
@@ -59,8 +59,8 @@ struct TaskExecutorTests {
         try worker.start()
         try other.start()
         defer {
-            try? worker.stop()
-            try? other.stop()
+            stopInDefer(worker)
+            stopInDefer(other)
         }
         let plain = TEPlainActor()
         let bound = ThrWorkerBoundCounter(worker: other)
@@ -77,7 +77,7 @@ struct TaskExecutorTests {
     @Test func jobsRunInFIFOOrderWithTheWorkersOtherWork() async throws {
         let worker = RLWorkerThread()
         try worker.start()
-        defer { try? worker.stop() }
+        defer { stopInDefer(worker) }
         let order = await Task(executorPreference: worker) { () -> [String] in
             let order = ThrShared<[String]>([])
             for i in 0..<20 {

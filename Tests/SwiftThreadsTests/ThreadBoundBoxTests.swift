@@ -22,7 +22,7 @@ struct ThreadBoundBoxTests {
     @Test func performChangesTheValueInPlaceOnTheOwningThread() async throws {
         let worker = RLWorkerThread(name: "box-owner")
         try worker.start()
-        defer { try? worker.stop() }
+        defer { stopInDefer(worker) }
         let thread = try #require(worker.thread)
         // Made here, bound to the worker: the ledger is handed over.
         let box = RLThreadBoundBox(Ledger(), thread: thread)
@@ -40,7 +40,7 @@ struct ThreadBoundBoxTests {
     @Test func anEmptyBoxIsFilledOnItsThread() async throws {
         let worker = RLWorkerThread()
         try worker.start()
-        defer { try? worker.stop() }
+        defer { stopInDefer(worker) }
         let thread = try #require(worker.thread)
         let box = RLThreadBoundBox.makeEmptyBox(of: Ledger.self, thread: thread)
         try box.perform { $0 = Ledger() }
@@ -53,7 +53,7 @@ struct ThreadBoundBoxTests {
         try worker.start()
         let thread = try #require(worker.thread)
         let box = RLThreadBoundBox(0, thread: thread)
-        try worker.stop()
+        try await worker.shutdownGracefully()
         let ran = ThrShared(false)
         #expect(thrCode { try box.perform { _ in ran.set(true) } } == .invalidState)
         #expect(thrCode { try box.perform(modes: []) { _ in ran.set(true) } } != nil)
@@ -64,7 +64,7 @@ struct ThreadBoundBoxTests {
     @Test func aCancelledRunNeverTouchesTheValue() async throws {
         let worker = RLWorkerThread()
         try worker.start()
-        defer { try? worker.stop() }
+        defer { stopInDefer(worker) }
         let box = RLThreadBoundBox(0, thread: try #require(worker.thread))
         let outcome = await Task { () -> Bool in
             withUnsafeCurrentTask { $0?.cancel() }
@@ -84,13 +84,13 @@ struct ThreadBoundBoxTests {
             let box = RLThreadBoundBox(Ledger())
             let reader = RLThread(returning: { box.value.entries.count })
             try reader.start()
-            _ = try reader.join()
+            _ = try await reader.joined()
         }
         await #expect(processExitsWith: .failure) {
             let box = RLThreadBoundBox(0)
             let writer = RLThread(returning: { box.withValue { $0 += 1 } })
             try writer.start()
-            _ = try writer.join()
+            _ = try await writer.joined()
         }
     }
 }

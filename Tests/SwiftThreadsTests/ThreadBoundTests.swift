@@ -72,7 +72,7 @@ struct ThreadBoundTests {
             let bound = RLThreadBound(Tally())
             let reader = RLThread(returning: { bound.value.count })
             try reader.start()
-            _ = try reader.join()
+            _ = try await reader.joined()
         }
         await #expect(processExitsWith: .failure) {
             let bound = RLThreadBound(Tally())
@@ -82,7 +82,7 @@ struct ThreadBoundTests {
                 return 0
             })
             try writer.start()
-            _ = try writer.join()
+            _ = try await writer.joined()
         }
     }
 }

@@ -102,7 +102,7 @@ struct WorkerThreadTests {
     @Test func asyncSyncAndRunFromOneSenderKeepOneOrder() async throws {
         let worker = RLWorkerThread(name: "worker-order")
         try worker.start()
-        defer { try? worker.stop() }
+        defer { stopInDefer(worker) }
         let seen = ThrWorkerOnly([Int]())
         for i in 0..<3_000 {
             switch i % 7 {
@@ -315,14 +315,14 @@ struct WorkerThreadTests {
     @Test func asyncRunReturnsTheValue() async throws {
         let worker = RLWorkerThread(name: "worker-run")
         try worker.start()
-        defer { try? worker.stop() }
+        defer { stopInDefer(worker) }
         let name = try await worker.run { RLThread.current.name }
         #expect(name == "worker-run")
         #expect(try await worker.run { worker.isCurrent })
         await #expect(throws: ThrTestError(tag: 9)) {
             try await worker.run { () -> Int in throw ThrTestError(tag: 9) }
         }
-        try worker.stop()
+        try await worker.shutdownGracefully()
         await #expect(throws: RLError.self) { try await worker.run { 1 } }
     }
 
@@ -348,7 +348,7 @@ struct WorkerThreadTests {
         // On the worker thread the actor's isolation can be assumed.
         let count = try thrBlockingSync(worker) { counter.assumeIsolated { $0.count } }
         #expect(count == 1_000)
-        try worker.stop()
+        try await worker.shutdownGracefully()
     }
 
     @Test func syncTakesANonEscapingClosure() throws {

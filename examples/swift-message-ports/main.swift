@@ -20,7 +20,7 @@ import Musl
 #endif
 
 enum Msg {
-    static let checkin: Int32 = 100, request: Int32 = 200, quit: Int32 = 300
+    static let checkin: RLMessageID = 100, request: RLMessageID = 200, quit: RLMessageID = 300
 }
 
 func text(_ bytes: [UInt8]?) -> String { bytes.map { String(decoding: $0, as: UTF8.self) } ?? "(none)" }

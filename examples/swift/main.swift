@@ -388,8 +388,8 @@ func workerStartStop() async {
             let tally = Tally(worker: worker)
             for amount in [1, 2, 3] { Demo.say("  actor: \(await tally.add(amount))") }
         }
-        try! worker.stop()
-        Demo.say("  round \(round): stop() returned; running: \(worker.isRunning)")
+        try! await worker.shutdownGracefully()
+        Demo.say("  round \(round): shutdownGracefully() returned; running: \(worker.isRunning)")
     }
 }
 
@@ -473,8 +473,8 @@ func asyncOverRunLoops() async {
     for await tick in ticks {
         Demo.say("  for await tick in timerStream: tick \(tick) (fired on the left worker's run loop)")
     }
-    try! left.stop()
-    try! right.stop()
+    try! await left.shutdownGracefully()
+    try! await right.shutdownGracefully()
     Demo.say("  both workers stopped; every value arrived through await")
 }
 
