@@ -13,6 +13,7 @@
 #include "rl_lock.h"
 #include "rl_loop.h"
 #include "rl_mainqueue.h"
+#include "rl_poll.h"
 #include "rl_ready.h"
 #include "rl_spin.h"
 #include "rl_wake.h"
@@ -583,10 +584,7 @@ static int rl_wait(RLRunLoopRef rl, rl_frame *f, bool poll, struct epoll_event *
     rl__loop_unlock(rl);
     if (atomic_load(&rl->wake_pending))
         timeout = 0;
-    int n;
-    do {
-        n = rl__fault(RL_FAULT_EPOLL_WAIT) ? (errno = EBADF, -1) : epoll_wait(rl->epfd, ev, maxev, timeout);
-    } while (n < 0 && errno == EINTR);
+    int n = rl__poll_wait(rl, ev, maxev, timeout);
     int wait_err = n < 0 ? errno : 0;
     rl->nwaits++;
     rl_flag_set(&rl->ignore_wakeups, 1);
