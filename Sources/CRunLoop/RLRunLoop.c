@@ -1,10 +1,10 @@
 /*
  * RLRunLoop.c — run loops as the program sees them: creation with their
  * kernel objects (one epoll fd, one eventfd and one timerfd per loop,
- * however many modes), the thread -> loop table (RLRunLoopGetCurrent,
- * RLRunLoopGetMain, a loop made for a thread from another one), teardown
- * when a thread exits, the loop's part of fork(), the bridge to its
- * perform queue, and the public queries of its modes.
+ * however many modes, made by rl_poll.c), the thread -> loop table
+ * (RLRunLoopGetCurrent, RLRunLoopGetMain, a loop made for a thread from
+ * another one), teardown when a thread exits, the loop's part of fork(),
+ * the bridge to its perform queue, and the public queries of its modes.
  *
  * The top of the loop core: it calls down into memberships (teardown),
  * modes, the perform queue and the loop object (rl_loop.c); the iteration
@@ -18,14 +18,12 @@
 #include "rl_lock.h"
 #include "rl_loop.h"
 #include "rl_mainqueue.h"
+#include "rl_poll.h"
 
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
-#include <sys/timerfd.h>
 
 /* ------------------------------------------------------------------ */
 /* public: a loop's modes and next timer                               */
@@ -80,11 +78,6 @@ rl__perform_queue *rl__runloop_perform_queue(RLRunLoopRef rl, const char *fname)
 /* ------------------------------------------------------------------ */
 /* creation, per-thread storage, teardown                              */
 
-static bool rl_watch(RLRunLoopRef rl, int fd, uint32_t events) {
-    struct epoll_event ev = {.events = events, .data.u64 = rl__ev_data(fd, 0)};
-    return epoll_ctl(rl->epfd, EPOLL_CTL_ADD, fd, &ev) == 0;
-}
-
 static RLRunLoopRef rl_create(pthread_t thread) {
     const char *fn = "RLRunLoopGetCurrent";
     RLRunLoopRef rl = rl__object_alloc(&rl__runloop_class, sizeof *rl, fn);
@@ -100,12 +93,9 @@ static RLRunLoopRef rl_create(pthread_t thread) {
     atomic_init(&rl->ignore_wakeups, 1); /* not running */
     atomic_init(&rl->waker_cpu, -1);
     atomic_init(&rl->cpu, -1);
-    rl->epfd = epoll_create1(EPOLL_CLOEXEC);
-    rl->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    rl->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-    if (rl->epfd < 0 || rl->evfd < 0 || rl->tfd < 0 || !rl_watch(rl, rl->evfd, EPOLLIN | EPOLLET) ||
-        !rl_watch(rl, rl->tfd, EPOLLIN | EPOLLET)) {
-        int err = errno;
+    rl->epfd = rl->evfd = rl->tfd = -1;
+    int err = rl__poll_open(rl);
+    if (err) {
         RLRelease(rl);
         rl__fail_errno(err, fn, "cannot create the run loop's descriptors");
         return NULL;

@@ -13,6 +13,7 @@
 #include "rl_lock.h"
 #include "rl_loop.h"
 #include "rl_mainqueue.h"
+#include "rl_poll.h"
 #include "rl_ready.h"
 #include "rl_spin.h"
 #include "rl_wake.h"
@@ -118,6 +119,10 @@ static void rl_coalesce_sleep(RLRunLoopRef rl, double left) {
     if (ns >= 1000)
         rl__sleep_unless_woken(rl, (long long)ns);
 }
+
+/* For the tests: the loop's epoll fd, to break it (test_runloop_kernel.c). */
+RL__HIDDEN int rl__loop_poll_fd_for_tests(RLRunLoopRef rl);
+int rl__loop_poll_fd_for_tests(RLRunLoopRef rl) { return rl->epfd; }
 
 /* For the tests: how many waits the loop coalesced before. */
 RL__HIDDEN unsigned long rl__loop_coalesced_waits(RLRunLoopRef rl);
@@ -480,8 +485,24 @@ static void rl_spin_for_wake(RLRunLoopRef rl, int64_t until) {
     } while (rl__spin_now() < until);
 }
 
+/* The kernel refused to arm the timerfd (errno err): the wait about to
+ * start ends by its deadline through its own timeout instead, and the
+ * loop's thread is told (docs/runloop.md). */
+__attribute__((cold, noinline)) static void rl_report_unarmed(int err) {
+    rl__fail_errno(err, "RLRunLoopRunInMode",
+                   "timerfd_settime refused to arm the loop's timerfd; waiting with a timeout instead");
+}
+
+/* The kernel refused the wait itself (errno err, not EINTR): the epoll set
+ * is broken. Counting it as "no events" would go round again at once, a
+ * busy loop; the run ends instead (rl_run_frame), the error set. */
+__attribute__((cold, noinline)) static void rl_report_failed_wait(int err) {
+    rl__fail_errno(err, "RLRunLoopRunInMode", "epoll_wait on the loop's epoll set failed; the run ends");
+}
+
 /* Blocks until an event, a timer deadline or the run's deadline; with
- * `poll`, only looks. Returns the number of events in ev.
+ * `poll`, only looks. Returns the number of events in ev, or -1 when the
+ * kernel refused the wait (the error set: the run ends).
  *
  * Before blocking, a loop whose wake-ups come from another CPU spins for
  * the next one within its learnt budget (rl_spin.h), so a request that
@@ -536,9 +557,12 @@ static int rl_wait(RLRunLoopRef rl, rl_frame *f, bool poll, struct epoll_event *
         if (left > 0) {
             /* Without the timerfd (the kernel refused to arm it) the wait
              * itself ends by `at`, rounded up to whole milliseconds. */
-            timeout = rl__arm_timerfd(rl, at) || isinf(left) ? -1
-                      : left >= INT_MAX / 1000                ? INT_MAX
-                                                              : (int)ceil(left * 1000);
+            bool armed = rl__arm_timerfd(rl, at);
+            if (RL__UNLIKELY(!armed))
+                rl_report_unarmed(errno);
+            timeout = armed || isinf(left)     ? -1
+                      : left >= INT_MAX / 1000 ? INT_MAX
+                                               : (int)ceil(left * 1000);
         }
     } else if (rl_poll_needs_no_syscall(rl)) {
         rl__loop_unlock(rl);
@@ -560,10 +584,8 @@ static int rl_wait(RLRunLoopRef rl, rl_frame *f, bool poll, struct epoll_event *
     rl__loop_unlock(rl);
     if (atomic_load(&rl->wake_pending))
         timeout = 0;
-    int n;
-    do {
-        n = epoll_wait(rl->epfd, ev, maxev, timeout);
-    } while (n < 0 && errno == EINTR);
+    int n = rl__poll_wait(rl, ev, maxev, timeout);
+    int wait_err = n < 0 ? errno : 0;
     rl->nwaits++;
     rl_flag_set(&rl->ignore_wakeups, 1);
     atomic_store(&rl->sleeping, 0);
@@ -590,9 +612,13 @@ static int rl_wait(RLRunLoopRef rl, rl_frame *f, bool poll, struct epoll_event *
         rl__fd_note_events(rl, ev, n);
         rl__loop_unlock(rl);
     }
+    if (RL__UNLIKELY(n < 0)) {
+        rl_report_failed_wait(wait_err);
+        return -1;
+    }
     if (learn_from)
         rl__spin_learn(&rl->spin, rl__spin_now() - learn_from, woken);
-    return n < 0 ? 0 : n;
+    return n;
 }
 
 /* A fork() from a callout leaves the child inside a run of a loop it
@@ -637,6 +663,8 @@ static RLRunLoopRunResult rl_run_frame(RLRunLoopRef rl, rl_frame *f, bool poll_o
         if (rl_left_by_fork(rl))
             return kRLRunLoopRunFinished;
         int n = rl_wait(rl, f, poll, ev, 64);
+        if (RL__UNLIKELY(n < 0))
+            return kRLRunLoopRunFinished; /* the wait failed: never a spin (rl_report_failed_wait) */
         uint64_t wait_no = rl->nwaits;
         if (!poll) {
             rl->pass_ran = 0; /* counted from each wait on */

@@ -11,6 +11,7 @@
 #include "rl_fdtab.h"
 #include "rl_lock.h"
 #include "rl_loop.h"
+#include "rl_poll.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -57,9 +58,8 @@ static uint32_t rl_fd_want(RLRunLoopRef rl, const rl_fdreg *r) {
 static int rl_fd_ctl(RLRunLoopRef rl, int op, int fd, uint32_t events, uint32_t gen) {
     if (RL__UNLIKELY(!rl__of_this_process(rl)))
         return 0; /* a fork() child never touches its parent's epoll set */
-    struct epoll_event ev = {.events = events, .data.u64 = rl__ev_data(fd, gen)};
     rl->nctl++;
-    return epoll_ctl(rl->epfd, op, fd, &ev) == 0 ? 0 : errno;
+    return rl__poll_ctl(rl, op, fd, events, gen);
 }
 
 /* The events to give the kernel for `want`: one-shot unless persistent. */
@@ -438,16 +438,8 @@ static void rl_fd_rebuild(RLRunLoopRef rl) {
     rl->rebuild = false;
     if (!rl__of_this_process(rl))
         return;
-    int ep = epoll_create1(EPOLL_CLOEXEC);
-    if (ep < 0)
+    if (rl__poll_renew(rl) != 0)
         return; /* tried again at the leftover's next report */
-    struct epoll_event ev = {.events = EPOLLIN | EPOLLET, .data.u64 = rl__ev_data(rl->evfd, 0)};
-    struct epoll_event tv = {.events = EPOLLIN | EPOLLET, .data.u64 = rl__ev_data(rl->tfd, 0)};
-    bool ok = epoll_ctl(ep, EPOLL_CTL_ADD, rl->evfd, &ev) == 0 && epoll_ctl(ep, EPOLL_CTL_ADD, rl->tfd, &tv) == 0 &&
-              dup3(ep, rl->epfd, O_CLOEXEC) >= 0;
-    (void)close(ep);
-    if (!ok)
-        return;
     rl->lost_level = false;
     rl->mainq_armed = false; /* added to the new set before the wait (rl__mainq_arm) */
     for (size_t fd = 0; fd < rl->nfdtab; fd++) {

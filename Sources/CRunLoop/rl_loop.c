@@ -9,6 +9,7 @@
 #include "rl_loop.h"
 #include "RLRunLoopMode.h"
 #include "RLRunLoopPerformInternal.h"
+#include "rl_poll.h"
 
 #include <stdlib.h>
 #include <unistd.h>
@@ -20,11 +21,6 @@ static void rl_finalize(void *obj);
 const rl__class rl__runloop_class = {"RLRunLoop", rl_finalize, NULL, NULL};
 
 RLTypeID RLRunLoopGetTypeID(void) { return rl__type_id(&rl__runloop_class); }
-
-static void rl_close(int fd) {
-    if (fd >= 0)
-        close(fd);
-}
 
 static void rl_finalize(void *obj) {
     RLRunLoopRef rl = obj;
@@ -46,7 +42,5 @@ static void rl_finalize(void *obj) {
      * runs them): their release functions are not called here. */
     if (rl__of_this_process(rl))
         rl__perform_destroy(&rl->pq);
-    rl_close(rl->epfd);
-    rl_close(rl->evfd);
-    rl_close(rl->tfd);
+    rl__poll_close(rl);
 }

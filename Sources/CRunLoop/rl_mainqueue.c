@@ -18,6 +18,7 @@
 
 #include "rl_fork.h"
 #include "rl_lock.h"
+#include "rl_poll.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -72,9 +73,8 @@ bool rl__mainq_arm(RLRunLoopRef rl, const rl_mode *m) {
             return rl__fail(kRLErrorInvalidState, "RLRunLoopRunInMode", "libdispatch has no main queue handle");
         }
     }
-    struct epoll_event ev = {.events = EPOLLIN | EPOLLET, .data.u64 = rl__ev_data(rl->mainq_fd, 0)};
-    if (epoll_ctl(rl->epfd, want ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, rl->mainq_fd, &ev) != 0) {
-        int err = errno;
+    int err = rl__poll_ctl(rl, want ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, rl->mainq_fd, EPOLLIN | EPOLLET, 0);
+    if (err) {
         /* Out of the set already (the loop moved to a new epoll set) or in
          * it already: the state wanted. Anything else: not watched, tried
          * again before the next wait. */

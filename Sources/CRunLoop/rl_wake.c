@@ -1,7 +1,7 @@
 /*
  * rl_wake.c — waking a run loop, and the timerfd it sleeps on:
- * RLRunLoopWakeUp/Stop/IsWaiting, the eventfd write, and arming the
- * timerfd at the next deadline (re-armed when timers come, go or move
+ * RLRunLoopWakeUp/Stop/IsWaiting, when to write the eventfd, and when to
+ * arm the timerfd at the next deadline (the system calls are rl_poll's) (re-armed when timers come, go or move
  * while the loop sleeps).
  *
  * WakeUp sets `wake_pending`, then writes the eventfd only if the loop is
@@ -14,47 +14,25 @@
  * in its coalescing sleep (`coalescing`) waits on `wake_pending` itself, a
  * futex: WakeUp wakes it there instead, with the same pairing of stores
  * and loads. Low in the run-loop
- * files: it calls the loop check (rl_loop.c) and the timer sets
- * (rl_heap.c) only.
+ * files: it calls the loop check (rl_loop.c), the timer sets (rl_heap.c)
+ * and the kernel seam (rl_poll.h) only.
  */
 #include "rl_wake.h"
 #include "rl_heap.h"
 #include "rl_lock.h"
 #include "rl_loop.h"
+#include "rl_poll.h"
 #include "rl_spin.h"
 
 #include <errno.h>
-#include <linux/futex.h>
 #include <math.h>
-#include <string.h>
-#include <sys/syscall.h>
-#include <sys/timerfd.h>
-#include <unistd.h>
 
-void rl__drain(int fd) {
-    uint64_t v;
-    ssize_t r;
-    do {
-        r = read(fd, &v, sizeof v);
-    } while (r < 0 && errno == EINTR);
-}
-
-/* The eventfd is in the epoll set edge-triggered: every write is an event,
- * so the loop never reads it back (one system call less per wake-up). Its
- * counter only grows; in the unlikely case that it is full (2^64 - 2
- * wake-ups), the write fails with EAGAIN: drain it and write again. */
+/* The eventfd write (rl_poll.h), never into a parent's loop from a fork()
+ * child. */
 static void rl_write_eventfd(RLRunLoopRef rl) {
     if (!rl__of_this_process(rl))
         return;
-    uint64_t one = 1;
-    ssize_t r;
-    do {
-        r = write(rl->evfd, &one, sizeof one);
-        if (r < 0 && errno == EAGAIN) {
-            rl__drain(rl->evfd);
-            errno = EINTR; /* and again */
-        }
-    } while (r < 0 && errno == EINTR);
+    rl__poll_wake(rl);
 }
 
 void rl__wake(RLRunLoopRef rl) {
@@ -81,7 +59,7 @@ void rl__wake(RLRunLoopRef rl) {
     if (atomic_load(&rl->sleeping))
         rl_write_eventfd(rl);
     else if (atomic_load(&rl->coalescing))
-        syscall(SYS_futex, (int *)&rl->wake_pending, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+        rl__poll_unnap(rl);
 }
 
 void rl__sleep_unless_woken(RLRunLoopRef rl, long long ns) {
@@ -90,27 +68,20 @@ void rl__sleep_unless_woken(RLRunLoopRef rl, long long ns) {
      * sleep: a wake-up set before (whose waker may have missed
      * `coalescing`) makes it return at once, one set after wakes it. A
      * signal may end it early too, which is harmless. */
-    struct timespec t = {(time_t)(ns / 1000000000), (long)(ns % 1000000000)};
     if (!atomic_load(&rl->wake_pending))
-        syscall(SYS_futex, (int *)&rl->wake_pending, FUTEX_WAIT_PRIVATE, 0, &t, NULL, 0);
+        rl__poll_nap(rl, ns);
     atomic_store(&rl->coalescing, 0);
 }
 
 bool rl__arm_timerfd(RLRunLoopRef rl, double at) {
     if (at == rl->armed_at || !rl__of_this_process(rl))
         return true;
-    struct itimerspec its;
-    memset(&its, 0, sizeof its);
-    if (isfinite(at)) {
-        its.it_value = rl__timespec_from_seconds(at);
-        if (its.it_value.tv_sec == 0 && its.it_value.tv_nsec == 0)
-            its.it_value.tv_nsec = 1; /* zero would disarm */
-    }
-    int rc = rl__fault(RL_FAULT_TIMERFD) ? (errno = EINVAL, -1) : timerfd_settime(rl->tfd, TFD_TIMER_ABSTIME, &its, NULL);
-    if (rc != 0) {
+    int err = rl__poll_arm_timer(rl, at);
+    if (err) {
         /* Not armed (the old setting may still be): NaN equals no time, so
          * the next call tries again instead of taking it as armed. */
         rl->armed_at = NAN;
+        errno = err;
         return false;
     }
     rl->armed_at = at;

@@ -8,12 +8,10 @@
 
 #include "runloop_internal.h"
 
-/* Reads the eventfd until it is empty (when its counter is full). */
-RL__HIDDEN void rl__drain(int fd);
 /* Arms the timerfd for monotonic time `at` (INFINITY disarms); no system
- * call when it is already armed there. False if the kernel refused: the
- * timerfd may still hold its old time, and the caller must make the wait
- * end by `at` another way. Loop lock held. */
+ * call when it is already armed there. False if the kernel refused (errno
+ * set): the timerfd may still hold its old time, and the caller must make
+ * the wait end by `at` another way. Loop lock held. */
 RL__HIDDEN bool rl__arm_timerfd(RLRunLoopRef rl, double at);
 /* Wakes rl's thread if it waits (rl_wake.c). */
 RL__HIDDEN void rl__wake(RLRunLoopRef rl);
