@@ -28,4 +28,8 @@ RL__HIDDEN void *rl__pool_alloc_zeroing(size_t size, size_t zero);
  * was released. Thread-safe. */
 RL__HIDDEN void rl__pool_free(void *p);
 
+/* What the pool holds now, for tests of its ceilings: its slabs (64 KiB
+ * each) and the bytes of every living thread's caches. */
+RL__HIDDEN void rl__pool_stats(long *slabs, long *cache_bytes);
+
 #endif
