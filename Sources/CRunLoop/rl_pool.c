@@ -49,7 +49,8 @@
  *
  * Memory ceiling: the slabs hold the live objects, at most one empty slab
  * a class and the slots in quarantines; a thread's caches are made class by
- * class on its first use of each (about 660 bytes a class it uses, not
+ * class on its first use of each (about 150 bytes a class it uses, and
+ * the quarantine's ring, 512 bytes, on its first release of one; not
  * 21 KiB for all 32 classes up front) and hold at most RL_BATCH ready
  * and RL_QUARANTINE released slots of each; everything goes back when the
  * thread exits. So churn (objects made and dropped, threads come and gone)
@@ -136,7 +137,9 @@ typedef struct rl_tcache {
     uint32_t nready, qhead, qlen;
     uint32_t batch; /* ready slots the next refill takes besides the one needed */
     void *ready[RL_BATCH];
-    void *ring[RL_QUARANTINE];
+    /* RL_QUARANTINE entries, made on the thread's first release of the
+     * class (a thread that only makes objects of a class never needs it). */
+    void **ring;
 } rl_tcache;
 
 /* A thread's caches, one per class, each made on the thread's first use of
@@ -411,9 +414,14 @@ void rl__pool_free(void *p) {
     VALGRIND_MEMPOOL_FREE(rl_slab_of(p), p);
 #endif
     rl_tcache *t = rl_tc_get(c);
-    if (!t) {
-        rl_slots_give(c, &p, 1, false);
-        return;
+    if (RL__UNLIKELY(!t || !t->ring)) {
+        void **ring = t ? malloc(RL_QUARANTINE * sizeof *ring) : NULL;
+        if (!ring) {
+            rl_slots_give(c, &p, 1, false); /* the class's quarantine */
+            return;
+        }
+        t->ring = ring;
+        atomic_fetch_add_explicit(&rl_cache_bytes, (long)(RL_QUARANTINE * sizeof *ring), memory_order_relaxed);
     }
     /* p joins the thread's quarantine; when it is full, the oldest entry
      * leaves it and is ready for this thread again. */
@@ -449,6 +457,10 @@ static void rl_tblock_give_back(rl_tblock *b) {
                 t->qhead = (t->qhead + 1) % RL_QUARANTINE;
             }
             rl_slots_give(&rl_classes[k], chunk, n, false);
+        }
+        if (t->ring) {
+            free(t->ring);
+            atomic_fetch_sub_explicit(&rl_cache_bytes, (long)(RL_QUARANTINE * sizeof *t->ring), memory_order_relaxed);
         }
         free(t);
         atomic_fetch_sub_explicit(&rl_cache_bytes, (long)sizeof *t, memory_order_relaxed);
