@@ -524,7 +524,9 @@ __attribute__((constructor)) static void fork_register(void) {
     rl__fork_register(RL_FORK_POOL, fork_prepare, fork_parent, fork_child);
 }
 
-void rl__pool_stats(long *slabs, long *cache_bytes) {
+void rl__pool_stats(long *slabs, long *cache_bytes, long *ring_bytes) {
+    if (ring_bytes)
+        *ring_bytes = (long)(RL_QUARANTINE * sizeof(void *));
     if (slabs)
         *slabs = atomic_load_explicit(&rl_nslabs, memory_order_relaxed);
     if (cache_bytes)
