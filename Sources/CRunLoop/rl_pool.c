@@ -36,17 +36,32 @@
  * out without a lock; a slot pushed out of its quarantine becomes ready
  * for the same thread, whose cache still holds it. Only a thread that
  * runs out of ready slots (it makes more than it releases) takes its
- * class's mutex, and then takes RL_BATCH slots from the slabs at once;
- * one that gathers more than RL_BATCH ready slots gives them back at once.
+ * class's mutex, and then takes a batch of slots from the slabs at once:
+ * none beyond the one it needs the first time, then 1, 2, 4... up to
+ * RL_BATCH, so a thread that makes one object of a class (a sleeping
+ * loop's thread) holds no slots it will not use, and objects of many such
+ * threads share pages; one that gathers more than RL_BATCH ready slots
+ * gives them back at once.
  * The slabs, their lists and the class's own quarantine (for the slots of
  * exiting threads, which give everything back through a thread-specific
  * key's destructor, and of threads that could not get their caches) are
  * under the class's mutex.
+ *
+ * Memory ceiling: the slabs hold the live objects, at most one empty slab
+ * a class and the slots in quarantines; a thread's caches are made class by
+ * class on its first use of each (about 150 bytes a class it uses, and
+ * the quarantine's ring, 512 bytes, on its first release of one; not
+ * 21 KiB for all 32 classes up front) and hold at most RL_BATCH ready
+ * and RL_QUARANTINE released slots of each; everything goes back when the
+ * thread exits. So churn (objects made and dropped, threads come and gone)
+ * leaves nothing behind beyond those bounds. PLAIN=1 (RL_TRICK_POOL=0)
+ * uses malloc for every object instead.
  */
 #include "rl_fork.h"
 #include "rl_pool.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,23 +125,30 @@ struct rl_pclass {
 };
 
 static rl_pclass rl_classes[RL_NCLASSES];
+
+/* What the pool holds, for rl__pool_stats (relaxed counters, off the hot
+ * paths: slabs made and freed, thread caches made and given back). */
+static _Atomic long rl_nslabs, rl_cache_bytes;
 static pthread_once_t rl_classes_once = PTHREAD_ONCE_INIT;
 
 /* A thread's own slots of one class: `ready` ones, live for their slabs
  * and not handed out yet, and its quarantine of released ones. */
 typedef struct rl_tcache {
     uint32_t nready, qhead, qlen;
+    uint32_t batch; /* ready slots the next refill takes besides the one needed */
     void *ready[RL_BATCH];
-    void *ring[RL_QUARANTINE];
+    /* RL_QUARANTINE entries, made on the thread's first release of the
+     * class (a thread that only makes objects of a class never needs it). */
+    void **ring;
 } rl_tcache;
 
-/* A thread's caches, one per class, made on its first use of the pool
- * (calloc'd: the pages of classes it never uses stay untouched). Every
+/* A thread's caches, one per class, each made on the thread's first use of
+ * that class (a sleeping loop's thread uses a handful of classes). Every
  * thread's block is on one list, so that a fork() child can give back
  * what its parent's other threads held, and leak checkers see them. */
 typedef struct rl_tblock {
     struct rl_tblock *next, *prev;
-    rl_tcache c[RL_NCLASSES];
+    rl_tcache *c[RL_NCLASSES];
 } rl_tblock;
 
 static __thread rl_tblock *rl_tb;
@@ -171,10 +193,27 @@ static void rl_tblocks_unlink_locked(rl_tblock *b) {
 
 /* The calling thread's cache for class c, or NULL: the caller then takes
  * the class's mutex for this slot. */
-static rl_tcache *rl_tc_get(rl_pclass *c) {
+static rl_tcache *rl_tc_make(rl_pclass *c);
+
+static inline rl_tcache *rl_tc_get(rl_pclass *c) {
     rl_tblock *b = rl_tb;
-    if (RL__LIKELY(b != NULL))
-        return &b->c[c - rl_classes];
+    rl_tcache *t;
+    if (RL__LIKELY(b != NULL) && RL__LIKELY((t = b->c[c - rl_classes]) != NULL))
+        return t;
+    return rl_tc_make(c);
+}
+
+/* rl_tc_get's first use of class c by this thread (and of the pool). */
+static __attribute__((noinline)) rl_tcache *rl_tc_make(rl_pclass *c) {
+    rl_tblock *b = rl_tb;
+    if (b) {
+        rl_tcache *t = calloc(1, sizeof *t);
+        if (t) {
+            b->c[c - rl_classes] = t;
+            atomic_fetch_add_explicit(&rl_cache_bytes, (long)sizeof *t, memory_order_relaxed);
+        }
+        return t; /* NULL: the class's mutex for each slot */
+    }
     if (rl_tb_off || !rl_tb_key_ok)
         return NULL;
     b = calloc(1, sizeof *b);
@@ -183,6 +222,7 @@ static rl_tcache *rl_tc_get(rl_pclass *c) {
         rl_tb_off = true;
         return NULL;
     }
+    atomic_fetch_add_explicit(&rl_cache_bytes, (long)sizeof *b, memory_order_relaxed);
     pthread_mutex_lock(&rl_tblocks_lock);
     b->next = rl_tblocks;
     if (rl_tblocks)
@@ -190,7 +230,7 @@ static rl_tcache *rl_tc_get(rl_pclass *c) {
     rl_tblocks = b;
     pthread_mutex_unlock(&rl_tblocks_lock);
     rl_tb = b;
-    return &b->c[c - rl_classes];
+    return rl_tc_make(c);
 }
 
 bool rl__pool_serves(size_t size) { return size > 0 && size <= RL_POOL_MAX; }
@@ -222,6 +262,7 @@ static rl_slab *rl_slab_new(rl_pclass *c) {
     rl_slab *s = aligned_alloc(RL_SLAB_SIZE, RL_SLAB_SIZE);
     if (!s)
         return NULL;
+    atomic_fetch_add_explicit(&rl_nslabs, 1, memory_order_relaxed);
     s->cls = c;
     s->nfree = s->bump = s->live = 0;
     s->listed = false;
@@ -235,6 +276,7 @@ static rl_slab *rl_slab_new(rl_pclass *c) {
 }
 
 static void rl_slab_free(rl_slab *s) {
+    atomic_fetch_sub_explicit(&rl_nslabs, 1, memory_order_relaxed);
     RL_UNPOISON(s, RL_SLAB_SIZE);
 #ifdef RL_POOL_VALGRIND
     VALGRIND_DESTROY_MEMPOOL(s);
@@ -286,7 +328,10 @@ static void *rl_slot_get(rl_pclass *c) {
         return t->ready[--t->nready];
     pthread_mutex_lock(&c->lock);
     void *p = rl_slot_take_or_grow_locked(c);
-    while (p && t && t->nready < RL_BATCH) {
+    uint32_t want = t ? t->batch : 0;
+    if (t)
+        t->batch = want ? (want * 2 < RL_BATCH ? want * 2 : RL_BATCH) : 1;
+    while (p && t && t->nready < want) {
         void *q = rl_slot_take_locked(c); /* only what the slabs already have */
         if (!q)
             break;
@@ -369,9 +414,14 @@ void rl__pool_free(void *p) {
     VALGRIND_MEMPOOL_FREE(rl_slab_of(p), p);
 #endif
     rl_tcache *t = rl_tc_get(c);
-    if (!t) {
-        rl_slots_give(c, &p, 1, false);
-        return;
+    if (RL__UNLIKELY(!t || !t->ring)) {
+        void **ring = t ? malloc(RL_QUARANTINE * sizeof *ring) : NULL;
+        if (!ring) {
+            rl_slots_give(c, &p, 1, false); /* the class's quarantine */
+            return;
+        }
+        t->ring = ring;
+        atomic_fetch_add_explicit(&rl_cache_bytes, (long)(RL_QUARANTINE * sizeof *ring), memory_order_relaxed);
     }
     /* p joins the thread's quarantine; when it is full, the oldest entry
      * leaves it and is ready for this thread again. */
@@ -394,7 +444,9 @@ void rl__pool_free(void *p) {
  * block is off the list already. */
 static void rl_tblock_give_back(rl_tblock *b) {
     for (int k = 0; k < RL_NCLASSES; k++) {
-        rl_tcache *t = &b->c[k];
+        rl_tcache *t = b->c[k];
+        if (!t)
+            continue;
         if (t->nready)
             rl_slots_give(&rl_classes[k], t->ready, t->nready, true);
         while (t->qlen) {
@@ -406,8 +458,15 @@ static void rl_tblock_give_back(rl_tblock *b) {
             }
             rl_slots_give(&rl_classes[k], chunk, n, false);
         }
+        if (t->ring) {
+            free(t->ring);
+            atomic_fetch_sub_explicit(&rl_cache_bytes, (long)(RL_QUARANTINE * sizeof *t->ring), memory_order_relaxed);
+        }
+        free(t);
+        atomic_fetch_sub_explicit(&rl_cache_bytes, (long)sizeof *t, memory_order_relaxed);
     }
     free(b);
+    atomic_fetch_sub_explicit(&rl_cache_bytes, (long)sizeof *b, memory_order_relaxed);
 }
 
 /* A thread's exit (the key's destructor): whatever it makes or releases
@@ -463,4 +522,13 @@ static void fork_child(void) {
 /* Takes this file's place in the lock order held across fork() (rl_fork.h). */
 __attribute__((constructor)) static void fork_register(void) {
     rl__fork_register(RL_FORK_POOL, fork_prepare, fork_parent, fork_child);
+}
+
+void rl__pool_stats(long *slabs, long *cache_bytes, long *ring_bytes) {
+    if (ring_bytes)
+        *ring_bytes = (long)(RL_QUARANTINE * sizeof(void *));
+    if (slabs)
+        *slabs = atomic_load_explicit(&rl_nslabs, memory_order_relaxed);
+    if (cache_bytes)
+        *cache_bytes = atomic_load_explicit(&rl_cache_bytes, memory_order_relaxed);
 }

@@ -28,4 +28,10 @@ RL__HIDDEN void *rl__pool_alloc_zeroing(size_t size, size_t zero);
  * was released. Thread-safe. */
 RL__HIDDEN void rl__pool_free(void *p);
 
+/* What the pool holds now, for tests of its ceilings: its slabs (64 KiB
+ * each) and the bytes of every living thread's caches; and the size of one
+ * quarantine ring (a thread has one per class it released objects of;
+ * longer under AddressSanitizer). Any of them may be NULL. */
+RL__HIDDEN void rl__pool_stats(long *slabs, long *cache_bytes, long *ring_bytes);
+
 #endif
