@@ -13,6 +13,7 @@
  * accepted silently; every accepted request is answered with a reply
  * frame carrying its msgid and seq, and nothing else is ever written.
  */
+#include "frame_copy.h"
 #include "rl_fuzz.h"
 
 #include <stdio.h>
@@ -74,17 +75,8 @@ static void expect_reply(int fd, rl_wire_reader *rd, bool want, int32_t msgid, u
 
 static void dispatch_one(rl_conn *c, int other, rl_wire_reader *replies, rl_wire_frame *f) {
     /* the handler compares with a copy: dispatch takes the frame over */
-    rl_wire_frame copy = *f;
-    size_t blen = f->h.bodylen;
-    copy.body = malloc(blen ? blen : 1);
-    copy.comps = malloc((f->h.ncomp ? f->h.ncomp : 1) * sizeof *copy.comps);
-    check(copy.body && copy.comps, "malloc");
-    if (blen)
-        memcpy(copy.body, f->body, blen);
-    for (uint32_t i = 0; i < f->h.ncomp; i++) {
-        copy.comps[i] = f->comps[i];
-        copy.comps[i].bytes = copy.body + (f->comps[i].bytes - f->body);
-    }
+    rl_wire_frame copy;
+    frame_copy(&copy, f);
     g_now.f = &copy;
     g_now.calls = 0;
     const char *why = NULL;
@@ -95,8 +87,7 @@ static void dispatch_one(rl_conn *c, int other, rl_wire_reader *replies, rl_wire
     check(!ok || served || copy.h.kind == RL_WIRE_HELLO, "a reply frame accepted");
     expect_reply(other, replies, ok && copy.h.kind == RL_WIRE_REQUEST, copy.h.msgid, copy.h.seq);
     g_now.f = NULL;
-    free(copy.body);
-    free(copy.comps);
+    frame_copy_free(&copy);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

@@ -15,6 +15,7 @@
  * valid remote port with a non-zero TCP port), and the reply port is a
  * remote port or NULL.
  */
+#include "frame_copy.h"
 #include "rl_fuzz.h"
 
 #include <arpa/inet.h>
@@ -83,17 +84,8 @@ static void peer_addr(uint8_t which, rl_conn *c) {
 
 static void dispatch_one(rl_conn *c, rl_wire_frame *f) {
     /* the handler compares with a copy: dispatch takes the frame over */
-    rl_wire_frame copy = *f;
-    size_t blen = f->h.bodylen;
-    copy.body = malloc(blen ? blen : 1);
-    copy.comps = malloc((f->h.ncomp ? f->h.ncomp : 1) * sizeof *copy.comps);
-    check(copy.body && copy.comps, "malloc");
-    if (blen)
-        memcpy(copy.body, f->body, blen);
-    for (uint32_t i = 0; i < f->h.ncomp; i++) {
-        copy.comps[i] = f->comps[i];
-        copy.comps[i].bytes = copy.body + (f->comps[i].bytes - f->body);
-    }
+    rl_wire_frame copy;
+    frame_copy(&copy, f);
     g_now.f = &copy;
     g_now.calls = 0;
     const char *why = NULL;
@@ -101,8 +93,7 @@ static void dispatch_one(rl_conn *c, rl_wire_frame *f) {
     check(ok || why != NULL, "a refused frame without a reason");
     check(g_now.calls == (ok ? 1 : 0), "the handler ran for a refused frame, or not for an accepted one");
     g_now.f = NULL;
-    free(copy.body);
-    free(copy.comps);
+    frame_copy_free(&copy);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
