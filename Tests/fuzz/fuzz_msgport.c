@@ -13,7 +13,7 @@
  * accepted silently; every accepted request is answered with a reply
  * frame carrying its msgid and seq, and nothing else is ever written.
  */
-#include "frame_copy.h"
+#include "frames.h"
 #include "rl_fuzz.h"
 
 #include <stdio.h>
@@ -114,20 +114,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     rl__wire_reader_init(&r, 1u << 16);
     rl__wire_reader_init(&replies, 1u << 16);
     size_t pos = 0;
-    while (pos < size) {
-        uint8_t *at;
-        size_t want;
-        rl__wire_want(&r, &at, &want);
-        size_t n = want < size - pos ? want : size - pos;
-        memcpy(at, data + pos, n);
-        pos += n;
-        bool done;
-        if (rl__wire_got(&r, n, &done) != RL_WIRE_OK)
-            break; /* the server drops the connection here */
-        if (!done)
-            continue;
-        rl_wire_frame f;
-        rl__wire_take(&r, &f);
+    rl_wire_frame f;
+    while (frame_next(&r, data, size, &pos, &f)) {
         dispatch_one(&c, sv[1], &replies, &f);
         check(c.out == NULL, "a reply left queued"); /* replies are small: the socket takes them */
     }

@@ -15,7 +15,7 @@
  * valid remote port with a non-zero TCP port), and the reply port is a
  * remote port or NULL.
  */
-#include "frame_copy.h"
+#include "frames.h"
 #include "rl_fuzz.h"
 
 #include <arpa/inet.h>
@@ -123,20 +123,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         size = len;
     }
     size_t pos = 0;
-    while (pos < size) {
-        uint8_t *at;
-        size_t want;
-        rl__wire_want(&r, &at, &want);
-        size_t n = want < size - pos ? want : size - pos;
-        memcpy(at, data + pos, n);
-        pos += n;
-        bool done;
-        if (rl__wire_got(&r, n, &done) != RL_WIRE_OK)
-            break; /* the server drops the connection here */
-        if (!done)
-            continue;
-        rl_wire_frame f;
-        rl__wire_take(&r, &f);
+    rl_wire_frame f;
+    while (frame_next(&r, data, size, &pos, &f)) {
         dispatch_one(&c, &f);
     }
     rl__wire_reader_free(&r);
