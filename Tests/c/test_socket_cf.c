@@ -116,15 +116,7 @@ static void run_until(int want) {
 
 /* A run of MODE that delivers nothing more (the mode kept from being empty
  * by the caller) and sleeps rather than spins. */
-static void assert_quiet(void) {
-    int before = trace_entries();
-    long wakes = 0;
-    RLRunLoopObserverRef o = rl_test_count_wakes(MODE, &wakes);
-    assert_int_equal(RLRunLoopRunInMode(MODE, 0.2, false), kRLRunLoopRunTimedOut);
-    assert_true(wakes <= 2);
-    assert_int_equal(trace_entries(), before);
-    rl_test_uncount_wakes(o);
-}
+static void assert_quiet(void) { rl_test_assert_quiet(MODE, trace_entries); }
 
 static bool fd_open(int fd) { return fcntl(fd, F_GETFD) >= 0; }
 
