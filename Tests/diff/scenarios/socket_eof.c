@@ -19,18 +19,7 @@
 #include <unistd.h>
 
 static int events;
-static int held; /* the context's retains minus its releases */
 static bool invalidate_at_end;
-
-static const void *ctx_retain(const void *info) {
-    held++;
-    return info;
-}
-
-static void ctx_release(const void *info) {
-    (void)info;
-    held--;
-}
 
 static void callback(CFSocketRef s, CFSocketCallBackType type, CFDataRef address, const void *data, void *info) {
     (void)address;
@@ -71,7 +60,7 @@ static void run_quiet(const char *label) {
 
 /* A socket on fd with `types`, its source in the default mode. */
 static CFSocketRef scheduled(int fd, CFOptionFlags types, const char *who, CFRunLoopSourceRef *src) {
-    CFSocketContext ctx = {0, (void *)who, ctx_retain, ctx_release, NULL};
+    CFSocketContext ctx = {0, (void *)who, held_retain, held_release, NULL};
     CFSocketRef s = CFSocketCreateWithNative(NULL, fd, types, callback, &ctx);
     *src = CFSocketCreateRunLoopSource(NULL, s, 0);
     CFRunLoopAddSource(CFRunLoopGetCurrent(), *src, kCFRunLoopDefaultMode);
@@ -80,13 +69,13 @@ static CFSocketRef scheduled(int fd, CFOptionFlags types, const char *who, CFRun
 
 static void show(CFSocketRef s, CFRunLoopSourceRef src, int fd) {
     trace("after: valid %d, native %d, source valid %d, context held %d, fd %s", CFSocketIsValid(s),
-          CFSocketGetNative(s) == -1 ? -1 : 0, CFRunLoopSourceIsValid(src), held,
+          CFSocketGetNative(s) == -1 ? -1 : 0, CFRunLoopSourceIsValid(src), held_count,
           fcntl(fd, F_GETFD) >= 0 ? "open" : "closed");
 }
 
 static void finish(CFSocketRef s, CFRunLoopSourceRef src) {
     CFSocketInvalidate(s);
-    trace("invalidated again: context held %d", held);
+    trace("invalidated again: context held %d", held_count);
     CFRelease(src);
     CFRelease(s);
 }
@@ -116,7 +105,7 @@ void scenario(void) {
     trace("-- Data callback, the peer closes");
     socketpair(AF_UNIX, SOCK_STREAM, 0, sv);
     CFSocketRef s = scheduled(sv[0], kCFSocketDataCallBack, "S", &src);
-    trace("context held %d", held);
+    trace("context held %d", held_count);
     write(sv[1], "hi", 2);
     run_for(1);
     close(sv[1]);
