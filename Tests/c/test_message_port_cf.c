@@ -153,6 +153,14 @@ static RLMessagePortRef remote_to(const char *name) {
     return r;
 }
 
+/* A named server whose MSG_SLOW takes `slow` seconds, and a remote port
+ * to it. */
+static RLMessagePortRef slow_server_start(server *s, const char *what, double slow) {
+    server_start(s, what, false);
+    s->info.slow = slow;
+    return remote_to(s->name);
+}
+
 /* A MSG_ECHO request of t through r, in the default mode: answered with t. */
 static void assert_echoes(RLMessagePortRef r, const char *t) {
     RLDataRef in = rl_test_text(t), out = NULL;
@@ -316,9 +324,7 @@ static RLRunLoopTimerRef add_timer(RLRunLoopMode mode, _Atomic int *count) {
 
 static void test_reply_mode_serves_timers(void **state) {
     server s;
-    server_start(&s, "timers", false);
-    s.info.slow = 0.4;
-    RLMessagePortRef r = remote_to(s.name);
+    RLMessagePortRef r = slow_server_start(&s, "timers", 0.4);
     _Atomic int in_mode = 0, other = 0;
     RLRunLoopMode mode = "test.reply.mode";
     RLRunLoopTimerRef t1 = add_timer(mode, &in_mode), t2 = add_timer("test.other.mode", &other);
@@ -355,9 +361,7 @@ static void test_reply_mode_serves_timers(void **state) {
 
 static void test_reply_wait_honours_timeout_and_sleeps(void **state) {
     server s;
-    server_start(&s, "tmo", false);
-    s.info.slow = 1.5;
-    RLMessagePortRef r = remote_to(s.name);
+    RLMessagePortRef r = slow_server_start(&s, "tmo", 1.5);
     server me = {0}; /* only its wake-up count */
     RLRunLoopObserverContext octx = {0, &me, NULL, NULL, NULL};
     RLRunLoopObserverRef o = RLRunLoopObserverCreate(NULL, kRLRunLoopAfterWaiting, true, 0, count_wakeup, &octx);
@@ -467,9 +471,7 @@ static void *invalidate_later(void *arg) {
 
 static void test_reply_wait_ends_when_another_thread_invalidates(void **state) {
     server s;
-    server_start(&s, "othinv", false);
-    s.info.slow = 1.0;
-    RLMessagePortRef r = remote_to(s.name);
+    RLMessagePortRef r = slow_server_start(&s, "othinv", 1.0);
     RLRunLoopSourceRef keep = rl_test_keep_mode("test.inv.mode");
     pthread_t th;
     assert_int_equal(pthread_create(&th, NULL, invalidate_later, r), 0);
