@@ -29,7 +29,7 @@ $(FUZZ_LIB): $(FUZZ_OBJS)
 	@$(call say,AR,$@)
 	$(Q)rm -f $@ && ar rcs $@ $^
 
-$(FUZZ_BUILD)/fuzz_%: Tests/fuzz/fuzz_%.c $(FUZZ_LIB) $(HDRS)
+$(FUZZ_BUILD)/fuzz_%: Tests/fuzz/fuzz_%.c $(FUZZ_LIB) $(HDRS) $(wildcard Tests/fuzz/*.h)
 	@mkdir -p $(dir $@); $(call say,CC,$@)
 	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -fuse-ld=lld -o $@ $< $(FUZZ_LIB) -lBlocksRuntime -lbsd -lpthread -lm
 

@@ -5,6 +5,7 @@
  * flags say. */
 #include "RLDataInternal.h"
 #include "RLLockInternal.h"
+#include "RLSocketInternal.h"
 #include "rl_lockclass.h"
 
 #include <crunloop/RLFileDescriptor.h>
@@ -882,7 +883,7 @@ RLSocketRef RLSocketCreateWithNative(RLAllocatorRef allocator, RLSocketNativeHan
 }
 
 /* A usable socket address in an RLData, or false (error set). */
-static bool address_ok(RLDataRef address, const char *fn) {
+bool rl__socket_address_ok(RLDataRef address, const char *fn) {
     if (!address)
         return rl__fail(kRLErrorInvalidArgument, fn, "NULL address");
     if (!rl__is_data(address))
@@ -911,7 +912,7 @@ static int sock_valid_fd(RLSocketRef s, const char *fn) {
 static bool signature_ok(const RLSocketSignature *signature, const char *fn) {
     if (!signature)
         return rl__fail(kRLErrorInvalidArgument, fn, "NULL signature");
-    return address_ok(signature->address, fn);
+    return rl__socket_address_ok(signature->address, fn);
 }
 
 /* A failed signature function's socket goes (invalidated: its fd closed,
@@ -959,7 +960,7 @@ RLSocketError RLSocketSetAddress(RLSocketRef s, RLDataRef address) {
     int fd = sock_valid_fd(s, fn);
     if (fd < 0)
         return kRLSocketError;
-    if (!address_ok(address, fn))
+    if (!rl__socket_address_ok(address, fn))
         return kRLSocketError;
     int one = 1;
     if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0)
@@ -1009,7 +1010,7 @@ RLSocketError RLSocketConnectToAddress(RLSocketRef s, RLDataRef address, RLTimeI
     int fd = sock_valid_fd(s, fn);
     if (fd < 0)
         return kRLSocketError;
-    if (!address_ok(address, fn))
+    if (!rl__socket_address_ok(address, fn))
         return kRLSocketError;
     if (isnan(timeout))
         return rl__fail(kRLErrorInvalidArgument, fn, "NaN timeout"), kRLSocketError;
@@ -1079,7 +1080,7 @@ RLSocketError RLSocketSendData(RLSocketRef s, RLDataRef address, RLDataRef data,
     int fd = sock_valid_fd(s, fn);
     if (fd < 0)
         return kRLSocketError;
-    if (address && !address_ok(address, fn))
+    if (address && !rl__socket_address_ok(address, fn))
         return kRLSocketError;
     if (!data)
         return rl__fail(kRLErrorInvalidArgument, fn, "NULL data"), kRLSocketError;

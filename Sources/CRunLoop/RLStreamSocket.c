@@ -16,6 +16,7 @@
  * the run loop's locks (fd object calls, adding and removing its source);
  * nothing takes it while holding a stream lock (docs/locking.md). */
 #include "RLDataInternal.h"
+#include "RLSocketInternal.h"
 #include "RLStreamInternal.h"
 #include "rl_resolver.h"
 
@@ -540,13 +541,9 @@ bool RLStreamCreatePairWithPeerSocketSignature(RLAllocatorRef alloc, const RLSoc
     if (!signature)
         return rl__fail(kRLErrorInvalidArgument, fn, "NULL signature");
     RLDataRef address = signature->address;
-    if (!address)
-        return rl__fail(kRLErrorInvalidArgument, fn, "NULL address");
-    if (!rl__is_data(address))
-        return rl__fail(kRLErrorInvalidObject, fn, "the address is not a live RLData");
+    if (!rl__socket_address_ok(address, fn))
+        return false;
     RLIndex len = RLDataGetLength(address);
-    if (len < (RLIndex)sizeof(sa_family_t) || len > (RLIndex)sizeof(struct sockaddr_storage))
-        return rl__fail(kRLErrorInvalidArgument, fn, "an address of %ld bytes is not a socket address", (long)len);
     int type = signature->socketType > 0 ? signature->socketType : SOCK_STREAM;
     if (type != SOCK_STREAM)
         return rl__fail(kRLErrorInvalidArgument, fn, "socket type %d: streams need SOCK_STREAM", type);

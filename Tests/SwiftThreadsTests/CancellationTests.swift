@@ -34,6 +34,38 @@ func cxOutcome(_ body: () async throws -> Int) async -> CXOutcome {
     }
 }
 
+/// Runs `body` with a run loop on a thread of its own, which is stopped and
+/// joined after.
+func withLoopThread<R>(_ body: (RLRunLoop) async throws -> R) async rethrows -> R {
+    let (thread, loop) = startLoopThread()
+    defer {
+        loop.stop()
+        thread.join()
+    }
+    return try await body(loop)
+}
+
+/// Iterates in a task of its own (`iterate` counts what comes in the
+/// counter it is given), runs `then` once the task is made, waits until
+/// `arrived` holds for the count, then cancels the task: the iteration must
+/// end, without an error, in the cancelled task.
+func expectIterationEndsOnCancellation(
+    _ iterate: sending @escaping (RLAtomicInt32) async throws -> Void,
+    then: () throws -> Void = {},
+    arrived: (Int32) -> Bool,
+    sourceLocation: SourceLocation = #_sourceLocation
+) async throws {
+    let seen = RLAtomicInt32(0)
+    let task = Task { () throws -> Bool in
+        try await iterate(seen)
+        return Task.isCancelled
+    }
+    try then()
+    #expect(await asyncEventually { arrived(seen.load()) }, sourceLocation: sourceLocation)
+    task.cancel()
+    #expect(try await task.value, sourceLocation: sourceLocation)
+}
+
 @Suite("Cancelling awaited performs")
 struct CancellationTests {
     @Test(arguments: CXTarget.allCases)
@@ -194,59 +226,40 @@ struct SequenceCancellationTests {
             loop.stop()
             thread.join()
         }
-        let seen = RLAtomicInt32(0)
-        let task = Task { () -> Bool in
+        try await expectIterationEndsOnCancellation({ seen in
             for await _ in messages { seen.add(1) }
-            return Task.isCancelled
-        }
-        try port.send([.bytes([1])], msgid: 1, before: RLTime.now + 30)
-        #expect(await asyncEventually { seen.load() == 1 })
-        task.cancel()
-        #expect(await task.value)
+        }, then: {
+            try port.send([.bytes([1])], msgid: 1, before: RLTime.now + 30)
+        }, arrived: { $0 == 1 })
         #expect(port.isValid)   // the port itself goes on
     }
 
     @Test func streamEventsEndOnCancellation() async throws {
-        let (thread, loop) = startLoopThread()
-        defer {
-            loop.stop()
-            thread.join()
+        try await withLoopThread { loop in
+            let (input, output) = try RLStream.boundStreams(bufferSize: 64)
+            output.open()
+            let events = input.events(on: loop)
+            input.open()
+            try await expectIterationEndsOnCancellation({ seen in
+                for await _ in events { seen.add(1) }
+            }, arrived: { $0 >= 1 })   // openCompleted
+            output.close()
         }
-        let (input, output) = try RLStream.boundStreams(bufferSize: 64)
-        output.open()
-        let seen = RLAtomicInt32(0)
-        let events = input.events(on: loop)
-        input.open()
-        let task = Task { () -> Bool in
-            for await _ in events { seen.add(1) }
-            return Task.isCancelled
-        }
-        #expect(await asyncEventually { seen.load() >= 1 })   // openCompleted
-        task.cancel()
-        #expect(await task.value)
-        output.close()
     }
 
     @Test func streamBytesEndOnCancellation() async throws {
-        let (thread, loop) = startLoopThread()
-        defer {
-            loop.stop()
-            thread.join()
+        try await withLoopThread { loop in
+            let (input, output) = try RLStream.boundStreams(bufferSize: 64)
+            output.open()
+            let side = HandOver(input)
+            // Ends with nil (no error), the stream still open.
+            try await expectIterationEndsOnCancellation({ seen in
+                for try await _ in side.value.bytes(on: loop) { seen.add(1) }
+            }, then: {
+                _ = output.write([7], maxLength: 1)
+            }, arrived: { $0 == 1 })
+            output.close()
         }
-        let (input, output) = try RLStream.boundStreams(bufferSize: 64)
-        output.open()
-        let seen = RLAtomicInt32(0)
-        let side = HandOver(input)
-        let task = Task { () throws -> Bool in
-            for try await _ in side.value.bytes(on: loop) { seen.add(1) }
-            return Task.isCancelled
-        }
-        _ = output.write([7], maxLength: 1)
-        #expect(await asyncEventually { seen.load() == 1 })
-        task.cancel()
-        // Ends with nil (no error), the stream still open.
-        #expect(try await task.value)
-        output.close()
     }
 
     @Test func aSequenceIteratedByAnAlreadyCancelledTaskEndsAtOnce() async throws {
@@ -255,12 +268,7 @@ struct SequenceCancellationTests {
         let messages = port.messages
         let (input, _) = try RLStream.boundStreams(bufferSize: 64)
         let side = HandOver(input)
-        let (thread, loop) = startLoopThread()
-        defer {
-            loop.stop()
-            thread.join()
-        }
-        let counts = await Task { () -> [Int] in
+        let counts = await withLoopThread { loop in await Task { () -> [Int] in
             withUnsafeCurrentTask { $0?.cancel() }
             var a = 0, b = 0
             for await _ in messages { a += 1 }
@@ -270,7 +278,7 @@ struct SequenceCancellationTests {
                 b = -1
             }
             return [a, b]
-        }.value
+        }.value }
         #expect(counts == [0, 0])
     }
 }

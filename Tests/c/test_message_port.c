@@ -2,6 +2,7 @@
  * replies between threads and between processes, every result code, the
  * name rules, bad peers and other users. */
 #include "stale.h"
+#include "datautil.h"
 #include "testutil.h"
 
 #include <crunloop/RLMessagePort.h>
@@ -110,14 +111,6 @@ static void server_stop(server *s) {
     sem_destroy(&s->ready);
 }
 
-static RLDataRef text(const char *t) { return RLDataCreate(NULL, (const uint8_t *)t, (RLIndex)strlen(t)); }
-
-static void assert_data_is(RLDataRef d, const char *want) {
-    assert_non_null(d);
-    assert_int_equal(RLDataGetLength(d), strlen(want));
-    assert_memory_equal(RLDataGetBytePtr(d), want, strlen(want));
-}
-
 static void test_request_reply_between_threads(void **state) {
     server s;
     server_start(&s, "rr");
@@ -126,7 +119,7 @@ static void test_request_reply_between_threads(void **state) {
     assert_true(RLMessagePortIsRemote(remote));
     assert_false(RLMessagePortIsRemote(s.port));
     assert_string_equal(RLMessagePortGetName(remote), s.name);
-    RLDataRef in = text("hello, port"), out = NULL;
+    RLDataRef in = rl_test_text("hello, port"), out = NULL;
     assert_int_equal(RLMessagePortSendRequest(remote, MSG_UPPER, in, 5, 5, kRLRunLoopDefaultMode, &out),
                      kRLMessagePortSuccess);
     assert_data_is(out, "HELLO, PORT");
@@ -189,7 +182,7 @@ static void test_large_message_and_limit(void **state) {
     free(d);
     /* and keeps serving everyone else */
     remote = RLMessagePortCreateRemote(NULL, s.name);
-    RLDataRef small = text("ok");
+    RLDataRef small = rl_test_text("ok");
     assert_int_equal(RLMessagePortSendRequest(remote, MSG_ECHO, small, 5, 5, kRLRunLoopDefaultMode, &out),
                      kRLMessagePortSuccess);
     assert_data_is(out, "ok");
@@ -206,7 +199,7 @@ static void test_receive_timeout_then_late_reply_is_dropped(void **state) {
     server_start(&s, "slow");
     s.slow_seconds = 0.3;
     RLMessagePortRef remote = RLMessagePortCreateRemote(NULL, s.name);
-    RLDataRef out = NULL, in = text("x");
+    RLDataRef out = NULL, in = rl_test_text("x");
     assert_int_equal(RLMessagePortSendRequest(remote, MSG_SLOW, NULL, 5, 0.05, kRLRunLoopDefaultMode, &out),
                      kRLMessagePortReceiveTimeout);
     assert_rl_error(kRLErrorTimedOut);
@@ -439,7 +432,7 @@ static void test_malformed_reply_is_a_transport_error(void **state) {
         fake_port_start(&f, bad[i][0], bad[i][1]);
         RLMessagePortRef remote = RLMessagePortCreateRemote(NULL, f.name);
         assert_non_null(remote);
-        RLDataRef in = text("question"), out = NULL;
+        RLDataRef in = rl_test_text("question"), out = NULL;
         assert_int_equal(RLMessagePortSendRequest(remote, MSG_ECHO, in, 5, 5, kRLRunLoopDefaultMode, &out),
                          kRLMessagePortTransportError);
         assert_rl_error(kRLErrorInvalidState);
@@ -461,7 +454,7 @@ static void test_fake_port_reply_is_taken(void **state) {
     fake_port_start(&f, 3, 1);
     RLMessagePortRef remote = RLMessagePortCreateRemote(NULL, f.name);
     assert_non_null(remote);
-    RLDataRef in = text("question"), out = NULL;
+    RLDataRef in = rl_test_text("question"), out = NULL;
     assert_int_equal(RLMessagePortSendRequest(remote, MSG_ECHO, in, 5, 5, kRLRunLoopDefaultMode, &out),
                      kRLMessagePortSuccess);
     assert_data_is(out, "name");
@@ -487,7 +480,7 @@ static void test_bad_peers_are_dropped_and_others_served(void **state) {
     int stall = raw_connect(s.name); /* begins a frame and stops */
     assert_int_equal(write(stall, "RLPM\x01\x02\0\0\1\0\0\0", 12), 12);
     RLMessagePortRef remote = RLMessagePortCreateRemote(NULL, s.name);
-    RLDataRef in = text("still here"), out = NULL;
+    RLDataRef in = rl_test_text("still here"), out = NULL;
     assert_int_equal(RLMessagePortSendRequest(remote, MSG_ECHO, in, 5, 5, kRLRunLoopDefaultMode, &out),
                      kRLMessagePortSuccess);
     assert_data_is(out, "still here");
@@ -649,7 +642,7 @@ static void test_set_name_renames_a_local_port(void **state) {
     /* served under the new name, by the same loop */
     RLMessagePortRef remote = RLMessagePortCreateRemote(NULL, renamed);
     assert_non_null(remote);
-    RLDataRef in = text("renamed"), out = NULL;
+    RLDataRef in = rl_test_text("renamed"), out = NULL;
     assert_int_equal(RLMessagePortSendRequest(remote, MSG_UPPER, in, 5, 5, kRLRunLoopDefaultMode, &out),
                      kRLMessagePortSuccess);
     assert_data_is(out, "RENAMED");
@@ -699,7 +692,7 @@ static void test_set_name_misuse(void **state) {
     memset(long_name, 'n', sizeof long_name - 1);
     long_name[sizeof long_name - 1] = 0;
     assert_rl_fails(RLMessagePortSetName(local, long_name), kRLErrorInvalidArgument);
-    RLDataRef d = text("not a port");
+    RLDataRef d = rl_test_text("not a port");
     assert_rl_fails(RLMessagePortSetName((RLMessagePortRef)d, "x"), kRLErrorInvalidObject);
     RLRelease(d);
     assert_string_equal(RLMessagePortGetName(local), name);
@@ -810,7 +803,7 @@ static void test_data_misuse(void **state) {
     assert_non_null(e);
     assert_int_equal(RLDataGetLength(e), 0);
     assert_non_null(RLDataGetBytePtr(e));
-    RLDataRef d = text("abcdef");
+    RLDataRef d = rl_test_text("abcdef");
     uint8_t b[6];
     assert_true(RLDataGetBytes(d, RLRangeMake(2, 3), b));
     assert_memory_equal(b, "cde", 3);
@@ -820,7 +813,7 @@ static void test_data_misuse(void **state) {
     assert_int_equal(RLDataGetLength(NULL), -1);
     assert_rl_error(kRLErrorInvalidArgument);
     assert_rl_fails(RLDataGetBytePtr(NULL), kRLErrorInvalidArgument);
-    RLDataRef d2 = text("abcdef");
+    RLDataRef d2 = rl_test_text("abcdef");
     assert_true(RLDataEqual(d, d2));
     assert_false(RLDataEqual(d, e));
     assert_rl_fails(RLDataEqual(d, NULL), kRLErrorInvalidArgument);

@@ -5,6 +5,7 @@
  * threads and between processes), a client that does not read its replies
  * leaves the serving loop idle, and a fork()'s child never keeps a name
  * alive. */
+#include "datautil.h"
 #include "testutil.h"
 #include "rl_conn.h"
 #include "rl_wire.h"
@@ -36,14 +37,6 @@ static void unique_name(char *buf, size_t n, const char *what) {
     snprintf(buf, n, "test.cf.%d.%s.%d", (int)getpid(), what, k++);
 }
 
-static RLDataRef text(const char *t) { return RLDataCreate(NULL, (const uint8_t *)t, (RLIndex)strlen(t)); }
-
-static void assert_data_is(RLDataRef d, const char *want) {
-    assert_non_null(d);
-    assert_int_equal(RLDataGetLength(d), strlen(want));
-    assert_memory_equal(RLDataGetBytePtr(d), want, strlen(want));
-}
-
 /* What a port's callout knows: the name of the port it asks back
  * (MSG_ASK_BACK) and how long MSG_SLOW takes. */
 typedef struct peer {
@@ -72,12 +65,12 @@ static RLDataRef answer(RLMessagePortRef local, int32_t msgid, RLDataRef data, v
     }
     case MSG_SLOW:
         usleep((useconds_t)(p->slow * 1e6));
-        return text("late");
+        return rl_test_text("late");
     case MSG_ASK_BACK: { /* a request to p->ask from inside this callout */
         RLMessagePortRef r = RLMessagePortCreateRemote(NULL, p->ask);
         if (!r)
-            return text("no remote");
-        RLDataRef in = text("inner"), out = NULL;
+            return rl_test_text("no remote");
+        RLDataRef in = rl_test_text("inner"), out = NULL;
         int32_t rc = RLMessagePortSendRequest(r, p->ask_with ? p->ask_with : MSG_ECHO, in, 5, 4,
                                               kRLRunLoopDefaultMode, &out);
         RLRelease(in);
@@ -85,7 +78,7 @@ static RLDataRef answer(RLMessagePortRef local, int32_t msgid, RLDataRef data, v
         if (rc != kRLMessagePortSuccess) {
             char why[64];
             snprintf(why, sizeof why, "inner request: %d", (int)rc);
-            return text(why);
+            return rl_test_text(why);
         }
         return out;
     }
@@ -153,6 +146,31 @@ static void server_stop(server *s) {
     sem_destroy(&s->ready);
 }
 
+/* A remote port to name, which must be there. */
+static RLMessagePortRef remote_to(const char *name) {
+    RLMessagePortRef r = RLMessagePortCreateRemote(NULL, name);
+    assert_non_null(r);
+    return r;
+}
+
+/* A named server whose MSG_SLOW takes `slow` seconds, and a remote port
+ * to it. */
+static RLMessagePortRef slow_server_start(server *s, const char *what, double slow) {
+    server_start(s, what, false);
+    s->info.slow = slow;
+    return remote_to(s->name);
+}
+
+/* A MSG_ECHO request of t through r, in the default mode: answered with t. */
+static void assert_echoes(RLMessagePortRef r, const char *t) {
+    RLDataRef in = rl_test_text(t), out = NULL;
+    assert_int_equal(RLMessagePortSendRequest(r, MSG_ECHO, in, 5, 5, kRLRunLoopDefaultMode, &out),
+                     kRLMessagePortSuccess);
+    assert_data_is(out, t);
+    RLRelease(out);
+    RLRelease(in);
+}
+
 /* ---- 1. anonymous local ports ---- */
 
 static void test_anonymous_local_port(void **state) {
@@ -193,14 +211,8 @@ static void test_anonymous_local_port(void **state) {
     assert_null(RLMessagePortGetName(s.port));
     assert_rl_fails(RLMessagePortCreateRemote(NULL, s.name), kRLErrorNotFound);
     assert_true(RLMessagePortNameServerRegisterPort(s.port, s.name));
-    RLMessagePortRef r = RLMessagePortCreateRemote(NULL, s.name);
-    assert_non_null(r);
-    RLDataRef in = text("to the anonymous"), out = NULL;
-    assert_int_equal(RLMessagePortSendRequest(r, MSG_ECHO, in, 5, 5, kRLRunLoopDefaultMode, &out),
-                     kRLMessagePortSuccess);
-    assert_data_is(out, "to the anonymous");
-    RLRelease(out);
-    RLRelease(in);
+    RLMessagePortRef r = remote_to(s.name);
+    assert_echoes(r, "to the anonymous");
     assert_int_equal(s.info.calls, 1);
     RLMessagePortInvalidate(r);
     RLRelease(r);
@@ -275,9 +287,8 @@ static void test_invalidate_releases_info_once(void **state) {
 static void test_null_reply_is_empty_data(void **state) {
     server s;
     server_start(&s, "null", false);
-    RLMessagePortRef r = RLMessagePortCreateRemote(NULL, s.name);
-    assert_non_null(r);
-    RLDataRef in = text("x"), out = NULL;
+    RLMessagePortRef r = remote_to(s.name);
+    RLDataRef in = rl_test_text("x"), out = NULL;
     assert_int_equal(RLMessagePortSendRequest(r, MSG_NULL, in, 5, 5, kRLRunLoopDefaultMode, &out),
                      kRLMessagePortSuccess);
     assert_non_null(out);
@@ -313,10 +324,7 @@ static RLRunLoopTimerRef add_timer(RLRunLoopMode mode, _Atomic int *count) {
 
 static void test_reply_mode_serves_timers(void **state) {
     server s;
-    server_start(&s, "timers", false);
-    s.info.slow = 0.4;
-    RLMessagePortRef r = RLMessagePortCreateRemote(NULL, s.name);
-    assert_non_null(r);
+    RLMessagePortRef r = slow_server_start(&s, "timers", 0.4);
     _Atomic int in_mode = 0, other = 0;
     RLRunLoopMode mode = "test.reply.mode";
     RLRunLoopTimerRef t1 = add_timer(mode, &in_mode), t2 = add_timer("test.other.mode", &other);
@@ -353,10 +361,7 @@ static void test_reply_mode_serves_timers(void **state) {
 
 static void test_reply_wait_honours_timeout_and_sleeps(void **state) {
     server s;
-    server_start(&s, "tmo", false);
-    s.info.slow = 1.5;
-    RLMessagePortRef r = RLMessagePortCreateRemote(NULL, s.name);
-    assert_non_null(r);
+    RLMessagePortRef r = slow_server_start(&s, "tmo", 1.5);
     server me = {0}; /* only its wake-up count */
     RLRunLoopObserverContext octx = {0, &me, NULL, NULL, NULL};
     RLRunLoopObserverRef o = RLRunLoopObserverCreate(NULL, kRLRunLoopAfterWaiting, true, 0, count_wakeup, &octx);
@@ -373,7 +378,7 @@ static void test_reply_wait_honours_timeout_and_sleeps(void **state) {
     assert_true(took < 1.2);
     assert_true(me.wakeups < 10); /* it slept, it did not spin */
     /* the late reply is dropped; the next request gets its own */
-    RLDataRef in = text("after");
+    RLDataRef in = rl_test_text("after");
     s.info.slow = 0;
     assert_int_equal(RLMessagePortSendRequest(r, MSG_ECHO, in, 5, 5, mode, &out), kRLMessagePortSuccess);
     assert_data_is(out, "after");
@@ -418,8 +423,7 @@ static void test_reply_wait_and_what_its_loop_runs(void **state) {
     server_start(&s, "nested", false);
     s.info.slow = 0.5;
     for (int inv = 0; inv < 3; inv++) {
-        RLMessagePortRef r = RLMessagePortCreateRemote(NULL, s.name);
-        assert_non_null(r);
+        RLMessagePortRef r = remote_to(s.name);
         nested_ctx n = {r, 99, kRLErrorNone, inv == 1, inv == 2};
         RLRunLoopTimerContext tctx = {0, &n, NULL, NULL, NULL};
         RLRunLoopTimerRef t = RLRunLoopTimerCreate(NULL, RLAbsoluteTimeGetCurrent() + 0.05, 0, 0, 0, nested_timer, &tctx);
@@ -467,10 +471,7 @@ static void *invalidate_later(void *arg) {
 
 static void test_reply_wait_ends_when_another_thread_invalidates(void **state) {
     server s;
-    server_start(&s, "othinv", false);
-    s.info.slow = 1.0;
-    RLMessagePortRef r = RLMessagePortCreateRemote(NULL, s.name);
-    assert_non_null(r);
+    RLMessagePortRef r = slow_server_start(&s, "othinv", 1.0);
     RLRunLoopSourceRef keep = rl_test_keep_mode("test.inv.mode");
     pthread_t th;
     assert_int_equal(pthread_create(&th, NULL, invalidate_later, r), 0);
@@ -690,14 +691,8 @@ static void test_hostile_client_leaves_the_loop_idle(void **state) {
     assert_true(wakeups < 20);
     assert_true(cpu < 0.3 * wall);
     /* everyone else is served meanwhile */
-    RLMessagePortRef r = RLMessagePortCreateRemote(NULL, s.name);
-    assert_non_null(r);
-    RLDataRef in = text("polite"), out = NULL;
-    assert_int_equal(RLMessagePortSendRequest(r, MSG_ECHO, in, 5, 5, kRLRunLoopDefaultMode, &out),
-                     kRLMessagePortSuccess);
-    assert_data_is(out, "polite");
-    RLRelease(out);
-    RLRelease(in);
+    RLMessagePortRef r = remote_to(s.name);
+    assert_echoes(r, "polite");
     RLMessagePortInvalidate(r);
     RLRelease(r);
     /* the hostile client reads at last: every reply, in order */

@@ -76,6 +76,14 @@ static void probe_cb(RLSocketRef s, RLSocketCallBackType type, RLDataRef address
     }
 }
 
+/* s's source, made and added to the current loop in MODE. */
+static RLRunLoopSourceRef scheduled(RLSocketRef s) {
+    RLRunLoopSourceRef rs = RLSocketCreateRunLoopSource(NULL, s, 0);
+    assert_non_null(rs);
+    assert_true(RLRunLoopAddSource(RLRunLoopGetCurrent(), rs, MODE));
+    return rs;
+}
+
 /* A socket on fd with probe p as its context, its source in MODE (the
  * source reference returned in *src when src is not NULL). */
 static RLSocketRef probed(int fd, RLOptionFlags types, probe *p, RLRunLoopSourceRef *src) {
@@ -83,9 +91,7 @@ static RLSocketRef probed(int fd, RLOptionFlags types, probe *p, RLRunLoopSource
     RLSocketRef s = RLSocketCreateWithNative(NULL, fd, types, probe_cb, &c);
     assert_non_null(s);
     assert_int_equal(p->retains, 1);
-    RLRunLoopSourceRef rs = RLSocketCreateRunLoopSource(NULL, s, 0);
-    assert_non_null(rs);
-    assert_true(RLRunLoopAddSource(RLRunLoopGetCurrent(), rs, MODE));
+    RLRunLoopSourceRef rs = scheduled(s);
     if (src)
         *src = rs;
     else
@@ -110,15 +116,7 @@ static void run_until(int want) {
 
 /* A run of MODE that delivers nothing more (the mode kept from being empty
  * by the caller) and sleeps rather than spins. */
-static void assert_quiet(void) {
-    int before = trace_entries();
-    long wakes = 0;
-    RLRunLoopObserverRef o = rl_test_count_wakes(MODE, &wakes);
-    assert_int_equal(RLRunLoopRunInMode(MODE, 0.2, false), kRLRunLoopRunTimedOut);
-    assert_true(wakes <= 2);
-    assert_int_equal(trace_entries(), before);
-    rl_test_uncount_wakes(o);
-}
+static void assert_quiet(void) { rl_test_assert_quiet(MODE, trace_entries); }
 
 static bool fd_open(int fd) { return fcntl(fd, F_GETFD) >= 0; }
 
@@ -133,6 +131,38 @@ static void assert_invalidated_at_end(RLSocketRef s, RLRunLoopSourceRef src, int
         assert_false(RLRunLoopSourceIsValid(src));
     assert_int_equal(p->retains, 1);
     assert_int_equal(p->releases, 1);
+}
+
+/* A loopback TCP socket listening with the given backlog on a port of
+ * the system's choice, its address in *a. */
+static int tcp_listening(int backlog, struct sockaddr_in *a) {
+    int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(l >= 0);
+    *a = (struct sockaddr_in){.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(bind(l, (struct sockaddr *)a, sizeof *a), 0);
+    assert_int_equal(listen(l, backlog), 0);
+    socklen_t len = sizeof *a;
+    assert_int_equal(getsockname(l, (struct sockaddr *)a, &len), 0);
+    return l;
+}
+
+/* A connected loopback TCP pair: *srv the accepted end, *cli the other. */
+static void tcp_pair(int *srv, int *cli) {
+    struct sockaddr_in a;
+    int l = tcp_listening(4, &a);
+    *cli = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(*cli >= 0);
+    assert_int_equal(connect(*cli, (struct sockaddr *)&a, sizeof a), 0);
+    *srv = accept4(l, NULL, NULL, SOCK_CLOEXEC);
+    assert_true(*srv >= 0);
+    close(l);
+}
+
+/* Closes fd with a zero linger time, which resets the connection. */
+static void close_with_reset(int fd) {
+    struct linger lg = {1, 0};
+    assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg), 0);
+    close(fd);
 }
 
 /* ---- end of stream with a Data callback ---- */
@@ -191,25 +221,12 @@ static void test_data_then_end_queued_together(void **state) {
  * data, then the socket is invalidated. */
 static void test_data_read_error_invalidates(void **state) {
     (void)state;
-    int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    assert_true(l >= 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    assert_int_equal(bind(l, (struct sockaddr *)&a, sizeof a), 0);
-    assert_int_equal(listen(l, 4), 0);
-    socklen_t len = sizeof a;
-    assert_int_equal(getsockname(l, (struct sockaddr *)&a, &len), 0);
-    int c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    assert_int_equal(connect(c, (struct sockaddr *)&a, sizeof a), 0);
-    int srv = accept4(l, NULL, NULL, SOCK_CLOEXEC);
-    assert_true(srv >= 0);
-    close(l);
+    int srv, c;
+    tcp_pair(&srv, &c);
     probe p = {.name = "S"};
     RLSocketRef s = probed(srv, kRLSocketDataCallBack, &p, NULL);
     RLRunLoopSourceRef keep = rl_test_keep_mode(MODE);
-    /* Closing with a zero linger time resets the connection. */
-    struct linger lg = {1, 0};
-    assert_int_equal(setsockopt(c, SOL_SOCKET, SO_LINGER, &lg, sizeof lg), 0);
-    close(c);
+    close_with_reset(c);
     run_until(1);
     assert_trace("S:data0");
     assert_invalidated_at_end(s, NULL, srv, &p);
@@ -350,23 +367,6 @@ static void test_read_callback_at_end_stays_valid(void **state) {
     rl_test_unkeep(keep);
 }
 
-/* A connected loopback TCP pair: *srv the accepted end, *cli the other. */
-static void tcp_pair(int *srv, int *cli) {
-    int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    assert_true(l >= 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    assert_int_equal(bind(l, (struct sockaddr *)&a, sizeof a), 0);
-    assert_int_equal(listen(l, 4), 0);
-    socklen_t len = sizeof a;
-    assert_int_equal(getsockname(l, (struct sockaddr *)&a, &len), 0);
-    *cli = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    assert_true(*cli >= 0);
-    assert_int_equal(connect(*cli, (struct sockaddr *)&a, sizeof a), 0);
-    *srv = accept4(l, NULL, NULL, SOCK_CLOEXEC);
-    assert_true(*srv >= 0);
-    close(l);
-}
-
 /* The peer resets the connection under a Read callback: the callback's
  * own read gets the error (ECONNRESET), as with CFSocket, which reads
  * nothing before a Read callback; kRLSocketLeaveErrors or not changes
@@ -383,9 +383,7 @@ static void test_read_callback_sees_the_reset(void **state) {
         if (leave)
             assert_true(RLSocketSetSocketFlags(s, RLSocketGetSocketFlags(s) | kRLSocketLeaveErrors));
         RLRunLoopSourceRef keep = rl_test_keep_mode(MODE);
-        struct linger lg = {1, 0}; /* a zero linger time: close resets */
-        assert_int_equal(setsockopt(c, SOL_SOCKET, SO_LINGER, &lg, sizeof lg), 0);
-        close(c);
+        close_with_reset(c);
         run_until(2);
         assert_trace("S:read-1:ECONNRESET S:read0");
         assert_quiet();
@@ -409,9 +407,7 @@ static void test_read_callback_bytes_then_reset(void **state) {
     assert_int_equal(write(c, "abc", 3), 3);
     run_until(1);
     assert_trace("S:read3");
-    struct linger lg = {1, 0};
-    assert_int_equal(setsockopt(c, SOL_SOCKET, SO_LINGER, &lg, sizeof lg), 0);
-    close(c);
+    close_with_reset(c);
     run_until(3);
     assert_trace("S:read3 S:read-1:ECONNRESET S:read0");
     assert_quiet();
@@ -507,9 +503,7 @@ static RLSocketRef tcp_listener(probe *p, RLRunLoopSourceRef *src) {
     RLSocketRef l = RLSocketCreateWithSocketSignature(NULL, &sig, kRLSocketAcceptCallBack, probe_cb, &c);
     RLRelease(any);
     assert_non_null(l);
-    RLRunLoopSourceRef rs = RLSocketCreateRunLoopSource(NULL, l, 0);
-    assert_true(RLRunLoopAddSource(RLRunLoopGetCurrent(), rs, MODE));
-    *src = rs;
+    *src = scheduled(l);
     return l;
 }
 
@@ -546,8 +540,7 @@ static void test_create_with_signature_datagram_binds(void **state) {
     RLSocketRef d = RLSocketCreateWithSocketSignature(NULL, &sig, kRLSocketDataCallBack, probe_cb, &c);
     RLRelease(any);
     assert_non_null(d);
-    RLRunLoopSourceRef rs = RLSocketCreateRunLoopSource(NULL, d, 0);
-    assert_true(RLRunLoopAddSource(RLRunLoopGetCurrent(), rs, MODE));
+    RLRunLoopSourceRef rs = scheduled(d);
     RLDataRef addr = RLSocketCopyAddress(d);
     int u = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     assert_int_equal(sendto(u, "abc", 3, 0, (const struct sockaddr *)RLDataGetBytePtr(addr),
@@ -594,8 +587,7 @@ static void test_connected_to_signature_with_each_timeout(void **state) {
     RLSocketContext c = {0, &p, probe_retain, probe_release, NULL};
     RLSocketRef s = RLSocketCreateConnectedToSocketSignature(NULL, &sig, kRLSocketConnectCallBack, probe_cb, &c, -1);
     assert_non_null(s);
-    RLRunLoopSourceRef rs = RLSocketCreateRunLoopSource(NULL, s, 0);
-    assert_true(RLRunLoopAddSource(RLRunLoopGetCurrent(), rs, MODE));
+    RLRunLoopSourceRef rs = scheduled(s);
     double end = rl_test_now() + 10; /* the listener's accepts come too */
     while (!strstr(rl_trace_get(), "B:type4") && rl_test_now() < end)
         RLRunLoopRunInMode(MODE, 0.05, true);
@@ -645,8 +637,7 @@ static void test_connected_to_signature_refused(void **state) {
     }
     RLSocketRef s = RLSocketCreateConnectedToSocketSignature(NULL, &sig, kRLSocketConnectCallBack, connect_cb, NULL, -1);
     assert_non_null(s);
-    RLRunLoopSourceRef rs = RLSocketCreateRunLoopSource(NULL, s, 0);
-    assert_true(RLRunLoopAddSource(RLRunLoopGetCurrent(), rs, MODE));
+    RLRunLoopSourceRef rs = scheduled(s);
     connect_error = 0;
     run_until(1);
     assert_trace("connect");
@@ -662,12 +653,8 @@ static void test_connected_to_signature_refused(void **state) {
  * with a timeout gives up (kRLErrorTimedOut), nothing left open. */
 static void test_connected_to_signature_times_out(void **state) {
     (void)state;
-    int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof a;
-    assert_int_equal(bind(l, (struct sockaddr *)&a, sizeof a), 0);
-    assert_int_equal(listen(l, 0), 0);
-    assert_int_equal(getsockname(l, (struct sockaddr *)&a, &len), 0);
+    struct sockaddr_in a;
+    int l = tcp_listening(0, &a);
     /* Fill its queue (never accepted). */
     int filler[4];
     for (int i = 0; i < 4; i++) {
@@ -760,12 +747,8 @@ static void test_signature_misuse(void **state) {
 static void test_stream_pair_with_peer_signature(void **state) {
     (void)state;
     int fds = open_fds();
-    int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof a;
-    assert_int_equal(bind(l, (struct sockaddr *)&a, sizeof a), 0);
-    assert_int_equal(listen(l, 4), 0);
-    assert_int_equal(getsockname(l, (struct sockaddr *)&a, &len), 0);
+    struct sockaddr_in a;
+    int l = tcp_listening(4, &a);
     RLDataRef addr = RLDataCreate(NULL, (const uint8_t *)&a, sizeof a);
     RLSocketSignature sig = {PF_INET, SOCK_STREAM, IPPROTO_TCP, addr};
     RLReadStreamRef r;

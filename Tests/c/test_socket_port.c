@@ -2,6 +2,7 @@
  * and port components between processes over 127.0.0.1 and ::1 and
  * between two network namespaces joined by a veth pair (as root), replies
  * through the message's send port, peer death, bad peers, and misuse. */
+#include "netutil.h"
 #include "testutil.h"
 
 #include <crunloop/RLSocketPort.h>
@@ -451,17 +452,6 @@ static void test_messages_in_order_in_one_process(void **state) {
 
 /* A raw TCP listener on 127.0.0.1 that never reads unless told to; its
  * port number goes into *port. */
-static int raw_listener(uint16_t *port) {
-    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    assert_int_equal(bind(lfd, (struct sockaddr *)&a, sizeof a), 0);
-    assert_int_equal(listen(lfd, 4), 0);
-    socklen_t alen = sizeof a;
-    assert_int_equal(getsockname(lfd, (struct sockaddr *)&a, &alen), 0);
-    *port = ntohs(a.sin_port);
-    return lfd;
-}
-
 /* A forked child that sends through its parent's remote port opens its
  * own connection; the parent's keeps working, in order. */
 static void test_fork_child_uses_its_own_connection(void **state) {
@@ -499,7 +489,7 @@ static void test_fork_child_uses_its_own_connection(void **state) {
  * the parent's next message comes on the same connection). */
 static void test_fork_child_invalidating_leaves_the_parent_connected(void **state) {
     uint16_t port;
-    int lfd = raw_listener(&port);
+    int lfd = rl_test_raw_listener(0, 4, &port);
     RLSocketPortRef remote = RLSocketPortCreateRemote(NULL, "127.0.0.1", port);
     assert_true(RLSocketPortSendBeforeDate(remote, in_seconds(5), 1, NULL, 0, NULL));
     int conn = accept(lfd, NULL, NULL);
@@ -571,11 +561,6 @@ static void test_peer_death_invalidates_the_remote(void **state) {
 
 /* ---- bad peers ---- */
 
-static void put32(uint8_t *p, uint32_t v) {
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
 /* A frame as the wire format defines it (rl_wire.h), built by hand. */
 static size_t frame(uint8_t *out, uint8_t kind, uint32_t msgid, int n, const uint8_t *types, const char **parts) {
     size_t off = 24;
@@ -583,7 +568,7 @@ static size_t frame(uint8_t *out, uint8_t kind, uint32_t msgid, int n, const uin
         size_t len = strlen(parts[i]);
         out[off] = types[i];
         out[off + 1] = out[off + 2] = out[off + 3] = 0;
-        put32(out + off + 4, (uint32_t)len);
+        rl_test_put32(out + off + 4, (uint32_t)len);
         memcpy(out + off + 8, parts[i], len);
         off += 8 + len;
     }
@@ -591,27 +576,11 @@ static size_t frame(uint8_t *out, uint8_t kind, uint32_t msgid, int n, const uin
     out[4] = 1;
     out[5] = kind;
     out[6] = out[7] = 0;
-    put32(out + 8, msgid);
-    put32(out + 12, 0);
-    put32(out + 16, (uint32_t)n);
-    put32(out + 20, (uint32_t)(off - 24));
+    rl_test_put32(out + 8, msgid);
+    rl_test_put32(out + 12, 0);
+    rl_test_put32(out + 16, (uint32_t)n);
+    rl_test_put32(out + 20, (uint32_t)(off - 24));
     return off;
-}
-
-static int raw_connect(uint16_t port) {
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    assert_true(fd >= 0);
-    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
-    return fd;
-}
-
-static size_t dropped_of(RLSocketPortRef p) {
-    char *d = RLCopyDescription(p);
-    const char *at = strstr(d, "dropped ");
-    size_t n = at ? strtoul(at + 8, NULL, 10) : 0;
-    free(d);
-    return n;
 }
 
 static void test_bad_peers_are_dropped_and_others_served(void **state) {
@@ -627,10 +596,10 @@ static void test_bad_peers_are_dropped_and_others_served(void **state) {
     uint8_t buf[8192];
     int fds[6];
     /* not our protocol */
-    fds[0] = raw_connect(port);
+    fds[0] = rl_test_raw_connect(port);
     assert_int_equal(write(fds[0], "GET / HTTP/1.0\r\n\r\n", 18), 18);
     /* a frame over the port's limit */
-    fds[1] = raw_connect(port);
+    fds[1] = rl_test_raw_connect(port);
     const char *big[2] = {"", NULL};
     char *huge = malloc(5000);
     memset(huge, 'x', 4999);
@@ -640,25 +609,25 @@ static void test_bad_peers_are_dropped_and_others_served(void **state) {
     free(huge);
     assert_int_equal(write(fds[1], buf, n), (ssize_t)n);
     /* a port component that names nothing */
-    fds[2] = raw_connect(port);
+    fds[2] = rl_test_raw_connect(port);
     n = frame(buf, 1, 0, 2, (const uint8_t[]){2, 2}, (const char *[]){"", "no port here"});
     assert_int_equal(write(fds[2], buf, n), (ssize_t)n);
     /* a request frame (socket ports take one-way messages only) */
-    fds[3] = raw_connect(port);
+    fds[3] = rl_test_raw_connect(port);
     n = frame(buf, 2, 0, 1, (const uint8_t[]){2}, (const char *[]){""});
     assert_int_equal(write(fds[3], buf, n), (ssize_t)n);
     /* half a frame, then silence */
-    fds[4] = raw_connect(port);
+    fds[4] = rl_test_raw_connect(port);
     n = frame(buf, 1, 0, 2, (const uint8_t[]){2, 1}, (const char *[]){"", "cut short"});
     assert_int_equal(write(fds[4], buf, n - 3), (ssize_t)(n - 3));
     /* a well-formed frame from a raw peer is served */
-    fds[5] = raw_connect(port);
+    fds[5] = rl_test_raw_connect(port);
     n = frame(buf, 1, 0, 2, (const uint8_t[]){2, 1}, (const char *[]){"", "message 0"});
     assert_int_equal(write(fds[5], buf, n), (ssize_t)n);
     double end = rl_test_now() + 20;
-    while ((dropped_of(local) < 5 || b.n < 1) && rl_test_now() < end)
+    while ((rl_test_dropped_of(local) < 5 || b.n < 1) && rl_test_now() < end)
         RLRunLoopRunInMode(kRLRunLoopDefaultMode, 0.1, true);
-    assert_int_equal(dropped_of(local), 5);
+    assert_int_equal(rl_test_dropped_of(local), 5);
     assert_int_equal(b.n, 1);
     char *d = RLCopyDescription(local);
     assert_non_null(strstr(d, "stalled mid-frame")); /* the last one dropped */
@@ -692,7 +661,7 @@ static void test_bad_peers_are_dropped_and_others_served(void **state) {
  * limit date, and the port stays valid. */
 static void test_send_times_out_when_the_receiver_does_not_read(void **state) {
     uint16_t port;
-    int lfd = raw_listener(&port);
+    int lfd = rl_test_raw_listener(0, 4, &port);
     RLSocketPortRef remote = RLSocketPortCreateRemote(NULL, "127.0.0.1", port);
     size_t big = 32u << 20;
     uint8_t *bytes = calloc(1, big);
@@ -732,7 +701,7 @@ static void *send_big(void *arg) {
 
 static void test_invalidate_wakes_a_blocked_send(void **state) {
     uint16_t port;
-    int lfd = raw_listener(&port);
+    int lfd = rl_test_raw_listener(0, 4, &port);
     blocked_send b = {RLSocketPortCreateRemote(NULL, "127.0.0.1", port), NULL, true, 0, 0};
     size_t big = 32u << 20;
     uint8_t *bytes = calloc(1, big);

@@ -3,6 +3,7 @@
  * connection while its listener stays open, and senders of messages with
  * very many components (the per-port component cap, and the decoding of a
  * large message in time linear in its size). */
+#include "netutil.h"
 #include "testutil.h"
 
 #include <crunloop/RLSocketPort.h>
@@ -19,18 +20,6 @@
 #include <unistd.h>
 
 static RLAbsoluteTime in_seconds(double s) { return RLAbsoluteTimeGetCurrent() + s; }
-
-static int raw_listener(uint16_t *port) {
-    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    assert_true(lfd >= 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    assert_int_equal(bind(lfd, (struct sockaddr *)&a, sizeof a), 0);
-    assert_int_equal(listen(lfd, 16), 0);
-    socklen_t alen = sizeof a;
-    assert_int_equal(getsockname(lfd, (struct sockaddr *)&a, &alen), 0);
-    *port = ntohs(a.sin_port);
-    return lfd;
-}
 
 /* Waits (at most 10 s) for a connection on a non-blocking listener. */
 static int accept_one(int lfd) {
@@ -57,7 +46,7 @@ static void on_invalid(RLSocketPortRef port, void *info) { inval_calls++; }
  * once, and no new connection is made behind the caller's back. */
 static void peer_ends_the_connection(bool reset) {
     uint16_t port;
-    int lfd = raw_listener(&port);
+    int lfd = rl_test_raw_listener(SOCK_NONBLOCK, 16, &port);
     RLSocketPortRef remote = RLSocketPortCreateRemote(NULL, "127.0.0.1", port);
     assert_non_null(remote);
     inval_calls = 0;
@@ -109,11 +98,6 @@ static void test_peer_rst_invalidates_the_remote(void **state) { peer_ends_the_c
 
 /* ---- many components ---- */
 
-static void put32(uint8_t *p, uint32_t v) {
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
 /* A one-way frame (rl_wire.h) with an empty reply port and n port
  * components "127.0.0.1:<first + i>" (ports wrap within 1..65535), built
  * by hand as a hostile sender would. Sets *len; free() it. */
@@ -124,14 +108,14 @@ static uint8_t *many_ports_frame(uint32_t n, uint32_t first, size_t *len) {
     size_t off = 24;
     f[off] = 2;
     f[off + 1] = f[off + 2] = f[off + 3] = 0;
-    put32(f + off + 4, 0);
+    rl_test_put32(f + off + 4, 0);
     off += 8;
     for (uint32_t i = 0; i < n; i++) {
         char t[24];
         int tl = snprintf(t, sizeof t, "127.0.0.1:%u", (unsigned)((first + i - 1) % 65535 + 1));
         f[off] = 2;
         f[off + 1] = f[off + 2] = f[off + 3] = 0;
-        put32(f + off + 4, (uint32_t)tl);
+        rl_test_put32(f + off + 4, (uint32_t)tl);
         memcpy(f + off + 8, t, (size_t)tl);
         off += 8 + (size_t)tl;
     }
@@ -139,20 +123,12 @@ static uint8_t *many_ports_frame(uint32_t n, uint32_t first, size_t *len) {
     f[4] = 1;
     f[5] = 1;
     f[6] = f[7] = 0;
-    put32(f + 8, 7);
-    put32(f + 12, 0);
-    put32(f + 16, n + 1);
-    put32(f + 20, (uint32_t)(off - 24));
+    rl_test_put32(f + 8, 7);
+    rl_test_put32(f + 12, 0);
+    rl_test_put32(f + 16, n + 1);
+    rl_test_put32(f + 20, (uint32_t)(off - 24));
     *len = off;
     return f;
-}
-
-static int raw_connect(uint16_t port) {
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    assert_true(fd >= 0);
-    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
-    return fd;
 }
 
 /* Writes all of buf to a blocking socket. */
@@ -187,14 +163,6 @@ static void inbox_handler(RLSocketPortRef local, uint32_t msgid, const RLTypeRef
         }
 }
 
-static size_t dropped_of(RLSocketPortRef p) {
-    char *d = RLCopyDescription(p);
-    const char *at = strstr(d, "dropped ");
-    size_t n = at ? strtoul(at + 8, NULL, 10) : 0;
-    free(d);
-    return n;
-}
-
 static void run_until(bool (*done)(void *), void *arg, double seconds) {
     double end = rl_test_now() + seconds;
     while (!done(arg) && rl_test_now() < end)
@@ -210,7 +178,7 @@ typedef struct drop_wait {
 
 static bool dropped_and_served(void *arg) {
     drop_wait *w = arg;
-    return dropped_of(w->port) >= w->want && w->b->n >= w->want_n;
+    return rl_test_dropped_of(w->port) >= w->want && w->b->n >= w->want_n;
 }
 
 static RLSocketPortRef serving_port(inbox *b, RLRunLoopSourceRef *src) {
@@ -241,16 +209,16 @@ static void test_over_the_component_cap_is_dropped(void **state) {
     uint16_t port = RLSocketPortGetPort(local);
     size_t len;
     uint8_t *over = many_ports_frame(101, 1000, &len);
-    int bad = raw_connect(port);
+    int bad = rl_test_raw_connect(port);
     write_all(bad, over, len);
     free(over);
     uint8_t *at_cap = many_ports_frame(100, 1000, &len);
-    int good = raw_connect(port);
+    int good = rl_test_raw_connect(port);
     write_all(good, at_cap, len);
     free(at_cap);
     drop_wait w = {local, 1, &b, 1};
     run_until(dropped_and_served, &w, 20);
-    assert_int_equal(dropped_of(local), 1);
+    assert_int_equal(rl_test_dropped_of(local), 1);
     assert_int_equal(b.n, 1);
     assert_int_equal(b.last_count, 100);
     assert_false(b.bad);
@@ -281,7 +249,7 @@ static void test_over_the_component_cap_is_dropped(void **state) {
     free(six);
     drop_wait w3 = {local, 2, &b, 2};
     run_until(dropped_and_served, &w3, 20);
-    assert_int_equal(dropped_of(local), 2);
+    assert_int_equal(rl_test_dropped_of(local), 2);
     assert_int_equal(b.n, 2);
     d = RLCopyDescription(local);
     assert_non_null(strstr(d, "a message of 6 components exceeds the port's limit of 5"));
@@ -302,12 +270,12 @@ static void test_over_the_cap_is_refused_on_the_header(void **state) {
     assert_true(RLSocketPortSetMaxComponents(local, 10));
     size_t len;
     uint8_t *over = many_ports_frame(11, 1000, &len);
-    int fd = raw_connect(RLSocketPortGetPort(local));
+    int fd = rl_test_raw_connect(RLSocketPortGetPort(local));
     write_all(fd, over, 24); /* the header only */
     free(over);
     drop_wait w = {local, 1, &b, 0};
     run_until(dropped_and_served, &w, 10);
-    assert_int_equal(dropped_of(local), 1);
+    assert_int_equal(rl_test_dropped_of(local), 1);
     assert_int_equal(b.n, 0);
     char *d = RLCopyDescription(local);
     assert_non_null(strstr(d, "more components than the receiver accepts"));
@@ -316,7 +284,7 @@ static void test_over_the_cap_is_refused_on_the_header(void **state) {
     assert_true(read(fd, &c, 1) <= 0);
     close(fd);
     /* a raised cap applies to connections already open */
-    fd = raw_connect(RLSocketPortGetPort(local));
+    fd = rl_test_raw_connect(RLSocketPortGetPort(local));
     drop_wait idle = {local, 1, &b, 0};
     run_until(dropped_and_served, &idle, 0.3); /* the port takes the connection */
     assert_true(RLSocketPortSetMaxComponents(local, 11));
@@ -358,12 +326,12 @@ static void test_default_cap(void **state) {
     RLSocketPortRef local = serving_port(&b, &src);
     size_t len;
     uint8_t *over = many_ports_frame(RL_SOCKET_PORT_DEFAULT_MAX_COMPONENTS + 1, 1000, &len);
-    int fd = raw_connect(RLSocketPortGetPort(local));
+    int fd = rl_test_raw_connect(RLSocketPortGetPort(local));
     write_all(fd, over, len);
     free(over);
     drop_wait w = {local, 1, &b, 0};
     run_until(dropped_and_served, &w, 20);
-    assert_int_equal(dropped_of(local), 1);
+    assert_int_equal(rl_test_dropped_of(local), 1);
     assert_int_equal(b.n, 0);
     close(fd);
     stop_serving(local, src);
@@ -392,7 +360,7 @@ static void test_many_components_are_decoded(void **state) {
     RLRunLoopSourceRef src;
     RLSocketPortRef local = serving_port(&b, &src);
     assert_true(RLSocketPortSetMaxComponents(local, N));
-    big_write bw = {raw_connect(RLSocketPortGetPort(local)), NULL, 0};
+    big_write bw = {rl_test_raw_connect(RLSocketPortGetPort(local)), NULL, 0};
     int fd = bw.fd;
     bw.bytes = many_ports_frame(N, 1000, &bw.len);
     pthread_t writer; /* the frame may be more than the socket buffers hold */
@@ -408,7 +376,7 @@ static void test_many_components_are_decoded(void **state) {
         fail_msg("decoding one message of %d components took %.1f s", N, took);
     assert_int_equal(b.last_count, N);
     assert_false(b.bad);
-    assert_int_equal(dropped_of(local), 0);
+    assert_int_equal(rl_test_dropped_of(local), 0);
     close(fd);
     stop_serving(local, src);
 }

@@ -13,6 +13,7 @@
  * accepted silently; every accepted request is answered with a reply
  * frame carrying its msgid and seq, and nothing else is ever written.
  */
+#include "frames.h"
 #include "rl_fuzz.h"
 
 #include <stdio.h>
@@ -74,17 +75,8 @@ static void expect_reply(int fd, rl_wire_reader *rd, bool want, int32_t msgid, u
 
 static void dispatch_one(rl_conn *c, int other, rl_wire_reader *replies, rl_wire_frame *f) {
     /* the handler compares with a copy: dispatch takes the frame over */
-    rl_wire_frame copy = *f;
-    size_t blen = f->h.bodylen;
-    copy.body = malloc(blen ? blen : 1);
-    copy.comps = malloc((f->h.ncomp ? f->h.ncomp : 1) * sizeof *copy.comps);
-    check(copy.body && copy.comps, "malloc");
-    if (blen)
-        memcpy(copy.body, f->body, blen);
-    for (uint32_t i = 0; i < f->h.ncomp; i++) {
-        copy.comps[i] = f->comps[i];
-        copy.comps[i].bytes = copy.body + (f->comps[i].bytes - f->body);
-    }
+    rl_wire_frame copy;
+    frame_copy(&copy, f);
     g_now.f = &copy;
     g_now.calls = 0;
     const char *why = NULL;
@@ -95,8 +87,7 @@ static void dispatch_one(rl_conn *c, int other, rl_wire_reader *replies, rl_wire
     check(!ok || served || copy.h.kind == RL_WIRE_HELLO, "a reply frame accepted");
     expect_reply(other, replies, ok && copy.h.kind == RL_WIRE_REQUEST, copy.h.msgid, copy.h.seq);
     g_now.f = NULL;
-    free(copy.body);
-    free(copy.comps);
+    frame_copy_free(&copy);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -123,20 +114,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     rl__wire_reader_init(&r, 1u << 16);
     rl__wire_reader_init(&replies, 1u << 16);
     size_t pos = 0;
-    while (pos < size) {
-        uint8_t *at;
-        size_t want;
-        rl__wire_want(&r, &at, &want);
-        size_t n = want < size - pos ? want : size - pos;
-        memcpy(at, data + pos, n);
-        pos += n;
-        bool done;
-        if (rl__wire_got(&r, n, &done) != RL_WIRE_OK)
-            break; /* the server drops the connection here */
-        if (!done)
-            continue;
-        rl_wire_frame f;
-        rl__wire_take(&r, &f);
+    rl_wire_frame f;
+    while (frame_next(&r, data, size, &pos, &f)) {
         dispatch_one(&c, sv[1], &replies, &f);
         check(c.out == NULL, "a reply left queued"); /* replies are small: the socket takes them */
     }

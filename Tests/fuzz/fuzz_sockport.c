@@ -15,6 +15,7 @@
  * valid remote port with a non-zero TCP port), and the reply port is a
  * remote port or NULL.
  */
+#include "frames.h"
 #include "rl_fuzz.h"
 
 #include <arpa/inet.h>
@@ -83,17 +84,8 @@ static void peer_addr(uint8_t which, rl_conn *c) {
 
 static void dispatch_one(rl_conn *c, rl_wire_frame *f) {
     /* the handler compares with a copy: dispatch takes the frame over */
-    rl_wire_frame copy = *f;
-    size_t blen = f->h.bodylen;
-    copy.body = malloc(blen ? blen : 1);
-    copy.comps = malloc((f->h.ncomp ? f->h.ncomp : 1) * sizeof *copy.comps);
-    check(copy.body && copy.comps, "malloc");
-    if (blen)
-        memcpy(copy.body, f->body, blen);
-    for (uint32_t i = 0; i < f->h.ncomp; i++) {
-        copy.comps[i] = f->comps[i];
-        copy.comps[i].bytes = copy.body + (f->comps[i].bytes - f->body);
-    }
+    rl_wire_frame copy;
+    frame_copy(&copy, f);
     g_now.f = &copy;
     g_now.calls = 0;
     const char *why = NULL;
@@ -101,8 +93,7 @@ static void dispatch_one(rl_conn *c, rl_wire_frame *f) {
     check(ok || why != NULL, "a refused frame without a reason");
     check(g_now.calls == (ok ? 1 : 0), "the handler ran for a refused frame, or not for an accepted one");
     g_now.f = NULL;
-    free(copy.body);
-    free(copy.comps);
+    frame_copy_free(&copy);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -132,20 +123,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         size = len;
     }
     size_t pos = 0;
-    while (pos < size) {
-        uint8_t *at;
-        size_t want;
-        rl__wire_want(&r, &at, &want);
-        size_t n = want < size - pos ? want : size - pos;
-        memcpy(at, data + pos, n);
-        pos += n;
-        bool done;
-        if (rl__wire_got(&r, n, &done) != RL_WIRE_OK)
-            break; /* the server drops the connection here */
-        if (!done)
-            continue;
-        rl_wire_frame f;
-        rl__wire_take(&r, &f);
+    rl_wire_frame f;
+    while (frame_next(&r, data, size, &pos, &f)) {
         dispatch_one(&c, &f);
     }
     rl__wire_reader_free(&r);

@@ -27,3 +27,13 @@ void rl_test_uncount_wakes(RLRunLoopObserverRef o) {
     RLRunLoopObserverInvalidate(o);
     RLRelease(o);
 }
+
+void rl_test_assert_quiet(const char *mode, int (*count)(void)) {
+    int before = count();
+    long wakes = 0;
+    RLRunLoopObserverRef o = rl_test_count_wakes(mode, &wakes);
+    assert_int_equal(RLRunLoopRunInMode(mode, 0.2, false), kRLRunLoopRunTimedOut);
+    assert_true(wakes <= 2);
+    assert_int_equal(count(), before);
+    rl_test_uncount_wakes(o);
+}

@@ -15,5 +15,9 @@ void rl_test_fd_drop(RLFileDescriptorRef f, RLRunLoopSourceRef s);
  * into *wakes until rl_test_uncount_wakes. */
 RLRunLoopObserverRef rl_test_count_wakes(const char *mode, long *wakes);
 void rl_test_uncount_wakes(RLRunLoopObserverRef o);
+/* Runs `mode` of the current loop for 0.2 s (kept from being empty by the
+ * caller) and asserts that it delivered nothing (count() the same after as
+ * before) and slept: it timed out after two wake-ups at most, not a spin. */
+void rl_test_assert_quiet(const char *mode, int (*count)(void));
 
 #endif

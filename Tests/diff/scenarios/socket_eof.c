@@ -19,18 +19,7 @@
 #include <unistd.h>
 
 static int events;
-static int held; /* the context's retains minus its releases */
 static bool invalidate_at_end;
-
-static const void *ctx_retain(const void *info) {
-    held++;
-    return info;
-}
-
-static void ctx_release(const void *info) {
-    (void)info;
-    held--;
-}
 
 static void callback(CFSocketRef s, CFSocketCallBackType type, CFDataRef address, const void *data, void *info) {
     (void)address;
@@ -71,7 +60,7 @@ static void run_quiet(const char *label) {
 
 /* A socket on fd with `types`, its source in the default mode. */
 static CFSocketRef scheduled(int fd, CFOptionFlags types, const char *who, CFRunLoopSourceRef *src) {
-    CFSocketContext ctx = {0, (void *)who, ctx_retain, ctx_release, NULL};
+    CFSocketContext ctx = {0, (void *)who, held_retain, held_release, NULL};
     CFSocketRef s = CFSocketCreateWithNative(NULL, fd, types, callback, &ctx);
     *src = CFSocketCreateRunLoopSource(NULL, s, 0);
     CFRunLoopAddSource(CFRunLoopGetCurrent(), *src, kCFRunLoopDefaultMode);
@@ -80,13 +69,13 @@ static CFSocketRef scheduled(int fd, CFOptionFlags types, const char *who, CFRun
 
 static void show(CFSocketRef s, CFRunLoopSourceRef src, int fd) {
     trace("after: valid %d, native %d, source valid %d, context held %d, fd %s", CFSocketIsValid(s),
-          CFSocketGetNative(s) == -1 ? -1 : 0, CFRunLoopSourceIsValid(src), held,
+          CFSocketGetNative(s) == -1 ? -1 : 0, CFRunLoopSourceIsValid(src), held_count,
           fcntl(fd, F_GETFD) >= 0 ? "open" : "closed");
 }
 
 static void finish(CFSocketRef s, CFRunLoopSourceRef src) {
     CFSocketInvalidate(s);
-    trace("invalidated again: context held %d", held);
+    trace("invalidated again: context held %d", held_count);
     CFRelease(src);
     CFRelease(s);
 }
@@ -109,6 +98,30 @@ static void tcp_pair(int *client, int *server) {
     close(l);
 }
 
+/* Closes fd with a zero linger time: the connection is reset. */
+static void close_with_reset(int fd) {
+    struct linger lg = {1, 0};
+    setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+    close(fd);
+}
+
+/* A Unix stream pair whose peer closes: a socket with `types` (and
+ * `flags`, if any) on the kept end (*fd), run until its callback came,
+ * then shown. */
+static CFSocketRef after_peer_closes(CFOptionFlags types, CFOptionFlags flags, const char *who, int *fd,
+                                     CFRunLoopSourceRef *src) {
+    int sv[2];
+    socketpair(AF_UNIX, SOCK_STREAM, 0, sv);
+    CFSocketRef s = scheduled(sv[0], types, who, src);
+    if (flags)
+        CFSocketSetSocketFlags(s, flags);
+    close(sv[1]);
+    run_for(1);
+    show(s, *src, sv[0]);
+    *fd = sv[0];
+    return s;
+}
+
 void scenario(void) {
     CFRunLoopSourceRef src;
     int sv[2];
@@ -116,7 +129,7 @@ void scenario(void) {
     trace("-- Data callback, the peer closes");
     socketpair(AF_UNIX, SOCK_STREAM, 0, sv);
     CFSocketRef s = scheduled(sv[0], kCFSocketDataCallBack, "S", &src);
-    trace("context held %d", held);
+    trace("context held %d", held_count);
     write(sv[1], "hi", 2);
     run_for(1);
     close(sv[1]);
@@ -129,52 +142,36 @@ void scenario(void) {
     int client, server;
     tcp_pair(&client, &server);
     s = scheduled(server, kCFSocketDataCallBack, "T", &src);
-    struct linger lg = {1, 0};
-    setsockopt(client, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
-    close(client);
+    close_with_reset(client);
     run_for(1);
     show(s, src, server);
     run_quiet("after the reset");
     finish(s, src);
 
+    int fd;
     trace("-- without CloseOnInvalidate");
-    socketpair(AF_UNIX, SOCK_STREAM, 0, sv);
-    s = scheduled(sv[0], kCFSocketDataCallBack, "K", &src);
-    CFSocketSetSocketFlags(s, kCFSocketAutomaticallyReenableDataCallBack);
-    close(sv[1]);
-    run_for(1);
-    show(s, src, sv[0]);
-    close(sv[0]);
+    s = after_peer_closes(kCFSocketDataCallBack, kCFSocketAutomaticallyReenableDataCallBack, "K", &fd, &src);
+    close(fd);
     finish(s, src);
 
     trace("-- the callback invalidates at the end");
-    socketpair(AF_UNIX, SOCK_STREAM, 0, sv);
-    s = scheduled(sv[0], kCFSocketDataCallBack, "I", &src);
     invalidate_at_end = true;
-    close(sv[1]);
-    run_for(1);
+    s = after_peer_closes(kCFSocketDataCallBack, 0, "I", &fd, &src);
     invalidate_at_end = false;
-    show(s, src, sv[0]);
     finish(s, src);
 
     trace("-- Read callback, the peer closes");
-    socketpair(AF_UNIX, SOCK_STREAM, 0, sv);
-    s = scheduled(sv[0], kCFSocketReadCallBack, "R", &src);
     /* Not re-enabled: CF reports a closed stream readable on every wake. */
-    CFSocketSetSocketFlags(s, kCFSocketCloseOnInvalidate);
-    close(sv[1]);
-    run_for(1);
-    show(s, src, sv[0]);
+    s = after_peer_closes(kCFSocketReadCallBack, kCFSocketCloseOnInvalidate, "R", &fd, &src);
     finish(s, src);
-    trace("fd after invalidating: %s", fcntl(sv[0], F_GETFD) >= 0 ? "open" : "closed");
+    trace("fd after invalidating: %s", fcntl(fd, F_GETFD) >= 0 ? "open" : "closed");
 
     for (int leave = 0; leave <= 1; leave++) {
         trace("-- Read callback, the peer resets the connection (LeaveErrors %d)", leave);
         tcp_pair(&client, &server);
         s = scheduled(server, kCFSocketReadCallBack, leave ? "L" : "E", &src);
         CFSocketSetSocketFlags(s, kCFSocketCloseOnInvalidate | (leave ? kCFSocketLeaveErrors : 0));
-        setsockopt(client, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
-        close(client);
+        close_with_reset(client);
         run_for(1);
         CFSocketEnableCallBacks(s, kCFSocketReadCallBack);
         run_for(1);

@@ -16,17 +16,6 @@
 #include <unistd.h>
 
 static int events, accepts, connects;
-static int held;
-
-static const void *ctx_retain(const void *info) {
-    held++;
-    return info;
-}
-
-static void ctx_release(const void *info) {
-    (void)info;
-    held--;
-}
 
 static void callback(CFSocketRef s, CFSocketCallBackType type, CFDataRef address, const void *data, void *info) {
     (void)s, (void)address;
@@ -100,10 +89,10 @@ static bool same_bytes(CFDataRef a, CFDataRef b) {
 
 /* A connected socket for sig with `timeout`: traced, then dropped. */
 static void connect_with(const char *label, const CFSocketSignature *sig, CFTimeInterval timeout) {
-    CFSocketContext ctx = {0, (void *)label, ctx_retain, ctx_release, NULL};
+    CFSocketContext ctx = {0, (void *)label, held_retain, held_release, NULL};
     CFSocketRef s = CFSocketCreateConnectedToSocketSignature(NULL, sig, kCFSocketConnectCallBack, callback, &ctx,
                                                              timeout);
-    trace("%s: %s, context held %d", label, s ? "a socket" : "NULL", held);
+    trace("%s: %s, context held %d", label, s ? "a socket" : "NULL", held_count);
     if (!s)
         return;
     schedule(s);
@@ -114,15 +103,15 @@ static void connect_with(const char *label, const CFSocketSignature *sig, CFTime
     if (peer)
         CFRelease(peer);
     drop(s);
-    trace("%s: dropped, context held %d", label, held);
+    trace("%s: dropped, context held %d", label, held_count);
 }
 
 void scenario(void) {
     CFDataRef any = loopback(0);
-    CFSocketContext lctx = {0, "listener", ctx_retain, ctx_release, NULL};
+    CFSocketContext lctx = {0, "listener", held_retain, held_release, NULL};
     CFSocketSignature lsig = {PF_INET, SOCK_STREAM, IPPROTO_TCP, any};
     CFSocketRef l = CFSocketCreateWithSocketSignature(NULL, &lsig, kCFSocketAcceptCallBack, callback, &lctx);
-    trace("listener: %s, valid %d, context held %d", l ? "a socket" : "NULL", l && CFSocketIsValid(l), held);
+    trace("listener: %s, valid %d, context held %d", l ? "a socket" : "NULL", l && CFSocketIsValid(l), held_count);
     schedule(l);
     CFDataRef addr = CFSocketCopyAddress(l);
     struct sockaddr_in sin;
@@ -142,23 +131,23 @@ void scenario(void) {
 
     trace("-- the address in use");
     CFSocketSignature taken = {PF_INET, SOCK_STREAM, IPPROTO_TCP, addr};
-    CFSocketContext tctx = {0, "taken", ctx_retain, ctx_release, NULL};
+    CFSocketContext tctx = {0, "taken", held_retain, held_release, NULL};
     int saved = quiet_begin();
     CFSocketRef t = CFSocketCreateWithSocketSignature(NULL, &taken, kCFSocketAcceptCallBack, callback, &tctx);
     quiet_end(saved);
-    trace("in use: %s, context held %d", t ? "a socket" : "NULL", held);
+    trace("in use: %s, context held %d", t ? "a socket" : "NULL", held_count);
     if (t)
         drop(t);
 
     trace("-- an unknown family");
     CFSocketSignature bad = {12345, SOCK_STREAM, 0, any};
     CFSocketRef b = CFSocketCreateWithSocketSignature(NULL, &bad, kCFSocketAcceptCallBack, callback, &tctx);
-    trace("unknown family: %s, context held %d", b ? "a socket" : "NULL", held);
+    trace("unknown family: %s, context held %d", b ? "a socket" : "NULL", held_count);
     if (b)
         drop(b);
 
     drop(l);
-    trace("listener dropped, context held %d", held);
+    trace("listener dropped, context held %d", held_count);
 
     trace("-- nobody listens");
     /* A port bound once and never listened on (not the listener's: CF's

@@ -246,6 +246,18 @@ bool wait_until_waiting(CFRunLoopRef rl) {
     return false;
 }
 
+int held_count;
+
+const void *held_retain(const void *info) {
+    held_count++;
+    return info;
+}
+
+void held_release(const void *info) {
+    (void)info;
+    held_count--;
+}
+
 static void scenario_thread(void *unused) { scenario(); }
 
 /* Defined (true) by the scenarios that must run on the main thread: the

@@ -71,4 +71,11 @@ bool sem_wait_s(sem_t *sem);
 /* Polls CFRunLoopIsWaiting(rl) for up to 10 s. */
 bool wait_until_waiting(CFRunLoopRef rl);
 
+/* A context's references, counted: held_retain adds one to held_count and
+ * held_release takes one off (for the scenarios that trace what a context
+ * still holds). */
+extern int held_count;
+const void *held_retain(const void *info);
+void held_release(const void *info);
+
 #endif
