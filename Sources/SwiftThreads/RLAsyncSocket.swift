@@ -310,7 +310,9 @@ private final class ServerCore: @unchecked Sendable {
 /// - Cancelling a task that is reading ``inbound`` or suspended in a write
 ///   closes the connection (the write throws `CancellationError`).
 /// - Once written shut and read to its end, the connection releases its
-///   socket by itself; dropping the last reference closes it.
+///   socket by itself; dropping the last reference closes it, but after
+///   ``shutdownWrite()`` only once the bytes still queued are sent (or
+///   sending them fails).
 public final class RLAsyncConnection: Sendable {
     let core: ConnectionCore
     private let host: RLAsyncLoopHost
@@ -342,7 +344,7 @@ public final class RLAsyncConnection: Sendable {
         self.inbound = Inbound(core: core)
     }
 
-    deinit { core.close() }
+    deinit { core.detach(host: host) }
 
     static func checkWatermarks(high: Int, low: Int) throws(RLError) {
         guard high >= 1, low >= 0, low <= high else {
@@ -527,6 +529,11 @@ final class ConnectionCore: @unchecked Sendable {
 
     // Connecting.
     private var connectWaiter: CheckedContinuation<Void, any Error>?
+
+    /// Set when the connection's last reference went while a
+    /// shutdownWrite's bytes still waited unsent: the core keeps itself
+    /// and the loop's host alive until they are sent, then closes.
+    private var lingering: (ConnectionCore, RLAsyncLoopHost)?
 
     init(high: Int, low: Int) {
         self.high = high
@@ -719,12 +726,34 @@ final class ConnectionCore: @unchecked Sendable {
 
     /// On the loop's thread: the socket takes bytes again.
     private func drained() {
-        let (wake, release) = mutex.locked { () -> ([Writer], RLSocket?) in
+        let (wake, release, finished) = mutex.locked { () -> ([Writer], RLSocket?, (ConnectionCore, RLAsyncLoopHost)?) in
             writeArmed = false
-            return flushLocked()
+            let (wake, release) = flushLocked()
+            var finished: (ConnectionCore, RLAsyncLoopHost)?
+            if lingering != nil && (shutDown || writeError != nil || closed) {
+                finished = lingering
+                lingering = nil
+            }
+            return (wake, release, finished)
         }
         for writer in wake { writer.resume() }
         release?.invalidate()
+        if finished != nil { close() }
+        _ = finished
+    }
+
+    /// The connection's last reference is gone. Closing now would drop
+    /// the bytes a ``shutdownWrite()`` left queued (the peer would read an
+    /// orderly end after a lost tail): while there are such bytes the core
+    /// lives on, with the loop that sends them, until they are sent (or
+    /// the send fails), and closes then. Otherwise it closes now.
+    func detach(host: RLAsyncLoopHost) {
+        let linger = mutex.locked { () -> Bool in
+            guard !closed, shutdownRequested, !shutDown, writeError == nil else { return false }
+            lingering = (self, host)
+            return true
+        }
+        if !linger { close() }
     }
 
     /// Sends what the socket takes (under the lock); returns the writers to
@@ -811,8 +840,11 @@ final class ConnectionCore: @unchecked Sendable {
     // MARK: Close
 
     func close() {
+        var kept: (ConnectionCore, RLAsyncLoopHost)?
         let (socket, reader, writers, connect) = mutex.locked {
             () -> (RLSocket?, Reader?, [Writer], CheckedContinuation<Void, any Error>?) in
+            kept = lingering
+            lingering = nil
             let wasOpen = !closed
             closed = true
             fd = -1
@@ -836,5 +868,6 @@ final class ConnectionCore: @unchecked Sendable {
         let closedError = RLError(code: .invalidObject, message: "RLAsyncConnection: the connection is closed")
         for writer in writers { writer.resume(throwing: closedError) }
         connect?.resume(throwing: CancellationError())
+        _ = kept
     }
 }

@@ -378,6 +378,49 @@ struct AsyncServerTests {
         server.close()
     }
 
+    @Test("an echo that half-closes and drops its connection with bytes still queued loses none of them (late reader)")
+    func droppedAfterShutdownWriteSendsTheTail() async throws {
+        // The server's echo task ends right after shutdownWrite(), which
+        // drops its connection while the echo's tail still waits unsent
+        // (the client has not read yet): that tail must still go out
+        // before the end of the stream.
+        let server = try RLAsyncServer(listeningOn: .ipv4(loopbackPort: 0), highWatermark: 8 * 1024 * 1024,
+                                       lowWatermark: 16 * 1024)
+        let port = try #require(server.address?.port)
+        let serving = Task { try await echo(server) }
+        let block = (0..<(64 * 1024)).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 8) }
+        let count = 128
+        for iteration in 0..<30 {
+            let echoed = try await within {
+                let client = try await RLAsyncConnection.connect(to: .ipv4(loopbackPort: port),
+                                                                 highWatermark: 16 * 1024, lowWatermark: 4 * 1024)
+                for index in 0..<count {
+                    var chunk = block
+                    chunk[0] = UInt8(truncatingIfNeeded: index)
+                    try await client.write(chunk)
+                }
+                client.shutdownWrite()
+                // Reads late: once the server has read everything, so its
+                // echo task has ended with the tail still queued.
+                _ = await eventually { client.queuedByteCount == 0 }
+                try await Task.sleep(for: .milliseconds(50))
+                return try await readAll(client)
+            }
+            #expect(echoed.count == count * block.count, "iteration \(iteration)")
+            guard echoed.count == count * block.count else { break }
+            let mismatched = (0..<count).first { index in
+                var chunk = block
+                chunk[0] = UInt8(truncatingIfNeeded: index)
+                return echoed.withUnsafeBytes { all in
+                    chunk.withUnsafeBytes { memcmp(all.baseAddress! + index * block.count, $0.baseAddress!, $0.count) != 0 }
+                }
+            }
+            #expect(mismatched == nil, "iteration \(iteration)")
+        }
+        server.close()
+        try await serving.value
+    }
+
     @Test("a Unix-domain server echoes too")
     func unixDomain() async throws {
         let directory = makeTempDirectory("async-unix")
