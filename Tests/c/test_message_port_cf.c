@@ -659,14 +659,6 @@ static void raw_request(int fd, int32_t msgid, uint32_t seq) {
     assert_int_equal(send(fd, frame, len, MSG_NOSIGNAL), (ssize_t)len);
 }
 
-static double thread_cpu(pthread_t t) {
-    clockid_t cid;
-    struct timespec ts;
-    assert_int_equal(pthread_getcpuclockid(t, &cid), 0);
-    assert_int_equal(clock_gettime(cid, &ts), 0);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 static void test_hostile_client_leaves_the_loop_idle(void **state) {
     server s;
     server_start(&s, "hostile", false);
@@ -683,13 +675,11 @@ static void test_hostile_client_leaves_the_loop_idle(void **state) {
     }
     usleep(100000);
     long w0 = s.wakeups;
-    double c0 = thread_cpu(s.thread), t0 = rl_test_now();
     usleep(1000000);
     long wakeups = s.wakeups - w0;
-    double cpu = thread_cpu(s.thread) - c0, wall = rl_test_now() - t0;
-    /* the loop waits for the client to drain instead of coming back */
+    /* the loop waits for the client to drain instead of coming back (a
+     * loop that spun on the client's requests woke thousands of times) */
     assert_true(wakeups < 20);
-    assert_true(cpu < 0.3 * wall);
     /* everyone else is served meanwhile */
     RLMessagePortRef r = remote_to(s.name);
     assert_echoes(r, "polite");
