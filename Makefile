@@ -42,13 +42,18 @@ VARIANT ?=
 # PLAIN=1 builds the same library without its speed tricks (object slabs,
 # the block copier, spinning before sleeping, request pacing): malloc/free,
 # Block_copy, plain futex/epoll waits. Each trick is one RL_PLAIN_* switch
-# (Sources/CRunLoop/internal.h); `make bench-tricks` shows what each buys.
+# (Sources/CRunLoop/base/internal.h); `make bench-tricks` shows what each buys.
 PLAIN ?=
 BUILD ?= build/$(CC_NAME)$(VARIANT)$(if $(filter 1,$(PLAIN)),-plain)
 
 OPT ?= -O2
 SAN ?=
-CPPFLAGS += -Iinclude -ISources/CRunLoop -D_GNU_SOURCE
+# The core's rooms, one folder each (docs/architecture.md): a file includes
+# another room's private header by its bare name.
+RL_ROOMS := base sync kernel loop perform thread io ports
+RL_SRC_DIRS := $(RL_ROOMS:%=Sources/CRunLoop/%)
+RL_INCLUDES := $(RL_SRC_DIRS:%=-I%)
+CPPFLAGS += -Iinclude $(RL_INCLUDES) -D_GNU_SOURCE
 ifeq ($(PLAIN),1)
 CPPFLAGS += -DRL_PLAIN=1
 endif
@@ -89,9 +94,9 @@ BLOCKS_LIBS := -lBlocksRuntime
 LIBS += $(BLOCKS_LIBS)
 endif
 
-SRCS := $(sort $(wildcard Sources/CRunLoop/*.c))
+SRCS := $(sort $(wildcard $(RL_SRC_DIRS:%=%/*.c)))
 OBJS := $(SRCS:Sources/CRunLoop/%.c=$(BUILD)/obj/%.o)
-HDRS := $(wildcard include/crunloop/*.h) $(wildcard Sources/CRunLoop/*.h)
+HDRS := $(wildcard include/crunloop/*.h) $(wildcard $(RL_SRC_DIRS:%=%/*.h))
 STATIC_LIB := $(BUILD)/libcrunloop.a
 SHARED_LIB := $(BUILD)/libcrunloop.so
 

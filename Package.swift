@@ -28,7 +28,15 @@ let package = Package(
             sources: ["Sources/CRunLoop"],
             publicHeadersPath: "include",
             cSettings: [
-                .headerSearchPath("Sources/CRunLoop"),
+                // The core's rooms, one folder each (docs/architecture.md).
+                .headerSearchPath("Sources/CRunLoop/base"),
+                .headerSearchPath("Sources/CRunLoop/sync"),
+                .headerSearchPath("Sources/CRunLoop/kernel"),
+                .headerSearchPath("Sources/CRunLoop/loop"),
+                .headerSearchPath("Sources/CRunLoop/perform"),
+                .headerSearchPath("Sources/CRunLoop/thread"),
+                .headerSearchPath("Sources/CRunLoop/io"),
+                .headerSearchPath("Sources/CRunLoop/ports"),
                 .define("_GNU_SOURCE"),
             ],
             linkerSettings: [

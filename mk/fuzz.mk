@@ -4,7 +4,7 @@
 # build/fuzz/corpus/NAME, which is not committed. Targets link the library
 # built once with the same sanitizers (build/fuzz/libcrunloop-fuzz.a); what
 # they call that no public function reaches is declared in
-# Sources/CRunLoop/rl_fuzz.h.
+# Sources/CRunLoop/base/rl_fuzz.h.
 #   make fuzz                       every target for FUZZ_SECONDS (default 60) each
 #   make fuzz FUZZ_SECONDS=10       a shorter run
 #   make fuzz FUZZ=wire             one target
@@ -14,7 +14,7 @@ FUZZ_SECONDS ?= 60
 FUZZ_ALL := $(patsubst Tests/fuzz/fuzz_%.c,%,$(wildcard Tests/fuzz/fuzz_*.c))
 FUZZ ?= $(FUZZ_ALL)
 FUZZ_BUILD := build/fuzz
-FUZZ_COMMON := -g -O1 -fno-sanitize-recover=undefined -Iinclude -ISources/CRunLoop -D_GNU_SOURCE -std=gnu11 -fblocks
+FUZZ_COMMON := -g -O1 -fno-sanitize-recover=undefined -Iinclude $(RL_INCLUDES) -D_GNU_SOURCE -std=gnu11 -fblocks
 FUZZ_FLAGS := -fsanitize=fuzzer,address,undefined $(FUZZ_COMMON)
 FUZZ_LIB_FLAGS := -fsanitize=fuzzer-no-link,address,undefined $(FUZZ_COMMON)
 FUZZ_OBJS := $(SRCS:Sources/CRunLoop/%.c=$(FUZZ_BUILD)/obj/%.o)

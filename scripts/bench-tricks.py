@@ -60,13 +60,14 @@ ROWS = [
 
 
 def tricks_in_source():
-    text = open("Sources/CRunLoop/internal.h").read()
+    text = open("Sources/CRunLoop/base/internal.h").read()
     for name in sorted(set(re.findall(r"RL_TRICK_(\w+)", text))):
         yield name
     # A trick defined elsewhere (its own private header) counts too.
-    for f in os.listdir("Sources/CRunLoop"):
-        for name in re.findall(r"#define RL_TRICK_(\w+)", open(os.path.join("Sources/CRunLoop", f)).read()):
-            yield name
+    for root, _, files in os.walk("Sources/CRunLoop"):
+        for f in files:
+            for name in re.findall(r"#define RL_TRICK_(\w+)", open(os.path.join(root, f)).read()):
+                yield name
 
 
 def build(variant, defs):

@@ -323,7 +323,7 @@ static int raw_connect(const char *name) {
 }
 
 /* ---- a fake local port: a raw listening socket that speaks the wire
- * format (Sources/CRunLoop/rl_wire.h) and answers a request with a reply
+ * format (Sources/CRunLoop/ports/rl_wire.h) and answers a request with a reply
  * frame chosen by the test ---- */
 
 typedef struct fake_port {

@@ -1,5 +1,5 @@
 /* fuzz_conn.c — libFuzzer target for the connection reader
- * (rl__read_frame in Sources/CRunLoop/rl_conn.c) with its read-ahead: the
+ * (rl__read_frame in Sources/CRunLoop/ports/rl_conn.c) with its read-ahead: the
  * input is a byte stream as a peer would send it, written into a Unix
  * socket pair in pieces while the reader reads the other end. The first
  * byte picks the size of the pieces (whole, 1..15 bytes, or multiples of

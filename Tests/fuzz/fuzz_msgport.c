@@ -1,5 +1,5 @@
 /* fuzz_msgport.c — libFuzzer target for a message port's receiving side
- * (Sources/CRunLoop/RLMessagePort.c, through rl__message_port_dispatch):
+ * (Sources/CRunLoop/ports/RLMessagePort.c, through rl__message_port_dispatch):
  * the check of a frame's kind and components, the hand-over of the data,
  * and the reply to a request.
  *

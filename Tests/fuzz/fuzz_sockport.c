@@ -1,5 +1,5 @@
 /* fuzz_sockport.c — libFuzzer target for a socket port's receiving side
- * (Sources/CRunLoop/RLSocketPort.c, through rl__socket_port_dispatch): the
+ * (Sources/CRunLoop/ports/RLSocketPort.c, through rl__socket_port_dispatch): the
  * check of a frame's kind and components, and the decoding of port
  * components ("host:port", "[v6]:port", "*:port") into remote ports.
  *

@@ -1,5 +1,5 @@
 /* fuzz_wire.c — libFuzzer target for the port message frame reader
- * (Sources/CRunLoop/rl_wire.c). The input is a byte stream as a peer
+ * (Sources/CRunLoop/ports/rl_wire.c). The input is a byte stream as a peer
  * would send it; its first byte picks how the stream is cut into reads
  * (1..16 bytes, or whole), so partial reads are exercised too.
  * Properties checked: the reader never reads or writes out of bounds (ASan),

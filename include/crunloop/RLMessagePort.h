@@ -10,7 +10,7 @@
  *
  * Transport: a stream Unix-domain socket in Linux's abstract namespace
  * named "crunloop.<uid>.<name>" (a long name is shortened to a hash), and
- * framed messages (Sources/CRunLoop/rl_wire.h). Why the abstract
+ * framed messages (Sources/CRunLoop/ports/rl_wire.h). Why the abstract
  * namespace: a name is freed by the kernel the moment its port's socket
  * closes, so a crashed process never leaves a stale name behind, and there
  * is no directory to create, secure or clean. Security: both ends check the

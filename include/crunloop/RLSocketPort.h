@@ -14,7 +14,7 @@
  *
  * Transport: one TCP connection per remote port (opened on its first send,
  * with a non-blocking connect bounded by the send's limit date, reused
- * after), framed as message ports frame theirs (Sources/CRunLoop/rl_wire.h).
+ * after), framed as message ports frame theirs (Sources/CRunLoop/ports/rl_wire.h).
  * Component 0 of a frame is the reply port (empty when there is none); a
  * port travels as "host:port" text ("[v6]:port" for IPv6). A local port
  * bound to every address travels as "*:port", which the receiver reads as
