@@ -82,11 +82,28 @@ void *rl__object_alloc_head(const rl__class *cls, size_t head, size_t tail, cons
     return o;
 }
 
+_Atomic long rl__string_objectlike;
+
+/* The strings' table (internal.h), NULL until the first string is made. */
+static _Atomic(const rl__string_ops *) string_ops;
+
+void rl__object_set_string_ops(const rl__string_ops *ops) {
+    if (atomic_load_explicit(&string_ops, memory_order_relaxed) != ops)
+        atomic_store_explicit(&string_ops, ops, memory_order_release);
+}
+
+static const rl__string_ops *strings(void) { return atomic_load_explicit(&string_ops, memory_order_acquire); }
+
+static bool string_known(const void *obj) {
+    const rl__string_ops *ops = strings();
+    return ops && ops->known(obj);
+}
+
 bool rl__object_check_fail(const void *obj, const rl__class *cls, const char *fn) {
     if (RL__UNLIKELY(obj == NULL))
         return rl__fail(kRLErrorInvalidArgument, fn, "NULL object");
     /* A string's text may begin like a magic; its "class" is text. */
-    if (rl__string_known(obj))
+    if (string_known(obj))
         return rl__fail(kRLErrorInvalidObject, fn, "%p is an RLString, not a %s", obj,
                         cls ? cls->name : "CRunLoop object");
     const rl__object *o = obj;
@@ -116,9 +133,10 @@ static int rl_any(const void *obj, const char *fn) {
                    atomic_load_explicit(&o->magic, memory_order_relaxed) == RL__MAGIC_ALIVE &&
                    atomic_load_explicit(&rl__string_objectlike, memory_order_relaxed) == 0))
         return RL_ANY_OBJECT;
-    if (rl__string_known(obj))
+    if (string_known(obj))
         return RL_ANY_STRING;
-    if (rl__string_explain_released(obj, fn))
+    const rl__string_ops *ops = strings();
+    if (ops && ops->explain_released(obj, fn))
         return RL_ANY_FAILED;
     if (o != NULL && !aligned) {
         rl__fail(kRLErrorInvalidObject, fn, "%p is not a live CRunLoop object or string", obj);
@@ -130,7 +148,7 @@ static int rl_any(const void *obj, const char *fn) {
 RLTypeRef RLRetain(RLTypeRef obj) {
     int kind = rl_any(obj, "RLRetain");
     if (kind == RL_ANY_STRING)
-        return rl__string_retain(obj, "RLRetain") ? obj : NULL;
+        return strings()->retain(obj, "RLRetain") ? obj : NULL;
     if (kind != RL_ANY_OBJECT)
         return NULL;
     rl__object *o = (rl__object *)obj;
@@ -144,7 +162,7 @@ RLTypeRef RLRetain(RLTypeRef obj) {
 static bool rl_release(const void *obj, bool held, const char *fn) {
     int kind = held ? (rl__object_check(obj, NULL, fn) ? RL_ANY_OBJECT : RL_ANY_FAILED) : rl_any(obj, fn);
     if (kind == RL_ANY_STRING)
-        return rl__string_release(obj, fn);
+        return strings()->release(obj, fn);
     if (kind != RL_ANY_OBJECT)
         return false;
     rl__object *o = (rl__object *)obj;
@@ -193,7 +211,7 @@ bool rl__object_unhold(const void *obj) { return rl_release(obj, true, "RLReleas
 RLIndex RLGetRetainCount(RLTypeRef obj) {
     int kind = rl_any(obj, "RLGetRetainCount");
     if (kind == RL_ANY_STRING)
-        return rl__string_retain_count(obj);
+        return strings()->retain_count(obj);
     if (kind != RL_ANY_OBJECT)
         return -1;
     return atomic_load_explicit(&((const rl__object *)obj)->rc, memory_order_relaxed) & RL__RC_MASK;
@@ -211,7 +229,7 @@ const char *RLGetTypeName(RLTypeRef obj) {
 RLTypeID RLGetTypeID(RLTypeRef obj) {
     int kind = rl_any(obj, "RLGetTypeID");
     if (kind == RL_ANY_STRING)
-        return RLStringGetTypeID();
+        return strings()->type_id();
     if (kind != RL_ANY_OBJECT)
         return 0;
     return rl__type_id(((const rl__object *)obj)->cls);

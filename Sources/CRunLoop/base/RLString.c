@@ -7,8 +7,9 @@
  * before an arbitrary user pointer. Instead every live string's address is
  * in a registry (an open-addressing hash set), and the header is computed
  * only for an address the registry knows. The generic object functions of
- * RLBase.c ask the registry only when a pointer is not a live object, so
- * objects pay nothing.
+ * RLBase.c ask the registry (through the table this file hands them with
+ * its first string, rl__object_set_string_ops) only when a pointer is not
+ * a live object, so objects pay nothing.
  *
  * The registry stores addresses disguised (xor a constant), so a leaked
  * string is still reported as lost by leak checkers. A released string is
@@ -44,11 +45,6 @@ static uintptr_t *g_slots; /* disguised addresses, EMPTY or GONE */
 static size_t g_cap, g_live, g_used; /* used = live + tombstones */
 static rl_string *g_ring[RL_STRING_RING]; /* released, waiting to be freed */
 static size_t g_ring_next;
-
-/* Live strings whose first four bytes read as a live object's magic: while
- * there are any, the generic functions ask the registry before trusting a
- * magic they read. Almost always zero. */
-_Atomic long rl__string_objectlike;
 
 /* fork(): the registry's lock is held across it (rl_fork.c), so a child
  * forked while another thread makes or releases a string finds the
@@ -129,7 +125,7 @@ static bool rl_registry_add(const void *chars) {
     return ok;
 }
 
-bool rl__string_known(const void *p) {
+static bool string_known(const void *p) {
     if (!p)
         return false;
     pthread_mutex_lock(&g_mu);
@@ -220,6 +216,9 @@ static bool rl_encoding_ok(RLStringEncoding encoding, const char *fn) {
 /* ---- creation and destruction ---- */
 
 /* A new string holding bytes[0, n), already checked as UTF-8 without NUL. */
+/* What RLBase.c calls for strings (defined below the generic functions). */
+static const rl__string_ops string_ops;
+
 static RLStringRef rl_string_new(const char *bytes, size_t n, const char *fn) {
     /* At least an object header's worth: a string passed where an object
      * is expected is looked at as one (magic, class) before it is refused,
@@ -244,6 +243,7 @@ static RLStringRef rl_string_new(const char *bytes, size_t n, const char *fn) {
     }
     if (rl_objectlike(s->chars))
         atomic_fetch_add_explicit(&rl__string_objectlike, 1, memory_order_relaxed);
+    rl__object_set_string_ops(&string_ops);
     return s->chars;
 }
 
@@ -266,10 +266,11 @@ static void rl_string_destroy(rl_string *s) {
     free(out);
 }
 
-/* ---- the generic object functions on strings (called by RLBase.c for a
- * pointer rl__string_known accepted, or to explain a refusal) ---- */
+/* ---- the generic object functions on strings (called by RLBase.c,
+ * through string_ops, for a pointer string_known accepted, or to explain a
+ * refusal) ---- */
 
-bool rl__string_release(const void *p, const char *fn) {
+static bool string_release(const void *p, const char *fn) {
     rl_string *s = rl_header(p);
     long rc = atomic_load_explicit(&s->rc, memory_order_relaxed);
     do {
@@ -284,7 +285,7 @@ bool rl__string_release(const void *p, const char *fn) {
     return true;
 }
 
-bool rl__string_retain(const void *p, const char *fn) {
+static bool string_retain(const void *p, const char *fn) {
     rl_string *s = rl_header(p);
     long rc = atomic_load_explicit(&s->rc, memory_order_relaxed);
     do {
@@ -295,16 +296,27 @@ bool rl__string_retain(const void *p, const char *fn) {
     return true;
 }
 
-long rl__string_retain_count(const void *p) {
+static long string_retain_count(const void *p) {
     return atomic_load_explicit(&rl_header(p)->rc, memory_order_relaxed);
 }
 
-bool rl__string_explain_released(const void *p, const char *fn) {
+static bool string_explain_released(const void *p, const char *fn) {
     if (!p || !rl_recently_released(p))
         return false;
     rl__fail(kRLErrorInvalidObject, fn, "%p is a string that was already released", p);
     return true;
 }
+
+static RLTypeID string_type_id(void);
+
+static const rl__string_ops string_ops = {
+    .known = string_known,
+    .retain = string_retain,
+    .release = string_release,
+    .retain_count = string_retain_count,
+    .explain_released = string_explain_released,
+    .type_id = string_type_id,
+};
 
 /* ---- public API ---- */
 
@@ -384,7 +396,7 @@ RLStringRef RLStringCreateCopy(RLAllocatorRef allocator, RLStringRef string) {
         rl__fail(kRLErrorInvalidArgument, __func__, "NULL string");
         return NULL;
     }
-    if (rl__string_known(string) && rl__string_retain(string, __func__))
+    if (string_known(string) && string_retain(string, __func__))
         return string;
     return RLStringCreateWithCString(NULL, string, kRLStringEncodingUTF8);
 }
@@ -484,6 +496,7 @@ bool RLStringGetCString(RLStringRef string, char *buffer, RLIndex bufferSize, RL
 static const char string_type;
 
 RLTypeID RLStringGetTypeID(void) { return rl__type_id(&string_type); }
+static RLTypeID string_type_id(void) { return RLStringGetTypeID(); }
 
 const char *RLStringGetCStringPtr(RLStringRef string, RLStringEncoding encoding) {
     if (!string) {

@@ -106,20 +106,32 @@ static inline void rl__cleanup_arg_escapes(void *p) {
     __asm__ volatile("" : : "r"(p) : "memory");
 }
 
-/* ---- strings (RLString.c), for the generic object functions ----
- * An RLString's pointer is its characters, not an rl__object. */
-/* Live strings whose text begins with RL__MAGIC_ALIVE's bytes (see
- * RLBase.c: while non-zero, a magic read is not proof of an object). */
+/* ---- the one library value that is not an rl__object ----
+ * An RLString's pointer is its characters (RLString.c). The generic object
+ * functions (RLBase.c) reach strings through this table, which RLString.c
+ * hands over with its first string: until then no pointer can be a string.
+ * A table rather than calls, so the object model does not call up into the
+ * string family built on it. */
+typedef struct rl__string_ops {
+    /* Is p a live string? Reads nothing at p (asks the registry). */
+    bool (*known)(const void *p);
+    /* Retain / release / count a string `known` accepted. */
+    bool (*retain)(const void *p, const char *fn);
+    bool (*release)(const void *p, const char *fn);
+    long (*retain_count)(const void *p);
+    /* If p is a string released recently, sets the error ("already
+     * released", naming fn) and returns true; false otherwise. */
+    bool (*explain_released)(const void *p, const char *fn);
+    RLTypeID (*type_id)(void);
+} rl__string_ops;
+/* Installs the string table (RLString.c, at each string it makes: a
+ * relaxed load and nothing more once it is there). */
+RL__HIDDEN void rl__object_set_string_ops(const rl__string_ops *ops);
+/* Live strings whose first four bytes read as a live object's magic: while
+ * there are any, the generic functions ask the registry before trusting a
+ * magic they read. Almost always zero. Defined in RLBase.c; RLString.c
+ * counts. */
 RL__HIDDEN extern _Atomic long rl__string_objectlike;
-/* Is p a live string? Reads nothing at p (asks the registry). */
-RL__HIDDEN bool rl__string_known(const void *p);
-/* Retain / release / count a string rl__string_known accepted. */
-RL__HIDDEN bool rl__string_retain(const void *p, const char *fn);
-RL__HIDDEN bool rl__string_release(const void *p, const char *fn);
-RL__HIDDEN long rl__string_retain_count(const void *p);
-/* If p is a string released recently, sets the error ("already
- * released", naming fn) and returns true; false otherwise. */
-RL__HIDDEN bool rl__string_explain_released(const void *p, const char *fn);
 
 /* ---- lock-order debugging (RLLockDebug.c) ----
  * Every RL lock calls these hooks, only when rl__lockdep_enabled() (one
