@@ -3,7 +3,8 @@
 #   - `make help` has a line for every target a person can run (every
 #     .PHONY target of the Makefile and mk/*.mk, but FORCE);
 #   - no comment or document points at a tracker's issue number ("issue 3",
-#     "issue #4"): the text says what the code does instead.
+#     "issue #4"): the text says what the code does instead;
+#   - no file holds a merge's conflict markers (a hand merge left half done).
 # One "[tree] PASS|FAIL" line per check, then "N passed, N failed, 0 skipped".
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -26,6 +27,14 @@ if [ -z "$refs" ]; then
 else
   echo "[tree] FAIL comments refer to issue numbers (say what the code does instead):"
   sed 's/^/     | /' <<<"$refs"; failed=$((failed+1))
+fi
+marks=$(git grep --untracked -nIE '^(<<<<<<< |>>>>>>> [^ ]|=======$)' -- . ':!*.json' 2>/dev/null |
+        grep -v '^scripts/check-tree.sh:' || true)
+if [ -z "$marks" ]; then
+  echo "[tree] PASS no merge-conflict markers"; passed=$((passed+1))
+else
+  echo "[tree] FAIL merge-conflict markers left in:"
+  sed 's/^/     | /' <<<"$marks"; failed=$((failed+1))
 fi
 echo "$passed passed, $failed failed, 0 skipped"
 [ "$failed" -eq 0 ]
