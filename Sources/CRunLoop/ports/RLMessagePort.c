@@ -4,12 +4,11 @@
  * serving and the part shared with socket ports).
  *
  * A local port listens on an abstract-namespace socket, served by an
- * rl_server: its clients' connections and the listening socket (and any
- * further names it is registered under) sit in the port's own epoll set,
- * and that one epoll fd is what the run loop watches, so a port costs its
- * loop one fd however many clients it has. Requests are answered on the
- * connection they came on; a client must be this user or admitted by the
- * access policy.
+ * rl_server: the listening socket (and any further names it is registered
+ * under) and its clients' connections are watched by the run loops its
+ * source is in, each as a source of its own in the same modes. Requests
+ * are answered on the connection they came on; a client must be this user
+ * or admitted by the access policy.
  *
  * A remote port is one connection. Its requests are serialized by
  * `send_mu`; its reader keeps a partly read frame between calls, and a
@@ -209,17 +208,6 @@ static bool send_reply(rl_conn *c, int32_t msgid, uint32_t seq, RLDataRef reply)
 
 static void release_owner(void *body) { free(body); }
 
-/* The local ports whose callouts run on this thread, innermost last: a
- * request such a callout sends waits in a run of the loop nested in the
- * port's own fd callout, which the loop does not deliver again inside
- * itself; the wait serves these ports through fd objects of its own (as a
- * CF port is served by a nested run), so a peer that asks back while we
- * wait for its answer is answered. Beyond RL_MP_SERVING_MAX callouts deep,
- * the outer ports are not served during the wait. */
-enum { RL_MP_SERVING_MAX = 8 };
-static __thread struct RLMessagePort *tls_serving[RL_MP_SERVING_MAX];
-static __thread int tls_nserving;
-
 /* Runs one request; false if the connection must go. */
 static bool dispatch(void *owner, rl_conn *c, rl_wire_frame *f, const char **why) {
     struct RLMessagePort *mp = owner;
@@ -246,12 +234,7 @@ static bool dispatch(void *owner, rl_conn *c, rl_wire_frame *f, const char **why
     }
     rl__wire_frame_free(f);
     RLMessagePortCallBack callout = mp->callout;
-    bool pushed = tls_nserving < RL_MP_SERVING_MAX;
-    if (pushed)
-        tls_serving[tls_nserving++] = mp;
     RLDataRef reply = callout ? callout(mp, f->h.msgid, data, mp->np.ctx.info) : NULL;
-    if (pushed)
-        tls_nserving--;
     if (data)
         RLRelease(data);
     bool ok = true;
@@ -838,62 +821,6 @@ static void reply_readable(RLFileDescriptorRef f, RLOptionFlags types, void *inf
 
 enum { WAIT_READY, WAIT_TIMEOUT, WAIT_INVALID, WAIT_POLL };
 
-static void nested_serve(RLFileDescriptorRef f, RLOptionFlags types, void *info) {
-    struct RLMessagePort *local = info; /* alive: its callout is below us */
-    RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack);
-    rl__server_serve(&local->np.srv);
-}
-
-/* For the wait of a request sent from local ports' callouts: their
- * servers watched in `mode` meanwhile (see tls_serving). */
-static int serve_nested_begin(RLRunLoopRef rl, RLRunLoopMode mode, RLFileDescriptorRef *fds) {
-    int n = 0;
-    for (int i = 0; i < tls_nserving; i++) {
-        struct RLMessagePort *local = tls_serving[i];
-        bool seen = false;
-        for (int j = 0; j < i; j++)
-            seen = seen || tls_serving[j] == local;
-        if (seen || !local->np.serving)
-            continue;
-        /* Only where its source is, as a nested CF run serves a port. */
-        pthread_mutex_lock(&local->np.mu);
-        RLRunLoopSourceRef own =
-            local->np.valid && local->np.source ? (RLRunLoopSourceRef)RLRetain(local->np.source) : NULL;
-        pthread_mutex_unlock(&local->np.mu);
-        bool here = own && RLRunLoopContainsSource(rl, own, mode);
-        if (own)
-            RLRelease(own);
-        if (!here)
-            continue;
-        /* A second number for the server's epoll set: the loop does not
-         * deliver the port's own fd object, whose callout is running. */
-        int fd = fcntl(rl__server_fd(&local->np.srv), F_DUPFD_CLOEXEC, 0);
-        if (fd < 0)
-            continue;
-        RLFileDescriptorContext ctx = {0, local, NULL, NULL, NULL};
-        RLFileDescriptorRef f = RLFileDescriptorCreate(NULL, fd, true, nested_serve, &ctx);
-        if (!f)
-            close(fd);
-        RLRunLoopSourceRef s = f ? RLFileDescriptorCreateRunLoopSource(NULL, f, 0) : NULL;
-        if (s && RLRunLoopAddSource(rl, s, mode) && RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack))
-            fds[n++] = f;
-        else if (f) {
-            RLFileDescriptorInvalidate(f);
-            RLRelease(f);
-        }
-        if (s)
-            RLRelease(s);
-    }
-    return n;
-}
-
-static void serve_nested_end(RLFileDescriptorRef *fds, int n) {
-    for (int i = 0; i < n; i++) {
-        RLFileDescriptorInvalidate(fds[i]); /* out of the loop */
-        RLRelease(fds[i]);
-    }
-}
-
 /* Runs the calling thread's loop `rl` in `mode` until the connection is
  * readable, the deadline passes or the port is invalidated (send_mu held).
  * As CF: sources, timers and ports of the mode are served meanwhile, so two
@@ -923,8 +850,6 @@ static int wait_in_loop(struct RLMessagePort *mp, RLRunLoopRef rl, RLRunLoopMode
     mp->waiting = true; /* never nested: send_mu is ours */
     mp->waiter = pthread_self();
     pthread_mutex_unlock(&mp->np.mu);
-    RLFileDescriptorRef nested[RL_MP_SERVING_MAX];
-    int nnested = tls_nserving ? serve_nested_begin(rl, mode, nested) : 0;
     int res;
     for (;;) {
         if (atomic_load_explicit(&mp->reply_ready, memory_order_relaxed)) {
@@ -947,7 +872,6 @@ static int wait_in_loop(struct RLMessagePort *mp, RLRunLoopRef rl, RLRunLoopMode
             break;
         }
     }
-    serve_nested_end(nested, nnested);
     pthread_mutex_lock(&mp->np.mu);
     mp->waiting = false;
     pthread_mutex_unlock(&mp->np.mu);

@@ -2,10 +2,11 @@
  * RLSocketPort.c — ports over TCP (RLSocketPort.h has the contract,
  * rl_wire.h the frames, rl_conn.h the serving).
  *
- * A local port is an rl_server around a listening TCP socket: its epoll fd
- * is the one fd its run loops watch. Frames are one-way; component 0 is
- * the reply port, the rest are the message's. A frame's body is shared by
- * the RLData components cut from it (one copy, from the kernel).
+ * A local port is an rl_server around a listening TCP socket: the run loops
+ * its source is in watch the socket and every connection. Frames are
+ * one-way; component 0 is the reply port, the rest are the message's. A
+ * frame's body is shared by the RLData components cut from it (one copy,
+ * from the kernel).
  *
  * A remote port is an address list (resolved once, at creation) and at
  * most one connection, opened by the first send and kept. Its sends are
