@@ -956,6 +956,46 @@ static int32_t receive_reply(struct RLMessagePort *mp, uint32_t seq, RLRunLoopRe
     }
 }
 
+/* What rl__send needs of a message port (rl_conn.h). */
+typedef struct rl_mp_request {
+    int32_t msgid;
+    RLDataRef data;
+    bool want_reply;
+    uint32_t seq; /* set when the frame is made */
+} rl_mp_request;
+
+/* The connection, made when the remote was; invalid, none (send_mu held). */
+static int mp_send_conn(void *port, double deadline) {
+    (void)deadline;
+    struct RLMessagePort *mp = port;
+    if (mp->cfd >= 0 && !rl__netport_is_valid(&mp->np))
+        drop_connection_locked(mp); /* invalidated by what a wait of ours ran */
+    if (mp->cfd < 0) {
+        pthread_mutex_unlock(&mp->send_mu);
+        rl__fail(kRLErrorInvalidObject, "RLMessagePortSendRequest", "port \"%s\" is invalid", mp->name);
+    }
+    return mp->cfd;
+}
+
+/* The request's frame, with the next sequence number if a reply is
+ * wanted (send_mu held: the numbers go out in order). */
+static uint8_t *mp_send_frame(void *port, void *arg, size_t *len) {
+    struct RLMessagePort *mp = port;
+    rl_mp_request *req = arg;
+    req->seq = req->want_reply ? ++mp->seq : 0;
+    if (req->want_reply && req->seq == 0)
+        req->seq = ++mp->seq; /* 0 means "no reply" */
+    RLDataRef data = req->data;
+    rl_wire_comp comp = {RL_WIRE_DATA, data ? (uint32_t)RLDataGetLength(data) : 0,
+                         data ? RLDataGetBytePtr(data) : NULL};
+    *len = rl__wire_size(&comp, data ? 1 : 0);
+    uint8_t *frame = malloc(*len);
+    if (frame)
+        rl__wire_encode(frame, req->want_reply ? RL_WIRE_REQUEST : RL_WIRE_ONEWAY, req->msgid, req->seq, &comp,
+                        data ? 1 : 0);
+    return frame;
+}
+
 int32_t RLMessagePortSendRequest(RLMessagePortRef mp, int32_t msgid, RLDataRef data, RLTimeInterval sendTimeout,
                                  RLTimeInterval rcvTimeout, RLRunLoopMode replyMode, RLDataRef *returnData) {
     if (returnData)
@@ -995,44 +1035,33 @@ int32_t RLMessagePortSendRequest(RLMessagePortRef mp, int32_t msgid, RLDataRef d
                  mp->name);
         return kRLMessagePortTransportError;
     }
-    /* Wait for our turn no longer than the send may take. */
-    int lr = rl__lock_until(&mp->send_mu, send_deadline);
-    if (lr) {
+    bool want_reply = replyMode != NULL;
+    rl_mp_request req = {msgid, data, want_reply, 0};
+    rl_send sd = {.mu = &mp->send_mu, .port = mp, .conn = mp_send_conn, .make = mp_send_frame, .arg = &req};
+    size_t sent;
+    int err;
+    switch (rl__send(&sd, send_deadline, &sent, &err)) {
+    case RL_SEND_SENT:
+        break;
+    case RL_SEND_BUSY: /* we waited for our turn no longer than the send may take */
         rl__fail(kRLErrorTimedOut, __func__, "port \"%s\": another request is still in flight", mp->name);
         return kRLMessagePortSendTimeout;
-    }
-    if (mp->cfd >= 0 && !rl__netport_is_valid(&mp->np))
-        drop_connection_locked(mp); /* invalidated by what a wait of ours ran */
-    if (mp->cfd < 0) {
-        pthread_mutex_unlock(&mp->send_mu);
-        rl__fail(kRLErrorInvalidObject, __func__, "port \"%s\" is invalid", mp->name);
+    case RL_SEND_STOPPED:
         return kRLMessagePortIsInvalid;
-    }
-    bool want_reply = replyMode != NULL;
-    uint32_t seq = want_reply ? ++mp->seq : 0;
-    if (want_reply && seq == 0)
-        seq = ++mp->seq; /* 0 means "no reply" */
-    rl_wire_comp comp = {RL_WIRE_DATA, (uint32_t)len, data ? RLDataGetBytePtr(data) : NULL};
-    size_t flen = rl__wire_size(&comp, data ? 1 : 0);
-    uint8_t *frame = malloc(flen);
-    if (!frame) {
-        pthread_mutex_unlock(&mp->send_mu);
+    case RL_SEND_NOMEM:
         rl__fail(kRLErrorNoMemory, __func__, "out of memory");
         return kRLMessagePortTransportError;
-    }
-    rl__wire_encode(frame, want_reply ? RL_WIRE_REQUEST : RL_WIRE_ONEWAY, msgid, seq, &comp, data ? 1 : 0);
-    size_t sent = 0;
-    int err = rl__write_all(mp->cfd, frame, flen, send_deadline, &sent);
-    free(frame);
-    if (err == ETIMEDOUT && sent == 0) {
-        pthread_mutex_unlock(&mp->send_mu);
-        rl__fail(kRLErrorTimedOut, __func__, "port \"%s\": the receiver is not reading", mp->name);
-        return kRLMessagePortSendTimeout;
-    }
-    if (err == ETIMEDOUT)
+    case RL_SEND_TIMEOUT:
+        if (sent == 0) {
+            pthread_mutex_unlock(&mp->send_mu);
+            rl__fail(kRLErrorTimedOut, __func__, "port \"%s\": the receiver is not reading", mp->name);
+            return kRLMessagePortSendTimeout;
+        }
         return broke(mp, kRLMessagePortSendTimeout, __func__, "send timed out part-way (the port is now invalid)");
-    if (err)
+    case RL_SEND_BROKE:
         return broke(mp, kRLMessagePortBecameInvalidError, __func__, strerror(err));
+    }
+    uint32_t seq = req.seq;
     if (!want_reply) {
         pthread_mutex_unlock(&mp->send_mu);
         return kRLMessagePortSuccess;

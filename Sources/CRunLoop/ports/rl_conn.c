@@ -78,6 +78,26 @@ int rl__write_all(int fd, const uint8_t *buf, size_t len, double deadline, size_
     return err;
 }
 
+rl_send_result rl__send(const rl_send *sd, double deadline, size_t *sent, int *err) {
+    *sent = 0;
+    *err = 0;
+    if (rl__lock_until(sd->mu, deadline) != 0)
+        return RL_SEND_BUSY;
+    int fd = sd->conn(sd->port, deadline);
+    if (fd < 0)
+        return RL_SEND_STOPPED;
+    uint8_t *made = NULL;
+    const uint8_t *frame = sd->frame;
+    size_t len = sd->len;
+    if (sd->make && !(frame = made = sd->make(sd->port, sd->arg, &len))) {
+        pthread_mutex_unlock(sd->mu);
+        return RL_SEND_NOMEM;
+    }
+    *err = rl__write_all(fd, frame, len, deadline, sent);
+    free(made);
+    return !*err ? RL_SEND_SENT : *err == ETIMEDOUT ? RL_SEND_TIMEOUT : RL_SEND_BROKE;
+}
+
 bool rl__read_pending(const rl_wire_reader *rd) { return rd->ahead_off < rd->ahead_len; }
 
 bool rl__read_drained(const rl_wire_reader *rd) { return !rl__read_pending(rd) && rd->ahead_short; }

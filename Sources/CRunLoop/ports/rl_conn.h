@@ -171,6 +171,41 @@ RL__HIDDEN bool rl__read_pending(const rl_wire_reader *rd);
  * another read now would most likely say EAGAIN. */
 RL__HIDDEN bool rl__read_drained(const rl_wire_reader *rd);
 
+/* ---- the one send path of remote ports ----
+ *
+ * A remote port's send, whatever the port: wait for the port's send lock
+ * by the deadline, have the connection (conn: looked up, made or checked
+ * by the port), have the frame (made under the lock, or before it), and
+ * write it whole by the deadline. What each outcome means to the caller
+ * (its result code, its error, whether the port becomes invalid) is the
+ * front end's business; with RL_SEND_SENT, _TIMEOUT and _BROKE the lock is
+ * still held (a message port then waits for its reply under it). */
+typedef struct rl_send {
+    pthread_mutex_t *mu; /* the port's send lock */
+    void *port;
+    /* mu held: the fd to write on, connected by deadline if need be; or
+     * -1, having let go of mu and set the error (RL_SEND_STOPPED). */
+    int (*conn)(void *port, double deadline);
+    /* mu held: the frame (malloc'ed; freed by rl__send) and its length, or
+     * NULL if memory is short. NULL: `frame` and `len` are written. */
+    uint8_t *(*make)(void *port, void *arg, size_t *len);
+    void *arg;
+    const uint8_t *frame;
+    size_t len;
+} rl_send;
+
+typedef enum rl_send_result {
+    RL_SEND_SENT,    /* written whole */
+    RL_SEND_BUSY,    /* another send held the lock past the deadline (not held) */
+    RL_SEND_STOPPED, /* conn said no (lock let go, error set) */
+    RL_SEND_NOMEM,   /* the frame could not be made (lock let go) */
+    RL_SEND_TIMEOUT, /* the deadline passed: *sent bytes went out, maybe 0 */
+    RL_SEND_BROKE,   /* the connection broke (*err) */
+} rl_send_result;
+
+/* The send; *sent and *err say how far the write went. */
+RL__HIDDEN rl_send_result rl__send(const rl_send *sd, double deadline, size_t *sent, int *err);
+
 /* ---- the part every port that listens on a socket shares ----
  *
  * A message port and a socket port embed an rl_netport right after their
