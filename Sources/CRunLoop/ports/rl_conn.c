@@ -195,9 +195,12 @@ static rl_conn *conn_new(rl_server *s, int fd, bool listening) {
     c->srv = s;
     atomic_init(&c->refs, 1);
     c->link = (rl__weak *)rl__weak_retain(s->link);
+    pthread_mutex_lock(&s->mu);
+    RLIndex order = s->order;
+    pthread_mutex_unlock(&s->mu);
     RLFileDescriptorContext ctx = {0, c, conn_retain, conn_release, NULL};
     c->fdobj = RLFileDescriptorCreate(NULL, fd, false, conn_ready, &ctx);
-    c->src = c->fdobj ? RLFileDescriptorCreateRunLoopSource(NULL, c->fdobj, s->order) : NULL;
+    c->src = c->fdobj ? RLFileDescriptorCreateRunLoopSource(NULL, c->fdobj, order) : NULL;
     if (!c->src) {
         if (c->fdobj)
             RLFileDescriptorInvalidate(c->fdobj); /* lets go of its reference on c */
@@ -422,13 +425,28 @@ static bool flush_out(rl_conn *c) {
     return true;
 }
 
-/* Sets every stall timer for monotonic time `at` (mu held). */
+/* Sets every stall timer for monotonic time `at` (mu held). A timer is in
+ * its loop only while a client is mid-frame: a loop's next timer date
+ * shows the ports' stall checks only while there is one to make. */
 static void arm_stall_locked(rl_server *s, double at) {
     s->stall_at = at;
     double now = RLMonotonicTimeGetCurrent();
     RLAbsoluteTime when = RLAbsoluteTimeGetCurrent() + (at - now > 1e-3 ? at - now : 1e-3);
-    for (rl_sched *e = s->scheds; e; e = e->next)
+    for (rl_sched *e = s->scheds; e; e = e->next) {
         RLRunLoopTimerSetNextFireDate(e->timer, when);
+        if (!e->timer_in)
+            e->timer_in = RLRunLoopAddTimer(e->rl, e->timer, e->mode);
+    }
+}
+
+/* No client is mid-frame: the stall timers leave their loops (mu held). */
+static void disarm_stall_locked(rl_server *s) {
+    s->stall_at = INFINITY;
+    for (rl_sched *e = s->scheds; e; e = e->next)
+        if (e->timer_in) {
+            (void)RLRunLoopRemoveTimer(e->rl, e->timer, e->mode);
+            e->timer_in = false;
+        }
 }
 
 /* A stall timer fired: drop every client that began a frame longer ago
@@ -453,6 +471,8 @@ static void drop_stalled(rl_server *s) {
     }
     if (s->valid && isfinite(next))
         arm_stall_locked(s, next);
+    else
+        disarm_stall_locked(s);
     pthread_mutex_unlock(&s->mu);
     for (rl_conn *c = dead, *nx; c; c = nx) {
         nx = c->next;
@@ -557,9 +577,13 @@ static void stall_fired(RLRunLoopTimerRef t, void *info) {
 void rl__server_schedule(rl_server *s, RLRunLoopRef rl, RLRunLoopMode mode) {
     rl_sched *e = calloc(1, sizeof *e);
     RLRunLoopTimerContext tctx = {0, s->link, rl__weak_retain, rl__weak_release, NULL};
-    /* Repeats, far apart: it stays in its modes, and is set by hand. */
+    /* Repeats, far apart: it is set by hand, and stays in its loop while a
+     * client is mid-frame (arm_stall_locked). */
+    pthread_mutex_lock(&s->mu);
+    RLIndex order = s->order;
+    pthread_mutex_unlock(&s->mu);
     RLRunLoopTimerRef t = e ? RLRunLoopTimerCreate(NULL, RLAbsoluteTimeGetCurrent() + RL_CONN_FAR, RL_CONN_FAR, 0,
-                                                   s->order, stall_fired, &tctx)
+                                                   order, stall_fired, &tctx)
                             : NULL;
     if (!t) {
         free(e);
@@ -586,8 +610,6 @@ void rl__server_schedule(rl_server *s, RLRunLoopRef rl, RLRunLoopMode mode) {
             arm_stall_locked(s, s->stall_at);
     }
     pthread_mutex_unlock(&s->mu);
-    if (ok)
-        (void)RLRunLoopAddTimer(rl, t, mode);
     pthread_mutex_unlock(&s->sched_mu);
     if (!ok) {
         RLRunLoopTimerInvalidate(t);

@@ -76,6 +76,7 @@ typedef struct rl_sched {
     RLRunLoopRef rl; /* retained */
     RLRunLoopMode mode;
     RLRunLoopTimerRef timer;
+    bool timer_in; /* the timer is in rl (while a client is mid-frame) */
     struct rl_sched *next;
 } rl_sched;
 
