@@ -574,6 +574,37 @@ static void stall_fired(RLRunLoopTimerRef t, void *info) {
     RLRelease(port);
 }
 
+void rl__server_set_order(rl_server *s, RLIndex order) {
+    pthread_mutex_lock(&s->sched_mu);
+    pthread_mutex_lock(&s->mu);
+    /* In no loop yet: nobody accepts on the listeners, and no client is
+     * connected; the listeners get watches of the new order. */
+    bool redo = s->valid && !s->scheds && s->order != order;
+    s->order = order;
+    for (rl_conn *l = redo ? s->listeners : NULL; l; l = l->next) {
+        RLFileDescriptorContext ctx = {0, l, conn_retain, conn_release, NULL};
+        RLFileDescriptorRef f = RLFileDescriptorCreate(NULL, l->fd, false, conn_ready, &ctx);
+        RLRunLoopSourceRef src = f ? RLFileDescriptorCreateRunLoopSource(NULL, f, order) : NULL;
+        if (!src) { /* out of memory: the old watch stays, of order 0 */
+            if (f) {
+                RLFileDescriptorInvalidate(f);
+                RLRelease(f);
+            }
+            continue;
+        }
+        RLFileDescriptorRef old_f = l->fdobj;
+        RLRunLoopSourceRef old_src = l->src;
+        l->fdobj = f;
+        l->src = src;
+        RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack);
+        RLFileDescriptorInvalidate(old_f); /* lets go of its reference on l (the list keeps one) */
+        RLRelease(old_f);
+        RLRelease(old_src);
+    }
+    pthread_mutex_unlock(&s->mu);
+    pthread_mutex_unlock(&s->sched_mu);
+}
+
 void rl__server_schedule(rl_server *s, RLRunLoopRef rl, RLRunLoopMode mode) {
     rl_sched *e = calloc(1, sizeof *e);
     RLRunLoopTimerContext tctx = {0, s->link, rl__weak_retain, rl__weak_release, NULL};
@@ -912,6 +943,8 @@ RLRunLoopSourceRef rl__netport_create_source(rl_netport *np, bool remote, RLInde
         return s;
     }
     pthread_mutex_unlock(&np->mu);
+    if (np->serving)
+        rl__server_set_order(&np->srv, order);
     /* Never signalled: all it does is take the server's watches into the
      * loops and modes it is added to. */
     RLRunLoopSourceContext ctx = {.version = 0,
@@ -937,11 +970,6 @@ RLRunLoopSourceRef rl__netport_create_source(rl_netport *np, bool remote, RLInde
     np->kept_by_source = true;
     RLRetain((char *)np - RL__NETPORT_OFFSET);
     pthread_mutex_unlock(&np->mu);
-    if (np->serving) {
-        pthread_mutex_lock(&np->srv.mu);
-        np->srv.order = order; /* for the connections it accepts from now on */
-        pthread_mutex_unlock(&np->srv.mu);
-    }
     return s;
 }
 

@@ -121,6 +121,9 @@ RL__HIDDEN void rl__server_remove_listener(rl_server *s, rl_conn *listener);
  * its address is free when this returns (unless a loop is accepting on it
  * right now). 0, or the errno that failed (nothing changed). */
 RL__HIDDEN int rl__server_replace_listener(rl_server *s, int lfd);
+/* The order of the port's source, for the watches (set before the source
+ * joins a loop). */
+RL__HIDDEN void rl__server_set_order(rl_server *s, RLIndex order);
 /* The port's source joined (schedule) or left (cancel) mode of rl: the
  * server's watches follow it. */
 RL__HIDDEN void rl__server_schedule(rl_server *s, RLRunLoopRef rl, RLRunLoopMode mode);
