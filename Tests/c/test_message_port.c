@@ -509,6 +509,82 @@ static void test_bad_peers_are_dropped_and_others_served(void **state) {
     server_stop(&s);
 }
 
+/* A source made with an order other than 0: the port's listening socket and
+ * connections are watched in that order, and requests are served. */
+static void *ask_echo(void *arg) {
+    RLMessagePortRef r = RLMessagePortCreateRemote(NULL, arg);
+    RLDataRef in = rl_test_text("ordered"), out = NULL;
+    int32_t rc = r ? RLMessagePortSendRequest(r, MSG_ECHO, in, 5, 5, kRLRunLoopDefaultMode, &out) : -99;
+    bool ok = rc == kRLMessagePortSuccess && out && RLDataGetLength(out) == 7;
+    if (out)
+        RLRelease(out);
+    RLRelease(in);
+    if (r) {
+        RLMessagePortInvalidate(r);
+        RLRelease(r);
+    }
+    RLRunLoopStop(RLRunLoopGetMain());
+    return ok ? arg : NULL;
+}
+
+static void test_source_with_an_order_serves(void **state) {
+    char name[128];
+    unique_name(name, sizeof name, "ordered");
+    RLMessagePortRef local = RLMessagePortCreateLocal(NULL, name, serve, NULL, NULL);
+    assert_non_null(local);
+    RLRunLoopSourceRef src = RLMessagePortCreateRunLoopSource(NULL, local, 7);
+    assert_non_null(src);
+    assert_int_equal(RLRunLoopSourceGetOrder(src), 7);
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    RLRunLoopAddSource(rl, src, kRLRunLoopDefaultMode);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, ask_echo, name), 0);
+    RLRunLoopRunInMode(kRLRunLoopDefaultMode, 10, false); /* until the asker is done */
+    void *ok = NULL;
+    pthread_join(th, &ok);
+    assert_non_null(ok);
+    RLRunLoopRemoveSource(rl, src, kRLRunLoopDefaultMode);
+    RLRelease(src);
+    RLMessagePortInvalidate(local);
+    RLRelease(local);
+}
+
+/* The stall timeout is a timer of the loop serving the port (the port has
+ * no timer of its own), there only while a client is mid-frame. */
+static void test_stall_timer_is_in_the_loop_only_while_a_client_is_mid_frame(void **state) {
+    char name[128];
+    unique_name(name, sizeof name, "stalltimer");
+    RLMessagePortRef local = RLMessagePortCreateLocal(NULL, name, serve, NULL, NULL);
+    assert_non_null(local);
+    assert_true(RLMessagePortSetStallTimeout(local, 0.3));
+    RLRunLoopSourceRef src = RLMessagePortCreateRunLoopSource(NULL, local, 0);
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    RLRunLoopAddSource(rl, src, kRLRunLoopDefaultMode);
+    assert_true(RLRunLoopGetNextTimerFireDate(rl, kRLRunLoopDefaultMode) == 0);
+    int stall = raw_connect(name); /* begins a frame and stops */
+    assert_int_equal(write(stall, "RLPM\x01\x02\0\0\1\0\0\0", 12), 12);
+    double t0 = RLAbsoluteTimeGetCurrent();
+    for (int i = 0; i < 50 && RLRunLoopGetNextTimerFireDate(rl, kRLRunLoopDefaultMode) == 0; i++)
+        RLRunLoopRunInMode(kRLRunLoopDefaultMode, 0.01, true); /* accepts it, reads the half frame */
+    RLAbsoluteTime due = RLRunLoopGetNextTimerFireDate(rl, kRLRunLoopDefaultMode);
+    assert_true(due > t0 && due < t0 + 5); /* a stall check, not a far-off date */
+    char b[8];
+    struct timeval tv = {0, 50000};
+    setsockopt(stall, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    ssize_t r = -1;
+    for (int i = 0; i < 100 && r != 0; i++) { /* until the port cuts it off */
+        RLRunLoopRunInMode(kRLRunLoopDefaultMode, 0.05, false);
+        r = read(stall, b, sizeof b);
+    }
+    assert_int_equal(r, 0);
+    assert_true(RLRunLoopGetNextTimerFireDate(rl, kRLRunLoopDefaultMode) == 0); /* no one is mid-frame */
+    close(stall);
+    RLRunLoopRemoveSource(rl, src, kRLRunLoopDefaultMode);
+    RLRelease(src);
+    RLMessagePortInvalidate(local);
+    RLRelease(local);
+}
+
 static void test_many_clients_at_once(void **state) {
     server s;
     server_start(&s, "many");
@@ -835,6 +911,8 @@ int main(void) {
         cmocka_unit_test(test_same_name_in_process_and_in_another),
         cmocka_unit_test(test_between_processes),
         cmocka_unit_test(test_bad_peers_are_dropped_and_others_served),
+        cmocka_unit_test(test_source_with_an_order_serves),
+        cmocka_unit_test(test_stall_timer_is_in_the_loop_only_while_a_client_is_mid_frame),
         cmocka_unit_test(test_many_clients_at_once),
         cmocka_unit_test(test_other_users),
         cmocka_unit_test(test_set_name_renames_a_local_port),

@@ -184,11 +184,13 @@ RL_EXPORT int32_t RLMessagePortSendRequest(RLMessagePortRef RL_NULLABLE remote, 
 
 /* The run-loop source of a local port (Create rule; one source per port:
  * later calls return it again, retained). Requests are answered on the
- * thread of each run loop the source is in, in its modes. From now on the
- * port keeps itself alive until it is invalidated, as CF's source keeps
- * its port: the caller may release both once the source is added, and the
- * port serves on; RLMessagePortInvalidate ends it. NULL (error set) for a
- * remote or invalid port. */
+ * thread of each run loop the source is in, in its modes (the port's
+ * listening socket and each client's connection are sources of those loops
+ * in those modes, and a timer there stands for the stall timeout while a
+ * client is mid-message). From now on the port keeps itself alive until it
+ * is invalidated, as CF's source keeps its port: the caller may release both
+ * once the source is added, and the port serves on; RLMessagePortInvalidate
+ * ends it. NULL (error set) for a remote or invalid port. */
 RL_EXPORT RLRunLoopSourceRef RL_NULLABLE RLMessagePortCreateRunLoopSource(RLAllocatorRef RL_NULLABLE allocator,
                                                                           RLMessagePortRef RL_NULLABLE local,
                                                                           RLIndex order);

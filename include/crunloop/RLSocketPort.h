@@ -147,10 +147,11 @@ RL_EXPORT bool RLSocketPortSetMaxComponents(RLSocketPortRef RL_NULLABLE port, RL
 RL_EXPORT bool RLSocketPortSetStallTimeout(RLSocketPortRef RL_NULLABLE local, RLTimeInterval seconds);
 
 /* The run-loop source of a local port (Create rule; one per port: later
- * calls return it again, retained). From now on the port keeps itself
- * alive until it is invalidated (as a message port does): releasing it
- * does not stop it; RLSocketPortInvalidate does. NULL (error set) for a
- * remote or invalid port. */
+ * calls return it again, retained). Messages are received on the thread of
+ * each run loop the source is in, in its modes (as a message port's). From
+ * now on the port keeps itself alive until it is invalidated (as a message
+ * port does): releasing it does not stop it; RLSocketPortInvalidate does.
+ * NULL (error set) for a remote or invalid port. */
 RL_EXPORT RLRunLoopSourceRef RL_NULLABLE RLSocketPortCreateRunLoopSource(RLAllocatorRef RL_NULLABLE allocator,
                                                                          RLSocketPortRef RL_NULLABLE local,
                                                                          RLIndex order);

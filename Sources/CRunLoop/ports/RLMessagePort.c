@@ -4,12 +4,11 @@
  * serving and the part shared with socket ports).
  *
  * A local port listens on an abstract-namespace socket, served by an
- * rl_server: its clients' connections and the listening socket (and any
- * further names it is registered under) sit in the port's own epoll set,
- * and that one epoll fd is what the run loop watches, so a port costs its
- * loop one fd however many clients it has. Requests are answered on the
- * connection they came on; a client must be this user or admitted by the
- * access policy.
+ * rl_server: the listening socket (and any further names it is registered
+ * under) and its clients' connections are watched by the run loops its
+ * source is in, each as a source of its own in the same modes. Requests
+ * are answered on the connection they came on; a client must be this user
+ * or admitted by the access policy.
  *
  * A remote port is one connection. Its requests are serialized by
  * `send_mu`; its reader keeps a partly read frame between calls, and a
@@ -209,17 +208,6 @@ static bool send_reply(rl_conn *c, int32_t msgid, uint32_t seq, RLDataRef reply)
 
 static void release_owner(void *body) { free(body); }
 
-/* The local ports whose callouts run on this thread, innermost last: a
- * request such a callout sends waits in a run of the loop nested in the
- * port's own fd callout, which the loop does not deliver again inside
- * itself; the wait serves these ports through fd objects of its own (as a
- * CF port is served by a nested run), so a peer that asks back while we
- * wait for its answer is answered. Beyond RL_MP_SERVING_MAX callouts deep,
- * the outer ports are not served during the wait. */
-enum { RL_MP_SERVING_MAX = 8 };
-static __thread struct RLMessagePort *tls_serving[RL_MP_SERVING_MAX];
-static __thread int tls_nserving;
-
 /* Runs one request; false if the connection must go. */
 static bool dispatch(void *owner, rl_conn *c, rl_wire_frame *f, const char **why) {
     struct RLMessagePort *mp = owner;
@@ -246,12 +234,7 @@ static bool dispatch(void *owner, rl_conn *c, rl_wire_frame *f, const char **why
     }
     rl__wire_frame_free(f);
     RLMessagePortCallBack callout = mp->callout;
-    bool pushed = tls_nserving < RL_MP_SERVING_MAX;
-    if (pushed)
-        tls_serving[tls_nserving++] = mp;
     RLDataRef reply = callout ? callout(mp, f->h.msgid, data, mp->np.ctx.info) : NULL;
-    if (pushed)
-        tls_nserving--;
     if (data)
         RLRelease(data);
     bool ok = true;
@@ -838,62 +821,6 @@ static void reply_readable(RLFileDescriptorRef f, RLOptionFlags types, void *inf
 
 enum { WAIT_READY, WAIT_TIMEOUT, WAIT_INVALID, WAIT_POLL };
 
-static void nested_serve(RLFileDescriptorRef f, RLOptionFlags types, void *info) {
-    struct RLMessagePort *local = info; /* alive: its callout is below us */
-    RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack);
-    rl__server_serve(&local->np.srv);
-}
-
-/* For the wait of a request sent from local ports' callouts: their
- * servers watched in `mode` meanwhile (see tls_serving). */
-static int serve_nested_begin(RLRunLoopRef rl, RLRunLoopMode mode, RLFileDescriptorRef *fds) {
-    int n = 0;
-    for (int i = 0; i < tls_nserving; i++) {
-        struct RLMessagePort *local = tls_serving[i];
-        bool seen = false;
-        for (int j = 0; j < i; j++)
-            seen = seen || tls_serving[j] == local;
-        if (seen || !local->np.serving)
-            continue;
-        /* Only where its source is, as a nested CF run serves a port. */
-        pthread_mutex_lock(&local->np.mu);
-        RLRunLoopSourceRef own =
-            local->np.valid && local->np.source ? (RLRunLoopSourceRef)RLRetain(local->np.source) : NULL;
-        pthread_mutex_unlock(&local->np.mu);
-        bool here = own && RLRunLoopContainsSource(rl, own, mode);
-        if (own)
-            RLRelease(own);
-        if (!here)
-            continue;
-        /* A second number for the server's epoll set: the loop does not
-         * deliver the port's own fd object, whose callout is running. */
-        int fd = fcntl(rl__server_fd(&local->np.srv), F_DUPFD_CLOEXEC, 0);
-        if (fd < 0)
-            continue;
-        RLFileDescriptorContext ctx = {0, local, NULL, NULL, NULL};
-        RLFileDescriptorRef f = RLFileDescriptorCreate(NULL, fd, true, nested_serve, &ctx);
-        if (!f)
-            close(fd);
-        RLRunLoopSourceRef s = f ? RLFileDescriptorCreateRunLoopSource(NULL, f, 0) : NULL;
-        if (s && RLRunLoopAddSource(rl, s, mode) && RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack))
-            fds[n++] = f;
-        else if (f) {
-            RLFileDescriptorInvalidate(f);
-            RLRelease(f);
-        }
-        if (s)
-            RLRelease(s);
-    }
-    return n;
-}
-
-static void serve_nested_end(RLFileDescriptorRef *fds, int n) {
-    for (int i = 0; i < n; i++) {
-        RLFileDescriptorInvalidate(fds[i]); /* out of the loop */
-        RLRelease(fds[i]);
-    }
-}
-
 /* Runs the calling thread's loop `rl` in `mode` until the connection is
  * readable, the deadline passes or the port is invalidated (send_mu held).
  * As CF: sources, timers and ports of the mode are served meanwhile, so two
@@ -923,8 +850,6 @@ static int wait_in_loop(struct RLMessagePort *mp, RLRunLoopRef rl, RLRunLoopMode
     mp->waiting = true; /* never nested: send_mu is ours */
     mp->waiter = pthread_self();
     pthread_mutex_unlock(&mp->np.mu);
-    RLFileDescriptorRef nested[RL_MP_SERVING_MAX];
-    int nnested = tls_nserving ? serve_nested_begin(rl, mode, nested) : 0;
     int res;
     for (;;) {
         if (atomic_load_explicit(&mp->reply_ready, memory_order_relaxed)) {
@@ -947,7 +872,6 @@ static int wait_in_loop(struct RLMessagePort *mp, RLRunLoopRef rl, RLRunLoopMode
             break;
         }
     }
-    serve_nested_end(nested, nnested);
     pthread_mutex_lock(&mp->np.mu);
     mp->waiting = false;
     pthread_mutex_unlock(&mp->np.mu);
@@ -1032,6 +956,46 @@ static int32_t receive_reply(struct RLMessagePort *mp, uint32_t seq, RLRunLoopRe
     }
 }
 
+/* What rl__send needs of a message port (rl_conn.h). */
+typedef struct rl_mp_request {
+    int32_t msgid;
+    RLDataRef data;
+    bool want_reply;
+    uint32_t seq; /* set when the frame is made */
+} rl_mp_request;
+
+/* The connection, made when the remote was; invalid, none (send_mu held). */
+static int mp_send_conn(void *port, double deadline) {
+    (void)deadline;
+    struct RLMessagePort *mp = port;
+    if (mp->cfd >= 0 && !rl__netport_is_valid(&mp->np))
+        drop_connection_locked(mp); /* invalidated by what a wait of ours ran */
+    if (mp->cfd < 0) {
+        pthread_mutex_unlock(&mp->send_mu);
+        rl__fail(kRLErrorInvalidObject, "RLMessagePortSendRequest", "port \"%s\" is invalid", mp->name);
+    }
+    return mp->cfd;
+}
+
+/* The request's frame, with the next sequence number if a reply is
+ * wanted (send_mu held: the numbers go out in order). */
+static uint8_t *mp_send_frame(void *port, void *arg, size_t *len) {
+    struct RLMessagePort *mp = port;
+    rl_mp_request *req = arg;
+    req->seq = req->want_reply ? ++mp->seq : 0;
+    if (req->want_reply && req->seq == 0)
+        req->seq = ++mp->seq; /* 0 means "no reply" */
+    RLDataRef data = req->data;
+    rl_wire_comp comp = {RL_WIRE_DATA, data ? (uint32_t)RLDataGetLength(data) : 0,
+                         data ? RLDataGetBytePtr(data) : NULL};
+    *len = rl__wire_size(&comp, data ? 1 : 0);
+    uint8_t *frame = malloc(*len);
+    if (frame)
+        rl__wire_encode(frame, req->want_reply ? RL_WIRE_REQUEST : RL_WIRE_ONEWAY, req->msgid, req->seq, &comp,
+                        data ? 1 : 0);
+    return frame;
+}
+
 int32_t RLMessagePortSendRequest(RLMessagePortRef mp, int32_t msgid, RLDataRef data, RLTimeInterval sendTimeout,
                                  RLTimeInterval rcvTimeout, RLRunLoopMode replyMode, RLDataRef *returnData) {
     if (returnData)
@@ -1071,44 +1035,33 @@ int32_t RLMessagePortSendRequest(RLMessagePortRef mp, int32_t msgid, RLDataRef d
                  mp->name);
         return kRLMessagePortTransportError;
     }
-    /* Wait for our turn no longer than the send may take. */
-    int lr = rl__lock_until(&mp->send_mu, send_deadline);
-    if (lr) {
+    bool want_reply = replyMode != NULL;
+    rl_mp_request req = {msgid, data, want_reply, 0};
+    rl_send sd = {.mu = &mp->send_mu, .port = mp, .conn = mp_send_conn, .make = mp_send_frame, .arg = &req};
+    size_t sent;
+    int err;
+    switch (rl__send(&sd, send_deadline, &sent, &err)) {
+    case RL_SEND_SENT:
+        break;
+    case RL_SEND_BUSY: /* we waited for our turn no longer than the send may take */
         rl__fail(kRLErrorTimedOut, __func__, "port \"%s\": another request is still in flight", mp->name);
         return kRLMessagePortSendTimeout;
-    }
-    if (mp->cfd >= 0 && !rl__netport_is_valid(&mp->np))
-        drop_connection_locked(mp); /* invalidated by what a wait of ours ran */
-    if (mp->cfd < 0) {
-        pthread_mutex_unlock(&mp->send_mu);
-        rl__fail(kRLErrorInvalidObject, __func__, "port \"%s\" is invalid", mp->name);
+    case RL_SEND_STOPPED:
         return kRLMessagePortIsInvalid;
-    }
-    bool want_reply = replyMode != NULL;
-    uint32_t seq = want_reply ? ++mp->seq : 0;
-    if (want_reply && seq == 0)
-        seq = ++mp->seq; /* 0 means "no reply" */
-    rl_wire_comp comp = {RL_WIRE_DATA, (uint32_t)len, data ? RLDataGetBytePtr(data) : NULL};
-    size_t flen = rl__wire_size(&comp, data ? 1 : 0);
-    uint8_t *frame = malloc(flen);
-    if (!frame) {
-        pthread_mutex_unlock(&mp->send_mu);
+    case RL_SEND_NOMEM:
         rl__fail(kRLErrorNoMemory, __func__, "out of memory");
         return kRLMessagePortTransportError;
-    }
-    rl__wire_encode(frame, want_reply ? RL_WIRE_REQUEST : RL_WIRE_ONEWAY, msgid, seq, &comp, data ? 1 : 0);
-    size_t sent = 0;
-    int err = rl__write_all(mp->cfd, frame, flen, send_deadline, &sent);
-    free(frame);
-    if (err == ETIMEDOUT && sent == 0) {
-        pthread_mutex_unlock(&mp->send_mu);
-        rl__fail(kRLErrorTimedOut, __func__, "port \"%s\": the receiver is not reading", mp->name);
-        return kRLMessagePortSendTimeout;
-    }
-    if (err == ETIMEDOUT)
+    case RL_SEND_TIMEOUT:
+        if (sent == 0) {
+            pthread_mutex_unlock(&mp->send_mu);
+            rl__fail(kRLErrorTimedOut, __func__, "port \"%s\": the receiver is not reading", mp->name);
+            return kRLMessagePortSendTimeout;
+        }
         return broke(mp, kRLMessagePortSendTimeout, __func__, "send timed out part-way (the port is now invalid)");
-    if (err)
+    case RL_SEND_BROKE:
         return broke(mp, kRLMessagePortBecameInvalidError, __func__, strerror(err));
+    }
+    uint32_t seq = req.seq;
     if (!want_reply) {
         pthread_mutex_unlock(&mp->send_mu);
         return kRLMessagePortSuccess;

@@ -2,10 +2,11 @@
  * RLSocketPort.c — ports over TCP (RLSocketPort.h has the contract,
  * rl_wire.h the frames, rl_conn.h the serving).
  *
- * A local port is an rl_server around a listening TCP socket: its epoll fd
- * is the one fd its run loops watch. Frames are one-way; component 0 is
- * the reply port, the rest are the message's. A frame's body is shared by
- * the RLData components cut from it (one copy, from the kernel).
+ * A local port is an rl_server around a listening TCP socket: the run loops
+ * its source is in watch the socket and every connection. Frames are
+ * one-way; component 0 is the reply port, the rest are the message's. A
+ * frame's body is shared by the RLData components cut from it (one copy,
+ * from the kernel).
  *
  * A remote port is an address list (resolved once, at creation) and at
  * most one connection, opened by the first send and kept. Its sends are
@@ -765,6 +766,40 @@ static bool peer_gone(struct RLSocketPort *sp, RLErrorCode code, const char *fn,
     return rl__fail(code, fn, "%s (%s): %s; the port is now invalid", sp->host, where, why);
 }
 
+/* The connection to send on (send_mu held): the one kept since the last
+ * send if it is still good, else a new one; -1 (send_mu let go, error set)
+ * if the port is invalid or the peer cannot be reached. */
+static int sp_send_conn(void *port, double deadline) {
+    static const char fn[] = "RLSocketPortSendBeforeDate";
+    struct RLSocketPort *sp = port;
+    if (!rl__netport_is_valid(&sp->np)) {
+        conn_set(sp, -1);
+        pthread_mutex_unlock(&sp->send_mu);
+        return rl__fail(kRLErrorInvalidObject, fn, "the port is invalid"), -1;
+    }
+    if (sp->fd >= 0 && sp->pid != getpid()) { /* a fork's child: the connection is its parent's */
+        conn_set(sp, -1);                      /* closes this process's copy only */
+        pthread_mutex_lock(&sp->np.mu);
+        sp->pid = getpid();
+        pthread_mutex_unlock(&sp->np.mu);
+    }
+    if (sp->fd >= 0 && !conn_alive(sp->fd)) /* the peer closed or reset it since the last send */
+        return peer_gone(sp, kRLErrorInvalidState, fn, "the peer closed the connection"), -1;
+    if (sp->fd < 0) {
+        int err;
+        conn_set(sp, connect_any(sp, deadline, &err));
+        if (sp->fd < 0) {
+            if (err == ECONNREFUSED)
+                return peer_gone(sp, kRLErrorNotFound, fn, "nobody listens there (connection refused)"), -1;
+            pthread_mutex_unlock(&sp->send_mu);
+            if (err == ETIMEDOUT)
+                return rl__fail(kRLErrorTimedOut, fn, "%s: cannot connect before the limit date", sp->host), -1;
+            return rl__fail_errno(err, fn, "cannot connect to %s", sp->host), -1;
+        }
+    }
+    return sp->fd;
+}
+
 bool RLSocketPortSendBeforeDate(RLSocketPortRef sp, RLAbsoluteTime limitDate, uint32_t msgid,
                                 const RLTypeRef *components, RLIndex count, RLSocketPortRef replyPort) {
     if (!sp_ok(sp, __func__))
@@ -825,55 +860,31 @@ bool RLSocketPortSendBeforeDate(RLSocketPortRef sp, RLAbsoluteTime limitDate, ui
         return rl__fail(kRLErrorNoMemory, __func__, "out of memory");
     }
     double deadline = RLMonotonicTimeGetCurrent() + (limitDate - RLAbsoluteTimeGetCurrent());
-    if (rl__lock_until(&sp->send_mu, deadline) != 0) {
-        free(frame);
-        return rl__fail(kRLErrorTimedOut, __func__, "another send through this port is still in progress");
-    }
-    if (!RLSocketPortIsValid(sp)) {
-        free(frame);
-        conn_set(sp, -1);
-        pthread_mutex_unlock(&sp->send_mu);
-        return rl__fail(kRLErrorInvalidObject, __func__, "the port is invalid");
-    }
-    if (sp->fd >= 0 && sp->pid != getpid()) { /* a fork's child: the connection is its parent's */
-        conn_set(sp, -1); /* closes this process's copy only */
-        pthread_mutex_lock(&sp->np.mu);
-        sp->pid = getpid();
-        pthread_mutex_unlock(&sp->np.mu);
-    }
-    if (sp->fd >= 0 && !conn_alive(sp->fd)) { /* the peer closed or reset it since the last send */
-        free(frame);
-        return peer_gone(sp, kRLErrorInvalidState, __func__, "the peer closed the connection");
-    }
-    if (sp->fd < 0) {
-        int err;
-        conn_set(sp, connect_any(sp, deadline, &err));
-        if (sp->fd < 0) {
-            free(frame);
-            if (err == ECONNREFUSED)
-                return peer_gone(sp, kRLErrorNotFound, __func__, "nobody listens there (connection refused)");
-            pthread_mutex_unlock(&sp->send_mu);
-            if (err == ETIMEDOUT)
-                return rl__fail(kRLErrorTimedOut, __func__, "%s: cannot connect before the limit date", sp->host);
-            return rl__fail_errno(err, __func__, "cannot connect to %s", sp->host);
-        }
-    }
-    size_t sent = 0;
-    int err = rl__write_all(sp->fd, frame, flen, deadline, &sent);
+    rl_send sd = {.mu = &sp->send_mu, .port = sp, .conn = sp_send_conn, .frame = frame, .len = flen};
+    size_t sent;
+    int err;
+    rl_send_result r = rl__send(&sd, deadline, &sent, &err);
     free(frame);
-    if (err == ETIMEDOUT) {
-        if (sent > 0) { /* the stream is mid-frame: the receiver drops it whole */
+    switch (r) {
+    case RL_SEND_SENT:
+        pthread_mutex_unlock(&sp->send_mu);
+        return true;
+    case RL_SEND_BUSY:
+        return rl__fail(kRLErrorTimedOut, __func__, "another send through this port is still in progress");
+    case RL_SEND_STOPPED:
+    case RL_SEND_NOMEM: /* the frame was made already */
+        return false;
+    case RL_SEND_TIMEOUT:
+        if (sent > 0) /* the stream is mid-frame: the receiver drops it whole */
             conn_set(sp, -1);
-        }
         pthread_mutex_unlock(&sp->send_mu);
         if (!rl__netport_is_valid(&sp->np))
             return rl__fail(kRLErrorInvalidObject, __func__, "%s: the port was invalidated during the send", sp->host);
         return rl__fail(kRLErrorTimedOut, __func__, "%s: the receiver is not reading", sp->host);
+    case RL_SEND_BROKE:
+        break;
     }
-    if (err)
-        return peer_gone(sp, kRLErrorInvalidState, __func__, strerror(err));
-    pthread_mutex_unlock(&sp->send_mu);
-    return true;
+    return peer_gone(sp, kRLErrorInvalidState, __func__, strerror(err));
 }
 
 /* fork(): the registry's lock is held across it (rl_fork.c), so a child

@@ -11,16 +11,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
-#include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
 
-enum { RL_CONN_EVENTS = 32, RL_CONN_BATCH = 16 };
+enum { RL_CONN_BATCH = 16 };
 /* A client that begins a frame has this long to finish it (seconds). */
 #define RL_CONN_STALL_DEFAULT 10.0
-/* The epoll set's data for the stall timer (the listener's is NULL). */
-#define RL_CONN_TIMER_TAG ((void *)1)
+/* A stall timer with no stalled client is set this far ahead (seconds). */
+#define RL_CONN_FAR 1e9
 
 /* ---- senders ---- */
 
@@ -80,6 +78,26 @@ int rl__write_all(int fd, const uint8_t *buf, size_t len, double deadline, size_
     return err;
 }
 
+rl_send_result rl__send(const rl_send *sd, double deadline, size_t *sent, int *err) {
+    *sent = 0;
+    *err = 0;
+    if (rl__lock_until(sd->mu, deadline) != 0)
+        return RL_SEND_BUSY;
+    int fd = sd->conn(sd->port, deadline);
+    if (fd < 0)
+        return RL_SEND_STOPPED;
+    uint8_t *made = NULL;
+    const uint8_t *frame = sd->frame;
+    size_t len = sd->len;
+    if (sd->make && !(frame = made = sd->make(sd->port, sd->arg, &len))) {
+        pthread_mutex_unlock(sd->mu);
+        return RL_SEND_NOMEM;
+    }
+    *err = rl__write_all(fd, frame, len, deadline, sent);
+    free(made);
+    return !*err ? RL_SEND_SENT : *err == ETIMEDOUT ? RL_SEND_TIMEOUT : RL_SEND_BROKE;
+}
+
 bool rl__read_pending(const rl_wire_reader *rd) { return rd->ahead_off < rd->ahead_len; }
 
 bool rl__read_drained(const rl_wire_reader *rd) { return !rl__read_pending(rd) && rd->ahead_short; }
@@ -133,119 +151,193 @@ int rl__read_frame(int fd, rl_wire_reader *rd, rl_wire_frame *f, const char **wh
 
 /* ---- the server ---- */
 
-static void conn_free(rl_conn *c) {
+/* Connections are counted: the server's list holds one reference, the fd
+ * object's context another (released when it is invalidated). */
+static const void *conn_retain(const void *p) {
+    atomic_fetch_add_explicit(&((rl_conn *)p)->refs, 1, memory_order_relaxed);
+    return p;
+}
+
+static void conn_release(const void *p) {
+    rl_conn *c = (rl_conn *)p;
+    if (atomic_fetch_sub_explicit(&c->refs, 1, memory_order_acq_rel) != 1)
+        return;
     if (c->fd >= 0)
         close(c->fd);
+    if (c->src)
+        RLRelease(c->src);
+    if (c->fdobj)
+        RLRelease(c->fdobj);
+    if (c->link)
+        rl__weak_release(c->link);
     rl__wire_reader_free(&c->rd);
     free(c->out);
     free(c);
 }
 
+static void conn_ready(RLFileDescriptorRef f, RLOptionFlags types, void *info);
 
-int rl__server_init(rl_server *s, int lfd, uint32_t limit, const rl_server_ops *ops, void *owner) {
-    memset(s, 0, sizeof *s);
-    s->made_by = getpid();
-    pthread_mutex_init(&s->mu, NULL);
-    s->lfd = lfd;
-    s->limit = limit;
-    s->stall = RL_CONN_STALL_DEFAULT;
-    s->ops = ops;
-    s->owner = owner;
-    s->epfd = epoll_create1(EPOLL_CLOEXEC);
-    s->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-    int err = 0;
-    if (s->epfd < 0 || s->tfd < 0)
-        err = errno;
-    struct epoll_event ev = {.events = EPOLLIN | EPOLLONESHOT, .data.ptr = NULL};
-    if (!err && epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->lfd, &ev) < 0)
-        err = errno;
-    struct epoll_event tev = {.events = EPOLLIN | EPOLLONESHOT, .data.ptr = RL_CONN_TIMER_TAG};
-    if (!err && epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->tfd, &tev) < 0)
-        err = errno;
-    if (err) {
-        rl__server_close(s);
-        rl__server_destroy(s);
-        return err;
-    }
-    s->valid = true;
-    return 0;
-}
-
-int rl__server_fd(const rl_server *s) { return s->epfd; }
-
-rl_conn *rl__server_add_listener(rl_server *s, int lfd) {
-    rl_conn *l = calloc(1, sizeof *l);
-    if (!l) {
-        close(lfd);
+/* A connection or listener around fd (taken over: closed on failure),
+ * with its watch, in no loop yet and with no callback enabled. NULL with
+ * errno set. */
+static rl_conn *conn_new(rl_server *s, int fd, bool listening) {
+    rl_conn *c = calloc(1, sizeof *c);
+    if (!c) {
+        close(fd);
         errno = ENOMEM;
         return NULL;
     }
-    l->fd = lfd;
-    l->listening = true;
+    c->fd = fd;
+    c->listening = listening;
+    c->uid = (uid_t)-1;
+    c->gid = (gid_t)-1;
+    c->pid = -1;
+    c->srv = s;
+    atomic_init(&c->refs, 1);
+    c->link = (rl__weak *)rl__weak_retain(s->link);
     pthread_mutex_lock(&s->mu);
-    struct epoll_event ev = {.events = EPOLLIN | EPOLLONESHOT, .data.ptr = l};
-    int err = !s->valid ? EBADF : epoll_ctl(s->epfd, EPOLL_CTL_ADD, lfd, &ev) < 0 ? errno : 0;
-    if (!err) {
-        l->next = s->listeners;
-        s->listeners = l;
+    RLIndex order = s->order;
+    pthread_mutex_unlock(&s->mu);
+    RLFileDescriptorContext ctx = {0, c, conn_retain, conn_release, NULL};
+    c->fdobj = RLFileDescriptorCreate(NULL, fd, false, conn_ready, &ctx);
+    c->src = c->fdobj ? RLFileDescriptorCreateRunLoopSource(NULL, c->fdobj, order) : NULL;
+    if (!c->src) {
+        if (c->fdobj)
+            RLFileDescriptorInvalidate(c->fdobj); /* lets go of its reference on c */
+        conn_release(c);                          /* closes fd */
+        errno = ENOMEM;
+        return NULL;
+    }
+    return c;
+}
+
+/* The end of a connection or listener that is on no list and that no loop
+ * serves: its watch leaves every loop, its socket closes at once (a
+ * listener's address is free when this returns). */
+static void conn_retire(rl_server *s, rl_conn *c) {
+    RLFileDescriptorInvalidate(c->fdobj);
+    if (c->fd >= 0) {
+        if (c->listening && s->made_by == getpid())
+            shutdown(c->fd, SHUT_RDWR); /* a copy another process holds accepts nothing either */
+        close(c->fd);
+        c->fd = -1;
+    }
+    conn_release(c);
+}
+
+/* c's watch joins every loop and mode the port's source is in (sched_mu
+ * held). */
+static void conn_join_locked(rl_server *s, rl_conn *c) {
+    for (rl_sched *e = s->scheds; e; e = e->next)
+        (void)RLRunLoopAddSource(e->rl, c->src, e->mode);
+}
+
+static void unlink_conn(rl_conn **head, rl_conn *c) {
+    for (rl_conn **pp = head; *pp; pp = &(*pp)->next)
+        if (*pp == c) {
+            *pp = c->next;
+            return;
+        }
+}
+
+int rl__server_init(rl_server *s, int lfd, uint32_t limit, const rl_server_ops *ops, void *owner, rl__weak *link) {
+    memset(s, 0, sizeof *s);
+    s->made_by = getpid();
+    pthread_mutex_init(&s->sched_mu, NULL);
+    pthread_mutex_init(&s->mu, NULL);
+    s->limit = limit;
+    s->stall = RL_CONN_STALL_DEFAULT;
+    s->stall_at = INFINITY;
+    s->ops = ops;
+    s->owner = owner;
+    s->link = link;
+    rl_conn *l = conn_new(s, lfd, true);
+    if (!l) {
+        int err = errno;
+        rl__server_destroy(s);
+        return err;
+    }
+    s->listeners = l;
+    s->valid = true;
+    RLFileDescriptorEnableCallBacks(l->fdobj, kRLFileDescriptorReadCallBack);
+    return 0;
+}
+
+rl_conn *rl__server_add_listener(rl_server *s, int lfd) {
+    rl_conn *l = conn_new(s, lfd, true);
+    if (!l)
+        return NULL;
+    pthread_mutex_lock(&s->sched_mu);
+    pthread_mutex_lock(&s->mu);
+    bool ok = s->valid && s->listeners;
+    if (ok) { /* after the main one */
+        l->next = s->listeners->next;
+        s->listeners->next = l;
     }
     pthread_mutex_unlock(&s->mu);
-    if (err) {
-        conn_free(l);
-        errno = err;
+    if (ok) {
+        conn_join_locked(s, l);
+        RLFileDescriptorEnableCallBacks(l->fdobj, kRLFileDescriptorReadCallBack);
+    }
+    pthread_mutex_unlock(&s->sched_mu);
+    if (!ok) {
+        conn_retire(s, l);
+        errno = EBADF;
         return NULL;
     }
     return l;
 }
 
-/* The main listener keeps its fd number (the loop serving it reads s->lfd
- * unlocked and re-arms it under the lock): dup3 points the number at the
- * new socket and closes the old one, whose epoll registration is removed
- * first; the new one is registered under the same tag (NULL). A loop that
- * is accepting on the number meanwhile accepts from either socket. */
+/* Takes l off the listeners; it is retired here unless a loop accepts on
+ * it right now (that loop retires it when it is done). mu held. False:
+ * the caller retires it (after unlocking). */
+static bool let_go_listener_locked(rl_server *s, rl_conn *l) {
+    unlink_conn(&s->listeners, l);
+    if (!l->busy)
+        return false;
+    l->closed = true;
+    if (s->made_by == getpid())
+        shutdown(l->fd, SHUT_RDWR);
+    return true;
+}
+
 int rl__server_replace_listener(rl_server *s, int lfd) {
+    rl_conn *l = conn_new(s, lfd, true);
+    if (!l)
+        return errno;
+    pthread_mutex_lock(&s->sched_mu);
     pthread_mutex_lock(&s->mu);
-    int err = !s->valid || s->lfd < 0 ? EBADF : 0;
-    if (!err && epoll_ctl(s->epfd, EPOLL_CTL_DEL, s->lfd, NULL) < 0)
-        err = errno;
-    if (!err && dup3(lfd, s->lfd, O_CLOEXEC) < 0) {
-        err = errno;
-        struct epoll_event back = {.events = EPOLLIN | EPOLLONESHOT, .data.ptr = NULL};
-        if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->lfd, &back) < 0)
-            rl__fail_errno(errno, "rl__server_replace_listener", "re-arming the old listener");
-    }
-    if (!err) {
-        struct epoll_event ev = {.events = EPOLLIN | EPOLLONESHOT, .data.ptr = NULL};
-        if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->lfd, &ev) < 0) {
-            /* the new socket is in place but unwatched: nobody would be
-             * served, so the server stops listening (as a failed accept) */
-            err = errno;
-            close(s->lfd);
-            s->lfd = -1;
-        }
+    rl_conn *old = s->valid ? s->listeners : NULL;
+    bool busy = false;
+    if (old) {
+        busy = let_go_listener_locked(s, old);
+        l->next = s->listeners;
+        s->listeners = l; /* the main one now */
     }
     pthread_mutex_unlock(&s->mu);
-    close(lfd);
-    return err;
+    if (old) {
+        conn_join_locked(s, l);
+        RLFileDescriptorEnableCallBacks(l->fdobj, kRLFileDescriptorReadCallBack);
+    }
+    pthread_mutex_unlock(&s->sched_mu);
+    if (!old) {
+        conn_retire(s, l);
+        return EBADF;
+    }
+    if (!busy)
+        conn_retire(s, old);
+    return 0;
 }
 
 void rl__server_remove_listener(rl_server *s, rl_conn *l) {
     pthread_mutex_lock(&s->mu);
     bool found = false;
-    for (rl_conn **pp = &s->listeners; *pp; pp = &(*pp)->next)
-        if (*pp == l) {
-            *pp = l->next;
-            found = true;
-            break;
-        }
-    if (found) {
-        (void)epoll_ctl(s->epfd, EPOLL_CTL_DEL, l->fd, NULL);
-        if (l->busy)
-            l->closed = true; /* the loop accepting on it frees it */
-        else
-            conn_free(l);
-    }
+    for (rl_conn *x = s->listeners; x; x = x->next)
+        found = found || x == l;
+    bool busy = found && let_go_listener_locked(s, l);
     pthread_mutex_unlock(&s->mu);
+    if (found && !busy)
+        conn_retire(s, l);
 }
 
 static void note_drop_locked(rl_server *s, rl_conn *c, const char *why) {
@@ -254,25 +346,6 @@ static void note_drop_locked(rl_server *s, rl_conn *c, const char *why) {
         snprintf(s->last_drop, sizeof s->last_drop, "pid %d: %s", (int)c->pid, why);
     else
         snprintf(s->last_drop, sizeof s->last_drop, "%s", why);
-}
-
-static void drop_conn_locked(rl_server *s, rl_conn *c, const char *why, bool bad) {
-    for (rl_conn **pp = &s->conns; *pp; pp = &(*pp)->next)
-        if (*pp == c) {
-            *pp = c->next;
-            break;
-        }
-    if (bad)
-        note_drop_locked(s, c, why);
-    if (s->epfd >= 0)
-        (void)epoll_ctl(s->epfd, EPOLL_CTL_DEL, c->fd, NULL);
-    conn_free(c);
-}
-
-static void rearm(rl_server *s, int fd, void *ptr, uint32_t events) {
-    struct epoll_event ev = {.events = events | EPOLLONESHOT, .data.ptr = ptr};
-    if (epoll_ctl(s->epfd, EPOLL_CTL_MOD, fd, &ev) < 0 && errno != EBADF && errno != ENOENT)
-        rl__fail_errno(errno, "rl__server_serve", "re-arming a connection");
 }
 
 static void accept_clients(rl_server *s, int lfd) {
@@ -285,38 +358,31 @@ static void accept_clients(rl_server *s, int lfd) {
                 continue;
             break; /* EAGAIN, or out of fds: the listener stays armed and we come back */
         }
-        rl_conn *c = calloc(1, sizeof *c);
-        if (!c) {
-            close(fd);
+        rl_conn *c = conn_new(s, fd, false);
+        if (!c)
             continue;
-        }
-        c->fd = fd;
         c->addr = addr;
         c->addrlen = alen;
-        c->uid = (uid_t)-1;
-        c->gid = (gid_t)-1;
-        c->pid = -1;
         char why[96] = "refused";
         bool ok = !s->ops->admit || s->ops->admit(s->owner, c, why, sizeof why);
+        pthread_mutex_lock(&s->sched_mu);
         pthread_mutex_lock(&s->mu);
         if (!ok || !s->valid) {
             if (!ok)
                 note_drop_locked(s, c, why);
             pthread_mutex_unlock(&s->mu);
-            conn_free(c);
+            pthread_mutex_unlock(&s->sched_mu);
+            conn_retire(s, c);
             continue;
         }
         rl__wire_reader_init(&c->rd, s->limit);
         atomic_store_explicit(&c->rd.max_comps, s->max_comps, memory_order_relaxed);
-        struct epoll_event ev = {.events = EPOLLIN | EPOLLONESHOT, .data.ptr = c};
-        if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
-            pthread_mutex_unlock(&s->mu);
-            conn_free(c);
-            continue;
-        }
         c->next = s->conns;
         s->conns = c;
         pthread_mutex_unlock(&s->mu);
+        conn_join_locked(s, c);
+        RLFileDescriptorEnableCallBacks(c->fdobj, kRLFileDescriptorReadCallBack);
+        pthread_mutex_unlock(&s->sched_mu);
     }
 }
 
@@ -359,46 +425,98 @@ static bool flush_out(rl_conn *c) {
     return true;
 }
 
+/* Sets every stall timer for monotonic time `at` (mu held). A timer is in
+ * its loop only while a client is mid-frame: a loop's next timer date
+ * shows the ports' stall checks only while there is one to make. */
 static void arm_stall_locked(rl_server *s, double at) {
-    double left = at - RLMonotonicTimeGetCurrent();
-    if (left < 1e-3)
-        left = 1e-3;
-    struct itimerspec its = {{0, 0}, {(time_t)left, (long)((left - floor(left)) * 1e9)}};
-    if (timerfd_settime(s->tfd, 0, &its, NULL) == 0)
-        s->stall_armed = true;
+    s->stall_at = at;
+    double now = RLMonotonicTimeGetCurrent();
+    RLAbsoluteTime when = RLAbsoluteTimeGetCurrent() + (at - now > 1e-3 ? at - now : 1e-3);
+    for (rl_sched *e = s->scheds; e; e = e->next) {
+        RLRunLoopTimerSetNextFireDate(e->timer, when);
+        if (!e->timer_in)
+            e->timer_in = RLRunLoopAddTimer(e->rl, e->timer, e->mode);
+    }
 }
 
-/* The stall timer fired: drop every client that began a frame longer ago
- * than the server allows, and set the timer for the next one. */
+/* No client is mid-frame: the stall timers leave their loops (mu held). */
+static void disarm_stall_locked(rl_server *s) {
+    s->stall_at = INFINITY;
+    for (rl_sched *e = s->scheds; e; e = e->next)
+        if (e->timer_in) {
+            (void)RLRunLoopRemoveTimer(e->rl, e->timer, e->mode);
+            e->timer_in = false;
+        }
+}
+
+/* A stall timer fired: drop every client that began a frame longer ago
+ * than the server allows, and set the timers for the next one. */
 static void drop_stalled(rl_server *s) {
-    uint64_t ticks;
-    (void)!read(s->tfd, &ticks, sizeof ticks);
     double now = RLMonotonicTimeGetCurrent(), next = INFINITY;
+    rl_conn *dead = NULL;
     pthread_mutex_lock(&s->mu);
-    s->stall_armed = false;
+    s->stall_at = INFINITY;
     for (rl_conn *c = s->conns, *nx; c; c = nx) {
         nx = c->next;
         if (c->busy || c->frame_since == 0)
             continue;
-        if (now - c->frame_since >= s->stall)
-            drop_conn_locked(s, c, "stalled mid-frame", true);
-        else if (c->frame_since + s->stall < next)
+        if (now - c->frame_since >= s->stall) {
+            unlink_conn(&s->conns, c);
+            note_drop_locked(s, c, "stalled mid-frame");
+            c->next = dead;
+            dead = c;
+        } else if (c->frame_since + s->stall < next) {
             next = c->frame_since + s->stall;
+        }
     }
-    if (s->valid) {
-        if (isfinite(next))
-            arm_stall_locked(s, next);
-        rearm(s, s->tfd, RL_CONN_TIMER_TAG, EPOLLIN);
-    }
+    if (s->valid && isfinite(next))
+        arm_stall_locked(s, next);
+    else
+        disarm_stall_locked(s);
     pthread_mutex_unlock(&s->mu);
+    for (rl_conn *c = dead, *nx; c; c = nx) {
+        nx = c->next;
+        conn_retire(s, c);
+    }
 }
 
-static void serve_conn(rl_server *s, rl_conn *c, uint32_t events) {
-    const char *why = NULL;
+/* The loop that served c is done with it: c is watched again for what it
+ * needs (keep), or dropped. */
+static void conn_done(rl_server *s, rl_conn *c, bool keep, const char *why, bool bad) {
     pthread_mutex_lock(&s->mu);
-    bool keep = !c->closed, bad = false;
+    c->busy = false;
+    if (keep && !c->closed && s->valid) {
+        if (!c->listening) {
+            if (rl__wire_idle(&c->rd)) {
+                c->frame_since = 0;
+            } else if (c->frame_since == 0) {
+                c->frame_since = RLMonotonicTimeGetCurrent();
+                if (c->frame_since + s->stall < s->stall_at)
+                    arm_stall_locked(s, c->frame_since + s->stall);
+            }
+        }
+        /* Replies still queued: no more requests from this client until
+         * it reads them. Only writability brings it back (a hang-up is
+         * always reported), so a client that sends on and never reads
+         * leaves the loop idle instead of waking it for its input. Under
+         * mu: a close meanwhile would free c. */
+        RLFileDescriptorEnableCallBacks(c->fdobj, c->out ? kRLFileDescriptorWriteCallBack
+                                                         : kRLFileDescriptorReadCallBack);
+        pthread_mutex_unlock(&s->mu);
+        return;
+    }
+    if (!c->closed) /* else it is off its list already */
+        unlink_conn(c->listening ? &s->listeners : &s->conns, c);
+    if (bad)
+        note_drop_locked(s, c, why ? why : "closed");
     pthread_mutex_unlock(&s->mu);
-    if (c->out && (events & EPOLLOUT))
+    conn_retire(s, c);
+}
+
+static void serve_conn(rl_server *s, rl_conn *c, RLOptionFlags types) {
+    const char *why = NULL;
+    bool keep = true, bad = false;
+    if (c->out && (types & kRLFileDescriptorWriteCallBack))
         keep = flush_out(c);
     /* At most a few frames per wake, so one chatty client cannot starve
      * the loop's other sources; the one-shot re-arm brings us back. Bytes
@@ -421,118 +539,196 @@ static void serve_conn(rl_server *s, rl_conn *c, uint32_t events) {
             bad = true;
         }
         if (drained)
-            break; /* the stream was empty: the re-arm below sees whatever comes next */
+            break; /* the stream was empty: the re-arm sees whatever comes next */
     }
-    pthread_mutex_lock(&s->mu);
-    c->busy = false;
-    if (!keep || c->closed || !s->valid) {
-        drop_conn_locked(s, c, why ? why : "closed", bad);
-    } else {
-        if (rl__wire_idle(&c->rd)) {
-            c->frame_since = 0;
-        } else if (c->frame_since == 0) {
-            c->frame_since = RLMonotonicTimeGetCurrent();
-            if (!s->stall_armed)
-                arm_stall_locked(s, c->frame_since + s->stall);
-        }
-        /* Replies still queued: no more requests from this client until
-         * it reads them. Only writability brings it back (a hang-up is
-         * always reported), so a client that sends on and never reads
-         * leaves the loop idle instead of waking it for its input. */
-        rearm(s, c->fd, c, c->out ? EPOLLOUT : EPOLLIN);
-    }
-    pthread_mutex_unlock(&s->mu);
+    conn_done(s, c, keep, why, bad);
 }
 
-void rl__server_serve(rl_server *s) {
-    struct epoll_event ev[RL_CONN_EVENTS];
-    /* Take the batch and claim its connections in one critical section
-     * (the wait does not block): a close or a removal from another thread,
-     * or by a dispatch, then leaves them to us instead of freeing them
-     * under our feet. */
+/* The loop reports c's fd (one-shot: c is this loop's until conn_done). */
+static void conn_ready(RLFileDescriptorRef f, RLOptionFlags types, void *info) {
+    (void)f;
+    rl_conn *c = info;
+    void *port = rl__weak_get(c->link); /* held: a dispatch may invalidate and release it */
+    if (!port)
+        return;
+    rl_server *s = c->srv;
     pthread_mutex_lock(&s->mu);
-    int n = epoll_wait(s->epfd, ev, RL_CONN_EVENTS, 0);
-    for (int i = 0; i < n; i++)
-        if (ev[i].data.ptr && ev[i].data.ptr != RL_CONN_TIMER_TAG)
-            ((rl_conn *)ev[i].data.ptr)->busy = true;
+    bool go = !c->closed && s->valid && !c->busy;
+    c->busy = c->busy || go;
     pthread_mutex_unlock(&s->mu);
-    for (int i = 0; i < n; i++) {
-        rl_conn *c = ev[i].data.ptr;
-        if (c == NULL) {
-            accept_clients(s, s->lfd);
-            pthread_mutex_lock(&s->mu);
-            if (s->valid)
-                rearm(s, s->lfd, NULL, EPOLLIN);
-            pthread_mutex_unlock(&s->mu);
-        } else if (c != RL_CONN_TIMER_TAG && c->listening) {
-            accept_clients(s, c->fd);
-            pthread_mutex_lock(&s->mu);
-            c->busy = false;
-            if (c->closed)
-                conn_free(c); /* removed while we accepted: already off the list */
-            else
-                rearm(s, c->fd, c, EPOLLIN);
-            pthread_mutex_unlock(&s->mu);
-        } else if (ev[i].data.ptr == RL_CONN_TIMER_TAG) {
-            drop_stalled(s);
-        } else {
-            serve_conn(s, ev[i].data.ptr, ev[i].events);
+    if (go && c->listening) {
+        accept_clients(s, c->fd);
+        conn_done(s, c, true, NULL, false);
+    } else if (go) {
+        serve_conn(s, c, types);
+    }
+    RLRelease(port);
+}
+
+static void stall_fired(RLRunLoopTimerRef t, void *info) {
+    (void)t;
+    void *port = rl__weak_get(info);
+    if (!port)
+        return;
+    drop_stalled(&((rl_netport *)((char *)port + RL__NETPORT_OFFSET))->srv);
+    RLRelease(port);
+}
+
+void rl__server_set_order(rl_server *s, RLIndex order) {
+    pthread_mutex_lock(&s->sched_mu);
+    pthread_mutex_lock(&s->mu);
+    /* In no loop yet: nobody accepts on the listeners, and no client is
+     * connected; the listeners get watches of the new order. */
+    bool redo = s->valid && !s->scheds && s->order != order;
+    s->order = order;
+    for (rl_conn *l = redo ? s->listeners : NULL; l; l = l->next) {
+        RLFileDescriptorContext ctx = {0, l, conn_retain, conn_release, NULL};
+        RLFileDescriptorRef f = RLFileDescriptorCreate(NULL, l->fd, false, conn_ready, &ctx);
+        RLRunLoopSourceRef src = f ? RLFileDescriptorCreateRunLoopSource(NULL, f, order) : NULL;
+        if (!src) { /* out of memory: the old watch stays, of order 0 */
+            if (f) {
+                RLFileDescriptorInvalidate(f);
+                RLRelease(f);
+            }
+            continue;
         }
+        RLFileDescriptorRef old_f = l->fdobj;
+        RLRunLoopSourceRef old_src = l->src;
+        l->fdobj = f;
+        l->src = src;
+        RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack);
+        RLFileDescriptorInvalidate(old_f); /* lets go of its reference on l (the list keeps one) */
+        RLRelease(old_f);
+        RLRelease(old_src);
+    }
+    pthread_mutex_unlock(&s->mu);
+    pthread_mutex_unlock(&s->sched_mu);
+}
+
+void rl__server_schedule(rl_server *s, RLRunLoopRef rl, RLRunLoopMode mode) {
+    rl_sched *e = calloc(1, sizeof *e);
+    RLRunLoopTimerContext tctx = {0, s->link, rl__weak_retain, rl__weak_release, NULL};
+    /* Repeats, far apart: it is set by hand, and stays in its loop while a
+     * client is mid-frame (arm_stall_locked). */
+    pthread_mutex_lock(&s->mu);
+    RLIndex order = s->order;
+    pthread_mutex_unlock(&s->mu);
+    RLRunLoopTimerRef t = e ? RLRunLoopTimerCreate(NULL, RLAbsoluteTimeGetCurrent() + RL_CONN_FAR, RL_CONN_FAR, 0,
+                                                   order, stall_fired, &tctx)
+                            : NULL;
+    if (!t) {
+        free(e);
+        rl__fail(kRLErrorNoMemory, "RLRunLoopAddSource", "out of memory: the port is not served in mode %s", mode);
+        return;
+    }
+    pthread_mutex_lock(&s->sched_mu);
+    pthread_mutex_lock(&s->mu);
+    bool dup = false;
+    for (rl_sched *x = s->scheds; x; x = x->next)
+        dup = dup || (x->rl == rl && strcmp(x->mode, mode) == 0);
+    bool ok = s->valid && !dup;
+    if (ok) {
+        e->rl = (RLRunLoopRef)RLRetain(rl);
+        e->mode = mode; /* a loop's mode names live as long as the loop */
+        e->timer = t;
+        e->next = s->scheds;
+        s->scheds = e;
+        for (rl_conn *c = s->listeners; c; c = c->next)
+            (void)RLRunLoopAddSource(rl, c->src, mode);
+        for (rl_conn *c = s->conns; c; c = c->next)
+            (void)RLRunLoopAddSource(rl, c->src, mode);
+        if (isfinite(s->stall_at))
+            arm_stall_locked(s, s->stall_at);
+    }
+    pthread_mutex_unlock(&s->mu);
+    pthread_mutex_unlock(&s->sched_mu);
+    if (!ok) {
+        RLRunLoopTimerInvalidate(t);
+        RLRelease(t);
+        free(e);
     }
 }
 
-void rl__server_close(rl_server *s) {
+static void sched_free(rl_sched *e) {
+    RLRunLoopTimerInvalidate(e->timer); /* out of its loop */
+    RLRelease(e->timer);
+    RLRelease(e->rl);
+    free(e);
+}
+
+void rl__server_cancel(rl_server *s, RLRunLoopRef rl, RLRunLoopMode mode) {
+    pthread_mutex_lock(&s->sched_mu);
     pthread_mutex_lock(&s->mu);
-    s->valid = false;
-    /* The listener goes first: a client that sees its connection close can
-     * count on the address being free. Shut down first: a copy of the
-     * socket that another process still holds (a child made without
-     * fork()'s handlers) then accepts nothing either. Not in a fork()'s
-     * child: that would stop its parent's listener. */
-    bool ours = s->made_by == getpid();
-    if (s->lfd >= 0) {
-        if (ours)
-            shutdown(s->lfd, SHUT_RDWR);
-        close(s->lfd);
+    rl_sched *e = NULL;
+    for (rl_sched **pp = &s->scheds; *pp; pp = &(*pp)->next)
+        if ((*pp)->rl == rl && strcmp((*pp)->mode, mode) == 0) {
+            e = *pp;
+            *pp = e->next;
+            break;
+        }
+    if (e) {
+        for (rl_conn *c = s->listeners; c; c = c->next)
+            (void)RLRunLoopRemoveSource(rl, c->src, e->mode);
+        for (rl_conn *c = s->conns; c; c = c->next)
+            (void)RLRunLoopRemoveSource(rl, c->src, e->mode);
     }
-    s->lfd = -1;
-    for (rl_conn *c = s->conns, *next; c; c = next) {
-        next = c->next;
-        if (c->busy) { /* its loop drops it when it is done with it */
+    pthread_mutex_unlock(&s->mu);
+    if (e)
+        sched_free(e);
+    pthread_mutex_unlock(&s->sched_mu);
+}
+
+/* Moves every entry of *from that no loop serves onto *dead; a busy one
+ * is left to its loop (marked closed). mu held. */
+static void let_go_all_locked(rl_server *s, rl_conn **from, rl_conn **dead, bool ours) {
+    for (rl_conn *c = *from, *nx; c; c = nx) {
+        nx = c->next;
+        if (c->busy) {
             c->closed = true;
             if (ours)
                 shutdown(c->fd, SHUT_RDWR);
             continue;
         }
-        if (ours)
-            (void)epoll_ctl(s->epfd, EPOLL_CTL_DEL, c->fd, NULL);
-        conn_free(c);
+        c->next = *dead;
+        *dead = c;
     }
-    s->conns = NULL;
-    for (rl_conn *l = s->listeners, *next; l; l = next) {
-        next = l->next;
-        if (ours && l->fd >= 0)
-            shutdown(l->fd, SHUT_RDWR);
-        if (l->busy) {
-            l->closed = true;
-            continue;
-        }
-        if (ours)
-            (void)epoll_ctl(s->epfd, EPOLL_CTL_DEL, l->fd, NULL);
-        conn_free(l);
-    }
-    s->listeners = NULL;
+    *from = NULL;
+}
+
+void rl__server_close(rl_server *s) {
+    pthread_mutex_lock(&s->sched_mu);
+    pthread_mutex_lock(&s->mu);
+    s->valid = false;
+    /* Not in a fork()'s child: a shutdown would stop its parent's sockets. */
+    bool ours = s->made_by == getpid();
+    rl_conn *lis = NULL, *cons = NULL;
+    let_go_all_locked(s, &s->listeners, &lis, ours);
+    let_go_all_locked(s, &s->conns, &cons, ours);
+    rl_sched *scheds = s->scheds;
+    s->scheds = NULL;
     pthread_mutex_unlock(&s->mu);
+    /* The listeners go first: a client that sees its connection close can
+     * count on the address being free. */
+    for (rl_conn *c = lis, *nx; c; c = nx) {
+        nx = c->next;
+        conn_retire(s, c);
+    }
+    for (rl_conn *c = cons, *nx; c; c = nx) {
+        nx = c->next;
+        conn_retire(s, c);
+    }
+    for (rl_sched *e = scheds, *nx; e; e = nx) {
+        nx = e->next;
+        sched_free(e);
+    }
+    pthread_mutex_unlock(&s->sched_mu);
 }
 
 void rl__server_drop_listeners_in_child(rl_server *s) {
     /* A fork()'s child, before anything else runs in it: no other thread,
      * and the lock may be held for good by a thread of the parent. The
-     * epoll set is shared with the parent: left alone (a file leaves it
-     * when its last descriptor closes, in whichever process). */
-    if (s->lfd >= 0)
-        close(s->lfd);
-    s->lfd = -1;
+     * watches stay (the child's loops are its parent's copies, which it
+     * never waits on); only the sockets close. */
     for (rl_conn *l = s->listeners; l; l = l->next) {
         if (l->fd >= 0)
             close(l->fd);
@@ -541,14 +737,10 @@ void rl__server_drop_listeners_in_child(rl_server *s) {
 }
 
 void rl__server_destroy(rl_server *s) {
-    /* Connections a loop was serving are freed by it; it holds a reference
-     * on the port meanwhile, so none is left here. */
-    if (s->epfd >= 0)
-        close(s->epfd);
-    if (s->tfd >= 0)
-        close(s->tfd);
-    s->epfd = s->tfd = -1;
+    /* Close ran first; connections a loop was serving are retired by it
+     * (it holds the port meanwhile, so none is left here). */
     pthread_mutex_destroy(&s->mu);
+    pthread_mutex_destroy(&s->sched_mu);
 }
 
 void rl__server_set_limit(rl_server *s, uint32_t limit) {
@@ -635,7 +827,7 @@ bool rl__netport_get_context(rl_netport *np, void *context, const char *fn) {
 }
 
 int rl__netport_listen(rl_netport *np, int lfd, const rl_server_ops *ops, void *owner) {
-    int err = rl__server_init(&np->srv, lfd, np->limit, ops, owner);
+    int err = rl__server_init(&np->srv, lfd, np->limit, ops, owner, np->link);
     np->serving = !err;
     return err;
 }
@@ -657,9 +849,7 @@ bool rl__netport_begin_invalidate(rl_netport *np) {
 
 rl_netport_fn rl__netport_finish_invalidate(rl_netport *np) {
     pthread_mutex_lock(&np->mu);
-    RLFileDescriptorRef fdobj = np->fdobj;
     RLRunLoopSourceRef source = np->source;
-    np->fdobj = NULL;
     np->source = NULL;
     rl_netport_fn cb = np->inval_called ? NULL : np->inval;
     np->inval_called = np->inval_called || cb;
@@ -667,12 +857,10 @@ rl_netport_fn rl__netport_finish_invalidate(rl_netport *np) {
     if (np->serving)
         rl__server_close(&np->srv); /* the name or address is free from here on */
     rl__weak_cut(np->link);
-    if (fdobj) {
-        RLFileDescriptorInvalidate(fdobj); /* removes its source from every loop */
-        RLRelease(fdobj);
-    }
-    if (source)
+    if (source) {
+        RLRunLoopSourceInvalidate(source); /* out of every loop (the server's watches are already) */
         RLRelease(source);
+    }
     return cb;
 }
 
@@ -722,15 +910,21 @@ bool rl__netport_set_stall(rl_netport *np, bool remote, RLTimeInterval seconds, 
     return true;
 }
 
-static void netport_ready(RLFileDescriptorRef f, RLOptionFlags types, void *info) {
-    /* Retained: a handler may invalidate and release the port. */
+/* The port's source joined or left a mode of a loop: the server's
+ * watches follow (info is the port's weak link). */
+static void netport_schedule(void *info, RLRunLoopRef rl, RLRunLoopMode mode) {
+    void *obj = rl__weak_get(info);
+    if (!obj)
+        return; /* invalidated: the server is closed */
+    rl__server_schedule(&((rl_netport *)((char *)obj + RL__NETPORT_OFFSET))->srv, rl, mode);
+    RLRelease(obj);
+}
+
+static void netport_cancel(void *info, RLRunLoopRef rl, RLRunLoopMode mode) {
     void *obj = rl__weak_get(info);
     if (!obj)
         return;
-    rl_netport *np = (rl_netport *)((char *)obj + RL__NETPORT_OFFSET);
-    rl__server_serve(&np->srv);
-    /* One-shot per enable (RLFileDescriptor.h): listen for the next. */
-    RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack);
+    rl__server_cancel(&((rl_netport *)((char *)obj + RL__NETPORT_OFFSET))->srv, rl, mode);
     RLRelease(obj);
 }
 
@@ -749,27 +943,29 @@ RLRunLoopSourceRef rl__netport_create_source(rl_netport *np, bool remote, RLInde
         return s;
     }
     pthread_mutex_unlock(&np->mu);
-    RLFileDescriptorContext ctx = {0, np->link, rl__weak_retain, rl__weak_release, NULL};
-    RLFileDescriptorRef f = RLFileDescriptorCreate(NULL, rl__server_fd(&np->srv), false, netport_ready, &ctx);
-    RLRunLoopSourceRef s = f ? RLFileDescriptorCreateRunLoopSource(NULL, f, order) : NULL;
-    if (!s) {
-        if (f)
-            RLRelease(f);
+    if (np->serving)
+        rl__server_set_order(&np->srv, order);
+    /* Never signalled: all it does is take the server's watches into the
+     * loops and modes it is added to. */
+    RLRunLoopSourceContext ctx = {.version = 0,
+                                  .info = np->link,
+                                  .retain = rl__weak_retain,
+                                  .release = rl__weak_release,
+                                  .schedule = netport_schedule,
+                                  .cancel = netport_cancel};
+    RLRunLoopSourceRef s = RLRunLoopSourceCreate(NULL, order, &ctx);
+    if (!s)
         return NULL;
-    }
-    RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack);
     pthread_mutex_lock(&np->mu);
     if (np->source || !np->valid) { /* another thread won, or it was invalidated meanwhile */
         RLRunLoopSourceRef other = np->source ? (RLRunLoopSourceRef)RLRetain(np->source) : NULL;
         pthread_mutex_unlock(&np->mu);
-        RLFileDescriptorInvalidate(f);
-        RLRelease(f);
+        RLRunLoopSourceInvalidate(s);
         RLRelease(s);
         if (!other)
             rl__fail(kRLErrorInvalidObject, fn, "the port was invalidated");
         return other;
     }
-    np->fdobj = f;
     np->source = (RLRunLoopSourceRef)RLRetain(s);
     np->kept_by_source = true;
     RLRetain((char *)np - RL__NETPORT_OFFSET);

@@ -3,15 +3,19 @@
  * stream sockets (message ports over Unix sockets, socket ports over TCP),
  * and the blocking-with-a-deadline helpers their senders use. Private.
  *
- * A server owns a listening socket, an epoll set and a stall timer. The
- * epoll set is the one fd a run loop watches for the port (through an
- * RLFileDescriptor), however many clients it has. Every connection is
- * armed one-shot: the run loop that takes its event owns the connection
- * until it re-arms it, so a port whose source is in several loops never
- * has two threads reading one stream. A client that begins a frame must
- * finish it within the stall timeout; one that sends a bad frame, stalls
- * or is refused loses its connection, the drop is counted with its reason,
- * and everyone else is served on.
+ * A server has no reactor of its own: its listening sockets and its
+ * clients' connections are fd objects (RLFileDescriptor), each with a
+ * run-loop source, and its stall check is a run-loop timer. They sit in
+ * every run loop and mode the port's own source is in (the port's source
+ * schedules and cancels them), so the loops that serve the port watch its
+ * sockets with their own pollers, and a port's callouts run on those
+ * loops' threads as before. Callbacks are one-shot per enable: the loop
+ * that takes a connection's event owns the connection until it enables it
+ * again, so a port whose source is in several loops never has two threads
+ * reading one stream. A client that begins a frame must finish it within
+ * the stall timeout; one that sends a bad frame, stalls or is refused
+ * loses its connection, the drop is counted with its reason, and everyone
+ * else is served on.
  *
  * What a frame means is the port's business: the server hands each frame
  * to ops->dispatch, and each new client to ops->admit first. Neither runs
@@ -25,10 +29,14 @@
 #include "rl_wire.h"
 
 #include <crunloop/RLFileDescriptor.h>
+#include <crunloop/RLRunLoopTimer.h>
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sys/socket.h>
 #include <sys/types.h>
+
+struct rl_server;
 
 typedef struct rl_conn {
     int fd;
@@ -37,14 +45,21 @@ typedef struct rl_conn {
     uid_t uid; /* SO_PEERCRED for Unix sockets; -1 otherwise */
     gid_t gid;
     pid_t pid;
-    bool listening;     /* an extra listening socket of the server, not a client */
+    bool listening;     /* a listening socket of the server, not a client */
     bool busy;          /* a loop is serving it (its event was taken, one-shot) */
-    bool closed;        /* the server closed while it was busy */
+    bool closed;        /* the server let go of it while it was busy */
     double frame_since; /* monotonic time its current frame began; 0: between frames */
     rl_wire_reader rd;
     uint8_t *out; /* bytes not yet written (the client reads slowly) */
     size_t out_len, out_off;
     struct rl_conn *next;
+    /* Its watch: the fd object's context holds a reference on the
+     * connection (refs), the server's list another. */
+    struct rl_server *srv;
+    rl__weak *link; /* the port's (retained): a callout holds the port while it serves */
+    atomic_int refs;
+    RLFileDescriptorRef fdobj;
+    RLRunLoopSourceRef src;
 } rl_conn;
 
 typedef struct rl_server_ops {
@@ -56,28 +71,45 @@ typedef struct rl_server_ops {
     bool (*dispatch)(void *owner, rl_conn *c, rl_wire_frame *f, const char **why);
 } rl_server_ops;
 
+/* A run loop and mode the port's source is in, and the stall timer there. */
+typedef struct rl_sched {
+    RLRunLoopRef rl; /* retained */
+    RLRunLoopMode mode;
+    RLRunLoopTimerRef timer;
+    bool timer_in; /* the timer is in rl (while a client is mid-frame) */
+    struct rl_sched *next;
+} rl_sched;
+
 typedef struct rl_server {
+    /* Held while the watches join or leave loops (schedule, cancel, a new
+     * client, close), so every watch is in exactly the loops and modes in
+     * `scheds`; taken before mu. */
+    pthread_mutex_t sched_mu;
     pthread_mutex_t mu; /* everything below; never held while ops run */
     bool valid;
-    int lfd, epfd, tfd;
-    double stall;     /* seconds a client may take to finish a frame */
-    bool stall_armed; /* tfd is set */
-    uint32_t limit;   /* largest frame body accepted */
+    double stall;    /* seconds a client may take to finish a frame */
+    double stall_at; /* monotonic time the stall timers are set for (INFINITY: none) */
+    uint32_t limit;  /* largest frame body accepted */
     uint32_t max_comps; /* most components a frame may have (0: no limit but the body's) */
+    RLIndex order;      /* of the port's source: its watches' order */
     rl_conn *conns;
-    rl_conn *listeners; /* extra listening sockets (rl__server_add_listener) */
+    rl_conn *listeners; /* the first is the main one (rl__server_replace_listener) */
+    rl_sched *scheds;
     size_t dropped;      /* connections dropped for bad frames or refusals */
     char last_drop[128]; /* why the last one was */
     const rl_server_ops *ops;
     void *owner;
-    pid_t made_by; /* a fork()'s child closes its copies of the fds but never
-                    * cuts the connections or edits the epoll set it shares
-                    * with its parent */
+    rl__weak *link; /* the port's (not retained: the port outlives its server) */
+    pid_t made_by; /* a fork()'s child closes its copies of the listening
+                    * sockets but never cuts the connections it shares with
+                    * its parent */
 } rl_server;
 
 /* Sets up a server around a bound, listening, non-blocking socket (taken
- * over, also on failure). 0, or the errno that failed. */
-RL__HIDDEN int rl__server_init(rl_server *s, int lfd, uint32_t limit, const rl_server_ops *ops, void *owner);
+ * over, also on failure), for the port `owner` whose weak link is `link`.
+ * 0, or the errno that failed. */
+RL__HIDDEN int rl__server_init(rl_server *s, int lfd, uint32_t limit, const rl_server_ops *ops, void *owner,
+                               rl__weak *link);
 /* Also takes clients from another bound, listening, non-blocking socket
  * (taken over, also on failure). The handle, or NULL (errno set). */
 RL__HIDDEN rl_conn *rl__server_add_listener(rl_server *s, int lfd);
@@ -86,22 +118,25 @@ RL__HIDDEN rl_conn *rl__server_add_listener(rl_server *s, int lfd);
 RL__HIDDEN void rl__server_remove_listener(rl_server *s, rl_conn *listener);
 /* Listens on lfd (bound, listening, non-blocking; taken over, also on
  * failure) instead of the socket given to rl__server_init, which is closed:
- * its address is free when this returns. 0, or the errno that failed
- * (nothing changed). */
+ * its address is free when this returns (unless a loop is accepting on it
+ * right now). 0, or the errno that failed (nothing changed). */
 RL__HIDDEN int rl__server_replace_listener(rl_server *s, int lfd);
-/* The fd a run loop watches (readable when there is work). */
-RL__HIDDEN int rl__server_fd(const rl_server *s);
-/* Does what is ready: accepts, serves a batch of frames, drops stalled
- * clients. Call on the loop's thread when rl__server_fd is readable. */
-RL__HIDDEN void rl__server_serve(rl_server *s);
+/* The order of the port's source, for the watches (set before the source
+ * joins a loop). */
+RL__HIDDEN void rl__server_set_order(rl_server *s, RLIndex order);
+/* The port's source joined (schedule) or left (cancel) mode of rl: the
+ * server's watches follow it. */
+RL__HIDDEN void rl__server_schedule(rl_server *s, RLRunLoopRef rl, RLRunLoopMode mode);
+RL__HIDDEN void rl__server_cancel(rl_server *s, RLRunLoopRef rl, RLRunLoopMode mode);
 /* Stops listening and drops every client (a connection being served is
- * dropped by the thread serving it). Idempotent. */
+ * dropped by the thread serving it); the watches leave every loop.
+ * Idempotent. */
 RL__HIDDEN void rl__server_close(rl_server *s);
 /* In a fork()'s child (from its atfork handler): closes the child's copies
  * of the listening sockets, so that the parent's name or address is free
  * the moment the parent closes it, whatever the child does. */
 RL__HIDDEN void rl__server_drop_listeners_in_child(rl_server *s);
-/* Frees what close left (call once, after close, when no loop serves it). */
+/* Frees what close left (call once, after close). */
 RL__HIDDEN void rl__server_destroy(rl_server *s);
 RL__HIDDEN void rl__server_set_limit(rl_server *s, uint32_t limit);
 RL__HIDDEN void rl__server_set_stall(rl_server *s, double seconds);
@@ -140,12 +175,47 @@ RL__HIDDEN bool rl__read_pending(const rl_wire_reader *rd);
  * another read now would most likely say EAGAIN. */
 RL__HIDDEN bool rl__read_drained(const rl_wire_reader *rd);
 
+/* ---- the one send path of remote ports ----
+ *
+ * A remote port's send, whatever the port: wait for the port's send lock
+ * by the deadline, have the connection (conn: looked up, made or checked
+ * by the port), have the frame (made under the lock, or before it), and
+ * write it whole by the deadline. What each outcome means to the caller
+ * (its result code, its error, whether the port becomes invalid) is the
+ * front end's business; with RL_SEND_SENT, _TIMEOUT and _BROKE the lock is
+ * still held (a message port then waits for its reply under it). */
+typedef struct rl_send {
+    pthread_mutex_t *mu; /* the port's send lock */
+    void *port;
+    /* mu held: the fd to write on, connected by deadline if need be; or
+     * -1, having let go of mu and set the error (RL_SEND_STOPPED). */
+    int (*conn)(void *port, double deadline);
+    /* mu held: the frame (malloc'ed; freed by rl__send) and its length, or
+     * NULL if memory is short. NULL: `frame` and `len` are written. */
+    uint8_t *(*make)(void *port, void *arg, size_t *len);
+    void *arg;
+    const uint8_t *frame;
+    size_t len;
+} rl_send;
+
+typedef enum rl_send_result {
+    RL_SEND_SENT,    /* written whole */
+    RL_SEND_BUSY,    /* another send held the lock past the deadline (not held) */
+    RL_SEND_STOPPED, /* conn said no (lock let go, error set) */
+    RL_SEND_NOMEM,   /* the frame could not be made (lock let go) */
+    RL_SEND_TIMEOUT, /* the deadline passed: *sent bytes went out, maybe 0 */
+    RL_SEND_BROKE,   /* the connection broke (*err) */
+} rl_send_result;
+
+/* The send; *sent and *err say how far the write went. */
+RL__HIDDEN rl_send_result rl__send(const rl_send *sd, double deadline, size_t *sent, int *err);
+
 /* ---- the part every port that listens on a socket shares ----
  *
  * A message port and a socket port embed an rl_netport right after their
  * object header (checked with RL__NETPORT_CHECK): validity, context,
  * invalidation callback, message limit, the server, and the run-loop
- * source over the server's fd. The port's own lock is np.mu. */
+ * source that takes the server's watches into the loops it is added to. The port's own lock is np.mu. */
 
 /* Same layout as RLMessagePortContext and RLSocketPortContext. */
 typedef struct rl_netport_context {
@@ -170,8 +240,7 @@ typedef struct rl_netport {
     rl_netport_fn inval;
     uint32_t limit; /* the largest frame body accepted or sent */
     rl_server srv;
-    RLFileDescriptorRef fdobj;
-    RLRunLoopSourceRef source;
+    RLRunLoopSourceRef source; /* schedules the server's watches where it goes */
     /* The port holds a reference on itself from the moment it has a
      * run-loop source until it is invalidated: as CF's source retains its
      * port, a port whose source is in a loop keeps serving after its
