@@ -154,6 +154,10 @@ $(BUILD)/crunloop.pc: FORCE
 
 FORCE:
 
+# test_health checks that reports name callouts by symbol (dladdr reads
+# the dynamic symbol table).
+$(BUILD)/tests/test_health: LDFLAGS += -rdynamic
+
 $(BUILD)/tests/%: Tests/c/%.c $(TEST_SUPPORT) $(wildcard Tests/c/support/*.h) $(STATIC_LIB)
 	@mkdir -p $(dir $@); $(call say,CC,$@)
 	$(Q)$(CC) $(CPPFLAGS) -ITests/c/support $(CFLAGS) $(LDFLAGS) -o $@ $< $(TEST_SUPPORT) $(STATIC_LIB) $(TEST_LIBS) $(LIBS)

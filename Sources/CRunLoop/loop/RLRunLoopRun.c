@@ -9,6 +9,7 @@
 #include "RLRunLoopMode.h"
 #include "RLRunLoopPerformInternal.h"
 #include "rl_fdtab.h"
+#include "rl_health.h"
 #include "rl_heap.h"
 #include "rl_lock.h"
 #include "rl_loop.h"
@@ -214,7 +215,7 @@ static void rl_do_observers(RLRunLoopRef rl, rl_mode *m, RLRunLoopActivity act) 
             o->firing = true;
         rl__loop_unlock(rl);
         if (go)
-            o->callout(o, act, o->ctx.info);
+            RL__CALLOUT(rl, kRLCalloutObserver, o->callout, o, m->name, o->callout(o, act, o->ctx.info));
         rl__loop_lock(rl);
         rl_observer_after(rl, o, go, &d);
         /* As CF: a one-shot observer gives its context back right after
@@ -272,7 +273,7 @@ static bool rl_do_sources0(RLRunLoopRef rl, rl_mode *m, bool stop_after_handle) 
             rl__loop_unlock(rl);
         }
         if (go && s->ctx.perform) {
-            s->ctx.perform(s->ctx.info);
+            RL__CALLOUT(rl, kRLCalloutSource, s->ctx.perform, s, m->name, s->ctx.perform(s->ctx.info));
             handled = true;
         } else if (go) {
             handled = true;
@@ -341,7 +342,7 @@ static void rl_fire_timer(RLRunLoopRef rl, rl_mode *m, struct RLRunLoopTimer *t)
             rl__defer_run(&pd);
     }
     if (t->callout) /* a timer without a callout keeps its mode alive and does nothing */
-        t->callout(t, info);
+        RL__CALLOUT(rl, kRLCalloutTimer, t->callout, t, m->name, t->callout(t, info));
     if (t->ctx.retain && t->ctx.release)
         t->ctx.release(info);
     rl_defer d;
@@ -417,7 +418,8 @@ static bool rl_do_fds(RLRunLoopRef rl, rl_mode *m, struct epoll_event *ev, int n
             /* a run nested in a callout makes callouts of its own */
             struct RLRunLoopSource *outer = rl->src_in_callout;
             rl->src_in_callout = s;
-            f->callout(f, fire[i].types, f->ctx.info);
+            RL__CALLOUT(rl, kRLCalloutFileDescriptor, f->callout, f, m->name,
+                        f->callout(f, fire[i].types, f->ctx.info));
             rl->src_in_callout = outer;
             handled = true;
         }

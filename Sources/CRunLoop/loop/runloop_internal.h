@@ -242,8 +242,22 @@ struct RLRunLoopObserver {
 
 /* ---- file descriptors ---- */
 
+/* How the slow-callout report names the callouts a library object makes
+ * through an fd object of its own (rl_health.h). kind is an RLCalloutKind. */
+typedef struct rl__callout_owner {
+    int kind;
+    const void *(*function)(const void *owner); /* the program's callout; may be NULL */
+} rl__callout_owner;
+
 struct RLFileDescriptor {
     rl__object base;
+    /* The library object that made this fd object for its own callouts (a
+     * socket, a port, a signal source) and how to name its callout, NULL
+     * for a program's: the slow-callout report names the owner's callout
+     * (rl__fd_set_owner, rl_health.c). Not a reference: the owner outlives
+     * its fd object's callouts. */
+    const void *owner;
+    const struct rl__callout_owner *owner_how;
     rl__olock lock; /* an item lock: source, and the writes of valid and enabled */
     int fd;
     bool close_on_invalidate;
@@ -426,6 +440,9 @@ struct RLRunLoop {
     TAILQ_HEAD(, RLRunLoopTimer) homed_timers;
     TAILQ_HEAD(, RLRunLoopObserver) homed_observers;
     uint64_t timer_seq; /* the last stamp count given here (RLRunLoopTimer.c) */
+    /* The loop's own slow-callout threshold in seconds, 0: the process's
+     * (rl_health.c). Set by any thread, read by the loop's. */
+    _Atomic double slow_threshold;
 };
 
 /* Fields read without the lock that guards them (hints, re-checked under
