@@ -28,6 +28,8 @@
 
 static bool rl_do_blocks(RLRunLoopRef rl, rl_mode *m) {
     uint32_t n = rl__perform_maybe_pending(&rl->pq) ? rl__perform_run(&rl->pq, m) : 0;
+    if (n)
+        rl__stats_callouts(rl, kRLCalloutPerform, n);
     rl->pass_ran += n;
     return n > 0;
 }
@@ -368,9 +370,12 @@ static void rl_do_timers(RLRunLoopRef rl, rl_mode *m) {
     rl__tset_collect_due(&m->timers, now, &due, &n, &cap);
     if (n > 1)
         qsort(due, n, sizeof *due, rl_cmp_timer_memb);
+    bool timed = atomic_load_explicit(&rl->timing_on, memory_order_relaxed);
     for (size_t i = 0; i < n; i++) {
         due[i] = due[i]->item; /* keep the timer, not the membership */
         rl__retain_raw(due[i]);
+        if (RL__UNLIKELY(timed))
+            rl__stats_timer_late(rl, now - ((struct RLRunLoopTimer *)due[i])->fire_date);
     }
     rl__loop_unlock(rl);
     for (size_t i = 0; i < n; i++) {
@@ -418,8 +423,8 @@ static bool rl_do_fds(RLRunLoopRef rl, rl_mode *m, struct epoll_event *ev, int n
             /* a run nested in a callout makes callouts of its own */
             struct RLRunLoopSource *outer = rl->src_in_callout;
             rl->src_in_callout = s;
-            RL__CALLOUT(rl, kRLCalloutFileDescriptor, f->callout, f, m->name,
-                        f->callout(f, fire[i].types, f->ctx.info));
+            RLCalloutKind kind = f->owner_how ? (RLCalloutKind)f->owner_how->kind : kRLCalloutFileDescriptor;
+            RL__CALLOUT(rl, kind, f->callout, f, m->name, f->callout(f, fire[i].types, f->ctx.info));
             rl->src_in_callout = outer;
             handled = true;
         }
@@ -641,6 +646,7 @@ static RLRunLoopRunResult rl_run_frame(RLRunLoopRef rl, rl_frame *f, bool poll_o
     for (;;) {
         if (rl_left_by_fork(rl))
             return kRLRunLoopRunFinished;
+        rl__count(&rl->counters.passes, 1);
         rl_flag_set(&rl->ignore_wakeups, 0);
         rl_do_observers(rl, m, kRLRunLoopBeforeTimers);
         rl_do_observers(rl, m, kRLRunLoopBeforeSources);
@@ -664,7 +670,11 @@ static RLRunLoopRunResult rl_run_frame(RLRunLoopRef rl, rl_frame *f, bool poll_o
         }
         if (rl_left_by_fork(rl))
             return kRLRunLoopRunFinished;
+        if (!poll)
+            rl__stats_sleep_begin(rl);
         int n = rl_wait(rl, f, poll, ev, 64);
+        if (!poll)
+            rl__stats_sleep_end(rl);
         if (RL__UNLIKELY(n < 0))
             return kRLRunLoopRunFinished; /* the wait failed: never a spin (rl_report_failed_wait) */
         uint64_t wait_no = rl->nwaits;
@@ -719,6 +729,7 @@ static void rl_run_leave(void *p) {
     rl__loop_unlock(st->rl);
     /* Back in the outer run's pass (or out of any run): its wake-up state. */
     atomic_store(&st->rl->ignore_wakeups, st->outer_ignore);
+    rl__stats_run_leave(st->rl);
 }
 
 /* The mode to run, NULL if none or the loop is gone. Out of line: inlined
@@ -753,6 +764,7 @@ static RLRunLoopRunResult rl_run(RLRunLoopRef rl, const char *mode, RLTimeInterv
     rl_run_state st = {rl, &f, outer_ignore, 0};
     pthread_cleanup_push(rl_run_leave, &st);
     rl__cleanup_arg_escapes(&st);
+    rl__stats_run_enter(rl);
     rl_do_observers(rl, m, kRLRunLoopEntry);
     /* As CF: a stop requested by an Entry observer ends the run before its
      * first pass. */

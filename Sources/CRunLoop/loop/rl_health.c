@@ -204,7 +204,9 @@ void rl__fd_set_owner(RLFileDescriptorRef f, const void *owner, const rl__callou
  * source: rl__fd_set_owner): its kind and function replace the fd
  * source's own, its description the fd object's. */
 static const void *owner_of(const void *obj, RLCalloutKind *kind, const void **fn) {
-    if (*kind != kRLCalloutFileDescriptor || !obj)
+    bool fd_object = *kind == kRLCalloutFileDescriptor || *kind == kRLCalloutSocket || *kind == kRLCalloutPort ||
+                     *kind == kRLCalloutSignal || *kind == kRLCalloutStream;
+    if (!fd_object || !obj)
         return obj;
     const struct RLFileDescriptor *f = obj;
     if (!f->owner || !f->owner_how)
@@ -217,6 +219,7 @@ static const void *owner_of(const void *obj, RLCalloutKind *kind, const void **f
 void rl__health_after(RLRunLoopRef rl, double start, RLCalloutKind kind, const void *fn, const void *obj,
                       const char *mode) {
     double took = rl__health_now() - start;
+    rl__stats_callout_took(rl, took);
     double limit = atomic_load_explicit(&rl->slow_threshold, memory_order_relaxed);
     if (limit == 0)
         limit = atomic_load_explicit(&process_threshold, memory_order_relaxed);

@@ -37,9 +37,38 @@ RL__HIDDEN void rl__health_after(RLRunLoopRef rl, double start, RLCalloutKind ki
  * and owner's description. `how` is static; owner outlives f's callouts. */
 RL__HIDDEN void rl__fd_set_owner(RLFileDescriptorRef f, const void *owner, const rl__callout_owner *how);
 
-/* Makes the callout `call` (a statement) of kind `kind`. */
+/* ---- statistics (rl_stats.c) ---- */
+
+/* Adds n to a count of rl's (its thread only: no read-modify-write). */
+static inline void rl__count(_Atomic uint64_t *c, uint64_t n) {
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n, memory_order_relaxed);
+}
+/* The first callout after a sleep: what woke the loop. */
+RL__HIDDEN void rl__stats_woken_by(RLRunLoopRef rl, RLCalloutKind kind);
+/* n callouts of `kind` made (the loop's thread). */
+static inline void rl__stats_callouts(RLRunLoopRef rl, RLCalloutKind kind, uint64_t n) {
+    rl__count(&rl->counters.callouts[kind], n);
+    if (RL__UNLIKELY(rl->woke) && kind != kRLCalloutObserver)
+        rl__stats_woken_by(rl, kind);
+}
+/* A run of rl starts / ends (its thread; a nested run too). */
+RL__HIDDEN void rl__stats_run_enter(RLRunLoopRef rl);
+RL__HIDDEN void rl__stats_run_leave(RLRunLoopRef rl);
+/* A pass waits for something to happen / its wait ended. */
+RL__HIDDEN void rl__stats_sleep_begin(RLRunLoopRef rl);
+RL__HIDDEN void rl__stats_sleep_end(RLRunLoopRef rl);
+/* A timer is fired `late_s` seconds after its fire date (timing on). */
+RL__HIDDEN void rl__stats_timer_late(RLRunLoopRef rl, double late_s);
+/* With timing on, records a callout's duration (rl__health_after). */
+RL__HIDDEN void rl__stats_callout_took(RLRunLoopRef rl, double took_s);
+/* Frees what the loop's statistics made (rl_loop.c, the loop going). */
+RL__HIDDEN void rl__stats_free(RLRunLoopRef rl);
+
+/* Makes the callout `call` (a statement) of kind `kind`: counts it and,
+ * when anything is timed, times it. */
 #define RL__CALLOUT(rl, kind, fn, obj, mode, call)                                          \
     do {                                                                                    \
+        rl__stats_callouts((rl), (kind), 1);                                                \
         if (RL__LIKELY(atomic_load_explicit(&rl__health_on, memory_order_relaxed) == 0)) { \
             call;                                                                           \
         } else {                                                                            \

@@ -26,6 +26,7 @@ RLTypeID RLRunLoopGetTypeID(void) { return rl__type_id(&rl__runloop_class); }
 static void rl_finalize(void *obj) {
     RLRunLoopRef rl = obj;
     rl__health_loop_gone(rl);
+    rl__stats_free(rl);
     free(rl->due);
     for (size_t i = 0; i < rl->nmodes; i++)
         rl__mode_free(rl->modes[i]);
