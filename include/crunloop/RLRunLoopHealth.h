@@ -25,8 +25,8 @@
  *
  * Statistics. Every loop counts, without a shared lock (only its own
  * thread writes them): passes, sleeps, wake-ups by cause, callouts by
- * kind, time asleep and time busy. With timing on for the loop
- * (RLRunLoopSetTimingEnabled), it also keeps a histogram of its callouts'
+ * kind. With timing on for the loop (RLRunLoopSetTimingEnabled) it also
+ * keeps its time asleep and busy, and histograms of its callouts'
  * durations and of its timers' lateness (log-linear buckets: a value is
  * kept to within 1/16 of itself; fixed memory, about 5 KB a loop, made when
  * timing is first turned on). Any thread may copy a loop's statistics.
@@ -128,9 +128,9 @@ typedef struct RLRunLoopStatistics {
     uint64_t sleeps;                            /* passes that waited for something to happen */
     uint64_t wakeUps[kRLWakeUpCauseCount];      /* those sleeps, by what ended them */
     uint64_t callouts[kRLCalloutKindCount];     /* callouts made, by kind */
-    double timeAsleep;                          /* seconds in those waits */
-    double timeBusy;                            /* seconds in runs, out of them */
-    bool timing;                                /* timing on: the two below are kept */
+    double timeAsleep;                          /* seconds in those waits (timing on) */
+    double timeBusy;                            /* seconds in runs, out of them (timing on) */
+    bool timing;                                /* timing on: times and histograms are kept */
     RLLatencySummary calloutDuration;
     RLLatencySummary timerLateness;             /* from a timer's fire date to its callout */
 } RLRunLoopStatistics;

@@ -64,14 +64,25 @@ static void settle_wake(RLRunLoopRef rl) {
     }
 }
 
+/* Whether rl keeps times (its thread: a relaxed load of its own line). */
+static bool timed(RLRunLoopRef rl) { return atomic_load_explicit(&rl->timing_on, memory_order_relaxed); }
+
 /* Ends the busy stretch that began at rl->busy_from, at now. */
 static void close_busy(RLRunLoopRef rl, double now) {
-    if (now > rl->busy_from)
+    if (rl->busy_from > 0 && now > rl->busy_from)
         rl__count(&rl->counters.busy_ns, ns_of(now - rl->busy_from));
     rl->busy_from = now;
 }
 
+/* Times are kept with timing on only (two clock reads per run and per
+ * sleep); busy_from 0 means "not timed since": a stretch that began before
+ * timing was turned on is not counted. */
 void rl__stats_run_enter(RLRunLoopRef rl) {
+    if (!timed(rl)) {
+        rl->run_depth++;
+        rl->busy_from = 0;
+        return;
+    }
     double now = rl__health_now();
     if (rl->run_depth++ == 0)
         rl->busy_from = now; /* the time between runs is not the loop's */
@@ -80,23 +91,31 @@ void rl__stats_run_enter(RLRunLoopRef rl) {
 }
 
 void rl__stats_run_leave(RLRunLoopRef rl) {
-    close_busy(rl, rl__health_now());
+    if (timed(rl))
+        close_busy(rl, rl__health_now());
+    else
+        rl->busy_from = 0;
     settle_wake(rl);
     if (rl->run_depth > 0)
         rl->run_depth--;
 }
 
 void rl__stats_sleep_begin(RLRunLoopRef rl) {
-    close_busy(rl, rl__health_now());
+    if (timed(rl))
+        close_busy(rl, rl__health_now());
+    else
+        rl->busy_from = 0;
     settle_wake(rl);
     rl__count(&rl->counters.sleeps, 1);
 }
 
 void rl__stats_sleep_end(RLRunLoopRef rl) {
-    double now = rl__health_now();
-    if (now > rl->busy_from)
-        rl__count(&rl->counters.asleep_ns, ns_of(now - rl->busy_from));
-    rl->busy_from = now;
+    if (timed(rl)) {
+        double now = rl__health_now();
+        if (rl->busy_from > 0 && now > rl->busy_from)
+            rl__count(&rl->counters.asleep_ns, ns_of(now - rl->busy_from));
+        rl->busy_from = now;
+    }
     rl->woke = true;
 }
 
