@@ -374,8 +374,10 @@ static void rl_do_timers(RLRunLoopRef rl, rl_mode *m) {
     for (size_t i = 0; i < n; i++) {
         due[i] = due[i]->item; /* keep the timer, not the membership */
         rl__retain_raw(due[i]);
+        double late = now - ((struct RLRunLoopTimer *)due[i])->fire_date;
         if (RL__UNLIKELY(timed))
-            rl__stats_timer_late(rl, now - ((struct RLRunLoopTimer *)due[i])->fire_date);
+            rl__stats_timer_late(rl, late);
+        RL__PROBE3(timer_fire, rl, due[i], (long long)(late * 1e9));
     }
     rl__loop_unlock(rl);
     for (size_t i = 0; i < n; i++) {
@@ -647,6 +649,7 @@ static RLRunLoopRunResult rl_run_frame(RLRunLoopRef rl, rl_frame *f, bool poll_o
         if (rl_left_by_fork(rl))
             return kRLRunLoopRunFinished;
         rl__count(&rl->counters.passes, 1);
+        RL__PROBE2(pass_start, rl, m->name);
         rl_flag_set(&rl->ignore_wakeups, 0);
         rl_do_observers(rl, m, kRLRunLoopBeforeTimers);
         rl_do_observers(rl, m, kRLRunLoopBeforeSources);
@@ -695,6 +698,7 @@ static RLRunLoopRunResult rl_run_frame(RLRunLoopRef rl, rl_frame *f, bool poll_o
         if (rl_left_by_fork(rl))
             return kRLRunLoopRunFinished;
         rl_do_blocks(rl, m);
+        RL__PROBE1(pass_end, rl);
 
         if (handled && stop_after_handle)
             return kRLRunLoopRunHandledSource;

@@ -19,6 +19,20 @@
 
 _Atomic int rl__health_on;
 
+#if RL_HAVE_PROBES
+/* The probes' semaphores (rl_probes.h), where sys/sdt.h's notes point. */
+#define RL__PROBE_SEMAPHORE_DEF(name) \
+    __attribute__((section(".probes"))) volatile unsigned short crunloop_##name##_semaphore
+RL__PROBE_SEMAPHORE_DEF(pass_start);
+RL__PROBE_SEMAPHORE_DEF(pass_end);
+RL__PROBE_SEMAPHORE_DEF(sleep_start);
+RL__PROBE_SEMAPHORE_DEF(sleep_end);
+RL__PROBE_SEMAPHORE_DEF(callout_start);
+RL__PROBE_SEMAPHORE_DEF(callout_end);
+RL__PROBE_SEMAPHORE_DEF(wakeup);
+RL__PROBE_SEMAPHORE_DEF(timer_fire);
+#endif
+
 /* The process's threshold, in seconds (0: none). */
 static _Atomic double process_threshold;
 
@@ -216,9 +230,8 @@ static const void *owner_of(const void *obj, RLCalloutKind *kind, const void **f
     return f->owner;
 }
 
-void rl__health_after(RLRunLoopRef rl, double start, RLCalloutKind kind, const void *fn, const void *obj,
+void rl__health_after(RLRunLoopRef rl, double took, RLCalloutKind kind, const void *fn, const void *obj,
                       const char *mode) {
-    double took = rl__health_now() - start;
     rl__stats_callout_took(rl, took);
     double limit = atomic_load_explicit(&rl->slow_threshold, memory_order_relaxed);
     if (limit == 0)

@@ -10,6 +10,7 @@
 
 #include "runloop_internal.h"
 #include <crunloop/RLRunLoopHealth.h>
+#include "rl_probes.h"
 
 /* Loops with a threshold of their own, plus one while the process has one:
  * 0 means no callout anywhere is timed. */
@@ -22,13 +23,14 @@ RL__HIDDEN void rl__health_init(void);
 RL__HIDDEN void rl__health_loop_gone(RLRunLoopRef rl);
 /* The monotonic clock, in seconds. */
 RL__HIDDEN double rl__health_now(void);
-/* After a timed callout that began at `start`: reports it when it held the
- * loop longer than rl's threshold (or the process's). `fn` is the callout
+/* After a timed callout that took `took` seconds: records it in rl's
+ * histogram (timing on) and reports it when it held the loop longer than
+ * rl's threshold (or the process's). `fn` is the callout
  * function, `obj` the object whose callout it was (its description, and
  * for an fd source whose info is a library object — a socket, a port, a
  * signal source — that object's kind and function). The loop's thread, no
  * lock held. */
-RL__HIDDEN void rl__health_after(RLRunLoopRef rl, double start, RLCalloutKind kind, const void *fn,
+RL__HIDDEN void rl__health_after(RLRunLoopRef rl, double took, RLCalloutKind kind, const void *fn,
                                  const void *obj, const char *mode);
 
 /* Marks f as made by the library object `owner` for its own callouts (a
@@ -65,17 +67,23 @@ RL__HIDDEN void rl__stats_callout_took(RLRunLoopRef rl, double took_s);
 RL__HIDDEN void rl__stats_free(RLRunLoopRef rl);
 
 /* Makes the callout `call` (a statement) of kind `kind`: counts it and,
- * when anything is timed, times it. */
-#define RL__CALLOUT(rl, kind, fn, obj, mode, call)                                          \
-    do {                                                                                    \
-        rl__stats_callouts((rl), (kind), 1);                                                \
-        if (RL__LIKELY(atomic_load_explicit(&rl__health_on, memory_order_relaxed) == 0)) { \
-            call;                                                                           \
-        } else {                                                                            \
-            double rl_callout_t0_ = rl__health_now();                                       \
-            call;                                                                           \
-            rl__health_after((rl), rl_callout_t0_, (kind), (const void *)(fn), (obj), (mode)); \
-        }                                                                                   \
+ * when anything is timed or a tracer is attached to the callout probes,
+ * times it (one branch otherwise). */
+#define RL__CALLOUT(rl, kind, fn, obj, mode, call)                                                   \
+    do {                                                                                             \
+        rl__stats_callouts((rl), (kind), 1);                                                         \
+        if (RL__LIKELY((atomic_load_explicit(&rl__health_on, memory_order_relaxed) |                 \
+                        RL__PROBE_ON(callout_start) | RL__PROBE_ON(callout_end)) == 0)) {            \
+            call;                                                                                    \
+        } else {                                                                                     \
+            RL__PROBE3(callout_start, (rl), (int)(kind), (const void *)(fn));                        \
+            double rl_callout_t0_ = rl__health_now();                                                \
+            call;                                                                                    \
+            double rl_callout_took_ = rl__health_now() - rl_callout_t0_;                             \
+            RL__PROBE4(callout_end, (rl), (int)(kind), (const void *)(fn),                           \
+                       (unsigned long long)(rl_callout_took_ * 1e9));                                 \
+            rl__health_after((rl), rl_callout_took_, (kind), (const void *)(fn), (obj), (mode));     \
+        }                                                                                            \
     } while (0)
 
 #endif /* CRUNLOOP_RL_HEALTH_H */

@@ -54,6 +54,7 @@ void rl__stats_woken_by(RLRunLoopRef rl, RLCalloutKind kind) {
     }
     rl__count(&rl->counters.wakeups[cause], 1);
     rl->woke = false;
+    RL__PROBE2(wakeup, rl, (int)cause);
 }
 
 /* A wake-up that no callout followed: explicit. */
@@ -61,6 +62,7 @@ static void settle_wake(RLRunLoopRef rl) {
     if (rl->woke) {
         rl__count(&rl->counters.wakeups[kRLWakeUpExplicit], 1);
         rl->woke = false;
+        RL__PROBE2(wakeup, rl, (int)kRLWakeUpExplicit);
     }
 }
 
@@ -107,9 +109,11 @@ void rl__stats_sleep_begin(RLRunLoopRef rl) {
         rl->busy_from = 0;
     settle_wake(rl);
     rl__count(&rl->counters.sleeps, 1);
+    RL__PROBE1(sleep_start, rl);
 }
 
 void rl__stats_sleep_end(RLRunLoopRef rl) {
+    RL__PROBE1(sleep_end, rl);
     if (timed(rl)) {
         double now = rl__health_now();
         if (rl->busy_from > 0 && now > rl->busy_from)
