@@ -25,7 +25,7 @@ TIMEOUT=${EXAMPLE_TIMEOUT:-120}
 
 ALL_EXAMPLES=(countdown interleave producer_consumer progress_bar delegate_thread listing_2_3
               worker_start_stop sync_tour cf_listings port_checkin message_ports
-              threaded_parser daemon_skeleton echo)
+              threaded_parser daemon_skeleton loop_health echo)
 
 declare -A TITLES=(
   [countdown]="a repeating run-loop timer counting 10 -> 1 (0.2 s ticks in this tour; 1 s when run alone)"
@@ -41,6 +41,7 @@ declare -A TITLES=(
   [port_checkin]="Listings 3-12 to 3-15: a worker checks in through ports, then takes jobs"
   [threaded_parser]="expat parses on a background thread and reports to its delegate on the main thread"
   [daemon_skeleton]="SIGHUP reloads, SIGTERM stops: signals on the main loop, workers stopped cleanly"
+  [loop_health]="a slow callout reported as it returns, then the loop's statistics"
   [echo]="a TCP echo server (RLSocket) and the tutorial's echo client (RLStream), stopped by SIGINT"
 )
 
@@ -128,6 +129,17 @@ fi
 # ---- checks ----
 OUT=""        # the output file of the example being checked
 problems=()   # what went wrong with it
+
+check_loop_health() {
+  has "crunloop: slow callout: timer parse_big_file held the run loop"
+  has "in mode kRLRunLoopDefaultMode (threshold 20.000 ms): <RLRunLoopTimer"
+  count_lines '^crunloop: slow callout' 1
+  grep -Eq '^ticks 10, commands taken in ([1-9]|1[0-9]|20) performs$' "$OUT" || fail "not 10 ticks and 1-20 performs"
+  has "the main loop's statistics:"
+  grep -Eq '^  timer +[0-9]+ +timer +11$' "$OUT" || fail "not 11 timer callouts (10 ticks, 1 slow)"
+  has_line "every callout timed: yes"
+  has_line "loop_health: done"
+}
 
 check_countdown() {
   has_line "timer scheduled; running the main run loop"
