@@ -299,6 +299,17 @@ run_echo() {
     # Nothing listens on the port any more.
     echo x | timeout "$TIMEOUT" "$BIN/echo_client" 127.0.0.1 "$ECHO_PORT" >"$dir/refused" 2>&1
     echo "client (server gone): status $?: $(cat "$dir/refused")"
+    # --stats: the loop's statistics on SIGUSR1, and again at the end.
+    if echo_start "$dir/stats.log" --stats; then
+      printf 'one\ntwo\n' | timeout "$TIMEOUT" "$BIN/echo_client" localhost "$ECHO_PORT" >/dev/null 2>&1
+      kill -USR1 "$ECHO_PID"
+      for _ in $(seq 1 100); do grep -q "statistics:" "$dir/stats.log" && break; sleep 0.1; done
+      echo_stop INT
+      echo "server --stats: exit status $?"
+      sed 's/^/stats log: /' "$dir/stats.log"
+    else
+      echo "server --stats did not start"
+    fi
   } >"$OUT" 2>&1
   rm -rf "$dir"
   check_echo
@@ -316,6 +327,11 @@ check_echo() {
   count_lines '^server log: connection [1-4] from 127\.0\.0\.1:[0-9]+ closed: the client finished' 4
   count_lines '^server log: stopping on SIGINT: 4 connections served \(at most [12] at once\), 2577802 bytes echoed, [0-9]+ pauses for back-pressure$' 1
   has "client (server gone): status 1: echo_client: cannot connect to 127.0.0.1 port"
+  has_line "server --stats: exit status 0"
+  # Once on SIGUSR1, once at the end; the accept and the data were callouts.
+  count_lines "^stats log: the server's loop's statistics:$" 2
+  count_lines '^stats log:   callout duration ' 2
+  grep -Eq '^stats log:   passes [1-9][0-9]* +sleeps [1-9]' "$OUT" || fail "--stats: no passes or sleeps counted"
 }
 
 check_cf_listings() {

@@ -60,34 +60,6 @@ static void *worker(void *info) {
     return NULL;
 }
 
-static void print_statistics(RLRunLoopRef loop) {
-    RLRunLoopStatistics s;
-    EXAMPLE_CHECK(RLRunLoopCopyStatistics(loop, &s));
-    printf("\nthe main loop's statistics:\n");
-    printf("  passes %-8llu sleeps %-8llu asleep %.3f s   busy %.3f s\n", (unsigned long long)s.passes,
-           (unsigned long long)s.sleeps, s.timeAsleep, s.timeBusy);
-    printf("  %-12s %8s   %-12s %8s\n", "wake-ups by", "count", "callouts", "count");
-    for (int i = 0; i < kRLCalloutKindCount || i < kRLWakeUpCauseCount; i++) {
-        char left[40] = "", right[40] = "";
-        if (i < kRLWakeUpCauseCount)
-            snprintf(left, sizeof left, "  %-12s %8llu", RLWakeUpCauseGetName((RLWakeUpCause)i),
-                     (unsigned long long)s.wakeUps[i]);
-        else
-            snprintf(left, sizeof left, "  %-12s %8s", "", "");
-        if (s.callouts[i] || i < 4)
-            snprintf(right, sizeof right, "%-12s %8llu", RLCalloutKindGetName((RLCalloutKind)i),
-                     (unsigned long long)s.callouts[i]);
-        if (i < kRLWakeUpCauseCount || right[0])
-            printf("%s   %s\n", left, right);
-    }
-    printf("  %-22s %10s %10s %10s %10s %8s\n", "(microseconds)", "p50", "p99", "p99.9", "max", "count");
-    const RLLatencySummary *rows[] = {&s.calloutDuration, &s.timerLateness};
-    const char *names[] = {"callout duration", "timer lateness"};
-    for (int i = 0; i < 2; i++)
-        printf("  %-22s %10.1f %10.1f %10.1f %10.1f %8llu\n", names[i], rows[i]->p50 * 1e6, rows[i]->p99 * 1e6,
-               rows[i]->p999 * 1e6, rows[i]->max * 1e6, (unsigned long long)rows[i]->count);
-}
-
 int main(int argc, char **argv) {
     example_init(argc, argv);
     setvbuf(stdout, NULL, _IOLBF, 0); /* in order with the report on stderr */
@@ -127,7 +99,7 @@ int main(int argc, char **argv) {
      * perform (the guide's sources take their whole queue each time): up
      * to 20 performs. */
     printf("ticks %d, commands taken in %d performs\n", demo.ticks, demo.commands);
-    print_statistics(loop);
+    example_print_statistics(stdout, "the main loop", loop);
     RLRunLoopStatistics s;
     EXAMPLE_CHECK(RLRunLoopCopyStatistics(loop, &s));
     uint64_t callouts = 0;
