@@ -135,7 +135,7 @@ $(STATIC_LIB): $(OBJS)
 
 $(SHARED_LIB): $(OBJS)
 	@mkdir -p $(dir $@); $(call say,LD,$@)
-	$(Q)$(CC) -shared -Wl,-soname,libcrunloop.so.0 $(LDFLAGS) -o $@ $^ $(LIBS)
+	$(Q)$(CC) -shared -Wl,-soname,libcrunloop.so.0 -Wl,--build-id $(LDFLAGS) -o $@ $^ $(LIBS)
 
 # Regenerated every time, so it always carries the PREFIX of this call.
 # No -fblocks in Cflags: the block APIs sit behind __BLOCKS__, so gcc users
@@ -153,6 +153,10 @@ $(BUILD)/crunloop.pc: FORCE
 	  'Libs.private: -lpthread -lm' > $@
 
 FORCE:
+
+# test_health checks that reports name callouts by symbol (dladdr reads
+# the dynamic symbol table).
+$(BUILD)/tests/test_health: LDFLAGS += -rdynamic
 
 $(BUILD)/tests/%: Tests/c/%.c $(TEST_SUPPORT) $(wildcard Tests/c/support/*.h) $(STATIC_LIB)
 	@mkdir -p $(dir $@); $(call say,CC,$@)

@@ -21,6 +21,10 @@ $(BUILD)/examples/%: examples/c/%.c $(HDRS) $(EXAMPLE_HDRS) $(STATIC_LIB)
 	@$(call say,CC,$@)
 	$(Q)$(CC) $(CPPFLAGS) $(EXAMPLE_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(STATIC_LIB) $(EXAMPLE_LIBS) $(LIBS)
 
+# loop_health's report names its slow callout: dladdr sees a program's
+# functions only when they are exported (-rdynamic).
+$(BUILD)/examples/loop_health: LDFLAGS += -rdynamic
+
 # Examples that use another library get its flags from pkg-config (the
 # Debian package is in scripts/setup-deps.sh).
 $(BUILD)/examples/threaded_parser: EXAMPLE_CFLAGS = $(shell pkg-config --cflags expat)

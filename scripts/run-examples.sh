@@ -25,7 +25,7 @@ TIMEOUT=${EXAMPLE_TIMEOUT:-120}
 
 ALL_EXAMPLES=(countdown interleave producer_consumer progress_bar delegate_thread listing_2_3
               worker_start_stop sync_tour cf_listings port_checkin message_ports
-              threaded_parser daemon_skeleton echo)
+              threaded_parser daemon_skeleton loop_health echo)
 
 declare -A TITLES=(
   [countdown]="a repeating run-loop timer counting 10 -> 1 (0.2 s ticks in this tour; 1 s when run alone)"
@@ -41,6 +41,7 @@ declare -A TITLES=(
   [port_checkin]="Listings 3-12 to 3-15: a worker checks in through ports, then takes jobs"
   [threaded_parser]="expat parses on a background thread and reports to its delegate on the main thread"
   [daemon_skeleton]="SIGHUP reloads, SIGTERM stops: signals on the main loop, workers stopped cleanly"
+  [loop_health]="a slow callout reported as it returns, then the loop's statistics"
   [echo]="a TCP echo server (RLSocket) and the tutorial's echo client (RLStream), stopped by SIGINT"
 )
 
@@ -128,6 +129,17 @@ fi
 # ---- checks ----
 OUT=""        # the output file of the example being checked
 problems=()   # what went wrong with it
+
+check_loop_health() {
+  has "crunloop: slow callout: timer parse_big_file held the run loop"
+  has "in mode kRLRunLoopDefaultMode (threshold 20.000 ms): <RLRunLoopTimer"
+  count_lines '^crunloop: slow callout' 1
+  grep -Eq '^ticks 10, commands taken in ([1-9]|1[0-9]|20) performs$' "$OUT" || fail "not 10 ticks and 1-20 performs"
+  has "the main loop's statistics:"
+  grep -Eq '^  timer +[0-9]+ +timer +11$' "$OUT" || fail "not 11 timer callouts (10 ticks, 1 slow)"
+  has_line "every callout timed: yes"
+  has_line "loop_health: done"
+}
 
 check_countdown() {
   has_line "timer scheduled; running the main run loop"
@@ -287,6 +299,17 @@ run_echo() {
     # Nothing listens on the port any more.
     echo x | timeout "$TIMEOUT" "$BIN/echo_client" 127.0.0.1 "$ECHO_PORT" >"$dir/refused" 2>&1
     echo "client (server gone): status $?: $(cat "$dir/refused")"
+    # --stats: the loop's statistics on SIGUSR1, and again at the end.
+    if echo_start "$dir/stats.log" --stats; then
+      printf 'one\ntwo\n' | timeout "$TIMEOUT" "$BIN/echo_client" localhost "$ECHO_PORT" >/dev/null 2>&1
+      kill -USR1 "$ECHO_PID"
+      for _ in $(seq 1 100); do grep -q "statistics:" "$dir/stats.log" && break; sleep 0.1; done
+      echo_stop INT
+      echo "server --stats: exit status $?"
+      sed 's/^/stats log: /' "$dir/stats.log"
+    else
+      echo "server --stats did not start"
+    fi
   } >"$OUT" 2>&1
   rm -rf "$dir"
   check_echo
@@ -304,6 +327,11 @@ check_echo() {
   count_lines '^server log: connection [1-4] from 127\.0\.0\.1:[0-9]+ closed: the client finished' 4
   count_lines '^server log: stopping on SIGINT: 4 connections served \(at most [12] at once\), 2577802 bytes echoed, [0-9]+ pauses for back-pressure$' 1
   has "client (server gone): status 1: echo_client: cannot connect to 127.0.0.1 port"
+  has_line "server --stats: exit status 0"
+  # Once on SIGUSR1, once at the end; the accept and the data were callouts.
+  count_lines "^stats log: the server's loop's statistics:$" 2
+  count_lines '^stats log:   callout duration ' 2
+  grep -Eq '^stats log:   passes [1-9][0-9]* +sleeps [1-9]' "$OUT" || fail "--stats: no passes or sleeps counted"
 }
 
 check_cf_listings() {

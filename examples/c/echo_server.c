@@ -341,6 +341,16 @@ static void server_listener_callback(RLSocketRef s, RLSocketCallBackType type, R
         server_accept(info, *(const int *)data, address);
 }
 
+/* --stats: the loop's statistics on SIGUSR1 and at the end (timing on). */
+static bool server_stats;
+
+static void server_stats_callback(RLSignalSourceRef source, int signum, RLIndex count, void *info) {
+    (void)source, (void)signum, (void)count;
+    EchoServer *server = info;
+    example_print_statistics(server->out, "the server's loop", server->loop);
+    fflush(server->out);
+}
+
 static void server_signal_callback(RLSignalSourceRef source, int signum, RLIndex count, void *info) {
     (void)source, (void)count;
     EchoServer *server = info;
@@ -418,6 +428,14 @@ static int echo_server_run(const char *address, unsigned port, bool verbose, FIL
                     RLRunLoopAddSignalSource(server.loop, on_term, kRLRunLoopDefaultMode);
     if (!watching)
         fprintf(stderr, "echo_server: cannot watch SIGINT and SIGTERM: %s\n", RLErrorGetLast().message);
+    RLSignalSourceRef on_usr1 = NULL;
+    if (watching && server_stats) {
+        on_usr1 = RLSignalSourceCreate(NULL, SIGUSR1, server_stats_callback, &signal_context);
+        watching = on_usr1 && RLRunLoopAddSignalSource(server.loop, on_usr1, kRLRunLoopDefaultMode) &&
+                   RLRunLoopSetTimingEnabled(server.loop, true);
+        if (!watching)
+            fprintf(stderr, "echo_server: cannot watch SIGUSR1 for --stats: %s\n", RLErrorGetLast().message);
+    }
     int status = 1;
     server.listener = watching ? server_listen(&server, address, port) : NULL;
     RLRunLoopSourceRef source = server.listener ? RLSocketCreateRunLoopSource(NULL, server.listener, 0) : NULL;
@@ -429,6 +447,8 @@ static int echo_server_run(const char *address, unsigned port, bool verbose, FIL
                             "%lu pauses for back-pressure",
                    server.stop_signal == SIGINT ? "SIGINT" : "SIGTERM", server.accepted, server.max_open,
                    server.echoed, server.paused);
+        if (server_stats)
+            example_print_statistics(out, "the server's loop", server.loop);
         status = 0;
     }
     if (source)
@@ -439,8 +459,8 @@ static int echo_server_run(const char *address, unsigned port, bool verbose, FIL
         RLSocketInvalidate(server.listener);
         RLRelease(server.listener);
     }
-    RLSignalSourceRef watchers[2] = {on_int, on_term};
-    for (int i = 0; i < 2; i++) {
+    RLSignalSourceRef watchers[3] = {on_int, on_term, on_usr1};
+    for (int i = 0; i < 3; i++) {
         if (watchers[i]) {
             RLSignalSourceInvalidate(watchers[i]);
             RLRelease(watchers[i]);
@@ -463,10 +483,11 @@ static void server_raise_fd_limit(void) {
 static int usage(const char *argv0, FILE *to, int status) {
     const char *slash = strrchr(argv0, '/');
     fprintf(to,
-            "usage: %s [-v] [PORT [ADDRESS]]\n"
+            "usage: %s [-v] [--stats] [PORT [ADDRESS]]\n"
             "  PORT     0 (default): any free port; printed as \"listening on PORT\"\n"
             "  ADDRESS  numeric address to listen on (default 127.0.0.1; 0.0.0.0 or :: for all)\n"
             "  -v       a line for each connection that opens or closes\n"
+            "  --stats  the loop's statistics (wake-ups, callouts, latencies) on SIGUSR1 and at the end\n"
             "Stops cleanly on SIGINT or SIGTERM.\n",
             slash ? slash + 1 : argv0);
     return status;
@@ -481,6 +502,8 @@ int main(int argc, char **argv) {
             return usage(argv[0], stdout, 0);
         if (strcmp(argv[i], "-v") == 0)
             verbose = true;
+        else if (strcmp(argv[i], "--stats") == 0)
+            server_stats = true;
         else if (argv[i][0] == '-' || nargs == 2)
             return usage(argv[0], stderr, 2);
         else

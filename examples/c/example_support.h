@@ -83,4 +83,36 @@ static inline const char *example_thread_name(char *buf, size_t size) {
     return buf;
 }
 
+/* Prints loop's statistics (RLRunLoopHealth.h) to out as a small table,
+ * under "WHO's statistics:". */
+static inline void example_print_statistics(FILE *out, const char *who, RLRunLoopRef loop) {
+    RLRunLoopStatistics s;
+    EXAMPLE_CHECK(RLRunLoopCopyStatistics(loop, &s));
+    fprintf(out, "\n%s's statistics:\n", who);
+    fprintf(out, "  passes %-8llu sleeps %-8llu asleep %.3f s   busy %.3f s%s\n", (unsigned long long)s.passes,
+            (unsigned long long)s.sleeps, s.timeAsleep, s.timeBusy, s.timing ? "" : " (timing off)");
+    fprintf(out, "  %-12s %8s   %-12s %8s\n", "wake-ups by", "count", "callouts", "count");
+    for (int i = 0; i < kRLCalloutKindCount || i < kRLWakeUpCauseCount; i++) {
+        char left[48] = "", right[48] = "";
+        if (i < kRLWakeUpCauseCount)
+            snprintf(left, sizeof left, "  %-12s %8llu", RLWakeUpCauseGetName((RLWakeUpCause)i),
+                     (unsigned long long)s.wakeUps[i]);
+        else
+            snprintf(left, sizeof left, "  %-12s %8s", "", "");
+        if (i < kRLCalloutKindCount && (s.callouts[i] || i < 4))
+            snprintf(right, sizeof right, "%-12s %8llu", RLCalloutKindGetName((RLCalloutKind)i),
+                     (unsigned long long)s.callouts[i]);
+        if (i < kRLWakeUpCauseCount || right[0])
+            fprintf(out, "%s   %s\n", left, right);
+    }
+    if (!s.timing)
+        return;
+    fprintf(out, "  %-22s %10s %10s %10s %10s %8s\n", "(microseconds)", "p50", "p99", "p99.9", "max", "count");
+    const RLLatencySummary *rows[] = {&s.calloutDuration, &s.timerLateness};
+    const char *names[] = {"callout duration", "timer lateness"};
+    for (int i = 0; i < 2; i++)
+        fprintf(out, "  %-22s %10.1f %10.1f %10.1f %10.1f %8llu\n", names[i], rows[i]->p50 * 1e6, rows[i]->p99 * 1e6,
+                rows[i]->p999 * 1e6, rows[i]->max * 1e6, (unsigned long long)rows[i]->count);
+}
+
 #endif /* EXAMPLE_SUPPORT_H */

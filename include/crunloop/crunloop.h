@@ -12,6 +12,7 @@
 #include <crunloop/RLBase.h>
 #include <crunloop/RLError.h>
 #include <crunloop/RLRunLoop.h>
+#include <crunloop/RLRunLoopHealth.h>
 #include <crunloop/RLArray.h>
 #include <crunloop/RLThread.h>
 #include <crunloop/RLPerform.h>

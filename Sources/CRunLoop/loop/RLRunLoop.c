@@ -14,6 +14,7 @@
 #include "RLRunLoopMembership.h"
 #include "RLRunLoopMode.h"
 #include "RLRunLoopPerformInternal.h"
+#include "rl_health.h"
 #include "rl_heap.h"
 #include "rl_lock.h"
 #include "rl_loop.h"
@@ -80,6 +81,7 @@ rl__perform_queue *rl__runloop_perform_queue(RLRunLoopRef rl, const char *fname)
 
 static RLRunLoopRef rl_create(pthread_t thread) {
     const char *fn = "RLRunLoopGetCurrent";
+    rl__health_init();
     RLRunLoopRef rl = rl__object_alloc(&rl__runloop_class, sizeof *rl, fn);
     if (!rl)
         return NULL;

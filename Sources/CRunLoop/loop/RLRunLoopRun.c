@@ -9,6 +9,7 @@
 #include "RLRunLoopMode.h"
 #include "RLRunLoopPerformInternal.h"
 #include "rl_fdtab.h"
+#include "rl_health.h"
 #include "rl_heap.h"
 #include "rl_lock.h"
 #include "rl_loop.h"
@@ -27,6 +28,8 @@
 
 static bool rl_do_blocks(RLRunLoopRef rl, rl_mode *m) {
     uint32_t n = rl__perform_maybe_pending(&rl->pq) ? rl__perform_run(&rl->pq, m) : 0;
+    if (n)
+        rl__stats_callouts(rl, kRLCalloutPerform, n);
     rl->pass_ran += n;
     return n > 0;
 }
@@ -214,7 +217,7 @@ static void rl_do_observers(RLRunLoopRef rl, rl_mode *m, RLRunLoopActivity act) 
             o->firing = true;
         rl__loop_unlock(rl);
         if (go)
-            o->callout(o, act, o->ctx.info);
+            RL__CALLOUT(rl, kRLCalloutObserver, o->callout, o, m->name, o->callout(o, act, o->ctx.info));
         rl__loop_lock(rl);
         rl_observer_after(rl, o, go, &d);
         /* As CF: a one-shot observer gives its context back right after
@@ -272,7 +275,7 @@ static bool rl_do_sources0(RLRunLoopRef rl, rl_mode *m, bool stop_after_handle) 
             rl__loop_unlock(rl);
         }
         if (go && s->ctx.perform) {
-            s->ctx.perform(s->ctx.info);
+            RL__CALLOUT(rl, kRLCalloutSource, s->ctx.perform, s, m->name, s->ctx.perform(s->ctx.info));
             handled = true;
         } else if (go) {
             handled = true;
@@ -341,7 +344,7 @@ static void rl_fire_timer(RLRunLoopRef rl, rl_mode *m, struct RLRunLoopTimer *t)
             rl__defer_run(&pd);
     }
     if (t->callout) /* a timer without a callout keeps its mode alive and does nothing */
-        t->callout(t, info);
+        RL__CALLOUT(rl, kRLCalloutTimer, t->callout, t, m->name, t->callout(t, info));
     if (t->ctx.retain && t->ctx.release)
         t->ctx.release(info);
     rl_defer d;
@@ -367,9 +370,14 @@ static void rl_do_timers(RLRunLoopRef rl, rl_mode *m) {
     rl__tset_collect_due(&m->timers, now, &due, &n, &cap);
     if (n > 1)
         qsort(due, n, sizeof *due, rl_cmp_timer_memb);
+    bool timed = atomic_load_explicit(&rl->timing_on, memory_order_relaxed);
     for (size_t i = 0; i < n; i++) {
         due[i] = due[i]->item; /* keep the timer, not the membership */
         rl__retain_raw(due[i]);
+        double late = now - ((struct RLRunLoopTimer *)due[i])->fire_date;
+        if (RL__UNLIKELY(timed))
+            rl__stats_timer_late(rl, late);
+        RL__PROBE3(timer_fire, rl, due[i], (long long)(late * 1e9));
     }
     rl__loop_unlock(rl);
     for (size_t i = 0; i < n; i++) {
@@ -417,7 +425,8 @@ static bool rl_do_fds(RLRunLoopRef rl, rl_mode *m, struct epoll_event *ev, int n
             /* a run nested in a callout makes callouts of its own */
             struct RLRunLoopSource *outer = rl->src_in_callout;
             rl->src_in_callout = s;
-            f->callout(f, fire[i].types, f->ctx.info);
+            RLCalloutKind kind = f->owner_how ? (RLCalloutKind)f->owner_how->kind : kRLCalloutFileDescriptor;
+            RL__CALLOUT(rl, kind, f->callout, f, m->name, f->callout(f, fire[i].types, f->ctx.info));
             rl->src_in_callout = outer;
             handled = true;
         }
@@ -639,6 +648,8 @@ static RLRunLoopRunResult rl_run_frame(RLRunLoopRef rl, rl_frame *f, bool poll_o
     for (;;) {
         if (rl_left_by_fork(rl))
             return kRLRunLoopRunFinished;
+        rl__count(&rl->counters.passes, 1);
+        RL__PROBE2(pass_start, rl, m->name);
         rl_flag_set(&rl->ignore_wakeups, 0);
         rl_do_observers(rl, m, kRLRunLoopBeforeTimers);
         rl_do_observers(rl, m, kRLRunLoopBeforeSources);
@@ -662,7 +673,11 @@ static RLRunLoopRunResult rl_run_frame(RLRunLoopRef rl, rl_frame *f, bool poll_o
         }
         if (rl_left_by_fork(rl))
             return kRLRunLoopRunFinished;
+        if (!poll)
+            rl__stats_sleep_begin(rl);
         int n = rl_wait(rl, f, poll, ev, 64);
+        if (!poll)
+            rl__stats_sleep_end(rl);
         if (RL__UNLIKELY(n < 0))
             return kRLRunLoopRunFinished; /* the wait failed: never a spin (rl_report_failed_wait) */
         uint64_t wait_no = rl->nwaits;
@@ -683,6 +698,7 @@ static RLRunLoopRunResult rl_run_frame(RLRunLoopRef rl, rl_frame *f, bool poll_o
         if (rl_left_by_fork(rl))
             return kRLRunLoopRunFinished;
         rl_do_blocks(rl, m);
+        RL__PROBE1(pass_end, rl);
 
         if (handled && stop_after_handle)
             return kRLRunLoopRunHandledSource;
@@ -717,6 +733,7 @@ static void rl_run_leave(void *p) {
     rl__loop_unlock(st->rl);
     /* Back in the outer run's pass (or out of any run): its wake-up state. */
     atomic_store(&st->rl->ignore_wakeups, st->outer_ignore);
+    rl__stats_run_leave(st->rl);
 }
 
 /* The mode to run, NULL if none or the loop is gone. Out of line: inlined
@@ -751,6 +768,7 @@ static RLRunLoopRunResult rl_run(RLRunLoopRef rl, const char *mode, RLTimeInterv
     rl_run_state st = {rl, &f, outer_ignore, 0};
     pthread_cleanup_push(rl_run_leave, &st);
     rl__cleanup_arg_escapes(&st);
+    rl__stats_run_enter(rl);
     rl_do_observers(rl, m, kRLRunLoopEntry);
     /* As CF: a stop requested by an Entry observer ends the run before its
      * first pass. */

@@ -6,6 +6,7 @@
  * perform queue's storage (rl_pqueue.c), to free what a loop owns.
  * Creation, per-thread storage and teardown are RLRunLoop.c's.
  */
+#include "rl_health.h"
 #include "rl_loop.h"
 #include "RLRunLoopMode.h"
 #include "RLRunLoopPerformInternal.h"
@@ -24,6 +25,8 @@ RLTypeID RLRunLoopGetTypeID(void) { return rl__type_id(&rl__runloop_class); }
 
 static void rl_finalize(void *obj) {
     RLRunLoopRef rl = obj;
+    rl__health_loop_gone(rl);
+    rl__stats_free(rl);
     free(rl->due);
     for (size_t i = 0; i < rl->nmodes; i++)
         rl__mode_free(rl->modes[i]);

@@ -15,6 +15,7 @@
  * program that does not link libdispatch does not load it because of us.
  */
 #include "rl_mainqueue.h"
+#include "rl_health.h"
 
 #include "rl_fork.h"
 #include "rl_lock.h"
@@ -102,7 +103,7 @@ bool rl__mainq_serve(RLRunLoopRef rl, rl_mode *m) {
     if (r != (ssize_t)sizeof n)
         return false; /* EAGAIN: read back already; nothing came since */
     rl->mainq_serving = true;
-    drain(NULL);
+    RL__CALLOUT(rl, kRLCalloutMainQueue, drain, NULL, m->name, drain(NULL));
     rl->mainq_serving = false;
     return true;
 }

@@ -242,8 +242,22 @@ struct RLRunLoopObserver {
 
 /* ---- file descriptors ---- */
 
+/* How the slow-callout report names the callouts a library object makes
+ * through an fd object of its own (rl_health.h). kind is an RLCalloutKind. */
+typedef struct rl__callout_owner {
+    int kind;
+    const void *(*function)(const void *owner); /* the program's callout; may be NULL */
+} rl__callout_owner;
+
 struct RLFileDescriptor {
     rl__object base;
+    /* The library object that made this fd object for its own callouts (a
+     * socket, a port, a signal source) and how to name its callout, NULL
+     * for a program's: the slow-callout report names the owner's callout
+     * (rl__fd_set_owner, rl_health.c). Not a reference: the owner outlives
+     * its fd object's callouts. */
+    const void *owner;
+    const struct rl__callout_owner *owner_how;
     rl__olock lock; /* an item lock: source, and the writes of valid and enabled */
     int fd;
     bool close_on_invalidate;
@@ -345,6 +359,15 @@ typedef struct rl_fdreg {
  * identity, the wake-up flags, and the perform queue. */
 #define RL_LINE 64
 
+/* A loop's statistics counts (rl_stats.c): its thread writes them with
+ * relaxed stores, any thread reads them. Times in nanoseconds. */
+typedef struct rl__loop_counters {
+    _Atomic uint64_t passes, sleeps;
+    _Atomic uint64_t wakeups[kRLWakeUpCauseCount];
+    _Atomic uint64_t callouts[kRLCalloutKindCount];
+    _Atomic uint64_t asleep_ns, busy_ns;
+} rl__loop_counters;
+
 struct RLRunLoop {
     rl__object base;
     pthread_t thread;
@@ -426,6 +449,23 @@ struct RLRunLoop {
     TAILQ_HEAD(, RLRunLoopTimer) homed_timers;
     TAILQ_HEAD(, RLRunLoopObserver) homed_observers;
     uint64_t timer_seq; /* the last stamp count given here (RLRunLoopTimer.c) */
+    /* Loop health. The loop's own slow-callout threshold in seconds, 0:
+     * the process's (rl_health.c; set by any thread, read by the loop's).
+     * Its statistics (rl_stats.c): the counts, written by the loop's thread
+     * only and read by any (relaxed); whether it slept and made no callout
+     * since (the cause of that wake-up not known yet), the monotonic time
+     * its busy time counts from and how deep in runs it is (the loop's
+     * thread); its histograms, made when timing is first turned on and
+     * freed with the loop; the counts at the last reset (under rl_stats.c's
+     * lock). */
+    _Atomic double slow_threshold;
+    rl__loop_counters counters;
+    bool woke;
+    unsigned run_depth;
+    double busy_from;
+    _Atomic bool timing_on;
+    struct rl__loop_timing *_Atomic timing;
+    struct rl__stats_base *stats_base;
 };
 
 /* Fields read without the lock that guards them (hints, re-checked under
