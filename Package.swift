@@ -14,12 +14,17 @@ let package = Package(
         // Foundation `Date` overloads for the SwiftThreads APIs that take a
         // date; SwiftThreads itself does not link Foundation.
         .library(name: "SwiftThreadsFoundation", targets: ["SwiftThreadsFoundation"]),
+        // A run loop's statistics exported through swift-metrics (counters,
+        // gauges per loop); SwiftThreads itself depends on no package.
+        .library(name: "SwiftThreadsMetrics", targets: ["SwiftThreadsMetrics"]),
     ],
     dependencies: [
         // Only for `swift package generate-documentation` (the DocC catalog
         // in Sources/SwiftThreads/SwiftThreads.docc): a command plugin, which
         // no target depends on, so building and testing never build it.
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
+        // Only for the SwiftThreadsMetrics product and its tests.
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
     ],
     targets: [
         .target(
@@ -57,6 +62,18 @@ let package = Package(
             name: "SwiftThreads",
             dependencies: ["CRunLoop", "CSwiftThreadsShims"],
             path: "Sources/SwiftThreads",
+            swiftSettings: [.swiftLanguageMode(.v6)]
+        ),
+        .target(
+            name: "SwiftThreadsMetrics",
+            dependencies: ["SwiftThreads", .product(name: "Metrics", package: "swift-metrics")],
+            path: "Sources/SwiftThreadsMetrics",
+            swiftSettings: [.swiftLanguageMode(.v6)]
+        ),
+        .testTarget(
+            name: "SwiftThreadsMetricsTests",
+            dependencies: ["SwiftThreadsMetrics", .product(name: "MetricsTestKit", package: "swift-metrics")],
+            path: "Tests/SwiftThreadsMetricsTests",
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),
         .target(
