@@ -220,6 +220,47 @@ static void test_1ms_repeating_timer_skips_no_date_it_could_fire(void **state) {
 
 static void count_cb(RLRunLoopTimerRef t, void *info) { (*(int *)info)++; }
 
+/* Removing a timer from its loop drops the loop's reference under the loop
+ * lock when it is not the last; when it is (the caller released the timer
+ * already), the drop waits until the lock is released: the context's
+ * release callout then runs with no lock held and may use the same loop. */
+static RLRunLoopTimerRef last_ref_other;
+static int last_ref_released;
+
+static void last_ref_release(const void *info) {
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    assert_false(RLRunLoopContainsTimer(rl, last_ref_other, "LastRef")); /* takes the loop lock */
+    assert_true(RLRunLoopAddTimer(rl, last_ref_other, "LastRef"));
+    last_ref_released++;
+}
+
+static void test_removing_the_last_reference_releases_after_the_lock(void **state) {
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    last_ref_released = 0;
+    last_ref_other = make(RLAbsoluteTimeGetCurrent() + 1000, 0, count_cb, NULL);
+    RLRunLoopTimerContext c = {0, NULL, NULL, last_ref_release, NULL};
+    RLRunLoopTimerRef kept = RLRunLoopTimerCreate(NULL, RLAbsoluteTimeGetCurrent() + 1000, 0, 0, 0, count_cb, &c);
+    RLRunLoopTimerRef last = RLRunLoopTimerCreate(NULL, RLAbsoluteTimeGetCurrent() + 1000, 0, 0, 0, count_cb, &c);
+    assert_non_null(kept);
+    assert_non_null(last);
+    assert_true(RLRunLoopAddTimer(rl, kept, "LastRef"));
+    assert_true(RLRunLoopAddTimer(rl, last, "LastRef"));
+    assert_true(RLRelease(last)); /* the loop's reference is the last */
+    /* Not the last: the timer stays, its context too. */
+    assert_true(RLRunLoopRemoveTimer(rl, kept, "LastRef"));
+    assert_int_equal(last_ref_released, 0);
+    assert_int_equal(RLGetRetainCount(kept), 1);
+    /* The last: finalized after the unlock, its release callout free to
+     * take the loop lock. */
+    assert_true(RLRunLoopRemoveTimer(rl, last, "LastRef"));
+    assert_int_equal(last_ref_released, 1);
+    assert_true(RLRunLoopContainsTimer(rl, last_ref_other, "LastRef"));
+    assert_true(RLRunLoopRemoveTimer(rl, last_ref_other, "LastRef"));
+    assert_true(RLRelease(kept)); /* invalidated by nobody: its context goes with it */
+    assert_int_equal(last_ref_released, 2);
+    done(last_ref_other);
+}
+
 static void test_missed_periods_fire_once(void **state) {
     RLRunLoopRef rl = RLRunLoopGetCurrent();
     int count = 0;
@@ -1058,6 +1099,7 @@ int main(void) {
         cmocka_unit_test_setup(test_equal_dates_after_a_repeat, rl_trace_setup),
         cmocka_unit_test_setup(test_repeating_stays_on_grid, rl_trace_setup),
         cmocka_unit_test(test_1ms_repeating_timer_skips_no_date_it_could_fire),
+        cmocka_unit_test(test_removing_the_last_reference_releases_after_the_lock),
         cmocka_unit_test_setup(test_missed_periods_fire_once, rl_trace_setup),
         cmocka_unit_test_setup(test_set_next_fire_date_earlier_and_later, rl_trace_setup),
         cmocka_unit_test_setup(test_set_next_fire_date_inside_callout, rl_trace_setup),

@@ -280,11 +280,27 @@ __attribute__((always_inline)) static inline bool rl_add_locked(RLRunLoopRef rl,
     return true;
 }
 
+/* Removes a timer's membership m (rl_remove_memb_as_locked's timer case;
+ * inline, for RLRunLoopRemoveTimer). The loop lock held. */
+__attribute__((always_inline)) static inline void rl_remove_timer_memb_locked(rl_memb *m, rl_defer *d) {
+    struct RLRunLoopTimer *t = m->item;
+    RLRunLoopRef rl = m->rl;
+    TAILQ_REMOVE(&t->membs, m, item_link);
+    rl__tset_remove(&m->mode->timers, m);
+    rl__rearm_if_waiting(rl);
+    rl__unhold_or_defer(d, t);
+    rl_memb_free(m);
+}
+
 /* Removes one membership; defers the cancel callout and the release. A
  * source's cancel goes to `cancel_for`: the source the caller named, which
  * may be one equal to the source in the mode (as CF). The loop lock held,
  * and for a source the item lock of the member (m->item). */
 static void rl_remove_memb_as_locked(rl_memb *m, void *cancel_for, rl_defer *d) {
+    if (m->kind == RL_KIND_TIMER) {
+        rl_remove_timer_memb_locked(m, d);
+        return;
+    }
     void *item = m->item;
     RLRunLoopRef rl = m->rl;
     rl_mode *mode = m->mode;
@@ -306,14 +322,11 @@ static void rl_remove_memb_as_locked(rl_memb *m, void *cancel_for, rl_defer *d) 
         TAILQ_REMOVE(&mode->observers, m, mode_link);
         mode->nobservers--;
         rl__mode_recompute_mask(mode);
-    } else {
-        rl__tset_remove(&mode->timers, m);
-        rl__rearm_if_waiting(rl);
     }
     if (m->kind == RL_KIND_OBSERVER && ((struct RLRunLoopObserver *)item)->pins)
         ((struct RLRunLoopObserver *)item)->held_releases++; /* see rl_do_observers */
     else
-        rl__defer_unhold(d, item);
+        rl__unhold_or_defer(d, item);
     rl_memb_free(m);
 }
 
@@ -518,7 +531,7 @@ static bool rl_item_valid(void *item, rl_kind kind) {
     }
 }
 
-static const rl__class *rl_kind_class(rl_kind kind) {
+__attribute__((always_inline)) static inline const rl__class *rl_kind_class(rl_kind kind) {
     switch (kind) {
     case RL_KIND_SOURCE:
         return &rl__source_class;
@@ -529,7 +542,10 @@ static const rl__class *rl_kind_class(rl_kind kind) {
     }
 }
 
-static bool rl_args_ok(RLRunLoopRef rl, void *item, rl_kind kind, RLRunLoopMode mode, const char *fn) {
+/* Inline: with the kind a constant, the class is one too (adding and
+ * removing a timer check their arguments on every call). */
+__attribute__((always_inline)) static inline bool rl_args_ok(RLRunLoopRef rl, void *item, rl_kind kind,
+                                                             RLRunLoopMode mode, const char *fn) {
     return rl__check_loop(rl, fn) && rl__object_check(item, rl_kind_class(kind), fn) && rl__mode_name_ok(mode, fn);
 }
 
@@ -658,7 +674,9 @@ __attribute__((always_inline)) static inline bool rl_remove_item(RLRunLoopRef rl
             } else {
                 rl_mode *m = rl__mode_find(rl, mode);
                 rl_memb *x = m ? rl__memb_find(item, kind, m) : NULL;
-                if (x)
+                if (x && kind == RL_KIND_TIMER)
+                    rl_remove_timer_memb_locked(x, &d);
+                else if (x)
                     rl_remove_memb_locked(x, &d);
             }
         }
