@@ -28,8 +28,7 @@ void rl__home_set_locked(RLRunLoopRef rl, void *item, rl_kind kind) {
     if (kind == RL_KIND_TIMER) {
         struct RLRunLoopTimer *t = item;
         TAILQ_INSERT_TAIL(&rl->homed_timers, t, home_link);
-        if (t->seq > rl->timer_seq)
-            rl->timer_seq = t->seq; /* stamps given here from now on come after its own */
+        rl__timer_arrive_locked(rl, t);
     } else {
         TAILQ_INSERT_TAIL(&rl->homed_observers, (struct RLRunLoopObserver *)item, home_link);
     }

@@ -182,16 +182,19 @@ struct RLRunLoopTimer {
     struct rl_membq membs;
     rl_memb inline_memb; /* the first membership, without an allocation */
     RLAbsoluteTime fire_date;
-    /* Tie-break: equal dates fire in the order the timers got them
-     * (created, moved, refired): the stamp (seq_epoch, seq) that
-     * RLRunLoopTimer.c gives. */
-    uint64_t seq_epoch, seq;
-    TAILQ_ENTRY(RLRunLoopTimer) home_link; /* in the home loop's list */
     /* A repeating timer's grid: fire_date is anchor + ticks * interval,
      * computed from the anchor each time (one rounding, never an
      * accumulation of one per tick). The anchor is the date given at
      * creation or by the last SetNextFireDate. */
     RLAbsoluteTime anchor;
+    /* Tie-break: equal dates fire in the order the timers got them
+     * (created, moved, refired): the stamp `seq` that RLRunLoopTimer.c
+     * gives, and the thread that gave it (`seq_by`, a number of the
+     * thread's own: see rl__timer_arrive_locked). With home_link, what a
+     * timer's first add to a loop touches beyond the first two lines: one
+     * more line. */
+    uint64_t seq, seq_by;
+    TAILQ_ENTRY(RLRunLoopTimer) home_link; /* in the home loop's list */
     uint64_t ticks;
     /* The fire path is taking its reference on ctx.info (the context's
      * retain, called without the lock): an invalidation meanwhile leaves
@@ -206,10 +209,12 @@ struct RLRunLoopTimer {
 };
 _Static_assert(offsetof(struct RLRunLoopTimer, inline_memb) == 64, "timer: hot part is the first line");
 _Static_assert(offsetof(rl_memb, mode_link) <= 64, "membership: a timer's part fits one line");
+_Static_assert(offsetof(struct RLRunLoopTimer, seq) / 64 == (offsetof(struct RLRunLoopTimer, home_link) + 15) / 64,
+               "timer: what its arrival in a loop writes is one line");
 
 /* Whether a's tie-break stamp is before b's (their dates being equal). */
 static inline bool rl__timer_stamp_before(const struct RLRunLoopTimer *a, const struct RLRunLoopTimer *b) {
-    return a->seq_epoch != b->seq_epoch ? a->seq_epoch < b->seq_epoch : a->seq < b->seq;
+    return a->seq != b->seq ? a->seq < b->seq : a->seq_by < b->seq_by;
 }
 
 /* The one loop timer t is in, or NULL. Its home's lock held. */
@@ -425,7 +430,7 @@ struct RLRunLoop {
     /* Timers and observers whose home this loop is (runloop_internal.h). */
     TAILQ_HEAD(, RLRunLoopTimer) homed_timers;
     TAILQ_HEAD(, RLRunLoopObserver) homed_observers;
-    uint64_t timer_seq; /* the last stamp count given here (RLRunLoopTimer.c) */
+    uint64_t timer_seq; /* the largest stamp given or brought here (RLRunLoopTimer.c) */
 };
 
 /* Fields read without the lock that guards them (hints, re-checked under
@@ -513,6 +518,9 @@ static inline RLRunLoopRef rl__home_get(void *item, rl_kind kind) {
 /* The callout of timer t ran (on its loop's thread): reschedule or
  * invalidate it as CF does. What guards t held (rl__item_lock). */
 RL__HIDDEN void rl__timer_after_fire_locked(struct RLRunLoopTimer *t, RLAbsoluteTime now, rl_defer *d);
+/* Timer t comes home to rl (rl locked, t's item lock held, the calling
+ * thread adding it): its stamp is ordered among rl's (RLRunLoopTimer.c). */
+RL__HIDDEN void rl__timer_arrive_locked(RLRunLoopRef rl, struct RLRunLoopTimer *t);
 /* Invalidates; what guards the item held (rl__item_lock). */
 RL__HIDDEN void rl__timer_invalidate_locked(struct RLRunLoopTimer *t, rl_defer *d);
 RL__HIDDEN void rl__observer_invalidate_locked(struct RLRunLoopObserver *o, rl_defer *d);
