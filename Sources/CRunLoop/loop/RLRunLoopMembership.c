@@ -576,8 +576,9 @@ __attribute__((noinline)) static int rl_add_item_claim(RLRunLoopRef rl, void *it
         r = -1;
     } else if (!rl_item_valid(item, kind)) {
         r = rl__fail(kRLErrorInvalidObject, fn, "%p has been invalidated", item);
+    } else if (!rl__home_set_locked(rl, item, kind)) {
+        r = rl__fail(kRLErrorNoMemory, fn, "out of memory");
     } else {
-        rl__home_set_locked(rl, item, kind);
         r = rl_add_to_mode_locked(rl, item, kind, mode, d, fn);
     }
     rl__olock_unlock(ol);
@@ -825,9 +826,8 @@ void rl__memberships_clear_locked(RLRunLoopRef rl, rl_defer *d) {
         memset(rl->cidx, 0, rl->capcidx * sizeof *rl->cidx);
     /* Timers and observers at home here but in no mode now go homeless, so
      * that none keeps a pointer to this loop. */
-    struct RLRunLoopTimer *t;
-    while ((t = TAILQ_FIRST(&rl->homed_timers)) != NULL)
-        rl__home_clear_locked(rl, t, RL_KIND_TIMER);
+    while (rl->nhomed > 0)
+        rl__home_clear_locked(rl, rl->homed[rl->nhomed - 1], RL_KIND_TIMER);
     struct RLRunLoopObserver *o;
     while ((o = TAILQ_FIRST(&rl->homed_observers)) != NULL)
         rl__home_clear_locked(rl, o, RL_KIND_OBSERVER);

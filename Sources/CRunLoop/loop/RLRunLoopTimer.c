@@ -34,10 +34,10 @@
  * The timer's home's lock held, or its item lock while it has none, or
  * not yet shared. */
 static __thread uint64_t rl_stamp_clock;
-static __thread uint64_t rl_stamp_thread;
-static _Atomic uint64_t rl_stamp_threads;
+static __thread uint32_t rl_stamp_thread;
+static _Atomic uint32_t rl_stamp_threads;
 
-static uint64_t rl_stamp_thread_number(void) {
+static uint32_t rl_stamp_thread_number(void) {
     if (RL__UNLIKELY(rl_stamp_thread == 0))
         rl_stamp_thread = atomic_fetch_add_explicit(&rl_stamp_threads, 1, memory_order_relaxed) + 1;
     return rl_stamp_thread;
@@ -60,10 +60,13 @@ static void rl_timer_stamp_locked(struct RLRunLoopTimer *t) {
 void rl__timer_arrive_locked(RLRunLoopRef rl, struct RLRunLoopTimer *t) {
     if (t->seq_by != rl_stamp_thread_number())
         rl_timer_stamp_after(t, rl->timer_seq); /* stamped elsewhere: ordered by this add */
-    if (t->seq > rl->timer_seq)
-        rl->timer_seq = t->seq; /* stamps given here from now on come after its own */
-    if (rl->timer_seq > rl_stamp_clock)
-        rl_stamp_clock = rl->timer_seq; /* and this thread's too */
+    /* Stamps given here from now on come after its own, which this
+     * thread's clock has reached (read, not t->seq: a line less to touch);
+     * and this thread's after the loop's. */
+    if (rl_stamp_clock > rl->timer_seq)
+        rl->timer_seq = rl_stamp_clock;
+    else
+        rl_stamp_clock = rl->timer_seq;
 }
 
 static void rl_timer_finalize(void *obj) {
@@ -264,6 +267,7 @@ bool RLRunLoopTimerSetTolerance(RLRunLoopTimerRef t, RLTimeInterval tolerance) {
     bool ok = t->valid;
     if (ok) {
         t->tolerance = tolerance;
+        t->tolerant = tolerance > 0;
         rl__timer_moved_locked(t);
     }
     rl__item_unlock(t, RL_KIND_TIMER, h);

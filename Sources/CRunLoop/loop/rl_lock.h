@@ -78,8 +78,9 @@ RL__HIDDEN RLRunLoopRef rl__item_lock(void *item, rl_kind kind);
 RL__HIDDEN void rl__item_unlock(void *item, rl_kind kind, RLRunLoopRef home);
 /* The item is being freed: it leaves its home's list. */
 RL__HIDDEN void rl__item_leave_home(void *item, rl_kind kind);
-/* rl becomes the home of item; rl locked, item lock held, no home yet. */
-RL__HIDDEN void rl__home_set_locked(RLRunLoopRef rl, void *item, rl_kind kind);
+/* rl becomes the home of item; rl locked, item lock held, no home yet.
+ * False (nothing changed) if rl's array of homed timers cannot grow. */
+RL__HIDDEN bool rl__home_set_locked(RLRunLoopRef rl, void *item, rl_kind kind);
 /* item leaves rl, its home; rl locked. Its state goes under its item lock. */
 RL__HIDDEN void rl__home_clear_locked(RLRunLoopRef rl, void *item, rl_kind kind);
 

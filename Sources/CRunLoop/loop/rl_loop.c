@@ -25,6 +25,7 @@ RLTypeID RLRunLoopGetTypeID(void) { return rl__type_id(&rl__runloop_class); }
 static void rl_finalize(void *obj) {
     RLRunLoopRef rl = obj;
     free(rl->due);
+    free(rl->homed);
     for (size_t i = 0; i < rl->nmodes; i++)
         rl__mode_free(rl->modes[i]);
     free(rl->modes);

@@ -176,9 +176,13 @@ struct RLRunLoopTimer {
     rl__olock lock;
     bool valid;
     bool firing;
-    bool moved_in_fire;
+    bool tolerant; /* tolerance > 0: filed in the lax heaps (rl_heap.c) */
     bool inline_used;
-    RLTimeInterval tolerance;
+    /* Its slot in its home's array of homed timers (RLRunLoop.homed), and
+     * the number of the thread that gave its stamp (see seq): here, so that
+     * a timer's first add to a loop touches the first two lines only. */
+    uint32_t home_idx;
+    uint32_t seq_by;
     struct rl_membq membs;
     rl_memb inline_memb; /* the first membership, without an allocation */
     RLAbsoluteTime fire_date;
@@ -189,13 +193,11 @@ struct RLRunLoopTimer {
     RLAbsoluteTime anchor;
     /* Tie-break: equal dates fire in the order the timers got them
      * (created, moved, refired): the stamp `seq` that RLRunLoopTimer.c
-     * gives, and the thread that gave it (`seq_by`, a number of the
-     * thread's own: see rl__timer_arrive_locked). With home_link, what a
-     * timer's first add to a loop touches beyond the first two lines: one
-     * more line. */
-    uint64_t seq, seq_by;
-    TAILQ_ENTRY(RLRunLoopTimer) home_link; /* in the home loop's list */
+     * gives, by the thread numbered seq_by (rl__timer_arrive_locked). */
+    uint64_t seq;
     uint64_t ticks;
+    RLTimeInterval tolerance;
+    bool moved_in_fire;
     /* The fire path is taking its reference on ctx.info (the context's
      * retain, called without the lock): an invalidation meanwhile leaves
      * the context's release to it (ctx_release_held), so that info cannot
@@ -209,8 +211,8 @@ struct RLRunLoopTimer {
 };
 _Static_assert(offsetof(struct RLRunLoopTimer, inline_memb) == 64, "timer: hot part is the first line");
 _Static_assert(offsetof(rl_memb, mode_link) <= 64, "membership: a timer's part fits one line");
-_Static_assert(offsetof(struct RLRunLoopTimer, seq) / 64 == (offsetof(struct RLRunLoopTimer, home_link) + 15) / 64,
-               "timer: what its arrival in a loop writes is one line");
+_Static_assert(offsetof(struct RLRunLoopTimer, seq_by) < 64 && offsetof(struct RLRunLoopTimer, home_idx) < 64,
+               "timer: what its arrival in a loop reads and writes is in the first line");
 
 /* Whether a's tie-break stamp is before b's (their dates being equal). */
 static inline bool rl__timer_stamp_before(const struct RLRunLoopTimer *a, const struct RLRunLoopTimer *b) {
@@ -427,8 +429,11 @@ struct RLRunLoop {
     int mainq_fd;
     bool mainq_armed, mainq_ready, mainq_serving;
 
-    /* Timers and observers whose home this loop is (runloop_internal.h). */
-    TAILQ_HEAD(, RLRunLoopTimer) homed_timers;
+    /* Timers and observers whose home this loop is (runloop_internal.h):
+     * the timers in an array (each knows its slot, home_idx), so that a
+     * timer's arrival writes nothing in the timer beyond its first line. */
+    struct RLRunLoopTimer **homed;
+    uint32_t nhomed, caphomed;
     TAILQ_HEAD(, RLRunLoopObserver) homed_observers;
     uint64_t timer_seq; /* the largest stamp given or brought here (RLRunLoopTimer.c) */
 };
