@@ -144,11 +144,15 @@ struct RLFileDescriptor;
 struct RLRunLoopSource {
     rl__object base;
     rl__olock lock; /* the item lock: membs, valid, signalled */
+    /* Beside the lock and the object header, in the line a signal from
+     * another thread reads (the header's check, then `signalled` without
+     * the lock while it is set: rl__source_signal): one line, not two, that
+     * the loop's perform writes and the signalling thread then misses. */
+    bool valid;     /* written under the item lock; read without it as a hint */
+    bool signalled;
     RLIndex order;
     RLHashCode hash; /* ctx.hash(info), or info: computed once, at creation */
     RLRunLoopSourceContext ctx;
-    bool valid;     /* written under the item lock; read without it as a hint */
-    bool signalled;
     struct rl_membq membs;
     struct RLFileDescriptor *fdobj; /* fd sources: retained */
 };
@@ -210,6 +214,7 @@ struct RLRunLoopTimer {
     RLRunLoopTimerContext ctx;
 };
 _Static_assert(offsetof(struct RLRunLoopTimer, inline_memb) == 64, "timer: hot part is the first line");
+_Static_assert(offsetof(struct RLRunLoopSource, signalled) < 64, "source: a signal reads one line");
 _Static_assert(offsetof(rl_memb, mode_link) <= 64, "membership: a timer's part fits one line");
 _Static_assert(offsetof(struct RLRunLoopTimer, seq_by) < 64 && offsetof(struct RLRunLoopTimer, home_idx) < 64,
                "timer: what its arrival in a loop reads and writes is in the first line");
