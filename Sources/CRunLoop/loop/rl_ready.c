@@ -57,10 +57,14 @@ bool rl__source_signal(struct RLRunLoopSource *s) {
      * and before the perform (RLRunLoopRun.c): either this load sees the
      * clear, and the signal is made in full below, or the perform sees
      * what the caller stored before signalling. An invalidation clears
-     * `signalled` too, so a set flag also says the source is valid. */
-    atomic_thread_fence(memory_order_seq_cst);
-    if (rl__peek(s->signalled))
-        return true;
+     * `signalled` too, so a set flag also says the source is valid. A
+     * source not signalled (the usual signal on the loop's own thread)
+     * pays no fence: the lock orders it. */
+    if (rl__peek(s->signalled)) {
+        atomic_thread_fence(memory_order_seq_cst);
+        if (rl__peek(s->signalled))
+            return true;
+    }
     rl_loopset ls;
     rl__loopset_init(&ls);
     rl__olock_lock(&s->lock);
