@@ -262,10 +262,6 @@ int main(void) {
     if (bml_nallowed) printf("thread i of a cell runs on allowed CPU i mod %d.\n", bml_nallowed);
     else printf("threads not pinned (BML_PIN=0).\n");
     printf("Target: ours at K=2 >= 1.8x ours at K=1 for every operation, and ahead of CF at every K.\n");
-    if (in_list(only, op_names[BML_CREATE]) && in_list(only_peers, peers[P_RL]->name))
-        printf("Not scaling by design: ours' timer creation takes the next number of one process-wide counter\n"
-               "(one atomic add), which keeps timers given one date in creation order across threads\n"
-               "(docs/runloop.md); two threads creating timers nonstop bounce its cache line.\n");
     /* CPU per operation does not depend on how many CPUs other processes
      * leave free: loops that share nothing keep it flat as K grows, while
      * a shared lock makes it grow (its line bounces between the CPUs). */

@@ -25,7 +25,7 @@
 
 typedef struct brl_result {
     bool ok;
-    double v[3]; /* v[2]: only where an entry says so, else NAN */
+    double v[4]; /* v[2], v[3]: only where an entry says so, else NAN */
     char note[120];
 } brl_result;
 
@@ -48,10 +48,11 @@ typedef struct brl_peer {
     /* A 1 ms repeating timer beside idle far-future timers, run for `fires`
      * fires; v[0] = CPU ns of the loop thread per fire. */
     brl_result (*per_fire)(long idle_timers, long fires);
-    /* A 1 ms repeating timer; v[0] = p50, v[1] = p99 lateness in ns;
-     * v[2] = p50 ns from the loop thread's last return from epoll_wait to
-     * the callout (brl_wake_last), NAN for a loop that does not wait in
-     * epoll_wait. */
+    /* A 1 ms repeating timer fired `fires` times; v[0] = p50, v[1] = p99
+     * lateness in ns; v[2] = p50 ns from the loop thread's last return from
+     * epoll_wait to the callout (brl_wake_last), NAN for a loop that does
+     * not wait in epoll_wait; v[3] = grid points skipped (missed ticks),
+     * NAN for a timer not on a fixed grid (libuv, GLib). */
     brl_result (*lateness)(long fires);
     /* Starts a thread whose loop sleeps (one far-future timer, one source);
      * returns once it is asleep. */
@@ -77,6 +78,16 @@ typedef struct brl_peer {
      * most max_removals timed, in random order); v[0] = add, v[1] = remove,
      * ns per operation. NULL: no common modes. */
     brl_result (*common_timers)(long n, long max_removals);
+    /* One far-future timer added to a loop and removed again, n times in a
+     * hot loop on the loop's thread; v[0] = add+remove pairs per second. */
+    brl_result (*timer_addrm)(long n);
+    /* The guide's custom input source (Apple's Run Loops guide, Listings
+     * 3-3 to 3-8), fed from another thread: the producer appends a command
+     * to a mutex-protected queue (brl_cmdq), then signals the loop's source
+     * and wakes the loop; the consumer's perform takes the whole queue.
+     * libuv: the same queue + uv_async_send; GLib: the same queue + a
+     * GSource set ready. v[0] = commands per second. */
+    brl_result (*guide_source)(long n);
 } brl_peer;
 
 /* CLOCK_MONOTONIC seconds at the calling thread's last return from
@@ -92,12 +103,12 @@ extern const brl_peer brl_peer_glib;
 /* ---- helpers ---------------------------------------------------------- */
 
 static inline brl_result brl_ok(double a, double b) {
-    brl_result r = {.ok = true, .v = {a, b, NAN}};
+    brl_result r = {.ok = true, .v = {a, b, NAN, NAN}};
     return r;
 }
 
 static inline brl_result brl_none(const char *why) {
-    brl_result r = {.ok = false, .v = {NAN, NAN, NAN}};
+    brl_result r = {.ok = false, .v = {NAN, NAN, NAN, NAN}};
     snprintf(r.note, sizeof r.note, "%s", why);
     return r;
 }
@@ -230,13 +241,61 @@ static inline int brl_timer_reps(long n) { return n <= 1000 ? 15 : n <= 10000 ? 
 typedef struct brl_grid {
     double t0, interval;
     long k;
+    long missed; /* grid points passed over without a fire of their own */
 } brl_grid;
 
 static inline double brl_grid_fire(brl_grid *g, double now) {
     double late = now - (g->t0 + (double)g->k * g->interval);
     long next = (long)floor((now - g->t0) / g->interval) + 1;
+    if (next > g->k + 1) g->missed += next - (g->k + 1);
     g->k = next > g->k + 1 ? next : g->k + 1;
     return late;
+}
+
+/* The guide pattern's command queue (guide_source): commands appended
+ * under a mutex to a growable array, which the consumer swaps out whole
+ * for its spare one. No malloc per command once warm, for every peer. */
+typedef struct brl_cmdq {
+    pthread_mutex_t mu;
+    long *in, nin, capin;
+    long *spare, capspare;
+} brl_cmdq;
+
+static inline void brl_cmdq_init(brl_cmdq *q) {
+    memset(q, 0, sizeof *q);
+    pthread_mutex_init(&q->mu, NULL);
+}
+
+static inline void brl_cmdq_destroy(brl_cmdq *q) {
+    pthread_mutex_destroy(&q->mu);
+    free(q->in);
+    free(q->spare);
+}
+
+static inline void brl_cmdq_push(brl_cmdq *q, long cmd) {
+    pthread_mutex_lock(&q->mu);
+    if (q->nin == q->capin) {
+        q->capin = q->capin ? 2 * q->capin : 64;
+        q->in = realloc(q->in, (size_t)q->capin * sizeof *q->in);
+        if (!q->in) abort();
+    }
+    q->in[q->nin++] = cmd;
+    pthread_mutex_unlock(&q->mu);
+}
+
+/* Takes the whole queue; returns how many commands it held (their sum
+ * into *sum, so that the commands are read). */
+static inline long brl_cmdq_take(brl_cmdq *q, long *sum) {
+    pthread_mutex_lock(&q->mu);
+    long *got = q->in, n = q->nin, cap = q->capin;
+    q->in = q->spare;
+    q->capin = q->capspare;
+    q->nin = 0;
+    pthread_mutex_unlock(&q->mu);
+    for (long i = 0; i < n; i++) *sum += got[i];
+    q->spare = got;
+    q->capspare = cap;
+    return n;
 }
 
 #endif /* BENCH_RUNLOOP_H */

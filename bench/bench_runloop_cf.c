@@ -304,6 +304,7 @@ static brl_result cf_lateness(long fires) {
     brl_result r = brl_ok(brl_quantile(a.late + skip, fires - skip, 0.5) * 1e9,
                           brl_quantile(a.late + skip, fires - skip, 0.99) * 1e9);
     r.v[2] = brl_quantile(a.wake + skip, fires - skip, 0.5) * 1e9;
+    r.v[3] = (double)a.grid.missed;
     free(a.late);
     free(a.wake);
     return r;
@@ -564,6 +565,95 @@ static brl_result cf_common_timers(long n, long max_rm) {
     return a.r;
 }
 
+/* ---- timer add+remove, hot loop ---------------------------------------- */
+
+typedef struct {
+    long n;
+    brl_result r;
+} cf_addrm_arg;
+
+static void *cf_addrm_thread(void *arg) {
+    cf_addrm_arg *a = arg;
+    CFRunLoopRef rl = CFRunLoopGetCurrent();
+    CFRunLoopTimerRef t = CFRunLoopTimerCreate(NULL, CFAbsoluteTimeGetCurrent() + 1e6, 0, 0, 0, cf_timer_nothing, NULL);
+    for (long i = 0; i < 1000; i++) { /* warm */
+        CFRunLoopAddTimer(rl, t, kCFRunLoopDefaultMode);
+        CFRunLoopRemoveTimer(rl, t, kCFRunLoopDefaultMode);
+    }
+    double t0 = brl_now();
+    for (long i = 0; i < a->n; i++) {
+        CFRunLoopAddTimer(rl, t, kCFRunLoopDefaultMode);
+        CFRunLoopRemoveTimer(rl, t, kCFRunLoopDefaultMode);
+    }
+    double t1 = brl_now();
+    CFRelease(t);
+    a->r = brl_ok((double)a->n / (t1 - t0), 0);
+    return NULL;
+}
+
+static brl_result cf_timer_addrm(long n) {
+    cf_addrm_arg a = {.n = n};
+    brl_run_on_thread(cf_addrm_thread, &a);
+    return a.r;
+}
+
+/* ---- the guide's custom input source, fed from another thread ---------- */
+
+typedef struct {
+    brl_cmdq q;
+    CFRunLoopSourceRef src;
+    long n, count, sum;
+    double t_end;
+    atomic_bool sent_all;
+    _Atomic(CFRunLoopRef) rl;
+} cf_guide;
+
+/* The version-0 perform callout: takes the whole queue (Listing 3-6's
+ * RunLoopSourcePerformRoutine -> sourceFired). */
+static void cf_guide_perform(void *info) {
+    cf_guide *g = info;
+    g->count += brl_cmdq_take(&g->q, &g->sum);
+    if (g->count >= g->n && g->t_end == 0) {
+        g->t_end = brl_now();
+        CFRunLoopStop(CFRunLoopGetCurrent());
+    }
+}
+
+static void *cf_guide_consumer(void *arg) {
+    cf_guide *g = arg;
+    CFRunLoopRef rl = CFRunLoopGetCurrent();
+    CFRunLoopAddSource(rl, g->src, kCFRunLoopDefaultMode);
+    atomic_store(&g->rl, rl);
+    while (g->count < g->n) CFRunLoopRunInMode(kCFRunLoopDefaultMode, 1.0, false);
+    while (!atomic_load(&g->sent_all)) sched_yield(); /* keep rl alive for the last WakeUp */
+    CFRunLoopRemoveSource(rl, g->src, kCFRunLoopDefaultMode);
+    return NULL;
+}
+
+static brl_result cf_guide_source(long n) {
+    cf_guide g = {.n = n};
+    brl_cmdq_init(&g.q);
+    g.src = cf_source(&g, cf_guide_perform);
+    pthread_t t;
+    pthread_create(&t, NULL, cf_guide_consumer, &g);
+    CFRunLoopRef rl;
+    while ((rl = atomic_load(&g.rl)) == NULL) sched_yield();
+    double t0 = brl_now();
+    for (long i = 0; i < n; i++) {
+        /* Listing 3-8's addCommand:withData: then fireAllCommandsOnRunLoop: */
+        brl_cmdq_push(&g.q, i);
+        CFRunLoopSourceSignal(g.src);
+        CFRunLoopWakeUp(rl);
+    }
+    atomic_store(&g.sent_all, true);
+    pthread_join(t, NULL);
+    CFRunLoopSourceInvalidate(g.src);
+    CFRelease(g.src);
+    brl_cmdq_destroy(&g.q);
+    if (g.sum != n * (n - 1) / 2) return brl_none("guide source: commands lost");
+    return brl_ok((double)n / (g.t_end - t0), 0);
+}
+
 const brl_peer BRL_PEER = {
     .name = BRL_PEER_NAME,
     .perform_block = cf_perform_block,
@@ -579,4 +669,6 @@ const brl_peer BRL_PEER = {
     .objects = cf_objects,
     .signal_sources = cf_signal_sources,
     .common_timers = cf_common_timers,
+    .timer_addrm = cf_timer_addrm,
+    .guide_source = cf_guide_source,
 };

@@ -427,6 +427,113 @@ static brl_result gl_fds(int modes) {
     return r;
 }
 
+/* ---- timer add+remove, hot loop ---------------------------------------- */
+
+/* A destroyed GSource cannot be attached again: each add is a new timeout
+ * source (its creation timed, unlike the other peers). */
+static void *gl_addrm_thread(void *arg) {
+    brl_result *r = arg;
+    long n = (long)r->v[0];
+    GMainContext *ctx = g_main_context_new();
+    g_main_context_acquire(ctx);
+    double t0 = 0;
+    for (long i = -1000; i < n; i++) {
+        if (i == 0) t0 = brl_now();
+        GSource *t = g_timeout_source_new(1000000000u);
+        g_source_set_callback(t, gl_nothing, NULL, NULL);
+        g_source_attach(t, ctx);
+        g_source_destroy(t);
+        g_source_unref(t);
+    }
+    double t1 = brl_now();
+    g_main_context_release(ctx);
+    g_main_context_unref(ctx);
+    *r = brl_ok((double)n / (t1 - t0), 0);
+    snprintf(r->note, sizeof r->note, "GLib timer add+remove: a new timeout source each time (a destroyed one cannot be re-attached)");
+    return NULL;
+}
+
+static brl_result gl_timer_addrm(long n) {
+    brl_result r = {.v = {(double)n}};
+    brl_run_on_thread(gl_addrm_thread, &r);
+    return r;
+}
+
+/* ---- the guide pattern: a mutex queue + a GSource set ready ----------- */
+
+typedef struct {
+    GSource base;
+    struct gl_guide *g;
+} gl_guide_gsource;
+
+typedef struct gl_guide {
+    GMainContext *ctx;
+    GMainLoop *loop;
+    GSource *src;
+    brl_cmdq q;
+    long n, count, sum;
+    double t_end;
+    atomic_bool running, sent_all;
+} gl_guide;
+
+static gboolean gl_guide_dispatch(GSource *s, GSourceFunc cb, gpointer data) {
+    gl_guide *g = ((gl_guide_gsource *)s)->g;
+    g_source_set_ready_time(s, -1); /* before taking: a command pushed after is not missed */
+    g->count += brl_cmdq_take(&g->q, &g->sum);
+    if (g->count >= g->n && g->t_end == 0) {
+        g->t_end = brl_now();
+        g_main_loop_quit(g->loop);
+    }
+    return G_SOURCE_CONTINUE;
+}
+
+static GSourceFuncs gl_guide_funcs = {NULL, NULL, gl_guide_dispatch, NULL, NULL, NULL};
+
+static gboolean gl_guide_running(gpointer data) {
+    atomic_store(&((gl_guide *)data)->running, true);
+    return G_SOURCE_REMOVE;
+}
+
+static void *gl_guide_consumer(void *arg) {
+    gl_guide *g = arg;
+    g_main_context_push_thread_default(g->ctx);
+    GSource *s = g_idle_source_new();
+    g_source_set_callback(s, gl_guide_running, g, NULL);
+    g_source_attach(s, g->ctx);
+    g_source_unref(s);
+    while (g->count < g->n) g_main_loop_run(g->loop);
+    while (!atomic_load(&g->sent_all)) sched_yield();
+    g_main_context_pop_thread_default(g->ctx);
+    return NULL;
+}
+
+static brl_result gl_guide_source(long n) {
+    gl_guide g = {.n = n};
+    brl_cmdq_init(&g.q);
+    g.ctx = g_main_context_new();
+    g.loop = g_main_loop_new(g.ctx, FALSE);
+    g.src = g_source_new(&gl_guide_funcs, sizeof(gl_guide_gsource));
+    ((gl_guide_gsource *)g.src)->g = &g;
+    g_source_attach(g.src, g.ctx);
+    pthread_t t;
+    pthread_create(&t, NULL, gl_guide_consumer, &g);
+    while (!atomic_load(&g.running)) sched_yield();
+    double t0 = brl_now();
+    for (long i = 0; i < n; i++) {
+        brl_cmdq_push(&g.q, i);
+        g_source_set_ready_time(g.src, 0); /* thread-safe; wakes the context */
+    }
+    atomic_store(&g.sent_all, true);
+    pthread_join(t, NULL);
+    g_source_destroy(g.src);
+    g_source_unref(g.src);
+    g_main_loop_unref(g.loop);
+    g_main_context_unref(g.ctx);
+    brl_cmdq_destroy(&g.q);
+    if (g.sum != n * (n - 1) / 2) return brl_none("GLib guide: commands lost");
+    return brl_ok((double)n / (g.t_end - t0), 0);
+}
+
 const brl_peer brl_peer_glib = {
     .name = "GLib",
     .perform_block = gl_perform_block,
@@ -439,4 +546,6 @@ const brl_peer brl_peer_glib = {
     .idle_finish = gl_idle_finish,
     .observer = gl_observer,
     .fds = gl_fds,
+    .timer_addrm = gl_timer_addrm,
+    .guide_source = gl_guide_source,
 };

@@ -407,6 +407,86 @@ static brl_result bu_fds(int modes) {
     return r;
 }
 
+/* ---- timer add+remove, hot loop ---------------------------------------- */
+
+static void *bu_addrm_thread(void *arg) {
+    brl_result *r = arg;
+    long n = (long)r->v[0];
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    uv_timer_t t;
+    uv_timer_init(&loop, &t);
+    for (long i = 0; i < 1000; i++) {
+        uv_timer_start(&t, bu_nothing_timer, 1000000000ULL, 0);
+        uv_timer_stop(&t);
+    }
+    double t0 = brl_now();
+    for (long i = 0; i < n; i++) {
+        uv_timer_start(&t, bu_nothing_timer, 1000000000ULL, 0);
+        uv_timer_stop(&t);
+    }
+    double t1 = brl_now();
+    bu_finish_loop(&loop);
+    *r = brl_ok((double)n / (t1 - t0), 0);
+    return NULL;
+}
+
+static brl_result bu_timer_addrm(long n) {
+    brl_result r = {.v = {(double)n}};
+    brl_run_on_thread(bu_addrm_thread, &r);
+    return r;
+}
+
+/* ---- the guide pattern: a mutex queue + uv_async_send ----------------- */
+
+typedef struct {
+    uv_loop_t loop;
+    uv_async_t async;
+    brl_cmdq q;
+    long n, count, sum;
+    double t_end;
+    atomic_bool ready, sent_all;
+} bu_guide;
+
+static void bu_guide_drain(uv_async_t *h) {
+    bu_guide *g = h->data;
+    g->count += brl_cmdq_take(&g->q, &g->sum);
+    if (g->count >= g->n && g->t_end == 0) {
+        g->t_end = brl_now();
+        uv_stop(&g->loop);
+    }
+}
+
+static void *bu_guide_consumer(void *arg) {
+    bu_guide *g = arg;
+    atomic_store(&g->ready, true);
+    while (g->count < g->n) uv_run(&g->loop, UV_RUN_DEFAULT);
+    while (!atomic_load(&g->sent_all)) sched_yield();
+    return NULL;
+}
+
+static brl_result bu_guide_source(long n) {
+    bu_guide g = {.n = n};
+    brl_cmdq_init(&g.q);
+    uv_loop_init(&g.loop);
+    uv_async_init(&g.loop, &g.async, bu_guide_drain);
+    g.async.data = &g;
+    pthread_t t;
+    pthread_create(&t, NULL, bu_guide_consumer, &g);
+    while (!atomic_load(&g.ready)) sched_yield();
+    double t0 = brl_now();
+    for (long i = 0; i < n; i++) {
+        brl_cmdq_push(&g.q, i);
+        uv_async_send(&g.async);
+    }
+    atomic_store(&g.sent_all, true);
+    pthread_join(t, NULL);
+    bu_finish_loop(&g.loop);
+    brl_cmdq_destroy(&g.q);
+    if (g.sum != n * (n - 1) / 2) return brl_none("libuv guide: commands lost");
+    return brl_ok((double)n / (g.t_end - t0), 0);
+}
+
 const brl_peer brl_peer_uv = {
     .name = "libuv",
     .perform_block = bu_perform_block,
@@ -415,6 +495,8 @@ const brl_peer brl_peer_uv = {
     .timers = bu_timers,
     .per_fire = bu_per_fire,
     .lateness = bu_lateness,
+    .timer_addrm = bu_timer_addrm,
+    .guide_source = bu_guide_source,
     .idle_start = bu_idle_start,
     .idle_finish = bu_idle_finish,
     .observer = bu_observer,

@@ -288,6 +288,30 @@ static void test_equal_dates_in_order_across_threads_and_loops(void **state) {
     lthread_stop(&other);
 }
 
+static void *tie_create_x(void *arg) { return tie_timer(tie_date, "X"); }
+
+/* A timer that got its date on another thread than the one adding it is
+ * ordered by that add, as CF orders equal dates by insertion: created
+ * elsewhere before Y was created here, added after it, it fires after it.
+ * (Creation writes nothing another thread reads: its stamp says nothing of
+ * the order of dates given on other threads.) */
+static void test_equal_dates_given_elsewhere_fire_in_the_order_added(void **state) {
+    RLRunLoopRef here = RLRunLoopGetCurrent();
+    tie_date = RLAbsoluteTimeGetCurrent() - 1;
+    tie_trace[0] = 0;
+    RLRunLoopTimerRef x = rl_test_on_other_thread(tie_create_x, NULL);
+    RLRunLoopTimerRef y = tie_timer(tie_date, "Y");
+    RLRunLoopTimerRef z = tie_timer(tie_date, "Z");
+    assert_true(RLRunLoopAddTimer(here, y, "TieAdd"));
+    assert_true(RLRunLoopAddTimer(here, x, "TieAdd"));
+    assert_true(RLRunLoopAddTimer(here, z, "TieAdd")); /* created here after Y, before X came: kept */
+    assert_int_equal(RLRunLoopRunInMode("TieAdd", 0, false), kRLRunLoopRunTimedOut);
+    assert_string_equal(tie_trace, "Y Z X");
+    RLRelease(x);
+    RLRelease(y);
+    RLRelease(z);
+}
+
 /* A timer in one loop is refused by another; once out of the first loop's
  * modes it may join the second, including after the first loop's thread is
  * gone (and it fires there). The same holds for observers. */
@@ -765,6 +789,7 @@ int main(void) {
         cmocka_unit_test(test_timer_moved_while_its_loop_sleeps),
         cmocka_unit_test(test_timer_and_observer_move_between_loops),
         cmocka_unit_test(test_equal_dates_in_order_across_threads_and_loops),
+        cmocka_unit_test(test_equal_dates_given_elsewhere_fire_in_the_order_added),
         cmocka_unit_test(test_timer_freed_after_leaving_a_live_loop),
         cmocka_unit_test(test_callout_moves_its_item_to_another_loop),
         cmocka_unit_test(test_observers_go_while_pinned),

@@ -4,6 +4,8 @@
 #include "testutil.h"
 #include "trace.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -347,6 +349,79 @@ static void test_equal_source_is_the_same_source(void **state) {
         rl_test_unkeep(all[i]);
 }
 
+
+/* The pattern of Apple's Run Loops guide (Listings 3-3 to 3-8): another
+ * thread appends a command to a mutex-protected queue, then signals the
+ * loop's source and wakes the loop; the source's perform takes the whole
+ * queue. A signal that finds the source still signalled does nothing (its
+ * perform is still to come): every command is taken, none is left behind
+ * once the producer is done and the loop has run. */
+enum { GUIDE_COMMANDS = 200000 };
+
+typedef struct {
+    pthread_mutex_t mu;
+    long queued, taken, performs;
+    RLRunLoopSourceRef src;
+    RLRunLoopRef rl;
+    atomic_bool sent_all;
+} guide_state;
+
+static void guide_perform(void *info) {
+    guide_state *g = info;
+    pthread_mutex_lock(&g->mu);
+    g->taken += g->queued;
+    g->queued = 0;
+    pthread_mutex_unlock(&g->mu);
+    g->performs++;
+}
+
+static void *guide_producer(void *arg) {
+    guide_state *g = arg;
+    for (long i = 0; i < GUIDE_COMMANDS; i++) {
+        pthread_mutex_lock(&g->mu);
+        g->queued++;
+        pthread_mutex_unlock(&g->mu);
+        assert_true(RLRunLoopSourceSignal(g->src));
+        assert_true(RLRunLoopWakeUp(g->rl));
+    }
+    atomic_store(&g->sent_all, true);
+    assert_true(RLRunLoopWakeUp(g->rl));
+    return NULL;
+}
+
+static void test_guide_pattern_from_another_thread_loses_no_command(void **state) {
+    guide_state g = {.rl = RLRunLoopGetCurrent()};
+    pthread_mutex_init(&g.mu, NULL);
+    RLRunLoopSourceContext c = {0};
+    c.info = &g;
+    c.perform = guide_perform;
+    g.src = RLRunLoopSourceCreate(NULL, 0, &c);
+    assert_non_null(g.src);
+    assert_true(RLRunLoopAddSource(g.rl, g.src, "Guide"));
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, guide_producer, &g), 0);
+    /* Until the producer is done and its last signal is performed: a
+     * command left in the queue with no perform to come would hang here
+     * (the generous limit ends the test instead). */
+    double limit = RLAbsoluteTimeGetCurrent() + 60;
+    for (;;) {
+        bool done = atomic_load(&g.sent_all);
+        RLRunLoopRunInMode("Guide", 0.05, false);
+        pthread_mutex_lock(&g.mu);
+        long taken = g.taken;
+        pthread_mutex_unlock(&g.mu);
+        if ((done && taken == GUIDE_COMMANDS) || RLAbsoluteTimeGetCurrent() > limit)
+            break;
+    }
+    pthread_join(t, NULL);
+    assert_int_equal(g.taken, GUIDE_COMMANDS);
+    assert_int_equal(g.queued, 0);
+    assert_true(g.performs >= 1 && g.performs <= GUIDE_COMMANDS);
+    RLRunLoopSourceInvalidate(g.src);
+    RLRelease(g.src);
+    pthread_mutex_destroy(&g.mu);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_perform_in_order, rl_trace_setup),
@@ -359,6 +434,7 @@ int main(void) {
         cmocka_unit_test_setup(test_nested_run_performs_sources_the_pass_has_not_reached, rl_trace_setup),
         cmocka_unit_test_setup(test_source_in_two_loops_performs_once, rl_trace_setup),
         cmocka_unit_test_setup(test_equal_source_is_the_same_source, rl_trace_setup),
+        cmocka_unit_test(test_guide_pattern_from_another_thread_loses_no_command),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 static RLRunLoopTimerRef make(RLAbsoluteTime date, RLTimeInterval interval, RLRunLoopTimerCallBack cb, void *info) {
@@ -142,7 +143,123 @@ static void test_repeating_stays_on_grid(void **state) {
     done(t);
 }
 
+
+/* A 1 ms repeating timer over 0.5 s skips no fire date it could still
+ * fire: a date is passed over only if it was already past when the fire
+ * before it ended (the library takes the next grid point after the time the
+ * callout returned). Judged on the timer's own bookkeeping, not on speed:
+ * a skip is excused when the loop's thread was held meanwhile (switched out
+ * by the kernel between the end of one callout and the start of the next:
+ * its involuntary context switches), and `generous` (half a period) covers
+ * the few microseconds of the loop's own work between the callout's end and
+ * its reading of the clock. On a loaded machine the skips seen all follow a
+ * fire that itself started over a period late (the thread waited for a CPU
+ * after its timerfd expired): the library passes over only dates already
+ * gone, as CF does. */
+enum { TICK_FIRES = 500 };
+
+typedef struct {
+    int n;
+    RLAbsoluteTime date[TICK_FIRES], start[TICK_FIRES], end[TICK_FIRES];
+    long csw_start[TICK_FIRES], csw_end[TICK_FIRES];
+} tick_log;
+
+static long involuntary_switches(void) {
+    struct rusage ru;
+    assert_int_equal(getrusage(RUSAGE_THREAD, &ru), 0);
+    return ru.ru_nivcsw;
+}
+
+static void tick_cb(RLRunLoopTimerRef t, void *info) {
+    tick_log *g = info;
+    int i = g->n;
+    g->csw_start[i] = involuntary_switches();
+    g->start[i] = RLAbsoluteTimeGetCurrent();
+    g->date[i] = RLRunLoopTimerGetNextFireDate(t);
+    if (++g->n == TICK_FIRES)
+        RLRunLoopStop(RLRunLoopGetCurrent());
+    g->csw_end[i] = involuntary_switches();
+    g->end[i] = RLAbsoluteTimeGetCurrent();
+}
+
+static void test_1ms_repeating_timer_skips_no_date_it_could_fire(void **state) {
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    static tick_log g;
+    memset(&g, 0, sizeof g);
+    const double interval = 0.001, generous = 0.0005;
+    RLAbsoluteTime first = RLAbsoluteTimeGetCurrent() + 0.005;
+    RLRunLoopTimerRef t = make(first, interval, tick_cb, &g);
+    assert_true(RLRunLoopAddTimer(rl, t, "Tick"));
+    RLAbsoluteTime limit = RLAbsoluteTimeGetCurrent() + 30;
+    while (g.n < TICK_FIRES && RLAbsoluteTimeGetCurrent() < limit)
+        RLRunLoopRunInMode("Tick", 1.0, false);
+    assert_int_equal(g.n, TICK_FIRES);
+    int skips = 0, excused = 0;
+    for (int i = 0; i + 1 < g.n; i++) {
+        double k = (g.date[i] - first) / interval;
+        assert_true(fabs(k - round(k)) < 1e-3); /* on the grid */
+        assert_true(g.date[i] <= g.start[i]);   /* never early */
+        double step = (g.date[i + 1] - g.date[i]) / interval;
+        assert_true(step > 0.5); /* strictly later */
+        if (step < 1.5)
+            continue;
+        skips++;
+        /* Skipped: date[i] + interval must have passed by the end of fire i,
+         * unless the thread was switched out before the next fire. */
+        if (g.csw_start[i + 1] != g.csw_end[i]) {
+            excused++;
+            continue;
+        }
+        if (g.date[i] + interval > g.end[i] + generous)
+            fail_msg("fire %d (date +%.1f us, ended +%.1f us) skipped %d dates it could still fire", i,
+                     (g.date[i] - first) * 1e6, (g.end[i] - first) * 1e6, (int)round(step) - 1);
+    }
+    print_message("1 ms timer: %d fires, %d skips (%d while the thread was switched out)\n", g.n, skips, excused);
+    done(t);
+}
+
 static void count_cb(RLRunLoopTimerRef t, void *info) { (*(int *)info)++; }
+
+/* Removing a timer from its loop drops the loop's reference under the loop
+ * lock when it is not the last; when it is (the caller released the timer
+ * already), the drop waits until the lock is released: the context's
+ * release callout then runs with no lock held and may use the same loop. */
+static RLRunLoopTimerRef last_ref_other;
+static int last_ref_released;
+
+static void last_ref_release(const void *info) {
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    assert_false(RLRunLoopContainsTimer(rl, last_ref_other, "LastRef")); /* takes the loop lock */
+    assert_true(RLRunLoopAddTimer(rl, last_ref_other, "LastRef"));
+    last_ref_released++;
+}
+
+static void test_removing_the_last_reference_releases_after_the_lock(void **state) {
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    last_ref_released = 0;
+    last_ref_other = make(RLAbsoluteTimeGetCurrent() + 1000, 0, count_cb, NULL);
+    RLRunLoopTimerContext c = {0, NULL, NULL, last_ref_release, NULL};
+    RLRunLoopTimerRef kept = RLRunLoopTimerCreate(NULL, RLAbsoluteTimeGetCurrent() + 1000, 0, 0, 0, count_cb, &c);
+    RLRunLoopTimerRef last = RLRunLoopTimerCreate(NULL, RLAbsoluteTimeGetCurrent() + 1000, 0, 0, 0, count_cb, &c);
+    assert_non_null(kept);
+    assert_non_null(last);
+    assert_true(RLRunLoopAddTimer(rl, kept, "LastRef"));
+    assert_true(RLRunLoopAddTimer(rl, last, "LastRef"));
+    assert_true(RLRelease(last)); /* the loop's reference is the last */
+    /* Not the last: the timer stays, its context too. */
+    assert_true(RLRunLoopRemoveTimer(rl, kept, "LastRef"));
+    assert_int_equal(last_ref_released, 0);
+    assert_int_equal(RLGetRetainCount(kept), 1);
+    /* The last: finalized after the unlock, its release callout free to
+     * take the loop lock. */
+    assert_true(RLRunLoopRemoveTimer(rl, last, "LastRef"));
+    assert_int_equal(last_ref_released, 1);
+    assert_true(RLRunLoopContainsTimer(rl, last_ref_other, "LastRef"));
+    assert_true(RLRunLoopRemoveTimer(rl, last_ref_other, "LastRef"));
+    assert_true(RLRelease(kept)); /* invalidated by nobody: its context goes with it */
+    assert_int_equal(last_ref_released, 2);
+    done(last_ref_other);
+}
 
 static void test_missed_periods_fire_once(void **state) {
     RLRunLoopRef rl = RLRunLoopGetCurrent();
@@ -981,6 +1098,8 @@ int main(void) {
         cmocka_unit_test_setup(test_equal_dates_fire_in_the_order_they_got_them, rl_trace_setup),
         cmocka_unit_test_setup(test_equal_dates_after_a_repeat, rl_trace_setup),
         cmocka_unit_test_setup(test_repeating_stays_on_grid, rl_trace_setup),
+        cmocka_unit_test(test_1ms_repeating_timer_skips_no_date_it_could_fire),
+        cmocka_unit_test(test_removing_the_last_reference_releases_after_the_lock),
         cmocka_unit_test_setup(test_missed_periods_fire_once, rl_trace_setup),
         cmocka_unit_test_setup(test_set_next_fire_date_earlier_and_later, rl_trace_setup),
         cmocka_unit_test_setup(test_set_next_fire_date_inside_callout, rl_trace_setup),

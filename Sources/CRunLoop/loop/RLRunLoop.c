@@ -90,7 +90,6 @@ static RLRunLoopRef rl_create(pthread_t thread) {
     rl->pq.fork_gen = rl->fork_gen;
     rl->armed_at = INFINITY;
     rl->mainq_fd = -1;
-    TAILQ_INIT(&rl->homed_timers);
     TAILQ_INIT(&rl->homed_observers);
     atomic_init(&rl->ignore_wakeups, 1); /* not running */
     atomic_init(&rl->waker_cpu, -1);

@@ -280,11 +280,27 @@ __attribute__((always_inline)) static inline bool rl_add_locked(RLRunLoopRef rl,
     return true;
 }
 
+/* Removes a timer's membership m (rl_remove_memb_as_locked's timer case;
+ * inline, for RLRunLoopRemoveTimer). The loop lock held. */
+__attribute__((always_inline)) static inline void rl_remove_timer_memb_locked(rl_memb *m, rl_defer *d) {
+    struct RLRunLoopTimer *t = m->item;
+    RLRunLoopRef rl = m->rl;
+    TAILQ_REMOVE(&t->membs, m, item_link);
+    rl__tset_remove(&m->mode->timers, m);
+    rl__rearm_if_waiting(rl);
+    rl__unhold_or_defer(d, t);
+    rl_memb_free(m);
+}
+
 /* Removes one membership; defers the cancel callout and the release. A
  * source's cancel goes to `cancel_for`: the source the caller named, which
  * may be one equal to the source in the mode (as CF). The loop lock held,
  * and for a source the item lock of the member (m->item). */
 static void rl_remove_memb_as_locked(rl_memb *m, void *cancel_for, rl_defer *d) {
+    if (m->kind == RL_KIND_TIMER) {
+        rl_remove_timer_memb_locked(m, d);
+        return;
+    }
     void *item = m->item;
     RLRunLoopRef rl = m->rl;
     rl_mode *mode = m->mode;
@@ -306,14 +322,11 @@ static void rl_remove_memb_as_locked(rl_memb *m, void *cancel_for, rl_defer *d) 
         TAILQ_REMOVE(&mode->observers, m, mode_link);
         mode->nobservers--;
         rl__mode_recompute_mask(mode);
-    } else {
-        rl__tset_remove(&mode->timers, m);
-        rl__rearm_if_waiting(rl);
     }
     if (m->kind == RL_KIND_OBSERVER && ((struct RLRunLoopObserver *)item)->pins)
         ((struct RLRunLoopObserver *)item)->held_releases++; /* see rl_do_observers */
     else
-        rl__defer_unhold(d, item);
+        rl__unhold_or_defer(d, item);
     rl_memb_free(m);
 }
 
@@ -518,7 +531,7 @@ static bool rl_item_valid(void *item, rl_kind kind) {
     }
 }
 
-static const rl__class *rl_kind_class(rl_kind kind) {
+__attribute__((always_inline)) static inline const rl__class *rl_kind_class(rl_kind kind) {
     switch (kind) {
     case RL_KIND_SOURCE:
         return &rl__source_class;
@@ -529,7 +542,10 @@ static const rl__class *rl_kind_class(rl_kind kind) {
     }
 }
 
-static bool rl_args_ok(RLRunLoopRef rl, void *item, rl_kind kind, RLRunLoopMode mode, const char *fn) {
+/* Inline: with the kind a constant, the class is one too (adding and
+ * removing a timer check their arguments on every call). */
+__attribute__((always_inline)) static inline bool rl_args_ok(RLRunLoopRef rl, void *item, rl_kind kind,
+                                                             RLRunLoopMode mode, const char *fn) {
     return rl__check_loop(rl, fn) && rl__object_check(item, rl_kind_class(kind), fn) && rl__mode_name_ok(mode, fn);
 }
 
@@ -560,8 +576,9 @@ __attribute__((noinline)) static int rl_add_item_claim(RLRunLoopRef rl, void *it
         r = -1;
     } else if (!rl_item_valid(item, kind)) {
         r = rl__fail(kRLErrorInvalidObject, fn, "%p has been invalidated", item);
+    } else if (!rl__home_set_locked(rl, item, kind)) {
+        r = rl__fail(kRLErrorNoMemory, fn, "out of memory");
     } else {
-        rl__home_set_locked(rl, item, kind);
         r = rl_add_to_mode_locked(rl, item, kind, mode, d, fn);
     }
     rl__olock_unlock(ol);
@@ -658,7 +675,9 @@ __attribute__((always_inline)) static inline bool rl_remove_item(RLRunLoopRef rl
             } else {
                 rl_mode *m = rl__mode_find(rl, mode);
                 rl_memb *x = m ? rl__memb_find(item, kind, m) : NULL;
-                if (x)
+                if (x && kind == RL_KIND_TIMER)
+                    rl_remove_timer_memb_locked(x, &d);
+                else if (x)
                     rl_remove_memb_locked(x, &d);
             }
         }
@@ -807,9 +826,8 @@ void rl__memberships_clear_locked(RLRunLoopRef rl, rl_defer *d) {
         memset(rl->cidx, 0, rl->capcidx * sizeof *rl->cidx);
     /* Timers and observers at home here but in no mode now go homeless, so
      * that none keeps a pointer to this loop. */
-    struct RLRunLoopTimer *t;
-    while ((t = TAILQ_FIRST(&rl->homed_timers)) != NULL)
-        rl__home_clear_locked(rl, t, RL_KIND_TIMER);
+    while (rl->nhomed > 0)
+        rl__home_clear_locked(rl, rl->homed[rl->nhomed - 1], RL_KIND_TIMER);
     struct RLRunLoopObserver *o;
     while ((o = TAILQ_FIRST(&rl->homed_observers)) != NULL)
         rl__home_clear_locked(rl, o, RL_KIND_OBSERVER);

@@ -274,6 +274,8 @@ static bool rl_do_sources0(RLRunLoopRef rl, rl_mode *m, bool stop_after_handle) 
                 rl__ready_unlink(x);
             rl__loop_unlock(rl);
         }
+        if (go)
+            atomic_thread_fence(memory_order_seq_cst); /* pairs with rl__source_signal's */
         if (go && s->ctx.perform) {
             RL__CALLOUT(rl, kRLCalloutSource, s->ctx.perform, s, m->name, s->ctx.perform(s->ctx.info));
             handled = true;

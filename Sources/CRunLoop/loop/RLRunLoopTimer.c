@@ -12,41 +12,61 @@
 #define RL_FAR_FUTURE 9.0e15
 
 /* Timers with equal fire dates fire in the order they got them (created,
- * moved, refired): each of those stamps the timer (runloop_internal.h).
- * The epoch is the one process-wide counter, and only timers in no loop
- * (at creation, or moved while in none) write it; a timer at home in a
- * loop is stamped under that loop's lock from the loop's own counter, so
- * moving and refiring timers writes nothing another loop reads.
+ * moved, refired), as seen by each thread: each of those stamps the timer
+ * (runloop_internal.h) from a logical clock that nothing on the timer path
+ * shares between threads or loops. Each thread has a clock, and each loop
+ * one (timer_seq, under its lock). A stamp is one more than the larger of
+ * the stamping thread's clock and, for a timer at home in a loop, the
+ * loop's; both clocks take it. So on one thread, a stamp comes after every
+ * stamp that thread gave before and after every stamp its loops gave
+ * before (a timer created after its loop refired another one sorts after
+ * it), and timers moved in one loop, from any thread, keep their order.
  *
- * Stamps compare as (epoch, count): a stamp given after another one on any
- * thread has a larger epoch, or the same epoch and a larger count. A
- * homeless stamp takes a new epoch (count 0), larger than every epoch any
- * earlier stamp read; a loop stamp reads the epoch (it saw every earlier
- * homeless stamp) and takes the next count of its loop, and a loop's
- * counter is raised to the count of each timer that comes home to it
- * (rl__home_set_locked), so its later stamps are larger than that timer's.
- * (A timer stamped in one loop and brought to another keeping its date may
- * sort before a timer stamped in the other loop while it was on its way,
- * as CF, which orders by insertion, puts it after.) The timer's home's
- * lock held, or its item lock while it has none, or not yet shared.
- * The counter has a cache line of its own: creations on several threads
- * write it, and on a shared line every RLRelease (which reads a flag of
- * RLString's) and fork check nearby missed with them. */
-static struct {
-    _Alignas(64) _Atomic uint64_t value;
-    char pad[64 - sizeof(uint64_t)];
-} rl_seq_epoch_line;
-#define rl_seq_epoch (rl_seq_epoch_line.value)
+ * Threads learn nothing from each other's clocks meanwhile (a thread's
+ * creating timers writes only its own clock): a timer that got its date on
+ * another thread than the one that adds it to a loop is ordered by that
+ * add instead (rl__timer_arrive_locked), which is CF's rule (CF orders
+ * equal dates by insertion). One that the adding thread stamped itself
+ * keeps its stamp, and the loop's clock is raised to it. The thread's
+ * number (seq_by) costs one atomic add in a thread's life, at its first
+ * stamp, and breaks ties between clocks of equal value.
+ *
+ * The timer's home's lock held, or its item lock while it has none, or
+ * not yet shared. */
+static __thread uint64_t rl_stamp_clock;
+static __thread uint32_t rl_stamp_thread;
+static _Atomic uint32_t rl_stamp_threads;
+
+static uint32_t rl_stamp_thread_number(void) {
+    if (RL__UNLIKELY(rl_stamp_thread == 0))
+        rl_stamp_thread = atomic_fetch_add_explicit(&rl_stamp_threads, 1, memory_order_relaxed) + 1;
+    return rl_stamp_thread;
+}
+
+/* A new stamp on this thread, after `after` (a loop's clock, or 0). */
+static void rl_timer_stamp_after(struct RLRunLoopTimer *t, uint64_t after) {
+    uint64_t c = rl_stamp_clock > after ? rl_stamp_clock : after;
+    t->seq = rl_stamp_clock = c + 1;
+    t->seq_by = rl_stamp_thread_number();
+}
 
 static void rl_timer_stamp_locked(struct RLRunLoopTimer *t) {
     RLRunLoopRef h = atomic_load_explicit(&t->home, memory_order_relaxed);
-    if (!h) {
-        t->seq_epoch = atomic_fetch_add_explicit(&rl_seq_epoch, 1, memory_order_relaxed) + 1;
-        t->seq = 0;
-    } else {
-        t->seq_epoch = atomic_load_explicit(&rl_seq_epoch, memory_order_relaxed);
-        t->seq = ++h->timer_seq;
-    }
+    rl_timer_stamp_after(t, h ? h->timer_seq : 0);
+    if (h)
+        h->timer_seq = t->seq;
+}
+
+void rl__timer_arrive_locked(RLRunLoopRef rl, struct RLRunLoopTimer *t) {
+    if (t->seq_by != rl_stamp_thread_number())
+        rl_timer_stamp_after(t, rl->timer_seq); /* stamped elsewhere: ordered by this add */
+    /* Stamps given here from now on come after its own, which this
+     * thread's clock has reached (read, not t->seq: a line less to touch);
+     * and this thread's after the loop's. */
+    if (rl_stamp_clock > rl->timer_seq)
+        rl->timer_seq = rl_stamp_clock;
+    else
+        rl_stamp_clock = rl->timer_seq;
 }
 
 static void rl_timer_finalize(void *obj) {
@@ -247,6 +267,7 @@ bool RLRunLoopTimerSetTolerance(RLRunLoopTimerRef t, RLTimeInterval tolerance) {
     bool ok = t->valid;
     if (ok) {
         t->tolerance = tolerance;
+        t->tolerant = tolerance > 0;
         rl__timer_moved_locked(t);
     }
     rl__item_unlock(t, RL_KIND_TIMER, h);

@@ -253,7 +253,7 @@ void rl__tset_free(rl_timerset *ts) {
 size_t rl__tset_count(const rl_timerset *ts) { return ts->strict.n + ts->npending + ts->lax_fire.n; }
 
 bool rl__tset_add_slow(rl_timerset *ts, rl_memb *m) {
-    m->lax = ((struct RLRunLoopTimer *)m->item)->tolerance > 0;
+    m->lax = ((struct RLRunLoopTimer *)m->item)->tolerant;
     if (!m->lax)
         return rl__tset_add(ts, m);
     if (!rl_heap_push(&ts->lax_fire, m))
@@ -281,7 +281,7 @@ void rl__tset_remove(rl_timerset *ts, rl_memb *m) {
 }
 
 bool rl__tset_update(rl_timerset *ts, rl_memb *m) {
-    bool lax = ((struct RLRunLoopTimer *)m->item)->tolerance > 0;
+    bool lax = ((struct RLRunLoopTimer *)m->item)->tolerant;
     if (lax != m->lax) {
         rl__tset_remove(ts, m);
         return rl__tset_add_slow(ts, m);

@@ -19,7 +19,7 @@ RL__HIDDEN bool rl__tset_add_slow(rl_timerset *ts, rl_memb *m);
  * the pending list, a few stores into the membership. */
 static inline bool rl__tset_add(rl_timerset *ts, rl_memb *m) {
     const struct RLRunLoopTimer *t = m->item;
-    if (RL__UNLIKELY(t->tolerance > 0))
+    if (RL__UNLIKELY(t->tolerant))
         return rl__tset_add_slow(ts, m);
     m->lax = false;
     m->pending = true;

@@ -23,16 +23,32 @@ void rl__olock_lock_slow(rl__olock *l) {
 /* ---- homes and item locks (rl_lock.h) ---- */
 
 /* rl becomes the home of item; rl locked, item lock held, no home yet. */
-void rl__home_set_locked(RLRunLoopRef rl, void *item, rl_kind kind) {
-    atomic_store_explicit(rl__item_home(item, kind), rl, memory_order_relaxed);
+/* Room for one more homed timer in rl's array; false if it cannot grow. */
+static __attribute__((noinline)) bool rl_homed_grow(RLRunLoopRef rl) {
+    if (rl->caphomed >= UINT32_MAX / 2)
+        return false;
+    uint32_t cap = rl->caphomed ? rl->caphomed * 2 : 16;
+    struct RLRunLoopTimer **a = realloc(rl->homed, cap * sizeof *a);
+    if (!a)
+        return false;
+    rl->homed = a;
+    rl->caphomed = cap;
+    return true;
+}
+
+bool rl__home_set_locked(RLRunLoopRef rl, void *item, rl_kind kind) {
     if (kind == RL_KIND_TIMER) {
         struct RLRunLoopTimer *t = item;
-        TAILQ_INSERT_TAIL(&rl->homed_timers, t, home_link);
-        if (t->seq > rl->timer_seq)
-            rl->timer_seq = t->seq; /* stamps given here from now on come after its own */
+        if (RL__UNLIKELY(rl->nhomed == rl->caphomed) && !rl_homed_grow(rl))
+            return false;
+        t->home_idx = rl->nhomed;
+        rl->homed[rl->nhomed++] = t;
+        rl__timer_arrive_locked(rl, t);
     } else {
         TAILQ_INSERT_TAIL(&rl->homed_observers, (struct RLRunLoopObserver *)item, home_link);
     }
+    atomic_store_explicit(rl__item_home(item, kind), rl, memory_order_relaxed);
+    return true;
 }
 
 /* item leaves rl, its home; rl locked. Its state goes under its item lock. */
@@ -41,9 +57,12 @@ void rl__home_clear_locked(RLRunLoopRef rl, void *item, rl_kind kind) {
     rl__olock_lock(ol);
     atomic_store_explicit(rl__item_home(item, kind), NULL, memory_order_relaxed);
     rl__olock_unlock(ol);
-    if (kind == RL_KIND_TIMER)
-        TAILQ_REMOVE(&rl->homed_timers, (struct RLRunLoopTimer *)item, home_link);
-    else
+    if (kind == RL_KIND_TIMER) {
+        /* The last homed timer takes its slot. */
+        struct RLRunLoopTimer *t = item, *last = rl->homed[--rl->nhomed];
+        rl->homed[t->home_idx] = last;
+        last->home_idx = t->home_idx;
+    } else
         TAILQ_REMOVE(&rl->homed_observers, (struct RLRunLoopObserver *)item, home_link);
 }
 

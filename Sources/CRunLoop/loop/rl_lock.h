@@ -78,8 +78,9 @@ RL__HIDDEN RLRunLoopRef rl__item_lock(void *item, rl_kind kind);
 RL__HIDDEN void rl__item_unlock(void *item, rl_kind kind, RLRunLoopRef home);
 /* The item is being freed: it leaves its home's list. */
 RL__HIDDEN void rl__item_leave_home(void *item, rl_kind kind);
-/* rl becomes the home of item; rl locked, item lock held, no home yet. */
-RL__HIDDEN void rl__home_set_locked(RLRunLoopRef rl, void *item, rl_kind kind);
+/* rl becomes the home of item; rl locked, item lock held, no home yet.
+ * False (nothing changed) if rl's array of homed timers cannot grow. */
+RL__HIDDEN bool rl__home_set_locked(RLRunLoopRef rl, void *item, rl_kind kind);
 /* item leaves rl, its home; rl locked. Its state goes under its item lock. */
 RL__HIDDEN void rl__home_clear_locked(RLRunLoopRef rl, void *item, rl_kind kind);
 
@@ -152,6 +153,20 @@ RL__HIDDEN void rl__defer_ctx_release(rl_defer *d, void (*release)(const void *)
 /* Queues the drop of a reference taken with rl__hold_raw. */
 static inline void rl__defer_unhold(rl_defer *d, void *obj) {
     rl__defer_add(d, (rl_defer_entry){RL_DEFER_UNHOLD, obj, NULL, NULL, NULL, NULL});
+}
+/* Drops a reference taken with rl__hold_raw at once, under the lock, if it
+ * is not the object's last (the usual case: the caller holds its own);
+ * otherwise queues the drop on d, for after the unlock (the last reference
+ * finalizes, which may call user code). Removing a timer from its loop then
+ * leaves nothing to run after the unlock. */
+static inline void rl__unhold_or_defer(rl_defer *d, void *obj) {
+    rl__object *o = obj;
+    long rc = atomic_load_explicit(&o->rc, memory_order_relaxed);
+    while ((rc & RL__RC_MASK) > 1 && rc >= RL__HELD_ONE)
+        if (atomic_compare_exchange_weak_explicit(&o->rc, &rc, rc - (1 + RL__HELD_ONE), memory_order_release,
+                                                  memory_order_relaxed))
+            return;
+    rl__defer_unhold(d, obj);
 }
 /* Runs the entries in order, without locks, and frees d. */
 RL__HIDDEN void rl__defer_run(rl_defer *d);

@@ -144,11 +144,15 @@ struct RLFileDescriptor;
 struct RLRunLoopSource {
     rl__object base;
     rl__olock lock; /* the item lock: membs, valid, signalled */
+    /* Beside the lock and the object header, in the line a signal from
+     * another thread reads (the header's check, then `signalled` without
+     * the lock while it is set: rl__source_signal): one line, not two, that
+     * the loop's perform writes and the signalling thread then misses. */
+    bool valid;     /* written under the item lock; read without it as a hint */
+    bool signalled;
     RLIndex order;
     RLHashCode hash; /* ctx.hash(info), or info: computed once, at creation */
     RLRunLoopSourceContext ctx;
-    bool valid;     /* written under the item lock; read without it as a hint */
-    bool signalled;
     struct rl_membq membs;
     struct RLFileDescriptor *fdobj; /* fd sources: retained */
 };
@@ -176,23 +180,28 @@ struct RLRunLoopTimer {
     rl__olock lock;
     bool valid;
     bool firing;
-    bool moved_in_fire;
+    bool tolerant; /* tolerance > 0: filed in the lax heaps (rl_heap.c) */
     bool inline_used;
-    RLTimeInterval tolerance;
+    /* Its slot in its home's array of homed timers (RLRunLoop.homed), and
+     * the number of the thread that gave its stamp (see seq): here, so that
+     * a timer's first add to a loop touches the first two lines only. */
+    uint32_t home_idx;
+    uint32_t seq_by;
     struct rl_membq membs;
     rl_memb inline_memb; /* the first membership, without an allocation */
     RLAbsoluteTime fire_date;
-    /* Tie-break: equal dates fire in the order the timers got them
-     * (created, moved, refired): the stamp (seq_epoch, seq) that
-     * RLRunLoopTimer.c gives. */
-    uint64_t seq_epoch, seq;
-    TAILQ_ENTRY(RLRunLoopTimer) home_link; /* in the home loop's list */
     /* A repeating timer's grid: fire_date is anchor + ticks * interval,
      * computed from the anchor each time (one rounding, never an
      * accumulation of one per tick). The anchor is the date given at
      * creation or by the last SetNextFireDate. */
     RLAbsoluteTime anchor;
+    /* Tie-break: equal dates fire in the order the timers got them
+     * (created, moved, refired): the stamp `seq` that RLRunLoopTimer.c
+     * gives, by the thread numbered seq_by (rl__timer_arrive_locked). */
+    uint64_t seq;
     uint64_t ticks;
+    RLTimeInterval tolerance;
+    bool moved_in_fire;
     /* The fire path is taking its reference on ctx.info (the context's
      * retain, called without the lock): an invalidation meanwhile leaves
      * the context's release to it (ctx_release_held), so that info cannot
@@ -205,11 +214,14 @@ struct RLRunLoopTimer {
     RLRunLoopTimerContext ctx;
 };
 _Static_assert(offsetof(struct RLRunLoopTimer, inline_memb) == 64, "timer: hot part is the first line");
+_Static_assert(offsetof(struct RLRunLoopSource, signalled) < 64, "source: a signal reads one line");
 _Static_assert(offsetof(rl_memb, mode_link) <= 64, "membership: a timer's part fits one line");
+_Static_assert(offsetof(struct RLRunLoopTimer, seq_by) < 64 && offsetof(struct RLRunLoopTimer, home_idx) < 64,
+               "timer: what its arrival in a loop reads and writes is in the first line");
 
 /* Whether a's tie-break stamp is before b's (their dates being equal). */
 static inline bool rl__timer_stamp_before(const struct RLRunLoopTimer *a, const struct RLRunLoopTimer *b) {
-    return a->seq_epoch != b->seq_epoch ? a->seq_epoch < b->seq_epoch : a->seq < b->seq;
+    return a->seq != b->seq ? a->seq < b->seq : a->seq_by < b->seq_by;
 }
 
 /* The one loop timer t is in, or NULL. Its home's lock held. */
@@ -445,10 +457,13 @@ struct RLRunLoop {
     int mainq_fd;
     bool mainq_armed, mainq_ready, mainq_serving;
 
-    /* Timers and observers whose home this loop is (runloop_internal.h). */
-    TAILQ_HEAD(, RLRunLoopTimer) homed_timers;
+    /* Timers and observers whose home this loop is (runloop_internal.h):
+     * the timers in an array (each knows its slot, home_idx), so that a
+     * timer's arrival writes nothing in the timer beyond its first line. */
+    struct RLRunLoopTimer **homed;
+    uint32_t nhomed, caphomed;
     TAILQ_HEAD(, RLRunLoopObserver) homed_observers;
-    uint64_t timer_seq; /* the last stamp count given here (RLRunLoopTimer.c) */
+    uint64_t timer_seq; /* the largest stamp given or brought here (RLRunLoopTimer.c) */
     /* Loop health. The loop's own slow-callout threshold in seconds, 0:
      * the process's (rl_health.c; set by any thread, read by the loop's).
      * Its statistics (rl_stats.c): the counts, written by the loop's thread
@@ -553,6 +568,9 @@ static inline RLRunLoopRef rl__home_get(void *item, rl_kind kind) {
 /* The callout of timer t ran (on its loop's thread): reschedule or
  * invalidate it as CF does. What guards t held (rl__item_lock). */
 RL__HIDDEN void rl__timer_after_fire_locked(struct RLRunLoopTimer *t, RLAbsoluteTime now, rl_defer *d);
+/* Timer t comes home to rl (rl locked, t's item lock held, the calling
+ * thread adding it): its stamp is ordered among rl's (RLRunLoopTimer.c). */
+RL__HIDDEN void rl__timer_arrive_locked(RLRunLoopRef rl, struct RLRunLoopTimer *t);
 /* Invalidates; what guards the item held (rl__item_lock). */
 RL__HIDDEN void rl__timer_invalidate_locked(struct RLRunLoopTimer *t, rl_defer *d);
 RL__HIDDEN void rl__observer_invalidate_locked(struct RLRunLoopObserver *o, rl_defer *d);
