@@ -212,6 +212,55 @@ static void every_kind_named(void **state) {
     RLRelease(t);
 }
 
+NAMED RLDataRef health_slow_port(RLMessagePortRef port, int32_t msgid, RLDataRef data, void *info) {
+    (void)port;
+    (void)msgid;
+    (void)data;
+    (void)info;
+    usleep(SLOW_US);
+    return NULL;
+}
+
+static void *send_one(void *name) {
+    RLMessagePortRef remote = RLMessagePortCreateRemote(NULL, name);
+    assert_non_null(remote);
+    assert_int_equal(RLMessagePortSendRequest(remote, 7, NULL, 5.0, 0, NULL, NULL), kRLMessagePortSuccess);
+    RLMessagePortInvalidate(remote);
+    RLRelease(remote);
+    return NULL;
+}
+
+/* A message port's callout is reported as the port's: kind port, the
+ * program's callout function, the port's description (not the library's
+ * connection object inside). */
+static void port_callout_named(void **state) {
+    (void)state;
+    seen s = {0};
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    RLSetSlowCalloutHandler(record, &s);
+    assert_true(RLRunLoopSetSlowCalloutThreshold(rl, THRESHOLD));
+    char name[64];
+    snprintf(name, sizeof name, "health.port.%d", (int)getpid());
+    RLMessagePortRef local = RLMessagePortCreateLocal(NULL, name, health_slow_port, NULL, NULL);
+    assert_non_null(local);
+    RLRunLoopSourceRef src = RLMessagePortCreateRunLoopSource(NULL, local, 0);
+    RLRunLoopAddSource(rl, src, "health.port");
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, send_one, name), 0);
+    double until = RLAbsoluteTimeGetCurrent() + 30;
+    while (s.n == 0 && RLAbsoluteTimeGetCurrent() < until)
+        RLRunLoopRunInMode("health.port", 0.1, true);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    assert_int_equal(s.n, 1);
+    assert_int_equal(s.kind[0], kRLCalloutPort);
+    assert_string_equal(s.fname[0], "health_slow_port");
+    assert_non_null(strstr(s.desc[0], "RLMessagePort"));
+    RLRunLoopSourceInvalidate(src);
+    RLRelease(src);
+    RLMessagePortInvalidate(local);
+    RLRelease(local);
+}
+
 /* A handler that replaces itself from inside its own call: that report is
  * still its own; the next goes to the new one. */
 static seen first_seen, second_seen;
@@ -414,6 +463,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup_teardown(fast_callout_not_reported, reset, reset),
         cmocka_unit_test_setup_teardown(loop_threshold_wins, reset, reset),
         cmocka_unit_test_setup_teardown(every_kind_named, reset, reset),
+        cmocka_unit_test_setup_teardown(port_callout_named, reset, reset),
         cmocka_unit_test_setup_teardown(handler_replaced_from_inside, reset, reset),
 #if __BLOCKS__
         cmocka_unit_test_setup_teardown(block_handler, reset, reset),

@@ -26,6 +26,7 @@
 
 #include "RLLockInternal.h"
 #include "RLBase.h"
+#include "rl_callout.h"
 #include "rl_fork.h"
 #include "rl_spin.h"
 #include "RLRunLoopPerformInternal.h"
@@ -253,13 +254,6 @@ struct RLRunLoopObserver {
 };
 
 /* ---- file descriptors ---- */
-
-/* How the slow-callout report names the callouts a library object makes
- * through an fd object of its own (rl_health.h). kind is an RLCalloutKind. */
-typedef struct rl__callout_owner {
-    int kind;
-    const void *(*function)(const void *owner); /* the program's callout; may be NULL */
-} rl__callout_owner;
 
 struct RLFileDescriptor {
     rl__object base;

@@ -271,7 +271,11 @@ static bool admit(void *owner, rl_conn *c, char *why, size_t n) {
     return false;
 }
 
-static const rl_server_ops mp_server_ops = {admit, dispatch};
+static const void *callout_of(const void *owner) {
+    return (const void *)((const struct RLMessagePort *)owner)->callout;
+}
+
+static const rl_server_ops mp_server_ops = {admit, dispatch, {kRLCalloutPort, callout_of}};
 
 /* ---- public: creating ---- */
 

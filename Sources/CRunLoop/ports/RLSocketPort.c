@@ -467,7 +467,11 @@ static bool admit(void *owner, rl_conn *c, char *why, size_t n) {
     return true;
 }
 
-static const rl_server_ops sp_server_ops = {admit, dispatch};
+static const void *callout_of(const void *owner) {
+    return (const void *)((const struct RLSocketPort *)owner)->callout;
+}
+
+static const rl_server_ops sp_server_ops = {admit, dispatch, {kRLCalloutPort, callout_of}};
 
 /* For the fuzz harness (rl_fuzz.h). */
 bool rl__socket_port_dispatch(RLSocketPortRef local, rl_conn *c, rl_wire_frame *f, const char **why) {

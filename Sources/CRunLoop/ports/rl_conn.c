@@ -1,6 +1,7 @@
 /* rl_conn.c — serving framed connections, and senders' deadline helpers
  * (rl_conn.h). */
 #include "rl_conn.h"
+#include "rl_health.h"
 
 #include <crunloop/RLRunLoopSource.h>
 
@@ -180,6 +181,12 @@ static void conn_ready(RLFileDescriptorRef f, RLOptionFlags types, void *info);
 /* A connection or listener around fd (taken over: closed on failure),
  * with its watch, in no loop yet and with no callback enabled. NULL with
  * errno set. */
+/* The slow-callout report names a port's callouts as the port's. */
+static void mark_owner(RLFileDescriptorRef f, rl_server *s) {
+    if (f)
+        rl__fd_set_owner(f, s->owner, &s->ops->how);
+}
+
 static rl_conn *conn_new(rl_server *s, int fd, bool listening) {
     rl_conn *c = calloc(1, sizeof *c);
     if (!c) {
@@ -200,6 +207,7 @@ static rl_conn *conn_new(rl_server *s, int fd, bool listening) {
     pthread_mutex_unlock(&s->mu);
     RLFileDescriptorContext ctx = {0, c, conn_retain, conn_release, NULL};
     c->fdobj = RLFileDescriptorCreate(NULL, fd, false, conn_ready, &ctx);
+    mark_owner(c->fdobj, s);
     c->src = c->fdobj ? RLFileDescriptorCreateRunLoopSource(NULL, c->fdobj, order) : NULL;
     if (!c->src) {
         if (c->fdobj)
@@ -584,6 +592,7 @@ void rl__server_set_order(rl_server *s, RLIndex order) {
     for (rl_conn *l = redo ? s->listeners : NULL; l; l = l->next) {
         RLFileDescriptorContext ctx = {0, l, conn_retain, conn_release, NULL};
         RLFileDescriptorRef f = RLFileDescriptorCreate(NULL, l->fd, false, conn_ready, &ctx);
+        mark_owner(f, s);
         RLRunLoopSourceRef src = f ? RLFileDescriptorCreateRunLoopSource(NULL, f, order) : NULL;
         if (!src) { /* out of memory: the old watch stays, of order 0 */
             if (f) {

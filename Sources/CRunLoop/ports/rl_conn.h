@@ -25,6 +25,7 @@
 #define CRUNLOOP_RL_CONN_H
 
 #include "RLBase.h"
+#include "rl_callout.h"
 #include "rl_weak.h"
 #include "rl_wire.h"
 
@@ -69,6 +70,9 @@ typedef struct rl_server_ops {
     /* One complete frame from c (dispatch owns it: rl__wire_frame_free).
      * False drops the connection (*why says why). */
     bool (*dispatch)(void *owner, rl_conn *c, rl_wire_frame *f, const char **why);
+    /* How the slow-callout report names the callouts the server makes for
+     * its owner (kind port, the program's function: rl_health.h). */
+    rl__callout_owner how;
 } rl_server_ops;
 
 /* A run loop and mode the port's source is in, and the stall timer there. */
