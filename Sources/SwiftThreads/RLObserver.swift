@@ -57,13 +57,11 @@ public final class RLObserver: @unchecked Sendable {
     public init(activities: Activity, repeats: Bool = true, order: Int = 0,
                 handler: @escaping @Sendable (RLObserver, Activity) -> Void) throws(RLError) {
         let box = ObserverBox(handler: handler)
-        var context = RLRunLoopObserverContext(version: 0,
-                                               info: Unmanaged.passUnretained(box).toOpaque(),
-                                               retain: rlBoxRetain, release: rlBoxRelease,
-                                               copyDescription: nil)
-        let created = withExtendedLifetime(box) {
-            RLRunLoopObserverCreate(nil, RLOptionFlags(activities.rawValue), repeats, RLIndex(order),
-                                    rlObserverCallout, &context)
+        let created = box.withContextInfo { info in
+            var context = RLRunLoopObserverContext(version: 0, info: info, retain: rlBoxRetain,
+                                                   release: rlBoxRelease, copyDescription: nil)
+            return RLRunLoopObserverCreate(nil, RLOptionFlags(activities.rawValue), repeats, RLIndex(order),
+                                           rlObserverCallout, &context)
         }
         guard let created else { throw RLError.last() }
         self.ref = created
@@ -104,11 +102,8 @@ extension RLObserver: CustomStringConvertible {
     public var description: String { rlCopyDescription(UnsafeRawPointer(ref)) ?? "RLObserver" }
 }
 
-final class ObserverBox {
+final class ObserverBox: RLCallbackBox<RLObserver>, @unchecked Sendable {
     let handler: @Sendable (RLObserver, RLObserver.Activity) -> Void
-    /// Set once before the observer can be added; weak because the wrapper
-    /// owns the C observer, which owns this box.
-    weak var owner: RLObserver?
 
     init(handler: @escaping @Sendable (RLObserver, RLObserver.Activity) -> Void) {
         self.handler = handler
@@ -118,7 +113,6 @@ final class ObserverBox {
 private func rlObserverCallout(_ observer: RLRunLoopObserverRef?, _ activity: RLRunLoopActivity,
                                _ info: UnsafeMutableRawPointer?) {
     guard let observer, let info else { return }
-    let box = Unmanaged<ObserverBox>.fromOpaque(info).takeUnretainedValue()
-    let wrapper = box.owner ?? RLObserver(retaining: observer, box: box)
-    box.handler(wrapper, RLObserver.Activity(rawValue: UInt(activity.rawValue)))
+    let box = ObserverBox.from(info)
+    box.handler(box.wrapper { RLObserver(retaining: observer, box: box) }, RLObserver.Activity(rawValue: UInt(activity.rawValue)))
 }

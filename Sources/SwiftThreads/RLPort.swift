@@ -138,10 +138,11 @@ open class RLPort: @unchecked Sendable, Hashable, CustomStringConvertible {
     /// A new, valid port with no receiver yet.
     public init() {
         let box = PortBox()
-        var context = RLPortContext(version: 0, info: Unmanaged.passUnretained(box).toOpaque(),
-                                    retain: rlBoxRetain, release: rlBoxRelease, copyDescription: nil)
-        // The C port retains the box through context.retain.
-        let created = withExtendedLifetime(box) { RLPortCreate(nil, rlPortCallout, &context) }
+        let created = box.withContextInfo { info in
+            var context = RLPortContext(version: 0, info: info, retain: rlBoxRetain, release: rlBoxRelease,
+                                        copyDescription: nil)
+            return RLPortCreate(nil, rlPortCallout, &context)
+        }
         guard let created else { fatalError("RLPort: \(RLError.last())") }
         RLPortSetInvalidationCallBack(created, rlPortInvalidated)
         self.ref = created
@@ -165,15 +166,9 @@ open class RLPort: @unchecked Sendable, Hashable, CustomStringConvertible {
     }
 
     deinit {
-        let key = RLPort.key(ref)
         // Releasing may finalize the C port, which calls back into Swift
-        // (the invalidation callback, the box's deinit): outside the lock.
-        portRegistry.withLockHolding { table, held in
-            guard let entry = table[key] else { return }
-            let port = entry.port, box = entry.box
-            held += [port as AnyObject?, box as AnyObject?].compactMap { $0 }
-            if port == nil && box == nil { table[key] = nil }
-        }
+        // (the invalidation callback, the box's deinit): after the registry.
+        portRegistry.forget(RLPort.key(ref))
         if owned { RLRelease(UnsafeRawPointer(ref)) }
     }
 
@@ -373,18 +368,18 @@ open class RLPort: @unchecked Sendable, Hashable, CustomStringConvertible {
 
     open var description: String { rlCopyDescription(UnsafeRawPointer(ref)) ?? "RLPort" }
 
-    static func key(_ ref: OpaquePointer) -> UInt { UInt(bitPattern: Int(bitPattern: ref)) }
+    static func key(_ ref: OpaquePointer) -> UInt { PortRegistry.key(ref) }
 
     /// Records `port` as its C port's wrapper, with its box.
     static func register(_ port: RLPort) {
         let key = key(port.ref)
         port.box.key = key
-        portRegistry.withLock { table in table[key] = PortEntry(port: port, box: port.box) }
+        portRegistry.record(key, wrapper: port, companion: port.box)
     }
 
     /// Entries in the wrapper registry (for tests: it must not grow with
     /// ports that are gone).
-    static var registeredCount: Int { portRegistry.withLock { $0.count } }
+    static var registeredCount: Int { portRegistry.count }
 
     /// The live wrapper of `ref` (the object made in Swift, of its own
     /// class), or a new `RLPort` retaining `ref` that shares the port's
@@ -394,19 +389,12 @@ open class RLPort: @unchecked Sendable, Hashable, CustomStringConvertible {
     /// invalidation callback of its last release) the wrapper does not own
     /// it and is not registered; it is only meaningful during that callback.
     static func wrapper(for ref: RLPortRef) -> RLPort {
-        let key = key(ref)
-        return portRegistry.withLockHolding { table, held in
-            if let existing = table[key]?.port { return existing }
+        portRegistry.wrapper(for: key(ref)) { old in
             // An entry left by a port that was freed (and its address
             // reused) has a box that is not this port's context.
-            let old = table[key]?.box
-            if let old { held.append(old) }
             let known = old.flatMap { $0.isContext(of: ref) ? $0 : nil }
-            let box = known ?? PortBox()
             let owned = RLRetain(UnsafeRawPointer(ref)) != nil
-            let port = RLPort(wrapping: ref, box: box, owned: owned)
-            if owned { table[key] = PortEntry(port: port, box: known) }
-            return port
+            return (RLPort(wrapping: ref, box: known ?? PortBox(), owned: owned), known, owned)
         }
     }
 }
@@ -511,7 +499,7 @@ enum PortMembership {
 /// port owns it (its context's info) and hands it to the callbacks. (A
 /// remote ``RLSocketPort`` has no C context: its wrappers share its box
 /// through the registry.)
-final class PortBox: @unchecked Sendable {
+final class PortBox: RLCallbackBox<RLPort>, @unchecked Sendable {
     /// What receives one message, taken under the lock and called outside.
     enum Receiver {
         case stream(AsyncStream<RLPortMessage>.Continuation)
@@ -576,14 +564,7 @@ final class PortBox: @unchecked Sendable {
     deinit {
         // The C port is gone (it released its context): forget its entry
         // unless a new port took the address meanwhile.
-        guard key != 0 else { return }
-        let key = key
-        portRegistry.withLockHolding { table, held in
-            guard let entry = table[key] else { return }
-            let port = entry.port, box = entry.box
-            held += [port as AnyObject?, box as AnyObject?].compactMap { $0 }
-            if port == nil && box == nil { table[key] = nil }
-        }
+        if key != 0 { portRegistry.forget(key) }
     }
 
     var delegate: (any RLPortDelegate)? { mutex.locked { _delegate } }
@@ -737,31 +718,23 @@ final class PortBox: @unchecked Sendable {
     /// Whether this box is `ref`'s context (made by Swift for that port).
     func isContext(of ref: RLPortRef) -> Bool {
         var context = RLPortContext()
-        guard RLPortGetContext(ref, &context) else { return false }
-        return context.info == Unmanaged.passUnretained(self).toOpaque()
+        return RLPortGetContext(ref, &context) && isInfo(context.info)
     }
 }
 
-/// One C port's Swift objects: its wrapper while one is alive, and its box
-/// (nil for a port made in C).
-struct PortEntry {
-    weak var port: RLPort?
-    weak var box: PortBox?
-}
-
-/// C port → its Swift objects (one wrapper per C port while alive).
-let portRegistry = ThreadsMutexProtected<[UInt: PortEntry]>([:])
+/// C port (an `RLPortRef` or `RLSocketPortRef`) → its wrapper while one is
+/// alive, and its box (none for a port made in C).
+typealias PortRegistry = RLWrapperRegistry<RLPort, PortBox>
+let portRegistry = PortRegistry()
 
 private func rlPortCallout(_ port: RLPortRef?, _ message: RLPortMessageRef?, _ info: UnsafeMutableRawPointer?) {
     guard let message, let info else { return }
-    let box = Unmanaged<PortBox>.fromOpaque(info).takeUnretainedValue()
-    box.deliver { RLPortMessage(received: message) }
+    PortBox.from(info).deliver { RLPortMessage(received: message) }
 }
 
 private func rlPortInvalidated(_ port: RLPortRef?, _ info: UnsafeMutableRawPointer?) {
     guard let port, let info else { return }
-    let box = Unmanaged<PortBox>.fromOpaque(info).takeUnretainedValue()
-    let (stream, handler) = box.markInvalidated()
+    let (stream, handler) = PortBox.from(info).markInvalidated()
     stream?.finish()
     rlTellInvalidated(handler, { RLPort.wrapper(for: port) })
 }

@@ -34,27 +34,17 @@ public final class RLRunLoop: @unchecked Sendable {
     }
 
     deinit {
-        let key = RLRunLoop.key(ref)
         // The last release may tear the loop down and call back into Swift
-        // (source cancel callouts look wrappers up), so release outside the
-        // registry lock.
-        RLRunLoop.registry.withLockHolding { table, held in
-            if let loop = table[key]?.loop { held.append(loop) } else { table[key] = nil }
-        }
+        // (source cancel callouts look wrappers up): after the registry.
+        RLRunLoop.registry.forget(RLRunLoop.key(ref))
         if owned { RLRelease(UnsafeRawPointer(ref)) }
     }
 
     // MARK: Wrapper registry (one Swift object per C loop while alive)
 
-    private struct WeakLoop: Sendable {
-        weak var loop: RLRunLoop?
-    }
+    private static let registry = RLWrapperRegistry<RLRunLoop, AnyObject>()
 
-    private static let registry = ThreadsMutexProtected<[UInt: WeakLoop]>([:])
-
-    private static func key(_ ref: RLRunLoopRef) -> UInt {
-        UInt(bitPattern: Int(bitPattern: ref))
-    }
+    private static func key(_ ref: RLRunLoopRef) -> UInt { RLWrapperRegistry<RLRunLoop, AnyObject>.key(ref) }
 
     /// The wrapper of `ref`, retaining it for the wrapper's lifetime.
     ///
@@ -62,13 +52,9 @@ public final class RLRunLoop: @unchecked Sendable {
     /// cancel callout during thread-exit teardown) the wrapper is not owning
     /// and not cached; it is only meaningful for the duration of the callout.
     static func wrapper(for ref: RLRunLoopRef) -> RLRunLoop {
-        let key = key(ref)
-        return registry.withLock { table in
-            if let existing = table[key]?.loop { return existing }
+        registry.wrapper(for: key(ref)) { _ in
             let owned = RLRetain(UnsafeRawPointer(ref)) != nil
-            let loop = RLRunLoop(ref: ref, owned: owned)
-            if owned { table[key] = WeakLoop(loop: loop) }
-            return loop
+            return (RLRunLoop(ref: ref, owned: owned), nil, owned)
         }
     }
 

@@ -31,14 +31,12 @@ public final class RLRunLoopSource: @unchecked Sendable {
                 cancel: (@Sendable (RLRunLoop, RLRunLoop.Mode) -> Void)? = nil,
                 perform: @escaping @Sendable () -> Void) {
         let box = SourceBox(schedule: schedule, cancel: cancel, perform: perform)
-        var context = RLRunLoopSourceContext(version: 0,
-                                             info: Unmanaged.passUnretained(box).toOpaque(),
-                                             retain: rlBoxRetain, release: rlBoxRelease,
-                                             copyDescription: nil, equal: nil, hash: nil,
-                                             schedule: rlSourceSchedule, cancel: rlSourceCancel,
-                                             perform: rlSourcePerform)
-        let created = withExtendedLifetime(box) {
-            RLRunLoopSourceCreate(nil, RLIndex(order), &context)
+        let created = box.withContextInfo { info in
+            var context = RLRunLoopSourceContext(version: 0, info: info, retain: rlBoxRetain, release: rlBoxRelease,
+                                                 copyDescription: nil, equal: nil, hash: nil,
+                                                 schedule: rlSourceSchedule, cancel: rlSourceCancel,
+                                                 perform: rlSourcePerform)
+            return RLRunLoopSourceCreate(nil, RLIndex(order), &context)
         }
         guard let created else { fatalError("RLRunLoopSource: \(RLError.last())") }
         self.ref = created
@@ -73,7 +71,8 @@ extension RLRunLoopSource: CustomStringConvertible {
     public var description: String { rlCopyDescription(UnsafeRawPointer(ref)) ?? "RLRunLoopSource" }
 }
 
-final class SourceBox {
+/// A custom source's closures (its wrapper is never needed by them).
+final class SourceBox: RLCallbackBox<RLRunLoopSource>, @unchecked Sendable {
     let schedule: (@Sendable (RLRunLoop, RLRunLoop.Mode) -> Void)?
     let cancel: (@Sendable (RLRunLoop, RLRunLoop.Mode) -> Void)?
     let perform: @Sendable () -> Void
@@ -88,8 +87,7 @@ final class SourceBox {
 }
 
 private func sourceBox(_ info: UnsafeMutableRawPointer?) -> SourceBox? {
-    guard let info else { return nil }
-    return Unmanaged<SourceBox>.fromOpaque(info).takeUnretainedValue()
+    info.map { SourceBox.from($0) }
 }
 
 private func rlSourceSchedule(_ info: UnsafeMutableRawPointer?, _ rl: RLRunLoopRef?,

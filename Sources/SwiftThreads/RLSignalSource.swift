@@ -76,9 +76,11 @@ public final class RLSignalSource: @unchecked Sendable {
     public init(signal: Int32,
                 handler: @escaping @Sendable (RLSignalSource, RLSignal) -> Void) throws(RLError) {
         let box = SignalBox(handler: handler)
-        var context = RLSignalSourceContext(version: 0, info: Unmanaged.passUnretained(box).toOpaque(),
-                                            retain: rlBoxRetain, release: rlBoxRelease, copyDescription: nil)
-        let created = withExtendedLifetime(box) { RLSignalSourceCreate(nil, signal, rlSignalCallout, &context) }
+        let created = box.withContextInfo { info in
+            var context = RLSignalSourceContext(version: 0, info: info, retain: rlBoxRetain, release: rlBoxRelease,
+                                                copyDescription: nil)
+            return RLSignalSourceCreate(nil, signal, rlSignalCallout, &context)
+        }
         guard let created else { throw RLError.last() }
         self.ref = created
         self.box = box
@@ -279,12 +281,9 @@ public final class RLSignals: AsyncSequence, Sendable {
 
 /// The closure of one C signal source, shared by its Swift wrappers (which
 /// keep it alive while a callout may still run) and the C source's context.
-final class SignalBox: @unchecked Sendable {
+final class SignalBox: RLCallbackBox<RLSignalSource>, @unchecked Sendable {
     private let mutex = ThreadsMutex()
     private var _handler: (@Sendable (RLSignalSource, RLSignal) -> Void)?
-    /// Set once at creation; weak because the wrapper owns the C source,
-    /// which owns this box.
-    weak var owner: RLSignalSource?
 
     init(handler: @escaping @Sendable (RLSignalSource, RLSignal) -> Void) {
         _handler = handler
@@ -313,8 +312,7 @@ private final class SignalSources: Sendable {
 private func rlSignalCallout(_ source: RLSignalSourceRef?, _ signum: Int32, _ count: RLIndex,
                              _ info: UnsafeMutableRawPointer?) {
     guard let source, let info else { return }
-    let box = Unmanaged<SignalBox>.fromOpaque(info).takeUnretainedValue()
+    let box = SignalBox.from(info)
     guard let handler = box.handler else { return }
-    let wrapper = box.owner ?? RLSignalSource(retaining: source, box: box)
-    handler(wrapper, RLSignal(signal: signum, count: Int(count)))
+    handler(box.wrapper { RLSignalSource(retaining: source, box: box) }, RLSignal(signal: signum, count: Int(count)))
 }

@@ -139,12 +139,10 @@ public final class RLSocket: @unchecked Sendable {
                 callBackTypes: CallBackTypes,
                 callBack: (@Sendable (RLSocket, Event) -> Void)? = nil) throws(RLError) {
         let box = SocketBox(callBack: callBack)
-        var context = RLSocketContext(version: 0, info: Unmanaged.passUnretained(box).toOpaque(),
-                                      retain: rlBoxRetain, release: rlBoxRelease, copyDescription: nil)
-        // The C socket retains the box through context.retain.
-        let created = withExtendedLifetime(box) {
-            RLSocketCreate(nil, protocolFamily, socketType, `protocol`, RLOptionFlags(callBackTypes.rawValue),
-                           callBack == nil ? nil : rlSocketCallout, &context)
+        let created = box.withContextInfo { info in
+            var context = box.context(info)
+            return RLSocketCreate(nil, protocolFamily, socketType, `protocol`, RLOptionFlags(callBackTypes.rawValue),
+                                  callBack == nil ? nil : rlSocketCallout, &context)
         }
         guard let created else { throw RLError.last() }
         self.ref = created
@@ -161,11 +159,10 @@ public final class RLSocket: @unchecked Sendable {
     public init(nativeHandle: Int32, callBackTypes: CallBackTypes,
                 callBack: (@Sendable (RLSocket, Event) -> Void)? = nil) throws(RLError) {
         let box = SocketBox(callBack: callBack)
-        var context = RLSocketContext(version: 0, info: Unmanaged.passUnretained(box).toOpaque(),
-                                      retain: rlBoxRetain, release: rlBoxRelease, copyDescription: nil)
-        let created = withExtendedLifetime(box) {
-            RLSocketCreateWithNative(nil, nativeHandle, RLOptionFlags(callBackTypes.rawValue),
-                                     callBack == nil ? nil : rlSocketCallout, &context)
+        let created = box.withContextInfo { info in
+            var context = box.context(info)
+            return RLSocketCreateWithNative(nil, nativeHandle, RLOptionFlags(callBackTypes.rawValue),
+                                            callBack == nil ? nil : rlSocketCallout, &context)
         }
         guard let created else { throw RLError.last() }
         self.ref = created
@@ -461,12 +458,9 @@ extension RLRunLoop {
 
 /// The closure of one C socket, shared by its Swift wrappers (which keep
 /// it alive while a callback may still run) and the C socket's context.
-final class SocketBox: @unchecked Sendable {
+final class SocketBox: RLCallbackBox<RLSocket>, @unchecked Sendable {
     private let mutex = ThreadsMutex()
     private var _callBack: (@Sendable (RLSocket, RLSocket.Event) -> Void)?
-    /// Set once at creation; weak because the wrapper owns the C socket,
-    /// which owns this box.
-    weak var owner: RLSocket?
 
     init(callBack: (@Sendable (RLSocket, RLSocket.Event) -> Void)?) {
         _callBack = callBack
@@ -475,12 +469,16 @@ final class SocketBox: @unchecked Sendable {
     var callBack: (@Sendable (RLSocket, RLSocket.Event) -> Void)? { mutex.locked { _callBack } }
 
     func clear() { mutex.locked { _callBack = nil } }
+
+    func context(_ info: UnsafeMutableRawPointer) -> RLSocketContext {
+        RLSocketContext(version: 0, info: info, retain: rlBoxRetain, release: rlBoxRelease, copyDescription: nil)
+    }
 }
 
 private func rlSocketCallout(_ socket: RLSocketRef?, _ type: RLSocketCallBackType, _ address: RLDataRef?,
                              _ data: UnsafeRawPointer?, _ info: UnsafeMutableRawPointer?) {
     guard let socket, let info else { return }
-    let box = Unmanaged<SocketBox>.fromOpaque(info).takeUnretainedValue()
+    let box = SocketBox.from(info)
     guard let callBack = box.callBack else { return }
     // The address and data are the callback's only: wrap them with a
     // reference of their own.
@@ -498,6 +496,5 @@ private func rlSocketCallout(_ socket: RLSocketRef?, _ type: RLSocketCallBackTyp
     case .write: event = .write
     default: return
     }
-    let wrapper = box.owner ?? RLSocket(retaining: socket, box: box)
-    callBack(wrapper, event)
+    callBack(box.wrapper { RLSocket(retaining: socket, box: box) }, event)
 }

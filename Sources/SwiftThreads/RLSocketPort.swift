@@ -171,10 +171,9 @@ open class RLSocketPort: RLPort, @unchecked Sendable {
     private static func makeLocal(family: Int32, address: String?, tcpPort: UInt16) -> (ref: OpaquePointer, box: PortBox)? {
         if let address, address.utf8.contains(0) { return nil }
         let box = PortBox()
-        var context = RLSocketPortContext(version: 0, info: Unmanaged.passUnretained(box).toOpaque(),
-                                          retain: rlBoxRetain, release: rlBoxRelease, copyDescription: nil)
-        // The C port retains the box through context.retain.
-        let created = withExtendedLifetime(box) { () -> RLSocketPortRef? in
+        let created = box.withContextInfo { info -> RLSocketPortRef? in
+            var context = RLSocketPortContext(version: 0, info: info, retain: rlBoxRetain, release: rlBoxRelease,
+                                              copyDescription: nil)
             if let address {
                 return address.withCString { RLSocketPortCreateLocal(nil, family, $0, tcpPort, rlSocketPortCallout, &context) }
             }
@@ -192,7 +191,7 @@ open class RLSocketPort: RLPort, @unchecked Sendable {
     /// The box shared by the wrappers of a remote port (which has no C
     /// context): the registered one while a wrapper keeps it, else new.
     static func sharedBox(for ref: OpaquePointer) -> PortBox {
-        portRegistry.withLock { table in table[RLPort.key(ref)]?.box } ?? PortBox()
+        portRegistry.companion(for: RLPort.key(ref)) ?? PortBox()
     }
 
     /// The numeric host of a socket address: nil if malformed, .some(nil)
@@ -263,25 +262,18 @@ open class RLSocketPort: RLPort, @unchecked Sendable {
     /// meaningful during that callback.
     static func socketWrapper(for ref: OpaquePointer) -> RLSocketPort {
         let key = RLPort.key(ref)
-        let (port, isNew) = portRegistry.withLockHolding { table, held -> (RLSocketPort, Bool) in
-            let other = table[key]?.port
-            if let existing = other as? RLSocketPort { return (existing, false) }
-            if let other { held.append(other) }
+        var isNew = false
+        let port = portRegistry.wrapper(for: key, reuse: { $0 is RLSocketPort }) { old in
             // A box left by a freed port whose address was reused is not
             // this one's: a local port's box must be its context.
             let local = !RLSocketPortIsRemote(ref)
-            let old = table[key]?.box
-            if let old { held.append(old) }
             let known = old.flatMap { box in !local || box.isSocketContext(of: ref) ? box : nil }
             let box = known ?? PortBox()
             let owned = RLRetain(UnsafeRawPointer(ref)) != nil
-            let port = RLSocketPort(wrapping: ref, box: box, owned: owned)
-            if owned {
-                box.key = key
-                table[key] = PortEntry(port: port, box: box)
-            }
-            return (port, owned)
-        }
+            if owned { box.key = key }
+            isNew = owned
+            return (RLSocketPort(wrapping: ref, box: box, owned: owned), box, owned)
+        } as! RLSocketPort
         // Outside the registry's lock: on an invalid port the callback runs
         // at once and takes that lock.
         if isNew { RLSocketPortSetInvalidationCallBack(ref, rlSocketPortInvalidated) }
@@ -435,8 +427,7 @@ extension PortBox {
     /// (made by Swift for that port).
     func isSocketContext(of ref: OpaquePointer) -> Bool {
         var context = RLSocketPortContext()
-        guard RLSocketPortGetContext(ref, &context) else { return false }
-        return context.info == Unmanaged.passUnretained(self).toOpaque()
+        return RLSocketPortGetContext(ref, &context) && isInfo(context.info)
     }
 
     /// The remote port a local socket port sends to itself through: for
@@ -459,8 +450,7 @@ private func rlSocketPortCallout(_ local: RLSocketPortRef?, _ msgid: UInt32,
                                  _ components: UnsafePointer<RLTypeRef?>?, _ count: RLIndex,
                                  _ sendPort: RLSocketPortRef?, _ info: UnsafeMutableRawPointer?) {
     guard let local, let info else { return }
-    let box = Unmanaged<PortBox>.fromOpaque(info).takeUnretainedValue()
-    box.deliver {
+    PortBox.from(info).deliver {
         let parts = (0..<max(Int(count), 0)).compactMap { index in
             components?[index].map { RLPortComponent(component: $0) }
         }
@@ -473,8 +463,7 @@ private func rlSocketPortCallout(_ local: RLSocketPortRef?, _ msgid: UInt32,
 /// remote port has no context: its box is the registered one.
 private func rlSocketPortInvalidated(_ port: RLSocketPortRef?, _ info: UnsafeMutableRawPointer?) {
     guard let port else { return }
-    let box: PortBox? = info.map { Unmanaged<PortBox>.fromOpaque($0).takeUnretainedValue() }
-        ?? portRegistry.withLock { table in table[RLPort.key(port)]?.box }
+    let box: PortBox? = info.map { PortBox.from($0) } ?? portRegistry.companion(for: RLPort.key(port))
     guard let box else { return }
     let (stream, handler) = box.markInvalidated()
     stream?.finish()

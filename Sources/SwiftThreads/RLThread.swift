@@ -57,13 +57,7 @@ public final class RLThread: @unchecked Sendable {
     }
 
     deinit {
-        let key = RLThread.key(ref)
-        RLThread.registry.withLockHolding { table, held in
-            guard let entry = table[key] else { return }
-            let thread = entry.thread, state = entry.state
-            held += [thread as AnyObject?, state as AnyObject?].compactMap { $0 }
-            if thread == nil && state == nil { table[key] = nil }
-        }
+        RLThread.registry.forget(RLThread.key(ref))
         if owned { RLRelease(UnsafeRawPointer(ref)) }
     }
 
@@ -105,9 +99,7 @@ public final class RLThread: @unchecked Sendable {
         self.owned = true
         self.state = state
         state.registryKey = RLThread.key(created)
-        RLThread.registry.withLock { table in
-            table[RLThread.key(created)] = RegistryEntry(thread: self, state: state)
-        }
+        RLThread.registry.record(RLThread.key(created), wrapper: self, companion: state)
     }
 
     /// Starts the thread (`RLThreadStart`). A thread cancelled before this
@@ -435,14 +427,11 @@ public final class RLThread: @unchecked Sendable {
 
     // MARK: Wrapper registry (one Swift object per C thread while alive)
 
-    fileprivate struct RegistryEntry {
-        weak var thread: RLThread?
-        weak var state: ThreadState?
-    }
+    /// C thread → its wrapper and, for a thread created from Swift, its
+    /// state.
+    fileprivate static let registry = RLWrapperRegistry<RLThread, ThreadState>()
 
-    fileprivate static let registry = ThreadsMutexProtected<[UInt: RegistryEntry]>([:])
-
-    private static func key(_ ref: RLThreadRef) -> UInt { UInt(bitPattern: Int(bitPattern: ref)) }
+    private static func key(_ ref: RLThreadRef) -> UInt { RLWrapperRegistry<RLThread, ThreadState>.key(ref) }
 
     /// The live wrapper of `ref`, or a new one (retaining `ref`), which finds
     /// the Swift state of a thread created from Swift.
@@ -451,14 +440,9 @@ public final class RLThread: @unchecked Sendable {
     /// wrapper does not own it and is not cached: it is only meaningful for
     /// the duration of the callout that made it.
     static func wrapper(for ref: RLThreadRef) -> RLThread {
-        let key = key(ref)
-        return registry.withLock { table in
-            if let existing = table[key]?.thread { return existing }
-            let state = table[key]?.state
+        registry.wrapper(for: key(ref)) { state in
             let owned = RLRetain(UnsafeRawPointer(ref)) != nil
-            let thread = RLThread(ref: ref, owned: owned, state: state)
-            if owned { table[key] = RegistryEntry(thread: thread, state: state) }
-            return thread
+            return (RLThread(ref: ref, owned: owned, state: state), state, owned)
         }
     }
 }
@@ -494,15 +478,7 @@ private final class ThreadState: @unchecked Sendable {
 
     init(body: @escaping @Sendable () throws -> any Sendable) { self.body = body }
 
-    deinit {
-        let key = registryKey
-        RLThread.registry.withLockHolding { table, held in
-            guard let entry = table[key] else { return }
-            let thread = entry.thread, state = entry.state
-            held += [thread as AnyObject?, state as AnyObject?].compactMap { $0 }
-            if thread == nil && state == nil { table[key] = nil }
-        }
-    }
+    deinit { RLThread.registry.forget(registryKey) }
 
     var outcome: Outcome? { mutex.locked { _outcome } }
 
