@@ -83,7 +83,7 @@ public enum RLPortComponent: Sendable, Hashable {
 /// A port that receives messages on a run loop: Foundation's `Port`
 /// (`NSMachPort`) over `RLPortRef`.
 ///
-/// Add the port to a run loop (``RLRunLoop/add(_:forMode:)-(RLPort,_)``, or
+/// Add the port to a run loop (``RLRunLoop/add(_:forMode:)``, or
 /// ``schedule(in:forMode:)``); every message sent to it from any thread is
 /// handed, one at a time and in each sender's order, on that loop's thread,
 /// to exactly one receiver:
@@ -352,7 +352,7 @@ open class RLPort: @unchecked Sendable, Hashable, CustomStringConvertible {
 
     /// What `RLRunLoop.add`, `remove` and `contains` do with this port in
     /// `mode` of `loop` (each kind of port has its own run-loop source).
-    func membership(_ op: PortMembership, in loop: RLRunLoopRef, mode: UnsafePointer<CChar>) -> Bool {
+    func membership(_ op: RLRunLoop.Membership, in loop: RLRunLoopRef, mode: UnsafePointer<CChar>) -> Bool {
         switch op {
         case .add: return RLRunLoopAddPort(loop, ref, mode)
         case .remove: return RLRunLoopRemovePort(loop, ref, mode)
@@ -488,12 +488,54 @@ public final class RLPortMessage: @unchecked Sendable, CustomStringConvertible {
     }
 }
 
-// MARK: - Support
-
-/// What `RLRunLoop` asks of a port's run-loop source.
-enum PortMembership {
-    case add, remove, contains
+extension RLPort: RLRunLoopSchedulable {
+    /// Foundation's `RunLoop.add(_:forMode:)` and `remove(_:forMode:)` for
+    /// a `Port`, and a test of membership.
+    ///
+    /// `.add` calls the port's ``schedule(in:forMode:)`` — whose own
+    /// implementation adds it (`RLRunLoopAddPort`), so that its messages
+    /// are handled on the loop's thread when it runs in `mode` — unless the
+    /// port is in `mode` of that loop already (true then). Unlike
+    /// Foundation, the loop does not keep the port alive. False if
+    /// `schedule` left an `RLError` (`RLError.last()`): the port's own
+    /// `schedule` does for an invalid port or mode.
+    ///
+    /// `.remove` calls the port's ``remove(from:forMode:)`` if it was added
+    /// to `mode` of that loop; otherwise only makes sure the C loop does not
+    /// have it there: removing a port that is not there is harmless (true).
+    /// False if `remove(from:forMode:)` left an `RLError`, or (with
+    /// `RLError.last()`) for an invalid mode.
+    ///
+    /// An ``RLSocketPort`` is added as its listening socket's source: a local
+    /// one receives on the loop (and, as in Foundation, listens from then on
+    /// until it is invalidated); a remote one receives nothing and is refused.
+    public func runLoopMembership(_ membership: RLRunLoop.Membership, in runLoop: RLRunLoop,
+                                  mode: RLRunLoop.Mode) -> Bool {
+        switch membership {
+        case .add:
+            guard box.recordScheduled(in: runLoop, mode: mode) else { return true }
+            RLErrorClear()
+            schedule(in: runLoop, forMode: mode)
+            guard RLErrorGetLast().code.rawValue == 0 else {
+                box.forgetScheduled(in: runLoop, mode: mode)
+                return false
+            }
+            return true
+        case .remove:
+            guard box.isScheduled(in: runLoop, mode: mode) else {
+                return mode.withCString { self.membership(.remove, in: runLoop.ref, mode: $0) }
+            }
+            RLErrorClear()
+            remove(from: runLoop, forMode: mode)
+            box.forgetScheduled(in: runLoop, mode: mode)
+            return RLErrorGetLast().code.rawValue == 0
+        case .contains:
+            return mode.withCString { self.membership(.contains, in: runLoop.ref, mode: $0) }
+        }
+    }
 }
+
+// MARK: - Support
 
 /// The receivers of one C port, shared by all its Swift wrappers; the C
 /// port owns it (its context's info) and hands it to the callbacks. (A

@@ -68,7 +68,7 @@ public final class RLSignalSource: @unchecked Sendable {
     private let box: SignalBox
 
     /// Starts watching `signal`; `handler` runs on the thread of each run
-    /// loop the source is added to (``RLRunLoop/add(_:forMode:)-(RLSignalSource,_)``),
+    /// loop the source is added to (``RLRunLoop/add(_:forMode:)``),
     /// with the deliveries since the previous call.
     ///
     /// - Throws: `RLError` `.invalidArgument` for a signal that cannot be
@@ -119,7 +119,7 @@ public final class RLSignalSource: @unchecked Sendable {
 
     /// The source's run-loop source (one per signal source; `order` counts
     /// on the first call only), or nil once invalidated.
-    /// ``RLRunLoop/add(_:forMode:)-(RLSignalSource,_)`` accepts the signal source directly.
+    /// ``RLRunLoop/add(_:forMode:)`` accepts the signal source directly.
     public func makeRunLoopSource(order: Int = 0) -> RLRunLoopSource? {
         guard let source = RLSignalSourceCreateRunLoopSource(nil, ref, RLIndex(order)) else { return nil }
         return RLRunLoopSource(adopting: source)
@@ -130,24 +130,12 @@ extension RLSignalSource: CustomStringConvertible {
     public var description: String { rlCopyDescription(UnsafeRawPointer(ref)) ?? "RLSignalSource" }
 }
 
-extension RLRunLoop {
-    /// Adds the signal source to `mode`: its deliveries are handed to its
-    /// closure on this loop's thread.
-    @discardableResult
-    public func add(_ source: RLSignalSource, forMode mode: Mode) -> Bool {
-        guard let runLoopSource = source.makeRunLoopSource() else { return false }
-        return add(runLoopSource, forMode: mode)
-    }
-
-    @discardableResult
-    public func remove(_ source: RLSignalSource, forMode mode: Mode) -> Bool {
-        guard let runLoopSource = source.makeRunLoopSource() else { return false }
-        return remove(runLoopSource, forMode: mode)
-    }
-
-    public func contains(_ source: RLSignalSource, forMode mode: Mode) -> Bool {
-        guard let runLoopSource = source.makeRunLoopSource() else { return false }
-        return contains(runLoopSource, forMode: mode)
+extension RLSignalSource: RLRunLoopSchedulable {
+    /// Through the source's run-loop source: its deliveries are handed to
+    /// its closure on the loop's thread.
+    public func runLoopMembership(_ membership: RLRunLoop.Membership, in runLoop: RLRunLoop,
+                                  mode: RLRunLoop.Mode) -> Bool {
+        runLoop.membership(membership, of: makeRunLoopSource(), mode: mode)
     }
 }
 

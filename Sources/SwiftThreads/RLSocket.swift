@@ -10,7 +10,7 @@ internal import Musl
 ///
 /// Make it with the kinds of callbacks wanted (``CallBackTypes``: one of
 /// `.read`, `.accept`, `.data`, plus `.connect` and/or `.write`) and a
-/// closure; add it to a run loop (``RLRunLoop/add(_:forMode:)-(RLSocket,_)``); the
+/// closure; add it to a run loop (``RLRunLoop/add(_:forMode:)``); the
 /// closure then runs on that loop's thread with an ``Event``:
 ///
 ///     // An echo server on 127.0.0.1, any free port.
@@ -301,7 +301,7 @@ public final class RLSocket: @unchecked Sendable {
 
     /// The socket's run-loop source (one per socket: every call wraps the
     /// same C source; `order` counts on the first call only), or nil once
-    /// invalidated. ``RLRunLoop/add(_:forMode:)-(RLSocket,_)`` accepts the socket
+    /// invalidated. ``RLRunLoop/add(_:forMode:)`` accepts the socket
     /// directly.
     public func makeRunLoopSource(order: Int = 0) -> RLRunLoopSource? {
         guard let source = RLSocketCreateRunLoopSource(nil, ref, RLIndex(order)) else { return nil }
@@ -433,24 +433,12 @@ extension RLSocket {
 
 // MARK: - Run loops
 
-extension RLRunLoop {
-    /// Adds the socket's run-loop source to `mode`: its callbacks then run
-    /// on this loop's thread. A socket may be in several loops and modes.
-    @discardableResult
-    public func add(_ socket: RLSocket, forMode mode: Mode) -> Bool {
-        guard let source = socket.makeRunLoopSource() else { return false }
-        return add(source, forMode: mode)
-    }
-
-    @discardableResult
-    public func remove(_ socket: RLSocket, forMode mode: Mode) -> Bool {
-        guard let source = socket.makeRunLoopSource() else { return false }
-        return remove(source, forMode: mode)
-    }
-
-    public func contains(_ socket: RLSocket, forMode mode: Mode) -> Bool {
-        guard let source = socket.makeRunLoopSource() else { return false }
-        return contains(source, forMode: mode)
+extension RLSocket: RLRunLoopSchedulable {
+    /// Through the socket's run-loop source: its callbacks then run on the
+    /// loop's thread. A socket may be in several loops and modes.
+    public func runLoopMembership(_ membership: RLRunLoop.Membership, in runLoop: RLRunLoop,
+                                  mode: RLRunLoop.Mode) -> Bool {
+        runLoop.membership(membership, of: makeRunLoopSource(), mode: mode)
     }
 }
 

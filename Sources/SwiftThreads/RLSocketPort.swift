@@ -401,7 +401,7 @@ open class RLSocketPort: RLPort, @unchecked Sendable {
     /// A local port's run-loop source; a remote port has none (false, with
     /// `RLError.last()`). Removing or asking about a port that never had a
     /// source does not make one (a source keeps a local port listening).
-    override func membership(_ op: PortMembership, in loop: RLRunLoopRef, mode: UnsafePointer<CChar>) -> Bool {
+    override func membership(_ op: RLRunLoop.Membership, in loop: RLRunLoopRef, mode: UnsafePointer<CChar>) -> Bool {
         // Removing a port that was never added is harmless (as for sources).
         if op != .add && !box.hasSource { return op == .remove }
         guard let source = RLSocketPortCreateRunLoopSource(nil, ref, 0) else { return false }
