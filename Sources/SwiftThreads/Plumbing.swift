@@ -115,9 +115,13 @@ final class RLWrapperRegistry<Wrapper: AnyObject, Companion: AnyObject>: Sendabl
     func wrapper(for key: UInt, reuse: (Wrapper) -> Bool = { _ in true },
                  make: (_ companion: Companion?) -> (wrapper: Wrapper, companion: Companion?, record: Bool)) -> Wrapper {
         table.withLockHolding { table, held in
-            let existing = table[key]?.wrapper, companion = table[key]?.companion
-            held += [existing as AnyObject?, companion as AnyObject?].compactMap { $0 }
-            if let existing, reuse(existing) { return existing }
+            // What is returned outlives the lock; what is not is held.
+            if let existing = table[key]?.wrapper {
+                if reuse(existing) { return existing }
+                held.append(existing)
+            }
+            let companion = table[key]?.companion
+            if let companion { held.append(companion) }
             let made = make(companion)
             if made.record { table[key] = Entry(wrapper: made.wrapper, companion: made.companion) }
             return made.wrapper
@@ -132,23 +136,16 @@ final class RLWrapperRegistry<Wrapper: AnyObject, Companion: AnyObject>: Sendabl
 
     /// The live companion of `key`.
     func companion(for key: UInt) -> Companion? {
-        table.withLockHolding { table, held in
-            let companion = table[key]?.companion
-            if let companion { held.append(companion) }
-            return companion
-        }
+        table.withLock { table in table[key]?.companion }
     }
 
     /// The live companion of `key`, or `make()`'s, recorded (with no
     /// wrapper) under the same lock.
     func companion(for key: UInt, orRecord make: () -> Companion) -> Companion {
-        table.withLockHolding { table, held in
-            if let companion = table[key]?.companion {
-                held.append(companion)
-                return companion
-            }
+        table.withLock { table in
+            if let companion = table[key]?.companion { return companion }
             let companion = make()
-            table[key] = Entry(wrapper: table[key]?.wrapper, companion: companion)
+            table[key] = Entry(wrapper: nil, companion: companion)
             return companion
         }
     }
