@@ -1,10 +1,12 @@
-// Plumbing.swift — the overlay's one lock and one lock-protected value,
-// used by every wrapper registry and every piece of shared state here.
+// Plumbing.swift — what every wrapper shares: the overlay's one lock and
+// one lock-protected value (used by every piece of shared state here), the
+// wrapper registry, the owned C reference and the callback box.
 //
 // A pthread mutex, not `Synchronization.Mutex`: ThreadSanitizer does not
 // see Mutex's futex hand-off and reports false races. Not an RL lock
 // either: the lock-order detector (RLLockDebug) must not watch the
 // overlay's own bookkeeping.
+internal import CRunLoop
 internal import CSwiftThreadsShims
 #if canImport(Glibc)
 internal import Glibc
@@ -165,6 +167,36 @@ final class RLWrapperRegistry<Wrapper: AnyObject, Companion: AnyObject>: Sendabl
     /// Entries (for tests: the table must not grow with objects that are
     /// gone).
     var count: Int { table.withLock { $0.count } }
+}
+
+// MARK: - C references
+
+/// The one reference a wrapper owns on its C object, released when the
+/// wrapper goes — after the wrapper's own deinit, so that a registry entry
+/// is forgotten before the C object can be finalized (which may call back
+/// into Swift). Not copyable: one release for one reference.
+struct OwnedRef: ~Copyable {
+    let pointer: OpaquePointer
+    /// False for a wrapper made while its C object is being destroyed (its
+    /// retain failed): such a wrapper releases nothing and is meaningful
+    /// only during the callout that made it.
+    let owned: Bool
+
+    /// Takes over a reference the caller owns (Create rule).
+    init(adopting pointer: OpaquePointer) {
+        self.pointer = pointer
+        owned = true
+    }
+
+    /// Takes a reference of its own.
+    init(retaining pointer: OpaquePointer) {
+        self.pointer = pointer
+        owned = RLRetain(UnsafeRawPointer(pointer)) != nil
+    }
+
+    deinit {
+        if owned { RLRelease(UnsafeRawPointer(pointer)) }
+    }
 }
 
 // MARK: - Callback boxes

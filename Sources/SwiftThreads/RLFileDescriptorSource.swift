@@ -32,7 +32,8 @@ public final class RLFileDescriptorSource: @unchecked Sendable {
     }
 
     /// The one C reference this wrapper owns.
-    let ref: RLFileDescriptorRef
+    private let reference: OwnedRef
+    var ref: RLFileDescriptorRef { reference.pointer }
     private let box: DescriptorBox
 
     /// Creates a watcher for `fileDescriptor`; no callback is armed until
@@ -58,19 +59,14 @@ public final class RLFileDescriptorSource: @unchecked Sendable {
             return RLFileDescriptorCreate(nil, fileDescriptor, closeOnInvalidate, rlDescriptorCallout, &context)
         }
         guard let created else { throw RLError.last() }
-        self.ref = created
+        reference = OwnedRef(adopting: created)
         self.box = box
         box.owner = self
     }
 
     fileprivate init(retaining ref: RLFileDescriptorRef, box: DescriptorBox) {
-        RLRetain(UnsafeRawPointer(ref))
-        self.ref = ref
+        reference = OwnedRef(retaining: ref)
         self.box = box
-    }
-
-    deinit {
-        RLRelease(UnsafeRawPointer(ref))
     }
 
     /// The watched descriptor, or -1 once invalidated.

@@ -68,11 +68,11 @@ public final class RLMessagePort: @unchecked Sendable, Hashable, CustomStringCon
         public let pid: Int32
     }
 
-    /// The one C reference this wrapper owns (unless `owned` is false: a
-    /// wrapper made during the port's last release).
-    let ref: RLMessagePortRef
+    /// The one C reference this wrapper owns (none for a wrapper made
+    /// during the port's last release).
+    private let reference: OwnedRef
+    var ref: RLMessagePortRef { reference.pointer }
     let box: MessagePortBox
-    private let owned: Bool
 
     /// A local port listening under `name`; `handler` answers each request
     /// with its msgid and data (nil for none), on the thread of the run loop
@@ -104,9 +104,8 @@ public final class RLMessagePort: @unchecked Sendable, Hashable, CustomStringCon
             throw RLError(code: .exists,
                           message: "RLMessagePort: the name \"\(name)\" is taken by a local port of this process")
         }
-        ref = created
+        reference = OwnedRef(adopting: created)
         self.box = box
-        owned = true
         box.key = RLMessagePort.key(created)
         messagePortRegistry.record(box.key, wrapper: nil, companion: box)
     }
@@ -120,8 +119,7 @@ public final class RLMessagePort: @unchecked Sendable, Hashable, CustomStringCon
     public init(remote name: String) throws(RLError) {
         try RLMessagePort.checkName(name)
         guard let created = name.withCString({ RLMessagePortCreateRemote(nil, $0) }) else { throw RLError.last() }
-        ref = created
-        owned = true
+        reference = OwnedRef(adopting: created)
         // The C library returns the same remote object for a name: share
         // its Swift state with the wrappers made before.
         let key = RLMessagePort.key(created)
@@ -133,13 +131,8 @@ public final class RLMessagePort: @unchecked Sendable, Hashable, CustomStringCon
     }
 
     private init(wrapping ref: RLMessagePortRef, box: MessagePortBox) {
-        self.ref = ref
+        reference = OwnedRef(retaining: ref)
         self.box = box
-        owned = RLRetain(UnsafeRawPointer(ref)) != nil
-    }
-
-    deinit {
-        if owned { RLRelease(UnsafeRawPointer(ref)) }
     }
 
     private static func checkName(_ name: String) throws(RLError) {

@@ -46,7 +46,8 @@ public final class RLObserver: @unchecked Sendable {
     }
 
     /// The one C reference this wrapper owns.
-    let ref: RLRunLoopObserverRef
+    private let reference: OwnedRef
+    var ref: RLRunLoopObserverRef { reference.pointer }
     private let box: ObserverBox
 
     /// Creates an observer; add it to a run loop with
@@ -64,19 +65,14 @@ public final class RLObserver: @unchecked Sendable {
                                            rlObserverCallout, &context)
         }
         guard let created else { throw RLError.last() }
-        self.ref = created
+        reference = OwnedRef(adopting: created)
         self.box = box
         box.owner = self
     }
 
     fileprivate init(retaining ref: RLRunLoopObserverRef, box: ObserverBox) {
-        RLRetain(UnsafeRawPointer(ref))
-        self.ref = ref
+        reference = OwnedRef(retaining: ref)
         self.box = box
-    }
-
-    deinit {
-        RLRelease(UnsafeRawPointer(ref))
     }
 
     /// The activities this observer is called for (empty once invalid).

@@ -125,15 +125,15 @@ public enum RLPortComponent: Sendable, Hashable {
 /// restates the conformance (`class MyPort: RLPort, @unchecked Sendable`,
 /// as Swift asks) and keeps its own state safe to use from several threads.
 open class RLPort: @unchecked Sendable, Hashable, CustomStringConvertible {
-    /// The one C reference this wrapper owns (unless `owned` is false, see
-    /// ``wrapper(for:)``): an `RLPortRef`, or for an ``RLSocketPort`` its
+    /// The one C reference this wrapper owns (see ``wrapper(for:)``): an
+    /// `RLPortRef`, or for an ``RLSocketPort`` its
     /// `RLSocketPortRef`. Each kind overrides the members below that reach
     /// the C object (`isValid`, `invalidate()`, `postMessage`, `membership`,
     /// the queue), so no `RLPort…` function is called with a socket port.
-    let ref: OpaquePointer
+    final var ref: OpaquePointer { reference.pointer }
+    private let reference: OwnedRef
     /// The receivers; shared by every wrapper of this C port.
     let box: PortBox
-    private let owned: Bool
 
     /// A new, valid port with no receiver yet.
     public init() {
@@ -145,9 +145,8 @@ open class RLPort: @unchecked Sendable, Hashable, CustomStringConvertible {
         }
         guard let created else { fatalError("RLPort: \(RLError.last())") }
         RLPortSetInvalidationCallBack(created, rlPortInvalidated)
-        self.ref = created
+        reference = OwnedRef(adopting: created)
         self.box = box
-        self.owned = true
         RLPort.register(self)
     }
 
@@ -159,18 +158,21 @@ open class RLPort: @unchecked Sendable, Hashable, CustomStringConvertible {
 
     /// Wraps a C port that came from C (a message's port), or one a
     /// subclass made (``RLSocketPort``).
-    init(wrapping ref: OpaquePointer, box: PortBox, owned: Bool) {
-        self.ref = ref
+    /// Takes over the caller's reference to `ref`, or with `retaining`
+    /// takes one of its own.
+    init(wrapping ref: OpaquePointer, box: PortBox, retaining: Bool) {
+        reference = retaining ? OwnedRef(retaining: ref) : OwnedRef(adopting: ref)
         self.box = box
-        self.owned = owned
     }
 
     deinit {
-        // Releasing may finalize the C port, which calls back into Swift
-        // (the invalidation callback, the box's deinit): after the registry.
+        // The release (after this) may finalize the C port, which calls
+        // back into Swift (the invalidation callback, the box's deinit).
         portRegistry.forget(RLPort.key(ref))
-        if owned { RLRelease(UnsafeRawPointer(ref)) }
     }
+
+    /// False for a wrapper made while its C port is being destroyed.
+    final var isOwning: Bool { reference.owned }
 
     // MARK: Receivers
 
@@ -393,8 +395,8 @@ open class RLPort: @unchecked Sendable, Hashable, CustomStringConvertible {
             // An entry left by a port that was freed (and its address
             // reused) has a box that is not this port's context.
             let known = old.flatMap { $0.isContext(of: ref) ? $0 : nil }
-            let owned = RLRetain(UnsafeRawPointer(ref)) != nil
-            return (RLPort(wrapping: ref, box: known ?? PortBox(), owned: owned), known, owned)
+            let port = RLPort(wrapping: ref, box: known ?? PortBox(), retaining: true)
+            return (port, known, port.isOwning)
         }
     }
 }

@@ -23,21 +23,18 @@ internal import Musl
 /// the run loop handed to source callbacks) returns that same object, so
 /// `===` works as with Foundation; `==` compares the underlying C loops.
 public final class RLRunLoop: @unchecked Sendable {
-    /// The one C reference this wrapper owns (released in deinit), unless
-    /// `owned` is false (see `wrapper(for:)`).
-    let ref: RLRunLoopRef
-    private let owned: Bool
+    /// The one C reference this wrapper owns (see `wrapper(for:)`).
+    private let reference: OwnedRef
+    var ref: RLRunLoopRef { reference.pointer }
 
-    private init(ref: RLRunLoopRef, owned: Bool) {
-        self.ref = ref
-        self.owned = owned
+    private init(retaining ref: RLRunLoopRef) {
+        reference = OwnedRef(retaining: ref)
     }
 
     deinit {
-        // The last release may tear the loop down and call back into Swift
-        // (source cancel callouts look wrappers up): after the registry.
+        // The last release (after this) may tear the loop down and call
+        // back into Swift (source cancel callouts look wrappers up).
         RLRunLoop.registry.forget(RLRunLoop.key(ref))
-        if owned { RLRelease(UnsafeRawPointer(ref)) }
     }
 
     // MARK: Wrapper registry (one Swift object per C loop while alive)
@@ -53,8 +50,8 @@ public final class RLRunLoop: @unchecked Sendable {
     /// and not cached; it is only meaningful for the duration of the callout.
     static func wrapper(for ref: RLRunLoopRef) -> RLRunLoop {
         registry.wrapper(for: key(ref)) { _ in
-            let owned = RLRetain(UnsafeRawPointer(ref)) != nil
-            return (RLRunLoop(ref: ref, owned: owned), nil, owned)
+            let loop = RLRunLoop(retaining: ref)
+            return (loop, nil, loop.reference.owned)
         }
     }
 

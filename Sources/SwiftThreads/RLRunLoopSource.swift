@@ -15,7 +15,8 @@ internal import CRunLoop
 /// run loop and you drop it; capture the source itself only weakly.
 public final class RLRunLoopSource: @unchecked Sendable {
     /// The one C reference this wrapper owns.
-    let ref: RLRunLoopSourceRef
+    private let reference: OwnedRef
+    var ref: RLRunLoopSourceRef { reference.pointer }
 
     /// Creates a custom source.
     ///
@@ -39,16 +40,12 @@ public final class RLRunLoopSource: @unchecked Sendable {
             return RLRunLoopSourceCreate(nil, RLIndex(order), &context)
         }
         guard let created else { fatalError("RLRunLoopSource: \(RLError.last())") }
-        self.ref = created
+        reference = OwnedRef(adopting: created)
     }
 
     /// Takes over one reference the caller owns (Create rule).
     init(adopting ref: RLRunLoopSourceRef) {
-        self.ref = ref
-    }
-
-    deinit {
-        RLRelease(UnsafeRawPointer(ref))
+        reference = OwnedRef(adopting: ref)
     }
 
     /// Sources with a lower order are performed first.

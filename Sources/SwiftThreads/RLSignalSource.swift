@@ -64,7 +64,8 @@ public struct RLSignal: Sendable, Hashable, CustomStringConvertible {
 /// member may be used from any thread.
 public final class RLSignalSource: @unchecked Sendable {
     /// The one C reference this wrapper owns.
-    let ref: RLSignalSourceRef
+    private let reference: OwnedRef
+    var ref: RLSignalSourceRef { reference.pointer }
     private let box: SignalBox
 
     /// Starts watching `signal`; `handler` runs on the thread of each run
@@ -82,19 +83,14 @@ public final class RLSignalSource: @unchecked Sendable {
             return RLSignalSourceCreate(nil, signal, rlSignalCallout, &context)
         }
         guard let created else { throw RLError.last() }
-        self.ref = created
+        reference = OwnedRef(adopting: created)
         self.box = box
         box.owner = self
     }
 
     fileprivate init(retaining ref: RLSignalSourceRef, box: SignalBox) {
-        RLRetain(UnsafeRawPointer(ref))
-        self.ref = ref
+        reference = OwnedRef(retaining: ref)
         self.box = box
-    }
-
-    deinit {
-        RLRelease(UnsafeRawPointer(ref))
     }
 
     /// The watched signal.

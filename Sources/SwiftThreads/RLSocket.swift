@@ -124,7 +124,8 @@ public final class RLSocket: @unchecked Sendable {
     }
 
     /// The one C reference this wrapper owns.
-    let ref: RLSocketRef
+    private let reference: OwnedRef
+    var ref: RLSocketRef { reference.pointer }
     private let box: SocketBox
 
     /// Creates a socket (close on exec) that calls `callBack` for the kinds
@@ -145,7 +146,7 @@ public final class RLSocket: @unchecked Sendable {
                                   callBack == nil ? nil : rlSocketCallout, &context)
         }
         guard let created else { throw RLError.last() }
-        self.ref = created
+        reference = OwnedRef(adopting: created)
         self.box = box
         box.owner = self
     }
@@ -165,19 +166,14 @@ public final class RLSocket: @unchecked Sendable {
                                             callBack == nil ? nil : rlSocketCallout, &context)
         }
         guard let created else { throw RLError.last() }
-        self.ref = created
+        reference = OwnedRef(adopting: created)
         self.box = box
         box.owner = self
     }
 
     fileprivate init(retaining ref: RLSocketRef, box: SocketBox) {
-        RLRetain(UnsafeRawPointer(ref))
-        self.ref = ref
+        reference = OwnedRef(retaining: ref)
         self.box = box
-    }
-
-    deinit {
-        RLRelease(UnsafeRawPointer(ref))
     }
 
     // MARK: Addresses and connections

@@ -91,7 +91,7 @@ open class RLSocketPort: RLPort, @unchecked Sendable {
         guard let parsed = RLSocketPort.parse(family: family, type: type, protocol: `protocol`, address: address),
               let made = RLSocketPort.makeLocal(family: parsed.family, address: parsed.host, tcpPort: parsed.port)
         else { return nil }
-        super.init(wrapping: made.ref, box: made.box, owned: true)
+        super.init(wrapping: made.ref, box: made.box, retaining: false)
         finishInit()
     }
 
@@ -117,7 +117,7 @@ open class RLSocketPort: RLPort, @unchecked Sendable {
               let ref = RLSocketPort.makeRemote(host: parsed.host ?? (parsed.family == AF_INET ? "0.0.0.0" : "::"),
                                                 tcpPort: parsed.port)
         else { return nil }
-        super.init(wrapping: ref, box: RLSocketPort.sharedBox(for: ref), owned: true)
+        super.init(wrapping: ref, box: RLSocketPort.sharedBox(for: ref), retaining: false)
         finishInit()
     }
 
@@ -133,7 +133,7 @@ open class RLSocketPort: RLPort, @unchecked Sendable {
         guard let made = RLSocketPort.makeLocal(family: family.cValue, address: address, tcpPort: tcpPort) else {
             throw RLError.last()
         }
-        super.init(wrapping: made.ref, box: made.box, owned: true)
+        super.init(wrapping: made.ref, box: made.box, retaining: false)
         finishInit()
     }
 
@@ -144,20 +144,20 @@ open class RLSocketPort: RLPort, @unchecked Sendable {
     ///   `.invalidArgument` for an empty host or TCP port 0.
     public init(remoteHost host: String, tcpPort: UInt16) throws(RLError) {
         guard let ref = RLSocketPort.makeRemote(host: host, tcpPort: tcpPort) else { throw RLError.last() }
-        super.init(wrapping: ref, box: RLSocketPort.sharedBox(for: ref), owned: true)
+        super.init(wrapping: ref, box: RLSocketPort.sharedBox(for: ref), retaining: false)
         finishInit()
     }
 
     /// Wraps a C socket port this wrapper owns a reference to; `box` is the
     /// local port's context, or nil for a remote port (its shared box).
     private convenience init(adopting ref: OpaquePointer, box: PortBox?) {
-        self.init(wrapping: ref, box: box ?? RLSocketPort.sharedBox(for: ref), owned: true)
+        self.init(wrapping: ref, box: box ?? RLSocketPort.sharedBox(for: ref), retaining: false)
         finishInit()
     }
 
     /// The designated initializer every other one ends in.
-    override init(wrapping ref: OpaquePointer, box: PortBox, owned: Bool) {
-        super.init(wrapping: ref, box: box, owned: owned)
+    override init(wrapping ref: OpaquePointer, box: PortBox, retaining: Bool) {
+        super.init(wrapping: ref, box: box, retaining: retaining)
     }
 
     /// Registers the wrapper and watches the port's invalidation (after
@@ -269,10 +269,10 @@ open class RLSocketPort: RLPort, @unchecked Sendable {
             let local = !RLSocketPortIsRemote(ref)
             let known = old.flatMap { box in !local || box.isSocketContext(of: ref) ? box : nil }
             let box = known ?? PortBox()
-            let owned = RLRetain(UnsafeRawPointer(ref)) != nil
-            if owned { box.key = key }
-            isNew = owned
-            return (RLSocketPort(wrapping: ref, box: box, owned: owned), box, owned)
+            let port = RLSocketPort(wrapping: ref, box: box, retaining: true)
+            if port.isOwning { box.key = key }
+            isNew = port.isOwning
+            return (port, box, port.isOwning)
         } as! RLSocketPort
         // Outside the registry's lock: on an invalid port the callback runs
         // at once and takes that lock.

@@ -42,24 +42,19 @@ internal import Musl
 /// ``addWillBecomeMultiThreadedHandler(_:)``, `performSelector…` → the
 /// `perform` family (RLPerform.swift).
 public final class RLThread: @unchecked Sendable {
-    /// The one C reference this wrapper owns (released in deinit), unless
-    /// `owned` is false (see `wrapper(for:)`).
-    let ref: RLThreadRef
-    private let owned: Bool
+    /// The one C reference this wrapper owns (see `wrapper(for:)`).
+    private let reference: OwnedRef
+    var ref: RLThreadRef { reference.pointer }
     /// The Swift side of a thread created from Swift (its body, result and
     /// error); nil for threads made elsewhere (main, C, plain pthreads).
     private let state: ThreadState?
 
-    private init(ref: RLThreadRef, owned: Bool, state: ThreadState?) {
-        self.ref = ref
-        self.owned = owned
+    private init(retaining ref: RLThreadRef, state: ThreadState?) {
+        reference = OwnedRef(retaining: ref)
         self.state = state
     }
 
-    deinit {
-        RLThread.registry.forget(RLThread.key(ref))
-        if owned { RLRelease(UnsafeRawPointer(ref)) }
-    }
+    deinit { RLThread.registry.forget(RLThread.key(ref)) }
 
     // MARK: Creating
 
@@ -95,8 +90,7 @@ public final class RLThread: @unchecked Sendable {
         if joinable && !RLThreadSetJoinable(created, true) {
             fatalError("RLThread: \(RLError.last())")
         }
-        self.ref = created
-        self.owned = true
+        reference = OwnedRef(adopting: created)
         self.state = state
         state.registryKey = RLThread.key(created)
         RLThread.registry.record(RLThread.key(created), wrapper: self, companion: state)
@@ -441,8 +435,8 @@ public final class RLThread: @unchecked Sendable {
     /// the duration of the callout that made it.
     static func wrapper(for ref: RLThreadRef) -> RLThread {
         registry.wrapper(for: key(ref)) { state in
-            let owned = RLRetain(UnsafeRawPointer(ref)) != nil
-            return (RLThread(ref: ref, owned: owned, state: state), state, owned)
+            let thread = RLThread(retaining: ref, state: state)
+            return (thread, state, thread.reference.owned)
         }
     }
 }

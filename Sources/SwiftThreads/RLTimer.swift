@@ -22,7 +22,8 @@ internal import CRunLoop
 /// it, otherwise a new wrapper of the same C timer.
 public final class RLTimer: @unchecked Sendable {
     /// The one C reference this wrapper owns.
-    let ref: RLRunLoopTimerRef
+    private let reference: OwnedRef
+    var ref: RLRunLoopTimerRef { reference.pointer }
     private let box: TimerBox
 
     /// Creates a timer that first fires at `date` (an absolute time, seconds
@@ -47,7 +48,7 @@ public final class RLTimer: @unchecked Sendable {
             return RLRunLoopTimerCreate(nil, fireDate, period, 0, 0, rlTimerCallout, &context)
         }
         guard let created else { fatalError("RLTimer: \(RLError.last())") }
-        self.ref = created
+        reference = OwnedRef(adopting: created)
         self.box = box
         box.owner = self
     }
@@ -63,13 +64,8 @@ public final class RLTimer: @unchecked Sendable {
     /// Wraps a C timer, taking one new reference (for callouts that run after
     /// the user dropped the original wrapper).
     fileprivate init(retaining ref: RLRunLoopTimerRef, box: TimerBox) {
-        RLRetain(UnsafeRawPointer(ref))
-        self.ref = ref
+        reference = OwnedRef(retaining: ref)
         self.box = box
-    }
-
-    deinit {
-        RLRelease(UnsafeRawPointer(ref))
     }
 
     /// Creates a timer and schedules it on the current thread's run loop in

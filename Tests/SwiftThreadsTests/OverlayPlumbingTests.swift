@@ -1,5 +1,6 @@
 import Testing
 @testable import SwiftThreads
+import CRunLoop
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -204,6 +205,30 @@ private final class CountedBox: RLCallbackBox<RLTimer>, @unchecked Sendable {
         #expect(aliveBeforeFiring)
         #expect(firedOnce)
         #expect(deinits.load() == 1)
+    }
+}
+
+// MARK: - Owned C references
+
+@Suite struct OwnedRefTests {
+    @Test func aReferenceTakenIsReleasedOnceWithItsOwner() {
+        let timer = RLTimer(timeInterval: 60, repeats: false) { _ in }
+        let object = UnsafeRawPointer(timer.ref)
+        let before = RLGetRetainCount(object)
+        var counts: [RLIndex] = []
+        do {
+            let taken = OwnedRef(retaining: timer.ref)
+            let takenOwns = taken.owned
+            #expect(takenOwns)
+            counts.append(RLGetRetainCount(object))
+            let adopted = OwnedRef(adopting: OpaquePointer(RLRetain(object)!))
+            let adoptedOwns = adopted.owned
+            #expect(adoptedOwns)
+            counts.append(RLGetRetainCount(object))
+        }
+        counts.append(RLGetRetainCount(object))
+        #expect(counts == [before + 1, before + 2, before])
+        timer.invalidate()
     }
 }
 
