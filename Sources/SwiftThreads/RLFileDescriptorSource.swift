@@ -32,7 +32,8 @@ public final class RLFileDescriptorSource: @unchecked Sendable {
     }
 
     /// The one C reference this wrapper owns.
-    let ref: RLFileDescriptorRef
+    private let reference: OwnedRef
+    var ref: RLFileDescriptorRef { reference.pointer }
     private let box: DescriptorBox
 
     /// Creates a watcher for `fileDescriptor`; no callback is armed until
@@ -52,27 +53,20 @@ public final class RLFileDescriptorSource: @unchecked Sendable {
     public init(fileDescriptor: Int32, closeOnInvalidate: Bool = false, order: Int = 0,
                 callBack: @escaping @Sendable (RLFileDescriptorSource, CallBackTypes) -> Void) throws(RLError) {
         let box = DescriptorBox(callBack: callBack, order: order)
-        var context = RLFileDescriptorContext(version: 0,
-                                              info: Unmanaged.passUnretained(box).toOpaque(),
-                                              retain: rlBoxRetain, release: rlBoxRelease,
-                                              copyDescription: nil)
-        let created = withExtendedLifetime(box) {
-            RLFileDescriptorCreate(nil, fileDescriptor, closeOnInvalidate, rlDescriptorCallout, &context)
+        let created = box.withContextInfo { info in
+            var context = RLFileDescriptorContext(version: 0, info: info, retain: rlBoxRetain,
+                                                  release: rlBoxRelease, copyDescription: nil)
+            return RLFileDescriptorCreate(nil, fileDescriptor, closeOnInvalidate, rlDescriptorCallout, &context)
         }
         guard let created else { throw RLError.last() }
-        self.ref = created
+        reference = OwnedRef(adopting: created)
         self.box = box
         box.owner = self
     }
 
     fileprivate init(retaining ref: RLFileDescriptorRef, box: DescriptorBox) {
-        RLRetain(UnsafeRawPointer(ref))
-        self.ref = ref
+        reference = OwnedRef(retaining: ref)
         self.box = box
-    }
-
-    deinit {
-        RLRelease(UnsafeRawPointer(ref))
     }
 
     /// The watched descriptor, or -1 once invalidated.
@@ -117,12 +111,9 @@ extension RLFileDescriptorSource: CustomStringConvertible {
     public var description: String { rlCopyDescription(UnsafeRawPointer(ref)) ?? "RLFileDescriptorSource" }
 }
 
-final class DescriptorBox {
+final class DescriptorBox: RLCallbackBox<RLFileDescriptorSource>, @unchecked Sendable {
     let callBack: @Sendable (RLFileDescriptorSource, RLFileDescriptorSource.CallBackTypes) -> Void
     let order: Int
-    /// Set once at creation; weak because the wrapper owns the C object,
-    /// which owns this box.
-    weak var owner: RLFileDescriptorSource?
 
     init(callBack: @escaping @Sendable (RLFileDescriptorSource, RLFileDescriptorSource.CallBackTypes) -> Void,
          order: Int) {
@@ -134,7 +125,6 @@ final class DescriptorBox {
 private func rlDescriptorCallout(_ descriptor: RLFileDescriptorRef?, _ types: RLOptionFlags,
                                  _ info: UnsafeMutableRawPointer?) {
     guard let descriptor, let info else { return }
-    let box = Unmanaged<DescriptorBox>.fromOpaque(info).takeUnretainedValue()
-    let wrapper = box.owner ?? RLFileDescriptorSource(retaining: descriptor, box: box)
-    box.callBack(wrapper, RLFileDescriptorSource.CallBackTypes(rawValue: UInt(types)))
+    let box = DescriptorBox.from(info)
+    box.callBack(box.wrapper { RLFileDescriptorSource(retaining: descriptor, box: box) }, RLFileDescriptorSource.CallBackTypes(rawValue: UInt(types)))
 }

@@ -68,11 +68,11 @@ public final class RLMessagePort: @unchecked Sendable, Hashable, CustomStringCon
         public let pid: Int32
     }
 
-    /// The one C reference this wrapper owns (unless `owned` is false: a
-    /// wrapper made during the port's last release).
-    let ref: RLMessagePortRef
+    /// The one C reference this wrapper owns (none for a wrapper made
+    /// during the port's last release).
+    private let reference: OwnedRef
+    var ref: RLMessagePortRef { reference.pointer }
     let box: MessagePortBox
-    private let owned: Bool
 
     /// A local port listening under `name`; `handler` answers each request
     /// with its msgid and data (nil for none), on the thread of the run loop
@@ -87,13 +87,13 @@ public final class RLMessagePort: @unchecked Sendable, Hashable, CustomStringCon
                 handler: @escaping @Sendable (_ msgid: RLMessageID, _ data: [UInt8]?) -> [UInt8]?) throws(RLError) {
         try RLMessagePort.checkName(name)
         let box = MessagePortBox(handler: handler)
-        var context = RLMessagePortContext(version: 0, info: Unmanaged.passUnretained(box).toOpaque(),
-                                           retain: rlBoxRetain, release: rlBoxRelease, copyDescription: nil)
         // When the C library does not keep the box (shouldFreeInfo), Swift
         // frees it.
         var notKept = false
-        let created = withExtendedLifetime(box) {
-            name.withCString { RLMessagePortCreateLocal(nil, $0, rlMessagePortCallout, &context, &notKept) }
+        let created = box.withContextInfo { info in
+            var context = RLMessagePortContext(version: 0, info: info, retain: rlBoxRetain, release: rlBoxRelease,
+                                               copyDescription: nil)
+            return name.withCString { RLMessagePortCreateLocal(nil, $0, rlMessagePortCallout, &context, &notKept) }
         }
         guard let created else { throw RLError.last() }
         if notKept {
@@ -104,10 +104,10 @@ public final class RLMessagePort: @unchecked Sendable, Hashable, CustomStringCon
             throw RLError(code: .exists,
                           message: "RLMessagePort: the name \"\(name)\" is taken by a local port of this process")
         }
-        ref = created
+        reference = OwnedRef(adopting: created)
         self.box = box
-        owned = true
-        messagePortRegistry.withLock { table in table[RLMessagePort.key(created)] = MessagePortEntry(box: box) }
+        box.key = RLMessagePort.key(created)
+        messagePortRegistry.record(box.key, wrapper: nil, companion: box)
     }
 
     /// A remote port connected to the local port named `name` (of this
@@ -119,27 +119,20 @@ public final class RLMessagePort: @unchecked Sendable, Hashable, CustomStringCon
     public init(remote name: String) throws(RLError) {
         try RLMessagePort.checkName(name)
         guard let created = name.withCString({ RLMessagePortCreateRemote(nil, $0) }) else { throw RLError.last() }
-        ref = created
-        owned = true
+        reference = OwnedRef(adopting: created)
         // The C library returns the same remote object for a name: share
         // its Swift state with the wrappers made before.
-        box = messagePortRegistry.withLock { table in
-            let key = RLMessagePort.key(created)
-            if let box = table[key]?.box { return box }
+        let key = RLMessagePort.key(created)
+        box = messagePortRegistry.companion(for: key) {
             let box = MessagePortBox(handler: nil)
-            table[key] = MessagePortEntry(box: box)
+            box.key = key
             return box
         }
     }
 
     private init(wrapping ref: RLMessagePortRef, box: MessagePortBox) {
-        self.ref = ref
+        reference = OwnedRef(retaining: ref)
         self.box = box
-        owned = RLRetain(UnsafeRawPointer(ref)) != nil
-    }
-
-    deinit {
-        if owned { RLRelease(UnsafeRawPointer(ref)) }
     }
 
     private static func checkName(_ name: String) throws(RLError) {
@@ -148,7 +141,7 @@ public final class RLMessagePort: @unchecked Sendable, Hashable, CustomStringCon
         }
     }
 
-    static func key(_ ref: RLMessagePortRef) -> UInt { UInt(bitPattern: Int(bitPattern: ref)) }
+    static func key(_ ref: RLMessagePortRef) -> UInt { MessagePortRegistry.key(ref) }
 
     // MARK: State
 
@@ -345,23 +338,22 @@ public final class RLMessagePort: @unchecked Sendable, Hashable, CustomStringCon
 /// The Swift state of one C message port, shared by its wrappers: the
 /// request handler (a local port's C context info), the invalidation
 /// handler, the access policy, and the thread that runs async requests.
-final class MessagePortBox: @unchecked Sendable {
+final class MessagePortBox: RLCallbackBox<RLMessagePort>, @unchecked Sendable {
     let handler: (@Sendable (RLMessageID, [UInt8]?) -> [UInt8]?)?
     private let mutex = ThreadsMutex()
     private var invalidationHandler: (@Sendable (RLMessagePort) -> Void)?
     private var policy: (@Sendable (RLMessagePort.Peer) -> Bool)?
     private var worker: RLWorkerThread?
 
+    /// The registry key of its C port, set once before the box is shared.
+    var key: UInt = 0
+
     init(handler: (@Sendable (RLMessageID, [UInt8]?) -> [UInt8]?)?) { self.handler = handler }
 
     deinit {
-        // The entries' boxes are looked at: held until after the lock (a
-        // box's deinit takes the registry's lock too).
-        messagePortRegistry.withLockHolding { table, held in
-            for (key, entry) in table {
-                if let box = entry.box { held.append(box) } else { table[key] = nil }
-            }
-        }
+        // The C port is gone: its entry goes unless a new port took the
+        // address meanwhile.
+        if key != 0 { messagePortRegistry.forget(key) }
     }
 
     func setInvalidationHandler(_ handler: (@Sendable (RLMessagePort) -> Void)?) {
@@ -398,23 +390,21 @@ final class MessagePortBox: @unchecked Sendable {
     }
 }
 
-struct MessagePortEntry {
-    weak var box: MessagePortBox?
-}
-
 /// C message port → its Swift state (so that remote wrappers of one C
 /// object, and callbacks without context, find it).
-let messagePortRegistry = ThreadsMutexProtected<[UInt: MessagePortEntry]>([:])
+/// (Wrappers are not recorded: each `init(remote:)` makes its own, sharing
+/// the box.)
+typealias MessagePortRegistry = RLWrapperRegistry<RLMessagePort, MessagePortBox>
+let messagePortRegistry = MessagePortRegistry()
 
 private func messagePortBox(_ port: RLMessagePortRef) -> MessagePortBox? {
-    messagePortRegistry.withLock { table in table[RLMessagePort.key(port)]?.box }
+    messagePortRegistry.companion(for: RLMessagePort.key(port))
 }
 
 private func rlMessagePortCallout(_ local: RLMessagePortRef?, _ msgid: Int32, _ data: RLDataRef?,
                                   _ info: UnsafeMutableRawPointer?) -> RLDataRef? {
     guard let info else { return nil }
-    let box = Unmanaged<MessagePortBox>.fromOpaque(info).takeUnretainedValue()
-    guard let handler = box.handler else { return nil }
+    guard let handler = MessagePortBox.from(info).handler else { return nil }
     let bytes = data.map { Array(RLData(retaining: $0)) }
     guard let reply = handler(RLMessageID(bitPattern: msgid), bytes) else { return nil }
     // Create rule: the C port releases the reply after sending it.
@@ -429,7 +419,6 @@ private func rlMessagePortInvalidated(_ port: RLMessagePortRef?, _ info: UnsafeM
 private func rlMessagePortPolicy(_ local: RLMessagePortRef?, _ uid: uid_t, _ gid: gid_t, _ pid: pid_t,
                                  _ info: UnsafeMutableRawPointer?) -> Bool {
     guard let info else { return false }
-    let box = Unmanaged<MessagePortBox>.fromOpaque(info).takeUnretainedValue()
-    guard let policy = box.currentPolicy else { return false }
+    guard let policy = MessagePortBox.from(info).currentPolicy else { return false }
     return policy(RLMessagePort.Peer(uid: UInt32(uid), gid: UInt32(gid), pid: Int32(pid)))
 }

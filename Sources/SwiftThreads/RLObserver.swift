@@ -46,7 +46,8 @@ public final class RLObserver: @unchecked Sendable {
     }
 
     /// The one C reference this wrapper owns.
-    let ref: RLRunLoopObserverRef
+    private let reference: OwnedRef
+    var ref: RLRunLoopObserverRef { reference.pointer }
     private let box: ObserverBox
 
     /// Creates an observer; add it to a run loop with
@@ -57,28 +58,21 @@ public final class RLObserver: @unchecked Sendable {
     public init(activities: Activity, repeats: Bool = true, order: Int = 0,
                 handler: @escaping @Sendable (RLObserver, Activity) -> Void) throws(RLError) {
         let box = ObserverBox(handler: handler)
-        var context = RLRunLoopObserverContext(version: 0,
-                                               info: Unmanaged.passUnretained(box).toOpaque(),
-                                               retain: rlBoxRetain, release: rlBoxRelease,
-                                               copyDescription: nil)
-        let created = withExtendedLifetime(box) {
-            RLRunLoopObserverCreate(nil, RLOptionFlags(activities.rawValue), repeats, RLIndex(order),
-                                    rlObserverCallout, &context)
+        let created = box.withContextInfo { info in
+            var context = RLRunLoopObserverContext(version: 0, info: info, retain: rlBoxRetain,
+                                                   release: rlBoxRelease, copyDescription: nil)
+            return RLRunLoopObserverCreate(nil, RLOptionFlags(activities.rawValue), repeats, RLIndex(order),
+                                           rlObserverCallout, &context)
         }
         guard let created else { throw RLError.last() }
-        self.ref = created
+        reference = OwnedRef(adopting: created)
         self.box = box
         box.owner = self
     }
 
     fileprivate init(retaining ref: RLRunLoopObserverRef, box: ObserverBox) {
-        RLRetain(UnsafeRawPointer(ref))
-        self.ref = ref
+        reference = OwnedRef(retaining: ref)
         self.box = box
-    }
-
-    deinit {
-        RLRelease(UnsafeRawPointer(ref))
     }
 
     /// The activities this observer is called for (empty once invalid).
@@ -104,11 +98,8 @@ extension RLObserver: CustomStringConvertible {
     public var description: String { rlCopyDescription(UnsafeRawPointer(ref)) ?? "RLObserver" }
 }
 
-final class ObserverBox {
+final class ObserverBox: RLCallbackBox<RLObserver>, @unchecked Sendable {
     let handler: @Sendable (RLObserver, RLObserver.Activity) -> Void
-    /// Set once before the observer can be added; weak because the wrapper
-    /// owns the C observer, which owns this box.
-    weak var owner: RLObserver?
 
     init(handler: @escaping @Sendable (RLObserver, RLObserver.Activity) -> Void) {
         self.handler = handler
@@ -118,7 +109,6 @@ final class ObserverBox {
 private func rlObserverCallout(_ observer: RLRunLoopObserverRef?, _ activity: RLRunLoopActivity,
                                _ info: UnsafeMutableRawPointer?) {
     guard let observer, let info else { return }
-    let box = Unmanaged<ObserverBox>.fromOpaque(info).takeUnretainedValue()
-    let wrapper = box.owner ?? RLObserver(retaining: observer, box: box)
-    box.handler(wrapper, RLObserver.Activity(rawValue: UInt(activity.rawValue)))
+    let box = ObserverBox.from(info)
+    box.handler(box.wrapper { RLObserver(retaining: observer, box: box) }, RLObserver.Activity(rawValue: UInt(activity.rawValue)))
 }

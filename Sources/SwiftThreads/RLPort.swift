@@ -83,7 +83,7 @@ public enum RLPortComponent: Sendable, Hashable {
 /// A port that receives messages on a run loop: Foundation's `Port`
 /// (`NSMachPort`) over `RLPortRef`.
 ///
-/// Add the port to a run loop (``RLRunLoop/add(_:forMode:)-(RLPort,_)``, or
+/// Add the port to a run loop (``RLRunLoop/add(_:forMode:)``, or
 /// ``schedule(in:forMode:)``); every message sent to it from any thread is
 /// handed, one at a time and in each sender's order, on that loop's thread,
 /// to exactly one receiver:
@@ -125,28 +125,28 @@ public enum RLPortComponent: Sendable, Hashable {
 /// restates the conformance (`class MyPort: RLPort, @unchecked Sendable`,
 /// as Swift asks) and keeps its own state safe to use from several threads.
 open class RLPort: @unchecked Sendable, Hashable, CustomStringConvertible {
-    /// The one C reference this wrapper owns (unless `owned` is false, see
-    /// ``wrapper(for:)``): an `RLPortRef`, or for an ``RLSocketPort`` its
+    /// The one C reference this wrapper owns (see ``wrapper(for:)``): an
+    /// `RLPortRef`, or for an ``RLSocketPort`` its
     /// `RLSocketPortRef`. Each kind overrides the members below that reach
     /// the C object (`isValid`, `invalidate()`, `postMessage`, `membership`,
     /// the queue), so no `RLPort…` function is called with a socket port.
-    let ref: OpaquePointer
+    final var ref: OpaquePointer { reference.pointer }
+    private let reference: OwnedRef
     /// The receivers; shared by every wrapper of this C port.
     let box: PortBox
-    private let owned: Bool
 
     /// A new, valid port with no receiver yet.
     public init() {
         let box = PortBox()
-        var context = RLPortContext(version: 0, info: Unmanaged.passUnretained(box).toOpaque(),
-                                    retain: rlBoxRetain, release: rlBoxRelease, copyDescription: nil)
-        // The C port retains the box through context.retain.
-        let created = withExtendedLifetime(box) { RLPortCreate(nil, rlPortCallout, &context) }
+        let created = box.withContextInfo { info in
+            var context = RLPortContext(version: 0, info: info, retain: rlBoxRetain, release: rlBoxRelease,
+                                        copyDescription: nil)
+            return RLPortCreate(nil, rlPortCallout, &context)
+        }
         guard let created else { fatalError("RLPort: \(RLError.last())") }
         RLPortSetInvalidationCallBack(created, rlPortInvalidated)
-        self.ref = created
+        reference = OwnedRef(adopting: created)
         self.box = box
-        self.owned = true
         RLPort.register(self)
     }
 
@@ -158,24 +158,21 @@ open class RLPort: @unchecked Sendable, Hashable, CustomStringConvertible {
 
     /// Wraps a C port that came from C (a message's port), or one a
     /// subclass made (``RLSocketPort``).
-    init(wrapping ref: OpaquePointer, box: PortBox, owned: Bool) {
-        self.ref = ref
+    /// Takes over the caller's reference to `ref`, or with `retaining`
+    /// takes one of its own.
+    init(wrapping ref: OpaquePointer, box: PortBox, retaining: Bool) {
+        reference = retaining ? OwnedRef(retaining: ref) : OwnedRef(adopting: ref)
         self.box = box
-        self.owned = owned
     }
 
     deinit {
-        let key = RLPort.key(ref)
-        // Releasing may finalize the C port, which calls back into Swift
-        // (the invalidation callback, the box's deinit): outside the lock.
-        portRegistry.withLockHolding { table, held in
-            guard let entry = table[key] else { return }
-            let port = entry.port, box = entry.box
-            held += [port as AnyObject?, box as AnyObject?].compactMap { $0 }
-            if port == nil && box == nil { table[key] = nil }
-        }
-        if owned { RLRelease(UnsafeRawPointer(ref)) }
+        // The release (after this) may finalize the C port, which calls
+        // back into Swift (the invalidation callback, the box's deinit).
+        portRegistry.forget(RLPort.key(ref))
     }
+
+    /// False for a wrapper made while its C port is being destroyed.
+    final var isOwning: Bool { reference.owned }
 
     // MARK: Receivers
 
@@ -357,7 +354,7 @@ open class RLPort: @unchecked Sendable, Hashable, CustomStringConvertible {
 
     /// What `RLRunLoop.add`, `remove` and `contains` do with this port in
     /// `mode` of `loop` (each kind of port has its own run-loop source).
-    func membership(_ op: PortMembership, in loop: RLRunLoopRef, mode: UnsafePointer<CChar>) -> Bool {
+    func membership(_ op: RLRunLoop.Membership, in loop: RLRunLoopRef, mode: UnsafePointer<CChar>) -> Bool {
         switch op {
         case .add: return RLRunLoopAddPort(loop, ref, mode)
         case .remove: return RLRunLoopRemovePort(loop, ref, mode)
@@ -373,18 +370,18 @@ open class RLPort: @unchecked Sendable, Hashable, CustomStringConvertible {
 
     open var description: String { rlCopyDescription(UnsafeRawPointer(ref)) ?? "RLPort" }
 
-    static func key(_ ref: OpaquePointer) -> UInt { UInt(bitPattern: Int(bitPattern: ref)) }
+    static func key(_ ref: OpaquePointer) -> UInt { PortRegistry.key(ref) }
 
     /// Records `port` as its C port's wrapper, with its box.
     static func register(_ port: RLPort) {
         let key = key(port.ref)
         port.box.key = key
-        portRegistry.withLock { table in table[key] = PortEntry(port: port, box: port.box) }
+        portRegistry.record(key, wrapper: port, companion: port.box)
     }
 
     /// Entries in the wrapper registry (for tests: it must not grow with
     /// ports that are gone).
-    static var registeredCount: Int { portRegistry.withLock { $0.count } }
+    static var registeredCount: Int { portRegistry.count }
 
     /// The live wrapper of `ref` (the object made in Swift, of its own
     /// class), or a new `RLPort` retaining `ref` that shares the port's
@@ -394,19 +391,12 @@ open class RLPort: @unchecked Sendable, Hashable, CustomStringConvertible {
     /// invalidation callback of its last release) the wrapper does not own
     /// it and is not registered; it is only meaningful during that callback.
     static func wrapper(for ref: RLPortRef) -> RLPort {
-        let key = key(ref)
-        return portRegistry.withLockHolding { table, held in
-            if let existing = table[key]?.port { return existing }
+        portRegistry.wrapper(for: key(ref)) { old in
             // An entry left by a port that was freed (and its address
             // reused) has a box that is not this port's context.
-            let old = table[key]?.box
-            if let old { held.append(old) }
             let known = old.flatMap { $0.isContext(of: ref) ? $0 : nil }
-            let box = known ?? PortBox()
-            let owned = RLRetain(UnsafeRawPointer(ref)) != nil
-            let port = RLPort(wrapping: ref, box: box, owned: owned)
-            if owned { table[key] = PortEntry(port: port, box: known) }
-            return port
+            let port = RLPort(wrapping: ref, box: known ?? PortBox(), retaining: true)
+            return (port, known, port.isOwning)
         }
     }
 }
@@ -500,18 +490,60 @@ public final class RLPortMessage: @unchecked Sendable, CustomStringConvertible {
     }
 }
 
-// MARK: - Support
-
-/// What `RLRunLoop` asks of a port's run-loop source.
-enum PortMembership {
-    case add, remove, contains
+extension RLPort: RLRunLoopSchedulable {
+    /// Foundation's `RunLoop.add(_:forMode:)` and `remove(_:forMode:)` for
+    /// a `Port`, and a test of membership.
+    ///
+    /// `.add` calls the port's ``schedule(in:forMode:)`` — whose own
+    /// implementation adds it (`RLRunLoopAddPort`), so that its messages
+    /// are handled on the loop's thread when it runs in `mode` — unless the
+    /// port is in `mode` of that loop already (true then). Unlike
+    /// Foundation, the loop does not keep the port alive. False if
+    /// `schedule` left an `RLError` (`RLError.last()`): the port's own
+    /// `schedule` does for an invalid port or mode.
+    ///
+    /// `.remove` calls the port's ``remove(from:forMode:)`` if it was added
+    /// to `mode` of that loop; otherwise only makes sure the C loop does not
+    /// have it there: removing a port that is not there is harmless (true).
+    /// False if `remove(from:forMode:)` left an `RLError`, or (with
+    /// `RLError.last()`) for an invalid mode.
+    ///
+    /// An ``RLSocketPort`` is added as its listening socket's source: a local
+    /// one receives on the loop (and, as in Foundation, listens from then on
+    /// until it is invalidated); a remote one receives nothing and is refused.
+    public func runLoopMembership(_ membership: RLRunLoop.Membership, in runLoop: RLRunLoop,
+                                  mode: RLRunLoop.Mode) -> Bool {
+        switch membership {
+        case .add:
+            guard box.recordScheduled(in: runLoop, mode: mode) else { return true }
+            RLErrorClear()
+            schedule(in: runLoop, forMode: mode)
+            guard RLErrorGetLast().code.rawValue == 0 else {
+                box.forgetScheduled(in: runLoop, mode: mode)
+                return false
+            }
+            return true
+        case .remove:
+            guard box.isScheduled(in: runLoop, mode: mode) else {
+                return mode.withCString { self.membership(.remove, in: runLoop.ref, mode: $0) }
+            }
+            RLErrorClear()
+            remove(from: runLoop, forMode: mode)
+            box.forgetScheduled(in: runLoop, mode: mode)
+            return RLErrorGetLast().code.rawValue == 0
+        case .contains:
+            return mode.withCString { self.membership(.contains, in: runLoop.ref, mode: $0) }
+        }
+    }
 }
+
+// MARK: - Support
 
 /// The receivers of one C port, shared by all its Swift wrappers; the C
 /// port owns it (its context's info) and hands it to the callbacks. (A
 /// remote ``RLSocketPort`` has no C context: its wrappers share its box
 /// through the registry.)
-final class PortBox: @unchecked Sendable {
+final class PortBox: RLCallbackBox<RLPort>, @unchecked Sendable {
     /// What receives one message, taken under the lock and called outside.
     enum Receiver {
         case stream(AsyncStream<RLPortMessage>.Continuation)
@@ -576,14 +608,7 @@ final class PortBox: @unchecked Sendable {
     deinit {
         // The C port is gone (it released its context): forget its entry
         // unless a new port took the address meanwhile.
-        guard key != 0 else { return }
-        let key = key
-        portRegistry.withLockHolding { table, held in
-            guard let entry = table[key] else { return }
-            let port = entry.port, box = entry.box
-            held += [port as AnyObject?, box as AnyObject?].compactMap { $0 }
-            if port == nil && box == nil { table[key] = nil }
-        }
+        if key != 0 { portRegistry.forget(key) }
     }
 
     var delegate: (any RLPortDelegate)? { mutex.locked { _delegate } }
@@ -737,31 +762,23 @@ final class PortBox: @unchecked Sendable {
     /// Whether this box is `ref`'s context (made by Swift for that port).
     func isContext(of ref: RLPortRef) -> Bool {
         var context = RLPortContext()
-        guard RLPortGetContext(ref, &context) else { return false }
-        return context.info == Unmanaged.passUnretained(self).toOpaque()
+        return RLPortGetContext(ref, &context) && isInfo(context.info)
     }
 }
 
-/// One C port's Swift objects: its wrapper while one is alive, and its box
-/// (nil for a port made in C).
-struct PortEntry {
-    weak var port: RLPort?
-    weak var box: PortBox?
-}
-
-/// C port → its Swift objects (one wrapper per C port while alive).
-let portRegistry = ThreadsMutexProtected<[UInt: PortEntry]>([:])
+/// C port (an `RLPortRef` or `RLSocketPortRef`) → its wrapper while one is
+/// alive, and its box (none for a port made in C).
+typealias PortRegistry = RLWrapperRegistry<RLPort, PortBox>
+let portRegistry = PortRegistry()
 
 private func rlPortCallout(_ port: RLPortRef?, _ message: RLPortMessageRef?, _ info: UnsafeMutableRawPointer?) {
     guard let message, let info else { return }
-    let box = Unmanaged<PortBox>.fromOpaque(info).takeUnretainedValue()
-    box.deliver { RLPortMessage(received: message) }
+    PortBox.from(info).deliver { RLPortMessage(received: message) }
 }
 
 private func rlPortInvalidated(_ port: RLPortRef?, _ info: UnsafeMutableRawPointer?) {
     guard let port, let info else { return }
-    let box = Unmanaged<PortBox>.fromOpaque(info).takeUnretainedValue()
-    let (stream, handler) = box.markInvalidated()
+    let (stream, handler) = PortBox.from(info).markInvalidated()
     stream?.finish()
     rlTellInvalidated(handler, { RLPort.wrapper(for: port) })
 }

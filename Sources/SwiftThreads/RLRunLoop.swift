@@ -23,38 +23,25 @@ internal import Musl
 /// the run loop handed to source callbacks) returns that same object, so
 /// `===` works as with Foundation; `==` compares the underlying C loops.
 public final class RLRunLoop: @unchecked Sendable {
-    /// The one C reference this wrapper owns (released in deinit), unless
-    /// `owned` is false (see `wrapper(for:)`).
-    let ref: RLRunLoopRef
-    private let owned: Bool
+    /// The one C reference this wrapper owns (see `wrapper(for:)`).
+    private let reference: OwnedRef
+    var ref: RLRunLoopRef { reference.pointer }
 
-    private init(ref: RLRunLoopRef, owned: Bool) {
-        self.ref = ref
-        self.owned = owned
+    private init(retaining ref: RLRunLoopRef) {
+        reference = OwnedRef(retaining: ref)
     }
 
     deinit {
-        let key = RLRunLoop.key(ref)
-        // The last release may tear the loop down and call back into Swift
-        // (source cancel callouts look wrappers up), so release outside the
-        // registry lock.
-        RLRunLoop.registry.withLockHolding { table, held in
-            if let loop = table[key]?.loop { held.append(loop) } else { table[key] = nil }
-        }
-        if owned { RLRelease(UnsafeRawPointer(ref)) }
+        // The last release (after this) may tear the loop down and call
+        // back into Swift (source cancel callouts look wrappers up).
+        RLRunLoop.registry.forget(RLRunLoop.key(ref))
     }
 
     // MARK: Wrapper registry (one Swift object per C loop while alive)
 
-    private struct WeakLoop: Sendable {
-        weak var loop: RLRunLoop?
-    }
+    private static let registry = RLWrapperRegistry<RLRunLoop, AnyObject>()
 
-    private static let registry = ThreadsMutexProtected<[UInt: WeakLoop]>([:])
-
-    private static func key(_ ref: RLRunLoopRef) -> UInt {
-        UInt(bitPattern: Int(bitPattern: ref))
-    }
+    private static func key(_ ref: RLRunLoopRef) -> UInt { RLWrapperRegistry<RLRunLoop, AnyObject>.key(ref) }
 
     /// The wrapper of `ref`, retaining it for the wrapper's lifetime.
     ///
@@ -62,13 +49,9 @@ public final class RLRunLoop: @unchecked Sendable {
     /// cancel callout during thread-exit teardown) the wrapper is not owning
     /// and not cached; it is only meaningful for the duration of the callout.
     static func wrapper(for ref: RLRunLoopRef) -> RLRunLoop {
-        let key = key(ref)
-        return registry.withLock { table in
-            if let existing = table[key]?.loop { return existing }
-            let owned = RLRetain(UnsafeRawPointer(ref)) != nil
-            let loop = RLRunLoop(ref: ref, owned: owned)
-            if owned { table[key] = WeakLoop(loop: loop) }
-            return loop
+        registry.wrapper(for: key(ref)) { _ in
+            let loop = RLRunLoop(retaining: ref)
+            return (loop, nil, loop.reference.owned)
         }
     }
 
@@ -337,148 +320,132 @@ public final class RLRunLoop: @unchecked Sendable {
         }
     }
 
-    // MARK: Timers
+    // MARK: Timers, observers, sources, ports
 
-    /// Adds `timer` to `mode` (or to every common mode, for ``Mode/common``).
-    /// A timer belongs to one run loop at a time; adding an invalidated
-    /// timer, or a timer already in another loop, fails.
-    @discardableResult
-    public func add(_ timer: RLTimer, forMode mode: Mode) -> Bool {
-        mode.withCString { RLRunLoopAddTimer(ref, timer.ref, $0) }
+    /// What `add`, `remove` and `contains` ask of an ``RLRunLoopSchedulable``.
+    public enum Membership: Sendable, Hashable {
+        /// Put the object in the mode (`add(_:forMode:)`).
+        case add
+        /// Take it out of the mode (`remove(_:forMode:)`).
+        case remove
+        /// Whether it is in the mode (`contains(_:forMode:)`).
+        case contains
     }
 
-    @discardableResult
-    public func remove(_ timer: RLTimer, forMode mode: Mode) -> Bool {
-        mode.withCString { RLRunLoopRemoveTimer(ref, timer.ref, $0) }
-    }
-
-    public func contains(_ timer: RLTimer, forMode mode: Mode) -> Bool {
-        mode.withCString { RLRunLoopContainsTimer(ref, timer.ref, $0) }
-    }
-
-    // MARK: Observers
-
-    @discardableResult
-    public func add(_ observer: RLObserver, forMode mode: Mode) -> Bool {
-        mode.withCString { RLRunLoopAddObserver(ref, observer.ref, $0) }
-    }
-
-    @discardableResult
-    public func remove(_ observer: RLObserver, forMode mode: Mode) -> Bool {
-        mode.withCString { RLRunLoopRemoveObserver(ref, observer.ref, $0) }
-    }
-
-    public func contains(_ observer: RLObserver, forMode mode: Mode) -> Bool {
-        mode.withCString { RLRunLoopContainsObserver(ref, observer.ref, $0) }
-    }
-
-    // MARK: Sources
-
-    /// Adds `source` to `mode`; its schedule callback runs on this (the
-    /// calling) thread the first time it enters a mode of this loop.
-    @discardableResult
-    public func add(_ source: RLRunLoopSource, forMode mode: Mode) -> Bool {
-        mode.withCString { RLRunLoopAddSource(ref, source.ref, $0) }
-    }
-
-    @discardableResult
-    public func remove(_ source: RLRunLoopSource, forMode mode: Mode) -> Bool {
-        mode.withCString { RLRunLoopRemoveSource(ref, source.ref, $0) }
-    }
-
-    public func contains(_ source: RLRunLoopSource, forMode mode: Mode) -> Bool {
-        mode.withCString { RLRunLoopContainsSource(ref, source.ref, $0) }
-    }
-
-    /// Adds the descriptor's run-loop source to `mode`.
-    @discardableResult
-    public func add(_ descriptor: RLFileDescriptorSource, forMode mode: Mode) -> Bool {
-        guard let source = descriptor.makeRunLoopSource() else { return false }
-        return add(source, forMode: mode)
-    }
-
-    @discardableResult
-    public func remove(_ descriptor: RLFileDescriptorSource, forMode mode: Mode) -> Bool {
-        guard let source = descriptor.makeRunLoopSource() else { return false }
-        return remove(source, forMode: mode)
-    }
-
-    public func contains(_ descriptor: RLFileDescriptorSource, forMode mode: Mode) -> Bool {
-        guard let source = descriptor.makeRunLoopSource() else { return false }
-        return contains(source, forMode: mode)
-    }
-
-    // MARK: Ports
-
-    /// Adds `port` to `mode` (Foundation's `add(_:forMode:)` for a `Port`):
-    /// as Foundation does, calls the port's
-    /// ``RLPort/schedule(in:forMode:)`` — whose own implementation adds it
-    /// (`RLRunLoopAddPort`), so that its messages are handled on this loop's
-    /// thread when it runs in `mode` — unless the port is in `mode` of this
-    /// loop already. Unlike Foundation, the loop does not keep the port
-    /// alive (see ``RLPort``).
+    /// Adds `item` — a timer, observer, source, file-descriptor source,
+    /// socket, signal source, port or message port — to `mode` (or to every
+    /// common mode, for ``Mode/common``). Safe from any thread.
     ///
-    /// - Returns: false if `schedule` left an `RLError` (`RLError.last()`):
-    ///   the port's own `schedule` does for an invalid port or mode; true if
-    ///   the port was in `mode` already.
+    /// Each kind's rules are those of its type: a timer belongs to one run
+    /// loop at a time (adding it to another, or adding an invalidated one,
+    /// fails); a source's schedule callback runs on the calling thread; a
+    /// port's ``RLPort/schedule(in:forMode:)`` is called as in Foundation;
+    /// an object that is scheduled through its run-loop source (descriptor,
+    /// socket, signal and message port) is refused once invalidated, and a
+    /// remote message or socket port is refused.
     ///
-    /// An ``RLSocketPort`` is added as its listening socket's source: a local
-    /// one receives on this loop (and, as in Foundation, listens from then on
-    /// until it is invalidated); a remote one receives nothing and is refused.
+    /// - Returns: false on misuse, with `RLError.last()` saying why.
     @discardableResult
-    public func add(_ port: RLPort, forMode mode: Mode) -> Bool {
-        guard port.box.recordScheduled(in: self, mode: mode) else { return true }
-        RLErrorClear()
-        port.schedule(in: self, forMode: mode)
-        guard RLErrorGetLast().code.rawValue == 0 else {
-            port.box.forgetScheduled(in: self, mode: mode)
-            return false
+    public func add(_ item: some RLRunLoopSchedulable, forMode mode: Mode) -> Bool {
+        item.runLoopMembership(.add, in: self, mode: mode)
+    }
+
+    /// Removes `item` from `mode`. Removing what is not there is harmless.
+    ///
+    /// - Returns: false on misuse (an invalid object or mode), with
+    ///   `RLError.last()` saying why.
+    @discardableResult
+    public func remove(_ item: some RLRunLoopSchedulable, forMode mode: Mode) -> Bool {
+        item.runLoopMembership(.remove, in: self, mode: mode)
+    }
+
+    /// Whether `item` is in `mode` of this loop.
+    public func contains(_ item: some RLRunLoopSchedulable, forMode mode: Mode) -> Bool {
+        item.runLoopMembership(.contains, in: self, mode: mode)
+    }
+
+    /// `membership` for an object scheduled through its run-loop source
+    /// (false, without a source: the object is invalid or remote).
+    func membership(_ membership: Membership, of source: RLRunLoopSource?, mode: Mode) -> Bool {
+        source?.runLoopMembership(membership, in: self, mode: mode) ?? false
+    }
+}
+
+/// What a run loop can hold in its modes, and so what
+/// ``RLRunLoop/add(_:forMode:)``, ``RLRunLoop/remove(_:forMode:)`` and
+/// ``RLRunLoop/contains(_:forMode:)`` take: ``RLTimer``, ``RLObserver``,
+/// ``RLRunLoopSource``, ``RLFileDescriptorSource``, ``RLSocket``,
+/// ``RLSignalSource``, ``RLPort`` (and ``RLSocketPort``) and
+/// ``RLMessagePort``.
+///
+/// Code that schedules several kinds alike can take
+/// `some RLRunLoopSchedulable` or `[any RLRunLoopSchedulable]`. A type of
+/// your own conforms by forwarding to an object that does (the loop holds
+/// C objects only).
+public protocol RLRunLoopSchedulable: AnyObject, Sendable {
+    /// Carries out `membership` for this object in `mode` of `runLoop`:
+    /// what ``RLRunLoop/add(_:forMode:)`` (`.add`), `remove` and `contains`
+    /// call; call those rather than this.
+    func runLoopMembership(_ membership: RLRunLoop.Membership, in runLoop: RLRunLoop,
+                           mode: RLRunLoop.Mode) -> Bool
+}
+
+extension RLTimer: RLRunLoopSchedulable {
+    public func runLoopMembership(_ membership: RLRunLoop.Membership, in runLoop: RLRunLoop,
+                                  mode: RLRunLoop.Mode) -> Bool {
+        mode.withCString { name in
+            switch membership {
+            case .add: RLRunLoopAddTimer(runLoop.ref, ref, name)
+            case .remove: RLRunLoopRemoveTimer(runLoop.ref, ref, name)
+            case .contains: RLRunLoopContainsTimer(runLoop.ref, ref, name)
+            }
         }
-        return true
     }
+}
 
-    /// Removes `port` from `mode` (Foundation's `remove(_:forMode:)` for a
-    /// `Port`): calls the port's ``RLPort/remove(from:forMode:)`` if it was
-    /// added to `mode` of this loop; otherwise only makes sure the C loop
-    /// does not have it there (`RLRunLoopRemovePort`): removing a port that
-    /// is not there is harmless (true).
-    ///
-    /// - Returns: false if `remove(from:forMode:)` left an `RLError`, or
-    ///   (with `RLError.last()`) for an invalid mode.
-    @discardableResult
-    public func remove(_ port: RLPort, forMode mode: Mode) -> Bool {
-        guard port.box.isScheduled(in: self, mode: mode) else {
-            return mode.withCString { port.membership(.remove, in: ref, mode: $0) }
+extension RLObserver: RLRunLoopSchedulable {
+    public func runLoopMembership(_ membership: RLRunLoop.Membership, in runLoop: RLRunLoop,
+                                  mode: RLRunLoop.Mode) -> Bool {
+        mode.withCString { name in
+            switch membership {
+            case .add: RLRunLoopAddObserver(runLoop.ref, ref, name)
+            case .remove: RLRunLoopRemoveObserver(runLoop.ref, ref, name)
+            case .contains: RLRunLoopContainsObserver(runLoop.ref, ref, name)
+            }
         }
-        RLErrorClear()
-        port.remove(from: self, forMode: mode)
-        port.box.forgetScheduled(in: self, mode: mode)
-        return RLErrorGetLast().code.rawValue == 0
     }
+}
 
-    public func contains(_ port: RLPort, forMode mode: Mode) -> Bool {
-        mode.withCString { port.membership(.contains, in: ref, mode: $0) }
+extension RLRunLoopSource: RLRunLoopSchedulable {
+    /// Its schedule callback runs on this (the calling) thread the first
+    /// time it enters a mode of the loop.
+    public func runLoopMembership(_ membership: RLRunLoop.Membership, in runLoop: RLRunLoop,
+                                  mode: RLRunLoop.Mode) -> Bool {
+        mode.withCString { name in
+            switch membership {
+            case .add: RLRunLoopAddSource(runLoop.ref, ref, name)
+            case .remove: RLRunLoopRemoveSource(runLoop.ref, ref, name)
+            case .contains: RLRunLoopContainsSource(runLoop.ref, ref, name)
+            }
+        }
     }
+}
 
-    /// Adds the local message port's source to `mode`: its requests are
-    /// answered on this loop's thread.
-    ///
-    /// - Returns: false (with `RLError.last()`) for a remote or invalid port.
-    @discardableResult
-    public func add(_ port: RLMessagePort, forMode mode: Mode) -> Bool {
-        guard let source = port.makeRunLoopSource() else { return false }
-        return add(source, forMode: mode)
+extension RLFileDescriptorSource: RLRunLoopSchedulable {
+    /// Through the descriptor's run-loop source.
+    public func runLoopMembership(_ membership: RLRunLoop.Membership, in runLoop: RLRunLoop,
+                                  mode: RLRunLoop.Mode) -> Bool {
+        runLoop.membership(membership, of: makeRunLoopSource(), mode: mode)
     }
+}
 
-    @discardableResult
-    public func remove(_ port: RLMessagePort, forMode mode: Mode) -> Bool {
-        guard let source = port.makeRunLoopSource() else { return false }
-        return remove(source, forMode: mode)
-    }
-
-    public func contains(_ port: RLMessagePort, forMode mode: Mode) -> Bool {
-        guard let source = port.makeRunLoopSource() else { return false }
-        return contains(source, forMode: mode)
+extension RLMessagePort: RLRunLoopSchedulable {
+    /// Through the local port's run-loop source: its requests are answered
+    /// on the loop's thread. False (with `RLError.last()`) for a remote or
+    /// invalid port.
+    public func runLoopMembership(_ membership: RLRunLoop.Membership, in runLoop: RLRunLoop,
+                                  mode: RLRunLoop.Mode) -> Bool {
+        runLoop.membership(membership, of: makeRunLoopSource(), mode: mode)
     }
 }
 

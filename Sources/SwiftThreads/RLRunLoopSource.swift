@@ -15,7 +15,8 @@ internal import CRunLoop
 /// run loop and you drop it; capture the source itself only weakly.
 public final class RLRunLoopSource: @unchecked Sendable {
     /// The one C reference this wrapper owns.
-    let ref: RLRunLoopSourceRef
+    private let reference: OwnedRef
+    var ref: RLRunLoopSourceRef { reference.pointer }
 
     /// Creates a custom source.
     ///
@@ -31,26 +32,20 @@ public final class RLRunLoopSource: @unchecked Sendable {
                 cancel: (@Sendable (RLRunLoop, RLRunLoop.Mode) -> Void)? = nil,
                 perform: @escaping @Sendable () -> Void) {
         let box = SourceBox(schedule: schedule, cancel: cancel, perform: perform)
-        var context = RLRunLoopSourceContext(version: 0,
-                                             info: Unmanaged.passUnretained(box).toOpaque(),
-                                             retain: rlBoxRetain, release: rlBoxRelease,
-                                             copyDescription: nil, equal: nil, hash: nil,
-                                             schedule: rlSourceSchedule, cancel: rlSourceCancel,
-                                             perform: rlSourcePerform)
-        let created = withExtendedLifetime(box) {
-            RLRunLoopSourceCreate(nil, RLIndex(order), &context)
+        let created = box.withContextInfo { info in
+            var context = RLRunLoopSourceContext(version: 0, info: info, retain: rlBoxRetain, release: rlBoxRelease,
+                                                 copyDescription: nil, equal: nil, hash: nil,
+                                                 schedule: rlSourceSchedule, cancel: rlSourceCancel,
+                                                 perform: rlSourcePerform)
+            return RLRunLoopSourceCreate(nil, RLIndex(order), &context)
         }
         guard let created else { fatalError("RLRunLoopSource: \(RLError.last())") }
-        self.ref = created
+        reference = OwnedRef(adopting: created)
     }
 
     /// Takes over one reference the caller owns (Create rule).
     init(adopting ref: RLRunLoopSourceRef) {
-        self.ref = ref
-    }
-
-    deinit {
-        RLRelease(UnsafeRawPointer(ref))
+        reference = OwnedRef(adopting: ref)
     }
 
     /// Sources with a lower order are performed first.
@@ -73,7 +68,8 @@ extension RLRunLoopSource: CustomStringConvertible {
     public var description: String { rlCopyDescription(UnsafeRawPointer(ref)) ?? "RLRunLoopSource" }
 }
 
-final class SourceBox {
+/// A custom source's closures (its wrapper is never needed by them).
+final class SourceBox: RLCallbackBox<RLRunLoopSource>, @unchecked Sendable {
     let schedule: (@Sendable (RLRunLoop, RLRunLoop.Mode) -> Void)?
     let cancel: (@Sendable (RLRunLoop, RLRunLoop.Mode) -> Void)?
     let perform: @Sendable () -> Void
@@ -88,8 +84,7 @@ final class SourceBox {
 }
 
 private func sourceBox(_ info: UnsafeMutableRawPointer?) -> SourceBox? {
-    guard let info else { return nil }
-    return Unmanaged<SourceBox>.fromOpaque(info).takeUnretainedValue()
+    info.map { SourceBox.from($0) }
 }
 
 private func rlSourceSchedule(_ info: UnsafeMutableRawPointer?, _ rl: RLRunLoopRef?,

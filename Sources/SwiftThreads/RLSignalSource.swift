@@ -64,11 +64,12 @@ public struct RLSignal: Sendable, Hashable, CustomStringConvertible {
 /// member may be used from any thread.
 public final class RLSignalSource: @unchecked Sendable {
     /// The one C reference this wrapper owns.
-    let ref: RLSignalSourceRef
+    private let reference: OwnedRef
+    var ref: RLSignalSourceRef { reference.pointer }
     private let box: SignalBox
 
     /// Starts watching `signal`; `handler` runs on the thread of each run
-    /// loop the source is added to (``RLRunLoop/add(_:forMode:)-(RLSignalSource,_)``),
+    /// loop the source is added to (``RLRunLoop/add(_:forMode:)``),
     /// with the deliveries since the previous call.
     ///
     /// - Throws: `RLError` `.invalidArgument` for a signal that cannot be
@@ -76,23 +77,20 @@ public final class RLSignalSource: @unchecked Sendable {
     public init(signal: Int32,
                 handler: @escaping @Sendable (RLSignalSource, RLSignal) -> Void) throws(RLError) {
         let box = SignalBox(handler: handler)
-        var context = RLSignalSourceContext(version: 0, info: Unmanaged.passUnretained(box).toOpaque(),
-                                            retain: rlBoxRetain, release: rlBoxRelease, copyDescription: nil)
-        let created = withExtendedLifetime(box) { RLSignalSourceCreate(nil, signal, rlSignalCallout, &context) }
+        let created = box.withContextInfo { info in
+            var context = RLSignalSourceContext(version: 0, info: info, retain: rlBoxRetain, release: rlBoxRelease,
+                                                copyDescription: nil)
+            return RLSignalSourceCreate(nil, signal, rlSignalCallout, &context)
+        }
         guard let created else { throw RLError.last() }
-        self.ref = created
+        reference = OwnedRef(adopting: created)
         self.box = box
         box.owner = self
     }
 
     fileprivate init(retaining ref: RLSignalSourceRef, box: SignalBox) {
-        RLRetain(UnsafeRawPointer(ref))
-        self.ref = ref
+        reference = OwnedRef(retaining: ref)
         self.box = box
-    }
-
-    deinit {
-        RLRelease(UnsafeRawPointer(ref))
     }
 
     /// The watched signal.
@@ -117,7 +115,7 @@ public final class RLSignalSource: @unchecked Sendable {
 
     /// The source's run-loop source (one per signal source; `order` counts
     /// on the first call only), or nil once invalidated.
-    /// ``RLRunLoop/add(_:forMode:)-(RLSignalSource,_)`` accepts the signal source directly.
+    /// ``RLRunLoop/add(_:forMode:)`` accepts the signal source directly.
     public func makeRunLoopSource(order: Int = 0) -> RLRunLoopSource? {
         guard let source = RLSignalSourceCreateRunLoopSource(nil, ref, RLIndex(order)) else { return nil }
         return RLRunLoopSource(adopting: source)
@@ -128,24 +126,12 @@ extension RLSignalSource: CustomStringConvertible {
     public var description: String { rlCopyDescription(UnsafeRawPointer(ref)) ?? "RLSignalSource" }
 }
 
-extension RLRunLoop {
-    /// Adds the signal source to `mode`: its deliveries are handed to its
-    /// closure on this loop's thread.
-    @discardableResult
-    public func add(_ source: RLSignalSource, forMode mode: Mode) -> Bool {
-        guard let runLoopSource = source.makeRunLoopSource() else { return false }
-        return add(runLoopSource, forMode: mode)
-    }
-
-    @discardableResult
-    public func remove(_ source: RLSignalSource, forMode mode: Mode) -> Bool {
-        guard let runLoopSource = source.makeRunLoopSource() else { return false }
-        return remove(runLoopSource, forMode: mode)
-    }
-
-    public func contains(_ source: RLSignalSource, forMode mode: Mode) -> Bool {
-        guard let runLoopSource = source.makeRunLoopSource() else { return false }
-        return contains(runLoopSource, forMode: mode)
+extension RLSignalSource: RLRunLoopSchedulable {
+    /// Through the source's run-loop source: its deliveries are handed to
+    /// its closure on the loop's thread.
+    public func runLoopMembership(_ membership: RLRunLoop.Membership, in runLoop: RLRunLoop,
+                                  mode: RLRunLoop.Mode) -> Bool {
+        runLoop.membership(membership, of: makeRunLoopSource(), mode: mode)
     }
 }
 
@@ -279,12 +265,9 @@ public final class RLSignals: AsyncSequence, Sendable {
 
 /// The closure of one C signal source, shared by its Swift wrappers (which
 /// keep it alive while a callout may still run) and the C source's context.
-final class SignalBox: @unchecked Sendable {
+final class SignalBox: RLCallbackBox<RLSignalSource>, @unchecked Sendable {
     private let mutex = ThreadsMutex()
     private var _handler: (@Sendable (RLSignalSource, RLSignal) -> Void)?
-    /// Set once at creation; weak because the wrapper owns the C source,
-    /// which owns this box.
-    weak var owner: RLSignalSource?
 
     init(handler: @escaping @Sendable (RLSignalSource, RLSignal) -> Void) {
         _handler = handler
@@ -313,8 +296,7 @@ private final class SignalSources: Sendable {
 private func rlSignalCallout(_ source: RLSignalSourceRef?, _ signum: Int32, _ count: RLIndex,
                              _ info: UnsafeMutableRawPointer?) {
     guard let source, let info else { return }
-    let box = Unmanaged<SignalBox>.fromOpaque(info).takeUnretainedValue()
+    let box = SignalBox.from(info)
     guard let handler = box.handler else { return }
-    let wrapper = box.owner ?? RLSignalSource(retaining: source, box: box)
-    handler(wrapper, RLSignal(signal: signum, count: Int(count)))
+    handler(box.wrapper { RLSignalSource(retaining: source, box: box) }, RLSignal(signal: signum, count: Int(count)))
 }

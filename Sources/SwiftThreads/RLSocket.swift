@@ -10,7 +10,7 @@ internal import Musl
 ///
 /// Make it with the kinds of callbacks wanted (``CallBackTypes``: one of
 /// `.read`, `.accept`, `.data`, plus `.connect` and/or `.write`) and a
-/// closure; add it to a run loop (``RLRunLoop/add(_:forMode:)-(RLSocket,_)``); the
+/// closure; add it to a run loop (``RLRunLoop/add(_:forMode:)``); the
 /// closure then runs on that loop's thread with an ``Event``:
 ///
 ///     // An echo server on 127.0.0.1, any free port.
@@ -124,7 +124,8 @@ public final class RLSocket: @unchecked Sendable {
     }
 
     /// The one C reference this wrapper owns.
-    let ref: RLSocketRef
+    private let reference: OwnedRef
+    var ref: RLSocketRef { reference.pointer }
     private let box: SocketBox
 
     /// Creates a socket (close on exec) that calls `callBack` for the kinds
@@ -139,15 +140,13 @@ public final class RLSocket: @unchecked Sendable {
                 callBackTypes: CallBackTypes,
                 callBack: (@Sendable (RLSocket, Event) -> Void)? = nil) throws(RLError) {
         let box = SocketBox(callBack: callBack)
-        var context = RLSocketContext(version: 0, info: Unmanaged.passUnretained(box).toOpaque(),
-                                      retain: rlBoxRetain, release: rlBoxRelease, copyDescription: nil)
-        // The C socket retains the box through context.retain.
-        let created = withExtendedLifetime(box) {
-            RLSocketCreate(nil, protocolFamily, socketType, `protocol`, RLOptionFlags(callBackTypes.rawValue),
-                           callBack == nil ? nil : rlSocketCallout, &context)
+        let created = box.withContextInfo { info in
+            var context = box.context(info)
+            return RLSocketCreate(nil, protocolFamily, socketType, `protocol`, RLOptionFlags(callBackTypes.rawValue),
+                                  callBack == nil ? nil : rlSocketCallout, &context)
         }
         guard let created else { throw RLError.last() }
-        self.ref = created
+        reference = OwnedRef(adopting: created)
         self.box = box
         box.owner = self
     }
@@ -161,26 +160,20 @@ public final class RLSocket: @unchecked Sendable {
     public init(nativeHandle: Int32, callBackTypes: CallBackTypes,
                 callBack: (@Sendable (RLSocket, Event) -> Void)? = nil) throws(RLError) {
         let box = SocketBox(callBack: callBack)
-        var context = RLSocketContext(version: 0, info: Unmanaged.passUnretained(box).toOpaque(),
-                                      retain: rlBoxRetain, release: rlBoxRelease, copyDescription: nil)
-        let created = withExtendedLifetime(box) {
-            RLSocketCreateWithNative(nil, nativeHandle, RLOptionFlags(callBackTypes.rawValue),
-                                     callBack == nil ? nil : rlSocketCallout, &context)
+        let created = box.withContextInfo { info in
+            var context = box.context(info)
+            return RLSocketCreateWithNative(nil, nativeHandle, RLOptionFlags(callBackTypes.rawValue),
+                                            callBack == nil ? nil : rlSocketCallout, &context)
         }
         guard let created else { throw RLError.last() }
-        self.ref = created
+        reference = OwnedRef(adopting: created)
         self.box = box
         box.owner = self
     }
 
     fileprivate init(retaining ref: RLSocketRef, box: SocketBox) {
-        RLRetain(UnsafeRawPointer(ref))
-        self.ref = ref
+        reference = OwnedRef(retaining: ref)
         self.box = box
-    }
-
-    deinit {
-        RLRelease(UnsafeRawPointer(ref))
     }
 
     // MARK: Addresses and connections
@@ -304,7 +297,7 @@ public final class RLSocket: @unchecked Sendable {
 
     /// The socket's run-loop source (one per socket: every call wraps the
     /// same C source; `order` counts on the first call only), or nil once
-    /// invalidated. ``RLRunLoop/add(_:forMode:)-(RLSocket,_)`` accepts the socket
+    /// invalidated. ``RLRunLoop/add(_:forMode:)`` accepts the socket
     /// directly.
     public func makeRunLoopSource(order: Int = 0) -> RLRunLoopSource? {
         guard let source = RLSocketCreateRunLoopSource(nil, ref, RLIndex(order)) else { return nil }
@@ -436,24 +429,12 @@ extension RLSocket {
 
 // MARK: - Run loops
 
-extension RLRunLoop {
-    /// Adds the socket's run-loop source to `mode`: its callbacks then run
-    /// on this loop's thread. A socket may be in several loops and modes.
-    @discardableResult
-    public func add(_ socket: RLSocket, forMode mode: Mode) -> Bool {
-        guard let source = socket.makeRunLoopSource() else { return false }
-        return add(source, forMode: mode)
-    }
-
-    @discardableResult
-    public func remove(_ socket: RLSocket, forMode mode: Mode) -> Bool {
-        guard let source = socket.makeRunLoopSource() else { return false }
-        return remove(source, forMode: mode)
-    }
-
-    public func contains(_ socket: RLSocket, forMode mode: Mode) -> Bool {
-        guard let source = socket.makeRunLoopSource() else { return false }
-        return contains(source, forMode: mode)
+extension RLSocket: RLRunLoopSchedulable {
+    /// Through the socket's run-loop source: its callbacks then run on the
+    /// loop's thread. A socket may be in several loops and modes.
+    public func runLoopMembership(_ membership: RLRunLoop.Membership, in runLoop: RLRunLoop,
+                                  mode: RLRunLoop.Mode) -> Bool {
+        runLoop.membership(membership, of: makeRunLoopSource(), mode: mode)
     }
 }
 
@@ -461,12 +442,9 @@ extension RLRunLoop {
 
 /// The closure of one C socket, shared by its Swift wrappers (which keep
 /// it alive while a callback may still run) and the C socket's context.
-final class SocketBox: @unchecked Sendable {
+final class SocketBox: RLCallbackBox<RLSocket>, @unchecked Sendable {
     private let mutex = ThreadsMutex()
     private var _callBack: (@Sendable (RLSocket, RLSocket.Event) -> Void)?
-    /// Set once at creation; weak because the wrapper owns the C socket,
-    /// which owns this box.
-    weak var owner: RLSocket?
 
     init(callBack: (@Sendable (RLSocket, RLSocket.Event) -> Void)?) {
         _callBack = callBack
@@ -475,12 +453,16 @@ final class SocketBox: @unchecked Sendable {
     var callBack: (@Sendable (RLSocket, RLSocket.Event) -> Void)? { mutex.locked { _callBack } }
 
     func clear() { mutex.locked { _callBack = nil } }
+
+    func context(_ info: UnsafeMutableRawPointer) -> RLSocketContext {
+        RLSocketContext(version: 0, info: info, retain: rlBoxRetain, release: rlBoxRelease, copyDescription: nil)
+    }
 }
 
 private func rlSocketCallout(_ socket: RLSocketRef?, _ type: RLSocketCallBackType, _ address: RLDataRef?,
                              _ data: UnsafeRawPointer?, _ info: UnsafeMutableRawPointer?) {
     guard let socket, let info else { return }
-    let box = Unmanaged<SocketBox>.fromOpaque(info).takeUnretainedValue()
+    let box = SocketBox.from(info)
     guard let callBack = box.callBack else { return }
     // The address and data are the callback's only: wrap them with a
     // reference of their own.
@@ -498,6 +480,5 @@ private func rlSocketCallout(_ socket: RLSocketRef?, _ type: RLSocketCallBackTyp
     case .write: event = .write
     default: return
     }
-    let wrapper = box.owner ?? RLSocket(retaining: socket, box: box)
-    callBack(wrapper, event)
+    callBack(box.wrapper { RLSocket(retaining: socket, box: box) }, event)
 }

@@ -91,7 +91,7 @@ open class RLSocketPort: RLPort, @unchecked Sendable {
         guard let parsed = RLSocketPort.parse(family: family, type: type, protocol: `protocol`, address: address),
               let made = RLSocketPort.makeLocal(family: parsed.family, address: parsed.host, tcpPort: parsed.port)
         else { return nil }
-        super.init(wrapping: made.ref, box: made.box, owned: true)
+        super.init(wrapping: made.ref, box: made.box, retaining: false)
         finishInit()
     }
 
@@ -117,7 +117,7 @@ open class RLSocketPort: RLPort, @unchecked Sendable {
               let ref = RLSocketPort.makeRemote(host: parsed.host ?? (parsed.family == AF_INET ? "0.0.0.0" : "::"),
                                                 tcpPort: parsed.port)
         else { return nil }
-        super.init(wrapping: ref, box: RLSocketPort.sharedBox(for: ref), owned: true)
+        super.init(wrapping: ref, box: RLSocketPort.sharedBox(for: ref), retaining: false)
         finishInit()
     }
 
@@ -133,7 +133,7 @@ open class RLSocketPort: RLPort, @unchecked Sendable {
         guard let made = RLSocketPort.makeLocal(family: family.cValue, address: address, tcpPort: tcpPort) else {
             throw RLError.last()
         }
-        super.init(wrapping: made.ref, box: made.box, owned: true)
+        super.init(wrapping: made.ref, box: made.box, retaining: false)
         finishInit()
     }
 
@@ -144,20 +144,20 @@ open class RLSocketPort: RLPort, @unchecked Sendable {
     ///   `.invalidArgument` for an empty host or TCP port 0.
     public init(remoteHost host: String, tcpPort: UInt16) throws(RLError) {
         guard let ref = RLSocketPort.makeRemote(host: host, tcpPort: tcpPort) else { throw RLError.last() }
-        super.init(wrapping: ref, box: RLSocketPort.sharedBox(for: ref), owned: true)
+        super.init(wrapping: ref, box: RLSocketPort.sharedBox(for: ref), retaining: false)
         finishInit()
     }
 
     /// Wraps a C socket port this wrapper owns a reference to; `box` is the
     /// local port's context, or nil for a remote port (its shared box).
     private convenience init(adopting ref: OpaquePointer, box: PortBox?) {
-        self.init(wrapping: ref, box: box ?? RLSocketPort.sharedBox(for: ref), owned: true)
+        self.init(wrapping: ref, box: box ?? RLSocketPort.sharedBox(for: ref), retaining: false)
         finishInit()
     }
 
     /// The designated initializer every other one ends in.
-    override init(wrapping ref: OpaquePointer, box: PortBox, owned: Bool) {
-        super.init(wrapping: ref, box: box, owned: owned)
+    override init(wrapping ref: OpaquePointer, box: PortBox, retaining: Bool) {
+        super.init(wrapping: ref, box: box, retaining: retaining)
     }
 
     /// Registers the wrapper and watches the port's invalidation (after
@@ -171,10 +171,9 @@ open class RLSocketPort: RLPort, @unchecked Sendable {
     private static func makeLocal(family: Int32, address: String?, tcpPort: UInt16) -> (ref: OpaquePointer, box: PortBox)? {
         if let address, address.utf8.contains(0) { return nil }
         let box = PortBox()
-        var context = RLSocketPortContext(version: 0, info: Unmanaged.passUnretained(box).toOpaque(),
-                                          retain: rlBoxRetain, release: rlBoxRelease, copyDescription: nil)
-        // The C port retains the box through context.retain.
-        let created = withExtendedLifetime(box) { () -> RLSocketPortRef? in
+        let created = box.withContextInfo { info -> RLSocketPortRef? in
+            var context = RLSocketPortContext(version: 0, info: info, retain: rlBoxRetain, release: rlBoxRelease,
+                                              copyDescription: nil)
             if let address {
                 return address.withCString { RLSocketPortCreateLocal(nil, family, $0, tcpPort, rlSocketPortCallout, &context) }
             }
@@ -192,7 +191,7 @@ open class RLSocketPort: RLPort, @unchecked Sendable {
     /// The box shared by the wrappers of a remote port (which has no C
     /// context): the registered one while a wrapper keeps it, else new.
     static func sharedBox(for ref: OpaquePointer) -> PortBox {
-        portRegistry.withLock { table in table[RLPort.key(ref)]?.box } ?? PortBox()
+        portRegistry.companion(for: RLPort.key(ref)) ?? PortBox()
     }
 
     /// The numeric host of a socket address: nil if malformed, .some(nil)
@@ -263,25 +262,18 @@ open class RLSocketPort: RLPort, @unchecked Sendable {
     /// meaningful during that callback.
     static func socketWrapper(for ref: OpaquePointer) -> RLSocketPort {
         let key = RLPort.key(ref)
-        let (port, isNew) = portRegistry.withLockHolding { table, held -> (RLSocketPort, Bool) in
-            let other = table[key]?.port
-            if let existing = other as? RLSocketPort { return (existing, false) }
-            if let other { held.append(other) }
+        var isNew = false
+        let port = portRegistry.wrapper(for: key, reuse: { $0 is RLSocketPort }) { old in
             // A box left by a freed port whose address was reused is not
             // this one's: a local port's box must be its context.
             let local = !RLSocketPortIsRemote(ref)
-            let old = table[key]?.box
-            if let old { held.append(old) }
             let known = old.flatMap { box in !local || box.isSocketContext(of: ref) ? box : nil }
             let box = known ?? PortBox()
-            let owned = RLRetain(UnsafeRawPointer(ref)) != nil
-            let port = RLSocketPort(wrapping: ref, box: box, owned: owned)
-            if owned {
-                box.key = key
-                table[key] = PortEntry(port: port, box: box)
-            }
-            return (port, owned)
-        }
+            let port = RLSocketPort(wrapping: ref, box: box, retaining: true)
+            if port.isOwning { box.key = key }
+            isNew = port.isOwning
+            return (port, box, port.isOwning)
+        } as! RLSocketPort
         // Outside the registry's lock: on an invalid port the callback runs
         // at once and takes that lock.
         if isNew { RLSocketPortSetInvalidationCallBack(ref, rlSocketPortInvalidated) }
@@ -409,7 +401,7 @@ open class RLSocketPort: RLPort, @unchecked Sendable {
     /// A local port's run-loop source; a remote port has none (false, with
     /// `RLError.last()`). Removing or asking about a port that never had a
     /// source does not make one (a source keeps a local port listening).
-    override func membership(_ op: PortMembership, in loop: RLRunLoopRef, mode: UnsafePointer<CChar>) -> Bool {
+    override func membership(_ op: RLRunLoop.Membership, in loop: RLRunLoopRef, mode: UnsafePointer<CChar>) -> Bool {
         // Removing a port that was never added is harmless (as for sources).
         if op != .add && !box.hasSource { return op == .remove }
         guard let source = RLSocketPortCreateRunLoopSource(nil, ref, 0) else { return false }
@@ -435,8 +427,7 @@ extension PortBox {
     /// (made by Swift for that port).
     func isSocketContext(of ref: OpaquePointer) -> Bool {
         var context = RLSocketPortContext()
-        guard RLSocketPortGetContext(ref, &context) else { return false }
-        return context.info == Unmanaged.passUnretained(self).toOpaque()
+        return RLSocketPortGetContext(ref, &context) && isInfo(context.info)
     }
 
     /// The remote port a local socket port sends to itself through: for
@@ -459,8 +450,7 @@ private func rlSocketPortCallout(_ local: RLSocketPortRef?, _ msgid: UInt32,
                                  _ components: UnsafePointer<RLTypeRef?>?, _ count: RLIndex,
                                  _ sendPort: RLSocketPortRef?, _ info: UnsafeMutableRawPointer?) {
     guard let local, let info else { return }
-    let box = Unmanaged<PortBox>.fromOpaque(info).takeUnretainedValue()
-    box.deliver {
+    PortBox.from(info).deliver {
         let parts = (0..<max(Int(count), 0)).compactMap { index in
             components?[index].map { RLPortComponent(component: $0) }
         }
@@ -473,8 +463,7 @@ private func rlSocketPortCallout(_ local: RLSocketPortRef?, _ msgid: UInt32,
 /// remote port has no context: its box is the registered one.
 private func rlSocketPortInvalidated(_ port: RLSocketPortRef?, _ info: UnsafeMutableRawPointer?) {
     guard let port else { return }
-    let box: PortBox? = info.map { Unmanaged<PortBox>.fromOpaque($0).takeUnretainedValue() }
-        ?? portRegistry.withLock { table in table[RLPort.key(port)]?.box }
+    let box: PortBox? = info.map { PortBox.from($0) } ?? portRegistry.companion(for: RLPort.key(port))
     guard let box else { return }
     let (stream, handler) = box.markInvalidated()
     stream?.finish()

@@ -552,10 +552,9 @@ final class CStream: @unchecked Sendable {
     func setClient(_ box: StreamBox) {
         let events = RLOptionFlags(RLStream.Event([.openCompleted, .hasBytesAvailable, .hasSpaceAvailable,
                                                    .errorOccurred, .endEncountered]).rawValue)
-        var context = RLStreamClientContext(version: 0, info: Unmanaged.passUnretained(box).toOpaque(),
-                                            retain: rlStreamBoxRetain, release: rlStreamBoxRelease,
-                                            copyDescription: nil)
-        withExtendedLifetime(box) {
+        box.withContextInfo { info in
+            var context = RLStreamClientContext(version: 0, info: info, retain: rlBoxRetain, release: rlBoxRelease,
+                                                copyDescription: nil)
             if isInput {
                 _ = RLReadStreamSetClient(pointer, events, rlReadStreamClient, &context)
             } else {
@@ -568,7 +567,7 @@ final class CStream: @unchecked Sendable {
 /// What one C stream tells Swift about: its delegate or the async sequence
 /// that took its events over, and where it is scheduled. Owned by the C
 /// stream (its client context); calls come from the loops' threads.
-final class StreamBox: @unchecked Sendable {
+final class StreamBox: RLCallbackBox<RLStream>, @unchecked Sendable {
     /// One receiver of events that is not the delegate (an async sequence).
     struct Subscriber {
         let id: UInt64
@@ -592,9 +591,6 @@ final class StreamBox: @unchecked Sendable {
     private var subscriber: Subscriber?
     private var nextID: UInt64 = 0
     private var schedules: [ScheduleKey: ScheduleEntry] = [:]
-    /// Set once, at creation; weak because the Swift stream owns the C
-    /// stream, which owns this box.
-    weak var owner: RLStream?
 
     var delegate: (any RLStreamDelegate)? {
         get { mutex.locked { _delegate } }
@@ -665,21 +661,12 @@ final class StreamBox: @unchecked Sendable {
     }
 }
 
-private func rlStreamBoxRetain(_ info: UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer? {
-    if let info { _ = Unmanaged<StreamBox>.fromOpaque(info).retain() }
-    return info
-}
-
-private func rlStreamBoxRelease(_ info: UnsafeMutableRawPointer?) {
-    if let info { Unmanaged<StreamBox>.fromOpaque(info).release() }
-}
-
 private func rlReadStreamClient(_ stream: RLReadStreamRef?, _ type: RLStreamEventType, _ info: UnsafeMutableRawPointer?) {
     guard let info else { return }
-    Unmanaged<StreamBox>.fromOpaque(info).takeUnretainedValue().deliver(RLStream.Event(rawValue: UInt(type.rawValue)))
+    StreamBox.from(info).deliver(RLStream.Event(rawValue: UInt(type.rawValue)))
 }
 
 private func rlWriteStreamClient(_ stream: RLWriteStreamRef?, _ type: RLStreamEventType, _ info: UnsafeMutableRawPointer?) {
     guard let info else { return }
-    Unmanaged<StreamBox>.fromOpaque(info).takeUnretainedValue().deliver(RLStream.Event(rawValue: UInt(type.rawValue)))
+    StreamBox.from(info).deliver(RLStream.Event(rawValue: UInt(type.rawValue)))
 }

@@ -42,30 +42,19 @@ internal import Musl
 /// ``addWillBecomeMultiThreadedHandler(_:)``, `performSelector…` → the
 /// `perform` family (RLPerform.swift).
 public final class RLThread: @unchecked Sendable {
-    /// The one C reference this wrapper owns (released in deinit), unless
-    /// `owned` is false (see `wrapper(for:)`).
-    let ref: RLThreadRef
-    private let owned: Bool
+    /// The one C reference this wrapper owns (see `wrapper(for:)`).
+    private let reference: OwnedRef
+    var ref: RLThreadRef { reference.pointer }
     /// The Swift side of a thread created from Swift (its body, result and
     /// error); nil for threads made elsewhere (main, C, plain pthreads).
     private let state: ThreadState?
 
-    private init(ref: RLThreadRef, owned: Bool, state: ThreadState?) {
-        self.ref = ref
-        self.owned = owned
+    private init(retaining ref: RLThreadRef, state: ThreadState?) {
+        reference = OwnedRef(retaining: ref)
         self.state = state
     }
 
-    deinit {
-        let key = RLThread.key(ref)
-        RLThread.registry.withLockHolding { table, held in
-            guard let entry = table[key] else { return }
-            let thread = entry.thread, state = entry.state
-            held += [thread as AnyObject?, state as AnyObject?].compactMap { $0 }
-            if thread == nil && state == nil { table[key] = nil }
-        }
-        if owned { RLRelease(UnsafeRawPointer(ref)) }
-    }
+    deinit { RLThread.registry.forget(RLThread.key(ref)) }
 
     // MARK: Creating
 
@@ -101,13 +90,10 @@ public final class RLThread: @unchecked Sendable {
         if joinable && !RLThreadSetJoinable(created, true) {
             fatalError("RLThread: \(RLError.last())")
         }
-        self.ref = created
-        self.owned = true
+        reference = OwnedRef(adopting: created)
         self.state = state
         state.registryKey = RLThread.key(created)
-        RLThread.registry.withLock { table in
-            table[RLThread.key(created)] = RegistryEntry(thread: self, state: state)
-        }
+        RLThread.registry.record(RLThread.key(created), wrapper: self, companion: state)
     }
 
     /// Starts the thread (`RLThreadStart`). A thread cancelled before this
@@ -435,14 +421,11 @@ public final class RLThread: @unchecked Sendable {
 
     // MARK: Wrapper registry (one Swift object per C thread while alive)
 
-    fileprivate struct RegistryEntry {
-        weak var thread: RLThread?
-        weak var state: ThreadState?
-    }
+    /// C thread → its wrapper and, for a thread created from Swift, its
+    /// state.
+    fileprivate static let registry = RLWrapperRegistry<RLThread, ThreadState>()
 
-    fileprivate static let registry = ThreadsMutexProtected<[UInt: RegistryEntry]>([:])
-
-    private static func key(_ ref: RLThreadRef) -> UInt { UInt(bitPattern: Int(bitPattern: ref)) }
+    private static func key(_ ref: RLThreadRef) -> UInt { RLWrapperRegistry<RLThread, ThreadState>.key(ref) }
 
     /// The live wrapper of `ref`, or a new one (retaining `ref`), which finds
     /// the Swift state of a thread created from Swift.
@@ -451,14 +434,9 @@ public final class RLThread: @unchecked Sendable {
     /// wrapper does not own it and is not cached: it is only meaningful for
     /// the duration of the callout that made it.
     static func wrapper(for ref: RLThreadRef) -> RLThread {
-        let key = key(ref)
-        return registry.withLock { table in
-            if let existing = table[key]?.thread { return existing }
-            let state = table[key]?.state
-            let owned = RLRetain(UnsafeRawPointer(ref)) != nil
-            let thread = RLThread(ref: ref, owned: owned, state: state)
-            if owned { table[key] = RegistryEntry(thread: thread, state: state) }
-            return thread
+        registry.wrapper(for: key(ref)) { state in
+            let thread = RLThread(retaining: ref, state: state)
+            return (thread, state, thread.reference.owned)
         }
     }
 }
@@ -494,15 +472,7 @@ private final class ThreadState: @unchecked Sendable {
 
     init(body: @escaping @Sendable () throws -> any Sendable) { self.body = body }
 
-    deinit {
-        let key = registryKey
-        RLThread.registry.withLockHolding { table, held in
-            guard let entry = table[key] else { return }
-            let thread = entry.thread, state = entry.state
-            held += [thread as AnyObject?, state as AnyObject?].compactMap { $0 }
-            if thread == nil && state == nil { table[key] = nil }
-        }
-    }
+    deinit { RLThread.registry.forget(registryKey) }
 
     var outcome: Outcome? { mutex.locked { _outcome } }
 

@@ -22,7 +22,8 @@ internal import CRunLoop
 /// it, otherwise a new wrapper of the same C timer.
 public final class RLTimer: @unchecked Sendable {
     /// The one C reference this wrapper owns.
-    let ref: RLRunLoopTimerRef
+    private let reference: OwnedRef
+    var ref: RLRunLoopTimerRef { reference.pointer }
     private let box: TimerBox
 
     /// Creates a timer that first fires at `date` (an absolute time, seconds
@@ -41,17 +42,13 @@ public final class RLTimer: @unchecked Sendable {
         // rejects (NaN): an infinite interval or date means "never".
         let period: RLTimeInterval = repeats ? (interval > 0 ? min(interval, RLTime.distantFuture) : 0.0001) : 0
         let fireDate = date.isNaN || date == -.infinity ? RLTime.now : min(date, RLTime.distantFuture)
-        var context = RLRunLoopTimerContext(version: 0,
-                                            info: Unmanaged.passUnretained(box).toOpaque(),
-                                            retain: rlBoxRetain, release: rlBoxRelease,
-                                            copyDescription: nil)
-        // The C timer retains the box through context.retain; keep it alive
-        // until then.
-        let created = withExtendedLifetime(box) {
-            RLRunLoopTimerCreate(nil, fireDate, period, 0, 0, rlTimerCallout, &context)
+        let created = box.withContextInfo { info in
+            var context = RLRunLoopTimerContext(version: 0, info: info, retain: rlBoxRetain, release: rlBoxRelease,
+                                                copyDescription: nil)
+            return RLRunLoopTimerCreate(nil, fireDate, period, 0, 0, rlTimerCallout, &context)
         }
         guard let created else { fatalError("RLTimer: \(RLError.last())") }
-        self.ref = created
+        reference = OwnedRef(adopting: created)
         self.box = box
         box.owner = self
     }
@@ -67,13 +64,8 @@ public final class RLTimer: @unchecked Sendable {
     /// Wraps a C timer, taking one new reference (for callouts that run after
     /// the user dropped the original wrapper).
     fileprivate init(retaining ref: RLRunLoopTimerRef, box: TimerBox) {
-        RLRetain(UnsafeRawPointer(ref))
-        self.ref = ref
+        reference = OwnedRef(retaining: ref)
         self.box = box
-    }
-
-    deinit {
-        RLRelease(UnsafeRawPointer(ref))
     }
 
     /// Creates a timer and schedules it on the current thread's run loop in
@@ -139,31 +131,14 @@ extension RLTimer: CustomStringConvertible {
 }
 
 /// The timer's closure, handed to C as the context's `info`.
-final class TimerBox {
+final class TimerBox: RLCallbackBox<RLTimer>, @unchecked Sendable {
     let block: @Sendable (RLTimer) -> Void
-    /// The user's wrapper, set once before the timer can be scheduled; weak
-    /// because the wrapper owns the C timer, which owns this box.
-    weak var owner: RLTimer?
 
     init(block: @escaping @Sendable (RLTimer) -> Void) { self.block = block }
 }
 
 private func rlTimerCallout(_ timer: RLRunLoopTimerRef?, _ info: UnsafeMutableRawPointer?) {
     guard let timer, let info else { return }
-    let box = Unmanaged<TimerBox>.fromOpaque(info).takeUnretainedValue()
-    let wrapper = box.owner ?? RLTimer(retaining: timer, box: box)
-    box.block(wrapper)
-}
-
-// MARK: Context callbacks shared by every boxed closure
-
-/// `retain` of a C context whose `info` is an unretained Swift object.
-func rlBoxRetain(_ info: UnsafeRawPointer?) -> UnsafeRawPointer? {
-    if let info { _ = Unmanaged<AnyObject>.fromOpaque(info).retain() }
-    return info
-}
-
-/// `release` balancing ``rlBoxRetain(_:)``.
-func rlBoxRelease(_ info: UnsafeRawPointer?) {
-    if let info { Unmanaged<AnyObject>.fromOpaque(info).release() }
+    let box = TimerBox.from(info)
+    box.block(box.wrapper { RLTimer(retaining: timer, box: box) })
 }
