@@ -69,7 +69,7 @@ RLAbsoluteTime RLRunLoopGetNextTimerFireDate(RLRunLoopRef rl, RLRunLoopMode mode
 }
 
 /* ------------------------------------------------------------------ */
-/* perform requests (the queue is RLRunLoopPerform.c's)                */
+/* perform requests (the queue is rl_pqueue.c's)                       */
 
 rl__perform_queue *rl__runloop_perform_queue(RLRunLoopRef rl, const char *fname) {
     return rl__check_loop(rl, fname) ? &rl->pq : NULL;
