@@ -9,12 +9,18 @@
  * file. The loop never calls into this file.
  */
 #include "RLRunLoopPerformInternal.h"
-#include "runloop_internal.h"
+#include "rl_loop.h"
 
 #include <string.h>
 
 /* ------------------------------------------------------------------ */
 /* checks                                                              */
+
+/* The queue of loop rl, or NULL (error set) if rl is not a run loop. The
+ * check is inline: the usual request costs a few dozen instructions. */
+static inline rl__perform_queue *rl_queue_of(RLRunLoopRef rl, const char *fname) {
+    return rl__check_loop(rl, fname) ? &rl->pq : NULL;
+}
 
 /* Checks the modes of r: each a non-empty name. */
 static bool rl_modes_check(const rl__preq *r, const char *fname) {
@@ -64,7 +70,7 @@ static bool rl_modes_create(RLRunLoopRef rl, const rl__preq *r, const char *fnam
 /* submitting                                                          */
 
 bool rl__perform_submit(RLRunLoopRef rl, const rl__preq *r, const char *fname) {
-    rl__perform_queue *q = rl__runloop_perform_queue(rl, fname);
+    rl__perform_queue *q = rl_queue_of(rl, fname);
     /* The usual request needs no check, and its mode exists. */
     bool ok = q && (rl_is_usual(r) || (rl__preq_check(r, fname) &&
                                        (!atomic_load_explicit(&q->closed, memory_order_relaxed) ||
@@ -108,7 +114,7 @@ void rl__perform_run_now(const rl__preq *r) {
 bool RLRunLoopPerformFunction(RLRunLoopRef rl, RLRunLoopMode mode, void (*fn)(void *info), void *info) {
     /* The usual request straight to the queue: millions a second. */
     rl__perform_queue *q;
-    if (RL__UNLIKELY(mode != kRLRunLoopDefaultMode || !fn || !(q = rl__runloop_perform_queue(rl, __func__)))) {
+    if (RL__UNLIKELY(mode != kRLRunLoopDefaultMode || !fn || !(q = rl_queue_of(rl, __func__)))) {
         rl__preq r = {.fn = fn, .info = info, .modes = &mode, .nmodes = 1};
         return rl__perform_submit(rl, &r, __func__);
     }
@@ -144,7 +150,7 @@ bool RLRunLoopPerformBlock(RLRunLoopRef rl, RLRunLoopMode mode, void (^block)(vo
     if (!block)
         return rl__fail(kRLErrorInvalidArgument, __func__, "NULL block");
     rl__perform_queue *q;
-    if (RL__UNLIKELY(mode != kRLRunLoopDefaultMode || !(q = rl__runloop_perform_queue(rl, __func__)))) {
+    if (RL__UNLIKELY(mode != kRLRunLoopDefaultMode || !(q = rl_queue_of(rl, __func__)))) {
         rl__preq r = {.block = (void *)block, .modes = &mode, .nmodes = 1};
         return rl__perform_submit(rl, &r, __func__);
     }

@@ -246,8 +246,6 @@ RL__HIDDEN void rl__perform_destroy(rl__perform_queue *q);
 
 /* ---- from the loop core, for the front end ---- */
 
-/* The queue of loop rl, or NULL (error set) if rl is not a run loop. */
-RL__HIDDEN rl__perform_queue *rl__runloop_perform_queue(RLRunLoopRef rl, const char *fname);
 /* As CF, queuing a request for a named mode brings the mode into being. */
 RL__HIDDEN bool rl__runloop_mode_create(RLRunLoopRef rl, RLRunLoopMode mode, const char *fname);
 
