@@ -77,12 +77,14 @@ static inline bool rl_pq_push_locked(rl_pqueue *pq, const rl_pslot *s, uint32_t 
     return true;
 }
 
+#if __BLOCKS__ && RL_TRICK_BLOCK_COPY
 /* Whether k slots can be appended without a new chunk from malloc. Lock
  * held. */
 static inline bool rl_pq_has_room_locked(const rl_pqueue *pq, uint32_t k) {
     const rl_pchunk *c = pq->q.tail;
     return (c && c->n + k <= RL_PCHUNK_SLOTS) || pq->pool.head != NULL;
 }
+#endif
 
 /* The queued slots, handed over whole; the queue is left empty. Lock held. */
 static inline rl_pchain rl_pq_take_locked(rl_pqueue *pq) {
