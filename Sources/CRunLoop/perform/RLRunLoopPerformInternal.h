@@ -1,7 +1,7 @@
 /*
  * RLRunLoopPerformInternal.h — perform requests, private: the one header of
- * the perform room. What the loop embeds and drives (its queue), and what
- * the front ends hand it (a request). Private.
+ * the perform room: what the loop embeds and drives (its queue), and what
+ * the front ends hand it (a request).
  *
  * Every perform request of the library is one record (rl__preq) put into
  * the one queue of the target loop: a function and its info (or a block),
@@ -15,19 +15,22 @@
  * Who is who:
  *   rl_pqueue.c         the queue: storage, records, block copies, pushing,
  *                       waiting, running, trimming, dropping. It calls no
- *                       run-loop file (the loop drives it).
+ *                       run-loop file: the loop drives it (and its
+ *                       finalizer frees it), so a call back would close a
+ *                       circle.
  *   RLRunLoopPerform.c  rl__perform_submit, the one way in of every front
  *                       end: checks a request, brings its modes into being,
  *                       queues it, wakes the loop, waits. The public
  *                       RLRunLoopPerform* calls.
  *   RLPerform.c         RLThreadPerform* (a thread's loop) and delayed
  *                       performs; RLWorkerThread.c: RLWorkerThreadPerform*
- *                       (through the thread). The Swift overlay uses these.
+ *                       (the worker's loop). The Swift overlay uses these.
  *
  * The loop core calls the queue through four functions: run the requests
  * for a mode (rl__perform_run), ask whether any wait for a mode
  * (rl__perform_has_for), give memory back before sleeping
- * (rl__perform_trim), and close it at teardown (rl__perform_close).
+ * (rl__perform_trim), and close it at teardown (rl__perform_close); the
+ * loop's finalizer frees it (rl__perform_destroy).
  */
 #ifndef CRUNLOOP_RLRUNLOOPPERFORMINTERNAL_H
 #define CRUNLOOP_RLRUNLOOPPERFORMINTERNAL_H
