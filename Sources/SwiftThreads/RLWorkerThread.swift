@@ -1,9 +1,4 @@
 internal import CRunLoop
-#if canImport(Glibc)
-internal import Glibc
-#elseif canImport(Musl)
-internal import Musl
-#endif
 
 /// A thread with a run loop that starts and stops synchronously
 /// (`RLWorkerThreadRef`): the start/stop pattern of the "Controlling How
@@ -12,9 +7,10 @@ internal import Musl
 ///
 /// - ``start()`` returns once the worker's run loop is running and ready.
 /// - ``async(_:)``, ``sync(_:)`` and ``run(_:)`` hand work to it; work runs
-///   FIFO on the worker thread, in its run loop's common modes. (Requests
-///   made to its thread or run loop through ``RLThread`` or ``RLRunLoop``
-///   are not ordered with these.)
+///   FIFO on the worker thread, in its run loop's common modes. It goes into
+///   the run loop's one perform queue, so requests made from one thread to
+///   the worker, its ``thread`` (`RLThread.perform(modes:_:)`) or its
+///   ``runLoop`` (`RLRunLoop.perform(_:)`) run in the order they were made.
 /// - ``stop()`` returns once the thread has fully exited — its run loop torn
 ///   down, its will-exit handlers run, the thread joined. Work queued before
 ///   ``stop()`` runs first.
@@ -36,8 +32,6 @@ internal import Musl
 public final class RLWorkerThread: @unchecked Sendable {
     /// The one C reference this wrapper owns.
     let ref: RLWorkerThreadRef
-    /// The FIFO of ``async(_:)`` work and actor jobs.
-    private let queue = RLWorkerQueue()
 
     /// Identifies a handler of ``addWillExitHandler(_:)`` for
     /// ``removeWillExitHandler(_:)``.
@@ -144,17 +138,16 @@ public final class RLWorkerThread: @unchecked Sendable {
     /// Queues `block` on the worker and returns.
     ///
     /// Work queued here (and actor jobs, ``enqueue(_:)``) goes into the
-    /// worker's own FIFO, which the worker drains in batches: one run-loop
-    /// request per batch, not per closure (see `RLWorkerQueue`). It runs in
-    /// the order it was queued, and before any ``sync(_:)`` or ``run(_:)``
-    /// work queued after it. Requests made to the worker's thread or run
-    /// loop through ``RLThread`` or ``RLRunLoop`` are another queue, not
-    /// ordered with this one.
+    /// worker run loop's one perform queue (`RLWorkerThreadPerformBlockAsync`),
+    /// with the requests made through ``sync(_:)``, ``run(_:)``, its thread
+    /// (`RLThread.perform(modes:_:)`) and its run loop
+    /// (`RLRunLoop.perform(_:)`): what one thread queues runs in the order
+    /// it was queued, whichever of these queued it.
     ///
     /// - Throws: `RLError` `.invalidState` if the worker is not running
     ///   (nothing is queued; the closure is released unrun).
     public func async(_ block: @escaping @Sendable () -> Void) throws(RLError) {
-        try queue.add(block, to: ref)
+        guard RLWorkerThreadPerformBlockAsync(ref, block) else { throw RLError.last() }
     }
 
     /// Runs `body` on the worker and returns its value (or rethrows its
@@ -232,249 +225,4 @@ extension RLWorkerThread: SerialExecutor {
 /// worker, read by the caller after the C call returned.
 private final class SyncOutcome<T>: @unchecked Sendable {
     var result: Result<T, any Error>?
-}
-
-/// The FIFO of one worker's fire-and-forget work (``RLWorkerThread/async(_:)``
-/// and actor jobs), drained on the worker in batches.
-///
-/// Why: handing each closure to the C library as its own request costs a
-/// block copy (Swift copies an escaping closure to the heap before the C
-/// call, so the C side cannot use its copy-free path for stack blocks), a
-/// free on the worker, and the worker's and the thread's checks, locks and
-/// reference counts, per closure. Here a closure costs an append under a
-/// mutex; only the first closure of a batch makes a C request (a *drain*,
-/// in the worker's common modes, which also wakes the loop), and the drain
-/// runs every closure queued until it starts. This is how swift-nio's
-/// event loop takes `execute` work.
-///
-/// The protocol, all under `mutex`: `posted` is true while exactly one
-/// drain request is queued in the C library and has not started. The
-/// first `add` of a batch sets it and then makes the request; later adds
-/// only append. A drain that starts takes every pending closure and clears
-/// `posted`; a drain that is dropped unrun (the worker stopped or its
-/// thread exited first) or refused drops every pending closure (releases
-/// them unrun) and clears `posted`. So every appended closure belongs to
-/// the one outstanding drain, which either runs it or drops it.
-///
-/// FIFO with ``RLWorkerThread/sync(_:)`` and ``RLWorkerThread/run(_:)``
-/// (which go to the C queue directly): a closure appended before such a
-/// request was made has its drain in the C queue already, ahead of it.
-final class RLWorkerQueue: @unchecked Sendable {
-    typealias Work = @Sendable () -> Void
-
-    // The fields are reached under the mutex or from the worker thread
-    // only (see each); Swift's run-time exclusivity checks on them would
-    // cost as much as the rest of a hand-over, and are off.
-    private let mutex = ThreadsMutex()
-    /// Under `mutex`: closures queued for the next drain.
-    @exclusivity(unchecked) private var pending = RLWorkBuffer()
-    /// Under `mutex`: a drain request is queued and has not started.
-    @exclusivity(unchecked) private var posted = false
-
-    /// The worker thread only: the batch being run; `inFlight.next` is the
-    /// next to run. A drain run by a nested run of the loop (from inside a
-    /// closure of the batch) goes on from there, so the batch still runs in
-    /// order, before what was queued later.
-    @exclusivity(unchecked) private var inFlight = RLWorkBuffer()
-
-    deinit {
-        pending.dispose()
-        inFlight.dispose()
-    }
-
-    /// Appends `work`; makes the drain request if none is outstanding.
-    func add(_ work: @escaping Work, to worker: RLWorkerThreadRef) throws(RLError) {
-        mutex.lock()
-        pending.append(work)
-        let mustPost = !posted
-        posted = true
-        mutex.unlock()
-        guard mustPost else { return }
-        let ticket = RLWorkerDrainTicket(queue: self)
-        let info = Unmanaged.passRetained(ticket).toOpaque()
-        let ok = RLWorkerThreadPerformAsyncWithRelease(worker, rlWorkerDrainRun, info, rlWorkerDrainRelease)
-        ticket.posting = false
-        guard ok else {
-            // The release callback took the pending closures (ours among
-            // them) into the ticket without releasing them: releasing runs
-            // deinits, which could overwrite the C error read here.
-            let error = RLError.last()
-            ticket.refused.removeAll()
-            throw error
-        }
-    }
-
-    /// The drain request ran: runs every pending closure, in order.
-    fileprivate func drain() {
-        mutex.lock()
-        if inFlight.isDone {
-            inFlight.reset()
-            swap(&inFlight, &pending)
-        } else {
-            // A nested drain: after what the outer batch has left.
-            inFlight.takeAll(from: &pending)
-        }
-        posted = false
-        mutex.unlock()
-        while let work = inFlight.takeNext() {
-            work()
-        }
-        inFlight.reset()
-    }
-
-    /// The outstanding drain request will not run: takes what it would
-    /// have run (the caller releases it, outside the mutex).
-    fileprivate func takePending() -> [Work] {
-        mutex.lock()
-        posted = false
-        let taken = pending.takeRest()
-        mutex.unlock()
-        return taken
-    }
-
-    /// The worker thread is exiting from inside a closure of a batch
-    /// (``RLThread/exit()``): takes the rest of the batch, unrun.
-    fileprivate func takeRestOfBatch() -> [Work] {
-        let rest = inFlight.takeRest()
-        inFlight.reset()
-        return rest
-    }
-}
-
-/// A FIFO of closures in one buffer: appended at `count`, taken (moved
-/// out, no reference counting) at `next`. Not thread-safe; a value type
-/// only so that two can be swapped in O(1) — the owner calls ``dispose()``.
-struct RLWorkBuffer {
-    /// A closure as the buffer stores it. In a struct, because a function
-    /// type stored as a generic pointee is kept in its most general form,
-    /// and converting to and from it allocates a thunk each way.
-    private struct Item {
-        let work: RLWorkerQueue.Work
-    }
-
-    private var base: UnsafeMutablePointer<Item>?
-    private var capacity = 0
-    private var count = 0
-    private(set) var next = 0
-
-    /// Capacity kept for the next batch once this one is done; above it
-    /// (after a backlog) the memory goes back to malloc.
-    private static let keptCapacity = 1024
-
-    /// Every closure was taken.
-    var isDone: Bool { next == count }
-
-    mutating func append(_ work: @escaping RLWorkerQueue.Work) {
-        if count == capacity { grow(to: max(64, capacity * 2)) }
-        (base! + count).initialize(to: Item(work: work))
-        count += 1
-    }
-
-    /// The next closure, moved out; nil when all were taken.
-    mutating func takeNext() -> RLWorkerQueue.Work? {
-        guard next < count else { return nil }
-        let item = (base! + next).move()
-        next += 1
-        return item.work
-    }
-
-    /// Moves every untaken closure of `other` to the end of this one.
-    mutating func takeAll(from other: inout RLWorkBuffer) {
-        while let work = other.takeNext() { append(work) }
-        other.reset()
-    }
-
-    /// The untaken closures, moved out into an array.
-    mutating func takeRest() -> [RLWorkerQueue.Work] {
-        var rest: [RLWorkerQueue.Work] = []
-        rest.reserveCapacity(count - next)
-        while let work = takeNext() { rest.append(work) }
-        reset()
-        return rest
-    }
-
-    /// Empties a buffer whose closures were all taken.
-    mutating func reset() {
-        precondition(next == count, "RLWorkBuffer.reset with closures left")
-        next = 0
-        count = 0
-        if capacity > Self.keptCapacity {
-            base?.deallocate()
-            base = nil
-            capacity = 0
-        }
-    }
-
-    /// Releases the untaken closures and the memory.
-    mutating func dispose() {
-        if let base {
-            (base + next).deinitialize(count: count - next)
-            base.deallocate()
-        }
-        base = nil
-        capacity = 0
-        count = 0
-        next = 0
-    }
-
-    private mutating func grow(to newCapacity: Int) {
-        let newBase = UnsafeMutablePointer<Item>.allocate(capacity: newCapacity)
-        if let base {
-            // The taken ones are gone already: keep only the rest.
-            (newBase).moveInitialize(from: base + next, count: count - next)
-            base.deallocate()
-        }
-        count -= next
-        next = 0
-        base = newBase
-        capacity = newCapacity
-    }
-}
-
-/// One drain request of an `RLWorkerQueue`, the C request's info.
-///
-/// The drain reaches the ticket and the queue without retaining them
-/// (`_withUnsafeGuaranteedRef`): a closure may end the thread
-/// (``RLThread/exit()``), and what a Swift frame retained is then never
-/// released — the queue, its buffers and the ticket would leak. The C
-/// request holds the ticket (passed retained, released by the release
-/// callback), and the ticket holds the queue.
-private final class RLWorkerDrainTicket: @unchecked Sendable {
-    let queue: Unmanaged<RLWorkerQueue>
-    /// Set by the drain, on the worker, before it runs anything.
-    var ran = false
-    /// True while the poster is inside the C call; read by the release
-    /// callback only on the poster's own thread.
-    var posting = true
-    let poster = pthread_self()
-    /// What a refused request would have run, left for the poster.
-    var refused: [RLWorkerQueue.Work] = []
-
-    init(queue: RLWorkerQueue) { self.queue = Unmanaged.passRetained(queue) }
-
-    deinit { queue.release() }
-}
-
-private let rlWorkerDrainRun: @convention(c) (UnsafeMutableRawPointer?) -> Void = { info in
-    Unmanaged<RLWorkerDrainTicket>.fromOpaque(info!)._withUnsafeGuaranteedRef { ticket in
-        ticket.ran = true
-        ticket.queue._withUnsafeGuaranteedRef { $0.drain() }
-    }
-}
-
-/// Called once per drain request: after it ran, when it is dropped unrun,
-/// or (on the poster's thread, inside the C call) when it is refused.
-private let rlWorkerDrainRelease: @convention(c) (UnsafeMutableRawPointer?) -> Void = { info in
-    let ticket = Unmanaged<RLWorkerDrainTicket>.fromOpaque(info!).takeRetainedValue()
-    if !ticket.ran {
-        let unrun = ticket.queue.takeUnretainedValue().takePending()
-        if pthread_equal(ticket.poster, pthread_self()) != 0 && ticket.posting {
-            ticket.refused = unrun
-        }
-        // Otherwise `unrun` is released here, unrun, outside the mutex.
-    } else {
-        // After a drain that returned, its batch is empty; what is left
-        // means the thread is exiting from inside a closure.
-        _ = ticket.queue.takeUnretainedValue().takeRestOfBatch()
-    }
 }

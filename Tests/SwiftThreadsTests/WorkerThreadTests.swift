@@ -190,8 +190,14 @@ struct WorkerThreadTests {
         #expect(all.first == "outer starts")
         #expect(all.contains("inner"))
         #expect(all.contains("outer ends, saw inner: true"))
-        // What was queued before the nested run stays ahead of what came later.
-        #expect(all.firstIndex(of: "queued behind outer")! < all.firstIndex(of: "inner")!)
+        // Worker work is one request each in the loop's queue, as every
+        // perform request (CF's way): a nested run runs what was queued
+        // after the running batch was taken ("inner"); what that batch
+        // still holds runs after the request that nests. Whether "queued
+        // behind outer" was in that batch depends on timing: it runs once,
+        // after "outer starts", either way.
+        #expect(all.filter { $0 == "queued behind outer" }.count == 1)
+        #expect(all.firstIndex(of: "queued behind outer")! > 0)
     }
 
     @Test func workQueuedBeforeStopRunsAndStopWaitsForExitHandlers() throws {

@@ -87,8 +87,12 @@ RL_EXPORT RLThreadHandlerToken RLWorkerThreadAddWillExitHandlerBlock(RLWorkerThr
  * kRLErrorNotFound for an unknown token. */
 RL_EXPORT bool RLWorkerThreadRemoveWillExitHandler(RLWorkerThreadRef worker, RLThreadHandlerToken token);
 
-/* Queues fn(arg) on the worker and returns. kRLErrorInvalidState if the
- * worker is not running; kRLErrorInvalidArgument for a NULL fn. */
+/* Queues fn(arg) on the worker and returns. The work goes into the queue
+ * of the worker's run loop, in its common modes, the one queue that
+ * RLRunLoopPerform* and RLThreadPerform* use: requests to the worker from
+ * one thread run in the order they were made, whichever of these calls
+ * made them. kRLErrorInvalidState if the worker is not running;
+ * kRLErrorInvalidArgument for a NULL fn. */
 RL_EXPORT bool RLWorkerThreadPerformAsync(RLWorkerThreadRef worker, void (*fn)(void *RL_NULLABLE arg),
                                           void *RL_NULLABLE arg);
 /* Runs fn(arg) on the worker and returns after it ran (at once when called

@@ -3,13 +3,12 @@
  * kernel objects (one epoll fd, one eventfd and one timerfd per loop,
  * however many modes, made by rl_poll.c), the thread -> loop table
  * (RLRunLoopGetCurrent, RLRunLoopGetMain, a loop made for a thread from
- * another one), teardown when a thread exits, the loop's part of fork(),
- * the bridge to its perform queue, and the public queries of its modes.
+ * another one), teardown when a thread exits (closing its perform
+ * queue), the loop's part of fork(), and the public queries of its modes.
  *
  * The top of the loop core: it calls down into memberships (teardown),
  * modes, the perform queue and the loop object (rl_loop.c); the iteration
- * (RLRunLoopRun.c) and the perform front ends call it, and nothing below
- * calls back up. Where the rest lives: docs/architecture.md.
+ * (RLRunLoopRun.c) and RLThread call it, and nothing below calls back up. Where the rest lives: docs/architecture.md.
  */
 #include "RLRunLoopMembership.h"
 #include "RLRunLoopMode.h"
@@ -67,13 +66,6 @@ RLAbsoluteTime RLRunLoopGetNextTimerFireDate(RLRunLoopRef rl, RLRunLoopMode mode
         date = 0;
     rl__loop_unlock(rl);
     return date;
-}
-
-/* ------------------------------------------------------------------ */
-/* perform requests (the queue is RLRunLoopPerform.c's)                */
-
-rl__perform_queue *rl__runloop_perform_queue(RLRunLoopRef rl, const char *fname) {
-    return rl__check_loop(rl, fname) ? &rl->pq : NULL;
 }
 
 /* ------------------------------------------------------------------ */

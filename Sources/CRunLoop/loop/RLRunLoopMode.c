@@ -88,7 +88,7 @@ void rl__mode_recompute_mask(rl_mode *m) {
 
 bool rl__runloop_mode_create(RLRunLoopRef rl, RLRunLoopMode mode, const char *fname) {
     rl__loop_lock(rl);
-    bool ok = rl__mode_get(rl, mode, fname) != NULL;
+    bool ok = rl__mode_find_slow(rl, mode) || rl__mode_new(rl, mode, fname);
     rl__loop_unlock(rl);
     return ok;
 }

@@ -5,7 +5,7 @@
  * file. It calls nothing of theirs: each room's functions are declared in
  * the room's own header (rl_lock.h, rl_loop.h, rl_wake.h, rl_fdtab.h,
  * rl_ready.h, RLRunLoopMode.h, RLRunLoopMembership.h, rl_heap.h,
- * rl_pqueue.h); docs/architecture.md maps the rooms.
+ * RLRunLoopPerformInternal.h); docs/architecture.md maps the rooms.
  *
  * Locking (the whole protocol, as a table: docs/locking.md): each run loop
  * has its own lock (the loop lock) over its modes, memberships, timer heaps,

@@ -1,176 +1,42 @@
 /*
- * RLRunLoopPerform.c — queuing perform requests: the checks, the push into a
- * loop's queue (rl_pqueue.c) with its wake-up, waitUntilDone, and the public
- * RLRunLoopPerform* calls. Above the loop core: it wakes the loop and finds
- * its queue and modes; the loop never calls into it.
+ * RLRunLoopPerform.c — the way in of perform requests: rl__perform_submit,
+ * which every front end calls (RLRunLoopPerform* here, RLThreadPerform* in
+ * RLPerform.c, RLWorkerThreadPerform* through it, the Swift overlay through
+ * those), and the public RLRunLoopPerform* calls. It checks a request,
+ * brings its modes into being, hands it to the loop's queue (rl_pqueue.c),
+ * wakes the loop and waits for it: what needs the loop is done here, above
+ * the loop, so that the queue, which the loop drives, calls no run-loop
+ * file. The loop never calls into this file.
  */
-#include "RLLockInternal.h"
-#include "RLRunLoopMode.h"
-#include "rl_pqueue.h"
+#include "RLRunLoopPerformInternal.h"
+#include "rl_loop.h"
 
-#include <sched.h>
-#include <stdlib.h>
 #include <string.h>
 
 /* ------------------------------------------------------------------ */
-/* queuing                                                             */
+/* checks                                                              */
 
-/* Appends a request and its head; false if that needs a new chunk. Queue
- * lock held. */
-static inline bool rl_push_locked(rl__perform_queue *q, rl_pext *e, void (*fn)(void *), void *arg) {
-    rl_pslot s[2] = {{NULL, e}, {fn, arg}};
-    return e ? rl_pq_push_locked(&q->pq, s, 2) : rl_pq_push_locked(&q->pq, s + 1, 1);
+/* The queue of loop rl, or NULL (error set) if rl is not a run loop. The
+ * check is inline: the usual request costs a few dozen instructions. */
+static inline rl__perform_queue *rl_queue_of(RLRunLoopRef rl, const char *fname) {
+    return rl__check_loop(rl, fname) ? &rl->pq : NULL;
 }
 
-static bool rl_closed_fail(const char *fname) {
-    return rl__fail(kRLErrorInvalidState, fname, "the run loop's thread has exited");
-}
-
-/* Queues a request; false (error set, nothing queued, nothing released) if
- * memory is short or the queue is closed. */
-static bool rl_push(rl__perform_queue *q, rl_pext *e, void (*fn)(void *), void *arg, const char *fname) {
-    for (;;) {
-        rl__pq_lock(&q->pq);
-        bool closed = atomic_load_explicit(&q->closed, memory_order_relaxed);
-        bool ok = !closed && rl_push_locked(q, e, fn, arg);
-        rl_pq_unlock(&q->pq);
-        if (ok)
-            return true;
-        if (closed)
-            return rl_closed_fail(fname);
-        if (!rl__pq_grow(&q->pq))
-            return rl__fail(kRLErrorNoMemory, fname, "out of memory");
+/* Checks the modes of r: each a non-empty name. */
+static bool rl_modes_check(const rl__preq *r, const char *fname) {
+    if (!r->modes || r->nmodes == 0)
+        return rl__fail(kRLErrorInvalidArgument, fname, r->modes ? "empty mode list" : "NULL mode");
+    for (size_t i = 0; i < r->nmodes; i++) {
+        if (!r->modes[i])
+            return rl__fail(kRLErrorInvalidArgument, fname, "NULL mode");
+        if (r->modes[i][0] == '\0')
+            return rl__fail(kRLErrorInvalidArgument, fname, "empty mode name");
     }
-}
-
-#if __BLOCKS__ && RL_TRICK_BLOCK_COPY
-/* Queues a copy of the stack block b, in a slab; false (error set, nothing
- * queued) if memory is short or the queue is closed. Without helpers the
- * copy is a few stores, made under the queue's lock with the push; with
- * them, the slot is taken, filled (the copy helper is runtime code that may
- * allocate) and then pushed. */
-static bool rl_push_bslot(rl__perform_queue *q, rl_pext *e, const rl_block_layout *b, const char *fname) {
-    size_t size = b->descriptor->size;
-    bool helpers = (b->flags & RL_BLOCK_HAS_COPY_DISPOSE) != 0;
-    void *s;
-    for (;;) {
-        rl__pq_lock(&q->pq);
-        if (atomic_load_explicit(&q->closed, memory_order_relaxed)) {
-            rl_pq_unlock(&q->pq);
-            return rl_closed_fail(fname);
-        }
-        if (!rl_pq_has_room_locked(&q->pq, e ? 2 : 1)) {
-            rl_pq_unlock(&q->pq);
-            if (!rl__pq_grow(&q->pq))
-                return rl__fail(kRLErrorNoMemory, fname, "out of memory");
-            continue;
-        }
-        s = rl__bslot_take_locked(q, size);
-        if (s)
-            break;
-        rl_pq_unlock(&q->pq);
-        if (!rl__bslab_add(q))
-            return rl__fail(kRLErrorNoMemory, fname, "out of memory");
-    }
-    if (!helpers) {
-        rl__bcopy_bytes(s, b, size);
-        rl_push_locked(q, e, rl__call_bslot, s); /* room checked above */
-        rl_pq_unlock(&q->pq);
-        return true;
-    }
-    rl_pq_unlock(&q->pq);
-    rl__bcopy_bytes(s, b, size);
-    b->descriptor->copy_helper(s, (void *)b);
-    if (rl_push(q, e, rl__call_bslot, s, fname))
-        return true;
-    rl__bslot_dispose(s);
-    return false;
-}
-#endif
-
-#if __BLOCKS__
-/* Queues block `block` with record e; false (error set, nothing queued)
- * if refused. */
-static bool rl_push_block(rl__perform_queue *q, rl_pext *e, bool borrowed, void *block, const char *fname) {
-    if (borrowed)
-        return rl_push(q, e, rl__call_borrowed, block, fname);
-#if RL_TRICK_BLOCK_COPY
-    const rl_block_layout *b = block;
-    /* Atomic: a heap block's reference count lives in its flags. */
-    int flags = __atomic_load_n(&b->flags, __ATOMIC_RELAXED);
-    if (flags & RL_BLOCK_IS_GLOBAL)
-        return rl_push(q, e, rl__call_global, block, fname);
-    if (rl__bslot_fits(b, flags))
-        return rl_push_bslot(q, e, b, fname);
-#endif
-    void *copy = _Block_copy(block);
-    if (rl_push(q, e, rl__call_block, copy, fname))
-        return true;
-    Block_release((void (^)(void))copy);
-    return false;
-}
-#endif
-
-/* rl__perform_submit once the loop and the request are checked. *queued
- * tells whether the request got into the queue (then it is disposed of by
- * the queue, ran or dropped, whatever this returns). */
-static bool rl_submit(RLRunLoopRef rl, rl__perform_queue *q, const rl__preq *r, bool *queued, const char *fname) {
-    *queued = false;
-    /* Room for a waiting caller's record and its names (on this stack). */
-    rl_pext stack_ext;
-    const char *small_names[8];
-    const char **names = small_names;
-    if (r->wait && r->nmodes > sizeof small_names / sizeof small_names[0]) {
-        names = malloc(r->nmodes * sizeof *names);
-        if (!names)
-            return rl__fail(kRLErrorNoMemory, fname, "out of memory");
-    }
-    bool failed;
-    rl_pext *e = rl__pext_make(r, &stack_ext, names, &failed, fname);
-    bool ok = !failed;
-    for (uint32_t i = 0; ok && e && i < e->nnames; i++)
-        ok = rl__runloop_mode_create(rl, e->names[i], fname);
-    rl_waiter waiter = {RL_WAIT_PENDING};
-    rl__spin *spin = NULL;
-    if (ok && r->wait) {
-        e->waiter = &waiter;
-        int cpu = rl__runloop_cpu(rl);
-        if (cpu >= 0 && cpu != rl__spin_cpu())
-            spin = &q->wait_spin;
-    }
-    if (ok) {
-#if __BLOCKS__
-        if (r->block)
-            ok = rl_push_block(q, e, r->wait, r->block, fname);
-        else
-#endif
-            ok = rl_push(q, e, r->fn, r->info, fname);
-    }
-    if (!ok) {
-        if (e && e->where == RL_PEXT_HEAP)
-            free(e);
-        if (names != small_names)
-            free(names);
-        return false;
-    }
-    *queued = true;
-    if (r->wake)
-        RLRunLoopWakeUp(rl);
-    if (!r->wait)
-        return true;
-    /* Not known to run elsewhere: the loop records its CPU only when it is
-     * about to sleep, and a loop kept busy by this very exchange may not
-     * have. */
-    uint32_t status = rl__waiter_wait(&waiter, spin, spin == NULL);
-    if (names != small_names)
-        free(names);
-    if (status == RL_WAIT_FAILED)
-        return rl__fail(kRLErrorInvalidState, fname, "the thread finished before it ran the request");
     return true;
 }
 
 bool rl__preq_check(const rl__preq *r, const char *fname) {
-    if (!rl__modes_check(r, fname))
+    if (!rl_modes_check(r, fname))
         return false;
     if (!r->fn && !r->block)
         return rl__fail(kRLErrorInvalidArgument, fname, "NULL function");
@@ -184,29 +50,45 @@ static inline bool rl_is_usual(const rl__preq *r) {
            r->modes[0] == kRLRunLoopDefaultMode;
 }
 
-bool rl__perform_submit(RLRunLoopRef rl, const rl__preq *r, const char *fname) {
-    rl__perform_queue *q = rl__runloop_perform_queue(rl, fname);
-    if (RL__LIKELY(q && rl_is_usual(r))) {
-        bool ok;
-#if __BLOCKS__
-        if (r->block)
-            ok = rl_push_block(q, NULL, false, r->block, fname);
-        else
-#endif
-            ok = rl_push(q, NULL, r->fn, r->info, fname);
-        if (ok && r->wake)
-            RLRunLoopWakeUp(rl);
-        return ok;
+static bool rl_closed_fail(const char *fname) {
+    return rl__fail(kRLErrorInvalidState, fname, "the run loop's thread has exited");
+}
+
+/* As CF, queuing a request for a named mode brings the mode into being
+ * (not kRLRunLoopCommonModes, which names a set). */
+static bool rl_modes_create(RLRunLoopRef rl, const rl__preq *r, const char *fname) {
+    for (size_t i = 0; i < r->nmodes; i++) {
+        RLRunLoopMode mode = r->modes[i];
+        if (mode != kRLRunLoopCommonModes && strcmp(mode, kRLRunLoopCommonModes) != 0 &&
+            !rl__runloop_mode_create(rl, mode, fname))
+            return false;
     }
-    bool ok = q && rl__preq_check(r, fname);
-    if (ok && atomic_load_explicit(&q->closed, memory_order_relaxed))
-        ok = rl_closed_fail(fname);
-    bool queued = false;
-    if (ok)
-        ok = rl_submit(rl, q, r, &queued, fname);
-    if (!queued && r->release)
-        r->release(r->info); /* refused: ownership was passed all the same */
-    return ok;
+    return true;
+}
+
+/* ------------------------------------------------------------------ */
+/* submitting                                                          */
+
+bool rl__perform_submit(RLRunLoopRef rl, const rl__preq *r, const char *fname) {
+    rl__perform_queue *q = rl_queue_of(rl, fname);
+    /* The usual request needs no check, and its mode exists. */
+    bool ok = q && (rl_is_usual(r) || (rl__preq_check(r, fname) &&
+                                       (!atomic_load_explicit(&q->closed, memory_order_relaxed) ||
+                                        rl_closed_fail(fname)) &&
+                                       rl_modes_create(rl, r, fname)));
+    rl__perform_ticket ticket;
+    if (!ok || !rl__perform_enqueue(q, r, &ticket, fname)) {
+        if (r->release)
+            r->release(r->info); /* refused: ownership was passed all the same */
+        return false;
+    }
+    /* Queued: the queue disposes of it, ran or dropped. */
+    if (r->wake)
+        RLRunLoopWakeUp(rl);
+    if (!r->wait)
+        return true;
+    int cpu = rl__runloop_cpu(rl);
+    return rl__perform_wait(&ticket, cpu >= 0 && cpu != rl__spin_cpu() ? &q->wait_spin : NULL, fname);
 }
 
 void rl__perform_run_now(const rl__preq *r) {
@@ -232,10 +114,11 @@ void rl__perform_run_now(const rl__preq *r) {
 bool RLRunLoopPerformFunction(RLRunLoopRef rl, RLRunLoopMode mode, void (*fn)(void *info), void *info) {
     /* The usual request straight to the queue: millions a second. */
     rl__perform_queue *q;
-    if (RL__LIKELY(mode == kRLRunLoopDefaultMode && fn && (q = rl__runloop_perform_queue(rl, __func__))))
-        return rl_push(q, NULL, fn, info, __func__);
-    rl__preq r = {.fn = fn, .info = info, .modes = &mode, .nmodes = 1};
-    return rl__perform_submit(rl, &r, __func__);
+    if (RL__UNLIKELY(mode != kRLRunLoopDefaultMode || !fn || !(q = rl_queue_of(rl, __func__)))) {
+        rl__preq r = {.fn = fn, .info = info, .modes = &mode, .nmodes = 1};
+        return rl__perform_submit(rl, &r, __func__);
+    }
+    return rl__perform_push(q, fn, info, __func__);
 }
 
 bool RLRunLoopPerformFunctionWithRelease(RLRunLoopRef rl, RLRunLoopMode mode, void (*fn)(void *info), void *info,
@@ -267,10 +150,11 @@ bool RLRunLoopPerformBlock(RLRunLoopRef rl, RLRunLoopMode mode, void (^block)(vo
     if (!block)
         return rl__fail(kRLErrorInvalidArgument, __func__, "NULL block");
     rl__perform_queue *q;
-    if (RL__LIKELY(mode == kRLRunLoopDefaultMode && (q = rl__runloop_perform_queue(rl, __func__))))
-        return rl_push_block(q, NULL, false, (void *)block, __func__);
-    rl__preq r = {.block = (void *)block, .modes = &mode, .nmodes = 1};
-    return rl__perform_submit(rl, &r, __func__);
+    if (RL__UNLIKELY(mode != kRLRunLoopDefaultMode || !(q = rl_queue_of(rl, __func__)))) {
+        rl__preq r = {.block = (void *)block, .modes = &mode, .nmodes = 1};
+        return rl__perform_submit(rl, &r, __func__);
+    }
+    return rl__perform_push_block(q, (void *)block, __func__);
 }
 
 bool RLRunLoopPerformBlockInModes(RLRunLoopRef rl, const RLRunLoopMode *modes, RLIndex count, void (^block)(void)) {

@@ -1,20 +1,36 @@
 /*
- * RLRunLoopPerformInternal.h — a run loop's perform queue (RLRunLoopPerform.c),
- * as the loop core (RLRunLoop.c) and the front ends (RLRunLoopPerform*,
- * RLThreadPerform* in RLPerform.c, RLWorkerThread) see it. Private.
+ * RLRunLoopPerformInternal.h — perform requests, private: the one header of
+ * the perform room: what the loop embeds and drives (its queue), and what
+ * the front ends hand it (a request).
  *
  * Every perform request of the library is one record (rl__preq) put into
- * the queue of the target loop by rl__perform_submit: a function and its
- * info (or a block), the modes it may run in, an optional release callback
- * for info, and whether the caller waits until it ran. It is queued once
- * and runs once, in the first of its modes that the loop runs; a request
- * that never runs is dropped when the loop is torn down (its release
- * called, its block released, its waiter told).
+ * the one queue of the target loop: a function and its info (or a block),
+ * the modes it may run in, an optional release callback for info, and
+ * whether the caller waits until it ran. It is queued once and runs once,
+ * in the first of its modes that the loop runs, in the order the requests
+ * were queued, whichever front end made them; a request that never runs is
+ * dropped when the loop is torn down (its release called, its block
+ * released, its waiter told).
+ *
+ * Who is who:
+ *   rl_pqueue.c         the queue: storage, records, block copies, pushing,
+ *                       waiting, running, trimming, dropping. It calls no
+ *                       run-loop file: the loop drives it (and its
+ *                       finalizer frees it), so a call back would close a
+ *                       circle.
+ *   RLRunLoopPerform.c  rl__perform_submit, the one way in of every front
+ *                       end: checks a request, brings its modes into being,
+ *                       queues it, wakes the loop, waits. The public
+ *                       RLRunLoopPerform* calls.
+ *   RLPerform.c         RLThreadPerform* (a thread's loop) and delayed
+ *                       performs; RLWorkerThread.c: RLWorkerThreadPerform*
+ *                       (the worker's loop). The Swift overlay uses these.
  *
  * The loop core calls the queue through four functions: run the requests
  * for a mode (rl__perform_run), ask whether any wait for a mode
  * (rl__perform_has_for), give memory back before sleeping
- * (rl__perform_trim), and close it at teardown (rl__perform_close).
+ * (rl__perform_trim), and close it at teardown (rl__perform_close); the
+ * loop's finalizer frees it (rl__perform_destroy).
  */
 #ifndef CRUNLOOP_RLRUNLOOPPERFORMINTERNAL_H
 #define CRUNLOOP_RLRUNLOOPPERFORMINTERNAL_H
@@ -34,7 +50,7 @@
 struct rl_mode;
 struct rl_bslab;
 
-/* ---- the storage ----
+/* ---- the storage (rl_pqueue.c) ----
  *
  * The storage of a run loop's perform queue: a FIFO of
  * 16-byte slots (a function and its argument) in chained 4 KiB chunks,
@@ -47,8 +63,8 @@ struct rl_bslab;
  * back to a per-queue pool (then to malloc) once the loop is done with
  * them, so a loop that keeps up cycles through the same few chunks.
  *
- * What a slot means (record heads, which function releases what) is
- * RLRunLoopPerform.c's business; the storage only keeps slots in order.
+ * What a slot means (record heads, which function releases what): see
+ * rl_pqueue.c.
  *
  * Ownership: the queue owns its chunks. rl_pq_take_locked hands the whole
  * chain to the caller, who owns it until it is given back with
@@ -61,22 +77,6 @@ typedef struct rl_flist {
     void *head;
     uint32_t n;
 } rl_flist;
-
-static inline void rl_flist_push(rl_flist *l, void *block) {
-    *(void **)block = l->head;
-    l->head = block;
-    l->n++;
-}
-
-static inline void *rl_flist_pop(rl_flist *l) {
-    void *block = l->head;
-    if (block) {
-        l->head = *(void **)block;
-        l->n--;
-    }
-    return block;
-}
-
 
 typedef struct rl_pslot {
     void (*fn)(void *);
@@ -110,50 +110,6 @@ typedef struct rl_pqueue {
 RL__HIDDEN void rl__pq_lock(rl_pqueue *pq);
 static inline void rl_pq_unlock(rl_pqueue *pq) { atomic_store_explicit(&pq->lock, 0, memory_order_release); }
 
-/* Appends k (1 or 2) slots, kept in one chunk; false when that needs a
- * chunk and the pool is empty (call rl__pq_grow without the lock, retry).
- * Lock held. */
-static inline bool rl_pq_push_locked(rl_pqueue *pq, const rl_pslot *s, uint32_t k) {
-    rl_pchunk *c = pq->q.tail;
-    if (__builtin_expect(c == NULL || c->n + k > RL_PCHUNK_SLOTS, 0)) {
-        c = rl_flist_pop(&pq->pool);
-        if (!c)
-            return false;
-        c->next = NULL;
-        c->n = 0;
-        if (pq->q.tail) {
-            pq->q.tail->next = c;
-        } else {
-            pq->q.head = c;
-            atomic_store(&pq->queued, 1); /* sequentially consistent: see rl_pq_maybe_queued */
-        }
-        pq->q.tail = c;
-    }
-    c->s[c->n] = s[0];
-    if (k > 1)
-        c->s[c->n + 1] = s[1];
-    c->n += k;
-    return true;
-}
-
-/* Whether k slots can be appended without a new chunk from malloc. Lock
- * held. */
-static inline bool rl_pq_has_room_locked(const rl_pqueue *pq, uint32_t k) {
-    const rl_pchunk *c = pq->q.tail;
-    return (c && c->n + k <= RL_PCHUNK_SLOTS) || pq->pool.head != NULL;
-}
-
-/* Puts a new chunk in the pool; false if memory is short. Lock not held. */
-RL__HIDDEN bool rl__pq_grow(rl_pqueue *pq);
-
-/* The queued slots, handed over whole; the queue is left empty. Lock held. */
-static inline rl_pchain rl_pq_take_locked(rl_pqueue *pq) {
-    rl_pchain c = pq->q;
-    pq->q.head = pq->q.tail = NULL;
-    atomic_store_explicit(&pq->queued, 0, memory_order_relaxed);
-    return c;
-}
-
 /* Whether anything may be queued, without the lock (the loop looks before
  * it takes: most passes find nothing, and the lock's cache line then stays
  * with the producers). A false "no" cannot strand a request: the store that
@@ -162,62 +118,6 @@ static inline rl_pchain rl_pq_take_locked(rl_pqueue *pq) {
  * flags (RLRunLoopWakeUp, also sequentially consistent) sees the store this
  * thread made before looking here, and it wakes the loop. */
 static inline bool rl_pq_maybe_queued(rl_pqueue *pq) { return atomic_load(&pq->queued) != 0; }
-
-/* a ++ b, O(1). */
-static inline rl_pchain rl_pchain_cat(rl_pchain a, rl_pchain b) {
-    if (!a.head)
-        return b;
-    if (b.head) {
-        a.tail->next = b.head;
-        a.tail = b.tail;
-    }
-    return a;
-}
-
-/* A position in a chain: slot i of chunk c. */
-typedef struct rl_pcur {
-    rl_pchunk *c;
-    uint32_t i;
-} rl_pcur;
-
-/* Reads the slot at r and moves past it; false at the end of the chain. */
-static inline bool rl_pcur_read(rl_pcur *r, rl_pslot *out) {
-    while (r->c && r->i >= r->c->n) {
-        r->c = r->c->next;
-        r->i = 0;
-    }
-    if (!r->c)
-        return false;
-    *out = r->c->s[r->i++];
-    return true;
-}
-
-/* Writes at w and moves past it, for compacting a chain in place: w starts
- * at the head and trails the read cursor, so it only ever overwrites slots
- * already read. A chunk left behind is full. */
-static inline void rl_pcur_write(rl_pcur *w, rl_pslot s) {
-    if (w->i == RL_PCHUNK_SLOTS) {
-        w->c->n = RL_PCHUNK_SLOTS;
-        w->c = w->c->next;
-        w->i = 0;
-    }
-    w->c->s[w->i++] = s;
-}
-
-/* Ends a compaction of `chain` whose writes stopped at w: returns the
- * chain of what was written (possibly empty) and sets *rest to the chunks
- * no longer needed (for rl_pq_recycle; NULL if none). */
-static inline rl_pchain rl_pcur_finish(rl_pchain chain, rl_pcur w, rl_pchunk **rest) {
-    if (!w.c || (w.c == chain.head && w.i == 0)) {
-        *rest = chain.head;
-        return (rl_pchain){NULL, NULL};
-    }
-    w.c->n = w.i;
-    *rest = w.c->next;
-    w.c->next = NULL;
-    return (rl_pchain){chain.head, w.c};
-}
-
 
 /* ---- the queue ---- */
 
@@ -257,6 +157,8 @@ typedef struct rl__preq {
     bool wake;                        /* wake the loop (thread performs; CF's PerformBlock does not) */
 } rl__preq;
 
+/* ---- the front end (RLRunLoopPerform.c) ---- */
+
 /* Queues r on rl (validated, refused with an error as the public calls
  * document: a bad loop, mode, function; a loop whose thread has exited,
  * kRLErrorInvalidState). With r->wait, returns once the request ran (true)
@@ -271,8 +173,59 @@ RL__HIDDEN bool rl__preq_check(const rl__preq *r, const char *fname);
  * and run (release called): a wait on the target's own thread. */
 RL__HIDDEN void rl__perform_run_now(const rl__preq *r);
 
-/* ---- for the loop (rl_pqueue.c; its teardown in RLRunLoop.c, its
- * iteration in RLRunLoopRun.c) ---- */
+/* ---- the queue (rl_pqueue.c), for the front end ---- */
+
+/* A waitUntilDone sender's completion word, on its stack: PENDING until
+ * the request ran (DONE) or was dropped (FAILED); SLEEPING while the sender
+ * is (about to be) asleep on it in the kernel. */
+enum { RL_WAIT_PENDING = 0, RL_WAIT_SLEEPING = 1, RL_WAIT_DONE = 2, RL_WAIT_FAILED = 3 };
+
+typedef struct rl_waiter {
+    _Atomic uint32_t state;
+} rl_waiter;
+
+enum { RL_PEXT_SHARED, RL_PEXT_HEAP, RL_PEXT_CALLER };
+
+/* What a request holds besides its slot (see rl_pqueue.c). */
+typedef struct rl_pext {
+    RLPerformReleaseCallBack release; /* release(slot's arg) once; or NULL */
+    rl_waiter *waiter;                /* on the waiting caller's stack; or NULL */
+    uint8_t where;                    /* RL_PEXT_*: who owns this record */
+    bool common;                      /* in the common modes (as they are when it runs) */
+    bool dflt;                        /* in the default mode */
+    uint32_t nnames;                  /* other modes, by name */
+    const char *const *names;
+} rl_pext;
+
+/* A waiting caller's part of its request, on its stack from
+ * rl__perform_enqueue to the end of rl__perform_wait: the request's record
+ * and the completion word the loop sets. */
+typedef struct rl__perform_ticket {
+    rl_waiter waiter;
+    rl_pext ext;
+    const char **names; /* the record's names: small, or malloc'ed */
+    const char *small[8];
+} rl__perform_ticket;
+
+/* Queues the checked request r: false (error set, nothing queued, nothing
+ * released) if memory is short or the queue is closed. With r->wait, the
+ * caller then calls rl__perform_wait on `ticket` (whatever this returns). */
+RL__HIDDEN bool rl__perform_enqueue(rl__perform_queue *q, const rl__preq *r, rl__perform_ticket *ticket,
+                                    const char *fname);
+/* Blocks until the waited request ran (true) or was dropped (false, error
+ * set); `spin` as rl_spin.h (NULL: the loop's CPU is not known to be
+ * another). Frees what the ticket holds. */
+RL__HIDDEN bool rl__perform_wait(rl__perform_ticket *ticket, rl__spin *spin, const char *fname);
+/* The usual request (a function, or a block, for the default mode only,
+ * nothing else) queued as one slot: millions a second. False (error set,
+ * nothing queued) as rl__perform_enqueue. */
+RL__HIDDEN bool rl__perform_push(rl__perform_queue *q, void (*fn)(void *), void *info, const char *fname);
+#if __BLOCKS__
+RL__HIDDEN bool rl__perform_push_block(rl__perform_queue *q, void *block, const char *fname);
+#endif
+
+/* ---- the queue (rl_pqueue.c), for the loop (its iteration in
+ * RLRunLoopRun.c, its teardown in RLRunLoop.c, its finalizer in rl_loop.c) ---- */
 
 /* Whether requests may wait (the loop's thread): when not, the loop need
  * not call rl__perform_run. Inline: the loop asks twice a pass, and most
@@ -294,10 +247,8 @@ RL__HIDDEN void rl__perform_close(rl__perform_queue *q);
 /* Finalization: drops what is left and frees the queue's memory. */
 RL__HIDDEN void rl__perform_destroy(rl__perform_queue *q);
 
-/* ---- from the loop core, for the queue ---- */
+/* ---- from the loop core, for the front end ---- */
 
-/* The queue of loop rl, or NULL (error set) if rl is not a run loop. */
-RL__HIDDEN rl__perform_queue *rl__runloop_perform_queue(RLRunLoopRef rl, const char *fname);
 /* As CF, queuing a request for a named mode brings the mode into being. */
 RL__HIDDEN bool rl__runloop_mode_create(RLRunLoopRef rl, RLRunLoopMode mode, const char *fname);
 

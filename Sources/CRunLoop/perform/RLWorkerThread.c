@@ -1,4 +1,6 @@
-/* RLWorkerThread.c — a run-loop thread with synchronous start and stop. */
+/* RLWorkerThread.c — a run-loop thread with synchronous start and stop;
+ * its work goes into its loop's one perform queue (rl__perform_submit). */
+#include "RLRunLoopPerformInternal.h"
 #include "RLThreadInternal.h"
 #include <crunloop/RLPerform.h>
 #include <crunloop/RLWorkerThread.h>
@@ -517,51 +519,76 @@ static RLThreadRef rl__worker_thread(RLWorkerThreadRef w, const char *fn) {
     return t;
 }
 
-static bool rl__worker_perform(RLWorkerThreadRef w, void (*fn)(void *), void *arg, RLPerformReleaseCallBack release,
-                               bool wait, const char *fname) {
-    RLThreadRef t = NULL;
-    if (!fn)
-        rl__fail(kRLErrorInvalidArgument, fname, "NULL function");
+/* Queues r on the running worker's loop, in its common modes, and wakes
+ * it (rl__perform_submit: the loop's one queue, so in order with every
+ * other request to that loop or thread); waiting on the worker itself runs
+ * r at once. A refused request has its release called. */
+static bool rl__worker_perform(RLWorkerThreadRef w, rl__preq *r, const char *fname) {
+    RLRunLoopRef rl = NULL;
+    bool on_worker = false;
+    if (rl__worker_check(w, fname)) {
+        pthread_mutex_lock(&w->lock);
+        if (w->runloop) {
+            rl = (RLRunLoopRef)RLRetain(w->runloop);
+            on_worker = r->wait && w->thread == rl__thread_current_if_any();
+        }
+        pthread_mutex_unlock(&w->lock);
+        if (!rl)
+            rl__fail(kRLErrorInvalidState, fname, "worker is not running");
+    }
+    if (!rl) {
+        if (r->release)
+            r->release(r->info);
+        return false;
+    }
+    r->modes = &kRLRunLoopCommonModes;
+    r->nmodes = 1;
+    r->wake = true;
+    bool ok = true;
+    if (on_worker)
+        rl__perform_run_now(r); /* as RLThreadPerform: waiting on oneself runs it now */
     else
-        t = rl__worker_thread(w, fname);
-    if (!t) {
+        ok = rl__perform_submit(rl, r, fname);
+    RLRelease(rl);
+    return ok;
+}
+
+static bool rl__worker_perform_fn(RLWorkerThreadRef w, void (*fn)(void *), void *arg, RLPerformReleaseCallBack release,
+                                  bool wait, const char *fname) {
+    if (!fn) {
+        rl__fail(kRLErrorInvalidArgument, fname, "NULL function");
         if (release)
             release(arg);
         return false;
     }
-    bool ok = RLThreadPerformWithRelease(t, fn, arg, release, NULL, wait);
-    RLRelease(t);
-    return ok;
+    rl__preq r = {.fn = fn, .info = arg, .release = release, .wait = wait};
+    return rl__worker_perform(w, &r, fname);
 }
 
 bool RLWorkerThreadPerformAsync(RLWorkerThreadRef worker, void (*fn)(void *arg), void *arg) {
-    return rl__worker_perform(worker, fn, arg, NULL, false, __func__);
+    return rl__worker_perform_fn(worker, fn, arg, NULL, false, __func__);
 }
 
 bool RLWorkerThreadPerformSync(RLWorkerThreadRef worker, void (*fn)(void *arg), void *arg) {
-    return rl__worker_perform(worker, fn, arg, NULL, true, __func__);
+    return rl__worker_perform_fn(worker, fn, arg, NULL, true, __func__);
 }
 
 bool RLWorkerThreadPerformAsyncWithRelease(RLWorkerThreadRef worker, void (*fn)(void *arg), void *arg,
                                            RLPerformReleaseCallBack release) {
-    return rl__worker_perform(worker, fn, arg, release, false, __func__);
+    return rl__worker_perform_fn(worker, fn, arg, release, false, __func__);
 }
 
 bool RLWorkerThreadPerformSyncWithRelease(RLWorkerThreadRef worker, void (*fn)(void *arg), void *arg,
                                           RLPerformReleaseCallBack release) {
-    return rl__worker_perform(worker, fn, arg, release, true, __func__);
+    return rl__worker_perform_fn(worker, fn, arg, release, true, __func__);
 }
 
 #if __BLOCKS__
 static bool rl__worker_perform_block(RLWorkerThreadRef w, void (^block)(void), bool wait, const char *fname) {
     if (!block)
         return rl__fail(kRLErrorInvalidArgument, fname, "NULL block");
-    RLThreadRef t = rl__worker_thread(w, fname);
-    if (!t)
-        return false;
-    bool ok = RLThreadPerformBlock(t, NULL, wait, block);
-    RLRelease(t);
-    return ok;
+    rl__preq r = {.block = (void *)block, .wait = wait};
+    return rl__worker_perform(w, &r, fname);
 }
 
 bool RLWorkerThreadPerformBlockAsync(RLWorkerThreadRef worker, void (^block)(void)) {

@@ -1,9 +1,12 @@
 /*
  * rl_pqueue.c — perform requests: the one queue per run loop that every
  * perform call of the library goes through (RLRunLoopPerform*,
- * RLThreadPerform*, RLWorkerThreadPerform*, the Swift overlay), as storage:
- * records, block copies, running, trimming and dropping requests. Queuing
- * and the public RLRunLoopPerform* calls are in RLRunLoopPerform.c. See
+ * RLThreadPerform*, RLWorkerThreadPerform*, the Swift overlay): storage,
+ * records, block copies, pushing, waiting, running, trimming and dropping
+ * requests. The loop drives it (its iteration runs it, its teardown closes
+ * it); it calls no run-loop file. The way in for the front ends is
+ * rl__perform_submit (RLRunLoopPerform.c), which checks a request, brings
+ * its modes into being and wakes the loop around the calls here. See
  * RLRunLoopPerformInternal.h.
  *
  * How a request is stored. The queue is a FIFO of 16-byte slots
@@ -13,7 +16,7 @@
  * record (rl_pext) holds the modes, the release callback and the waiter,
  * then the request's own slot. The record is malloc'ed with its mode names,
  * or shared (a request for the common modes only), or lives on the stack of
- * a caller that waits (it outlives the request).
+ * a caller that waits (it outlives the request: rl__perform_ticket).
  *
  * A block is queued as a slot whose function says how to run it and how to
  * let it go (rl_call_*). Small stack blocks are copied into the loop's own
@@ -23,7 +26,8 @@
  * lives on the caller's stack until the request is done with.
  */
 #include "RLLockInternal.h"
-#include "rl_pqueue.h"
+#include "RLRunLoopPerformInternal.h"
+#include "runloop_internal.h"
 
 #include <sched.h>
 #include <stdlib.h>
@@ -31,6 +35,119 @@
 
 /* ------------------------------------------------------------------ */
 /* storage: chunks of slots (see RLRunLoopPerformInternal.h)           */
+
+static inline void rl_flist_push(rl_flist *l, void *block) {
+    *(void **)block = l->head;
+    l->head = block;
+    l->n++;
+}
+
+static inline void *rl_flist_pop(rl_flist *l) {
+    void *block = l->head;
+    if (block) {
+        l->head = *(void **)block;
+        l->n--;
+    }
+    return block;
+}
+
+/* Appends k (1 or 2) slots, kept in one chunk; false when that needs a
+ * chunk and the pool is empty (call rl_pq_grow without the lock, retry).
+ * Lock held. */
+static inline bool rl_pq_push_locked(rl_pqueue *pq, const rl_pslot *s, uint32_t k) {
+    rl_pchunk *c = pq->q.tail;
+    if (__builtin_expect(c == NULL || c->n + k > RL_PCHUNK_SLOTS, 0)) {
+        c = rl_flist_pop(&pq->pool);
+        if (!c)
+            return false;
+        c->next = NULL;
+        c->n = 0;
+        if (pq->q.tail) {
+            pq->q.tail->next = c;
+        } else {
+            pq->q.head = c;
+            atomic_store(&pq->queued, 1); /* sequentially consistent: see rl_pq_maybe_queued */
+        }
+        pq->q.tail = c;
+    }
+    c->s[c->n] = s[0];
+    if (k > 1)
+        c->s[c->n + 1] = s[1];
+    c->n += k;
+    return true;
+}
+
+#if __BLOCKS__ && RL_TRICK_BLOCK_COPY
+/* Whether k slots can be appended without a new chunk from malloc. Lock
+ * held. */
+static inline bool rl_pq_has_room_locked(const rl_pqueue *pq, uint32_t k) {
+    const rl_pchunk *c = pq->q.tail;
+    return (c && c->n + k <= RL_PCHUNK_SLOTS) || pq->pool.head != NULL;
+}
+#endif
+
+/* The queued slots, handed over whole; the queue is left empty. Lock held. */
+static inline rl_pchain rl_pq_take_locked(rl_pqueue *pq) {
+    rl_pchain c = pq->q;
+    pq->q.head = pq->q.tail = NULL;
+    atomic_store_explicit(&pq->queued, 0, memory_order_relaxed);
+    return c;
+}
+
+/* a ++ b, O(1). */
+static inline rl_pchain rl_pchain_cat(rl_pchain a, rl_pchain b) {
+    if (!a.head)
+        return b;
+    if (b.head) {
+        a.tail->next = b.head;
+        a.tail = b.tail;
+    }
+    return a;
+}
+
+/* A position in a chain: slot i of chunk c. */
+typedef struct rl_pcur {
+    rl_pchunk *c;
+    uint32_t i;
+} rl_pcur;
+
+/* Reads the slot at r and moves past it; false at the end of the chain. */
+static inline bool rl_pcur_read(rl_pcur *r, rl_pslot *out) {
+    while (r->c && r->i >= r->c->n) {
+        r->c = r->c->next;
+        r->i = 0;
+    }
+    if (!r->c)
+        return false;
+    *out = r->c->s[r->i++];
+    return true;
+}
+
+/* Writes at w and moves past it, for compacting a chain in place: w starts
+ * at the head and trails the read cursor, so it only ever overwrites slots
+ * already read. A chunk left behind is full. */
+static inline void rl_pcur_write(rl_pcur *w, rl_pslot s) {
+    if (w->i == RL_PCHUNK_SLOTS) {
+        w->c->n = RL_PCHUNK_SLOTS;
+        w->c = w->c->next;
+        w->i = 0;
+    }
+    w->c->s[w->i++] = s;
+}
+
+/* Ends a compaction of `chain` whose writes stopped at w: returns the
+ * chain of what was written (possibly empty) and sets *rest to the chunks
+ * no longer needed (for rl_pq_recycle; NULL if none). */
+static inline rl_pchain rl_pcur_finish(rl_pchain chain, rl_pcur w, rl_pchunk **rest) {
+    if (!w.c || (w.c == chain.head && w.i == 0)) {
+        *rest = chain.head;
+        return (rl_pchain){NULL, NULL};
+    }
+    w.c->n = w.i;
+    *rest = w.c->next;
+    w.c->next = NULL;
+    return (rl_pchain){chain.head, w.c};
+}
 
 /* Empty chunks kept per queue while its loop runs (the rest go back to
  * malloc): 4 MiB, a backlog of ~260k requests. Giving memory back to
@@ -55,7 +172,7 @@ void rl__pq_lock(rl_pqueue *pq) {
     }
 }
 
-bool rl__pq_grow(rl_pqueue *pq) {
+static bool rl_pq_grow(rl_pqueue *pq) {
     rl_pchunk *c = malloc(sizeof *c);
     if (!c)
         return false;
@@ -161,7 +278,7 @@ static bool rl_waiter_spin(rl_waiter *w, int64_t until) {
  * runs the request and yields back (the loop's pacing), and the reply comes
  * with no futex wait or wake. Without those tricks (RL_TRICK_SPIN,
  * RL_TRICK_YIELD) it just sleeps. */
-uint32_t rl__waiter_wait(rl_waiter *w, rl__spin *spin, bool same_cpu) {
+static uint32_t rl_waiter_wait(rl_waiter *w, rl__spin *spin, bool same_cpu) {
     int64_t t0 = spin ? rl__spin_now() : 0;
     uint32_t budget = spin ? rl__spin_budget(spin) : 0; /* 0 without RL_TRICK_SPIN */
     if (budget > 0) {
@@ -217,19 +334,6 @@ static bool rl_names_have(const RLRunLoopMode *names, size_t i, RLRunLoopMode na
     return false;
 }
 
-/* Checks the modes of r: each a non-empty name. */
-bool rl__modes_check(const rl__preq *r, const char *fname) {
-    if (!r->modes || r->nmodes == 0)
-        return rl__fail(kRLErrorInvalidArgument, fname, r->modes ? "empty mode list" : "NULL mode");
-    for (size_t i = 0; i < r->nmodes; i++) {
-        if (!r->modes[i])
-            return rl__fail(kRLErrorInvalidArgument, fname, "NULL mode");
-        if (r->modes[i][0] == '\0')
-            return rl__fail(kRLErrorInvalidArgument, fname, "empty mode name");
-    }
-    return true;
-}
-
 /* Fills the mode part of e from r; with `copy`, the names are copied into
  * `store` (room counted by rl_pext_size), else e points at r's. Returns
  * how many named modes there are. */
@@ -268,7 +372,7 @@ static size_t rl_pext_size(const rl__preq *r) {
 /* The record r needs, or NULL for none (the default mode only, nothing
  * else); *failed if memory is short (error set). A waiting caller's record
  * is `on_stack`, with room for its names in `names`. */
-rl_pext *rl__pext_make(const rl__preq *r, rl_pext *on_stack, const char **names, bool *failed,
+static rl_pext *rl_pext_make(const rl__preq *r, rl_pext *on_stack, const char **names, bool *failed,
                              const char *fname) {
     *failed = false;
     if (!r->release && !r->wait && r->nmodes == 1) {
@@ -300,18 +404,164 @@ rl_pext *rl__pext_make(const rl__preq *r, rl_pext *on_stack, const char **names,
 /* blocks                                                              */
 
 #if __BLOCKS__
+#if RL_TRICK_BLOCK_COPY
+/* Small stack blocks are queued without Block_copy's malloc (and without
+ * the free on the loop's thread, which was most of a request's cost).
+ *
+ * The block ABI, as clang's "Block Implementation Specification" describes
+ * it, as far as the queue reads it: a block is an isa, a 32-bit flags word,
+ * a 32-bit reserved word, its invoke function and a descriptor pointer,
+ * followed by the captured variables. The descriptor holds a reserved word,
+ * the size of the whole block, and, when BLOCK_HAS_COPY_DISPOSE is set, the
+ * copy helper (dst, src) and dispose helper (block) with which Block_copy
+ * and Block_release retain and release the captures (__block variables,
+ * captured blocks, Swift contexts). Block_copy of a stack block is: copy
+ * descriptor->size bytes to new memory, then call the copy helper on
+ * (new, old); the last Block_release calls the dispose helper, then frees.
+ * A stack block of at most RL_BCOPY_MAX bytes without C++ captures is
+ * copied the same way into the loop's own memory (slabs, below), runs from
+ * there, and then gets its dispose helper and its space goes back. Nothing
+ * but the queue ever sees that copy (it keeps the stack block's isa and
+ * flags), and it never moves. Anything else takes the general
+ * path: a global block is queued as it is (Block_copy would return it
+ * unchanged), a heap block (from Swift, or copied already) and an unusual
+ * block (C++ captures, a bigger one, another isa) go through Block_copy,
+ * which for a heap block only increments its reference count. */
+enum {
+    RL_BLOCK_NEEDS_FREE = 1 << 24,       /* a heap block: reference counted */
+    RL_BLOCK_HAS_COPY_DISPOSE = 1 << 25, /* the descriptor has the helpers */
+    RL_BLOCK_HAS_CTOR = 1 << 26,         /* the helpers run C++ code */
+    RL_BLOCK_IS_GC = 1 << 27,
+    RL_BLOCK_IS_GLOBAL = 1 << 28, /* static storage: never copied */
+};
+
+typedef struct rl_block_descriptor {
+    unsigned long reserved;
+    unsigned long size; /* of the whole block, captures included */
+    /* Only with RL_BLOCK_HAS_COPY_DISPOSE: */
+    void (*copy_helper)(void *dst, void *src);
+    void (*dispose_helper)(void *block);
+} rl_block_descriptor;
+
+typedef struct rl_block_layout {
+    void *isa;
+    int flags;
+    int reserved;
+    void (*invoke)(void *block);
+    rl_block_descriptor *descriptor;
+} rl_block_layout;
+
+/* The BlocksRuntime's isa of block literals on the stack. */
+extern void *_NSConcreteStackBlock[];
+
+enum { RL_BCOPY_MAX = 64 /* the biggest block copied into a slab */ };
+
+/* Block copies are packed in 16-byte granules (what malloc gives the
+ * runtime's copies) into 16 KiB slabs, handed out in order under the queue
+ * lock. A slab whose copies have all come back is reused (a few are kept)
+ * or freed: memory follows the backlog, and a loop that keeps up with its
+ * producers cycles through the same few slabs without any malloc. A slab is
+ * found from a copy by alignment. Giving copies back takes no lock: each
+ * slab counts down `remaining`, which starts at RL_BSLAB_BIAS; returns
+ * subtract their sizes, and the producer that fills the slab subtracts
+ * RL_BSLAB_BIAS minus the bytes it handed out, so the count reaches zero
+ * exactly once, after the last of both, and whoever takes it there
+ * recycles the slab. */
+enum {
+    RL_BGRAIN = 16,
+    RL_BSLAB_SIZE = 16384,
+    RL_BSLAB_CACHE = 64,     /* kept while the loop runs (1 MiB) */
+    RL_BSLAB_CACHE_IDLE = 4, /* kept while it sleeps (rl__perform_trim) */
+    RL_BSLAB_BIAS = 1 << 30,
+};
+typedef struct rl_bslab {
+    struct rl_bslab *next;  /* in the cache (an rl_flist: must come first) */
+    rl__perform_queue *q;   /* the owner (slabs go with it) */
+    _Atomic unsigned remaining; /* see above */
+    _Alignas(64) unsigned char data[RL_BSLAB_SIZE - 64];
+} rl_bslab;
+_Static_assert(sizeof(rl_bslab) == RL_BSLAB_SIZE, "a slab is RL_BSLAB_SIZE bytes");
+
+static inline rl_bslab *rl_bslab_of(void *copy) { return (rl_bslab *)((uintptr_t)copy & ~(uintptr_t)(RL_BSLAB_SIZE - 1)); }
+static inline unsigned rl_bcopy_size(size_t size) { return (unsigned)((size + RL_BGRAIN - 1) & ~(size_t)(RL_BGRAIN - 1)); }
+
+/* Takes `bytes` off a slab's count; true if that made it zero: the caller
+ * recycles it. */
+static inline bool rl_bslab_sub(rl_bslab *sl, unsigned bytes) {
+    return atomic_fetch_sub_explicit(&sl->remaining, bytes, memory_order_acq_rel) == bytes;
+}
+
+/* Space for a copy of `size` bytes, queue lock held; NULL if a slab is
+ * needed. */
+static inline void *rl_bslot_take_locked(rl__perform_queue *q, size_t size) {
+    unsigned need = rl_bcopy_size(size);
+    rl_bslab *sl = q->bcur;
+    if (sl && q->bcur_used + need > sizeof sl->data) {
+        /* Full. If all its copies are back already, start over in it. */
+        q->bcur = NULL;
+        if (rl_bslab_sub(sl, RL_BSLAB_BIAS - q->bcur_used)) {
+            atomic_store_explicit(&sl->remaining, RL_BSLAB_BIAS, memory_order_relaxed);
+            q->bcur = sl;
+            q->bcur_used = 0;
+        } else {
+            sl = NULL;
+        }
+    }
+    if (!sl) {
+        sl = rl_flist_pop(&q->bcache);
+        if (!sl)
+            return NULL;
+        q->bcur = sl;
+        q->bcur_used = 0;
+    }
+    void *s = sl->data + q->bcur_used;
+    q->bcur_used += need;
+    return s;
+}
+
+/* Copies a block of `size` bytes (a multiple of 8, at least the 32-byte
+ * header, at most RL_BCOPY_MAX) word by word, inline: compilers turn a
+ * switch of fixed-size memcpy calls back into one library call. */
+static inline void rl_bcopy_bytes(void *dst, const void *src, size_t size) {
+    typedef uint64_t __attribute__((may_alias, aligned(1))) rl_word;
+    rl_word *d = dst;
+    const rl_word *s = src;
+    d[0] = s[0];
+    d[1] = s[1];
+    d[2] = s[2];
+    d[3] = s[3];
+    switch (size / 8) {
+    case 8: d[7] = s[7]; /* fall through */
+    case 7: d[6] = s[6]; /* fall through */
+    case 6: d[5] = s[5]; /* fall through */
+    case 5: d[4] = s[4]; /* fall through */
+    default: break;
+    }
+}
+
+/* Whether block b can be copied into a slab. */
+static inline bool rl_bslot_fits(const rl_block_layout *b, int flags) {
+    size_t size = b->descriptor->size;
+    return b->isa == (void *)_NSConcreteStackBlock &&
+           !(flags & (RL_BLOCK_NEEDS_FREE | RL_BLOCK_HAS_CTOR | RL_BLOCK_IS_GC)) && size <= RL_BCOPY_MAX &&
+           size >= 32 && size % 8 == 0;
+}
+#endif /* RL_TRICK_BLOCK_COPY */
+#endif /* __BLOCKS__ */
+
+#if __BLOCKS__
 /* A block copied by Block_copy: released after it ran. */
-void rl__call_block(void *b) { ((void (^)(void))b)(); }
+static void rl_call_block(void *b) { ((void (^)(void))b)(); }
 /* A waiting caller's block, not copied: nothing to release. */
-void rl__call_borrowed(void *b) { ((void (^)(void))b)(); }
+static void rl_call_borrowed(void *b) { ((void (^)(void))b)(); }
 
 #if RL_TRICK_BLOCK_COPY
 /* Runs a global block: nothing to release. */
-void rl__call_global(void *b) { ((void (^)(void))b)(); }
+static void rl_call_global(void *b) { ((void (^)(void))b)(); }
 
 /* Runs a block from its copy; the batch disposes of it and gives the space
  * back (with the others of the batch). */
-void rl__call_bslot(void *s) { ((void (^)(void))s)(); }
+static void rl_call_bslot(void *s) { ((void (^)(void))s)(); }
 
 static void rl_bslot_dispose_captures(void *s) {
     rl_block_layout *b = s;
@@ -338,17 +588,17 @@ static void rl_bslab_recycle(rl_bslab *sl) {
  * atomic operation. */
 static void rl_bslots_put(void *const *copies, size_t n) {
     for (size_t i = 0; i < n;) {
-        rl_bslab *sl = rl__bslab_of(copies[i]);
+        rl_bslab *sl = rl_bslab_of(copies[i]);
         unsigned bytes = 0;
-        for (; i < n && rl__bslab_of(copies[i]) == sl; i++)
-            bytes += rl__bcopy_size(((rl_block_layout *)copies[i])->descriptor->size);
-        if (rl__bslab_sub(sl, bytes))
+        for (; i < n && rl_bslab_of(copies[i]) == sl; i++)
+            bytes += rl_bcopy_size(((rl_block_layout *)copies[i])->descriptor->size);
+        if (rl_bslab_sub(sl, bytes))
             rl_bslab_recycle(sl);
     }
 }
 
 /* Gives a new slab to the queue (to its cache); false if memory is short. */
-bool rl__bslab_add(rl__perform_queue *q) {
+static bool rl_bslab_add(rl__perform_queue *q) {
     rl_bslab *sl = aligned_alloc(RL_BSLAB_SIZE, sizeof *sl);
     if (!sl)
         return false;
@@ -365,7 +615,7 @@ bool rl__bslab_add(rl__perform_queue *q) {
 
 /* A copy that will not run (or ran, alone): disposes of the captures,
  * gives the space back. */
-void rl__bslot_dispose(void *s) {
+static void rl_bslot_dispose(void *s) {
     rl_bslot_dispose_captures(s);
     rl_bslots_put(&s, 1);
 }
@@ -374,14 +624,169 @@ void rl__bslot_dispose(void *s) {
 
 /* Lets go of the block of request slot s (it ran or is dropped). */
 static void rl_block_dispose(rl_pslot s) {
-    if (s.fn == rl__call_block)
+    if (s.fn == rl_call_block)
         Block_release((void (^)(void))s.arg);
 #if RL_TRICK_BLOCK_COPY
-    else if (s.fn == rl__call_bslot)
-        rl__bslot_dispose(s.arg);
+    else if (s.fn == rl_call_bslot)
+        rl_bslot_dispose(s.arg);
 #endif
 }
 #endif /* __BLOCKS__ */
+
+/* ------------------------------------------------------------------ */
+/* pushing                                                             */
+
+/* Appends a request and its head; false if that needs a new chunk. Queue
+ * lock held. */
+static inline bool rl_push_locked(rl__perform_queue *q, rl_pext *e, void (*fn)(void *), void *arg) {
+    rl_pslot s[2] = {{NULL, e}, {fn, arg}};
+    return e ? rl_pq_push_locked(&q->pq, s, 2) : rl_pq_push_locked(&q->pq, s + 1, 1);
+}
+
+static bool rl_closed_fail(const char *fname) {
+    return rl__fail(kRLErrorInvalidState, fname, "the run loop's thread has exited");
+}
+
+/* Queues a request; false (error set, nothing queued, nothing released) if
+ * memory is short or the queue is closed. */
+static bool rl_push(rl__perform_queue *q, rl_pext *e, void (*fn)(void *), void *arg, const char *fname) {
+    for (;;) {
+        rl__pq_lock(&q->pq);
+        bool closed = atomic_load_explicit(&q->closed, memory_order_relaxed);
+        bool ok = !closed && rl_push_locked(q, e, fn, arg);
+        rl_pq_unlock(&q->pq);
+        if (ok)
+            return true;
+        if (closed)
+            return rl_closed_fail(fname);
+        if (!rl_pq_grow(&q->pq))
+            return rl__fail(kRLErrorNoMemory, fname, "out of memory");
+    }
+}
+
+#if __BLOCKS__ && RL_TRICK_BLOCK_COPY
+/* Queues a copy of the stack block b, in a slab; false (error set, nothing
+ * queued) if memory is short or the queue is closed. Without helpers the
+ * copy is a few stores, made under the queue's lock with the push; with
+ * them, the slot is taken, filled (the copy helper is runtime code that may
+ * allocate) and then pushed. */
+static bool rl_push_bslot(rl__perform_queue *q, rl_pext *e, const rl_block_layout *b, const char *fname) {
+    size_t size = b->descriptor->size;
+    bool helpers = (b->flags & RL_BLOCK_HAS_COPY_DISPOSE) != 0;
+    void *s;
+    for (;;) {
+        rl__pq_lock(&q->pq);
+        if (atomic_load_explicit(&q->closed, memory_order_relaxed)) {
+            rl_pq_unlock(&q->pq);
+            return rl_closed_fail(fname);
+        }
+        if (!rl_pq_has_room_locked(&q->pq, e ? 2 : 1)) {
+            rl_pq_unlock(&q->pq);
+            if (!rl_pq_grow(&q->pq))
+                return rl__fail(kRLErrorNoMemory, fname, "out of memory");
+            continue;
+        }
+        s = rl_bslot_take_locked(q, size);
+        if (s)
+            break;
+        rl_pq_unlock(&q->pq);
+        if (!rl_bslab_add(q))
+            return rl__fail(kRLErrorNoMemory, fname, "out of memory");
+    }
+    if (!helpers) {
+        rl_bcopy_bytes(s, b, size);
+        rl_push_locked(q, e, rl_call_bslot, s); /* room checked above */
+        rl_pq_unlock(&q->pq);
+        return true;
+    }
+    rl_pq_unlock(&q->pq);
+    rl_bcopy_bytes(s, b, size);
+    b->descriptor->copy_helper(s, (void *)b);
+    if (rl_push(q, e, rl_call_bslot, s, fname))
+        return true;
+    rl_bslot_dispose(s);
+    return false;
+}
+#endif
+
+#if __BLOCKS__
+/* Queues block `block` with record e; false (error set, nothing queued)
+ * if refused. */
+static bool rl_push_block(rl__perform_queue *q, rl_pext *e, bool borrowed, void *block, const char *fname) {
+    if (borrowed)
+        return rl_push(q, e, rl_call_borrowed, block, fname);
+#if RL_TRICK_BLOCK_COPY
+    const rl_block_layout *b = block;
+    /* Atomic: a heap block's reference count lives in its flags. */
+    int flags = __atomic_load_n(&b->flags, __ATOMIC_RELAXED);
+    if (flags & RL_BLOCK_IS_GLOBAL)
+        return rl_push(q, e, rl_call_global, block, fname);
+    if (rl_bslot_fits(b, flags))
+        return rl_push_bslot(q, e, b, fname);
+#endif
+    void *copy = _Block_copy(block);
+    if (rl_push(q, e, rl_call_block, copy, fname))
+        return true;
+    Block_release((void (^)(void))copy);
+    return false;
+}
+#endif
+
+bool rl__perform_push(rl__perform_queue *q, void (*fn)(void *), void *info, const char *fname) {
+    return rl_push(q, NULL, fn, info, fname);
+}
+
+#if __BLOCKS__
+bool rl__perform_push_block(rl__perform_queue *q, void *block, const char *fname) {
+    return rl_push_block(q, NULL, false, block, fname);
+}
+#endif
+
+bool rl__perform_enqueue(rl__perform_queue *q, const rl__preq *r, rl__perform_ticket *t, const char *fname) {
+    /* A waiting caller's record and its names are on its stack (the
+     * ticket); more names than fit there, in malloc'ed memory. */
+    if (r->wait) {
+        t->waiter = (rl_waiter){RL_WAIT_PENDING};
+        t->names = t->small;
+        if (r->nmodes > sizeof t->small / sizeof t->small[0]) {
+            t->names = malloc(r->nmodes * sizeof *t->names);
+            if (!t->names)
+                return rl__fail(kRLErrorNoMemory, fname, "out of memory");
+        }
+    }
+    bool failed;
+    rl_pext *e = rl_pext_make(r, &t->ext, t->names, &failed, fname);
+    bool ok = !failed;
+    if (ok && r->wait)
+        e->waiter = &t->waiter;
+    if (ok) {
+#if __BLOCKS__
+        if (r->block)
+            ok = rl_push_block(q, e, r->wait, r->block, fname);
+        else
+#endif
+            ok = rl_push(q, e, r->fn, r->info, fname);
+    }
+    if (!ok) {
+        if (e && e->where == RL_PEXT_HEAP)
+            free(e);
+        if (r->wait && t->names != t->small)
+            free(t->names);
+    }
+    return ok;
+}
+
+bool rl__perform_wait(rl__perform_ticket *t, rl__spin *spin, const char *fname) {
+    /* Without `spin` the loop is not known to run elsewhere: it records its
+     * CPU only when it is about to sleep, and a loop kept busy by this very
+     * exchange may not have. */
+    uint32_t status = rl_waiter_wait(&t->waiter, spin, spin == NULL);
+    if (t->names != t->small)
+        free(t->names);
+    if (status == RL_WAIT_FAILED)
+        return rl__fail(kRLErrorInvalidState, fname, "the thread finished before it ran the request");
+    return true;
+}
 
 /* ------------------------------------------------------------------ */
 /* disposing of requests                                               */
@@ -439,7 +844,7 @@ typedef struct rl_batch {
     /* Blocks that ran (without a record) are released in batches, after
      * running: the frees (of memory the producer's thread allocated) come
      * together instead of interleaving with the calls. */
-    void *ran[64]; /* block copies; slots (rl__call_bslot) tagged with bit 0 */
+    void *ran[64]; /* block copies; slots (rl_call_bslot) tagged with bit 0 */
     size_t nran;
 #endif
 } rl_batch;
@@ -476,10 +881,10 @@ static void rl_ran_flush(rl_batch *b) {
 /* Notes that request s (without a record) ran: its block is released in a
  * batch. */
 static void rl_ran_add(rl_batch *b, rl_pslot s) {
-    if (s.fn == rl__call_block)
+    if (s.fn == rl_call_block)
         b->ran[b->nran++] = s.arg;
 #if RL_TRICK_BLOCK_COPY
-    else if (s.fn == rl__call_bslot)
+    else if (s.fn == rl_call_bslot)
         b->ran[b->nran++] = (void *)((uintptr_t)s.arg | 1);
 #endif
     else
