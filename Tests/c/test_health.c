@@ -71,6 +71,7 @@ NAMED void health_slow_perform(void *info) {
     (void)info;
     usleep(SLOW_US);
 }
+static void count_up(int *n) { (*n)++; }
 NAMED void health_slow_observer(RLRunLoopObserverRef o, RLRunLoopActivity a, void *info) {
     (void)o;
     (void)a;
@@ -259,6 +260,34 @@ static void port_callout_named(void **state) {
     RLRelease(src);
     RLMessagePortInvalidate(local);
     RLRelease(local);
+}
+
+/* Perform requests are timed one by one: a slow one is reported with the
+ * program's function (a block's invoke function for a block). */
+static void perform_named(void **state) {
+    (void)state;
+    seen s = {0};
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    RLSetSlowCalloutHandler(record, &s);
+    assert_true(RLRunLoopSetSlowCalloutThreshold(rl, THRESHOLD));
+    int fast = 0;
+    assert_true(RLRunLoopPerformFunction(rl, "health.perform", (void (*)(void *))count_up, &fast));
+    assert_true(RLRunLoopPerformFunction(rl, "health.perform", health_slow_perform, NULL));
+    RLRunLoopRunInMode("health.perform", 0, false);
+    assert_int_equal(fast, 1);
+    assert_int_equal(s.n, 1);
+    assert_int_equal(s.kind[0], kRLCalloutPerform);
+    assert_string_equal(s.fname[0], "health_slow_perform");
+    assert_string_equal(s.mode[0], "health.perform");
+#if __BLOCKS__
+    assert_true(RLRunLoopPerformBlock(rl, "health.perform", ^{
+      usleep(SLOW_US);
+    }));
+    RLRunLoopRunInMode("health.perform", 0, false);
+    assert_int_equal(s.n, 2);
+    assert_int_equal(s.kind[1], kRLCalloutPerform);
+    assert_true(strcmp(s.fname[1], "health_slow_perform") != 0); /* the block's own invoke function */
+#endif
 }
 
 /* A handler that replaces itself from inside its own call: that report is
@@ -464,6 +493,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup_teardown(loop_threshold_wins, reset, reset),
         cmocka_unit_test_setup_teardown(every_kind_named, reset, reset),
         cmocka_unit_test_setup_teardown(port_callout_named, reset, reset),
+        cmocka_unit_test_setup_teardown(perform_named, reset, reset),
         cmocka_unit_test_setup_teardown(handler_replaced_from_inside, reset, reset),
 #if __BLOCKS__
         cmocka_unit_test_setup_teardown(block_handler, reset, reset),

@@ -26,8 +26,34 @@
 #include <stdlib.h>
 #include <sys/epoll.h>
 
+/* The loop and mode whose perform requests are timed (rl_do_blocks). */
+typedef struct perform_timing_ctx {
+    RLRunLoopRef rl;
+    const char *mode;
+} perform_timing_ctx;
+
+/* A perform request timed (rl_do_blocks; counted as callouts already):
+ * the callout probes fire after it, start and end together. */
+static void rl_perform_timed(void *ctx, const void *fn, const void *arg, double took) {
+    perform_timing_ctx *c = ctx;
+    (void)arg;
+    RL__PROBE3(callout_start, c->rl, (int)kRLCalloutPerform, fn);
+    RL__PROBE4(callout_end, c->rl, (int)kRLCalloutPerform, fn, (unsigned long long)(took * 1e9));
+    rl__health_after(c->rl, took, kRLCalloutPerform, fn, NULL, c->mode);
+}
+
 static bool rl_do_blocks(RLRunLoopRef rl, rl_mode *m) {
-    uint32_t n = rl__perform_maybe_pending(&rl->pq) ? rl__perform_run(&rl->pq, m) : 0;
+    uint32_t n = 0;
+    if (rl__perform_maybe_pending(&rl->pq)) {
+        if (RL__LIKELY((atomic_load_explicit(&rl__health_on, memory_order_relaxed) | RL__PROBE_ON(callout_start) |
+                        RL__PROBE_ON(callout_end)) == 0)) {
+            n = rl__perform_run(&rl->pq, m);
+        } else {
+            perform_timing_ctx c = {rl, m->name};
+            rl__perform_timing t = {rl_perform_timed, &c};
+            n = rl__perform_run_timed(&rl->pq, m, &t);
+        }
+    }
     if (n)
         rl__stats_callouts(rl, kRLCalloutPerform, n);
     rl->pass_ran += n;

@@ -236,7 +236,20 @@ static inline bool rl__perform_maybe_pending(rl__perform_queue *q) {
 }
 /* Runs the requests for mode m queued before this call (the loop's
  * thread); returns how many ran. */
-RL__HIDDEN uint32_t rl__perform_run(rl__perform_queue *q, struct rl_mode *m);
+/* Told about each request a batch runs, when the loop times its callouts
+ * (the loop's health, rl_health.h): the program's function (a block's
+ * invoke function for a block), its argument and how long it ran, in
+ * seconds. The queue itself knows nothing of the loop's health. */
+typedef struct rl__perform_timing {
+    void (*after)(void *ctx, const void *fn, const void *arg, double took);
+    void *ctx;
+} rl__perform_timing;
+/* As rl__perform_run, timing each request through `timing` (NULL: none,
+ * one predictable branch a request). */
+RL__HIDDEN uint32_t rl__perform_run_timed(rl__perform_queue *q, struct rl_mode *m, const rl__perform_timing *timing);
+static inline uint32_t rl__perform_run(rl__perform_queue *q, struct rl_mode *m) {
+    return rl__perform_run_timed(q, m, NULL);
+}
 /* Whether a request waits for mode m (the loop's thread). */
 RL__HIDDEN bool rl__perform_has_for(rl__perform_queue *q, const struct rl_mode *m);
 /* The loop goes to sleep: memory kept for a backlog goes back (not more

@@ -840,6 +840,7 @@ typedef struct rl_batch {
     rl_pext *cur_ext; /* and its record */
     bool running;  /* cur's function is running */
     rl_waiter *finishing; /* the waiter of a request being disposed of */
+    const rl__perform_timing *timing; /* NULL: requests are not timed */
 #if __BLOCKS__
     /* Blocks that ran (without a record) are released in batches, after
      * running: the frees (of memory the producer's thread allocated) come
@@ -945,6 +946,16 @@ static void rl_batch_finish(rl_batch *b) {
     }
 }
 
+/* The program's function of a request: a block's invoke function for
+ * the block trampolines. */
+static const void *rl_user_fn(rl_pslot s) {
+#if __BLOCKS__
+    if (s.fn == rl_call_block || s.fn == rl_call_borrowed || s.fn == rl_call_global || s.fn == rl_call_bslot)
+        return (const void *)((const rl_block_layout *)s.arg)->invoke;
+#endif
+    return (const void *)s.fn;
+}
+
 static void rl_run_batch(rl_batch *b, rl_mode *m) {
     rl_pslot s;
     rl_pext *e;
@@ -962,7 +973,13 @@ static void rl_run_batch(rl_batch *b, rl_mode *m) {
         b->cur = s;
         b->cur_ext = e;
         b->running = true;
-        s.fn(s.arg);
+        if (RL__LIKELY(!b->timing)) {
+            s.fn(s.arg);
+        } else {
+            double t0 = RLMonotonicTimeGetCurrent();
+            s.fn(s.arg);
+            b->timing->after(b->timing->ctx, rl_user_fn(s), s.arg, RLMonotonicTimeGetCurrent() - t0);
+        }
         b->running = false;
         b->nrun++;
         rl_batch_done(b, s, e);
@@ -999,7 +1016,7 @@ static void rl_batch_unwind(void *p) {
 /* Runs the queued requests for mode m: those kept from earlier passes
  * first (they are older), then all that came since, each once; requests
  * queued while these run wait for the next pass, as in CF. */
-uint32_t rl__perform_run(rl__perform_queue *q, rl_mode *m) {
+uint32_t rl__perform_run_timed(rl__perform_queue *q, rl_mode *m, const rl__perform_timing *timing) {
     if (!rl__perform_maybe_pending(q))
         return 0;
     rl__pq_lock(&q->pq);
@@ -1017,6 +1034,7 @@ uint32_t rl__perform_run(rl__perform_queue *q, rl_mode *m) {
     b.r = b.w = (rl_pcur){b.chain.head, 0};
     b.running = false;
     b.finishing = NULL;
+    b.timing = timing;
     b.nrun = 0;
 #if __BLOCKS__
     b.nran = 0;
