@@ -71,7 +71,7 @@ NAMED void health_slow_perform(void *info) {
     (void)info;
     usleep(SLOW_US);
 }
-static void count_up(int *n) { (*n)++; }
+static void count_up(void *n) { (*(int *)n)++; }
 NAMED void health_slow_observer(RLRunLoopObserverRef o, RLRunLoopActivity a, void *info) {
     (void)o;
     (void)a;
@@ -271,7 +271,7 @@ static void perform_named(void **state) {
     RLSetSlowCalloutHandler(record, &s);
     assert_true(RLRunLoopSetSlowCalloutThreshold(rl, THRESHOLD));
     int fast = 0;
-    assert_true(RLRunLoopPerformFunction(rl, "health.perform", (void (*)(void *))count_up, &fast));
+    assert_true(RLRunLoopPerformFunction(rl, "health.perform", count_up, &fast));
     assert_true(RLRunLoopPerformFunction(rl, "health.perform", health_slow_perform, NULL));
     RLRunLoopRunInMode("health.perform", 0, false);
     assert_int_equal(fast, 1);

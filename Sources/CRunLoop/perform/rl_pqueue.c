@@ -950,8 +950,19 @@ static void rl_batch_finish(rl_batch *b) {
  * the block trampolines. */
 static const void *rl_user_fn(rl_pslot s) {
 #if __BLOCKS__
-    if (s.fn == rl_call_block || s.fn == rl_call_borrowed || s.fn == rl_call_global || s.fn == rl_call_bslot)
-        return (const void *)((const rl_block_layout *)s.arg)->invoke;
+    bool block = s.fn == rl_call_block || s.fn == rl_call_borrowed;
+#if RL_TRICK_BLOCK_COPY
+    block = block || s.fn == rl_call_global || s.fn == rl_call_bslot;
+#endif
+    if (block) {
+        /* Every block begins so (the blocks ABI). */
+        const struct {
+            void *isa;
+            int flags, reserved;
+            void (*invoke)(void *);
+        } *layout = s.arg;
+        return (const void *)layout->invoke;
+    }
 #endif
     return (const void *)s.fn;
 }
