@@ -644,7 +644,11 @@ static void sock_deliver_accepts(struct RLSocket *s) {
  * without reading: a read, even a peek, takes the socket's pending error
  * (a reset), which is the Read callback's own read's to see. An error
  * pending is not the end (the read after it is). */
+RL__HIDDEN _Atomic unsigned long rl__socket_eof_asks; /* for the tests: stream_at_eof calls */
+_Atomic unsigned long rl__socket_eof_asks;
+
 static bool stream_at_eof(int fd) {
+    atomic_fetch_add_explicit(&rl__socket_eof_asks, 1, memory_order_relaxed);
     struct pollfd p = {.fd = fd, .events = POLLIN | POLLRDHUP};
     int r;
     do
@@ -759,7 +763,12 @@ static void sock_fd_callout_body(struct RLSocket *s, RLOptionFlags ready) {
             /* As CFSocket, nothing is read before a Read callback: a
              * pending error (a reset) is left for the callback's read,
              * kRLSocketLeaveErrors or not. */
-            bool last = s->sock_type == SOCK_STREAM && !listening && stream_at_eof(s->fd);
+            /* Whether the stream ended is asked of the kernel only when
+             * the loop's report says the peer may have hung up: a Read
+             * callout then costs what a Data one does, its callback's
+             * read the only system call. */
+            bool last = s->sock_type == SOCK_STREAM && !listening && !rl__fd_report_quiet(s->fdobj) &&
+                        stream_at_eof(s->fd);
             if (last) {
                 sock_lock(s);
                 s->at_eof = true;
