@@ -52,7 +52,7 @@ RL__HIDDEN void rl__fdobj_init(rl_fdobj *o, int fd);
  * invalidation to release. */
 RL__HIDDEN void rl__fdobj_set_context(rl_fdobj *o, void *info, void (*release)(const void *info));
 /* Whether it is still valid; no lock needed. */
-static inline bool rl__fdobj_valid(rl_fdobj *o) { return atomic_load_explicit(&o->valid, memory_order_acquire); }
+static inline bool rl__fdobj_valid(const rl_fdobj *o) { return atomic_load_explicit(&o->valid, memory_order_acquire); }
 /* A callout begins that will be handed the info or read fd: true if the
  * object is valid (the callout counted: it calls rl__fdobj_leave), false
  * if not (nothing counted: the callout does nothing). */
