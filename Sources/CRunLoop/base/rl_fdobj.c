@@ -19,13 +19,6 @@ void rl__fdobj_set_context(rl_fdobj *o, void *info, void (*release)(const void *
     o->release = release;
 }
 
-bool rl__fdobj_enter(rl_fdobj *o) {
-    if (!rl__fdobj_valid(o))
-        return false;
-    o->busy++;
-    return true;
-}
-
 /* What the object still owes: its fd if it closes it, its info. */
 static void rl_fdobj_hand_over(rl_fdobj *o, bool close_fd, rl_fdobj_end *end) {
     if (close_fd) {
@@ -37,10 +30,8 @@ static void rl_fdobj_hand_over(rl_fdobj *o, bool close_fd, rl_fdobj_end *end) {
     o->release = NULL;
 }
 
-void rl__fdobj_leave(rl_fdobj *o, rl_fdobj_end *end) {
-    *end = rl_fdobj_nothing;
-    if (--o->busy > 0 || (!o->close_pending && !o->release_pending))
-        return;
+/* The last callout of an invalidated object left (rl__fdobj_leave). */
+void rl__fdobj_leave_last(rl_fdobj *o, rl_fdobj_end *end) {
     rl_fdobj_hand_over(o, o->close_pending, end);
     o->close_pending = o->release_pending = false;
 }
@@ -61,7 +52,7 @@ bool rl__fdobj_invalidate(rl_fdobj *o, unsigned how, rl_fdobj_end *end) {
     return true;
 }
 
-void rl__fdobj_finish(rl_fdobj_end *end) {
+void rl__fdobj_finish_slow(rl_fdobj_end *end) {
     if (end->fd >= 0)
         (void)close(end->fd); /* nothing to do on failure: the number is gone either way */
     if (end->release)

@@ -55,18 +55,35 @@ RL__HIDDEN void rl__fdobj_set_context(rl_fdobj *o, void *info, void (*release)(c
 static inline bool rl__fdobj_valid(const rl_fdobj *o) { return atomic_load_explicit(&o->valid, memory_order_acquire); }
 /* A callout begins that will be handed the info or read fd: true if the
  * object is valid (the callout counted: it calls rl__fdobj_leave), false
- * if not (nothing counted: the callout does nothing). */
-RL__HIDDEN bool rl__fdobj_enter(rl_fdobj *o);
+ * if not (nothing counted: the callout does nothing). Inline, as leave
+ * and finish are: every callout of a socket makes the three calls. */
+static inline bool rl__fdobj_enter(rl_fdobj *o) {
+    if (!rl__fdobj_valid(o))
+        return false;
+    o->busy++;
+    return true;
+}
+RL__HIDDEN void rl__fdobj_leave_last(rl_fdobj *o, rl_fdobj_end *end);
 /* That callout is over: if it was the last one of an invalidated object,
  * *end holds the close and release the invalidation left to it. */
-RL__HIDDEN void rl__fdobj_leave(rl_fdobj *o, rl_fdobj_end *end);
+static inline void rl__fdobj_leave(rl_fdobj *o, rl_fdobj_end *end) {
+    end->fd = -1;
+    end->release = NULL;
+    end->call_inval = false;
+    if (RL__UNLIKELY(--o->busy == 0 && (o->close_pending || o->release_pending)))
+        rl__fdobj_leave_last(o, end);
+}
 /* Invalidates, once: returns whether it was valid. *end holds what to do
  * outside the lock: the invalidation callback to call (call_inval, once
  * in the object's life), then fd to close (RL_FDOBJ_CLOSE) and info to
  * release, unless callouts still run (the last one does it). */
 RL__HIDDEN bool rl__fdobj_invalidate(rl_fdobj *o, unsigned how, rl_fdobj_end *end);
+RL__HIDDEN void rl__fdobj_finish_slow(rl_fdobj_end *end);
 /* Runs *end with no lock held: closes, then releases. */
-RL__HIDDEN void rl__fdobj_finish(rl_fdobj_end *end);
+static inline void rl__fdobj_finish(rl_fdobj_end *end) {
+    if (RL__UNLIKELY(end->fd >= 0 || end->release))
+        rl__fdobj_finish_slow(end);
+}
 /* From the owner's finalizer (the last reference gone, no lock): releases
  * the info if no invalidation did (a creation that failed part-way). The
  * handle is left to the owner. */
