@@ -1,7 +1,9 @@
 /*
  * bench_echo.c — the TCP echo benchmark table: one echo server per peer —
- * ours (RLSocket on our run loop), CoreFoundation's CFSocket on its run
- * loop (Swift toolchain), libuv's uv_tcp — each on a thread of its own,
+ * ours (RLSocket on our run loop, Data callbacks), ours again with Read
+ * callbacks (the callback reads: "ours-read"), a server by hand on raw
+ * edge-triggered epoll (the floor: "epoll"), CoreFoundation's CFSocket on
+ * its run loop (Swift toolchain), libuv's uv_tcp — each on a thread of its own,
  * all driven over loopback by the same plain-socket clients in this one
  * process (bench_echo.h says what every server does). Every measurement
  * runs BEC_ROUNDS times (default 5), peers interleaved benchmark by
@@ -17,7 +19,9 @@
  *     (the process's CPU time minus the client thread's);
  *   - throughput: for a second the client keeps 1 MB in flight and
  *     counts what comes back: on 1 connection with 64 KB writes, and
- *     64 KB on each of 16 connections with 4 KB writes;
+ *     64 KB on each of 16 connections with 4 KB writes, and 4 KB on each
+ *     of 256 connections with 4 KB writes (one write in flight on each:
+ *     many connections, each with little to do per wake);
  *   - connections served per second: 8 clients at a time, each connects,
  *     sends 16 bytes, reads them back and closes.
  *
@@ -85,11 +89,27 @@
  * 1.08x), CPU per MB 0.71-0.74x; off, 6 and 8 of 15 (0.98x, 1.01x),
  * 0.96-0.98x. The whole table then: both throughput rows "yes" (4 of 5).
  *
+ * The two RLSocket styles (2026-12-05). A Read-callback server (the
+ * callback reads: "ours-read") made one system call more per wake than
+ * the Data-callback one: RLSocket asked the kernel whether the stream had
+ * ended (poll with POLLRDHUP, then FIONREAD) before every Read callback,
+ * so as to stop after the final one at the end. The loop now watches a
+ * read registration for EPOLLRDHUP too and tells the callout whether its
+ * report carried a hang-up (rl__fd_report_quiet); RLSocket asks only
+ * then. `make bench-echo-instr`, round trip, before/after in one run:
+ * ours-read 4.0 to 3.0 system calls (epoll_wait, recvfrom, sendto, as
+ * ours and libuv) and 1,551 to 1,518 user-space instructions; ours 3.0
+ * and 1,639 to 1,657. Timed (load average 11-16, 5-9 quick rounds):
+ * server CPU per round trip read/ours 1.07-1.08x before, 0.99-1.01x
+ * after; per MB over 256 connections 0.91-0.97x after, over 16
+ * 1.00-1.06x; rates within 0.92-1.05x (the wall-clock rows swing more
+ * than that between runs on a loaded machine).
+ *
  *   bench_echo                 the table (about a minute)
  *   BEC_ROUNDS=9 bench_echo
  *   BEC_QUICK=1 bench_echo     shorter runs, for a smoke test
- *   BEC_PEERS=ours,libuv       only these peers (ours, CF, libuv)
- *   BEC_ONLY=tp1,tp16          only these benchmarks (rt, tp1, tp16, conn)
+ *   BEC_PEERS=ours,libuv       only these peers (ours, ours-read, epoll, CF, libuv)
+ *   BEC_ONLY=tp1,tp16          only these benchmarks (rt, tp1, tp16, tp256, conn)
  *   BEC_CSV=file               also write the ratios for scripts/bench-chart.py
  *
  * Built by `make bench-echo` (mk/bench-echo.mk).
@@ -111,11 +131,13 @@
 
 #include "bench_echo.h"
 
-enum { P_RL, P_CF, P_UV, NPEERS };
+enum { P_RL, P_RLR, P_EP, P_CF, P_UV, NPEERS };
 
-static const bec_peer *peers[NPEERS] = {[P_RL] = &bec_peer_rl, [P_CF] = &bec_peer_cf, [P_UV] = &bec_peer_uv};
+static const bec_peer *peers[NPEERS] = {[P_RL] = &bec_peer_rl, [P_RLR] = &bec_peer_rl_read, [P_EP] = &bec_peer_epoll,
+                                        [P_CF] = &bec_peer_cf, [P_UV] = &bec_peer_uv};
 
-enum metric { M_RT50, M_RT99, M_RTCPU, M_TP1, M_TP1CPU, M_TP16, M_TPCPU, M_CPS, M_CPSCPU, NMETRICS };
+enum metric { M_RT50, M_RT99, M_RTCPU, M_TP1, M_TP1CPU, M_TP16, M_TPCPU, M_TP256, M_TP256CPU, M_CPS, M_CPSCPU,
+              NMETRICS };
 
 typedef struct {
     const char *label;
@@ -132,6 +154,8 @@ static const metric_info metrics[NMETRICS] = {
     [M_TP1CPU] = {"  server CPU per MB, 1 conn (ms) [a]", 1e9, false, false},
     [M_TP16] = {"throughput, 16 conns, 4 KB writes (MB/s)", 1e-6, true, true},
     [M_TPCPU] = {"  server CPU per MB, 16 conns (ms) [a]", 1e9, false, false},
+    [M_TP256] = {"throughput, 256 conns, 4 KB writes (MB/s)", 1e-6, true, false},
+    [M_TP256CPU] = {"  server CPU per MB, 256 conns (ms) [a]", 1e9, false, false},
     [M_CPS] = {"connections served per second [b]", 1, true, false},
     [M_CPSCPU] = {"  server CPU per connection (us) [a]", 1e6, false, false},
 };
@@ -173,17 +197,20 @@ static double median(int p, enum metric m) {
     return median_of(tmp, n);
 }
 
-/* The rounds in which both ours and peer p have a value: ours/peer of
- * each into r (ascending); returns how many. */
-static int paired_ratios(int p, enum metric m, double *r) {
+/* The rounds in which both peer a and peer b have a value: a/b of each
+ * into r (ascending); returns how many. */
+static int paired_ratios_of(int a, int b, enum metric m, double *r) {
     int n = 0;
     for (int i = 0; i < nrounds; i++) {
-        double x = samples[P_RL][m][i] / samples[p][m][i];
+        double x = samples[a][m][i] / samples[b][m][i];
         if (isfinite(x) && x > 0) r[n++] = x;
     }
     qsort(r, (size_t)n, sizeof *r, cmp_double);
     return n;
 }
+
+/* The same for ours against peer p. */
+static int paired_ratios(int p, enum metric m, double *r) { return paired_ratios_of(P_RL, p, m, r); }
 
 static double now(void) {
     struct timespec ts;
@@ -490,8 +517,8 @@ static void run_round(int round, bool quick) {
         if (!server[p]) add_note(note);
     }
     double secs = quick ? 0.2 : 1.0;
-    static const char *bench_names[4] = {"rt", "tp1", "tp16", "conn"};
-    for (int b = 0; b < 4; b++) {
+    static const char *bench_names[5] = {"rt", "tp1", "tp16", "tp256", "conn"};
+    for (int b = 0; b < 5; b++) {
         if (!in_list(only_benches, bench_names[b])) continue;
         for (int k = 0; k < NPEERS; k++) {
             int p = (k + round) % NPEERS;
@@ -502,7 +529,8 @@ static void run_round(int round, bool quick) {
             case 0: ok = bench_round_trip(p, port[p], quick ? 2000 : 10000); break;
             case 1: ok = bench_throughput(p, port[p], 1, 65536, secs, M_TP1, M_TP1CPU); break;
             case 2: ok = bench_throughput(p, port[p], 16, 4096, secs, M_TP16, M_TPCPU); break;
-            case 3: ok = bench_connections(p, port[p], 8, quick ? 500 : 2000); break;
+            case 3: ok = bench_throughput(p, port[p], 256, 4096, secs, M_TP256, M_TP256CPU); break;
+            case 4: ok = bench_connections(p, port[p], 8, quick ? 500 : 2000); break;
             }
             if (!ok) {
                 char note[160];
@@ -524,10 +552,10 @@ static void fmt(char *buf, size_t size, double v) {
     else snprintf(buf, size, "%.2f", v);
 }
 
-/* The ratio cell: the median over rounds of ours/peer within a round. */
-static void ratio_cell(char *buf, size_t size, int p, enum metric m) {
+/* The ratio cell: the median over rounds of a/b within a round. */
+static void ratio_cell(char *buf, size_t size, int a, int b, enum metric m) {
     double r[MAXROUNDS];
-    int n = paired_ratios(p, m, r);
+    int n = paired_ratios_of(a, b, m, r);
     if (n == 0) snprintf(buf, size, "-");
     else snprintf(buf, size, "%.2fx", median_of(r, n));
 }
@@ -549,28 +577,34 @@ static void verdict_cell(char *buf, size_t size, enum metric m) {
 static void print_table(int rounds) {
     double load[3] = {NAN, NAN, NAN};
     if (getloadavg(load, 3) < 0) load[0] = NAN;
-    printf("\nTCP echo over loopback: ours (RLSocket) vs CoreFoundation's CFSocket (Swift toolchain) vs libuv — "
+    printf("\nTCP echo over loopback: ours (RLSocket: Data callbacks; ours-read: Read callbacks) vs raw epoll vs "
+           "CoreFoundation's CFSocket (Swift toolchain) vs libuv — "
            "one process, %d round%s, median shown; %ld CPUs, load average %.1f\n\n",
            rounds, rounds == 1 ? "" : "s", sysconf(_SC_NPROCESSORS_ONLN), load[0]);
-    printf("%-44s | %9s | %9s | %9s | %8s | %9s | %s\n", "benchmark", "ours", "CF", "libuv", "ours/CF", "ours/libuv",
-           "target: >= libuv");
-    printf("%.44s-+-%.9s-+-%.9s-+-%.9s-+-%.8s-+-%.9s-+-%s\n", "----------------------------------------------------",
-           "----------", "----------", "----------", "----------", "----------", "----------------");
+    printf("%-44s | %9s | %9s | %9s | %9s | %9s | %8s | %9s | %9s | %9s | %s\n", "benchmark", "ours", "ours-read",
+           "epoll", "CF", "libuv", "ours/CF", "ours/libuv", "read/ours", "ours/epoll", "target: >= libuv");
+    printf("%.44s-+-%.9s-+-%.9s-+-%.9s-+-%.9s-+-%.9s-+-%.8s-+-%.9s-+-%.9s-+-%.9s-+-%s\n",
+           "----------------------------------------------------", "----------", "----------", "----------",
+           "----------", "----------", "----------", "----------", "----------", "----------", "----------------");
     for (int m = 0; m < NMETRICS; m++) {
-        char cell[NPEERS][32], rcf[32], ruv[32], met[64] = "";
+        char cell[NPEERS][32], rcf[32], ruv[32], rrd[32], rep_[32], met[64] = "";
         for (int p = 0; p < NPEERS; p++) fmt(cell[p], sizeof cell[p], median(p, (enum metric)m) * metrics[m].scale);
-        ratio_cell(rcf, sizeof rcf, P_CF, (enum metric)m);
-        ratio_cell(ruv, sizeof ruv, P_UV, (enum metric)m);
+        ratio_cell(rcf, sizeof rcf, P_RL, P_CF, (enum metric)m);
+        ratio_cell(ruv, sizeof ruv, P_RL, P_UV, (enum metric)m);
+        ratio_cell(rrd, sizeof rrd, P_RLR, P_RL, (enum metric)m);
+        ratio_cell(rep_, sizeof rep_, P_RL, P_EP, (enum metric)m);
         if (metrics[m].target_uv) verdict_cell(met, sizeof met, (enum metric)m);
-        printf("%-44s | %9s | %9s | %9s | %8s | %9s | %s\n", metrics[m].label, cell[P_RL], cell[P_CF], cell[P_UV], rcf,
-               ruv, met);
+        printf("%-44s | %9s | %9s | %9s | %9s | %9s | %8s | %9s | %9s | %9s | %s\n", metrics[m].label, cell[P_RL],
+               cell[P_RLR], cell[P_EP], cell[P_CF], cell[P_UV], rcf, ruv, rrd, rep_, met);
     }
     printf("\nEvery server runs on a thread of its own; one client thread drives it over 127.0.0.1 with plain\n"
            "sockets (TCP_NODELAY on both ends). Ratios are the median over rounds of ours/peer, each round's\n"
            "two runs paired (rates: above 1 is ours faster; times: below 1 is ours faster). Target: yes when\n"
            "ours was ahead in most rounds, NO when behind in every one (5 or more), par otherwise.\n"
            "Throughput: 1 MB in flight in all, 64 KB on each of the 16 connections (bench_echo.c says why).\n"
-           "Helper threads: ours %s; CF %s; libuv %s.\n",
+           "Helper threads: ours %s; CF %s; libuv %s.\n"
+           "read/ours: the Read-callback server (recv in the callback) against the Data-callback one, same\n"
+           "library; ours/epoll: against a server by hand on raw edge-triggered epoll (no run loop at all).\n",
            peers[P_RL]->threads, peers[P_CF]->threads, peers[P_UV]->threads);
     printf("[a] CPU time of the whole process minus the client thread's: the server's loop and helper threads.\n");
     printf("[b] 8 clients at a time; each connects, sends 16 bytes, reads them back and closes%s.\n",
@@ -590,7 +624,7 @@ static void write_csv(const char *path) {
     }
     fprintf(f, "group,row,peer,ratio,ratio_min,ratio_max,ours,peer_value,unit\n");
     for (int m = 0; m < NMETRICS; m++) {
-        for (int p = 1; p < NPEERS; p++) {
+        for (int p = P_CF; p < NPEERS; p++) { /* the chart's peers: CF, libuv */
             double r[MAXROUNDS];
             int k = paired_ratios(p, (enum metric)m, r);
             if (k == 0) continue;

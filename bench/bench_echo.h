@@ -1,9 +1,10 @@
 /*
  * bench_echo.h — the TCP echo benchmark: one interface, an echo server on
  * a thread of its own, that every peer implements in its own translation
- * unit (bench_echo_cf.c, built twice: CoreFoundation's CFSocket from the
- * Swift toolchain with -DBEC_CF, our RLSocket through cf_compat.h without;
- * bench_echo_uv.c: libuv's uv_tcp), because CoreFoundation's headers and
+ * unit (bench_echo_cf.c, built three times: CoreFoundation's CFSocket from
+ * the Swift toolchain with -DBEC_CF, our RLSocket through cf_compat.h
+ * without, and ours with Read callbacks with -DBEC_READCB; bench_echo_uv.c:
+ * libuv's uv_tcp; bench_echo_epoll.c: raw epoll by hand), because CoreFoundation's headers and
  * ours cannot share one file. bench_echo.c drives every server with the
  * same plain-socket clients, in one process, and prints one table.
  *
@@ -37,6 +38,8 @@ typedef struct bec_peer {
 } bec_peer;
 
 extern const bec_peer bec_peer_rl;
+extern const bec_peer bec_peer_rl_read; /* RLSocket with Read callbacks, recv in the callback */
+extern const bec_peer bec_peer_epoll;   /* by hand on raw epoll, edge-triggered: the floor */
 extern const bec_peer bec_peer_cf;
 extern const bec_peer bec_peer_uv;
 

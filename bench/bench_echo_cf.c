@@ -9,12 +9,21 @@
  *             plain aliases of the RLSocket functions: bec_peer_rl.
  * So both run the very same server: a listening socket with an Accept
  * callback, one socket per client with Data and Write callbacks.
+ *   -DBEC_READCB  ours again, with the other CFSocket style: one socket
+ *             per client with Read and Write callbacks, the callback
+ *             reading (one recv of up to 64 KB per callback) itself:
+ *             bec_peer_rl_read ("ours-read").
  */
 #ifdef BEC_CF
 #include <CoreFoundation/CoreFoundation.h>
 #define BEC_PEER bec_peer_cf
 #define BEC_PEER_NAME "CF"
 #define BEC_THREADS "+1 select() thread for all sockets"
+#elif defined(BEC_READCB)
+#include <crunloop/cf_compat.h>
+#define BEC_PEER bec_peer_rl_read
+#define BEC_PEER_NAME "ours-read"
+#define BEC_THREADS "none"
 #else
 #include <crunloop/cf_compat.h>
 #define BEC_PEER bec_peer_rl
@@ -32,6 +41,13 @@
 #include <unistd.h>
 
 #include "bench_echo.h"
+
+/* The read-side callback type each connection uses. */
+#ifdef BEC_READCB
+#define BEC_READ_TYPE kCFSocketReadCallBack
+#else
+#define BEC_READ_TYPE kCFSocketDataCallBack
+#endif
 
 typedef struct cf_server cf_server;
 
@@ -85,27 +101,41 @@ static void cf_after_send(cf_conn *c) {
     if (c->out.len > 0) {
         CFSocketEnableCallBacks(c->socket, kCFSocketWriteCallBack);
         if (c->out.len >= BEC_HIGH_WATER && !c->paused && !c->ended) {
-            CFSocketDisableCallBacks(c->socket, kCFSocketDataCallBack);
+            CFSocketDisableCallBacks(c->socket, BEC_READ_TYPE);
             c->paused = true;
         }
     } else if (c->ended) {
         cf_close(c);
     } else if (c->paused) {
         c->paused = false;
-        CFSocketEnableCallBacks(c->socket, kCFSocketDataCallBack);
+        CFSocketEnableCallBacks(c->socket, BEC_READ_TYPE);
     }
 }
 
 static void cf_conn_cb(CFSocketRef s, CFSocketCallBackType type, CFDataRef address, const void *data, void *info) {
     (void)s, (void)address;
     cf_conn *c = info;
-    if (type == kCFSocketDataCallBack) {
+    if (type == BEC_READ_TYPE) {
+#ifdef BEC_READCB
+        (void)data;
+        static __thread UInt8 rbuf[65536];
+        ssize_t got = recv(c->fd, rbuf, sizeof rbuf, MSG_DONTWAIT);
+        if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+            return; /* nothing after all: the callback comes again */
+        if (got < 0) {
+            cf_close(c);
+            return;
+        }
+        CFIndex n = (CFIndex)got;
+        const UInt8 *bytes = rbuf;
+#else
         CFDataRef d = (CFDataRef)data;
         CFIndex n = CFDataGetLength(d);
+        const UInt8 *bytes = n > 0 ? CFDataGetBytePtr(d) : NULL;
+#endif
         if (n <= 0) {
             c->ended = true;
         } else {
-            const UInt8 *bytes = CFDataGetBytePtr(d);
             ssize_t sent = 0;
             if (c->out.len == 0 && (sent = cf_send(c, bytes, (size_t)n)) < 0) {
                 cf_close(c);
@@ -138,7 +168,7 @@ static void cf_accept(cf_server *server, int fd) {
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     CFSocketContext ctx = {0, c, NULL, NULL, NULL};
-    c->socket = CFSocketCreateWithNative(NULL, fd, kCFSocketDataCallBack | kCFSocketWriteCallBack, cf_conn_cb, &ctx);
+    c->socket = CFSocketCreateWithNative(NULL, fd, BEC_READ_TYPE | kCFSocketWriteCallBack, cf_conn_cb, &ctx);
     if (!c->socket) {
         close(fd);
         free(c);

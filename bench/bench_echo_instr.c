@@ -143,11 +143,16 @@ static bool round_trips(unsigned port, long n) {
 int main(int argc, char **argv) {
     const bec_peer *peer = NULL;
     if (argc == 4)
-        peer = strcmp(argv[1], "ours") == 0 ? &bec_peer_rl : strcmp(argv[1], "libuv") == 0 ? &bec_peer_uv : NULL;
+        peer = strcmp(argv[1], "ours") == 0        ? &bec_peer_rl
+               : strcmp(argv[1], "ours-read") == 0 ? &bec_peer_rl_read
+               : strcmp(argv[1], "epoll") == 0     ? &bec_peer_epoll
+               : strcmp(argv[1], "libuv") == 0     ? &bec_peer_uv
+                                                   : NULL;
     bool tp16 = argc == 4 && strcmp(argv[2], "tp16") == 0;
     long n = argc == 4 ? atol(argv[3]) : 0;
     if (!peer || (!tp16 && strcmp(argv[2], "rt") != 0) || n < 1) {
-        fprintf(stderr, "usage: %s ours|libuv rt ROUND_TRIPS | ours|libuv tp16 MEGABYTES\n", argv[0]);
+        fprintf(stderr, "usage: %s PEER rt ROUND_TRIPS | PEER tp16 MEGABYTES (PEER: ours, ours-read, epoll, libuv)\n",
+                argv[0]);
         return 2;
     }
     char note[160] = "";

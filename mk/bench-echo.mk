@@ -1,5 +1,6 @@
-# bench-echo: TCP echo over loopback — our RLSocket server against
-# CoreFoundation's CFSocket (Swift toolchain) and libuv's uv_tcp, all driven
+# bench-echo: TCP echo over loopback — our RLSocket server (Data callbacks,
+# and Read callbacks: bench_echo_cf.c with -DBEC_READCB) against a server by
+# hand on raw epoll, CoreFoundation's CFSocket (Swift toolchain) and libuv's uv_tcp, all driven
 # by the same plain-socket clients in one process (bench/bench_echo*.c):
 # round trip, throughput, connections per second. Always -O2, against the
 # static library of $(BUILD). Like bench_runloop_cf.c, bench_echo_cf.c is
@@ -9,13 +10,14 @@
 BENCH_ECHO := $(BUILD)/bench/bench_echo
 BENCH_ECHO_OBJ := $(BUILD)/bench/obj
 BENCH_ECHO_OBJS := $(BENCH_ECHO_OBJ)/bench_echo.o $(BENCH_ECHO_OBJ)/bench_echo_rl.o \
+                   $(BENCH_ECHO_OBJ)/bench_echo_rl_read.o $(BENCH_ECHO_OBJ)/bench_echo_epoll.o \
                    $(BENCH_ECHO_OBJ)/bench_echo_cf.o $(BENCH_ECHO_OBJ)/bench_echo_uv.o
 BENCH_ECHO_FLAGS = $(CPPFLAGS) $(CFLAGS) -O2 -pthread
 
 BENCH_TARGETS += bench-echo
 
 .PHONY: bench-echo
-bench-echo: $(BENCH_ECHO) ## TCP echo over loopback: RLSocket vs CF's CFSocket and libuv (round trip, throughput, connections/s)
+bench-echo: $(BENCH_ECHO) ## TCP echo over loopback: RLSocket (Data and Read callbacks) vs raw epoll, CF's CFSocket and libuv (round trip, throughput, connections/s)
 	@mkdir -p $(BENCH_RESULTS) && rm -f $(BENCH_RESULTS)/echo.csv
 	@BEC_CSV=$(BENCH_RESULTS)/echo.csv $(BENCH_ECHO)
 
@@ -33,6 +35,16 @@ $(BENCH_ECHO_OBJ)/bench_echo_rl.o: bench/bench_echo_cf.c bench/bench_echo.h $(HD
 	@$(call say,CC,$@)
 	$(Q)$(CC) $(BENCH_ECHO_FLAGS) -c -o $@ $<
 
+$(BENCH_ECHO_OBJ)/bench_echo_rl_read.o: bench/bench_echo_cf.c bench/bench_echo.h $(HDRS)
+	@mkdir -p $(dir $@)
+	@$(call say,CC,$@)
+	$(Q)$(CC) $(BENCH_ECHO_FLAGS) -DBEC_READCB -c -o $@ $<
+
+$(BENCH_ECHO_OBJ)/bench_echo_epoll.o: bench/bench_echo_epoll.c bench/bench_echo.h
+	@mkdir -p $(dir $@)
+	@$(call say,CC,$@)
+	$(Q)$(CC) $(BENCH_ECHO_FLAGS) -c -o $@ $<
+
 $(BENCH_ECHO_OBJ)/bench_echo_cf.o: bench/bench_echo_cf.c bench/bench_echo.h
 	@mkdir -p $(dir $@)
 	@$(call say,CC,$@)
@@ -43,8 +55,9 @@ $(BENCH_ECHO_OBJ)/bench_echo_uv.o: bench/bench_echo_uv.c bench/bench_echo.h
 	@$(call say,CC,$@)
 	$(Q)$(CC) $(BENCH_ECHO_FLAGS) $(UV_CFLAGS) -c -o $@ $<
 
-# bench-echo-instr: the echo server's user-space instructions (per round
-# trip, and per MB over 16 connections), ours against libuv, by callgrind
+# bench-echo-instr: the echo server's user-space instructions (callgrind)
+# and system calls (strace) per round trip, and per MB over 16
+# connections: both RLSocket styles, raw epoll and libuv
 # (bench/bench_echo_instr.c, scripts/bench-echo-instr.sh): the same on
 # every run, so it shows what a
 # change to the event path costs where the timed rows cannot. Not part of
@@ -53,10 +66,11 @@ $(BENCH_ECHO_OBJ)/bench_echo_uv.o: bench/bench_echo_uv.c bench/bench_echo.h
 BENCH_ECHO_INSTR := $(BUILD)/bench/bench_echo_instr
 
 .PHONY: bench-echo-instr
-bench-echo-instr: $(BENCH_ECHO_INSTR) ## echo server's user-space instructions per round trip and per MB, ours vs libuv (callgrind)
+bench-echo-instr: $(BENCH_ECHO_INSTR) ## echo server's instructions (callgrind) and system calls (strace) per round trip and per MB: both RLSocket styles, raw epoll, libuv
 	@scripts/bench-echo-instr.sh $(BENCH_ECHO_INSTR)
 
 $(BENCH_ECHO_INSTR): $(BENCH_ECHO_OBJ)/bench_echo_instr.o $(BENCH_ECHO_OBJ)/bench_echo_rl.o \
+                     $(BENCH_ECHO_OBJ)/bench_echo_rl_read.o $(BENCH_ECHO_OBJ)/bench_echo_epoll.o \
                      $(BENCH_ECHO_OBJ)/bench_echo_uv.o $(STATIC_LIB)
 	@$(call say,CC,$@)
 	$(Q)$(CC) $(LDFLAGS) -pthread -o $@ $(filter %.o,$^) $(STATIC_LIB) $(LIBS) $(UV_LIBS) -lm

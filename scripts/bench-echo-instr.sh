@@ -1,19 +1,30 @@
 #!/bin/sh
 # bench-echo-instr.sh BINARY — the user-space instructions an echo server
-# spends, ours against libuv, counted by callgrind (bench/bench_echo_instr.c
-# says what BINARY does): per 64-byte round trip, and per MB echoed over 16
-# connections. Each peer runs twice per row, with two amounts of work; the
-# server thread's count (the first thread the process starts) is divided
-# by the difference, so start-up and shutdown cancel out.
-# `make bench-echo-instr` runs it.
+# spends (counted by callgrind) and the system calls it makes (counted by
+# strace), per peer (bench/bench_echo_instr.c says what BINARY does): per
+# 64-byte round trip, and per MB echoed over 16 connections. Each peer runs
+# twice per row, with two amounts of work; the server thread's count (the
+# threads but the process's first) is divided by the difference, so
+# start-up and shutdown cancel out.
+# Peers: ours (RLSocket, Data callbacks), ours-read (RLSocket, Read
+# callbacks, recv in the callback), epoll (by hand, edge-triggered), libuv.
+# BEI_PEERS="ours ours-read" picks some; BEI_TP=0 leaves out the per-MB row;
+# BEI_SYSCALLS=0 leaves out strace. `make bench-echo-instr` runs it.
 set -eu
 bin=$1
 N1=${BEI_N1:-1000}
 N2=${BEI_N2:-3000}
 MB1=${BEI_MB1:-10}
 MB2=${BEI_MB2:-30}
+PEERS=${BEI_PEERS:-ours ours-read epoll libuv}
+TP=${BEI_TP:-1}
+SYSCALLS=${BEI_SYSCALLS:-1}
 if ! command -v valgrind >/dev/null 2>&1; then
     echo "bench-echo-instr: valgrind is missing (scripts/setup-deps.sh installs it)" >&2
+    exit 1
+fi
+if [ "$SYSCALLS" = 1 ] && ! command -v strace >/dev/null 2>&1; then
+    echo "bench-echo-instr: strace is missing (scripts/setup-deps.sh installs it); BEI_SYSCALLS=0 skips it" >&2
     exit 1
 fi
 dir=$(mktemp -d)
@@ -36,22 +47,59 @@ count() {
     awk '/^(summary|totals):/ { print $2; exit }' "$f"
 }
 
-# Instructions per unit of `kind` for `peer`, from runs of a and b units.
-per_unit() {
-    x=$(count "$1" "$2" "$3")
-    y=$(count "$1" "$2" "$4")
-    echo $(( (y - x) / ($4 - $3) ))
+# The system calls of every thread but the first (the client) for `peer`
+# doing `kind` n times; their names and counts go to $dir/names.$1.$2.$3.
+syscalls() {
+    pre="$dir/st.$1.$2.$3"
+    if ! strace -ff -o "$pre" "$bin" "$1" "$2" "$3" >"$dir/log" 2>&1; then
+        cat "$dir/log" >&2
+        echo "bench-echo-instr: $1 $2 failed under strace" >&2
+        exit 1
+    fi
+    first=$(ls "$pre".* | sed 's/.*\.//' | sort -n | head -1)
+    for f in "$pre".*; do
+        [ "$f" = "$pre.$first" ] || cat "$f"
+    done | awk -F'(' '/^[a-z_0-9]+\(/ { n[$1]++; t++ } END { for (k in n) print k, n[k] > "/dev/stderr"; print t + 0 }' \
+        2>"$dir/names.$1.$2.$3"
 }
 
-rt_ours=$(per_unit ours rt "$N1" "$N2")
-rt_uv=$(per_unit libuv rt "$N1" "$N2")
-tp_ours=$(per_unit ours tp16 "$MB1" "$MB2")
-tp_uv=$(per_unit libuv tp16 "$MB1" "$MB2")
-printf '\nUser-space instructions of the echo server thread (callgrind; %s and %s round trips, %s and %s MB)\n\n' \
-    "$N1" "$N2" "$MB1" "$MB2"
-row() { awk -v l="$1" -v o="$2" -v u="$3" 'BEGIN { printf "%-40s | %9d | %9d | %9.2fx\n", l, o, u, o / u }'; }
-printf '%-40s | %9s | %9s | %10s\n' "work" "ours" "libuv" "ours/libuv"
-printf '%-40s-+-%9s-+-%9s-+-%10s\n' "----------------------------------------" "---------" "---------" "----------"
-row "per 64-byte round trip, 1 connection" "$rt_ours" "$rt_uv"
-row "per MB, 16 connections, 4 KB writes" "$tp_ours" "$tp_uv"
-printf '\nBelow 1: ours does less. The kernel, where most of the time goes, is not counted. The round trip\ncount is the same on every run; the per-MB one moves by about a tenth (how the threads interleave\nunder valgrind decides how much each read finds).\n'
+# Per unit of `kind` for `peer`, from runs of a and b units, by `how`
+# (count or syscalls).
+per_unit() {
+    x=$($1 "$2" "$3" "$4")
+    y=$($1 "$2" "$3" "$5")
+    awk -v x="$x" -v y="$y" -v a="$4" -v b="$5" 'BEGIN { printf "%.1f", (y - x) / (b - a) }'
+}
+
+# Which system calls make up the difference, per unit: "name count ...".
+names_per_unit() {
+    awk -v a="$3" -v b="$4" 'FNR == NR { x[$1] = $2; next } { y[$1] = $2 }
+        END { for (k in y) { d = (y[k] - x[k]) / (b - a); if (d >= 0.05) printf "%s %.2f  ", k, d } }' \
+        "$dir/names.$1.$2.$3" "$dir/names.$1.$2.$4"
+}
+
+printf '\nThe echo server thread per unit of work (callgrind: user-space instructions; strace: system calls)\n'
+printf '%s and %s round trips, %s and %s MB\n\n' "$N1" "$N2" "$MB1" "$MB2"
+printf '%-10s | %12s | %12s | %12s | %12s\n' "peer" "instr/rt" "syscalls/rt" "instr/MB" "syscalls/MB"
+printf '%-10s-+-%12s-+-%12s-+-%12s-+-%12s\n' "----------" "------------" "------------" "------------" "------------"
+details=""
+for p in $PEERS; do
+    irt=$(per_unit count "$p" rt "$N1" "$N2")
+    srt=-
+    itp=-
+    stp=-
+    if [ "$SYSCALLS" = 1 ]; then
+        srt=$(per_unit syscalls "$p" rt "$N1" "$N2")
+        details="$details$(printf '%-10s rt: %s' "$p" "$(names_per_unit "$p" rt "$N1" "$N2")")
+"
+    fi
+    if [ "$TP" = 1 ]; then
+        itp=$(per_unit count "$p" tp16 "$MB1" "$MB2")
+        [ "$SYSCALLS" = 1 ] && stp=$(per_unit syscalls "$p" tp16 "$MB1" "$MB2")
+    fi
+    printf '%-10s | %12s | %12s | %12s | %12s\n' "$p" "$irt" "$srt" "$itp" "$stp"
+done
+if [ -n "$details" ]; then
+    printf '\nSystem calls per round trip, by name:\n%s' "$details"
+fi
+printf '\nThe kernel, where most of the time goes, is not in the instruction counts. The round trip counts\nare the same on every run; the per-MB ones move by about a tenth (how the threads interleave under\nvalgrind or strace decides how much each read finds).\n'

@@ -8,7 +8,7 @@
 # swiftthreads-threaded-parser uses (Swift's own Linux prerequisites have it).
 set -euo pipefail
 pkgs=(libbsd-dev libcmocka-dev pkg-config valgrind libuv1-dev libglib2.0-dev libblocksruntime-dev
-      python3-matplotlib iproute2 libexpat1-dev libxml2 dbus-daemon libdbus-1-dev systemtap-sdt-dev)
+      python3-matplotlib iproute2 libexpat1-dev libxml2 dbus-daemon libdbus-1-dev systemtap-sdt-dev strace)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -283,6 +283,64 @@ static void test_handler_invalidates_its_port(void **state) {
     RLRelease(p);
 }
 
+/* The context's life, as for every object that owns a context
+ * (rl_fdobj.h) and as CFMachPort: its info is released by the
+ * invalidation, once, after the invalidation callback, not when the last
+ * reference goes; a handler that invalidates its port still has the info
+ * until the end of its batch. */
+typedef struct life {
+    int refs;       /* retains minus releases of the info */
+    int inval_refs; /* refs seen by the invalidation callback */
+    int after_refs; /* refs seen by the handler after it invalidated */
+} life;
+
+static const void *life_retain(const void *info) {
+    ((life *)info)->refs++;
+    return info;
+}
+static void life_release(const void *info) { ((life *)info)->refs--; }
+static void life_on_invalid(RLPortRef p, void *info) { ((life *)info)->inval_refs = ((life *)info)->refs; }
+static void life_invalidate_in_handler(RLPortRef port, RLPortMessageRef m, void *info) {
+    RLPortInvalidate(port);
+    ((life *)info)->after_refs = ((life *)info)->refs;
+}
+
+static void test_invalidation_releases_the_context_once(void **state) {
+    life l = {0};
+    RLPortContext ctx = {0, &l, life_retain, life_release, NULL};
+    RLPortRef p = RLPortCreate(NULL, count_handle, &ctx);
+    assert_int_equal(l.refs, 1);
+    assert_true(RLPortSetInvalidationCallBack(p, life_on_invalid));
+    RLRetain(p); /* still held elsewhere */
+    assert_true(RLPortInvalidate(p));
+    assert_int_equal(l.inval_refs, 1); /* the callback first, with the info alive */
+    assert_int_equal(l.refs, 0);       /* then released, though p lives on */
+    assert_true(RLPortInvalidate(p));
+    RLRelease(p);
+    RLRelease(p);
+    assert_int_equal(l.refs, 0); /* once */
+
+    /* Released by the last reference when never invalidated. */
+    life k = {0};
+    RLPortContext kc = {0, &k, life_retain, life_release, NULL};
+    RLRelease(RLPortCreate(NULL, count_handle, &kc));
+    assert_int_equal(k.refs, 0);
+
+    /* A handler that invalidates its port keeps the info for its call. */
+    life h = {0};
+    RLPortContext hc = {0, &h, life_retain, life_release, NULL};
+    RLPortRef q = RLPortCreate(NULL, life_invalidate_in_handler, &hc);
+    assert_true(RLPortSendBeforeDate(q, 0, 1, NULL, 0, NULL));
+    RLRunLoopAddPort(RLRunLoopGetCurrent(), q, kRLRunLoopDefaultMode);
+    RLRunLoopSourceRef keep = rl_test_keep_mode(kRLRunLoopDefaultMode);
+    RLRunLoopRunInMode(kRLRunLoopDefaultMode, 0.2, true);
+    rl_test_unkeep(keep);
+    assert_int_equal(h.after_refs, 1);
+    assert_int_equal(h.refs, 0);
+    RLRelease(q);
+    assert_int_equal(h.refs, 0);
+}
+
 /* A handler that keeps every third message (retains it) and checks the
  * others while they are valid: what a handler keeps must stay as it was
  * delivered, whatever the port does with the messages after it. */
@@ -463,6 +521,7 @@ int main(void) {
         cmocka_unit_test(test_full_queue_times_out_then_drains),
         cmocka_unit_test(test_invalidate_with_messages_queued),
         cmocka_unit_test(test_handler_invalidates_its_port),
+        cmocka_unit_test(test_invalidation_releases_the_context_once),
         cmocka_unit_test(test_kept_messages_stay_as_delivered),
         cmocka_unit_test(test_messages),
         cmocka_unit_test(test_misuse),

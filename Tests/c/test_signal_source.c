@@ -7,6 +7,7 @@
 #include "testutil.h"
 #include "trace.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -434,6 +435,34 @@ static void test_invalidate_inside_the_callout_and_context(void **state) {
     assert_true(RLRelease(s));
 }
 
+/* The process's open descriptors now. */
+static int open_fds(void) {
+    DIR *d = opendir("/proc/self/fd");
+    assert_non_null(d);
+    int n = 0;
+    while (readdir(d))
+        n++;
+    closedir(d);
+    return n;
+}
+
+/* As every object that owns a kernel handle: its signalfd is closed by the
+ * invalidation, not when the last reference goes (a source kept invalid
+ * holds no descriptor). */
+static void test_invalidate_closes_the_signalfd(void **state) {
+    (void)state;
+    int before = open_fds();
+    RLSignalSourceRef s = watch(SIGUSR2, NULL);
+    assert_true(open_fds() > before);
+    RLRetain(s); /* someone else still holds it */
+    assert_true(RLSignalSourceInvalidate(s));
+    assert_int_equal(open_fds(), before);
+    assert_true(RLSignalSourceInvalidate(s)); /* once: nothing more */
+    RLRelease(s);
+    RLRelease(s);
+    assert_int_equal(open_fds(), before);
+}
+
 static void test_misuse(void **state) {
     (void)state;
     int bad[] = {0, -1, SIGKILL, SIGSTOP, SIGSEGV, SIGBUS, SIGFPE, SIGILL, _NSIG, 1000, 32};
@@ -504,6 +533,7 @@ int main(void) {
         cmocka_unit_test_setup(test_context_released_after_a_running_callout, rl_trace_setup),
         cmocka_unit_test_setup(test_invalidate_inside_the_callout_and_context, rl_trace_setup),
         cmocka_unit_test_setup(test_fork_while_another_thread_creates_sources, rl_trace_setup),
+        cmocka_unit_test_setup(test_invalidate_closes_the_signalfd, rl_trace_setup),
         cmocka_unit_test_setup(test_misuse, rl_trace_setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 RL__HIDDEN unsigned long rl__fd_kept_calls(RLRunLoopRef rl);
+RL__HIDDEN extern _Atomic unsigned long rl__socket_eof_asks;
 
 #define MODE "SOCKCF"
 
@@ -413,6 +414,38 @@ static void test_read_callback_bytes_then_reset(void **state) {
     assert_quiet();
     assert_true(RLSocketInvalidate(s));
     RLRelease(s);
+    rl_test_unkeep(keep);
+}
+
+/* A Read callback costs no system call of the socket's own: whether the
+ * stream ended is asked of the kernel only when the loop's report says
+ * the peer may have hung up. Bytes and the end queued together: the
+ * bytes first, then the end, then nothing. */
+static void test_read_callback_asks_for_the_end_only_at_a_hang_up(void **state) {
+    (void)state;
+    int sv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    probe p = {.name = "S"};
+    RLSocketRef s = probed(sv[0], kRLSocketReadCallBack, &p, NULL);
+    RLRunLoopSourceRef keep = rl_test_keep_mode(MODE);
+    unsigned long asks = rl__socket_eof_asks;
+    for (int i = 1; i <= 20; i++) {
+        assert_int_equal(write(sv[1], "x", 1), 1);
+        run_until(i);
+    }
+    assert_int_equal(p.calls, 20);
+    assert_int_equal(rl__socket_eof_asks - asks, 0);
+    rl_trace_clear();
+    assert_int_equal(write(sv[1], "abc", 3), 3);
+    assert_int_equal(shutdown(sv[1], SHUT_WR), 0);
+    run_until(2);
+    assert_trace("S:read3 S:read0");
+    assert_quiet();
+    assert_true(rl__socket_eof_asks - asks >= 1);
+    assert_true(RLSocketIsValid(s));
+    assert_true(RLSocketInvalidate(s));
+    RLRelease(s);
+    close(sv[1]);
     rl_test_unkeep(keep);
 }
 
@@ -857,6 +890,7 @@ int main(void) {
         cmocka_unit_test_setup(test_read_callback_at_end_stays_valid, rl_trace_setup),
         cmocka_unit_test_setup(test_read_callback_sees_the_reset, rl_trace_setup),
         cmocka_unit_test_setup(test_read_callback_bytes_then_reset, rl_trace_setup),
+        cmocka_unit_test_setup(test_read_callback_asks_for_the_end_only_at_a_hang_up, rl_trace_setup),
         cmocka_unit_test_setup(test_empty_datagram_keeps_the_socket_valid, rl_trace_setup),
         cmocka_unit_test_setup(test_datagram_error_is_an_empty_data, rl_trace_setup),
         cmocka_unit_test_setup(test_create_with_signature_listens, rl_trace_setup),

@@ -826,6 +826,29 @@ static void test_context_is_retained_and_released(void **state) {
     assert_int_equal(releases, 1);
 }
 
+/* As every object that owns a context (rl_fdobj.h) and as CFMessagePort:
+ * the invalidation releases the info, once, after the invalidation
+ * callback, though the port is still referenced. */
+static int releases_seen_by_callback;
+static void note_releases(RLSocketPortRef sp, void *info) { releases_seen_by_callback = releases; }
+
+static void test_invalidation_releases_the_context_once(void **state) {
+    int token;
+    RLSocketPortContext ctx = {0, &token, ctx_retain, ctx_release, NULL};
+    retains = releases = 0;
+    releases_seen_by_callback = -1;
+    RLSocketPortRef local = RLSocketPortCreateLocal(NULL, AF_INET6, NULL, 0, NULL, &ctx);
+    assert_non_null(local);
+    assert_true(RLSocketPortSetInvalidationCallBack(local, note_releases));
+    assert_true(RLSocketPortInvalidate(local));
+    assert_int_equal(releases_seen_by_callback, 0); /* the callback first */
+    assert_int_equal(releases, 1);                  /* then the info, while the port lives */
+    assert_true(RLSocketPortInvalidate(local));
+    RLRelease(local);
+    assert_int_equal(retains, 1);
+    assert_int_equal(releases, 1); /* once */
+}
+
 /* ---- two hosts: network namespaces joined by a veth pair ---- */
 
 static char ns_a[32], ns_b[32];
@@ -928,6 +951,7 @@ int main(void) {
         cmocka_unit_test(test_invalidate_wakes_a_blocked_send),
         cmocka_unit_test(test_misuse),
         cmocka_unit_test(test_context_is_retained_and_released),
+        cmocka_unit_test(test_invalidation_releases_the_context_once),
         cmocka_unit_test_teardown(test_between_two_hosts, remove_namespaces),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

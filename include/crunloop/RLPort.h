@@ -78,7 +78,9 @@ RL_EXPORT RLIndex RLPortGetQueuedCount(RLPortRef RL_NULLABLE port);
 RL_EXPORT bool RLPortIsValid(RLPortRef RL_NULLABLE port);
 /* Invalidates: no more sends, queued messages released, its source
  * removed from every loop, waiting senders woken, the invalidation
- * callback called (once). Idempotent; false only for a bad object. */
+ * callback called (once), then the context's info released (once, as
+ * CFMachPort does; a handler running meanwhile keeps it until its batch
+ * ends). Idempotent; false only for a bad object. */
 RL_EXPORT bool RLPortInvalidate(RLPortRef RL_NULLABLE port);
 /* As CF: on an invalid port the callback is called at once. */
 RL_EXPORT bool RLPortSetInvalidationCallBack(RLPortRef RL_NULLABLE port,

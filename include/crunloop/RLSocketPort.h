@@ -114,7 +114,8 @@ RL_EXPORT bool RLSocketPortGetContext(RLSocketPortRef RL_NULLABLE port, RLSocket
 
 /* Closes the port: a local port stops listening (its TCP port is free at
  * once) and drops its clients; a remote port disconnects. Calls the
- * invalidation callback once. Idempotent; false only for a bad object. */
+ * invalidation callback once, then releases the context's info (once,
+ * as a message port does). Idempotent; false only for a bad object. */
 RL_EXPORT bool RLSocketPortInvalidate(RLSocketPortRef RL_NULLABLE port);
 /* As CF: on an already invalid port the callback is called at once. */
 RL_EXPORT bool RLSocketPortSetInvalidationCallBack(RLSocketPortRef RL_NULLABLE port,

@@ -179,6 +179,12 @@ RL__HIDDEN RLRunLoopRef rl__runloop_get_for_thread(pthread_t thread);
  * not told to stop). A callout that hands over what the fd has in several
  * pieces asks before each further one (RLFileDescriptor.c). */
 RL__HIDDEN bool rl__fd_served_now(RLFileDescriptorRef f);
+/* From a callout of f: whether the readiness it serves came with no
+ * hang-up and no error (epoll's report had none of EPOLLRDHUP, EPOLLHUP,
+ * EPOLLERR): the peer had not ended the stream when the loop waited, so
+ * no system call need ask. False: it may have, or unknown (not in a
+ * callout of f; an always-ready file). */
+RL__HIDDEN bool rl__fd_report_quiet(RLFileDescriptorRef f);
 /* From an fd callout: how many more fd callouts the loop's pass has still
  * to make after it (others ready in the same wake). A hint for how long
  * the callout may take: RLSocket reads in bigger chunks when it is 0. */

@@ -9,9 +9,11 @@
  * and mask) sits behind one mutex: it is touched when a source is created,
  * invalidated or reads a signal, never on a loop's path otherwise. */
 #include "RLBase.h"
+#include "rl_fdobj.h"
 #include "rl_fork.h"
 #include "rl_lockclass.h"
 #include "rl_loop.h"
+#include "rl_poll.h"
 
 #include <crunloop/RLFileDescriptor.h>
 #include <crunloop/RLRunLoopSource.h>
@@ -23,25 +25,23 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/signalfd.h>
 #include <unistd.h>
 
 struct RLSignalSource {
     rl__object base;
     int signum;
-    int sfd;
+    int sfd; /* its signalfd (made through the kernel seam, rl_poll.h); closed with `life` */
     RLSignalSourceCallBack callout;
     RLSignalSourceContext ctx;
     RLFileDescriptorRef fdobj; /* watches sfd */
     RLRunLoopSourceRef fdsrc;  /* fdobj's source: follows src into loops and modes */
     /* Below: guarded by rl_sig_lock. */
     RLRunLoopSourceRef src; /* the user's source (version 0), made on demand */
-    bool valid;
+    /* Valid until invalidated; then the signalfd is closed and the
+     * context's info released, once, after the callouts running on loops'
+     * threads that were handed the info (rl_fdobj.h). */
+    rl_fdobj life;
     RLIndex pending;            /* deliveries not yet handed to the callout */
-    /* Callouts running on loops' threads, which were handed ctx.info: an
-     * invalidation meanwhile leaves the release of info to the last. */
-    int busy;
-    bool release_pending;
     RLRunLoopRef *loops;        /* the loops src is scheduled in, once per mode (retained) */
     size_t nloops, caploops;
     struct RLSignalSource *next; /* the next watcher of the same signal */
@@ -103,14 +103,15 @@ static void sig_finalize(void *obj) {
     for (size_t i = 0; i < s->nloops; i++)
         RLRelease(s->loops[i]);
     free(s->loops);
-    if (s->sfd >= 0)
-        close(s->sfd);
+    if (s->life.fd >= 0) /* not invalidated: a creation that failed part-way */
+        close(s->life.fd);
+    rl__fdobj_finalize(&s->life);
 }
 
 static char *sig_describe(const void *obj) {
     const struct RLSignalSource *s = obj;
     rl_sig_lock_take();
-    bool valid = s->valid;
+    bool valid = rl__fdobj_valid(&s->life);
     RLIndex pending = s->pending;
     rl_sig_lock_drop();
     char *out = NULL;
@@ -169,30 +170,17 @@ static void sig_wake(rl_sig_wake *wk, size_t k) {
 
 /* Dequeues every signal s's signalfd shows the calling thread (its own
  * and the process's) and returns how many (rl_sig_lock held). */
-static RLIndex sig_drain_locked(struct RLSignalSource *s) {
-    struct signalfd_siginfo buf[64];
-    RLIndex n = 0;
-    for (;;) {
-        ssize_t r = read(s->sfd, buf, sizeof buf);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return n; /* EAGAIN: drained */
-        n += (RLIndex)((size_t)r / sizeof buf[0]);
-    }
-}
+static RLIndex sig_drain_locked(struct RLSignalSource *s) { return (RLIndex)rl__poll_signalfd_drain(s->sfd); }
 
 /* A callout that began while s was valid (busy counted, s retained) is
  * over (lock not held). */
 static void sig_callout_done(struct RLSignalSource *s) {
+    rl_fdobj_end end;
     rl_sig_lock_take();
-    bool release_now = --s->busy == 0 && s->release_pending;
-    if (release_now)
-        s->release_pending = false;
+    rl__fdobj_leave(&s->life, &end);
     rl_sig_lock_drop();
-    if (release_now && s->ctx.release)
-        s->ctx.release(s->ctx.info);
-    RLRelease(s); /* taken with busy */
+    rl__fdobj_finish(&end); /* what an invalidation meanwhile left to the last callout */
+    RLRelease(s); /* taken with rl__fdobj_enter */
 }
 
 /* The signalfd is readable: dequeue everything and hand the count out. The
@@ -206,18 +194,16 @@ static void sig_fd_callout(RLFileDescriptorRef f, RLOptionFlags types, void *inf
     rl_sig_wake *wk = NULL;
     size_t k = 0;
     rl_sig_lock_take();
-    if (s->valid) {
+    if (rl__fdobj_valid(&s->life)) {
         n = sig_drain_locked(s);
         if (n)
             k = sig_fan_out_locked(s, n, &wk);
         mine = s->pending; /* with what others handed over meanwhile */
         s->pending = 0;
-        if (mine > 0) {
-            s->busy++;
+        if (mine > 0 && rl__fdobj_enter(&s->life))
             RLRetain(s); /* the callout may invalidate and release it */
-        }
     }
-    bool valid = s->valid;
+    bool valid = rl__fdobj_valid(&s->life);
     rl_sig_lock_drop();
     if (wk)
         sig_wake(wk, k);
@@ -233,12 +219,10 @@ static void sig_fd_callout(RLFileDescriptorRef f, RLOptionFlags types, void *inf
 static void sig_perform(void *info) {
     struct RLSignalSource *s = info;
     rl_sig_lock_take();
-    RLIndex n = s->valid ? s->pending : 0;
+    RLIndex n = rl__fdobj_valid(&s->life) ? s->pending : 0;
     s->pending = 0;
-    if (n > 0) {
-        s->busy++;
+    if (n > 0 && rl__fdobj_enter(&s->life))
         RLRetain(s); /* the callout may invalidate and release it */
-    }
     rl_sig_lock_drop();
     if (n > 0) {
         s->callout(s, s->signum, n, s->ctx.info);
@@ -261,7 +245,7 @@ static void sig_look_on_loop_thread(void *info) {
     size_t k = 0;
     RLRunLoopSourceRef mine = NULL;
     rl_sig_lock_take();
-    if (s->valid) {
+    if (rl__fdobj_valid(&s->life)) {
         n = sig_drain_locked(s);
         if (n)
             k = sig_fan_out_locked(s, n, &wk);
@@ -282,7 +266,7 @@ static void sig_look_done(void *info) { RLRelease(info); }
 static void sig_schedule(void *info, RLRunLoopRef rl, RLRunLoopMode mode) {
     struct RLSignalSource *s = info;
     rl_sig_lock_take();
-    bool ok = s->valid;
+    bool ok = rl__fdobj_valid(&s->life);
     if (ok && s->nloops == s->caploops) {
         size_t cap = s->caploops ? s->caploops * 2 : 2;
         RLRunLoopRef *a = realloc(s->loops, cap * sizeof *a);
@@ -370,7 +354,6 @@ static bool sig_register(struct RLSignalSource *s, bool was_blocked, const char 
     }
     s->next = slot->watchers;
     slot->watchers = s;
-    s->valid = true;
     rl_sig_lock_drop();
     return true;
 }
@@ -387,20 +370,23 @@ RLSignalSourceRef RLSignalSourceCreate(RLAllocatorRef allocator, int signum, RLS
         return rl__fail(kRLErrorInvalidArgument, fn, "context version %ld is not supported (use 0)",
                         (long)context->version),
                NULL;
-    struct RLSignalSource *s = rl__object_alloc(&rl__signal_source_class, sizeof *s, fn);
-    if (!s)
+    int sfd = rl__poll_signalfd_open(signum);
+    if (sfd < 0) {
+        rl__fail_errno(errno, fn, "signalfd(%d)", signum);
         return NULL;
+    }
+    struct RLSignalSource *s = rl__object_alloc(&rl__signal_source_class, sizeof *s, fn);
+    if (!s) {
+        close(sfd);
+        return NULL;
+    }
     s->signum = signum;
     s->callout = callout;
+    s->sfd = sfd;
+    rl__fdobj_init(&s->life, sfd); /* valid; not seen by anyone until registered below */
     sigset_t one, old;
     sigemptyset(&one);
     sigaddset(&one, signum);
-    s->sfd = signalfd(-1, &one, SFD_NONBLOCK | SFD_CLOEXEC);
-    if (s->sfd < 0) {
-        rl__fail_errno(errno, fn, "signalfd(%d)", signum);
-        RLRelease(s);
-        return NULL;
-    }
     int e = pthread_sigmask(SIG_BLOCK, &one, &old);
     if (e) {
         rl__fail_errno(e, fn, "pthread_sigmask");
@@ -425,6 +411,7 @@ RLSignalSourceRef RLSignalSourceCreate(RLAllocatorRef allocator, int signum, RLS
         s->ctx = *context;
         if (s->ctx.retain)
             s->ctx.info = (void *)s->ctx.retain(s->ctx.info);
+        rl__fdobj_set_context(&s->life, s->ctx.info, s->ctx.release);
     }
     return s;
 }
@@ -434,7 +421,7 @@ RLRunLoopSourceRef RLSignalSourceCreateRunLoopSource(RLAllocatorRef allocator, R
     if (!sig_ok(s, fn))
         return NULL;
     rl_sig_lock_take();
-    bool valid = s->valid;
+    bool valid = rl__fdobj_valid(&s->life);
     RLRunLoopSourceRef have = valid && s->src ? (RLRunLoopSourceRef)RLRetain(s->src) : NULL;
     rl_sig_lock_drop();
     if (!valid)
@@ -453,9 +440,9 @@ RLRunLoopSourceRef RLSignalSourceCreateRunLoopSource(RLAllocatorRef allocator, R
         return NULL;
     rl_sig_lock_take();
     RLRunLoopSourceRef other = s->src;
-    if (!other && s->valid)
+    if (!other && rl__fdobj_valid(&s->life))
         s->src = (RLRunLoopSourceRef)RLRetain(src);
-    valid = s->valid;
+    valid = rl__fdobj_valid(&s->life);
     if (other)
         RLRetain(other);
     rl_sig_lock_drop();
@@ -514,9 +501,9 @@ bool RLSignalSourceInvalidate(RLSignalSourceRef s) {
     rl_sig_slot *slot = &rl_sig_slots[s->signum];
     bool ok = true;
     rl_sig_lock_take();
-    bool was = s->valid;
+    rl_fdobj_end end;
+    bool was = rl__fdobj_invalidate(&s->life, RL_FDOBJ_CLOSE, &end);
     if (was) {
-        s->valid = false;
         s->pending = 0;
         for (struct RLSignalSource **p = &slot->watchers; *p; p = &(*p)->next) {
             if (*p == s) {
@@ -551,19 +538,15 @@ bool RLSignalSourceInvalidate(RLSignalSourceRef s) {
     RLRunLoopSourceRef src = was ? s->src : NULL;
     if (was)
         s->src = NULL; /* src's context holds s: drop our side of the cycle */
-    bool release_it = was && !s->busy;
-    if (was && s->busy)
-        s->release_pending = true; /* the last running callout releases info */
     rl_sig_lock_drop();
     if (was) {
         if (src) {
             (void)RLRunLoopSourceInvalidate(src); /* cancels: the fd source leaves those modes */
             RLRelease(src);
         }
-        (void)RLFileDescriptorInvalidate(s->fdobj);
+        (void)RLFileDescriptorInvalidate(s->fdobj); /* out of every loop before its fd closes */
     }
-    if (release_it && s->ctx.release)
-        s->ctx.release(s->ctx.info);
+    rl__fdobj_finish(&end); /* the signalfd closed, the info released (or left to the last callout) */
     RLRelease(s);
     return ok;
 }
@@ -572,7 +555,7 @@ bool RLSignalSourceIsValid(RLSignalSourceRef s) {
     if (!sig_ok(s, __func__))
         return false;
     rl_sig_lock_take();
-    bool v = s->valid;
+    bool v = rl__fdobj_valid(&s->life);
     rl_sig_lock_drop();
     return v;
 }

@@ -6,6 +6,7 @@
 #include "RLDataInternal.h"
 #include "RLLockInternal.h"
 #include "RLSocketInternal.h"
+#include "rl_fdobj.h"
 #include "rl_lockclass.h"
 
 #include <crunloop/RLFileDescriptor.h>
@@ -75,7 +76,12 @@ struct RLSocket {
     RLFileDescriptorRef fdobj; /* watches fd; its info holds a reference on us until invalidated */
     RLOptionFlags flags;
     RLOptionFlags disabled; /* callback types muted by the user or by a delivery */
-    bool valid;
+    /* Valid until invalidated; the fd closed (kRLSocketCloseOnInvalidate)
+     * and the context's info released then, once, after the callouts
+     * that still read the fd or were handed the info (rl_fdobj.h: a
+     * callout is counted while it runs, so none of them reads or accepts
+     * on a number another open may have reused). */
+    rl_fdobj life;
     bool listening;
     bool connected; /* a stream with a peer (datagram sockets count as connected) */
     bool connecting; /* a background connect is under way */
@@ -94,14 +100,6 @@ struct RLSocket {
     /* Set while the listener rests after accept ran out of descriptors:
      * the one-shot timer (in the loop and mode that saw it) that wakes it. */
     RLRunLoopTimerRef accept_retry;
-    /* Callouts that may still use fd (the loop's threads). An invalidation
-     * meanwhile leaves the close to the last of them, so that none of them
-     * reads or accepts on a number that another open may have reused. */
-    int busy;
-    bool close_pending;
-    /* Likewise the context's info: those callouts were handed it, so an
-     * invalidation meanwhile leaves its release to the last of them. */
-    bool release_pending;
 };
 
 /* Reports to the lock-order detector as one class for every socket
@@ -127,12 +125,13 @@ static void sock_finalize(void *obj) {
         RLRelease(s->fdobj);
     if (s->peer)
         RLRelease(s->peer);
+    rl__fdobj_finalize(&s->life); /* nothing left to release once invalidated */
 }
 
 static char *sock_describe(const void *obj) {
     struct RLSocket *s = (struct RLSocket *)obj;
     sock_lock(s);
-    bool valid = s->valid;
+    bool valid = rl__fdobj_valid(&s->life);
     RLOptionFlags disabled = s->disabled, flags = s->flags;
     sock_unlock(s);
     char *out = NULL;
@@ -155,7 +154,7 @@ static inline RLOptionFlags read_type(const struct RLSocket *s) { return s->type
  * epoll (it reports a hang-up), so it is not watched until it connects. */
 static RLOptionFlags sock_wanted_locked(const struct RLSocket *s) {
     RLOptionFlags want = 0;
-    if (!s->valid)
+    if (!rl__fdobj_valid(&s->life))
         return 0;
     RLOptionFlags rt = read_type(s);
     bool ready_side = s->sock_type != SOCK_STREAM || s->connected || s->listening;
@@ -556,7 +555,7 @@ static void sock_accept_retry_fire(RLRunLoopTimerRef t, void *info) {
     bool mine = s->accept_retry == t;
     if (mine)
         s->accept_retry = NULL;
-    if (s->valid)
+    if (rl__fdobj_valid(&s->life))
         sock_rearm_locked(s);
     sock_unlock(s);
     if (mine)
@@ -577,7 +576,7 @@ static void sock_rest_listener(struct RLSocket *s) {
                                                sock_accept_retry_fire, &ctx);
     if (t) {
         sock_lock(s);
-        bool take = s->valid && !s->accept_retry;
+        bool take = rl__fdobj_valid(&s->life) && !s->accept_retry;
         if (take)
             s->accept_retry = t;
         sock_unlock(s);
@@ -602,7 +601,7 @@ static bool sock_next_chunk(struct RLSocket *s) {
     if (!rl__fd_served_now(s->fdobj))
         return false;
     sock_lock(s);
-    bool more = s->valid && !(s->disabled & kRLSocketDataCallBack);
+    bool more = rl__fdobj_valid(&s->life) && !(s->disabled & kRLSocketDataCallBack);
     if (more)
         sock_delivered_locked(s, kRLSocketDataCallBack);
     sock_unlock(s);
@@ -630,7 +629,7 @@ static void sock_deliver_accepts(struct RLSocket *s) {
         /* This one counts as delivered; another follows while the
          * callback stays enabled and the loop would still serve it. */
         sock_lock(s);
-        bool more = s->valid && !(s->disabled & kRLSocketAcceptCallBack);
+        bool more = rl__fdobj_valid(&s->life) && !(s->disabled & kRLSocketAcceptCallBack);
         if (more)
             sock_delivered_locked(s, kRLSocketAcceptCallBack);
         more = more && !(s->disabled & kRLSocketAcceptCallBack);
@@ -644,7 +643,11 @@ static void sock_deliver_accepts(struct RLSocket *s) {
  * without reading: a read, even a peek, takes the socket's pending error
  * (a reset), which is the Read callback's own read's to see. An error
  * pending is not the end (the read after it is). */
+RL__HIDDEN _Atomic unsigned long rl__socket_eof_asks; /* for the tests: stream_at_eof calls */
+_Atomic unsigned long rl__socket_eof_asks;
+
 static bool stream_at_eof(int fd) {
+    atomic_fetch_add_explicit(&rl__socket_eof_asks, 1, memory_order_relaxed);
     struct pollfd p = {.fd = fd, .events = POLLIN | POLLRDHUP};
     int r;
     do
@@ -669,27 +672,18 @@ static void sock_fd_callout(RLFileDescriptorRef f, RLOptionFlags ready, void *in
      * while valid, under the lock that an invalidation takes first, so the
      * fd object's reference is still there to count on. */
     sock_lock(s);
-    if (!s->valid) {
+    if (!rl__fdobj_enter(&s->life)) {
         sock_unlock(s);
         return;
     }
-    s->busy++;
     rl__retain_raw(s);
     sock_fd_callout_body(s, ready); /* the lock held before and after */
-    if (s->valid)
+    if (rl__fdobj_valid(&s->life))
         sock_rearm_locked(s);
-    bool last = --s->busy == 0;
-    bool close_now = last && s->close_pending;
-    bool release_now = last && s->release_pending;
-    if (close_now)
-        s->close_pending = false;
-    if (release_now)
-        s->release_pending = false;
+    rl_fdobj_end end;
+    rl__fdobj_leave(&s->life, &end); /* the last one closes and releases what an invalidation left */
     sock_unlock(s);
-    if (close_now)
-        close(s->fd);
-    if (release_now && s->ctx.release)
-        s->ctx.release(s->ctx.info);
+    rl__fdobj_finish(&end);
     rl__release_raw(s);
 }
 
@@ -697,7 +691,7 @@ static void sock_fd_callout(RLFileDescriptorRef f, RLOptionFlags ready, void *in
  * lock is let go around every system call and callback). */
 static void sock_fd_callout_body(struct RLSocket *s, RLOptionFlags ready) {
     /* Connect first: its result decides whether the rest can happen. */
-    if ((ready & kRLFileDescriptorWriteCallBack) && s->valid && s->connecting) {
+    if ((ready & kRLFileDescriptorWriteCallBack) && rl__fdobj_valid(&s->life) && s->connecting) {
         sock_unlock(s);
         int err = 0;
         socklen_t len = sizeof err;
@@ -706,7 +700,7 @@ static void sock_fd_callout_body(struct RLSocket *s, RLOptionFlags ready) {
         sock_lock(s);
         s->connecting = false;
         s->connected = err == 0;
-        bool report = s->valid && (s->types & kRLSocketConnectCallBack) && !s->connect_reported;
+        bool report = rl__fdobj_valid(&s->life) && (s->types & kRLSocketConnectCallBack) && !s->connect_reported;
         s->connect_reported = true;
         sock_unlock(s);
         if (report) {
@@ -721,7 +715,7 @@ static void sock_fd_callout_body(struct RLSocket *s, RLOptionFlags ready) {
 
     if (ready & kRLFileDescriptorReadCallBack) {
         RLOptionFlags rt = read_type(s);
-        bool go = s->valid && rt && !(s->disabled & rt) && !s->at_eof;
+        bool go = rl__fdobj_valid(&s->life) && rt && !(s->disabled & rt) && !s->at_eof;
         bool accept = go && rt == kRLSocketAcceptCallBack;
         if (go && !accept)
             sock_delivered_locked(s, rt);
@@ -759,7 +753,12 @@ static void sock_fd_callout_body(struct RLSocket *s, RLOptionFlags ready) {
             /* As CFSocket, nothing is read before a Read callback: a
              * pending error (a reset) is left for the callback's read,
              * kRLSocketLeaveErrors or not. */
-            bool last = s->sock_type == SOCK_STREAM && !listening && stream_at_eof(s->fd);
+            /* Whether the stream ended is asked of the kernel only when
+             * the loop's report says the peer may have hung up: a Read
+             * callout then costs what a Data one does, its callback's
+             * read the only system call. */
+            bool last = s->sock_type == SOCK_STREAM && !listening && !rl__fd_report_quiet(s->fdobj) &&
+                        stream_at_eof(s->fd);
             if (last) {
                 sock_lock(s);
                 s->at_eof = true;
@@ -771,8 +770,8 @@ static void sock_fd_callout_body(struct RLSocket *s, RLOptionFlags ready) {
     }
 
     if (ready & kRLFileDescriptorWriteCallBack) {
-        bool go = s->valid && (s->types & kRLSocketWriteCallBack) && !(s->disabled & kRLSocketWriteCallBack) &&
-                  s->connected;
+        bool go = rl__fdobj_valid(&s->life) && (s->types & kRLSocketWriteCallBack) &&
+                  !(s->disabled & kRLSocketWriteCallBack) && s->connected;
         if (go) {
             sock_delivered_locked(s, kRLSocketWriteCallBack);
             sock_unlock(s);
@@ -810,7 +809,7 @@ static RLSocketRef sock_make(RLAllocatorRef allocator, int fd, RLOptionFlags typ
     s->connected = stype != SOCK_STREAM || getpeername(fd, (struct sockaddr *)&peer, &plen) == 0;
     if (stype == SOCK_STREAM && s->connected)
         s->peer = sockaddr_data(&peer, plen); /* kept for the Data callbacks (NULL: looked up then) */
-    s->valid = true;
+    rl__fdobj_init(&s->life, fd);
     s->keeps_long = true; /* until a callback shows otherwise (sock_long_data_done) */
     if (s->listening && (types & 3u) == kRLSocketAcceptCallBack) {
         int fl = fcntl(fd, F_GETFL);
@@ -830,6 +829,7 @@ static RLSocketRef sock_make(RLAllocatorRef allocator, int fd, RLOptionFlags typ
         s->ctx = *context;
         if (s->ctx.retain)
             s->ctx.info = (void *)s->ctx.retain(s->ctx.info);
+        rl__fdobj_set_context(&s->life, s->ctx.info, s->ctx.release);
     }
     sock_lock(s);
     sock_rearm_locked(s);
@@ -899,7 +899,7 @@ static int sock_valid_fd(RLSocketRef s, const char *fn) {
     if (!sock_ok(s, fn))
         return -1;
     sock_lock(s);
-    bool valid = s->valid;
+    bool valid = rl__fdobj_valid(&s->life);
     sock_unlock(s);
     if (!valid) {
         rl__fail(kRLErrorInvalidObject, fn, "the socket has been invalidated");
@@ -1122,7 +1122,7 @@ static bool sock_set_enabled(RLSocketRef s, RLOptionFlags types, bool on, const 
         return rl__fail(kRLErrorInvalidArgument, fn, "callback types 0x%lx are not among the socket's (0x%lx)",
                         types & ~s->types, s->types);
     sock_lock(s);
-    bool valid = s->valid;
+    bool valid = rl__fdobj_valid(&s->life);
     if (valid) {
         s->disabled = on ? (s->disabled & ~types) : (s->disabled | types);
         sock_rearm_locked(s);
@@ -1166,18 +1166,10 @@ bool RLSocketInvalidate(RLSocketRef s) {
     if (!sock_ok(s, __func__))
         return false;
     sock_lock(s);
-    bool was = s->valid;
-    s->valid = false;
+    rl_fdobj_end end;
+    bool was = rl__fdobj_invalidate(&s->life, (s->flags & kRLSocketCloseOnInvalidate) ? RL_FDOBJ_CLOSE : 0, &end);
     RLRunLoopTimerRef retry = s->accept_retry;
     s->accept_retry = NULL;
-    bool close_it = was && (s->flags & kRLSocketCloseOnInvalidate);
-    if (close_it && s->busy) {
-        s->close_pending = true; /* the last running callout closes it */
-        close_it = false;
-    }
-    bool release_it = was && !s->busy;
-    if (was && s->busy)
-        s->release_pending = true; /* the last running callout releases info */
     sock_unlock(s);
     if (retry) { /* the timer holds a reference on s: s outlives this */
         RLRunLoopTimerInvalidate(retry);
@@ -1188,10 +1180,7 @@ bool RLSocketInvalidate(RLSocketRef s) {
     /* Keeps s alive across the fd object's release of its reference. */
     RLRetain(s);
     (void)RLFileDescriptorInvalidate(s->fdobj); /* leaves every loop */
-    if (close_it)
-        close(s->fd);
-    if (release_it && s->ctx.release)
-        s->ctx.release(s->ctx.info);
+    rl__fdobj_finish(&end); /* the fd closed, the info released (or left to the last running callout) */
     RLRelease(s);
     return true;
 }
@@ -1200,7 +1189,7 @@ bool RLSocketIsValid(RLSocketRef s) {
     if (!sock_ok(s, __func__))
         return false;
     sock_lock(s);
-    bool v = s->valid;
+    bool v = rl__fdobj_valid(&s->life);
     sock_unlock(s);
     return v;
 }

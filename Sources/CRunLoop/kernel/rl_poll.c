@@ -1,7 +1,8 @@
 /*
  * rl_poll.c — a run loop's kernel objects (rl_poll.h): making its epoll
  * set, eventfd and timerfd, moving it to a new set, registrations in the
- * set, arming the timerfd, and closing them. The wake-up, the coalescing
+ * set, arming the timerfd, and closing them; and the signal sources'
+ * signalfds, made and drained here. The wake-up, the coalescing
  * sleep and the wait are inline in rl_poll.h. The bottom of the loop core:
  * it reads the loop's fields and calls nothing of the core.
  */
@@ -9,8 +10,10 @@
 
 #include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/signalfd.h>
 #include <sys/timerfd.h>
 
 /* The loop's own eventfd and timerfd sit in its set edge-triggered with
@@ -82,4 +85,25 @@ void rl__poll_drain(RLRunLoopRef rl) {
     do {
         r = read(rl->evfd, &v, sizeof v);
     } while (r < 0 && errno == EINTR);
+}
+
+int rl__poll_signalfd_open(int signum) {
+    sigset_t one;
+    sigemptyset(&one);
+    if (sigaddset(&one, signum) < 0)
+        return -1; /* EINVAL */
+    return signalfd(-1, &one, SFD_NONBLOCK | SFD_CLOEXEC);
+}
+
+long rl__poll_signalfd_drain(int sfd) {
+    struct signalfd_siginfo buf[64];
+    long n = 0;
+    for (;;) {
+        ssize_t r = read(sfd, buf, sizeof buf);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return n; /* EAGAIN: drained */
+        n += (long)((size_t)r / sizeof buf[0]);
+    }
 }

@@ -3,7 +3,8 @@
  * (rl_poll.c). A loop's kernel objects — its epoll set, the eventfd that
  * wakes it, the timerfd it sleeps on — are made, changed, waited on and
  * closed only through these calls; nothing else in the loop's files calls
- * epoll_*, eventfd* or timerfd_* or sleeps on a futex for the loop. What
+ * epoll_*, eventfd* or timerfd_* or sleeps on a futex for the loop. The
+ * signal sources' signalfds are made and read here too. What
  * every wait or wake-up calls is inline here, so the seam costs nothing on
  * the hot path. Every call reports the kernel's failure (an errno, never
  * taken as success) to its caller; none of them sets the thread's RLError:
@@ -40,6 +41,16 @@ RL__HIDDEN int rl__poll_ctl(RLRunLoopRef rl, int op, int fd, uint32_t events, ui
 RL__HIDDEN int rl__poll_arm_timer(RLRunLoopRef rl, double at);
 /* Reads the eventfd until it is empty (its counter full: 2^64 - 2 writes). */
 RL__HIDDEN void rl__poll_drain(RLRunLoopRef rl);
+
+/* ---- signal sources' signalfds (RLSignalSource.c) ----
+ * Not a loop's: an fd source watches each one like any other fd. */
+/* A signalfd for `signum` alone, non-blocking and close-on-exec (the
+ * caller blocks the signal). The fd, or -1 with errno set. */
+RL__HIDDEN int rl__poll_signalfd_open(int signum);
+/* Dequeues every signal the signalfd `sfd` shows the calling thread (its
+ * own and the process's); how many. Stops at EAGAIN or any other error
+ * (the signals left, if any, are read by the next call). */
+RL__HIDDEN long rl__poll_signalfd_drain(int sfd);
 
 /* Wakes rl's thread out of rl__poll_wait: one eventfd write (edge-
  * triggered in the set: the loop never reads it back). A full counter

@@ -267,6 +267,11 @@ void rl__fd_set_kept(RLFileDescriptorRef f, RLOptionFlags types) {
     atomic_store_explicit(&f->kept, types, memory_order_relaxed);
 }
 
+bool rl__fd_report_quiet(RLFileDescriptorRef f) {
+    RLRunLoopRef rl = rl__tls;
+    return rl && rl->src_in_callout && rl->src_in_callout->fdobj == f && rl->fd_quiet;
+}
+
 size_t rl__fd_pass_left(void) {
     RLRunLoopRef rl = rl__tls;
     return rl ? rl->fd_pass_left : 0;

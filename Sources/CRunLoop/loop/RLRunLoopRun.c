@@ -452,10 +452,13 @@ static bool rl_do_fds(RLRunLoopRef rl, rl_mode *m, struct epoll_event *ev, int n
             rl->fd_pass_left = n - i - 1;
             /* a run nested in a callout makes callouts of its own */
             struct RLRunLoopSource *outer = rl->src_in_callout;
+            bool outer_quiet = rl->fd_quiet;
             rl->src_in_callout = s;
+            rl->fd_quiet = fire[i].quiet;
             RLCalloutKind kind = f->owner_how ? (RLCalloutKind)f->owner_how->kind : kRLCalloutFileDescriptor;
             RL__CALLOUT(rl, kind, f->callout, f, m->name, f->callout(f, fire[i].types, f->ctx.info));
             rl->src_in_callout = outer;
+            rl->fd_quiet = outer_quiet;
             handled = true;
         }
     }

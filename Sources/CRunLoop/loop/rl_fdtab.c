@@ -37,8 +37,10 @@ static uint32_t rl_fd_desired(RLRunLoopRef rl, struct RLRunLoopSource *src) {
     /* Types a kept callout is making are off until it returns. */
     RLOptionFlags enabled = atomic_load_explicit(&f->enabled, memory_order_relaxed) & ~f->firing;
     uint32_t ev = 0;
+    /* Read: the peer's hang-up asked for too, so that a report says
+     * whether the stream may have ended (rl_fd_fire.quiet). */
     if (enabled & kRLFileDescriptorReadCallBack)
-        ev |= EPOLLIN;
+        ev |= EPOLLIN | EPOLLRDHUP;
     if (enabled & kRLFileDescriptorWriteCallBack)
         ev |= EPOLLOUT;
     return ev;
@@ -549,6 +551,9 @@ static size_t rl_fd_take(RLRunLoopRef rl, rl_mode *m, int fd, uint32_t events, b
     RLOptionFlags ready = 0;
     if (events & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP))
         ready |= kRLFileDescriptorReadCallBack;
+    /* The kernel said no hang-up and no error (an always-ready file's
+     * "report" is made up here, so it says nothing). */
+    bool quiet = !r->always && !(events & (EPOLLHUP | EPOLLERR | EPOLLRDHUP));
     if (events & (EPOLLOUT | EPOLLERR))
         ready |= kRLFileDescriptorWriteCallBack;
     size_t n = 0;
@@ -583,7 +588,7 @@ static size_t rl_fd_take(RLRunLoopRef rl, rl_mode *m, int fd, uint32_t events, b
             continue;
         rl__retain_raw(s);
         out[n] = (rl_fd_fire){.src = s, .types = types, .fd = fd, .elsewhere = elsewhere, .kept = kept,
-                              .enabled_at = enabled_at, .gen_at = r->gen, .armed_at = r->armed};
+                              .quiet = quiet, .enabled_at = enabled_at, .gen_at = r->gen, .armed_at = r->armed};
         settle |= !kept;
         n++;
     }

@@ -74,6 +74,10 @@ typedef struct rl_fd_fire {
      * is; the fd object marks them firing. What the loop saw when it took
      * them, to tell after the callout whether anything changed. */
     bool kept;
+    /* The report had no hang-up and no error in it (EPOLLRDHUP, EPOLLHUP,
+     * EPOLLERR; a read registration asks for EPOLLRDHUP): when the loop
+     * waited, the peer had not ended the stream (rl__fd_report_quiet). */
+    bool quiet;
     /* After a kept callout: the source joined another loop meanwhile. */
     bool rearm_others;
     RLOptionFlags enabled_at;

@@ -442,6 +442,9 @@ struct RLRunLoop {
      * needs no reference on the source, which the loop keeps for the
      * callout. The loop's thread only. */
     struct RLRunLoopSource *src_in_callout;
+    /* While that callout runs: the report it serves had no hang-up and no
+     * error in it (rl_fd_fire.quiet; rl__fd_report_quiet). */
+    bool fd_quiet;
     /* The main dispatch queue (rl_mainqueue.c): whether the loop serves
      * one (the main loop of a process that loaded libdispatch; set before
      * the loop is published); its handle, -1 until a wait first needs it;

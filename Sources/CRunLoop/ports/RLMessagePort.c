@@ -153,7 +153,7 @@ static char *mp_describe(const void *obj) {
     char *s = NULL;
     int r = asprintf(&s, "<RLMessagePort %p>{%s %s%s%s%s, dropped %zu connection(s)%s%s}", obj,
                      mp->remote ? "remote" : "local", mp->name ? "\"" : "", label(mp), mp->name ? "\"" : "",
-                     mp->np.valid ? "" : ", invalid", dropped,
+                     mp->np.life.valid ? "" : ", invalid", dropped,
                      dropped ? ", last: " : "", dropped ? why : "");
     pthread_mutex_unlock(&mp->np.mu);
     return r < 0 ? NULL : s;
@@ -373,7 +373,7 @@ RLMessagePortRef RLMessagePortCreateLocal(RLAllocatorRef allocator, const char *
     int err = lfd < 0 ? -lfd : rl__netport_listen(&mp->np, lfd, &mp_server_ops, mp);
     if (err) {
         pthread_mutex_unlock(&g_reg.mu);
-        mp->np.valid = false;
+        mp->np.life.valid = false;
         RLRelease(mp);
         if (err == EADDRINUSE)
             return rl__fail(kRLErrorExists, __func__, "the name \"%s\" is taken by another process's port", name),
@@ -703,14 +703,8 @@ static void invalidate(struct RLMessagePort *mp) {
     }
     if (cb)
         cb(mp, mp->np.ctx.info);
-    /* As CF: the info is released here, after the callback, once (the
-     * port's finalizer finds nothing left to release). */
-    pthread_mutex_lock(&mp->np.mu);
-    void (*release)(const void *) = mp->np.ctx.release;
-    mp->np.ctx.release = NULL;
-    pthread_mutex_unlock(&mp->np.mu);
-    if (release)
-        release(mp->np.ctx.info);
+    /* As CF: the info is released after the callback, once (the port's
+     * finalizer finds nothing left to release). */
     rl__netport_end_invalidate(&mp->np);
 }
 
@@ -781,7 +775,7 @@ bool RLMessagePortSetInvalidationCallBack(RLMessagePortRef mp, RLMessagePortInva
     }
     RLFileDescriptorEnableCallBacks(w, kRLFileDescriptorReadCallBack);
     pthread_mutex_lock(&mp->np.mu);
-    bool still = mp->np.valid && mp->watch == NULL;
+    bool still = mp->np.life.valid && mp->watch == NULL;
     if (still) {
         mp->watch = w;
         mp->watch_fd = fd;

@@ -21,6 +21,7 @@
  */
 #include "RLDataInternal.h"
 #include "RLLockInternal.h"
+#include "rl_fdobj.h"
 #include "rl_weak.h"
 
 #include <crunloop/RLPort.h>
@@ -95,8 +96,11 @@ struct RLPort {
     pthread_mutex_t wait_mu;
     pthread_cond_t room;
     _Atomic unsigned waiting;
-    _Atomic bool valid;
-    bool inval_called;
+    /* Valid until invalidated (read without the lock by the drain and the
+     * senders); the invalidation callback called once, then the context's
+     * info released once, after the drain that was handed it (rl_fdobj.h;
+     * a port has no handle of its own). */
+    rl_fdobj life;
     /* The queue: `queued` messages in slots[0, nslots), in send order, and
      * a spare array the drain hands back, so that steady traffic allocates
      * nothing. */
@@ -313,8 +317,7 @@ RLPortRef RLPortMessageGetReceivePort(RLPortMessageRef m) { return msg_ok(m, __f
 
 static void port_finalize(void *obj) {
     struct RLPort *p = obj;
-    if (p->ctx.release)
-        p->ctx.release(p->ctx.info);
+    rl__fdobj_finalize(&p->life); /* released by the invalidation that precedes this, or here */
 #if __BLOCKS__
     if (p->handler)
         _Block_release(p->handler);
@@ -333,8 +336,8 @@ static char *port_describe(const void *obj) {
     struct RLPort *p = (struct RLPort *)obj;
     port_lock(p);
     char *s = NULL;
-    int r = asprintf(&s, "<RLPort %p>{%s%ld queued of %ld, in %zu loop(s)}", obj, p->valid ? "" : "invalid, ",
-                     (long)p->queued, (long)p->limit, p->nloops);
+    int r = asprintf(&s, "<RLPort %p>{%s%ld queued of %ld, in %zu loop(s)}", obj,
+                     rl__fdobj_valid(&p->life) ? "" : "invalid, ", (long)p->queued, (long)p->limit, p->nloops);
     port_unlock(p);
     return r < 0 ? NULL : s;
 }
@@ -358,7 +361,7 @@ static struct RLPort *port_new(const char *fn) {
         rl__fail(kRLErrorNoMemory, fn, "out of memory");
         return NULL;
     }
-    p->valid = true;
+    rl__fdobj_init(&p->life, -1);
     return p;
 }
 
@@ -374,6 +377,7 @@ RLPortRef RLPortCreate(RLAllocatorRef allocator, RLPortCallBack callout, const R
         p->ctx = *context;
         if (p->ctx.retain)
             p->ctx.info = (void *)p->ctx.retain(p->ctx.info);
+        rl__fdobj_set_context(&p->life, p->ctx.info, p->ctx.release);
     }
     return p;
 }
@@ -423,27 +427,25 @@ bool RLPortIsValid(RLPortRef p) {
     if (!port_ok(p, __func__))
         return false;
     port_lock(p);
-    bool v = p->valid;
+    bool v = rl__fdobj_valid(&p->life);
     port_unlock(p);
     return v;
 }
 
 static void invalidate(struct RLPort *p) {
     port_lock(p);
-    if (!p->valid) {
+    RLPortInvalidationCallBack cb = p->inval;
+    rl_fdobj_end end;
+    if (!rl__fdobj_invalidate(&p->life, cb ? RL_FDOBJ_CALLBACK : 0, &end)) {
         port_unlock(p);
         return;
     }
-    p->valid = false;
     rl_port_slot *q = p->slots;
     RLIndex nq = p->nslots;
     p->slots = NULL;
     p->queued = p->nslots = p->cap = 0;
     RLRunLoopSourceRef source = p->source;
     p->source = NULL;
-    RLPortInvalidationCallBack cb = p->inval;
-    bool call = cb && !p->inval_called;
-    p->inval_called = p->inval_called || call;
     port_unlock(p);
     port_room(p);
     rl__weak_cut(p->self);
@@ -461,8 +463,9 @@ static void invalidate(struct RLPort *p) {
         RLRelease(p->loops[i].rl);
     p->nloops = 0;
     port_unlock(p);
-    if (call)
+    if (end.call_inval)
         cb(p, p->ctx.info);
+    rl__fdobj_finish(&end); /* then the info, once (or after the drain that runs with it) */
 }
 
 static bool port_can_destroy(void *obj) {
@@ -483,7 +486,7 @@ bool RLPortSetInvalidationCallBack(RLPortRef p, RLPortInvalidationCallBack callo
     if (!port_ok(p, __func__))
         return false;
     port_lock(p);
-    bool valid = p->valid;
+    bool valid = rl__fdobj_valid(&p->life);
     if (valid)
         p->inval = callout;
     port_unlock(p);
@@ -585,6 +588,9 @@ static void src_perform(void *info) {
     p->spare = NULL;
     p->spare_cap = 0;
     p->queued = p->nslots = 0;
+    /* Counted while the handlers run with the info: an invalidation
+     * meanwhile leaves its release to the end of the batch. */
+    bool entered = rl__fdobj_enter(&p->life);
     port_unlock(p);
     port_room(p);
     /* The port is held (rl__weak_get) for the whole batch, so a message
@@ -601,7 +607,7 @@ static void src_perform(void *info) {
             continue;
         }
         at = next;
-        if (atomic_load_explicit(&p->valid, memory_order_acquire))
+        if (rl__fdobj_valid(&p->life))
             deliver(p, m);
         if (RL_TRICK_PORT_REUSE && !msg_kept(m)) {
             msg_clear(m); /* refilled for the next record */
@@ -617,13 +623,17 @@ static void src_perform(void *info) {
         RLRelease(m);
     /* The drained array becomes the spare, unless a spare came back first
      * or it grew past what steady traffic needs. */
+    rl_fdobj_end left = {.fd = -1};
     port_lock(p);
     if (!p->spare && cap <= RL_PORT_KEEP_SLOTS) {
         p->spare = batch;
         p->spare_cap = cap;
         batch = NULL;
     }
+    if (entered)
+        rl__fdobj_leave(&p->life, &left);
     port_unlock(p);
+    rl__fdobj_finish(&left);
     free(batch);
     RLRelease(p);
 }
@@ -632,7 +642,7 @@ RLRunLoopSourceRef RLPortCreateRunLoopSource(RLAllocatorRef allocator, RLPortRef
     if (!port_ok(p, __func__))
         return NULL;
     port_lock(p);
-    if (!p->valid) {
+    if (!rl__fdobj_valid(&p->life)) {
         port_unlock(p);
         return rl__fail(kRLErrorInvalidObject, __func__, "the port is invalid"), NULL;
     }
@@ -699,7 +709,7 @@ static bool wait_for_room(struct RLPort *p, RLAbsoluteTime limit, const char *fn
     bool timed_out = false;
     for (;;) {
         port_lock(p);
-        if (!p->valid) {
+        if (!rl__fdobj_valid(&p->life)) {
             port_unlock(p);
             outcome = 0;
             break;
@@ -732,8 +742,8 @@ static bool wait_for_room(struct RLPort *p, RLAbsoluteTime limit, const char *fn
 static bool send_refs(struct RLPort *p, uint32_t msgid, const RLTypeRef *comps, RLIndex count, struct RLPort *reply,
                       RLAbsoluteTime limit, const char *fn) {
     port_lock(p);
-    if (RL__UNLIKELY(!p->valid || p->queued >= p->limit)) {
-        bool invalid = !p->valid;
+    if (RL__UNLIKELY(!rl__fdobj_valid(&p->life) || p->queued >= p->limit)) {
+        bool invalid = !rl__fdobj_valid(&p->life);
         port_unlock(p);
         if (invalid)
             return rl__fail(kRLErrorInvalidObject, fn, "the port is invalid");

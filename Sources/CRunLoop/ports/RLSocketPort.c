@@ -126,7 +126,7 @@ static struct RLSocketPort *reg_find_locked(const struct sockaddr_storage *a) {
         if (!same_addr(&p->addrs[0], a))
             continue;
         pthread_mutex_lock(&p->np.mu);
-        bool mine = p->pid == getpid() && p->np.valid;
+        bool mine = p->pid == getpid() && p->np.life.valid;
         pthread_mutex_unlock(&p->np.mu);
         if (mine)
             return p;
@@ -259,7 +259,7 @@ static char *sp_describe(const void *obj) {
     char *s = NULL;
     int r = asprintf(&s, "<RLSocketPort %p>{%s %s%s%s%s%s, dropped %zu connection(s)%s%s}", obj,
                      sp->remote ? "remote" : "local", where, sp->remote ? " (" : "", sp->remote ? sp->host : "",
-                     sp->remote ? ")" : "", sp->np.valid ? "" : ", invalid", dropped, dropped ? ", last: " : "",
+                     sp->remote ? ")" : "", sp->np.life.valid ? "" : ", invalid", dropped, dropped ? ", last: " : "",
                      dropped ? why : "");
     pthread_mutex_unlock(&sp->np.mu);
     return r < 0 ? NULL : s;
@@ -301,7 +301,7 @@ static struct RLSocketPort *reg_add_or_find(struct RLSocketPort *sp, const char 
         if (old)
             RLRetain(old);
         pthread_mutex_unlock(&g_reg.mu);
-        sp->np.valid = false; /* never connected: nothing to tear down */
+        sp->np.life.valid = false; /* never connected: nothing to tear down */
         RLRelease(sp);
         if (!old)
             rl__fail(kRLErrorNoMemory, fn, "out of memory");
@@ -384,7 +384,7 @@ static RLSocketPortRef decode_port(const rl_wire_comp *comp, const rl_conn *c) {
     snprintf(sp->host, sizeof sp->host, "%s", host);
     /* Numeric only: a run loop never waits for DNS. */
     if (!numeric_addr(sp, host, (uint16_t)port) && resolve(sp, host, (uint16_t)port, AI_NUMERICHOST) != 0) {
-        sp->np.valid = false;
+        sp->np.life.valid = false;
         RLRelease(sp);
         return NULL;
     }
@@ -529,7 +529,7 @@ RLSocketPortRef RLSocketPortCreateLocal(RLAllocatorRef allocator, int family, co
     if (!err)
         err = rl__netport_listen(&sp->np, lfd, &sp_server_ops, sp);
     if (err) {
-        sp->np.valid = false;
+        sp->np.life.valid = false;
         RLRelease(sp);
         if (err == EADDRINUSE)
             return rl__fail(kRLErrorExists, __func__, "TCP port %u is in use", tcpPort), NULL;
@@ -558,7 +558,7 @@ RLSocketPortRef RLSocketPortCreateRemote(RLAllocatorRef allocator, const char *h
     snprintf(sp->host, sizeof sp->host, "%s", host);
     int r = resolve(sp, host, tcpPort, 0);
     if (r != 0) {
-        sp->np.valid = false;
+        sp->np.life.valid = false;
         RLRelease(sp);
         return rl__fail(kRLErrorNotFound, __func__, "cannot resolve \"%s\": %s", host, gai_strerror(r)), NULL;
     }
@@ -625,7 +625,7 @@ static void conn_set(struct RLSocketPort *sp, int fd) {
     pthread_mutex_lock(&sp->np.mu);
     int old = sp->fd;
     sp->fd = fd;
-    if (fd >= 0 && !sp->np.valid)
+    if (fd >= 0 && !sp->np.life.valid)
         shutdown(fd, SHUT_RDWR);
     pthread_mutex_unlock(&sp->np.mu);
     if (old >= 0 && old != fd)

@@ -795,14 +795,16 @@ bool rl__netport_init(rl_netport *np, void *obj) {
     pthread_mutex_init(&np->mu, NULL);
     np->limit = RL_WIRE_MAX_BODY;
     np->link = rl__weak_new(obj);
-    np->valid = np->link != NULL;
-    return np->valid;
+    rl__fdobj_init(&np->life, -1); /* its fds are the server's */
+    np->life.valid = np->link != NULL;
+    np->inval_end = (rl_fdobj_end){.fd = -1};
+    return np->life.valid;
 }
 
 void rl__netport_finalize(rl_netport *np) {
-    /* Invalidation ran first (explicitly or on the last release). */
-    if (np->ctx.release)
-        np->ctx.release(np->ctx.info);
+    /* Invalidation ran first (explicitly or on the last release) and
+     * released the info; a port whose creation failed part-way has it. */
+    rl__fdobj_finalize(&np->life);
     if (np->serving)
         rl__server_destroy(&np->srv);
     np->serving = false;
@@ -826,6 +828,7 @@ void rl__netport_set_context(rl_netport *np, const void *context) {
 void rl__netport_retain_context(rl_netport *np) {
     if (np->ctx.retain)
         np->ctx.info = (void *)np->ctx.retain(np->ctx.info);
+    rl__fdobj_set_context(&np->life, np->ctx.info, np->ctx.release);
 }
 
 bool rl__netport_get_context(rl_netport *np, void *context, const char *fn) {
@@ -843,15 +846,14 @@ int rl__netport_listen(rl_netport *np, int lfd, const rl_server_ops *ops, void *
 
 bool rl__netport_is_valid(rl_netport *np) {
     pthread_mutex_lock(&np->mu);
-    bool v = np->valid;
+    bool v = np->life.valid;
     pthread_mutex_unlock(&np->mu);
     return v;
 }
 
 bool rl__netport_begin_invalidate(rl_netport *np) {
     pthread_mutex_lock(&np->mu);
-    bool was = np->valid;
-    np->valid = false;
+    bool was = rl__fdobj_invalidate(&np->life, np->inval ? RL_FDOBJ_CALLBACK : 0, &np->inval_end);
     pthread_mutex_unlock(&np->mu);
     return was;
 }
@@ -860,8 +862,7 @@ rl_netport_fn rl__netport_finish_invalidate(rl_netport *np) {
     pthread_mutex_lock(&np->mu);
     RLRunLoopSourceRef source = np->source;
     np->source = NULL;
-    rl_netport_fn cb = np->inval_called ? NULL : np->inval;
-    np->inval_called = np->inval_called || cb;
+    rl_netport_fn cb = np->inval_end.call_inval ? np->inval : NULL;
     pthread_mutex_unlock(&np->mu);
     if (np->serving)
         rl__server_close(&np->srv); /* the name or address is free from here on */
@@ -875,16 +876,19 @@ rl_netport_fn rl__netport_finish_invalidate(rl_netport *np) {
 
 void rl__netport_end_invalidate(rl_netport *np) {
     pthread_mutex_lock(&np->mu);
+    rl_fdobj_end end = np->inval_end;
+    np->inval_end = (rl_fdobj_end){.fd = -1};
     bool kept = np->kept_by_source;
     np->kept_by_source = false;
     pthread_mutex_unlock(&np->mu);
+    rl__fdobj_finish(&end); /* the info, after the invalidation callback */
     if (kept)
         RLRelease((char *)np - RL__NETPORT_OFFSET);
 }
 
 bool rl__netport_set_inval(rl_netport *np, rl_netport_fn fn) {
     pthread_mutex_lock(&np->mu);
-    bool valid = np->valid;
+    bool valid = np->life.valid;
     if (valid)
         np->inval = fn;
     pthread_mutex_unlock(&np->mu);
@@ -942,7 +946,7 @@ RLRunLoopSourceRef rl__netport_create_source(rl_netport *np, bool remote, RLInde
         return rl__fail(kRLErrorInvalidState, fn, "a remote port has no run-loop source (only local ports receive)"),
                NULL;
     pthread_mutex_lock(&np->mu);
-    if (!np->valid) {
+    if (!np->life.valid) {
         pthread_mutex_unlock(&np->mu);
         return rl__fail(kRLErrorInvalidObject, fn, "the port is invalid"), NULL;
     }
@@ -966,7 +970,7 @@ RLRunLoopSourceRef rl__netport_create_source(rl_netport *np, bool remote, RLInde
     if (!s)
         return NULL;
     pthread_mutex_lock(&np->mu);
-    if (np->source || !np->valid) { /* another thread won, or it was invalidated meanwhile */
+    if (np->source || !np->life.valid) { /* another thread won, or it was invalidated meanwhile */
         RLRunLoopSourceRef other = np->source ? (RLRunLoopSourceRef)RLRetain(np->source) : NULL;
         pthread_mutex_unlock(&np->mu);
         RLRunLoopSourceInvalidate(s);

@@ -26,6 +26,7 @@
 
 #include "RLBase.h"
 #include "rl_callout.h"
+#include "rl_fdobj.h"
 #include "rl_weak.h"
 #include "rl_wire.h"
 
@@ -237,8 +238,10 @@ typedef void (*rl_netport_fn)(void);
 typedef struct rl_netport {
     rl__weak *link;     /* what its fd object points at (rl_weak.h) */
     pthread_mutex_t mu; /* the port's state; never held while user code runs */
-    bool valid;
-    bool inval_called;
+    /* Valid until invalidated; the invalidation callback called once, then
+     * the context's info released once (rl_fdobj.h; under mu). */
+    rl_fdobj life;
+    rl_fdobj_end inval_end; /* what the invalidation under way still has to do */
     bool serving; /* srv is set up */
     rl_netport_context ctx;
     rl_netport_fn inval;
@@ -271,7 +274,8 @@ RL__HIDDEN void rl__netport_finalize(rl_netport *np);
 RL__HIDDEN bool rl__netport_check_context(const void *context, const char *fn);
 /* Keeps a copy of the context (NULL: none). */
 RL__HIDDEN void rl__netport_set_context(rl_netport *np, const void *context);
-/* Calls the context's retain on its info: user code, so with no lock held. */
+/* Calls the context's retain on its info: user code, so with no lock held.
+ * The invalidation releases it, once (rl__netport_end_invalidate). */
 RL__HIDDEN void rl__netport_retain_context(rl_netport *np);
 RL__HIDDEN bool rl__netport_get_context(rl_netport *np, void *context, const char *fn);
 /* Serves a bound, listening socket (taken over). 0 or an errno. */
@@ -283,8 +287,10 @@ RL__HIDDEN bool rl__netport_begin_invalidate(rl_netport *np);
 /* Stops the server, cuts the link, takes the source out of every loop.
  * Returns the invalidation callback to call (once), or NULL. */
 RL__HIDDEN rl_netport_fn rl__netport_finish_invalidate(rl_netport *np);
-/* Drops the reference the port held on itself while it had a source. The
- * last step of a port's invalidation: it may destroy the port. */
+/* Releases the context's info (once: after the invalidation callback the
+ * caller made) and drops the reference the port held on itself while it
+ * had a source. The last step of a port's invalidation: it may destroy
+ * the port. */
 RL__HIDDEN void rl__netport_end_invalidate(rl_netport *np);
 /* Sets the callback and returns true; on an invalid port sets nothing and
  * returns false (the caller calls it at once, as CF does). */

@@ -1,0 +1,68 @@
+/*
+ * rl_fdobj.c — the life of an object that owns a kernel handle and a
+ * user's context (rl_fdobj.h): valid, invalidated once, its handle closed
+ * and its info released once, after the callouts that use them.
+ */
+#include "rl_fdobj.h"
+
+#include <unistd.h>
+
+static const rl_fdobj_end rl_fdobj_nothing = {.fd = -1};
+
+void rl__fdobj_init(rl_fdobj *o, int fd) {
+    *o = (rl_fdobj){.fd = fd};
+    atomic_store_explicit(&o->valid, true, memory_order_release);
+}
+
+void rl__fdobj_set_context(rl_fdobj *o, void *info, void (*release)(const void *info)) {
+    o->info = info;
+    o->release = release;
+}
+
+/* What the object still owes: its fd if it closes it, its info. */
+static void rl_fdobj_hand_over(rl_fdobj *o, bool close_fd, rl_fdobj_end *end) {
+    if (close_fd) {
+        end->fd = o->fd;
+        o->fd = -1;
+    }
+    end->info = o->info;
+    end->release = o->release;
+    o->release = NULL;
+}
+
+/* The last callout of an invalidated object left (rl__fdobj_leave). */
+void rl__fdobj_leave_last(rl_fdobj *o, rl_fdobj_end *end) {
+    rl_fdobj_hand_over(o, o->close_pending, end);
+    o->close_pending = o->release_pending = false;
+}
+
+bool rl__fdobj_invalidate(rl_fdobj *o, unsigned how, rl_fdobj_end *end) {
+    *end = rl_fdobj_nothing;
+    if (!rl__fdobj_valid(o))
+        return false;
+    atomic_store_explicit(&o->valid, false, memory_order_release);
+    end->call_inval = (how & RL_FDOBJ_CALLBACK) && !o->inval_called;
+    o->inval_called = o->inval_called || end->call_inval;
+    if (o->busy > 0) {
+        o->close_pending = (how & RL_FDOBJ_CLOSE) != 0;
+        o->release_pending = true;
+        return true;
+    }
+    rl_fdobj_hand_over(o, (how & RL_FDOBJ_CLOSE) != 0, end);
+    return true;
+}
+
+void rl__fdobj_finish_slow(rl_fdobj_end *end) {
+    if (end->fd >= 0)
+        (void)close(end->fd); /* nothing to do on failure: the number is gone either way */
+    if (end->release)
+        end->release(end->info);
+    *end = rl_fdobj_nothing;
+}
+
+void rl__fdobj_finalize(rl_fdobj *o) {
+    void (*release)(const void *) = o->release;
+    o->release = NULL;
+    if (release)
+        release(o->info);
+}
