@@ -17,6 +17,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -262,6 +264,55 @@ static void port_callout_named(void **state) {
     RLRelease(local);
 }
 
+NAMED void health_slow_socket(RLSocketRef sock, RLSocketCallBackType type, RLDataRef address, const void *data,
+                              void *info) {
+    (void)sock, (void)type, (void)address, (void)data, (void)info;
+    usleep(SLOW_US);
+}
+NAMED void health_slow_signal(RLSignalSourceRef src, int signum, RLIndex count, void *info) {
+    (void)src, (void)signum, (void)count, (void)info;
+    usleep(SLOW_US);
+}
+
+/* A socket's and a signal source's callouts are reported as theirs: kind
+ * socket / signal, the program's callout, their descriptions. */
+static void socket_and_signal_named(void **state) {
+    (void)state;
+    seen s = {0};
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    RLSetSlowCalloutHandler(record, &s);
+    assert_true(RLRunLoopSetSlowCalloutThreshold(rl, THRESHOLD));
+    int sv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    RLSocketContext sc = {0};
+    RLSocketRef sock = RLSocketCreateWithNative(NULL, sv[0], kRLSocketDataCallBack, health_slow_socket, &sc);
+    assert_non_null(sock);
+    RLRunLoopSourceRef src = RLSocketCreateRunLoopSource(NULL, sock, 0);
+    RLRunLoopAddSource(rl, src, "health.sock");
+    assert_int_equal(write(sv[1], "x", 1), 1);
+    RLRunLoopRunInMode("health.sock", 5.0, true);
+    assert_int_equal(s.n, 1);
+    assert_int_equal(s.kind[0], kRLCalloutSocket);
+    assert_string_equal(s.fname[0], "health_slow_socket");
+    assert_non_null(strstr(s.desc[0], "RLSocket"));
+    RLSocketInvalidate(sock);
+    RLRelease(src);
+    RLRelease(sock);
+    close(sv[1]);
+
+    RLSignalSourceContext gc = {0};
+    RLSignalSourceRef sig = RLSignalSourceCreate(NULL, SIGUSR2, health_slow_signal, &gc);
+    assert_non_null(sig);
+    assert_true(RLRunLoopAddSignalSource(rl, sig, "health.sig"));
+    raise(SIGUSR2);
+    RLRunLoopRunInMode("health.sig", 5.0, true);
+    assert_int_equal(s.n, 2);
+    assert_int_equal(s.kind[1], kRLCalloutSignal);
+    assert_string_equal(s.fname[1], "health_slow_signal");
+    RLSignalSourceInvalidate(sig);
+    RLRelease(sig);
+}
+
 /* Perform requests are timed one by one: a slow one is reported with the
  * program's function (a block's invoke function for a block). */
 static void perform_named(void **state) {
@@ -494,6 +545,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup_teardown(every_kind_named, reset, reset),
         cmocka_unit_test_setup_teardown(port_callout_named, reset, reset),
         cmocka_unit_test_setup_teardown(perform_named, reset, reset),
+        cmocka_unit_test_setup_teardown(socket_and_signal_named, reset, reset),
         cmocka_unit_test_setup_teardown(handler_replaced_from_inside, reset, reset),
 #if __BLOCKS__
         cmocka_unit_test_setup_teardown(block_handler, reset, reset),

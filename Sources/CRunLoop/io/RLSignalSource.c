@@ -9,6 +9,7 @@
  * and mask) sits behind one mutex: it is touched when a source is created,
  * invalidated or reads a signal, never on a loop's path otherwise. */
 #include "RLBase.h"
+#include "rl_health.h"
 #include "rl_fdobj.h"
 #include "rl_fork.h"
 #include "rl_lockclass.h"
@@ -171,6 +172,12 @@ static void sig_wake(rl_sig_wake *wk, size_t k) {
 /* Dequeues every signal s's signalfd shows the calling thread (its own
  * and the process's) and returns how many (rl_sig_lock held). */
 static RLIndex sig_drain_locked(struct RLSignalSource *s) { return (RLIndex)rl__poll_signalfd_drain(s->sfd); }
+
+/* The slow-callout report names a signal source's callouts as its own. */
+static const void *sig_callout_of(const void *owner) {
+    return (const void *)((const struct RLSignalSource *)owner)->callout;
+}
+static const rl__callout_owner sig_how = {kRLCalloutSignal, sig_callout_of};
 
 /* A callout that began while s was valid (busy counted, s retained) is
  * over (lock not held). */
@@ -396,6 +403,8 @@ RLSignalSourceRef RLSignalSourceCreate(RLAllocatorRef allocator, int signum, RLS
     bool was_blocked = sigismember(&old, signum) == 1;
     RLFileDescriptorContext fctx = {0, s, sig_retain_cb, sig_release_cb, NULL};
     s->fdobj = RLFileDescriptorCreate(NULL, s->sfd, false, sig_fd_callout, &fctx);
+    if (s->fdobj)
+        rl__fd_set_owner(s->fdobj, s, &sig_how);
     if (s->fdobj)
         s->fdsrc = RLFileDescriptorCreateRunLoopSource(NULL, s->fdobj, 0);
     if (!s->fdsrc || !RLFileDescriptorEnableCallBacks(s->fdobj, kRLFileDescriptorReadCallBack) ||

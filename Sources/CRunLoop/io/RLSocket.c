@@ -4,6 +4,7 @@
  * accepting and reading on the loop's thread, and re-arms what the socket
  * flags say. */
 #include "RLDataInternal.h"
+#include "rl_health.h"
 #include "RLLockInternal.h"
 #include "RLSocketInternal.h"
 #include "rl_fdobj.h"
@@ -687,6 +688,12 @@ static void sock_fd_callout(RLFileDescriptorRef f, RLOptionFlags ready, void *in
     rl__release_raw(s);
 }
 
+/* The slow-callout report names a socket's callouts as the socket's. */
+static const void *sock_callout_of(const void *owner) {
+    return (const void *)((const struct RLSocket *)owner)->callout;
+}
+static const rl__callout_owner sock_how = {kRLCalloutSocket, sock_callout_of};
+
 /* The callbacks of one fd callout; s locked on entry and on return (the
  * lock is let go around every system call and callback). */
 static void sock_fd_callout_body(struct RLSocket *s, RLOptionFlags ready) {
@@ -825,6 +832,7 @@ static RLSocketRef sock_make(RLAllocatorRef allocator, int fd, RLOptionFlags typ
         RLRelease(s);
         return NULL;
     }
+    rl__fd_set_owner(s->fdobj, s, &sock_how);
     if (context) {
         s->ctx = *context;
         if (s->ctx.retain)
