@@ -478,7 +478,7 @@ static bool sock_deliver_data(struct RLSocket *s, size_t chunk, bool *full) {
         bool whole = !__atomic_load_n(&s->keeps_long, __ATOMIC_RELAXED);
         ssize_t n = stream_read_chunk(s->fd, chunk, whole, &buf, &lent, &small, &small_cap);
         if (n >= RL_BULK_READ)
-            rl__loop_note_bulk_read(s);
+            rl__wait_note_bulk_read(s);
         if (small || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOMEM))) {
             if (!spare)
                 RLRelease(data);
