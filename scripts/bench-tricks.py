@@ -51,11 +51,15 @@ ROWS = [
     ("YIELD", "thread", "round trip p50, 1 CPU: RLWorkerThreadPerformSync", False),
     ("YIELD", "thread", "round trip p50, 1 CPU: RLThreadPerform wait", False),
     ("BLOCK_COPY", "perform", "perform block+WakeUp, other thread (M/s)", True),
+    ("PQ_SPIN", "perform", "perform queue form, other thread (M/s)", True),
+    ("PQ_SPIN", "perform", "perform block+WakeUp, other thread (M/s)", True),
     ("PORT_REUSE", "ports", "RLPort send, 16-byte data, other thread's loop (M msg/s)", True),
     ("KEPT", "echo", "server CPU per round trip (us) [a]", False),
     ("KEPT", "echo", "  server CPU per MB, 16 conns (ms) [a]", False),
     ("COALESCE", "echo", "throughput, 16 conns, 4 KB writes (MB/s)", True),
     ("COALESCE", "echo", "  server CPU per MB, 16 conns (ms) [a]", False),
+    ("SOCK_RECYCLE", "echo", "server CPU per round trip (us) [a]", False),
+    ("SOCK_RECYCLE", "echo", "round trip 64 B, p50 (us)", False),
 ]
 
 
@@ -134,8 +138,8 @@ def main():
     load = os.getloadavg()[0]
     print(f"\nSpeed tricks: each row with the trick on and off (-DRL_TRICK_X=0), same run, median of "
           f"{ROUNDS} rounds; {os.cpu_count()} CPUs, load {load:.1f}\n")
-    print(f"{'trick':<10} | {'row':<52} | {'on':>9} | {'off':>9} | {'gain':>7} | verdict")
-    print("-" * 10 + "-+-" + "-" * 52 + "-+-" + "-" * 9 + "-+-" + "-" * 9 + "-+-" + "-" * 7 + "-+--------")
+    print(f"{'trick':<12} | {'row':<52} | {'on':>9} | {'off':>9} | {'gain':>7} | verdict")
+    print("-" * 12 + "-+-" + "-" * 52 + "-+-" + "-" * 9 + "-+-" + "-" * 9 + "-+-" + "-" * 7 + "-+--------")
     best = {}
     chart_rows = []
     for t, bench, label, higher in ROWS:
@@ -144,7 +148,7 @@ def main():
         on = samples.get(("fast", label))
         off = samples.get(("no-" + t, label))
         if not on or not off:
-            print(f"{t:<10} | {label:<52} | {'-':>9} | {'-':>9} | {'-':>7} | row not printed by the bench")
+            print(f"{t:<12} | {label:<52} | {'-':>9} | {'-':>9} | {'-':>7} | row not printed by the bench")
             continue
         a, b = statistics.median(on), statistics.median(off)
         gain = (a / b - 1) if higher else (b / a - 1 if a > 0 else 0)
@@ -155,13 +159,13 @@ def main():
                            *((statistics.median(ratios), min(ratios), max(ratios)) if ratios else ("", "", "")),
                            a, b, ""])
         verdict = "buys >= 10%" if gain >= 0.10 else ("costs" if gain < -0.05 else "< 10%")
-        print(f"{t:<10} | {label:<52} | {a:9.2f} | {b:9.2f} | {gain * 100:+6.0f}% | {verdict}")
+        print(f"{t:<12} | {label:<52} | {a:9.2f} | {b:9.2f} | {gain * 100:+6.0f}% | {verdict}")
     print("\ngain: how much better the row is with the trick (rates: on/off - 1; times: off/on - 1).")
     print("A trick is kept where one of its rows gains >= 10%:")
     for t in tricks:
         g = best.get(t)
         state = "not measured" if g is None else ("keep" if g >= 0.10 else "REVIEW: below 10% on every row")
-        print(f"  {t:<10} {state}" + ("" if g is None else f" (best row {g * 100:+.0f}%)"))
+        print(f"  {t:<12} {state}" + ("" if g is None else f" (best row {g * 100:+.0f}%)"))
     path = os.environ.get("BENCH_CSV")
     if path:
         with open(path, "w", newline="") as f:

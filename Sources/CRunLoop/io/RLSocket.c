@@ -289,8 +289,11 @@ static void sock_thread_make_key(void) {
 }
 
 /* The thread's block; NULL: no memory, or no key to free it with (reads
- * then use buffers and data of their own, made for each). */
+ * then use buffers and data of their own, made for each), or the plain
+ * build (RL_TRICK_SOCK_RECYCLE off: always so). */
 static sock_thread *sock_thread_get(void) {
+    if (!RL_TRICK_SOCK_RECYCLE)
+        return NULL;
     if (RL__LIKELY(t_sock != NULL))
         return t_sock;
     (void)pthread_once(&sock_thread_once, sock_thread_make_key);
