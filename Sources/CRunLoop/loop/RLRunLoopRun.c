@@ -349,10 +349,11 @@ static bool rl_do_fds(RLRunLoopRef rl, rl_mode *m, struct epoll_event *ev, int n
 
 
 /* The wait of a pass (or, with `poll`, its look): what the loop watches is
- * brought in line with the run's mode first, the wait policy waits
- * (rl_waitpolicy.c: how, and through which kernel calls), and what the
- * events say for the pass is noted. Returns the number of events in ev,
- * or -1 when the kernel refused the wait (the error set: the run ends). */
+ * brought in line with the run's mode, a few more reasons to only look
+ * are taken in, and the wait policy waits (rl_waitpolicy.h: how, through
+ * which kernel calls, and what the events say). Returns the number of
+ * events in ev, or -1 when the kernel refused the wait (the error set:
+ * the run ends). */
 static int rl_wait(RLRunLoopRef rl, rl_frame *f, bool poll, struct epoll_event *ev, int maxev) {
     rl__loop_lock(rl);
     rl__fd_before_wait(rl);
@@ -374,20 +375,7 @@ static int rl_wait(RLRunLoopRef rl, rl_frame *f, bool poll, struct epoll_event *
         poll = true;
     if (rl->nalways)
         poll = true; /* an always-ready fd is armed: served on this pass */
-    int n = rl__wait(rl, f, poll, ev, maxev); /* returns without the loop lock */
-    bool user_fds = false;
-    for (int i = 0; i < n; i++) {
-        if (rl__ev_gen(&ev[i]) != 0)
-            user_fds = true;
-        else if (rl__ev_fd(&ev[i]) == rl->mainq_fd)
-            rl->mainq_ready = true; /* served after the timers (rl_run_frame) */
-    }
-    if (user_fds) {
-        rl__loop_lock(rl);
-        rl__fd_note_events(rl, ev, n);
-        rl__loop_unlock(rl);
-    }
-    return n;
+    return rl__wait(rl, f, poll, ev, maxev); /* returns without the loop lock */
 }
 
 /* A fork() from a callout leaves the child inside a run of a loop it
