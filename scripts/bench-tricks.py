@@ -13,7 +13,8 @@ notice by at least 10%; the table says which do.
 
 Each variant is its own build folder (build/tricks/NAME); the benches are
 bench_runloop, bench_thread, bench_sync, bench_ports and bench_echo, each run with its knobs set to
-the rows a trick is for (the peers are skipped where the bench allows).
+the rows a trick is for (the peers are skipped where the bench allows), and bench_echo_instr's
+callgrind counts (scripts/bench-echo-instr.sh) for a trick that saves user-space instructions.
 """
 import csv
 import os
@@ -36,7 +37,12 @@ BENCHES = {
     "sync": ("bench_sync", {"RL_BENCH_RUNS": "15"}),
     "ports": ("bench_ports", {"BPO_ROUNDS": "3", "BPO_QUICK": "1", "BPO_ONLY": "local"}),
     "echo": ("bench_echo", {"BEC_ROUNDS": "3", "BEC_ONLY": "rt,tp16", "BEC_PEERS": "ours"}),
+    # User-space instructions (callgrind, scripts/bench-echo-instr.sh): for
+    # tricks that save work the kernel's time hides from the wall clock.
+    "echo-instr": ("bench_echo_instr", {"BEI_N1": "500", "BEI_N2": "1500", "BEI_MB1": "5", "BEI_MB2": "15"}),
 }
+# Benches run through a script rather than on their own.
+WRAPPERS = {"bench_echo_instr": ["scripts/bench-echo-instr.sh"]}
 
 # (trick, bench, row label as printed, higher is better)
 ROWS = [
@@ -59,7 +65,7 @@ ROWS = [
     ("COALESCE", "echo", "throughput, 16 conns, 4 KB writes (MB/s)", True),
     ("COALESCE", "echo", "  server CPU per MB, 16 conns (ms) [a]", False),
     ("SOCK_RECYCLE", "echo", "server CPU per round trip (us) [a]", False),
-    ("SOCK_RECYCLE", "echo", "round trip 64 B, p50 (us)", False),
+    ("SOCK_RECYCLE", "echo-instr", "per 64-byte round trip, 1 connection", False),
 ]
 
 
@@ -78,7 +84,8 @@ def build(variant, defs):
     folder = f"build/tricks/{variant}"
     args = [MAKE, "--no-print-directory", "-s", f"BUILD={folder}", "VARIANT=", "SAN=", "PLAIN=",
             f"RL_DEFS={defs}", "BENCH_THREAD_SWIFT=0"]
-    targets = [f"{folder}/bench/{b}" for b in ("bench_runloop", "bench_thread", "bench_sync", "bench_ports", "bench_echo")]
+    targets = [f"{folder}/bench/{b}" for b in ("bench_runloop", "bench_thread", "bench_sync", "bench_ports", "bench_echo",
+                                               "bench_echo_instr")]
     r = subprocess.run(args + targets, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if r.returncode:
         sys.exit(f"bench-tricks: building {variant} failed:\n{r.stdout[-2000:]}")
@@ -100,7 +107,7 @@ def run(folder, bench):
     e = dict(os.environ)
     e.pop("BENCH_CSV", None)  # this script's own results file, not theirs
     e.update(env)
-    r = subprocess.run([f"{folder}/bench/{binary}"], env=e, stdout=subprocess.PIPE,
+    r = subprocess.run(WRAPPERS.get(binary, []) + [f"{folder}/bench/{binary}"], env=e, stdout=subprocess.PIPE,
                        stderr=subprocess.DEVNULL, text=True)
     return r.stdout
 
