@@ -20,13 +20,13 @@
  * which is how `make bench-tricks` (scripts/bench-tricks.py, a row or two
  * per trick) measures what each buys on its own. The plain build runs the
  * C tests, the differential tests and TSan in CI too. How the loop waits
- * (SPIN, PACE, COALESCE for the loop) is all in loop/rl_waitpolicy.c.
+ * (SPIN, PACE, COALESCE for the loop) is all in loop/rl_waitpolicy.h.
  *   POOL       objects from size-class slabs (rl_pool.c); plain: calloc/free
  *   SPIN       adaptive spin before sleeping, for the loop's wait
- *              (rl_waitpolicy.c) and for a waitUntilDone sender
+ *              (rl_waitpolicy.h) and for a waitUntilDone sender
  *              (rl_spin.h); plain: sleep at once
  *   PACE       a loop yields to a same-CPU producer and pauses between big
- *              request batches before it waits (rl_waitpolicy.c); plain:
+ *              request batches before it waits (rl_waitpolicy.h); plain:
  *              none
  *   YIELD      a waitUntilDone sender on a shared CPU yields before it
  *              sleeps (RLRunLoopPerform.c); plain: sleep at once
@@ -40,7 +40,7 @@
  *              before each callout and on again after (one-shot)
  *   COALESCE   a loop whose pass read bulk chunks from two or more
  *              sockets naps a few microseconds before it waits, so the
- *              next reads are bigger (rl_waitpolicy.c); plain: waits at
+ *              next reads are bigger (rl_waitpolicy.h); plain: waits at
  *              once
  *   SOCK_RECYCLE an RLSocket reads into its thread's buffer and hands a
  *              short read out in the thread's recycled data (RLSocket.c);

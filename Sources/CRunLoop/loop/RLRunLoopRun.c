@@ -3,7 +3,7 @@
  * CF's order (perform requests, observers, ready sources, the main queue,
  * the wait, due timers, ready fds). Whether a pass waits or only looks is
  * decided here; how it waits (sleep at once, or spin, pace, coalesce
- * first) is the wait policy's (rl_waitpolicy.c). The top floor of the
+ * first) is the wait policy's (rl_waitpolicy.h). The top floor of the
  * run-loop files: it calls into the timer and observer files (to fire and
  * notify) and down into the wait policy, the ready lists, the fd table,
  * wake-ups, modes and the perform queue; none of them calls back into it.

@@ -25,7 +25,7 @@ RL__HIDDEN bool rl__arm_timerfd(RLRunLoopRef rl, double at);
 RL__HIDDEN void rl__wake(RLRunLoopRef rl);
 /* Sleeps `ns` nanoseconds at most, less if a wake-up comes (rl__wake) or
  * one is pending already. rl's thread, without the loop lock, with
- * `sleeping` clear (the coalescing nap, rl_waitpolicy.c). */
+ * `sleeping` clear (the coalescing nap, rl_waitpolicy.h). */
 RL__HIDDEN void rl__sleep_unless_woken(RLRunLoopRef rl, long long ns);
 /* When the innermost run must wake next: its deadline or its mode's
  * earliest timer deadline, as monotonic time. Loop lock held. */
@@ -41,7 +41,7 @@ static inline void rl__rearm_if_waiting(RLRunLoopRef rl) {
         return;
     if (atomic_load(&rl->sleeping)) {
         if (!rl__arm_timerfd(rl, rl__next_wake(rl, rl->frame)))
-            rl__wake(rl); /* it waits again, with a time limit (rl_waitpolicy.c) */
+            rl__wake(rl); /* it waits again, with a time limit (rl_waitpolicy.h) */
     } else if (RL__UNLIKELY(atomic_load(&rl->coalescing))) {
         rl__wake(rl);
     }

@@ -462,7 +462,7 @@ static inline bool rl__of_this_process(RLRunLoopRef rl) { return !rl__fork_inher
 static inline double rl__mono_now(void) { return RLMonotonicTimeGetCurrent(); }
 
 /* The CPU on which loop rl last went to wait (-1: not yet; recorded by the
- * wait policy, rl_waitpolicy.c): a thread that waits for a reply from rl
+ * wait policy, rl_waitpolicy.h): a thread that waits for a reply from rl
  * spins first only if rl runs elsewhere. */
 static inline int rl__runloop_cpu(RLRunLoopRef rl) { return atomic_load_explicit(&rl->cpu, memory_order_relaxed); }
 
