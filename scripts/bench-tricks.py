@@ -13,7 +13,8 @@ notice by at least 10%; the table says which do.
 
 Each variant is its own build folder (build/tricks/NAME); the benches are
 bench_runloop, bench_thread, bench_sync, bench_ports and bench_echo, each run with its knobs set to
-the rows a trick is for (the peers are skipped where the bench allows).
+the rows a trick is for (the peers are skipped where the bench allows), and bench_echo_instr's
+callgrind counts (scripts/bench-echo-instr.sh) for a trick that saves user-space instructions.
 """
 import csv
 import os
@@ -36,7 +37,12 @@ BENCHES = {
     "sync": ("bench_sync", {"RL_BENCH_RUNS": "15"}),
     "ports": ("bench_ports", {"BPO_ROUNDS": "3", "BPO_QUICK": "1", "BPO_ONLY": "local"}),
     "echo": ("bench_echo", {"BEC_ROUNDS": "3", "BEC_ONLY": "rt,tp16", "BEC_PEERS": "ours"}),
+    # User-space instructions (callgrind, scripts/bench-echo-instr.sh): for
+    # tricks that save work the kernel's time hides from the wall clock.
+    "echo-instr": ("bench_echo_instr", {"BEI_N1": "500", "BEI_N2": "1500", "BEI_MB1": "5", "BEI_MB2": "15"}),
 }
+# Benches run through a script rather than on their own.
+WRAPPERS = {"bench_echo_instr": ["scripts/bench-echo-instr.sh"]}
 
 # (trick, bench, row label as printed, higher is better)
 ROWS = [
@@ -51,11 +57,15 @@ ROWS = [
     ("YIELD", "thread", "round trip p50, 1 CPU: RLWorkerThreadPerformSync", False),
     ("YIELD", "thread", "round trip p50, 1 CPU: RLThreadPerform wait", False),
     ("BLOCK_COPY", "perform", "perform block+WakeUp, other thread (M/s)", True),
+    ("PQ_SPIN", "perform", "perform queue form, other thread (M/s)", True),
+    ("PQ_SPIN", "perform", "perform block+WakeUp, other thread (M/s)", True),
     ("PORT_REUSE", "ports", "RLPort send, 16-byte data, other thread's loop (M msg/s)", True),
     ("KEPT", "echo", "server CPU per round trip (us) [a]", False),
     ("KEPT", "echo", "  server CPU per MB, 16 conns (ms) [a]", False),
     ("COALESCE", "echo", "throughput, 16 conns, 4 KB writes (MB/s)", True),
     ("COALESCE", "echo", "  server CPU per MB, 16 conns (ms) [a]", False),
+    ("SOCK_RECYCLE", "echo", "server CPU per round trip (us) [a]", False),
+    ("SOCK_RECYCLE", "echo-instr", "per 64-byte round trip, 1 connection", False),
 ]
 
 
@@ -74,7 +84,8 @@ def build(variant, defs):
     folder = f"build/tricks/{variant}"
     args = [MAKE, "--no-print-directory", "-s", f"BUILD={folder}", "VARIANT=", "SAN=", "PLAIN=",
             f"RL_DEFS={defs}", "BENCH_THREAD_SWIFT=0"]
-    targets = [f"{folder}/bench/{b}" for b in ("bench_runloop", "bench_thread", "bench_sync", "bench_ports", "bench_echo")]
+    targets = [f"{folder}/bench/{b}" for b in ("bench_runloop", "bench_thread", "bench_sync", "bench_ports", "bench_echo",
+                                               "bench_echo_instr")]
     r = subprocess.run(args + targets, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if r.returncode:
         sys.exit(f"bench-tricks: building {variant} failed:\n{r.stdout[-2000:]}")
@@ -96,7 +107,7 @@ def run(folder, bench):
     e = dict(os.environ)
     e.pop("BENCH_CSV", None)  # this script's own results file, not theirs
     e.update(env)
-    r = subprocess.run([f"{folder}/bench/{binary}"], env=e, stdout=subprocess.PIPE,
+    r = subprocess.run(WRAPPERS.get(binary, []) + [f"{folder}/bench/{binary}"], env=e, stdout=subprocess.PIPE,
                        stderr=subprocess.DEVNULL, text=True)
     return r.stdout
 
@@ -134,8 +145,8 @@ def main():
     load = os.getloadavg()[0]
     print(f"\nSpeed tricks: each row with the trick on and off (-DRL_TRICK_X=0), same run, median of "
           f"{ROUNDS} rounds; {os.cpu_count()} CPUs, load {load:.1f}\n")
-    print(f"{'trick':<10} | {'row':<52} | {'on':>9} | {'off':>9} | {'gain':>7} | verdict")
-    print("-" * 10 + "-+-" + "-" * 52 + "-+-" + "-" * 9 + "-+-" + "-" * 9 + "-+-" + "-" * 7 + "-+--------")
+    print(f"{'trick':<12} | {'row':<52} | {'on':>9} | {'off':>9} | {'gain':>7} | verdict")
+    print("-" * 12 + "-+-" + "-" * 52 + "-+-" + "-" * 9 + "-+-" + "-" * 9 + "-+-" + "-" * 7 + "-+--------")
     best = {}
     chart_rows = []
     for t, bench, label, higher in ROWS:
@@ -144,7 +155,7 @@ def main():
         on = samples.get(("fast", label))
         off = samples.get(("no-" + t, label))
         if not on or not off:
-            print(f"{t:<10} | {label:<52} | {'-':>9} | {'-':>9} | {'-':>7} | row not printed by the bench")
+            print(f"{t:<12} | {label:<52} | {'-':>9} | {'-':>9} | {'-':>7} | row not printed by the bench")
             continue
         a, b = statistics.median(on), statistics.median(off)
         gain = (a / b - 1) if higher else (b / a - 1 if a > 0 else 0)
@@ -155,13 +166,13 @@ def main():
                            *((statistics.median(ratios), min(ratios), max(ratios)) if ratios else ("", "", "")),
                            a, b, ""])
         verdict = "buys >= 10%" if gain >= 0.10 else ("costs" if gain < -0.05 else "< 10%")
-        print(f"{t:<10} | {label:<52} | {a:9.2f} | {b:9.2f} | {gain * 100:+6.0f}% | {verdict}")
+        print(f"{t:<12} | {label:<52} | {a:9.2f} | {b:9.2f} | {gain * 100:+6.0f}% | {verdict}")
     print("\ngain: how much better the row is with the trick (rates: on/off - 1; times: off/on - 1).")
     print("A trick is kept where one of its rows gains >= 10%:")
     for t in tricks:
         g = best.get(t)
         state = "not measured" if g is None else ("keep" if g >= 0.10 else "REVIEW: below 10% on every row")
-        print(f"  {t:<10} {state}" + ("" if g is None else f" (best row {g * 100:+.0f}%)"))
+        print(f"  {t:<12} {state}" + ("" if g is None else f" (best row {g * 100:+.0f}%)"))
     path = os.environ.get("BENCH_CSV")
     if path:
         with open(path, "w", newline="") as f:

@@ -535,7 +535,10 @@ static void test_kept_long_reads_hold_little_more_than_their_bytes(void **state)
     write_and_wait(sv[1], 'e', 9000, 3);
     write_and_wait(sv[1], 'f', 8000, 4);
     write_and_wait(sv[1], 'g', 20000, 5);
-    assert_true(kept_block(2) >= 65536); /* the one whole buffer */
+    if (RL_TRICK_SOCK_RECYCLE)
+        assert_true(kept_block(2) >= 65536); /* the one whole buffer */
+    else /* the plain build: a buffer of its own for each read, trimmed */
+        assert_true(kept_block(2) < 2 * (size_t)RLDataGetLength(kept[2]));
     for (int i = 3; i < 5; i++)
         assert_true(kept_block(i) < 2 * (size_t)RLDataGetLength(kept[i]));
     assert_kept(0, 'a', 10000);

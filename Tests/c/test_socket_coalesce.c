@@ -1,6 +1,6 @@
 /* test_socket_coalesce.c — a loop whose pass read bulk chunks (4 KB or
  * more) from two or more sockets sleeps a little before it waits again, so
- * the next reads are bigger (RL_TRICK_COALESCE, RLRunLoopRun.c). When it
+ * the next reads are bigger (RL_TRICK_COALESCE, rl_waitpolicy.h). When it
  * does and when it does not, and that nothing is lost or held for long
  * meanwhile: every byte of every stream arrives once and in order, and a
  * signalled source, a wake-up and a timer that come during the sleeps are

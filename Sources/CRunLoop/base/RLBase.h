@@ -20,7 +20,7 @@ enum {
     RL_FAULT_TIMERFD = 1 << 1,     /* arming a loop's timerfd (rl_wake.c) */
     RL_FAULT_SOCKET_DATA = 1 << 2, /* the spare RLData a socket's read needs before it reads (RLSocket.c) */
     RL_FAULT_SOCKET_COPY = 1 << 3, /* the RLData a short Data read is copied into, after the read (RLSocket.c) */
-    RL_FAULT_EPOLL_WAIT = 1 << 4,  /* a loop's epoll_wait, refused with EBADF (RLRunLoopRun.c) */
+    RL_FAULT_EPOLL_WAIT = 1 << 4,  /* a loop's epoll_wait, refused with EBADF (rl_waitpolicy.h) */
 };
 RL__HIDDEN extern _Atomic unsigned rl__faults;
 #define rl__fault(f) RL__UNLIKELY(atomic_load_explicit(&rl__faults, memory_order_relaxed) & (f))

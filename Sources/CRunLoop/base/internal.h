@@ -15,26 +15,38 @@
 #define RL__LIKELY(x) __builtin_expect(!!(x), 1)
 #define RL__UNLIKELY(x) __builtin_expect(!!(x), 0)
 
-/* Speed tricks, each with a plain twin. `make PLAIN=1` (-DRL_PLAIN=1)
- * turns them all off; -DRL_TRICK_<NAME>=0 turns off one, which is how
- * `make bench-tricks` measures what each buys on its own. The plain build
- * runs the C tests, the differential tests and TSan in CI too.
+/* Speed tricks, each with a plain twin, all listed here. `make PLAIN=1`
+ * (-DRL_PLAIN=1) turns them all off; -DRL_TRICK_<NAME>=0 turns off one,
+ * which is how `make bench-tricks` (scripts/bench-tricks.py, a row or two
+ * per trick) measures what each buys on its own. The plain build runs the
+ * C tests, the differential tests and TSan in CI too. How the loop waits
+ * (SPIN, PACE, COALESCE for the loop) is all in loop/rl_waitpolicy.h.
  *   POOL       objects from size-class slabs (rl_pool.c); plain: calloc/free
- *   SPIN       adaptive spin before sleeping, for the loop's wait and for a
- *              waitUntilDone sender (rl_spin.h); plain: sleep at once
+ *   SPIN       adaptive spin before sleeping, for the loop's wait
+ *              (rl_waitpolicy.h) and for a waitUntilDone sender
+ *              (rl_spin.h); plain: sleep at once
  *   PACE       a loop yields to a same-CPU producer and pauses between big
- *              request batches before it waits (RLRunLoopRun.c); plain: none
+ *              request batches before it waits (rl_waitpolicy.h); plain:
+ *              none
  *   YIELD      a waitUntilDone sender on a shared CPU yields before it
  *              sleeps (RLRunLoopPerform.c); plain: sleep at once
  *   BLOCK_COPY the perform queue copies small stack blocks into the loop's
  *              slabs (RLRunLoopPerform.c); plain: Block_copy/Block_release
+ *   PQ_SPIN    the perform queue's lock spins, then yields (rl_pqueue.c);
+ *              plain: a futex mutex, asleep at once when it is held
  *   KEPT       an fd callout whose owner enables again what it got (an
  *              RLSocket's auto-re-enabled read type) finds it left enabled,
  *              its registration untouched (rl_fdtab.c); plain: turned off
  *              before each callout and on again after (one-shot)
  *   COALESCE   a loop whose pass read bulk chunks from two or more
- *              sockets sleeps a few microseconds before it waits, so the
- *              next reads are bigger (RLRunLoopRun.c); plain: waits at once */
+ *              sockets naps a few microseconds before it waits, so the
+ *              next reads are bigger (rl_waitpolicy.h); plain: waits at
+ *              once
+ *   SOCK_RECYCLE an RLSocket reads into its thread's buffer and hands a
+ *              short read out in the thread's recycled data (RLSocket.c);
+ *              plain: a new buffer and a new data for every read
+ *   PORT_REUSE a port refills one message object for a batch of records
+ *              (RLPort.c); plain: a new message per record */
 #ifndef RL_PLAIN
 #define RL_PLAIN 0
 #endif
@@ -53,11 +65,20 @@
 #ifndef RL_TRICK_BLOCK_COPY
 #define RL_TRICK_BLOCK_COPY (!RL_PLAIN)
 #endif
+#ifndef RL_TRICK_PQ_SPIN
+#define RL_TRICK_PQ_SPIN (!RL_PLAIN)
+#endif
 #ifndef RL_TRICK_KEPT
 #define RL_TRICK_KEPT (!RL_PLAIN)
 #endif
 #ifndef RL_TRICK_COALESCE
 #define RL_TRICK_COALESCE (!RL_PLAIN)
+#endif
+#ifndef RL_TRICK_SOCK_RECYCLE
+#define RL_TRICK_SOCK_RECYCLE (!RL_PLAIN)
+#endif
+#ifndef RL_TRICK_PORT_REUSE
+#define RL_TRICK_PORT_REUSE (!RL_PLAIN)
 #endif
 
 /* One spin-wait pause (x86 `pause`, ARM `yield`), for every busy-wait in
@@ -198,11 +219,12 @@ RL__HIDDEN void rl__fd_set_kept(RLFileDescriptorRef f, RLOptionFlags types);
 /* A read of at least this many bytes is a bulk one: the stream had a
  * chunk waiting, not a message. */
 #define RL_BULK_READ 4096
-/* From a callout on the calling thread's loop: it read a bulk chunk from
- * the socket `who` (an RLSocket, or a socket stream the callout reads).
- * Two or more sockets in one pass make the loop coalesce before it waits
- * (RL_TRICK_COALESCE, RLRunLoopRun.c); more chunks from one socket in a
- * row count once. Outside a run of the thread's loop: nothing. */
-RL__HIDDEN void rl__loop_note_bulk_read(const void *who);
+/* The sockets' hint to the wait policy (rl_waitpolicy.c), from a callout
+ * on the calling thread's loop: it read a bulk chunk from the socket `who`
+ * (an RLSocket, or a socket stream the callout reads). Two or more sockets
+ * between two waits make the loop coalesce before it waits
+ * (RL_TRICK_COALESCE); more chunks from one socket in a row count once.
+ * Outside a run of the thread's loop: nothing. */
+RL__HIDDEN void rl__wait_note_bulk_read(const void *who);
 
 #endif /* CRUNLOOP_INTERNAL_H */

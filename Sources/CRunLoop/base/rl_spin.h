@@ -1,6 +1,6 @@
 /*
  * rl_spin.h — adaptive spin-before-sleep budgets, shared by the run loop's
- * wait (RLRunLoopRun.c) and the waitUntilDone sender (RLPerform.c). Private.
+ * wait (rl_waitpolicy.h) and the waitUntilDone sender (RLPerform.c). Private.
  *
  * Why: when the other side of a hand-off runs on another CPU, sleeping in
  * the kernel makes the next hand-off pay for waking this thread on a CPU

@@ -289,8 +289,11 @@ static void sock_thread_make_key(void) {
 }
 
 /* The thread's block; NULL: no memory, or no key to free it with (reads
- * then use buffers and data of their own, made for each). */
+ * then use buffers and data of their own, made for each), or the plain
+ * build (RL_TRICK_SOCK_RECYCLE off: always so). */
 static sock_thread *sock_thread_get(void) {
+    if (!RL_TRICK_SOCK_RECYCLE)
+        return NULL;
     if (RL__LIKELY(t_sock != NULL))
         return t_sock;
     (void)pthread_once(&sock_thread_once, sock_thread_make_key);
@@ -478,7 +481,7 @@ static bool sock_deliver_data(struct RLSocket *s, size_t chunk, bool *full) {
         bool whole = !__atomic_load_n(&s->keeps_long, __ATOMIC_RELAXED);
         ssize_t n = stream_read_chunk(s->fd, chunk, whole, &buf, &lent, &small, &small_cap);
         if (n >= RL_BULK_READ)
-            rl__loop_note_bulk_read(s);
+            rl__wait_note_bulk_read(s);
         if (small || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOMEM))) {
             if (!spare)
                 RLRelease(data);

@@ -299,12 +299,12 @@ static ssize_t sock_io(int fd, bool is_read, void *buf, size_t n, int *err) {
     }
 }
 
-/* A bulk read tells the loop running the caller's callout (coalescing,
- * internal.h), as RLSocket's reads do. */
+/* A bulk read tells the wait policy of the loop running the caller's
+ * callout (coalescing, internal.h), as RLSocket's reads do. */
 static ssize_t sock_read(rl__stream *s, uint8_t *buf, size_t n, int *err) {
     ssize_t r = sock_io(conn_of(s)->fd, true, buf, n, err);
     if (r >= RL_BULK_READ)
-        rl__loop_note_bulk_read(s);
+        rl__wait_note_bulk_read(s);
     return r;
 }
 

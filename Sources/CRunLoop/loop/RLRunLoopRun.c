@@ -1,10 +1,12 @@
 /*
- * RLRunLoopRun.c — the iteration: RunInMode/Run and one pass of it
- * (perform requests, observers, ready sources, due timers, ready fds), the
- * wait in epoll, and the pacing of request streams. The top floor of the
+ * RLRunLoopRun.c — the iteration: RunInMode/Run and one pass of it, in
+ * CF's order (perform requests, observers, ready sources, the main queue,
+ * the wait, due timers, ready fds). Whether a pass waits or only looks is
+ * decided here; how it waits (sleep at once, or spin, pace, coalesce
+ * first) is the wait policy's (rl_waitpolicy.h). The top floor of the
  * run-loop files: it calls into the timer and observer files (to fire and
- * notify) and down into the ready lists, the fd table, wake-ups, modes and
- * the perform queue; none of them calls back into it.
+ * notify) and down into the wait policy, the ready lists, the fd table,
+ * wake-ups, modes and the perform queue; none of them calls back into it.
  */
 #include "RLRunLoopMode.h"
 #include "RLRunLoopPerformInternal.h"
@@ -14,15 +16,11 @@
 #include "rl_lock.h"
 #include "rl_loop.h"
 #include "rl_mainqueue.h"
-#include "rl_poll.h"
 #include "rl_ready.h"
-#include "rl_spin.h"
+#include "rl_waitpolicy.h"
 #include "rl_wake.h"
 
-#include <errno.h>
-#include <limits.h>
 #include <math.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
 
@@ -60,107 +58,9 @@ static bool rl_do_blocks(RLRunLoopRef rl, rl_mode *m) {
     return n > 0;
 }
 
-/* Pacing a stream of requests from another thread, before the loop waits
- * (rl->pass_ran: requests run since it last waited).
- *
- * The last thread that woke the loop runs on this CPU: it is runnable right
- * now (this loop preempted it when the wake-up's write made this thread
- * runnable) and cannot run while this loop does. If the loop sleeps at
- * once, that thread's next request wakes it again (an eventfd write), and
- * the loop preempts it again: a few requests per two context switches and
- * two system calls. Yielding first lets it run on; its requests find the
- * loop awake (no system call on its side), and the next pass takes them
- * all. Measured: 1e6 requests from a producer on the same CPU went from
- * ~1500 wake-ups to under 20, and ~35 to ~50 M/s; a same-CPU round trip
- * gains too (the sender's next request needs no write). When nothing else
- * is runnable here the yield returns at once.
- *
- * The waker runs on another CPU, the pass ran many requests and more are
- * queued already: every pass costs the producer a few cache-line transfers
- * (the queue's lock, the wake-up flags), so passes that take a few dozen
- * requests each slow it down. A pause of a couple of microseconds lets the
- * next batch grow. A round trip (one request between waits) never pauses. */
-static void rl_pace_requests(RLRunLoopRef rl) {
-    enum { RL_STREAM_MIN = 32, RL_STREAM_PAUSE_NS = 2000 };
-    if (!RL_TRICK_PACE || rl->pass_ran == 0)
-        return;
-    int cpu = rl__spin_cpu();
-    int waker = atomic_load_explicit(&rl->waker_cpu, memory_order_relaxed);
-    if (cpu < 0 || waker < 0)
-        return;
-    if (waker == cpu) {
-        sched_yield();
-        return;
-    }
-    if (rl->pass_ran < RL_STREAM_MIN || !atomic_load_explicit(&rl->wake_pending, memory_order_relaxed))
-        return;
-    int64_t until = rl__spin_now() + RL_STREAM_PAUSE_NS;
-    while (rl__spin_now() < until)
-        rl__cpu_relax();
-}
-
-/* Coalescing bulk reads (RL_TRICK_COALESCE). A pass whose callouts read
- * bulk chunks from two or more sockets (rl__loop_note_bulk_read: reads of
- * RL_BULK_READ bytes or more) served streams that were still arriving: the
- * peers keep sending while the loop works. Waiting at once, the loop is
- * woken for the first few KB on any of them, and every wait, read and send
- * moves a few KB. Sleeping a little first lets each stream's next chunk
- * grow, so the same bytes cost fewer system calls and wake-ups, and the
- * CPU is free meanwhile for whoever sends them. Measured with bench_echo's
- * 16 connections (4 KB writes, 2 CPUs, against libuv in the same run):
- * server CPU per MB 0.6-0.8x libuv's with it, 1.0x without; see the header
- * of bench/bench_echo.c.
- *
- * The sleep ends early for a wake-up (a perform request, a signalled
- * source, RLRunLoopWakeUp, a stop: rl__sleep_unless_woken) and for a timer
- * another thread adds or moves meanwhile (rl_wake.h), and never passes the
- * next timer's date or the run's deadline. What waits for its end
- * (RL_COALESCE_NS plus the kernel's timer slack, 50 us by default) is an
- * fd that became ready meanwhile, which is the point. A pass
- * that read from one stream only, or only short messages (a
- * request/response exchange), never sleeps. */
-enum { RL_COALESCE_MIN = 2, RL_COALESCE_NS = 20000 };
-
-/* For the tests: the sleep's length instead of RL_COALESCE_NS (0: that). */
-RL__HIDDEN _Atomic long long rl__coalesce_ns_for_tests;
-_Atomic long long rl__coalesce_ns_for_tests;
-
-void rl__loop_note_bulk_read(const void *who) {
-    RLRunLoopRef rl = rl__tls;
-    if (rl && rl->frame && rl->bulk_last != who) {
-        rl->bulk_last = who;
-        rl->pass_bulk++;
-    }
-}
-
-/* Whether the loop sleeps before this wait (the loop lock held). */
-static bool rl_coalesce_due(RLRunLoopRef rl) {
-    return RL_TRICK_COALESCE && rl->pass_bulk >= RL_COALESCE_MIN && !atomic_load(&rl->wake_pending);
-}
-
-/* The sleep, `left` seconds at most, or until a wake-up. Without the loop
- * lock and with `sleeping` clear. */
-static void rl_coalesce_sleep(RLRunLoopRef rl, double left) {
-    long long want = atomic_load_explicit(&rl__coalesce_ns_for_tests, memory_order_relaxed);
-    double ns = want > 0 ? (double)want : RL_COALESCE_NS;
-    if (left * 1e9 < ns)
-        ns = left * 1e9;
-    if (ns >= 1000)
-        rl__sleep_unless_woken(rl, (long long)ns);
-}
-
 /* For the tests: the loop's epoll fd, to break it (test_runloop_kernel.c). */
 RL__HIDDEN int rl__loop_poll_fd_for_tests(RLRunLoopRef rl);
 int rl__loop_poll_fd_for_tests(RLRunLoopRef rl) { return rl->epfd; }
-
-/* For the tests: how many waits the loop coalesced before. */
-RL__HIDDEN unsigned long rl__loop_coalesced_waits(RLRunLoopRef rl);
-unsigned long rl__loop_coalesced_waits(RLRunLoopRef rl) {
-    rl__loop_lock(rl);
-    unsigned long n = rl->ncoalesced;
-    rl__loop_unlock(rl);
-    return n;
-}
 
 /* ------------------------------------------------------------------ */
 /* the iteration                                                       */
@@ -488,66 +388,12 @@ static bool rl_do_fds(RLRunLoopRef rl, rl_mode *m, struct epoll_event *ev, int n
 }
 
 
-/* Stores only if the value changes: wakers read these flags on every
- * WakeUp, and an unchanged line stays in their caches. */
-static inline void rl_flag_set(_Atomic int *flag, int v) {
-    if (atomic_load_explicit(flag, memory_order_relaxed) != v)
-        atomic_store(flag, v);
-}
-
-/* A poll with no user fd to look at has nothing to ask the kernel: due
- * timers are found by the clock, and an expiry of the edge-triggered
- * timerfd needs no draining (the next arming clears it). */
-static bool rl_poll_needs_no_syscall(RLRunLoopRef rl) { return rl->nfd_armed == 0 && !rl->mainq_armed; }
-
-/* Whether the loop, about to block, may spin for a wake-up first: only if
- * the last wake-up came from another CPU (a waker on this CPU cannot run
- * while the loop spins). Also records the loop's CPU for waiters
- * (rl__runloop_cpu). */
-static bool rl_spin_eligible(RLRunLoopRef rl) {
-    int cpu = rl__spin_cpu();
-    if (atomic_load_explicit(&rl->cpu, memory_order_relaxed) != cpu)
-        atomic_store_explicit(&rl->cpu, cpu, memory_order_relaxed);
-    int waker = atomic_load_explicit(&rl->waker_cpu, memory_order_relaxed);
-    return cpu >= 0 && waker >= 0 && waker != cpu;
-}
-
-/* Spins until a wake-up is pending or `until` (rl__spin_now nanoseconds)
- * passes. Called without the loop lock and with `sleeping` clear, so a
- * waker only sets wake_pending: no eventfd write, no system call. */
-static void rl_spin_for_wake(RLRunLoopRef rl, int64_t until) {
-    do {
-        for (int i = 0; i < 16; i++) {
-            if (atomic_load_explicit(&rl->wake_pending, memory_order_relaxed))
-                return;
-            rl__cpu_relax();
-        }
-    } while (rl__spin_now() < until);
-}
-
-/* The kernel refused to arm the timerfd (errno err): the wait about to
- * start ends by its deadline through its own timeout instead, and the
- * loop's thread is told (docs/runloop.md). */
-__attribute__((cold, noinline)) static void rl_report_unarmed(int err) {
-    rl__fail_errno(err, "RLRunLoopRunInMode",
-                   "timerfd_settime refused to arm the loop's timerfd; waiting with a timeout instead");
-}
-
-/* The kernel refused the wait itself (errno err, not EINTR): the epoll set
- * is broken. Counting it as "no events" would go round again at once, a
- * busy loop; the run ends instead (rl_run_frame), the error set. */
-__attribute__((cold, noinline)) static void rl_report_failed_wait(int err) {
-    rl__fail_errno(err, "RLRunLoopRunInMode", "epoll_wait on the loop's epoll set failed; the run ends");
-}
-
-/* Blocks until an event, a timer deadline or the run's deadline; with
- * `poll`, only looks. Returns the number of events in ev, or -1 when the
- * kernel refused the wait (the error set: the run ends).
- *
- * Before blocking, a loop whose wake-ups come from another CPU spins for
- * the next one within its learnt budget (rl_spin.h), so a request that
- * follows a reply closely finds the loop awake; an idle loop, or one woken
- * only by timers and fds, has no budget and never spins. */
+/* The wait of a pass (or, with `poll`, its look): what the loop watches is
+ * brought in line with the run's mode, a few more reasons to only look
+ * are taken in, and the wait policy waits (rl_waitpolicy.h: how, through
+ * which kernel calls, and what the events say). Returns the number of
+ * events in ev, or -1 when the kernel refused the wait (the error set:
+ * the run ends). */
 static int rl_wait(RLRunLoopRef rl, rl_frame *f, bool poll, struct epoll_event *ev, int maxev) {
     rl__loop_lock(rl);
     rl__fd_before_wait(rl);
@@ -569,96 +415,7 @@ static int rl_wait(RLRunLoopRef rl, rl_frame *f, bool poll, struct epoll_event *
         poll = true;
     if (rl->nalways)
         poll = true; /* an always-ready fd is armed: served on this pass */
-    int timeout = 0;
-    int64_t learn_from = 0; /* the start of a wait the spin budget learns from; 0: none */
-    if (!poll) {
-        double at = rl__next_wake(rl, f);
-        double now = rl__mono_now();
-        if (at > now && rl_coalesce_due(rl)) {
-            rl->ncoalesced++;
-            rl__loop_unlock(rl);
-            rl_coalesce_sleep(rl, at - now);
-            rl__loop_lock(rl);
-            at = rl__next_wake(rl, f); /* a timer may have come meanwhile */
-            now = rl__mono_now();
-        } else if (at > now && !atomic_load(&rl->wake_pending) && rl_spin_eligible(rl)) {
-            learn_from = rl__spin_now();
-            uint32_t budget = rl__spin_budget(&rl->spin);
-            if (budget > 0) {
-                rl__loop_unlock(rl);
-                double left = (at - now) * 1e9;
-                rl_spin_for_wake(rl, learn_from + (left < budget ? (int64_t)left : (int64_t)budget));
-                rl__loop_lock(rl);
-                at = rl__next_wake(rl, f); /* a timer may have come meanwhile */
-                now = rl__mono_now();
-            }
-        }
-        double left = at - now;
-        if (left > 0) {
-            /* Without the timerfd (the kernel refused to arm it) the wait
-             * itself ends by `at`, rounded up to whole milliseconds. */
-            bool armed = rl__arm_timerfd(rl, at);
-            if (RL__UNLIKELY(!armed))
-                rl_report_unarmed(errno);
-            timeout = armed || isinf(left)     ? -1
-                      : left >= INT_MAX / 1000 ? INT_MAX
-                                               : (int)ceil(left * 1000);
-        }
-    } else if (rl_poll_needs_no_syscall(rl)) {
-        rl__loop_unlock(rl);
-        rl_flag_set(&rl->ignore_wakeups, 1);
-        rl_flag_set(&rl->wake_pending, 0);
-        return 0;
-    }
-    /* A wake-up already pending turns the wait into a poll, and a poll with
-     * nothing to ask the kernel needs no system call. */
-    if (atomic_load(&rl->wake_pending) && rl_poll_needs_no_syscall(rl)) {
-        rl__loop_unlock(rl);
-        rl_flag_set(&rl->ignore_wakeups, 1);
-        rl_flag_set(&rl->wake_pending, 0);
-        if (learn_from)
-            rl__spin_learn(&rl->spin, rl__spin_now() - learn_from, true);
-        return 0;
-    }
-    atomic_store(&rl->sleeping, 1);
-    rl__loop_unlock(rl);
-    if (atomic_load(&rl->wake_pending))
-        timeout = 0;
-    int n = rl__poll_wait(rl, ev, maxev, timeout);
-    int wait_err = n < 0 ? errno : 0;
-    rl->nwaits++;
-    rl_flag_set(&rl->ignore_wakeups, 1);
-    atomic_store(&rl->sleeping, 0);
-    bool woken = atomic_load(&rl->wake_pending) != 0;
-    rl_flag_set(&rl->wake_pending, 0);
-    bool user_fds = false;
-    for (int i = 0; i < n; i++) {
-        if (rl__ev_gen(&ev[i]) != 0) {
-            user_fds = true;
-        } else if (rl__ev_fd(&ev[i]) == rl->evfd) {
-            woken = true; /* edge-triggered: nothing to read back */
-        } else if (rl__ev_fd(&ev[i]) == rl->tfd) {
-            /* Edge-triggered: nothing to read back (a system call less
-             * between the wake-up and the timer's callout). */
-            rl__loop_lock(rl);
-            rl->armed_at = INFINITY;
-            rl__loop_unlock(rl);
-        } else if (rl__ev_fd(&ev[i]) == rl->mainq_fd) {
-            rl->mainq_ready = true; /* served after the timers (rl_run_frame) */
-        }
-    }
-    if (user_fds) {
-        rl__loop_lock(rl);
-        rl__fd_note_events(rl, ev, n);
-        rl__loop_unlock(rl);
-    }
-    if (RL__UNLIKELY(n < 0)) {
-        rl_report_failed_wait(wait_err);
-        return -1;
-    }
-    if (learn_from)
-        rl__spin_learn(&rl->spin, rl__spin_now() - learn_from, woken);
-    return n;
+    return rl__wait(rl, f, poll, ev, maxev); /* returns without the loop lock */
 }
 
 /* A fork() from a callout leaves the child inside a run of a loop it
@@ -681,7 +438,7 @@ static RLRunLoopRunResult rl_run_frame(RLRunLoopRef rl, rl_frame *f, bool poll_o
             return kRLRunLoopRunFinished;
         rl__count(&rl->counters.passes, 1);
         RL__PROBE2(pass_start, rl, m->name);
-        rl_flag_set(&rl->ignore_wakeups, 0);
+        rl__flag_set(&rl->ignore_wakeups, 0);
         rl_do_observers(rl, m, kRLRunLoopBeforeTimers);
         rl_do_observers(rl, m, kRLRunLoopBeforeSources);
         rl_do_blocks(rl, m);
@@ -698,7 +455,7 @@ static RLRunLoopRunResult rl_run_frame(RLRunLoopRef rl, rl_frame *f, bool poll_o
         mainq_served = mainq_looked;
         bool poll = handled || poll_only;
         if (!poll) {
-            rl_pace_requests(rl);
+            rl__wait_pace(rl);
             rl__perform_trim(&rl->pq, rl->pass_ran > 0);
             rl_do_observers(rl, m, kRLRunLoopBeforeWaiting);
         }
@@ -710,13 +467,8 @@ static RLRunLoopRunResult rl_run_frame(RLRunLoopRef rl, rl_frame *f, bool poll_o
         if (!poll)
             rl__stats_sleep_end(rl);
         if (RL__UNLIKELY(n < 0))
-            return kRLRunLoopRunFinished; /* the wait failed: never a spin (rl_report_failed_wait) */
+            return kRLRunLoopRunFinished; /* the kernel refused the wait: never a busy loop (rl_waitpolicy.c) */
         uint64_t wait_no = rl->nwaits;
-        if (!poll) {
-            rl->pass_ran = 0; /* counted from each wait on */
-            rl->pass_bulk = 0;
-            rl->bulk_last = NULL;
-        }
         if (!poll)
             rl_do_observers(rl, m, kRLRunLoopAfterWaiting);
         rl_do_timers(rl, m);

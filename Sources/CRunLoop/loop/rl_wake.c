@@ -5,7 +5,7 @@
  * while the loop sleeps).
  *
  * WakeUp sets `wake_pending`, then writes the eventfd only if the loop is
- * `sleeping`; the loop (rl_wait in RLRunLoopRun.c) sets `sleeping`, then
+ * `sleeping`; the loop (rl__wait in rl_waitpolicy.h) sets `sleeping`, then
  * blocks only if no wake is pending. Both sides use sequentially
  * consistent atomics, so one of them always sees the other: no wake-up is
  * lost, and waking an awake loop costs no system call. The timerfd is
@@ -107,7 +107,7 @@ void rl__rearm_for_added_timer_slow(RLRunLoopRef rl, const struct RLRunLoopTimer
     double rel = t->fire_date + t->tolerance - RLAbsoluteTimeGetCurrent();
     double at = rl__mono_now() + (rel > 0 ? rel : 0);
     if (!(at >= rl->armed_at) && !rl__arm_timerfd(rl, at))
-        rl__wake(rl); /* it waits again, with a time limit (RLRunLoopRun.c) */
+        rl__wake(rl); /* it waits again, with a time limit (rl_waitpolicy.h) */
 }
 
 /* ---- public: wake-up, stop, waiting ---- */

@@ -8,6 +8,14 @@
 
 #include "runloop_internal.h"
 
+/* Sets one of rl's wake-up flags (`wake_pending`, `ignore_wakeups`),
+ * storing only if the value changes: wakers read these flags on every
+ * WakeUp, and an unchanged line stays in their caches. The loop's thread. */
+static inline void rl__flag_set(_Atomic int *flag, int v) {
+    if (atomic_load_explicit(flag, memory_order_relaxed) != v)
+        atomic_store(flag, v);
+}
+
 /* Arms the timerfd for monotonic time `at` (INFINITY disarms); no system
  * call when it is already armed there. False if the kernel refused (errno
  * set): the timerfd may still hold its old time, and the caller must make
@@ -17,7 +25,7 @@ RL__HIDDEN bool rl__arm_timerfd(RLRunLoopRef rl, double at);
 RL__HIDDEN void rl__wake(RLRunLoopRef rl);
 /* Sleeps `ns` nanoseconds at most, less if a wake-up comes (rl__wake) or
  * one is pending already. rl's thread, without the loop lock, with
- * `sleeping` clear (the coalescing sleep, RLRunLoopRun.c). */
+ * `sleeping` clear (the coalescing nap, rl_waitpolicy.h). */
 RL__HIDDEN void rl__sleep_unless_woken(RLRunLoopRef rl, long long ns);
 /* When the innermost run must wake next: its deadline or its mode's
  * earliest timer deadline, as monotonic time. Loop lock held. */
@@ -33,7 +41,7 @@ static inline void rl__rearm_if_waiting(RLRunLoopRef rl) {
         return;
     if (atomic_load(&rl->sleeping)) {
         if (!rl__arm_timerfd(rl, rl__next_wake(rl, rl->frame)))
-            rl__wake(rl); /* it waits again, with a time limit (RLRunLoopRun.c) */
+            rl__wake(rl); /* it waits again, with a time limit (rl_waitpolicy.h) */
     } else if (RL__UNLIKELY(atomic_load(&rl->coalescing))) {
         rl__wake(rl);
     }

@@ -409,7 +409,7 @@ struct RLRunLoop {
     size_t capcidx; /* a power of two, at least twice nci; 0: none yet */
 
     uint32_t pass_ran; /* requests run since the loop last waited; the loop's thread only */
-    uint32_t pass_bulk;    /* sockets read in bulk since the loop last waited (rl__loop_note_bulk_read); its thread only */
+    uint32_t pass_bulk;    /* sockets read in bulk since the loop last waited (rl__wait_note_bulk_read); its thread only */
     const void *bulk_last; /* the last of them */
     unsigned long ncoalesced; /* waits the loop coalesced before (tests read it: rl__loop_coalesced_waits) */
     /* rl_do_timers' array of due timers, kept between passes so that a
@@ -514,7 +514,7 @@ static inline bool rl__of_this_process(RLRunLoopRef rl) { return !rl__fork_inher
 static inline double rl__mono_now(void) { return RLMonotonicTimeGetCurrent(); }
 
 /* The CPU on which loop rl last went to wait (-1: not yet; recorded by the
- * iteration, RLRunLoopRun.c): a thread that waits for a reply from rl
+ * wait policy, rl_waitpolicy.h): a thread that waits for a reply from rl
  * spins first only if rl runs elsewhere. */
 static inline int rl__runloop_cpu(RLRunLoopRef rl) { return atomic_load_explicit(&rl->cpu, memory_order_relaxed); }
 

@@ -101,14 +101,24 @@ typedef struct rl_pchain {
 } rl_pchain;
 
 typedef struct rl_pqueue {
-    _Atomic int lock;   /* spin lock: held for a few stores only */
+    _Atomic int lock;   /* held for a few stores only: rl__pq_lock */
     _Atomic int queued; /* q is not empty; readable without the lock (rl_pq_maybe_queued) */
     rl_pchain q;
     rl_flist pool; /* empty chunks */
 } rl_pqueue;
 
+/* The queue's lock: a spin lock (RL_TRICK_PQ_SPIN), or in the plain build
+ * a futex mutex on the same word (rl_pqueue.c). */
 RL__HIDDEN void rl__pq_lock(rl_pqueue *pq);
+#if RL_TRICK_PQ_SPIN
 static inline void rl_pq_unlock(rl_pqueue *pq) { atomic_store_explicit(&pq->lock, 0, memory_order_release); }
+#else
+RL__HIDDEN void rl__pq_wake_one(rl_pqueue *pq);
+static inline void rl_pq_unlock(rl_pqueue *pq) {
+    if (atomic_exchange_explicit(&pq->lock, 0, memory_order_release) == 2)
+        rl__pq_wake_one(pq); /* someone may sleep on it */
+}
+#endif
 
 /* Whether anything may be queued, without the lock (the loop looks before
  * it takes: most passes find nothing, and the lock's cache line then stays

@@ -156,6 +156,7 @@ static inline rl_pchain rl_pcur_finish(rl_pchain chain, rl_pcur w, rl_pchunk **r
  * back when it goes to sleep (rl__perform_trim). */
 enum { RL_PQ_POOL_MAX = 1024 };
 
+#if RL_TRICK_PQ_SPIN
 /* Critical sections are a few stores, so spinning beats a mutex at millions
  * of requests a second; after a short spin it yields, so that a preempted
  * holder costs little. */
@@ -171,6 +172,24 @@ void rl__pq_lock(rl_pqueue *pq) {
         }
     }
 }
+#else
+/* The plain twin: a futex mutex on the same word (0 free, 1 held, 2 held
+ * and someone may sleep on it), which sleeps at once when it is held. */
+void rl__pq_lock(rl_pqueue *pq) {
+    _Atomic uint32_t *w = (_Atomic uint32_t *)&pq->lock;
+    uint32_t c = 0;
+    if (atomic_compare_exchange_strong_explicit(w, &c, 1, memory_order_acquire, memory_order_relaxed))
+        return;
+    if (c != 2)
+        c = atomic_exchange_explicit(w, 2, memory_order_acquire);
+    while (c != 0) {
+        rl__futex_wait(w, 2, NULL);
+        c = atomic_exchange_explicit(w, 2, memory_order_acquire);
+    }
+}
+
+void rl__pq_wake_one(rl_pqueue *pq) { rl__futex_wake((_Atomic uint32_t *)&pq->lock, 1); }
+#endif
 
 static bool rl_pq_grow(rl_pqueue *pq) {
     rl_pchunk *c = malloc(sizeof *c);

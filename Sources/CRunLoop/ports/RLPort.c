@@ -39,10 +39,8 @@ extern void _Block_release(const void *block);
 #endif
 
 /* Refilling one message object for a batch, instead of a new object per
- * record, is a speed trick: its plain twin makes a message per record. */
-#ifndef RL_TRICK_PORT_REUSE
-#define RL_TRICK_PORT_REUSE (!RL_PLAIN)
-#endif
+ * record, is a speed trick (RL_TRICK_PORT_REUSE, internal.h): its plain
+ * twin makes a message per record. */
 
 enum {
     RL_PORT_DEFAULT_LIMIT = 1024,

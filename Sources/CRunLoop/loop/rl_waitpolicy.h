@@ -1,0 +1,308 @@
+/*
+ * rl_waitpolicy.h — private: how a run loop waits, once its pass has
+ * decided to (RLRunLoopRun.c, its only includer): the one file to edit to
+ * change how the loop sleeps. Inline, as the pass's own code was: the
+ * pass calls it once per pass, and a call across files would cost every
+ * pass a few dozen instructions. What other rooms call (the sockets'
+ * hint), the tests' hooks and the cold error reports are in
+ * rl_waitpolicy.c.
+ *
+ * The plain way, every trick off (make PLAIN=1): arm the timerfd for the
+ * next deadline and sleep in the kernel now. Three speed tricks come
+ * before that sleep, each behind its RL_TRICK_* switch (internal.h), each
+ * measured by scripts/bench-tricks.py:
+ *   SPIN      a loop whose wake-ups come from another CPU spins for the
+ *             next one within a learnt budget (rl_spin.h);
+ *   PACE      before the BeforeWaiting observers, a loop that ran requests
+ *             yields to a producer on its own CPU, or pauses for the next
+ *             batch of one on another (rl__wait_pace);
+ *   COALESCE  a loop whose pass read bulk chunks from two or more sockets
+ *             naps a few microseconds, so the next reads are bigger (the
+ *             sockets' hint: rl__wait_note_bulk_read, internal.h).
+ * The wait goes through the kernel seam only (rl_poll.h); the wake-up
+ * protocol (the flags `wake_pending`, `sleeping`, `coalescing`, and the
+ * nap a wake-up ends) is rl_wake.c's. Below the pass, above the seam: it
+ * calls rl_wake.c, the loop lock, the fd table (to hand it the events)
+ * and rl_poll.h, never the pass.
+ */
+#ifndef CRUNLOOP_RL_WAITPOLICY_H
+#define CRUNLOOP_RL_WAITPOLICY_H
+
+#include "rl_fdtab.h"
+#include "rl_lock.h"
+#include "rl_loop.h"
+#include "rl_poll.h"
+#include "rl_spin.h"
+#include "rl_wake.h"
+#include "runloop_internal.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <sched.h>
+#include <sys/epoll.h>
+
+/* ------------------------------------------------------------------ */
+/* PACE: before the BeforeWaiting observers                            */
+
+/* Pacing a stream of requests from another thread, before the loop waits
+ * (rl->pass_ran: requests run since it last waited).
+ *
+ * The last thread that woke the loop runs on this CPU: it is runnable right
+ * now (this loop preempted it when the wake-up's write made this thread
+ * runnable) and cannot run while this loop does. If the loop sleeps at
+ * once, that thread's next request wakes it again (an eventfd write), and
+ * the loop preempts it again: a few requests per two context switches and
+ * two system calls. Yielding first lets it run on; its requests find the
+ * loop awake (no system call on its side), and the next pass takes them
+ * all. Measured: 1e6 requests from a producer on the same CPU went from
+ * ~1500 wake-ups to under 20, and ~35 to ~50 M/s; a same-CPU round trip
+ * gains too (the sender's next request needs no write). When nothing else
+ * is runnable here the yield returns at once.
+ *
+ * The waker runs on another CPU, the pass ran many requests and more are
+ * queued already: every pass costs the producer a few cache-line transfers
+ * (the queue's lock, the wake-up flags), so passes that take a few dozen
+ * requests each slow it down. A pause of a couple of microseconds lets the
+ * next batch grow. A round trip (one request between waits) never pauses.
+ * Right before the BeforeWaiting observers of a pass that will wait; the
+ * loop's thread, without the loop lock. */
+static inline void rl__wait_pace(RLRunLoopRef rl) {
+    enum { RL_STREAM_MIN = 32, RL_STREAM_PAUSE_NS = 2000 };
+    if (!RL_TRICK_PACE || rl->pass_ran == 0)
+        return;
+    int cpu = rl__spin_cpu();
+    int waker = atomic_load_explicit(&rl->waker_cpu, memory_order_relaxed);
+    if (cpu < 0 || waker < 0)
+        return;
+    if (waker == cpu) {
+        sched_yield();
+        return;
+    }
+    if (rl->pass_ran < RL_STREAM_MIN || !atomic_load_explicit(&rl->wake_pending, memory_order_relaxed))
+        return;
+    int64_t until = rl__spin_now() + RL_STREAM_PAUSE_NS;
+    while (rl__spin_now() < until)
+        rl__cpu_relax();
+}
+
+/* ------------------------------------------------------------------ */
+/* COALESCE: a nap before the wait                                     */
+
+/* Coalescing bulk reads (RL_TRICK_COALESCE). A pass whose callouts read
+ * bulk chunks from two or more sockets (rl__wait_note_bulk_read: reads of
+ * RL_BULK_READ bytes or more) served streams that were still arriving: the
+ * peers keep sending while the loop works. Waiting at once, the loop is
+ * woken for the first few KB on any of them, and every wait, read and send
+ * moves a few KB. Sleeping a little first lets each stream's next chunk
+ * grow, so the same bytes cost fewer system calls and wake-ups, and the
+ * CPU is free meanwhile for whoever sends them. Measured with bench_echo's
+ * 16 connections (4 KB writes, 2 CPUs, against libuv in the same run):
+ * server CPU per MB 0.6-0.8x libuv's with it, 1.0x without; see the header
+ * of bench/bench_echo.c.
+ *
+ * The sleep ends early for a wake-up (a perform request, a signalled
+ * source, RLRunLoopWakeUp, a stop: rl__sleep_unless_woken) and for a timer
+ * another thread adds or moves meanwhile (rl_wake.h), and never passes the
+ * next timer's date or the run's deadline. What waits for its end
+ * (RL_COALESCE_NS plus the kernel's timer slack, 50 us by default) is an
+ * fd that became ready meanwhile, which is the point. A pass
+ * that read from one stream only, or only short messages (a
+ * request/response exchange), never sleeps. */
+enum { RL_COALESCE_MIN = 2, RL_COALESCE_NS = 20000 };
+
+/* For the tests: the nap's length instead of RL_COALESCE_NS (0: that). */
+RL__HIDDEN extern _Atomic long long rl__coalesce_ns_for_tests;
+
+/* Whether the loop naps before this wait (the loop lock held). */
+static inline bool rl_coalesce_due(RLRunLoopRef rl) {
+    return RL_TRICK_COALESCE && rl->pass_bulk >= RL_COALESCE_MIN && !atomic_load(&rl->wake_pending);
+}
+
+/* The nap, `left` seconds at most, or until a wake-up. Without the loop
+ * lock and with `sleeping` clear. */
+static inline void rl_coalesce_sleep(RLRunLoopRef rl, double left) {
+    long long want = atomic_load_explicit(&rl__coalesce_ns_for_tests, memory_order_relaxed);
+    double ns = want > 0 ? (double)want : RL_COALESCE_NS;
+    if (left * 1e9 < ns)
+        ns = left * 1e9;
+    if (ns >= 1000)
+        rl__sleep_unless_woken(rl, (long long)ns);
+}
+
+/* ------------------------------------------------------------------ */
+/* SPIN: for a wake-up from another CPU                                */
+
+/* Whether the loop, about to block, may spin for a wake-up first: only if
+ * the last wake-up came from another CPU (a waker on this CPU cannot run
+ * while the loop spins). Also records the loop's CPU for waiters
+ * (rl__runloop_cpu), with or without the trick. */
+static inline bool rl_spin_eligible(RLRunLoopRef rl) {
+    int cpu = rl__spin_cpu();
+    if (atomic_load_explicit(&rl->cpu, memory_order_relaxed) != cpu)
+        atomic_store_explicit(&rl->cpu, cpu, memory_order_relaxed);
+    int waker = atomic_load_explicit(&rl->waker_cpu, memory_order_relaxed);
+    return cpu >= 0 && waker >= 0 && waker != cpu;
+}
+
+/* Spins until a wake-up is pending or `until` (rl__spin_now nanoseconds)
+ * passes. Called without the loop lock and with `sleeping` clear, so a
+ * waker only sets wake_pending: no eventfd write, no system call. */
+static inline void rl_spin_for_wake(RLRunLoopRef rl, int64_t until) {
+    do {
+        for (int i = 0; i < 16; i++) {
+            if (atomic_load_explicit(&rl->wake_pending, memory_order_relaxed))
+                return;
+            rl__cpu_relax();
+        }
+    } while (rl__spin_now() < until);
+}
+
+/* ------------------------------------------------------------------ */
+/* the wait                                                            */
+
+/* The kernel refused to arm the timerfd (errno err), or the wait itself
+ * (rl_waitpolicy.c: the thread's error set). */
+RL__HIDDEN void rl__wait_report_unarmed(int err) __attribute__((cold));
+RL__HIDDEN void rl__wait_report_failed(int err) __attribute__((cold));
+
+/* A look with no user fd to look at has nothing to ask the kernel: due
+ * timers are found by the clock, and an expiry of the edge-triggered
+ * timerfd needs no draining (the next arming clears it). */
+static inline bool rl_poll_needs_no_syscall(RLRunLoopRef rl) { return rl->nfd_armed == 0 && !rl->mainq_armed; }
+
+/* Before a wait that blocks, until monotonic time *at: the nap (COALESCE)
+ * or the spin (SPIN), or nothing (the plain twin: sleep now). Either drops
+ * the loop lock meanwhile and then reads *at and *now again (a timer may
+ * have come). Returns when the spin budget's wait began (rl__spin_now), 0
+ * if it learns nothing from this wait. The loop lock held. */
+static inline int64_t rl_before_sleep(RLRunLoopRef rl, rl_frame *f, double *at, double *now) {
+    if (!(*at > *now))
+        return 0;
+    int64_t learn_from = 0;
+    if (rl_coalesce_due(rl)) {
+        rl->ncoalesced++;
+        rl__loop_unlock(rl);
+        rl_coalesce_sleep(rl, *at - *now);
+    } else if (!atomic_load(&rl->wake_pending) && rl_spin_eligible(rl)) {
+        learn_from = rl__spin_now();
+        uint32_t budget = rl__spin_budget(&rl->spin); /* 0 without RL_TRICK_SPIN */
+        if (budget == 0)
+            return learn_from;
+        rl__loop_unlock(rl);
+        double left = (*at - *now) * 1e9;
+        rl_spin_for_wake(rl, learn_from + (left < budget ? (int64_t)left : (int64_t)budget));
+    } else {
+        return 0;
+    }
+    rl__loop_lock(rl);
+    *at = rl__next_wake(rl, f);
+    *now = rl__mono_now();
+    return learn_from;
+}
+
+/* The epoll timeout of a wait until monotonic time `at` (`left` seconds
+ * from now): -1 once the timerfd is armed for it (no limit of its own),
+ * 0 if it is due. Without the timerfd (the kernel refused to arm it) the
+ * wait itself ends by `at`, rounded up to whole milliseconds. The loop
+ * lock held. */
+static inline int rl_timeout_until(RLRunLoopRef rl, double at, double left) {
+    if (!(left > 0))
+        return 0;
+    bool armed = rl__arm_timerfd(rl, at);
+    if (RL__UNLIKELY(!armed))
+        rl__wait_report_unarmed(errno);
+    return armed || isinf(left) ? -1 : left >= INT_MAX / 1000 ? INT_MAX : (int)ceil(left * 1000);
+}
+
+/* After a wait that was not a look: what the next one paces and coalesces
+ * by counts from here. */
+static inline void rl_after_wait(RLRunLoopRef rl) {
+    rl->pass_ran = 0;
+    rl->pass_bulk = 0;
+    rl->bulk_last = NULL;
+}
+
+/* The wait itself: blocks until an event, a wake-up, f's mode's next timer
+ * or f's deadline; with `poll`, only looks (no system call when there is
+ * nothing to ask the kernel). Called with the loop lock held, the fds to
+ * watch armed; returns without it. What the wait brought is sorted out
+ * before it returns: a wake-up and the timer's expiry are the loop's own
+ * (nothing to do but note them), the main queue's handle is marked ready,
+ * and user fds' events go to the fd table (rl__fd_note_events) for the
+ * pass's callouts. The number of events in ev (up to maxev), or -1 when
+ * the kernel refused the wait (the error set: the run ends).
+ *
+ * Before blocking, a loop whose wake-ups come from another CPU spins for
+ * the next one within its learnt budget (rl_spin.h), so a request that
+ * follows a reply closely finds the loop awake; an idle loop, or one woken
+ * only by timers and fds, has no budget and never spins. */
+static inline int rl__wait(RLRunLoopRef rl, rl_frame *f, bool poll, struct epoll_event *ev, int maxev) {
+    int timeout = 0;
+    int64_t learn_from = 0; /* the start of a wait the spin budget learns from; 0: none */
+    if (!poll) {
+        double at = rl__next_wake(rl, f);
+        double now = rl__mono_now();
+        learn_from = rl_before_sleep(rl, f, &at, &now);
+        timeout = rl_timeout_until(rl, at, at - now);
+    } else if (rl_poll_needs_no_syscall(rl)) {
+        rl__loop_unlock(rl);
+        rl__flag_set(&rl->ignore_wakeups, 1);
+        rl__flag_set(&rl->wake_pending, 0);
+        return 0;
+    }
+    /* A wake-up already pending turns the wait into a look, and a look with
+     * nothing to ask the kernel needs no system call. */
+    if (atomic_load(&rl->wake_pending) && rl_poll_needs_no_syscall(rl)) {
+        rl__loop_unlock(rl);
+        rl__flag_set(&rl->ignore_wakeups, 1);
+        rl__flag_set(&rl->wake_pending, 0);
+        if (learn_from)
+            rl__spin_learn(&rl->spin, rl__spin_now() - learn_from, true);
+        rl_after_wait(rl); /* not a look: that returned above */
+        return 0;
+    }
+    atomic_store(&rl->sleeping, 1);
+    rl__loop_unlock(rl);
+    if (atomic_load(&rl->wake_pending))
+        timeout = 0;
+    int n = rl__poll_wait(rl, ev, maxev, timeout);
+    int wait_err = n < 0 ? errno : 0;
+    rl->nwaits++;
+    rl__flag_set(&rl->ignore_wakeups, 1);
+    atomic_store(&rl->sleeping, 0);
+    bool woken = atomic_load(&rl->wake_pending) != 0;
+    rl__flag_set(&rl->wake_pending, 0);
+    bool user_fds = false;
+    for (int i = 0; i < n; i++) {
+        if (rl__ev_gen(&ev[i]) != 0) {
+            user_fds = true;
+        } else if (rl__ev_fd(&ev[i]) == rl->evfd) {
+            woken = true; /* edge-triggered: nothing to read back */
+        } else if (rl__ev_fd(&ev[i]) == rl->tfd) {
+            /* Edge-triggered: nothing to read back (a system call less
+             * between the wake-up and the timer's callout). */
+            rl__loop_lock(rl);
+            rl->armed_at = INFINITY;
+            rl__loop_unlock(rl);
+        } else if (rl__ev_fd(&ev[i]) == rl->mainq_fd) {
+            rl->mainq_ready = true; /* the pass serves it after the timers */
+        }
+    }
+    if (user_fds) {
+        rl__loop_lock(rl);
+        rl__fd_note_events(rl, ev, n); /* the fd table's, for the pass's callouts */
+        rl__loop_unlock(rl);
+    }
+    if (RL__UNLIKELY(n < 0)) {
+        rl__wait_report_failed(wait_err);
+        return -1;
+    }
+    if (learn_from)
+        rl__spin_learn(&rl->spin, rl__spin_now() - learn_from, woken);
+    if (!poll)
+        rl_after_wait(rl);
+    return n;
+}
+
+#endif /* CRUNLOOP_RL_WAITPOLICY_H */
