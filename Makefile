@@ -76,7 +76,7 @@ ifeq ($(strip $(SAN)),)
 CFLAGS += -mtls-dialect=gnu2
 endif
 endif
-LIBS := -lbsd -lpthread -lm
+LIBS := -lbsd -luring -lpthread -lm
 # Blocks (clang only) use Debian's BlocksRuntime (libblocksruntime-dev), so
 # the installed library and crunloop.pc name no Swift toolchain path and a
 # static link needs nothing at run time. SwiftPM builds (Package.swift) link
@@ -150,7 +150,7 @@ $(BUILD)/crunloop.pc: FORCE
 	  'Name: crunloop' 'Description: Run loops, threads, perform requests and locks (CoreFoundation-style) for Linux' \
 	  'Version: $(VERSION)' 'Requires.private: libbsd' 'Cflags: -I$${includedir}' \
 	  'Libs: -L$${libdir} -Wl,-rpath,$${libdir} -lcrunloop $(BLOCKS_LIBS)' \
-	  'Libs.private: -lpthread -lm' > $@
+	  'Libs.private: -luring -lpthread -lm' > $@
 
 FORCE:
 

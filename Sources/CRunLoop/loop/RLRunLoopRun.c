@@ -496,8 +496,9 @@ __attribute__((cold, noinline)) static void rl_report_unarmed(int err) {
 /* The kernel refused the wait itself (errno err, not EINTR): the epoll set
  * is broken. Counting it as "no events" would go round again at once, a
  * busy loop; the run ends instead (rl_run_frame), the error set. */
-__attribute__((cold, noinline)) static void rl_report_failed_wait(int err) {
-    rl__fail_errno(err, "RLRunLoopRunInMode", "epoll_wait on the loop's epoll set failed; the run ends");
+__attribute__((cold, noinline)) static void rl_report_failed_wait(RLRunLoopRef rl, int err) {
+    rl__fail_errno(err, "RLRunLoopRunInMode", "%s on the loop's %s set failed; the run ends", rl__poll_wait_call(rl),
+                   rl__poll_backend_name(rl));
 }
 
 /* Blocks until an event, a timer deadline or the run's deadline; with
@@ -613,7 +614,7 @@ static int rl_wait(RLRunLoopRef rl, rl_frame *f, bool poll, struct epoll_event *
         rl__loop_unlock(rl);
     }
     if (RL__UNLIKELY(n < 0)) {
-        rl_report_failed_wait(wait_err);
+        rl_report_failed_wait(rl, wait_err);
         return -1;
     }
     if (learn_from)

@@ -1,0 +1,457 @@
+/*
+ * rl_poll_uring.c — the io_uring backend of the kernel seam (rl_poll.h).
+ * A loop's set is one io_uring (rl->epfd: its fd). Each registration is a
+ * poll request in the ring, keyed by its fd and a sequence number in the
+ * request's user_data; the wait is one io_uring_enter that submits what
+ * was queued and waits for completions, which are turned into the
+ * epoll_event records the core reads (tag: the registration's gen).
+ *
+ * epoll's semantics, as the core uses them (rl_fdtab.c), are kept:
+ *   - EPOLLONESHOT: a single-shot poll; it reports once, then the
+ *     registration stays, disarmed, until a MOD arms it again.
+ *   - level-triggered (neither ONESHOT nor ET, a persistent registration):
+ *     a single-shot poll queued again as each report is taken, so the next
+ *     wait (the same enter) asks the file again and reports while it is
+ *     ready, as epoll_wait does — no system call of its own.
+ *   - EPOLLET (the loop's eventfd and timerfd, the main queue's eventfd):
+ *     a multishot poll, one report per wake-up of the file; armed again if
+ *     the kernel ends it.
+ *   - epoll_ctl's answers: EEXIST (ADD of a present fd), ENOENT (MOD/DEL
+ *     of an absent one, or of a number that names another file now:
+ *     fstat's identity), EBADF (a closed fd), EPERM (a file without poll:
+ *     regular files, directories, and devices epoll refuses, asked of a
+ *     small epoll set). A poll holds its file open, which epoll does not:
+ *     a registration whose fd was closed is cancelled as soon as the loop
+ *     learns of it, and removals are submitted at once.
+ * A report of a request that was replaced (its sequence number is no
+ * longer the fd's) is dropped: the request that replaced it asks the file
+ * again when it is armed.
+ *
+ * The ring's submission queue and the registration table are shared by
+ * the loop's thread (its wait) and any thread that changes a registration
+ * under the loop lock: a mutex of the backend guards them, never held
+ * across the enter that waits. Changes made on the loop's thread are
+ * queued for that enter; those of other threads, and removals, are
+ * submitted at once (the loop may be asleep in the enter). Completions are
+ * read by the loop's thread only. The ring's memory is not inherited by a
+ * fork() child (io_uring_ring_dontfork): a child never touches its
+ * parent's ring.
+ */
+#include "rl_poll.h"
+
+#if RL_TRICK_URING
+
+#include <liburing.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <time.h>
+
+enum {
+    URING_SQ = 128,   /* submission queue entries (full: submitted early) */
+    URING_CQ = 1024,  /* completion queue entries (more: kept by the kernel, IORING_FEAT_NODROP) */
+};
+#define URING_REMOVE UINT64_MAX /* user_data of a removal: its completion is not a report */
+
+/* What the ring holds for one fd: epoll's registration. */
+typedef struct uring_reg {
+    bool present;   /* registered (armed or not), as epoll would have it */
+    uint32_t seq;   /* the pending poll's sequence number; 0: none pending */
+    uint32_t gen;   /* the core's tag for its reports */
+    uint32_t events;
+    dev_t dev;      /* the file the fd named when added */
+    ino_t ino;
+} uring_reg;
+
+typedef struct rl_uring {
+    struct io_uring ring;
+    pthread_mutex_t lock; /* the submission queue and regs */
+    uring_reg *regs;
+    size_t nregs;
+    uint32_t seq;   /* the last sequence number given */
+    int probe_ep;   /* epoll set that says which files have no poll (EPERM); -1 until needed */
+} rl_uring;
+
+/* A refusal of io_uring by this process's kernel (EPERM: the sysctl, a
+ * seccomp filter; ENOSYS; a kernel without what this backend needs): later
+ * loops go to epoll without asking. */
+static _Atomic int uring_refused;
+
+int rl__poll_uring_usable(void) { return !atomic_load_explicit(&uring_refused, memory_order_relaxed); }
+
+static uint64_t uring_data(int fd, uint32_t seq) { return (uint64_t)seq << 32 | (uint32_t)fd; }
+
+/* Room in u->regs for fd. false: out of memory. */
+static bool uring_room(rl_uring *u, int fd) {
+    if ((size_t)fd < u->nregs)
+        return true;
+    size_t n = u->nregs ? u->nregs : 64;
+    while (n <= (size_t)fd)
+        n *= 2;
+    uring_reg *a = realloc(u->regs, n * sizeof *a);
+    if (!a)
+        return false;
+    memset(a + u->nregs, 0, (n - u->nregs) * sizeof *a);
+    u->regs = a;
+    u->nregs = n;
+    return true;
+}
+
+/* Submits what is queued. Lock held. 0, or the errno. */
+static int uring_submit(rl_uring *u) {
+    int r;
+    do {
+        r = io_uring_submit(&u->ring);
+    } while (r == -EINTR);
+    return r < 0 ? -r : 0;
+}
+
+/* A free submission entry (the queue submitted if it is full). Lock held. */
+static struct io_uring_sqe *uring_sqe(rl_uring *u) {
+    struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
+    if (!sqe && uring_submit(u) == 0)
+        sqe = io_uring_get_sqe(&u->ring);
+    return sqe;
+}
+
+/* Queues a poll for fd as r says (a new sequence number). Lock held. */
+static int uring_arm(rl_uring *u, int fd, uring_reg *r) {
+    struct io_uring_sqe *sqe = uring_sqe(u);
+    if (!sqe)
+        return EAGAIN;
+    uint32_t mask = r->events & ~(uint32_t)(EPOLLONESHOT | EPOLLET);
+    if ((r->events & EPOLLET) && !(r->events & EPOLLONESHOT))
+        io_uring_prep_poll_multishot(sqe, fd, mask);
+    else
+        io_uring_prep_poll_add(sqe, fd, mask);
+    u->seq = u->seq + 1 ? u->seq + 1 : 1;
+    r->seq = u->seq;
+    io_uring_sqe_set_data64(sqe, uring_data(fd, r->seq));
+    return 0;
+}
+
+/* Queues the removal of fd's pending poll, if any. Lock held. */
+static void uring_disarm(rl_uring *u, int fd, uring_reg *r) {
+    if (r->seq == 0)
+        return;
+    struct io_uring_sqe *sqe = uring_sqe(u);
+    if (sqe) {
+        io_uring_prep_poll_remove(sqe, uring_data(fd, r->seq));
+        io_uring_sqe_set_data64(sqe, URING_REMOVE);
+        sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
+    }
+    r->seq = 0; /* a report it still makes is dropped */
+}
+
+/* Whether epoll would refuse fd (a file without poll). Lock held. */
+static bool uring_unpollable(rl_uring *u, int fd, const struct stat *st) {
+    if (S_ISREG(st->st_mode) || S_ISDIR(st->st_mode))
+        return true;
+    if (!S_ISCHR(st->st_mode) && !S_ISBLK(st->st_mode))
+        return false; /* sockets, pipes, eventfds, timerfds, signalfds... */
+    if (u->probe_ep < 0 && (u->probe_ep = epoll_create1(EPOLL_CLOEXEC)) < 0)
+        return false;
+    struct epoll_event ev = {.events = EPOLLIN};
+    if (epoll_ctl(u->probe_ep, EPOLL_CTL_ADD, fd, &ev) == 0) {
+        (void)epoll_ctl(u->probe_ep, EPOLL_CTL_DEL, fd, &ev);
+        return false;
+    }
+    return errno == EPERM;
+}
+
+static int uring_ctl_locked(RLRunLoopRef rl, rl_uring *u, int op, int fd, uint32_t events, uint32_t gen, bool *now) {
+    struct stat st;
+    if (fd < 0 || fd == rl->epfd)
+        return fd < 0 ? EBADF : EINVAL;
+    int serr = fstat(fd, &st) == 0 ? 0 : errno;
+    uring_reg *r = (size_t)fd < u->nregs ? &u->regs[fd] : NULL;
+    bool same = r && r->present && !serr && r->dev == st.st_dev && r->ino == st.st_ino;
+    if (r && r->present && !same && r->seq) {
+        /* Closed, or the number reused: the poll would keep the old file
+         * open. Gone, as epoll's registration goes with its file. */
+        uring_disarm(u, fd, r);
+        *now = true;
+    }
+    if (r && !same)
+        r->present = false;
+    switch (op) {
+    case EPOLL_CTL_ADD:
+        if (serr)
+            return serr;
+        if (same)
+            return EEXIST;
+        if (uring_unpollable(u, fd, &st))
+            return EPERM;
+        if (!uring_room(u, fd))
+            return ENOMEM;
+        r = &u->regs[fd];
+        *r = (uring_reg){.present = true, .gen = gen, .events = events, .dev = st.st_dev, .ino = st.st_ino};
+        return uring_arm(u, fd, r);
+    case EPOLL_CTL_MOD:
+        if (serr)
+            return serr;
+        if (!same)
+            return ENOENT;
+        uring_disarm(u, fd, r);
+        r->gen = gen;
+        r->events = events;
+        return uring_arm(u, fd, r);
+    case EPOLL_CTL_DEL:
+        *now = true; /* the poll holds the file open: let it go at once */
+        if (serr)
+            return serr;
+        if (!same)
+            return ENOENT;
+        uring_disarm(u, fd, r);
+        r->present = false;
+        return 0;
+    default:
+        return EINVAL;
+    }
+}
+
+static int uring_ctl(RLRunLoopRef rl, int op, int fd, uint32_t events, uint32_t gen) {
+    rl_uring *u = rl->kstate;
+    bool now = !pthread_equal(pthread_self(), rl->thread);
+    pthread_mutex_lock(&u->lock);
+    int err = uring_ctl_locked(rl, u, op, fd, events, gen, &now);
+    if (now) {
+        int serr = uring_submit(u);
+        if (!err && serr && op != EPOLL_CTL_DEL)
+            err = serr;
+    }
+    pthread_mutex_unlock(&u->lock);
+    return err;
+}
+
+/* Makes what the ring lacks known: features and the poll opcodes. */
+static int uring_check(struct io_uring *ring) {
+    unsigned need = IORING_FEAT_NODROP | IORING_FEAT_EXT_ARG | IORING_FEAT_RSRC_TAGS; /* 5.13: multishot polls */
+    if ((ring->features & need) != need)
+        return ENOSYS;
+    static _Atomic int probed; /* 0: not yet, 1: fine, 2: lacking */
+    int p = atomic_load_explicit(&probed, memory_order_relaxed);
+    if (p == 0) {
+        struct io_uring_probe *pr = io_uring_get_probe_ring(ring);
+        p = pr && io_uring_opcode_supported(pr, IORING_OP_POLL_ADD) && io_uring_opcode_supported(pr, IORING_OP_POLL_REMOVE)
+                ? 1
+                : 2;
+        if (pr)
+            io_uring_free_probe(pr);
+        atomic_store_explicit(&probed, p, memory_order_relaxed);
+    }
+    return p == 1 ? 0 : ENOSYS;
+}
+
+/* Adds one of the loop's own fds (edge-triggered, tag 0). Lock held. */
+static int uring_watch_own(rl_uring *u, int fd) {
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        return errno;
+    if (!uring_room(u, fd))
+        return ENOMEM;
+    uring_reg *r = &u->regs[fd];
+    *r = (uring_reg){.present = true, .events = EPOLLIN | EPOLLET, .dev = st.st_dev, .ino = st.st_ino};
+    return uring_arm(u, fd, r);
+}
+
+static int uring_open(RLRunLoopRef rl) {
+    if (rl__fault(RL_FAULT_URING_SETUP)) {
+        atomic_store_explicit(&uring_refused, 1, memory_order_relaxed);
+        return ENOSYS;
+    }
+    rl_uring *u = calloc(1, sizeof *u);
+    if (!u)
+        return ENOMEM;
+    u->probe_ep = -1;
+    struct io_uring_params p;
+    memset(&p, 0, sizeof p);
+    p.flags = IORING_SETUP_CQSIZE | IORING_SETUP_CLAMP;
+    p.cq_entries = URING_CQ;
+    int r = io_uring_queue_init_params(URING_SQ, &u->ring, &p);
+    if (r < 0) {
+        free(u);
+        if (r == -EPERM || r == -ENOSYS || r == -EINVAL)
+            atomic_store_explicit(&uring_refused, 1, memory_order_relaxed);
+        return -r;
+    }
+    rl->kstate = u;
+    rl->epfd = u->ring.ring_fd;
+    int err = uring_check(&u->ring);
+    if (err) {
+        atomic_store_explicit(&uring_refused, 1, memory_order_relaxed);
+        return err;
+    }
+    if ((r = io_uring_ring_dontfork(&u->ring)) < 0)
+        return -r;
+    if ((err = pthread_mutex_init(&u->lock, NULL)) != 0)
+        return err;
+    err = uring_watch_own(u, rl->evfd);
+    if (!err)
+        err = uring_watch_own(u, rl->tfd);
+    if (!err)
+        err = uring_submit(u);
+    return err;
+}
+
+static void uring_close(RLRunLoopRef rl) {
+    rl_uring *u = rl->kstate;
+    if (!u)
+        return;
+    if (rl__of_this_process(rl)) {
+        io_uring_queue_exit(&u->ring);
+        (void)pthread_mutex_destroy(&u->lock);
+    } else {
+        (void)close(u->ring.ring_fd); /* the child's copy; the memory was not inherited */
+    }
+    if (u->probe_ep >= 0)
+        (void)close(u->probe_ep);
+    free(u->regs);
+    free(u);
+    rl->kstate = NULL;
+}
+
+/* Every registration but the loop's eventfd and timerfd removed (the core
+ * adds its fds again). */
+static int uring_renew(RLRunLoopRef rl) {
+    rl_uring *u = rl->kstate;
+    pthread_mutex_lock(&u->lock);
+    for (size_t fd = 0; fd < u->nregs; fd++) {
+        uring_reg *r = &u->regs[fd];
+        if (r->present && (int)fd != rl->evfd && (int)fd != rl->tfd) {
+            uring_disarm(u, (int)fd, r);
+            r->present = false;
+        }
+    }
+    int err = uring_submit(u);
+    pthread_mutex_unlock(&u->lock);
+    return err;
+}
+
+/* The submission queue's new entries made visible to the kernel: how many
+ * an enter may submit (liburing's own flush, which io_uring_submit does
+ * under the lock; the enter that waits is made without it). Lock held. */
+static unsigned uring_flush(rl_uring *u) {
+    struct io_uring_sq *sq = &u->ring.sq;
+    unsigned tail = sq->sqe_tail;
+    if (sq->sqe_head != tail) {
+        sq->sqe_head = tail;
+        __atomic_store_n(sq->ktail, tail, __ATOMIC_RELEASE);
+    }
+    return tail - __atomic_load_n(sq->khead, __ATOMIC_ACQUIRE);
+}
+
+/* One completion into ev (true), or dropped. Lock held. */
+static bool uring_take(rl_uring *u, const struct io_uring_cqe *cqe, struct epoll_event *ev) {
+    uint64_t data = io_uring_cqe_get_data64(cqe);
+    if (data == URING_REMOVE)
+        return false;
+    int fd = (int)(uint32_t)data;
+    uint32_t seq = (uint32_t)(data >> 32);
+    uring_reg *r = fd >= 0 && (size_t)fd < u->nregs ? &u->regs[fd] : NULL;
+    if (!r || !r->present || r->seq != seq)
+        return false; /* replaced or removed */
+    bool more = (cqe->flags & IORING_CQE_F_MORE) != 0;
+    if (cqe->res < 0) {
+        /* The file went (EBADF...), or the kernel ended a multishot poll
+         * (ECANCELED, ENOMEM): no report; a live file is asked again. */
+        if (!more)
+            r->seq = 0;
+        if (cqe->res != -EBADF && !more)
+            (void)uring_arm(u, fd, r);
+        return false;
+    }
+    bool level = !(r->events & (EPOLLONESHOT | EPOLLET));
+    if (!more) {
+        r->seq = 0;
+        if (level || (r->events & (EPOLLET | EPOLLONESHOT)) == EPOLLET)
+            (void)uring_arm(u, fd, r); /* level: asked again by the next wait; multishot ended: again */
+    }
+    ev->events = (uint32_t)cqe->res;
+    ev->data.u64 = rl__ev_data(fd, r->gen);
+    return true;
+}
+
+/* One enter: submits what is queued and, if `wait` and nothing is
+ * complete yet, waits up to `ns` (negative: no limit) for a completion.
+ * 0, or the errno (ETIME, EINTR: nothing came). */
+static int uring_enter(rl_uring *u, bool wait, long long ns) {
+    pthread_mutex_lock(&u->lock);
+    unsigned submit = uring_flush(u);
+    pthread_mutex_unlock(&u->lock);
+    wait = wait && io_uring_cq_ready(&u->ring) == 0;
+    if (!submit && !wait)
+        return 0;
+    int r;
+    if (wait && ns >= 0) {
+        struct __kernel_timespec ts = {ns / 1000000000, ns % 1000000000};
+        struct io_uring_getevents_arg arg = {.sigmask_sz = _NSIG / 8, .ts = (uint64_t)(uintptr_t)&ts};
+        r = io_uring_enter2(u->ring.enter_ring_fd, submit, 1, IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG,
+                            (sigset_t *)&arg, sizeof arg);
+    } else {
+        r = io_uring_enter(u->ring.enter_ring_fd, submit, wait ? 1 : 0, wait ? IORING_ENTER_GETEVENTS : 0, NULL);
+    }
+    return r < 0 ? -r : 0; /* liburing's calls give -errno */
+}
+
+/* Takes up to maxev completions into ev. Lock taken. */
+static int uring_harvest(rl_uring *u, struct epoll_event *ev, int maxev) {
+    int n = 0;
+    pthread_mutex_lock(&u->lock);
+    struct io_uring_cqe *cqe;
+    unsigned head, seen = 0;
+    io_uring_for_each_cqe(&u->ring, head, cqe) {
+        if (n == maxev)
+            break;
+        seen++;
+        if (uring_take(u, cqe, &ev[n]))
+            n++;
+    }
+    io_uring_cq_advance(&u->ring, seen);
+    pthread_mutex_unlock(&u->lock);
+    return n;
+}
+
+static long long uring_now_ns(void) {
+    struct timespec t;
+    (void)clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long long)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* epoll_wait's contract: completions that are all dropped (replaced
+ * requests) do not end a wait early. */
+static int uring_wait(RLRunLoopRef rl, struct epoll_event *ev, int maxev, int timeout_ms) {
+    rl_uring *u = rl->kstate;
+    long long end = timeout_ms > 0 ? uring_now_ns() + (long long)timeout_ms * 1000000 : 0;
+    long long ns = timeout_ms < 0 ? -1 : (long long)timeout_ms * 1000000;
+    for (;;) {
+        int err = uring_enter(u, timeout_ms != 0, ns);
+        if (err && err != ETIME && err != EINTR && err != EBUSY && err != EAGAIN) {
+            errno = err;
+            return -1;
+        }
+        int n = uring_harvest(u, ev, maxev);
+        if (n > 0 || timeout_ms == 0 || err == ETIME)
+            return n;
+        if (err == EINTR) {
+            errno = EINTR; /* rl__poll_wait waits again */
+            return -1;
+        }
+        if (timeout_ms > 0 && (ns = end - uring_now_ns()) <= 0)
+            return 0;
+    }
+}
+
+const rl_poll_ops rl__poll_uring_ops = {
+    .name = "io_uring",
+    .wait_call = "io_uring_enter",
+    .open = uring_open,
+    .close = uring_close,
+    .renew = uring_renew,
+    .ctl = uring_ctl,
+    .wait = uring_wait,
+};
+
+#endif /* RL_TRICK_URING */
