@@ -20,22 +20,28 @@
  *     of an absent one, or of a number that names another file now:
  *     fstat's identity), EBADF (a closed fd), EPERM (a file without poll:
  *     regular files, directories, and devices epoll refuses, asked of a
- *     small epoll set). A poll holds its file open, which epoll does not:
+ *     throwaway epoll set). A poll holds its file open, which epoll does not:
  *     a registration whose fd was closed is cancelled as soon as the loop
  *     learns of it, and removals are submitted at once.
  * A report of a request that was replaced (its sequence number is no
  * longer the fd's) is dropped: the request that replaced it asks the file
  * again when it is armed.
  *
- * The ring's submission queue and the registration table are shared by
- * the loop's thread (its wait) and any thread that changes a registration
- * under the loop lock: a mutex of the backend guards them, never held
- * across the enter that waits. Changes made on the loop's thread are
- * queued for that enter; those of other threads, and removals, are
- * submitted at once (the loop may be asleep in the enter). Completions are
- * read by the loop's thread only. The ring's memory is not inherited by a
- * fork() child (io_uring_ring_dontfork): a child never touches its
- * parent's ring.
+ * The ring has one issuer, the loop's thread (IORING_SETUP_SINGLE_ISSUER,
+ * enabled by its first wait), and runs the kernel's completion work only
+ * when that thread asks for completions (IORING_SETUP_DEFER_TASKRUN): no
+ * other thread's system calls are ever interrupted for the ring (a poll
+ * submitted by a thread makes that thread run its completion, and
+ * interrupts its blocking calls with EINTR, otherwise). A change is made
+ * in the registration table, under a mutex of the backend, by whichever
+ * thread changes a registration (under the loop lock): epoll's answer is
+ * given at once, and the fd is put on a list of changes that the loop's
+ * thread turns into submissions before each enter. A change made by
+ * another thread wakes the wait through a second eventfd (`kick`) whose
+ * reports the backend keeps to itself; a removal made on the loop's thread
+ * is submitted at once (the poll holds the file open). The ring's memory
+ * is not inherited by a fork() child (io_uring_ring_dontfork): a child
+ * never touches its parent's ring. Linux 6.1 or later (else epoll).
  */
 #include "rl_poll.h"
 
@@ -46,6 +52,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
+#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -58,7 +65,10 @@ enum {
 /* What the ring holds for one fd: epoll's registration. */
 typedef struct uring_reg {
     bool present;   /* registered (armed or not), as epoll would have it */
-    uint32_t seq;   /* the pending poll's sequence number; 0: none pending */
+    bool dirty;     /* on the list of changes to submit */
+    bool arm;       /* a poll for `events` is to be submitted */
+    uint32_t seq;   /* the submitted poll's sequence number; 0: none live */
+    uint32_t cancel; /* a submitted poll to remove with the next submission; 0: none */
     uint32_t gen;   /* the core's tag for its reports */
     uint32_t events;
     dev_t dev;      /* the file the fd named when added */
@@ -67,11 +77,14 @@ typedef struct uring_reg {
 
 typedef struct rl_uring {
     struct io_uring ring;
-    pthread_mutex_t lock; /* the submission queue and regs */
+    pthread_mutex_t lock; /* regs, the change list, the submission queue */
     uring_reg *regs;
     size_t nregs;
+    int *dirty;     /* fds with changes to submit */
+    size_t ndirty, capdirty;
     uint32_t seq;   /* the last sequence number given */
-    int probe_ep;   /* epoll set that says which files have no poll (EPERM); -1 until needed */
+    int kick;       /* eventfd: another thread's change wakes the wait */
+    bool enabled;   /* the loop's thread is the ring's issuer */
 } rl_uring;
 
 /* A refusal of io_uring by this process's kernel (EPERM: the sysctl, a
@@ -99,66 +112,140 @@ static bool uring_room(rl_uring *u, int fd) {
     return true;
 }
 
-/* Submits what is queued. Lock held. 0, or the errno. */
-static int uring_submit(rl_uring *u) {
-    int r;
-    do {
-        r = io_uring_submit(&u->ring);
-    } while (r == -EINTR);
-    return r < 0 ? -r : 0;
+/* Puts fd on the change list. Lock held. false: out of memory. */
+static bool uring_touch(rl_uring *u, int fd, uring_reg *r) {
+    if (r->dirty)
+        return true;
+    if (u->ndirty == u->capdirty) {
+        size_t c = u->capdirty ? u->capdirty * 2 : 64;
+        int *a = realloc(u->dirty, c * sizeof *a);
+        if (!a)
+            return false;
+        u->dirty = a;
+        u->capdirty = c;
+    }
+    u->dirty[u->ndirty++] = fd;
+    r->dirty = true;
+    return true;
 }
 
-/* A free submission entry (the queue submitted if it is full). Lock held. */
-static struct io_uring_sqe *uring_sqe(rl_uring *u) {
-    struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
-    if (!sqe && uring_submit(u) == 0)
-        sqe = io_uring_get_sqe(&u->ring);
-    return sqe;
-}
-
-/* Queues a poll for fd as r says (a new sequence number). Lock held. */
+/* A poll for fd as r says is to be submitted. Lock held. */
 static int uring_arm(rl_uring *u, int fd, uring_reg *r) {
-    struct io_uring_sqe *sqe = uring_sqe(u);
-    if (!sqe)
-        return EAGAIN;
-    uint32_t mask = r->events & ~(uint32_t)(EPOLLONESHOT | EPOLLET);
-    if ((r->events & EPOLLET) && !(r->events & EPOLLONESHOT))
-        io_uring_prep_poll_multishot(sqe, fd, mask);
-    else
-        io_uring_prep_poll_add(sqe, fd, mask);
-    u->seq = u->seq + 1 ? u->seq + 1 : 1;
-    r->seq = u->seq;
-    io_uring_sqe_set_data64(sqe, uring_data(fd, r->seq));
+    if (!uring_touch(u, fd, r))
+        return ENOMEM;
+    r->arm = true;
     return 0;
 }
 
-/* Queues the removal of fd's pending poll, if any. Lock held. */
+/* fd's live poll, if any, is to be removed; a report it still makes is
+ * dropped. Lock held. */
 static void uring_disarm(rl_uring *u, int fd, uring_reg *r) {
+    r->arm = false;
     if (r->seq == 0)
         return;
-    struct io_uring_sqe *sqe = uring_sqe(u);
-    if (sqe) {
-        io_uring_prep_poll_remove(sqe, uring_data(fd, r->seq));
-        io_uring_sqe_set_data64(sqe, URING_REMOVE);
-        sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
+    if (!uring_touch(u, fd, r))
+        return; /* out of memory: its reports are dropped (seq), it ends with its file */
+    r->cancel = r->seq;
+    r->seq = 0;
+}
+
+/* Turns the change list into submission entries, as many as fit. Lock
+ * held, the loop's thread. Whether all did. */
+static bool uring_fill(rl_uring *u) {
+    size_t i = 0;
+    for (; i < u->ndirty; i++) {
+        int fd = u->dirty[i];
+        uring_reg *r = &u->regs[fd];
+        if (io_uring_sq_space_left(&u->ring) < 2)
+            break;
+        if (r->cancel) {
+            struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
+            io_uring_prep_poll_remove(sqe, uring_data(fd, r->cancel));
+            io_uring_sqe_set_data64(sqe, URING_REMOVE);
+            sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
+            r->cancel = 0;
+        }
+        if (r->arm && r->present) {
+            struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
+            uint32_t mask = r->events & ~(uint32_t)(EPOLLONESHOT | EPOLLET);
+            if ((r->events & EPOLLET) && !(r->events & EPOLLONESHOT))
+                io_uring_prep_poll_multishot(sqe, fd, mask);
+            else
+                io_uring_prep_poll_add(sqe, fd, mask);
+            u->seq = u->seq + 1 ? u->seq + 1 : 1;
+            r->seq = u->seq;
+            io_uring_sqe_set_data64(sqe, uring_data(fd, r->seq));
+        }
+        r->arm = false;
+        r->dirty = false;
     }
-    r->seq = 0; /* a report it still makes is dropped */
+    memmove(u->dirty, u->dirty + i, (u->ndirty - i) * sizeof *u->dirty);
+    u->ndirty -= i;
+    return u->ndirty == 0;
+}
+
+/* The submission queue's new entries made visible to the kernel: how many
+ * an enter may submit (liburing's own flush, which io_uring_submit does).
+ * Lock held. */
+static unsigned uring_flush(rl_uring *u) {
+    struct io_uring_sq *sq = &u->ring.sq;
+    unsigned tail = sq->sqe_tail;
+    if (sq->sqe_head != tail) {
+        sq->sqe_head = tail;
+        __atomic_store_n(sq->ktail, tail, __ATOMIC_RELEASE);
+    }
+    return tail - __atomic_load_n(sq->khead, __ATOMIC_ACQUIRE);
+}
+
+/* Makes the loop's thread the ring's issuer (its first wait). Lock held. */
+static int uring_enable(rl_uring *u) {
+    if (u->enabled)
+        return 0;
+    int r = io_uring_register(u->ring.ring_fd, IORING_REGISTER_ENABLE_RINGS, NULL, 0);
+    if (r < 0)
+        return -r;
+    u->enabled = true;
+    return 0;
+}
+
+/* Submits every change (the loop's thread): enters as often as the queue
+ * fills; the entries of the last fill are left for the caller's enter.
+ * Lock held. The number to submit, or -errno. */
+static int uring_prepare(rl_uring *u) {
+    int err = uring_enable(u);
+    if (err)
+        return -err;
+    while (!uring_fill(u)) {
+        int r = io_uring_enter(u->ring.enter_ring_fd, uring_flush(u), 0, 0, NULL);
+        if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY)
+            return r;
+    }
+    return (int)uring_flush(u);
+}
+
+/* Submits the changes now (a removal on the loop's thread: the poll holds
+ * the file open). Lock held. */
+static void uring_submit_now(rl_uring *u) {
+    int n = uring_prepare(u);
+    if (n > 0)
+        (void)io_uring_enter(u->ring.enter_ring_fd, (unsigned)n, 0, 0, NULL);
 }
 
 /* Whether epoll would refuse fd (a file without poll). Lock held. */
-static bool uring_unpollable(rl_uring *u, int fd, const struct stat *st) {
+static bool uring_unpollable(int fd, const struct stat *st) {
     if (S_ISREG(st->st_mode) || S_ISDIR(st->st_mode))
         return true;
     if (!S_ISCHR(st->st_mode) && !S_ISBLK(st->st_mode))
         return false; /* sockets, pipes, eventfds, timerfds, signalfds... */
-    if (u->probe_ep < 0 && (u->probe_ep = epoll_create1(EPOLL_CLOEXEC)) < 0)
+    /* A device: epoll is asked, in a set of its own made for the question
+     * (not kept: a loop holds no more fds than it says, docs/runloop.md). */
+    int ep = epoll_create1(EPOLL_CLOEXEC);
+    if (ep < 0)
         return false;
     struct epoll_event ev = {.events = EPOLLIN};
-    if (epoll_ctl(u->probe_ep, EPOLL_CTL_ADD, fd, &ev) == 0) {
-        (void)epoll_ctl(u->probe_ep, EPOLL_CTL_DEL, fd, &ev);
-        return false;
-    }
-    return errno == EPERM;
+    bool refused = epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) != 0 && errno == EPERM;
+    (void)close(ep);
+    return refused;
 }
 
 static int uring_ctl_locked(RLRunLoopRef rl, rl_uring *u, int op, int fd, uint32_t events, uint32_t gen, bool *now) {
@@ -168,7 +255,7 @@ static int uring_ctl_locked(RLRunLoopRef rl, rl_uring *u, int op, int fd, uint32
     int serr = fstat(fd, &st) == 0 ? 0 : errno;
     uring_reg *r = (size_t)fd < u->nregs ? &u->regs[fd] : NULL;
     bool same = r && r->present && !serr && r->dev == st.st_dev && r->ino == st.st_ino;
-    if (r && r->present && !same && r->seq) {
+    if (r && r->present && !same) {
         /* Closed, or the number reused: the poll would keep the old file
          * open. Gone, as epoll's registration goes with its file. */
         uring_disarm(u, fd, r);
@@ -182,7 +269,7 @@ static int uring_ctl_locked(RLRunLoopRef rl, rl_uring *u, int op, int fd, uint32
             return serr;
         if (same)
             return EEXIST;
-        if (uring_unpollable(u, fd, &st))
+        if (uring_unpollable(fd, &st))
             return EPERM;
         if (!uring_room(u, fd))
             return ENOMEM;
@@ -214,15 +301,21 @@ static int uring_ctl_locked(RLRunLoopRef rl, rl_uring *u, int op, int fd, uint32
 
 static int uring_ctl(RLRunLoopRef rl, int op, int fd, uint32_t events, uint32_t gen) {
     rl_uring *u = rl->kstate;
-    bool now = !pthread_equal(pthread_self(), rl->thread);
+    bool now = false; /* a file to let go of */
     pthread_mutex_lock(&u->lock);
     int err = uring_ctl_locked(rl, u, op, fd, events, gen, &now);
-    if (now) {
-        int serr = uring_submit(u);
-        if (!err && serr && op != EPOLL_CTL_DEL)
-            err = serr;
-    }
+    bool mine = pthread_equal(pthread_self(), rl->thread);
+    if (mine && now && u->ndirty)
+        uring_submit_now(u);
     pthread_mutex_unlock(&u->lock);
+    if (!mine && !err) {
+        /* The loop's thread submits it: its wait is woken (the kick). */
+        uint64_t one = 1;
+        ssize_t w;
+        do {
+            w = write(u->kick, &one, sizeof one);
+        } while (w < 0 && errno == EINTR);
+    }
     return err;
 }
 
@@ -265,10 +358,11 @@ static int uring_open(RLRunLoopRef rl) {
     rl_uring *u = calloc(1, sizeof *u);
     if (!u)
         return ENOMEM;
-    u->probe_ep = -1;
+    u->kick = -1;
     struct io_uring_params p;
     memset(&p, 0, sizeof p);
-    p.flags = IORING_SETUP_CQSIZE | IORING_SETUP_CLAMP;
+    p.flags = IORING_SETUP_CQSIZE | IORING_SETUP_CLAMP | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN |
+              IORING_SETUP_R_DISABLED;
     p.cq_entries = URING_CQ;
     int r = io_uring_queue_init_params(URING_SQ, &u->ring, &p);
     if (r < 0) {
@@ -277,23 +371,31 @@ static int uring_open(RLRunLoopRef rl) {
             atomic_store_explicit(&uring_refused, 1, memory_order_relaxed);
         return -r;
     }
+    int err = pthread_mutex_init(&u->lock, NULL);
+    if (err) {
+        io_uring_queue_exit(&u->ring);
+        free(u);
+        return err;
+    }
     rl->kstate = u;
     rl->epfd = u->ring.ring_fd;
-    int err = uring_check(&u->ring);
-    if (err) {
+    if ((err = uring_check(&u->ring)) != 0) {
         atomic_store_explicit(&uring_refused, 1, memory_order_relaxed);
         return err;
     }
     if ((r = io_uring_ring_dontfork(&u->ring)) < 0)
         return -r;
-    if ((err = pthread_mutex_init(&u->lock, NULL)) != 0)
-        return err;
+    u->kick = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (u->kick < 0)
+        return errno;
+    pthread_mutex_lock(&u->lock);
     err = uring_watch_own(u, rl->evfd);
     if (!err)
         err = uring_watch_own(u, rl->tfd);
     if (!err)
-        err = uring_submit(u);
-    return err;
+        err = uring_watch_own(u, u->kick);
+    pthread_mutex_unlock(&u->lock);
+    return err; /* submitted by the loop's thread's first wait */
 }
 
 static void uring_close(RLRunLoopRef rl) {
@@ -306,41 +408,29 @@ static void uring_close(RLRunLoopRef rl) {
     } else {
         (void)close(u->ring.ring_fd); /* the child's copy; the memory was not inherited */
     }
-    if (u->probe_ep >= 0)
-        (void)close(u->probe_ep);
+    if (u->kick >= 0)
+        (void)close(u->kick);
     free(u->regs);
+    free(u->dirty);
     free(u);
     rl->kstate = NULL;
 }
 
-/* Every registration but the loop's eventfd and timerfd removed (the core
- * adds its fds again). */
+/* Every registration but the loop's eventfd, timerfd and kick removed (the
+ * core adds its fds again). Rl's thread. */
 static int uring_renew(RLRunLoopRef rl) {
     rl_uring *u = rl->kstate;
     pthread_mutex_lock(&u->lock);
     for (size_t fd = 0; fd < u->nregs; fd++) {
         uring_reg *r = &u->regs[fd];
-        if (r->present && (int)fd != rl->evfd && (int)fd != rl->tfd) {
+        if (r->present && (int)fd != rl->evfd && (int)fd != rl->tfd && (int)fd != u->kick) {
             uring_disarm(u, (int)fd, r);
             r->present = false;
         }
     }
-    int err = uring_submit(u);
+    uring_submit_now(u);
     pthread_mutex_unlock(&u->lock);
-    return err;
-}
-
-/* The submission queue's new entries made visible to the kernel: how many
- * an enter may submit (liburing's own flush, which io_uring_submit does
- * under the lock; the enter that waits is made without it). Lock held. */
-static unsigned uring_flush(rl_uring *u) {
-    struct io_uring_sq *sq = &u->ring.sq;
-    unsigned tail = sq->sqe_tail;
-    if (sq->sqe_head != tail) {
-        sq->sqe_head = tail;
-        __atomic_store_n(sq->ktail, tail, __ATOMIC_RELEASE);
-    }
-    return tail - __atomic_load_n(sq->khead, __ATOMIC_ACQUIRE);
+    return 0;
 }
 
 /* One completion into ev (true), or dropped. Lock held. */
@@ -354,16 +444,37 @@ static bool uring_take(rl_uring *u, const struct io_uring_cqe *cqe, struct epoll
     if (!r || !r->present || r->seq != seq)
         return false; /* replaced or removed */
     bool more = (cqe->flags & IORING_CQE_F_MORE) != 0;
+    if (fd == u->kick) {
+        /* Another thread's change: submitted by the wait's next enter. */
+        if (!more) {
+            r->seq = 0;
+            (void)uring_arm(u, fd, r);
+        }
+        return false;
+    }
+    bool level = !(r->events & (EPOLLONESHOT | EPOLLET));
+    if (cqe->res == -EBADF && level) {
+        /* The number was closed behind the loop's back while it kept the
+         * fd enabled: reported as ready for what it asked (the callouts'
+         * reads fail), as epoll reports a file a dup keeps open, until the
+         * loop's periodic check of a persistent registration (rl_fdtab.c)
+         * finds the number closed. */
+        r->seq = 0;
+        (void)uring_arm(u, fd, r);
+        ev->events = r->events & (EPOLLIN | EPOLLOUT);
+        ev->data.u64 = rl__ev_data(fd, r->gen);
+        return true;
+    }
     if (cqe->res < 0) {
-        /* The file went (EBADF...), or the kernel ended a multishot poll
-         * (ECANCELED, ENOMEM): no report; a live file is asked again. */
+        /* The file went (EBADF: a one-shot registration falls silent, as
+         * epoll's goes with its file), or the kernel ended a multishot
+         * poll (ECANCELED, ENOMEM): no report; a live file is asked again. */
         if (!more)
             r->seq = 0;
         if (cqe->res != -EBADF && !more)
             (void)uring_arm(u, fd, r);
         return false;
     }
-    bool level = !(r->events & (EPOLLONESHOT | EPOLLET));
     if (!more) {
         r->seq = 0;
         if (level || (r->events & (EPOLLET | EPOLLONESHOT)) == EPOLLET)
@@ -374,24 +485,27 @@ static bool uring_take(rl_uring *u, const struct io_uring_cqe *cqe, struct epoll
     return true;
 }
 
-/* One enter: submits what is queued and, if `wait` and nothing is
- * complete yet, waits up to `ns` (negative: no limit) for a completion.
- * 0, or the errno (ETIME, EINTR: nothing came). */
+/* One enter: submits the changes and, if `wait` and nothing is complete
+ * yet, waits up to `ns` (negative: no limit) for a completion; without
+ * `wait`, runs the kernel's completion work (a look). 0, or the errno
+ * (ETIME: nothing came). */
 static int uring_enter(rl_uring *u, bool wait, long long ns) {
     pthread_mutex_lock(&u->lock);
-    unsigned submit = uring_flush(u);
+    int submit = uring_prepare(u);
     pthread_mutex_unlock(&u->lock);
+    if (submit < 0)
+        return -submit;
     wait = wait && io_uring_cq_ready(&u->ring) == 0;
-    if (!submit && !wait)
-        return 0;
+    if (!submit && !wait && io_uring_cq_ready(&u->ring) > 0)
+        return 0; /* reports at hand */
     int r;
     if (wait && ns >= 0) {
         struct __kernel_timespec ts = {ns / 1000000000, ns % 1000000000};
         struct io_uring_getevents_arg arg = {.sigmask_sz = _NSIG / 8, .ts = (uint64_t)(uintptr_t)&ts};
-        r = io_uring_enter2(u->ring.enter_ring_fd, submit, 1, IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG,
+        r = io_uring_enter2(u->ring.enter_ring_fd, (unsigned)submit, 1, IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG,
                             (sigset_t *)&arg, sizeof arg);
     } else {
-        r = io_uring_enter(u->ring.enter_ring_fd, submit, wait ? 1 : 0, wait ? IORING_ENTER_GETEVENTS : 0, NULL);
+        r = io_uring_enter(u->ring.enter_ring_fd, (unsigned)submit, wait ? 1 : 0, IORING_ENTER_GETEVENTS, NULL);
     }
     return r < 0 ? -r : 0; /* liburing's calls give -errno */
 }
