@@ -39,9 +39,13 @@
  * thread turns into submissions before each enter. A change made by
  * another thread wakes the wait through a second eventfd (`kick`) whose
  * reports the backend keeps to itself; a removal made on the loop's thread
- * is submitted at once (the poll holds the file open). The ring's memory
- * is not inherited by a fork() child (io_uring_ring_dontfork): a child
- * never touches its parent's ring. Linux 6.1 or later (else epoll).
+ * is submitted at once (the poll holds the file open). A fork() child
+ * inherits the ring's fd and mapping with the parent's loop and never uses
+ * them (every call on an inherited loop is refused; its close unmaps the
+ * child's view only); its own loops get rings of their own. (Not
+ * io_uring_ring_dontfork: valgrind's address-space map does not follow
+ * MADV_DONTFORK, and a child's next mmap aborts it.) Linux 6.1 or later
+ * (else epoll).
  */
 #include "rl_poll.h"
 
@@ -383,8 +387,6 @@ static int uring_open(RLRunLoopRef rl) {
         atomic_store_explicit(&uring_refused, 1, memory_order_relaxed);
         return err;
     }
-    if ((r = io_uring_ring_dontfork(&u->ring)) < 0)
-        return -r;
     u->kick = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (u->kick < 0)
         return errno;
@@ -402,12 +404,11 @@ static void uring_close(RLRunLoopRef rl) {
     rl_uring *u = rl->kstate;
     if (!u)
         return;
-    if (rl__of_this_process(rl)) {
-        io_uring_queue_exit(&u->ring);
+    /* In a fork() child, of an inherited loop: the child's view and fd only
+     * (io_uring_queue_exit reads nothing in the ring). */
+    io_uring_queue_exit(&u->ring);
+    if (rl__of_this_process(rl))
         (void)pthread_mutex_destroy(&u->lock);
-    } else {
-        (void)close(u->ring.ring_fd); /* the child's copy; the memory was not inherited */
-    }
     if (u->kick >= 0)
         (void)close(u->kick);
     free(u->regs);
