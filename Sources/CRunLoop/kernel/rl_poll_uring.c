@@ -279,7 +279,11 @@ static int uring_ctl_locked(RLRunLoopRef rl, rl_uring *u, int op, int fd, uint32
             return ENOMEM;
         r = &u->regs[fd];
         *r = (uring_reg){.present = true, .gen = gen, .events = events, .dev = st.st_dev, .ino = st.st_ino};
-        return uring_arm(u, fd, r);
+        if (uring_arm(u, fd, r) != 0) {
+            r->present = false; /* as epoll: no registration made */
+            return ENOMEM;
+        }
+        return 0;
     case EPOLL_CTL_MOD:
         if (serr)
             return serr;
@@ -309,10 +313,11 @@ static int uring_ctl(RLRunLoopRef rl, int op, int fd, uint32_t events, uint32_t 
     pthread_mutex_lock(&u->lock);
     int err = uring_ctl_locked(rl, u, op, fd, events, gen, &now);
     bool mine = pthread_equal(pthread_self(), rl->thread);
-    if (mine && now && u->ndirty)
+    bool changed = u->ndirty > 0;
+    if (mine && now && changed)
         uring_submit_now(u);
     pthread_mutex_unlock(&u->lock);
-    if (!mine && !err) {
+    if (!mine && changed) {
         /* The loop's thread submits it: its wait is woken (the kick). */
         uint64_t one = 1;
         ssize_t w;
