@@ -48,6 +48,7 @@
  * (else epoll).
  */
 #include "rl_poll.h"
+#include "RLLockInternal.h"
 
 #if RL_TRICK_URING
 
@@ -79,9 +80,13 @@ typedef struct uring_reg {
     ino_t ino;
 } uring_reg;
 
+typedef struct rl_uring rl_uring;
+static void uring_lock(rl_uring *u);
+static void uring_unlock(rl_uring *u);
+
 typedef struct rl_uring {
     struct io_uring ring;
-    pthread_mutex_t lock; /* regs, the change list, the submission queue */
+    rl__mutex lock; /* regs, the change list, the submission queue (uncontended: no system call) */
     uring_reg *regs;
     size_t nregs;
     int *dirty;     /* fds with changes to submit */
@@ -90,6 +95,13 @@ typedef struct rl_uring {
     int kick;       /* eventfd: another thread's change wakes the wait */
     bool enabled;   /* the loop's thread is the ring's issuer */
 } rl_uring;
+
+static void uring_lock(rl_uring *u) {
+    if (RL__UNLIKELY(!rl__mutex_trylock(&u->lock)))
+        (void)rl__mutex_lock_slow(&u->lock, NULL);
+}
+
+static void uring_unlock(rl_uring *u) { rl__mutex_unlock(&u->lock); }
 
 /* A refusal of io_uring by this process's kernel (EPERM: the sysctl, a
  * seccomp filter; ENOSYS; a kernel without what this backend needs): later
@@ -310,13 +322,13 @@ static int uring_ctl_locked(RLRunLoopRef rl, rl_uring *u, int op, int fd, uint32
 static int uring_ctl(RLRunLoopRef rl, int op, int fd, uint32_t events, uint32_t gen) {
     rl_uring *u = rl->kstate;
     bool now = false; /* a file to let go of */
-    pthread_mutex_lock(&u->lock);
+    uring_lock(u);
     int err = uring_ctl_locked(rl, u, op, fd, events, gen, &now);
     bool mine = pthread_equal(pthread_self(), rl->thread);
     bool changed = u->ndirty > 0;
     if (mine && now && changed)
         uring_submit_now(u);
-    pthread_mutex_unlock(&u->lock);
+    uring_unlock(u);
     if (!mine && changed) {
         /* The loop's thread submits it: its wait is woken (the kick). */
         uint64_t one = 1;
@@ -380,12 +392,7 @@ static int uring_open(RLRunLoopRef rl) {
             atomic_store_explicit(&uring_refused, 1, memory_order_relaxed);
         return -r;
     }
-    int err = pthread_mutex_init(&u->lock, NULL);
-    if (err) {
-        io_uring_queue_exit(&u->ring);
-        free(u);
-        return err;
-    }
+    int err;
     rl->kstate = u;
     rl->epfd = u->ring.ring_fd;
     if ((err = uring_check(&u->ring)) != 0) {
@@ -395,13 +402,13 @@ static int uring_open(RLRunLoopRef rl) {
     u->kick = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (u->kick < 0)
         return errno;
-    pthread_mutex_lock(&u->lock);
+    uring_lock(u);
     err = uring_watch_own(u, rl->evfd);
     if (!err)
         err = uring_watch_own(u, rl->tfd);
     if (!err)
         err = uring_watch_own(u, u->kick);
-    pthread_mutex_unlock(&u->lock);
+    uring_unlock(u);
     return err; /* submitted by the loop's thread's first wait */
 }
 
@@ -412,8 +419,6 @@ static void uring_close(RLRunLoopRef rl) {
     /* In a fork() child, of an inherited loop: the child's view and fd only
      * (io_uring_queue_exit reads nothing in the ring). */
     io_uring_queue_exit(&u->ring);
-    if (rl__of_this_process(rl))
-        (void)pthread_mutex_destroy(&u->lock);
     if (u->kick >= 0)
         (void)close(u->kick);
     free(u->regs);
@@ -426,7 +431,7 @@ static void uring_close(RLRunLoopRef rl) {
  * core adds its fds again). Rl's thread. */
 static int uring_renew(RLRunLoopRef rl) {
     rl_uring *u = rl->kstate;
-    pthread_mutex_lock(&u->lock);
+    uring_lock(u);
     for (size_t fd = 0; fd < u->nregs; fd++) {
         uring_reg *r = &u->regs[fd];
         if (r->present && (int)fd != rl->evfd && (int)fd != rl->tfd && (int)fd != u->kick) {
@@ -435,7 +440,7 @@ static int uring_renew(RLRunLoopRef rl) {
         }
     }
     uring_submit_now(u);
-    pthread_mutex_unlock(&u->lock);
+    uring_unlock(u);
     return 0;
 }
 
@@ -496,9 +501,9 @@ static bool uring_take(rl_uring *u, const struct io_uring_cqe *cqe, struct epoll
  * `wait`, runs the kernel's completion work (a look). 0, or the errno
  * (ETIME: nothing came). */
 static int uring_enter(rl_uring *u, bool wait, long long ns) {
-    pthread_mutex_lock(&u->lock);
+    uring_lock(u);
     int submit = uring_prepare(u);
-    pthread_mutex_unlock(&u->lock);
+    uring_unlock(u);
     if (submit < 0)
         return -submit;
     wait = wait && io_uring_cq_ready(&u->ring) == 0;
@@ -519,7 +524,7 @@ static int uring_enter(rl_uring *u, bool wait, long long ns) {
 /* Takes up to maxev completions into ev. Lock taken. */
 static int uring_harvest(rl_uring *u, struct epoll_event *ev, int maxev) {
     int n = 0;
-    pthread_mutex_lock(&u->lock);
+    uring_lock(u);
     struct io_uring_cqe *cqe;
     unsigned head, seen = 0;
     io_uring_for_each_cqe(&u->ring, head, cqe) {
@@ -530,7 +535,7 @@ static int uring_harvest(rl_uring *u, struct epoll_event *ev, int maxev) {
             n++;
     }
     io_uring_cq_advance(&u->ring, seen);
-    pthread_mutex_unlock(&u->lock);
+    uring_unlock(u);
     return n;
 }
 
