@@ -76,7 +76,7 @@ ifeq ($(strip $(SAN)),)
 CFLAGS += -mtls-dialect=gnu2
 endif
 endif
-LIBS := -lbsd -lpthread -lm
+LIBS := -lbsd -luring -lpthread -lm
 # Blocks (clang only) use Debian's BlocksRuntime (libblocksruntime-dev), so
 # the installed library and crunloop.pc name no Swift toolchain path and a
 # static link needs nothing at run time. SwiftPM builds (Package.swift) link
@@ -150,7 +150,7 @@ $(BUILD)/crunloop.pc: FORCE
 	  'Name: crunloop' 'Description: Run loops, threads, perform requests and locks (CoreFoundation-style) for Linux' \
 	  'Version: $(VERSION)' 'Requires.private: libbsd' 'Cflags: -I$${includedir}' \
 	  'Libs: -L$${libdir} -Wl,-rpath,$${libdir} -lcrunloop $(BLOCKS_LIBS)' \
-	  'Libs.private: -lpthread -lm' > $@
+	  'Libs.private: -luring -lpthread -lm' > $@
 
 FORCE:
 
@@ -266,8 +266,11 @@ check-lockdep: deps ## the C tests with the lock-order detector on (RL_LOCK_DEBU
 
 # valgrind runs one thread at a time; --fair-sched=yes hands the CPU round
 # robin, so a thread that spins cannot starve the one it is waiting for.
-check-leak: deps ## the C tests under valgrind memcheck (leaks are errors)
-	RL_TEST_SCALE=valgrind $(MAKE) check-c VARIANT=-valgrind OPT="-O2 -gdwarf-4" TEST_RUNNER="valgrind -q --fair-sched=yes --leak-check=full --show-leak-kinds=definite,indirect --errors-for-leak-kinds=definite,indirect --error-exitcode=99"
+# On the epoll backend: valgrind 3.19 holds its thread lock through
+# io_uring_enter (it does not know the call blocks), so a loop asleep on
+# io_uring would stop every other thread of the test.
+check-leak: deps ## the C tests under valgrind memcheck (leaks are errors; epoll backend)
+	RL_BACKEND=epoll RL_TEST_SCALE=valgrind $(MAKE) check-c VARIANT=-valgrind OPT="-O2 -gdwarf-4" TEST_RUNNER="valgrind -q --fair-sched=yes --leak-check=full --show-leak-kinds=definite,indirect --errors-for-leak-kinds=definite,indirect --error-exitcode=99"
 
 # The Swift tests under the sanitizers, each in its own build folder. Extra
 # SwiftPM build folders live inside .build: the C target's path is the

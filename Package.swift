@@ -46,6 +46,8 @@ let package = Package(
             ],
             linkerSettings: [
                 .linkedLibrary("bsd"),
+                // liburing (liburing-dev): the io_uring kernel backend.
+                .linkedLibrary("uring"),
                 // The Swift toolchain's BlocksRuntime (swiftc puts its lib
                 // folder first), the one Foundation and Dispatch use. The
                 // Makefile's C library uses Debian's instead; see the

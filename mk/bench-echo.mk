@@ -7,6 +7,8 @@
 # built twice: with the toolchain's clang and -DBEC_CF against CF, and with
 # $(CC) against ours through cf_compat.h. CF_*, UV_* come from
 # mk/bench-runloop.mk. BEC_ROUNDS=, BEC_QUICK=1, BEC_PEERS= as in the source.
+# Ours runs on the default kernel backend (io_uring where the kernel allows
+# it); `RL_BACKEND=epoll make bench-echo` gives its rows on epoll.
 BENCH_ECHO := $(BUILD)/bench/bench_echo
 BENCH_ECHO_OBJ := $(BUILD)/bench/obj
 BENCH_ECHO_OBJS := $(BENCH_ECHO_OBJ)/bench_echo.o $(BENCH_ECHO_OBJ)/bench_echo_rl.o \

@@ -31,7 +31,7 @@ $(FUZZ_LIB): $(FUZZ_OBJS)
 
 $(FUZZ_BUILD)/fuzz_%: Tests/fuzz/fuzz_%.c $(FUZZ_LIB) $(HDRS) $(wildcard Tests/fuzz/*.h)
 	@mkdir -p $(dir $@); $(call say,CC,$@)
-	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -fuse-ld=lld -o $@ $< $(FUZZ_LIB) -lBlocksRuntime -lbsd -lpthread -lm
+	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -fuse-ld=lld -o $@ $< $(FUZZ_LIB) -lBlocksRuntime -lbsd -luring -lpthread -lm
 
 .PHONY: fuzz check-fuzz fuzz-smoke
 fuzz: $(FUZZ_BINS) ## libFuzzer targets (Tests/fuzz) under ASan+UBSan, FUZZ_SECONDS each (FUZZ=name for one)

@@ -13,7 +13,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build/clang}
-LIBS=${LIBS:--lbsd -lpthread -lm}
+LIBS=${LIBS:--lbsd -luring -lpthread -lm}
 SWIFTPM_BUILD=${SWIFTPM_BUILD:-.build/debug}
 TIMEOUT=${README_TIMEOUT:-60}
 tmp=$(mktemp -d)
@@ -74,7 +74,7 @@ while read -r src line; do
          -Xcc -fmodule-map-file=include/module.modulemap -Xcc -Iinclude \
          -Xcc -fmodule-map-file=Sources/CSwiftThreadsShims/include/module.modulemap \
          -module-cache-path "$tmp/mcache" -o "$base.swiftbin" "$base.d/main.swift" "${swift_objs[@]}" \
-         -lbsd -lBlocksRuntime >>"$log" 2>&1; then
+         -lbsd -luring -lBlocksRuntime >>"$log" 2>&1; then
       run "$label" "$log" "$base.swiftbin"
     else report FAIL "$label" "$log"; fi
   fi

@@ -59,7 +59,7 @@ build() {
       -L"$swift_lib" -Wl,-rpath,"$swift_lib" -lFoundation -lBlocksRuntime -lpthread -lm || exit 2
   fi
   if [ ! -x "$RL" ] || [ -n "$(find "${deps[@]}" "$BUILD/libcrunloop.a" -newer "$RL")" ]; then
-    "$CLANG" "${common[@]}" -Iinclude -o "$RL" "$src" "$BUILD/libcrunloop.a" -lbsd -lpthread -lm \
+    "$CLANG" "${common[@]}" -Iinclude -o "$RL" "$src" "$BUILD/libcrunloop.a" -lbsd -luring -lpthread -lm \
       -L"$swift_lib" -Wl,-rpath,"$swift_lib" -lBlocksRuntime || exit 2
   fi
 }

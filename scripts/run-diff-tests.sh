@@ -80,7 +80,7 @@ build_rl() { # src out
   local dispatch=()
   grep -q '<dispatch/dispatch.h>' "$1" && dispatch=(-idirafter "$cf_include" -ldispatch)
   "$CLANG" "${common[@]}" "${san_flags[@]}" -Iinclude -o "$2" "$1" "$support_rl" \
-    "$BUILD/libcrunloop.a" -lbsd -lpthread -lm -L"$swift_lib" -Wl,-rpath,"$swift_lib" -lBlocksRuntime "${dispatch[@]}" "${san_libs[@]}"
+    "$BUILD/libcrunloop.a" -lbsd -luring -lpthread -lm -L"$swift_lib" -Wl,-rpath,"$swift_lib" -lBlocksRuntime "${dispatch[@]}" "${san_libs[@]}"
 }
 if [ "$DIFF_ONLY" != cf ]; then
   "$CLANG" "${common[@]}" "${san_flags[@]}" -Iinclude -c -o "$support_rl" Tests/diff/support/diff.c || exit 2

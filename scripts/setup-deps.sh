@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the build, tests and benchmarks need, if any is
-# missing. `make check` runs this first; a plain `swift build` needs libbsd-dev;
+# missing. `make check` runs this first; a plain `swift build` needs libbsd-dev
+# and liburing-dev (the io_uring kernel backend);
 # iproute2 (`ip netns`) lets the socket-port test make two hosts when run as root;
 # dbus-daemon and libdbus-1-dev give bench-ports its D-Bus row;
 # libexpat1-dev is the XML parser of examples/c/threaded_parser.c; libxml2 is
 # the one under Foundation's XMLParser (FoundationXML), which the Swift twin
 # swiftthreads-threaded-parser uses (Swift's own Linux prerequisites have it).
 set -euo pipefail
-pkgs=(libbsd-dev libcmocka-dev pkg-config valgrind libuv1-dev libglib2.0-dev libblocksruntime-dev
+pkgs=(libbsd-dev liburing-dev libcmocka-dev pkg-config valgrind libuv1-dev libglib2.0-dev libblocksruntime-dev
       python3-matplotlib iproute2 libexpat1-dev libxml2 dbus-daemon libdbus-1-dev systemtap-sdt-dev strace)
 missing=()
 for p in "${pkgs[@]}"; do

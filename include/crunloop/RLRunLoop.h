@@ -130,6 +130,20 @@ RL_EXPORT bool RLRunLoopIsFinished(RLRunLoopRef rl, RLRunLoopMode mode);
  * if rl is not running (no error) or on misuse (error set). */
 RL_EXPORT RLStringRef RL_NULLABLE RLRunLoopCopyCurrentMode(RLRunLoopRef rl);
 
+/* The kernel backend rl waits on (not in CF): "io_uring" or "epoll", a
+ * static string (never freed), fixed when rl was made. A loop gets
+ * io_uring where the kernel allows it (Linux 6.1 or later, io_uring not
+ * disabled by the kernel.io_uring_disabled sysctl or a seccomp filter),
+ * epoll otherwise, without error. The environment variable RL_BACKEND,
+ * read as each loop is made, chooses: "epoll" always gives epoll;
+ * "io_uring" forces it, and where the kernel refuses it making the loop
+ * fails (RLRunLoopGetCurrent returns NULL, kRLErrorSystem with the
+ * kernel's errno, kRLErrorPermission for EPERM; kRLErrorInvalidState in a PLAIN=1 build, which has
+ * epoll only); any other non-empty value fails the same way with
+ * kRLErrorInvalidArgument. RLCopyDescription of a loop names it too. NULL
+ * on misuse (not a live run loop; error set). */
+RL_EXPORT const char *RL_NULLABLE RLRunLoopGetBackendName(RLRunLoopRef rl);
+
 /* Every mode rl knows, as an array of mode names (RLArray.h), as CF's
  * CFRunLoopCopyAllModes. Copy rule: RLRelease the array once. Its strings
  * belong to the array (Get rule, valid while it lives: RLArrayGetValueAtIndex

@@ -1,69 +1,88 @@
 /*
- * rl_poll.c — a run loop's kernel objects (rl_poll.h): making its epoll
- * set, eventfd and timerfd, moving it to a new set, registrations in the
- * set, arming the timerfd, and closing them; and the signal sources'
- * signalfds, made and drained here. The wake-up, the coalescing
- * sleep and the wait are inline in rl_poll.h. The bottom of the loop core:
- * it reads the loop's fields and calls nothing of the core.
+ * rl_poll.c — what both kernel backends share (rl_poll.h): the choice of a
+ * loop's backend, its eventfd and timerfd, arming the timerfd, draining
+ * the eventfd, and closing them; and the signal sources' signalfds, made
+ * and drained here. The backends themselves are
+ * rl_poll_epoll.c and rl_poll_uring.c. The bottom of the loop core: it
+ * reads the loop's fields and calls nothing of the core.
  */
 #include "rl_poll.h"
 
-#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <sys/timerfd.h>
 
-/* The loop's own eventfd and timerfd sit in its set edge-triggered with
- * tag 0: each write or expiry is one event, never read back. */
-static int rl_poll_watch_own(int ep, int fd) {
-    struct epoll_event ev = {.events = EPOLLIN | EPOLLET, .data.u64 = rl__ev_data(fd, 0)};
-    return epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) == 0 ? 0 : errno;
+/* The backend a new loop gets. RL_BACKEND (read as each loop is made):
+ * "epoll", "io_uring" (forced: no fallback), unset or empty: io_uring where
+ * the kernel allows it, else epoll. NULL: a wrong value (error set). */
+static const rl_poll_ops *poll_choose(const char *fn, bool *forced) {
+    const char *want = getenv("RL_BACKEND");
+    *forced = false;
+    if (!want || !*want)
+#if RL_TRICK_URING
+        return rl__poll_uring_usable() ? &rl__poll_uring_ops : &rl__poll_epoll_ops;
+#else
+        return &rl__poll_epoll_ops;
+#endif
+    if (strcmp(want, "epoll") == 0)
+        return &rl__poll_epoll_ops;
+    if (strcmp(want, "io_uring") == 0) {
+#if RL_TRICK_URING
+        *forced = true;
+        return &rl__poll_uring_ops;
+#else
+        rl__fail(kRLErrorInvalidState, fn, "RL_BACKEND=io_uring: this build has the epoll backend only (PLAIN=1)");
+        return NULL;
+#endif
+    }
+    rl__fail(kRLErrorInvalidArgument, fn, "RL_BACKEND=%.40s names no kernel backend: use epoll or io_uring", want);
+    return NULL;
 }
 
-int rl__poll_open(RLRunLoopRef rl) {
-    rl->epfd = epoll_create1(EPOLL_CLOEXEC);
-    if (rl->epfd < 0)
-        return errno;
+bool rl__poll_open(RLRunLoopRef rl, const char *fn) {
+    bool forced;
+    const rl_poll_ops *ops = poll_choose(fn, &forced);
+    if (!ops)
+        return false;
     rl->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (rl->evfd < 0)
-        return errno;
+        return rl__fail_errno(errno, fn, "cannot create the run loop's eventfd");
     rl->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
     if (rl->tfd < 0)
-        return errno;
-    int err = rl_poll_watch_own(rl->epfd, rl->evfd);
-    return err ? err : rl_poll_watch_own(rl->epfd, rl->tfd);
+        return rl__fail_errno(errno, fn, "cannot create the run loop's timerfd");
+    rl->kops = ops;
+    int err = ops->open(rl);
+#if RL_TRICK_URING
+    if (err && ops == &rl__poll_uring_ops && !forced) {
+        /* Refused here (a seccomp filter, the sysctl, no memory): epoll. */
+        ops->close(rl);
+        rl->epfd = -1;
+        rl->kops = ops = &rl__poll_epoll_ops;
+        err = ops->open(rl);
+    }
+#endif
+    if (err) {
+        if (forced)
+            return rl__fail_errno(err, fn, "RL_BACKEND=io_uring: the kernel refuses io_uring here");
+        return rl__fail_errno(err, fn, "cannot create the run loop's descriptors");
+    }
+    return true;
 }
 
-static void rl_poll_close_fd(int fd) {
+static void poll_close_fd(int fd) {
     if (fd >= 0)
         (void)close(fd); /* nothing to do on failure: the number is gone either way */
 }
 
 void rl__poll_close(RLRunLoopRef rl) {
-    rl_poll_close_fd(rl->epfd);
-    rl_poll_close_fd(rl->evfd);
-    rl_poll_close_fd(rl->tfd);
-}
-
-int rl__poll_renew(RLRunLoopRef rl) {
-    int ep = epoll_create1(EPOLL_CLOEXEC);
-    if (ep < 0)
-        return errno;
-    int err = rl_poll_watch_own(ep, rl->evfd);
-    if (!err)
-        err = rl_poll_watch_own(ep, rl->tfd);
-    if (!err && dup3(ep, rl->epfd, O_CLOEXEC) < 0)
-        err = errno;
-    (void)close(ep);
-    return err;
-}
-
-int rl__poll_ctl(RLRunLoopRef rl, int op, int fd, uint32_t events, uint32_t gen) {
-    struct epoll_event ev = {.events = events, .data.u64 = rl__ev_data(fd, gen)};
-    return epoll_ctl(rl->epfd, op, fd, &ev) == 0 ? 0 : errno;
+    if (rl->kops)
+        rl->kops->close(rl);
+    poll_close_fd(rl->evfd);
+    poll_close_fd(rl->tfd);
 }
 
 int rl__poll_arm_timer(RLRunLoopRef rl, double at) {

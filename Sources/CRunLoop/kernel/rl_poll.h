@@ -1,15 +1,24 @@
 /*
  * rl_poll.h — private: the one seam between a run loop and the kernel
- * (rl_poll.c). A loop's kernel objects — its epoll set, the eventfd that
- * wakes it, the timerfd it sleeps on — are made, changed, waited on and
- * closed only through these calls; nothing else in the loop's files calls
- * epoll_*, eventfd* or timerfd_* or sleeps on a futex for the loop. The
- * signal sources' signalfds are made and read here too. What
- * every wait or wake-up calls is inline here, so the seam costs nothing on
- * the hot path. Every call reports the kernel's failure (an errno, never
- * taken as success) to its caller; none of them sets the thread's RLError:
- * the room that knows what the failure means does. The bottom of the loop
- * core: it calls nothing of it.
+ * (rl_poll.c). A loop's kernel objects — the set its fds are watched in,
+ * the eventfd that wakes it, the timerfd it sleeps on — are made, changed,
+ * waited on and closed only through these calls; nothing else in the
+ * loop's files calls epoll_*, io_uring_*, eventfd* or timerfd_* or sleeps
+ * on a futex for the loop. Every call reports the kernel's failure (an
+ * errno, never taken as success) to its caller; none of them sets the
+ * thread's RLError but rl__poll_open: the room that knows what the failure
+ * means does. The signal sources' signalfds are made and read here too.
+ * The bottom of the loop core: it calls nothing of it.
+ *
+ * Two backends sit under the seam, one file each, both speaking epoll's
+ * vocabulary (EPOLL_CTL_* ops, EPOLLIN/OUT/ONESHOT/ET events, epoll_event
+ * records tagged with rl__ev_data): rl_poll_epoll.c (an epoll set) and
+ * rl_poll_uring.c (an io_uring: polls for the registrations, one
+ * io_uring_enter that submits and waits). A loop gets one when it is made
+ * (rl__poll_open: RL_BACKEND, else io_uring where the kernel allows it,
+ * else epoll) and keeps it; the wake-up (eventfd write), the coalescing
+ * sleep (futex) and the timerfd are the same on both. A new backend is one
+ * rl_poll_ops in one file, named in rl_poll.c's choice.
  */
 #ifndef CRUNLOOP_RL_POLL_H
 #define CRUNLOOP_RL_POLL_H
@@ -22,25 +31,64 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-/* Makes rl's epoll set, eventfd and timerfd, the last two in the set
- * (edge-triggered, tag 0). 0, or the errno of the call that failed (what
- * was made is closed by rl__poll_close). A fork() child's new loop is
- * made this way too: it never shares its parent's objects. */
-RL__HIDDEN int rl__poll_open(RLRunLoopRef rl);
-/* Closes what rl__poll_open made (those made; -1 are skipped). */
+/* io_uring is built in unless PLAIN=1 (-DRL_PLAIN=1) or -DRL_TRICK_URING=0:
+ * epoll only, no liburing needed. */
+#ifndef RL_TRICK_URING
+#define RL_TRICK_URING (!RL_PLAIN)
+#endif
+
+/* A kernel backend: what a loop's set of watched fds is made of. Each call
+ * has the contract of the rl__poll_* call of the same name below; `open`
+ * makes the set (rl->epfd: its fd, the number a test may break) with the
+ * loop's eventfd and timerfd (already made) in it, edge-triggered, tag 0. */
+typedef struct rl_poll_ops {
+    const char *name;      /* what RLRunLoopGetBackendName says: "epoll", "io_uring" */
+    const char *wait_call; /* the system call a refused wait names */
+    int (*open)(RLRunLoopRef rl);
+    void (*close)(RLRunLoopRef rl);
+    int (*renew)(RLRunLoopRef rl);
+    int (*ctl)(RLRunLoopRef rl, int op, int fd, uint32_t events, uint32_t gen);
+    int (*wait)(RLRunLoopRef rl, struct epoll_event *ev, int maxev, int timeout_ms);
+} rl_poll_ops;
+
+RL__HIDDEN extern const rl_poll_ops rl__poll_epoll_ops; /* rl_poll_epoll.c */
+#if RL_TRICK_URING
+RL__HIDDEN extern const rl_poll_ops rl__poll_uring_ops; /* rl_poll_uring.c */
+/* Whether this process may make io_uring instances (neither refused nor
+ * failed yet; rl_poll_uring.c). A refusal (EPERM, ENOSYS: the
+ * kernel.io_uring_disabled sysctl, a seccomp filter) is remembered: later
+ * loops go to epoll at once. */
+RL__HIDDEN int rl__poll_uring_usable(void);
+#endif
+
+/* Makes rl's eventfd, timerfd and set (on the backend RL_BACKEND names, or
+ * the one the kernel allows), all fds -1 before. true, or false with the
+ * thread's RLError set for `fn` (what was made is closed by
+ * rl__poll_close): the kernel refused (kRLErrorSystem), RL_BACKEND holds
+ * no backend's name (kRLErrorInvalidArgument) or names one this process
+ * cannot have (RL_BACKEND=io_uring: kRLErrorSystem with the kernel's
+ * errno, or kRLErrorInvalidState in a PLAIN build). A fork() child's new
+ * loop is made this way too: it never shares its parent's objects. */
+RL__HIDDEN bool rl__poll_open(RLRunLoopRef rl, const char *fn);
+/* Closes what rl__poll_open made (those made; -1 are skipped). In a fork()
+ * child, of an inherited loop, only the child's copies of the fds. */
 RL__HIDDEN void rl__poll_close(RLRunLoopRef rl);
-/* Moves rl to a new epoll set under the same fd number, holding its
- * eventfd and timerfd only (the caller adds its fds again). 0, or the
- * errno: the old set is then kept. Loop lock held, rl's thread. */
-RL__HIDDEN int rl__poll_renew(RLRunLoopRef rl);
-/* epoll_ctl on rl's set: `op` for fd, watching `events`, tagged `gen`
- * (rl__ev_data). 0, or the errno. */
-RL__HIDDEN int rl__poll_ctl(RLRunLoopRef rl, int op, int fd, uint32_t events, uint32_t gen);
+/* Moves rl to a new set under the same fd number, holding its eventfd and
+ * timerfd only (the caller adds its fds again). 0, or the errno: the old
+ * set is then kept. Loop lock held, rl's thread. */
+static inline int rl__poll_renew(RLRunLoopRef rl) { return rl->kops->renew(rl); }
+/* epoll_ctl's contract on rl's set: `op` for fd, watching `events`, tagged
+ * `gen` (rl__ev_data). 0, or the errno epoll_ctl would give. Loop lock. */
+static inline int rl__poll_ctl(RLRunLoopRef rl, int op, int fd, uint32_t events, uint32_t gen) {
+    return rl->kops->ctl(rl, op, fd, events, gen);
+}
 /* Arms rl's timerfd for monotonic time `at` (INFINITY disarms). 0, or the
  * errno (the timerfd may still hold its old time). */
 RL__HIDDEN int rl__poll_arm_timer(RLRunLoopRef rl, double at);
 /* Reads the eventfd until it is empty (its counter full: 2^64 - 2 writes). */
 RL__HIDDEN void rl__poll_drain(RLRunLoopRef rl);
+/* The backend rl waits on: "epoll" or "io_uring" (static strings). */
+static inline const char *rl__poll_backend_name(RLRunLoopRef rl) { return rl->kops->name; }
 
 /* ---- signal sources' signalfds (RLSignalSource.c) ----
  * Not a loop's: an fd source watches each one like any other fd. */
@@ -83,15 +131,19 @@ static inline void rl__poll_unnap(RLRunLoopRef rl) {
     (void)syscall(SYS_futex, (int *)&rl->wake_pending, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
 
-/* Waits on rl's epoll set for `timeout_ms` (-1: no limit, 0: a look).
- * The number of events in ev, or -1 with errno set when the kernel
- * refused the wait for good (an interrupted one is retried). */
+/* Waits on rl's set for `timeout_ms` (-1: no limit, 0: a look). The number
+ * of events in ev (epoll_event records, as epoll_wait fills them), or -1
+ * with errno set when the kernel refused the wait for good (an interrupted
+ * one is retried). Rl's thread, no lock held. */
 static inline int rl__poll_wait(RLRunLoopRef rl, struct epoll_event *ev, int maxev, int timeout_ms) {
     int n;
     do {
-        n = rl__fault(RL_FAULT_EPOLL_WAIT) ? (errno = EBADF, -1) : epoll_wait(rl->epfd, ev, maxev, timeout_ms);
+        n = rl__fault(RL_FAULT_EPOLL_WAIT) ? (errno = EBADF, -1) : rl->kops->wait(rl, ev, maxev, timeout_ms);
     } while (n < 0 && errno == EINTR);
     return n;
 }
+
+/* The system call a refused rl__poll_wait names ("epoll_wait"...). */
+static inline const char *rl__poll_wait_call(RLRunLoopRef rl) { return rl->kops->wait_call; }
 
 #endif /* CRUNLOOP_RL_POLL_H */

@@ -37,6 +37,12 @@ RLStringRef RLRunLoopCopyCurrentMode(RLRunLoopRef rl) {
     return s;
 }
 
+const char *RLRunLoopGetBackendName(RLRunLoopRef rl) {
+    if (!rl__check_loop(rl, __func__))
+        return NULL;
+    return rl__poll_backend_name(rl); /* set at creation, never changed: no lock */
+}
+
 RLArrayRef RLRunLoopCopyAllModes(RLRunLoopRef rl) {
     if (!rl__check_loop(rl, __func__))
         return NULL;
@@ -87,10 +93,8 @@ static RLRunLoopRef rl_create(pthread_t thread) {
     atomic_init(&rl->waker_cpu, -1);
     atomic_init(&rl->cpu, -1);
     rl->epfd = rl->evfd = rl->tfd = -1;
-    int err = rl__poll_open(rl);
-    if (err) {
-        RLRelease(rl);
-        rl__fail_errno(err, fn, "cannot create the run loop's descriptors");
+    if (!rl__poll_open(rl, fn)) {
+        RLRelease(rl); /* the error stays as rl__poll_open set it */
         return NULL;
     }
     /* The default mode exists from the start and is common, as in CF. */

@@ -12,14 +12,16 @@
 #include "RLRunLoopPerformInternal.h"
 #include "rl_poll.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 __thread RLRunLoopRef rl__tls;
 
 static void rl_finalize(void *obj);
+static char *rl_describe(const void *obj);
 
-const rl__class rl__runloop_class = {"RLRunLoop", rl_finalize, NULL, NULL};
+const rl__class rl__runloop_class = {"RLRunLoop", rl_finalize, NULL, rl_describe};
 
 RLTypeID RLRunLoopGetTypeID(void) { return rl__type_id(&rl__runloop_class); }
 
@@ -47,4 +49,16 @@ static void rl_finalize(void *obj) {
     if (rl__of_this_process(rl))
         rl__perform_destroy(&rl->pq);
     rl__poll_close(rl);
+}
+
+/* "<RLRunLoop 0x...>{backend = io_uring}": the kernel backend it waits on
+ * (rl_poll.h), set when it was made and never changed. */
+static char *rl_describe(const void *obj) {
+    const struct RLRunLoop *rl = obj;
+    char *s = NULL;
+    if (asprintf(&s, "<RLRunLoop %p>{backend = %s}", obj, rl->kops ? rl->kops->name : "none") < 0) {
+        rl__fail(kRLErrorNoMemory, "RLCopyDescription", "out of memory");
+        return NULL;
+    }
+    return s;
 }

@@ -35,9 +35,11 @@ void rl__wait_report_unarmed(int err) {
                    "timerfd_settime refused to arm the loop's timerfd; waiting with a timeout instead");
 }
 
-/* The kernel refused the wait itself (errno err, not EINTR): the epoll set
- * is broken. Counting it as "no events" would go round again at once, a
- * busy loop; the run ends instead (rl_run_frame), the error set. */
-void rl__wait_report_failed(int err) {
-    rl__fail_errno(err, "RLRunLoopRunInMode", "epoll_wait on the loop's epoll set failed; the run ends");
+/* The kernel refused the wait itself (errno err, not EINTR): the loop's
+ * epoll set or ring is broken. Counting it as "no events" would go round
+ * again at once, a busy loop; the run ends instead (rl_run_frame), the
+ * error set, naming the backend's call. */
+void rl__wait_report_failed(RLRunLoopRef rl, int err) {
+    rl__fail_errno(err, "RLRunLoopRunInMode", "%s on the loop's %s set failed; the run ends", rl__poll_wait_call(rl),
+                   rl__poll_backend_name(rl));
 }

@@ -164,7 +164,7 @@ static inline void rl_spin_for_wake(RLRunLoopRef rl, int64_t until) {
 /* The kernel refused to arm the timerfd (errno err), or the wait itself
  * (rl_waitpolicy.c: the thread's error set). */
 RL__HIDDEN void rl__wait_report_unarmed(int err) __attribute__((cold));
-RL__HIDDEN void rl__wait_report_failed(int err) __attribute__((cold));
+RL__HIDDEN void rl__wait_report_failed(RLRunLoopRef rl, int err) __attribute__((cold));
 
 /* A look with no user fd to look at has nothing to ask the kernel: due
  * timers are found by the clock, and an expiry of the edge-triggered
@@ -295,7 +295,7 @@ static inline int rl__wait(RLRunLoopRef rl, rl_frame *f, bool poll, struct epoll
         rl__loop_unlock(rl);
     }
     if (RL__UNLIKELY(n < 0)) {
-        rl__wait_report_failed(wait_err);
+        rl__wait_report_failed(rl, wait_err);
         return -1;
     }
     if (learn_from)

@@ -380,7 +380,9 @@ struct RLRunLoop {
     _Atomic bool dead; /* torn down: its thread exited */
     unsigned fork_gen; /* rl__fork_gen() at creation: another one means inherited by a fork() child */
     struct RLRunLoop *inherited_next; /* in a fork() child: on rl_inherited_mains */
-    int epfd, evfd, tfd;
+    int epfd, evfd, tfd; /* epfd: the kernel backend's set (an epoll fd, an io_uring fd) */
+    const struct rl_poll_ops *kops; /* the kernel backend (rl_poll.h), chosen when the loop is made */
+    void *kstate;                   /* the backend's own state, if any */
     char pad0[RL_LINE];
 
     _Atomic int wake_pending;

@@ -1,0 +1,582 @@
+/*
+ * rl_poll_uring.c — the io_uring backend of the kernel seam (rl_poll.h).
+ * A loop's set is one io_uring (rl->epfd: its fd). Each registration is a
+ * poll request in the ring, keyed by its fd and a sequence number in the
+ * request's user_data; the wait is one io_uring_enter that submits what
+ * was queued and waits for completions, which are turned into the
+ * epoll_event records the core reads (tag: the registration's gen).
+ *
+ * epoll's semantics, as the core uses them (rl_fdtab.c), are kept:
+ *   - EPOLLONESHOT: a single-shot poll; it reports once, then the
+ *     registration stays, disarmed, until a MOD arms it again.
+ *   - level-triggered (neither ONESHOT nor ET, a persistent registration):
+ *     a single-shot poll queued again as each report is taken, so the next
+ *     wait (the same enter) asks the file again and reports while it is
+ *     ready, as epoll_wait does — no system call of its own.
+ *   - EPOLLET (the loop's eventfd and timerfd, the main queue's eventfd):
+ *     a multishot poll, one report per wake-up of the file; armed again if
+ *     the kernel ends it.
+ *   - epoll_ctl's answers: EEXIST (ADD of a present fd), ENOENT (MOD/DEL
+ *     of an absent one, or of a number that names another file now:
+ *     fstat's identity), EBADF (a closed fd), EPERM (a file without poll:
+ *     regular files, directories, and devices epoll refuses, asked of a
+ *     throwaway epoll set). A poll holds its file open, which epoll does not:
+ *     a registration whose fd was closed is cancelled as soon as the loop
+ *     learns of it, and removals are submitted at once.
+ * A report of a request that was replaced (its sequence number is no
+ * longer the fd's) is dropped: the request that replaced it asks the file
+ * again when it is armed.
+ *
+ * The ring has one issuer, the loop's thread (IORING_SETUP_SINGLE_ISSUER,
+ * enabled by its first wait), and runs the kernel's completion work only
+ * when that thread asks for completions (IORING_SETUP_DEFER_TASKRUN): no
+ * other thread's system calls are ever interrupted for the ring (a poll
+ * submitted by a thread makes that thread run its completion, and
+ * interrupts its blocking calls with EINTR, otherwise). A change is made
+ * in the registration table, under a mutex of the backend, by whichever
+ * thread changes a registration (under the loop lock): epoll's answer is
+ * given at once, and the fd is put on a list of changes that the loop's
+ * thread turns into submissions before each enter. A change made by
+ * another thread wakes the wait through a second eventfd (`kick`) whose
+ * reports the backend keeps to itself; a removal made on the loop's thread
+ * is submitted at once (the poll holds the file open). A fork() child
+ * inherits the ring's fd and mapping with the parent's loop and never uses
+ * them (every call on an inherited loop is refused; its close unmaps the
+ * child's view only); its own loops get rings of their own. (Not
+ * io_uring_ring_dontfork: valgrind's address-space map does not follow
+ * MADV_DONTFORK, and a child's next mmap aborts it.) Linux 6.1 or later
+ * (else epoll).
+ */
+#include "rl_poll.h"
+#include "RLLockInternal.h"
+
+#if RL_TRICK_URING
+
+#include <liburing.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/stat.h>
+#include <time.h>
+
+enum {
+    URING_SQ = 128,   /* submission queue entries (full: submitted early) */
+    URING_CQ = 1024,  /* completion queue entries (more: kept by the kernel, IORING_FEAT_NODROP) */
+};
+#define URING_REMOVE UINT64_MAX /* user_data of a removal: its completion is not a report */
+
+/* What the ring holds for one fd: epoll's registration. */
+typedef struct uring_reg {
+    bool present;   /* registered (armed or not), as epoll would have it */
+    bool dirty;     /* on the list of changes to submit */
+    bool arm;       /* a poll for `events` is to be submitted */
+    uint32_t seq;   /* the submitted poll's sequence number; 0: none live */
+    uint32_t cancel; /* a submitted poll to remove with the next submission; 0: none */
+    uint32_t gen;   /* the core's tag for its reports */
+    uint32_t events;
+    dev_t dev;      /* the file the fd named when added */
+    ino_t ino;
+} uring_reg;
+
+typedef struct rl_uring rl_uring;
+static void uring_lock(rl_uring *u);
+static void uring_unlock(rl_uring *u);
+
+typedef struct rl_uring {
+    struct io_uring ring;
+    rl__mutex lock; /* regs, the change list, the submission queue (uncontended: no system call) */
+    uring_reg *regs;
+    size_t nregs;
+    int *dirty;     /* fds with changes to submit */
+    size_t ndirty, capdirty;
+    uint32_t seq;   /* the last sequence number given */
+    int kick;       /* eventfd: another thread's change wakes the wait */
+    bool enabled;   /* the loop's thread is the ring's issuer */
+} rl_uring;
+
+static void uring_lock(rl_uring *u) {
+    if (RL__UNLIKELY(!rl__mutex_trylock(&u->lock)))
+        (void)rl__mutex_lock_slow(&u->lock, NULL);
+}
+
+static void uring_unlock(rl_uring *u) { rl__mutex_unlock(&u->lock); }
+
+/* A refusal of io_uring by this process's kernel (EPERM: the sysctl, a
+ * seccomp filter; ENOSYS; a kernel without what this backend needs): later
+ * loops go to epoll without asking. */
+static _Atomic int uring_refused;
+
+int rl__poll_uring_usable(void) { return !atomic_load_explicit(&uring_refused, memory_order_relaxed); }
+
+static uint64_t uring_data(int fd, uint32_t seq) { return (uint64_t)seq << 32 | (uint32_t)fd; }
+
+/* Room in u->regs for fd. false: out of memory. */
+static bool uring_room(rl_uring *u, int fd) {
+    if ((size_t)fd < u->nregs)
+        return true;
+    size_t n = u->nregs ? u->nregs : 64;
+    while (n <= (size_t)fd)
+        n *= 2;
+    uring_reg *a = realloc(u->regs, n * sizeof *a);
+    if (!a)
+        return false;
+    memset(a + u->nregs, 0, (n - u->nregs) * sizeof *a);
+    u->regs = a;
+    u->nregs = n;
+    return true;
+}
+
+/* Puts fd on the change list. Lock held. false: out of memory. */
+static bool uring_touch(rl_uring *u, int fd, uring_reg *r) {
+    if (r->dirty)
+        return true;
+    if (u->ndirty == u->capdirty) {
+        size_t c = u->capdirty ? u->capdirty * 2 : 64;
+        int *a = realloc(u->dirty, c * sizeof *a);
+        if (!a)
+            return false;
+        u->dirty = a;
+        u->capdirty = c;
+    }
+    u->dirty[u->ndirty++] = fd;
+    r->dirty = true;
+    return true;
+}
+
+/* A poll for fd as r says is to be submitted. Lock held. */
+static int uring_arm(rl_uring *u, int fd, uring_reg *r) {
+    if (!uring_touch(u, fd, r))
+        return ENOMEM;
+    r->arm = true;
+    return 0;
+}
+
+/* fd's live poll, if any, is to be removed; a report it still makes is
+ * dropped. Lock held. */
+static void uring_disarm(rl_uring *u, int fd, uring_reg *r) {
+    r->arm = false;
+    if (r->seq == 0)
+        return;
+    if (!uring_touch(u, fd, r))
+        return; /* out of memory: its reports are dropped (seq), it ends with its file */
+    r->cancel = r->seq;
+    r->seq = 0;
+}
+
+/* Turns the change list into submission entries, as many as fit. Lock
+ * held, the loop's thread. Whether all did. */
+static bool uring_fill(rl_uring *u) {
+    size_t i = 0;
+    for (; i < u->ndirty; i++) {
+        int fd = u->dirty[i];
+        uring_reg *r = &u->regs[fd];
+        if (io_uring_sq_space_left(&u->ring) < 2)
+            break;
+        if (r->cancel) {
+            struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
+            io_uring_prep_poll_remove(sqe, uring_data(fd, r->cancel));
+            io_uring_sqe_set_data64(sqe, URING_REMOVE);
+            sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
+            r->cancel = 0;
+        }
+        if (r->arm && r->present) {
+            struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
+            uint32_t mask = r->events & ~(uint32_t)(EPOLLONESHOT | EPOLLET);
+            if ((r->events & EPOLLET) && !(r->events & EPOLLONESHOT))
+                io_uring_prep_poll_multishot(sqe, fd, mask);
+            else
+                io_uring_prep_poll_add(sqe, fd, mask);
+            u->seq = u->seq + 1 ? u->seq + 1 : 1;
+            r->seq = u->seq;
+            io_uring_sqe_set_data64(sqe, uring_data(fd, r->seq));
+        }
+        r->arm = false;
+        r->dirty = false;
+    }
+    memmove(u->dirty, u->dirty + i, (u->ndirty - i) * sizeof *u->dirty);
+    u->ndirty -= i;
+    return u->ndirty == 0;
+}
+
+/* The submission queue's new entries made visible to the kernel: how many
+ * an enter may submit (liburing's own flush, which io_uring_submit does).
+ * Lock held. */
+static unsigned uring_flush(rl_uring *u) {
+    struct io_uring_sq *sq = &u->ring.sq;
+    unsigned tail = sq->sqe_tail;
+    if (sq->sqe_head != tail) {
+        sq->sqe_head = tail;
+        __atomic_store_n(sq->ktail, tail, __ATOMIC_RELEASE);
+    }
+    return tail - __atomic_load_n(sq->khead, __ATOMIC_ACQUIRE);
+}
+
+/* Makes the loop's thread the ring's issuer (its first wait). Lock held. */
+static int uring_enable(rl_uring *u) {
+    if (u->enabled)
+        return 0;
+    int r = io_uring_register(u->ring.ring_fd, IORING_REGISTER_ENABLE_RINGS, NULL, 0);
+    if (r < 0)
+        return -r;
+    u->enabled = true;
+    return 0;
+}
+
+/* Submits every change (the loop's thread): enters as often as the queue
+ * fills; the entries of the last fill are left for the caller's enter.
+ * Lock held. The number to submit, or -errno. */
+static int uring_prepare(rl_uring *u) {
+    int err = uring_enable(u);
+    if (err)
+        return -err;
+    while (!uring_fill(u)) {
+        int r = io_uring_enter(u->ring.enter_ring_fd, uring_flush(u), 0, 0, NULL);
+        if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY)
+            return r;
+    }
+    return (int)uring_flush(u);
+}
+
+/* Submits the changes now (a removal on the loop's thread: the poll holds
+ * the file open). Lock held. */
+static void uring_submit_now(rl_uring *u) {
+    int n = uring_prepare(u);
+    if (n > 0)
+        (void)io_uring_enter(u->ring.enter_ring_fd, (unsigned)n, 0, 0, NULL);
+}
+
+/* Whether epoll would refuse fd (a file without poll). Lock held. */
+static bool uring_unpollable(int fd, const struct stat *st) {
+    if (S_ISREG(st->st_mode) || S_ISDIR(st->st_mode))
+        return true;
+    if (!S_ISCHR(st->st_mode) && !S_ISBLK(st->st_mode))
+        return false; /* sockets, pipes, eventfds, timerfds, signalfds... */
+    /* A device: epoll is asked, in a set of its own made for the question
+     * (not kept: a loop holds no more fds than it says, docs/runloop.md). */
+    int ep = epoll_create1(EPOLL_CLOEXEC);
+    if (ep < 0)
+        return false;
+    struct epoll_event ev = {.events = EPOLLIN};
+    bool refused = epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) != 0 && errno == EPERM;
+    (void)close(ep);
+    return refused;
+}
+
+static int uring_ctl_locked(RLRunLoopRef rl, rl_uring *u, int op, int fd, uint32_t events, uint32_t gen, bool *now) {
+    struct stat st;
+    if (fd < 0 || fd == rl->epfd)
+        return fd < 0 ? EBADF : EINVAL;
+    int serr = fstat(fd, &st) == 0 ? 0 : errno;
+    uring_reg *r = (size_t)fd < u->nregs ? &u->regs[fd] : NULL;
+    bool same = r && r->present && !serr && r->dev == st.st_dev && r->ino == st.st_ino;
+    if (r && r->present && !same) {
+        /* Closed, or the number reused: the poll would keep the old file
+         * open. Gone, as epoll's registration goes with its file. */
+        uring_disarm(u, fd, r);
+        *now = true;
+    }
+    if (r && !same)
+        r->present = false;
+    switch (op) {
+    case EPOLL_CTL_ADD:
+        if (serr)
+            return serr;
+        if (same)
+            return EEXIST;
+        if (uring_unpollable(fd, &st))
+            return EPERM;
+        if (!uring_room(u, fd))
+            return ENOMEM;
+        r = &u->regs[fd];
+        *r = (uring_reg){.present = true, .gen = gen, .events = events, .dev = st.st_dev, .ino = st.st_ino};
+        if (uring_arm(u, fd, r) != 0) {
+            r->present = false; /* as epoll: no registration made */
+            return ENOMEM;
+        }
+        return 0;
+    case EPOLL_CTL_MOD:
+        if (serr)
+            return serr;
+        if (!same)
+            return ENOENT;
+        uring_disarm(u, fd, r);
+        r->gen = gen;
+        r->events = events;
+        return uring_arm(u, fd, r);
+    case EPOLL_CTL_DEL:
+        *now = true; /* the poll holds the file open: let it go at once */
+        if (serr)
+            return serr;
+        if (!same)
+            return ENOENT;
+        uring_disarm(u, fd, r);
+        r->present = false;
+        return 0;
+    default:
+        return EINVAL;
+    }
+}
+
+static int uring_ctl(RLRunLoopRef rl, int op, int fd, uint32_t events, uint32_t gen) {
+    rl_uring *u = rl->kstate;
+    bool now = false; /* a file to let go of */
+    uring_lock(u);
+    int err = uring_ctl_locked(rl, u, op, fd, events, gen, &now);
+    bool mine = pthread_equal(pthread_self(), rl->thread);
+    bool changed = u->ndirty > 0;
+    if (mine && now && changed)
+        uring_submit_now(u);
+    uring_unlock(u);
+    if (!mine && changed) {
+        /* The loop's thread submits it: its wait is woken (the kick). */
+        uint64_t one = 1;
+        ssize_t w;
+        do {
+            w = write(u->kick, &one, sizeof one);
+        } while (w < 0 && errno == EINTR);
+    }
+    return err;
+}
+
+/* Makes what the ring lacks known: features and the poll opcodes. */
+static int uring_check(struct io_uring *ring) {
+    unsigned need = IORING_FEAT_NODROP | IORING_FEAT_EXT_ARG | IORING_FEAT_RSRC_TAGS; /* 5.13: multishot polls */
+    if ((ring->features & need) != need)
+        return ENOSYS;
+    static _Atomic int probed; /* 0: not yet, 1: fine, 2: lacking */
+    int p = atomic_load_explicit(&probed, memory_order_relaxed);
+    if (p == 0) {
+        struct io_uring_probe *pr = io_uring_get_probe_ring(ring);
+        p = pr && io_uring_opcode_supported(pr, IORING_OP_POLL_ADD) && io_uring_opcode_supported(pr, IORING_OP_POLL_REMOVE)
+                ? 1
+                : 2;
+        if (pr)
+            io_uring_free_probe(pr);
+        atomic_store_explicit(&probed, p, memory_order_relaxed);
+    }
+    return p == 1 ? 0 : ENOSYS;
+}
+
+/* Adds one of the loop's own fds (edge-triggered, tag 0). Lock held. */
+static int uring_watch_own(rl_uring *u, int fd) {
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        return errno;
+    if (!uring_room(u, fd))
+        return ENOMEM;
+    uring_reg *r = &u->regs[fd];
+    *r = (uring_reg){.present = true, .events = EPOLLIN | EPOLLET, .dev = st.st_dev, .ino = st.st_ino};
+    return uring_arm(u, fd, r);
+}
+
+static int uring_open(RLRunLoopRef rl) {
+    if (rl__fault(RL_FAULT_URING_SETUP)) {
+        atomic_store_explicit(&uring_refused, 1, memory_order_relaxed);
+        return ENOSYS;
+    }
+    rl_uring *u = calloc(1, sizeof *u);
+    if (!u)
+        return ENOMEM;
+    u->kick = -1;
+    struct io_uring_params p;
+    memset(&p, 0, sizeof p);
+    p.flags = IORING_SETUP_CQSIZE | IORING_SETUP_CLAMP | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN |
+              IORING_SETUP_R_DISABLED;
+    p.cq_entries = URING_CQ;
+    int r = io_uring_queue_init_params(URING_SQ, &u->ring, &p);
+    if (r < 0) {
+        free(u);
+        if (r == -EPERM || r == -ENOSYS || r == -EINVAL)
+            atomic_store_explicit(&uring_refused, 1, memory_order_relaxed);
+        return -r;
+    }
+    int err;
+    rl->kstate = u;
+    rl->epfd = u->ring.ring_fd;
+    if ((err = uring_check(&u->ring)) != 0) {
+        atomic_store_explicit(&uring_refused, 1, memory_order_relaxed);
+        return err;
+    }
+    u->kick = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (u->kick < 0)
+        return errno;
+    uring_lock(u);
+    err = uring_watch_own(u, rl->evfd);
+    if (!err)
+        err = uring_watch_own(u, rl->tfd);
+    if (!err)
+        err = uring_watch_own(u, u->kick);
+    uring_unlock(u);
+    return err; /* submitted by the loop's thread's first wait */
+}
+
+static void uring_close(RLRunLoopRef rl) {
+    rl_uring *u = rl->kstate;
+    if (!u)
+        return;
+    /* In a fork() child, of an inherited loop: the child's view and fd only
+     * (io_uring_queue_exit reads nothing in the ring). */
+    io_uring_queue_exit(&u->ring);
+    if (u->kick >= 0)
+        (void)close(u->kick);
+    free(u->regs);
+    free(u->dirty);
+    free(u);
+    rl->kstate = NULL;
+}
+
+/* Every registration but the loop's eventfd, timerfd and kick removed (the
+ * core adds its fds again). Rl's thread. */
+static int uring_renew(RLRunLoopRef rl) {
+    rl_uring *u = rl->kstate;
+    uring_lock(u);
+    for (size_t fd = 0; fd < u->nregs; fd++) {
+        uring_reg *r = &u->regs[fd];
+        if (r->present && (int)fd != rl->evfd && (int)fd != rl->tfd && (int)fd != u->kick) {
+            uring_disarm(u, (int)fd, r);
+            r->present = false;
+        }
+    }
+    uring_submit_now(u);
+    uring_unlock(u);
+    return 0;
+}
+
+/* One completion into ev (true), or dropped. Lock held. */
+static bool uring_take(rl_uring *u, const struct io_uring_cqe *cqe, struct epoll_event *ev) {
+    uint64_t data = io_uring_cqe_get_data64(cqe);
+    if (data == URING_REMOVE)
+        return false;
+    int fd = (int)(uint32_t)data;
+    uint32_t seq = (uint32_t)(data >> 32);
+    uring_reg *r = fd >= 0 && (size_t)fd < u->nregs ? &u->regs[fd] : NULL;
+    if (!r || !r->present || r->seq != seq)
+        return false; /* replaced or removed */
+    bool more = (cqe->flags & IORING_CQE_F_MORE) != 0;
+    if (fd == u->kick) {
+        /* Another thread's change: submitted by the wait's next enter. */
+        if (!more) {
+            r->seq = 0;
+            (void)uring_arm(u, fd, r);
+        }
+        return false;
+    }
+    bool level = !(r->events & (EPOLLONESHOT | EPOLLET));
+    if (cqe->res == -EBADF && level) {
+        /* The number was closed behind the loop's back while it kept the
+         * fd enabled: reported as ready for what it asked (the callouts'
+         * reads fail), as epoll reports a file a dup keeps open, until the
+         * loop's periodic check of a persistent registration (rl_fdtab.c)
+         * finds the number closed. */
+        r->seq = 0;
+        (void)uring_arm(u, fd, r);
+        ev->events = r->events & (EPOLLIN | EPOLLOUT);
+        ev->data.u64 = rl__ev_data(fd, r->gen);
+        return true;
+    }
+    if (cqe->res < 0) {
+        /* The file went (EBADF: a one-shot registration falls silent, as
+         * epoll's goes with its file), or the kernel ended a multishot
+         * poll (ECANCELED, ENOMEM): no report; a live file is asked again. */
+        if (!more)
+            r->seq = 0;
+        if (cqe->res != -EBADF && !more)
+            (void)uring_arm(u, fd, r);
+        return false;
+    }
+    if (!more) {
+        r->seq = 0;
+        if (level || (r->events & (EPOLLET | EPOLLONESHOT)) == EPOLLET)
+            (void)uring_arm(u, fd, r); /* level: asked again by the next wait; multishot ended: again */
+    }
+    ev->events = (uint32_t)cqe->res;
+    ev->data.u64 = rl__ev_data(fd, r->gen);
+    return true;
+}
+
+/* One enter: submits the changes and, if `wait` and nothing is complete
+ * yet, waits up to `ns` (negative: no limit) for a completion; without
+ * `wait`, runs the kernel's completion work (a look). 0, or the errno
+ * (ETIME: nothing came). */
+static int uring_enter(rl_uring *u, bool wait, long long ns) {
+    uring_lock(u);
+    int submit = uring_prepare(u);
+    uring_unlock(u);
+    if (submit < 0)
+        return -submit;
+    wait = wait && io_uring_cq_ready(&u->ring) == 0;
+    if (!submit && !wait && io_uring_cq_ready(&u->ring) > 0)
+        return 0; /* reports at hand */
+    int r;
+    if (wait && ns >= 0) {
+        struct __kernel_timespec ts = {ns / 1000000000, ns % 1000000000};
+        struct io_uring_getevents_arg arg = {.sigmask_sz = _NSIG / 8, .ts = (uint64_t)(uintptr_t)&ts};
+        r = io_uring_enter2(u->ring.enter_ring_fd, (unsigned)submit, 1, IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG,
+                            (sigset_t *)&arg, sizeof arg);
+    } else {
+        r = io_uring_enter(u->ring.enter_ring_fd, (unsigned)submit, wait ? 1 : 0, IORING_ENTER_GETEVENTS, NULL);
+    }
+    return r < 0 ? -r : 0; /* liburing's calls give -errno */
+}
+
+/* Takes up to maxev completions into ev. Lock taken. */
+static int uring_harvest(rl_uring *u, struct epoll_event *ev, int maxev) {
+    int n = 0;
+    uring_lock(u);
+    struct io_uring_cqe *cqe;
+    unsigned head, seen = 0;
+    io_uring_for_each_cqe(&u->ring, head, cqe) {
+        if (n == maxev)
+            break;
+        seen++;
+        if (uring_take(u, cqe, &ev[n]))
+            n++;
+    }
+    io_uring_cq_advance(&u->ring, seen);
+    uring_unlock(u);
+    return n;
+}
+
+static long long uring_now_ns(void) {
+    struct timespec t;
+    (void)clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long long)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* epoll_wait's contract: completions that are all dropped (replaced
+ * requests) do not end a wait early. */
+static int uring_wait(RLRunLoopRef rl, struct epoll_event *ev, int maxev, int timeout_ms) {
+    rl_uring *u = rl->kstate;
+    long long end = timeout_ms > 0 ? uring_now_ns() + (long long)timeout_ms * 1000000 : 0;
+    long long ns = timeout_ms < 0 ? -1 : (long long)timeout_ms * 1000000;
+    for (;;) {
+        int err = uring_enter(u, timeout_ms != 0, ns);
+        if (err && err != ETIME && err != EINTR && err != EBUSY && err != EAGAIN) {
+            errno = err;
+            return -1;
+        }
+        int n = uring_harvest(u, ev, maxev);
+        if (n > 0 || timeout_ms == 0 || err == ETIME)
+            return n;
+        if (err == EINTR) {
+            errno = EINTR; /* rl__poll_wait waits again */
+            return -1;
+        }
+        if (timeout_ms > 0 && (ns = end - uring_now_ns()) <= 0)
+            return 0;
+    }
+}
+
+const rl_poll_ops rl__poll_uring_ops = {
+    .name = "io_uring",
+    .wait_call = "io_uring_enter",
+    .open = uring_open,
+    .close = uring_close,
+    .renew = uring_renew,
+    .ctl = uring_ctl,
+    .wait = uring_wait,
+};
+
+#endif /* RL_TRICK_URING */

@@ -1,0 +1,324 @@
+/* test_backend.c — the kernel backend a run loop waits on (rl_poll.h):
+ * io_uring by default where the kernel allows it, epoll otherwise without
+ * error; RL_BACKEND (read as each loop is made) forces one, and a wrong
+ * value or a refused io_uring fails the loop's creation clearly; a refusal
+ * (simulated: the fault switch, and a real seccomp filter in a fork()ed
+ * child) leaves loops on epoll, which work; RLRunLoopGetBackendName and
+ * the loop's description say which; a fork() child's loop has its own
+ * ring. Every loop here is exercised: a pipe's fd source and a timer. */
+#include "testutil.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/io_uring.h>
+#include <linux/seccomp.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "RLBase.h" /* rl__faults, RL_FAULT_* */
+
+#if defined(RL_PLAIN) && RL_PLAIN
+enum { PLAIN_BUILD = 1 };
+#else
+enum { PLAIN_BUILD = 0 };
+#endif
+
+/* ThreadSanitizer and fork(): the children here start threads. */
+const char *__tsan_default_options(void);
+const char *__tsan_default_options(void) { return "die_after_fork=0"; }
+
+/* Whether this kernel lets this process make an io_uring at all (asked
+ * directly, not through the library). */
+static bool kernel_allows_uring(void) {
+    struct io_uring_params p;
+    memset(&p, 0, sizeof p);
+    p.flags = IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_R_DISABLED; /* as the backend: 6.1 */
+    long fd = syscall(__NR_io_uring_setup, 1, &p);
+    if (fd < 0)
+        return false;
+    close((int)fd);
+    return true;
+}
+
+/* What the default is here. */
+static const char *expected_default(void) { return !PLAIN_BUILD && kernel_allows_uring() ? "io_uring" : "epoll"; }
+
+/* RL_BACKEND as the test started (`RL_BACKEND=io_uring make check-c`
+ * runs every test on one backend): what this thread's loop, and a loop
+ * made with RL_BACKEND as it was, get. */
+static char initial_env[32];
+
+static const char *expected_current(void) { return initial_env[0] ? initial_env : expected_default(); }
+
+static void read_cb(RLFileDescriptorRef f, RLOptionFlags types, void *info) {
+    char b[16];
+    (void)!read(RLFileDescriptorGetNativeDescriptor(f), b, sizeof b);
+    (*(int *)info)++;
+}
+
+static void timer_cb(RLRunLoopTimerRef t, void *info) { (*(int *)info)++; }
+
+/* The calling thread's loop serves a pipe's fd source (twice: re-enabled)
+ * and a timer. true if it did. */
+static bool loop_works(void) {
+    int p[2];
+    if (pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0)
+        return false;
+    int reads = 0, fires = 0;
+    RLFileDescriptorRef f = RLFileDescriptorCreate(NULL, p[0], true, read_cb, &(RLFileDescriptorContext){0, &reads, NULL, NULL, NULL});
+    RLRunLoopSourceRef src = f ? RLFileDescriptorCreateRunLoopSource(NULL, f, 0) : NULL;
+    RLRunLoopTimerRef t = RLRunLoopTimerCreate(NULL, RLAbsoluteTimeGetCurrent() + 0.01, 0, 0, 0, timer_cb,
+                                               &(RLRunLoopTimerContext){0, &fires, NULL, NULL, NULL});
+    bool ok = f && src && t;
+    if (ok) {
+        RLRunLoopAddSource(RLRunLoopGetCurrent(), src, "BackendMode");
+        RLRunLoopAddTimer(RLRunLoopGetCurrent(), t, "BackendMode");
+        for (int round = 0; round < 2 && ok; round++) {
+            RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack);
+            ok = write(p[1], "x", 1) == 1 && RLRunLoopRunInMode("BackendMode", 5, true) == kRLRunLoopRunHandledSource &&
+                 reads == round + 1;
+        }
+        for (int i = 0; i < 500 && ok && fires == 0; i++)
+            RLRunLoopRunInMode("BackendMode", 0.01, true);
+        ok = ok && fires == 1;
+    }
+    if (t) {
+        RLRunLoopTimerInvalidate(t);
+        RLRelease(t);
+    }
+    if (src) {
+        RLRunLoopSourceInvalidate(src);
+        RLRelease(src);
+    }
+    if (f) {
+        RLFileDescriptorInvalidate(f);
+        RLRelease(f);
+    }
+    close(p[1]);
+    return ok;
+}
+
+/* What a new thread's loop is, under RL_BACKEND=env (NULL: unset). */
+typedef struct probe {
+    const char *env;
+    char name[16];   /* the backend; "" if the loop could not be made */
+    RLError err;     /* then: why */
+    bool works;
+    bool described;  /* its description names the backend */
+} probe;
+
+static void *probe_thread(void *arg) {
+    probe *pr = arg;
+    RLErrorClear();
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    if (!rl) {
+        pr->err = RLErrorGetLast();
+        return NULL;
+    }
+    snprintf(pr->name, sizeof pr->name, "%s", RLRunLoopGetBackendName(rl));
+    char *d = RLCopyDescription(rl);
+    char want[48];
+    snprintf(want, sizeof want, "backend = %s", pr->name);
+    pr->described = d && strstr(d, want);
+    free(d);
+    pr->works = loop_works();
+    return NULL;
+}
+
+static probe probe_with(const char *env) {
+    probe pr;
+    memset(&pr, 0, sizeof pr);
+    pr.env = env;
+    if (env)
+        setenv("RL_BACKEND", env, 1);
+    else
+        unsetenv("RL_BACKEND");
+    rl_test_on_other_thread(probe_thread, &pr);
+    if (initial_env[0])
+        setenv("RL_BACKEND", initial_env, 1);
+    else
+        unsetenv("RL_BACKEND");
+    return pr;
+}
+
+static void test_the_default_is_io_uring_where_the_kernel_allows_it(void **state) {
+    probe pr = probe_with(NULL);
+    assert_string_equal(pr.name, expected_default());
+    assert_true(pr.works);
+    assert_true(pr.described);
+    pr = probe_with(""); /* empty: the default */
+    assert_string_equal(pr.name, expected_default());
+    /* This thread's loop: RL_BACKEND as the test started. */
+    assert_string_equal(RLRunLoopGetBackendName(RLRunLoopGetCurrent()), expected_current());
+}
+
+static void test_RL_BACKEND_epoll_is_honoured(void **state) {
+    probe pr = probe_with("epoll");
+    assert_string_equal(pr.name, "epoll");
+    assert_true(pr.works);
+    assert_true(pr.described);
+}
+
+static void test_RL_BACKEND_io_uring_is_honoured_or_fails_clearly(void **state) {
+    probe pr = probe_with("io_uring");
+    if (PLAIN_BUILD) {
+        assert_string_equal(pr.name, "");
+        assert_int_equal(pr.err.code, kRLErrorInvalidState);
+        assert_non_null(strstr(pr.err.message, "RL_BACKEND=io_uring"));
+    } else if (kernel_allows_uring()) {
+        assert_string_equal(pr.name, "io_uring");
+        assert_true(pr.works);
+        assert_true(pr.described);
+    } else {
+        assert_string_equal(pr.name, "");
+        assert_int_equal(pr.err.code, kRLErrorSystem);
+        assert_non_null(strstr(pr.err.message, "RL_BACKEND=io_uring"));
+    }
+}
+
+static void test_a_wrong_RL_BACKEND_fails_the_loop_clearly(void **state) {
+    probe pr = probe_with("kqueue");
+    assert_string_equal(pr.name, "");
+    assert_int_equal(pr.err.code, kRLErrorInvalidArgument);
+    assert_non_null(strstr(pr.err.message, "RL_BACKEND=kqueue"));
+    assert_non_null(strstr(pr.err.message, "epoll or io_uring"));
+    assert_non_null(strstr(pr.err.message, "RLRunLoopGetCurrent"));
+    /* Nothing lost: with RL_BACKEND fixed, the next thread's loop is made. */
+    pr = probe_with(NULL);
+    assert_string_equal(pr.name, expected_default());
+    assert_true(pr.works);
+}
+
+static void test_GetBackendName_misuse(void **state) {
+    assert_rl_fails(RLRunLoopGetBackendName(NULL), kRLErrorInvalidArgument);
+    RLRunLoopTimerRef t = RLRunLoopTimerCreate(NULL, 0, 0, 0, 0, timer_cb, NULL);
+    assert_non_null(t);
+    assert_rl_fails(RLRunLoopGetBackendName((RLRunLoopRef)(void *)t), kRLErrorInvalidObject);
+    RLRelease(t);
+}
+
+/* ---- refusals, in fork()ed children (a refusal is remembered by the
+ * process: later loops go to epoll without asking) ---- */
+
+/* What a refused process sees: loops on epoll that work, and a forced
+ * io_uring that fails with `err`. */
+static bool refused_child_checks(int err) {
+    probe pr = probe_with(NULL);
+    if (strcmp(pr.name, "epoll") != 0 || !pr.works || !pr.described) {
+        fprintf(stderr, "child: default loop on '%s' (works %d): %s\n", pr.name, pr.works, pr.err.message);
+        return false;
+    }
+    pr = probe_with("io_uring");
+    RLErrorCode code = err == EPERM ? kRLErrorPermission : kRLErrorSystem;
+    if (pr.name[0] || pr.err.code != code || pr.err.systemErrno != err ||
+        !strstr(pr.err.message, "RL_BACKEND=io_uring")) {
+        fprintf(stderr, "child: forced io_uring gave '%s', error %d/%d \"%s\"\n", pr.name, pr.err.code,
+                pr.err.systemErrno, pr.err.message);
+        return false;
+    }
+    return true;
+}
+
+static bool child_fault(void *arg) {
+    atomic_store(&rl__faults, RL_FAULT_URING_SETUP);
+    bool ok = refused_child_checks(ENOSYS);
+    atomic_store(&rl__faults, 0);
+    return ok;
+}
+
+static void test_a_refused_io_uring_falls_back_to_epoll_simulated(void **state) {
+    if (PLAIN_BUILD)
+        return; /* epoll only: nothing to refuse (the PLAIN checks above) */
+    rl_test_in_child(child_fault, NULL, "io_uring refused (fault switch)");
+}
+
+/* A seccomp filter that makes io_uring_setup fail with EPERM, as a
+ * container's profile does; everything else is allowed. */
+static bool install_uring_filter(void) {
+    struct sock_filter f[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_setup, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog prog = {.len = sizeof f / sizeof f[0], .filter = f};
+    return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 && prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0;
+}
+
+static bool child_seccomp(void *arg) {
+    if (!install_uring_filter()) {
+        fprintf(stderr, "child: cannot install the seccomp filter: %s\n", strerror(errno));
+        return false;
+    }
+    if (kernel_allows_uring()) {
+        fprintf(stderr, "child: the filter does not refuse io_uring_setup\n");
+        return false;
+    }
+    return refused_child_checks(EPERM);
+}
+
+static void test_a_seccomp_filter_refusing_io_uring_falls_back_to_epoll(void **state) {
+#if defined(__x86_64__)
+    if (PLAIN_BUILD)
+        return;
+    rl_test_in_child(child_seccomp, NULL, "io_uring refused (seccomp)");
+#endif
+}
+
+/* ---- fork() ---- */
+
+static bool child_own_ring(void *arg) {
+    RLRunLoopRef parents = arg;
+    /* The parent's loop is the parent's. */
+    RLErrorClear();
+    if (RLRunLoopGetBackendName(parents) != NULL || RLErrorGetLast().code != kRLErrorInvalidState) {
+        fprintf(stderr, "child: the inherited loop answered\n");
+        return false;
+    }
+    RLRunLoopRef mine = RLRunLoopGetCurrent();
+    if (!mine || mine == parents || strcmp(RLRunLoopGetBackendName(mine), expected_current()) != 0) {
+        fprintf(stderr, "child: no loop of its own on %s\n", expected_current());
+        return false;
+    }
+    return loop_works();
+}
+
+static void test_a_fork_child_gets_its_own_ring(void **state) {
+    /* The parent's loop has served fds and is in use; the child's new loop
+     * (its own ring, not the parent's mapped memory) works, and so does
+     * the parent's afterwards. */
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    assert_true(loop_works());
+    rl_test_in_child(child_own_ring, rl, "fork child's own ring");
+    assert_true(loop_works());
+    assert_string_equal(RLRunLoopGetBackendName(rl), expected_current());
+}
+
+int main(void) {
+    const char *env = getenv("RL_BACKEND");
+    snprintf(initial_env, sizeof initial_env, "%s", env ? env : "");
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_the_default_is_io_uring_where_the_kernel_allows_it),
+        cmocka_unit_test(test_RL_BACKEND_epoll_is_honoured),
+        cmocka_unit_test(test_RL_BACKEND_io_uring_is_honoured_or_fails_clearly),
+        cmocka_unit_test(test_a_wrong_RL_BACKEND_fails_the_loop_clearly),
+        cmocka_unit_test(test_GetBackendName_misuse),
+        cmocka_unit_test(test_a_refused_io_uring_falls_back_to_epoll_simulated),
+        cmocka_unit_test(test_a_seccomp_filter_refusing_io_uring_falls_back_to_epoll),
+        cmocka_unit_test(test_a_fork_child_gets_its_own_ring),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

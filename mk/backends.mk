@@ -1,0 +1,11 @@
+# The kernel backends (Sources/CRunLoop/kernel: rl_poll_uring.c, rl_poll_epoll.c).
+# A loop waits on io_uring where the kernel allows it, else on epoll; RL_BACKEND
+# forces one. `make check` runs the default; these run the C tests and the
+# differential tests on one backend each:
+#   make check-uring   RL_BACKEND=io_uring (fails clearly where the kernel refuses it)
+#   make check-epoll   RL_BACKEND=epoll (with the speed tricks; PLAIN=1 is epoll too)
+.PHONY: check-uring check-epoll
+check-uring: deps ## the C and differential tests with every loop on io_uring (RL_BACKEND=io_uring)
+	RL_BACKEND=io_uring $(MAKE) --no-print-directory check-c check-diff
+check-epoll: deps ## the C and differential tests with every loop on epoll (RL_BACKEND=epoll)
+	RL_BACKEND=epoll $(MAKE) --no-print-directory check-c check-diff
