@@ -51,7 +51,9 @@ static bool kernel_allows_uring(void) {
 }
 
 /* What the default is here. */
-static const char *expected_default(void) { return !PLAIN_BUILD && kernel_allows_uring() ? "io_uring" : "epoll"; }
+static const char *expected_default(void) { return "epoll"; }
+/* What RL_BACKEND=auto gives here. */
+static const char *expected_auto(void) { return !PLAIN_BUILD && kernel_allows_uring() ? "io_uring" : "epoll"; }
 
 /* RL_BACKEND as the test started (`RL_BACKEND=io_uring make check-c`
  * runs every test on one backend): what this thread's loop, and a loop
@@ -151,13 +153,17 @@ static probe probe_with(const char *env) {
     return pr;
 }
 
-static void test_the_default_is_io_uring_where_the_kernel_allows_it(void **state) {
+static void test_the_default_is_epoll_and_auto_is_io_uring_where_the_kernel_allows_it(void **state) {
     probe pr = probe_with(NULL);
     assert_string_equal(pr.name, expected_default());
     assert_true(pr.works);
     assert_true(pr.described);
     pr = probe_with(""); /* empty: the default */
     assert_string_equal(pr.name, expected_default());
+    pr = probe_with("auto");
+    assert_string_equal(pr.name, expected_auto());
+    assert_true(pr.works);
+    assert_true(pr.described);
     /* This thread's loop: RL_BACKEND as the test started. */
     assert_string_equal(RLRunLoopGetBackendName(RLRunLoopGetCurrent()), expected_current());
 }
@@ -191,7 +197,7 @@ static void test_a_wrong_RL_BACKEND_fails_the_loop_clearly(void **state) {
     assert_string_equal(pr.name, "");
     assert_int_equal(pr.err.code, kRLErrorInvalidArgument);
     assert_non_null(strstr(pr.err.message, "RL_BACKEND=kqueue"));
-    assert_non_null(strstr(pr.err.message, "epoll or io_uring"));
+    assert_non_null(strstr(pr.err.message, "epoll, io_uring or auto"));
     assert_non_null(strstr(pr.err.message, "RLRunLoopGetCurrent"));
     /* Nothing lost: with RL_BACKEND fixed, the next thread's loop is made. */
     pr = probe_with(NULL);
@@ -213,7 +219,7 @@ static void test_GetBackendName_misuse(void **state) {
 /* What a refused process sees: loops on epoll that work, and a forced
  * io_uring that fails with `err`. */
 static bool refused_child_checks(int err) {
-    probe pr = probe_with(NULL);
+    probe pr = probe_with("auto");
     if (strcmp(pr.name, "epoll") != 0 || !pr.works || !pr.described) {
         fprintf(stderr, "child: default loop on '%s' (works %d): %s\n", pr.name, pr.works, pr.err.message);
         return false;
@@ -311,7 +317,7 @@ int main(void) {
     const char *env = getenv("RL_BACKEND");
     snprintf(initial_env, sizeof initial_env, "%s", env ? env : "");
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_the_default_is_io_uring_where_the_kernel_allows_it),
+        cmocka_unit_test(test_the_default_is_epoll_and_auto_is_io_uring_where_the_kernel_allows_it),
         cmocka_unit_test(test_RL_BACKEND_epoll_is_honoured),
         cmocka_unit_test(test_RL_BACKEND_io_uring_is_honoured_or_fails_clearly),
         cmocka_unit_test(test_a_wrong_RL_BACKEND_fails_the_loop_clearly),

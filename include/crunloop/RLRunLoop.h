@@ -131,11 +131,12 @@ RL_EXPORT bool RLRunLoopIsFinished(RLRunLoopRef rl, RLRunLoopMode mode);
 RL_EXPORT RLStringRef RL_NULLABLE RLRunLoopCopyCurrentMode(RLRunLoopRef rl);
 
 /* The kernel backend rl waits on (not in CF): "io_uring" or "epoll", a
- * static string (never freed), fixed when rl was made. A loop gets
- * io_uring where the kernel allows it (Linux 6.1 or later, io_uring not
- * disabled by the kernel.io_uring_disabled sysctl or a seccomp filter),
- * epoll otherwise, without error. The environment variable RL_BACKEND,
- * read as each loop is made, chooses: "epoll" always gives epoll;
+ * static string (never freed), fixed when rl was made. A loop gets epoll
+ * unless the environment variable RL_BACKEND, read as each loop is made,
+ * chooses otherwise: "auto" gives io_uring where the kernel allows it
+ * (Linux 6.1 or later, io_uring not disabled by the
+ * kernel.io_uring_disabled sysctl or a seccomp filter), epoll otherwise,
+ * without error; "epoll" always gives epoll;
  * "io_uring" forces it, and where the kernel refuses it making the loop
  * fails (RLRunLoopGetCurrent returns NULL, kRLErrorSystem with the
  * kernel's errno, kRLErrorPermission for EPERM; kRLErrorInvalidState in a PLAIN=1 build, which has
