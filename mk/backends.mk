@@ -2,7 +2,6 @@
 # A loop waits on epoll unless RL_BACKEND says io_uring (forced) or auto
 # (io_uring where the kernel allows it). `make check` runs the default; these
 # run the C tests and the differential tests on one backend each:
-# differential tests on one backend each:
 #   make check-uring   RL_BACKEND=io_uring (fails clearly where the kernel refuses it)
 #   make check-epoll   RL_BACKEND=epoll (with the speed tricks; PLAIN=1 is epoll too)
 .PHONY: check-uring check-epoll
