@@ -653,7 +653,7 @@ static int raw_connect(const char *name) {
 static void raw_request(int fd, int32_t msgid, uint32_t seq) {
     uint8_t stamp[4];
     memcpy(stamp, &seq, 4);
-    rl_wire_comp comp = {RL_WIRE_DATA, 4, stamp};
+    rl__wire_comp comp = {RL_WIRE_DATA, 4, stamp};
     uint8_t frame[256];
     size_t len = rl__wire_encode(frame, RL_WIRE_REQUEST, msgid, seq, &comp, 1);
     assert_int_equal(send(fd, frame, len, MSG_NOSIGNAL), (ssize_t)len);
@@ -686,12 +686,12 @@ static void test_hostile_client_leaves_the_loop_idle(void **state) {
     RLMessagePortInvalidate(r);
     RLRelease(r);
     /* the hostile client reads at last: every reply, in order */
-    rl_wire_reader rd;
+    rl__wire_reader rd;
     rl__wire_reader_init(&rd, RL_WIRE_MAX_BODY);
     assert_int_equal(fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK), 0);
     double deadline = rl_test_now() + 10;
     for (uint32_t want = 1; want <= seq;) {
-        rl_wire_frame f;
+        rl__wire_frame f;
         const char *why = NULL;
         int got = rl__read_frame(fd, &rd, &f, &why);
         assert_true(got >= 0);

@@ -1060,8 +1060,8 @@ static void test_invalidated_timer_has_no_date_and_no_tolerance(void **state) {
 /* The library's rescheduling step (hidden; reachable from code linked with
  * the static library): the fire path calls it after each callout with the
  * time the callout returned. */
-struct rl_defer;
-extern void rl__timer_after_fire_locked(RLRunLoopTimerRef t, RLAbsoluteTime now, struct rl_defer *d);
+struct rl__defer;
+extern void rl__timer_after_fire_locked(RLRunLoopTimerRef t, RLAbsoluteTime now, struct rl__defer *d);
 
 static void test_grid_is_exact_after_100000_ticks(void **state) {
     /* A 1 ms timer at today's dates (where a double resolves to ~119 ns),

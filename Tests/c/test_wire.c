@@ -10,8 +10,8 @@
 
 /* Feeds `len` bytes into r, `step` at a time (0: as much as wanted); stops
  * at the first complete frame (returned through f) or error. */
-static rl_wire_error feed(rl_wire_reader *r, const uint8_t *bytes, size_t len, size_t step, size_t *used,
-                          bool *complete, rl_wire_frame *f) {
+static rl__wire_error feed(rl__wire_reader *r, const uint8_t *bytes, size_t len, size_t step, size_t *used,
+                          bool *complete, rl__wire_frame *f) {
     size_t pos = 0;
     *complete = false;
     while (pos < len) {
@@ -25,7 +25,7 @@ static rl_wire_error feed(rl_wire_reader *r, const uint8_t *bytes, size_t len, s
         memcpy(at, bytes + pos, n);
         pos += n;
         bool done;
-        rl_wire_error e = rl__wire_got(r, n, &done);
+        rl__wire_error e = rl__wire_got(r, n, &done);
         if (e) {
             *used = pos;
             return e;
@@ -40,7 +40,7 @@ static rl_wire_error feed(rl_wire_reader *r, const uint8_t *bytes, size_t len, s
     return RL_WIRE_OK;
 }
 
-static size_t encode(uint8_t **out, rl_wire_kind kind, int32_t msgid, uint32_t seq, const rl_wire_comp *c,
+static size_t encode(uint8_t **out, rl__wire_kind kind, int32_t msgid, uint32_t seq, const rl__wire_comp *c,
                      uint32_t n) {
     size_t len = rl__wire_size(c, n);
     *out = malloc(len);
@@ -50,7 +50,7 @@ static size_t encode(uint8_t **out, rl_wire_kind kind, int32_t msgid, uint32_t s
 
 static void test_round_trip_in_any_read_sizes(void **state) {
     const uint8_t big[3000] = {[0] = 1, [2999] = 2};
-    rl_wire_comp c[] = {{RL_WIRE_DATA, 5, (const uint8_t *)"hello"},
+    rl__wire_comp c[] = {{RL_WIRE_DATA, 5, (const uint8_t *)"hello"},
                         {RL_WIRE_DATA, 0, NULL},
                         {RL_WIRE_PORT, 6, (const uint8_t *)"worker"},
                         {RL_WIRE_DATA, sizeof big, big}};
@@ -58,10 +58,10 @@ static void test_round_trip_in_any_read_sizes(void **state) {
     size_t len = encode(&bytes, RL_WIRE_REQUEST, -42, 77, c, 4);
     assert_int_equal(len, RL_WIRE_HEADER + 4 * RL_WIRE_CHEADER + 5 + 6 + sizeof big);
     for (size_t step = 0; step < 30; step++) {
-        rl_wire_reader r;
+        rl__wire_reader r;
         rl__wire_reader_init(&r, RL_WIRE_MAX_BODY);
         assert_true(rl__wire_idle(&r));
-        rl_wire_frame f;
+        rl__wire_frame f;
         size_t used;
         bool complete;
         assert_int_equal(feed(&r, bytes, len, step, &used, &complete, &f), RL_WIRE_OK);
@@ -87,15 +87,15 @@ static void test_round_trip_in_any_read_sizes(void **state) {
 static void test_frames_back_to_back_and_empty_bodies(void **state) {
     uint8_t *a, *b;
     size_t la = encode(&a, RL_WIRE_ONEWAY, 1, 0, NULL, 0);
-    rl_wire_comp c = {RL_WIRE_PORT, 3, (const uint8_t *)"abc"};
+    rl__wire_comp c = {RL_WIRE_PORT, 3, (const uint8_t *)"abc"};
     size_t lb = encode(&b, RL_WIRE_HELLO, 2, 0, &c, 1);
     assert_int_equal(la, RL_WIRE_HEADER);
     uint8_t *both = malloc(la + lb);
     memcpy(both, a, la);
     memcpy(both + la, b, lb);
-    rl_wire_reader r;
+    rl__wire_reader r;
     rl__wire_reader_init(&r, 1024);
-    rl_wire_frame f;
+    rl__wire_frame f;
     size_t used;
     bool complete;
     assert_int_equal(feed(&r, both, la + lb, 7, &used, &complete, &f), RL_WIRE_OK);
@@ -116,15 +116,15 @@ static void test_frames_back_to_back_and_empty_bodies(void **state) {
 }
 
 /* Patches one header field of a valid frame and expects `want`. */
-static void expect_refused(size_t off, uint32_t value, int width, uint32_t limit, rl_wire_error want) {
-    rl_wire_comp c[] = {{RL_WIRE_DATA, 4, (const uint8_t *)"abcd"}, {RL_WIRE_PORT, 2, (const uint8_t *)"pq"}};
+static void expect_refused(size_t off, uint32_t value, int width, uint32_t limit, rl__wire_error want) {
+    rl__wire_comp c[] = {{RL_WIRE_DATA, 4, (const uint8_t *)"abcd"}, {RL_WIRE_PORT, 2, (const uint8_t *)"pq"}};
     uint8_t *bytes;
     size_t len = encode(&bytes, RL_WIRE_REQUEST, 5, 9, c, 2);
     for (int i = 0; i < width; i++)
         bytes[off + i] = (uint8_t)(value >> (8 * i));
-    rl_wire_reader r;
+    rl__wire_reader r;
     rl__wire_reader_init(&r, limit);
-    rl_wire_frame f;
+    rl__wire_frame f;
     size_t used;
     bool complete;
     assert_int_equal(feed(&r, bytes, len, 0, &used, &complete, &f), want);
@@ -156,13 +156,13 @@ static void test_malformed_frames_are_refused(void **state) {
 /* A reader with a component limit refuses a header over it, before the
  * body is allocated or read; one at the limit is read whole. */
 static void test_component_limit(void **state) {
-    rl_wire_comp c[] = {{RL_WIRE_PORT, 0, NULL}, {RL_WIRE_DATA, 2, (const uint8_t *)"ab"}, {RL_WIRE_DATA, 0, NULL}};
+    rl__wire_comp c[] = {{RL_WIRE_PORT, 0, NULL}, {RL_WIRE_DATA, 2, (const uint8_t *)"ab"}, {RL_WIRE_DATA, 0, NULL}};
     uint8_t *bytes;
     size_t len = encode(&bytes, RL_WIRE_ONEWAY, 1, 0, c, 3);
-    rl_wire_reader r;
+    rl__wire_reader r;
     rl__wire_reader_init(&r, 1024);
     atomic_store(&r.max_comps, 2);
-    rl_wire_frame f;
+    rl__wire_frame f;
     size_t used;
     bool complete;
     assert_int_equal(feed(&r, bytes, len, 0, &used, &complete, &f), RL_WIRE_COMPONENT_LIMIT);
@@ -183,8 +183,8 @@ static void test_component_limit(void **state) {
 static void test_error_texts_are_distinct(void **state) {
     for (int a = RL_WIRE_OK; a <= RL_WIRE_COMPONENT_LIMIT; a++)
         for (int b = a + 1; b <= RL_WIRE_COMPONENT_LIMIT; b++)
-            assert_string_not_equal(rl__wire_error_text((rl_wire_error)a), rl__wire_error_text((rl_wire_error)b));
-    assert_string_equal(rl__wire_error_text((rl_wire_error)999), "unknown frame error");
+            assert_string_not_equal(rl__wire_error_text((rl__wire_error)a), rl__wire_error_text((rl__wire_error)b));
+    assert_string_equal(rl__wire_error_text((rl__wire_error)999), "unknown frame error");
 }
 
 int main(void) {

@@ -13,7 +13,7 @@
 
 /* *copy: f's header, body and components, the components pointing into
  * the copy's own body. Aborts if memory runs out. */
-static inline void frame_copy(rl_wire_frame *copy, const rl_wire_frame *f) {
+static inline void frame_copy(rl__wire_frame *copy, const rl__wire_frame *f) {
     *copy = *f;
     size_t blen = f->h.bodylen;
     copy->body = malloc(blen ? blen : 1);
@@ -33,7 +33,7 @@ static inline void frame_copy(rl_wire_frame *copy, const rl_wire_frame *f) {
 /* Feeds data[*pos, size) to r, as a connection would, until r holds a
  * whole frame: true with it in *f (the caller's), false when the input ran
  * out or r refused it (where a server drops the connection). */
-static inline bool frame_next(rl_wire_reader *r, const uint8_t *data, size_t size, size_t *pos, rl_wire_frame *f) {
+static inline bool frame_next(rl__wire_reader *r, const uint8_t *data, size_t size, size_t *pos, rl__wire_frame *f) {
     while (*pos < size) {
         uint8_t *at;
         size_t want;
@@ -53,7 +53,7 @@ static inline bool frame_next(rl_wire_reader *r, const uint8_t *data, size_t siz
 }
 
 /* Frees what frame_copy allocated. */
-static inline void frame_copy_free(rl_wire_frame *copy) {
+static inline void frame_copy_free(rl__wire_frame *copy) {
     free(copy->body);
     free(copy->comps);
 }

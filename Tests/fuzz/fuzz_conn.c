@@ -42,7 +42,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         abort();
     int sndbuf = 1 << 20;
     (void)setsockopt(sv[1], SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
-    rl_wire_reader rd;
+    rl__wire_reader rd;
     rl__wire_reader_init(&rd, 1u << 16);
     size_t written = 0, framed = 0;
     bool shut = false, over = false;
@@ -59,7 +59,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
         /* read what is there */
         for (;;) {
-            rl_wire_frame f;
+            rl__wire_frame f;
             const char *why = NULL;
             int r = rl__read_frame(sv[0], &rd, &f, &why);
             if (r == 0) {
@@ -87,7 +87,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             framed += len;
             if (rl__read_drained(&rd) && !shut) {
                 /* the stream was empty: nothing more until the next piece */
-                rl_wire_frame g;
+                rl__wire_frame g;
                 int r2 = rl__read_frame(sv[0], &rd, &g, &why);
                 check(r2 != 1, "a frame after the reader said the stream was drained");
                 if (r2 < 0) {

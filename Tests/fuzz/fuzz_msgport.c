@@ -30,13 +30,13 @@ static void check(bool ok, const char *what) {
 }
 
 static struct {
-    const rl_wire_frame *f; /* the frame being dispatched (a copy) */
+    const rl__wire_frame *f; /* the frame being dispatched (a copy) */
     int calls;
     uint8_t answer; /* 0: no reply data, 1: echo, 2: fixed */
 } g_now;
 
 static RLDataRef handler(RLMessagePortRef local, int32_t msgid, RLDataRef data, void *info) {
-    const rl_wire_frame *f = g_now.f;
+    const rl__wire_frame *f = g_now.f;
     g_now.calls++;
     check(f && msgid == f->h.msgid, "the handler's msgid");
     check(f->h.kind == RL_WIRE_ONEWAY || f->h.kind == RL_WIRE_REQUEST, "the handler ran for a frame of another kind");
@@ -59,8 +59,8 @@ static RLMessagePortRef g_local;
 
 /* Reads the replies the dispatch wrote to the other end: exactly one, for
  * (msgid, seq), if want, else none. */
-static void expect_reply(int fd, rl_wire_reader *rd, bool want, int32_t msgid, uint32_t seq) {
-    rl_wire_frame f;
+static void expect_reply(int fd, rl__wire_reader *rd, bool want, int32_t msgid, uint32_t seq) {
+    rl__wire_frame f;
     const char *why = NULL;
     int r = rl__read_frame(fd, rd, &f, &why);
     if (!want) {
@@ -73,9 +73,9 @@ static void expect_reply(int fd, rl_wire_reader *rd, bool want, int32_t msgid, u
     check(rl__read_frame(fd, rd, &f, &why) == 0, "more than one reply");
 }
 
-static void dispatch_one(rl_conn *c, int other, rl_wire_reader *replies, rl_wire_frame *f) {
+static void dispatch_one(rl__conn *c, int other, rl__wire_reader *replies, rl__wire_frame *f) {
     /* the handler compares with a copy: dispatch takes the frame over */
-    rl_wire_frame copy;
+    rl__wire_frame copy;
     frame_copy(&copy, f);
     g_now.f = &copy;
     g_now.calls = 0;
@@ -104,17 +104,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     size--;
     int sv[2];
     check(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) == 0, "socketpair");
-    rl_conn c;
+    rl__conn c;
     memset(&c, 0, sizeof c);
     c.fd = sv[0];
     c.uid = getuid();
     c.gid = getgid();
     c.pid = getpid();
-    rl_wire_reader r, replies;
+    rl__wire_reader r, replies;
     rl__wire_reader_init(&r, 1u << 16);
     rl__wire_reader_init(&replies, 1u << 16);
     size_t pos = 0;
-    rl_wire_frame f;
+    rl__wire_frame f;
     while (frame_next(&r, data, size, &pos, &f)) {
         dispatch_one(&c, sv[1], &replies, &f);
         check(c.out == NULL, "a reply left queued"); /* replies are small: the socket takes them */

@@ -32,19 +32,19 @@ static void check(bool ok, const char *what) {
 }
 
 static struct {
-    const rl_wire_frame *f; /* the frame being dispatched */
+    const rl__wire_frame *f; /* the frame being dispatched */
     int calls;
 } g_now;
 
 static void handler(RLSocketPortRef local, uint32_t msgid, const RLTypeRef *comps, RLIndex count,
                     RLSocketPortRef sendPort, void *info) {
-    const rl_wire_frame *f = g_now.f;
+    const rl__wire_frame *f = g_now.f;
     g_now.calls++;
     check(f && (uint32_t)count == f->h.ncomp - 1 && msgid == (uint32_t)f->h.msgid, "the handler's count or msgid");
     check(count == 0 || comps != NULL, "NULL components");
     check(!sendPort || (RLSocketPortIsRemote(sendPort) && RLSocketPortIsValid(sendPort)), "a bad reply port");
     for (RLIndex i = 0; i < count; i++) {
-        const rl_wire_comp *c = &f->comps[i + 1];
+        const rl__wire_comp *c = &f->comps[i + 1];
         if (c->type == RL_WIRE_DATA) {
             RLDataRef d = (RLDataRef)comps[i];
             check(RLDataGetLength(d) == (RLIndex)c->len, "a data component's length");
@@ -62,7 +62,7 @@ static void handler(RLSocketPortRef local, uint32_t msgid, const RLTypeRef *comp
 static RLSocketPortRef g_local;
 
 /* The peer's address for the first byte's low bits. */
-static void peer_addr(uint8_t which, rl_conn *c) {
+static void peer_addr(uint8_t which, rl__conn *c) {
     memset(&c->addr, 0, sizeof c->addr);
     if ((which & 3) == 0) {
         struct sockaddr_in *in = (void *)&c->addr;
@@ -82,9 +82,9 @@ static void peer_addr(uint8_t which, rl_conn *c) {
     c->addrlen = sizeof *in6;
 }
 
-static void dispatch_one(rl_conn *c, rl_wire_frame *f) {
+static void dispatch_one(rl__conn *c, rl__wire_frame *f) {
     /* the handler compares with a copy: dispatch takes the frame over */
-    rl_wire_frame copy;
+    rl__wire_frame copy;
     frame_copy(&copy, f);
     g_now.f = &copy;
     g_now.calls = 0;
@@ -103,27 +103,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     if (size < 1)
         return 0;
-    rl_conn c;
+    rl__conn c;
     memset(&c, 0, sizeof c);
     c.fd = -1;
     peer_addr(data[0], &c);
     bool one_port = data[0] & 0x80;
     data++;
     size--;
-    rl_wire_reader r;
+    rl__wire_reader r;
     rl__wire_reader_init(&r, 1u << 16);
     if (one_port) {
         /* a frame: no reply port, then the input as one port component */
         size_t len = 24 + 8 + 8 + size;
         uint8_t *frame = malloc(len);
         check(frame != NULL, "malloc");
-        rl_wire_comp comps[2] = {{RL_WIRE_PORT, 0, NULL}, {RL_WIRE_PORT, (uint32_t)size, data}};
+        rl__wire_comp comps[2] = {{RL_WIRE_PORT, 0, NULL}, {RL_WIRE_PORT, (uint32_t)size, data}};
         rl__wire_encode(frame, RL_WIRE_ONEWAY, 9, 0, comps, 2);
         data = frame;
         size = len;
     }
     size_t pos = 0;
-    rl_wire_frame f;
+    rl__wire_frame f;
     while (frame_next(&r, data, size, &pos, &f)) {
         dispatch_one(&c, &f);
     }

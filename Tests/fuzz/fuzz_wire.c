@@ -17,7 +17,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     size_t step = data[0] % 17; /* 0: as much as wanted */
     data++;
     size--;
-    rl_wire_reader r;
+    rl__wire_reader r;
     rl__wire_reader_init(&r, 1u << 16);
     size_t pos = 0, frame_start = 0;
     while (pos < size) {
@@ -36,7 +36,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             break; /* refused: a real port drops the connection here */
         if (!done)
             continue;
-        rl_wire_frame f;
+        rl__wire_frame f;
         rl__wire_take(&r, &f);
         size_t len = rl__wire_size(f.comps, f.h.ncomp);
         if (len != pos - frame_start)

@@ -13,7 +13,7 @@ struct RLArray {
     const char **values; /* into the same allocation */
 };
 
-static const rl__class rl_array_class = {"RLArray", NULL, NULL, NULL};
+static const rl__class array_class = {"RLArray", NULL, NULL, NULL};
 
 RLArrayRef RLArrayCreate(RLAllocatorRef allocator, const char *const *values, RLIndex count) {
     (void)allocator;
@@ -38,7 +38,7 @@ RLArrayRef RLArrayCreate(RLAllocatorRef allocator, const char *const *values, RL
         }
         bytes += len;
     }
-    struct RLArray *a = rl__object_alloc(&rl_array_class, bytes, __func__);
+    struct RLArray *a = rl__object_alloc(&array_class, bytes, __func__);
     if (!a)
         return NULL;
     a->count = count;
@@ -54,13 +54,13 @@ RLArrayRef RLArrayCreate(RLAllocatorRef allocator, const char *const *values, RL
 }
 
 RLIndex RLArrayGetCount(RLArrayRef array) {
-    if (!rl__object_check(array, &rl_array_class, __func__))
+    if (!rl__object_check(array, &array_class, __func__))
         return -1;
     return array->count;
 }
 
 const char *RLArrayGetValueAtIndex(RLArrayRef array, RLIndex index) {
-    if (!rl__object_check(array, &rl_array_class, __func__))
+    if (!rl__object_check(array, &array_class, __func__))
         return NULL;
     if (index < 0 || index >= array->count) {
         rl__fail(kRLErrorInvalidArgument, __func__, "index %ld out of range [0, %ld)", (long)index,
@@ -71,7 +71,7 @@ const char *RLArrayGetValueAtIndex(RLArrayRef array, RLIndex index) {
 }
 
 const char *const *RLArrayGetValues(RLArrayRef array) {
-    if (!rl__object_check(array, &rl_array_class, __func__))
+    if (!rl__object_check(array, &array_class, __func__))
         return NULL;
     return array->values;
 }

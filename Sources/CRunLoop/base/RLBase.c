@@ -37,15 +37,15 @@ enum {
     RL_MALLOC_QUARANTINE = 64,
 #endif
 };
-static void *_Atomic rl_malloc_quarantine[RL_MALLOC_QUARANTINE];
-static _Atomic unsigned rl_malloc_quarantine_next;
+static void *_Atomic malloc_quarantine[RL_MALLOC_QUARANTINE];
+static _Atomic unsigned malloc_quarantine_next;
 
-static void rl_free_later(void *o) {
+static void free_later(void *o) {
 #ifdef RL_BASE_ASAN
     ASAN_POISON_MEMORY_REGION(o, malloc_usable_size(o));
 #endif
-    unsigned i = atomic_fetch_add_explicit(&rl_malloc_quarantine_next, 1, memory_order_relaxed);
-    void *out = atomic_exchange_explicit(&rl_malloc_quarantine[i % RL_MALLOC_QUARANTINE], o, memory_order_acq_rel);
+    unsigned i = atomic_fetch_add_explicit(&malloc_quarantine_next, 1, memory_order_relaxed);
+    void *out = atomic_exchange_explicit(&malloc_quarantine[i % RL_MALLOC_QUARANTINE], o, memory_order_acq_rel);
     if (!out)
         return;
 #ifdef RL_BASE_ASAN
@@ -126,7 +126,7 @@ const RLAllocatorRef kRLAllocatorNull = &allocator_null;
  * a global that almost never changes. A misaligned pointer is never read
  * (objects and strings are 8-aligned). */
 enum { RL_ANY_FAILED, RL_ANY_OBJECT, RL_ANY_STRING };
-static int rl_any(const void *obj, const char *fn) {
+static int check_any(const void *obj, const char *fn) {
     const rl__object *o = obj;
     bool aligned = ((uintptr_t)obj & 7) == 0;
     if (RL__LIKELY(o != NULL && aligned &&
@@ -146,7 +146,7 @@ static int rl_any(const void *obj, const char *fn) {
 }
 
 RLTypeRef RLRetain(RLTypeRef obj) {
-    int kind = rl_any(obj, "RLRetain");
+    int kind = check_any(obj, "RLRetain");
     if (kind == RL_ANY_STRING)
         return strings()->retain(obj, "RLRetain") ? obj : NULL;
     if (kind != RL_ANY_OBJECT)
@@ -159,8 +159,8 @@ RLTypeRef RLRetain(RLTypeRef obj) {
 /* Drops one reference: `held` says whether it is one the library marked
  * as its own (rl__object_unhold) or a caller's (RLRelease, which also
  * takes a library string). */
-static bool rl_release(const void *obj, bool held, const char *fn) {
-    int kind = held ? (rl__object_check(obj, NULL, fn) ? RL_ANY_OBJECT : RL_ANY_FAILED) : rl_any(obj, fn);
+static bool release_object(const void *obj, bool held, const char *fn) {
+    int kind = held ? (rl__object_check(obj, NULL, fn) ? RL_ANY_OBJECT : RL_ANY_FAILED) : check_any(obj, fn);
     if (kind == RL_ANY_STRING)
         return strings()->release(obj, fn);
     if (kind != RL_ANY_OBJECT)
@@ -196,20 +196,20 @@ static bool rl_release(const void *obj, bool held, const char *fn) {
     if (o->pooled)
         rl__pool_free(o);
     else
-        rl_free_later(o);
+        free_later(o);
     return true;
 }
 
-bool RLRelease(RLTypeRef obj) { return rl_release(obj, false, "RLRelease"); }
+bool RLRelease(RLTypeRef obj) { return release_object(obj, false, "RLRelease"); }
 
 void rl__object_hold(const void *obj) {
     atomic_fetch_add_explicit(&((rl__object *)obj)->rc, RL__HELD_ONE, memory_order_relaxed);
 }
 
-bool rl__object_unhold(const void *obj) { return rl_release(obj, true, "RLRelease"); }
+bool rl__object_unhold(const void *obj) { return release_object(obj, true, "RLRelease"); }
 
 RLIndex RLGetRetainCount(RLTypeRef obj) {
-    int kind = rl_any(obj, "RLGetRetainCount");
+    int kind = check_any(obj, "RLGetRetainCount");
     if (kind == RL_ANY_STRING)
         return strings()->retain_count(obj);
     if (kind != RL_ANY_OBJECT)
@@ -218,7 +218,7 @@ RLIndex RLGetRetainCount(RLTypeRef obj) {
 }
 
 const char *RLGetTypeName(RLTypeRef obj) {
-    int kind = rl_any(obj, "RLGetTypeName");
+    int kind = check_any(obj, "RLGetTypeName");
     if (kind == RL_ANY_STRING)
         return "RLString";
     if (kind != RL_ANY_OBJECT)
@@ -227,7 +227,7 @@ const char *RLGetTypeName(RLTypeRef obj) {
 }
 
 RLTypeID RLGetTypeID(RLTypeRef obj) {
-    int kind = rl_any(obj, "RLGetTypeID");
+    int kind = check_any(obj, "RLGetTypeID");
     if (kind == RL_ANY_STRING)
         return strings()->type_id();
     if (kind != RL_ANY_OBJECT)
@@ -236,7 +236,7 @@ RLTypeID RLGetTypeID(RLTypeRef obj) {
 }
 
 char *RLCopyDescription(RLTypeRef obj) {
-    int kind = rl_any(obj, "RLCopyDescription");
+    int kind = check_any(obj, "RLCopyDescription");
     if (kind == RL_ANY_STRING) {
         char *copy = strdup(obj);
         if (!copy)
@@ -258,17 +258,17 @@ char *RLCopyDescription(RLTypeRef obj) {
 
 /* ---- clocks ---- */
 
-static double rl__clock_seconds(clockid_t id) {
+static double clock_seconds(clockid_t id) {
     struct timespec ts;
     clock_gettime(id, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 RLAbsoluteTime RLAbsoluteTimeGetCurrent(void) {
-    return rl__clock_seconds(CLOCK_REALTIME) - kRLAbsoluteTimeIntervalSince1970;
+    return clock_seconds(CLOCK_REALTIME) - kRLAbsoluteTimeIntervalSince1970;
 }
 
-double RLMonotonicTimeGetCurrent(void) { return rl__clock_seconds(CLOCK_MONOTONIC); }
+double RLMonotonicTimeGetCurrent(void) { return clock_seconds(CLOCK_MONOTONIC); }
 
 bool rl__date_valid(RLAbsoluteTime date) { return !isnan(date); }
 

@@ -31,7 +31,7 @@ static char *data_describe(const void *obj) {
     return s;
 }
 
-static const rl__class rl__data_class = {"RLData", data_finalize, NULL, data_describe};
+static const rl__class data_class = {"RLData", data_finalize, NULL, data_describe};
 
 RLRange RLRangeMake(RLIndex location, RLIndex length) { return (RLRange){location, length}; }
 
@@ -42,7 +42,7 @@ RLDataRef RLDataCreate(RLAllocatorRef allocator, const uint8_t *bytes, RLIndex l
         return rl__fail(kRLErrorInvalidArgument, __func__, "NULL bytes with length %ld", (long)length), NULL;
     if ((size_t)length > SIZE_MAX - sizeof(struct RLData))
         return rl__fail(kRLErrorNoMemory, __func__, "length %ld too large", (long)length), NULL;
-    struct RLData *d = rl__object_alloc_head(&rl__data_class, sizeof *d, (size_t)length, __func__);
+    struct RLData *d = rl__object_alloc_head(&data_class, sizeof *d, (size_t)length, __func__);
     if (!d)
         return NULL;
     if (length)
@@ -54,7 +54,7 @@ RLDataRef RLDataCreate(RLAllocatorRef allocator, const uint8_t *bytes, RLIndex l
 
 RLDataRef rl__data_slice(const uint8_t *bytes, size_t length, void *owner, void (*retain)(void *),
                          void (*release)(void *)) {
-    struct RLData *d = rl__object_alloc(&rl__data_class, sizeof *d, "RLDataCreate");
+    struct RLData *d = rl__object_alloc(&data_class, sizeof *d, "RLDataCreate");
     if (!d)
         return NULL;
     if (retain)
@@ -91,7 +91,7 @@ void *rl__data_take_back(RLDataRef data) {
     return owner;
 }
 
-static bool data_ok(RLDataRef data, const char *fn) { return rl__object_check(data, &rl__data_class, fn); }
+static bool data_ok(RLDataRef data, const char *fn) { return rl__object_check(data, &data_class, fn); }
 
 RLIndex RLDataGetLength(RLDataRef data) {
     if (!data_ok(data, __func__))
@@ -127,5 +127,5 @@ bool RLDataEqual(RLDataRef a, RLDataRef b) {
 
 bool rl__is_data(const void *obj) {
     const rl__object *o = obj;
-    return o && atomic_load_explicit(&o->magic, memory_order_relaxed) == RL__MAGIC_ALIVE && o->cls == &rl__data_class;
+    return o && atomic_load_explicit(&o->magic, memory_order_relaxed) == RL__MAGIC_ALIVE && o->cls == &data_class;
 }

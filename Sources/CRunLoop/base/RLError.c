@@ -7,16 +7,16 @@
 
 enum { RL__ERROR_MESSAGE_MAX = 512 };
 
-typedef struct rl__error_slot {
+typedef struct error_slot {
     RLErrorCode code;
     int sys_errno;
     char message[RL__ERROR_MESSAGE_MAX];
-} rl__error_slot;
+} error_slot;
 
-static __thread rl__error_slot rl__last_error;
+static __thread error_slot last_error;
 
-static void rl__error_vset(RLErrorCode code, int err, const char *fn, const char *fmt, va_list ap) {
-    rl__error_slot *slot = &rl__last_error;
+static void error_vset(RLErrorCode code, int err, const char *fn, const char *fmt, va_list ap) {
+    error_slot *slot = &last_error;
     int n = snprintf(slot->message, sizeof slot->message, "%s: ", fn ? fn : "CRunLoop");
     if (n < 0)
         n = 0;
@@ -36,7 +36,7 @@ bool rl__fail(RLErrorCode code, const char *fn, const char *fmt, ...) {
     int saved = errno;
     va_list ap;
     va_start(ap, fmt);
-    rl__error_vset(code, 0, fn, fmt, ap);
+    error_vset(code, 0, fn, fmt, ap);
     va_end(ap);
     errno = saved;
     return false;
@@ -54,22 +54,22 @@ bool rl__fail_errno(int err, const char *fn, const char *fmt, ...) {
         code = kRLErrorNotFound;
     else if (err == EEXIST)
         code = kRLErrorExists;
-    rl__error_vset(code, err, fn, fmt, ap);
+    error_vset(code, err, fn, fmt, ap);
     va_end(ap);
     errno = err;
     return false;
 }
 
 RLError RLErrorGetLast(void) {
-    rl__error_slot *slot = &rl__last_error;
+    error_slot *slot = &last_error;
     RLError e = {slot->code, slot->sys_errno, slot->code == kRLErrorNone ? "" : slot->message};
     return e;
 }
 
 void RLErrorClear(void) {
-    rl__last_error.code = kRLErrorNone;
-    rl__last_error.sys_errno = 0;
-    rl__last_error.message[0] = '\0';
+    last_error.code = kRLErrorNone;
+    last_error.sys_errno = 0;
+    last_error.message[0] = '\0';
 }
 
 const char *RLErrorCodeGetName(RLErrorCode code) {

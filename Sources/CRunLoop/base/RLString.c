@@ -26,14 +26,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct rl_string {
+typedef struct string_head {
     _Atomic long rc;
     size_t bytes; /* UTF-8 bytes, without the NUL */
     uint64_t pad; /* keeps chars 8-aligned (objects are; the magic check reads 4 bytes) */
     char chars[];
-} rl_string;
+} string_head;
 
-_Static_assert(offsetof(rl_string, chars) % 8 == 0, "characters must be 8-aligned");
+_Static_assert(offsetof(string_head, chars) % 8 == 0, "characters must be 8-aligned");
 
 #define RL_STRING_DISGUISE ((uintptr_t)0x5a5a5a5a5a5a5a5aull)
 #define RL_STRING_EMPTY ((uintptr_t)0)
@@ -43,7 +43,7 @@ enum { RL_STRING_RING = 64 };
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static uintptr_t *g_slots; /* disguised addresses, EMPTY or GONE */
 static size_t g_cap, g_live, g_used; /* used = live + tombstones */
-static rl_string *g_ring[RL_STRING_RING]; /* released, waiting to be freed */
+static string_head *g_ring[RL_STRING_RING]; /* released, waiting to be freed */
 static size_t g_ring_next;
 
 /* fork(): the registry's lock is held across it (rl_fork.c), so a child
@@ -58,17 +58,17 @@ __attribute__((constructor)) static void fork_register(void) {
     rl__fork_register(RL_FORK_STRING, fork_prepare, fork_parent, fork_child);
 }
 
-static size_t rl_hash(uintptr_t key) {
+static size_t key_hash(uintptr_t key) {
     uint64_t h = (uint64_t)key * 0x9e3779b97f4a7c15ull;
     return (size_t)(h >> 17);
 }
 
-static uintptr_t rl_key(const void *chars) { return (uintptr_t)chars ^ RL_STRING_DISGUISE; }
+static uintptr_t disguised_key(const void *chars) { return (uintptr_t)chars ^ RL_STRING_DISGUISE; }
 
 /* The slot holding key, or the slot to insert it in (first tombstone on
  * its path, else the empty slot that ends it). Caller holds g_mu; g_cap > 0. */
-static size_t rl_find_slot(uintptr_t key, bool *found) {
-    size_t mask = g_cap - 1, i = rl_hash(key) & mask, tomb = SIZE_MAX;
+static size_t find_slot(uintptr_t key, bool *found) {
+    size_t mask = g_cap - 1, i = key_hash(key) & mask, tomb = SIZE_MAX;
     for (;;) {
         uintptr_t s = g_slots[i];
         if (s == key) {
@@ -85,7 +85,7 @@ static size_t rl_find_slot(uintptr_t key, bool *found) {
     }
 }
 
-static bool rl_registry_grow(void) {
+static bool registry_grow(void) {
     size_t cap = g_cap ? g_cap * 2 : 64;
     if (g_live * 4 < g_cap) /* mostly tombstones: rebuild at the same size */
         cap = g_cap;
@@ -100,22 +100,22 @@ static bool rl_registry_grow(void) {
     for (size_t i = 0; i < oldcap; i++) {
         if (old[i] > RL_STRING_GONE) {
             bool found;
-            g_slots[rl_find_slot(old[i], &found)] = old[i];
+            g_slots[find_slot(old[i], &found)] = old[i];
         }
     }
     free(old);
     return true;
 }
 
-static bool rl_registry_add(const void *chars) {
+static bool registry_add(const void *chars) {
     pthread_mutex_lock(&g_mu);
     bool ok = true;
     if ((g_used + 1) * 2 > g_cap)
-        ok = rl_registry_grow();
+        ok = registry_grow();
     if (ok) {
         bool found;
-        uintptr_t key = rl_key(chars);
-        size_t i = rl_find_slot(key, &found);
+        uintptr_t key = disguised_key(chars);
+        size_t i = find_slot(key, &found);
         if (g_slots[i] == RL_STRING_EMPTY)
             g_used++;
         g_slots[i] = key;
@@ -131,13 +131,13 @@ static bool string_known(const void *p) {
     pthread_mutex_lock(&g_mu);
     bool found = false;
     if (g_cap)
-        (void)rl_find_slot(rl_key(p), &found);
+        (void)find_slot(disguised_key(p), &found);
     pthread_mutex_unlock(&g_mu);
     return found;
 }
 
 /* Was p a string that was released and still waits in the ring? */
-static bool rl_recently_released(const void *p) {
+static bool recently_released(const void *p) {
     bool seen = false;
     pthread_mutex_lock(&g_mu);
     for (size_t i = 0; i < RL_STRING_RING && !seen; i++)
@@ -146,11 +146,11 @@ static bool rl_recently_released(const void *p) {
     return seen;
 }
 
-static rl_string *rl_header(const void *chars) {
-    return (rl_string *)(void *)((char *)(uintptr_t)chars - offsetof(rl_string, chars));
+static string_head *header_of(const void *chars) {
+    return (string_head *)(void *)((char *)(uintptr_t)chars - offsetof(string_head, chars));
 }
 
-static bool rl_objectlike(const char *chars) {
+static bool objectlike(const char *chars) {
     uint32_t first;
     memcpy(&first, chars, sizeof first);
     return first == RL__MAGIC_ALIVE;
@@ -160,7 +160,7 @@ static bool rl_objectlike(const char *chars) {
 
 /* Decodes one code point at s[*i] (s has n bytes); false for invalid UTF-8
  * (overlong forms, surrogates, beyond U+10FFFF, truncated). */
-static bool rl_utf8_next(const unsigned char *s, size_t n, size_t *i, uint32_t *cp) {
+static bool utf8_next(const unsigned char *s, size_t n, size_t *i, uint32_t *cp) {
     unsigned char c = s[*i];
     if (c < 0x80) {
         *cp = c;
@@ -193,11 +193,11 @@ static bool rl_utf8_next(const unsigned char *s, size_t n, size_t *i, uint32_t *
 }
 
 /* True if s[0, n) is valid UTF-8 without NUL; *units gets its UTF-16 length. */
-static bool rl_utf8_valid(const char *s, size_t n, size_t *units) {
+static bool utf8_valid(const char *s, size_t n, size_t *units) {
     size_t i = 0, u = 0;
     while (i < n) {
         uint32_t cp;
-        if (s[i] == '\0' || !rl_utf8_next((const unsigned char *)s, n, &i, &cp))
+        if (s[i] == '\0' || !utf8_next((const unsigned char *)s, n, &i, &cp))
             return false;
         u += cp >= 0x10000 ? 2 : 1;
     }
@@ -206,7 +206,7 @@ static bool rl_utf8_valid(const char *s, size_t n, size_t *units) {
     return true;
 }
 
-static bool rl_encoding_ok(RLStringEncoding encoding, const char *fn) {
+static bool encoding_ok(RLStringEncoding encoding, const char *fn) {
     if (encoding == kRLStringEncodingASCII || encoding == kRLStringEncodingUTF8)
         return true;
     return rl__fail(kRLErrorInvalidArgument, fn, "unsupported encoding 0x%x (ASCII and UTF-8 only)",
@@ -219,7 +219,7 @@ static bool rl_encoding_ok(RLStringEncoding encoding, const char *fn) {
 /* What RLBase.c calls for strings (defined below the generic functions). */
 static const rl__string_ops string_ops;
 
-static RLStringRef rl_string_new(const char *bytes, size_t n, const char *fn) {
+static RLStringRef string_new(const char *bytes, size_t n, const char *fn) {
     /* At least an object header's worth: a string passed where an object
      * is expected is looked at as one (magic, class) before it is refused,
      * and those reads must stay inside the block. */
@@ -228,7 +228,7 @@ static RLStringRef rl_string_new(const char *bytes, size_t n, const char *fn) {
         rl__fail(kRLErrorInvalidArgument, fn, "string too long (%zu bytes)", n);
         return NULL;
     }
-    rl_string *s = calloc(1, sizeof *s + room);
+    string_head *s = calloc(1, sizeof *s + room);
     if (!s) {
         rl__fail(kRLErrorNoMemory, fn, "out of memory");
         return NULL;
@@ -236,30 +236,30 @@ static RLStringRef rl_string_new(const char *bytes, size_t n, const char *fn) {
     atomic_init(&s->rc, 1);
     s->bytes = n;
     memcpy(s->chars, bytes, n);
-    if (!rl_registry_add(s->chars)) {
+    if (!registry_add(s->chars)) {
         free(s);
         rl__fail(kRLErrorNoMemory, fn, "out of memory");
         return NULL;
     }
-    if (rl_objectlike(s->chars))
+    if (objectlike(s->chars))
         atomic_fetch_add_explicit(&rl__string_objectlike, 1, memory_order_relaxed);
     rl__object_set_string_ops(&string_ops);
     return s->chars;
 }
 
 /* The last reference went: out of the registry, into the ring. */
-static void rl_string_destroy(rl_string *s) {
-    if (rl_objectlike(s->chars))
+static void string_destroy(string_head *s) {
+    if (objectlike(s->chars))
         atomic_fetch_sub_explicit(&rl__string_objectlike, 1, memory_order_relaxed);
     pthread_mutex_lock(&g_mu);
     bool found;
-    size_t i = rl_find_slot(rl_key(s->chars), &found);
+    size_t i = find_slot(disguised_key(s->chars), &found);
     if (found) {
         g_slots[i] = RL_STRING_GONE;
         g_live--;
     }
     memset(s->chars, 0, 4); /* never reads as an object's magic again */
-    rl_string *out = g_ring[g_ring_next];
+    string_head *out = g_ring[g_ring_next];
     g_ring[g_ring_next] = s;
     g_ring_next = (g_ring_next + 1) % RL_STRING_RING;
     pthread_mutex_unlock(&g_mu);
@@ -271,7 +271,7 @@ static void rl_string_destroy(rl_string *s) {
  * refusal) ---- */
 
 static bool string_release(const void *p, const char *fn) {
-    rl_string *s = rl_header(p);
+    string_head *s = header_of(p);
     long rc = atomic_load_explicit(&s->rc, memory_order_relaxed);
     do {
         if (rc <= 0)
@@ -280,13 +280,13 @@ static bool string_release(const void *p, const char *fn) {
                                                     memory_order_relaxed));
     if (rc == 1) {
         (void)atomic_load_explicit(&s->rc, memory_order_acquire);
-        rl_string_destroy(s);
+        string_destroy(s);
     }
     return true;
 }
 
 static bool string_retain(const void *p, const char *fn) {
-    rl_string *s = rl_header(p);
+    string_head *s = header_of(p);
     long rc = atomic_load_explicit(&s->rc, memory_order_relaxed);
     do {
         if (rc <= 0)
@@ -297,11 +297,11 @@ static bool string_retain(const void *p, const char *fn) {
 }
 
 static long string_retain_count(const void *p) {
-    return atomic_load_explicit(&rl_header(p)->rc, memory_order_relaxed);
+    return atomic_load_explicit(&header_of(p)->rc, memory_order_relaxed);
 }
 
 static bool string_explain_released(const void *p, const char *fn) {
-    if (!p || !rl_recently_released(p))
+    if (!p || !recently_released(p))
         return false;
     rl__fail(kRLErrorInvalidObject, fn, "%p is a string that was already released", p);
     return true;
@@ -328,7 +328,7 @@ RLStringRef RLStringCreateWithBytes(RLAllocatorRef allocator, const uint8_t *byt
                  (long)numBytes);
         return NULL;
     }
-    if (!rl_encoding_ok(encoding, __func__))
+    if (!encoding_ok(encoding, __func__))
         return NULL;
     const char *s = (const char *)bytes;
     size_t n = (size_t)numBytes;
@@ -345,11 +345,11 @@ RLStringRef RLStringCreateWithBytes(RLAllocatorRef allocator, const uint8_t *byt
                 return NULL;
             }
         }
-    } else if (!rl_utf8_valid(s, n, NULL)) {
+    } else if (!utf8_valid(s, n, NULL)) {
         rl__fail(kRLErrorInvalidArgument, __func__, "the bytes are not valid UTF-8");
         return NULL;
     }
-    return rl_string_new(n ? s : "", n, __func__);
+    return string_new(n ? s : "", n, __func__);
 }
 
 RLStringRef RLStringCreateWithCString(RLAllocatorRef allocator, const char *cStr, RLStringEncoding encoding) {
@@ -374,10 +374,10 @@ RLStringRef RLStringCreateWithFormatAndArguments(RLAllocatorRef allocator, const
         return NULL;
     }
     RLStringRef s = NULL;
-    if (!rl_utf8_valid(text, (size_t)n, NULL))
+    if (!utf8_valid(text, (size_t)n, NULL))
         rl__fail(kRLErrorInvalidArgument, __func__, "the formatted text is not valid UTF-8 or holds a NUL");
     else
-        s = rl_string_new(text, (size_t)n, __func__);
+        s = string_new(text, (size_t)n, __func__);
     free(text);
     return s;
 }
@@ -407,7 +407,7 @@ RLIndex RLStringGetLength(RLStringRef string) {
         return -1;
     }
     size_t units;
-    if (!rl_utf8_valid(string, strlen(string), &units)) {
+    if (!utf8_valid(string, strlen(string), &units)) {
         rl__fail(kRLErrorInvalidArgument, __func__, "not valid UTF-8");
         return -1;
     }
@@ -420,7 +420,7 @@ RLIndex RLStringGetBytes(RLStringRef string, RLRange range, RLStringEncoding enc
     if (usedBufLen)
         *usedBufLen = 0;
     RLIndex length = RLStringGetLength(string);
-    if (length < 0 || !rl_encoding_ok(encoding, __func__))
+    if (length < 0 || !encoding_ok(encoding, __func__))
         return 0;
     if (range.location < 0 || range.length < 0 || range.location > length || range.length > length - range.location) {
         rl__fail(kRLErrorInvalidArgument, __func__, "range {%ld, %ld} outside the string (length %ld)",
@@ -437,7 +437,7 @@ RLIndex RLStringGetBytes(RLStringRef string, RLRange range, RLStringEncoding enc
     while (i < n && unit < end) {
         size_t at = i;
         uint32_t cp;
-        (void)rl_utf8_next(s, n, &i, &cp); /* valid: GetLength checked it */
+        (void)utf8_next(s, n, &i, &cp); /* valid: GetLength checked it */
         RLIndex width = cp >= 0x10000 ? 2 : 1;
         if (unit + width <= range.location) {
             unit += width;
@@ -474,10 +474,10 @@ bool RLStringGetCString(RLStringRef string, char *buffer, RLIndex bufferSize, RL
     if (!string || !buffer || bufferSize <= 0)
         return rl__fail(kRLErrorInvalidArgument, __func__, !string ? "NULL string" : "no buffer (size %ld)",
                         (long)bufferSize);
-    if (!rl_encoding_ok(encoding, __func__))
+    if (!encoding_ok(encoding, __func__))
         return false;
     size_t n = strlen(string);
-    if (!rl_utf8_valid(string, n, NULL))
+    if (!utf8_valid(string, n, NULL))
         return rl__fail(kRLErrorInvalidArgument, __func__, "not valid UTF-8");
     if (encoding == kRLStringEncodingASCII) {
         for (size_t i = 0; i < n; i++)
@@ -516,7 +516,7 @@ const char *RLStringGetCStringPtr(RLStringRef string, RLStringEncoding encoding)
 
 /* UTF-16 code-unit order of code points: below the surrogates, then the
  * supplementary planes (their units are surrogates), then U+E000..U+FFFF. */
-static uint64_t rl_utf16_rank(uint32_t cp) {
+static uint64_t utf16_rank(uint32_t cp) {
     if (cp < 0xd800)
         return cp;
     if (cp >= 0x10000)
@@ -524,7 +524,7 @@ static uint64_t rl_utf16_rank(uint32_t cp) {
     return 0x200000000ull + cp;
 }
 
-static uint32_t rl_fold(uint32_t cp) { return cp >= 'A' && cp <= 'Z' ? cp + ('a' - 'A') : cp; }
+static uint32_t fold(uint32_t cp) { return cp >= 'A' && cp <= 'Z' ? cp + ('a' - 'A') : cp; }
 
 RLComparisonResult RLStringCompare(RLStringRef a, RLStringRef b, RLStringCompareFlags options) {
     if (!a || !b) {
@@ -538,14 +538,14 @@ RLComparisonResult RLStringCompare(RLStringRef a, RLStringRef b, RLStringCompare
     size_t nx = strlen(a), ny = strlen(b), i = 0, j = 0;
     while (i < nx && j < ny) {
         uint32_t cx, cy;
-        if (!rl_utf8_next(x, nx, &i, &cx))
+        if (!utf8_next(x, nx, &i, &cx))
             cx = x[i++]; /* not UTF-8: compare the byte */
-        if (!rl_utf8_next(y, ny, &j, &cy))
+        if (!utf8_next(y, ny, &j, &cy))
             cy = y[j++];
         if (options & kRLCompareCaseInsensitive)
-            cx = rl_fold(cx), cy = rl_fold(cy);
+            cx = fold(cx), cy = fold(cy);
         if (cx != cy)
-            return rl_utf16_rank(cx) < rl_utf16_rank(cy) ? kRLCompareLessThan : kRLCompareGreaterThan;
+            return utf16_rank(cx) < utf16_rank(cy) ? kRLCompareLessThan : kRLCompareGreaterThan;
     }
     if (i < nx)
         return kRLCompareGreaterThan;

@@ -154,77 +154,10 @@ RL__HIDDEN void rl__object_set_string_ops(const rl__string_ops *ops);
  * counts. */
 RL__HIDDEN extern _Atomic long rl__string_objectlike;
 
-/* ---- lock-order debugging (RLLockDebug.c) ----
- * Every RL lock calls these hooks, only when rl__lockdep_enabled() (one
- * relaxed load on the fast path). `where` is the caller's return address
- * (__builtin_return_address(0) in the public lock function), symbolized
- * only when a report is printed. `lock` identifies the lock; `name` is its
- * current name (may be NULL; copied by the detector). */
-RL__HIDDEN extern _Atomic int rl__lockdep_on;
-static inline bool rl__lockdep_enabled(void) {
-    return atomic_load_explicit(&rl__lockdep_on, memory_order_relaxed) != 0;
-}
-/* Before blocking on `lock`: records the order edge held-lock -> lock for
- * every lock the thread holds and reports an inversion (never blocks). */
-RL__HIDDEN void rl__lockdep_will_acquire(const void *lock, const char *name, const void *where);
-/* After `lock` was taken (also after a successful try-lock). */
-RL__HIDDEN void rl__lockdep_acquired(const void *lock, const char *name, const void *where);
-/* After `lock` was released by the calling thread. */
-RL__HIDDEN void rl__lockdep_released(const void *lock);
-/* `lock` is being destroyed: forget its edges. */
-RL__HIDDEN void rl__lockdep_forget(const void *lock);
-/* Changes each time the detector is switched on: what a thread recorded
- * before (locks it held then) no longer counts. */
-RL__HIDDEN unsigned rl__lockdep_epoch(void);
-
 /* ---- run loop <-> threads (RLRunLoop.c, used by RLThread.c) ---- */
 
-/* Tears down the calling thread's run loop the CF way (sources cancelled
- * on this thread, everything released). Safe to call more than once; the
- * run loop's own pthread-key destructor calls it for threads that exit
- * without it. RLThread calls it after the entry returns and before the
- * will-exit notifications. */
-RL__HIDDEN void rl__runloop_teardown_current_thread(void);
-
-/* The run loop of `thread` (Get rule: the reference lasts until that thread
- * tears its loop down; retain it to keep it longer), creating it if the
- * thread has none yet, as CF's _CFRunLoopGet0(pthread_t): when `thread`
- * later calls RLRunLoopGetCurrent it gets this same loop. The caller must
- * know that `thread` is alive and will tear its loop down when it exits
- * (an RLThread before its exit sequence closed its perform requests), or a
- * loop made for it would outlive it. NULL (error set) if out of resources. */
-RL__HIDDEN RLRunLoopRef rl__runloop_get_for_thread(pthread_t thread);
-
-/* From a callout of f, on its loop's thread: whether that loop would serve
- * f now (f and its source valid, the source in the mode being run, the run
- * not told to stop). A callout that hands over what the fd has in several
- * pieces asks before each further one (RLFileDescriptor.c). */
-RL__HIDDEN bool rl__fd_served_now(RLFileDescriptorRef f);
-/* From a callout of f: whether the readiness it serves came with no
- * hang-up and no error (epoll's report had none of EPOLLRDHUP, EPOLLHUP,
- * EPOLLERR): the peer had not ended the stream when the loop waited, so
- * no system call need ask. False: it may have, or unknown (not in a
- * callout of f; an always-ready file). */
-RL__HIDDEN bool rl__fd_report_quiet(RLFileDescriptorRef f);
-/* From an fd callout: how many more fd callouts the loop's pass has still
- * to make after it (others ready in the same wake). A hint for how long
- * the callout may take: RLSocket reads in bigger chunks when it is 0. */
-RL__HIDDEN size_t rl__fd_pass_left(void);
-/* The callback types enabled on f now (a snapshot: the loops clear what
- * they deliver, any thread may enable). */
-RL__HIDDEN RLOptionFlags rl__fd_enabled(RLFileDescriptorRef f);
-/* The types f's owner enables again after each callout that got them
- * (RLFileDescriptor's `kept`): the loop may leave them on meanwhile. */
-RL__HIDDEN void rl__fd_set_kept(RLFileDescriptorRef f, RLOptionFlags types);
 /* A read of at least this many bytes is a bulk one: the stream had a
  * chunk waiting, not a message. */
 #define RL_BULK_READ 4096
-/* The sockets' hint to the wait policy (rl_waitpolicy.c), from a callout
- * on the calling thread's loop: it read a bulk chunk from the socket `who`
- * (an RLSocket, or a socket stream the callout reads). Two or more sockets
- * between two waits make the loop coalesce before it waits
- * (RL_TRICK_COALESCE); more chunks from one socket in a row count once.
- * Outside a run of the thread's loop: nothing. */
-RL__HIDDEN void rl__wait_note_bulk_read(const void *who);
 
 #endif /* CRUNLOOP_INTERNAL_H */

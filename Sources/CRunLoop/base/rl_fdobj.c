@@ -7,20 +7,20 @@
 
 #include <unistd.h>
 
-static const rl_fdobj_end rl_fdobj_nothing = {.fd = -1};
+static const rl__fdobj_end fdobj_nothing = {.fd = -1};
 
-void rl__fdobj_init(rl_fdobj *o, int fd) {
-    *o = (rl_fdobj){.fd = fd};
+void rl__fdobj_init(rl__fdobj *o, int fd) {
+    *o = (rl__fdobj){.fd = fd};
     atomic_store_explicit(&o->valid, true, memory_order_release);
 }
 
-void rl__fdobj_set_context(rl_fdobj *o, void *info, void (*release)(const void *info)) {
+void rl__fdobj_set_context(rl__fdobj *o, void *info, void (*release)(const void *info)) {
     o->info = info;
     o->release = release;
 }
 
 /* What the object still owes: its fd if it closes it, its info. */
-static void rl_fdobj_hand_over(rl_fdobj *o, bool close_fd, rl_fdobj_end *end) {
+static void fdobj_hand_over(rl__fdobj *o, bool close_fd, rl__fdobj_end *end) {
     if (close_fd) {
         end->fd = o->fd;
         o->fd = -1;
@@ -31,13 +31,13 @@ static void rl_fdobj_hand_over(rl_fdobj *o, bool close_fd, rl_fdobj_end *end) {
 }
 
 /* The last callout of an invalidated object left (rl__fdobj_leave). */
-void rl__fdobj_leave_last(rl_fdobj *o, rl_fdobj_end *end) {
-    rl_fdobj_hand_over(o, o->close_pending, end);
+void rl__fdobj_leave_last(rl__fdobj *o, rl__fdobj_end *end) {
+    fdobj_hand_over(o, o->close_pending, end);
     o->close_pending = o->release_pending = false;
 }
 
-bool rl__fdobj_invalidate(rl_fdobj *o, unsigned how, rl_fdobj_end *end) {
-    *end = rl_fdobj_nothing;
+bool rl__fdobj_invalidate(rl__fdobj *o, unsigned how, rl__fdobj_end *end) {
+    *end = fdobj_nothing;
     if (!rl__fdobj_valid(o))
         return false;
     atomic_store_explicit(&o->valid, false, memory_order_release);
@@ -48,19 +48,19 @@ bool rl__fdobj_invalidate(rl_fdobj *o, unsigned how, rl_fdobj_end *end) {
         o->release_pending = true;
         return true;
     }
-    rl_fdobj_hand_over(o, (how & RL_FDOBJ_CLOSE) != 0, end);
+    fdobj_hand_over(o, (how & RL_FDOBJ_CLOSE) != 0, end);
     return true;
 }
 
-void rl__fdobj_finish_slow(rl_fdobj_end *end) {
+void rl__fdobj_finish_slow(rl__fdobj_end *end) {
     if (end->fd >= 0)
         (void)close(end->fd); /* nothing to do on failure: the number is gone either way */
     if (end->release)
         end->release(end->info);
-    *end = rl_fdobj_nothing;
+    *end = fdobj_nothing;
 }
 
-void rl__fdobj_finalize(rl_fdobj *o) {
+void rl__fdobj_finalize(rl__fdobj *o) {
     void (*release)(const void *) = o->release;
     o->release = NULL;
     if (release)

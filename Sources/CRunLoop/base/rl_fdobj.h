@@ -2,7 +2,7 @@
  * rl_fdobj.h — private: the life every object shares that owns a kernel
  * handle and a user's context and hands both to callouts (RLSocket,
  * RLSignalSource, RLPort, RLMessagePort and RLSocketPort through
- * rl_netport): valid from creation until invalidated, once; at that
+ * rl__netport): valid from creation until invalidated, once; at that
  * invalidation the handle is closed and the context's info released,
  * once each, after the owner's invalidation callback (called once), and
  * after the last callout that was handed the info or reads the handle,
@@ -10,7 +10,7 @@
  *
  * The owner keeps its own lock (any one lock, always the same): every
  * call below but rl__fdobj_finish and rl__fdobj_finalize is made with it
- * held. What is to be done outside it is handed back in an rl_fdobj_end,
+ * held. What is to be done outside it is handed back in an rl__fdobj_end,
  * which the owner runs (rl__fdobj_finish) once it dropped the lock (and,
  * for an invalidation, after it took its handle out of every loop and
  * called its invalidation callback). `valid` may be read without the
@@ -21,7 +21,7 @@
 
 #include "internal.h"
 
-typedef struct rl_fdobj {
+typedef struct rl__fdobj {
     _Atomic bool valid;
     bool inval_called;    /* the invalidation callback was handed out */
     bool close_pending;   /* invalidated while busy: the last callout closes fd */
@@ -30,15 +30,15 @@ typedef struct rl_fdobj {
     int fd;               /* the handle it closes, or -1 (none, or not its to close) */
     void *info;           /* the context's info, retained by the owner */
     void (*release)(const void *info);
-} rl_fdobj;
+} rl__fdobj;
 
 /* What is left to do once the owner's lock is dropped (rl__fdobj_finish). */
-typedef struct rl_fdobj_end {
+typedef struct rl__fdobj_end {
     int fd; /* to close, or -1 */
     void *info;
     void (*release)(const void *info); /* to call on info, or NULL */
     bool call_inval; /* the owner calls its invalidation callback (once), before finishing */
-} rl_fdobj_end;
+} rl__fdobj_end;
 
 /* How an invalidation goes (rl__fdobj_invalidate). */
 enum {
@@ -47,26 +47,26 @@ enum {
 };
 
 /* Valid, owning fd (-1: none), with no context yet. */
-RL__HIDDEN void rl__fdobj_init(rl_fdobj *o, int fd);
+RL__HIDDEN void rl__fdobj_init(rl__fdobj *o, int fd);
 /* The context's info (retained already) and its release, for the
  * invalidation to release. */
-RL__HIDDEN void rl__fdobj_set_context(rl_fdobj *o, void *info, void (*release)(const void *info));
+RL__HIDDEN void rl__fdobj_set_context(rl__fdobj *o, void *info, void (*release)(const void *info));
 /* Whether it is still valid; no lock needed. */
-static inline bool rl__fdobj_valid(const rl_fdobj *o) { return atomic_load_explicit(&o->valid, memory_order_acquire); }
+static inline bool rl__fdobj_valid(const rl__fdobj *o) { return atomic_load_explicit(&o->valid, memory_order_acquire); }
 /* A callout begins that will be handed the info or read fd: true if the
  * object is valid (the callout counted: it calls rl__fdobj_leave), false
  * if not (nothing counted: the callout does nothing). Inline, as leave
  * and finish are: every callout of a socket makes the three calls. */
-static inline bool rl__fdobj_enter(rl_fdobj *o) {
+static inline bool rl__fdobj_enter(rl__fdobj *o) {
     if (!rl__fdobj_valid(o))
         return false;
     o->busy++;
     return true;
 }
-RL__HIDDEN void rl__fdobj_leave_last(rl_fdobj *o, rl_fdobj_end *end);
+RL__HIDDEN void rl__fdobj_leave_last(rl__fdobj *o, rl__fdobj_end *end);
 /* That callout is over: if it was the last one of an invalidated object,
  * *end holds the close and release the invalidation left to it. */
-static inline void rl__fdobj_leave(rl_fdobj *o, rl_fdobj_end *end) {
+static inline void rl__fdobj_leave(rl__fdobj *o, rl__fdobj_end *end) {
     end->fd = -1;
     end->release = NULL;
     end->call_inval = false;
@@ -77,16 +77,16 @@ static inline void rl__fdobj_leave(rl_fdobj *o, rl_fdobj_end *end) {
  * outside the lock: the invalidation callback to call (call_inval, once
  * in the object's life), then fd to close (RL_FDOBJ_CLOSE) and info to
  * release, unless callouts still run (the last one does it). */
-RL__HIDDEN bool rl__fdobj_invalidate(rl_fdobj *o, unsigned how, rl_fdobj_end *end);
-RL__HIDDEN void rl__fdobj_finish_slow(rl_fdobj_end *end);
+RL__HIDDEN bool rl__fdobj_invalidate(rl__fdobj *o, unsigned how, rl__fdobj_end *end);
+RL__HIDDEN void rl__fdobj_finish_slow(rl__fdobj_end *end);
 /* Runs *end with no lock held: closes, then releases. */
-static inline void rl__fdobj_finish(rl_fdobj_end *end) {
+static inline void rl__fdobj_finish(rl__fdobj_end *end) {
     if (RL__UNLIKELY(end->fd >= 0 || end->release))
         rl__fdobj_finish_slow(end);
 }
 /* From the owner's finalizer (the last reference gone, no lock): releases
  * the info if no invalidation did (a creation that failed part-way). The
  * handle is left to the owner. */
-RL__HIDDEN void rl__fdobj_finalize(rl_fdobj *o);
+RL__HIDDEN void rl__fdobj_finalize(rl__fdobj *o);
 
 #endif /* CRUNLOOP_RL_FDOBJ_H */

@@ -41,7 +41,7 @@ RL__HIDDEN bool rl__fork_fail(const char *fn, const char *what) __attribute__((c
  * detector (a leaf: taken inside lock operations), the string registry
  * (a leaf: a run loop makes strings under its own lock), and the stream
  * resolver's queue (a leaf: taken under a connection's lock). */
-typedef enum rl_fork_order {
+typedef enum rl__fork_order {
     RL_FORK_THREAD,
     RL_FORK_MSGPORT,
     RL_FORK_SOCKPORT,
@@ -53,14 +53,14 @@ typedef enum rl_fork_order {
     RL_FORK_STRING,
     RL_FORK_RESOLVER,
     RL_FORK_SLOTS
-} rl_fork_order;
+} rl__fork_order;
 
 /* Registers one file's hooks in slot `order`: prepare takes the file's
  * global locks, parent and child release them (child also resets what the
  * child must not inherit; it must not allocate). Call once, at load time
  * (from a constructor): a second call for a slot with other hooks aborts,
  * a repeated one with the same hooks does nothing. Allocates nothing. */
-RL__HIDDEN void rl__fork_register(rl_fork_order order, void (*prepare)(void), void (*parent)(void),
+RL__HIDDEN void rl__fork_register(rl__fork_order order, void (*prepare)(void), void (*parent)(void),
                                   void (*child)(void));
 
 #endif /* CRUNLOOP_RL_FORK_H */

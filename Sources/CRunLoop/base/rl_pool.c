@@ -101,76 +101,76 @@ enum {
     RL_BATCH = 16, /* ready slots a thread keeps at most, and takes from the slabs at once */
 };
 
-typedef struct rl_pclass rl_pclass;
+typedef struct pclass pclass;
 
-typedef struct rl_slab {
-    struct rl_slab *next, *prev; /* the class's slabs with free slots */
-    rl_pclass *cls;
+typedef struct slab_head {
+    struct slab_head *next, *prev; /* the class's slabs with free slots */
+    pclass *cls;
     uint16_t nfree;  /* entries in freeidx */
     uint16_t bump;   /* slots [bump, cap) never handed out yet */
     uint16_t live;   /* slots handed out */
     bool listed;     /* on the class's list */
     uint16_t freeidx[]; /* released slots, a stack */
-} rl_slab;
+} slab_head;
 
-struct rl_pclass {
+struct pclass {
     pthread_mutex_t lock;
     uint32_t size;  /* of a slot */
     uint32_t first; /* offset of slot 0 in a slab */
     uint16_t cap;   /* slots a slab */
-    rl_slab *list;  /* slabs with free slots */
-    rl_slab *empty; /* one empty slab kept */
+    slab_head *list;  /* slabs with free slots */
+    slab_head *empty; /* one empty slab kept */
     uint32_t qhead, qlen;           /* the quarantine: oldest entry, entries */
     void *quarantine[RL_QUARANTINE]; /* released slots not yet back in their slab */
 };
 
-static rl_pclass rl_classes[RL_NCLASSES];
+static pclass size_classes[RL_NCLASSES];
 
 /* What the pool holds, for rl__pool_stats (relaxed counters, off the hot
  * paths: slabs made and freed, thread caches made and given back). */
-static _Atomic long rl_nslabs, rl_cache_bytes;
-static pthread_once_t rl_classes_once = PTHREAD_ONCE_INIT;
+static _Atomic long nslabs, cached_bytes;
+static pthread_once_t classes_once = PTHREAD_ONCE_INIT;
 
 /* A thread's own slots of one class: `ready` ones, live for their slabs
  * and not handed out yet, and its quarantine of released ones. */
-typedef struct rl_tcache {
+typedef struct tcache {
     uint32_t nready, qhead, qlen;
     uint32_t batch; /* ready slots the next refill takes besides the one needed */
     void *ready[RL_BATCH];
     /* RL_QUARANTINE entries, made on the thread's first release of the
      * class (a thread that only makes objects of a class never needs it). */
     void **ring;
-} rl_tcache;
+} tcache;
 
 /* A thread's caches, one per class, each made on the thread's first use of
  * that class (a sleeping loop's thread uses a handful of classes). Every
  * thread's block is on one list, so that a fork() child can give back
  * what its parent's other threads held, and leak checkers see them. */
-typedef struct rl_tblock {
-    struct rl_tblock *next, *prev;
-    rl_tcache *c[RL_NCLASSES];
-} rl_tblock;
+typedef struct tblock {
+    struct tblock *next, *prev;
+    tcache *c[RL_NCLASSES];
+} tblock;
 
-static __thread rl_tblock *rl_tb;
+static __thread tblock *tb;
 /* The thread gave its caches back (it is exiting) or could not have them:
  * it takes the class's mutex for each slot. */
-static __thread bool rl_tb_off;
-static pthread_key_t rl_tb_key; /* its destructor gives a thread's block back */
-static bool rl_tb_key_ok;
-static pthread_mutex_t rl_tblocks_lock = PTHREAD_MUTEX_INITIALIZER; /* taken before a class's */
-static rl_tblock *rl_tblocks;
-static void rl_tb_exit(void *block);
+static __thread bool tb_off;
+static pthread_key_t tb_key; /* its destructor gives a thread's block back */
+static bool tb_key_ok;
+static pthread_mutex_t tblocks_lock = PTHREAD_MUTEX_INITIALIZER; /* taken before a class's */
+static tblock *tblocks;
+static void tb_exit(void *block);
 
-static void rl_classes_init(void) {
+static void classes_init(void) {
     for (int k = 0; k < RL_NCLASSES; k++) {
-        rl_pclass *c = &rl_classes[k];
+        pclass *c = &size_classes[k];
         pthread_mutex_init(&c->lock, NULL);
         c->size = (uint32_t)(k + 1) * RL_LINE;
         /* The largest cap whose header (with its index stack) fits before
          * slot 0. */
         uint32_t cap = RL_SLAB_SIZE / c->size;
         for (;; cap--) {
-            size_t hdr = sizeof(rl_slab) + cap * sizeof(uint16_t);
+            size_t hdr = sizeof(slab_head) + cap * sizeof(uint16_t);
             uint32_t first = (uint32_t)((hdr + RL_LINE - 1) & ~(size_t)(RL_LINE - 1));
             if (first + (size_t)cap * c->size <= RL_SLAB_SIZE) {
                 c->cap = (uint16_t)cap;
@@ -179,67 +179,67 @@ static void rl_classes_init(void) {
             }
         }
     }
-    rl_tb_key_ok = pthread_key_create(&rl_tb_key, rl_tb_exit) == 0;
+    tb_key_ok = pthread_key_create(&tb_key, tb_exit) == 0;
 }
 
-static void rl_tblocks_unlink_locked(rl_tblock *b) {
+static void tblocks_unlink_locked(tblock *b) {
     if (b->prev)
         b->prev->next = b->next;
     else
-        rl_tblocks = b->next;
+        tblocks = b->next;
     if (b->next)
         b->next->prev = b->prev;
 }
 
 /* The calling thread's cache for class c, or NULL: the caller then takes
  * the class's mutex for this slot. */
-static rl_tcache *rl_tc_make(rl_pclass *c);
+static tcache *tc_make(pclass *c);
 
-static inline rl_tcache *rl_tc_get(rl_pclass *c) {
-    rl_tblock *b = rl_tb;
-    rl_tcache *t;
-    if (RL__LIKELY(b != NULL) && RL__LIKELY((t = b->c[c - rl_classes]) != NULL))
+static inline tcache *tc_get(pclass *c) {
+    tblock *b = tb;
+    tcache *t;
+    if (RL__LIKELY(b != NULL) && RL__LIKELY((t = b->c[c - size_classes]) != NULL))
         return t;
-    return rl_tc_make(c);
+    return tc_make(c);
 }
 
-/* rl_tc_get's first use of class c by this thread (and of the pool). */
-static __attribute__((noinline)) rl_tcache *rl_tc_make(rl_pclass *c) {
-    rl_tblock *b = rl_tb;
+/* tc_get's first use of class c by this thread (and of the pool). */
+static __attribute__((noinline)) tcache *tc_make(pclass *c) {
+    tblock *b = tb;
     if (b) {
-        rl_tcache *t = calloc(1, sizeof *t);
+        tcache *t = calloc(1, sizeof *t);
         if (t) {
-            b->c[c - rl_classes] = t;
-            atomic_fetch_add_explicit(&rl_cache_bytes, (long)sizeof *t, memory_order_relaxed);
+            b->c[c - size_classes] = t;
+            atomic_fetch_add_explicit(&cached_bytes, (long)sizeof *t, memory_order_relaxed);
         }
         return t; /* NULL: the class's mutex for each slot */
     }
-    if (rl_tb_off || !rl_tb_key_ok)
+    if (tb_off || !tb_key_ok)
         return NULL;
     b = calloc(1, sizeof *b);
-    if (!b || pthread_setspecific(rl_tb_key, b) != 0) {
+    if (!b || pthread_setspecific(tb_key, b) != 0) {
         free(b);
-        rl_tb_off = true;
+        tb_off = true;
         return NULL;
     }
-    atomic_fetch_add_explicit(&rl_cache_bytes, (long)sizeof *b, memory_order_relaxed);
-    pthread_mutex_lock(&rl_tblocks_lock);
-    b->next = rl_tblocks;
-    if (rl_tblocks)
-        rl_tblocks->prev = b;
-    rl_tblocks = b;
-    pthread_mutex_unlock(&rl_tblocks_lock);
-    rl_tb = b;
-    return rl_tc_make(c);
+    atomic_fetch_add_explicit(&cached_bytes, (long)sizeof *b, memory_order_relaxed);
+    pthread_mutex_lock(&tblocks_lock);
+    b->next = tblocks;
+    if (tblocks)
+        tblocks->prev = b;
+    tblocks = b;
+    pthread_mutex_unlock(&tblocks_lock);
+    tb = b;
+    return tc_make(c);
 }
 
 bool rl__pool_serves(size_t size) { return size > 0 && size <= RL_POOL_MAX; }
 
-static rl_pclass *rl_class_for(size_t size) { return &rl_classes[(size + RL_LINE - 1) / RL_LINE - 1]; }
+static pclass *class_for(size_t size) { return &size_classes[(size + RL_LINE - 1) / RL_LINE - 1]; }
 
-static rl_slab *rl_slab_of(void *p) { return (rl_slab *)((uintptr_t)p & ~(uintptr_t)(RL_SLAB_SIZE - 1)); }
+static slab_head *slab_of(void *p) { return (slab_head *)((uintptr_t)p & ~(uintptr_t)(RL_SLAB_SIZE - 1)); }
 
-static void rl_list_add(rl_pclass *c, rl_slab *s) {
+static void list_add(pclass *c, slab_head *s) {
     s->prev = NULL;
     s->next = c->list;
     if (c->list)
@@ -248,7 +248,7 @@ static void rl_list_add(rl_pclass *c, rl_slab *s) {
     s->listed = true;
 }
 
-static void rl_list_remove(rl_pclass *c, rl_slab *s) {
+static void list_remove(pclass *c, slab_head *s) {
     if (s->prev)
         s->prev->next = s->next;
     else
@@ -258,11 +258,11 @@ static void rl_list_remove(rl_pclass *c, rl_slab *s) {
     s->listed = false;
 }
 
-static rl_slab *rl_slab_new(rl_pclass *c) {
-    rl_slab *s = aligned_alloc(RL_SLAB_SIZE, RL_SLAB_SIZE);
+static slab_head *slab_new(pclass *c) {
+    slab_head *s = aligned_alloc(RL_SLAB_SIZE, RL_SLAB_SIZE);
     if (!s)
         return NULL;
-    atomic_fetch_add_explicit(&rl_nslabs, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&nslabs, 1, memory_order_relaxed);
     s->cls = c;
     s->nfree = s->bump = s->live = 0;
     s->listed = false;
@@ -275,8 +275,8 @@ static rl_slab *rl_slab_new(rl_pclass *c) {
     return s;
 }
 
-static void rl_slab_free(rl_slab *s) {
-    atomic_fetch_sub_explicit(&rl_nslabs, 1, memory_order_relaxed);
+static void slab_free(slab_head *s) {
+    atomic_fetch_sub_explicit(&nslabs, 1, memory_order_relaxed);
     RL_UNPOISON(s, RL_SLAB_SIZE);
 #ifdef RL_POOL_VALGRIND
     VALGRIND_DESTROY_MEMPOOL(s);
@@ -286,53 +286,53 @@ static void rl_slab_free(rl_slab *s) {
 }
 
 /* With c->lock held: a slot from a slab with room, or NULL if none has. */
-static void *rl_slot_take_locked(rl_pclass *c) {
-    rl_slab *s = c->list;
+static void *slot_take_locked(pclass *c) {
+    slab_head *s = c->list;
     if (!s) {
         s = c->empty;
         c->empty = NULL;
         if (!s)
             return NULL;
-        rl_list_add(c, s);
+        list_add(c, s);
     }
     uint16_t i = s->nfree ? s->freeidx[--s->nfree] : s->bump++;
     if (++s->live == c->cap)
-        rl_list_remove(c, s); /* full */
+        list_remove(c, s); /* full */
     return (char *)s + c->first + (size_t)i * c->size;
 }
 
 /* c->lock held on entry and on return: a slot, from a new slab (made
  * without the lock) if no slab has room; NULL if memory is short. */
-static void *rl_slot_take_or_grow_locked(rl_pclass *c) {
-    void *p = rl_slot_take_locked(c);
+static void *slot_take_or_grow_locked(pclass *c) {
+    void *p = slot_take_locked(c);
     if (p)
         return p;
     pthread_mutex_unlock(&c->lock);
-    rl_slab *s = rl_slab_new(c);
+    slab_head *s = slab_new(c);
     pthread_mutex_lock(&c->lock);
     if (s && !c->empty) {
         c->empty = s; /* taken from just below */
         s = NULL;
     }
-    p = rl_slot_take_locked(c); /* another thread may have made room meanwhile */
+    p = slot_take_locked(c); /* another thread may have made room meanwhile */
     if (s)
-        rl_slab_free(s); /* and kept an empty slab: ours is not needed */
+        slab_free(s); /* and kept an empty slab: ours is not needed */
     return p;
 }
 
 /* A slot of class c: one of the thread's ready slots, or from the slabs,
  * then with up to RL_BATCH more made ready under the same lock. */
-static void *rl_slot_get(rl_pclass *c) {
-    rl_tcache *t = rl_tc_get(c);
+static void *slot_get(pclass *c) {
+    tcache *t = tc_get(c);
     if (t && t->nready)
         return t->ready[--t->nready];
     pthread_mutex_lock(&c->lock);
-    void *p = rl_slot_take_or_grow_locked(c);
+    void *p = slot_take_or_grow_locked(c);
     uint32_t want = t ? t->batch : 0;
     if (t)
         t->batch = want ? (want * 2 < RL_BATCH ? want * 2 : RL_BATCH) : 1;
     while (p && t && t->nready < want) {
-        void *q = rl_slot_take_locked(c); /* only what the slabs already have */
+        void *q = slot_take_locked(c); /* only what the slabs already have */
         if (!q)
             break;
         t->ready[t->nready++] = q;
@@ -341,17 +341,16 @@ static void *rl_slot_get(rl_pclass *c) {
     return p;
 }
 
-void *rl__pool_alloc(size_t size) { return rl__pool_alloc_zeroing(size, size); }
 
 void *rl__pool_alloc_zeroing(size_t size, size_t zero) {
-    pthread_once(&rl_classes_once, rl_classes_init);
-    rl_pclass *c = rl_class_for(size);
-    char *p = rl_slot_get(c);
+    pthread_once(&classes_once, classes_init);
+    pclass *c = class_for(size);
+    char *p = slot_get(c);
     if (!p)
         return NULL;
     RL_UNPOISON(p, c->size);
 #ifdef RL_POOL_VALGRIND
-    VALGRIND_MEMPOOL_ALLOC(rl_slab_of(p), p, size);
+    VALGRIND_MEMPOOL_ALLOC(slab_of(p), p, size);
 #endif
     memset(p, 0, zero);
     return p;
@@ -359,15 +358,15 @@ void *rl__pool_alloc_zeroing(size_t size, size_t zero) {
 
 /* With c->lock held: gives slot p back to its slab. Returns a slab that
  * emptied and is not kept, for the caller to free after unlocking. */
-static rl_slab *rl_slot_return_locked(rl_pclass *c, void *p) {
-    rl_slab *s = rl_slab_of(p);
+static slab_head *slot_return_locked(pclass *c, void *p) {
+    slab_head *s = slab_of(p);
     s->freeidx[s->nfree++] = (uint16_t)(((char *)p - (char *)s - c->first) / c->size);
     s->live--;
     if (!s->listed)
-        rl_list_add(c, s); /* was full */
+        list_add(c, s); /* was full */
     if (s->live != 0)
         return NULL;
-    rl_list_remove(c, s);
+    list_remove(c, s);
     s->nfree = s->bump = 0; /* hand slots out in address order again */
     if (!c->empty) {
         c->empty = s;
@@ -379,7 +378,7 @@ static rl_slab *rl_slot_return_locked(rl_pclass *c, void *p) {
 /* With c->lock held: p joins the class's quarantine; when it is full, the
  * oldest entry leaves it for its slab. Returns a slab to free after
  * unlocking. */
-static rl_slab *rl_quarantine_push_locked(rl_pclass *c, void *p) {
+static slab_head *quarantine_push_locked(pclass *c, void *p) {
     if (c->qlen < RL_QUARANTINE) {
         c->quarantine[(c->qhead + c->qlen++) % RL_QUARANTINE] = p;
         return NULL;
@@ -387,41 +386,41 @@ static rl_slab *rl_quarantine_push_locked(rl_pclass *c, void *p) {
     void *oldest = c->quarantine[c->qhead];
     c->quarantine[c->qhead] = p;
     c->qhead = (c->qhead + 1) % RL_QUARANTINE;
-    return rl_slot_return_locked(c, oldest);
+    return slot_return_locked(c, oldest);
 }
 
 /* Gives n (at most RL_BATCH) slots of class c under one lock: released
  * ones to the class's quarantine, or, with `unused`, slots never handed
  * out (or out of a quarantine) straight back to their slabs. */
-static void rl_slots_give(rl_pclass *c, void *const *slots, size_t n, bool unused) {
-    rl_slab *drop[RL_BATCH];
+static void slots_give(pclass *c, void *const *slots, size_t n, bool unused) {
+    slab_head *drop[RL_BATCH];
     size_t ndrop = 0;
     pthread_mutex_lock(&c->lock);
     for (size_t i = 0; i < n; i++) {
-        rl_slab *s = unused ? rl_slot_return_locked(c, slots[i]) : rl_quarantine_push_locked(c, slots[i]);
+        slab_head *s = unused ? slot_return_locked(c, slots[i]) : quarantine_push_locked(c, slots[i]);
         if (s)
             drop[ndrop++] = s;
     }
     pthread_mutex_unlock(&c->lock);
     for (size_t i = 0; i < ndrop; i++)
-        rl_slab_free(drop[i]);
+        slab_free(drop[i]);
 }
 
 void rl__pool_free(void *p) {
-    rl_pclass *c = rl_slab_of(p)->cls;
+    pclass *c = slab_of(p)->cls;
     RL_POISON(p, c->size);
 #ifdef RL_POOL_VALGRIND
-    VALGRIND_MEMPOOL_FREE(rl_slab_of(p), p);
+    VALGRIND_MEMPOOL_FREE(slab_of(p), p);
 #endif
-    rl_tcache *t = rl_tc_get(c);
+    tcache *t = tc_get(c);
     if (RL__UNLIKELY(!t || !t->ring)) {
         void **ring = t ? malloc(RL_QUARANTINE * sizeof *ring) : NULL;
         if (!ring) {
-            rl_slots_give(c, &p, 1, false); /* the class's quarantine */
+            slots_give(c, &p, 1, false); /* the class's quarantine */
             return;
         }
         t->ring = ring;
-        atomic_fetch_add_explicit(&rl_cache_bytes, (long)(RL_QUARANTINE * sizeof *ring), memory_order_relaxed);
+        atomic_fetch_add_explicit(&cached_bytes, (long)(RL_QUARANTINE * sizeof *ring), memory_order_relaxed);
     }
     /* p joins the thread's quarantine; when it is full, the oldest entry
      * leaves it and is ready for this thread again. */
@@ -433,7 +432,7 @@ void rl__pool_free(void *p) {
     t->ring[t->qhead] = p;
     t->qhead = (t->qhead + 1) % RL_QUARANTINE;
     if (t->nready == RL_BATCH) {
-        rl_slots_give(c, t->ready, RL_BATCH, true);
+        slots_give(c, t->ready, RL_BATCH, true);
         t->nready = 0;
     }
     t->ready[t->nready++] = oldest;
@@ -442,13 +441,13 @@ void rl__pool_free(void *p) {
 /* Gives a thread's caches back and frees them: the ready slots to their
  * slabs, its quarantines, oldest first, to the classes' quarantines. The
  * block is off the list already. */
-static void rl_tblock_give_back(rl_tblock *b) {
+static void tblock_give_back(tblock *b) {
     for (int k = 0; k < RL_NCLASSES; k++) {
-        rl_tcache *t = b->c[k];
+        tcache *t = b->c[k];
         if (!t)
             continue;
         if (t->nready)
-            rl_slots_give(&rl_classes[k], t->ready, t->nready, true);
+            slots_give(&size_classes[k], t->ready, t->nready, true);
         while (t->qlen) {
             void *chunk[RL_BATCH];
             size_t n = 0;
@@ -456,66 +455,66 @@ static void rl_tblock_give_back(rl_tblock *b) {
                 chunk[n] = t->ring[t->qhead];
                 t->qhead = (t->qhead + 1) % RL_QUARANTINE;
             }
-            rl_slots_give(&rl_classes[k], chunk, n, false);
+            slots_give(&size_classes[k], chunk, n, false);
         }
         if (t->ring) {
             free(t->ring);
-            atomic_fetch_sub_explicit(&rl_cache_bytes, (long)(RL_QUARANTINE * sizeof *t->ring), memory_order_relaxed);
+            atomic_fetch_sub_explicit(&cached_bytes, (long)(RL_QUARANTINE * sizeof *t->ring), memory_order_relaxed);
         }
         free(t);
-        atomic_fetch_sub_explicit(&rl_cache_bytes, (long)sizeof *t, memory_order_relaxed);
+        atomic_fetch_sub_explicit(&cached_bytes, (long)sizeof *t, memory_order_relaxed);
     }
     free(b);
-    atomic_fetch_sub_explicit(&rl_cache_bytes, (long)sizeof *b, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&cached_bytes, (long)sizeof *b, memory_order_relaxed);
 }
 
 /* A thread's exit (the key's destructor): whatever it makes or releases
  * after this takes the lock. */
-static void rl_tb_exit(void *block) {
-    rl_tblock *b = block;
-    rl_tb = NULL;
-    rl_tb_off = true;
-    pthread_mutex_lock(&rl_tblocks_lock);
-    rl_tblocks_unlink_locked(b);
-    pthread_mutex_unlock(&rl_tblocks_lock);
-    rl_tblock_give_back(b);
+static void tb_exit(void *block) {
+    tblock *b = block;
+    tb = NULL;
+    tb_off = true;
+    pthread_mutex_lock(&tblocks_lock);
+    tblocks_unlink_locked(b);
+    pthread_mutex_unlock(&tblocks_lock);
+    tblock_give_back(b);
 }
 
 /* fork(): every class lock is held across it (rl_fork.c), in index order,
  * so that a child forked while another thread allocates finds the lists
  * consistent and the locks free. */
 static void fork_prepare(void) {
-    pthread_once(&rl_classes_once, rl_classes_init);
-    pthread_mutex_lock(&rl_tblocks_lock);
+    pthread_once(&classes_once, classes_init);
+    pthread_mutex_lock(&tblocks_lock);
     for (int k = 0; k < RL_NCLASSES; k++)
-        pthread_mutex_lock(&rl_classes[k].lock);
+        pthread_mutex_lock(&size_classes[k].lock);
 }
 
 static void fork_parent(void) {
     for (int k = RL_NCLASSES - 1; k >= 0; k--)
-        pthread_mutex_unlock(&rl_classes[k].lock);
-    pthread_mutex_unlock(&rl_tblocks_lock);
+        pthread_mutex_unlock(&size_classes[k].lock);
+    pthread_mutex_unlock(&tblocks_lock);
 }
 
 /* In the child only the forking thread lives on: what the others held in
  * their caches goes back to the classes. */
 static void fork_child(void) {
     fork_parent();
-    pthread_mutex_lock(&rl_tblocks_lock);
-    rl_tblock *others = NULL;
-    for (rl_tblock *b = rl_tblocks, *next; b; b = next) {
+    pthread_mutex_lock(&tblocks_lock);
+    tblock *others = NULL;
+    for (tblock *b = tblocks, *next; b; b = next) {
         next = b->next;
-        if (b == rl_tb)
+        if (b == tb)
             continue;
-        rl_tblocks_unlink_locked(b);
+        tblocks_unlink_locked(b);
         b->next = others;
         others = b;
     }
-    pthread_mutex_unlock(&rl_tblocks_lock);
+    pthread_mutex_unlock(&tblocks_lock);
     while (others) {
-        rl_tblock *b = others;
+        tblock *b = others;
         others = b->next;
-        rl_tblock_give_back(b);
+        tblock_give_back(b);
     }
 }
 
@@ -528,7 +527,7 @@ void rl__pool_stats(long *slabs, long *cache_bytes, long *ring_bytes) {
     if (ring_bytes)
         *ring_bytes = (long)(RL_QUARANTINE * sizeof(void *));
     if (slabs)
-        *slabs = atomic_load_explicit(&rl_nslabs, memory_order_relaxed);
+        *slabs = atomic_load_explicit(&nslabs, memory_order_relaxed);
     if (cache_bytes)
-        *cache_bytes = atomic_load_explicit(&rl_cache_bytes, memory_order_relaxed);
+        *cache_bytes = atomic_load_explicit(&cached_bytes, memory_order_relaxed);
 }

@@ -14,14 +14,12 @@
 /* Whether objects of `size` bytes come from the pool: at most RL_POOL_MAX. */
 RL__HIDDEN bool rl__pool_serves(size_t size);
 
-/* A zeroed block of `size` bytes (rl__pool_serves(size)), starting on a
- * cache line; NULL if memory is short. Thread-safe. */
-RL__HIDDEN void *rl__pool_alloc(size_t size);
-/* The same with only the first `zero` bytes zeroed (the caller fills the
- * rest at once). */
+/* A block of `size` bytes (rl__pool_serves(size)), starting on a cache
+ * line, with its first `zero` bytes zeroed (the caller fills the rest at
+ * once); NULL if memory is short. Thread-safe. */
 RL__HIDDEN void *rl__pool_alloc_zeroing(size_t size, size_t zero);
 
-/* Gives back a block from rl__pool_alloc. The block is not handed out
+/* Gives back a block from rl__pool_alloc_zeroing. The block is not handed out
  * again before RL_QUARANTINE (rl_pool.c) more blocks of its size class
  * were given back by the same thread (after that thread's exit: by any),
  * so a stale pointer to it keeps reading the object header it had when it

@@ -15,6 +15,7 @@
 #include "rl_lockclass.h"
 #include "rl_loop.h"
 #include "rl_poll.h"
+#include "RLLockDebugInternal.h"
 
 #include <crunloop/RLFileDescriptor.h>
 #include <crunloop/RLRunLoopSource.h>
@@ -36,12 +37,12 @@ struct RLSignalSource {
     RLSignalSourceContext ctx;
     RLFileDescriptorRef fdobj; /* watches sfd */
     RLRunLoopSourceRef fdsrc;  /* fdobj's source: follows src into loops and modes */
-    /* Below: guarded by rl_sig_lock. */
+    /* Below: guarded by sig_lock. */
     RLRunLoopSourceRef src; /* the user's source (version 0), made on demand */
     /* Valid until invalidated; then the signalfd is closed and the
      * context's info released, once, after the callouts running on loops'
      * threads that were handed the info (rl_fdobj.h). */
-    rl_fdobj life;
+    rl__fdobj life;
     RLIndex pending;            /* deliveries not yet handed to the callout */
     RLRunLoopRef *loops;        /* the loops src is scheduled in, once per mode (retained) */
     size_t nloops, caploops;
@@ -49,25 +50,25 @@ struct RLSignalSource {
 };
 
 /* Per signal: its watchers and what to restore when the last one goes. */
-typedef struct rl_sig_slot {
+typedef struct sig_slot {
     struct RLSignalSource *watchers;
     struct sigaction old_action;
     bool was_blocked; /* in the thread that created the first watcher */
-} rl_sig_slot;
+} sig_slot;
 
-static pthread_mutex_t rl_sig_lock = PTHREAD_MUTEX_INITIALIZER;
-static rl_sig_slot rl_sig_slots[_NSIG];
+static pthread_mutex_t sig_lock = PTHREAD_MUTEX_INITIALIZER;
+static sig_slot sig_slots[_NSIG];
 
-static void rl_sig_lock_take(void) {
+static void sig_lock_take(void) {
     if (RL__UNLIKELY(rl__lockdep_enabled()))
         rl__lockclass_take(RL_LOCKCLASS_SIGNAL, __builtin_return_address(0));
-    int e = pthread_mutex_lock(&rl_sig_lock);
+    int e = pthread_mutex_lock(&sig_lock);
     if (e)
         abort(); /* only EINVAL/EDEADLK, both impossible for this static mutex */
 }
 
-static void rl_sig_lock_drop(void) {
-    (void)pthread_mutex_unlock(&rl_sig_lock);
+static void sig_lock_drop(void) {
+    (void)pthread_mutex_unlock(&sig_lock);
     if (RL__UNLIKELY(rl__lockdep_enabled()))
         rl__lockclass_drop(RL_LOCKCLASS_SIGNAL);
 }
@@ -76,11 +77,11 @@ static void rl_sig_lock_drop(void) {
  * that does not exist there (rl_fork.c, whose slot order fixes the order of
  * the global locks itself: not reported to the lock-order detector). */
 static void fork_prepare(void) {
-    if (pthread_mutex_lock(&rl_sig_lock))
+    if (pthread_mutex_lock(&sig_lock))
         abort();
 }
-static void fork_parent(void) { (void)pthread_mutex_unlock(&rl_sig_lock); }
-static void fork_child(void) { (void)pthread_mutex_unlock(&rl_sig_lock); }
+static void fork_parent(void) { (void)pthread_mutex_unlock(&sig_lock); }
+static void fork_child(void) { (void)pthread_mutex_unlock(&sig_lock); }
 
 /* Takes this file's place in the lock order held across fork() (rl_fork.h). */
 __attribute__((constructor)) static void fork_register(void) {
@@ -89,7 +90,7 @@ __attribute__((constructor)) static void fork_register(void) {
 
 /* Runs instead of the default action in a thread that did not block the
  * signal: the process neither dies nor discards the signal forever. */
-static void rl_sig_nop(int signum) { (void)signum; }
+static void sig_nop(int signum) { (void)signum; }
 
 static void sig_finalize(void *obj) {
     struct RLSignalSource *s = obj;
@@ -111,10 +112,10 @@ static void sig_finalize(void *obj) {
 
 static char *sig_describe(const void *obj) {
     const struct RLSignalSource *s = obj;
-    rl_sig_lock_take();
+    sig_lock_take();
     bool valid = rl__fdobj_valid(&s->life);
     RLIndex pending = s->pending;
-    rl_sig_lock_drop();
+    sig_lock_drop();
     char *out = NULL;
     if (asprintf(&out, "<RLSignalSource %p signal %d (%s) pending %ld%s>", obj, s->signum, strsignal(s->signum),
                  (long)pending, valid ? "" : " invalid") < 0)
@@ -122,25 +123,25 @@ static char *sig_describe(const void *obj) {
     return out;
 }
 
-static const rl__class rl__signal_source_class = {"RLSignalSource", sig_finalize, NULL, sig_describe};
+static const rl__class signal_source_class = {"RLSignalSource", sig_finalize, NULL, sig_describe};
 
-static bool sig_ok(RLSignalSourceRef s, const char *fn) { return rl__object_check(s, &rl__signal_source_class, fn); }
+static bool sig_ok(RLSignalSourceRef s, const char *fn) { return rl__object_check(s, &signal_source_class, fn); }
 
 /* Adds `n` deliveries to every watcher of signum and collects them, retained,
  * with their loops, for waking after the lock is dropped (lock held). */
-typedef struct rl_sig_wake {
+typedef struct sig_waker {
     RLRunLoopSourceRef src;
     RLRunLoopRef *loops;
     size_t nloops;
-} rl_sig_wake;
+} sig_waker;
 
-static size_t sig_fan_out_locked(struct RLSignalSource *reader, RLIndex n, rl_sig_wake **out) {
+static size_t sig_fan_out_locked(struct RLSignalSource *reader, RLIndex n, sig_waker **out) {
     size_t count = 0;
-    for (struct RLSignalSource *w = rl_sig_slots[reader->signum].watchers; w; w = w->next)
+    for (struct RLSignalSource *w = sig_slots[reader->signum].watchers; w; w = w->next)
         count++;
-    rl_sig_wake *wk = calloc(count ? count : 1, sizeof *wk);
+    sig_waker *wk = calloc(count ? count : 1, sizeof *wk);
     size_t k = 0;
-    for (struct RLSignalSource *w = rl_sig_slots[reader->signum].watchers; w; w = w->next) {
+    for (struct RLSignalSource *w = sig_slots[reader->signum].watchers; w; w = w->next) {
         w->pending += n;
         if (w == reader)
             continue; /* its callout runs right away, in the reading callout */
@@ -156,7 +157,7 @@ static size_t sig_fan_out_locked(struct RLSignalSource *reader, RLIndex n, rl_si
     return k;
 }
 
-static void sig_wake(rl_sig_wake *wk, size_t k) {
+static void sig_wake(sig_waker *wk, size_t k) {
     for (size_t i = 0; i < k; i++) {
         (void)RLRunLoopSourceSignal(wk[i].src);
         for (size_t j = 0; j < wk[i].nloops; j++) {
@@ -170,7 +171,7 @@ static void sig_wake(rl_sig_wake *wk, size_t k) {
 }
 
 /* Dequeues every signal s's signalfd shows the calling thread (its own
- * and the process's) and returns how many (rl_sig_lock held). */
+ * and the process's) and returns how many (sig_lock held). */
 static RLIndex sig_drain_locked(struct RLSignalSource *s) { return (RLIndex)rl__poll_signalfd_drain(s->sfd); }
 
 /* The slow-callout report names a signal source's callouts as its own. */
@@ -182,10 +183,10 @@ static const rl__callout_owner sig_how = {kRLCalloutSignal, sig_callout_of};
 /* A callout that began while s was valid (busy counted, s retained) is
  * over (lock not held). */
 static void sig_callout_done(struct RLSignalSource *s) {
-    rl_fdobj_end end;
-    rl_sig_lock_take();
+    rl__fdobj_end end;
+    sig_lock_take();
     rl__fdobj_leave(&s->life, &end);
-    rl_sig_lock_drop();
+    sig_lock_drop();
     rl__fdobj_finish(&end); /* what an invalidation meanwhile left to the last callout */
     RLRelease(s); /* taken with rl__fdobj_enter */
 }
@@ -198,9 +199,9 @@ static void sig_fd_callout(RLFileDescriptorRef f, RLOptionFlags types, void *inf
     (void)types;
     struct RLSignalSource *s = info;
     RLIndex n = 0, mine = 0;
-    rl_sig_wake *wk = NULL;
+    sig_waker *wk = NULL;
     size_t k = 0;
-    rl_sig_lock_take();
+    sig_lock_take();
     if (rl__fdobj_valid(&s->life)) {
         n = sig_drain_locked(s);
         if (n)
@@ -211,7 +212,7 @@ static void sig_fd_callout(RLFileDescriptorRef f, RLOptionFlags types, void *inf
             RLRetain(s); /* the callout may invalidate and release it */
     }
     bool valid = rl__fdobj_valid(&s->life);
-    rl_sig_lock_drop();
+    sig_lock_drop();
     if (wk)
         sig_wake(wk, k);
     if (valid)
@@ -225,12 +226,12 @@ static void sig_fd_callout(RLFileDescriptorRef f, RLOptionFlags types, void *inf
 /* The user's source was signalled: run the callout with what is pending. */
 static void sig_perform(void *info) {
     struct RLSignalSource *s = info;
-    rl_sig_lock_take();
+    sig_lock_take();
     RLIndex n = rl__fdobj_valid(&s->life) ? s->pending : 0;
     s->pending = 0;
     if (n > 0 && rl__fdobj_enter(&s->life))
         RLRetain(s); /* the callout may invalidate and release it */
-    rl_sig_lock_drop();
+    sig_lock_drop();
     if (n > 0) {
         s->callout(s, s->signum, n, s->ctx.info);
         sig_callout_done(s);
@@ -248,10 +249,10 @@ static void sig_perform(void *info) {
 static void sig_look_on_loop_thread(void *info) {
     struct RLSignalSource *s = info;
     RLIndex n = 0;
-    rl_sig_wake *wk = NULL;
+    sig_waker *wk = NULL;
     size_t k = 0;
     RLRunLoopSourceRef mine = NULL;
-    rl_sig_lock_take();
+    sig_lock_take();
     if (rl__fdobj_valid(&s->life)) {
         n = sig_drain_locked(s);
         if (n)
@@ -259,7 +260,7 @@ static void sig_look_on_loop_thread(void *info) {
         if (s->pending > 0 && s->src)
             mine = (RLRunLoopSourceRef)RLRetain(s->src);
     }
-    rl_sig_lock_drop();
+    sig_lock_drop();
     if (wk)
         sig_wake(wk, k);
     if (mine) {
@@ -272,7 +273,7 @@ static void sig_look_done(void *info) { RLRelease(info); }
 /* The user's source joins a mode of rl: the signalfd's source follows. */
 static void sig_schedule(void *info, RLRunLoopRef rl, RLRunLoopMode mode) {
     struct RLSignalSource *s = info;
-    rl_sig_lock_take();
+    sig_lock_take();
     bool ok = rl__fdobj_valid(&s->life);
     if (ok && s->nloops == s->caploops) {
         size_t cap = s->caploops ? s->caploops * 2 : 2;
@@ -285,7 +286,7 @@ static void sig_schedule(void *info, RLRunLoopRef rl, RLRunLoopMode mode) {
     if (ok && s->nloops < s->caploops)
         s->loops[s->nloops++] = (RLRunLoopRef)RLRetain(rl);
     bool pending = s->pending > 0;
-    rl_sig_lock_drop();
+    sig_lock_drop();
     if (!ok)
         return;
     (void)RLRunLoopAddSource(rl, s->fdsrc, mode);
@@ -302,7 +303,7 @@ static void sig_schedule(void *info, RLRunLoopRef rl, RLRunLoopMode mode) {
 static void sig_cancel(void *info, RLRunLoopRef rl, RLRunLoopMode mode) {
     struct RLSignalSource *s = info;
     RLRunLoopRef gone = NULL;
-    rl_sig_lock_take();
+    sig_lock_take();
     for (size_t i = 0; i < s->nloops; i++) {
         if (s->loops[i] == rl) {
             gone = s->loops[i];
@@ -310,7 +311,7 @@ static void sig_cancel(void *info, RLRunLoopRef rl, RLRunLoopMode mode) {
             break;
         }
     }
-    rl_sig_lock_drop();
+    sig_lock_drop();
     (void)RLRunLoopRemoveSource(rl, s->fdsrc, mode);
     if (gone)
         RLRelease(gone);
@@ -344,24 +345,24 @@ static bool signal_watchable(int signum, const char *fn) {
 /* Makes s a watcher of its signal: the first one saves the disposition and
  * installs the no-op handler. The caller blocked the signal already. */
 static bool sig_register(struct RLSignalSource *s, bool was_blocked, const char *fn) {
-    rl_sig_slot *slot = &rl_sig_slots[s->signum];
-    rl_sig_lock_take();
+    sig_slot *slot = &sig_slots[s->signum];
+    sig_lock_take();
     if (!slot->watchers) {
         struct sigaction sa;
         memset(&sa, 0, sizeof sa);
-        sa.sa_handler = rl_sig_nop;
+        sa.sa_handler = sig_nop;
         sigemptyset(&sa.sa_mask);
         sa.sa_flags = SA_RESTART;
         if (sigaction(s->signum, &sa, &slot->old_action) < 0) {
             int e = errno;
-            rl_sig_lock_drop();
+            sig_lock_drop();
             return rl__fail_errno(e, fn, "sigaction(%d)", s->signum);
         }
         slot->was_blocked = was_blocked;
     }
     s->next = slot->watchers;
     slot->watchers = s;
-    rl_sig_lock_drop();
+    sig_lock_drop();
     return true;
 }
 
@@ -382,7 +383,7 @@ RLSignalSourceRef RLSignalSourceCreate(RLAllocatorRef allocator, int signum, RLS
         rl__fail_errno(errno, fn, "signalfd(%d)", signum);
         return NULL;
     }
-    struct RLSignalSource *s = rl__object_alloc(&rl__signal_source_class, sizeof *s, fn);
+    struct RLSignalSource *s = rl__object_alloc(&signal_source_class, sizeof *s, fn);
     if (!s) {
         close(sfd);
         return NULL;
@@ -429,10 +430,10 @@ RLRunLoopSourceRef RLSignalSourceCreateRunLoopSource(RLAllocatorRef allocator, R
     const char *fn = __func__;
     if (!sig_ok(s, fn))
         return NULL;
-    rl_sig_lock_take();
+    sig_lock_take();
     bool valid = rl__fdobj_valid(&s->life);
     RLRunLoopSourceRef have = valid && s->src ? (RLRunLoopSourceRef)RLRetain(s->src) : NULL;
-    rl_sig_lock_drop();
+    sig_lock_drop();
     if (!valid)
         return rl__fail(kRLErrorInvalidObject, fn, "the signal source has been invalidated"), NULL;
     if (have)
@@ -447,14 +448,14 @@ RLRunLoopSourceRef RLSignalSourceCreateRunLoopSource(RLAllocatorRef allocator, R
     RLRunLoopSourceRef src = RLRunLoopSourceCreate(allocator, order, &ctx);
     if (!src)
         return NULL;
-    rl_sig_lock_take();
+    sig_lock_take();
     RLRunLoopSourceRef other = s->src;
     if (!other && rl__fdobj_valid(&s->life))
         s->src = (RLRunLoopSourceRef)RLRetain(src);
     valid = rl__fdobj_valid(&s->life);
     if (other)
         RLRetain(other);
-    rl_sig_lock_drop();
+    sig_lock_drop();
     if (other || !valid) {
         /* Another thread made one meanwhile, or invalidated s. */
         (void)RLRunLoopSourceInvalidate(src);
@@ -507,10 +508,10 @@ bool RLSignalSourceInvalidate(RLSignalSourceRef s) {
     if (!sig_ok(s, fn))
         return false;
     RLRetain(s); /* the fd object and the source release theirs below */
-    rl_sig_slot *slot = &rl_sig_slots[s->signum];
+    sig_slot *slot = &sig_slots[s->signum];
     bool ok = true;
-    rl_sig_lock_take();
-    rl_fdobj_end end;
+    sig_lock_take();
+    rl__fdobj_end end;
     bool was = rl__fdobj_invalidate(&s->life, RL_FDOBJ_CLOSE, &end);
     if (was) {
         s->pending = 0;
@@ -547,7 +548,7 @@ bool RLSignalSourceInvalidate(RLSignalSourceRef s) {
     RLRunLoopSourceRef src = was ? s->src : NULL;
     if (was)
         s->src = NULL; /* src's context holds s: drop our side of the cycle */
-    rl_sig_lock_drop();
+    sig_lock_drop();
     if (was) {
         if (src) {
             (void)RLRunLoopSourceInvalidate(src); /* cancels: the fd source leaves those modes */
@@ -563,8 +564,8 @@ bool RLSignalSourceInvalidate(RLSignalSourceRef s) {
 bool RLSignalSourceIsValid(RLSignalSourceRef s) {
     if (!sig_ok(s, __func__))
         return false;
-    rl_sig_lock_take();
+    sig_lock_take();
     bool v = rl__fdobj_valid(&s->life);
-    rl_sig_lock_drop();
+    sig_lock_drop();
     return v;
 }

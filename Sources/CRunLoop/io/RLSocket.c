@@ -9,6 +9,8 @@
 #include "RLSocketInternal.h"
 #include "rl_fdobj.h"
 #include "rl_lockclass.h"
+#include "RLLockDebugInternal.h"
+#include "rl_waitpolicy.h"
 
 #include <crunloop/RLFileDescriptor.h>
 #include <crunloop/RLRunLoopTimer.h>
@@ -82,7 +84,7 @@ struct RLSocket {
      * that still read the fd or were handed the info (rl_fdobj.h: a
      * callout is counted while it runs, so none of them reads or accepts
      * on a number another open may have reused). */
-    rl_fdobj life;
+    rl__fdobj life;
     bool listening;
     bool connected; /* a stream with a peer (datagram sockets count as connected) */
     bool connecting; /* a background connect is under way */
@@ -142,11 +144,11 @@ static char *sock_describe(const void *obj) {
     return out;
 }
 
-static const rl__class rl__socket_class = {"RLSocket", sock_finalize, NULL, sock_describe};
+static const rl__class socket_class = {"RLSocket", sock_finalize, NULL, sock_describe};
 
-RLTypeID RLSocketGetTypeID(void) { return rl__type_id(&rl__socket_class); }
+RLTypeID RLSocketGetTypeID(void) { return rl__type_id(&socket_class); }
 
-static bool sock_ok(RLSocketRef s, const char *fn) { return rl__object_check(s, &rl__socket_class, fn); }
+static bool sock_ok(RLSocketRef s, const char *fn) { return rl__object_check(s, &socket_class, fn); }
 
 static inline RLOptionFlags read_type(const struct RLSocket *s) { return s->types & 3u; }
 
@@ -684,7 +686,7 @@ static void sock_fd_callout(RLFileDescriptorRef f, RLOptionFlags ready, void *in
     sock_fd_callout_body(s, ready); /* the lock held before and after */
     if (rl__fdobj_valid(&s->life))
         sock_rearm_locked(s);
-    rl_fdobj_end end;
+    rl__fdobj_end end;
     rl__fdobj_leave(&s->life, &end); /* the last one closes and releases what an invalidation left */
     sock_unlock(s);
     rl__fdobj_finish(&end);
@@ -803,7 +805,7 @@ static RLSocketRef sock_make(RLAllocatorRef allocator, int fd, RLOptionFlags typ
     len = sizeof acc;
     if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &len) < 0)
         acc = 0;
-    struct RLSocket *s = rl__object_alloc(&rl__socket_class, sizeof *s, fn);
+    struct RLSocket *s = rl__object_alloc(&socket_class, sizeof *s, fn);
     if (!s)
         return NULL;
     s->fd = fd;
@@ -1177,7 +1179,7 @@ bool RLSocketInvalidate(RLSocketRef s) {
     if (!sock_ok(s, __func__))
         return false;
     sock_lock(s);
-    rl_fdobj_end end;
+    rl__fdobj_end end;
     bool was = rl__fdobj_invalidate(&s->life, (s->flags & kRLSocketCloseOnInvalidate) ? RL_FDOBJ_CLOSE : 0, &end);
     RLRunLoopTimerRef retry = s->accept_retry;
     s->accept_retry = NULL;

@@ -6,6 +6,7 @@
  * source that the stream adds to every (loop, mode) it is scheduled in;
  * the backends only post bits, from any thread. */
 #include "RLStreamInternal.h"
+#include "RLLockDebugInternal.h"
 
 #include <crunloop/RLRunLoopSource.h>
 
@@ -102,7 +103,8 @@ void rl__stream_post(rl__stream *s, RLOptionFlags ev) {
     rl__stream_unlock(s);
 }
 
-void rl__stream_fail_locked(rl__stream *s, RLIndex domain, int err) {
+/* Status Error with {domain, err}, and ErrorOccurred. */
+static void stream_fail_locked(rl__stream *s, RLIndex domain, int err) {
     s->status = kRLStreamStatusError;
     s->error = (RLStreamError){domain, err};
     rl__stream_post_locked(s, kRLStreamEventErrorOccurred);
@@ -110,7 +112,7 @@ void rl__stream_fail_locked(rl__stream *s, RLIndex domain, int err) {
 
 void rl__stream_fail(rl__stream *s, RLIndex domain, int err) {
     rl__stream_lock(s);
-    rl__stream_fail_locked(s, domain, err);
+    stream_fail_locked(s, domain, err);
     rl__stream_unlock(s);
 }
 
@@ -118,7 +120,7 @@ void rl__stream_open_finished_locked(rl__stream *s, RLIndex domain, int err) {
     if (s->status != kRLStreamStatusOpening)
         return;
     if (err) {
-        rl__stream_fail_locked(s, domain, err);
+        stream_fail_locked(s, domain, err);
         return;
     }
     s->status = kRLStreamStatusOpen;

@@ -136,8 +136,6 @@ RL__HIDDEN void rl__stream_unlock(rl__stream *s);
  * stream lock held). HasBytes/CanAccept are dropped unless armed. */
 RL__HIDDEN void rl__stream_post_locked(rl__stream *s, RLOptionFlags ev);
 RL__HIDDEN void rl__stream_post(rl__stream *s, RLOptionFlags ev);
-/* Status Error with {domain, err}, and ErrorOccurred. */
-RL__HIDDEN void rl__stream_fail_locked(rl__stream *s, RLIndex domain, int err);
 RL__HIDDEN void rl__stream_fail(rl__stream *s, RLIndex domain, int err);
 /* A backend that answered 0 from open reports here (stream lock held):
  * err 0 opens the stream, anything else fails it; nothing happens unless
@@ -148,9 +146,6 @@ RL__HIDDEN void rl__stream_open_finished_locked(rl__stream *s, RLIndex domain, i
 RL__HIDDEN void rl__stream_recheck(rl__stream *s);
 /* Adds src to every (loop, mode) the stream is scheduled in. */
 RL__HIDDEN void rl__stream_add_to_schedules(rl__stream *s, RLRunLoopSourceRef src);
-/* Copies a property of a stream of that direction (the public Copy
- * calls and the older RLWriteStreamCopyDataWritten). */
-RL__HIDDEN RLTypeRef rl__stream_copy_property(const void *ref, bool is_read, const char *name, const char *fn);
 /* An owned reference to kRLBooleanTrue or kRLBooleanFalse. */
 RL__HIDDEN RLTypeRef rl__boolean_copy(bool value);
 /* Is the stream scheduled in that mode of that loop? */

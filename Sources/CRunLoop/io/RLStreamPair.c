@@ -8,6 +8,7 @@
  * The ring's lock is a leaf: nothing is taken under it, and it is never
  * taken with a stream lock held. */
 #include "RLStreamInternal.h"
+#include "RLLockDebugInternal.h"
 
 #include <errno.h>
 #include <stdlib.h>

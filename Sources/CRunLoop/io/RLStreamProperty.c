@@ -68,7 +68,9 @@ static rl__stream *lookup(const void *ref, bool is_read, const char *name, rl__p
     return s;
 }
 
-RLTypeRef rl__stream_copy_property(const void *ref, bool is_read, const char *name, const char *fn) {
+/* Copies a property of a stream of that direction (the public Copy
+ * calls and the older RLWriteStreamCopyDataWritten). */
+static RLTypeRef stream_copy_property(const void *ref, bool is_read, const char *name, const char *fn) {
     rl__prop p;
     rl__stream *s = lookup(ref, is_read, name, &p, fn);
     return s ? s->ops->copy_property(s, p, fn) : NULL;
@@ -104,11 +106,11 @@ static bool set_property(const void *ref, bool is_read, const char *name, RLType
 }
 
 RLTypeRef RLReadStreamCopyProperty(RLReadStreamRef s, RLStreamPropertyKey name) {
-    return rl__stream_copy_property(s, true, name, __func__);
+    return stream_copy_property(s, true, name, __func__);
 }
 
 RLTypeRef RLWriteStreamCopyProperty(RLWriteStreamRef s, RLStreamPropertyKey name) {
-    return rl__stream_copy_property(s, false, name, __func__);
+    return stream_copy_property(s, false, name, __func__);
 }
 
 bool RLReadStreamSetProperty(RLReadStreamRef s, RLStreamPropertyKey name, RLTypeRef value) {
@@ -120,5 +122,5 @@ bool RLWriteStreamSetProperty(RLWriteStreamRef s, RLStreamPropertyKey name, RLTy
 }
 
 RLDataRef RLWriteStreamCopyDataWritten(RLWriteStreamRef s) {
-    return rl__stream_copy_property(s, false, kRLStreamPropertyDataWritten, __func__);
+    return stream_copy_property(s, false, kRLStreamPropertyDataWritten, __func__);
 }

@@ -19,6 +19,8 @@
 #include "RLSocketInternal.h"
 #include "RLStreamInternal.h"
 #include "rl_resolver.h"
+#include "RLLockDebugInternal.h"
+#include "rl_waitpolicy.h"
 
 #include <crunloop/RLFileDescriptor.h>
 

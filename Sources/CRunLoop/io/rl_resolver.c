@@ -6,6 +6,7 @@
 #include "rl_resolver.h"
 #include "rl_fork.h"
 #include "rl_lockclass.h"
+#include "RLLockDebugInternal.h"
 
 #include <netinet/in.h>
 #include <resolv.h>

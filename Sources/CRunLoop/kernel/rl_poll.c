@@ -26,7 +26,7 @@
  * callgrind, the same one system call); it is to go below epoll once
  * sockets read and write through the ring (multishot receives into provided
  * buffers, batched sends), and becomes the default then. */
-static const rl_poll_ops *poll_choose(const char *fn, bool *forced) {
+static const rl__poll_ops *poll_choose(const char *fn, bool *forced) {
     const char *want = getenv("RL_BACKEND");
     *forced = false;
     if (!want || !*want)
@@ -55,7 +55,7 @@ static const rl_poll_ops *poll_choose(const char *fn, bool *forced) {
 
 bool rl__poll_open(RLRunLoopRef rl, const char *fn) {
     bool forced;
-    const rl_poll_ops *ops = poll_choose(fn, &forced);
+    const rl__poll_ops *ops = poll_choose(fn, &forced);
     if (!ops)
         return false;
     rl->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);

@@ -18,7 +18,7 @@
  * (rl__poll_open: RL_BACKEND, else io_uring where the kernel allows it,
  * else epoll) and keeps it; the wake-up (eventfd write), the coalescing
  * sleep (futex) and the timerfd are the same on both. A new backend is one
- * rl_poll_ops in one file, named in rl_poll.c's choice.
+ * rl__poll_ops in one file, named in rl_poll.c's choice.
  */
 #ifndef CRUNLOOP_RL_POLL_H
 #define CRUNLOOP_RL_POLL_H
@@ -41,7 +41,7 @@
  * has the contract of the rl__poll_* call of the same name below; `open`
  * makes the set (rl->epfd: its fd, the number a test may break) with the
  * loop's eventfd and timerfd (already made) in it, edge-triggered, tag 0. */
-typedef struct rl_poll_ops {
+typedef struct rl__poll_ops {
     const char *name;      /* what RLRunLoopGetBackendName says: "epoll", "io_uring" */
     const char *wait_call; /* the system call a refused wait names */
     int (*open)(RLRunLoopRef rl);
@@ -49,11 +49,11 @@ typedef struct rl_poll_ops {
     int (*renew)(RLRunLoopRef rl);
     int (*ctl)(RLRunLoopRef rl, int op, int fd, uint32_t events, uint32_t gen);
     int (*wait)(RLRunLoopRef rl, struct epoll_event *ev, int maxev, int timeout_ms);
-} rl_poll_ops;
+} rl__poll_ops;
 
-RL__HIDDEN extern const rl_poll_ops rl__poll_epoll_ops; /* rl_poll_epoll.c */
+RL__HIDDEN extern const rl__poll_ops rl__poll_epoll_ops; /* rl_poll_epoll.c */
 #if RL_TRICK_URING
-RL__HIDDEN extern const rl_poll_ops rl__poll_uring_ops; /* rl_poll_uring.c */
+RL__HIDDEN extern const rl__poll_ops rl__poll_uring_ops; /* rl_poll_uring.c */
 /* Whether this process may make io_uring instances (neither refused nor
  * failed yet; rl_poll_uring.c). A refusal (EPERM, ENOSYS: the
  * kernel.io_uring_disabled sysctl, a seccomp filter) is remembered: later

@@ -50,7 +50,7 @@ static int epoll_wait_fd(RLRunLoopRef rl, struct epoll_event *ev, int maxev, int
     return epoll_wait(rl->epfd, ev, maxev, timeout_ms);
 }
 
-const rl_poll_ops rl__poll_epoll_ops = {
+const rl__poll_ops rl__poll_epoll_ops = {
     .name = "epoll",
     .wait_call = "epoll_wait",
     .open = epoll_open,

@@ -80,11 +80,11 @@ typedef struct uring_reg {
     ino_t ino;
 } uring_reg;
 
-typedef struct rl_uring rl_uring;
-static void uring_lock(rl_uring *u);
-static void uring_unlock(rl_uring *u);
+typedef struct uring uring;
+static void uring_lock(uring *u);
+static void uring_unlock(uring *u);
 
-typedef struct rl_uring {
+typedef struct uring {
     struct io_uring ring;
     rl__mutex lock; /* regs, the change list, the submission queue (uncontended: no system call) */
     uring_reg *regs;
@@ -94,14 +94,14 @@ typedef struct rl_uring {
     uint32_t seq;   /* the last sequence number given */
     int kick;       /* eventfd: another thread's change wakes the wait */
     bool enabled;   /* the loop's thread is the ring's issuer */
-} rl_uring;
+} uring;
 
-static void uring_lock(rl_uring *u) {
+static void uring_lock(uring *u) {
     if (RL__UNLIKELY(!rl__mutex_trylock(&u->lock)))
         (void)rl__mutex_lock_slow(&u->lock, NULL);
 }
 
-static void uring_unlock(rl_uring *u) { rl__mutex_unlock(&u->lock); }
+static void uring_unlock(uring *u) { rl__mutex_unlock(&u->lock); }
 
 /* A refusal of io_uring by this process's kernel (EPERM: the sysctl, a
  * seccomp filter; ENOSYS; a kernel without what this backend needs): later
@@ -113,7 +113,7 @@ int rl__poll_uring_usable(void) { return !atomic_load_explicit(&uring_refused, m
 static uint64_t uring_data(int fd, uint32_t seq) { return (uint64_t)seq << 32 | (uint32_t)fd; }
 
 /* Room in u->regs for fd. false: out of memory. */
-static bool uring_room(rl_uring *u, int fd) {
+static bool uring_room(uring *u, int fd) {
     if ((size_t)fd < u->nregs)
         return true;
     size_t n = u->nregs ? u->nregs : 64;
@@ -129,7 +129,7 @@ static bool uring_room(rl_uring *u, int fd) {
 }
 
 /* Puts fd on the change list. Lock held. false: out of memory. */
-static bool uring_touch(rl_uring *u, int fd, uring_reg *r) {
+static bool uring_touch(uring *u, int fd, uring_reg *r) {
     if (r->dirty)
         return true;
     if (u->ndirty == u->capdirty) {
@@ -146,7 +146,7 @@ static bool uring_touch(rl_uring *u, int fd, uring_reg *r) {
 }
 
 /* A poll for fd as r says is to be submitted. Lock held. */
-static int uring_arm(rl_uring *u, int fd, uring_reg *r) {
+static int uring_arm(uring *u, int fd, uring_reg *r) {
     if (!uring_touch(u, fd, r))
         return ENOMEM;
     r->arm = true;
@@ -155,7 +155,7 @@ static int uring_arm(rl_uring *u, int fd, uring_reg *r) {
 
 /* fd's live poll, if any, is to be removed; a report it still makes is
  * dropped. Lock held. */
-static void uring_disarm(rl_uring *u, int fd, uring_reg *r) {
+static void uring_disarm(uring *u, int fd, uring_reg *r) {
     r->arm = false;
     if (r->seq == 0)
         return;
@@ -167,7 +167,7 @@ static void uring_disarm(rl_uring *u, int fd, uring_reg *r) {
 
 /* Turns the change list into submission entries, as many as fit. Lock
  * held, the loop's thread. Whether all did. */
-static bool uring_fill(rl_uring *u) {
+static bool uring_fill(uring *u) {
     size_t i = 0;
     for (; i < u->ndirty; i++) {
         int fd = u->dirty[i];
@@ -203,7 +203,7 @@ static bool uring_fill(rl_uring *u) {
 /* The submission queue's new entries made visible to the kernel: how many
  * an enter may submit (liburing's own flush, which io_uring_submit does).
  * Lock held. */
-static unsigned uring_flush(rl_uring *u) {
+static unsigned uring_flush(uring *u) {
     struct io_uring_sq *sq = &u->ring.sq;
     unsigned tail = sq->sqe_tail;
     if (sq->sqe_head != tail) {
@@ -214,7 +214,7 @@ static unsigned uring_flush(rl_uring *u) {
 }
 
 /* Makes the loop's thread the ring's issuer (its first wait). Lock held. */
-static int uring_enable(rl_uring *u) {
+static int uring_enable(uring *u) {
     if (u->enabled)
         return 0;
     int r = io_uring_register(u->ring.ring_fd, IORING_REGISTER_ENABLE_RINGS, NULL, 0);
@@ -227,7 +227,7 @@ static int uring_enable(rl_uring *u) {
 /* Submits every change (the loop's thread): enters as often as the queue
  * fills; the entries of the last fill are left for the caller's enter.
  * Lock held. The number to submit, or -errno. */
-static int uring_prepare(rl_uring *u) {
+static int uring_prepare(uring *u) {
     int err = uring_enable(u);
     if (err)
         return -err;
@@ -241,7 +241,7 @@ static int uring_prepare(rl_uring *u) {
 
 /* Submits the changes now (a removal on the loop's thread: the poll holds
  * the file open). Lock held. */
-static void uring_submit_now(rl_uring *u) {
+static void uring_submit_now(uring *u) {
     int n = uring_prepare(u);
     if (n > 0)
         (void)io_uring_enter(u->ring.enter_ring_fd, (unsigned)n, 0, 0, NULL);
@@ -264,7 +264,7 @@ static bool uring_unpollable(int fd, const struct stat *st) {
     return refused;
 }
 
-static int uring_ctl_locked(RLRunLoopRef rl, rl_uring *u, int op, int fd, uint32_t events, uint32_t gen, bool *now) {
+static int uring_ctl_locked(RLRunLoopRef rl, uring *u, int op, int fd, uint32_t events, uint32_t gen, bool *now) {
     struct stat st;
     if (fd < 0 || fd == rl->epfd)
         return fd < 0 ? EBADF : EINVAL;
@@ -320,7 +320,7 @@ static int uring_ctl_locked(RLRunLoopRef rl, rl_uring *u, int op, int fd, uint32
 }
 
 static int uring_ctl(RLRunLoopRef rl, int op, int fd, uint32_t events, uint32_t gen) {
-    rl_uring *u = rl->kstate;
+    uring *u = rl->kstate;
     bool now = false; /* a file to let go of */
     uring_lock(u);
     int err = uring_ctl_locked(rl, u, op, fd, events, gen, &now);
@@ -360,7 +360,7 @@ static int uring_check(struct io_uring *ring) {
 }
 
 /* Adds one of the loop's own fds (edge-triggered, tag 0). Lock held. */
-static int uring_watch_own(rl_uring *u, int fd) {
+static int uring_watch_own(uring *u, int fd) {
     struct stat st;
     if (fstat(fd, &st) != 0)
         return errno;
@@ -376,7 +376,7 @@ static int uring_open(RLRunLoopRef rl) {
         atomic_store_explicit(&uring_refused, 1, memory_order_relaxed);
         return ENOSYS;
     }
-    rl_uring *u = calloc(1, sizeof *u);
+    uring *u = calloc(1, sizeof *u);
     if (!u)
         return ENOMEM;
     u->kick = -1;
@@ -413,7 +413,7 @@ static int uring_open(RLRunLoopRef rl) {
 }
 
 static void uring_close(RLRunLoopRef rl) {
-    rl_uring *u = rl->kstate;
+    uring *u = rl->kstate;
     if (!u)
         return;
     /* In a fork() child, of an inherited loop: the child's view and fd only
@@ -430,7 +430,7 @@ static void uring_close(RLRunLoopRef rl) {
 /* Every registration but the loop's eventfd, timerfd and kick removed (the
  * core adds its fds again). Rl's thread. */
 static int uring_renew(RLRunLoopRef rl) {
-    rl_uring *u = rl->kstate;
+    uring *u = rl->kstate;
     uring_lock(u);
     for (size_t fd = 0; fd < u->nregs; fd++) {
         uring_reg *r = &u->regs[fd];
@@ -445,7 +445,7 @@ static int uring_renew(RLRunLoopRef rl) {
 }
 
 /* One completion into ev (true), or dropped. Lock held. */
-static bool uring_take(rl_uring *u, const struct io_uring_cqe *cqe, struct epoll_event *ev) {
+static bool uring_take(uring *u, const struct io_uring_cqe *cqe, struct epoll_event *ev) {
     uint64_t data = io_uring_cqe_get_data64(cqe);
     if (data == URING_REMOVE)
         return false;
@@ -500,7 +500,7 @@ static bool uring_take(rl_uring *u, const struct io_uring_cqe *cqe, struct epoll
  * yet, waits up to `ns` (negative: no limit) for a completion; without
  * `wait`, runs the kernel's completion work (a look). 0, or the errno
  * (ETIME: nothing came). */
-static int uring_enter(rl_uring *u, bool wait, long long ns) {
+static int uring_enter(uring *u, bool wait, long long ns) {
     uring_lock(u);
     int submit = uring_prepare(u);
     uring_unlock(u);
@@ -522,7 +522,7 @@ static int uring_enter(rl_uring *u, bool wait, long long ns) {
 }
 
 /* Takes up to maxev completions into ev. Lock taken. */
-static int uring_harvest(rl_uring *u, struct epoll_event *ev, int maxev) {
+static int uring_harvest(uring *u, struct epoll_event *ev, int maxev) {
     int n = 0;
     uring_lock(u);
     struct io_uring_cqe *cqe;
@@ -548,7 +548,7 @@ static long long uring_now_ns(void) {
 /* epoll_wait's contract: completions that are all dropped (replaced
  * requests) do not end a wait early. */
 static int uring_wait(RLRunLoopRef rl, struct epoll_event *ev, int maxev, int timeout_ms) {
-    rl_uring *u = rl->kstate;
+    uring *u = rl->kstate;
     long long end = timeout_ms > 0 ? uring_now_ns() + (long long)timeout_ms * 1000000 : 0;
     long long ns = timeout_ms < 0 ? -1 : (long long)timeout_ms * 1000000;
     for (;;) {
@@ -569,7 +569,7 @@ static int uring_wait(RLRunLoopRef rl, struct epoll_event *ev, int maxev, int ti
     }
 }
 
-const rl_poll_ops rl__poll_uring_ops = {
+const rl__poll_ops rl__poll_uring_ops = {
     .name = "io_uring",
     .wait_call = "io_uring_enter",
     .open = uring_open,

@@ -15,16 +15,16 @@
 
 /* Closes the object's fd, unless the loop found that the number no longer
  * names the object's file: closing it would close someone else's. */
-static void rl_fd_close_own(const struct RLFileDescriptor *f, int stale) {
+static void fd_close_own(const struct RLFileDescriptor *f, int stale) {
     if (f->close_on_invalidate && !stale)
         close(f->fd);
 }
 
-static void rl_fd_finalize(void *obj) {
+static void fd_finalize(void *obj) {
     struct RLFileDescriptor *f = obj;
     /* The source holds a reference on f, so no source is left here. */
     if (f->valid) {
-        rl_fd_close_own(f, rl__peek(f->stale));
+        fd_close_own(f, rl__peek(f->stale));
         if (f->ctx.release)
             f->ctx.release(f->ctx.info);
     }
@@ -32,7 +32,7 @@ static void rl_fd_finalize(void *obj) {
 
 /* Another thread may enable, disable or invalidate meanwhile: the state is
  * copied under the lock that guards it, printed after. */
-static char *rl_fd_describe(const void *obj) {
+static char *fd_describe(const void *obj) {
     struct RLFileDescriptor *f = (struct RLFileDescriptor *)obj;
     rl__olock_lock(&f->lock);
     bool valid = f->valid;
@@ -47,9 +47,9 @@ static char *rl_fd_describe(const void *obj) {
     return out;
 }
 
-const rl__class rl__fd_class = {"RLFileDescriptor", rl_fd_finalize, NULL, rl_fd_describe};
+static const rl__class fd_class = {"RLFileDescriptor", fd_finalize, NULL, fd_describe};
 
-static bool rl_fd_ok(RLFileDescriptorRef f, const char *fn) { return rl__object_check(f, &rl__fd_class, fn); }
+static bool fd_ok(RLFileDescriptorRef f, const char *fn) { return rl__object_check(f, &fd_class, fn); }
 
 RLFileDescriptorRef RLFileDescriptorCreate(RLAllocatorRef allocator, RLFileDescriptorNativeDescriptor fd,
                                            bool closeOnInvalidate, RLFileDescriptorCallBack callout,
@@ -68,7 +68,7 @@ RLFileDescriptorRef RLFileDescriptorCreate(RLAllocatorRef allocator, RLFileDescr
         rl__fail(kRLErrorInvalidArgument, fn, "context version %ld is not supported (use 0)", context->version);
         return NULL;
     }
-    struct RLFileDescriptor *f = rl__object_alloc(&rl__fd_class, sizeof *f, fn);
+    struct RLFileDescriptor *f = rl__object_alloc(&fd_class, sizeof *f, fn);
     if (!f)
         return NULL;
     f->fd = fd;
@@ -86,12 +86,12 @@ RLFileDescriptorRef RLFileDescriptorCreate(RLAllocatorRef allocator, RLFileDescr
 }
 
 RLFileDescriptorNativeDescriptor RLFileDescriptorGetNativeDescriptor(RLFileDescriptorRef f) {
-    return rl_fd_ok(f, __func__) ? f->fd : -1;
+    return fd_ok(f, __func__) ? f->fd : -1;
 }
 
 bool RLFileDescriptorGetContext(RLFileDescriptorRef f, RLFileDescriptorContext *context) {
     const char *fn = __func__;
-    if (!rl_fd_ok(f, fn))
+    if (!fd_ok(f, fn))
         return false;
     if (!context)
         return rl__fail(kRLErrorInvalidArgument, fn, "NULL context");
@@ -101,7 +101,7 @@ bool RLFileDescriptorGetContext(RLFileDescriptorRef f, RLFileDescriptorContext *
 
 /* Takes a reference on a source that may be on its way out (its count may
  * already have reached zero while its finalizer waits for f's lock). */
-static bool rl_try_retain(struct RLRunLoopSource *s) {
+static bool try_retain(struct RLRunLoopSource *s) {
     long rc = atomic_load(&s->base.rc);
     while (rc > 0) {
         if (atomic_compare_exchange_weak(&s->base.rc, &rc, rc + 1))
@@ -110,8 +110,8 @@ static bool rl_try_retain(struct RLRunLoopSource *s) {
     return false;
 }
 
-static bool rl_fd_set_enabled(RLFileDescriptorRef f, RLOptionFlags types, bool on, const char *fn) {
-    if (!rl_fd_ok(f, fn))
+static bool fd_set_enabled(RLFileDescriptorRef f, RLOptionFlags types, bool on, const char *fn) {
+    if (!fd_ok(f, fn))
         return false;
     RLOptionFlags known = kRLFileDescriptorReadCallBack | kRLFileDescriptorWriteCallBack;
     if (types & ~known)
@@ -131,7 +131,7 @@ static bool rl_fd_set_enabled(RLFileDescriptorRef f, RLOptionFlags types, bool o
         bool changed = (on ? (was & types) != types : (was & types) != 0) || rl__peek(f->stale);
         /* A callout enabling its own fd borrows the reference its loop
          * keeps on the source until the callout returns. */
-        if (changed && f->source && ((borrowed = rl__fd_callout_running(f->source)) || rl_try_retain(f->source)))
+        if (changed && f->source && ((borrowed = rl__fd_callout_running(f->source)) || try_retain(f->source)))
             s = f->source;
     }
     rl__olock_unlock(&f->lock);
@@ -156,17 +156,17 @@ static bool rl_fd_set_enabled(RLFileDescriptorRef f, RLOptionFlags types, bool o
 }
 
 bool RLFileDescriptorEnableCallBacks(RLFileDescriptorRef f, RLOptionFlags types) {
-    return rl_fd_set_enabled(f, types, true, __func__);
+    return fd_set_enabled(f, types, true, __func__);
 }
 
 bool RLFileDescriptorDisableCallBacks(RLFileDescriptorRef f, RLOptionFlags types) {
-    return rl_fd_set_enabled(f, types, false, __func__);
+    return fd_set_enabled(f, types, false, __func__);
 }
 
 bool RLFileDescriptorInvalidate(RLFileDescriptorRef f) {
-    if (!rl_fd_ok(f, __func__))
+    if (!fd_ok(f, __func__))
         return false;
-    rl_defer d;
+    rl__defer d;
     rl__defer_init(&d);
     rl__olock_lock(&f->lock);
     bool was = f->valid;
@@ -174,7 +174,7 @@ bool RLFileDescriptorInvalidate(RLFileDescriptorRef f) {
     int stale = rl__peek(f->stale);
     if (was) {
         atomic_store_explicit(&f->enabled, 0, memory_order_relaxed);
-        if (f->source && rl_try_retain(f->source))
+        if (f->source && try_retain(f->source))
             s = f->source;
         rl__poke(f->valid, false);
     }
@@ -184,7 +184,7 @@ bool RLFileDescriptorInvalidate(RLFileDescriptorRef f) {
         rl__defer_release(&d, s);
     }
     if (was) {
-        rl_fd_close_own(f, stale);
+        fd_close_own(f, stale);
         rl__defer_ctx_release(&d, f->ctx.release, f->ctx.info);
     }
     rl__defer_run(&d);
@@ -192,7 +192,7 @@ bool RLFileDescriptorInvalidate(RLFileDescriptorRef f) {
 }
 
 bool RLFileDescriptorIsValid(RLFileDescriptorRef f) {
-    if (!rl_fd_ok(f, __func__))
+    if (!fd_ok(f, __func__))
         return false;
     rl__olock_lock(&f->lock);
     bool v = f->valid;
@@ -203,12 +203,12 @@ bool RLFileDescriptorIsValid(RLFileDescriptorRef f) {
 RLRunLoopSourceRef RLFileDescriptorCreateRunLoopSource(RLAllocatorRef allocator, RLFileDescriptorRef f,
                                                        RLIndex order) {
     const char *fn = __func__;
-    if (!rl_fd_ok(f, fn))
+    if (!fd_ok(f, fn))
         return NULL;
     rl__olock_lock(&f->lock);
     struct RLRunLoopSource *s = NULL;
     bool valid = f->valid;
-    if (valid && f->source && rl_try_retain(f->source))
+    if (valid && f->source && try_retain(f->source))
         s = f->source;
     rl__olock_unlock(&f->lock);
     if (!valid) {
@@ -224,7 +224,7 @@ RLRunLoopSourceRef RLFileDescriptorCreateRunLoopSource(RLAllocatorRef allocator,
     RLRetain(f);
     s->fdobj = f;
     rl__olock_lock(&f->lock);
-    if (f->source && rl_try_retain(f->source)) {
+    if (f->source && try_retain(f->source)) {
         /* Another thread made one meanwhile: one source per descriptor. */
         struct RLRunLoopSource *other = f->source;
         rl__olock_unlock(&f->lock);
@@ -245,12 +245,12 @@ bool rl__fd_served_now(RLFileDescriptorRef f) {
     if (!rl)
         return false;
     rl__loop_lock(rl);
-    rl_mode *m = rl->frame && !rl->frame->stopped ? rl->frame->mode : NULL; /* modes live as long as the loop */
+    rl__mode *m = rl->frame && !rl->frame->stopped ? rl->frame->mode : NULL; /* modes live as long as the loop */
     rl__loop_unlock(rl);
     if (!m)
         return false;
     rl__olock_lock(&f->lock);
-    struct RLRunLoopSource *s = f->valid && f->source && rl_try_retain(f->source) ? f->source : NULL;
+    struct RLRunLoopSource *s = f->valid && f->source && try_retain(f->source) ? f->source : NULL;
     rl__olock_unlock(&f->lock);
     if (!s)
         return false;

@@ -66,7 +66,7 @@ RLAbsoluteTime RLRunLoopGetNextTimerFireDate(RLRunLoopRef rl, RLRunLoopMode mode
     if (!rl__check_loop(rl, fn) || !rl__mode_name_ok(mode, fn))
         return 0;
     rl__loop_lock(rl);
-    rl_mode *m = rl__mode_find(rl, mode);
+    rl__mode *m = rl__mode_find(rl, mode);
     RLAbsoluteTime date = 0;
     if (!m || !rl__tset_earliest_fire(&m->timers, &date))
         date = 0;
@@ -77,7 +77,7 @@ RLAbsoluteTime RLRunLoopGetNextTimerFireDate(RLRunLoopRef rl, RLRunLoopMode mode
 /* ------------------------------------------------------------------ */
 /* creation, per-thread storage, teardown                              */
 
-static RLRunLoopRef rl_create(pthread_t thread) {
+static RLRunLoopRef loop_create(pthread_t thread) {
     const char *fn = "RLRunLoopGetCurrent";
     rl__health_init();
     RLRunLoopRef rl = rl__object_alloc(&rl__runloop_class, sizeof *rl, fn);
@@ -100,7 +100,7 @@ static RLRunLoopRef rl_create(pthread_t thread) {
     /* The default mode exists from the start and is common, as in CF. */
     rl__loop_lock(rl);
     rl->common = calloc(1, sizeof *rl->common);
-    rl_mode *m = NULL;
+    rl__mode *m = NULL;
     if (rl->common && (rl->common[0].name = strdup(kRLRunLoopDefaultMode))) {
         rl->capcommon = rl->ncommon = 1;
         m = rl__mode_get(rl, kRLRunLoopDefaultMode, fn);
@@ -114,30 +114,30 @@ static RLRunLoopRef rl_create(pthread_t thread) {
     return rl;
 }
 
-static pthread_t rl_main_thread;
-static RLRunLoopRef rl_main_loop;
-static pthread_mutex_t rl_main_mutex = PTHREAD_MUTEX_INITIALIZER;
-static bool rl_main_exited; /* the main thread tore its loop down (RLThreadExit); rl_main_mutex */
-static pthread_key_t rl_key;
-static pthread_once_t rl_key_once = PTHREAD_ONCE_INIT;
+static pthread_t main_thread;
+static RLRunLoopRef the_main_loop;
+static pthread_mutex_t main_mutex = PTHREAD_MUTEX_INITIALIZER;
+static bool main_exited; /* the main thread tore its loop down (RLThreadExit); main_mutex */
+static pthread_key_t loop_key;
+static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 
-__attribute__((constructor)) static void rl_record_main_thread(void) { rl_main_thread = pthread_self(); }
+__attribute__((constructor)) static void record_main_thread(void) { main_thread = pthread_self(); }
 
-static void rl_teardown(RLRunLoopRef rl);
+static void loop_teardown(RLRunLoopRef rl);
 
-static void rl_threadtab_forget_self(RLRunLoopRef mine);
+static void threadtab_forget_self(RLRunLoopRef mine);
 
-static void rl_key_destructor(void *v) {
+static void key_destructor(void *v) {
     RLRunLoopRef rl = v;
     rl__tls = NULL;
-    rl_teardown(rl);
-    rl_threadtab_forget_self(rl);
+    loop_teardown(rl);
+    threadtab_forget_self(rl);
     rl__object_unhold(rl);
 }
 
-static bool rl_key_made; /* rl_key exists (set once, under rl_key_once) */
+static bool key_made; /* loop_key exists (set once, under key_once) */
 
-static void rl_make_key(void) { rl_key_made = pthread_key_create(&rl_key, rl_key_destructor) == 0; }
+static void make_key(void) { key_made = pthread_key_create(&loop_key, key_destructor) == 0; }
 
 /* ==== BEGIN run loops by thread (lazy loops for RLThread / RLPerform) ====
  * CF's _CFRunLoopGet0(pthread_t): a table from thread to run loop, so that
@@ -146,80 +146,80 @@ static void rl_make_key(void) { rl_key_made = pthread_key_create(&rl_key, rl_key
  * from RLRunLoopGetCurrent. Threads therefore need no loop up front. The
  * table holds one reference per entry; a thread's entry goes when the
  * thread tears its loop down (rl__runloop_teardown_current_thread or the
- * pthread-key destructor). The main thread's loop is rl_main_loop, not in
- * the table. Lock order: table mutex, then a loop lock (rl_create). */
-typedef struct rl_thread_entry {
-    struct rl_thread_entry *next;
+ * pthread-key destructor). The main thread's loop is the_main_loop, not in
+ * the table. Lock order: table mutex, then a loop lock (loop_create). */
+typedef struct thread_entry {
+    struct thread_entry *next;
     pthread_t thread;
     RLRunLoopRef rl;
-} rl_thread_entry;
+} thread_entry;
 
 enum { RL_THREADTAB_BUCKETS = 256 };
-static pthread_mutex_t rl_threadtab_mutex = PTHREAD_MUTEX_INITIALIZER;
-static rl_thread_entry *rl_threadtab[RL_THREADTAB_BUCKETS];
-static _Atomic size_t rl_threadtab_count; /* lets exiting threads skip the mutex */
+static pthread_mutex_t threadtab_mutex = PTHREAD_MUTEX_INITIALIZER;
+static thread_entry *threadtab[RL_THREADTAB_BUCKETS];
+static _Atomic size_t threadtab_count; /* lets exiting threads skip the mutex */
 
-static rl_thread_entry **rl_threadtab_link_locked(pthread_t thread) {
+static thread_entry **threadtab_link_locked(pthread_t thread) {
     uintptr_t h = (uintptr_t)thread;
     h ^= h >> 12;
     h ^= h >> 21;
-    rl_thread_entry **link = &rl_threadtab[h % RL_THREADTAB_BUCKETS];
+    thread_entry **link = &threadtab[h % RL_THREADTAB_BUCKETS];
     while (*link && !pthread_equal((*link)->thread, thread))
         link = &(*link)->next;
     return link;
 }
 
 /* The table's loop for `thread` (borrowed), created on first use. */
-static RLRunLoopRef rl_threadtab_get(pthread_t thread) {
-    pthread_mutex_lock(&rl_threadtab_mutex);
-    rl_thread_entry **link = rl_threadtab_link_locked(thread);
+static RLRunLoopRef threadtab_get(pthread_t thread) {
+    pthread_mutex_lock(&threadtab_mutex);
+    thread_entry **link = threadtab_link_locked(thread);
     RLRunLoopRef rl = *link ? (*link)->rl : NULL;
     if (!rl) {
-        rl_thread_entry *e = malloc(sizeof *e);
-        rl = e ? rl_create(thread) : NULL;
+        thread_entry *e = malloc(sizeof *e);
+        rl = e ? loop_create(thread) : NULL;
         if (rl) {
             rl__object_hold(rl); /* the table's reference */
             e->next = NULL;
             e->thread = thread;
             e->rl = rl;
             *link = e;
-            atomic_fetch_add(&rl_threadtab_count, 1);
+            atomic_fetch_add(&threadtab_count, 1);
         } else {
             free(e);
             if (!e)
                 rl__fail(kRLErrorNoMemory, "RLRunLoopGetCurrent", "out of memory");
         }
     }
-    pthread_mutex_unlock(&rl_threadtab_mutex);
+    pthread_mutex_unlock(&threadtab_mutex);
     return rl;
 }
 
 /* On a thread that is done with its loop `mine` (torn down already, or
  * NULL): removes the thread's entry and tears down the entry's loop if it
  * is another one (made by another thread after an earlier teardown). */
-static void rl_threadtab_forget_self(RLRunLoopRef mine) {
-    if (atomic_load(&rl_threadtab_count) == 0)
+static void threadtab_forget_self(RLRunLoopRef mine) {
+    if (atomic_load(&threadtab_count) == 0)
         return;
-    pthread_mutex_lock(&rl_threadtab_mutex);
-    rl_thread_entry **link = rl_threadtab_link_locked(pthread_self());
-    rl_thread_entry *e = *link;
+    pthread_mutex_lock(&threadtab_mutex);
+    thread_entry **link = threadtab_link_locked(pthread_self());
+    thread_entry *e = *link;
     if (e) {
         *link = e->next;
-        atomic_fetch_sub(&rl_threadtab_count, 1);
+        atomic_fetch_sub(&threadtab_count, 1);
     }
-    pthread_mutex_unlock(&rl_threadtab_mutex);
+    pthread_mutex_unlock(&threadtab_mutex);
     if (!e)
         return;
     if (e->rl != mine)
-        rl_teardown(e->rl);
+        loop_teardown(e->rl);
     rl__object_unhold(e->rl);
     free(e);
 }
 
 RLRunLoopRef rl__runloop_get_for_thread(pthread_t thread) {
-    if (pthread_equal(thread, rl_main_thread))
+    if (pthread_equal(thread, main_thread))
         return RLRunLoopGetMain();
-    return rl_threadtab_get(thread);
+    return threadtab_get(thread);
 }
 
 /* ==== END run loops by thread ==== */
@@ -232,16 +232,16 @@ RLRunLoopRef rl__runloop_get_for_thread(pthread_t thread) {
  * Taking them all here breaks the one-loop-lock-at-a-time rule safely: no
  * other thread holds two, and this one waits for nothing else while it
  * holds them (raw futex calls, so the lock-order detector sees nothing). */
-static rl_thread_entry *rl_inherited;   /* in a fork() child: the parent's loops, kept, never used */
-static RLRunLoopRef rl_inherited_mains; /* the same for its main loops (linked by inherited_next) */
+static thread_entry *inherited_loop;   /* in a fork() child: the parent's loops, kept, never used */
+static RLRunLoopRef inherited_mains; /* the same for its main loops (linked by inherited_next) */
 
 /* Every loop the thread table or the main-loop slot knows, each once:
  * lock (true) or unlock (false) it. */
-static void rl_fork_each_loop(bool lock) {
-    RLRunLoopRef main = rl_main_loop;
+static void fork_each_loop(bool lock) {
+    RLRunLoopRef main = the_main_loop;
     bool main_seen = false;
     for (size_t b = 0; b < RL_THREADTAB_BUCKETS; b++)
-        for (rl_thread_entry *e = rl_threadtab[b]; e; e = e->next) {
+        for (thread_entry *e = threadtab[b]; e; e = e->next) {
             main_seen = main_seen || e->rl == main;
             if (lock)
                 rl__mutex_lock_slow(&e->rl->lock, NULL);
@@ -257,22 +257,22 @@ static void rl_fork_each_loop(bool lock) {
 }
 
 static void fork_prepare(void) {
-    pthread_mutex_lock(&rl_main_mutex);
-    pthread_mutex_lock(&rl_threadtab_mutex);
-    rl_fork_each_loop(true);
+    pthread_mutex_lock(&main_mutex);
+    pthread_mutex_lock(&threadtab_mutex);
+    fork_each_loop(true);
 }
 
 static void fork_parent(void) {
-    rl_fork_each_loop(false);
-    pthread_mutex_unlock(&rl_threadtab_mutex);
-    pthread_mutex_unlock(&rl_main_mutex);
+    fork_each_loop(false);
+    pthread_mutex_unlock(&threadtab_mutex);
+    pthread_mutex_unlock(&main_mutex);
 }
 
 /* Keeps a parent's loop referenced (and reachable) in the child: its
  * finalizer must not run here, where its requests are the parent's. */
-static void rl_inherited_keep(rl_thread_entry *e) {
-    e->next = rl_inherited;
-    rl_inherited = e;
+static void inherited_keep(thread_entry *e) {
+    e->next = inherited_loop;
+    inherited_loop = e;
 }
 
 /* Every loop known so far is the parent's. The forking thread is the
@@ -281,53 +281,53 @@ static void rl_inherited_keep(rl_thread_entry *e) {
 static void fork_child(void) {
     fork_parent();
     for (size_t b = 0; b < RL_THREADTAB_BUCKETS; b++) {
-        while (rl_threadtab[b]) {
-            rl_thread_entry *e = rl_threadtab[b];
-            rl_threadtab[b] = e->next;
-            rl_inherited_keep(e);
+        while (threadtab[b]) {
+            thread_entry *e = threadtab[b];
+            threadtab[b] = e->next;
+            inherited_keep(e);
         }
     }
-    atomic_store(&rl_threadtab_count, 0);
-    if (rl_main_loop) { /* linked through the loop itself: no allocation in a child handler */
-        rl_main_loop->inherited_next = rl_inherited_mains;
-        rl_inherited_mains = rl_main_loop;
-        rl_main_loop = NULL;
+    atomic_store(&threadtab_count, 0);
+    if (the_main_loop) { /* linked through the loop itself: no allocation in a child handler */
+        the_main_loop->inherited_next = inherited_mains;
+        inherited_mains = the_main_loop;
+        the_main_loop = NULL;
     }
-    rl_main_thread = pthread_self();
+    main_thread = pthread_self();
     /* The thread's reference (rl__tls) stays with the loop, kept above; the
      * key's destructor would tear the parent's loop down when the child's
      * thread ends. */
     if (rl__tls) {
         rl__tls = NULL;
-        if (rl_key_made)
-            pthread_setspecific(rl_key, NULL);
+        if (key_made)
+            pthread_setspecific(loop_key, NULL);
     }
 }
 
 RLRunLoopRef RLRunLoopGetMain(void) {
-    pthread_mutex_lock(&rl_main_mutex);
-    if (!rl_main_loop) {
-        rl_main_loop = rl_create(rl_main_thread);
-        if (rl_main_loop) {
-            rl__object_hold(rl_main_loop); /* kept for the life of the process */
-            rl__mainq_attach(rl_main_loop); /* the main dispatch queue, as in CF */
+    pthread_mutex_lock(&main_mutex);
+    if (!the_main_loop) {
+        the_main_loop = loop_create(main_thread);
+        if (the_main_loop) {
+            rl__object_hold(the_main_loop); /* kept for the life of the process */
+            rl__mainq_attach(the_main_loop); /* the main dispatch queue, as in CF */
         }
         /* Made after the main thread exited: as if torn down with it, so
          * that it refuses requests no thread would run. */
-        if (rl_main_loop && rl_main_exited)
-            rl_teardown(rl_main_loop);
+        if (the_main_loop && main_exited)
+            loop_teardown(the_main_loop);
     }
-    RLRunLoopRef rl = rl_main_loop;
-    pthread_mutex_unlock(&rl_main_mutex);
+    RLRunLoopRef rl = the_main_loop;
+    pthread_mutex_unlock(&main_mutex);
     return rl;
 }
 
 RLRunLoopRef RLRunLoopGetCurrent(void) {
     if (RL__LIKELY(rl__tls != NULL))
         return rl__tls;
-    pthread_once(&rl_key_once, rl_make_key);
+    pthread_once(&key_once, make_key);
     RLRunLoopRef rl;
-    if (pthread_equal(pthread_self(), rl_main_thread)) {
+    if (pthread_equal(pthread_self(), main_thread)) {
         rl = RLRunLoopGetMain();
         if (rl) {
             RLRetain(rl); /* the thread's reference; the global one stays */
@@ -335,7 +335,7 @@ RLRunLoopRef RLRunLoopGetCurrent(void) {
         }
     } else {
         /* The table keeps its reference; this one is the thread's. */
-        rl = rl_threadtab_get(pthread_self());
+        rl = threadtab_get(pthread_self());
         if (rl) {
             RLRetain(rl);
             rl__object_hold(rl);
@@ -344,15 +344,15 @@ RLRunLoopRef RLRunLoopGetCurrent(void) {
     if (!rl)
         return NULL;
     rl__tls = rl;
-    pthread_setspecific(rl_key, rl);
+    pthread_setspecific(loop_key, rl);
     return rl;
 }
 
 /* CF's way: every source is removed from every mode (cancel runs here, on
  * the exiting thread), then observers and timers; queued requests are
  * dropped (blocks released). */
-static void rl_teardown(RLRunLoopRef rl) {
-    rl_defer d;
+static void loop_teardown(RLRunLoopRef rl) {
+    rl__defer d;
     rl__defer_init(&d);
     rl__loop_lock(rl);
     atomic_store(&rl->dead, true);
@@ -367,21 +367,21 @@ void rl__runloop_teardown_current_thread(void) {
     RLRunLoopRef rl = rl__tls;
     if (rl) {
         rl__tls = NULL;
-        pthread_once(&rl_key_once, rl_make_key);
-        pthread_setspecific(rl_key, NULL);
-        rl_teardown(rl);
+        pthread_once(&key_once, make_key);
+        pthread_setspecific(loop_key, NULL);
+        loop_teardown(rl);
     }
     /* Also a loop another thread made for this one (never run here): the
      * main thread's is the main loop. */
-    if (pthread_equal(pthread_self(), rl_main_thread)) {
-        pthread_mutex_lock(&rl_main_mutex);
-        RLRunLoopRef main_loop = rl_main_loop;
-        rl_main_exited = true;
-        pthread_mutex_unlock(&rl_main_mutex);
+    if (pthread_equal(pthread_self(), main_thread)) {
+        pthread_mutex_lock(&main_mutex);
+        RLRunLoopRef main_loop = the_main_loop;
+        main_exited = true;
+        pthread_mutex_unlock(&main_mutex);
         if (main_loop && main_loop != rl)
-            rl_teardown(main_loop);
+            loop_teardown(main_loop);
     }
-    rl_threadtab_forget_self(rl);
+    threadtab_forget_self(rl);
     if (rl)
         rl__object_unhold(rl);
 }

@@ -25,8 +25,8 @@
 /* memberships                                                         */
 
 /* Is item in any mode of rl? Item lock (sources) or home lock held. */
-static bool rl_item_in_loop(void *item, rl_kind kind, RLRunLoopRef rl) {
-    rl_memb *m;
+static bool item_in_loop(void *item, rl__kind kind, RLRunLoopRef rl) {
+    rl__memb *m;
     TAILQ_FOREACH(m, rl__item_membs(item, kind), item_link) {
         if (m->rl == rl)
             return true;
@@ -34,9 +34,9 @@ static bool rl_item_in_loop(void *item, rl_kind kind, RLRunLoopRef rl) {
     return false;
 }
 
-static void rl_observer_insert(rl_mode *mode, rl_memb *m) {
+static void observer_insert(rl__mode *mode, rl__memb *m) {
     struct RLRunLoopObserver *o = m->item;
-    rl_memb *x;
+    rl__memb *x;
     TAILQ_FOREACH(x, &mode->observers, mode_link) {
         if (((struct RLRunLoopObserver *)x->item)->order > o->order) {
             TAILQ_INSERT_BEFORE(x, m, mode_link);
@@ -52,7 +52,7 @@ static void rl_observer_insert(rl_mode *mode, rl_memb *m) {
  * Contains/Remove find the one there. Candidates are found through the
  * mode's buckets, keyed by what equal sources share. */
 
-static size_t rl_source_key(const struct RLRunLoopSource *s) {
+static size_t source_key(const struct RLRunLoopSource *s) {
     uint64_t x = (uint64_t)s->hash ^ ((uint64_t)s->order * 0x9E3779B97F4A7C15ull) ^
                  (uint64_t)(uintptr_t)s->ctx.perform ^ ((uint64_t)(uintptr_t)s->fdobj << 1);
     x ^= x >> 33;
@@ -63,18 +63,18 @@ static size_t rl_source_key(const struct RLRunLoopSource *s) {
 
 /* Room in mode's buckets for one more source; false only if there are none
  * and none can be had (a full table keeps working with longer chains). */
-static bool rl_sbuckets_reserve(rl_mode *mode) {
+static bool sbuckets_reserve(rl__mode *mode) {
     if (mode->nsources < mode->nsbuckets)
         return true;
     size_t nb = mode->nsbuckets ? mode->nsbuckets * 2 : 8;
-    rl_memb **b = calloc(nb, sizeof *b);
+    rl__memb **b = calloc(nb, sizeof *b);
     if (!b)
         return mode->nsbuckets > 0;
     for (size_t i = 0; i < mode->nsbuckets; i++) {
-        rl_memb *m = mode->sbuckets[i];
+        rl__memb *m = mode->sbuckets[i];
         while (m) {
-            rl_memb *next = m->snext;
-            size_t k = rl_source_key(m->item) & (nb - 1);
+            rl__memb *next = m->snext;
+            size_t k = source_key(m->item) & (nb - 1);
             m->snext = b[k];
             b[k] = m;
             m = next;
@@ -86,14 +86,14 @@ static bool rl_sbuckets_reserve(rl_mode *mode) {
     return true;
 }
 
-static void rl_sbucket_insert(rl_mode *mode, rl_memb *m) {
-    rl_memb **head = &mode->sbuckets[rl_source_key(m->item) & (mode->nsbuckets - 1)];
+static void sbucket_insert(rl__mode *mode, rl__memb *m) {
+    rl__memb **head = &mode->sbuckets[source_key(m->item) & (mode->nsbuckets - 1)];
     m->snext = *head;
     *head = m;
 }
 
-static void rl_sbucket_remove(rl_mode *mode, rl_memb *m) {
-    rl_memb **p = &mode->sbuckets[rl_source_key(m->item) & (mode->nsbuckets - 1)];
+static void sbucket_remove(rl__mode *mode, rl__memb *m) {
+    rl__memb **p = &mode->sbuckets[source_key(m->item) & (mode->nsbuckets - 1)];
     while (*p && *p != m)
         p = &(*p)->snext;
     if (*p)
@@ -101,31 +101,31 @@ static void rl_sbucket_remove(rl_mode *mode, rl_memb *m) {
 }
 
 /* The verdicts of a source's equal callback, asked without the lock before
- * an add, remove or contains (rl_eq_prepare), for the locked part to read:
+ * an add, remove or contains (eq_prepare), for the locked part to read:
  * the callback is user code and never runs under the lock. */
-typedef struct rl_eq_verdict {
+typedef struct eq_verdict {
     struct RLRunLoopSource *other; /* retained */
     bool equal;
-} rl_eq_verdict;
+} eq_verdict;
 
-typedef struct rl_eq_state {
+typedef struct eq_state {
     const struct RLRunLoopSource *s;
-    rl_eq_verdict *v;
+    eq_verdict *v;
     size_t n;
-    struct rl_eq_state *prev; /* an add from inside an equal callback has its own */
-} rl_eq_state;
+    struct eq_state *prev; /* an add from inside an equal callback has its own */
+} eq_state;
 
-static __thread rl_eq_state *rl_eq_cur;
+static __thread eq_state *eq_cur;
 
 /* The loop lock held (what is compared never changes after creation). */
-static bool rl_sources_equal_locked(const struct RLRunLoopSource *s, const struct RLRunLoopSource *c) {
+static bool sources_equal_locked(const struct RLRunLoopSource *s, const struct RLRunLoopSource *c) {
     if (c == s)
         return true;
     if (!rl__source_same_shape(s, c))
         return false;
     if (!s->ctx.equal)
         return s->ctx.info == c->ctx.info;
-    const rl_eq_state *st = rl_eq_cur;
+    const eq_state *st = eq_cur;
     if (st && st->s == s) {
         for (size_t i = 0; i < st->n; i++) {
             if (st->v[i].other == c)
@@ -140,21 +140,21 @@ static bool rl_sources_equal_locked(const struct RLRunLoopSource *s, const struc
 /* The membership of s, or of a source equal to s, in mode: found through
  * the mode's buckets (s's own membership is there too), so that the loop
  * lock alone suffices, not s's item lock. */
-static rl_memb *rl_source_find_locked(struct RLRunLoopSource *s, rl_mode *mode) {
-    rl_memb *m;
+static rl__memb *source_find_locked(struct RLRunLoopSource *s, rl__mode *mode) {
+    rl__memb *m;
     if (!mode->nsbuckets)
         return NULL;
-    for (m = mode->sbuckets[rl_source_key(s) & (mode->nsbuckets - 1)]; m; m = m->snext) {
-        if (rl_sources_equal_locked(s, m->item))
+    for (m = mode->sbuckets[source_key(s) & (mode->nsbuckets - 1)]; m; m = m->snext) {
+        if (sources_equal_locked(s, m->item))
             return m;
     }
     return NULL;
 }
 
-static void rl_eq_collect_locked(rl_eq_state *st, rl_mode *mode, struct RLRunLoopSource *s) {
+static void eq_collect_locked(eq_state *st, rl__mode *mode, struct RLRunLoopSource *s) {
     if (!mode || !mode->nsbuckets)
         return;
-    for (rl_memb *m = mode->sbuckets[rl_source_key(s) & (mode->nsbuckets - 1)]; m; m = m->snext) {
+    for (rl__memb *m = mode->sbuckets[source_key(s) & (mode->nsbuckets - 1)]; m; m = m->snext) {
         struct RLRunLoopSource *c = m->item;
         if (c == s || !rl__source_same_shape(s, c))
             continue;
@@ -163,38 +163,38 @@ static void rl_eq_collect_locked(rl_eq_state *st, rl_mode *mode, struct RLRunLoo
             seen = st->v[i].other == c;
         if (seen)
             continue;
-        rl_eq_verdict *v = realloc(st->v, (st->n + 1) * sizeof *v);
+        eq_verdict *v = realloc(st->v, (st->n + 1) * sizeof *v);
         if (!v)
             return; /* out of memory: the rest count as different */
         st->v = v;
         rl__retain_raw(c);
-        st->v[st->n++] = (rl_eq_verdict){c, false};
+        st->v[st->n++] = (eq_verdict){c, false};
     }
 }
 
 /* Before an add, remove or contains of source s in `mode` (every common
  * mode for kRLRunLoopCommonModes): if s has an equal callback, asks it,
  * without the lock, about every source of the same shape there, for the
- * locked part to read (rl_sources_equal_locked). */
-static void rl_eq_prepare(rl_eq_state *st, RLRunLoopRef rl, struct RLRunLoopSource *s, RLRunLoopMode mode) {
-    *st = (rl_eq_state){s, NULL, 0, rl_eq_cur};
+ * locked part to read (sources_equal_locked). */
+static void eq_prepare(eq_state *st, RLRunLoopRef rl, struct RLRunLoopSource *s, RLRunLoopMode mode) {
+    *st = (eq_state){s, NULL, 0, eq_cur};
     if (!s->ctx.equal)
         return;
     rl__loop_lock(rl);
     if (rl__is_common(mode)) {
         for (size_t i = 0; i < rl->ncommon; i++)
-            rl_eq_collect_locked(st, rl__mode_find(rl, rl->common[i].name), s);
+            eq_collect_locked(st, rl__mode_find(rl, rl->common[i].name), s);
     } else {
-        rl_eq_collect_locked(st, rl__mode_find(rl, mode), s);
+        eq_collect_locked(st, rl__mode_find(rl, mode), s);
     }
     rl__loop_unlock(rl);
     for (size_t i = 0; i < st->n; i++)
         st->v[i].equal = s->ctx.equal(s->ctx.info, st->v[i].other->ctx.info);
-    rl_eq_cur = st;
+    eq_cur = st;
 }
 
-static void rl_eq_finish(rl_eq_state *st) {
-    rl_eq_cur = st->prev;
+static void eq_finish(eq_state *st) {
+    eq_cur = st->prev;
     for (size_t i = 0; i < st->n; i++)
         RLRelease(st->v[i].other);
     free(st->v);
@@ -202,21 +202,21 @@ static void rl_eq_finish(rl_eq_state *st) {
 
 /* A timer's first membership lives inside the timer: no allocation, and
  * one cache miss less when 100k timers come and go. */
-static rl_memb *rl_memb_alloc(void *item, rl_kind kind) {
+static rl__memb *memb_alloc(void *item, rl__kind kind) {
     if (kind == RL_KIND_TIMER) {
         struct RLRunLoopTimer *t = item;
         if (!t->inline_used) {
             t->inline_used = true;
             /* Not mode_link, which timers never use: it would be one more
              * cache line per add. */
-            memset(&t->inline_memb, 0, offsetof(rl_memb, mode_link));
+            memset(&t->inline_memb, 0, offsetof(rl__memb, mode_link));
             return &t->inline_memb;
         }
     }
-    return calloc(1, sizeof(rl_memb));
+    return calloc(1, sizeof(rl__memb));
 }
 
-static void rl_memb_free(rl_memb *m) {
+static void memb_free(rl__memb *m) {
     if (m->kind == RL_KIND_TIMER) {
         struct RLRunLoopTimer *t = m->item;
         if (m == &t->inline_memb) {
@@ -231,17 +231,17 @@ static void rl_memb_free(rl_memb *m) {
  * item held (its item lock for a source; for a timer or an observer, rl is
  * its home). Inlined where
  * the kind is a constant: adding a timer is a hot path. */
-__attribute__((always_inline)) static inline bool rl_add_locked(RLRunLoopRef rl, void *item, rl_kind kind,
-                                                               rl_mode *mode, rl_defer *d, const char *fn) {
+__attribute__((always_inline)) static inline bool add_locked(RLRunLoopRef rl, void *item, rl__kind kind,
+                                                               rl__mode *mode, rl__defer *d, const char *fn) {
     if (kind == RL_KIND_SOURCE) {
-        if (rl_source_find_locked(item, mode))
+        if (source_find_locked(item, mode))
             return true; /* it, or a source equal to it, is there */
-        if (!rl_sbuckets_reserve(mode))
+        if (!sbuckets_reserve(mode))
             return rl__fail(kRLErrorNoMemory, fn, "out of memory");
     } else if (rl__memb_find(item, kind, mode)) {
         return true;
     }
-    rl_memb *m = rl_memb_alloc(item, kind);
+    rl__memb *m = memb_alloc(item, kind);
     if (!m)
         return rl__fail(kRLErrorNoMemory, fn, "out of memory");
     m->item = item;
@@ -250,11 +250,11 @@ __attribute__((always_inline)) static inline bool rl_add_locked(RLRunLoopRef rl,
     m->mode = mode;
     if (kind == RL_KIND_TIMER) {
         if (!rl__tset_add(&mode->timers, m)) {
-            rl_memb_free(m);
+            memb_free(m);
             return rl__fail(kRLErrorNoMemory, fn, "out of memory");
         }
     } else if (kind == RL_KIND_SOURCE && !rl__fd_register(rl, item)) {
-        rl_memb_free(m);
+        memb_free(m);
         return rl__fail(kRLErrorNoMemory, fn, "out of memory");
     }
     rl__hold_raw(item);
@@ -262,7 +262,7 @@ __attribute__((always_inline)) static inline bool rl_add_locked(RLRunLoopRef rl,
     if (kind == RL_KIND_SOURCE) {
         struct RLRunLoopSource *s = item;
         TAILQ_INSERT_TAIL(&mode->sources, m, mode_link);
-        rl_sbucket_insert(mode, m);
+        sbucket_insert(mode, m);
         mode->nsources++;
         if (s->fdobj)
             rl__fd_update(rl, s); /* registered above; now in the mode: its wish may grow */
@@ -270,7 +270,7 @@ __attribute__((always_inline)) static inline bool rl_add_locked(RLRunLoopRef rl,
             rl__ready_push(m);
         rl__defer_push(d, RL_DEFER_SCHEDULE, s, rl, mode->name);
     } else if (kind == RL_KIND_OBSERVER) {
-        rl_observer_insert(mode, m);
+        observer_insert(mode, m);
         mode->nobservers++;
         atomic_fetch_or_explicit(&mode->observer_mask, ((struct RLRunLoopObserver *)item)->activities,
                                  memory_order_relaxed);
@@ -280,39 +280,39 @@ __attribute__((always_inline)) static inline bool rl_add_locked(RLRunLoopRef rl,
     return true;
 }
 
-/* Removes a timer's membership m (rl_remove_memb_as_locked's timer case;
+/* Removes a timer's membership m (remove_memb_as_locked's timer case;
  * inline, for RLRunLoopRemoveTimer). The loop lock held. */
-__attribute__((always_inline)) static inline void rl_remove_timer_memb_locked(rl_memb *m, rl_defer *d) {
+__attribute__((always_inline)) static inline void remove_timer_memb_locked(rl__memb *m, rl__defer *d) {
     struct RLRunLoopTimer *t = m->item;
     RLRunLoopRef rl = m->rl;
     TAILQ_REMOVE(&t->membs, m, item_link);
     rl__tset_remove(&m->mode->timers, m);
     rl__rearm_if_waiting(rl);
     rl__unhold_or_defer(d, t);
-    rl_memb_free(m);
+    memb_free(m);
 }
 
 /* Removes one membership; defers the cancel callout and the release. A
  * source's cancel goes to `cancel_for`: the source the caller named, which
  * may be one equal to the source in the mode (as CF). The loop lock held,
  * and for a source the item lock of the member (m->item). */
-static void rl_remove_memb_as_locked(rl_memb *m, void *cancel_for, rl_defer *d) {
+static void remove_memb_as_locked(rl__memb *m, void *cancel_for, rl__defer *d) {
     if (m->kind == RL_KIND_TIMER) {
-        rl_remove_timer_memb_locked(m, d);
+        remove_timer_memb_locked(m, d);
         return;
     }
     void *item = m->item;
     RLRunLoopRef rl = m->rl;
-    rl_mode *mode = m->mode;
+    rl__mode *mode = m->mode;
     TAILQ_REMOVE(rl__item_membs(item, m->kind), m, item_link);
     if (m->kind == RL_KIND_SOURCE) {
         struct RLRunLoopSource *s = item;
         TAILQ_REMOVE(&mode->sources, m, mode_link);
-        rl_sbucket_remove(mode, m);
+        sbucket_remove(mode, m);
         mode->nsources--;
         rl__ready_unlink(m);
         if (s->fdobj) {
-            if (!rl_item_in_loop(s, RL_KIND_SOURCE, rl))
+            if (!item_in_loop(s, RL_KIND_SOURCE, rl))
                 rl__fd_unregister(rl, s);
             else
                 rl__fd_update(rl, s);
@@ -327,12 +327,12 @@ static void rl_remove_memb_as_locked(rl_memb *m, void *cancel_for, rl_defer *d) 
         ((struct RLRunLoopObserver *)item)->held_releases++; /* see rl_do_observers */
     else
         rl__unhold_or_defer(d, item);
-    rl_memb_free(m);
+    memb_free(m);
 }
 
-static void rl_remove_memb_locked(rl_memb *m, rl_defer *d) { rl_remove_memb_as_locked(m, m->item, d); }
+static void remove_memb_locked(rl__memb *m, rl__defer *d) { remove_memb_as_locked(m, m->item, d); }
 
-static size_t rl_citem_hash(const void *item) {
+static size_t citem_hash(const void *item) {
     uint64_t x = (uint64_t)(uintptr_t)item; /* mixed: the low bits of a pointer are mostly zero */
     x ^= x >> 33;
     x *= 0xff51afd7ed558ccdULL;
@@ -341,22 +341,22 @@ static size_t rl_citem_hash(const void *item) {
 }
 
 /* The index slot that holds item, or the empty slot where it would go.
- * The index is never full (rl_citem_reserve). */
-static size_t rl_citem_slot(RLRunLoopRef rl, const void *item) {
+ * The index is never full (citem_reserve). */
+static size_t citem_slot(RLRunLoopRef rl, const void *item) {
     size_t mask = rl->capcidx - 1;
-    for (size_t i = rl_citem_hash(item) & mask;; i = (i + 1) & mask) {
+    for (size_t i = citem_hash(item) & mask;; i = (i + 1) & mask) {
         size_t v = rl->cidx[i];
         if (v == 0 || rl->citems[v - 1].item == item)
             return i;
     }
 }
 
-static bool rl_citem_has(RLRunLoopRef rl, void *item) {
-    return rl->capcidx && rl->cidx[rl_citem_slot(rl, item)] != 0;
+static bool citem_has(RLRunLoopRef rl, void *item) {
+    return rl->capcidx && rl->cidx[citem_slot(rl, item)] != 0;
 }
 
 /* Room for `need` items with the index at most half full. */
-static bool rl_citem_reserve(RLRunLoopRef rl, size_t need) {
+static bool citem_reserve(RLRunLoopRef rl, size_t need) {
     if (need * 2 <= rl->capcidx)
         return true;
     size_t cap = rl->capcidx ? rl->capcidx * 2 : 16;
@@ -369,27 +369,27 @@ static bool rl_citem_reserve(RLRunLoopRef rl, size_t need) {
     rl->cidx = idx;
     rl->capcidx = cap;
     for (size_t k = 0; k < rl->nci; k++)
-        rl->cidx[rl_citem_slot(rl, rl->citems[k].item)] = k + 1;
+        rl->cidx[citem_slot(rl, rl->citems[k].item)] = k + 1;
     return true;
 }
 
 /* Remembers item (not yet present); retains nothing. */
-static bool rl_citem_add(RLRunLoopRef rl, void *item, rl_kind kind) {
-    rl_citem *a = rl__grow(rl->citems, &rl->capci, rl->nci + 1, sizeof *a);
+static bool citem_add(RLRunLoopRef rl, void *item, rl__kind kind) {
+    rl__citem *a = rl__grow(rl->citems, &rl->capci, rl->nci + 1, sizeof *a);
     if (a)
         rl->citems = a;
-    if (!a || !rl_citem_reserve(rl, rl->nci + 1))
+    if (!a || !citem_reserve(rl, rl->nci + 1))
         return false;
-    rl->citems[rl->nci] = (rl_citem){item, kind};
-    rl->cidx[rl_citem_slot(rl, item)] = ++rl->nci;
+    rl->citems[rl->nci] = (rl__citem){item, kind};
+    rl->cidx[citem_slot(rl, item)] = ++rl->nci;
     return true;
 }
 
 /* Forgets item if present, deferring the release of its reference. */
-static void rl_citem_remove(RLRunLoopRef rl, void *item, rl_defer *d) {
+static void citem_remove(RLRunLoopRef rl, void *item, rl__defer *d) {
     if (!rl->capcidx)
         return;
-    size_t hole = rl_citem_slot(rl, item);
+    size_t hole = citem_slot(rl, item);
     size_t v = rl->cidx[hole];
     if (v == 0)
         return;
@@ -399,7 +399,7 @@ static void rl_citem_remove(RLRunLoopRef rl, void *item, rl_defer *d) {
      * home slot. */
     size_t mask = rl->capcidx - 1;
     for (size_t j = (hole + 1) & mask; rl->cidx[j] != 0; j = (j + 1) & mask) {
-        size_t home = rl_citem_hash(rl->citems[rl->cidx[j] - 1].item) & mask;
+        size_t home = citem_hash(rl->citems[rl->cidx[j] - 1].item) & mask;
         if (((j - home) & mask) >= ((j - hole) & mask)) {
             rl->cidx[hole] = rl->cidx[j];
             hole = j;
@@ -410,32 +410,32 @@ static void rl_citem_remove(RLRunLoopRef rl, void *item, rl_defer *d) {
     size_t k = v - 1, last = --rl->nci;
     if (k != last) {
         rl->citems[k] = rl->citems[last];
-        rl->cidx[rl_citem_slot(rl, rl->citems[k].item)] = k + 1;
+        rl->cidx[citem_slot(rl, rl->citems[k].item)] = k + 1;
     }
 }
 
 /* A source's per-loop part of invalidation: m->rl locked, item lock held. */
-static void rl_remove_source_from_loop_locked(struct RLRunLoopSource *s, RLRunLoopRef rl, rl_defer *d) {
-    rl_memb *m, *next;
+static void remove_source_from_loop_locked(struct RLRunLoopSource *s, RLRunLoopRef rl, rl__defer *d) {
+    rl__memb *m, *next;
     bool any = false;
     for (m = TAILQ_FIRST(&s->membs); m; m = next) {
         next = TAILQ_NEXT(m, item_link);
         if (m->rl == rl) {
             any = true;
-            rl_remove_memb_locked(m, d);
+            remove_memb_locked(m, d);
         }
     }
     if (any)
-        rl_citem_remove(rl, s, d);
+        citem_remove(rl, s, d);
 }
 
-void rl__source_invalidate(struct RLRunLoopSource *s, rl_defer *d) {
-    rl_loopset ls;
+void rl__source_invalidate(struct RLRunLoopSource *s, rl__defer *d) {
+    rl__loopset ls;
     rl__loopset_init(&ls);
     rl__olock_lock(&s->lock);
     bool was = s->valid;
     if (was) {
-        /* From here no loop adds it (rl_add_item checks under this lock),
+        /* From here no loop adds it (add_item checks under this lock),
          * so the loops noted now are all it is in. */
         rl__poke(s->valid, false);
         rl__poke(s->signalled, false);
@@ -446,24 +446,24 @@ void rl__source_invalidate(struct RLRunLoopSource *s, rl_defer *d) {
         RLRunLoopRef rl = ls.a[i];
         rl__loop_lock(rl);
         rl__olock_lock(&s->lock);
-        rl_remove_source_from_loop_locked(s, rl, d);
+        remove_source_from_loop_locked(s, rl, d);
         rl__olock_unlock(&s->lock);
         rl__loop_unlock(rl);
     }
     rl__loopset_free(&ls);
 }
 
-void rl__remove_item_everywhere_locked(void *item, rl_kind kind, rl_defer *d) {
+void rl__remove_item_everywhere_locked(void *item, rl__kind kind, rl__defer *d) {
     struct rl_membq *q = rl__item_membs(item, kind);
     while (!TAILQ_EMPTY(q)) {
-        rl_memb *m = TAILQ_FIRST(q);
-        rl_citem_remove(m->rl, item, d);
-        rl_remove_memb_locked(m, d);
+        rl__memb *m = TAILQ_FIRST(q);
+        citem_remove(m->rl, item, d);
+        remove_memb_locked(m, d);
     }
 }
 
 void rl__timer_moved_locked(struct RLRunLoopTimer *t) {
-    rl_memb *m;
+    rl__memb *m;
     TAILQ_FOREACH(m, &t->membs, item_link) {
         if (!rl__tset_update(&m->mode->timers, m))
             abort(); /* out of memory re-filing a timer: its heaps would lie */
@@ -473,29 +473,29 @@ void rl__timer_moved_locked(struct RLRunLoopTimer *t) {
 
 /* Adds item to the common pseudo-mode: remembered, and added to every
  * common mode (modes named common but not yet created are created, as CF). */
-static bool rl_add_common_locked(RLRunLoopRef rl, void *item, rl_kind kind, rl_defer *d, const char *fn) {
-    if (!rl_citem_has(rl, item)) {
-        if (!rl_citem_add(rl, item, kind))
+static bool add_common_locked(RLRunLoopRef rl, void *item, rl__kind kind, rl__defer *d, const char *fn) {
+    if (!citem_has(rl, item)) {
+        if (!citem_add(rl, item, kind))
             return rl__fail(kRLErrorNoMemory, fn, "out of memory");
         rl__hold_raw(item);
     }
     for (size_t i = 0; i < rl->ncommon; i++) {
-        rl_mode *m = rl__mode_get(rl, rl->common[i].name, fn);
-        if (!m || !rl_add_locked(rl, item, kind, m, d, fn))
+        rl__mode *m = rl__mode_get(rl, rl->common[i].name, fn);
+        if (!m || !add_locked(rl, item, kind, m, d, fn))
             return false;
     }
     return true;
 }
 
-static void rl_remove_common_locked(RLRunLoopRef rl, void *item, rl_kind kind, rl_defer *d) {
-    if (!rl_citem_has(rl, item))
+static void remove_common_locked(RLRunLoopRef rl, void *item, rl__kind kind, rl__defer *d) {
+    if (!citem_has(rl, item))
         return;
-    rl_citem_remove(rl, item, d);
+    citem_remove(rl, item, d);
     for (size_t i = 0; i < rl->ncommon; i++) {
-        rl_mode *m = rl__mode_find(rl, rl->common[i].name);
-        rl_memb *x = m ? rl__memb_find(item, kind, m) : NULL;
+        rl__mode *m = rl__mode_find(rl, rl->common[i].name);
+        rl__memb *x = m ? rl__memb_find(item, kind, m) : NULL;
         if (x)
-            rl_remove_memb_locked(x, d);
+            remove_memb_locked(x, d);
     }
 }
 
@@ -503,7 +503,7 @@ static void rl_remove_common_locked(RLRunLoopRef rl, void *item, rl_kind kind, r
  * is in none of that loop's modes (the caller then tries again); false
  * (error set) if it is, as CF refuses a timer or an observer in a second
  * loop. No lock held. */
-static bool rl_item_move_out(void *item, rl_kind kind, RLRunLoopRef to, const char *fn) {
+static bool item_move_out(void *item, rl__kind kind, RLRunLoopRef to, const char *fn) {
     RLRunLoopRef h = rl__item_lock(item, kind);
     bool ok = true;
     if (h && h != to) {
@@ -520,7 +520,7 @@ static bool rl_item_move_out(void *item, rl_kind kind, RLRunLoopRef to, const ch
 /* ------------------------------------------------------------------ */
 /* public add / remove / contains                                      */
 
-static bool rl_item_valid(void *item, rl_kind kind) {
+static bool item_valid(void *item, rl__kind kind) {
     switch (kind) {
     case RL_KIND_SOURCE:
         return ((struct RLRunLoopSource *)item)->valid;
@@ -531,7 +531,7 @@ static bool rl_item_valid(void *item, rl_kind kind) {
     }
 }
 
-__attribute__((always_inline)) static inline const rl__class *rl_kind_class(rl_kind kind) {
+__attribute__((always_inline)) static inline const rl__class *kind_class(rl__kind kind) {
     switch (kind) {
     case RL_KIND_SOURCE:
         return &rl__source_class;
@@ -544,27 +544,27 @@ __attribute__((always_inline)) static inline const rl__class *rl_kind_class(rl_k
 
 /* Inline: with the kind a constant, the class is one too (adding and
  * removing a timer check their arguments on every call). */
-__attribute__((always_inline)) static inline bool rl_args_ok(RLRunLoopRef rl, void *item, rl_kind kind,
+__attribute__((always_inline)) static inline bool args_ok(RLRunLoopRef rl, void *item, rl__kind kind,
                                                              RLRunLoopMode mode, const char *fn) {
-    return rl__check_loop(rl, fn) && rl__object_check(item, rl_kind_class(kind), fn) && rl__mode_name_ok(mode, fn);
+    return rl__check_loop(rl, fn) && rl__object_check(item, kind_class(kind), fn) && rl__mode_name_ok(mode, fn);
 }
 
 /* Adds a valid item to `mode` (or the common modes) of rl; rl locked and
  * what guards the item held. */
-__attribute__((always_inline)) static inline bool rl_add_to_mode_locked(RLRunLoopRef rl, void *item, rl_kind kind,
-                                                                       RLRunLoopMode mode, rl_defer *d,
+__attribute__((always_inline)) static inline bool add_to_mode_locked(RLRunLoopRef rl, void *item, rl__kind kind,
+                                                                       RLRunLoopMode mode, rl__defer *d,
                                                                        const char *fn) {
     if (rl__is_common(mode))
-        return rl_add_common_locked(rl, item, kind, d, fn);
-    rl_mode *m = rl__mode_get(rl, mode, fn);
-    return m && rl_add_locked(rl, item, kind, m, d, fn);
+        return add_common_locked(rl, item, kind, d, fn);
+    rl__mode *m = rl__mode_get(rl, mode, fn);
+    return m && add_locked(rl, item, kind, m, d, fn);
 }
 
 /* A timer or an observer not at home in rl (rl locked): rl becomes its home
- * if it has none (1 or 0 as rl_add_item_locked); -1 if it has another. Out
+ * if it has none (1 or 0 as add_item_locked); -1 if it has another. Out
  * of line: the usual add finds the item at home already. */
-__attribute__((noinline)) static int rl_add_item_claim(RLRunLoopRef rl, void *item, rl_kind kind, RLRunLoopMode mode,
-                                                       rl_defer *d, const char *fn) {
+__attribute__((noinline)) static int add_item_claim(RLRunLoopRef rl, void *item, rl__kind kind, RLRunLoopMode mode,
+                                                       rl__defer *d, const char *fn) {
     /* Its home becomes rl only under rl's lock, which is held: a home seen
      * here is someone else's. */
     if (rl__home_get(item, kind))
@@ -574,12 +574,12 @@ __attribute__((noinline)) static int rl_add_item_claim(RLRunLoopRef rl, void *it
     int r;
     if (rl__home_get(item, kind)) {
         r = -1;
-    } else if (!rl_item_valid(item, kind)) {
+    } else if (!item_valid(item, kind)) {
         r = rl__fail(kRLErrorInvalidObject, fn, "%p has been invalidated", item);
     } else if (!rl__home_set_locked(rl, item, kind)) {
         r = rl__fail(kRLErrorNoMemory, fn, "out of memory");
     } else {
-        r = rl_add_to_mode_locked(rl, item, kind, mode, d, fn);
+        r = add_to_mode_locked(rl, item, kind, mode, d, fn);
     }
     rl__olock_unlock(ol);
     return r;
@@ -587,9 +587,9 @@ __attribute__((noinline)) static int rl_add_item_claim(RLRunLoopRef rl, void *it
 
 /* The add proper, rl locked: 1 done, 0 failed (error set), -1 the item
  * (a timer or an observer) is at home in another loop: the caller unlocks,
- * moves it out (rl_item_move_out) and tries again. */
-__attribute__((always_inline)) static inline int rl_add_item_locked(RLRunLoopRef rl, void *item, rl_kind kind,
-                                                                   RLRunLoopMode mode, rl_defer *d,
+ * moves it out (item_move_out) and tries again. */
+__attribute__((always_inline)) static inline int add_item_locked(RLRunLoopRef rl, void *item, rl__kind kind,
+                                                                   RLRunLoopMode mode, rl__defer *d,
                                                                    const char *fn) {
     if (atomic_load_explicit(&rl->dead, memory_order_relaxed))
         return rl__fail(kRLErrorInvalidState, fn, "the run loop's thread has exited");
@@ -598,46 +598,46 @@ __attribute__((always_inline)) static inline int rl_add_item_locked(RLRunLoopRef
         ol = rl__item_olock(item, kind);
         rl__olock_lock(ol);
     } else if (RL__UNLIKELY(rl__home_get(item, kind) != rl)) {
-        return rl_add_item_claim(rl, item, kind, mode, d, fn);
+        return add_item_claim(rl, item, kind, mode, d, fn);
     }
     bool ok;
-    if (!rl_item_valid(item, kind))
+    if (!item_valid(item, kind))
         ok = rl__fail(kRLErrorInvalidObject, fn, "%p has been invalidated", item);
     else
-        ok = rl_add_to_mode_locked(rl, item, kind, mode, d, fn);
+        ok = add_to_mode_locked(rl, item, kind, mode, d, fn);
     if (ol)
         rl__olock_unlock(ol);
     return ok;
 }
 
-__attribute__((always_inline)) static inline bool rl_add_item(RLRunLoopRef rl, void *item, rl_kind kind,
+__attribute__((always_inline)) static inline bool add_item(RLRunLoopRef rl, void *item, rl__kind kind,
                                                               RLRunLoopMode mode, const char *fn) {
-    if (!rl_args_ok(rl, item, kind, mode, fn))
+    if (!args_ok(rl, item, kind, mode, fn))
         return false;
-    rl_eq_state eq;
+    eq_state eq;
     if (kind == RL_KIND_SOURCE)
-        rl_eq_prepare(&eq, rl, item, mode);
-    rl_defer d;
+        eq_prepare(&eq, rl, item, mode);
+    rl__defer d;
     rl__defer_init(&d);
     int r;
     for (;;) {
         rl__loop_lock(rl);
-        r = rl_add_item_locked(rl, item, kind, mode, &d, fn);
+        r = add_item_locked(rl, item, kind, mode, &d, fn);
         rl__loop_unlock(rl);
-        if (RL__LIKELY(r >= 0) || !rl_item_move_out(item, kind, rl, fn))
+        if (RL__LIKELY(r >= 0) || !item_move_out(item, kind, rl, fn))
             break;
     }
     if (d.n)
         rl__defer_run(&d);
     if (kind == RL_KIND_SOURCE)
-        rl_eq_finish(&eq);
+        eq_finish(&eq);
     return r > 0;
 }
 
 /* Locks what guards item's memberships in rl, rl locked: a source's item
  * lock (returned), nothing for a timer or observer at home in rl; false if
  * it is at home elsewhere (so in none of rl's modes). */
-static inline bool rl_item_guard(RLRunLoopRef rl, void *item, rl_kind kind, rl__olock **ol) {
+static inline bool item_guard(RLRunLoopRef rl, void *item, rl__kind kind, rl__olock **ol) {
     *ol = NULL;
     if (kind != RL_KIND_SOURCE)
         return rl__home_get(item, kind) == rl;
@@ -646,39 +646,39 @@ static inline bool rl_item_guard(RLRunLoopRef rl, void *item, rl_kind kind, rl__
     return true;
 }
 
-__attribute__((always_inline)) static inline bool rl_remove_item(RLRunLoopRef rl, void *item, rl_kind kind,
+__attribute__((always_inline)) static inline bool remove_item(RLRunLoopRef rl, void *item, rl__kind kind,
                                                                  RLRunLoopMode mode, const char *fn) {
-    if (!rl_args_ok(rl, item, kind, mode, fn))
+    if (!args_ok(rl, item, kind, mode, fn))
         return false;
-    rl_eq_state eq;
+    eq_state eq;
     if (kind == RL_KIND_SOURCE)
-        rl_eq_prepare(&eq, rl, item, mode);
-    rl_defer d;
+        eq_prepare(&eq, rl, item, mode);
+    rl__defer d;
     rl__defer_init(&d);
     rl__loop_lock(rl);
     if (kind == RL_KIND_SOURCE && !rl__is_common(mode)) {
         /* The member found may be a source equal to this one: its item
          * lock, not this one's, guards the membership. */
-        rl_mode *m = rl__mode_find(rl, mode);
-        rl_memb *x = m ? rl_source_find_locked(item, m) : NULL;
+        rl__mode *m = rl__mode_find(rl, mode);
+        rl__memb *x = m ? source_find_locked(item, m) : NULL;
         if (x) {
             struct RLRunLoopSource *member = x->item;
             rl__olock_lock(&member->lock);
-            rl_remove_memb_as_locked(x, item, &d);
+            remove_memb_as_locked(x, item, &d);
             rl__olock_unlock(&member->lock);
         }
     } else {
         rl__olock *ol;
-        if (rl_item_guard(rl, item, kind, &ol)) {
+        if (item_guard(rl, item, kind, &ol)) {
             if (rl__is_common(mode)) {
-                rl_remove_common_locked(rl, item, kind, &d);
+                remove_common_locked(rl, item, kind, &d);
             } else {
-                rl_mode *m = rl__mode_find(rl, mode);
-                rl_memb *x = m ? rl__memb_find(item, kind, m) : NULL;
+                rl__mode *m = rl__mode_find(rl, mode);
+                rl__memb *x = m ? rl__memb_find(item, kind, m) : NULL;
                 if (x && kind == RL_KIND_TIMER)
-                    rl_remove_timer_memb_locked(x, &d);
+                    remove_timer_memb_locked(x, &d);
                 else if (x)
-                    rl_remove_memb_locked(x, &d);
+                    remove_memb_locked(x, &d);
             }
         }
         if (ol)
@@ -688,59 +688,59 @@ __attribute__((always_inline)) static inline bool rl_remove_item(RLRunLoopRef rl
     if (d.n)
         rl__defer_run(&d);
     if (kind == RL_KIND_SOURCE)
-        rl_eq_finish(&eq);
+        eq_finish(&eq);
     return true;
 }
 
-static bool rl_contains_item(RLRunLoopRef rl, void *item, rl_kind kind, RLRunLoopMode mode, const char *fn) {
-    if (!rl_args_ok(rl, item, kind, mode, fn))
+static bool contains_item(RLRunLoopRef rl, void *item, rl__kind kind, RLRunLoopMode mode, const char *fn) {
+    if (!args_ok(rl, item, kind, mode, fn))
         return false;
-    rl_eq_state eq;
+    eq_state eq;
     if (kind == RL_KIND_SOURCE)
-        rl_eq_prepare(&eq, rl, item, mode);
+        eq_prepare(&eq, rl, item, mode);
     rl__loop_lock(rl);
     bool has = false;
     if (rl__is_common(mode)) {
-        has = rl_citem_has(rl, item);
+        has = citem_has(rl, item);
     } else if (kind == RL_KIND_SOURCE) {
-        rl_mode *m = rl__mode_find(rl, mode);
-        has = m && rl_source_find_locked(item, m); /* the mode's buckets: the loop lock */
+        rl__mode *m = rl__mode_find(rl, mode);
+        has = m && source_find_locked(item, m); /* the mode's buckets: the loop lock */
     } else if (rl__home_get(item, kind) == rl) {
-        rl_mode *m = rl__mode_find(rl, mode);
+        rl__mode *m = rl__mode_find(rl, mode);
         has = m && rl__memb_find(item, kind, m);
     }
     rl__loop_unlock(rl);
     if (kind == RL_KIND_SOURCE)
-        rl_eq_finish(&eq);
+        eq_finish(&eq);
     return has;
 }
 
 bool RLRunLoopAddSource(RLRunLoopRef rl, RLRunLoopSourceRef s, RLRunLoopMode mode) {
-    return rl_add_item(rl, s, RL_KIND_SOURCE, mode, __func__);
+    return add_item(rl, s, RL_KIND_SOURCE, mode, __func__);
 }
 bool RLRunLoopRemoveSource(RLRunLoopRef rl, RLRunLoopSourceRef s, RLRunLoopMode mode) {
-    return rl_remove_item(rl, s, RL_KIND_SOURCE, mode, __func__);
+    return remove_item(rl, s, RL_KIND_SOURCE, mode, __func__);
 }
 bool RLRunLoopContainsSource(RLRunLoopRef rl, RLRunLoopSourceRef s, RLRunLoopMode mode) {
-    return rl_contains_item(rl, s, RL_KIND_SOURCE, mode, __func__);
+    return contains_item(rl, s, RL_KIND_SOURCE, mode, __func__);
 }
 bool RLRunLoopAddTimer(RLRunLoopRef rl, RLRunLoopTimerRef t, RLRunLoopMode mode) {
-    return rl_add_item(rl, t, RL_KIND_TIMER, mode, __func__);
+    return add_item(rl, t, RL_KIND_TIMER, mode, __func__);
 }
 bool RLRunLoopRemoveTimer(RLRunLoopRef rl, RLRunLoopTimerRef t, RLRunLoopMode mode) {
-    return rl_remove_item(rl, t, RL_KIND_TIMER, mode, __func__);
+    return remove_item(rl, t, RL_KIND_TIMER, mode, __func__);
 }
 bool RLRunLoopContainsTimer(RLRunLoopRef rl, RLRunLoopTimerRef t, RLRunLoopMode mode) {
-    return rl_contains_item(rl, t, RL_KIND_TIMER, mode, __func__);
+    return contains_item(rl, t, RL_KIND_TIMER, mode, __func__);
 }
 bool RLRunLoopAddObserver(RLRunLoopRef rl, RLRunLoopObserverRef o, RLRunLoopMode mode) {
-    return rl_add_item(rl, o, RL_KIND_OBSERVER, mode, __func__);
+    return add_item(rl, o, RL_KIND_OBSERVER, mode, __func__);
 }
 bool RLRunLoopRemoveObserver(RLRunLoopRef rl, RLRunLoopObserverRef o, RLRunLoopMode mode) {
-    return rl_remove_item(rl, o, RL_KIND_OBSERVER, mode, __func__);
+    return remove_item(rl, o, RL_KIND_OBSERVER, mode, __func__);
 }
 bool RLRunLoopContainsObserver(RLRunLoopRef rl, RLRunLoopObserverRef o, RLRunLoopMode mode) {
-    return rl_contains_item(rl, o, RL_KIND_OBSERVER, mode, __func__);
+    return contains_item(rl, o, RL_KIND_OBSERVER, mode, __func__);
 }
 
 /* ------------------------------------------------------------------ */
@@ -752,12 +752,12 @@ bool RLRunLoopAddCommonMode(RLRunLoopRef rl, RLRunLoopMode mode) {
         return false;
     if (rl__is_common(mode))
         return rl__fail(kRLErrorInvalidArgument, fn, "kRLRunLoopCommonModes cannot itself be a common mode");
-    rl_defer d;
+    rl__defer d;
     rl__defer_init(&d);
     rl__loop_lock(rl);
     bool ok = true;
     if (!rl__common_find(rl, mode)) {
-        rl_common_name *a = rl__grow(rl->common, &rl->capcommon, rl->ncommon + 1, sizeof *a);
+        rl__common_name *a = rl__grow(rl->common, &rl->capcommon, rl->ncommon + 1, sizeof *a);
         char *copy = strdup(mode);
         if (!a || !copy) {
             if (a)
@@ -766,20 +766,20 @@ bool RLRunLoopAddCommonMode(RLRunLoopRef rl, RLRunLoopMode mode) {
             ok = rl__fail(kRLErrorNoMemory, fn, "out of memory");
         } else {
             rl->common = a;
-            rl->common[rl->ncommon++] = (rl_common_name){copy};
-            rl_mode *m = rl__mode_find(rl, mode);
+            rl->common[rl->ncommon++] = (rl__common_name){copy};
+            rl__mode *m = rl__mode_find(rl, mode);
             if (m)
                 m->common = true;
             /* Like CF, the mode itself comes into being only when an item
              * lands in it. */
             for (size_t i = 0; ok && i < rl->nci; i++) {
                 void *item = rl->citems[i].item;
-                rl_kind kind = rl->citems[i].kind;
+                rl__kind kind = rl->citems[i].kind;
                 rl__olock *ol;
-                if (!rl_item_guard(rl, item, kind, &ol))
+                if (!item_guard(rl, item, kind, &ol))
                     continue; /* moved to another loop since */
-                rl_mode *mm = rl__mode_get(rl, mode, fn);
-                ok = mm && rl_add_locked(rl, item, kind, mm, &d, fn);
+                rl__mode *mm = rl__mode_get(rl, mode, fn);
+                ok = mm && add_locked(rl, item, kind, mm, &d, fn);
                 if (ol)
                     rl__olock_unlock(ol);
             }
@@ -797,25 +797,25 @@ bool RLRunLoopAddCommonMode(RLRunLoopRef rl, RLRunLoopMode mode) {
  * observers), the common items are forgotten, and the timers and
  * observers at home in rl go homeless, so that none keeps a pointer to
  * it. Cancel callouts and releases deferred to d. rl locked. */
-void rl__memberships_clear_locked(RLRunLoopRef rl, rl_defer *d) {
+void rl__memberships_clear_locked(RLRunLoopRef rl, rl__defer *d) {
     for (int kind = RL_KIND_SOURCE; kind <= RL_KIND_OBSERVER; kind++) {
         for (size_t i = 0; i < rl->nmodes; i++) {
-            rl_mode *m = rl->modes[i];
+            rl__mode *m = rl->modes[i];
             if (kind == RL_KIND_SOURCE) {
                 while (!TAILQ_EMPTY(&m->sources)) {
-                    rl_memb *x = TAILQ_FIRST(&m->sources);
+                    rl__memb *x = TAILQ_FIRST(&m->sources);
                     struct RLRunLoopSource *s = x->item;
                     rl__olock_lock(&s->lock);
-                    rl_remove_memb_locked(x, d);
+                    remove_memb_locked(x, d);
                     rl__olock_unlock(&s->lock);
                 }
             } else if (kind == RL_KIND_OBSERVER) {
                 while (!TAILQ_EMPTY(&m->observers))
-                    rl_remove_memb_locked(TAILQ_FIRST(&m->observers), d);
+                    remove_memb_locked(TAILQ_FIRST(&m->observers), d);
             } else {
-                rl_memb *x;
+                rl__memb *x;
                 while ((x = rl__tset_any(&m->timers)) != NULL)
-                    rl_remove_memb_locked(x, d);
+                    remove_memb_locked(x, d);
             }
         }
     }

@@ -15,7 +15,7 @@
 const RLRunLoopMode kRLRunLoopDefaultMode = "kRLRunLoopDefaultMode";
 const RLRunLoopMode kRLRunLoopCommonModes = "kRLRunLoopCommonModes";
 
-rl_mode *rl__mode_find_slow(RLRunLoopRef rl, const char *name) {
+rl__mode *rl__mode_find_slow(RLRunLoopRef rl, const char *name) {
     for (size_t i = 0; i < rl->nmodes; i++) {
         if (strcmp(rl->modes[i]->name, name) == 0)
             return rl->last_mode = rl->modes[i];
@@ -23,7 +23,7 @@ rl_mode *rl__mode_find_slow(RLRunLoopRef rl, const char *name) {
     return NULL;
 }
 
-rl_common_name *rl__common_find(RLRunLoopRef rl, const char *name) {
+rl__common_name *rl__common_find(RLRunLoopRef rl, const char *name) {
     for (size_t i = 0; i < rl->ncommon; i++) {
         if (strcmp(rl->common[i].name, name) == 0)
             return &rl->common[i];
@@ -43,9 +43,9 @@ void *rl__grow(void *a, size_t *cap, size_t need, size_t elem) {
     return b;
 }
 
-rl_mode *rl__mode_new(RLRunLoopRef rl, const char *name, const char *fn) {
-    rl_mode **a = rl__grow(rl->modes, &rl->capmodes, rl->nmodes + 1, sizeof *a);
-    rl_mode *m = calloc(1, sizeof *m);
+rl__mode *rl__mode_new(RLRunLoopRef rl, const char *name, const char *fn) {
+    rl__mode **a = rl__grow(rl->modes, &rl->capmodes, rl->nmodes + 1, sizeof *a);
+    rl__mode *m = calloc(1, sizeof *m);
     char *copy = strdup(name);
     if (!a || !m || !copy) {
         if (a)
@@ -63,23 +63,23 @@ rl_mode *rl__mode_new(RLRunLoopRef rl, const char *name, const char *fn) {
     TAILQ_INIT(&m->ready);
     TAILQ_INIT(&m->observers);
     rl__tset_init(&m->timers);
-    rl_common_name *c = rl__common_find(rl, name);
+    rl__common_name *c = rl__common_find(rl, name);
     if (c)
         m->common = true;
     rl->modes[rl->nmodes++] = m;
     return m;
 }
 
-void rl__mode_free(rl_mode *m) {
+void rl__mode_free(rl__mode *m) {
     rl__tset_free(&m->timers);
     free(m->sbuckets);
     free(m->name);
     free(m);
 }
 
-void rl__mode_recompute_mask(rl_mode *m) {
+void rl__mode_recompute_mask(rl__mode *m) {
     RLOptionFlags mask = 0;
-    rl_memb *x;
+    rl__memb *x;
     TAILQ_FOREACH(x, &m->observers, mode_link) {
         mask |= ((struct RLRunLoopObserver *)x->item)->activities;
     }

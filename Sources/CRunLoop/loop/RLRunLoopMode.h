@@ -9,12 +9,12 @@
 
 #include <string.h>
 
-RL__HIDDEN rl_mode *rl__mode_find_slow(RLRunLoopRef rl, const char *name);
-RL__HIDDEN rl_common_name *rl__common_find(RLRunLoopRef rl, const char *name);
+RL__HIDDEN rl__mode *rl__mode_find_slow(RLRunLoopRef rl, const char *name);
+RL__HIDDEN rl__common_name *rl__common_find(RLRunLoopRef rl, const char *name);
 RL__HIDDEN void *rl__grow(void *a, size_t *cap, size_t need, size_t elem);
-RL__HIDDEN rl_mode *rl__mode_new(RLRunLoopRef rl, const char *name, const char *fn);
-RL__HIDDEN void rl__mode_free(rl_mode *m);
-RL__HIDDEN void rl__mode_recompute_mask(rl_mode *m);
+RL__HIDDEN rl__mode *rl__mode_new(RLRunLoopRef rl, const char *name, const char *fn);
+RL__HIDDEN void rl__mode_free(rl__mode *m);
+RL__HIDDEN void rl__mode_recompute_mask(rl__mode *m);
 RL__HIDDEN bool rl__runloop_mode_create(RLRunLoopRef rl, RLRunLoopMode mode, const char *fname);
 
 /* Mode-name checks, inline: every add, remove and contains makes them. */
@@ -32,20 +32,23 @@ static inline bool rl__is_common(RLRunLoopMode mode) {
     return mode == kRLRunLoopCommonModes || (mode[0] == 'k' && strcmp(mode, kRLRunLoopCommonModes) == 0);
 }
 
-__attribute__((always_inline)) static inline rl_mode *rl__mode_find(RLRunLoopRef rl, const char *name) {
+__attribute__((always_inline)) static inline rl__mode *rl__mode_find(RLRunLoopRef rl, const char *name) {
     /* Programs mostly touch one mode at a time: try the last one found. The
      * default mode's constant is recognised by its address. */
-    rl_mode *last = rl->last_mode;
+    rl__mode *last = rl->last_mode;
     if (last && (name == kRLRunLoopDefaultMode ? last->is_default : strcmp(last->name, name) == 0))
         return last;
     return rl__mode_find_slow(rl, name);
 }
 
 /* The mode named `name`, created if needed; NULL (error set) on OOM. */
-__attribute__((always_inline)) static inline rl_mode *rl__mode_get(RLRunLoopRef rl, const char *name,
+__attribute__((always_inline)) static inline rl__mode *rl__mode_get(RLRunLoopRef rl, const char *name,
                                                                   const char *fn) {
-    rl_mode *m = rl__mode_find(rl, name);
+    rl__mode *m = rl__mode_find(rl, name);
     return m ? m : rl__mode_new(rl, name, fn);
 }
+
+/* As CF, queuing a request for a named mode brings the mode into being. */
+RL__HIDDEN bool rl__runloop_mode_create(RLRunLoopRef rl, RLRunLoopMode mode, const char *fname);
 
 #endif /* CRUNLOOP_RLRUNLOOPMODE_H */

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-static void rl_observer_finalize(void *obj) {
+static void observer_finalize(void *obj) {
     struct RLRunLoopObserver *o = obj;
     rl__item_leave_home(o, RL_KIND_OBSERVER);
     /* Invalidation already released the context; a never-invalidated
@@ -14,7 +14,7 @@ static void rl_observer_finalize(void *obj) {
         o->ctx.release(o->ctx.info);
 }
 
-static char *rl_observer_describe(const void *obj) {
+static char *observer_describe(const void *obj) {
     const struct RLRunLoopObserver *o = obj;
     char *out = NULL;
     if (asprintf(&out, "<RLRunLoopObserver %p activities 0x%lx order %ld%s>", obj, o->activities, o->order,
@@ -23,11 +23,11 @@ static char *rl_observer_describe(const void *obj) {
     return out;
 }
 
-const rl__class rl__observer_class = {"RLRunLoopObserver", rl_observer_finalize, NULL, rl_observer_describe};
+const rl__class rl__observer_class = {"RLRunLoopObserver", observer_finalize, NULL, observer_describe};
 
 RLTypeID RLRunLoopObserverGetTypeID(void) { return rl__type_id(&rl__observer_class); }
 
-static bool rl_observer_ok(RLRunLoopObserverRef o, const char *fn) {
+static bool observer_ok(RLRunLoopObserverRef o, const char *fn) {
     return rl__object_check(o, &rl__observer_class, fn);
 }
 
@@ -65,12 +65,12 @@ RLRunLoopObserverRef RLRunLoopObserverCreate(RLAllocatorRef allocator, RLOptionF
 }
 
 #if __BLOCKS__
-typedef void (^rl_observer_block)(RLRunLoopObserverRef, RLRunLoopActivity);
+typedef void (^observer_block)(RLRunLoopObserverRef, RLRunLoopActivity);
 
-static void rl_observer_call_block(RLRunLoopObserverRef o, RLRunLoopActivity a, void *info) {
-    ((rl_observer_block)info)(o, a);
+static void observer_call_block(RLRunLoopObserverRef o, RLRunLoopActivity a, void *info) {
+    ((observer_block)info)(o, a);
 }
-static void rl_observer_release_block(const void *info) { Block_release((rl_observer_block)info); }
+static void observer_release_block(const void *info) { Block_release((observer_block)info); }
 
 RLRunLoopObserverRef RLRunLoopObserverCreateWithHandler(RLAllocatorRef allocator, RLOptionFlags activities,
                                                         bool repeats, RLIndex order,
@@ -80,28 +80,28 @@ RLRunLoopObserverRef RLRunLoopObserverCreateWithHandler(RLAllocatorRef allocator
         rl__fail(kRLErrorInvalidArgument, __func__, "NULL block");
         return NULL;
     }
-    RLRunLoopObserverContext ctx = {0, (void *)Block_copy(block), NULL, rl_observer_release_block, NULL};
+    RLRunLoopObserverContext ctx = {0, (void *)Block_copy(block), NULL, observer_release_block, NULL};
     RLRunLoopObserverRef o = RLRunLoopObserverCreate(allocator, activities, repeats, order,
-                                                     rl_observer_call_block, &ctx);
+                                                     observer_call_block, &ctx);
     if (!o)
-        Block_release((rl_observer_block)ctx.info);
+        Block_release((observer_block)ctx.info);
     return o;
 }
 #endif
 
 RLOptionFlags RLRunLoopObserverGetActivities(RLRunLoopObserverRef o) {
-    return rl_observer_ok(o, __func__) ? o->activities : 0;
+    return observer_ok(o, __func__) ? o->activities : 0;
 }
 
 bool RLRunLoopObserverDoesRepeat(RLRunLoopObserverRef o) {
-    return rl_observer_ok(o, __func__) && o->repeats;
+    return observer_ok(o, __func__) && o->repeats;
 }
 
 RLIndex RLRunLoopObserverGetOrder(RLRunLoopObserverRef o) {
-    return rl_observer_ok(o, __func__) ? o->order : 0;
+    return observer_ok(o, __func__) ? o->order : 0;
 }
 
-void rl__observer_invalidate_locked(struct RLRunLoopObserver *o, rl_defer *d) {
+void rl__observer_invalidate_locked(struct RLRunLoopObserver *o, rl__defer *d) {
     if (!o->valid)
         return;
     o->valid = false;
@@ -111,9 +111,9 @@ void rl__observer_invalidate_locked(struct RLRunLoopObserver *o, rl_defer *d) {
 }
 
 bool RLRunLoopObserverInvalidate(RLRunLoopObserverRef o) {
-    if (!rl_observer_ok(o, __func__))
+    if (!observer_ok(o, __func__))
         return false;
-    rl_defer d;
+    rl__defer d;
     rl__defer_init(&d);
     RLRunLoopRef h = rl__item_lock(o, RL_KIND_OBSERVER);
     rl__observer_invalidate_locked(o, &d);
@@ -123,7 +123,7 @@ bool RLRunLoopObserverInvalidate(RLRunLoopObserverRef o) {
 }
 
 bool RLRunLoopObserverIsValid(RLRunLoopObserverRef o) {
-    if (!rl_observer_ok(o, __func__))
+    if (!observer_ok(o, __func__))
         return false;
     RLRunLoopRef h = rl__item_lock(o, RL_KIND_OBSERVER);
     bool v = o->valid;
@@ -133,7 +133,7 @@ bool RLRunLoopObserverIsValid(RLRunLoopObserverRef o) {
 
 bool RLRunLoopObserverGetContext(RLRunLoopObserverRef o, RLRunLoopObserverContext *context) {
     const char *fn = __func__;
-    if (!rl_observer_ok(o, fn))
+    if (!observer_ok(o, fn))
         return false;
     if (!context)
         return rl__fail(kRLErrorInvalidArgument, fn, "NULL context");

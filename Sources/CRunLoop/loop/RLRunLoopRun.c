@@ -24,15 +24,15 @@
 #include <stdlib.h>
 #include <sys/epoll.h>
 
-/* The loop and mode whose perform requests are timed (rl_do_blocks). */
+/* The loop and mode whose perform requests are timed (do_blocks). */
 typedef struct perform_timing_ctx {
     RLRunLoopRef rl;
     const char *mode;
 } perform_timing_ctx;
 
-/* A perform request timed (rl_do_blocks; counted as callouts already):
+/* A perform request timed (do_blocks; counted as callouts already):
  * the callout probes fire after it, start and end together. */
-static void rl_perform_timed(void *ctx, const void *fn, const void *arg, double took) {
+static void perform_timed(void *ctx, const void *fn, const void *arg, double took) {
     perform_timing_ctx *c = ctx;
     (void)arg;
     RL__PROBE3(callout_start, c->rl, (int)kRLCalloutPerform, fn);
@@ -40,7 +40,7 @@ static void rl_perform_timed(void *ctx, const void *fn, const void *arg, double 
     rl__health_after(c->rl, took, kRLCalloutPerform, fn, NULL, c->mode);
 }
 
-static bool rl_do_blocks(RLRunLoopRef rl, rl_mode *m) {
+static bool do_blocks(RLRunLoopRef rl, rl__mode *m) {
     uint32_t n = 0;
     if (rl__perform_maybe_pending(&rl->pq)) {
         if (RL__LIKELY((atomic_load_explicit(&rl__health_on, memory_order_relaxed) | RL__PROBE_ON(callout_start) |
@@ -48,7 +48,7 @@ static bool rl_do_blocks(RLRunLoopRef rl, rl_mode *m) {
             n = rl__perform_run(&rl->pq, m);
         } else {
             perform_timing_ctx c = {rl, m->name};
-            rl__perform_timing t = {rl_perform_timed, &c};
+            rl__perform_timing t = {perform_timed, &c};
             n = rl__perform_run_timed(&rl->pq, m, &t);
         }
     }
@@ -58,8 +58,6 @@ static bool rl_do_blocks(RLRunLoopRef rl, rl_mode *m) {
     return n > 0;
 }
 
-/* For the tests: the loop's epoll fd, to break it (test_runloop_kernel.c). */
-RL__HIDDEN int rl__loop_poll_fd_for_tests(RLRunLoopRef rl);
 int rl__loop_poll_fd_for_tests(RLRunLoopRef rl) { return rl->epfd; }
 
 /* ------------------------------------------------------------------ */
@@ -68,19 +66,19 @@ int rl__loop_poll_fd_for_tests(RLRunLoopRef rl) { return rl->epfd; }
 /* Whether m has no source and no timer; on the main thread, the main
  * dispatch queue is a source of every common mode (rl_mainqueue.h). The
  * loop lock held. */
-static bool rl_mode_has_no_items(RLRunLoopRef rl, rl_mode *m) {
+static bool mode_has_no_items(RLRunLoopRef rl, rl__mode *m) {
     return m->nsources == 0 && rl__tset_count(&m->timers) == 0 && !rl__mainq_in_mode(rl, m);
 }
 
-static bool rl_mode_is_empty(RLRunLoopRef rl, rl_mode *m) {
+static bool mode_is_empty(RLRunLoopRef rl, rl__mode *m) {
     rl__loop_lock(rl);
-    bool empty = rl_mode_has_no_items(rl, m);
+    bool empty = mode_has_no_items(rl, m);
     rl__loop_unlock(rl);
     return empty && !rl__perform_has_for(&rl->pq, m);
 }
 
 /* What guards o held (its home's lock). */
-static void rl_observer_unpin(struct RLRunLoopObserver *o, rl_defer *d) {
+static void observer_unpin(struct RLRunLoopObserver *o, rl__defer *d) {
     if (--o->pins > 0)
         return;
     for (; o->held_releases > 0; o->held_releases--)
@@ -91,7 +89,7 @@ static void rl_observer_unpin(struct RLRunLoopObserver *o, rl_defer *d) {
  * observer. rl locked; o normally at home in rl, but a callout may have
  * moved it to another loop: then its home's lock is taken instead, rl's
  * dropped meanwhile (never both). */
-static void rl_observer_after(RLRunLoopRef rl, struct RLRunLoopObserver *o, bool went, rl_defer *d) {
+static void observer_after(RLRunLoopRef rl, struct RLRunLoopObserver *o, bool went, rl__defer *d) {
     RLRunLoopRef h = rl;
     if (RL__UNLIKELY(rl__home_get(o, RL_KIND_OBSERVER) != rl)) {
         rl__loop_unlock(rl);
@@ -102,14 +100,14 @@ static void rl_observer_after(RLRunLoopRef rl, struct RLRunLoopObserver *o, bool
         if (!o->repeats && o->valid)
             rl__observer_invalidate_locked(o, d);
     }
-    rl_observer_unpin(o, d);
+    observer_unpin(o, d);
     if (RL__UNLIKELY(h != rl)) {
         rl__item_unlock(o, RL_KIND_OBSERVER, h);
         rl__loop_lock(rl);
     }
 }
 
-static void rl_do_observers(RLRunLoopRef rl, rl_mode *m, RLRunLoopActivity act) {
+static void do_observers(RLRunLoopRef rl, rl__mode *m, RLRunLoopActivity act) {
     struct RLRunLoopObserver *small[16], **list = small;
     size_t n = 0;
     /* Most passes have no observer for most activities: skip the lock. A
@@ -117,12 +115,12 @@ static void rl_do_observers(RLRunLoopRef rl, rl_mode *m, RLRunLoopActivity act) 
      * moment is called from the next activity on. */
     if (!(atomic_load_explicit(&m->observer_mask, memory_order_relaxed) & act))
         return;
-    rl_defer d;
+    rl__defer d;
     rl__defer_init(&d);
     rl__loop_lock(rl);
     if (m->nobservers > 16)
         list = malloc(m->nobservers * sizeof *list);
-    rl_memb *x;
+    rl__memb *x;
     TAILQ_FOREACH(x, &m->observers, mode_link) {
         struct RLRunLoopObserver *o = x->item;
         if (list && o->valid && (o->activities & act) && !o->firing) {
@@ -145,7 +143,7 @@ static void rl_do_observers(RLRunLoopRef rl, rl_mode *m, RLRunLoopActivity act) 
         if (go)
             RL__CALLOUT(rl, kRLCalloutObserver, o->callout, o, m->name, o->callout(o, act, o->ctx.info));
         rl__loop_lock(rl);
-        rl_observer_after(rl, o, go, &d);
+        observer_after(rl, o, go, &d);
         /* As CF: a one-shot observer gives its context back right after
          * its own callout, before the next observer is called. */
         if (d.n) {
@@ -161,7 +159,7 @@ static void rl_do_observers(RLRunLoopRef rl, rl_mode *m, RLRunLoopActivity act) 
         free(list);
 }
 
-static bool rl_do_sources0(RLRunLoopRef rl, rl_mode *m, bool stop_after_handle) {
+static bool do_sources0(RLRunLoopRef rl, rl__mode *m, bool stop_after_handle) {
     struct RLRunLoopSource *small[16], **a = small;
     rl__loop_lock(rl);
     if (RL__UNLIKELY(m->inflight != NULL))
@@ -174,7 +172,7 @@ static bool rl_do_sources0(RLRunLoopRef rl, rl_mode *m, bool stop_after_handle) 
         return false;
     }
     /* Only this thread reads m->inflight. */
-    struct rl_inflight fl = {a, 0, n, false, m->inflight};
+    struct rl__inflight fl = {a, 0, n, false, m->inflight};
     m->inflight = &fl;
     bool handled = false;
     size_t i = 0;
@@ -192,7 +190,7 @@ static bool rl_do_sources0(RLRunLoopRef rl, rl_mode *m, bool stop_after_handle) 
         bool go = s->signalled && s->valid;
         if (go)
             rl__poke(s->signalled, false);
-        rl_memb *x = go && requeued ? rl__memb_find(s, RL_KIND_SOURCE, m) : NULL;
+        rl__memb *x = go && requeued ? rl__memb_find(s, RL_KIND_SOURCE, m) : NULL;
         rl__olock_unlock(&s->lock);
         if (RL__UNLIKELY(requeued)) {
             /* A nested pass put it back on the list: it leaves again. */
@@ -229,14 +227,14 @@ static bool rl_do_sources0(RLRunLoopRef rl, rl_mode *m, bool stop_after_handle) 
     return handled;
 }
 
-static int rl_cmp_timer_memb(const void *x, const void *y) {
-    const struct RLRunLoopTimer *a = (*(rl_memb *const *)x)->item, *b = (*(rl_memb *const *)y)->item;
+static int cmp_timer_memb(const void *x, const void *y) {
+    const struct RLRunLoopTimer *a = (*(rl__memb *const *)x)->item, *b = (*(rl__memb *const *)y)->item;
     if (a->fire_date != b->fire_date)
         return a->fire_date < b->fire_date ? -1 : 1;
     return rl__timer_stamp_before(a, b) ? -1 : rl__timer_stamp_before(b, a);
 }
 
-static void rl_fire_timer(RLRunLoopRef rl, rl_mode *m, struct RLRunLoopTimer *t) {
+static void fire_timer(RLRunLoopRef rl, rl__mode *m, struct RLRunLoopTimer *t) {
     RLAbsoluteTime now = RLAbsoluteTimeGetCurrent();
     rl__loop_lock(rl);
     /* Only at home in rl is its state under rl's lock (a callout may have
@@ -259,7 +257,7 @@ static void rl_fire_timer(RLRunLoopRef rl, rl_mode *m, struct RLRunLoopTimer *t)
     void *info = t->ctx.info;
     if (t->ctx.retain) {
         info = (void *)t->ctx.retain(info);
-        rl_defer pd;
+        rl__defer pd;
         rl__defer_init(&pd);
         RLRunLoopRef ph = rl__item_lock(t, RL_KIND_TIMER); /* rl, unless the retain callback moved it */
         t->ctx_pinned = false;
@@ -275,7 +273,7 @@ static void rl_fire_timer(RLRunLoopRef rl, rl_mode *m, struct RLRunLoopTimer *t)
         RL__CALLOUT(rl, kRLCalloutTimer, t->callout, t, m->name, t->callout(t, info));
     if (t->ctx.retain && t->ctx.release)
         t->ctx.release(info);
-    rl_defer d;
+    rl__defer d;
     rl__defer_init(&d);
     RLRunLoopRef h = rl__item_lock(t, RL_KIND_TIMER); /* rl, unless the callout moved it */
     t->firing = false;
@@ -284,20 +282,20 @@ static void rl_fire_timer(RLRunLoopRef rl, rl_mode *m, struct RLRunLoopTimer *t)
     rl__defer_run(&d);
 }
 
-static void rl_do_timers(RLRunLoopRef rl, rl_mode *m) {
+static void do_timers(RLRunLoopRef rl, rl__mode *m) {
     rl__loop_lock(rl);
     if (rl__tset_count(&m->timers) == 0) {
         rl__loop_unlock(rl); /* no clock read for a mode without timers */
         return;
     }
-    rl_memb **due = rl->due;
+    rl__memb **due = rl->due;
     size_t n = 0, cap = rl->capdue;
     rl->due = NULL;
     rl->capdue = 0;
     RLAbsoluteTime now = RLAbsoluteTimeGetCurrent();
     rl__tset_collect_due(&m->timers, now, &due, &n, &cap);
     if (n > 1)
-        qsort(due, n, sizeof *due, rl_cmp_timer_memb);
+        qsort(due, n, sizeof *due, cmp_timer_memb);
     bool timed = atomic_load_explicit(&rl->timing_on, memory_order_relaxed);
     for (size_t i = 0; i < n; i++) {
         due[i] = due[i]->item; /* keep the timer, not the membership */
@@ -311,7 +309,7 @@ static void rl_do_timers(RLRunLoopRef rl, rl_mode *m) {
     for (size_t i = 0; i < n; i++) {
         struct RLRunLoopTimer *t = (struct RLRunLoopTimer *)due[i];
         if (RL__LIKELY(rl__of_this_process(rl))) /* else a callout forked: the parent fires the rest */
-            rl_fire_timer(rl, m, t);
+            fire_timer(rl, m, t);
         rl__release_raw(t);
     }
     /* Kept for the next pass unless a nested run kept its own meanwhile,
@@ -325,15 +323,15 @@ static void rl_do_timers(RLRunLoopRef rl, rl_mode *m) {
 }
 
 /* The callouts of the fds the wait numbered wait_no reported. */
-static bool rl_do_fds(RLRunLoopRef rl, rl_mode *m, struct epoll_event *ev, int nev, uint64_t wait_no,
+static bool do_fds(RLRunLoopRef rl, rl__mode *m, struct epoll_event *ev, int nev, uint64_t wait_no,
                       bool stop_after_handle) {
-    rl_fd_fire inl[64], *fire = inl;
+    rl__fd_fire inl[64], *fire = inl;
     size_t cap = 64;
     rl__loop_lock(rl);
     size_t n = rl__fd_collect(rl, m, ev, nev, wait_no, stop_after_handle, &fire, inl, &cap);
     rl__loop_unlock(rl);
     for (size_t i = 1; i < n; i++) { /* insertion sort by order */
-        rl_fd_fire x = fire[i];
+        rl__fd_fire x = fire[i];
         size_t j = i;
         while (j > 0 && fire[j - 1].src->order > x.src->order) {
             fire[j] = fire[j - 1];
@@ -394,7 +392,7 @@ static bool rl_do_fds(RLRunLoopRef rl, rl_mode *m, struct epoll_event *ev, int n
  * which kernel calls, and what the events say). Returns the number of
  * events in ev, or -1 when the kernel refused the wait (the error set:
  * the run ends). */
-static int rl_wait(RLRunLoopRef rl, rl_frame *f, bool poll, struct epoll_event *ev, int maxev) {
+static int loop_wait(RLRunLoopRef rl, rl__frame *f, bool poll, struct epoll_event *ev, int maxev) {
     rl__loop_lock(rl);
     rl__fd_before_wait(rl);
     if (rl->armed_mode != f->mode) {
@@ -422,29 +420,29 @@ static int rl_wait(RLRunLoopRef rl, rl_frame *f, bool poll, struct epoll_event *
  * inherited: the run ends there (kRLRunLoopRunFinished, error set) before
  * it waits on the parent's kernel objects or runs more of the parent's
  * work. */
-static bool rl_left_by_fork(RLRunLoopRef rl) {
+static bool left_by_fork(RLRunLoopRef rl) {
     if (RL__LIKELY(rl__of_this_process(rl)))
         return false;
     rl__fork_fail("RLRunLoopRunInMode", "run loop");
     return true;
 }
 
-static RLRunLoopRunResult rl_run_frame(RLRunLoopRef rl, rl_frame *f, bool poll_only, bool stop_after_handle) {
+static RLRunLoopRunResult run_frame(RLRunLoopRef rl, rl__frame *f, bool poll_only, bool stop_after_handle) {
     struct epoll_event ev[64];
-    rl_mode *m = f->mode;
+    rl__mode *m = f->mode;
     bool mainq_served = true; /* as CF: the first pass does not look before its wait */
     for (;;) {
-        if (rl_left_by_fork(rl))
+        if (left_by_fork(rl))
             return kRLRunLoopRunFinished;
         rl__count(&rl->counters.passes, 1);
         RL__PROBE2(pass_start, rl, m->name);
         rl__flag_set(&rl->ignore_wakeups, 0);
-        rl_do_observers(rl, m, kRLRunLoopBeforeTimers);
-        rl_do_observers(rl, m, kRLRunLoopBeforeSources);
-        rl_do_blocks(rl, m);
-        bool handled = rl_do_sources0(rl, m, stop_after_handle);
+        do_observers(rl, m, kRLRunLoopBeforeTimers);
+        do_observers(rl, m, kRLRunLoopBeforeSources);
+        do_blocks(rl, m);
+        bool handled = do_sources0(rl, m, stop_after_handle);
         if (handled)
-            rl_do_blocks(rl, m);
+            do_blocks(rl, m);
         /* As CF: unless the pass before served the main queue, the queue
          * is looked at before the wait, and served without waiting. */
         bool mainq_looked = false;
@@ -457,30 +455,30 @@ static RLRunLoopRunResult rl_run_frame(RLRunLoopRef rl, rl_frame *f, bool poll_o
         if (!poll) {
             rl__wait_pace(rl);
             rl__perform_trim(&rl->pq, rl->pass_ran > 0);
-            rl_do_observers(rl, m, kRLRunLoopBeforeWaiting);
+            do_observers(rl, m, kRLRunLoopBeforeWaiting);
         }
-        if (rl_left_by_fork(rl))
+        if (left_by_fork(rl))
             return kRLRunLoopRunFinished;
         if (!poll)
             rl__stats_sleep_begin(rl);
-        int n = rl_wait(rl, f, poll, ev, 64);
+        int n = loop_wait(rl, f, poll, ev, 64);
         if (!poll)
             rl__stats_sleep_end(rl);
         if (RL__UNLIKELY(n < 0))
             return kRLRunLoopRunFinished; /* the kernel refused the wait: never a busy loop (rl_waitpolicy.c) */
         uint64_t wait_no = rl->nwaits;
         if (!poll)
-            rl_do_observers(rl, m, kRLRunLoopAfterWaiting);
-        rl_do_timers(rl, m);
-        if (rl_left_by_fork(rl))
+            do_observers(rl, m, kRLRunLoopAfterWaiting);
+        do_timers(rl, m);
+        if (left_by_fork(rl))
             return kRLRunLoopRunFinished;
         if (RL__UNLIKELY(rl->mainq_ready) && rl__mainq_serve(rl, m))
             handled = mainq_served = true;
-        if (rl_do_fds(rl, m, ev, n, wait_no, stop_after_handle && !handled))
+        if (do_fds(rl, m, ev, n, wait_no, stop_after_handle && !handled))
             handled = true;
-        if (rl_left_by_fork(rl))
+        if (left_by_fork(rl))
             return kRLRunLoopRunFinished;
-        rl_do_blocks(rl, m);
+        do_blocks(rl, m);
         RL__PROBE1(pass_end, rl);
 
         if (handled && stop_after_handle)
@@ -490,7 +488,7 @@ static RLRunLoopRunResult rl_run_frame(RLRunLoopRef rl, rl_frame *f, bool poll_o
         rl__loop_lock(rl);
         bool stopped = f->stopped;
         f->stopped = false;
-        bool empty = rl_mode_has_no_items(rl, m); /* the same look as rl_mode_is_empty, under this one lock */
+        bool empty = mode_has_no_items(rl, m); /* the same look as mode_is_empty, under this one lock */
         rl__loop_unlock(rl);
         if (stopped)
             return kRLRunLoopRunStopped;
@@ -499,18 +497,18 @@ static RLRunLoopRunResult rl_run_frame(RLRunLoopRef rl, rl_frame *f, bool poll_o
     }
 }
 
-typedef struct rl_run_state {
+typedef struct run_state {
     RLRunLoopRef rl;
-    rl_frame *f;
+    rl__frame *f;
     int outer_ignore;
     RLRunLoopRunResult result;
-} rl_run_state;
+} run_state;
 
 /* The end of a run, also when a callout ends the thread (RLThreadExit
  * unwinds through here): the frame leaves the loop's stack of runs, so
  * that nothing reaches it once it is gone. */
-static void rl_run_leave(void *p) {
-    rl_run_state *st = p;
+static void run_leave(void *p) {
+    run_state *st = p;
     rl__loop_lock(st->rl);
     st->rl->frame = st->f->outer;
     rl__loop_unlock(st->rl);
@@ -520,18 +518,18 @@ static void rl_run_leave(void *p) {
 }
 
 /* The mode to run, NULL if none or the loop is gone. Out of line: inlined
- * into rl_run, whose cleanup handler is a setjmp, gcc warns that the
+ * into run_in_mode, whose cleanup handler is a setjmp, gcc warns that the
  * lookup's locals might be clobbered. */
-__attribute__((noinline)) static rl_mode *rl_run_mode(RLRunLoopRef rl, const char *mode) {
+__attribute__((noinline)) static rl__mode *run_mode(RLRunLoopRef rl, const char *mode) {
     rl__loop_lock(rl);
-    rl_mode *m = atomic_load(&rl->dead) ? NULL : rl__mode_find(rl, mode);
+    rl__mode *m = atomic_load(&rl->dead) ? NULL : rl__mode_find(rl, mode);
     rl__loop_unlock(rl);
     return m;
 }
 
-static RLRunLoopRunResult rl_run(RLRunLoopRef rl, const char *mode, RLTimeInterval seconds, bool stop_after_handle) {
-    rl_mode *m = rl_run_mode(rl, mode);
-    if (!m || rl_mode_is_empty(rl, m))
+static RLRunLoopRunResult run_in_mode(RLRunLoopRef rl, const char *mode, RLTimeInterval seconds, bool stop_after_handle) {
+    rl__mode *m = run_mode(rl, mode);
+    if (!m || mode_is_empty(rl, m))
         return kRLRunLoopRunFinished;
     /* As CF, whose wake-up state belongs to each run: wake-ups count from
      * the start of this run (its Entry observers included), and one still
@@ -542,26 +540,26 @@ static RLRunLoopRunResult rl_run(RLRunLoopRef rl, const char *mode, RLTimeInterv
     int outer_ignore = atomic_exchange(&rl->ignore_wakeups, 0);
     bool poll_only = !(seconds > 0);
     double deadline = poll_only ? 0 : (seconds > 1e10 ? INFINITY : rl__mono_now() + seconds);
-    rl_frame f = {m, false, deadline, NULL};
+    rl__frame f = {m, false, deadline, NULL};
     rl__loop_lock(rl);
     f.outer = rl->frame;
     rl->frame = &f;
     rl__loop_unlock(rl);
 
-    rl_run_state st = {rl, &f, outer_ignore, 0};
-    pthread_cleanup_push(rl_run_leave, &st);
+    run_state st = {rl, &f, outer_ignore, 0};
+    pthread_cleanup_push(run_leave, &st);
     rl__cleanup_arg_escapes(&st);
     rl__stats_run_enter(rl);
-    rl_do_observers(rl, m, kRLRunLoopEntry);
+    do_observers(rl, m, kRLRunLoopEntry);
     /* As CF: a stop requested by an Entry observer ends the run before its
      * first pass. */
     rl__loop_lock(rl);
     bool stopped = f.stopped;
     f.stopped = false;
     rl__loop_unlock(rl);
-    st.result = stopped ? kRLRunLoopRunStopped : rl_run_frame(rl, &f, poll_only, stop_after_handle);
+    st.result = stopped ? kRLRunLoopRunStopped : run_frame(rl, &f, poll_only, stop_after_handle);
     if (rl__of_this_process(rl)) /* else a fork() child left the parent's run */
-        rl_do_observers(rl, m, kRLRunLoopExit);
+        do_observers(rl, m, kRLRunLoopExit);
     pthread_cleanup_pop(1);
     return st.result;
 }
@@ -584,7 +582,7 @@ RLRunLoopRunResult RLRunLoopRunInMode(RLRunLoopMode mode, RLTimeInterval seconds
     RLRunLoopRef rl = RLRunLoopGetCurrent();
     if (!rl)
         return kRLRunLoopRunFinished;
-    return rl_run(rl, mode, seconds, returnAfterSourceHandled);
+    return run_in_mode(rl, mode, seconds, returnAfterSourceHandled);
 }
 
 bool RLRunLoopIsFinished(RLRunLoopRef rl, RLRunLoopMode mode) {
@@ -597,9 +595,9 @@ bool RLRunLoopIsFinished(RLRunLoopRef rl, RLRunLoopMode mode) {
     }
     if (rl__is_common(mode))
         return true;
-    /* The same test as the start of a run (rl_run). */
-    rl_mode *m = rl_run_mode(rl, mode);
-    return !m || rl_mode_is_empty(rl, m);
+    /* The same test as the start of a run (run_in_mode). */
+    rl__mode *m = run_mode(rl, mode);
+    return !m || mode_is_empty(rl, m);
 }
 
 RLRunLoopRunResult RLRunLoopRun(void) {

@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-static void rl_source_finalize(void *obj) {
+static void source_finalize(void *obj) {
     struct RLRunLoopSource *s = obj;
     if (s->fdobj) {
         rl__olock_lock(&s->fdobj->lock);
@@ -19,7 +19,7 @@ static void rl_source_finalize(void *obj) {
         s->ctx.release(s->ctx.info);
 }
 
-static char *rl_source_describe(const void *obj) {
+static char *source_describe(const void *obj) {
     const struct RLRunLoopSource *s = obj;
     char *info = s->ctx.copyDescription ? s->ctx.copyDescription(s->ctx.info) : NULL;
     char *out = NULL;
@@ -29,11 +29,11 @@ static char *rl_source_describe(const void *obj) {
     return out;
 }
 
-const rl__class rl__source_class = {"RLRunLoopSource", rl_source_finalize, NULL, rl_source_describe};
+const rl__class rl__source_class = {"RLRunLoopSource", source_finalize, NULL, source_describe};
 
 RLTypeID RLRunLoopSourceGetTypeID(void) { return rl__type_id(&rl__source_class); }
 
-static bool rl_source_ok(RLRunLoopSourceRef s, const char *fn) {
+static bool source_ok(RLRunLoopSourceRef s, const char *fn) {
     return rl__object_check(s, &rl__source_class, fn);
 }
 
@@ -63,15 +63,15 @@ RLRunLoopSourceRef RLRunLoopSourceCreate(RLAllocatorRef allocator, RLIndex order
 }
 
 RLIndex RLRunLoopSourceGetOrder(RLRunLoopSourceRef s) {
-    if (!rl_source_ok(s, __func__))
+    if (!source_ok(s, __func__))
         return 0;
     return s->order;
 }
 
 bool RLRunLoopSourceInvalidate(RLRunLoopSourceRef s) {
-    if (!rl_source_ok(s, __func__))
+    if (!source_ok(s, __func__))
         return false;
-    rl_defer d;
+    rl__defer d;
     rl__defer_init(&d);
     rl__source_invalidate(s, &d);
     rl__defer_run(&d);
@@ -79,7 +79,7 @@ bool RLRunLoopSourceInvalidate(RLRunLoopSourceRef s) {
 }
 
 bool RLRunLoopSourceIsValid(RLRunLoopSourceRef s) {
-    if (!rl_source_ok(s, __func__))
+    if (!source_ok(s, __func__))
         return false;
     rl__olock_lock(&s->lock);
     bool v = s->valid;
@@ -89,7 +89,7 @@ bool RLRunLoopSourceIsValid(RLRunLoopSourceRef s) {
 
 bool RLRunLoopSourceGetContext(RLRunLoopSourceRef s, RLRunLoopSourceContext *context) {
     const char *fn = __func__;
-    if (!rl_source_ok(s, fn))
+    if (!source_ok(s, fn))
         return false;
     if (!context)
         return rl__fail(kRLErrorInvalidArgument, fn, "NULL context");
@@ -99,7 +99,7 @@ bool RLRunLoopSourceGetContext(RLRunLoopSourceRef s, RLRunLoopSourceContext *con
 
 bool RLRunLoopSourceSignal(RLRunLoopSourceRef s) {
     const char *fn = __func__;
-    if (!rl_source_ok(s, fn))
+    if (!source_ok(s, fn))
         return false;
     bool ok = rl__source_signal(s);
     if (!ok)

@@ -33,43 +33,43 @@
  *
  * The timer's home's lock held, or its item lock while it has none, or
  * not yet shared. */
-static __thread uint64_t rl_stamp_clock;
-static __thread uint32_t rl_stamp_thread;
-static _Atomic uint32_t rl_stamp_threads;
+static __thread uint64_t stamp_clock;
+static __thread uint32_t stamp_thread;
+static _Atomic uint32_t stamp_threads;
 
-static uint32_t rl_stamp_thread_number(void) {
-    if (RL__UNLIKELY(rl_stamp_thread == 0))
-        rl_stamp_thread = atomic_fetch_add_explicit(&rl_stamp_threads, 1, memory_order_relaxed) + 1;
-    return rl_stamp_thread;
+static uint32_t stamp_thread_number(void) {
+    if (RL__UNLIKELY(stamp_thread == 0))
+        stamp_thread = atomic_fetch_add_explicit(&stamp_threads, 1, memory_order_relaxed) + 1;
+    return stamp_thread;
 }
 
 /* A new stamp on this thread, after `after` (a loop's clock, or 0). */
-static void rl_timer_stamp_after(struct RLRunLoopTimer *t, uint64_t after) {
-    uint64_t c = rl_stamp_clock > after ? rl_stamp_clock : after;
-    t->seq = rl_stamp_clock = c + 1;
-    t->seq_by = rl_stamp_thread_number();
+static void timer_stamp_after(struct RLRunLoopTimer *t, uint64_t after) {
+    uint64_t c = stamp_clock > after ? stamp_clock : after;
+    t->seq = stamp_clock = c + 1;
+    t->seq_by = stamp_thread_number();
 }
 
-static void rl_timer_stamp_locked(struct RLRunLoopTimer *t) {
+static void timer_stamp_locked(struct RLRunLoopTimer *t) {
     RLRunLoopRef h = atomic_load_explicit(&t->home, memory_order_relaxed);
-    rl_timer_stamp_after(t, h ? h->timer_seq : 0);
+    timer_stamp_after(t, h ? h->timer_seq : 0);
     if (h)
         h->timer_seq = t->seq;
 }
 
 void rl__timer_arrive_locked(RLRunLoopRef rl, struct RLRunLoopTimer *t) {
-    if (t->seq_by != rl_stamp_thread_number())
-        rl_timer_stamp_after(t, rl->timer_seq); /* stamped elsewhere: ordered by this add */
+    if (t->seq_by != stamp_thread_number())
+        timer_stamp_after(t, rl->timer_seq); /* stamped elsewhere: ordered by this add */
     /* Stamps given here from now on come after its own, which this
      * thread's clock has reached (read, not t->seq: a line less to touch);
      * and this thread's after the loop's. */
-    if (rl_stamp_clock > rl->timer_seq)
-        rl->timer_seq = rl_stamp_clock;
+    if (stamp_clock > rl->timer_seq)
+        rl->timer_seq = stamp_clock;
     else
-        rl_stamp_clock = rl->timer_seq;
+        stamp_clock = rl->timer_seq;
 }
 
-static void rl_timer_finalize(void *obj) {
+static void timer_finalize(void *obj) {
     struct RLRunLoopTimer *t = obj;
     rl__item_leave_home(t, RL_KIND_TIMER);
     if (t->valid && t->ctx.release)
@@ -78,7 +78,7 @@ static void rl_timer_finalize(void *obj) {
 
 /* Another thread may move the date or invalidate the timer meanwhile: the
  * fields are copied under the lock that guards them, printed after. */
-static char *rl_timer_describe(const void *obj) {
+static char *timer_describe(const void *obj) {
     struct RLRunLoopTimer *t = (struct RLRunLoopTimer *)obj;
     RLRunLoopRef h = rl__item_lock(t, RL_KIND_TIMER);
     RLAbsoluteTime fire_date = t->fire_date;
@@ -92,13 +92,13 @@ static char *rl_timer_describe(const void *obj) {
     return out;
 }
 
-const rl__class rl__timer_class = {"RLRunLoopTimer", rl_timer_finalize, NULL, rl_timer_describe};
+const rl__class rl__timer_class = {"RLRunLoopTimer", timer_finalize, NULL, timer_describe};
 
 RLTypeID RLRunLoopTimerGetTypeID(void) { return rl__type_id(&rl__timer_class); }
 
-static bool rl_timer_ok(RLRunLoopTimerRef t, const char *fn) { return rl__object_check(t, &rl__timer_class, fn); }
+static bool timer_ok(RLRunLoopTimerRef t, const char *fn) { return rl__object_check(t, &rl__timer_class, fn); }
 
-static double rl_clamp_date(double d) {
+static double clamp_date(double d) {
     if (d > RL_FAR_FUTURE)
         return RL_FAR_FUTURE;
     if (d < -RL_FAR_FUTURE)
@@ -121,11 +121,11 @@ RLRunLoopTimerRef RLRunLoopTimerCreate(RLAllocatorRef allocator, RLAbsoluteTime 
     struct RLRunLoopTimer *t = rl__object_alloc(&rl__timer_class, sizeof *t, fn);
     if (!t)
         return NULL;
-    t->fire_date = rl_clamp_date(fireDate);
+    t->fire_date = clamp_date(fireDate);
     t->anchor = t->fire_date;
     t->interval = interval > 0 ? (interval > RL_FAR_FUTURE ? RL_FAR_FUTURE : interval) : 0;
     t->order = order;
-    rl_timer_stamp_locked(t);
+    timer_stamp_locked(t);
     t->callout = callout;
     t->valid = true;
     TAILQ_INIT(&t->membs);
@@ -138,10 +138,10 @@ RLRunLoopTimerRef RLRunLoopTimerCreate(RLAllocatorRef allocator, RLAbsoluteTime 
 }
 
 #if __BLOCKS__
-typedef void (^rl_timer_block)(RLRunLoopTimerRef);
+typedef void (^timer_block)(RLRunLoopTimerRef);
 
-static void rl_timer_call_block(RLRunLoopTimerRef t, void *info) { ((rl_timer_block)info)(t); }
-static void rl_timer_release_block(const void *info) { Block_release((rl_timer_block)info); }
+static void timer_call_block(RLRunLoopTimerRef t, void *info) { ((timer_block)info)(t); }
+static void timer_release_block(const void *info) { Block_release((timer_block)info); }
 
 RLRunLoopTimerRef RLRunLoopTimerCreateWithHandler(RLAllocatorRef allocator, RLAbsoluteTime fireDate,
                                                   RLTimeInterval interval, RLOptionFlags flags, RLIndex order,
@@ -150,16 +150,16 @@ RLRunLoopTimerRef RLRunLoopTimerCreateWithHandler(RLAllocatorRef allocator, RLAb
         rl__fail(kRLErrorInvalidArgument, __func__, "NULL block");
         return NULL;
     }
-    RLRunLoopTimerContext ctx = {0, (void *)Block_copy(block), NULL, rl_timer_release_block, NULL};
-    RLRunLoopTimerRef t = RLRunLoopTimerCreate(allocator, fireDate, interval, flags, order, rl_timer_call_block, &ctx);
+    RLRunLoopTimerContext ctx = {0, (void *)Block_copy(block), NULL, timer_release_block, NULL};
+    RLRunLoopTimerRef t = RLRunLoopTimerCreate(allocator, fireDate, interval, flags, order, timer_call_block, &ctx);
     if (!t)
-        Block_release((rl_timer_block)ctx.info);
+        Block_release((timer_block)ctx.info);
     return t;
 }
 #endif
 
 RLAbsoluteTime RLRunLoopTimerGetNextFireDate(RLRunLoopTimerRef t) {
-    if (!rl_timer_ok(t, __func__))
+    if (!timer_ok(t, __func__))
         return 0;
     RLRunLoopRef h = rl__item_lock(t, RL_KIND_TIMER);
     RLAbsoluteTime d = t->valid ? t->fire_date : 0; /* as CF: no next fire for an invalidated timer */
@@ -169,17 +169,17 @@ RLAbsoluteTime RLRunLoopTimerGetNextFireDate(RLRunLoopTimerRef t) {
 
 bool RLRunLoopTimerSetNextFireDate(RLRunLoopTimerRef t, RLAbsoluteTime fireDate) {
     const char *fn = __func__;
-    if (!rl_timer_ok(t, fn))
+    if (!timer_ok(t, fn))
         return false;
     if (isnan(fireDate))
         return rl__fail(kRLErrorInvalidArgument, fn, "NaN date");
     RLRunLoopRef h = rl__item_lock(t, RL_KIND_TIMER);
     bool ok = t->valid;
     if (ok) {
-        t->fire_date = rl_clamp_date(fireDate);
+        t->fire_date = clamp_date(fireDate);
         t->anchor = t->fire_date; /* a new grid starts here */
         t->ticks = 0;
-        rl_timer_stamp_locked(t);
+        timer_stamp_locked(t);
         if (t->firing)
             t->moved_in_fire = true;
         rl__timer_moved_locked(t);
@@ -191,16 +191,17 @@ bool RLRunLoopTimerSetNextFireDate(RLRunLoopTimerRef t, RLAbsoluteTime fireDate)
 }
 
 RLTimeInterval RLRunLoopTimerGetInterval(RLRunLoopTimerRef t) {
-    return rl_timer_ok(t, __func__) ? t->interval : 0;
+    return timer_ok(t, __func__) ? t->interval : 0;
 }
 
 bool RLRunLoopTimerDoesRepeat(RLRunLoopTimerRef t) {
-    return rl_timer_ok(t, __func__) && t->interval > 0;
+    return timer_ok(t, __func__) && t->interval > 0;
 }
 
-RLIndex RLRunLoopTimerGetOrder(RLRunLoopTimerRef t) { return rl_timer_ok(t, __func__) ? t->order : 0; }
+RLIndex RLRunLoopTimerGetOrder(RLRunLoopTimerRef t) { return timer_ok(t, __func__) ? t->order : 0; }
 
-void rl__timer_invalidate_locked(struct RLRunLoopTimer *t, rl_defer *d) {
+/* Invalidates; what guards the item held (rl__item_lock). */
+static void timer_invalidate_locked(struct RLRunLoopTimer *t, rl__defer *d) {
     if (!t->valid)
         return;
     t->valid = false;
@@ -214,19 +215,19 @@ void rl__timer_invalidate_locked(struct RLRunLoopTimer *t, rl_defer *d) {
 }
 
 bool RLRunLoopTimerInvalidate(RLRunLoopTimerRef t) {
-    if (!rl_timer_ok(t, __func__))
+    if (!timer_ok(t, __func__))
         return false;
-    rl_defer d;
+    rl__defer d;
     rl__defer_init(&d);
     RLRunLoopRef h = rl__item_lock(t, RL_KIND_TIMER);
-    rl__timer_invalidate_locked(t, &d);
+    timer_invalidate_locked(t, &d);
     rl__item_unlock(t, RL_KIND_TIMER, h);
     rl__defer_run(&d);
     return true;
 }
 
 bool RLRunLoopTimerIsValid(RLRunLoopTimerRef t) {
-    if (!rl_timer_ok(t, __func__))
+    if (!timer_ok(t, __func__))
         return false;
     RLRunLoopRef h = rl__item_lock(t, RL_KIND_TIMER);
     bool v = t->valid;
@@ -236,7 +237,7 @@ bool RLRunLoopTimerIsValid(RLRunLoopTimerRef t) {
 
 bool RLRunLoopTimerGetContext(RLRunLoopTimerRef t, RLRunLoopTimerContext *context) {
     const char *fn = __func__;
-    if (!rl_timer_ok(t, fn))
+    if (!timer_ok(t, fn))
         return false;
     if (!context)
         return rl__fail(kRLErrorInvalidArgument, fn, "NULL context");
@@ -245,7 +246,7 @@ bool RLRunLoopTimerGetContext(RLRunLoopTimerRef t, RLRunLoopTimerContext *contex
 }
 
 RLTimeInterval RLRunLoopTimerGetTolerance(RLRunLoopTimerRef t) {
-    if (!rl_timer_ok(t, __func__))
+    if (!timer_ok(t, __func__))
         return -1;
     RLRunLoopRef h = rl__item_lock(t, RL_KIND_TIMER);
     RLTimeInterval tol = t->tolerance;
@@ -255,7 +256,7 @@ RLTimeInterval RLRunLoopTimerGetTolerance(RLRunLoopTimerRef t) {
 
 bool RLRunLoopTimerSetTolerance(RLRunLoopTimerRef t, RLTimeInterval tolerance) {
     const char *fn = __func__;
-    if (!rl_timer_ok(t, fn))
+    if (!timer_ok(t, fn))
         return false;
     if (isnan(tolerance) || tolerance < 0)
         return rl__fail(kRLErrorInvalidArgument, fn, "tolerance must be >= 0");
@@ -277,7 +278,7 @@ bool RLRunLoopTimerSetTolerance(RLRunLoopTimerRef t, RLTimeInterval tolerance) {
 }
 
 /* The grid point anchor + k * interval, computed afresh (one rounding). */
-static double rl_grid(const struct RLRunLoopTimer *t, uint64_t k) { return t->anchor + (double)k * t->interval; }
+static double grid_date(const struct RLRunLoopTimer *t, uint64_t k) { return t->anchor + (double)k * t->interval; }
 
 /* A repeating timer stays on its grid anchor + k*interval: the next date
  * is the first grid point after now, so missed periods fire once. Each date
@@ -286,24 +287,24 @@ static double rl_grid(const struct RLRunLoopTimer *t, uint64_t k) { return t->an
  * per tick would move a 1 ms timer tens of ns later every tick. A date set
  * inside the callout wins (and starts a new grid). One-shot timers are
  * invalidated, as CF does. */
-void rl__timer_after_fire_locked(struct RLRunLoopTimer *t, RLAbsoluteTime now, rl_defer *d) {
+void rl__timer_after_fire_locked(struct RLRunLoopTimer *t, RLAbsoluteTime now, rl__defer *d) {
     if (!t->valid)
         return;
     if (t->interval <= 0) {
-        rl__timer_invalidate_locked(t, d);
+        timer_invalidate_locked(t, d);
         return;
     }
     if (!t->moved_in_fire) {
         uint64_t k = t->ticks + 1;
-        if (rl_grid(t, k) <= now) {
+        if (grid_date(t, k) <= now) {
             double behind = floor((now - t->anchor) / t->interval) + 1;
             k = behind < 1.8e19 ? (uint64_t)behind : UINT64_MAX / 2;
-            while (rl_grid(t, k) <= now && k < UINT64_MAX / 2)
+            while (grid_date(t, k) <= now && k < UINT64_MAX / 2)
                 k++;
         }
         t->ticks = k;
-        t->fire_date = rl_clamp_date(rl_grid(t, k));
-        rl_timer_stamp_locked(t);
+        t->fire_date = clamp_date(grid_date(t, k));
+        timer_stamp_locked(t);
     }
     /* Re-filed also after a move inside the callout: while firing, the
      * timer was left out of the wake-up (rl__tset_earliest_deadline). */

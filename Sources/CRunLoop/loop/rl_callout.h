@@ -12,4 +12,49 @@ typedef struct rl__callout_owner {
     const void *(*function)(const void *owner); /* the program's callout; may be NULL */
 } rl__callout_owner;
 
+/* Tears down the calling thread's run loop the CF way (sources cancelled
+ * on this thread, everything released). Safe to call more than once; the
+ * run loop's own pthread-key destructor calls it for threads that exit
+ * without it. RLThread calls it after the entry returns and before the
+ * will-exit notifications. */
+RL__HIDDEN void rl__runloop_teardown_current_thread(void);
+
+/* The run loop of `thread` (Get rule: the reference lasts until that thread
+ * tears its loop down; retain it to keep it longer), creating it if the
+ * thread has none yet, as CF's _CFRunLoopGet0(pthread_t): when `thread`
+ * later calls RLRunLoopGetCurrent it gets this same loop. The caller must
+ * know that `thread` is alive and will tear its loop down when it exits
+ * (an RLThread before its exit sequence closed its perform requests), or a
+ * loop made for it would outlive it. NULL (error set) if out of resources. */
+RL__HIDDEN RLRunLoopRef rl__runloop_get_for_thread(pthread_t thread);
+
+/* From a callout of f, on its loop's thread: whether that loop would serve
+ * f now (f and its source valid, the source in the mode being run, the run
+ * not told to stop). A callout that hands over what the fd has in several
+ * pieces asks before each further one (RLFileDescriptor.c). */
+RL__HIDDEN bool rl__fd_served_now(RLFileDescriptorRef f);
+
+/* From a callout of f: whether the readiness it serves came with no
+ * hang-up and no error (epoll's report had none of EPOLLRDHUP, EPOLLHUP,
+ * EPOLLERR): the peer had not ended the stream when the loop waited, so
+ * no system call need ask. False: it may have, or unknown (not in a
+ * callout of f; an always-ready file). */
+RL__HIDDEN bool rl__fd_report_quiet(RLFileDescriptorRef f);
+
+/* From an fd callout: how many more fd callouts the loop's pass has still
+ * to make after it (others ready in the same wake). A hint for how long
+ * the callout may take: RLSocket reads in bigger chunks when it is 0. */
+RL__HIDDEN size_t rl__fd_pass_left(void);
+
+/* The callback types enabled on f now (a snapshot: the loops clear what
+ * they deliver, any thread may enable). */
+RL__HIDDEN RLOptionFlags rl__fd_enabled(RLFileDescriptorRef f);
+
+/* The types f's owner enables again after each callout that got them
+ * (RLFileDescriptor's `kept`): the loop may leave them on meanwhile. */
+RL__HIDDEN void rl__fd_set_kept(RLFileDescriptorRef f, RLOptionFlags types);
+
+/* For the tests: the loop's epoll fd, to break it (test_runloop_kernel.c). */
+RL__HIDDEN int rl__loop_poll_fd_for_tests(RLRunLoopRef rl);
+
 #endif /* CRUNLOOP_RL_CALLOUT_H */

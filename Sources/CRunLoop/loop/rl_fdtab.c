@@ -1,6 +1,6 @@
 /*
  * rl_fdtab.c — a loop's fd registrations: the table from fd number to the
- * fd sources on it (rl_fdreg, runloop_internal.h), what epoll watches for
+ * fd sources on it (rl__fdreg, runloop_internal.h), what epoll watches for
  * each (the union of what those sources want, armed under a tag: one-shot,
  * or persistent while the callouts keep it enabled),
  * the checks that tell a closed or reused number from the file a source
@@ -28,7 +28,7 @@ enum { RL_FD_CHECK_RUNS = 64 };
 
 /* What src wants the loop to watch its fd for. The loop lock and src's
  * item lock held. */
-static uint32_t rl_fd_desired(RLRunLoopRef rl, struct RLRunLoopSource *src) {
+static uint32_t fd_desired(RLRunLoopRef rl, struct RLRunLoopSource *src) {
     struct RLFileDescriptor *f = src->fdobj;
     if (!src->valid || !f || !rl__peek(f->valid) || rl__peek(f->stale) || !rl->armed_mode)
         return 0;
@@ -38,7 +38,7 @@ static uint32_t rl_fd_desired(RLRunLoopRef rl, struct RLRunLoopSource *src) {
     RLOptionFlags enabled = atomic_load_explicit(&f->enabled, memory_order_relaxed) & ~f->firing;
     uint32_t ev = 0;
     /* Read: the peer's hang-up asked for too, so that a report says
-     * whether the stream may have ended (rl_fd_fire.quiet). */
+     * whether the stream may have ended (rl__fd_fire.quiet). */
     if (enabled & kRLFileDescriptorReadCallBack)
         ev |= EPOLLIN | EPOLLRDHUP;
     if (enabled & kRLFileDescriptorWriteCallBack)
@@ -48,7 +48,7 @@ static uint32_t rl_fd_desired(RLRunLoopRef rl, struct RLRunLoopSource *src) {
 
 /* The union of what the sources on r want: their wishes as last read under
  * each one's item lock (rl_fd_update), so no other source's lock is needed. */
-static uint32_t rl_fd_want(RLRunLoopRef rl, const rl_fdreg *r) {
+static uint32_t fd_want(RLRunLoopRef rl, const rl__fdreg *r) {
     (void)rl;
     uint32_t want = 0;
     for (uint32_t i = 0; i < r->nsrcs; i++)
@@ -57,7 +57,7 @@ static uint32_t rl_fd_want(RLRunLoopRef rl, const rl_fdreg *r) {
 }
 
 /* 0, or the errno of the failed epoll_ctl. */
-static int rl_fd_ctl(RLRunLoopRef rl, int op, int fd, uint32_t events, uint32_t gen) {
+static int fd_ctl(RLRunLoopRef rl, int op, int fd, uint32_t events, uint32_t gen) {
     if (RL__UNLIKELY(!rl__of_this_process(rl)))
         return 0; /* a fork() child never touches its parent's epoll set */
     rl->nctl++;
@@ -65,9 +65,9 @@ static int rl_fd_ctl(RLRunLoopRef rl, int op, int fd, uint32_t events, uint32_t 
 }
 
 /* The events to give the kernel for `want`: one-shot unless persistent. */
-static uint32_t rl_fd_flags(const rl_fdreg *r, uint32_t want) { return r->level ? want : want | EPOLLONESHOT; }
+static uint32_t fd_flags(const rl__fdreg *r, uint32_t want) { return r->level ? want : want | EPOLLONESHOT; }
 
-static void rl_fd_set_armed(RLRunLoopRef rl, rl_fdreg *r, uint32_t armed) {
+static void fd_set_armed(RLRunLoopRef rl, rl__fdreg *r, uint32_t armed) {
     if ((r->armed == 0) != (armed == 0)) {
         if (armed) {
             rl->nfd_armed++;
@@ -83,7 +83,7 @@ static void rl_fd_set_armed(RLRunLoopRef rl, rl_fdreg *r, uint32_t armed) {
 /* The objects on r (but `fresh`) no longer name the file they were made
  * for, or cannot be watched (err): they are not watched again, and say so
  * when enabled (RLFileDescriptor.c). */
-static void rl_fd_mark_stale(rl_fdreg *r, struct RLRunLoopSource *fresh, int err) {
+static void fd_mark_stale(rl__fdreg *r, struct RLRunLoopSource *fresh, int err) {
     for (uint32_t i = 0; i < r->nsrcs; i++) {
         struct RLFileDescriptor *f = r->srcs[i]->fdobj;
         if (r->srcs[i] != fresh && f && !rl__peek(f->stale)) {
@@ -96,7 +96,7 @@ static void rl_fd_mark_stale(rl_fdreg *r, struct RLRunLoopSource *fresh, int err
 
 /* Marks stale the objects on r made for another file than fd names now
  * (the number was closed and reused behind their backs). */
-static void rl_fd_check_identity(rl_fdreg *r, int fd) {
+static void fd_check_identity(rl__fdreg *r, int fd) {
     struct stat st;
     int err = fstat(fd, &st) == 0 ? 0 : errno;
     for (uint32_t i = 0; i < r->nsrcs; i++) {
@@ -111,28 +111,28 @@ static void rl_fd_check_identity(rl_fdreg *r, int fd) {
 
 /* Adds fd to the epoll set, under a new tag, for what its objects that
  * still name its file want. */
-static void rl_fd_add(RLRunLoopRef rl, rl_fdreg *r, int fd) {
-    rl_fd_check_identity(r, fd);
-    uint32_t want = rl_fd_want(rl, r);
+static void fd_add(RLRunLoopRef rl, rl__fdreg *r, int fd) {
+    fd_check_identity(r, fd);
+    uint32_t want = fd_want(rl, r);
     if (want == 0)
         return;
     uint32_t gen = ++rl->fdgen ? rl->fdgen : ++rl->fdgen;
-    int err = rl_fd_ctl(rl, EPOLL_CTL_ADD, fd, want | EPOLLONESHOT, gen);
+    int err = fd_ctl(rl, EPOLL_CTL_ADD, fd, want | EPOLLONESHOT, gen);
     if (err == EEXIST) /* in the set under a tag given up on: take it over */
-        err = rl_fd_ctl(rl, EPOLL_CTL_MOD, fd, want | EPOLLONESHOT, gen);
+        err = fd_ctl(rl, EPOLL_CTL_MOD, fd, want | EPOLLONESHOT, gen);
     r->level = false;
     r->runs = 0;
     if (err == 0) {
         r->gen = gen;
-        rl_fd_set_armed(rl, r, want);
+        fd_set_armed(rl, r, want);
     } else if (err == EPERM) {
         /* A file that is always ready (poll says so; epoll refuses it). */
         r->always = true;
-        rl_fd_set_armed(rl, r, want);
+        fd_set_armed(rl, r, want);
     } else {
         /* EBADF: the fd is closed. ENOMEM, ENOSPC (the user's watch limit):
          * the loop cannot watch it. Reported, never silently dropped. */
-        rl_fd_mark_stale(r, NULL, err);
+        fd_mark_stale(r, NULL, err);
     }
 }
 
@@ -142,27 +142,27 @@ static void rl_fd_add(RLRunLoopRef rl, rl_fdreg *r, int fd) {
  * says that the registration was made for a file the number no longer
  * names (ENOENT: closed and reused; EBADF: closed), and the objects
  * there before are stale. Loop lock held. */
-static void rl_fd_sync_ex(RLRunLoopRef rl, int fd, bool verify, struct RLRunLoopSource *fresh) {
+static void fd_sync_ex(RLRunLoopRef rl, int fd, bool verify, struct RLRunLoopSource *fresh) {
     if (fd < 0 || (size_t)fd >= rl->nfdtab)
         return;
-    rl_fdreg *r = &rl->fdtab[fd];
+    rl__fdreg *r = &rl->fdtab[fd];
     if (r->postponed && !verify)
-        return; /* delivered in this pass: settled after its callouts (rl__fd_settle) */
-    uint32_t want = rl_fd_want(rl, r);
+        return; /* delivered in this pass: settled after its callouts (fd_settle) */
+    uint32_t want = fd_want(rl, r);
     if (r->always) {
         if (!verify || want == 0) {
-            rl_fd_set_armed(rl, r, want);
+            fd_set_armed(rl, r, want);
             return;
         }
         /* Does epoll still refuse what the number names now? */
-        rl_fd_set_armed(rl, r, 0);
+        fd_set_armed(rl, r, 0);
         r->always = false;
-        rl_fd_add(rl, r, fd);
+        fd_add(rl, r, fd);
         if (r->always || r->gen == 0)
             return;
-        rl_fd_mark_stale(r, fresh, ENOENT); /* a watchable file now: not the one they were made for */
+        fd_mark_stale(r, fresh, ENOENT); /* a watchable file now: not the one they were made for */
         verify = false;
-        want = rl_fd_want(rl, r);
+        want = fd_want(rl, r);
         if (want == r->armed)
             return;
     }
@@ -170,26 +170,26 @@ static void rl_fd_sync_ex(RLRunLoopRef rl, int fd, bool verify, struct RLRunLoop
         return;
     if (r->gen == 0) {
         if (want)
-            rl_fd_add(rl, r, fd);
+            fd_add(rl, r, fd);
         return;
     }
     int err = 0;
     if (want) {
-        err = rl_fd_ctl(rl, EPOLL_CTL_MOD, fd, rl_fd_flags(r, want), r->gen);
+        err = fd_ctl(rl, EPOLL_CTL_MOD, fd, fd_flags(r, want), r->gen);
         if (err == 0)
             r->runs = 0;
     } else if (r->armed || verify) {
         /* Nobody listens: out of the set, not left armed with no events
          * (epoll would still report hang-ups). A one-shot registration the
          * kernel disarmed after reporting stays, to be re-armed cheaply. */
-        err = rl_fd_ctl(rl, EPOLL_CTL_DEL, fd, 0, 0);
+        err = fd_ctl(rl, EPOLL_CTL_DEL, fd, 0, 0);
         if (err == 0) {
             r->gen = 0;
             r->level = false;
         }
     }
     if (err == 0) {
-        rl_fd_set_armed(rl, r, want);
+        fd_set_armed(rl, r, want);
         return;
     }
     /* Whatever the kernel still holds under the old tag is ignored by its
@@ -200,12 +200,12 @@ static void rl_fd_sync_ex(RLRunLoopRef rl, int fd, bool verify, struct RLRunLoop
         rl->lost_level = true;
     r->level = false;
     r->gen = 0;
-    rl_fd_set_armed(rl, r, 0);
-    rl_fd_mark_stale(r, err == ENOENT || err == EBADF ? fresh : NULL, err);
-    rl_fd_add(rl, r, fd);
+    fd_set_armed(rl, r, 0);
+    fd_mark_stale(r, err == ENOENT || err == EBADF ? fresh : NULL, err);
+    fd_add(rl, r, fd);
 }
 
-static void rl_fd_sync(RLRunLoopRef rl, int fd) { rl_fd_sync_ex(rl, fd, false, NULL); }
+static void fd_sync(RLRunLoopRef rl, int fd) { fd_sync_ex(rl, fd, false, NULL); }
 
 /* Files src under its fd. False: out of memory (nothing changed). src's
  * item lock held. */
@@ -217,14 +217,14 @@ bool rl__fd_register(RLRunLoopRef rl, struct RLRunLoopSource *src) {
         size_t n = rl->nfdtab ? rl->nfdtab : 16;
         while (n <= (size_t)fd)
             n *= 2;
-        rl_fdreg *t = realloc(rl->fdtab, n * sizeof *t);
+        rl__fdreg *t = realloc(rl->fdtab, n * sizeof *t);
         if (!t)
             return false;
         memset(t + rl->nfdtab, 0, (n - rl->nfdtab) * sizeof *t);
         rl->fdtab = t;
         rl->nfdtab = n;
     }
-    rl_fdreg *r = &rl->fdtab[fd];
+    rl__fdreg *r = &rl->fdtab[fd];
     for (uint32_t i = 0; i < r->nsrcs; i++) {
         if (r->srcs[i] == src)
             return true;
@@ -242,13 +242,13 @@ bool rl__fd_register(RLRunLoopRef rl, struct RLRunLoopSource *src) {
         r->capsrcs = cap;
     }
     r->srcs[r->nsrcs] = src;
-    r->want[r->nsrcs++] = rl_fd_desired(rl, src);
+    r->want[r->nsrcs++] = fd_desired(rl, src);
     /* The number may have been closed and reused since the object (or the
      * others on it) were made. The kernel's registration, if there is one,
      * is asked too: it tells apart files that share an identity (eventfds). */
-    rl_fd_check_identity(r, fd);
+    fd_check_identity(r, fd);
     if (r->gen != 0 || r->always)
-        rl_fd_sync_ex(rl, fd, true, src);
+        fd_sync_ex(rl, fd, true, src);
     return true;
 }
 
@@ -256,7 +256,7 @@ void rl__fd_unregister(RLRunLoopRef rl, struct RLRunLoopSource *src) {
     int fd = src->fdobj ? src->fdobj->fd : -1;
     if (fd < 0 || (size_t)fd >= rl->nfdtab)
         return;
-    rl_fdreg *r = &rl->fdtab[fd];
+    rl__fdreg *r = &rl->fdtab[fd];
     for (uint32_t i = 0; i < r->nsrcs; i++) {
         if (r->srcs[i] == src) {
             memmove(&r->srcs[i], &r->srcs[i + 1], (r->nsrcs - i - 1) * sizeof *r->srcs);
@@ -264,9 +264,9 @@ void rl__fd_unregister(RLRunLoopRef rl, struct RLRunLoopSource *src) {
             r->nsrcs--;
             /* The union of the others; none left: out of the set (errors
              * mean it is gone already). */
-            rl_fd_sync_ex(rl, fd, r->nsrcs == 0 && r->gen != 0, NULL);
+            fd_sync_ex(rl, fd, r->nsrcs == 0 && r->gen != 0, NULL);
             if (r->nsrcs == 0) {
-                rl_fd_set_armed(rl, r, 0);
+                fd_set_armed(rl, r, 0);
                 r->gen = 0;
                 r->always = false;
                 r->level = false;
@@ -280,17 +280,17 @@ void rl__fd_unregister(RLRunLoopRef rl, struct RLRunLoopSource *src) {
     }
 }
 
-/* Re-reads what src wants (rl_fd_desired: src's item lock held) and re-arms
+/* Re-reads what src wants (fd_desired: src's item lock held) and re-arms
  * its fd. */
 void rl__fd_update(RLRunLoopRef rl, struct RLRunLoopSource *src) {
     int fd = src->fdobj ? src->fdobj->fd : -1;
     if (fd < 0 || (size_t)fd >= rl->nfdtab)
         return;
-    rl_fdreg *r = &rl->fdtab[fd];
+    rl__fdreg *r = &rl->fdtab[fd];
     for (uint32_t i = 0; i < r->nsrcs; i++) {
         if (r->srcs[i] == src) {
-            r->want[i] = rl_fd_desired(rl, src);
-            rl_fd_sync(rl, fd);
+            r->want[i] = fd_desired(rl, src);
+            fd_sync(rl, fd);
             return;
         }
     }
@@ -299,10 +299,10 @@ void rl__fd_update(RLRunLoopRef rl, struct RLRunLoopSource *src) {
 /* Reads every wish on r again, under each source's item lock in turn (the
  * armed mode changed; a callout enabled its own fd and left them as they
  * were; a report nobody served). Loop lock held. */
-static void rl_fd_reread(RLRunLoopRef rl, rl_fdreg *r) {
+static void fd_reread(RLRunLoopRef rl, rl__fdreg *r) {
     for (uint32_t i = 0; i < r->nsrcs; i++) {
         rl__olock_lock(&r->srcs[i]->lock);
-        r->want[i] = rl_fd_desired(rl, r->srcs[i]);
+        r->want[i] = fd_desired(rl, r->srcs[i]);
         rl__olock_unlock(&r->srcs[i]->lock);
     }
 }
@@ -311,11 +311,11 @@ static void rl_fd_reread(RLRunLoopRef rl, rl_fdreg *r) {
  * item lock in turn. Loop lock held, no item lock. */
 void rl__fd_sync_all(RLRunLoopRef rl) {
     for (size_t i = 0; i < rl->nfdtab; i++) {
-        rl_fdreg *r = &rl->fdtab[i];
+        rl__fdreg *r = &rl->fdtab[i];
         if (!r->nsrcs)
             continue;
-        rl_fd_reread(rl, r);
-        rl_fd_sync(rl, (int)i);
+        fd_reread(rl, r);
+        fd_sync(rl, (int)i);
     }
 }
 
@@ -330,11 +330,11 @@ void rl__fd_note_events(RLRunLoopRef rl, struct epoll_event *ev, int n) {
         uint32_t gen = rl__ev_gen(&ev[i]);
         if (gen == 0)
             continue; /* the loop's own eventfd or timerfd */
-        rl_fdreg *r = fd >= 0 && (size_t)fd < rl->nfdtab ? &rl->fdtab[fd] : NULL;
+        rl__fdreg *r = fd >= 0 && (size_t)fd < rl->nfdtab ? &rl->fdtab[fd] : NULL;
         if (r && r->gen == gen) {
             if (!r->level) {
                 r->fired = r->armed;
-                rl_fd_set_armed(rl, r, 0);
+                fd_set_armed(rl, r, 0);
             }
         } else {
             ev[i].events = 0;
@@ -351,29 +351,29 @@ void rl__fd_note_events(RLRunLoopRef rl, struct epoll_event *ev, int n) {
  * wake-ups need no re-arming. A persistent one that stays as it is costs
  * nothing, but every RL_FD_CHECK_RUNS deliveries the kernel is asked
  * again (a closed number is found out). Loop lock held. */
-void rl__fd_settle(RLRunLoopRef rl, int fd) {
+static void fd_settle(RLRunLoopRef rl, int fd) {
     if (fd < 0 || (size_t)fd >= rl->nfdtab)
         return;
-    rl_fdreg *r = &rl->fdtab[fd];
+    rl__fdreg *r = &rl->fdtab[fd];
     if (!r->postponed)
         return;
     r->postponed = false;
     rl->npostponed--;
-    rl_fd_reread(rl, r);
-    uint32_t want = rl_fd_want(rl, r);
+    fd_reread(rl, r);
+    uint32_t want = fd_want(rl, r);
     if (r->level && want == r->armed) {
         if (++r->runs >= RL_FD_CHECK_RUNS)
-            rl_fd_sync_ex(rl, fd, true, NULL);
+            fd_sync_ex(rl, fd, true, NULL);
         return;
     }
     if (!r->level && !r->always && r->gen != 0 && r->armed == 0 && want != 0 && want == r->fired)
         r->level = true; /* armed persistent by the sync below */
-    rl_fd_sync(rl, fd);
+    fd_sync(rl, fd);
 }
 
 /* Whether s is in some loop but `except`. Its lock held. */
-static bool rl_src_elsewhere(struct RLRunLoopSource *s, RLRunLoopRef except) {
-    rl_memb *m;
+static bool src_elsewhere(struct RLRunLoopSource *s, RLRunLoopRef except) {
+    rl__memb *m;
     TAILQ_FOREACH(m, &s->membs, item_link)
         if (m->rl != except)
             return true;
@@ -384,24 +384,24 @@ static bool rl_src_elsewhere(struct RLRunLoopSource *s, RLRunLoopRef except) {
  * watched for again. Returns whether the source is in a loop but rl now
  * (it joined one during the callout), and whether its enabled types are
  * still what the loop took. */
-static bool rl_fd_kept_end(RLRunLoopRef rl, rl_fd_fire *fire, bool *same) {
+static bool fd_kept_end(RLRunLoopRef rl, rl__fd_fire *fire, bool *same) {
     struct RLRunLoopSource *s = fire->src;
     struct RLFileDescriptor *f = s->fdobj;
     rl__olock_lock(&s->lock);
     f->firing &= ~fire->types;
-    bool elsewhere = rl && rl_src_elsewhere(s, rl);
+    bool elsewhere = rl && src_elsewhere(s, rl);
     *same = atomic_load_explicit(&f->enabled, memory_order_relaxed) == fire->enabled_at;
     rl__olock_unlock(&s->lock);
     return elsewhere;
 }
 
 /* rl__fd_after_callout (rl_fdtab.h). */
-void rl__fd_after_callout(RLRunLoopRef rl, rl_fd_fire *fire) {
+void rl__fd_after_callout(RLRunLoopRef rl, rl__fd_fire *fire) {
     int fd = fire->fd;
-    rl_fdreg *r = fd >= 0 && (size_t)fd < rl->nfdtab ? &rl->fdtab[fd] : NULL;
+    rl__fdreg *r = fd >= 0 && (size_t)fd < rl->nfdtab ? &rl->fdtab[fd] : NULL;
     if (fire->kept) {
         bool same;
-        fire->rearm_others = rl_fd_kept_end(rl, fire, &same);
+        fire->rearm_others = fd_kept_end(rl, fire, &same);
         /* Untouched: the owner left enabled what it got, and nothing
          * re-armed the fd meanwhile (a run nested in the callout that
          * found it firing, another thread's change, a new source on the
@@ -409,24 +409,24 @@ void rl__fd_after_callout(RLRunLoopRef rl, rl_fd_fire *fire) {
         if (!r || (same && r->nsrcs == 1 && r->srcs[0] == fire->src && r->gen == fire->gen_at && r->level &&
                    r->armed == fire->armed_at))
             return;
-        rl_fd_reread(rl, r);
-        rl_fd_sync(rl, fd);
+        fd_reread(rl, r);
+        fd_sync(rl, fd);
         return;
     }
     if (!r)
         return;
     if (r->postponed) {
-        rl__fd_settle(rl, fd);
+        fd_settle(rl, fd);
         return;
     }
-    rl_fd_reread(rl, r); /* settled already, by a run nested in a callout */
-    rl_fd_sync(rl, fd);
+    fd_reread(rl, r); /* settled already, by a run nested in a callout */
+    fd_sync(rl, fd);
 }
 
-void rl__fd_after_callout_in_child(rl_fd_fire *fire) {
+void rl__fd_after_callout_in_child(rl__fd_fire *fire) {
     bool same;
     if (fire->kept)
-        (void)rl_fd_kept_end(NULL, fire, &same);
+        (void)fd_kept_end(NULL, fire, &same);
 }
 
 /* A persistent registration left behind by a closed fd reported: epoll
@@ -436,7 +436,7 @@ void rl__fd_after_callout_in_child(rl_fd_fire *fire) {
  * RLRunLoop.c does, and its fds registered afresh; the old set, and the
  * leftover with it, goes with its last reference. Loop lock held, on the
  * loop's thread, before it waits. */
-static void rl_fd_rebuild(RLRunLoopRef rl) {
+static void fd_rebuild(RLRunLoopRef rl) {
     rl->rebuild = false;
     if (!rl__of_this_process(rl))
         return;
@@ -445,13 +445,13 @@ static void rl_fd_rebuild(RLRunLoopRef rl) {
     rl->lost_level = false;
     rl->mainq_armed = false; /* added to the new set before the wait (rl__mainq_arm) */
     for (size_t fd = 0; fd < rl->nfdtab; fd++) {
-        rl_fdreg *r = &rl->fdtab[fd];
+        rl__fdreg *r = &rl->fdtab[fd];
         if (r->nsrcs == 0 || r->always || r->gen == 0)
             continue;
         r->gen = 0;
         r->level = false;
-        rl_fd_set_armed(rl, r, 0);
-        rl_fd_sync(rl, (int)fd); /* added again (postponed ones after their callouts) */
+        fd_set_armed(rl, r, 0);
+        fd_sync(rl, (int)fd); /* added again (postponed ones after their callouts) */
     }
 }
 
@@ -460,9 +460,9 @@ static void rl_fd_rebuild(RLRunLoopRef rl) {
  * leftover that reported is got rid of. Loop lock held. */
 void rl__fd_before_wait(RLRunLoopRef rl) {
     for (size_t fd = 0; rl->npostponed && fd < rl->nfdtab; fd++)
-        rl__fd_settle(rl, (int)fd);
+        fd_settle(rl, (int)fd);
     if (RL__UNLIKELY(rl->rebuild))
-        rl_fd_rebuild(rl);
+        fd_rebuild(rl);
 }
 
 /* Re-arms the fd of s in every loop s is in but `except`. No lock held. */
@@ -471,11 +471,11 @@ void rl__fd_resync_except(struct RLRunLoopSource *s, RLRunLoopRef except) {
     /* Most sources are in one loop: the one making the callout, here
      * left out, so that there is nothing to do (checked before anything
      * is collected). */
-    if (!rl_src_elsewhere(s, except)) {
+    if (!src_elsewhere(s, except)) {
         rl__olock_unlock(&s->lock);
         return;
     }
-    rl_loopset ls;
+    rl__loopset ls;
     rl__loopset_init(&ls);
     rl__loopset_collect(&ls, s, except);
     rl__olock_unlock(&s->lock);
@@ -498,20 +498,16 @@ void rl__source_fd_resync(struct RLRunLoopSource *s) {
 }
 
 /* One of the loop's counters, read under its lock (for the tests). */
-static unsigned long rl_fd_counter(RLRunLoopRef rl, const unsigned long *counter) {
+static unsigned long fd_counter(RLRunLoopRef rl, const unsigned long *counter) {
     rl__loop_lock(rl);
     unsigned long n = *counter;
     rl__loop_unlock(rl);
     return n;
 }
 
-/* For the tests: how many times the loop has called epoll_ctl for user fds. */
-RL__HIDDEN unsigned long rl__fd_ctl_calls(RLRunLoopRef rl);
-unsigned long rl__fd_ctl_calls(RLRunLoopRef rl) { return rl_fd_counter(rl, &rl->nctl); }
+unsigned long rl__fd_ctl_calls(RLRunLoopRef rl) { return fd_counter(rl, &rl->nctl); }
 
-/* For the tests: how many callouts the loop has made kept. */
-RL__HIDDEN unsigned long rl__fd_kept_calls(RLRunLoopRef rl);
-unsigned long rl__fd_kept_calls(RLRunLoopRef rl) { return rl_fd_counter(rl, &rl->nkept); }
+unsigned long rl__fd_kept_calls(RLRunLoopRef rl) { return fd_counter(rl, &rl->nkept); }
 
 /* ---- from epoll's reports to callouts ---- */
 
@@ -522,10 +518,10 @@ unsigned long rl__fd_kept_calls(RLRunLoopRef rl) { return rl_fd_counter(rl, &rl-
  * again after each callout what it got (f->kept), on a persistent
  * registration that is not due for its identity check. The fd object
  * marks them firing meanwhile: no loop delivers them or watches for them
- * (rl_fd_desired) until the callout returns, so a run nested in it, or
+ * (fd_desired) until the callout returns, so a run nested in it, or
  * another loop the source joins meanwhile, does not call it again inside
  * itself, nor spin on the ready fd. Source's item lock held. */
-static bool rl_fd_keepable(const rl_fdreg *r, struct RLFileDescriptor *f, RLOptionFlags types) {
+static bool fd_keepable(const rl__fdreg *r, struct RLFileDescriptor *f, RLOptionFlags types) {
     return RL_TRICK_KEPT && r->nsrcs == 1 && r->level && !r->always && r->gen != 0 && r->armed != 0 && !r->postponed &&
            r->runs + 1 < RL_FD_CHECK_RUNS &&
            (types & ~atomic_load_explicit(&f->kept, memory_order_relaxed)) == 0;
@@ -539,11 +535,11 @@ static bool rl_fd_keepable(const rl_fdreg *r, struct RLFileDescriptor *f, RLOpti
  * it here after the callouts. `later`: the loop has waited again since
  * this event (in a run nested in an earlier callout of the pass). Loop
  * lock held. */
-static size_t rl_fd_take(RLRunLoopRef rl, rl_mode *m, int fd, uint32_t events, bool later, rl_fd_fire *out,
+static size_t fd_take(RLRunLoopRef rl, rl__mode *m, int fd, uint32_t events, bool later, rl__fd_fire *out,
                          size_t max) {
     if (fd < 0 || (size_t)fd >= rl->nfdtab)
         return 0;
-    rl_fdreg *r = &rl->fdtab[fd];
+    rl__fdreg *r = &rl->fdtab[fd];
     /* A persistent registration reported to the later wait too, if the fd
      * was still ready: this report may have been served already. */
     if (later && r->level)
@@ -569,8 +565,8 @@ static size_t rl_fd_take(RLRunLoopRef rl, rl_mode *m, int fd, uint32_t events, b
         RLOptionFlags enabled_at = 0;
         if (s->valid && rl__peek(f->valid) && rl__memb_in_mode(s, RL_KIND_SOURCE, m)) {
             types &= ~f->firing; /* a kept callout of s is making them: not again */
-            elsewhere = types && rl_src_elsewhere(s, rl);
-            if (types && !elsewhere && rl_fd_keepable(r, f, types)) {
+            elsewhere = types && src_elsewhere(s, rl);
+            if (types && !elsewhere && fd_keepable(r, f, types)) {
                 kept = true;
                 f->firing |= types;
                 enabled_at = atomic_load_explicit(&f->enabled, memory_order_relaxed);
@@ -578,7 +574,7 @@ static size_t rl_fd_take(RLRunLoopRef rl, rl_mode *m, int fd, uint32_t events, b
                 rl->nkept++;
             } else if (types) {
                 types &= atomic_fetch_and_explicit(&f->enabled, ~types, memory_order_relaxed);
-                r->want[i] = rl_fd_desired(rl, s);
+                r->want[i] = fd_desired(rl, s);
             }
         } else {
             types = 0;
@@ -587,7 +583,7 @@ static size_t rl_fd_take(RLRunLoopRef rl, rl_mode *m, int fd, uint32_t events, b
         if (!types)
             continue;
         rl__retain_raw(s);
-        out[n] = (rl_fd_fire){.src = s, .types = types, .fd = fd, .elsewhere = elsewhere, .kept = kept,
+        out[n] = (rl__fd_fire){.src = s, .types = types, .fd = fd, .elsewhere = elsewhere, .kept = kept,
                               .quiet = quiet, .enabled_at = enabled_at, .gen_at = r->gen, .armed_at = r->armed};
         settle |= !kept;
         n++;
@@ -602,18 +598,18 @@ static size_t rl_fd_take(RLRunLoopRef rl, rl_mode *m, int fd, uint32_t events, b
     if (r->level) {
         /* Reported, nobody served: a wish read before another loop took
          * the readiness. Read again, so that the loop does not spin. */
-        rl_fd_reread(rl, r);
+        fd_reread(rl, r);
     }
-    rl_fd_sync(rl, fd);
+    fd_sync(rl, fd);
     return 0;
 }
 
 /* Room in *fire (inline buffer inl at first) for need entries. */
-static bool rl_fd_fire_reserve(rl_fd_fire **fire, rl_fd_fire *inl, size_t *cap, size_t n, size_t need) {
+static bool fd_fire_reserve(rl__fd_fire **fire, rl__fd_fire *inl, size_t *cap, size_t n, size_t need) {
     if (need <= *cap)
         return true;
     size_t c = *cap * 2 > need ? *cap * 2 : need;
-    rl_fd_fire *a = *fire == inl ? malloc(c * sizeof *a) : realloc(*fire, c * sizeof *a);
+    rl__fd_fire *a = *fire == inl ? malloc(c * sizeof *a) : realloc(*fire, c * sizeof *a);
     if (!a)
         return false;
     if (*fire == inl)
@@ -628,8 +624,8 @@ static bool rl_fd_fire_reserve(rl_fd_fire **fire, rl_fd_fire *inl, size_t *cap, 
  * first; grown on the heap if need be), each source retained. With
  * stop_after_handle, one at most; the other reported fds are re-armed.
  * Returns how many. Loop lock held. */
-size_t rl__fd_collect(RLRunLoopRef rl, rl_mode *m, struct epoll_event *ev, int nev, uint64_t wait_no,
-                      bool stop_after_handle, rl_fd_fire **fire, rl_fd_fire *inl, size_t *cap) {
+size_t rl__fd_collect(RLRunLoopRef rl, rl__mode *m, struct epoll_event *ev, int nev, uint64_t wait_no,
+                      bool stop_after_handle, rl__fd_fire **fire, rl__fd_fire *inl, size_t *cap) {
     size_t n = 0;
     bool later = rl->nwaits != wait_no;
     for (int i = 0; i < nev; i++) {
@@ -637,23 +633,23 @@ size_t rl__fd_collect(RLRunLoopRef rl, rl_mode *m, struct epoll_event *ev, int n
         if (rl__ev_gen(&ev[i]) == 0)
             continue; /* the loop's own eventfd or timerfd */
         if (stop_after_handle && n == 1) {
-            rl_fd_sync(rl, fd); /* re-armed: it reports again */
+            fd_sync(rl, fd); /* re-armed: it reports again */
             continue;
         }
         size_t k = fd >= 0 && (size_t)fd < rl->nfdtab ? rl->fdtab[fd].nsrcs : 0;
-        if (!rl_fd_fire_reserve(fire, inl, cap, n, n + k))
+        if (!fd_fire_reserve(fire, inl, cap, n, n + k))
             k = *cap - n; /* out of memory: the rest stay enabled and report again */
-        n += rl_fd_take(rl, m, fd, ev[i].events, later, *fire + n, stop_after_handle ? 1 : k);
+        n += fd_take(rl, m, fd, ev[i].events, later, *fire + n, stop_after_handle ? 1 : k);
     }
     /* Always-ready fds (epoll refuses them) are ready whenever armed. */
     for (size_t fd = 0; rl->nalways && fd < rl->nfdtab; fd++) {
-        rl_fdreg *r = &rl->fdtab[fd];
+        rl__fdreg *r = &rl->fdtab[fd];
         if (!r->always || !r->armed || (stop_after_handle && n == 1))
             continue;
         size_t k = r->nsrcs;
-        if (!rl_fd_fire_reserve(fire, inl, cap, n, n + k))
+        if (!fd_fire_reserve(fire, inl, cap, n, n + k))
             k = *cap - n;
-        n += rl_fd_take(rl, m, (int)fd, r->armed, false, *fire + n, stop_after_handle ? 1 : k);
+        n += fd_take(rl, m, (int)fd, r->armed, false, *fire + n, stop_after_handle ? 1 : k);
     }
     return n;
 }

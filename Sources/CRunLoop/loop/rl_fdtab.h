@@ -1,7 +1,7 @@
 /*
  * rl_fdtab.h — private: a loop's fd registrations (rl_fdtab.c): which fd
  * sources sit on each fd number, what epoll watches for, and the callouts
- * an epoll report turns into. The table's types (rl_fdreg) are in
+ * an epoll report turns into. The table's types (rl__fdreg) are in
  * runloop_internal.h because the loop embeds them. Loop lock held
  * throughout unless said otherwise.
  */
@@ -25,11 +25,7 @@ RL__HIDDEN void rl__fd_sync_all(RLRunLoopRef rl);
 /* Right after epoll_wait: reported one-shot registrations are disarmed,
  * and reports under a tag the loop gave up on are blanked. */
 RL__HIDDEN void rl__fd_note_events(RLRunLoopRef rl, struct epoll_event *ev, int n);
-/* After the callouts of a pass: the registration of fd, delivered to, is
- * brought in line with what its sources want now (kept as it is if they
- * enabled again what was delivered). */
-RL__HIDDEN void rl__fd_settle(RLRunLoopRef rl, int fd);
-struct rl_fd_fire;
+struct rl__fd_fire;
 /* After the callouts of a pass, for each callout made: one-shot, every
  * wish on its fd read again, then the registration settled
  * (rl__fd_settle) or, if a run nested in a callout settled it already,
@@ -37,10 +33,10 @@ struct rl_fd_fire;
  * settled only if something changed it or the wishes meanwhile; if the
  * source joined another loop, fire->rearm_others is set (the caller
  * re-arms it there with no lock held). */
-RL__HIDDEN void rl__fd_after_callout(RLRunLoopRef rl, struct rl_fd_fire *fire);
+RL__HIDDEN void rl__fd_after_callout(RLRunLoopRef rl, struct rl__fd_fire *fire);
 /* The same when the loop is a fork() child's copy: only the firing mark
  * of a kept callout is cleared (the parent's epoll set is left alone). */
-RL__HIDDEN void rl__fd_after_callout_in_child(struct rl_fd_fire *fire);
+RL__HIDDEN void rl__fd_after_callout_in_child(struct rl__fd_fire *fire);
 /* Just before the loop waits: what is still to settle, and a new epoll set
  * if a registration the loop lost reported. */
 RL__HIDDEN void rl__fd_before_wait(RLRunLoopRef rl);
@@ -62,7 +58,7 @@ static inline bool rl__fd_callout_running(const struct RLRunLoopSource *s) {
 /* One callout an epoll report turns into: the source (retained), the
  * callback types it gets (already disabled: callbacks are one-shot; or
  * kept, below) and its fd (settled after the callouts). */
-typedef struct rl_fd_fire {
+typedef struct rl__fd_fire {
     struct RLRunLoopSource *src;
     RLOptionFlags types;
     int fd;
@@ -82,11 +78,17 @@ typedef struct rl_fd_fire {
     bool rearm_others;
     RLOptionFlags enabled_at;
     uint32_t gen_at, armed_at;
-} rl_fd_fire;
+} rl__fd_fire;
 
 /* The callouts the events of the wait numbered wait_no (rl->nwaits just
  * after it) turn into in mode m. */
-RL__HIDDEN size_t rl__fd_collect(RLRunLoopRef rl, rl_mode *m, struct epoll_event *ev, int nev, uint64_t wait_no,
-                                 bool stop_after_handle, rl_fd_fire **fire, rl_fd_fire *inl, size_t *cap);
+RL__HIDDEN size_t rl__fd_collect(RLRunLoopRef rl, rl__mode *m, struct epoll_event *ev, int nev, uint64_t wait_no,
+                                 bool stop_after_handle, rl__fd_fire **fire, rl__fd_fire *inl, size_t *cap);
+
+/* For the tests: how many times the loop has called epoll_ctl for user fds. */
+RL__HIDDEN unsigned long rl__fd_ctl_calls(RLRunLoopRef rl);
+
+/* For the tests: how many callouts the loop has made kept. */
+RL__HIDDEN unsigned long rl__fd_kept_calls(RLRunLoopRef rl);
 
 #endif /* CRUNLOOP_RL_FDTAB_H */

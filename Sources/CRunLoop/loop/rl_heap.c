@@ -23,13 +23,13 @@
 /* Equal keys (rare) are ordered by the timers' stamps, read
  * through the membership: keeping them out of the entry makes it 16 bytes,
  * a third less memory to grow and to sift through. */
-static bool rl_hless(const rl_hent *a, const rl_hent *b) {
+static bool hless(const rl__hent *a, const rl__hent *b) {
     if (a->key != b->key)
         return a->key < b->key;
     return rl__timer_stamp_before(a->m->item, b->m->item);
 }
 
-static void rl_hset(rl_heap *h, size_t i, rl_hent e) {
+static void hset(rl__heap *h, size_t i, rl__hent e) {
     h->a[i] = e;
     e.m->hidx[h->slot] = i;
 }
@@ -38,20 +38,20 @@ static void rl_hset(rl_heap *h, size_t i, rl_hent e) {
  * or two cache lines, which is what counts with 100k timers. */
 #define RL_HEAP_D 4
 
-static void rl_hup(rl_heap *h, size_t i) {
-    rl_hent e = h->a[i];
+static void hup(rl__heap *h, size_t i) {
+    rl__hent e = h->a[i];
     while (i > 0) {
         size_t p = (i - 1) / RL_HEAP_D;
-        if (!rl_hless(&e, &h->a[p]))
+        if (!hless(&e, &h->a[p]))
             break;
-        rl_hset(h, i, h->a[p]);
+        hset(h, i, h->a[p]);
         i = p;
     }
-    rl_hset(h, i, e);
+    hset(h, i, e);
 }
 
-static void rl_hdown(rl_heap *h, size_t i) {
-    rl_hent e = h->a[i];
+static void hdown(rl__heap *h, size_t i) {
+    rl__hent e = h->a[i];
     for (;;) {
         size_t first = RL_HEAP_D * i + 1;
         if (first >= h->hn)
@@ -59,24 +59,24 @@ static void rl_hdown(rl_heap *h, size_t i) {
         size_t last = first + RL_HEAP_D < h->hn ? first + RL_HEAP_D : h->hn;
         size_t c = first;
         for (size_t k = first + 1; k < last; k++) {
-            if (rl_hless(&h->a[k], &h->a[c]))
+            if (hless(&h->a[k], &h->a[c]))
                 c = k;
         }
-        if (!rl_hless(&h->a[c], &e))
+        if (!hless(&h->a[c], &e))
             break;
-        rl_hset(h, i, h->a[c]);
+        hset(h, i, h->a[c]);
         i = c;
     }
-    rl_hset(h, i, e);
+    hset(h, i, e);
 }
 
-static rl_hent rl_hentry(const rl_heap *h, rl_memb *m) {
+static rl__hent hentry(const rl__heap *h, rl__memb *m) {
     const struct RLRunLoopTimer *t = m->item;
-    rl_hent e = {h->keyed ? t->fire_date + t->tolerance : t->fire_date, m};
+    rl__hent e = {h->keyed ? t->fire_date + t->tolerance : t->fire_date, m};
     return e;
 }
 
-static void rl_heap_init(rl_heap *h, int slot, int keyed) {
+static void heap_init(rl__heap *h, int slot, int keyed) {
     h->a = NULL;
     h->n = h->hn = h->cap = 0;
     h->slot = slot;
@@ -84,16 +84,16 @@ static void rl_heap_init(rl_heap *h, int slot, int keyed) {
 }
 
 /* Appends m as a pending entry: no sifting, so no other entry moves. */
-static bool rl_heap_push(rl_heap *h, rl_memb *m) {
+static bool heap_push(rl__heap *h, rl__memb *m) {
     if (h->n == h->cap) {
         size_t cap = h->cap ? h->cap * 2 : 16;
-        rl_hent *a = realloc(h->a, cap * sizeof *a);
+        rl__hent *a = realloc(h->a, cap * sizeof *a);
         if (!a)
             return false;
         h->a = a;
         h->cap = cap;
     }
-    rl_hset(h, h->n, rl_hentry(h, m));
+    hset(h, h->n, hentry(h, m));
     h->n++;
     return true;
 }
@@ -102,7 +102,7 @@ static bool rl_heap_push(rl_heap *h, rl_memb *m) {
  * costs O(k log n) at worst (O(k) for random or increasing dates); Floyd's
  * heapify costs O(n) whatever the order, so it wins once the batch is a
  * sizeable part of the whole. */
-static void rl_heap_fold(rl_heap *h) {
+static void heap_fold(rl__heap *h) {
     size_t pending = h->n - h->hn;
     if (pending == 0)
         return;
@@ -111,23 +111,23 @@ static void rl_heap_fold(rl_heap *h) {
         if (h->n < 2)
             return;
         for (size_t i = (h->n - 2) / RL_HEAP_D + 1; i-- > 0;)
-            rl_hdown(h, i);
+            hdown(h, i);
         return;
     }
     while (h->hn < h->n) {
         h->hn++;
-        rl_hup(h, h->hn - 1);
+        hup(h, h->hn - 1);
     }
 }
 
-static void rl_heap_fix(rl_heap *h, size_t i) {
-    if (i > 0 && rl_hless(&h->a[i], &h->a[(i - 1) / RL_HEAP_D]))
-        rl_hup(h, i);
+static void heap_fix(rl__heap *h, size_t i) {
+    if (i > 0 && hless(&h->a[i], &h->a[(i - 1) / RL_HEAP_D]))
+        hup(h, i);
     else
-        rl_hdown(h, i);
+        hdown(h, i);
 }
 
-static void rl_heap_remove(rl_heap *h, rl_memb *m) {
+static void heap_remove(rl__heap *h, rl__memb *m) {
     size_t i = m->hidx[h->slot];
     if (i >= h->n || h->a[i].m != m)
         return;
@@ -135,37 +135,37 @@ static void rl_heap_remove(rl_heap *h, rl_memb *m) {
         /* Pending: swap-remove, O(1). */
         h->n--;
         if (i != h->n)
-            rl_hset(h, i, h->a[h->n]);
+            hset(h, i, h->a[h->n]);
         return;
     }
     /* In the heap: the heap's last entry fills the hole; the array's last
      * (pending) entry, if any, fills the heap's freed last slot. */
     size_t last = h->hn - 1;
-    rl_hent x = h->a[last];
+    rl__hent x = h->a[last];
     h->hn--;
     h->n--;
     if (h->n > h->hn)
-        rl_hset(h, last, h->a[h->n]);
+        hset(h, last, h->a[h->n]);
     if (i != last) {
-        rl_hset(h, i, x);
-        rl_heap_fix(h, i);
+        hset(h, i, x);
+        heap_fix(h, i);
     }
 }
 
-static void rl_heap_update(rl_heap *h, rl_memb *m) {
+static void heap_update(rl__heap *h, rl__memb *m) {
     size_t i = m->hidx[h->slot];
     if (i >= h->n || h->a[i].m != m)
         return;
-    h->a[i] = rl_hentry(h, m);
+    h->a[i] = hentry(h, m);
     if (i < h->hn)
-        rl_heap_fix(h, i);
+        heap_fix(h, i);
 }
 
 /* Appends m to the caller's array; false if it cannot grow. */
-static bool rl_out_push(rl_memb *m, rl_memb ***out, size_t *n, size_t *cap) {
+static bool out_push(rl__memb *m, rl__memb ***out, size_t *n, size_t *cap) {
     if (*n == *cap) {
         size_t nc = *cap ? *cap * 2 : 16;
-        rl_memb **a = realloc(*out, nc * sizeof *a);
+        rl__memb **a = realloc(*out, nc * sizeof *a);
         if (!a)
             return false;
         *out = a;
@@ -177,63 +177,63 @@ static bool rl_out_push(rl_memb *m, rl_memb ***out, size_t *n, size_t *cap) {
 
 /* Depth-first, pruning every subtree whose root is not due: O(number due).
  * The heap must be folded. */
-static void rl_heap_collect(const rl_heap *h, size_t i, RLAbsoluteTime now, rl_memb ***out, size_t *n,
+static void heap_collect(const rl__heap *h, size_t i, RLAbsoluteTime now, rl__memb ***out, size_t *n,
                             size_t *cap) {
     if (i >= h->hn || h->a[i].key > now)
         return;
-    if (!rl_out_push(h->a[i].m, out, n, cap))
+    if (!out_push(h->a[i].m, out, n, cap))
         return;
     for (size_t k = 1; k <= RL_HEAP_D; k++)
-        rl_heap_collect(h, RL_HEAP_D * i + k, now, out, n, cap);
+        heap_collect(h, RL_HEAP_D * i + k, now, out, n, cap);
 }
 
-void rl__tset_init(rl_timerset *ts) {
-    rl_heap_init(&ts->strict, 0, 0);
-    rl_heap_init(&ts->lax_fire, 0, 0);
-    rl_heap_init(&ts->lax_deadline, 1, 1);
+void rl__tset_init(rl__timerset *ts) {
+    heap_init(&ts->strict, 0, 0);
+    heap_init(&ts->lax_fire, 0, 0);
+    heap_init(&ts->lax_deadline, 1, 1);
     TAILQ_INIT(&ts->pending);
     ts->npending = 0;
 }
 
 /* Moves the pending strict timers into the strict array (as its pending
  * entries, to be folded). If the array cannot grow, those that do not fit
- * stay on the list, where rl_pending_min and rl_pending_collect still see
+ * stay on the list, where pending_min and rl_pending_collect still see
  * them: out of memory makes the loop slower, never wrong. */
 /* Grows h's array to hold `need` entries if it can (it keeps its size when
  * memory runs out). Out of line: folding the pending list runs on every
  * pass after an add, growing rarely. */
-static __attribute__((noinline)) void rl_heap_grow(rl_heap *h, size_t need) {
+static __attribute__((noinline)) void heap_grow(rl__heap *h, size_t need) {
     size_t cap = h->cap ? h->cap : 16;
     while (cap < need)
         cap *= 2;
-    rl_hent *a = rl__fault(RL_FAULT_TIMER_ARRAY) ? NULL : realloc(h->a, cap * sizeof *a);
+    rl__hent *a = rl__fault(RL_FAULT_TIMER_ARRAY) ? NULL : realloc(h->a, cap * sizeof *a);
     if (a) {
         h->a = a;
         h->cap = cap;
     }
 }
 
-static void rl_tset_unlist(rl_timerset *ts) {
-    rl_heap *h = &ts->strict;
+static void tset_unlist(rl__timerset *ts) {
+    rl__heap *h = &ts->strict;
     if (ts->npending == 0)
         return;
     size_t need = h->n + ts->npending;
     if (need > h->cap)
-        rl_heap_grow(h, need);
-    rl_memb *m;
+        heap_grow(h, need);
+    rl__memb *m;
     while (h->n < h->cap && (m = TAILQ_FIRST(&ts->pending)) != NULL) {
         TAILQ_REMOVE(&ts->pending, m, plink);
         ts->npending--;
         m->pending = false;
-        rl_hset(h, h->n++, rl_hentry(h, m));
+        hset(h, h->n++, hentry(h, m));
     }
 }
 
-/* The earliest fire date on the pending list (after rl_tset_unlist: empty
+/* The earliest fire date on the pending list (after tset_unlist: empty
  * unless memory ran out). */
-static bool rl_pending_min(const rl_timerset *ts, double *date) {
+static bool pending_min(const rl__timerset *ts, double *date) {
     bool any = false;
-    rl_memb *m;
+    rl__memb *m;
     TAILQ_FOREACH(m, &ts->pending, plink) {
         double d = ((const struct RLRunLoopTimer *)m->item)->fire_date;
         if (!any || d < *date)
@@ -243,44 +243,44 @@ static bool rl_pending_min(const rl_timerset *ts, double *date) {
     return any;
 }
 
-void rl__tset_free(rl_timerset *ts) {
+void rl__tset_free(rl__timerset *ts) {
     free(ts->strict.a);
     free(ts->lax_fire.a);
     free(ts->lax_deadline.a);
     rl__tset_init(ts);
 }
 
-size_t rl__tset_count(const rl_timerset *ts) { return ts->strict.n + ts->npending + ts->lax_fire.n; }
+size_t rl__tset_count(const rl__timerset *ts) { return ts->strict.n + ts->npending + ts->lax_fire.n; }
 
-bool rl__tset_add_slow(rl_timerset *ts, rl_memb *m) {
+bool rl__tset_add_slow(rl__timerset *ts, rl__memb *m) {
     m->lax = ((struct RLRunLoopTimer *)m->item)->tolerant;
     if (!m->lax)
         return rl__tset_add(ts, m);
-    if (!rl_heap_push(&ts->lax_fire, m))
+    if (!heap_push(&ts->lax_fire, m))
         return false;
-    if (!rl_heap_push(&ts->lax_deadline, m)) {
-        rl_heap_remove(&ts->lax_fire, m);
+    if (!heap_push(&ts->lax_deadline, m)) {
+        heap_remove(&ts->lax_fire, m);
         return false;
     }
     return true;
 }
 
-void rl__tset_remove(rl_timerset *ts, rl_memb *m) {
+void rl__tset_remove(rl__timerset *ts, rl__memb *m) {
     if (!m->lax) {
         if (m->pending) {
             TAILQ_REMOVE(&ts->pending, m, plink);
             ts->npending--;
             m->pending = false;
         } else {
-            rl_heap_remove(&ts->strict, m);
+            heap_remove(&ts->strict, m);
         }
         return;
     }
-    rl_heap_remove(&ts->lax_fire, m);
-    rl_heap_remove(&ts->lax_deadline, m);
+    heap_remove(&ts->lax_fire, m);
+    heap_remove(&ts->lax_deadline, m);
 }
 
-bool rl__tset_update(rl_timerset *ts, rl_memb *m) {
+bool rl__tset_update(rl__timerset *ts, rl__memb *m) {
     bool lax = ((struct RLRunLoopTimer *)m->item)->tolerant;
     if (lax != m->lax) {
         rl__tset_remove(ts, m);
@@ -288,15 +288,15 @@ bool rl__tset_update(rl_timerset *ts, rl_memb *m) {
     }
     if (!lax) {
         if (!m->pending) /* a pending timer's key is read when it is folded */
-            rl_heap_update(&ts->strict, m);
+            heap_update(&ts->strict, m);
     } else {
-        rl_heap_update(&ts->lax_fire, m);
-        rl_heap_update(&ts->lax_deadline, m);
+        heap_update(&ts->lax_fire, m);
+        heap_update(&ts->lax_deadline, m);
     }
     return true;
 }
 
-rl_memb *rl__tset_any(const rl_timerset *ts) {
+rl__memb *rl__tset_any(const rl__timerset *ts) {
     if (ts->npending)
         return TAILQ_FIRST(&ts->pending);
     if (ts->strict.n)
@@ -306,9 +306,9 @@ rl_memb *rl__tset_any(const rl_timerset *ts) {
     return NULL;
 }
 
-static bool rl_min2(rl_heap *a, rl_heap *b, double *date) {
-    rl_heap_fold(a);
-    rl_heap_fold(b);
+static bool min2(rl__heap *a, rl__heap *b, double *date) {
+    heap_fold(a);
+    heap_fold(b);
     if (!a->n && !b->n)
         return false;
     if (!b->n)
@@ -321,49 +321,49 @@ static bool rl_min2(rl_heap *a, rl_heap *b, double *date) {
 }
 
 /* The earliest key of the strict timers and of heap b. */
-static bool rl_tset_min(rl_timerset *ts, rl_heap *b, double *date) {
-    rl_tset_unlist(ts);
-    bool any = rl_min2(&ts->strict, b, date);
+static bool tset_min(rl__timerset *ts, rl__heap *b, double *date) {
+    tset_unlist(ts);
+    bool any = min2(&ts->strict, b, date);
     double p;
-    if (RL__UNLIKELY(rl_pending_min(ts, &p)) && (!any || p < *date)) {
+    if (RL__UNLIKELY(pending_min(ts, &p)) && (!any || p < *date)) {
         *date = p;
         any = true;
     }
     return any;
 }
 
-static bool rl_is_firing(const rl_memb *m) { return ((const struct RLRunLoopTimer *)m->item)->firing; }
+static bool is_firing(const rl__memb *m) { return ((const struct RLRunLoopTimer *)m->item)->firing; }
 
 /* The smallest key in the subtree at i among timers not firing. A node that
  * is not firing bounds its whole subtree, so the search descends only below
  * firing timers: O(D) per timer being fired, a handful at most. */
-static void rl_heap_min_idle(const rl_heap *h, size_t i, bool *any, double *date) {
+static void heap_min_idle(const rl__heap *h, size_t i, bool *any, double *date) {
     if (i >= h->hn || (*any && h->a[i].key >= *date))
         return;
-    if (!rl_is_firing(h->a[i].m)) {
+    if (!is_firing(h->a[i].m)) {
         *date = h->a[i].key;
         *any = true;
         return;
     }
     for (size_t k = 1; k <= RL_HEAP_D; k++)
-        rl_heap_min_idle(h, RL_HEAP_D * i + k, any, date);
+        heap_min_idle(h, RL_HEAP_D * i + k, any, date);
 }
 
-bool rl__tset_earliest_fire(rl_timerset *ts, double *date) { return rl_tset_min(ts, &ts->lax_fire, date); }
+bool rl__tset_earliest_fire(rl__timerset *ts, double *date) { return tset_min(ts, &ts->lax_fire, date); }
 
-bool rl__tset_earliest_deadline(rl_timerset *ts, double *date) {
+bool rl__tset_earliest_deadline(rl__timerset *ts, double *date) {
     if (rl__tset_count(ts) == 0)
         return false; /* asked before every wait: a mode without timers costs nothing */
-    rl_tset_unlist(ts);
-    rl_heap_fold(&ts->strict);
-    rl_heap_fold(&ts->lax_deadline);
+    tset_unlist(ts);
+    heap_fold(&ts->strict);
+    heap_fold(&ts->lax_deadline);
     bool any = false;
-    rl_heap_min_idle(&ts->strict, 0, &any, date);
-    rl_heap_min_idle(&ts->lax_deadline, 0, &any, date);
-    rl_memb *m;
+    heap_min_idle(&ts->strict, 0, &any, date);
+    heap_min_idle(&ts->lax_deadline, 0, &any, date);
+    rl__memb *m;
     TAILQ_FOREACH(m, &ts->pending, plink) { /* empty unless memory ran out */
         double d = ((const struct RLRunLoopTimer *)m->item)->fire_date;
-        if (!rl_is_firing(m) && (!any || d < *date)) {
+        if (!is_firing(m) && (!any || d < *date)) {
             *date = d;
             any = true;
         }
@@ -371,15 +371,15 @@ bool rl__tset_earliest_deadline(rl_timerset *ts, double *date) {
     return any;
 }
 
-void rl__tset_collect_due(rl_timerset *ts, RLAbsoluteTime now, rl_memb ***out, size_t *n, size_t *cap) {
-    rl_tset_unlist(ts);
-    rl_heap_fold(&ts->strict);
-    rl_heap_fold(&ts->lax_fire);
-    rl_heap_collect(&ts->strict, 0, now, out, n, cap);
-    rl_heap_collect(&ts->lax_fire, 0, now, out, n, cap);
-    rl_memb *m;
+void rl__tset_collect_due(rl__timerset *ts, RLAbsoluteTime now, rl__memb ***out, size_t *n, size_t *cap) {
+    tset_unlist(ts);
+    heap_fold(&ts->strict);
+    heap_fold(&ts->lax_fire);
+    heap_collect(&ts->strict, 0, now, out, n, cap);
+    heap_collect(&ts->lax_fire, 0, now, out, n, cap);
+    rl__memb *m;
     TAILQ_FOREACH(m, &ts->pending, plink) { /* empty unless memory ran out */
-        if (((const struct RLRunLoopTimer *)m->item)->fire_date <= now && !rl_out_push(m, out, n, cap))
+        if (((const struct RLRunLoopTimer *)m->item)->fire_date <= now && !out_push(m, out, n, cap))
             break;
     }
 }

@@ -1,7 +1,7 @@
 /*
  * rl_heap.h — private: a mode's timer set (heaps of timer memberships,
- * rl_heap.c), used under the loop lock. The types (rl_timerset, rl_heap,
- * rl_memb) are in runloop_internal.h because a mode embeds them.
+ * rl_heap.c), used under the loop lock. The types (rl__timerset, rl__heap,
+ * rl__memb) are in runloop_internal.h because a mode embeds them.
  */
 #ifndef CRUNLOOP_RL_HEAP_H
 #define CRUNLOOP_RL_HEAP_H
@@ -10,14 +10,14 @@
 
 /* ---- timer heaps (rl_heap.c), the loop lock held ---- */
 
-RL__HIDDEN void rl__tset_init(rl_timerset *ts);
-RL__HIDDEN void rl__tset_free(rl_timerset *ts);
-RL__HIDDEN size_t rl__tset_count(const rl_timerset *ts);
-RL__HIDDEN bool rl__tset_add_slow(rl_timerset *ts, rl_memb *m);
+RL__HIDDEN void rl__tset_init(rl__timerset *ts);
+RL__HIDDEN void rl__tset_free(rl__timerset *ts);
+RL__HIDDEN size_t rl__tset_count(const rl__timerset *ts);
+RL__HIDDEN bool rl__tset_add_slow(rl__timerset *ts, rl__memb *m);
 /* Files a new membership (pending: no heap order yet, see rl_heap.c).
  * The common case, a strict timer, is inline and cannot fail: it goes on
  * the pending list, a few stores into the membership. */
-static inline bool rl__tset_add(rl_timerset *ts, rl_memb *m) {
+static inline bool rl__tset_add(rl__timerset *ts, rl__memb *m) {
     const struct RLRunLoopTimer *t = m->item;
     if (RL__UNLIKELY(t->tolerant))
         return rl__tset_add_slow(ts, m);
@@ -27,20 +27,20 @@ static inline bool rl__tset_add(rl_timerset *ts, rl_memb *m) {
     ts->npending++;
     return true;
 }
-RL__HIDDEN void rl__tset_remove(rl_timerset *ts, rl_memb *m);
+RL__HIDDEN void rl__tset_remove(rl__timerset *ts, rl__memb *m);
 /* The timer's date or tolerance changed. */
-RL__HIDDEN bool rl__tset_update(rl_timerset *ts, rl_memb *m);
+RL__HIDDEN bool rl__tset_update(rl__timerset *ts, rl__memb *m);
 /* Some membership (to empty the set), or NULL. */
-RL__HIDDEN rl_memb *rl__tset_any(const rl_timerset *ts);
+RL__HIDDEN rl__memb *rl__tset_any(const rl__timerset *ts);
 /* Earliest fire date (every timer) / earliest wake deadline (fire date +
  * tolerance) of the timers not being fired: a timer whose callout is running
  * is past its date, and letting it arm the wake-up would make a nested run
  * of the same mode spin until the callout returns (CF skips it too); it is
  * re-filed after its callout. False if there is none. */
-RL__HIDDEN bool rl__tset_earliest_fire(rl_timerset *ts, double *date);
-RL__HIDDEN bool rl__tset_earliest_deadline(rl_timerset *ts, double *date);
+RL__HIDDEN bool rl__tset_earliest_fire(rl__timerset *ts, double *date);
+RL__HIDDEN bool rl__tset_earliest_deadline(rl__timerset *ts, double *date);
 /* Appends to *out every membership whose fire date is <= now. */
-RL__HIDDEN void rl__tset_collect_due(rl_timerset *ts, RLAbsoluteTime now, rl_memb ***out, size_t *n,
+RL__HIDDEN void rl__tset_collect_due(rl__timerset *ts, RLAbsoluteTime now, rl__memb ***out, size_t *n,
                                      size_t *cap);
 
 #endif /* CRUNLOOP_RL_HEAP_H */

@@ -24,7 +24,7 @@ void rl__olock_lock_slow(rl__olock *l) {
 
 /* rl becomes the home of item; rl locked, item lock held, no home yet. */
 /* Room for one more homed timer in rl's array; false if it cannot grow. */
-static __attribute__((noinline)) bool rl_homed_grow(RLRunLoopRef rl) {
+static __attribute__((noinline)) bool homed_grow(RLRunLoopRef rl) {
     if (rl->caphomed >= UINT32_MAX / 2)
         return false;
     uint32_t cap = rl->caphomed ? rl->caphomed * 2 : 16;
@@ -36,10 +36,10 @@ static __attribute__((noinline)) bool rl_homed_grow(RLRunLoopRef rl) {
     return true;
 }
 
-bool rl__home_set_locked(RLRunLoopRef rl, void *item, rl_kind kind) {
+bool rl__home_set_locked(RLRunLoopRef rl, void *item, rl__kind kind) {
     if (kind == RL_KIND_TIMER) {
         struct RLRunLoopTimer *t = item;
-        if (RL__UNLIKELY(rl->nhomed == rl->caphomed) && !rl_homed_grow(rl))
+        if (RL__UNLIKELY(rl->nhomed == rl->caphomed) && !homed_grow(rl))
             return false;
         t->home_idx = rl->nhomed;
         rl->homed[rl->nhomed++] = t;
@@ -52,7 +52,7 @@ bool rl__home_set_locked(RLRunLoopRef rl, void *item, rl_kind kind) {
 }
 
 /* item leaves rl, its home; rl locked. Its state goes under its item lock. */
-void rl__home_clear_locked(RLRunLoopRef rl, void *item, rl_kind kind) {
+void rl__home_clear_locked(RLRunLoopRef rl, void *item, rl__kind kind) {
     rl__olock *ol = rl__item_olock(item, kind);
     rl__olock_lock(ol);
     atomic_store_explicit(rl__item_home(item, kind), NULL, memory_order_relaxed);
@@ -66,7 +66,7 @@ void rl__home_clear_locked(RLRunLoopRef rl, void *item, rl_kind kind) {
         TAILQ_REMOVE(&rl->homed_observers, (struct RLRunLoopObserver *)item, home_link);
 }
 
-RLRunLoopRef rl__item_lock(void *item, rl_kind kind) {
+RLRunLoopRef rl__item_lock(void *item, rl__kind kind) {
     rl__olock *ol = rl__item_olock(item, kind);
     RLRunLoopRef mine = rl__tls;
     for (;;) {
@@ -100,29 +100,29 @@ RLRunLoopRef rl__item_lock(void *item, rl_kind kind) {
     }
 }
 
-void rl__item_unlock(void *item, rl_kind kind, RLRunLoopRef home) {
+void rl__item_unlock(void *item, rl__kind kind, RLRunLoopRef home) {
     if (home)
         rl__loop_unlock(home);
     else
         rl__olock_unlock(rl__item_olock(item, kind));
 }
 
-void rl__item_leave_home(void *item, rl_kind kind) {
+void rl__item_leave_home(void *item, rl__kind kind) {
     RLRunLoopRef h = rl__item_lock(item, kind);
     if (h)
         rl__home_clear_locked(h, item, kind);
     rl__item_unlock(item, kind, h);
 }
 
-void rl__loopset_init(rl_loopset *ls) {
+void rl__loopset_init(rl__loopset *ls) {
     ls->a = ls->inl;
     ls->n = 0;
     ls->cap = sizeof ls->inl / sizeof ls->inl[0];
     ls->mine = rl__tls;
 }
 
-void rl__loopset_collect(rl_loopset *ls, struct RLRunLoopSource *s, RLRunLoopRef except) {
-    rl_memb *m;
+void rl__loopset_collect(rl__loopset *ls, struct RLRunLoopSource *s, RLRunLoopRef except) {
+    rl__memb *m;
     TAILQ_FOREACH(m, &s->membs, item_link) {
         if (m->rl == except)
             continue;
@@ -148,7 +148,7 @@ void rl__loopset_collect(rl_loopset *ls, struct RLRunLoopSource *s, RLRunLoopRef
     }
 }
 
-void rl__loopset_free(rl_loopset *ls) {
+void rl__loopset_free(rl__loopset *ls) {
     for (size_t i = 0; i < ls->n; i++) {
         if (ls->a[i] != ls->mine)
             RLRelease(ls->a[i]);
@@ -161,9 +161,9 @@ void rl__loopset_free(rl_loopset *ls) {
 /* ---- deferred work ---- */
 
 /* d is full: twice the room (the inline entries are copied out once). */
-void rl__defer_grow(rl_defer *d) {
+void rl__defer_grow(rl__defer *d) {
     size_t cap = d->cap * 2;
-    rl_defer_entry *a = malloc(cap * sizeof *a);
+    rl__defer_entry *a = malloc(cap * sizeof *a);
     if (!a)
         abort(); /* losing a release would corrupt reference counts */
     memcpy(a, d->e, d->n * sizeof *a);
@@ -173,24 +173,24 @@ void rl__defer_grow(rl_defer *d) {
     d->cap = cap;
 }
 
-void rl__defer_push(rl_defer *d, int what, void *obj, RLRunLoopRef rl, const char *mode) {
+void rl__defer_push(rl__defer *d, int what, void *obj, RLRunLoopRef rl, const char *mode) {
     if (obj)
         rl__retain_raw(obj);
     if (rl)
         rl__retain_raw(rl);
-    rl__defer_add(d, (rl_defer_entry){what, obj, rl, mode, NULL, NULL});
+    rl__defer_add(d, (rl__defer_entry){what, obj, rl, mode, NULL, NULL});
 }
 
-void rl__defer_release(rl_defer *d, void *obj) {
-    rl__defer_add(d, (rl_defer_entry){RL_DEFER_RELEASE, obj, NULL, NULL, NULL, NULL});
+void rl__defer_release(rl__defer *d, void *obj) {
+    rl__defer_add(d, (rl__defer_entry){RL_DEFER_RELEASE, obj, NULL, NULL, NULL, NULL});
 }
 
-void rl__defer_ctx_release(rl_defer *d, void (*release)(const void *), const void *info) {
+void rl__defer_ctx_release(rl__defer *d, void (*release)(const void *), const void *info) {
     if (release)
-        rl__defer_add(d, (rl_defer_entry){RL_DEFER_CTX_RELEASE, NULL, NULL, NULL, release, info});
+        rl__defer_add(d, (rl__defer_entry){RL_DEFER_CTX_RELEASE, NULL, NULL, NULL, release, info});
 }
 
-static void rl_defer_call(rl_defer_entry *e) {
+static void defer_call(rl__defer_entry *e) {
     struct RLRunLoopSource *s = e->obj;
     switch (e->what) {
     case RL_DEFER_SCHEDULE:
@@ -209,11 +209,11 @@ static void rl_defer_call(rl_defer_entry *e) {
     }
 }
 
-void rl__defer_run(rl_defer *d) {
+void rl__defer_run(rl__defer *d) {
     for (size_t i = 0; i < d->n; i++) {
-        rl_defer_entry *e = &d->e[i];
+        rl__defer_entry *e = &d->e[i];
         if (e->what != RL_DEFER_RELEASE && e->what != RL_DEFER_UNHOLD)
-            rl_defer_call(e);
+            defer_call(e);
         if (e->obj && e->what == RL_DEFER_UNHOLD)
             rl__object_unhold(e->obj);
         else if (e->obj)

@@ -11,6 +11,7 @@
 
 #include "runloop_internal.h"
 #include "rl_lockclass.h"
+#include "RLLockDebugInternal.h"
 
 /* ---- item locks ---- */
 
@@ -74,18 +75,18 @@ static inline bool rl__loop_trylock(RLRunLoopRef rl) {
 
 /* Locks what guards item (a timer or an observer): returns its home,
  * locked, or NULL with the item lock held. rl__item_unlock undoes it. */
-RL__HIDDEN RLRunLoopRef rl__item_lock(void *item, rl_kind kind);
-RL__HIDDEN void rl__item_unlock(void *item, rl_kind kind, RLRunLoopRef home);
+RL__HIDDEN RLRunLoopRef rl__item_lock(void *item, rl__kind kind);
+RL__HIDDEN void rl__item_unlock(void *item, rl__kind kind, RLRunLoopRef home);
 /* The item is being freed: it leaves its home's list. */
-RL__HIDDEN void rl__item_leave_home(void *item, rl_kind kind);
+RL__HIDDEN void rl__item_leave_home(void *item, rl__kind kind);
 /* rl becomes the home of item; rl locked, item lock held, no home yet.
  * False (nothing changed) if rl's array of homed timers cannot grow. */
-RL__HIDDEN bool rl__home_set_locked(RLRunLoopRef rl, void *item, rl_kind kind);
+RL__HIDDEN bool rl__home_set_locked(RLRunLoopRef rl, void *item, rl__kind kind);
 /* item leaves rl, its home; rl locked. Its state goes under its item lock. */
-RL__HIDDEN void rl__home_clear_locked(RLRunLoopRef rl, void *item, rl_kind kind);
+RL__HIDDEN void rl__home_clear_locked(RLRunLoopRef rl, void *item, rl__kind kind);
 
 /* The item lock of a source, a timer or an observer. */
-static inline rl__olock *rl__item_olock(void *item, rl_kind kind) {
+static inline rl__olock *rl__item_olock(void *item, rl__kind kind) {
     switch (kind) {
     case RL_KIND_SOURCE:
         return &((struct RLRunLoopSource *)item)->lock;
@@ -101,65 +102,65 @@ static inline rl__olock *rl__item_olock(void *item, rl_kind kind) {
 /* The distinct loops a source is in (its item lock held when collected),
  * retained, except the caller's own loop: visited one at a time after the
  * item lock is dropped. */
-typedef struct rl_loopset {
+typedef struct rl__loopset {
     RLRunLoopRef *a;
     size_t n, cap;
     RLRunLoopRef mine;
     RLRunLoopRef inl[4];
-} rl_loopset;
+} rl__loopset;
 
-RL__HIDDEN void rl__loopset_init(rl_loopset *ls);
+RL__HIDDEN void rl__loopset_init(rl__loopset *ls);
 /* Notes the loops of s's memberships but `except` (s's item lock held). */
-RL__HIDDEN void rl__loopset_collect(rl_loopset *ls, struct RLRunLoopSource *s, RLRunLoopRef except);
+RL__HIDDEN void rl__loopset_collect(rl__loopset *ls, struct RLRunLoopSource *s, RLRunLoopRef except);
 /* Releases what rl__loopset_collect retained; ls is empty again. */
-RL__HIDDEN void rl__loopset_free(rl_loopset *ls);
+RL__HIDDEN void rl__loopset_free(rl__loopset *ls);
 
 /* Work collected under a lock and done after unlocking: cancel and
  * schedule callouts, context releases and object releases. */
-typedef struct rl_defer_entry {
+typedef struct rl__defer_entry {
     int what; /* RL_DEFER_* */
     void *obj;
     RLRunLoopRef rl;
     const char *mode;
     void (*cfn)(const void *); /* RL_DEFER_CTX_RELEASE: cfn(carg) */
     const void *carg;
-} rl_defer_entry;
+} rl__defer_entry;
 enum { RL_DEFER_RELEASE = 0, RL_DEFER_CANCEL = 1, RL_DEFER_SCHEDULE = 2, RL_DEFER_CTX_RELEASE = 3, RL_DEFER_UNHOLD = 4 };
 
-struct rl_defer {
-    rl_defer_entry *e;
+struct rl__defer {
+    rl__defer_entry *e;
     size_t n, cap;
-    rl_defer_entry inline_e[8];
+    rl__defer_entry inline_e[8];
 };
 
-RL__HIDDEN void rl__defer_grow(rl_defer *d);
+RL__HIDDEN void rl__defer_grow(rl__defer *d);
 /* Inline, as rl__defer_unhold: removing a timer makes both. */
-static inline void rl__defer_init(rl_defer *d) {
+static inline void rl__defer_init(rl__defer *d) {
     d->e = d->inline_e;
     d->n = 0;
     d->cap = sizeof d->inline_e / sizeof d->inline_e[0];
 }
-static inline void rl__defer_add(rl_defer *d, rl_defer_entry e) {
+static inline void rl__defer_add(rl__defer *d, rl__defer_entry e) {
     if (RL__UNLIKELY(d->n == d->cap))
         rl__defer_grow(d);
     d->e[d->n++] = e;
 }
 /* Queues an entry; retains obj (and rl) so they outlive the unlock. */
-RL__HIDDEN void rl__defer_push(rl_defer *d, int what, void *obj, RLRunLoopRef rl, const char *mode);
+RL__HIDDEN void rl__defer_push(rl__defer *d, int what, void *obj, RLRunLoopRef rl, const char *mode);
 /* Queues the release of a reference the caller already owns (no retain). */
-RL__HIDDEN void rl__defer_release(rl_defer *d, void *obj);
+RL__HIDDEN void rl__defer_release(rl__defer *d, void *obj);
 /* Queues a context release callout, release(info). */
-RL__HIDDEN void rl__defer_ctx_release(rl_defer *d, void (*release)(const void *), const void *info);
+RL__HIDDEN void rl__defer_ctx_release(rl__defer *d, void (*release)(const void *), const void *info);
 /* Queues the drop of a reference taken with rl__hold_raw. */
-static inline void rl__defer_unhold(rl_defer *d, void *obj) {
-    rl__defer_add(d, (rl_defer_entry){RL_DEFER_UNHOLD, obj, NULL, NULL, NULL, NULL});
+static inline void rl__defer_unhold(rl__defer *d, void *obj) {
+    rl__defer_add(d, (rl__defer_entry){RL_DEFER_UNHOLD, obj, NULL, NULL, NULL, NULL});
 }
 /* Drops a reference taken with rl__hold_raw at once, under the lock, if it
  * is not the object's last (the usual case: the caller holds its own);
  * otherwise queues the drop on d, for after the unlock (the last reference
  * finalizes, which may call user code). Removing a timer from its loop then
  * leaves nothing to run after the unlock. */
-static inline void rl__unhold_or_defer(rl_defer *d, void *obj) {
+static inline void rl__unhold_or_defer(rl__defer *d, void *obj) {
     rl__object *o = obj;
     long rc = atomic_load_explicit(&o->rc, memory_order_relaxed);
     while ((rc & RL__RC_MASK) > 1 && rc >= RL__HELD_ONE)
@@ -169,7 +170,7 @@ static inline void rl__unhold_or_defer(rl_defer *d, void *obj) {
     rl__defer_unhold(d, obj);
 }
 /* Runs the entries in order, without locks, and frees d. */
-RL__HIDDEN void rl__defer_run(rl_defer *d);
+RL__HIDDEN void rl__defer_run(rl__defer *d);
 
 /* A reference the loop keeps for a membership (or a common-modes item):
  * marked as the library's (RLBase.c), so that a caller who releases once

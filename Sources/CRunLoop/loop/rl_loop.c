@@ -18,14 +18,14 @@
 
 __thread RLRunLoopRef rl__tls;
 
-static void rl_finalize(void *obj);
-static char *rl_describe(const void *obj);
+static void loop_finalize(void *obj);
+static char *describe_loop(const void *obj);
 
-const rl__class rl__runloop_class = {"RLRunLoop", rl_finalize, NULL, rl_describe};
+const rl__class rl__runloop_class = {"RLRunLoop", loop_finalize, NULL, describe_loop};
 
 RLTypeID RLRunLoopGetTypeID(void) { return rl__type_id(&rl__runloop_class); }
 
-static void rl_finalize(void *obj) {
+static void loop_finalize(void *obj) {
     RLRunLoopRef rl = obj;
     rl__health_loop_gone(rl);
     rl__stats_free(rl);
@@ -53,7 +53,7 @@ static void rl_finalize(void *obj) {
 
 /* "<RLRunLoop 0x...>{backend = io_uring}": the kernel backend it waits on
  * (rl_poll.h), set when it was made and never changed. */
-static char *rl_describe(const void *obj) {
+static char *describe_loop(const void *obj) {
     const struct RLRunLoop *rl = obj;
     char *s = NULL;
     if (asprintf(&s, "<RLRunLoop %p>{backend = %s}", obj, rl->kops ? rl->kops->name : "none") < 0) {

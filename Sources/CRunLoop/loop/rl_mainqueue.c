@@ -60,7 +60,7 @@ void rl__mainq_attach(RLRunLoopRef rl) {
     rl->mainq = true;
 }
 
-bool rl__mainq_arm(RLRunLoopRef rl, const rl_mode *m) {
+bool rl__mainq_arm(RLRunLoopRef rl, const rl__mode *m) {
     bool want = rl__mainq_in_mode(rl, m);
     if (want == rl->mainq_armed)
         return true;
@@ -86,7 +86,7 @@ bool rl__mainq_arm(RLRunLoopRef rl, const rl_mode *m) {
     return true;
 }
 
-bool rl__mainq_serve(RLRunLoopRef rl, rl_mode *m) {
+bool rl__mainq_serve(RLRunLoopRef rl, rl__mode *m) {
     if (rl->mainq_fd < 0)
         return false; /* no wait has asked for the handle yet: nothing queued can be seen */
     rl__loop_lock(rl);

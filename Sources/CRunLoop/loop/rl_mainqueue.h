@@ -29,7 +29,7 @@ RL__HIDDEN void rl__mainq_attach(RLRunLoopRef rl);
  * served in it: rl has a main queue, m is one of its common modes, and the
  * thread is not inside a serve (a run nested in a main-queue block neither
  * serves the queue nor counts it, as in CF). Loop lock held. */
-static inline bool rl__mainq_in_mode(RLRunLoopRef rl, const rl_mode *m) {
+static inline bool rl__mainq_in_mode(RLRunLoopRef rl, const rl__mode *m) {
     return rl->mainq && m->common && !rl->mainq_serving;
 }
 
@@ -38,7 +38,7 @@ static inline bool rl__mainq_in_mode(RLRunLoopRef rl, const rl_mode *m) {
  * block queued while the loop runs a private mode does not wake it. A
  * handle that becomes readable while it is out of the set is reported when
  * it is added again. Returns false (error set) if epoll refused. */
-RL__HIDDEN bool rl__mainq_arm(RLRunLoopRef rl, const rl_mode *m);
+RL__HIDDEN bool rl__mainq_arm(RLRunLoopRef rl, const rl__mode *m);
 
 /* Serves the main queue if it is served in m and its handle is readable
  * (the wait reported it: rl->mainq_ready; or before a wait, when the pass
@@ -46,6 +46,6 @@ RL__HIDDEN bool rl__mainq_arm(RLRunLoopRef rl, const rl_mode *m);
  * libdispatch's callback (every block pending at its start). Returns
  * whether it served (a handled source, as in CF). No lock held; the loop's
  * thread. */
-RL__HIDDEN bool rl__mainq_serve(RLRunLoopRef rl, rl_mode *m);
+RL__HIDDEN bool rl__mainq_serve(RLRunLoopRef rl, rl__mode *m);
 
 #endif /* CRUNLOOP_RL_MAINQUEUE_H */

@@ -18,7 +18,7 @@
  * the flag, not a scan, says whether it is already there. The list holds no
  * reference (the membership does, and leaves the list when removed). The
  * loop lock of m's loop held. */
-void rl__ready_push(rl_memb *m) {
+void rl__ready_push(rl__memb *m) {
     if (m->queued)
         return;
     m->queued = true;
@@ -26,7 +26,7 @@ void rl__ready_push(rl_memb *m) {
     m->mode->nready++;
 }
 
-void rl__ready_unlink(rl_memb *m) {
+void rl__ready_unlink(rl__memb *m) {
     if (!m->queued)
         return;
     m->queued = false;
@@ -36,8 +36,8 @@ void rl__ready_unlink(rl_memb *m) {
 
 /* The memberships of s in rl go on their modes' ready lists. rl locked, s's
  * item lock held. */
-static void rl_ready_push_source(RLRunLoopRef rl, struct RLRunLoopSource *s) {
-    rl_memb *m;
+static void ready_push_source(RLRunLoopRef rl, struct RLRunLoopSource *s) {
+    rl__memb *m;
     TAILQ_FOREACH(m, &s->membs, item_link) {
         if (m->rl == rl)
             rl__ready_push(m);
@@ -65,7 +65,7 @@ bool rl__source_signal(struct RLRunLoopSource *s) {
         if (rl__peek(s->signalled))
             return true;
     }
-    rl_loopset ls;
+    rl__loopset ls;
     rl__loopset_init(&ls);
     rl__olock_lock(&s->lock);
     bool ok = s->valid;
@@ -74,13 +74,13 @@ bool rl__source_signal(struct RLRunLoopSource *s) {
         /* The usual source is in one loop: its lock, tried while the item
          * lock is still held, saves noting the loop and a second round of
          * the item lock. Busy: the general way. */
-        rl_memb *first = TAILQ_FIRST(&s->membs), *m;
+        rl__memb *first = TAILQ_FIRST(&s->membs), *m;
         RLRunLoopRef one = first ? first->rl : NULL;
         for (m = first; m && one; m = TAILQ_NEXT(m, item_link))
             if (m->rl != one)
                 one = NULL;
         if (one && rl__loop_trylock(one)) {
-            rl_ready_push_source(one, s);
+            ready_push_source(one, s);
             rl__loop_unlock(one);
         } else {
             rl__loopset_collect(&ls, s, NULL);
@@ -91,7 +91,7 @@ bool rl__source_signal(struct RLRunLoopSource *s) {
         rl__loop_lock(ls.a[i]);
         rl__olock_lock(&s->lock);
         if (s->signalled)
-            rl_ready_push_source(ls.a[i], s);
+            ready_push_source(ls.a[i], s);
         rl__olock_unlock(&s->lock);
         rl__loop_unlock(ls.a[i]);
     }
@@ -103,13 +103,13 @@ bool rl__source_signal(struct RLRunLoopSource *s) {
 
 /* A source and its order side by side: sorting compares keys in the array,
  * not through 100k pointers into the sources (a cache miss each). */
-typedef struct rl_okey {
+typedef struct okey {
     RLIndex order;
     struct RLRunLoopSource *s;
-} rl_okey;
+} okey;
 
 /* Stable merge of the sorted runs k[lo, mid) and k[mid, hi) through tmp. */
-static void rl_merge_keys(rl_okey *k, rl_okey *tmp, size_t lo, size_t mid, size_t hi) {
+static void merge_keys(okey *k, okey *tmp, size_t lo, size_t mid, size_t hi) {
     size_t i = lo, j = mid, o = lo;
     while (i < mid && j < hi)
         tmp[o++] = k[j].order < k[i].order ? k[j++] : k[i++];
@@ -123,13 +123,13 @@ static void rl_merge_keys(rl_okey *k, rl_okey *tmp, size_t lo, size_t mid, size_
 /* Sorts by order, keeping signal order among equals (as the perform order
  * is defined): O(n) when already in order, the usual case (one order for
  * all), a bottom-up merge sort, O(n log n), otherwise. */
-static void rl_sort_sources(struct RLRunLoopSource **a, size_t n) {
+static void sort_sources(struct RLRunLoopSource **a, size_t n) {
     size_t i = 1;
     while (i < n && a[i - 1]->order <= a[i]->order)
         i++;
     if (i >= n)
         return;
-    rl_okey *k = malloc(2 * n * sizeof *k);
+    okey *k = malloc(2 * n * sizeof *k);
     if (!k) {
         /* Out of memory: the same order, by insertion (slow, but right). */
         for (; i < n; i++) {
@@ -142,10 +142,10 @@ static void rl_sort_sources(struct RLRunLoopSource **a, size_t n) {
         return;
     }
     for (size_t j = 0; j < n; j++)
-        k[j] = (rl_okey){a[j]->order, a[j]};
+        k[j] = (okey){a[j]->order, a[j]};
     for (size_t w = 1; w < n; w *= 2) {
         for (size_t lo = 0; lo + w < n; lo += 2 * w)
-            rl_merge_keys(k, k + n, lo, lo + w, lo + 2 * w < n ? lo + 2 * w : n);
+            merge_keys(k, k + n, lo, lo + w, lo + 2 * w < n ? lo + 2 * w : n);
     }
     for (size_t j = 0; j < n; j++)
         a[j] = k[j].s;
@@ -155,13 +155,13 @@ static void rl_sort_sources(struct RLRunLoopSource **a, size_t n) {
 /* Takes the signalled sources of mode m off its ready list (retained), in
  * perform order. Entries of sources no longer signalled (performed through
  * another mode or loop) or invalid are dropped. Loop lock held. */
-size_t rl__ready_take(rl_mode *m, struct RLRunLoopSource ***out, struct RLRunLoopSource **small,
+size_t rl__ready_take(rl__mode *m, struct RLRunLoopSource ***out, struct RLRunLoopSource **small,
                       size_t nsmall) {
     size_t n = 0;
     struct RLRunLoopSource **a = m->nready <= nsmall ? small : malloc(m->nready * sizeof *a);
     if (!a)
         return 0; /* out of memory: they stay listed for the next pass */
-    rl_memb *x;
+    rl__memb *x;
     while ((x = TAILQ_FIRST(&m->ready)) != NULL) {
         struct RLRunLoopSource *s = x->item;
         rl__ready_unlink(x);
@@ -173,14 +173,14 @@ size_t rl__ready_take(rl_mode *m, struct RLRunLoopSource ***out, struct RLRunLoo
             a[n++] = s;
         }
     }
-    rl_sort_sources(a, n);
+    sort_sources(a, n);
     *out = a;
     return n;
 }
 
 /* Each enclosing pass's unreached sources go back (rl_ready.h). */
-void rl__ready_requeue_inflight(rl_mode *m) {
-    for (struct rl_inflight *fl = m->inflight; fl; fl = fl->outer) {
+void rl__ready_requeue_inflight(rl__mode *m) {
+    for (struct rl__inflight *fl = m->inflight; fl; fl = fl->outer) {
         rl__ready_put_back(m, fl->a, fl->next, fl->n);
         fl->requeued = true;
     }
@@ -189,10 +189,10 @@ void rl__ready_requeue_inflight(rl_mode *m) {
 /* Puts the sources a[from..n) that are still signalled, valid and in m
  * back at the head of m's ready list, in their order (last first), ahead
  * of those signalled since. Loop lock held. */
-void rl__ready_put_back(rl_mode *m, struct RLRunLoopSource **a, size_t from, size_t n) {
+void rl__ready_put_back(rl__mode *m, struct RLRunLoopSource **a, size_t from, size_t n) {
     for (size_t j = n; j-- > from;) {
         rl__olock_lock(&a[j]->lock);
-        rl_memb *x = a[j]->signalled && a[j]->valid ? rl__memb_find(a[j], RL_KIND_SOURCE, m) : NULL;
+        rl__memb *x = a[j]->signalled && a[j]->valid ? rl__memb_find(a[j], RL_KIND_SOURCE, m) : NULL;
         rl__olock_unlock(&a[j]->lock);
         if (x && !x->queued) {
             x->queued = true;

@@ -1,6 +1,6 @@
 /*
  * rl_ready.h — private: the ready lists of signalled sources (rl_ready.c).
- * A list is a mode's (rl_mode.ready, runloop_internal.h); its entries are
+ * A list is a mode's (rl__mode.ready, runloop_internal.h); its entries are
  * memberships, flagged `queued` while on it. The list holds no reference:
  * a membership leaves it when removed. Loop lock held unless said
  * otherwise.
@@ -11,9 +11,9 @@
 #include "runloop_internal.h"
 
 /* A source's membership joins its mode's list (no-op if it is on it). */
-RL__HIDDEN void rl__ready_push(rl_memb *m);
+RL__HIDDEN void rl__ready_push(rl__memb *m);
 /* A membership leaves its mode's list (no-op if it is not on it). */
-RL__HIDDEN void rl__ready_unlink(rl_memb *m);
+RL__HIDDEN void rl__ready_unlink(rl__memb *m);
 /* Signals s: false if it is invalid. Its loops get it on their ready
  * lists, one loop lock at a time. No lock held. */
 RL__HIDDEN bool rl__source_signal(struct RLRunLoopSource *s);
@@ -21,26 +21,26 @@ RL__HIDDEN bool rl__source_signal(struct RLRunLoopSource *s);
 /* Takes the signalled sources of mode m off its list (retained), in
  * perform order, into *out (small, of nsmall entries, if they fit; else
  * malloc'ed). Returns how many. */
-RL__HIDDEN size_t rl__ready_take(rl_mode *m, struct RLRunLoopSource ***out, struct RLRunLoopSource **small,
+RL__HIDDEN size_t rl__ready_take(rl__mode *m, struct RLRunLoopSource ***out, struct RLRunLoopSource **small,
                                  size_t nsmall);
 /* Puts a[from..n) back at the head of m's list, in their order, those
  * still signalled, valid and in m. */
-RL__HIDDEN void rl__ready_put_back(rl_mode *m, struct RLRunLoopSource **a, size_t from, size_t n);
+RL__HIDDEN void rl__ready_put_back(rl__mode *m, struct RLRunLoopSource **a, size_t from, size_t n);
 
 /* What a pass of a mode took off its ready list and has not performed yet:
  * a[next..n). As in CF, a source keeps its signal until its own perform, so
  * a run of the same mode nested in an earlier perform must see them. The
- * pass links it on its mode (rl_mode.inflight) while it performs. */
-struct rl_inflight {
+ * pass links it on its mode (rl__mode.inflight) while it performs. */
+struct rl__inflight {
     struct RLRunLoopSource **a;
     size_t next, n;
     bool requeued; /* a nested pass put a[next..n) back on the ready list */
-    struct rl_inflight *outer;
+    struct rl__inflight *outer;
 };
 
 /* Puts the still signalled sources that enclosing passes of m took and
  * have not reached back at the head of m's list, in their order, for a
  * pass of m nested in one of their performs. */
-RL__HIDDEN void rl__ready_requeue_inflight(rl_mode *m);
+RL__HIDDEN void rl__ready_requeue_inflight(rl__mode *m);
 
 #endif /* CRUNLOOP_RL_READY_H */

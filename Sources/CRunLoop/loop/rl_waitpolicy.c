@@ -18,8 +18,6 @@ void rl__wait_note_bulk_read(const void *who) {
     }
 }
 
-/* For the tests: how many waits the loop coalesced before. */
-RL__HIDDEN unsigned long rl__loop_coalesced_waits(RLRunLoopRef rl);
 unsigned long rl__loop_coalesced_waits(RLRunLoopRef rl) {
     rl__loop_lock(rl);
     unsigned long n = rl->ncoalesced;

@@ -115,13 +115,13 @@ enum { RL_COALESCE_MIN = 2, RL_COALESCE_NS = 20000 };
 RL__HIDDEN extern _Atomic long long rl__coalesce_ns_for_tests;
 
 /* Whether the loop naps before this wait (the loop lock held). */
-static inline bool rl_coalesce_due(RLRunLoopRef rl) {
+static inline bool rl__coalesce_due(RLRunLoopRef rl) {
     return RL_TRICK_COALESCE && rl->pass_bulk >= RL_COALESCE_MIN && !atomic_load(&rl->wake_pending);
 }
 
 /* The nap, `left` seconds at most, or until a wake-up. Without the loop
  * lock and with `sleeping` clear. */
-static inline void rl_coalesce_sleep(RLRunLoopRef rl, double left) {
+static inline void rl__coalesce_sleep(RLRunLoopRef rl, double left) {
     long long want = atomic_load_explicit(&rl__coalesce_ns_for_tests, memory_order_relaxed);
     double ns = want > 0 ? (double)want : RL_COALESCE_NS;
     if (left * 1e9 < ns)
@@ -137,7 +137,7 @@ static inline void rl_coalesce_sleep(RLRunLoopRef rl, double left) {
  * the last wake-up came from another CPU (a waker on this CPU cannot run
  * while the loop spins). Also records the loop's CPU for waiters
  * (rl__runloop_cpu), with or without the trick. */
-static inline bool rl_spin_eligible(RLRunLoopRef rl) {
+static inline bool rl__spin_eligible(RLRunLoopRef rl) {
     int cpu = rl__spin_cpu();
     if (atomic_load_explicit(&rl->cpu, memory_order_relaxed) != cpu)
         atomic_store_explicit(&rl->cpu, cpu, memory_order_relaxed);
@@ -148,7 +148,7 @@ static inline bool rl_spin_eligible(RLRunLoopRef rl) {
 /* Spins until a wake-up is pending or `until` (rl__spin_now nanoseconds)
  * passes. Called without the loop lock and with `sleeping` clear, so a
  * waker only sets wake_pending: no eventfd write, no system call. */
-static inline void rl_spin_for_wake(RLRunLoopRef rl, int64_t until) {
+static inline void rl__spin_for_wake(RLRunLoopRef rl, int64_t until) {
     do {
         for (int i = 0; i < 16; i++) {
             if (atomic_load_explicit(&rl->wake_pending, memory_order_relaxed))
@@ -169,29 +169,29 @@ RL__HIDDEN void rl__wait_report_failed(RLRunLoopRef rl, int err) __attribute__((
 /* A look with no user fd to look at has nothing to ask the kernel: due
  * timers are found by the clock, and an expiry of the edge-triggered
  * timerfd needs no draining (the next arming clears it). */
-static inline bool rl_poll_needs_no_syscall(RLRunLoopRef rl) { return rl->nfd_armed == 0 && !rl->mainq_armed; }
+static inline bool rl__poll_needs_no_syscall(RLRunLoopRef rl) { return rl->nfd_armed == 0 && !rl->mainq_armed; }
 
 /* Before a wait that blocks, until monotonic time *at: the nap (COALESCE)
  * or the spin (SPIN), or nothing (the plain twin: sleep now). Either drops
  * the loop lock meanwhile and then reads *at and *now again (a timer may
  * have come). Returns when the spin budget's wait began (rl__spin_now), 0
  * if it learns nothing from this wait. The loop lock held. */
-static inline int64_t rl_before_sleep(RLRunLoopRef rl, rl_frame *f, double *at, double *now) {
+static inline int64_t rl__before_sleep(RLRunLoopRef rl, rl__frame *f, double *at, double *now) {
     if (!(*at > *now))
         return 0;
     int64_t learn_from = 0;
-    if (rl_coalesce_due(rl)) {
+    if (rl__coalesce_due(rl)) {
         rl->ncoalesced++;
         rl__loop_unlock(rl);
-        rl_coalesce_sleep(rl, *at - *now);
-    } else if (!atomic_load(&rl->wake_pending) && rl_spin_eligible(rl)) {
+        rl__coalesce_sleep(rl, *at - *now);
+    } else if (!atomic_load(&rl->wake_pending) && rl__spin_eligible(rl)) {
         learn_from = rl__spin_now();
         uint32_t budget = rl__spin_budget(&rl->spin); /* 0 without RL_TRICK_SPIN */
         if (budget == 0)
             return learn_from;
         rl__loop_unlock(rl);
         double left = (*at - *now) * 1e9;
-        rl_spin_for_wake(rl, learn_from + (left < budget ? (int64_t)left : (int64_t)budget));
+        rl__spin_for_wake(rl, learn_from + (left < budget ? (int64_t)left : (int64_t)budget));
     } else {
         return 0;
     }
@@ -206,7 +206,7 @@ static inline int64_t rl_before_sleep(RLRunLoopRef rl, rl_frame *f, double *at, 
  * 0 if it is due. Without the timerfd (the kernel refused to arm it) the
  * wait itself ends by `at`, rounded up to whole milliseconds. The loop
  * lock held. */
-static inline int rl_timeout_until(RLRunLoopRef rl, double at, double left) {
+static inline int rl__timeout_until(RLRunLoopRef rl, double at, double left) {
     if (!(left > 0))
         return 0;
     bool armed = rl__arm_timerfd(rl, at);
@@ -217,7 +217,7 @@ static inline int rl_timeout_until(RLRunLoopRef rl, double at, double left) {
 
 /* After a wait that was not a look: what the next one paces and coalesces
  * by counts from here. */
-static inline void rl_after_wait(RLRunLoopRef rl) {
+static inline void rl__after_wait(RLRunLoopRef rl) {
     rl->pass_ran = 0;
     rl->pass_bulk = 0;
     rl->bulk_last = NULL;
@@ -237,15 +237,15 @@ static inline void rl_after_wait(RLRunLoopRef rl) {
  * the next one within its learnt budget (rl_spin.h), so a request that
  * follows a reply closely finds the loop awake; an idle loop, or one woken
  * only by timers and fds, has no budget and never spins. */
-static inline int rl__wait(RLRunLoopRef rl, rl_frame *f, bool poll, struct epoll_event *ev, int maxev) {
+static inline int rl__wait(RLRunLoopRef rl, rl__frame *f, bool poll, struct epoll_event *ev, int maxev) {
     int timeout = 0;
     int64_t learn_from = 0; /* the start of a wait the spin budget learns from; 0: none */
     if (!poll) {
         double at = rl__next_wake(rl, f);
         double now = rl__mono_now();
-        learn_from = rl_before_sleep(rl, f, &at, &now);
-        timeout = rl_timeout_until(rl, at, at - now);
-    } else if (rl_poll_needs_no_syscall(rl)) {
+        learn_from = rl__before_sleep(rl, f, &at, &now);
+        timeout = rl__timeout_until(rl, at, at - now);
+    } else if (rl__poll_needs_no_syscall(rl)) {
         rl__loop_unlock(rl);
         rl__flag_set(&rl->ignore_wakeups, 1);
         rl__flag_set(&rl->wake_pending, 0);
@@ -253,13 +253,13 @@ static inline int rl__wait(RLRunLoopRef rl, rl_frame *f, bool poll, struct epoll
     }
     /* A wake-up already pending turns the wait into a look, and a look with
      * nothing to ask the kernel needs no system call. */
-    if (atomic_load(&rl->wake_pending) && rl_poll_needs_no_syscall(rl)) {
+    if (atomic_load(&rl->wake_pending) && rl__poll_needs_no_syscall(rl)) {
         rl__loop_unlock(rl);
         rl__flag_set(&rl->ignore_wakeups, 1);
         rl__flag_set(&rl->wake_pending, 0);
         if (learn_from)
             rl__spin_learn(&rl->spin, rl__spin_now() - learn_from, true);
-        rl_after_wait(rl); /* not a look: that returned above */
+        rl__after_wait(rl); /* not a look: that returned above */
         return 0;
     }
     atomic_store(&rl->sleeping, 1);
@@ -301,8 +301,19 @@ static inline int rl__wait(RLRunLoopRef rl, rl_frame *f, bool poll, struct epoll
     if (learn_from)
         rl__spin_learn(&rl->spin, rl__spin_now() - learn_from, woken);
     if (!poll)
-        rl_after_wait(rl);
+        rl__after_wait(rl);
     return n;
 }
+
+/* The sockets' hint to the wait policy (rl_waitpolicy.c), from a callout
+ * on the calling thread's loop: it read a bulk chunk from the socket `who`
+ * (an RLSocket, or a socket stream the callout reads). Two or more sockets
+ * between two waits make the loop coalesce before it waits
+ * (RL_TRICK_COALESCE); more chunks from one socket in a row count once.
+ * Outside a run of the thread's loop: nothing. */
+RL__HIDDEN void rl__wait_note_bulk_read(const void *who);
+
+/* For the tests: how many waits the loop coalesced before. */
+RL__HIDDEN unsigned long rl__loop_coalesced_waits(RLRunLoopRef rl);
 
 #endif /* CRUNLOOP_RL_WAITPOLICY_H */

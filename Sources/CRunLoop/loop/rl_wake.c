@@ -29,7 +29,7 @@
 
 /* The eventfd write (rl_poll.h), never into a parent's loop from a fork()
  * child. */
-static void rl_write_eventfd(RLRunLoopRef rl) {
+static void write_eventfd(RLRunLoopRef rl) {
     if (!rl__of_this_process(rl))
         return;
     rl__poll_wake(rl);
@@ -40,7 +40,7 @@ void rl__wake(RLRunLoopRef rl) {
      * wake-up is pending. Seeing 1 here is enough: that store came after the
      * loop last cleared the flag, so the loop will look at its queues again.
      * Both loads are sequentially consistent (plain loads on x86): the loop
-     * peeks at its perform queue without a lock (rl_pq_maybe_queued), and
+     * peeks at its perform queue without a lock (rl__pq_maybe_queued), and
      * it is this ordering that makes it see what the caller queued. */
     if (atomic_load(&rl->wake_pending))
         return;
@@ -50,14 +50,14 @@ void rl__wake(RLRunLoopRef rl) {
     if (atomic_load(&rl->ignore_wakeups))
         return;
     /* Where the waker runs tells the loop whether spinning for the next
-     * wake-up can pay (rl_spin_for_wake); stored only when it changes. */
+     * wake-up can pay (rl__spin_for_wake); stored only when it changes. */
     int cpu = rl__spin_cpu();
     if (atomic_load_explicit(&rl->waker_cpu, memory_order_relaxed) != cpu)
         atomic_store_explicit(&rl->waker_cpu, cpu, memory_order_relaxed);
     if (atomic_exchange(&rl->wake_pending, 1) != 0)
         return; /* a wake-up is already on its way */
     if (atomic_load(&rl->sleeping))
-        rl_write_eventfd(rl);
+        write_eventfd(rl);
     else if (atomic_load(&rl->coalescing))
         rl__poll_unnap(rl);
 }
@@ -88,7 +88,7 @@ bool rl__arm_timerfd(RLRunLoopRef rl, double at) {
     return true;
 }
 
-double rl__next_wake(RLRunLoopRef rl, rl_frame *f) {
+double rl__next_wake(RLRunLoopRef rl, rl__frame *f) {
     double at = f->deadline;
     double date;
     if (rl__tset_earliest_deadline(&f->mode->timers, &date)) {

@@ -29,7 +29,7 @@ RL__HIDDEN void rl__wake(RLRunLoopRef rl);
 RL__HIDDEN void rl__sleep_unless_woken(RLRunLoopRef rl, long long ns);
 /* When the innermost run must wake next: its deadline or its mode's
  * earliest timer deadline, as monotonic time. Loop lock held. */
-RL__HIDDEN double rl__next_wake(RLRunLoopRef rl, rl_frame *f);
+RL__HIDDEN double rl__next_wake(RLRunLoopRef rl, rl__frame *f);
 RL__HIDDEN void rl__rearm_for_added_timer_slow(RLRunLoopRef rl, const struct RLRunLoopTimer *t);
 
 /* A timer of rl moved or was added/removed: if rl is waiting, re-arm its
@@ -51,7 +51,7 @@ static inline void rl__rearm_if_waiting(RLRunLoopRef rl) {
  * a sleeping loop running that mode is re-armed only if t is due before the
  * armed time, and nothing else (no clock read, no heap order) is needed.
  * Loop lock held. */
-static inline void rl__rearm_for_added_timer(RLRunLoopRef rl, rl_mode *mode, const struct RLRunLoopTimer *t) {
+static inline void rl__rearm_for_added_timer(RLRunLoopRef rl, rl__mode *mode, const struct RLRunLoopTimer *t) {
     if (!rl->frame || rl->frame->mode != mode)
         return;
     if (atomic_load(&rl->sleeping))

@@ -47,11 +47,11 @@ extern void _Block_release(const void *block);
 #define Block_release(b) _Block_release((const void *)(b))
 #endif
 
-typedef struct rl_mode rl_mode;
-typedef struct rl_memb rl_memb;
-typedef struct rl_defer rl_defer; /* work done after unlocking (rl_lock.h) */
+typedef struct rl__mode rl__mode;
+typedef struct rl__memb rl__memb;
+typedef struct rl__defer rl__defer; /* work done after unlocking (rl_lock.h) */
 
-typedef enum rl_kind { RL_KIND_SOURCE = 0, RL_KIND_TIMER = 1, RL_KIND_OBSERVER = 2 } rl_kind;
+typedef enum rl__kind { RL_KIND_SOURCE = 0, RL_KIND_TIMER = 1, RL_KIND_OBSERVER = 2 } rl__kind;
 
 /* An item lock (see "locks" below). */
 typedef struct rl__olock {
@@ -62,59 +62,59 @@ typedef struct rl__olock {
  * membership holds one reference on the item. Timers never use mode_link,
  * so it comes last: what adding or removing a timer touches is the first
  * 64 bytes (one cache line for a timer's inline membership). */
-struct rl_memb {
+struct rl__memb {
     void *item;
-    rl_mode *mode;
-    TAILQ_ENTRY(rl_memb) item_link; /* the item's memberships */
+    rl__mode *mode;
+    TAILQ_ENTRY(rl__memb) item_link; /* the item's memberships */
     union {
         size_t hidx[2];                 /* timers: slots in the mode's heaps */
-        TAILQ_ENTRY(rl_memb) plink;     /* strict timers while `pending` */
+        TAILQ_ENTRY(rl__memb) plink;     /* strict timers while `pending` */
     };
     RLRunLoopRef rl;
-    rl_kind kind;
+    rl__kind kind;
     bool lax;                       /* timers: filed as tolerant (tolerance > 0) */
     bool pending;                   /* strict timers: on the set's pending list, not in the heap */
-    TAILQ_ENTRY(rl_memb) mode_link; /* the mode's sources or observers */
-    struct rl_memb *snext;          /* sources: next in the mode's equality bucket */
+    TAILQ_ENTRY(rl__memb) mode_link; /* the mode's sources or observers */
+    struct rl__memb *snext;          /* sources: next in the mode's equality bucket */
     /* Sources: on the mode's ready list (signalled, not yet taken). One
      * entry per membership makes a signal O(1) per mode it is in, and a
      * removed membership leaves the list with it. */
     bool queued;
-    TAILQ_ENTRY(rl_memb) ready_link;
+    TAILQ_ENTRY(rl__memb) ready_link;
 };
-TAILQ_HEAD(rl_membq, rl_memb);
+TAILQ_HEAD(rl_membq, rl__memb);
 
 /* A 4-ary min-heap of timer memberships; each entry carries its key so that
  * sifting touches only the array (ties, rare, compare the timers' stamps).
  * a[0, hn) is heap-ordered, a[hn, n) holds entries added since the order
  * was last needed (rl_heap.c). */
-typedef struct rl_hent {
+typedef struct rl__hent {
     double key;
-    rl_memb *m;
-} rl_hent;
+    rl__memb *m;
+} rl__hent;
 
-typedef struct rl_heap {
-    rl_hent *a;
+typedef struct rl__heap {
+    rl__hent *a;
     size_t n, hn, cap;
-    int slot;  /* which rl_memb.hidx holds the entry's index */
+    int slot;  /* which rl__memb.hidx holds the entry's index */
     int keyed; /* 0: fire date, 1: fire date + tolerance */
-} rl_heap;
+} rl__heap;
 
 /* A mode's timers. Strict ones (no tolerance, the usual case) sit in one
  * heap by fire date; tolerant ones in two, by fire date (are they due?) and
  * by fire date + tolerance (when must the loop wake?). */
-typedef struct rl_timerset {
-    rl_heap strict;
-    rl_heap lax_fire;
-    rl_heap lax_deadline;
+typedef struct rl__timerset {
+    rl__heap strict;
+    rl__heap lax_fire;
+    rl__heap lax_deadline;
     /* Strict timers added since the order was last needed, linked through
      * their memberships' plink: adding writes the membership only, not the
      * array (rl_heap.c). */
-    TAILQ_HEAD(, rl_memb) pending;
+    TAILQ_HEAD(, rl__memb) pending;
     size_t npending;
-} rl_timerset;
+} rl__timerset;
 
-struct rl_mode {
+struct rl__mode {
     char *name;
     RLRunLoopRef rl;
     bool common;
@@ -123,19 +123,19 @@ struct rl_mode {
     size_t nsources;
     /* The sources by equality key (rl__source_key), so that adding a source
      * equal to one already in the mode is found without a scan; chained
-     * through rl_memb.snext, nsbuckets a power of two (0: none yet). */
-    rl_memb **sbuckets;
+     * through rl__memb.snext, nsbuckets a power of two (0: none yet). */
+    rl__memb **sbuckets;
     size_t nsbuckets;
     struct rl_membq ready;     /* signalled sources' memberships, in signal order */
     size_t nready;
     /* The sources a pass of this mode took and is performing (the loop's
      * thread only; NULL outside rl_do_sources0): a run of this mode nested
      * in one of their performs puts the unreached ones back (rl_requeue). */
-    struct rl_inflight *inflight;
+    struct rl__inflight *inflight;
     struct rl_membq observers; /* sorted by order */
     size_t nobservers;
     _Atomic RLOptionFlags observer_mask; /* read without the lock on the fast path */
-    rl_timerset timers;
+    rl__timerset timers;
 };
 
 /* ---- sources ---- */
@@ -189,7 +189,7 @@ struct RLRunLoopTimer {
     uint32_t home_idx;
     uint32_t seq_by;
     struct rl_membq membs;
-    rl_memb inline_memb; /* the first membership, without an allocation */
+    rl__memb inline_memb; /* the first membership, without an allocation */
     RLAbsoluteTime fire_date;
     /* A repeating timer's grid: fire_date is anchor + ticks * interval,
      * computed from the anchor each time (one rounding, never an
@@ -216,7 +216,7 @@ struct RLRunLoopTimer {
 };
 _Static_assert(offsetof(struct RLRunLoopTimer, inline_memb) == 64, "timer: hot part is the first line");
 _Static_assert(offsetof(struct RLRunLoopSource, signalled) < 64, "source: a signal reads one line");
-_Static_assert(offsetof(rl_memb, mode_link) <= 64, "membership: a timer's part fits one line");
+_Static_assert(offsetof(rl__memb, mode_link) <= 64, "membership: a timer's part fits one line");
 _Static_assert(offsetof(struct RLRunLoopTimer, seq_by) < 64 && offsetof(struct RLRunLoopTimer, home_idx) < 64,
                "timer: what its arrival in a loop reads and writes is in the first line");
 
@@ -227,7 +227,7 @@ static inline bool rl__timer_stamp_before(const struct RLRunLoopTimer *a, const 
 
 /* The one loop timer t is in, or NULL. Its home's lock held. */
 static inline RLRunLoopRef rl__timer_loop(const struct RLRunLoopTimer *t) {
-    const rl_memb *m = TAILQ_FIRST(&t->membs);
+    const rl__memb *m = TAILQ_FIRST(&t->membs);
     return m ? m->rl : NULL;
 }
 
@@ -297,25 +297,25 @@ struct RLFileDescriptor {
 /* ---- the run loop object (made in RLRunLoop.c, freed in rl_loop.c) ---- */
 
 /* One activation of RunInMode, innermost first. */
-typedef struct rl_frame {
-    rl_mode *mode;
+typedef struct rl__frame {
+    rl__mode *mode;
     bool stopped;
     double deadline; /* monotonic seconds; INFINITY for none */
-    struct rl_frame *outer;
-} rl_frame;
+    struct rl__frame *outer;
+} rl__frame;
 
-typedef struct rl_common_name {
+typedef struct rl__common_name {
     char *name;
-} rl_common_name;
+} rl__common_name;
 
 /* The items added to kRLRunLoopCommonModes: a dense array (walked when a
  * mode becomes common, in the order the items came) and an open-addressing
  * index over it, so that adding, finding and removing one costs O(1)
  * however many there are. */
-typedef struct rl_citem {
+typedef struct rl__citem {
     void *item;
-    rl_kind kind;
-} rl_citem;
+    rl__kind kind;
+} rl__citem;
 
 /* The fd sources of this loop on one fd, indexed by fd. Several
  * RLFileDescriptor objects may wrap the same fd, but epoll holds one
@@ -347,7 +347,7 @@ typedef struct rl_citem {
  * persistent registration is also re-checked against the kernel every few
  * dozen deliveries, so that a number closed behind the loop's back while
  * its callouts keep it enabled is found out. */
-typedef struct rl_fdreg {
+typedef struct rl__fdreg {
     struct RLRunLoopSource **srcs; /* in registration order; not retained (their memberships are) */
     uint32_t *want;                /* per source: the epoll events it wants now */
     uint32_t nsrcs, capsrcs;       /* nsrcs 0: free slot */
@@ -358,7 +358,7 @@ typedef struct rl_fdreg {
     bool always;     /* epoll refuses the fd (EPERM: a regular file, /dev/null): ready whenever watched */
     bool level;      /* the registration is persistent (not one-shot) */
     bool postponed;  /* delivered in this pass: brought in line with `want` after the callouts */
-} rl_fdreg;
+} rl__fdreg;
 
 /* Fields that other threads touch on hot paths are kept on separate cache
  * lines (padding, since calloc gives no 64-byte alignment): read-mostly
@@ -381,7 +381,7 @@ struct RLRunLoop {
     unsigned fork_gen; /* rl__fork_gen() at creation: another one means inherited by a fork() child */
     struct RLRunLoop *inherited_next; /* in a fork() child: on rl_inherited_mains */
     int epfd, evfd, tfd; /* epfd: the kernel backend's set (an epoll fd, an io_uring fd) */
-    const struct rl_poll_ops *kops; /* the kernel backend (rl_poll.h), chosen when the loop is made */
+    const struct rl__poll_ops *kops; /* the kernel backend (rl_poll.h), chosen when the loop is made */
     void *kstate;                   /* the backend's own state, if any */
     char pad0[RL_LINE];
 
@@ -400,12 +400,12 @@ struct RLRunLoop {
     /* The loop lock, next to what it guards: uncontended while one thread
      * uses its own loop, and shared with no other loop. */
     rl__mutex lock;
-    rl_mode **modes;
+    rl__mode **modes;
     size_t nmodes, capmodes;
-    rl_mode *last_mode; /* lookup cache */
-    rl_common_name *common;
+    rl__mode *last_mode; /* lookup cache */
+    rl__common_name *common;
     size_t ncommon, capcommon;
-    rl_citem *citems;
+    rl__citem *citems;
     size_t nci, capci;
     size_t *cidx; /* citems index + 1 by the item's hash (linear probing); 0: empty */
     size_t capcidx; /* a power of two, at least twice nci; 0: none yet */
@@ -417,13 +417,13 @@ struct RLRunLoop {
     /* rl_do_timers' array of due timers, kept between passes so that a
      * wake-up for a timer does not pay for an allocation; the loop's thread
      * only (a nested run finds it taken and uses its own). */
-    struct rl_memb **due;
+    struct rl__memb **due;
     size_t capdue;
-    rl_frame *frame;
-    rl_mode *armed_mode; /* the mode whose fds are in the epoll set */
+    rl__frame *frame;
+    rl__mode *armed_mode; /* the mode whose fds are in the epoll set */
     double armed_at;     /* monotonic time the timerfd is armed for; INFINITY: disarmed; NaN: unknown (arming failed) */
 
-    rl_fdreg *fdtab;
+    rl__fdreg *fdtab;
     size_t nfdtab;
     size_t nfd_armed; /* user fds with events armed (always-ready ones included) */
     size_t nalways;   /* of those, always ready: the loop polls instead of sleeping */
@@ -445,7 +445,7 @@ struct RLRunLoop {
      * callout. The loop's thread only. */
     struct RLRunLoopSource *src_in_callout;
     /* While that callout runs: the report it serves had no hang-up and no
-     * error in it (rl_fd_fire.quiet; rl__fd_report_quiet). */
+     * error in it (rl__fd_fire.quiet; rl__fd_report_quiet). */
     bool fd_quiet;
     /* The main dispatch queue (rl_mainqueue.c): whether the loop serves
      * one (the main loop of a process that loaded libdispatch; set before
@@ -492,7 +492,6 @@ struct RLRunLoop {
 RL__HIDDEN extern const rl__class rl__source_class;
 RL__HIDDEN extern const rl__class rl__timer_class;
 RL__HIDDEN extern const rl__class rl__observer_class;
-RL__HIDDEN extern const rl__class rl__fd_class;
 
 /* ---- small helpers every run-loop file may use ---- */
 
@@ -520,7 +519,7 @@ static inline double rl__mono_now(void) { return RLMonotonicTimeGetCurrent(); }
  * spins first only if rl runs elsewhere. */
 static inline int rl__runloop_cpu(RLRunLoopRef rl) { return atomic_load_explicit(&rl->cpu, memory_order_relaxed); }
 
-static inline struct rl_membq *rl__item_membs(void *item, rl_kind kind) {
+static inline struct rl_membq *rl__item_membs(void *item, rl__kind kind) {
     switch (kind) {
     case RL_KIND_SOURCE:
         return &((struct RLRunLoopSource *)item)->membs;
@@ -531,7 +530,7 @@ static inline struct rl_membq *rl__item_membs(void *item, rl_kind kind) {
     }
 }
 
-static inline rl_memb *rl__memb_find(void *item, rl_kind kind, rl_mode *mode) {
+static inline rl__memb *rl__memb_find(void *item, rl__kind kind, rl__mode *mode) {
     if (kind == RL_KIND_TIMER) {
         /* Most timers are in one mode, their inline membership: found
          * without first loading the list head. */
@@ -539,7 +538,7 @@ static inline rl_memb *rl__memb_find(void *item, rl_kind kind, rl_mode *mode) {
         if (t->inline_used && t->inline_memb.mode == mode)
             return &t->inline_memb;
     }
-    rl_memb *m;
+    rl__memb *m;
     TAILQ_FOREACH(m, rl__item_membs(item, kind), item_link) {
         if (m->mode == mode)
             return m;
@@ -548,17 +547,17 @@ static inline rl_memb *rl__memb_find(void *item, rl_kind kind, rl_mode *mode) {
 }
 
 /* Does the mode of rl contain item? Item lock (sources) or home lock held. */
-static inline bool rl__memb_in_mode(void *item, rl_kind kind, rl_mode *mode) {
+static inline bool rl__memb_in_mode(void *item, rl__kind kind, rl__mode *mode) {
     return rl__memb_find(item, kind, mode) != NULL;
 }
 
 /* A timer's or an observer's home (rl_lock.h says what it guards). */
-static inline _Atomic(RLRunLoopRef) *rl__item_home(void *item, rl_kind kind) {
+static inline _Atomic(RLRunLoopRef) *rl__item_home(void *item, rl__kind kind) {
     return kind == RL_KIND_TIMER ? &((struct RLRunLoopTimer *)item)->home
                                  : &((struct RLRunLoopObserver *)item)->home;
 }
 
-static inline RLRunLoopRef rl__home_get(void *item, rl_kind kind) {
+static inline RLRunLoopRef rl__home_get(void *item, rl__kind kind) {
     return atomic_load_explicit(rl__item_home(item, kind), memory_order_relaxed);
 }
 
@@ -566,12 +565,10 @@ static inline RLRunLoopRef rl__home_get(void *item, rl_kind kind) {
 
 /* The callout of timer t ran (on its loop's thread): reschedule or
  * invalidate it as CF does. What guards t held (rl__item_lock). */
-RL__HIDDEN void rl__timer_after_fire_locked(struct RLRunLoopTimer *t, RLAbsoluteTime now, rl_defer *d);
+RL__HIDDEN void rl__timer_after_fire_locked(struct RLRunLoopTimer *t, RLAbsoluteTime now, rl__defer *d);
 /* Timer t comes home to rl (rl locked, t's item lock held, the calling
  * thread adding it): its stamp is ordered among rl's (RLRunLoopTimer.c). */
 RL__HIDDEN void rl__timer_arrive_locked(RLRunLoopRef rl, struct RLRunLoopTimer *t);
-/* Invalidates; what guards the item held (rl__item_lock). */
-RL__HIDDEN void rl__timer_invalidate_locked(struct RLRunLoopTimer *t, rl_defer *d);
-RL__HIDDEN void rl__observer_invalidate_locked(struct RLRunLoopObserver *o, rl_defer *d);
+RL__HIDDEN void rl__observer_invalidate_locked(struct RLRunLoopObserver *o, rl__defer *d);
 
 #endif /* CRUNLOOP_RUNLOOP_INTERNAL_H */

@@ -10,6 +10,7 @@
  * at once on the target thread itself (as Cocoa does). */
 #include "RLRunLoopPerformInternal.h"
 #include "RLThreadInternal.h"
+#include "rl_callout.h"
 #include <crunloop/RLPerform.h>
 
 #include <math.h>
@@ -21,8 +22,8 @@ extern void *_Block_copy(const void *block);
 extern void _Block_release(const void *block);
 #endif
 
-typedef struct rl__delayed {
-    struct rl__delayed *next;
+typedef struct delayed_perform {
+    struct delayed_perform *next;
     RLPerformToken token;
     RLThreadRef thread;
     void (*fn)(void *arg);
@@ -30,16 +31,16 @@ typedef struct rl__delayed {
     RLPerformReleaseCallBack release;
     void *block;
     RLRunLoopTimerRef timer;
-} rl__delayed;
+} delayed_perform;
 
 struct rl__perform_state {
     bool closed; /* the thread is exiting: no more requests */
-    rl__delayed *delayed;
+    delayed_perform *delayed;
 };
 
-static _Atomic uint64_t rl__next_perform_token = 1;
+static _Atomic uint64_t next_perform_token = 1;
 
-static struct rl__perform_state *rl__state_locked(RLThreadRef t) {
+static struct rl__perform_state *state_locked(RLThreadRef t) {
     if (!t->perform)
         t->perform = calloc(1, sizeof *t->perform);
     return t->perform;
@@ -47,7 +48,7 @@ static struct rl__perform_state *rl__state_locked(RLThreadRef t) {
 
 /* A delayed request that will not run (cancelled, or its thread exits):
  * its timer goes, its block copy or arg's release with it. */
-static void rl__delayed_free(rl__delayed *e) {
+static void delayed_free(delayed_perform *e) {
     RLRunLoopTimerInvalidate(e->timer);
     RLRelease(e->timer);
 #if __BLOCKS__
@@ -64,7 +65,7 @@ static void rl__delayed_free(rl__delayed *e) {
 /* Gives t its run loop (retained in t->runloop) if it can have one: the
  * main loop, or the loop of its pthread, made lazily. Every executing
  * thread has its pthread (RLThreadStart sets it with the state). */
-static RLRunLoopRef rl__attach_loop_locked(RLThreadRef t) {
+static RLRunLoopRef attach_loop_locked(RLThreadRef t) {
     if (t->runloop)
         return t->runloop;
     RLRunLoopRef rl = NULL;
@@ -79,10 +80,10 @@ static RLRunLoopRef rl__attach_loop_locked(RLThreadRef t) {
 
 static void thread_will_exit(RLThreadRef t) {
     pthread_mutex_lock(&t->lock);
-    struct rl__perform_state *s = rl__state_locked(t);
+    struct rl__perform_state *s = state_locked(t);
     RLRunLoopRef rl = t->runloop;
     t->runloop = NULL;
-    rl__delayed *delayed = NULL;
+    delayed_perform *delayed = NULL;
     if (s) {
         s->closed = true;
         delayed = s->delayed;
@@ -90,8 +91,8 @@ static void thread_will_exit(RLThreadRef t) {
     }
     pthread_mutex_unlock(&t->lock);
     while (delayed) {
-        rl__delayed *next = delayed->next;
-        rl__delayed_free(delayed);
+        delayed_perform *next = delayed->next;
+        delayed_free(delayed);
         delayed = next;
     }
     if (rl)
@@ -110,7 +111,7 @@ static void thread_finalize(RLThreadRef t) {
 /* ---- performing on a thread ---- */
 
 /* Counts a NULL-terminated mode list into r (NULL: the common modes). */
-static void rl__req_set_modes(rl__preq *r, const RLRunLoopMode *modes) {
+static void req_set_modes(rl__preq *r, const RLRunLoopMode *modes) {
     if (!modes) {
         r->modes = &kRLRunLoopCommonModes;
         r->nmodes = 1;
@@ -125,7 +126,7 @@ static void rl__req_set_modes(rl__preq *r, const RLRunLoopMode *modes) {
 
 /* Queues r on t's run loop (or runs it now: waiting on oneself). On
  * failure r's release has been called. */
-static bool rl__perform(RLThreadRef t, rl__preq *r, const char *fn) {
+static bool perform_request(RLThreadRef t, rl__preq *r, const char *fn) {
     /* The request first, then the thread (a bad request is refused the
      * same way whatever the thread's state). */
     if (!rl__preq_check(r, fn)) {
@@ -145,7 +146,7 @@ static bool rl__perform(RLThreadRef t, rl__preq *r, const char *fn) {
         why = "thread was never started";
     else if (t->state == RL__THREAD_FINISHED || (t->perform && t->perform->closed))
         why = "thread has finished";
-    RLRunLoopRef rl = why ? NULL : rl__attach_loop_locked(t);
+    RLRunLoopRef rl = why ? NULL : attach_loop_locked(t);
     if (rl)
         RLRetain(rl);
     pthread_mutex_unlock(&t->lock);
@@ -167,7 +168,7 @@ static bool rl__perform(RLThreadRef t, rl__preq *r, const char *fn) {
 
 /* The function-pointer forms. A refused request still has its arg
  * released (the WithRelease rule, RLRunLoop.h). */
-static bool rl__thread_perform(RLThreadRef thread, void (*fn)(void *), void *arg, RLPerformReleaseCallBack release,
+static bool thread_perform(RLThreadRef thread, void (*fn)(void *), void *arg, RLPerformReleaseCallBack release,
                                const RLRunLoopMode *modes, bool wait, const char *fname) {
     if (!rl__thread_check(thread, fname)) {
         if (release)
@@ -175,25 +176,25 @@ static bool rl__thread_perform(RLThreadRef thread, void (*fn)(void *), void *arg
         return false;
     }
     rl__preq r = {.fn = fn, .info = arg, .release = release, .wait = wait};
-    rl__req_set_modes(&r, modes);
-    return rl__perform(thread, &r, fname);
+    req_set_modes(&r, modes);
+    return perform_request(thread, &r, fname);
 }
 
 bool RLThreadPerform(RLThreadRef thread, void (*fn)(void *arg), void *arg, const RLRunLoopMode *modes,
                      bool waitUntilDone) {
-    return rl__thread_perform(thread, fn, arg, NULL, modes, waitUntilDone, __func__);
+    return thread_perform(thread, fn, arg, NULL, modes, waitUntilDone, __func__);
 }
 
 bool RLThreadPerformWithRelease(RLThreadRef thread, void (*fn)(void *arg), void *arg, RLPerformReleaseCallBack release,
                                 const RLRunLoopMode *modes, bool waitUntilDone) {
-    return rl__thread_perform(thread, fn, arg, release, modes, waitUntilDone, __func__);
+    return thread_perform(thread, fn, arg, release, modes, waitUntilDone, __func__);
 }
 
 bool RLThreadPerformOnMain(void (*fn)(void *arg), void *arg, const RLRunLoopMode *modes, bool waitUntilDone) {
     RLThreadRef main_thread = RLThreadGetMain();
     if (!main_thread)
         return false;
-    return rl__thread_perform(main_thread, fn, arg, NULL, modes, waitUntilDone, __func__);
+    return thread_perform(main_thread, fn, arg, NULL, modes, waitUntilDone, __func__);
 }
 
 bool RLThreadPerformOnMainWithRelease(void (*fn)(void *arg), void *arg, RLPerformReleaseCallBack release,
@@ -204,7 +205,7 @@ bool RLThreadPerformOnMainWithRelease(void (*fn)(void *arg), void *arg, RLPerfor
             release(arg);
         return false;
     }
-    return rl__thread_perform(main_thread, fn, arg, release, modes, waitUntilDone, __func__);
+    return thread_perform(main_thread, fn, arg, release, modes, waitUntilDone, __func__);
 }
 
 #if __BLOCKS__
@@ -214,8 +215,8 @@ bool RLThreadPerformBlock(RLThreadRef thread, const RLRunLoopMode *modes, bool w
     if (!block)
         return rl__fail(kRLErrorInvalidArgument, __func__, "NULL block");
     rl__preq r = {.block = (void *)block, .wait = waitUntilDone};
-    rl__req_set_modes(&r, modes);
-    return rl__perform(thread, &r, __func__);
+    req_set_modes(&r, modes);
+    return perform_request(thread, &r, __func__);
 }
 
 bool RLThreadPerformBlockOnMain(const RLRunLoopMode *modes, bool waitUntilDone, void (^block)(void)) {
@@ -228,13 +229,13 @@ bool RLThreadPerformBlockOnMain(const RLRunLoopMode *modes, bool waitUntilDone, 
 
 /* ---- delayed performs on the current thread ---- */
 
-static void rl__delayed_fire(RLRunLoopTimerRef timer, void *info) {
-    rl__delayed *e = info;
+static void delayed_fire(RLRunLoopTimerRef timer, void *info) {
+    delayed_perform *e = info;
     RLThreadRef t = e->thread;
     pthread_mutex_lock(&t->lock);
     bool found = false;
     if (t->perform) {
-        for (rl__delayed **link = &t->perform->delayed; *link; link = &(*link)->next) {
+        for (delayed_perform **link = &t->perform->delayed; *link; link = &(*link)->next) {
             if (*link == e) {
                 *link = e->next;
                 found = true;
@@ -261,7 +262,7 @@ static void rl__delayed_fire(RLRunLoopTimerRef timer, void *info) {
     free(e);
 }
 
-static RLPerformToken rl__perform_after_delay(void (*fn)(void *), void *arg, RLPerformReleaseCallBack release,
+static RLPerformToken perform_after_delay(void (*fn)(void *), void *arg, RLPerformReleaseCallBack release,
                                               void *block, RLTimeInterval delay, const RLRunLoopMode *modes,
                                               const char *fname) {
     if (isnan(delay)) {
@@ -270,12 +271,12 @@ static RLPerformToken rl__perform_after_delay(void (*fn)(void *), void *arg, RLP
     }
     /* The modes follow the same rules as RLThreadPerform's. */
     rl__preq probe = {.fn = fn, .info = arg, .block = block};
-    rl__req_set_modes(&probe, modes);
+    req_set_modes(&probe, modes);
     if (!rl__preq_check(&probe, fname))
         return 0;
     RLThreadRef t = RLThreadGetCurrent();
     RLRunLoopRef rl = t ? RLRunLoopGetCurrent() : NULL;
-    rl__delayed *e = (t && rl) ? calloc(1, sizeof *e) : NULL;
+    delayed_perform *e = (t && rl) ? calloc(1, sizeof *e) : NULL;
     if (!e) {
         if (t && rl)
             rl__fail(kRLErrorNoMemory, fname, "out of memory");
@@ -285,17 +286,17 @@ static RLPerformToken rl__perform_after_delay(void (*fn)(void *), void *arg, RLP
     e->block = block;
     e->fn = fn;
     e->arg = arg;
-    e->token = atomic_fetch_add(&rl__next_perform_token, 1);
+    e->token = atomic_fetch_add(&next_perform_token, 1);
     RLRunLoopTimerContext ctx = {0, e, NULL, NULL, NULL};
     if (!(delay > 0))
         delay = 0;
-    e->timer = RLRunLoopTimerCreate(NULL, RLAbsoluteTimeGetCurrent() + delay, 0, 0, 0, rl__delayed_fire, &ctx);
+    e->timer = RLRunLoopTimerCreate(NULL, RLAbsoluteTimeGetCurrent() + delay, 0, 0, 0, delayed_fire, &ctx);
     if (!e->timer) {
         free(e);
         return 0;
     }
     pthread_mutex_lock(&t->lock);
-    struct rl__perform_state *s = rl__state_locked(t);
+    struct rl__perform_state *s = state_locked(t);
     if (s) {
         e->release = release; /* from here on, e owns arg */
         e->next = s->delayed;
@@ -320,7 +321,7 @@ RLPerformToken RLThreadPerformAfterDelay(void (*fn)(void *arg), void *arg, RLTim
         rl__fail(kRLErrorInvalidArgument, fname, "NULL function");
         return 0;
     }
-    return rl__perform_after_delay(fn, arg, NULL, NULL, delay, modes, fname);
+    return perform_after_delay(fn, arg, NULL, NULL, delay, modes, fname);
 }
 
 RLPerformToken RLThreadPerformAfterDelayWithRelease(void (*fn)(void *arg), void *arg,
@@ -331,7 +332,7 @@ RLPerformToken RLThreadPerformAfterDelayWithRelease(void (*fn)(void *arg), void 
     if (!fn)
         rl__fail(kRLErrorInvalidArgument, fname, "NULL function");
     else
-        token = rl__perform_after_delay(fn, arg, release, NULL, delay, modes, fname);
+        token = perform_after_delay(fn, arg, release, NULL, delay, modes, fname);
     if (!token && release)
         release(arg);
     return token;
@@ -345,7 +346,7 @@ RLPerformToken RLThreadPerformBlockAfterDelay(RLTimeInterval delay, const RLRunL
         return 0;
     }
     void *copy = _Block_copy((const void *)block);
-    RLPerformToken token = rl__perform_after_delay(NULL, NULL, NULL, copy, delay, modes, fname);
+    RLPerformToken token = perform_after_delay(NULL, NULL, NULL, copy, delay, modes, fname);
     if (!token)
         _Block_release(copy);
     return token;
@@ -354,16 +355,16 @@ RLPerformToken RLThreadPerformBlockAfterDelay(RLTimeInterval delay, const RLRunL
 
 /* Unlinks the calling thread's delayed requests matching (token) or
  * (fn, arg) and cancels them; returns how many. */
-static RLIndex rl__cancel_delayed(RLPerformToken token, void (*fn)(void *), void *arg) {
+static RLIndex cancel_delayed(RLPerformToken token, void (*fn)(void *), void *arg) {
     RLThreadRef t = rl__thread_current_if_any();
     if (!t)
         return 0;
-    rl__delayed *cancelled = NULL;
+    delayed_perform *cancelled = NULL;
     pthread_mutex_lock(&t->lock);
     if (t->perform) {
-        rl__delayed **link = &t->perform->delayed;
+        delayed_perform **link = &t->perform->delayed;
         while (*link) {
-            rl__delayed *e = *link;
+            delayed_perform *e = *link;
             bool match = token ? e->token == token : (!e->block && e->fn == fn && e->arg == arg);
             if (match) {
                 *link = e->next;
@@ -377,8 +378,8 @@ static RLIndex rl__cancel_delayed(RLPerformToken token, void (*fn)(void *), void
     pthread_mutex_unlock(&t->lock);
     RLIndex n = 0;
     while (cancelled) {
-        rl__delayed *next = cancelled->next;
-        rl__delayed_free(cancelled);
+        delayed_perform *next = cancelled->next;
+        delayed_free(cancelled);
         cancelled = next;
         n++;
     }
@@ -386,7 +387,7 @@ static RLIndex rl__cancel_delayed(RLPerformToken token, void (*fn)(void *), void
 }
 
 bool RLThreadCancelPerformRequest(RLPerformToken token) {
-    if (token == 0 || rl__cancel_delayed(token, NULL, NULL) == 0)
+    if (token == 0 || cancel_delayed(token, NULL, NULL) == 0)
         return rl__fail(kRLErrorNotFound, __func__,
                         "no pending delayed request %llu on this thread", (unsigned long long)token);
     return true;
@@ -397,7 +398,7 @@ RLIndex RLThreadCancelPreviousPerformRequests(void (*fn)(void *arg), void *arg) 
         rl__fail(kRLErrorInvalidArgument, __func__, "NULL function");
         return -1;
     }
-    return rl__cancel_delayed(0, fn, arg);
+    return cancel_delayed(0, fn, arg);
 }
 
 /* Hands RLThread.c the hooks that let go of what this file keeps in a

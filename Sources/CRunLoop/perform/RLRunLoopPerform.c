@@ -10,6 +10,7 @@
  */
 #include "RLRunLoopPerformInternal.h"
 #include "rl_loop.h"
+#include "RLRunLoopMode.h"
 
 #include <string.h>
 
@@ -18,12 +19,12 @@
 
 /* The queue of loop rl, or NULL (error set) if rl is not a run loop. The
  * check is inline: the usual request costs a few dozen instructions. */
-static inline rl__perform_queue *rl_queue_of(RLRunLoopRef rl, const char *fname) {
+static inline rl__perform_queue *queue_of(RLRunLoopRef rl, const char *fname) {
     return rl__check_loop(rl, fname) ? &rl->pq : NULL;
 }
 
 /* Checks the modes of r: each a non-empty name. */
-static bool rl_modes_check(const rl__preq *r, const char *fname) {
+static bool modes_check(const rl__preq *r, const char *fname) {
     if (!r->modes || r->nmodes == 0)
         return rl__fail(kRLErrorInvalidArgument, fname, r->modes ? "empty mode list" : "NULL mode");
     for (size_t i = 0; i < r->nmodes; i++) {
@@ -36,7 +37,7 @@ static bool rl_modes_check(const rl__preq *r, const char *fname) {
 }
 
 bool rl__preq_check(const rl__preq *r, const char *fname) {
-    if (!rl_modes_check(r, fname))
+    if (!modes_check(r, fname))
         return false;
     if (!r->fn && !r->block)
         return rl__fail(kRLErrorInvalidArgument, fname, "NULL function");
@@ -45,18 +46,18 @@ bool rl__preq_check(const rl__preq *r, const char *fname) {
 
 /* Whether r is the usual request: a function or a block for the default
  * mode, with nothing else (one slot, no record, no check that can fail). */
-static inline bool rl_is_usual(const rl__preq *r) {
+static inline bool is_usual(const rl__preq *r) {
     return (r->fn || r->block) && !r->release && !r->wait && r->nmodes == 1 && r->modes &&
            r->modes[0] == kRLRunLoopDefaultMode;
 }
 
-static bool rl_closed_fail(const char *fname) {
+static bool closed_fail(const char *fname) {
     return rl__fail(kRLErrorInvalidState, fname, "the run loop's thread has exited");
 }
 
 /* As CF, queuing a request for a named mode brings the mode into being
  * (not kRLRunLoopCommonModes, which names a set). */
-static bool rl_modes_create(RLRunLoopRef rl, const rl__preq *r, const char *fname) {
+static bool modes_create(RLRunLoopRef rl, const rl__preq *r, const char *fname) {
     for (size_t i = 0; i < r->nmodes; i++) {
         RLRunLoopMode mode = r->modes[i];
         if (mode != kRLRunLoopCommonModes && strcmp(mode, kRLRunLoopCommonModes) != 0 &&
@@ -70,12 +71,12 @@ static bool rl_modes_create(RLRunLoopRef rl, const rl__preq *r, const char *fnam
 /* submitting                                                          */
 
 bool rl__perform_submit(RLRunLoopRef rl, const rl__preq *r, const char *fname) {
-    rl__perform_queue *q = rl_queue_of(rl, fname);
+    rl__perform_queue *q = queue_of(rl, fname);
     /* The usual request needs no check, and its mode exists. */
-    bool ok = q && (rl_is_usual(r) || (rl__preq_check(r, fname) &&
+    bool ok = q && (is_usual(r) || (rl__preq_check(r, fname) &&
                                        (!atomic_load_explicit(&q->closed, memory_order_relaxed) ||
-                                        rl_closed_fail(fname)) &&
-                                       rl_modes_create(rl, r, fname)));
+                                        closed_fail(fname)) &&
+                                       modes_create(rl, r, fname)));
     rl__perform_ticket ticket;
     if (!ok || !rl__perform_enqueue(q, r, &ticket, fname)) {
         if (r->release)
@@ -114,7 +115,7 @@ void rl__perform_run_now(const rl__preq *r) {
 bool RLRunLoopPerformFunction(RLRunLoopRef rl, RLRunLoopMode mode, void (*fn)(void *info), void *info) {
     /* The usual request straight to the queue: millions a second. */
     rl__perform_queue *q;
-    if (RL__UNLIKELY(mode != kRLRunLoopDefaultMode || !fn || !(q = rl_queue_of(rl, __func__)))) {
+    if (RL__UNLIKELY(mode != kRLRunLoopDefaultMode || !fn || !(q = queue_of(rl, __func__)))) {
         rl__preq r = {.fn = fn, .info = info, .modes = &mode, .nmodes = 1};
         return rl__perform_submit(rl, &r, __func__);
     }
@@ -128,7 +129,7 @@ bool RLRunLoopPerformFunctionWithRelease(RLRunLoopRef rl, RLRunLoopMode mode, vo
 }
 
 /* A count for the mode-list forms; false (error set) if it is negative. */
-static bool rl_count_ok(RLIndex count, const char *fname) {
+static bool count_ok(RLIndex count, const char *fname) {
     if (count < 0)
         return rl__fail(kRLErrorInvalidArgument, fname, "negative mode count %ld", (long)count);
     return true;
@@ -136,7 +137,7 @@ static bool rl_count_ok(RLIndex count, const char *fname) {
 
 bool RLRunLoopPerformFunctionInModes(RLRunLoopRef rl, const RLRunLoopMode *modes, RLIndex count,
                                      void (*fn)(void *info), void *info, RLPerformReleaseCallBack release) {
-    if (!rl_count_ok(count, __func__)) {
+    if (!count_ok(count, __func__)) {
         if (release)
             release(info);
         return false;
@@ -150,7 +151,7 @@ bool RLRunLoopPerformBlock(RLRunLoopRef rl, RLRunLoopMode mode, void (^block)(vo
     if (!block)
         return rl__fail(kRLErrorInvalidArgument, __func__, "NULL block");
     rl__perform_queue *q;
-    if (RL__UNLIKELY(mode != kRLRunLoopDefaultMode || !(q = rl_queue_of(rl, __func__)))) {
+    if (RL__UNLIKELY(mode != kRLRunLoopDefaultMode || !(q = queue_of(rl, __func__)))) {
         rl__preq r = {.block = (void *)block, .modes = &mode, .nmodes = 1};
         return rl__perform_submit(rl, &r, __func__);
     }
@@ -160,7 +161,7 @@ bool RLRunLoopPerformBlock(RLRunLoopRef rl, RLRunLoopMode mode, void (^block)(vo
 bool RLRunLoopPerformBlockInModes(RLRunLoopRef rl, const RLRunLoopMode *modes, RLIndex count, void (^block)(void)) {
     if (!block)
         return rl__fail(kRLErrorInvalidArgument, __func__, "NULL block");
-    if (!rl_count_ok(count, __func__))
+    if (!count_ok(count, __func__))
         return false;
     rl__preq r = {.block = (void *)block, .modes = modes, .nmodes = (size_t)count};
     return rl__perform_submit(rl, &r, __func__);

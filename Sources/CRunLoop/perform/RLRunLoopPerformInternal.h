@@ -47,8 +47,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct rl_mode;
-struct rl_bslab;
+struct rl__mode;
+struct rl__bslab;
 
 /* ---- the storage (rl_pqueue.c) ----
  *
@@ -68,57 +68,45 @@ struct rl_bslab;
  *
  * Ownership: the queue owns its chunks. rl_pq_take_locked hands the whole
  * chain to the caller, who owns it until it is given back with
- * rl_pq_recycle (chunks) or kept (rl_pchain). Reading a taken chain needs
+ * rl_pq_recycle (chunks) or kept (rl__pchain). Reading a taken chain needs
  * no lock: no producer writes to a chunk after it was taken.
  */
 /* A free list of memory blocks (chunks here, the loop's block slabs) whose
  * first field is their `next` pointer, with its length. The caller locks. */
-typedef struct rl_flist {
+typedef struct rl__flist {
     void *head;
     uint32_t n;
-} rl_flist;
+} rl__flist;
 
-typedef struct rl_pslot {
+typedef struct rl__pslot {
     void (*fn)(void *);
     void *arg;
-} rl_pslot;
+} rl__pslot;
 
 enum { RL_PCHUNK_BYTES = 4096 };
 
-typedef struct rl_pchunk {
-    struct rl_pchunk *next; /* first: chunks go on an rl_flist */
+typedef struct rl__pchunk {
+    struct rl__pchunk *next; /* first: chunks go on an rl__flist */
     uint32_t n; /* slots in use: s[0, n) */
     uint32_t unused;
-    rl_pslot s[(RL_PCHUNK_BYTES - 16) / sizeof(rl_pslot)];
-} rl_pchunk;
+    rl__pslot s[(RL_PCHUNK_BYTES - 16) / sizeof(rl__pslot)];
+} rl__pchunk;
 
-#define RL_PCHUNK_SLOTS ((uint32_t)(sizeof(((rl_pchunk *)0)->s) / sizeof(rl_pslot)))
+#define RL_PCHUNK_SLOTS ((uint32_t)(sizeof(((rl__pchunk *)0)->s) / sizeof(rl__pslot)))
 
 /* A chain of chunks, in order; empty: head == NULL. Only the chunks a
  * cursor wrote may have holes at their ends (n < RL_PCHUNK_SLOTS). */
-typedef struct rl_pchain {
-    rl_pchunk *head, *tail;
-} rl_pchain;
+typedef struct rl__pchain {
+    rl__pchunk *head, *tail;
+} rl__pchain;
 
-typedef struct rl_pqueue {
-    _Atomic int lock;   /* held for a few stores only: rl__pq_lock */
-    _Atomic int queued; /* q is not empty; readable without the lock (rl_pq_maybe_queued) */
-    rl_pchain q;
-    rl_flist pool; /* empty chunks */
-} rl_pqueue;
+typedef struct rl__pqueue {
+    _Atomic int lock;   /* held for a few stores only (rl_pqueue.c's pq_lock) */
+    _Atomic int queued; /* q is not empty; readable without the lock (rl__pq_maybe_queued) */
+    rl__pchain q;
+    rl__flist pool; /* empty chunks */
+} rl__pqueue;
 
-/* The queue's lock: a spin lock (RL_TRICK_PQ_SPIN), or in the plain build
- * a futex mutex on the same word (rl_pqueue.c). */
-RL__HIDDEN void rl__pq_lock(rl_pqueue *pq);
-#if RL_TRICK_PQ_SPIN
-static inline void rl_pq_unlock(rl_pqueue *pq) { atomic_store_explicit(&pq->lock, 0, memory_order_release); }
-#else
-RL__HIDDEN void rl__pq_wake_one(rl_pqueue *pq);
-static inline void rl_pq_unlock(rl_pqueue *pq) {
-    if (atomic_exchange_explicit(&pq->lock, 0, memory_order_release) == 2)
-        rl__pq_wake_one(pq); /* someone may sleep on it */
-}
-#endif
 
 /* Whether anything may be queued, without the lock (the loop looks before
  * it takes: most passes find nothing, and the lock's cache line then stays
@@ -127,7 +115,7 @@ static inline void rl_pq_unlock(rl_pqueue *pq) {
  * so if this load misses it, the producer's later look at the loop's wake-up
  * flags (RLRunLoopWakeUp, also sequentially consistent) sees the store this
  * thread made before looking here, and it wakes the loop. */
-static inline bool rl_pq_maybe_queued(rl_pqueue *pq) { return atomic_load(&pq->queued) != 0; }
+static inline bool rl__pq_maybe_queued(rl__pqueue *pq) { return atomic_load(&pq->queued) != 0; }
 
 /* ---- the queue ---- */
 
@@ -137,17 +125,17 @@ static inline bool rl_pq_maybe_queued(rl_pqueue *pq) { return atomic_load(&pq->q
  * is written by every producer, the second by the loop's thread only: they
  * sit on separate cache lines. */
 typedef struct rl__perform_queue {
-    rl_pqueue pq;           /* the slots, behind a spin lock */
+    rl__pqueue pq;           /* the slots, behind a spin lock */
     _Atomic bool closed;    /* the loop was torn down: pushes fail (set under pq's lock) */
-    struct rl_bslab *bcur;  /* block copies (RLRunLoopPerformBlock): the slab being filled */
+    struct rl__bslab *bcur;  /* block copies (RLRunLoopPerformBlock): the slab being filled */
     unsigned bcur_used;     /* its bytes handed out */
-    rl_flist bcache;        /* empty slabs kept for reuse */
+    rl__flist bcache;        /* empty slabs kept for reuse */
     rl__spin wait_spin;     /* waitUntilDone senders: how long to spin for the reply */
     unsigned fork_gen;      /* its loop's rl__fork_gen(): a fork() child stops a batch there */
     char pad[64];
 
-    rl_pchain held;     /* requests taken for other modes; the loop's thread only */
-    rl_pchunk *spent;   /* chunks a batch is done with, given back with the next take; ditto */
+    rl__pchain held;     /* requests taken for other modes; the loop's thread only */
+    rl__pchunk *spent;   /* chunks a batch is done with, given back with the next take; ditto */
     bool trim_due;      /* chunks or slabs went back to the pools since the last trim; ditto */
     int64_t trimmed_at; /* rl__spin_now() of the last trim that trimmed; ditto */
 } rl__perform_queue;
@@ -190,29 +178,29 @@ RL__HIDDEN void rl__perform_run_now(const rl__preq *r);
  * is (about to be) asleep on it in the kernel. */
 enum { RL_WAIT_PENDING = 0, RL_WAIT_SLEEPING = 1, RL_WAIT_DONE = 2, RL_WAIT_FAILED = 3 };
 
-typedef struct rl_waiter {
+typedef struct rl__waiter {
     _Atomic uint32_t state;
-} rl_waiter;
+} rl__waiter;
 
 enum { RL_PEXT_SHARED, RL_PEXT_HEAP, RL_PEXT_CALLER };
 
 /* What a request holds besides its slot (see rl_pqueue.c). */
-typedef struct rl_pext {
+typedef struct rl__pext {
     RLPerformReleaseCallBack release; /* release(slot's arg) once; or NULL */
-    rl_waiter *waiter;                /* on the waiting caller's stack; or NULL */
+    rl__waiter *waiter;                /* on the waiting caller's stack; or NULL */
     uint8_t where;                    /* RL_PEXT_*: who owns this record */
     bool common;                      /* in the common modes (as they are when it runs) */
     bool dflt;                        /* in the default mode */
     uint32_t nnames;                  /* other modes, by name */
     const char *const *names;
-} rl_pext;
+} rl__pext;
 
 /* A waiting caller's part of its request, on its stack from
  * rl__perform_enqueue to the end of rl__perform_wait: the request's record
  * and the completion word the loop sets. */
 typedef struct rl__perform_ticket {
-    rl_waiter waiter;
-    rl_pext ext;
+    rl__waiter waiter;
+    rl__pext ext;
     const char **names; /* the record's names: small, or malloc'ed */
     const char *small[8];
 } rl__perform_ticket;
@@ -242,7 +230,7 @@ RL__HIDDEN bool rl__perform_push_block(rl__perform_queue *q, void *block, const 
  * passes have none (rl__perform_run's frame, made for its cleanup handler,
  * cost more than the look). */
 static inline bool rl__perform_maybe_pending(rl__perform_queue *q) {
-    return q->held.head || rl_pq_maybe_queued(&q->pq);
+    return q->held.head || rl__pq_maybe_queued(&q->pq);
 }
 /* Runs the requests for mode m queued before this call (the loop's
  * thread); returns how many ran. */
@@ -256,12 +244,12 @@ typedef struct rl__perform_timing {
 } rl__perform_timing;
 /* As rl__perform_run, timing each request through `timing` (NULL: none,
  * one predictable branch a request). */
-RL__HIDDEN uint32_t rl__perform_run_timed(rl__perform_queue *q, struct rl_mode *m, const rl__perform_timing *timing);
-static inline uint32_t rl__perform_run(rl__perform_queue *q, struct rl_mode *m) {
+RL__HIDDEN uint32_t rl__perform_run_timed(rl__perform_queue *q, struct rl__mode *m, const rl__perform_timing *timing);
+static inline uint32_t rl__perform_run(rl__perform_queue *q, struct rl__mode *m) {
     return rl__perform_run_timed(q, m, NULL);
 }
 /* Whether a request waits for mode m (the loop's thread). */
-RL__HIDDEN bool rl__perform_has_for(rl__perform_queue *q, const struct rl_mode *m);
+RL__HIDDEN bool rl__perform_has_for(rl__perform_queue *q, const struct rl__mode *m);
 /* The loop goes to sleep: memory kept for a backlog goes back (not more
  * often than every 100 ms while requests keep coming: `busy`). */
 RL__HIDDEN void rl__perform_trim(rl__perform_queue *q, bool busy);
@@ -271,8 +259,5 @@ RL__HIDDEN void rl__perform_close(rl__perform_queue *q);
 RL__HIDDEN void rl__perform_destroy(rl__perform_queue *q);
 
 /* ---- from the loop core, for the front end ---- */
-
-/* As CF, queuing a request for a named mode brings the mode into being. */
-RL__HIDDEN bool rl__runloop_mode_create(RLRunLoopRef rl, RLRunLoopMode mode, const char *fname);
 
 #endif /* CRUNLOOP_RLRUNLOOPPERFORMINTERNAL_H */

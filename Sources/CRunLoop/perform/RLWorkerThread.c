@@ -13,28 +13,28 @@ extern void *_Block_copy(const void *block);
 extern void _Block_release(const void *block);
 #endif
 
-typedef struct rl__worker_handler {
-    struct rl__worker_handler *next;
+typedef struct worker_handler {
+    struct worker_handler *next;
     RLThreadHandlerToken token;        /* the worker's token for it */
     RLThreadHandlerToken thread_token; /* its registration on the running thread, or 0 */
     RLThreadWillExitHandler fn;
     void *info;
     void *block; /* block form: a copy, owned by the entry; fn/info unused */
-} rl__worker_handler;
+} worker_handler;
 
 /* What a worker thread shares with its RLWorkerThread: the stop flag. It
  * is reference counted (the worker and the thread), so a worker released
  * on its own thread can go while that thread is still on its way out. */
-typedef struct rl__worker_run {
+typedef struct worker_run {
     _Atomic long rc;
     _Atomic bool stop_requested;
     /* The thread's loop is over: stopped, or work on it ended the thread
      * (RLThreadExit) without a Stop. */
     _Atomic bool loop_ended;
     RLWorkerThreadRef starting; /* the worker, used only until ready/failed */
-} rl__worker_run;
+} worker_run;
 
-static void rl__worker_run_release(rl__worker_run *run) {
+static void worker_run_release(worker_run *run) {
     if (atomic_fetch_sub(&run->rc, 1) == 1)
         free(run);
 }
@@ -45,12 +45,12 @@ struct RLWorkerThread {
     pthread_mutex_t lock;
     pthread_cond_t cond;
     char *name;
-    rl__worker_handler *handlers;
+    worker_handler *handlers;
     /* While running: the thread, its loop and the shared run state, all
      * owned (retained) by the worker. */
     RLThreadRef thread;
     RLRunLoopRef runloop;
-    rl__worker_run *run;
+    worker_run *run;
     bool starting, stopping;
     /* Set by the worker thread: its loop is running (ready) or could not be
      * set up (failed). */
@@ -59,9 +59,9 @@ struct RLWorkerThread {
     RLThreadRef new_thread; /* while starting: the thread, handlers registered */
 };
 
-static _Atomic uint64_t rl__worker_next_token = 1;
+static _Atomic uint64_t worker_next_token = 1;
 
-static void rl__worker_handler_free(rl__worker_handler *h) {
+static void worker_handler_free(worker_handler *h) {
 #if __BLOCKS__
     if (h->block)
         _Block_release(h->block);
@@ -69,31 +69,31 @@ static void rl__worker_handler_free(rl__worker_handler *h) {
     free(h);
 }
 
-static void rl__worker_finalize(void *obj);
+static void worker_finalize(void *obj);
 
-static const rl__class rl__worker_class = {
+static const rl__class worker_class = {
     .name = "RLWorkerThread",
-    .finalize = rl__worker_finalize,
+    .finalize = worker_finalize,
 };
 
 /* A worker made before fork() is the parent's: in the child its thread
  * does not exist and its lock may be held by a thread that is gone. */
-static bool rl__worker_check(RLWorkerThreadRef w, const char *fn) {
-    if (!rl__object_check(w, &rl__worker_class, fn))
+static bool worker_check(RLWorkerThreadRef w, const char *fn) {
+    if (!rl__object_check(w, &worker_class, fn))
         return false;
     if (rl__fork_inherited(w->fork_gen))
         return rl__fork_fail(fn, "worker");
     return true;
 }
 
-static RLThreadRef rl__worker_thread(RLWorkerThreadRef w, const char *fn);
+static RLThreadRef worker_thread(RLWorkerThreadRef w, const char *fn);
 
 /* ---- the worker thread ---- */
 
-static void rl__worker_nothing(void *info) { (void)info; }
+static void worker_nothing(void *info) { (void)info; }
 
-static void rl__worker_ready(void *info) {
-    rl__worker_run *run = info;
+static void worker_ready(void *info) {
+    worker_run *run = info;
     RLWorkerThreadRef w = run->starting;
     run->starting = NULL; /* Start returns after this: w is not ours to use */
     pthread_mutex_lock(&w->lock);
@@ -102,64 +102,64 @@ static void rl__worker_ready(void *info) {
     pthread_mutex_unlock(&w->lock);
 }
 
-static void rl__worker_stop_here(void *info) {
-    rl__worker_run *run = info;
+static void worker_stop_here(void *info) {
+    worker_run *run = info;
     atomic_store(&run->stop_requested, true);
     RLRunLoopStop(RLRunLoopGetCurrent());
 }
 
 /* What the worker thread owns while its loop runs. */
-typedef struct rl__worker_own {
+typedef struct worker_own {
     RLRunLoopRef rl;
     RLRunLoopSourceRef keepalive;
-    rl__worker_run *run;
-} rl__worker_own;
+    worker_run *run;
+} worker_own;
 
 /* After the loop, and also when work calls RLThreadExit (pthread_exit
  * unwinds through here before the thread's exit sequence). */
-static void rl__worker_release_own(void *p) {
-    rl__worker_own *own = p;
+static void worker_release_own(void *p) {
+    worker_own *own = p;
     atomic_store(&own->run->loop_ended, true);
     RLRunLoopRemoveSource(own->rl, own->keepalive, kRLRunLoopCommonModes);
     RLRunLoopSourceInvalidate(own->keepalive);
     RLRelease(own->keepalive);
-    rl__worker_run_release(own->run);
+    worker_run_release(own->run);
 }
 
-static void rl__worker_loop(rl__worker_run *run) {
+static void worker_loop(worker_run *run) {
     while (!atomic_load(&run->stop_requested))
         RLRunLoopRun();
 }
 
-static void *rl__worker_main(void *arg) {
-    rl__worker_run *run = arg; /* the thread's reference */
+static void *worker_main(void *arg) {
+    worker_run *run = arg; /* the thread's reference */
     RLWorkerThreadRef w = run->starting;
     RLRunLoopRef rl = RLRunLoopGetCurrent();
     /* A source that never fires keeps the loop from finishing while idle,
      * so it sleeps in the kernel until work or a stop arrives. */
     RLRunLoopSourceContext ctx;
     memset(&ctx, 0, sizeof ctx);
-    ctx.perform = rl__worker_nothing;
+    ctx.perform = worker_nothing;
     RLRunLoopSourceRef keepalive = rl ? RLRunLoopSourceCreate(NULL, 0, &ctx) : NULL;
     if (!keepalive || !RLRunLoopAddSource(rl, keepalive, kRLRunLoopCommonModes) ||
-        !RLRunLoopPerformFunction(rl, kRLRunLoopCommonModes, rl__worker_ready, run)) {
+        !RLRunLoopPerformFunction(rl, kRLRunLoopCommonModes, worker_ready, run)) {
         if (keepalive)
             RLRelease(keepalive);
         pthread_mutex_lock(&w->lock);
         w->failed = true;
         pthread_cond_broadcast(&w->cond);
         pthread_mutex_unlock(&w->lock);
-        rl__worker_run_release(run);
+        worker_run_release(run);
         return NULL;
     }
     pthread_mutex_lock(&w->lock);
     w->new_runloop = (RLRunLoopRef)RLRetain(rl);
     pthread_mutex_unlock(&w->lock);
 
-    rl__worker_own own = {rl, keepalive, run};
-    pthread_cleanup_push(rl__worker_release_own, &own);
+    worker_own own = {rl, keepalive, run};
+    pthread_cleanup_push(worker_release_own, &own);
     rl__cleanup_arg_escapes(&own);
-    rl__worker_loop(run);
+    worker_loop(run);
     pthread_cleanup_pop(1);
     return NULL;
 }
@@ -167,11 +167,11 @@ static void *rl__worker_main(void *arg) {
 /* ---- object ---- */
 
 /* Joins the running worker; the caller has claimed the stop. */
-static bool rl__worker_stop_claimed(RLWorkerThreadRef w, RLThreadRef t, const char *fn) {
+static bool worker_stop_claimed(RLWorkerThreadRef w, RLThreadRef t, const char *fn) {
     pthread_mutex_lock(&w->lock);
-    rl__worker_run *run = w->run;
+    worker_run *run = w->run;
     pthread_mutex_unlock(&w->lock);
-    bool ok = RLThreadPerform(t, rl__worker_stop_here, run, NULL, false);
+    bool ok = RLThreadPerform(t, worker_stop_here, run, NULL, false);
     if (!ok) /* the thread is already on its way out */
         atomic_store(&run->stop_requested, true);
     ok = RLThreadJoin(t, NULL);
@@ -187,7 +187,7 @@ static bool rl__worker_stop_claimed(RLWorkerThreadRef w, RLThreadRef t, const ch
     if (rl)
         RLRelease(rl);
     RLRelease(t);
-    rl__worker_run_release(run);
+    worker_run_release(run);
     if (!ok)
         return rl__fail(kRLErrorSystem, fn, "could not join the worker thread");
     return true;
@@ -196,8 +196,8 @@ static bool rl__worker_stop_claimed(RLWorkerThreadRef w, RLThreadRef t, const ch
 /* The last reference went on the worker thread itself, from work running
  * there: it cannot join itself, so it asks its loop to stop once that work
  * returns and lets the thread finish on its own, detached. */
-static void rl__worker_abandon_on_own_thread(RLWorkerThreadRef w, RLThreadRef t) {
-    rl__worker_run *run = w->run;
+static void worker_abandon_on_own_thread(RLWorkerThreadRef w, RLThreadRef t) {
+    worker_run *run = w->run;
     RLRunLoopRef rl = w->runloop;
     w->thread = NULL;
     w->runloop = NULL;
@@ -205,30 +205,30 @@ static void rl__worker_abandon_on_own_thread(RLWorkerThreadRef w, RLThreadRef t)
     atomic_store(&run->stop_requested, true);
     /* Stops the worker's own run (the outermost), not only a nested one
      * the releasing code may be in; run stays alive: the thread holds it. */
-    if (!RLRunLoopPerformFunction(rl, kRLRunLoopCommonModes, rl__worker_stop_here, run))
+    if (!RLRunLoopPerformFunction(rl, kRLRunLoopCommonModes, worker_stop_here, run))
         RLRunLoopStop(rl);
     RLRunLoopWakeUp(rl);
     RLRelease(rl);
     RLRelease(t); /* the thread keeps its own reference; unjoined, it is detached when it goes */
-    rl__worker_run_release(run);
+    worker_run_release(run);
 }
 
-static void rl__worker_free_memory(RLWorkerThreadRef w) {
-    for (rl__worker_handler *h = w->handlers, *next; h; h = next) {
+static void worker_free_memory(RLWorkerThreadRef w) {
+    for (worker_handler *h = w->handlers, *next; h; h = next) {
         next = h->next;
-        rl__worker_handler_free(h);
+        worker_handler_free(h);
     }
     free(w->name);
 }
 
-static void rl__worker_finalize(void *obj) {
+static void worker_finalize(void *obj) {
     RLWorkerThreadRef w = obj;
     /* Inherited across fork(): there is no thread to stop here, and its
      * lock and condition may hold state of threads that are gone; the
      * parent's references (thread, loop) are left alone. Only the child's
      * copy of the worker's own memory goes. */
     if (rl__fork_inherited(w->fork_gen)) {
-        rl__worker_free_memory(w);
+        worker_free_memory(w);
         return;
     }
     pthread_mutex_lock(&w->lock);
@@ -240,17 +240,17 @@ static void rl__worker_finalize(void *obj) {
         w->stopping = true;
     pthread_mutex_unlock(&w->lock);
     if (on_worker)
-        rl__worker_abandon_on_own_thread(w, t);
+        worker_abandon_on_own_thread(w, t);
     else if (t)
-        rl__worker_stop_claimed(w, t, "RLRelease");
-    rl__worker_free_memory(w);
+        worker_stop_claimed(w, t, "RLRelease");
+    worker_free_memory(w);
     pthread_cond_destroy(&w->cond);
     pthread_mutex_destroy(&w->lock);
 }
 
 RLWorkerThreadRef RLWorkerThreadCreate(RLAllocatorRef allocator, const char *name) {
     (void)allocator;
-    RLWorkerThreadRef w = rl__object_alloc(&rl__worker_class, sizeof *w, __func__);
+    RLWorkerThreadRef w = rl__object_alloc(&worker_class, sizeof *w, __func__);
     if (!w)
         return NULL;
     w->fork_gen = rl__fork_gen();
@@ -265,7 +265,7 @@ RLWorkerThreadRef RLWorkerThreadCreate(RLAllocatorRef allocator, const char *nam
 }
 
 /* Registers worker handler h on thread t (w->lock held); its token there. */
-static RLThreadHandlerToken rl__worker_register_handler(RLThreadRef t, rl__worker_handler *h) {
+static RLThreadHandlerToken worker_register_handler(RLThreadRef t, worker_handler *h) {
 #if __BLOCKS__
     if (h->block)
         return RLThreadAddWillExitHandlerBlock(t, (void (^)(RLThreadRef))h->block);
@@ -277,7 +277,7 @@ static RLThreadHandlerToken rl__worker_register_handler(RLThreadRef t, rl__worke
 
 bool RLWorkerThreadStart(RLWorkerThreadRef worker) {
     const char *fn = __func__;
-    if (!rl__worker_check(worker, fn))
+    if (!worker_check(worker, fn))
         return false;
     RLWorkerThreadRef w = worker;
     pthread_mutex_lock(&w->lock);
@@ -288,7 +288,7 @@ bool RLWorkerThreadStart(RLWorkerThreadRef worker) {
         RLThreadRef old = w->thread;
         w->stopping = true;
         pthread_mutex_unlock(&w->lock);
-        if (!rl__worker_stop_claimed(w, old, fn))
+        if (!worker_stop_claimed(w, old, fn))
             return false;
         pthread_mutex_lock(&w->lock);
     }
@@ -301,7 +301,7 @@ bool RLWorkerThreadStart(RLWorkerThreadRef worker) {
     w->new_runloop = NULL;
     pthread_mutex_unlock(&w->lock);
 
-    rl__worker_run *run = calloc(1, sizeof *run);
+    worker_run *run = calloc(1, sizeof *run);
     if (!run) {
         pthread_mutex_lock(&w->lock);
         w->starting = false;
@@ -311,11 +311,11 @@ bool RLWorkerThreadStart(RLWorkerThreadRef worker) {
     }
     atomic_init(&run->rc, 2); /* the worker's and the thread's */
     run->starting = w;
-    RLThreadRef t = RLThreadCreate(NULL, rl__worker_main, run);
+    RLThreadRef t = RLThreadCreate(NULL, worker_main, run);
     bool ok = t && RLThreadSetJoinable(t, true) && (!w->name || RLThreadSetName(t, w->name));
     pthread_mutex_lock(&w->lock);
-    for (rl__worker_handler *h = ok ? w->handlers : NULL; h; h = h->next)
-        ok = ok && (h->thread_token = rl__worker_register_handler(t, h)) != 0;
+    for (worker_handler *h = ok ? w->handlers : NULL; h; h = h->next)
+        ok = ok && (h->thread_token = worker_register_handler(t, h)) != 0;
     w->new_thread = ok ? t : NULL;
     pthread_mutex_unlock(&w->lock);
     ok = ok && RLThreadStart(t);
@@ -348,7 +348,7 @@ bool RLWorkerThreadStart(RLWorkerThreadRef worker) {
     if (failed) {
         RLThreadJoin(t, NULL);
         RLRelease(t);
-        rl__worker_run_release(run);
+        worker_run_release(run);
         return rl__fail(kRLErrorSystem, fn, "the worker's run loop could not be set up");
     }
     return true;
@@ -356,7 +356,7 @@ bool RLWorkerThreadStart(RLWorkerThreadRef worker) {
 
 bool RLWorkerThreadStop(RLWorkerThreadRef worker) {
     const char *fn = __func__;
-    if (!rl__worker_check(worker, fn))
+    if (!worker_check(worker, fn))
         return false;
     RLWorkerThreadRef w = worker;
     pthread_mutex_lock(&w->lock);
@@ -375,11 +375,11 @@ bool RLWorkerThreadStop(RLWorkerThreadRef worker) {
     }
     w->stopping = true;
     pthread_mutex_unlock(&w->lock);
-    return rl__worker_stop_claimed(w, t, fn);
+    return worker_stop_claimed(w, t, fn);
 }
 
 bool RLWorkerThreadIsRunning(RLWorkerThreadRef worker) {
-    if (!rl__worker_check(worker, __func__))
+    if (!worker_check(worker, __func__))
         return false;
     pthread_mutex_lock(&worker->lock);
     bool running = worker->thread != NULL && !worker->stopping && !atomic_load(&worker->run->loop_ended);
@@ -388,12 +388,12 @@ bool RLWorkerThreadIsRunning(RLWorkerThreadRef worker) {
 }
 
 RLThreadRef RLWorkerThreadCopyThread(RLWorkerThreadRef worker) {
-    return rl__worker_thread(worker, __func__);
+    return worker_thread(worker, __func__);
 }
 
 RLRunLoopRef RLWorkerThreadCopyRunLoop(RLWorkerThreadRef worker) {
     const char *fn = __func__;
-    if (!rl__worker_check(worker, fn))
+    if (!worker_check(worker, fn))
         return NULL;
     pthread_mutex_lock(&worker->lock);
     RLRunLoopRef rl = worker->runloop ? (RLRunLoopRef)RLRetain(worker->runloop) : NULL;
@@ -404,7 +404,7 @@ RLRunLoopRef RLWorkerThreadCopyRunLoop(RLWorkerThreadRef worker) {
 }
 
 RLThreadRef RLWorkerThreadGetThread(RLWorkerThreadRef worker) {
-    if (!rl__worker_check(worker, __func__))
+    if (!worker_check(worker, __func__))
         return NULL;
     pthread_mutex_lock(&worker->lock);
     RLThreadRef t = worker->thread;
@@ -415,7 +415,7 @@ RLThreadRef RLWorkerThreadGetThread(RLWorkerThreadRef worker) {
 }
 
 RLRunLoopRef RLWorkerThreadGetRunLoop(RLWorkerThreadRef worker) {
-    if (!rl__worker_check(worker, __func__))
+    if (!worker_check(worker, __func__))
         return NULL;
     pthread_mutex_lock(&worker->lock);
     RLRunLoopRef rl = worker->runloop;
@@ -425,16 +425,16 @@ RLRunLoopRef RLWorkerThreadGetRunLoop(RLWorkerThreadRef worker) {
     return rl;
 }
 
-static RLThreadHandlerToken rl__worker_add_handler(RLWorkerThreadRef w, rl__worker_handler *h) {
-    h->token = atomic_fetch_add(&rl__worker_next_token, 1);
+static RLThreadHandlerToken worker_add_handler(RLWorkerThreadRef w, worker_handler *h) {
+    h->token = atomic_fetch_add(&worker_next_token, 1);
     pthread_mutex_lock(&w->lock);
     /* A handler added while a worker thread runs is that thread's too (best
      * effort: a thread already finishing takes no more). A worker being
      * started registers its list itself, under this lock. */
     RLThreadRef t = w->thread ? w->thread : w->new_thread;
     if (t)
-        h->thread_token = rl__worker_register_handler(t, h);
-    rl__worker_handler **tail = &w->handlers;
+        h->thread_token = worker_register_handler(t, h);
+    worker_handler **tail = &w->handlers;
     while (*tail)
         tail = &(*tail)->next;
     *tail = h;
@@ -446,51 +446,51 @@ static RLThreadHandlerToken rl__worker_add_handler(RLWorkerThreadRef w, rl__work
 RLThreadHandlerToken RLWorkerThreadAddWillExitHandler(RLWorkerThreadRef worker, RLThreadWillExitHandler fn,
                                                       void *info) {
     const char *fname = __func__;
-    if (!rl__worker_check(worker, fname))
+    if (!worker_check(worker, fname))
         return 0;
     if (!fn) {
         rl__fail(kRLErrorInvalidArgument, fname, "NULL handler");
         return 0;
     }
-    rl__worker_handler *h = calloc(1, sizeof *h);
+    worker_handler *h = calloc(1, sizeof *h);
     if (!h) {
         rl__fail(kRLErrorNoMemory, fname, "out of memory");
         return 0;
     }
     h->fn = fn;
     h->info = info;
-    return rl__worker_add_handler(worker, h);
+    return worker_add_handler(worker, h);
 }
 
 #if __BLOCKS__
 RLThreadHandlerToken RLWorkerThreadAddWillExitHandlerBlock(RLWorkerThreadRef worker,
                                                            void (^block)(RLThreadRef thread)) {
     const char *fname = __func__;
-    if (!rl__worker_check(worker, fname))
+    if (!worker_check(worker, fname))
         return 0;
     if (!block) {
         rl__fail(kRLErrorInvalidArgument, fname, "NULL block");
         return 0;
     }
-    rl__worker_handler *h = calloc(1, sizeof *h);
+    worker_handler *h = calloc(1, sizeof *h);
     if (!h) {
         rl__fail(kRLErrorNoMemory, fname, "out of memory");
         return 0;
     }
     h->block = _Block_copy((const void *)block);
-    return rl__worker_add_handler(worker, h);
+    return worker_add_handler(worker, h);
 }
 #endif
 
 bool RLWorkerThreadRemoveWillExitHandler(RLWorkerThreadRef worker, RLThreadHandlerToken token) {
     const char *fname = __func__;
-    if (!rl__worker_check(worker, fname))
+    if (!worker_check(worker, fname))
         return false;
     pthread_mutex_lock(&worker->lock);
-    rl__worker_handler **link = &worker->handlers;
+    worker_handler **link = &worker->handlers;
     while (*link && (*link)->token != token)
         link = &(*link)->next;
-    rl__worker_handler *h = *link;
+    worker_handler *h = *link;
     if (h) {
         *link = h->next;
         /* Not found there means it ran or is running: nothing to undo. */
@@ -501,15 +501,15 @@ bool RLWorkerThreadRemoveWillExitHandler(RLWorkerThreadRef worker, RLThreadHandl
     pthread_mutex_unlock(&worker->lock);
     if (!h)
         return rl__fail(kRLErrorNotFound, fname, "no handler with token %llu", (unsigned long long)token);
-    rl__worker_handler_free(h);
+    worker_handler_free(h);
     return true;
 }
 
 /* ---- work ---- */
 
 /* The running worker's thread, retained, or NULL (error set). */
-static RLThreadRef rl__worker_thread(RLWorkerThreadRef w, const char *fn) {
-    if (!rl__worker_check(w, fn))
+static RLThreadRef worker_thread(RLWorkerThreadRef w, const char *fn) {
+    if (!worker_check(w, fn))
         return NULL;
     pthread_mutex_lock(&w->lock);
     RLThreadRef t = w->thread ? (RLThreadRef)RLRetain(w->thread) : NULL;
@@ -523,10 +523,10 @@ static RLThreadRef rl__worker_thread(RLWorkerThreadRef w, const char *fn) {
  * it (rl__perform_submit: the loop's one queue, so in order with every
  * other request to that loop or thread); waiting on the worker itself runs
  * r at once. A refused request has its release called. */
-static bool rl__worker_perform(RLWorkerThreadRef w, rl__preq *r, const char *fname) {
+static bool worker_perform(RLWorkerThreadRef w, rl__preq *r, const char *fname) {
     RLRunLoopRef rl = NULL;
     bool on_worker = false;
-    if (rl__worker_check(w, fname)) {
+    if (worker_check(w, fname)) {
         pthread_mutex_lock(&w->lock);
         if (w->runloop) {
             rl = (RLRunLoopRef)RLRetain(w->runloop);
@@ -553,7 +553,7 @@ static bool rl__worker_perform(RLWorkerThreadRef w, rl__preq *r, const char *fna
     return ok;
 }
 
-static bool rl__worker_perform_fn(RLWorkerThreadRef w, void (*fn)(void *), void *arg, RLPerformReleaseCallBack release,
+static bool worker_perform_fn(RLWorkerThreadRef w, void (*fn)(void *), void *arg, RLPerformReleaseCallBack release,
                                   bool wait, const char *fname) {
     if (!fn) {
         rl__fail(kRLErrorInvalidArgument, fname, "NULL function");
@@ -562,40 +562,40 @@ static bool rl__worker_perform_fn(RLWorkerThreadRef w, void (*fn)(void *), void 
         return false;
     }
     rl__preq r = {.fn = fn, .info = arg, .release = release, .wait = wait};
-    return rl__worker_perform(w, &r, fname);
+    return worker_perform(w, &r, fname);
 }
 
 bool RLWorkerThreadPerformAsync(RLWorkerThreadRef worker, void (*fn)(void *arg), void *arg) {
-    return rl__worker_perform_fn(worker, fn, arg, NULL, false, __func__);
+    return worker_perform_fn(worker, fn, arg, NULL, false, __func__);
 }
 
 bool RLWorkerThreadPerformSync(RLWorkerThreadRef worker, void (*fn)(void *arg), void *arg) {
-    return rl__worker_perform_fn(worker, fn, arg, NULL, true, __func__);
+    return worker_perform_fn(worker, fn, arg, NULL, true, __func__);
 }
 
 bool RLWorkerThreadPerformAsyncWithRelease(RLWorkerThreadRef worker, void (*fn)(void *arg), void *arg,
                                            RLPerformReleaseCallBack release) {
-    return rl__worker_perform_fn(worker, fn, arg, release, false, __func__);
+    return worker_perform_fn(worker, fn, arg, release, false, __func__);
 }
 
 bool RLWorkerThreadPerformSyncWithRelease(RLWorkerThreadRef worker, void (*fn)(void *arg), void *arg,
                                           RLPerformReleaseCallBack release) {
-    return rl__worker_perform_fn(worker, fn, arg, release, true, __func__);
+    return worker_perform_fn(worker, fn, arg, release, true, __func__);
 }
 
 #if __BLOCKS__
-static bool rl__worker_perform_block(RLWorkerThreadRef w, void (^block)(void), bool wait, const char *fname) {
+static bool worker_perform_block(RLWorkerThreadRef w, void (^block)(void), bool wait, const char *fname) {
     if (!block)
         return rl__fail(kRLErrorInvalidArgument, fname, "NULL block");
     rl__preq r = {.block = (void *)block, .wait = wait};
-    return rl__worker_perform(w, &r, fname);
+    return worker_perform(w, &r, fname);
 }
 
 bool RLWorkerThreadPerformBlockAsync(RLWorkerThreadRef worker, void (^block)(void)) {
-    return rl__worker_perform_block(worker, block, false, __func__);
+    return worker_perform_block(worker, block, false, __func__);
 }
 
 bool RLWorkerThreadPerformBlockSync(RLWorkerThreadRef worker, void (^block)(void)) {
-    return rl__worker_perform_block(worker, block, true, __func__);
+    return worker_perform_block(worker, block, true, __func__);
 }
 #endif

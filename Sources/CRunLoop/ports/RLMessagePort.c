@@ -4,7 +4,7 @@
  * serving and the part shared with socket ports).
  *
  * A local port listens on an abstract-namespace socket, served by an
- * rl_server: the listening socket (and any further names it is registered
+ * rl__server: the listening socket (and any further names it is registered
  * under) and its clients' connections are watched by the run loops its
  * source is in, each as a source of its own in the same modes. Requests
  * are answered on the connection they came on; a client must be this user
@@ -47,7 +47,7 @@ enum { RL_MP_NAME_MAX = 255 };
 
 struct RLMessagePort {
     rl__object base;
-    rl_netport np; /* validity, context, limit, server, source; np.mu guards the state below */
+    rl__netport np; /* validity, context, limit, server, source; np.mu guards the state below */
     bool remote;
     char *name; /* changed only by SetName, under g_reg.mu and np.mu */
     /* Names SetName replaced: GetName handed them out under the Get rule
@@ -62,7 +62,7 @@ struct RLMessagePort {
     pthread_mutex_t send_mu; /* one request at a time */
     int cfd;
     uint32_t seq;
-    rl_wire_reader rd;
+    rl__wire_reader rd;
     int watch_fd; /* the silent connection of the invalidation callback, or -1 */
     RLFileDescriptorRef watch;
     /* Waiting for a reply in the caller's run loop (replyMode): cfd as a
@@ -76,14 +76,14 @@ struct RLMessagePort {
     pid_t pid; /* the process that made it: a fork's child does not find its parent's ports */
 };
 RL__NETPORT_CHECK(struct RLMessagePort);
-_Static_assert(sizeof(RLMessagePortContext) == sizeof(rl_netport_context), "context layouts differ");
+_Static_assert(sizeof(RLMessagePortContext) == sizeof(rl__netport_context), "context layouts differ");
 
 /* ---- the process's ports by name (CF returns an existing port) ---- */
 
-static rl_netport_registry g_reg = {PTHREAD_MUTEX_INITIALIZER, NULL};
+static rl__netport_registry g_reg = {PTHREAD_MUTEX_INITIALIZER, NULL};
 
 static struct RLMessagePort *reg_find_locked(const char *name, bool remote) {
-    for (rl_netport *np = g_reg.head; np; np = np->reg_next) {
+    for (rl__netport *np = g_reg.head; np; np = np->reg_next) {
         struct RLMessagePort *p = rl__netport_object(np);
         if (p->remote == remote && p->pid == getpid() && p->name && strcmp(p->name, name) == 0 &&
             rl__netport_is_valid(np))
@@ -159,16 +159,16 @@ static char *mp_describe(const void *obj) {
     return r < 0 ? NULL : s;
 }
 
-static const rl__class rl__message_port_class = {"RLMessagePort", mp_finalize, mp_can_destroy, mp_describe};
+static const rl__class message_port_class = {"RLMessagePort", mp_finalize, mp_can_destroy, mp_describe};
 
-RLTypeID RLMessagePortGetTypeID(void) { return rl__type_id(&rl__message_port_class); }
+RLTypeID RLMessagePortGetTypeID(void) { return rl__type_id(&message_port_class); }
 
 static bool mp_ok(RLMessagePortRef mp, const char *fn) {
-    return rl__object_check(mp, &rl__message_port_class, fn);
+    return rl__object_check(mp, &message_port_class, fn);
 }
 
 static struct RLMessagePort *mp_new(const char *name, bool remote, const char *fn) {
-    struct RLMessagePort *mp = rl__object_alloc(&rl__message_port_class, sizeof *mp, fn);
+    struct RLMessagePort *mp = rl__object_alloc(&message_port_class, sizeof *mp, fn);
     if (!mp)
         return NULL;
     pthread_mutex_init(&mp->send_mu, NULL);
@@ -188,8 +188,8 @@ static struct RLMessagePort *mp_new(const char *name, bool remote, const char *f
 /* ---- serving (local ports, on the run loop's thread) ---- */
 
 /* Writes (or queues) a reply frame on c. False: the connection broke. */
-static bool send_reply(rl_conn *c, int32_t msgid, uint32_t seq, RLDataRef reply) {
-    rl_wire_comp comp = {RL_WIRE_DATA, 0, NULL};
+static bool send_reply(rl__conn *c, int32_t msgid, uint32_t seq, RLDataRef reply) {
+    rl__wire_comp comp = {RL_WIRE_DATA, 0, NULL};
     uint32_t n = 0;
     if (reply) {
         comp.len = (uint32_t)RLDataGetLength(reply);
@@ -209,7 +209,7 @@ static bool send_reply(rl_conn *c, int32_t msgid, uint32_t seq, RLDataRef reply)
 static void release_owner(void *body) { free(body); }
 
 /* Runs one request; false if the connection must go. */
-static bool dispatch(void *owner, rl_conn *c, rl_wire_frame *f, const char **why) {
+static bool dispatch(void *owner, rl__conn *c, rl__wire_frame *f, const char **why) {
     struct RLMessagePort *mp = owner;
     if (f->h.kind == RL_WIRE_HELLO) { /* a remote port's silent watch connection */
         rl__wire_frame_free(f);
@@ -250,7 +250,7 @@ static bool dispatch(void *owner, rl_conn *c, rl_wire_frame *f, const char **why
 
 /* A client is served only if it is this user, or the access policy
  * admits it. */
-static bool admit(void *owner, rl_conn *c, char *why, size_t n) {
+static bool admit(void *owner, rl__conn *c, char *why, size_t n) {
     struct RLMessagePort *mp = owner;
     struct ucred uc = {0, (uid_t)-1, (gid_t)-1};
     if (!peer_creds(c->fd, &uc)) {
@@ -275,7 +275,7 @@ static const void *callout_of(const void *owner) {
     return (const void *)((const struct RLMessagePort *)owner)->callout;
 }
 
-static const rl_server_ops mp_server_ops = {admit, dispatch, {kRLCalloutPort, callout_of}};
+static const rl__server_ops mp_server_ops = {admit, dispatch, {kRLCalloutPort, callout_of}};
 
 /* ---- public: creating ---- */
 
@@ -464,18 +464,18 @@ RLMessagePortRef RLMessagePortCreateRemote(RLAllocatorRef allocator, const char 
  * taken. This process's extra names are listed here, so that they can be
  * removed by name. */
 
-typedef struct rl_mp_alias {
+typedef struct mp_alias {
     char *name;
     struct RLMessagePort *port; /* not retained: the entry goes when the port is invalidated */
-    rl_conn *listener;
-    struct rl_mp_alias *next;
-} rl_mp_alias;
+    rl__conn *listener;
+    struct mp_alias *next;
+} mp_alias;
 
 static pthread_mutex_t g_alias_mu = PTHREAD_MUTEX_INITIALIZER; /* taken before a server's lock */
-static rl_mp_alias *g_aliases;
+static mp_alias *g_aliases;
 
-static rl_mp_alias **alias_find_locked(const char *name) {
-    rl_mp_alias **pp = &g_aliases;
+static mp_alias **alias_find_locked(const char *name) {
+    mp_alias **pp = &g_aliases;
     while (*pp && ((*pp)->port->pid != getpid() || strcmp((*pp)->name, name) != 0))
         pp = &(*pp)->next;
     return pp;
@@ -484,8 +484,8 @@ static rl_mp_alias **alias_find_locked(const char *name) {
 /* The port is being invalidated: its extra names go with its server. */
 static void aliases_forget(struct RLMessagePort *mp) {
     pthread_mutex_lock(&g_alias_mu);
-    for (rl_mp_alias **pp = &g_aliases; *pp;) {
-        rl_mp_alias *a = *pp;
+    for (mp_alias **pp = &g_aliases; *pp;) {
+        mp_alias *a = *pp;
         if (a->port != mp) {
             pp = &a->next;
             continue;
@@ -508,15 +508,15 @@ bool RLMessagePortNameServerRegisterPort(RLMessagePortRef mp, const char *name) 
         pthread_mutex_unlock(&g_alias_mu);
         return rl__fail(kRLErrorInvalidObject, __func__, "the port %s is invalid", label(mp));
     }
-    rl_mp_alias *old = *alias_find_locked(name);
+    mp_alias *old = *alias_find_locked(name);
     if ((mp->name && strcmp(name, mp->name) == 0) || (old && old->port == mp)) {
         pthread_mutex_unlock(&g_alias_mu);
         return true; /* registered already */
     }
     int lfd = old ? -EADDRINUSE : listen_as(name);
-    rl_mp_alias *a = lfd >= 0 ? calloc(1, sizeof *a) : NULL;
+    mp_alias *a = lfd >= 0 ? calloc(1, sizeof *a) : NULL;
     char *copy = a ? strdup(name) : NULL;
-    rl_conn *l = copy ? rl__server_add_listener(&mp->np.srv, lfd) : NULL;
+    rl__conn *l = copy ? rl__server_add_listener(&mp->np.srv, lfd) : NULL;
     int err = lfd < 0 ? -lfd : !copy ? ENOMEM : !l ? errno : 0;
     if (err) {
         pthread_mutex_unlock(&g_alias_mu);
@@ -528,7 +528,7 @@ bool RLMessagePortNameServerRegisterPort(RLMessagePortRef mp, const char *name) 
             return rl__fail(kRLErrorExists, __func__, "the name \"%s\" is taken by another port", name);
         return rl__fail_errno(err, __func__, "cannot listen as \"%s\"", name);
     }
-    *a = (rl_mp_alias){copy, mp, l, g_aliases};
+    *a = (mp_alias){copy, mp, l, g_aliases};
     g_aliases = a;
     pthread_mutex_unlock(&g_alias_mu);
     return true;
@@ -587,7 +587,7 @@ bool RLMessagePortNameServerRemovePort(const char *name) {
     if (!name_ok(name, __func__))
         return false;
     pthread_mutex_lock(&g_alias_mu);
-    rl_mp_alias **pp = alias_find_locked(name), *a = *pp;
+    mp_alias **pp = alias_find_locked(name), *a = *pp;
     if (a) {
         *pp = a->next;
         rl__server_remove_listener(&a->port->np.srv, a->listener); /* the name is free */
@@ -740,7 +740,7 @@ static void watch_ready(RLFileDescriptorRef f, RLOptionFlags types, void *info) 
 bool RLMessagePortSetInvalidationCallBack(RLMessagePortRef mp, RLMessagePortInvalidationCallBack callout) {
     if (!mp_ok(mp, __func__))
         return false;
-    if (!rl__netport_set_inval(&mp->np, (rl_netport_fn)callout)) {
+    if (!rl__netport_set_inval(&mp->np, (rl__netport_fn)callout)) {
         if (callout) /* CF calls it at once on an invalid port */
             callout(mp, mp->np.ctx.info);
         return true;
@@ -917,7 +917,7 @@ static int32_t receive_reply(struct RLMessagePort *mp, uint32_t seq, RLRunLoopRe
             if (pr < 0)
                 continue; /* EINTR: wait again */
         }
-        rl_wire_frame f;
+        rl__wire_frame f;
         const char *why = NULL;
         int r = rl__read_frame(mp->cfd, &mp->rd, &f, &why);
         if (r < 0)
@@ -955,12 +955,12 @@ static int32_t receive_reply(struct RLMessagePort *mp, uint32_t seq, RLRunLoopRe
 }
 
 /* What rl__send needs of a message port (rl_conn.h). */
-typedef struct rl_mp_request {
+typedef struct mp_request {
     int32_t msgid;
     RLDataRef data;
     bool want_reply;
     uint32_t seq; /* set when the frame is made */
-} rl_mp_request;
+} mp_request;
 
 /* The connection, made when the remote was; invalid, none (send_mu held). */
 static int mp_send_conn(void *port, double deadline) {
@@ -979,12 +979,12 @@ static int mp_send_conn(void *port, double deadline) {
  * wanted (send_mu held: the numbers go out in order). */
 static uint8_t *mp_send_frame(void *port, void *arg, size_t *len) {
     struct RLMessagePort *mp = port;
-    rl_mp_request *req = arg;
+    mp_request *req = arg;
     req->seq = req->want_reply ? ++mp->seq : 0;
     if (req->want_reply && req->seq == 0)
         req->seq = ++mp->seq; /* 0 means "no reply" */
     RLDataRef data = req->data;
-    rl_wire_comp comp = {RL_WIRE_DATA, data ? (uint32_t)RLDataGetLength(data) : 0,
+    rl__wire_comp comp = {RL_WIRE_DATA, data ? (uint32_t)RLDataGetLength(data) : 0,
                          data ? RLDataGetBytePtr(data) : NULL};
     *len = rl__wire_size(&comp, data ? 1 : 0);
     uint8_t *frame = malloc(*len);
@@ -1034,8 +1034,8 @@ int32_t RLMessagePortSendRequest(RLMessagePortRef mp, int32_t msgid, RLDataRef d
         return kRLMessagePortTransportError;
     }
     bool want_reply = replyMode != NULL;
-    rl_mp_request req = {msgid, data, want_reply, 0};
-    rl_send sd = {.mu = &mp->send_mu, .port = mp, .conn = mp_send_conn, .make = mp_send_frame, .arg = &req};
+    mp_request req = {msgid, data, want_reply, 0};
+    rl__send_job sd = {.mu = &mp->send_mu, .port = mp, .conn = mp_send_conn, .make = mp_send_frame, .arg = &req};
     size_t sent;
     int err;
     switch (rl__send(&sd, send_deadline, &sent, &err)) {
@@ -1102,7 +1102,7 @@ static void fork_child(void) {
      * the listening sockets) would keep a name its parent invalidated
      * alive and taken. Its copies of the ports learn that their names are
      * not theirs (pid) and never listen again. */
-    for (rl_netport *np = g_reg.head; np; np = np->reg_next)
+    for (rl__netport *np = g_reg.head; np; np = np->reg_next)
         if (np->serving)
             rl__server_drop_listeners_in_child(&np->srv);
     pthread_mutex_unlock(&g_alias_mu);
@@ -1115,6 +1115,6 @@ __attribute__((constructor)) static void fork_register(void) {
 }
 
 /* For the fuzz harness (rl_fuzz.h). */
-bool rl__message_port_dispatch(RLMessagePortRef local, rl_conn *c, rl_wire_frame *f, const char **why) {
+bool rl__message_port_dispatch(RLMessagePortRef local, rl__conn *c, rl__wire_frame *f, const char **why) {
     return dispatch(local, c, f, why);
 }

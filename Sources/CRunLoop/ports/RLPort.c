@@ -54,14 +54,14 @@ enum {
  * port, then its components (2 + count slots; 16 bytes for a message
  * without components, 24 with one), whose references pass to the message
  * object that delivers it. */
-typedef union rl_port_slot {
+typedef union port_slot {
     struct {
         uint32_t msgid;
         uint32_t count;
     } h;
     struct RLPort *reply; /* retained, or NULL */
     RLTypeRef comp;       /* retained */
-} rl_port_slot;
+} port_slot;
 
 struct RLPortMessage {
     rl__object base;
@@ -75,10 +75,10 @@ struct RLPortMessage {
     RLTypeRef inl[RL_PORT_INLINE_COMPS];
 };
 
-typedef struct rl_port_loop {
+typedef struct port_loop {
     RLRunLoopRef rl; /* retained */
     unsigned modes;  /* memberships of the source in rl */
-} rl_port_loop;
+} port_loop;
 
 struct RLPort {
     rl__object base;
@@ -98,11 +98,11 @@ struct RLPort {
      * senders); the invalidation callback called once, then the context's
      * info released once, after the drain that was handed it (rl_fdobj.h;
      * a port has no handle of its own). */
-    rl_fdobj life;
+    rl__fdobj life;
     /* The queue: `queued` messages in slots[0, nslots), in send order, and
      * a spare array the drain hands back, so that steady traffic allocates
      * nothing. */
-    rl_port_slot *slots, *spare;
+    port_slot *slots, *spare;
     RLIndex queued, nslots, cap, spare_cap, limit;
     RLPortCallBack callout;
 #if __BLOCKS__
@@ -112,9 +112,9 @@ struct RLPort {
     RLPortInvalidationCallBack inval;
     RLRunLoopSourceRef source; /* created on first use */
     rl__weak *self;            /* what the source's context points at */
-    rl_port_loop *loops;
+    port_loop *loops;
     size_t nloops, caploops;
-    rl_port_loop inline_loops[RL_PORT_INLINE_LOOPS];
+    port_loop inline_loops[RL_PORT_INLINE_LOOPS];
 };
 
 static inline void port_lock(struct RLPort *p) {
@@ -155,7 +155,7 @@ static void msg_clear(struct RLPortMessage *m) {
 static void msg_finalize(void *obj) { msg_clear(obj); }
 
 /* Lets go of the references of the message at s; returns the next one. */
-static rl_port_slot *slots_clear_one(rl_port_slot *s) {
+static port_slot *slots_clear_one(port_slot *s) {
     uint32_t count = s[0].h.count;
     if (s[1].reply)
         RLRelease(s[1].reply);
@@ -164,8 +164,8 @@ static rl_port_slot *slots_clear_one(rl_port_slot *s) {
     return s + 2 + count;
 }
 
-static void slots_clear(rl_port_slot *s, RLIndex n) {
-    for (rl_port_slot *end = s + n; s < end;)
+static void slots_clear(port_slot *s, RLIndex n) {
+    for (port_slot *end = s + n; s < end;)
         s = slots_clear_one(s);
 }
 
@@ -177,19 +177,19 @@ static char *msg_describe(const void *obj) {
     return s;
 }
 
-static const rl__class rl__port_message_class = {"RLPortMessage", msg_finalize, NULL, msg_describe};
+static const rl__class port_message_class = {"RLPortMessage", msg_finalize, NULL, msg_describe};
 
 static void port_finalize(void *obj);
 static bool port_can_destroy(void *obj);
 static char *port_describe(const void *obj);
-static const rl__class rl__port_class = {"RLPort", port_finalize, port_can_destroy, port_describe};
+static const rl__class port_class = {"RLPort", port_finalize, port_can_destroy, port_describe};
 
-static bool port_ok(RLPortRef p, const char *fn) { return rl__object_check(p, &rl__port_class, fn); }
-static bool msg_ok(RLPortMessageRef m, const char *fn) { return rl__object_check(m, &rl__port_message_class, fn); }
+static bool port_ok(RLPortRef p, const char *fn) { return rl__object_check(p, &port_class, fn); }
+static bool msg_ok(RLPortMessageRef m, const char *fn) { return rl__object_check(m, &port_message_class, fn); }
 
 static bool is_port(const void *obj) {
     const rl__object *o = obj;
-    return o && atomic_load_explicit(&o->magic, memory_order_relaxed) == RL__MAGIC_ALIVE && o->cls == &rl__port_class;
+    return o && atomic_load_explicit(&o->magic, memory_order_relaxed) == RL__MAGIC_ALIVE && o->cls == &port_class;
 }
 
 static bool comps_ok(const RLTypeRef *comps, RLIndex count, const char *fn) {
@@ -208,7 +208,7 @@ static bool comps_ok(const RLTypeRef *comps, RLIndex count, const char *fn) {
 
 /* An empty message (no parts). NULL (error set) if memory is short. */
 static struct RLPortMessage *msg_alloc(const char *fn) {
-    struct RLPortMessage *m = rl__object_alloc(&rl__port_message_class, sizeof *m, fn);
+    struct RLPortMessage *m = rl__object_alloc(&port_message_class, sizeof *m, fn);
     if (m)
         m->comps = m->inl;
     return m;
@@ -255,7 +255,7 @@ static void refs_release(const RLTypeRef *comps, RLIndex count, struct RLPort *r
 /* Moves the queued message at s into message m (which holds no parts): m
  * now owns its references. Returns the next queued message, or NULL if m
  * cannot hold the parts (no memory: they are released, undelivered). */
-static rl_port_slot *msg_take_slots(struct RLPortMessage *m, rl_port_slot *s, struct RLPort *recv) {
+static port_slot *msg_take_slots(struct RLPortMessage *m, port_slot *s, struct RLPort *recv) {
     uint32_t count = s[0].h.count;
     if (count > RL_PORT_INLINE_COMPS) {
         RLTypeRef *heap = malloc((size_t)count * sizeof *heap);
@@ -341,7 +341,7 @@ static char *port_describe(const void *obj) {
 }
 
 static struct RLPort *port_new(const char *fn) {
-    struct RLPort *p = rl__object_alloc(&rl__port_class, sizeof *p, fn);
+    struct RLPort *p = rl__object_alloc(&port_class, sizeof *p, fn);
     if (!p)
         return NULL;
     pthread_mutex_init(&p->wait_mu, NULL);
@@ -433,12 +433,12 @@ bool RLPortIsValid(RLPortRef p) {
 static void invalidate(struct RLPort *p) {
     port_lock(p);
     RLPortInvalidationCallBack cb = p->inval;
-    rl_fdobj_end end;
+    rl__fdobj_end end;
     if (!rl__fdobj_invalidate(&p->life, cb ? RL_FDOBJ_CALLBACK : 0, &end)) {
         port_unlock(p);
         return;
     }
-    rl_port_slot *q = p->slots;
+    port_slot *q = p->slots;
     RLIndex nq = p->nslots;
     p->slots = NULL;
     p->queued = p->nslots = p->cap = 0;
@@ -506,7 +506,7 @@ static void src_schedule(void *info, RLRunLoopRef rl, RLRunLoopMode mode) {
     if (i == p->nloops) {
         if (p->nloops == p->caploops) {
             size_t cap = p->caploops * 2;
-            rl_port_loop *a = malloc(cap * sizeof *a);
+            port_loop *a = malloc(cap * sizeof *a);
             if (!a) { /* the loop is not woken by sends; it still sees the signal when it next runs */
                 port_unlock(p);
                 RLRelease(p);
@@ -518,7 +518,7 @@ static void src_schedule(void *info, RLRunLoopRef rl, RLRunLoopMode mode) {
             p->loops = a;
             p->caploops = cap;
         }
-        p->loops[p->nloops++] = (rl_port_loop){(RLRunLoopRef)RLRetain(rl), 0};
+        p->loops[p->nloops++] = (port_loop){(RLRunLoopRef)RLRetain(rl), 0};
     }
     p->loops[i].modes++;
     bool pending = p->queued > 0;
@@ -579,7 +579,7 @@ static void src_perform(void *info) {
      * (as perform requests do), so a flood on one port does not keep the
      * loop from its other sources. */
     port_lock(p);
-    rl_port_slot *batch = p->slots;
+    port_slot *batch = p->slots;
     RLIndex n = p->nslots, cap = p->cap;
     p->slots = p->spare;
     p->cap = p->spare_cap;
@@ -595,11 +595,11 @@ static void src_perform(void *info) {
      * borrows its receive port while it is delivered; a handler that keeps
      * the message makes that reference its own. */
     struct RLPortMessage *m = NULL;
-    rl_port_slot *at = batch, *end = batch + n;
+    port_slot *at = batch, *end = batch + n;
     while (at < end) {
         if (!m && !(m = msg_alloc("RLPort"))) /* no memory: the rest are released undelivered */
             break;
-        rl_port_slot *next = msg_take_slots(m, at, p);
+        port_slot *next = msg_take_slots(m, at, p);
         if (!next) { /* no memory for its parts: that one is lost */
             at += 2 + at[0].h.count;
             continue;
@@ -621,7 +621,7 @@ static void src_perform(void *info) {
         RLRelease(m);
     /* The drained array becomes the spare, unless a spare came back first
      * or it grew past what steady traffic needs. */
-    rl_fdobj_end left = {.fd = -1};
+    rl__fdobj_end left = {.fd = -1};
     port_lock(p);
     if (!p->spare && cap <= RL_PORT_KEEP_SLOTS) {
         p->spare = batch;
@@ -756,7 +756,7 @@ static bool send_refs(struct RLPort *p, uint32_t msgid, const RLTypeRef *comps, 
         RLIndex cap = p->cap ? p->cap * 2 : RL_PORT_FIRST_SLOTS;
         if (cap < p->nslots + need)
             cap = p->nslots + need;
-        rl_port_slot *grown = realloc(p->slots, (size_t)cap * sizeof *grown);
+        port_slot *grown = realloc(p->slots, (size_t)cap * sizeof *grown);
         if (!grown) {
             port_unlock(p);
             return rl__fail(kRLErrorNoMemory, fn, "out of memory");
@@ -764,7 +764,7 @@ static bool send_refs(struct RLPort *p, uint32_t msgid, const RLTypeRef *comps, 
         p->slots = grown;
         p->cap = cap;
     }
-    rl_port_slot *at = p->slots + p->nslots;
+    port_slot *at = p->slots + p->nslots;
     at[0].h.msgid = msgid;
     at[0].h.count = (uint32_t)count;
     at[1].reply = reply;

@@ -2,7 +2,7 @@
  * RLSocketPort.c — ports over TCP (RLSocketPort.h has the contract,
  * rl_wire.h the frames, rl_conn.h the serving).
  *
- * A local port is an rl_server around a listening TCP socket: the run loops
+ * A local port is an rl__server around a listening TCP socket: the run loops
  * its source is in watch the socket and every connection. Frames are
  * one-way; component 0 is the reply port, the rest are the message's. A
  * frame's body is shared by the RLData components cut from it (one copy,
@@ -44,7 +44,7 @@ enum { RL_SP_MAX_ADDRS = 8, RL_SP_TEXT = INET6_ADDRSTRLEN + 16 };
 
 struct RLSocketPort {
     rl__object base;
-    rl_netport np; /* validity, context, limit, server, source; np.mu guards the state below */
+    rl__netport np; /* validity, context, limit, server, source; np.mu guards the state below */
     bool remote;
     bool wildcard; /* a local port bound to every address */
     RLSocketPortCallBack callout;
@@ -64,7 +64,7 @@ struct RLSocketPort {
     struct RLSocketPort *reg_next; /* in its registry bucket (g_reg.mu) */
 };
 RL__NETPORT_CHECK(struct RLSocketPort);
-_Static_assert(sizeof(RLSocketPortContext) == sizeof(rl_netport_context), "context layouts differ");
+_Static_assert(sizeof(RLSocketPortContext) == sizeof(rl__netport_context), "context layouts differ");
 
 /* ---- the process's remote ports by address ----
  *
@@ -265,18 +265,18 @@ static char *sp_describe(const void *obj) {
     return r < 0 ? NULL : s;
 }
 
-static const rl__class rl__socket_port_class = {"RLSocketPort", sp_finalize, sp_can_destroy, sp_describe};
+static const rl__class socket_port_class = {"RLSocketPort", sp_finalize, sp_can_destroy, sp_describe};
 
-static bool sp_ok(RLSocketPortRef sp, const char *fn) { return rl__object_check(sp, &rl__socket_port_class, fn); }
+static bool sp_ok(RLSocketPortRef sp, const char *fn) { return rl__object_check(sp, &socket_port_class, fn); }
 
 static bool is_sockport(const void *obj) {
     const rl__object *o = obj;
     return o && atomic_load_explicit(&o->magic, memory_order_relaxed) == RL__MAGIC_ALIVE &&
-           o->cls == &rl__socket_port_class;
+           o->cls == &socket_port_class;
 }
 
 static struct RLSocketPort *sp_new(bool remote, const char *fn) {
-    struct RLSocketPort *sp = rl__object_alloc(&rl__socket_port_class, sizeof *sp, fn);
+    struct RLSocketPort *sp = rl__object_alloc(&socket_port_class, sizeof *sp, fn);
     if (!sp)
         return NULL;
     pthread_mutex_init(&sp->send_mu, NULL);
@@ -314,14 +314,14 @@ static struct RLSocketPort *reg_add_or_find(struct RLSocketPort *sp, const char 
 /* ---- receiving (local ports, on the run loop's thread) ---- */
 
 /* A frame's body, shared by the RLData components cut from it. */
-typedef struct rl_sp_body {
+typedef struct sp_body {
     _Atomic long rc;
     uint8_t *bytes;
-} rl_sp_body;
+} sp_body;
 
-static void body_retain(void *p) { atomic_fetch_add_explicit(&((rl_sp_body *)p)->rc, 1, memory_order_relaxed); }
+static void body_retain(void *p) { atomic_fetch_add_explicit(&((sp_body *)p)->rc, 1, memory_order_relaxed); }
 static void body_release(void *p) {
-    rl_sp_body *b = p;
+    sp_body *b = p;
     if (atomic_fetch_sub_explicit(&b->rc, 1, memory_order_acq_rel) == 1) {
         free(b->bytes);
         free(b);
@@ -351,7 +351,7 @@ static bool numeric_addr(struct RLSocketPort *sp, const char *host, uint16_t por
 
 /* A port component ("host:port", "[v6]:port", "*:port") as a remote port;
  * "*" is the address the connection came from. NULL if malformed. */
-static RLSocketPortRef decode_port(const rl_wire_comp *comp, const rl_conn *c) {
+static RLSocketPortRef decode_port(const rl__wire_comp *comp, const rl__conn *c) {
     char text[RL_SP_TEXT];
     if (comp->len == 0 || comp->len >= sizeof text || memchr(comp->bytes, 0, comp->len))
         return NULL;
@@ -398,7 +398,7 @@ static void release_all(RLTypeRef *objs, uint32_t n) {
 }
 
 /* Hands one message to the handler; false if the connection must go. */
-static bool dispatch(void *owner, rl_conn *c, rl_wire_frame *f, const char **why) {
+static bool dispatch(void *owner, rl__conn *c, rl__wire_frame *f, const char **why) {
     struct RLSocketPort *sp = owner;
     if (f->h.kind != RL_WIRE_ONEWAY || f->h.ncomp == 0 || f->comps[0].type != RL_WIRE_PORT) {
         *why = "unexpected frame for a socket port";
@@ -416,7 +416,7 @@ static bool dispatch(void *owner, rl_conn *c, rl_wire_frame *f, const char **why
         rl__wire_frame_free(f);
         return false;
     }
-    rl_sp_body *body = malloc(sizeof *body);
+    sp_body *body = malloc(sizeof *body);
     RLTypeRef *objs = calloc(f->h.ncomp, sizeof *objs);
     if (!body || !objs) {
         free(body);
@@ -430,7 +430,7 @@ static bool dispatch(void *owner, rl_conn *c, rl_wire_frame *f, const char **why
     f->body = NULL;
     bool ok = true;
     for (uint32_t i = 0; ok && i < f->h.ncomp; i++) {
-        const rl_wire_comp *comp = &f->comps[i];
+        const rl__wire_comp *comp = &f->comps[i];
         if (i == 0 && comp->len == 0)
             continue; /* no reply port */
         if (comp->type == RL_WIRE_DATA)
@@ -457,7 +457,7 @@ static bool dispatch(void *owner, rl_conn *c, rl_wire_frame *f, const char **why
     return ok;
 }
 
-static bool admit(void *owner, rl_conn *c, char *why, size_t n) {
+static bool admit(void *owner, rl__conn *c, char *why, size_t n) {
     int one = 1;
     /* Messages are written whole: no need to wait for more to fill a segment. */
     if (setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) < 0) {
@@ -471,10 +471,10 @@ static const void *callout_of(const void *owner) {
     return (const void *)((const struct RLSocketPort *)owner)->callout;
 }
 
-static const rl_server_ops sp_server_ops = {admit, dispatch, {kRLCalloutPort, callout_of}};
+static const rl__server_ops sp_server_ops = {admit, dispatch, {kRLCalloutPort, callout_of}};
 
 /* For the fuzz harness (rl_fuzz.h). */
-bool rl__socket_port_dispatch(RLSocketPortRef local, rl_conn *c, rl_wire_frame *f, const char **why) {
+bool rl__socket_port_dispatch(RLSocketPortRef local, rl__conn *c, rl__wire_frame *f, const char **why) {
     return dispatch(local, c, f, why);
 }
 
@@ -676,7 +676,7 @@ bool RLSocketPortInvalidate(RLSocketPortRef sp) {
 bool RLSocketPortSetInvalidationCallBack(RLSocketPortRef sp, RLSocketPortInvalidationCallBack callout) {
     if (!sp_ok(sp, __func__))
         return false;
-    if (!rl__netport_set_inval(&sp->np, (rl_netport_fn)callout) && callout)
+    if (!rl__netport_set_inval(&sp->np, (rl__netport_fn)callout) && callout)
         callout(sp, sp->np.ctx.info); /* as CF: at once on an invalid port */
     return true;
 }
@@ -830,7 +830,7 @@ bool RLSocketPortSendBeforeDate(RLSocketPortRef sp, RLAbsoluteTime limitDate, ui
         return rl__fail(kRLErrorInvalidObject, __func__, "the port is invalid");
     /* Component 0 is the reply port; ports travel as text. */
     uint32_t n = (uint32_t)count + 1;
-    rl_wire_comp *comps = calloc(n, sizeof *comps);
+    rl__wire_comp *comps = calloc(n, sizeof *comps);
     char(*texts)[RL_SP_TEXT] = calloc(n, sizeof *texts);
     if (!comps || !texts) {
         free(comps);
@@ -841,7 +841,7 @@ bool RLSocketPortSendBeforeDate(RLSocketPortRef sp, RLAbsoluteTime limitDate, ui
         RLTypeRef obj = i == 0 ? (RLTypeRef)replyPort : components[i - 1];
         comps[i].type = RL_WIRE_PORT;
         if (obj && rl__is_data(obj)) {
-            comps[i] = (rl_wire_comp){RL_WIRE_DATA, (uint32_t)RLDataGetLength(obj), RLDataGetBytePtr(obj)};
+            comps[i] = (rl__wire_comp){RL_WIRE_DATA, (uint32_t)RLDataGetLength(obj), RLDataGetBytePtr(obj)};
         } else if (obj) {
             port_text((struct RLSocketPort *)obj, texts[i], sizeof texts[i]);
             comps[i].len = (uint32_t)strlen(texts[i]);
@@ -864,10 +864,10 @@ bool RLSocketPortSendBeforeDate(RLSocketPortRef sp, RLAbsoluteTime limitDate, ui
         return rl__fail(kRLErrorNoMemory, __func__, "out of memory");
     }
     double deadline = RLMonotonicTimeGetCurrent() + (limitDate - RLAbsoluteTimeGetCurrent());
-    rl_send sd = {.mu = &sp->send_mu, .port = sp, .conn = sp_send_conn, .frame = frame, .len = flen};
+    rl__send_job sd = {.mu = &sp->send_mu, .port = sp, .conn = sp_send_conn, .frame = frame, .len = flen};
     size_t sent;
     int err;
-    rl_send_result r = rl__send(&sd, deadline, &sent, &err);
+    rl__send_result r = rl__send(&sd, deadline, &sent, &err);
     free(frame);
     switch (r) {
     case RL_SEND_SENT:

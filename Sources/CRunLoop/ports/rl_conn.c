@@ -32,7 +32,8 @@ int rl__ms_left(double deadline) {
     return left > 1e6 ? 1000000000 : (int)ceil(left * 1000);
 }
 
-int rl__lock_until(pthread_mutex_t *mu, double deadline) {
+/* Locks mu, waiting no later than deadline. 0 or ETIMEDOUT. */
+static int lock_until(pthread_mutex_t *mu, double deadline) {
     double wait = deadline - RLMonotonicTimeGetCurrent();
     if (!(wait > 0))
         return pthread_mutex_trylock(mu) ? ETIMEDOUT : 0;
@@ -79,10 +80,10 @@ int rl__write_all(int fd, const uint8_t *buf, size_t len, double deadline, size_
     return err;
 }
 
-rl_send_result rl__send(const rl_send *sd, double deadline, size_t *sent, int *err) {
+rl__send_result rl__send(const rl__send_job *sd, double deadline, size_t *sent, int *err) {
     *sent = 0;
     *err = 0;
-    if (rl__lock_until(sd->mu, deadline) != 0)
+    if (lock_until(sd->mu, deadline) != 0)
         return RL_SEND_BUSY;
     int fd = sd->conn(sd->port, deadline);
     if (fd < 0)
@@ -99,11 +100,11 @@ rl_send_result rl__send(const rl_send *sd, double deadline, size_t *sent, int *e
     return !*err ? RL_SEND_SENT : *err == ETIMEDOUT ? RL_SEND_TIMEOUT : RL_SEND_BROKE;
 }
 
-bool rl__read_pending(const rl_wire_reader *rd) { return rd->ahead_off < rd->ahead_len; }
+bool rl__read_pending(const rl__wire_reader *rd) { return rd->ahead_off < rd->ahead_len; }
 
-bool rl__read_drained(const rl_wire_reader *rd) { return !rl__read_pending(rd) && rd->ahead_short; }
+bool rl__read_drained(const rl__wire_reader *rd) { return !rl__read_pending(rd) && rd->ahead_short; }
 
-int rl__read_frame(int fd, rl_wire_reader *rd, rl_wire_frame *f, const char **why) {
+int rl__read_frame(int fd, rl__wire_reader *rd, rl__wire_frame *f, const char **why) {
     for (;;) {
         uint8_t *at;
         size_t want;
@@ -138,7 +139,7 @@ int rl__read_frame(int fd, rl_wire_reader *rd, rl_wire_frame *f, const char **wh
             return -1;
         }
         bool done;
-        rl_wire_error e = rl__wire_got(rd, (size_t)n, &done);
+        rl__wire_error e = rl__wire_got(rd, (size_t)n, &done);
         if (e) {
             *why = rl__wire_error_text(e);
             return -1;
@@ -155,12 +156,12 @@ int rl__read_frame(int fd, rl_wire_reader *rd, rl_wire_frame *f, const char **wh
 /* Connections are counted: the server's list holds one reference, the fd
  * object's context another (released when it is invalidated). */
 static const void *conn_retain(const void *p) {
-    atomic_fetch_add_explicit(&((rl_conn *)p)->refs, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&((rl__conn *)p)->refs, 1, memory_order_relaxed);
     return p;
 }
 
 static void conn_release(const void *p) {
-    rl_conn *c = (rl_conn *)p;
+    rl__conn *c = (rl__conn *)p;
     if (atomic_fetch_sub_explicit(&c->refs, 1, memory_order_acq_rel) != 1)
         return;
     if (c->fd >= 0)
@@ -182,13 +183,13 @@ static void conn_ready(RLFileDescriptorRef f, RLOptionFlags types, void *info);
  * with its watch, in no loop yet and with no callback enabled. NULL with
  * errno set. */
 /* The slow-callout report names a port's callouts as the port's. */
-static void mark_owner(RLFileDescriptorRef f, rl_server *s) {
+static void mark_owner(RLFileDescriptorRef f, rl__server *s) {
     if (f)
         rl__fd_set_owner(f, s->owner, &s->ops->how);
 }
 
-static rl_conn *conn_new(rl_server *s, int fd, bool listening) {
-    rl_conn *c = calloc(1, sizeof *c);
+static rl__conn *conn_new(rl__server *s, int fd, bool listening) {
+    rl__conn *c = calloc(1, sizeof *c);
     if (!c) {
         close(fd);
         errno = ENOMEM;
@@ -222,7 +223,7 @@ static rl_conn *conn_new(rl_server *s, int fd, bool listening) {
 /* The end of a connection or listener that is on no list and that no loop
  * serves: its watch leaves every loop, its socket closes at once (a
  * listener's address is free when this returns). */
-static void conn_retire(rl_server *s, rl_conn *c) {
+static void conn_retire(rl__server *s, rl__conn *c) {
     RLFileDescriptorInvalidate(c->fdobj);
     if (c->fd >= 0) {
         if (c->listening && s->made_by == getpid())
@@ -235,20 +236,25 @@ static void conn_retire(rl_server *s, rl_conn *c) {
 
 /* c's watch joins every loop and mode the port's source is in (sched_mu
  * held). */
-static void conn_join_locked(rl_server *s, rl_conn *c) {
-    for (rl_sched *e = s->scheds; e; e = e->next)
+static void conn_join_locked(rl__server *s, rl__conn *c) {
+    for (rl__conn_sched *e = s->scheds; e; e = e->next)
         (void)RLRunLoopAddSource(e->rl, c->src, e->mode);
 }
 
-static void unlink_conn(rl_conn **head, rl_conn *c) {
-    for (rl_conn **pp = head; *pp; pp = &(*pp)->next)
+static void unlink_conn(rl__conn **head, rl__conn *c) {
+    for (rl__conn **pp = head; *pp; pp = &(*pp)->next)
         if (*pp == c) {
             *pp = c->next;
             return;
         }
 }
 
-int rl__server_init(rl_server *s, int lfd, uint32_t limit, const rl_server_ops *ops, void *owner, rl__weak *link) {
+static void server_destroy(rl__server *s);
+
+/* Sets up a server around a bound, listening, non-blocking socket (taken
+ * over, also on failure), for the port `owner` whose weak link is `link`.
+ * 0, or the errno that failed. */
+static int server_init(rl__server *s, int lfd, uint32_t limit, const rl__server_ops *ops, void *owner, rl__weak *link) {
     memset(s, 0, sizeof *s);
     s->made_by = getpid();
     pthread_mutex_init(&s->sched_mu, NULL);
@@ -259,10 +265,10 @@ int rl__server_init(rl_server *s, int lfd, uint32_t limit, const rl_server_ops *
     s->ops = ops;
     s->owner = owner;
     s->link = link;
-    rl_conn *l = conn_new(s, lfd, true);
+    rl__conn *l = conn_new(s, lfd, true);
     if (!l) {
         int err = errno;
-        rl__server_destroy(s);
+        server_destroy(s);
         return err;
     }
     s->listeners = l;
@@ -271,8 +277,8 @@ int rl__server_init(rl_server *s, int lfd, uint32_t limit, const rl_server_ops *
     return 0;
 }
 
-rl_conn *rl__server_add_listener(rl_server *s, int lfd) {
-    rl_conn *l = conn_new(s, lfd, true);
+rl__conn *rl__server_add_listener(rl__server *s, int lfd) {
+    rl__conn *l = conn_new(s, lfd, true);
     if (!l)
         return NULL;
     pthread_mutex_lock(&s->sched_mu);
@@ -299,7 +305,7 @@ rl_conn *rl__server_add_listener(rl_server *s, int lfd) {
 /* Takes l off the listeners; it is retired here unless a loop accepts on
  * it right now (that loop retires it when it is done). mu held. False:
  * the caller retires it (after unlocking). */
-static bool let_go_listener_locked(rl_server *s, rl_conn *l) {
+static bool let_go_listener_locked(rl__server *s, rl__conn *l) {
     unlink_conn(&s->listeners, l);
     if (!l->busy)
         return false;
@@ -309,13 +315,13 @@ static bool let_go_listener_locked(rl_server *s, rl_conn *l) {
     return true;
 }
 
-int rl__server_replace_listener(rl_server *s, int lfd) {
-    rl_conn *l = conn_new(s, lfd, true);
+int rl__server_replace_listener(rl__server *s, int lfd) {
+    rl__conn *l = conn_new(s, lfd, true);
     if (!l)
         return errno;
     pthread_mutex_lock(&s->sched_mu);
     pthread_mutex_lock(&s->mu);
-    rl_conn *old = s->valid ? s->listeners : NULL;
+    rl__conn *old = s->valid ? s->listeners : NULL;
     bool busy = false;
     if (old) {
         busy = let_go_listener_locked(s, old);
@@ -337,10 +343,10 @@ int rl__server_replace_listener(rl_server *s, int lfd) {
     return 0;
 }
 
-void rl__server_remove_listener(rl_server *s, rl_conn *l) {
+void rl__server_remove_listener(rl__server *s, rl__conn *l) {
     pthread_mutex_lock(&s->mu);
     bool found = false;
-    for (rl_conn *x = s->listeners; x; x = x->next)
+    for (rl__conn *x = s->listeners; x; x = x->next)
         found = found || x == l;
     bool busy = found && let_go_listener_locked(s, l);
     pthread_mutex_unlock(&s->mu);
@@ -348,7 +354,7 @@ void rl__server_remove_listener(rl_server *s, rl_conn *l) {
         conn_retire(s, l);
 }
 
-static void note_drop_locked(rl_server *s, rl_conn *c, const char *why) {
+static void note_drop_locked(rl__server *s, rl__conn *c, const char *why) {
     s->dropped++;
     if (c->pid > 0)
         snprintf(s->last_drop, sizeof s->last_drop, "pid %d: %s", (int)c->pid, why);
@@ -356,7 +362,7 @@ static void note_drop_locked(rl_server *s, rl_conn *c, const char *why) {
         snprintf(s->last_drop, sizeof s->last_drop, "%s", why);
 }
 
-static void accept_clients(rl_server *s, int lfd) {
+static void accept_clients(rl__server *s, int lfd) {
     for (;;) {
         struct sockaddr_storage addr;
         socklen_t alen = sizeof addr;
@@ -366,7 +372,7 @@ static void accept_clients(rl_server *s, int lfd) {
                 continue;
             break; /* EAGAIN, or out of fds: the listener stays armed and we come back */
         }
-        rl_conn *c = conn_new(s, fd, false);
+        rl__conn *c = conn_new(s, fd, false);
         if (!c)
             continue;
         c->addr = addr;
@@ -394,7 +400,7 @@ static void accept_clients(rl_server *s, int lfd) {
     }
 }
 
-bool rl__conn_write(rl_conn *c, uint8_t *buf, size_t len) {
+bool rl__conn_write(rl__conn *c, uint8_t *buf, size_t len) {
     if (c->out) { /* earlier frames still wait: keep the order */
         uint8_t *more = realloc(c->out, c->out_len + len);
         if (!more)
@@ -419,7 +425,7 @@ bool rl__conn_write(rl_conn *c, uint8_t *buf, size_t len) {
     return true;
 }
 
-static bool flush_out(rl_conn *c) {
+static bool flush_out(rl__conn *c) {
     size_t sent = 0;
     int err = rl__write_all(c->fd, c->out + c->out_off, c->out_len - c->out_off, 0, &sent);
     if (err && err != ETIMEDOUT)
@@ -436,11 +442,11 @@ static bool flush_out(rl_conn *c) {
 /* Sets every stall timer for monotonic time `at` (mu held). A timer is in
  * its loop only while a client is mid-frame: a loop's next timer date
  * shows the ports' stall checks only while there is one to make. */
-static void arm_stall_locked(rl_server *s, double at) {
+static void arm_stall_locked(rl__server *s, double at) {
     s->stall_at = at;
     double now = RLMonotonicTimeGetCurrent();
     RLAbsoluteTime when = RLAbsoluteTimeGetCurrent() + (at - now > 1e-3 ? at - now : 1e-3);
-    for (rl_sched *e = s->scheds; e; e = e->next) {
+    for (rl__conn_sched *e = s->scheds; e; e = e->next) {
         RLRunLoopTimerSetNextFireDate(e->timer, when);
         if (!e->timer_in)
             e->timer_in = RLRunLoopAddTimer(e->rl, e->timer, e->mode);
@@ -448,9 +454,9 @@ static void arm_stall_locked(rl_server *s, double at) {
 }
 
 /* No client is mid-frame: the stall timers leave their loops (mu held). */
-static void disarm_stall_locked(rl_server *s) {
+static void disarm_stall_locked(rl__server *s) {
     s->stall_at = INFINITY;
-    for (rl_sched *e = s->scheds; e; e = e->next)
+    for (rl__conn_sched *e = s->scheds; e; e = e->next)
         if (e->timer_in) {
             (void)RLRunLoopRemoveTimer(e->rl, e->timer, e->mode);
             e->timer_in = false;
@@ -459,12 +465,12 @@ static void disarm_stall_locked(rl_server *s) {
 
 /* A stall timer fired: drop every client that began a frame longer ago
  * than the server allows, and set the timers for the next one. */
-static void drop_stalled(rl_server *s) {
+static void drop_stalled(rl__server *s) {
     double now = RLMonotonicTimeGetCurrent(), next = INFINITY;
-    rl_conn *dead = NULL;
+    rl__conn *dead = NULL;
     pthread_mutex_lock(&s->mu);
     s->stall_at = INFINITY;
-    for (rl_conn *c = s->conns, *nx; c; c = nx) {
+    for (rl__conn *c = s->conns, *nx; c; c = nx) {
         nx = c->next;
         if (c->busy || c->frame_since == 0)
             continue;
@@ -482,7 +488,7 @@ static void drop_stalled(rl_server *s) {
     else
         disarm_stall_locked(s);
     pthread_mutex_unlock(&s->mu);
-    for (rl_conn *c = dead, *nx; c; c = nx) {
+    for (rl__conn *c = dead, *nx; c; c = nx) {
         nx = c->next;
         conn_retire(s, c);
     }
@@ -490,7 +496,7 @@ static void drop_stalled(rl_server *s) {
 
 /* The loop that served c is done with it: c is watched again for what it
  * needs (keep), or dropped. */
-static void conn_done(rl_server *s, rl_conn *c, bool keep, const char *why, bool bad) {
+static void conn_done(rl__server *s, rl__conn *c, bool keep, const char *why, bool bad) {
     pthread_mutex_lock(&s->mu);
     c->busy = false;
     if (keep && !c->closed && s->valid) {
@@ -521,7 +527,7 @@ static void conn_done(rl_server *s, rl_conn *c, bool keep, const char *why, bool
     conn_retire(s, c);
 }
 
-static void serve_conn(rl_server *s, rl_conn *c, RLOptionFlags types) {
+static void serve_conn(rl__server *s, rl__conn *c, RLOptionFlags types) {
     const char *why = NULL;
     bool keep = true, bad = false;
     if (c->out && (types & kRLFileDescriptorWriteCallBack))
@@ -531,7 +537,7 @@ static void serve_conn(rl_server *s, rl_conn *c, RLOptionFlags types) {
      * already read ahead are served before leaving, whatever the count
      * (at most RL_WIRE_AHEAD of them): the fd will not say they are there. */
     for (int i = 0; keep && (i < RL_CONN_BATCH || rl__read_pending(&c->rd)) && !c->out; i++) {
-        rl_wire_frame f;
+        rl__wire_frame f;
         int r = rl__read_frame(c->fd, &c->rd, &f, &why);
         if (r == 0)
             break;
@@ -555,11 +561,11 @@ static void serve_conn(rl_server *s, rl_conn *c, RLOptionFlags types) {
 /* The loop reports c's fd (one-shot: c is this loop's until conn_done). */
 static void conn_ready(RLFileDescriptorRef f, RLOptionFlags types, void *info) {
     (void)f;
-    rl_conn *c = info;
+    rl__conn *c = info;
     void *port = rl__weak_get(c->link); /* held: a dispatch may invalidate and release it */
     if (!port)
         return;
-    rl_server *s = c->srv;
+    rl__server *s = c->srv;
     pthread_mutex_lock(&s->mu);
     bool go = !c->closed && s->valid && !c->busy;
     c->busy = c->busy || go;
@@ -578,18 +584,20 @@ static void stall_fired(RLRunLoopTimerRef t, void *info) {
     void *port = rl__weak_get(info);
     if (!port)
         return;
-    drop_stalled(&((rl_netport *)((char *)port + RL__NETPORT_OFFSET))->srv);
+    drop_stalled(&((rl__netport *)((char *)port + RL__NETPORT_OFFSET))->srv);
     RLRelease(port);
 }
 
-void rl__server_set_order(rl_server *s, RLIndex order) {
+/* The order of the port's source, for the watches (set before the source
+ * joins a loop). */
+static void server_set_order(rl__server *s, RLIndex order) {
     pthread_mutex_lock(&s->sched_mu);
     pthread_mutex_lock(&s->mu);
     /* In no loop yet: nobody accepts on the listeners, and no client is
      * connected; the listeners get watches of the new order. */
     bool redo = s->valid && !s->scheds && s->order != order;
     s->order = order;
-    for (rl_conn *l = redo ? s->listeners : NULL; l; l = l->next) {
+    for (rl__conn *l = redo ? s->listeners : NULL; l; l = l->next) {
         RLFileDescriptorContext ctx = {0, l, conn_retain, conn_release, NULL};
         RLFileDescriptorRef f = RLFileDescriptorCreate(NULL, l->fd, false, conn_ready, &ctx);
         mark_owner(f, s);
@@ -614,8 +622,10 @@ void rl__server_set_order(rl_server *s, RLIndex order) {
     pthread_mutex_unlock(&s->sched_mu);
 }
 
-void rl__server_schedule(rl_server *s, RLRunLoopRef rl, RLRunLoopMode mode) {
-    rl_sched *e = calloc(1, sizeof *e);
+/* The port's source joined (schedule) or left (cancel) mode of rl: the
+ * server's watches follow it. */
+static void server_schedule(rl__server *s, RLRunLoopRef rl, RLRunLoopMode mode) {
+    rl__conn_sched *e = calloc(1, sizeof *e);
     RLRunLoopTimerContext tctx = {0, s->link, rl__weak_retain, rl__weak_release, NULL};
     /* Repeats, far apart: it is set by hand, and stays in its loop while a
      * client is mid-frame (arm_stall_locked). */
@@ -633,7 +643,7 @@ void rl__server_schedule(rl_server *s, RLRunLoopRef rl, RLRunLoopMode mode) {
     pthread_mutex_lock(&s->sched_mu);
     pthread_mutex_lock(&s->mu);
     bool dup = false;
-    for (rl_sched *x = s->scheds; x; x = x->next)
+    for (rl__conn_sched *x = s->scheds; x; x = x->next)
         dup = dup || (x->rl == rl && strcmp(x->mode, mode) == 0);
     bool ok = s->valid && !dup;
     if (ok) {
@@ -642,9 +652,9 @@ void rl__server_schedule(rl_server *s, RLRunLoopRef rl, RLRunLoopMode mode) {
         e->timer = t;
         e->next = s->scheds;
         s->scheds = e;
-        for (rl_conn *c = s->listeners; c; c = c->next)
+        for (rl__conn *c = s->listeners; c; c = c->next)
             (void)RLRunLoopAddSource(rl, c->src, mode);
-        for (rl_conn *c = s->conns; c; c = c->next)
+        for (rl__conn *c = s->conns; c; c = c->next)
             (void)RLRunLoopAddSource(rl, c->src, mode);
         if (isfinite(s->stall_at))
             arm_stall_locked(s, s->stall_at);
@@ -658,27 +668,27 @@ void rl__server_schedule(rl_server *s, RLRunLoopRef rl, RLRunLoopMode mode) {
     }
 }
 
-static void sched_free(rl_sched *e) {
+static void sched_free(rl__conn_sched *e) {
     RLRunLoopTimerInvalidate(e->timer); /* out of its loop */
     RLRelease(e->timer);
     RLRelease(e->rl);
     free(e);
 }
 
-void rl__server_cancel(rl_server *s, RLRunLoopRef rl, RLRunLoopMode mode) {
+static void server_cancel(rl__server *s, RLRunLoopRef rl, RLRunLoopMode mode) {
     pthread_mutex_lock(&s->sched_mu);
     pthread_mutex_lock(&s->mu);
-    rl_sched *e = NULL;
-    for (rl_sched **pp = &s->scheds; *pp; pp = &(*pp)->next)
+    rl__conn_sched *e = NULL;
+    for (rl__conn_sched **pp = &s->scheds; *pp; pp = &(*pp)->next)
         if ((*pp)->rl == rl && strcmp((*pp)->mode, mode) == 0) {
             e = *pp;
             *pp = e->next;
             break;
         }
     if (e) {
-        for (rl_conn *c = s->listeners; c; c = c->next)
+        for (rl__conn *c = s->listeners; c; c = c->next)
             (void)RLRunLoopRemoveSource(rl, c->src, e->mode);
-        for (rl_conn *c = s->conns; c; c = c->next)
+        for (rl__conn *c = s->conns; c; c = c->next)
             (void)RLRunLoopRemoveSource(rl, c->src, e->mode);
     }
     pthread_mutex_unlock(&s->mu);
@@ -689,8 +699,8 @@ void rl__server_cancel(rl_server *s, RLRunLoopRef rl, RLRunLoopMode mode) {
 
 /* Moves every entry of *from that no loop serves onto *dead; a busy one
  * is left to its loop (marked closed). mu held. */
-static void let_go_all_locked(rl_server *s, rl_conn **from, rl_conn **dead, bool ours) {
-    for (rl_conn *c = *from, *nx; c; c = nx) {
+static void let_go_all_locked(rl__server *s, rl__conn **from, rl__conn **dead, bool ours) {
+    for (rl__conn *c = *from, *nx; c; c = nx) {
         nx = c->next;
         if (c->busy) {
             c->closed = true;
@@ -704,76 +714,80 @@ static void let_go_all_locked(rl_server *s, rl_conn **from, rl_conn **dead, bool
     *from = NULL;
 }
 
-void rl__server_close(rl_server *s) {
+/* Stops listening and drops every client (a connection being served is
+ * dropped by the thread serving it); the watches leave every loop.
+ * Idempotent. */
+static void server_close(rl__server *s) {
     pthread_mutex_lock(&s->sched_mu);
     pthread_mutex_lock(&s->mu);
     s->valid = false;
     /* Not in a fork()'s child: a shutdown would stop its parent's sockets. */
     bool ours = s->made_by == getpid();
-    rl_conn *lis = NULL, *cons = NULL;
+    rl__conn *lis = NULL, *cons = NULL;
     let_go_all_locked(s, &s->listeners, &lis, ours);
     let_go_all_locked(s, &s->conns, &cons, ours);
-    rl_sched *scheds = s->scheds;
+    rl__conn_sched *scheds = s->scheds;
     s->scheds = NULL;
     pthread_mutex_unlock(&s->mu);
     /* The listeners go first: a client that sees its connection close can
      * count on the address being free. */
-    for (rl_conn *c = lis, *nx; c; c = nx) {
+    for (rl__conn *c = lis, *nx; c; c = nx) {
         nx = c->next;
         conn_retire(s, c);
     }
-    for (rl_conn *c = cons, *nx; c; c = nx) {
+    for (rl__conn *c = cons, *nx; c; c = nx) {
         nx = c->next;
         conn_retire(s, c);
     }
-    for (rl_sched *e = scheds, *nx; e; e = nx) {
+    for (rl__conn_sched *e = scheds, *nx; e; e = nx) {
         nx = e->next;
         sched_free(e);
     }
     pthread_mutex_unlock(&s->sched_mu);
 }
 
-void rl__server_drop_listeners_in_child(rl_server *s) {
+void rl__server_drop_listeners_in_child(rl__server *s) {
     /* A fork()'s child, before anything else runs in it: no other thread,
      * and the lock may be held for good by a thread of the parent. The
      * watches stay (the child's loops are its parent's copies, which it
      * never waits on); only the sockets close. */
-    for (rl_conn *l = s->listeners; l; l = l->next) {
+    for (rl__conn *l = s->listeners; l; l = l->next) {
         if (l->fd >= 0)
             close(l->fd);
         l->fd = -1;
     }
 }
 
-void rl__server_destroy(rl_server *s) {
+/* Frees what close left (call once, after close). */
+static void server_destroy(rl__server *s) {
     /* Close ran first; connections a loop was serving are retired by it
      * (it holds the port meanwhile, so none is left here). */
     pthread_mutex_destroy(&s->mu);
     pthread_mutex_destroy(&s->sched_mu);
 }
 
-void rl__server_set_limit(rl_server *s, uint32_t limit) {
+static void server_set_limit(rl__server *s, uint32_t limit) {
     pthread_mutex_lock(&s->mu);
     s->limit = limit;
     /* Frames already begun keep the limit they were checked against. */
-    for (rl_conn *c = s->conns; c; c = c->next)
+    for (rl__conn *c = s->conns; c; c = c->next)
         c->rd.max_body = limit;
     pthread_mutex_unlock(&s->mu);
 }
 
-void rl__server_set_max_comps(rl_server *s, uint32_t max) {
+void rl__server_set_max_comps(rl__server *s, uint32_t max) {
     pthread_mutex_lock(&s->mu);
     s->max_comps = max;
-    for (rl_conn *c = s->conns; c; c = c->next)
+    for (rl__conn *c = s->conns; c; c = c->next)
         atomic_store_explicit(&c->rd.max_comps, max, memory_order_relaxed);
     pthread_mutex_unlock(&s->mu);
 }
 
-void rl__server_set_stall(rl_server *s, double seconds) {
+static void server_set_stall(rl__server *s, double seconds) {
     pthread_mutex_lock(&s->mu);
     s->stall = seconds;
     double next = INFINITY;
-    for (rl_conn *c = s->conns; c; c = c->next)
+    for (rl__conn *c = s->conns; c; c = c->next)
         if (c->frame_since && c->frame_since + seconds < next)
             next = c->frame_since + seconds;
     if (s->valid && isfinite(next))
@@ -781,7 +795,8 @@ void rl__server_set_stall(rl_server *s, double seconds) {
     pthread_mutex_unlock(&s->mu);
 }
 
-size_t rl__server_dropped(rl_server *s, char *why, size_t n) {
+/* Connections dropped so far; the last reason goes into why (n bytes). */
+static size_t server_dropped(rl__server *s, char *why, size_t n) {
     pthread_mutex_lock(&s->mu);
     size_t d = s->dropped;
     snprintf(why, n, "%s", s->last_drop);
@@ -791,22 +806,22 @@ size_t rl__server_dropped(rl_server *s, char *why, size_t n) {
 
 /* ---- the shared half of listening ports ---- */
 
-bool rl__netport_init(rl_netport *np, void *obj) {
+bool rl__netport_init(rl__netport *np, void *obj) {
     pthread_mutex_init(&np->mu, NULL);
     np->limit = RL_WIRE_MAX_BODY;
     np->link = rl__weak_new(obj);
     rl__fdobj_init(&np->life, -1); /* its fds are the server's */
     np->life.valid = np->link != NULL;
-    np->inval_end = (rl_fdobj_end){.fd = -1};
+    np->inval_end = (rl__fdobj_end){.fd = -1};
     return np->life.valid;
 }
 
-void rl__netport_finalize(rl_netport *np) {
+void rl__netport_finalize(rl__netport *np) {
     /* Invalidation ran first (explicitly or on the last release) and
      * released the info; a port whose creation failed part-way has it. */
     rl__fdobj_finalize(&np->life);
     if (np->serving)
-        rl__server_destroy(&np->srv);
+        server_destroy(&np->srv);
     np->serving = false;
     if (np->link)
         rl__weak_release(np->link);
@@ -814,58 +829,58 @@ void rl__netport_finalize(rl_netport *np) {
 }
 
 bool rl__netport_check_context(const void *context, const char *fn) {
-    const rl_netport_context *c = context;
+    const rl__netport_context *c = context;
     if (c && c->version != 0)
         return rl__fail(kRLErrorInvalidArgument, fn, "context version %ld is not supported (use 0)", (long)c->version);
     return true;
 }
 
-void rl__netport_set_context(rl_netport *np, const void *context) {
+void rl__netport_set_context(rl__netport *np, const void *context) {
     if (context)
-        np->ctx = *(const rl_netport_context *)context;
+        np->ctx = *(const rl__netport_context *)context;
 }
 
-void rl__netport_retain_context(rl_netport *np) {
+void rl__netport_retain_context(rl__netport *np) {
     if (np->ctx.retain)
         np->ctx.info = (void *)np->ctx.retain(np->ctx.info);
     rl__fdobj_set_context(&np->life, np->ctx.info, np->ctx.release);
 }
 
-bool rl__netport_get_context(rl_netport *np, void *context, const char *fn) {
+bool rl__netport_get_context(rl__netport *np, void *context, const char *fn) {
     if (!context)
         return rl__fail(kRLErrorInvalidArgument, fn, "NULL context");
-    *(rl_netport_context *)context = np->ctx;
+    *(rl__netport_context *)context = np->ctx;
     return true;
 }
 
-int rl__netport_listen(rl_netport *np, int lfd, const rl_server_ops *ops, void *owner) {
-    int err = rl__server_init(&np->srv, lfd, np->limit, ops, owner, np->link);
+int rl__netport_listen(rl__netport *np, int lfd, const rl__server_ops *ops, void *owner) {
+    int err = server_init(&np->srv, lfd, np->limit, ops, owner, np->link);
     np->serving = !err;
     return err;
 }
 
-bool rl__netport_is_valid(rl_netport *np) {
+bool rl__netport_is_valid(rl__netport *np) {
     pthread_mutex_lock(&np->mu);
     bool v = np->life.valid;
     pthread_mutex_unlock(&np->mu);
     return v;
 }
 
-bool rl__netport_begin_invalidate(rl_netport *np) {
+bool rl__netport_begin_invalidate(rl__netport *np) {
     pthread_mutex_lock(&np->mu);
     bool was = rl__fdobj_invalidate(&np->life, np->inval ? RL_FDOBJ_CALLBACK : 0, &np->inval_end);
     pthread_mutex_unlock(&np->mu);
     return was;
 }
 
-rl_netport_fn rl__netport_finish_invalidate(rl_netport *np) {
+rl__netport_fn rl__netport_finish_invalidate(rl__netport *np) {
     pthread_mutex_lock(&np->mu);
     RLRunLoopSourceRef source = np->source;
     np->source = NULL;
-    rl_netport_fn cb = np->inval_end.call_inval ? np->inval : NULL;
+    rl__netport_fn cb = np->inval_end.call_inval ? np->inval : NULL;
     pthread_mutex_unlock(&np->mu);
     if (np->serving)
-        rl__server_close(&np->srv); /* the name or address is free from here on */
+        server_close(&np->srv); /* the name or address is free from here on */
     rl__weak_cut(np->link);
     if (source) {
         RLRunLoopSourceInvalidate(source); /* out of every loop (the server's watches are already) */
@@ -874,10 +889,10 @@ rl_netport_fn rl__netport_finish_invalidate(rl_netport *np) {
     return cb;
 }
 
-void rl__netport_end_invalidate(rl_netport *np) {
+void rl__netport_end_invalidate(rl__netport *np) {
     pthread_mutex_lock(&np->mu);
-    rl_fdobj_end end = np->inval_end;
-    np->inval_end = (rl_fdobj_end){.fd = -1};
+    rl__fdobj_end end = np->inval_end;
+    np->inval_end = (rl__fdobj_end){.fd = -1};
     bool kept = np->kept_by_source;
     np->kept_by_source = false;
     pthread_mutex_unlock(&np->mu);
@@ -886,7 +901,7 @@ void rl__netport_end_invalidate(rl_netport *np) {
         RLRelease((char *)np - RL__NETPORT_OFFSET);
 }
 
-bool rl__netport_set_inval(rl_netport *np, rl_netport_fn fn) {
+bool rl__netport_set_inval(rl__netport *np, rl__netport_fn fn) {
     pthread_mutex_lock(&np->mu);
     bool valid = np->life.valid;
     if (valid)
@@ -895,14 +910,14 @@ bool rl__netport_set_inval(rl_netport *np, rl_netport_fn fn) {
     return valid;
 }
 
-rl_netport_fn rl__netport_get_inval(rl_netport *np) {
+rl__netport_fn rl__netport_get_inval(rl__netport *np) {
     pthread_mutex_lock(&np->mu);
-    rl_netport_fn fn = np->inval;
+    rl__netport_fn fn = np->inval;
     pthread_mutex_unlock(&np->mu);
     return fn;
 }
 
-bool rl__netport_set_limit(rl_netport *np, RLIndex bytes, const char *fn) {
+bool rl__netport_set_limit(rl__netport *np, RLIndex bytes, const char *fn) {
     if (bytes < RL_NETPORT_MIN_LIMIT || bytes > (RLIndex)RL_WIRE_MAX_BODY)
         return rl__fail(kRLErrorInvalidArgument, fn, "limit %ld is outside [%d, %u]", (long)bytes, RL_NETPORT_MIN_LIMIT,
                         RL_WIRE_MAX_BODY);
@@ -910,16 +925,16 @@ bool rl__netport_set_limit(rl_netport *np, RLIndex bytes, const char *fn) {
     np->limit = (uint32_t)bytes;
     pthread_mutex_unlock(&np->mu);
     if (np->serving)
-        rl__server_set_limit(&np->srv, (uint32_t)bytes);
+        server_set_limit(&np->srv, (uint32_t)bytes);
     return true;
 }
 
-bool rl__netport_set_stall(rl_netport *np, bool remote, RLTimeInterval seconds, const char *fn) {
+bool rl__netport_set_stall(rl__netport *np, bool remote, RLTimeInterval seconds, const char *fn) {
     if (remote || !np->serving)
         return rl__fail(kRLErrorInvalidState, fn, "a remote port has no clients to time out");
     if (!(seconds > 0) || !isfinite(seconds))
         return rl__fail(kRLErrorInvalidArgument, fn, "stall timeout %g is not a positive number of seconds", seconds);
-    rl__server_set_stall(&np->srv, seconds);
+    server_set_stall(&np->srv, seconds);
     return true;
 }
 
@@ -929,7 +944,7 @@ static void netport_schedule(void *info, RLRunLoopRef rl, RLRunLoopMode mode) {
     void *obj = rl__weak_get(info);
     if (!obj)
         return; /* invalidated: the server is closed */
-    rl__server_schedule(&((rl_netport *)((char *)obj + RL__NETPORT_OFFSET))->srv, rl, mode);
+    server_schedule(&((rl__netport *)((char *)obj + RL__NETPORT_OFFSET))->srv, rl, mode);
     RLRelease(obj);
 }
 
@@ -937,11 +952,11 @@ static void netport_cancel(void *info, RLRunLoopRef rl, RLRunLoopMode mode) {
     void *obj = rl__weak_get(info);
     if (!obj)
         return;
-    rl__server_cancel(&((rl_netport *)((char *)obj + RL__NETPORT_OFFSET))->srv, rl, mode);
+    server_cancel(&((rl__netport *)((char *)obj + RL__NETPORT_OFFSET))->srv, rl, mode);
     RLRelease(obj);
 }
 
-RLRunLoopSourceRef rl__netport_create_source(rl_netport *np, bool remote, RLIndex order, const char *fn) {
+RLRunLoopSourceRef rl__netport_create_source(rl__netport *np, bool remote, RLIndex order, const char *fn) {
     if (remote)
         return rl__fail(kRLErrorInvalidState, fn, "a remote port has no run-loop source (only local ports receive)"),
                NULL;
@@ -957,7 +972,7 @@ RLRunLoopSourceRef rl__netport_create_source(rl_netport *np, bool remote, RLInde
     }
     pthread_mutex_unlock(&np->mu);
     if (np->serving)
-        rl__server_set_order(&np->srv, order);
+        server_set_order(&np->srv, order);
     /* Never signalled: all it does is take the server's watches into the
      * loops and modes it is added to. */
     RLRunLoopSourceContext ctx = {.version = 0,
@@ -986,19 +1001,19 @@ RLRunLoopSourceRef rl__netport_create_source(rl_netport *np, bool remote, RLInde
     return s;
 }
 
-size_t rl__netport_dropped(rl_netport *np, char *why, size_t n) {
+size_t rl__netport_dropped(rl__netport *np, char *why, size_t n) {
     why[0] = 0;
-    return np->serving ? rl__server_dropped(&np->srv, why, n) : 0;
+    return np->serving ? server_dropped(&np->srv, why, n) : 0;
 }
 
-void rl__registry_add_locked(rl_netport_registry *r, rl_netport *np) {
+void rl__registry_add_locked(rl__netport_registry *r, rl__netport *np) {
     np->reg_next = r->head;
     r->head = np;
 }
 
-void rl__registry_remove(rl_netport_registry *r, rl_netport *np) {
+void rl__registry_remove(rl__netport_registry *r, rl__netport *np) {
     pthread_mutex_lock(&r->mu);
-    for (rl_netport **pp = &r->head; *pp; pp = &(*pp)->reg_next)
+    for (rl__netport **pp = &r->head; *pp; pp = &(*pp)->reg_next)
         if (*pp == np) {
             *pp = np->reg_next;
             break;

@@ -15,7 +15,7 @@ static void put32(uint8_t *p, uint32_t v) {
     p[3] = (uint8_t)(v >> 24);
 }
 
-const char *rl__wire_error_text(rl_wire_error e) {
+const char *rl__wire_error_text(rl__wire_error e) {
     switch (e) {
     case RL_WIRE_OK: return "no error";
     case RL_WIRE_BAD_MAGIC: return "not a port message (bad magic)";
@@ -33,7 +33,8 @@ const char *rl__wire_error_text(rl_wire_error e) {
     return "unknown frame error";
 }
 
-rl_wire_error rl__wire_parse_header(const uint8_t hdr[RL_WIRE_HEADER], uint32_t max_body, rl_wire_header *h) {
+/* Checks a header; fills *h. max_body: the receiver's limit. */
+static rl__wire_error wire_parse_header(const uint8_t hdr[RL_WIRE_HEADER], uint32_t max_body, rl__wire_header *h) {
     if (get32(hdr) != RL_WIRE_MAGIC)
         return RL_WIRE_BAD_MAGIC;
     if (hdr[4] != RL_WIRE_VERSION)
@@ -56,7 +57,9 @@ rl_wire_error rl__wire_parse_header(const uint8_t hdr[RL_WIRE_HEADER], uint32_t 
     return RL_WIRE_OK;
 }
 
-rl_wire_error rl__wire_parse_body(const rl_wire_header *h, const uint8_t *body, rl_wire_comp *comps) {
+/* Splits a body of h->bodylen bytes into h->ncomp components (comps has
+ * room for them), checking that they fill it exactly. */
+static rl__wire_error wire_parse_body(const rl__wire_header *h, const uint8_t *body, rl__wire_comp *comps) {
     size_t off = 0;
     for (uint32_t i = 0; i < h->ncomp; i++) {
         if (h->bodylen - off < RL_WIRE_CHEADER)
@@ -68,20 +71,20 @@ rl_wire_error rl__wire_parse_body(const rl_wire_header *h, const uint8_t *body, 
         off += RL_WIRE_CHEADER;
         if (len > h->bodylen - off)
             return RL_WIRE_SHORT_BODY;
-        comps[i] = (rl_wire_comp){c[0], len, body + off};
+        comps[i] = (rl__wire_comp){c[0], len, body + off};
         off += len;
     }
     return off == h->bodylen ? RL_WIRE_OK : RL_WIRE_LONG_BODY;
 }
 
-size_t rl__wire_size(const rl_wire_comp *comps, uint32_t ncomp) {
+size_t rl__wire_size(const rl__wire_comp *comps, uint32_t ncomp) {
     size_t n = RL_WIRE_HEADER;
     for (uint32_t i = 0; i < ncomp; i++)
         n += RL_WIRE_CHEADER + comps[i].len;
     return n;
 }
 
-size_t rl__wire_encode(uint8_t *out, rl_wire_kind kind, int32_t msgid, uint32_t seq, const rl_wire_comp *comps,
+size_t rl__wire_encode(uint8_t *out, rl__wire_kind kind, int32_t msgid, uint32_t seq, const rl__wire_comp *comps,
                        uint32_t ncomp) {
     size_t total = rl__wire_size(comps, ncomp);
     put32(out, RL_WIRE_MAGIC);
@@ -106,12 +109,12 @@ size_t rl__wire_encode(uint8_t *out, rl_wire_kind kind, int32_t msgid, uint32_t 
 
 /* ---- the reader ---- */
 
-void rl__wire_reader_init(rl_wire_reader *r, uint32_t max_body) {
+void rl__wire_reader_init(rl__wire_reader *r, uint32_t max_body) {
     memset(r, 0, sizeof *r);
     r->max_body = max_body;
 }
 
-void rl__wire_reader_free(rl_wire_reader *r) {
+void rl__wire_reader_free(rl__wire_reader *r) {
     free(r->body);
     free(r->comps);
     r->body = NULL;
@@ -121,7 +124,7 @@ void rl__wire_reader_free(rl_wire_reader *r) {
     r->ahead_short = false;
 }
 
-void rl__wire_want(rl_wire_reader *r, uint8_t **at, size_t *len) {
+void rl__wire_want(rl__wire_reader *r, uint8_t **at, size_t *len) {
     if (r->got < RL_WIRE_HEADER) {
         *at = r->hdr + r->got;
         *len = RL_WIRE_HEADER - r->got;
@@ -132,8 +135,8 @@ void rl__wire_want(rl_wire_reader *r, uint8_t **at, size_t *len) {
     }
 }
 
-static rl_wire_error header_done(rl_wire_reader *r, bool *done) {
-    rl_wire_error e = rl__wire_parse_header(r->hdr, r->max_body, &r->h);
+static rl__wire_error header_done(rl__wire_reader *r, bool *done) {
+    rl__wire_error e = wire_parse_header(r->hdr, r->max_body, &r->h);
     if (e)
         return e;
     /* Refused before anything is allocated or read for the body. */
@@ -146,10 +149,10 @@ static rl_wire_error header_done(rl_wire_reader *r, bool *done) {
     if (!r->body || !r->comps)
         return RL_WIRE_NO_MEMORY;
     *done = r->h.bodylen == 0;
-    return *done ? rl__wire_parse_body(&r->h, r->body, r->comps) : RL_WIRE_OK;
+    return *done ? wire_parse_body(&r->h, r->body, r->comps) : RL_WIRE_OK;
 }
 
-rl_wire_error rl__wire_got(rl_wire_reader *r, size_t n, bool *done) {
+rl__wire_error rl__wire_got(rl__wire_reader *r, size_t n, bool *done) {
     *done = false;
     bool had_header = r->got >= RL_WIRE_HEADER;
     r->got += n;
@@ -166,10 +169,10 @@ rl_wire_error rl__wire_got(rl_wire_reader *r, size_t n, bool *done) {
     if (r->got - RL_WIRE_HEADER < r->h.bodylen)
         return RL_WIRE_OK;
     *done = true;
-    return rl__wire_parse_body(&r->h, r->body, r->comps);
+    return wire_parse_body(&r->h, r->body, r->comps);
 }
 
-void rl__wire_take(rl_wire_reader *r, rl_wire_frame *f) {
+void rl__wire_take(rl__wire_reader *r, rl__wire_frame *f) {
     f->h = r->h;
     f->body = r->body;
     f->comps = r->comps;
@@ -178,9 +181,9 @@ void rl__wire_take(rl_wire_reader *r, rl_wire_frame *f) {
     r->got = 0;
 }
 
-bool rl__wire_idle(const rl_wire_reader *r) { return r->got == 0; }
+bool rl__wire_idle(const rl__wire_reader *r) { return r->got == 0; }
 
-void rl__wire_frame_free(rl_wire_frame *f) {
+void rl__wire_frame_free(rl__wire_frame *f) {
     free(f->body);
     free(f->comps);
     f->body = NULL;

@@ -8,6 +8,7 @@
  * `waiters` (incremented before `seq` is read, both sequentially consistent)
  * lets a signal with nobody waiting skip the system call. */
 #include "RLLockInternal.h"
+#include "RLLockDebugInternal.h"
 
 #include <limits.h>
 #include <stdlib.h>
@@ -33,14 +34,14 @@ static char *cond_describe(const void *obj) {
     return rl__lock_describe("RLCondition", obj, &cond->name, rl__mutex_is_locked(&cond->m) ? "locked" : "unlocked");
 }
 
-static const rl__class rl__condition_class = {"RLCondition", cond_finalize, cond_can_destroy, cond_describe};
+static const rl__class condition_class = {"RLCondition", cond_finalize, cond_can_destroy, cond_describe};
 
 RLConditionRef RLConditionCreate(void) {
-    return rl__object_alloc(&rl__condition_class, sizeof(struct RLCondition), __func__);
+    return rl__object_alloc(&condition_class, sizeof(struct RLCondition), __func__);
 }
 
 bool RLConditionLock(RLConditionRef cond) {
-    if (!rl__check(cond, &rl__condition_class, __func__))
+    if (!rl__check(cond, &condition_class, __func__))
         return false;
     if (RL__LIKELY(!rl__lockdep_enabled()) && RL__LIKELY(rl__mutex_trylock(&cond->m)))
         return true;
@@ -48,14 +49,14 @@ bool RLConditionLock(RLConditionRef cond) {
 }
 
 bool RLConditionTryLock(RLConditionRef cond) {
-    if (!rl__check(cond, &rl__condition_class, __func__))
+    if (!rl__check(cond, &condition_class, __func__))
         return false;
     return rl__mutex_trylock_checked(&cond->m, cond, &cond->name, __func__, __builtin_return_address(0));
 }
 
 bool RLConditionLockBeforeDate(RLConditionRef cond, RLAbsoluteTime limit) {
     struct timespec deadline;
-    if (!rl__check(cond, &rl__condition_class, __func__) ||
+    if (!rl__check(cond, &condition_class, __func__) ||
         !rl__deadline_for(limit, &deadline, __func__))
         return false;
     return rl__mutex_lock_checked(&cond->m, cond, &cond->name, &deadline, __func__,
@@ -63,7 +64,7 @@ bool RLConditionLockBeforeDate(RLConditionRef cond, RLAbsoluteTime limit) {
 }
 
 bool RLConditionUnlock(RLConditionRef cond) {
-    if (!rl__check(cond, &rl__condition_class, __func__))
+    if (!rl__check(cond, &condition_class, __func__))
         return false;
     return rl__mutex_unlock_checked(&cond->m, cond, __func__);
 }
@@ -91,7 +92,7 @@ static int cond_wait(RLConditionRef cond, const struct timespec *deadline, const
 }
 
 bool RLConditionWait(RLConditionRef cond) {
-    if (!rl__check(cond, &rl__condition_class, __func__) ||
+    if (!rl__check(cond, &condition_class, __func__) ||
         !rl__mutex_check_owner(&cond->m, __func__))
         return false;
     cond_wait(cond, NULL, __builtin_return_address(0));
@@ -100,7 +101,7 @@ bool RLConditionWait(RLConditionRef cond) {
 
 bool RLConditionWaitUntilDate(RLConditionRef cond, RLAbsoluteTime limit) {
     struct timespec deadline;
-    if (!rl__check(cond, &rl__condition_class, __func__) ||
+    if (!rl__check(cond, &condition_class, __func__) ||
         !rl__deadline_for(limit, &deadline, __func__) ||
         !rl__mutex_check_owner(&cond->m, __func__))
         return false;
@@ -116,27 +117,27 @@ static void cond_wake(RLConditionRef cond, int n) {
 }
 
 bool RLConditionSignal(RLConditionRef cond) {
-    if (!rl__check(cond, &rl__condition_class, __func__))
+    if (!rl__check(cond, &condition_class, __func__))
         return false;
     cond_wake(cond, 1);
     return true;
 }
 
 bool RLConditionBroadcast(RLConditionRef cond) {
-    if (!rl__check(cond, &rl__condition_class, __func__))
+    if (!rl__check(cond, &condition_class, __func__))
         return false;
     cond_wake(cond, INT_MAX);
     return true;
 }
 
 bool RLConditionSetName(RLConditionRef cond, const char *name) {
-    if (!rl__check(cond, &rl__condition_class, __func__))
+    if (!rl__check(cond, &condition_class, __func__))
         return false;
     return rl__lockname_set(&cond->name, name, __func__);
 }
 
 char *RLConditionCopyName(RLConditionRef cond) {
-    if (!rl__check(cond, &rl__condition_class, __func__))
+    if (!rl__check(cond, &condition_class, __func__))
         return NULL;
     return rl__lockname_copy(&cond->name, __func__);
 }

@@ -6,6 +6,7 @@
  * value changes and wakes the sleepers after releasing it, so woken threads
  * do not immediately pile up on a mutex that is still held. */
 #include "RLLockInternal.h"
+#include "RLLockDebugInternal.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -39,10 +40,10 @@ static char *cl_describe(const void *obj) {
     return rl__lock_describe("RLConditionLock", obj, &lock->name, state);
 }
 
-static const rl__class rl__condlock_class = {"RLConditionLock", cl_finalize, cl_can_destroy, cl_describe};
+static const rl__class condlock_class = {"RLConditionLock", cl_finalize, cl_can_destroy, cl_describe};
 
 RLConditionLockRef RLConditionLockCreateWithCondition(RLIndex condition) {
-    CL lock = rl__object_alloc(&rl__condlock_class, sizeof(struct RLConditionLock),
+    CL lock = rl__object_alloc(&condlock_class, sizeof(struct RLConditionLock),
                                __func__);
     if (lock)
         atomic_init(&lock->condition, condition);
@@ -50,7 +51,7 @@ RLConditionLockRef RLConditionLockCreateWithCondition(RLIndex condition) {
 }
 
 bool RLConditionLockGetCondition(RLConditionLockRef lock, RLIndex *condition) {
-    if (!rl__check(lock, &rl__condlock_class, __func__))
+    if (!rl__check(lock, &condlock_class, __func__))
         return false;
     if (!condition)
         return rl__fail(kRLErrorInvalidArgument, __func__, "NULL condition pointer");
@@ -93,7 +94,7 @@ static bool cl_lock_when(CL lock, RLIndex want, const struct timespec *deadline,
 }
 
 bool RLConditionLockLock(RLConditionLockRef lock) {
-    if (!rl__check(lock, &rl__condlock_class, __func__))
+    if (!rl__check(lock, &condlock_class, __func__))
         return false;
     if (RL__LIKELY(!rl__lockdep_enabled()) && RL__LIKELY(rl__mutex_trylock(&lock->m)))
         return true;
@@ -102,7 +103,7 @@ bool RLConditionLockLock(RLConditionLockRef lock) {
 }
 
 bool RLConditionLockTryLock(RLConditionLockRef lock) {
-    if (!rl__check(lock, &rl__condlock_class, __func__))
+    if (!rl__check(lock, &condlock_class, __func__))
         return false;
     return rl__mutex_trylock_checked(&lock->m, lock, &lock->name, __func__,
                                      __builtin_return_address(0));
@@ -110,7 +111,7 @@ bool RLConditionLockTryLock(RLConditionLockRef lock) {
 
 bool RLConditionLockLockBeforeDate(RLConditionLockRef lock, RLAbsoluteTime limit) {
     struct timespec deadline;
-    if (!rl__check(lock, &rl__condlock_class, __func__) ||
+    if (!rl__check(lock, &condlock_class, __func__) ||
         !rl__deadline_for(limit, &deadline, __func__))
         return false;
     return rl__mutex_lock_checked(&lock->m, lock, &lock->name, &deadline, __func__,
@@ -118,7 +119,7 @@ bool RLConditionLockLockBeforeDate(RLConditionLockRef lock, RLAbsoluteTime limit
 }
 
 bool RLConditionLockLockWhenCondition(RLConditionLockRef lock, RLIndex condition) {
-    if (!rl__check(lock, &rl__condlock_class, __func__))
+    if (!rl__check(lock, &condlock_class, __func__))
         return false;
     return cl_lock_when(lock, condition, NULL, __func__, __builtin_return_address(0));
 }
@@ -126,14 +127,14 @@ bool RLConditionLockLockWhenCondition(RLConditionLockRef lock, RLIndex condition
 bool RLConditionLockLockWhenConditionBeforeDate(RLConditionLockRef lock, RLIndex condition, RLAbsoluteTime limit) {
     const char *fn = __func__;
     struct timespec deadline;
-    if (!rl__check(lock, &rl__condlock_class, fn) || !rl__deadline_for(limit, &deadline, fn))
+    if (!rl__check(lock, &condlock_class, fn) || !rl__deadline_for(limit, &deadline, fn))
         return false;
     return cl_lock_when(lock, condition, &deadline, fn, __builtin_return_address(0));
 }
 
 bool RLConditionLockTryLockWhenCondition(RLConditionLockRef lock, RLIndex condition) {
     const char *fn = __func__;
-    if (!rl__check(lock, &rl__condlock_class, fn))
+    if (!rl__check(lock, &condlock_class, fn))
         return false;
     if (!rl__mutex_trylock(&lock->m))
         return rl__fail(kRLErrorBusy, fn, "the lock is held%s",
@@ -149,14 +150,14 @@ bool RLConditionLockTryLockWhenCondition(RLConditionLockRef lock, RLIndex condit
 }
 
 bool RLConditionLockUnlock(RLConditionLockRef lock) {
-    if (!rl__check(lock, &rl__condlock_class, __func__))
+    if (!rl__check(lock, &condlock_class, __func__))
         return false;
     return rl__mutex_unlock_checked(&lock->m, lock, __func__);
 }
 
 bool RLConditionLockUnlockWithCondition(RLConditionLockRef lock, RLIndex condition) {
     const char *fn = __func__;
-    if (!rl__check(lock, &rl__condlock_class, fn) || !rl__mutex_check_owner(&lock->m, fn))
+    if (!rl__check(lock, &condlock_class, fn) || !rl__mutex_check_owner(&lock->m, fn))
         return false;
     bool wake = false;
     if (cl_value(lock) != condition) {
@@ -175,13 +176,13 @@ bool RLConditionLockUnlockWithCondition(RLConditionLockRef lock, RLIndex conditi
 }
 
 bool RLConditionLockSetName(RLConditionLockRef lock, const char *name) {
-    if (!rl__check(lock, &rl__condlock_class, __func__))
+    if (!rl__check(lock, &condlock_class, __func__))
         return false;
     return rl__lockname_set(&lock->name, name, __func__);
 }
 
 char *RLConditionLockCopyName(RLConditionLockRef lock) {
-    if (!rl__check(lock, &rl__condlock_class, __func__))
+    if (!rl__check(lock, &condlock_class, __func__))
         return NULL;
     return rl__lockname_copy(&lock->name, __func__);
 }

@@ -44,7 +44,7 @@ typedef struct RLDistributedLock {
 static bool can_destroy(void *obj);
 static void finalize(void *obj);
 
-static const rl__class rl__distributed_lock_class = {
+static const rl__class distributed_lock_class = {
     .name = "RLDistributedLock",
     .finalize = finalize,
     .can_destroy = can_destroy,
@@ -157,7 +157,7 @@ static bool owner_parse(char *text, RLDistributedLockOwner *o, char *token) {
 /* ---- helpers ---- */
 
 static RLDistributedLock *checked(RLDistributedLockRef lock, const char *fn) {
-    return rl__object_check(lock, &rl__distributed_lock_class, fn) ? (RLDistributedLock *)lock : NULL;
+    return rl__object_check(lock, &distributed_lock_class, fn) ? (RLDistributedLock *)lock : NULL;
 }
 
 /* A name no other process or thread on any host can pick: host + pid +
@@ -357,7 +357,7 @@ RLDistributedLockRef RLDistributedLockCreate(const char *path) {
     close(fd);
     unlink(probe);
 
-    RLDistributedLock *lock = rl__object_alloc(&rl__distributed_lock_class, sizeof *lock, fn);
+    RLDistributedLock *lock = rl__object_alloc(&distributed_lock_class, sizeof *lock, fn);
     if (!lock)
         goto fail;
     pthread_mutex_init(&lock->mu, NULL);

@@ -1,6 +1,7 @@
 /* RLLock.c — RLLock (NSLock), RLRecursiveLock (NSRecursiveLock) and the
  * futex mutex they share with the other RL locks (RLLockInternal.h). */
 #include "RLLockInternal.h"
+#include "RLLockDebugInternal.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -155,12 +156,12 @@ static char *lock_describe(const void *obj) {
     return rl__lock_describe("RLLock", obj, &lock->name, rl__mutex_is_locked(&lock->m) ? "locked" : "unlocked");
 }
 
-static const rl__class rl__lock_class = {"RLLock", lock_finalize, lock_can_destroy, lock_describe};
+static const rl__class lock_class = {"RLLock", lock_finalize, lock_can_destroy, lock_describe};
 
-RLLockRef RLLockCreate(void) { return rl__object_alloc(&rl__lock_class, sizeof(struct RLLock), __func__); }
+RLLockRef RLLockCreate(void) { return rl__object_alloc(&lock_class, sizeof(struct RLLock), __func__); }
 
 bool RLLockLock(RLLockRef lock) {
-    if (!rl__check(lock, &rl__lock_class, __func__))
+    if (!rl__check(lock, &lock_class, __func__))
         return false;
     if (RL__LIKELY(!rl__lockdep_enabled()) && RL__LIKELY(rl__mutex_trylock(&lock->m)))
         return true;
@@ -168,7 +169,7 @@ bool RLLockLock(RLLockRef lock) {
 }
 
 bool RLLockUnlock(RLLockRef lock) {
-    if (!rl__check(lock, &rl__lock_class, __func__))
+    if (!rl__check(lock, &lock_class, __func__))
         return false;
     if (RL__LIKELY(!rl__lockdep_enabled()) && RL__LIKELY(rl__mutex_held_by_self(&lock->m))) {
         rl__mutex_unlock(&lock->m);
@@ -178,14 +179,14 @@ bool RLLockUnlock(RLLockRef lock) {
 }
 
 bool RLLockTryLock(RLLockRef lock) {
-    if (!rl__check(lock, &rl__lock_class, __func__))
+    if (!rl__check(lock, &lock_class, __func__))
         return false;
     return rl__mutex_trylock_checked(&lock->m, lock, &lock->name, __func__, __builtin_return_address(0));
 }
 
 bool RLLockLockBeforeDate(RLLockRef lock, RLAbsoluteTime limit) {
     struct timespec deadline;
-    if (!rl__check(lock, &rl__lock_class, __func__) ||
+    if (!rl__check(lock, &lock_class, __func__) ||
         !rl__deadline_for(limit, &deadline, __func__))
         return false;
     return rl__mutex_lock_checked(&lock->m, lock, &lock->name, &deadline, __func__,
@@ -193,13 +194,13 @@ bool RLLockLockBeforeDate(RLLockRef lock, RLAbsoluteTime limit) {
 }
 
 bool RLLockSetName(RLLockRef lock, const char *name) {
-    if (!rl__check(lock, &rl__lock_class, __func__))
+    if (!rl__check(lock, &lock_class, __func__))
         return false;
     return rl__lockname_set(&lock->name, name, __func__);
 }
 
 char *RLLockCopyName(RLLockRef lock) {
-    if (!rl__check(lock, &rl__lock_class, __func__))
+    if (!rl__check(lock, &lock_class, __func__))
         return NULL;
     return rl__lockname_copy(&lock->name, __func__);
 }
@@ -230,10 +231,10 @@ static char *rlock_describe(const void *obj) {
                              rl__mutex_is_locked(&lock->m) ? "locked" : "unlocked");
 }
 
-static const rl__class rl__rlock_class = {"RLRecursiveLock", rlock_finalize, rlock_can_destroy, rlock_describe};
+static const rl__class rlock_class = {"RLRecursiveLock", rlock_finalize, rlock_can_destroy, rlock_describe};
 
 RLRecursiveLockRef RLRecursiveLockCreate(void) {
-    return rl__object_alloc(&rl__rlock_class, sizeof(struct RLRecursiveLock), __func__);
+    return rl__object_alloc(&rlock_class, sizeof(struct RLRecursiveLock), __func__);
 }
 
 /* The holder re-entering never blocks and is not a new lock-order edge. */
@@ -259,21 +260,21 @@ static bool rlock_lock(RLRecursiveLockRef lock, const struct timespec *deadline,
 }
 
 bool RLRecursiveLockLock(RLRecursiveLockRef lock) {
-    if (!rl__check(lock, &rl__rlock_class, __func__))
+    if (!rl__check(lock, &rlock_class, __func__))
         return false;
     return rlock_lock(lock, NULL, __func__, __builtin_return_address(0));
 }
 
 bool RLRecursiveLockLockBeforeDate(RLRecursiveLockRef lock, RLAbsoluteTime limit) {
     struct timespec deadline;
-    if (!rl__check(lock, &rl__rlock_class, __func__) ||
+    if (!rl__check(lock, &rlock_class, __func__) ||
         !rl__deadline_for(limit, &deadline, __func__))
         return false;
     return rlock_lock(lock, &deadline, __func__, __builtin_return_address(0));
 }
 
 bool RLRecursiveLockTryLock(RLRecursiveLockRef lock) {
-    if (!rl__check(lock, &rl__rlock_class, __func__))
+    if (!rl__check(lock, &rlock_class, __func__))
         return false;
     if (rl__mutex_held_by_self(&lock->m))
         return rlock_reenter(lock, __func__);
@@ -285,7 +286,7 @@ bool RLRecursiveLockTryLock(RLRecursiveLockRef lock) {
 }
 
 bool RLRecursiveLockUnlock(RLRecursiveLockRef lock) {
-    if (!rl__check(lock, &rl__rlock_class, __func__) ||
+    if (!rl__check(lock, &rlock_class, __func__) ||
         !rl__mutex_check_owner(&lock->m, __func__))
         return false;
     if (--lock->count > 0)
@@ -297,19 +298,19 @@ bool RLRecursiveLockUnlock(RLRecursiveLockRef lock) {
 }
 
 RLIndex RLRecursiveLockGetRecursionCount(RLRecursiveLockRef lock) {
-    if (!rl__check(lock, &rl__rlock_class, __func__))
+    if (!rl__check(lock, &rlock_class, __func__))
         return -1;
     return rl__mutex_held_by_self(&lock->m) ? (RLIndex)lock->count : 0;
 }
 
 bool RLRecursiveLockSetName(RLRecursiveLockRef lock, const char *name) {
-    if (!rl__check(lock, &rl__rlock_class, __func__))
+    if (!rl__check(lock, &rlock_class, __func__))
         return false;
     return rl__lockname_set(&lock->name, name, __func__);
 }
 
 char *RLRecursiveLockCopyName(RLRecursiveLockRef lock) {
-    if (!rl__check(lock, &rl__rlock_class, __func__))
+    if (!rl__check(lock, &rlock_class, __func__))
         return NULL;
     return rl__lockname_copy(&lock->name, __func__);
 }

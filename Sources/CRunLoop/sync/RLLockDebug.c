@@ -50,41 +50,41 @@ enum {
 
 /* Where a lock was taken: the return address into the caller, and the
  * explicit source position when the caller named one. */
-typedef struct rl__site {
+typedef struct lock_site {
     const void *addr;
     const char *file; /* static storage, or NULL */
     int line;
-} rl__site;
+} lock_site;
 
-typedef struct rl__held {
+typedef struct held_entry {
     rl__lockdep_kind kind;
     bool shared; /* held as a reader */
     const void *lock;
-    rl__site where;
+    lock_site where;
     char name[RL__NAME_MAX];
-} rl__held;
+} held_entry;
 
-typedef struct rl__held_stack {
-    struct rl__held_stack *prev, *next; /* all stacks, so none looks leaked */
+typedef struct held_locks {
+    struct held_locks *prev, *next; /* all stacks, so none looks leaked */
     unsigned epoch;
     int depth;                         /* may exceed RL__HELD_MAX: counted, not stored */
-    rl__held e[RL__HELD_MAX];
-} rl__held_stack;
+    held_entry e[RL__HELD_MAX];
+} held_locks;
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
-static rl__held_stack *g_stacks;
+static held_locks *g_stacks;
 /* Bumped each time debugging is switched on, so that stacks recorded before
  * it was switched off (whose releases were never seen) are discarded. */
 static _Atomic unsigned g_epoch = 1;
 
 unsigned rl__lockdep_epoch(void) { return atomic_load_explicit(&g_epoch, memory_order_relaxed); }
-static __thread rl__held_stack *t_stack;
-static __thread rl__site t_callsite; /* addr unused: file and line only */
+static __thread held_locks *t_stack;
+static __thread lock_site t_callsite; /* addr unused: file and line only */
 static pthread_key_t g_stack_key;
 static pthread_once_t g_stack_key_once = PTHREAD_ONCE_INIT;
 
 static void stack_destroy(void *p) {
-    rl__held_stack *s = p;
+    held_locks *s = p;
     pthread_mutex_lock(&g_mu);
     if (s->prev)
         s->prev->next = s->next;
@@ -102,8 +102,8 @@ static void stack_key_create(void) {
     (void)pthread_key_create(&g_stack_key, stack_destroy);
 }
 
-static rl__held_stack *held_stack(void) {
-    rl__held_stack *s = t_stack;
+static held_locks *held_stack(void) {
+    held_locks *s = t_stack;
     if (RL__UNLIKELY(s == NULL)) {
         s = calloc(1, sizeof *s);
         if (!s)
@@ -126,11 +126,11 @@ static rl__held_stack *held_stack(void) {
     return s;
 }
 
-static int held_count(const rl__held_stack *s) {
+static int held_count(const held_locks *s) {
     return s->depth < RL__HELD_MAX ? s->depth : RL__HELD_MAX;
 }
 
-static int held_find(const rl__held_stack *s, rl__lockdep_kind kind, const void *lock) {
+static int held_find(const held_locks *s, rl__lockdep_kind kind, const void *lock) {
     for (int i = held_count(s) - 1; i >= 0; i--)
         if (s->e[i].lock == lock && s->e[i].kind == kind)
             return i;
@@ -149,42 +149,42 @@ static void copy_name(char *dst, const char *src) {
 
 /* ---- the order graph ---- */
 
-typedef struct rl__node rl__node;
+typedef struct lock_node lock_node;
 
-typedef struct rl__edge {
-    rl__node *to;
+typedef struct order_edge {
+    lock_node *to;
     bool from_shared;   /* the `from` lock was held as a reader */
     bool to_shared;     /* `to` was taken as a reader */
-    rl__site from_where; /* where the `from` lock had been taken */
-    rl__site to_where;   /* where `to` was then taken */
-} rl__edge;
+    lock_site from_where; /* where the `from` lock had been taken */
+    lock_site to_where;   /* where `to` was then taken */
+} order_edge;
 
-struct rl__node {
-    rl__node *hnext;
+struct lock_node {
+    lock_node *hnext;
     rl__lockdep_kind kind;
     bool written; /* taken exclusively through a shared-capable lock */
     const void *lock;
     char name[RL__NAME_MAX];
-    rl__edge *out;
+    order_edge *out;
     size_t nout, capout;
-    rl__node **in; /* predecessors, so forgetting a lock is proportional to its edges */
+    lock_node **in; /* predecessors, so forgetting a lock is proportional to its edges */
     size_t nin, capin;
     /* Search state, per "entered shared" flag (0 or 1): */
     unsigned long seen[2];   /* generation */
-    rl__node *prev[2];       /* the node we came from ... */
+    lock_node *prev[2];       /* the node we came from ... */
     unsigned char pstate[2]; /* ... in this state ... */
-    rl__edge *via[2];        /* ... over this edge (NULL: the start) */
+    order_edge *via[2];        /* ... over this edge (NULL: the start) */
 };
 
-typedef struct rl__pair {
-    const rl__node *a, *b;
-} rl__pair;
+typedef struct node_pair {
+    const lock_node *a, *b;
+} node_pair;
 
-static rl__node **g_buckets;
+static lock_node **g_buckets;
 static size_t g_nbuckets;
 static _Atomic size_t g_nnodes;
 static unsigned long g_generation;
-static rl__pair *g_reported;
+static node_pair *g_reported;
 static size_t g_nreported, g_capreported;
 static _Atomic long g_report_count;
 
@@ -193,8 +193,8 @@ static void *g_handler_info;
 #if __BLOCKS__
 extern void *_Block_copy(const void *block);
 extern void _Block_release(const void *block);
-typedef void (^rl__report_block)(const RLLockDebugReport *report);
-static rl__report_block g_block;
+typedef void (^report_block)(const RLLockDebugReport *report);
+static report_block g_block;
 #endif
 
 static size_t node_hash(rl__lockdep_kind kind, const void *lock) {
@@ -204,10 +204,10 @@ static size_t node_hash(rl__lockdep_kind kind, const void *lock) {
     return (size_t)(x ^ (x >> 29) ^ (uintptr_t)kind);
 }
 
-static rl__node *node_find(rl__lockdep_kind kind, const void *lock) {
+static lock_node *node_find(rl__lockdep_kind kind, const void *lock) {
     if (g_nbuckets == 0)
         return NULL;
-    for (rl__node *n = g_buckets[node_hash(kind, lock) & (g_nbuckets - 1)]; n; n = n->hnext)
+    for (lock_node *n = g_buckets[node_hash(kind, lock) & (g_nbuckets - 1)]; n; n = n->hnext)
         if (n->lock == lock && n->kind == kind)
             return n;
     return NULL;
@@ -215,13 +215,13 @@ static rl__node *node_find(rl__lockdep_kind kind, const void *lock) {
 
 static bool table_grow(void) {
     size_t nb = g_nbuckets ? g_nbuckets * 2 : 64;
-    rl__node **b = calloc(nb, sizeof *b);
+    lock_node **b = calloc(nb, sizeof *b);
     if (!b)
         return false;
     for (size_t i = 0; i < g_nbuckets; i++) {
-        rl__node *n = g_buckets[i];
+        lock_node *n = g_buckets[i];
         while (n) {
-            rl__node *next = n->hnext;
+            lock_node *next = n->hnext;
             size_t h = node_hash(n->kind, n->lock) & (nb - 1);
             n->hnext = b[h];
             b[h] = n;
@@ -236,8 +236,8 @@ static bool table_grow(void) {
 
 /* Finds or makes the node; refreshes its name when one is given (locks may
  * be renamed). NULL only when out of memory. */
-static rl__node *node_get(rl__lockdep_kind kind, const void *lock, const char *name) {
-    rl__node *n = node_find(kind, lock);
+static lock_node *node_get(rl__lockdep_kind kind, const void *lock, const char *name) {
+    lock_node *n = node_find(kind, lock);
     if (!n) {
         size_t count = atomic_load_explicit(&g_nnodes, memory_order_relaxed);
         if (count + 1 > g_nbuckets && !table_grow() && g_nbuckets == 0)
@@ -257,7 +257,7 @@ static rl__node *node_get(rl__lockdep_kind kind, const void *lock, const char *n
     return n;
 }
 
-static rl__edge *edge_find(rl__node *from, const rl__node *to, bool from_shared, bool to_shared) {
+static order_edge *edge_find(lock_node *from, const lock_node *to, bool from_shared, bool to_shared) {
     for (size_t i = 0; i < from->nout; i++)
         if (from->out[i].to == to && from->out[i].from_shared == from_shared &&
             from->out[i].to_shared == to_shared)
@@ -277,19 +277,19 @@ static bool grow(void **array, size_t *cap, size_t need, size_t elem) {
     return true;
 }
 
-static void edge_add(rl__node *from, rl__node *to, bool from_shared, bool to_shared, rl__site from_where,
-                     rl__site to_where) {
+static void edge_add(lock_node *from, lock_node *to, bool from_shared, bool to_shared, lock_site from_where,
+                     lock_site to_where) {
     if (!grow((void **)&from->out, &from->capout, from->nout + 1, sizeof *from->out) ||
         !grow((void **)&to->in, &to->capin, to->nin + 1, sizeof *to->in))
         return; /* out of memory: the edge is not learned, nothing breaks */
-    from->out[from->nout++] = (rl__edge){to, from_shared, to_shared, from_where, to_where};
+    from->out[from->nout++] = (order_edge){to, from_shared, to_shared, from_where, to_where};
     to->in[to->nin++] = from;
 }
 
-typedef struct rl__visit {
-    rl__node *n;
+typedef struct visit {
+    lock_node *n;
     unsigned char state; /* 1: entered as a reader */
-} rl__visit;
+} visit;
 
 /* Breadth-first search for a strong path from `from` (about to be taken,
  * shared if from_shared) to `to` (held, shared if to_shared): one on which
@@ -298,9 +298,9 @@ typedef struct rl__visit {
  * Breadth-first, so a report shows the shortest earlier chain. Returns the
  * state in which `to` was reached (0 or 1), or -1; the path is then
  * readable backwards through prev/pstate/via. */
-static int path_exists(rl__node *from, bool from_shared, rl__node *to, bool to_shared) {
+static int path_exists(lock_node *from, bool from_shared, lock_node *to, bool to_shared) {
     size_t count = atomic_load_explicit(&g_nnodes, memory_order_relaxed);
-    rl__visit *queue = malloc(2 * count * sizeof *queue);
+    visit *queue = malloc(2 * count * sizeof *queue);
     if (!queue)
         return -1;
     unsigned long gen = ++g_generation;
@@ -309,15 +309,15 @@ static int path_exists(rl__node *from, bool from_shared, rl__node *to, bool to_s
     from->seen[s0] = gen;
     from->prev[s0] = NULL;
     from->via[s0] = NULL;
-    queue[tail++] = (rl__visit){from, s0};
+    queue[tail++] = (visit){from, s0};
     int found = -1;
     while (head < tail && found < 0) {
-        rl__visit v = queue[head++];
+        visit v = queue[head++];
         for (size_t i = 0; i < v.n->nout; i++) {
-            rl__edge *e = &v.n->out[i];
+            order_edge *e = &v.n->out[i];
             if (v.state && e->from_shared && !v.n->written)
                 continue; /* reader after reader, no writer to queue between */
-            rl__node *m = e->to;
+            lock_node *m = e->to;
             unsigned char st = e->to_shared;
             if (m->seen[st] == gen)
                 continue;
@@ -329,14 +329,14 @@ static int path_exists(rl__node *from, bool from_shared, rl__node *to, bool to_s
                 found = st;
                 break;
             }
-            queue[tail++] = (rl__visit){m, st};
+            queue[tail++] = (visit){m, st};
         }
     }
     free(queue);
     return found;
 }
 
-static bool pair_reported(const rl__node *a, const rl__node *b) {
+static bool pair_reported(const lock_node *a, const lock_node *b) {
     for (size_t i = 0; i < g_nreported; i++)
         if ((g_reported[i].a == a && g_reported[i].b == b) ||
             (g_reported[i].a == b && g_reported[i].b == a))
@@ -344,12 +344,12 @@ static bool pair_reported(const rl__node *a, const rl__node *b) {
     return false;
 }
 
-static void pair_remember(const rl__node *a, const rl__node *b) {
+static void pair_remember(const lock_node *a, const lock_node *b) {
     if (grow((void **)&g_reported, &g_capreported, g_nreported + 1, sizeof *g_reported))
-        g_reported[g_nreported++] = (rl__pair){a, b};
+        g_reported[g_nreported++] = (node_pair){a, b};
 }
 
-static void remove_in(rl__node *n, const rl__node *pred) {
+static void remove_in(lock_node *n, const lock_node *pred) {
     for (size_t i = 0; i < n->nin; i++)
         if (n->in[i] == pred) {
             n->in[i] = n->in[--n->nin];
@@ -357,7 +357,7 @@ static void remove_in(rl__node *n, const rl__node *pred) {
         }
 }
 
-static void remove_out(rl__node *n, const rl__node *succ) {
+static void remove_out(lock_node *n, const lock_node *succ) {
     for (size_t i = 0; i < n->nout; i++)
         if (n->out[i].to == succ) {
             n->out[i] = n->out[--n->nout];
@@ -365,13 +365,13 @@ static void remove_out(rl__node *n, const rl__node *succ) {
         }
 }
 
-static void node_free(rl__node *n) {
+static void node_free(lock_node *n) {
     free(n->out);
     free(n->in);
     free(n);
 }
 
-static void node_forget(rl__node *n) {
+static void node_forget(lock_node *n) {
     for (size_t i = 0; i < n->nin; i++)
         remove_out(n->in[i], n);
     for (size_t i = 0; i < n->nout; i++)
@@ -381,7 +381,7 @@ static void node_forget(rl__node *n) {
             g_reported[i] = g_reported[--g_nreported];
         else
             i++;
-    rl__node **pp = &g_buckets[node_hash(n->kind, n->lock) & (g_nbuckets - 1)];
+    lock_node **pp = &g_buckets[node_hash(n->kind, n->lock) & (g_nbuckets - 1)];
     while (*pp != n)
         pp = &(*pp)->hnext;
     *pp = n->hnext;
@@ -391,22 +391,22 @@ static void node_forget(rl__node *n) {
 
 /* ---- reports ---- */
 
-typedef struct rl__step {
+typedef struct report_step {
     char from[RL__NAME_MAX + 48], to[RL__NAME_MAX + 48];
-    rl__site from_where, to_where;
-} rl__step;
+    lock_site from_where, to_where;
+} report_step;
 
 /* Everything a report needs, copied out of the graph under g_mu so that it
  * can be formatted and delivered after g_mu is released. */
-typedef struct rl__pending {
-    struct rl__pending *next;
+typedef struct pending_report {
+    struct pending_report *next;
     const void *held_lock, *acq_lock;
     char held_name[RL__NAME_MAX + 48], acq_name[RL__NAME_MAX + 48];
-    rl__site held_where, acq_where;
+    lock_site held_where, acq_where;
     int path_length;
     int shown;
-    rl__step steps[RL__PATH_SHOWN];
-} rl__pending;
+    report_step steps[RL__PATH_SHOWN];
+} pending_report;
 
 static const char *kind_word(rl__lockdep_kind kind) {
     switch (kind) {
@@ -432,7 +432,7 @@ static void display_name(char *buf, size_t size, rl__lockdep_kind kind, const vo
 
 /* "File.swift:42" when the caller named its call site, else the return
  * address symbolized: "function+0x12 (libx.so)". */
-static void symbolize(char *buf, size_t size, rl__site site) {
+static void symbolize(char *buf, size_t size, lock_site site) {
     Dl_info info;
     const void *where = site.addr;
     if (site.file) {
@@ -458,13 +458,13 @@ static void symbolize(char *buf, size_t size, rl__site site) {
 }
 
 /* A growable string for the description. */
-typedef struct rl__text {
+typedef struct text {
     char *s;
     size_t len, cap;
-} rl__text;
+} text;
 
-static void text_add(rl__text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void text_add(rl__text *t, const char *fmt, ...) {
+static void text_add(text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void text_add(text *t, const char *fmt, ...) {
     for (;;) {
         va_list ap;
         va_start(ap, fmt);
@@ -488,7 +488,7 @@ static void text_add(rl__text *t, const char *fmt, ...) {
     }
 }
 
-static void deliver(const rl__pending *p) {
+static void deliver(const pending_report *p) {
     char held_sym[RL__SYMBOL_MAX], acq_sym[RL__SYMBOL_MAX];
     char prior_held_sym[RL__SYMBOL_MAX], prior_acq_sym[RL__SYMBOL_MAX];
     symbolize(held_sym, sizeof held_sym, p->held_where);
@@ -496,7 +496,7 @@ static void deliver(const rl__pending *p) {
     symbolize(prior_held_sym, sizeof prior_held_sym, p->steps[0].from_where);
     symbolize(prior_acq_sym, sizeof prior_acq_sym, p->steps[0].to_where);
 
-    rl__text t = {0};
+    text t = {0};
     text_add(&t, "RLLockDebug: possible deadlock: lock-order inversion\n");
     text_add(&t, "  thread %ld holds %s, taken at %s,\n", (long)syscall(SYS_gettid), p->held_name,
              held_sym);
@@ -536,7 +536,7 @@ static void deliver(const rl__pending *p) {
     RLLockDebugReportHandler handler = g_handler;
     void *info = g_handler_info;
 #if __BLOCKS__
-    rl__report_block block = g_block ? (rl__report_block)_Block_copy(g_block) : NULL;
+    report_block block = g_block ? (report_block)_Block_copy(g_block) : NULL;
 #endif
     pthread_mutex_unlock(&g_mu);
 #if __BLOCKS__
@@ -554,8 +554,8 @@ static void deliver(const rl__pending *p) {
 
 /* One step back along the path the search left: to the node (and state)
  * the search came from. */
-static void path_back(rl__node **n, int *st) {
-    rl__node *cur = *n;
+static void path_back(lock_node **n, int *st) {
+    lock_node *cur = *n;
     int s = *st;
     *st = cur->pstate[s];
     *n = cur->prev[s];
@@ -564,9 +564,9 @@ static void path_back(rl__node **n, int *st) {
 /* Fills a pending report for "holding A (entry h), taking B at where", with
  * the path B -> ... -> A that path_exists() left in the nodes, A reached in
  * state `state`. */
-static rl__pending *pending_make(const rl__held *h, rl__node *a, int state, rl__node *b, bool shared,
-                                 rl__site where) {
-    rl__pending *p = calloc(1, sizeof *p);
+static pending_report *pending_make(const held_entry *h, lock_node *a, int state, lock_node *b, bool shared,
+                                 lock_site where) {
+    pending_report *p = calloc(1, sizeof *p);
     if (!p)
         return NULL;
     p->held_lock = a->lock;
@@ -579,7 +579,7 @@ static rl__pending *pending_make(const rl__held *h, rl__node *a, int state, rl__
     /* The search stored the path backwards (A.prev ... B); count, then fill
      * the first steps in forward order. Only the start has no `via`. */
     int len = 0;
-    rl__node *n = a;
+    lock_node *n = a;
     int st = state;
     while (n->via[st]) {
         path_back(&n, &st);
@@ -589,12 +589,12 @@ static rl__pending *pending_make(const rl__held *h, rl__node *a, int state, rl__
     p->shown = len < RL__PATH_SHOWN ? len : RL__PATH_SHOWN;
     int idx = len - 1;
     for (n = a, st = state; n->via[st]; idx--) {
-        const rl__edge *e = n->via[st];
-        rl__node *to = n;
+        const order_edge *e = n->via[st];
+        lock_node *to = n;
         path_back(&n, &st);
         if (idx >= RL__PATH_SHOWN)
             continue;
-        rl__step *s = &p->steps[idx];
+        report_step *s = &p->steps[idx];
         display_name(s->from, sizeof s->from, n->kind, n->lock, n->name, e->from_shared);
         display_name(s->to, sizeof s->to, to->kind, to->lock, to->name, e->to_shared);
         s->from_where = e->from_where;
@@ -607,15 +607,18 @@ static rl__pending *pending_make(const rl__held *h, rl__node *a, int state, rl__
 
 /* The site of the acquisition in progress: the return address, and the
  * call site named by RLLockDebugSetCallSite, if any. */
-static rl__site site_now(const void *where) {
-    return (rl__site){where, t_callsite.file, t_callsite.line};
+static lock_site site_now(const void *where) {
+    return (lock_site){where, t_callsite.file, t_callsite.line};
 }
 
-void rl__lockdep_will_acquire_mode(rl__lockdep_kind kind, const void *lock, const char *name,
+/* As the _kind hooks, saying whether the lock is taken shared (a read
+ * lock): two shared holds do not block each other, so an order cycle whose
+ * every junction between two threads is reader-reader is not reported. */
+static void lockdep_will_acquire_mode(rl__lockdep_kind kind, const void *lock, const char *name,
                                    const void *where, bool shared) {
     if (!rl__lockdep_enabled())
         return;
-    rl__held_stack *s = held_stack();
+    held_locks *s = held_stack();
     if (!s)
         return;
     int n = held_count(s);
@@ -623,16 +626,16 @@ void rl__lockdep_will_acquire_mode(rl__lockdep_kind kind, const void *lock, cons
      * orders nothing new (and would make A -> A). */
     if (n == 0 || held_find(s, kind, lock) >= 0)
         return;
-    rl__site site = site_now(where);
+    lock_site site = site_now(where);
 
-    rl__pending *reports = NULL, **tail = &reports;
+    pending_report *reports = NULL, **tail = &reports;
     pthread_mutex_lock(&g_mu);
-    rl__node *b = node_get(kind, lock, name);
+    lock_node *b = node_get(kind, lock, name);
     for (int i = 0; b && i < n; i++) {
-        const rl__held *h = &s->e[i];
+        const held_entry *h = &s->e[i];
         if (held_find(s, h->kind, h->lock) != i)
             continue; /* a recursive re-entry of an earlier lock */
-        rl__node *a = node_get(h->kind, h->lock, h->name);
+        lock_node *a = node_get(h->kind, h->lock, h->name);
         if (!a || edge_find(a, b, h->shared, shared))
             continue;
         int state = path_exists(b, shared, a, h->shared);
@@ -640,7 +643,7 @@ void rl__lockdep_will_acquire_mode(rl__lockdep_kind kind, const void *lock, cons
             if (pair_reported(a, b))
                 continue;
             pair_remember(a, b);
-            rl__pending *p = pending_make(h, a, state, b, shared, site);
+            pending_report *p = pending_make(h, a, state, b, shared, site);
             if (p) {
                 *tail = p;
                 tail = &p->next;
@@ -652,24 +655,24 @@ void rl__lockdep_will_acquire_mode(rl__lockdep_kind kind, const void *lock, cons
     pthread_mutex_unlock(&g_mu);
 
     while (reports) {
-        rl__pending *next = reports->next;
+        pending_report *next = reports->next;
         deliver(reports);
         free(reports);
         reports = next;
     }
 }
 
-void rl__lockdep_acquired_mode(rl__lockdep_kind kind, const void *lock, const char *name,
+static void lockdep_acquired_mode(rl__lockdep_kind kind, const void *lock, const char *name,
                                const void *where, bool shared) {
     if (!rl__lockdep_enabled())
         return;
-    rl__site site = site_now(where);
-    t_callsite = (rl__site){0};
-    rl__held_stack *s = held_stack();
+    lock_site site = site_now(where);
+    t_callsite = (lock_site){0};
+    held_locks *s = held_stack();
     if (!s)
         return;
     if (s->depth < RL__HELD_MAX) {
-        rl__held *h = &s->e[s->depth];
+        held_entry *h = &s->e[s->depth];
         h->kind = kind;
         h->shared = shared;
         h->lock = lock;
@@ -681,16 +684,16 @@ void rl__lockdep_acquired_mode(rl__lockdep_kind kind, const void *lock, const ch
 
 void rl__lockdep_will_acquire_kind(rl__lockdep_kind kind, const void *lock, const char *name,
                                    const void *where) {
-    rl__lockdep_will_acquire_mode(kind, lock, name, where, false);
+    lockdep_will_acquire_mode(kind, lock, name, where, false);
 }
 
 void rl__lockdep_acquired_kind(rl__lockdep_kind kind, const void *lock, const char *name,
                                const void *where) {
-    rl__lockdep_acquired_mode(kind, lock, name, where, false);
+    lockdep_acquired_mode(kind, lock, name, where, false);
 }
 
 void rl__lockdep_released_kind(rl__lockdep_kind kind, const void *lock) {
-    rl__held_stack *s = t_stack;
+    held_locks *s = t_stack;
     if (!s || s->epoch != atomic_load_explicit(&g_epoch, memory_order_relaxed))
         return;
     int i = held_find(s, kind, lock);
@@ -718,28 +721,28 @@ void rl__lockdep_released(const void *lock) {
 }
 
 void rl__lockdep_will_acquire_shared(const void *lock, const char *name, const void *where) {
-    rl__lockdep_will_acquire_mode(RL__LOCKDEP_LOCK, lock, name, where, true);
+    lockdep_will_acquire_mode(RL__LOCKDEP_LOCK, lock, name, where, true);
 }
 
 void rl__lockdep_acquired_shared(const void *lock, const char *name, const void *where) {
-    rl__lockdep_acquired_mode(RL__LOCKDEP_LOCK, lock, name, where, true);
+    lockdep_acquired_mode(RL__LOCKDEP_LOCK, lock, name, where, true);
 }
 
 void rl__lockdep_write_acquired(const void *lock, const char *name, const void *where) {
     if (!rl__lockdep_enabled())
         return;
     pthread_mutex_lock(&g_mu);
-    rl__node *n = node_get(RL__LOCKDEP_LOCK, lock, name);
+    lock_node *n = node_get(RL__LOCKDEP_LOCK, lock, name);
     if (n)
         n->written = true;
     pthread_mutex_unlock(&g_mu);
-    rl__lockdep_acquired_mode(RL__LOCKDEP_LOCK, lock, name, where, false);
+    lockdep_acquired_mode(RL__LOCKDEP_LOCK, lock, name, where, false);
 }
 
 void RLLockDebugSetCallSite(const char *file, int line) {
     if (!rl__lockdep_enabled())
         return;
-    t_callsite = (rl__site){NULL, file, file ? line : 0};
+    t_callsite = (lock_site){NULL, file, file ? line : 0};
 }
 
 void rl__lockdep_forget(const void *lock) {
@@ -749,7 +752,7 @@ void rl__lockdep_forget(const void *lock) {
         return;
     pthread_mutex_lock(&g_mu);
     for (int k = RL__LOCKDEP_LOCK; k <= RL__LOCKDEP_SYNC; k++) {
-        rl__node *n = node_find((rl__lockdep_kind)k, lock);
+        lock_node *n = node_find((rl__lockdep_kind)k, lock);
         if (n)
             node_forget(n);
     }
@@ -776,7 +779,7 @@ void RLLockDebugSetReportHandler(RLLockDebugReportHandler handler, void *info) {
     g_handler = handler;
     g_handler_info = info;
 #if __BLOCKS__
-    rl__report_block old = g_block;
+    report_block old = g_block;
     g_block = NULL;
 #endif
     pthread_mutex_unlock(&g_mu);
@@ -788,9 +791,9 @@ void RLLockDebugSetReportHandler(RLLockDebugReportHandler handler, void *info) {
 
 #if __BLOCKS__
 void RLLockDebugSetReportBlock(void (^block)(const RLLockDebugReport *report)) {
-    rl__report_block copy = block ? (rl__report_block)_Block_copy(block) : NULL;
+    report_block copy = block ? (report_block)_Block_copy(block) : NULL;
     pthread_mutex_lock(&g_mu);
-    rl__report_block old = g_block;
+    report_block old = g_block;
     g_block = copy;
     g_handler = NULL;
     g_handler_info = NULL;
@@ -807,9 +810,9 @@ long RLLockDebugGetReportCount(void) {
 void RLLockDebugReset(void) {
     pthread_mutex_lock(&g_mu);
     for (size_t i = 0; i < g_nbuckets; i++) {
-        rl__node *n = g_buckets[i];
+        lock_node *n = g_buckets[i];
         while (n) {
-            rl__node *next = n->hnext;
+            lock_node *next = n->hnext;
             node_free(n);
             n = next;
         }
@@ -841,7 +844,7 @@ static void fork_prepare(void) { pthread_mutex_lock(&g_mu); }
 static void fork_parent(void) { pthread_mutex_unlock(&g_mu); }
 static void fork_child(void) { pthread_mutex_unlock(&g_mu); }
 
-__attribute__((constructor)) static void rl__lockdebug_load(void) {
+__attribute__((constructor)) static void lockdebug_load(void) {
     const char *env = getenv("RL_LOCK_DEBUG");
     if (env && env[0] && strcmp(env, "0") != 0)
         RLLockDebugSetEnabled(true);

@@ -24,14 +24,6 @@ RL__HIDDEN void rl__lockdep_acquired_kind(rl__lockdep_kind kind, const void *loc
                                           const char *name, const void *where);
 RL__HIDDEN void rl__lockdep_released_kind(rl__lockdep_kind kind, const void *lock);
 
-/* As the _kind hooks, saying whether the lock is taken shared (a read
- * lock): two shared holds do not block each other, so an order cycle whose
- * every junction between two threads is reader-reader is not reported. */
-RL__HIDDEN void rl__lockdep_will_acquire_mode(rl__lockdep_kind kind, const void *lock, const char *name,
-                                              const void *where, bool shared);
-RL__HIDDEN void rl__lockdep_acquired_mode(rl__lockdep_kind kind, const void *lock, const char *name,
-                                          const void *where, bool shared);
-
 /* The generic hooks of internal.h for a read (shared) acquisition of an RL
  * lock object; release with rl__lockdep_released. */
 RL__HIDDEN void rl__lockdep_will_acquire_shared(const void *lock, const char *name, const void *where);
@@ -40,5 +32,33 @@ RL__HIDDEN void rl__lockdep_acquired_shared(const void *lock, const char *name, 
  * also be shared: remembers that it has writers, whose queueing can block
  * its readers. */
 RL__HIDDEN void rl__lockdep_write_acquired(const void *lock, const char *name, const void *where);
+
+/* ---- lock-order debugging (RLLockDebug.c) ----
+ * Every RL lock calls these hooks, only when rl__lockdep_enabled() (one
+ * relaxed load on the fast path). `where` is the caller's return address
+ * (__builtin_return_address(0) in the public lock function), symbolized
+ * only when a report is printed. `lock` identifies the lock; `name` is its
+ * current name (may be NULL; copied by the detector). */
+RL__HIDDEN extern _Atomic int rl__lockdep_on;
+static inline bool rl__lockdep_enabled(void) {
+    return atomic_load_explicit(&rl__lockdep_on, memory_order_relaxed) != 0;
+}
+
+/* Before blocking on `lock`: records the order edge held-lock -> lock for
+ * every lock the thread holds and reports an inversion (never blocks). */
+RL__HIDDEN void rl__lockdep_will_acquire(const void *lock, const char *name, const void *where);
+
+/* After `lock` was taken (also after a successful try-lock). */
+RL__HIDDEN void rl__lockdep_acquired(const void *lock, const char *name, const void *where);
+
+/* After `lock` was released by the calling thread. */
+RL__HIDDEN void rl__lockdep_released(const void *lock);
+
+/* `lock` is being destroyed: forget its edges. */
+RL__HIDDEN void rl__lockdep_forget(const void *lock);
+
+/* Changes each time the detector is switched on: what a thread recorded
+ * before (locks it held then) no longer counts. */
+RL__HIDDEN unsigned rl__lockdep_epoch(void);
 
 #endif /* CRUNLOOP_RLLOCKDEBUGINTERNAL_H */

@@ -42,35 +42,35 @@ typedef struct RLReadWriteLock *RW;
 
 /* ---- the calling thread's read holds ---- */
 
-typedef struct rl__read_hold {
+typedef struct read_hold {
     const void *lock;
     unsigned long count;
-} rl__read_hold;
+} read_hold;
 
 enum { RL__READ_HOLDS_INLINE = 8 };
 
-typedef struct rl__read_holds {
-    rl__read_hold *v; /* inline_holds, or a heap array freed at thread exit */
+typedef struct read_holds {
+    read_hold *v; /* inline_holds, or a heap array freed at thread exit */
     size_t n, cap;
-    rl__read_hold inline_holds[RL__READ_HOLDS_INLINE];
-} rl__read_holds;
+    read_hold inline_holds[RL__READ_HOLDS_INLINE];
+} read_holds;
 
-static __thread rl__read_holds rl__holds;
-static pthread_key_t rl__holds_key;
-static pthread_once_t rl__holds_key_once = PTHREAD_ONCE_INIT;
+static __thread read_holds thread_holds;
+static pthread_key_t holds_key;
+static pthread_once_t holds_key_once = PTHREAD_ONCE_INIT;
 
 /* Runs on the exiting thread: later use in another destructor on the same
  * thread starts again from the inline table instead of freed memory. */
-static void rl__holds_free(void *heap) {
-    rl__holds.v = NULL;
-    rl__holds.n = 0;
-    rl__holds.cap = 0;
+static void holds_free(void *heap) {
+    thread_holds.v = NULL;
+    thread_holds.n = 0;
+    thread_holds.cap = 0;
     free(heap);
 }
-static void rl__holds_make_key(void) { pthread_key_create(&rl__holds_key, rl__holds_free); }
+static void holds_make_key(void) { pthread_key_create(&holds_key, holds_free); }
 
-static rl__read_hold *hold_find(const void *lock) {
-    rl__read_holds *h = &rl__holds;
+static read_hold *hold_find(const void *lock) {
+    read_holds *h = &thread_holds;
     for (size_t i = 0; i < h->n; i++)
         if (h->v[i].lock == lock)
             return &h->v[i];
@@ -80,7 +80,7 @@ static rl__read_hold *hold_find(const void *lock) {
 /* Makes room for one more hold before the lock is taken, so that running out
  * of memory fails the call instead of leaving a hold nobody recorded. */
 static bool hold_reserve(const char *fn) {
-    rl__read_holds *h = &rl__holds;
+    read_holds *h = &thread_holds;
     if (!h->v) {
         h->v = h->inline_holds;
         h->cap = RL__READ_HOLDS_INLINE;
@@ -88,28 +88,28 @@ static bool hold_reserve(const char *fn) {
     if (h->n < h->cap)
         return true;
     size_t cap = h->cap * 2;
-    rl__read_hold *v = malloc(cap * sizeof *v);
+    read_hold *v = malloc(cap * sizeof *v);
     if (!v)
         return rl__fail(kRLErrorNoMemory, fn, "out of memory recording the read hold");
     memcpy(v, h->v, h->n * sizeof *v);
-    pthread_once(&rl__holds_key_once, rl__holds_make_key);
+    pthread_once(&holds_key_once, holds_make_key);
     if (h->v != h->inline_holds)
         free(h->v);
     h->v = v;
     h->cap = cap;
-    pthread_setspecific(rl__holds_key, v);
+    pthread_setspecific(holds_key, v);
     return true;
 }
 
 static void hold_add(const void *lock) {
-    rl__read_holds *h = &rl__holds;
+    read_holds *h = &thread_holds;
     h->v[h->n].lock = lock;
     h->v[h->n].count = 1;
     h->n++;
 }
 
-static void hold_drop(rl__read_hold *hold) {
-    rl__read_holds *h = &rl__holds;
+static void hold_drop(read_hold *hold) {
+    read_holds *h = &thread_holds;
     if (--hold->count == 0)
         *hold = h->v[--h->n];
 }
@@ -138,10 +138,10 @@ static char *rw_describe(const void *obj) {
     return rl__lock_describe("RLReadWriteLock", obj, &lock->name, state);
 }
 
-static const rl__class rl__rwlock_class = {"RLReadWriteLock", rw_finalize, rw_can_destroy, rw_describe};
+static const rl__class rwlock_class = {"RLReadWriteLock", rw_finalize, rw_can_destroy, rw_describe};
 
 RLReadWriteLockRef RLReadWriteLockCreate(void) {
-    return rl__object_alloc(&rl__rwlock_class, sizeof(struct RLReadWriteLock), __func__);
+    return rl__object_alloc(&rwlock_class, sizeof(struct RLReadWriteLock), __func__);
 }
 
 /* ---- wake-ups ---- */
@@ -203,7 +203,7 @@ static bool read_lock(RW lock, int mode, const struct timespec *deadline, const 
             return rl__fail(kRLErrorBusy, fn, "the calling thread holds the write lock");
         return rl__fail(kRLErrorWouldDeadlock, fn, "the calling thread holds the write lock");
     }
-    rl__read_hold *hold = hold_find(lock);
+    read_hold *hold = hold_find(lock);
     if (hold) {
         /* A reader holds it, so no writer can: entering cannot wait. */
         atomic_fetch_add_explicit(&lock->state, RW_READER, memory_order_relaxed);
@@ -232,11 +232,11 @@ static bool read_lock(RW lock, int mode, const struct timespec *deadline, const 
 }
 
 bool RLReadWriteLockReadLock(RLReadWriteLockRef lock) {
-    if (!rl__check(lock, &rl__rwlock_class, __func__))
+    if (!rl__check(lock, &rwlock_class, __func__))
         return false;
     /* Fast path: this thread reads nothing yet, and no writer holds or waits
      * (so neither does this thread). One CAS, one record. */
-    rl__read_holds *h = &rl__holds;
+    read_holds *h = &thread_holds;
     if (RL__LIKELY(h->n == 0 && h->v != NULL) && RL__LIKELY(!rl__lockdep_enabled())) {
         uint64_t st = atomic_load_explicit(&lock->state, memory_order_relaxed);
         if (RL__LIKELY(!(st & (RW_WRITER | RW_WAITING_MASK))) &&
@@ -250,7 +250,7 @@ bool RLReadWriteLockReadLock(RLReadWriteLockRef lock) {
 }
 
 bool RLReadWriteLockTryReadLock(RLReadWriteLockRef lock) {
-    if (!rl__check(lock, &rl__rwlock_class, __func__))
+    if (!rl__check(lock, &rwlock_class, __func__))
         return false;
     return read_lock(lock, 1, NULL, __func__, __builtin_return_address(0));
 }
@@ -258,7 +258,7 @@ bool RLReadWriteLockTryReadLock(RLReadWriteLockRef lock) {
 bool RLReadWriteLockReadLockBeforeDate(RLReadWriteLockRef lock, RLAbsoluteTime limit) {
     const char *fn = __func__;
     struct timespec deadline;
-    if (!rl__check(lock, &rl__rwlock_class, fn) || !rl__deadline_for(limit, &deadline, fn))
+    if (!rl__check(lock, &rwlock_class, fn) || !rl__deadline_for(limit, &deadline, fn))
         return false;
     return read_lock(lock, 2, &deadline, fn, __builtin_return_address(0));
 }
@@ -314,13 +314,13 @@ static bool write_lock(RW lock, int mode, const struct timespec *deadline, const
 }
 
 bool RLReadWriteLockWriteLock(RLReadWriteLockRef lock) {
-    if (!rl__check(lock, &rl__rwlock_class, __func__))
+    if (!rl__check(lock, &rwlock_class, __func__))
         return false;
     return write_lock(lock, 0, NULL, __func__, __builtin_return_address(0));
 }
 
 bool RLReadWriteLockTryWriteLock(RLReadWriteLockRef lock) {
-    if (!rl__check(lock, &rl__rwlock_class, __func__))
+    if (!rl__check(lock, &rwlock_class, __func__))
         return false;
     return write_lock(lock, 1, NULL, __func__, __builtin_return_address(0));
 }
@@ -328,7 +328,7 @@ bool RLReadWriteLockTryWriteLock(RLReadWriteLockRef lock) {
 bool RLReadWriteLockWriteLockBeforeDate(RLReadWriteLockRef lock, RLAbsoluteTime limit) {
     const char *fn = __func__;
     struct timespec deadline;
-    if (!rl__check(lock, &rl__rwlock_class, fn) || !rl__deadline_for(limit, &deadline, fn))
+    if (!rl__check(lock, &rwlock_class, fn) || !rl__deadline_for(limit, &deadline, fn))
         return false;
     return write_lock(lock, 2, &deadline, fn, __builtin_return_address(0));
 }
@@ -337,12 +337,12 @@ bool RLReadWriteLockWriteLockBeforeDate(RLReadWriteLockRef lock, RLAbsoluteTime 
 
 bool RLReadWriteLockUnlock(RLReadWriteLockRef lock) {
     const char *fn = __func__;
-    if (!rl__check(lock, &rl__rwlock_class, fn))
+    if (!rl__check(lock, &rwlock_class, fn))
         return false;
     /* Fast path: the one read hold this thread has, taken once. A thread
      * with a read hold on a lock never holds its write lock (an upgrade is
      * refused), so this needs no look at the writer. */
-    rl__read_holds *h = &rl__holds;
+    read_holds *h = &thread_holds;
     if (RL__LIKELY(h->n == 1) && RL__LIKELY(h->v[0].lock == lock && h->v[0].count == 1) &&
         RL__LIKELY(!rl__lockdep_enabled())) {
         h->n = 0;
@@ -360,7 +360,7 @@ bool RLReadWriteLockUnlock(RLReadWriteLockRef lock) {
         wake_after_writer(lock, s);
         return true;
     }
-    rl__read_hold *hold = hold_find(lock);
+    read_hold *hold = hold_find(lock);
     if (RL__UNLIKELY(!hold)) {
         if (atomic_load(&lock->state) & (RW_WRITER | RW_READERS_MASK))
             return rl__fail(kRLErrorNotOwner, fn, "the calling thread holds no lock on %p", (void *)lock);
@@ -377,13 +377,13 @@ bool RLReadWriteLockUnlock(RLReadWriteLockRef lock) {
 }
 
 bool RLReadWriteLockSetName(RLReadWriteLockRef lock, const char *name) {
-    if (!rl__check(lock, &rl__rwlock_class, __func__))
+    if (!rl__check(lock, &rwlock_class, __func__))
         return false;
     return rl__lockname_set(&lock->name, name, __func__);
 }
 
 char *RLReadWriteLockCopyName(RLReadWriteLockRef lock) {
-    if (!rl__check(lock, &rl__rwlock_class, __func__))
+    if (!rl__check(lock, &rwlock_class, __func__))
         return NULL;
     return rl__lockname_copy(&lock->name, __func__);
 }

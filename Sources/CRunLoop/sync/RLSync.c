@@ -41,39 +41,39 @@ enum {
     RL__SYNC_FREE_MAX = 4,   /* spare monitors kept per stripe */
 };
 
-typedef struct rl__monitor {
-    struct rl__monitor *next;
+typedef struct sync_monitor {
+    struct sync_monitor *next;
     const void *obj;
     rl__mutex mutex;
     _Atomic uint64_t owner;  /* thread id of the holder, 0 if none */
     unsigned long recursion; /* holder only */
     unsigned long users;     /* guarded by the stripe */
-} rl__monitor;
+} sync_monitor;
 
-typedef struct rl__stripe {
+typedef struct monitor_stripe {
     pthread_mutex_t mu;
-    rl__monitor *head;
-    rl__monitor *spare;      /* free list, linked through next */
+    sync_monitor *head;
+    sync_monitor *spare;      /* free list, linked through next */
     int nspare;
-} __attribute__((aligned(64))) rl__stripe; /* one cache line each: no false sharing */
+} __attribute__((aligned(64))) monitor_stripe; /* one cache line each: no false sharing */
 
-typedef struct rl__sync_entry {
+typedef struct sync_entry {
     const void *obj; /* NULL: empty */
-    rl__monitor *m;  /* one user reference, owned by this entry */
-} rl__sync_entry;
+    sync_monitor *m;  /* one user reference, owned by this entry */
+} sync_entry;
 
-typedef struct rl__sync_thread {
+typedef struct sync_thread {
     uint64_t id;     /* 0 until the thread first needs one */
     unsigned victim; /* round-robin replacement cursor */
     bool registered; /* the thread-exit destructor is armed */
-    rl__sync_entry e[RL__SYNC_CACHE];
-} rl__sync_thread;
+    sync_entry e[RL__SYNC_CACHE];
+} sync_thread;
 
-static rl__stripe g_stripes[RL__SYNC_STRIPES];
+static monitor_stripe g_stripes[RL__SYNC_STRIPES];
 static pthread_once_t g_stripes_once = PTHREAD_ONCE_INIT;
 static pthread_key_t g_thread_key;
 static _Atomic uint64_t g_next_id;
-static __thread rl__sync_thread t_sync;
+static __thread sync_thread t_sync;
 
 static void thread_exit(void *arg);
 
@@ -83,7 +83,7 @@ static void stripes_init(void) {
     (void)pthread_key_create(&g_thread_key, thread_exit);
 }
 
-static rl__stripe *stripe_for(const void *obj) {
+static monitor_stripe *stripe_for(const void *obj) {
     pthread_once(&g_stripes_once, stripes_init);
     uintptr_t x = (uintptr_t)obj;
     /* Objects are usually 16-byte aligned: drop the constant low bits and
@@ -92,17 +92,17 @@ static rl__stripe *stripe_for(const void *obj) {
     return &g_stripes[(x >> 24) % RL__SYNC_STRIPES];
 }
 
-static uint64_t self_id(rl__sync_thread *t) {
+static uint64_t self_id(sync_thread *t) {
     if (RL__UNLIKELY(t->id == 0))
         t->id = atomic_fetch_add_explicit(&g_next_id, 1, memory_order_relaxed) + 1;
     return t->id;
 }
 
-static bool held_by(rl__monitor *m, uint64_t id) {
+static bool held_by(sync_monitor *m, uint64_t id) {
     return id != 0 && atomic_load_explicit(&m->owner, memory_order_relaxed) == id;
 }
 
-static rl__sync_entry *cache_find(rl__sync_thread *t, const void *obj) {
+static sync_entry *cache_find(sync_thread *t, const void *obj) {
     for (int i = 0; i < RL__SYNC_CACHE; i++)
         if (t->e[i].obj == obj)
             return &t->e[i];
@@ -111,15 +111,15 @@ static rl__sync_entry *cache_find(rl__sync_thread *t, const void *obj) {
 
 /* ---- monitors (stripe lock held) ---- */
 
-static rl__monitor *monitor_find(rl__stripe *s, const void *obj) {
-    for (rl__monitor *m = s->head; m; m = m->next)
+static sync_monitor *monitor_find(monitor_stripe *s, const void *obj) {
+    for (sync_monitor *m = s->head; m; m = m->next)
         if (m->obj == obj)
             return m;
     return NULL;
 }
 
-static rl__monitor *monitor_get(rl__stripe *s, const void *obj) {
-    rl__monitor *m = monitor_find(s, obj);
+static sync_monitor *monitor_get(monitor_stripe *s, const void *obj) {
+    sync_monitor *m = monitor_find(s, obj);
     if (m)
         return m;
     if (s->spare) {
@@ -132,16 +132,16 @@ static rl__monitor *monitor_get(rl__stripe *s, const void *obj) {
             return NULL;
     }
     /* A spare's mutex is unlocked and its fields stale: reset them all. */
-    *m = (rl__monitor){.obj = obj};
+    *m = (sync_monitor){.obj = obj};
     m->next = s->head;
     s->head = m;
     return m;
 }
 
-static void monitor_unuse(rl__stripe *s, rl__monitor *m) {
+static void monitor_unuse(monitor_stripe *s, sync_monitor *m) {
     if (--m->users != 0)
         return;
-    rl__monitor **pp = &s->head;
+    sync_monitor **pp = &s->head;
     while (*pp != m)
         pp = &(*pp)->next;
     *pp = m->next;
@@ -154,8 +154,8 @@ static void monitor_unuse(rl__stripe *s, rl__monitor *m) {
     free(m);
 }
 
-static void monitor_release_ref(rl__monitor *m) {
-    rl__stripe *s = stripe_for(m->obj);
+static void monitor_release_ref(sync_monitor *m) {
+    monitor_stripe *s = stripe_for(m->obj);
     pthread_mutex_lock(&s->mu);
     monitor_unuse(s, m);
     pthread_mutex_unlock(&s->mu);
@@ -167,9 +167,9 @@ static void monitor_release_ref(rl__monitor *m) {
  * references of the monitors it does not hold. One it still holds stays
  * held (and alive) forever, as documented. */
 static void thread_exit(void *arg) {
-    rl__sync_thread *t = arg;
+    sync_thread *t = arg;
     for (int i = 0; i < RL__SYNC_CACHE; i++) {
-        rl__sync_entry *e = &t->e[i];
+        sync_entry *e = &t->e[i];
         if (e->obj && !held_by(e->m, t->id))
             monitor_release_ref(e->m);
         e->obj = NULL;
@@ -181,14 +181,14 @@ static void thread_exit(void *arg) {
 /* Empties a slot the thread may reuse: an empty one, or one whose monitor
  * the thread does not hold (its reference is dropped). NULL when every
  * entry names a monitor the thread holds. */
-static rl__sync_entry *cache_free_slot(rl__sync_thread *t) {
+static sync_entry *cache_free_slot(sync_thread *t) {
     for (int i = 0; i < RL__SYNC_CACHE; i++)
         if (t->e[i].obj == NULL)
             return &t->e[i];
     for (int k = 0; k < RL__SYNC_CACHE; k++) {
-        rl__sync_entry *e = &t->e[t->victim++ % RL__SYNC_CACHE];
+        sync_entry *e = &t->e[t->victim++ % RL__SYNC_CACHE];
         if (!held_by(e->m, t->id)) {
-            rl__monitor *m = e->m;
+            sync_monitor *m = e->m;
             e->obj = NULL;
             e->m = NULL;
             monitor_release_ref(m);
@@ -198,7 +198,7 @@ static rl__sync_entry *cache_free_slot(rl__sync_thread *t) {
     return NULL;
 }
 
-static void cache_arm(rl__sync_thread *t) {
+static void cache_arm(sync_thread *t) {
     if (RL__UNLIKELY(!t->registered)) {
         t->registered = true;
         (void)pthread_setspecific(g_thread_key, t);
@@ -214,7 +214,7 @@ static bool busy(const char *fn, const void *obj) {
 }
 
 /* Takes m's mutex for a thread that does not hold it. */
-static bool monitor_acquire(rl__monitor *m, uint64_t me, enter_mode mode, const char *fn,
+static bool monitor_acquire(sync_monitor *m, uint64_t me, enter_mode mode, const char *fn,
                             const void *where) {
     bool debug = RL__UNLIKELY(rl__lockdep_enabled());
     if (mode == ENTER_TRY) {
@@ -233,14 +233,14 @@ static bool monitor_acquire(rl__monitor *m, uint64_t me, enter_mode mode, const 
     return true;
 }
 
-static bool enter_slow(rl__sync_thread *t, const void *obj, enter_mode mode, const char *fn,
+static bool enter_slow(sync_thread *t, const void *obj, enter_mode mode, const char *fn,
                        const void *where) {
     uint64_t me = self_id(t);
-    rl__stripe *s = stripe_for(obj);
+    monitor_stripe *s = stripe_for(obj);
 
     /* Held outside the cache: a recursive entry, counted in the monitor. */
     pthread_mutex_lock(&s->mu);
-    rl__monitor *m = monitor_find(s, obj);
+    sync_monitor *m = monitor_find(s, obj);
     if (m && held_by(m, me)) {
         m->recursion++;
         pthread_mutex_unlock(&s->mu);
@@ -250,7 +250,7 @@ static bool enter_slow(rl__sync_thread *t, const void *obj, enter_mode mode, con
 
     /* Make room first: dropping a victim's reference takes its stripe's
      * lock, which must not nest inside ours. */
-    rl__sync_entry *slot = cache_free_slot(t);
+    sync_entry *slot = cache_free_slot(t);
 
     pthread_mutex_lock(&s->mu);
     m = monitor_get(s, obj);
@@ -276,11 +276,11 @@ static bool enter_slow(rl__sync_thread *t, const void *obj, enter_mode mode, con
 static inline bool enter(const void *obj, enter_mode mode, const char *fn, const void *where) {
     if (RL__UNLIKELY(obj == NULL))
         return rl__fail(kRLErrorInvalidArgument, fn, "NULL object");
-    rl__sync_thread *t = &t_sync;
-    rl__sync_entry *e = cache_find(t, obj);
+    sync_thread *t = &t_sync;
+    sync_entry *e = cache_find(t, obj);
     if (RL__UNLIKELY(e == NULL))
         return enter_slow(t, obj, mode, fn, where);
-    rl__monitor *m = e->m;
+    sync_monitor *m = e->m;
     if (held_by(m, t->id)) {
         m->recursion++;
         return true;
@@ -304,17 +304,17 @@ static bool not_held(const void *obj, uint64_t owner) {
 }
 
 /* The caller holds m once (recursion reached 0): release it. */
-static void monitor_release(rl__monitor *m) {
+static void monitor_release(sync_monitor *m) {
     atomic_store_explicit(&m->owner, 0, memory_order_relaxed);
     rl__mutex_unlock(&m->mutex);
     if (RL__UNLIKELY(rl__lockdep_enabled()))
         rl__lockdep_released_kind(RL__LOCKDEP_SYNC, m->obj);
 }
 
-static bool exit_slow(rl__sync_thread *t, const void *obj) {
-    rl__stripe *s = stripe_for(obj);
+static bool exit_slow(sync_thread *t, const void *obj) {
+    monitor_stripe *s = stripe_for(obj);
     pthread_mutex_lock(&s->mu);
-    rl__monitor *m = monitor_find(s, obj);
+    sync_monitor *m = monitor_find(s, obj);
     uint64_t owner = m ? atomic_load_explicit(&m->owner, memory_order_relaxed) : 0;
     if (owner == 0 || owner != t->id) {
         pthread_mutex_unlock(&s->mu);
@@ -336,11 +336,11 @@ static bool exit_slow(rl__sync_thread *t, const void *obj) {
 bool RLSyncExit(const void *obj) {
     if (RL__UNLIKELY(obj == NULL))
         return rl__fail(kRLErrorInvalidArgument, __func__, "NULL object");
-    rl__sync_thread *t = &t_sync;
-    rl__sync_entry *e = cache_find(t, obj);
+    sync_thread *t = &t_sync;
+    sync_entry *e = cache_find(t, obj);
     if (RL__UNLIKELY(e == NULL))
         return exit_slow(t, obj);
-    rl__monitor *m = e->m;
+    sync_monitor *m = e->m;
     uint64_t owner = atomic_load_explicit(&m->owner, memory_order_relaxed);
     if (RL__UNLIKELY(owner == 0 || owner != t->id))
         return not_held(obj, owner);
@@ -352,13 +352,13 @@ bool RLSyncExit(const void *obj) {
 bool RLSyncIsHeldByCurrentThread(const void *obj) {
     if (!obj)
         return false;
-    rl__sync_thread *t = &t_sync;
-    rl__sync_entry *e = cache_find(t, obj);
+    sync_thread *t = &t_sync;
+    sync_entry *e = cache_find(t, obj);
     if (e)
         return held_by(e->m, t->id);
-    rl__stripe *s = stripe_for(obj);
+    monitor_stripe *s = stripe_for(obj);
     pthread_mutex_lock(&s->mu);
-    rl__monitor *m = monitor_find(s, obj);
+    sync_monitor *m = monitor_find(s, obj);
     bool held = m && held_by(m, t->id);
     pthread_mutex_unlock(&s->mu);
     return held;

@@ -13,7 +13,7 @@
 
 /* In the documented order, earliest first, except where a comment says
  * otherwise; a lock may be taken while holding one of an earlier class. */
-typedef enum rl_lockclass {
+typedef enum rl__lockclass {
     RL_LOCKCLASS_LOOP = 0,      /* a run loop's lock */
     RL_LOCKCLASS_ITEM = 1,      /* a source's, timer's or observer's lock: under a loop lock */
     RL_LOCKCLASS_SOCKET,        /* an RLSocket's lock: before loop and item locks */
@@ -23,15 +23,15 @@ typedef enum rl_lockclass {
     RL_LOCKCLASS_RESOLVER,      /* the resolver's queue: a leaf, under a connection lock */
     RL_LOCKCLASS_SIGNAL,        /* the process's signal table: a leaf */
     RL_LOCKCLASS_COUNT
-} rl_lockclass;
+} rl__lockclass;
 
 /* Call only when rl__lockdep_enabled(). Before blocking on a lock of class
  * c: records the order edges from what the thread holds, reports an
  * inversion (or a second lock of a class taken under the first). */
-RL__HIDDEN void rl__lockclass_take(rl_lockclass c, const void *where);
+RL__HIDDEN void rl__lockclass_take(rl__lockclass c, const void *where);
 /* After a successful try-lock (no order edge: it cannot deadlock). */
-RL__HIDDEN void rl__lockclass_took(rl_lockclass c, const void *where);
+RL__HIDDEN void rl__lockclass_took(rl__lockclass c, const void *where);
 /* After the lock was released. */
-RL__HIDDEN void rl__lockclass_drop(rl_lockclass c);
+RL__HIDDEN void rl__lockclass_drop(rl__lockclass c);
 
 #endif /* CRUNLOOP_RL_LOCKCLASS_H */

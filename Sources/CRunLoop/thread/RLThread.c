@@ -1,5 +1,6 @@
 /* RLThread.c — threads: creation, attributes, dictionary, exit sequence. */
 #include "RLThreadInternal.h"
+#include "rl_callout.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -12,12 +13,12 @@
 #include <unistd.h>
 
 /* RLPerform.c's hooks (rl__thread_register_perform_hooks). */
-static void (*_Atomic rl_perform_will_exit)(RLThreadRef t);
-static void (*_Atomic rl_perform_finalize)(RLThreadRef t);
+static void (*_Atomic on_perform_will_exit)(RLThreadRef t);
+static void (*_Atomic on_perform_finalize)(RLThreadRef t);
 
 void rl__thread_register_perform_hooks(void (*will_exit)(RLThreadRef t), void (*finalize)(RLThreadRef t)) {
-    atomic_store_explicit(&rl_perform_finalize, finalize, memory_order_release);
-    atomic_store_explicit(&rl_perform_will_exit, will_exit, memory_order_release);
+    atomic_store_explicit(&on_perform_finalize, finalize, memory_order_release);
+    atomic_store_explicit(&on_perform_will_exit, will_exit, memory_order_release);
 }
 
 #if __BLOCKS__
@@ -36,7 +37,7 @@ struct rl__thread_value {
 
 /* With t->lock held, for entries just unlinked from t->values: returns
  * those that can be freed now; pinned ones are freed by their last unpin. */
-static rl__thread_value *rl__values_unpinned_locked(rl__thread_value *list) {
+static rl__thread_value *values_unpinned_locked(rl__thread_value *list) {
     rl__thread_value *keep = NULL;
     while (list) {
         rl__thread_value *next = list->next;
@@ -60,7 +61,7 @@ struct rl__thread_handler {
     bool info_is_block; /* info is a copied block, released with the handler */
 };
 
-static void rl__handler_free(rl__thread_handler *h) {
+static void handler_free(rl__thread_handler *h) {
 #if __BLOCKS__
     if (h->info_is_block)
         _Block_release(h->info);
@@ -70,36 +71,36 @@ static void rl__handler_free(rl__thread_handler *h) {
 
 enum { RL__KERNEL_NAME_MAX = 15 };
 
-static __thread RLThreadRef rl__tls_current;
-static __thread bool rl__tls_exited;      /* exit sequence ran: no new RLThread */
-static __thread bool rl__tls_in_mt_notify; /* running will-become-multi-threaded handlers */
+static __thread RLThreadRef tls_current;
+static __thread bool tls_exited;      /* exit sequence ran: no new RLThread */
+static __thread bool tls_in_mt_notify; /* running will-become-multi-threaded handlers */
 
-static pthread_key_t rl__foreign_key;
-static pthread_once_t rl__foreign_key_once = PTHREAD_ONCE_INIT;
+static pthread_key_t foreign_key;
+static pthread_once_t foreign_key_once = PTHREAD_ONCE_INIT;
 
-static RLThreadRef rl__main_thread;
-static RLThreadRef rl__main_thread_inherited; /* in a fork() child: the parent's main RLThread */
-static pthread_once_t rl__main_once = PTHREAD_ONCE_INIT;
+static RLThreadRef main_thread;
+static RLThreadRef main_thread_inherited; /* in a fork() child: the parent's main RLThread */
+static pthread_once_t main_once = PTHREAD_ONCE_INIT;
 
-static pthread_mutex_t rl__global_lock = PTHREAD_MUTEX_INITIALIZER;
-static rl__thread_handler *rl__global_handlers; /* global will-exit handlers */
-static _Atomic uint64_t rl__next_token = 1;
+static pthread_mutex_t global_lock = PTHREAD_MUTEX_INITIALIZER;
+static rl__thread_handler *global_handlers; /* global will-exit handlers */
+static _Atomic uint64_t next_token = 1;
 
 /* Multi-threaded state: 0 not yet, 1 notifying, 2 multi-threaded. */
-static pthread_mutex_t rl__mt_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t rl__mt_cond = PTHREAD_COND_INITIALIZER;
-static _Atomic int rl__mt_state;
-typedef struct rl__mt_handler {
-    struct rl__mt_handler *next;
+static pthread_mutex_t mt_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t mt_cond = PTHREAD_COND_INITIALIZER;
+static _Atomic int mt_state;
+typedef struct mt_handler {
+    struct mt_handler *next;
     void (*fn)(void *info);
     void *info;
     bool info_is_block; /* info is a copied block, released after it ran */
-} rl__mt_handler;
-static rl__mt_handler *rl__mt_handlers;
+} mt_handler;
+static mt_handler *mt_handlers;
 
 /* ---- object ---- */
 
-static void rl__thread_free_values(rl__thread_value *v) {
+static void thread_free_values(rl__thread_value *v) {
     while (v) {
         rl__thread_value *next = v->next;
         if (v->destructor)
@@ -110,15 +111,15 @@ static void rl__thread_free_values(rl__thread_value *v) {
     }
 }
 
-static void rl__thread_free_handlers(RLThreadRef t) {
+static void thread_free_handlers(RLThreadRef t) {
     for (rl__thread_handler *h = t->handlers, *next; h; h = next) {
         next = h->next;
-        rl__handler_free(h);
+        handler_free(h);
     }
     t->handlers = NULL;
 }
 
-static void rl__thread_finalize(void *obj) {
+static void thread_finalize(void *obj) {
     RLThreadRef t = obj;
     /* Inherited across fork(): its lock may have been held by a thread
      * that does not exist here, its condition may count waiters that never
@@ -127,7 +128,7 @@ static void rl__thread_finalize(void *obj) {
      * destructor of theirs runs here). Only the child's copy of the
      * thread's own memory goes: its name and handler records. */
     if (rl__fork_inherited(t->fork_gen)) {
-        rl__thread_free_handlers(t);
+        thread_free_handlers(t);
         free(t->name);
         return;
     }
@@ -138,13 +139,13 @@ static void rl__thread_finalize(void *obj) {
     /* A joinable thread nobody joined: let the system reclaim it. */
     if (t->has_pthread && t->joinable && !t->join_claimed && !t->is_main && !t->is_foreign)
         pthread_detach(t->pthread);
-    rl__thread_free_values(t->values);
-    rl__thread_free_handlers(t);
+    thread_free_values(t->values);
+    thread_free_handlers(t);
 #if __BLOCKS__
     if (t->block)
         _Block_release(t->block);
 #endif
-    void (*perform_finalize)(RLThreadRef) = atomic_load_explicit(&rl_perform_finalize, memory_order_acquire);
+    void (*perform_finalize)(RLThreadRef) = atomic_load_explicit(&on_perform_finalize, memory_order_acquire);
     if (perform_finalize)
         perform_finalize(t);
     free(t->name);
@@ -152,7 +153,7 @@ static void rl__thread_finalize(void *obj) {
     pthread_mutex_destroy(&t->lock);
 }
 
-static const char *rl__thread_state_name(RLThreadRef t) {
+static const char *thread_state_name(RLThreadRef t) {
     switch (t->state) {
     case RL__THREAD_CREATED: return "created";
     case RL__THREAD_EXECUTING: return "executing";
@@ -161,7 +162,7 @@ static const char *rl__thread_state_name(RLThreadRef t) {
     return "?";
 }
 
-static char *rl__thread_describe(const void *obj) {
+static char *thread_describe(const void *obj) {
     RLThreadRef t = (RLThreadRef)obj;
     char *s = NULL;
     if (rl__fork_inherited(t->fork_gen)) { /* its lock may be held by a thread gone with the fork */
@@ -173,7 +174,7 @@ static char *rl__thread_describe(const void *obj) {
     }
     pthread_mutex_lock(&t->lock);
     int n = asprintf(&s, "<RLThread %p name=\"%s\" tid=%d %s%s%s>", obj, t->name ? t->name : "", (int)t->tid,
-                     rl__thread_state_name(t), t->is_main ? " main" : "",
+                     thread_state_name(t), t->is_main ? " main" : "",
                      atomic_load(&t->cancelled) ? " cancelled" : "");
     pthread_mutex_unlock(&t->lock);
     if (n < 0) {
@@ -183,14 +184,14 @@ static char *rl__thread_describe(const void *obj) {
     return s;
 }
 
-const rl__class rl__thread_class = {
+static const rl__class thread_class = {
     .name = "RLThread",
-    .finalize = rl__thread_finalize,
-    .describe = rl__thread_describe,
+    .finalize = thread_finalize,
+    .describe = thread_describe,
 };
 
-static RLThreadRef rl__thread_alloc(const char *fn) {
-    RLThreadRef t = rl__object_alloc(&rl__thread_class, sizeof *t, fn);
+static RLThreadRef thread_alloc(const char *fn) {
+    RLThreadRef t = rl__object_alloc(&thread_class, sizeof *t, fn);
     if (!t)
         return NULL;
     pthread_mutex_init(&t->lock, NULL);
@@ -206,7 +207,7 @@ static RLThreadRef rl__thread_alloc(const char *fn) {
 }
 
 bool rl__thread_check(RLThreadRef t, const char *fn) {
-    if (!rl__object_check(t, &rl__thread_class, fn))
+    if (!rl__object_check(t, &thread_class, fn))
         return false;
     if (rl__fork_inherited(t->fork_gen))
         return rl__fork_fail(fn, "thread");
@@ -217,7 +218,7 @@ bool rl__thread_check(RLThreadRef t, const char *fn) {
 
 /* The longest prefix of name that fits the kernel's 15 bytes without
  * splitting a UTF-8 sequence. */
-static size_t rl__kernel_name_length(const char *name) {
+static size_t kernel_name_length(const char *name) {
     size_t len = strlen(name);
     if (len <= RL__KERNEL_NAME_MAX)
         return len;
@@ -227,9 +228,9 @@ static size_t rl__kernel_name_length(const char *name) {
     return len;
 }
 
-static void rl__kernel_set_name(pid_t tid, const char *name) {
+static void kernel_set_name(pid_t tid, const char *name) {
     char shortname[RL__KERNEL_NAME_MAX + 1];
-    size_t len = rl__kernel_name_length(name ? name : "");
+    size_t len = kernel_name_length(name ? name : "");
     memcpy(shortname, name ? name : "", len);
     shortname[len] = '\0';
     if (tid == gettid()) {
@@ -246,7 +247,7 @@ static void rl__kernel_set_name(pid_t tid, const char *name) {
     close(fd);
 }
 
-static int rl__nice_for_priority(double p) {
+static int nice_for_priority(double p) {
     if (p >= 0.5)
         return -(int)lround((p - 0.5) * 40.0);
     return (int)lround((0.5 - p) * 38.0);
@@ -254,8 +255,8 @@ static int rl__nice_for_priority(double p) {
 
 /* Best effort: a nice value the process may not take is clamped (left at
  * the lowest value it may take), never an error. */
-static void rl__kernel_set_priority(pid_t tid, double p) {
-    int nice = rl__nice_for_priority(p);
+static void kernel_set_priority(pid_t tid, double p) {
+    int nice = nice_for_priority(p);
     if (setpriority(PRIO_PROCESS, (id_t)tid, nice) == 0)
         return;
     if (errno != EACCES && errno != EPERM)
@@ -270,8 +271,8 @@ static void rl__kernel_set_priority(pid_t tid, double p) {
 
 /* ---- main and foreign threads ---- */
 
-static void rl__thread_make_main(void) {
-    RLThreadRef t = rl__thread_alloc("RLThreadGetMain");
+static void thread_make_main(void) {
+    RLThreadRef t = thread_alloc("RLThreadGetMain");
     if (!t)
         return;
     t->is_main = true;
@@ -284,19 +285,19 @@ static void rl__thread_make_main(void) {
     else
         t->stack_size = (size_t)8 * 1024 * 1024;
     rl__object_hold(t); /* kept for the life of the process */
-    rl__main_thread = t;
+    main_thread = t;
 }
 
 RLThreadRef RLThreadGetMain(void) {
-    pthread_once(&rl__main_once, rl__thread_make_main);
-    if (!rl__main_thread)
+    pthread_once(&main_once, thread_make_main);
+    if (!main_thread)
         rl__fail(kRLErrorNoMemory, __func__, "out of memory");
-    return rl__main_thread;
+    return main_thread;
 }
 
-static bool rl__is_main_tid(void) { return gettid() == getpid(); }
+static bool is_main_tid(void) { return gettid() == getpid(); }
 
-bool RLThreadIsMainThread(void) { return rl__is_main_tid(); }
+bool RLThreadIsMainThread(void) { return is_main_tid(); }
 
 bool RLThreadIsMain(RLThreadRef thread) {
     if (!rl__thread_check(thread, __func__))
@@ -304,18 +305,18 @@ bool RLThreadIsMain(RLThreadRef thread) {
     return thread->is_main;
 }
 
-static void rl__thread_exit_sequence(RLThreadRef t, void *result);
+static void thread_exit_sequence(RLThreadRef t, void *result);
 
-static void rl__foreign_destructor(void *p) {
+static void foreign_destructor(void *p) {
     RLThreadRef t = p;
-    if (t && rl__tls_current == t)
-        rl__thread_exit_sequence(t, NULL);
+    if (t && tls_current == t)
+        thread_exit_sequence(t, NULL);
 }
 
-static void rl__foreign_key_init(void) { pthread_key_create(&rl__foreign_key, rl__foreign_destructor); }
+static void foreign_key_init(void) { pthread_key_create(&foreign_key, foreign_destructor); }
 
-static RLThreadRef rl__thread_register_foreign(void) {
-    RLThreadRef t = rl__thread_alloc("RLThreadGetCurrent");
+static RLThreadRef thread_register_foreign(void) {
+    RLThreadRef t = thread_alloc("RLThreadGetCurrent");
     if (!t)
         return NULL;
     t->is_foreign = true;
@@ -330,53 +331,53 @@ static RLThreadRef rl__thread_register_foreign(void) {
             t->stack_size = size;
         pthread_attr_destroy(&attr);
     }
-    pthread_once(&rl__foreign_key_once, rl__foreign_key_init);
+    pthread_once(&foreign_key_once, foreign_key_init);
     rl__object_hold(t);
-    rl__tls_current = t; /* the thread owns the one reference */
-    pthread_setspecific(rl__foreign_key, t);
+    tls_current = t; /* the thread owns the one reference */
+    pthread_setspecific(foreign_key, t);
     return t;
 }
 
-RLThreadRef rl__thread_current_if_any(void) { return rl__tls_current; }
+RLThreadRef rl__thread_current_if_any(void) { return tls_current; }
 
 RLThreadRef RLThreadGetCurrent(void) {
-    RLThreadRef t = rl__tls_current;
+    RLThreadRef t = tls_current;
     if (RL__LIKELY(t != NULL))
         return t;
-    if (rl__tls_exited) {
+    if (tls_exited) {
         rl__fail(kRLErrorInvalidState, __func__, "the calling thread is exiting");
         return NULL;
     }
-    if (rl__is_main_tid()) {
+    if (is_main_tid()) {
         t = RLThreadGetMain();
-        rl__tls_current = t;
+        tls_current = t;
         return t;
     }
-    return rl__thread_register_foreign();
+    return thread_register_foreign();
 }
 
 /* ---- multi-threaded ---- */
 
-bool RLThreadIsMultiThreaded(void) { return atomic_load(&rl__mt_state) == 2; }
+bool RLThreadIsMultiThreaded(void) { return atomic_load(&mt_state) == 2; }
 
-static bool rl__add_mt_handler(void (*fn)(void *info), void *info, bool info_is_block, const char *fname) {
-    rl__mt_handler *h = calloc(1, sizeof *h);
+static bool add_mt_handler(void (*fn)(void *info), void *info, bool info_is_block, const char *fname) {
+    mt_handler *h = calloc(1, sizeof *h);
     if (!h)
         return rl__fail(kRLErrorNoMemory, fname, "out of memory");
     h->fn = fn;
     h->info = info;
     h->info_is_block = info_is_block;
-    pthread_mutex_lock(&rl__mt_lock);
-    if (atomic_load(&rl__mt_state) != 0) {
-        pthread_mutex_unlock(&rl__mt_lock);
+    pthread_mutex_lock(&mt_lock);
+    if (atomic_load(&mt_state) != 0) {
+        pthread_mutex_unlock(&mt_lock);
         free(h);
         return rl__fail(kRLErrorInvalidState, fname, "the process is already multi-threaded");
     }
-    rl__mt_handler **tail = &rl__mt_handlers;
+    mt_handler **tail = &mt_handlers;
     while (*tail)
         tail = &(*tail)->next;
     *tail = h;
-    pthread_mutex_unlock(&rl__mt_lock);
+    pthread_mutex_unlock(&mt_lock);
     return true;
 }
 
@@ -384,18 +385,18 @@ bool RLThreadAddWillBecomeMultiThreadedHandler(void (*fn)(void *info), void *inf
     const char *fname = __func__;
     if (!fn)
         return rl__fail(kRLErrorInvalidArgument, fname, "NULL handler");
-    return rl__add_mt_handler(fn, info, false, fname);
+    return add_mt_handler(fn, info, false, fname);
 }
 
 #if __BLOCKS__
-static void rl__mt_block_trampoline(void *info) { ((void (^)(void))info)(); }
+static void mt_block_trampoline(void *info) { ((void (^)(void))info)(); }
 
 bool RLThreadAddWillBecomeMultiThreadedHandlerBlock(void (^block)(void)) {
     const char *fname = __func__;
     if (!block)
         return rl__fail(kRLErrorInvalidArgument, fname, "NULL block");
     void *copy = _Block_copy((const void *)block);
-    if (!rl__add_mt_handler(rl__mt_block_trampoline, copy, true, fname)) {
+    if (!add_mt_handler(mt_block_trampoline, copy, true, fname)) {
         _Block_release(copy);
         return false;
     }
@@ -405,17 +406,17 @@ bool RLThreadAddWillBecomeMultiThreadedHandlerBlock(void (^block)(void)) {
 
 /* Runs the one-time notification before the first thread is created; other
  * starters wait for it, a handler that starts a thread itself does not. */
-static void rl__become_multithreaded(void) {
-    if (RL__LIKELY(atomic_load_explicit(&rl__mt_state, memory_order_acquire) == 2))
+static void become_multithreaded(void) {
+    if (RL__LIKELY(atomic_load_explicit(&mt_state, memory_order_acquire) == 2))
         return;
-    pthread_mutex_lock(&rl__mt_lock);
-    if (atomic_load(&rl__mt_state) == 0) {
-        atomic_store(&rl__mt_state, 1);
-        rl__mt_handler *list = rl__mt_handlers;
-        rl__mt_handlers = NULL;
-        pthread_mutex_unlock(&rl__mt_lock);
-        rl__tls_in_mt_notify = true;
-        for (rl__mt_handler *h = list, *next; h; h = next) {
+    pthread_mutex_lock(&mt_lock);
+    if (atomic_load(&mt_state) == 0) {
+        atomic_store(&mt_state, 1);
+        mt_handler *list = mt_handlers;
+        mt_handlers = NULL;
+        pthread_mutex_unlock(&mt_lock);
+        tls_in_mt_notify = true;
+        for (mt_handler *h = list, *next; h; h = next) {
             next = h->next;
             h->fn(h->info);
 #if __BLOCKS__
@@ -424,15 +425,15 @@ static void rl__become_multithreaded(void) {
 #endif
             free(h);
         }
-        rl__tls_in_mt_notify = false;
-        pthread_mutex_lock(&rl__mt_lock);
-        atomic_store_explicit(&rl__mt_state, 2, memory_order_release);
-        pthread_cond_broadcast(&rl__mt_cond);
-    } else if (!rl__tls_in_mt_notify) {
-        while (atomic_load(&rl__mt_state) != 2)
-            pthread_cond_wait(&rl__mt_cond, &rl__mt_lock);
+        tls_in_mt_notify = false;
+        pthread_mutex_lock(&mt_lock);
+        atomic_store_explicit(&mt_state, 2, memory_order_release);
+        pthread_cond_broadcast(&mt_cond);
+    } else if (!tls_in_mt_notify) {
+        while (atomic_load(&mt_state) != 2)
+            pthread_cond_wait(&mt_cond, &mt_lock);
     }
-    pthread_mutex_unlock(&rl__mt_lock);
+    pthread_mutex_unlock(&mt_lock);
 }
 
 /* ---- creation and start ---- */
@@ -443,7 +444,7 @@ RLThreadRef RLThreadCreate(RLAllocatorRef allocator, RLThreadEntry entry, void *
         rl__fail(kRLErrorInvalidArgument, __func__, "NULL entry function");
         return NULL;
     }
-    RLThreadRef t = rl__thread_alloc(__func__);
+    RLThreadRef t = thread_alloc(__func__);
     if (!t)
         return NULL;
     t->entry = entry;
@@ -452,7 +453,7 @@ RLThreadRef RLThreadCreate(RLAllocatorRef allocator, RLThreadEntry entry, void *
 }
 
 #if __BLOCKS__
-static void *rl__thread_block_entry(void *arg) {
+static void *thread_block_entry(void *arg) {
     ((void (^)(void))arg)();
     return NULL;
 }
@@ -463,11 +464,11 @@ RLThreadRef RLThreadCreateWithBlock(RLAllocatorRef allocator, void (^block)(void
         rl__fail(kRLErrorInvalidArgument, __func__, "NULL block");
         return NULL;
     }
-    RLThreadRef t = rl__thread_alloc(__func__);
+    RLThreadRef t = thread_alloc(__func__);
     if (!t)
         return NULL;
     t->block = _Block_copy((const void *)block);
-    t->entry = rl__thread_block_entry;
+    t->entry = thread_block_entry;
     t->arg = t->block;
     return t;
 }
@@ -475,40 +476,40 @@ RLThreadRef RLThreadCreateWithBlock(RLAllocatorRef allocator, void (^block)(void
 
 /* On the new thread, before its entry: record the tid and apply the name
  * and priority set so far (later changes apply themselves). */
-static void rl__thread_attach_kernel(RLThreadRef t) {
+static void thread_attach_kernel(RLThreadRef t) {
     pthread_mutex_lock(&t->lock);
     t->tid = gettid();
     if (t->name)
-        rl__kernel_set_name(t->tid, t->name);
+        kernel_set_name(t->tid, t->name);
     if (t->priority_set)
-        rl__kernel_set_priority(t->tid, t->priority);
+        kernel_set_priority(t->tid, t->priority);
     pthread_mutex_unlock(&t->lock);
 }
 
-static void rl__thread_cleanup(void *p) { rl__thread_exit_sequence(p, NULL); }
+static void thread_cleanup(void *p) { thread_exit_sequence(p, NULL); }
 
 /* pthread_exit (RLThreadExit) unwinds through the cleanup handler, after
  * the cleanup handlers the entry pushed itself. */
-static void *rl__thread_run_entry(RLThreadRef t) {
+static void *thread_run_entry(RLThreadRef t) {
     void *result;
-    pthread_cleanup_push(rl__thread_cleanup, t);
+    pthread_cleanup_push(thread_cleanup, t);
     result = t->entry(t->arg);
     pthread_cleanup_pop(0);
     return result;
 }
 
-static void *rl__thread_main(void *p) {
+static void *thread_main(void *p) {
     RLThreadRef t = p;
-    rl__tls_current = t;
-    rl__thread_attach_kernel(t);
-    void *result = rl__thread_run_entry(t);
-    rl__thread_exit_sequence(t, result);
+    tls_current = t;
+    thread_attach_kernel(t);
+    void *result = thread_run_entry(t);
+    thread_exit_sequence(t, result);
     return result;
 }
 
 /* Checks that t can be started; true with *done if it was cancelled
  * before it started (it is finished now). t->lock held. */
-static bool rl__thread_startable_locked(RLThreadRef t, bool *done, const char *fn) {
+static bool thread_startable_locked(RLThreadRef t, bool *done, const char *fn) {
     *done = false;
     if (t->is_main || t->is_foreign)
         return rl__fail(kRLErrorInvalidState, fn, "%s thread is already running", t->is_main ? "the main" : "a foreign");
@@ -529,14 +530,14 @@ bool RLThreadStart(RLThreadRef thread) {
     RLThreadRef t = thread;
     bool done;
     pthread_mutex_lock(&t->lock);
-    bool ok = rl__thread_startable_locked(t, &done, fn);
+    bool ok = thread_startable_locked(t, &done, fn);
     pthread_mutex_unlock(&t->lock);
     if (!ok || done)
         return ok;
 
     /* Before the start is claimed: will-become-multi-threaded handlers are
      * user code, run with no lock held. */
-    rl__become_multithreaded();
+    become_multithreaded();
 
     /* The state becomes executing together with the pthread, under the
      * lock: whoever sees an executing thread sees its pthread (a perform
@@ -544,7 +545,7 @@ bool RLThreadStart(RLThreadRef thread) {
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_mutex_lock(&t->lock);
-    ok = rl__thread_startable_locked(t, &done, fn); /* another Start may have won meanwhile */
+    ok = thread_startable_locked(t, &done, fn); /* another Start may have won meanwhile */
     int err = 0;
     if (ok && !done) {
         pthread_attr_setstacksize(&attr, t->stack_size);
@@ -552,7 +553,7 @@ bool RLThreadStart(RLThreadRef thread) {
         RLRetain(t); /* the thread's own reference, dropped at the end of its exit sequence */
         rl__object_hold(t);
         pthread_t pt;
-        err = pthread_create(&pt, &attr, rl__thread_main, t);
+        err = pthread_create(&pt, &attr, thread_main, t);
         if (err == 0) {
             t->state = RL__THREAD_EXECUTING;
             t->pthread = pt;
@@ -588,13 +589,13 @@ bool RLThreadDetachNewWithBlock(void (^block)(void)) {
 }
 #endif
 
-typedef struct rl__background_call {
+typedef struct background_call {
     void (*fn)(void *arg);
     void *arg;
-} rl__background_call;
+} background_call;
 
-static void *rl__background_entry(void *p) {
-    rl__background_call call = *(rl__background_call *)p;
+static void *background_entry(void *p) {
+    background_call call = *(background_call *)p;
     free(p);
     call.fn(call.arg);
     return NULL;
@@ -603,12 +604,12 @@ static void *rl__background_entry(void *p) {
 bool RLThreadPerformInBackground(void (*fn)(void *arg), void *arg) {
     if (!fn)
         return rl__fail(kRLErrorInvalidArgument, __func__, "NULL function");
-    rl__background_call *call = malloc(sizeof *call);
+    background_call *call = malloc(sizeof *call);
     if (!call)
         return rl__fail(kRLErrorNoMemory, __func__, "out of memory");
     call->fn = fn;
     call->arg = arg;
-    if (!RLThreadDetachNew(rl__background_entry, call)) {
+    if (!RLThreadDetachNew(background_entry, call)) {
         free(call);
         return false;
     }
@@ -619,17 +620,17 @@ bool RLThreadPerformInBackground(void (*fn)(void *arg), void *arg) {
 
 /* Runs once per thread, on that thread: run loop teardown, pending perform
  * requests failed, will-exit handlers, dictionary destructors, finished. */
-static void rl__thread_exit_sequence(RLThreadRef t, void *result) {
+static void thread_exit_sequence(RLThreadRef t, void *result) {
     if (rl__fork_inherited(t->fork_gen)) {
         /* A fork() child whose forking thread was this RLThread ends: the
          * object is the parent's; only what the child made is torn down. */
         rl__runloop_teardown_current_thread();
-        rl__tls_current = NULL;
-        rl__tls_exited = true;
+        tls_current = NULL;
+        tls_exited = true;
         return;
     }
     rl__runloop_teardown_current_thread();
-    void (*perform_will_exit)(RLThreadRef) = atomic_load_explicit(&rl_perform_will_exit, memory_order_acquire);
+    void (*perform_will_exit)(RLThreadRef) = atomic_load_explicit(&on_perform_will_exit, memory_order_acquire);
     if (perform_will_exit)
         perform_will_exit(t);
     /* A request sent between the two calls above may have made a new loop
@@ -648,17 +649,17 @@ static void rl__thread_exit_sequence(RLThreadRef t, void *result) {
         if (!h)
             break;
         h->fn(t, h->info);
-        rl__handler_free(h);
+        handler_free(h);
     }
 
-    pthread_mutex_lock(&rl__global_lock);
+    pthread_mutex_lock(&global_lock);
     size_t n = 0;
-    for (rl__thread_handler *h = rl__global_handlers; h; h = h->next)
+    for (rl__thread_handler *h = global_handlers; h; h = h->next)
         n++;
     rl__thread_handler *snapshot = n ? calloc(n, sizeof *snapshot) : NULL;
     if (snapshot) {
         size_t i = 0;
-        for (rl__thread_handler *h = rl__global_handlers; h; h = h->next) {
+        for (rl__thread_handler *h = global_handlers; h; h = h->next) {
             snapshot[i] = *h;
 #if __BLOCKS__
             /* Keeps the block alive if the handler is removed meanwhile. */
@@ -670,7 +671,7 @@ static void rl__thread_exit_sequence(RLThreadRef t, void *result) {
     } else {
         n = 0;
     }
-    pthread_mutex_unlock(&rl__global_lock);
+    pthread_mutex_unlock(&global_lock);
     for (size_t i = 0; i < n; i++) {
         snapshot[i].fn(t, snapshot[i].info);
 #if __BLOCKS__
@@ -683,7 +684,7 @@ static void rl__thread_exit_sequence(RLThreadRef t, void *result) {
     /* Destructors may store new values; a few rounds, as pthread keys. */
     for (int round = 0; round < 4; round++) {
         pthread_mutex_lock(&t->lock);
-        rl__thread_value *values = rl__values_unpinned_locked(t->values);
+        rl__thread_value *values = values_unpinned_locked(t->values);
         bool pinned = t->values && !values;
         t->values = NULL;
         pthread_mutex_unlock(&t->lock);
@@ -691,7 +692,7 @@ static void rl__thread_exit_sequence(RLThreadRef t, void *result) {
             continue; /* only entries a CopyValue is using: they free themselves */
         if (!values)
             break;
-        rl__thread_free_values(values);
+        thread_free_values(values);
     }
 
     pthread_mutex_lock(&t->lock);
@@ -700,27 +701,27 @@ static void rl__thread_exit_sequence(RLThreadRef t, void *result) {
     pthread_cond_broadcast(&t->cond);
     pthread_mutex_unlock(&t->lock);
 
-    rl__tls_current = NULL;
-    rl__tls_exited = true;
+    tls_current = NULL;
+    tls_exited = true;
     rl__object_unhold(t);
 }
 
 void RLThreadExit(void) {
-    /* A library thread unwinds into rl__thread_cleanup; a foreign thread
+    /* A library thread unwinds into thread_cleanup; a foreign thread
      * finishes in its key destructor. The main thread finishes as a foreign
      * one does (its RLThread object lives on, finished), so that requests
      * sent to it fail instead of waiting for a thread that is gone: in a key
      * destructor, which runs after the unwinding (a request batch that
      * called this puts back what it did not run, for the teardown to
      * drop). */
-    if (rl__is_main_tid() && !rl__tls_exited) {
+    if (is_main_tid() && !tls_exited) {
         RLThreadRef t = RLThreadGetMain();
         if (t) {
             RLRetain(t); /* the exit sequence's, released at its end */
-            rl__tls_current = t;
-            pthread_once(&rl__foreign_key_once, rl__foreign_key_init);
-            if (pthread_setspecific(rl__foreign_key, t) != 0)
-                rl__thread_exit_sequence(t, NULL); /* no destructor: now, before the unwinding */
+            tls_current = t;
+            pthread_once(&foreign_key_once, foreign_key_init);
+            if (pthread_setspecific(foreign_key, t) != 0)
+                thread_exit_sequence(t, NULL); /* no destructor: now, before the unwinding */
         }
     }
     pthread_exit(NULL);
@@ -733,7 +734,7 @@ bool RLThreadJoin(RLThreadRef thread, void **result) {
     if (!rl__thread_check(thread, fn))
         return false;
     RLThreadRef t = thread;
-    if (t == rl__tls_current || (t->is_main && rl__is_main_tid()))
+    if (t == tls_current || (t->is_main && is_main_tid()))
         return rl__fail(kRLErrorWouldDeadlock, fn, "a thread cannot join itself");
     pthread_mutex_lock(&t->lock);
     const char *why = NULL;
@@ -799,7 +800,7 @@ bool RLThreadSetStackSize(RLThreadRef thread, size_t size) {
 /* The kernel's name of thread tid (at most 15 bytes), or "" if it cannot
  * be read. For threads named outside the library: the process name for
  * the main thread, whatever pthread_setname_np set for another. */
-static void rl__kernel_get_name(pid_t tid, char out[RL__KERNEL_NAME_MAX + 1]) {
+static void kernel_get_name(pid_t tid, char out[RL__KERNEL_NAME_MAX + 1]) {
     out[0] = '\0';
     if (tid == gettid()) {
         if (pthread_getname_np(pthread_self(), out, RL__KERNEL_NAME_MAX + 1) != 0)
@@ -840,7 +841,7 @@ char *RLThreadCopyName(RLThreadRef thread) {
      * it is read. */
     if (!name && (thread->is_main || thread->is_foreign) && thread->state == RL__THREAD_EXECUTING &&
         thread->tid != 0) {
-        rl__kernel_get_name(thread->tid, kernel);
+        kernel_get_name(thread->tid, kernel);
         name = kernel;
     }
     char *s = strdup(name ? name : "");
@@ -863,7 +864,7 @@ bool RLThreadSetName(RLThreadRef thread, const char *name) {
     /* The lock keeps the thread from finishing (and its tid from being
      * reused) while the kernel name is written. */
     if (thread->state == RL__THREAD_EXECUTING && thread->tid != 0)
-        rl__kernel_set_name(thread->tid, copy ? copy : "");
+        kernel_set_name(thread->tid, copy ? copy : "");
     pthread_mutex_unlock(&thread->lock);
     free(old);
     return true;
@@ -888,7 +889,7 @@ bool RLThreadSetPriority(RLThreadRef thread, double priority) {
     thread->priority = priority;
     thread->priority_set = true;
     if (thread->state == RL__THREAD_EXECUTING && thread->tid != 0)
-        rl__kernel_set_priority(thread->tid, priority);
+        kernel_set_priority(thread->tid, priority);
     pthread_mutex_unlock(&thread->lock);
     return true;
 }
@@ -931,7 +932,7 @@ bool RLThreadIsCancelled(RLThreadRef thread) {
     return atomic_load(&thread->cancelled);
 }
 
-static enum rl__thread_state rl__thread_state(RLThreadRef t) {
+static enum rl__thread_state thread_state(RLThreadRef t) {
     pthread_mutex_lock(&t->lock);
     enum rl__thread_state s = t->state;
     pthread_mutex_unlock(&t->lock);
@@ -941,18 +942,18 @@ static enum rl__thread_state rl__thread_state(RLThreadRef t) {
 bool RLThreadIsExecuting(RLThreadRef thread) {
     if (!rl__thread_check(thread, __func__))
         return false;
-    return rl__thread_state(thread) == RL__THREAD_EXECUTING;
+    return thread_state(thread) == RL__THREAD_EXECUTING;
 }
 
 bool RLThreadIsFinished(RLThreadRef thread) {
     if (!rl__thread_check(thread, __func__))
         return false;
-    return rl__thread_state(thread) == RL__THREAD_FINISHED;
+    return thread_state(thread) == RL__THREAD_FINISHED;
 }
 
 /* ---- will-exit handlers ---- */
 
-static RLThreadHandlerToken rl__add_handler(RLThreadRef thread, RLThreadWillExitHandler fn, void *info,
+static RLThreadHandlerToken add_handler(RLThreadRef thread, RLThreadWillExitHandler fn, void *info,
                                             bool info_is_block, const char *fname) {
     rl__thread_handler *h = calloc(1, sizeof *h);
     if (!h) {
@@ -962,8 +963,8 @@ static RLThreadHandlerToken rl__add_handler(RLThreadRef thread, RLThreadWillExit
     h->fn = fn;
     h->info = info;
     h->info_is_block = info_is_block;
-    h->token = atomic_fetch_add(&rl__next_token, 1);
-    pthread_mutex_t *lock = thread ? &thread->lock : &rl__global_lock;
+    h->token = atomic_fetch_add(&next_token, 1);
+    pthread_mutex_t *lock = thread ? &thread->lock : &global_lock;
     pthread_mutex_lock(lock);
     if (thread && (thread->state == RL__THREAD_FINISHED || thread->handlers_ran)) {
         pthread_mutex_unlock(lock);
@@ -972,7 +973,7 @@ static RLThreadHandlerToken rl__add_handler(RLThreadRef thread, RLThreadWillExit
         rl__fail(kRLErrorInvalidState, fname, "thread has finished");
         return 0;
     }
-    rl__thread_handler **tail = thread ? &thread->handlers : &rl__global_handlers;
+    rl__thread_handler **tail = thread ? &thread->handlers : &global_handlers;
     while (*tail)
         tail = &(*tail)->next;
     *tail = h;
@@ -989,11 +990,11 @@ RLThreadHandlerToken RLThreadAddWillExitHandler(RLThreadRef thread, RLThreadWill
         rl__fail(kRLErrorInvalidArgument, fname, "NULL handler");
         return 0;
     }
-    return rl__add_handler(thread, fn, info, false, fname);
+    return add_handler(thread, fn, info, false, fname);
 }
 
 #if __BLOCKS__
-static void rl__handler_block_trampoline(RLThreadRef thread, void *info) {
+static void handler_block_trampoline(RLThreadRef thread, void *info) {
     ((void (^)(RLThreadRef))info)(thread);
 }
 
@@ -1006,7 +1007,7 @@ RLThreadHandlerToken RLThreadAddWillExitHandlerBlock(RLThreadRef thread, void (^
         return 0;
     }
     void *copy = _Block_copy((const void *)block);
-    RLThreadHandlerToken token = rl__add_handler(thread, rl__handler_block_trampoline, copy, true, fname);
+    RLThreadHandlerToken token = add_handler(thread, handler_block_trampoline, copy, true, fname);
     if (!token)
         _Block_release(copy);
     return token;
@@ -1017,9 +1018,9 @@ bool RLThreadRemoveWillExitHandler(RLThreadRef thread, RLThreadHandlerToken toke
     const char *fname = __func__;
     if (thread && !rl__thread_check(thread, fname))
         return false;
-    pthread_mutex_t *lock = thread ? &thread->lock : &rl__global_lock;
+    pthread_mutex_t *lock = thread ? &thread->lock : &global_lock;
     pthread_mutex_lock(lock);
-    rl__thread_handler **link = thread ? &thread->handlers : &rl__global_handlers;
+    rl__thread_handler **link = thread ? &thread->handlers : &global_handlers;
     while (*link && (*link)->token != token)
         link = &(*link)->next;
     rl__thread_handler *h = *link;
@@ -1028,7 +1029,7 @@ bool RLThreadRemoveWillExitHandler(RLThreadRef thread, RLThreadHandlerToken toke
     pthread_mutex_unlock(lock);
     if (!h)
         return rl__fail(kRLErrorNotFound, fname, "no handler with token %llu", (unsigned long long)token);
-    rl__handler_free(h);
+    handler_free(h);
     return true;
 }
 
@@ -1059,10 +1060,10 @@ bool RLThreadDictionarySetValue(RLThreadRef thread, const char *key, void *value
     *link = nv;
     if (old) {
         old->next = NULL;
-        old = rl__values_unpinned_locked(old);
+        old = values_unpinned_locked(old);
     }
     pthread_mutex_unlock(&thread->lock);
-    rl__thread_free_values(old);
+    thread_free_values(old);
     return true;
 }
 
@@ -1100,12 +1101,12 @@ bool RLThreadDictionaryRemoveValue(RLThreadRef thread, const char *key) {
     if (v) {
         *link = v->next;
         v->next = NULL;
-        gone = rl__values_unpinned_locked(v);
+        gone = values_unpinned_locked(v);
     }
     pthread_mutex_unlock(&thread->lock);
     if (!v)
         return rl__fail(kRLErrorNotFound, fn, "no value for key \"%s\"", key);
-    rl__thread_free_values(gone);
+    thread_free_values(gone);
     return true;
 }
 
@@ -1131,7 +1132,7 @@ bool RLThreadDictionaryCopyValue(RLThreadRef thread, const char *key, void *(*re
     bool free_now = --v->pins == 0 && v->detached;
     pthread_mutex_unlock(&thread->lock);
     if (free_now)
-        rl__thread_free_values(v);
+        thread_free_values(v);
     if (value)
         *value = copy;
     return true;
@@ -1139,7 +1140,7 @@ bool RLThreadDictionaryCopyValue(RLThreadRef thread, const char *key, void *(*re
 
 /* ---- sleeping ---- */
 
-static bool rl__sleep_until_monotonic(struct timespec deadline) {
+static bool sleep_until_monotonic(struct timespec deadline) {
     int err;
     do
         err = clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &deadline, NULL);
@@ -1154,13 +1155,13 @@ bool RLThreadSleepForTimeInterval(RLTimeInterval seconds) {
         return rl__fail(kRLErrorInvalidArgument, __func__, "NaN interval");
     if (!(seconds > 0))
         return true;
-    return rl__sleep_until_monotonic(rl__timespec_from_seconds(RLMonotonicTimeGetCurrent() + seconds));
+    return sleep_until_monotonic(rl__timespec_from_seconds(RLMonotonicTimeGetCurrent() + seconds));
 }
 
 bool RLThreadSleepUntilDate(RLAbsoluteTime date) {
     if (!rl__date_valid(date))
         return rl__fail(kRLErrorInvalidArgument, __func__, "NaN date");
-    return rl__sleep_until_monotonic(rl__monotonic_deadline_for_date(date));
+    return sleep_until_monotonic(rl__monotonic_deadline_for_date(date));
 }
 
 /* ---- fork ---- */
@@ -1168,13 +1169,13 @@ bool RLThreadSleepUntilDate(RLAbsoluteTime date) {
 /* The registries' locks are held across fork() (rl_fork.c); neither is
  * ever held while the other is taken. */
 static void fork_prepare(void) {
-    pthread_mutex_lock(&rl__mt_lock);
-    pthread_mutex_lock(&rl__global_lock);
+    pthread_mutex_lock(&mt_lock);
+    pthread_mutex_lock(&global_lock);
 }
 
 static void fork_parent(void) {
-    pthread_mutex_unlock(&rl__global_lock);
-    pthread_mutex_unlock(&rl__mt_lock);
+    pthread_mutex_unlock(&global_lock);
+    pthread_mutex_unlock(&mt_lock);
 }
 
 /* In the child, the forking thread is the only thread and the main one:
@@ -1183,15 +1184,15 @@ static void fork_parent(void) {
 static void fork_child(void) {
     fork_parent();
     /* Waiters counted by the condition are threads of the parent. */
-    pthread_cond_init(&rl__mt_cond, NULL);
+    pthread_cond_init(&mt_cond, NULL);
     /* Another thread was running the will-become-multi-threaded handlers:
      * it does not exist here, and the child is past that point anyway. */
-    if (atomic_load(&rl__mt_state) == 1)
-        atomic_store(&rl__mt_state, 2);
-    rl__tls_current = NULL;
-    rl__main_thread_inherited = rl__main_thread; /* kept, never used: the parent's */
-    rl__main_thread = NULL;
-    rl__main_once = (pthread_once_t)PTHREAD_ONCE_INIT;
+    if (atomic_load(&mt_state) == 1)
+        atomic_store(&mt_state, 2);
+    tls_current = NULL;
+    main_thread_inherited = main_thread; /* kept, never used: the parent's */
+    main_thread = NULL;
+    main_once = (pthread_once_t)PTHREAD_ONCE_INIT;
 }
 
 /* Takes this file's place in the lock order held across fork() (rl_fork.h). */

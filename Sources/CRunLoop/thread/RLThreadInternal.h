@@ -60,8 +60,6 @@ struct RLThread {
     struct rl__perform_state *perform;
 };
 
-RL__HIDDEN extern const rl__class rl__thread_class;
-
 /* t is a live RLThread of this process: not inherited across fork(),
  * whose thread (and lock holders) do not exist in the child. Else false,
  * error set. */
