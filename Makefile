@@ -50,7 +50,7 @@ OPT ?= -O2
 SAN ?=
 # The core's rooms, one folder each (docs/architecture.md): a file includes
 # another room's private header by its bare name.
-RL_ROOMS := base sync kernel loop perform thread io ports
+RL_ROOMS := base sync kernel queue loop perform thread io ports
 RL_SRC_DIRS := $(RL_ROOMS:%=Sources/CRunLoop/%)
 RL_INCLUDES := $(RL_SRC_DIRS:%=-I%)
 CPPFLAGS += -Iinclude $(RL_INCLUDES) -D_GNU_SOURCE

@@ -37,6 +37,7 @@ let package = Package(
                 .headerSearchPath("Sources/CRunLoop/base"),
                 .headerSearchPath("Sources/CRunLoop/sync"),
                 .headerSearchPath("Sources/CRunLoop/kernel"),
+                .headerSearchPath("Sources/CRunLoop/queue"),
                 .headerSearchPath("Sources/CRunLoop/loop"),
                 .headerSearchPath("Sources/CRunLoop/perform"),
                 .headerSearchPath("Sources/CRunLoop/thread"),

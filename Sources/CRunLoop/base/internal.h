@@ -12,6 +12,15 @@
 #include <time.h>
 
 #define RL__HIDDEN __attribute__((visibility("hidden")))
+
+#if __BLOCKS__
+/* The BlocksRuntime entry points (what <Block.h> wraps); declared here
+ * because Block.h is not on the default include path of every toolchain. */
+extern void *_Block_copy(const void *block);
+extern void _Block_release(const void *block);
+#define Block_copy(b) ((__typeof__(b))_Block_copy((const void *)(b)))
+#define Block_release(b) _Block_release((const void *)(b))
+#endif
 #define RL__LIKELY(x) __builtin_expect(!!(x), 1)
 #define RL__UNLIKELY(x) __builtin_expect(!!(x), 0)
 

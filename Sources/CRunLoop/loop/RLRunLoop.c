@@ -12,7 +12,7 @@
  */
 #include "RLRunLoopMembership.h"
 #include "RLRunLoopMode.h"
-#include "RLRunLoopPerformInternal.h"
+#include "rl_pqueue.h"
 #include "rl_health.h"
 #include "rl_heap.h"
 #include "rl_lock.h"

@@ -9,7 +9,7 @@
  * wake-ups, modes and the perform queue; none of them calls back into it.
  */
 #include "RLRunLoopMode.h"
-#include "RLRunLoopPerformInternal.h"
+#include "rl_pqueue.h"
 #include "rl_fdtab.h"
 #include "rl_health.h"
 #include "rl_heap.h"
@@ -40,16 +40,22 @@ static void perform_timed(void *ctx, const void *fn, const void *arg, double too
     rl__health_after(c->rl, took, kRLCalloutPerform, fn, NULL, c->mode);
 }
 
+/* What the perform queue knows of mode m. */
+static inline rl__perform_mode perform_mode(const rl__mode *m) {
+    return (rl__perform_mode){m->name, m->common, m->is_default};
+}
+
 static bool do_blocks(RLRunLoopRef rl, rl__mode *m) {
     uint32_t n = 0;
     if (rl__perform_maybe_pending(&rl->pq)) {
+        rl__perform_mode pm = perform_mode(m);
         if (RL__LIKELY((atomic_load_explicit(&rl__health_on, memory_order_relaxed) | RL__PROBE_ON(callout_start) |
                         RL__PROBE_ON(callout_end)) == 0)) {
-            n = rl__perform_run(&rl->pq, m);
+            n = rl__perform_run(&rl->pq, &pm);
         } else {
             perform_timing_ctx c = {rl, m->name};
             rl__perform_timing t = {perform_timed, &c};
-            n = rl__perform_run_timed(&rl->pq, m, &t);
+            n = rl__perform_run_timed(&rl->pq, &pm, &t);
         }
     }
     if (n)
@@ -74,7 +80,8 @@ static bool mode_is_empty(RLRunLoopRef rl, rl__mode *m) {
     rl__loop_lock(rl);
     bool empty = mode_has_no_items(rl, m);
     rl__loop_unlock(rl);
-    return empty && !rl__perform_has_for(&rl->pq, m);
+    rl__perform_mode pm = perform_mode(m);
+    return empty && !rl__perform_has_for(&rl->pq, &pm);
 }
 
 /* What guards o held (its home's lock). */
@@ -492,7 +499,8 @@ static RLRunLoopRunResult run_frame(RLRunLoopRef rl, rl__frame *f, bool poll_onl
         rl__loop_unlock(rl);
         if (stopped)
             return kRLRunLoopRunStopped;
-        if (empty && !rl__perform_has_for(&rl->pq, m))
+        rl__perform_mode pm = perform_mode(m);
+        if (empty && !rl__perform_has_for(&rl->pq, &pm))
             return kRLRunLoopRunFinished;
     }
 }

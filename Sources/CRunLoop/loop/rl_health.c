@@ -13,10 +13,6 @@
 #include <string.h>
 #include <time.h>
 
-#if __BLOCKS__
-#include <Block.h>
-#endif
-
 _Atomic int rl__health_on;
 
 #if RL_HAVE_PROBES

@@ -9,7 +9,7 @@
 #include "rl_health.h"
 #include "rl_loop.h"
 #include "RLRunLoopMode.h"
-#include "RLRunLoopPerformInternal.h"
+#include "rl_pqueue.h"
 #include "rl_poll.h"
 
 #include <stdio.h>

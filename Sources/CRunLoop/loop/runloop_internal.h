@@ -29,7 +29,7 @@
 #include "rl_callout.h"
 #include "rl_fork.h"
 #include "rl_spin.h"
-#include "RLRunLoopPerformInternal.h"
+#include "rl_pqueue.h"
 
 #include <bsd/sys/queue.h>
 #include <pthread.h>
@@ -37,15 +37,6 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/types.h>
-
-#if __BLOCKS__
-/* The BlocksRuntime entry points (what <Block.h> wraps); declared here
- * because Block.h is not on the default include path of every toolchain. */
-extern void *_Block_copy(const void *block);
-extern void _Block_release(const void *block);
-#define Block_copy(b) ((__typeof__(b))_Block_copy((const void *)(b)))
-#define Block_release(b) _Block_release((const void *)(b))
-#endif
 
 typedef struct rl__mode rl__mode;
 typedef struct rl__memb rl__memb;

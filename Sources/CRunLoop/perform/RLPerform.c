@@ -17,11 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if __BLOCKS__
-extern void *_Block_copy(const void *block);
-extern void _Block_release(const void *block);
-#endif
-
 typedef struct delayed_perform {
     struct delayed_perform *next;
     RLPerformToken token;

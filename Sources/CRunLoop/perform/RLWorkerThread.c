@@ -8,11 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if __BLOCKS__
-extern void *_Block_copy(const void *block);
-extern void _Block_release(const void *block);
-#endif
-
 typedef struct worker_handler {
     struct worker_handler *next;
     RLThreadHandlerToken token;        /* the worker's token for it */

@@ -32,12 +32,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if __BLOCKS__
-/* The BlocksRuntime's entry points (what <Block.h> wraps). */
-extern void *_Block_copy(const void *block);
-extern void _Block_release(const void *block);
-#endif
-
 /* Refilling one message object for a batch, instead of a new object per
  * record, is a speed trick (RL_TRICK_PORT_REUSE, internal.h): its plain
  * twin makes a message per record. */

@@ -191,8 +191,6 @@ static _Atomic long g_report_count;
 static RLLockDebugReportHandler g_handler;
 static void *g_handler_info;
 #if __BLOCKS__
-extern void *_Block_copy(const void *block);
-extern void _Block_release(const void *block);
 typedef void (^report_block)(const RLLockDebugReport *report);
 static report_block g_block;
 #endif

@@ -21,11 +21,6 @@ void rl__thread_register_perform_hooks(void (*will_exit)(RLThreadRef t), void (*
     atomic_store_explicit(&on_perform_will_exit, will_exit, memory_order_release);
 }
 
-#if __BLOCKS__
-extern void *_Block_copy(const void *block);
-extern void _Block_release(const void *block);
-#endif
-
 struct rl__thread_value {
     rl__thread_value *next;
     char *key;

@@ -7,10 +7,10 @@
  * it); it calls no run-loop file. The way in for the front ends is
  * rl__perform_submit (RLRunLoopPerform.c), which checks a request, brings
  * its modes into being and wakes the loop around the calls here. See
- * RLRunLoopPerformInternal.h.
+ * rl_pqueue.h.
  *
  * How a request is stored. The queue is a FIFO of 16-byte slots
- * {function, argument} (RLRunLoopPerformInternal.h). The usual request — a function or a
+ * {function, argument} (rl_pqueue.h). The usual request — a function or a
  * block for the default mode, nothing else — is one slot. Any other request
  * is two: a head slot {NULL, record} (no request has a NULL function) whose
  * record (rl__pext) holds the modes, the release callback and the waiter,
@@ -25,9 +25,8 @@
  * Block_release only. A waiting caller's block is not copied at all: it
  * lives on the caller's stack until the request is done with.
  */
+#include "rl_pqueue.h"
 #include "RLLockInternal.h"
-#include "RLRunLoopPerformInternal.h"
-#include "runloop_internal.h"
 
 #include <sched.h>
 #include <stdlib.h>
@@ -337,7 +336,7 @@ static uint32_t waiter_wait(rl__waiter *w, rl__spin *spin, bool same_cpu) {
 
 static const rl__pext pext_common = {.where = RL_PEXT_SHARED, .common = true};
 
-static bool pext_matches(const rl__pext *e, const rl__mode *m) {
+static bool pext_matches(const rl__pext *e, const rl__perform_mode *m) {
     if (e->common && m->common)
         return true;
     if (e->dflt && m->is_default)
@@ -348,7 +347,7 @@ static bool pext_matches(const rl__pext *e, const rl__mode *m) {
     return false;
 }
 
-static bool slot_matches(void *ext, const rl__mode *m) { return ext ? pext_matches(ext, m) : m->is_default; }
+static bool slot_matches(void *ext, const rl__perform_mode *m) { return ext ? pext_matches(ext, m) : m->is_default; }
 
 static bool is_default_name(RLRunLoopMode mode) {
     return mode == kRLRunLoopDefaultMode || strcmp(mode, kRLRunLoopDefaultMode) == 0;
@@ -999,7 +998,7 @@ static const void *user_fn(rl__pslot s) {
     return (const void *)s.fn;
 }
 
-static void run_batch(req_batch *b, rl__mode *m) {
+static void run_batch(req_batch *b, const rl__perform_mode *m) {
     rl__pslot s;
     rl__pext *e;
     while (batch_next(b, &s, &e)) {
@@ -1059,7 +1058,7 @@ static void batch_unwind(void *p) {
 /* Runs the queued requests for mode m: those kept from earlier passes
  * first (they are older), then all that came since, each once; requests
  * queued while these run wait for the next pass, as in CF. */
-uint32_t rl__perform_run_timed(rl__perform_queue *q, rl__mode *m, const rl__perform_timing *timing) {
+uint32_t rl__perform_run_timed(rl__perform_queue *q, const rl__perform_mode *m, const rl__perform_timing *timing) {
     if (!rl__perform_maybe_pending(q))
         return 0;
     pq_lock(&q->pq);
@@ -1090,7 +1089,7 @@ uint32_t rl__perform_run_timed(rl__perform_queue *q, rl__mode *m, const rl__perf
     return b.nrun;
 }
 
-static bool pchain_has_for(rl__pchain c, const rl__mode *m) {
+static bool pchain_has_for(rl__pchain c, const rl__perform_mode *m) {
     pcur r = {c.head, 0};
     rl__pslot s;
     while (pcur_read(&r, &s)) {
@@ -1106,7 +1105,7 @@ static bool pchain_has_for(rl__pchain c, const rl__mode *m) {
     return false;
 }
 
-bool rl__perform_has_for(rl__perform_queue *q, const rl__mode *m) {
+bool rl__perform_has_for(rl__perform_queue *q, const rl__perform_mode *m) {
     if (pchain_has_for(q->held, m))
         return true;
     if (!rl__pq_maybe_queued(&q->pq))
