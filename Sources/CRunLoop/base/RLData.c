@@ -3,6 +3,7 @@
  * a reference on: a received port message's components are slices of the
  * frame's one body, so the bytes are never copied again (rl__data_slice). */
 #include "RLDataInternal.h"
+#include <crunloop/RLData.h>
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,6 +1,7 @@
 /* RLErrorObject.c — RLErrorRef, CF's CFErrorRef: an immutable domain and
  * code (RLError.h). Streams make them for RLReadStreamCopyError. */
 #include "RLBase.h"
+#include <crunloop/RLString.h>
 
 #include <stdio.h>
 #include <string.h>

@@ -6,6 +6,8 @@
  * releases pair up like any object's, and a release without a retain is
  * refused as for any Get-rule result, so they are never destroyed. */
 #include "RLNumberInternal.h"
+#include <crunloop/RLNumber.h>
+#include <crunloop/RLString.h>
 
 #include <math.h>
 #include <stdint.h>

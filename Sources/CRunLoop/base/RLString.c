@@ -20,6 +20,7 @@
 #include "RLBase.h"
 #include "rl_fork.h"
 #include <crunloop/RLString.h>
+#include <crunloop/RLData.h>
 
 #include <errno.h>
 #include <stdio.h>

@@ -2,6 +2,8 @@
  * resolves to, both fixed at creation. */
 #include "RLBase.h"
 #include "RLURLInternal.h"
+#include <crunloop/RLString.h>
+#include <crunloop/RLURL.h>
 
 #include <errno.h>
 #include <limits.h>

@@ -3,6 +3,7 @@
 #define CRUNLOOP_RLURLINTERNAL_H
 
 #include "internal.h"
+#include <crunloop/RLURL.h>
 
 /* The URL's absolute path (valid while the URL lives), or NULL with the
  * error set, naming fn, if url is not a live URL. */

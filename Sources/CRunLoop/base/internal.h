@@ -5,7 +5,8 @@
 #ifndef CRUNLOOP_INTERNAL_H
 #define CRUNLOOP_INTERNAL_H
 
-#include <crunloop/crunloop.h>
+#include <crunloop/RLBase.h>
+#include <crunloop/RLError.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdarg.h>

@@ -20,6 +20,8 @@
 #include <crunloop/RLFileDescriptor.h>
 #include <crunloop/RLRunLoopSource.h>
 #include <crunloop/RLSignalSource.h>
+#include <crunloop/RLRunLoop.h>
+#include <crunloop/RLRunLoopHealth.h>
 
 #include <errno.h>
 #include <pthread.h>

@@ -15,6 +15,10 @@
 #include <crunloop/RLFileDescriptor.h>
 #include <crunloop/RLRunLoopTimer.h>
 #include <crunloop/RLSocket.h>
+#include <crunloop/RLData.h>
+#include <crunloop/RLRunLoop.h>
+#include <crunloop/RLRunLoopHealth.h>
+#include <crunloop/RLString.h>
 
 #include <errno.h>
 #include <fcntl.h>

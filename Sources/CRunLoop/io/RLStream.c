@@ -9,6 +9,8 @@
 #include "RLLockDebugInternal.h"
 
 #include <crunloop/RLRunLoopSource.h>
+#include <crunloop/RLRunLoop.h>
+#include <crunloop/RLStream.h>
 
 #include <stdlib.h>
 #include <string.h>

@@ -6,6 +6,9 @@
  * straight to read(2) and write(2). */
 #include "RLStreamInternal.h"
 #include "RLURLInternal.h"
+#include <crunloop/RLNumber.h>
+#include <crunloop/RLStream.h>
+#include <crunloop/RLURL.h>
 
 #include <errno.h>
 #include <fcntl.h>

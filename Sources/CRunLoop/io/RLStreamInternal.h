@@ -24,6 +24,7 @@
 #include "rl_lockclass.h"
 
 #include <crunloop/RLStream.h>
+#include <crunloop/RLRunLoop.h>
 
 #include <pthread.h>
 #include <stddef.h>

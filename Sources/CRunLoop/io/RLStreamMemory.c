@@ -5,6 +5,8 @@
  * fixed buffer. None ever blocks; a read stream reaches its end as soon
  * as its bytes are used up, and lends them in place (GetBuffer). */
 #include "RLStreamInternal.h"
+#include <crunloop/RLData.h>
+#include <crunloop/RLStream.h>
 
 #include <errno.h>
 #include <stdlib.h>

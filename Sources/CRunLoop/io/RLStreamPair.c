@@ -9,6 +9,7 @@
  * taken with a stream lock held. */
 #include "RLStreamInternal.h"
 #include "RLLockDebugInternal.h"
+#include <crunloop/RLStream.h>
 
 #include <errno.h>
 #include <stdlib.h>

@@ -6,6 +6,9 @@
 #include "RLDataInternal.h"
 #include "RLNumberInternal.h"
 #include "RLStreamInternal.h"
+#include <crunloop/RLData.h>
+#include <crunloop/RLNumber.h>
+#include <crunloop/RLStream.h>
 
 #include <string.h>
 

@@ -23,6 +23,10 @@
 #include "rl_waitpolicy.h"
 
 #include <crunloop/RLFileDescriptor.h>
+#include <crunloop/RLData.h>
+#include <crunloop/RLRunLoop.h>
+#include <crunloop/RLSocket.h>
+#include <crunloop/RLStream.h>
 
 #include <errno.h>
 #include <fcntl.h>

@@ -7,6 +7,7 @@
  * reads the loop's fields and calls nothing of the core.
  */
 #include "rl_poll.h"
+#include <crunloop/RLRunLoop.h>
 
 #include <math.h>
 #include <signal.h>

@@ -24,6 +24,7 @@
 #define CRUNLOOP_RL_POLL_H
 
 #include "runloop_internal.h"
+#include <crunloop/RLRunLoop.h>
 
 #include <errno.h>
 #include <linux/futex.h>

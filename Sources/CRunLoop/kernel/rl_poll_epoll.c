@@ -5,6 +5,7 @@
  * =epoll, a PLAIN build, a kernel that refuses io_uring.
  */
 #include "rl_poll.h"
+#include <crunloop/RLRunLoop.h>
 
 #include <fcntl.h>
 

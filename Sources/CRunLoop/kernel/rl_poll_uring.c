@@ -49,6 +49,7 @@
  */
 #include "rl_poll.h"
 #include "RLLockInternal.h"
+#include <crunloop/RLRunLoop.h>
 
 #if RL_TRICK_URING
 

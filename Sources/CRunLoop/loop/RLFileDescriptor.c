@@ -4,6 +4,9 @@
 #include "rl_lock.h"
 #include "rl_loop.h"
 #include "RLRunLoopMembership.h"
+#include <crunloop/RLFileDescriptor.h>
+#include <crunloop/RLRunLoop.h>
+#include <crunloop/RLRunLoopSource.h>
 
 #include <errno.h>
 #include <fcntl.h>

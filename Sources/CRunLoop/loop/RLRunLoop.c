@@ -19,6 +19,9 @@
 #include "rl_loop.h"
 #include "rl_mainqueue.h"
 #include "rl_poll.h"
+#include <crunloop/RLArray.h>
+#include <crunloop/RLRunLoop.h>
+#include <crunloop/RLString.h>
 
 #include <errno.h>
 #include <math.h>

@@ -17,6 +17,7 @@
 #include "rl_loop.h"
 #include "rl_ready.h"
 #include "rl_wake.h"
+#include <crunloop/RLRunLoop.h>
 
 #include <stdlib.h>
 #include <string.h>

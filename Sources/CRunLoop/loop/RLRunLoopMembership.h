@@ -8,6 +8,7 @@
 #define CRUNLOOP_RLRUNLOOPMEMBERSHIP_H
 
 #include "runloop_internal.h"
+#include <crunloop/RLRunLoop.h>
 
 /* Removes every membership of a timer or an observer (all in its home),
  * deferring the releases. Its home's lock held. */

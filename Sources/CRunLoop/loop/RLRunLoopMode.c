@@ -8,6 +8,7 @@
 #include "RLRunLoopMode.h"
 #include "rl_lock.h"
 #include "rl_heap.h"
+#include <crunloop/RLRunLoop.h>
 
 #include <stdlib.h>
 #include <string.h>

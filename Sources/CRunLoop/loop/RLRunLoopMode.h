@@ -6,6 +6,7 @@
 #define CRUNLOOP_RLRUNLOOPMODE_H
 
 #include "runloop_internal.h"
+#include <crunloop/RLRunLoop.h>
 
 #include <string.h>
 

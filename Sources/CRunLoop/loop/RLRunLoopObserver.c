@@ -1,6 +1,8 @@
 /* RLRunLoopObserver.c — observers of run-loop activities. */
 #include "rl_lock.h"
 #include "RLRunLoopMembership.h"
+#include <crunloop/RLRunLoop.h>
+#include <crunloop/RLRunLoopObserver.h>
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -19,6 +19,8 @@
 #include "rl_ready.h"
 #include "rl_waitpolicy.h"
 #include "rl_wake.h"
+#include <crunloop/RLRunLoop.h>
+#include <crunloop/RLRunLoopHealth.h>
 
 #include <math.h>
 #include <stdlib.h>

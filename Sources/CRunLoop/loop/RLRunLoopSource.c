@@ -2,6 +2,8 @@
 #include "rl_lock.h"
 #include "RLRunLoopMembership.h"
 #include "rl_ready.h"
+#include <crunloop/RLRunLoop.h>
+#include <crunloop/RLRunLoopSource.h>
 
 #include <stdio.h>
 #include <stdlib.h>

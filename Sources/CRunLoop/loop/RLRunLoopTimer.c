@@ -3,6 +3,8 @@
 #include "rl_heap.h"
 #include "rl_lock.h"
 #include "RLRunLoopMembership.h"
+#include <crunloop/RLRunLoop.h>
+#include <crunloop/RLRunLoopTimer.h>
 
 #include <math.h>
 #include <stdio.h>

@@ -6,6 +6,8 @@
  */
 #ifndef CRUNLOOP_RL_CALLOUT_H
 #define CRUNLOOP_RL_CALLOUT_H
+#include <crunloop/RLFileDescriptor.h>
+#include <crunloop/RLRunLoop.h>
 
 typedef struct rl__callout_owner {
     int kind;                                   /* an RLCalloutKind */

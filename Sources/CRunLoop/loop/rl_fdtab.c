@@ -12,6 +12,8 @@
 #include "rl_lock.h"
 #include "rl_loop.h"
 #include "rl_poll.h"
+#include <crunloop/RLFileDescriptor.h>
+#include <crunloop/RLRunLoop.h>
 
 #include <errno.h>
 #include <fcntl.h>

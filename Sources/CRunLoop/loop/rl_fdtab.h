@@ -10,6 +10,7 @@
 
 #include "rl_loop.h"
 #include "runloop_internal.h"
+#include <crunloop/RLRunLoop.h>
 
 /* Files src under its fd (src joins rl). False: out of memory (nothing
  * changed). src's item lock held. */

@@ -5,6 +5,9 @@
  */
 #include "rl_health.h"
 #include "rl_loop.h"
+#include <crunloop/RLFileDescriptor.h>
+#include <crunloop/RLRunLoop.h>
+#include <crunloop/RLRunLoopHealth.h>
 
 #include <dlfcn.h>
 #include <math.h>

@@ -11,6 +11,8 @@
 #include "runloop_internal.h"
 #include <crunloop/RLRunLoopHealth.h>
 #include "rl_probes.h"
+#include <crunloop/RLFileDescriptor.h>
+#include <crunloop/RLRunLoop.h>
 
 /* Loops with a threshold of their own, plus one while the process has one:
  * 0 means no callout anywhere is timed. */

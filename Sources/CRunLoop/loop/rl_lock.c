@@ -8,6 +8,7 @@
  * sources' schedule and cancel callbacks. */
 #include "rl_lock.h"
 #include "rl_loop.h"
+#include <crunloop/RLRunLoop.h>
 
 #include <stdlib.h>
 #include <string.h>

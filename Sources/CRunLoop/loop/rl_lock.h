@@ -12,6 +12,7 @@
 #include "runloop_internal.h"
 #include "rl_lockclass.h"
 #include "RLLockDebugInternal.h"
+#include <crunloop/RLRunLoop.h>
 
 /* ---- item locks ---- */
 

@@ -11,6 +11,7 @@
 #include "RLRunLoopMode.h"
 #include "rl_pqueue.h"
 #include "rl_poll.h"
+#include <crunloop/RLRunLoop.h>
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -9,6 +9,7 @@
 #define CRUNLOOP_RL_LOOP_H
 
 #include "runloop_internal.h"
+#include <crunloop/RLRunLoop.h>
 
 /* The class of every RLRunLoop; its finalizer frees what the loop owns. */
 RL__HIDDEN extern const rl__class rl__runloop_class;

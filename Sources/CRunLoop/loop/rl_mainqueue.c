@@ -20,6 +20,8 @@
 #include "rl_fork.h"
 #include "rl_lock.h"
 #include "rl_poll.h"
+#include <crunloop/RLRunLoop.h>
+#include <crunloop/RLRunLoopHealth.h>
 
 #include <dlfcn.h>
 #include <errno.h>

@@ -18,6 +18,7 @@
 #define CRUNLOOP_RL_MAINQUEUE_H
 
 #include "runloop_internal.h"
+#include <crunloop/RLRunLoop.h>
 
 /* At the main loop's creation: if libdispatch is loaded, this is the
  * process's first (not a fork() child's) main loop and its thread is the

@@ -10,6 +10,7 @@
  */
 #include "rl_ready.h"
 #include "rl_lock.h"
+#include <crunloop/RLRunLoop.h>
 
 #include <stdlib.h>
 #include <string.h>

@@ -10,6 +10,8 @@
 #include "rl_health.h"
 #include "rl_histogram.h"
 #include "rl_loop.h"
+#include <crunloop/RLRunLoop.h>
+#include <crunloop/RLRunLoopHealth.h>
 
 #include <stdlib.h>
 #include <string.h>

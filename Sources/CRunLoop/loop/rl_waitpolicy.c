@@ -4,6 +4,7 @@
  * sockets' bulk-read hint, the tests' hooks and the cold error reports.
  */
 #include "rl_waitpolicy.h"
+#include <crunloop/RLRunLoop.h>
 
 /* For the tests: the nap's length (rl_waitpolicy.h). */
 _Atomic long long rl__coalesce_ns_for_tests;

@@ -35,6 +35,7 @@
 #include "rl_spin.h"
 #include "rl_wake.h"
 #include "runloop_internal.h"
+#include <crunloop/RLRunLoop.h>
 
 #include <errno.h>
 #include <limits.h>

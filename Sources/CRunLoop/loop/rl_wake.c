@@ -23,6 +23,7 @@
 #include "rl_loop.h"
 #include "rl_poll.h"
 #include "rl_spin.h"
+#include <crunloop/RLRunLoop.h>
 
 #include <errno.h>
 #include <math.h>

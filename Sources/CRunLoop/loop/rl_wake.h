@@ -7,6 +7,7 @@
 #define CRUNLOOP_RL_WAKE_H
 
 #include "runloop_internal.h"
+#include <crunloop/RLRunLoop.h>
 
 /* Sets one of rl's wake-up flags (`wake_pending`, `ignore_wakeups`),
  * storing only if the value changes: wakers read these flags on every

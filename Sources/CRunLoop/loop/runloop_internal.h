@@ -30,6 +30,12 @@
 #include "rl_fork.h"
 #include "rl_spin.h"
 #include "rl_pqueue.h"
+#include <crunloop/RLFileDescriptor.h>
+#include <crunloop/RLRunLoop.h>
+#include <crunloop/RLRunLoopHealth.h>
+#include <crunloop/RLRunLoopObserver.h>
+#include <crunloop/RLRunLoopSource.h>
+#include <crunloop/RLRunLoopTimer.h>
 
 #include <bsd/sys/queue.h>
 #include <pthread.h>

@@ -12,6 +12,9 @@
 #include "RLThreadInternal.h"
 #include "rl_callout.h"
 #include <crunloop/RLPerform.h>
+#include <crunloop/RLRunLoop.h>
+#include <crunloop/RLRunLoopTimer.h>
+#include <crunloop/RLThread.h>
 
 #include <math.h>
 #include <stdlib.h>

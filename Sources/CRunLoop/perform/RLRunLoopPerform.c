@@ -11,6 +11,7 @@
 #include "RLRunLoopPerformInternal.h"
 #include "rl_loop.h"
 #include "RLRunLoopMode.h"
+#include <crunloop/RLRunLoop.h>
 
 #include <string.h>
 

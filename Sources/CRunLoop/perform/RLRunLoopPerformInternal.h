@@ -17,6 +17,7 @@
 #define CRUNLOOP_RLRUNLOOPPERFORMINTERNAL_H
 
 #include "rl_pqueue.h"
+#include <crunloop/RLRunLoop.h>
 
 /* ---- the front end (RLRunLoopPerform.c) ---- */
 

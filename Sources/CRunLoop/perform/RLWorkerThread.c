@@ -4,6 +4,9 @@
 #include "RLThreadInternal.h"
 #include <crunloop/RLPerform.h>
 #include <crunloop/RLWorkerThread.h>
+#include <crunloop/RLRunLoop.h>
+#include <crunloop/RLRunLoopSource.h>
+#include <crunloop/RLThread.h>
 
 #include <stdlib.h>
 #include <string.h>

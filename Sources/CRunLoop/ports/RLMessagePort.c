@@ -28,6 +28,9 @@
 
 #include <crunloop/RLFileDescriptor.h>
 #include <crunloop/RLMessagePort.h>
+#include <crunloop/RLData.h>
+#include <crunloop/RLRunLoop.h>
+#include <crunloop/RLRunLoopHealth.h>
 
 #include <errno.h>
 #include <fcntl.h>

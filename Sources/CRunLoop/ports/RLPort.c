@@ -25,6 +25,8 @@
 #include "rl_weak.h"
 
 #include <crunloop/RLPort.h>
+#include <crunloop/RLRunLoop.h>
+#include <crunloop/RLRunLoopSource.h>
 
 #include <errno.h>
 #include <pthread.h>

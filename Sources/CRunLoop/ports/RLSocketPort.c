@@ -25,6 +25,9 @@
 
 #include <crunloop/RLFileDescriptor.h>
 #include <crunloop/RLSocketPort.h>
+#include <crunloop/RLData.h>
+#include <crunloop/RLRunLoop.h>
+#include <crunloop/RLRunLoopHealth.h>
 
 #include <arpa/inet.h>
 #include <errno.h>

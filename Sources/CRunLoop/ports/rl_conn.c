@@ -4,6 +4,9 @@
 #include "rl_health.h"
 
 #include <crunloop/RLRunLoopSource.h>
+#include <crunloop/RLFileDescriptor.h>
+#include <crunloop/RLRunLoop.h>
+#include <crunloop/RLRunLoopTimer.h>
 
 #include <errno.h>
 #include <fcntl.h>

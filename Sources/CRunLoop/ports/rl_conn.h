@@ -32,6 +32,7 @@
 
 #include <crunloop/RLFileDescriptor.h>
 #include <crunloop/RLRunLoopTimer.h>
+#include <crunloop/RLRunLoop.h>
 
 #include <pthread.h>
 #include <stdatomic.h>

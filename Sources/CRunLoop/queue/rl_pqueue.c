@@ -27,6 +27,7 @@
  */
 #include "rl_pqueue.h"
 #include "RLLockInternal.h"
+#include <crunloop/RLRunLoop.h>
 
 #include <sched.h>
 #include <stdlib.h>

@@ -9,6 +9,7 @@
  * lets a signal with nobody waiting skip the system call. */
 #include "RLLockInternal.h"
 #include "RLLockDebugInternal.h"
+#include <crunloop/RLCondition.h>
 
 #include <limits.h>
 #include <stdlib.h>

@@ -7,6 +7,8 @@
  * do not immediately pile up on a mutex that is still held. */
 #include "RLLockInternal.h"
 #include "RLLockDebugInternal.h"
+#include <crunloop/RLCondition.h>
+#include <crunloop/RLConditionLock.h>
 
 #include <limits.h>
 #include <stdio.h>

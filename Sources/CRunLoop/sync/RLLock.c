@@ -2,6 +2,7 @@
  * futex mutex they share with the other RL locks (RLLockInternal.h). */
 #include "RLLockInternal.h"
 #include "RLLockDebugInternal.h"
+#include <crunloop/RLLock.h>
 
 #include <math.h>
 #include <stdio.h>

@@ -28,6 +28,7 @@
  * block a lock operation for longer than that table work. */
 #include "rl_fork.h"
 #include "RLLockDebugInternal.h"
+#include <crunloop/RLLockDebug.h>
 
 #include <dlfcn.h>
 #include <pthread.h>

@@ -6,6 +6,7 @@
  * struct in the public header (no _Atomic, so C++ and Swift can hold it);
  * every access here goes through the __atomic builtins. */
 #include "RLLockInternal.h"
+#include <crunloop/RLOnce.h>
 
 #include <limits.h>
 

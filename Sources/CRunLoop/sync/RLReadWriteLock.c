@@ -16,6 +16,7 @@
  * attempt fail with kRLErrorWouldDeadlock instead of hanging. */
 #include "RLLockDebugInternal.h"
 #include "RLLockInternal.h"
+#include <crunloop/RLReadWriteLock.h>
 
 #include <limits.h>
 #include <stdio.h>

@@ -1,6 +1,7 @@
 /* RLThread.c — threads: creation, attributes, dictionary, exit sequence. */
 #include "RLThreadInternal.h"
 #include "rl_callout.h"
+#include <crunloop/RLThread.h>
 
 #include <errno.h>
 #include <fcntl.h>

@@ -8,6 +8,7 @@
 #include "RLBase.h"
 #include "rl_fork.h"
 #include <crunloop/RLThread.h>
+#include <crunloop/RLRunLoop.h>
 #include <pthread.h>
 #include <sys/types.h>
 
