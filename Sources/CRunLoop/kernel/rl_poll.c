@@ -7,7 +7,6 @@
  * reads the loop's fields and calls nothing of the core.
  */
 #include "rl_poll.h"
-#include <crunloop/RLRunLoop.h>
 
 #include <math.h>
 #include <signal.h>
@@ -54,7 +53,7 @@ static const rl__poll_ops *poll_choose(const char *fn, bool *forced) {
     return NULL;
 }
 
-bool rl__poll_open(RLRunLoopRef rl, const char *fn) {
+bool rl__poll_open(rl__poller *rl, const char *fn) {
     bool forced;
     const rl__poll_ops *ops = poll_choose(fn, &forced);
     if (!ops)
@@ -89,14 +88,14 @@ static void poll_close_fd(int fd) {
         (void)close(fd); /* nothing to do on failure: the number is gone either way */
 }
 
-void rl__poll_close(RLRunLoopRef rl) {
+void rl__poll_close(rl__poller *rl) {
     if (rl->kops)
         rl->kops->close(rl);
     poll_close_fd(rl->evfd);
     poll_close_fd(rl->tfd);
 }
 
-int rl__poll_arm_timer(RLRunLoopRef rl, double at) {
+int rl__poll_arm_timer(rl__poller *rl, double at) {
     struct itimerspec its;
     memset(&its, 0, sizeof its);
     if (isfinite(at)) {
@@ -109,7 +108,7 @@ int rl__poll_arm_timer(RLRunLoopRef rl, double at) {
     return timerfd_settime(rl->tfd, TFD_TIMER_ABSTIME, &its, NULL) == 0 ? 0 : errno;
 }
 
-void rl__poll_drain(RLRunLoopRef rl) {
+void rl__poll_drain(rl__poller *rl) {
     uint64_t v;
     ssize_t r;
     do {

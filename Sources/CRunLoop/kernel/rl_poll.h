@@ -23,44 +23,18 @@
 #ifndef CRUNLOOP_RL_POLL_H
 #define CRUNLOOP_RL_POLL_H
 
-#include "runloop_internal.h"
-#include <crunloop/RLRunLoop.h>
+#include "rl_poll_backend.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
 
 #include <errno.h>
 #include <linux/futex.h>
 #include <sys/epoll.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-
-/* io_uring is built in unless PLAIN=1 (-DRL_PLAIN=1) or -DRL_TRICK_URING=0:
- * epoll only, no liburing needed. */
-#ifndef RL_TRICK_URING
-#define RL_TRICK_URING (!RL_PLAIN)
-#endif
-
-/* A kernel backend: what a loop's set of watched fds is made of. Each call
- * has the contract of the rl__poll_* call of the same name below; `open`
- * makes the set (rl->epfd: its fd, the number a test may break) with the
- * loop's eventfd and timerfd (already made) in it, edge-triggered, tag 0. */
-typedef struct rl__poll_ops {
-    const char *name;      /* what RLRunLoopGetBackendName says: "epoll", "io_uring" */
-    const char *wait_call; /* the system call a refused wait names */
-    int (*open)(RLRunLoopRef rl);
-    void (*close)(RLRunLoopRef rl);
-    int (*renew)(RLRunLoopRef rl);
-    int (*ctl)(RLRunLoopRef rl, int op, int fd, uint32_t events, uint32_t gen);
-    int (*wait)(RLRunLoopRef rl, struct epoll_event *ev, int maxev, int timeout_ms);
-} rl__poll_ops;
-
-RL__HIDDEN extern const rl__poll_ops rl__poll_epoll_ops; /* rl_poll_epoll.c */
-#if RL_TRICK_URING
-RL__HIDDEN extern const rl__poll_ops rl__poll_uring_ops; /* rl_poll_uring.c */
-/* Whether this process may make io_uring instances (neither refused nor
- * failed yet; rl_poll_uring.c). A refusal (EPERM, ENOSYS: the
- * kernel.io_uring_disabled sysctl, a seccomp filter) is remembered: later
- * loops go to epoll at once. */
-RL__HIDDEN int rl__poll_uring_usable(void);
-#endif
 
 /* Makes rl's eventfd, timerfd and set (on the backend RL_BACKEND names, or
  * the one the kernel allows), all fds -1 before. true, or false with the
@@ -70,26 +44,26 @@ RL__HIDDEN int rl__poll_uring_usable(void);
  * cannot have (RL_BACKEND=io_uring: kRLErrorSystem with the kernel's
  * errno, or kRLErrorInvalidState in a PLAIN build). A fork() child's new
  * loop is made this way too: it never shares its parent's objects. */
-RL__HIDDEN bool rl__poll_open(RLRunLoopRef rl, const char *fn);
+RL__HIDDEN bool rl__poll_open(rl__poller *rl, const char *fn);
 /* Closes what rl__poll_open made (those made; -1 are skipped). In a fork()
  * child, of an inherited loop, only the child's copies of the fds. */
-RL__HIDDEN void rl__poll_close(RLRunLoopRef rl);
+RL__HIDDEN void rl__poll_close(rl__poller *rl);
 /* Moves rl to a new set under the same fd number, holding its eventfd and
  * timerfd only (the caller adds its fds again). 0, or the errno: the old
  * set is then kept. Loop lock held, rl's thread. */
-static inline int rl__poll_renew(RLRunLoopRef rl) { return rl->kops->renew(rl); }
+static inline int rl__poll_renew(rl__poller *rl) { return rl->kops->renew(rl); }
 /* epoll_ctl's contract on rl's set: `op` for fd, watching `events`, tagged
  * `gen` (rl__ev_data). 0, or the errno epoll_ctl would give. Loop lock. */
-static inline int rl__poll_ctl(RLRunLoopRef rl, int op, int fd, uint32_t events, uint32_t gen) {
+static inline int rl__poll_ctl(rl__poller *rl, int op, int fd, uint32_t events, uint32_t gen) {
     return rl->kops->ctl(rl, op, fd, events, gen);
 }
 /* Arms rl's timerfd for monotonic time `at` (INFINITY disarms). 0, or the
  * errno (the timerfd may still hold its old time). */
-RL__HIDDEN int rl__poll_arm_timer(RLRunLoopRef rl, double at);
+RL__HIDDEN int rl__poll_arm_timer(rl__poller *rl, double at);
 /* Reads the eventfd until it is empty (its counter full: 2^64 - 2 writes). */
-RL__HIDDEN void rl__poll_drain(RLRunLoopRef rl);
+RL__HIDDEN void rl__poll_drain(rl__poller *rl);
 /* The backend rl waits on: "epoll" or "io_uring" (static strings). */
-static inline const char *rl__poll_backend_name(RLRunLoopRef rl) { return rl->kops->name; }
+static inline const char *rl__poll_backend_name(rl__poller *rl) { return rl->kops->name; }
 
 /* ---- signal sources' signalfds (RLSignalSource.c) ----
  * Not a loop's: an fd source watches each one like any other fd. */
@@ -105,7 +79,7 @@ RL__HIDDEN long rl__poll_signalfd_drain(int sfd);
  * triggered in the set: the loop never reads it back). A full counter
  * (EAGAIN) is drained and written again; EINTR is retried. Any other
  * failure cannot be: the fd is rl's own and open while rl lives. */
-static inline void rl__poll_wake(RLRunLoopRef rl) {
+static inline void rl__poll_wake(rl__poller *rl) {
     uint64_t one = 1;
     ssize_t r;
     do {
@@ -122,21 +96,21 @@ static inline void rl__poll_wake(RLRunLoopRef rl) {
  * kernel compares as it puts the thread to sleep, so a wake-up stored
  * before is never missed. Ending early (a signal) is harmless: the caller
  * looks again. */
-static inline void rl__poll_nap(RLRunLoopRef rl, long long ns) {
+static inline void rl__poll_nap(rl__poller *rl, long long ns) {
     struct timespec t = {(time_t)(ns / 1000000000), (long)(ns % 1000000000)};
-    (void)syscall(SYS_futex, (int *)&rl->wake_pending, FUTEX_WAIT_PRIVATE, 0, &t, NULL, 0);
+    (void)syscall(SYS_futex, (int *)rl->nap_word, FUTEX_WAIT_PRIVATE, 0, &t, NULL, 0);
 }
 
 /* Ends rl's rl__poll_nap. */
-static inline void rl__poll_unnap(RLRunLoopRef rl) {
-    (void)syscall(SYS_futex, (int *)&rl->wake_pending, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+static inline void rl__poll_unnap(rl__poller *rl) {
+    (void)syscall(SYS_futex, (int *)rl->nap_word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
 
 /* Waits on rl's set for `timeout_ms` (-1: no limit, 0: a look). The number
  * of events in ev (epoll_event records, as epoll_wait fills them), or -1
  * with errno set when the kernel refused the wait for good (an interrupted
  * one is retried). Rl's thread, no lock held. */
-static inline int rl__poll_wait(RLRunLoopRef rl, struct epoll_event *ev, int maxev, int timeout_ms) {
+static inline int rl__poll_wait(rl__poller *rl, struct epoll_event *ev, int maxev, int timeout_ms) {
     int n;
     do {
         n = rl__fault(RL_FAULT_EPOLL_WAIT) ? (errno = EBADF, -1) : rl->kops->wait(rl, ev, maxev, timeout_ms);
@@ -145,6 +119,6 @@ static inline int rl__poll_wait(RLRunLoopRef rl, struct epoll_event *ev, int max
 }
 
 /* The system call a refused rl__poll_wait names ("epoll_wait"...). */
-static inline const char *rl__poll_wait_call(RLRunLoopRef rl) { return rl->kops->wait_call; }
+static inline const char *rl__poll_wait_call(rl__poller *rl) { return rl->kops->wait_call; }
 
 #endif /* CRUNLOOP_RL_POLL_H */

@@ -4,8 +4,10 @@
  * epoll_ctl, the wait is epoll_wait. Used where io_uring is not: RL_BACKEND
  * =epoll, a PLAIN build, a kernel that refuses io_uring.
  */
-#include "rl_poll.h"
-#include <crunloop/RLRunLoop.h>
+#include "rl_poll_backend.h"
+
+#include <errno.h>
+#include <unistd.h>
 
 #include <fcntl.h>
 
@@ -16,7 +18,7 @@ static int epoll_watch_own(int ep, int fd) {
     return epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) == 0 ? 0 : errno;
 }
 
-static int epoll_open(RLRunLoopRef rl) {
+static int epoll_open(rl__poller *rl) {
     rl->epfd = epoll_create1(EPOLL_CLOEXEC);
     if (rl->epfd < 0)
         return errno;
@@ -24,12 +26,12 @@ static int epoll_open(RLRunLoopRef rl) {
     return err ? err : epoll_watch_own(rl->epfd, rl->tfd);
 }
 
-static void epoll_close(RLRunLoopRef rl) {
+static void epoll_close(rl__poller *rl) {
     if (rl->epfd >= 0)
         (void)close(rl->epfd); /* nothing to do on failure: the number is gone either way */
 }
 
-static int epoll_renew(RLRunLoopRef rl) {
+static int epoll_renew(rl__poller *rl) {
     int ep = epoll_create1(EPOLL_CLOEXEC);
     if (ep < 0)
         return errno;
@@ -42,12 +44,12 @@ static int epoll_renew(RLRunLoopRef rl) {
     return err;
 }
 
-static int epoll_ctl_fd(RLRunLoopRef rl, int op, int fd, uint32_t events, uint32_t gen) {
+static int epoll_ctl_fd(rl__poller *rl, int op, int fd, uint32_t events, uint32_t gen) {
     struct epoll_event ev = {.events = events, .data.u64 = rl__ev_data(fd, gen)};
     return epoll_ctl(rl->epfd, op, fd, &ev) == 0 ? 0 : errno;
 }
 
-static int epoll_wait_fd(RLRunLoopRef rl, struct epoll_event *ev, int maxev, int timeout_ms) {
+static int epoll_wait_fd(rl__poller *rl, struct epoll_event *ev, int maxev, int timeout_ms) {
     return epoll_wait(rl->epfd, ev, maxev, timeout_ms);
 }
 

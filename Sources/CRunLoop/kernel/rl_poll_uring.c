@@ -47,9 +47,8 @@
  * MADV_DONTFORK, and a child's next mmap aborts it.) Linux 6.1 or later
  * (else epoll).
  */
-#include "rl_poll.h"
+#include "rl_poll_backend.h"
 #include "RLLockInternal.h"
-#include <crunloop/RLRunLoop.h>
 
 #if RL_TRICK_URING
 
@@ -265,7 +264,7 @@ static bool uring_unpollable(int fd, const struct stat *st) {
     return refused;
 }
 
-static int uring_ctl_locked(RLRunLoopRef rl, uring *u, int op, int fd, uint32_t events, uint32_t gen, bool *now) {
+static int uring_ctl_locked(rl__poller *rl, uring *u, int op, int fd, uint32_t events, uint32_t gen, bool *now) {
     struct stat st;
     if (fd < 0 || fd == rl->epfd)
         return fd < 0 ? EBADF : EINVAL;
@@ -320,12 +319,12 @@ static int uring_ctl_locked(RLRunLoopRef rl, uring *u, int op, int fd, uint32_t 
     }
 }
 
-static int uring_ctl(RLRunLoopRef rl, int op, int fd, uint32_t events, uint32_t gen) {
+static int uring_ctl(rl__poller *rl, int op, int fd, uint32_t events, uint32_t gen) {
     uring *u = rl->kstate;
     bool now = false; /* a file to let go of */
     uring_lock(u);
     int err = uring_ctl_locked(rl, u, op, fd, events, gen, &now);
-    bool mine = pthread_equal(pthread_self(), rl->thread);
+    bool mine = pthread_equal(pthread_self(), rl->owner);
     bool changed = u->ndirty > 0;
     if (mine && now && changed)
         uring_submit_now(u);
@@ -372,7 +371,7 @@ static int uring_watch_own(uring *u, int fd) {
     return uring_arm(u, fd, r);
 }
 
-static int uring_open(RLRunLoopRef rl) {
+static int uring_open(rl__poller *rl) {
     if (rl__fault(RL_FAULT_URING_SETUP)) {
         atomic_store_explicit(&uring_refused, 1, memory_order_relaxed);
         return ENOSYS;
@@ -413,7 +412,7 @@ static int uring_open(RLRunLoopRef rl) {
     return err; /* submitted by the loop's thread's first wait */
 }
 
-static void uring_close(RLRunLoopRef rl) {
+static void uring_close(rl__poller *rl) {
     uring *u = rl->kstate;
     if (!u)
         return;
@@ -430,7 +429,7 @@ static void uring_close(RLRunLoopRef rl) {
 
 /* Every registration but the loop's eventfd, timerfd and kick removed (the
  * core adds its fds again). Rl's thread. */
-static int uring_renew(RLRunLoopRef rl) {
+static int uring_renew(rl__poller *rl) {
     uring *u = rl->kstate;
     uring_lock(u);
     for (size_t fd = 0; fd < u->nregs; fd++) {
@@ -548,7 +547,7 @@ static long long uring_now_ns(void) {
 
 /* epoll_wait's contract: completions that are all dropped (replaced
  * requests) do not end a wait early. */
-static int uring_wait(RLRunLoopRef rl, struct epoll_event *ev, int maxev, int timeout_ms) {
+static int uring_wait(rl__poller *rl, struct epoll_event *ev, int maxev, int timeout_ms) {
     uring *u = rl->kstate;
     long long end = timeout_ms > 0 ? uring_now_ns() + (long long)timeout_ms * 1000000 : 0;
     long long ns = timeout_ms < 0 ? -1 : (long long)timeout_ms * 1000000;

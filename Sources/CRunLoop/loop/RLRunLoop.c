@@ -43,7 +43,7 @@ RLStringRef RLRunLoopCopyCurrentMode(RLRunLoopRef rl) {
 const char *RLRunLoopGetBackendName(RLRunLoopRef rl) {
     if (!rl__check_loop(rl, __func__))
         return NULL;
-    return rl__poll_backend_name(rl); /* set at creation, never changed: no lock */
+    return rl__poll_backend_name(&rl->kern); /* set at creation, never changed: no lock */
 }
 
 RLArrayRef RLRunLoopCopyAllModes(RLRunLoopRef rl) {
@@ -95,8 +95,10 @@ static RLRunLoopRef loop_create(pthread_t thread) {
     atomic_init(&rl->ignore_wakeups, 1); /* not running */
     atomic_init(&rl->waker_cpu, -1);
     atomic_init(&rl->cpu, -1);
-    rl->epfd = rl->evfd = rl->tfd = -1;
-    if (!rl__poll_open(rl, fn)) {
+    rl->kern.epfd = rl->kern.evfd = rl->kern.tfd = -1;
+    rl->kern.owner = rl->thread;
+    rl->kern.nap_word = &rl->wake_pending;
+    if (!rl__poll_open(&rl->kern, fn)) {
         RLRelease(rl); /* the error stays as rl__poll_open set it */
         return NULL;
     }

@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-const RLRunLoopMode kRLRunLoopDefaultMode = "kRLRunLoopDefaultMode";
-const RLRunLoopMode kRLRunLoopCommonModes = "kRLRunLoopCommonModes";
+const RLRunLoopMode kRLRunLoopDefaultMode = RL__DEFAULT_MODE_NAME;
+const RLRunLoopMode kRLRunLoopCommonModes = RL__COMMON_MODES_NAME;
 
 rl__mode *rl__mode_find_slow(RLRunLoopRef rl, const char *name) {
     for (size_t i = 0; i < rl->nmodes; i++) {

@@ -66,7 +66,7 @@ static bool do_blocks(RLRunLoopRef rl, rl__mode *m) {
     return n > 0;
 }
 
-int rl__loop_poll_fd_for_tests(RLRunLoopRef rl) { return rl->epfd; }
+int rl__loop_poll_fd_for_tests(RLRunLoopRef rl) { return rl->kern.epfd; }
 
 /* ------------------------------------------------------------------ */
 /* the iteration                                                       */

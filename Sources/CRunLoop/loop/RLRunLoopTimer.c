@@ -1,6 +1,7 @@
 /* RLRunLoopTimer.c — timers: grid rescheduling, tolerance, moves from any
  * thread. The heaps themselves live in rl_heap.c; the firing in RLRunLoopRun.c. */
 #include "rl_heap.h"
+#include "rl_stamp.h"
 #include "rl_lock.h"
 #include "RLRunLoopMembership.h"
 #include <crunloop/RLRunLoop.h>
@@ -12,64 +13,6 @@
 
 /* Dates beyond this are "never" (CF clamps likewise); keeps arithmetic finite. */
 #define RL_FAR_FUTURE 9.0e15
-
-/* Timers with equal fire dates fire in the order they got them (created,
- * moved, refired), as seen by each thread: each of those stamps the timer
- * (runloop_internal.h) from a logical clock that nothing on the timer path
- * shares between threads or loops. Each thread has a clock, and each loop
- * one (timer_seq, under its lock). A stamp is one more than the larger of
- * the stamping thread's clock and, for a timer at home in a loop, the
- * loop's; both clocks take it. So on one thread, a stamp comes after every
- * stamp that thread gave before and after every stamp its loops gave
- * before (a timer created after its loop refired another one sorts after
- * it), and timers moved in one loop, from any thread, keep their order.
- *
- * Threads learn nothing from each other's clocks meanwhile (a thread's
- * creating timers writes only its own clock): a timer that got its date on
- * another thread than the one that adds it to a loop is ordered by that
- * add instead (rl__timer_arrive_locked), which is CF's rule (CF orders
- * equal dates by insertion). One that the adding thread stamped itself
- * keeps its stamp, and the loop's clock is raised to it. The thread's
- * number (seq_by) costs one atomic add in a thread's life, at its first
- * stamp, and breaks ties between clocks of equal value.
- *
- * The timer's home's lock held, or its item lock while it has none, or
- * not yet shared. */
-static __thread uint64_t stamp_clock;
-static __thread uint32_t stamp_thread;
-static _Atomic uint32_t stamp_threads;
-
-static uint32_t stamp_thread_number(void) {
-    if (RL__UNLIKELY(stamp_thread == 0))
-        stamp_thread = atomic_fetch_add_explicit(&stamp_threads, 1, memory_order_relaxed) + 1;
-    return stamp_thread;
-}
-
-/* A new stamp on this thread, after `after` (a loop's clock, or 0). */
-static void timer_stamp_after(struct RLRunLoopTimer *t, uint64_t after) {
-    uint64_t c = stamp_clock > after ? stamp_clock : after;
-    t->seq = stamp_clock = c + 1;
-    t->seq_by = stamp_thread_number();
-}
-
-static void timer_stamp_locked(struct RLRunLoopTimer *t) {
-    RLRunLoopRef h = atomic_load_explicit(&t->home, memory_order_relaxed);
-    timer_stamp_after(t, h ? h->timer_seq : 0);
-    if (h)
-        h->timer_seq = t->seq;
-}
-
-void rl__timer_arrive_locked(RLRunLoopRef rl, struct RLRunLoopTimer *t) {
-    if (t->seq_by != stamp_thread_number())
-        timer_stamp_after(t, rl->timer_seq); /* stamped elsewhere: ordered by this add */
-    /* Stamps given here from now on come after its own, which this
-     * thread's clock has reached (read, not t->seq: a line less to touch);
-     * and this thread's after the loop's. */
-    if (stamp_clock > rl->timer_seq)
-        rl->timer_seq = stamp_clock;
-    else
-        stamp_clock = rl->timer_seq;
-}
 
 static void timer_finalize(void *obj) {
     struct RLRunLoopTimer *t = obj;
@@ -127,7 +70,7 @@ RLRunLoopTimerRef RLRunLoopTimerCreate(RLAllocatorRef allocator, RLAbsoluteTime 
     t->anchor = t->fire_date;
     t->interval = interval > 0 ? (interval > RL_FAR_FUTURE ? RL_FAR_FUTURE : interval) : 0;
     t->order = order;
-    timer_stamp_locked(t);
+    rl__timer_stamp_locked(t);
     t->callout = callout;
     t->valid = true;
     TAILQ_INIT(&t->membs);
@@ -181,7 +124,7 @@ bool RLRunLoopTimerSetNextFireDate(RLRunLoopTimerRef t, RLAbsoluteTime fireDate)
         t->fire_date = clamp_date(fireDate);
         t->anchor = t->fire_date; /* a new grid starts here */
         t->ticks = 0;
-        timer_stamp_locked(t);
+        rl__timer_stamp_locked(t);
         if (t->firing)
             t->moved_in_fire = true;
         rl__timer_moved_locked(t);
@@ -306,7 +249,7 @@ void rl__timer_after_fire_locked(struct RLRunLoopTimer *t, RLAbsoluteTime now, r
         }
         t->ticks = k;
         t->fire_date = clamp_date(grid_date(t, k));
-        timer_stamp_locked(t);
+        rl__timer_stamp_locked(t);
     }
     /* Re-filed also after a move inside the callout: while firing, the
      * timer was left out of the wake-up (rl__tset_earliest_deadline). */

@@ -63,7 +63,7 @@ static int fd_ctl(RLRunLoopRef rl, int op, int fd, uint32_t events, uint32_t gen
     if (RL__UNLIKELY(!rl__of_this_process(rl)))
         return 0; /* a fork() child never touches its parent's epoll set */
     rl->nctl++;
-    return rl__poll_ctl(rl, op, fd, events, gen);
+    return rl__poll_ctl(&rl->kern, op, fd, events, gen);
 }
 
 /* The events to give the kernel for `want`: one-shot unless persistent. */
@@ -442,7 +442,7 @@ static void fd_rebuild(RLRunLoopRef rl) {
     rl->rebuild = false;
     if (!rl__of_this_process(rl))
         return;
-    if (rl__poll_renew(rl) != 0)
+    if (rl__poll_renew(&rl->kern) != 0)
         return; /* tried again at the leftover's next report */
     rl->lost_level = false;
     rl->mainq_armed = false; /* added to the new set before the wait (rl__mainq_arm) */

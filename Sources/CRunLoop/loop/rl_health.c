@@ -4,7 +4,6 @@
  * rate limit. The timing itself is inline at each callout (rl_health.h).
  */
 #include "rl_health.h"
-#include "rl_loop.h"
 #include <crunloop/RLFileDescriptor.h>
 #include <crunloop/RLRunLoop.h>
 #include <crunloop/RLRunLoopHealth.h>
@@ -16,21 +15,6 @@
 #include <string.h>
 #include <time.h>
 
-_Atomic int rl__health_on;
-
-#if RL_HAVE_PROBES
-/* The probes' semaphores (rl_probes.h), where sys/sdt.h's notes point. */
-#define RL__PROBE_SEMAPHORE_DEF(name) \
-    __attribute__((section(".probes"))) volatile unsigned short crunloop_##name##_semaphore
-RL__PROBE_SEMAPHORE_DEF(pass_start);
-RL__PROBE_SEMAPHORE_DEF(pass_end);
-RL__PROBE_SEMAPHORE_DEF(sleep_start);
-RL__PROBE_SEMAPHORE_DEF(sleep_end);
-RL__PROBE_SEMAPHORE_DEF(callout_start);
-RL__PROBE_SEMAPHORE_DEF(callout_end);
-RL__PROBE_SEMAPHORE_DEF(wakeup);
-RL__PROBE_SEMAPHORE_DEF(timer_fire);
-#endif
 
 /* The process's threshold, in seconds (0: none). */
 static _Atomic double process_threshold;
@@ -65,19 +49,6 @@ const char *RLCalloutKindGetName(RLCalloutKind kind) {
     return (unsigned)kind < kRLCalloutKindCount ? kind_names[kind] : "unknown";
 }
 
-double rl__health_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static bool threshold_ok(double seconds, const char *fn) {
-    if (isnan(seconds) || isinf(seconds) || seconds < 0)
-        return rl__fail(kRLErrorInvalidArgument, fn, "a threshold is a finite number of seconds, 0 or more (got %g)",
-                        seconds);
-    return true;
-}
-
 /* Moves the process's count for a threshold going from `was` to `now`. */
 static void count_threshold(double was, double now) {
     if (was == 0 && now > 0)
@@ -105,22 +76,14 @@ void rl__health_init(void) {
     pthread_once(&once, init_from_env);
 }
 
-bool RLRunLoopSetSlowCalloutThreshold(RLRunLoopRef rl, double seconds) {
-    const char *fn = "RLRunLoopSetSlowCalloutThreshold";
-    if (rl && !rl__check_loop(rl, fn))
-        return false;
-    if (!threshold_ok(seconds, fn))
-        return false;
+void rl__health_set_threshold(RLRunLoopRef rl, double seconds) {
     rl__health_init(); /* the environment's value never overrides a later call */
     _Atomic double *slot = rl ? &rl->slow_threshold : &process_threshold;
     double was = atomic_exchange(slot, seconds);
     count_threshold(was, seconds);
-    return true;
 }
 
-double RLRunLoopGetSlowCalloutThreshold(RLRunLoopRef rl) {
-    if (rl && !rl__check_loop(rl, "RLRunLoopGetSlowCalloutThreshold"))
-        return -1;
+double rl__health_threshold(RLRunLoopRef rl) {
     rl__health_init();
     return atomic_load(rl ? &rl->slow_threshold : &process_threshold);
 }

@@ -9,22 +9,22 @@
 #define CRUNLOOP_RL_HEALTH_H
 
 #include "runloop_internal.h"
+#include "rl_stats.h"
 #include <crunloop/RLRunLoopHealth.h>
 #include "rl_probes.h"
 #include <crunloop/RLFileDescriptor.h>
 #include <crunloop/RLRunLoop.h>
 
-/* Loops with a threshold of their own, plus one while the process has one:
- * 0 means no callout anywhere is timed. */
-RL__HIDDEN extern _Atomic int rl__health_on;
-
 /* Reads RL_SLOW_CALLOUT_MS, once per process (RLRunLoop.c, as the first
  * loop is made). */
 RL__HIDDEN void rl__health_init(void);
+/* Sets rl's slow-callout threshold (NULL: the process's) to `seconds`, a
+ * checked value (RLRunLoopHealth.c checks). */
+RL__HIDDEN void rl__health_set_threshold(RLRunLoopRef rl, double seconds);
+/* rl's threshold (NULL: the process's), 0 when none. */
+RL__HIDDEN double rl__health_threshold(RLRunLoopRef rl);
 /* A loop goes: its own threshold stops counting (rl_loop.c). */
 RL__HIDDEN void rl__health_loop_gone(RLRunLoopRef rl);
-/* The monotonic clock, in seconds. */
-RL__HIDDEN double rl__health_now(void);
 /* After a timed callout that took `took` seconds: records it in rl's
  * histogram (timing on) and reports it when it held the loop longer than
  * rl's threshold (or the process's). `fn` is the callout
@@ -40,33 +40,6 @@ RL__HIDDEN void rl__health_after(RLRunLoopRef rl, double took, RLCalloutKind kin
  * names how->kind, the program's function how->function(owner) returns,
  * and owner's description. `how` is static; owner outlives f's callouts. */
 RL__HIDDEN void rl__fd_set_owner(RLFileDescriptorRef f, const void *owner, const rl__callout_owner *how);
-
-/* ---- statistics (rl_stats.c) ---- */
-
-/* Adds n to a count of rl's (its thread only: no read-modify-write). */
-static inline void rl__count(_Atomic uint64_t *c, uint64_t n) {
-    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n, memory_order_relaxed);
-}
-/* The first callout after a sleep: what woke the loop. */
-RL__HIDDEN void rl__stats_woken_by(RLRunLoopRef rl, RLCalloutKind kind);
-/* n callouts of `kind` made (the loop's thread). */
-static inline void rl__stats_callouts(RLRunLoopRef rl, RLCalloutKind kind, uint64_t n) {
-    rl__count(&rl->counters.callouts[kind], n);
-    if (RL__UNLIKELY(rl->woke) && kind != kRLCalloutObserver)
-        rl__stats_woken_by(rl, kind);
-}
-/* A run of rl starts / ends (its thread; a nested run too). */
-RL__HIDDEN void rl__stats_run_enter(RLRunLoopRef rl);
-RL__HIDDEN void rl__stats_run_leave(RLRunLoopRef rl);
-/* A pass waits for something to happen / its wait ended. */
-RL__HIDDEN void rl__stats_sleep_begin(RLRunLoopRef rl);
-RL__HIDDEN void rl__stats_sleep_end(RLRunLoopRef rl);
-/* A timer is fired `late_s` seconds after its fire date (timing on). */
-RL__HIDDEN void rl__stats_timer_late(RLRunLoopRef rl, double late_s);
-/* With timing on, records a callout's duration (rl__health_after). */
-RL__HIDDEN void rl__stats_callout_took(RLRunLoopRef rl, double took_s);
-/* Frees what the loop's statistics made (rl_loop.c, the loop going). */
-RL__HIDDEN void rl__stats_free(RLRunLoopRef rl);
 
 /* Makes the callout `call` (a statement) of kind `kind`: counts it and,
  * when anything is timed or a tracer is attached to the callout probes,

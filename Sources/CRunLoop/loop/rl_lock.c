@@ -7,6 +7,7 @@
  * files: it calls only the object model and, in deferred work, the
  * sources' schedule and cancel callbacks. */
 #include "rl_lock.h"
+#include "rl_stamp.h"
 #include "rl_loop.h"
 #include <crunloop/RLRunLoop.h>
 

@@ -49,7 +49,7 @@ static void loop_finalize(void *obj) {
      * runs them): their release functions are not called here. */
     if (rl__of_this_process(rl))
         rl__perform_destroy(&rl->pq);
-    rl__poll_close(rl);
+    rl__poll_close(&rl->kern);
 }
 
 /* "<RLRunLoop 0x...>{backend = io_uring}": the kernel backend it waits on
@@ -57,7 +57,7 @@ static void loop_finalize(void *obj) {
 static char *describe_loop(const void *obj) {
     const struct RLRunLoop *rl = obj;
     char *s = NULL;
-    if (asprintf(&s, "<RLRunLoop %p>{backend = %s}", obj, rl->kops ? rl->kops->name : "none") < 0) {
+    if (asprintf(&s, "<RLRunLoop %p>{backend = %s}", obj, rl->kern.kops ? rl->kern.kops->name : "none") < 0) {
         rl__fail(kRLErrorNoMemory, "RLCopyDescription", "out of memory");
         return NULL;
     }

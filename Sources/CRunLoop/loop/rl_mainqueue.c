@@ -76,7 +76,7 @@ bool rl__mainq_arm(RLRunLoopRef rl, const rl__mode *m) {
             return rl__fail(kRLErrorInvalidState, "RLRunLoopRunInMode", "libdispatch has no main queue handle");
         }
     }
-    int err = rl__poll_ctl(rl, want ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, rl->mainq_fd, EPOLLIN | EPOLLET, 0);
+    int err = rl__poll_ctl(&rl->kern, want ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, rl->mainq_fd, EPOLLIN | EPOLLET, 0);
     if (err) {
         /* Out of the set already (the loop moved to a new epoll set) or in
          * it already: the state wanted. Anything else: not watched, tried

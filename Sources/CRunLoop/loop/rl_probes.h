@@ -28,7 +28,7 @@
 #include <sys/sdt.h>
 
 /* One semaphore per probe (sys/sdt.h names them provider_name_semaphore);
- * defined in rl_health.c. A tracer attached to a probe counts in it. */
+ * defined in rl_stats.c. A tracer attached to a probe counts in it. */
 #define RL__PROBE_SEMAPHORE(name) extern volatile unsigned short crunloop_##name##_semaphore RL__HIDDEN
 RL__PROBE_SEMAPHORE(pass_start);
 RL__PROBE_SEMAPHORE(pass_end);

@@ -7,14 +7,14 @@
  * therefore does not clear them but keeps a copy of them as they were
  * (rl->stats_base), and a copy of the statistics is the difference.
  */
-#include "rl_health.h"
+#include "rl_stats.h"
 #include "rl_histogram.h"
-#include "rl_loop.h"
 #include <crunloop/RLRunLoop.h>
 #include <crunloop/RLRunLoopHealth.h>
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* The histograms of a loop with timing on. */
 typedef struct rl__loop_timing {
@@ -32,6 +32,28 @@ typedef struct rl__stats_base {
 /* Serializes copies and resets (of any loop): rare, never on a loop's
  * path. */
 static pthread_mutex_t base_mu = PTHREAD_MUTEX_INITIALIZER;
+
+_Atomic int rl__health_on;
+
+#if RL_HAVE_PROBES
+/* The probes' semaphores (rl_probes.h), where sys/sdt.h's notes point. */
+#define RL__PROBE_SEMAPHORE_DEF(name) \
+    __attribute__((section(".probes"))) volatile unsigned short crunloop_##name##_semaphore
+RL__PROBE_SEMAPHORE_DEF(pass_start);
+RL__PROBE_SEMAPHORE_DEF(pass_end);
+RL__PROBE_SEMAPHORE_DEF(sleep_start);
+RL__PROBE_SEMAPHORE_DEF(sleep_end);
+RL__PROBE_SEMAPHORE_DEF(callout_start);
+RL__PROBE_SEMAPHORE_DEF(callout_end);
+RL__PROBE_SEMAPHORE_DEF(wakeup);
+RL__PROBE_SEMAPHORE_DEF(timer_fire);
+#endif
+
+double rl__health_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 
 static const char *const cause_names[kRLWakeUpCauseCount] = {
     "timer", "source", "fd", "perform", "explicit", "main queue",
@@ -144,10 +166,7 @@ void rl__stats_free(RLRunLoopRef rl) {
     free(rl->stats_base);
 }
 
-bool RLRunLoopSetTimingEnabled(RLRunLoopRef rl, bool enabled) {
-    const char *fn = "RLRunLoopSetTimingEnabled";
-    if (!rl__check_loop(rl, fn))
-        return false;
+bool rl__stats_set_timing(RLRunLoopRef rl, bool enabled, const char *fn) {
     if (enabled && !atomic_load_explicit(&rl->timing, memory_order_acquire)) {
         rl__loop_timing *t = calloc(1, sizeof *t);
         if (!t)
@@ -164,9 +183,7 @@ bool RLRunLoopSetTimingEnabled(RLRunLoopRef rl, bool enabled) {
     return true;
 }
 
-bool RLRunLoopIsTimingEnabled(RLRunLoopRef rl) {
-    return rl__check_loop(rl, "RLRunLoopIsTimingEnabled") && atomic_load(&rl->timing_on);
-}
+bool rl__stats_timing(RLRunLoopRef rl) { return atomic_load(&rl->timing_on); }
 
 /* The counts now, into b (its timing part too when there are histograms). */
 static void take(RLRunLoopRef rl, rl__stats_base *b) {
@@ -195,12 +212,7 @@ static void summarize(const rl__histogram *h, RLLatencySummary *out) {
     out->max = (double)atomic_load_explicit(&h->max, memory_order_relaxed) * 1e-9;
 }
 
-bool RLRunLoopCopyStatistics(RLRunLoopRef rl, RLRunLoopStatistics *out) {
-    const char *fn = "RLRunLoopCopyStatistics";
-    if (!rl__check_loop(rl, fn))
-        return false;
-    if (!out)
-        return rl__fail(kRLErrorInvalidArgument, fn, "NULL statistics pointer");
+bool rl__stats_copy(RLRunLoopRef rl, RLRunLoopStatistics *out, const char *fn) {
     rl__stats_base *now = calloc(1, sizeof *now);
     if (!now)
         return rl__fail(kRLErrorNoMemory, fn, "out of memory");
@@ -233,10 +245,7 @@ bool RLRunLoopCopyStatistics(RLRunLoopRef rl, RLRunLoopStatistics *out) {
     return d != NULL || rl__fail(kRLErrorNoMemory, fn, "out of memory");
 }
 
-bool RLRunLoopResetStatistics(RLRunLoopRef rl) {
-    const char *fn = "RLRunLoopResetStatistics";
-    if (!rl__check_loop(rl, fn))
-        return false;
+bool rl__stats_reset(RLRunLoopRef rl, const char *fn) {
     rl__stats_base *now = calloc(1, sizeof *now);
     if (!now)
         return rl__fail(kRLErrorNoMemory, fn, "out of memory");

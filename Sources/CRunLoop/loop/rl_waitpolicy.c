@@ -39,6 +39,6 @@ void rl__wait_report_unarmed(int err) {
  * again at once, a busy loop; the run ends instead (rl_run_frame), the
  * error set, naming the backend's call. */
 void rl__wait_report_failed(RLRunLoopRef rl, int err) {
-    rl__fail_errno(err, "RLRunLoopRunInMode", "%s on the loop's %s set failed; the run ends", rl__poll_wait_call(rl),
-                   rl__poll_backend_name(rl));
+    rl__fail_errno(err, "RLRunLoopRunInMode", "%s on the loop's %s set failed; the run ends", rl__poll_wait_call(&rl->kern),
+                   rl__poll_backend_name(&rl->kern));
 }

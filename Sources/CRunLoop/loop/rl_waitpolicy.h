@@ -267,7 +267,7 @@ static inline int rl__wait(RLRunLoopRef rl, rl__frame *f, bool poll, struct epol
     rl__loop_unlock(rl);
     if (atomic_load(&rl->wake_pending))
         timeout = 0;
-    int n = rl__poll_wait(rl, ev, maxev, timeout);
+    int n = rl__poll_wait(&rl->kern, ev, maxev, timeout);
     int wait_err = n < 0 ? errno : 0;
     rl->nwaits++;
     rl__flag_set(&rl->ignore_wakeups, 1);
@@ -278,9 +278,9 @@ static inline int rl__wait(RLRunLoopRef rl, rl__frame *f, bool poll, struct epol
     for (int i = 0; i < n; i++) {
         if (rl__ev_gen(&ev[i]) != 0) {
             user_fds = true;
-        } else if (rl__ev_fd(&ev[i]) == rl->evfd) {
+        } else if (rl__ev_fd(&ev[i]) == rl->kern.evfd) {
             woken = true; /* edge-triggered: nothing to read back */
-        } else if (rl__ev_fd(&ev[i]) == rl->tfd) {
+        } else if (rl__ev_fd(&ev[i]) == rl->kern.tfd) {
             /* Edge-triggered: nothing to read back (a system call less
              * between the wake-up and the timer's callout). */
             rl__loop_lock(rl);

@@ -33,7 +33,7 @@
 static void write_eventfd(RLRunLoopRef rl) {
     if (!rl__of_this_process(rl))
         return;
-    rl__poll_wake(rl);
+    rl__poll_wake(&rl->kern);
 }
 
 void rl__wake(RLRunLoopRef rl) {
@@ -60,7 +60,7 @@ void rl__wake(RLRunLoopRef rl) {
     if (atomic_load(&rl->sleeping))
         write_eventfd(rl);
     else if (atomic_load(&rl->coalescing))
-        rl__poll_unnap(rl);
+        rl__poll_unnap(&rl->kern);
 }
 
 void rl__sleep_unless_woken(RLRunLoopRef rl, long long ns) {
@@ -70,14 +70,14 @@ void rl__sleep_unless_woken(RLRunLoopRef rl, long long ns) {
      * `coalescing`) makes it return at once, one set after wakes it. A
      * signal may end it early too, which is harmless. */
     if (!atomic_load(&rl->wake_pending))
-        rl__poll_nap(rl, ns);
+        rl__poll_nap(&rl->kern, ns);
     atomic_store(&rl->coalescing, 0);
 }
 
 bool rl__arm_timerfd(RLRunLoopRef rl, double at) {
     if (at == rl->armed_at || !rl__of_this_process(rl))
         return true;
-    int err = rl__poll_arm_timer(rl, at);
+    int err = rl__poll_arm_timer(&rl->kern, at);
     if (err) {
         /* Not armed (the old setting may still be): NaN equals no time, so
          * the next call tries again instead of taking it as armed. */

@@ -29,6 +29,7 @@
 #include "rl_callout.h"
 #include "rl_fork.h"
 #include "rl_spin.h"
+#include "rl_poll.h"
 #include "rl_pqueue.h"
 #include <crunloop/RLFileDescriptor.h>
 #include <crunloop/RLRunLoop.h>
@@ -377,9 +378,7 @@ struct RLRunLoop {
     _Atomic bool dead; /* torn down: its thread exited */
     unsigned fork_gen; /* rl__fork_gen() at creation: another one means inherited by a fork() child */
     struct RLRunLoop *inherited_next; /* in a fork() child: on rl_inherited_mains */
-    int epfd, evfd, tfd; /* epfd: the kernel backend's set (an epoll fd, an io_uring fd) */
-    const struct rl__poll_ops *kops; /* the kernel backend (rl_poll.h), chosen when the loop is made */
-    void *kstate;                   /* the backend's own state, if any */
+    rl__poller kern; /* its kernel objects and backend (kernel/rl_poll.h) */
     char pad0[RL_LINE];
 
     _Atomic int wake_pending;
@@ -492,13 +491,6 @@ RL__HIDDEN extern const rl__class rl__observer_class;
 
 /* ---- small helpers every run-loop file may use ---- */
 
-/* An event's data: the registration's tag above the fd (the loop's own
- * eventfd and timerfd have tag 0). */
-static inline uint64_t rl__ev_data(int fd, uint32_t gen) { return (uint64_t)gen << 32 | (uint32_t)fd; }
-
-static inline int rl__ev_fd(const struct epoll_event *ev) { return (int)(uint32_t)ev->data.u64; }
-
-static inline uint32_t rl__ev_gen(const struct epoll_event *ev) { return (uint32_t)(ev->data.u64 >> 32); }
 
 /* Whether rl was made in this process, not inherited across fork(). The
  * internal paths that reach its epoll fd, eventfd or timerfd from an item
@@ -563,9 +555,6 @@ static inline RLRunLoopRef rl__home_get(void *item, rl__kind kind) {
 /* The callout of timer t ran (on its loop's thread): reschedule or
  * invalidate it as CF does. What guards t held (rl__item_lock). */
 RL__HIDDEN void rl__timer_after_fire_locked(struct RLRunLoopTimer *t, RLAbsoluteTime now, rl__defer *d);
-/* Timer t comes home to rl (rl locked, t's item lock held, the calling
- * thread adding it): its stamp is ordered among rl's (RLRunLoopTimer.c). */
-RL__HIDDEN void rl__timer_arrive_locked(RLRunLoopRef rl, struct RLRunLoopTimer *t);
 RL__HIDDEN void rl__observer_invalidate_locked(struct RLRunLoopObserver *o, rl__defer *d);
 
 #endif /* CRUNLOOP_RUNLOOP_INTERNAL_H */

@@ -27,7 +27,6 @@
  */
 #include "rl_pqueue.h"
 #include "RLLockInternal.h"
-#include <crunloop/RLRunLoop.h>
 
 #include <sched.h>
 #include <stdlib.h>
@@ -47,7 +46,7 @@ static inline void pq_unlock(rl__pqueue *pq) {
 #endif
 
 /* ------------------------------------------------------------------ */
-/* storage: chunks of slots (see RLRunLoopPerformInternal.h)           */
+/* storage: chunks of slots (see rl_pqueue.h)           */
 
 static inline void flist_push(rl__flist *l, void *block) {
     *(void **)block = l->head;
@@ -350,16 +349,22 @@ static bool pext_matches(const rl__pext *e, const rl__perform_mode *m) {
 
 static bool slot_matches(void *ext, const rl__perform_mode *m) { return ext ? pext_matches(ext, m) : m->is_default; }
 
-static bool is_default_name(RLRunLoopMode mode) {
-    return mode == kRLRunLoopDefaultMode || strcmp(mode, kRLRunLoopDefaultMode) == 0;
+/* The linker merges equal string literals of one library, so a mode given
+ * as kRLRunLoopDefaultMode (whose value is this literal) is usually found
+ * by its address; strcmp for any other pointer. */
+static const char *const default_name = RL__DEFAULT_MODE_NAME;
+static const char *const common_name = RL__COMMON_MODES_NAME;
+
+static bool is_default_name(const char *mode) {
+    return mode == default_name || strcmp(mode, RL__DEFAULT_MODE_NAME) == 0;
 }
 
-static bool is_common_name(RLRunLoopMode mode) {
-    return mode == kRLRunLoopCommonModes || strcmp(mode, kRLRunLoopCommonModes) == 0;
+static bool is_common_name(const char *mode) {
+    return mode == common_name || strcmp(mode, RL__COMMON_MODES_NAME) == 0;
 }
 
 /* Whether names[0, i) holds `name` already. */
-static bool names_have(const RLRunLoopMode *names, size_t i, RLRunLoopMode name) {
+static bool names_have(const char *const *names, size_t i, const char *name) {
     for (size_t j = 0; j < i; j++)
         if (strcmp(names[j], name) == 0)
             return true;
@@ -372,7 +377,7 @@ static bool names_have(const RLRunLoopMode *names, size_t i, RLRunLoopMode name)
 static uint32_t pext_set_modes(rl__pext *e, const rl__preq *r, const char **names, char *store) {
     uint32_t n = 0;
     for (size_t i = 0; i < r->nmodes; i++) {
-        RLRunLoopMode mode = r->modes[i];
+        const char *mode = r->modes[i];
         if (is_common_name(mode)) {
             e->common = true;
         } else if (is_default_name(mode)) {

@@ -29,11 +29,16 @@
 
 #include <stdatomic.h>
 
-#include <crunloop/RLRunLoop.h>
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+/* The values of kRLRunLoopDefaultMode and kRLRunLoopCommonModes
+ * (RLRunLoopMode.c defines the constants with these): the queue compares a
+ * request's mode names with them without reaching up into the loop. */
+#define RL__DEFAULT_MODE_NAME "kRLRunLoopDefaultMode"
+#define RL__COMMON_MODES_NAME "kRLRunLoopCommonModes"
 
 /* What the queue knows of a mode: its name and whether it is the default
  * mode or a common one (the loop passes these of the mode it runs). */
@@ -142,9 +147,9 @@ typedef struct rl__preq {
     /* The modes it may run in: names (copied unless the caller waits), at
      * least one; kRLRunLoopCommonModes stands for the loop's common modes
      * as they are when the request runs. */
-    const RLRunLoopMode *modes;
+    const char *const *modes;
     size_t nmodes;
-    RLPerformReleaseCallBack release; /* release(info) once, ran or not; or NULL */
+    void (*release)(void *info); /* release(info) once, ran or not; or NULL */
     bool wait;                        /* block the caller until it ran or was dropped */
     bool wake;                        /* wake the loop (thread performs; CF's PerformBlock does not) */
 } rl__preq;
@@ -164,7 +169,7 @@ enum { RL_PEXT_SHARED, RL_PEXT_HEAP, RL_PEXT_CALLER };
 
 /* What a request holds besides its slot (see rl_pqueue.c). */
 typedef struct rl__pext {
-    RLPerformReleaseCallBack release; /* release(slot's arg) once; or NULL */
+    void (*release)(void *arg); /* release(slot's arg) once; or NULL */
     rl__waiter *waiter;                /* on the waiting caller's stack; or NULL */
     uint8_t where;                    /* RL_PEXT_*: who owns this record */
     bool common;                      /* in the common modes (as they are when it runs) */

@@ -1,0 +1,66 @@
+/*
+ * rl_stamp.c — the order of timers with equal fire dates (rl_stamp.h): the
+ * logical clocks that stamp a timer when it gets its date, and the stamp a
+ * timer takes when it arrives in a loop. Below the timer file and the
+ * homes (rl_lock.c), which both stamp.
+ */
+#include "rl_stamp.h"
+
+/* Timers with equal fire dates fire in the order they got them (created,
+ * moved, refired), as seen by each thread: each of those stamps the timer
+ * (runloop_internal.h) from a logical clock that nothing on the timer path
+ * shares between threads or loops. Each thread has a clock, and each loop
+ * one (timer_seq, under its lock). A stamp is one more than the larger of
+ * the stamping thread's clock and, for a timer at home in a loop, the
+ * loop's; both clocks take it. So on one thread, a stamp comes after every
+ * stamp that thread gave before and after every stamp its loops gave
+ * before (a timer created after its loop refired another one sorts after
+ * it), and timers moved in one loop, from any thread, keep their order.
+ *
+ * Threads learn nothing from each other's clocks meanwhile (a thread's
+ * creating timers writes only its own clock): a timer that got its date on
+ * another thread than the one that adds it to a loop is ordered by that
+ * add instead (rl__timer_arrive_locked), which is CF's rule (CF orders
+ * equal dates by insertion). One that the adding thread stamped itself
+ * keeps its stamp, and the loop's clock is raised to it. The thread's
+ * number (seq_by) costs one atomic add in a thread's life, at its first
+ * stamp, and breaks ties between clocks of equal value.
+ *
+ * The timer's home's lock held, or its item lock while it has none, or
+ * not yet shared. */
+static __thread uint64_t stamp_clock;
+static __thread uint32_t stamp_thread;
+static _Atomic uint32_t stamp_threads;
+
+static uint32_t stamp_thread_number(void) {
+    if (RL__UNLIKELY(stamp_thread == 0))
+        stamp_thread = atomic_fetch_add_explicit(&stamp_threads, 1, memory_order_relaxed) + 1;
+    return stamp_thread;
+}
+
+/* A new stamp on this thread, after `after` (a loop's clock, or 0). */
+static void timer_stamp_after(struct RLRunLoopTimer *t, uint64_t after) {
+    uint64_t c = stamp_clock > after ? stamp_clock : after;
+    t->seq = stamp_clock = c + 1;
+    t->seq_by = stamp_thread_number();
+}
+
+void rl__timer_stamp_locked(struct RLRunLoopTimer *t) {
+    RLRunLoopRef h = atomic_load_explicit(&t->home, memory_order_relaxed);
+    timer_stamp_after(t, h ? h->timer_seq : 0);
+    if (h)
+        h->timer_seq = t->seq;
+}
+
+void rl__timer_arrive_locked(RLRunLoopRef rl, struct RLRunLoopTimer *t) {
+    if (t->seq_by != stamp_thread_number())
+        timer_stamp_after(t, rl->timer_seq); /* stamped elsewhere: ordered by this add */
+    /* Stamps given here from now on come after its own, which this
+     * thread's clock has reached (read, not t->seq: a line less to touch);
+     * and this thread's after the loop's. */
+    if (stamp_clock > rl->timer_seq)
+        rl->timer_seq = stamp_clock;
+    else
+        stamp_clock = rl->timer_seq;
+}
+
