@@ -20,7 +20,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "internal.h" /* RL_TRICK_COALESCE, RL_BULK_READ */
+#include "internal.h"      /* RL_TRICK_COALESCE */
+#include "rl_waitpolicy.h" /* RL_BULK_READ */
 
 RL__HIDDEN unsigned long rl__loop_coalesced_waits(RLRunLoopRef rl);
 RL__HIDDEN extern _Atomic long long rl__coalesce_ns_for_tests;

@@ -164,10 +164,4 @@ RL__HIDDEN void rl__object_set_string_ops(const rl__string_ops *ops);
  * counts. */
 RL__HIDDEN extern _Atomic long rl__string_objectlike;
 
-/* ---- run loop <-> threads (RLRunLoop.c, used by RLThread.c) ---- */
-
-/* A read of at least this many bytes is a bulk one: the stream had a
- * chunk waiting, not a message. */
-#define RL_BULK_READ 4096
-
 #endif /* CRUNLOOP_INTERNAL_H */

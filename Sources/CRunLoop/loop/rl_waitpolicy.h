@@ -18,7 +18,7 @@
  *             batch of one on another (rl__wait_pace);
  *   COALESCE  a loop whose pass read bulk chunks from two or more sockets
  *             naps a few microseconds, so the next reads are bigger (the
- *             sockets' hint: rl__wait_note_bulk_read, internal.h).
+ *             sockets' hint: rl__wait_note_bulk_read, RL_BULK_READ).
  * The wait goes through the kernel seam only (rl_poll.h); the wake-up
  * protocol (the flags `wake_pending`, `sleeping`, `coalescing`, and the
  * nap a wake-up ends) is rl_wake.c's. Below the pass, above the seam: it
@@ -312,6 +312,9 @@ static inline int rl__wait(RLRunLoopRef rl, rl__frame *f, bool poll, struct epol
  * between two waits make the loop coalesce before it waits
  * (RL_TRICK_COALESCE); more chunks from one socket in a row count once.
  * Outside a run of the thread's loop: nothing. */
+/* A read of at least this many bytes is a bulk one: the stream had a
+ * chunk waiting, not a message (the sockets tell the policy of those). */
+#define RL_BULK_READ 4096
 RL__HIDDEN void rl__wait_note_bulk_read(const void *who);
 
 /* For the tests: how many waits the loop coalesced before. */
