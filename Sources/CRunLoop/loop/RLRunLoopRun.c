@@ -168,7 +168,7 @@ static void do_observers(RLRunLoopRef rl, rl__mode *m, RLRunLoopActivity act) {
         free(list);
 }
 
-static bool do_sources0(RLRunLoopRef rl, rl__mode *m, bool stop_after_handle) {
+static inline __attribute__((always_inline)) bool do_sources0(RLRunLoopRef rl, rl__mode *m, bool stop_after_handle) {
     struct RLRunLoopSource *small[16], **a = small;
     rl__loop_lock(rl);
     if (RL__UNLIKELY(m->inflight != NULL))

@@ -25,6 +25,9 @@
 
 #if RL_HAVE_PROBES
 #define _SDT_HAS_SEMAPHORES 1
+/* Probe arguments in registers (or constants): the default lets the
+ * compiler keep them in stack slots, a store each even with no tracer. */
+#define STAP_SDT_ARG_CONSTRAINT nr
 #include <sys/sdt.h>
 
 /* One semaphore per probe (sys/sdt.h names them provider_name_semaphore);

@@ -28,39 +28,24 @@
  *
  * The timer's home's lock held, or its item lock while it has none, or
  * not yet shared. */
-static __thread uint64_t stamp_clock;
-static __thread uint32_t stamp_thread;
+__thread uint64_t rl__stamp_clock;
+__thread uint32_t rl__stamp_thread;
 static _Atomic uint32_t stamp_threads;
 
-static uint32_t stamp_thread_number(void) {
-    if (RL__UNLIKELY(stamp_thread == 0))
-        stamp_thread = atomic_fetch_add_explicit(&stamp_threads, 1, memory_order_relaxed) + 1;
-    return stamp_thread;
-}
-
-/* A new stamp on this thread, after `after` (a loop's clock, or 0). */
-static void timer_stamp_after(struct RLRunLoopTimer *t, uint64_t after) {
-    uint64_t c = stamp_clock > after ? stamp_clock : after;
-    t->seq = stamp_clock = c + 1;
-    t->seq_by = stamp_thread_number();
-}
-
-void rl__timer_stamp_locked(struct RLRunLoopTimer *t) {
-    RLRunLoopRef h = atomic_load_explicit(&t->home, memory_order_relaxed);
-    timer_stamp_after(t, h ? h->timer_seq : 0);
-    if (h)
-        h->timer_seq = t->seq;
+uint32_t rl__stamp_thread_first(void) {
+    rl__stamp_thread = atomic_fetch_add_explicit(&stamp_threads, 1, memory_order_relaxed) + 1;
+    return rl__stamp_thread;
 }
 
 void rl__timer_arrive_locked(RLRunLoopRef rl, struct RLRunLoopTimer *t) {
-    if (t->seq_by != stamp_thread_number())
-        timer_stamp_after(t, rl->timer_seq); /* stamped elsewhere: ordered by this add */
+    if (t->seq_by != rl__stamp_thread_number())
+        rl__timer_stamp_after(t, rl->timer_seq); /* stamped elsewhere: ordered by this add */
     /* Stamps given here from now on come after its own, which this
      * thread's clock has reached (read, not t->seq: a line less to touch);
      * and this thread's after the loop's. */
-    if (stamp_clock > rl->timer_seq)
-        rl->timer_seq = stamp_clock;
+    if (rl__stamp_clock > rl->timer_seq)
+        rl->timer_seq = rl__stamp_clock;
     else
-        stamp_clock = rl->timer_seq;
+        rl__stamp_clock = rl->timer_seq;
 }
 

@@ -67,28 +67,21 @@ static uint64_t ns_of(double s) { return s <= 0 ? 0 : (uint64_t)(s * 1e9 + 0.5);
 
 static uint64_t get(const _Atomic uint64_t *c) { return atomic_load_explicit(c, memory_order_relaxed); }
 
-void rl__stats_woken_by(RLRunLoopRef rl, RLCalloutKind kind) {
-    RLWakeUpCause cause;
-    switch (kind) {
-    case kRLCalloutTimer: cause = kRLWakeUpTimer; break;
-    case kRLCalloutSource: cause = kRLWakeUpSource; break;
-    case kRLCalloutPerform: cause = kRLWakeUpPerform; break;
-    case kRLCalloutMainQueue: cause = kRLWakeUpMainQueue; break;
-    default: cause = kRLWakeUpFileDescriptor; break;
-    }
-    rl__count(&rl->counters.wakeups[cause], 1);
-    rl->woke = false;
-    RL__PROBE2(wakeup, rl, (int)cause);
-}
+const uint8_t rl__wake_cause_of[kRLCalloutKindCount] = {
+    [kRLCalloutTimer] = kRLWakeUpTimer,
+    [kRLCalloutSource] = kRLWakeUpSource,
+    [kRLCalloutObserver] = kRLWakeUpExplicit, /* never asked: observers do not settle a wake-up */
+    [kRLCalloutPerform] = kRLWakeUpPerform,
+    [kRLCalloutFileDescriptor] = kRLWakeUpFileDescriptor,
+    [kRLCalloutSocket] = kRLWakeUpFileDescriptor,
+    [kRLCalloutPort] = kRLWakeUpFileDescriptor,
+    [kRLCalloutSignal] = kRLWakeUpFileDescriptor,
+    [kRLCalloutMainQueue] = kRLWakeUpMainQueue,
+    [kRLCalloutStream] = kRLWakeUpFileDescriptor,
+};
 
 /* A wake-up that no callout followed: explicit. */
-static void settle_wake(RLRunLoopRef rl) {
-    if (rl->woke) {
-        rl__count(&rl->counters.wakeups[kRLWakeUpExplicit], 1);
-        rl->woke = false;
-        RL__PROBE2(wakeup, rl, (int)kRLWakeUpExplicit);
-    }
-}
+static void settle_wake(RLRunLoopRef rl) { rl__stats_settle_wake(rl); }
 
 /* Whether rl keeps times (its thread: a relaxed load of its own line). */
 static bool timed(RLRunLoopRef rl) { return atomic_load_explicit(&rl->timing_on, memory_order_relaxed); }
@@ -126,25 +119,13 @@ void rl__stats_run_leave(RLRunLoopRef rl) {
         rl->run_depth--;
 }
 
-void rl__stats_sleep_begin(RLRunLoopRef rl) {
-    if (timed(rl))
-        close_busy(rl, rl__health_now());
-    else
-        rl->busy_from = 0;
-    settle_wake(rl);
-    rl__count(&rl->counters.sleeps, 1);
-    RL__PROBE1(sleep_start, rl);
-}
+void rl__stats_sleep_begin_timed(RLRunLoopRef rl) { close_busy(rl, rl__health_now()); }
 
-void rl__stats_sleep_end(RLRunLoopRef rl) {
-    RL__PROBE1(sleep_end, rl);
-    if (timed(rl)) {
-        double now = rl__health_now();
-        if (rl->busy_from > 0 && now > rl->busy_from)
-            rl__count(&rl->counters.asleep_ns, ns_of(now - rl->busy_from));
-        rl->busy_from = now;
-    }
-    rl->woke = true;
+void rl__stats_sleep_end_timed(RLRunLoopRef rl) {
+    double now = rl__health_now();
+    if (rl->busy_from > 0 && now > rl->busy_from)
+        rl__count(&rl->counters.asleep_ns, ns_of(now - rl->busy_from));
+    rl->busy_from = now;
 }
 
 void rl__stats_timer_late(RLRunLoopRef rl, double late_s) {

@@ -23,8 +23,23 @@ RL__HIDDEN double rl__health_now(void);
 static inline void rl__count(_Atomic uint64_t *c, uint64_t n) {
     atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n, memory_order_relaxed);
 }
+/* The wake-up cause a first callout of each kind after a sleep stands for. */
+RL__HIDDEN extern const uint8_t rl__wake_cause_of[kRLCalloutKindCount];
 /* The first callout after a sleep: what woke the loop. */
-RL__HIDDEN void rl__stats_woken_by(RLRunLoopRef rl, RLCalloutKind kind);
+static inline void rl__stats_woken_by(RLRunLoopRef rl, RLCalloutKind kind) {
+    int cause = rl__wake_cause_of[kind];
+    rl__count(&rl->counters.wakeups[cause], 1);
+    rl->woke = false;
+    RL__PROBE2(wakeup, rl, cause);
+}
+/* A wake-up that no callout followed: explicit. */
+static inline void rl__stats_settle_wake(RLRunLoopRef rl) {
+    if (rl->woke) {
+        rl__count(&rl->counters.wakeups[kRLWakeUpExplicit], 1);
+        rl->woke = false;
+        RL__PROBE2(wakeup, rl, (int)kRLWakeUpExplicit);
+    }
+}
 /* n callouts of `kind` made (the loop's thread). */
 static inline void rl__stats_callouts(RLRunLoopRef rl, RLCalloutKind kind, uint64_t n) {
     rl__count(&rl->counters.callouts[kind], n);
@@ -34,9 +49,25 @@ static inline void rl__stats_callouts(RLRunLoopRef rl, RLCalloutKind kind, uint6
 /* A run of rl starts / ends (its thread; a nested run too). */
 RL__HIDDEN void rl__stats_run_enter(RLRunLoopRef rl);
 RL__HIDDEN void rl__stats_run_leave(RLRunLoopRef rl);
-/* A pass waits for something to happen / its wait ended. */
-RL__HIDDEN void rl__stats_sleep_begin(RLRunLoopRef rl);
-RL__HIDDEN void rl__stats_sleep_end(RLRunLoopRef rl);
+/* A pass waits for something to happen / its wait ended: counted; timed
+ * (two clock reads) only with timing on. */
+RL__HIDDEN void rl__stats_sleep_begin_timed(RLRunLoopRef rl);
+RL__HIDDEN void rl__stats_sleep_end_timed(RLRunLoopRef rl);
+static inline void rl__stats_sleep_begin(RLRunLoopRef rl) {
+    if (RL__UNLIKELY(atomic_load_explicit(&rl->timing_on, memory_order_relaxed)))
+        rl__stats_sleep_begin_timed(rl);
+    else
+        rl->busy_from = 0;
+    rl__stats_settle_wake(rl);
+    rl__count(&rl->counters.sleeps, 1);
+    RL__PROBE1(sleep_start, rl);
+}
+static inline void rl__stats_sleep_end(RLRunLoopRef rl) {
+    RL__PROBE1(sleep_end, rl);
+    if (RL__UNLIKELY(atomic_load_explicit(&rl->timing_on, memory_order_relaxed)))
+        rl__stats_sleep_end_timed(rl);
+    rl->woke = true;
+}
 /* A timer is fired `late_s` seconds after its fire date (timing on). */
 RL__HIDDEN void rl__stats_timer_late(RLRunLoopRef rl, double late_s);
 /* With timing on, records a callout's duration (rl__health_after). */
