@@ -103,6 +103,15 @@ static void run_timer_once(RLRunLoopTimerCallBack cb, void *info) {
     RLRelease(t);
 }
 
+/* Reports of this thread's loop go to *s, over a threshold of THRESHOLD
+ * of the loop's own. */
+static RLRunLoopRef watch_this_loop(seen *s) {
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    RLSetSlowCalloutHandler(record, s);
+    assert_true(RLRunLoopSetSlowCalloutThreshold(rl, THRESHOLD));
+    return rl;
+}
+
 static void slow_timer_reported(void **state) {
     (void)state;
     seen s = {0};
@@ -154,9 +163,7 @@ static void loop_threshold_wins(void **state) {
 static void every_kind_named(void **state) {
     (void)state;
     seen s = {0};
-    RLRunLoopRef rl = RLRunLoopGetCurrent();
-    RLSetSlowCalloutHandler(record, &s);
-    assert_true(RLRunLoopSetSlowCalloutThreshold(rl, THRESHOLD));
+    RLRunLoopRef rl = watch_this_loop(&s);
     const char *mode = "health.mode";
 
     /* A version-0 source's perform. */
@@ -239,9 +246,7 @@ static void *send_one(void *name) {
 static void port_callout_named(void **state) {
     (void)state;
     seen s = {0};
-    RLRunLoopRef rl = RLRunLoopGetCurrent();
-    RLSetSlowCalloutHandler(record, &s);
-    assert_true(RLRunLoopSetSlowCalloutThreshold(rl, THRESHOLD));
+    RLRunLoopRef rl = watch_this_loop(&s);
     char name[64];
     snprintf(name, sizeof name, "health.port.%d", (int)getpid());
     RLMessagePortRef local = RLMessagePortCreateLocal(NULL, name, health_slow_port, NULL, NULL);
@@ -279,9 +284,7 @@ NAMED void health_slow_signal(RLSignalSourceRef src, int signum, RLIndex count, 
 static void socket_and_signal_named(void **state) {
     (void)state;
     seen s = {0};
-    RLRunLoopRef rl = RLRunLoopGetCurrent();
-    RLSetSlowCalloutHandler(record, &s);
-    assert_true(RLRunLoopSetSlowCalloutThreshold(rl, THRESHOLD));
+    RLRunLoopRef rl = watch_this_loop(&s);
     int sv[2];
     assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
     RLSocketContext sc = {0};
@@ -318,9 +321,7 @@ static void socket_and_signal_named(void **state) {
 static void perform_named(void **state) {
     (void)state;
     seen s = {0};
-    RLRunLoopRef rl = RLRunLoopGetCurrent();
-    RLSetSlowCalloutHandler(record, &s);
-    assert_true(RLRunLoopSetSlowCalloutThreshold(rl, THRESHOLD));
+    RLRunLoopRef rl = watch_this_loop(&s);
     int fast = 0;
     assert_true(RLRunLoopPerformFunction(rl, "health.perform", count_up, &fast));
     assert_true(RLRunLoopPerformFunction(rl, "health.perform", health_slow_perform, NULL));
