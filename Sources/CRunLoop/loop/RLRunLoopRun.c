@@ -47,23 +47,30 @@ static inline rl__perform_mode perform_mode(const rl__mode *m) {
     return (rl__perform_mode){m->name, m->common, m->is_default};
 }
 
-static bool do_blocks(RLRunLoopRef rl, rl__mode *m) {
-    uint32_t n = 0;
-    if (rl__perform_maybe_pending(&rl->pq)) {
-        rl__perform_mode pm = perform_mode(m);
-        if (RL__LIKELY((atomic_load_explicit(&rl__health_on, memory_order_relaxed) | RL__PROBE_ON(callout_start) |
-                        RL__PROBE_ON(callout_end)) == 0)) {
-            n = rl__perform_run(&rl->pq, &pm);
-        } else {
-            perform_timing_ctx c = {rl, m->name};
-            rl__perform_timing t = {perform_timed, &c};
-            n = rl__perform_run_timed(&rl->pq, &pm, &t);
-        }
+/* The perform requests for m that are queued: run, counted (do_blocks). */
+static bool run_blocks(RLRunLoopRef rl, rl__mode *m) {
+    rl__perform_mode pm = perform_mode(m);
+    uint32_t n;
+    if (RL__LIKELY((atomic_load_explicit(&rl__health_on, memory_order_relaxed) | RL__PROBE_ON(callout_start) |
+                    RL__PROBE_ON(callout_end)) == 0)) {
+        n = rl__perform_run(&rl->pq, &pm);
+    } else {
+        perform_timing_ctx c = {rl, m->name};
+        rl__perform_timing t = {perform_timed, &c};
+        n = rl__perform_run_timed(&rl->pq, &pm, &t);
     }
     if (n)
         rl__stats_callouts(rl, kRLCalloutPerform, n);
     rl->pass_ran += n;
     return n > 0;
+}
+
+/* Three times a pass, and most passes have no request: the look is inline,
+ * the work out of line. */
+static inline __attribute__((always_inline)) bool do_blocks(RLRunLoopRef rl, rl__mode *m) {
+    if (RL__LIKELY(!rl__perform_maybe_pending(&rl->pq)))
+        return false;
+    return run_blocks(rl, m);
 }
 
 int rl__loop_poll_fd_for_tests(RLRunLoopRef rl) { return rl->kern.epfd; }
@@ -243,22 +250,33 @@ static int cmp_timer_memb(const void *x, const void *y) {
     return rl__timer_stamp_before(a, b) ? -1 : rl__timer_stamp_before(b, a);
 }
 
-static void fire_timer(RLRunLoopRef rl, rl__mode *m, struct RLRunLoopTimer *t) {
-    RLAbsoluteTime now = RLAbsoluteTimeGetCurrent();
-    rl__loop_lock(rl);
-    /* Only at home in rl is its state under rl's lock (a callout may have
-     * moved it meanwhile); m is a mode of rl: a membership in m means t is
-     * in rl. */
-    bool go = rl__home_get(t, RL_KIND_TIMER) == rl && t->valid && !t->firing && t->fire_date <= now &&
-              rl__memb_in_mode(t, RL_KIND_TIMER, m);
-    if (go) {
-        t->firing = true;
-        t->moved_in_fire = false;
-        t->ctx_pinned = t->ctx.retain != NULL;
+/* Whether t fires now (`now` read after the wait), under rl's lock: only
+ * at home in rl is its state under rl's lock (a callout may have moved it
+ * meanwhile); m is a mode of rl, so a membership in m means t is in rl.
+ * When it fires it is marked firing. */
+static inline bool timer_claim_locked(RLRunLoopRef rl, rl__mode *m, struct RLRunLoopTimer *t, RLAbsoluteTime now) {
+    if (!(rl__home_get(t, RL_KIND_TIMER) == rl && t->valid && !t->firing && t->fire_date <= now &&
+          rl__memb_in_mode(t, RL_KIND_TIMER, m)))
+        return false;
+    t->firing = true;
+    t->moved_in_fire = false;
+    t->ctx_pinned = t->ctx.retain != NULL;
+    return true;
+}
+
+/* Fires t, claimed already (do_timers claims the first due timer under the
+ * lock it collected it under: nothing ran in between) or not. Inline: one
+ * caller, and a timer's wake-up is mostly this. */
+static inline __attribute__((always_inline)) void fire_timer(RLRunLoopRef rl, rl__mode *m, struct RLRunLoopTimer *t,
+                                                            bool claimed) {
+    if (!claimed) {
+        RLAbsoluteTime now = RLAbsoluteTimeGetCurrent();
+        rl__loop_lock(rl);
+        bool go = timer_claim_locked(rl, m, t, now);
+        rl__loop_unlock(rl);
+        if (!go)
+            return;
     }
-    rl__loop_unlock(rl);
-    if (!go)
-        return;
     /* As CF: the callout holds its own reference on info (the context's
      * retain and release around it), so it may invalidate and release its
      * own timer and still use info. The context is fixed at creation; what
@@ -314,11 +332,14 @@ static void do_timers(RLRunLoopRef rl, rl__mode *m) {
             rl__stats_timer_late(rl, late);
         RL__PROBE3(timer_fire, rl, due[i], (long long)(late * 1e9));
     }
+    /* The first is claimed under this lock: no callout ran since it was
+     * found due. The others are looked at again as their turn comes. */
+    bool first = n > 0 && timer_claim_locked(rl, m, (struct RLRunLoopTimer *)due[0], now);
     rl__loop_unlock(rl);
     for (size_t i = 0; i < n; i++) {
         struct RLRunLoopTimer *t = (struct RLRunLoopTimer *)due[i];
         if (RL__LIKELY(rl__of_this_process(rl))) /* else a callout forked: the parent fires the rest */
-            fire_timer(rl, m, t);
+            fire_timer(rl, m, t, i == 0 && first);
         rl__release_raw(t);
     }
     /* Kept for the next pass unless a nested run kept its own meanwhile,
@@ -401,8 +422,12 @@ static bool do_fds(RLRunLoopRef rl, rl__mode *m, struct epoll_event *ev, int nev
  * which kernel calls, and what the events say). Returns the number of
  * events in ev, or -1 when the kernel refused the wait (the error set:
  * the run ends). */
-static int loop_wait(RLRunLoopRef rl, rl__frame *f, bool poll, struct epoll_event *ev, int maxev) {
+static int loop_wait(RLRunLoopRef rl, rl__frame *f, bool poll, struct epoll_event *ev, int maxev, bool *fd_work) {
     rl__loop_lock(rl);
+    if (rl->tfd_expired) { /* the last wait's timerfd expiry (rl__wait) */
+        rl->tfd_expired = false;
+        rl->armed_at = INFINITY;
+    }
     rl__fd_before_wait(rl);
     if (rl->armed_mode != f->mode) {
         rl->armed_mode = f->mode;
@@ -422,7 +447,10 @@ static int loop_wait(RLRunLoopRef rl, rl__frame *f, bool poll, struct epoll_even
         poll = true;
     if (rl->nalways)
         poll = true; /* an always-ready fd is armed: served on this pass */
-    return rl__wait(rl, f, poll, ev, maxev); /* returns without the loop lock */
+    bool always = rl->nalways != 0;
+    int n = rl__wait(rl, f, poll, ev, maxev); /* returns without the loop lock */
+    *fd_work = always || rl->wait_fds;
+    return n;
 }
 
 /* A fork() from a callout leaves the child inside a run of a loop it
@@ -470,7 +498,8 @@ static RLRunLoopRunResult run_frame(RLRunLoopRef rl, rl__frame *f, bool poll_onl
             return kRLRunLoopRunFinished;
         if (!poll)
             rl__stats_sleep_begin(rl);
-        int n = loop_wait(rl, f, poll, ev, 64);
+        bool fd_work; /* fd callouts to look for: most timer wake-ups have none */
+        int n = loop_wait(rl, f, poll, ev, 64, &fd_work);
         if (!poll)
             rl__stats_sleep_end(rl);
         if (RL__UNLIKELY(n < 0))
@@ -483,7 +512,7 @@ static RLRunLoopRunResult run_frame(RLRunLoopRef rl, rl__frame *f, bool poll_onl
             return kRLRunLoopRunFinished;
         if (RL__UNLIKELY(rl->mainq_ready) && rl__mainq_serve(rl, m))
             handled = mainq_served = true;
-        if (do_fds(rl, m, ev, n, wait_no, stop_after_handle && !handled))
+        if (fd_work && do_fds(rl, m, ev, n, wait_no, stop_after_handle && !handled))
             handled = true;
         if (left_by_fork(rl))
             return kRLRunLoopRunFinished;
@@ -501,9 +530,11 @@ static RLRunLoopRunResult run_frame(RLRunLoopRef rl, rl__frame *f, bool poll_onl
         rl__loop_unlock(rl);
         if (stopped)
             return kRLRunLoopRunStopped;
-        rl__perform_mode pm = perform_mode(m);
-        if (empty && !rl__perform_has_for(&rl->pq, &pm))
-            return kRLRunLoopRunFinished;
+        if (empty) {
+            rl__perform_mode pm = perform_mode(m);
+            if (!rl__perform_has_for(&rl->pq, &pm))
+                return kRLRunLoopRunFinished;
+        }
     }
 }
 

@@ -248,6 +248,7 @@ static inline int rl__wait(RLRunLoopRef rl, rl__frame *f, bool poll, struct epol
         timeout = rl__timeout_until(rl, at, at - now);
     } else if (rl__poll_needs_no_syscall(rl)) {
         rl__loop_unlock(rl);
+        rl->wait_fds = false;
         rl__flag_set(&rl->ignore_wakeups, 1);
         rl__flag_set(&rl->wake_pending, 0);
         return 0;
@@ -256,6 +257,7 @@ static inline int rl__wait(RLRunLoopRef rl, rl__frame *f, bool poll, struct epol
      * nothing to ask the kernel needs no system call. */
     if (atomic_load(&rl->wake_pending) && rl__poll_needs_no_syscall(rl)) {
         rl__loop_unlock(rl);
+        rl->wait_fds = false;
         rl__flag_set(&rl->ignore_wakeups, 1);
         rl__flag_set(&rl->wake_pending, 0);
         if (learn_from)
@@ -282,14 +284,17 @@ static inline int rl__wait(RLRunLoopRef rl, rl__frame *f, bool poll, struct epol
             woken = true; /* edge-triggered: nothing to read back */
         } else if (rl__ev_fd(&ev[i]) == rl->kern.tfd) {
             /* Edge-triggered: nothing to read back (a system call less
-             * between the wake-up and the timer's callout). */
-            rl__loop_lock(rl);
-            rl->armed_at = INFINITY;
-            rl__loop_unlock(rl);
+             * between the wake-up and the timer's callout). Disarmed: the
+             * next wait notes it under the lock it takes anyway
+             * (loop_wait, RLRunLoopRun.c); till then a timer added elsewhere for
+             * later than the expiry does not arm it, and need not: this
+             * loop is awake and arms for it before it sleeps. */
+            rl->tfd_expired = true;
         } else if (rl__ev_fd(&ev[i]) == rl->mainq_fd) {
             rl->mainq_ready = true; /* the pass serves it after the timers */
         }
     }
+    rl->wait_fds = user_fds;
     if (user_fds) {
         rl__loop_lock(rl);
         rl__fd_note_events(rl, ev, n); /* the fd table's, for the pass's callouts */

@@ -418,6 +418,10 @@ struct RLRunLoop {
     rl__frame *frame;
     rl__mode *armed_mode; /* the mode whose fds are in the epoll set */
     double armed_at;     /* monotonic time the timerfd is armed for; INFINITY: disarmed; NaN: unknown (arming failed) */
+    /* The last wait reported the timerfd's expiry, not noted in armed_at
+     * yet (the next wait does, under the loop lock); whether it reported user fds (their events
+     * are in the fd table). The loop's thread only. */
+    bool tfd_expired, wait_fds;
 
     rl__fdreg *fdtab;
     size_t nfdtab;
