@@ -309,12 +309,9 @@ static inline __attribute__((always_inline)) void fire_timer(RLRunLoopRef rl, rl
     rl__defer_run(&d);
 }
 
-static void do_timers(RLRunLoopRef rl, rl__mode *m) {
-    rl__loop_lock(rl);
-    if (rl__tset_count(&m->timers) == 0) {
-        rl__loop_unlock(rl); /* no clock read for a mode without timers */
-        return;
-    }
+/* The timers of m that are due now, fired in order; called with the loop
+ * lock held (do_timers), which it drops before the callouts. */
+static void fire_due_timers(RLRunLoopRef rl, rl__mode *m) {
     rl__memb **due = rl->due;
     size_t n = 0, cap = rl->capdue;
     rl->due = NULL;
@@ -350,6 +347,17 @@ static void do_timers(RLRunLoopRef rl, rl__mode *m) {
     } else {
         free(due);
     }
+}
+
+/* Every pass, and most have no timer in their mode (an fd's wake-up): the
+ * look is inline, the work out of line. */
+static inline __attribute__((always_inline)) void do_timers(RLRunLoopRef rl, rl__mode *m) {
+    rl__loop_lock(rl);
+    if (rl__tset_count(&m->timers) == 0) {
+        rl__loop_unlock(rl); /* no clock read for a mode without timers */
+        return;
+    }
+    fire_due_timers(rl, m);
 }
 
 /* The callouts of the fds the wait numbered wait_no reported. */

@@ -26,7 +26,7 @@ static inline void rl__count(_Atomic uint64_t *c, uint64_t n) {
 /* The wake-up cause a first callout of each kind after a sleep stands for. */
 RL__HIDDEN extern const uint8_t rl__wake_cause_of[kRLCalloutKindCount];
 /* The first callout after a sleep: what woke the loop. */
-static inline void rl__stats_woken_by(RLRunLoopRef rl, RLCalloutKind kind) {
+static inline __attribute__((always_inline)) void rl__stats_woken_by(RLRunLoopRef rl, RLCalloutKind kind) {
     int cause = rl__wake_cause_of[kind];
     rl__count(&rl->counters.wakeups[cause], 1);
     rl->woke = false;
@@ -41,7 +41,7 @@ static inline void rl__stats_settle_wake(RLRunLoopRef rl) {
     }
 }
 /* n callouts of `kind` made (the loop's thread). */
-static inline void rl__stats_callouts(RLRunLoopRef rl, RLCalloutKind kind, uint64_t n) {
+static inline __attribute__((always_inline)) void rl__stats_callouts(RLRunLoopRef rl, RLCalloutKind kind, uint64_t n) {
     rl__count(&rl->counters.callouts[kind], n);
     if (RL__UNLIKELY(rl->woke) && kind != kRLCalloutObserver)
         rl__stats_woken_by(rl, kind);
