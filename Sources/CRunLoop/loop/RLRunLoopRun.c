@@ -82,7 +82,20 @@ int rl__loop_poll_fd_for_tests(RLRunLoopRef rl) { return rl->kern.epfd; }
  * dispatch queue is a source of every common mode (rl_mainqueue.h). The
  * loop lock held. */
 static bool mode_has_no_items(RLRunLoopRef rl, rl__mode *m) {
-    return m->nsources == 0 && rl__tset_count(&m->timers) == 0 && !rl__mainq_in_mode(rl, m);
+    return atomic_load_explicit(&m->nitems, memory_order_relaxed) == 0 && !rl__mainq_in_mode(rl, m);
+}
+
+/* mode_has_no_items at a pass's end, on the loop's thread: the count
+ * without the lock; the main queue's part (the main loop only) under it. */
+static inline bool mode_looks_empty(RLRunLoopRef rl, rl__mode *m) {
+    if (atomic_load_explicit(&m->nitems, memory_order_acquire) != 0)
+        return false;
+    if (RL__LIKELY(!rl->mainq))
+        return true;
+    rl__loop_lock(rl);
+    bool empty = mode_has_no_items(rl, m);
+    rl__loop_unlock(rl);
+    return empty;
 }
 
 static bool mode_is_empty(RLRunLoopRef rl, rl__mode *m) {
@@ -352,11 +365,12 @@ static void fire_due_timers(RLRunLoopRef rl, rl__mode *m) {
 /* Every pass, and most have no timer in their mode (an fd's wake-up): the
  * look is inline, the work out of line. */
 static inline __attribute__((always_inline)) void do_timers(RLRunLoopRef rl, rl__mode *m) {
-    rl__loop_lock(rl);
-    if (rl__tset_count(&m->timers) == 0) {
-        rl__loop_unlock(rl); /* no clock read for a mode without timers */
+    /* Without the lock (rl__mode.ntimers): a timer added on this thread is
+     * counted; one another thread adds now wakes the loop for the next
+     * pass. No lock and no clock read for a mode without timers. */
+    if (atomic_load_explicit(&m->ntimers, memory_order_acquire) == 0)
         return;
-    }
+    rl__loop_lock(rl);
     fire_due_timers(rl, m);
 }
 
@@ -531,14 +545,12 @@ static RLRunLoopRunResult run_frame(RLRunLoopRef rl, rl__frame *f, bool poll_onl
             return kRLRunLoopRunHandledSource;
         if (poll_only || rl__mono_now() >= f->deadline)
             return kRLRunLoopRunTimedOut;
-        rl__loop_lock(rl);
-        bool stopped = f->stopped;
-        f->stopped = false;
-        bool empty = mode_has_no_items(rl, m); /* the same look as mode_is_empty, under this one lock */
-        rl__loop_unlock(rl);
-        if (stopped)
+        /* Neither look takes the lock: what they read is written under
+         * it (RLRunLoopStop, the mode's counts) and a change that misses
+         * this pass is seen by the next, as one made just after it. */
+        if (atomic_load_explicit(&f->stopped, memory_order_acquire))
             return kRLRunLoopRunStopped;
-        if (empty) {
+        if (mode_looks_empty(rl, m)) {
             rl__perform_mode pm = perform_mode(m);
             if (!rl__perform_has_for(&rl->pq, &pm))
                 return kRLRunLoopRunFinished;
@@ -602,10 +614,7 @@ static RLRunLoopRunResult run_in_mode(RLRunLoopRef rl, const char *mode, RLTimeI
     do_observers(rl, m, kRLRunLoopEntry);
     /* As CF: a stop requested by an Entry observer ends the run before its
      * first pass. */
-    rl__loop_lock(rl);
-    bool stopped = f.stopped;
-    f.stopped = false;
-    rl__loop_unlock(rl);
+    bool stopped = atomic_load_explicit(&f.stopped, memory_order_acquire);
     st.result = stopped ? kRLRunLoopRunStopped : run_frame(rl, &f, poll_only, stop_after_handle);
     if (rl__of_this_process(rl)) /* else a fork() child left the parent's run */
         do_observers(rl, m, kRLRunLoopExit);

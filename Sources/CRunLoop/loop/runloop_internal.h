@@ -133,6 +133,11 @@ struct rl__mode {
     struct rl_membq observers; /* sorted by order */
     size_t nobservers;
     _Atomic RLOptionFlags observer_mask; /* read without the lock on the fast path */
+    /* How many sources and timers are in the mode, and of those timers:
+     * written under the loop lock (RLRunLoopMembership.c), read by the
+     * loop's thread without it, so that a pass asks "any timer?" and "is
+     * the mode empty?" without taking the lock (RLRunLoopRun.c). */
+    _Atomic uint32_t nitems, ntimers;
     rl__timerset timers;
 };
 
@@ -297,7 +302,7 @@ struct RLFileDescriptor {
 /* One activation of RunInMode, innermost first. */
 typedef struct rl__frame {
     rl__mode *mode;
-    bool stopped;
+    _Atomic bool stopped; /* set under the loop lock (RLRunLoopStop); the pass's end reads it without */
     double deadline; /* monotonic seconds; INFINITY for none */
     struct rl__frame *outer;
 } rl__frame;
