@@ -62,7 +62,7 @@ static pthread_mutex_t sig_lock = PTHREAD_MUTEX_INITIALIZER;
 static sig_slot sig_slots[_NSIG];
 
 static void sig_lock_take(void) {
-    if (RL__UNLIKELY(rl__lockdep_enabled()))
+    if (RL__UNLIKELY(rl__lockclass_on()))
         rl__lockclass_take(RL_LOCKCLASS_SIGNAL, __builtin_return_address(0));
     int e = pthread_mutex_lock(&sig_lock);
     if (e)
@@ -71,7 +71,7 @@ static void sig_lock_take(void) {
 
 static void sig_lock_drop(void) {
     (void)pthread_mutex_unlock(&sig_lock);
-    if (RL__UNLIKELY(rl__lockdep_enabled()))
+    if (RL__UNLIKELY(rl__lockclass_on()))
         rl__lockclass_drop(RL_LOCKCLASS_SIGNAL);
 }
 

@@ -112,7 +112,7 @@ struct RLSocket {
 /* Reports to the lock-order detector as one class for every socket
  * (docs/locking.md: before the loop and item locks). */
 static inline void sock_lock(struct RLSocket *s) {
-    if (RL__UNLIKELY(rl__lockdep_enabled()))
+    if (RL__UNLIKELY(rl__lockclass_on()))
         rl__lockclass_take(RL_LOCKCLASS_SOCKET, __builtin_return_address(0));
     if (!rl__mutex_trylock(&s->lock))
         (void)rl__mutex_lock_slow(&s->lock, NULL);
@@ -120,7 +120,7 @@ static inline void sock_lock(struct RLSocket *s) {
 
 static inline void sock_unlock(struct RLSocket *s) {
     rl__mutex_unlock(&s->lock);
-    if (RL__UNLIKELY(rl__lockdep_enabled()))
+    if (RL__UNLIKELY(rl__lockclass_on()))
         rl__lockclass_drop(RL_LOCKCLASS_SOCKET);
 }
 

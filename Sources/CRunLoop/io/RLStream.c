@@ -41,14 +41,14 @@ rl__stream *rl__stream_check(const void *ref, bool is_read, const char *fn) {
 }
 
 void rl__stream_lock(rl__stream *s) {
-    if (RL__UNLIKELY(rl__lockdep_enabled()))
+    if (RL__UNLIKELY(rl__lockclass_on()))
         rl__lockclass_take(RL_LOCKCLASS_STREAM, __builtin_return_address(0));
     pthread_mutex_lock(&s->lock);
 }
 
 void rl__stream_unlock(rl__stream *s) {
     pthread_mutex_unlock(&s->lock);
-    if (RL__UNLIKELY(rl__lockdep_enabled()))
+    if (RL__UNLIKELY(rl__lockclass_on()))
         rl__lockclass_drop(RL_LOCKCLASS_STREAM);
 }
 

@@ -31,14 +31,14 @@ typedef struct pair_end {
 static ring *ring_of(rl__stream *s) { return ((pair_end *)s->state)->ring; }
 
 static void ring_lock(ring *p) {
-    if (RL__UNLIKELY(rl__lockdep_enabled()))
+    if (RL__UNLIKELY(rl__lockclass_on()))
         rl__lockclass_take(RL_LOCKCLASS_STREAM_PAIR, __builtin_return_address(0));
     pthread_mutex_lock(&p->lock);
 }
 
 static void ring_unlock(ring *p) {
     pthread_mutex_unlock(&p->lock);
-    if (RL__UNLIKELY(rl__lockdep_enabled()))
+    if (RL__UNLIKELY(rl__lockclass_on()))
         rl__lockclass_drop(RL_LOCKCLASS_STREAM_PAIR);
 }
 

@@ -67,14 +67,14 @@ typedef struct sock_end {
 static conn *conn_of(rl__stream *s) { return ((sock_end *)s->state)->c; }
 
 static void conn_lock(conn *c) {
-    if (RL__UNLIKELY(rl__lockdep_enabled()))
+    if (RL__UNLIKELY(rl__lockclass_on()))
         rl__lockclass_take(RL_LOCKCLASS_STREAM_SOCKET, __builtin_return_address(0));
     pthread_mutex_lock(&c->lock);
 }
 
 static void conn_unlock(conn *c) {
     pthread_mutex_unlock(&c->lock);
-    if (RL__UNLIKELY(rl__lockdep_enabled()))
+    if (RL__UNLIKELY(rl__lockclass_on()))
         rl__lockclass_drop(RL_LOCKCLASS_STREAM_SOCKET);
 }
 

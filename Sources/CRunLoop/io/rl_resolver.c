@@ -20,14 +20,14 @@ static rl__lookup *queue_head, **queue_tail = &queue_head;
 static pid_t resolver_pid; /* the process whose resolver thread runs */
 
 static void resolver_lock_take(void) {
-    if (RL__UNLIKELY(rl__lockdep_enabled()))
+    if (RL__UNLIKELY(rl__lockclass_on()))
         rl__lockclass_take(RL_LOCKCLASS_RESOLVER, __builtin_return_address(0));
     pthread_mutex_lock(&resolver_lock);
 }
 
 static void resolver_lock_drop(void) {
     pthread_mutex_unlock(&resolver_lock);
-    if (RL__UNLIKELY(rl__lockdep_enabled()))
+    if (RL__UNLIKELY(rl__lockclass_on()))
         rl__lockclass_drop(RL_LOCKCLASS_RESOLVER);
 }
 

@@ -26,7 +26,7 @@
  * stores at a time. */
 RL__HIDDEN void rl__olock_lock_slow(rl__olock *l);
 __attribute__((always_inline)) static inline void rl__olock_lock(rl__olock *l) {
-    if (RL__UNLIKELY(rl__lockdep_enabled()))
+    if (RL__UNLIKELY(rl__lockclass_on()))
         rl__lockclass_take(RL_LOCKCLASS_ITEM, __builtin_return_address(0));
     uint32_t expected = 0;
     if (RL__UNLIKELY(!atomic_compare_exchange_strong_explicit(&l->word, &expected, 1, memory_order_acquire,
@@ -36,7 +36,7 @@ __attribute__((always_inline)) static inline void rl__olock_lock(rl__olock *l) {
 __attribute__((always_inline)) static inline void rl__olock_unlock(rl__olock *l) {
     if (RL__UNLIKELY(atomic_exchange_explicit(&l->word, 0, memory_order_release) == 2))
         rl__futex_wake(&l->word, 1);
-    if (RL__UNLIKELY(rl__lockdep_enabled()))
+    if (RL__UNLIKELY(rl__lockclass_on()))
         rl__lockclass_drop(RL_LOCKCLASS_ITEM);
 }
 
@@ -45,7 +45,7 @@ __attribute__((always_inline)) static inline void rl__olock_unlock(rl__olock *l)
 /* Inline: every add and remove takes it once, and a call into libc's mutex
  * was a measurable part of a 10 ns timer add. */
 __attribute__((always_inline)) static inline void rl__loop_lock(RLRunLoopRef rl) {
-    if (RL__UNLIKELY(rl__lockdep_enabled()))
+    if (RL__UNLIKELY(rl__lockclass_on()))
         rl__lockclass_take(RL_LOCKCLASS_LOOP, __builtin_return_address(0));
     if (RL__UNLIKELY(!rl__mutex_trylock(&rl->lock)))
         rl__mutex_lock_slow(&rl->lock, NULL);
@@ -53,7 +53,7 @@ __attribute__((always_inline)) static inline void rl__loop_lock(RLRunLoopRef rl)
 
 __attribute__((always_inline)) static inline void rl__loop_unlock(RLRunLoopRef rl) {
     rl__mutex_unlock(&rl->lock);
-    if (RL__UNLIKELY(rl__lockdep_enabled()))
+    if (RL__UNLIKELY(rl__lockclass_on()))
         rl__lockclass_drop(RL_LOCKCLASS_LOOP);
 }
 
@@ -62,7 +62,7 @@ __attribute__((always_inline)) static inline void rl__loop_unlock(RLRunLoopRef r
 static inline bool rl__loop_trylock(RLRunLoopRef rl) {
     if (!rl__mutex_trylock(&rl->lock))
         return false;
-    if (RL__UNLIKELY(rl__lockdep_enabled()))
+    if (RL__UNLIKELY(rl__lockclass_on()))
         rl__lockclass_took(RL_LOCKCLASS_LOOP, __builtin_return_address(0));
     return true;
 }

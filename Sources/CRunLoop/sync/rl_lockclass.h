@@ -10,6 +10,7 @@
 #define CRUNLOOP_RL_LOCKCLASS_H
 
 #include "internal.h"
+#include "RLLockDebugInternal.h"
 
 /* In the documented order, earliest first, except where a comment says
  * otherwise; a lock may be taken while holding one of an earlier class. */
@@ -25,7 +26,20 @@ typedef enum rl__lockclass {
     RL_LOCKCLASS_COUNT
 } rl__lockclass;
 
-/* Call only when rl__lockdep_enabled(). Before blocking on a lock of class
+/* Whether the library's own locks report to the detector now: only in a
+ * build made with RL_LOCKCLASS=1 (`make check-lockdep`'s), and there while
+ * the detector is on. Two instructions on every lock and unlock of a loop,
+ * item, socket or stream cost more than a tenth of a timer's or an fd's
+ * wake-up; the orders they check are the library's, not the program's
+ * (no user code runs under these locks), so the library's own CI checks
+ * them and a program's build need not. The program's RL locks report in
+ * every build (RLLockDebug.h). */
+#ifndef RL_LOCKCLASS
+#define RL_LOCKCLASS 0
+#endif
+static inline bool rl__lockclass_on(void) { return RL_LOCKCLASS && rl__lockdep_enabled(); }
+
+/* Call only when rl__lockclass_on(). Before blocking on a lock of class
  * c: records the order edges from what the thread holds, reports an
  * inversion (or a second lock of a class taken under the first). */
 RL__HIDDEN void rl__lockclass_take(rl__lockclass c, const void *where);
