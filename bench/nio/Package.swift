@@ -2,7 +2,8 @@
 // The Swift run-loop benchmark against swift-nio's EventLoop and Foundation,
 // in its own package so that the library itself depends on nothing:
 //   cd bench/nio && swift run -c release swiftthreads-nio-bench
-// or `make bench-nio` from the top of the tree.
+// and its memory rows (swiftthreads-memory-bench), or `make bench-nio` and
+// `make bench-memory-swift` from the top of the tree.
 import PackageDescription
 
 // A path dependency is known by its folder's name: the clone's top folder
@@ -26,6 +27,17 @@ let package = Package(
             // A benchmark sharing plain counters and semaphores between its
             // own threads: Swift 5 mode keeps it free of Sendable ceremony.
             swiftSettings: [.swiftLanguageMode(.v5)]
+        ),
+        // The memory rows (RSS per timer, loop thread, idle connection):
+        // Swift 6 language mode, strict concurrency.
+        .executableTarget(
+            name: "swiftthreads-memory-bench",
+            dependencies: [
+                .product(name: "SwiftThreads", package: root),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            swiftSettings: [.swiftLanguageMode(.v6)]
         ),
     ]
 )
