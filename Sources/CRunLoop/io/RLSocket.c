@@ -8,6 +8,7 @@
 #include "RLLockInternal.h"
 #include "RLSocketInternal.h"
 #include "rl_fdobj.h"
+#include "rl_pool.h"
 #include "rl_lockclass.h"
 #include "RLLockDebugInternal.h"
 #include "rl_waitpolicy.h"
@@ -22,6 +23,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <math.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -72,17 +74,29 @@ _Atomic size_t rl__socket_read_chunk = RL_SOCKET_READ_CHUNK;
  * rests this long, then tries again. */
 #define RL_SOCKET_ACCEPT_RETRY 0.1
 
+/* A peer address of up to this many bytes (an IPv4 or IPv6 one) is kept in
+ * the socket itself; a longer one (a named Unix socket's) in an RLData. */
+typedef union sock_peer_sa {
+    struct sockaddr sa;
+    struct sockaddr_in in;
+    struct sockaddr_in6 in6;
+} sock_peer_sa;
+/* s->peer_len when the peer address is in s->peer. */
+#define RL_SOCKET_PEER_IN_DATA 0xFFu
+
+/* 192 bytes, one pool class (RLSocket.c checks it): an idle connection is
+ * this, its fd object (128) and its run-loop source and membership. */
 struct RLSocket {
     rl__object base;
     rl__mutex lock; /* guards everything below that can change */
     int fd;
-    int sock_type; /* SOCK_STREAM, SOCK_DGRAM, ... */
-    RLOptionFlags types; /* the callback types it was made with */
+    uint8_t sock_type; /* SOCK_STREAM, SOCK_DGRAM, ... */
+    uint8_t types; /* the callback types it was made with (RL_SOCKET_TYPES) */
+    uint8_t flags; /* RL_SOCKET_FLAGS */
+    uint8_t disabled; /* callback types muted by the user or by a delivery */
     RLSocketCallBack callout;
     RLSocketContext ctx;
     RLFileDescriptorRef fdobj; /* watches fd; its info holds a reference on us until invalidated */
-    RLOptionFlags flags;
-    RLOptionFlags disabled; /* callback types muted by the user or by a delivery */
     /* Valid until invalidated; the fd closed (kRLSocketCloseOnInvalidate)
      * and the context's info released then, once, after the callouts
      * that still read the fd or were handed the info (rl_fdobj.h: a
@@ -100,14 +114,20 @@ struct RLSocket {
     /* What the fd object was last told its owner enables again after each
      * callout (rl__fd_set_kept): the read type, while it is wanted and
      * auto-re-enabled. */
-    RLOptionFlags kept;
-    /* A connected stream's peer address, looked up once for its Data
-     * callbacks (a stream's peer never changes); NULL until then. */
-    RLDataRef peer;
+    uint8_t kept;
+    /* A connected stream's peer address, for its Data callbacks (a
+     * stream's peer never changes): looked up once (at creation, or on
+     * first use), then never changed. 0: not yet; RL_SOCKET_PEER_IN_DATA:
+     * in `peer`; else the length of the address in peer_sa. Written once
+     * under the lock (release), read without it (acquire). */
+    _Atomic uint8_t peer_len;
+    RLDataRef peer; /* a peer address longer than peer_sa, else NULL */
     /* Set while the listener rests after accept ran out of descriptors:
      * the one-shot timer (in the loop and mode that saw it) that wakes it. */
     RLRunLoopTimerRef accept_retry;
+    sock_peer_sa peer_sa;
 };
+_Static_assert(sizeof(struct RLSocket) <= 192, "RLSocket outgrew its pool class");
 
 /* Reports to the lock-order detector as one class for every socket
  * (docs/locking.md: before the loop and item locks). */
@@ -142,8 +162,8 @@ static char *sock_describe(const void *obj) {
     RLOptionFlags disabled = s->disabled, flags = s->flags;
     sock_unlock(s);
     char *out = NULL;
-    if (asprintf(&out, "<RLSocket %p fd %d types 0x%lx disabled 0x%lx flags 0x%lx%s>", obj, s->fd, s->types,
-                 disabled, flags, valid ? "" : " invalid") < 0)
+    if (asprintf(&out, "<RLSocket %p fd %d types 0x%lx disabled 0x%lx flags 0x%lx%s>", obj, s->fd,
+                 (RLOptionFlags)s->types, disabled, flags, valid ? "" : " invalid") < 0)
         out = NULL;
     return out;
 }
@@ -220,31 +240,6 @@ static void sock_delivered_locked(struct RLSocket *s, RLOptionFlags type) {
 
 static void free_owner(void *p) { free(p); }
 
-/* A connected stream's peer address, looked up on first use and kept in
- * s->peer until s goes: borrowed, valid while the caller (a callout, which
- * holds a reference on s) runs. NULL: unknown. */
-static RLDataRef sock_peer_address(struct RLSocket *s) {
-    /* Set once (under the lock, released below), never changed after: no
-     * lock to read it. */
-    RLDataRef peer = __atomic_load_n(&s->peer, __ATOMIC_ACQUIRE);
-    if (peer)
-        return peer;
-    struct sockaddr_storage ss;
-    socklen_t len = sizeof ss;
-    if (getpeername(s->fd, (struct sockaddr *)&ss, &len) != 0)
-        return NULL;
-    RLDataRef found = sockaddr_data(&ss, len);
-    if (!found)
-        return NULL;
-    sock_lock(s);
-    if (!s->peer) /* another loop's thread may have been first */
-        __atomic_store_n(&s->peer, RLRetain(found), __ATOMIC_RELEASE);
-    peer = s->peer;
-    sock_unlock(s);
-    RLRelease(found);
-    return peer;
-}
-
 /* The thread's read buffer (RL_SOCKET_READ_CHUNK bytes): a stream chunk
  * is read into it, so that a short read, the common case (a request, a
  * line, an echo), costs one RLData with the bytes inside it instead of a
@@ -271,6 +266,7 @@ static RLDataRef sock_peer_address(struct RLSocket *s) {
 typedef struct sock_thread {
     uint8_t *read_buf;
     RLDataRef spare;
+    RLDataRef peer; /* for the Data callbacks' addresses (sock_peer_address), room for a sock_peer_sa */
     RLDataRef reusable;
     size_t reusable_cap; /* the bytes `reusable` can hold */
 } sock_thread;
@@ -287,6 +283,8 @@ static void sock_thread_free(void *p) {
         RLRelease(t->spare);
     if (t->reusable)
         RLRelease(t->reusable);
+    if (t->peer)
+        RLRelease(t->peer);
     free(t);
 }
 
@@ -374,6 +372,87 @@ static void sock_short_data_done(RLDataRef d, size_t cap) {
         return;
     }
     RLRelease(d);
+}
+
+/* Keeps a connected stream's peer address (len bytes), once: in the
+ * socket if it fits, else in an RLData (out of memory: not kept, looked up
+ * again next time). Lock held, or s not seen by anyone yet. */
+static void sock_keep_peer_locked(struct RLSocket *s, const struct sockaddr_storage *ss, socklen_t len) {
+    if (len == 0 || atomic_load_explicit(&s->peer_len, memory_order_relaxed) != 0)
+        return;
+    if (len <= sizeof s->peer_sa) {
+        memcpy(&s->peer_sa, ss, len);
+        atomic_store_explicit(&s->peer_len, (uint8_t)len, memory_order_release);
+        return;
+    }
+    s->peer = sockaddr_data(ss, len);
+    if (s->peer)
+        atomic_store_explicit(&s->peer_len, RL_SOCKET_PEER_IN_DATA, memory_order_release);
+}
+
+/* The address a connected stream's Data callback gets (NULL: unknown),
+ * looked up on first use if the socket's creation could not. An address
+ * kept in the socket (an IP one) goes out in the thread's RLData for it,
+ * refilled for each callback (nobody else holds it: rl__object_sole), so
+ * that a connection holds no RLData of its own; without the thread's
+ * block (no memory; PLAIN=1) in a new one each time. *lent: the caller
+ * hands the data to sock_peer_done after the callback. */
+static RLDataRef sock_peer_address(struct RLSocket *s, bool *lent) {
+    *lent = false;
+    unsigned len = atomic_load_explicit(&s->peer_len, memory_order_acquire);
+    if (RL__UNLIKELY(len == 0)) {
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof ss;
+        if (getpeername(s->fd, (struct sockaddr *)&ss, &sl) != 0)
+            return NULL;
+        if (sl > sizeof ss)
+            sl = sizeof ss;
+        sock_lock(s); /* another loop's thread may be first */
+        sock_keep_peer_locked(s, &ss, sl);
+        sock_unlock(s);
+        len = atomic_load_explicit(&s->peer_len, memory_order_acquire);
+        if (len == 0)
+            return NULL;
+    }
+    if (len == RL_SOCKET_PEER_IN_DATA)
+        return s->peer; /* borrowed: s (held by the callout) keeps it */
+    const uint8_t *bytes = (const uint8_t *)&s->peer_sa;
+    sock_thread *t = sock_thread_get();
+    RLDataRef d;
+    if (t && t->peer) {
+        d = t->peer;
+        t->peer = NULL; /* the callback's while it runs (a nested read makes another) */
+        rl__data_refill(d, bytes, len);
+    } else if (t) {
+        d = RLDataCreate(NULL, bytes, sizeof s->peer_sa); /* room for any address kept in a socket */
+        if (d)
+            rl__data_refill(d, bytes, len);
+    } else {
+        d = RLDataCreate(NULL, bytes, len);
+    }
+    *lent = d != NULL;
+    return d;
+}
+
+/* The callback is done with the address sock_peer_address lent it: the
+ * thread's again if nobody else kept it, else the reference goes. */
+static void sock_peer_done(RLDataRef d, bool lent) {
+    if (!lent)
+        return;
+    sock_thread *t = t_sock; /* NULL without the thread's block: d was made for the call */
+    if (t && !t->peer && rl__object_sole(d)) {
+        t->peer = d;
+        return;
+    }
+    RLRelease(d);
+}
+
+/* A stream's Data callback, with its peer's address. */
+static void sock_call_data(struct RLSocket *s, RLDataRef data) {
+    bool lent;
+    RLDataRef peer = sock_peer_address(s, &lent);
+    sock_call(s, kRLSocketDataCallBack, peer, data);
+    sock_peer_done(peer, lent);
 }
 
 /* The callback is done with the data a long read (or the end) went out in,
@@ -494,7 +573,7 @@ static bool sock_deliver_data(struct RLSocket *s, size_t chunk, bool *full) {
             if (!small)
                 return true; /* nothing after all, or no memory for the buffer: nothing was read */
             *full = (size_t)n == chunk;
-            sock_call(s, kRLSocketDataCallBack, sock_peer_address(s), small);
+            sock_call_data(s, small);
             sock_short_data_done(small, small_cap);
             return true;
         }
@@ -504,7 +583,7 @@ static bool sock_deliver_data(struct RLSocket *s, size_t chunk, bool *full) {
         bool ended = n <= 0; /* the end, or an error: the empty data says so */
         if (!ended)
             rl__data_adopt(data, buf, (size_t)n, buf, free_owner);
-        sock_call(s, kRLSocketDataCallBack, sock_peer_address(s), data);
+        sock_call_data(s, data);
         sock_long_data_done(s, data, lent);
         return !ended;
     }
@@ -824,7 +903,7 @@ static RLSocketRef sock_make(RLAllocatorRef allocator, int fd, RLOptionFlags typ
     socklen_t plen = sizeof peer;
     s->connected = stype != SOCK_STREAM || getpeername(fd, (struct sockaddr *)&peer, &plen) == 0;
     if (stype == SOCK_STREAM && s->connected)
-        s->peer = sockaddr_data(&peer, plen); /* kept for the Data callbacks (NULL: looked up then) */
+        sock_keep_peer_locked(s, &peer, plen); /* for the Data callbacks (not kept: looked up then) */
     rl__fdobj_init(&s->life, fd);
     s->keeps_long = true; /* until a callback shows otherwise (sock_long_data_done) */
     if (s->listening && (types & 3u) == kRLSocketAcceptCallBack) {
@@ -1135,9 +1214,9 @@ RLSocketError RLSocketSendData(RLSocketRef s, RLDataRef address, RLDataRef data,
 static bool sock_set_enabled(RLSocketRef s, RLOptionFlags types, bool on, const char *fn) {
     if (!sock_ok(s, fn))
         return false;
-    if (types & ~s->types)
+    if (types & ~(RLOptionFlags)s->types)
         return rl__fail(kRLErrorInvalidArgument, fn, "callback types 0x%lx are not among the socket's (0x%lx)",
-                        types & ~s->types, s->types);
+                        types & ~(RLOptionFlags)s->types, (RLOptionFlags)s->types);
     sock_lock(s);
     bool valid = rl__fdobj_valid(&s->life);
     if (valid) {
@@ -1246,4 +1325,24 @@ RLRunLoopSourceRef RLSocketCreateRunLoopSource(RLAllocatorRef allocator, RLSocke
     if (sock_valid_fd(s, __func__) < 0)
         return NULL;
     return RLFileDescriptorCreateRunLoopSource(allocator, s->fdobj, order);
+}
+
+/* For the tests: the bytes an object's block takes (its pool class, or
+ * what malloc gave it). */
+static size_t object_bytes(const void *obj) {
+    const rl__object *o = obj;
+    return o->pooled ? rl__pool_block_size(o) : malloc_usable_size((void *)o);
+}
+
+/* For the tests: the memory s holds as its own: its block, its fd
+ * object's and a peer address kept in an RLData. Its run-loop source and
+ * membership are the loop's (RLFileDescriptor.c, rl_fdtab.c); read
+ * buffers are the thread's. Not for a socket another thread may be
+ * using. */
+RL__HIDDEN size_t rl__socket_footprint(RLSocketRef s);
+size_t rl__socket_footprint(RLSocketRef s) {
+    size_t n = object_bytes(s) + object_bytes(s->fdobj);
+    if (atomic_load_explicit(&s->peer_len, memory_order_acquire) == RL_SOCKET_PEER_IN_DATA)
+        n += object_bytes(s->peer);
+    return n;
 }
