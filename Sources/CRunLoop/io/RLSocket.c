@@ -126,6 +126,9 @@ struct RLSocket {
      * the one-shot timer (in the loop and mode that saw it) that wakes it. */
     RLRunLoopTimerRef accept_retry;
     sock_peer_sa peer_sa;
+    /* Tells this socket from one made later at the same address: the
+     * thread's address data says whose address it holds by both. */
+    uint32_t serial;
 };
 _Static_assert(sizeof(struct RLSocket) <= 192, "RLSocket outgrew its pool class");
 
@@ -267,6 +270,8 @@ typedef struct sock_thread {
     uint8_t *read_buf;
     RLDataRef spare;
     RLDataRef peer; /* for the Data callbacks' addresses (sock_peer_address), room for a sock_peer_sa */
+    const struct RLSocket *peer_of; /* whose address `peer` holds: the socket and its serial */
+    uint32_t peer_serial;
     RLDataRef reusable;
     size_t reusable_cap; /* the bytes `reusable` can hold */
 } sock_thread;
@@ -397,23 +402,28 @@ static void sock_keep_peer_locked(struct RLSocket *s, const struct sockaddr_stor
  * that a connection holds no RLData of its own; without the thread's
  * block (no memory; PLAIN=1) in a new one each time. *lent: the caller
  * hands the data to sock_peer_done after the callback. */
-static RLDataRef sock_peer_address(struct RLSocket *s, bool *lent) {
+/* The peer address looked up (the socket's creation could not): its
+ * peer_len after, 0 if unknown. Out of line: the callbacks' path needs no
+ * room for an address on its stack. */
+static __attribute__((noinline)) unsigned sock_peer_lookup(struct RLSocket *s) {
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    if (getpeername(s->fd, (struct sockaddr *)&ss, &sl) != 0)
+        return 0;
+    if (sl > sizeof ss)
+        sl = sizeof ss;
+    sock_lock(s); /* another loop's thread may be first */
+    sock_keep_peer_locked(s, &ss, sl);
+    sock_unlock(s);
+    return atomic_load_explicit(&s->peer_len, memory_order_acquire);
+}
+
+/* sock_peer_address but for its common case. */
+static __attribute__((noinline)) RLDataRef sock_peer_address_slow(struct RLSocket *s, bool *lent) {
     *lent = false;
     unsigned len = atomic_load_explicit(&s->peer_len, memory_order_acquire);
-    if (RL__UNLIKELY(len == 0)) {
-        struct sockaddr_storage ss;
-        socklen_t sl = sizeof ss;
-        if (getpeername(s->fd, (struct sockaddr *)&ss, &sl) != 0)
-            return NULL;
-        if (sl > sizeof ss)
-            sl = sizeof ss;
-        sock_lock(s); /* another loop's thread may be first */
-        sock_keep_peer_locked(s, &ss, sl);
-        sock_unlock(s);
-        len = atomic_load_explicit(&s->peer_len, memory_order_acquire);
-        if (len == 0)
-            return NULL;
-    }
+    if (len == 0 && (len = sock_peer_lookup(s)) == 0)
+        return NULL;
     if (len == RL_SOCKET_PEER_IN_DATA)
         return s->peer; /* borrowed: s (held by the callout) keeps it */
     const uint8_t *bytes = (const uint8_t *)&s->peer_sa;
@@ -430,13 +440,30 @@ static RLDataRef sock_peer_address(struct RLSocket *s, bool *lent) {
     } else {
         d = RLDataCreate(NULL, bytes, len);
     }
+    if (t && d) {
+        t->peer_of = s;
+        t->peer_serial = s->serial;
+    }
     *lent = d != NULL;
     return d;
 }
 
+/* The common case, inline: the thread's data holds this socket's address
+ * already (the last callback was this socket's), so it goes out as it is. */
+static inline __attribute__((always_inline)) RLDataRef sock_peer_address(struct RLSocket *s, bool *lent) {
+    sock_thread *t = t_sock; /* NULL until the thread's first read (always so in PLAIN=1) */
+    RLDataRef d;
+    if (RL__LIKELY(t && (d = t->peer) && t->peer_of == s && t->peer_serial == s->serial)) {
+        t->peer = NULL; /* the callback's while it runs (a nested read makes another) */
+        *lent = true;
+        return d;
+    }
+    return sock_peer_address_slow(s, lent);
+}
+
 /* The callback is done with the address sock_peer_address lent it: the
  * thread's again if nobody else kept it, else the reference goes. */
-static void sock_peer_done(RLDataRef d, bool lent) {
+static inline __attribute__((always_inline)) void sock_peer_done(RLDataRef d, bool lent) {
     if (!lent)
         return;
     sock_thread *t = t_sock; /* NULL without the thread's block: d was made for the call */
@@ -448,7 +475,7 @@ static void sock_peer_done(RLDataRef d, bool lent) {
 }
 
 /* A stream's Data callback, with its peer's address. */
-static void sock_call_data(struct RLSocket *s, RLDataRef data) {
+static inline __attribute__((always_inline)) void sock_call_data(struct RLSocket *s, RLDataRef data) {
     bool lent;
     RLDataRef peer = sock_peer_address(s, &lent);
     sock_call(s, kRLSocketDataCallBack, peer, data);
@@ -892,8 +919,10 @@ static RLSocketRef sock_make(RLAllocatorRef allocator, int fd, RLOptionFlags typ
     if (!s)
         return NULL;
     s->fd = fd;
-    s->sock_type = stype;
-    s->types = types;
+    static _Atomic uint32_t serials;
+    s->serial = atomic_fetch_add_explicit(&serials, 1, memory_order_relaxed);
+    s->sock_type = (uint8_t)stype;
+    s->types = (uint8_t)types;
     s->callout = callout;
     /* CF's default: the socket's own read-side type re-enabled, close on
      * invalidate. */
