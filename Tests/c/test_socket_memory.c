@@ -197,6 +197,65 @@ static void test_each_callback_gets_its_own_peer(void **state) {
     }
 }
 
+/* A callback that runs the loop nested, in which another connection's
+ * callback comes: each gets its own peer's address, and the outer one's
+ * is unchanged after the nested run. */
+static conn *nest_other;
+static int nest_bad;
+static void nesting_cb(RLSocketRef s, RLSocketCallBackType type, RLDataRef address, const void *data, void *info) {
+    conn *c = info;
+    data_cb(s, type, address, data, info);
+    if (type != kRLSocketDataCallBack || !nest_other)
+        return;
+    conn *other = nest_other;
+    nest_other = NULL;
+    size_t want = other->got + 1;
+    send_all(other->client, "n", 1);
+    double end = rl_test_now() + 10;
+    while (other->got < want && rl_test_now() < end)
+        RLRunLoopRunInMode(MODE, 0.05, true);
+    if (!address || (socklen_t)RLDataGetLength(address) != c->client_len ||
+        memcmp(RLDataGetBytePtr(address), &c->client_addr, c->client_len) != 0)
+        nest_bad++;
+}
+
+static void test_nested_callbacks_get_their_own_peers(void **state) {
+    (void)state;
+    conn a = {0}, b = {0};
+    int server, client;
+    assert_true(tcp_pair(AF_INET, &server, &client));
+    a.client = client;
+    a.client_len = sizeof a.client_addr;
+    assert_int_equal(getsockname(client, (struct sockaddr *)&a.client_addr, &a.client_len), 0);
+    RLSocketContext ctx = {0, &a, NULL, NULL, NULL};
+    a.s = RLSocketCreateWithNative(NULL, server, kRLSocketDataCallBack, nesting_cb, &ctx);
+    assert_non_null(a.s);
+    RLRunLoopSourceRef src = RLSocketCreateRunLoopSource(NULL, a.s, 0);
+    assert_true(RLRunLoopAddSource(RLRunLoopGetCurrent(), src, MODE));
+    RLRelease(src);
+    assert_true(tcp_pair(AF_INET, &server, &client));
+    conn_make(&b, server, client);
+    /* b's callback first, so that the thread's address data is b's. */
+    send_all(b.client, "b", 1);
+    run_until_got(&b, 1);
+    nest_other = &b;
+    nest_bad = 0;
+    send_all(a.client, "a", 1);
+    run_until_got(&a, 1);
+    assert_int_equal(b.got, 2);
+    assert_int_equal(nest_bad, 0);
+    assert_int_equal(a.bad_address, 0);
+    assert_int_equal(b.bad_address, 0);
+    /* And again, both in turn, after it. */
+    send_all(a.client, "a", 1);
+    run_until_got(&a, 2);
+    send_all(b.client, "b", 1);
+    run_until_got(&b, 3);
+    assert_int_equal(a.bad_address + b.bad_address, 0);
+    conn_done(&a);
+    conn_done(&b);
+}
+
 /* A peer address longer than a socket keeps in itself (a Unix socket
  * bound to a long path) comes in full, kept in an RLData. */
 static void test_long_peer_address(void **state) {
@@ -299,6 +358,7 @@ int main(void) {
         cmocka_unit_test(test_idle_ipv4_connection_holds_its_two_blocks),
         cmocka_unit_test(test_idle_ipv6_connection_holds_its_two_blocks),
         cmocka_unit_test(test_each_callback_gets_its_own_peer),
+        cmocka_unit_test(test_nested_callbacks_get_their_own_peers),
         cmocka_unit_test(test_long_peer_address),
         cmocka_unit_test(test_fd_table_holds_no_block_for_one_source),
     };

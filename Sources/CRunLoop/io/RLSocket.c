@@ -270,7 +270,9 @@ typedef struct sock_thread {
     uint8_t *read_buf;
     RLDataRef spare;
     RLDataRef peer; /* for the Data callbacks' addresses (sock_peer_address), room for a sock_peer_sa */
-    const struct RLSocket *peer_of; /* whose address `peer` holds: the socket and its serial */
+    /* Whose address `peer` holds, with its serial; NULL while `peer` is
+     * lent to a callback (or there is none). */
+    const struct RLSocket *peer_of;
     uint32_t peer_serial;
     RLDataRef reusable;
     size_t reusable_cap; /* the bytes `reusable` can hold */
@@ -395,13 +397,6 @@ static void sock_keep_peer_locked(struct RLSocket *s, const struct sockaddr_stor
         atomic_store_explicit(&s->peer_len, RL_SOCKET_PEER_IN_DATA, memory_order_release);
 }
 
-/* The address a connected stream's Data callback gets (NULL: unknown),
- * looked up on first use if the socket's creation could not. An address
- * kept in the socket (an IP one) goes out in the thread's RLData for it,
- * refilled for each callback (nobody else holds it: rl__object_sole), so
- * that a connection holds no RLData of its own; without the thread's
- * block (no memory; PLAIN=1) in a new one each time. *lent: the caller
- * hands the data to sock_peer_done after the callback. */
 /* The peer address looked up (the socket's creation could not): its
  * peer_len after, 0 if unknown. Out of line: the callbacks' path needs no
  * room for an address on its stack. */
@@ -418,9 +413,19 @@ static __attribute__((noinline)) unsigned sock_peer_lookup(struct RLSocket *s) {
     return atomic_load_explicit(&s->peer_len, memory_order_acquire);
 }
 
-/* sock_peer_address but for its common case. */
-static __attribute__((noinline)) RLDataRef sock_peer_address_slow(struct RLSocket *s, bool *lent) {
-    *lent = false;
+/* The address a connected stream's Data callback gets (NULL: unknown),
+ * looked up on first use if the socket's creation could not. An address
+ * kept in the socket (an IP one) goes out in the thread's RLData for it,
+ * filled again only when another socket's callback comes, and then only
+ * if nobody kept it (rl__object_sole; else a new one takes its place), so
+ * that a connection holds no RLData of its own. It is lent to one
+ * callback at a time (peer_of NULL meanwhile): a nested run's callbacks
+ * get data of their own. Without the thread's block (no memory; PLAIN=1),
+ * a new one for each callback. After the callback, the caller gives it
+ * back (*lent: the thread; its peer_of becomes s again) or releases *made.
+ * This is all but the common case (sock_peer_address). */
+static __attribute__((noinline)) RLDataRef sock_peer_address_slow(struct RLSocket *s, sock_thread **lent,
+                                                                  RLDataRef *made) {
     unsigned len = atomic_load_explicit(&s->peer_len, memory_order_acquire);
     if (len == 0 && (len = sock_peer_lookup(s)) == 0)
         return NULL;
@@ -428,58 +433,52 @@ static __attribute__((noinline)) RLDataRef sock_peer_address_slow(struct RLSocke
         return s->peer; /* borrowed: s (held by the callout) keeps it */
     const uint8_t *bytes = (const uint8_t *)&s->peer_sa;
     sock_thread *t = sock_thread_get();
-    RLDataRef d;
-    if (t && t->peer) {
-        d = t->peer;
-        t->peer = NULL; /* the callback's while it runs (a nested read makes another) */
-        rl__data_refill(d, bytes, len);
-    } else if (t) {
+    if (!t || (t->peer && !t->peer_of)) /* none, or lent to a callback still running */
+        return *made = RLDataCreate(NULL, bytes, len);
+    RLDataRef d = t->peer;
+    if (d && !rl__object_sole(d)) { /* a callback kept it: it stays as it is, theirs */
+        RLRelease(d);
+        d = t->peer = NULL;
+    }
+    if (!d) {
         d = RLDataCreate(NULL, bytes, sizeof s->peer_sa); /* room for any address kept in a socket */
-        if (d)
-            rl__data_refill(d, bytes, len);
-    } else {
-        d = RLDataCreate(NULL, bytes, len);
+        if (!d)
+            return NULL;
+        t->peer = d;
     }
-    if (t && d) {
-        t->peer_of = s;
-        t->peer_serial = s->serial;
-    }
-    *lent = d != NULL;
+    rl__data_refill(d, bytes, len);
+    t->peer_serial = s->serial;
+    t->peer_of = NULL; /* lent */
+    *lent = t;
     return d;
 }
 
 /* The common case, inline: the thread's data holds this socket's address
- * already (the last callback was this socket's), so it goes out as it is. */
-static inline __attribute__((always_inline)) RLDataRef sock_peer_address(struct RLSocket *s, bool *lent) {
+ * already (the last callback was this socket's) and is not lent, so it
+ * goes out as it is (kept by a callback or not: its bytes do not change). */
+static inline __attribute__((always_inline)) RLDataRef sock_peer_address(struct RLSocket *s, sock_thread **lent,
+                                                                         RLDataRef *made) {
+    *lent = NULL;
+    *made = NULL;
     sock_thread *t = t_sock; /* NULL until the thread's first read (always so in PLAIN=1) */
-    RLDataRef d;
-    if (RL__LIKELY(t && (d = t->peer) && t->peer_of == s && t->peer_serial == s->serial)) {
-        t->peer = NULL; /* the callback's while it runs (a nested read makes another) */
-        *lent = true;
-        return d;
+    if (RL__LIKELY(t && t->peer_of == s && t->peer_serial == s->serial)) {
+        t->peer_of = NULL; /* lent */
+        *lent = t;
+        return t->peer;
     }
-    return sock_peer_address_slow(s, lent);
-}
-
-/* The callback is done with the address sock_peer_address lent it: the
- * thread's again if nobody else kept it, else the reference goes. */
-static inline __attribute__((always_inline)) void sock_peer_done(RLDataRef d, bool lent) {
-    if (!lent)
-        return;
-    sock_thread *t = t_sock; /* NULL without the thread's block: d was made for the call */
-    if (t && !t->peer && rl__object_sole(d)) {
-        t->peer = d;
-        return;
-    }
-    RLRelease(d);
+    return sock_peer_address_slow(s, lent, made);
 }
 
 /* A stream's Data callback, with its peer's address. */
 static inline __attribute__((always_inline)) void sock_call_data(struct RLSocket *s, RLDataRef data) {
-    bool lent;
-    RLDataRef peer = sock_peer_address(s, &lent);
+    sock_thread *lent;
+    RLDataRef made;
+    RLDataRef peer = sock_peer_address(s, &lent, &made);
     sock_call(s, kRLSocketDataCallBack, peer, data);
-    sock_peer_done(peer, lent);
+    if (lent)
+        lent->peer_of = s; /* back: it holds s's address */
+    if (made)
+        RLRelease(made);
 }
 
 /* The callback is done with the data a long read (or the end) went out in,
