@@ -84,8 +84,8 @@ typedef union sock_peer_sa {
 /* s->peer_len when the peer address is in s->peer. */
 #define RL_SOCKET_PEER_IN_DATA 0xFFu
 
-/* 192 bytes, one pool class (RLSocket.c checks it): an idle connection is
- * this, its fd object (128) and its run-loop source and membership. */
+/* 192 bytes, one pool class (checked below): an idle connection is this,
+ * its fd object (128) and its run-loop source and membership. */
 struct RLSocket {
     rl__object base;
     rl__mutex lock; /* guards everything below that can change */
@@ -269,7 +269,11 @@ static void free_owner(void *p) { free(p); }
 typedef struct sock_thread {
     uint8_t *read_buf;
     RLDataRef spare;
-    RLDataRef peer; /* for the Data callbacks' addresses (sock_peer_address), room for a sock_peer_sa */
+    /* For the Data callbacks' addresses (sock_peer_address), room for a
+     * sock_peer_sa: one RLData a thread (128 bytes in the pool), in place
+     * of one a connection. Part of RL_TRICK_SOCK_RECYCLE, like the rest of
+     * the block: the plain build makes one for each callback. */
+    RLDataRef peer;
     /* Whose address `peer` holds, with its serial; NULL while `peer` is
      * lent to a callback (or there is none). */
     const struct RLSocket *peer_of;
