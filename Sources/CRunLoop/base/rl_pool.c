@@ -531,3 +531,5 @@ void rl__pool_stats(long *slabs, long *cache_bytes, long *ring_bytes) {
     if (cache_bytes)
         *cache_bytes = atomic_load_explicit(&cached_bytes, memory_order_relaxed);
 }
+
+size_t rl__pool_block_size(const void *p) { return slab_of((void *)p)->cls->size; }

@@ -26,6 +26,10 @@ RL__HIDDEN void *rl__pool_alloc_zeroing(size_t size, size_t zero);
  * was released. Thread-safe. */
 RL__HIDDEN void rl__pool_free(void *p);
 
+/* The bytes of the block p (from rl__pool_alloc_zeroing) takes: its size
+ * class. For the tests that count an object's memory. */
+RL__HIDDEN size_t rl__pool_block_size(const void *p);
+
 /* What the pool holds now, for tests of its ceilings: its slabs (64 KiB
  * each) and the bytes of every living thread's caches; and the size of one
  * quarantine ring (a thread has one per class it released objects of;

@@ -8,6 +8,7 @@
 #include "RLLockInternal.h"
 #include "RLSocketInternal.h"
 #include "rl_fdobj.h"
+#include "rl_pool.h"
 #include "rl_lockclass.h"
 #include "RLLockDebugInternal.h"
 #include "rl_waitpolicy.h"
@@ -22,6 +23,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <math.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -72,17 +74,29 @@ _Atomic size_t rl__socket_read_chunk = RL_SOCKET_READ_CHUNK;
  * rests this long, then tries again. */
 #define RL_SOCKET_ACCEPT_RETRY 0.1
 
+/* A peer address of up to this many bytes (an IPv4 or IPv6 one) is kept in
+ * the socket itself; a longer one (a named Unix socket's) in an RLData. */
+typedef union sock_peer_sa {
+    struct sockaddr sa;
+    struct sockaddr_in in;
+    struct sockaddr_in6 in6;
+} sock_peer_sa;
+/* s->peer_len when the peer address is in s->peer. */
+#define RL_SOCKET_PEER_IN_DATA 0xFFu
+
+/* 192 bytes, one pool class (checked below): an idle connection is this,
+ * its fd object (128) and its run-loop source and membership. */
 struct RLSocket {
     rl__object base;
     rl__mutex lock; /* guards everything below that can change */
     int fd;
-    int sock_type; /* SOCK_STREAM, SOCK_DGRAM, ... */
-    RLOptionFlags types; /* the callback types it was made with */
+    uint8_t sock_type; /* SOCK_STREAM, SOCK_DGRAM, ... */
+    uint8_t types; /* the callback types it was made with (RL_SOCKET_TYPES) */
+    uint8_t flags; /* RL_SOCKET_FLAGS */
+    uint8_t disabled; /* callback types muted by the user or by a delivery */
     RLSocketCallBack callout;
     RLSocketContext ctx;
     RLFileDescriptorRef fdobj; /* watches fd; its info holds a reference on us until invalidated */
-    RLOptionFlags flags;
-    RLOptionFlags disabled; /* callback types muted by the user or by a delivery */
     /* Valid until invalidated; the fd closed (kRLSocketCloseOnInvalidate)
      * and the context's info released then, once, after the callouts
      * that still read the fd or were handed the info (rl_fdobj.h: a
@@ -100,14 +114,23 @@ struct RLSocket {
     /* What the fd object was last told its owner enables again after each
      * callout (rl__fd_set_kept): the read type, while it is wanted and
      * auto-re-enabled. */
-    RLOptionFlags kept;
-    /* A connected stream's peer address, looked up once for its Data
-     * callbacks (a stream's peer never changes); NULL until then. */
-    RLDataRef peer;
+    uint8_t kept;
+    /* A connected stream's peer address, for its Data callbacks (a
+     * stream's peer never changes): looked up once (at creation, or on
+     * first use), then never changed. 0: not yet; RL_SOCKET_PEER_IN_DATA:
+     * in `peer`; else the length of the address in peer_sa. Written once
+     * under the lock (release), read without it (acquire). */
+    _Atomic uint8_t peer_len;
+    RLDataRef peer; /* a peer address longer than peer_sa, else NULL */
     /* Set while the listener rests after accept ran out of descriptors:
      * the one-shot timer (in the loop and mode that saw it) that wakes it. */
     RLRunLoopTimerRef accept_retry;
+    sock_peer_sa peer_sa;
+    /* Tells this socket from one made later at the same address: the
+     * thread's address data says whose address it holds by both. */
+    uint32_t serial;
 };
+_Static_assert(sizeof(struct RLSocket) <= 192, "RLSocket outgrew its pool class");
 
 /* Reports to the lock-order detector as one class for every socket
  * (docs/locking.md: before the loop and item locks). */
@@ -142,8 +165,8 @@ static char *sock_describe(const void *obj) {
     RLOptionFlags disabled = s->disabled, flags = s->flags;
     sock_unlock(s);
     char *out = NULL;
-    if (asprintf(&out, "<RLSocket %p fd %d types 0x%lx disabled 0x%lx flags 0x%lx%s>", obj, s->fd, s->types,
-                 disabled, flags, valid ? "" : " invalid") < 0)
+    if (asprintf(&out, "<RLSocket %p fd %d types 0x%lx disabled 0x%lx flags 0x%lx%s>", obj, s->fd,
+                 (RLOptionFlags)s->types, disabled, flags, valid ? "" : " invalid") < 0)
         out = NULL;
     return out;
 }
@@ -220,31 +243,6 @@ static void sock_delivered_locked(struct RLSocket *s, RLOptionFlags type) {
 
 static void free_owner(void *p) { free(p); }
 
-/* A connected stream's peer address, looked up on first use and kept in
- * s->peer until s goes: borrowed, valid while the caller (a callout, which
- * holds a reference on s) runs. NULL: unknown. */
-static RLDataRef sock_peer_address(struct RLSocket *s) {
-    /* Set once (under the lock, released below), never changed after: no
-     * lock to read it. */
-    RLDataRef peer = __atomic_load_n(&s->peer, __ATOMIC_ACQUIRE);
-    if (peer)
-        return peer;
-    struct sockaddr_storage ss;
-    socklen_t len = sizeof ss;
-    if (getpeername(s->fd, (struct sockaddr *)&ss, &len) != 0)
-        return NULL;
-    RLDataRef found = sockaddr_data(&ss, len);
-    if (!found)
-        return NULL;
-    sock_lock(s);
-    if (!s->peer) /* another loop's thread may have been first */
-        __atomic_store_n(&s->peer, RLRetain(found), __ATOMIC_RELEASE);
-    peer = s->peer;
-    sock_unlock(s);
-    RLRelease(found);
-    return peer;
-}
-
 /* The thread's read buffer (RL_SOCKET_READ_CHUNK bytes): a stream chunk
  * is read into it, so that a short read, the common case (a request, a
  * line, an echo), costs one RLData with the bytes inside it instead of a
@@ -271,6 +269,15 @@ static RLDataRef sock_peer_address(struct RLSocket *s) {
 typedef struct sock_thread {
     uint8_t *read_buf;
     RLDataRef spare;
+    /* For the Data callbacks' addresses (sock_peer_address), room for a
+     * sock_peer_sa: one RLData a thread (128 bytes in the pool), in place
+     * of one a connection. Part of RL_TRICK_SOCK_RECYCLE, like the rest of
+     * the block: the plain build makes one for each callback. */
+    RLDataRef peer;
+    /* Whose address `peer` holds, with its serial; NULL while `peer` is
+     * lent to a callback (or there is none). */
+    const struct RLSocket *peer_of;
+    uint32_t peer_serial;
     RLDataRef reusable;
     size_t reusable_cap; /* the bytes `reusable` can hold */
 } sock_thread;
@@ -287,6 +294,8 @@ static void sock_thread_free(void *p) {
         RLRelease(t->spare);
     if (t->reusable)
         RLRelease(t->reusable);
+    if (t->peer)
+        RLRelease(t->peer);
     free(t);
 }
 
@@ -374,6 +383,106 @@ static void sock_short_data_done(RLDataRef d, size_t cap) {
         return;
     }
     RLRelease(d);
+}
+
+/* Keeps a connected stream's peer address (len bytes), once: in the
+ * socket if it fits, else in an RLData (out of memory: not kept, looked up
+ * again next time). Lock held, or s not seen by anyone yet. */
+static void sock_keep_peer_locked(struct RLSocket *s, const struct sockaddr_storage *ss, socklen_t len) {
+    if (len == 0 || atomic_load_explicit(&s->peer_len, memory_order_relaxed) != 0)
+        return;
+    if (len <= sizeof s->peer_sa) {
+        memcpy(&s->peer_sa, ss, len);
+        atomic_store_explicit(&s->peer_len, (uint8_t)len, memory_order_release);
+        return;
+    }
+    s->peer = sockaddr_data(ss, len);
+    if (s->peer)
+        atomic_store_explicit(&s->peer_len, RL_SOCKET_PEER_IN_DATA, memory_order_release);
+}
+
+/* The peer address looked up (the socket's creation could not): its
+ * peer_len after, 0 if unknown. Out of line: the callbacks' path needs no
+ * room for an address on its stack. */
+static __attribute__((noinline)) unsigned sock_peer_lookup(struct RLSocket *s) {
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    if (getpeername(s->fd, (struct sockaddr *)&ss, &sl) != 0)
+        return 0;
+    if (sl > sizeof ss)
+        sl = sizeof ss;
+    sock_lock(s); /* another loop's thread may be first */
+    sock_keep_peer_locked(s, &ss, sl);
+    sock_unlock(s);
+    return atomic_load_explicit(&s->peer_len, memory_order_acquire);
+}
+
+/* The address a connected stream's Data callback gets (NULL: unknown),
+ * looked up on first use if the socket's creation could not. An address
+ * kept in the socket (an IP one) goes out in the thread's RLData for it,
+ * filled again only when another socket's callback comes, and then only
+ * if nobody kept it (rl__object_sole; else a new one takes its place), so
+ * that a connection holds no RLData of its own. It is lent to one
+ * callback at a time (peer_of NULL meanwhile): a nested run's callbacks
+ * get data of their own. Without the thread's block (no memory; PLAIN=1),
+ * a new one for each callback. After the callback, the caller gives it
+ * back (*lent: the thread; its peer_of becomes s again) or releases *made.
+ * This is all but the common case (sock_peer_address). */
+static __attribute__((noinline)) RLDataRef sock_peer_address_slow(struct RLSocket *s, sock_thread **lent,
+                                                                  RLDataRef *made) {
+    unsigned len = atomic_load_explicit(&s->peer_len, memory_order_acquire);
+    if (len == 0 && (len = sock_peer_lookup(s)) == 0)
+        return NULL;
+    if (len == RL_SOCKET_PEER_IN_DATA)
+        return s->peer; /* borrowed: s (held by the callout) keeps it */
+    const uint8_t *bytes = (const uint8_t *)&s->peer_sa;
+    sock_thread *t = sock_thread_get();
+    if (!t || (t->peer && !t->peer_of)) /* none, or lent to a callback still running */
+        return *made = RLDataCreate(NULL, bytes, len);
+    RLDataRef d = t->peer;
+    if (d && !rl__object_sole(d)) { /* a callback kept it: it stays as it is, theirs */
+        RLRelease(d);
+        d = t->peer = NULL;
+    }
+    if (!d) {
+        d = RLDataCreate(NULL, bytes, sizeof s->peer_sa); /* room for any address kept in a socket */
+        if (!d)
+            return NULL;
+        t->peer = d;
+    }
+    rl__data_refill(d, bytes, len);
+    t->peer_serial = s->serial;
+    t->peer_of = NULL; /* lent */
+    *lent = t;
+    return d;
+}
+
+/* The common case, inline: the thread's data holds this socket's address
+ * already (the last callback was this socket's) and is not lent, so it
+ * goes out as it is (kept by a callback or not: its bytes do not change). */
+static inline __attribute__((always_inline)) RLDataRef sock_peer_address(struct RLSocket *s, sock_thread **lent,
+                                                                         RLDataRef *made) {
+    *lent = NULL;
+    *made = NULL;
+    sock_thread *t = t_sock; /* NULL until the thread's first read (always so in PLAIN=1) */
+    if (RL__LIKELY(t && t->peer_of == s && t->peer_serial == s->serial)) {
+        t->peer_of = NULL; /* lent */
+        *lent = t;
+        return t->peer;
+    }
+    return sock_peer_address_slow(s, lent, made);
+}
+
+/* A stream's Data callback, with its peer's address. */
+static inline __attribute__((always_inline)) void sock_call_data(struct RLSocket *s, RLDataRef data) {
+    sock_thread *lent;
+    RLDataRef made;
+    RLDataRef peer = sock_peer_address(s, &lent, &made);
+    sock_call(s, kRLSocketDataCallBack, peer, data);
+    if (lent)
+        lent->peer_of = s; /* back: it holds s's address */
+    if (made)
+        RLRelease(made);
 }
 
 /* The callback is done with the data a long read (or the end) went out in,
@@ -494,7 +603,7 @@ static bool sock_deliver_data(struct RLSocket *s, size_t chunk, bool *full) {
             if (!small)
                 return true; /* nothing after all, or no memory for the buffer: nothing was read */
             *full = (size_t)n == chunk;
-            sock_call(s, kRLSocketDataCallBack, sock_peer_address(s), small);
+            sock_call_data(s, small);
             sock_short_data_done(small, small_cap);
             return true;
         }
@@ -504,7 +613,7 @@ static bool sock_deliver_data(struct RLSocket *s, size_t chunk, bool *full) {
         bool ended = n <= 0; /* the end, or an error: the empty data says so */
         if (!ended)
             rl__data_adopt(data, buf, (size_t)n, buf, free_owner);
-        sock_call(s, kRLSocketDataCallBack, sock_peer_address(s), data);
+        sock_call_data(s, data);
         sock_long_data_done(s, data, lent);
         return !ended;
     }
@@ -813,8 +922,10 @@ static RLSocketRef sock_make(RLAllocatorRef allocator, int fd, RLOptionFlags typ
     if (!s)
         return NULL;
     s->fd = fd;
-    s->sock_type = stype;
-    s->types = types;
+    static _Atomic uint32_t serials;
+    s->serial = atomic_fetch_add_explicit(&serials, 1, memory_order_relaxed);
+    s->sock_type = (uint8_t)stype;
+    s->types = (uint8_t)types;
     s->callout = callout;
     /* CF's default: the socket's own read-side type re-enabled, close on
      * invalidate. */
@@ -824,7 +935,7 @@ static RLSocketRef sock_make(RLAllocatorRef allocator, int fd, RLOptionFlags typ
     socklen_t plen = sizeof peer;
     s->connected = stype != SOCK_STREAM || getpeername(fd, (struct sockaddr *)&peer, &plen) == 0;
     if (stype == SOCK_STREAM && s->connected)
-        s->peer = sockaddr_data(&peer, plen); /* kept for the Data callbacks (NULL: looked up then) */
+        sock_keep_peer_locked(s, &peer, plen); /* for the Data callbacks (not kept: looked up then) */
     rl__fdobj_init(&s->life, fd);
     s->keeps_long = true; /* until a callback shows otherwise (sock_long_data_done) */
     if (s->listening && (types & 3u) == kRLSocketAcceptCallBack) {
@@ -1135,9 +1246,9 @@ RLSocketError RLSocketSendData(RLSocketRef s, RLDataRef address, RLDataRef data,
 static bool sock_set_enabled(RLSocketRef s, RLOptionFlags types, bool on, const char *fn) {
     if (!sock_ok(s, fn))
         return false;
-    if (types & ~s->types)
+    if (types & ~(RLOptionFlags)s->types)
         return rl__fail(kRLErrorInvalidArgument, fn, "callback types 0x%lx are not among the socket's (0x%lx)",
-                        types & ~s->types, s->types);
+                        types & ~(RLOptionFlags)s->types, (RLOptionFlags)s->types);
     sock_lock(s);
     bool valid = rl__fdobj_valid(&s->life);
     if (valid) {
@@ -1246,4 +1357,24 @@ RLRunLoopSourceRef RLSocketCreateRunLoopSource(RLAllocatorRef allocator, RLSocke
     if (sock_valid_fd(s, __func__) < 0)
         return NULL;
     return RLFileDescriptorCreateRunLoopSource(allocator, s->fdobj, order);
+}
+
+/* For the tests: the bytes an object's block takes (its pool class, or
+ * what malloc gave it). */
+static size_t object_bytes(const void *obj) {
+    const rl__object *o = obj;
+    return o->pooled ? rl__pool_block_size(o) : malloc_usable_size((void *)o);
+}
+
+/* For the tests: the memory s holds as its own: its block, its fd
+ * object's and a peer address kept in an RLData. Its run-loop source and
+ * membership are the loop's (RLFileDescriptor.c, rl_fdtab.c); read
+ * buffers are the thread's. Not for a socket another thread may be
+ * using. */
+RL__HIDDEN size_t rl__socket_footprint(RLSocketRef s);
+size_t rl__socket_footprint(RLSocketRef s) {
+    size_t n = object_bytes(s) + object_bytes(s->fdobj);
+    if (atomic_load_explicit(&s->peer_len, memory_order_acquire) == RL_SOCKET_PEER_IN_DATA)
+        n += object_bytes(s->peer);
+    return n;
 }

@@ -50,6 +50,9 @@ static char *fd_describe(const void *obj) {
     return out;
 }
 
+/* Every RLSocket has one: kept to one pool class of 128 bytes. */
+_Static_assert(sizeof(struct RLFileDescriptor) <= 128, "RLFileDescriptor outgrew its pool class");
+
 static const rl__class fd_class = {"RLFileDescriptor", fd_finalize, NULL, fd_describe};
 
 static bool fd_ok(RLFileDescriptorRef f, const char *fn) { return rl__object_check(f, &fd_class, fn); }
@@ -81,7 +84,7 @@ RLFileDescriptorRef RLFileDescriptorCreate(RLAllocatorRef allocator, RLFileDescr
     f->callout = callout;
     f->valid = true;
     if (context) {
-        f->ctx = *context;
+        f->ctx = (rl__fdctx){context->info, context->retain, context->release, context->copyDescription};
         if (f->ctx.retain)
             f->ctx.info = (void *)f->ctx.retain(f->ctx.info);
     }
@@ -98,7 +101,7 @@ bool RLFileDescriptorGetContext(RLFileDescriptorRef f, RLFileDescriptorContext *
         return false;
     if (!context)
         return rl__fail(kRLErrorInvalidArgument, fn, "NULL context");
-    *context = f->ctx;
+    *context = (RLFileDescriptorContext){0, f->ctx.info, f->ctx.retain, f->ctx.release, f->ctx.copyDescription};
     return true;
 }
 
@@ -267,7 +270,7 @@ bool rl__fd_served_now(RLFileDescriptorRef f) {
 RLOptionFlags rl__fd_enabled(RLFileDescriptorRef f) { return atomic_load_explicit(&f->enabled, memory_order_relaxed); }
 
 void rl__fd_set_kept(RLFileDescriptorRef f, RLOptionFlags types) {
-    atomic_store_explicit(&f->kept, types, memory_order_relaxed);
+    atomic_store_explicit(&f->kept, (uint8_t)types, memory_order_relaxed);
 }
 
 bool rl__fd_report_quiet(RLFileDescriptorRef f) {

@@ -17,6 +17,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -27,6 +28,17 @@
  * is) after this many deliveries: a number closed behind the loop's back
  * while its callouts keep enabling it is found out within as many. */
 enum { RL_FD_CHECK_RUNS = 64 };
+_Static_assert(RL_FD_CHECK_RUNS < 256, "runs is a byte");
+_Static_assert((EPOLLIN | EPOLLOUT | EPOLLRDHUP) <= UINT16_MAX, "the wishes are 16 bits");
+
+/* The sources on r and their wishes (rl__fdreg): in the entry while it
+ * has room for one, else in its block (sources, then wishes). */
+static inline struct RLRunLoopSource **reg_srcs(rl__fdreg *r) {
+    return r->capsrcs <= 1 ? &r->srcs.one : r->srcs.many;
+}
+static inline uint16_t *reg_want(rl__fdreg *r) {
+    return r->capsrcs <= 1 ? &r->want1 : (uint16_t *)(r->srcs.many + r->capsrcs);
+}
 
 /* What src wants the loop to watch its fd for. The loop lock and src's
  * item lock held. */
@@ -50,11 +62,11 @@ static uint32_t fd_desired(RLRunLoopRef rl, struct RLRunLoopSource *src) {
 
 /* The union of what the sources on r want: their wishes as last read under
  * each one's item lock (rl_fd_update), so no other source's lock is needed. */
-static uint32_t fd_want(RLRunLoopRef rl, const rl__fdreg *r) {
+static uint32_t fd_want(RLRunLoopRef rl, rl__fdreg *r) {
     (void)rl;
     uint32_t want = 0;
     for (uint32_t i = 0; i < r->nsrcs; i++)
-        want |= r->want[i];
+        want |= reg_want(r)[i];
     return want;
 }
 
@@ -79,7 +91,7 @@ static void fd_set_armed(RLRunLoopRef rl, rl__fdreg *r, uint32_t armed) {
             rl->nalways -= r->always;
         }
     }
-    r->armed = armed;
+    r->armed = (uint16_t)armed;
 }
 
 /* The objects on r (but `fresh`) no longer name the file they were made
@@ -87,11 +99,11 @@ static void fd_set_armed(RLRunLoopRef rl, rl__fdreg *r, uint32_t armed) {
  * when enabled (RLFileDescriptor.c). */
 static void fd_mark_stale(rl__fdreg *r, struct RLRunLoopSource *fresh, int err) {
     for (uint32_t i = 0; i < r->nsrcs; i++) {
-        struct RLFileDescriptor *f = r->srcs[i]->fdobj;
-        if (r->srcs[i] != fresh && f && !rl__peek(f->stale)) {
+        struct RLFileDescriptor *f = reg_srcs(r)[i]->fdobj;
+        if (reg_srcs(r)[i] != fresh && f && !rl__peek(f->stale)) {
             rl__poke(f->stale, err);
             atomic_store_explicit(&f->enabled, 0, memory_order_relaxed);
-            r->want[i] = 0;
+            reg_want(r)[i] = 0;
         }
     }
 }
@@ -102,11 +114,11 @@ static void fd_check_identity(rl__fdreg *r, int fd) {
     struct stat st;
     int err = fstat(fd, &st) == 0 ? 0 : errno;
     for (uint32_t i = 0; i < r->nsrcs; i++) {
-        struct RLFileDescriptor *f = r->srcs[i]->fdobj;
+        struct RLFileDescriptor *f = reg_srcs(r)[i]->fdobj;
         if (f && !rl__peek(f->stale) && (err || f->dev != st.st_dev || f->ino != st.st_ino)) {
             rl__poke(f->stale, err ? err : ENOENT);
             atomic_store_explicit(&f->enabled, 0, memory_order_relaxed);
-            r->want[i] = 0;
+            reg_want(r)[i] = 0;
         }
     }
 }
@@ -216,9 +228,12 @@ bool rl__fd_register(RLRunLoopRef rl, struct RLRunLoopSource *src) {
     if (fd < 0)
         return true;
     if ((size_t)fd >= rl->nfdtab) {
+        /* Half as large again each time, not twice: a server's table grows
+         * with its connections, and an entry stands for each fd number up
+         * to the highest (an idle connection's share of the table). */
         size_t n = rl->nfdtab ? rl->nfdtab : 16;
         while (n <= (size_t)fd)
-            n *= 2;
+            n += n / 2;
         rl__fdreg *t = realloc(rl->fdtab, n * sizeof *t);
         if (!t)
             return false;
@@ -228,23 +243,31 @@ bool rl__fd_register(RLRunLoopRef rl, struct RLRunLoopSource *src) {
     }
     rl__fdreg *r = &rl->fdtab[fd];
     for (uint32_t i = 0; i < r->nsrcs; i++) {
-        if (r->srcs[i] == src)
+        if (reg_srcs(r)[i] == src)
             return true;
     }
     if (r->nsrcs == r->capsrcs) {
-        uint32_t cap = r->capsrcs ? r->capsrcs * 2 : 1;
-        struct RLRunLoopSource **a = realloc(r->srcs, cap * sizeof *a);
-        if (!a)
+        if (r->capsrcs == UINT16_MAX)
             return false;
-        r->srcs = a;
-        uint32_t *w = realloc(r->want, cap * sizeof *w);
-        if (!w)
-            return false;
-        r->want = w;
-        r->capsrcs = cap;
+        if (r->capsrcs == 0) {
+            r->capsrcs = 1; /* in the entry */
+        } else {
+            /* A block of sources, then wishes: the entry's one moves in. */
+            uint32_t cap = r->capsrcs * 2u > UINT16_MAX ? UINT16_MAX : r->capsrcs * 2u;
+            struct RLRunLoopSource **a = malloc(cap * (sizeof *a + sizeof(uint16_t)));
+            if (!a)
+                return false;
+            memcpy(a, reg_srcs(r), r->nsrcs * sizeof *a);
+            memcpy(a + cap, reg_want(r), r->nsrcs * sizeof(uint16_t));
+            if (r->capsrcs > 1)
+                free(r->srcs.many);
+            r->srcs.many = a;
+            r->capsrcs = (uint16_t)cap;
+        }
     }
-    r->srcs[r->nsrcs] = src;
-    r->want[r->nsrcs++] = fd_desired(rl, src);
+    reg_srcs(r)[r->nsrcs] = src;
+    reg_want(r)[r->nsrcs] = (uint16_t)fd_desired(rl, src);
+    r->nsrcs++;
     /* The number may have been closed and reused since the object (or the
      * others on it) were made. The kernel's registration, if there is one,
      * is asked too: it tells apart files that share an identity (eventfds). */
@@ -260,14 +283,19 @@ void rl__fd_unregister(RLRunLoopRef rl, struct RLRunLoopSource *src) {
         return;
     rl__fdreg *r = &rl->fdtab[fd];
     for (uint32_t i = 0; i < r->nsrcs; i++) {
-        if (r->srcs[i] == src) {
-            memmove(&r->srcs[i], &r->srcs[i + 1], (r->nsrcs - i - 1) * sizeof *r->srcs);
-            memmove(&r->want[i], &r->want[i + 1], (r->nsrcs - i - 1) * sizeof *r->want);
+        if (reg_srcs(r)[i] == src) {
+            memmove(&reg_srcs(r)[i], &reg_srcs(r)[i + 1], (r->nsrcs - i - 1) * sizeof *reg_srcs(r));
+            memmove(&reg_want(r)[i], &reg_want(r)[i + 1], (r->nsrcs - i - 1) * sizeof *reg_want(r));
             r->nsrcs--;
             /* The union of the others; none left: out of the set (errors
              * mean it is gone already). */
             fd_sync_ex(rl, fd, r->nsrcs == 0 && r->gen != 0, NULL);
             if (r->nsrcs == 0) {
+                /* Nothing held for a number nobody watches. */
+                if (r->capsrcs > 1)
+                    free(r->srcs.many);
+                r->srcs.one = NULL;
+                r->capsrcs = 0;
                 fd_set_armed(rl, r, 0);
                 r->gen = 0;
                 r->always = false;
@@ -290,8 +318,8 @@ void rl__fd_update(RLRunLoopRef rl, struct RLRunLoopSource *src) {
         return;
     rl__fdreg *r = &rl->fdtab[fd];
     for (uint32_t i = 0; i < r->nsrcs; i++) {
-        if (r->srcs[i] == src) {
-            r->want[i] = fd_desired(rl, src);
+        if (reg_srcs(r)[i] == src) {
+            reg_want(r)[i] = fd_desired(rl, src);
             fd_sync(rl, fd);
             return;
         }
@@ -303,9 +331,9 @@ void rl__fd_update(RLRunLoopRef rl, struct RLRunLoopSource *src) {
  * were; a report nobody served). Loop lock held. */
 static void fd_reread(RLRunLoopRef rl, rl__fdreg *r) {
     for (uint32_t i = 0; i < r->nsrcs; i++) {
-        rl__olock_lock(&r->srcs[i]->lock);
-        r->want[i] = fd_desired(rl, r->srcs[i]);
-        rl__olock_unlock(&r->srcs[i]->lock);
+        rl__olock_lock(&reg_srcs(r)[i]->lock);
+        reg_want(r)[i] = fd_desired(rl, reg_srcs(r)[i]);
+        rl__olock_unlock(&reg_srcs(r)[i]->lock);
     }
 }
 
@@ -408,7 +436,7 @@ void rl__fd_after_callout(RLRunLoopRef rl, rl__fd_fire *fire) {
          * re-armed the fd meanwhile (a run nested in the callout that
          * found it firing, another thread's change, a new source on the
          * number). Otherwise the wishes are read again, firing over. */
-        if (!r || (same && r->nsrcs == 1 && r->srcs[0] == fire->src && r->gen == fire->gen_at && r->level &&
+        if (!r || (same && r->nsrcs == 1 && reg_srcs(r)[0] == fire->src && r->gen == fire->gen_at && r->level &&
                    r->armed == fire->armed_at))
             return;
         fd_reread(rl, r);
@@ -511,6 +539,21 @@ unsigned long rl__fd_ctl_calls(RLRunLoopRef rl) { return fd_counter(rl, &rl->nct
 
 unsigned long rl__fd_kept_calls(RLRunLoopRef rl) { return fd_counter(rl, &rl->nkept); }
 
+size_t rl__fd_table_bytes(RLRunLoopRef rl, size_t *blocks) {
+    rl__loop_lock(rl);
+    size_t n = rl->nfdtab * sizeof *rl->fdtab, nb = 0;
+    for (size_t i = 0; i < rl->nfdtab; i++) {
+        if (rl->fdtab[i].capsrcs > 1) {
+            n += malloc_usable_size(rl->fdtab[i].srcs.many);
+            nb++;
+        }
+    }
+    rl__loop_unlock(rl);
+    if (blocks)
+        *blocks = nb;
+    return n;
+}
+
 /* ---- from epoll's reports to callouts ---- */
 
 /* Whether the types of f just reported on r may be kept: left enabled,
@@ -557,7 +600,7 @@ static size_t fd_take(RLRunLoopRef rl, rl__mode *m, int fd, uint32_t events, boo
     size_t n = 0;
     bool settle = false;
     for (uint32_t i = 0; i < r->nsrcs && n < max; i++) {
-        struct RLRunLoopSource *s = r->srcs[i];
+        struct RLRunLoopSource *s = reg_srcs(r)[i];
         struct RLFileDescriptor *f = s->fdobj;
         RLOptionFlags types = f ? ready & atomic_load_explicit(&f->enabled, memory_order_relaxed) : 0;
         if (!types)
@@ -576,7 +619,7 @@ static size_t fd_take(RLRunLoopRef rl, rl__mode *m, int fd, uint32_t events, boo
                 rl->nkept++;
             } else if (types) {
                 types &= atomic_fetch_and_explicit(&f->enabled, ~types, memory_order_relaxed);
-                r->want[i] = fd_desired(rl, s);
+                reg_want(r)[i] = fd_desired(rl, s);
             }
         } else {
             types = 0;

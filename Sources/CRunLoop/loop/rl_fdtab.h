@@ -89,6 +89,11 @@ RL__HIDDEN size_t rl__fd_collect(RLRunLoopRef rl, rl__mode *m, struct epoll_even
 /* For the tests: how many times the loop has called epoll_ctl for user fds. */
 RL__HIDDEN unsigned long rl__fd_ctl_calls(RLRunLoopRef rl);
 
+/* For the tests: the bytes rl's fd table takes (its entries and their
+ * blocks of sources), *blocks (may be NULL): how many fds have a block
+ * (more than one source on them at some point). */
+RL__HIDDEN size_t rl__fd_table_bytes(RLRunLoopRef rl, size_t *blocks);
+
 /* For the tests: how many callouts the loop has made kept. */
 RL__HIDDEN unsigned long rl__fd_kept_calls(RLRunLoopRef rl);
 

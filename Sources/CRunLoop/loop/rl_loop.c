@@ -41,8 +41,8 @@ static void loop_finalize(void *obj) {
     free(rl->citems);
     free(rl->cidx);
     for (size_t i = 0; i < rl->nfdtab; i++) {
-        free(rl->fdtab[i].srcs);
-        free(rl->fdtab[i].want);
+        if (rl->fdtab[i].capsrcs > 1) /* else the one source sits in the entry */
+            free(rl->fdtab[i].srcs.many);
     }
     free(rl->fdtab);
     /* In a fork() child, an inherited loop's requests are the parent's (it

@@ -258,6 +258,17 @@ struct RLRunLoopObserver {
 
 /* ---- file descriptors ---- */
 
+/* A fd object's context without its version (always 0): RLFileDescriptorGetContext
+ * puts it back. */
+typedef struct rl__fdctx {
+    void *info;
+    const void *(*retain)(const void *info);
+    void (*release)(const void *info);
+    char *(*copyDescription)(const void *info);
+} rl__fdctx;
+
+/* 128 bytes, one pool class (an idle connection's memory: every RLSocket
+ * has one); RLFileDescriptor.c checks it. */
 struct RLFileDescriptor {
     rl__object base;
     /* The library object that made this fd object for its own callouts (a
@@ -271,7 +282,16 @@ struct RLFileDescriptor {
     int fd;
     bool close_on_invalidate;
     bool valid;                     /* read without the lock by the loops */
-    _Atomic RLOptionFlags enabled;  /* changed by atomic or/and: the loops clear what they deliver */
+    /* The callback types the owner enables again after each callout that
+     * got them (an RLSocket's auto-re-enabled read type): a loop may leave
+     * them enabled through the callout instead of turning them off and
+     * back on (rl_fdtab.c, "kept"). A hint: an owner that does otherwise
+     * after all changes `enabled`, and the loop sees that. Relaxed atomic. */
+    _Atomic uint8_t kept;
+    /* The kept types of a callout in progress: no loop delivers them, or
+     * watches for them, until it returns. Under the source's item lock. */
+    uint8_t firing;
+    _Atomic uint32_t enabled;       /* changed by atomic or/and: the loops clear what they deliver */
     /* Not 0: the errno with which the loop found that fd no longer refers to
      * the file this object was made for (closed, or its number reused), or
      * cannot watch it. The object is not watched again; see the header.
@@ -284,17 +304,8 @@ struct RLFileDescriptor {
     dev_t dev;
     ino_t ino;
     RLFileDescriptorCallBack callout;
-    RLFileDescriptorContext ctx;
+    rl__fdctx ctx;
     struct RLRunLoopSource *source; /* weak; cleared when the source goes */
-    /* The callback types the owner enables again after each callout that
-     * got them (an RLSocket's auto-re-enabled read type): a loop may leave
-     * them enabled through the callout instead of turning them off and
-     * back on (rl_fdtab.c, "kept"). A hint: an owner that does otherwise
-     * after all changes `enabled`, and the loop sees that. Relaxed atomic. */
-    _Atomic RLOptionFlags kept;
-    /* The kept types of a callout in progress: no loop delivers them, or
-     * watches for them, until it returns. Under the source's item lock. */
-    RLOptionFlags firing;
 };
 
 /* ---- the run loop object (made in RLRunLoop.c, freed in rl_loop.c) ---- */
@@ -351,13 +362,25 @@ typedef struct rl__citem {
  * dozen deliveries, so that a number closed behind the loop's back while
  * its callouts keep it enabled is found out. */
 typedef struct rl__fdreg {
-    struct RLRunLoopSource **srcs; /* in registration order; not retained (their memberships are) */
-    uint32_t *want;                /* per source: the epoll events it wants now */
-    uint32_t nsrcs, capsrcs;       /* nsrcs 0: free slot */
-    uint32_t armed;  /* events the loop waits for (armed in the kernel, or served as always ready); 0: none */
+    /* The sources on the fd, in registration order, not retained (their
+     * memberships are), and per source the epoll events it wants now: a
+     * fd has one source mostly (an RLSocket's), held here with no
+     * allocation (capsrcs <= 1: `one`, `want1`); more live in a block of
+     * capsrcs source pointers followed by capsrcs wishes (rl_fdtab.c's
+     * reg_srcs, reg_want). 32 bytes an entry: the table has one per fd
+     * number up to the highest watched. */
+    union {
+        struct RLRunLoopSource *one;
+        struct RLRunLoopSource **many;
+    } srcs;
     uint32_t gen;    /* the tag of the fd's registration in the kernel; 0: none */
-    uint32_t fired;  /* a one-shot registration that reported: what it had armed */
-    uint16_t runs;   /* deliveries through the persistent registration since the kernel last saw it */
+    uint16_t want1;
+    /* Epoll events fit in 16 bits: EPOLLIN, EPOLLOUT, EPOLLRDHUP (the
+     * flags EPOLLONESHOT is given at the kernel call). */
+    uint16_t armed;  /* events the loop waits for (armed in the kernel, or served as always ready); 0: none */
+    uint16_t fired;  /* a one-shot registration that reported: what it had armed */
+    uint16_t nsrcs, capsrcs; /* nsrcs 0: free slot */
+    uint8_t runs;    /* deliveries through the persistent registration since the kernel last saw it */
     bool always;     /* epoll refuses the fd (EPERM: a regular file, /dev/null): ready whenever watched */
     bool level;      /* the registration is persistent (not one-shot) */
     bool postponed;  /* delivered in this pass: brought in line with `want` after the callouts */

@@ -1,0 +1,366 @@
+/* test_socket_memory.c — what an idle connection holds: an RLSocket with
+ * Data callbacks that has received bytes keeps its own block and its fd
+ * object's, nothing else (no read buffer, no RLData for its peer's
+ * address, which each Data callback still gets, right, whatever the
+ * callbacks keep); a loop's fd table holds no allocation per fd that has
+ * one source. */
+#include "testutil.h"
+
+#include <crunloop/RLFileDescriptor.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+size_t rl__socket_footprint(RLSocketRef s);
+size_t rl__fd_table_bytes(RLRunLoopRef rl, size_t *blocks);
+
+#define MODE "MEM"
+
+/* What the Data callbacks of one connection saw. */
+typedef struct conn {
+    RLSocketRef s;
+    int client; /* the other end */
+    struct sockaddr_storage client_addr; /* what the callbacks' address must say */
+    socklen_t client_len;
+    size_t got;        /* bytes delivered */
+    int calls;         /* Data callbacks */
+    int bad_address;   /* callbacks whose address was not client_addr */
+    RLDataRef kept;    /* the first callback's address, kept */
+} conn;
+
+static void data_cb(RLSocketRef s, RLSocketCallBackType type, RLDataRef address, const void *data, void *info) {
+    (void)s;
+    conn *c = info;
+    if (type != kRLSocketDataCallBack)
+        return;
+    c->calls++;
+    c->got += (size_t)RLDataGetLength(data);
+    if (!address || (socklen_t)RLDataGetLength(address) != c->client_len ||
+        memcmp(RLDataGetBytePtr(address), &c->client_addr, c->client_len) != 0)
+        c->bad_address++;
+    if (!c->kept && address)
+        c->kept = RLRetain(address);
+}
+
+/* A Data socket on fd in MODE, reporting to c. */
+static void conn_make(conn *c, int fd, int client) {
+    c->client = client;
+    c->client_len = sizeof c->client_addr;
+    assert_int_equal(getsockname(client, (struct sockaddr *)&c->client_addr, &c->client_len), 0);
+    RLSocketContext ctx = {0, c, NULL, NULL, NULL};
+    c->s = RLSocketCreateWithNative(NULL, fd, kRLSocketDataCallBack, data_cb, &ctx);
+    assert_non_null(c->s);
+    RLRunLoopSourceRef src = RLSocketCreateRunLoopSource(NULL, c->s, 0);
+    assert_non_null(src);
+    assert_true(RLRunLoopAddSource(RLRunLoopGetCurrent(), src, MODE));
+    RLRelease(src);
+}
+
+static void conn_done(conn *c) {
+    assert_true(RLSocketInvalidate(c->s));
+    RLRelease(c->s);
+    close(c->client);
+    if (c->kept)
+        RLRelease(c->kept);
+}
+
+/* Runs until c got `want` bytes in all, at most 10 s. */
+static void run_until_got(conn *c, size_t want) {
+    double end = rl_test_now() + 10;
+    while (c->got < want && rl_test_now() < end)
+        RLRunLoopRunInMode(MODE, 0.05, true);
+    assert_int_equal(c->got, want);
+}
+
+static void send_all(int fd, const void *p, size_t n) {
+    while (n > 0) {
+        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR)
+            continue;
+        assert_true(w > 0);
+        p = (const char *)p + w;
+        n -= (size_t)w;
+    }
+}
+
+/* A TCP connection over the loopback of `family`: *server the accepted
+ * end, *client the connecting one. False: no such loopback here. */
+static bool tcp_pair(int family, int *server, int *client) {
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof ss);
+    socklen_t len;
+    if (family == AF_INET) {
+        struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
+        sin->sin_family = AF_INET;
+        sin->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        len = sizeof *sin;
+    } else {
+        struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
+        sin6->sin6_family = AF_INET6;
+        sin6->sin6_addr = in6addr_loopback;
+        len = sizeof *sin6;
+    }
+    int l = socket(family, SOCK_STREAM, 0);
+    if (l < 0)
+        return false;
+    if (bind(l, (struct sockaddr *)&ss, len) != 0 || listen(l, 4) != 0) {
+        close(l);
+        return false;
+    }
+    assert_int_equal(getsockname(l, (struct sockaddr *)&ss, &len), 0);
+    *client = socket(family, SOCK_STREAM, 0);
+    assert_true(*client >= 0);
+    assert_int_equal(connect(*client, (struct sockaddr *)&ss, len), 0);
+    *server = accept(l, NULL, NULL);
+    assert_true(*server >= 0);
+    close(l);
+    return true;
+}
+
+/* The two blocks of an RLSocket and its fd object; in the pool, 192 and
+ * 128 bytes (before: a 192-byte fd object and a 128-byte RLData for the
+ * peer's address besides). */
+#define IDLE_MAX (192 + 128 + 32) /* and a little for malloc's headers in PLAIN=1 */
+
+static void check_idle_connection(int family) {
+    int server, client;
+    if (!tcp_pair(family, &server, &client)) {
+        assert_int_equal(family, AF_INET6); /* IPv4 loopback is always there */
+        return;
+    }
+    conn c = {0};
+    conn_make(&c, server, client);
+    size_t fresh = rl__socket_footprint(c.s);
+    assert_true(fresh <= IDLE_MAX);
+    send_all(client, "x", 1);
+    run_until_got(&c, 1);
+    assert_int_equal(rl__socket_footprint(c.s), fresh);
+    /* Bursts, long and short, all delivered; nothing stays with the
+     * connection after them. */
+    static char burst[300000];
+    memset(burst, 'b', sizeof burst);
+    size_t want = 1;
+    for (size_t n = 1; n <= sizeof burst; n *= 7) {
+        send_all(client, burst, n);
+        want += n;
+        run_until_got(&c, want);
+    }
+    assert_int_equal(rl__socket_footprint(c.s), fresh);
+    assert_int_equal(c.bad_address, 0);
+    /* The address the first callback kept still says the same. */
+    assert_non_null(c.kept);
+    assert_int_equal(RLDataGetLength(c.kept), c.client_len);
+    assert_memory_equal(RLDataGetBytePtr(c.kept), &c.client_addr, c.client_len);
+    conn_done(&c);
+}
+
+static void test_idle_ipv4_connection_holds_its_two_blocks(void **state) {
+    (void)state;
+    check_idle_connection(AF_INET);
+}
+
+static void test_idle_ipv6_connection_holds_its_two_blocks(void **state) {
+    (void)state;
+    check_idle_connection(AF_INET6);
+}
+
+/* Connections read in turn, each callback keeping its first address:
+ * every callback still gets its own peer's. */
+static void test_each_callback_gets_its_own_peer(void **state) {
+    (void)state;
+    enum { N = 4 };
+    conn c[N];
+    memset(c, 0, sizeof c);
+    for (int i = 0; i < N; i++) {
+        int server, client;
+        assert_true(tcp_pair(AF_INET, &server, &client));
+        conn_make(&c[i], server, client);
+    }
+    for (int round = 1; round <= 3; round++) {
+        for (int i = 0; i < N; i++)
+            send_all(c[i].client, "abc", 3);
+        for (int i = 0; i < N; i++)
+            run_until_got(&c[i], 3u * (size_t)round);
+    }
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(c[i].bad_address, 0);
+        assert_true(c[i].calls >= 3);
+        assert_memory_equal(RLDataGetBytePtr(c[i].kept), &c[i].client_addr, c[i].client_len);
+        conn_done(&c[i]);
+    }
+}
+
+/* A callback that runs the loop nested, in which another connection's
+ * callback comes: each gets its own peer's address, and the outer one's
+ * is unchanged after the nested run. */
+static conn *nest_other;
+static int nest_bad;
+static void nesting_cb(RLSocketRef s, RLSocketCallBackType type, RLDataRef address, const void *data, void *info) {
+    conn *c = info;
+    data_cb(s, type, address, data, info);
+    if (type != kRLSocketDataCallBack || !nest_other)
+        return;
+    conn *other = nest_other;
+    nest_other = NULL;
+    size_t want = other->got + 1;
+    send_all(other->client, "n", 1);
+    double end = rl_test_now() + 10;
+    while (other->got < want && rl_test_now() < end)
+        RLRunLoopRunInMode(MODE, 0.05, true);
+    if (!address || (socklen_t)RLDataGetLength(address) != c->client_len ||
+        memcmp(RLDataGetBytePtr(address), &c->client_addr, c->client_len) != 0)
+        nest_bad++;
+}
+
+static void test_nested_callbacks_get_their_own_peers(void **state) {
+    (void)state;
+    conn a = {0}, b = {0};
+    int server, client;
+    assert_true(tcp_pair(AF_INET, &server, &client));
+    a.client = client;
+    a.client_len = sizeof a.client_addr;
+    assert_int_equal(getsockname(client, (struct sockaddr *)&a.client_addr, &a.client_len), 0);
+    RLSocketContext ctx = {0, &a, NULL, NULL, NULL};
+    a.s = RLSocketCreateWithNative(NULL, server, kRLSocketDataCallBack, nesting_cb, &ctx);
+    assert_non_null(a.s);
+    RLRunLoopSourceRef src = RLSocketCreateRunLoopSource(NULL, a.s, 0);
+    assert_true(RLRunLoopAddSource(RLRunLoopGetCurrent(), src, MODE));
+    RLRelease(src);
+    assert_true(tcp_pair(AF_INET, &server, &client));
+    conn_make(&b, server, client);
+    /* b's callback first, so that the thread's address data is b's. */
+    send_all(b.client, "b", 1);
+    run_until_got(&b, 1);
+    nest_other = &b;
+    nest_bad = 0;
+    send_all(a.client, "a", 1);
+    run_until_got(&a, 1);
+    assert_int_equal(b.got, 2);
+    assert_int_equal(nest_bad, 0);
+    assert_int_equal(a.bad_address, 0);
+    assert_int_equal(b.bad_address, 0);
+    /* And again, both in turn, after it. */
+    send_all(a.client, "a", 1);
+    run_until_got(&a, 2);
+    send_all(b.client, "b", 1);
+    run_until_got(&b, 3);
+    assert_int_equal(a.bad_address + b.bad_address, 0);
+    conn_done(&a);
+    conn_done(&b);
+}
+
+/* A peer address longer than a socket keeps in itself (a Unix socket
+ * bound to a long path) comes in full, kept in an RLData. */
+static void test_long_peer_address(void **state) {
+    (void)state;
+    char dir[] = "/tmp/rl-sockmem-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    struct sockaddr_un la = {.sun_family = AF_UNIX}, ca = {.sun_family = AF_UNIX};
+    snprintf(la.sun_path, sizeof la.sun_path, "%s/listener-with-a-long-name", dir);
+    snprintf(ca.sun_path, sizeof ca.sun_path, "%s/client-with-a-long-name-too", dir);
+    int l = socket(AF_UNIX, SOCK_STREAM, 0), client = socket(AF_UNIX, SOCK_STREAM, 0);
+    assert_true(l >= 0 && client >= 0);
+    assert_int_equal(bind(l, (struct sockaddr *)&la, sizeof la), 0);
+    assert_int_equal(listen(l, 1), 0);
+    assert_int_equal(bind(client, (struct sockaddr *)&ca, sizeof ca), 0);
+    assert_int_equal(connect(client, (struct sockaddr *)&la, sizeof la), 0);
+    int server = accept(l, NULL, NULL);
+    assert_true(server >= 0);
+    conn c = {0};
+    conn_make(&c, server, client);
+    assert_true(c.client_len > 28);
+    send_all(client, "hi", 2);
+    run_until_got(&c, 2);
+    send_all(client, "there", 5);
+    run_until_got(&c, 7);
+    assert_int_equal(c.bad_address, 0);
+    /* Its own two blocks, and the RLData. */
+    assert_true(rl__socket_footprint(c.s) > IDLE_MAX - 128);
+    conn_done(&c);
+    close(l);
+    unlink(la.sun_path);
+    unlink(ca.sun_path);
+    assert_int_equal(rmdir(dir), 0);
+}
+
+static int fd_calls;
+static void fd_cb(RLFileDescriptorRef f, RLOptionFlags types, void *info) {
+    (void)types, (void)info;
+    fd_calls++;
+    (void)RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack);
+}
+
+static RLFileDescriptorRef watch(int fd) {
+    RLFileDescriptorRef f = RLFileDescriptorCreate(NULL, fd, false, fd_cb, NULL);
+    assert_non_null(f);
+    RLRunLoopSourceRef src = RLFileDescriptorCreateRunLoopSource(NULL, f, 0);
+    assert_non_null(src);
+    assert_true(RLRunLoopAddSource(RLRunLoopGetCurrent(), src, MODE));
+    RLRelease(src);
+    assert_true(RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack));
+    return f;
+}
+
+/* One source on each of many fds: the table's entries, no block for any
+ * of them; a second source on one fd makes one, its leaving keeps it,
+ * the last leaving frees it; both sources are served meanwhile. */
+static void test_fd_table_holds_no_block_for_one_source(void **state) {
+    (void)state;
+    enum { N = 40 };
+    int p[N][2];
+    RLFileDescriptorRef f[N];
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(pipe(p[i]), 0);
+        f[i] = watch(p[i][0]);
+    }
+    size_t blocks;
+    size_t bytes = rl__fd_table_bytes(rl, &blocks);
+    assert_int_equal(blocks, 0);
+    assert_true(bytes < 32 * (size_t)(p[N - 1][1] + 1) * 2);
+
+    RLFileDescriptorRef g = watch(p[0][0]), h = watch(p[0][0]);
+    (void)rl__fd_table_bytes(rl, &blocks);
+    assert_int_equal(blocks, 1);
+    assert_int_equal(write(p[0][1], "x", 1), 1);
+    fd_calls = 0;
+    double end = rl_test_now() + 10;
+    while (fd_calls < 3 && rl_test_now() < end)
+        RLRunLoopRunInMode(MODE, 0.05, true);
+    assert_true(fd_calls >= 3); /* f[0], g and h */
+    assert_true(RLFileDescriptorInvalidate(g));
+    RLRelease(g);
+    assert_true(RLFileDescriptorInvalidate(h));
+    RLRelease(h);
+    (void)rl__fd_table_bytes(rl, &blocks);
+    assert_int_equal(blocks, 1); /* f[0] is still there */
+    assert_true(RLFileDescriptorInvalidate(f[0]));
+    (void)rl__fd_table_bytes(rl, &blocks);
+    assert_int_equal(blocks, 0);
+    for (int i = 0; i < N; i++) {
+        if (i)
+            assert_true(RLFileDescriptorInvalidate(f[i]));
+        RLRelease(f[i]);
+        close(p[i][0]);
+        close(p[i][1]);
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_idle_ipv4_connection_holds_its_two_blocks),
+        cmocka_unit_test(test_idle_ipv6_connection_holds_its_two_blocks),
+        cmocka_unit_test(test_each_callback_gets_its_own_peer),
+        cmocka_unit_test(test_nested_callbacks_get_their_own_peers),
+        cmocka_unit_test(test_long_peer_address),
+        cmocka_unit_test(test_fd_table_holds_no_block_for_one_source),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
