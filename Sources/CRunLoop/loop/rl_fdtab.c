@@ -64,9 +64,12 @@ static uint32_t fd_desired(RLRunLoopRef rl, struct RLRunLoopSource *src) {
  * each one's item lock (rl_fd_update), so no other source's lock is needed. */
 static uint32_t fd_want(RLRunLoopRef rl, rl__fdreg *r) {
     (void)rl;
+    if (r->capsrcs <= 1) /* one source, mostly */
+        return r->nsrcs ? r->want1 : 0;
     uint32_t want = 0;
+    const uint16_t *w = reg_want(r);
     for (uint32_t i = 0; i < r->nsrcs; i++)
-        want |= reg_want(r)[i];
+        want |= w[i];
     return want;
 }
 
@@ -330,10 +333,12 @@ void rl__fd_update(RLRunLoopRef rl, struct RLRunLoopSource *src) {
  * armed mode changed; a callout enabled its own fd and left them as they
  * were; a report nobody served). Loop lock held. */
 static void fd_reread(RLRunLoopRef rl, rl__fdreg *r) {
-    for (uint32_t i = 0; i < r->nsrcs; i++) {
-        rl__olock_lock(&reg_srcs(r)[i]->lock);
-        reg_want(r)[i] = fd_desired(rl, reg_srcs(r)[i]);
-        rl__olock_unlock(&reg_srcs(r)[i]->lock);
+    struct RLRunLoopSource **srcs = reg_srcs(r); /* fixed while the loop lock is held */
+    uint16_t *want = reg_want(r);
+    for (uint32_t i = 0, n = r->nsrcs; i < n; i++) {
+        rl__olock_lock(&srcs[i]->lock);
+        want[i] = fd_desired(rl, srcs[i]);
+        rl__olock_unlock(&srcs[i]->lock);
     }
 }
 
@@ -599,8 +604,10 @@ static size_t fd_take(RLRunLoopRef rl, rl__mode *m, int fd, uint32_t events, boo
         ready |= kRLFileDescriptorWriteCallBack;
     size_t n = 0;
     bool settle = false;
-    for (uint32_t i = 0; i < r->nsrcs && n < max; i++) {
-        struct RLRunLoopSource *s = reg_srcs(r)[i];
+    struct RLRunLoopSource **srcs = reg_srcs(r); /* fixed while the loop lock is held */
+    uint16_t *want = reg_want(r);
+    for (uint32_t i = 0, nsrcs = r->nsrcs; i < nsrcs && n < max; i++) {
+        struct RLRunLoopSource *s = srcs[i];
         struct RLFileDescriptor *f = s->fdobj;
         RLOptionFlags types = f ? ready & atomic_load_explicit(&f->enabled, memory_order_relaxed) : 0;
         if (!types)
@@ -619,7 +626,7 @@ static size_t fd_take(RLRunLoopRef rl, rl__mode *m, int fd, uint32_t events, boo
                 rl->nkept++;
             } else if (types) {
                 types &= atomic_fetch_and_explicit(&f->enabled, ~types, memory_order_relaxed);
-                reg_want(r)[i] = fd_desired(rl, s);
+                want[i] = fd_desired(rl, s);
             }
         } else {
             types = 0;
