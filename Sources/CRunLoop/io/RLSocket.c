@@ -11,6 +11,7 @@
 #include "rl_lockclass.h"
 #include "RLLockDebugInternal.h"
 #include "rl_waitpolicy.h"
+#include "rl_rxq.h"
 
 #include <crunloop/RLFileDescriptor.h>
 #include <crunloop/RLRunLoopTimer.h>
@@ -107,6 +108,10 @@ struct RLSocket {
     /* Set while the listener rests after accept ran out of descriptors:
      * the one-shot timer (in the loop and mode that saw it) that wakes it. */
     RLRunLoopTimerRef accept_retry;
+    /* A Data stream read through its loop's ring (sock_ring_ask): what the
+     * ring read, in order, taken before any read of the fd. NULL: none. */
+    rl__rxq *rxq;
+    bool ring_asked; /* asked once, by the first Data callout */
 };
 
 /* Reports to the lock-order detector as one class for every socket
@@ -132,6 +137,7 @@ static void sock_finalize(void *obj) {
         RLRelease(s->fdobj);
     if (s->peer)
         RLRelease(s->peer);
+    rl__rxq_release(s->rxq);
     rl__fdobj_finalize(&s->life); /* nothing left to release once invalidated */
 }
 
@@ -467,6 +473,89 @@ static ssize_t stream_read_chunk(int fd, size_t chunk, bool whole, uint8_t **out
     return n;
 }
 
+/* ---- reading through the loop's ring (io_uring; rl_rxq.h) ---- */
+
+/* For the tests: the chunks Data callbacks got from a ring. */
+RL__HIDDEN _Atomic unsigned long rl__socket_ring_reads;
+_Atomic unsigned long rl__socket_ring_reads;
+
+/* From the first Data callout of a stream: its loop's backend is asked to
+ * read it through its ring from then on (the next arming), first chunks of
+ * `chunk` bytes as sock_deliver_data's; the epoll backend declines, and
+ * nothing changes. Once per socket (later callouts keep the chunk size
+ * up to date). */
+static void sock_ring_ask(struct RLSocket *s, size_t chunk) {
+    rl__rxq *has = __atomic_load_n(&s->rxq, __ATOMIC_ACQUIRE);
+    if (has) {
+        rl__rxq_set_want(has, chunk); /* the ring reads first chunks as the fd would be read */
+        return;
+    }
+    if (s->ring_asked || s->sock_type != SOCK_STREAM)
+        return;
+    s->ring_asked = true; /* the callouts' thread only, one at a time */
+    rl__rxq *q = rl__rxq_new();
+    if (q)
+        rl__rxq_set_want(q, chunk);
+    if (q && rl__fd_recv_into(s->fdobj, q))
+        __atomic_store_n(&s->rxq, q, __ATOMIC_RELEASE);
+    else
+        rl__rxq_release(q);
+}
+
+/* A ring's chunk that filled its buffer, smaller than the reader's chunk:
+ * what follows in the fd read into it, up to `chunk` bytes, so that a
+ * delivery holds what one read of the fd would (c->full: it is `chunk`
+ * bytes long, more may follow). Nothing of the fd is in flight in the ring
+ * meanwhile (the callout's registration is disarmed or not yet submitted
+ * again). The end or an error found here is left to the next read. */
+static rl__rxchunk *sock_chunk_fill(struct RLSocket *s, rl__rxchunk *c, size_t chunk) {
+    rl__rxchunk *big = realloc(c, sizeof *c + chunk);
+    if (!big)
+        return c; /* delivered as it is; the next read follows */
+    ssize_t n;
+    do
+        n = recv(s->fd, big->bytes + big->len, chunk - big->len, MSG_DONTWAIT);
+    while (n < 0 && errno == EINTR);
+    if (n > 0)
+        big->len += (size_t)n;
+    big->full = n != 0 && (n < 0 ? errno != EAGAIN && errno != EWOULDBLOCK : big->len == chunk);
+    if (n == 0)
+        big->full = true; /* the end: the next read says so */
+    return big;
+}
+
+/* Delivers a chunk the ring read (c, the caller's): its bytes, or the end
+ * of the stream or its error as an empty data (false: the stream ended).
+ * `data`: the empty data made for the read (`spare`: the thread's). */
+static bool sock_deliver_chunk(struct RLSocket *s, rl__rxchunk *c, size_t chunk, RLDataRef data, bool spare,
+                               bool *full) {
+    atomic_fetch_add_explicit(&rl__socket_ring_reads, 1, memory_order_relaxed);
+    if (c->full && c->len < chunk && rl__rxq_count(s->rxq) == 0)
+        c = sock_chunk_fill(s, c, chunk);
+    *full = (c->full && c->len >= chunk) || rl__rxq_count(s->rxq) > 0;
+    size_t cap = 0;
+    RLDataRef small = c->len > 0 && c->len <= RL_SOCKET_COPY_MAX && sock_thread_get() ? sock_short_data(c->bytes, c->len, &cap)
+                                                                                        : NULL;
+    if (small) {
+        free(c);
+        if (!spare)
+            RLRelease(data);
+        sock_call(s, kRLSocketDataCallBack, sock_peer_address(s), small);
+        sock_short_data_done(small, cap);
+        return true;
+    }
+    if (spare)
+        sock_spare_used();
+    bool ended = c->len == 0;
+    if (ended)
+        free(c);
+    else
+        rl__data_adopt(data, c->bytes, c->len, c, free_owner);
+    sock_call(s, kRLSocketDataCallBack, sock_peer_address(s), data);
+    sock_long_data_done(s, data, false);
+    return !ended;
+}
+
 /* Reads what is there (one datagram, or a chunk of a stream) and delivers
  * it; *full: a stream's chunk filled the buffer, so more may be queued.
  * Returns false when the stream ended or failed. Everything the delivery
@@ -480,6 +569,12 @@ static bool sock_deliver_data(struct RLSocket *s, size_t chunk, bool *full) {
     if (!data)
         return true;
     if (s->sock_type == SOCK_STREAM) {
+        /* What the ring read comes first (then the fd: nothing of it is in
+         * flight in the ring during the callout). */
+        rl__rxq *q = __atomic_load_n(&s->rxq, __ATOMIC_ACQUIRE);
+        rl__rxchunk *c = q ? rl__rxq_pop(q) : NULL;
+        if (c)
+            return sock_deliver_chunk(s, c, chunk, data, spare, full);
         uint8_t *buf = NULL;
         RLDataRef small = NULL;
         size_t small_cap = 0;
@@ -744,6 +839,7 @@ static void sock_fd_callout_body(struct RLSocket *s, RLOptionFlags ready) {
              * queued is read in this wake, each piece handed over as soon
              * as it is read (an echo goes out while the next is read). */
             size_t base = atomic_load_explicit(&rl__socket_read_chunk, memory_order_relaxed);
+            sock_ring_ask(s, base);
             size_t chunk = base, budget = base * RL_SOCKET_READ_BATCH;
             for (;;) {
                 bool full;
