@@ -534,7 +534,10 @@ static void test_kept_long_reads_hold_little_more_than_their_bytes(void **state)
     keep_now = true;
     write_and_wait(sv[1], 'a', 10000, 1);
     write_and_wait(sv[1], 'b', 5000, 2);
-    for (int i = 0; i < 2; i++)
+    /* Through a ring the bytes are in the chunk the ring read (one block,
+     * its bytes after a header): the blocks are not measured there. */
+    bool measure = !ring();
+    for (int i = 0; i < 2 && measure; i++)
         assert_true(kept_block(i) < 2 * (size_t)RLDataGetLength(kept[i]));
     /* Not kept for a while, then kept again: one whole buffer, then
      * trimmed. */
@@ -545,11 +548,11 @@ static void test_kept_long_reads_hold_little_more_than_their_bytes(void **state)
     write_and_wait(sv[1], 'e', 9000, 3);
     write_and_wait(sv[1], 'f', 8000, 4);
     write_and_wait(sv[1], 'g', 20000, 5);
-    if (RL_TRICK_SOCK_RECYCLE && !ring())
+    if (RL_TRICK_SOCK_RECYCLE && measure)
         assert_true(kept_block(2) >= 65536); /* the one whole buffer */
-    else /* the plain build: a buffer of its own for each read, trimmed; through a ring: the chunk it read */
+    else if (measure) /* the plain build: a buffer of its own for each read, trimmed */
         assert_true(kept_block(2) < 2 * (size_t)RLDataGetLength(kept[2]));
-    for (int i = 3; i < 5; i++)
+    for (int i = 3; i < 5 && measure; i++)
         assert_true(kept_block(i) < 2 * (size_t)RLDataGetLength(kept[i]));
     assert_kept(0, 'a', 10000);
     assert_kept(1, 'b', 5000);

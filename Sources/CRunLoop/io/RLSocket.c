@@ -521,6 +521,11 @@ static rl__rxchunk *sock_chunk_fill(struct RLSocket *s, rl__rxchunk *c, size_t c
     big->full = n != 0 && (n < 0 ? errno != EAGAIN && errno != EWOULDBLOCK : big->len == chunk);
     if (n == 0)
         big->full = true; /* the end: the next read says so */
+    if (big->len < chunk / 2) { /* a callback may keep it: little more than its bytes */
+        rl__rxchunk *trim = realloc(big, sizeof *big + big->len);
+        if (trim)
+            big = trim;
+    }
     return big;
 }
 

@@ -133,6 +133,7 @@ typedef struct uring {
     struct io_uring_buf_ring *br; /* the provided buffers' ring (NULL: not made) */
     uint8_t *bufs;
     bool br_failed; /* the kernel refused it: polls only */
+    unsigned nbufs; /* how many (a power of 2) */
     uring_dying *dying;
     size_t ndying, capdying;
     struct epoll_event *pend; /* reports taken from the ring, not yet handed out */
@@ -576,7 +577,7 @@ static void uring_close(rl__poller *rl) {
     for (size_t i = 0; i < u->ndying; i++)
         rl__rxq_release(u->dying[i].q);
     if (u->br)
-        (void)munmap(u->br, URING_BUFS * sizeof(struct io_uring_buf));
+        (void)munmap(u->br, u->nbufs * sizeof(struct io_uring_buf));
     free(u->bufs);
     free(u->dying);
     free(u->pend);
@@ -601,6 +602,10 @@ static int uring_renew(rl__poller *rl) {
     return 0;
 }
 
+/* For the tests: receives that found no buffer free (ENOBUFS). */
+RL__HIDDEN _Atomic unsigned long rl__poll_uring_nobufs;
+_Atomic unsigned long rl__poll_uring_nobufs;
+
 /* A receive's result into q: its bytes (out of their buffer, which goes
  * back to the ring), the end, or its error. Whether something was queued
  * (nothing: no buffer was free, or it was cancelled). Lock held. */
@@ -621,9 +626,9 @@ static bool uring_rx_queue(uring *u, rl__rxq *q, const struct io_uring_cqe *cqe,
                 memcpy(c->bytes, u->bufs + (size_t)bid * URING_BUF_SIZE, n);
         }
     }
-    if (buf && bid < URING_BUFS) {
+    if (buf && bid < u->nbufs) {
         io_uring_buf_ring_add(u->br, u->bufs + (size_t)bid * URING_BUF_SIZE, URING_BUF_SIZE, (unsigned short)bid,
-                              io_uring_buf_ring_mask(URING_BUFS), 0);
+                              io_uring_buf_ring_mask(u->nbufs), 0);
         io_uring_buf_ring_advance(u->br, 1);
     }
     if (!queue)
@@ -667,8 +672,10 @@ static bool uring_take_rx(uring *u, int fd, uint32_t seq, uring_reg *r, const st
     if (!queued) {
         /* No buffer was free (nothing read: asked again as a poll), or
          * cancelled by the kernel: asked again. */
-        if (cqe->res == -ENOBUFS)
+        if (cqe->res == -ENOBUFS) {
             r->rx_poll = true;
+            atomic_fetch_add_explicit(&rl__poll_uring_nobufs, 1, memory_order_relaxed);
+        }
         (void)uring_arm(u, fd, r);
         return false;
     }
@@ -823,14 +830,22 @@ static int uring_wait(rl__poller *rl, struct epoll_event *ev, int maxev, int tim
     }
 }
 
+/* How many provided buffers a loop's ring gets (a power of 2; the tests
+ * make it small to run out of them). */
+RL__HIDDEN _Atomic unsigned rl__poll_uring_nbufs;
+_Atomic unsigned rl__poll_uring_nbufs = URING_BUFS;
+
 /* The provided buffers, made and registered on first use. Lock held, the
  * loop's thread. */
 static bool uring_bufs(uring *u) {
     if (u->br || u->br_failed)
         return u->br != NULL;
-    size_t rsz = URING_BUFS * sizeof(struct io_uring_buf);
+    u->nbufs = atomic_load_explicit(&rl__poll_uring_nbufs, memory_order_relaxed);
+    if (u->nbufs == 0 || (u->nbufs & (u->nbufs - 1)) || u->nbufs > 32768)
+        u->nbufs = URING_BUFS;
+    size_t rsz = u->nbufs * sizeof(struct io_uring_buf);
     void *mem = mmap(NULL, rsz, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    uint8_t *bufs = malloc((size_t)URING_BUFS * URING_BUF_SIZE);
+    uint8_t *bufs = malloc((size_t)u->nbufs * URING_BUF_SIZE);
     if (mem == MAP_FAILED || !bufs) {
         if (mem != MAP_FAILED)
             (void)munmap(mem, rsz);
@@ -840,7 +855,7 @@ static bool uring_bufs(uring *u) {
     struct io_uring_buf_reg reg;
     memset(&reg, 0, sizeof reg);
     reg.ring_addr = (uint64_t)(uintptr_t)mem;
-    reg.ring_entries = URING_BUFS;
+    reg.ring_entries = u->nbufs;
     reg.bgid = URING_BGID;
     if (rl__fault(RL_FAULT_URING_BUFS) || io_uring_register_buf_ring(&u->ring, &reg, 0) != 0) {
         (void)munmap(mem, rsz);
@@ -851,10 +866,10 @@ static bool uring_bufs(uring *u) {
     u->br = mem;
     u->bufs = bufs;
     io_uring_buf_ring_init(u->br);
-    for (unsigned i = 0; i < URING_BUFS; i++)
+    for (unsigned i = 0; i < u->nbufs; i++)
         io_uring_buf_ring_add(u->br, bufs + (size_t)i * URING_BUF_SIZE, URING_BUF_SIZE, (unsigned short)i,
-                              io_uring_buf_ring_mask(URING_BUFS), (int)i);
-    io_uring_buf_ring_advance(u->br, URING_BUFS);
+                              io_uring_buf_ring_mask(u->nbufs), (int)i);
+    io_uring_buf_ring_advance(u->br, u->nbufs);
     return true;
 }
 
