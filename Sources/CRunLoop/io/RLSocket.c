@@ -512,6 +512,7 @@ static rl__rxchunk *sock_chunk_fill(struct RLSocket *s, rl__rxchunk *c, size_t c
     rl__rxchunk *big = realloc(c, sizeof *c + chunk);
     if (!big)
         return c; /* delivered as it is; the next read follows */
+    big->cap = chunk;
     ssize_t n;
     do
         n = recv(s->fd, big->bytes + big->len, chunk - big->len, MSG_DONTWAIT);
@@ -523,8 +524,10 @@ static rl__rxchunk *sock_chunk_fill(struct RLSocket *s, rl__rxchunk *c, size_t c
         big->full = true; /* the end: the next read says so */
     if (big->len < chunk / 2) { /* a callback may keep it: little more than its bytes */
         rl__rxchunk *trim = realloc(big, sizeof *big + big->len);
-        if (trim)
+        if (trim) {
             big = trim;
+            big->cap = big->len;
+        }
     }
     return big;
 }
@@ -542,7 +545,7 @@ static bool sock_deliver_chunk(struct RLSocket *s, rl__rxchunk *c, size_t chunk,
     RLDataRef small = c->len > 0 && c->len <= RL_SOCKET_COPY_MAX && sock_thread_get() ? sock_short_data(c->bytes, c->len, &cap)
                                                                                         : NULL;
     if (small) {
-        free(c);
+        rl__rxq_give_back(s->rxq, c); /* the next receive's chunk */
         if (!spare)
             RLRelease(data);
         sock_call(s, kRLSocketDataCallBack, sock_peer_address(s), small);

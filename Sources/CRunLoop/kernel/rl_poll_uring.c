@@ -617,7 +617,7 @@ static bool uring_rx_queue(uring *u, rl__rxq *q, const struct io_uring_cqe *cqe,
     bool queue = res >= 0 || (res != -ENOBUFS && res != -ECANCELED && res != -EINTR && res != -EAGAIN);
     if (queue) {
         size_t n = res > 0 ? (size_t)res : 0;
-        c = malloc(sizeof *c + n);
+        c = rl__rxq_chunk(q, n);
         if (c) {
             c->len = n;
             c->err = res < 0 ? -res : 0;
@@ -639,6 +639,7 @@ static bool uring_rx_queue(uring *u, rl__rxq *q, const struct io_uring_cqe *cqe,
         c = malloc(sizeof *c);
         if (!c)
             return false; /* nothing left: the reader's next read finds what follows (the bytes are lost) */
+        c->cap = 0;
         c->len = 0;
         c->err = ENOMEM;
         c->full = false;

@@ -13,6 +13,7 @@ struct rl__rxq {
     _Atomic size_t count;
     _Atomic(const void *) owner;
     _Atomic size_t want;
+    _Atomic(rl__rxchunk *) spare;
     rl__rxchunk *head, **tail;
 };
 
@@ -42,6 +43,7 @@ void rl__rxq_release(rl__rxq *q) {
         next = c->next;
         free(c);
     }
+    free(atomic_load_explicit(&q->spare, memory_order_relaxed));
     free(q);
 }
 
@@ -79,3 +81,27 @@ bool rl__rxq_claim(rl__rxq *q, const void *owner) {
 void rl__rxq_set_want(rl__rxq *q, size_t n) { atomic_store_explicit(&q->want, n, memory_order_relaxed); }
 
 size_t rl__rxq_want(const rl__rxq *q) { return atomic_load_explicit(&q->want, memory_order_relaxed); }
+
+/* Chunks smaller than this are not worth keeping apart; larger ones are
+ * not kept (a stream's spare holds little). */
+enum { RXQ_SPARE_MIN = 256, RXQ_SPARE_MAX = 4096 };
+
+rl__rxchunk *rl__rxq_chunk(rl__rxq *q, size_t n) {
+    rl__rxchunk *c = q ? atomic_exchange_explicit(&q->spare, NULL, memory_order_acquire) : NULL;
+    if (c && c->cap >= n)
+        return c;
+    free(c);
+    size_t cap = n < RXQ_SPARE_MIN ? RXQ_SPARE_MIN : n;
+    c = malloc(sizeof *c + cap);
+    if (c)
+        c->cap = cap;
+    return c;
+}
+
+void rl__rxq_give_back(rl__rxq *q, rl__rxchunk *c) {
+    if (!q || c->cap > RXQ_SPARE_MAX) {
+        free(c);
+        return;
+    }
+    free(atomic_exchange_explicit(&q->spare, c, memory_order_release));
+}

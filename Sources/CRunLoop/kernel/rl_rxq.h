@@ -28,6 +28,7 @@
 typedef struct rl__rxchunk {
     struct rl__rxchunk *next;
     size_t len;
+    size_t cap; /* the bytes it can hold */
     int err;
     bool full;  /* the receive filled its buffer: more may wait in the kernel */
     uint8_t bytes[];
@@ -44,6 +45,13 @@ RL__HIDDEN void rl__rxq_release(rl__rxq *q);
 RL__HIDDEN void rl__rxq_push(rl__rxq *q, rl__rxchunk *c);
 /* The oldest chunk (the caller's now), or NULL: none. */
 RL__HIDDEN rl__rxchunk *rl__rxq_pop(rl__rxq *q);
+/* A chunk for n bytes: q's spare one if it is big enough (a chunk its
+ * reader was done with, rl__rxq_give_back), else a new one; NULL: no
+ * memory. Its len, err and full are the caller's to set. */
+RL__HIDDEN rl__rxchunk *rl__rxq_chunk(rl__rxq *q, size_t n);
+/* The reader is done with c's bytes: kept as q's spare (one at most, the
+ * smaller goes), so that the next receive needs no allocation. */
+RL__HIDDEN void rl__rxq_give_back(rl__rxq *q, rl__rxchunk *c);
 /* Chunks queued (a hint, without the lock). */
 RL__HIDDEN size_t rl__rxq_count(const rl__rxq *q);
 /* How many bytes a receive into q asks for at most (the reader's chunk;
