@@ -308,8 +308,11 @@ static bool uring_fill(uring *u) {
             sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
             r->cancel = 0;
         }
-        if (r->arm && r->present && uring_reads(u, r) && rl__rxq_count(r->rxq) > 0) {
-            /* Readable already: reported without asking the kernel. */
+        if (r->arm && r->present && r->rxq && (r->events & (EPOLLIN | EPOLLET)) == EPOLLIN &&
+            rl__rxq_count(r->rxq) > 0) {
+            /* Readable already (its queue holds bytes): reported without
+             * asking the kernel, whatever else the arming asks for (a
+             * write side is asked again by the arming after this report). */
             struct epoll_event ev = {.events = EPOLLIN, .data.u64 = rl__ev_data(fd, r->gen)};
             uring_pend(u, &ev);
             if (!(r->events & EPOLLONESHOT)) {
