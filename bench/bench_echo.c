@@ -105,6 +105,18 @@
  * 1.00-1.06x; rates within 0.92-1.05x (the wall-clock rows swing more
  * than that between runs on a loaded machine).
  *
+ * The io_uring backend (2026-12-05): ours-ur and read-ur are the two
+ * servers with their loops on io_uring. A Data stream there reads through
+ * the ring (a receive into a provided buffer, submitted with the wait):
+ * 2 system calls per round trip instead of 3 (`make bench-echo-instr`:
+ * io_uring_enter and sendto), but 2,334 user-space instructions against
+ * 1,851 on epoll (single steps). One run, 3 rounds, load average 8.7:
+ * server CPU per round trip ur/ours 0.98x, per MB at 1 connection 0.99x,
+ * at 16 1.06x, at 256 1.72x (read-ur, which polls and reads with recv as
+ * on epoll, is as slow there: the cost is the backend's, a poll request
+ * per arming, not the ring's reads); per connection 1.01x. So epoll stays
+ * the default.
+ *
  *   bench_echo                 the table (about a minute)
  *   BEC_ROUNDS=9 bench_echo
  *   BEC_QUICK=1 bench_echo     shorter runs, for a smoke test
