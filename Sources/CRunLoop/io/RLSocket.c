@@ -505,9 +505,10 @@ static void sock_ring_ask(struct RLSocket *s, size_t chunk) {
 /* A ring's chunk that filled its buffer, smaller than the reader's chunk:
  * what follows in the fd read into it, up to `chunk` bytes, so that a
  * delivery holds what one read of the fd would (c->full: it is `chunk`
- * bytes long, more may follow). Nothing of the fd is in flight in the ring
- * meanwhile (the callout's registration is disarmed or not yet submitted
- * again). The end or an error found here is left to the next read. */
+ * bytes long, more may follow). Safe with the queue empty: the backend
+ * queues what a receive read as soon as the enter that brought it returns,
+ * so a receive still in flight can only read what comes after. The end or
+ * an error found here is left to the next read. */
 static rl__rxchunk *sock_chunk_fill(struct RLSocket *s, rl__rxchunk *c, size_t chunk) {
     rl__rxchunk *big = realloc(c, sizeof *c + chunk);
     if (!big)
@@ -577,8 +578,8 @@ static bool sock_deliver_data(struct RLSocket *s, size_t chunk, bool *full) {
     if (!data)
         return true;
     if (s->sock_type == SOCK_STREAM) {
-        /* What the ring read comes first (then the fd: nothing of it is in
-         * flight in the ring during the callout). */
+        /* What the ring read comes first, then the fd (a receive still in
+         * flight reads only what comes after: see sock_chunk_fill). */
         rl__rxq *q = __atomic_load_n(&s->rxq, __ATOMIC_ACQUIRE);
         rl__rxchunk *c = q ? rl__rxq_pop(q) : NULL;
         if (c)
