@@ -105,10 +105,22 @@
  * 1.00-1.06x; rates within 0.92-1.05x (the wall-clock rows swing more
  * than that between runs on a loaded machine).
  *
+ * The io_uring backend (2026-12-05): ours-ur and read-ur are the two
+ * servers with their loops on io_uring. A Data stream there reads through
+ * the ring (a receive into a provided buffer, submitted with the wait):
+ * 2 system calls per round trip instead of 3 (`make bench-echo-instr`:
+ * io_uring_enter and sendto), but 2,334 user-space instructions against
+ * 1,851 on epoll (single steps). One run, 3 rounds, load average 8.7:
+ * server CPU per round trip ur/ours 0.98x, per MB at 1 connection 0.99x,
+ * at 16 1.06x, at 256 1.72x (read-ur, which polls and reads with recv as
+ * on epoll, is as slow there: the cost is the backend's, a poll request
+ * per arming, not the ring's reads); per connection 1.01x. So epoll stays
+ * the default.
+ *
  *   bench_echo                 the table (about a minute)
  *   BEC_ROUNDS=9 bench_echo
  *   BEC_QUICK=1 bench_echo     shorter runs, for a smoke test
- *   BEC_PEERS=ours,libuv       only these peers (ours, ours-read, epoll, CF, libuv)
+ *   BEC_PEERS=ours,libuv       only these peers (ours, ours-read, ours-ur, read-ur, epoll, CF, libuv)
  *   BEC_ONLY=tp1,tp16          only these benchmarks (rt, tp1, tp16, tp256, conn)
  *   BEC_CSV=file               also write the ratios for scripts/bench-chart.py
  *
@@ -131,10 +143,14 @@
 
 #include "bench_echo.h"
 
-enum { P_RL, P_RLR, P_EP, P_CF, P_UV, NPEERS };
+/* P_RLU, P_RLRU: ours and ours-read with their loops on io_uring. CF and
+ * libuv last (the chart's peers, write_csv). */
+enum { P_RL, P_RLR, P_RLU, P_RLRU, P_EP, P_CF, P_UV, NPEERS };
 
-static const bec_peer *peers[NPEERS] = {[P_RL] = &bec_peer_rl, [P_RLR] = &bec_peer_rl_read, [P_EP] = &bec_peer_epoll,
-                                        [P_CF] = &bec_peer_cf, [P_UV] = &bec_peer_uv};
+static const bec_peer *peers[NPEERS] = {[P_RL] = &bec_peer_rl,        [P_RLR] = &bec_peer_rl_read,
+                                        [P_RLU] = &bec_peer_rl_ur,    [P_RLRU] = &bec_peer_rl_read_ur,
+                                        [P_EP] = &bec_peer_epoll,     [P_CF] = &bec_peer_cf,
+                                        [P_UV] = &bec_peer_uv};
 
 enum metric { M_RT50, M_RT99, M_RTCPU, M_TP1, M_TP1CPU, M_TP16, M_TPCPU, M_TP256, M_TP256CPU, M_CPS, M_CPSCPU,
               NMETRICS };
@@ -581,21 +597,25 @@ static void print_table(int rounds) {
            "CoreFoundation's CFSocket (Swift toolchain) vs libuv — "
            "one process, %d round%s, median shown; %ld CPUs, load average %.1f\n\n",
            rounds, rounds == 1 ? "" : "s", sysconf(_SC_NPROCESSORS_ONLN), load[0]);
-    printf("%-44s | %9s | %9s | %9s | %9s | %9s | %8s | %9s | %9s | %9s | %s\n", "benchmark", "ours", "ours-read",
-           "epoll", "CF", "libuv", "ours/CF", "ours/libuv", "read/ours", "ours/epoll", "target: >= libuv");
-    printf("%.44s-+-%.9s-+-%.9s-+-%.9s-+-%.9s-+-%.9s-+-%.8s-+-%.9s-+-%.9s-+-%.9s-+-%s\n",
-           "----------------------------------------------------", "----------", "----------", "----------",
-           "----------", "----------", "----------", "----------", "----------", "----------", "----------------");
+    printf("%-44s | %9s | %9s | %9s | %9s | %9s | %9s | %9s | %8s | %9s | %9s | %9s | %9s | %9s | %s\n",
+           "benchmark", "ours", "ours-read", "ours-ur", "read-ur", "epoll", "CF", "libuv", "ours/CF", "ours/libuv",
+           "read/ours", "ours/epoll", "ur/epoll", "ur/ours", "target: >= libuv");
+    const char *dash = "----------------------------------------------------";
+    printf("%.44s-+-%.9s-+-%.9s-+-%.9s-+-%.9s-+-%.9s-+-%.9s-+-%.9s-+-%.8s-+-%.9s-+-%.9s-+-%.9s-+-%.9s-+-%.9s-+-%.16s\n",
+           dash, dash, dash, dash, dash, dash, dash, dash, dash, dash, dash, dash, dash, dash, dash);
     for (int m = 0; m < NMETRICS; m++) {
-        char cell[NPEERS][32], rcf[32], ruv[32], rrd[32], rep_[32], met[64] = "";
+        char cell[NPEERS][32], rcf[32], ruv[32], rrd[32], rep_[32], rue[32], ruo[32], met[64] = "";
         for (int p = 0; p < NPEERS; p++) fmt(cell[p], sizeof cell[p], median(p, (enum metric)m) * metrics[m].scale);
         ratio_cell(rcf, sizeof rcf, P_RL, P_CF, (enum metric)m);
         ratio_cell(ruv, sizeof ruv, P_RL, P_UV, (enum metric)m);
         ratio_cell(rrd, sizeof rrd, P_RLR, P_RL, (enum metric)m);
         ratio_cell(rep_, sizeof rep_, P_RL, P_EP, (enum metric)m);
+        ratio_cell(rue, sizeof rue, P_RLU, P_EP, (enum metric)m);
+        ratio_cell(ruo, sizeof ruo, P_RLU, P_RL, (enum metric)m);
         if (metrics[m].target_uv) verdict_cell(met, sizeof met, (enum metric)m);
-        printf("%-44s | %9s | %9s | %9s | %9s | %9s | %8s | %9s | %9s | %9s | %s\n", metrics[m].label, cell[P_RL],
-               cell[P_RLR], cell[P_EP], cell[P_CF], cell[P_UV], rcf, ruv, rrd, rep_, met);
+        printf("%-44s | %9s | %9s | %9s | %9s | %9s | %9s | %9s | %8s | %9s | %9s | %9s | %9s | %9s | %s\n",
+               metrics[m].label, cell[P_RL], cell[P_RLR], cell[P_RLU], cell[P_RLRU], cell[P_EP], cell[P_CF],
+               cell[P_UV], rcf, ruv, rrd, rep_, rue, ruo, met);
     }
     printf("\nEvery server runs on a thread of its own; one client thread drives it over 127.0.0.1 with plain\n"
            "sockets (TCP_NODELAY on both ends). Ratios are the median over rounds of ours/peer, each round's\n"
@@ -604,7 +624,10 @@ static void print_table(int rounds) {
            "Throughput: 1 MB in flight in all, 64 KB on each of the 16 connections (bench_echo.c says why).\n"
            "Helper threads: ours %s; CF %s; libuv %s.\n"
            "read/ours: the Read-callback server (recv in the callback) against the Data-callback one, same\n"
-           "library; ours/epoll: against a server by hand on raw edge-triggered epoll (no run loop at all).\n",
+           "library; ours/epoll: against a server by hand on raw edge-triggered epoll (no run loop at all).\n"
+           "ours-ur, read-ur: the same two servers with their loops on the io_uring backend (ours and\n"
+           "ours-read: on the default one, RL_BACKEND); ur/epoll: ours-ur against raw epoll; ur/ours: ours-ur\n"
+           "against ours.\n",
            peers[P_RL]->threads, peers[P_CF]->threads, peers[P_UV]->threads);
     printf("[a] CPU time of the whole process minus the client thread's: the server's loop and helper threads.\n");
     printf("[b] 8 clients at a time; each connects, sends 16 bytes, reads them back and closes%s.\n",

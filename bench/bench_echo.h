@@ -39,6 +39,8 @@ typedef struct bec_peer {
 
 extern const bec_peer bec_peer_rl;
 extern const bec_peer bec_peer_rl_read; /* RLSocket with Read callbacks, recv in the callback */
+extern const bec_peer bec_peer_rl_ur;      /* bec_peer_rl on the io_uring backend */
+extern const bec_peer bec_peer_rl_read_ur; /* bec_peer_rl_read on the io_uring backend */
 extern const bec_peer bec_peer_epoll;   /* by hand on raw epoll, edge-triggered: the floor */
 extern const bec_peer bec_peer_cf;
 extern const bec_peer bec_peer_uv;

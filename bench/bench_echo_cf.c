@@ -13,16 +13,30 @@
  *             per client with Read and Write callbacks, the callback
  *             reading (one recv of up to 64 KB per callback) itself:
  *             bec_peer_rl_read ("ours-read").
+ *   -DBEC_BACKEND=\"io_uring\"  either of ours on the kernel backend named
+ *             (RL_BACKEND set while the server's loop is made):
+ *             bec_peer_rl_ur ("ours-ur"), bec_peer_rl_read_ur ("read-ur").
+ *             Without it ours run on the process's default backend.
  */
 #ifdef BEC_CF
 #include <CoreFoundation/CoreFoundation.h>
 #define BEC_PEER bec_peer_cf
 #define BEC_PEER_NAME "CF"
 #define BEC_THREADS "+1 select() thread for all sockets"
+#elif defined(BEC_READCB) && defined(BEC_BACKEND)
+#include <crunloop/cf_compat.h>
+#define BEC_PEER bec_peer_rl_read_ur
+#define BEC_PEER_NAME "read-ur"
+#define BEC_THREADS "none"
 #elif defined(BEC_READCB)
 #include <crunloop/cf_compat.h>
 #define BEC_PEER bec_peer_rl_read
 #define BEC_PEER_NAME "ours-read"
+#define BEC_THREADS "none"
+#elif defined(BEC_BACKEND)
+#include <crunloop/cf_compat.h>
+#define BEC_PEER bec_peer_rl_ur
+#define BEC_PEER_NAME "ours-ur"
 #define BEC_THREADS "none"
 #else
 #include <crunloop/cf_compat.h>
@@ -197,6 +211,15 @@ static void cf_stop_perform(void *info) {
 static void *cf_server_main(void *arg) {
     cf_server *server = arg;
     server->loop = CFRunLoopGetCurrent();
+#ifdef BEC_BACKEND
+    const char *backend = RLRunLoopGetBackendName(server->loop);
+    if (!backend || strcmp(backend, BEC_BACKEND) != 0) {
+        snprintf(server->note, 120, "%s: its loop is on %s, not %s (the kernel refuses it?)", BEC_PEER_NAME,
+                 backend ? backend : "no backend", BEC_BACKEND);
+        sem_post(&server->ready);
+        return NULL;
+    }
+#endif
     CFRunLoopSourceContext sctx = {0};
     sctx.info = server;
     sctx.perform = cf_stop_perform;
@@ -240,12 +263,28 @@ static void *cf_start(unsigned *port, char *note) {
     if (!server) return NULL;
     server->note = note;
     sem_init(&server->ready, 0, 0);
-    if (pthread_create(&server->thread, NULL, cf_server_main, server) != 0) {
+#ifdef BEC_BACKEND
+    /* Read as the server's loop is made (before `ready`); the servers are
+     * started one after another, so no other loop is made meanwhile. */
+    const char *was = getenv("RL_BACKEND");
+    char *saved = was ? strdup(was) : NULL;
+    setenv("RL_BACKEND", BEC_BACKEND, 1);
+#endif
+    int made = pthread_create(&server->thread, NULL, cf_server_main, server);
+    if (made == 0)
+        sem_wait(&server->ready);
+#ifdef BEC_BACKEND
+    if (saved)
+        setenv("RL_BACKEND", saved, 1);
+    else
+        unsetenv("RL_BACKEND");
+    free(saved);
+#endif
+    if (made != 0) {
         snprintf(note, 120, "%s: cannot start a thread", BEC_PEER_NAME);
         free(server);
         return NULL;
     }
-    sem_wait(&server->ready);
     if (server->port == 0) {
         pthread_join(server->thread, NULL);
         free(server);

@@ -21,6 +21,18 @@
  * read buffer taken back, for one: about 356,000 to 239,000 per MB in a
  * first version of this client). It leaves out the kernel, where most of
  * the time goes.
+ *
+ * valgrind cannot run a loop on io_uring (3.19 holds its thread lock
+ * through io_uring_enter, so the client thread never runs), and this
+ * machine's virtual CPU has no instruction counter for perf. So with
+ * BEI_STEP=1 the program counts for itself: a child process traces the
+ * server's thread from its start to its end, one instruction at a time
+ * (ptrace's single step: user space only; a system call is one step, a
+ * string instruction one per repetition), and the count goes to stdout as
+ * "server_instructions N". BEI_STEP_PROFILE=FILE also writes how often
+ * each instruction address was stepped ("address count" lines, for
+ * scripts/bench-echo-instr.sh's profile). Peers ours-ur and read-ur are
+ * ours and ours-read on the io_uring backend.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -31,8 +43,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <signal.h>
 #include <sys/epoll.h>
+#include <sys/prctl.h>
+#include <sys/ptrace.h>
 #include <sys/socket.h>
+#include <sys/user.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "bench_echo.h"
@@ -140,21 +158,114 @@ static bool round_trips(unsigned port, long n) {
     return true;
 }
 
+/* The thread of this process that is not `self` (the server's: started
+ * last, the only other one); 0: none or several. */
+static pid_t other_thread(pid_t self) {
+    DIR *d = opendir("/proc/self/task");
+    if (!d)
+        return 0;
+    pid_t found = 0;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        pid_t t = (pid_t)atoi(e->d_name);
+        if (t > 0 && t != self) {
+            found = t;
+            n++;
+        }
+    }
+    closedir(d);
+    return n == 1 ? found : 0;
+}
+
+/* Address counts for the profile: an open-addressing table. */
+enum { PROF_SLOTS = 1 << 20 };
+typedef struct { unsigned long long ip, n; } prof_slot;
+
+static void prof_add(prof_slot *t, unsigned long long ip) {
+    size_t i = (size_t)((ip * 0x9E3779B97F4A7C15ull) >> 44) & (PROF_SLOTS - 1);
+    while (t[i].ip && t[i].ip != ip)
+        i = (i + 1) & (PROF_SLOTS - 1);
+    t[i].ip = ip;
+    t[i].n++;
+}
+
+int main(int argc, char **argv);
+
+/* The tracer (a child process): steps thread `tid` to its end; its count
+ * written to `out`. Exits. */
+static void step_thread(pid_t tid, int out, int go, const char *profile) {
+    prof_slot *prof = profile ? calloc(PROF_SLOTS, sizeof *prof) : NULL;
+    unsigned long long steps = 0;
+    int st;
+    if (ptrace(PTRACE_SEIZE, tid, 0, (void *)(long)PTRACE_O_TRACEEXIT) != 0 || ptrace(PTRACE_INTERRUPT, tid, 0, 0) != 0) {
+        perror("ptrace(SEIZE)");
+        _exit(1);
+    }
+    if (waitpid(tid, &st, __WALL) != tid) {
+        perror("waitpid");
+        _exit(1);
+    }
+    char one = 1;
+    if (write(go, &one, 1) != 1) /* attached: the client may start */
+        _exit(1);
+    for (;;) {
+        if (ptrace(PTRACE_SINGLESTEP, tid, 0, 0) != 0)
+            break;
+        if (waitpid(tid, &st, __WALL) != tid || WIFEXITED(st) || WIFSIGNALED(st))
+            break;
+        if (st >> 8 == (SIGTRAP | (PTRACE_EVENT_EXIT << 8)))
+            break;
+        if (WIFSTOPPED(st) && WSTOPSIG(st) != SIGTRAP) {
+            /* a signal for the thread: let it have it on the next step */
+            continue;
+        }
+        steps++;
+        if (prof) {
+            struct user_regs_struct r;
+            if (ptrace(PTRACE_GETREGS, tid, 0, &r) == 0)
+                prof_add(prof, r.rip);
+        }
+    }
+    (void)ptrace(PTRACE_DETACH, tid, 0, 0);
+    if (prof) {
+        FILE *f = fopen(profile, "w");
+        if (f) {
+            fprintf(f, "# main %llx\n", (unsigned long long)(uintptr_t)&main); /* where the program is loaded */
+            FILE *maps = fopen("/proc/self/maps", "r"); /* and the libraries */
+            char line[512];
+            while (maps && fgets(line, sizeof line, maps))
+                fprintf(f, "# map %s", line);
+            if (maps)
+                fclose(maps);
+            for (size_t i = 0; i < PROF_SLOTS; i++)
+                if (prof[i].ip)
+                    fprintf(f, "%llx %llu\n", prof[i].ip, prof[i].n);
+            fclose(f);
+        }
+    }
+    if (write(out, &steps, sizeof steps) != (ssize_t)sizeof steps)
+        _exit(1);
+    _exit(0);
+}
+
 int main(int argc, char **argv) {
     const bec_peer *peer = NULL;
     if (argc == 4)
         peer = strcmp(argv[1], "ours") == 0        ? &bec_peer_rl
                : strcmp(argv[1], "ours-read") == 0 ? &bec_peer_rl_read
+               : strcmp(argv[1], "ours-ur") == 0   ? &bec_peer_rl_ur
+               : strcmp(argv[1], "read-ur") == 0   ? &bec_peer_rl_read_ur
                : strcmp(argv[1], "epoll") == 0     ? &bec_peer_epoll
                : strcmp(argv[1], "libuv") == 0     ? &bec_peer_uv
                                                    : NULL;
     bool tp16 = argc == 4 && strcmp(argv[2], "tp16") == 0;
     long n = argc == 4 ? atol(argv[3]) : 0;
     if (!peer || (!tp16 && strcmp(argv[2], "rt") != 0) || n < 1) {
-        fprintf(stderr, "usage: %s PEER rt ROUND_TRIPS | PEER tp16 MEGABYTES (PEER: ours, ours-read, epoll, libuv)\n",
+        fprintf(stderr, "usage: %s PEER rt ROUND_TRIPS | PEER tp16 MEGABYTES (PEER: ours, ours-read, ours-ur, read-ur, epoll, libuv)\n",
                 argv[0]);
         return 2;
     }
+    bool step = getenv("BEI_STEP") && strcmp(getenv("BEI_STEP"), "1") == 0;
     char note[160] = "";
     unsigned port = 0;
     void *server = peer->start(&port, note);
@@ -162,7 +273,36 @@ int main(int argc, char **argv) {
         fprintf(stderr, "%s\n", note);
         return 1;
     }
+    int res[2] = {-1, -1}, go[2] = {-1, -1};
+    pid_t tracer = -1;
+    if (step) {
+        pid_t tid = other_thread((pid_t)gettid());
+        /* Yama's restriction, where there is one, lifted for the tracer. */
+        (void)prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY);
+        if (tid == 0 || pipe(res) != 0 || pipe(go) != 0) {
+            fprintf(stderr, "BEI_STEP: no server thread to trace, or no pipe\n");
+            return 1;
+        }
+        tracer = fork();
+        if (tracer == 0)
+            step_thread(tid, res[1], go[1], getenv("BEI_STEP_PROFILE"));
+        char c;
+        if (tracer < 0 || read(go[0], &c, 1) != 1) {
+            fprintf(stderr, "BEI_STEP: the tracer did not attach\n");
+            return 1;
+        }
+    }
     bool ok = tp16 ? echo_16(port, n) : round_trips(port, n);
     peer->stop(server);
+    if (step) {
+        unsigned long long steps = 0;
+        int st = 0;
+        bool got = read(res[0], &steps, sizeof steps) == (ssize_t)sizeof steps;
+        if (waitpid(tracer, &st, 0) != tracer || !got) {
+            fprintf(stderr, "BEI_STEP: the tracer failed\n");
+            return 1;
+        }
+        printf("server_instructions %llu\n", steps);
+    }
     return ok ? 0 : 1;
 }

@@ -7,12 +7,15 @@
 # built twice: with the toolchain's clang and -DBEC_CF against CF, and with
 # $(CC) against ours through cf_compat.h. CF_*, UV_* come from
 # mk/bench-runloop.mk. BEC_ROUNDS=, BEC_QUICK=1, BEC_PEERS= as in the source.
-# Ours runs on the default kernel backend (io_uring where the kernel allows
-# it); `RL_BACKEND=epoll make bench-echo` gives its rows on epoll.
+# Ours (ours, ours-read) runs on the default kernel backend (epoll;
+# RL_BACKEND= changes it); ours-ur and read-ur are the same two servers with
+# their loops on io_uring (bench_echo_cf.c built with -DBEC_BACKEND), so
+# one run gives both backends' rows side by side.
 BENCH_ECHO := $(BUILD)/bench/bench_echo
 BENCH_ECHO_OBJ := $(BUILD)/bench/obj
 BENCH_ECHO_OBJS := $(BENCH_ECHO_OBJ)/bench_echo.o $(BENCH_ECHO_OBJ)/bench_echo_rl.o \
                    $(BENCH_ECHO_OBJ)/bench_echo_rl_read.o $(BENCH_ECHO_OBJ)/bench_echo_epoll.o \
+                   $(BENCH_ECHO_OBJ)/bench_echo_rl_ur.o $(BENCH_ECHO_OBJ)/bench_echo_rl_read_ur.o \
                    $(BENCH_ECHO_OBJ)/bench_echo_cf.o $(BENCH_ECHO_OBJ)/bench_echo_uv.o
 BENCH_ECHO_FLAGS = $(CPPFLAGS) $(CFLAGS) -O2 -pthread
 
@@ -41,6 +44,16 @@ $(BENCH_ECHO_OBJ)/bench_echo_rl_read.o: bench/bench_echo_cf.c bench/bench_echo.h
 	@mkdir -p $(dir $@)
 	@$(call say,CC,$@)
 	$(Q)$(CC) $(BENCH_ECHO_FLAGS) -DBEC_READCB -c -o $@ $<
+
+$(BENCH_ECHO_OBJ)/bench_echo_rl_ur.o: bench/bench_echo_cf.c bench/bench_echo.h $(HDRS)
+	@mkdir -p $(dir $@)
+	@$(call say,CC,$@)
+	$(Q)$(CC) $(BENCH_ECHO_FLAGS) -DBEC_BACKEND='"io_uring"' -c -o $@ $<
+
+$(BENCH_ECHO_OBJ)/bench_echo_rl_read_ur.o: bench/bench_echo_cf.c bench/bench_echo.h $(HDRS)
+	@mkdir -p $(dir $@)
+	@$(call say,CC,$@)
+	$(Q)$(CC) $(BENCH_ECHO_FLAGS) -DBEC_READCB -DBEC_BACKEND='"io_uring"' -c -o $@ $<
 
 $(BENCH_ECHO_OBJ)/bench_echo_epoll.o: bench/bench_echo_epoll.c bench/bench_echo.h
 	@mkdir -p $(dir $@)
@@ -73,6 +86,7 @@ bench-echo-instr: $(BENCH_ECHO_INSTR) ## echo server's instructions (callgrind) 
 
 $(BENCH_ECHO_INSTR): $(BENCH_ECHO_OBJ)/bench_echo_instr.o $(BENCH_ECHO_OBJ)/bench_echo_rl.o \
                      $(BENCH_ECHO_OBJ)/bench_echo_rl_read.o $(BENCH_ECHO_OBJ)/bench_echo_epoll.o \
+                     $(BENCH_ECHO_OBJ)/bench_echo_rl_ur.o $(BENCH_ECHO_OBJ)/bench_echo_rl_read_ur.o \
                      $(BENCH_ECHO_OBJ)/bench_echo_uv.o $(STATIC_LIB)
 	@$(call say,CC,$@)
 	$(Q)$(CC) $(LDFLAGS) -pthread -o $@ $(filter %.o,$^) $(STATIC_LIB) $(LIBS) $(UV_LIBS) -lm

@@ -7,19 +7,31 @@
 # threads but the process's first) is divided by the difference, so
 # start-up and shutdown cancel out.
 # Peers: ours (RLSocket, Data callbacks), ours-read (RLSocket, Read
-# callbacks, recv in the callback), epoll (by hand, edge-triggered), libuv.
+# callbacks, recv in the callback), ours-ur and read-ur (the same two on the
+# io_uring backend), epoll (by hand, edge-triggered), libuv.
 # BEI_PEERS="ours ours-read" picks some; BEI_TP=0 leaves out the per-MB row;
-# BEI_SYSCALLS=0 leaves out strace. `make bench-echo-instr` runs it.
-# Ours runs on the epoll backend (RL_BACKEND=epoll): valgrind 3.19 holds its
-# thread lock through io_uring_enter (it does not know that the call
-# blocks), so a loop asleep on io_uring stops the client thread.
+# BEI_SYSCALLS=0 leaves out strace; BEI_STEP=0 leaves out the single-step
+# count. `make bench-echo-instr` runs it.
+# Ours runs on the epoll backend (RL_BACKEND=epoll) under callgrind:
+# valgrind 3.19 holds its thread lock through io_uring_enter (it does not
+# know that the call blocks), so a loop asleep on io_uring stops the client
+# thread, and ours-ur and read-ur get no callgrind count. This machine's
+# virtual CPU has no instruction counter for perf either, so every peer is
+# also counted by single-stepping its server thread under ptrace
+# (bench_echo_instr's BEI_STEP=1: user-space instructions, a system call
+# one step, a string instruction one per repetition; about 1.1x callgrind's
+# count, BEI_S1 and BEI_S2 round trips, slow: ~40 us a step here): that
+# column compares the backends.
 set -eu
 bin=$1
 N1=${BEI_N1:-1000}
 N2=${BEI_N2:-3000}
 MB1=${BEI_MB1:-10}
 MB2=${BEI_MB2:-30}
-PEERS=${BEI_PEERS:-ours ours-read epoll libuv}
+PEERS=${BEI_PEERS:-ours ours-read ours-ur read-ur epoll libuv}
+STEP=${BEI_STEP:-1}
+S1=${BEI_S1:-100}
+S2=${BEI_S2:-300}
 TP=${BEI_TP:-1}
 SYSCALLS=${BEI_SYSCALLS:-1}
 if ! command -v valgrind >/dev/null 2>&1; then
@@ -32,6 +44,17 @@ if [ "$SYSCALLS" = 1 ] && ! command -v strace >/dev/null 2>&1; then
 fi
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
+
+# The server thread's instructions for `peer` doing `kind` n times, by
+# single steps.
+steps() {
+    if ! BEI_STEP=1 "$bin" "$1" "$2" "$3" >"$dir/steplog" 2>&1; then
+        cat "$dir/steplog" >&2
+        echo "bench-echo-instr: $1 $2 failed when stepped" >&2
+        exit 1
+    fi
+    awk '/^server_instructions / { print $2 }' "$dir/steplog"
+}
 
 # The server thread's instructions for `peer` doing `kind` (rt, tp16) n times.
 count() {
@@ -83,11 +106,16 @@ names_per_unit() {
 
 printf '\nThe echo server thread per unit of work (callgrind: user-space instructions; strace: system calls)\n'
 printf '%s and %s round trips, %s and %s MB\n\n' "$N1" "$N2" "$MB1" "$MB2"
-printf '%-10s | %12s | %12s | %12s | %12s\n' "peer" "instr/rt" "syscalls/rt" "instr/MB" "syscalls/MB"
-printf '%-10s-+-%12s-+-%12s-+-%12s-+-%12s\n' "----------" "------------" "------------" "------------" "------------"
+printf '%-10s | %12s | %12s | %12s | %12s | %12s\n' "peer" "instr/rt" "steps/rt" "syscalls/rt" "instr/MB" "syscalls/MB"
+printf '%-10s-+-%12s-+-%12s-+-%12s-+-%12s-+-%12s\n' "----------" "------------" "------------" "------------" "------------" "------------"
 details=""
 for p in $PEERS; do
-    irt=$(per_unit count "$p" rt "$N1" "$N2")
+    cg=1
+    case $p in *-ur) cg=0 ;; esac # valgrind cannot (above)
+    irt=-
+    [ $cg = 1 ] && irt=$(per_unit count "$p" rt "$N1" "$N2")
+    str=-
+    [ "$STEP" = 1 ] && str=$(per_unit steps "$p" rt "$S1" "$S2")
     srt=-
     itp=-
     stp=-
@@ -97,10 +125,10 @@ for p in $PEERS; do
 "
     fi
     if [ "$TP" = 1 ]; then
-        itp=$(per_unit count "$p" tp16 "$MB1" "$MB2")
+        [ $cg = 1 ] && itp=$(per_unit count "$p" tp16 "$MB1" "$MB2")
         [ "$SYSCALLS" = 1 ] && stp=$(per_unit syscalls "$p" tp16 "$MB1" "$MB2")
     fi
-    printf '%-10s | %12s | %12s | %12s | %12s\n' "$p" "$irt" "$srt" "$itp" "$stp"
+    printf '%-10s | %12s | %12s | %12s | %12s | %12s\n' "$p" "$irt" "$str" "$srt" "$itp" "$stp"
 done
 if [ -n "$details" ]; then
     printf '\nSystem calls per round trip, by name:\n%s' "$details"

@@ -198,12 +198,12 @@ typedef struct server {
     long accepted, echoed, closed, open, max_open, failures;
 } server;
 
-typedef struct conn {
+typedef struct churn_conn {
     server *srv;
     RLSocketRef socket;
-} conn;
+} churn_conn;
 
-static void conn_close(conn *c) {
+static void conn_close(churn_conn *c) {
     __atomic_fetch_add(&c->srv->closed, 1, __ATOMIC_RELAXED);
     c->srv->open--;
     RLSocketInvalidate(c->socket); /* closes the fd */
@@ -213,7 +213,7 @@ static void conn_close(conn *c) {
 
 static void conn_callback(RLSocketRef s, RLSocketCallBackType type, RLDataRef address, const void *data, void *info) {
     (void)address;
-    conn *c = info;
+    churn_conn *c = info;
     if (type != kRLSocketDataCallBack)
         return;
     RLDataRef d = (RLDataRef)data;
@@ -240,7 +240,7 @@ static void accept_callback(RLSocketRef s, RLSocketCallBackType type, RLDataRef 
     if (type != kRLSocketAcceptCallBack)
         return;
     int fd = *(const int *)data;
-    conn *c = malloc(sizeof *c);
+    churn_conn *c = malloc(sizeof *c);
     if (!c) {
         close(fd);
         srv->failures++;

@@ -310,6 +310,14 @@ static void test_data_chunks_stay_small_while_others_wait(void **state) {
     done(sb);
 }
 
+/* Whether this thread's loop reads Data streams through its ring (the
+ * io_uring backend, RL_BACKEND=io_uring): a stream's bytes are then read
+ * ahead into the socket's own queue, in order, before its callout. */
+static bool ring(void) {
+    const char *b = RLRunLoopGetBackendName(RLRunLoopGetCurrent());
+    return b && strcmp(b, "io_uring") == 0;
+}
+
 static int queued(int fd) {
     int n = -1;
     assert_int_equal(ioctl(fd, FIONREAD, &n), 0);
@@ -318,7 +326,9 @@ static int queued(int fd) {
 
 /* Out of memory for the data a read would fill: nothing is read, nothing
  * is lost; the bytes come once memory is there again. (Reading first and
- * failing to wrap the bytes afterwards would drop them.) */
+ * failing to wrap the bytes afterwards would drop them.) Through a ring,
+ * a stream's bytes were read ahead into its socket's queue: held there,
+ * not delivered, not lost. */
 static void test_data_out_of_memory_reads_nothing(void **state) {
     (void)state;
     for (int type = SOCK_STREAM; type <= SOCK_DGRAM; type++) {
@@ -333,7 +343,7 @@ static void test_data_out_of_memory_reads_nothing(void **state) {
             RLRunLoopRunInMode(MODE, 0.01, true);
         atomic_store(&rl__faults, 0);
         assert_trace("");
-        assert_int_equal(queued(sv[0]), 4);
+        assert_int_equal(queued(sv[0]), type == SOCK_STREAM && ring() ? 0 : 4);
         assert_int_equal(RLRunLoopRunInMode(MODE, 10, true), kRLRunLoopRunHandledSource);
         assert_int_equal(got_len, 4);
         assert_memory_equal(got_bytes, "keep", 4);
@@ -524,7 +534,10 @@ static void test_kept_long_reads_hold_little_more_than_their_bytes(void **state)
     keep_now = true;
     write_and_wait(sv[1], 'a', 10000, 1);
     write_and_wait(sv[1], 'b', 5000, 2);
-    for (int i = 0; i < 2; i++)
+    /* Through a ring the bytes are in the chunk the ring read (one block,
+     * its bytes after a header): the blocks are not measured there. */
+    bool measure = !ring();
+    for (int i = 0; i < 2 && measure; i++)
         assert_true(kept_block(i) < 2 * (size_t)RLDataGetLength(kept[i]));
     /* Not kept for a while, then kept again: one whole buffer, then
      * trimmed. */
@@ -535,11 +548,11 @@ static void test_kept_long_reads_hold_little_more_than_their_bytes(void **state)
     write_and_wait(sv[1], 'e', 9000, 3);
     write_and_wait(sv[1], 'f', 8000, 4);
     write_and_wait(sv[1], 'g', 20000, 5);
-    if (RL_TRICK_SOCK_RECYCLE)
+    if (RL_TRICK_SOCK_RECYCLE && measure)
         assert_true(kept_block(2) >= 65536); /* the one whole buffer */
-    else /* the plain build: a buffer of its own for each read, trimmed */
+    else if (measure) /* the plain build: a buffer of its own for each read, trimmed */
         assert_true(kept_block(2) < 2 * (size_t)RLDataGetLength(kept[2]));
-    for (int i = 3; i < 5; i++)
+    for (int i = 3; i < 5 && measure; i++)
         assert_true(kept_block(i) < 2 * (size_t)RLDataGetLength(kept[i]));
     assert_kept(0, 'a', 10000);
     assert_kept(1, 'b', 5000);

@@ -24,7 +24,7 @@ size_t rl__fd_table_bytes(RLRunLoopRef rl, size_t *blocks);
 #define MODE "MEM"
 
 /* What the Data callbacks of one connection saw. */
-typedef struct conn {
+typedef struct mem_conn {
     RLSocketRef s;
     int client; /* the other end */
     struct sockaddr_storage client_addr; /* what the callbacks' address must say */
@@ -33,11 +33,11 @@ typedef struct conn {
     int calls;         /* Data callbacks */
     int bad_address;   /* callbacks whose address was not client_addr */
     RLDataRef kept;    /* the first callback's address, kept */
-} conn;
+} mem_conn;
 
 static void data_cb(RLSocketRef s, RLSocketCallBackType type, RLDataRef address, const void *data, void *info) {
     (void)s;
-    conn *c = info;
+    mem_conn *c = info;
     if (type != kRLSocketDataCallBack)
         return;
     c->calls++;
@@ -50,7 +50,7 @@ static void data_cb(RLSocketRef s, RLSocketCallBackType type, RLDataRef address,
 }
 
 /* A Data socket on fd in MODE, reporting to c. */
-static void conn_make(conn *c, int fd, int client) {
+static void conn_make(mem_conn *c, int fd, int client) {
     c->client = client;
     c->client_len = sizeof c->client_addr;
     assert_int_equal(getsockname(client, (struct sockaddr *)&c->client_addr, &c->client_len), 0);
@@ -63,7 +63,7 @@ static void conn_make(conn *c, int fd, int client) {
     RLRelease(src);
 }
 
-static void conn_done(conn *c) {
+static void conn_done(mem_conn *c) {
     assert_true(RLSocketInvalidate(c->s));
     RLRelease(c->s);
     close(c->client);
@@ -72,7 +72,7 @@ static void conn_done(conn *c) {
 }
 
 /* Runs until c got `want` bytes in all, at most 10 s. */
-static void run_until_got(conn *c, size_t want) {
+static void run_until_got(mem_conn *c, size_t want) {
     double end = rl_test_now() + 10;
     while (c->got < want && rl_test_now() < end)
         RLRunLoopRunInMode(MODE, 0.05, true);
@@ -135,7 +135,7 @@ static void check_idle_connection(int family) {
         assert_int_equal(family, AF_INET6); /* IPv4 loopback is always there */
         return;
     }
-    conn c = {0};
+    mem_conn c = {0};
     conn_make(&c, server, client);
     size_t fresh = rl__socket_footprint(c.s);
     assert_true(fresh <= IDLE_MAX);
@@ -176,7 +176,7 @@ static void test_idle_ipv6_connection_holds_its_two_blocks(void **state) {
 static void test_each_callback_gets_its_own_peer(void **state) {
     (void)state;
     enum { N = 4 };
-    conn c[N];
+    mem_conn c[N];
     memset(c, 0, sizeof c);
     for (int i = 0; i < N; i++) {
         int server, client;
@@ -200,14 +200,14 @@ static void test_each_callback_gets_its_own_peer(void **state) {
 /* A callback that runs the loop nested, in which another connection's
  * callback comes: each gets its own peer's address, and the outer one's
  * is unchanged after the nested run. */
-static conn *nest_other;
+static mem_conn *nest_other;
 static int nest_bad;
 static void nesting_cb(RLSocketRef s, RLSocketCallBackType type, RLDataRef address, const void *data, void *info) {
-    conn *c = info;
+    mem_conn *c = info;
     data_cb(s, type, address, data, info);
     if (type != kRLSocketDataCallBack || !nest_other)
         return;
-    conn *other = nest_other;
+    mem_conn *other = nest_other;
     nest_other = NULL;
     size_t want = other->got + 1;
     send_all(other->client, "n", 1);
@@ -221,7 +221,7 @@ static void nesting_cb(RLSocketRef s, RLSocketCallBackType type, RLDataRef addre
 
 static void test_nested_callbacks_get_their_own_peers(void **state) {
     (void)state;
-    conn a = {0}, b = {0};
+    mem_conn a = {0}, b = {0};
     int server, client;
     assert_true(tcp_pair(AF_INET, &server, &client));
     a.client = client;
@@ -273,7 +273,7 @@ static void test_long_peer_address(void **state) {
     assert_int_equal(connect(client, (struct sockaddr *)&la, sizeof la), 0);
     int server = accept(l, NULL, NULL);
     assert_true(server >= 0);
-    conn c = {0};
+    mem_conn c = {0};
     conn_make(&c, server, client);
     assert_true(c.client_len > 28);
     send_all(client, "hi", 2);

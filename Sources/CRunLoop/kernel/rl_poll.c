@@ -21,11 +21,14 @@
  * kernel allows it, else epoll; unset or empty: epoll. NULL: a wrong value
  * (error set).
  *
- * Why not io_uring by default yet: with fd sources as polls, a wake-up costs
- * more on io_uring (2,010 user-space instructions against epoll's 1,695 in
- * callgrind, the same one system call); it is to go below epoll once
- * sockets read and write through the ring (multishot receives into provided
- * buffers, batched sends), and becomes the default then. */
+ * Why not io_uring by default: with fd sources as polls, a wake-up costs
+ * more user-space work on io_uring (2,010 user-space instructions against
+ * epoll's 1,695 in callgrind, the same one system call). A Data socket
+ * reads through the ring (rl__poll_recv_into), one system call fewer per
+ * echo round trip, but 2,400 user-space instructions against epoll's
+ * 1,850 (single steps: bench-echo-instr) and no gain in bench-echo's CPU
+ * rows yet (2026-12-05: 1.00x per round trip, 1.6x per MB at 256
+ * connections); the default changes only on a same-run win. */
 static const rl__poll_ops *poll_choose(const char *fn, bool *forced) {
     const char *want = getenv("RL_BACKEND");
     *forced = false;

@@ -62,6 +62,19 @@ static inline int rl__poll_ctl(rl__poller *rl, int op, int fd, uint32_t events, 
 RL__HIDDEN int rl__poll_arm_timer(rl__poller *rl, double at);
 /* Reads the eventfd until it is empty (its counter full: 2^64 - 2 writes). */
 RL__HIDDEN void rl__poll_drain(rl__poller *rl);
+/* Reads fd's stream through rl's ring into q (rl_rxq.h) from the next
+ * time fd is armed for reading alone (no write side asked with it): the
+ * arming is then a receive into one of the loop's provided buffers instead
+ * of a poll, and its report (EPOLLIN; EPOLLRDHUP at the end, EPOLLERR on an
+ * error) comes with the bytes already queued in q; while q holds chunks, an
+ * arming for reading reports at once, as epoll would of a readable fd.
+ * true, or false: the backend cannot (epoll; io_uring without provided
+ * buffers; q read by another loop's ring), and the caller reads the fd
+ * itself, after what q holds. Stays until fd leaves the set. The loop's
+ * thread, in a callout of fd (fd registered). */
+static inline bool rl__poll_recv_into(rl__poller *rl, int fd, rl__rxq *q) {
+    return rl->kops->recv_into && rl->kops->recv_into(rl, fd, q);
+}
 /* The backend rl waits on: "epoll" or "io_uring" (static strings). */
 static inline const char *rl__poll_backend_name(rl__poller *rl) { return rl->kops->name; }
 

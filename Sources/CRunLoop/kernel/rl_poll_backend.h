@@ -9,6 +9,7 @@
 #define CRUNLOOP_RL_POLL_BACKEND_H
 
 #include "RLBase.h"
+#include "rl_rxq.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -54,6 +55,7 @@ typedef struct rl__poll_ops {
     int (*renew)(rl__poller *rl);
     int (*ctl)(rl__poller *rl, int op, int fd, uint32_t events, uint32_t gen);
     int (*wait)(rl__poller *rl, struct epoll_event *ev, int maxev, int timeout_ms);
+    bool (*recv_into)(rl__poller *rl, int fd, rl__rxq *q); /* NULL: the backend reads nothing itself (epoll) */
 } rl__poll_ops;
 
 RL__HIDDEN extern const rl__poll_ops rl__poll_epoll_ops; /* rl_poll_epoll.c */

@@ -46,6 +46,26 @@
  * io_uring_ring_dontfork: valgrind's address-space map does not follow
  * MADV_DONTFORK, and a child's next mmap aborts it.) Linux 6.1 or later
  * (else epoll).
+ *
+ * Reading through the ring (rl__poll_recv_into): a registration given a
+ * stream's read-ahead queue (rl_rxq.h) is armed for reading alone as a
+ * receive into one of the loop's provided buffers (a buffer ring of
+ * URING_BUFS buffers, registered with the first such registration) instead
+ * of a poll: the wait's one enter submits it and brings its bytes. Every
+ * receive's result is queued at once, copied out of its buffer, which goes
+ * back to the ring: a receive's bytes are never dropped, even when its
+ * registration was changed or removed meanwhile (a cancelled receive that
+ * had read still queues what it read: the queue lives while a receive may
+ * fill it). Its report is epoll's (EPOLLIN, EPOLLRDHUP at the end,
+ * EPOLLERR on an error); one-shot and level-triggered as for polls. A queue
+ * that holds chunks when its registration is armed is reported at once,
+ * without a receive (readable, as epoll would say), so a reader that left
+ * chunks queued hears of them again. No buffer free when data came
+ * (ENOBUFS, nothing read): that arming is done again as a poll, and the
+ * reader reads the fd itself. Every completion is taken from the ring as
+ * soon as an enter returns (reports beyond what the caller asked for wait
+ * in `pend`), so no receive's bytes sit unseen in the ring while the reader
+ * reads the fd directly.
  */
 #include "rl_poll_backend.h"
 #include "RLLockInternal.h"
@@ -58,14 +78,19 @@
 #include <string.h>
 #include <signal.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 
 enum {
     URING_SQ = 128,   /* submission queue entries (full: submitted early) */
     URING_CQ = 1024,  /* completion queue entries (more: kept by the kernel, IORING_FEAT_NODROP) */
+    URING_BUFS = 64,  /* provided buffers for receives (a power of 2) */
+    URING_BUF_SIZE = 16384,
+    URING_BGID = 0,   /* their group */
 };
 #define URING_REMOVE UINT64_MAX /* user_data of a removal: its completion is not a report */
+#define URING_RX 0x80000000u    /* in a request's sequence number: a receive (the rest: 31 bits) */
 
 /* What the ring holds for one fd: epoll's registration. */
 typedef struct uring_reg {
@@ -78,9 +103,20 @@ typedef struct uring_reg {
     uint32_t events;
     dev_t dev;      /* the file the fd named when added */
     ino_t ino;
+    rl__rxq *rxq;   /* reads through the ring into it (a reference); NULL: polls only */
+    uint32_t rx_len; /* what the live receive asked for */
+    bool rx_poll;   /* the next arming is a poll (no buffer was free) */
 } uring_reg;
 
+/* A receive cancelled while in flight: its completion still queues what it
+ * read into q (a reference). */
+typedef struct uring_dying {
+    uint64_t data;
+    rl__rxq *q;
+} uring_dying;
+
 typedef struct uring uring;
+static void uring_reap(uring *u, struct epoll_event *ev, int maxev, int *n);
 static void uring_lock(uring *u);
 static void uring_unlock(uring *u);
 
@@ -94,6 +130,14 @@ typedef struct uring {
     uint32_t seq;   /* the last sequence number given */
     int kick;       /* eventfd: another thread's change wakes the wait */
     bool enabled;   /* the loop's thread is the ring's issuer */
+    struct io_uring_buf_ring *br; /* the provided buffers' ring (NULL: not made) */
+    uint8_t *bufs;
+    bool br_failed; /* the kernel refused it: polls only */
+    unsigned nbufs; /* how many (a power of 2) */
+    uring_dying *dying;
+    size_t ndying, capdying;
+    struct epoll_event *pend; /* reports taken from the ring, not yet handed out */
+    size_t npend, headpend, cappend;
 } uring;
 
 static void uring_lock(uring *u) {
@@ -153,22 +197,102 @@ static int uring_arm(uring *u, int fd, uring_reg *r) {
     return 0;
 }
 
+/* Notes a receive cancelled in flight (data: its user_data), q retained
+ * until it ends. false: out of memory. Lock held. */
+static bool uring_dying_add(uring *u, uint64_t data, rl__rxq *q) {
+    if (u->ndying == u->capdying) {
+        size_t c = u->capdying ? u->capdying * 2 : 16;
+        uring_dying *a = realloc(u->dying, c * sizeof *a);
+        if (!a)
+            return false;
+        u->dying = a;
+        u->capdying = c;
+    }
+    u->dying[u->ndying++] = (uring_dying){data, rl__rxq_retain(q)};
+    return true;
+}
+
+/* The queue of the cancelled receive `data` (its reference, the caller's
+ * now), or NULL. Lock held. */
+static rl__rxq *uring_dying_take(uring *u, uint64_t data) {
+    for (size_t i = 0; i < u->ndying; i++) {
+        if (u->dying[i].data == data) {
+            rl__rxq *q = u->dying[i].q;
+            u->dying[i] = u->dying[--u->ndying];
+            return q;
+        }
+    }
+    return NULL;
+}
+
+/* A report kept for the caller's next harvest. Lock held. */
+static void uring_pend(uring *u, const struct epoll_event *ev) {
+    if (u->npend == u->cappend) {
+        if (u->headpend > 0) {
+            memmove(u->pend, u->pend + u->headpend, (u->npend - u->headpend) * sizeof *u->pend);
+            u->npend -= u->headpend;
+            u->headpend = 0;
+        }
+        if (u->npend == u->cappend) {
+            size_t c = u->cappend ? u->cappend * 2 : 64;
+            struct epoll_event *a = realloc(u->pend, c * sizeof *a);
+            if (!a)
+                return; /* out of memory: this report is lost; the reader's next arming asks again */
+            u->pend = a;
+            u->cappend = c;
+        }
+    }
+    u->pend[u->npend++] = *ev;
+}
+
 /* fd's live poll, if any, is to be removed; a report it still makes is
  * dropped. Lock held. */
 static void uring_disarm(uring *u, int fd, uring_reg *r) {
     r->arm = false;
     if (r->seq == 0)
         return;
+    if ((r->seq & URING_RX) && !uring_dying_add(u, uring_data(fd, r->seq), r->rxq))
+        return; /* out of memory: left to run (its bytes are queued when it ends); a report of it is dropped (seq) */
     if (!uring_touch(u, fd, r))
         return; /* out of memory: its reports are dropped (seq), it ends with its file */
     r->cancel = r->seq;
     r->seq = 0;
 }
 
+/* fd leaves the set: its request removed. Its queue stays with the slot
+ * while the slot names the same file (`keep`): the file added again reads
+ * through the ring again, and what its queue still holds is reported then
+ * (a source that left and joins again, a loop in another mode for a while,
+ * has not lost what the ring read for it); else let go. Lock held. */
+static void uring_forget(uring *u, int fd, uring_reg *r, bool keep) {
+    uring_disarm(u, fd, r);
+    r->present = false;
+    if (r->rxq && !keep) {
+        rl__rxq_release(r->rxq);
+        r->rxq = NULL;
+    }
+}
+
+/* The next sequence number (31 bits, never 0). Lock held. */
+static uint32_t uring_next_seq(uring *u) {
+    u->seq = (u->seq + 1) & ~URING_RX;
+    if (u->seq == 0)
+        u->seq = 1;
+    return u->seq;
+}
+
+/* Whether r's arming is a receive into a provided buffer. */
+static bool uring_reads(const uring *u, const uring_reg *r) {
+    return r->rxq && u->br && !r->rx_poll && !(r->events & EPOLLET) &&
+           (r->events & (EPOLLIN | EPOLLOUT | EPOLLPRI)) == EPOLLIN;
+}
+
 /* Turns the change list into submission entries, as many as fit. Lock
- * held, the loop's thread. Whether all did. */
+ * held, the loop's thread. Whether all did. A level-triggered reader
+ * whose queue holds chunks is reported now and stays on the list: asked
+ * again at the next fill, as epoll asks a ready fd at every wait. */
 static bool uring_fill(uring *u) {
-    size_t i = 0;
+    size_t i = 0, keep = 0;
     for (; i < u->ndirty; i++) {
         int fd = u->dirty[i];
         uring_reg *r = &u->regs[fd];
@@ -176,28 +300,52 @@ static bool uring_fill(uring *u) {
             break;
         if (r->cancel) {
             struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
-            io_uring_prep_poll_remove(sqe, uring_data(fd, r->cancel));
+            if (r->cancel & URING_RX)
+                io_uring_prep_cancel64(sqe, uring_data(fd, r->cancel), 0);
+            else
+                io_uring_prep_poll_remove(sqe, uring_data(fd, r->cancel));
             io_uring_sqe_set_data64(sqe, URING_REMOVE);
             sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
             r->cancel = 0;
         }
-        if (r->arm && r->present) {
+        if (r->arm && r->present && r->rxq && (r->events & (EPOLLIN | EPOLLET)) == EPOLLIN &&
+            rl__rxq_count(r->rxq) > 0) {
+            /* Readable already (its queue holds bytes): reported without
+             * asking the kernel, whatever else the arming asks for (a
+             * write side is asked again by the arming after this report). */
+            struct epoll_event ev = {.events = EPOLLIN, .data.u64 = rl__ev_data(fd, r->gen)};
+            uring_pend(u, &ev);
+            if (!(r->events & EPOLLONESHOT)) {
+                u->dirty[keep++] = fd; /* level: again at the next fill */
+                continue;
+            }
+        } else if (r->arm && r->present && uring_reads(u, r)) {
+            struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
+            size_t want = rl__rxq_want(r->rxq);
+            r->rx_len = want > 0 && want < URING_BUF_SIZE ? (uint32_t)want : URING_BUF_SIZE;
+            io_uring_prep_recv(sqe, fd, NULL, r->rx_len, 0);
+            sqe->flags |= IOSQE_BUFFER_SELECT;
+            sqe->buf_group = URING_BGID;
+            r->seq = uring_next_seq(u) | URING_RX;
+            io_uring_sqe_set_data64(sqe, uring_data(fd, r->seq));
+        } else if (r->arm && r->present) {
             struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
             uint32_t mask = r->events & ~(uint32_t)(EPOLLONESHOT | EPOLLET);
             if ((r->events & EPOLLET) && !(r->events & EPOLLONESHOT))
                 io_uring_prep_poll_multishot(sqe, fd, mask);
             else
                 io_uring_prep_poll_add(sqe, fd, mask);
-            u->seq = u->seq + 1 ? u->seq + 1 : 1;
-            r->seq = u->seq;
+            r->seq = uring_next_seq(u);
             io_uring_sqe_set_data64(sqe, uring_data(fd, r->seq));
         }
         r->arm = false;
         r->dirty = false;
     }
-    memmove(u->dirty, u->dirty + i, (u->ndirty - i) * sizeof *u->dirty);
-    u->ndirty -= i;
-    return u->ndirty == 0;
+    bool all = i == u->ndirty;
+    if (i < u->ndirty)
+        memmove(u->dirty + keep, u->dirty + i, (u->ndirty - i) * sizeof *u->dirty);
+    u->ndirty = keep + (u->ndirty - i);
+    return all;
 }
 
 /* The submission queue's new entries made visible to the kernel: how many
@@ -245,6 +393,10 @@ static void uring_submit_now(uring *u) {
     int n = uring_prepare(u);
     if (n > 0)
         (void)io_uring_enter(u->ring.enter_ring_fd, (unsigned)n, 0, 0, NULL);
+    /* A receive submitted may have read at once: its bytes queued now,
+     * before the reader reads the fd itself. */
+    int none = 0;
+    uring_reap(u, NULL, 0, &none);
 }
 
 /* Whether epoll would refuse fd (a file without poll). Lock held. */
@@ -270,15 +422,16 @@ static int uring_ctl_locked(rl__poller *rl, uring *u, int op, int fd, uint32_t e
         return fd < 0 ? EBADF : EINVAL;
     int serr = fstat(fd, &st) == 0 ? 0 : errno;
     uring_reg *r = (size_t)fd < u->nregs ? &u->regs[fd] : NULL;
-    bool same = r && r->present && !serr && r->dev == st.st_dev && r->ino == st.st_ino;
+    bool ident = r && !serr && r->dev == st.st_dev && r->ino == st.st_ino; /* the file the slot was made for */
+    bool same = ident && r->present;
     if (r && r->present && !same) {
         /* Closed, or the number reused: the poll would keep the old file
          * open. Gone, as epoll's registration goes with its file. */
-        uring_disarm(u, fd, r);
+        uring_forget(u, fd, r, false);
         *now = true;
     }
     if (r && !same)
-        r->present = false;
+        uring_forget(u, fd, r, ident);
     switch (op) {
     case EPOLL_CTL_ADD:
         if (serr)
@@ -290,7 +443,8 @@ static int uring_ctl_locked(rl__poller *rl, uring *u, int op, int fd, uint32_t e
         if (!uring_room(u, fd))
             return ENOMEM;
         r = &u->regs[fd];
-        *r = (uring_reg){.present = true, .gen = gen, .events = events, .dev = st.st_dev, .ino = st.st_ino};
+        *r = (uring_reg){.present = true, .gen = gen, .events = events, .dev = st.st_dev, .ino = st.st_ino,
+                         .rxq = r->rxq}; /* kept only for the same file (above) */
         if (uring_arm(u, fd, r) != 0) {
             r->present = false; /* as epoll: no registration made */
             return ENOMEM;
@@ -302,6 +456,7 @@ static int uring_ctl_locked(rl__poller *rl, uring *u, int op, int fd, uint32_t e
         if (!same)
             return ENOENT;
         uring_disarm(u, fd, r);
+        r->rx_poll = false;
         r->gen = gen;
         r->events = events;
         return uring_arm(u, fd, r);
@@ -311,8 +466,7 @@ static int uring_ctl_locked(rl__poller *rl, uring *u, int op, int fd, uint32_t e
             return serr;
         if (!same)
             return ENOENT;
-        uring_disarm(u, fd, r);
-        r->present = false;
+        uring_forget(u, fd, r, true);
         return 0;
     default:
         return EINVAL;
@@ -421,6 +575,15 @@ static void uring_close(rl__poller *rl) {
     io_uring_queue_exit(&u->ring);
     if (u->kick >= 0)
         (void)close(u->kick);
+    for (size_t fd = 0; fd < u->nregs; fd++)
+        rl__rxq_release(u->regs[fd].rxq);
+    for (size_t i = 0; i < u->ndying; i++)
+        rl__rxq_release(u->dying[i].q);
+    if (u->br)
+        (void)munmap(u->br, u->nbufs * sizeof(struct io_uring_buf));
+    free(u->bufs);
+    free(u->dying);
+    free(u->pend);
     free(u->regs);
     free(u->dirty);
     free(u);
@@ -434,14 +597,97 @@ static int uring_renew(rl__poller *rl) {
     uring_lock(u);
     for (size_t fd = 0; fd < u->nregs; fd++) {
         uring_reg *r = &u->regs[fd];
-        if (r->present && (int)fd != rl->evfd && (int)fd != rl->tfd && (int)fd != u->kick) {
-            uring_disarm(u, (int)fd, r);
-            r->present = false;
-        }
+        if (r->present && (int)fd != rl->evfd && (int)fd != rl->tfd && (int)fd != u->kick)
+            uring_forget(u, (int)fd, r, true);
     }
     uring_submit_now(u);
     uring_unlock(u);
     return 0;
+}
+
+/* For the tests: receives that found no buffer free (ENOBUFS). */
+RL__HIDDEN _Atomic unsigned long rl__poll_uring_nobufs;
+_Atomic unsigned long rl__poll_uring_nobufs;
+
+/* A receive's result into q: its bytes (out of their buffer, which goes
+ * back to the ring), the end, or its error. Whether something was queued
+ * (nothing: no buffer was free, or it was cancelled). Lock held. */
+static bool uring_rx_queue(uring *u, rl__rxq *q, const struct io_uring_cqe *cqe, size_t asked) {
+    int res = cqe->res;
+    bool buf = (cqe->flags & IORING_CQE_F_BUFFER) != 0;
+    unsigned bid = cqe->flags >> IORING_CQE_BUFFER_SHIFT;
+    rl__rxchunk *c = NULL;
+    bool queue = res >= 0 || (res != -ENOBUFS && res != -ECANCELED && res != -EINTR && res != -EAGAIN);
+    if (queue) {
+        size_t n = res > 0 ? (size_t)res : 0;
+        c = rl__rxq_chunk(q, n);
+        if (c) {
+            c->len = n;
+            c->err = res < 0 ? -res : 0;
+            c->full = n == asked;
+            if (n)
+                memcpy(c->bytes, u->bufs + (size_t)bid * URING_BUF_SIZE, n);
+        }
+    }
+    if (buf && bid < u->nbufs) {
+        io_uring_buf_ring_add(u->br, u->bufs + (size_t)bid * URING_BUF_SIZE, URING_BUF_SIZE, (unsigned short)bid,
+                              io_uring_buf_ring_mask(u->nbufs), 0);
+        io_uring_buf_ring_advance(u->br, 1);
+    }
+    if (!queue)
+        return false;
+    if (!c) {
+        /* No memory for the bytes: the stream cannot go on whole; it ends
+         * with that error, as a failed read would. */
+        c = malloc(sizeof *c);
+        if (!c)
+            return false; /* nothing left: the reader's next read finds what follows (the bytes are lost) */
+        c->cap = 0;
+        c->len = 0;
+        c->err = ENOMEM;
+        c->full = false;
+    }
+    if (q)
+        rl__rxq_push(q, c);
+    else
+        free(c);
+    return true;
+}
+
+/* A receive's completion: its result queued; into ev its report (true),
+ * or none. Lock held. */
+static bool uring_take_rx(uring *u, int fd, uint32_t seq, uring_reg *r, const struct io_uring_cqe *cqe,
+                          struct epoll_event *ev) {
+    uint64_t data = uring_data(fd, seq);
+    bool live = r && r->present && r->seq == seq;
+    rl__rxq *dead = live ? NULL : uring_dying_take(u, data);
+    bool queued = uring_rx_queue(u, live ? r->rxq : dead, cqe, live ? r->rx_len : URING_BUF_SIZE);
+    if (!live) {
+        /* Cancelled, or ended as it was: a registration reading into the
+         * same queue that waits for more is told of what came. */
+        if (queued && r && r->present && r->rxq == dead && dead && (r->seq || r->arm)) {
+            uring_disarm(u, fd, r);
+            (void)uring_arm(u, fd, r);
+        }
+        rl__rxq_release(dead);
+        return false;
+    }
+    r->seq = 0;
+    if (!queued) {
+        /* No buffer was free (nothing read: asked again as a poll), or
+         * cancelled by the kernel: asked again. */
+        if (cqe->res == -ENOBUFS) {
+            r->rx_poll = true;
+            atomic_fetch_add_explicit(&rl__poll_uring_nobufs, 1, memory_order_relaxed);
+        }
+        (void)uring_arm(u, fd, r);
+        return false;
+    }
+    if (!(r->events & EPOLLONESHOT))
+        (void)uring_arm(u, fd, r); /* level: the next fill reports the queue or reads again */
+    ev->events = EPOLLIN | (cqe->res == 0 ? EPOLLRDHUP : 0) | (cqe->res < 0 ? EPOLLERR | EPOLLHUP | EPOLLRDHUP : 0);
+    ev->data.u64 = rl__ev_data(fd, r->gen);
+    return true;
 }
 
 /* One completion into ev (true), or dropped. Lock held. */
@@ -452,8 +698,11 @@ static bool uring_take(uring *u, const struct io_uring_cqe *cqe, struct epoll_ev
     int fd = (int)(uint32_t)data;
     uint32_t seq = (uint32_t)(data >> 32);
     uring_reg *r = fd >= 0 && (size_t)fd < u->nregs ? &u->regs[fd] : NULL;
+    if (seq & URING_RX)
+        return uring_take_rx(u, fd, seq, r, cqe, ev);
     if (!r || !r->present || r->seq != seq)
         return false; /* replaced or removed */
+    r->rx_poll = false; /* a reader's poll after ENOBUFS: the next arming reads again */
     bool more = (cqe->flags & IORING_CQE_F_MORE) != 0;
     if (fd == u->kick) {
         /* Another thread's change: submitted by the wait's next enter. */
@@ -503,9 +752,11 @@ static bool uring_take(uring *u, const struct io_uring_cqe *cqe, struct epoll_ev
 static int uring_enter(uring *u, bool wait, long long ns) {
     uring_lock(u);
     int submit = uring_prepare(u);
+    bool kept = u->headpend < u->npend; /* reports at hand: no waiting */
     uring_unlock(u);
     if (submit < 0)
         return -submit;
+    wait = wait && !kept;
     wait = wait && io_uring_cq_ready(&u->ring) == 0;
     if (!submit && !wait && io_uring_cq_ready(&u->ring) > 0)
         return 0; /* reports at hand */
@@ -521,20 +772,34 @@ static int uring_enter(uring *u, bool wait, long long ns) {
     return r < 0 ? -r : 0; /* liburing's calls give -errno */
 }
 
-/* Takes up to maxev completions into ev. Lock taken. */
-static int uring_harvest(uring *u, struct epoll_event *ev, int maxev) {
-    int n = 0;
-    uring_lock(u);
+/* Takes every completion from the ring: the reports made go to ev (up to
+ * maxev; *n of them so far), the rest to u->pend. Lock held. */
+static void uring_reap(uring *u, struct epoll_event *ev, int maxev, int *n) {
     struct io_uring_cqe *cqe;
     unsigned head, seen = 0;
     io_uring_for_each_cqe(&u->ring, head, cqe) {
-        if (n == maxev)
-            break;
         seen++;
-        if (uring_take(u, cqe, &ev[n]))
-            n++;
+        struct epoll_event one;
+        if (!uring_take(u, cqe, *n < maxev ? &ev[*n] : &one))
+            continue;
+        if (*n < maxev)
+            (*n)++;
+        else
+            uring_pend(u, &one);
     }
     io_uring_cq_advance(&u->ring, seen);
+}
+
+/* Up to maxev reports into ev: those kept before first, then the ring's.
+ * Lock taken. */
+static int uring_harvest(uring *u, struct epoll_event *ev, int maxev) {
+    int n = 0;
+    uring_lock(u);
+    while (n < maxev && u->headpend < u->npend)
+        ev[n++] = u->pend[u->headpend++];
+    if (u->headpend == u->npend)
+        u->headpend = u->npend = 0;
+    uring_reap(u, ev, maxev, &n);
     uring_unlock(u);
     return n;
 }
@@ -569,6 +834,64 @@ static int uring_wait(rl__poller *rl, struct epoll_event *ev, int maxev, int tim
     }
 }
 
+/* How many provided buffers a loop's ring gets (a power of 2; the tests
+ * make it small to run out of them). */
+RL__HIDDEN _Atomic unsigned rl__poll_uring_nbufs;
+_Atomic unsigned rl__poll_uring_nbufs = URING_BUFS;
+
+/* The provided buffers, made and registered on first use. Lock held, the
+ * loop's thread. */
+static bool uring_bufs(uring *u) {
+    if (u->br || u->br_failed)
+        return u->br != NULL;
+    u->nbufs = atomic_load_explicit(&rl__poll_uring_nbufs, memory_order_relaxed);
+    if (u->nbufs == 0 || (u->nbufs & (u->nbufs - 1)) || u->nbufs > 32768)
+        u->nbufs = URING_BUFS;
+    size_t rsz = u->nbufs * sizeof(struct io_uring_buf);
+    void *mem = mmap(NULL, rsz, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    uint8_t *bufs = malloc((size_t)u->nbufs * URING_BUF_SIZE);
+    if (mem == MAP_FAILED || !bufs) {
+        if (mem != MAP_FAILED)
+            (void)munmap(mem, rsz);
+        free(bufs);
+        return false; /* out of memory: asked again by the next reader */
+    }
+    struct io_uring_buf_reg reg;
+    memset(&reg, 0, sizeof reg);
+    reg.ring_addr = (uint64_t)(uintptr_t)mem;
+    reg.ring_entries = u->nbufs;
+    reg.bgid = URING_BGID;
+    if (rl__fault(RL_FAULT_URING_BUFS) || io_uring_register_buf_ring(&u->ring, &reg, 0) != 0) {
+        (void)munmap(mem, rsz);
+        free(bufs);
+        u->br_failed = true; /* a kernel without provided-buffer rings: polls only */
+        return false;
+    }
+    u->br = mem;
+    u->bufs = bufs;
+    io_uring_buf_ring_init(u->br);
+    for (unsigned i = 0; i < u->nbufs; i++)
+        io_uring_buf_ring_add(u->br, bufs + (size_t)i * URING_BUF_SIZE, URING_BUF_SIZE, (unsigned short)i,
+                              io_uring_buf_ring_mask(u->nbufs), (int)i);
+    io_uring_buf_ring_advance(u->br, u->nbufs);
+    return true;
+}
+
+static bool uring_recv_into(rl__poller *rl, int fd, rl__rxq *q) {
+    uring *u = rl->kstate;
+    if (!q || fd < 0 || !pthread_equal(pthread_self(), rl->owner))
+        return false;
+    uring_lock(u);
+    uring_reg *r = (size_t)fd < u->nregs ? &u->regs[fd] : NULL;
+    bool ok = r && r->present && u->enabled && uring_bufs(u) && rl__rxq_claim(q, rl);
+    if (ok && r->rxq != q) {
+        rl__rxq_release(r->rxq);
+        r->rxq = rl__rxq_retain(q);
+    }
+    uring_unlock(u);
+    return ok;
+}
+
 const rl__poll_ops rl__poll_uring_ops = {
     .name = "io_uring",
     .wait_call = "io_uring_enter",
@@ -577,6 +900,7 @@ const rl__poll_ops rl__poll_uring_ops = {
     .renew = uring_renew,
     .ctl = uring_ctl,
     .wait = uring_wait,
+    .recv_into = uring_recv_into,
 };
 
 #endif /* RL_TRICK_URING */

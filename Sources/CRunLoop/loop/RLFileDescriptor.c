@@ -278,6 +278,13 @@ bool rl__fd_report_quiet(RLFileDescriptorRef f) {
     return rl && rl->src_in_callout && rl->src_in_callout->fdobj == f && rl->fd_quiet;
 }
 
+bool rl__fd_recv_into(RLFileDescriptorRef f, struct rl__rxq *q) {
+    RLRunLoopRef rl = rl__tls;
+    if (!rl || !rl->src_in_callout || rl->src_in_callout->fdobj != f || !rl__of_this_process(rl))
+        return false;
+    return rl__poll_recv_into(&rl->kern, f->fd, q);
+}
+
 size_t rl__fd_pass_left(void) {
     RLRunLoopRef rl = rl__tls;
     return rl ? rl->fd_pass_left : 0;

@@ -43,6 +43,15 @@ RL__HIDDEN bool rl__fd_served_now(RLFileDescriptorRef f);
  * callout of f; an always-ready file). */
 RL__HIDDEN bool rl__fd_report_quiet(RLFileDescriptorRef f);
 
+/* From a callout of f, on its loop's thread: asks that loop's kernel
+ * backend to read f's stream through its ring into q from f's next arming
+ * for reading (rl__poll_recv_into, rl_rxq.h). true: it will; false: it
+ * cannot (epoll; no provided buffers; q read by another loop's ring), or
+ * this is not a callout of f: the caller reads the fd itself, after what q
+ * holds. */
+struct rl__rxq;
+RL__HIDDEN bool rl__fd_recv_into(RLFileDescriptorRef f, struct rl__rxq *q);
+
 /* From an fd callout: how many more fd callouts the loop's pass has still
  * to make after it (others ready in the same wake). A hint for how long
  * the callout may take: RLSocket reads in bigger chunks when it is 0. */

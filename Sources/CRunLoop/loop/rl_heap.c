@@ -250,7 +250,7 @@ void rl__tset_free(rl__timerset *ts) {
     rl__tset_init(ts);
 }
 
-size_t rl__tset_count(const rl__timerset *ts) { return ts->strict.n + ts->npending + ts->lax_fire.n; }
+static size_t tset_count(const rl__timerset *ts) { return ts->strict.n + ts->npending + ts->lax_fire.n; }
 
 bool rl__tset_add_slow(rl__timerset *ts, rl__memb *m) {
     m->lax = ((struct RLRunLoopTimer *)m->item)->tolerant;
@@ -352,7 +352,7 @@ static void heap_min_idle(const rl__heap *h, size_t i, bool *any, double *date) 
 bool rl__tset_earliest_fire(rl__timerset *ts, double *date) { return tset_min(ts, &ts->lax_fire, date); }
 
 bool rl__tset_earliest_deadline(rl__timerset *ts, double *date) {
-    if (rl__tset_count(ts) == 0)
+    if (tset_count(ts) == 0)
         return false; /* asked before every wait: a mode without timers costs nothing */
     tset_unlist(ts);
     heap_fold(&ts->strict);

@@ -12,7 +12,6 @@
 
 RL__HIDDEN void rl__tset_init(rl__timerset *ts);
 RL__HIDDEN void rl__tset_free(rl__timerset *ts);
-RL__HIDDEN size_t rl__tset_count(const rl__timerset *ts);
 RL__HIDDEN bool rl__tset_add_slow(rl__timerset *ts, rl__memb *m);
 /* Files a new membership (pending: no heap order yet, see rl_heap.c).
  * The common case, a strict timer, is inline and cannot fail: it goes on

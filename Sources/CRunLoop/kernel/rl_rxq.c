@@ -1,0 +1,107 @@
+/*
+ * rl_rxq.c — a stream's read-ahead queue (rl_rxq.h): chunks in the order
+ * they were received, under a leaf lock.
+ */
+#include "rl_rxq.h"
+#include "RLLockInternal.h"
+
+#include <stdlib.h>
+
+struct rl__rxq {
+    rl__mutex lock; /* head, tail */
+    _Atomic int refs;
+    _Atomic size_t count;
+    _Atomic(const void *) owner;
+    _Atomic size_t want;
+    _Atomic(rl__rxchunk *) spare;
+    rl__rxchunk *head, **tail;
+};
+
+static void rxq_lock(rl__rxq *q) {
+    if (RL__UNLIKELY(!rl__mutex_trylock(&q->lock)))
+        (void)rl__mutex_lock_slow(&q->lock, NULL);
+}
+
+rl__rxq *rl__rxq_new(void) {
+    rl__rxq *q = calloc(1, sizeof *q);
+    if (!q)
+        return NULL;
+    atomic_init(&q->refs, 1);
+    q->tail = &q->head;
+    return q;
+}
+
+rl__rxq *rl__rxq_retain(rl__rxq *q) {
+    atomic_fetch_add_explicit(&q->refs, 1, memory_order_relaxed);
+    return q;
+}
+
+void rl__rxq_release(rl__rxq *q) {
+    if (!q || atomic_fetch_sub_explicit(&q->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    for (rl__rxchunk *c = q->head, *next; c; c = next) {
+        next = c->next;
+        free(c);
+    }
+    free(atomic_load_explicit(&q->spare, memory_order_relaxed));
+    free(q);
+}
+
+void rl__rxq_push(rl__rxq *q, rl__rxchunk *c) {
+    c->next = NULL;
+    rxq_lock(q);
+    *q->tail = c;
+    q->tail = &c->next;
+    atomic_fetch_add_explicit(&q->count, 1, memory_order_release);
+    rl__mutex_unlock(&q->lock);
+}
+
+rl__rxchunk *rl__rxq_pop(rl__rxq *q) {
+    if (atomic_load_explicit(&q->count, memory_order_acquire) == 0)
+        return NULL;
+    rxq_lock(q);
+    rl__rxchunk *c = q->head;
+    if (c) {
+        q->head = c->next;
+        if (!q->head)
+            q->tail = &q->head;
+        atomic_fetch_sub_explicit(&q->count, 1, memory_order_relaxed);
+    }
+    rl__mutex_unlock(&q->lock);
+    return c;
+}
+
+size_t rl__rxq_count(const rl__rxq *q) { return atomic_load_explicit(&q->count, memory_order_acquire); }
+
+bool rl__rxq_claim(rl__rxq *q, const void *owner) {
+    const void *none = NULL;
+    return atomic_compare_exchange_strong(&q->owner, &none, owner) || none == owner;
+}
+
+void rl__rxq_set_want(rl__rxq *q, size_t n) { atomic_store_explicit(&q->want, n, memory_order_relaxed); }
+
+size_t rl__rxq_want(const rl__rxq *q) { return atomic_load_explicit(&q->want, memory_order_relaxed); }
+
+/* Chunks smaller than this are not worth keeping apart; larger ones are
+ * not kept (a stream's spare holds little). */
+enum { RXQ_SPARE_MIN = 256, RXQ_SPARE_MAX = 4096 };
+
+rl__rxchunk *rl__rxq_chunk(rl__rxq *q, size_t n) {
+    rl__rxchunk *c = q ? atomic_exchange_explicit(&q->spare, NULL, memory_order_acquire) : NULL;
+    if (c && c->cap >= n)
+        return c;
+    free(c);
+    size_t cap = n < RXQ_SPARE_MIN ? RXQ_SPARE_MIN : n;
+    c = malloc(sizeof *c + cap);
+    if (c)
+        c->cap = cap;
+    return c;
+}
+
+void rl__rxq_give_back(rl__rxq *q, rl__rxchunk *c) {
+    if (!q || c->cap > RXQ_SPARE_MAX) {
+        free(c);
+        return;
+    }
+    free(atomic_exchange_explicit(&q->spare, c, memory_order_release));
+}

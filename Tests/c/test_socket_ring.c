@@ -1,0 +1,440 @@
+/* test_socket_ring.c — a Data stream read through its loop's ring (the
+ * io_uring backend: receives into the loop's provided buffers, queued in
+ * the socket's read-ahead queue) behaves as one read with recv (epoll):
+ * bursts larger than a buffer, more streams at once than there are
+ * buffers, the end, a reset, a socket invalidated while a receive is in
+ * flight, a callback disabled with bytes read ahead, a kernel without
+ * buffer rings, a fork. Every test runs on both backends (`make check-c`,
+ * `make check-uring`); on io_uring each also checks that the ring did the
+ * reading. */
+#include "testutil.h"
+#include "trace.h"
+
+#include <crunloop/RLRunLoop.h>
+#include <crunloop/RLSocket.h>
+#include <crunloop/RLData.h>
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <arpa/inet.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "RLBase.h" /* rl__faults */
+
+RL__HIDDEN extern _Atomic unsigned long rl__socket_ring_reads;
+#if !RL_PLAIN
+RL__HIDDEN extern _Atomic unsigned long rl__poll_uring_nobufs; /* receives without a buffer free */
+#endif
+
+#define MODE "RING"
+
+/* What one socket got. */
+typedef struct got {
+    char *bytes;
+    size_t len, cap;
+    int calls, ends; /* Data callbacks; empty ones (the end, an error) */
+    bool disable_each; /* disables its Data callback after each call */
+} got;
+
+static void data_cb(RLSocketRef s, RLSocketCallBackType type, RLDataRef address, const void *data, void *info) {
+    (void)address;
+    got *g = info;
+    if (type != kRLSocketDataCallBack)
+        return;
+    size_t n = (size_t)RLDataGetLength(data);
+    g->calls++;
+    if (n == 0)
+        g->ends++;
+    if (g->len + n > g->cap) {
+        g->cap = (g->len + n) * 2;
+        g->bytes = realloc(g->bytes, g->cap);
+        assert_non_null(g->bytes);
+    }
+    memcpy(g->bytes + g->len, RLDataGetBytePtr(data), n);
+    g->len += n;
+    if (g->disable_each)
+        assert_true(RLSocketDisableCallBacks(s, kRLSocketDataCallBack));
+}
+
+static RLSocketRef make(int fd, got *g, RLOptionFlags flags) {
+    RLSocketContext c = {0, g, NULL, NULL, NULL};
+    RLSocketRef s = RLSocketCreateWithNative(NULL, fd, kRLSocketDataCallBack, data_cb, &c);
+    assert_non_null(s);
+    if (flags != (RLOptionFlags)-1)
+        assert_true(RLSocketSetSocketFlags(s, flags));
+    RLRunLoopSourceRef src = RLSocketCreateRunLoopSource(NULL, s, 0);
+    assert_non_null(src);
+    assert_true(RLRunLoopAddSource(RLRunLoopGetCurrent(), src, MODE));
+    RLRelease(src);
+    return s;
+}
+
+static bool on_ring(void) {
+    const char *b = RLRunLoopGetBackendName(RLRunLoopGetCurrent());
+    return b && strcmp(b, "io_uring") == 0;
+}
+
+static void pattern(char *p, size_t n, unsigned seed) {
+    for (size_t i = 0; i < n; i++)
+        p[i] = (char)('a' + (i * 7 + seed) % 26);
+}
+
+/* Runs until g has `len` bytes (and `ends` ends), at most 10 s. */
+static void run_for(got *const *g, size_t ng, size_t len, int ends) {
+    double end = rl_test_now() + 10;
+    for (;;) {
+        bool all = true;
+        for (size_t i = 0; i < ng; i++)
+            all = all && g[i]->len >= len && g[i]->ends >= ends;
+        if (all || rl_test_now() > end)
+            break;
+        RLRunLoopRunInMode(MODE, 0.05, true);
+    }
+}
+
+static void big_pair(int sv[2]) {
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    int big = 1 << 20;
+    assert_int_equal(setsockopt(sv[1], SOL_SOCKET, SO_SNDBUF, &big, sizeof big), 0);
+}
+
+/* One delivery, so that the socket's next arming is a receive. */
+static void warm(RLSocketRef s, int peer, got *g) {
+    (void)s;
+    size_t before = g->len;
+    assert_int_equal(write(peer, "w", 1), 1);
+    got *one[] = {g};
+    run_for(one, 1, before + 1, 0);
+    assert_int_equal(g->len, before + 1);
+}
+
+static void done(RLSocketRef s, got *g) {
+    assert_true(RLSocketInvalidate(s));
+    RLRelease(s);
+    free(g->bytes);
+    memset(g, 0, sizeof *g);
+}
+
+/* 200 KB written at once: more than one provided buffer; all of it, in
+ * order, whatever the chunks. */
+static void test_burst_larger_than_a_buffer(void **state) {
+    (void)state;
+    int sv[2];
+    big_pair(sv);
+    got g = {0};
+    RLSocketRef s = make(sv[0], &g, (RLOptionFlags)-1);
+    warm(s, sv[1], &g);
+    unsigned long ring_before = atomic_load(&rl__socket_ring_reads);
+    enum { N = 200000 };
+    static char out[N];
+    pattern(out, N, 1);
+    assert_int_equal(write(sv[1], out, N), N);
+    got *one[] = {&g};
+    run_for(one, 1, 1 + N, 0);
+    assert_int_equal(g.len, 1 + N);
+    assert_memory_equal(g.bytes + 1, out, N);
+    if (on_ring())
+        assert_true(atomic_load(&rl__socket_ring_reads) > ring_before);
+    close(sv[1]);
+    done(s, &g);
+}
+
+/* More streams ready at once than the loop has buffers (a loop made with
+ * 2 here): those that find none are read by the socket itself; nothing
+ * lost, nothing reordered. */
+#if !RL_PLAIN
+RL__HIDDEN extern _Atomic unsigned rl__poll_uring_nbufs;
+#endif
+
+static void *many_streams(void *arg) {
+    (void)arg;
+    enum { NS = 40, LEN = 3000 };
+    int sv[NS][2];
+    static got g[NS];
+    got *gp[NS];
+    RLSocketRef s[NS];
+    memset(g, 0, sizeof g);
+    for (int i = 0; i < NS; i++) {
+        assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv[i]), 0);
+        s[i] = make(sv[i][0], &g[i], (RLOptionFlags)-1);
+        gp[i] = &g[i];
+        assert_int_equal(write(sv[i][1], "w", 1), 1);
+    }
+    run_for(gp, NS, 1, 0);
+#if !RL_PLAIN
+    unsigned long nobufs = atomic_load(&rl__poll_uring_nobufs);
+#endif
+    static char out[NS][LEN];
+    for (int r = 0; r < 3; r++) {
+        for (int i = 0; i < NS; i++) {
+            pattern(out[i], LEN, (unsigned)(i + r));
+            assert_int_equal(write(sv[i][1], out[i], LEN), LEN);
+        }
+        run_for(gp, NS, 1 + (size_t)(r + 1) * LEN, 0);
+        for (int i = 0; i < NS; i++) {
+            assert_int_equal(g[i].len, 1 + (size_t)(r + 1) * LEN);
+            assert_memory_equal(g[i].bytes + 1 + (size_t)r * LEN, out[i], LEN);
+        }
+    }
+#if !RL_PLAIN
+    if (on_ring()) /* some found no buffer free */
+        assert_true(atomic_load(&rl__poll_uring_nobufs) > nobufs);
+#endif
+    for (int i = 0; i < NS; i++) {
+        close(sv[i][1]);
+        done(s[i], &g[i]);
+    }
+    return NULL;
+}
+
+static void test_more_streams_than_buffers(void **state) {
+    (void)state;
+#if !RL_PLAIN
+    unsigned saved = atomic_exchange(&rl__poll_uring_nbufs, 2);
+#endif
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, many_streams, NULL), 0);
+    assert_int_equal(pthread_join(t, NULL), 0);
+#if !RL_PLAIN
+    atomic_store(&rl__poll_uring_nbufs, saved);
+#endif
+}
+
+/* Bytes, then the peer's end: the bytes, then one empty data, and the
+ * socket is invalidated. */
+static void test_end_after_bytes(void **state) {
+    (void)state;
+    int sv[2];
+    big_pair(sv);
+    got g = {0};
+    RLSocketRef s = make(sv[0], &g, (RLOptionFlags)-1);
+    warm(s, sv[1], &g);
+    static char out[40000];
+    pattern(out, sizeof out, 3);
+    assert_int_equal(write(sv[1], out, sizeof out), (ssize_t)sizeof out);
+    assert_int_equal(shutdown(sv[1], SHUT_WR), 0);
+    got *one[] = {&g};
+    run_for(one, 1, 1 + sizeof out, 1);
+    assert_int_equal(g.len, 1 + sizeof out);
+    assert_memory_equal(g.bytes + 1, out, sizeof out);
+    assert_int_equal(g.ends, 1);
+    assert_false(RLSocketIsValid(s));
+    /* Nothing more comes. */
+    assert_int_equal(RLRunLoopRunInMode(MODE, 0.05, true), kRLRunLoopRunFinished);
+    assert_int_equal(g.ends, 1);
+    close(sv[1]);
+    RLRelease(s);
+    free(g.bytes);
+}
+
+/* A TCP peer that resets the connection: the bytes before it, then an
+ * empty data, and the socket is invalidated. */
+static void test_reset(void **state) {
+    (void)state;
+    int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(l >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t alen = sizeof a;
+    assert_int_equal(bind(l, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(listen(l, 1), 0);
+    assert_int_equal(getsockname(l, (struct sockaddr *)&a, &alen), 0);
+    int c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_int_equal(connect(c, (struct sockaddr *)&a, sizeof a), 0);
+    int fd = accept(l, NULL, NULL);
+    assert_true(fd >= 0);
+    got g = {0};
+    RLSocketRef s = make(fd, &g, (RLOptionFlags)-1);
+    warm(s, c, &g);
+    assert_int_equal(write(c, "last", 4), 4);
+    got *one[] = {&g};
+    run_for(one, 1, 5, 0);
+    struct linger lg = {1, 0};
+    assert_int_equal(setsockopt(c, SOL_SOCKET, SO_LINGER, &lg, sizeof lg), 0);
+    assert_int_equal(close(c), 0); /* a reset */
+    run_for(one, 1, 5, 1);
+    assert_int_equal(g.len, 5);
+    assert_memory_equal(g.bytes, "wlast", 5);
+    assert_int_equal(g.ends, 1);
+    assert_false(RLSocketIsValid(s));
+    close(l);
+    RLRelease(s);
+    free(g.bytes);
+}
+
+/* A socket invalidated (and its fd closed) while the ring has a receive
+ * in flight for it: the next socket on the same fd number gets its own
+ * bytes only, and the old one nothing more. */
+static void test_invalidate_while_a_receive_is_in_flight(void **state) {
+    (void)state;
+    for (int i = 0; i < 20; i++) {
+        int sv[2];
+        big_pair(sv);
+        got g = {0};
+        RLSocketRef s = make(sv[0], &g, (RLOptionFlags)-1);
+        warm(s, sv[1], &g); /* a receive armed for the next bytes */
+        int old_fd = sv[0];
+        if (i % 2)
+            assert_int_equal(write(sv[1], "lost", 4), 4); /* maybe read by the receive before it is cancelled */
+        assert_true(RLSocketInvalidate(s)); /* closes old_fd */
+        int calls = g.calls;
+        int tv[2];
+        big_pair(tv);
+        assert_int_equal(tv[0], old_fd); /* the number reused */
+        got h = {0};
+        RLSocketRef t = make(tv[0], &h, (RLOptionFlags)-1);
+        assert_int_equal(write(tv[1], "mine", 4), 4);
+        assert_int_equal(send(sv[1], "gone", 4, MSG_NOSIGNAL), -1); /* the old peer's other end is closed */
+        got *one[] = {&h};
+        run_for(one, 1, 4, 0);
+        assert_int_equal(RLRunLoopRunInMode(MODE, 0.02, true), kRLRunLoopRunTimedOut);
+        assert_int_equal(h.len, 4);
+        assert_memory_equal(h.bytes, "mine", 4);
+        assert_int_equal(g.calls, calls);
+        close(sv[1]);
+        close(tv[1]);
+        RLRelease(s);
+        free(g.bytes);
+        done(t, &h);
+    }
+}
+
+/* Without kRLSocketAutomaticallyReenableDataCallBack: one chunk per
+ * enable. What the ring read ahead meanwhile is held, and comes when the
+ * callback is enabled again, though the peer sends nothing more. */
+static void test_disabled_callback_keeps_what_was_read_ahead(void **state) {
+    (void)state;
+    int sv[2];
+    big_pair(sv);
+    got g = {0};
+    g.disable_each = true;
+    RLSocketRef s = make(sv[0], &g, kRLSocketCloseOnInvalidate);
+    assert_int_equal(write(sv[1], "a", 1), 1);
+    got *one[] = {&g};
+    run_for(one, 1, 1, 0);
+    assert_int_equal(g.calls, 1);
+    for (int k = 0; k < 5; k++) {
+        /* Pieces sent one by one while the callback is off. */
+        char piece[2] = {(char)('b' + k), 0};
+        assert_int_equal(write(sv[1], piece, 1), 1);
+        assert_int_equal(RLRunLoopRunInMode(MODE, 0.02, true), kRLRunLoopRunTimedOut);
+    }
+    assert_int_equal(g.calls, 1);
+    for (int k = 0; k < 10 && g.len < 6; k++) {
+        assert_true(RLSocketEnableCallBacks(s, kRLSocketDataCallBack));
+        int calls = g.calls;
+        double end = rl_test_now() + 10;
+        while (g.calls == calls && rl_test_now() < end)
+            RLRunLoopRunInMode(MODE, 0.05, true);
+        assert_int_equal(g.calls, calls + 1);
+    }
+    assert_int_equal(g.len, 6);
+    assert_memory_equal(g.bytes, "abcdef", 6);
+    close(sv[1]);
+    done(s, &g);
+}
+
+/* The kernel refuses the loop a buffer ring: its streams are read as on
+ * epoll (a poll, then recv), with the same results. */
+static void *refused_thread(void *arg) {
+    (void)arg;
+    int sv[2];
+    big_pair(sv);
+    got g = {0};
+    RLSocketRef s = make(sv[0], &g, (RLOptionFlags)-1);
+    warm(s, sv[1], &g);
+    unsigned long before = atomic_load(&rl__socket_ring_reads);
+    static char out[50000];
+    pattern(out, sizeof out, 5);
+    assert_int_equal(write(sv[1], out, sizeof out), (ssize_t)sizeof out);
+    got *one[] = {&g};
+    run_for(one, 1, 1 + sizeof out, 0);
+    assert_int_equal(g.len, 1 + sizeof out);
+    assert_memory_equal(g.bytes + 1, out, sizeof out);
+    assert_int_equal(atomic_load(&rl__socket_ring_reads), before);
+    close(sv[1]);
+    done(s, &g);
+    return NULL;
+}
+
+static void test_no_buffer_ring(void **state) {
+    (void)state;
+    /* A loop of its own (its thread's), made while the fault is on. */
+    atomic_store(&rl__faults, RL_FAULT_URING_BUFS);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, refused_thread, NULL), 0);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    atomic_store(&rl__faults, 0);
+}
+
+/* A fork() child reads through its own loop (its own ring). */
+static void *child_thread(void *arg) {
+    int *ok = arg;
+    int sv[2];
+    big_pair(sv);
+    got g = {0};
+    RLSocketRef s = make(sv[0], &g, (RLOptionFlags)-1);
+    static char out[30000];
+    pattern(out, sizeof out, 9);
+    assert_int_equal(write(sv[1], "w", 1), 1);
+    got *one[] = {&g};
+    run_for(one, 1, 1, 0);
+    assert_int_equal(write(sv[1], out, sizeof out), (ssize_t)sizeof out);
+    run_for(one, 1, 1 + sizeof out, 0);
+    *ok = g.len == 1 + sizeof out && memcmp(g.bytes + 1, out, sizeof out) == 0;
+    close(sv[1]);
+    done(s, &g);
+    return NULL;
+}
+
+static void test_fork_child_reads(void **state) {
+    (void)state;
+    int sv[2];
+    big_pair(sv);
+    got g = {0};
+    RLSocketRef s = make(sv[0], &g, (RLOptionFlags)-1);
+    warm(s, sv[1], &g); /* the parent's ring has a receive in flight */
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int ok = 0;
+        pthread_t t;
+        if (pthread_create(&t, NULL, child_thread, &ok) != 0 || pthread_join(t, NULL) != 0)
+            _exit(2);
+        _exit(ok ? 0 : 1);
+    }
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+    /* The parent's socket goes on. */
+    assert_int_equal(write(sv[1], "after", 5), 5);
+    got *one[] = {&g};
+    run_for(one, 1, 6, 0);
+    assert_int_equal(g.len, 6);
+    assert_memory_equal(g.bytes, "wafter", 6);
+    close(sv[1]);
+    done(s, &g);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_burst_larger_than_a_buffer),
+        cmocka_unit_test(test_more_streams_than_buffers),
+        cmocka_unit_test(test_end_after_bytes),
+        cmocka_unit_test(test_reset),
+        cmocka_unit_test(test_invalidate_while_a_receive_is_in_flight),
+        cmocka_unit_test(test_disabled_callback_keeps_what_was_read_ahead),
+        cmocka_unit_test(test_no_buffer_ring),
+        cmocka_unit_test(test_fork_child_reads),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
