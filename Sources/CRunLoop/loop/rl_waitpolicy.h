@@ -87,6 +87,44 @@ static inline void rl__wait_pace(RLRunLoopRef rl) {
         rl__cpu_relax();
 }
 
+/* Pacing a stream of signals, at the look a pass makes after it performed
+ * a source (the guide's pattern: a producer thread queues a command,
+ * signals the loop's version-0 source and wakes the loop; the perform
+ * takes every command queued).
+ *
+ * The look counts as work in pass_ran, so that the pass that next finds
+ * nothing to do yields to a producer on this CPU before it waits
+ * (rl__wait_pace): that producer was preempted by the wake-up that made
+ * this loop run, and yielding lets it queue on (its wake-ups find the loop
+ * awake: no system call) instead of being preempted again after every few
+ * hundred commands, each time by an eventfd write of its own.
+ *
+ * A producer on another CPU that signalled again while the pass ran (the
+ * source is on its mode's ready list again, and a wake-up is pending) is a
+ * stream: taken at once, the next batch is a dozen commands, and each one
+ * costs the producer a full signal and wake-up (the source's, the loop's
+ * and the queue's cache lines, taken back from this CPU). A pause of a
+ * couple of microseconds lets the batch grow tenfold. A round trip (the
+ * reply comes after the pass) never pauses. The loop lock held, and held
+ * again on return. */
+static inline void rl__wait_pace_look(RLRunLoopRef rl, rl__frame *f) {
+    enum { RL_STREAM_PAUSE_NS = 2000 };
+    if (!RL_TRICK_PACE)
+        return;
+    rl->pass_ran++;
+    if (f->mode->nready == 0 || !atomic_load_explicit(&rl->wake_pending, memory_order_relaxed))
+        return;
+    int cpu = rl__spin_cpu();
+    int waker = atomic_load_explicit(&rl->waker_cpu, memory_order_relaxed);
+    if (cpu < 0 || waker < 0 || waker == cpu)
+        return;
+    rl__loop_unlock(rl);
+    int64_t until = rl__spin_now() + RL_STREAM_PAUSE_NS;
+    while (rl__spin_now() < until)
+        rl__cpu_relax();
+    rl__loop_lock(rl);
+}
+
 /* ------------------------------------------------------------------ */
 /* COALESCE: a nap before the wait                                     */
 
@@ -246,7 +284,10 @@ static inline int rl__wait(RLRunLoopRef rl, rl__frame *f, bool poll, struct epol
         double now = rl__mono_now();
         learn_from = rl__before_sleep(rl, f, &at, &now);
         timeout = rl__timeout_until(rl, at, at - now);
-    } else if (rl__poll_needs_no_syscall(rl)) {
+    } else {
+        rl__wait_pace_look(rl, f);
+    }
+    if (poll && rl__poll_needs_no_syscall(rl)) {
         rl__loop_unlock(rl);
         rl__flag_set(&rl->ignore_wakeups, 1);
         rl__flag_set(&rl->wake_pending, 0);
