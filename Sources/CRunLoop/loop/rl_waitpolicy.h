@@ -277,6 +277,8 @@ static inline void rl__after_wait(RLRunLoopRef rl) {
  * follows a reply closely finds the loop awake; an idle loop, or one woken
  * only by timers and fds, has no budget and never spins. */
 static inline int rl__wait(RLRunLoopRef rl, rl__frame *f, bool poll, struct epoll_event *ev, int maxev) {
+    if (poll)
+        rl__wait_pace_look(rl, f);
     int timeout = 0;
     int64_t learn_from = 0; /* the start of a wait the spin budget learns from; 0: none */
     if (!poll) {
@@ -284,10 +286,7 @@ static inline int rl__wait(RLRunLoopRef rl, rl__frame *f, bool poll, struct epol
         double now = rl__mono_now();
         learn_from = rl__before_sleep(rl, f, &at, &now);
         timeout = rl__timeout_until(rl, at, at - now);
-    } else {
-        rl__wait_pace_look(rl, f);
-    }
-    if (poll && rl__poll_needs_no_syscall(rl)) {
+    } else if (rl__poll_needs_no_syscall(rl)) {
         rl__loop_unlock(rl);
         rl__flag_set(&rl->ignore_wakeups, 1);
         rl__flag_set(&rl->wake_pending, 0);
