@@ -99,20 +99,22 @@ static inline void rl__wait_pace(RLRunLoopRef rl) {
  * awake: no system call) instead of being preempted again after every few
  * hundred commands, each time by an eventfd write of its own.
  *
- * A producer on another CPU that signalled again while the pass ran (the
- * source is on its mode's ready list again, and a wake-up is pending) is a
- * stream: taken at once, the next batch is a dozen commands, and each one
- * costs the producer a full signal and wake-up (the source's, the loop's
- * and the queue's cache lines, taken back from this CPU). A pause of a
- * couple of microseconds lets the batch grow tenfold. A round trip (the
- * reply comes after the pass) never pauses. The loop lock held, and held
- * again on return. */
+ * A producer on another CPU that keeps signalling while the passes run
+ * (a few passes in a row performed without a wait between them, and at
+ * this look the source is on its mode's ready list again and a wake-up is
+ * pending) is a stream: taken at once, the next batch is a dozen commands,
+ * and each one costs the producer a full signal and wake-up (the source's,
+ * the loop's and the queue's cache lines, taken back from this CPU). A
+ * pause of a couple of microseconds lets the batch grow tenfold. A round
+ * trip (the reply comes after the pass, and the loop waits for it) never
+ * pauses. The loop lock held, and held again on return. */
 static inline void rl__wait_pace_look(RLRunLoopRef rl, rl__frame *f) {
-    enum { RL_STREAM_PAUSE_NS = 2000 };
+    enum { RL_STREAM_PAUSE_NS = 2000, RL_STREAM_LOOKS = 4 };
     if (!RL_TRICK_PACE)
         return;
     rl->pass_ran++;
-    if (f->mode->nready == 0 || !atomic_load_explicit(&rl->wake_pending, memory_order_relaxed))
+    if (rl->pass_ran < RL_STREAM_LOOKS || f->mode->nready == 0 ||
+        !atomic_load_explicit(&rl->wake_pending, memory_order_relaxed))
         return;
     int cpu = rl__spin_cpu();
     int waker = atomic_load_explicit(&rl->waker_cpu, memory_order_relaxed);
