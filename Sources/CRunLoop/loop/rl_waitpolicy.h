@@ -15,7 +15,9 @@
  *             next one within a learnt budget (rl_spin.h);
  *   PACE      before the BeforeWaiting observers, a loop that ran requests
  *             yields to a producer on its own CPU, or pauses for the next
- *             batch of one on another (rl__wait_pace);
+ *             batch of one on another (rl__wait_pace); a look after a pass
+ *             that performed a source counts as work, and pauses for a
+ *             stream of signals from another CPU (rl__wait_pace_look);
  *   COALESCE  a loop whose pass read bulk chunks from two or more sockets
  *             naps a few microseconds, so the next reads are bigger (the
  *             sockets' hint: rl__wait_note_bulk_read, RL_BULK_READ).
@@ -47,7 +49,8 @@
 /* PACE: before the BeforeWaiting observers                            */
 
 /* Pacing a stream of requests from another thread, before the loop waits
- * (rl->pass_ran: requests run since it last waited).
+ * (rl->pass_ran: requests run, and looks after a pass that performed a
+ * source (rl__wait_pace_look), since it last waited).
  *
  * The last thread that woke the loop runs on this CPU: it is runnable right
  * now (this loop preempted it when the wake-up's write made this thread
