@@ -55,6 +55,7 @@ typedef struct {
     long queued;           /* commands in the queue, under mu */
     _Atomic long taken;    /* commands the performs took */
     _Atomic long befores;  /* BeforeWaiting activities of the loop */
+    _Atomic long mark;     /* `befores` when the last perform took its commands */
     _Atomic bool done;     /* the producer is done (or gave up) */
     _Atomic long lost_at;  /* the command the loop never took; -1: none */
     long commands;
@@ -68,6 +69,7 @@ static void lockstep_perform(void *info) {
     long n = g->queued;
     g->queued = 0;
     pthread_mutex_unlock(&g->mu);
+    atomic_store(&g->mark, atomic_load(&g->befores));
     atomic_fetch_add(&g->taken, n);
 }
 
@@ -98,12 +100,12 @@ static void *lockstep_producer(void *arg) {
     uint32_t x = 0x9e3779b9u;
     for (long i = 0; i < g->commands; i++) {
         /* Half the commands are sent once the loop has begun its way to
-         * sleep (its BeforeWaiting observer ran since the last command was
-         * taken), a random while later; the others at a random moment. */
+         * sleep (its BeforeWaiting observer ran since the perform that took
+         * the last command), a random while later; the others at a random
+         * moment. With nothing left to do, the loop always gets there. */
         if (i % 2 == 0) {
-            long b = atomic_load(&g->befores);
             double t0 = rl_test_now();
-            while (atomic_load(&g->befores) == b && rl_test_now() - t0 < 1)
+            while (atomic_load(&g->befores) <= atomic_load(&g->mark) && rl_test_now() - t0 < 5)
                 sched_yield();
         }
         random_delay(&x);
@@ -142,7 +144,7 @@ static void test_guide_command_sent_as_the_loop_sleeps_is_never_lost(void **stat
     assert_int_equal(pthread_create(&t, NULL, lockstep_producer, &g), 0);
     /* One long run, which ends once the producer is done: a command whose
      * wake-up is lost is never taken (the producer gives up on it). */
-    RLRunLoopRunResult r = RLRunLoopRunInMode("Lockstep", 30, false);
+    RLRunLoopRunResult r = RLRunLoopRunInMode("Lockstep", 60, false);
     pthread_join(t, NULL);
     if (atomic_load(&g.lost_at) >= 0)
         print_error("command %ld of %ld was never taken\n", atomic_load(&g.lost_at), g.commands);
@@ -208,7 +210,7 @@ static void test_wake_up_after_before_waiting_always_ends_the_wait(void **state)
     RLRunLoopAddObserver(w.rl, o, "Wakes");
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, wake_producer, &w), 0);
-    RLRunLoopRunResult r = RLRunLoopRunInMode("Wakes", 30, false);
+    RLRunLoopRunResult r = RLRunLoopRunInMode("Wakes", 60, false);
     pthread_join(t, NULL);
     if (atomic_load(&w.lost_at) >= 0)
         print_error("wake-up %ld of %ld did not end the wait\n", atomic_load(&w.lost_at), w.wakes);
@@ -281,7 +283,7 @@ static void test_several_producers_every_command_taken_without_a_timeout(void **
     assert_int_equal(pthread_create(&t, NULL, stream_producers, &s), 0);
     /* One run: only the perform that takes the last command stops it. A
      * lost wake-up after the last command leaves it asleep until the limit. */
-    RLRunLoopRunResult r = RLRunLoopRunInMode("Stream", 30, false);
+    RLRunLoopRunResult r = RLRunLoopRunInMode("Stream", 60, false);
     pthread_join(t, NULL);
     assert_int_equal(r, kRLRunLoopRunStopped);
     assert_int_equal(s.taken, PRODUCERS * s.per_producer);
