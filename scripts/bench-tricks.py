@@ -32,6 +32,7 @@ MAKE = os.environ.get("MAKE", "make")
 BENCHES = {
     "perform": ("bench_runloop", {"BRL_ROUNDS": "1", "BRL_PEERS": "ours", "BRL_ONLY": "perform"}),
     "pingpong": ("bench_runloop", {"BRL_ROUNDS": "1", "BRL_PEERS": "ours", "BRL_ONLY": "pingpong"}),
+    "guide": ("bench_runloop", {"BRL_ROUNDS": "1", "BRL_PEERS": "ours", "BRL_ONLY": "guide"}),
     "timers": ("bench_runloop", {"BRL_ROUNDS": "1", "BRL_PEERS": "ours", "BRL_ONLY": "timers"}),
     "thread": ("bench_thread", {"BTH_ROUNDS": "1", "BTH_QUICK": "1"}),
     "sync": ("bench_sync", {"RL_BENCH_RUNS": "15"}),
@@ -54,6 +55,8 @@ ROWS = [
     ("PACE", "perform", "perform queue form, other thread (M/s)", True),
     ("PACE", "perform", "perform block+WakeUp, other thread (M/s)", True),
     ("PACE", "thread", "round trip p50, 1 CPU: RLWorkerThreadPerformSync", False),
+    ("PACE", "guide", "guide source, other thread (M/s) [i]", True),
+    ("PACE", "pingpong", "v0 ping-pong round trip p50 (us)", False),
     ("YIELD", "thread", "round trip p50, 1 CPU: RLWorkerThreadPerformSync", False),
     ("YIELD", "thread", "round trip p50, 1 CPU: RLThreadPerform wait", False),
     ("BLOCK_COPY", "perform", "perform block+WakeUp, other thread (M/s)", True),

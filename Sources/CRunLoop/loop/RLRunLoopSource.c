@@ -99,12 +99,17 @@ bool RLRunLoopSourceGetContext(RLRunLoopSourceRef s, RLRunLoopSourceContext *con
     return true;
 }
 
+static bool signal_invalid(void) __attribute__((cold, noinline));
+static bool signal_invalid(void) {
+    return rl__fail(kRLErrorInvalidObject, "RLRunLoopSourceSignal", "the source has been invalidated");
+}
+
+/* Signalling a source that is signalled already (a producer that signals
+ * faster than the loop performs) is a check and two loads, no call. */
 bool RLRunLoopSourceSignal(RLRunLoopSourceRef s) {
-    const char *fn = __func__;
-    if (!source_ok(s, fn))
+    if (RL__UNLIKELY(!source_ok(s, __func__)))
         return false;
-    bool ok = rl__source_signal(s);
-    if (!ok)
-        return rl__fail(kRLErrorInvalidObject, fn, "the source has been invalidated");
-    return true;
+    if (RL__LIKELY(rl__source_signalled_already(s)) || RL__LIKELY(rl__source_signal(s)))
+        return true;
+    return signal_invalid();
 }

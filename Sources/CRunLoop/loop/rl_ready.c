@@ -51,21 +51,8 @@ static void ready_push_source(RLRunLoopRef rl, struct RLRunLoopSource *s) {
  * push; a loop it joins meanwhile sees `signalled` when it adds it,
  * rl_add_locked). */
 bool rl__source_signal(struct RLRunLoopSource *s) {
-    /* Already signalled and not yet performed (a producer that signals
-     * faster than the loop performs, the guide's pattern): nothing to do,
-     * and nothing written to the source's line, which the loop reads. The
-     * fence pairs with the one the pass makes after clearing `signalled`
-     * and before the perform (RLRunLoopRun.c): either this load sees the
-     * clear, and the signal is made in full below, or the perform sees
-     * what the caller stored before signalling. An invalidation clears
-     * `signalled` too, so a set flag also says the source is valid. A
-     * source not signalled (the usual signal on the loop's own thread)
-     * pays no fence: the lock orders it. */
-    if (rl__peek(s->signalled)) {
-        atomic_thread_fence(memory_order_seq_cst);
-        if (rl__peek(s->signalled))
-            return true;
-    }
+    /* Its caller found it not signalled (rl__source_signalled_already),
+     * but another signal may have come meanwhile: the lock says. */
     rl__loopset ls;
     rl__loopset_init(&ls);
     rl__olock_lock(&s->lock);

@@ -15,7 +15,9 @@
  *             next one within a learnt budget (rl_spin.h);
  *   PACE      before the BeforeWaiting observers, a loop that ran requests
  *             yields to a producer on its own CPU, or pauses for the next
- *             batch of one on another (rl__wait_pace);
+ *             batch of one on another (rl__wait_pace); a look after a pass
+ *             that performed a source counts as work, and pauses for a
+ *             stream of signals from another CPU (rl__wait_pace_look);
  *   COALESCE  a loop whose pass read bulk chunks from two or more sockets
  *             naps a few microseconds, so the next reads are bigger (the
  *             sockets' hint: rl__wait_note_bulk_read, RL_BULK_READ).
@@ -47,7 +49,8 @@
 /* PACE: before the BeforeWaiting observers                            */
 
 /* Pacing a stream of requests from another thread, before the loop waits
- * (rl->pass_ran: requests run since it last waited).
+ * (rl->pass_ran: requests run, and looks after a pass that performed a
+ * source (rl__wait_pace_look), since it last waited).
  *
  * The last thread that woke the loop runs on this CPU: it is runnable right
  * now (this loop preempted it when the wake-up's write made this thread
@@ -85,6 +88,46 @@ static inline void rl__wait_pace(RLRunLoopRef rl) {
     int64_t until = rl__spin_now() + RL_STREAM_PAUSE_NS;
     while (rl__spin_now() < until)
         rl__cpu_relax();
+}
+
+/* Pacing a stream of signals, at the look a pass makes after it performed
+ * a source (the guide's pattern: a producer thread queues a command,
+ * signals the loop's version-0 source and wakes the loop; the perform
+ * takes every command queued).
+ *
+ * The look counts as work in pass_ran, so that the pass that next finds
+ * nothing to do yields to a producer on this CPU before it waits
+ * (rl__wait_pace): that producer was preempted by the wake-up that made
+ * this loop run, and yielding lets it queue on (its wake-ups find the loop
+ * awake: no system call) instead of being preempted again after every few
+ * hundred commands, each time by an eventfd write of its own.
+ *
+ * A producer on another CPU that keeps signalling while the passes run
+ * (a few passes in a row performed without a wait between them, and at
+ * this look the source is on its mode's ready list again and a wake-up is
+ * pending) is a stream: taken at once, the next batch is a dozen commands,
+ * and each one costs the producer a full signal and wake-up (the source's,
+ * the loop's and the queue's cache lines, taken back from this CPU). A
+ * pause of a couple of microseconds lets the batch grow tenfold. A round
+ * trip (the reply comes after the pass, and the loop waits for it) never
+ * pauses. The loop lock held, and held again on return. */
+static inline void rl__wait_pace_look(RLRunLoopRef rl, rl__frame *f) {
+    enum { RL_STREAM_PAUSE_NS = 2000, RL_STREAM_LOOKS = 4 };
+    if (!RL_TRICK_PACE)
+        return;
+    rl->pass_ran++;
+    if (rl->pass_ran < RL_STREAM_LOOKS || f->mode->nready == 0 ||
+        !atomic_load_explicit(&rl->wake_pending, memory_order_relaxed))
+        return;
+    int cpu = rl__spin_cpu();
+    int waker = atomic_load_explicit(&rl->waker_cpu, memory_order_relaxed);
+    if (cpu < 0 || waker < 0 || waker == cpu)
+        return;
+    rl__loop_unlock(rl);
+    int64_t until = rl__spin_now() + RL_STREAM_PAUSE_NS;
+    while (rl__spin_now() < until)
+        rl__cpu_relax();
+    rl__loop_lock(rl);
 }
 
 /* ------------------------------------------------------------------ */
@@ -239,6 +282,8 @@ static inline void rl__after_wait(RLRunLoopRef rl) {
  * follows a reply closely finds the loop awake; an idle loop, or one woken
  * only by timers and fds, has no budget and never spins. */
 static inline int rl__wait(RLRunLoopRef rl, rl__frame *f, bool poll, struct epoll_event *ev, int maxev) {
+    if (poll)
+        rl__wait_pace_look(rl, f);
     int timeout = 0;
     int64_t learn_from = 0; /* the start of a wait the spin budget learns from; 0: none */
     if (!poll) {

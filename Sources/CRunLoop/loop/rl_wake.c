@@ -36,16 +36,8 @@ static void write_eventfd(RLRunLoopRef rl) {
     rl__poll_wake(&rl->kern);
 }
 
-void rl__wake(RLRunLoopRef rl) {
-    /* A load first keeps producers from bouncing the cache line while a
-     * wake-up is pending. Seeing 1 here is enough: that store came after the
-     * loop last cleared the flag, so the loop will look at its queues again.
-     * Both loads are sequentially consistent (plain loads on x86): the loop
-     * peeks at its perform queue without a lock (rl__pq_maybe_queued), and
-     * it is this ordering that makes it see what the caller queued. */
-    if (atomic_load(&rl->wake_pending))
-        return;
-    /* CF ignores wake-ups from the moment the loop wakes (or while it is not
+void rl__wake_slow(RLRunLoopRef rl) {
+    /* wake_pending was 0 (rl__wake). CF ignores wake-ups from the moment the loop wakes (or while it is not
      * running) until its next pass begins: that pass looks at every queue
      * anyway. Seeing a stale 1 here is safe for the same reason as above. */
     if (atomic_load(&rl->ignore_wakeups))
@@ -119,11 +111,20 @@ bool RLRunLoopIsWaiting(RLRunLoopRef rl) {
     return atomic_load(&rl->sleeping) != 0;
 }
 
-bool RLRunLoopWakeUp(RLRunLoopRef rl) {
-    if (!rl__check_loop(rl, __func__))
-        return false;
-    rl__wake(rl);
+static bool wake_up_slow(RLRunLoopRef rl) __attribute__((noinline));
+static bool wake_up_slow(RLRunLoopRef rl) {
+    rl__wake_slow(rl);
     return true;
+}
+
+/* A wake-up already pending (a producer that wakes the loop after every
+ * item) is a check and a load, no call (rl__wake). */
+bool RLRunLoopWakeUp(RLRunLoopRef rl) {
+    if (RL__UNLIKELY(!rl__check_loop(rl, __func__)))
+        return false;
+    if (RL__LIKELY(atomic_load(&rl->wake_pending)))
+        return true;
+    return wake_up_slow(rl);
 }
 
 bool RLRunLoopStop(RLRunLoopRef rl) {

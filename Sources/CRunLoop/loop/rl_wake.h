@@ -22,8 +22,21 @@ static inline void rl__flag_set(_Atomic int *flag, int v) {
  * set): the timerfd may still hold its old time, and the caller must make
  * the wait end by `at` another way. Loop lock held. */
 RL__HIDDEN bool rl__arm_timerfd(RLRunLoopRef rl, double at);
-/* Wakes rl's thread if it waits (rl_wake.c). */
-RL__HIDDEN void rl__wake(RLRunLoopRef rl);
+/* rl__wake's work once no wake-up is pending (rl_wake.c). */
+RL__HIDDEN void rl__wake_slow(RLRunLoopRef rl);
+/* Wakes rl's thread if it waits. Inline, the one load that ends it when a
+ * wake-up is pending already, a producer that wakes the loop after every
+ * item it queues (the guide's pattern) pays that load and nothing else; the
+ * loop writes the flag once a pass at most, so it stays in the producer's
+ * cache meanwhile. Seeing 1 is enough: that store came after the loop last
+ * cleared the flag, so the loop looks at its queues again. The load is
+ * sequentially consistent (a plain load on x86): the loop peeks at its
+ * perform queue without a lock (rl__pq_maybe_queued), and this ordering
+ * makes it see what the caller queued. */
+static inline void rl__wake(RLRunLoopRef rl) {
+    if (!atomic_load(&rl->wake_pending))
+        rl__wake_slow(rl);
+}
 /* Sleeps `ns` nanoseconds at most, less if a wake-up comes (rl__wake) or
  * one is pending already. rl's thread, without the loop lock, with
  * `sleeping` clear (the coalescing nap, rl_waitpolicy.h). */
