@@ -202,17 +202,19 @@ static void eq_finish(eq_state *st) {
 }
 
 /* A timer's first membership lives inside the timer: no allocation, and
- * one cache miss less when 100k timers come and go. */
+ * one cache miss less when 100k timers come and go. Its further ones are
+ * whole memberships on its extension's list (made here if need be). */
 static rl__memb *memb_alloc(void *item, rl__kind kind) {
     if (kind == RL_KIND_TIMER) {
         struct RLRunLoopTimer *t = item;
         if (!t->inline_used) {
             t->inline_used = true;
-            /* Not mode_link, which timers never use: it would be one more
-             * cache line per add. */
-            memset(&t->inline_memb, 0, offsetof(rl__memb, mode_link));
-            return &t->inline_memb;
+            rl__memb *m = rl__timer_inline_memb(t);
+            memset(m, 0, RL__TIMER_MEMB_SIZE);
+            return m;
         }
+        if (!rl__timer_ext_make(t))
+            return NULL;
     }
     return calloc(1, sizeof(rl__memb));
 }
@@ -220,7 +222,7 @@ static rl__memb *memb_alloc(void *item, rl__kind kind) {
 static void memb_free(rl__memb *m) {
     if (m->kind == RL_KIND_TIMER) {
         struct RLRunLoopTimer *t = m->item;
-        if (m == &t->inline_memb) {
+        if (m == rl__timer_inline_memb(t)) {
             t->inline_used = false;
             return;
         }
@@ -247,7 +249,6 @@ __attribute__((always_inline)) static inline bool add_locked(RLRunLoopRef rl, vo
         return rl__fail(kRLErrorNoMemory, fn, "out of memory");
     m->item = item;
     m->kind = kind;
-    m->rl = rl;
     m->mode = mode;
     if (kind == RL_KIND_TIMER) {
         if (!rl__tset_add(&mode->timers, m)) {
@@ -259,7 +260,12 @@ __attribute__((always_inline)) static inline bool add_locked(RLRunLoopRef rl, vo
         return rl__fail(kRLErrorNoMemory, fn, "out of memory");
     }
     rl__hold_raw(item);
-    TAILQ_INSERT_TAIL(rl__item_membs(item, kind), m, item_link);
+    if (kind != RL_KIND_TIMER) {
+        m->rl = rl;
+        TAILQ_INSERT_TAIL(rl__item_membs(item, kind), m, item_link);
+    } else if (m != rl__timer_inline_memb(item)) {
+        TAILQ_INSERT_TAIL(&rl__timer_ext_of(item)->membs, m, item_link);
+    }
     if (kind == RL_KIND_SOURCE) {
         struct RLRunLoopSource *s = item;
         TAILQ_INSERT_TAIL(&mode->sources, m, mode_link);
@@ -285,8 +291,9 @@ __attribute__((always_inline)) static inline bool add_locked(RLRunLoopRef rl, vo
  * inline, for RLRunLoopRemoveTimer). The loop lock held. */
 __attribute__((always_inline)) static inline void remove_timer_memb_locked(rl__memb *m, rl__defer *d) {
     struct RLRunLoopTimer *t = m->item;
-    RLRunLoopRef rl = m->rl;
-    TAILQ_REMOVE(&t->membs, m, item_link);
+    RLRunLoopRef rl = m->mode->rl;
+    if (RL__UNLIKELY(m != rl__timer_inline_memb(t)))
+        TAILQ_REMOVE(&rl__timer_ext_of(t)->membs, m, item_link);
     rl__tset_remove(&m->mode->timers, m);
     rl__rearm_if_waiting(rl);
     rl__unhold_or_defer(d, t);
@@ -455,19 +462,25 @@ void rl__source_invalidate(struct RLRunLoopSource *s, rl__defer *d) {
 }
 
 void rl__remove_item_everywhere_locked(void *item, rl__kind kind, rl__defer *d) {
-    struct rl_membq *q = rl__item_membs(item, kind);
-    while (!TAILQ_EMPTY(q)) {
-        rl__memb *m = TAILQ_FIRST(q);
-        citem_remove(m->rl, item, d);
+    rl__memb *m;
+    while ((m = kind == RL_KIND_TIMER ? rl__timer_any_memb(item) : TAILQ_FIRST(rl__item_membs(item, kind))) != NULL) {
+        citem_remove(m->mode->rl, item, d);
         remove_memb_locked(m, d);
     }
 }
 
+static void timer_refile(rl__memb *m) {
+    if (!rl__tset_update(&m->mode->timers, m))
+        abort(); /* out of memory re-filing a timer: its heaps would lie */
+}
+
 void rl__timer_moved_locked(struct RLRunLoopTimer *t) {
-    rl__memb *m;
-    TAILQ_FOREACH(m, &t->membs, item_link) {
-        if (!rl__tset_update(&m->mode->timers, m))
-            abort(); /* out of memory re-filing a timer: its heaps would lie */
+    if (t->inline_used)
+        timer_refile(rl__timer_inline_memb(t));
+    rl__timer_ext *x = rl__timer_ext_of(t);
+    if (RL__UNLIKELY(x != NULL)) {
+        rl__memb *m;
+        TAILQ_FOREACH(m, &x->membs, item_link) timer_refile(m);
     }
     rl__rearm_if_waiting(rl__timer_loop(t));
 }
@@ -508,7 +521,7 @@ static bool item_move_out(void *item, rl__kind kind, RLRunLoopRef to, const char
     RLRunLoopRef h = rl__item_lock(item, kind);
     bool ok = true;
     if (h && h != to) {
-        if (!TAILQ_EMPTY(rl__item_membs(item, kind)))
+        if (kind == RL_KIND_TIMER ? rl__timer_any_memb(item) != NULL : !TAILQ_EMPTY(rl__item_membs(item, kind)))
             ok = rl__fail(kRLErrorInvalidState, fn, "the %s is already in another run loop",
                           kind == RL_KIND_TIMER ? "timer" : "observer");
         else

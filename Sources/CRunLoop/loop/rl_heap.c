@@ -72,7 +72,7 @@ static void hdown(rl__heap *h, size_t i) {
 
 static rl__hent hentry(const rl__heap *h, rl__memb *m) {
     const struct RLRunLoopTimer *t = m->item;
-    rl__hent e = {h->keyed ? t->fire_date + t->tolerance : t->fire_date, m};
+    rl__hent e = {h->keyed ? t->fire_date + rl__timer_tolerance(t) : t->fire_date, m};
     return e;
 }
 
