@@ -58,7 +58,8 @@ void *rl__object_alloc(const rl__class *cls, size_t size, const char *fn) {
     return rl__object_alloc_head(cls, size, 0, fn);
 }
 
-static void *object_alloc(const rl__class *cls, size_t head, size_t tail, bool packed, const char *fn) {
+__attribute__((always_inline)) static inline void *object_alloc(const rl__class *cls, size_t head, size_t tail, bool packed,
+                                                             const char *fn) {
     size_t size = head + tail;
     bool pooled = RL_TRICK_POOL && rl__pool_serves(size);
     rl__object *o;

@@ -387,7 +387,7 @@ static void *slot_get(pclass *c) {
 }
 
 
-static void *alloc_in(pclass *c, size_t size, size_t zero) {
+__attribute__((always_inline)) static inline void *alloc_in(pclass *c, size_t size, size_t zero) {
     char *p = slot_get(c);
     if (!p)
         return NULL;

@@ -264,7 +264,9 @@ __attribute__((always_inline)) static inline bool add_locked(RLRunLoopRef rl, vo
         m->rl = rl;
         TAILQ_INSERT_TAIL(rl__item_membs(item, kind), m, item_link);
     } else if (m != rl__timer_inline_memb(item)) {
-        TAILQ_INSERT_TAIL(&rl__timer_ext_of(item)->membs, m, item_link);
+        struct RLRunLoopTimer *t = item;
+        TAILQ_INSERT_TAIL(&rl__timer_ext_of(t)->membs, m, item_link);
+        t->multi = true;
     }
     if (kind == RL_KIND_SOURCE) {
         struct RLRunLoopSource *s = item;
@@ -292,8 +294,11 @@ __attribute__((always_inline)) static inline bool add_locked(RLRunLoopRef rl, vo
 __attribute__((always_inline)) static inline void remove_timer_memb_locked(rl__memb *m, rl__defer *d) {
     struct RLRunLoopTimer *t = m->item;
     RLRunLoopRef rl = m->mode->rl;
-    if (RL__UNLIKELY(m != rl__timer_inline_memb(t)))
-        TAILQ_REMOVE(&rl__timer_ext_of(t)->membs, m, item_link);
+    if (RL__UNLIKELY(m != rl__timer_inline_memb(t))) {
+        rl__timer_ext *x = rl__timer_ext_of(t);
+        TAILQ_REMOVE(&x->membs, m, item_link);
+        t->multi = !TAILQ_EMPTY(&x->membs);
+    }
     rl__tset_remove(&m->mode->timers, m);
     rl__rearm_if_waiting(rl);
     rl__unhold_or_defer(d, t);
@@ -477,10 +482,9 @@ static void timer_refile(rl__memb *m) {
 void rl__timer_moved_locked(struct RLRunLoopTimer *t) {
     if (t->inline_used)
         timer_refile(rl__timer_inline_memb(t));
-    rl__timer_ext *x = rl__timer_ext_of(t);
-    if (RL__UNLIKELY(x != NULL)) {
+    if (RL__UNLIKELY(t->multi)) {
         rl__memb *m;
-        TAILQ_FOREACH(m, &x->membs, item_link) timer_refile(m);
+        TAILQ_FOREACH(m, &rl__timer_ext_of(t)->membs, item_link) timer_refile(m);
     }
     rl__rearm_if_waiting(rl__timer_loop(t));
 }

@@ -19,7 +19,9 @@ static void timer_finalize(void *obj) {
     rl__item_leave_home(t, RL_KIND_TIMER);
     if (t->valid && t->ctx.release)
         t->ctx.release(t->ctx.info);
-    free(rl__timer_ext_of(t)); /* its list is empty: each membership held a reference */
+    rl__timer_ext *x = rl__timer_ext_of(t);
+    if (x)
+        free(x); /* its list is empty: each membership held a reference */
 }
 
 rl__timer_ext *rl__timer_ext_make(struct RLRunLoopTimer *t) {
@@ -92,6 +94,7 @@ RLRunLoopTimerRef RLRunLoopTimerCreate(RLAllocatorRef allocator, RLAbsoluteTime 
         x->interval = interval;
         x->order = order;
         x->copyDescription = context ? context->copyDescription : NULL;
+        t->repeats = interval > 0;
     }
     rl__timer_stamp_locked(t);
     t->callout = callout;
@@ -275,11 +278,11 @@ static double grid_date(const rl__timer_ext *x, uint64_t k) { return x->anchor +
 void rl__timer_after_fire_locked(struct RLRunLoopTimer *t, RLAbsoluteTime now, rl__defer *d) {
     if (!t->valid)
         return;
-    rl__timer_ext *x = rl__timer_ext_of(t);
-    if (!x || x->interval <= 0) {
+    if (!t->repeats) {
         timer_invalidate_locked(t, d);
         return;
     }
+    rl__timer_ext *x = rl__timer_ext_of(t);
     if (!t->moved_in_fire) {
         uint64_t k = x->ticks + 1;
         if (grid_date(x, k) <= now) {

@@ -281,7 +281,13 @@ void rl__tset_remove(rl__timerset *ts, rl__memb *m) {
 }
 
 bool rl__tset_update(rl__timerset *ts, rl__memb *m) {
-    bool lax = ((struct RLRunLoopTimer *)m->item)->tolerant;
+    bool tolerant = ((struct RLRunLoopTimer *)m->item)->tolerant;
+    if (RL__LIKELY(!tolerant && !m->lax)) { /* strict, and filed so: the usual case */
+        if (!m->pending) /* a pending timer's key is read when it is folded */
+            heap_update(&ts->strict, m);
+        return true;
+    }
+    bool lax = tolerant;
     if (lax != m->lax) {
         rl__tset_remove(ts, m);
         return rl__tset_add_slow(ts, m);

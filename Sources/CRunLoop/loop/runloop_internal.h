@@ -204,16 +204,19 @@ struct RLRunLoopTimer {
     rl__olock lock;
     bool valid;
     bool firing;
-    bool tolerant; /* tolerance > 0: filed in the lax heaps (rl_heap.c) */
-    /* Flags written only under what guards the timer, so they share a byte. */
-    bool inline_used : 1; /* inline_memb is a membership */
-    bool moved_in_fire : 1;
     /* The fire path is taking its reference on ctx.info (the context's
      * retain, called without the lock): an invalidation meanwhile leaves
      * the context's release to it (ctx_release_held), so that info cannot
      * go before it is retained. */
-    bool ctx_pinned : 1;
+    bool ctx_pinned;
+    /* Flags written only under what guards the timer, so they share a
+     * byte; the hot paths set them to constants (one instruction each). */
+    bool inline_used : 1; /* inline_memb is a membership */
+    bool multi : 1;       /* the extension's list holds memberships */
+    bool tolerant : 1;    /* tolerance > 0: filed in the lax heaps (rl_heap.c) */
+    bool moved_in_fire : 1;
     bool ctx_release_held : 1;
+    bool repeats : 1;     /* interval > 0 (fixed at creation; its grid is in the extension) */
     /* Its slot in its home's array of homed timers (RLRunLoop.homed), and
      * the number of the thread that gave its stamp (see seq). */
     uint32_t home_idx;
@@ -276,14 +279,13 @@ static inline bool rl__timer_stamp_before(const struct RLRunLoopTimer *a, const 
 static inline rl__memb *rl__timer_any_memb(struct RLRunLoopTimer *t) {
     if (t->inline_used)
         return rl__timer_inline_memb(t);
-    rl__timer_ext *x = rl__timer_ext_of(t);
-    return x ? TAILQ_FIRST(&x->membs) : NULL;
+    return t->multi ? TAILQ_FIRST(&rl__timer_ext_of(t)->membs) : NULL;
 }
 
-/* The one loop timer t is in, or NULL. Its home's lock held. */
+/* The one loop timer t is in (its home, where its memberships are), or
+ * NULL. Its home's lock held. */
 static inline RLRunLoopRef rl__timer_loop(struct RLRunLoopTimer *t) {
-    const rl__memb *m = rl__timer_any_memb(t);
-    return m ? m->mode->rl : NULL;
+    return t->inline_used || t->multi ? atomic_load_explicit(&t->home, memory_order_relaxed) : NULL;
 }
 
 /* ---- observers ---- */
@@ -582,10 +584,9 @@ static inline rl__memb *rl__memb_find(void *item, rl__kind kind, rl__mode *mode)
         m = rl__timer_inline_memb(t);
         if (t->inline_used && m->mode == mode)
             return m;
-        rl__timer_ext *x = rl__timer_ext_of(t);
-        if (RL__LIKELY(!x))
+        if (RL__LIKELY(!t->multi))
             return NULL;
-        TAILQ_FOREACH(m, &x->membs, item_link) {
+        TAILQ_FOREACH(m, &rl__timer_ext_of(t)->membs, item_link) {
             if (m->mode == mode)
                 return m;
         }
