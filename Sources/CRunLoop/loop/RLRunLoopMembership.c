@@ -208,10 +208,11 @@ static rl__memb *memb_alloc(void *item, rl__kind kind) {
     if (kind == RL_KIND_TIMER) {
         struct RLRunLoopTimer *t = item;
         if (!t->inline_used) {
+            /* Not zeroed: add_locked and the timer set write every field
+             * a timer's membership has (item, mode, kind; lax, pending and
+             * the list link or heap slots). */
             t->inline_used = true;
-            rl__memb *m = rl__timer_inline_memb(t);
-            memset(m, 0, RL__TIMER_MEMB_SIZE);
-            return m;
+            return rl__timer_inline_memb(t);
         }
         if (!rl__timer_ext_make(t))
             return NULL;

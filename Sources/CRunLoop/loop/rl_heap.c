@@ -254,6 +254,7 @@ size_t rl__tset_count(const rl__timerset *ts) { return ts->strict.n + ts->npendi
 
 bool rl__tset_add_slow(rl__timerset *ts, rl__memb *m) {
     m->lax = ((struct RLRunLoopTimer *)m->item)->tolerant;
+    m->pending = false;
     if (!m->lax)
         return rl__tset_add(ts, m);
     if (!heap_push(&ts->lax_fire, m))
@@ -265,7 +266,7 @@ bool rl__tset_add_slow(rl__timerset *ts, rl__memb *m) {
     return true;
 }
 
-void rl__tset_remove(rl__timerset *ts, rl__memb *m) {
+void rl__tset_remove_slow(rl__timerset *ts, rl__memb *m) {
     if (!m->lax) {
         if (m->pending) {
             TAILQ_REMOVE(&ts->pending, m, plink);
