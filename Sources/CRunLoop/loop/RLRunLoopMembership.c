@@ -290,20 +290,37 @@ __attribute__((always_inline)) static inline bool add_locked(RLRunLoopRef rl, vo
     return true;
 }
 
+/* Timer t, at home in rl and in none of its modes, could not be listed
+ * (rl__homed_list: the array cannot grow): it goes homeless, as a timer in
+ * no mode of a loop may (another loop may take it). The loop lock held. */
+static __attribute__((noinline, cold)) void timer_go_homeless_locked(struct RLRunLoopTimer *t) {
+    rl__olock_lock(&t->lock);
+    atomic_store_explicit(&t->home, NULL, memory_order_relaxed);
+    rl__olock_unlock(&t->lock);
+}
+
 /* Removes a timer's membership m (remove_memb_as_locked's timer case;
  * inline, for RLRunLoopRemoveTimer). The loop lock held. */
 __attribute__((always_inline)) static inline void remove_timer_memb_locked(rl__memb *m, rl__defer *d) {
     struct RLRunLoopTimer *t = m->item;
-    RLRunLoopRef rl = m->mode->rl;
-    if (RL__UNLIKELY(m != rl__timer_inline_memb(t))) {
+    rl__mode *mode = m->mode;
+    RLRunLoopRef rl = mode->rl;
+    rl__tset_remove(&mode->timers, m);
+    bool in_none;
+    if (RL__LIKELY(m == rl__timer_inline_memb(t))) {
+        t->inline_used = false;
+        in_none = !t->multi;
+    } else {
         rl__timer_ext *x = rl__timer_ext_of(t);
         TAILQ_REMOVE(&x->membs, m, item_link);
         t->multi = !TAILQ_EMPTY(&x->membs);
+        free(m);
+        in_none = rl__timer_in_no_mode(t);
     }
-    rl__tset_remove(&m->mode->timers, m);
     rl__rearm_if_waiting(rl);
+    if (in_none && !rl__homed_list(rl, t))
+        timer_go_homeless_locked(t);
     rl__unhold_or_defer(d, t);
-    memb_free(m);
 }
 
 /* Removes one membership; defers the cancel callout and the release. A
@@ -599,6 +616,10 @@ __attribute__((noinline)) static int add_item_claim(RLRunLoopRef rl, void *item,
         r = rl__fail(kRLErrorNoMemory, fn, "out of memory");
     } else {
         r = add_to_mode_locked(rl, item, kind, mode, d, fn);
+        /* A timer that got no mode here (the add failed, or no mode is
+         * common yet) is at home in none: listed, or homeless again. */
+        if (kind == RL_KIND_TIMER && rl__timer_in_no_mode(item) && !rl__homed_list(rl, item))
+            atomic_store_explicit(&((struct RLRunLoopTimer *)item)->home, NULL, memory_order_relaxed);
     }
     rl__olock_unlock(ol);
     return r;

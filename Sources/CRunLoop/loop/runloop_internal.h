@@ -217,8 +217,10 @@ struct RLRunLoopTimer {
     bool moved_in_fire : 1;
     bool ctx_release_held : 1;
     bool repeats : 1;     /* interval > 0 (fixed at creation; its grid is in the extension) */
-    /* Its slot in its home's array of homed timers (RLRunLoop.homed), and
-     * the number of the thread that gave its stamp (see seq). */
+    bool listed : 1;      /* in its home's array (home_idx) */
+    /* Its slot in its home's array of listed timers (RLRunLoop.homed; see
+     * "a loop's idle timers"), and the number of the thread that gave its
+     * stamp (see seq). */
     uint32_t home_idx;
     uint32_t seq_by;
     /* The first membership, without an allocation: an rl__memb's first
@@ -621,6 +623,41 @@ static inline _Atomic(RLRunLoopRef) *rl__item_home(void *item, rl__kind kind) {
 
 static inline RLRunLoopRef rl__home_get(void *item, rl__kind kind) {
     return atomic_load_explicit(rl__item_home(item, kind), memory_order_relaxed);
+}
+
+/* ---- a loop's idle timers (rl_lock.c) ----
+ * A timer at home in a loop and in none of its modes is found through the
+ * loop's array RLRunLoop.homed (each knows its slot, home_idx), so that
+ * the loop's teardown takes it homeless; one in a mode is found through
+ * the mode. A timer is listed when it is first in no mode at home (its
+ * last mode left, or its first add there failed) and stays listed until
+ * it leaves home, modes or not: so a timer waiting in a loop costs no slot
+ * (100,000 timers added: no array), and one added and removed over and
+ * over is listed once. The loop lock held. */
+RL__HIDDEN bool rl__homed_grow(RLRunLoopRef rl);
+
+static inline bool rl__timer_in_no_mode(const struct RLRunLoopTimer *t) { return !t->inline_used && !t->multi; }
+
+/* Lists t, at home in rl (no-op if it is); false if the array cannot grow. */
+static inline bool rl__homed_list(RLRunLoopRef rl, struct RLRunLoopTimer *t) {
+    if (t->listed)
+        return true;
+    if (RL__UNLIKELY(rl->nhomed == rl->caphomed) && !rl__homed_grow(rl))
+        return false;
+    t->home_idx = rl->nhomed;
+    rl->homed[rl->nhomed++] = t;
+    t->listed = true;
+    return true;
+}
+
+/* Takes t out of rl's array if it is listed; the last slot's timer takes its slot. */
+static inline void rl__homed_unlist(RLRunLoopRef rl, struct RLRunLoopTimer *t) {
+    if (!t->listed)
+        return;
+    struct RLRunLoopTimer *last = rl->homed[--rl->nhomed];
+    rl->homed[t->home_idx] = last;
+    last->home_idx = t->home_idx;
+    t->listed = false;
 }
 
 /* ---- timers (RLRunLoopTimer.c) ---- */
