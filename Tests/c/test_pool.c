@@ -150,25 +150,25 @@ static void *timers_thread(void *arg) {
     return NULL;
 }
 
-/* A timer in a loop costs at most 160 bytes (libuv's uv_timer_t, malloc'd,
- * 160): its 144-byte object in a 144-byte slot (a packed pool class, not
- * rounded up to 192 or 320), nothing else in the heap while it is in one
- * mode with no tolerance, and its slot in the loop's array of homed
- * timers. It was 320 bytes of slot, 330 with the rest. Without the pool
- * (PLAIN=1) malloc's chunk of 160 bytes instead of the slot. */
-static void test_a_timer_in_a_loop_costs_at_most_160_bytes(void **state) {
+/* A timer in a loop costs at most 152 bytes (issue 27's goal; libuv's
+ * uv_timer_t, malloc'd, is 160): its 144-byte object in a 144-byte slot (a
+ * packed pool class, not rounded up to 192 or 320), nothing else while it
+ * waits in one mode with no tolerance (no extension, no slot in the loop's
+ * array of idle timers). It was 320 bytes of slot, 330 with the rest.
+ * Without the pool (PLAIN=1) malloc's chunk of 160 bytes instead. */
+static void test_a_timer_in_a_loop_costs_at_most_152_bytes(void **state) {
     (void)state;
     double per_timer = 0;
     pthread_t th;
     assert_int_equal(pthread_create(&th, NULL, timers_thread, &per_timer), 0);
     assert_int_equal(pthread_join(th, NULL), 0);
-    if (per_timer > (RL_TRICK_POOL ? 160 : 184))
+    if (per_timer > (RL_TRICK_POOL ? 152 : 168))
         fail_msg("a timer in a loop costs %.1f bytes", per_timer);
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_a_timer_in_a_loop_costs_at_most_160_bytes),
+        cmocka_unit_test(test_a_timer_in_a_loop_costs_at_most_152_bytes),
         cmocka_unit_test(test_a_sleeping_loop_thread_holds_caches_for_its_classes_only),
         cmocka_unit_test(test_churn_leaves_the_pool_where_it_started),
     };

@@ -523,8 +523,9 @@ struct RLRunLoop {
     bool mainq_armed, mainq_ready, mainq_serving;
 
     /* Timers and observers whose home this loop is (runloop_internal.h):
-     * the timers in an array (each knows its slot, home_idx), so that a
-     * timer's arrival writes nothing in the timer beyond its first line. */
+     * the timers at home here and in none of its modes in an array (each
+     * knows its slot, home_idx; see "a loop's idle timers"), the others
+     * reached through their modes. */
     struct RLRunLoopTimer **homed;
     uint32_t nhomed, caphomed;
     TAILQ_HEAD(, RLRunLoopObserver) homed_observers;
