@@ -707,6 +707,40 @@ static void test_membership_reuse_across_modes(void **state) {
     assert_true(RLRelease(t));
 }
 
+/* A loop thread leaves three timers behind when it exits: one added and
+ * removed (at home there, in no mode), one added and removed twice, one
+ * still in a mode. The loop's teardown takes each homeless, so each can
+ * join this thread's loop (a timer at home in a dead loop could not, and
+ * a pointer to the freed loop would be followed). */
+static void *add_and_leave(void *arg) {
+    RLRunLoopTimerRef *ts = arg;
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    bool ok = RLRunLoopAddTimer(rl, ts[0], "A") && RLRunLoopRemoveTimer(rl, ts[0], "A");
+    for (int i = 0; i < 2; i++)
+        ok = ok && RLRunLoopAddTimer(rl, ts[1], kRLRunLoopDefaultMode) &&
+             RLRunLoopRemoveTimer(rl, ts[1], kRLRunLoopDefaultMode);
+    ok = ok && RLRunLoopAddTimer(rl, ts[2], "A") && RLRunLoopAddTimer(rl, ts[2], "B") &&
+         RLRunLoopRemoveTimer(rl, ts[2], "A");
+    return ok ? (void *)1 : NULL;
+}
+
+static void test_timers_left_by_an_exited_loop_join_another(void **state) {
+    int count = 0;
+    RLRunLoopTimerRef ts[3];
+    for (int i = 0; i < 3; i++) ts[i] = make(RLAbsoluteTimeGetCurrent() - 1, 0, count_cb, &count);
+    RLIndex rc0 = RLGetRetainCount(ts[0]);
+    assert_ptr_equal(rl_test_on_other_thread(add_and_leave, ts), (void *)1);
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(RLGetRetainCount(ts[i]), rc0); /* the exited loop holds none */
+        assert_true(RLRunLoopAddTimer(rl, ts[i], "Joined"));
+        assert_true(RLRunLoopContainsTimer(rl, ts[i], "Joined"));
+    }
+    assert_int_equal(RLRunLoopRunInMode("Joined", 0, false), kRLRunLoopRunTimedOut);
+    assert_int_equal(count, 3);
+    for (int i = 0; i < 3; i++) assert_true(RLRelease(ts[i]));
+}
+
 /* Invalidated by its own callout while it is in two modes (inline and
  * allocated memberships): it fires once, leaves both modes, and its
  * context is released once. */
@@ -1119,6 +1153,7 @@ int main(void) {
         cmocka_unit_test_setup(test_move_earlier_from_another_thread, rl_trace_setup),
         cmocka_unit_test_setup(test_tolerance_change_refiles_timer, rl_trace_setup),
         cmocka_unit_test_setup(test_membership_reuse_across_modes, rl_trace_setup),
+        cmocka_unit_test_setup(test_timers_left_by_an_exited_loop_join_another, rl_trace_setup),
         cmocka_unit_test_setup(test_invalidate_inside_callout_two_modes, rl_trace_setup),
         cmocka_unit_test_setup(test_add_from_another_thread_while_asleep, rl_trace_setup),
         cmocka_unit_test_setup(test_timers_still_fire_when_the_array_cannot_grow, rl_trace_setup),

@@ -58,12 +58,13 @@ void *rl__object_alloc(const rl__class *cls, size_t size, const char *fn) {
     return rl__object_alloc_head(cls, size, 0, fn);
 }
 
-void *rl__object_alloc_head(const rl__class *cls, size_t head, size_t tail, const char *fn) {
+__attribute__((always_inline)) static inline void *object_alloc(const rl__class *cls, size_t head, size_t tail, bool packed,
+                                                             const char *fn) {
     size_t size = head + tail;
     bool pooled = RL_TRICK_POOL && rl__pool_serves(size);
     rl__object *o;
     if (pooled) {
-        o = rl__pool_alloc_zeroing(size, head);
+        o = packed ? rl__pool_alloc_packed(size, head) : rl__pool_alloc_zeroing(size, head);
     } else if (tail == 0) {
         o = calloc(1, size);
     } else {
@@ -80,6 +81,14 @@ void *rl__object_alloc_head(const rl__class *cls, size_t head, size_t tail, cons
     atomic_init(&o->rc, 1);
     atomic_init(&o->magic, RL__MAGIC_ALIVE);
     return o;
+}
+
+void *rl__object_alloc_head(const rl__class *cls, size_t head, size_t tail, const char *fn) {
+    return object_alloc(cls, head, tail, false, fn);
+}
+
+void *rl__object_alloc_packed(const rl__class *cls, size_t size, const char *fn) {
+    return object_alloc(cls, size, 0, true, fn);
 }
 
 _Atomic long rl__string_objectlike;

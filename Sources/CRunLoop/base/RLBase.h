@@ -77,6 +77,9 @@ RL__HIDDEN void *rl__object_alloc(const rl__class *cls, size_t size, const char 
 /* The same for an object of `head` bytes zeroed followed by `tail` bytes
  * left as they are, for the caller to fill (an RLData's bytes). */
 RL__HIDDEN void *rl__object_alloc_head(const rl__class *cls, size_t head, size_t tail, const char *fn);
+/* rl__object_alloc for an object made by the 100,000 (a timer): its size
+ * is fitted to 16 bytes, not rounded up to a cache line (rl_pool.h). */
+RL__HIDDEN void *rl__object_alloc_packed(const rl__class *cls, size_t size, const char *fn);
 
 /* The failing half of rl__object_check: sets the error, returns false. */
 RL__HIDDEN bool rl__object_check_fail(const void *obj, const rl__class *cls, const char *fn) __attribute__((cold));

@@ -19,6 +19,11 @@ RL__HIDDEN bool rl__pool_serves(size_t size);
  * once); NULL if memory is short. Thread-safe. */
 RL__HIDDEN void *rl__pool_alloc_zeroing(size_t size, size_t zero);
 
+/* The same, from a class that fits `size` to 16 bytes where that saves
+ * memory (sizes of 129 to 256 bytes): the block starts on a 16-byte
+ * boundary, not a line. For objects made by the 100,000 (timers). */
+RL__HIDDEN void *rl__pool_alloc_packed(size_t size, size_t zero);
+
 /* Gives back a block from rl__pool_alloc_zeroing. The block is not handed out
  * again before RL_QUARANTINE (rl_pool.c) more blocks of its size class
  * were given back by the same thread (after that thread's exit: by any),

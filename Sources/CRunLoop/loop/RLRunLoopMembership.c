@@ -201,8 +201,6 @@ static void eq_finish(eq_state *st) {
     free(st->v);
 }
 
-/* A timer's first membership lives inside the timer: no allocation, and
- * one cache miss less when 100k timers come and go. */
 /* The mode's counts that a pass reads without the lock (rl__mode.nitems,
  * ntimers). The loop lock held. */
 static inline void mode_count(rl__mode *mode, rl__kind kind, int32_t by) {
@@ -215,16 +213,21 @@ static inline void mode_count(rl__mode *mode, rl__kind kind, int32_t by) {
                               memory_order_release);
 }
 
+/* A timer's first membership lives inside the timer: no allocation, and
+ * one cache miss less when 100k timers come and go. Its further ones are
+ * whole memberships on its extension's list (made here if need be). */
 static rl__memb *memb_alloc(void *item, rl__kind kind) {
     if (kind == RL_KIND_TIMER) {
         struct RLRunLoopTimer *t = item;
         if (!t->inline_used) {
+            /* Not zeroed: add_locked and the timer set write every field
+             * a timer's membership has (item, mode, kind; lax, pending and
+             * the list link or heap slots). */
             t->inline_used = true;
-            /* Not mode_link, which timers never use: it would be one more
-             * cache line per add. */
-            memset(&t->inline_memb, 0, offsetof(rl__memb, mode_link));
-            return &t->inline_memb;
+            return rl__timer_inline_memb(t);
         }
+        if (!rl__timer_ext_make(t))
+            return NULL;
     }
     return calloc(1, sizeof(rl__memb));
 }
@@ -232,7 +235,7 @@ static rl__memb *memb_alloc(void *item, rl__kind kind) {
 static void memb_free(rl__memb *m) {
     if (m->kind == RL_KIND_TIMER) {
         struct RLRunLoopTimer *t = m->item;
-        if (m == &t->inline_memb) {
+        if (m == rl__timer_inline_memb(t)) {
             t->inline_used = false;
             return;
         }
@@ -259,7 +262,6 @@ __attribute__((always_inline)) static inline bool add_locked(RLRunLoopRef rl, vo
         return rl__fail(kRLErrorNoMemory, fn, "out of memory");
     m->item = item;
     m->kind = kind;
-    m->rl = rl;
     m->mode = mode;
     if (kind == RL_KIND_TIMER) {
         if (!rl__tset_add(&mode->timers, m)) {
@@ -271,7 +273,14 @@ __attribute__((always_inline)) static inline bool add_locked(RLRunLoopRef rl, vo
         return rl__fail(kRLErrorNoMemory, fn, "out of memory");
     }
     rl__hold_raw(item);
-    TAILQ_INSERT_TAIL(rl__item_membs(item, kind), m, item_link);
+    if (kind != RL_KIND_TIMER) {
+        m->rl = rl;
+        TAILQ_INSERT_TAIL(rl__item_membs(item, kind), m, item_link);
+    } else if (m != rl__timer_inline_memb(item)) {
+        struct RLRunLoopTimer *t = item;
+        TAILQ_INSERT_TAIL(&rl__timer_ext_of(t)->membs, m, item_link);
+        t->multi = true;
+    }
     mode_count(mode, kind, +1);
     if (kind == RL_KIND_SOURCE) {
         struct RLRunLoopSource *s = item;
@@ -294,17 +303,38 @@ __attribute__((always_inline)) static inline bool add_locked(RLRunLoopRef rl, vo
     return true;
 }
 
+/* Timer t, at home in rl and in none of its modes, could not be listed
+ * (rl__homed_list: the array cannot grow): it goes homeless, as a timer in
+ * no mode of a loop may (another loop may take it). The loop lock held. */
+static __attribute__((noinline, cold)) void timer_go_homeless_locked(struct RLRunLoopTimer *t) {
+    rl__olock_lock(&t->lock);
+    atomic_store_explicit(&t->home, NULL, memory_order_relaxed);
+    rl__olock_unlock(&t->lock);
+}
+
 /* Removes a timer's membership m (remove_memb_as_locked's timer case;
  * inline, for RLRunLoopRemoveTimer). The loop lock held. */
 __attribute__((always_inline)) static inline void remove_timer_memb_locked(rl__memb *m, rl__defer *d) {
     struct RLRunLoopTimer *t = m->item;
-    RLRunLoopRef rl = m->rl;
-    TAILQ_REMOVE(&t->membs, m, item_link);
-    rl__tset_remove(&m->mode->timers, m);
-    mode_count(m->mode, RL_KIND_TIMER, -1);
+    rl__mode *mode = m->mode;
+    RLRunLoopRef rl = mode->rl;
+    rl__tset_remove(&mode->timers, m);
+    mode_count(mode, RL_KIND_TIMER, -1);
+    bool in_none;
+    if (RL__LIKELY(m == rl__timer_inline_memb(t))) {
+        t->inline_used = false;
+        in_none = !t->multi;
+    } else {
+        rl__timer_ext *x = rl__timer_ext_of(t);
+        TAILQ_REMOVE(&x->membs, m, item_link);
+        t->multi = !TAILQ_EMPTY(&x->membs);
+        free(m);
+        in_none = rl__timer_in_no_mode(t);
+    }
     rl__rearm_if_waiting(rl);
+    if (in_none && !rl__homed_list(rl, t))
+        timer_go_homeless_locked(t);
     rl__unhold_or_defer(d, t);
-    memb_free(m);
 }
 
 /* Removes one membership; defers the cancel callout and the release. A
@@ -470,19 +500,24 @@ void rl__source_invalidate(struct RLRunLoopSource *s, rl__defer *d) {
 }
 
 void rl__remove_item_everywhere_locked(void *item, rl__kind kind, rl__defer *d) {
-    struct rl_membq *q = rl__item_membs(item, kind);
-    while (!TAILQ_EMPTY(q)) {
-        rl__memb *m = TAILQ_FIRST(q);
-        citem_remove(m->rl, item, d);
+    rl__memb *m;
+    while ((m = kind == RL_KIND_TIMER ? rl__timer_any_memb(item) : TAILQ_FIRST(rl__item_membs(item, kind))) != NULL) {
+        citem_remove(m->mode->rl, item, d);
         remove_memb_locked(m, d);
     }
 }
 
+static void timer_refile(rl__memb *m) {
+    if (!rl__tset_update(&m->mode->timers, m))
+        abort(); /* out of memory re-filing a timer: its heaps would lie */
+}
+
 void rl__timer_moved_locked(struct RLRunLoopTimer *t) {
-    rl__memb *m;
-    TAILQ_FOREACH(m, &t->membs, item_link) {
-        if (!rl__tset_update(&m->mode->timers, m))
-            abort(); /* out of memory re-filing a timer: its heaps would lie */
+    if (t->inline_used)
+        timer_refile(rl__timer_inline_memb(t));
+    if (RL__UNLIKELY(t->multi)) {
+        rl__memb *m;
+        TAILQ_FOREACH(m, &rl__timer_ext_of(t)->membs, item_link) timer_refile(m);
     }
     rl__rearm_if_waiting(rl__timer_loop(t));
 }
@@ -523,7 +558,7 @@ static bool item_move_out(void *item, rl__kind kind, RLRunLoopRef to, const char
     RLRunLoopRef h = rl__item_lock(item, kind);
     bool ok = true;
     if (h && h != to) {
-        if (!TAILQ_EMPTY(rl__item_membs(item, kind)))
+        if (kind == RL_KIND_TIMER ? rl__timer_any_memb(item) != NULL : !TAILQ_EMPTY(rl__item_membs(item, kind)))
             ok = rl__fail(kRLErrorInvalidState, fn, "the %s is already in another run loop",
                           kind == RL_KIND_TIMER ? "timer" : "observer");
         else
@@ -596,6 +631,10 @@ __attribute__((noinline)) static int add_item_claim(RLRunLoopRef rl, void *item,
         r = rl__fail(kRLErrorNoMemory, fn, "out of memory");
     } else {
         r = add_to_mode_locked(rl, item, kind, mode, d, fn);
+        /* A timer that got no mode here (the add failed, or no mode is
+         * common yet) is at home in none: listed, or homeless again. */
+        if (kind == RL_KIND_TIMER && rl__timer_in_no_mode(item) && !rl__homed_list(rl, item))
+            atomic_store_explicit(&((struct RLRunLoopTimer *)item)->home, NULL, memory_order_relaxed);
     }
     rl__olock_unlock(ol);
     return r;

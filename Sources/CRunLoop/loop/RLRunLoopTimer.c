@@ -19,6 +19,22 @@ static void timer_finalize(void *obj) {
     rl__item_leave_home(t, RL_KIND_TIMER);
     if (t->valid && t->ctx.release)
         t->ctx.release(t->ctx.info);
+    rl__timer_ext *x = rl__timer_ext_of(t);
+    if (x)
+        free(x); /* its list is empty: each membership held a reference */
+}
+
+rl__timer_ext *rl__timer_ext_make(struct RLRunLoopTimer *t) {
+    rl__timer_ext *x = rl__timer_ext_of(t);
+    if (x)
+        return x;
+    x = calloc(1, sizeof *x);
+    if (!x)
+        return NULL;
+    TAILQ_INIT(&x->membs);
+    x->anchor = t->fire_date;
+    atomic_store_explicit(&t->ext, x, memory_order_release);
+    return x;
 }
 
 /* Another thread may move the date or invalidate the timer meanwhile: the
@@ -27,7 +43,7 @@ static char *timer_describe(const void *obj) {
     struct RLRunLoopTimer *t = (struct RLRunLoopTimer *)obj;
     RLRunLoopRef h = rl__item_lock(t, RL_KIND_TIMER);
     RLAbsoluteTime fire_date = t->fire_date;
-    RLTimeInterval interval = t->interval, tolerance = t->tolerance;
+    RLTimeInterval interval = rl__timer_interval(t), tolerance = rl__timer_tolerance(t);
     bool valid = t->valid;
     rl__item_unlock(t, RL_KIND_TIMER, h);
     char *out = NULL;
@@ -63,19 +79,30 @@ RLRunLoopTimerRef RLRunLoopTimerCreate(RLAllocatorRef allocator, RLAbsoluteTime 
         rl__fail(kRLErrorInvalidArgument, fn, "context version %ld is not supported (use 0)", context->version);
         return NULL;
     }
-    struct RLRunLoopTimer *t = rl__object_alloc(&rl__timer_class, sizeof *t, fn);
+    struct RLRunLoopTimer *t = rl__object_alloc_packed(&rl__timer_class, sizeof *t, fn);
     if (!t)
         return NULL;
     t->fire_date = clamp_date(fireDate);
-    t->anchor = t->fire_date;
-    t->interval = interval > 0 ? (interval > RL_FAR_FUTURE ? RL_FAR_FUTURE : interval) : 0;
-    t->order = order;
+    interval = interval > 0 ? (interval > RL_FAR_FUTURE ? RL_FAR_FUTURE : interval) : 0;
+    if (interval > 0 || order != 0 || (context && context->copyDescription)) {
+        rl__timer_ext *x = rl__timer_ext_make(t);
+        if (!x) {
+            RLRelease(t);
+            rl__fail(kRLErrorNoMemory, fn, "out of memory");
+            return NULL;
+        }
+        x->interval = interval;
+        x->order = order;
+        x->copyDescription = context ? context->copyDescription : NULL;
+        t->repeats = interval > 0;
+    }
     rl__timer_stamp_locked(t);
     t->callout = callout;
     t->valid = true;
-    TAILQ_INIT(&t->membs);
     if (context) {
-        t->ctx = *context;
+        t->ctx.info = context->info;
+        t->ctx.retain = context->retain;
+        t->ctx.release = context->release;
         if (t->ctx.retain)
             t->ctx.info = (void *)t->ctx.retain(t->ctx.info);
     }
@@ -122,8 +149,11 @@ bool RLRunLoopTimerSetNextFireDate(RLRunLoopTimerRef t, RLAbsoluteTime fireDate)
     bool ok = t->valid;
     if (ok) {
         t->fire_date = clamp_date(fireDate);
-        t->anchor = t->fire_date; /* a new grid starts here */
-        t->ticks = 0;
+        rl__timer_ext *x = rl__timer_ext_of(t);
+        if (x) { /* a new grid starts here */
+            x->anchor = t->fire_date;
+            x->ticks = 0;
+        }
         rl__timer_stamp_locked(t);
         if (t->firing)
             t->moved_in_fire = true;
@@ -136,14 +166,19 @@ bool RLRunLoopTimerSetNextFireDate(RLRunLoopTimerRef t, RLAbsoluteTime fireDate)
 }
 
 RLTimeInterval RLRunLoopTimerGetInterval(RLRunLoopTimerRef t) {
-    return timer_ok(t, __func__) ? t->interval : 0;
+    return timer_ok(t, __func__) ? rl__timer_interval(t) : 0;
 }
 
 bool RLRunLoopTimerDoesRepeat(RLRunLoopTimerRef t) {
-    return timer_ok(t, __func__) && t->interval > 0;
+    return timer_ok(t, __func__) && rl__timer_interval(t) > 0;
 }
 
-RLIndex RLRunLoopTimerGetOrder(RLRunLoopTimerRef t) { return timer_ok(t, __func__) ? t->order : 0; }
+RLIndex RLRunLoopTimerGetOrder(RLRunLoopTimerRef t) {
+    if (!timer_ok(t, __func__))
+        return 0;
+    const rl__timer_ext *x = rl__timer_ext_of(t);
+    return x ? x->order : 0;
+}
 
 /* Invalidates; what guards the item held (rl__item_lock). */
 static void timer_invalidate_locked(struct RLRunLoopTimer *t, rl__defer *d) {
@@ -186,7 +221,8 @@ bool RLRunLoopTimerGetContext(RLRunLoopTimerRef t, RLRunLoopTimerContext *contex
         return false;
     if (!context)
         return rl__fail(kRLErrorInvalidArgument, fn, "NULL context");
-    *context = t->ctx;
+    const rl__timer_ext *x = rl__timer_ext_of(t);
+    *context = (RLRunLoopTimerContext){0, t->ctx.info, t->ctx.retain, t->ctx.release, x ? x->copyDescription : NULL};
     return true;
 }
 
@@ -194,7 +230,7 @@ RLTimeInterval RLRunLoopTimerGetTolerance(RLRunLoopTimerRef t) {
     if (!timer_ok(t, __func__))
         return -1;
     RLRunLoopRef h = rl__item_lock(t, RL_KIND_TIMER);
-    RLTimeInterval tol = t->tolerance;
+    RLTimeInterval tol = rl__timer_tolerance(t);
     rl__item_unlock(t, RL_KIND_TIMER, h);
     return tol;
 }
@@ -205,25 +241,32 @@ bool RLRunLoopTimerSetTolerance(RLRunLoopTimerRef t, RLTimeInterval tolerance) {
         return false;
     if (isnan(tolerance) || tolerance < 0)
         return rl__fail(kRLErrorInvalidArgument, fn, "tolerance must be >= 0");
-    if (t->interval > 0 && tolerance > t->interval / 2)
-        tolerance = t->interval / 2;
+    RLTimeInterval interval = rl__timer_interval(t);
+    if (interval > 0 && tolerance > interval / 2)
+        tolerance = interval / 2;
     if (tolerance > RL_FAR_FUTURE)
         tolerance = RL_FAR_FUTURE;
     RLRunLoopRef h = rl__item_lock(t, RL_KIND_TIMER);
     bool ok = t->valid;
-    if (ok) {
-        t->tolerance = tolerance;
+    /* A tolerance is kept in the extension (made for the first one). */
+    rl__timer_ext *x = ok && tolerance > 0 ? rl__timer_ext_make(t) : rl__timer_ext_of(t);
+    bool mem = x || tolerance == 0;
+    if (ok && mem) {
+        if (x)
+            x->tolerance = tolerance;
         t->tolerant = tolerance > 0;
         rl__timer_moved_locked(t);
     }
     rl__item_unlock(t, RL_KIND_TIMER, h);
     if (!ok)
         return rl__fail(kRLErrorInvalidObject, fn, "the timer has been invalidated");
+    if (!mem)
+        return rl__fail(kRLErrorNoMemory, fn, "out of memory");
     return true;
 }
 
 /* The grid point anchor + k * interval, computed afresh (one rounding). */
-static double grid_date(const struct RLRunLoopTimer *t, uint64_t k) { return t->anchor + (double)k * t->interval; }
+static double grid_date(const rl__timer_ext *x, uint64_t k) { return x->anchor + (double)k * x->interval; }
 
 /* A repeating timer stays on its grid anchor + k*interval: the next date
  * is the first grid point after now, so missed periods fire once. Each date
@@ -235,20 +278,21 @@ static double grid_date(const struct RLRunLoopTimer *t, uint64_t k) { return t->
 void rl__timer_after_fire_locked(struct RLRunLoopTimer *t, RLAbsoluteTime now, rl__defer *d) {
     if (!t->valid)
         return;
-    if (t->interval <= 0) {
+    if (!t->repeats) {
         timer_invalidate_locked(t, d);
         return;
     }
+    rl__timer_ext *x = rl__timer_ext_of(t);
     if (!t->moved_in_fire) {
-        uint64_t k = t->ticks + 1;
-        if (grid_date(t, k) <= now) {
-            double behind = floor((now - t->anchor) / t->interval) + 1;
+        uint64_t k = x->ticks + 1;
+        if (grid_date(x, k) <= now) {
+            double behind = floor((now - x->anchor) / x->interval) + 1;
             k = behind < 1.8e19 ? (uint64_t)behind : UINT64_MAX / 2;
-            while (grid_date(t, k) <= now && k < UINT64_MAX / 2)
+            while (grid_date(x, k) <= now && k < UINT64_MAX / 2)
                 k++;
         }
-        t->ticks = k;
-        t->fire_date = clamp_date(grid_date(t, k));
+        x->ticks = k;
+        t->fire_date = clamp_date(grid_date(x, k));
         rl__timer_stamp_locked(t);
     }
     /* Re-filed also after a move inside the callout: while firing, the

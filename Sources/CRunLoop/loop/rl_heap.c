@@ -72,7 +72,7 @@ static void hdown(rl__heap *h, size_t i) {
 
 static rl__hent hentry(const rl__heap *h, rl__memb *m) {
     const struct RLRunLoopTimer *t = m->item;
-    rl__hent e = {h->keyed ? t->fire_date + t->tolerance : t->fire_date, m};
+    rl__hent e = {h->keyed ? t->fire_date + rl__timer_tolerance(t) : t->fire_date, m};
     return e;
 }
 
@@ -254,6 +254,7 @@ static size_t tset_count(const rl__timerset *ts) { return ts->strict.n + ts->npe
 
 bool rl__tset_add_slow(rl__timerset *ts, rl__memb *m) {
     m->lax = ((struct RLRunLoopTimer *)m->item)->tolerant;
+    m->pending = false;
     if (!m->lax)
         return rl__tset_add(ts, m);
     if (!heap_push(&ts->lax_fire, m))
@@ -265,7 +266,7 @@ bool rl__tset_add_slow(rl__timerset *ts, rl__memb *m) {
     return true;
 }
 
-void rl__tset_remove(rl__timerset *ts, rl__memb *m) {
+void rl__tset_remove_slow(rl__timerset *ts, rl__memb *m) {
     if (!m->lax) {
         if (m->pending) {
             TAILQ_REMOVE(&ts->pending, m, plink);
@@ -281,7 +282,13 @@ void rl__tset_remove(rl__timerset *ts, rl__memb *m) {
 }
 
 bool rl__tset_update(rl__timerset *ts, rl__memb *m) {
-    bool lax = ((struct RLRunLoopTimer *)m->item)->tolerant;
+    bool tolerant = ((struct RLRunLoopTimer *)m->item)->tolerant;
+    if (RL__LIKELY(!tolerant && !m->lax)) { /* strict, and filed so: the usual case */
+        if (!m->pending) /* a pending timer's key is read when it is folded */
+            heap_update(&ts->strict, m);
+        return true;
+    }
+    bool lax = tolerant;
     if (lax != m->lax) {
         rl__tset_remove(ts, m);
         return rl__tset_add_slow(ts, m);

@@ -26,7 +26,18 @@ static inline bool rl__tset_add(rl__timerset *ts, rl__memb *m) {
     ts->npending++;
     return true;
 }
-RL__HIDDEN void rl__tset_remove(rl__timerset *ts, rl__memb *m);
+RL__HIDDEN void rl__tset_remove_slow(rl__timerset *ts, rl__memb *m);
+/* Takes a membership out. The common case, a strict timer still pending
+ * (added and removed before the loop looked), is inline: an unlink. */
+static inline void rl__tset_remove(rl__timerset *ts, rl__memb *m) {
+    if (RL__LIKELY(!m->lax && m->pending)) {
+        TAILQ_REMOVE(&ts->pending, m, plink);
+        ts->npending--;
+        m->pending = false;
+        return;
+    }
+    rl__tset_remove_slow(ts, m);
+}
 /* The timer's date or tolerance changed. */
 RL__HIDDEN bool rl__tset_update(rl__timerset *ts, rl__memb *m);
 /* Some membership (to empty the set), or NULL. */

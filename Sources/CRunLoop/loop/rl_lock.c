@@ -25,8 +25,8 @@ void rl__olock_lock_slow(rl__olock *l) {
 /* ---- homes and item locks (rl_lock.h) ---- */
 
 /* rl becomes the home of item; rl locked, item lock held, no home yet. */
-/* Room for one more homed timer in rl's array; false if it cannot grow. */
-static __attribute__((noinline)) bool homed_grow(RLRunLoopRef rl) {
+/* Room for one more listed timer in rl's array; false if it cannot grow. */
+__attribute__((noinline)) bool rl__homed_grow(RLRunLoopRef rl) {
     if (rl->caphomed >= UINT32_MAX / 2)
         return false;
     uint32_t cap = rl->caphomed ? rl->caphomed * 2 : 16;
@@ -40,12 +40,7 @@ static __attribute__((noinline)) bool homed_grow(RLRunLoopRef rl) {
 
 bool rl__home_set_locked(RLRunLoopRef rl, void *item, rl__kind kind) {
     if (kind == RL_KIND_TIMER) {
-        struct RLRunLoopTimer *t = item;
-        if (RL__UNLIKELY(rl->nhomed == rl->caphomed) && !homed_grow(rl))
-            return false;
-        t->home_idx = rl->nhomed;
-        rl->homed[rl->nhomed++] = t;
-        rl__timer_arrive_locked(rl, t);
+        rl__timer_arrive_locked(rl, item); /* listed only once in no mode here (rl__homed_list) */
     } else {
         TAILQ_INSERT_TAIL(&rl->homed_observers, (struct RLRunLoopObserver *)item, home_link);
     }
@@ -59,12 +54,9 @@ void rl__home_clear_locked(RLRunLoopRef rl, void *item, rl__kind kind) {
     rl__olock_lock(ol);
     atomic_store_explicit(rl__item_home(item, kind), NULL, memory_order_relaxed);
     rl__olock_unlock(ol);
-    if (kind == RL_KIND_TIMER) {
-        /* The last homed timer takes its slot. */
-        struct RLRunLoopTimer *t = item, *last = rl->homed[--rl->nhomed];
-        rl->homed[t->home_idx] = last;
-        last->home_idx = t->home_idx;
-    } else
+    if (kind == RL_KIND_TIMER)
+        rl__homed_unlist(rl, item);
+    else
         TAILQ_REMOVE(&rl->homed_observers, (struct RLRunLoopObserver *)item, home_link);
 }
 

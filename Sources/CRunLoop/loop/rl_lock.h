@@ -81,7 +81,8 @@ RL__HIDDEN void rl__item_unlock(void *item, rl__kind kind, RLRunLoopRef home);
 /* The item is being freed: it leaves its home's list. */
 RL__HIDDEN void rl__item_leave_home(void *item, rl__kind kind);
 /* rl becomes the home of item; rl locked, item lock held, no home yet.
- * False (nothing changed) if rl's array of homed timers cannot grow. */
+ * Always true (a timer is listed in rl's array only once it is in no
+ * mode there: rl__homed_list). */
 RL__HIDDEN bool rl__home_set_locked(RLRunLoopRef rl, void *item, rl__kind kind);
 /* item leaves rl, its home; rl locked. Its state goes under its item lock. */
 RL__HIDDEN void rl__home_clear_locked(RLRunLoopRef rl, void *item, rl__kind kind);

@@ -97,7 +97,7 @@ double rl__next_wake(RLRunLoopRef rl, rl__frame *f) {
 void rl__rearm_for_added_timer_slow(RLRunLoopRef rl, const struct RLRunLoopTimer *t) {
     if (t->firing)
         return; /* not a wake-up reason until its callout returns (rl__tset_earliest_deadline) */
-    double rel = t->fire_date + t->tolerance - RLAbsoluteTimeGetCurrent();
+    double rel = t->fire_date + rl__timer_tolerance(t) - RLAbsoluteTimeGetCurrent();
     double at = rl__mono_now() + (rel > 0 ? rel : 0);
     if (!(at >= rl->armed_at) && !rl__arm_timerfd(rl, at))
         rl__wake(rl); /* it waits again, with a time limit (rl_waitpolicy.h) */

@@ -57,29 +57,34 @@ typedef struct rl__olock {
 } rl__olock;
 
 /* One item (source, timer or observer) in one mode of one run loop. The
- * membership holds one reference on the item. Timers never use mode_link,
- * so it comes last: what adding or removing a timer touches is the first
- * 64 bytes (one cache line for a timer's inline membership). */
+ * membership holds one reference on the item. A timer's first membership
+ * lives inside the timer and is only the part before item_link
+ * (RL__TIMER_MEMB_SIZE bytes: what the timer heaps use); a timer's further
+ * memberships, rare, are whole ones on its extension's list, linked through
+ * item_link. So code that may see a timer's membership reads its loop as
+ * m->mode->rl, never m->rl, and never touches anything from item_link on
+ * unless m is on a list. */
 struct rl__memb {
     void *item;
     rl__mode *mode;
-    TAILQ_ENTRY(rl__memb) item_link; /* the item's memberships */
     union {
         size_t hidx[2];                 /* timers: slots in the mode's heaps */
         TAILQ_ENTRY(rl__memb) plink;     /* strict timers while `pending` */
     };
-    RLRunLoopRef rl;
     rl__kind kind;
     bool lax;                       /* timers: filed as tolerant (tolerance > 0) */
     bool pending;                   /* strict timers: on the set's pending list, not in the heap */
-    TAILQ_ENTRY(rl__memb) mode_link; /* the mode's sources or observers */
-    struct rl__memb *snext;          /* sources: next in the mode's equality bucket */
     /* Sources: on the mode's ready list (signalled, not yet taken). One
      * entry per membership makes a signal O(1) per mode it is in, and a
      * removed membership leaves the list with it. */
     bool queued;
+    TAILQ_ENTRY(rl__memb) item_link; /* the item's memberships (a timer's: beyond its inline one) */
+    RLRunLoopRef rl;                 /* sources and observers (a timer's: mode->rl) */
+    TAILQ_ENTRY(rl__memb) mode_link; /* the mode's sources or observers */
+    struct rl__memb *snext;          /* sources: next in the mode's equality bucket */
     TAILQ_ENTRY(rl__memb) ready_link;
 };
+#define RL__TIMER_MEMB_SIZE offsetof(rl__memb, item_link)
 TAILQ_HEAD(rl_membq, rl__memb);
 
 /* A 4-ary min-heap of timer memberships; each entry carries its key so that
@@ -173,65 +178,130 @@ static inline bool rl__source_same_shape(const struct RLRunLoopSource *a, const 
 
 /* ---- timers ---- */
 
-/* What adding or removing a timer touches is the first 128 bytes: the
- * object header, home, flags and membership list in the first 64, the
- * inline membership's hot part in the next 64 (so 100k timers come and go
- * at memory speed). The loop a timer is in (a timer is in at most one) is
- * its home (see "homes" below), where its memberships are. */
+/* A timer is 144 bytes (RL__TIMER_SIZE; the pool serves it without
+ * rounding up, rl_pool.h): what every timer needs, its first membership
+ * inline, and a pointer to an extension that holds what most timers do
+ * without, made when a timer first needs it (rl__timer_ext_make): a
+ * repeating timer's grid, a tolerance, an order, a copyDescription
+ * callback, the memberships beyond the first. A one-shot timer in one mode
+ * with no tolerance, the usual case, has none. What adding or removing a
+ * timer touches is its first 88 bytes: the object header, home, flags,
+ * stamp thread, home slot and its inline membership. The loop a timer is
+ * in (a timer is in at most one) is its home (see "homes" below), where
+ * its memberships are. */
+typedef struct rl__timer_ext {
+    struct rl_membq membs; /* memberships beyond the inline one; the home's lock */
+    /* A repeating timer's grid: fire_date is anchor + ticks * interval,
+     * computed from the anchor each time (one rounding, never an
+     * accumulation of one per tick). The anchor is the date given at
+     * creation or by the last SetNextFireDate. What guards the timer. */
+    RLAbsoluteTime anchor;
+    uint64_t ticks;
+    RLTimeInterval tolerance; /* what guards the timer */
+    RLTimeInterval interval;  /* fixed at creation, as the next two */
+    RLIndex order;
+    char *(*copyDescription)(const void *info);
+} rl__timer_ext;
+
 struct RLRunLoopTimer {
     rl__object base;
     _Atomic(RLRunLoopRef) home; /* whose loop lock guards the rest; NULL: `lock` does */
     rl__olock lock;
     bool valid;
     bool firing;
-    bool tolerant; /* tolerance > 0: filed in the lax heaps (rl_heap.c) */
-    bool inline_used;
-    /* Its slot in its home's array of homed timers (RLRunLoop.homed), and
-     * the number of the thread that gave its stamp (see seq): here, so that
-     * a timer's first add to a loop touches the first two lines only. */
+    /* The fire path is taking its reference on ctx.info (the context's
+     * retain, called without the lock): an invalidation meanwhile leaves
+     * the context's release to it (ctx_release_held), so that info cannot
+     * go before it is retained. */
+    bool ctx_pinned;
+    /* Flags written only under what guards the timer, so they share a
+     * byte; the hot paths set them to constants (one instruction each). */
+    bool inline_used : 1; /* inline_memb is a membership */
+    bool multi : 1;       /* the extension's list holds memberships */
+    bool tolerant : 1;    /* tolerance > 0: filed in the lax heaps (rl_heap.c) */
+    bool moved_in_fire : 1;
+    bool ctx_release_held : 1;
+    bool repeats : 1;     /* interval > 0 (fixed at creation; its grid is in the extension) */
+    bool listed : 1;      /* in its home's array (home_idx) */
+    /* Its slot in its home's array of listed timers (RLRunLoop.homed; see
+     * "a loop's idle timers"), and the number of the thread that gave its
+     * stamp (see seq). */
     uint32_t home_idx;
     uint32_t seq_by;
-    struct rl_membq membs;
-    rl__memb inline_memb; /* the first membership, without an allocation */
+    /* The first membership, without an allocation: an rl__memb's first
+     * RL__TIMER_MEMB_SIZE bytes (rl__timer_inline_memb). */
+    _Alignas(rl__memb) unsigned char inline_memb[RL__TIMER_MEMB_SIZE];
     RLAbsoluteTime fire_date;
-    /* A repeating timer's grid: fire_date is anchor + ticks * interval,
-     * computed from the anchor each time (one rounding, never an
-     * accumulation of one per tick). The anchor is the date given at
-     * creation or by the last SetNextFireDate. */
-    RLAbsoluteTime anchor;
     /* Tie-break: equal dates fire in the order the timers got them
      * (created, moved, refired): the stamp `seq` that RLRunLoopTimer.c
      * gives, by the thread numbered seq_by (rl__timer_arrive_locked). */
     uint64_t seq;
-    uint64_t ticks;
-    RLTimeInterval tolerance;
-    bool moved_in_fire;
-    /* The fire path is taking its reference on ctx.info (the context's
-     * retain, called without the lock): an invalidation meanwhile leaves
-     * the context's release to it (ctx_release_held), so that info cannot
-     * go before it is retained. What guards the timer (its home's lock). */
-    bool ctx_pinned;
-    bool ctx_release_held;
-    RLTimeInterval interval;
-    RLIndex order;
     RLRunLoopTimerCallBack callout;
-    RLRunLoopTimerContext ctx;
+    /* The context's parts the fire path uses; the rest (version 0, the
+     * copyDescription callback) is in the extension. */
+    struct {
+        void *info;
+        const void *(*retain)(const void *info);
+        void (*release)(const void *info);
+    } ctx;
+    /* NULL until needed; then set once (release) and kept to the end, so
+     * that the fields fixed at creation are read without a lock. */
+    rl__timer_ext *_Atomic ext;
 };
-_Static_assert(offsetof(struct RLRunLoopTimer, inline_memb) == 64, "timer: hot part is the first line");
+#define RL__TIMER_SIZE 144
+_Static_assert(sizeof(struct RLRunLoopTimer) == RL__TIMER_SIZE, "timer: 144 bytes (rl_pool.c serves it exactly)");
+_Static_assert(RL__TIMER_MEMB_SIZE == 40, "membership: a timer's inline part is 40 bytes");
+_Static_assert(offsetof(struct RLRunLoopTimer, fire_date) + sizeof(double) <= 96,
+               "timer: what adding it reads and writes is in its first 96 bytes");
 _Static_assert(offsetof(struct RLRunLoopSource, signalled) < 64, "source: a signal reads one line");
-_Static_assert(offsetof(rl__memb, mode_link) <= 64, "membership: a timer's part fits one line");
-_Static_assert(offsetof(struct RLRunLoopTimer, seq_by) < 64 && offsetof(struct RLRunLoopTimer, home_idx) < 64,
-               "timer: what its arrival in a loop reads and writes is in the first line");
+
+static inline rl__memb *rl__timer_inline_memb(struct RLRunLoopTimer *t) { return (rl__memb *)(void *)t->inline_memb; }
+
+/* t's extension, or NULL (see ext). */
+static inline rl__timer_ext *rl__timer_ext_of(const struct RLRunLoopTimer *t) {
+    return atomic_load_explicit(&((struct RLRunLoopTimer *)t)->ext, memory_order_acquire);
+}
+
+/* t's extension, made (with interval, order, copyDescription 0) if it has
+ * none; NULL if memory is short. What guards t held, or t not yet shared. */
+RL__HIDDEN rl__timer_ext *rl__timer_ext_make(struct RLRunLoopTimer *t);
+
+static inline RLTimeInterval rl__timer_interval(const struct RLRunLoopTimer *t) {
+    const rl__timer_ext *x = rl__timer_ext_of(t);
+    return x ? x->interval : 0;
+}
+
+/* Its tolerance; what guards t held. */
+static inline RLTimeInterval rl__timer_tolerance(const struct RLRunLoopTimer *t) {
+    const rl__timer_ext *x = rl__timer_ext_of(t);
+    return x ? x->tolerance : 0;
+}
+
+/* The context's retain and release callbacks (NULL: none). The fire path
+ * should read them through these: they are in the timer today, and would
+ * move to the extension (a timer with callbacks would have one) to make a
+ * timer 128 bytes, a line-aligned pool class. */
+static inline const void *(*rl__timer_ctx_retain(const struct RLRunLoopTimer *t))(const void *) {
+    return t->ctx.retain;
+}
+static inline void (*rl__timer_ctx_release(const struct RLRunLoopTimer *t))(const void *) { return t->ctx.release; }
 
 /* Whether a's tie-break stamp is before b's (their dates being equal). */
 static inline bool rl__timer_stamp_before(const struct RLRunLoopTimer *a, const struct RLRunLoopTimer *b) {
     return a->seq != b->seq ? a->seq < b->seq : a->seq_by < b->seq_by;
 }
 
-/* The one loop timer t is in, or NULL. Its home's lock held. */
-static inline RLRunLoopRef rl__timer_loop(const struct RLRunLoopTimer *t) {
-    const rl__memb *m = TAILQ_FIRST(&t->membs);
-    return m ? m->rl : NULL;
+/* Some membership of t, or NULL: in no mode. Its home's lock held. */
+static inline rl__memb *rl__timer_any_memb(struct RLRunLoopTimer *t) {
+    if (t->inline_used)
+        return rl__timer_inline_memb(t);
+    return t->multi ? TAILQ_FIRST(&rl__timer_ext_of(t)->membs) : NULL;
+}
+
+/* The one loop timer t is in (its home, where its memberships are), or
+ * NULL. Its home's lock held. */
+static inline RLRunLoopRef rl__timer_loop(struct RLRunLoopTimer *t) {
+    return t->inline_used || t->multi ? atomic_load_explicit(&t->home, memory_order_relaxed) : NULL;
 }
 
 /* ---- observers ---- */
@@ -485,8 +555,9 @@ struct RLRunLoop {
     bool mainq_armed, mainq_ready, mainq_serving;
 
     /* Timers and observers whose home this loop is (runloop_internal.h):
-     * the timers in an array (each knows its slot, home_idx), so that a
-     * timer's arrival writes nothing in the timer beyond its first line. */
+     * the timers at home here and in none of its modes in an array (each
+     * knows its slot, home_idx; see "a loop's idle timers"), the others
+     * reached through their modes. */
     struct RLRunLoopTimer **homed;
     uint32_t nhomed, caphomed;
     TAILQ_HEAD(, RLRunLoopObserver) homed_observers;
@@ -544,22 +615,27 @@ static inline struct rl_membq *rl__item_membs(void *item, rl__kind kind) {
     switch (kind) {
     case RL_KIND_SOURCE:
         return &((struct RLRunLoopSource *)item)->membs;
-    case RL_KIND_TIMER:
-        return &((struct RLRunLoopTimer *)item)->membs;
-    default:
+    default: /* not for timers: rl__timer_any_memb, rl__memb_find */
         return &((struct RLRunLoopObserver *)item)->membs;
     }
 }
 
 static inline rl__memb *rl__memb_find(void *item, rl__kind kind, rl__mode *mode) {
-    if (kind == RL_KIND_TIMER) {
-        /* Most timers are in one mode, their inline membership: found
-         * without first loading the list head. */
-        struct RLRunLoopTimer *t = item;
-        if (t->inline_used && t->inline_memb.mode == mode)
-            return &t->inline_memb;
-    }
     rl__memb *m;
+    if (kind == RL_KIND_TIMER) {
+        /* Most timers are in one mode, their inline membership. */
+        struct RLRunLoopTimer *t = item;
+        m = rl__timer_inline_memb(t);
+        if (t->inline_used && m->mode == mode)
+            return m;
+        if (RL__LIKELY(!t->multi))
+            return NULL;
+        TAILQ_FOREACH(m, &rl__timer_ext_of(t)->membs, item_link) {
+            if (m->mode == mode)
+                return m;
+        }
+        return NULL;
+    }
     TAILQ_FOREACH(m, rl__item_membs(item, kind), item_link) {
         if (m->mode == mode)
             return m;
@@ -580,6 +656,41 @@ static inline _Atomic(RLRunLoopRef) *rl__item_home(void *item, rl__kind kind) {
 
 static inline RLRunLoopRef rl__home_get(void *item, rl__kind kind) {
     return atomic_load_explicit(rl__item_home(item, kind), memory_order_relaxed);
+}
+
+/* ---- a loop's idle timers (rl_lock.c) ----
+ * A timer at home in a loop and in none of its modes is found through the
+ * loop's array RLRunLoop.homed (each knows its slot, home_idx), so that
+ * the loop's teardown takes it homeless; one in a mode is found through
+ * the mode. A timer is listed when it is first in no mode at home (its
+ * last mode left, or its first add there failed) and stays listed until
+ * it leaves home, modes or not: so a timer waiting in a loop costs no slot
+ * (100,000 timers added: no array), and one added and removed over and
+ * over is listed once. The loop lock held. */
+RL__HIDDEN bool rl__homed_grow(RLRunLoopRef rl);
+
+static inline bool rl__timer_in_no_mode(const struct RLRunLoopTimer *t) { return !t->inline_used && !t->multi; }
+
+/* Lists t, at home in rl (no-op if it is); false if the array cannot grow. */
+static inline bool rl__homed_list(RLRunLoopRef rl, struct RLRunLoopTimer *t) {
+    if (t->listed)
+        return true;
+    if (RL__UNLIKELY(rl->nhomed == rl->caphomed) && !rl__homed_grow(rl))
+        return false;
+    t->home_idx = rl->nhomed;
+    rl->homed[rl->nhomed++] = t;
+    t->listed = true;
+    return true;
+}
+
+/* Takes t out of rl's array if it is listed; the last slot's timer takes its slot. */
+static inline void rl__homed_unlist(RLRunLoopRef rl, struct RLRunLoopTimer *t) {
+    if (!t->listed)
+        return;
+    struct RLRunLoopTimer *last = rl->homed[--rl->nhomed];
+    rl->homed[t->home_idx] = last;
+    last->home_idx = t->home_idx;
+    t->listed = false;
 }
 
 /* ---- timers (RLRunLoopTimer.c) ---- */
