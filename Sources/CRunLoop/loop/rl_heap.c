@@ -203,7 +203,7 @@ void rl__tset_init(rl__timerset *ts) {
  * memory runs out). Out of line: folding the pending list runs on every
  * pass after an add, growing rarely. */
 static __attribute__((noinline)) void heap_grow(rl__heap *h, size_t need) {
-    size_t cap = h->cap ? h->cap : 16;
+    size_t cap = h->cap ? h->cap : 2; /* a sleeping loop's mode mostly holds one or two */
     while (cap < need)
         cap *= 2;
     rl__hent *a = rl__fault(RL_FAULT_TIMER_ARRAY) ? NULL : realloc(h->a, cap * sizeof *a);

@@ -1,0 +1,280 @@
+/* test_loop_memory.c — what a run-loop thread holds while it sleeps with
+ * one timer (the memory table's thread row, bench_memory.c): the loop
+ * object fits its 1 KiB pool slot, and the loop's own allocations (modes,
+ * names, arrays, timer heaps) are sized for what it holds, with nothing
+ * made for what it does not use (no histograms, no fd table, no array of
+ * due timers). Counted by the loop itself (rl__loop_held_bytes), not by
+ * RSS. Then what a loop made that small does on first use of each thing
+ * it has not made yet: many timers and modes, timing turned on later, a
+ * fork() child's own loop, a timer array that cannot grow. */
+#include "testutil.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "RLBase.h"
+#include "RLRunLoopMode.h"
+
+static void nothing(RLRunLoopTimerRef t, void *info) { (void)t, (void)info; }
+
+/* A loop thread asleep in its default mode with one timer an hour away,
+ * until stopped. */
+typedef struct {
+    pthread_t th;
+    _Atomic(RLRunLoopRef) rl;
+} sleeper;
+
+static void *sleeper_main(void *arg) {
+    sleeper *s = arg;
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    RLRunLoopTimerRef t = RLRunLoopTimerCreate(NULL, RLAbsoluteTimeGetCurrent() + 3600, 0, 0, 0, nothing, NULL);
+    assert_non_null(t);
+    RLRunLoopAddTimer(rl, t, kRLRunLoopDefaultMode);
+    RLRelease(t);
+    atomic_store(&s->rl, rl);
+    while (RLRunLoopRunInMode(kRLRunLoopDefaultMode, 60, false) != kRLRunLoopRunStopped) {}
+    return NULL;
+}
+
+static RLRunLoopRef sleeper_start(sleeper *s) {
+    atomic_store(&s->rl, NULL);
+    assert_int_equal(pthread_create(&s->th, NULL, sleeper_main, s), 0);
+    RLRunLoopRef rl;
+    while (!(rl = atomic_load(&s->rl))) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    rl_test_wait_until_waiting(rl);
+    return rl;
+}
+
+static void sleeper_stop(sleeper *s) {
+    RLRunLoopStop(atomic_load(&s->rl));
+    assert_int_equal(pthread_join(s->th, NULL), 0);
+}
+
+static void test_the_loop_object_fits_one_kib(void **state) {
+    (void)state;
+    /* The pool's 1,024-byte class (rl_pool.c): one byte more and every
+     * loop takes a 1,088-byte slot. */
+    assert_true(sizeof(struct RLRunLoop) <= 1024);
+}
+
+/* Before: 772 bytes (room for 8 modes, 16 timers in the heap, 16 homed
+ * timers, copies of the default mode's name); now about 350. */
+static void test_a_sleeping_loop_holds_what_it_uses_only(void **state) {
+    (void)state;
+    sleeper s;
+    RLRunLoopRef rl = sleeper_start(&s);
+    rl__loop_mem mem;
+    size_t held = rl__loop_held_bytes(rl, &mem);
+    assert_int_equal(mem.stats, 0); /* timing never on, never reset */
+    assert_int_equal(mem.fds, 0);   /* no fd source ever added */
+    assert_int_equal(mem.due, 0);   /* no timer ever fired */
+    assert_int_equal(held, mem.modes + mem.arrays);
+    if (held > 400)
+        fail_msg("a loop asleep with one timer holds %zu bytes (modes %zu, arrays %zu)", held, mem.modes, mem.arrays);
+    sleeper_stop(&s);
+}
+
+/* ---- first use of what a small loop has not made yet ---- */
+
+enum { NTIMERS = 300 };
+
+typedef struct {
+    _Atomic int fired;
+    _Atomic int order_broken;
+    _Atomic int last;
+} fire_log;
+
+static fire_log flog;
+
+static void fire_in_order(RLRunLoopTimerRef t, void *info) {
+    (void)t;
+    int i = (int)(intptr_t)info;
+    if (i < atomic_load(&flog.last))
+        atomic_store(&flog.order_broken, 1);
+    atomic_store(&flog.last, i);
+    atomic_fetch_add(&flog.fired, 1);
+}
+
+/* NTIMERS timers due in index order, soon, added to `mode` of rl. */
+static void add_timers_in_order(RLRunLoopRef rl, RLRunLoopMode mode, double from) {
+    for (int i = 0; i < NTIMERS; i++) {
+        RLRunLoopTimerContext ctx = {0, (void *)(intptr_t)i, NULL, NULL, NULL};
+        RLRunLoopTimerRef t = RLRunLoopTimerCreate(NULL, from + i * 1e-4, 0, 0, 0, fire_in_order, &ctx);
+        assert_non_null(t);
+        RLRunLoopAddTimer(rl, t, mode);
+        RLRelease(t);
+    }
+}
+
+/* Runs the current thread's loop in `mode` until NTIMERS timers fired
+ * (the run finishes when the last one leaves the mode empty). */
+static void run_until_fired(RLRunLoopMode mode) {
+    double until = rl_test_now() + 20;
+    while (atomic_load(&flog.fired) < NTIMERS && rl_test_now() < until)
+        RLRunLoopRunInMode(mode, 1, false);
+    assert_int_equal(atomic_load(&flog.fired), NTIMERS);
+    assert_int_equal(atomic_load(&flog.order_broken), 0);
+}
+
+static void wait_fired(int n) {
+    double until = rl_test_now() + 20;
+    while (atomic_load(&flog.fired) < n && rl_test_now() < until) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    assert_int_equal(atomic_load(&flog.fired), n);
+    assert_int_equal(atomic_load(&flog.order_broken), 0);
+}
+
+/* Timers added from another thread to a loop that went to sleep with its
+ * arrays at their smallest: they grow, and every timer fires, in order. */
+static void test_many_timers_after_sleeping_small(void **state) {
+    (void)state;
+    memset(&flog, 0, sizeof flog);
+    sleeper s;
+    RLRunLoopRef rl = sleeper_start(&s);
+    add_timers_in_order(rl, kRLRunLoopDefaultMode, RLAbsoluteTimeGetCurrent() + 0.05);
+    wait_fired(NTIMERS);
+    rl__loop_mem mem;
+    rl__loop_held_bytes(rl, &mem);
+    assert_true(mem.due > 0); /* the due timers' array, kept for the next pass */
+    sleeper_stop(&s);
+}
+
+/* More modes than the modes array first has room for, and a common mode:
+ * each one's timers fire when the loop runs in it. */
+static void test_modes_after_sleeping_small(void **state) {
+    (void)state;
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    RLRunLoopAddCommonMode(rl, "test.common");
+    char name[32];
+    for (int k = 0; k < 12; k++) {
+        memset(&flog, 0, sizeof flog);
+        snprintf(name, sizeof name, "test.mode.%d", k);
+        add_timers_in_order(rl, name, RLAbsoluteTimeGetCurrent());
+        run_until_fired(name);
+    }
+    /* The default mode's name still answers to its constant and to a copy
+     * of it (the loop keeps the constant, not a copy of its own). */
+    RLArrayRef modes = RLRunLoopCopyAllModes(rl);
+    assert_non_null(modes);
+    assert_int_equal(RLArrayGetCount(modes), 1 + 12); /* a common mode is made when an item needs it */
+    RLRelease(modes);
+    char copy[64];
+    snprintf(copy, sizeof copy, "%s", kRLRunLoopDefaultMode);
+    memset(&flog, 0, sizeof flog);
+    add_timers_in_order(rl, copy, RLAbsoluteTimeGetCurrent());
+    run_until_fired(kRLRunLoopDefaultMode);
+    /* A timer in the common modes is in the default mode too. */
+    memset(&flog, 0, sizeof flog);
+    add_timers_in_order(rl, kRLRunLoopCommonModes, RLAbsoluteTimeGetCurrent());
+    run_until_fired(copy);
+}
+
+static void fire_and_sleep(RLRunLoopTimerRef t, void *info) {
+    (void)t, (void)info;
+    struct timespec ts = {0, 2000000};
+    nanosleep(&ts, NULL);
+    atomic_fetch_add(&flog.fired, 1);
+}
+
+/* Timing turned on for a loop that slept without its histograms: they are
+ * made then, and record what the loop does from then on. */
+static void test_timing_turned_on_after_sleeping(void **state) {
+    (void)state;
+    memset(&flog, 0, sizeof flog);
+    sleeper s;
+    RLRunLoopRef rl = sleeper_start(&s);
+    rl__loop_mem mem;
+    rl__loop_held_bytes(rl, &mem);
+    assert_int_equal(mem.stats, 0);
+    assert_true(RLRunLoopSetTimingEnabled(rl, true));
+    rl__loop_held_bytes(rl, &mem);
+    assert_true(mem.stats > 0);
+    RLRunLoopTimerRef t = RLRunLoopTimerCreate(NULL, RLAbsoluteTimeGetCurrent() + 0.01, 0, 0, 0, fire_and_sleep, NULL);
+    RLRunLoopAddTimer(rl, t, kRLRunLoopDefaultMode);
+    RLRelease(t);
+    double until = rl_test_now() + 20;
+    while (atomic_load(&flog.fired) < 1 && rl_test_now() < until) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    rl_test_wait_until_waiting(rl);
+    RLRunLoopStatistics st;
+    assert_true(RLRunLoopCopyStatistics(rl, &st));
+    assert_true(st.timing);
+    assert_true(st.calloutDuration.count >= 1);
+    assert_true(st.calloutDuration.max >= 0.001);
+    assert_true(RLRunLoopSetTimingEnabled(rl, false));
+    sleeper_stop(&s);
+}
+
+/* A fork() child, with the parent's sleeping loop inherited: its own loop
+ * starts as small, and grows as it is used. */
+static bool child_loop(void *arg) {
+    (void)arg;
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    if (!rl)
+        return false;
+    RLRunLoopTimerRef one = RLRunLoopTimerCreate(NULL, RLAbsoluteTimeGetCurrent() + 3600, 0, 0, 0, nothing, NULL);
+    RLRunLoopAddTimer(rl, one, kRLRunLoopDefaultMode);
+    RLRelease(one);
+    RLRunLoopRunInMode(kRLRunLoopDefaultMode, 0, false);
+    rl__loop_mem mem;
+    size_t held = rl__loop_held_bytes(rl, &mem);
+    if (held > 400 || mem.stats || mem.fds)
+        return false;
+    memset(&flog, 0, sizeof flog);
+    add_timers_in_order(rl, kRLRunLoopDefaultMode, RLAbsoluteTimeGetCurrent());
+    double until = rl_test_now() + 10;
+    while (atomic_load(&flog.fired) < NTIMERS && rl_test_now() < until)
+        RLRunLoopRunInMode(kRLRunLoopDefaultMode, 1, true);
+    return atomic_load(&flog.fired) == NTIMERS && !atomic_load(&flog.order_broken);
+}
+
+static void test_a_fork_childs_loop_starts_small(void **state) {
+    (void)state;
+    sleeper s;
+    sleeper_start(&s);
+    rl_test_in_child(child_loop, NULL, "a fork() child's own loop");
+    sleeper_stop(&s);
+}
+
+/* The timer array cannot grow past its first, small size: the timers that
+ * do not fit wait on the pending list, and every one still fires, in
+ * order (out of memory makes the loop slower, never wrong). */
+static void test_timer_array_cannot_grow_from_small(void **state) {
+    (void)state;
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    memset(&flog, 0, sizeof flog);
+    RLRunLoopTimerRef one = RLRunLoopTimerCreate(NULL, RLAbsoluteTimeGetCurrent() + 3600, 0, 0, 0, nothing, NULL);
+    RLRunLoopAddTimer(rl, one, "test.nogrow");
+    RLRunLoopRunInMode("test.nogrow", 0, false); /* its array made, at its first size */
+    atomic_store(&rl__faults, RL_FAULT_TIMER_ARRAY);
+    add_timers_in_order(rl, "test.nogrow", RLAbsoluteTimeGetCurrent());
+    run_until_fired("test.nogrow");
+    atomic_store(&rl__faults, 0);
+    RLRunLoopTimerInvalidate(one);
+    RLRelease(one);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_the_loop_object_fits_one_kib),
+        cmocka_unit_test(test_a_sleeping_loop_holds_what_it_uses_only),
+        cmocka_unit_test(test_many_timers_after_sleeping_small),
+        cmocka_unit_test(test_modes_after_sleeping_small),
+        cmocka_unit_test(test_timing_turned_on_after_sleeping),
+        cmocka_unit_test(test_a_fork_childs_loop_starts_small),
+        cmocka_unit_test(test_timer_array_cannot_grow_from_small),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
