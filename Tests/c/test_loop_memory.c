@@ -15,7 +15,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "RLBase.h"
 #include "RLRunLoopMode.h"
@@ -80,6 +82,64 @@ static void test_a_sleeping_loop_holds_what_it_uses_only(void **state) {
     if (held > 400)
         fail_msg("a loop asleep with one timer holds %zu bytes (modes %zu, arrays %zu)", held, mem.modes, mem.arrays);
     sleeper_stop(&s);
+}
+
+/* The pages of its stack a loop thread touches to start its loop, add a
+ * timer and go to sleep (they stay resident as long as the thread lives):
+ * on a stack of its own, fresh from mmap, so that no earlier thread's
+ * pages count, counted with mincore. The top page holds the thread's
+ * descriptor and TLS (glibc), the next the first frames. Sanitizer builds
+ * use far more stack: their bound only checks that the count is sane. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define RL_TEST_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define RL_TEST_SANITIZED 1
+#endif
+#endif
+#ifdef RL_TEST_SANITIZED
+enum { STACK_SIZE = 1024 * 1024, STACK_PAGES_MAX = 64 };
+#else
+/* 3: the run's frame, with do_fds's array of fd callouts inlined in it
+ * (RLRunLoopRun.c), reaches into a third page; with do_fds out of line
+ * the thread touches 2. */
+enum { STACK_SIZE = 64 * 1024, STACK_PAGES_MAX = 3 };
+#endif
+
+static size_t resident_pages(void *base, size_t size) {
+    long page = sysconf(_SC_PAGESIZE);
+    size_t n = size / (size_t)page, in = 0;
+    unsigned char *v = calloc(n, 1);
+    assert_non_null(v);
+    assert_int_equal(mincore(base, size, v), 0);
+    for (size_t i = 0; i < n; i++)
+        in += v[i] & 1;
+    free(v);
+    return in;
+}
+
+static void test_a_sleeping_loop_thread_touches_few_stack_pages(void **state) {
+    (void)state;
+    void *stack = mmap(NULL, STACK_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    assert_true(stack != MAP_FAILED);
+    pthread_attr_t a;
+    assert_int_equal(pthread_attr_init(&a), 0);
+    assert_int_equal(pthread_attr_setstack(&a, stack, STACK_SIZE), 0);
+    sleeper s;
+    atomic_store(&s.rl, NULL);
+    assert_int_equal(pthread_create(&s.th, &a, sleeper_main, &s), 0);
+    pthread_attr_destroy(&a);
+    RLRunLoopRef rl;
+    while (!(rl = atomic_load(&s.rl))) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    rl_test_wait_until_waiting(rl);
+    size_t pages = resident_pages(stack, STACK_SIZE);
+    sleeper_stop(&s);
+    assert_int_equal(munmap(stack, STACK_SIZE), 0);
+    if (pages > STACK_PAGES_MAX || pages < 1)
+        fail_msg("a sleeping loop thread touched %zu pages of its stack (at most %d)", pages, STACK_PAGES_MAX);
 }
 
 /* ---- first use of what a small loop has not made yet ---- */
@@ -270,6 +330,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_the_loop_object_fits_one_kib),
         cmocka_unit_test(test_a_sleeping_loop_holds_what_it_uses_only),
+        cmocka_unit_test(test_a_sleeping_loop_thread_touches_few_stack_pages),
         cmocka_unit_test(test_many_timers_after_sleeping_small),
         cmocka_unit_test(test_modes_after_sleeping_small),
         cmocka_unit_test(test_timing_turned_on_after_sleeping),

@@ -68,6 +68,10 @@ rl__mode *rl__mode_new(RLRunLoopRef rl, const char *name, const char *fn) {
     TAILQ_INIT(&m->ready);
     TAILQ_INIT(&m->observers);
     rl__tset_init(&m->timers);
+    /* Room for its first timers now, not in the loop's first wait (see
+     * rl_heap.h). Without it nothing is lost: the array is made (or the
+     * timers wait on the pending list) when they come. */
+    (void)rl__tset_reserve(&m->timers);
     rl__common_name *c = rl__common_find(rl, name);
     if (c)
         m->common = true;
