@@ -118,8 +118,9 @@ static size_t resident_pages(void *base, size_t size) {
     return in;
 }
 
-static void test_a_sleeping_loop_thread_touches_few_stack_pages(void **state) {
-    (void)state;
+/* A loop thread on a fresh stack of its own, asleep: how many pages of
+ * its stack it touched. */
+static size_t sleeper_stack_pages(void) {
     void *stack = mmap(NULL, STACK_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     assert_true(stack != MAP_FAILED);
     pthread_attr_t a;
@@ -138,6 +139,16 @@ static void test_a_sleeping_loop_thread_touches_few_stack_pages(void **state) {
     size_t pages = resident_pages(stack, STACK_SIZE);
     sleeper_stop(&s);
     assert_int_equal(munmap(stack, STACK_SIZE), 0);
+    return pages;
+}
+
+static void test_a_sleeping_loop_thread_touches_few_stack_pages(void **state) {
+    (void)state;
+    /* The second such thread: the first to call a libc function in the
+     * process binds it (the dynamic linker's lazy binding, 3 KiB of stack
+     * below the call), once per process, not per thread. */
+    sleeper_stack_pages();
+    size_t pages = sleeper_stack_pages();
     if (pages > STACK_PAGES_MAX || pages < 1)
         fail_msg("a sleeping loop thread touched %zu pages of its stack (at most %d)", pages, STACK_PAGES_MAX);
 }
