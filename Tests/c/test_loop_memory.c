@@ -15,6 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
@@ -153,6 +155,105 @@ static void test_a_sleeping_loop_thread_touches_few_stack_pages(void **state) {
         fail_msg("a sleeping loop thread touched %zu pages of its stack (at most %d)", pages, STACK_PAGES_MAX);
 }
 
+/* ---- the fd table: records for the fds a loop watches, not for every
+ * number below them ---- */
+
+typedef struct {
+    int fd;
+    RLFileDescriptorRef f;
+    RLRunLoopSourceRef s;
+    int calls;
+} watched;
+
+static void on_readable(RLFileDescriptorRef f, RLOptionFlags types, void *info) {
+    watched *w = info;
+    uint64_t v;
+    assert_true(types & kRLFileDescriptorReadCallBack);
+    assert_int_equal(read(w->fd, &v, sizeof v), (ssize_t)sizeof v);
+    w->calls++;
+    RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack);
+}
+
+/* An eventfd numbered `at` or above, watched for reading in `mode` of the
+ * current loop. */
+static void watch_at(watched *w, int at, RLRunLoopMode mode) {
+    int e = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    assert_true(e >= 0);
+    w->fd = fcntl(e, F_DUPFD_CLOEXEC, at);
+    assert_true(w->fd >= at);
+    close(e);
+    w->calls = 0;
+    RLFileDescriptorContext ctx = {0, w, NULL, NULL, NULL};
+    w->f = RLFileDescriptorCreate(NULL, w->fd, true, on_readable, &ctx);
+    assert_non_null(w->f);
+    RLFileDescriptorEnableCallBacks(w->f, kRLFileDescriptorReadCallBack);
+    w->s = RLFileDescriptorCreateRunLoopSource(NULL, w->f, 0);
+    assert_non_null(w->s);
+    RLRunLoopAddSource(RLRunLoopGetCurrent(), w->s, mode);
+}
+
+static void unwatch(watched *w) {
+    RLFileDescriptorInvalidate(w->f); /* closes the fd */
+    RLRelease(w->s);
+    RLRelease(w->f);
+}
+
+static void poke(watched *w) {
+    uint64_t one = 1;
+    assert_int_equal(write(w->fd, &one, sizeof one), (ssize_t)sizeof one);
+}
+
+/* Before: one fd numbered 900 made the table 1,024 records (48 KiB), all
+ * written; now 16, from 900 up. */
+static void test_one_high_fd_holds_few_records(void **state) {
+    (void)state;
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    watched w;
+    watch_at(&w, 900, "test.fd.high");
+    rl__loop_mem mem;
+    rl__loop_held_bytes(rl, &mem);
+    if (mem.fds > 16 * sizeof(rl__fdreg) + 64)
+        fail_msg("one fd numbered %d: the fd table holds %zu bytes", w.fd, mem.fds);
+    poke(&w);
+    RLRunLoopRunInMode("test.fd.high", 5, true);
+    assert_int_equal(w.calls, 1);
+    unwatch(&w);
+}
+
+/* fds added from high to low and low to high, so that the table grows at
+ * both ends: each one's callout comes, its own, as it is poked; removed and
+ * added again, the same. */
+static void test_fds_at_both_ends_of_the_table(void **state) {
+    (void)state;
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    enum { N = 6 };
+    static const int at[N] = {700, 300, 950, 40, 701, 2000};
+    watched w[N];
+    for (int i = 0; i < N; i++)
+        watch_at(&w[i], at[i], "test.fd.ends");
+    for (int round = 0; round < 2; round++) {
+        for (int i = 0; i < N; i++) {
+            poke(&w[i]);
+            int before = w[i].calls;
+            for (int k = 0; k < 50 && w[i].calls == before; k++)
+                RLRunLoopRunInMode("test.fd.ends", 1, true);
+            assert_int_equal(w[i].calls, before + 1);
+            for (int j = 0; j < N; j++)
+                assert_int_equal(w[j].calls, j <= i ? round + 1 : round);
+        }
+        /* Out of the mode and back in, in the other order. */
+        for (int i = 0; i < N; i++)
+            RLRunLoopRemoveSource(rl, w[i].s, "test.fd.ends");
+        for (int i = N - 1; i >= 0; i--)
+            RLRunLoopAddSource(rl, w[i].s, "test.fd.ends");
+    }
+    rl__loop_mem mem;
+    rl__loop_held_bytes(rl, &mem);
+    assert_true(mem.fds < 4096 * sizeof(rl__fdreg)); /* the span 40..2000, not more */
+    for (int i = 0; i < N; i++)
+        unwatch(&w[i]);
+}
+
 /* ---- first use of what a small loop has not made yet ---- */
 
 enum { NTIMERS = 300 };
@@ -226,6 +327,10 @@ static void test_modes_after_sleeping_small(void **state) {
     (void)state;
     RLRunLoopRef rl = RLRunLoopGetCurrent();
     RLRunLoopAddCommonMode(rl, "test.common");
+    RLArrayRef had = RLRunLoopCopyAllModes(rl);
+    assert_non_null(had);
+    RLIndex nhad = RLArrayGetCount(had);
+    RLRelease(had);
     char name[32];
     for (int k = 0; k < 12; k++) {
         memset(&flog, 0, sizeof flog);
@@ -237,7 +342,7 @@ static void test_modes_after_sleeping_small(void **state) {
      * of it (the loop keeps the constant, not a copy of its own). */
     RLArrayRef modes = RLRunLoopCopyAllModes(rl);
     assert_non_null(modes);
-    assert_int_equal(RLArrayGetCount(modes), 1 + 12); /* a common mode is made when an item needs it */
+    assert_int_equal(RLArrayGetCount(modes), nhad + 12); /* a common mode is made when an item needs it */
     RLRelease(modes);
     char copy[64];
     snprintf(copy, sizeof copy, "%s", kRLRunLoopDefaultMode);
@@ -342,6 +447,8 @@ int main(void) {
         cmocka_unit_test(test_the_loop_object_fits_one_kib),
         cmocka_unit_test(test_a_sleeping_loop_holds_what_it_uses_only),
         cmocka_unit_test(test_a_sleeping_loop_thread_touches_few_stack_pages),
+        cmocka_unit_test(test_one_high_fd_holds_few_records),
+        cmocka_unit_test(test_fds_at_both_ends_of_the_table),
         cmocka_unit_test(test_many_timers_after_sleeping_small),
         cmocka_unit_test(test_modes_after_sleeping_small),
         cmocka_unit_test(test_timing_turned_on_after_sleeping),

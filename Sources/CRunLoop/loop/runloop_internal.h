@@ -426,8 +426,9 @@ struct RLRunLoop {
     rl__mode *armed_mode; /* the mode whose fds are in the epoll set */
     double armed_at;     /* monotonic time the timerfd is armed for; INFINITY: disarmed; NaN: unknown (arming failed) */
 
-    rl__fdreg *fdtab;
-    size_t nfdtab;
+    rl__fdreg *fdtab; /* fdtab[i]: the registration of fd fdlo + i (rl_fdtab.c) */
+    uint32_t nfdtab;
+    uint32_t fdlo;
     size_t nfd_armed; /* user fds with events armed (always-ready ones included) */
     size_t nalways;   /* of those, always ready: the loop polls instead of sleeping */
     uint32_t fdgen;   /* the last registration tag handed out */
