@@ -1,6 +1,7 @@
 /*
  * rl_fdtab.c — a loop's fd registrations: the table from fd number to the
- * fd sources on it (rl__fdreg, runloop_internal.h), what epoll watches for
+ * fd sources on it (rl__fdreg, runloop_internal.h; it spans the loop's
+ * lowest to highest watched fd, fd_reg), what epoll watches for
  * each (the union of what those sources want, armed under a tag: one-shot,
  * or persistent while the callouts keep it enabled),
  * the checks that tell a closed or reused number from the file a source
