@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "RLBase.h"
+#include "rl_poll_backend.h"
 #include "RLRunLoopMode.h"
 
 static void nothing(RLRunLoopTimerRef t, void *info) { (void)t, (void)info; }
@@ -254,6 +255,57 @@ static void test_fds_at_both_ends_of_the_table(void **state) {
         unwatch(&w[i]);
 }
 
+#if RL_TRICK_URING
+/* A loop on io_uring made in a process with hundreds of fds open: its
+ * table of registrations (its own eventfd, timerfd and kick, numbered
+ * high) spans those few numbers. Before: every number from 0 (40 KiB). */
+static void *uring_loop_regs(void *arg) {
+    size_t *bytes = arg;
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    assert_non_null(rl);
+    assert_string_equal(RLRunLoopGetBackendName(rl), "io_uring");
+    *bytes = rl__poll_uring_regs_bytes(&rl->kern);
+    /* And it works: an fd numbered below them, then one above. */
+    watched lo, hi;
+    watch_at(&lo, 3, kRLRunLoopDefaultMode);
+    watch_at(&hi, 1500, kRLRunLoopDefaultMode);
+    poke(&lo);
+    poke(&hi);
+    for (int k = 0; k < 50 && (lo.calls == 0 || hi.calls == 0); k++)
+        RLRunLoopRunInMode(kRLRunLoopDefaultMode, 1, true);
+    assert_int_equal(lo.calls, 1);
+    assert_int_equal(hi.calls, 1);
+    unwatch(&lo);
+    unwatch(&hi);
+    return NULL;
+}
+
+static void test_a_uring_loop_in_a_process_with_many_fds(void **state) {
+    (void)state;
+    if (!rl__poll_uring_usable())
+        skip(); /* refused here: every loop is on epoll (test_backend checks that) */
+    enum { NFDS = 600 };
+    int fds[NFDS];
+    for (int i = 0; i < NFDS; i++)
+        assert_true((fds[i] = dup(0)) >= 0);
+    const char *was = getenv("RL_BACKEND");
+    char *saved = was ? strdup(was) : NULL;
+    setenv("RL_BACKEND", "io_uring", 1);
+    size_t bytes = 0;
+    rl_test_on_other_thread(uring_loop_regs, &bytes);
+    if (saved) {
+        setenv("RL_BACKEND", saved, 1);
+        free(saved);
+    } else {
+        unsetenv("RL_BACKEND");
+    }
+    for (int i = 0; i < NFDS; i++)
+        close(fds[i]);
+    if (bytes == 0 || bytes > 4096)
+        fail_msg("a loop on io_uring with its fds numbered above %d: %zu bytes of registrations", NFDS, bytes);
+}
+#endif
+
 /* ---- first use of what a small loop has not made yet ---- */
 
 enum { NTIMERS = 300 };
@@ -449,6 +501,9 @@ int main(void) {
         cmocka_unit_test(test_a_sleeping_loop_thread_touches_few_stack_pages),
         cmocka_unit_test(test_one_high_fd_holds_few_records),
         cmocka_unit_test(test_fds_at_both_ends_of_the_table),
+#if RL_TRICK_URING
+        cmocka_unit_test(test_a_uring_loop_in_a_process_with_many_fds),
+#endif
         cmocka_unit_test(test_many_timers_after_sleeping_small),
         cmocka_unit_test(test_modes_after_sleeping_small),
         cmocka_unit_test(test_timing_turned_on_after_sleeping),
