@@ -212,8 +212,22 @@ static inline tcache *tc_get(pclass *c) {
     return tc_make(c);
 }
 
+/* The classes this thread has taken a slot of through the class's mutex:
+ * its first slot of a class takes that way, and the thread's cache for
+ * the class (and its block of caches) is made at the second. A loop
+ * thread uses most classes once (its loop, its mode, a timer): no cache
+ * for them, 650 bytes a thread less (a loop thread's memory,
+ * docs/runloop.md). */
+static __thread uint64_t tc_seen;
+_Static_assert(RL_NCLASSES <= 64, "tc_seen has a bit per class");
+
 /* tc_get's first use of class c by this thread (and of the pool). */
 static __attribute__((noinline)) tcache *tc_make(pclass *c) {
+    uint64_t bit = (uint64_t)1 << (c - size_classes);
+    if (!(tc_seen & bit)) {
+        tc_seen |= bit;
+        return NULL; /* this slot through the class's mutex */
+    }
     tblock *b = tb;
     if (b) {
         tcache *t = calloc(1, sizeof *t);

@@ -66,6 +66,9 @@ RL__HIDDEN extern const rl__poll_ops rl__poll_uring_ops; /* rl_poll_uring.c */
  * kernel.io_uring_disabled sysctl, a seccomp filter) is remembered: later
  * loops go to epoll at once. */
 RL__HIDDEN int rl__poll_uring_usable(void);
+/* The bytes of rl's table of registrations if rl is on io_uring, else 0
+ * (tests: test_loop_memory). */
+RL__HIDDEN size_t rl__poll_uring_regs_bytes(rl__poller *rl);
 #endif
 
 #endif /* CRUNLOOP_RL_POLL_BACKEND_H */

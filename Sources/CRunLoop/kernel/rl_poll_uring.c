@@ -123,8 +123,8 @@ static void uring_unlock(uring *u);
 typedef struct uring {
     struct io_uring ring;
     rl__mutex lock; /* regs, the change list, the submission queue (uncontended: no system call) */
-    uring_reg *regs;
-    size_t nregs;
+    uring_reg *regs; /* regs[i]: fd lo + i's registration (uring_reg_at) */
+    uint32_t nregs, lo;
     int *dirty;     /* fds with changes to submit */
     size_t ndirty, capdirty;
     uint32_t seq;   /* the last sequence number given */
@@ -156,19 +156,48 @@ int rl__poll_uring_usable(void) { return !atomic_load_explicit(&uring_refused, m
 
 static uint64_t uring_data(int fd, uint32_t seq) { return (uint64_t)seq << 32 | (uint32_t)fd; }
 
-/* Room in u->regs for fd. false: out of memory. */
+/* fd's registration record, NULL if the table has none (a negative fd
+ * included). The table spans the lowest to the highest fd the ring
+ * watches, not every number from 0: a loop made in a process with many
+ * fds open (its own eventfd and timerfd numbered in the hundreds) holds a
+ * few records, not hundreds (a loop thread's memory, docs/runloop.md). */
+static inline uring_reg *uring_reg_at(uring *u, int fd) {
+    uint32_t i = (uint32_t)fd - u->lo;
+    return i < u->nregs ? &u->regs[i] : NULL;
+}
+
+size_t rl__poll_uring_regs_bytes(rl__poller *rl) {
+    uring *u = rl->kops == &rl__poll_uring_ops ? rl->kstate : NULL;
+    return u ? u->nregs * sizeof *u->regs : 0;
+}
+
+/* Room in u->regs for fd (>= 0): the first fd gets 16 records from its
+ * own number up, a higher one doubles the table until it fits, a lower
+ * one moves the records up. false: out of memory (nothing changed). */
 static bool uring_room(uring *u, int fd) {
-    if ((size_t)fd < u->nregs)
+    if (uring_reg_at(u, fd))
         return true;
-    size_t n = u->nregs ? u->nregs : 64;
-    while (n <= (size_t)fd)
+    uint32_t f = (uint32_t)fd;
+    uint32_t lo = u->nregs ? u->lo : f;
+    uint32_t hi = u->nregs ? u->lo + u->nregs : f + 1; /* past the last */
+    uint32_t nlo = f < lo ? f : lo;
+    size_t need = (size_t)(f >= hi ? f + 1 : hi) - nlo;
+    size_t n = u->nregs ? u->nregs : 16;
+    while (n < need)
         n *= 2;
+    if (n > UINT32_MAX)
+        return false;
     uring_reg *a = realloc(u->regs, n * sizeof *a);
     if (!a)
         return false;
-    memset(a + u->nregs, 0, (n - u->nregs) * sizeof *a);
+    size_t shift = lo - nlo, old = u->nregs;
+    if (shift && old)
+        memmove(a + shift, a, old * sizeof *a);
+    memset(a, 0, shift * sizeof *a);
+    memset(a + shift + old, 0, (n - shift - old) * sizeof *a);
     u->regs = a;
-    u->nregs = n;
+    u->lo = nlo;
+    u->nregs = (uint32_t)n;
     return true;
 }
 
@@ -295,7 +324,7 @@ static bool uring_fill(uring *u) {
     size_t i = 0, keep = 0;
     for (; i < u->ndirty; i++) {
         int fd = u->dirty[i];
-        uring_reg *r = &u->regs[fd];
+        uring_reg *r = uring_reg_at(u, fd);
         if (io_uring_sq_space_left(&u->ring) < 2)
             break;
         if (r->cancel) {
@@ -421,7 +450,7 @@ static int uring_ctl_locked(rl__poller *rl, uring *u, int op, int fd, uint32_t e
     if (fd < 0 || fd == rl->epfd)
         return fd < 0 ? EBADF : EINVAL;
     int serr = fstat(fd, &st) == 0 ? 0 : errno;
-    uring_reg *r = (size_t)fd < u->nregs ? &u->regs[fd] : NULL;
+    uring_reg *r = uring_reg_at(u, fd);
     bool ident = r && !serr && r->dev == st.st_dev && r->ino == st.st_ino; /* the file the slot was made for */
     bool same = ident && r->present;
     if (r && r->present && !same) {
@@ -442,7 +471,7 @@ static int uring_ctl_locked(rl__poller *rl, uring *u, int op, int fd, uint32_t e
             return EPERM;
         if (!uring_room(u, fd))
             return ENOMEM;
-        r = &u->regs[fd];
+        r = uring_reg_at(u, fd);
         *r = (uring_reg){.present = true, .gen = gen, .events = events, .dev = st.st_dev, .ino = st.st_ino,
                          .rxq = r->rxq}; /* kept only for the same file (above) */
         if (uring_arm(u, fd, r) != 0) {
@@ -520,7 +549,7 @@ static int uring_watch_own(uring *u, int fd) {
         return errno;
     if (!uring_room(u, fd))
         return ENOMEM;
-    uring_reg *r = &u->regs[fd];
+    uring_reg *r = uring_reg_at(u, fd);
     *r = (uring_reg){.present = true, .events = EPOLLIN | EPOLLET, .dev = st.st_dev, .ino = st.st_ino};
     return uring_arm(u, fd, r);
 }
@@ -595,10 +624,11 @@ static void uring_close(rl__poller *rl) {
 static int uring_renew(rl__poller *rl) {
     uring *u = rl->kstate;
     uring_lock(u);
-    for (size_t fd = 0; fd < u->nregs; fd++) {
-        uring_reg *r = &u->regs[fd];
-        if (r->present && (int)fd != rl->evfd && (int)fd != rl->tfd && (int)fd != u->kick)
-            uring_forget(u, (int)fd, r, true);
+    for (size_t i = 0; i < u->nregs; i++) {
+        uring_reg *r = &u->regs[i];
+        int fd = (int)(u->lo + (uint32_t)i);
+        if (r->present && fd != rl->evfd && fd != rl->tfd && fd != u->kick)
+            uring_forget(u, fd, r, true);
     }
     uring_submit_now(u);
     uring_unlock(u);
@@ -697,7 +727,7 @@ static bool uring_take(uring *u, const struct io_uring_cqe *cqe, struct epoll_ev
         return false;
     int fd = (int)(uint32_t)data;
     uint32_t seq = (uint32_t)(data >> 32);
-    uring_reg *r = fd >= 0 && (size_t)fd < u->nregs ? &u->regs[fd] : NULL;
+    uring_reg *r = uring_reg_at(u, fd);
     if (seq & URING_RX)
         return uring_take_rx(u, fd, seq, r, cqe, ev);
     if (!r || !r->present || r->seq != seq)
@@ -882,7 +912,7 @@ static bool uring_recv_into(rl__poller *rl, int fd, rl__rxq *q) {
     if (!q || fd < 0 || !pthread_equal(pthread_self(), rl->owner))
         return false;
     uring_lock(u);
-    uring_reg *r = (size_t)fd < u->nregs ? &u->regs[fd] : NULL;
+    uring_reg *r = uring_reg_at(u, fd);
     bool ok = r && r->present && u->enabled && uring_bufs(u) && rl__rxq_claim(q, rl);
     if (ok && r->rxq != q) {
         rl__rxq_release(r->rxq);

@@ -102,11 +102,13 @@ static RLRunLoopRef loop_create(pthread_t thread) {
         RLRelease(rl); /* the error stays as rl__poll_open set it */
         return NULL;
     }
-    /* The default mode exists from the start and is common, as in CF. */
+    /* The default mode exists from the start and is common, as in CF. Its
+     * name is the constant, not a copy (rl_loop.c frees the others). */
     rl__loop_lock(rl);
     rl->common = calloc(1, sizeof *rl->common);
     rl__mode *m = NULL;
-    if (rl->common && (rl->common[0].name = strdup(kRLRunLoopDefaultMode))) {
+    if (rl->common) {
+        rl->common[0].name = (char *)kRLRunLoopDefaultMode;
         rl->capcommon = rl->ncommon = 1;
         m = rl__mode_get(rl, kRLRunLoopDefaultMode, fn);
     }

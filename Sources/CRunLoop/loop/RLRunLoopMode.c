@@ -8,6 +8,7 @@
 #include "RLRunLoopMode.h"
 #include "rl_lock.h"
 #include "rl_heap.h"
+#include "rl_stats.h"
 #include <crunloop/RLRunLoop.h>
 
 #include <stdlib.h>
@@ -35,7 +36,7 @@ rl__common_name *rl__common_find(RLRunLoopRef rl, const char *name) {
 void *rl__grow(void *a, size_t *cap, size_t need, size_t elem) {
     if (need <= *cap)
         return a;
-    size_t c = *cap ? *cap * 2 : 8;
+    size_t c = *cap ? *cap * 2 : 2; /* most loops have one or two modes */
     while (c < need)
         c *= 2;
     void *b = realloc(a, c * elem);
@@ -47,23 +48,30 @@ void *rl__grow(void *a, size_t *cap, size_t need, size_t elem) {
 rl__mode *rl__mode_new(RLRunLoopRef rl, const char *name, const char *fn) {
     rl__mode **a = rl__grow(rl->modes, &rl->capmodes, rl->nmodes + 1, sizeof *a);
     rl__mode *m = calloc(1, sizeof *m);
-    char *copy = strdup(name);
+    /* The default mode (every loop has one) keeps the constant: no copy. */
+    bool is_default = strcmp(name, kRLRunLoopDefaultMode) == 0;
+    char *copy = is_default ? (char *)kRLRunLoopDefaultMode : strdup(name);
     if (!a || !m || !copy) {
         if (a)
             rl->modes = a;
         free(m);
-        free(copy);
+        if (!is_default)
+            free(copy);
         rl__fail(kRLErrorNoMemory, fn, "out of memory creating mode %s", name);
         return NULL;
     }
     rl->modes = a;
     m->name = copy;
-    m->is_default = strcmp(name, kRLRunLoopDefaultMode) == 0;
+    m->is_default = is_default;
     m->rl = rl;
     TAILQ_INIT(&m->sources);
     TAILQ_INIT(&m->ready);
     TAILQ_INIT(&m->observers);
     rl__tset_init(&m->timers);
+    /* Room for its first timers now, not in the loop's first wait (see
+     * rl_heap.h). Without it nothing is lost: the array is made (or the
+     * timers wait on the pending list) when they come. */
+    (void)rl__tset_reserve(&m->timers);
     rl__common_name *c = rl__common_find(rl, name);
     if (c)
         m->common = true;
@@ -74,7 +82,8 @@ rl__mode *rl__mode_new(RLRunLoopRef rl, const char *name, const char *fn) {
 void rl__mode_free(rl__mode *m) {
     rl__tset_free(&m->timers);
     free(m->sbuckets);
-    free(m->name);
+    if (!m->is_default)
+        free(m->name);
     free(m);
 }
 
@@ -92,4 +101,33 @@ bool rl__runloop_mode_create(RLRunLoopRef rl, RLRunLoopMode mode, const char *fn
     bool ok = rl__mode_find_slow(rl, mode) || rl__mode_new(rl, mode, fname);
     rl__loop_unlock(rl);
     return ok;
+}
+
+static size_t heap_bytes(const rl__heap *h) { return h->cap * sizeof *h->a; }
+
+static size_t mode_bytes(const rl__mode *m) {
+    return sizeof *m + (m->is_default ? 0 : strlen(m->name) + 1) + m->nsbuckets * sizeof *m->sbuckets +
+           heap_bytes(&m->timers.strict) + heap_bytes(&m->timers.lax_fire) + heap_bytes(&m->timers.lax_deadline);
+}
+
+size_t rl__loop_held_bytes(RLRunLoopRef rl, rl__loop_mem *out) {
+    rl__loop_mem held = {0};
+    rl__loop_lock(rl);
+    for (size_t i = 0; i < rl->nmodes; i++)
+        held.modes += mode_bytes(rl->modes[i]);
+    held.arrays = rl->capmodes * sizeof *rl->modes + rl->capcommon * sizeof *rl->common +
+                 rl->capci * sizeof *rl->citems + rl->capcidx * sizeof *rl->cidx + rl->caphomed * sizeof *rl->homed;
+    for (size_t i = 0; i < rl->ncommon; i++)
+        if (rl->common[i].name != kRLRunLoopDefaultMode)
+            held.arrays += strlen(rl->common[i].name) + 1;
+    held.due = rl->capdue * sizeof *rl->due;
+    held.fds = rl->nfdtab * sizeof *rl->fdtab;
+    for (size_t i = 0; i < rl->nfdtab; i++) /* one source lives in the entry; more in a block (rl_fdtab.c) */
+        if (rl->fdtab[i].capsrcs > 1)
+            held.fds += rl->fdtab[i].capsrcs * (sizeof(struct RLRunLoopSource *) + sizeof(uint16_t));
+    rl__loop_unlock(rl);
+    held.stats = rl__stats_bytes(rl);
+    if (out)
+        *out = held;
+    return held.modes + held.arrays + held.due + held.fds + held.stats;
 }

@@ -18,6 +18,18 @@ RL__HIDDEN void rl__mode_free(rl__mode *m);
 RL__HIDDEN void rl__mode_recompute_mask(rl__mode *m);
 RL__HIDDEN bool rl__runloop_mode_create(RLRunLoopRef rl, RLRunLoopMode mode, const char *fname);
 
+/* What a loop holds besides its object, in bytes asked of malloc (not its
+ * chunks' overhead), by part: its modes (records, names, equality buckets,
+ * timer heaps), its arrays (modes, common modes and items, homed timers),
+ * the due timers' array kept between passes, the fd table (records and
+ * their per-source arrays), the statistics (timing histograms, the copy at
+ * the last reset). For the tests of what a sleeping loop thread costs
+ * (test_loop_memory.c). Takes rl's lock; any thread. */
+typedef struct rl__loop_mem {
+    size_t modes, arrays, due, fds, stats;
+} rl__loop_mem;
+RL__HIDDEN size_t rl__loop_held_bytes(RLRunLoopRef rl, rl__loop_mem *out);
+
 /* Mode-name checks, inline: every add, remove and contains makes them. */
 static inline bool rl__mode_name_ok(RLRunLoopMode mode, const char *fn) {
     if (mode == NULL)

@@ -1,6 +1,7 @@
 /*
  * rl_fdtab.c — a loop's fd registrations: the table from fd number to the
- * fd sources on it (rl__fdreg, runloop_internal.h), what epoll watches for
+ * fd sources on it (rl__fdreg, runloop_internal.h; it spans the loop's
+ * lowest to highest watched fd, fd_reg), what epoll watches for
  * each (the union of what those sources want, armed under a tag: one-shot,
  * or persistent while the callouts keep it enabled),
  * the checks that tell a closed or reused number from the file a source
@@ -153,6 +154,50 @@ static void fd_add(RLRunLoopRef rl, rl__fdreg *r, int fd) {
     }
 }
 
+/* fd's registration, NULL when the table has none (a negative fd
+ * included). The table covers the fds from fdlo to fdlo + nfdtab - 1 and
+ * grows at either end: a loop in a process with many fds open watches a
+ * few high numbers, and holds records for those, not for every number
+ * below them (a loop thread watching one fd numbered 600 held 29 KiB). */
+static inline rl__fdreg *fd_reg(RLRunLoopRef rl, int fd) {
+    uint32_t i = (uint32_t)fd - rl->fdlo;
+    return i < rl->nfdtab ? &rl->fdtab[i] : NULL;
+}
+
+/* The fd of the table's i-th record. */
+static inline int fd_at(RLRunLoopRef rl, size_t i) { return (int)(rl->fdlo + (uint32_t)i); }
+
+/* Room in the table for fd (>= 0): the first fd gets 16 records from its
+ * own number up; a higher one doubles the table until it fits, a lower
+ * one moves the records up to start the table at it. False: out of
+ * memory (nothing changed). */
+static bool fd_room(RLRunLoopRef rl, int fd) {
+    if (fd_reg(rl, fd))
+        return true;
+    uint32_t f = (uint32_t)fd;
+    uint32_t lo = rl->nfdtab ? rl->fdlo : f;
+    uint32_t hi = rl->nfdtab ? rl->fdlo + rl->nfdtab : f + 1; /* past the last */
+    uint32_t nlo = f < lo ? f : lo;
+    size_t need = (size_t)(f >= hi ? f + 1 : hi) - nlo;
+    size_t n = rl->nfdtab ? rl->nfdtab : 16;
+    while (n < need)
+        n *= 2;
+    if (n > UINT32_MAX)
+        return false;
+    rl__fdreg *t = realloc(rl->fdtab, n * sizeof *t);
+    if (!t)
+        return false;
+    size_t shift = lo - nlo, old = rl->nfdtab;
+    if (shift && old)
+        memmove(t + shift, t, old * sizeof *t);
+    memset(t, 0, shift * sizeof *t);
+    memset(t + shift + old, 0, (n - shift - old) * sizeof *t);
+    rl->fdtab = t;
+    rl->fdlo = nlo;
+    rl->nfdtab = (uint32_t)n;
+    return true;
+}
+
 /* Brings the kernel in line with what fd should be watched for (the union
  * over its sources). `verify`: ask the kernel even if nothing changed,
  * because `fresh`, a new object on this fd number, joins: an error then
@@ -160,9 +205,9 @@ static void fd_add(RLRunLoopRef rl, rl__fdreg *r, int fd) {
  * names (ENOENT: closed and reused; EBADF: closed), and the objects
  * there before are stale. Loop lock held. */
 static void fd_sync_ex(RLRunLoopRef rl, int fd, bool verify, struct RLRunLoopSource *fresh) {
-    if (fd < 0 || (size_t)fd >= rl->nfdtab)
+    rl__fdreg *r = fd_reg(rl, fd);
+    if (!r)
         return;
-    rl__fdreg *r = &rl->fdtab[fd];
     if (r->postponed && !verify)
         return; /* delivered in this pass: settled after its callouts (fd_settle) */
     uint32_t want = fd_want(rl, r);
@@ -230,21 +275,9 @@ bool rl__fd_register(RLRunLoopRef rl, struct RLRunLoopSource *src) {
     int fd = src->fdobj ? src->fdobj->fd : -1;
     if (fd < 0)
         return true;
-    if ((size_t)fd >= rl->nfdtab) {
-        /* Half as large again each time, not twice: a server's table grows
-         * with its connections, and an entry stands for each fd number up
-         * to the highest (an idle connection's share of the table). */
-        size_t n = rl->nfdtab ? rl->nfdtab : 16;
-        while (n <= (size_t)fd)
-            n += n / 2;
-        rl__fdreg *t = realloc(rl->fdtab, n * sizeof *t);
-        if (!t)
-            return false;
-        memset(t + rl->nfdtab, 0, (n - rl->nfdtab) * sizeof *t);
-        rl->fdtab = t;
-        rl->nfdtab = n;
-    }
-    rl__fdreg *r = &rl->fdtab[fd];
+    if (!fd_room(rl, fd))
+        return false;
+    rl__fdreg *r = fd_reg(rl, fd);
     for (uint32_t i = 0; i < r->nsrcs; i++) {
         if (reg_srcs(r)[i] == src)
             return true;
@@ -282,9 +315,9 @@ bool rl__fd_register(RLRunLoopRef rl, struct RLRunLoopSource *src) {
 
 void rl__fd_unregister(RLRunLoopRef rl, struct RLRunLoopSource *src) {
     int fd = src->fdobj ? src->fdobj->fd : -1;
-    if (fd < 0 || (size_t)fd >= rl->nfdtab)
+    rl__fdreg *r = fd_reg(rl, fd);
+    if (!r)
         return;
-    rl__fdreg *r = &rl->fdtab[fd];
     for (uint32_t i = 0; i < r->nsrcs; i++) {
         if (reg_srcs(r)[i] == src) {
             memmove(&reg_srcs(r)[i], &reg_srcs(r)[i + 1], (r->nsrcs - i - 1) * sizeof *reg_srcs(r));
@@ -317,9 +350,9 @@ void rl__fd_unregister(RLRunLoopRef rl, struct RLRunLoopSource *src) {
  * its fd. */
 void rl__fd_update(RLRunLoopRef rl, struct RLRunLoopSource *src) {
     int fd = src->fdobj ? src->fdobj->fd : -1;
-    if (fd < 0 || (size_t)fd >= rl->nfdtab)
+    rl__fdreg *r = fd_reg(rl, fd);
+    if (!r)
         return;
-    rl__fdreg *r = &rl->fdtab[fd];
     for (uint32_t i = 0; i < r->nsrcs; i++) {
         if (reg_srcs(r)[i] == src) {
             reg_want(r)[i] = fd_desired(rl, src);
@@ -350,7 +383,7 @@ void rl__fd_sync_all(RLRunLoopRef rl) {
         if (!r->nsrcs)
             continue;
         fd_reread(rl, r);
-        fd_sync(rl, (int)i);
+        fd_sync(rl, fd_at(rl, i));
     }
 }
 
@@ -365,7 +398,7 @@ void rl__fd_note_events(RLRunLoopRef rl, struct epoll_event *ev, int n) {
         uint32_t gen = rl__ev_gen(&ev[i]);
         if (gen == 0)
             continue; /* the loop's own eventfd or timerfd */
-        rl__fdreg *r = fd >= 0 && (size_t)fd < rl->nfdtab ? &rl->fdtab[fd] : NULL;
+        rl__fdreg *r = fd_reg(rl, fd);
         if (r && r->gen == gen) {
             if (!r->level) {
                 r->fired = r->armed;
@@ -387,9 +420,9 @@ void rl__fd_note_events(RLRunLoopRef rl, struct epoll_event *ev, int n) {
  * nothing, but every RL_FD_CHECK_RUNS deliveries the kernel is asked
  * again (a closed number is found out). Loop lock held. */
 static void fd_settle(RLRunLoopRef rl, int fd) {
-    if (fd < 0 || (size_t)fd >= rl->nfdtab)
+    rl__fdreg *r = fd_reg(rl, fd);
+    if (!r)
         return;
-    rl__fdreg *r = &rl->fdtab[fd];
     if (!r->postponed)
         return;
     r->postponed = false;
@@ -433,7 +466,7 @@ static bool fd_kept_end(RLRunLoopRef rl, rl__fd_fire *fire, bool *same) {
 /* rl__fd_after_callout (rl_fdtab.h). */
 void rl__fd_after_callout(RLRunLoopRef rl, rl__fd_fire *fire) {
     int fd = fire->fd;
-    rl__fdreg *r = fd >= 0 && (size_t)fd < rl->nfdtab ? &rl->fdtab[fd] : NULL;
+    rl__fdreg *r = fd_reg(rl, fd);
     if (fire->kept) {
         bool same;
         fire->rearm_others = fd_kept_end(rl, fire, &same);
@@ -479,14 +512,14 @@ static void fd_rebuild(RLRunLoopRef rl) {
         return; /* tried again at the leftover's next report */
     rl->lost_level = false;
     rl->mainq_armed = false; /* added to the new set before the wait (rl__mainq_arm) */
-    for (size_t fd = 0; fd < rl->nfdtab; fd++) {
-        rl__fdreg *r = &rl->fdtab[fd];
+    for (size_t i = 0; i < rl->nfdtab; i++) {
+        rl__fdreg *r = &rl->fdtab[i];
         if (r->nsrcs == 0 || r->always || r->gen == 0)
             continue;
         r->gen = 0;
         r->level = false;
         fd_set_armed(rl, r, 0);
-        fd_sync(rl, (int)fd); /* added again (postponed ones after their callouts) */
+        fd_sync(rl, fd_at(rl, i)); /* added again (postponed ones after their callouts) */
     }
 }
 
@@ -494,8 +527,8 @@ static void fd_rebuild(RLRunLoopRef rl) {
  * callout waits before the outer pass settles them) are settled, and a
  * leftover that reported is got rid of. Loop lock held. */
 void rl__fd_before_wait(RLRunLoopRef rl) {
-    for (size_t fd = 0; rl->npostponed && fd < rl->nfdtab; fd++)
-        fd_settle(rl, (int)fd);
+    for (size_t i = 0; rl->npostponed && i < rl->nfdtab; i++)
+        fd_settle(rl, fd_at(rl, i));
     if (RL__UNLIKELY(rl->rebuild))
         fd_rebuild(rl);
 }
@@ -587,9 +620,9 @@ static bool fd_keepable(const rl__fdreg *r, struct RLFileDescriptor *f, RLOption
  * lock held. */
 static size_t fd_take(RLRunLoopRef rl, rl__mode *m, int fd, uint32_t events, bool later, rl__fd_fire *out,
                          size_t max) {
-    if (fd < 0 || (size_t)fd >= rl->nfdtab)
+    rl__fdreg *r = fd_reg(rl, fd);
+    if (!r)
         return 0;
-    rl__fdreg *r = &rl->fdtab[fd];
     /* A persistent registration reported to the later wait too, if the fd
      * was still ready: this report may have been served already. */
     if (later && r->level)
@@ -688,20 +721,21 @@ size_t rl__fd_collect(RLRunLoopRef rl, rl__mode *m, struct epoll_event *ev, int 
             fd_sync(rl, fd); /* re-armed: it reports again */
             continue;
         }
-        size_t k = fd >= 0 && (size_t)fd < rl->nfdtab ? rl->fdtab[fd].nsrcs : 0;
+        rl__fdreg *q = fd_reg(rl, fd);
+        size_t k = q ? q->nsrcs : 0;
         if (!fd_fire_reserve(fire, inl, cap, n, n + k))
             k = *cap - n; /* out of memory: the rest stay enabled and report again */
         n += fd_take(rl, m, fd, ev[i].events, later, *fire + n, stop_after_handle ? 1 : k);
     }
     /* Always-ready fds (epoll refuses them) are ready whenever armed. */
-    for (size_t fd = 0; rl->nalways && fd < rl->nfdtab; fd++) {
-        rl__fdreg *r = &rl->fdtab[fd];
+    for (size_t i = 0; rl->nalways && i < rl->nfdtab; i++) {
+        rl__fdreg *r = &rl->fdtab[i];
         if (!r->always || !r->armed || (stop_after_handle && n == 1))
             continue;
         size_t k = r->nsrcs;
         if (!fd_fire_reserve(fire, inl, cap, n, n + k))
             k = *cap - n;
-        n += fd_take(rl, m, (int)fd, r->armed, false, *fire + n, stop_after_handle ? 1 : k);
+        n += fd_take(rl, m, fd_at(rl, i), r->armed, false, *fire + n, stop_after_handle ? 1 : k);
     }
     return n;
 }

@@ -86,7 +86,7 @@ static void heap_init(rl__heap *h, int slot, int keyed) {
 /* Appends m as a pending entry: no sifting, so no other entry moves. */
 static bool heap_push(rl__heap *h, rl__memb *m) {
     if (h->n == h->cap) {
-        size_t cap = h->cap ? h->cap * 2 : 16;
+        size_t cap = h->cap ? h->cap * 2 : 2;
         rl__hent *a = realloc(h->a, cap * sizeof *a);
         if (!a)
             return false;
@@ -164,7 +164,7 @@ static void heap_update(rl__heap *h, rl__memb *m) {
 /* Appends m to the caller's array; false if it cannot grow. */
 static bool out_push(rl__memb *m, rl__memb ***out, size_t *n, size_t *cap) {
     if (*n == *cap) {
-        size_t nc = *cap ? *cap * 2 : 16;
+        size_t nc = *cap ? *cap * 2 : 4; /* kept between passes (RLRunLoop.due): small until needed */
         rl__memb **a = realloc(*out, nc * sizeof *a);
         if (!a)
             return false;
@@ -203,7 +203,7 @@ void rl__tset_init(rl__timerset *ts) {
  * memory runs out). Out of line: folding the pending list runs on every
  * pass after an add, growing rarely. */
 static __attribute__((noinline)) void heap_grow(rl__heap *h, size_t need) {
-    size_t cap = h->cap ? h->cap : 16;
+    size_t cap = h->cap ? h->cap : 2; /* a sleeping loop's mode mostly holds one or two */
     while (cap < need)
         cap *= 2;
     rl__hent *a = rl__fault(RL_FAULT_TIMER_ARRAY) ? NULL : realloc(h->a, cap * sizeof *a);
@@ -241,6 +241,12 @@ static bool pending_min(const rl__timerset *ts, double *date) {
         any = true;
     }
     return any;
+}
+
+bool rl__tset_reserve(rl__timerset *ts) {
+    if (!ts->strict.a)
+        heap_grow(&ts->strict, 2);
+    return ts->strict.a != NULL;
 }
 
 void rl__tset_free(rl__timerset *ts) {

@@ -12,6 +12,13 @@
 
 RL__HIDDEN void rl__tset_init(rl__timerset *ts);
 RL__HIDDEN void rl__tset_free(rl__timerset *ts);
+/* Makes the strict timers' array with its first room (2 entries) if it
+ * has none; false if out of memory (the array is then made when timers
+ * come, or they wait on the pending list). Called as a mode is made: else the
+ * loop's first wait after its first timer made it, and malloc's frames
+ * below the wait's were a loop thread's deepest stack (a page more,
+ * resident for the thread's life; test_loop_memory). */
+RL__HIDDEN bool rl__tset_reserve(rl__timerset *ts);
 RL__HIDDEN bool rl__tset_add_slow(rl__timerset *ts, rl__memb *m);
 /* Files a new membership (pending: no heap order yet, see rl_heap.c).
  * The common case, a strict timer, is inline and cannot fail: it goes on

@@ -29,7 +29,7 @@ void rl__olock_lock_slow(rl__olock *l) {
 __attribute__((noinline)) bool rl__homed_grow(RLRunLoopRef rl) {
     if (rl->caphomed >= UINT32_MAX / 2)
         return false;
-    uint32_t cap = rl->caphomed ? rl->caphomed * 2 : 16;
+    uint32_t cap = rl->caphomed ? rl->caphomed * 2 : 2; /* as a mode's timer heap (rl_heap.c) */
     struct RLRunLoopTimer **a = realloc(rl->homed, cap * sizeof *a);
     if (!a)
         return false;

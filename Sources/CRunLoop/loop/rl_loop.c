@@ -36,7 +36,8 @@ static void loop_finalize(void *obj) {
         rl__mode_free(rl->modes[i]);
     free(rl->modes);
     for (size_t i = 0; i < rl->ncommon; i++)
-        free(rl->common[i].name);
+        if (rl->common[i].name != kRLRunLoopDefaultMode) /* the first: the constant (loop_create) */
+            free(rl->common[i].name);
     free(rl->common);
     free(rl->citems);
     free(rl->cidx);

@@ -147,6 +147,14 @@ void rl__stats_free(RLRunLoopRef rl) {
     free(rl->stats_base);
 }
 
+size_t rl__stats_bytes(RLRunLoopRef rl) {
+    size_t n = atomic_load_explicit(&rl->timing, memory_order_acquire) ? sizeof(rl__loop_timing) : 0;
+    pthread_mutex_lock(&base_mu);
+    n += rl->stats_base ? sizeof(rl__stats_base) : 0;
+    pthread_mutex_unlock(&base_mu);
+    return n;
+}
+
 bool rl__stats_set_timing(RLRunLoopRef rl, bool enabled, const char *fn) {
     if (enabled && !atomic_load_explicit(&rl->timing, memory_order_acquire)) {
         rl__loop_timing *t = calloc(1, sizeof *t);

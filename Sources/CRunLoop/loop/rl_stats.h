@@ -79,5 +79,8 @@ RL__HIDDEN bool rl__stats_copy(RLRunLoopRef rl, RLRunLoopStatistics *out, const 
 RL__HIDDEN bool rl__stats_reset(RLRunLoopRef rl, const char *fn);
 /* Frees what the loop's statistics made (rl_loop.c, the loop going). */
 RL__HIDDEN void rl__stats_free(RLRunLoopRef rl);
+/* The bytes rl's statistics hold (histograms, the copy at the last
+ * reset); 0 until timing is first turned on or the statistics reset. */
+RL__HIDDEN size_t rl__stats_bytes(RLRunLoopRef rl);
 
 #endif /* CRUNLOOP_RL_STATS_H */

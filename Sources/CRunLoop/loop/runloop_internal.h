@@ -477,7 +477,14 @@ struct RLRunLoop {
     unsigned fork_gen; /* rl__fork_gen() at creation: another one means inherited by a fork() child */
     struct RLRunLoop *inherited_next; /* in a fork() child: on rl_inherited_mains */
     rl__poller kern; /* its kernel objects and backend (kernel/rl_poll.h) */
-    char pad0[RL_LINE];
+    /* The main dispatch queue (rl_mainqueue.c): whether the loop serves
+     * one (the main loop of a process that loaded libdispatch; set before
+     * the loop is published), and its handle, -1 until a wait first needs
+     * it. Here, written once, beside what other threads only read: the
+     * loop's own fields after the lock stay within a 1 KiB pool slot. */
+    bool mainq;
+    int mainq_fd;
+    char pad0[RL_LINE - 8];
 
     _Atomic int wake_pending;
     _Atomic int ignore_wakeups; /* as CF: from each wake until the next pass starts */
@@ -516,21 +523,16 @@ struct RLRunLoop {
     rl__frame *frame;
     rl__mode *armed_mode; /* the mode whose fds are in the epoll set */
     double armed_at;     /* monotonic time the timerfd is armed for; INFINITY: disarmed; NaN: unknown (arming failed) */
-    /* The last wait reported the timerfd's expiry, not noted in armed_at
-     * yet (the next wait does, under the loop lock); whether it reported user fds (their events
-     * are in the fd table). The loop's thread only. */
-    bool tfd_expired, wait_fds;
 
-    rl__fdreg *fdtab;
-    size_t nfdtab;
+    rl__fdreg *fdtab; /* fdtab[i]: the registration of fd fdlo + i (rl_fdtab.c) */
+    uint32_t nfdtab;
+    uint32_t fdlo;
     size_t nfd_armed; /* user fds with events armed (always-ready ones included) */
     size_t nalways;   /* of those, always ready: the loop polls instead of sleeping */
     uint32_t fdgen;   /* the last registration tag handed out */
+    uint32_t npostponed; /* fds with `postponed` set */
     unsigned long nctl; /* epoll_ctl calls on epfd for user fds (tests read it: rl__fd_ctl_calls) */
     unsigned long nkept; /* callouts made kept (rl_fdtab.c; tests read it: rl__fd_kept_calls) */
-    uint32_t npostponed; /* fds with `postponed` set */
-    bool lost_level;     /* a persistent registration could not be changed: it may be left in the set */
-    bool rebuild;        /* such a leftover reported: the loop moves to a new epoll set before it waits */
     uint64_t nwaits;     /* epoll_waits so far; the loop's thread only */
     /* While an fd callout runs: how many more fd callouts this pass has
      * still to make (rl__fd_pass_left). The loop's thread only. */
@@ -545,14 +547,16 @@ struct RLRunLoop {
     /* While that callout runs: the report it serves had no hang-up and no
      * error in it (rl__fd_fire.quiet; rl__fd_report_quiet). */
     bool fd_quiet;
-    /* The main dispatch queue (rl_mainqueue.c): whether the loop serves
-     * one (the main loop of a process that loaded libdispatch; set before
-     * the loop is published); its handle, -1 until a wait first needs it;
-     * whether the handle is in the epoll set, reported and not served yet,
-     * being served. The loop's thread only. */
-    bool mainq;
-    int mainq_fd;
+    bool lost_level;     /* a persistent registration could not be changed: it may be left in the set */
+    bool rebuild;        /* such a leftover reported: the loop moves to a new epoll set before it waits */
+    /* The main dispatch queue's handle (mainq, mainq_fd above): whether
+     * it is in the epoll set, reported and not served yet, being served.
+     * The loop's thread only. */
     bool mainq_armed, mainq_ready, mainq_serving;
+    /* The last wait reported the timerfd's expiry, not noted in armed_at
+     * yet (the next wait does, under the loop lock); whether it reported
+     * user fds (their events are in the fd table). The loop's thread only. */
+    bool tfd_expired, wait_fds;
 
     /* Timers and observers whose home this loop is (runloop_internal.h):
      * the timers at home here and in none of its modes in an array (each
