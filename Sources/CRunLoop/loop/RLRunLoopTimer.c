@@ -24,19 +24,6 @@ static void timer_finalize(void *obj) {
         free(x); /* its list is empty: each membership held a reference */
 }
 
-rl__timer_ext *rl__timer_ext_make(struct RLRunLoopTimer *t) {
-    rl__timer_ext *x = rl__timer_ext_of(t);
-    if (x)
-        return x;
-    x = calloc(1, sizeof *x);
-    if (!x)
-        return NULL;
-    TAILQ_INIT(&x->membs);
-    x->anchor = t->fire_date;
-    atomic_store_explicit(&t->ext, x, memory_order_release);
-    return x;
-}
-
 /* Another thread may move the date or invalidate the timer meanwhile: the
  * fields are copied under the lock that guards them, printed after. */
 static char *timer_describe(const void *obj) {

@@ -76,6 +76,41 @@ static inline bool rl__loop_trylock(RLRunLoopRef rl) {
 
 /* Locks what guards item (a timer or an observer): returns its home,
  * locked, or NULL with the item lock held. rl__item_unlock undoes it. */
+/* ---- a loop's idle timers (rl_lock.c) ----
+ * A timer at home in a loop and in none of its modes is found through the
+ * loop's array RLRunLoop.homed (each knows its slot, home_idx), so that
+ * the loop's teardown takes it homeless; one in a mode is found through
+ * the mode. A timer is listed when it is first in no mode at home (its
+ * last mode left, or its first add there failed) and stays listed until
+ * it leaves home, modes or not: so a timer waiting in a loop costs no slot
+ * (100,000 timers added: no array), and one added and removed over and
+ * over is listed once. The loop lock held. */
+RL__HIDDEN bool rl__homed_grow(RLRunLoopRef rl);
+
+static inline bool rl__timer_in_no_mode(const struct RLRunLoopTimer *t) { return !t->inline_used && !t->multi; }
+
+/* Lists t, at home in rl (no-op if it is); false if the array cannot grow. */
+static inline bool rl__homed_list(RLRunLoopRef rl, struct RLRunLoopTimer *t) {
+    if (t->listed)
+        return true;
+    if (RL__UNLIKELY(rl->nhomed == rl->caphomed) && !rl__homed_grow(rl))
+        return false;
+    t->home_idx = rl->nhomed;
+    rl->homed[rl->nhomed++] = t;
+    t->listed = true;
+    return true;
+}
+
+/* Takes t out of rl's array if it is listed; the last slot's timer takes its slot. */
+static inline void rl__homed_unlist(RLRunLoopRef rl, struct RLRunLoopTimer *t) {
+    if (!t->listed)
+        return;
+    struct RLRunLoopTimer *last = rl->homed[--rl->nhomed];
+    rl->homed[t->home_idx] = last;
+    last->home_idx = t->home_idx;
+    t->listed = false;
+}
+
 RL__HIDDEN RLRunLoopRef rl__item_lock(void *item, rl__kind kind);
 RL__HIDDEN void rl__item_unlock(void *item, rl__kind kind, RLRunLoopRef home);
 /* The item is being freed: it leaves its home's list. */

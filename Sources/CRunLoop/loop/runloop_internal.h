@@ -41,6 +41,7 @@
 #include <bsd/sys/queue.h>
 #include <pthread.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/types.h>
@@ -263,8 +264,22 @@ static inline rl__timer_ext *rl__timer_ext_of(const struct RLRunLoopTimer *t) {
 }
 
 /* t's extension, made (with interval, order, copyDescription 0) if it has
- * none; NULL if memory is short. What guards t held, or t not yet shared. */
-RL__HIDDEN rl__timer_ext *rl__timer_ext_make(struct RLRunLoopTimer *t);
+ * none; NULL if memory is short. What guards t held, or t not yet shared.
+ * Here, not in RLRunLoopTimer.c: the membership file makes one for a
+ * timer's second mode, and calls nothing else of the timer file's, which
+ * calls it (no circle between the two). */
+static inline rl__timer_ext *rl__timer_ext_make(struct RLRunLoopTimer *t) {
+    rl__timer_ext *x = rl__timer_ext_of(t);
+    if (x)
+        return x;
+    x = calloc(1, sizeof *x);
+    if (!x)
+        return NULL;
+    TAILQ_INIT(&x->membs);
+    x->anchor = t->fire_date;
+    atomic_store_explicit(&t->ext, x, memory_order_release);
+    return x;
+}
 
 static inline RLTimeInterval rl__timer_interval(const struct RLRunLoopTimer *t) {
     const rl__timer_ext *x = rl__timer_ext_of(t);
@@ -662,40 +677,6 @@ static inline RLRunLoopRef rl__home_get(void *item, rl__kind kind) {
     return atomic_load_explicit(rl__item_home(item, kind), memory_order_relaxed);
 }
 
-/* ---- a loop's idle timers (rl_lock.c) ----
- * A timer at home in a loop and in none of its modes is found through the
- * loop's array RLRunLoop.homed (each knows its slot, home_idx), so that
- * the loop's teardown takes it homeless; one in a mode is found through
- * the mode. A timer is listed when it is first in no mode at home (its
- * last mode left, or its first add there failed) and stays listed until
- * it leaves home, modes or not: so a timer waiting in a loop costs no slot
- * (100,000 timers added: no array), and one added and removed over and
- * over is listed once. The loop lock held. */
-RL__HIDDEN bool rl__homed_grow(RLRunLoopRef rl);
-
-static inline bool rl__timer_in_no_mode(const struct RLRunLoopTimer *t) { return !t->inline_used && !t->multi; }
-
-/* Lists t, at home in rl (no-op if it is); false if the array cannot grow. */
-static inline bool rl__homed_list(RLRunLoopRef rl, struct RLRunLoopTimer *t) {
-    if (t->listed)
-        return true;
-    if (RL__UNLIKELY(rl->nhomed == rl->caphomed) && !rl__homed_grow(rl))
-        return false;
-    t->home_idx = rl->nhomed;
-    rl->homed[rl->nhomed++] = t;
-    t->listed = true;
-    return true;
-}
-
-/* Takes t out of rl's array if it is listed; the last slot's timer takes its slot. */
-static inline void rl__homed_unlist(RLRunLoopRef rl, struct RLRunLoopTimer *t) {
-    if (!t->listed)
-        return;
-    struct RLRunLoopTimer *last = rl->homed[--rl->nhomed];
-    rl->homed[t->home_idx] = last;
-    last->home_idx = t->home_idx;
-    t->listed = false;
-}
 
 /* ---- timers (RLRunLoopTimer.c) ---- */
 
