@@ -526,7 +526,7 @@ struct RLRunLoop {
     size_t *cidx; /* citems index + 1 by the item's hash (linear probing); 0: empty */
     size_t capcidx; /* a power of two, at least twice nci; 0: none yet */
 
-    uint32_t pass_ran; /* requests run since the loop last waited; the loop's thread only */
+    uint32_t pass_ran; /* requests run, and looks after a pass that performed a source, since the loop last waited (rl_waitpolicy.h); the loop's thread only */
     uint32_t pass_bulk;    /* sockets read in bulk since the loop last waited (rl__wait_note_bulk_read); its thread only */
     const void *bulk_last; /* the last of them */
     unsigned long ncoalesced; /* waits the loop coalesced before (tests read it: rl__loop_coalesced_waits) */
