@@ -10,6 +10,7 @@
 
 #include "RLBase.h"
 #include "rl_rxq.h"
+#include "rl_span.h" /* fd-indexed tables over the span of their fds */
 
 #include <pthread.h>
 #include <stdatomic.h>

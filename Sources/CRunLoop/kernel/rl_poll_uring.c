@@ -171,33 +171,15 @@ size_t rl__poll_uring_regs_bytes(rl__poller *rl) {
     return u ? u->nregs * sizeof *u->regs : 0;
 }
 
-/* Room in u->regs for fd (>= 0): the first fd gets 16 records from its
- * own number up, a higher one doubles the table until it fits, a lower
- * one moves the records up. false: out of memory (nothing changed). */
+/* Room in u->regs for fd (>= 0), as rl_span.h grows such a table. false:
+ * out of memory (nothing changed). */
 static bool uring_room(uring *u, int fd) {
     if (uring_reg_at(u, fd))
         return true;
-    uint32_t f = (uint32_t)fd;
-    uint32_t lo = u->nregs ? u->lo : f;
-    uint32_t hi = u->nregs ? u->lo + u->nregs : f + 1; /* past the last */
-    uint32_t nlo = f < lo ? f : lo;
-    size_t need = (size_t)(f >= hi ? f + 1 : hi) - nlo;
-    size_t n = u->nregs ? u->nregs : 16;
-    while (n < need)
-        n *= 2;
-    if (n > UINT32_MAX)
+    void *a = u->regs;
+    if (!rl__span_room(&a, &u->lo, &u->nregs, sizeof *u->regs, fd))
         return false;
-    uring_reg *a = realloc(u->regs, n * sizeof *a);
-    if (!a)
-        return false;
-    size_t shift = lo - nlo, old = u->nregs;
-    if (shift && old)
-        memmove(a + shift, a, old * sizeof *a);
-    memset(a, 0, shift * sizeof *a);
-    memset(a + shift + old, 0, (n - shift - old) * sizeof *a);
     u->regs = a;
-    u->lo = nlo;
-    u->nregs = (uint32_t)n;
     return true;
 }
 

@@ -10,6 +10,7 @@
  * run-loop files: it calls the locking protocol (rl_lock.c) only.
  */
 #include "rl_fdtab.h"
+#include "rl_span.h"
 #include "rl_lock.h"
 #include "rl_loop.h"
 #include "rl_poll.h"
@@ -167,34 +168,15 @@ static inline rl__fdreg *fd_reg(RLRunLoopRef rl, int fd) {
 /* The fd of the table's i-th record. */
 static inline int fd_at(RLRunLoopRef rl, size_t i) { return (int)(rl->fdlo + (uint32_t)i); }
 
-/* Room in the table for fd (>= 0): the first fd gets 16 records from its
- * own number up; a higher one doubles the table until it fits, a lower
- * one moves the records up to start the table at it. False: out of
- * memory (nothing changed). */
+/* Room in the table for fd (>= 0), as rl_span.h grows such a table.
+ * False: out of memory (nothing changed). */
 static bool fd_room(RLRunLoopRef rl, int fd) {
     if (fd_reg(rl, fd))
         return true;
-    uint32_t f = (uint32_t)fd;
-    uint32_t lo = rl->nfdtab ? rl->fdlo : f;
-    uint32_t hi = rl->nfdtab ? rl->fdlo + rl->nfdtab : f + 1; /* past the last */
-    uint32_t nlo = f < lo ? f : lo;
-    size_t need = (size_t)(f >= hi ? f + 1 : hi) - nlo;
-    size_t n = rl->nfdtab ? rl->nfdtab : 16;
-    while (n < need)
-        n *= 2;
-    if (n > UINT32_MAX)
+    void *t = rl->fdtab;
+    if (!rl__span_room(&t, &rl->fdlo, &rl->nfdtab, sizeof *rl->fdtab, fd))
         return false;
-    rl__fdreg *t = realloc(rl->fdtab, n * sizeof *t);
-    if (!t)
-        return false;
-    size_t shift = lo - nlo, old = rl->nfdtab;
-    if (shift && old)
-        memmove(t + shift, t, old * sizeof *t);
-    memset(t, 0, shift * sizeof *t);
-    memset(t + shift + old, 0, (n - shift - old) * sizeof *t);
     rl->fdtab = t;
-    rl->fdlo = nlo;
-    rl->nfdtab = (uint32_t)n;
     return true;
 }
 
