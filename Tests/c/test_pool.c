@@ -150,8 +150,8 @@ static void *timers_thread(void *arg) {
     return NULL;
 }
 
-/* A timer in a loop costs at most 152 bytes (issue 27's goal; libuv's
- * uv_timer_t, malloc'd, is 160): its 144-byte object in a 144-byte slot (a
+/* A timer in a loop costs at most 152 bytes (libuv's uv_timer_t,
+ * malloc'd, takes 160): its 144-byte object in a 144-byte slot (a
  * packed pool class, not rounded up to 192 or 320), nothing else while it
  * waits in one mode with no tolerance (no extension, no slot in the loop's
  * array of idle timers). It was 320 bytes of slot, 330 with the rest.
