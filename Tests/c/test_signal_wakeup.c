@@ -82,10 +82,11 @@ static void count_before_waiting(RLRunLoopObserverRef o, RLRunLoopActivity a, vo
         RLRunLoopStop(RLRunLoopGetCurrent());
 }
 
-/* Until `taken` reaches `want`, at most 5 s: false if it never does. */
-static bool wait_taken(lockstep *g, long want) {
+/* Until `*v` is above `floor`, at most 5 s (spinning a while, then
+ * yielding): false if it never gets there. */
+static bool wait_above(_Atomic long *v, long floor) {
     double t0 = rl_test_now();
-    for (unsigned spins = 0; atomic_load(&g->taken) < want; spins++) {
+    for (unsigned spins = 0; atomic_load(v) <= floor; spins++) {
         if (spins > 1000) {
             sched_yield();
             if (rl_test_now() - t0 > 5)
@@ -103,18 +104,15 @@ static void *lockstep_producer(void *arg) {
          * sleep (its BeforeWaiting observer ran since the perform that took
          * the last command), a random while later; the others at a random
          * moment. With nothing left to do, the loop always gets there. */
-        if (i % 2 == 0) {
-            double t0 = rl_test_now();
-            while (atomic_load(&g->befores) <= atomic_load(&g->mark) && rl_test_now() - t0 < 5)
-                sched_yield();
-        }
+        if (i % 2 == 0)
+            (void)wait_above(&g->befores, atomic_load(&g->mark));
         random_delay(&x);
         pthread_mutex_lock(&g->mu);
         g->queued++;
         pthread_mutex_unlock(&g->mu);
         RLRunLoopSourceSignal(g->src);
         RLRunLoopWakeUp(g->rl);
-        if (!wait_taken(g, i + 1)) {
+        if (!wait_above(&g->taken, i)) {
             atomic_store(&g->lost_at, i);
             break;
         }
@@ -181,15 +179,10 @@ static void *wake_producer(void *arg) {
     for (long i = 0; i < w->wakes; i++) {
         /* The loop's (i+1)th BeforeWaiting: it is on its way to sleep, and
          * takes wake-ups; the one sent now ends the wait that follows. */
-        double t0 = rl_test_now();
-        while (atomic_load(&w->befores) <= i && rl_test_now() - t0 < 5)
-            sched_yield();
+        (void)wait_above(&w->befores, i);
         random_delay(&x);
         RLRunLoopWakeUp(w->rl);
-        t0 = rl_test_now();
-        while (atomic_load(&w->afters) <= i && rl_test_now() - t0 < 5)
-            sched_yield();
-        if (atomic_load(&w->afters) <= i) {
+        if (!wait_above(&w->afters, i)) {
             atomic_store(&w->lost_at, i);
             break;
         }
