@@ -206,7 +206,10 @@ static void pq_wake_one(rl__pqueue *pq) { rl__futex_wake((_Atomic uint32_t *)&pq
 #endif
 
 /* Puts a new empty chunk in the pool: the size pq->next_bytes says (read
- * without the lock: producers racing here may make two of one size). */
+ * without the lock: producers racing here may make two of one size). The
+ * next one is twice as big only if this one was needed for a backlog (the
+ * queue's last chunk is full): a queue that is empty whenever a request
+ * comes (its chunks on their way back from the loop) stays at small ones. */
 static bool pq_grow(rl__pqueue *pq) {
     uint32_t bytes = __atomic_load_n(&pq->next_bytes, __ATOMIC_RELAXED);
     if (bytes < RL_PCHUNK_FIRST_BYTES)
@@ -220,7 +223,7 @@ static bool pq_grow(rl__pqueue *pq) {
     p[bytes - 1] = 0;
     pq_lock(pq);
     flist_push(&pq->pool, c);
-    if (bytes < RL_PCHUNK_BYTES)
+    if (bytes < RL_PCHUNK_BYTES && pq->q.tail)
         __atomic_store_n(&pq->next_bytes, bytes * 2, __ATOMIC_RELAXED);
     pq_unlock(pq);
     return true;
@@ -897,7 +900,7 @@ typedef struct req_batch {
     /* Blocks that ran (without a record) are released in batches, after
      * running: the frees (of memory the producer's thread allocated) come
      * together instead of interleaving with the calls. */
-    void *ran[64]; /* block copies; slots (call_bslot) tagged with bit 0 */
+    void *ran[16]; /* block copies; slots (call_bslot) tagged with bit 0 */
     size_t nran;
 #endif
 } req_batch;
