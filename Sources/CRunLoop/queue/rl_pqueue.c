@@ -205,13 +205,14 @@ static void pq_lock(rl__pqueue *pq) {
 static void pq_wake_one(rl__pqueue *pq) { rl__futex_wake((_Atomic uint32_t *)&pq->lock, 1); }
 #endif
 
-/* Puts a new empty chunk in the pool: the size pq->next_bytes says (read
+/* Puts a new empty chunk in the pool: the size q->next_bytes says (read
  * without the lock: producers racing here may make two of one size). The
  * next one is twice as big only if this one was needed for a backlog (the
  * queue's last chunk is full): a queue that is empty whenever a request
  * comes (its chunks on their way back from the loop) stays at small ones. */
-static bool pq_grow(rl__pqueue *pq) {
-    uint32_t bytes = __atomic_load_n(&pq->next_bytes, __ATOMIC_RELAXED);
+static bool pq_grow(rl__perform_queue *q) {
+    rl__pqueue *pq = &q->pq;
+    uint32_t bytes = __atomic_load_n(&q->next_bytes, __ATOMIC_RELAXED);
     if (bytes < RL_PCHUNK_FIRST_BYTES)
         bytes = RL_PCHUNK_FIRST_BYTES;
     rl__pchunk *c = malloc(bytes);
@@ -224,7 +225,7 @@ static bool pq_grow(rl__pqueue *pq) {
     pq_lock(pq);
     flist_push(&pq->pool, c);
     if (bytes < RL_PCHUNK_BYTES && pq->q.tail)
-        __atomic_store_n(&pq->next_bytes, bytes * 2, __ATOMIC_RELAXED);
+        __atomic_store_n(&q->next_bytes, bytes * 2, __ATOMIC_RELAXED);
     pq_unlock(pq);
     return true;
 }
@@ -709,7 +710,7 @@ static bool push_request(rl__perform_queue *q, rl__pext *e, void (*fn)(void *), 
             return true;
         if (closed)
             return closed_fail(fname);
-        if (!pq_grow(&q->pq))
+        if (!pq_grow(q))
             return rl__fail(kRLErrorNoMemory, fname, "out of memory");
     }
 }
@@ -732,7 +733,7 @@ static bool push_bslot(rl__perform_queue *q, rl__pext *e, const block_layout *b,
         }
         if (!pq_has_room_locked(&q->pq, e ? 2 : 1)) {
             pq_unlock(&q->pq);
-            if (!pq_grow(&q->pq))
+            if (!pq_grow(q))
                 return rl__fail(kRLErrorNoMemory, fname, "out of memory");
             continue;
         }

@@ -114,7 +114,6 @@ typedef struct rl__pqueue {
     _Atomic int queued; /* q is not empty; readable without the lock (rl__pq_maybe_queued) */
     rl__pchain q;
     rl__flist pool; /* empty chunks */
-    uint32_t next_bytes; /* the size of the next chunk to malloc (0: the first) */
 } rl__pqueue;
 
 
@@ -140,6 +139,7 @@ typedef struct rl__perform_queue {
     uint32_t bwarmup;       /* block copies made before slabs are used (relaxed atomics) */
     struct rl__bslab *bcur;  /* block copies (RLRunLoopPerformBlock): the slab being filled */
     unsigned bcur_used;     /* its bytes handed out */
+    uint32_t next_bytes;    /* the size of the next chunk to malloc, 0: the first (relaxed atomics) */
     rl__flist bcache;        /* empty slabs kept for reuse */
     rl__spin wait_spin;     /* waitUntilDone senders: how long to spin for the reply */
     unsigned fork_gen;      /* its loop's rl__fork_gen(): a fork() child stops a batch there */
