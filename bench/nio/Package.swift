@@ -10,6 +10,14 @@ import PackageDescription
 // (two levels up from this manifest), whatever it is called.
 let root = String(#filePath.split(separator: "/").dropLast(3).last!).lowercased()
 
+/// SwiftThreads, swift-nio's event loops and Foundation: what both
+/// benchmarks are built against.
+let dependencies: [Target.Dependency] = [
+    .product(name: "SwiftThreads", package: root),
+    .product(name: "NIOCore", package: "swift-nio"),
+    .product(name: "NIOPosix", package: "swift-nio"),
+]
+
 let package = Package(
     name: "swiftthreads-nio-bench",
     dependencies: [
@@ -17,27 +25,13 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.0"),
     ],
     targets: [
-        .executableTarget(
-            name: "swiftthreads-nio-bench",
-            dependencies: [
-                .product(name: "SwiftThreads", package: root),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-            ],
-            // A benchmark sharing plain counters and semaphores between its
-            // own threads: Swift 5 mode keeps it free of Sendable ceremony.
-            swiftSettings: [.swiftLanguageMode(.v5)]
-        ),
+        // A benchmark sharing plain counters and semaphores between its
+        // own threads: Swift 5 mode keeps it free of Sendable ceremony.
+        .executableTarget(name: "swiftthreads-nio-bench", dependencies: dependencies,
+                          swiftSettings: [.swiftLanguageMode(.v5)]),
         // The memory rows (RSS per timer, loop thread, idle connection):
         // Swift 6 language mode, strict concurrency.
-        .executableTarget(
-            name: "swiftthreads-memory-bench",
-            dependencies: [
-                .product(name: "SwiftThreads", package: root),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-            ],
-            swiftSettings: [.swiftLanguageMode(.v6)]
-        ),
+        .executableTarget(name: "swiftthreads-memory-bench", dependencies: dependencies,
+                          swiftSettings: [.swiftLanguageMode(.v6)]),
     ]
 )

@@ -68,7 +68,7 @@ static inline void *flist_pop(rl__flist *l) {
  * Lock held. */
 static inline bool pq_push_locked(rl__pqueue *pq, const rl__pslot *s, uint32_t k) {
     rl__pchunk *c = pq->q.tail;
-    if (__builtin_expect(c == NULL || c->n + k > RL_PCHUNK_SLOTS, 0)) {
+    if (__builtin_expect(c == NULL || c->n + k > c->cap, 0)) {
         c = flist_pop(&pq->pool);
         if (!c)
             return false;
@@ -94,7 +94,7 @@ static inline bool pq_push_locked(rl__pqueue *pq, const rl__pslot *s, uint32_t k
  * held. */
 static inline bool pq_has_room_locked(const rl__pqueue *pq, uint32_t k) {
     const rl__pchunk *c = pq->q.tail;
-    return (c && c->n + k <= RL_PCHUNK_SLOTS) || pq->pool.head != NULL;
+    return (c && c->n + k <= c->cap) || pq->pool.head != NULL;
 }
 #endif
 
@@ -137,10 +137,12 @@ static inline bool pcur_read(pcur *r, rl__pslot *out) {
 
 /* Writes at w and moves past it, for compacting a chain in place: w starts
  * at the head and trails the read cursor, so it only ever overwrites slots
- * already read. A chunk left behind is full. */
+ * already read (it fills each chunk to its capacity, the reader read at
+ * most that much of it: in one chunk the writer's index is never past the
+ * reader's). A chunk left behind is full. */
 static inline void pcur_write(pcur *w, rl__pslot s) {
-    if (w->i == RL_PCHUNK_SLOTS) {
-        w->c->n = RL_PCHUNK_SLOTS;
+    if (w->i == w->c->cap) {
+        w->c->n = w->c->cap;
         w->c = w->c->next;
         w->i = 0;
     }
@@ -203,16 +205,27 @@ static void pq_lock(rl__pqueue *pq) {
 static void pq_wake_one(rl__pqueue *pq) { rl__futex_wake((_Atomic uint32_t *)&pq->lock, 1); }
 #endif
 
-static bool pq_grow(rl__pqueue *pq) {
-    rl__pchunk *c = malloc(sizeof *c);
+/* Puts a new empty chunk in the pool: the size q->next_bytes says (read
+ * without the lock: producers racing here may make two of one size). The
+ * next one is twice as big only if this one was needed for a backlog (the
+ * queue's last chunk is full): a queue that is empty whenever a request
+ * comes (its chunks on their way back from the loop) stays at small ones. */
+static bool pq_grow(rl__perform_queue *q) {
+    rl__pqueue *pq = &q->pq;
+    uint32_t bytes = __atomic_load_n(&q->next_bytes, __ATOMIC_RELAXED);
+    if (bytes < RL_PCHUNK_FIRST_BYTES)
+        bytes = RL_PCHUNK_FIRST_BYTES;
+    rl__pchunk *c = malloc(bytes);
     if (!c)
         return false;
+    c->cap = RL_PCHUNK_SLOTS_IN(bytes);
     /* Fault its pages in now, not under the lock with a push. */
-    volatile unsigned char *bytes = (volatile unsigned char *)c;
-    bytes[0] = 0;
-    bytes[sizeof *c - 1] = 0;
+    volatile unsigned char *p = (volatile unsigned char *)c;
+    p[bytes - 1] = 0;
     pq_lock(pq);
     flist_push(&pq->pool, c);
+    if (bytes < RL_PCHUNK_BYTES && pq->q.tail)
+        __atomic_store_n(&q->next_bytes, bytes * 2, __ATOMIC_RELAXED);
     pq_unlock(pq);
     return true;
 }
@@ -509,6 +522,7 @@ enum {
     RL_BSLAB_SIZE = 16384,
     RL_BSLAB_CACHE = 64,     /* kept while the loop runs (1 MiB) */
     RL_BSLAB_CACHE_IDLE = 4, /* kept while it sleeps (rl__perform_trim) */
+    RL_BSLAB_WARMUP = 64,    /* copies made by Block_copy before the first slab */
     RL_BSLAB_BIAS = 1 << 30,
 };
 typedef struct rl__bslab {
@@ -696,7 +710,7 @@ static bool push_request(rl__perform_queue *q, rl__pext *e, void (*fn)(void *), 
             return true;
         if (closed)
             return closed_fail(fname);
-        if (!pq_grow(&q->pq))
+        if (!pq_grow(q))
             return rl__fail(kRLErrorNoMemory, fname, "out of memory");
     }
 }
@@ -719,7 +733,7 @@ static bool push_bslot(rl__perform_queue *q, rl__pext *e, const block_layout *b,
         }
         if (!pq_has_room_locked(&q->pq, e ? 2 : 1)) {
             pq_unlock(&q->pq);
-            if (!pq_grow(&q->pq))
+            if (!pq_grow(q))
                 return rl__fail(kRLErrorNoMemory, fname, "out of memory");
             continue;
         }
@@ -758,8 +772,13 @@ static bool push_block(rl__perform_queue *q, rl__pext *e, bool borrowed, void *b
     int flags = __atomic_load_n(&b->flags, __ATOMIC_RELAXED);
     if (flags & RL_BLOCK_IS_GLOBAL)
         return push_request(q, e, call_global, block, fname);
-    if (bslot_fits(b, flags))
-        return push_bslot(q, e, b, fname);
+    /* The first RL_BSLAB_WARMUP copies of a queue go through malloc: a
+     * loop handed a block now and then holds no 16 KiB slab for it. */
+    if (bslot_fits(b, flags)) {
+        if (RL__LIKELY(__atomic_load_n(&q->bwarmup, __ATOMIC_RELAXED) >= RL_BSLAB_WARMUP))
+            return push_bslot(q, e, b, fname);
+        __atomic_fetch_add(&q->bwarmup, 1, __ATOMIC_RELAXED);
+    }
 #endif
     void *copy = _Block_copy(block);
     if (push_request(q, e, call_block, copy, fname))
@@ -882,24 +901,26 @@ typedef struct req_batch {
     /* Blocks that ran (without a record) are released in batches, after
      * running: the frees (of memory the producer's thread allocated) come
      * together instead of interleaving with the calls. */
-    void *ran[64]; /* block copies; slots (call_bslot) tagged with bit 0 */
+    void *ran[16]; /* block copies; slots (call_bslot) tagged with bit 0 */
     size_t nran;
 #endif
 } req_batch;
 
 #if __BLOCKS__
 /* Releases the blocks that ran: a copy by Block_release; a slot by its
- * dispose helper, the slots then going back to the pool in one step. */
-static void ran_flush(req_batch *b) {
+ * dispose helper, the slots then going back to the pool in one step
+ * (gathered at the front of b->ran, behind the reads). Not inlined: the
+ * batch's frame, under every request it runs, stays small (a loop thread's
+ * stack pages are its memory). */
+static __attribute__((noinline)) void ran_flush(req_batch *b) {
     size_t n = b->nran, nslots = 0;
     b->nran = 0; /* before any release: one could end the thread */
-    void *slots[sizeof b->ran / sizeof b->ran[0]];
     for (size_t k = 0; k < n; k++) {
         uintptr_t p = (uintptr_t)b->ran[k];
         if (p & 1) {
 #if RL_TRICK_BLOCK_COPY
-            slots[nslots] = (void *)(p - 1);
-            bslot_dispose_captures(slots[nslots++]);
+            b->ran[nslots] = (void *)(p - 1);
+            bslot_dispose_captures(b->ran[nslots++]);
 #endif
         } else {
             Block_release((void (^)(void))(void *)p);
@@ -907,11 +928,10 @@ static void ran_flush(req_batch *b) {
     }
 #if RL_TRICK_BLOCK_COPY
     if (nslots) {
-        bslots_put(slots, nslots);
+        bslots_put(b->ran, nslots);
         b->q->trim_due = true; /* a slab may have gone back to the cache */
     }
 #else
-    (void)slots;
     (void)nslots;
 #endif
 }
@@ -1168,6 +1188,30 @@ static rl__pchain take_all(rl__perform_queue *q, bool close) {
     c = pchain_cat(q->held, c);
     q->held = (rl__pchain){NULL, NULL};
     return c;
+}
+
+/* Adds the chunks of the list from c to *bytes and *n. */
+static void chunks_count(const rl__pchunk *c, size_t *bytes, size_t *n) {
+    for (; c; c = c->next) {
+        *bytes += sizeof *c + (size_t)c->cap * sizeof c->s[0];
+        (*n)++;
+    }
+}
+
+size_t rl__perform_held_bytes(rl__perform_queue *q, size_t *nchunks) {
+    size_t bytes = 0, n = 0;
+    chunks_count(q->held.head, &bytes, &n);
+    chunks_count(q->spent, &bytes, &n);
+    pq_lock(&q->pq);
+    chunks_count(q->pq.q.head, &bytes, &n);
+    chunks_count(q->pq.pool.head, &bytes, &n);
+#if __BLOCKS__ && RL_TRICK_BLOCK_COPY
+    bytes += ((size_t)q->bcache.n + (q->bcur != NULL)) * RL_BSLAB_SIZE;
+#endif
+    pq_unlock(&q->pq);
+    if (nchunks)
+        *nchunks = n;
+    return bytes;
 }
 
 void rl__perform_close(rl__perform_queue *q) { pchain_drop(q, take_all(q, true)); }

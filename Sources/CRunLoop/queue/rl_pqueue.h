@@ -52,8 +52,8 @@ struct rl__bslab;
 /* ---- the storage (rl_pqueue.c) ----
  *
  * The storage of a run loop's perform queue: a FIFO of
- * 16-byte slots (a function and its argument) in chained 4 KiB chunks,
- * behind a spin lock, with a pool of empty chunks.
+ * 16-byte slots (a function and its argument) in chained chunks, behind a
+ * spin lock, with a pool of empty chunks.
  *
  * Why chunks: requests are appended by other threads, many millions a
  * second, and taken by the loop's thread all at once. A growing array
@@ -61,6 +61,12 @@ struct rl__bslab;
  * backlog; a chain appends in place, hands over in O(1), and chunks go
  * back to a per-queue pool (then to malloc) once the loop is done with
  * them, so a loop that keeps up cycles through the same few chunks.
+ *
+ * Chunk sizes: a queue has no chunk until its first request; the first is
+ * small (RL_PCHUNK_FIRST_BYTES: a loop that gets a request now and then,
+ * a worker thread's start, holds 128 bytes, not a page), and each chunk
+ * malloc'ed after it twice the last, up to RL_PCHUNK_BYTES (4 KiB), where
+ * a backlog's chunks stay. A chunk knows its capacity (cap).
  *
  * What a slot means (record heads, which function releases what): see
  * rl_pqueue.c.
@@ -82,19 +88,23 @@ typedef struct rl__pslot {
     void *arg;
 } rl__pslot;
 
-enum { RL_PCHUNK_BYTES = 4096 };
+enum {
+    RL_PCHUNK_FIRST_BYTES = 128, /* a queue's first chunk: 7 slots */
+    RL_PCHUNK_BYTES = 4096,      /* the biggest, where growth stops: 255 slots */
+};
 
 typedef struct rl__pchunk {
     struct rl__pchunk *next; /* first: chunks go on an rl__flist */
-    uint32_t n; /* slots in use: s[0, n) */
-    uint32_t unused;
-    rl__pslot s[(RL_PCHUNK_BYTES - 16) / sizeof(rl__pslot)];
+    uint32_t n;              /* slots in use: s[0, n) */
+    uint32_t cap;            /* slots it has: s[0, cap) */
+    rl__pslot s[];
 } rl__pchunk;
 
-#define RL_PCHUNK_SLOTS ((uint32_t)(sizeof(((rl__pchunk *)0)->s) / sizeof(rl__pslot)))
+/* The slots of a chunk of `bytes` bytes. */
+#define RL_PCHUNK_SLOTS_IN(bytes) ((uint32_t)(((bytes) - sizeof(rl__pchunk)) / sizeof(rl__pslot)))
 
 /* A chain of chunks, in order; empty: head == NULL. Only the chunks a
- * cursor wrote may have holes at their ends (n < RL_PCHUNK_SLOTS). */
+ * cursor wrote may have holes at their ends (n < cap). */
 typedef struct rl__pchain {
     rl__pchunk *head, *tail;
 } rl__pchain;
@@ -126,8 +136,10 @@ static inline bool rl__pq_maybe_queued(rl__pqueue *pq) { return atomic_load(&pq-
 typedef struct rl__perform_queue {
     rl__pqueue pq;           /* the slots, behind a spin lock */
     _Atomic bool closed;    /* the loop was torn down: pushes fail (set under pq's lock) */
+    uint32_t bwarmup;       /* block copies made before slabs are used (relaxed atomics) */
     struct rl__bslab *bcur;  /* block copies (RLRunLoopPerformBlock): the slab being filled */
     unsigned bcur_used;     /* its bytes handed out */
+    uint32_t next_bytes;    /* the size of the next chunk to malloc, 0: the first (relaxed atomics) */
     rl__flist bcache;        /* empty slabs kept for reuse */
     rl__spin wait_spin;     /* waitUntilDone senders: how long to spin for the reply */
     unsigned fork_gen;      /* its loop's rl__fork_gen(): a fork() child stops a batch there */
@@ -239,6 +251,10 @@ RL__HIDDEN bool rl__perform_has_for(rl__perform_queue *q, const rl__perform_mode
 RL__HIDDEN void rl__perform_trim(rl__perform_queue *q, bool busy);
 /* Teardown: later pushes fail; every queued request is dropped. */
 RL__HIDDEN void rl__perform_close(rl__perform_queue *q);
+/* The bytes of memory the queue holds (its chunks: queued, kept, spent
+ * and pooled; its block slabs), and in *nchunks (if not NULL) how many
+ * chunks: for tests. The loop's thread, or while the loop is not running. */
+RL__HIDDEN size_t rl__perform_held_bytes(rl__perform_queue *q, size_t *nchunks);
 /* Finalization: drops what is left and frees the queue's memory. */
 RL__HIDDEN void rl__perform_destroy(rl__perform_queue *q);
 
