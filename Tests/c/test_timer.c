@@ -465,597 +465,144 @@ static void test_context_balance_and_description(void **state) {
 }
 
 /* More distinct (retain, release) pairs than a timer can name by number
- * (rl__timer_cbs: 255): the later timers keep theirs in their extension,
- * and every timer still retains its info at creation, retains and
- * releases it around each callout, and releases it when invalidated; and
- * GetContext gives its own pair back. */
-enum { NPAIRS = 272 };
-static int pair_retains[NPAIRS], pair_releases;
-static const void *pair_retain_any(int k, const void *i) {
-    pair_retains[k]++;
+ * (rl__timer_cbs: 255): 17 retains x 16 releases make 272 pairs, and the
+ * later timers keep theirs in their extension. Every timer still retains
+ * its info at creation, retains and releases it around each callout, and
+ * releases it when invalidated; and GetContext gives its own pair back. */
+enum { NRET = 17, NREL = 16, NPAIRS = NRET * NREL };
+typedef struct {
+    int retains, releases, fired;
+} pair_counts;
+static const void *pair_retain_any(const void *i) {
+    ((pair_counts *)i)->retains++;
     return i;
 }
-static const void *pair_retain_0(const void *i) { return pair_retain_any(0, i); }
-static const void *pair_retain_1(const void *i) { return pair_retain_any(1, i); }
-static const void *pair_retain_2(const void *i) { return pair_retain_any(2, i); }
-static const void *pair_retain_3(const void *i) { return pair_retain_any(3, i); }
-static const void *pair_retain_4(const void *i) { return pair_retain_any(4, i); }
-static const void *pair_retain_5(const void *i) { return pair_retain_any(5, i); }
-static const void *pair_retain_6(const void *i) { return pair_retain_any(6, i); }
-static const void *pair_retain_7(const void *i) { return pair_retain_any(7, i); }
-static const void *pair_retain_8(const void *i) { return pair_retain_any(8, i); }
-static const void *pair_retain_9(const void *i) { return pair_retain_any(9, i); }
-static const void *pair_retain_10(const void *i) { return pair_retain_any(10, i); }
-static const void *pair_retain_11(const void *i) { return pair_retain_any(11, i); }
-static const void *pair_retain_12(const void *i) { return pair_retain_any(12, i); }
-static const void *pair_retain_13(const void *i) { return pair_retain_any(13, i); }
-static const void *pair_retain_14(const void *i) { return pair_retain_any(14, i); }
-static const void *pair_retain_15(const void *i) { return pair_retain_any(15, i); }
-static const void *pair_retain_16(const void *i) { return pair_retain_any(16, i); }
-static const void *pair_retain_17(const void *i) { return pair_retain_any(17, i); }
-static const void *pair_retain_18(const void *i) { return pair_retain_any(18, i); }
-static const void *pair_retain_19(const void *i) { return pair_retain_any(19, i); }
-static const void *pair_retain_20(const void *i) { return pair_retain_any(20, i); }
-static const void *pair_retain_21(const void *i) { return pair_retain_any(21, i); }
-static const void *pair_retain_22(const void *i) { return pair_retain_any(22, i); }
-static const void *pair_retain_23(const void *i) { return pair_retain_any(23, i); }
-static const void *pair_retain_24(const void *i) { return pair_retain_any(24, i); }
-static const void *pair_retain_25(const void *i) { return pair_retain_any(25, i); }
-static const void *pair_retain_26(const void *i) { return pair_retain_any(26, i); }
-static const void *pair_retain_27(const void *i) { return pair_retain_any(27, i); }
-static const void *pair_retain_28(const void *i) { return pair_retain_any(28, i); }
-static const void *pair_retain_29(const void *i) { return pair_retain_any(29, i); }
-static const void *pair_retain_30(const void *i) { return pair_retain_any(30, i); }
-static const void *pair_retain_31(const void *i) { return pair_retain_any(31, i); }
-static const void *pair_retain_32(const void *i) { return pair_retain_any(32, i); }
-static const void *pair_retain_33(const void *i) { return pair_retain_any(33, i); }
-static const void *pair_retain_34(const void *i) { return pair_retain_any(34, i); }
-static const void *pair_retain_35(const void *i) { return pair_retain_any(35, i); }
-static const void *pair_retain_36(const void *i) { return pair_retain_any(36, i); }
-static const void *pair_retain_37(const void *i) { return pair_retain_any(37, i); }
-static const void *pair_retain_38(const void *i) { return pair_retain_any(38, i); }
-static const void *pair_retain_39(const void *i) { return pair_retain_any(39, i); }
-static const void *pair_retain_40(const void *i) { return pair_retain_any(40, i); }
-static const void *pair_retain_41(const void *i) { return pair_retain_any(41, i); }
-static const void *pair_retain_42(const void *i) { return pair_retain_any(42, i); }
-static const void *pair_retain_43(const void *i) { return pair_retain_any(43, i); }
-static const void *pair_retain_44(const void *i) { return pair_retain_any(44, i); }
-static const void *pair_retain_45(const void *i) { return pair_retain_any(45, i); }
-static const void *pair_retain_46(const void *i) { return pair_retain_any(46, i); }
-static const void *pair_retain_47(const void *i) { return pair_retain_any(47, i); }
-static const void *pair_retain_48(const void *i) { return pair_retain_any(48, i); }
-static const void *pair_retain_49(const void *i) { return pair_retain_any(49, i); }
-static const void *pair_retain_50(const void *i) { return pair_retain_any(50, i); }
-static const void *pair_retain_51(const void *i) { return pair_retain_any(51, i); }
-static const void *pair_retain_52(const void *i) { return pair_retain_any(52, i); }
-static const void *pair_retain_53(const void *i) { return pair_retain_any(53, i); }
-static const void *pair_retain_54(const void *i) { return pair_retain_any(54, i); }
-static const void *pair_retain_55(const void *i) { return pair_retain_any(55, i); }
-static const void *pair_retain_56(const void *i) { return pair_retain_any(56, i); }
-static const void *pair_retain_57(const void *i) { return pair_retain_any(57, i); }
-static const void *pair_retain_58(const void *i) { return pair_retain_any(58, i); }
-static const void *pair_retain_59(const void *i) { return pair_retain_any(59, i); }
-static const void *pair_retain_60(const void *i) { return pair_retain_any(60, i); }
-static const void *pair_retain_61(const void *i) { return pair_retain_any(61, i); }
-static const void *pair_retain_62(const void *i) { return pair_retain_any(62, i); }
-static const void *pair_retain_63(const void *i) { return pair_retain_any(63, i); }
-static const void *pair_retain_64(const void *i) { return pair_retain_any(64, i); }
-static const void *pair_retain_65(const void *i) { return pair_retain_any(65, i); }
-static const void *pair_retain_66(const void *i) { return pair_retain_any(66, i); }
-static const void *pair_retain_67(const void *i) { return pair_retain_any(67, i); }
-static const void *pair_retain_68(const void *i) { return pair_retain_any(68, i); }
-static const void *pair_retain_69(const void *i) { return pair_retain_any(69, i); }
-static const void *pair_retain_70(const void *i) { return pair_retain_any(70, i); }
-static const void *pair_retain_71(const void *i) { return pair_retain_any(71, i); }
-static const void *pair_retain_72(const void *i) { return pair_retain_any(72, i); }
-static const void *pair_retain_73(const void *i) { return pair_retain_any(73, i); }
-static const void *pair_retain_74(const void *i) { return pair_retain_any(74, i); }
-static const void *pair_retain_75(const void *i) { return pair_retain_any(75, i); }
-static const void *pair_retain_76(const void *i) { return pair_retain_any(76, i); }
-static const void *pair_retain_77(const void *i) { return pair_retain_any(77, i); }
-static const void *pair_retain_78(const void *i) { return pair_retain_any(78, i); }
-static const void *pair_retain_79(const void *i) { return pair_retain_any(79, i); }
-static const void *pair_retain_80(const void *i) { return pair_retain_any(80, i); }
-static const void *pair_retain_81(const void *i) { return pair_retain_any(81, i); }
-static const void *pair_retain_82(const void *i) { return pair_retain_any(82, i); }
-static const void *pair_retain_83(const void *i) { return pair_retain_any(83, i); }
-static const void *pair_retain_84(const void *i) { return pair_retain_any(84, i); }
-static const void *pair_retain_85(const void *i) { return pair_retain_any(85, i); }
-static const void *pair_retain_86(const void *i) { return pair_retain_any(86, i); }
-static const void *pair_retain_87(const void *i) { return pair_retain_any(87, i); }
-static const void *pair_retain_88(const void *i) { return pair_retain_any(88, i); }
-static const void *pair_retain_89(const void *i) { return pair_retain_any(89, i); }
-static const void *pair_retain_90(const void *i) { return pair_retain_any(90, i); }
-static const void *pair_retain_91(const void *i) { return pair_retain_any(91, i); }
-static const void *pair_retain_92(const void *i) { return pair_retain_any(92, i); }
-static const void *pair_retain_93(const void *i) { return pair_retain_any(93, i); }
-static const void *pair_retain_94(const void *i) { return pair_retain_any(94, i); }
-static const void *pair_retain_95(const void *i) { return pair_retain_any(95, i); }
-static const void *pair_retain_96(const void *i) { return pair_retain_any(96, i); }
-static const void *pair_retain_97(const void *i) { return pair_retain_any(97, i); }
-static const void *pair_retain_98(const void *i) { return pair_retain_any(98, i); }
-static const void *pair_retain_99(const void *i) { return pair_retain_any(99, i); }
-static const void *pair_retain_100(const void *i) { return pair_retain_any(100, i); }
-static const void *pair_retain_101(const void *i) { return pair_retain_any(101, i); }
-static const void *pair_retain_102(const void *i) { return pair_retain_any(102, i); }
-static const void *pair_retain_103(const void *i) { return pair_retain_any(103, i); }
-static const void *pair_retain_104(const void *i) { return pair_retain_any(104, i); }
-static const void *pair_retain_105(const void *i) { return pair_retain_any(105, i); }
-static const void *pair_retain_106(const void *i) { return pair_retain_any(106, i); }
-static const void *pair_retain_107(const void *i) { return pair_retain_any(107, i); }
-static const void *pair_retain_108(const void *i) { return pair_retain_any(108, i); }
-static const void *pair_retain_109(const void *i) { return pair_retain_any(109, i); }
-static const void *pair_retain_110(const void *i) { return pair_retain_any(110, i); }
-static const void *pair_retain_111(const void *i) { return pair_retain_any(111, i); }
-static const void *pair_retain_112(const void *i) { return pair_retain_any(112, i); }
-static const void *pair_retain_113(const void *i) { return pair_retain_any(113, i); }
-static const void *pair_retain_114(const void *i) { return pair_retain_any(114, i); }
-static const void *pair_retain_115(const void *i) { return pair_retain_any(115, i); }
-static const void *pair_retain_116(const void *i) { return pair_retain_any(116, i); }
-static const void *pair_retain_117(const void *i) { return pair_retain_any(117, i); }
-static const void *pair_retain_118(const void *i) { return pair_retain_any(118, i); }
-static const void *pair_retain_119(const void *i) { return pair_retain_any(119, i); }
-static const void *pair_retain_120(const void *i) { return pair_retain_any(120, i); }
-static const void *pair_retain_121(const void *i) { return pair_retain_any(121, i); }
-static const void *pair_retain_122(const void *i) { return pair_retain_any(122, i); }
-static const void *pair_retain_123(const void *i) { return pair_retain_any(123, i); }
-static const void *pair_retain_124(const void *i) { return pair_retain_any(124, i); }
-static const void *pair_retain_125(const void *i) { return pair_retain_any(125, i); }
-static const void *pair_retain_126(const void *i) { return pair_retain_any(126, i); }
-static const void *pair_retain_127(const void *i) { return pair_retain_any(127, i); }
-static const void *pair_retain_128(const void *i) { return pair_retain_any(128, i); }
-static const void *pair_retain_129(const void *i) { return pair_retain_any(129, i); }
-static const void *pair_retain_130(const void *i) { return pair_retain_any(130, i); }
-static const void *pair_retain_131(const void *i) { return pair_retain_any(131, i); }
-static const void *pair_retain_132(const void *i) { return pair_retain_any(132, i); }
-static const void *pair_retain_133(const void *i) { return pair_retain_any(133, i); }
-static const void *pair_retain_134(const void *i) { return pair_retain_any(134, i); }
-static const void *pair_retain_135(const void *i) { return pair_retain_any(135, i); }
-static const void *pair_retain_136(const void *i) { return pair_retain_any(136, i); }
-static const void *pair_retain_137(const void *i) { return pair_retain_any(137, i); }
-static const void *pair_retain_138(const void *i) { return pair_retain_any(138, i); }
-static const void *pair_retain_139(const void *i) { return pair_retain_any(139, i); }
-static const void *pair_retain_140(const void *i) { return pair_retain_any(140, i); }
-static const void *pair_retain_141(const void *i) { return pair_retain_any(141, i); }
-static const void *pair_retain_142(const void *i) { return pair_retain_any(142, i); }
-static const void *pair_retain_143(const void *i) { return pair_retain_any(143, i); }
-static const void *pair_retain_144(const void *i) { return pair_retain_any(144, i); }
-static const void *pair_retain_145(const void *i) { return pair_retain_any(145, i); }
-static const void *pair_retain_146(const void *i) { return pair_retain_any(146, i); }
-static const void *pair_retain_147(const void *i) { return pair_retain_any(147, i); }
-static const void *pair_retain_148(const void *i) { return pair_retain_any(148, i); }
-static const void *pair_retain_149(const void *i) { return pair_retain_any(149, i); }
-static const void *pair_retain_150(const void *i) { return pair_retain_any(150, i); }
-static const void *pair_retain_151(const void *i) { return pair_retain_any(151, i); }
-static const void *pair_retain_152(const void *i) { return pair_retain_any(152, i); }
-static const void *pair_retain_153(const void *i) { return pair_retain_any(153, i); }
-static const void *pair_retain_154(const void *i) { return pair_retain_any(154, i); }
-static const void *pair_retain_155(const void *i) { return pair_retain_any(155, i); }
-static const void *pair_retain_156(const void *i) { return pair_retain_any(156, i); }
-static const void *pair_retain_157(const void *i) { return pair_retain_any(157, i); }
-static const void *pair_retain_158(const void *i) { return pair_retain_any(158, i); }
-static const void *pair_retain_159(const void *i) { return pair_retain_any(159, i); }
-static const void *pair_retain_160(const void *i) { return pair_retain_any(160, i); }
-static const void *pair_retain_161(const void *i) { return pair_retain_any(161, i); }
-static const void *pair_retain_162(const void *i) { return pair_retain_any(162, i); }
-static const void *pair_retain_163(const void *i) { return pair_retain_any(163, i); }
-static const void *pair_retain_164(const void *i) { return pair_retain_any(164, i); }
-static const void *pair_retain_165(const void *i) { return pair_retain_any(165, i); }
-static const void *pair_retain_166(const void *i) { return pair_retain_any(166, i); }
-static const void *pair_retain_167(const void *i) { return pair_retain_any(167, i); }
-static const void *pair_retain_168(const void *i) { return pair_retain_any(168, i); }
-static const void *pair_retain_169(const void *i) { return pair_retain_any(169, i); }
-static const void *pair_retain_170(const void *i) { return pair_retain_any(170, i); }
-static const void *pair_retain_171(const void *i) { return pair_retain_any(171, i); }
-static const void *pair_retain_172(const void *i) { return pair_retain_any(172, i); }
-static const void *pair_retain_173(const void *i) { return pair_retain_any(173, i); }
-static const void *pair_retain_174(const void *i) { return pair_retain_any(174, i); }
-static const void *pair_retain_175(const void *i) { return pair_retain_any(175, i); }
-static const void *pair_retain_176(const void *i) { return pair_retain_any(176, i); }
-static const void *pair_retain_177(const void *i) { return pair_retain_any(177, i); }
-static const void *pair_retain_178(const void *i) { return pair_retain_any(178, i); }
-static const void *pair_retain_179(const void *i) { return pair_retain_any(179, i); }
-static const void *pair_retain_180(const void *i) { return pair_retain_any(180, i); }
-static const void *pair_retain_181(const void *i) { return pair_retain_any(181, i); }
-static const void *pair_retain_182(const void *i) { return pair_retain_any(182, i); }
-static const void *pair_retain_183(const void *i) { return pair_retain_any(183, i); }
-static const void *pair_retain_184(const void *i) { return pair_retain_any(184, i); }
-static const void *pair_retain_185(const void *i) { return pair_retain_any(185, i); }
-static const void *pair_retain_186(const void *i) { return pair_retain_any(186, i); }
-static const void *pair_retain_187(const void *i) { return pair_retain_any(187, i); }
-static const void *pair_retain_188(const void *i) { return pair_retain_any(188, i); }
-static const void *pair_retain_189(const void *i) { return pair_retain_any(189, i); }
-static const void *pair_retain_190(const void *i) { return pair_retain_any(190, i); }
-static const void *pair_retain_191(const void *i) { return pair_retain_any(191, i); }
-static const void *pair_retain_192(const void *i) { return pair_retain_any(192, i); }
-static const void *pair_retain_193(const void *i) { return pair_retain_any(193, i); }
-static const void *pair_retain_194(const void *i) { return pair_retain_any(194, i); }
-static const void *pair_retain_195(const void *i) { return pair_retain_any(195, i); }
-static const void *pair_retain_196(const void *i) { return pair_retain_any(196, i); }
-static const void *pair_retain_197(const void *i) { return pair_retain_any(197, i); }
-static const void *pair_retain_198(const void *i) { return pair_retain_any(198, i); }
-static const void *pair_retain_199(const void *i) { return pair_retain_any(199, i); }
-static const void *pair_retain_200(const void *i) { return pair_retain_any(200, i); }
-static const void *pair_retain_201(const void *i) { return pair_retain_any(201, i); }
-static const void *pair_retain_202(const void *i) { return pair_retain_any(202, i); }
-static const void *pair_retain_203(const void *i) { return pair_retain_any(203, i); }
-static const void *pair_retain_204(const void *i) { return pair_retain_any(204, i); }
-static const void *pair_retain_205(const void *i) { return pair_retain_any(205, i); }
-static const void *pair_retain_206(const void *i) { return pair_retain_any(206, i); }
-static const void *pair_retain_207(const void *i) { return pair_retain_any(207, i); }
-static const void *pair_retain_208(const void *i) { return pair_retain_any(208, i); }
-static const void *pair_retain_209(const void *i) { return pair_retain_any(209, i); }
-static const void *pair_retain_210(const void *i) { return pair_retain_any(210, i); }
-static const void *pair_retain_211(const void *i) { return pair_retain_any(211, i); }
-static const void *pair_retain_212(const void *i) { return pair_retain_any(212, i); }
-static const void *pair_retain_213(const void *i) { return pair_retain_any(213, i); }
-static const void *pair_retain_214(const void *i) { return pair_retain_any(214, i); }
-static const void *pair_retain_215(const void *i) { return pair_retain_any(215, i); }
-static const void *pair_retain_216(const void *i) { return pair_retain_any(216, i); }
-static const void *pair_retain_217(const void *i) { return pair_retain_any(217, i); }
-static const void *pair_retain_218(const void *i) { return pair_retain_any(218, i); }
-static const void *pair_retain_219(const void *i) { return pair_retain_any(219, i); }
-static const void *pair_retain_220(const void *i) { return pair_retain_any(220, i); }
-static const void *pair_retain_221(const void *i) { return pair_retain_any(221, i); }
-static const void *pair_retain_222(const void *i) { return pair_retain_any(222, i); }
-static const void *pair_retain_223(const void *i) { return pair_retain_any(223, i); }
-static const void *pair_retain_224(const void *i) { return pair_retain_any(224, i); }
-static const void *pair_retain_225(const void *i) { return pair_retain_any(225, i); }
-static const void *pair_retain_226(const void *i) { return pair_retain_any(226, i); }
-static const void *pair_retain_227(const void *i) { return pair_retain_any(227, i); }
-static const void *pair_retain_228(const void *i) { return pair_retain_any(228, i); }
-static const void *pair_retain_229(const void *i) { return pair_retain_any(229, i); }
-static const void *pair_retain_230(const void *i) { return pair_retain_any(230, i); }
-static const void *pair_retain_231(const void *i) { return pair_retain_any(231, i); }
-static const void *pair_retain_232(const void *i) { return pair_retain_any(232, i); }
-static const void *pair_retain_233(const void *i) { return pair_retain_any(233, i); }
-static const void *pair_retain_234(const void *i) { return pair_retain_any(234, i); }
-static const void *pair_retain_235(const void *i) { return pair_retain_any(235, i); }
-static const void *pair_retain_236(const void *i) { return pair_retain_any(236, i); }
-static const void *pair_retain_237(const void *i) { return pair_retain_any(237, i); }
-static const void *pair_retain_238(const void *i) { return pair_retain_any(238, i); }
-static const void *pair_retain_239(const void *i) { return pair_retain_any(239, i); }
-static const void *pair_retain_240(const void *i) { return pair_retain_any(240, i); }
-static const void *pair_retain_241(const void *i) { return pair_retain_any(241, i); }
-static const void *pair_retain_242(const void *i) { return pair_retain_any(242, i); }
-static const void *pair_retain_243(const void *i) { return pair_retain_any(243, i); }
-static const void *pair_retain_244(const void *i) { return pair_retain_any(244, i); }
-static const void *pair_retain_245(const void *i) { return pair_retain_any(245, i); }
-static const void *pair_retain_246(const void *i) { return pair_retain_any(246, i); }
-static const void *pair_retain_247(const void *i) { return pair_retain_any(247, i); }
-static const void *pair_retain_248(const void *i) { return pair_retain_any(248, i); }
-static const void *pair_retain_249(const void *i) { return pair_retain_any(249, i); }
-static const void *pair_retain_250(const void *i) { return pair_retain_any(250, i); }
-static const void *pair_retain_251(const void *i) { return pair_retain_any(251, i); }
-static const void *pair_retain_252(const void *i) { return pair_retain_any(252, i); }
-static const void *pair_retain_253(const void *i) { return pair_retain_any(253, i); }
-static const void *pair_retain_254(const void *i) { return pair_retain_any(254, i); }
-static const void *pair_retain_255(const void *i) { return pair_retain_any(255, i); }
-static const void *pair_retain_256(const void *i) { return pair_retain_any(256, i); }
-static const void *pair_retain_257(const void *i) { return pair_retain_any(257, i); }
-static const void *pair_retain_258(const void *i) { return pair_retain_any(258, i); }
-static const void *pair_retain_259(const void *i) { return pair_retain_any(259, i); }
-static const void *pair_retain_260(const void *i) { return pair_retain_any(260, i); }
-static const void *pair_retain_261(const void *i) { return pair_retain_any(261, i); }
-static const void *pair_retain_262(const void *i) { return pair_retain_any(262, i); }
-static const void *pair_retain_263(const void *i) { return pair_retain_any(263, i); }
-static const void *pair_retain_264(const void *i) { return pair_retain_any(264, i); }
-static const void *pair_retain_265(const void *i) { return pair_retain_any(265, i); }
-static const void *pair_retain_266(const void *i) { return pair_retain_any(266, i); }
-static const void *pair_retain_267(const void *i) { return pair_retain_any(267, i); }
-static const void *pair_retain_268(const void *i) { return pair_retain_any(268, i); }
-static const void *pair_retain_269(const void *i) { return pair_retain_any(269, i); }
-static const void *pair_retain_270(const void *i) { return pair_retain_any(270, i); }
-static const void *pair_retain_271(const void *i) { return pair_retain_any(271, i); }
-static const void *(*const pair_retain[NPAIRS])(const void *) = {
-    pair_retain_0,
-    pair_retain_1,
-    pair_retain_2,
-    pair_retain_3,
-    pair_retain_4,
-    pair_retain_5,
-    pair_retain_6,
-    pair_retain_7,
-    pair_retain_8,
-    pair_retain_9,
-    pair_retain_10,
-    pair_retain_11,
-    pair_retain_12,
-    pair_retain_13,
-    pair_retain_14,
-    pair_retain_15,
-    pair_retain_16,
-    pair_retain_17,
-    pair_retain_18,
-    pair_retain_19,
-    pair_retain_20,
-    pair_retain_21,
-    pair_retain_22,
-    pair_retain_23,
-    pair_retain_24,
-    pair_retain_25,
-    pair_retain_26,
-    pair_retain_27,
-    pair_retain_28,
-    pair_retain_29,
-    pair_retain_30,
-    pair_retain_31,
-    pair_retain_32,
-    pair_retain_33,
-    pair_retain_34,
-    pair_retain_35,
-    pair_retain_36,
-    pair_retain_37,
-    pair_retain_38,
-    pair_retain_39,
-    pair_retain_40,
-    pair_retain_41,
-    pair_retain_42,
-    pair_retain_43,
-    pair_retain_44,
-    pair_retain_45,
-    pair_retain_46,
-    pair_retain_47,
-    pair_retain_48,
-    pair_retain_49,
-    pair_retain_50,
-    pair_retain_51,
-    pair_retain_52,
-    pair_retain_53,
-    pair_retain_54,
-    pair_retain_55,
-    pair_retain_56,
-    pair_retain_57,
-    pair_retain_58,
-    pair_retain_59,
-    pair_retain_60,
-    pair_retain_61,
-    pair_retain_62,
-    pair_retain_63,
-    pair_retain_64,
-    pair_retain_65,
-    pair_retain_66,
-    pair_retain_67,
-    pair_retain_68,
-    pair_retain_69,
-    pair_retain_70,
-    pair_retain_71,
-    pair_retain_72,
-    pair_retain_73,
-    pair_retain_74,
-    pair_retain_75,
-    pair_retain_76,
-    pair_retain_77,
-    pair_retain_78,
-    pair_retain_79,
-    pair_retain_80,
-    pair_retain_81,
-    pair_retain_82,
-    pair_retain_83,
-    pair_retain_84,
-    pair_retain_85,
-    pair_retain_86,
-    pair_retain_87,
-    pair_retain_88,
-    pair_retain_89,
-    pair_retain_90,
-    pair_retain_91,
-    pair_retain_92,
-    pair_retain_93,
-    pair_retain_94,
-    pair_retain_95,
-    pair_retain_96,
-    pair_retain_97,
-    pair_retain_98,
-    pair_retain_99,
-    pair_retain_100,
-    pair_retain_101,
-    pair_retain_102,
-    pair_retain_103,
-    pair_retain_104,
-    pair_retain_105,
-    pair_retain_106,
-    pair_retain_107,
-    pair_retain_108,
-    pair_retain_109,
-    pair_retain_110,
-    pair_retain_111,
-    pair_retain_112,
-    pair_retain_113,
-    pair_retain_114,
-    pair_retain_115,
-    pair_retain_116,
-    pair_retain_117,
-    pair_retain_118,
-    pair_retain_119,
-    pair_retain_120,
-    pair_retain_121,
-    pair_retain_122,
-    pair_retain_123,
-    pair_retain_124,
-    pair_retain_125,
-    pair_retain_126,
-    pair_retain_127,
-    pair_retain_128,
-    pair_retain_129,
-    pair_retain_130,
-    pair_retain_131,
-    pair_retain_132,
-    pair_retain_133,
-    pair_retain_134,
-    pair_retain_135,
-    pair_retain_136,
-    pair_retain_137,
-    pair_retain_138,
-    pair_retain_139,
-    pair_retain_140,
-    pair_retain_141,
-    pair_retain_142,
-    pair_retain_143,
-    pair_retain_144,
-    pair_retain_145,
-    pair_retain_146,
-    pair_retain_147,
-    pair_retain_148,
-    pair_retain_149,
-    pair_retain_150,
-    pair_retain_151,
-    pair_retain_152,
-    pair_retain_153,
-    pair_retain_154,
-    pair_retain_155,
-    pair_retain_156,
-    pair_retain_157,
-    pair_retain_158,
-    pair_retain_159,
-    pair_retain_160,
-    pair_retain_161,
-    pair_retain_162,
-    pair_retain_163,
-    pair_retain_164,
-    pair_retain_165,
-    pair_retain_166,
-    pair_retain_167,
-    pair_retain_168,
-    pair_retain_169,
-    pair_retain_170,
-    pair_retain_171,
-    pair_retain_172,
-    pair_retain_173,
-    pair_retain_174,
-    pair_retain_175,
-    pair_retain_176,
-    pair_retain_177,
-    pair_retain_178,
-    pair_retain_179,
-    pair_retain_180,
-    pair_retain_181,
-    pair_retain_182,
-    pair_retain_183,
-    pair_retain_184,
-    pair_retain_185,
-    pair_retain_186,
-    pair_retain_187,
-    pair_retain_188,
-    pair_retain_189,
-    pair_retain_190,
-    pair_retain_191,
-    pair_retain_192,
-    pair_retain_193,
-    pair_retain_194,
-    pair_retain_195,
-    pair_retain_196,
-    pair_retain_197,
-    pair_retain_198,
-    pair_retain_199,
-    pair_retain_200,
-    pair_retain_201,
-    pair_retain_202,
-    pair_retain_203,
-    pair_retain_204,
-    pair_retain_205,
-    pair_retain_206,
-    pair_retain_207,
-    pair_retain_208,
-    pair_retain_209,
-    pair_retain_210,
-    pair_retain_211,
-    pair_retain_212,
-    pair_retain_213,
-    pair_retain_214,
-    pair_retain_215,
-    pair_retain_216,
-    pair_retain_217,
-    pair_retain_218,
-    pair_retain_219,
-    pair_retain_220,
-    pair_retain_221,
-    pair_retain_222,
-    pair_retain_223,
-    pair_retain_224,
-    pair_retain_225,
-    pair_retain_226,
-    pair_retain_227,
-    pair_retain_228,
-    pair_retain_229,
-    pair_retain_230,
-    pair_retain_231,
-    pair_retain_232,
-    pair_retain_233,
-    pair_retain_234,
-    pair_retain_235,
-    pair_retain_236,
-    pair_retain_237,
-    pair_retain_238,
-    pair_retain_239,
-    pair_retain_240,
-    pair_retain_241,
-    pair_retain_242,
-    pair_retain_243,
-    pair_retain_244,
-    pair_retain_245,
-    pair_retain_246,
-    pair_retain_247,
-    pair_retain_248,
-    pair_retain_249,
-    pair_retain_250,
-    pair_retain_251,
-    pair_retain_252,
-    pair_retain_253,
-    pair_retain_254,
-    pair_retain_255,
-    pair_retain_256,
-    pair_retain_257,
-    pair_retain_258,
-    pair_retain_259,
-    pair_retain_260,
-    pair_retain_261,
-    pair_retain_262,
-    pair_retain_263,
-    pair_retain_264,
-    pair_retain_265,
-    pair_retain_266,
-    pair_retain_267,
-    pair_retain_268,
-    pair_retain_269,
-    pair_retain_270,
-    pair_retain_271,
-};
-static void pair_release(const void *i) { (void)i, pair_releases++; }
+static void pair_release_any(const void *i) { ((pair_counts *)i)->releases++; }
+#define PAIR_FNS(k) \
+    static const void *pair_retain_##k(const void *i) { return pair_retain_any(i); } \
+    static void pair_release_##k(const void *i) { pair_release_any(i); }
+PAIR_FNS(0) PAIR_FNS(1) PAIR_FNS(2) PAIR_FNS(3) PAIR_FNS(4) PAIR_FNS(5) PAIR_FNS(6) PAIR_FNS(7) PAIR_FNS(8)
+PAIR_FNS(9) PAIR_FNS(10) PAIR_FNS(11) PAIR_FNS(12) PAIR_FNS(13) PAIR_FNS(14) PAIR_FNS(15) PAIR_FNS(16)
+static const void *(*const pair_retain[NRET])(const void *) = {
+    pair_retain_0,  pair_retain_1,  pair_retain_2,  pair_retain_3,  pair_retain_4,  pair_retain_5,
+    pair_retain_6,  pair_retain_7,  pair_retain_8,  pair_retain_9,  pair_retain_10, pair_retain_11,
+    pair_retain_12, pair_retain_13, pair_retain_14, pair_retain_15, pair_retain_16};
+static void (*const pair_release[NREL])(const void *) = {
+    pair_release_0, pair_release_1, pair_release_2,  pair_release_3,  pair_release_4,  pair_release_5,
+    pair_release_6, pair_release_7, pair_release_8,  pair_release_9,  pair_release_10, pair_release_11,
+    pair_release_12, pair_release_13, pair_release_14, pair_release_15};
 
-static void pair_callout(RLRunLoopTimerRef t, void *info) { (void)t, (*(int *)info)++; }
+static void pair_callout(RLRunLoopTimerRef t, void *info) { (void)t, ((pair_counts *)info)->fired++; }
 
 static void test_many_context_callback_pairs(void **state) {
     (void)state;
     RLRunLoopRef rl = RLRunLoopGetCurrent();
     static RLRunLoopTimerRef ts[NPAIRS];
-    int fired = 0;
-    memset(pair_retains, 0, sizeof pair_retains);
-    pair_releases = 0;
+    static pair_counts n[NPAIRS];
+    memset(n, 0, sizeof n);
     for (int k = 0; k < NPAIRS; k++) {
-        RLRunLoopTimerContext c = {0, &fired, pair_retain[k], pair_release, NULL};
+        RLRunLoopTimerContext c = {0, &n[k], pair_retain[k % NRET], pair_release[k / NRET], NULL};
         ts[k] = RLRunLoopTimerCreate(NULL, RLAbsoluteTimeGetCurrent() - 1, 0, 0, 0, pair_callout, &c);
         assert_non_null(ts[k]);
-        assert_int_equal(pair_retains[k], 1);
+        assert_int_equal(n[k].retains, 1);
         RLRunLoopTimerContext got;
         assert_true(RLRunLoopTimerGetContext(ts[k], &got));
-        assert_ptr_equal(got.retain, pair_retain[k]);
-        assert_ptr_equal(got.release, pair_release);
-        assert_ptr_equal(got.info, &fired);
+        assert_ptr_equal(got.retain, pair_retain[k % NRET]);
+        assert_ptr_equal(got.release, pair_release[k / NRET]);
+        assert_ptr_equal(got.info, &n[k]);
     }
-    /* The first and the last (by then the numbers have run out) fire. */
+    /* The first and the last (the numbers have run out by then) fire. */
+    int last = NPAIRS - 1;
     assert_true(RLRunLoopAddTimer(rl, ts[0], kRLRunLoopDefaultMode));
-    assert_true(RLRunLoopAddTimer(rl, ts[NPAIRS - 1], kRLRunLoopDefaultMode));
-    for (int i = 0; i < 100 && fired < 2; i++) RLRunLoopRunInMode(kRLRunLoopDefaultMode, 0.01, true);
-    assert_int_equal(fired, 2);
-    assert_int_equal(pair_retains[0], 2);
-    assert_int_equal(pair_retains[NPAIRS - 1], 2);
-    assert_int_equal(pair_releases, 4); /* around each callout, and each one-shot's invalidation */
+    assert_true(RLRunLoopAddTimer(rl, ts[last], kRLRunLoopDefaultMode));
+    for (int i = 0; i < 100 && n[0].fired + n[last].fired < 2; i++)
+        RLRunLoopRunInMode(kRLRunLoopDefaultMode, 0.01, true);
+    for (int k = 0; k < NPAIRS; k += last) {
+        assert_int_equal(n[k].fired, 1);
+        assert_int_equal(n[k].retains, 2);
+        assert_int_equal(n[k].releases, 2); /* after the callout, and the one-shot's invalidation */
+    }
     for (int k = 0; k < NPAIRS; k++) {
         assert_true(RLRunLoopTimerInvalidate(ts[k]));
         assert_true(RLRelease(ts[k]));
+        assert_int_equal(n[k].releases, n[k].retains);
     }
-    assert_int_equal(pair_releases, NPAIRS + 2);
+}
+
+/* Keeps the timer in its own loop's default mode while the test looks
+ * (stage 1), then checks it is still there and takes it out (3). */
+typedef struct {
+    RLRunLoopTimerRef t;
+    atomic_int stage;
+} keep_arg;
+static void *keep_in_other_loop(void *arg) {
+    keep_arg *k = arg;
+    RLRunLoopRef other = RLRunLoopGetCurrent();
+    bool ok = RLRunLoopAddTimer(other, k->t, kRLRunLoopDefaultMode);
+    atomic_store(&k->stage, ok ? 1 : -1);
+    while (atomic_load(&k->stage) == 1) usleep(1000);
+    ok = RLRunLoopContainsTimer(other, k->t, kRLRunLoopDefaultMode);
+    RLRunLoopRemoveTimer(other, k->t, kRLRunLoopDefaultMode);
+    atomic_store(&k->stage, ok ? 3 : -3);
+    return NULL;
+}
+
+/* Adding to and removing from the default mode (the hot path) does what
+ * the other modes' path does at its edges: adding twice keeps one
+ * reference; a mode looked at last other than the default; an invalid
+ * timer refused; a timer in two modes leaves only the default; a timer at
+ * home in another loop is not taken out of this one's; NULL refused. */
+static void test_default_mode_add_and_remove_edges(void **state) {
+    (void)state;
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    RLRunLoopMode dm = kRLRunLoopDefaultMode, other = "test.edges";
+    RLRunLoopTimerRef t = RLRunLoopTimerCreate(NULL, RLAbsoluteTimeGetCurrent() + 100, 0, 0, 0, count_cb, NULL);
+    RLIndex rc0 = RLGetRetainCount(t);
+    assert_true(RLRunLoopAddTimer(rl, t, dm));
+    assert_true(RLRunLoopAddTimer(rl, t, dm));
+    assert_int_equal(RLGetRetainCount(t), rc0 + 1);
+    assert_true(RLRunLoopContainsTimer(rl, t, dm));
+    /* In a second mode, looked at last: then out of the default only. */
+    assert_true(RLRunLoopAddTimer(rl, t, other));
+    assert_true(RLRunLoopRemoveTimer(rl, t, dm));
+    assert_false(RLRunLoopContainsTimer(rl, t, dm));
+    assert_true(RLRunLoopContainsTimer(rl, t, other));
+    assert_int_equal(RLGetRetainCount(t), rc0 + 1);
+    assert_true(RLRunLoopAddTimer(rl, t, dm));
+    assert_true(RLRunLoopRemoveTimer(rl, t, other));
+    assert_true(RLRunLoopContainsTimer(rl, t, dm));
+    assert_true(RLRunLoopRemoveTimer(rl, t, dm));
+    assert_true(RLRunLoopRemoveTimer(rl, t, dm)); /* in no mode: nothing to do */
+    assert_int_equal(RLGetRetainCount(t), rc0);
+    /* Invalid: refused with the error the other modes give. */
+    RLRunLoopTimerInvalidate(t);
+    assert_false(RLRunLoopAddTimer(rl, t, dm));
+    assert_int_equal(RLErrorGetLast().code, kRLErrorInvalidObject);
+    assert_false(RLRunLoopContainsTimer(rl, t, dm));
+    RLRelease(t);
+    /* NULL loop, NULL timer. */
+    RLRunLoopTimerRef u = RLRunLoopTimerCreate(NULL, RLAbsoluteTimeGetCurrent() + 100, 0, 0, 0, count_cb, NULL);
+    assert_false(RLRunLoopAddTimer(NULL, u, dm));
+    assert_int_equal(RLErrorGetLast().code, kRLErrorInvalidArgument);
+    assert_false(RLRunLoopAddTimer(rl, NULL, dm));
+    assert_int_equal(RLErrorGetLast().code, kRLErrorInvalidArgument);
+    assert_false(RLRunLoopRemoveTimer(NULL, u, dm));
+    assert_false(RLRunLoopRemoveTimer(rl, NULL, dm));
+    /* At home in another loop (in its default mode): this loop's remove
+     * leaves it there, and this loop's add is refused. */
+    keep_arg k = {u, 0};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, keep_in_other_loop, &k), 0);
+    while (atomic_load(&k.stage) == 0) usleep(1000);
+    assert_int_equal(atomic_load(&k.stage), 1);
+    assert_true(RLRunLoopRemoveTimer(rl, u, dm));
+    assert_false(RLRunLoopAddTimer(rl, u, dm));
+    assert_int_equal(RLErrorGetLast().code, kRLErrorInvalidState);
+    atomic_store(&k.stage, 2);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    assert_int_equal(atomic_load(&k.stage), 3);
+    RLRunLoopTimerInvalidate(u);
+    RLRelease(u);
 }
 
 static void *add_to_other_loop(void *arg) {
@@ -1723,6 +1270,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_one_shot_fires_once, rl_trace_setup),
         cmocka_unit_test(test_many_context_callback_pairs),
+        cmocka_unit_test(test_default_mode_add_and_remove_edges),
         cmocka_unit_test_setup(test_order_of_due_timers, rl_trace_setup),
         cmocka_unit_test_setup(test_equal_dates_fire_in_the_order_they_got_them, rl_trace_setup),
         cmocka_unit_test_setup(test_equal_dates_after_a_repeat, rl_trace_setup),
