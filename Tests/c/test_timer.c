@@ -464,6 +464,147 @@ static void test_context_balance_and_description(void **state) {
     assert_int_equal(t_releases, 2);
 }
 
+/* More distinct (retain, release) pairs than a timer can name by number
+ * (rl__timer_cbs: 255): 17 retains x 16 releases make 272 pairs, and the
+ * later timers keep theirs in their extension. Every timer still retains
+ * its info at creation, retains and releases it around each callout, and
+ * releases it when invalidated; and GetContext gives its own pair back. */
+enum { NRET = 17, NREL = 16, NPAIRS = NRET * NREL };
+typedef struct {
+    int retains, releases, fired;
+} pair_counts;
+static const void *pair_retain_any(const void *i) {
+    ((pair_counts *)i)->retains++;
+    return i;
+}
+static void pair_release_any(const void *i) { ((pair_counts *)i)->releases++; }
+#define PAIR_FNS(k) \
+    static const void *pair_retain_##k(const void *i) { return pair_retain_any(i); } \
+    static void pair_release_##k(const void *i) { pair_release_any(i); }
+PAIR_FNS(0) PAIR_FNS(1) PAIR_FNS(2) PAIR_FNS(3) PAIR_FNS(4) PAIR_FNS(5) PAIR_FNS(6) PAIR_FNS(7) PAIR_FNS(8)
+PAIR_FNS(9) PAIR_FNS(10) PAIR_FNS(11) PAIR_FNS(12) PAIR_FNS(13) PAIR_FNS(14) PAIR_FNS(15) PAIR_FNS(16)
+static const void *(*const pair_retain[NRET])(const void *) = {
+    pair_retain_0,  pair_retain_1,  pair_retain_2,  pair_retain_3,  pair_retain_4,  pair_retain_5,
+    pair_retain_6,  pair_retain_7,  pair_retain_8,  pair_retain_9,  pair_retain_10, pair_retain_11,
+    pair_retain_12, pair_retain_13, pair_retain_14, pair_retain_15, pair_retain_16};
+static void (*const pair_release[NREL])(const void *) = {
+    pair_release_0, pair_release_1, pair_release_2,  pair_release_3,  pair_release_4,  pair_release_5,
+    pair_release_6, pair_release_7, pair_release_8,  pair_release_9,  pair_release_10, pair_release_11,
+    pair_release_12, pair_release_13, pair_release_14, pair_release_15};
+
+static void pair_callout(RLRunLoopTimerRef t, void *info) { (void)t, ((pair_counts *)info)->fired++; }
+
+static void test_many_context_callback_pairs(void **state) {
+    (void)state;
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    static RLRunLoopTimerRef ts[NPAIRS];
+    static pair_counts n[NPAIRS];
+    memset(n, 0, sizeof n);
+    for (int k = 0; k < NPAIRS; k++) {
+        RLRunLoopTimerContext c = {0, &n[k], pair_retain[k % NRET], pair_release[k / NRET], NULL};
+        ts[k] = RLRunLoopTimerCreate(NULL, RLAbsoluteTimeGetCurrent() - 1, 0, 0, 0, pair_callout, &c);
+        assert_non_null(ts[k]);
+        assert_int_equal(n[k].retains, 1);
+        RLRunLoopTimerContext got;
+        assert_true(RLRunLoopTimerGetContext(ts[k], &got));
+        assert_ptr_equal(got.retain, pair_retain[k % NRET]);
+        assert_ptr_equal(got.release, pair_release[k / NRET]);
+        assert_ptr_equal(got.info, &n[k]);
+    }
+    /* The first and the last (the numbers have run out by then) fire. */
+    int last = NPAIRS - 1;
+    assert_true(RLRunLoopAddTimer(rl, ts[0], kRLRunLoopDefaultMode));
+    assert_true(RLRunLoopAddTimer(rl, ts[last], kRLRunLoopDefaultMode));
+    for (int i = 0; i < 100 && n[0].fired + n[last].fired < 2; i++)
+        RLRunLoopRunInMode(kRLRunLoopDefaultMode, 0.01, true);
+    for (int k = 0; k < NPAIRS; k += last) {
+        assert_int_equal(n[k].fired, 1);
+        assert_int_equal(n[k].retains, 2);
+        assert_int_equal(n[k].releases, 2); /* after the callout, and the one-shot's invalidation */
+    }
+    for (int k = 0; k < NPAIRS; k++) {
+        assert_true(RLRunLoopTimerInvalidate(ts[k]));
+        assert_true(RLRelease(ts[k]));
+        assert_int_equal(n[k].releases, n[k].retains);
+    }
+}
+
+/* Keeps the timer in its own loop's default mode while the test looks
+ * (stage 1), then checks it is still there and takes it out (3). */
+typedef struct {
+    RLRunLoopTimerRef t;
+    atomic_int stage;
+} keep_arg;
+static void *keep_in_other_loop(void *arg) {
+    keep_arg *k = arg;
+    RLRunLoopRef other = RLRunLoopGetCurrent();
+    bool ok = RLRunLoopAddTimer(other, k->t, kRLRunLoopDefaultMode);
+    atomic_store(&k->stage, ok ? 1 : -1);
+    while (atomic_load(&k->stage) == 1) usleep(1000);
+    ok = RLRunLoopContainsTimer(other, k->t, kRLRunLoopDefaultMode);
+    RLRunLoopRemoveTimer(other, k->t, kRLRunLoopDefaultMode);
+    atomic_store(&k->stage, ok ? 3 : -3);
+    return NULL;
+}
+
+/* Adding to and removing from the default mode (the hot path) does what
+ * the other modes' path does at its edges: adding twice keeps one
+ * reference; a mode looked at last other than the default; an invalid
+ * timer refused; a timer in two modes leaves only the default; a timer at
+ * home in another loop is not taken out of this one's; NULL refused. */
+static void test_default_mode_add_and_remove_edges(void **state) {
+    (void)state;
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    RLRunLoopMode dm = kRLRunLoopDefaultMode, other = "test.edges";
+    RLRunLoopTimerRef t = RLRunLoopTimerCreate(NULL, RLAbsoluteTimeGetCurrent() + 100, 0, 0, 0, count_cb, NULL);
+    RLIndex rc0 = RLGetRetainCount(t);
+    assert_true(RLRunLoopAddTimer(rl, t, dm));
+    assert_true(RLRunLoopAddTimer(rl, t, dm));
+    assert_int_equal(RLGetRetainCount(t), rc0 + 1);
+    assert_true(RLRunLoopContainsTimer(rl, t, dm));
+    /* In a second mode, looked at last: then out of the default only. */
+    assert_true(RLRunLoopAddTimer(rl, t, other));
+    assert_true(RLRunLoopRemoveTimer(rl, t, dm));
+    assert_false(RLRunLoopContainsTimer(rl, t, dm));
+    assert_true(RLRunLoopContainsTimer(rl, t, other));
+    assert_int_equal(RLGetRetainCount(t), rc0 + 1);
+    assert_true(RLRunLoopAddTimer(rl, t, dm));
+    assert_true(RLRunLoopRemoveTimer(rl, t, other));
+    assert_true(RLRunLoopContainsTimer(rl, t, dm));
+    assert_true(RLRunLoopRemoveTimer(rl, t, dm));
+    assert_true(RLRunLoopRemoveTimer(rl, t, dm)); /* in no mode: nothing to do */
+    assert_int_equal(RLGetRetainCount(t), rc0);
+    /* Invalid: refused with the error the other modes give. */
+    RLRunLoopTimerInvalidate(t);
+    assert_false(RLRunLoopAddTimer(rl, t, dm));
+    assert_int_equal(RLErrorGetLast().code, kRLErrorInvalidObject);
+    assert_false(RLRunLoopContainsTimer(rl, t, dm));
+    RLRelease(t);
+    /* NULL loop, NULL timer. */
+    RLRunLoopTimerRef u = RLRunLoopTimerCreate(NULL, RLAbsoluteTimeGetCurrent() + 100, 0, 0, 0, count_cb, NULL);
+    assert_false(RLRunLoopAddTimer(NULL, u, dm));
+    assert_int_equal(RLErrorGetLast().code, kRLErrorInvalidArgument);
+    assert_false(RLRunLoopAddTimer(rl, NULL, dm));
+    assert_int_equal(RLErrorGetLast().code, kRLErrorInvalidArgument);
+    assert_false(RLRunLoopRemoveTimer(NULL, u, dm));
+    assert_false(RLRunLoopRemoveTimer(rl, NULL, dm));
+    /* At home in another loop (in its default mode): this loop's remove
+     * leaves it there, and this loop's add is refused. */
+    keep_arg k = {u, 0};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, keep_in_other_loop, &k), 0);
+    while (atomic_load(&k.stage) == 0) usleep(1000);
+    assert_int_equal(atomic_load(&k.stage), 1);
+    assert_true(RLRunLoopRemoveTimer(rl, u, dm));
+    assert_false(RLRunLoopAddTimer(rl, u, dm));
+    assert_int_equal(RLErrorGetLast().code, kRLErrorInvalidState);
+    atomic_store(&k.stage, 2);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    assert_int_equal(atomic_load(&k.stage), 3);
+    RLRunLoopTimerInvalidate(u);
+    RLRelease(u);
+}
+
 static void *add_to_other_loop(void *arg) {
     bool ok = RLRunLoopAddTimer(RLRunLoopGetCurrent(), (RLRunLoopTimerRef)arg, kRLRunLoopDefaultMode);
     if (!ok && RLErrorGetLast().code == kRLErrorInvalidState)
@@ -1128,6 +1269,8 @@ static void test_grid_is_exact_after_100000_ticks(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_one_shot_fires_once, rl_trace_setup),
+        cmocka_unit_test(test_many_context_callback_pairs),
+        cmocka_unit_test(test_default_mode_add_and_remove_edges),
         cmocka_unit_test_setup(test_order_of_due_timers, rl_trace_setup),
         cmocka_unit_test_setup(test_equal_dates_fire_in_the_order_they_got_them, rl_trace_setup),
         cmocka_unit_test_setup(test_equal_dates_after_a_repeat, rl_trace_setup),

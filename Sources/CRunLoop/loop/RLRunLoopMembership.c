@@ -312,10 +312,10 @@ static __attribute__((noinline, cold)) void timer_go_homeless_locked(struct RLRu
     rl__olock_unlock(&t->lock);
 }
 
-/* Removes a timer's membership m (remove_memb_as_locked's timer case;
+/* Removes timer t's membership m (remove_memb_as_locked's timer case;
  * inline, for RLRunLoopRemoveTimer). The loop lock held. */
-__attribute__((always_inline)) static inline void remove_timer_memb_locked(rl__memb *m, rl__defer *d) {
-    struct RLRunLoopTimer *t = m->item;
+__attribute__((always_inline)) static inline void remove_timer_memb_locked(struct RLRunLoopTimer *t, rl__memb *m,
+                                                                         rl__defer *d) {
     rl__mode *mode = m->mode;
     RLRunLoopRef rl = mode->rl;
     rl__tset_remove(&mode->timers, m);
@@ -343,7 +343,7 @@ __attribute__((always_inline)) static inline void remove_timer_memb_locked(rl__m
  * and for a source the item lock of the member (m->item). */
 static void remove_memb_as_locked(rl__memb *m, void *cancel_for, rl__defer *d) {
     if (m->kind == RL_KIND_TIMER) {
-        remove_timer_memb_locked(m, d);
+        remove_timer_memb_locked(m->item, m, d);
         return;
     }
     void *item = m->item;
@@ -731,7 +731,7 @@ __attribute__((always_inline)) static inline bool remove_item(RLRunLoopRef rl, v
                 rl__mode *m = rl__mode_find(rl, mode);
                 rl__memb *x = m ? rl__memb_find(item, kind, m) : NULL;
                 if (x && kind == RL_KIND_TIMER)
-                    remove_timer_memb_locked(x, &d);
+                    remove_timer_memb_locked(x->item, x, &d);
                 else if (x)
                     remove_memb_locked(x, &d);
             }
@@ -779,10 +779,70 @@ bool RLRunLoopRemoveSource(RLRunLoopRef rl, RLRunLoopSourceRef s, RLRunLoopMode 
 bool RLRunLoopContainsSource(RLRunLoopRef rl, RLRunLoopSourceRef s, RLRunLoopMode mode) {
     return contains_item(rl, s, RL_KIND_SOURCE, mode, __func__);
 }
+
+/* ---- a timer in the default mode: the hot path ----
+ * Adding a timer at home in rl to rl's default mode, where rl looked last,
+ * and taking it out again, the usual case (a timeout armed and cancelled),
+ * is done by these with what it needs: no mode lookup by name, no claim,
+ * no common-modes check, no defer list on the add. 0: not that case, and
+ * nothing was done: the generic path does it (or fails as it must). The
+ * loop lock held. */
+static inline bool add_timer_default_locked(RLRunLoopRef rl, struct RLRunLoopTimer *t) {
+    rl__mode *mode = rl->last_mode;
+    if (RL__UNLIKELY(!mode || !mode->is_default || atomic_load_explicit(&rl->dead, memory_order_relaxed) ||
+                     rl__home_get(t, RL_KIND_TIMER) != rl || !t->valid || t->multi || t->tolerant))
+        return false;
+    rl__memb *m = rl__timer_inline_memb(t);
+    if (t->inline_used)
+        return m->mode == mode; /* there already: done (as add_locked) */
+    t->inline_used = true;
+    m->item = t;
+    m->kind = RL_KIND_TIMER;
+    m->mode = mode;
+    (void)rl__tset_add(&mode->timers, m); /* strict: cannot fail */
+    rl__hold_raw(t);
+    mode_count(mode, RL_KIND_TIMER, +1);
+    rl__rearm_for_added_timer(rl, mode, t);
+    return true;
+}
+
+static inline bool remove_timer_default_locked(RLRunLoopRef rl, struct RLRunLoopTimer *t, rl__defer *d) {
+    rl__mode *mode = rl->last_mode;
+    if (RL__UNLIKELY(!mode || !mode->is_default || t->multi))
+        return false;
+    /* At home elsewhere, in no mode, or in another one: nothing to take out. */
+    rl__memb *m = rl__timer_inline_memb(t);
+    if (RL__LIKELY(rl__home_get(t, RL_KIND_TIMER) == rl && t->inline_used && m->mode == mode))
+        remove_timer_memb_locked(t, m, d);
+    return true;
+}
+
 bool RLRunLoopAddTimer(RLRunLoopRef rl, RLRunLoopTimerRef t, RLRunLoopMode mode) {
+    if (RL__LIKELY(mode == kRLRunLoopDefaultMode)) {
+        if (!rl__check_loop(rl, __func__) || !rl__object_check(t, &rl__timer_class, __func__))
+            return false;
+        rl__loop_lock(rl);
+        bool done = add_timer_default_locked(rl, t);
+        rl__loop_unlock(rl);
+        if (RL__LIKELY(done))
+            return true;
+    }
     return add_item(rl, t, RL_KIND_TIMER, mode, __func__);
 }
 bool RLRunLoopRemoveTimer(RLRunLoopRef rl, RLRunLoopTimerRef t, RLRunLoopMode mode) {
+    if (RL__LIKELY(mode == kRLRunLoopDefaultMode)) {
+        if (!rl__check_loop(rl, __func__) || !rl__object_check(t, &rl__timer_class, __func__))
+            return false;
+        rl__defer d;
+        rl__defer_init(&d);
+        rl__loop_lock(rl);
+        bool done = remove_timer_default_locked(rl, t, &d);
+        rl__loop_unlock(rl);
+        if (RL__UNLIKELY(d.n))
+            rl__defer_run(&d);
+        if (RL__LIKELY(done))
+            return true;
+    }
     return remove_item(rl, t, RL_KIND_TIMER, mode, __func__);
 }
 bool RLRunLoopContainsTimer(RLRunLoopRef rl, RLRunLoopTimerRef t, RLRunLoopMode mode) {

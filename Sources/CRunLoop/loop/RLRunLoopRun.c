@@ -273,7 +273,7 @@ static inline bool timer_claim_locked(RLRunLoopRef rl, rl__mode *m, struct RLRun
         return false;
     t->firing = true;
     t->moved_in_fire = false;
-    t->ctx_pinned = t->ctx.retain != NULL;
+    t->ctx_pinned = rl__timer_ctx_retain(t) != NULL;
     return true;
 }
 
@@ -294,16 +294,18 @@ static inline __attribute__((always_inline)) void fire_timer(RLRunLoopRef rl, rl
      * retain and release around it), so it may invalidate and release its
      * own timer and still use info. The context is fixed at creation; what
      * could free info meanwhile, an invalidation, waits for the pin. */
-    void *info = t->ctx.info;
-    if (t->ctx.retain) {
-        info = (void *)t->ctx.retain(info);
+    void *info = t->info;
+    const void *(*retain)(const void *) = rl__timer_ctx_retain(t);
+    void (*release)(const void *) = retain ? rl__timer_ctx_release(t) : NULL;
+    if (retain) {
+        info = (void *)retain(info);
         rl__defer pd;
         rl__defer_init(&pd);
         RLRunLoopRef ph = rl__item_lock(t, RL_KIND_TIMER); /* rl, unless the retain callback moved it */
         t->ctx_pinned = false;
         if (t->ctx_release_held) {
             t->ctx_release_held = false;
-            rl__defer_ctx_release(&pd, t->ctx.release, t->ctx.info);
+            rl__defer_ctx_release(&pd, release, t->info);
         }
         rl__item_unlock(t, RL_KIND_TIMER, ph);
         if (pd.n)
@@ -311,8 +313,8 @@ static inline __attribute__((always_inline)) void fire_timer(RLRunLoopRef rl, rl
     }
     if (t->callout) /* a timer without a callout keeps its mode alive and does nothing */
         RL__CALLOUT(rl, kRLCalloutTimer, t->callout, t, m->name, t->callout(t, info));
-    if (t->ctx.retain && t->ctx.release)
-        t->ctx.release(info);
+    if (release)
+        release(info);
     rl__defer d;
     rl__defer_init(&d);
     RLRunLoopRef h = rl__item_lock(t, RL_KIND_TIMER); /* rl, unless the callout moved it */

@@ -14,11 +14,47 @@
 /* Dates beyond this are "never" (CF clamps likewise); keeps arithmetic finite. */
 #define RL_FAR_FUTURE 9.0e15
 
+/* ---- the context callbacks' pairs (runloop_internal.h: rl__timer_cbs) ----
+ * Numbered from 1 as they first come, without a lock (fork-safe, and a
+ * creation waits for nobody): a slot is claimed by an atomic add, written,
+ * then marked ready; a lookup reads only ready slots. Two threads naming
+ * one new pair at once may both claim a slot for it, which costs a slot.
+ * Once all are claimed, timers keep their callbacks in their extension. */
+rl__timer_cbs rl__timer_cbs_table[RL__TIMER_CBS];
+static _Atomic bool cbs_ready[RL__TIMER_CBS];
+static _Atomic unsigned cbs_claimed; /* slots 1..cbs_claimed are claimed */
+
+static uint8_t cbs_lookup(const void *(*retain)(const void *), void (*release)(const void *)) {
+    unsigned n = atomic_load_explicit(&cbs_claimed, memory_order_acquire);
+    for (unsigned i = 1; i <= n && i < RL__TIMER_CBS; i++)
+        if (atomic_load_explicit(&cbs_ready[i], memory_order_acquire) && rl__timer_cbs_table[i].retain == retain &&
+            rl__timer_cbs_table[i].release == release)
+            return (uint8_t)i;
+    return 0;
+}
+
+/* The number of the pair (retain, release), named now if it is new; 0 if
+ * every slot is taken. */
+static uint8_t cbs_number(const void *(*retain)(const void *), void (*release)(const void *)) {
+    uint8_t k = cbs_lookup(retain, release);
+    if (RL__LIKELY(k))
+        return k;
+    if (atomic_load_explicit(&cbs_claimed, memory_order_relaxed) >= RL__TIMER_CBS - 1)
+        return 0;
+    unsigned i = atomic_fetch_add_explicit(&cbs_claimed, 1, memory_order_relaxed) + 1;
+    if (i >= RL__TIMER_CBS)
+        return 0;
+    rl__timer_cbs_table[i] = (rl__timer_cbs){retain, release};
+    atomic_store_explicit(&cbs_ready[i], true, memory_order_release);
+    return (uint8_t)i;
+}
+
 static void timer_finalize(void *obj) {
     struct RLRunLoopTimer *t = obj;
     rl__item_leave_home(t, RL_KIND_TIMER);
-    if (t->valid && t->ctx.release)
-        t->ctx.release(t->ctx.info);
+    void (*release)(const void *) = rl__timer_ctx_release(t);
+    if (t->valid && release)
+        release(t->info);
     rl__timer_ext *x = rl__timer_ext_of(t);
     if (x)
         free(x); /* its list is empty: each membership held a reference */
@@ -71,7 +107,11 @@ RLRunLoopTimerRef RLRunLoopTimerCreate(RLAllocatorRef allocator, RLAbsoluteTime 
         return NULL;
     t->fire_date = clamp_date(fireDate);
     interval = interval > 0 ? (interval > RL_FAR_FUTURE ? RL_FAR_FUTURE : interval) : 0;
-    if (interval > 0 || order != 0 || (context && context->copyDescription)) {
+    const void *(*retain)(const void *) = context ? context->retain : NULL;
+    void (*release)(const void *) = context ? context->release : NULL;
+    t->cbs = retain || release ? cbs_number(retain, release) : 0;
+    bool cbs_in_ext = (retain || release) && !t->cbs;
+    if (interval > 0 || order != 0 || (context && context->copyDescription) || cbs_in_ext) {
         rl__timer_ext *x = rl__timer_ext_make(t);
         if (!x) {
             RLRelease(t);
@@ -80,6 +120,10 @@ RLRunLoopTimerRef RLRunLoopTimerCreate(RLAllocatorRef allocator, RLAbsoluteTime 
         }
         x->interval = interval;
         x->order = order;
+        if (cbs_in_ext) {
+            x->retain = retain;
+            x->release = release;
+        }
         x->copyDescription = context ? context->copyDescription : NULL;
         t->repeats = interval > 0;
     }
@@ -87,11 +131,9 @@ RLRunLoopTimerRef RLRunLoopTimerCreate(RLAllocatorRef allocator, RLAbsoluteTime 
     t->callout = callout;
     t->valid = true;
     if (context) {
-        t->ctx.info = context->info;
-        t->ctx.retain = context->retain;
-        t->ctx.release = context->release;
-        if (t->ctx.retain)
-            t->ctx.info = (void *)t->ctx.retain(t->ctx.info);
+        t->info = context->info;
+        if (retain)
+            t->info = (void *)retain(t->info);
     }
     return t;
 }
@@ -178,7 +220,7 @@ static void timer_invalidate_locked(struct RLRunLoopTimer *t, rl__defer *d) {
     if (t->ctx_pinned)
         t->ctx_release_held = true;
     else
-        rl__defer_ctx_release(d, t->ctx.release, t->ctx.info);
+        rl__defer_ctx_release(d, rl__timer_ctx_release(t), t->info);
 }
 
 bool RLRunLoopTimerInvalidate(RLRunLoopTimerRef t) {
@@ -209,7 +251,8 @@ bool RLRunLoopTimerGetContext(RLRunLoopTimerRef t, RLRunLoopTimerContext *contex
     if (!context)
         return rl__fail(kRLErrorInvalidArgument, fn, "NULL context");
     const rl__timer_ext *x = rl__timer_ext_of(t);
-    *context = (RLRunLoopTimerContext){0, t->ctx.info, t->ctx.retain, t->ctx.release, x ? x->copyDescription : NULL};
+    *context = (RLRunLoopTimerContext){0, t->info, rl__timer_ctx_retain(t), rl__timer_ctx_release(t),
+                                       x ? x->copyDescription : NULL};
     return true;
 }
 

@@ -179,12 +179,12 @@ static inline bool rl__source_same_shape(const struct RLRunLoopSource *a, const 
 
 /* ---- timers ---- */
 
-/* A timer is 144 bytes (RL__TIMER_SIZE; the pool serves it without
- * rounding up, rl_pool.h): what every timer needs, its first membership
- * inline, and a pointer to an extension that holds what most timers do
- * without, made when a timer first needs it (rl__timer_ext_make): a
- * repeating timer's grid, a tolerance, an order, a copyDescription
- * callback, the memberships beyond the first. A one-shot timer in one mode
+/* A timer is 128 bytes (RL__TIMER_SIZE), two cache lines: what every
+ * timer needs, its first membership inline, and a pointer to an extension
+ * that holds what most timers do without, made when a timer first needs
+ * it (rl__timer_ext_make): a repeating timer's grid, a tolerance, an
+ * order, the context's retain, release and copyDescription callbacks, the
+ * memberships beyond the first. A one-shot timer in one mode
  * with no tolerance, the usual case, has none. What adding or removing a
  * timer touches is its first 88 bytes: the object header, home, flags,
  * stamp thread, home slot and its inline membership. The loop a timer is
@@ -201,8 +201,25 @@ typedef struct rl__timer_ext {
     RLTimeInterval tolerance; /* what guards the timer */
     RLTimeInterval interval;  /* fixed at creation, as the next two */
     RLIndex order;
+    /* The context's retain and release when the process has named more
+     * than RL__TIMER_CBS pairs (see cbs); read through
+     * rl__timer_ctx_retain and _release. */
+    const void *(*retain)(const void *info);
+    void (*release)(const void *info);
     char *(*copyDescription)(const void *info);
 } rl__timer_ext;
+
+/* The pairs of context callbacks (retain, release) that timers have, each
+ * named by a number (rl__timer_cbs; RLRunLoopTimer.c) so that a timer
+ * keeps one byte for them instead of two pointers: a program has a few
+ * such pairs (the block timers' one, Swift's RLTimer's one), not one a
+ * timer. Entries are written once, before any timer names them. */
+#define RL__TIMER_CBS 256
+typedef struct rl__timer_cbs {
+    const void *(*retain)(const void *info);
+    void (*release)(const void *info);
+} rl__timer_cbs;
+RL__HIDDEN extern rl__timer_cbs rl__timer_cbs_table[RL__TIMER_CBS];
 
 struct RLRunLoopTimer {
     rl__object base;
@@ -210,13 +227,16 @@ struct RLRunLoopTimer {
     rl__olock lock;
     bool valid;
     bool firing;
-    /* The fire path is taking its reference on ctx.info (the context's
+    /* Its context's retain and release: their pair's number in
+     * rl__timer_cbs_table, 0 if it has none (or they are in the extension). */
+    uint8_t cbs;
+    /* Flags written only under what guards the timer, so they share a
+     * byte; the hot paths set them to constants (one instruction each). */
+    /* The fire path is taking its reference on info (the context's
      * retain, called without the lock): an invalidation meanwhile leaves
      * the context's release to it (ctx_release_held), so that info cannot
      * go before it is retained. */
-    bool ctx_pinned;
-    /* Flags written only under what guards the timer, so they share a
-     * byte; the hot paths set them to constants (one instruction each). */
+    bool ctx_pinned : 1;
     bool inline_used : 1; /* inline_memb is a membership */
     bool multi : 1;       /* the extension's list holds memberships */
     bool tolerant : 1;    /* tolerance > 0: filed in the lax heaps (rl_heap.c) */
@@ -238,19 +258,14 @@ struct RLRunLoopTimer {
      * gives, by the thread numbered seq_by (rl__timer_arrive_locked). */
     uint64_t seq;
     RLRunLoopTimerCallBack callout;
-    /* The context's parts the fire path uses; the rest (version 0, the
-     * copyDescription callback) is in the extension. */
-    struct {
-        void *info;
-        const void *(*retain)(const void *info);
-        void (*release)(const void *info);
-    } ctx;
+    /* The context's info (retained); its callbacks are in the extension. */
+    void *info;
     /* NULL until needed; then set once (release) and kept to the end, so
      * that the fields fixed at creation are read without a lock. */
     rl__timer_ext *_Atomic ext;
 };
-#define RL__TIMER_SIZE 144
-_Static_assert(sizeof(struct RLRunLoopTimer) == RL__TIMER_SIZE, "timer: 144 bytes (rl_pool.c serves it exactly)");
+#define RL__TIMER_SIZE 128
+_Static_assert(sizeof(struct RLRunLoopTimer) == RL__TIMER_SIZE, "timer: 128 bytes, two lines (a pool class)");
 _Static_assert(RL__TIMER_MEMB_SIZE == 40, "membership: a timer's inline part is 40 bytes");
 _Static_assert(offsetof(struct RLRunLoopTimer, fire_date) + sizeof(double) <= 96,
                "timer: what adding it reads and writes is in its first 96 bytes");
@@ -292,14 +307,20 @@ static inline RLTimeInterval rl__timer_tolerance(const struct RLRunLoopTimer *t)
     return x ? x->tolerance : 0;
 }
 
-/* The context's retain and release callbacks (NULL: none). The fire path
- * should read them through these: they are in the timer today, and would
- * move to the extension (a timer with callbacks would have one) to make a
- * timer 128 bytes, a line-aligned pool class. */
+/* The context's retain and release callbacks (NULL: none): by their
+ * pair's number, or from the extension (see cbs). Fixed at creation. */
 static inline const void *(*rl__timer_ctx_retain(const struct RLRunLoopTimer *t))(const void *) {
-    return t->ctx.retain;
+    if (RL__LIKELY(t->cbs))
+        return rl__timer_cbs_table[t->cbs].retain;
+    const rl__timer_ext *x = rl__timer_ext_of(t);
+    return x ? x->retain : NULL;
 }
-static inline void (*rl__timer_ctx_release(const struct RLRunLoopTimer *t))(const void *) { return t->ctx.release; }
+static inline void (*rl__timer_ctx_release(const struct RLRunLoopTimer *t))(const void *) {
+    if (RL__LIKELY(t->cbs))
+        return rl__timer_cbs_table[t->cbs].release;
+    const rl__timer_ext *x = rl__timer_ext_of(t);
+    return x ? x->release : NULL;
+}
 
 /* Whether a's tie-break stamp is before b's (their dates being equal). */
 static inline bool rl__timer_stamp_before(const struct RLRunLoopTimer *a, const struct RLRunLoopTimer *b) {
