@@ -20,6 +20,7 @@
 
 size_t rl__socket_footprint(RLSocketRef s);
 size_t rl__fd_table_bytes(RLRunLoopRef rl, size_t *blocks);
+size_t rl__source_footprint(RLRunLoopSourceRef s);
 
 #define MODE "MEM"
 
@@ -353,6 +354,87 @@ static void test_fd_table_holds_no_block_for_one_source(void **state) {
     }
 }
 
+/* A connection's run-loop source in one mode is one block: its first
+ * membership is inside it and it copies no context (it has none); in the
+ * pool, 176 bytes (before: a 192-byte source and a 112-byte malloc'd
+ * membership). A second mode's membership is a block of its own, given
+ * back when the source leaves that mode. A program's source keeps its
+ * context (RLRunLoopSourceGetContext), and an fd source reads as having
+ * none. */
+#define SOURCE_MAX (176 + 16) /* and malloc's rounding and header in PLAIN=1 */
+
+static void test_idle_connection_source_is_one_block(void **state) {
+    (void)state;
+    int server, client;
+    assert_true(tcp_pair(AF_INET, &server, &client));
+    mem_conn c = {0};
+    conn_make(&c, server, client);
+    RLRunLoopSourceRef src = RLSocketCreateRunLoopSource(NULL, c.s, 0); /* the one conn_make added */
+    assert_non_null(src);
+    size_t one = rl__source_footprint(src);
+    assert_true(one <= SOURCE_MAX);
+    assert_true(one + rl__socket_footprint(c.s) <= IDLE_MAX + SOURCE_MAX);
+    RLRunLoopSourceContext ctx;
+    memset(&ctx, 0xAB, sizeof ctx);
+    assert_true(RLRunLoopSourceGetContext(src, &ctx));
+    RLRunLoopSourceContext zero = {0};
+    assert_memory_equal(&ctx, &zero, sizeof ctx);
+    send_all(client, "x", 1);
+    run_until_got(&c, 1);
+    assert_int_equal(rl__source_footprint(src), one);
+    /* A second mode: one more membership, served there too, given back. */
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    assert_true(RLRunLoopAddSource(rl, src, "MEM2"));
+    assert_true(rl__source_footprint(src) > one);
+    send_all(client, "y", 1);
+    double end = rl_test_now() + 10;
+    while (c.got < 2 && rl_test_now() < end)
+        RLRunLoopRunInMode("MEM2", 0.05, true);
+    assert_int_equal(c.got, 2);
+    /* Leaving the first mode frees the inline one: the source is in MEM2 only. */
+    assert_true(RLRunLoopRemoveSource(rl, src, MODE));
+    assert_false(RLRunLoopContainsSource(rl, src, MODE));
+    assert_true(RLRunLoopContainsSource(rl, src, "MEM2"));
+    assert_true(RLRunLoopAddSource(rl, src, MODE)); /* back into the inline slot */
+    assert_true(RLRunLoopRemoveSource(rl, src, "MEM2"));
+    assert_int_equal(rl__source_footprint(src), one);
+    send_all(client, "z", 1);
+    run_until_got(&c, 3);
+    RLRelease(src);
+    conn_done(&c);
+}
+
+/* A program's source keeps its whole context. */
+static int ctx_performs;
+static void ctx_perform(void *info) { ctx_performs += info == &ctx_performs; }
+static bool ctx_equal(const void *a, const void *b) { return a == b; }
+static RLHashCode ctx_hash(const void *info) { return (RLHashCode)(uintptr_t)info; }
+
+static void test_program_source_keeps_its_context(void **state) {
+    (void)state;
+    RLRunLoopSourceContext in = {0};
+    in.info = &ctx_performs;
+    in.perform = ctx_perform;
+    in.equal = ctx_equal;
+    in.hash = ctx_hash;
+    RLRunLoopSourceRef s = RLRunLoopSourceCreate(NULL, 3, &in);
+    assert_non_null(s);
+    RLRunLoopSourceContext out;
+    memset(&out, 0xAB, sizeof out);
+    assert_true(RLRunLoopSourceGetContext(s, &out));
+    assert_memory_equal(&out, &in, sizeof in);
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    assert_true(RLRunLoopAddSource(rl, s, MODE));
+    assert_true(RLRunLoopAddSource(rl, s, "MEM2"));
+    ctx_performs = 0;
+    assert_true(RLRunLoopSourceSignal(s));
+    RLRunLoopRunInMode("MEM2", 0, true);
+    assert_int_equal(ctx_performs, 1);
+    RLRunLoopSourceInvalidate(s);
+    assert_false(RLRunLoopContainsSource(rl, s, MODE));
+    RLRelease(s);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_idle_ipv4_connection_holds_its_two_blocks),
@@ -361,6 +443,8 @@ int main(void) {
         cmocka_unit_test(test_nested_callbacks_get_their_own_peers),
         cmocka_unit_test(test_long_peer_address),
         cmocka_unit_test(test_fd_table_holds_no_block_for_one_source),
+        cmocka_unit_test(test_idle_connection_source_is_one_block),
+        cmocka_unit_test(test_program_source_keeps_its_context),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

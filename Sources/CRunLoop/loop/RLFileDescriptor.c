@@ -4,6 +4,7 @@
 #include "rl_lock.h"
 #include "rl_loop.h"
 #include "RLRunLoopMembership.h"
+#include "RLRunLoopSourceInternal.h"
 #include <crunloop/RLFileDescriptor.h>
 #include <crunloop/RLRunLoop.h>
 #include <crunloop/RLRunLoopSource.h>
@@ -223,12 +224,12 @@ RLRunLoopSourceRef RLFileDescriptorCreateRunLoopSource(RLAllocatorRef allocator,
     }
     if (s)
         return s;
-    RLRunLoopSourceContext ctx = {0};
-    s = RLRunLoopSourceCreate(allocator, order, &ctx);
-    if (!s)
-        return NULL;
     RLRetain(f);
-    s->fdobj = f;
+    s = rl__source_create_fd(order, f, fn);
+    if (!s) {
+        RLRelease(f);
+        return NULL;
+    }
     rl__olock_lock(&f->lock);
     if (f->source && try_retain(f->source)) {
         /* Another thread made one meanwhile: one source per descriptor. */

@@ -151,30 +151,50 @@ struct rl__mode {
 
 struct RLFileDescriptor;
 
+/* A source made by RLRunLoopSourceCreate is this and its context after
+ * it (a line-aligned pool block of 256 bytes); an fd source (an RLSocket's,
+ * an RLFileDescriptor's) has no context, every callback of it being NULL,
+ * and is only this (176 bytes, a packed pool class): read the context
+ * through rl__source_ctx. Its first membership is inside it (inline_memb,
+ * as a timer's): a source in one mode, the usual case, costs no other
+ * allocation. */
 struct RLRunLoopSource {
     rl__object base;
-    rl__olock lock; /* the item lock: membs, valid, signalled */
+    rl__olock lock; /* the item lock: membs, valid, signalled, inline_used */
     /* Beside the lock and the object header, in the line a signal from
      * another thread reads (the header's check, then `signalled` without
      * the lock while it is set: rl__source_signal): one line, not two, that
      * the loop's perform writes and the signalling thread then misses. */
     bool valid;     /* written under the item lock; read without it as a hint */
     bool signalled;
+    bool has_ctx;     /* ctx[0] is there (fixed at creation) */
+    bool inline_used; /* inline_memb is a membership (the item lock) */
     RLIndex order;
     RLHashCode hash; /* ctx.hash(info), or info: computed once, at creation */
-    RLRunLoopSourceContext ctx;
     struct rl_membq membs;
     struct RLFileDescriptor *fdobj; /* fd sources: retained */
+    rl__memb inline_memb;
+    RLRunLoopSourceContext ctx[]; /* has_ctx: one */
 };
+#define RL__FD_SOURCE_SIZE 176
+_Static_assert(sizeof(struct RLRunLoopSource) == RL__FD_SOURCE_SIZE, "fd source: 176 bytes, a packed pool class");
+
+/* What a source without a context reads as its context: zeros. */
+RL__HIDDEN extern const RLRunLoopSourceContext rl__source_no_ctx;
+
+static inline const RLRunLoopSourceContext *rl__source_ctx(const struct RLRunLoopSource *s) {
+    return s->has_ctx ? &s->ctx[0] : &rl__source_no_ctx;
+}
 
 /* Two sources are equal as in CF: same order, the same callbacks and, by
  * the context's equal callback (without one: the same info), equal infos.
  * fd sources only by identity. What can be compared without calling user
  * code (everything but `equal`): */
 static inline bool rl__source_same_shape(const struct RLRunLoopSource *a, const struct RLRunLoopSource *b) {
-    return a->order == b->order && a->hash == b->hash && a->ctx.equal == b->ctx.equal &&
-           a->ctx.hash == b->ctx.hash && a->ctx.perform == b->ctx.perform && a->ctx.schedule == b->ctx.schedule &&
-           a->ctx.cancel == b->ctx.cancel && a->fdobj == b->fdobj;
+    const RLRunLoopSourceContext *ac = rl__source_ctx(a), *bc = rl__source_ctx(b);
+    return a->order == b->order && a->hash == b->hash && ac->equal == bc->equal && ac->hash == bc->hash &&
+           ac->perform == bc->perform && ac->schedule == bc->schedule && ac->cancel == bc->cancel &&
+           a->fdobj == b->fdobj;
 }
 
 /* ---- timers ---- */
