@@ -125,10 +125,12 @@ static bool tcp_pair(int family, int *server, int *client) {
     return true;
 }
 
-/* The two blocks of an RLSocket and its fd object; in the pool, 192 and
- * 128 bytes (before: a 192-byte fd object and a 128-byte RLData for the
- * peer's address besides). */
-#define IDLE_MAX (192 + 128 + 32) /* and a little for malloc's headers in PLAIN=1 */
+/* The two blocks of an RLSocket and its fd object; in the pool, 160 and
+ * 128 bytes (before: a 192-byte socket, and before that a 192-byte fd
+ * object and a 128-byte RLData for the peer's address besides). A
+ * program's context without callbacks, an IP peer address and a socket
+ * that is not a resting listener need no other block. */
+#define IDLE_MAX (160 + 128 + 32) /* and a little for malloc's headers in PLAIN=1 */
 
 static void check_idle_connection(int family) {
     int server, client;
@@ -356,12 +358,12 @@ static void test_fd_table_holds_no_block_for_one_source(void **state) {
 
 /* A connection's run-loop source in one mode is one block: its first
  * membership is inside it and it copies no context (it has none); in the
- * pool, 176 bytes (before: a 192-byte source and a 112-byte malloc'd
+ * pool, 160 bytes (before: a 192-byte source and a 112-byte malloc'd
  * membership). A second mode's membership is a block of its own, given
  * back when the source leaves that mode. A program's source keeps its
  * context (RLRunLoopSourceGetContext), and an fd source reads as having
  * none. */
-#define SOURCE_MAX (176 + 16) /* and malloc's rounding and header in PLAIN=1 */
+#define SOURCE_MAX (160 + 16) /* and malloc's rounding and header in PLAIN=1 */
 
 static void test_idle_connection_source_is_one_block(void **state) {
     (void)state;
@@ -402,6 +404,43 @@ static void test_idle_connection_source_is_one_block(void **state) {
     run_until_got(&c, 3);
     RLRelease(src);
     conn_done(&c);
+}
+
+/* A socket keeps the context's callbacks a program gives, in a block of
+ * their own: GetContext gives them back, the release comes once, at the
+ * invalidation; a context of info alone needs no such block. */
+static int sock_retains, sock_releases;
+static const void *sock_ctx_retain(const void *p) { sock_retains++; return p; }
+static void sock_ctx_release(const void *p) { (void)p; sock_releases++; }
+static char *sock_ctx_describe(const void *p) { (void)p; return strdup("described"); }
+
+static void test_socket_context_callbacks_kept_aside(void **state) {
+    (void)state;
+    int sv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    RLSocketContext plain = {0, &sock_retains, NULL, NULL, NULL};
+    RLSocketRef a = RLSocketCreateWithNative(NULL, sv[0], kRLSocketDataCallBack, data_cb, &plain);
+    assert_non_null(a);
+    RLSocketContext in = {0, &sock_releases, sock_ctx_retain, sock_ctx_release, sock_ctx_describe};
+    RLSocketRef b = RLSocketCreateWithNative(NULL, sv[1], kRLSocketDataCallBack, data_cb, &in);
+    assert_non_null(b);
+    assert_int_equal(sock_retains, 1);
+    assert_true(rl__socket_footprint(b) > rl__socket_footprint(a));
+    RLSocketContext got;
+    memset(&got, 0xAB, sizeof got);
+    assert_true(RLSocketGetContext(a, &got));
+    assert_memory_equal(&got, &plain, sizeof got);
+    memset(&got, 0xAB, sizeof got);
+    assert_true(RLSocketGetContext(b, &got));
+    assert_memory_equal(&got, &in, sizeof got);
+    assert_int_equal(sock_releases, 0);
+    assert_true(RLSocketInvalidate(b));
+    assert_int_equal(sock_releases, 1);
+    RLRelease(b);
+    assert_true(RLSocketInvalidate(a));
+    RLRelease(a);
+    assert_int_equal(sock_releases, 1);
+    assert_int_equal(sock_retains, 1);
 }
 
 /* A program's source keeps its whole context. */
@@ -445,6 +484,7 @@ int main(void) {
         cmocka_unit_test(test_fd_table_holds_no_block_for_one_source),
         cmocka_unit_test(test_idle_connection_source_is_one_block),
         cmocka_unit_test(test_program_source_keeps_its_context),
+        cmocka_unit_test(test_socket_context_callbacks_kept_aside),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

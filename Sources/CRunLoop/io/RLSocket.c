@@ -85,19 +85,27 @@ typedef union sock_peer_sa {
 /* s->peer_len when the peer address is in s->peer. */
 #define RL_SOCKET_PEER_IN_DATA 0xFFu
 
-/* The program's context less its version (always 0): 8 bytes a socket. */
-typedef struct sock_context {
-    void *info;
+/* What few sockets need, in a block of its own made when first needed
+ * (sock_rare_get): the context's callbacks (a program that gives any),
+ * a peer address too long for the socket (a named Unix socket's), a
+ * resting listener's timer. Made under the socket's lock (or before
+ * anyone sees the socket), never replaced, freed with the socket. */
+typedef struct sock_rare {
     const void *(*retain)(const void *info);
     void (*release)(const void *info);
     char *(*copyDescription)(const void *info);
-} sock_context;
+    RLDataRef peer; /* a peer address longer than peer_sa, else NULL */
+    /* Set while the listener rests after accept ran out of descriptors:
+     * the one-shot timer (in the loop and mode that saw it) that wakes it. */
+    RLRunLoopTimerRef accept_retry;
+} sock_rare;
 
 /* s->rxq once the ring was asked and refused (sock_ring_ask). */
 #define RL_SOCKET_NO_RING ((rl__rxq *)1)
 
-/* 192 bytes, one pool class (checked below): an idle connection is this,
- * its fd object (128) and its run-loop source and membership. */
+/* 160 bytes, one packed pool class (checked below): an idle connection
+ * is this, its fd object (128) and its run-loop source (160, its
+ * membership inside). */
 struct RLSocket {
     rl__object base;
     rl__mutex lock; /* guards everything below that can change */
@@ -107,7 +115,8 @@ struct RLSocket {
     uint8_t flags; /* RL_SOCKET_FLAGS */
     uint8_t disabled; /* callback types muted by the user or by a delivery */
     RLSocketCallBack callout;
-    sock_context ctx;
+    void *info; /* the context's (retained by its retain callback, in `rare`) */
+    sock_rare *rare; /* NULL: none needed yet */
     RLFileDescriptorRef fdobj; /* watches fd; its info holds a reference on us until invalidated */
     /* Valid until invalidated; the fd closed (kRLSocketCloseOnInvalidate)
      * and the context's info released then, once, after the callouts
@@ -130,13 +139,9 @@ struct RLSocket {
     /* A connected stream's peer address, for its Data callbacks (a
      * stream's peer never changes): looked up once (at creation, or on
      * first use), then never changed. 0: not yet; RL_SOCKET_PEER_IN_DATA:
-     * in `peer`; else the length of the address in peer_sa. Written once
+     * in rare->peer; else the length of the address in peer_sa. Written once
      * under the lock (release), read without it (acquire). */
     _Atomic uint8_t peer_len;
-    RLDataRef peer; /* a peer address longer than peer_sa, else NULL */
-    /* Set while the listener rests after accept ran out of descriptors:
-     * the one-shot timer (in the loop and mode that saw it) that wakes it. */
-    RLRunLoopTimerRef accept_retry;
     sock_peer_sa peer_sa;
     /* Tells this socket from one made later at the same address: the
      * thread's address data says whose address it holds by both. */
@@ -147,7 +152,20 @@ struct RLSocket {
      * (the readers tell the two apart). */
     rl__rxq *rxq;
 };
-_Static_assert(sizeof(struct RLSocket) <= 192, "RLSocket outgrew its pool class");
+_Static_assert(sizeof(struct RLSocket) <= 160, "RLSocket outgrew its pool class");
+
+/* s's rare part, made if need be; NULL if memory is short. Its lock held,
+ * or s not seen by anyone yet. */
+static sock_rare *sock_rare_get(struct RLSocket *s) {
+    if (!s->rare)
+        s->rare = calloc(1, sizeof *s->rare);
+    return s->rare;
+}
+
+/* The resting listener's timer, or NULL. Its lock held. */
+static inline RLRunLoopTimerRef sock_retry_timer(const struct RLSocket *s) {
+    return s->rare ? s->rare->accept_retry : NULL;
+}
 
 /* Reports to the lock-order detector as one class for every socket
  * (docs/locking.md: before the loop and item locks). */
@@ -170,8 +188,11 @@ static void sock_finalize(void *obj) {
      * socket only gets here invalidated, or from a failed creation. */
     if (s->fdobj)
         RLRelease(s->fdobj);
-    if (s->peer)
-        RLRelease(s->peer);
+    if (s->rare) {
+        if (s->rare->peer)
+            RLRelease(s->rare->peer);
+        free(s->rare);
+    }
     if (s->rxq != RL_SOCKET_NO_RING)
         rl__rxq_release(s->rxq);
     rl__fdobj_finalize(&s->life); /* nothing left to release once invalidated */
@@ -207,7 +228,7 @@ static RLOptionFlags sock_wanted_locked(const struct RLSocket *s) {
         return 0;
     RLOptionFlags rt = read_type(s);
     bool ready_side = s->sock_type != SOCK_STREAM || s->connected || s->listening;
-    if (rt && !(s->disabled & rt) && !s->at_eof && ready_side && !s->accept_retry)
+    if (rt && !(s->disabled & rt) && !s->at_eof && ready_side && !sock_retry_timer(s))
         want |= kRLFileDescriptorReadCallBack;
     if (s->connecting)
         want |= kRLFileDescriptorWriteCallBack;
@@ -250,7 +271,7 @@ static RLDataRef sockaddr_data(const struct sockaddr_storage *ss, socklen_t len)
 
 static void sock_call(struct RLSocket *s, RLSocketCallBackType type, RLDataRef address, const void *data) {
     if (s->callout)
-        s->callout(s, type, address, data, s->ctx.info);
+        s->callout(s, type, address, data, s->info);
 }
 
 /* After a delivery of `type`: muted until enabled again, unless the flags
@@ -415,8 +436,8 @@ static void sock_keep_peer_locked(struct RLSocket *s, const struct sockaddr_stor
         atomic_store_explicit(&s->peer_len, (uint8_t)len, memory_order_release);
         return;
     }
-    s->peer = sockaddr_data(ss, len);
-    if (s->peer)
+    sock_rare *r = sock_rare_get(s);
+    if (r && (r->peer = sockaddr_data(ss, len)) != NULL)
         atomic_store_explicit(&s->peer_len, RL_SOCKET_PEER_IN_DATA, memory_order_release);
 }
 
@@ -453,7 +474,7 @@ static __attribute__((noinline)) RLDataRef sock_peer_address_slow(struct RLSocke
     if (len == 0 && (len = sock_peer_lookup(s)) == 0)
         return NULL;
     if (len == RL_SOCKET_PEER_IN_DATA)
-        return s->peer; /* borrowed: s (held by the callout) keeps it */
+        return s->rare->peer; /* borrowed: s (held by the callout) keeps it */
     const uint8_t *bytes = (const uint8_t *)&s->peer_sa;
     sock_thread *t = sock_thread_get();
     if (!t || (t->peer && !t->peer_of)) /* none, or lent to a callback still running */
@@ -793,9 +814,9 @@ static void sock_release_cb(const void *info) { RLRelease(info); }
 static void sock_accept_retry_fire(RLRunLoopTimerRef t, void *info) {
     struct RLSocket *s = info;
     sock_lock(s);
-    bool mine = s->accept_retry == t;
+    bool mine = sock_retry_timer(s) == t;
     if (mine)
-        s->accept_retry = NULL;
+        s->rare->accept_retry = NULL;
     if (rl__fdobj_valid(&s->life))
         sock_rearm_locked(s);
     sock_unlock(s);
@@ -817,14 +838,15 @@ static void sock_rest_listener(struct RLSocket *s) {
                                                sock_accept_retry_fire, &ctx);
     if (t) {
         sock_lock(s);
-        bool take = rl__fdobj_valid(&s->life) && !s->accept_retry;
+        sock_rare *r = rl__fdobj_valid(&s->life) && !sock_retry_timer(s) ? sock_rare_get(s) : NULL;
+        bool take = r != NULL;
         if (take)
-            s->accept_retry = t;
+            r->accept_retry = t;
         sock_unlock(s);
         if (!take || !RLRunLoopAddTimer(rl, t, mode)) {
             sock_lock(s);
-            if (s->accept_retry == t)
-                s->accept_retry = NULL;
+            if (sock_retry_timer(s) == t)
+                s->rare->accept_retry = NULL;
             sock_unlock(s);
             RLRunLoopTimerInvalidate(t);
             RLRelease(t);
@@ -1041,7 +1063,7 @@ static RLSocketRef sock_make(RLAllocatorRef allocator, int fd, RLOptionFlags typ
     len = sizeof acc;
     if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &len) < 0)
         acc = 0;
-    struct RLSocket *s = rl__object_alloc(&socket_class, sizeof *s, fn);
+    struct RLSocket *s = rl__object_alloc_packed(&socket_class, sizeof *s, fn);
     if (!s)
         return NULL;
     s->fd = fd;
@@ -1050,6 +1072,15 @@ static RLSocketRef sock_make(RLAllocatorRef allocator, int fd, RLOptionFlags typ
     s->sock_type = (uint8_t)stype;
     s->types = (uint8_t)types;
     s->callout = callout;
+    if (context && (context->retain || context->release || context->copyDescription)) {
+        sock_rare *r = sock_rare_get(s);
+        if (!r) {
+            rl__fail(kRLErrorNoMemory, fn, "out of memory");
+            RLRelease(s);
+            return NULL;
+        }
+        *r = (sock_rare){context->retain, context->release, context->copyDescription, NULL, NULL};
+    }
     /* CF's default: the socket's own read-side type re-enabled, close on
      * invalidate. */
     s->flags = (types & 3u) | kRLSocketCloseOnInvalidate;
@@ -1077,10 +1108,10 @@ static RLSocketRef sock_make(RLAllocatorRef allocator, int fd, RLOptionFlags typ
     }
     rl__fd_set_owner(s->fdobj, s, &sock_how);
     if (context) {
-        s->ctx = (sock_context){context->info, context->retain, context->release, context->copyDescription};
-        if (s->ctx.retain)
-            s->ctx.info = (void *)s->ctx.retain(s->ctx.info);
-        rl__fdobj_set_context(&s->life, s->ctx.info, s->ctx.release);
+        s->info = context->info;
+        if (s->rare && s->rare->retain)
+            s->info = (void *)s->rare->retain(s->info);
+        rl__fdobj_set_context(&s->life, s->info, context->release);
     }
     sock_lock(s);
     sock_rearm_locked(s);
@@ -1419,8 +1450,9 @@ bool RLSocketInvalidate(RLSocketRef s) {
     sock_lock(s);
     rl__fdobj_end end;
     bool was = rl__fdobj_invalidate(&s->life, (s->flags & kRLSocketCloseOnInvalidate) ? RL_FDOBJ_CLOSE : 0, &end);
-    RLRunLoopTimerRef retry = s->accept_retry;
-    s->accept_retry = NULL;
+    RLRunLoopTimerRef retry = sock_retry_timer(s);
+    if (retry)
+        s->rare->accept_retry = NULL;
     sock_unlock(s);
     if (retry) { /* the timer holds a reference on s: s outlives this */
         RLRunLoopTimerInvalidate(retry);
@@ -1472,7 +1504,11 @@ bool RLSocketGetContext(RLSocketRef s, RLSocketContext *context) {
         return false;
     if (!context)
         return rl__fail(kRLErrorInvalidArgument, __func__, "NULL context");
-    *context = (RLSocketContext){0, s->ctx.info, s->ctx.retain, s->ctx.release, s->ctx.copyDescription};
+    sock_lock(s); /* another thread may be making s->rare */
+    const sock_rare *r = s->rare;
+    *context = r ? (RLSocketContext){0, s->info, r->retain, r->release, r->copyDescription}
+                 : (RLSocketContext){0, s->info, NULL, NULL, NULL};
+    sock_unlock(s);
     return true;
 }
 
@@ -1496,7 +1532,9 @@ static size_t object_bytes(const void *obj) {
  * using. */
 size_t rl__socket_footprint(RLSocketRef s) {
     size_t n = object_bytes(s) + object_bytes(s->fdobj);
+    if (s->rare)
+        n += malloc_usable_size(s->rare) + sizeof(size_t);
     if (atomic_load_explicit(&s->peer_len, memory_order_acquire) == RL_SOCKET_PEER_IN_DATA)
-        n += object_bytes(s->peer);
+        n += object_bytes(s->rare->peer);
     return n;
 }
