@@ -91,8 +91,10 @@ struct cf_server {
 };
 
 /* The server whose loop runs on this thread (the connections' callbacks
- * come on it). */
-static __thread cf_server *cf_here;
+ * come on it), and its slots (a copy: one load less per callback). */
+#define CF_TLS __thread __attribute__((tls_model("initial-exec"))) /* a load, not a call */
+static CF_TLS cf_server *cf_here;
+static CF_TLS uintptr_t *cf_slots;
 
 static inline cf_pending *cf_pending_of(uintptr_t slot) {
     return (slot & 1) ? (cf_pending *)(slot & ~(uintptr_t)1) : NULL;
@@ -155,64 +157,89 @@ static cf_pending *cf_pend(cf_server *server, int fd) {
     return c;
 }
 
-static void cf_conn_cb(CFSocketRef s, CFSocketCallBackType type, CFDataRef address, const void *data, void *info) {
-    (void)s, (void)address;
-    cf_server *server = cf_here;
-    int fd = (int)(intptr_t)info;
-    cf_pending *c = cf_pending_of(server->slots[fd]);
-    if (type == BEC_READ_TYPE) {
-#ifdef BEC_READCB
-        (void)data;
-        static __thread UInt8 rbuf[65536];
-        ssize_t got = recv(fd, rbuf, sizeof rbuf, MSG_DONTWAIT);
-        if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
-            return; /* nothing after all: the callback comes again */
-        if (got < 0) {
-            cf_close(server, fd);
+/* What the fast path of cf_conn_cb could not finish: n bytes read (n <= 0:
+ * the end), of which a first send took `tried` (CF_NOT_TRIED: none was
+ * made), on a connection that may have output waiting. */
+#define CF_NOT_TRIED ((ssize_t)-2)
+static __attribute__((noinline)) void cf_conn_got(int fd, const UInt8 *bytes, CFIndex n, ssize_t tried) {
+    cf_pending *c = cf_pending_of(cf_slots[fd]);
+    if (n <= 0) {
+        if (!c || c->out.len == 0) {
+            cf_close(cf_here, fd);
             return;
         }
-        CFIndex n = (CFIndex)got;
-        const UInt8 *bytes = rbuf;
-#else
-        CFDataRef d = (CFDataRef)data;
-        CFIndex n = CFDataGetLength(d);
-        const UInt8 *bytes = n > 0 ? CFDataGetBytePtr(d) : NULL;
-#endif
-        if (n <= 0) {
-            if (!c || c->out.len == 0) {
-                cf_close(server, fd);
-                return;
-            }
-            c->ended = true;
-        } else {
-            ssize_t sent = 0;
-            if ((!c || c->out.len == 0) && (sent = cf_send(fd, bytes, (size_t)n)) < 0) {
-                cf_close(server, fd);
-                return;
-            }
-            if ((size_t)sent < (size_t)n) {
-                if ((!c && !(c = cf_pend(server, fd))) ||
-                    !bec_buf_append(&c->out, bytes + sent, (size_t)n - (size_t)sent)) {
-                    cf_close(server, fd);
-                    return;
-                }
-            }
-            if (!c)
-                return; /* all sent: nothing waits, nothing paused */
-        }
-    } else if (type == kCFSocketWriteCallBack) {
-        if (!c)
-            return;
-        ssize_t sent = cf_send(fd, c->out.bytes + c->out.start, c->out.len);
-        if (sent < 0) {
-            cf_close(server, fd);
-            return;
-        }
-        bec_buf_consume(&c->out, (size_t)sent);
-    } else {
+        c->ended = true;
+        cf_after_send(cf_here, fd, c);
         return;
     }
-    cf_after_send(server, fd, c);
+    ssize_t sent = tried;
+    if (sent == CF_NOT_TRIED)
+        sent = c && c->out.len > 0 ? 0 : cf_send(fd, bytes, (size_t)n);
+    if (sent < 0) {
+        cf_close(cf_here, fd);
+        return;
+    }
+    if ((size_t)sent < (size_t)n) {
+        if ((!c && !(c = cf_pend(cf_here, fd))) || !bec_buf_append(&c->out, bytes + sent, (size_t)n - (size_t)sent)) {
+            cf_close(cf_here, fd);
+            return;
+        }
+    }
+    if (c)
+        cf_after_send(cf_here, fd, c);
+}
+
+/* Room again on a connection whose output waits. */
+static __attribute__((noinline)) void cf_conn_writable(int fd) {
+    cf_pending *c = cf_pending_of(cf_slots[fd]);
+    if (!c)
+        return;
+    ssize_t sent = cf_send(fd, c->out.bytes + c->out.start, c->out.len);
+    if (sent < 0) {
+        cf_close(cf_here, fd);
+        return;
+    }
+    bec_buf_consume(&c->out, (size_t)sent);
+    cf_after_send(cf_here, fd, c);
+}
+
+/* The common case first: bytes in, nothing waiting to go out, all sent
+ * back at once. */
+static void cf_conn_cb(CFSocketRef s, CFSocketCallBackType type, CFDataRef address, const void *data, void *info) {
+    (void)s, (void)address;
+    int fd = (int)(intptr_t)info;
+    if (type == kCFSocketWriteCallBack) {
+        cf_conn_writable(fd);
+        return;
+    }
+    if (type != BEC_READ_TYPE)
+        return;
+#ifdef BEC_READCB
+    (void)data;
+    static __thread UInt8 rbuf[65536];
+    ssize_t got = recv(fd, rbuf, sizeof rbuf, MSG_DONTWAIT);
+    if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        return; /* nothing after all: the callback comes again */
+    if (got < 0) {
+        cf_close(cf_here, fd);
+        return;
+    }
+    CFIndex n = (CFIndex)got;
+    const UInt8 *bytes = rbuf;
+#else
+    CFDataRef d = (CFDataRef)data;
+    CFIndex n = CFDataGetLength(d);
+    const UInt8 *bytes = n > 0 ? CFDataGetBytePtr(d) : NULL;
+#endif
+    ssize_t tried = CF_NOT_TRIED;
+    if (n > 0 && !(cf_slots[fd] & 1)) {
+        tried = send(fd, bytes, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (tried == (ssize_t)n)
+            return;
+        if (tried < 0)
+            tried = CF_NOT_TRIED; /* cf_send tries again and tells EAGAIN from a broken connection */
+    }
+    cf_conn_got(fd, bytes, n, tried);
 }
 
 static void cf_accept(cf_server *server, int fd) {
@@ -225,7 +252,7 @@ static void cf_accept(cf_server *server, int fd) {
             return;
         }
         memset(a + server->nslots, 0, (n - server->nslots) * sizeof *a);
-        server->slots = a;
+        server->slots = cf_slots = a;
         server->nslots = n;
     }
     int one = 1;
