@@ -103,8 +103,9 @@ typedef struct sock_rare {
 /* s->rxq once the ring was asked and refused (sock_ring_ask). */
 #define RL_SOCKET_NO_RING ((rl__rxq *)1)
 
-/* 160 bytes, one packed pool class (checked below): an idle connection
- * is this, its fd object (128) and its run-loop source (160, its
+/* 160 bytes (checked below), followed in the same block by its fd object
+ * (RL_FD_PART_SIZE, 96): one allocation of 256 bytes, a packed pool class.
+ * An idle connection is that block and its run-loop source (160, its
  * membership inside). */
 struct RLSocket {
     rl__object base;
@@ -184,10 +185,11 @@ static inline void sock_unlock(struct RLSocket *s) {
 
 static void sock_finalize(void *obj) {
     struct RLSocket *s = obj;
-    /* Valid sockets are kept alive by their fd object's context, so a
+    /* Valid sockets are kept alive by their fd object's reference, so a
      * socket only gets here invalidated, or from a failed creation. */
-    if (s->fdobj)
-        RLRelease(s->fdobj);
+    RLFileDescriptorRef f = s->fdobj;
+    if (f)
+        RLRelease(f);
     if (s->rare) {
         if (s->rare->peer)
             RLRelease(s->rare->peer);
@@ -196,6 +198,11 @@ static void sock_finalize(void *obj) {
     if (s->rxq != RL_SOCKET_NO_RING)
         rl__rxq_release(s->rxq);
     rl__fdobj_finalize(&s->life); /* nothing left to release once invalidated */
+    /* Last: the block (s and its fd object) goes with the later of the two. */
+    if (f)
+        rl__fd_part_gone(f);
+    else
+        rl__object_free_block(s);
 }
 
 static char *sock_describe(const void *obj) {
@@ -1063,9 +1070,10 @@ static RLSocketRef sock_make(RLAllocatorRef allocator, int fd, RLOptionFlags typ
     len = sizeof acc;
     if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &len) < 0)
         acc = 0;
-    struct RLSocket *s = rl__object_alloc_packed(&socket_class, sizeof *s, fn);
+    struct RLSocket *s = rl__object_alloc_packed(&socket_class, sizeof *s + RL_FD_PART_SIZE, fn);
     if (!s)
         return NULL;
+    rl__object_share_block(s); /* with its fd object, made below */
     s->fd = fd;
     static _Atomic uint32_t serials;
     s->serial = atomic_fetch_add_explicit(&serials, 1, memory_order_relaxed);
@@ -1100,13 +1108,12 @@ static RLSocketRef sock_make(RLAllocatorRef allocator, int fd, RLOptionFlags typ
             return NULL;
         }
     }
-    RLFileDescriptorContext fctx = {0, s, sock_retain_cb, sock_release_cb, NULL};
-    s->fdobj = RLFileDescriptorCreate(NULL, fd, false, sock_fd_callout, &fctx);
+    /* Holds a reference on s until invalidated. */
+    s->fdobj = rl__fd_init_part((char *)s + sizeof *s, fd, sock_fd_callout, s, &sock_how, fn);
     if (!s->fdobj) {
         RLRelease(s);
         return NULL;
     }
-    rl__fd_set_owner(s->fdobj, s, &sock_how);
     if (context) {
         s->info = context->info;
         if (s->rare && s->rare->retain)
@@ -1531,7 +1538,7 @@ static size_t object_bytes(const void *obj) {
  * buffers are the thread's. Not for a socket another thread may be
  * using. */
 size_t rl__socket_footprint(RLSocketRef s) {
-    size_t n = object_bytes(s) + object_bytes(s->fdobj);
+    size_t n = rl__object_block_bytes(s); /* s and its fd object */
     if (s->rare)
         n += malloc_usable_size(s->rare) + sizeof(size_t);
     if (atomic_load_explicit(&s->peer_len, memory_order_acquire) == RL_SOCKET_PEER_IN_DATA)

@@ -375,15 +375,18 @@ typedef struct rl__fdctx {
     char *(*copyDescription)(const void *info);
 } rl__fdctx;
 
-/* 128 bytes, one pool class (an idle connection's memory: every RLSocket
- * has one); RLFileDescriptor.c checks it. */
+/* An fd object made by RLFileDescriptorCreate is this and its context
+ * after it (128 bytes, one pool class); an RLSocket's is this alone (96
+ * bytes), in the socket's own block after the socket (rl__fd_init_part):
+ * it has no context but a reference on its owner, the socket, which its
+ * callouts get as their info (rl__fd_info). */
 struct RLFileDescriptor {
     rl__object base;
     /* The library object that made this fd object for its own callouts (a
      * socket, a port, a signal source) and how to name its callout, NULL
      * for a program's: the slow-callout report names the owner's callout
-     * (rl__fd_set_owner, rl_health.c). Not a reference: the owner outlives
-     * its fd object's callouts. */
+     * (rl__fd_set_owner, rl_health.c). Not a reference (but see
+     * owner_held): the owner outlives its fd object's callouts. */
     const void *owner;
     const struct rl__callout_owner *owner_how;
     rl__olock lock; /* an item lock: source, and the writes of valid and enabled */
@@ -405,6 +408,13 @@ struct RLFileDescriptor {
      * cannot watch it. The object is not watched again; see the header.
      * Set by the loops (under their lock), read anywhere: relaxed atomics. */
     int stale;
+    bool has_ctx;    /* ctx[0] is there (fixed at creation) */
+    /* A part of its owner's block (rl__fd_init_part): it holds a reference
+     * on the owner until invalidated, as a context's info would, and
+     * `parts` counts the objects of the block not yet finalized (the
+     * owner and this), the last of which gives the block back. */
+    bool owner_held;
+    _Atomic uint8_t parts;
     /* The file fd named when the object was made (fstat): a number that
      * names another file now was closed and reused behind its back. Files
      * without an identity of their own (eventfds share one inode) are
@@ -412,9 +422,15 @@ struct RLFileDescriptor {
     dev_t dev;
     ino_t ino;
     RLFileDescriptorCallBack callout;
-    rl__fdctx ctx;
     struct RLRunLoopSource *source; /* weak; cleared when the source goes */
+    rl__fdctx ctx[]; /* has_ctx: one */
 };
+#define RL__FD_PART_SIZE 96
+
+/* The info fd object f's callouts get. */
+static inline void *rl__fd_info(const struct RLFileDescriptor *f) {
+    return f->has_ctx ? f->ctx[0].info : f->owner_held ? (void *)f->owner : NULL;
+}
 
 /* ---- the run loop object (made in RLRunLoop.c, freed in rl_loop.c) ---- */
 
