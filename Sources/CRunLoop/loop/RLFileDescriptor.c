@@ -34,7 +34,7 @@ static void (*fd_release_fn(const struct RLFileDescriptor *f))(const void *) {
 }
 
 void rl__fd_part_gone(RLFileDescriptorRef f) {
-    const void *block = f->owner;
+    const void *block = f->info; /* its owner, the block's first object */
     if (atomic_fetch_sub_explicit(&f->parts, 1, memory_order_acq_rel) == 1)
         rl__object_free_block((void *)block);
 }
@@ -107,9 +107,8 @@ RLFileDescriptorRef RLFileDescriptorCreate(RLAllocatorRef allocator, RLFileDescr
     f->valid = true;
     f->has_ctx = true;
     if (context) {
-        f->ctx[0] = (rl__fdctx){context->info, context->retain, context->release, context->copyDescription};
-        if (f->ctx[0].retain)
-            f->ctx[0].info = (void *)f->ctx[0].retain(f->ctx[0].info);
+        f->ctx[0] = (rl__fdctx){context->retain, context->release, context->copyDescription, NULL};
+        f->info = context->retain ? (void *)context->retain(context->info) : context->info;
     }
     return f;
 }
@@ -129,7 +128,7 @@ RLFileDescriptorRef rl__fd_init_part(void *at, int fd, RLFileDescriptorCallBack 
     f->ino = st.st_ino;
     f->callout = callout;
     f->valid = true;
-    f->owner = owner;
+    f->info = (void *)owner;
     f->owner_how = how;
     f->owner_held = true;
     atomic_init(&f->parts, 2);
@@ -148,7 +147,7 @@ bool RLFileDescriptorGetContext(RLFileDescriptorRef f, RLFileDescriptorContext *
     if (!context)
         return rl__fail(kRLErrorInvalidArgument, fn, "NULL context");
     if (f->has_ctx)
-        *context = (RLFileDescriptorContext){0, f->ctx[0].info, f->ctx[0].retain, f->ctx[0].release,
+        *context = (RLFileDescriptorContext){0, f->info, f->ctx[0].retain, f->ctx[0].release,
                                              f->ctx[0].copyDescription};
     else
         *context = (RLFileDescriptorContext){0, rl__fd_info(f), NULL, NULL, NULL};

@@ -366,28 +366,29 @@ struct RLRunLoopObserver {
 
 /* ---- file descriptors ---- */
 
-/* A fd object's context without its version (always 0): RLFileDescriptorGetContext
- * puts it back. */
+/* A program's fd object's context less its version (always 0) and its
+ * info (in the object: the callouts read it): RLFileDescriptorGetContext
+ * puts it back together. And the owner such an object may have (see
+ * rl__fd_owner). */
 typedef struct rl__fdctx {
-    void *info;
     const void *(*retain)(const void *info);
     void (*release)(const void *info);
     char *(*copyDescription)(const void *info);
+    const void *owner;
 } rl__fdctx;
 
 /* An fd object made by RLFileDescriptorCreate is this and its context
  * after it (128 bytes, one pool class); an RLSocket's is this alone (96
  * bytes), in the socket's own block after the socket (rl__fd_init_part):
- * it has no context but a reference on its owner, the socket, which its
- * callouts get as their info (rl__fd_info). */
+ * it has no context but a reference on its owner, the socket, which is
+ * its info. */
 struct RLFileDescriptor {
     rl__object base;
-    /* The library object that made this fd object for its own callouts (a
-     * socket, a port, a signal source) and how to name its callout, NULL
-     * for a program's: the slow-callout report names the owner's callout
-     * (rl__fd_set_owner, rl_health.c). Not a reference (but see
-     * owner_held): the owner outlives its fd object's callouts. */
-    const void *owner;
+    void *info; /* what its callouts get: the context's (retained), or an owning part's owner */
+    /* How to name the callout of the library object that made this fd
+     * object for its own callouts (a socket, a port, a signal source; the
+     * owner: rl__fd_owner), NULL for a program's: the slow-callout report
+     * names the owner's callout (rl__fd_set_owner, rl_health.c). */
     const struct rl__callout_owner *owner_how;
     rl__olock lock; /* an item lock: source, and the writes of valid and enabled */
     int fd;
@@ -428,8 +429,12 @@ struct RLFileDescriptor {
 #define RL__FD_PART_SIZE 96
 
 /* The info fd object f's callouts get. */
-static inline void *rl__fd_info(const struct RLFileDescriptor *f) {
-    return f->has_ctx ? f->ctx[0].info : f->owner_held ? (void *)f->owner : NULL;
+static inline void *rl__fd_info(const struct RLFileDescriptor *f) { return f->info; }
+
+/* The library object that made f for its callouts, or NULL: not a
+ * reference (but see owner_held); the owner outlives f's callouts. */
+static inline const void *rl__fd_owner(const struct RLFileDescriptor *f) {
+    return f->has_ctx ? f->ctx[0].owner : f->owner_held ? f->info : NULL;
 }
 
 /* ---- the run loop object (made in RLRunLoop.c, freed in rl_loop.c) ---- */
