@@ -54,7 +54,7 @@ static void observer_insert(rl__mode *mode, rl__memb *m) {
  * mode's buckets, keyed by what equal sources share. */
 
 static size_t source_key(const struct RLRunLoopSource *s) {
-    uint64_t x = (uint64_t)s->hash ^ ((uint64_t)s->order * 0x9E3779B97F4A7C15ull) ^
+    uint64_t x = (uint64_t)rl__source_hash(s) ^ ((uint64_t)s->order * 0x9E3779B97F4A7C15ull) ^
                  (uint64_t)(uintptr_t)rl__source_ctx(s)->perform ^ ((uint64_t)(uintptr_t)s->fdobj << 1);
     x ^= x >> 33;
     x *= 0xff51afd7ed558ccdull;

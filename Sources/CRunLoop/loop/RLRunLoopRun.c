@@ -229,8 +229,8 @@ static inline __attribute__((always_inline)) bool do_sources0(RLRunLoopRef rl, r
         }
         if (go)
             atomic_thread_fence(memory_order_seq_cst); /* pairs with rl__source_signal's */
-        if (go && rl__source_ctx(s)->perform) {
-            RL__CALLOUT(rl, kRLCalloutSource, s->ctx[0].perform, s, m->name, s->ctx[0].perform(s->ctx[0].info));
+        if (go && s->perform) {
+            RL__CALLOUT(rl, kRLCalloutSource, s->perform, s, m->name, s->perform(s->tail[0].ctx.info));
             handled = true;
         } else if (go) {
             handled = true;

@@ -20,8 +20,8 @@ static void source_finalize(void *obj) {
         rl__olock_unlock(&s->fdobj->lock);
         RLRelease(s->fdobj);
     }
-    if (s->has_ctx && s->ctx[0].release)
-        s->ctx[0].release(s->ctx[0].info);
+    if (s->has_ctx && s->tail[0].ctx.release)
+        s->tail[0].ctx.release(s->tail[0].ctx.info);
 }
 
 static char *source_describe(const void *obj) {
@@ -55,20 +55,21 @@ RLRunLoopSourceRef RLRunLoopSourceCreate(RLAllocatorRef allocator, RLIndex order
         rl__fail(kRLErrorInvalidArgument, fn, "context version %ld is not supported (use 0)", context->version);
         return NULL;
     }
-    struct RLRunLoopSource *s = rl__object_alloc(&rl__source_class, sizeof *s + sizeof s->ctx[0], fn);
+    struct RLRunLoopSource *s = rl__object_alloc(&rl__source_class, sizeof *s + sizeof s->tail[0], fn);
     if (!s)
         return NULL;
     s->order = order;
     s->has_ctx = true;
-    s->ctx[0] = *context;
+    s->tail[0].ctx = *context;
+    s->perform = context->perform;
     s->valid = true;
     TAILQ_INIT(&s->membs);
-    RLRunLoopSourceContext *c = &s->ctx[0];
+    RLRunLoopSourceContext *c = &s->tail[0].ctx;
     if (c->retain)
         c->info = (void *)c->retain(c->info);
     /* Computed once: the equality buckets of the modes are keyed by it, and
      * the hash callback is user code, not to be called under the lock. */
-    s->hash = c->hash ? c->hash(c->info) : (RLHashCode)(uintptr_t)c->info;
+    s->tail[0].hash = c->hash ? c->hash(c->info) : (RLHashCode)(uintptr_t)c->info;
     return s;
 }
 

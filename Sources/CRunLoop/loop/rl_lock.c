@@ -189,11 +189,11 @@ static void defer_call(rl__defer_entry *e) {
     switch (e->what) {
     case RL_DEFER_SCHEDULE:
         if (rl__source_ctx(s)->schedule)
-            s->ctx[0].schedule(s->ctx[0].info, e->rl, e->mode);
+            s->tail[0].ctx.schedule(s->tail[0].ctx.info, e->rl, e->mode);
         break;
     case RL_DEFER_CANCEL:
         if (rl__source_ctx(s)->cancel)
-            s->ctx[0].cancel(s->ctx[0].info, e->rl, e->mode);
+            s->tail[0].ctx.cancel(s->tail[0].ctx.info, e->rl, e->mode);
         break;
     case RL_DEFER_CTX_RELEASE:
         e->cfn(e->carg);

@@ -154,6 +154,12 @@ struct rl__mode {
 
 struct RLFileDescriptor;
 
+/* What a source made by RLRunLoopSourceCreate has after it. */
+typedef struct rl__source_tail {
+    RLRunLoopSourceContext ctx;
+    RLHashCode hash; /* ctx.hash(info), or info: computed once, at creation */
+} rl__source_tail;
+
 /* A source made by RLRunLoopSourceCreate is this and its context after
  * it (a line-aligned pool block of 256 bytes); an fd source (an RLSocket's,
  * an RLFileDescriptor's) has no context, every callback of it being NULL,
@@ -170,14 +176,17 @@ struct RLRunLoopSource {
      * the loop's perform writes and the signalling thread then misses. */
     bool valid;     /* written under the item lock; read without it as a hint */
     bool signalled;
-    bool has_ctx;     /* ctx[0] is there (fixed at creation) */
+    bool has_ctx;     /* tail[0] is there (fixed at creation) */
     bool inline_used; /* inline_memb is a membership (the item lock) */
     RLIndex order;
-    RLHashCode hash; /* ctx.hash(info), or info: computed once, at creation */
+    /* The context's perform (NULL: none, or no context), beside what a
+     * pass reads of a signalled source: the pass calls it with the
+     * context's info (the tail's). */
+    void (*perform)(void *info);
     struct rl_membq membs;
     struct RLFileDescriptor *fdobj; /* fd sources: retained */
     rl__memb inline_memb;
-    RLRunLoopSourceContext ctx[]; /* has_ctx: one */
+    rl__source_tail tail[]; /* has_ctx: one */
 };
 #define RL__FD_SOURCE_SIZE 160
 _Static_assert(sizeof(struct RLRunLoopSource) == RL__FD_SOURCE_SIZE, "fd source: 160 bytes, a packed pool class");
@@ -186,8 +195,11 @@ _Static_assert(sizeof(struct RLRunLoopSource) == RL__FD_SOURCE_SIZE, "fd source:
 RL__HIDDEN extern const RLRunLoopSourceContext rl__source_no_ctx;
 
 static inline const RLRunLoopSourceContext *rl__source_ctx(const struct RLRunLoopSource *s) {
-    return s->has_ctx ? &s->ctx[0] : &rl__source_no_ctx;
+    return s->has_ctx ? &s->tail[0].ctx : &rl__source_no_ctx;
 }
+
+/* Its equality hash (see rl__source_tail); a source without a context: 0. */
+static inline RLHashCode rl__source_hash(const struct RLRunLoopSource *s) { return s->has_ctx ? s->tail[0].hash : 0; }
 
 /* Two sources are equal as in CF: same order, the same callbacks and, by
  * the context's equal callback (without one: the same info), equal infos.
@@ -195,7 +207,7 @@ static inline const RLRunLoopSourceContext *rl__source_ctx(const struct RLRunLoo
  * code (everything but `equal`): */
 static inline bool rl__source_same_shape(const struct RLRunLoopSource *a, const struct RLRunLoopSource *b) {
     const RLRunLoopSourceContext *ac = rl__source_ctx(a), *bc = rl__source_ctx(b);
-    return a->order == b->order && a->hash == b->hash && ac->equal == bc->equal && ac->hash == bc->hash &&
+    return a->order == b->order && rl__source_hash(a) == rl__source_hash(b) && ac->equal == bc->equal && ac->hash == bc->hash &&
            ac->perform == bc->perform && ac->schedule == bc->schedule && ac->cancel == bc->cancel &&
            a->fdobj == b->fdobj;
 }
