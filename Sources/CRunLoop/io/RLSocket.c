@@ -100,11 +100,14 @@ typedef struct sock_rare {
     RLRunLoopTimerRef accept_retry;
 } sock_rare;
 
+/* The socket's size: its fd object follows it in its block. */
+#define RL_SOCKET_SIZE 144
+
 /* s->rxq once the ring was asked and refused (sock_ring_ask). */
 #define RL_SOCKET_NO_RING ((rl__rxq *)1)
 
-/* 160 bytes (checked below), followed in the same block by its fd object
- * (RL_FD_PART_SIZE, 96): one allocation of 256 bytes, a packed pool class.
+/* 144 bytes (checked below), followed in the same block by its fd object
+ * (RL_FD_PART_SIZE, 96): one allocation of 240 bytes, a packed pool class.
  * An idle connection is that block and its run-loop source (160, its
  * membership inside). */
 struct RLSocket {
@@ -116,14 +119,14 @@ struct RLSocket {
     uint8_t flags; /* RL_SOCKET_FLAGS */
     uint8_t disabled; /* callback types muted by the user or by a delivery */
     RLSocketCallBack callout;
-    void *info; /* the context's (retained by its retain callback, in `rare`) */
     sock_rare *rare; /* NULL: none needed yet */
-    RLFileDescriptorRef fdobj; /* watches fd; its info holds a reference on us until invalidated */
     /* Valid until invalidated; the fd closed (kRLSocketCloseOnInvalidate)
      * and the context's info released then, once, after the callouts
      * that still read the fd or were handed the info (rl_fdobj.h: a
      * callout is counted while it runs, so none of them reads or accepts
-     * on a number another open may have reused). */
+     * on a number another open may have reused). Its info is the
+     * context's (retained by the context's retain, in `rare`), which the
+     * callouts get: set at creation, never changed. */
     rl__fdobj life;
     bool listening;
     bool connected; /* a stream with a peer (datagram sockets count as connected) */
@@ -153,7 +156,21 @@ struct RLSocket {
      * (the readers tell the two apart). */
     rl__rxq *rxq;
 };
-_Static_assert(sizeof(struct RLSocket) <= 160, "RLSocket outgrew its pool class");
+_Static_assert(sizeof(struct RLSocket) <= RL_SOCKET_SIZE, "RLSocket outgrew its block");
+_Static_assert(RL_SOCKET_SIZE % 16 == 0, "the fd object after the socket is 16-aligned");
+
+/* The fd object that watches s's fd, after s in its block (sock_make);
+ * it holds a reference on s until invalidated. */
+static inline RLFileDescriptorRef sock_fdobj(const struct RLSocket *s) {
+    return (RLFileDescriptorRef)(void *)((char *)s + RL_SOCKET_SIZE);
+}
+
+/* Whether sock_make got as far as making it: the block comes zeroed, and
+ * its header's magic is set once it is made (and stays set while s, which
+ * holds a reference on it, lives). */
+static inline bool sock_fdobj_made(const struct RLSocket *s) {
+    return atomic_load_explicit(&((const rl__object *)(const void *)sock_fdobj(s))->magic, memory_order_relaxed) != 0;
+}
 
 /* s's rare part, made if need be; NULL if memory is short. Its lock held,
  * or s not seen by anyone yet. */
@@ -187,7 +204,7 @@ static void sock_finalize(void *obj) {
     struct RLSocket *s = obj;
     /* Valid sockets are kept alive by their fd object's reference, so a
      * socket only gets here invalidated, or from a failed creation. */
-    RLFileDescriptorRef f = s->fdobj;
+    RLFileDescriptorRef f = sock_fdobj_made(s) ? sock_fdobj(s) : NULL;
     if (f)
         RLRelease(f);
     if (s->rare) {
@@ -253,17 +270,17 @@ static void sock_rearm_locked(struct RLSocket *s) {
     RLOptionFlags kept = rt && (s->flags & rt) == rt ? want & kRLFileDescriptorReadCallBack : 0;
     if (kept != s->kept) {
         s->kept = kept;
-        rl__fd_set_kept(s->fdobj, kept);
+        rl__fd_set_kept(sock_fdobj(s), kept);
     }
     /* Only what is on now is turned off: after each callout the socket
      * says again what it does not want, which is mostly off already. */
-    RLOptionFlags on = rl__fd_enabled(s->fdobj);
+    RLOptionFlags on = rl__fd_enabled(sock_fdobj(s));
     RLOptionFlags off = (kRLFileDescriptorReadCallBack | kRLFileDescriptorWriteCallBack) & ~want & on;
     if (off)
-        (void)RLFileDescriptorDisableCallBacks(s->fdobj, off);
+        (void)RLFileDescriptorDisableCallBacks(sock_fdobj(s), off);
     /* Only what is off is turned on: a kept type is on already. A stale
      * fd object has everything off, so it is asked, and says so. */
-    if ((want & ~on) && !RLFileDescriptorEnableCallBacks(s->fdobj, want & ~on)) {
+    if ((want & ~on) && !RLFileDescriptorEnableCallBacks(sock_fdobj(s), want & ~on)) {
         /* The fd was closed behind our back or cannot be watched: the fd
          * object has said why; nothing would ever be delivered again. */
         s->disabled |= s->types;
@@ -278,7 +295,7 @@ static RLDataRef sockaddr_data(const struct sockaddr_storage *ss, socklen_t len)
 
 static void sock_call(struct RLSocket *s, RLSocketCallBackType type, RLDataRef address, const void *data) {
     if (s->callout)
-        s->callout(s, type, address, data, s->info);
+        s->callout(s, type, address, data, s->life.info);
 }
 
 /* After a delivery of `type`: muted until enabled again, unless the flags
@@ -649,7 +666,7 @@ static void sock_ring_ask(struct RLSocket *s, size_t chunk) {
     rl__rxq *q = rl__rxq_new();
     if (q)
         rl__rxq_set_want(q, chunk);
-    if (q && rl__fd_recv_into(s->fdobj, q)) {
+    if (q && rl__fd_recv_into(sock_fdobj(s), q)) {
         __atomic_store_n(&s->rxq, q, __ATOMIC_RELEASE);
     } else {
         rl__rxq_release(q);
@@ -868,7 +885,7 @@ static void sock_rest_listener(struct RLSocket *s) {
  * (rl__fd_served_now: not removed from the mode, the run not stopped). If
  * so it counts as delivered, as the first did. */
 static bool sock_next_chunk(struct RLSocket *s) {
-    if (!rl__fd_served_now(s->fdobj))
+    if (!rl__fd_served_now(sock_fdobj(s)))
         return false;
     sock_lock(s);
     bool more = rl__fdobj_valid(&s->life) && !(s->disabled & kRLSocketDataCallBack);
@@ -904,7 +921,7 @@ static void sock_deliver_accepts(struct RLSocket *s) {
             sock_delivered_locked(s, kRLSocketAcceptCallBack);
         more = more && !(s->disabled & kRLSocketAcceptCallBack);
         sock_unlock(s);
-        if (!more || !rl__fd_served_now(s->fdobj))
+        if (!more || !rl__fd_served_now(sock_fdobj(s)))
             return;
     }
 }
@@ -1034,7 +1051,7 @@ static void sock_fd_callout_body(struct RLSocket *s, RLOptionFlags ready) {
              * the loop's report says the peer may have hung up: a Read
              * callout then costs what a Data one does, its callback's
              * read the only system call. */
-            bool last = s->sock_type == SOCK_STREAM && !listening && !rl__fd_report_quiet(s->fdobj) &&
+            bool last = s->sock_type == SOCK_STREAM && !listening && !rl__fd_report_quiet(sock_fdobj(s)) &&
                         stream_at_eof(s->fd);
             if (last) {
                 sock_lock(s);
@@ -1070,7 +1087,7 @@ static RLSocketRef sock_make(RLAllocatorRef allocator, int fd, RLOptionFlags typ
     len = sizeof acc;
     if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &len) < 0)
         acc = 0;
-    struct RLSocket *s = rl__object_alloc_packed(&socket_class, sizeof *s + RL_FD_PART_SIZE, fn);
+    struct RLSocket *s = rl__object_alloc_packed(&socket_class, RL_SOCKET_SIZE + RL_FD_PART_SIZE, fn);
     if (!s)
         return NULL;
     rl__object_share_block(s); /* with its fd object, made below */
@@ -1109,16 +1126,15 @@ static RLSocketRef sock_make(RLAllocatorRef allocator, int fd, RLOptionFlags typ
         }
     }
     /* Holds a reference on s until invalidated. */
-    s->fdobj = rl__fd_init_part((char *)s + sizeof *s, fd, sock_fd_callout, s, &sock_how, fn);
-    if (!s->fdobj) {
+    if (!rl__fd_init_part(sock_fdobj(s), fd, sock_fd_callout, s, &sock_how, fn)) {
         RLRelease(s);
         return NULL;
     }
     if (context) {
-        s->info = context->info;
+        void *info = context->info;
         if (s->rare && s->rare->retain)
-            s->info = (void *)s->rare->retain(s->info);
-        rl__fdobj_set_context(&s->life, s->info, context->release);
+            info = (void *)s->rare->retain(info);
+        rl__fdobj_set_context(&s->life, info, context->release);
     }
     sock_lock(s);
     sock_rearm_locked(s);
@@ -1469,7 +1485,7 @@ bool RLSocketInvalidate(RLSocketRef s) {
         return true;
     /* Keeps s alive across the fd object's release of its reference. */
     RLRetain(s);
-    (void)RLFileDescriptorInvalidate(s->fdobj); /* leaves every loop */
+    (void)RLFileDescriptorInvalidate(sock_fdobj(s)); /* leaves every loop */
     rl__fdobj_finish(&end); /* the fd closed, the info released (or left to the last running callout) */
     RLRelease(s);
     return true;
@@ -1513,8 +1529,8 @@ bool RLSocketGetContext(RLSocketRef s, RLSocketContext *context) {
         return rl__fail(kRLErrorInvalidArgument, __func__, "NULL context");
     sock_lock(s); /* another thread may be making s->rare */
     const sock_rare *r = s->rare;
-    *context = r ? (RLSocketContext){0, s->info, r->retain, r->release, r->copyDescription}
-                 : (RLSocketContext){0, s->info, NULL, NULL, NULL};
+    *context = r ? (RLSocketContext){0, s->life.info, r->retain, r->release, r->copyDescription}
+                 : (RLSocketContext){0, s->life.info, NULL, NULL, NULL};
     sock_unlock(s);
     return true;
 }
@@ -1522,7 +1538,7 @@ bool RLSocketGetContext(RLSocketRef s, RLSocketContext *context) {
 RLRunLoopSourceRef RLSocketCreateRunLoopSource(RLAllocatorRef allocator, RLSocketRef s, RLIndex order) {
     if (sock_valid_fd(s, __func__) < 0)
         return NULL;
-    return RLFileDescriptorCreateRunLoopSource(allocator, s->fdobj, order);
+    return RLFileDescriptorCreateRunLoopSource(allocator, sock_fdobj(s), order);
 }
 
 /* For the tests: the bytes an object's block takes (its pool class, or
