@@ -65,14 +65,17 @@
 
 typedef struct cf_server cf_server;
 
-typedef struct cf_conn {
-    cf_server *server;
+/* A connection is its socket: the context's info is its fd, and the
+ * server finds it in `slots`, indexed by fd. Only a connection whose
+ * output backed up (a short send) gets a record for what waits to go out
+ * (kept from then on, as its buffer is); the slot then points at the
+ * record, tagged with the low bit. So an idle connection costs the server
+ * one pointer. */
+typedef struct cf_pending {
     CFSocketRef socket;
-    int fd;
     bec_buf out;
     bool paused, ended;
-    struct cf_conn *prev, *next;
-} cf_conn;
+} cf_pending;
 
 struct cf_server {
     pthread_t thread;
@@ -80,29 +83,48 @@ struct cf_server {
     CFRunLoopRef loop;
     CFRunLoopSourceRef stopper; /* signalled by stop() */
     CFSocketRef listener;
-    cf_conn *conns;
+    uintptr_t *slots; /* by fd: the CFSocketRef, or its cf_pending | 1; 0: none */
+    size_t nslots;
     unsigned port;
     bool done;
     char *note;
 };
 
-static void cf_close(cf_conn *c) {
-    if (c->prev) c->prev->next = c->next;
-    else c->server->conns = c->next;
-    if (c->next) c->next->prev = c->prev;
-    CFSocketInvalidate(c->socket);
-    CFRelease(c->socket);
-    free(c->out.bytes);
-    free(c);
+/* The server whose loop runs on this thread (the connections' callbacks
+ * come on it), and its slots (a copy: one load less per callback). */
+#define CF_TLS __thread __attribute__((tls_model("initial-exec"))) /* a load, not a call */
+static CF_TLS cf_server *cf_here;
+static CF_TLS uintptr_t *cf_slots;
+
+static inline cf_pending *cf_pending_of(uintptr_t slot) {
+    return (slot & 1) ? (cf_pending *)(slot & ~(uintptr_t)1) : NULL;
+}
+
+static inline CFSocketRef cf_socket_of(uintptr_t slot) {
+    cf_pending *p = cf_pending_of(slot);
+    return p ? p->socket : (CFSocketRef)slot;
+}
+
+static void cf_close(cf_server *server, int fd) {
+    uintptr_t slot = server->slots[fd];
+    server->slots[fd] = 0;
+    CFSocketRef sock = cf_socket_of(slot);
+    CFSocketInvalidate(sock);
+    CFRelease(sock);
+    cf_pending *p = cf_pending_of(slot);
+    if (p) {
+        free(p->out.bytes);
+        free(p);
+    }
 }
 
 /* Sends what the kernel takes now; -1: the connection is broken. A short
  * send means the socket's buffer is full: the rest waits for the write
  * callback instead of a second send that would only say EAGAIN (as libuv
  * does). */
-static ssize_t cf_send(cf_conn *c, const void *p, size_t n) {
+static ssize_t cf_send(int fd, const void *p, size_t n) {
     for (;;) {
-        ssize_t r = send(c->fd, p, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+        ssize_t r = send(fd, p, n, MSG_DONTWAIT | MSG_NOSIGNAL);
         if (r >= 0) return r;
         if (errno == EINTR) continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
@@ -111,7 +133,7 @@ static ssize_t cf_send(cf_conn *c, const void *p, size_t n) {
 }
 
 /* After sending: wait for room, pause reading, resume it, or close. */
-static void cf_after_send(cf_conn *c) {
+static void cf_after_send(cf_server *server, int fd, cf_pending *c) {
     if (c->out.len > 0) {
         CFSocketEnableCallBacks(c->socket, kCFSocketWriteCallBack);
         if (c->out.len >= BEC_HIGH_WATER && !c->paused && !c->ended) {
@@ -119,82 +141,133 @@ static void cf_after_send(cf_conn *c) {
             c->paused = true;
         }
     } else if (c->ended) {
-        cf_close(c);
+        cf_close(server, fd);
     } else if (c->paused) {
         c->paused = false;
         CFSocketEnableCallBacks(c->socket, BEC_READ_TYPE);
     }
 }
 
+/* The connection on fd gets a pending record; NULL: no memory. */
+static cf_pending *cf_pend(cf_server *server, int fd) {
+    cf_pending *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->socket = (CFSocketRef)server->slots[fd];
+    server->slots[fd] = (uintptr_t)c | 1;
+    return c;
+}
+
+/* What the fast path of cf_conn_cb could not finish: n bytes read (n <= 0:
+ * the end), of which a first send took `tried` (CF_NOT_TRIED: none was
+ * made), on a connection that may have output waiting. */
+#define CF_NOT_TRIED ((ssize_t)-2)
+static __attribute__((noinline)) void cf_conn_got(int fd, const UInt8 *bytes, CFIndex n, ssize_t tried) {
+    cf_pending *c = cf_pending_of(cf_slots[fd]);
+    if (n <= 0) {
+        if (!c || c->out.len == 0) {
+            cf_close(cf_here, fd);
+            return;
+        }
+        c->ended = true;
+        cf_after_send(cf_here, fd, c);
+        return;
+    }
+    ssize_t sent = tried;
+    if (sent == CF_NOT_TRIED)
+        sent = c && c->out.len > 0 ? 0 : cf_send(fd, bytes, (size_t)n);
+    if (sent < 0) {
+        cf_close(cf_here, fd);
+        return;
+    }
+    if ((size_t)sent < (size_t)n) {
+        if ((!c && !(c = cf_pend(cf_here, fd))) || !bec_buf_append(&c->out, bytes + sent, (size_t)n - (size_t)sent)) {
+            cf_close(cf_here, fd);
+            return;
+        }
+    }
+    if (c)
+        cf_after_send(cf_here, fd, c);
+}
+
+/* Room again on a connection whose output waits. */
+static __attribute__((noinline)) void cf_conn_writable(int fd) {
+    cf_pending *c = cf_pending_of(cf_slots[fd]);
+    if (!c)
+        return;
+    ssize_t sent = cf_send(fd, c->out.bytes + c->out.start, c->out.len);
+    if (sent < 0) {
+        cf_close(cf_here, fd);
+        return;
+    }
+    bec_buf_consume(&c->out, (size_t)sent);
+    cf_after_send(cf_here, fd, c);
+}
+
+/* The common case first: bytes in, nothing waiting to go out, all sent
+ * back at once. */
 static void cf_conn_cb(CFSocketRef s, CFSocketCallBackType type, CFDataRef address, const void *data, void *info) {
     (void)s, (void)address;
-    cf_conn *c = info;
-    if (type == BEC_READ_TYPE) {
-#ifdef BEC_READCB
-        (void)data;
-        static __thread UInt8 rbuf[65536];
-        ssize_t got = recv(c->fd, rbuf, sizeof rbuf, MSG_DONTWAIT);
-        if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
-            return; /* nothing after all: the callback comes again */
-        if (got < 0) {
-            cf_close(c);
-            return;
-        }
-        CFIndex n = (CFIndex)got;
-        const UInt8 *bytes = rbuf;
-#else
-        CFDataRef d = (CFDataRef)data;
-        CFIndex n = CFDataGetLength(d);
-        const UInt8 *bytes = n > 0 ? CFDataGetBytePtr(d) : NULL;
-#endif
-        if (n <= 0) {
-            c->ended = true;
-        } else {
-            ssize_t sent = 0;
-            if (c->out.len == 0 && (sent = cf_send(c, bytes, (size_t)n)) < 0) {
-                cf_close(c);
-                return;
-            }
-            if ((size_t)sent < (size_t)n && !bec_buf_append(&c->out, bytes + sent, (size_t)n - (size_t)sent)) {
-                cf_close(c);
-                return;
-            }
-        }
-    } else if (type == kCFSocketWriteCallBack) {
-        ssize_t sent = cf_send(c, c->out.bytes + c->out.start, c->out.len);
-        if (sent < 0) {
-            cf_close(c);
-            return;
-        }
-        bec_buf_consume(&c->out, (size_t)sent);
+    int fd = (int)(intptr_t)info;
+    if (type == kCFSocketWriteCallBack) {
+        cf_conn_writable(fd);
+        return;
     }
-    cf_after_send(c);
+    if (type != BEC_READ_TYPE)
+        return;
+#ifdef BEC_READCB
+    (void)data;
+    static __thread UInt8 rbuf[65536];
+    ssize_t got = recv(fd, rbuf, sizeof rbuf, MSG_DONTWAIT);
+    if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        return; /* nothing after all: the callback comes again */
+    if (got < 0) {
+        cf_close(cf_here, fd);
+        return;
+    }
+    CFIndex n = (CFIndex)got;
+    const UInt8 *bytes = rbuf;
+#else
+    CFDataRef d = (CFDataRef)data;
+    CFIndex n = CFDataGetLength(d);
+    const UInt8 *bytes = n > 0 ? CFDataGetBytePtr(d) : NULL;
+#endif
+    ssize_t tried = CF_NOT_TRIED;
+    if (n > 0 && !(cf_slots[fd] & 1)) {
+        tried = send(fd, bytes, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (tried == (ssize_t)n)
+            return;
+        if (tried < 0)
+            tried = CF_NOT_TRIED; /* cf_send tries again and tells EAGAIN from a broken connection */
+    }
+    cf_conn_got(fd, bytes, n, tried);
 }
 
 static void cf_accept(cf_server *server, int fd) {
-    cf_conn *c = calloc(1, sizeof *c);
-    if (!c) {
-        close(fd);
-        return;
+    if ((size_t)fd >= server->nslots) {
+        size_t n = server->nslots ? server->nslots : 64;
+        while (n <= (size_t)fd) n *= 2;
+        uintptr_t *a = realloc(server->slots, n * sizeof *a);
+        if (!a) {
+            close(fd);
+            return;
+        }
+        memset(a + server->nslots, 0, (n - server->nslots) * sizeof *a);
+        server->slots = cf_slots = a;
+        server->nslots = n;
     }
-    c->server = server;
-    c->fd = fd;
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    CFSocketContext ctx = {0, c, NULL, NULL, NULL};
-    c->socket = CFSocketCreateWithNative(NULL, fd, BEC_READ_TYPE | kCFSocketWriteCallBack, cf_conn_cb, &ctx);
-    if (!c->socket) {
+    CFSocketContext ctx = {0, (void *)(intptr_t)fd, NULL, NULL, NULL};
+    CFSocketRef sock = CFSocketCreateWithNative(NULL, fd, BEC_READ_TYPE | kCFSocketWriteCallBack, cf_conn_cb, &ctx);
+    if (!sock) {
         close(fd);
-        free(c);
         return;
     }
-    CFSocketDisableCallBacks(c->socket, kCFSocketWriteCallBack); /* until something waits */
-    CFRunLoopSourceRef src = CFSocketCreateRunLoopSource(NULL, c->socket, 0);
+    CFSocketDisableCallBacks(sock, kCFSocketWriteCallBack); /* until something waits */
+    server->slots[fd] = (uintptr_t)sock;
+    CFRunLoopSourceRef src = CFSocketCreateRunLoopSource(NULL, sock, 0);
     CFRunLoopAddSource(server->loop, src, kCFRunLoopDefaultMode);
     CFRelease(src);
-    c->next = server->conns;
-    if (c->next) c->next->prev = c;
-    server->conns = c;
 }
 
 static void cf_listener_cb(CFSocketRef s, CFSocketCallBackType type, CFDataRef address, const void *data, void *info) {
@@ -211,6 +284,7 @@ static void cf_stop_perform(void *info) {
 static void *cf_server_main(void *arg) {
     cf_server *server = arg;
     server->loop = CFRunLoopGetCurrent();
+    cf_here = server;
 #ifdef BEC_BACKEND
     const char *backend = RLRunLoopGetBackendName(server->loop);
     if (!backend || strcmp(backend, BEC_BACKEND) != 0) {
@@ -250,7 +324,9 @@ static void *cf_server_main(void *arg) {
     CFRelease(src);
     sem_post(&server->ready);
     while (!server->done) CFRunLoopRunInMode(kCFRunLoopDefaultMode, 1e6, false);
-    while (server->conns) cf_close(server->conns);
+    for (size_t fd = 0; fd < server->nslots; fd++)
+        if (server->slots[fd]) cf_close(server, (int)fd);
+    free(server->slots);
     CFSocketInvalidate(server->listener);
     CFRelease(server->listener);
     CFRunLoopSourceInvalidate(server->stopper);

@@ -200,13 +200,39 @@ static bool release_object(const void *obj, bool held, const char *fn) {
      * going through free). */
     (void)atomic_load_explicit(&o->rc, memory_order_acquire);
     atomic_store_explicit(&o->magic, RL__MAGIC_DEAD, memory_order_relaxed);
+    uint32_t pooled = o->pooled; /* a part's finalizer may free its block: read before */
     if (o->cls->finalize)
         o->cls->finalize(o);
-    if (o->pooled)
+    if (pooled >= RL__POOLED_PART)
+        return true; /* its class gives the block back */
+    if (pooled)
         rl__pool_free(o);
     else
         free_later(o);
     return true;
+}
+
+void rl__object_share_block(void *first) { ((rl__object *)first)->pooled += RL__POOLED_PART; }
+
+void rl__object_init_part(void *obj, const rl__class *cls) {
+    rl__object *o = obj;
+    o->pooled = RL__POOLED_PART;
+    o->cls = cls;
+    atomic_init(&o->rc, 1);
+    atomic_init(&o->magic, RL__MAGIC_ALIVE);
+}
+
+void rl__object_free_block(void *first) {
+    if (((rl__object *)first)->pooled > RL__POOLED_PART)
+        rl__pool_free(first);
+    else
+        free_later(first);
+}
+
+size_t rl__object_block_bytes(const void *first) {
+    const rl__object *o = first;
+    uint32_t pooled = o->pooled >= RL__POOLED_PART ? o->pooled - RL__POOLED_PART : o->pooled;
+    return pooled ? rl__pool_block_size(o) : malloc_usable_size((void *)o) + sizeof(size_t);
 }
 
 bool RLRelease(RLTypeRef obj) { return release_object(obj, false, "RLRelease"); }

@@ -85,19 +85,31 @@ typedef union sock_peer_sa {
 /* s->peer_len when the peer address is in s->peer. */
 #define RL_SOCKET_PEER_IN_DATA 0xFFu
 
-/* The program's context less its version (always 0): 8 bytes a socket. */
-typedef struct sock_context {
-    void *info;
+/* What few sockets need, in a block of its own made when first needed
+ * (sock_rare_get): the context's callbacks (a program that gives any),
+ * a peer address too long for the socket (a named Unix socket's), a
+ * resting listener's timer. Made under the socket's lock (or before
+ * anyone sees the socket), never replaced, freed with the socket. */
+typedef struct sock_rare {
     const void *(*retain)(const void *info);
     void (*release)(const void *info);
     char *(*copyDescription)(const void *info);
-} sock_context;
+    RLDataRef peer; /* a peer address longer than peer_sa, else NULL */
+    /* Set while the listener rests after accept ran out of descriptors:
+     * the one-shot timer (in the loop and mode that saw it) that wakes it. */
+    RLRunLoopTimerRef accept_retry;
+} sock_rare;
+
+/* The socket's size: its fd object follows it in its block. */
+#define RL_SOCKET_SIZE 144
 
 /* s->rxq once the ring was asked and refused (sock_ring_ask). */
 #define RL_SOCKET_NO_RING ((rl__rxq *)1)
 
-/* 192 bytes, one pool class (checked below): an idle connection is this,
- * its fd object (128) and its run-loop source and membership. */
+/* 144 bytes (checked below), followed in the same block by its fd object
+ * (RL_FD_PART_SIZE, 96): one allocation of 240 bytes, a packed pool class.
+ * An idle connection is that block and its run-loop source (160, its
+ * membership inside). */
 struct RLSocket {
     rl__object base;
     rl__mutex lock; /* guards everything below that can change */
@@ -107,13 +119,14 @@ struct RLSocket {
     uint8_t flags; /* RL_SOCKET_FLAGS */
     uint8_t disabled; /* callback types muted by the user or by a delivery */
     RLSocketCallBack callout;
-    sock_context ctx;
-    RLFileDescriptorRef fdobj; /* watches fd; its info holds a reference on us until invalidated */
+    sock_rare *rare; /* NULL: none needed yet */
     /* Valid until invalidated; the fd closed (kRLSocketCloseOnInvalidate)
      * and the context's info released then, once, after the callouts
      * that still read the fd or were handed the info (rl_fdobj.h: a
      * callout is counted while it runs, so none of them reads or accepts
-     * on a number another open may have reused). */
+     * on a number another open may have reused). Its info is the
+     * context's (retained by the context's retain, in `rare`), which the
+     * callouts get: set at creation, never changed. */
     rl__fdobj life;
     bool listening;
     bool connected; /* a stream with a peer (datagram sockets count as connected) */
@@ -130,13 +143,9 @@ struct RLSocket {
     /* A connected stream's peer address, for its Data callbacks (a
      * stream's peer never changes): looked up once (at creation, or on
      * first use), then never changed. 0: not yet; RL_SOCKET_PEER_IN_DATA:
-     * in `peer`; else the length of the address in peer_sa. Written once
+     * in rare->peer; else the length of the address in peer_sa. Written once
      * under the lock (release), read without it (acquire). */
     _Atomic uint8_t peer_len;
-    RLDataRef peer; /* a peer address longer than peer_sa, else NULL */
-    /* Set while the listener rests after accept ran out of descriptors:
-     * the one-shot timer (in the loop and mode that saw it) that wakes it. */
-    RLRunLoopTimerRef accept_retry;
     sock_peer_sa peer_sa;
     /* Tells this socket from one made later at the same address: the
      * thread's address data says whose address it holds by both. */
@@ -147,7 +156,34 @@ struct RLSocket {
      * (the readers tell the two apart). */
     rl__rxq *rxq;
 };
-_Static_assert(sizeof(struct RLSocket) <= 192, "RLSocket outgrew its pool class");
+_Static_assert(sizeof(struct RLSocket) <= RL_SOCKET_SIZE, "RLSocket outgrew its block");
+_Static_assert(RL_SOCKET_SIZE % 16 == 0, "the fd object after the socket is 16-aligned");
+
+/* The fd object that watches s's fd, after s in its block (sock_make);
+ * it holds a reference on s until invalidated. */
+static inline RLFileDescriptorRef sock_fdobj(const struct RLSocket *s) {
+    return (RLFileDescriptorRef)(void *)((char *)s + RL_SOCKET_SIZE);
+}
+
+/* Whether sock_make got as far as making it: the block comes zeroed, and
+ * its header's magic is set once it is made (and stays set while s, which
+ * holds a reference on it, lives). */
+static inline bool sock_fdobj_made(const struct RLSocket *s) {
+    return atomic_load_explicit(&((const rl__object *)(const void *)sock_fdobj(s))->magic, memory_order_relaxed) != 0;
+}
+
+/* s's rare part, made if need be; NULL if memory is short. Its lock held,
+ * or s not seen by anyone yet. */
+static sock_rare *sock_rare_get(struct RLSocket *s) {
+    if (!s->rare)
+        s->rare = calloc(1, sizeof *s->rare);
+    return s->rare;
+}
+
+/* The resting listener's timer, or NULL. Its lock held. */
+static inline RLRunLoopTimerRef sock_retry_timer(const struct RLSocket *s) {
+    return s->rare ? s->rare->accept_retry : NULL;
+}
 
 /* Reports to the lock-order detector as one class for every socket
  * (docs/locking.md: before the loop and item locks). */
@@ -166,15 +202,24 @@ static inline void sock_unlock(struct RLSocket *s) {
 
 static void sock_finalize(void *obj) {
     struct RLSocket *s = obj;
-    /* Valid sockets are kept alive by their fd object's context, so a
+    /* Valid sockets are kept alive by their fd object's reference, so a
      * socket only gets here invalidated, or from a failed creation. */
-    if (s->fdobj)
-        RLRelease(s->fdobj);
-    if (s->peer)
-        RLRelease(s->peer);
+    RLFileDescriptorRef f = sock_fdobj_made(s) ? sock_fdobj(s) : NULL;
+    if (f)
+        RLRelease(f);
+    if (s->rare) {
+        if (s->rare->peer)
+            RLRelease(s->rare->peer);
+        free(s->rare);
+    }
     if (s->rxq != RL_SOCKET_NO_RING)
         rl__rxq_release(s->rxq);
     rl__fdobj_finalize(&s->life); /* nothing left to release once invalidated */
+    /* Last: the block (s and its fd object) goes with the later of the two. */
+    if (f)
+        rl__fd_part_gone(f);
+    else
+        rl__object_free_block(s);
 }
 
 static char *sock_describe(const void *obj) {
@@ -207,7 +252,7 @@ static RLOptionFlags sock_wanted_locked(const struct RLSocket *s) {
         return 0;
     RLOptionFlags rt = read_type(s);
     bool ready_side = s->sock_type != SOCK_STREAM || s->connected || s->listening;
-    if (rt && !(s->disabled & rt) && !s->at_eof && ready_side && !s->accept_retry)
+    if (rt && !(s->disabled & rt) && !s->at_eof && ready_side && !sock_retry_timer(s))
         want |= kRLFileDescriptorReadCallBack;
     if (s->connecting)
         want |= kRLFileDescriptorWriteCallBack;
@@ -225,17 +270,17 @@ static void sock_rearm_locked(struct RLSocket *s) {
     RLOptionFlags kept = rt && (s->flags & rt) == rt ? want & kRLFileDescriptorReadCallBack : 0;
     if (kept != s->kept) {
         s->kept = kept;
-        rl__fd_set_kept(s->fdobj, kept);
+        rl__fd_set_kept(sock_fdobj(s), kept);
     }
     /* Only what is on now is turned off: after each callout the socket
      * says again what it does not want, which is mostly off already. */
-    RLOptionFlags on = rl__fd_enabled(s->fdobj);
+    RLOptionFlags on = rl__fd_enabled(sock_fdobj(s));
     RLOptionFlags off = (kRLFileDescriptorReadCallBack | kRLFileDescriptorWriteCallBack) & ~want & on;
     if (off)
-        (void)RLFileDescriptorDisableCallBacks(s->fdobj, off);
+        (void)RLFileDescriptorDisableCallBacks(sock_fdobj(s), off);
     /* Only what is off is turned on: a kept type is on already. A stale
      * fd object has everything off, so it is asked, and says so. */
-    if ((want & ~on) && !RLFileDescriptorEnableCallBacks(s->fdobj, want & ~on)) {
+    if ((want & ~on) && !RLFileDescriptorEnableCallBacks(sock_fdobj(s), want & ~on)) {
         /* The fd was closed behind our back or cannot be watched: the fd
          * object has said why; nothing would ever be delivered again. */
         s->disabled |= s->types;
@@ -250,7 +295,7 @@ static RLDataRef sockaddr_data(const struct sockaddr_storage *ss, socklen_t len)
 
 static void sock_call(struct RLSocket *s, RLSocketCallBackType type, RLDataRef address, const void *data) {
     if (s->callout)
-        s->callout(s, type, address, data, s->ctx.info);
+        s->callout(s, type, address, data, s->life.info);
 }
 
 /* After a delivery of `type`: muted until enabled again, unless the flags
@@ -415,8 +460,8 @@ static void sock_keep_peer_locked(struct RLSocket *s, const struct sockaddr_stor
         atomic_store_explicit(&s->peer_len, (uint8_t)len, memory_order_release);
         return;
     }
-    s->peer = sockaddr_data(ss, len);
-    if (s->peer)
+    sock_rare *r = sock_rare_get(s);
+    if (r && (r->peer = sockaddr_data(ss, len)) != NULL)
         atomic_store_explicit(&s->peer_len, RL_SOCKET_PEER_IN_DATA, memory_order_release);
 }
 
@@ -453,7 +498,7 @@ static __attribute__((noinline)) RLDataRef sock_peer_address_slow(struct RLSocke
     if (len == 0 && (len = sock_peer_lookup(s)) == 0)
         return NULL;
     if (len == RL_SOCKET_PEER_IN_DATA)
-        return s->peer; /* borrowed: s (held by the callout) keeps it */
+        return s->rare->peer; /* borrowed: s (held by the callout) keeps it */
     const uint8_t *bytes = (const uint8_t *)&s->peer_sa;
     sock_thread *t = sock_thread_get();
     if (!t || (t->peer && !t->peer_of)) /* none, or lent to a callback still running */
@@ -621,7 +666,7 @@ static void sock_ring_ask(struct RLSocket *s, size_t chunk) {
     rl__rxq *q = rl__rxq_new();
     if (q)
         rl__rxq_set_want(q, chunk);
-    if (q && rl__fd_recv_into(s->fdobj, q)) {
+    if (q && rl__fd_recv_into(sock_fdobj(s), q)) {
         __atomic_store_n(&s->rxq, q, __ATOMIC_RELEASE);
     } else {
         rl__rxq_release(q);
@@ -793,9 +838,9 @@ static void sock_release_cb(const void *info) { RLRelease(info); }
 static void sock_accept_retry_fire(RLRunLoopTimerRef t, void *info) {
     struct RLSocket *s = info;
     sock_lock(s);
-    bool mine = s->accept_retry == t;
+    bool mine = sock_retry_timer(s) == t;
     if (mine)
-        s->accept_retry = NULL;
+        s->rare->accept_retry = NULL;
     if (rl__fdobj_valid(&s->life))
         sock_rearm_locked(s);
     sock_unlock(s);
@@ -817,14 +862,15 @@ static void sock_rest_listener(struct RLSocket *s) {
                                                sock_accept_retry_fire, &ctx);
     if (t) {
         sock_lock(s);
-        bool take = rl__fdobj_valid(&s->life) && !s->accept_retry;
+        sock_rare *r = rl__fdobj_valid(&s->life) && !sock_retry_timer(s) ? sock_rare_get(s) : NULL;
+        bool take = r != NULL;
         if (take)
-            s->accept_retry = t;
+            r->accept_retry = t;
         sock_unlock(s);
         if (!take || !RLRunLoopAddTimer(rl, t, mode)) {
             sock_lock(s);
-            if (s->accept_retry == t)
-                s->accept_retry = NULL;
+            if (sock_retry_timer(s) == t)
+                s->rare->accept_retry = NULL;
             sock_unlock(s);
             RLRunLoopTimerInvalidate(t);
             RLRelease(t);
@@ -839,7 +885,7 @@ static void sock_rest_listener(struct RLSocket *s) {
  * (rl__fd_served_now: not removed from the mode, the run not stopped). If
  * so it counts as delivered, as the first did. */
 static bool sock_next_chunk(struct RLSocket *s) {
-    if (!rl__fd_served_now(s->fdobj))
+    if (!rl__fd_served_now(sock_fdobj(s)))
         return false;
     sock_lock(s);
     bool more = rl__fdobj_valid(&s->life) && !(s->disabled & kRLSocketDataCallBack);
@@ -875,7 +921,7 @@ static void sock_deliver_accepts(struct RLSocket *s) {
             sock_delivered_locked(s, kRLSocketAcceptCallBack);
         more = more && !(s->disabled & kRLSocketAcceptCallBack);
         sock_unlock(s);
-        if (!more || !rl__fd_served_now(s->fdobj))
+        if (!more || !rl__fd_served_now(sock_fdobj(s)))
             return;
     }
 }
@@ -1005,7 +1051,7 @@ static void sock_fd_callout_body(struct RLSocket *s, RLOptionFlags ready) {
              * the loop's report says the peer may have hung up: a Read
              * callout then costs what a Data one does, its callback's
              * read the only system call. */
-            bool last = s->sock_type == SOCK_STREAM && !listening && !rl__fd_report_quiet(s->fdobj) &&
+            bool last = s->sock_type == SOCK_STREAM && !listening && !rl__fd_report_quiet(sock_fdobj(s)) &&
                         stream_at_eof(s->fd);
             if (last) {
                 sock_lock(s);
@@ -1041,15 +1087,25 @@ static RLSocketRef sock_make(RLAllocatorRef allocator, int fd, RLOptionFlags typ
     len = sizeof acc;
     if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &len) < 0)
         acc = 0;
-    struct RLSocket *s = rl__object_alloc(&socket_class, sizeof *s, fn);
+    struct RLSocket *s = rl__object_alloc_packed(&socket_class, RL_SOCKET_SIZE + RL_FD_PART_SIZE, fn);
     if (!s)
         return NULL;
+    rl__object_share_block(s); /* with its fd object, made below */
     s->fd = fd;
     static _Atomic uint32_t serials;
     s->serial = atomic_fetch_add_explicit(&serials, 1, memory_order_relaxed);
     s->sock_type = (uint8_t)stype;
     s->types = (uint8_t)types;
     s->callout = callout;
+    if (context && (context->retain || context->release || context->copyDescription)) {
+        sock_rare *r = sock_rare_get(s);
+        if (!r) {
+            rl__fail(kRLErrorNoMemory, fn, "out of memory");
+            RLRelease(s);
+            return NULL;
+        }
+        *r = (sock_rare){context->retain, context->release, context->copyDescription, NULL, NULL};
+    }
     /* CF's default: the socket's own read-side type re-enabled, close on
      * invalidate. */
     s->flags = (types & 3u) | kRLSocketCloseOnInvalidate;
@@ -1069,18 +1125,16 @@ static RLSocketRef sock_make(RLAllocatorRef allocator, int fd, RLOptionFlags typ
             return NULL;
         }
     }
-    RLFileDescriptorContext fctx = {0, s, sock_retain_cb, sock_release_cb, NULL};
-    s->fdobj = RLFileDescriptorCreate(NULL, fd, false, sock_fd_callout, &fctx);
-    if (!s->fdobj) {
+    /* Holds a reference on s until invalidated. */
+    if (!rl__fd_init_part(sock_fdobj(s), fd, sock_fd_callout, s, &sock_how, fn)) {
         RLRelease(s);
         return NULL;
     }
-    rl__fd_set_owner(s->fdobj, s, &sock_how);
     if (context) {
-        s->ctx = (sock_context){context->info, context->retain, context->release, context->copyDescription};
-        if (s->ctx.retain)
-            s->ctx.info = (void *)s->ctx.retain(s->ctx.info);
-        rl__fdobj_set_context(&s->life, s->ctx.info, s->ctx.release);
+        void *info = context->info;
+        if (s->rare && s->rare->retain)
+            info = (void *)s->rare->retain(info);
+        rl__fdobj_set_context(&s->life, info, context->release);
     }
     sock_lock(s);
     sock_rearm_locked(s);
@@ -1419,8 +1473,9 @@ bool RLSocketInvalidate(RLSocketRef s) {
     sock_lock(s);
     rl__fdobj_end end;
     bool was = rl__fdobj_invalidate(&s->life, (s->flags & kRLSocketCloseOnInvalidate) ? RL_FDOBJ_CLOSE : 0, &end);
-    RLRunLoopTimerRef retry = s->accept_retry;
-    s->accept_retry = NULL;
+    RLRunLoopTimerRef retry = sock_retry_timer(s);
+    if (retry)
+        s->rare->accept_retry = NULL;
     sock_unlock(s);
     if (retry) { /* the timer holds a reference on s: s outlives this */
         RLRunLoopTimerInvalidate(retry);
@@ -1430,7 +1485,7 @@ bool RLSocketInvalidate(RLSocketRef s) {
         return true;
     /* Keeps s alive across the fd object's release of its reference. */
     RLRetain(s);
-    (void)RLFileDescriptorInvalidate(s->fdobj); /* leaves every loop */
+    (void)RLFileDescriptorInvalidate(sock_fdobj(s)); /* leaves every loop */
     rl__fdobj_finish(&end); /* the fd closed, the info released (or left to the last running callout) */
     RLRelease(s);
     return true;
@@ -1472,14 +1527,18 @@ bool RLSocketGetContext(RLSocketRef s, RLSocketContext *context) {
         return false;
     if (!context)
         return rl__fail(kRLErrorInvalidArgument, __func__, "NULL context");
-    *context = (RLSocketContext){0, s->ctx.info, s->ctx.retain, s->ctx.release, s->ctx.copyDescription};
+    sock_lock(s); /* another thread may be making s->rare */
+    const sock_rare *r = s->rare;
+    *context = r ? (RLSocketContext){0, s->life.info, r->retain, r->release, r->copyDescription}
+                 : (RLSocketContext){0, s->life.info, NULL, NULL, NULL};
+    sock_unlock(s);
     return true;
 }
 
 RLRunLoopSourceRef RLSocketCreateRunLoopSource(RLAllocatorRef allocator, RLSocketRef s, RLIndex order) {
     if (sock_valid_fd(s, __func__) < 0)
         return NULL;
-    return RLFileDescriptorCreateRunLoopSource(allocator, s->fdobj, order);
+    return RLFileDescriptorCreateRunLoopSource(allocator, sock_fdobj(s), order);
 }
 
 /* For the tests: the bytes an object's block takes (its pool class, or
@@ -1495,8 +1554,10 @@ static size_t object_bytes(const void *obj) {
  * buffers are the thread's. Not for a socket another thread may be
  * using. */
 size_t rl__socket_footprint(RLSocketRef s) {
-    size_t n = object_bytes(s) + object_bytes(s->fdobj);
+    size_t n = rl__object_block_bytes(s); /* s and its fd object */
+    if (s->rare)
+        n += malloc_usable_size(s->rare) + sizeof(size_t);
     if (atomic_load_explicit(&s->peer_len, memory_order_acquire) == RL_SOCKET_PEER_IN_DATA)
-        n += object_bytes(s->peer);
+        n += object_bytes(s->rare->peer);
     return n;
 }

@@ -4,6 +4,7 @@
 #include "rl_lock.h"
 #include "rl_loop.h"
 #include "RLRunLoopMembership.h"
+#include "RLRunLoopSourceInternal.h"
 #include <crunloop/RLFileDescriptor.h>
 #include <crunloop/RLRunLoop.h>
 #include <crunloop/RLRunLoopSource.h>
@@ -23,14 +24,32 @@ static void fd_close_own(const struct RLFileDescriptor *f, int stale) {
         close(f->fd);
 }
 
+static void fd_owner_release(const void *owner) { RLRelease(owner); }
+
+/* What f's invalidation releases: its context's info, or its owner. */
+static void (*fd_release_fn(const struct RLFileDescriptor *f))(const void *) {
+    if (f->has_ctx)
+        return f->ctx[0].release;
+    return f->owner_held ? fd_owner_release : NULL;
+}
+
+void rl__fd_part_gone(RLFileDescriptorRef f) {
+    const void *block = f->info; /* its owner, the block's first object */
+    if (atomic_fetch_sub_explicit(&f->parts, 1, memory_order_acq_rel) == 1)
+        rl__object_free_block((void *)block);
+}
+
 static void fd_finalize(void *obj) {
     struct RLFileDescriptor *f = obj;
     /* The source holds a reference on f, so no source is left here. */
     if (f->valid) {
         fd_close_own(f, rl__peek(f->stale));
-        if (f->ctx.release)
-            f->ctx.release(f->ctx.info);
+        void (*release)(const void *) = fd_release_fn(f);
+        if (release)
+            release(rl__fd_info(f));
     }
+    if (f->base.pooled == RL__POOLED_PART)
+        rl__fd_part_gone(f); /* last: it may free f */
 }
 
 /* Another thread may enable, disable or invalidate meanwhile: the state is
@@ -50,8 +69,11 @@ static char *fd_describe(const void *obj) {
     return out;
 }
 
-/* Every RLSocket has one: kept to one pool class of 128 bytes. */
-_Static_assert(sizeof(struct RLFileDescriptor) <= 128, "RLFileDescriptor outgrew its pool class");
+/* A program's: one pool class of 128 bytes with its context; an
+ * RLSocket's: 96 bytes, the socket's 160 making one block of 256. */
+_Static_assert(sizeof(struct RLFileDescriptor) + sizeof(rl__fdctx) <= 128, "RLFileDescriptor outgrew its pool class");
+_Static_assert(sizeof(struct RLFileDescriptor) == RL__FD_PART_SIZE, "an owner's fd object: 96 bytes");
+_Static_assert(RL__FD_PART_SIZE == RL_FD_PART_SIZE, "rl_callout.h says the size of an owner's fd object");
 
 static const rl__class fd_class = {"RLFileDescriptor", fd_finalize, NULL, fd_describe};
 
@@ -74,7 +96,7 @@ RLFileDescriptorRef RLFileDescriptorCreate(RLAllocatorRef allocator, RLFileDescr
         rl__fail(kRLErrorInvalidArgument, fn, "context version %ld is not supported (use 0)", context->version);
         return NULL;
     }
-    struct RLFileDescriptor *f = rl__object_alloc(&fd_class, sizeof *f, fn);
+    struct RLFileDescriptor *f = rl__object_alloc(&fd_class, sizeof *f + sizeof f->ctx[0], fn);
     if (!f)
         return NULL;
     f->fd = fd;
@@ -83,11 +105,34 @@ RLFileDescriptorRef RLFileDescriptorCreate(RLAllocatorRef allocator, RLFileDescr
     f->close_on_invalidate = closeOnInvalidate;
     f->callout = callout;
     f->valid = true;
+    f->has_ctx = true;
     if (context) {
-        f->ctx = (rl__fdctx){context->info, context->retain, context->release, context->copyDescription};
-        if (f->ctx.retain)
-            f->ctx.info = (void *)f->ctx.retain(f->ctx.info);
+        f->ctx[0] = (rl__fdctx){context->retain, context->release, context->copyDescription, NULL};
+        f->info = context->retain ? (void *)context->retain(context->info) : context->info;
     }
+    return f;
+}
+
+RLFileDescriptorRef rl__fd_init_part(void *at, int fd, RLFileDescriptorCallBack callout, const void *owner,
+                                     const rl__callout_owner *how, const char *fn) {
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0) {
+        rl__fail(kRLErrorInvalidArgument, fn, "%d is not an open file descriptor", fd);
+        return NULL;
+    }
+    struct RLFileDescriptor *f = at;
+    memset(f, 0, sizeof *f);
+    rl__object_init_part(f, &fd_class);
+    f->fd = fd;
+    f->dev = st.st_dev;
+    f->ino = st.st_ino;
+    f->callout = callout;
+    f->valid = true;
+    f->info = (void *)owner;
+    f->owner_how = how;
+    f->owner_held = true;
+    atomic_init(&f->parts, 2);
+    RLRetain(owner);
     return f;
 }
 
@@ -101,7 +146,11 @@ bool RLFileDescriptorGetContext(RLFileDescriptorRef f, RLFileDescriptorContext *
         return false;
     if (!context)
         return rl__fail(kRLErrorInvalidArgument, fn, "NULL context");
-    *context = (RLFileDescriptorContext){0, f->ctx.info, f->ctx.retain, f->ctx.release, f->ctx.copyDescription};
+    if (f->has_ctx)
+        *context = (RLFileDescriptorContext){0, f->info, f->ctx[0].retain, f->ctx[0].release,
+                                             f->ctx[0].copyDescription};
+    else
+        *context = (RLFileDescriptorContext){0, rl__fd_info(f), NULL, NULL, NULL};
     return true;
 }
 
@@ -191,7 +240,7 @@ bool RLFileDescriptorInvalidate(RLFileDescriptorRef f) {
     }
     if (was) {
         fd_close_own(f, stale);
-        rl__defer_ctx_release(&d, f->ctx.release, f->ctx.info);
+        rl__defer_ctx_release(&d, fd_release_fn(f), rl__fd_info(f));
     }
     rl__defer_run(&d);
     return true;
@@ -223,12 +272,12 @@ RLRunLoopSourceRef RLFileDescriptorCreateRunLoopSource(RLAllocatorRef allocator,
     }
     if (s)
         return s;
-    RLRunLoopSourceContext ctx = {0};
-    s = RLRunLoopSourceCreate(allocator, order, &ctx);
-    if (!s)
-        return NULL;
     RLRetain(f);
-    s->fdobj = f;
+    s = rl__source_create_fd(order, f, fn);
+    if (!s) {
+        RLRelease(f);
+        return NULL;
+    }
     rl__olock_lock(&f->lock);
     if (f->source && try_retain(f->source)) {
         /* Another thread made one meanwhile: one source per descriptor. */

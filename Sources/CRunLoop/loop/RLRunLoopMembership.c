@@ -54,8 +54,8 @@ static void observer_insert(rl__mode *mode, rl__memb *m) {
  * mode's buckets, keyed by what equal sources share. */
 
 static size_t source_key(const struct RLRunLoopSource *s) {
-    uint64_t x = (uint64_t)s->hash ^ ((uint64_t)s->order * 0x9E3779B97F4A7C15ull) ^
-                 (uint64_t)(uintptr_t)s->ctx.perform ^ ((uint64_t)(uintptr_t)s->fdobj << 1);
+    uint64_t x = (uint64_t)rl__source_hash(s) ^ ((uint64_t)s->order * 0x9E3779B97F4A7C15ull) ^
+                 (uint64_t)(uintptr_t)rl__source_ctx(s)->perform ^ ((uint64_t)(uintptr_t)s->fdobj << 1);
     x ^= x >> 33;
     x *= 0xff51afd7ed558ccdull;
     x ^= x >> 33;
@@ -124,8 +124,8 @@ static bool sources_equal_locked(const struct RLRunLoopSource *s, const struct R
         return true;
     if (!rl__source_same_shape(s, c))
         return false;
-    if (!s->ctx.equal)
-        return s->ctx.info == c->ctx.info;
+    if (!rl__source_ctx(s)->equal)
+        return rl__source_ctx(s)->info == rl__source_ctx(c)->info;
     const eq_state *st = eq_cur;
     if (st && st->s == s) {
         for (size_t i = 0; i < st->n; i++) {
@@ -179,7 +179,8 @@ static void eq_collect_locked(eq_state *st, rl__mode *mode, struct RLRunLoopSour
  * locked part to read (sources_equal_locked). */
 static void eq_prepare(eq_state *st, RLRunLoopRef rl, struct RLRunLoopSource *s, RLRunLoopMode mode) {
     *st = (eq_state){s, NULL, 0, eq_cur};
-    if (!s->ctx.equal)
+    const RLRunLoopSourceContext *sc = rl__source_ctx(s);
+    if (!sc->equal)
         return;
     rl__loop_lock(rl);
     if (rl__is_common(mode)) {
@@ -190,7 +191,7 @@ static void eq_prepare(eq_state *st, RLRunLoopRef rl, struct RLRunLoopSource *s,
     }
     rl__loop_unlock(rl);
     for (size_t i = 0; i < st->n; i++)
-        st->v[i].equal = s->ctx.equal(s->ctx.info, st->v[i].other->ctx.info);
+        st->v[i].equal = sc->equal(sc->info, rl__source_ctx(st->v[i].other)->info);
     eq_cur = st;
 }
 
@@ -228,6 +229,15 @@ static rl__memb *memb_alloc(void *item, rl__kind kind) {
         }
         if (!rl__timer_ext_make(t))
             return NULL;
+    } else if (kind == RL_KIND_SOURCE) {
+        struct RLRunLoopSource *s = item;
+        if (!s->inline_used) {
+            /* Zeroed: a source's membership has fields (queued, the
+             * ready and bucket links) that add_locked does not write. */
+            s->inline_used = true;
+            memset(&s->inline_memb, 0, sizeof s->inline_memb);
+            return &s->inline_memb;
+        }
     }
     return calloc(1, sizeof(rl__memb));
 }
@@ -237,6 +247,12 @@ static void memb_free(rl__memb *m) {
         struct RLRunLoopTimer *t = m->item;
         if (m == rl__timer_inline_memb(t)) {
             t->inline_used = false;
+            return;
+        }
+    } else if (m->kind == RL_KIND_SOURCE) {
+        struct RLRunLoopSource *s = m->item;
+        if (m == &s->inline_memb) {
+            s->inline_used = false;
             return;
         }
     }
@@ -369,11 +385,12 @@ static void remove_memb_as_locked(rl__memb *m, void *cancel_for, rl__defer *d) {
         mode->nobservers--;
         rl__mode_recompute_mask(mode);
     }
-    if (m->kind == RL_KIND_OBSERVER && ((struct RLRunLoopObserver *)item)->pins)
+    rl__kind kind = m->kind;
+    memb_free(m); /* first: a source's may be inside it, which the release may free */
+    if (kind == RL_KIND_OBSERVER && ((struct RLRunLoopObserver *)item)->pins)
         ((struct RLRunLoopObserver *)item)->held_releases++; /* see rl_do_observers */
     else
         rl__unhold_or_defer(d, item);
-    memb_free(m);
 }
 
 static void remove_memb_locked(rl__memb *m, rl__defer *d) { remove_memb_as_locked(m, m->item, d); }

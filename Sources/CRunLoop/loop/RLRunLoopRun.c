@@ -229,8 +229,8 @@ static inline __attribute__((always_inline)) bool do_sources0(RLRunLoopRef rl, r
         }
         if (go)
             atomic_thread_fence(memory_order_seq_cst); /* pairs with rl__source_signal's */
-        if (go && s->ctx.perform) {
-            RL__CALLOUT(rl, kRLCalloutSource, s->ctx.perform, s, m->name, s->ctx.perform(s->ctx.info));
+        if (go && s->perform) {
+            RL__CALLOUT(rl, kRLCalloutSource, s->perform, s, m->name, s->perform(s->tail[0].ctx.info));
             handled = true;
         } else if (go) {
             handled = true;
@@ -410,7 +410,7 @@ static __attribute__((noinline)) bool do_fds(RLRunLoopRef rl, rl__mode *m, struc
             rl->src_in_callout = s;
             rl->fd_quiet = fire[i].quiet;
             RLCalloutKind kind = f->owner_how ? (RLCalloutKind)f->owner_how->kind : kRLCalloutFileDescriptor;
-            RL__CALLOUT(rl, kind, f->callout, f, m->name, f->callout(f, fire[i].types, f->ctx.info));
+            RL__CALLOUT(rl, kind, f->callout, f, m->name, f->callout(f, fire[i].types, rl__fd_info(f)));
             rl->src_in_callout = outer;
             rl->fd_quiet = outer_quiet;
             handled = true;

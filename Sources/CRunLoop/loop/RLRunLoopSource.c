@@ -2,9 +2,12 @@
 #include "rl_lock.h"
 #include "RLRunLoopMembership.h"
 #include "rl_ready.h"
+#include "rl_pool.h"
+#include "RLRunLoopSourceInternal.h"
 #include <crunloop/RLRunLoop.h>
 #include <crunloop/RLRunLoopSource.h>
 
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -17,13 +20,14 @@ static void source_finalize(void *obj) {
         rl__olock_unlock(&s->fdobj->lock);
         RLRelease(s->fdobj);
     }
-    if (s->ctx.release)
-        s->ctx.release(s->ctx.info);
+    if (s->has_ctx && s->tail[0].ctx.release)
+        s->tail[0].ctx.release(s->tail[0].ctx.info);
 }
 
 static char *source_describe(const void *obj) {
     const struct RLRunLoopSource *s = obj;
-    char *info = s->ctx.copyDescription ? s->ctx.copyDescription(s->ctx.info) : NULL;
+    const RLRunLoopSourceContext *c = rl__source_ctx(s);
+    char *info = c->copyDescription ? c->copyDescription(c->info) : NULL;
     char *out = NULL;
     if (asprintf(&out, "<RLRunLoopSource %p order %ld%s%s>", obj, s->order, info ? " " : "", info ? info : "") < 0)
         out = NULL;
@@ -32,6 +36,8 @@ static char *source_describe(const void *obj) {
 }
 
 const rl__class rl__source_class = {"RLRunLoopSource", source_finalize, NULL, source_describe};
+
+const RLRunLoopSourceContext rl__source_no_ctx;
 
 RLTypeID RLRunLoopSourceGetTypeID(void) { return rl__type_id(&rl__source_class); }
 
@@ -49,19 +55,45 @@ RLRunLoopSourceRef RLRunLoopSourceCreate(RLAllocatorRef allocator, RLIndex order
         rl__fail(kRLErrorInvalidArgument, fn, "context version %ld is not supported (use 0)", context->version);
         return NULL;
     }
-    struct RLRunLoopSource *s = rl__object_alloc(&rl__source_class, sizeof *s, fn);
+    struct RLRunLoopSource *s = rl__object_alloc(&rl__source_class, sizeof *s + sizeof s->tail[0], fn);
     if (!s)
         return NULL;
     s->order = order;
-    s->ctx = *context;
+    s->has_ctx = true;
+    s->tail[0].ctx = *context;
+    s->perform = context->perform;
     s->valid = true;
     TAILQ_INIT(&s->membs);
-    if (s->ctx.retain)
-        s->ctx.info = (void *)s->ctx.retain(s->ctx.info);
+    RLRunLoopSourceContext *c = &s->tail[0].ctx;
+    if (c->retain)
+        c->info = (void *)c->retain(c->info);
     /* Computed once: the equality buckets of the modes are keyed by it, and
      * the hash callback is user code, not to be called under the lock. */
-    s->hash = s->ctx.hash ? s->ctx.hash(s->ctx.info) : (RLHashCode)(uintptr_t)s->ctx.info;
+    s->tail[0].hash = c->hash ? c->hash(c->info) : (RLHashCode)(uintptr_t)c->info;
     return s;
+}
+
+struct RLRunLoopSource *rl__source_create_fd(RLIndex order, struct RLFileDescriptor *f, const char *fn) {
+    struct RLRunLoopSource *s = rl__object_alloc_packed(&rl__source_class, sizeof *s, fn);
+    if (!s)
+        return NULL;
+    s->order = order;
+    s->valid = true;
+    TAILQ_INIT(&s->membs);
+    s->fdobj = f;
+    return s;
+}
+
+size_t rl__source_footprint(RLRunLoopSourceRef s) {
+    size_t n = s->base.pooled ? rl__pool_block_size(s) : malloc_usable_size(s) + sizeof(size_t);
+    rl__olock_lock(&s->lock);
+    rl__memb *m;
+    TAILQ_FOREACH(m, &s->membs, item_link) {
+        if (m != &s->inline_memb)
+            n += malloc_usable_size(m) + sizeof(size_t);
+    }
+    rl__olock_unlock(&s->lock);
+    return n;
 }
 
 RLIndex RLRunLoopSourceGetOrder(RLRunLoopSourceRef s) {
@@ -95,7 +127,7 @@ bool RLRunLoopSourceGetContext(RLRunLoopSourceRef s, RLRunLoopSourceContext *con
         return false;
     if (!context)
         return rl__fail(kRLErrorInvalidArgument, fn, "NULL context");
-    *context = s->ctx;
+    *context = *rl__source_ctx(s);
     return true;
 }
 

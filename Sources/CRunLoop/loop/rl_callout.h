@@ -65,6 +65,19 @@ RL__HIDDEN RLOptionFlags rl__fd_enabled(RLFileDescriptorRef f);
  * (RLFileDescriptor's `kept`): the loop may leave them on meanwhile. */
 RL__HIDDEN void rl__fd_set_kept(RLFileDescriptorRef f, RLOptionFlags types);
 
+/* An fd object that is a part of its owner's block (an RLSocket's: one
+ * allocation for both), RL_FD_PART_SIZE bytes at `at`, for fd (which must
+ * be open) with callout, named by how (rl__fd_set_owner), with no context:
+ * its callouts get owner as their info, and it holds a reference on owner
+ * until invalidated (as a context's retain and release would). The owner
+ * is the first object of the block (rl__object_share_block); the block
+ * goes when both are finalized: the owner's finalizer calls
+ * rl__fd_part_gone last. NULL (error set for fn) if fd is not open. */
+#define RL_FD_PART_SIZE 96
+RL__HIDDEN RLFileDescriptorRef rl__fd_init_part(void *at, int fd, RLFileDescriptorCallBack callout, const void *owner,
+                                                const rl__callout_owner *how, const char *fn);
+RL__HIDDEN void rl__fd_part_gone(RLFileDescriptorRef f);
+
 /* For the tests: the loop's epoll fd, to break it (test_runloop_kernel.c). */
 RL__HIDDEN int rl__loop_poll_fd_for_tests(RLRunLoopRef rl);
 

@@ -172,7 +172,9 @@ static void print_line(const RLSlowCalloutReport *r) {
 }
 
 void rl__fd_set_owner(RLFileDescriptorRef f, const void *owner, const rl__callout_owner *how) {
-    f->owner = owner;
+    if (f->has_ctx)
+        f->ctx[0].owner = owner;
+    /* else a part (rl__fd_init_part): its owner is set already */
     f->owner_how = how;
 }
 
@@ -185,11 +187,12 @@ static const void *owner_of(const void *obj, RLCalloutKind *kind, const void **f
     if (!fd_object || !obj)
         return obj;
     const struct RLFileDescriptor *f = obj;
-    if (!f->owner || !f->owner_how)
+    const void *owner = rl__fd_owner(f);
+    if (!owner || !f->owner_how)
         return obj;
     *kind = (RLCalloutKind)f->owner_how->kind;
-    *fn = f->owner_how->function ? f->owner_how->function(f->owner) : NULL;
-    return f->owner;
+    *fn = f->owner_how->function ? f->owner_how->function(owner) : NULL;
+    return owner;
 }
 
 void rl__health_after(RLRunLoopRef rl, double took, RLCalloutKind kind, const void *fn, const void *obj,

@@ -188,12 +188,12 @@ static void defer_call(rl__defer_entry *e) {
     struct RLRunLoopSource *s = e->obj;
     switch (e->what) {
     case RL_DEFER_SCHEDULE:
-        if (s->ctx.schedule)
-            s->ctx.schedule(s->ctx.info, e->rl, e->mode);
+        if (rl__source_ctx(s)->schedule)
+            s->tail[0].ctx.schedule(s->tail[0].ctx.info, e->rl, e->mode);
         break;
     case RL_DEFER_CANCEL:
-        if (s->ctx.cancel)
-            s->ctx.cancel(s->ctx.info, e->rl, e->mode);
+        if (rl__source_ctx(s)->cancel)
+            s->tail[0].ctx.cancel(s->tail[0].ctx.info, e->rl, e->mode);
         break;
     case RL_DEFER_CTX_RELEASE:
         e->cfn(e->carg);

@@ -68,9 +68,12 @@ typedef struct rl__olock {
 struct rl__memb {
     void *item;
     rl__mode *mode;
+    /* What one kind only uses: 88 bytes a membership, not 104 (a source
+     * carries one inline). */
     union {
         size_t hidx[2];                 /* timers: slots in the mode's heaps */
         TAILQ_ENTRY(rl__memb) plink;     /* strict timers while `pending` */
+        TAILQ_ENTRY(rl__memb) ready_link; /* sources while `queued`: the mode's ready list */
     };
     rl__kind kind;
     bool lax;                       /* timers: filed as tolerant (tolerance > 0) */
@@ -83,8 +86,8 @@ struct rl__memb {
     RLRunLoopRef rl;                 /* sources and observers (a timer's: mode->rl) */
     TAILQ_ENTRY(rl__memb) mode_link; /* the mode's sources or observers */
     struct rl__memb *snext;          /* sources: next in the mode's equality bucket */
-    TAILQ_ENTRY(rl__memb) ready_link;
 };
+_Static_assert(sizeof(rl__memb) == 88, "membership: 88 bytes");
 #define RL__TIMER_MEMB_SIZE offsetof(rl__memb, item_link)
 TAILQ_HEAD(rl_membq, rl__memb);
 
@@ -151,30 +154,62 @@ struct rl__mode {
 
 struct RLFileDescriptor;
 
+/* What a source made by RLRunLoopSourceCreate has after it. */
+typedef struct rl__source_tail {
+    RLRunLoopSourceContext ctx;
+    RLHashCode hash; /* ctx.hash(info), or info: computed once, at creation */
+} rl__source_tail;
+
+/* A source made by RLRunLoopSourceCreate is this and its context after
+ * it (a line-aligned pool block of 256 bytes); an fd source (an RLSocket's,
+ * an RLFileDescriptor's) has no context, every callback of it being NULL,
+ * and is only this (160 bytes, a packed pool class): read the context
+ * through rl__source_ctx. Its first membership is inside it (inline_memb,
+ * as a timer's): a source in one mode, the usual case, costs no other
+ * allocation. */
 struct RLRunLoopSource {
     rl__object base;
-    rl__olock lock; /* the item lock: membs, valid, signalled */
+    rl__olock lock; /* the item lock: membs, valid, signalled, inline_used */
     /* Beside the lock and the object header, in the line a signal from
      * another thread reads (the header's check, then `signalled` without
      * the lock while it is set: rl__source_signal): one line, not two, that
      * the loop's perform writes and the signalling thread then misses. */
     bool valid;     /* written under the item lock; read without it as a hint */
     bool signalled;
+    bool has_ctx;     /* tail[0] is there (fixed at creation) */
+    bool inline_used; /* inline_memb is a membership (the item lock) */
     RLIndex order;
-    RLHashCode hash; /* ctx.hash(info), or info: computed once, at creation */
-    RLRunLoopSourceContext ctx;
+    /* The context's perform (NULL: none, or no context), beside what a
+     * pass reads of a signalled source: the pass calls it with the
+     * context's info (the tail's). */
+    void (*perform)(void *info);
     struct rl_membq membs;
     struct RLFileDescriptor *fdobj; /* fd sources: retained */
+    rl__memb inline_memb;
+    rl__source_tail tail[]; /* has_ctx: one */
 };
+#define RL__FD_SOURCE_SIZE 160
+_Static_assert(sizeof(struct RLRunLoopSource) == RL__FD_SOURCE_SIZE, "fd source: 160 bytes, a packed pool class");
+
+/* What a source without a context reads as its context: zeros. */
+RL__HIDDEN extern const RLRunLoopSourceContext rl__source_no_ctx;
+
+static inline const RLRunLoopSourceContext *rl__source_ctx(const struct RLRunLoopSource *s) {
+    return s->has_ctx ? &s->tail[0].ctx : &rl__source_no_ctx;
+}
+
+/* Its equality hash (see rl__source_tail); a source without a context: 0. */
+static inline RLHashCode rl__source_hash(const struct RLRunLoopSource *s) { return s->has_ctx ? s->tail[0].hash : 0; }
 
 /* Two sources are equal as in CF: same order, the same callbacks and, by
  * the context's equal callback (without one: the same info), equal infos.
  * fd sources only by identity. What can be compared without calling user
  * code (everything but `equal`): */
 static inline bool rl__source_same_shape(const struct RLRunLoopSource *a, const struct RLRunLoopSource *b) {
-    return a->order == b->order && a->hash == b->hash && a->ctx.equal == b->ctx.equal &&
-           a->ctx.hash == b->ctx.hash && a->ctx.perform == b->ctx.perform && a->ctx.schedule == b->ctx.schedule &&
-           a->ctx.cancel == b->ctx.cancel && a->fdobj == b->fdobj;
+    const RLRunLoopSourceContext *ac = rl__source_ctx(a), *bc = rl__source_ctx(b);
+    return a->order == b->order && rl__source_hash(a) == rl__source_hash(b) && ac->equal == bc->equal && ac->hash == bc->hash &&
+           ac->perform == bc->perform && ac->schedule == bc->schedule && ac->cancel == bc->cancel &&
+           a->fdobj == b->fdobj;
 }
 
 /* ---- timers ---- */
@@ -364,25 +399,29 @@ struct RLRunLoopObserver {
 
 /* ---- file descriptors ---- */
 
-/* A fd object's context without its version (always 0): RLFileDescriptorGetContext
- * puts it back. */
+/* A program's fd object's context less its version (always 0) and its
+ * info (in the object: the callouts read it): RLFileDescriptorGetContext
+ * puts it back together. And the owner such an object may have (see
+ * rl__fd_owner). */
 typedef struct rl__fdctx {
-    void *info;
     const void *(*retain)(const void *info);
     void (*release)(const void *info);
     char *(*copyDescription)(const void *info);
+    const void *owner;
 } rl__fdctx;
 
-/* 128 bytes, one pool class (an idle connection's memory: every RLSocket
- * has one); RLFileDescriptor.c checks it. */
+/* An fd object made by RLFileDescriptorCreate is this and its context
+ * after it (128 bytes, one pool class); an RLSocket's is this alone (96
+ * bytes), in the socket's own block after the socket (rl__fd_init_part):
+ * it has no context but a reference on its owner, the socket, which is
+ * its info. */
 struct RLFileDescriptor {
     rl__object base;
-    /* The library object that made this fd object for its own callouts (a
-     * socket, a port, a signal source) and how to name its callout, NULL
-     * for a program's: the slow-callout report names the owner's callout
-     * (rl__fd_set_owner, rl_health.c). Not a reference: the owner outlives
-     * its fd object's callouts. */
-    const void *owner;
+    void *info; /* what its callouts get: the context's (retained), or an owning part's owner */
+    /* How to name the callout of the library object that made this fd
+     * object for its own callouts (a socket, a port, a signal source; the
+     * owner: rl__fd_owner), NULL for a program's: the slow-callout report
+     * names the owner's callout (rl__fd_set_owner, rl_health.c). */
     const struct rl__callout_owner *owner_how;
     rl__olock lock; /* an item lock: source, and the writes of valid and enabled */
     int fd;
@@ -403,6 +442,13 @@ struct RLFileDescriptor {
      * cannot watch it. The object is not watched again; see the header.
      * Set by the loops (under their lock), read anywhere: relaxed atomics. */
     int stale;
+    bool has_ctx;    /* ctx[0] is there (fixed at creation) */
+    /* A part of its owner's block (rl__fd_init_part): it holds a reference
+     * on the owner until invalidated, as a context's info would, and
+     * `parts` counts the objects of the block not yet finalized (the
+     * owner and this), the last of which gives the block back. */
+    bool owner_held;
+    _Atomic uint8_t parts;
     /* The file fd named when the object was made (fstat): a number that
      * names another file now was closed and reused behind its back. Files
      * without an identity of their own (eventfds share one inode) are
@@ -410,9 +456,19 @@ struct RLFileDescriptor {
     dev_t dev;
     ino_t ino;
     RLFileDescriptorCallBack callout;
-    rl__fdctx ctx;
     struct RLRunLoopSource *source; /* weak; cleared when the source goes */
+    rl__fdctx ctx[]; /* has_ctx: one */
 };
+#define RL__FD_PART_SIZE 96
+
+/* The info fd object f's callouts get. */
+static inline void *rl__fd_info(const struct RLFileDescriptor *f) { return f->info; }
+
+/* The library object that made f for its callouts, or NULL: not a
+ * reference (but see owner_held); the owner outlives f's callouts. */
+static inline const void *rl__fd_owner(const struct RLFileDescriptor *f) {
+    return f->has_ctx ? f->ctx[0].owner : f->owner_held ? f->info : NULL;
+}
 
 /* ---- the run loop object (made in RLRunLoop.c, freed in rl_loop.c) ---- */
 
