@@ -203,12 +203,12 @@ typedef struct {
     _Atomic bool done;
 } stack_probe;
 
-enum { PROBE_BYTE = 0xA5, PROBE_SPAN = 48 * 1024, PROBE_GAP = 256 };
+enum { PROBE_BYTE = 0xA5, PROBE_SPAN = 48 * 1024, PROBE_GAP = 512 };
 
-/* Not inlined: its frame and memset's lie within PROBE_GAP of `here`. */
+/* Not inlined: its frame and memset's lie within PROBE_GAP below its
+ * frame's address. */
 static __attribute__((noinline)) void probe_fill(stack_probe *p) {
-    volatile char here = 0;
-    char *sp = (char *)&here;
+    char *sp = __builtin_frame_address(0);
     pthread_attr_t a;
     void *addr;
     size_t size;

@@ -190,7 +190,10 @@ static void do_observers(RLRunLoopRef rl, rl__mode *m, RLRunLoopActivity act) {
         free(list);
 }
 
-static inline __attribute__((always_inline)) bool do_sources0(RLRunLoopRef rl, rl__mode *m, bool stop_after_handle) {
+/* The signalled sources of m, performed. Out of line: its array of 16
+ * stays off the run's frame, which is under every callout and nested run
+ * (a sleeping loop thread's stack pages are its memory: test_loop_memory). */
+static __attribute__((noinline)) bool do_sources0(RLRunLoopRef rl, rl__mode *m, bool stop_after_handle) {
     struct RLRunLoopSource *small[16], **a = small;
     rl__loop_lock(rl);
     if (RL__UNLIKELY(m->inflight != NULL))
@@ -325,7 +328,8 @@ static inline __attribute__((always_inline)) void fire_timer(RLRunLoopRef rl, rl
 }
 
 /* The timers of m that are due now, fired in order; called with the loop
- * lock held (do_timers), which it drops before the callouts. */
+ * lock held (do_timers), which it drops before the callouts. Out of line:
+ * its deferred work (two rl__defer) stays off the run's frame. */
 static __attribute__((noinline)) void fire_due_timers(RLRunLoopRef rl, rl__mode *m) {
     rl__memb **due = rl->due;
     size_t n = 0, cap = rl->capdue;
