@@ -385,17 +385,18 @@ static void test_fds_at_both_ends_of_the_table(void **state) {
  * at once gets all of them from one wait again, and a run nested in one
  * of their callouts (the array in use) waits with its own few. */
 enum { NBUSY = 20 };
-static watched busy[NBUSY];
+static watched busy[NBUSY], inner;
 static int nested_calls;
 
 static void run_nested_in_callout(RLFileDescriptorRef f, RLOptionFlags types, void *info) {
     on_readable(f, types, info);
-    /* Nested: the outer wait's events are in the array. */
-    poke(&busy[0]);
-    int before = busy[0].calls;
-    for (int k = 0; k < 50 && busy[0].calls == before; k++)
+    /* Nested: the outer wait's events are in the array; an fd that was not
+     * among them comes ready, and its callout comes from the nested run. */
+    poke(&inner);
+    int before = inner.calls;
+    for (int k = 0; k < 50 && inner.calls == before; k++)
         RLRunLoopRunInMode("test.fd.batch", 1, true);
-    nested_calls += busy[0].calls - before;
+    nested_calls += inner.calls - before;
 }
 
 /* The fd callouts one pass makes with every one of the n fds poked. */
@@ -416,6 +417,7 @@ static void *events_few_then_batch(void *arg) {
     RLRunLoopRef rl = RLRunLoopGetCurrent();
     for (int i = 0; i < NBUSY; i++)
         watch_at(&busy[i], 100 + i, "test.fd.batch");
+    watch_at(&inner, 200, "test.fd.batch");
     /* Three at a time: the few. */
     for (int round = 0; round < 3; round++)
         assert_int_equal(one_pass(3), 3);
@@ -455,6 +457,7 @@ static void *events_few_then_batch(void *arg) {
     assert_false(rl->ev_big_busy);
     for (int i = 0; i < NBUSY; i++)
         unwatch(&busy[i]);
+    unwatch(&inner);
     return NULL;
 }
 
