@@ -190,12 +190,13 @@ static void do_observers(RLRunLoopRef rl, rl__mode *m, RLRunLoopActivity act) {
         free(list);
 }
 
-/* The signalled sources of m, performed. Out of line: its array of 16
- * stays off the run's frame, which is under every callout and nested run
- * (a sleeping loop thread's stack pages are its memory: test_loop_memory). */
-static __attribute__((noinline)) bool do_sources0(RLRunLoopRef rl, rl__mode *m, bool stop_after_handle) {
+/* The signalled sources of m, performed; called with the loop lock held
+ * (do_sources0), which it drops before the callouts. Out of line: its
+ * array of 16 stays off the run's frame, which is under every callout and
+ * nested run (a sleeping loop thread's stack pages are its memory:
+ * test_loop_memory). */
+static __attribute__((noinline)) bool perform_sources0(RLRunLoopRef rl, rl__mode *m, bool stop_after_handle) {
     struct RLRunLoopSource *small[16], **a = small;
-    rl__loop_lock(rl);
     if (RL__UNLIKELY(m->inflight != NULL))
         rl__ready_requeue_inflight(m); /* nested in a perform of an outer pass of m */
     size_t n = m->nready ? rl__ready_take(m, &a, small, 16) : 0;
@@ -259,6 +260,17 @@ static __attribute__((noinline)) bool do_sources0(RLRunLoopRef rl, rl__mode *m, 
     if (a != small)
         free(a);
     return handled;
+}
+
+/* Every pass, and most have no signalled source: the look is inline, the
+ * work out of line. */
+static inline __attribute__((always_inline)) bool do_sources0(RLRunLoopRef rl, rl__mode *m, bool stop_after_handle) {
+    rl__loop_lock(rl);
+    if (RL__LIKELY(m->nready == 0 && m->inflight == NULL)) {
+        rl__loop_unlock(rl);
+        return false;
+    }
+    return perform_sources0(rl, m, stop_after_handle);
 }
 
 static int cmp_timer_memb(const void *x, const void *y) {
