@@ -128,8 +128,16 @@ public final class RLRunLoop: @unchecked Sendable {
             return name
         }
 
+        /// The C name, to `body`: a predefined mode's is the C library's
+        /// constant (no string made: adding a timer to the default mode
+        /// allocates nothing more, and its frames stay shallow on a loop
+        /// thread's stack).
         func withCString<R>(_ body: (UnsafePointer<CChar>) throws -> R) rethrows -> R {
-            try cName.withCString(body)
+            switch rawValue {
+            case "kCFRunLoopDefaultMode": return try body(kRLRunLoopDefaultMode)
+            case "kCFRunLoopCommonModes": return try body(kRLRunLoopCommonModes)
+            default: return try rawValue.withCString(body)
+            }
         }
     }
 

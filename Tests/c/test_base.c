@@ -11,6 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "RLBase.h"
+
 #if defined(__SANITIZE_ADDRESS__)
 #define RL_TEST_ASAN 1
 #elif defined(__has_feature)
@@ -74,6 +76,62 @@ static void test_error_is_thread_local(void **state) {
     pthread_join(t, &res);
     assert_int_equal((intptr_t)res, kRLErrorInvalidArgument);
     assert_int_equal(RLErrorGetLast().code, kRLErrorNone);
+}
+
+/* A thread's message buffer is made on its first error (not kept in every
+ * thread's TLS, on its stack): without memory for it the error keeps its
+ * code and errno, its message is the code's name; the next error, with
+ * memory, has its full message. */
+static void *error_without_message_memory(void *arg) {
+    (void)arg;
+    atomic_store(&rl__faults, RL_FAULT_ERROR_MESSAGE);
+    RLRelease(NULL);
+    atomic_store(&rl__faults, 0);
+    RLError e = RLErrorGetLast();
+    assert_int_equal(e.code, kRLErrorInvalidArgument);
+    assert_string_equal(e.message, "kRLErrorInvalidArgument");
+    RLErrorClear();
+    assert_int_equal(RLErrorGetLast().code, kRLErrorNone);
+    assert_string_equal(RLErrorGetLast().message, "");
+    RLRelease(NULL);
+    e = RLErrorGetLast();
+    assert_int_equal(e.code, kRLErrorInvalidArgument);
+    assert_true(strncmp(e.message, "RLRelease: ", 11) == 0);
+    RLErrorClear();
+    assert_string_equal(RLErrorGetLast().message, "");
+    return NULL;
+}
+
+static void test_error_message_without_memory(void **state) {
+    rl_test_on_other_thread(error_without_message_memory, NULL);
+}
+
+/* Threads that failed and exited: each one's message buffer goes with it
+ * (LeakSanitizer and valgrind in the checked builds), also one made again
+ * by an error after the thread's key destructors began. */
+static pthread_key_t late_key;
+
+static void late_error(void *arg) {
+    (void)arg;
+    RLRelease(NULL); /* after the buffer's destructor, or before: either way freed */
+}
+
+static void *fail_and_exit(void *arg) {
+    RLRelease(NULL);
+    assert_int_equal(RLErrorGetLast().code, kRLErrorInvalidArgument);
+    if (arg)
+        pthread_setspecific(late_key, arg);
+    return NULL;
+}
+
+static void test_error_messages_of_exited_threads_are_freed(void **state) {
+    assert_int_equal(pthread_key_create(&late_key, late_error), 0);
+    for (int i = 0; i < 64; i++) {
+        pthread_t t;
+        assert_int_equal(pthread_create(&t, NULL, fail_and_exit, (i & 1) ? (void *)1 : NULL), 0);
+        assert_int_equal(pthread_join(t, NULL), 0);
+    }
+    pthread_key_delete(late_key);
 }
 
 static void test_success_keeps_last_error(void **state) {
@@ -322,6 +380,8 @@ int main(void) {
         cmocka_unit_test(test_error_starts_empty_and_clears),
         cmocka_unit_test(test_misuse_of_object_functions),
         cmocka_unit_test(test_error_is_thread_local),
+        cmocka_unit_test(test_error_message_without_memory),
+        cmocka_unit_test(test_error_messages_of_exited_threads_are_freed),
         cmocka_unit_test(test_success_keeps_last_error),
         cmocka_unit_test(test_clocks),
         cmocka_unit_test(test_stale_release_after_reuse_is_refused),

@@ -9,6 +9,7 @@
  * fork() child's own loop, a timer array that cannot grow. */
 #include "testutil.h"
 #include <crunloop/RLLockDebug.h>
+#include <crunloop/RLWorkerThread.h>
 
 #include <math.h>
 #include <pthread.h>
@@ -25,6 +26,7 @@
 #include "RLBase.h"
 #include "rl_poll_backend.h"
 #include "RLRunLoopMode.h"
+#include "rl_lock.h"
 
 static void nothing(RLRunLoopTimerRef t, void *info) { (void)t, (void)info; }
 
@@ -33,7 +35,14 @@ static void nothing(RLRunLoopTimerRef t, void *info) { (void)t, (void)info; }
 typedef struct {
     pthread_t th;
     _Atomic(RLRunLoopRef) rl;
+    bool nested; /* its loop ran nested in callouts before it sleeps (run_nested) */
 } sleeper;
+
+/* A timer's callout that runs the loop nested. */
+static void run_nested(RLRunLoopTimerRef t, void *info) {
+    (void)t, (void)info;
+    RLRunLoopRunInMode(kRLRunLoopDefaultMode, 0.001, false);
+}
 
 static void *sleeper_main(void *arg) {
     sleeper *s = arg;
@@ -42,6 +51,13 @@ static void *sleeper_main(void *arg) {
     assert_non_null(t);
     RLRunLoopAddTimer(rl, t, kRLRunLoopDefaultMode);
     RLRelease(t);
+    if (s->nested) { /* its callouts run the loop nested, before it sleeps */
+        RLRunLoopTimerRef n = RLRunLoopTimerCreate(NULL, 0, 0, 0, 0, run_nested, NULL);
+        assert_non_null(n);
+        RLRunLoopAddTimer(rl, n, kRLRunLoopDefaultMode);
+        RLRelease(n);
+        RLRunLoopRunInMode(kRLRunLoopDefaultMode, 0.05, false);
+    }
     atomic_store(&s->rl, rl);
     while (RLRunLoopRunInMode(kRLRunLoopDefaultMode, 60, false) != kRLRunLoopRunStopped) {}
     return NULL;
@@ -49,6 +65,7 @@ static void *sleeper_main(void *arg) {
 
 static RLRunLoopRef sleeper_start(sleeper *s) {
     atomic_store(&s->rl, NULL);
+    s->nested = false;
     assert_int_equal(pthread_create(&s->th, NULL, sleeper_main, s), 0);
     RLRunLoopRef rl;
     while (!(rl = atomic_load(&s->rl))) {
@@ -124,7 +141,7 @@ static size_t resident_pages(void *base, size_t size) {
 
 /* A loop thread on a fresh stack of its own, asleep: how many pages of
  * its stack it touched. */
-static size_t sleeper_stack_pages(void) {
+static size_t sleeper_stack_pages(bool nested) {
     void *stack = mmap(NULL, STACK_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     assert_true(stack != MAP_FAILED);
     pthread_attr_t a;
@@ -132,6 +149,7 @@ static size_t sleeper_stack_pages(void) {
     assert_int_equal(pthread_attr_setstack(&a, stack, STACK_SIZE), 0);
     sleeper s;
     atomic_store(&s.rl, NULL);
+    s.nested = nested;
     assert_int_equal(pthread_create(&s.th, &a, sleeper_main, &s), 0);
     pthread_attr_destroy(&a);
     RLRunLoopRef rl;
@@ -151,13 +169,115 @@ static void test_a_sleeping_loop_thread_touches_few_stack_pages(void **state) {
     /* The second such thread: the first to call a libc function in the
      * process binds it (the dynamic linker's lazy binding, 3 KiB of stack
      * below the call), once per process, not per thread. */
-    sleeper_stack_pages();
-    size_t pages = sleeper_stack_pages();
+    sleeper_stack_pages(false);
+    size_t pages = sleeper_stack_pages(false);
     /* With the lock-order detector on (make check-lockdep), its
      * bookkeeping runs on the loop's stack too: a page more. */
     size_t max = STACK_PAGES_MAX + (RLLockDebugIsEnabled() ? 1 : 0);
     if (pages > max || pages < 1)
         fail_msg("a sleeping loop thread touched %zu pages of its stack (at most %zu)", pages, max);
+}
+
+/* Its loop ran nested in a timer's callout before it sleeps: still the
+ * two pages. A run's frame is under every callout and
+ * nested run: the wait's events on it are a few (a batch in the loop's own
+ * array once a wait filled them), the due timers are fired out of line,
+ * and the error message is not in every thread's TLS (RLError.c). Before:
+ * three pages. */
+static void test_a_loop_thread_that_ran_nested_sleeps_on_few_pages(void **state) {
+    (void)state;
+    sleeper_stack_pages(true);
+    size_t pages = sleeper_stack_pages(true);
+    size_t max = STACK_PAGES_MAX + (RLLockDebugIsEnabled() ? 1 : 0);
+    if (pages > max || pages < 1)
+        fail_msg("a loop thread that ran nested touched %zu pages of its stack (at most %zu)", pages, max);
+}
+
+/* ---- a worker thread's stack ---- */
+
+/* Where a worker's request found its thread's stack, and the part below
+ * its frame it filled with a pattern (to see how deep the stack went
+ * after). */
+typedef struct {
+    char *top, *low, *filled_to;
+    _Atomic bool done;
+} stack_probe;
+
+enum { PROBE_BYTE = 0xA5, PROBE_SPAN = 48 * 1024, PROBE_GAP = 512 };
+
+/* Not inlined: its frame and memset's lie within PROBE_GAP below its
+ * frame's address. */
+static __attribute__((noinline)) void probe_fill(stack_probe *p) {
+    char *sp = __builtin_frame_address(0);
+    pthread_attr_t a;
+    void *addr;
+    size_t size;
+    assert_int_equal(pthread_getattr_np(pthread_self(), &a), 0);
+    assert_int_equal(pthread_attr_getstack(&a, &addr, &size), 0);
+    pthread_attr_destroy(&a);
+    p->top = (char *)addr + size; /* glibc's thread descriptor and TLS sit at the top */
+    p->low = p->top - PROBE_SPAN > (char *)addr ? p->top - PROBE_SPAN : (char *)addr;
+    p->filled_to = sp - PROBE_GAP;
+    memset(p->low, PROBE_BYTE, (size_t)(p->filled_to - p->low));
+}
+
+/* A worker's request, as the Swift overlay's `async` makes one: adds a
+ * timer an hour away to the worker's loop (which then sleeps). */
+static void worker_adds_timer(void *arg) {
+    stack_probe *p = arg;
+    probe_fill(p);
+    RLRunLoopTimerRef t = RLRunLoopTimerCreate(NULL, RLAbsoluteTimeGetCurrent() + 3600, 0, 0, 0, nothing, NULL);
+    assert_non_null(t);
+    assert_true(RLRunLoopAddTimer(RLRunLoopGetCurrent(), t, kRLRunLoopDefaultMode));
+    RLRelease(t);
+    atomic_store(&p->done, true);
+}
+
+/* How deep (bytes from the top of its stack) the worker's stack went from
+ * its request on: the lowest byte not left as filled. */
+static size_t probe_depth(const stack_probe *p) {
+    const unsigned char *b = (const unsigned char *)p->low;
+    while (b < (const unsigned char *)p->filled_to && *b == PROBE_BYTE)
+        b++;
+    return (size_t)(p->top - (const char *)b);
+}
+
+/* A started worker that ran one request adding a timer, asleep: how deep
+ * its stack went, request and sleep included: within two pages. Before:
+ * three (8,752 bytes, in this program: 64 events and the due
+ * timers' callouts on the run's frame, the error message in TLS, a source
+ * keeping the loop alive); now about 7,100. */
+static void test_a_sleeping_worker_thread_stays_within_two_pages(void **state) {
+    (void)state;
+#ifdef RL_TEST_SANITIZED
+    skip(); /* sanitizers' frames: the count says nothing */
+#else
+    long page = sysconf(_SC_PAGESIZE);
+    size_t depth = 0;
+    for (int round = 0; round < 2; round++) { /* the first binds libc's functions (the dynamic linker) */
+        RLWorkerThreadRef w = RLWorkerThreadCreate(NULL, "probe");
+        assert_non_null(w);
+        assert_true(RLWorkerThreadStart(w));
+        stack_probe p = {0};
+        assert_true(RLWorkerThreadPerformAsync(w, worker_adds_timer, &p));
+        RLRunLoopRef rl = RLWorkerThreadCopyRunLoop(w);
+        assert_non_null(rl);
+        double until = rl_test_now() + 20;
+        while (!atomic_load(&p.done) && rl_test_now() < until) {
+            struct timespec ts = {0, 1000000};
+            nanosleep(&ts, NULL);
+        }
+        assert_true(atomic_load(&p.done));
+        rl_test_wait_until_waiting(rl);
+        depth = probe_depth(&p);
+        RLRelease(rl);
+        assert_true(RLWorkerThreadStop(w));
+        RLRelease(w);
+    }
+    size_t max = (2 + (RLLockDebugIsEnabled() ? 1 : 0)) * (size_t)page;
+    if (depth > max)
+        fail_msg("a sleeping worker's stack went %zu bytes deep (at most %zu)", depth, max);
+#endif
 }
 
 /* ---- the fd table: records for the fds a loop watches, not for every
@@ -257,6 +377,119 @@ static void test_fds_at_both_ends_of_the_table(void **state) {
     assert_true(mem.fds < 4096 * sizeof(rl__fdreg)); /* the span 40..2000, not more */
     for (int i = 0; i < N; i++)
         unwatch(&w[i]);
+}
+
+/* A wait's events: a few on the run's frame, and a batch of 64 in the
+ * loop's own array made the first time a wait filled the few. A loop
+ * whose fds come ready a few at a time never makes it; one with many ready
+ * at once gets all of them from one wait again, and a run nested in one
+ * of their callouts (the array in use) waits with its own few. */
+enum { NBUSY = 20 };
+static watched busy[NBUSY], inner;
+static int nested_calls;
+
+static void run_nested_in_callout(RLFileDescriptorRef f, RLOptionFlags types, void *info) {
+    on_readable(f, types, info);
+    /* Nested: the outer wait's events are in the array; an fd that was not
+     * among them comes ready, and its callout comes from the nested run. */
+    poke(&inner);
+    int before = inner.calls;
+    for (int k = 0; k < 50 && inner.calls == before; k++)
+        RLRunLoopRunInMode("test.fd.batch", 1, true);
+    nested_calls += inner.calls - before;
+}
+
+/* The fd callouts one pass makes with every one of the n fds poked. */
+static int one_pass(int n) {
+    int before = 0, after = 0;
+    for (int i = 0; i < n; i++) {
+        poke(&busy[i]);
+        before += busy[i].calls;
+    }
+    RLRunLoopRunInMode("test.fd.batch", 0, false);
+    for (int i = 0; i < n; i++)
+        after += busy[i].calls;
+    return after - before;
+}
+
+static void *events_few_then_batch(void *arg) {
+    (void)arg;
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    for (int i = 0; i < NBUSY; i++)
+        watch_at(&busy[i], 100 + i, "test.fd.batch");
+    watch_at(&inner, 200, "test.fd.batch");
+    /* Three at a time: the few. */
+    for (int round = 0; round < 3; round++)
+        assert_int_equal(one_pass(3), 3);
+    assert_null(rl->ev_big);
+    /* Twenty at once: a wait fills the few (8 events, a wake-up of the
+     * loop's own among them at most)... */
+    int first = one_pass(NBUSY);
+    assert_true(first >= 7 && first <= 8);
+    assert_non_null(rl->ev_big);
+    for (int k = 0; k < 10; k++)
+        RLRunLoopRunInMode("test.fd.batch", 0, false); /* the rest */
+    /* ...and from then on one wait brings all twenty. */
+    assert_int_equal(one_pass(NBUSY), NBUSY);
+    assert_int_equal(one_pass(NBUSY), NBUSY);
+    /* A run nested in a callout while the array holds the outer wait's
+     * events: its own events come, and the outer pass's callouts too. */
+    RLFileDescriptorRef f = busy[NBUSY - 1].f;
+    RLFileDescriptorContext ctx = {0, &busy[NBUSY - 1], NULL, NULL, NULL};
+    RLRunLoopSourceRef old = busy[NBUSY - 1].s;
+    RLRunLoopRemoveSource(rl, old, "test.fd.batch");
+    RLRelease(old);
+    RLFileDescriptorInvalidate(f);
+    RLRelease(f);
+    int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    assert_true(fd >= 0);
+    busy[NBUSY - 1].fd = fd;
+    busy[NBUSY - 1].f = RLFileDescriptorCreate(NULL, fd, true, run_nested_in_callout, &ctx);
+    RLFileDescriptorEnableCallBacks(busy[NBUSY - 1].f, kRLFileDescriptorReadCallBack);
+    busy[NBUSY - 1].s = RLFileDescriptorCreateRunLoopSource(NULL, busy[NBUSY - 1].f, 0);
+    RLRunLoopAddSource(rl, busy[NBUSY - 1].s, "test.fd.batch");
+    nested_calls = 0;
+    int calls = 0;
+    for (int k = 0; k < 3; k++)
+        calls += one_pass(NBUSY);
+    assert_true(calls >= NBUSY); /* every fd served (the nested run took some) */
+    assert_true(nested_calls >= 3);
+    assert_false(rl->ev_big_busy);
+    for (int i = 0; i < NBUSY; i++)
+        unwatch(&busy[i]);
+    unwatch(&inner);
+    return NULL;
+}
+
+static void test_a_waits_events_few_on_the_frame_a_batch_when_busy(void **state) {
+    (void)state;
+    rl_test_on_other_thread(events_few_then_batch, NULL);
+}
+
+/* A worker's loop kept alive without an item (no source that never
+ * fires, with its memberships): its default mode holds nothing, and does
+ * not finish (test_worker: the semantics). */
+static void worker_loop_items(void *arg) {
+    size_t *n = arg;
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    rl__loop_lock(rl);
+    rl__mode *m = rl__mode_find(rl, kRLRunLoopDefaultMode);
+    *n = m ? atomic_load(&m->nitems) : 99;
+    rl__loop_unlock(rl);
+    *(n + 1) = RLRunLoopIsFinished(rl, kRLRunLoopDefaultMode);
+}
+
+static void test_a_workers_loop_is_kept_alive_without_an_item(void **state) {
+    (void)state;
+    RLWorkerThreadRef w = RLWorkerThreadCreate(NULL, NULL);
+    assert_non_null(w);
+    assert_true(RLWorkerThreadStart(w));
+    size_t got[2] = {99, 99};
+    assert_true(RLWorkerThreadPerformSync(w, worker_loop_items, got));
+    assert_int_equal(got[0], 0);
+    assert_int_equal(got[1], false);
+    assert_true(RLWorkerThreadStop(w));
+    RLRelease(w);
 }
 
 #if RL_TRICK_URING
@@ -503,8 +736,12 @@ int main(void) {
         cmocka_unit_test(test_the_loop_object_fits_one_kib),
         cmocka_unit_test(test_a_sleeping_loop_holds_what_it_uses_only),
         cmocka_unit_test(test_a_sleeping_loop_thread_touches_few_stack_pages),
+        cmocka_unit_test(test_a_loop_thread_that_ran_nested_sleeps_on_few_pages),
+        cmocka_unit_test(test_a_sleeping_worker_thread_stays_within_two_pages),
         cmocka_unit_test(test_one_high_fd_holds_few_records),
         cmocka_unit_test(test_fds_at_both_ends_of_the_table),
+        cmocka_unit_test(test_a_waits_events_few_on_the_frame_a_batch_when_busy),
+        cmocka_unit_test(test_a_workers_loop_is_kept_alive_without_an_item),
 #if RL_TRICK_URING
         cmocka_unit_test(test_a_uring_loop_in_a_process_with_many_fds),
 #endif

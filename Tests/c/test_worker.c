@@ -697,6 +697,63 @@ static void test_copies_survive_concurrent_stop(void **state) {
     assert_true(RLRelease(c.w));
 }
 
+/* A worker's loop is kept alive in its common modes while the worker
+ * runs (no item needed): a run there from work does not finish, also in a
+ * common mode the work adds; a mode that is not common finishes at once,
+ * as any empty mode (CF); a plain thread's loop is not kept alive. */
+typedef struct {
+    RLRunLoopRunResult in_default, in_new_common, in_plain;
+    bool finished_default, finished_plain;
+} kept_alive;
+
+static void runs_on_worker(void *arg) {
+    kept_alive *k = arg;
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    k->finished_default = RLRunLoopIsFinished(rl, kRLRunLoopDefaultMode);
+    k->finished_plain = RLRunLoopIsFinished(rl, "test.kept.plain");
+    k->in_default = RLRunLoopRunInMode(kRLRunLoopDefaultMode, 0.01, false);
+    assert_true(RLRunLoopAddCommonMode(rl, "test.kept.common"));
+    k->in_new_common = RLRunLoopRunInMode("test.kept.common", 0.01, false);
+    k->in_plain = RLRunLoopRunInMode("test.kept.plain", 0.01, false);
+}
+
+static void *runs_on_plain_thread(void *arg) {
+    kept_alive *k = arg;
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    k->finished_default = RLRunLoopIsFinished(rl, kRLRunLoopDefaultMode);
+    k->in_default = RLRunLoopRunInMode(kRLRunLoopDefaultMode, 0.01, false);
+    return NULL;
+}
+
+static void test_worker_loop_kept_alive_in_common_modes(void **state) {
+    RLWorkerThreadRef w = RLWorkerThreadCreate(NULL, NULL);
+    assert_non_null(w);
+    assert_true(RLWorkerThreadStart(w));
+    kept_alive k;
+    memset(&k, 0, sizeof k);
+    assert_true(RLWorkerThreadPerformSync(w, runs_on_worker, &k));
+    assert_false(k.finished_default);
+    assert_true(k.finished_plain);
+    assert_int_equal(k.in_default, kRLRunLoopRunTimedOut);
+    assert_int_equal(k.in_new_common, kRLRunLoopRunTimedOut);
+    assert_int_equal(k.in_plain, kRLRunLoopRunFinished);
+    /* Still stops, and its loop still ends when stopped. */
+    assert_true(RLWorkerThreadStop(w));
+    assert_false(RLWorkerThreadIsRunning(w));
+    /* Started again: kept alive again. */
+    assert_true(RLWorkerThreadStart(w));
+    memset(&k, 0, sizeof k);
+    assert_true(RLWorkerThreadPerformSync(w, runs_on_worker, &k));
+    assert_int_equal(k.in_default, kRLRunLoopRunTimedOut);
+    assert_true(RLWorkerThreadStop(w));
+    RLRelease(w);
+
+    memset(&k, 0, sizeof k);
+    rl_test_on_other_thread(runs_on_plain_thread, &k);
+    assert_true(k.finished_default);
+    assert_int_equal(k.in_default, kRLRunLoopRunFinished);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_start_returns_when_loop_runs),
@@ -704,6 +761,7 @@ int main(void) {
         cmocka_unit_test(test_work_queued_before_stop_runs),
         cmocka_unit_test(test_stop_waits_for_exit_handlers),
         cmocka_unit_test(test_idle_worker_sleeps),
+        cmocka_unit_test(test_worker_loop_kept_alive_in_common_modes),
         cmocka_unit_test(test_repeated_start_stop_leaks_nothing),
         cmocka_unit_test(test_four_senders_onto_one_worker),
         cmocka_unit_test(test_worker_misuse),

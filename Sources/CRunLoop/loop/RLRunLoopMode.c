@@ -120,6 +120,8 @@ size_t rl__loop_held_bytes(RLRunLoopRef rl, rl__loop_mem *out) {
     for (size_t i = 0; i < rl->ncommon; i++)
         if (rl->common[i].name != kRLRunLoopDefaultMode)
             held.arrays += strlen(rl->common[i].name) + 1;
+    if (rl->ev_big)
+        held.arrays += 64 * sizeof *rl->ev_big; /* EV_BATCH (RLRunLoopRun.c) */
     held.due = rl->capdue * sizeof *rl->due;
     held.fds = rl->nfdtab * sizeof *rl->fdtab;
     for (size_t i = 0; i < rl->nfdtab; i++) /* one source lives in the entry; more in a block (rl_fdtab.c) */

@@ -79,16 +79,18 @@ int rl__loop_poll_fd_for_tests(RLRunLoopRef rl) { return rl->kern.epfd; }
 /* the iteration                                                       */
 
 /* Whether m has no source and no timer; on the main thread, the main
- * dispatch queue is a source of every common mode (rl_mainqueue.h). The
- * loop lock held. */
+ * dispatch queue is a source of every common mode (rl_mainqueue.h); a
+ * worker's loop kept alive is never empty in its common modes
+ * (rl__loop_keep_alive). The loop lock held. */
 static bool mode_has_no_items(RLRunLoopRef rl, rl__mode *m) {
-    return atomic_load_explicit(&m->nitems, memory_order_relaxed) == 0 && !rl__mainq_in_mode(rl, m);
+    return atomic_load_explicit(&m->nitems, memory_order_relaxed) == 0 && !(rl->keep_alive && m->common) &&
+           !rl__mainq_in_mode(rl, m);
 }
 
 /* mode_has_no_items at a pass's end, on the loop's thread: the count
  * without the lock; the main queue's part (the main loop only) under it. */
 static inline bool mode_looks_empty(RLRunLoopRef rl, rl__mode *m) {
-    if (atomic_load_explicit(&m->nitems, memory_order_acquire) != 0)
+    if (atomic_load_explicit(&m->nitems, memory_order_acquire) != 0 || (rl->keep_alive && m->common))
         return false;
     if (RL__LIKELY(!rl->mainq))
         return true;
@@ -188,9 +190,13 @@ static void do_observers(RLRunLoopRef rl, rl__mode *m, RLRunLoopActivity act) {
         free(list);
 }
 
-static inline __attribute__((always_inline)) bool do_sources0(RLRunLoopRef rl, rl__mode *m, bool stop_after_handle) {
+/* The signalled sources of m, performed; called with the loop lock held
+ * (do_sources0), which it drops before the callouts. Out of line: its
+ * array of 16 stays off the run's frame, which is under every callout and
+ * nested run (a sleeping loop thread's stack pages are its memory:
+ * test_loop_memory). */
+static __attribute__((noinline)) bool perform_sources0(RLRunLoopRef rl, rl__mode *m, bool stop_after_handle) {
     struct RLRunLoopSource *small[16], **a = small;
-    rl__loop_lock(rl);
     if (RL__UNLIKELY(m->inflight != NULL))
         rl__ready_requeue_inflight(m); /* nested in a perform of an outer pass of m */
     size_t n = m->nready ? rl__ready_take(m, &a, small, 16) : 0;
@@ -254,6 +260,17 @@ static inline __attribute__((always_inline)) bool do_sources0(RLRunLoopRef rl, r
     if (a != small)
         free(a);
     return handled;
+}
+
+/* Every pass, and most have no signalled source: the look is inline, the
+ * work out of line. */
+static inline __attribute__((always_inline)) bool do_sources0(RLRunLoopRef rl, rl__mode *m, bool stop_after_handle) {
+    rl__loop_lock(rl);
+    if (RL__LIKELY(m->nready == 0 && m->inflight == NULL)) {
+        rl__loop_unlock(rl);
+        return false;
+    }
+    return perform_sources0(rl, m, stop_after_handle);
 }
 
 static int cmp_timer_memb(const void *x, const void *y) {
@@ -325,8 +342,9 @@ static inline __attribute__((always_inline)) void fire_timer(RLRunLoopRef rl, rl
 }
 
 /* The timers of m that are due now, fired in order; called with the loop
- * lock held (do_timers), which it drops before the callouts. */
-static void fire_due_timers(RLRunLoopRef rl, rl__mode *m) {
+ * lock held (do_timers), which it drops before the callouts. Out of line:
+ * its deferred work (two rl__defer) stays off the run's frame. */
+static __attribute__((noinline)) void fire_due_timers(RLRunLoopRef rl, rl__mode *m) {
     rl__memb **due = rl->due;
     size_t n = 0, cap = rl->capdue;
     rl->due = NULL;
@@ -490,8 +508,36 @@ static bool left_by_fork(RLRunLoopRef rl) {
     return true;
 }
 
+/* A wait's events: a few on the run's frame, which is under every callout
+ * and under the wait (a sleeping loop thread's stack pages are its
+ * memory), or a batch in the loop's own array, made the first time a wait
+ * filled the few (a loop with many ready fds keeps its batch). The array
+ * holds them from the wait to the fd callouts; a run nested in a callout
+ * in between waits with its own few. What a wait did not take stays ready
+ * in the kernel (or the backend's queue) for the next. */
+enum { EV_FEW = 8, EV_BATCH = 64 };
+
+static inline struct epoll_event *ev_take(RLRunLoopRef rl, struct epoll_event *few, int *max) {
+    if (RL__LIKELY(!rl->ev_big) || rl->ev_big_busy) {
+        *max = EV_FEW;
+        return few;
+    }
+    rl->ev_big_busy = true;
+    *max = EV_BATCH;
+    return rl->ev_big;
+}
+
+/* After the pass's fd callouts (or a run's end before them); n events came
+ * in ev. */
+static inline void ev_give(RLRunLoopRef rl, struct epoll_event *ev, int n) {
+    if (ev == rl->ev_big)
+        rl->ev_big_busy = false;
+    else if (RL__UNLIKELY(n == EV_FEW) && !rl->ev_big)
+        rl->ev_big = malloc(EV_BATCH * sizeof *ev); /* without memory: the few */
+}
+
 static RLRunLoopRunResult run_frame(RLRunLoopRef rl, rl__frame *f, bool poll_only, bool stop_after_handle) {
-    struct epoll_event ev[64];
+    struct epoll_event few[EV_FEW];
     rl__mode *m = f->mode;
     bool mainq_served = true; /* as CF: the first pass does not look before its wait */
     for (;;) {
@@ -525,11 +571,15 @@ static RLRunLoopRunResult run_frame(RLRunLoopRef rl, rl__frame *f, bool poll_onl
         if (!poll)
             rl__stats_sleep_begin(rl);
         bool fd_work; /* fd callouts to look for: most timer wake-ups have none */
-        int n = loop_wait(rl, f, poll, ev, 64, &fd_work);
+        int maxev;
+        struct epoll_event *ev = ev_take(rl, few, &maxev);
+        int n = loop_wait(rl, f, poll, ev, maxev, &fd_work);
         if (!poll)
             rl__stats_sleep_end(rl);
-        if (RL__UNLIKELY(n < 0))
+        if (RL__UNLIKELY(n < 0)) {
+            ev_give(rl, ev, 0);
             return kRLRunLoopRunFinished; /* the kernel refused the wait: never a busy loop (rl_waitpolicy.c) */
+        }
         uint64_t wait_no = rl->nwaits;
         if (!poll)
             do_observers(rl, m, kRLRunLoopAfterWaiting);
@@ -540,6 +590,7 @@ static RLRunLoopRunResult run_frame(RLRunLoopRef rl, rl__frame *f, bool poll_onl
             handled = mainq_served = true;
         if (fd_work && do_fds(rl, m, ev, n, wait_no, stop_after_handle && !handled))
             handled = true;
+        ev_give(rl, ev, n);
         if (left_by_fork(rl))
             return kRLRunLoopRunFinished;
         do_blocks(rl, m);
@@ -582,18 +633,22 @@ static void run_leave(void *p) {
     rl__stats_run_leave(st->rl);
 }
 
-/* The mode to run, NULL if none or the loop is gone. Out of line: inlined
- * into run_in_mode, whose cleanup handler is a setjmp, gcc warns that the
- * lookup's locals might be clobbered. */
-__attribute__((noinline)) static rl__mode *run_mode(RLRunLoopRef rl, const char *mode) {
+/* The mode to run, NULL if none or the loop is gone. A common mode of a
+ * loop kept alive is made if it was not yet (as the item that keeps it
+ * alive would have made it). Out of line: inlined into run_in_mode, whose
+ * cleanup handler is a setjmp, gcc warns that the lookup's locals might be
+ * clobbered. */
+__attribute__((noinline)) static rl__mode *run_mode(RLRunLoopRef rl, const char *mode, const char *fn) {
     rl__loop_lock(rl);
     rl__mode *m = atomic_load(&rl->dead) ? NULL : rl__mode_find(rl, mode);
+    if (RL__UNLIKELY(!m && rl->keep_alive) && !atomic_load(&rl->dead) && rl__common_find(rl, mode))
+        m = rl__mode_new(rl, mode, fn);
     rl__loop_unlock(rl);
     return m;
 }
 
 static RLRunLoopRunResult run_in_mode(RLRunLoopRef rl, const char *mode, RLTimeInterval seconds, bool stop_after_handle) {
-    rl__mode *m = run_mode(rl, mode);
+    rl__mode *m = run_mode(rl, mode, "RLRunLoopRunInMode");
     if (!m || mode_is_empty(rl, m))
         return kRLRunLoopRunFinished;
     /* As CF, whose wake-up state belongs to each run: wake-ups count from
@@ -658,7 +713,7 @@ bool RLRunLoopIsFinished(RLRunLoopRef rl, RLRunLoopMode mode) {
     if (rl__is_common(mode))
         return true;
     /* The same test as the start of a run (run_in_mode). */
-    rl__mode *m = run_mode(rl, mode);
+    rl__mode *m = run_mode(rl, mode, fn);
     return !m || mode_is_empty(rl, m);
 }
 

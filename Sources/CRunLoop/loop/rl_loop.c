@@ -31,6 +31,7 @@ static void loop_finalize(void *obj) {
     rl__health_loop_gone(rl);
     rl__stats_free(rl);
     free(rl->due);
+    free(rl->ev_big);
     free(rl->homed);
     for (size_t i = 0; i < rl->nmodes; i++)
         rl__mode_free(rl->modes[i]);

@@ -34,4 +34,11 @@ static inline bool rl__check_loop(RLRunLoopRef rl, const char *fn) {
  * sets (rl_lock.c), for which the caller's own loop cannot go away. */
 RL__HIDDEN extern __thread RLRunLoopRef rl__tls;
 
+/* A worker thread's loop (perform/RLWorkerThread.c): while on, its common
+ * modes do not finish when empty (RLRunLoopRun.c's empty checks), as if a
+ * source that never fires were in each, so the loop sleeps in the kernel
+ * until work or a stop arrives; without the source's memory. The loop's
+ * thread only. */
+static inline void rl__loop_keep_alive(RLRunLoopRef rl, bool on) { rl->keep_alive = on; }
+
 #endif /* CRUNLOOP_RL_LOOP_H */

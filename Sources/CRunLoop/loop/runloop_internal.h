@@ -576,7 +576,11 @@ struct RLRunLoop {
      * loop's own fields after the lock stay within a 1 KiB pool slot. */
     bool mainq;
     int mainq_fd;
-    char pad0[RL_LINE - 8];
+    /* Room for a wait's events past the few on the run's frame, made by
+     * the loop's thread the first time a wait filled those (run_frame,
+     * RLRunLoopRun.c); written once, freed with the loop. */
+    struct epoll_event *ev_big;
+    char pad0[RL_LINE - 16];
 
     _Atomic int wake_pending;
     _Atomic int ignore_wakeups; /* as CF: from each wake until the next pass starts */
@@ -670,6 +674,10 @@ struct RLRunLoop {
     _Atomic double slow_threshold;
     rl__loop_counters counters;
     bool woke;
+    /* The loop's thread only: ev_big holds a wait's events not served yet
+     * (a run nested in a callout waits with its own few); the loop's
+     * modes that are common do not finish while empty (rl__loop_keep_alive). */
+    bool ev_big_busy, keep_alive;
     unsigned run_depth;
     double busy_from;
     _Atomic bool timing_on;

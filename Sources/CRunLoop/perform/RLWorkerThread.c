@@ -2,10 +2,10 @@
  * its work goes into its loop's one perform queue (rl__perform_submit). */
 #include "RLRunLoopPerformInternal.h"
 #include "RLThreadInternal.h"
+#include "rl_loop.h"
 #include <crunloop/RLPerform.h>
 #include <crunloop/RLWorkerThread.h>
 #include <crunloop/RLRunLoop.h>
-#include <crunloop/RLRunLoopSource.h>
 #include <crunloop/RLThread.h>
 
 #include <stdlib.h>
@@ -88,8 +88,6 @@ static RLThreadRef worker_thread(RLWorkerThreadRef w, const char *fn);
 
 /* ---- the worker thread ---- */
 
-static void worker_nothing(void *info) { (void)info; }
-
 static void worker_ready(void *info) {
     worker_run *run = info;
     RLWorkerThreadRef w = run->starting;
@@ -109,7 +107,6 @@ static void worker_stop_here(void *info) {
 /* What the worker thread owns while its loop runs. */
 typedef struct worker_own {
     RLRunLoopRef rl;
-    RLRunLoopSourceRef keepalive;
     worker_run *run;
 } worker_own;
 
@@ -118,9 +115,7 @@ typedef struct worker_own {
 static void worker_release_own(void *p) {
     worker_own *own = p;
     atomic_store(&own->run->loop_ended, true);
-    RLRunLoopRemoveSource(own->rl, own->keepalive, kRLRunLoopCommonModes);
-    RLRunLoopSourceInvalidate(own->keepalive);
-    RLRelease(own->keepalive);
+    rl__loop_keep_alive(own->rl, false);
     worker_run_release(own->run);
 }
 
@@ -133,16 +128,14 @@ static void *worker_main(void *arg) {
     worker_run *run = arg; /* the thread's reference */
     RLWorkerThreadRef w = run->starting;
     RLRunLoopRef rl = RLRunLoopGetCurrent();
-    /* A source that never fires keeps the loop from finishing while idle,
-     * so it sleeps in the kernel until work or a stop arrives. */
-    RLRunLoopSourceContext ctx;
-    memset(&ctx, 0, sizeof ctx);
-    ctx.perform = worker_nothing;
-    RLRunLoopSourceRef keepalive = rl ? RLRunLoopSourceCreate(NULL, 0, &ctx) : NULL;
-    if (!keepalive || !RLRunLoopAddSource(rl, keepalive, kRLRunLoopCommonModes) ||
-        !RLRunLoopPerformFunction(rl, kRLRunLoopCommonModes, worker_ready, run)) {
-        if (keepalive)
-            RLRelease(keepalive);
+    /* Its common modes do not finish while idle (as if a source that never
+     * fires were in them): the loop sleeps in the kernel until work or a
+     * stop arrives. */
+    if (rl)
+        rl__loop_keep_alive(rl, true);
+    if (!rl || !RLRunLoopPerformFunction(rl, kRLRunLoopCommonModes, worker_ready, run)) {
+        if (rl)
+            rl__loop_keep_alive(rl, false);
         pthread_mutex_lock(&w->lock);
         w->failed = true;
         pthread_cond_broadcast(&w->cond);
@@ -154,7 +147,7 @@ static void *worker_main(void *arg) {
     w->new_runloop = (RLRunLoopRef)RLRetain(rl);
     pthread_mutex_unlock(&w->lock);
 
-    worker_own own = {rl, keepalive, run};
+    worker_own own = {rl, run};
     pthread_cleanup_push(worker_release_own, &own);
     rl__cleanup_arg_escapes(&own);
     worker_loop(run);
