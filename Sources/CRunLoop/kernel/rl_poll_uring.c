@@ -131,7 +131,7 @@ typedef struct uring {
     int kick;       /* eventfd: another thread's change wakes the wait */
     bool enabled;   /* the loop's thread is the ring's issuer */
     struct io_uring_buf_ring *br; /* the provided buffers' ring (NULL: not made) */
-    uint8_t *bufs;
+    uint8_t *bufs;  /* nbufs * URING_BUF_SIZE bytes, mapped (uring_bufs) */
     bool br_failed; /* the kernel refused it: polls only */
     unsigned nbufs; /* how many (a power of 2) */
     uring_dying *dying;
@@ -590,9 +590,10 @@ static void uring_close(rl__poller *rl) {
         rl__rxq_release(u->regs[fd].rxq);
     for (size_t i = 0; i < u->ndying; i++)
         rl__rxq_release(u->dying[i].q);
-    if (u->br)
+    if (u->br) {
         (void)munmap(u->br, u->nbufs * sizeof(struct io_uring_buf));
-    free(u->bufs);
+        (void)munmap(u->bufs, (size_t)u->nbufs * URING_BUF_SIZE);
+    }
     free(u->dying);
     free(u->pend);
     free(u->regs);
@@ -860,14 +861,21 @@ static bool uring_bufs(uring *u) {
     if (u->nbufs == 0 || (u->nbufs & (u->nbufs - 1)) || u->nbufs > 32768)
         u->nbufs = URING_BUFS;
     size_t rsz = u->nbufs * sizeof(struct io_uring_buf);
+    size_t bsz = (size_t)u->nbufs * URING_BUF_SIZE;
     void *mem = mmap(NULL, rsz, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    uint8_t *bufs = malloc((size_t)u->nbufs * URING_BUF_SIZE);
-    if (mem == MAP_FAILED || !bufs) {
+    /* The buffers mapped, not malloc'd: glibc frees a block this big with
+     * munmap and then raises its dynamic mmap threshold to its size, so
+     * the process's later large arrays (a loop's timers, a table) would
+     * come from the arenas and stay resident after they are freed. */
+    void *bmem = mmap(NULL, bsz, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED || bmem == MAP_FAILED) {
         if (mem != MAP_FAILED)
             (void)munmap(mem, rsz);
-        free(bufs);
+        if (bmem != MAP_FAILED)
+            (void)munmap(bmem, bsz);
         return false; /* out of memory: asked again by the next reader */
     }
+    uint8_t *bufs = bmem;
     struct io_uring_buf_reg reg;
     memset(&reg, 0, sizeof reg);
     reg.ring_addr = (uint64_t)(uintptr_t)mem;
@@ -875,7 +883,7 @@ static bool uring_bufs(uring *u) {
     reg.bgid = URING_BGID;
     if (rl__fault(RL_FAULT_URING_BUFS) || io_uring_register_buf_ring(&u->ring, &reg, 0) != 0) {
         (void)munmap(mem, rsz);
-        free(bufs);
+        (void)munmap(bufs, bsz);
         u->br_failed = true; /* a kernel without provided-buffer rings: polls only */
         return false;
     }
