@@ -45,6 +45,12 @@ RL__HIDDEN void rl__rxq_release(rl__rxq *q);
 RL__HIDDEN void rl__rxq_push(rl__rxq *q, rl__rxchunk *c);
 /* The oldest chunk (the caller's now), or NULL: none. */
 RL__HIDDEN rl__rxchunk *rl__rxq_pop(rl__rxq *q);
+/* The oldest chunk, holding the bytes of the chunks after it too, up to
+ * `max` bytes in all, while each filled its buffer (`full`: more came
+ * after it), as one read of up to max bytes would have read them (a
+ * multishot receive queues a buffer's worth per chunk); the end or an
+ * error stays queued. The caller's; NULL: none. */
+RL__HIDDEN rl__rxchunk *rl__rxq_pop_upto(rl__rxq *q, size_t max);
 /* A chunk for n bytes: q's spare one if it is big enough (a chunk its
  * reader was done with, rl__rxq_give_back), else a new one; NULL: no
  * memory. Its len, err and full are the caller's to set. */
