@@ -49,23 +49,42 @@
  *
  * Reading through the ring (rl__poll_recv_into): a registration given a
  * stream's read-ahead queue (rl_rxq.h) is armed for reading alone as a
- * receive into one of the loop's provided buffers (a buffer ring of
- * URING_BUFS buffers, registered with the first such registration) instead
- * of a poll: the wait's one enter submits it and brings its bytes. Every
- * receive's result is queued at once, copied out of its buffer, which goes
- * back to the ring: a receive's bytes are never dropped, even when its
- * registration was changed or removed meanwhile (a cancelled receive that
- * had read still queues what it read: the queue lives while a receive may
- * fill it). Its report is epoll's (EPOLLIN, EPOLLRDHUP at the end,
- * EPOLLERR on an error); one-shot and level-triggered as for polls. A queue
- * that holds chunks when its registration is armed is reported at once,
- * without a receive (readable, as epoll would say), so a reader that left
- * chunks queued hears of them again. No buffer free when data came
- * (ENOBUFS, nothing read): that arming is done again as a poll, and the
- * reader reads the fd itself. Every completion is taken from the ring as
- * soon as an enter returns (reports beyond what the caller asked for wait
- * in `pend`), so no receive's bytes sit unseen in the ring while the reader
- * reads the fd directly.
+ * multishot receive into the loop's provided buffers (a buffer ring of
+ * URING_BUFS buffers, registered with the first such registration)
+ * instead of a poll. The receive stays in the ring across callouts and
+ * re-armings: the kernel reads each time bytes come (until EAGAIN), a
+ * completion per buffer, and no request is submitted per read (a single
+ * receive instead if the reader asks for less than a buffer at a time).
+ * A change of the registration that still reads keeps it; one that stops
+ * reading, a removal or a closed file cancels it; one the kernel ended
+ * (no IORING_CQE_F_MORE: no buffer free, the end, an error) is submitted
+ * again by the next arming. Every receive's result is queued at once,
+ * copied out of its buffer, which goes back to the ring: a receive's bytes
+ * are never dropped, even when its registration was changed or removed
+ * meanwhile (a cancelled receive that had read still queues what it read:
+ * the queue lives while a receive may fill it). Epoll's level semantics
+ * come from the queue: the kernel drains the socket into it, so the
+ * socket is readable exactly while the queue holds chunks. Bytes that come
+ * while the registration is armed are reported (EPOLLIN; EPOLLRDHUP at the
+ * end, EPOLLERR on an error), one-shot or level as for polls; bytes that
+ * come while it is not (one-shot, reported and not armed again yet) are
+ * only queued, and a queue that holds chunks when its registration is
+ * armed is reported at once, without asking the kernel. No buffer free
+ * when data came (ENOBUFS, nothing read): that arming is done again as a
+ * poll, and the reader reads the fd itself. Every completion is taken from
+ * the ring as soon as an enter returns (reports beyond what the caller
+ * asked for wait in `pend`; completions the kernel kept aside when the
+ * queue was full are fetched too), so no receive's bytes sit unseen while
+ * the reader reads the fd directly; and the receive itself runs only
+ * inside the loop thread's enters (IORING_SETUP_DEFER_TASKRUN), so a read
+ * of the fd by the reader between two enters is never overtaken.
+ *
+ * Why fd sources stay single-shot polls (not multishot ones kept across
+ * callouts): a multishot poll reports the file's wake-ups, not its state.
+ * Epoll's level and re-arm semantics need the file asked again after each
+ * report (a callout that read less than was there, a writable socket), and
+ * on io_uring asking again is a request, whether a new poll or a poll
+ * update; a stream read through the ring needs none, its queue says.
  */
 #include "rl_poll_backend.h"
 #include "RLLockInternal.h"

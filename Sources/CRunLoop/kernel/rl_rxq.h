@@ -1,8 +1,8 @@
 /*
  * rl_rxq.h — private: a stream's read-ahead queue (rl_rxq.c). On the
- * io_uring backend a loop can read a stream through its ring (a receive
- * into one of the loop's provided buffers, submitted with the wait, instead
- * of a poll and then a recv): what such a receive brings is copied out of
+ * io_uring backend a loop can read a stream through its ring (a multishot
+ * receive into the loop's provided buffers, which stays in the ring,
+ * instead of a poll and then a recv): what each receive brings is copied out of
  * the buffer into a chunk of its own, queued here, in the order the kernel
  * gave it, and the buffer goes back to the ring at once. The stream's
  * owner (RLSocket.c) takes the chunks before it reads the fd itself, so
