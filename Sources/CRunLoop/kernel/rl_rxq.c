@@ -57,7 +57,8 @@ void rl__rxq_push(rl__rxq *q, rl__rxchunk *c) {
     rl__mutex_unlock(&q->lock);
 }
 
-rl__rxchunk *rl__rxq_pop(rl__rxq *q) {
+/* The oldest chunk (the caller's now), or NULL: none. */
+static rl__rxchunk *rxq_pop(rl__rxq *q) {
     if (atomic_load_explicit(&q->count, memory_order_acquire) == 0)
         return NULL;
     rxq_lock(q);
@@ -73,7 +74,7 @@ rl__rxchunk *rl__rxq_pop(rl__rxq *q) {
 }
 
 rl__rxchunk *rl__rxq_pop_upto(rl__rxq *q, size_t max) {
-    rl__rxchunk *c = rl__rxq_pop(q);
+    rl__rxchunk *c = rxq_pop(q);
     if (!c || !c->full || c->len == 0 || c->len >= max || atomic_load_explicit(&q->count, memory_order_acquire) == 0)
         return c;
     rxq_lock(q);

@@ -43,8 +43,6 @@ RL__HIDDEN rl__rxq *rl__rxq_retain(rl__rxq *q);
 RL__HIDDEN void rl__rxq_release(rl__rxq *q);
 /* Queues c (the queue's now). */
 RL__HIDDEN void rl__rxq_push(rl__rxq *q, rl__rxchunk *c);
-/* The oldest chunk (the caller's now), or NULL: none. */
-RL__HIDDEN rl__rxchunk *rl__rxq_pop(rl__rxq *q);
 /* The oldest chunk, holding the bytes of the chunks after it too, up to
  * `max` bytes in all, while each filled its buffer (`full`: more came
  * after it), as one read of up to max bytes would have read them (a
