@@ -117,6 +117,22 @@
  * per arming, not the ring's reads); per connection 1.01x. So epoll stays
  * the default.
  *
+ * The multishot receive (2026-12-05): a Data stream's receive stays in the
+ * ring across callouts instead of being submitted again at each arming.
+ * Same run, main and the change alternated twice, 3 rounds each (BEC_PEERS=
+ * ours,ours-ur,read-ur,epoll), ours-ur's server CPU against raw epoll's:
+ * per MB at 256 connections 1.80x and 1.81x before, 1.09x and 0.99x after;
+ * at 16 connections 1.03x and 1.08x before, 1.07x and 1.25x after (this
+ * row swings most); per round trip 1.06-1.08x before, 0.94-1.03x after;
+ * per connection 1.11-1.17x before, 1.18-1.23x after. User space per round
+ * trip (bench-echo-instr, single steps) 2,226 before, 2,212 after: the gain
+ * is the kernel's (no request armed and torn down per read). Again with
+ * 5 rounds (BEC_ONLY=tp16,tp256, alternated twice): per MB at 256
+ * connections 1.14x and 1.94x before, 1.06x and 0.95x after; at 16
+ * 1.08x and 1.01x before, 1.02x and 1.08x after. So at par with raw epoll,
+ * not yet the 0.8x the goal asks. read-ur, on single-shot polls, is
+ * unchanged (rl_poll_uring.c says why its polls stay single-shot).
+ *
  *   bench_echo                 the table (about a minute)
  *   BEC_ROUNDS=9 bench_echo
  *   BEC_QUICK=1 bench_echo     shorter runs, for a smoke test

@@ -403,11 +403,6 @@ static void test_a_million_timers_and_100000_connections_give_their_memory_back(
      * vary from run to run by a few 64 KiB slabs). */
     churn_timers(timers, 4);
     churn_connections(conns / 20 > WAVE ? conns / 20 : WAVE);
-    /* The timers once more after the connections: on io_uring, freeing
-     * the loop's 1 MB buffer ring raises glibc's dynamic mmap threshold, so
-     * the next timer churn's large arrays come from the arenas and stay
-     * resident (about 2.7 MB, once; later churns add nothing). */
-    churn_timers(timers, 4);
     long before = settled_rss();
     double t0 = rl_test_now();
     churn_timers(timers, 4);

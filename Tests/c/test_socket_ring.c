@@ -1,7 +1,8 @@
 /* test_socket_ring.c — a Data stream read through its loop's ring (the
  * io_uring backend: receives into the loop's provided buffers, queued in
  * the socket's read-ahead queue) behaves as one read with recv (epoll):
- * bursts larger than a buffer, more streams at once than there are
+ * bursts larger than a buffer, one receive across many callouts, more
+ * streams at once than there are
  * buffers, the end, a reset, a socket invalidated while a receive is in
  * flight, a callback disabled with bytes read ahead, a kernel without
  * buffer rings, a fork. Every test runs on both backends (`make check-c`,
@@ -116,6 +117,15 @@ static void warm(RLSocketRef s, int peer, got *g) {
     assert_int_equal(g->len, before + 1);
 }
 
+/* A stream pair with the big send buffer, its socket in this loop, warmed:
+ * its next arming reads through the ring (on io_uring). */
+static RLSocketRef warm_pair(int sv[2], got *g) {
+    big_pair(sv);
+    RLSocketRef s = make(sv[0], g, (RLOptionFlags)-1);
+    warm(s, sv[1], g);
+    return s;
+}
+
 static void done(RLSocketRef s, got *g) {
     assert_true(RLSocketInvalidate(s));
     RLRelease(s);
@@ -128,10 +138,8 @@ static void done(RLSocketRef s, got *g) {
 static void test_burst_larger_than_a_buffer(void **state) {
     (void)state;
     int sv[2];
-    big_pair(sv);
     got g = {0};
-    RLSocketRef s = make(sv[0], &g, (RLOptionFlags)-1);
-    warm(s, sv[1], &g);
+    RLSocketRef s = warm_pair(sv, &g);
     unsigned long ring_before = atomic_load(&rl__socket_ring_reads);
     enum { N = 200000 };
     static char out[N];
@@ -143,6 +151,41 @@ static void test_burst_larger_than_a_buffer(void **state) {
     assert_memory_equal(g.bytes + 1, out, N);
     if (on_ring())
         assert_true(atomic_load(&rl__socket_ring_reads) > ring_before);
+    close(sv[1]);
+    done(s, &g);
+}
+
+/* An idle-then-busy stream: after its first delivery, its reads need no
+ * new request each (a multishot receive stays in the ring across
+ * callouts), 50 exchanges in a row, each one's bytes delivered whole and
+ * in order. */
+#if !RL_PLAIN
+RL__HIDDEN extern _Atomic unsigned long rl__poll_uring_rx_submits; /* receives submitted */
+#endif
+
+static void test_receive_stays_across_callouts(void **state) {
+    (void)state;
+    int sv[2];
+    got g = {0};
+    RLSocketRef s = warm_pair(sv, &g);
+    warm(s, sv[1], &g);
+#if !RL_PLAIN
+    unsigned long before = atomic_load(&rl__poll_uring_rx_submits);
+#endif
+    got *one[] = {&g};
+    char msg[64];
+    for (int i = 0; i < 50; i++) {
+        pattern(msg, sizeof msg, (unsigned)i);
+        size_t at = g.len;
+        assert_int_equal(write(sv[1], msg, sizeof msg), (ssize_t)sizeof msg);
+        run_for(one, 1, at + sizeof msg, 0);
+        assert_int_equal(g.len, at + sizeof msg);
+        assert_memory_equal(g.bytes + at, msg, sizeof msg);
+    }
+#if !RL_PLAIN
+    if (on_ring())
+        assert_true(atomic_load(&rl__poll_uring_rx_submits) - before <= 1);
+#endif
     close(sv[1]);
     done(s, &g);
 }
@@ -213,10 +256,8 @@ static void test_more_streams_than_buffers(void **state) {
 static void test_end_after_bytes(void **state) {
     (void)state;
     int sv[2];
-    big_pair(sv);
     got g = {0};
-    RLSocketRef s = make(sv[0], &g, (RLOptionFlags)-1);
-    warm(s, sv[1], &g);
+    RLSocketRef s = warm_pair(sv, &g);
     static char out[40000];
     pattern(out, sizeof out, 3);
     assert_int_equal(write(sv[1], out, sizeof out), (ssize_t)sizeof out);
@@ -276,10 +317,8 @@ static void test_invalidate_while_a_receive_is_in_flight(void **state) {
     (void)state;
     for (int i = 0; i < 20; i++) {
         int sv[2];
-        big_pair(sv);
         got g = {0};
-        RLSocketRef s = make(sv[0], &g, (RLOptionFlags)-1);
-        warm(s, sv[1], &g); /* a receive armed for the next bytes */
+        RLSocketRef s = warm_pair(sv, &g); /* a receive armed for the next bytes */
         int old_fd = sv[0];
         if (i % 2)
             assert_int_equal(write(sv[1], "lost", 4), 4); /* maybe read by the receive before it is cancelled */
@@ -346,10 +385,8 @@ static void test_disabled_callback_keeps_what_was_read_ahead(void **state) {
 static void *refused_thread(void *arg) {
     (void)arg;
     int sv[2];
-    big_pair(sv);
     got g = {0};
-    RLSocketRef s = make(sv[0], &g, (RLOptionFlags)-1);
-    warm(s, sv[1], &g);
+    RLSocketRef s = warm_pair(sv, &g);
     unsigned long before = atomic_load(&rl__socket_ring_reads);
     static char out[50000];
     pattern(out, sizeof out, 5);
@@ -397,10 +434,8 @@ static void *child_thread(void *arg) {
 static void test_fork_child_reads(void **state) {
     (void)state;
     int sv[2];
-    big_pair(sv);
     got g = {0};
-    RLSocketRef s = make(sv[0], &g, (RLOptionFlags)-1);
-    warm(s, sv[1], &g); /* the parent's ring has a receive in flight */
+    RLSocketRef s = warm_pair(sv, &g); /* the parent's ring has a receive in flight */
     fflush(NULL);
     pid_t pid = fork();
     assert_true(pid >= 0);
@@ -428,6 +463,7 @@ static void test_fork_child_reads(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_burst_larger_than_a_buffer),
+        cmocka_unit_test(test_receive_stays_across_callouts),
         cmocka_unit_test(test_more_streams_than_buffers),
         cmocka_unit_test(test_end_after_bytes),
         cmocka_unit_test(test_reset),

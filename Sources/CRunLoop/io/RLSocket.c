@@ -753,7 +753,7 @@ static bool sock_deliver_data(struct RLSocket *s, size_t chunk, bool *full) {
         /* What the ring read comes first, then the fd (a receive still in
          * flight reads only what comes after: see sock_chunk_fill). */
         rl__rxq *q = __atomic_load_n(&s->rxq, __ATOMIC_ACQUIRE);
-        rl__rxchunk *c = q && q != RL_SOCKET_NO_RING ? rl__rxq_pop(q) : NULL;
+        rl__rxchunk *c = q && q != RL_SOCKET_NO_RING ? rl__rxq_pop_upto(q, chunk) : NULL;
         if (c)
             return sock_deliver_chunk(s, c, chunk, data, spare, full);
         uint8_t *buf = NULL;

@@ -24,11 +24,13 @@
  * Why not io_uring by default: with fd sources as polls, a wake-up costs
  * more user-space work on io_uring (2,010 user-space instructions against
  * epoll's 1,695 in callgrind, the same one system call). A Data socket
- * reads through the ring (rl__poll_recv_into), one system call fewer per
- * echo round trip, but 2,400 user-space instructions against epoll's
- * 1,850 (single steps: bench-echo-instr) and no gain in bench-echo's CPU
- * rows yet (2026-12-05: 1.00x per round trip, 1.6x per MB at 256
- * connections); the default changes only on a same-run win. */
+ * reads through the ring (rl__poll_recv_into: one multishot receive that
+ * stays across callouts), one system call fewer per echo round trip, but
+ * 2,210 user-space instructions against epoll's 1,850 (single steps:
+ * bench-echo-instr) and no gain in bench-echo's CPU rows yet (2026-12-05,
+ * with the multishot receive: 0.94-1.03x raw epoll's per round trip,
+ * 0.99-1.09x per MB at 256 connections, 1.07-1.25x at 16); the default
+ * changes only on a same-run win. */
 static const rl__poll_ops *poll_choose(const char *fn, bool *forced) {
     const char *want = getenv("RL_BACKEND");
     *forced = false;

@@ -64,7 +64,7 @@ RL__HIDDEN int rl__poll_arm_timer(rl__poller *rl, double at);
 RL__HIDDEN void rl__poll_drain(rl__poller *rl);
 /* Reads fd's stream through rl's ring into q (rl_rxq.h) from the next
  * time fd is armed for reading alone (no write side asked with it): the
- * arming is then a receive into one of the loop's provided buffers instead
+ * arming is then a multishot receive into the loop's provided buffers instead
  * of a poll, and its report (EPOLLIN; EPOLLRDHUP at the end, EPOLLERR on an
  * error) comes with the bytes already queued in q; while q holds chunks, an
  * arming for reading reports at once, as epoll would of a readable fd.

@@ -49,23 +49,42 @@
  *
  * Reading through the ring (rl__poll_recv_into): a registration given a
  * stream's read-ahead queue (rl_rxq.h) is armed for reading alone as a
- * receive into one of the loop's provided buffers (a buffer ring of
- * URING_BUFS buffers, registered with the first such registration) instead
- * of a poll: the wait's one enter submits it and brings its bytes. Every
- * receive's result is queued at once, copied out of its buffer, which goes
- * back to the ring: a receive's bytes are never dropped, even when its
- * registration was changed or removed meanwhile (a cancelled receive that
- * had read still queues what it read: the queue lives while a receive may
- * fill it). Its report is epoll's (EPOLLIN, EPOLLRDHUP at the end,
- * EPOLLERR on an error); one-shot and level-triggered as for polls. A queue
- * that holds chunks when its registration is armed is reported at once,
- * without a receive (readable, as epoll would say), so a reader that left
- * chunks queued hears of them again. No buffer free when data came
- * (ENOBUFS, nothing read): that arming is done again as a poll, and the
- * reader reads the fd itself. Every completion is taken from the ring as
- * soon as an enter returns (reports beyond what the caller asked for wait
- * in `pend`), so no receive's bytes sit unseen in the ring while the reader
- * reads the fd directly.
+ * multishot receive into the loop's provided buffers (a buffer ring of
+ * URING_BUFS buffers, registered with the first such registration)
+ * instead of a poll. The receive stays in the ring across callouts and
+ * re-armings: the kernel reads each time bytes come (until EAGAIN), a
+ * completion per buffer, and no request is submitted per read (a single
+ * receive instead if the reader asks for less than a buffer at a time).
+ * A change of the registration that still reads keeps it; one that stops
+ * reading, a removal or a closed file cancels it; one the kernel ended
+ * (no IORING_CQE_F_MORE: no buffer free, the end, an error) is submitted
+ * again by the next arming. Every receive's result is queued at once,
+ * copied out of its buffer, which goes back to the ring: a receive's bytes
+ * are never dropped, even when its registration was changed or removed
+ * meanwhile (a cancelled receive that had read still queues what it read:
+ * the queue lives while a receive may fill it). Epoll's level semantics
+ * come from the queue: the kernel drains the socket into it, so the
+ * socket is readable exactly while the queue holds chunks. Bytes that come
+ * while the registration is armed are reported (EPOLLIN; EPOLLRDHUP at the
+ * end, EPOLLERR on an error), one-shot or level as for polls; bytes that
+ * come while it is not (one-shot, reported and not armed again yet) are
+ * only queued, and a queue that holds chunks when its registration is
+ * armed is reported at once, without asking the kernel. No buffer free
+ * when data came (ENOBUFS, nothing read): that arming is done again as a
+ * poll, and the reader reads the fd itself. Every completion is taken from
+ * the ring as soon as an enter returns (reports beyond what the caller
+ * asked for wait in `pend`; completions the kernel kept aside when the
+ * queue was full are fetched too), so no receive's bytes sit unseen while
+ * the reader reads the fd directly; and the receive itself runs only
+ * inside the loop thread's enters (IORING_SETUP_DEFER_TASKRUN), so a read
+ * of the fd by the reader between two enters is never overtaken.
+ *
+ * Why fd sources stay single-shot polls (not multishot ones kept across
+ * callouts): a multishot poll reports the file's wake-ups, not its state.
+ * Epoll's level and re-arm semantics need the file asked again after each
+ * report (a callout that read less than was there, a writable socket), and
+ * on io_uring asking again is a request, whether a new poll or a poll
+ * update; a stream read through the ring needs none, its queue says.
  */
 #include "rl_poll_backend.h"
 #include "RLLockInternal.h"
@@ -106,6 +125,7 @@ typedef struct uring_reg {
     rl__rxq *rxq;   /* reads through the ring into it (a reference); NULL: polls only */
     uint32_t rx_len; /* what the live receive asked for */
     bool rx_poll;   /* the next arming is a poll (no buffer was free) */
+    bool rx_armed;  /* armed as a reader: the live receive's next bytes are reported (else only queued) */
 } uring_reg;
 
 /* A receive cancelled while in flight: its completion still queues what it
@@ -131,7 +151,7 @@ typedef struct uring {
     int kick;       /* eventfd: another thread's change wakes the wait */
     bool enabled;   /* the loop's thread is the ring's issuer */
     struct io_uring_buf_ring *br; /* the provided buffers' ring (NULL: not made) */
-    uint8_t *bufs;
+    uint8_t *bufs;  /* nbufs * URING_BUF_SIZE bytes, mapped (uring_bufs) */
     bool br_failed; /* the kernel refused it: polls only */
     unsigned nbufs; /* how many (a power of 2) */
     uring_dying *dying;
@@ -146,6 +166,10 @@ static void uring_lock(uring *u) {
 }
 
 static void uring_unlock(uring *u) { rl__mutex_unlock(&u->lock); }
+
+/* For the tests: receives submitted. */
+RL__HIDDEN _Atomic unsigned long rl__poll_uring_rx_submits;
+_Atomic unsigned long rl__poll_uring_rx_submits;
 
 /* A refusal of io_uring by this process's kernel (EPERM: the sysctl, a
  * seccomp filter; ENOSYS; a kernel without what this backend needs): later
@@ -223,13 +247,15 @@ static bool uring_dying_add(uring *u, uint64_t data, rl__rxq *q) {
     return true;
 }
 
-/* The queue of the cancelled receive `data` (its reference, the caller's
- * now), or NULL. Lock held. */
-static rl__rxq *uring_dying_take(uring *u, uint64_t data) {
+/* The queue of the cancelled receive `data`, or NULL. `last`: its last
+ * completion (a multishot receive makes more before its cancellation ends
+ * it): the entry goes, its reference the caller's now. Lock held. */
+static rl__rxq *uring_dying_get(uring *u, uint64_t data, bool last) {
     for (size_t i = 0; i < u->ndying; i++) {
         if (u->dying[i].data == data) {
             rl__rxq *q = u->dying[i].q;
-            u->dying[i] = u->dying[--u->ndying];
+            if (last)
+                u->dying[i] = u->dying[--u->ndying];
             return q;
         }
     }
@@ -260,6 +286,7 @@ static void uring_pend(uring *u, const struct epoll_event *ev) {
  * dropped. Lock held. */
 static void uring_disarm(uring *u, int fd, uring_reg *r) {
     r->arm = false;
+    r->rx_armed = false;
     if (r->seq == 0)
         return;
     if ((r->seq & URING_RX) && !uring_dying_add(u, uring_data(fd, r->seq), r->rxq))
@@ -326,19 +353,33 @@ static bool uring_fill(uring *u) {
              * write side is asked again by the arming after this report). */
             struct epoll_event ev = {.events = EPOLLIN, .data.u64 = rl__ev_data(fd, r->gen)};
             uring_pend(u, &ev);
+            r->rx_armed = false; /* a receive's bytes meanwhile are queued, reported by the next fill */
             if (!(r->events & EPOLLONESHOT)) {
                 u->dirty[keep++] = fd; /* level: again at the next fill */
                 continue;
             }
         } else if (r->arm && r->present && uring_reads(u, r)) {
-            struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
-            size_t want = rl__rxq_want(r->rxq);
-            r->rx_len = want > 0 && want < URING_BUF_SIZE ? (uint32_t)want : URING_BUF_SIZE;
-            io_uring_prep_recv(sqe, fd, NULL, r->rx_len, 0);
-            sqe->flags |= IOSQE_BUFFER_SELECT;
-            sqe->buf_group = URING_BGID;
-            r->seq = uring_next_seq(u) | URING_RX;
-            io_uring_sqe_set_data64(sqe, uring_data(fd, r->seq));
+            r->rx_armed = true;
+            if (!(r->seq & URING_RX)) {
+                /* No receive live: a multishot one, which stays (reading
+                 * each time bytes come, into the queue) until it is
+                 * cancelled or ends; a single one if the reader asks for
+                 * less than a buffer at a time. */
+                struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
+                size_t want = rl__rxq_want(r->rxq);
+                if (want > 0 && want < URING_BUF_SIZE) {
+                    r->rx_len = (uint32_t)want;
+                    io_uring_prep_recv(sqe, fd, NULL, r->rx_len, 0);
+                } else {
+                    r->rx_len = URING_BUF_SIZE;
+                    io_uring_prep_recv_multishot(sqe, fd, NULL, 0, 0);
+                }
+                sqe->flags |= IOSQE_BUFFER_SELECT;
+                sqe->buf_group = URING_BGID;
+                r->seq = uring_next_seq(u) | URING_RX;
+                io_uring_sqe_set_data64(sqe, uring_data(fd, r->seq));
+                atomic_fetch_add_explicit(&rl__poll_uring_rx_submits, 1, memory_order_relaxed);
+            }
         } else if (r->arm && r->present) {
             struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
             uint32_t mask = r->events & ~(uint32_t)(EPOLLONESHOT | EPOLLET);
@@ -402,8 +443,10 @@ static int uring_prepare(uring *u) {
  * the file open). Lock held. */
 static void uring_submit_now(uring *u) {
     int n = uring_prepare(u);
-    if (n > 0)
-        (void)io_uring_enter(u->ring.enter_ring_fd, (unsigned)n, 0, 0, NULL);
+    /* GETEVENTS: the kernel's deferred completion work is run too, so a
+     * cancelled request lets go of its file now (a live multishot
+     * receive's socket closed by its owner is closed for its peer). */
+    (void)io_uring_enter(u->ring.enter_ring_fd, n > 0 ? (unsigned)n : 0, 0, IORING_ENTER_GETEVENTS, NULL);
     /* A receive submitted may have read at once: its bytes queued now,
      * before the reader reads the fd itself. */
     int none = 0;
@@ -466,9 +509,20 @@ static int uring_ctl_locked(rl__poller *rl, uring *u, int op, int fd, uint32_t e
             return serr;
         if (!same)
             return ENOENT;
+        r->gen = gen;
+        if (r->seq & URING_RX) {
+            /* A receive live: kept if the registration still reads (its
+             * next bytes reported once the arming is filled). */
+            uint32_t was = r->events;
+            r->events = events;
+            if (uring_reads(u, r)) {
+                r->rx_armed = false;
+                return uring_arm(u, fd, r);
+            }
+            r->events = was;
+        }
         uring_disarm(u, fd, r);
         r->rx_poll = false;
-        r->gen = gen;
         r->events = events;
         return uring_arm(u, fd, r);
     case EPOLL_CTL_DEL:
@@ -590,9 +644,10 @@ static void uring_close(rl__poller *rl) {
         rl__rxq_release(u->regs[fd].rxq);
     for (size_t i = 0; i < u->ndying; i++)
         rl__rxq_release(u->dying[i].q);
-    if (u->br)
+    if (u->br) {
         (void)munmap(u->br, u->nbufs * sizeof(struct io_uring_buf));
-    free(u->bufs);
+        (void)munmap(u->bufs, (size_t)u->nbufs * URING_BUF_SIZE);
+    }
     free(u->dying);
     free(u->pend);
     free(u->regs);
@@ -667,36 +722,51 @@ static bool uring_rx_queue(uring *u, rl__rxq *q, const struct io_uring_cqe *cqe,
 }
 
 /* A receive's completion: its result queued; into ev its report (true),
- * or none. Lock held. */
+ * or none. A multishot receive's completions but the last carry
+ * IORING_CQE_F_MORE: it goes on reading. Its bytes are reported while the
+ * registration is armed as a reader (rx_armed), else only queued: the
+ * next arming finds them. Lock held. */
 static bool uring_take_rx(uring *u, int fd, uint32_t seq, uring_reg *r, const struct io_uring_cqe *cqe,
                           struct epoll_event *ev) {
     uint64_t data = uring_data(fd, seq);
+    bool more = (cqe->flags & IORING_CQE_F_MORE) != 0;
     bool live = r && r->present && r->seq == seq;
-    rl__rxq *dead = live ? NULL : uring_dying_take(u, data);
+    rl__rxq *dead = live ? NULL : uring_dying_get(u, data, !more);
     bool queued = uring_rx_queue(u, live ? r->rxq : dead, cqe, live ? r->rx_len : URING_BUF_SIZE);
     if (!live) {
         /* Cancelled, or ended as it was: a registration reading into the
          * same queue that waits for more is told of what came. */
-        if (queued && r && r->present && r->rxq == dead && dead && (r->seq || r->arm)) {
-            uring_disarm(u, fd, r);
-            (void)uring_arm(u, fd, r);
+        if (queued && r && r->present && r->rxq == dead && dead) {
+            if (r->seq & URING_RX) {
+                if (r->rx_armed)
+                    (void)uring_arm(u, fd, r); /* the next fill reports the queue */
+            } else if (r->seq || r->arm) {
+                uring_disarm(u, fd, r);
+                (void)uring_arm(u, fd, r);
+            }
         }
-        rl__rxq_release(dead);
+        if (!more)
+            rl__rxq_release(dead);
         return false;
     }
-    r->seq = 0;
+    if (!more)
+        r->seq = 0; /* ended: the next arming submits another */
     if (!queued) {
-        /* No buffer was free (nothing read: asked again as a poll), or
-         * cancelled by the kernel: asked again. */
+        /* No buffer was free (nothing read, the receive ended: asked
+         * again as a poll), or cancelled by the kernel: asked again. */
         if (cqe->res == -ENOBUFS) {
             r->rx_poll = true;
             atomic_fetch_add_explicit(&rl__poll_uring_nobufs, 1, memory_order_relaxed);
         }
-        (void)uring_arm(u, fd, r);
+        if (!more && r->rx_armed)
+            (void)uring_arm(u, fd, r);
         return false;
     }
+    if (!r->rx_armed)
+        return false; /* queued: reported when armed (uring_fill) */
+    r->rx_armed = false;
     if (!(r->events & EPOLLONESHOT))
-        (void)uring_arm(u, fd, r); /* level: the next fill reports the queue or reads again */
+        (void)uring_arm(u, fd, r); /* level: the next fill reports the queue, or waits for the live receive */
     ev->events = EPOLLIN | (cqe->res == 0 ? EPOLLRDHUP : 0) | (cqe->res < 0 ? EPOLLERR | EPOLLHUP | EPOLLRDHUP : 0);
     ev->data.u64 = rl__ev_data(fd, r->gen);
     return true;
@@ -787,19 +857,26 @@ static int uring_enter(uring *u, bool wait, long long ns) {
 /* Takes every completion from the ring: the reports made go to ev (up to
  * maxev; *n of them so far), the rest to u->pend. Lock held. */
 static void uring_reap(uring *u, struct epoll_event *ev, int maxev, int *n) {
-    struct io_uring_cqe *cqe;
-    unsigned head, seen = 0;
-    io_uring_for_each_cqe(&u->ring, head, cqe) {
-        seen++;
-        struct epoll_event one;
-        if (!uring_take(u, cqe, *n < maxev ? &ev[*n] : &one))
-            continue;
-        if (*n < maxev)
-            (*n)++;
-        else
-            uring_pend(u, &one);
+    for (;;) {
+        struct io_uring_cqe *cqe;
+        unsigned head, seen = 0;
+        io_uring_for_each_cqe(&u->ring, head, cqe) {
+            seen++;
+            struct epoll_event one;
+            if (!uring_take(u, cqe, *n < maxev ? &ev[*n] : &one))
+                continue;
+            if (*n < maxev)
+                (*n)++;
+            else
+                uring_pend(u, &one);
+        }
+        io_uring_cq_advance(&u->ring, seen);
+        /* Completions the kernel kept aside (the queue was full) are
+         * taken too: a receive's bytes never wait there while the reader
+         * reads the fd directly. */
+        if (!io_uring_cq_has_overflow(&u->ring) || io_uring_get_events(&u->ring) < 0)
+            return;
     }
-    io_uring_cq_advance(&u->ring, seen);
 }
 
 /* Up to maxev reports into ev: those kept before first, then the ring's.
@@ -860,14 +937,21 @@ static bool uring_bufs(uring *u) {
     if (u->nbufs == 0 || (u->nbufs & (u->nbufs - 1)) || u->nbufs > 32768)
         u->nbufs = URING_BUFS;
     size_t rsz = u->nbufs * sizeof(struct io_uring_buf);
+    size_t bsz = (size_t)u->nbufs * URING_BUF_SIZE;
     void *mem = mmap(NULL, rsz, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    uint8_t *bufs = malloc((size_t)u->nbufs * URING_BUF_SIZE);
-    if (mem == MAP_FAILED || !bufs) {
+    /* The buffers mapped, not malloc'd: glibc frees a block this big with
+     * munmap and then raises its dynamic mmap threshold to its size, so
+     * the process's later large arrays (a loop's timers, a table) would
+     * come from the arenas and stay resident after they are freed. */
+    void *bmem = mmap(NULL, bsz, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED || bmem == MAP_FAILED) {
         if (mem != MAP_FAILED)
             (void)munmap(mem, rsz);
-        free(bufs);
+        if (bmem != MAP_FAILED)
+            (void)munmap(bmem, bsz);
         return false; /* out of memory: asked again by the next reader */
     }
+    uint8_t *bufs = bmem;
     struct io_uring_buf_reg reg;
     memset(&reg, 0, sizeof reg);
     reg.ring_addr = (uint64_t)(uintptr_t)mem;
@@ -875,7 +959,7 @@ static bool uring_bufs(uring *u) {
     reg.bgid = URING_BGID;
     if (rl__fault(RL_FAULT_URING_BUFS) || io_uring_register_buf_ring(&u->ring, &reg, 0) != 0) {
         (void)munmap(mem, rsz);
-        free(bufs);
+        (void)munmap(bufs, bsz);
         u->br_failed = true; /* a kernel without provided-buffer rings: polls only */
         return false;
     }

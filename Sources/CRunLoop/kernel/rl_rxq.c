@@ -6,6 +6,7 @@
 #include "RLLockInternal.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 struct rl__rxq {
     rl__mutex lock; /* head, tail */
@@ -56,7 +57,8 @@ void rl__rxq_push(rl__rxq *q, rl__rxchunk *c) {
     rl__mutex_unlock(&q->lock);
 }
 
-rl__rxchunk *rl__rxq_pop(rl__rxq *q) {
+/* The oldest chunk (the caller's now), or NULL: none. */
+static rl__rxchunk *rxq_pop(rl__rxq *q) {
     if (atomic_load_explicit(&q->count, memory_order_acquire) == 0)
         return NULL;
     rxq_lock(q);
@@ -66,6 +68,52 @@ rl__rxchunk *rl__rxq_pop(rl__rxq *q) {
         if (!q->head)
             q->tail = &q->head;
         atomic_fetch_sub_explicit(&q->count, 1, memory_order_relaxed);
+    }
+    rl__mutex_unlock(&q->lock);
+    return c;
+}
+
+rl__rxchunk *rl__rxq_pop_upto(rl__rxq *q, size_t max) {
+    rl__rxchunk *c = rxq_pop(q);
+    if (!c || !c->full || c->len == 0 || c->len >= max || atomic_load_explicit(&q->count, memory_order_acquire) == 0)
+        return c;
+    rxq_lock(q);
+    /* What the chunks after it hold, up to max: bytes, up to the first
+     * that did not fill its buffer (the kernel had no more then). */
+    size_t total = c->len;
+    for (rl__rxchunk *n = q->head; n && total < max && n->len > 0; n = n->next) {
+        total += n->len;
+        if (!n->full)
+            break;
+    }
+    if (total > max)
+        total = max;
+    if (total > c->cap) {
+        rl__rxchunk *big = realloc(c, sizeof *c + total);
+        if (!big) {
+            rl__mutex_unlock(&q->lock);
+            return c; /* delivered as it is; the next pop follows */
+        }
+        c = big;
+        c->cap = total;
+    }
+    while (c->len < total) {
+        rl__rxchunk *n = q->head;
+        size_t take = total - c->len < n->len ? total - c->len : n->len;
+        memcpy(c->bytes + c->len, n->bytes, take);
+        c->len += take;
+        if (take < n->len) {
+            memmove(n->bytes, n->bytes + take, n->len - take);
+            n->len -= take;
+            c->full = true; /* more queued */
+            break;
+        }
+        c->full = n->full;
+        q->head = n->next;
+        if (!q->head)
+            q->tail = &q->head;
+        atomic_fetch_sub_explicit(&q->count, 1, memory_order_relaxed);
+        free(n);
     }
     rl__mutex_unlock(&q->lock);
     return c;

@@ -1,8 +1,8 @@
 /*
  * rl_rxq.h — private: a stream's read-ahead queue (rl_rxq.c). On the
- * io_uring backend a loop can read a stream through its ring (a receive
- * into one of the loop's provided buffers, submitted with the wait, instead
- * of a poll and then a recv): what such a receive brings is copied out of
+ * io_uring backend a loop can read a stream through its ring (a multishot
+ * receive into the loop's provided buffers, which stays in the ring,
+ * instead of a poll and then a recv): what each receive brings is copied out of
  * the buffer into a chunk of its own, queued here, in the order the kernel
  * gave it, and the buffer goes back to the ring at once. The stream's
  * owner (RLSocket.c) takes the chunks before it reads the fd itself, so
@@ -43,8 +43,12 @@ RL__HIDDEN rl__rxq *rl__rxq_retain(rl__rxq *q);
 RL__HIDDEN void rl__rxq_release(rl__rxq *q);
 /* Queues c (the queue's now). */
 RL__HIDDEN void rl__rxq_push(rl__rxq *q, rl__rxchunk *c);
-/* The oldest chunk (the caller's now), or NULL: none. */
-RL__HIDDEN rl__rxchunk *rl__rxq_pop(rl__rxq *q);
+/* The oldest chunk, holding the bytes of the chunks after it too, up to
+ * `max` bytes in all, while each filled its buffer (`full`: more came
+ * after it), as one read of up to max bytes would have read them (a
+ * multishot receive queues a buffer's worth per chunk); the end or an
+ * error stays queued. The caller's; NULL: none. */
+RL__HIDDEN rl__rxchunk *rl__rxq_pop_upto(rl__rxq *q, size_t max);
 /* A chunk for n bytes: q's spare one if it is big enough (a chunk its
  * reader was done with, rl__rxq_give_back), else a new one; NULL: no
  * memory. Its len, err and full are the caller's to set. */
