@@ -682,10 +682,9 @@ __attribute__((always_inline)) static inline int add_item_locked(RLRunLoopRef rl
     return ok;
 }
 
-__attribute__((always_inline)) static inline bool add_item(RLRunLoopRef rl, void *item, rl__kind kind,
-                                                              RLRunLoopMode mode, const char *fn) {
-    if (!args_ok(rl, item, kind, mode, fn))
-        return false;
+/* add_item once its arguments passed args_ok. */
+__attribute__((always_inline)) static inline bool add_item_checked(RLRunLoopRef rl, void *item, rl__kind kind,
+                                                                      RLRunLoopMode mode, const char *fn) {
     eq_state eq;
     if (kind == RL_KIND_SOURCE)
         eq_prepare(&eq, rl, item, mode);
@@ -704,6 +703,11 @@ __attribute__((always_inline)) static inline bool add_item(RLRunLoopRef rl, void
     if (kind == RL_KIND_SOURCE)
         eq_finish(&eq);
     return r > 0;
+}
+
+__attribute__((always_inline)) static inline bool add_item(RLRunLoopRef rl, void *item, rl__kind kind,
+                                                              RLRunLoopMode mode, const char *fn) {
+    return args_ok(rl, item, kind, mode, fn) && add_item_checked(rl, item, kind, mode, fn);
 }
 
 /* Locks what guards item's memberships in rl, rl locked: a source's item
@@ -838,11 +842,17 @@ bool RLRunLoopAddTimer(RLRunLoopRef rl, RLRunLoopTimerRef t, RLRunLoopMode mode)
     if (RL__LIKELY(mode == kRLRunLoopDefaultMode)) {
         if (!rl__check_loop(rl, __func__) || !rl__object_check(t, &rl__timer_class, __func__))
             return false;
-        rl__loop_lock(rl);
-        bool done = add_timer_default_locked(rl, t);
-        rl__loop_unlock(rl);
-        if (RL__LIKELY(done))
-            return true;
+        /* A timer not at home here yet (its first add) is claimed by the
+         * generic path: no lock round for the hot path to find that out.
+         * Read without the lock, the home is checked again under it. */
+        if (RL__LIKELY(rl__home_get(t, RL_KIND_TIMER) == rl)) {
+            rl__loop_lock(rl);
+            bool done = add_timer_default_locked(rl, t);
+            rl__loop_unlock(rl);
+            if (RL__LIKELY(done))
+                return true;
+        }
+        return add_item_checked(rl, t, RL_KIND_TIMER, mode, __func__);
     }
     return add_item(rl, t, RL_KIND_TIMER, mode, __func__);
 }
