@@ -156,6 +156,7 @@ typedef struct uring {
     unsigned nbufs; /* how many (a power of 2) */
     uring_dying *dying;
     size_t ndying, capdying;
+    bool rx_cancelled;        /* a receive's cancellation not submitted yet (uring_submit_now) */
     struct epoll_event *pend; /* reports taken from the ring, not yet handed out */
     size_t npend, headpend, cappend;
 } uring;
@@ -293,6 +294,8 @@ static void uring_disarm(uring *u, int fd, uring_reg *r) {
         return; /* out of memory: left to run (its bytes are queued when it ends); a report of it is dropped (seq) */
     if (!uring_touch(u, fd, r))
         return; /* out of memory: its reports are dropped (seq), it ends with its file */
+    if (r->seq & URING_RX)
+        u->rx_cancelled = true;
     r->cancel = r->seq;
     r->seq = 0;
 }
@@ -443,10 +446,18 @@ static int uring_prepare(uring *u) {
  * the file open). Lock held. */
 static void uring_submit_now(uring *u) {
     int n = uring_prepare(u);
-    /* GETEVENTS: the kernel's deferred completion work is run too, so a
-     * cancelled request lets go of its file now (a live multishot
-     * receive's socket closed by its owner is closed for its peer). */
-    (void)io_uring_enter(u->ring.enter_ring_fd, n > 0 ? (unsigned)n : 0, 0, IORING_ENTER_GETEVENTS, NULL);
+    /* A receive's cancellation: with GETEVENTS, the kernel's deferred
+     * completion work is run too, so the cancelled request lets go of its
+     * file now (a live multishot receive's socket closed by its owner is
+     * closed for its peer). Only then: a poll's removal lets go at once,
+     * and a GETEVENTS here took the completions of fds that other
+     * registrations were waiting on out of a nested run's order (a run
+     * nested in an fd callout found no fd ready on its next passes). */
+    bool getevents = u->rx_cancelled;
+    u->rx_cancelled = false;
+    if (n > 0 || getevents)
+        (void)io_uring_enter(u->ring.enter_ring_fd, (unsigned)(n > 0 ? n : 0), 0,
+                             getevents ? IORING_ENTER_GETEVENTS : 0, NULL);
     /* A receive submitted may have read at once: its bytes queued now,
      * before the reader reads the fd itself. */
     int none = 0;
