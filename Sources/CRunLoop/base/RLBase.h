@@ -24,6 +24,8 @@ enum {
     RL_FAULT_URING_SETUP = 1 << 5, /* a new loop's io_uring, refused with ENOSYS (rl_poll_uring.c) */
     RL_FAULT_URING_BUFS = 1 << 6,  /* a loop's provided-buffer ring, refused: reads by polls (rl_poll_uring.c) */
     RL_FAULT_ERROR_MESSAGE = 1 << 7, /* a thread's error message buffer, made on its first error (RLError.c) */
+    RL_FAULT_URING_TAKE_EARLY = 1 << 8, /* not a failure: every submission outside the wait takes the ring's
+                                           completions, as a receive's cancellation does (rl_poll_uring.c) */
 };
 RL__HIDDEN extern _Atomic unsigned rl__faults;
 #define rl__fault(f) RL__UNLIKELY(atomic_load_explicit(&rl__faults, memory_order_relaxed) & (f))

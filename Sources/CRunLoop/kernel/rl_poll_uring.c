@@ -126,7 +126,15 @@ typedef struct uring_reg {
     uint32_t rx_len; /* what the live receive asked for */
     bool rx_poll;   /* the next arming is a poll (no buffer was free) */
     bool rx_armed;  /* armed as a reader: the live receive's next bytes are reported (else only queued) */
+    uint16_t epoch; /* changed by each change the core makes (add, modify, remove): a kept report of an
+                       earlier epoch is dropped (uring_harvest) */
 } uring_reg;
+
+/* A report kept for a later harvest, with the epoch of its registration. */
+typedef struct uring_kept {
+    struct epoll_event ev;
+    uint16_t epoch;
+} uring_kept;
 
 /* A receive cancelled while in flight: its completion still queues what it
  * read into q (a reference). */
@@ -157,7 +165,7 @@ typedef struct uring {
     uring_dying *dying;
     size_t ndying, capdying;
     bool rx_cancelled;        /* a receive's cancellation not submitted yet (uring_submit_now) */
-    struct epoll_event *pend; /* reports taken from the ring, not yet handed out */
+    uring_kept *pend;         /* reports taken from the ring, not yet handed out */
     size_t npend, headpend, cappend;
 } uring;
 
@@ -273,14 +281,15 @@ static void uring_pend(uring *u, const struct epoll_event *ev) {
         }
         if (u->npend == u->cappend) {
             size_t c = u->cappend ? u->cappend * 2 : 64;
-            struct epoll_event *a = realloc(u->pend, c * sizeof *a);
+            uring_kept *a = realloc(u->pend, c * sizeof *a);
             if (!a)
                 return; /* out of memory: this report is lost; the reader's next arming asks again */
             u->pend = a;
             u->cappend = c;
         }
     }
-    u->pend[u->npend++] = *ev;
+    uring_reg *r = uring_reg_at(u, rl__ev_fd(ev));
+    u->pend[u->npend++] = (uring_kept){*ev, r ? r->epoch : 0};
 }
 
 /* fd's live poll, if any, is to be removed; a report it still makes is
@@ -453,7 +462,7 @@ static void uring_submit_now(uring *u) {
      * and a GETEVENTS here took the completions of fds that other
      * registrations were waiting on out of a nested run's order (a run
      * nested in an fd callout found no fd ready on its next passes). */
-    bool getevents = u->rx_cancelled;
+    bool getevents = u->rx_cancelled || rl__fault(RL_FAULT_URING_TAKE_EARLY);
     u->rx_cancelled = false;
     if (n > 0 || getevents)
         (void)io_uring_enter(u->ring.enter_ring_fd, (unsigned)(n > 0 ? n : 0), 0,
@@ -509,7 +518,8 @@ static int uring_ctl_locked(rl__poller *rl, uring *u, int op, int fd, uint32_t e
             return ENOMEM;
         r = uring_reg_at(u, fd);
         *r = (uring_reg){.present = true, .gen = gen, .events = events, .dev = st.st_dev, .ino = st.st_ino,
-                         .rxq = r->rxq}; /* kept only for the same file (above) */
+                         .rxq = r->rxq, /* kept only for the same file (above) */
+                         .epoch = (uint16_t)(r->epoch + 1)};
         if (uring_arm(u, fd, r) != 0) {
             r->present = false; /* as epoll: no registration made */
             return ENOMEM;
@@ -521,6 +531,7 @@ static int uring_ctl_locked(rl__poller *rl, uring *u, int op, int fd, uint32_t e
         if (!same)
             return ENOENT;
         r->gen = gen;
+        r->epoch++;
         if (r->seq & URING_RX) {
             /* A receive live: kept if the registration still reads (its
              * next bytes reported once the arming is filled). */
@@ -543,6 +554,7 @@ static int uring_ctl_locked(rl__poller *rl, uring *u, int op, int fd, uint32_t e
         if (!same)
             return ENOENT;
         uring_forget(u, fd, r, true);
+        r->epoch++;
         return 0;
     default:
         return EINVAL;
@@ -895,8 +907,17 @@ static void uring_reap(uring *u, struct epoll_event *ev, int maxev, int *n) {
 static int uring_harvest(uring *u, struct epoll_event *ev, int maxev) {
     int n = 0;
     uring_lock(u);
-    while (n < maxev && u->headpend < u->npend)
-        ev[n++] = u->pend[u->headpend++];
+    /* A kept report whose registration the core changed since is dropped,
+     * as epoll drops a ready event the fd's modification finds no longer
+     * ready: the new arming reports the fd if it is (a report kept from a
+     * run nested in a callout, handed out after the outer pass had enabled
+     * the fd again, made that pass's callouts be skipped, then its arming). */
+    while (n < maxev && u->headpend < u->npend) {
+        uring_kept *k = &u->pend[u->headpend++];
+        uring_reg *r = uring_reg_at(u, rl__ev_fd(&k->ev));
+        if (r && r->present && r->epoch == k->epoch)
+            ev[n++] = k->ev;
+    }
     if (u->headpend == u->npend)
         u->headpend = u->npend = 0;
     uring_reap(u, ev, maxev, &n);
