@@ -70,6 +70,7 @@ enum metric {
     M_ADDRM,
     M_FLOOR50,
     M_MISSED,
+    M_FLOOR_MISSED,
     M_GUIDE,
     M_GUIDE_STEADY,
     NMETRICS
@@ -118,6 +119,7 @@ static const metric_info metrics[NMETRICS] = {
     [M_ADDRM] = {"timer add+remove, hot loop, one loop (M/s)", 1e-6, true, T_QUEUE, ">= libuv"},
     [M_FLOOR50] = {"floor: timerfd+epoll_wait p50 (us) [b]", 1e-3, false, T_FLOORROW, "(no loop)"},
     [M_MISSED] = {"1 ms timer, missed ticks over 2 s [b]", 1, false, T_ZERO, "0"},
+    [M_FLOOR_MISSED] = {"floor: missed ticks over 2 s [b]", 1, false, T_FLOORROW, "(no loop)"},
     [M_GUIDE] = {"guide source, other thread (M/s) [i]", 1e-6, true, T_GUIDE, ">= 1.2x libuv"},
     [M_GUIDE_STEADY] = {"guide source, slowest run / median [i]", 1, true, T_STEADY, ">= 0.8"},
 };
@@ -229,10 +231,12 @@ __attribute__((visibility("default"))) int epoll_wait(int epfd, struct epoll_eve
  * timerfd (absolute CLOCK_MONOTONIC expiries, each grid point armed after
  * the last fire) and wake in epoll_wait gets from this machine, measured
  * as the peers' rows are (brl_grid, the first 2% skipped). A run loop
- * cannot beat it; what it adds on top is its own wake path. */
+ * cannot beat it; what it adds on top is its own wake path. Over 2 s, as
+ * the loops' lateness runs: the grid points it passes over are the
+ * machine's own missed ticks (a thread not run for a millisecond). */
 static void *floor_thread(void *arg) {
     brl_result *r = arg;
-    long fires = quick ? 200 : 500;
+    long fires = quick ? 200 : 2000;
     double *late = malloc((size_t)fires * sizeof *late);
     int ep = epoll_create1(EPOLL_CLOEXEC), tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
     struct epoll_event ev = {.events = EPOLLIN};
@@ -254,6 +258,7 @@ static void *floor_thread(void *arg) {
     }
     long skip = fires / 50;
     *r = brl_ok(brl_quantile(late + skip, fires - skip, 0.5) * 1e9, brl_quantile(late + skip, fires - skip, 0.99) * 1e9);
+    r->v[2] = (double)g.missed;
 out:
     if (tfd >= 0) close(tfd);
     if (ep >= 0) close(ep);
@@ -270,6 +275,7 @@ static void run_floor(void) {
         floor_samples[1][nfloor] = r.v[1];
         nfloor++;
         record(P_RL, M_FLOOR50, r.v[0]);
+        record(P_RL, M_FLOOR_MISSED, r.v[2]);
     }
 }
 
@@ -506,7 +512,15 @@ static const char *target_met(enum metric m, const double *v) {
         snprintf(buf, sizeof buf, "%s (%.3gx)", ours <= 1.5 * at0 ? "yes" : "NO", ours / at0);
         return buf;
     }
-    case T_ZERO: return ours == 0 ? "yes" : "NO";
+    case T_ZERO:
+        if (m == M_MISSED && ours != 0 && !isnan(median(P_RL, M_FLOOR_MISSED))) {
+            /* A thread not run for a millisecond misses a tick whatever it
+             * runs: the bare timerfd thread's count in the same run says
+             * how much of it is the machine. */
+            snprintf(buf, sizeof buf, "NO (floor missed %.0f)", median(P_RL, M_FLOOR_MISSED));
+            return buf;
+        }
+        return ours == 0 ? "yes" : "NO";
     case T_FLOOR: {
         /* Each round's p50 over the floor measured in that round. */
         int n = nsamples[P_RL][m] < nfloor ? nsamples[P_RL][m] : nfloor;
@@ -612,7 +626,8 @@ static void print_table(int rounds) {
            "    protected queue, then RunLoopSourceSignal + RunLoopWakeUp; the loop's version-0 perform takes the\n"
            "    whole queue (ours and CF run the same code). libuv: the same queue + uv_async_send; GLib: the same\n"
            "    queue + a GSource set ready (g_source_set_ready_time). 5 runs a round; steadiness = slowest / median.\n");
-    printf("    Missed ticks [b]: grid points of the 1 ms timer passed over without a fire of their own (ours, CF).\n");
+    printf("    Missed ticks [b]: grid points of the 1 ms timer passed over without a fire of their own (ours, CF);\n"
+           "    the floor's row counts those of the bare timerfd thread over the same 2 s (the machine's own).\n");
     for (int i = 0; i < nnotes; i++) printf("  - %s\n", notes[i]);
 }
 
