@@ -14,6 +14,9 @@
  *   conn    N = 4,000 connections to an echo server (ours and CF:
  *           bench_echo's; libuv and raw epoll: here) that each echoed one
  *           byte and wait
+ *   shipped the same with ours being the shipped crunloop-echo-server
+ *           (examples/c/echo_server.c, bench_memory_example.c): the
+ *           library's part and the server's own (CF has no such server)
  *
  * Each child first makes a few of the same (libraries, first slabs and
  * arenas are not counted), reads its RSS, makes N more, reads it again and
@@ -48,14 +51,15 @@
 
 enum { P_RL, P_CF, P_UV, P_GLIB, P_EPOLL, NPEERS };
 static const char *peer_names[NPEERS] = {"ours", "CF", "libuv", "GLib", "epoll"};
-enum { R_TIMER, R_THREAD, R_CONN, NROWS };
-static const char *row_names[NROWS] = {"timer", "thread", "conn"};
+enum { R_TIMER, R_THREAD, R_CONN, R_SHIPPED, NROWS };
+static const char *row_names[NROWS] = {"timer", "thread", "conn", "shipped"};
 static const char *row_labels[NROWS] = {
     "per timer, 100,000 in one loop (B)",
     "per sleeping loop thread, one timer, 64 KB stack (B)",
     "per idle connection that echoed 1 byte, 4,000 (B)",
+    "the same, ours: the shipped crunloop-echo-server (B)",
 };
-static const long row_n[NROWS] = {100000, 200, 4000};
+static const long row_n[NROWS] = {100000, 200, 4000, 4000};
 #define BM_STACK (64 * 1024)
 
 static long rss_bytes(void) {
@@ -336,7 +340,7 @@ static int connect_n(int cmd, int ack, long n) {
     return got == n ? 0 : -1;
 }
 
-static int measure_conns(int p, long n, double *out) {
+static int measure_conns(int r, int p, long n, double *out) {
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < (rlim_t)n + 128) {
         rl.rlim_cur = rl.rlim_max;
@@ -357,6 +361,11 @@ static int measure_conns(int p, long n, double *out) {
     if (p == P_EPOLL || p == P_UV) {
         if ((p == P_EPOLL ? ep_start(&port) : lu_start(&port)) != 0)
             return -1;
+    } else if (r == R_SHIPPED) {
+        if (bm_example_start(&port) != 0) {
+            fprintf(stderr, "bench_memory: the shipped echo server did not start\n");
+            return -1;
+        }
     } else {
         const bec_peer *pe = echo_peer(p);
         if (!pe || !pe->start(&port, note)) {
@@ -401,8 +410,8 @@ static int child(const char *row, const char *peer, long n) {
     alarm(120);
     double v = NAN;
     int rc = -1;
-    if (r == R_CONN) {
-        rc = measure_conns(p, n, &v);
+    if (r == R_CONN || r == R_SHIPPED) {
+        rc = measure_conns(r, p, n, &v);
     } else if (loop_peer(p)) {
         rc = r == R_TIMER ? measure_timers(loop_peer(p), n, &v) : measure_threads(loop_peer(p), n, &v);
     }
@@ -416,6 +425,7 @@ static int child(const char *row, const char *peer, long n) {
 
 static bool applies(int r, int p) {
     if (r == R_CONN) return p != P_GLIB;
+    if (r == R_SHIPPED) return p == P_RL || p == P_UV || p == P_EPOLL;
     return p != P_EPOLL;
 }
 

@@ -25,4 +25,9 @@ typedef struct bm_peer {
 extern const bm_peer bm_peer_rl;
 extern const bm_peer bm_peer_cf;
 
+/* bench_memory_example.c: starts the shipped echo server
+ * (examples/c/echo_server.c) on a thread of this process, listening on
+ * 127.0.0.1; its port into *port. 0, or -1. */
+int bm_example_start(unsigned *port);
+
 #endif /* BENCH_MEMORY_H */

@@ -4,7 +4,8 @@
 # process (the bench runs itself again per measurement, median of
 # BM_ROUNDS=3), ours against CoreFoundation (Swift toolchain), libuv, GLib
 # and a raw epoll server (bench/bench_memory*.c). The connection row uses
-# bench_echo's servers for ours and CF (bench_echo_cf.c). Like
+# bench_echo's servers for ours and CF (bench_echo_cf.c); the "shipped" row
+# the installed crunloop-echo-server's code (bench_memory_example.c). Like
 # bench_runloop_cf.c, bench_memory_cf.c is built twice: with the toolchain's
 # clang and -DBM_CF against CF, with $(CC) against ours. CF_*, UV_*, GLIB_*
 # come from mk/bench-runloop.mk. BM_ONLY=, BM_PEERS=, BM_QUICK=1.
@@ -12,7 +13,7 @@ BENCH_MEMORY := $(BUILD)/bench/bench_memory
 BENCH_MEMORY_OBJ := $(BUILD)/bench/obj
 BENCH_MEMORY_OBJS := $(BENCH_MEMORY_OBJ)/bench_memory.o $(BENCH_MEMORY_OBJ)/bench_memory_rl.o \
                      $(BENCH_MEMORY_OBJ)/bench_memory_cf.o $(BENCH_MEMORY_OBJ)/bench_echo_rl.o \
-                     $(BENCH_MEMORY_OBJ)/bench_echo_cf.o
+                     $(BENCH_MEMORY_OBJ)/bench_echo_cf.o $(BENCH_MEMORY_OBJ)/bench_memory_example.o
 BENCH_MEMORY_FLAGS = $(CPPFLAGS) $(CFLAGS) -O2 -pthread
 
 BENCH_TARGETS += bench-memory
@@ -30,6 +31,11 @@ $(BENCH_MEMORY_OBJ)/bench_memory.o: bench/bench_memory.c bench/bench_memory.h be
 	@mkdir -p $(dir $@)
 	@$(call say,CC,$@)
 	$(Q)$(CC) $(BENCH_MEMORY_FLAGS) $(UV_CFLAGS) $(GLIB_CFLAGS) -c -o $@ $<
+
+$(BENCH_MEMORY_OBJ)/bench_memory_example.o: bench/bench_memory_example.c bench/bench_memory.h examples/c/echo_server.c $(EXAMPLE_HDRS) $(HDRS)
+	@mkdir -p $(dir $@)
+	@$(call say,CC,$@)
+	$(Q)$(CC) $(BENCH_MEMORY_FLAGS) -c -o $@ $<
 
 $(BENCH_MEMORY_OBJ)/bench_memory_rl.o: bench/bench_memory_cf.c bench/bench_memory.h $(HDRS)
 	@mkdir -p $(dir $@)

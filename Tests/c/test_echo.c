@@ -384,9 +384,10 @@ static void test_end_of_data_with_echoes_waiting(void **state) {
     /* The server reads it all and the end before anything is read back. */
     for (int i = 0; i < 4; i++)
         RLRunLoopRunInMode(kRLRunLoopDefaultMode, 0.01, false);
-    assert_non_null(server.connections);
-    assert_true(server.connections->input_ended);
-    assert_true(server.connections->len > 0);
+    EchoConnection *c = server_record_of(server.slots[sv[0]]);
+    assert_non_null(c);
+    assert_true(c->input_ended);
+    assert_true(c->len > 0);
     size_t got = 0;
     bool closed = false;
     double end = rl_test_now() + 30;
@@ -405,8 +406,58 @@ static void test_end_of_data_with_echoes_waiting(void **state) {
     assert_int_equal(got, TOTAL);
     assert_memory_equal(back, out, TOTAL);
     assert_int_equal(server.open, 0);
-    assert_null(server.connections);
+    assert_int_equal(server.slots[sv[0]], 0);
+    free(server.slots);
     close(sv[1]);
+}
+
+/* ---- what an idle connection costs the server ----------------------------- */
+
+/* Bytes echoed in full leave nothing behind but the connection's socket in
+ * its slot: no record (the memory bench's idle-connection row counts every
+ * byte). A short send makes the record; with -v every connection has one,
+ * for its log lines. Both are freed when the connection closes. */
+static void test_an_idle_connection_keeps_no_record(void **state) {
+    (void)state;
+    for (int verbose = 0; verbose < 2; verbose++) {
+        FILE *devnull = fopen("/dev/null", "w");
+        assert_non_null(devnull);
+        EchoServer server = {.loop = RLRunLoopGetCurrent(), .out = devnull, .verbose = verbose};
+        int sv[2];
+        assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+        server_accept(&server, sv[0], NULL);
+        assert_int_equal(server.open, 1);
+        assert_true(server.slots[sv[0]] != 0);
+        assert_int_equal(send(sv[1], "x", 1, MSG_NOSIGNAL), 1);
+        char back = 0;
+        double end = rl_test_now() + 30;
+        ssize_t r = -1;
+        while (r != 1 && rl_test_now() < end) {
+            RLRunLoopRunInMode(kRLRunLoopDefaultMode, 0.01, false);
+            r = recv(sv[1], &back, 1, MSG_DONTWAIT);
+        }
+        assert_int_equal(r, 1);
+        assert_int_equal(back, 'x');
+        EchoConnection *c = server_record_of(server.slots[sv[0]]);
+        if (verbose) {
+            assert_non_null(c);
+            assert_int_equal(c->id, 1);
+            assert_int_equal(c->echoed, 1);
+        } else {
+            assert_null(c);
+            assert_ptr_equal(server_socket_of(server.slots[sv[0]]), (RLSocketRef)server.slots[sv[0]]);
+        }
+        assert_int_equal(server.echoed, 1);
+        /* The client leaves: the server closes its end and forgets it. */
+        close(sv[1]);
+        end = rl_test_now() + 30;
+        while (server.open > 0 && rl_test_now() < end)
+            RLRunLoopRunInMode(kRLRunLoopDefaultMode, 0.01, false);
+        assert_int_equal(server.open, 0);
+        assert_int_equal(server.slots[sv[0]], 0);
+        free(server.slots);
+        fclose(devnull);
+    }
 }
 
 /* ---- stopping with clients connected ------------------------------------ */
@@ -624,6 +675,7 @@ int main(void) {
         cmocka_unit_test(test_signals_stop_the_server_and_close_connections),
         cmocka_unit_test(test_back_pressure_pauses_reading_not_the_loop),
         cmocka_unit_test(test_end_of_data_with_echoes_waiting),
+        cmocka_unit_test(test_an_idle_connection_keeps_no_record),
         cmocka_unit_test(test_thousand_concurrent_connections),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -58,20 +58,20 @@
 
 typedef struct EchoServer EchoServer;
 
-/* One client. Its bytes that the kernel did not take yet wait in
- * buf[start, start + len). */
+/* What a connection needs beyond its socket, made only when it needs it:
+ * echoes the kernel did not take yet (they wait in buf[start, start +
+ * len)), or, with -v, what the log says of it. An idle connection has
+ * none: its socket is all the server keeps of it (in `slots`), so that
+ * many idle clients cost the server little. */
 typedef struct EchoConnection {
-    EchoServer *server;
     RLSocketRef socket;
-    int fd;
-    unsigned long id;
-    char peer[64];
     uint8_t *buf;
     size_t start, len, cap;
-    unsigned long long echoed;
-    bool reading_paused; /* the Data callback is off: too much is waiting */
-    bool input_ended;    /* the client sent its last byte */
-    struct EchoConnection *prev, *next;
+    bool reading_paused;       /* the Data callback is off: too much is waiting */
+    bool input_ended;          /* the client sent its last byte */
+    unsigned long id;          /* -v: the log's number for it */
+    unsigned long long echoed; /* -v */
+    char peer[64];             /* -v: "host:port" */
 } EchoConnection;
 
 struct EchoServer {
@@ -81,10 +81,38 @@ struct EchoServer {
     bool verbose;
     bool stopping;
     int stop_signal;
-    EchoConnection *connections; /* every open connection (to close them at the end) */
+    /* Every open connection, by fd (fds are small numbers, reused as
+     * connections come and go): its RLSocketRef, or, once it has one, its
+     * EchoConnection's address with the low bit set (a malloc'ed address
+     * is even). 0: no connection on that fd. */
+    uintptr_t *slots;
+    size_t nslots;
     unsigned long accepted, open, max_open, paused;
     unsigned long long echoed;
 };
+
+static EchoConnection *server_record_of(uintptr_t slot) {
+    return (slot & 1) ? (EchoConnection *)(slot & ~(uintptr_t)1) : NULL;
+}
+
+static RLSocketRef server_socket_of(uintptr_t slot) {
+    EchoConnection *c = server_record_of(slot);
+    return c ? c->socket : (RLSocketRef)slot;
+}
+
+/* The record of the connection on fd, made now if it has none (NULL: no
+ * memory). */
+static EchoConnection *server_record(EchoServer *server, int fd) {
+    EchoConnection *c = server_record_of(server->slots[fd]);
+    if (c)
+        return c;
+    c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    c->socket = (RLSocketRef)server->slots[fd];
+    server->slots[fd] = (uintptr_t)c | 1;
+    return c;
+}
 
 static void server_log(EchoServer *server, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void server_log(EchoServer *server, const char *fmt, ...) {
@@ -115,23 +143,23 @@ static void server_describe_address(const struct sockaddr *sa, char *buf, size_t
     }
 }
 
-/* Closes the connection: the socket leaves the loop and its fd is closed
- * (kRLSocketCloseOnInvalidate, the default). Safe inside its own callback. */
-static void server_close_connection(EchoConnection *c, const char *why) {
-    EchoServer *server = c->server;
-    if (server->verbose)
+/* Closes the connection on fd: its socket leaves the loop and the fd is
+ * closed (kRLSocketCloseOnInvalidate, the default). Safe inside its own
+ * callback. */
+static void server_close_connection(EchoServer *server, int fd, const char *why) {
+    uintptr_t slot = server->slots[fd];
+    EchoConnection *c = server_record_of(slot);
+    RLSocketRef socket = server_socket_of(slot);
+    if (server->verbose && c)
         server_log(server, "connection %lu from %s closed: %s (%llu bytes echoed)", c->id, c->peer, why, c->echoed);
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        server->connections = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
+    server->slots[fd] = 0;
     server->open--;
-    RLSocketInvalidate(c->socket);
-    RLRelease(c->socket);
-    free(c->buf);
-    free(c);
+    RLSocketInvalidate(socket);
+    RLRelease(socket);
+    if (c) {
+        free(c->buf);
+        free(c);
+    }
 }
 
 /* Keeps n more bytes for later. False: no memory. */
@@ -155,29 +183,31 @@ static bool server_buffer_append(EchoConnection *c, const uint8_t *bytes, size_t
     return true;
 }
 
-/* Sends as much of bytes[0, n) as the kernel takes now, never waiting.
- * Returns the count sent, or -1 if the connection is broken (errno). One
- * send: a short one means the kernel's buffer is full, and the rest waits
- * for the write callback (asking again at once would only say EAGAIN, a
- * system call for nothing on every full buffer). */
-static ssize_t server_send_now(EchoConnection *c, const uint8_t *bytes, size_t n) {
+/* Sends as much of bytes[0, n) on fd as the kernel takes now, never
+ * waiting (c: the connection's record, if it has one). Returns the count
+ * sent, or -1 if the connection is broken (errno). One send: a short one
+ * means the kernel's buffer is full, and the rest waits for the write
+ * callback (asking again at once would only say EAGAIN, a system call for
+ * nothing on every full buffer). */
+static ssize_t server_send_now(EchoServer *server, int fd, EchoConnection *c, const uint8_t *bytes, size_t n) {
     ssize_t r;
     do
-        r = send(c->fd, bytes, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+        r = send(fd, bytes, n, MSG_DONTWAIT | MSG_NOSIGNAL);
     while (r < 0 && errno == EINTR);
     if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
         return -1;
     size_t sent = r > 0 ? (size_t)r : 0;
-    c->echoed += sent;
-    c->server->echoed += sent;
+    if (c)
+        c->echoed += sent;
+    server->echoed += sent;
     return (ssize_t)sent;
 }
 
 /* Sends what is waiting. False if the connection was closed. */
-static bool server_flush(EchoConnection *c) {
-    ssize_t sent = server_send_now(c, c->buf + c->start, c->len);
+static bool server_flush(EchoServer *server, int fd, EchoConnection *c) {
+    ssize_t sent = server_send_now(server, fd, c, c->buf + c->start, c->len);
     if (sent < 0) {
-        server_close_connection(c, strerror(errno));
+        server_close_connection(server, fd, strerror(errno));
         return false;
     }
     c->start += (size_t)sent;
@@ -191,8 +221,7 @@ static bool server_flush(EchoConnection *c) {
  * not re-enabled automatically, so each wait enables it once); above the
  * high-water mark, reading pauses. All sent: reading resumes, or, if the
  * client has finished, the connection closes. */
-static void server_after_send(EchoConnection *c) {
-    EchoServer *server = c->server;
+static void server_after_send(EchoServer *server, int fd, EchoConnection *c) {
     if (c->len > 0) {
         RLSocketEnableCallBacks(c->socket, kRLSocketWriteCallBack);
         if (c->len >= ECHO_HIGH_WATER && !c->reading_paused && !c->input_ended) {
@@ -203,7 +232,7 @@ static void server_after_send(EchoConnection *c) {
         return;
     }
     if (c->input_ended) {
-        server_close_connection(c, "the client finished");
+        server_close_connection(server, fd, "the client finished");
         return;
     }
     if (c->reading_paused) {
@@ -220,15 +249,15 @@ static void server_connection_callback(RLSocketRef s, RLSocketCallBackType type,
  * a socket with only a Write callback takes over the fd (which the reading
  * socket now leaves open). False: it could not; the fd is closed, and
  * c->socket is still the reading one, for server_close_connection. */
-static bool server_keep_writing(EchoConnection *c) {
+static bool server_keep_writing(EchoServer *server, int fd, EchoConnection *c) {
     RLSocketRef reader = c->socket;
     (void)RLSocketSetSocketFlags(reader, RLSocketGetSocketFlags(reader) & ~(RLOptionFlags)kRLSocketCloseOnInvalidate);
     (void)RLSocketInvalidate(reader);
-    RLSocketContext context = {.version = 0, .info = c};
-    RLSocketRef writer = RLSocketCreateWithNative(NULL, c->fd, kRLSocketWriteCallBack, server_connection_callback,
-                                                  &context);
+    RLSocketContext context = {.version = 0, .info = server};
+    RLSocketRef writer =
+        RLSocketCreateWithNative(NULL, fd, kRLSocketWriteCallBack, server_connection_callback, &context);
     RLRunLoopSourceRef source = writer ? RLSocketCreateRunLoopSource(NULL, writer, 0) : NULL;
-    bool ok = source && RLRunLoopAddSource(c->server->loop, source, kRLRunLoopDefaultMode);
+    bool ok = source && RLRunLoopAddSource(server->loop, source, kRLRunLoopDefaultMode);
     if (source)
         RLRelease(source);
     if (!ok) {
@@ -236,7 +265,7 @@ static bool server_keep_writing(EchoConnection *c) {
             RLSocketInvalidate(writer); /* closes fd */
             RLRelease(writer);
         } else {
-            close(c->fd);
+            close(fd);
         }
         return false;
     }
@@ -245,93 +274,120 @@ static bool server_keep_writing(EchoConnection *c) {
     return true;
 }
 
-static void server_on_data(EchoConnection *c, RLDataRef data) {
+static void server_on_data(EchoServer *server, int fd, RLDataRef data) {
+    EchoConnection *c = server_record_of(server->slots[fd]);
     RLIndex n = RLDataGetLength(data);
     if (n <= 0) {
         /* The end of the client's data (or a read error): send what is
          * left, then close. */
-        c->input_ended = true;
-        if (c->len > 0 && !server_keep_writing(c)) {
-            server_close_connection(c, "cannot send the rest");
+        if (!c || c->len == 0) {
+            server_close_connection(server, fd, "the client finished");
             return;
         }
-        server_after_send(c);
+        c->input_ended = true;
+        if (!server_keep_writing(server, fd, c)) {
+            server_close_connection(server, fd, "cannot send the rest");
+            return;
+        }
+        server_after_send(server, fd, c);
         return;
     }
     const uint8_t *bytes = RLDataGetBytePtr(data);
     size_t sent = 0;
-    if (c->len == 0) { /* nothing queued before these: send them now */
-        ssize_t r = server_send_now(c, bytes, (size_t)n);
+    if (!c || c->len == 0) { /* nothing queued before these: send them now */
+        ssize_t r = server_send_now(server, fd, c, bytes, (size_t)n);
         if (r < 0) {
-            server_close_connection(c, strerror(errno));
+            server_close_connection(server, fd, strerror(errno));
             return;
         }
         sent = (size_t)r;
+        if (sent == (size_t)n && !c)
+            return; /* all gone, and nothing else to watch: the usual case */
     }
-    if (sent < (size_t)n && !server_buffer_append(c, bytes + sent, (size_t)n - sent)) {
-        server_close_connection(c, "out of memory");
+    /* A short send: the rest waits in the connection's record. */
+    if (sent < (size_t)n && !((c = server_record(server, fd)) && server_buffer_append(c, bytes + sent, (size_t)n - sent))) {
+        server_close_connection(server, fd, "out of memory");
         return;
     }
-    server_after_send(c);
+    server_after_send(server, fd, c);
 }
 
 static void server_connection_callback(RLSocketRef s, RLSocketCallBackType type, RLDataRef address,
                                        const void *data, void *info) {
-    (void)s, (void)address;
-    EchoConnection *c = info;
+    (void)address;
+    EchoServer *server = info;
+    int fd = RLSocketGetNative(s);
     if (type == kRLSocketDataCallBack) {
-        server_on_data(c, (RLDataRef)data);
+        server_on_data(server, fd, (RLDataRef)data);
     } else if (type == kRLSocketWriteCallBack) {
-        if (server_flush(c))
-            server_after_send(c);
+        EchoConnection *c = server_record_of(server->slots[fd]);
+        if (c && server_flush(server, fd, c))
+            server_after_send(server, fd, c);
     }
+}
+
+/* Room in `slots` for fd. False: no memory. */
+static bool server_make_room(EchoServer *server, int fd) {
+    if ((size_t)fd < server->nslots)
+        return true;
+    size_t n = server->nslots ? server->nslots : 64;
+    while (n <= (size_t)fd)
+        n *= 2;
+    uintptr_t *grown = realloc(server->slots, n * sizeof *grown);
+    if (!grown)
+        return false;
+    memset(grown + server->nslots, 0, (n - server->nslots) * sizeof *grown);
+    server->slots = grown;
+    server->nslots = n;
+    return true;
 }
 
 /* A new client: its own socket object in the same loop. */
 static void server_accept(EchoServer *server, int fd, RLDataRef address) {
-    EchoConnection *c = calloc(1, sizeof *c);
-    if (!c) {
+    if (!server_make_room(server, fd)) {
+        server_log(server, "cannot serve a new connection: out of memory");
         close(fd);
         return;
     }
-    c->server = server;
-    c->fd = fd;
-    c->id = ++server->accepted;
-    if (address)
-        server_describe_address((const struct sockaddr *)RLDataGetBytePtr(address), c->peer, sizeof c->peer);
     /* Echoes are small and answer what just came in: send each at once
      * instead of letting Nagle's algorithm hold it back for an ACK. */
     int one = 1;
     (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    RLSocketContext context = {.version = 0, .info = c};
-    c->socket = RLSocketCreateWithNative(NULL, fd, kRLSocketDataCallBack | kRLSocketWriteCallBack,
-                                         server_connection_callback, &context);
-    RLRunLoopSourceRef source = c->socket ? RLSocketCreateRunLoopSource(NULL, c->socket, 0) : NULL;
+    RLSocketContext context = {.version = 0, .info = server};
+    RLSocketRef socket = RLSocketCreateWithNative(NULL, fd, kRLSocketDataCallBack | kRLSocketWriteCallBack,
+                                                  server_connection_callback, &context);
+    RLRunLoopSourceRef source = socket ? RLSocketCreateRunLoopSource(NULL, socket, 0) : NULL;
     /* Nothing to write yet: the Write callback waits until something is
      * queued (server_after_send). */
-    if (!source || !RLSocketDisableCallBacks(c->socket, kRLSocketWriteCallBack) ||
+    if (!source || !RLSocketDisableCallBacks(socket, kRLSocketWriteCallBack) ||
         !RLRunLoopAddSource(server->loop, source, kRLRunLoopDefaultMode)) {
         server_log(server, "cannot serve a new connection: %s", RLErrorGetLast().message);
         if (source)
             RLRelease(source);
-        if (c->socket) {
-            RLSocketInvalidate(c->socket); /* closes fd */
-            RLRelease(c->socket);
+        if (socket) {
+            RLSocketInvalidate(socket); /* closes fd */
+            RLRelease(socket);
         } else {
             close(fd);
         }
-        free(c);
         return;
     }
     RLRelease(source); /* the loop keeps it while it is added */
-    c->next = server->connections;
-    if (c->next)
-        c->next->prev = c;
-    server->connections = c;
+    server->slots[fd] = (uintptr_t)socket;
+    server->accepted++;
     if (++server->open > server->max_open)
         server->max_open = server->open;
-    if (server->verbose)
+    if (server->verbose) {
+        EchoConnection *c = server_record(server, fd);
+        if (!c) {
+            server_close_connection(server, fd, "out of memory");
+            return;
+        }
+        c->id = server->accepted;
+        if (address)
+            server_describe_address((const struct sockaddr *)RLDataGetBytePtr(address), c->peer, sizeof c->peer);
         server_log(server, "connection %lu from %s (%lu open)", c->id, c->peer, server->open);
+    }
 }
 
 static void server_listener_callback(RLSocketRef s, RLSocketCallBackType type, RLDataRef address,
@@ -453,8 +509,10 @@ static int echo_server_run(const char *address, unsigned port, bool verbose, FIL
     }
     if (source)
         RLRelease(source);
-    while (server.connections)
-        server_close_connection(server.connections, "the server is stopping");
+    for (size_t fd = 0; fd < server.nslots; fd++)
+        if (server.slots[fd])
+            server_close_connection(&server, (int)fd, "the server is stopping");
+    free(server.slots);
     if (server.listener) {
         RLSocketInvalidate(server.listener);
         RLRelease(server.listener);
