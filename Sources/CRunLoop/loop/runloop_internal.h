@@ -604,12 +604,14 @@ struct RLRunLoop {
     char pad1[RL_LINE];
 
     rl__perform_queue pq;    /* perform requests (RLRunLoopPerform.c; pads itself) */
-    char pad2[RL_LINE];
+    char pad2[RL_LINE - sizeof(rl__bias)];
+    /* The loop lock's owner bias (rl_bias.c; rl_lock.h): in the padding
+     * before the lock's line, which no other thread writes. */
+    rl__bias bias;
 
     /* The loop lock, next to what it guards: uncontended while one thread
      * uses its own loop, and shared with no other loop. */
     rl__mutex lock;
-    rl__bias bias; /* the lock's owner bias (rl_bias.c; rl_lock.h) */
     rl__mode **modes;
     size_t nmodes, capmodes;
     rl__mode *last_mode; /* lookup cache */
