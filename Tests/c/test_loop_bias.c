@@ -295,9 +295,52 @@ static void test_fork_while_an_owner_hammers_its_loop(void **state) {
     rl_test_fork_while_churning(rl_test_iters(40), churn_own, churn_child, NULL);
 }
 
+/* The loop's thread, its lock biased, takes a hot path of its own for a
+ * timer in the default mode (RLRunLoopMembership.c): it keeps CF's
+ * semantics. A timer the user released lives while in the mode and is
+ * freed (its context released) the moment it leaves; adding twice and
+ * removing twice are no-ops; bad arguments fail as on the other paths. */
+static void count_release(const void *info) { (*(int *)info)++; }
+
+static void test_the_owners_hot_path_keeps_the_timer_rules(void **state) {
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    stress s = {.rl = rl};
+    for (int i = 0; i < 1000; i++)
+        crit(&s);
+    assert_int_equal(rl__loop_biased(rl), rl__bias_usable());
+    int released = 0;
+    RLRunLoopTimerContext c = {0};
+    c.info = &released;
+    c.release = count_release;
+    RLRunLoopTimerRef t = RLRunLoopTimerCreate(NULL, RLAbsoluteTimeGetCurrent() + 3600, 0, 0, 0, nop_timer, &c);
+    for (int i = 0; i < 100; i++) { /* at home here, and the hot path warm */
+        assert_true(RLRunLoopAddTimer(rl, t, kRLRunLoopDefaultMode));
+        assert_true(RLRunLoopAddTimer(rl, t, kRLRunLoopDefaultMode)); /* there already */
+        assert_true(RLRunLoopContainsTimer(rl, t, kRLRunLoopDefaultMode));
+        assert_true(RLRunLoopRemoveTimer(rl, t, kRLRunLoopDefaultMode));
+        assert_true(RLRunLoopRemoveTimer(rl, t, kRLRunLoopDefaultMode)); /* not there: nothing to do */
+        assert_false(RLRunLoopContainsTimer(rl, t, kRLRunLoopDefaultMode));
+    }
+    assert_true(RLRunLoopAddTimer(rl, t, kRLRunLoopDefaultMode));
+    assert_true(RLRelease(t)); /* the loop's reference keeps it */
+    assert_int_equal(released, 0);
+    assert_true(RLRunLoopContainsTimer(rl, t, kRLRunLoopDefaultMode));
+    assert_true(RLRunLoopRemoveTimer(rl, t, kRLRunLoopDefaultMode)); /* its last reference: freed now */
+    assert_int_equal(released, 1);
+    /* Bad arguments, on the same path. */
+    assert_false(RLRunLoopAddTimer(rl, NULL, kRLRunLoopDefaultMode));
+    assert_rl_error(kRLErrorInvalidArgument);
+    assert_false(RLRunLoopRemoveTimer(NULL, t, kRLRunLoopDefaultMode));
+    assert_rl_error(kRLErrorInvalidArgument);
+    assert_false(RLRunLoopAddTimer(rl, (RLRunLoopTimerRef)(void *)rl, kRLRunLoopDefaultMode));
+    assert_rl_error(kRLErrorInvalidObject);
+    assert_int_equal(rl__loop_biased(rl), rl__bias_usable());
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_the_owner_alone_biases_its_lock_and_another_thread_revokes_it),
+        cmocka_unit_test(test_the_owners_hot_path_keeps_the_timer_rules),
         cmocka_unit_test(test_no_two_threads_inside_with_one_other_thread),
         cmocka_unit_test(test_no_two_threads_inside_with_two_other_threads),
         cmocka_unit_test(test_no_two_threads_inside_with_three_other_threads),

@@ -120,6 +120,26 @@ __attribute__((always_inline)) static inline void rl__loop_unlock(RLRunLoopRef r
         rl__lockclass_drop(RL_LOCKCLASS_LOOP);
 }
 
+/* The loop's thread's way in by the bias alone, for a hot path that makes
+ * no call while inside: true if in (leave with rl__loop_unlock_biased);
+ * false, with nothing taken, if the caller is not the loop's thread, the
+ * lock is not biased, or the lock-order detector is on. */
+__attribute__((always_inline)) static inline bool rl__loop_lock_biased(RLRunLoopRef rl) {
+#if RL_TRICK_BIAS
+    if (rl != rl__tls || RL__UNLIKELY(rl__lockclass_on()))
+        return false;
+    atomic_store_explicit(&rl->bias.in, 1, memory_order_relaxed);
+    atomic_signal_fence(memory_order_seq_cst);
+    if (RL__LIKELY(atomic_load_explicit(&rl->bias.on, memory_order_acquire) == 1))
+        return true;
+    atomic_store_explicit(&rl->bias.in, 0, memory_order_relaxed);
+#endif
+    return false;
+}
+__attribute__((always_inline)) static inline void rl__loop_unlock_biased(RLRunLoopRef rl) {
+    atomic_store_explicit(&rl->bias.in, 0, memory_order_release);
+}
+
 /* A try-lock: the one way a loop lock may be taken under an item lock (it
  * cannot deadlock: a bias found with the owner inside is revoked, and the
  * try fails rather than wait for the owner). */
