@@ -883,7 +883,10 @@ static __attribute__((noinline)) bool remove_timer(RLRunLoopRef rl, RLRunLoopTim
  * reference the timer's last) is seen before anything changes, and the
  * call goes the way above instead. */
 
-/* A live object of class cls, no error set (the way above sets it). */
+/* The loop checks: rl is the calling thread's own loop (rl__tls: it
+ * holds a reference, and a fork() child or a teardown clears it), so it
+ * is live and of this process. The timer's: a live object of its class,
+ * no error set (the way above sets it). */
 static inline bool live(const void *obj, const rl__class *cls) {
     const rl__object *o = obj;
     return o && atomic_load_explicit(&o->magic, memory_order_relaxed) == RL__MAGIC_ALIVE && o->cls == cls;
@@ -896,8 +899,8 @@ static inline bool waiting(RLRunLoopRef rl) {
 }
 
 bool RLRunLoopAddTimer(RLRunLoopRef rl, RLRunLoopTimerRef t, RLRunLoopMode mode) {
-    if (RL__LIKELY(mode == kRLRunLoopDefaultMode && live(rl, &rl__runloop_class) && live(t, &rl__timer_class) &&
-                   !rl__fork_inherited(rl->fork_gen) && rl__home_get(t, RL_KIND_TIMER) == rl) &&
+    if (RL__LIKELY(mode == kRLRunLoopDefaultMode && rl && rl == rl__tls && live(t, &rl__timer_class) &&
+                   rl__home_get(t, RL_KIND_TIMER) == rl) &&
         rl__loop_lock_biased(rl)) {
         rl__mode *m = rl->last_mode;
         bool fast = m && m->is_default && !atomic_load_explicit(&rl->dead, memory_order_relaxed) && t->valid &&
@@ -939,8 +942,7 @@ static __attribute__((noinline, cold)) bool unhold_last(struct RLRunLoopTimer *t
 }
 
 bool RLRunLoopRemoveTimer(RLRunLoopRef rl, RLRunLoopTimerRef t, RLRunLoopMode mode) {
-    if (RL__LIKELY(mode == kRLRunLoopDefaultMode && live(rl, &rl__runloop_class) && live(t, &rl__timer_class) &&
-                   !rl__fork_inherited(rl->fork_gen)) &&
+    if (RL__LIKELY(mode == kRLRunLoopDefaultMode && rl && rl == rl__tls && live(t, &rl__timer_class)) &&
         rl__loop_lock_biased(rl)) {
         rl__mode *m = rl->last_mode;
         rl__memb *im = rl__timer_inline_memb(t);
