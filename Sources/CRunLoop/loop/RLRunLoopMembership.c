@@ -898,26 +898,34 @@ static inline bool waiting(RLRunLoopRef rl) {
     return rl->frame && (atomic_load(&rl->sleeping) || RL__UNLIKELY(atomic_load(&rl->coalescing)));
 }
 
+/* A timer's first add to the caller's own loop (checked): claimed by the
+ * generic path, with no second round of checks. */
+static __attribute__((noinline)) bool add_timer_claim(RLRunLoopRef rl, RLRunLoopTimerRef t) {
+    return add_item_checked(rl, t, RL_KIND_TIMER, kRLRunLoopDefaultMode, "RLRunLoopAddTimer");
+}
+
 bool RLRunLoopAddTimer(RLRunLoopRef rl, RLRunLoopTimerRef t, RLRunLoopMode mode) {
-    if (RL__LIKELY(mode == kRLRunLoopDefaultMode && rl && rl == rl__tls && live(t, &rl__timer_class) &&
-                   rl__home_get(t, RL_KIND_TIMER) == rl) &&
-        rl__loop_lock_biased(rl)) {
-        rl__mode *m = rl->last_mode;
-        bool fast = m && m->is_default && !atomic_load_explicit(&rl->dead, memory_order_relaxed) && t->valid &&
-                    !t->multi && !t->tolerant && !t->inline_used && !waiting(rl);
-        if (RL__LIKELY(fast)) {
-            rl__memb *im = rl__timer_inline_memb(t);
-            t->inline_used = true;
-            im->item = t;
-            im->kind = RL_KIND_TIMER;
-            im->mode = m;
-            (void)rl__tset_add(&m->timers, im); /* strict: inline, cannot fail */
-            rl__hold_raw(t);
-            mode_count(m, RL_KIND_TIMER, +1);
+    if (RL__LIKELY(mode == kRLRunLoopDefaultMode && rl && rl == rl__tls && live(t, &rl__timer_class))) {
+        if (RL__UNLIKELY(rl__home_get(t, RL_KIND_TIMER) != rl))
+            return add_timer_claim(rl, t);
+        if (RL__LIKELY(rl__loop_lock_biased(rl))) {
+            rl__mode *m = rl->last_mode;
+            bool fast = m && m->is_default && !atomic_load_explicit(&rl->dead, memory_order_relaxed) && t->valid &&
+                        !t->multi && !t->tolerant && !t->inline_used && !waiting(rl);
+            if (RL__LIKELY(fast)) {
+                rl__memb *im = rl__timer_inline_memb(t);
+                t->inline_used = true;
+                im->item = t;
+                im->kind = RL_KIND_TIMER;
+                im->mode = m;
+                (void)rl__tset_add(&m->timers, im); /* strict: inline, cannot fail */
+                rl__hold_raw(t);
+                mode_count(m, RL_KIND_TIMER, +1);
+            }
+            rl__loop_unlock_biased(rl);
+            if (RL__LIKELY(fast))
+                return true;
         }
-        rl__loop_unlock_biased(rl);
-        if (RL__LIKELY(fast))
-            return true;
     }
     return add_timer(rl, t, mode);
 }
