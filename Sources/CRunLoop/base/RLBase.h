@@ -26,6 +26,10 @@ enum {
     RL_FAULT_ERROR_MESSAGE = 1 << 7, /* a thread's error message buffer, made on its first error (RLError.c) */
     RL_FAULT_URING_TAKE_EARLY = 1 << 8, /* not a failure: every submission outside the wait takes the ring's
                                            completions, as a receive's cancellation does (rl_poll_uring.c) */
+    RL_FAULT_MEMBARRIER = 1 << 9, /* membarrier(2) refused when the process registers for it (first bias,
+                                     a fork() child): no loop lock is biased (loop/rl_bias.c) */
+    RL_FAULT_BIAS_BREAK = 1 << 10, /* breaks the lock deliberately, for the stress test's own check: taking a
+                                      biased loop lock skips the barrier and the wait for the owner (rl_bias.c) */
 };
 RL__HIDDEN extern _Atomic unsigned rl__faults;
 #define rl__fault(f) RL__UNLIKELY(atomic_load_explicit(&rl__faults, memory_order_relaxed) & (f))

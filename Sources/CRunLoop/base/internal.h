@@ -56,7 +56,11 @@ extern void _Block_release(const void *block);
  *              short read out in the thread's recycled data (RLSocket.c);
  *              plain: a new buffer and a new data for every read
  *   PORT_REUSE a port refills one message object for a batch of records
- *              (RLPort.c); plain: a new message per record */
+ *              (RLPort.c); plain: a new message per record
+ *   BIAS       a run loop's lock is biased to the loop's thread, which then
+ *              takes it with no locked instruction (loop/rl_bias.c; off
+ *              under ThreadSanitizer, which does not model membarrier);
+ *              plain: always the mutex */
 #ifndef RL_PLAIN
 #define RL_PLAIN 0
 #endif
@@ -86,6 +90,18 @@ extern void _Block_release(const void *block);
 #endif
 #ifndef RL_TRICK_SOCK_RECYCLE
 #define RL_TRICK_SOCK_RECYCLE (!RL_PLAIN)
+#endif
+#ifndef RL_TRICK_BIAS
+#if defined(__SANITIZE_THREAD__)
+#define RL_TRICK_BIAS 0
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define RL_TRICK_BIAS 0
+#endif
+#endif
+#endif
+#ifndef RL_TRICK_BIAS
+#define RL_TRICK_BIAS (!RL_PLAIN)
 #endif
 #ifndef RL_TRICK_PORT_REUSE
 #define RL_TRICK_PORT_REUSE (!RL_PLAIN)

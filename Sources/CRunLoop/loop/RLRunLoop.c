@@ -136,6 +136,8 @@ static void threadtab_forget_self(RLRunLoopRef mine);
 
 static void key_destructor(void *v) {
     RLRunLoopRef rl = v;
+    if (rl__tls == rl)
+        rl__bias_disown(rl);
     rl__tls = NULL;
     loop_teardown(rl);
     threadtab_forget_self(rl);
@@ -238,7 +240,10 @@ RLRunLoopRef rl__runloop_get_for_thread(pthread_t thread) {
  * lock may be left held by a thread that does not exist in the child.
  * Taking them all here breaks the one-loop-lock-at-a-time rule safely: no
  * other thread holds two, and this one waits for nothing else while it
- * holds them (raw futex calls, so the lock-order detector sees nothing). */
+ * holds them (raw futex calls, so the lock-order detector sees nothing).
+ * Each is taken the whole way, its owner bias revoked (rl__bias_lock_full:
+ * a loop's thread inside by the bias is waited for), so the child inherits
+ * no bias, and registers for membarrier again (rl__bias_fork_child). */
 static thread_entry *inherited_loop;   /* in a fork() child: the parent's loops, kept, never used */
 static RLRunLoopRef inherited_mains; /* the same for its main loops (linked by inherited_next) */
 
@@ -251,13 +256,13 @@ static void fork_each_loop(bool lock) {
         for (thread_entry *e = threadtab[b]; e; e = e->next) {
             main_seen = main_seen || e->rl == main;
             if (lock)
-                rl__mutex_lock_slow(&e->rl->lock, NULL);
+                rl__bias_lock_full(e->rl);
             else
                 rl__mutex_unlock(&e->rl->lock);
         }
     if (main && !main_seen) {
         if (lock)
-            rl__mutex_lock_slow(&main->lock, NULL);
+            rl__bias_lock_full(main);
         else
             rl__mutex_unlock(&main->lock);
     }
@@ -287,6 +292,7 @@ static void inherited_keep(thread_entry *e) {
  * a new loop with its own kernel objects on first use. */
 static void fork_child(void) {
     fork_parent();
+    rl__bias_fork_child();
     for (size_t b = 0; b < RL_THREADTAB_BUCKETS; b++) {
         while (threadtab[b]) {
             thread_entry *e = threadtab[b];
@@ -373,6 +379,7 @@ static void loop_teardown(RLRunLoopRef rl) {
 void rl__runloop_teardown_current_thread(void) {
     RLRunLoopRef rl = rl__tls;
     if (rl) {
+        rl__bias_disown(rl);
         rl__tls = NULL;
         pthread_once(&key_once, make_key);
         pthread_setspecific(loop_key, NULL);

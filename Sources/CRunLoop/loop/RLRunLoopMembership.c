@@ -838,9 +838,10 @@ static inline bool remove_timer_default_locked(RLRunLoopRef rl, struct RLRunLoop
     return true;
 }
 
-bool RLRunLoopAddTimer(RLRunLoopRef rl, RLRunLoopTimerRef t, RLRunLoopMode mode) {
+static __attribute__((noinline)) bool add_timer(RLRunLoopRef rl, RLRunLoopTimerRef t, RLRunLoopMode mode) {
+    static const char fn[] = "RLRunLoopAddTimer";
     if (RL__LIKELY(mode == kRLRunLoopDefaultMode)) {
-        if (!rl__check_loop(rl, __func__) || !rl__object_check(t, &rl__timer_class, __func__))
+        if (!rl__check_loop(rl, fn) || !rl__object_check(t, &rl__timer_class, fn))
             return false;
         /* A timer not at home here yet (its first add) is claimed by the
          * generic path: no lock round for the hot path to find that out.
@@ -852,13 +853,14 @@ bool RLRunLoopAddTimer(RLRunLoopRef rl, RLRunLoopTimerRef t, RLRunLoopMode mode)
             if (RL__LIKELY(done))
                 return true;
         }
-        return add_item_checked(rl, t, RL_KIND_TIMER, mode, __func__);
+        return add_item_checked(rl, t, RL_KIND_TIMER, mode, fn);
     }
-    return add_item(rl, t, RL_KIND_TIMER, mode, __func__);
+    return add_item(rl, t, RL_KIND_TIMER, mode, fn);
 }
-bool RLRunLoopRemoveTimer(RLRunLoopRef rl, RLRunLoopTimerRef t, RLRunLoopMode mode) {
+static __attribute__((noinline)) bool remove_timer(RLRunLoopRef rl, RLRunLoopTimerRef t, RLRunLoopMode mode) {
+    static const char fn[] = "RLRunLoopRemoveTimer";
     if (RL__LIKELY(mode == kRLRunLoopDefaultMode)) {
-        if (!rl__check_loop(rl, __func__) || !rl__object_check(t, &rl__timer_class, __func__))
+        if (!rl__check_loop(rl, fn) || !rl__object_check(t, &rl__timer_class, fn))
             return false;
         rl__defer d;
         rl__defer_init(&d);
@@ -870,7 +872,107 @@ bool RLRunLoopRemoveTimer(RLRunLoopRef rl, RLRunLoopTimerRef t, RLRunLoopMode mo
         if (RL__LIKELY(done))
             return true;
     }
-    return remove_item(rl, t, RL_KIND_TIMER, mode, __func__);
+    return remove_item(rl, t, RL_KIND_TIMER, mode, fn);
+}
+
+/* ---- the loop's own thread, its lock biased: no call, no frame ----
+ * The usual case of the two above, done with the lock taken by the bias
+ * alone (rl__loop_lock_biased) and nothing that could call out while
+ * inside: whatever would (a sleeping or coalescing wait to re-arm, a timer
+ * filed in the heap, the array of idle timers full, the membership's
+ * reference the timer's last) is seen before anything changes, and the
+ * call goes the way above instead. */
+
+/* The loop checks: rl is the calling thread's own loop (rl__tls: it
+ * holds a reference, and a fork() child or a teardown clears it), so it
+ * is live and of this process. The timer's: a live object of its class,
+ * no error set (the way above sets it). */
+static inline bool live(const void *obj, const rl__class *cls) {
+    const rl__object *o = obj;
+    return o && atomic_load_explicit(&o->magic, memory_order_relaxed) == RL__MAGIC_ALIVE && o->cls == cls;
+}
+
+/* A wait of rl's own to re-arm or end: never while its thread runs this,
+ * but checked, as rl__rearm_if_waiting does. */
+static inline bool waiting(RLRunLoopRef rl) {
+    return rl->frame && (atomic_load(&rl->sleeping) || RL__UNLIKELY(atomic_load(&rl->coalescing)));
+}
+
+/* A timer's first add to the caller's own loop (checked): claimed by the
+ * generic path, with no second round of checks. */
+static __attribute__((noinline)) bool add_timer_claim(RLRunLoopRef rl, RLRunLoopTimerRef t) {
+    return add_item_checked(rl, t, RL_KIND_TIMER, kRLRunLoopDefaultMode, "RLRunLoopAddTimer");
+}
+
+bool RLRunLoopAddTimer(RLRunLoopRef rl, RLRunLoopTimerRef t, RLRunLoopMode mode) {
+    if (RL__LIKELY(mode == kRLRunLoopDefaultMode && rl && rl == rl__tls && live(t, &rl__timer_class))) {
+        if (RL__UNLIKELY(rl__home_get(t, RL_KIND_TIMER) != rl))
+            return add_timer_claim(rl, t);
+        if (RL__LIKELY(rl__loop_lock_biased(rl))) {
+            rl__mode *m = rl->last_mode;
+            bool fast = m && m->is_default && !atomic_load_explicit(&rl->dead, memory_order_relaxed) && t->valid &&
+                        !t->multi && !t->tolerant && !t->inline_used && !waiting(rl);
+            if (RL__LIKELY(fast)) {
+                rl__memb *im = rl__timer_inline_memb(t);
+                t->inline_used = true;
+                im->item = t;
+                im->kind = RL_KIND_TIMER;
+                im->mode = m;
+                (void)rl__tset_add(&m->timers, im); /* strict: inline, cannot fail */
+                rl__hold_raw(t);
+                mode_count(m, RL_KIND_TIMER, +1);
+            }
+            rl__loop_unlock_biased(rl);
+            if (RL__LIKELY(fast))
+                return true;
+        }
+    }
+    return add_timer(rl, t, mode);
+}
+
+/* Drops the membership's reference on t (the loop lock held) if it is not
+ * t's last, as rl__unhold_or_defer; false, with nothing changed, if it is. */
+static inline bool unhold_not_last(struct RLRunLoopTimer *t) {
+    rl__object *o = (rl__object *)t;
+    long rc = atomic_load_explicit(&o->rc, memory_order_relaxed);
+    while ((rc & RL__RC_MASK) > 1 && rc >= RL__HELD_ONE)
+        if (atomic_compare_exchange_weak_explicit(&o->rc, &rc, rc - (1 + RL__HELD_ONE), memory_order_release,
+                                                  memory_order_relaxed))
+            return true;
+    return false;
+}
+
+/* The membership's reference was t's last: dropped after the unlock (it
+ * finalizes t, which may call user code). */
+static __attribute__((noinline, cold)) bool unhold_last(struct RLRunLoopTimer *t) {
+    rl__object_unhold(t);
+    return true;
+}
+
+bool RLRunLoopRemoveTimer(RLRunLoopRef rl, RLRunLoopTimerRef t, RLRunLoopMode mode) {
+    if (RL__LIKELY(mode == kRLRunLoopDefaultMode && rl && rl == rl__tls && live(t, &rl__timer_class)) &&
+        rl__loop_lock_biased(rl)) {
+        rl__mode *m = rl->last_mode;
+        rl__memb *im = rl__timer_inline_memb(t);
+        /* In the default mode by its inline membership, still pending (no
+         * heap order yet), with a slot in the idle array if it needs one,
+         * and the membership's reference not its last. */
+        bool fast = m && m->is_default && !t->multi && rl__home_get(t, RL_KIND_TIMER) == rl && t->inline_used &&
+                    im->mode == m && !im->lax && im->pending && !waiting(rl) &&
+                    (t->listed || rl->nhomed < rl->caphomed);
+        bool last = false;
+        if (RL__LIKELY(fast)) {
+            rl__tset_remove(&m->timers, im); /* pending: an unlink */
+            mode_count(m, RL_KIND_TIMER, -1);
+            t->inline_used = false;
+            (void)rl__homed_list(rl, t); /* room checked above */
+            last = !unhold_not_last(t);
+        }
+        rl__loop_unlock_biased(rl);
+        if (RL__LIKELY(fast))
+            return RL__UNLIKELY(last) ? unhold_last(t) : true;
+    }
+    return remove_timer(rl, t, mode);
 }
 bool RLRunLoopContainsTimer(RLRunLoopRef rl, RLRunLoopTimerRef t, RLRunLoopMode mode) {
     return contains_item(rl, t, RL_KIND_TIMER, mode, __func__);

@@ -10,6 +10,7 @@
 #define CRUNLOOP_RL_LOCK_H
 
 #include "runloop_internal.h"
+#include "rl_loop.h"
 #include "rl_lockclass.h"
 #include "RLLockDebugInternal.h"
 #include <crunloop/RLRunLoop.h>
@@ -40,28 +41,126 @@ __attribute__((always_inline)) static inline void rl__olock_unlock(rl__olock *l)
         rl__lockclass_drop(RL_LOCKCLASS_ITEM);
 }
 
-/* ---- the loop lock ---- */
+/* ---- the loop lock ----
+ * A futex mutex (rl__mutex) biased to the loop's thread, the owner (the
+ * thread whose rl__tls is the loop), which uses its own loop far more than
+ * any other thread does: an asymmetric Dekker handshake, the fast side a
+ * plain store and a plain load, the slow side membarrier(2) (rl_bias.c).
+ *   - The owner, biased (bias.on == 1): stores bias.in = 1, a compiler
+ *     barrier, loads bias.on; still 1: it is in, without the mutex, and
+ *     leaves by a release store bias.in = 0. Found another value: clears
+ *     bias.in, takes the mutex.
+ *   - Any other thread takes the mutex; if it finds the lock biased it
+ *     revokes the bias: bias.on = 2 (revoking), membarrier(PRIVATE_
+ *     EXPEDITED) (every running thread of the process passes a full
+ *     barrier: either the owner's bias.in = 1 is seen now, or the owner's
+ *     load of bias.on sees 2 and it goes to the mutex), then waits until
+ *     bias.in is 0 and sets bias.on = 0. A try-lock that finds the owner
+ *     inside does not wait: it fails and leaves bias.on at 2, so that the
+ *     next holder of the mutex waits (the owner, holding it, knows it is
+ *     not inside).
+ *   - bias.on changes only under the mutex: set by the owner after `need`
+ *     acquisitions of its own in a row (another thread's acquisition starts
+ *     the count again; each revocation doubles `need`, to a cap), so a loop
+ *     that other threads lock often stays a plain mutex.
+ * Never biased under PLAIN=1 and ThreadSanitizer (RL_TRICK_BIAS), nor in a
+ * process where membarrier registration is refused (old kernel, seccomp,
+ * valgrind, RL_BIAS=0 in the environment). The fork() handlers take every
+ * loop's lock the whole way (rl__bias_lock_full: a bias is revoked, so the
+ * child inherits none). */
+RL__HIDDEN void rl__bias_owner_lock(RLRunLoopRef rl);
+RL__HIDDEN bool rl__bias_owner_trylock(RLRunLoopRef rl);
+RL__HIDDEN void rl__bias_revoke(RLRunLoopRef rl);
+/* Revokes without waiting for the owner: false (the mutex released) if
+ * the owner is inside. */
+RL__HIDDEN bool rl__bias_revoke_try(RLRunLoopRef rl);
+/* The whole lock, no lock-order hooks: the fork() handlers (undone by
+ * rl__mutex_unlock). */
+RL__HIDDEN void rl__bias_lock_full(RLRunLoopRef rl);
+/* The owner's thread gives its loop up (teardown): the bias goes, with no
+ * barrier (no other thread can be inside by it). */
+RL__HIDDEN void rl__bias_disown(RLRunLoopRef rl);
+/* In a fork() child: membarrier registration again (the child is a new
+ * process); refused, no lock is biased there. */
+RL__HIDDEN void rl__bias_fork_child(void);
+/* For tests: whether rl's lock is biased now; whether this process may bias. */
+RL__HIDDEN bool rl__loop_biased(RLRunLoopRef rl);
+RL__HIDDEN bool rl__bias_usable(void);
 
 /* Inline: every add and remove takes it once, and a call into libc's mutex
  * was a measurable part of a 10 ns timer add. */
 __attribute__((always_inline)) static inline void rl__loop_lock(RLRunLoopRef rl) {
     if (RL__UNLIKELY(rl__lockclass_on()))
         rl__lockclass_take(RL_LOCKCLASS_LOOP, __builtin_return_address(0));
+#if RL_TRICK_BIAS
+    if (RL__LIKELY(rl == rl__tls)) {
+        atomic_store_explicit(&rl->bias.in, 1, memory_order_relaxed);
+        atomic_signal_fence(memory_order_seq_cst);
+        if (RL__LIKELY(atomic_load_explicit(&rl->bias.on, memory_order_acquire) == 1))
+            return;
+        atomic_store_explicit(&rl->bias.in, 0, memory_order_relaxed);
+        rl__bias_owner_lock(rl);
+        return;
+    }
+#endif
     if (RL__UNLIKELY(!rl__mutex_trylock(&rl->lock)))
         rl__mutex_lock_slow(&rl->lock, NULL);
+    if (RL__UNLIKELY(atomic_load_explicit(&rl->bias.on, memory_order_relaxed)))
+        rl__bias_revoke(rl);
 }
 
 __attribute__((always_inline)) static inline void rl__loop_unlock(RLRunLoopRef rl) {
-    rl__mutex_unlock(&rl->lock);
+#if RL_TRICK_BIAS
+    if (RL__LIKELY(rl == rl__tls) && RL__LIKELY(atomic_load_explicit(&rl->bias.in, memory_order_relaxed)))
+        atomic_store_explicit(&rl->bias.in, 0, memory_order_release);
+    else
+#endif
+        rl__mutex_unlock(&rl->lock);
     if (RL__UNLIKELY(rl__lockclass_on()))
         rl__lockclass_drop(RL_LOCKCLASS_LOOP);
 }
 
-/* A try-lock: the one way a loop lock may be taken under an item lock (it
- * cannot deadlock). */
-static inline bool rl__loop_trylock(RLRunLoopRef rl) {
-    if (!rl__mutex_trylock(&rl->lock))
+/* The loop's thread's way in by the bias alone, for a hot path that makes
+ * no call while inside: true if in (leave with rl__loop_unlock_biased);
+ * false, with nothing taken, if the caller is not the loop's thread, the
+ * lock is not biased, or the lock-order detector is on. */
+__attribute__((always_inline)) static inline bool rl__loop_lock_biased(RLRunLoopRef rl) {
+#if RL_TRICK_BIAS
+    if (rl != rl__tls || RL__UNLIKELY(rl__lockclass_on()))
         return false;
+    atomic_store_explicit(&rl->bias.in, 1, memory_order_relaxed);
+    atomic_signal_fence(memory_order_seq_cst);
+    if (RL__LIKELY(atomic_load_explicit(&rl->bias.on, memory_order_acquire) == 1))
+        return true;
+    atomic_store_explicit(&rl->bias.in, 0, memory_order_relaxed);
+#endif
+    return false;
+}
+__attribute__((always_inline)) static inline void rl__loop_unlock_biased(RLRunLoopRef rl) {
+    atomic_store_explicit(&rl->bias.in, 0, memory_order_release);
+}
+
+/* A try-lock: the one way a loop lock may be taken under an item lock (it
+ * cannot deadlock: a bias found with the owner inside is revoked, and the
+ * try fails rather than wait for the owner). */
+static inline bool rl__loop_trylock(RLRunLoopRef rl) {
+#if RL_TRICK_BIAS
+    if (rl == rl__tls) {
+        atomic_store_explicit(&rl->bias.in, 1, memory_order_relaxed);
+        atomic_signal_fence(memory_order_seq_cst);
+        if (atomic_load_explicit(&rl->bias.on, memory_order_acquire) != 1) {
+            atomic_store_explicit(&rl->bias.in, 0, memory_order_relaxed);
+            if (!rl__bias_owner_trylock(rl))
+                return false;
+        }
+    } else
+#endif
+    {
+        if (!rl__mutex_trylock(&rl->lock))
+            return false;
+        if (RL__UNLIKELY(atomic_load_explicit(&rl->bias.on, memory_order_relaxed)) && !rl__bias_revoke_try(rl))
+            return false;
+    }
     if (RL__UNLIKELY(rl__lockclass_on()))
         rl__lockclass_took(RL_LOCKCLASS_LOOP, __builtin_return_address(0));
     return true;

@@ -562,6 +562,18 @@ typedef struct rl__loop_counters {
     _Atomic uint64_t asleep_ns, busy_ns;
 } rl__loop_counters;
 
+/* The loop lock's owner bias (rl_bias.c; the protocol: rl_lock.h and
+ * docs/locking.md). `in`: the loop's thread is inside by the bias (written
+ * by that thread only); `on`: the lock is biased (changed under the mutex
+ * only); `run`, `need`: the owner's acquisitions by the mutex since another
+ * thread's last one, and how many make the lock biased again (under the
+ * mutex). */
+typedef struct rl__bias {
+    _Atomic uint32_t in;
+    _Atomic uint32_t on;
+    uint32_t run, need;
+} rl__bias;
+
 struct RLRunLoop {
     rl__object base;
     pthread_t thread;
@@ -592,7 +604,10 @@ struct RLRunLoop {
     char pad1[RL_LINE];
 
     rl__perform_queue pq;    /* perform requests (RLRunLoopPerform.c; pads itself) */
-    char pad2[RL_LINE];
+    char pad2[RL_LINE - sizeof(rl__bias)];
+    /* The loop lock's owner bias (rl_bias.c; rl_lock.h): in the padding
+     * before the lock's line, which no other thread writes. */
+    rl__bias bias;
 
     /* The loop lock, next to what it guards: uncontended while one thread
      * uses its own loop, and shared with no other loop. */

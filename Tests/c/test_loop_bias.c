@@ -1,0 +1,352 @@
+/* test_loop_bias.c — the loop lock's owner bias (loop/rl_bias.c, the
+ * protocol in rl_lock.h): the loop's thread alone makes its lock biased;
+ * another thread taking it revokes the bias; no two threads are ever inside
+ * a loop lock while the owner hammers adds, removes and passes and one to
+ * three other threads add and remove timers, signal a source and wake the
+ * loop (a non-atomic counter and an "inside" mark checked under the lock);
+ * the same check sees two threads inside once the protocol is broken on
+ * purpose (RL_FAULT_BIAS_BREAK); a process where membarrier is refused
+ * (RL_FAULT_MEMBARRIER, RL_BIAS=0) biases no lock; fork() while an owner
+ * hammers its loop neither deadlocks nor leaves the child a biased lock. */
+#include "testutil.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "RLBase.h" /* rl__faults, RL_FAULT_* */
+#include "rl_lock.h"
+
+RL__HIDDEN extern _Atomic unsigned long rl__bias_revokes;
+RL__HIDDEN extern uint32_t rl__bias_cap;
+
+typedef struct stress {
+    RLRunLoopRef rl; /* the owner's loop */
+    RLRunLoopSourceRef src;
+    bool real;  /* timers, signals and passes as well as the bare lock */
+    int others; /* threads besides the owner */
+    _Atomic bool ready;
+    _Atomic int done; /* other threads finished */
+    _Atomic bool stop; /* for the broken-lock check: an overlap was seen */
+    long iters;
+    /* Under the loop lock only, accessed as plain memory. */
+    long counter;
+    int inside;
+    _Atomic long entries, overlaps;
+    _Atomic long performed;
+    _Atomic bool owner_failed;
+} stress;
+
+typedef struct role {
+    stress *s;
+    int idx; /* 0: the owner */
+} role;
+
+/* Inside the lock: a mark that no other thread may see set, and a counter
+ * that loses an increment if two threads are inside at once. */
+static void crit(stress *s) {
+    rl__loop_lock(s->rl);
+    volatile int *in = &s->inside;
+    volatile long *c = &s->counter;
+    int v = *in;
+    *in = v + 1;
+    long n = *c;
+    for (volatile int k = 0; k < 16; k++) {
+    }
+    *c = n + 1;
+    bool bad = v != 0 || *in != v + 1;
+    *in = v;
+    rl__loop_unlock(s->rl);
+    if (bad)
+        atomic_fetch_add(&s->overlaps, 1);
+    atomic_fetch_add_explicit(&s->entries, 1, memory_order_relaxed);
+}
+
+static void nop_timer(RLRunLoopTimerRef t, void *info) {}
+static void count_perform(void *info) { atomic_fetch_add_explicit((_Atomic long *)info, 1, memory_order_relaxed); }
+
+static RLRunLoopTimerRef far_timer(void) {
+    return RLRunLoopTimerCreate(NULL, RLAbsoluteTimeGetCurrent() + 3600, 0, 0, 0, nop_timer, NULL);
+}
+
+static void owner(stress *s) {
+    s->rl = RLRunLoopGetCurrent();
+    RLRunLoopTimerRef t[4];
+    for (int i = 0; i < 4; i++)
+        t[i] = far_timer();
+    RLRunLoopSourceContext c = {0};
+    c.info = &s->performed;
+    c.perform = count_perform;
+    s->src = RLRunLoopSourceCreate(NULL, 0, &c);
+    RLRunLoopAddSource(s->rl, s->src, kRLRunLoopDefaultMode);
+    for (int i = 0; i < 4; i++)
+        RLRunLoopAddTimer(s->rl, t[i], kRLRunLoopDefaultMode); /* their home: this loop */
+    for (int i = 0; i < 1000; i++)
+        crit(s);
+    /* Alone so far: biased where the process may bias, never elsewhere. */
+    if (rl__loop_biased(s->rl) != rl__bias_usable())
+        atomic_store(&s->owner_failed, true);
+    atomic_store(&s->ready, true);
+    for (unsigned long k = 0; atomic_load(&s->done) < s->others && !atomic_load(&s->stop); k++) {
+        for (int i = 0; i < 64; i++) {
+            crit(s);
+            if (s->real) {
+                RLRunLoopTimerRef x = t[(k + i) & 3];
+                if (!RLRunLoopRemoveTimer(s->rl, x, kRLRunLoopDefaultMode) ||
+                    !RLRunLoopAddTimer(s->rl, x, kRLRunLoopDefaultMode))
+                    atomic_store(&s->owner_failed, true);
+            }
+        }
+        if (s->real)
+            RLRunLoopRunInMode(kRLRunLoopDefaultMode, 0, true);
+    }
+    for (int i = 0; i < 4; i++) {
+        RLRunLoopTimerInvalidate(t[i]);
+        RLRelease(t[i]);
+    }
+    RLRunLoopSourceInvalidate(s->src);
+}
+
+static void other(stress *s, int idx) {
+    while (!atomic_load(&s->ready))
+        sched_yield();
+    RLRunLoopTimerRef t = s->real ? far_timer() : NULL;
+    for (long i = 0; i < s->iters && !atomic_load(&s->stop); i++) {
+        crit(s);
+        if (s->real) {
+            RLRunLoopAddTimer(s->rl, t, kRLRunLoopDefaultMode);
+            RLRunLoopRemoveTimer(s->rl, t, kRLRunLoopDefaultMode);
+            RLRunLoopSourceSignal(s->src); /* a try-lock: may find the owner inside */
+            RLRunLoopWakeUp(s->rl);
+        }
+        /* A pause now and then: the owner, alone, biases its lock again. */
+        if ((i + idx) % 128 == 0)
+            usleep(20);
+    }
+    if (t)
+        RLRelease(t);
+    atomic_fetch_add(&s->done, 1);
+}
+
+static void *role_main(void *arg) {
+    role *r = arg;
+    if (r->idx == 0)
+        owner(r->s);
+    else
+        other(r->s, r->idx);
+    return NULL;
+}
+
+static void run_stress(stress *s, int others) {
+    role roles[4];
+    s->others = others;
+    for (int i = 0; i <= others; i++)
+        roles[i] = (role){s, i};
+    rl_test_run_threads(others + 1, role_main, roles, sizeof roles[0]);
+    if (s->src)
+        RLRelease(s->src);
+}
+
+static void test_the_owner_alone_biases_its_lock_and_another_thread_revokes_it(void **state) {
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    stress s = {.rl = rl};
+    for (int i = 0; i < 1000; i++)
+        crit(&s);
+    assert_int_equal(rl__loop_biased(rl), rl__bias_usable());
+    unsigned long before = atomic_load(&rl__bias_revokes);
+    /* Another thread takes it: the bias goes, and the count sees both. */
+    stress *sp = &s;
+    rl_test_on_other_thread((void *(*)(void *))(void (*)(void))crit, sp);
+    assert_false(rl__loop_biased(rl));
+    assert_int_equal(atomic_load(&rl__bias_revokes) - before, rl__bias_usable() ? 1 : 0);
+    assert_int_equal(s.counter, 1001);
+}
+
+static void stress_with(int others) {
+    uint32_t cap = rl__bias_cap;
+    rl__bias_cap = 64; /* biased and revoked over and over */
+    unsigned long before = atomic_load(&rl__bias_revokes);
+    stress s = {.real = true, .iters = rl_test_iters(20000)};
+    run_stress(&s, others);
+    rl__bias_cap = cap;
+    unsigned long revokes = atomic_load(&rl__bias_revokes) - before;
+    print_message("%d other thread(s): %ld entries, %lu revocations, %ld performs\n", others,
+                  (long)atomic_load(&s.entries), revokes, (long)atomic_load(&s.performed));
+    assert_false(atomic_load(&s.owner_failed));
+    assert_int_equal(atomic_load(&s.overlaps), 0);
+    assert_int_equal(s.counter, atomic_load(&s.entries));
+    if (rl__bias_usable())
+        assert_true(revokes >= 2); /* the protocol was exercised, not just the mutex */
+    else
+        assert_int_equal(revokes, 0);
+}
+
+static void test_no_two_threads_inside_with_one_other_thread(void **state) { stress_with(1); }
+static void test_no_two_threads_inside_with_two_other_threads(void **state) { stress_with(2); }
+static void test_no_two_threads_inside_with_three_other_threads(void **state) { stress_with(3); }
+
+/* The check itself: with the handshake skipped, two threads are soon seen
+ * inside at once (bare lock only: the loop's own state is left alone). */
+static void test_the_check_sees_two_threads_inside_a_broken_lock(void **state) {
+    if (!rl__bias_usable())
+        skip();
+    uint32_t cap = rl__bias_cap;
+    rl__bias_cap = 64;
+    atomic_fetch_or(&rl__faults, RL_FAULT_BIAS_BREAK);
+    stress s = {.real = false, .iters = 200000000};
+    role roles[2] = {{&s, 0}, {&s, 1}};
+    s.others = 1;
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(pthread_create(&th[i], NULL, role_main, &roles[i]), 0);
+    double end = rl_test_now() + 20;
+    while (atomic_load(&s.overlaps) == 0 && rl_test_now() < end)
+        usleep(1000);
+    atomic_store(&s.stop, true);
+    for (int i = 0; i < 2; i++)
+        pthread_join(th[i], NULL);
+    atomic_fetch_and(&rl__faults, ~(unsigned)RL_FAULT_BIAS_BREAK);
+    rl__bias_cap = cap;
+    if (s.src)
+        RLRelease(s.src);
+    print_message("broken lock: %ld overlaps in %ld entries\n", (long)atomic_load(&s.overlaps),
+                  (long)atomic_load(&s.entries));
+    assert_true(atomic_load(&s.overlaps) > 0);
+}
+
+/* In a child: nothing inherited is biased, and the child's own loop,
+ * hammered by its thread, is biased only if the child may bias. */
+static RLRunLoopRef parent_loop;
+static bool child_expect_usable;
+
+static bool child_checks(void *arg) {
+    if (parent_loop && rl__loop_biased(parent_loop))
+        return false;
+    if (rl__bias_usable() != child_expect_usable)
+        return false;
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    stress s = {.rl = rl};
+    for (int i = 0; i < 5000; i++)
+        crit(&s);
+    RLRunLoopTimerRef t = far_timer();
+    for (int i = 0; i < 5000; i++)
+        if (!RLRunLoopAddTimer(rl, t, kRLRunLoopDefaultMode) || !RLRunLoopRemoveTimer(rl, t, kRLRunLoopDefaultMode))
+            return false;
+    RLRelease(t);
+    return rl__loop_biased(rl) == child_expect_usable && s.counter == 5000;
+}
+
+static void hammer_own(RLRunLoopRef *out) {
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    stress s = {.rl = rl};
+    for (int i = 0; i < 1000; i++)
+        crit(&s);
+    *out = rl;
+}
+
+static void test_a_refused_membarrier_leaves_every_lock_a_mutex(void **state) {
+    bool usable = rl__bias_usable();
+    hammer_own(&parent_loop);
+    assert_int_equal(rl__loop_biased(parent_loop), usable);
+    /* The child registers again, and is refused: a fault... */
+    atomic_fetch_or(&rl__faults, RL_FAULT_MEMBARRIER);
+    child_expect_usable = false;
+    rl_test_in_child(child_checks, NULL, "membarrier refused (fault)");
+    atomic_fetch_and(&rl__faults, ~(unsigned)RL_FAULT_MEMBARRIER);
+    /* ...or RL_BIAS=0 in its environment. */
+    setenv("RL_BIAS", "0", 1);
+    rl_test_in_child(child_checks, NULL, "RL_BIAS=0");
+    unsetenv("RL_BIAS");
+    /* Allowed: the child biases its own loop, not the inherited one. */
+    child_expect_usable = usable;
+    rl_test_in_child(child_checks, NULL, "membarrier allowed");
+}
+
+/* fork() while another thread hammers its own (biased) loop: the prepare
+ * handler waits for the owner to leave and revokes, the child finds it
+ * unbiased. */
+static _Atomic(RLRunLoopRef) churn_loop;
+
+static bool churn_own(void *arg) {
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    atomic_store(&churn_loop, rl);
+    static __thread RLRunLoopTimerRef t;
+    if (!t)
+        t = far_timer();
+    stress s = {.rl = rl};
+    for (int i = 0; i < 200; i++) {
+        crit(&s);
+        if (!RLRunLoopAddTimer(rl, t, kRLRunLoopDefaultMode) || !RLRunLoopRemoveTimer(rl, t, kRLRunLoopDefaultMode))
+            return false;
+    }
+    return s.counter == 200;
+}
+
+static bool churn_child(void *arg) {
+    RLRunLoopRef rl = atomic_load(&churn_loop);
+    if (rl && rl__loop_biased(rl))
+        return false;
+    parent_loop = NULL;
+    child_expect_usable = rl__bias_usable();
+    return child_checks(NULL);
+}
+
+static void test_fork_while_an_owner_hammers_its_loop(void **state) {
+    rl_test_fork_while_churning(rl_test_iters(40), churn_own, churn_child, NULL);
+}
+
+/* The loop's thread, its lock biased, takes a hot path of its own for a
+ * timer in the default mode (RLRunLoopMembership.c): it keeps CF's
+ * semantics. A timer the user released lives while in the mode and is
+ * freed (its context released) the moment it leaves; adding twice and
+ * removing twice are no-ops; bad arguments fail as on the other paths. */
+static void count_release(const void *info) { (*(int *)info)++; }
+
+static void test_the_owners_hot_path_keeps_the_timer_rules(void **state) {
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    stress s = {.rl = rl};
+    for (int i = 0; i < 1000; i++)
+        crit(&s);
+    assert_int_equal(rl__loop_biased(rl), rl__bias_usable());
+    int released = 0;
+    RLRunLoopTimerContext c = {0};
+    c.info = &released;
+    c.release = count_release;
+    RLRunLoopTimerRef t = RLRunLoopTimerCreate(NULL, RLAbsoluteTimeGetCurrent() + 3600, 0, 0, 0, nop_timer, &c);
+    for (int i = 0; i < 100; i++) { /* at home here, and the hot path warm */
+        assert_true(RLRunLoopAddTimer(rl, t, kRLRunLoopDefaultMode));
+        assert_true(RLRunLoopAddTimer(rl, t, kRLRunLoopDefaultMode)); /* there already */
+        assert_true(RLRunLoopContainsTimer(rl, t, kRLRunLoopDefaultMode));
+        assert_true(RLRunLoopRemoveTimer(rl, t, kRLRunLoopDefaultMode));
+        assert_true(RLRunLoopRemoveTimer(rl, t, kRLRunLoopDefaultMode)); /* not there: nothing to do */
+        assert_false(RLRunLoopContainsTimer(rl, t, kRLRunLoopDefaultMode));
+    }
+    assert_true(RLRunLoopAddTimer(rl, t, kRLRunLoopDefaultMode));
+    assert_true(RLRelease(t)); /* the loop's reference keeps it */
+    assert_int_equal(released, 0);
+    assert_true(RLRunLoopContainsTimer(rl, t, kRLRunLoopDefaultMode));
+    assert_true(RLRunLoopRemoveTimer(rl, t, kRLRunLoopDefaultMode)); /* its last reference: freed now */
+    assert_int_equal(released, 1);
+    /* Bad arguments, on the same path. */
+    assert_false(RLRunLoopAddTimer(rl, NULL, kRLRunLoopDefaultMode));
+    assert_rl_error(kRLErrorInvalidArgument);
+    assert_false(RLRunLoopRemoveTimer(NULL, t, kRLRunLoopDefaultMode));
+    assert_rl_error(kRLErrorInvalidArgument);
+    assert_false(RLRunLoopAddTimer(rl, (RLRunLoopTimerRef)(void *)rl, kRLRunLoopDefaultMode));
+    assert_rl_error(kRLErrorInvalidObject);
+    assert_int_equal(rl__loop_biased(rl), rl__bias_usable());
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_the_owner_alone_biases_its_lock_and_another_thread_revokes_it),
+        cmocka_unit_test(test_the_owners_hot_path_keeps_the_timer_rules),
+        cmocka_unit_test(test_no_two_threads_inside_with_one_other_thread),
+        cmocka_unit_test(test_no_two_threads_inside_with_two_other_threads),
+        cmocka_unit_test(test_no_two_threads_inside_with_three_other_threads),
+        cmocka_unit_test(test_the_check_sees_two_threads_inside_a_broken_lock),
+        cmocka_unit_test(test_a_refused_membarrier_leaves_every_lock_a_mutex),
+        cmocka_unit_test(test_fork_while_an_owner_hammers_its_loop),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
