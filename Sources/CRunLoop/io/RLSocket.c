@@ -101,18 +101,21 @@ typedef struct sock_rare {
 } sock_rare;
 
 /* The socket's size: its fd object follows it in its block. */
-#define RL_SOCKET_SIZE 144
+#define RL_SOCKET_SIZE 136
 
 /* s->rxq once the ring was asked and refused (sock_ring_ask). */
 #define RL_SOCKET_NO_RING ((rl__rxq *)1)
 
-/* 144 bytes (checked below), followed in the same block by its fd object
- * (RL_FD_PART_SIZE, 96): one allocation of 240 bytes, a packed pool class.
- * An idle connection is that block and its run-loop source (160, its
- * membership inside). */
+/* 136 bytes (checked below), followed in the same block by its fd object
+ * (RL_FD_PART_SIZE, 88): one allocation of 224 bytes, a packed pool class
+ * (before: 144 and 96). An idle connection is that block and its run-loop
+ * source (160, its membership inside). */
 struct RLSocket {
     rl__object base;
-    rl__mutex lock; /* guards everything below that can change */
+    /* Guards everything below that can change: a futex word (0 free, 1
+     * held, 2 held and maybe waited for; sock_lock), not an rl__mutex,
+     * whose owner field (12 bytes more) nobody asks of a socket. */
+    _Atomic uint32_t lock;
     int fd;
     uint8_t sock_type; /* SOCK_STREAM, SOCK_DGRAM, ... */
     uint8_t types; /* the callback types it was made with (RL_SOCKET_TYPES) */
@@ -157,7 +160,8 @@ struct RLSocket {
     rl__rxq *rxq;
 };
 _Static_assert(sizeof(struct RLSocket) <= RL_SOCKET_SIZE, "RLSocket outgrew its block");
-_Static_assert(RL_SOCKET_SIZE % 16 == 0, "the fd object after the socket is 16-aligned");
+_Static_assert(RL_SOCKET_SIZE % 8 == 0, "the fd object after the socket is 8-aligned");
+_Static_assert(RL_SOCKET_SIZE + RL_FD_PART_SIZE == 224, "a socket and its fd object: one block of 224 bytes");
 
 /* The fd object that watches s's fd, after s in its block (sock_make);
  * it holds a reference on s until invalidated. */
@@ -187,15 +191,24 @@ static inline RLRunLoopTimerRef sock_retry_timer(const struct RLSocket *s) {
 
 /* Reports to the lock-order detector as one class for every socket
  * (docs/locking.md: before the loop and item locks). */
+static __attribute__((noinline)) void sock_lock_slow(struct RLSocket *s) {
+    /* 2: held, and someone may sleep; the unlock that sees it wakes one. */
+    while (atomic_exchange_explicit(&s->lock, 2, memory_order_acquire) != 0)
+        (void)rl__futex_wait(&s->lock, 2, NULL);
+}
+
 static inline void sock_lock(struct RLSocket *s) {
     if (RL__UNLIKELY(rl__lockclass_on()))
         rl__lockclass_take(RL_LOCKCLASS_SOCKET, __builtin_return_address(0));
-    if (!rl__mutex_trylock(&s->lock))
-        (void)rl__mutex_lock_slow(&s->lock, NULL);
+    uint32_t expected = 0;
+    if (RL__UNLIKELY(!atomic_compare_exchange_strong_explicit(&s->lock, &expected, 1, memory_order_acquire,
+                                                              memory_order_relaxed)))
+        sock_lock_slow(s);
 }
 
 static inline void sock_unlock(struct RLSocket *s) {
-    rl__mutex_unlock(&s->lock);
+    if (RL__UNLIKELY(atomic_exchange_explicit(&s->lock, 0, memory_order_release) == 2))
+        rl__futex_wake(&s->lock, 1);
     if (RL__UNLIKELY(rl__lockclass_on()))
         rl__lockclass_drop(RL_LOCKCLASS_SOCKET);
 }

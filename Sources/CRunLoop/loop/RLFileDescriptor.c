@@ -30,7 +30,7 @@ static void fd_owner_release(const void *owner) { RLRelease(owner); }
 static void (*fd_release_fn(const struct RLFileDescriptor *f))(const void *) {
     if (f->has_ctx)
         return f->ctx[0].release;
-    return f->owner_held ? fd_owner_release : NULL;
+    return rl__fd_owner_held(f) ? fd_owner_release : NULL;
 }
 
 void rl__fd_part_gone(RLFileDescriptorRef f) {
@@ -70,9 +70,9 @@ static char *fd_describe(const void *obj) {
 }
 
 /* A program's: one pool class of 128 bytes with its context; an
- * RLSocket's: 96 bytes, the socket's 160 making one block of 256. */
+ * RLSocket's: 88 bytes, the socket's 136 making one block of 224. */
 _Static_assert(sizeof(struct RLFileDescriptor) + sizeof(rl__fdctx) <= 128, "RLFileDescriptor outgrew its pool class");
-_Static_assert(sizeof(struct RLFileDescriptor) == RL__FD_PART_SIZE, "an owner's fd object: 96 bytes");
+_Static_assert(sizeof(struct RLFileDescriptor) == RL__FD_PART_SIZE, "an owner's fd object: 88 bytes");
 _Static_assert(RL__FD_PART_SIZE == RL_FD_PART_SIZE, "rl_callout.h says the size of an owner's fd object");
 
 static const rl__class fd_class = {"RLFileDescriptor", fd_finalize, NULL, fd_describe};
@@ -100,7 +100,7 @@ RLFileDescriptorRef RLFileDescriptorCreate(RLAllocatorRef allocator, RLFileDescr
     if (!f)
         return NULL;
     f->fd = fd;
-    f->dev = st.st_dev;
+    f->dev = rl__fd_dev32(st.st_dev);
     f->ino = st.st_ino;
     f->close_on_invalidate = closeOnInvalidate;
     f->callout = callout;
@@ -124,13 +124,12 @@ RLFileDescriptorRef rl__fd_init_part(void *at, int fd, RLFileDescriptorCallBack 
     memset(f, 0, sizeof *f);
     rl__object_init_part(f, &fd_class);
     f->fd = fd;
-    f->dev = st.st_dev;
+    f->dev = rl__fd_dev32(st.st_dev);
     f->ino = st.st_ino;
     f->callout = callout;
     f->valid = true;
     f->info = (void *)owner;
     f->owner_how = how;
-    f->owner_held = true;
     atomic_init(&f->parts, 2);
     RLRetain(owner);
     return f;

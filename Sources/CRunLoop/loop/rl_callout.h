@@ -73,7 +73,7 @@ RL__HIDDEN void rl__fd_set_kept(RLFileDescriptorRef f, RLOptionFlags types);
  * is the first object of the block (rl__object_share_block); the block
  * goes when both are finalized: the owner's finalizer calls
  * rl__fd_part_gone last. NULL (error set for fn) if fd is not open. */
-#define RL_FD_PART_SIZE 96
+#define RL_FD_PART_SIZE 88
 RL__HIDDEN RLFileDescriptorRef rl__fd_init_part(void *at, int fd, RLFileDescriptorCallBack callout, const void *owner,
                                                 const rl__callout_owner *how, const char *fn);
 RL__HIDDEN void rl__fd_part_gone(RLFileDescriptorRef f);

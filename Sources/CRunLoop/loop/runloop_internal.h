@@ -441,33 +441,42 @@ struct RLFileDescriptor {
      * the file this object was made for (closed, or its number reused), or
      * cannot watch it. The object is not watched again; see the header.
      * Set by the loops (under their lock), read anywhere: relaxed atomics. */
-    int stale;
-    bool has_ctx;    /* ctx[0] is there (fixed at creation) */
-    /* A part of its owner's block (rl__fd_init_part): it holds a reference
-     * on the owner until invalidated, as a context's info would, and
-     * `parts` counts the objects of the block not yet finalized (the
-     * owner and this), the last of which gives the block back. */
-    bool owner_held;
+    int16_t stale;
+    /* ctx[0] is there (fixed at creation): made by RLFileDescriptorCreate.
+     * Else a part of its owner's block (rl__fd_init_part): it holds a
+     * reference on the owner until invalidated, as a context's info would
+     * (rl__fd_owner_held), and `parts` counts the objects of the block not
+     * yet finalized (the owner and this), the last of which gives the
+     * block back. */
+    bool has_ctx;
     _Atomic uint8_t parts;
     /* The file fd named when the object was made (fstat): a number that
      * names another file now was closed and reused behind its back. Files
      * without an identity of their own (eventfds share one inode) are
-     * told apart by the kernel's registration instead (rl_fdtab.c). */
-    dev_t dev;
+     * told apart by the kernel's registration instead (rl_fdtab.c). The
+     * device in 32 bits (rl__fd_dev32): the kernel's device numbers are
+     * 32-bit, so glibc's 64-bit st_dev of them fits. */
+    uint32_t dev;
     ino_t ino;
     RLFileDescriptorCallBack callout;
     struct RLRunLoopSource *source; /* weak; cleared when the source goes */
     rl__fdctx ctx[]; /* has_ctx: one */
 };
-#define RL__FD_PART_SIZE 96
+#define RL__FD_PART_SIZE 88
+
+/* Whether f holds a reference on its owner (a part of its owner's block). */
+static inline bool rl__fd_owner_held(const struct RLFileDescriptor *f) { return !f->has_ctx; }
+
+/* A device number as f->dev holds it. */
+static inline uint32_t rl__fd_dev32(dev_t dev) { return (uint32_t)dev; }
 
 /* The info fd object f's callouts get. */
 static inline void *rl__fd_info(const struct RLFileDescriptor *f) { return f->info; }
 
 /* The library object that made f for its callouts, or NULL: not a
- * reference (but see owner_held); the owner outlives f's callouts. */
+ * reference (but see rl__fd_owner_held); the owner outlives f's callouts. */
 static inline const void *rl__fd_owner(const struct RLFileDescriptor *f) {
-    return f->has_ctx ? f->ctx[0].owner : f->owner_held ? f->info : NULL;
+    return f->has_ctx ? f->ctx[0].owner : f->info;
 }
 
 /* ---- the run loop object (made in RLRunLoop.c, freed in rl_loop.c) ---- */
