@@ -109,7 +109,7 @@ typedef struct sock_rare {
 /* 136 bytes (checked below), followed in the same block by its fd object
  * (RL_FD_PART_SIZE, 88): one allocation of 224 bytes, a packed pool class
  * (before: 144 and 96). An idle connection is that block and its run-loop
- * source (160, its membership inside). */
+ * source (144, its membership inside). */
 struct RLSocket {
     rl__object base;
     /* Guards everything below that can change: a futex word (0 free, 1

@@ -28,8 +28,8 @@
 /* Is item in any mode of rl? Item lock (sources) or home lock held. */
 static bool item_in_loop(void *item, rl__kind kind, RLRunLoopRef rl) {
     rl__memb *m;
-    TAILQ_FOREACH(m, rl__item_membs(item, kind), item_link) {
-        if (m->rl == rl)
+    RL_ITEMQ_FOREACH(m, rl__item_membs(item, kind)) {
+        if (rl__memb_rl(m) == rl)
             return true;
     }
     return false;
@@ -290,8 +290,7 @@ __attribute__((always_inline)) static inline bool add_locked(RLRunLoopRef rl, vo
     }
     rl__hold_raw(item);
     if (kind != RL_KIND_TIMER) {
-        m->rl = rl;
-        TAILQ_INSERT_TAIL(rl__item_membs(item, kind), m, item_link);
+        rl__itemq_insert_tail(rl__item_membs(item, kind), m);
     } else if (m != rl__timer_inline_memb(item)) {
         struct RLRunLoopTimer *t = item;
         TAILQ_INSERT_TAIL(&rl__timer_ext_of(t)->membs, m, item_link);
@@ -363,9 +362,9 @@ static void remove_memb_as_locked(rl__memb *m, void *cancel_for, rl__defer *d) {
         return;
     }
     void *item = m->item;
-    RLRunLoopRef rl = m->rl;
     rl__mode *mode = m->mode;
-    TAILQ_REMOVE(rl__item_membs(item, m->kind), m, item_link);
+    RLRunLoopRef rl = mode->rl;
+    rl__itemq_remove(m);
     if (m->kind == RL_KIND_SOURCE) {
         struct RLRunLoopSource *s = item;
         TAILQ_REMOVE(&mode->sources, m, mode_link);
@@ -477,13 +476,13 @@ static void citem_remove(RLRunLoopRef rl, void *item, rl__defer *d) {
     }
 }
 
-/* A source's per-loop part of invalidation: m->rl locked, item lock held. */
+/* A source's per-loop part of invalidation: rl locked, item lock held. */
 static void remove_source_from_loop_locked(struct RLRunLoopSource *s, RLRunLoopRef rl, rl__defer *d) {
     rl__memb *m, *next;
     bool any = false;
-    for (m = TAILQ_FIRST(&s->membs); m; m = next) {
-        next = TAILQ_NEXT(m, item_link);
-        if (m->rl == rl) {
+    for (m = RL_ITEMQ_FIRST(&s->membs); m; m = next) {
+        next = RL_ITEMQ_NEXT(m);
+        if (rl__memb_rl(m) == rl) {
             any = true;
             remove_memb_locked(m, d);
         }
@@ -518,7 +517,7 @@ void rl__source_invalidate(struct RLRunLoopSource *s, rl__defer *d) {
 
 void rl__remove_item_everywhere_locked(void *item, rl__kind kind, rl__defer *d) {
     rl__memb *m;
-    while ((m = kind == RL_KIND_TIMER ? rl__timer_any_memb(item) : TAILQ_FIRST(rl__item_membs(item, kind))) != NULL) {
+    while ((m = kind == RL_KIND_TIMER ? rl__timer_any_memb(item) : RL_ITEMQ_FIRST(rl__item_membs(item, kind))) != NULL) {
         citem_remove(m->mode->rl, item, d);
         remove_memb_locked(m, d);
     }
@@ -575,7 +574,7 @@ static bool item_move_out(void *item, rl__kind kind, RLRunLoopRef to, const char
     RLRunLoopRef h = rl__item_lock(item, kind);
     bool ok = true;
     if (h && h != to) {
-        if (kind == RL_KIND_TIMER ? rl__timer_any_memb(item) != NULL : !TAILQ_EMPTY(rl__item_membs(item, kind)))
+        if (kind == RL_KIND_TIMER ? rl__timer_any_memb(item) != NULL : RL_ITEMQ_FIRST(rl__item_membs(item, kind)) != NULL)
             ok = rl__fail(kRLErrorInvalidState, fn, "the %s is already in another run loop",
                           kind == RL_KIND_TIMER ? "timer" : "observer");
         else

@@ -424,8 +424,8 @@ static void fd_settle(RLRunLoopRef rl, int fd) {
 /* Whether s is in some loop but `except`. Its lock held. */
 static bool src_elsewhere(struct RLRunLoopSource *s, RLRunLoopRef except) {
     rl__memb *m;
-    TAILQ_FOREACH(m, &s->membs, item_link)
-        if (m->rl != except)
+    RL_ITEMQ_FOREACH(m, &s->membs)
+        if (rl__memb_rl(m) != except)
             return true;
     return false;
 }

@@ -68,7 +68,7 @@ typedef struct rl__olock {
 struct rl__memb {
     void *item;
     rl__mode *mode;
-    /* What one kind only uses: 88 bytes a membership, not 104 (a source
+    /* What one kind only uses: 80 bytes a membership, not 96 (a source
      * carries one inline). */
     union {
         size_t hidx[2];                 /* timers: slots in the mode's heaps */
@@ -82,14 +82,41 @@ struct rl__memb {
      * entry per membership makes a signal O(1) per mode it is in, and a
      * removed membership leaves the list with it. */
     bool queued;
-    TAILQ_ENTRY(rl__memb) item_link; /* the item's memberships (a timer's: beyond its inline one) */
-    RLRunLoopRef rl;                 /* sources and observers (a timer's: mode->rl) */
+    /* The item's memberships (a timer's: beyond its inline one): a timer
+     * extension's TAILQ, a source's or an observer's rl_itemq. */
+    TAILQ_ENTRY(rl__memb) item_link;
     TAILQ_ENTRY(rl__memb) mode_link; /* the mode's sources or observers */
     struct rl__memb *snext;          /* sources: next in the mode's equality bucket */
 };
-_Static_assert(sizeof(rl__memb) == 88, "membership: 88 bytes");
+/* 80 bytes (before: 88, with the loop, which is mode->rl). */
+_Static_assert(sizeof(rl__memb) == 80, "membership: 80 bytes");
 #define RL__TIMER_MEMB_SIZE offsetof(rl__memb, item_link)
 TAILQ_HEAD(rl_membq, rl__memb);
+
+/* A source's or an observer's memberships, in the order they were made:
+ * a list through item_link, with one pointer for a head (a TAILQ's head
+ * is two), so an item in one mode pays 8 bytes for it. Its few entries
+ * are walked to add at the end. Read with RL_ITEMQ_FIRST/RL_ITEMQ_NEXT. */
+struct rl_itemq {
+    rl__memb *first;
+};
+#define RL_ITEMQ_FIRST(q) ((q)->first)
+#define RL_ITEMQ_NEXT(m) ((m)->item_link.tqe_next)
+#define RL_ITEMQ_FOREACH(m, q) for ((m) = RL_ITEMQ_FIRST(q); (m); (m) = RL_ITEMQ_NEXT(m))
+static inline void rl__itemq_insert_tail(struct rl_itemq *q, rl__memb *m) {
+    rl__memb **p = &q->first;
+    while (*p)
+        p = &(*p)->item_link.tqe_next;
+    m->item_link.tqe_next = NULL;
+    m->item_link.tqe_prev = p;
+    *p = m;
+}
+static inline void rl__itemq_remove(rl__memb *m) {
+    rl__memb *next = m->item_link.tqe_next;
+    if (next)
+        next->item_link.tqe_prev = m->item_link.tqe_prev;
+    *m->item_link.tqe_prev = next;
+}
 
 /* A 4-ary min-heap of timer memberships; each entry carries its key so that
  * sifting touches only the array (ties, rare, compare the timers' stamps).
@@ -150,6 +177,10 @@ struct rl__mode {
     rl__timerset timers;
 };
 
+/* The loop of membership m. */
+static inline RLRunLoopRef rl__memb_rl(const rl__memb *m) { return m->mode->rl; }
+
+
 /* ---- sources ---- */
 
 struct RLFileDescriptor;
@@ -163,7 +194,7 @@ typedef struct rl__source_tail {
 /* A source made by RLRunLoopSourceCreate is this and its context after
  * it (a line-aligned pool block of 256 bytes); an fd source (an RLSocket's,
  * an RLFileDescriptor's) has no context, every callback of it being NULL,
- * and is only this (160 bytes, a packed pool class): read the context
+ * and is only this (144 bytes, a packed pool class; before: 160): read the context
  * through rl__source_ctx. Its first membership is inside it (inline_memb,
  * as a timer's): a source in one mode, the usual case, costs no other
  * allocation. */
@@ -183,13 +214,13 @@ struct RLRunLoopSource {
      * pass reads of a signalled source: the pass calls it with the
      * context's info (the tail's). */
     void (*perform)(void *info);
-    struct rl_membq membs;
+    struct rl_itemq membs;
     struct RLFileDescriptor *fdobj; /* fd sources: retained */
     rl__memb inline_memb;
     rl__source_tail tail[]; /* has_ctx: one */
 };
-#define RL__FD_SOURCE_SIZE 160
-_Static_assert(sizeof(struct RLRunLoopSource) == RL__FD_SOURCE_SIZE, "fd source: 160 bytes, a packed pool class");
+#define RL__FD_SOURCE_SIZE 144
+_Static_assert(sizeof(struct RLRunLoopSource) == RL__FD_SOURCE_SIZE, "fd source: 144 bytes, a packed pool class");
 
 /* What a source without a context reads as its context: zeros. */
 RL__HIDDEN extern const RLRunLoopSourceContext rl__source_no_ctx;
@@ -394,7 +425,7 @@ struct RLRunLoopObserver {
     RLIndex order;
     RLRunLoopObserverCallBack callout;
     RLRunLoopObserverContext ctx;
-    struct rl_membq membs;
+    struct rl_itemq membs;
 };
 
 /* ---- file descriptors ---- */
@@ -724,7 +755,7 @@ static inline double rl__mono_now(void) { return RLMonotonicTimeGetCurrent(); }
  * spins first only if rl runs elsewhere. */
 static inline int rl__runloop_cpu(RLRunLoopRef rl) { return atomic_load_explicit(&rl->cpu, memory_order_relaxed); }
 
-static inline struct rl_membq *rl__item_membs(void *item, rl__kind kind) {
+static inline struct rl_itemq *rl__item_membs(void *item, rl__kind kind) {
     switch (kind) {
     case RL_KIND_SOURCE:
         return &((struct RLRunLoopSource *)item)->membs;
@@ -749,7 +780,7 @@ static inline rl__memb *rl__memb_find(void *item, rl__kind kind, rl__mode *mode)
         }
         return NULL;
     }
-    TAILQ_FOREACH(m, rl__item_membs(item, kind), item_link) {
+    RL_ITEMQ_FOREACH(m, rl__item_membs(item, kind)) {
         if (m->mode == mode)
             return m;
     }
