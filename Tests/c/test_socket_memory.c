@@ -3,7 +3,7 @@
  * object's, nothing else (no read buffer, no RLData for its peer's
  * address, which each Data callback still gets, right, whatever the
  * callbacks keep); a loop's fd table holds no allocation per fd that has
- * one source. */
+ * one source, 24 bytes an entry. */
 #include "testutil.h"
 
 #include <crunloop/RLFileDescriptor.h>
@@ -21,6 +21,10 @@
 size_t rl__socket_footprint(RLSocketRef s);
 size_t rl__fd_table_bytes(RLRunLoopRef rl, size_t *blocks);
 size_t rl__source_footprint(RLRunLoopSourceRef s);
+typedef struct rl__loop_mem {
+    size_t modes, arrays, due, fds, stats;
+} rl__loop_mem; /* RLRunLoopMode.h */
+size_t rl__loop_held_bytes(RLRunLoopRef rl, rl__loop_mem *out);
 
 #define MODE "MEM"
 
@@ -334,7 +338,12 @@ static void test_fd_table_holds_no_block_for_one_source(void **state) {
     size_t blocks;
     size_t bytes = rl__fd_table_bytes(rl, &blocks);
     assert_int_equal(blocks, 0);
-    assert_true(bytes < 32 * (size_t)(p[N - 1][1] + 1) * 2);
+    /* 24 bytes an entry (before: 32), entries for a power-of-two span of
+     * fd numbers (16 at least) within 0 to the highest watched. */
+    size_t span = 16;
+    while (span < (size_t)p[N - 1][0] + 1)
+        span *= 2;
+    assert_true(bytes <= 24 * span);
 
     RLFileDescriptorRef g = watch(p[0][0]), h = watch(p[0][0]);
     (void)rl__fd_table_bytes(rl, &blocks);
@@ -536,6 +545,44 @@ static void test_program_source_keeps_its_context(void **state) {
     RLRelease(s);
 }
 
+/* A mode's equality buckets for its sources: 2 bytes a source (4 a
+ * bucket; before: 8 bytes, one a bucket), each source still found, added
+ * once, removed. */
+static void nothing_perform(void *info) { (void)info; }
+
+static void test_mode_buckets_two_bytes_a_source(void **state) {
+    (void)state;
+    enum { N = 512 };
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    RLRunLoopSourceRef s[N];
+    rl__loop_mem before, after;
+    (void)rl__loop_held_bytes(rl, &before);
+    for (int i = 0; i < N; i++) {
+        RLRunLoopSourceContext ctx = {0};
+        ctx.info = &s[i];
+        ctx.perform = nothing_perform;
+        s[i] = RLRunLoopSourceCreate(NULL, i % 3, &ctx);
+        assert_non_null(s[i]);
+        assert_true(RLRunLoopAddSource(rl, s[i], "MEMB"));
+    }
+    (void)rl__loop_held_bytes(rl, &after);
+    /* The new mode itself (its record and name) and its buckets. */
+    assert_true(after.modes - before.modes <= 1024 + N * 2);
+    for (int i = 0; i < N; i++) {
+        assert_true(RLRunLoopContainsSource(rl, s[i], "MEMB"));
+        assert_true(RLRunLoopAddSource(rl, s[i], "MEMB")); /* already there: nothing */
+    }
+    for (int i = 0; i < N; i += 2)
+        assert_true(RLRunLoopRemoveSource(rl, s[i], "MEMB"));
+    for (int i = 0; i < N; i++)
+        assert_int_equal(RLRunLoopContainsSource(rl, s[i], "MEMB"), i % 2 == 1);
+    for (int i = 0; i < N; i++) {
+        RLRunLoopSourceInvalidate(s[i]);
+        assert_false(RLRunLoopContainsSource(rl, s[i], "MEMB"));
+        RLRelease(s[i]);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_idle_ipv4_connection_holds_its_block),
@@ -548,6 +595,7 @@ int main(void) {
         cmocka_unit_test(test_program_source_keeps_its_context),
         cmocka_unit_test(test_socket_context_callbacks_kept_aside),
         cmocka_unit_test(test_socket_and_fd_object_share_a_block),
+        cmocka_unit_test(test_mode_buckets_two_bytes_a_source),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

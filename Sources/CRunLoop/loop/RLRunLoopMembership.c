@@ -62,10 +62,15 @@ static size_t source_key(const struct RLRunLoopSource *s) {
     return (size_t)x;
 }
 
+/* Up to this many sources a bucket on average: a chain is walked only to
+ * add, remove or look for a source, and a server's thousands of
+ * connections in one mode pay 2 bytes each for the buckets, not 8. */
+#define RL_SOURCES_PER_BUCKET 4
+
 /* Room in mode's buckets for one more source; false only if there are none
  * and none can be had (a full table keeps working with longer chains). */
 static bool sbuckets_reserve(rl__mode *mode) {
-    if (mode->nsources < mode->nsbuckets)
+    if (mode->nsources < mode->nsbuckets * RL_SOURCES_PER_BUCKET)
         return true;
     size_t nb = mode->nsbuckets ? mode->nsbuckets * 2 : 8;
     rl__memb **b = calloc(nb, sizeof *b);

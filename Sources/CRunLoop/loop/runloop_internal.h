@@ -569,8 +569,8 @@ typedef struct rl__fdreg {
      * fd has one source mostly (an RLSocket's), held here with no
      * allocation (capsrcs <= 1: `one`, `want1`); more live in a block of
      * capsrcs source pointers followed by capsrcs wishes (rl_fdtab.c's
-     * reg_srcs, reg_want). 32 bytes an entry: the table has one per fd
-     * number up to the highest watched. */
+     * reg_srcs, reg_want). 24 bytes an entry (before: 32): the table has
+     * one per fd number up to the highest watched. */
     union {
         struct RLRunLoopSource *one;
         struct RLRunLoopSource **many;
@@ -583,10 +583,12 @@ typedef struct rl__fdreg {
     uint16_t fired;  /* a one-shot registration that reported: what it had armed */
     uint16_t nsrcs, capsrcs; /* nsrcs 0: free slot */
     uint8_t runs;    /* deliveries through the persistent registration since the kernel last saw it */
-    bool always;     /* epoll refuses the fd (EPERM: a regular file, /dev/null): ready whenever watched */
-    bool level;      /* the registration is persistent (not one-shot) */
-    bool postponed;  /* delivered in this pass: brought in line with `want` after the callouts */
+    /* Bits of one byte (the loop lock guards them all). */
+    bool always : 1;    /* epoll refuses the fd (EPERM: a regular file, /dev/null): ready whenever watched */
+    bool level : 1;     /* the registration is persistent (not one-shot) */
+    bool postponed : 1; /* delivered in this pass: brought in line with `want` after the callouts */
 } rl__fdreg;
+_Static_assert(sizeof(rl__fdreg) == 24, "an fd table entry: 24 bytes");
 
 /* Fields that other threads touch on hot paths are kept on separate cache
  * lines (padding, since calloc gives no 64-byte alignment): read-mostly
