@@ -107,7 +107,7 @@ typedef struct sock_rare {
 #define RL_SOCKET_NO_RING ((rl__rxq *)1)
 
 /* 136 bytes (checked below), followed in the same block by its fd object
- * (RL_FD_PART_SIZE, 88): one allocation of 224 bytes, a packed pool class
+ * (RL_FD_PART_SIZE, 72): one allocation of 208 bytes, a packed pool class
  * (before: 144 and 96). An idle connection is that block and its run-loop
  * source (144, its membership inside). */
 struct RLSocket {
@@ -161,7 +161,8 @@ struct RLSocket {
 };
 _Static_assert(sizeof(struct RLSocket) <= RL_SOCKET_SIZE, "RLSocket outgrew its block");
 _Static_assert(RL_SOCKET_SIZE % 8 == 0, "the fd object after the socket is 8-aligned");
-_Static_assert(RL_SOCKET_SIZE + RL_FD_PART_SIZE == 224, "a socket and its fd object: one block of 224 bytes");
+_Static_assert(RL_SOCKET_SIZE == RL_FD_PART_OFFSET, "the fd object sits where its loop looks for it");
+_Static_assert(RL_SOCKET_SIZE + RL_FD_PART_SIZE == 208, "a socket and its fd object: one block of 208 bytes");
 
 /* The fd object that watches s's fd, after s in its block (sock_make);
  * it holds a reference on s until invalidated. */

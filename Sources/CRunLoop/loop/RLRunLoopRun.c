@@ -427,7 +427,8 @@ static __attribute__((noinline)) bool do_fds(RLRunLoopRef rl, rl__mode *m, struc
             bool outer_quiet = rl->fd_quiet;
             rl->src_in_callout = s;
             rl->fd_quiet = fire[i].quiet;
-            RLCalloutKind kind = f->owner_how ? (RLCalloutKind)f->owner_how->kind : kRLCalloutFileDescriptor;
+            const struct rl__callout_owner *how = rl__fd_owner_how(f);
+            RLCalloutKind kind = how ? (RLCalloutKind)how->kind : kRLCalloutFileDescriptor;
             RL__CALLOUT(rl, kind, f->callout, f, m->name, f->callout(f, fire[i].types, rl__fd_info(f)));
             rl->src_in_callout = outer;
             rl->fd_quiet = outer_quiet;

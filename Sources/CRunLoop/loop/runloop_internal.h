@@ -430,30 +430,30 @@ struct RLRunLoopObserver {
 
 /* ---- file descriptors ---- */
 
-/* A program's fd object's context less its version (always 0) and its
- * info (in the object: the callouts read it): RLFileDescriptorGetContext
- * puts it back together. And the owner such an object may have (see
- * rl__fd_owner). */
+/* A program's fd object's context less its version (always 0):
+ * RLFileDescriptorGetContext puts it back together. And the owner such an
+ * object may have (see rl__fd_owner), and how to name that owner's
+ * callout: the library object that made the fd object for its own
+ * callouts (a port, a signal source), NULL for a program's; the
+ * slow-callout report names the owner's callout (rl__fd_set_owner,
+ * rl_health.c). */
 typedef struct rl__fdctx {
     const void *(*retain)(const void *info);
     void (*release)(const void *info);
     char *(*copyDescription)(const void *info);
     const void *owner;
+    void *info; /* what its callouts get: the context's, retained */
+    const struct rl__callout_owner *owner_how;
 } rl__fdctx;
 
 /* An fd object made by RLFileDescriptorCreate is this and its context
- * after it (128 bytes, one pool class); an RLSocket's is this alone (96
- * bytes), in the socket's own block after the socket (rl__fd_init_part):
- * it has no context but a reference on its owner, the socket, which is
- * its info. */
+ * after it (120 bytes, the 128-byte pool class); an RLSocket's is this
+ * alone (72 bytes; before: 96), in the socket's own block at
+ * RL__FD_PART_OFFSET after the socket (rl__fd_init_part): it has no
+ * context but a reference on its owner, the socket, which is its info
+ * (rl__fd_info) and is found from where the part sits. */
 struct RLFileDescriptor {
     rl__object base;
-    void *info; /* what its callouts get: the context's (retained), or an owning part's owner */
-    /* How to name the callout of the library object that made this fd
-     * object for its own callouts (a socket, a port, a signal source; the
-     * owner: rl__fd_owner), NULL for a program's: the slow-callout report
-     * names the owner's callout (rl__fd_set_owner, rl_health.c). */
-    const struct rl__callout_owner *owner_how;
     rl__olock lock; /* an item lock: source, and the writes of valid and enabled */
     int fd;
     bool close_on_invalidate;
@@ -493,7 +493,13 @@ struct RLFileDescriptor {
     struct RLRunLoopSource *source; /* weak; cleared when the source goes */
     rl__fdctx ctx[]; /* has_ctx: one */
 };
-#define RL__FD_PART_SIZE 88
+#define RL__FD_PART_SIZE 72
+/* Where a part sits in its owner's block (an RLSocket's: after the
+ * socket's 136 bytes; rl_callout.h's RL_FD_PART_OFFSET). */
+#define RL__FD_PART_OFFSET 136
+/* How the owner of every part names its callout (parts are RLSocket's
+ * only): set by rl__fd_init_part, the same every time. Relaxed atomic. */
+RL__HIDDEN extern const struct rl__callout_owner *rl__fd_part_how;
 
 /* Whether f holds a reference on its owner (a part of its owner's block). */
 static inline bool rl__fd_owner_held(const struct RLFileDescriptor *f) { return !f->has_ctx; }
@@ -501,13 +507,25 @@ static inline bool rl__fd_owner_held(const struct RLFileDescriptor *f) { return 
 /* A device number as f->dev holds it. */
 static inline uint32_t rl__fd_dev32(dev_t dev) { return (uint32_t)dev; }
 
+/* The owner of part f: the first object of its block. */
+static inline void *rl__fd_part_owner(const struct RLFileDescriptor *f) {
+    return (void *)((const char *)f - RL__FD_PART_OFFSET);
+}
+
 /* The info fd object f's callouts get. */
-static inline void *rl__fd_info(const struct RLFileDescriptor *f) { return f->info; }
+static inline void *rl__fd_info(const struct RLFileDescriptor *f) {
+    return f->has_ctx ? f->ctx[0].info : rl__fd_part_owner(f);
+}
 
 /* The library object that made f for its callouts, or NULL: not a
  * reference (but see rl__fd_owner_held); the owner outlives f's callouts. */
 static inline const void *rl__fd_owner(const struct RLFileDescriptor *f) {
-    return f->has_ctx ? f->ctx[0].owner : f->info;
+    return f->has_ctx ? f->ctx[0].owner : rl__fd_part_owner(f);
+}
+
+/* How to name the callout of f's owner, or NULL (a program's fd object). */
+static inline const struct rl__callout_owner *rl__fd_owner_how(const struct RLFileDescriptor *f) {
+    return f->has_ctx ? f->ctx[0].owner_how : __atomic_load_n(&rl__fd_part_how, __ATOMIC_RELAXED);
 }
 
 /* ---- the run loop object (made in RLRunLoop.c, freed in rl_loop.c) ---- */
