@@ -101,13 +101,13 @@ typedef struct sock_rare {
 } sock_rare;
 
 /* The socket's size: its fd object follows it in its block. */
-#define RL_SOCKET_SIZE 136
+#define RL_SOCKET_SIZE 128
 
 /* s->rxq once the ring was asked and refused (sock_ring_ask). */
 #define RL_SOCKET_NO_RING ((rl__rxq *)1)
 
-/* 136 bytes (checked below), followed in the same block by its fd object
- * (RL_FD_PART_SIZE, 72): one allocation of 208 bytes, a packed pool class
+/* 128 bytes (checked below), followed in the same block by its fd object
+ * (RL_FD_PART_SIZE, 64): one allocation of 192 bytes, a packed pool class
  * (before: 144 and 96). An idle connection is that block and its run-loop
  * source (144, its membership inside). */
 struct RLSocket {
@@ -121,6 +121,9 @@ struct RLSocket {
     uint8_t types; /* the callback types it was made with (RL_SOCKET_TYPES) */
     uint8_t flags; /* RL_SOCKET_FLAGS */
     uint8_t disabled; /* callback types muted by the user or by a delivery */
+    /* Tells this socket from one made later at the same address: the
+     * thread's address data says whose address it holds by both. */
+    uint32_t serial;
     RLSocketCallBack callout;
     sock_rare *rare; /* NULL: none needed yet */
     /* Valid until invalidated; the fd closed (kRLSocketCloseOnInvalidate)
@@ -149,20 +152,17 @@ struct RLSocket {
      * in rare->peer; else the length of the address in peer_sa. Written once
      * under the lock (release), read without it (acquire). */
     _Atomic uint8_t peer_len;
-    sock_peer_sa peer_sa;
-    /* Tells this socket from one made later at the same address: the
-     * thread's address data says whose address it holds by both. */
-    uint32_t serial;
     /* A Data stream read through its loop's ring (sock_ring_ask): what the
      * ring read, in order, taken before any read of the fd. NULL: not
      * asked yet; RL_SOCKET_NO_RING: asked, and its loop reads no ring
      * (the readers tell the two apart). */
     rl__rxq *rxq;
+    sock_peer_sa peer_sa;
 };
 _Static_assert(sizeof(struct RLSocket) <= RL_SOCKET_SIZE, "RLSocket outgrew its block");
 _Static_assert(RL_SOCKET_SIZE % 8 == 0, "the fd object after the socket is 8-aligned");
 _Static_assert(RL_SOCKET_SIZE == RL_FD_PART_OFFSET, "the fd object sits where its loop looks for it");
-_Static_assert(RL_SOCKET_SIZE + RL_FD_PART_SIZE == 208, "a socket and its fd object: one block of 208 bytes");
+_Static_assert(RL_SOCKET_SIZE + RL_FD_PART_SIZE == 192, "a socket and its fd object: one block of 192 bytes");
 
 /* The fd object that watches s's fd, after s in its block (sock_make);
  * it holds a reference on s until invalidated. */
@@ -992,7 +992,7 @@ static void sock_fd_callout(RLFileDescriptorRef f, RLOptionFlags ready, void *in
 static const void *sock_callout_of(const void *owner) {
     return (const void *)((const struct RLSocket *)owner)->callout;
 }
-static const rl__callout_owner sock_how = {kRLCalloutSocket, sock_callout_of};
+static const rl__callout_owner sock_how = {kRLCalloutSocket, sock_callout_of, sock_fd_callout};
 
 /* The callbacks of one fd callout; s locked on entry and on return (the
  * lock is let go around every system call and callback). */

@@ -72,9 +72,9 @@ static char *fd_describe(const void *obj) {
 }
 
 /* A program's: one pool class of 128 bytes with its context; an
- * RLSocket's: 72 bytes, the socket's 136 making one block of 208. */
+ * RLSocket's: 64 bytes, the socket's 128 making one block of 192. */
 _Static_assert(sizeof(struct RLFileDescriptor) + sizeof(rl__fdctx) <= 128, "RLFileDescriptor outgrew its pool class");
-_Static_assert(sizeof(struct RLFileDescriptor) == RL__FD_PART_SIZE, "an owner's fd object: 72 bytes");
+_Static_assert(sizeof(struct RLFileDescriptor) == RL__FD_PART_SIZE, "an owner's fd object: 64 bytes");
 _Static_assert(RL__FD_PART_SIZE == RL_FD_PART_SIZE, "rl_callout.h says the size of an owner's fd object");
 _Static_assert(RL__FD_PART_OFFSET == RL_FD_PART_OFFSET, "rl_callout.h says where an owner's fd object sits");
 
@@ -106,11 +106,11 @@ RLFileDescriptorRef RLFileDescriptorCreate(RLAllocatorRef allocator, RLFileDescr
     f->dev = rl__fd_dev32(st.st_dev);
     f->ino = st.st_ino;
     f->close_on_invalidate = closeOnInvalidate;
-    f->callout = callout;
+    f->ctx[0].callout = callout;
     f->valid = true;
     f->has_ctx = true;
     if (context) {
-        f->ctx[0] = (rl__fdctx){context->retain, context->release, context->copyDescription, NULL, NULL, NULL};
+        f->ctx[0] = (rl__fdctx){context->retain, context->release, context->copyDescription, NULL, NULL, NULL, callout};
         f->ctx[0].info = context->retain ? (void *)context->retain(context->info) : context->info;
     }
     return f;
@@ -123,18 +123,19 @@ RLFileDescriptorRef rl__fd_init_part(void *at, int fd, RLFileDescriptorCallBack 
         rl__fail(kRLErrorInvalidArgument, fn, "%d is not an open file descriptor", fd);
         return NULL;
     }
-    if ((const char *)at != (const char *)owner + RL__FD_PART_OFFSET)
-        abort(); /* rl__fd_info finds the owner there */
+    const rl__callout_owner *was = __atomic_load_n(&rl__fd_part_how, __ATOMIC_RELAXED);
+    if ((const char *)at != (const char *)owner + RL__FD_PART_OFFSET || how->part_callout != callout ||
+        (was && was != how))
+        abort(); /* rl__fd_info finds the owner there, rl__fd_callout the callout in the one how */
     struct RLFileDescriptor *f = at;
     memset(f, 0, sizeof *f);
     rl__object_init_part(f, &fd_class);
     f->fd = fd;
     f->dev = rl__fd_dev32(st.st_dev);
     f->ino = st.st_ino;
-    f->callout = callout;
     f->valid = true;
     /* Parts are RLSocket's only: one `how` for all of them. */
-    if (__atomic_load_n(&rl__fd_part_how, __ATOMIC_RELAXED) != how)
+    if (!was)
         __atomic_store_n(&rl__fd_part_how, how, __ATOMIC_RELAXED);
     atomic_init(&f->parts, 2);
     RLRetain(owner);

@@ -427,9 +427,20 @@ static __attribute__((noinline)) bool do_fds(RLRunLoopRef rl, rl__mode *m, struc
             bool outer_quiet = rl->fd_quiet;
             rl->src_in_callout = s;
             rl->fd_quiet = fire[i].quiet;
-            const struct rl__callout_owner *how = rl__fd_owner_how(f);
-            RLCalloutKind kind = how ? (RLCalloutKind)how->kind : kRLCalloutFileDescriptor;
-            RL__CALLOUT(rl, kind, f->callout, f, m->name, f->callout(f, fire[i].types, rl__fd_info(f)));
+            RLFileDescriptorCallBack fn;
+            void *info;
+            RLCalloutKind kind;
+            if (f->has_ctx) { /* a program's, or a port's or a signal source's */
+                fn = f->ctx[0].callout;
+                info = f->ctx[0].info;
+                kind = f->ctx[0].owner_how ? (RLCalloutKind)f->ctx[0].owner_how->kind : kRLCalloutFileDescriptor;
+            } else { /* a part of an RLSocket's block */
+                const struct rl__callout_owner *how = __atomic_load_n(&rl__fd_part_how, __ATOMIC_RELAXED);
+                fn = how->part_callout;
+                info = rl__fd_part_owner(f);
+                kind = (RLCalloutKind)how->kind;
+            }
+            RL__CALLOUT(rl, kind, fn, f, m->name, fn(f, fire[i].types, info));
             rl->src_in_callout = outer;
             rl->fd_quiet = outer_quiet;
             handled = true;

@@ -444,14 +444,16 @@ typedef struct rl__fdctx {
     const void *owner;
     void *info; /* what its callouts get: the context's, retained */
     const struct rl__callout_owner *owner_how;
+    RLFileDescriptorCallBack callout;
 } rl__fdctx;
 
 /* An fd object made by RLFileDescriptorCreate is this and its context
  * after it (120 bytes, the 128-byte pool class); an RLSocket's is this
- * alone (72 bytes; before: 96), in the socket's own block at
+ * alone (64 bytes; before: 96), in the socket's own block at
  * RL__FD_PART_OFFSET after the socket (rl__fd_init_part): it has no
  * context but a reference on its owner, the socket, which is its info
- * (rl__fd_info) and is found from where the part sits. */
+ * (rl__fd_info) and is found from where the part sits; its callout is
+ * the one every part has (rl__fd_part_how's part_callout). */
 struct RLFileDescriptor {
     rl__object base;
     rl__olock lock; /* an item lock: source, and the writes of valid and enabled */
@@ -489,14 +491,13 @@ struct RLFileDescriptor {
      * 32-bit, so glibc's 64-bit st_dev of them fits. */
     uint32_t dev;
     ino_t ino;
-    RLFileDescriptorCallBack callout;
     struct RLRunLoopSource *source; /* weak; cleared when the source goes */
     rl__fdctx ctx[]; /* has_ctx: one */
 };
-#define RL__FD_PART_SIZE 72
+#define RL__FD_PART_SIZE 64
 /* Where a part sits in its owner's block (an RLSocket's: after the
- * socket's 136 bytes; rl_callout.h's RL_FD_PART_OFFSET). */
-#define RL__FD_PART_OFFSET 136
+ * socket's 128 bytes; rl_callout.h's RL_FD_PART_OFFSET). */
+#define RL__FD_PART_OFFSET 128
 /* How the owner of every part names its callout (parts are RLSocket's
  * only): set by rl__fd_init_part, the same every time. Relaxed atomic. */
 RL__HIDDEN extern const struct rl__callout_owner *rl__fd_part_how;
@@ -521,6 +522,11 @@ static inline void *rl__fd_info(const struct RLFileDescriptor *f) {
  * reference (but see rl__fd_owner_held); the owner outlives f's callouts. */
 static inline const void *rl__fd_owner(const struct RLFileDescriptor *f) {
     return f->has_ctx ? f->ctx[0].owner : rl__fd_part_owner(f);
+}
+
+/* f's callout. */
+static inline RLFileDescriptorCallBack rl__fd_callout(const struct RLFileDescriptor *f) {
+    return f->has_ctx ? f->ctx[0].callout : __atomic_load_n(&rl__fd_part_how, __ATOMIC_RELAXED)->part_callout;
 }
 
 /* How to name the callout of f's owner, or NULL (a program's fd object). */
