@@ -374,13 +374,14 @@ static void test_fd_table_holds_no_block_for_one_source(void **state) {
 
 /* A connection's run-loop source in one mode is one block: its first
  * membership is inside it and it copies no context (it has none); in the
- * pool, 144 bytes (before: 160, with the membership's loop pointer and
- * a two-pointer list head; before that a 192-byte source and a 112-byte
- * malloc'd membership). A second mode's membership is a block of its own, given
+ * pool, 128 bytes (before: 144, without the perform pointer and the
+ * bucket link an fd source never uses; 160, with the membership's loop
+ * pointer and a two-pointer list head; before that a 192-byte source and
+ * a 112-byte malloc'd membership). A second mode's membership is a block of its own, given
  * back when the source leaves that mode. A program's source keeps its
  * context (RLRunLoopSourceGetContext), and an fd source reads as having
  * none. */
-#define SOURCE_MAX (144 + MALLOC_SLACK)
+#define SOURCE_MAX (128 + MALLOC_SLACK)
 
 static void test_idle_connection_source_is_one_block(void **state) {
     (void)state;
@@ -583,6 +584,59 @@ static void test_mode_buckets_two_bytes_a_source(void **state) {
     }
 }
 
+/* fd sources, each equal to itself only, are in no bucket: a mode of
+ * hundreds of them holds no bucket bytes for them; each is still found,
+ * added once, removed. */
+static void test_fd_sources_take_no_buckets(void **state) {
+    (void)state;
+    enum { N = 256 };
+    int p[2];
+    assert_int_equal(pipe(p), 0);
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    RLFileDescriptorRef f[N];
+    RLRunLoopSourceRef s[N];
+    rl__loop_mem before, after;
+    RLRunLoopSourceContext ctx = {0};
+    ctx.perform = nothing_perform;
+    RLRunLoopSourceRef prog = RLRunLoopSourceCreate(NULL, 0, &ctx);
+    assert_true(RLRunLoopAddSource(rl, prog, "MEMF")); /* the mode, with its first buckets */
+    (void)rl__loop_held_bytes(rl, &before);
+    for (int i = 0; i < N; i++) {
+        f[i] = RLFileDescriptorCreate(NULL, p[0], false, fd_cb, NULL);
+        assert_non_null(f[i]);
+        s[i] = RLFileDescriptorCreateRunLoopSource(NULL, f[i], i % 3);
+        assert_non_null(s[i]);
+        assert_true(RLRunLoopAddSource(rl, s[i], "MEMF"));
+    }
+    (void)rl__loop_held_bytes(rl, &after);
+    assert_int_equal(after.modes, before.modes);
+    for (int i = 0; i < N; i++) {
+        assert_true(RLRunLoopContainsSource(rl, s[i], "MEMF"));
+        assert_true(RLRunLoopAddSource(rl, s[i], "MEMF"));
+        assert_true(RLRunLoopAddSource(rl, s[i], "MEMF2")); /* a second membership, malloc'd */
+    }
+    for (int i = 0; i < N; i += 2) {
+        assert_true(RLRunLoopRemoveSource(rl, s[i], "MEMF"));
+        assert_true(RLRunLoopRemoveSource(rl, s[i], "MEMF2"));
+    }
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(RLRunLoopContainsSource(rl, s[i], "MEMF"), i % 2 == 1);
+        assert_int_equal(RLRunLoopContainsSource(rl, s[i], "MEMF2"), i % 2 == 1);
+    }
+    assert_true(RLRunLoopContainsSource(rl, prog, "MEMF"));
+    for (int i = 0; i < N; i++) {
+        assert_true(RLFileDescriptorInvalidate(f[i]));
+        assert_false(RLRunLoopContainsSource(rl, s[i], "MEMF"));
+        assert_false(RLRunLoopContainsSource(rl, s[i], "MEMF2"));
+        RLRelease(s[i]);
+        RLRelease(f[i]);
+    }
+    RLRunLoopSourceInvalidate(prog);
+    RLRelease(prog);
+    close(p[0]);
+    close(p[1]);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_idle_ipv4_connection_holds_its_block),
@@ -596,6 +650,7 @@ int main(void) {
         cmocka_unit_test(test_socket_context_callbacks_kept_aside),
         cmocka_unit_test(test_socket_and_fd_object_share_a_block),
         cmocka_unit_test(test_mode_buckets_two_bytes_a_source),
+        cmocka_unit_test(test_fd_sources_take_no_buckets),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -143,11 +143,21 @@ static bool sources_equal_locked(const struct RLRunLoopSource *s, const struct R
     return false;
 }
 
-/* The membership of s, or of a source equal to s, in mode: found through
- * the mode's buckets (s's own membership is there too), so that the loop
- * lock alone suffices, not s's item lock. */
-static rl__memb *source_find_locked(struct RLRunLoopSource *s, rl__mode *mode) {
+/* The membership of s, or of a source equal to s, in mode: a program's
+ * source's found through the mode's buckets (s's own membership is there
+ * too), so that the loop lock alone suffices; an fd source's (equal to
+ * itself only, in no bucket) among its own memberships, under its item
+ * lock (taken here unless `s_locked`: the caller holds it). */
+static rl__memb *source_find_locked(struct RLRunLoopSource *s, rl__mode *mode, bool s_locked) {
     rl__memb *m;
+    if (!s->has_ctx) {
+        if (!s_locked)
+            rl__olock_lock(&s->lock);
+        m = rl__memb_find(s, RL_KIND_SOURCE, mode);
+        if (!s_locked)
+            rl__olock_unlock(&s->lock);
+        return m;
+    }
     if (!mode->nsbuckets)
         return NULL;
     for (m = mode->sbuckets[source_key(s) & (mode->nsbuckets - 1)]; m; m = m->snext) {
@@ -238,10 +248,12 @@ static rl__memb *memb_alloc(void *item, rl__kind kind) {
         struct RLRunLoopSource *s = item;
         if (!s->inline_used) {
             /* Zeroed: a source's membership has fields (queued, the
-             * ready and bucket links) that add_locked does not write. */
+             * ready link) that add_locked does not write; snext (a
+             * program's source's, in its tail) is written as it joins
+             * the buckets. */
             s->inline_used = true;
-            memset(&s->inline_memb, 0, sizeof s->inline_memb);
-            return &s->inline_memb;
+            memset(s->inline_memb, 0, sizeof s->inline_memb);
+            return rl__source_inline_memb(s);
         }
     }
     return calloc(1, sizeof(rl__memb));
@@ -256,7 +268,7 @@ static void memb_free(rl__memb *m) {
         }
     } else if (m->kind == RL_KIND_SOURCE) {
         struct RLRunLoopSource *s = m->item;
-        if (m == &s->inline_memb) {
+        if (m == rl__source_inline_memb(s)) {
             s->inline_used = false;
             return;
         }
@@ -271,9 +283,9 @@ static void memb_free(rl__memb *m) {
 __attribute__((always_inline)) static inline bool add_locked(RLRunLoopRef rl, void *item, rl__kind kind,
                                                                rl__mode *mode, rl__defer *d, const char *fn) {
     if (kind == RL_KIND_SOURCE) {
-        if (source_find_locked(item, mode))
+        if (source_find_locked(item, mode, true))
             return true; /* it, or a source equal to it, is there */
-        if (!sbuckets_reserve(mode))
+        if (((struct RLRunLoopSource *)item)->has_ctx && !sbuckets_reserve(mode))
             return rl__fail(kRLErrorNoMemory, fn, "out of memory");
     } else if (rl__memb_find(item, kind, mode)) {
         return true;
@@ -305,7 +317,8 @@ __attribute__((always_inline)) static inline bool add_locked(RLRunLoopRef rl, vo
     if (kind == RL_KIND_SOURCE) {
         struct RLRunLoopSource *s = item;
         TAILQ_INSERT_TAIL(&mode->sources, m, mode_link);
-        sbucket_insert(mode, m);
+        if (s->has_ctx)
+            sbucket_insert(mode, m);
         mode->nsources++;
         if (s->fdobj)
             rl__fd_update(rl, s); /* registered above; now in the mode: its wish may grow */
@@ -373,7 +386,8 @@ static void remove_memb_as_locked(rl__memb *m, void *cancel_for, rl__defer *d) {
     if (m->kind == RL_KIND_SOURCE) {
         struct RLRunLoopSource *s = item;
         TAILQ_REMOVE(&mode->sources, m, mode_link);
-        sbucket_remove(mode, m);
+        if (s->has_ctx)
+            sbucket_remove(mode, m);
         mode->nsources--;
         mode_count(mode, RL_KIND_SOURCE, -1);
         rl__ready_unlink(m);
@@ -740,7 +754,7 @@ __attribute__((always_inline)) static inline bool remove_item(RLRunLoopRef rl, v
         /* The member found may be a source equal to this one: its item
          * lock, not this one's, guards the membership. */
         rl__mode *m = rl__mode_find(rl, mode);
-        rl__memb *x = m ? source_find_locked(item, m) : NULL;
+        rl__memb *x = m ? source_find_locked(item, m, false) : NULL;
         if (x) {
             struct RLRunLoopSource *member = x->item;
             rl__olock_lock(&member->lock);
@@ -784,7 +798,7 @@ static bool contains_item(RLRunLoopRef rl, void *item, rl__kind kind, RLRunLoopM
         has = citem_has(rl, item);
     } else if (kind == RL_KIND_SOURCE) {
         rl__mode *m = rl__mode_find(rl, mode);
-        has = m && source_find_locked(item, m); /* the mode's buckets: the loop lock */
+        has = m && source_find_locked(item, m, false);
     } else if (rl__home_get(item, kind) == rl) {
         rl__mode *m = rl__mode_find(rl, mode);
         has = m && rl__memb_find(item, kind, m);

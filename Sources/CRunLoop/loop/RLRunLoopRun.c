@@ -235,8 +235,9 @@ static __attribute__((noinline)) bool perform_sources0(RLRunLoopRef rl, rl__mode
         }
         if (go)
             atomic_thread_fence(memory_order_seq_cst); /* pairs with rl__source_signal's */
-        if (go && s->perform) {
-            RL__CALLOUT(rl, kRLCalloutSource, s->perform, s, m->name, s->perform(s->tail[0].ctx.info));
+        void (*perform)(void *) = rl__source_ctx(s)->perform;
+        if (go && perform) {
+            RL__CALLOUT(rl, kRLCalloutSource, perform, s, m->name, perform(s->tail[0].ctx.info));
             handled = true;
         } else if (go) {
             handled = true;

@@ -61,7 +61,6 @@ RLRunLoopSourceRef RLRunLoopSourceCreate(RLAllocatorRef allocator, RLIndex order
     s->order = order;
     s->has_ctx = true;
     s->tail[0].ctx = *context;
-    s->perform = context->perform;
     s->valid = true;
     s->membs.first = NULL;
     RLRunLoopSourceContext *c = &s->tail[0].ctx;
@@ -89,7 +88,7 @@ size_t rl__source_footprint(RLRunLoopSourceRef s) {
     rl__olock_lock(&s->lock);
     rl__memb *m;
     RL_ITEMQ_FOREACH(m, &s->membs) {
-        if (m != &s->inline_memb)
+        if (m != rl__source_inline_memb(s))
             n += malloc_usable_size(m) + sizeof(size_t);
     }
     rl__olock_unlock(&s->lock);

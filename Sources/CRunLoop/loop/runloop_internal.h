@@ -185,8 +185,11 @@ static inline RLRunLoopRef rl__memb_rl(const rl__memb *m) { return m->mode->rl; 
 
 struct RLFileDescriptor;
 
-/* What a source made by RLRunLoopSourceCreate has after it. */
+/* What a source made by RLRunLoopSourceCreate has after it: first, the
+ * last field (snext) of its inline membership, which the source itself
+ * ends before (see below). */
 typedef struct rl__source_tail {
+    struct rl__memb *inline_snext;
     RLRunLoopSourceContext ctx;
     RLHashCode hash; /* ctx.hash(info), or info: computed once, at creation */
 } rl__source_tail;
@@ -194,10 +197,15 @@ typedef struct rl__source_tail {
 /* A source made by RLRunLoopSourceCreate is this and its context after
  * it (a line-aligned pool block of 256 bytes); an fd source (an RLSocket's,
  * an RLFileDescriptor's) has no context, every callback of it being NULL,
- * and is only this (144 bytes, a packed pool class; before: 160): read the context
- * through rl__source_ctx. Its first membership is inside it (inline_memb,
- * as a timer's): a source in one mode, the usual case, costs no other
- * allocation. */
+ * and is only this (128 bytes, a packed pool class; before: 144, 160):
+ * read the context through rl__source_ctx. Its first membership is inside
+ * it (inline_memb, rl__source_inline_memb, as a timer's): a source in one
+ * mode, the usual case, costs no other allocation. A membership's last
+ * field, snext, chains it in its mode's equality buckets, where only a
+ * program's sources are (an fd source is equal to itself only: it is
+ * found through its own memberships, rl__memb_find): so an fd source's
+ * inline membership ends before snext, and a program's source's snext is
+ * the first field of its tail, right after. */
 struct RLRunLoopSource {
     rl__object base;
     rl__olock lock; /* the item lock: membs, valid, signalled, inline_used */
@@ -210,17 +218,21 @@ struct RLRunLoopSource {
     bool has_ctx;     /* tail[0] is there (fixed at creation) */
     bool inline_used; /* inline_memb is a membership (the item lock) */
     RLIndex order;
-    /* The context's perform (NULL: none, or no context), beside what a
-     * pass reads of a signalled source: the pass calls it with the
-     * context's info (the tail's). */
-    void (*perform)(void *info);
     struct rl_itemq membs;
     struct RLFileDescriptor *fdobj; /* fd sources: retained */
-    rl__memb inline_memb;
+    _Alignas(rl__memb) unsigned char inline_memb[offsetof(rl__memb, snext)];
     rl__source_tail tail[]; /* has_ctx: one */
 };
-#define RL__FD_SOURCE_SIZE 144
-_Static_assert(sizeof(struct RLRunLoopSource) == RL__FD_SOURCE_SIZE, "fd source: 144 bytes, a packed pool class");
+#define RL__FD_SOURCE_SIZE 128
+_Static_assert(sizeof(struct RLRunLoopSource) == RL__FD_SOURCE_SIZE, "fd source: 128 bytes, a packed pool class");
+_Static_assert(offsetof(struct RLRunLoopSource, tail) + offsetof(rl__source_tail, inline_snext) ==
+                   offsetof(struct RLRunLoopSource, inline_memb) + offsetof(rl__memb, snext),
+               "a program's source's inline membership ends in its tail");
+_Static_assert(offsetof(rl__memb, snext) + sizeof(struct rl__memb *) == sizeof(rl__memb), "snext is last");
+
+static inline rl__memb *rl__source_inline_memb(struct RLRunLoopSource *s) {
+    return (rl__memb *)(void *)s->inline_memb;
+}
 
 /* What a source without a context reads as its context: zeros. */
 RL__HIDDEN extern const RLRunLoopSourceContext rl__source_no_ctx;
