@@ -3,7 +3,7 @@
  * object's, nothing else (no read buffer, no RLData for its peer's
  * address, which each Data callback still gets, right, whatever the
  * callbacks keep); a loop's fd table holds no allocation per fd that has
- * one source. */
+ * one source, 24 bytes an entry. */
 #include "testutil.h"
 
 #include <crunloop/RLFileDescriptor.h>
@@ -21,6 +21,10 @@
 size_t rl__socket_footprint(RLSocketRef s);
 size_t rl__fd_table_bytes(RLRunLoopRef rl, size_t *blocks);
 size_t rl__source_footprint(RLRunLoopSourceRef s);
+typedef struct rl__loop_mem {
+    size_t modes, arrays, due, fds, stats;
+} rl__loop_mem; /* RLRunLoopMode.h */
+size_t rl__loop_held_bytes(RLRunLoopRef rl, rl__loop_mem *out);
 
 #define MODE "MEM"
 
@@ -132,12 +136,12 @@ static bool tcp_pair(int family, int *server, int *client) {
 #define MALLOC_SLACK 0
 #endif
 
-/* An RLSocket and its fd object are one block: in the pool, 240 bytes
- * (before: 160 and 128 bytes, and before that 192 and 192, and a 128-byte
- * RLData for the peer's address besides). A program's context without
- * callbacks, an IP peer address and a socket that is not a resting
- * listener need no other block. */
-#define IDLE_MAX (240 + MALLOC_SLACK)
+/* An RLSocket and its fd object are one block: in the pool, 192 bytes
+ * (before: 208, 224, 240, before that 160 and 128 bytes, and before that 192
+ * and 192, and a 128-byte RLData for the peer's address besides). A program's
+ * context without callbacks, an IP peer address and a socket that is not
+ * a resting listener need no other block. */
+#define IDLE_MAX (192 + MALLOC_SLACK)
 
 static void check_idle_connection(int family) {
     int server, client;
@@ -334,7 +338,12 @@ static void test_fd_table_holds_no_block_for_one_source(void **state) {
     size_t blocks;
     size_t bytes = rl__fd_table_bytes(rl, &blocks);
     assert_int_equal(blocks, 0);
-    assert_true(bytes < 32 * (size_t)(p[N - 1][1] + 1) * 2);
+    /* 24 bytes an entry (before: 32), entries for a power-of-two span of
+     * fd numbers (16 at least) within 0 to the highest watched. */
+    size_t span = 16;
+    while (span < (size_t)p[N - 1][0] + 1)
+        span *= 2;
+    assert_true(bytes <= 24 * span);
 
     RLFileDescriptorRef g = watch(p[0][0]), h = watch(p[0][0]);
     (void)rl__fd_table_bytes(rl, &blocks);
@@ -365,12 +374,14 @@ static void test_fd_table_holds_no_block_for_one_source(void **state) {
 
 /* A connection's run-loop source in one mode is one block: its first
  * membership is inside it and it copies no context (it has none); in the
- * pool, 160 bytes (before: a 192-byte source and a 112-byte malloc'd
- * membership). A second mode's membership is a block of its own, given
+ * pool, 128 bytes (before: 144, without the perform pointer and the
+ * bucket link an fd source never uses; 160, with the membership's loop
+ * pointer and a two-pointer list head; before that a 192-byte source and
+ * a 112-byte malloc'd membership). A second mode's membership is a block of its own, given
  * back when the source leaves that mode. A program's source keeps its
  * context (RLRunLoopSourceGetContext), and an fd source reads as having
  * none. */
-#define SOURCE_MAX (160 + MALLOC_SLACK)
+#define SOURCE_MAX (128 + MALLOC_SLACK)
 
 static void test_idle_connection_source_is_one_block(void **state) {
     (void)state;
@@ -535,6 +546,97 @@ static void test_program_source_keeps_its_context(void **state) {
     RLRelease(s);
 }
 
+/* A mode's equality buckets for its sources: 2 bytes a source (4 a
+ * bucket; before: 8 bytes, one a bucket), each source still found, added
+ * once, removed. */
+static void nothing_perform(void *info) { (void)info; }
+
+static void test_mode_buckets_two_bytes_a_source(void **state) {
+    (void)state;
+    enum { N = 512 };
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    RLRunLoopSourceRef s[N];
+    rl__loop_mem before, after;
+    (void)rl__loop_held_bytes(rl, &before);
+    for (int i = 0; i < N; i++) {
+        RLRunLoopSourceContext ctx = {0};
+        ctx.info = &s[i];
+        ctx.perform = nothing_perform;
+        s[i] = RLRunLoopSourceCreate(NULL, i % 3, &ctx);
+        assert_non_null(s[i]);
+        assert_true(RLRunLoopAddSource(rl, s[i], "MEMB"));
+    }
+    (void)rl__loop_held_bytes(rl, &after);
+    /* The new mode itself (its record and name) and its buckets. */
+    assert_true(after.modes - before.modes <= 1024 + N * 2);
+    for (int i = 0; i < N; i++) {
+        assert_true(RLRunLoopContainsSource(rl, s[i], "MEMB"));
+        assert_true(RLRunLoopAddSource(rl, s[i], "MEMB")); /* already there: nothing */
+    }
+    for (int i = 0; i < N; i += 2)
+        assert_true(RLRunLoopRemoveSource(rl, s[i], "MEMB"));
+    for (int i = 0; i < N; i++)
+        assert_int_equal(RLRunLoopContainsSource(rl, s[i], "MEMB"), i % 2 == 1);
+    for (int i = 0; i < N; i++) {
+        RLRunLoopSourceInvalidate(s[i]);
+        assert_false(RLRunLoopContainsSource(rl, s[i], "MEMB"));
+        RLRelease(s[i]);
+    }
+}
+
+/* fd sources, each equal to itself only, are in no bucket: a mode of
+ * hundreds of them holds no bucket bytes for them; each is still found,
+ * added once, removed. */
+static void test_fd_sources_take_no_buckets(void **state) {
+    (void)state;
+    enum { N = 256 };
+    int p[2];
+    assert_int_equal(pipe(p), 0);
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    RLFileDescriptorRef f[N];
+    RLRunLoopSourceRef s[N];
+    rl__loop_mem before, after;
+    RLRunLoopSourceContext ctx = {0};
+    ctx.perform = nothing_perform;
+    RLRunLoopSourceRef prog = RLRunLoopSourceCreate(NULL, 0, &ctx);
+    assert_true(RLRunLoopAddSource(rl, prog, "MEMF")); /* the mode, with its first buckets */
+    (void)rl__loop_held_bytes(rl, &before);
+    for (int i = 0; i < N; i++) {
+        f[i] = RLFileDescriptorCreate(NULL, p[0], false, fd_cb, NULL);
+        assert_non_null(f[i]);
+        s[i] = RLFileDescriptorCreateRunLoopSource(NULL, f[i], i % 3);
+        assert_non_null(s[i]);
+        assert_true(RLRunLoopAddSource(rl, s[i], "MEMF"));
+    }
+    (void)rl__loop_held_bytes(rl, &after);
+    assert_int_equal(after.modes, before.modes);
+    for (int i = 0; i < N; i++) {
+        assert_true(RLRunLoopContainsSource(rl, s[i], "MEMF"));
+        assert_true(RLRunLoopAddSource(rl, s[i], "MEMF"));
+        assert_true(RLRunLoopAddSource(rl, s[i], "MEMF2")); /* a second membership, malloc'd */
+    }
+    for (int i = 0; i < N; i += 2) {
+        assert_true(RLRunLoopRemoveSource(rl, s[i], "MEMF"));
+        assert_true(RLRunLoopRemoveSource(rl, s[i], "MEMF2"));
+    }
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(RLRunLoopContainsSource(rl, s[i], "MEMF"), i % 2 == 1);
+        assert_int_equal(RLRunLoopContainsSource(rl, s[i], "MEMF2"), i % 2 == 1);
+    }
+    assert_true(RLRunLoopContainsSource(rl, prog, "MEMF"));
+    for (int i = 0; i < N; i++) {
+        assert_true(RLFileDescriptorInvalidate(f[i]));
+        assert_false(RLRunLoopContainsSource(rl, s[i], "MEMF"));
+        assert_false(RLRunLoopContainsSource(rl, s[i], "MEMF2"));
+        RLRelease(s[i]);
+        RLRelease(f[i]);
+    }
+    RLRunLoopSourceInvalidate(prog);
+    RLRelease(prog);
+    close(p[0]);
+    close(p[1]);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_idle_ipv4_connection_holds_its_block),
@@ -547,6 +649,8 @@ int main(void) {
         cmocka_unit_test(test_program_source_keeps_its_context),
         cmocka_unit_test(test_socket_context_callbacks_kept_aside),
         cmocka_unit_test(test_socket_and_fd_object_share_a_block),
+        cmocka_unit_test(test_mode_buckets_two_bytes_a_source),
+        cmocka_unit_test(test_fd_sources_take_no_buckets),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -180,7 +180,7 @@ static RLIndex sig_drain_locked(struct RLSignalSource *s) { return (RLIndex)rl__
 static const void *sig_callout_of(const void *owner) {
     return (const void *)((const struct RLSignalSource *)owner)->callout;
 }
-static const rl__callout_owner sig_how = {kRLCalloutSignal, sig_callout_of};
+static const rl__callout_owner sig_how = {kRLCalloutSignal, sig_callout_of, NULL};
 
 /* A callout that began while s was valid (busy counted, s retained) is
  * over (lock not held). */

@@ -101,23 +101,29 @@ typedef struct sock_rare {
 } sock_rare;
 
 /* The socket's size: its fd object follows it in its block. */
-#define RL_SOCKET_SIZE 144
+#define RL_SOCKET_SIZE 128
 
 /* s->rxq once the ring was asked and refused (sock_ring_ask). */
 #define RL_SOCKET_NO_RING ((rl__rxq *)1)
 
-/* 144 bytes (checked below), followed in the same block by its fd object
- * (RL_FD_PART_SIZE, 96): one allocation of 240 bytes, a packed pool class.
- * An idle connection is that block and its run-loop source (160, its
- * membership inside). */
+/* 128 bytes (checked below), followed in the same block by its fd object
+ * (RL_FD_PART_SIZE, 64): one allocation of 192 bytes, a packed pool class
+ * (before: 144 and 96). An idle connection is that block and its run-loop
+ * source (144, its membership inside). */
 struct RLSocket {
     rl__object base;
-    rl__mutex lock; /* guards everything below that can change */
+    /* Guards everything below that can change: a futex word (0 free, 1
+     * held, 2 held and maybe waited for; sock_lock), not an rl__mutex,
+     * whose owner field (12 bytes more) nobody asks of a socket. */
+    _Atomic uint32_t lock;
     int fd;
     uint8_t sock_type; /* SOCK_STREAM, SOCK_DGRAM, ... */
     uint8_t types; /* the callback types it was made with (RL_SOCKET_TYPES) */
     uint8_t flags; /* RL_SOCKET_FLAGS */
     uint8_t disabled; /* callback types muted by the user or by a delivery */
+    /* Tells this socket from one made later at the same address: the
+     * thread's address data says whose address it holds by both. */
+    uint32_t serial;
     RLSocketCallBack callout;
     sock_rare *rare; /* NULL: none needed yet */
     /* Valid until invalidated; the fd closed (kRLSocketCloseOnInvalidate)
@@ -146,18 +152,17 @@ struct RLSocket {
      * in rare->peer; else the length of the address in peer_sa. Written once
      * under the lock (release), read without it (acquire). */
     _Atomic uint8_t peer_len;
-    sock_peer_sa peer_sa;
-    /* Tells this socket from one made later at the same address: the
-     * thread's address data says whose address it holds by both. */
-    uint32_t serial;
     /* A Data stream read through its loop's ring (sock_ring_ask): what the
      * ring read, in order, taken before any read of the fd. NULL: not
      * asked yet; RL_SOCKET_NO_RING: asked, and its loop reads no ring
      * (the readers tell the two apart). */
     rl__rxq *rxq;
+    sock_peer_sa peer_sa;
 };
 _Static_assert(sizeof(struct RLSocket) <= RL_SOCKET_SIZE, "RLSocket outgrew its block");
-_Static_assert(RL_SOCKET_SIZE % 16 == 0, "the fd object after the socket is 16-aligned");
+_Static_assert(RL_SOCKET_SIZE % 8 == 0, "the fd object after the socket is 8-aligned");
+_Static_assert(RL_SOCKET_SIZE == RL_FD_PART_OFFSET, "the fd object sits where its loop looks for it");
+_Static_assert(RL_SOCKET_SIZE + RL_FD_PART_SIZE == 192, "a socket and its fd object: one block of 192 bytes");
 
 /* The fd object that watches s's fd, after s in its block (sock_make);
  * it holds a reference on s until invalidated. */
@@ -187,15 +192,24 @@ static inline RLRunLoopTimerRef sock_retry_timer(const struct RLSocket *s) {
 
 /* Reports to the lock-order detector as one class for every socket
  * (docs/locking.md: before the loop and item locks). */
+static __attribute__((noinline)) void sock_lock_slow(struct RLSocket *s) {
+    /* 2: held, and someone may sleep; the unlock that sees it wakes one. */
+    while (atomic_exchange_explicit(&s->lock, 2, memory_order_acquire) != 0)
+        (void)rl__futex_wait(&s->lock, 2, NULL);
+}
+
 static inline void sock_lock(struct RLSocket *s) {
     if (RL__UNLIKELY(rl__lockclass_on()))
         rl__lockclass_take(RL_LOCKCLASS_SOCKET, __builtin_return_address(0));
-    if (!rl__mutex_trylock(&s->lock))
-        (void)rl__mutex_lock_slow(&s->lock, NULL);
+    uint32_t expected = 0;
+    if (RL__UNLIKELY(!atomic_compare_exchange_strong_explicit(&s->lock, &expected, 1, memory_order_acquire,
+                                                              memory_order_relaxed)))
+        sock_lock_slow(s);
 }
 
 static inline void sock_unlock(struct RLSocket *s) {
-    rl__mutex_unlock(&s->lock);
+    if (RL__UNLIKELY(atomic_exchange_explicit(&s->lock, 0, memory_order_release) == 2))
+        rl__futex_wake(&s->lock, 1);
     if (RL__UNLIKELY(rl__lockclass_on()))
         rl__lockclass_drop(RL_LOCKCLASS_SOCKET);
 }
@@ -978,7 +992,7 @@ static void sock_fd_callout(RLFileDescriptorRef f, RLOptionFlags ready, void *in
 static const void *sock_callout_of(const void *owner) {
     return (const void *)((const struct RLSocket *)owner)->callout;
 }
-static const rl__callout_owner sock_how = {kRLCalloutSocket, sock_callout_of};
+static const rl__callout_owner sock_how = {kRLCalloutSocket, sock_callout_of, sock_fd_callout};
 
 /* The callbacks of one fd callout; s locked on entry and on return (the
  * lock is let go around every system call and callback). */

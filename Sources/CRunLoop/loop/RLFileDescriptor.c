@@ -30,11 +30,13 @@ static void fd_owner_release(const void *owner) { RLRelease(owner); }
 static void (*fd_release_fn(const struct RLFileDescriptor *f))(const void *) {
     if (f->has_ctx)
         return f->ctx[0].release;
-    return f->owner_held ? fd_owner_release : NULL;
+    return rl__fd_owner_held(f) ? fd_owner_release : NULL;
 }
 
+const struct rl__callout_owner *rl__fd_part_how;
+
 void rl__fd_part_gone(RLFileDescriptorRef f) {
-    const void *block = f->info; /* its owner, the block's first object */
+    const void *block = rl__fd_part_owner(f); /* the block's first object */
     if (atomic_fetch_sub_explicit(&f->parts, 1, memory_order_acq_rel) == 1)
         rl__object_free_block((void *)block);
 }
@@ -70,10 +72,11 @@ static char *fd_describe(const void *obj) {
 }
 
 /* A program's: one pool class of 128 bytes with its context; an
- * RLSocket's: 96 bytes, the socket's 160 making one block of 256. */
+ * RLSocket's: 64 bytes, the socket's 128 making one block of 192. */
 _Static_assert(sizeof(struct RLFileDescriptor) + sizeof(rl__fdctx) <= 128, "RLFileDescriptor outgrew its pool class");
-_Static_assert(sizeof(struct RLFileDescriptor) == RL__FD_PART_SIZE, "an owner's fd object: 96 bytes");
+_Static_assert(sizeof(struct RLFileDescriptor) == RL__FD_PART_SIZE, "an owner's fd object: 64 bytes");
 _Static_assert(RL__FD_PART_SIZE == RL_FD_PART_SIZE, "rl_callout.h says the size of an owner's fd object");
+_Static_assert(RL__FD_PART_OFFSET == RL_FD_PART_OFFSET, "rl_callout.h says where an owner's fd object sits");
 
 static const rl__class fd_class = {"RLFileDescriptor", fd_finalize, NULL, fd_describe};
 
@@ -100,15 +103,15 @@ RLFileDescriptorRef RLFileDescriptorCreate(RLAllocatorRef allocator, RLFileDescr
     if (!f)
         return NULL;
     f->fd = fd;
-    f->dev = st.st_dev;
+    f->dev = rl__fd_dev32(st.st_dev);
     f->ino = st.st_ino;
     f->close_on_invalidate = closeOnInvalidate;
-    f->callout = callout;
+    f->ctx[0].callout = callout;
     f->valid = true;
     f->has_ctx = true;
     if (context) {
-        f->ctx[0] = (rl__fdctx){context->retain, context->release, context->copyDescription, NULL};
-        f->info = context->retain ? (void *)context->retain(context->info) : context->info;
+        f->ctx[0] = (rl__fdctx){context->retain, context->release, context->copyDescription, NULL, NULL, NULL, callout};
+        f->ctx[0].info = context->retain ? (void *)context->retain(context->info) : context->info;
     }
     return f;
 }
@@ -120,17 +123,20 @@ RLFileDescriptorRef rl__fd_init_part(void *at, int fd, RLFileDescriptorCallBack 
         rl__fail(kRLErrorInvalidArgument, fn, "%d is not an open file descriptor", fd);
         return NULL;
     }
+    const rl__callout_owner *was = __atomic_load_n(&rl__fd_part_how, __ATOMIC_RELAXED);
+    if ((const char *)at != (const char *)owner + RL__FD_PART_OFFSET || how->part_callout != callout ||
+        (was && was != how))
+        abort(); /* rl__fd_info finds the owner there, rl__fd_callout the callout in the one how */
     struct RLFileDescriptor *f = at;
     memset(f, 0, sizeof *f);
     rl__object_init_part(f, &fd_class);
     f->fd = fd;
-    f->dev = st.st_dev;
+    f->dev = rl__fd_dev32(st.st_dev);
     f->ino = st.st_ino;
-    f->callout = callout;
     f->valid = true;
-    f->info = (void *)owner;
-    f->owner_how = how;
-    f->owner_held = true;
+    /* Parts are RLSocket's only: one `how` for all of them. */
+    if (!was)
+        __atomic_store_n(&rl__fd_part_how, how, __ATOMIC_RELAXED);
     atomic_init(&f->parts, 2);
     RLRetain(owner);
     return f;
@@ -147,7 +153,7 @@ bool RLFileDescriptorGetContext(RLFileDescriptorRef f, RLFileDescriptorContext *
     if (!context)
         return rl__fail(kRLErrorInvalidArgument, fn, "NULL context");
     if (f->has_ctx)
-        *context = (RLFileDescriptorContext){0, f->info, f->ctx[0].retain, f->ctx[0].release,
+        *context = (RLFileDescriptorContext){0, f->ctx[0].info, f->ctx[0].retain, f->ctx[0].release,
                                              f->ctx[0].copyDescription};
     else
         *context = (RLFileDescriptorContext){0, rl__fd_info(f), NULL, NULL, NULL};

@@ -28,8 +28,8 @@
 /* Is item in any mode of rl? Item lock (sources) or home lock held. */
 static bool item_in_loop(void *item, rl__kind kind, RLRunLoopRef rl) {
     rl__memb *m;
-    TAILQ_FOREACH(m, rl__item_membs(item, kind), item_link) {
-        if (m->rl == rl)
+    RL_ITEMQ_FOREACH(m, rl__item_membs(item, kind)) {
+        if (rl__memb_rl(m) == rl)
             return true;
     }
     return false;
@@ -62,10 +62,15 @@ static size_t source_key(const struct RLRunLoopSource *s) {
     return (size_t)x;
 }
 
+/* Up to this many sources a bucket on average: a chain is walked only to
+ * add, remove or look for a source, and a server's thousands of
+ * connections in one mode pay 2 bytes each for the buckets, not 8. */
+#define RL_SOURCES_PER_BUCKET 4
+
 /* Room in mode's buckets for one more source; false only if there are none
  * and none can be had (a full table keeps working with longer chains). */
 static bool sbuckets_reserve(rl__mode *mode) {
-    if (mode->nsources < mode->nsbuckets)
+    if (mode->nsources < mode->nsbuckets * RL_SOURCES_PER_BUCKET)
         return true;
     size_t nb = mode->nsbuckets ? mode->nsbuckets * 2 : 8;
     rl__memb **b = calloc(nb, sizeof *b);
@@ -138,11 +143,21 @@ static bool sources_equal_locked(const struct RLRunLoopSource *s, const struct R
     return false;
 }
 
-/* The membership of s, or of a source equal to s, in mode: found through
- * the mode's buckets (s's own membership is there too), so that the loop
- * lock alone suffices, not s's item lock. */
-static rl__memb *source_find_locked(struct RLRunLoopSource *s, rl__mode *mode) {
+/* The membership of s, or of a source equal to s, in mode: a program's
+ * source's found through the mode's buckets (s's own membership is there
+ * too), so that the loop lock alone suffices; an fd source's (equal to
+ * itself only, in no bucket) among its own memberships, under its item
+ * lock (taken here unless `s_locked`: the caller holds it). */
+static rl__memb *source_find_locked(struct RLRunLoopSource *s, rl__mode *mode, bool s_locked) {
     rl__memb *m;
+    if (!s->has_ctx) {
+        if (!s_locked)
+            rl__olock_lock(&s->lock);
+        m = rl__memb_find(s, RL_KIND_SOURCE, mode);
+        if (!s_locked)
+            rl__olock_unlock(&s->lock);
+        return m;
+    }
     if (!mode->nsbuckets)
         return NULL;
     for (m = mode->sbuckets[source_key(s) & (mode->nsbuckets - 1)]; m; m = m->snext) {
@@ -233,10 +248,12 @@ static rl__memb *memb_alloc(void *item, rl__kind kind) {
         struct RLRunLoopSource *s = item;
         if (!s->inline_used) {
             /* Zeroed: a source's membership has fields (queued, the
-             * ready and bucket links) that add_locked does not write. */
+             * ready link) that add_locked does not write; snext (a
+             * program's source's, in its tail) is written as it joins
+             * the buckets. */
             s->inline_used = true;
-            memset(&s->inline_memb, 0, sizeof s->inline_memb);
-            return &s->inline_memb;
+            memset(s->inline_memb, 0, sizeof s->inline_memb);
+            return rl__source_inline_memb(s);
         }
     }
     return calloc(1, sizeof(rl__memb));
@@ -251,7 +268,7 @@ static void memb_free(rl__memb *m) {
         }
     } else if (m->kind == RL_KIND_SOURCE) {
         struct RLRunLoopSource *s = m->item;
-        if (m == &s->inline_memb) {
+        if (m == rl__source_inline_memb(s)) {
             s->inline_used = false;
             return;
         }
@@ -266,9 +283,9 @@ static void memb_free(rl__memb *m) {
 __attribute__((always_inline)) static inline bool add_locked(RLRunLoopRef rl, void *item, rl__kind kind,
                                                                rl__mode *mode, rl__defer *d, const char *fn) {
     if (kind == RL_KIND_SOURCE) {
-        if (source_find_locked(item, mode))
+        if (source_find_locked(item, mode, true))
             return true; /* it, or a source equal to it, is there */
-        if (!sbuckets_reserve(mode))
+        if (((struct RLRunLoopSource *)item)->has_ctx && !sbuckets_reserve(mode))
             return rl__fail(kRLErrorNoMemory, fn, "out of memory");
     } else if (rl__memb_find(item, kind, mode)) {
         return true;
@@ -290,8 +307,7 @@ __attribute__((always_inline)) static inline bool add_locked(RLRunLoopRef rl, vo
     }
     rl__hold_raw(item);
     if (kind != RL_KIND_TIMER) {
-        m->rl = rl;
-        TAILQ_INSERT_TAIL(rl__item_membs(item, kind), m, item_link);
+        rl__itemq_insert_tail(rl__item_membs(item, kind), m);
     } else if (m != rl__timer_inline_memb(item)) {
         struct RLRunLoopTimer *t = item;
         TAILQ_INSERT_TAIL(&rl__timer_ext_of(t)->membs, m, item_link);
@@ -301,7 +317,8 @@ __attribute__((always_inline)) static inline bool add_locked(RLRunLoopRef rl, vo
     if (kind == RL_KIND_SOURCE) {
         struct RLRunLoopSource *s = item;
         TAILQ_INSERT_TAIL(&mode->sources, m, mode_link);
-        sbucket_insert(mode, m);
+        if (s->has_ctx)
+            sbucket_insert(mode, m);
         mode->nsources++;
         if (s->fdobj)
             rl__fd_update(rl, s); /* registered above; now in the mode: its wish may grow */
@@ -363,13 +380,14 @@ static void remove_memb_as_locked(rl__memb *m, void *cancel_for, rl__defer *d) {
         return;
     }
     void *item = m->item;
-    RLRunLoopRef rl = m->rl;
     rl__mode *mode = m->mode;
-    TAILQ_REMOVE(rl__item_membs(item, m->kind), m, item_link);
+    RLRunLoopRef rl = mode->rl;
+    rl__itemq_remove(m);
     if (m->kind == RL_KIND_SOURCE) {
         struct RLRunLoopSource *s = item;
         TAILQ_REMOVE(&mode->sources, m, mode_link);
-        sbucket_remove(mode, m);
+        if (s->has_ctx)
+            sbucket_remove(mode, m);
         mode->nsources--;
         mode_count(mode, RL_KIND_SOURCE, -1);
         rl__ready_unlink(m);
@@ -477,13 +495,13 @@ static void citem_remove(RLRunLoopRef rl, void *item, rl__defer *d) {
     }
 }
 
-/* A source's per-loop part of invalidation: m->rl locked, item lock held. */
+/* A source's per-loop part of invalidation: rl locked, item lock held. */
 static void remove_source_from_loop_locked(struct RLRunLoopSource *s, RLRunLoopRef rl, rl__defer *d) {
     rl__memb *m, *next;
     bool any = false;
-    for (m = TAILQ_FIRST(&s->membs); m; m = next) {
-        next = TAILQ_NEXT(m, item_link);
-        if (m->rl == rl) {
+    for (m = RL_ITEMQ_FIRST(&s->membs); m; m = next) {
+        next = RL_ITEMQ_NEXT(m);
+        if (rl__memb_rl(m) == rl) {
             any = true;
             remove_memb_locked(m, d);
         }
@@ -518,7 +536,7 @@ void rl__source_invalidate(struct RLRunLoopSource *s, rl__defer *d) {
 
 void rl__remove_item_everywhere_locked(void *item, rl__kind kind, rl__defer *d) {
     rl__memb *m;
-    while ((m = kind == RL_KIND_TIMER ? rl__timer_any_memb(item) : TAILQ_FIRST(rl__item_membs(item, kind))) != NULL) {
+    while ((m = kind == RL_KIND_TIMER ? rl__timer_any_memb(item) : RL_ITEMQ_FIRST(rl__item_membs(item, kind))) != NULL) {
         citem_remove(m->mode->rl, item, d);
         remove_memb_locked(m, d);
     }
@@ -575,7 +593,7 @@ static bool item_move_out(void *item, rl__kind kind, RLRunLoopRef to, const char
     RLRunLoopRef h = rl__item_lock(item, kind);
     bool ok = true;
     if (h && h != to) {
-        if (kind == RL_KIND_TIMER ? rl__timer_any_memb(item) != NULL : !TAILQ_EMPTY(rl__item_membs(item, kind)))
+        if (kind == RL_KIND_TIMER ? rl__timer_any_memb(item) != NULL : RL_ITEMQ_FIRST(rl__item_membs(item, kind)) != NULL)
             ok = rl__fail(kRLErrorInvalidState, fn, "the %s is already in another run loop",
                           kind == RL_KIND_TIMER ? "timer" : "observer");
         else
@@ -736,7 +754,7 @@ __attribute__((always_inline)) static inline bool remove_item(RLRunLoopRef rl, v
         /* The member found may be a source equal to this one: its item
          * lock, not this one's, guards the membership. */
         rl__mode *m = rl__mode_find(rl, mode);
-        rl__memb *x = m ? source_find_locked(item, m) : NULL;
+        rl__memb *x = m ? source_find_locked(item, m, false) : NULL;
         if (x) {
             struct RLRunLoopSource *member = x->item;
             rl__olock_lock(&member->lock);
@@ -780,7 +798,7 @@ static bool contains_item(RLRunLoopRef rl, void *item, rl__kind kind, RLRunLoopM
         has = citem_has(rl, item);
     } else if (kind == RL_KIND_SOURCE) {
         rl__mode *m = rl__mode_find(rl, mode);
-        has = m && source_find_locked(item, m); /* the mode's buckets: the loop lock */
+        has = m && source_find_locked(item, m, false);
     } else if (rl__home_get(item, kind) == rl) {
         rl__mode *m = rl__mode_find(rl, mode);
         has = m && rl__memb_find(item, kind, m);

@@ -57,7 +57,7 @@ RLRunLoopObserverRef RLRunLoopObserverCreate(RLAllocatorRef allocator, RLOptionF
     o->order = order;
     o->callout = callout;
     o->valid = true;
-    TAILQ_INIT(&o->membs);
+    o->membs.first = NULL;
     if (context) {
         o->ctx = *context;
         if (o->ctx.retain)

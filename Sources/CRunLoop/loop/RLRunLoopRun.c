@@ -235,8 +235,9 @@ static __attribute__((noinline)) bool perform_sources0(RLRunLoopRef rl, rl__mode
         }
         if (go)
             atomic_thread_fence(memory_order_seq_cst); /* pairs with rl__source_signal's */
-        if (go && s->perform) {
-            RL__CALLOUT(rl, kRLCalloutSource, s->perform, s, m->name, s->perform(s->tail[0].ctx.info));
+        void (*perform)(void *) = rl__source_ctx(s)->perform;
+        if (go && perform) {
+            RL__CALLOUT(rl, kRLCalloutSource, perform, s, m->name, perform(s->tail[0].ctx.info));
             handled = true;
         } else if (go) {
             handled = true;
@@ -427,8 +428,20 @@ static __attribute__((noinline)) bool do_fds(RLRunLoopRef rl, rl__mode *m, struc
             bool outer_quiet = rl->fd_quiet;
             rl->src_in_callout = s;
             rl->fd_quiet = fire[i].quiet;
-            RLCalloutKind kind = f->owner_how ? (RLCalloutKind)f->owner_how->kind : kRLCalloutFileDescriptor;
-            RL__CALLOUT(rl, kind, f->callout, f, m->name, f->callout(f, fire[i].types, rl__fd_info(f)));
+            RLFileDescriptorCallBack fn;
+            void *info;
+            RLCalloutKind kind;
+            if (f->has_ctx) { /* a program's, or a port's or a signal source's */
+                fn = f->ctx[0].callout;
+                info = f->ctx[0].info;
+                kind = f->ctx[0].owner_how ? (RLCalloutKind)f->ctx[0].owner_how->kind : kRLCalloutFileDescriptor;
+            } else { /* a part of an RLSocket's block */
+                const struct rl__callout_owner *how = __atomic_load_n(&rl__fd_part_how, __ATOMIC_RELAXED);
+                fn = how->part_callout;
+                info = rl__fd_part_owner(f);
+                kind = (RLCalloutKind)how->kind;
+            }
+            RL__CALLOUT(rl, kind, fn, f, m->name, fn(f, fire[i].types, info));
             rl->src_in_callout = outer;
             rl->fd_quiet = outer_quiet;
             handled = true;

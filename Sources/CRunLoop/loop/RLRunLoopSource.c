@@ -61,9 +61,8 @@ RLRunLoopSourceRef RLRunLoopSourceCreate(RLAllocatorRef allocator, RLIndex order
     s->order = order;
     s->has_ctx = true;
     s->tail[0].ctx = *context;
-    s->perform = context->perform;
     s->valid = true;
-    TAILQ_INIT(&s->membs);
+    s->membs.first = NULL;
     RLRunLoopSourceContext *c = &s->tail[0].ctx;
     if (c->retain)
         c->info = (void *)c->retain(c->info);
@@ -79,7 +78,7 @@ struct RLRunLoopSource *rl__source_create_fd(RLIndex order, struct RLFileDescrip
         return NULL;
     s->order = order;
     s->valid = true;
-    TAILQ_INIT(&s->membs);
+    s->membs.first = NULL;
     s->fdobj = f;
     return s;
 }
@@ -88,8 +87,8 @@ size_t rl__source_footprint(RLRunLoopSourceRef s) {
     size_t n = s->base.pooled ? rl__pool_block_size(s) : malloc_usable_size(s) + sizeof(size_t);
     rl__olock_lock(&s->lock);
     rl__memb *m;
-    TAILQ_FOREACH(m, &s->membs, item_link) {
-        if (m != &s->inline_memb)
+    RL_ITEMQ_FOREACH(m, &s->membs) {
+        if (m != rl__source_inline_memb(s))
             n += malloc_usable_size(m) + sizeof(size_t);
     }
     rl__olock_unlock(&s->lock);

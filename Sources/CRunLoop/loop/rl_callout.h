@@ -12,6 +12,9 @@
 typedef struct rl__callout_owner {
     int kind;                                   /* an RLCalloutKind */
     const void *(*function)(const void *owner); /* the program's callout; may be NULL */
+    /* The callout of the fd objects that are parts of the owners' blocks
+     * (rl__fd_init_part); NULL for owners that make none. */
+    RLFileDescriptorCallBack part_callout;
 } rl__callout_owner;
 
 /* Tears down the calling thread's run loop the CF way (sources cancelled
@@ -66,14 +69,17 @@ RL__HIDDEN RLOptionFlags rl__fd_enabled(RLFileDescriptorRef f);
 RL__HIDDEN void rl__fd_set_kept(RLFileDescriptorRef f, RLOptionFlags types);
 
 /* An fd object that is a part of its owner's block (an RLSocket's: one
- * allocation for both), RL_FD_PART_SIZE bytes at `at`, for fd (which must
- * be open) with callout, named by how (rl__fd_set_owner), with no context:
+ * allocation for both), RL_FD_PART_SIZE bytes at `at` (which must be
+ * owner + RL_FD_PART_OFFSET: the part finds its owner there), for fd (which must
+ * be open) with callout (how->part_callout; every part's owner is an
+ * RLSocket, with one how), named by how (rl__fd_set_owner), with no context:
  * its callouts get owner as their info, and it holds a reference on owner
  * until invalidated (as a context's retain and release would). The owner
  * is the first object of the block (rl__object_share_block); the block
  * goes when both are finalized: the owner's finalizer calls
  * rl__fd_part_gone last. NULL (error set for fn) if fd is not open. */
-#define RL_FD_PART_SIZE 96
+#define RL_FD_PART_SIZE 64
+#define RL_FD_PART_OFFSET 128 /* the owner's bytes before it: the part is at owner + RL_FD_PART_OFFSET */
 RL__HIDDEN RLFileDescriptorRef rl__fd_init_part(void *at, int fd, RLFileDescriptorCallBack callout, const void *owner,
                                                 const rl__callout_owner *how, const char *fn);
 RL__HIDDEN void rl__fd_part_gone(RLFileDescriptorRef f);

@@ -120,7 +120,7 @@ static void fd_check_identity(rl__fdreg *r, int fd) {
     int err = fstat(fd, &st) == 0 ? 0 : errno;
     for (uint32_t i = 0; i < r->nsrcs; i++) {
         struct RLFileDescriptor *f = reg_srcs(r)[i]->fdobj;
-        if (f && !rl__peek(f->stale) && (err || f->dev != st.st_dev || f->ino != st.st_ino)) {
+        if (f && !rl__peek(f->stale) && (err || f->dev != rl__fd_dev32(st.st_dev) || f->ino != st.st_ino)) {
             rl__poke(f->stale, err ? err : ENOENT);
             atomic_store_explicit(&f->enabled, 0, memory_order_relaxed);
             reg_want(r)[i] = 0;
@@ -424,8 +424,8 @@ static void fd_settle(RLRunLoopRef rl, int fd) {
 /* Whether s is in some loop but `except`. Its lock held. */
 static bool src_elsewhere(struct RLRunLoopSource *s, RLRunLoopRef except) {
     rl__memb *m;
-    TAILQ_FOREACH(m, &s->membs, item_link)
-        if (m->rl != except)
+    RL_ITEMQ_FOREACH(m, &s->membs)
+        if (rl__memb_rl(m) != except)
             return true;
     return false;
 }

@@ -172,10 +172,11 @@ static void print_line(const RLSlowCalloutReport *r) {
 }
 
 void rl__fd_set_owner(RLFileDescriptorRef f, const void *owner, const rl__callout_owner *how) {
-    if (f->has_ctx)
+    if (f->has_ctx) {
         f->ctx[0].owner = owner;
-    /* else a part (rl__fd_init_part): its owner is set already */
-    f->owner_how = how;
+        f->ctx[0].owner_how = how;
+    }
+    /* else a part (rl__fd_init_part): its owner and how are set already */
 }
 
 /* The library object an fd source calls for (a socket, a port, a signal
@@ -188,10 +189,11 @@ static const void *owner_of(const void *obj, RLCalloutKind *kind, const void **f
         return obj;
     const struct RLFileDescriptor *f = obj;
     const void *owner = rl__fd_owner(f);
-    if (!owner || !f->owner_how)
+    const struct rl__callout_owner *how = rl__fd_owner_how(f);
+    if (!owner || !how)
         return obj;
-    *kind = (RLCalloutKind)f->owner_how->kind;
-    *fn = f->owner_how->function ? f->owner_how->function(owner) : NULL;
+    *kind = (RLCalloutKind)how->kind;
+    *fn = how->function ? how->function(owner) : NULL;
     return owner;
 }
 

@@ -117,12 +117,13 @@ void rl__loopset_init(rl__loopset *ls) {
 
 void rl__loopset_collect(rl__loopset *ls, struct RLRunLoopSource *s, RLRunLoopRef except) {
     rl__memb *m;
-    TAILQ_FOREACH(m, &s->membs, item_link) {
-        if (m->rl == except)
+    RL_ITEMQ_FOREACH(m, &s->membs) {
+        RLRunLoopRef rl = rl__memb_rl(m);
+        if (rl == except)
             continue;
         bool seen = false;
         for (size_t i = 0; i < ls->n && !seen; i++)
-            seen = ls->a[i] == m->rl;
+            seen = ls->a[i] == rl;
         if (seen)
             continue;
         if (ls->n == ls->cap) {
@@ -136,9 +137,9 @@ void rl__loopset_collect(rl__loopset *ls, struct RLRunLoopSource *s, RLRunLoopRe
             ls->a = a;
             ls->cap = cap;
         }
-        if (m->rl != ls->mine)
-            rl__retain_raw(m->rl);
-        ls->a[ls->n++] = m->rl;
+        if (rl != ls->mine)
+            rl__retain_raw(rl);
+        ls->a[ls->n++] = rl;
     }
 }
 

@@ -39,8 +39,8 @@ void rl__ready_unlink(rl__memb *m) {
  * item lock held. */
 static void ready_push_source(RLRunLoopRef rl, struct RLRunLoopSource *s) {
     rl__memb *m;
-    TAILQ_FOREACH(m, &s->membs, item_link) {
-        if (m->rl == rl)
+    RL_ITEMQ_FOREACH(m, &s->membs) {
+        if (rl__memb_rl(m) == rl)
             rl__ready_push(m);
     }
 }
@@ -62,10 +62,10 @@ bool rl__source_signal(struct RLRunLoopSource *s) {
         /* The usual source is in one loop: its lock, tried while the item
          * lock is still held, saves noting the loop and a second round of
          * the item lock. Busy: the general way. */
-        rl__memb *first = TAILQ_FIRST(&s->membs), *m;
-        RLRunLoopRef one = first ? first->rl : NULL;
-        for (m = first; m && one; m = TAILQ_NEXT(m, item_link))
-            if (m->rl != one)
+        rl__memb *first = RL_ITEMQ_FIRST(&s->membs), *m;
+        RLRunLoopRef one = first ? rl__memb_rl(first) : NULL;
+        for (m = first; m && one; m = RL_ITEMQ_NEXT(m))
+            if (rl__memb_rl(m) != one)
                 one = NULL;
         if (one && rl__loop_trylock(one)) {
             ready_push_source(one, s);

@@ -68,7 +68,7 @@ typedef struct rl__olock {
 struct rl__memb {
     void *item;
     rl__mode *mode;
-    /* What one kind only uses: 88 bytes a membership, not 104 (a source
+    /* What one kind only uses: 80 bytes a membership, not 96 (a source
      * carries one inline). */
     union {
         size_t hidx[2];                 /* timers: slots in the mode's heaps */
@@ -82,14 +82,41 @@ struct rl__memb {
      * entry per membership makes a signal O(1) per mode it is in, and a
      * removed membership leaves the list with it. */
     bool queued;
-    TAILQ_ENTRY(rl__memb) item_link; /* the item's memberships (a timer's: beyond its inline one) */
-    RLRunLoopRef rl;                 /* sources and observers (a timer's: mode->rl) */
+    /* The item's memberships (a timer's: beyond its inline one): a timer
+     * extension's TAILQ, a source's or an observer's rl_itemq. */
+    TAILQ_ENTRY(rl__memb) item_link;
     TAILQ_ENTRY(rl__memb) mode_link; /* the mode's sources or observers */
     struct rl__memb *snext;          /* sources: next in the mode's equality bucket */
 };
-_Static_assert(sizeof(rl__memb) == 88, "membership: 88 bytes");
+/* 80 bytes (before: 88, with the loop, which is mode->rl). */
+_Static_assert(sizeof(rl__memb) == 80, "membership: 80 bytes");
 #define RL__TIMER_MEMB_SIZE offsetof(rl__memb, item_link)
 TAILQ_HEAD(rl_membq, rl__memb);
+
+/* A source's or an observer's memberships, in the order they were made:
+ * a list through item_link, with one pointer for a head (a TAILQ's head
+ * is two), so an item in one mode pays 8 bytes for it. Its few entries
+ * are walked to add at the end. Read with RL_ITEMQ_FIRST/RL_ITEMQ_NEXT. */
+struct rl_itemq {
+    rl__memb *first;
+};
+#define RL_ITEMQ_FIRST(q) ((q)->first)
+#define RL_ITEMQ_NEXT(m) ((m)->item_link.tqe_next)
+#define RL_ITEMQ_FOREACH(m, q) for ((m) = RL_ITEMQ_FIRST(q); (m); (m) = RL_ITEMQ_NEXT(m))
+static inline void rl__itemq_insert_tail(struct rl_itemq *q, rl__memb *m) {
+    rl__memb **p = &q->first;
+    while (*p)
+        p = &(*p)->item_link.tqe_next;
+    m->item_link.tqe_next = NULL;
+    m->item_link.tqe_prev = p;
+    *p = m;
+}
+static inline void rl__itemq_remove(rl__memb *m) {
+    rl__memb *next = m->item_link.tqe_next;
+    if (next)
+        next->item_link.tqe_prev = m->item_link.tqe_prev;
+    *m->item_link.tqe_prev = next;
+}
 
 /* A 4-ary min-heap of timer memberships; each entry carries its key so that
  * sifting touches only the array (ties, rare, compare the timers' stamps).
@@ -150,12 +177,19 @@ struct rl__mode {
     rl__timerset timers;
 };
 
+/* The loop of membership m. */
+static inline RLRunLoopRef rl__memb_rl(const rl__memb *m) { return m->mode->rl; }
+
+
 /* ---- sources ---- */
 
 struct RLFileDescriptor;
 
-/* What a source made by RLRunLoopSourceCreate has after it. */
+/* What a source made by RLRunLoopSourceCreate has after it: first, the
+ * last field (snext) of its inline membership, which the source itself
+ * ends before (see below). */
 typedef struct rl__source_tail {
+    struct rl__memb *inline_snext;
     RLRunLoopSourceContext ctx;
     RLHashCode hash; /* ctx.hash(info), or info: computed once, at creation */
 } rl__source_tail;
@@ -163,10 +197,15 @@ typedef struct rl__source_tail {
 /* A source made by RLRunLoopSourceCreate is this and its context after
  * it (a line-aligned pool block of 256 bytes); an fd source (an RLSocket's,
  * an RLFileDescriptor's) has no context, every callback of it being NULL,
- * and is only this (160 bytes, a packed pool class): read the context
- * through rl__source_ctx. Its first membership is inside it (inline_memb,
- * as a timer's): a source in one mode, the usual case, costs no other
- * allocation. */
+ * and is only this (128 bytes, a packed pool class; before: 144, 160):
+ * read the context through rl__source_ctx. Its first membership is inside
+ * it (inline_memb, rl__source_inline_memb, as a timer's): a source in one
+ * mode, the usual case, costs no other allocation. A membership's last
+ * field, snext, chains it in its mode's equality buckets, where only a
+ * program's sources are (an fd source is equal to itself only: it is
+ * found through its own memberships, rl__memb_find): so an fd source's
+ * inline membership ends before snext, and a program's source's snext is
+ * the first field of its tail, right after. */
 struct RLRunLoopSource {
     rl__object base;
     rl__olock lock; /* the item lock: membs, valid, signalled, inline_used */
@@ -179,17 +218,21 @@ struct RLRunLoopSource {
     bool has_ctx;     /* tail[0] is there (fixed at creation) */
     bool inline_used; /* inline_memb is a membership (the item lock) */
     RLIndex order;
-    /* The context's perform (NULL: none, or no context), beside what a
-     * pass reads of a signalled source: the pass calls it with the
-     * context's info (the tail's). */
-    void (*perform)(void *info);
-    struct rl_membq membs;
+    struct rl_itemq membs;
     struct RLFileDescriptor *fdobj; /* fd sources: retained */
-    rl__memb inline_memb;
+    _Alignas(rl__memb) unsigned char inline_memb[offsetof(rl__memb, snext)];
     rl__source_tail tail[]; /* has_ctx: one */
 };
-#define RL__FD_SOURCE_SIZE 160
-_Static_assert(sizeof(struct RLRunLoopSource) == RL__FD_SOURCE_SIZE, "fd source: 160 bytes, a packed pool class");
+#define RL__FD_SOURCE_SIZE 128
+_Static_assert(sizeof(struct RLRunLoopSource) == RL__FD_SOURCE_SIZE, "fd source: 128 bytes, a packed pool class");
+_Static_assert(offsetof(struct RLRunLoopSource, tail) + offsetof(rl__source_tail, inline_snext) ==
+                   offsetof(struct RLRunLoopSource, inline_memb) + offsetof(rl__memb, snext),
+               "a program's source's inline membership ends in its tail");
+_Static_assert(offsetof(rl__memb, snext) + sizeof(struct rl__memb *) == sizeof(rl__memb), "snext is last");
+
+static inline rl__memb *rl__source_inline_memb(struct RLRunLoopSource *s) {
+    return (rl__memb *)(void *)s->inline_memb;
+}
 
 /* What a source without a context reads as its context: zeros. */
 RL__HIDDEN extern const RLRunLoopSourceContext rl__source_no_ctx;
@@ -394,35 +437,37 @@ struct RLRunLoopObserver {
     RLIndex order;
     RLRunLoopObserverCallBack callout;
     RLRunLoopObserverContext ctx;
-    struct rl_membq membs;
+    struct rl_itemq membs;
 };
 
 /* ---- file descriptors ---- */
 
-/* A program's fd object's context less its version (always 0) and its
- * info (in the object: the callouts read it): RLFileDescriptorGetContext
- * puts it back together. And the owner such an object may have (see
- * rl__fd_owner). */
+/* A program's fd object's context less its version (always 0):
+ * RLFileDescriptorGetContext puts it back together. And the owner such an
+ * object may have (see rl__fd_owner), and how to name that owner's
+ * callout: the library object that made the fd object for its own
+ * callouts (a port, a signal source), NULL for a program's; the
+ * slow-callout report names the owner's callout (rl__fd_set_owner,
+ * rl_health.c). */
 typedef struct rl__fdctx {
     const void *(*retain)(const void *info);
     void (*release)(const void *info);
     char *(*copyDescription)(const void *info);
     const void *owner;
+    void *info; /* what its callouts get: the context's, retained */
+    const struct rl__callout_owner *owner_how;
+    RLFileDescriptorCallBack callout;
 } rl__fdctx;
 
 /* An fd object made by RLFileDescriptorCreate is this and its context
- * after it (128 bytes, one pool class); an RLSocket's is this alone (96
- * bytes), in the socket's own block after the socket (rl__fd_init_part):
- * it has no context but a reference on its owner, the socket, which is
- * its info. */
+ * after it (120 bytes, the 128-byte pool class); an RLSocket's is this
+ * alone (64 bytes; before: 96), in the socket's own block at
+ * RL__FD_PART_OFFSET after the socket (rl__fd_init_part): it has no
+ * context but a reference on its owner, the socket, which is its info
+ * (rl__fd_info) and is found from where the part sits; its callout is
+ * the one every part has (rl__fd_part_how's part_callout). */
 struct RLFileDescriptor {
     rl__object base;
-    void *info; /* what its callouts get: the context's (retained), or an owning part's owner */
-    /* How to name the callout of the library object that made this fd
-     * object for its own callouts (a socket, a port, a signal source; the
-     * owner: rl__fd_owner), NULL for a program's: the slow-callout report
-     * names the owner's callout (rl__fd_set_owner, rl_health.c). */
-    const struct rl__callout_owner *owner_how;
     rl__olock lock; /* an item lock: source, and the writes of valid and enabled */
     int fd;
     bool close_on_invalidate;
@@ -441,33 +486,64 @@ struct RLFileDescriptor {
      * the file this object was made for (closed, or its number reused), or
      * cannot watch it. The object is not watched again; see the header.
      * Set by the loops (under their lock), read anywhere: relaxed atomics. */
-    int stale;
-    bool has_ctx;    /* ctx[0] is there (fixed at creation) */
-    /* A part of its owner's block (rl__fd_init_part): it holds a reference
-     * on the owner until invalidated, as a context's info would, and
-     * `parts` counts the objects of the block not yet finalized (the
-     * owner and this), the last of which gives the block back. */
-    bool owner_held;
+    int16_t stale;
+    /* ctx[0] is there (fixed at creation): made by RLFileDescriptorCreate.
+     * Else a part of its owner's block (rl__fd_init_part): it holds a
+     * reference on the owner until invalidated, as a context's info would
+     * (rl__fd_owner_held), and `parts` counts the objects of the block not
+     * yet finalized (the owner and this), the last of which gives the
+     * block back. */
+    bool has_ctx;
     _Atomic uint8_t parts;
     /* The file fd named when the object was made (fstat): a number that
      * names another file now was closed and reused behind its back. Files
      * without an identity of their own (eventfds share one inode) are
-     * told apart by the kernel's registration instead (rl_fdtab.c). */
-    dev_t dev;
+     * told apart by the kernel's registration instead (rl_fdtab.c). The
+     * device in 32 bits (rl__fd_dev32): the kernel's device numbers are
+     * 32-bit, so glibc's 64-bit st_dev of them fits. */
+    uint32_t dev;
     ino_t ino;
-    RLFileDescriptorCallBack callout;
     struct RLRunLoopSource *source; /* weak; cleared when the source goes */
     rl__fdctx ctx[]; /* has_ctx: one */
 };
-#define RL__FD_PART_SIZE 96
+#define RL__FD_PART_SIZE 64
+/* Where a part sits in its owner's block (an RLSocket's: after the
+ * socket's 128 bytes; rl_callout.h's RL_FD_PART_OFFSET). */
+#define RL__FD_PART_OFFSET 128
+/* How the owner of every part names its callout (parts are RLSocket's
+ * only): set by rl__fd_init_part, the same every time. Relaxed atomic. */
+RL__HIDDEN extern const struct rl__callout_owner *rl__fd_part_how;
+
+/* Whether f holds a reference on its owner (a part of its owner's block). */
+static inline bool rl__fd_owner_held(const struct RLFileDescriptor *f) { return !f->has_ctx; }
+
+/* A device number as f->dev holds it. */
+static inline uint32_t rl__fd_dev32(dev_t dev) { return (uint32_t)dev; }
+
+/* The owner of part f: the first object of its block. */
+static inline void *rl__fd_part_owner(const struct RLFileDescriptor *f) {
+    return (void *)((const char *)f - RL__FD_PART_OFFSET);
+}
 
 /* The info fd object f's callouts get. */
-static inline void *rl__fd_info(const struct RLFileDescriptor *f) { return f->info; }
+static inline void *rl__fd_info(const struct RLFileDescriptor *f) {
+    return f->has_ctx ? f->ctx[0].info : rl__fd_part_owner(f);
+}
 
 /* The library object that made f for its callouts, or NULL: not a
- * reference (but see owner_held); the owner outlives f's callouts. */
+ * reference (but see rl__fd_owner_held); the owner outlives f's callouts. */
 static inline const void *rl__fd_owner(const struct RLFileDescriptor *f) {
-    return f->has_ctx ? f->ctx[0].owner : f->owner_held ? f->info : NULL;
+    return f->has_ctx ? f->ctx[0].owner : rl__fd_part_owner(f);
+}
+
+/* f's callout. */
+static inline RLFileDescriptorCallBack rl__fd_callout(const struct RLFileDescriptor *f) {
+    return f->has_ctx ? f->ctx[0].callout : __atomic_load_n(&rl__fd_part_how, __ATOMIC_RELAXED)->part_callout;
+}
+
+/* How to name the callout of f's owner, or NULL (a program's fd object). */
+static inline const struct rl__callout_owner *rl__fd_owner_how(const struct RLFileDescriptor *f) {
+    return f->has_ctx ? f->ctx[0].owner_how : __atomic_load_n(&rl__fd_part_how, __ATOMIC_RELAXED);
 }
 
 /* ---- the run loop object (made in RLRunLoop.c, freed in rl_loop.c) ---- */
@@ -529,8 +605,8 @@ typedef struct rl__fdreg {
      * fd has one source mostly (an RLSocket's), held here with no
      * allocation (capsrcs <= 1: `one`, `want1`); more live in a block of
      * capsrcs source pointers followed by capsrcs wishes (rl_fdtab.c's
-     * reg_srcs, reg_want). 32 bytes an entry: the table has one per fd
-     * number up to the highest watched. */
+     * reg_srcs, reg_want). 24 bytes an entry (before: 32): the table has
+     * one per fd number up to the highest watched. */
     union {
         struct RLRunLoopSource *one;
         struct RLRunLoopSource **many;
@@ -543,10 +619,12 @@ typedef struct rl__fdreg {
     uint16_t fired;  /* a one-shot registration that reported: what it had armed */
     uint16_t nsrcs, capsrcs; /* nsrcs 0: free slot */
     uint8_t runs;    /* deliveries through the persistent registration since the kernel last saw it */
-    bool always;     /* epoll refuses the fd (EPERM: a regular file, /dev/null): ready whenever watched */
-    bool level;      /* the registration is persistent (not one-shot) */
-    bool postponed;  /* delivered in this pass: brought in line with `want` after the callouts */
+    /* Bits of one byte (the loop lock guards them all). */
+    bool always : 1;    /* epoll refuses the fd (EPERM: a regular file, /dev/null): ready whenever watched */
+    bool level : 1;     /* the registration is persistent (not one-shot) */
+    bool postponed : 1; /* delivered in this pass: brought in line with `want` after the callouts */
 } rl__fdreg;
+_Static_assert(sizeof(rl__fdreg) == 24, "an fd table entry: 24 bytes");
 
 /* Fields that other threads touch on hot paths are kept on separate cache
  * lines (padding, since calloc gives no 64-byte alignment): read-mostly
@@ -730,7 +808,7 @@ static inline double rl__mono_now(void) { return RLMonotonicTimeGetCurrent(); }
  * spins first only if rl runs elsewhere. */
 static inline int rl__runloop_cpu(RLRunLoopRef rl) { return atomic_load_explicit(&rl->cpu, memory_order_relaxed); }
 
-static inline struct rl_membq *rl__item_membs(void *item, rl__kind kind) {
+static inline struct rl_itemq *rl__item_membs(void *item, rl__kind kind) {
     switch (kind) {
     case RL_KIND_SOURCE:
         return &((struct RLRunLoopSource *)item)->membs;
@@ -755,7 +833,7 @@ static inline rl__memb *rl__memb_find(void *item, rl__kind kind, rl__mode *mode)
         }
         return NULL;
     }
-    TAILQ_FOREACH(m, rl__item_membs(item, kind), item_link) {
+    RL_ITEMQ_FOREACH(m, rl__item_membs(item, kind)) {
         if (m->mode == mode)
             return m;
     }

@@ -278,7 +278,7 @@ static const void *callout_of(const void *owner) {
     return (const void *)((const struct RLMessagePort *)owner)->callout;
 }
 
-static const rl__server_ops mp_server_ops = {admit, dispatch, {kRLCalloutPort, callout_of}};
+static const rl__server_ops mp_server_ops = {admit, dispatch, {kRLCalloutPort, callout_of, NULL}};
 
 /* ---- public: creating ---- */
 

@@ -474,7 +474,7 @@ static const void *callout_of(const void *owner) {
     return (const void *)((const struct RLSocketPort *)owner)->callout;
 }
 
-static const rl__server_ops sp_server_ops = {admit, dispatch, {kRLCalloutPort, callout_of}};
+static const rl__server_ops sp_server_ops = {admit, dispatch, {kRLCalloutPort, callout_of, NULL}};
 
 /* For the fuzz harness (rl_fuzz.h). */
 bool rl__socket_port_dispatch(RLSocketPortRef local, rl__conn *c, rl__wire_frame *f, const char **why) {
