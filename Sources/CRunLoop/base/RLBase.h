@@ -26,6 +26,8 @@ enum {
     RL_FAULT_ERROR_MESSAGE = 1 << 7, /* a thread's error message buffer, made on its first error (RLError.c) */
     RL_FAULT_URING_TAKE_EARLY = 1 << 8, /* not a failure: every submission outside the wait takes the ring's
                                            completions, as a receive's cancellation does (rl_poll_uring.c) */
+    RL_FAULT_URING_SHORT_SEND = 1 << 9, /* not a failure: a send through the ring asks for half of what is left,
+                                           so that every send is short and continued (rl_poll_uring.c) */
 };
 RL__HIDDEN extern _Atomic unsigned rl__faults;
 #define rl__fault(f) RL__UNLIKELY(atomic_load_explicit(&rl__faults, memory_order_relaxed) & (f))

@@ -110,6 +110,7 @@ enum {
 };
 #define URING_REMOVE UINT64_MAX /* user_data of a removal: its completion is not a report */
 #define URING_RX 0x80000000u    /* in a request's sequence number: a receive (the rest: 31 bits) */
+#define URING_TX 0x7fffffffu    /* a request's sequence number for a send: the low half is its queue's slot */
 
 /* What the ring holds for one fd: epoll's registration. */
 typedef struct uring_reg {
@@ -167,6 +168,11 @@ typedef struct uring {
     bool rx_cancelled;        /* a receive's cancellation not submitted yet (uring_submit_now) */
     uring_kept *pend;         /* reports taken from the ring, not yet handed out */
     size_t npend, headpend, cappend;
+    rl__txq **txs;            /* send queues with chunks, by slot (a reference each); NULL: free */
+    uint32_t *txfree;         /* free slots (a stack) */
+    uint32_t ntxs, ntxfree;
+    rl__txq **txl;            /* queues whose next send is to be submitted */
+    size_t ntxl, captxl;
 } uring;
 
 static void uring_lock(uring *u) {
@@ -326,7 +332,7 @@ static void uring_forget(uring *u, int fd, uring_reg *r, bool keep) {
 /* The next sequence number (31 bits, never 0). Lock held. */
 static uint32_t uring_next_seq(uring *u) {
     u->seq = (u->seq + 1) & ~URING_RX;
-    if (u->seq == 0)
+    if (u->seq == 0 || u->seq == URING_TX)
         u->seq = 1;
     return u->seq;
 }
@@ -436,6 +442,37 @@ static int uring_enable(uring *u) {
     return 0;
 }
 
+/* The send queues' next sends into submission entries, as many as fit
+ * (one in flight per queue: its head, from where the last send stopped).
+ * Whether all did. Lock held, the loop's thread. */
+static void uring_tx_done(uring *u, rl__txq *q);
+static bool uring_fill_tx(uring *u) {
+    size_t i = 0;
+    for (; i < u->ntxl; i++) {
+        if (io_uring_sq_space_left(&u->ring) < 1)
+            break;
+        rl__txq *q = u->txl[i];
+        q->listed = false;
+        if (q->inflight)
+            continue;
+        if (!q->head) {
+            uring_tx_done(u, q);
+            continue;
+        }
+        size_t len = q->head->len - q->head->off;
+        if (rl__fault(RL_FAULT_URING_SHORT_SEND) && len > 1)
+            len /= 2;
+        struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
+        io_uring_prep_send(sqe, q->fd, q->head->bytes + q->head->off, len, MSG_NOSIGNAL);
+        io_uring_sqe_set_data64(sqe, uring_data(q->slot, URING_TX));
+        q->inflight = true;
+    }
+    if (i > 0)
+        memmove(u->txl, u->txl + i, (u->ntxl - i) * sizeof *u->txl);
+    u->ntxl -= i;
+    return u->ntxl == 0;
+}
+
 /* Submits every change (the loop's thread): enters as often as the queue
  * fills; the entries of the last fill are left for the caller's enter.
  * Lock held. The number to submit, or -errno. */
@@ -443,7 +480,7 @@ static int uring_prepare(uring *u) {
     int err = uring_enable(u);
     if (err)
         return -err;
-    while (!uring_fill(u)) {
+    while (!uring_fill(u) || !uring_fill_tx(u)) {
         int r = io_uring_enter(u->ring.enter_ring_fd, uring_flush(u), 0, 0, NULL);
         if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY)
             return r;
@@ -667,6 +704,21 @@ static void uring_close(rl__poller *rl) {
         rl__rxq_release(u->regs[fd].rxq);
     for (size_t i = 0; i < u->ndying; i++)
         rl__rxq_release(u->dying[i].q);
+    for (uint32_t i = 0; i < u->ntxs; i++) {
+        rl__txq *q = u->txs[i];
+        if (!q)
+            continue;
+        /* The loop is gone: what its ring did not send is dropped (a
+         * handed-over fd closed). */
+        rl__txq_drop(q);
+        __atomic_store_n(&q->owner, (const void *)NULL, __ATOMIC_RELAXED);
+        q->slot = -1;
+        q->inflight = q->listed = false;
+        rl__txq_release(q);
+    }
+    free(u->txs);
+    free(u->txfree);
+    free(u->txl);
     if (u->br) {
         (void)munmap(u->br, u->nbufs * sizeof(struct io_uring_buf));
         (void)munmap(u->bufs, (size_t)u->nbufs * URING_BUF_SIZE);
@@ -795,6 +847,85 @@ static bool uring_take_rx(uring *u, int fd, uint32_t seq, uring_reg *r, const st
     return true;
 }
 
+/* q is listed to have its next send submitted (a slot and a reference
+ * taken for it if it has none). false: out of memory. Lock held. */
+static bool uring_tx_list(uring *u, rl__txq *q) {
+    if (q->slot < 0) {
+        if (u->ntxfree == 0) {
+            uint32_t n = u->ntxs ? u->ntxs * 2 : 16;
+            rl__txq **a = realloc(u->txs, n * sizeof *a);
+            if (!a)
+                return false;
+            u->txs = a;
+            uint32_t *f = realloc(u->txfree, n * sizeof *f);
+            if (!f)
+                return false;
+            u->txfree = f;
+            for (uint32_t i = n; i > u->ntxs; i--) {
+                u->txs[i - 1] = NULL;
+                u->txfree[u->ntxfree++] = i - 1;
+            }
+            u->ntxs = n;
+        }
+        q->slot = (int)u->txfree[--u->ntxfree];
+        u->txs[q->slot] = rl__txq_retain(q);
+    }
+    if (q->listed || q->inflight)
+        return true;
+    if (u->ntxl == u->captxl) {
+        size_t c = u->captxl ? u->captxl * 2 : 16;
+        rl__txq **a = realloc(u->txl, c * sizeof *a);
+        if (!a)
+            return false;
+        u->txl = a;
+        u->captxl = c;
+    }
+    u->txl[u->ntxl++] = q;
+    q->listed = true;
+    return true;
+}
+
+/* q has nothing more to send: its slot and reference let go. Lock held. */
+static void uring_tx_done(uring *u, rl__txq *q) {
+    if (q->slot < 0 || q->listed || q->inflight)
+        return;
+    u->txs[q->slot] = NULL;
+    u->txfree[u->ntxfree++] = (uint32_t)q->slot;
+    q->slot = -1;
+    rl__txq_release(q);
+}
+
+/* For the tests: sends through the ring completed (bytes sent), and those
+ * of them that were short and continued. */
+RL__HIDDEN _Atomic unsigned long rl__poll_uring_sends, rl__poll_uring_short_sends;
+_Atomic unsigned long rl__poll_uring_sends, rl__poll_uring_short_sends;
+
+/* A send's completion (res: bytes sent, or -errno): the head chunk done
+ * or continued; an error ends q (its chunks dropped, the errno kept for
+ * the writer). Lock held. */
+static void uring_take_tx(uring *u, uint32_t slot, int res) {
+    rl__txq *q = slot < u->ntxs ? u->txs[slot] : NULL;
+    if (!q)
+        return;
+    q->inflight = false;
+    if (res == -EAGAIN || res == -EINTR || res == 0) {
+        /* asked again (the kernel waits for room itself: not expected) */
+    } else if (res < 0) {
+        if (!q->err)
+            q->err = -res;
+        rl__txq_drop(q); /* the stream is broken: what follows cannot be sent */
+    } else if (q->head) {
+        atomic_fetch_add_explicit(&rl__poll_uring_sends, 1, memory_order_relaxed);
+        q->head->off += (size_t)res;
+        if (q->head->off >= q->head->len)
+            rl__txq_pop(q);
+        else
+            atomic_fetch_add_explicit(&rl__poll_uring_short_sends, 1, memory_order_relaxed);
+    }
+    if (!q->head || !uring_tx_list(u, q))
+        uring_tx_done(u, q); /* out of memory to list it: its chunks wait for the writer's next send */
+}
+
 /* One completion into ev (true), or dropped. Lock held. */
 static bool uring_take(uring *u, const struct io_uring_cqe *cqe, struct epoll_event *ev) {
     uint64_t data = io_uring_cqe_get_data64(cqe);
@@ -802,6 +933,10 @@ static bool uring_take(uring *u, const struct io_uring_cqe *cqe, struct epoll_ev
         return false;
     int fd = (int)(uint32_t)data;
     uint32_t seq = (uint32_t)(data >> 32);
+    if (seq == URING_TX) {
+        uring_take_tx(u, (uint32_t)data, cqe->res);
+        return false;
+    }
     uring_reg *r = uring_reg_at(u, fd);
     if (seq & URING_RX)
         return uring_take_rx(u, fd, seq, r, cqe, ev);
@@ -1020,6 +1155,51 @@ static bool uring_recv_into(rl__poller *rl, int fd, rl__rxq *q) {
     return ok;
 }
 
+/* Queues n bytes of q's for the ring to send (rl__poll_send). 1: queued;
+ * 0: not this ring's (the caller sends); -errno: an earlier send's error,
+ * reported now (nothing queued), or no memory. */
+static int uring_send(rl__poller *rl, rl__txq *q, const void *bytes, size_t n, bool soon) {
+    uring *u = rl->kstate;
+    const void *owner = __atomic_load_n(&q->owner, __ATOMIC_RELAXED);
+    if ((owner && owner != rl) || !u->enabled || !pthread_equal(pthread_self(), rl->owner))
+        return 0;
+    if (q->err) {
+        int err = q->err;
+        q->err = 0;
+        return -err;
+    }
+    uring_lock(u);
+    __atomic_store_n(&q->owner, (const void *)rl, __ATOMIC_RELAXED);
+    int r = 1;
+    if (!rl__txq_push(q, bytes, n))
+        r = -ENOMEM;
+    else if (!uring_tx_list(u, q)) {
+        /* Out of memory to list it: this chunk goes back. */
+        rl__txchunk **p = &q->head;
+        while ((*p)->next)
+            p = &(*p)->next;
+        free(*p);
+        *p = NULL;
+        q->tail = p;
+        atomic_fetch_sub_explicit(&q->state, 2, memory_order_acq_rel);
+        r = -ENOMEM;
+    }
+    if (r > 0 && !soon)
+        uring_submit_now(u);
+    uring_unlock(u);
+    return r;
+}
+
+/* Submits the queued sends now (a run's end). */
+static void uring_flush_sends(rl__poller *rl) {
+    uring *u = rl->kstate;
+    if (!u || !u->ntxl || !pthread_equal(pthread_self(), rl->owner))
+        return;
+    uring_lock(u);
+    uring_submit_now(u);
+    uring_unlock(u);
+}
+
 const rl__poll_ops rl__poll_uring_ops = {
     .name = "io_uring",
     .wait_call = "io_uring_enter",
@@ -1029,6 +1209,8 @@ const rl__poll_ops rl__poll_uring_ops = {
     .ctl = uring_ctl,
     .wait = uring_wait,
     .recv_into = uring_recv_into,
+    .send = uring_send,
+    .flush = uring_flush_sends,
 };
 
 #endif /* RL_TRICK_URING */
