@@ -50,8 +50,11 @@
  * Reading through the ring (rl__poll_recv_into): a registration given a
  * stream's read-ahead queue (rl_rxq.h) is armed for reading alone as a
  * multishot receive into the loop's provided buffers (a buffer ring of
- * URING_BUFS buffers, registered with the first such registration)
- * instead of a poll. The receive stays in the ring across callouts and
+ * URING_BUFS buffers, registered with the first such registration;
+ * consumed incrementally where the kernel can, Linux 6.12: a receive takes
+ * only the bytes it read from a buffer, which stays in the ring until it
+ * is used up, so 64 buffers serve thousands of small reads between two
+ * enters instead of 64) instead of a poll. The receive stays in the ring across callouts and
  * re-armings: the kernel reads each time bytes come (until EAGAIN), a
  * completion per buffer, and no request is submitted per read (a single
  * receive instead if the reader asks for less than a buffer at a time).
@@ -78,6 +81,19 @@
  * the reader reads the fd directly; and the receive itself runs only
  * inside the loop thread's enters (IORING_SETUP_DEFER_TASKRUN), so a read
  * of the fd by the reader between two enters is never overtaken.
+ *
+ * Sending through the ring (rl__poll_send): a stream's writes made on
+ * the loop's thread are queued in its send queue (rl_txq.h), and each
+ * queue with chunks has one IORING_OP_SEND in flight, of its head chunk
+ * from where the last one stopped, submitted with the loop's next enter
+ * (or at once when the loop is not in a run); its completion pops the
+ * chunk or continues a short send, and lists the queue again while it has
+ * chunks. user_data: URING_TX above the queue's slot in `txs` (a
+ * reference while listed or in flight). An error drops the queue's chunks
+ * and is kept for the writer's next send. Like the receives, a send that
+ * waits for room in the socket goes on only inside the loop thread's
+ * enters (IORING_SETUP_DEFER_TASKRUN): bytes queued by a loop that stops
+ * running wait for its next run.
  *
  * Why fd sources stay single-shot polls (not multishot ones kept across
  * callouts): a multishot poll reports the file's wake-ups, not its state.
@@ -110,6 +126,15 @@ enum {
 };
 #define URING_REMOVE UINT64_MAX /* user_data of a removal: its completion is not a report */
 #define URING_RX 0x80000000u    /* in a request's sequence number: a receive (the rest: 31 bits) */
+/* Incrementally consumed provided buffers (Linux 6.12; liburing 2.3's
+ * headers predate them): a receive takes only the bytes it read from a
+ * buffer, which stays in the ring until it is full. */
+#ifndef IOU_PBUF_RING_INC
+#define IOU_PBUF_RING_INC 2
+#endif
+#ifndef IORING_CQE_F_BUF_MORE
+#define IORING_CQE_F_BUF_MORE (1U << 4)
+#endif
 #define URING_TX 0x7fffffffu    /* a request's sequence number for a send: the low half is its queue's slot */
 
 /* What the ring holds for one fd: epoll's registration. */
@@ -163,6 +188,8 @@ typedef struct uring {
     uint8_t *bufs;  /* nbufs * URING_BUF_SIZE bytes, mapped (uring_bufs) */
     bool br_failed; /* the kernel refused it: polls only */
     unsigned nbufs; /* how many (a power of 2) */
+    uint32_t *boff; /* incremental buffers (IOU_PBUF_RING_INC): the bytes of each taken so far; NULL: whole
+                       buffers */
     uring_dying *dying;
     size_t ndying, capdying;
     bool rx_cancelled;        /* a receive's cancellation not submitted yet (uring_submit_now) */
@@ -723,6 +750,7 @@ static void uring_close(rl__poller *rl) {
         (void)munmap(u->br, u->nbufs * sizeof(struct io_uring_buf));
         (void)munmap(u->bufs, (size_t)u->nbufs * URING_BUF_SIZE);
     }
+    free(u->boff);
     free(u->dying);
     free(u->pend);
     free(u->regs);
@@ -760,16 +788,25 @@ static bool uring_rx_queue(uring *u, rl__rxq *q, const struct io_uring_cqe *cqe,
     unsigned bid = cqe->flags >> IORING_CQE_BUFFER_SHIFT;
     rl__rxchunk *c = NULL;
     bool queue = res >= 0 || (res != -ENOBUFS && res != -ECANCELED && res != -EINTR && res != -EAGAIN);
+    size_t at = buf && bid < u->nbufs && u->boff ? u->boff[bid] : 0; /* where this receive's bytes start */
     if (queue) {
         size_t n = res > 0 ? (size_t)res : 0;
         c = rl__rxq_chunk(q, n);
         if (c) {
             c->len = n;
             c->err = res < 0 ? -res : 0;
-            c->full = n == asked;
-            if (n)
-                memcpy(c->bytes, u->bufs + (size_t)bid * URING_BUF_SIZE, n);
+            /* Filled what it could read into: asked for, or (incremental
+             * buffers) the rest of its buffer. */
+            c->full = n == asked || (n > 0 && buf && u->boff && !(cqe->flags & IORING_CQE_F_BUF_MORE));
+            if (n && at + n <= URING_BUF_SIZE)
+                memcpy(c->bytes, u->bufs + (size_t)bid * URING_BUF_SIZE + at, n);
         }
+    }
+    if (buf && bid < u->nbufs && u->boff && (cqe->flags & IORING_CQE_F_BUF_MORE)) {
+        u->boff[bid] += res > 0 ? (uint32_t)res : 0; /* the rest of it stays in the ring */
+        buf = false;
+    } else if (buf && bid < u->nbufs && u->boff) {
+        u->boff[bid] = 0;
     }
     if (buf && bid < u->nbufs) {
         io_uring_buf_ring_add(u->br, u->bufs + (size_t)bid * URING_BUF_SIZE, URING_BUF_SIZE, (unsigned short)bid,
@@ -1124,7 +1161,20 @@ static bool uring_bufs(uring *u) {
     reg.ring_addr = (uint64_t)(uintptr_t)mem;
     reg.ring_entries = u->nbufs;
     reg.bgid = URING_BGID;
-    if (rl__fault(RL_FAULT_URING_BUFS) || io_uring_register_buf_ring(&u->ring, &reg, 0) != 0) {
+    uint32_t *boff = calloc(u->nbufs, sizeof *boff);
+    reg.pad = boff ? IOU_PBUF_RING_INC : 0; /* the kernel's `flags` (its old `pad`) */
+    int rr = rl__fault(RL_FAULT_URING_BUFS) ? -EINVAL : io_uring_register_buf_ring(&u->ring, &reg, 0);
+    if (rr == -EINVAL && reg.pad && !rl__fault(RL_FAULT_URING_BUFS)) {
+        /* A kernel without incremental buffers: whole ones. */
+        free(boff);
+        boff = NULL;
+        reg.pad = 0;
+        rr = io_uring_register_buf_ring(&u->ring, &reg, 0);
+    }
+    u->boff = boff;
+    if (rr != 0) {
+        free(u->boff);
+        u->boff = NULL;
         (void)munmap(mem, rsz);
         (void)munmap(bufs, bsz);
         u->br_failed = true; /* a kernel without provided-buffer rings: polls only */
