@@ -241,12 +241,12 @@ static void cf_conn_cb(CFSocketRef s, CFSocketCallBackType type, CFDataRef addre
     if (n > 0 && !(cf_slots[fd] & 1)) {
 #ifdef BEC_READCB
         CFDataRef out = CFDataCreate(NULL, bytes, n);
-#else
-        CFDataRef out = (CFDataRef)CFRetain(d);
-#endif
         CFSocketError e = out ? CFSocketSendData(s, NULL, out, 5) : kCFSocketError;
         if (out)
             CFRelease(out);
+#else
+        CFSocketError e = CFSocketSendData(s, NULL, d, 5);
+#endif
         if (e != kCFSocketSuccess)
             cf_close(cf_here, fd);
         return;

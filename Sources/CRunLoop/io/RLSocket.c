@@ -1390,10 +1390,10 @@ RLSocketError RLSocketConnectToAddress(RLSocketRef s, RLDataRef address, RLTimeI
 /* A stream's n bytes queued for its loop's ring to send (rl_txq.h), on
  * that loop's thread (the first time, in a callout of s): 1. 0: the
  * caller sends them itself (another thread, no ring: epoll), once what
- * the ring still holds is sent (waited for until `deadline`, -1: no limit:
- * -ETIMEDOUT). -errno: an earlier ring send's error (the stream is
+ * the ring still holds is sent (waited for `timeout` seconds at most, no
+ * limit if not positive: -ETIMEDOUT). -errno: an earlier ring send's error (the stream is
  * broken), or no memory. */
-static int sock_ring_send(struct RLSocket *s, const void *p, size_t n, double deadline) {
+static int sock_ring_send(struct RLSocket *s, const void *p, size_t n, RLTimeInterval timeout) {
     sock_rare *rare = __atomic_load_n(&s->rare, __ATOMIC_ACQUIRE);
     rl__txq *q = rare ? __atomic_load_n(&rare->txq, __ATOMIC_ACQUIRE) : NULL;
     if (!q) {
@@ -1418,6 +1418,7 @@ static int sock_ring_send(struct RLSocket *s, const void *p, size_t n, double de
     if (r != 0)
         return r;
     /* Not this thread's ring: what it holds goes first. */
+    double deadline = timeout > 0 && rl__txq_pending(q) > 0 ? RLMonotonicTimeGetCurrent() + timeout : -1;
     while (rl__txq_pending(q) > 0) {
         if (deadline >= 0 && RLMonotonicTimeGetCurrent() >= deadline)
             return -ETIMEDOUT;
@@ -1444,9 +1445,8 @@ RLSocketError RLSocketSendData(RLSocketRef s, RLDataRef address, RLDataRef data,
     size_t left = (size_t)RLDataGetLength(data);
     const struct sockaddr *sa = address ? (const struct sockaddr *)RLDataGetBytePtr(address) : NULL;
     socklen_t salen = address ? (socklen_t)RLDataGetLength(address) : 0;
-    double deadline = timeout > 0 ? RLMonotonicTimeGetCurrent() + timeout : -1;
     if (!sa && left > 0 && s->sock_type == SOCK_STREAM) {
-        int r = sock_ring_send(s, p, left, deadline);
+        int r = sock_ring_send(s, p, left, timeout);
         if (r > 0)
             return kRLSocketSuccess;
         if (r == -ETIMEDOUT)
@@ -1454,6 +1454,7 @@ RLSocketError RLSocketSendData(RLSocketRef s, RLDataRef address, RLDataRef data,
         if (r < 0)
             return rl__fail_errno(-r, fn, "send failed"), kRLSocketError;
     }
+    double deadline = timeout > 0 ? RLMonotonicTimeGetCurrent() + timeout : -1;
     bool first = true;
     while (left > 0 || first) {
         first = false;

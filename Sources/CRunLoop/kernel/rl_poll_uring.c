@@ -200,6 +200,8 @@ typedef struct uring {
     uint32_t ntxs, ntxfree;
     rl__txq **txl;            /* queues whose next send is to be submitted */
     size_t ntxl, captxl;
+    rl__txq **txfast;         /* queues with a silent send in flight (uring_tx_settle) */
+    size_t ntxfast, captxfast;
 } uring;
 
 static void uring_lock(uring *u) {
@@ -474,6 +476,14 @@ static int uring_enable(uring *u) {
  * Whether all did. Lock held, the loop's thread. */
 static void uring_tx_done(uring *u, rl__txq *q);
 static bool uring_fill_tx(uring *u) {
+    if (u->ntxl && u->captxfast < u->ntxfast + u->ntxl) {
+        size_t c = (u->ntxfast + u->ntxl) * 2;
+        rl__txq **a = realloc(u->txfast, c * sizeof *a);
+        if (a) { /* else: sends that make a completion each */
+            u->txfast = a;
+            u->captxfast = c;
+        }
+    }
     size_t i = 0;
     for (; i < u->ntxl; i++) {
         if (io_uring_sq_space_left(&u->ring) < 1)
@@ -489,9 +499,24 @@ static bool uring_fill_tx(uring *u) {
         size_t len = q->head->len - q->head->off;
         if (rl__fault(RL_FAULT_URING_SHORT_SEND) && len > 1)
             len /= 2;
+        /* Silent where it can be: a send that must not wait (MSG_DONTWAIT)
+         * and must send it all (MSG_WAITALL) is done within the enter
+         * that submits it, and makes a completion only if it did not send
+         * it all (its result: the bytes sent, or -EAGAIN, or the error), so
+         * the wait is not woken by the loop's own sends; one that found
+         * no room is sent again as a send that waits (`slow`). */
+        bool fast = !q->slow && u->ntxfast < u->captxfast;
+        q->sqpos = u->ring.sq.sqe_tail;
         struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
-        io_uring_prep_send(sqe, q->fd, q->head->bytes + q->head->off, len, MSG_NOSIGNAL);
+        io_uring_prep_send(sqe, q->fd, q->head->bytes + q->head->off, len,
+                           MSG_NOSIGNAL | (fast ? MSG_DONTWAIT | MSG_WAITALL : 0));
         io_uring_sqe_set_data64(sqe, uring_data(q->slot, URING_TX));
+        if (fast) {
+            sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
+            u->txfast[u->ntxfast++] = q;
+        }
+        q->fast = fast;
+        q->inlen = len;
         q->inflight = true;
     }
     if (i > 0)
@@ -746,6 +771,7 @@ static void uring_close(rl__poller *rl) {
     free(u->txs);
     free(u->txfree);
     free(u->txl);
+    free(u->txfast);
     if (u->br) {
         (void)munmap(u->br, u->nbufs * sizeof(struct io_uring_buf));
         (void)munmap(u->bufs, (size_t)u->nbufs * URING_BUF_SIZE);
@@ -945,8 +971,12 @@ static void uring_take_tx(uring *u, uint32_t slot, int res) {
     if (!q)
         return;
     q->inflight = false;
+    bool was_fast = q->fast;
+    q->fast = false;
+    if (was_fast && res != (int)q->inlen)
+        q->slow = true; /* no room: the sends wait for it until the queue is empty */
     if (res == -EAGAIN || res == -EINTR || res == 0) {
-        /* asked again (the kernel waits for room itself: not expected) */
+        /* asked again (a silent send found no room: now one that waits) */
     } else if (res < 0) {
         if (!q->err)
             q->err = -res;
@@ -959,6 +989,8 @@ static void uring_take_tx(uring *u, uint32_t slot, int res) {
         else
             atomic_fetch_add_explicit(&rl__poll_uring_short_sends, 1, memory_order_relaxed);
     }
+    if (!q->head)
+        q->slow = false;
     if (!q->head || !uring_tx_list(u, q))
         uring_tx_done(u, q); /* out of memory to list it: its chunks wait for the writer's next send */
 }
@@ -1049,6 +1081,35 @@ static int uring_enter(uring *u, bool wait, long long ns) {
     return r < 0 ? -r : 0; /* liburing's calls give -errno */
 }
 
+/* The silent sends the kernel has taken (its submission head is past
+ * their entries) and that made no completion (those that did were taken
+ * first): sent whole. Lock held, after the completions were taken. */
+static void uring_tx_settle(uring *u) {
+    unsigned khead = __atomic_load_n(u->ring.sq.khead, __ATOMIC_ACQUIRE);
+    size_t keep = 0;
+    for (size_t i = 0; i < u->ntxfast; i++) {
+        rl__txq *q = u->txfast[i];
+        if (!q->inflight || !q->fast)
+            continue; /* its completion came: taken by uring_take_tx */
+        if ((int)(khead - q->sqpos) <= 0) {
+            u->txfast[keep++] = q; /* not submitted yet */
+            continue;
+        }
+        q->inflight = q->fast = false;
+        atomic_fetch_add_explicit(&rl__poll_uring_sends, 1, memory_order_relaxed);
+        q->head->off += q->inlen;
+        if (q->head->off >= q->head->len)
+            rl__txq_pop(q);
+        else
+            atomic_fetch_add_explicit(&rl__poll_uring_short_sends, 1, memory_order_relaxed);
+        if (!q->head)
+            q->slow = false;
+        if (!q->head || !uring_tx_list(u, q))
+            uring_tx_done(u, q);
+    }
+    u->ntxfast = keep;
+}
+
 /* Takes every completion from the ring: the reports made go to ev (up to
  * maxev; *n of them so far), the rest to u->pend. Lock held. */
 static void uring_reap(uring *u, struct epoll_event *ev, int maxev, int *n) {
@@ -1070,8 +1131,10 @@ static void uring_reap(uring *u, struct epoll_event *ev, int maxev, int *n) {
          * taken too: a receive's bytes never wait there while the reader
          * reads the fd directly. */
         if (!io_uring_cq_has_overflow(&u->ring) || io_uring_get_events(&u->ring) < 0)
-            return;
+            break;
     }
+    if (u->ntxfast)
+        uring_tx_settle(u);
 }
 
 /* Up to maxev reports into ev: those kept before first, then the ring's.
@@ -1218,7 +1281,8 @@ static int uring_send(rl__poller *rl, rl__txq *q, const void *bytes, size_t n, b
         q->err = 0;
         return -err;
     }
-    uring_lock(u);
+    /* The send queues are the loop thread's alone (filled, taken and
+     * settled on it): no lock but for a submission now. */
     __atomic_store_n(&q->owner, (const void *)rl, __ATOMIC_RELAXED);
     int r = 1;
     if (!rl__txq_push(q, bytes, n))
@@ -1234,9 +1298,11 @@ static int uring_send(rl__poller *rl, rl__txq *q, const void *bytes, size_t n, b
         atomic_fetch_sub_explicit(&q->state, 2, memory_order_acq_rel);
         r = -ENOMEM;
     }
-    if (r > 0 && !soon)
+    if (r > 0 && !soon) {
+        uring_lock(u);
         uring_submit_now(u);
-    uring_unlock(u);
+        uring_unlock(u);
+    }
     return r;
 }
 
@@ -1244,7 +1310,7 @@ static int uring_send(rl__poller *rl, rl__txq *q, const void *bytes, size_t n, b
 static void uring_flush_sends(rl__poller *rl) {
     uring *u = rl->kstate;
     if (!u || !u->ntxl || !pthread_equal(pthread_self(), rl->owner))
-        return;
+        return; /* ntxl: the loop thread's own (uring_send) */
     uring_lock(u);
     uring_submit_now(u);
     uring_unlock(u);

@@ -27,13 +27,20 @@ void rl__txq_release(rl__txq *q) {
     if (!q || atomic_fetch_sub_explicit(&q->refs, 1, memory_order_acq_rel) != 1)
         return;
     rl__txq_drop(q); /* closes the fd if it was handed over */
+    free(q->spare);
     free(q);
 }
 
 bool rl__txq_push(rl__txq *q, const void *bytes, size_t n) {
-    rl__txchunk *c = malloc(sizeof *c + n);
-    if (!c)
-        return false;
+    rl__txchunk *c = q->spare;
+    if (c && c->cap >= n) {
+        q->spare = NULL;
+    } else {
+        c = malloc(sizeof *c + n);
+        if (!c)
+            return false;
+        c->cap = n;
+    }
     c->next = NULL;
     c->len = n;
     c->off = 0;
@@ -51,7 +58,10 @@ void rl__txq_pop(rl__txq *q) {
     q->head = c->next;
     if (!q->head)
         q->tail = &q->head;
-    free(c);
+    if (!q->spare && c->cap <= 65536)
+        q->spare = c; /* the next push's, no allocation */
+    else
+        free(c);
     unsigned was = atomic_fetch_sub_explicit(&q->state, 2, memory_order_acq_rel);
     if (was == (2 | RL_TXQ_CLOSE)) {
         atomic_store_explicit(&q->state, 0, memory_order_release);

@@ -25,6 +25,7 @@
 typedef struct rl__txchunk {
     struct rl__txchunk *next;
     size_t len, off; /* off: sent so far */
+    size_t cap;      /* the bytes it can hold */
     uint8_t bytes[];
 } rl__txchunk;
 
@@ -37,9 +38,14 @@ typedef struct rl__txq {
     int err;            /* a send's error, not yet reported to the writer (0: none) */
     const void *owner;  /* the poller whose ring sends it (set by the first) */
     rl__txchunk *head, **tail;
+    rl__txchunk *spare; /* the last chunk sent, kept for the next push (one at most) */
     int slot;           /* the backend's: its index in the ring's table, -1: none */
     bool inflight;      /* the backend's: a send of head is in the ring */
     bool listed;        /* the backend's: on its list of queues to submit */
+    bool fast;          /* the backend's: the send in flight completes silently if whole (sqpos: its entry) */
+    bool slow;          /* the backend's: the next send waits for room (the last one found none) */
+    uint32_t sqpos;
+    size_t inlen;       /* the backend's: the bytes the send in flight asked to send */
 } rl__txq;
 
 /* A new empty queue for fd (one reference), or NULL: no memory. */
