@@ -61,15 +61,15 @@ static char pat(size_t i) { return (char)('a' + (i * 7 + i / 251) % 26); }
 
 /* The peer's side: reads until the end, checks every byte. */
 typedef struct reader {
-    pthread_t t;
     int fd;
-    size_t len;
-    bool in_order, ended;
+    _Atomic size_t len; /* read by the loop's thread as it goes */
+    bool in_order, ended; /* read after the join */
 } reader;
 
 static void *read_all(void *p) {
     reader *r = p;
     char buf[8192];
+    size_t len = 0;
     r->in_order = true;
     for (;;) {
         ssize_t n = read(r->fd, buf, sizeof buf);
@@ -80,8 +80,9 @@ static void *read_all(void *p) {
             return NULL;
         }
         for (ssize_t i = 0; i < n; i++)
-            r->in_order = r->in_order && buf[i] == pat(r->len + (size_t)i);
-        r->len += (size_t)n;
+            r->in_order = r->in_order && buf[i] == pat(len + (size_t)i);
+        len += (size_t)n;
+        atomic_store(&r->len, len);
     }
 }
 
@@ -149,22 +150,20 @@ static RLRunLoopTimerRef keep_mode(void) {
 }
 
 /* Runs the loop until the reader is done (or `until` is true), 20 s at most. */
-static void run_until(const volatile bool *until) {
+static void run_until(_Atomic bool *until) {
     double end = rl_test_now() + 20;
-    while (!*until && rl_test_now() < end)
+    while (!atomic_load(until) && rl_test_now() < end)
         RLRunLoopRunInMode(MODE, 0.02, false);
 }
 
 typedef struct joiner {
     reader *r;
     _Atomic bool done;
-    volatile bool flag;
 } joiner;
 
 static void *join_reader(void *p) {
     joiner *j = p;
     read_all(j->r);
-    j->flag = true;
     atomic_store(&j->done, true);
     return NULL;
 }
@@ -185,23 +184,21 @@ static void run_plan(plan *p, size_t expect) {
     assert_int_equal(pthread_create(&t, NULL, join_reader, &j), 0);
     unsigned long before = ring_sends();
     assert_int_equal(write(sv[1], "go", 2), 2); /* the server's first Data callback */
-    volatile bool sent = false;
     double end = rl_test_now() + 20;
     while (!p->done && rl_test_now() < end)
         RLRunLoopRunInMode(MODE, 0.02, true);
     assert_true(p->done);
     if (!p->invalidate) {
         /* Every byte out, then the server's end closed. */
-        while (r.len < expect && rl_test_now() < end)
+        while (atomic_load(&r.len) < expect && rl_test_now() < end)
             RLRunLoopRunInMode(MODE, 0.02, false);
         assert_true(RLSocketInvalidate(s));
     }
-    (void)sent;
-    run_until(&j.flag);
+    run_until(&j.done);
     assert_int_equal(pthread_join(t, NULL), 0);
     assert_true(r.ended);
     assert_true(r.in_order);
-    assert_int_equal(r.len, expect);
+    assert_int_equal(atomic_load(&r.len), expect);
     if (on_ring())
         assert_true(ring_sends() > before);
     else
