@@ -16,6 +16,9 @@
  *   -DBEC_BACKEND=\"io_uring\"  either of ours on the kernel backend named
  *             (RL_BACKEND set while the server's loop is made):
  *             bec_peer_rl_ur ("ours-ur"), bec_peer_rl_read_ur ("read-ur").
+ *             These reply with CFSocketSendData, which a loop on io_uring
+ *             queues for its ring (sent with the loop's next enter), where
+ *             the others call send() themselves.
  *             Without it ours run on the process's default backend.
  */
 #ifdef BEC_CF
@@ -230,6 +233,24 @@ static void cf_conn_cb(CFSocketRef s, CFSocketCallBackType type, CFDataRef addre
     CFDataRef d = (CFDataRef)data;
     CFIndex n = CFDataGetLength(d);
     const UInt8 *bytes = n > 0 ? CFDataGetBytePtr(d) : NULL;
+#endif
+#ifdef BEC_BACKEND
+    /* On a ring (ours-ur, read-ur): the reply through RLSocketSendData,
+     * which queues it for the loop's ring to send with its next enter (no
+     * system call of its own; the call fails only for a broken stream). */
+    if (n > 0 && !(cf_slots[fd] & 1)) {
+#ifdef BEC_READCB
+        CFDataRef out = CFDataCreate(NULL, bytes, n);
+        CFSocketError e = out ? CFSocketSendData(s, NULL, out, 5) : kCFSocketError;
+        if (out)
+            CFRelease(out);
+#else
+        CFSocketError e = CFSocketSendData(s, NULL, d, 5);
+#endif
+        if (e != kCFSocketSuccess)
+            cf_close(cf_here, fd);
+        return;
+    }
 #endif
     ssize_t tried = CF_NOT_TRIED;
     if (n > 0 && !(cf_slots[fd] & 1)) {

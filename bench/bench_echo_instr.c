@@ -6,7 +6,8 @@
  * over loopback, then stops it. `bench_echo_instr PEER tp16 MB` echoes MB
  * megabytes over 16 connections instead, in 4 KB writes with 64 KB in
  * flight on each (bench_echo's 16-connection row, its client waiting in
- * epoll instead of timing).
+ * epoll instead of timing). `rt16` and `rt256` do N round trips over 16
+ * and 256 connections, one 64-byte message in flight on each.
  *
  * `make bench-echo-instr` runs it under callgrind for two values of N (of
  * MB) and divides the difference in the server thread's instructions by
@@ -158,6 +159,59 @@ static bool round_trips(unsigned port, long n) {
     return true;
 }
 
+/* N round trips of 64 bytes spread over `nc` connections, each with one
+ * message in flight (bench_echo's 16- and 256-connection rows), every
+ * byte checked. */
+static bool round_trips_many(unsigned port, long n, int nc) {
+    int ep = epoll_create1(EPOLL_CLOEXEC);
+    int *fds = calloc((size_t)nc, sizeof *fds);
+    if (ep < 0 || !fds) {
+        perror("epoll_create1");
+        return false;
+    }
+    char msg[64], back[64];
+    memset(msg, 'e', sizeof msg);
+    long started = 0, done = 0;
+    bool ok = true;
+    for (int i = 0; i < nc && ok; i++) {
+        fds[i] = connect_to(port);
+        struct epoll_event ev = {.events = EPOLLIN, .data.u32 = (uint32_t)i};
+        ok = fds[i] >= 0 && epoll_ctl(ep, EPOLL_CTL_ADD, fds[i], &ev) == 0;
+    }
+    for (int i = 0; i < nc && ok && started < n; i++, started++)
+        ok = send(fds[i], msg, sizeof msg, MSG_NOSIGNAL) == (ssize_t)sizeof msg;
+    while (ok && done < n) {
+        struct epoll_event evs[256];
+        int k = epoll_wait(ep, evs, 256, 10000);
+        if (k <= 0) {
+            fprintf(stderr, "nothing came back for 10 s\n");
+            ok = false;
+        }
+        for (int j = 0; j < k && ok; j++) {
+            int i = (int)evs[j].data.u32;
+            for (size_t got = 0; got < sizeof back && ok;) {
+                ssize_t r = recv(fds[i], back + got, sizeof back - got, 0);
+                ok = r > 0;
+                got += r > 0 ? (size_t)r : 0;
+            }
+            ok = ok && memcmp(msg, back, sizeof msg) == 0;
+            done++;
+            if (ok && started < n) {
+                ok = send(fds[i], msg, sizeof msg, MSG_NOSIGNAL) == (ssize_t)sizeof msg;
+                started++;
+            }
+        }
+    }
+    if (!ok)
+        fprintf(stderr, "the exchange failed after %ld round trips\n", done);
+    for (int i = 0; i < nc; i++)
+        if (fds[i] > 0)
+            close(fds[i]);
+    free(fds);
+    close(ep);
+    return ok;
+}
+
 /* The thread of this process that is not `self` (the server's: started
  * last, the only other one); 0: none or several. */
 static pid_t other_thread(pid_t self) {
@@ -259,9 +313,12 @@ int main(int argc, char **argv) {
                : strcmp(argv[1], "libuv") == 0     ? &bec_peer_uv
                                                    : NULL;
     bool tp16 = argc == 4 && strcmp(argv[2], "tp16") == 0;
+    int conns = argc != 4 || tp16 ? 0 : strcmp(argv[2], "rt") == 0 ? 1 : strcmp(argv[2], "rt16") == 0 ? 16
+                                       : strcmp(argv[2], "rt256") == 0                             ? 256
+                                                                                                   : 0;
     long n = argc == 4 ? atol(argv[3]) : 0;
-    if (!peer || (!tp16 && strcmp(argv[2], "rt") != 0) || n < 1) {
-        fprintf(stderr, "usage: %s PEER rt ROUND_TRIPS | PEER tp16 MEGABYTES (PEER: ours, ours-read, ours-ur, read-ur, epoll, libuv)\n",
+    if (!peer || (!tp16 && !conns) || n < 1) {
+        fprintf(stderr, "usage: %s PEER rt|rt16|rt256 ROUND_TRIPS | PEER tp16 MEGABYTES (PEER: ours, ours-read, ours-ur, read-ur, epoll, libuv)\n",
                 argv[0]);
         return 2;
     }
@@ -292,7 +349,7 @@ int main(int argc, char **argv) {
             return 1;
         }
     }
-    bool ok = tp16 ? echo_16(port, n) : round_trips(port, n);
+    bool ok = tp16 ? echo_16(port, n) : conns == 1 ? round_trips(port, n) : round_trips_many(port, n, conns);
     peer->stop(server);
     if (step) {
         unsigned long long steps = 0;

@@ -9,6 +9,8 @@
 # Peers: ours (RLSocket, Data callbacks), ours-read (RLSocket, Read
 # callbacks, recv in the callback), ours-ur and read-ur (the same two on the
 # io_uring backend), epoll (by hand, edge-triggered), libuv.
+# The system calls per round trip over 16 and 256 connections (one
+# message in flight on each, strace only) too: BEI_MANY=0 leaves them out.
 # BEI_PEERS="ours ours-read" picks some; BEI_TP=0 leaves out the per-MB row;
 # BEI_SYSCALLS=0 leaves out strace; BEI_STEP=0 leaves out the single-step
 # count. `make bench-echo-instr` runs it.
@@ -33,6 +35,7 @@ STEP=${BEI_STEP:-1}
 S1=${BEI_S1:-100}
 S2=${BEI_S2:-300}
 TP=${BEI_TP:-1}
+MANY=${BEI_MANY:-1}
 SYSCALLS=${BEI_SYSCALLS:-1}
 if ! command -v valgrind >/dev/null 2>&1; then
     echo "bench-echo-instr: valgrind is missing (scripts/setup-deps.sh installs it)" >&2
@@ -106,8 +109,8 @@ names_per_unit() {
 
 printf '\nThe echo server thread per unit of work (callgrind: user-space instructions; strace: system calls)\n'
 printf '%s and %s round trips, %s and %s MB\n\n' "$N1" "$N2" "$MB1" "$MB2"
-printf '%-10s | %12s | %12s | %12s | %12s | %12s\n' "peer" "instr/rt" "steps/rt" "syscalls/rt" "instr/MB" "syscalls/MB"
-printf '%-10s-+-%12s-+-%12s-+-%12s-+-%12s-+-%12s\n' "----------" "------------" "------------" "------------" "------------" "------------"
+printf '%-10s | %12s | %12s | %12s | %12s | %12s | %12s | %12s\n' "peer" "instr/rt" "steps/rt" "syscalls/rt" "instr/MB" "syscalls/MB" "sysc/rt16" "sysc/rt256"
+printf '%-10s-+-%12s-+-%12s-+-%12s-+-%12s-+-%12s-+-%12s-+-%12s\n' "----------" "------------" "------------" "------------" "------------" "------------" "------------" "------------"
 details=""
 for p in $PEERS; do
     cg=1
@@ -128,7 +131,15 @@ for p in $PEERS; do
         [ $cg = 1 ] && itp=$(per_unit count "$p" tp16 "$MB1" "$MB2")
         [ "$SYSCALLS" = 1 ] && stp=$(per_unit syscalls "$p" tp16 "$MB1" "$MB2")
     fi
-    printf '%-10s | %12s | %12s | %12s | %12s | %12s\n' "$p" "$irt" "$str" "$srt" "$itp" "$stp"
+    s16=-
+    s256=-
+    if [ "$SYSCALLS" = 1 ] && [ "$MANY" = 1 ]; then
+        s16=$(per_unit syscalls "$p" rt16 "$N1" "$N2")
+        s256=$(per_unit syscalls "$p" rt256 "$N1" "$N2")
+        details="$details$(printf '%-10s rt256: %s' "$p" "$(names_per_unit "$p" rt256 "$N1" "$N2")")
+"
+    fi
+    printf '%-10s | %12s | %12s | %12s | %12s | %12s | %12s | %12s\n' "$p" "$irt" "$str" "$srt" "$itp" "$stp" "$s16" "$s256"
 done
 if [ -n "$details" ]; then
     printf '\nSystem calls per round trip, by name:\n%s' "$details"

@@ -251,6 +251,66 @@ static void test_more_streams_than_buffers(void **state) {
 #endif
 }
 
+/* Small reads of many streams share a buffer (incremental buffers: a
+ * receive takes only the bytes it read): 40 streams with 64 bytes each at
+ * once, on 2 buffers, find a buffer every time. */
+static void *many_small(void *arg) {
+    (void)arg;
+    enum { NS = 40, LEN = 64 };
+    int sv[NS][2];
+    static got g[NS];
+    got *gp[NS];
+    RLSocketRef s[NS];
+    memset(g, 0, sizeof g);
+    for (int i = 0; i < NS; i++) {
+        assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv[i]), 0);
+        s[i] = make(sv[i][0], &g[i], (RLOptionFlags)-1);
+        gp[i] = &g[i];
+        assert_int_equal(write(sv[i][1], "w", 1), 1);
+    }
+    run_for(gp, NS, 1, 0);
+#if !RL_PLAIN
+    unsigned long nobufs = atomic_load(&rl__poll_uring_nobufs);
+#endif
+    static char out[NS][LEN];
+    for (int r = 0; r < 20; r++) {
+        for (int i = 0; i < NS; i++) {
+            pattern(out[i], LEN, (unsigned)(i + r));
+            assert_int_equal(write(sv[i][1], out[i], LEN), LEN);
+        }
+        run_for(gp, NS, 1 + (size_t)(r + 1) * LEN, 0);
+        for (int i = 0; i < NS; i++) {
+            assert_int_equal(g[i].len, 1 + (size_t)(r + 1) * LEN);
+            assert_memory_equal(g[i].bytes + 1 + (size_t)r * LEN, out[i], LEN);
+        }
+    }
+#if !RL_PLAIN
+    unsigned long missed = on_ring() ? atomic_load(&rl__poll_uring_nobufs) - nobufs : 0;
+#else
+    unsigned long missed = 0;
+#endif
+    for (int i = 0; i < NS; i++) {
+        close(sv[i][1]);
+        done(s[i], &g[i]);
+    }
+    return (void *)(uintptr_t)missed;
+}
+
+static void test_small_reads_of_many_streams_share_a_buffer(void **state) {
+    (void)state;
+#if !RL_PLAIN
+    unsigned saved = atomic_exchange(&rl__poll_uring_nbufs, 2);
+#endif
+    pthread_t t;
+    void *missed = NULL;
+    assert_int_equal(pthread_create(&t, NULL, many_small, NULL), 0);
+    assert_int_equal(pthread_join(t, &missed), 0);
+    assert_int_equal((uintptr_t)missed, 0); /* receives that found no buffer free */
+#if !RL_PLAIN
+    atomic_store(&rl__poll_uring_nbufs, saved);
+#endif
+}
+
 /* Bytes, then the peer's end: the bytes, then one empty data, and the
  * socket is invalidated. */
 static void test_end_after_bytes(void **state) {
@@ -465,6 +525,7 @@ int main(void) {
         cmocka_unit_test(test_burst_larger_than_a_buffer),
         cmocka_unit_test(test_receive_stays_across_callouts),
         cmocka_unit_test(test_more_streams_than_buffers),
+        cmocka_unit_test(test_small_reads_of_many_streams_share_a_buffer),
         cmocka_unit_test(test_end_after_bytes),
         cmocka_unit_test(test_reset),
         cmocka_unit_test(test_invalidate_while_a_receive_is_in_flight),

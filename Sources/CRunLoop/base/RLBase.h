@@ -30,6 +30,8 @@ enum {
                                      a fork() child): no loop lock is biased (loop/rl_bias.c) */
     RL_FAULT_BIAS_BREAK = 1 << 10, /* breaks the lock deliberately, for the stress test's own check: taking a
                                       biased loop lock skips the barrier and the wait for the owner (rl_bias.c) */
+    RL_FAULT_URING_SHORT_SEND = 1 << 11, /* not a failure: a send through the ring asks for half of what is left,
+                                           so that every send is short and continued (rl_poll_uring.c) */
 };
 RL__HIDDEN extern _Atomic unsigned rl__faults;
 #define rl__fault(f) RL__UNLIKELY(atomic_load_explicit(&rl__faults, memory_order_relaxed) & (f))

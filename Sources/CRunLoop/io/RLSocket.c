@@ -13,6 +13,7 @@
 #include "RLLockDebugInternal.h"
 #include "rl_waitpolicy.h"
 #include "rl_rxq.h"
+#include "rl_txq.h"
 
 #include <crunloop/RLFileDescriptor.h>
 #include <crunloop/RLRunLoopTimer.h>
@@ -98,6 +99,11 @@ typedef struct sock_rare {
     /* Set while the listener rests after accept ran out of descriptors:
      * the one-shot timer (in the loop and mode that saw it) that wakes it. */
     RLRunLoopTimerRef accept_retry;
+    /* A stream's writes queued for its loop's ring to send
+     * (sock_ring_send, rl_txq.h): made by the first RLSocketSendData in a
+     * callout on a loop with a ring; NULL: none. Set once, under the lock
+     * (release), read without it (acquire). */
+    rl__txq *txq;
 } sock_rare;
 
 /* The socket's size: its fd object follows it in its block. */
@@ -181,7 +187,7 @@ static inline bool sock_fdobj_made(const struct RLSocket *s) {
  * or s not seen by anyone yet. */
 static sock_rare *sock_rare_get(struct RLSocket *s) {
     if (!s->rare)
-        s->rare = calloc(1, sizeof *s->rare);
+        __atomic_store_n(&s->rare, calloc(1, sizeof *s->rare), __ATOMIC_RELEASE); /* read without the lock: sock_txq */
     return s->rare;
 }
 
@@ -224,6 +230,7 @@ static void sock_finalize(void *obj) {
     if (s->rare) {
         if (s->rare->peer)
             RLRelease(s->rare->peer);
+        rl__txq_release(s->rare->txq);
         free(s->rare);
     }
     if (s->rxq != RL_SOCKET_NO_RING)
@@ -1118,7 +1125,7 @@ static RLSocketRef sock_make(RLAllocatorRef allocator, int fd, RLOptionFlags typ
             RLRelease(s);
             return NULL;
         }
-        *r = (sock_rare){context->retain, context->release, context->copyDescription, NULL, NULL};
+        *r = (sock_rare){context->retain, context->release, context->copyDescription, NULL, NULL, NULL};
     }
     /* CF's default: the socket's own read-side type re-enabled, close on
      * invalidate. */
@@ -1394,6 +1401,47 @@ RLSocketError RLSocketConnectToAddress(RLSocketRef s, RLDataRef address, RLTimeI
     return kRLSocketSuccess;
 }
 
+/* A stream's n bytes queued for its loop's ring to send (rl_txq.h), on
+ * that loop's thread (the first time, in a callout of s): 1. 0: the
+ * caller sends them itself (another thread, no ring: epoll), once what
+ * the ring still holds is sent (waited for `timeout` seconds at most, no
+ * limit if not positive: -ETIMEDOUT). -errno: an earlier ring send's error (the stream is
+ * broken), or no memory. */
+static int sock_ring_send(struct RLSocket *s, const void *p, size_t n, RLTimeInterval timeout) {
+    sock_rare *rare = __atomic_load_n(&s->rare, __ATOMIC_ACQUIRE);
+    rl__txq *q = rare ? __atomic_load_n(&rare->txq, __ATOMIC_ACQUIRE) : NULL;
+    if (!q) {
+        if (!(__atomic_load_n(&s->flags, __ATOMIC_RELAXED) & kRLSocketCloseOnInvalidate) ||
+            !rl__fd_ring_sends(sock_fdobj(s)))
+            return 0; /* no ring has sent for s: nothing to wait for */
+        sock_lock(s);
+        rare = sock_rare_get(s);
+        if (rare && !rare->txq)
+            __atomic_store_n(&rare->txq, rl__txq_new(s->fd), __ATOMIC_RELEASE);
+        q = rare ? rare->txq : NULL;
+        sock_unlock(s);
+        if (!q)
+            return 0; /* no memory: sent by the caller */
+    }
+    /* Only while the socket closes its fd itself: a queue that outlives
+     * the socket's validity closes the fd when it is done with it (an fd
+     * the caller closes could name another file by then). */
+    int r = (__atomic_load_n(&s->flags, __ATOMIC_RELAXED) & kRLSocketCloseOnInvalidate)
+                ? rl__fd_send_via(sock_fdobj(s), q, p, n)
+                : 0;
+    if (r != 0)
+        return r;
+    /* Not this thread's ring: what it holds goes first. */
+    double deadline = timeout > 0 && rl__txq_pending(q) > 0 ? RLMonotonicTimeGetCurrent() + timeout : -1;
+    while (rl__txq_pending(q) > 0) {
+        if (deadline >= 0 && RLMonotonicTimeGetCurrent() >= deadline)
+            return -ETIMEDOUT;
+        struct timespec ms = {0, 1000000};
+        (void)nanosleep(&ms, NULL);
+    }
+    return 0;
+}
+
 RLSocketError RLSocketSendData(RLSocketRef s, RLDataRef address, RLDataRef data, RLTimeInterval timeout) {
     const char *fn = __func__;
     int fd = sock_valid_fd(s, fn);
@@ -1411,6 +1459,15 @@ RLSocketError RLSocketSendData(RLSocketRef s, RLDataRef address, RLDataRef data,
     size_t left = (size_t)RLDataGetLength(data);
     const struct sockaddr *sa = address ? (const struct sockaddr *)RLDataGetBytePtr(address) : NULL;
     socklen_t salen = address ? (socklen_t)RLDataGetLength(address) : 0;
+    if (!sa && left > 0 && s->sock_type == SOCK_STREAM) {
+        int r = sock_ring_send(s, p, left, timeout);
+        if (r > 0)
+            return kRLSocketSuccess;
+        if (r == -ETIMEDOUT)
+            return rl__fail(kRLErrorTimedOut, fn, "%zu bytes not sent within %g s", left, timeout), kRLSocketTimeout;
+        if (r < 0)
+            return rl__fail_errno(-r, fn, "send failed"), kRLSocketError;
+    }
     double deadline = timeout > 0 ? RLMonotonicTimeGetCurrent() + timeout : -1;
     bool first = true;
     while (left > 0 || first) {
@@ -1476,7 +1533,7 @@ bool RLSocketSetSocketFlags(RLSocketRef s, RLOptionFlags flags) {
     if (flags & ~(RLOptionFlags)RL_SOCKET_FLAGS)
         return rl__fail(kRLErrorInvalidArgument, fn, "unknown socket flags 0x%lx", flags & ~(RLOptionFlags)RL_SOCKET_FLAGS);
     sock_lock(s);
-    s->flags = flags;
+    __atomic_store_n(&s->flags, (uint8_t)flags, __ATOMIC_RELAXED); /* read without the lock: sock_ring_send */
     sock_unlock(s);
     return true;
 }
@@ -1486,7 +1543,11 @@ bool RLSocketInvalidate(RLSocketRef s) {
         return false;
     sock_lock(s);
     rl__fdobj_end end;
-    bool was = rl__fdobj_invalidate(&s->life, (s->flags & kRLSocketCloseOnInvalidate) ? RL_FDOBJ_CLOSE : 0, &end);
+    /* Writes still queued on a ring keep the fd open until they are sent:
+     * their queue closes it then (rl_txq.h). */
+    rl__txq *q = s->rare ? s->rare->txq : NULL;
+    bool close = (s->flags & kRLSocketCloseOnInvalidate) && rl__fdobj_valid(&s->life) && !(q && rl__txq_close_later(q));
+    bool was = rl__fdobj_invalidate(&s->life, close ? RL_FDOBJ_CLOSE : 0, &end);
     RLRunLoopTimerRef retry = sock_retry_timer(s);
     if (retry)
         s->rare->accept_retry = NULL;

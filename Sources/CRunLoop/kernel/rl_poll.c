@@ -25,9 +25,12 @@
  * more user-space work on io_uring (2,010 user-space instructions against
  * epoll's 1,695 in callgrind, the same one system call). A Data socket
  * reads through the ring (rl__poll_recv_into: one multishot receive that
- * stays across callouts), one system call fewer per echo round trip, but
- * 2,210 user-space instructions against epoll's 1,850 (single steps:
- * bench-echo-instr) and no gain in bench-echo's CPU rows yet (2026-12-05,
+ * stays across callouts) and its RLSocketSendData replies are queued for
+ * the ring (rl__poll_send: sent by the next enter, silently when whole),
+ * one system call per echo round trip against epoll's three, but about
+ * 2,800 user-space instructions against epoll's 1,850 (single steps:
+ * bench-echo-instr; 2026-12-05, the sends through the ring not yet in a
+ * timed same-run comparison) and no gain in bench-echo's CPU rows yet (2026-12-05,
  * with the multishot receive: 0.94-1.03x raw epoll's per round trip,
  * 0.99-1.09x per MB at 256 connections, 1.07-1.25x at 16); the default
  * changes only on a same-run win. */

@@ -75,6 +75,22 @@ RL__HIDDEN void rl__poll_drain(rl__poller *rl);
 static inline bool rl__poll_recv_into(rl__poller *rl, int fd, rl__rxq *q) {
     return rl->kops->recv_into && rl->kops->recv_into(rl, fd, q);
 }
+/* Queues a copy of n bytes in q for rl's ring to send (rl_txq.h): q's
+ * chunks go out in order, one send in flight, submitted with the loop's
+ * next enter (`soon`: the loop is in a run, which enters again or flushes
+ * as it ends), else at once. 1: queued; 0: the backend cannot (epoll; q
+ * sent by another loop's ring), the caller sends itself; -errno: nothing
+ * queued, an earlier send through the ring failed with that errno (told
+ * once), or no memory. The loop's thread. */
+static inline int rl__poll_send(rl__poller *rl, rl__txq *q, const void *bytes, size_t n, bool soon) {
+    return rl->kops->send ? rl->kops->send(rl, q, bytes, n, soon) : 0;
+}
+/* Submits the sends queued on rl's ring now (a run's end). The loop's
+ * thread. */
+static inline void rl__poll_flush(rl__poller *rl) {
+    if (rl->kops && rl->kops->flush)
+        rl->kops->flush(rl);
+}
 /* The backend rl waits on: "epoll" or "io_uring" (static strings). */
 static inline const char *rl__poll_backend_name(rl__poller *rl) { return rl->kops->name; }
 

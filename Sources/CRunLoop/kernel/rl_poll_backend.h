@@ -10,6 +10,7 @@
 
 #include "RLBase.h"
 #include "rl_rxq.h"
+#include "rl_txq.h"
 #include "rl_span.h" /* fd-indexed tables over the span of their fds */
 
 #include <pthread.h>
@@ -57,6 +58,8 @@ typedef struct rl__poll_ops {
     int (*ctl)(rl__poller *rl, int op, int fd, uint32_t events, uint32_t gen);
     int (*wait)(rl__poller *rl, struct epoll_event *ev, int maxev, int timeout_ms);
     bool (*recv_into)(rl__poller *rl, int fd, rl__rxq *q); /* NULL: the backend reads nothing itself (epoll) */
+    int (*send)(rl__poller *rl, rl__txq *q, const void *bytes, size_t n, bool soon); /* NULL: sends nothing (epoll) */
+    void (*flush)(rl__poller *rl);                         /* NULL: nothing to flush */
 } rl__poll_ops;
 
 RL__HIDDEN extern const rl__poll_ops rl__poll_epoll_ops; /* rl_poll_epoll.c */

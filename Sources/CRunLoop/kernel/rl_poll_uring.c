@@ -50,8 +50,11 @@
  * Reading through the ring (rl__poll_recv_into): a registration given a
  * stream's read-ahead queue (rl_rxq.h) is armed for reading alone as a
  * multishot receive into the loop's provided buffers (a buffer ring of
- * URING_BUFS buffers, registered with the first such registration)
- * instead of a poll. The receive stays in the ring across callouts and
+ * URING_BUFS buffers, registered with the first such registration;
+ * consumed incrementally where the kernel can, Linux 6.12: a receive takes
+ * only the bytes it read from a buffer, which stays in the ring until it
+ * is used up, so 64 buffers serve thousands of small reads between two
+ * enters instead of 64) instead of a poll. The receive stays in the ring across callouts and
  * re-armings: the kernel reads each time bytes come (until EAGAIN), a
  * completion per buffer, and no request is submitted per read (a single
  * receive instead if the reader asks for less than a buffer at a time).
@@ -78,6 +81,19 @@
  * the reader reads the fd directly; and the receive itself runs only
  * inside the loop thread's enters (IORING_SETUP_DEFER_TASKRUN), so a read
  * of the fd by the reader between two enters is never overtaken.
+ *
+ * Sending through the ring (rl__poll_send): a stream's writes made on
+ * the loop's thread are queued in its send queue (rl_txq.h), and each
+ * queue with chunks has one IORING_OP_SEND in flight, of its head chunk
+ * from where the last one stopped, submitted with the loop's next enter
+ * (or at once when the loop is not in a run); its completion pops the
+ * chunk or continues a short send, and lists the queue again while it has
+ * chunks. user_data: URING_TX above the queue's slot in `txs` (a
+ * reference while listed or in flight). An error drops the queue's chunks
+ * and is kept for the writer's next send. Like the receives, a send that
+ * waits for room in the socket goes on only inside the loop thread's
+ * enters (IORING_SETUP_DEFER_TASKRUN): bytes queued by a loop that stops
+ * running wait for its next run.
  *
  * Why fd sources stay single-shot polls (not multishot ones kept across
  * callouts): a multishot poll reports the file's wake-ups, not its state.
@@ -110,6 +126,16 @@ enum {
 };
 #define URING_REMOVE UINT64_MAX /* user_data of a removal: its completion is not a report */
 #define URING_RX 0x80000000u    /* in a request's sequence number: a receive (the rest: 31 bits) */
+/* Incrementally consumed provided buffers (Linux 6.12; liburing 2.3's
+ * headers predate them): a receive takes only the bytes it read from a
+ * buffer, which stays in the ring until it is full. */
+#ifndef IOU_PBUF_RING_INC
+#define IOU_PBUF_RING_INC 2
+#endif
+#ifndef IORING_CQE_F_BUF_MORE
+#define IORING_CQE_F_BUF_MORE (1U << 4)
+#endif
+#define URING_TX 0x7fffffffu    /* a request's sequence number for a send: the low half is its queue's slot */
 
 /* What the ring holds for one fd: epoll's registration. */
 typedef struct uring_reg {
@@ -162,11 +188,20 @@ typedef struct uring {
     uint8_t *bufs;  /* nbufs * URING_BUF_SIZE bytes, mapped (uring_bufs) */
     bool br_failed; /* the kernel refused it: polls only */
     unsigned nbufs; /* how many (a power of 2) */
+    uint32_t *boff; /* incremental buffers (IOU_PBUF_RING_INC): the bytes of each taken so far; NULL: whole
+                       buffers */
     uring_dying *dying;
     size_t ndying, capdying;
     bool rx_cancelled;        /* a receive's cancellation not submitted yet (uring_submit_now) */
     uring_kept *pend;         /* reports taken from the ring, not yet handed out */
     size_t npend, headpend, cappend;
+    rl__txq **txs;            /* send queues with chunks, by slot (a reference each); NULL: free */
+    uint32_t *txfree;         /* free slots (a stack) */
+    uint32_t ntxs, ntxfree;
+    rl__txq **txl;            /* queues whose next send is to be submitted */
+    size_t ntxl, captxl;
+    rl__txq **txfast;         /* queues with a silent send in flight (uring_tx_settle) */
+    size_t ntxfast, captxfast;
 } uring;
 
 static void uring_lock(uring *u) {
@@ -326,7 +361,7 @@ static void uring_forget(uring *u, int fd, uring_reg *r, bool keep) {
 /* The next sequence number (31 bits, never 0). Lock held. */
 static uint32_t uring_next_seq(uring *u) {
     u->seq = (u->seq + 1) & ~URING_RX;
-    if (u->seq == 0)
+    if (u->seq == 0 || u->seq == URING_TX)
         u->seq = 1;
     return u->seq;
 }
@@ -436,6 +471,60 @@ static int uring_enable(uring *u) {
     return 0;
 }
 
+/* The send queues' next sends into submission entries, as many as fit
+ * (one in flight per queue: its head, from where the last send stopped).
+ * Whether all did. Lock held, the loop's thread. */
+static void uring_tx_done(uring *u, rl__txq *q);
+static bool uring_fill_tx(uring *u) {
+    if (u->ntxl && u->captxfast < u->ntxfast + u->ntxl) {
+        size_t c = (u->ntxfast + u->ntxl) * 2;
+        rl__txq **a = realloc(u->txfast, c * sizeof *a);
+        if (a) { /* else: sends that make a completion each */
+            u->txfast = a;
+            u->captxfast = c;
+        }
+    }
+    size_t i = 0;
+    for (; i < u->ntxl; i++) {
+        if (io_uring_sq_space_left(&u->ring) < 1)
+            break;
+        rl__txq *q = u->txl[i];
+        q->listed = false;
+        if (q->inflight)
+            continue;
+        if (!q->head) {
+            uring_tx_done(u, q);
+            continue;
+        }
+        size_t len = q->head->len - q->head->off;
+        if (rl__fault(RL_FAULT_URING_SHORT_SEND) && len > 1)
+            len /= 2;
+        /* Silent where it can be: a send that must not wait (MSG_DONTWAIT)
+         * and must send it all (MSG_WAITALL) is done within the enter
+         * that submits it, and makes a completion only if it did not send
+         * it all (its result: the bytes sent, or -EAGAIN, or the error), so
+         * the wait is not woken by the loop's own sends; one that found
+         * no room is sent again as a send that waits (`slow`). */
+        bool fast = !q->slow && u->ntxfast < u->captxfast;
+        q->sqpos = u->ring.sq.sqe_tail;
+        struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
+        io_uring_prep_send(sqe, q->fd, q->head->bytes + q->head->off, len,
+                           MSG_NOSIGNAL | (fast ? MSG_DONTWAIT | MSG_WAITALL : 0));
+        io_uring_sqe_set_data64(sqe, uring_data(q->slot, URING_TX));
+        if (fast) {
+            sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
+            u->txfast[u->ntxfast++] = q;
+        }
+        q->fast = fast;
+        q->inlen = len;
+        q->inflight = true;
+    }
+    if (i > 0)
+        memmove(u->txl, u->txl + i, (u->ntxl - i) * sizeof *u->txl);
+    u->ntxl -= i;
+    return u->ntxl == 0;
+}
+
 /* Submits every change (the loop's thread): enters as often as the queue
  * fills; the entries of the last fill are left for the caller's enter.
  * Lock held. The number to submit, or -errno. */
@@ -443,7 +532,7 @@ static int uring_prepare(uring *u) {
     int err = uring_enable(u);
     if (err)
         return -err;
-    while (!uring_fill(u)) {
+    while (!uring_fill(u) || !uring_fill_tx(u)) {
         int r = io_uring_enter(u->ring.enter_ring_fd, uring_flush(u), 0, 0, NULL);
         if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY)
             return r;
@@ -667,10 +756,27 @@ static void uring_close(rl__poller *rl) {
         rl__rxq_release(u->regs[fd].rxq);
     for (size_t i = 0; i < u->ndying; i++)
         rl__rxq_release(u->dying[i].q);
+    for (uint32_t i = 0; i < u->ntxs; i++) {
+        rl__txq *q = u->txs[i];
+        if (!q)
+            continue;
+        /* The loop is gone: what its ring did not send is dropped (a
+         * handed-over fd closed). */
+        rl__txq_drop(q);
+        __atomic_store_n(&q->owner, (const void *)NULL, __ATOMIC_RELAXED);
+        q->slot = -1;
+        q->inflight = q->listed = false;
+        rl__txq_release(q);
+    }
+    free(u->txs);
+    free(u->txfree);
+    free(u->txl);
+    free(u->txfast);
     if (u->br) {
         (void)munmap(u->br, u->nbufs * sizeof(struct io_uring_buf));
         (void)munmap(u->bufs, (size_t)u->nbufs * URING_BUF_SIZE);
     }
+    free(u->boff);
     free(u->dying);
     free(u->pend);
     free(u->regs);
@@ -708,16 +814,25 @@ static bool uring_rx_queue(uring *u, rl__rxq *q, const struct io_uring_cqe *cqe,
     unsigned bid = cqe->flags >> IORING_CQE_BUFFER_SHIFT;
     rl__rxchunk *c = NULL;
     bool queue = res >= 0 || (res != -ENOBUFS && res != -ECANCELED && res != -EINTR && res != -EAGAIN);
+    size_t at = buf && bid < u->nbufs && u->boff ? u->boff[bid] : 0; /* where this receive's bytes start */
     if (queue) {
         size_t n = res > 0 ? (size_t)res : 0;
         c = rl__rxq_chunk(q, n);
         if (c) {
             c->len = n;
             c->err = res < 0 ? -res : 0;
-            c->full = n == asked;
-            if (n)
-                memcpy(c->bytes, u->bufs + (size_t)bid * URING_BUF_SIZE, n);
+            /* Filled what it could read into: asked for, or (incremental
+             * buffers) the rest of its buffer. */
+            c->full = n == asked || (n > 0 && buf && u->boff && !(cqe->flags & IORING_CQE_F_BUF_MORE));
+            if (n && at + n <= URING_BUF_SIZE)
+                memcpy(c->bytes, u->bufs + (size_t)bid * URING_BUF_SIZE + at, n);
         }
+    }
+    if (buf && bid < u->nbufs && u->boff && (cqe->flags & IORING_CQE_F_BUF_MORE)) {
+        u->boff[bid] += res > 0 ? (uint32_t)res : 0; /* the rest of it stays in the ring */
+        buf = false;
+    } else if (buf && bid < u->nbufs && u->boff) {
+        u->boff[bid] = 0;
     }
     if (buf && bid < u->nbufs) {
         io_uring_buf_ring_add(u->br, u->bufs + (size_t)bid * URING_BUF_SIZE, URING_BUF_SIZE, (unsigned short)bid,
@@ -795,6 +910,91 @@ static bool uring_take_rx(uring *u, int fd, uint32_t seq, uring_reg *r, const st
     return true;
 }
 
+/* q is listed to have its next send submitted (a slot and a reference
+ * taken for it if it has none). false: out of memory. Lock held. */
+static bool uring_tx_list(uring *u, rl__txq *q) {
+    if (q->slot < 0) {
+        if (u->ntxfree == 0) {
+            uint32_t n = u->ntxs ? u->ntxs * 2 : 16;
+            rl__txq **a = realloc(u->txs, n * sizeof *a);
+            if (!a)
+                return false;
+            u->txs = a;
+            uint32_t *f = realloc(u->txfree, n * sizeof *f);
+            if (!f)
+                return false;
+            u->txfree = f;
+            for (uint32_t i = n; i > u->ntxs; i--) {
+                u->txs[i - 1] = NULL;
+                u->txfree[u->ntxfree++] = i - 1;
+            }
+            u->ntxs = n;
+        }
+        q->slot = (int)u->txfree[--u->ntxfree];
+        u->txs[q->slot] = rl__txq_retain(q);
+    }
+    if (q->listed || q->inflight)
+        return true;
+    if (u->ntxl == u->captxl) {
+        size_t c = u->captxl ? u->captxl * 2 : 16;
+        rl__txq **a = realloc(u->txl, c * sizeof *a);
+        if (!a)
+            return false;
+        u->txl = a;
+        u->captxl = c;
+    }
+    u->txl[u->ntxl++] = q;
+    q->listed = true;
+    return true;
+}
+
+/* q has nothing more to send: its slot and reference let go. Lock held. */
+static void uring_tx_done(uring *u, rl__txq *q) {
+    if (q->slot < 0 || q->listed || q->inflight)
+        return;
+    u->txs[q->slot] = NULL;
+    u->txfree[u->ntxfree++] = (uint32_t)q->slot;
+    q->slot = -1;
+    rl__txq_release(q);
+}
+
+/* For the tests: sends through the ring completed (bytes sent), and those
+ * of them that were short and continued. */
+RL__HIDDEN _Atomic unsigned long rl__poll_uring_sends, rl__poll_uring_short_sends;
+_Atomic unsigned long rl__poll_uring_sends, rl__poll_uring_short_sends;
+
+/* A send's completion (res: bytes sent, or -errno): the head chunk done
+ * or continued; an error ends q (its chunks dropped, the errno kept for
+ * the writer). Lock held. */
+static void uring_take_tx(uring *u, uint32_t slot, int res) {
+    rl__txq *q = slot < u->ntxs ? u->txs[slot] : NULL;
+    if (!q)
+        return;
+    q->inflight = false;
+    bool was_fast = q->fast;
+    q->fast = false;
+    if (was_fast && res != (int)q->inlen)
+        q->slow = true; /* no room: the sends wait for it until the queue is empty */
+    if (res == -EAGAIN || res == -EINTR || res == 0) {
+        /* asked again (a silent send found no room: now one that waits) */
+    } else if (res < 0) {
+        if (!q->err)
+            q->err = -res;
+        rl__txq_drop(q); /* the stream is broken: what follows cannot be sent */
+    } else if (q->head) {
+        atomic_fetch_add_explicit(&rl__poll_uring_sends, 1, memory_order_relaxed);
+        q->head->off += (size_t)res;
+        if (q->head->off >= q->head->len)
+            rl__txq_pop(q);
+        else
+            atomic_fetch_add_explicit(&rl__poll_uring_short_sends, 1, memory_order_relaxed);
+    }
+    if (!q->head)
+        q->slow = false;
+    if (!q->head || !uring_tx_list(u, q))
+        uring_tx_done(u, q); /* out of memory to list it: its chunks wait for the writer's next send */
+}
+
 /* One completion into ev (true), or dropped. Lock held. */
 static bool uring_take(uring *u, const struct io_uring_cqe *cqe, struct epoll_event *ev) {
     uint64_t data = io_uring_cqe_get_data64(cqe);
@@ -802,6 +1002,10 @@ static bool uring_take(uring *u, const struct io_uring_cqe *cqe, struct epoll_ev
         return false;
     int fd = (int)(uint32_t)data;
     uint32_t seq = (uint32_t)(data >> 32);
+    if (seq == URING_TX) {
+        uring_take_tx(u, (uint32_t)data, cqe->res);
+        return false;
+    }
     uring_reg *r = uring_reg_at(u, fd);
     if (seq & URING_RX)
         return uring_take_rx(u, fd, seq, r, cqe, ev);
@@ -877,6 +1081,35 @@ static int uring_enter(uring *u, bool wait, long long ns) {
     return r < 0 ? -r : 0; /* liburing's calls give -errno */
 }
 
+/* The silent sends the kernel has taken (its submission head is past
+ * their entries) and that made no completion (those that did were taken
+ * first): sent whole. Lock held, after the completions were taken. */
+static void uring_tx_settle(uring *u) {
+    unsigned khead = __atomic_load_n(u->ring.sq.khead, __ATOMIC_ACQUIRE);
+    size_t keep = 0;
+    for (size_t i = 0; i < u->ntxfast; i++) {
+        rl__txq *q = u->txfast[i];
+        if (!q->inflight || !q->fast)
+            continue; /* its completion came: taken by uring_take_tx */
+        if ((int)(khead - q->sqpos) <= 0) {
+            u->txfast[keep++] = q; /* not submitted yet */
+            continue;
+        }
+        q->inflight = q->fast = false;
+        atomic_fetch_add_explicit(&rl__poll_uring_sends, 1, memory_order_relaxed);
+        q->head->off += q->inlen;
+        if (q->head->off >= q->head->len)
+            rl__txq_pop(q);
+        else
+            atomic_fetch_add_explicit(&rl__poll_uring_short_sends, 1, memory_order_relaxed);
+        if (!q->head)
+            q->slow = false;
+        if (!q->head || !uring_tx_list(u, q))
+            uring_tx_done(u, q);
+    }
+    u->ntxfast = keep;
+}
+
 /* Takes every completion from the ring: the reports made go to ev (up to
  * maxev; *n of them so far), the rest to u->pend. Lock held. */
 static void uring_reap(uring *u, struct epoll_event *ev, int maxev, int *n) {
@@ -898,8 +1131,10 @@ static void uring_reap(uring *u, struct epoll_event *ev, int maxev, int *n) {
          * taken too: a receive's bytes never wait there while the reader
          * reads the fd directly. */
         if (!io_uring_cq_has_overflow(&u->ring) || io_uring_get_events(&u->ring) < 0)
-            return;
+            break;
     }
+    if (u->ntxfast)
+        uring_tx_settle(u);
 }
 
 /* Up to maxev reports into ev: those kept before first, then the ring's.
@@ -989,7 +1224,20 @@ static bool uring_bufs(uring *u) {
     reg.ring_addr = (uint64_t)(uintptr_t)mem;
     reg.ring_entries = u->nbufs;
     reg.bgid = URING_BGID;
-    if (rl__fault(RL_FAULT_URING_BUFS) || io_uring_register_buf_ring(&u->ring, &reg, 0) != 0) {
+    uint32_t *boff = calloc(u->nbufs, sizeof *boff);
+    reg.pad = boff ? IOU_PBUF_RING_INC : 0; /* the kernel's `flags` (its old `pad`) */
+    int rr = rl__fault(RL_FAULT_URING_BUFS) ? -EINVAL : io_uring_register_buf_ring(&u->ring, &reg, 0);
+    if (rr == -EINVAL && reg.pad && !rl__fault(RL_FAULT_URING_BUFS)) {
+        /* A kernel without incremental buffers: whole ones. */
+        free(boff);
+        boff = NULL;
+        reg.pad = 0;
+        rr = io_uring_register_buf_ring(&u->ring, &reg, 0);
+    }
+    u->boff = boff;
+    if (rr != 0) {
+        free(u->boff);
+        u->boff = NULL;
         (void)munmap(mem, rsz);
         (void)munmap(bufs, bsz);
         u->br_failed = true; /* a kernel without provided-buffer rings: polls only */
@@ -1020,6 +1268,54 @@ static bool uring_recv_into(rl__poller *rl, int fd, rl__rxq *q) {
     return ok;
 }
 
+/* Queues n bytes of q's for the ring to send (rl__poll_send). 1: queued;
+ * 0: not this ring's (the caller sends); -errno: an earlier send's error,
+ * reported now (nothing queued), or no memory. */
+static int uring_send(rl__poller *rl, rl__txq *q, const void *bytes, size_t n, bool soon) {
+    uring *u = rl->kstate;
+    const void *owner = __atomic_load_n(&q->owner, __ATOMIC_RELAXED);
+    if ((owner && owner != rl) || !u->enabled || !pthread_equal(pthread_self(), rl->owner))
+        return 0;
+    if (q->err) {
+        int err = q->err;
+        q->err = 0;
+        return -err;
+    }
+    /* The send queues are the loop thread's alone (filled, taken and
+     * settled on it): no lock but for a submission now. */
+    __atomic_store_n(&q->owner, (const void *)rl, __ATOMIC_RELAXED);
+    int r = 1;
+    if (!rl__txq_push(q, bytes, n))
+        r = -ENOMEM;
+    else if (!uring_tx_list(u, q)) {
+        /* Out of memory to list it: this chunk goes back. */
+        rl__txchunk **p = &q->head;
+        while ((*p)->next)
+            p = &(*p)->next;
+        free(*p);
+        *p = NULL;
+        q->tail = p;
+        atomic_fetch_sub_explicit(&q->state, 2, memory_order_acq_rel);
+        r = -ENOMEM;
+    }
+    if (r > 0 && !soon) {
+        uring_lock(u);
+        uring_submit_now(u);
+        uring_unlock(u);
+    }
+    return r;
+}
+
+/* Submits the queued sends now (a run's end). */
+static void uring_flush_sends(rl__poller *rl) {
+    uring *u = rl->kstate;
+    if (!u || !u->ntxl || !pthread_equal(pthread_self(), rl->owner))
+        return; /* ntxl: the loop thread's own (uring_send) */
+    uring_lock(u);
+    uring_submit_now(u);
+    uring_unlock(u);
+}
+
 const rl__poll_ops rl__poll_uring_ops = {
     .name = "io_uring",
     .wait_call = "io_uring_enter",
@@ -1029,6 +1325,8 @@ const rl__poll_ops rl__poll_uring_ops = {
     .ctl = uring_ctl,
     .wait = uring_wait,
     .recv_into = uring_recv_into,
+    .send = uring_send,
+    .flush = uring_flush_sends,
 };
 
 #endif /* RL_TRICK_URING */

@@ -340,6 +340,22 @@ bool rl__fd_recv_into(RLFileDescriptorRef f, struct rl__rxq *q) {
     return rl__poll_recv_into(&rl->kern, f->fd, q);
 }
 
+bool rl__fd_ring_sends(RLFileDescriptorRef f) {
+    RLRunLoopRef rl = rl__tls;
+    return rl && rl->kern.kops && rl->kern.kops->send && rl->src_in_callout && rl->src_in_callout->fdobj == f &&
+           rl__of_this_process(rl);
+}
+
+int rl__fd_send_via(RLFileDescriptorRef f, struct rl__txq *q, const void *bytes, size_t n) {
+    RLRunLoopRef rl = rl__tls;
+    if (!rl || !rl__of_this_process(rl))
+        return 0;
+    const void *owner = __atomic_load_n(&q->owner, __ATOMIC_RELAXED); /* set once, by the owner's thread */
+    if (owner != &rl->kern && (owner || !rl->src_in_callout || rl->src_in_callout->fdobj != f))
+        return 0;
+    return rl__poll_send(&rl->kern, q, bytes, n, rl->frame != NULL);
+}
+
 size_t rl__fd_pass_left(void) {
     RLRunLoopRef rl = rl__tls;
     return rl ? rl->fd_pass_left : 0;

@@ -638,6 +638,8 @@ typedef struct run_state {
  * that nothing reaches it once it is gone. */
 static void run_leave(void *p) {
     run_state *st = p;
+    if (rl__of_this_process(st->rl))
+        rl__poll_flush(&st->rl->kern); /* sends queued by the run's callouts go now (rl_txq.h) */
     rl__loop_lock(st->rl);
     st->rl->frame = st->f->outer;
     rl__loop_unlock(st->rl);

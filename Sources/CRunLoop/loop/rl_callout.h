@@ -55,6 +55,18 @@ RL__HIDDEN bool rl__fd_report_quiet(RLFileDescriptorRef f);
 struct rl__rxq;
 RL__HIDDEN bool rl__fd_recv_into(RLFileDescriptorRef f, struct rl__rxq *q);
 
+/* On the thread of the loop whose ring sends q, or, for q's first send
+ * (no ring has it yet), from a callout of f on its loop's thread: n bytes
+ * queued for that loop's ring to send (rl__poll_send, rl_txq.h: 1), an
+ * earlier ring send's error told (-errno); 0: not this thread's ring, or
+ * it cannot (epoll): the caller sends itself. */
+struct rl__txq;
+/* Whether this is a callout of f on a loop whose backend sends through a
+ * ring: a first rl__fd_send_via would queue (the send queue is made only
+ * then). */
+RL__HIDDEN bool rl__fd_ring_sends(RLFileDescriptorRef f);
+RL__HIDDEN int rl__fd_send_via(RLFileDescriptorRef f, struct rl__txq *q, const void *bytes, size_t n);
+
 /* From an fd callout: how many more fd callouts the loop's pass has still
  * to make after it (others ready in the same wake). A hint for how long
  * the callout may take: RLSocket reads in bigger chunks when it is 0. */

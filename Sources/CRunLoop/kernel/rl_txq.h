@@ -1,0 +1,72 @@
+/*
+ * rl_txq.h — private: a stream's queue of sends through a loop's ring
+ * (rl_txq.c). On the io_uring backend a socket's writes made on its loop's
+ * thread are not sent by a system call each: their bytes are copied into
+ * chunks queued here, and the loop's ring sends them (IORING_OP_SEND),
+ * submitted with the loop's next io_uring_enter, one send in flight per
+ * queue, in order: a short send is continued from where it stopped, an
+ * error ends the queue (its chunks dropped, the errno kept in `err` for
+ * the writer's next call). The queue is the writer's (RLSocket.c) and the
+ * backend's (a reference while it has chunks); every field but `refs` and
+ * `state` is touched on the loop's thread only. A socket invalidated with
+ * chunks still queued hands its fd's close to the queue (rl__txq_close_later):
+ * the fd is closed once the last chunk is sent, so nothing written is lost.
+ */
+#ifndef CRUNLOOP_RL_TXQ_H
+#define CRUNLOOP_RL_TXQ_H
+
+#include "RLBase.h"
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct rl__txchunk {
+    struct rl__txchunk *next;
+    size_t len, off; /* off: sent so far */
+    size_t cap;      /* the bytes it can hold */
+    uint8_t bytes[];
+} rl__txchunk;
+
+#define RL_TXQ_CLOSE 1u /* in state: the fd is closed when the queue empties */
+
+typedef struct rl__txq {
+    _Atomic int refs;
+    _Atomic unsigned state; /* chunks queued << 1 | RL_TXQ_CLOSE */
+    int fd;
+    int err;            /* a send's error, not yet reported to the writer (0: none) */
+    const void *owner;  /* the poller whose ring sends it (set by the first) */
+    rl__txchunk *head, **tail;
+    rl__txchunk *spare; /* the last chunk sent, kept for the next push (one at most) */
+    int slot;           /* the backend's: its index in the ring's table, -1: none */
+    bool inflight;      /* the backend's: a send of head is in the ring */
+    bool listed;        /* the backend's: on its list of queues to submit */
+    bool fast;          /* the backend's: the send in flight completes silently if whole (sqpos: its entry) */
+    bool slow;          /* the backend's: the next send waits for room (the last one found none) */
+    uint32_t sqpos;
+    size_t inlen;       /* the backend's: the bytes the send in flight asked to send */
+} rl__txq;
+
+/* A new empty queue for fd (one reference), or NULL: no memory. */
+RL__HIDDEN rl__txq *rl__txq_new(int fd);
+RL__HIDDEN rl__txq *rl__txq_retain(rl__txq *q);
+/* Drops a reference; the last frees the chunks still queued (and closes
+ * the fd if its close was handed to the queue). */
+RL__HIDDEN void rl__txq_release(rl__txq *q);
+/* Queues a copy of n bytes. false: no memory (nothing queued). */
+RL__HIDDEN bool rl__txq_push(rl__txq *q, const void *bytes, size_t n);
+/* The head chunk is sent (or dropped): freed. The queue's fd is closed if
+ * it was the last chunk and the close was handed over. */
+RL__HIDDEN void rl__txq_pop(rl__txq *q);
+/* Every chunk dropped (an error ended the stream), as by rl__txq_pop. */
+RL__HIDDEN void rl__txq_drop(rl__txq *q);
+/* Chunks queued (any thread). */
+static inline unsigned rl__txq_pending(rl__txq *q) {
+    return atomic_load_explicit(&q->state, memory_order_acquire) >> 1;
+}
+/* The fd's close handed to q if chunks are queued (true: the caller must
+ * not close it), else false (the caller closes). Any thread. */
+RL__HIDDEN bool rl__txq_close_later(rl__txq *q);
+
+#endif /* CRUNLOOP_RL_TXQ_H */
