@@ -317,10 +317,14 @@ static RLDataRef sockaddr_data(const struct sockaddr_storage *ss, socklen_t len)
  * a few of them, not one a socket. Slot 0 is NULL (no callout); a slot is
  * written once (claimed by a compare-and-swap, no lock: fork-safe), and
  * only the slots up to the first empty one are in use. A socket made when
- * all are taken keeps its callout in its rare part. */
+ * all are taken keeps its callout in its rare part, and its number is the
+ * last slot's, which calls that (no test on the callouts' path). */
 #define RL_SOCKET_CALLOUTS 255
 #define RL_SOCKET_CALLOUT_RARE 255u
-static _Atomic(RLSocketCallBack) sock_callouts[RL_SOCKET_CALLOUTS];
+static void sock_call_rare(RLSocketRef s, RLSocketCallBackType type, RLDataRef address, const void *data, void *info) {
+    s->rare->callout(s, type, address, data, info);
+}
+static _Atomic(RLSocketCallBack) sock_callouts[RL_SOCKET_CALLOUTS + 1] = {[RL_SOCKET_CALLOUT_RARE] = sock_call_rare};
 
 /* cb's number (0 for NULL), or RL_SOCKET_CALLOUT_RARE if the table is full. */
 static uint8_t sock_callout_number(RLSocketCallBack cb) {
@@ -337,15 +341,14 @@ static uint8_t sock_callout_number(RLSocketCallBack cb) {
     return RL_SOCKET_CALLOUT_RARE;
 }
 
-static inline RLSocketCallBack sock_callout(const struct RLSocket *s) {
-    unsigned n = s->callout;
-    if (RL__UNLIKELY(n == RL_SOCKET_CALLOUT_RARE))
-        return s->rare->callout;
-    return atomic_load_explicit(&sock_callouts[n], memory_order_relaxed);
+/* s's callout (NULL: none). */
+static RLSocketCallBack sock_callout(const struct RLSocket *s) {
+    return s->callout == RL_SOCKET_CALLOUT_RARE ? s->rare->callout
+                                                 : atomic_load_explicit(&sock_callouts[s->callout], memory_order_relaxed);
 }
 
 static void sock_call(struct RLSocket *s, RLSocketCallBackType type, RLDataRef address, const void *data) {
-    RLSocketCallBack cb = sock_callout(s);
+    RLSocketCallBack cb = atomic_load_explicit(&sock_callouts[s->callout], memory_order_relaxed);
     if (cb)
         cb(s, type, address, data, s->life.info);
 }
