@@ -108,10 +108,10 @@ typedef struct sock_rare {
 /* s->rxq once the ring was asked and refused (sock_ring_ask). */
 #define RL_SOCKET_NO_RING ((rl__rxq *)1)
 
-/* 128 bytes (checked below), followed in the same block by its fd object
- * (RL_FD_PART_SIZE, 64): one allocation of 192 bytes, a packed pool class
- * (before: 144 and 96). An idle connection is that block and its run-loop
- * source (144, its membership inside). */
+/* 112 bytes (checked below), followed in the same block by its fd object
+ * (RL_FD_PART_SIZE, 64): one allocation of 176 bytes, a packed pool class
+ * (before: 192; 144 and 96). An idle connection is that block and its
+ * run-loop source (128, its membership inside). */
 struct RLSocket {
     rl__object base;
     /* Guards everything below that can change: a futex word (0 free, 1
