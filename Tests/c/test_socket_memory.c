@@ -136,12 +136,12 @@ static bool tcp_pair(int family, int *server, int *client) {
 #define MALLOC_SLACK 0
 #endif
 
-/* An RLSocket and its fd object are one block: in the pool, 192 bytes
- * (before: 208, 224, 240, before that 160 and 128 bytes, and before that 192
+/* An RLSocket and its fd object are one block: in the pool, 176 bytes
+ * (before: 192, 208, 224, 240, before that 160 and 128 bytes, and before that 192
  * and 192, and a 128-byte RLData for the peer's address besides). A program's
  * context without callbacks, an IP peer address and a socket that is not
  * a resting listener need no other block. */
-#define IDLE_MAX (192 + MALLOC_SLACK)
+#define IDLE_MAX (176 + MALLOC_SLACK)
 
 static void check_idle_connection(int family) {
     int server, client;
@@ -637,6 +637,78 @@ static void test_fd_sources_take_no_buckets(void **state) {
     close(p[1]);
 }
 
+/* A socket keeps its callout as a number in the process's table of
+ * callouts (a byte, not a pointer): a program with more distinct callouts
+ * than the table holds still has each socket call its own, those past the
+ * table keeping theirs in a block aside; a callout already in the table
+ * takes its number again. */
+enum { NMANY = 300 };
+static int many_calls[NMANY];
+static void many_hit(int n, RLSocketCallBackType type, const void *data) {
+    if (type == kRLSocketDataCallBack && RLDataGetLength(data) == 1)
+        many_calls[n]++;
+}
+#define MANY_CB3(a, b, c)                                                                                           \
+    static void many_cb_##a##b##c(RLSocketRef s, RLSocketCallBackType t, RLDataRef ad, const void *d, void *in) {    \
+        (void)s, (void)ad, (void)in;                                                                                  \
+        many_hit(a * 100 + b * 10 + c, t, d);                                                                         \
+    }
+#define MANY_CB2(a, b) MANY_CB3(a, b, 0) MANY_CB3(a, b, 1) MANY_CB3(a, b, 2) MANY_CB3(a, b, 3) MANY_CB3(a, b, 4) \
+    MANY_CB3(a, b, 5) MANY_CB3(a, b, 6) MANY_CB3(a, b, 7) MANY_CB3(a, b, 8) MANY_CB3(a, b, 9)
+#define MANY_CB1(a) MANY_CB2(a, 0) MANY_CB2(a, 1) MANY_CB2(a, 2) MANY_CB2(a, 3) MANY_CB2(a, 4) MANY_CB2(a, 5) \
+    MANY_CB2(a, 6) MANY_CB2(a, 7) MANY_CB2(a, 8) MANY_CB2(a, 9)
+MANY_CB1(0) MANY_CB1(1) MANY_CB1(2)
+#define MANY_P3(a, b, c) many_cb_##a##b##c,
+#define MANY_P2(a, b) MANY_P3(a, b, 0) MANY_P3(a, b, 1) MANY_P3(a, b, 2) MANY_P3(a, b, 3) MANY_P3(a, b, 4) \
+    MANY_P3(a, b, 5) MANY_P3(a, b, 6) MANY_P3(a, b, 7) MANY_P3(a, b, 8) MANY_P3(a, b, 9)
+#define MANY_P1(a) MANY_P2(a, 0) MANY_P2(a, 1) MANY_P2(a, 2) MANY_P2(a, 3) MANY_P2(a, 4) MANY_P2(a, 5) \
+    MANY_P2(a, 6) MANY_P2(a, 7) MANY_P2(a, 8) MANY_P2(a, 9)
+static const RLSocketCallBack many_cbs[NMANY] = {MANY_P1(0) MANY_P1(1) MANY_P1(2)};
+
+static int many_total(void) {
+    int n = 0;
+    for (int i = 0; i < NMANY; i++)
+        n += many_calls[i];
+    return n;
+}
+
+static void test_callouts_past_the_table(void **state) {
+    (void)state;
+    RLSocketRef s[NMANY];
+    int peer[NMANY];
+    for (int i = 0; i < NMANY; i++) {
+        int sv[2];
+        assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+        peer[i] = sv[1];
+        s[i] = RLSocketCreateWithNative(NULL, sv[0], kRLSocketDataCallBack, many_cbs[i], NULL);
+        assert_non_null(s[i]);
+        RLRunLoopSourceRef src = RLSocketCreateRunLoopSource(NULL, s[i], 0);
+        assert_non_null(src);
+        assert_true(RLRunLoopAddSource(RLRunLoopGetCurrent(), src, "MANY"));
+        RLRelease(src);
+        send_all(peer[i], "x", 1);
+    }
+    double end = rl_test_now() + 10;
+    while (many_total() < NMANY && rl_test_now() < end)
+        RLRunLoopRunInMode("MANY", 0.05, true);
+    for (int i = 0; i < NMANY; i++)
+        assert_int_equal(many_calls[i], 1);
+    assert_true(rl__socket_footprint(s[NMANY - 1]) > rl__socket_footprint(s[0]));
+    int sv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    RLSocketRef again = RLSocketCreateWithNative(NULL, sv[0], kRLSocketDataCallBack, many_cbs[0], NULL);
+    assert_non_null(again);
+    assert_int_equal(rl__socket_footprint(again), rl__socket_footprint(s[0]));
+    assert_true(RLSocketInvalidate(again));
+    RLRelease(again);
+    close(sv[1]);
+    for (int i = 0; i < NMANY; i++) {
+        assert_true(RLSocketInvalidate(s[i]));
+        RLRelease(s[i]);
+        close(peer[i]);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_idle_ipv4_connection_holds_its_block),
@@ -651,6 +723,7 @@ int main(void) {
         cmocka_unit_test(test_socket_and_fd_object_share_a_block),
         cmocka_unit_test(test_mode_buckets_two_bytes_a_source),
         cmocka_unit_test(test_fd_sources_take_no_buckets),
+        cmocka_unit_test(test_callouts_past_the_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

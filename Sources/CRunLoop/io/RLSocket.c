@@ -96,6 +96,8 @@ typedef struct sock_rare {
     void (*release)(const void *info);
     char *(*copyDescription)(const void *info);
     RLDataRef peer; /* a peer address longer than peer_sa, else NULL */
+    /* The callout, when the table of callouts was full (RL_SOCKET_CALLOUT_RARE). */
+    RLSocketCallBack callout;
     /* Set while the listener rests after accept ran out of descriptors:
      * the one-shot timer (in the loop and mode that saw it) that wakes it. */
     RLRunLoopTimerRef accept_retry;
@@ -107,15 +109,15 @@ typedef struct sock_rare {
 } sock_rare;
 
 /* The socket's size: its fd object follows it in its block. */
-#define RL_SOCKET_SIZE 128
+#define RL_SOCKET_SIZE 112
 
 /* s->rxq once the ring was asked and refused (sock_ring_ask). */
 #define RL_SOCKET_NO_RING ((rl__rxq *)1)
 
-/* 128 bytes (checked below), followed in the same block by its fd object
- * (RL_FD_PART_SIZE, 64): one allocation of 192 bytes, a packed pool class
- * (before: 144 and 96). An idle connection is that block and its run-loop
- * source (144, its membership inside). */
+/* 112 bytes (checked below), followed in the same block by its fd object
+ * (RL_FD_PART_SIZE, 64): one allocation of 176 bytes, a packed pool class
+ * (before: 192; 144 and 96). An idle connection is that block and its
+ * run-loop source (128, its membership inside). */
 struct RLSocket {
     rl__object base;
     /* Guards everything below that can change: a futex word (0 free, 1
@@ -130,7 +132,6 @@ struct RLSocket {
     /* Tells this socket from one made later at the same address: the
      * thread's address data says whose address it holds by both. */
     uint32_t serial;
-    RLSocketCallBack callout;
     sock_rare *rare; /* NULL: none needed yet */
     /* Valid until invalidated; the fd closed (kRLSocketCloseOnInvalidate)
      * and the context's info released then, once, after the callouts
@@ -140,35 +141,39 @@ struct RLSocket {
      * context's (retained by the context's retain, in `rare`), which the
      * callouts get: set at creation, never changed. */
     rl__fdobj life;
-    bool listening;
-    bool connected; /* a stream with a peer (datagram sockets count as connected) */
-    bool connecting; /* a background connect is under way */
-    bool connect_reported;
-    bool at_eof; /* the stream ended: no more read-side callbacks */
+    /* Bits of one byte, all under the lock. */
+    bool listening : 1;
+    bool connected : 1; /* a stream with a peer (datagram sockets count as connected) */
+    bool connecting : 1; /* a background connect is under way */
+    bool connect_reported : 1;
+    bool at_eof : 1; /* the stream ended: no more read-side callbacks */
+    /* What the fd object was last told its owner enables again after each
+     * callout (rl__fd_set_kept): the read type, while it is wanted and
+     * auto-re-enabled (kRLFileDescriptorReadCallBack or 0). */
+    uint8_t kept : 2;
+    /* Its callout: its number in sock_callouts (0: none), or
+     * RL_SOCKET_CALLOUT_RARE: in rare (sock_callout_number). */
+    uint8_t callout;
     /* The Data callback kept the last long read's data (a hint, read and
      * set by the callouts without the lock: relaxed atomic accesses). */
     bool keeps_long;
-    /* What the fd object was last told its owner enables again after each
-     * callout (rl__fd_set_kept): the read type, while it is wanted and
-     * auto-re-enabled. */
-    uint8_t kept;
     /* A connected stream's peer address, for its Data callbacks (a
      * stream's peer never changes): looked up once (at creation, or on
      * first use), then never changed. 0: not yet; RL_SOCKET_PEER_IN_DATA:
      * in rare->peer; else the length of the address in peer_sa. Written once
      * under the lock (release), read without it (acquire). */
     _Atomic uint8_t peer_len;
+    sock_peer_sa peer_sa;
     /* A Data stream read through its loop's ring (sock_ring_ask): what the
      * ring read, in order, taken before any read of the fd. NULL: not
      * asked yet; RL_SOCKET_NO_RING: asked, and its loop reads no ring
      * (the readers tell the two apart). */
     rl__rxq *rxq;
-    sock_peer_sa peer_sa;
 };
 _Static_assert(sizeof(struct RLSocket) <= RL_SOCKET_SIZE, "RLSocket outgrew its block");
 _Static_assert(RL_SOCKET_SIZE % 8 == 0, "the fd object after the socket is 8-aligned");
 _Static_assert(RL_SOCKET_SIZE == RL_FD_PART_OFFSET, "the fd object sits where its loop looks for it");
-_Static_assert(RL_SOCKET_SIZE + RL_FD_PART_SIZE == 192, "a socket and its fd object: one block of 192 bytes");
+_Static_assert(RL_SOCKET_SIZE + RL_FD_PART_SIZE == 176, "a socket and its fd object: one block of 176 bytes");
 
 /* The fd object that watches s's fd, after s in its block (sock_make);
  * it holds a reference on s until invalidated. */
@@ -290,7 +295,7 @@ static void sock_rearm_locked(struct RLSocket *s) {
     RLOptionFlags rt = read_type(s);
     RLOptionFlags kept = rt && (s->flags & rt) == rt ? want & kRLFileDescriptorReadCallBack : 0;
     if (kept != s->kept) {
-        s->kept = kept;
+        s->kept = kept & 3u;
         rl__fd_set_kept(sock_fdobj(s), kept);
     }
     /* Only what is on now is turned off: after each callout the socket
@@ -314,9 +319,45 @@ static RLDataRef sockaddr_data(const struct sockaddr_storage *ss, socklen_t len)
     return RLDataCreate(NULL, (const uint8_t *)ss, (RLIndex)len);
 }
 
+/* The socket callouts of the process, each named by a number that the
+ * socket keeps in a byte instead of the function's 8 bytes: a program has
+ * a few of them, not one a socket. Slot 0 is NULL (no callout); a slot is
+ * written once (claimed by a compare-and-swap, no lock: fork-safe), and
+ * only the slots up to the first empty one are in use. A socket made when
+ * all are taken keeps its callout in its rare part, and its number is the
+ * last slot's, which calls that (no test on the callouts' path). */
+#define RL_SOCKET_CALLOUTS 255
+#define RL_SOCKET_CALLOUT_RARE 255u
+static void sock_call_rare(RLSocketRef s, RLSocketCallBackType type, RLDataRef address, const void *data, void *info) {
+    s->rare->callout(s, type, address, data, info);
+}
+static _Atomic(RLSocketCallBack) sock_callouts[RL_SOCKET_CALLOUTS + 1] = {[RL_SOCKET_CALLOUT_RARE] = sock_call_rare};
+
+/* cb's number (0 for NULL), or RL_SOCKET_CALLOUT_RARE if the table is full. */
+static uint8_t sock_callout_number(RLSocketCallBack cb) {
+    if (!cb)
+        return 0;
+    for (unsigned i = 1; i < RL_SOCKET_CALLOUTS; i++) {
+        RLSocketCallBack seen = atomic_load_explicit(&sock_callouts[i], memory_order_acquire);
+        if (!seen && atomic_compare_exchange_strong_explicit(&sock_callouts[i], &seen, cb, memory_order_acq_rel,
+                                                             memory_order_acquire))
+            return (uint8_t)i;
+        if (seen == cb)
+            return (uint8_t)i;
+    }
+    return RL_SOCKET_CALLOUT_RARE;
+}
+
+/* s's callout (NULL: none). */
+static RLSocketCallBack sock_callout(const struct RLSocket *s) {
+    return s->callout == RL_SOCKET_CALLOUT_RARE ? s->rare->callout
+                                                 : atomic_load_explicit(&sock_callouts[s->callout], memory_order_relaxed);
+}
+
 static void sock_call(struct RLSocket *s, RLSocketCallBackType type, RLDataRef address, const void *data) {
-    if (s->callout)
-        s->callout(s, type, address, data, s->life.info);
+    RLSocketCallBack cb = atomic_load_explicit(&sock_callouts[s->callout], memory_order_relaxed);
+    if (cb)
+        cb(s, type, address, data, s->life.info);
 }
 
 /* After a delivery of `type`: muted until enabled again, unless the flags
@@ -997,7 +1038,7 @@ static void sock_fd_callout(RLFileDescriptorRef f, RLOptionFlags ready, void *in
 
 /* The slow-callout report names a socket's callouts as the socket's. */
 static const void *sock_callout_of(const void *owner) {
-    return (const void *)((const struct RLSocket *)owner)->callout;
+    return (const void *)sock_callout(owner);
 }
 static const rl__callout_owner sock_how = {kRLCalloutSocket, sock_callout_of, sock_fd_callout};
 
@@ -1117,15 +1158,18 @@ static RLSocketRef sock_make(RLAllocatorRef allocator, int fd, RLOptionFlags typ
     s->serial = atomic_fetch_add_explicit(&serials, 1, memory_order_relaxed);
     s->sock_type = (uint8_t)stype;
     s->types = (uint8_t)types;
-    s->callout = callout;
-    if (context && (context->retain || context->release || context->copyDescription)) {
+    s->callout = sock_callout_number(callout);
+    if (s->callout == RL_SOCKET_CALLOUT_RARE ||
+        (context && (context->retain || context->release || context->copyDescription))) {
         sock_rare *r = sock_rare_get(s);
         if (!r) {
             rl__fail(kRLErrorNoMemory, fn, "out of memory");
             RLRelease(s);
             return NULL;
         }
-        *r = (sock_rare){context->retain, context->release, context->copyDescription, NULL, NULL, NULL};
+        r->callout = callout;
+        if (context)
+            r->retain = context->retain, r->release = context->release, r->copyDescription = context->copyDescription;
     }
     /* CF's default: the socket's own read-side type re-enabled, close on
      * invalidate. */
