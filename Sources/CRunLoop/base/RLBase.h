@@ -46,7 +46,21 @@ typedef struct rl__class {
     bool (*can_destroy)(void *obj);
     /* malloc'ed description, or NULL for the default "<Name 0x...>". */
     char *(*describe)(const void *obj);
+    /* For a class whose objects a run loop may keep with a reference that
+     * is in no count (a timer's virtual one, RLRunLoopTimer.c). May be
+     * NULL. last_release: called instead of the drop when the count is 1
+     * (`step` as rl__object.rc goes down, fn for the error): RL__LAST_DONE
+     * (dropped, the object stays: not its last), RL__LAST_FINALIZE
+     * (dropped, the count 0: finalize it), RL__LAST_PLAIN (nothing done:
+     * drop it as any other), RL__LAST_FAILED (error set). count_extra: the
+     * references such a run loop keeps, for RLGetRetainCount. An object of
+     * such a class at count 0 but alive is kept that way: releasing it is
+     * the caller's error kRLErrorNotOwner. */
+    int (*last_release)(void *obj, long step, const char *fn);
+    long (*count_extra)(const void *obj);
 } rl__class;
+
+enum { RL__LAST_FAILED = -1, RL__LAST_DONE = 0, RL__LAST_FINALIZE = 1, RL__LAST_PLAIN = 2 };
 
 #define RL__MAGIC_ALIVE 0x524c4f42u /* "RLOB" */
 #define RL__MAGIC_DEAD 0xdeadbeefu
@@ -74,6 +88,15 @@ RL__HIDDEN void rl__object_hold(const void *obj);
 /* Drops a reference marked by rl__object_hold (destroying the object if it
  * was the last). Returns false as RLRelease does. */
 RL__HIDDEN bool rl__object_unhold(const void *obj);
+
+/* Finalizes and frees obj, alive with its count already 0 (a run loop
+ * kept it by a reference in no count: see rl__class.last_release). No lock
+ * held: the finalizer may call user code. */
+RL__HIDDEN void rl__object_finalize(void *obj);
+
+/* The error for releasing obj, alive, when its references all belong to
+ * the library (kRLErrorNotOwner); false. */
+RL__HIDDEN bool rl__object_not_owner(const void *obj, const char *fn) __attribute__((cold));
 
 /* A class's type ID (RLTypeID): its address, unique and never 0. */
 static inline RLTypeID rl__type_id(const void *cls) { return (RLTypeID)(uintptr_t)cls; }

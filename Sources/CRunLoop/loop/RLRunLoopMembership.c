@@ -336,10 +336,11 @@ __attribute__((always_inline)) static inline void remove_timer_memb_locked(struc
     RLRunLoopRef rl = mode->rl;
     rl__tset_remove(&mode->timers, m);
     mode_count(mode, RL_KIND_TIMER, -1);
-    bool in_none;
+    bool in_none, vref = false;
     if (RL__LIKELY(m == rl__timer_inline_memb(t))) {
         t->inline_used = false;
         in_none = !t->multi;
+        vref = t->inline_vref;
     } else {
         rl__timer_ext *x = rl__timer_ext_of(t);
         TAILQ_REMOVE(&x->membs, m, item_link);
@@ -350,7 +351,10 @@ __attribute__((always_inline)) static inline void remove_timer_memb_locked(struc
     rl__rearm_if_waiting(rl);
     if (in_none && !rl__homed_list(rl, t))
         timer_go_homeless_locked(t);
-    rl__unhold_or_defer(d, t);
+    if (!vref)
+        rl__unhold_or_defer(d, t);
+    else if (rl__timer_vref_drop_locked(t))
+        rl__defer_add(d, (rl__defer_entry){RL_DEFER_FINALIZE, t, NULL, NULL, NULL, NULL}); /* an orphan */
 }
 
 /* Removes one membership; defers the cancel callout and the release. A
@@ -821,7 +825,7 @@ static inline bool add_timer_default_locked(RLRunLoopRef rl, struct RLRunLoopTim
     m->kind = RL_KIND_TIMER;
     m->mode = mode;
     (void)rl__tset_add(&mode->timers, m); /* strict: cannot fail */
-    rl__hold_raw(t);
+    t->inline_vref = true; /* the loop's reference, in no count */
     mode_count(mode, RL_KIND_TIMER, +1);
     rl__rearm_for_added_timer(rl, mode, t);
     return true;
@@ -919,7 +923,7 @@ bool RLRunLoopAddTimer(RLRunLoopRef rl, RLRunLoopTimerRef t, RLRunLoopMode mode)
                 im->kind = RL_KIND_TIMER;
                 im->mode = m;
                 (void)rl__tset_add(&m->timers, im); /* strict: inline, cannot fail */
-                rl__hold_raw(t);
+                t->inline_vref = true; /* the loop's reference, in no count */
                 mode_count(m, RL_KIND_TIMER, +1);
             }
             rl__loop_unlock_biased(rl);
@@ -949,6 +953,13 @@ static __attribute__((noinline, cold)) bool unhold_last(struct RLRunLoopTimer *t
     return true;
 }
 
+/* The membership's virtual reference was the only one left (an orphan):
+ * t finalized after the unlock. */
+static __attribute__((noinline, cold)) bool finalize_orphan(struct RLRunLoopTimer *t) {
+    rl__object_finalize(t);
+    return true;
+}
+
 bool RLRunLoopRemoveTimer(RLRunLoopRef rl, RLRunLoopTimerRef t, RLRunLoopMode mode) {
     if (RL__LIKELY(mode == kRLRunLoopDefaultMode && rl && rl == rl__tls && live(t, &rl__timer_class)) &&
         rl__loop_lock_biased(rl)) {
@@ -960,17 +971,23 @@ bool RLRunLoopRemoveTimer(RLRunLoopRef rl, RLRunLoopTimerRef t, RLRunLoopMode mo
         bool fast = m && m->is_default && !t->multi && rl__home_get(t, RL_KIND_TIMER) == rl && t->inline_used &&
                     im->mode == m && !im->lax && im->pending && !waiting(rl) &&
                     (t->listed || rl->nhomed < rl->caphomed);
-        bool last = false;
+        bool last = false, orphan = false;
         if (RL__LIKELY(fast)) {
             rl__tset_remove(&m->timers, im); /* pending: an unlink */
             mode_count(m, RL_KIND_TIMER, -1);
             t->inline_used = false;
             (void)rl__homed_list(rl, t); /* room checked above */
-            last = !unhold_not_last(t);
+            if (RL__LIKELY(t->inline_vref))
+                orphan = rl__timer_vref_drop_locked(t);
+            else
+                last = !unhold_not_last(t);
         }
         rl__loop_unlock_biased(rl);
-        if (RL__LIKELY(fast))
+        if (RL__LIKELY(fast)) {
+            if (RL__UNLIKELY(orphan))
+                return finalize_orphan(t);
             return RL__UNLIKELY(last) ? unhold_last(t) : true;
+        }
     }
     return remove_timer(rl, t, mode);
 }

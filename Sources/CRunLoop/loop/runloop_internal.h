@@ -261,7 +261,6 @@ struct RLRunLoopTimer {
     _Atomic(RLRunLoopRef) home; /* whose loop lock guards the rest; NULL: `lock` does */
     rl__olock lock;
     bool valid;
-    bool firing;
     /* Its context's retain and release: their pair's number in
      * rl__timer_cbs_table, 0 if it has none (or they are in the extension). */
     uint8_t cbs;
@@ -279,6 +278,17 @@ struct RLRunLoopTimer {
     bool ctx_release_held : 1;
     bool repeats : 1;     /* interval > 0 (fixed at creation; its grid is in the extension) */
     bool listed : 1;      /* in its home's array (home_idx) */
+    bool firing : 1;
+    /* The inline membership was made by a hot add (RLRunLoopAddTimer in
+     * the default mode, RLRunLoopMembership.c) and holds the loop's
+     * reference on the timer virtually: counted in no rl__object.rc, so
+     * that the add and the remove make no atomic operation. Written only
+     * under the home's loop lock, and read under it too (the timer's
+     * last_release and count_extra, RLRunLoopTimer.c): the timer's last
+     * real reference going while it is set leaves the count at 0 and the
+     * timer alive, the loop's (an orphan), finalized when the membership
+     * ends (rl__timer_vref_drop_locked). */
+    bool inline_vref : 1;
     /* Its slot in its home's array of listed timers (RLRunLoop.homed; see
      * "a loop's idle timers"), and the number of the thread that gave its
      * stamp (see seq). */
