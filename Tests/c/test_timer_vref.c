@@ -1,5 +1,5 @@
-/* test_timer_vref.c — the loop's virtual reference on a timer added by the
- * hot path (RLRunLoopTimer.inline_vref): counted by RLGetRetainCount as
+/* test_timer_vref.c — the loop's virtual reference on a timer (its inline
+ * membership, RLRunLoopTimer.inline_vref): counted by RLGetRetainCount as
  * CF counts the loop's reference; the caller's last release leaves the
  * timer to the loop, which frees it when the membership ends (a remove,
  * an invalidation, the one-shot's fire, the loop's teardown); releasing
@@ -147,6 +147,32 @@ static void test_virtual_and_real_references(void **state) {
     assert_int_equal(atomic_load(&released), 1);
 }
 
+/* Every timer's first membership holds the virtual reference, whatever
+ * the mode and whichever add made it; the common-modes item a real one. */
+static void test_first_membership_any_mode(void **state) {
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    RLRunLoopTimerRef t = make(100);
+    assert_true(RLRunLoopAddTimer(rl, t, "Other")); /* its first add: the claim */
+    assert_true(vref(t));
+    assert_int_equal(RLGetRetainCount(t), 2);
+    assert_true(RLRelease(t));
+    assert_rl_fails(RLRelease(t), kRLErrorNotOwner);
+    atomic_store(&released, 0);
+    assert_true(RLRunLoopTimerInvalidate(t));
+    assert_int_equal(atomic_load(&released), 1);
+
+    t = make(100);
+    assert_true(RLRunLoopAddTimer(rl, t, kRLRunLoopCommonModes));
+    assert_true(vref(t));
+    assert_int_equal(RLGetRetainCount(t), 3); /* the caller's, the common item's, the default mode's */
+    assert_true(RLRelease(t));
+    assert_rl_fails(RLRelease(t), kRLErrorNotOwner);
+    assert_int_equal(RLGetRetainCount(t), 2);
+    atomic_store(&released, 0);
+    assert_true(RLRunLoopRemoveTimer(rl, t, kRLRunLoopCommonModes));
+    assert_int_equal(atomic_load(&released), 1);
+}
+
 /* A loop torn down with an orphan in it frees it (check-leak, ASan). */
 static void *orphan_in_exiting_thread(void *arg) {
     RLRunLoopRef rl = RLRunLoopGetCurrent();
@@ -224,6 +250,7 @@ int main(void) {
         cmocka_unit_test(test_release_then_one_shot_fires_and_goes),
         cmocka_unit_test(test_over_release_refused),
         cmocka_unit_test(test_virtual_and_real_references),
+        cmocka_unit_test(test_first_membership_any_mode),
         cmocka_unit_test(test_teardown_frees_an_orphan),
         cmocka_unit_test(test_release_races_the_owner),
     };

@@ -288,7 +288,10 @@ __attribute__((always_inline)) static inline bool add_locked(RLRunLoopRef rl, vo
         memb_free(m);
         return rl__fail(kRLErrorNoMemory, fn, "out of memory");
     }
-    rl__hold_raw(item);
+    if (kind == RL_KIND_TIMER && m == rl__timer_inline_memb(item))
+        ((struct RLRunLoopTimer *)item)->inline_vref = true; /* the loop's reference, in no count */
+    else
+        rl__hold_raw(item);
     if (kind != RL_KIND_TIMER) {
         m->rl = rl;
         TAILQ_INSERT_TAIL(rl__item_membs(item, kind), m, item_link);

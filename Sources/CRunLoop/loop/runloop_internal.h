@@ -281,10 +281,11 @@ struct RLRunLoopTimer {
     bool valid;
     /* Under the same guard as the flags above. */
     bool firing : 1;
-    /* The inline membership was made by a hot add (RLRunLoopAddTimer in
-     * the default mode, RLRunLoopMembership.c) and holds the loop's
-     * reference on the timer virtually: counted in no rl__object.rc, so
-     * that the add and the remove make no atomic operation. Written only
+    /* The inline membership (every timer's first; RLRunLoopMembership.c)
+     * holds the loop's reference on the timer virtually: counted in no
+     * rl__object.rc, so that adding and removing a timer make no atomic
+     * operation (its further memberships and the common-modes item hold
+     * real ones, rl__hold_raw). Written only
      * under the home's loop lock, and read under it too (the timer's
      * last_release and count_extra, RLRunLoopTimer.c): the timer's last
      * real reference going while it is set leaves the count at 0 and the
