@@ -1,5 +1,5 @@
 /* test_timer_vref.c — the loop's virtual reference on a timer (its inline
- * membership, RLRunLoopTimer.inline_vref): counted by RLGetRetainCount as
+ * membership, RLRunLoopTimer.inline_used): counted by RLGetRetainCount as
  * CF counts the loop's reference; the caller's last release leaves the
  * timer to the loop, which frees it when the membership ends (a remove,
  * an invalidation, the one-shot's fire, the loop's teardown); releasing
@@ -11,7 +11,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
-#include "rl_lock.h" /* struct RLRunLoopTimer: inline_vref */
+#include "rl_lock.h" /* struct RLRunLoopTimer: inline_used */
 
 static _Atomic int released; /* context releases: one per timer freed (valid at its end) */
 static void count_release(const void *info) { atomic_fetch_add(&released, 1); }
@@ -29,7 +29,7 @@ static RLRunLoopTimerRef make(RLTimeInterval in) {
     return t;
 }
 
-static bool vref(RLRunLoopTimerRef t) { return ((struct RLRunLoopTimer *)t)->inline_vref; }
+static bool vref(RLRunLoopTimerRef t) { return ((struct RLRunLoopTimer *)t)->inline_used; }
 
 /* t in rl's default mode by the hot path: the first add claims it (a real
  * reference), the next ones are hot. */

@@ -165,6 +165,19 @@ RLTypeRef RLRetain(RLTypeRef obj) {
     return obj;
 }
 
+/* The kept class (RLBase.h), NULL until registered. */
+static _Atomic(const rl__kept_class *) kept_class;
+
+void rl__object_set_kept_class(const rl__kept_class *k) {
+    if (atomic_load_explicit(&kept_class, memory_order_relaxed) != k)
+        atomic_store_explicit(&kept_class, k, memory_order_release);
+}
+
+static inline const rl__kept_class *kept_for(const rl__object *o) {
+    const rl__kept_class *k = atomic_load_explicit(&kept_class, memory_order_acquire);
+    return k && k->cls == o->cls ? k : NULL;
+}
+
 /* Drops one reference: `held` says whether it is one the library marked
  * as its own (rl__object_unhold) or a caller's (RLRelease, which also
  * takes a library string). */
@@ -180,7 +193,7 @@ static bool release_object(const void *obj, bool held, const char *fn) {
     for (;;) {
         long count = rc & RL__RC_MASK, kept = rc / RL__HELD_ONE;
         if (RL__UNLIKELY(count <= 0)) {
-            if (!held && o->cls->last_release)
+            if (!held && kept_for(o))
                 return rl__object_not_owner(obj, fn); /* a run loop keeps it (see last_release) */
             return rl__fail(kRLErrorInvalidObject, fn, "%p was already released", obj);
         }
@@ -188,8 +201,9 @@ static bool release_object(const void *obj, bool held, const char *fn) {
             return rl__object_not_owner(obj, fn);
         if (count == 1 && o->cls->can_destroy && !o->cls->can_destroy(o))
             return false;
-        if (count == 1 && o->cls->last_release) {
-            int r = o->cls->last_release(o, step, fn);
+        const rl__kept_class *k = count == 1 ? kept_for(o) : NULL;
+        if (k) {
+            int r = k->last_release(o, step, fn);
             if (r == RL__LAST_FINALIZE)
                 break;
             if (r != RL__LAST_PLAIN)
@@ -274,7 +288,8 @@ RLIndex RLGetRetainCount(RLTypeRef obj) {
         return -1;
     const rl__object *o = obj;
     long n = atomic_load_explicit(&o->rc, memory_order_relaxed) & RL__RC_MASK;
-    return o->cls->count_extra ? n + o->cls->count_extra(o) : n;
+    const rl__kept_class *k = kept_for(o);
+    return k ? n + k->count_extra(o) : n;
 }
 
 const char *RLGetTypeName(RLTypeRef obj) {

@@ -46,21 +46,28 @@ typedef struct rl__class {
     bool (*can_destroy)(void *obj);
     /* malloc'ed description, or NULL for the default "<Name 0x...>". */
     char *(*describe)(const void *obj);
-    /* For a class whose objects a run loop may keep with a reference that
-     * is in no count (a timer's virtual one, RLRunLoopTimer.c). May be
-     * NULL. last_release: called instead of the drop when the count is 1
-     * (`step` as rl__object.rc goes down, fn for the error): RL__LAST_DONE
-     * (dropped, the object stays: not its last), RL__LAST_FINALIZE
-     * (dropped, the count 0: finalize it), RL__LAST_PLAIN (nothing done:
-     * drop it as any other), RL__LAST_FAILED (error set). count_extra: the
-     * references such a run loop keeps, for RLGetRetainCount. An object of
-     * such a class at count 0 but alive is kept that way: releasing it is
-     * the caller's error kRLErrorNotOwner. */
-    int (*last_release)(void *obj, long step, const char *fn);
-    long (*count_extra)(const void *obj);
 } rl__class;
 
+/* A class whose objects a run loop may keep by a reference that is in no
+ * count (a timer's inline membership, RLRunLoopTimer.c), registered by
+ * rl__object_set_kept_class (one such class; the base room knows nothing
+ * of timers). last_release: called instead of the drop when the count is
+ * 1 (`step` as rl__object.rc goes down, fn for the error): RL__LAST_DONE
+ * (dropped, the object stays: not its last), RL__LAST_FINALIZE (dropped,
+ * the count 0: finalize it), RL__LAST_PLAIN (nothing done: drop it as any
+ * other), RL__LAST_FAILED (error set). count_extra: the references such a
+ * run loop keeps, for RLGetRetainCount. An object of the class at count 0
+ * but alive is kept that way: releasing it is the caller's error
+ * kRLErrorNotOwner. */
 enum { RL__LAST_FAILED = -1, RL__LAST_DONE = 0, RL__LAST_FINALIZE = 1, RL__LAST_PLAIN = 2 };
+typedef struct rl__kept_class {
+    const rl__class *cls;
+    int (*last_release)(void *obj, long step, const char *fn);
+    long (*count_extra)(const void *obj);
+} rl__kept_class;
+/* Registers k (before the first object of k->cls is shared; the same k
+ * every time). */
+RL__HIDDEN void rl__object_set_kept_class(const rl__kept_class *k);
 
 #define RL__MAGIC_ALIVE 0x524c4f42u /* "RLOB" */
 #define RL__MAGIC_DEAD 0xdeadbeefu
@@ -90,7 +97,7 @@ RL__HIDDEN void rl__object_hold(const void *obj);
 RL__HIDDEN bool rl__object_unhold(const void *obj);
 
 /* Finalizes and frees obj, alive with its count already 0 (a run loop
- * kept it by a reference in no count: see rl__class.last_release). No lock
+ * kept it by a reference in no count: see rl__kept_class). No lock
  * held: the finalizer may call user code. */
 RL__HIDDEN void rl__object_finalize(void *obj);
 

@@ -76,8 +76,8 @@ static char *timer_describe(const void *obj) {
     return out;
 }
 
-/* The timer's last counted reference goes (rl__class.last_release): while
- * a hot add's virtual reference is there (inline_vref) the timer stays,
+/* The timer's last counted reference goes (rl__kept_class.last_release): while
+ * its inline membership's virtual reference is there (inline_used) the timer stays,
  * the loop's, at count 0 (an orphan), and the end of that membership
  * finalizes it. The drop to 0 and the loop's look at the count when it ends
  * the membership (rl__timer_vref_drop_locked) are both under the home's
@@ -107,7 +107,7 @@ static int timer_last_release(void *obj, long step, const char *fn) {
             break;
     }
     int r = RL__LAST_DONE;
-    if (count == 1 && !(h && t->inline_vref)) {
+    if (count == 1 && !(h && t->inline_used)) {
         r = RL__LAST_FINALIZE;
         /* In no mode (every membership holds a reference): it leaves home
          * now, and its finalizer finds it homeless (one lock round less). */
@@ -124,13 +124,13 @@ static long timer_count_extra(const void *obj) {
     if (!atomic_load_explicit(&t->home, memory_order_relaxed))
         return 0;
     RLRunLoopRef h = rl__item_lock(t, RL_KIND_TIMER);
-    long n = h && t->inline_vref;
+    long n = h && t->inline_used;
     rl__item_unlock(t, RL_KIND_TIMER, h);
     return n;
 }
 
-const rl__class rl__timer_class = {"RLRunLoopTimer", timer_finalize,      NULL, timer_describe,
-                                   timer_last_release, timer_count_extra};
+const rl__class rl__timer_class = {"RLRunLoopTimer", timer_finalize, NULL, timer_describe};
+static const rl__kept_class timer_kept = {&rl__timer_class, timer_last_release, timer_count_extra};
 
 RLTypeID RLRunLoopTimerGetTypeID(void) { return rl__type_id(&rl__timer_class); }
 
@@ -156,6 +156,7 @@ RLRunLoopTimerRef RLRunLoopTimerCreate(RLAllocatorRef allocator, RLAbsoluteTime 
         rl__fail(kRLErrorInvalidArgument, fn, "context version %ld is not supported (use 0)", context->version);
         return NULL;
     }
+    rl__object_set_kept_class(&timer_kept); /* before any timer is shared */
     struct RLRunLoopTimer *t = rl__object_alloc_packed(&rl__timer_class, sizeof *t, fn);
     if (!t)
         return NULL;

@@ -312,12 +312,12 @@ static inline void rl__unhold_or_defer(rl__defer *d, void *obj) {
             return;
     rl__defer_unhold(d, obj);
 }
-/* Ends the virtual reference of timer t's inline membership (see
- * RLRunLoopTimer.inline_vref), the membership ending, the home's loop
- * lock held: true if t is an orphan (its count 0: no reference but the
- * loop's), for the caller to finalize after the unlock. */
+/* Timer t's inline membership ends, and with it the loop's virtual
+ * reference (see RLRunLoopTimer.inline_used), the home's loop lock held:
+ * true if t is an orphan (its count 0: no reference but the loop's), for
+ * the caller to finalize after the unlock. */
 static inline bool rl__timer_vref_drop_locked(struct RLRunLoopTimer *t) {
-    t->inline_vref = false;
+    t->inline_used = false;
     return (atomic_load_explicit(&((rl__object *)t)->rc, memory_order_relaxed) & RL__RC_MASK) == 0;
 }
 

@@ -260,6 +260,11 @@ struct RLRunLoopTimer {
     rl__object base;
     _Atomic(RLRunLoopRef) home; /* whose loop lock guards the rest; NULL: `lock` does */
     rl__olock lock;
+    bool valid;
+    bool firing;
+    /* Its context's retain and release: their pair's number in
+     * rl__timer_cbs_table, 0 if it has none (or they are in the extension). */
+    uint8_t cbs;
     /* Flags written only under what guards the timer, so they share a
      * byte; the hot paths set them to constants (one instruction each). */
     /* The fire path is taking its reference on info (the context's
@@ -267,34 +272,22 @@ struct RLRunLoopTimer {
      * the context's release to it (ctx_release_held), so that info cannot
      * go before it is retained. */
     bool ctx_pinned : 1;
-    bool inline_used : 1; /* inline_memb is a membership */
+    /* inline_memb is a membership. It holds the loop's reference on the
+     * timer virtually: counted in no rl__object.rc, so that adding and
+     * removing a timer make no atomic operation (the further memberships
+     * and the common-modes item hold real ones, rl__hold_raw). Written and
+     * read under the home's loop lock (the timer's last_release and
+     * count_extra, RLRunLoopTimer.c): the timer's last counted reference
+     * going while it is set leaves the count at 0 and the timer alive, the
+     * loop's (an orphan), finalized when the membership ends
+     * (rl__timer_vref_drop_locked). */
+    bool inline_used : 1;
     bool multi : 1;       /* the extension's list holds memberships */
     bool tolerant : 1;    /* tolerance > 0: filed in the lax heaps (rl_heap.c) */
     bool moved_in_fire : 1;
     bool ctx_release_held : 1;
     bool repeats : 1;     /* interval > 0 (fixed at creation; its grid is in the extension) */
     bool listed : 1;      /* in its home's array (home_idx) */
-    /* A plain byte between the two bytes of flags: each is loaded and
-     * stored as one byte, not both as a 16-bit unit (a hot add's byte
-     * store followed by the remove's 16-bit load missed the store
-     * forwarding: 0.7 ns a pair). */
-    bool valid;
-    /* Under the same guard as the flags above. */
-    bool firing : 1;
-    /* The inline membership (every timer's first; RLRunLoopMembership.c)
-     * holds the loop's reference on the timer virtually: counted in no
-     * rl__object.rc, so that adding and removing a timer make no atomic
-     * operation (its further memberships and the common-modes item hold
-     * real ones, rl__hold_raw). Written only
-     * under the home's loop lock, and read under it too (the timer's
-     * last_release and count_extra, RLRunLoopTimer.c): the timer's last
-     * real reference going while it is set leaves the count at 0 and the
-     * timer alive, the loop's (an orphan), finalized when the membership
-     * ends (rl__timer_vref_drop_locked). */
-    bool inline_vref : 1;
-    /* Its context's retain and release: their pair's number in
-     * rl__timer_cbs_table, 0 if it has none (or they are in the extension). */
-    uint8_t cbs;
     /* Its slot in its home's array of listed timers (RLRunLoop.homed; see
      * "a loop's idle timers"), and the number of the thread that gave its
      * stamp (see seq). */
