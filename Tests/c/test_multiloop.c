@@ -692,13 +692,16 @@ static void hold_loop(void *info) {
 
 static void read_note_and_reenable(RLFileDescriptorRef f, RLOptionFlags types, void *info) {
     char c;
-    if (read(RLFileDescriptorGetNativeDescriptor(f), &c, 1) == 1) {
+    bool one = read(RLFileDescriptorGetNativeDescriptor(f), &c, 1) == 1;
+    if (one) {
         int n = atomic_fetch_add(&nread_on, 1);
         if (n < 4)
             atomic_store(&read_on[n], RLRunLoopGetCurrent());
-        atomic_fetch_add(&got, 1); /* after: the test reads read_on once it sees this */
     }
     assert_true(RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack));
+    /* Counted last: the test reads read_on, and invalidates f, once it sees this. */
+    if (one)
+        atomic_fetch_add(&got, 1);
 }
 
 static void test_callout_enable_rearms_the_other_loop(void **state) {

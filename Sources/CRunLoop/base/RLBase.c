@@ -165,6 +165,19 @@ RLTypeRef RLRetain(RLTypeRef obj) {
     return obj;
 }
 
+/* The kept class (RLBase.h), NULL until registered. */
+static _Atomic(const rl__kept_class *) kept_class;
+
+void rl__object_set_kept_class(const rl__kept_class *k) {
+    if (atomic_load_explicit(&kept_class, memory_order_relaxed) != k)
+        atomic_store_explicit(&kept_class, k, memory_order_release);
+}
+
+static inline const rl__kept_class *kept_for(const rl__object *o) {
+    const rl__kept_class *k = atomic_load_explicit(&kept_class, memory_order_acquire);
+    return k && k->cls == o->cls ? k : NULL;
+}
+
 /* Drops one reference: `held` says whether it is one the library marked
  * as its own (rl__object_unhold) or a caller's (RLRelease, which also
  * takes a library string). */
@@ -179,21 +192,46 @@ static bool release_object(const void *obj, bool held, const char *fn) {
     long rc = atomic_load_explicit(&o->rc, memory_order_relaxed);
     for (;;) {
         long count = rc & RL__RC_MASK, kept = rc / RL__HELD_ONE;
-        if (RL__UNLIKELY(count <= 0))
+        if (RL__UNLIKELY(count <= 0)) {
+            if (!held && kept_for(o))
+                return rl__object_not_owner(obj, fn); /* a run loop keeps it (see last_release) */
             return rl__fail(kRLErrorInvalidObject, fn, "%p was already released", obj);
+        }
         if (RL__UNLIKELY(!held && count <= kept))
-            return rl__fail(kRLErrorNotOwner, fn,
-                            "%p (%s) is kept by the library: its references all belong to CRunLoop (a Get-rule "
-                            "result is not the caller's to release; release only what Create, Copy or RLRetain gave)",
-                            obj, o->cls->name);
+            return rl__object_not_owner(obj, fn);
         if (count == 1 && o->cls->can_destroy && !o->cls->can_destroy(o))
             return false;
+        const rl__kept_class *k = count == 1 ? kept_for(o) : NULL;
+        if (k) {
+            int r = k->last_release(o, step, fn);
+            if (r == RL__LAST_FINALIZE)
+                break;
+            if (r != RL__LAST_PLAIN)
+                return r == RL__LAST_DONE;
+            rc = atomic_load_explicit(&o->rc, memory_order_relaxed);
+            if ((rc & RL__RC_MASK) != 1)
+                continue;
+        }
         if (atomic_compare_exchange_weak_explicit(&o->rc, &rc, rc - step, memory_order_release,
-                                                  memory_order_relaxed))
+                                                  memory_order_relaxed)) {
+            if ((rc & RL__RC_MASK) != 1)
+                return true;
             break;
+        }
     }
-    if ((rc & RL__RC_MASK) != 1)
-        return true;
+    rl__object_finalize(o);
+    return true;
+}
+
+bool rl__object_not_owner(const void *obj, const char *fn) {
+    return rl__fail(kRLErrorNotOwner, fn,
+                    "%p (%s) is kept by the library: its references all belong to CRunLoop (a Get-rule "
+                    "result is not the caller's to release; release only what Create, Copy or RLRetain gave)",
+                    obj, ((const rl__object *)obj)->cls->name);
+}
+
+void rl__object_finalize(void *obj) {
+    rl__object *o = obj;
     /* Acquire what every earlier release did to the object before its
      * memory goes (an acquire load rather than a fence: ThreadSanitizer
      * models the one, not the other, and pooled memory is reused without
@@ -204,12 +242,11 @@ static bool release_object(const void *obj, bool held, const char *fn) {
     if (o->cls->finalize)
         o->cls->finalize(o);
     if (pooled >= RL__POOLED_PART)
-        return true; /* its class gives the block back */
+        return; /* its class gives the block back */
     if (pooled)
         rl__pool_free(o);
     else
         free_later(o);
-    return true;
 }
 
 void rl__object_share_block(void *first) { ((rl__object *)first)->pooled += RL__POOLED_PART; }
@@ -249,7 +286,10 @@ RLIndex RLGetRetainCount(RLTypeRef obj) {
         return strings()->retain_count(obj);
     if (kind != RL_ANY_OBJECT)
         return -1;
-    return atomic_load_explicit(&((const rl__object *)obj)->rc, memory_order_relaxed) & RL__RC_MASK;
+    const rl__object *o = obj;
+    long n = atomic_load_explicit(&o->rc, memory_order_relaxed) & RL__RC_MASK;
+    const rl__kept_class *k = kept_for(o);
+    return k ? n + k->count_extra(o) : n;
 }
 
 const char *RLGetTypeName(RLTypeRef obj) {

@@ -50,6 +50,27 @@ typedef struct rl__class {
     char *(*describe)(const void *obj);
 } rl__class;
 
+/* A class whose objects a run loop may keep by a reference that is in no
+ * count (a timer's inline membership, RLRunLoopTimer.c), registered by
+ * rl__object_set_kept_class (one such class; the base room knows nothing
+ * of timers). last_release: called instead of the drop when the count is
+ * 1 (`step` as rl__object.rc goes down, fn for the error): RL__LAST_DONE
+ * (dropped, the object stays: not its last), RL__LAST_FINALIZE (dropped,
+ * the count 0: finalize it), RL__LAST_PLAIN (nothing done: drop it as any
+ * other), RL__LAST_FAILED (error set). count_extra: the references such a
+ * run loop keeps, for RLGetRetainCount. An object of the class at count 0
+ * but alive is kept that way: releasing it is the caller's error
+ * kRLErrorNotOwner. */
+enum { RL__LAST_FAILED = -1, RL__LAST_DONE = 0, RL__LAST_FINALIZE = 1, RL__LAST_PLAIN = 2 };
+typedef struct rl__kept_class {
+    const rl__class *cls;
+    int (*last_release)(void *obj, long step, const char *fn);
+    long (*count_extra)(const void *obj);
+} rl__kept_class;
+/* Registers k (before the first object of k->cls is shared; the same k
+ * every time). */
+RL__HIDDEN void rl__object_set_kept_class(const rl__kept_class *k);
+
 #define RL__MAGIC_ALIVE 0x524c4f42u /* "RLOB" */
 #define RL__MAGIC_DEAD 0xdeadbeefu
 
@@ -76,6 +97,15 @@ RL__HIDDEN void rl__object_hold(const void *obj);
 /* Drops a reference marked by rl__object_hold (destroying the object if it
  * was the last). Returns false as RLRelease does. */
 RL__HIDDEN bool rl__object_unhold(const void *obj);
+
+/* Finalizes and frees obj, alive with its count already 0 (a run loop
+ * kept it by a reference in no count: see rl__kept_class). No lock
+ * held: the finalizer may call user code. */
+RL__HIDDEN void rl__object_finalize(void *obj);
+
+/* The error for releasing obj, alive, when its references all belong to
+ * the library (kRLErrorNotOwner); false. */
+RL__HIDDEN bool rl__object_not_owner(const void *obj, const char *fn) __attribute__((cold));
 
 /* A class's type ID (RLTypeID): its address, unique and never 0. */
 static inline RLTypeID rl__type_id(const void *cls) { return (RLTypeID)(uintptr_t)cls; }

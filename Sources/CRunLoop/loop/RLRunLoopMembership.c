@@ -305,7 +305,8 @@ __attribute__((always_inline)) static inline bool add_locked(RLRunLoopRef rl, vo
         memb_free(m);
         return rl__fail(kRLErrorNoMemory, fn, "out of memory");
     }
-    rl__hold_raw(item);
+    if (kind != RL_KIND_TIMER || m != rl__timer_inline_memb(item))
+        rl__hold_raw(item); /* a timer's inline membership holds its reference virtually */
     if (kind != RL_KIND_TIMER) {
         rl__itemq_insert_tail(rl__item_membs(item, kind), m);
     } else if (m != rl__timer_inline_memb(item)) {
@@ -353,9 +354,9 @@ __attribute__((always_inline)) static inline void remove_timer_memb_locked(struc
     RLRunLoopRef rl = mode->rl;
     rl__tset_remove(&mode->timers, m);
     mode_count(mode, RL_KIND_TIMER, -1);
-    bool in_none;
-    if (RL__LIKELY(m == rl__timer_inline_memb(t))) {
-        t->inline_used = false;
+    bool in_none, inl = m == rl__timer_inline_memb(t), orphan = false;
+    if (RL__LIKELY(inl)) {
+        orphan = rl__timer_vref_drop_locked(t); /* inline_used = false; its reference was virtual */
         in_none = !t->multi;
     } else {
         rl__timer_ext *x = rl__timer_ext_of(t);
@@ -367,7 +368,10 @@ __attribute__((always_inline)) static inline void remove_timer_memb_locked(struc
     rl__rearm_if_waiting(rl);
     if (in_none && !rl__homed_list(rl, t))
         timer_go_homeless_locked(t);
-    rl__unhold_or_defer(d, t);
+    if (!inl)
+        rl__unhold_or_defer(d, t);
+    else if (RL__UNLIKELY(orphan))
+        rl__defer_add(d, (rl__defer_entry){RL_DEFER_FINALIZE, t, NULL, NULL, NULL, NULL});
 }
 
 /* Removes one membership; defers the cancel callout and the release. A
@@ -838,8 +842,7 @@ static inline bool add_timer_default_locked(RLRunLoopRef rl, struct RLRunLoopTim
     m->item = t;
     m->kind = RL_KIND_TIMER;
     m->mode = mode;
-    (void)rl__tset_add(&mode->timers, m); /* strict: cannot fail */
-    rl__hold_raw(t);
+    (void)rl__tset_add(&mode->timers, m); /* strict: cannot fail; the reference is virtual */
     mode_count(mode, RL_KIND_TIMER, +1);
     rl__rearm_for_added_timer(rl, mode, t);
     return true;
@@ -936,8 +939,7 @@ bool RLRunLoopAddTimer(RLRunLoopRef rl, RLRunLoopTimerRef t, RLRunLoopMode mode)
                 im->item = t;
                 im->kind = RL_KIND_TIMER;
                 im->mode = m;
-                (void)rl__tset_add(&m->timers, im); /* strict: inline, cannot fail */
-                rl__hold_raw(t);
+                (void)rl__tset_add(&m->timers, im); /* strict: inline, cannot fail; the reference is virtual */
                 mode_count(m, RL_KIND_TIMER, +1);
             }
             rl__loop_unlock_biased(rl);
@@ -948,22 +950,10 @@ bool RLRunLoopAddTimer(RLRunLoopRef rl, RLRunLoopTimerRef t, RLRunLoopMode mode)
     return add_timer(rl, t, mode);
 }
 
-/* Drops the membership's reference on t (the loop lock held) if it is not
- * t's last, as rl__unhold_or_defer; false, with nothing changed, if it is. */
-static inline bool unhold_not_last(struct RLRunLoopTimer *t) {
-    rl__object *o = (rl__object *)t;
-    long rc = atomic_load_explicit(&o->rc, memory_order_relaxed);
-    while ((rc & RL__RC_MASK) > 1 && rc >= RL__HELD_ONE)
-        if (atomic_compare_exchange_weak_explicit(&o->rc, &rc, rc - (1 + RL__HELD_ONE), memory_order_release,
-                                                  memory_order_relaxed))
-            return true;
-    return false;
-}
-
-/* The membership's reference was t's last: dropped after the unlock (it
- * finalizes t, which may call user code). */
-static __attribute__((noinline, cold)) bool unhold_last(struct RLRunLoopTimer *t) {
-    rl__object_unhold(t);
+/* The membership's virtual reference was the only one left (an orphan):
+ * t finalized after the unlock. */
+static __attribute__((noinline, cold)) bool finalize_orphan(struct RLRunLoopTimer *t) {
+    rl__object_finalize(t);
     return true;
 }
 
@@ -973,22 +963,22 @@ bool RLRunLoopRemoveTimer(RLRunLoopRef rl, RLRunLoopTimerRef t, RLRunLoopMode mo
         rl__mode *m = rl->last_mode;
         rl__memb *im = rl__timer_inline_memb(t);
         /* In the default mode by its inline membership, still pending (no
-         * heap order yet), with a slot in the idle array if it needs one,
-         * and the membership's reference not its last. */
+         * heap order yet), with a slot in the idle array if it needs one.
+         * Its reference is virtual: nothing to drop, unless the timer is an
+         * orphan (finalized after the unlock). */
         bool fast = m && m->is_default && !t->multi && rl__home_get(t, RL_KIND_TIMER) == rl && t->inline_used &&
                     im->mode == m && !im->lax && im->pending && !waiting(rl) &&
                     (t->listed || rl->nhomed < rl->caphomed);
-        bool last = false;
+        bool orphan = false;
         if (RL__LIKELY(fast)) {
             rl__tset_remove(&m->timers, im); /* pending: an unlink */
             mode_count(m, RL_KIND_TIMER, -1);
-            t->inline_used = false;
+            orphan = rl__timer_vref_drop_locked(t); /* inline_used = false */
             (void)rl__homed_list(rl, t); /* room checked above */
-            last = !unhold_not_last(t);
         }
         rl__loop_unlock_biased(rl);
         if (RL__LIKELY(fast))
-            return RL__UNLIKELY(last) ? unhold_last(t) : true;
+            return RL__UNLIKELY(orphan) ? finalize_orphan(t) : true;
     }
     return remove_timer(rl, t, mode);
 }

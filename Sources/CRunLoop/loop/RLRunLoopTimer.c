@@ -76,7 +76,61 @@ static char *timer_describe(const void *obj) {
     return out;
 }
 
+/* The timer's last counted reference goes (rl__kept_class.last_release): while
+ * its inline membership's virtual reference is there (inline_used) the timer stays,
+ * the loop's, at count 0 (an orphan), and the end of that membership
+ * finalizes it. The drop to 0 and the loop's look at the count when it ends
+ * the membership (rl__timer_vref_drop_locked) are both under the home's
+ * loop lock: exactly one of them finalizes. A homeless timer has no
+ * virtual reference: one is made only at home, by an add, which needs a
+ * reference, and the caller holds the last one. */
+static int timer_last_release(void *obj, long step, const char *fn) {
+    struct RLRunLoopTimer *t = obj;
+    if (!atomic_load_explicit(&t->home, memory_order_relaxed))
+        return RL__LAST_PLAIN;
+    RLRunLoopRef h = rl__item_lock(t, RL_KIND_TIMER);
+    rl__object *o = obj;
+    long rc = atomic_load_explicit(&o->rc, memory_order_relaxed), count;
+    for (;;) {
+        count = rc & RL__RC_MASK;
+        long kept = rc / RL__HELD_ONE;
+        if (RL__UNLIKELY(count <= 0 || (step == 1 && count <= kept))) {
+            rl__item_unlock(t, RL_KIND_TIMER, h);
+            if (step == 1)
+                (void)rl__object_not_owner(obj, fn);
+            else
+                (void)rl__fail(kRLErrorInvalidObject, fn, "%p was already released", obj);
+            return RL__LAST_FAILED;
+        }
+        if (atomic_compare_exchange_weak_explicit(&o->rc, &rc, rc - step, memory_order_release,
+                                                  memory_order_relaxed))
+            break;
+    }
+    int r = RL__LAST_DONE;
+    if (count == 1 && !(h && t->inline_used)) {
+        r = RL__LAST_FINALIZE;
+        /* In no mode (every membership holds a reference): it leaves home
+         * now, and its finalizer finds it homeless (one lock round less). */
+        if (h)
+            rl__home_clear_locked(h, t, RL_KIND_TIMER);
+    }
+    rl__item_unlock(t, RL_KIND_TIMER, h);
+    return r;
+}
+
+/* RLGetRetainCount counts the loop's reference, virtual or not (as CF). */
+static long timer_count_extra(const void *obj) {
+    struct RLRunLoopTimer *t = (struct RLRunLoopTimer *)obj;
+    if (!atomic_load_explicit(&t->home, memory_order_relaxed))
+        return 0;
+    RLRunLoopRef h = rl__item_lock(t, RL_KIND_TIMER);
+    long n = h && t->inline_used;
+    rl__item_unlock(t, RL_KIND_TIMER, h);
+    return n;
+}
+
 const rl__class rl__timer_class = {"RLRunLoopTimer", timer_finalize, NULL, timer_describe};
+static const rl__kept_class timer_kept = {&rl__timer_class, timer_last_release, timer_count_extra};
 
 RLTypeID RLRunLoopTimerGetTypeID(void) { return rl__type_id(&rl__timer_class); }
 
@@ -102,6 +156,7 @@ RLRunLoopTimerRef RLRunLoopTimerCreate(RLAllocatorRef allocator, RLAbsoluteTime 
         rl__fail(kRLErrorInvalidArgument, fn, "context version %ld is not supported (use 0)", context->version);
         return NULL;
     }
+    rl__object_set_kept_class(&timer_kept); /* before any timer is shared */
     struct RLRunLoopTimer *t = rl__object_alloc_packed(&rl__timer_class, sizeof *t, fn);
     if (!t)
         return NULL;

@@ -207,6 +207,10 @@ static void defer_call(rl__defer_entry *e) {
 void rl__defer_run(rl__defer *d) {
     for (size_t i = 0; i < d->n; i++) {
         rl__defer_entry *e = &d->e[i];
+        if (e->what == RL_DEFER_FINALIZE) {
+            rl__object_finalize(e->obj);
+            continue;
+        }
         if (e->what != RL_DEFER_RELEASE && e->what != RL_DEFER_UNHOLD)
             defer_call(e);
         if (e->obj && e->what == RL_DEFER_UNHOLD)

@@ -261,7 +261,14 @@ typedef struct rl__defer_entry {
     void (*cfn)(const void *); /* RL_DEFER_CTX_RELEASE: cfn(carg) */
     const void *carg;
 } rl__defer_entry;
-enum { RL_DEFER_RELEASE = 0, RL_DEFER_CANCEL = 1, RL_DEFER_SCHEDULE = 2, RL_DEFER_CTX_RELEASE = 3, RL_DEFER_UNHOLD = 4 };
+enum {
+    RL_DEFER_RELEASE = 0,
+    RL_DEFER_CANCEL = 1,
+    RL_DEFER_SCHEDULE = 2,
+    RL_DEFER_CTX_RELEASE = 3,
+    RL_DEFER_UNHOLD = 4,
+    RL_DEFER_FINALIZE = 5 /* an object at count 0 the loop kept (rl__object_finalize) */
+};
 
 struct rl__defer {
     rl__defer_entry *e;
@@ -305,6 +312,15 @@ static inline void rl__unhold_or_defer(rl__defer *d, void *obj) {
             return;
     rl__defer_unhold(d, obj);
 }
+/* Timer t's inline membership ends, and with it the loop's virtual
+ * reference (see RLRunLoopTimer.inline_used), the home's loop lock held:
+ * true if t is an orphan (its count 0: no reference but the loop's), for
+ * the caller to finalize after the unlock. */
+static inline bool rl__timer_vref_drop_locked(struct RLRunLoopTimer *t) {
+    t->inline_used = false;
+    return (atomic_load_explicit(&((rl__object *)t)->rc, memory_order_relaxed) & RL__RC_MASK) == 0;
+}
+
 /* Runs the entries in order, without locks, and frees d. */
 RL__HIDDEN void rl__defer_run(rl__defer *d);
 

@@ -315,7 +315,16 @@ struct RLRunLoopTimer {
      * the context's release to it (ctx_release_held), so that info cannot
      * go before it is retained. */
     bool ctx_pinned : 1;
-    bool inline_used : 1; /* inline_memb is a membership */
+    /* inline_memb is a membership. It holds the loop's reference on the
+     * timer virtually: counted in no rl__object.rc, so that adding and
+     * removing a timer make no atomic operation (the further memberships
+     * and the common-modes item hold real ones, rl__hold_raw). Written and
+     * read under the home's loop lock (the timer's last_release and
+     * count_extra, RLRunLoopTimer.c): the timer's last counted reference
+     * going while it is set leaves the count at 0 and the timer alive, the
+     * loop's (an orphan), finalized when the membership ends
+     * (rl__timer_vref_drop_locked). */
+    bool inline_used : 1;
     bool multi : 1;       /* the extension's list holds memberships */
     bool tolerant : 1;    /* tolerance > 0: filed in the lax heaps (rl_heap.c) */
     bool moved_in_fire : 1;
