@@ -83,7 +83,7 @@ struct rl__memb {
      * removed membership leaves the list with it. */
     bool queued;
     /* The item's memberships (a timer's: beyond its inline one): a timer
-     * extension's TAILQ, a source's or an observer's rl_itemq. */
+     * extension's TAILQ, a source's or an observer's rl__itemq. */
     TAILQ_ENTRY(rl__memb) item_link;
     TAILQ_ENTRY(rl__memb) mode_link; /* the mode's sources or observers */
     struct rl__memb *snext;          /* sources: next in the mode's equality bucket */
@@ -97,13 +97,13 @@ TAILQ_HEAD(rl_membq, rl__memb);
  * a list through item_link, with one pointer for a head (a TAILQ's head
  * is two), so an item in one mode pays 8 bytes for it. Its few entries
  * are walked to add at the end. Read with RL_ITEMQ_FIRST/RL_ITEMQ_NEXT. */
-struct rl_itemq {
+struct rl__itemq {
     rl__memb *first;
 };
 #define RL_ITEMQ_FIRST(q) ((q)->first)
 #define RL_ITEMQ_NEXT(m) ((m)->item_link.tqe_next)
 #define RL_ITEMQ_FOREACH(m, q) for ((m) = RL_ITEMQ_FIRST(q); (m); (m) = RL_ITEMQ_NEXT(m))
-static inline void rl__itemq_insert_tail(struct rl_itemq *q, rl__memb *m) {
+static inline void rl__itemq_insert_tail(struct rl__itemq *q, rl__memb *m) {
     rl__memb **p = &q->first;
     while (*p)
         p = &(*p)->item_link.tqe_next;
@@ -218,7 +218,7 @@ struct RLRunLoopSource {
     bool has_ctx;     /* tail[0] is there (fixed at creation) */
     bool inline_used; /* inline_memb is a membership (the item lock) */
     RLIndex order;
-    struct rl_itemq membs;
+    struct rl__itemq membs;
     struct RLFileDescriptor *fdobj; /* fd sources: retained */
     _Alignas(rl__memb) unsigned char inline_memb[offsetof(rl__memb, snext)];
     rl__source_tail tail[]; /* has_ctx: one */
@@ -446,7 +446,7 @@ struct RLRunLoopObserver {
     RLIndex order;
     RLRunLoopObserverCallBack callout;
     RLRunLoopObserverContext ctx;
-    struct rl_itemq membs;
+    struct rl__itemq membs;
 };
 
 /* ---- file descriptors ---- */
@@ -817,7 +817,7 @@ static inline double rl__mono_now(void) { return RLMonotonicTimeGetCurrent(); }
  * spins first only if rl runs elsewhere. */
 static inline int rl__runloop_cpu(RLRunLoopRef rl) { return atomic_load_explicit(&rl->cpu, memory_order_relaxed); }
 
-static inline struct rl_itemq *rl__item_membs(void *item, rl__kind kind) {
+static inline struct rl__itemq *rl__item_membs(void *item, rl__kind kind) {
     switch (kind) {
     case RL_KIND_SOURCE:
         return &((struct RLRunLoopSource *)item)->membs;
