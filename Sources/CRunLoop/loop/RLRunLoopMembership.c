@@ -913,11 +913,12 @@ static inline bool live(const void *obj, const rl__class *cls) {
     return o && atomic_load_explicit(&o->magic, memory_order_relaxed) == RL__MAGIC_ALIVE && o->cls == cls;
 }
 
-/* A wait of rl's own to re-arm or end: never while its thread runs this,
- * but checked, as rl__rearm_if_waiting does. */
-static inline bool waiting(RLRunLoopRef rl) {
-    return rl->frame && (atomic_load(&rl->sleeping) || RL__UNLIKELY(atomic_load(&rl->coalescing)));
-}
+/* The owner's hot paths below need no check of the loop's wait: they run
+ * on the loop's own thread (rl == rl__tls), which is then not in its wait
+ * or its coalescing sleep (no wait to re-arm for the timer, as
+ * rl__rearm_if_waiting would; the next wait arms from the timers it finds).
+ * The library's calls are not async-signal-safe, so no handler runs them
+ * from inside the wait. */
 
 /* A timer's first add to the caller's own loop (checked): claimed by the
  * generic path, with no second round of checks. */
@@ -932,7 +933,7 @@ bool RLRunLoopAddTimer(RLRunLoopRef rl, RLRunLoopTimerRef t, RLRunLoopMode mode)
         if (RL__LIKELY(rl__loop_lock_biased(rl))) {
             rl__mode *m = rl->last_mode;
             bool fast = m && m->is_default && !atomic_load_explicit(&rl->dead, memory_order_relaxed) && t->valid &&
-                        !t->multi && !t->tolerant && !t->inline_used && !waiting(rl);
+                        !t->multi && !t->tolerant && !t->inline_used;
             if (RL__LIKELY(fast)) {
                 rl__memb *im = rl__timer_inline_memb(t);
                 t->inline_used = true;
@@ -967,11 +968,11 @@ bool RLRunLoopRemoveTimer(RLRunLoopRef rl, RLRunLoopTimerRef t, RLRunLoopMode mo
          * Its reference is virtual: nothing to drop, unless the timer is an
          * orphan (finalized after the unlock). */
         bool fast = m && m->is_default && !t->multi && rl__home_get(t, RL_KIND_TIMER) == rl && t->inline_used &&
-                    im->mode == m && !im->lax && im->pending && !waiting(rl) &&
+                    im->mode == m && !im->lax && im->pending &&
                     (t->listed || rl->nhomed < rl->caphomed);
         bool orphan = false;
         if (RL__LIKELY(fast)) {
-            rl__tset_remove(&m->timers, im); /* pending: an unlink */
+            rl__tset_unlink_pending(&m->timers, im); /* checked above: strict and pending */
             mode_count(m, RL_KIND_TIMER, -1);
             orphan = rl__timer_vref_drop_locked(t); /* inline_used = false */
             (void)rl__homed_list(rl, t); /* room checked above */

@@ -35,12 +35,16 @@ static inline bool rl__tset_add(rl__timerset *ts, rl__memb *m) {
 }
 RL__HIDDEN void rl__tset_remove_slow(rl__timerset *ts, rl__memb *m);
 /* Takes a membership out. The common case, a strict timer still pending
- * (added and removed before the loop looked), is inline: an unlink. */
+ * (added and removed before the loop looked), is inline: an unlink
+ * (rl__tset_unlink_pending, for a caller that checked both already). */
+static inline void rl__tset_unlink_pending(rl__timerset *ts, rl__memb *m) {
+    TAILQ_REMOVE(&ts->pending, m, plink);
+    ts->npending--;
+    m->pending = false;
+}
 static inline void rl__tset_remove(rl__timerset *ts, rl__memb *m) {
     if (RL__LIKELY(!m->lax && m->pending)) {
-        TAILQ_REMOVE(&ts->pending, m, plink);
-        ts->npending--;
-        m->pending = false;
+        rl__tset_unlink_pending(ts, m);
         return;
     }
     rl__tset_remove_slow(ts, m);
