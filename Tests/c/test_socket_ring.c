@@ -197,9 +197,19 @@ static void test_receive_stays_across_callouts(void **state) {
 RL__HIDDEN extern _Atomic unsigned rl__poll_uring_nbufs;
 #endif
 
+/* NS streams on this thread's loop, each sent `rounds` rounds of len
+ * bytes at once, every byte checked in order; returns how many receives
+ * found no buffer free meanwhile (0 off the ring). */
+enum { NS = 40, MAXLEN = 3000 };
+typedef struct streams_job {
+    size_t len;
+    int rounds;
+    unsigned long missed;
+    bool ring; /* the job's loop reads through the ring */
+} streams_job;
+
 static void *many_streams(void *arg) {
-    (void)arg;
-    enum { NS = 40, LEN = 3000 };
+    streams_job *job = arg;
     int sv[NS][2];
     static got g[NS];
     got *gp[NS];
@@ -215,21 +225,24 @@ static void *many_streams(void *arg) {
 #if !RL_PLAIN
     unsigned long nobufs = atomic_load(&rl__poll_uring_nobufs);
 #endif
-    static char out[NS][LEN];
-    for (int r = 0; r < 3; r++) {
+    static char out[NS][MAXLEN];
+    size_t len = job->len;
+    for (int r = 0; r < job->rounds; r++) {
         for (int i = 0; i < NS; i++) {
-            pattern(out[i], LEN, (unsigned)(i + r));
-            assert_int_equal(write(sv[i][1], out[i], LEN), LEN);
+            pattern(out[i], len, (unsigned)(i + r));
+            assert_int_equal(write(sv[i][1], out[i], len), (ssize_t)len);
         }
-        run_for(gp, NS, 1 + (size_t)(r + 1) * LEN, 0);
+        run_for(gp, NS, 1 + (size_t)(r + 1) * len, 0);
         for (int i = 0; i < NS; i++) {
-            assert_int_equal(g[i].len, 1 + (size_t)(r + 1) * LEN);
-            assert_memory_equal(g[i].bytes + 1 + (size_t)r * LEN, out[i], LEN);
+            assert_int_equal(g[i].len, 1 + (size_t)(r + 1) * len);
+            assert_memory_equal(g[i].bytes + 1 + (size_t)r * len, out[i], len);
         }
     }
+    job->ring = on_ring();
 #if !RL_PLAIN
-    if (on_ring()) /* some found no buffer free */
-        assert_true(atomic_load(&rl__poll_uring_nobufs) > nobufs);
+    job->missed = job->ring ? atomic_load(&rl__poll_uring_nobufs) - nobufs : 0;
+#else
+    job->missed = 0;
 #endif
     for (int i = 0; i < NS; i++) {
         close(sv[i][1]);
@@ -238,77 +251,36 @@ static void *many_streams(void *arg) {
     return NULL;
 }
 
-static void test_more_streams_than_buffers(void **state) {
-    (void)state;
+/* The job on a thread of its own (a fresh loop) with the loop's buffer
+ * ring cut to 2 buffers. */
+static void run_streams_on_two_buffers(streams_job *job) {
 #if !RL_PLAIN
     unsigned saved = atomic_exchange(&rl__poll_uring_nbufs, 2);
 #endif
     pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, many_streams, NULL), 0);
+    assert_int_equal(pthread_create(&t, NULL, many_streams, job), 0);
     assert_int_equal(pthread_join(t, NULL), 0);
 #if !RL_PLAIN
     atomic_store(&rl__poll_uring_nbufs, saved);
 #endif
 }
 
+static void test_more_streams_than_buffers(void **state) {
+    (void)state;
+    streams_job job = {.len = 3000, .rounds = 3};
+    run_streams_on_two_buffers(&job);
+    if (job.ring) /* some found no buffer free */
+        assert_true(job.missed > 0);
+}
+
 /* Small reads of many streams share a buffer (incremental buffers: a
  * receive takes only the bytes it read): 40 streams with 64 bytes each at
  * once, on 2 buffers, find a buffer every time. */
-static void *many_small(void *arg) {
-    (void)arg;
-    enum { NS = 40, LEN = 64 };
-    int sv[NS][2];
-    static got g[NS];
-    got *gp[NS];
-    RLSocketRef s[NS];
-    memset(g, 0, sizeof g);
-    for (int i = 0; i < NS; i++) {
-        assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv[i]), 0);
-        s[i] = make(sv[i][0], &g[i], (RLOptionFlags)-1);
-        gp[i] = &g[i];
-        assert_int_equal(write(sv[i][1], "w", 1), 1);
-    }
-    run_for(gp, NS, 1, 0);
-#if !RL_PLAIN
-    unsigned long nobufs = atomic_load(&rl__poll_uring_nobufs);
-#endif
-    static char out[NS][LEN];
-    for (int r = 0; r < 20; r++) {
-        for (int i = 0; i < NS; i++) {
-            pattern(out[i], LEN, (unsigned)(i + r));
-            assert_int_equal(write(sv[i][1], out[i], LEN), LEN);
-        }
-        run_for(gp, NS, 1 + (size_t)(r + 1) * LEN, 0);
-        for (int i = 0; i < NS; i++) {
-            assert_int_equal(g[i].len, 1 + (size_t)(r + 1) * LEN);
-            assert_memory_equal(g[i].bytes + 1 + (size_t)r * LEN, out[i], LEN);
-        }
-    }
-#if !RL_PLAIN
-    unsigned long missed = on_ring() ? atomic_load(&rl__poll_uring_nobufs) - nobufs : 0;
-#else
-    unsigned long missed = 0;
-#endif
-    for (int i = 0; i < NS; i++) {
-        close(sv[i][1]);
-        done(s[i], &g[i]);
-    }
-    return (void *)(uintptr_t)missed;
-}
-
 static void test_small_reads_of_many_streams_share_a_buffer(void **state) {
     (void)state;
-#if !RL_PLAIN
-    unsigned saved = atomic_exchange(&rl__poll_uring_nbufs, 2);
-#endif
-    pthread_t t;
-    void *missed = NULL;
-    assert_int_equal(pthread_create(&t, NULL, many_small, NULL), 0);
-    assert_int_equal(pthread_join(t, &missed), 0);
-    assert_int_equal((uintptr_t)missed, 0); /* receives that found no buffer free */
-#if !RL_PLAIN
-    atomic_store(&rl__poll_uring_nbufs, saved);
-#endif
+    streams_job job = {.len = 64, .rounds = 20};
+    run_streams_on_two_buffers(&job);
+    assert_int_equal(job.missed, 0); /* receives that found no buffer free */
 }
 
 /* Bytes, then the peer's end: the bytes, then one empty data, and the
