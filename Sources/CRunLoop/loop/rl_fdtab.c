@@ -1,11 +1,14 @@
 /*
  * rl_fdtab.c — a loop's fd registrations: the table from fd number to the
  * fd sources on it (rl__fdreg, runloop_internal.h; it spans the loop's
- * lowest to highest watched fd, fd_reg), what epoll watches for
+ * lowest to highest watched fd, fd_reg), what the kernel backend watches
+ * for (rl_poll.h: epoll's events and flags, which the io_uring backend
+ * keeps too)
  * each (the union of what those sources want, armed under a tag: one-shot,
  * or persistent while the callouts keep it enabled),
  * the checks that tell a closed or reused number from the file a source
- * was made for, and turning what epoll reports into the callouts to make.
+ * was made for, and turning what the backend reports into the callouts to
+ * make.
  * Under the loop lock (and a source's item lock where said). Low in the
  * run-loop files: it calls the locking protocol (rl_lock.c) only.
  */
@@ -75,10 +78,11 @@ static uint32_t fd_want(RLRunLoopRef rl, rl__fdreg *r) {
     return want;
 }
 
-/* 0, or the errno of the failed epoll_ctl. */
+/* 0, or the errno of the failed registration (rl__poll_ctl: epoll_ctl,
+ * or the io_uring backend's poll request). */
 static int fd_ctl(RLRunLoopRef rl, int op, int fd, uint32_t events, uint32_t gen) {
     if (RL__UNLIKELY(!rl__of_this_process(rl)))
-        return 0; /* a fork() child never touches its parent's epoll set */
+        return 0; /* a fork() child never touches its parent's kernel set */
     rl->nctl++;
     return rl__poll_ctl(&rl->kern, op, fd, events, gen);
 }
@@ -128,7 +132,7 @@ static void fd_check_identity(rl__fdreg *r, int fd) {
     }
 }
 
-/* Adds fd to the epoll set, under a new tag, for what its objects that
+/* Adds fd to the backend's set, under a new tag, for what its objects that
  * still name its file want. */
 static void fd_add(RLRunLoopRef rl, rl__fdreg *r, int fd) {
     fd_check_identity(r, fd);
@@ -238,7 +242,7 @@ static void fd_sync_ex(RLRunLoopRef rl, int fd, bool verify, struct RLRunLoopSou
     }
     /* Whatever the kernel still holds under the old tag is ignored by its
      * tag: a one-shot registration reports at most once more; a persistent
-     * one may report on, and the loop replaces its epoll set if it does
+     * one may report on, and the loop replaces its kernel set if it does
      * (rl__fd_note_events). */
     if (r->level && r->armed)
         rl->lost_level = true;
@@ -369,11 +373,11 @@ void rl__fd_sync_all(RLRunLoopRef rl) {
     }
 }
 
-/* Right after epoll_wait: each reported one-shot registration is disarmed
+/* Right after the wait: each reported one-shot registration is disarmed
  * now (what it had armed is kept in `fired`), and a report under a tag the
  * loop gave up on (left behind by a closed fd) is blanked, to be ignored.
  * If such a report may come from a persistent registration, the loop moves
- * to a new epoll set before it waits again. Loop lock held. */
+ * to a new kernel set (rl__poll_renew) before it waits again. Loop lock held. */
 void rl__fd_note_events(RLRunLoopRef rl, struct epoll_event *ev, int n) {
     for (int i = 0; i < n; i++) {
         int fd = rl__ev_fd(&ev[i]);
