@@ -107,6 +107,20 @@ static void owner(stress *s) {
     RLRunLoopSourceInvalidate(s->src);
 }
 
+/* Pauses until the owner has biased its lock again (where the process may
+ * bias), at most a few milliseconds: so that the protocol, not only the
+ * mutex, is exercised however the threads are scheduled (valgrind runs
+ * one thread at a time, in long slices). Other threads still entering
+ * may keep the owner from it: then the pause ends after 50 ms. */
+static void wait_rebiased(stress *s) {
+    usleep(20);
+    if (!s->real || !rl__bias_usable())
+        return; /* the broken-lock check: its owner may be gone once `stop` is set */
+    double end = rl_test_now() + 0.05;
+    while (!rl__loop_biased(s->rl) && rl_test_now() < end)
+        usleep(20);
+}
+
 static void other(stress *s, int idx) {
     while (!atomic_load(&s->ready))
         sched_yield();
@@ -119,9 +133,10 @@ static void other(stress *s, int idx) {
             RLRunLoopSourceSignal(s->src); /* a try-lock: may find the owner inside */
             RLRunLoopWakeUp(s->rl);
         }
-        /* A pause now and then: the owner, alone, biases its lock again. */
+        /* A pause now and then: the owner, alone, biases its lock again,
+         * and this thread's next entry revokes it. */
         if ((i + idx) % 128 == 0)
-            usleep(20);
+            wait_rebiased(s);
     }
     if (t)
         RLRelease(t);
