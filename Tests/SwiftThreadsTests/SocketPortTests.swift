@@ -218,7 +218,9 @@ final class NamedSocketPort: RLSocketPort, @unchecked Sendable {
             #expect(remote.send(before: RLTime.now + 10, msgid: i, components: [.bytes([UInt8(i), 9])],
                                 from: client.port, reserved: 0))
         }
-        #expect(loopEventually { replies.seen.count == 5 })
+        // The server's handler records its answer after the send returns,
+        // so the reply can reach the client first: wait for both.
+        #expect(loopEventually { replies.seen.count == 5 && answered.count == 5 })
         #expect(answered.values == Array(repeating: true, count: 5))
         let seen = replies.seen.values
         #expect(seen.map(\.msgid) == (1001...1005).map { UInt32($0) })
