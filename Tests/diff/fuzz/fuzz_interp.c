@@ -20,7 +20,7 @@
  *     sequence started) or far away ("future": 100000 s ahead); repeating
  *     timers have an interval of 1000 s, so they fire once and move to a
  *     future grid point. No run ever waits for a timer;
- *   - runs either poll (seconds 0 or -1) or wait "until idle" (3 s upper
+ *   - runs either poll (seconds 0 or -1) or wait "until idle" (10 s upper
  *     bound, written "W"): a helper thread acts only when the loop thread is
  *     blocked in its wait with nothing pending, and then performs the next
  *     queued cross-thread action ("ext" lines), or stops the loop when none
@@ -60,7 +60,7 @@
 #define FZ_SCRIPT_CALLS 2 /* a callout runs its script on its first calls only */
 #define FZ_MAXDEPTH 3     /* nested runs deeper than this are skipped */
 #define FZ_SETTLE_US 3000 /* how long the loop must stay blocked before the helper acts */
-#define FZ_WAIT_SECONDS 3.0
+#define FZ_WAIT_SECONDS 10.0 /* only a loop that never sleeps waits this out: generous, for a loaded machine */
 #define FZ_MAX_LINES 20000 /* a sequence tracing more loops: the process ends (see fz_trace) */
 
 /* Generator switches. The known open bugs (being fixed elsewhere) are kept

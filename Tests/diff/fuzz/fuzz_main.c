@@ -22,7 +22,7 @@
 /* A sequence that takes far longer than any should is a hang: say which
  * one and end the batch (the script reports the seed). */
 static void on_alarm(int sig) {
-    static const char msg[] = "HANG (sequence did not finish in 20 s)\n";
+    static const char msg[] = "HANG (sequence did not finish in 60 s)\n";
     ssize_t w = write(1, msg, sizeof msg - 1);
     (void)w;
     _exit(3);
@@ -55,7 +55,7 @@ int main(int argc, char **argv) {
             fz_generate(s, &p);
             printf("== seed %llu\n", s);
             fflush(stdout); /* the seed line is out before anything can crash */
-            alarm(20);
+            alarm(60);
             fz_run_program(&p);
         }
         alarm(0);
@@ -74,7 +74,7 @@ int main(int argc, char **argv) {
             return 2;
         }
         if (!fz_parse(text, &p)) return 2;
-        alarm(20);
+        alarm(60);
         fz_run_program(&p);
         fflush(stdout);
         return 0;
