@@ -217,16 +217,14 @@ static void eq_finish(eq_state *st) {
     free(st->v);
 }
 
-/* The mode's counts that a pass reads without the lock (rl__mode.nitems,
- * ntimers). The loop lock held. */
+/* The mode's counts that a pass reads without the lock (rl__mode.counts:
+ * a timer moves one word). The loop lock held. */
 static inline void mode_count(rl__mode *mode, rl__kind kind, int32_t by) {
     if (kind == RL_KIND_OBSERVER)
         return;
-    atomic_store_explicit(&mode->nitems, atomic_load_explicit(&mode->nitems, memory_order_relaxed) + (uint32_t)by,
-                          memory_order_release);
-    if (kind == RL_KIND_TIMER)
-        atomic_store_explicit(&mode->ntimers, atomic_load_explicit(&mode->ntimers, memory_order_relaxed) + (uint32_t)by,
-                              memory_order_release);
+    uint64_t one = kind == RL_KIND_TIMER ? 1 : RL__MODE_SOURCE_ONE;
+    uint64_t c = atomic_load_explicit(&mode->counts, memory_order_relaxed);
+    atomic_store_explicit(&mode->counts, by > 0 ? c + one : c - one, memory_order_release);
 }
 
 /* A timer's first membership lives inside the timer: no allocation, and

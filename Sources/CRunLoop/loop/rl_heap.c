@@ -192,7 +192,6 @@ void rl__tset_init(rl__timerset *ts) {
     heap_init(&ts->lax_fire, 0, 0);
     heap_init(&ts->lax_deadline, 1, 1);
     TAILQ_INIT(&ts->pending);
-    ts->npending = 0;
 }
 
 /* Moves the pending strict timers into the strict array (as its pending
@@ -215,15 +214,16 @@ static __attribute__((noinline)) void heap_grow(rl__heap *h, size_t need) {
 
 static void tset_unlist(rl__timerset *ts) {
     rl__heap *h = &ts->strict;
-    if (ts->npending == 0)
+    if (TAILQ_EMPTY(&ts->pending))
         return;
-    size_t need = h->n + ts->npending;
+    size_t need = h->n;
+    rl__memb *m;
+    TAILQ_FOREACH(m, &ts->pending, plink)
+        need++;
     if (need > h->cap)
         heap_grow(h, need);
-    rl__memb *m;
     while (h->n < h->cap && (m = TAILQ_FIRST(&ts->pending)) != NULL) {
         TAILQ_REMOVE(&ts->pending, m, plink);
-        ts->npending--;
         m->pending = false;
         hset(h, h->n++, hentry(h, m));
     }
@@ -256,7 +256,9 @@ void rl__tset_free(rl__timerset *ts) {
     rl__tset_init(ts);
 }
 
-static size_t tset_count(const rl__timerset *ts) { return ts->strict.n + ts->npending + ts->lax_fire.n; }
+static bool tset_empty(const rl__timerset *ts) {
+    return ts->strict.n == 0 && TAILQ_EMPTY(&ts->pending) && ts->lax_fire.n == 0;
+}
 
 bool rl__tset_add_slow(rl__timerset *ts, rl__memb *m) {
     m->lax = ((struct RLRunLoopTimer *)m->item)->tolerant;
@@ -276,7 +278,6 @@ void rl__tset_remove_slow(rl__timerset *ts, rl__memb *m) {
     if (!m->lax) {
         if (m->pending) {
             TAILQ_REMOVE(&ts->pending, m, plink);
-            ts->npending--;
             m->pending = false;
         } else {
             heap_remove(&ts->strict, m);
@@ -310,7 +311,7 @@ bool rl__tset_update(rl__timerset *ts, rl__memb *m) {
 }
 
 rl__memb *rl__tset_any(const rl__timerset *ts) {
-    if (ts->npending)
+    if (!TAILQ_EMPTY(&ts->pending))
         return TAILQ_FIRST(&ts->pending);
     if (ts->strict.n)
         return ts->strict.a[ts->strict.n - 1].m;
@@ -365,7 +366,7 @@ static void heap_min_idle(const rl__heap *h, size_t i, bool *any, double *date) 
 bool rl__tset_earliest_fire(rl__timerset *ts, double *date) { return tset_min(ts, &ts->lax_fire, date); }
 
 bool rl__tset_earliest_deadline(rl__timerset *ts, double *date) {
-    if (tset_count(ts) == 0)
+    if (tset_empty(ts))
         return false; /* asked before every wait: a mode without timers costs nothing */
     tset_unlist(ts);
     heap_fold(&ts->strict);

@@ -30,7 +30,6 @@ static inline bool rl__tset_add(rl__timerset *ts, rl__memb *m) {
     m->lax = false;
     m->pending = true;
     TAILQ_INSERT_TAIL(&ts->pending, m, plink);
-    ts->npending++;
     return true;
 }
 RL__HIDDEN void rl__tset_remove_slow(rl__timerset *ts, rl__memb *m);
@@ -39,7 +38,6 @@ RL__HIDDEN void rl__tset_remove_slow(rl__timerset *ts, rl__memb *m);
  * (rl__tset_unlink_pending, for a caller that checked both already). */
 static inline void rl__tset_unlink_pending(rl__timerset *ts, rl__memb *m) {
     TAILQ_REMOVE(&ts->pending, m, plink);
-    ts->npending--;
     m->pending = false;
 }
 static inline void rl__tset_remove(rl__timerset *ts, rl__memb *m) {

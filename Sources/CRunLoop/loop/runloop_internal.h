@@ -144,8 +144,7 @@ typedef struct rl__timerset {
     /* Strict timers added since the order was last needed, linked through
      * their memberships' plink: adding writes the membership only, not the
      * array (rl_heap.c). */
-    TAILQ_HEAD(, rl__memb) pending;
-    size_t npending;
+    TAILQ_HEAD(, rl__memb) pending; /* no count: adding and removing a timer keep the mode's (rl__mode.counts) */
 } rl__timerset;
 
 struct rl__mode {
@@ -169,13 +168,22 @@ struct rl__mode {
     struct rl_membq observers; /* sorted by order */
     size_t nobservers;
     _Atomic RLOptionFlags observer_mask; /* read without the lock on the fast path */
-    /* How many sources and timers are in the mode, and of those timers:
-     * written under the loop lock (RLRunLoopMembership.c), read by the
-     * loop's thread without it, so that a pass asks "any timer?" and "is
-     * the mode empty?" without taking the lock (RLRunLoopRun.c). */
-    _Atomic uint32_t nitems, ntimers;
+    /* How many timers (the low 32 bits: one instruction moves the count)
+     * and sources (the high 32, RL__MODE_SOURCE_ONE each) are in the mode,
+     * in one word so that adding or removing a timer moves one count: written under the loop lock
+     * (RLRunLoopMembership.c), read by the loop's thread without it, so
+     * that a pass asks "any timer?" and "is the mode empty?" without taking
+     * the lock (RLRunLoopRun.c; rl__mode_empty, rl__mode_has_timers). */
+    _Atomic uint64_t counts;
     rl__timerset timers;
 };
+
+#define RL__MODE_SOURCE_ONE ((uint64_t)1 << 32)
+/* Whether m holds no source and no timer / some timer, by its counts. */
+static inline bool rl__mode_empty(rl__mode *m, memory_order mo) { return atomic_load_explicit(&m->counts, mo) == 0; }
+static inline bool rl__mode_has_timers(rl__mode *m, memory_order mo) {
+    return (uint32_t)atomic_load_explicit(&m->counts, mo) != 0;
+}
 
 /* The loop of membership m. */
 static inline RLRunLoopRef rl__memb_rl(const rl__memb *m) { return m->mode->rl; }
