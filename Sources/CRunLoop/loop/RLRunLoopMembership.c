@@ -822,33 +822,30 @@ bool RLRunLoopContainsSource(RLRunLoopRef rl, RLRunLoopSourceRef s, RLRunLoopMod
 }
 
 /* ---- a timer in the default mode: the hot path ----
- * Adding a timer at home in rl to rl's default mode, where rl looked last,
- * and taking it out again, the usual case (a timeout armed and cancelled),
+ * Adding a timer at home in rl to rl's default mode (rl->timer_mode), and
+ * taking it out again, the usual case (a timeout armed and cancelled),
  * is done by these with what it needs: no mode lookup by name, no claim,
  * no common-modes check, no defer list on the add. 0: not that case, and
  * nothing was done: the generic path does it (or fails as it must). The
  * loop lock held. */
 static inline bool add_timer_default_locked(RLRunLoopRef rl, struct RLRunLoopTimer *t) {
-    rl__mode *mode = rl->last_mode;
-    if (RL__UNLIKELY(!mode || !mode->is_default || atomic_load_explicit(&rl->dead, memory_order_relaxed) ||
-                     rl__home_get(t, RL_KIND_TIMER) != rl || !t->valid || t->multi || t->tolerant))
+    rl__mode *mode = rl->timer_mode; /* NULL: not made yet, or the loop is dead */
+    if (RL__UNLIKELY(!mode || rl__home_get(t, RL_KIND_TIMER) != rl || !t->valid || t->multi || t->tolerant))
         return false;
     rl__memb *m = rl__timer_inline_memb(t);
     if (t->inline_used)
         return m->mode == mode; /* there already: done (as add_locked) */
-    t->inline_used = true;
-    m->item = t;
-    m->kind = RL_KIND_TIMER;
+    t->inline_used = true; /* its item and kind were set at its creation */
     m->mode = mode;
-    (void)rl__tset_add(&mode->timers, m); /* strict: cannot fail; the reference is virtual */
+    rl__tset_add_strict(&mode->timers, m); /* checked above; the reference is virtual */
     mode_count(mode, RL_KIND_TIMER, +1);
     rl__rearm_for_added_timer(rl, mode, t);
     return true;
 }
 
 static inline bool remove_timer_default_locked(RLRunLoopRef rl, struct RLRunLoopTimer *t, rl__defer *d) {
-    rl__mode *mode = rl->last_mode;
-    if (RL__UNLIKELY(!mode || !mode->is_default || t->multi))
+    rl__mode *mode = rl->timer_mode;
+    if (RL__UNLIKELY(!mode || t->multi))
         return false;
     /* At home elsewhere, in no mode, or in another one: nothing to take out. */
     rl__memb *m = rl__timer_inline_memb(t);
@@ -929,16 +926,13 @@ bool RLRunLoopAddTimer(RLRunLoopRef rl, RLRunLoopTimerRef t, RLRunLoopMode mode)
         if (RL__UNLIKELY(rl__home_get(t, RL_KIND_TIMER) != rl))
             return add_timer_claim(rl, t);
         if (RL__LIKELY(rl__loop_lock_biased(rl))) {
-            rl__mode *m = rl->last_mode;
-            bool fast = m && m->is_default && !atomic_load_explicit(&rl->dead, memory_order_relaxed) && t->valid &&
-                        !t->multi && !t->tolerant && !t->inline_used;
+            rl__mode *m = rl->timer_mode; /* NULL: not made yet, or the loop is dead */
+            bool fast = m && t->valid && !t->multi && !t->tolerant && !t->inline_used;
             if (RL__LIKELY(fast)) {
                 rl__memb *im = rl__timer_inline_memb(t);
-                t->inline_used = true;
-                im->item = t;
-                im->kind = RL_KIND_TIMER;
+                t->inline_used = true; /* its item and kind were set at its creation */
                 im->mode = m;
-                (void)rl__tset_add(&m->timers, im); /* strict: inline, cannot fail; the reference is virtual */
+                rl__tset_add_strict(&m->timers, im); /* checked above; the reference is virtual */
                 mode_count(m, RL_KIND_TIMER, +1);
             }
             rl__loop_unlock_biased(rl);
@@ -959,13 +953,13 @@ static __attribute__((noinline, cold)) bool finalize_orphan(struct RLRunLoopTime
 bool RLRunLoopRemoveTimer(RLRunLoopRef rl, RLRunLoopTimerRef t, RLRunLoopMode mode) {
     if (RL__LIKELY(mode == kRLRunLoopDefaultMode && rl && rl == rl__tls && live(t, &rl__timer_class)) &&
         rl__loop_lock_biased(rl)) {
-        rl__mode *m = rl->last_mode;
+        rl__mode *m = rl->timer_mode;
         rl__memb *im = rl__timer_inline_memb(t);
         /* In the default mode by its inline membership, still pending (no
          * heap order yet), with a slot in the idle array if it needs one.
          * Its reference is virtual: nothing to drop, unless the timer is an
          * orphan (finalized after the unlock). */
-        bool fast = m && m->is_default && !t->multi && rl__home_get(t, RL_KIND_TIMER) == rl && t->inline_used &&
+        bool fast = m && !t->multi && rl__home_get(t, RL_KIND_TIMER) == rl && t->inline_used &&
                     im->mode == m && !im->lax && im->pending &&
                     (t->listed || rl->nhomed < rl->caphomed);
         bool orphan = false;

@@ -23,13 +23,17 @@ RL__HIDDEN bool rl__tset_add_slow(rl__timerset *ts, rl__memb *m);
 /* Files a new membership (pending: no heap order yet, see rl_heap.c).
  * The common case, a strict timer, is inline and cannot fail: it goes on
  * the pending list, a few stores into the membership. */
+/* A strict timer's (the caller checked: no tolerance). */
+static inline void rl__tset_add_strict(rl__timerset *ts, rl__memb *m) {
+    m->lax = false;
+    m->pending = true;
+    TAILQ_INSERT_TAIL(&ts->pending, m, plink);
+}
 static inline bool rl__tset_add(rl__timerset *ts, rl__memb *m) {
     const struct RLRunLoopTimer *t = m->item;
     if (RL__UNLIKELY(t->tolerant))
         return rl__tset_add_slow(ts, m);
-    m->lax = false;
-    m->pending = true;
-    TAILQ_INSERT_TAIL(&ts->pending, m, plink);
+    rl__tset_add_strict(ts, m);
     return true;
 }
 RL__HIDDEN void rl__tset_remove_slow(rl__timerset *ts, rl__memb *m);

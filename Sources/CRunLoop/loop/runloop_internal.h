@@ -710,6 +710,10 @@ struct RLRunLoop {
     rl__mode **modes;
     size_t nmodes, capmodes;
     rl__mode *last_mode; /* lookup cache */
+    /* The default mode while the loop is live (made, and the loop not torn
+     * down), else NULL: the timer hot paths' one look for "the default
+     * mode of a live loop" (RLRunLoopMembership.c). Under the lock. */
+    rl__mode *timer_mode;
     rl__common_name *common;
     size_t ncommon, capcommon;
     rl__citem *citems;
