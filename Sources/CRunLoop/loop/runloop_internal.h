@@ -792,9 +792,9 @@ struct RLRunLoop {
      * (a run nested in a callout waits with its own few); the loop's
      * modes that are common do not finish while empty (rl__loop_keep_alive). */
     bool ev_big_busy, keep_alive;
+    _Atomic bool timing_on; /* here, not by `timing`: no hole (the loop fits 1 KiB, test_loop_memory) */
     unsigned run_depth;
     double busy_from;
-    _Atomic bool timing_on;
     struct rl__loop_timing *_Atomic timing;
     struct rl__stats_base *stats_base;
 };
