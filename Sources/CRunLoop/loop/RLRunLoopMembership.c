@@ -956,22 +956,23 @@ bool RLRunLoopRemoveTimer(RLRunLoopRef rl, RLRunLoopTimerRef t, RLRunLoopMode mo
         rl__mode *m = rl->timer_mode;
         rl__memb *im = rl__timer_inline_memb(t);
         /* In the default mode by its inline membership, still pending (no
-         * heap order yet), with a slot in the idle array if it needs one.
-         * Its reference is virtual: nothing to drop, unless the timer is an
-         * orphan (finalized after the unlock). */
-        bool fast = m && !t->multi && rl__home_get(t, RL_KIND_TIMER) == rl && t->inline_used &&
-                    im->mode == m && !im->lax && im->pending &&
-                    (t->listed || rl->nhomed < rl->caphomed);
-        bool orphan = false;
+         * heap order yet: so strict, as only a strict one is ever pending,
+         * rl__tset_add_strict), and listed in the idle array already (its
+         * first removal, by the way above, lists it; it stays listed while
+         * at home). Its reference is virtual: nothing to drop, unless the
+         * timer is an orphan (finalized after the unlock). */
+        bool fast = m && !t->multi && t->inline_used && t->listed && rl__home_get(t, RL_KIND_TIMER) == rl &&
+                    im->mode == m && im->pending;
         if (RL__LIKELY(fast)) {
-            rl__tset_unlink_pending(&m->timers, im); /* checked above: strict and pending */
+            rl__tset_unlink_pending(&m->timers, im);
             mode_count(m, RL_KIND_TIMER, -1);
-            orphan = rl__timer_vref_drop_locked(t); /* inline_used = false */
-            (void)rl__homed_list(rl, t); /* room checked above */
+            bool orphan = rl__timer_vref_drop_locked(t); /* inline_used = false */
+            rl__loop_unlock_biased(rl);
+            if (RL__UNLIKELY(orphan))
+                return finalize_orphan(t);
+            return true;
         }
         rl__loop_unlock_biased(rl);
-        if (RL__LIKELY(fast))
-            return RL__UNLIKELY(orphan) ? finalize_orphan(t) : true;
     }
     return remove_timer(rl, t, mode);
 }
