@@ -50,6 +50,13 @@ typedef struct rl__mode rl__mode;
 typedef struct rl__memb rl__memb;
 typedef struct rl__defer rl__defer; /* work done after unlocking (rl_lock.h) */
 
+/* A link of a circular doubly linked list whose head is a link too (a
+ * timer set's pending list): inserting and unlinking take no branch, and
+ * unlinking needs no head. */
+typedef struct rl__ring {
+    struct rl__ring *next, *prev;
+} rl__ring;
+
 typedef enum rl__kind { RL_KIND_SOURCE = 0, RL_KIND_TIMER = 1, RL_KIND_OBSERVER = 2 } rl__kind;
 
 /* An item lock (see "locks" below). */
@@ -72,7 +79,7 @@ struct rl__memb {
      * carries one inline). */
     union {
         size_t hidx[2];                 /* timers: slots in the mode's heaps */
-        TAILQ_ENTRY(rl__memb) plink;     /* strict timers while `pending` */
+        rl__ring plink;                 /* strict timers while `pending` */
         TAILQ_ENTRY(rl__memb) ready_link; /* sources while `queued`: the mode's ready list */
     };
     rl__kind kind;
@@ -144,7 +151,7 @@ typedef struct rl__timerset {
     /* Strict timers added since the order was last needed, linked through
      * their memberships' plink: adding writes the membership only, not the
      * array (rl_heap.c). */
-    TAILQ_HEAD(, rl__memb) pending; /* no count: adding and removing a timer keep the mode's (rl__mode.counts) */
+    rl__ring pending; /* its head (never moved: a mode is not); no count: the mode keeps one (rl__mode.counts) */
 } rl__timerset;
 
 struct rl__mode {
