@@ -895,9 +895,13 @@ static __attribute__((noinline)) bool remove_timer(RLRunLoopRef rl, RLRunLoopTim
  * The usual case of the two above, done with the lock taken by the bias
  * alone (rl__loop_lock_biased) and nothing that could call out while
  * inside: whatever would (a sleeping or coalescing wait to re-arm, a timer
- * filed in the heap, the array of idle timers full, the membership's
- * reference the timer's last) is seen before anything changes, and the
- * call goes the way above instead. */
+ * filed in the heap, a timer not yet listed among the loop's idle ones)
+ * is seen before anything changes, and the call goes the way above
+ * instead; an orphan's finalization comes after the unlock. What is left
+ * (callgrind, static clang build, the caller's loop included): 104
+ * instructions an add+remove pair; 140 before the mode's one count word,
+ * the default-mode pointer (timer_mode), the initial-exec rl__tls and the
+ * pending ring. */
 
 /* The loop checks: rl is the calling thread's own loop (rl__tls: it
  * holds a reference, and a fork() child or a teardown clears it), so it
