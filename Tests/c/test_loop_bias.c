@@ -352,10 +352,68 @@ static void test_the_owners_hot_path_keeps_the_timer_rules(void **state) {
     assert_int_equal(rl__loop_biased(rl), rl__bias_usable());
 }
 
+/* Several timers through the owner's hot path, on a fresh loop: the
+ * pending list unlinks any of them (head, middle, tail), the mode's count
+ * follows (its last timer gone, the mode is empty), and the one left
+ * fires. */
+static int fired_mask;
+static void mark_timer(RLRunLoopTimerRef t, void *info) {
+    (void)t;
+    fired_mask |= (int)(intptr_t)info;
+}
+
+static void *several_timers_thread(void *arg) {
+    (void)arg;
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    stress s = {.rl = rl};
+    for (int i = 0; i < 1000; i++)
+        crit(&s); /* biased where the process may bias */
+    RLRunLoopTimerRef t[4];
+    for (int i = 0; i < 4; i++) {
+        RLRunLoopTimerContext c = {0};
+        c.info = (void *)(intptr_t)(1 << i);
+        t[i] = RLRunLoopTimerCreate(NULL, RLAbsoluteTimeGetCurrent() - 1, 0, 0, 0, mark_timer, &c);
+        assert_non_null(t[i]);
+        assert_true(RLRunLoopAddTimer(rl, t[i], kRLRunLoopDefaultMode)); /* claimed, then listed as idle */
+        assert_true(RLRunLoopRemoveTimer(rl, t[i], kRLRunLoopDefaultMode));
+    }
+    assert_true(RLRunLoopIsFinished(rl, kRLRunLoopDefaultMode));
+    for (int i = 0; i < 4; i++)
+        assert_true(RLRunLoopAddTimer(rl, t[i], kRLRunLoopDefaultMode));
+    assert_false(RLRunLoopIsFinished(rl, kRLRunLoopDefaultMode));
+    assert_true(RLRunLoopRemoveTimer(rl, t[1], kRLRunLoopDefaultMode)); /* the middle */
+    assert_true(RLRunLoopRemoveTimer(rl, t[0], kRLRunLoopDefaultMode)); /* the head */
+    assert_true(RLRunLoopRemoveTimer(rl, t[3], kRLRunLoopDefaultMode)); /* the tail */
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(RLRunLoopContainsTimer(rl, t[i], kRLRunLoopDefaultMode), i == 2);
+    assert_false(RLRunLoopIsFinished(rl, kRLRunLoopDefaultMode));
+    fired_mask = 0;
+    assert_int_equal(RLRunLoopRunInMode(kRLRunLoopDefaultMode, 0, false), kRLRunLoopRunTimedOut);
+    assert_int_equal(fired_mask, 1 << 2);
+    assert_false(RLRunLoopTimerIsValid(t[2])); /* a one-shot: invalidated by its fire, and out of the mode */
+    assert_int_equal(RLRunLoopRunInMode(kRLRunLoopDefaultMode, 0, false), kRLRunLoopRunFinished);
+    /* Added again after the loop filed and fired timers: the same rules. */
+    assert_true(RLRunLoopAddTimer(rl, t[0], kRLRunLoopDefaultMode));
+    assert_true(RLRunLoopRemoveTimer(rl, t[0], kRLRunLoopDefaultMode));
+    assert_int_equal(RLRunLoopRunInMode(kRLRunLoopDefaultMode, 0, false), kRLRunLoopRunFinished);
+    assert_int_equal(fired_mask, 1 << 2);
+    for (int i = 0; i < 4; i++)
+        assert_true(RLRelease(t[i]));
+    return NULL;
+}
+
+static void test_the_owners_hot_path_unlinks_any_of_several_timers(void **state) {
+    (void)state;
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, several_timers_thread, NULL), 0);
+    assert_int_equal(pthread_join(th, NULL), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_the_owner_alone_biases_its_lock_and_another_thread_revokes_it),
         cmocka_unit_test(test_the_owners_hot_path_keeps_the_timer_rules),
+        cmocka_unit_test(test_the_owners_hot_path_unlinks_any_of_several_timers),
         cmocka_unit_test(test_no_two_threads_inside_with_one_other_thread),
         cmocka_unit_test(test_no_two_threads_inside_with_two_other_threads),
         cmocka_unit_test(test_no_two_threads_inside_with_three_other_threads),

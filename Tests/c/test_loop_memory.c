@@ -482,7 +482,7 @@ static void worker_loop_items(void *arg) {
     RLRunLoopRef rl = RLRunLoopGetCurrent();
     rl__loop_lock(rl);
     rl__mode *m = rl__mode_find(rl, kRLRunLoopDefaultMode);
-    *n = m ? atomic_load(&m->nitems) : 99;
+    *n = m ? (size_t)atomic_load(&m->counts) : 99;
     rl__loop_unlock(rl);
     *(n + 1) = RLRunLoopIsFinished(rl, kRLRunLoopDefaultMode);
 }

@@ -369,6 +369,7 @@ static void loop_teardown(RLRunLoopRef rl) {
     rl__defer_init(&d);
     rl__loop_lock(rl);
     atomic_store(&rl->dead, true);
+    rl->timer_mode = NULL; /* the timer hot paths take the generic way, which sees `dead` */
     rl__memberships_clear_locked(rl, &d);
     rl__loop_unlock(rl);
     rl__defer_run(&d);

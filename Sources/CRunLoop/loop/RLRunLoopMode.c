@@ -76,6 +76,8 @@ rl__mode *rl__mode_new(RLRunLoopRef rl, const char *name, const char *fn) {
     if (c)
         m->common = true;
     rl->modes[rl->nmodes++] = m;
+    if (is_default && !atomic_load_explicit(&rl->dead, memory_order_relaxed))
+        rl->timer_mode = m;
     return m;
 }
 

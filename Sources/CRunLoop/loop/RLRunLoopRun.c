@@ -83,14 +83,14 @@ int rl__loop_poll_fd_for_tests(RLRunLoopRef rl) { return rl->kern.epfd; }
  * worker's loop kept alive is never empty in its common modes
  * (rl__loop_keep_alive). The loop lock held. */
 static bool mode_has_no_items(RLRunLoopRef rl, rl__mode *m) {
-    return atomic_load_explicit(&m->nitems, memory_order_relaxed) == 0 && !(rl->keep_alive && m->common) &&
+    return rl__mode_empty(m, memory_order_relaxed) && !(rl->keep_alive && m->common) &&
            !rl__mainq_in_mode(rl, m);
 }
 
 /* mode_has_no_items at a pass's end, on the loop's thread: the count
  * without the lock; the main queue's part (the main loop only) under it. */
 static inline bool mode_looks_empty(RLRunLoopRef rl, rl__mode *m) {
-    if (atomic_load_explicit(&m->nitems, memory_order_acquire) != 0 || (rl->keep_alive && m->common))
+    if (!rl__mode_empty(m, memory_order_acquire) || (rl->keep_alive && m->common))
         return false;
     if (RL__LIKELY(!rl->mainq))
         return true;
@@ -386,10 +386,10 @@ static __attribute__((noinline)) void fire_due_timers(RLRunLoopRef rl, rl__mode 
 /* Every pass, and most have no timer in their mode (an fd's wake-up): the
  * look is inline, the work out of line. */
 static inline __attribute__((always_inline)) void do_timers(RLRunLoopRef rl, rl__mode *m) {
-    /* Without the lock (rl__mode.ntimers): a timer added on this thread is
+    /* Without the lock (rl__mode.counts): a timer added on this thread is
      * counted; one another thread adds now wakes the loop for the next
      * pass. No lock and no clock read for a mode without timers. */
-    if (atomic_load_explicit(&m->ntimers, memory_order_acquire) == 0)
+    if (!rl__mode_has_timers(m, memory_order_acquire))
         return;
     rl__loop_lock(rl);
     fire_due_timers(rl, m);

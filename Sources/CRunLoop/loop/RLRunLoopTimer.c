@@ -160,6 +160,10 @@ RLRunLoopTimerRef RLRunLoopTimerCreate(RLAllocatorRef allocator, RLAbsoluteTime 
     struct RLRunLoopTimer *t = rl__object_alloc_packed(&rl__timer_class, sizeof *t, fn);
     if (!t)
         return NULL;
+    /* Its inline membership's item and kind never change: set once here,
+     * so that the hot paths of adding it (RLRunLoopMembership.c) skip them. */
+    rl__timer_inline_memb(t)->item = t;
+    rl__timer_inline_memb(t)->kind = RL_KIND_TIMER;
     t->fire_date = clamp_date(fireDate);
     interval = interval > 0 ? (interval > RL_FAR_FUTURE ? RL_FAR_FUTURE : interval) : 0;
     const void *(*retain)(const void *) = context ? context->retain : NULL;

@@ -191,8 +191,7 @@ void rl__tset_init(rl__timerset *ts) {
     heap_init(&ts->strict, 0, 0);
     heap_init(&ts->lax_fire, 0, 0);
     heap_init(&ts->lax_deadline, 1, 1);
-    TAILQ_INIT(&ts->pending);
-    ts->npending = 0;
+    ts->pending.next = ts->pending.prev = &ts->pending;
 }
 
 /* Moves the pending strict timers into the strict array (as its pending
@@ -215,16 +214,17 @@ static __attribute__((noinline)) void heap_grow(rl__heap *h, size_t need) {
 
 static void tset_unlist(rl__timerset *ts) {
     rl__heap *h = &ts->strict;
-    if (ts->npending == 0)
+    if (rl__pending_empty(ts))
         return;
-    size_t need = h->n + ts->npending;
+    size_t need = h->n;
+    rl__memb *m;
+    RL__PENDING_FOREACH(m, ts)
+        need++;
     if (need > h->cap)
         heap_grow(h, need);
-    rl__memb *m;
-    while (h->n < h->cap && (m = TAILQ_FIRST(&ts->pending)) != NULL) {
-        TAILQ_REMOVE(&ts->pending, m, plink);
-        ts->npending--;
-        m->pending = false;
+    while (h->n < h->cap && !rl__pending_empty(ts)) {
+        m = rl__pending_memb(ts->pending.next);
+        rl__tset_unlink_pending(ts, m);
         hset(h, h->n++, hentry(h, m));
     }
 }
@@ -234,7 +234,7 @@ static void tset_unlist(rl__timerset *ts) {
 static bool pending_min(const rl__timerset *ts, double *date) {
     bool any = false;
     rl__memb *m;
-    TAILQ_FOREACH(m, &ts->pending, plink) {
+    RL__PENDING_FOREACH(m, ts) {
         double d = ((const struct RLRunLoopTimer *)m->item)->fire_date;
         if (!any || d < *date)
             *date = d;
@@ -256,7 +256,9 @@ void rl__tset_free(rl__timerset *ts) {
     rl__tset_init(ts);
 }
 
-static size_t tset_count(const rl__timerset *ts) { return ts->strict.n + ts->npending + ts->lax_fire.n; }
+static bool tset_empty(const rl__timerset *ts) {
+    return ts->strict.n == 0 && rl__pending_empty(ts) && ts->lax_fire.n == 0;
+}
 
 bool rl__tset_add_slow(rl__timerset *ts, rl__memb *m) {
     m->lax = ((struct RLRunLoopTimer *)m->item)->tolerant;
@@ -275,8 +277,7 @@ bool rl__tset_add_slow(rl__timerset *ts, rl__memb *m) {
 void rl__tset_remove_slow(rl__timerset *ts, rl__memb *m) {
     if (!m->lax) {
         if (m->pending) {
-            TAILQ_REMOVE(&ts->pending, m, plink);
-            ts->npending--;
+            rl__tset_unlink_pending(ts, m);
             m->pending = false;
         } else {
             heap_remove(&ts->strict, m);
@@ -310,8 +311,8 @@ bool rl__tset_update(rl__timerset *ts, rl__memb *m) {
 }
 
 rl__memb *rl__tset_any(const rl__timerset *ts) {
-    if (ts->npending)
-        return TAILQ_FIRST(&ts->pending);
+    if (!rl__pending_empty(ts))
+        return rl__pending_memb(ts->pending.next);
     if (ts->strict.n)
         return ts->strict.a[ts->strict.n - 1].m;
     if (ts->lax_fire.n)
@@ -365,7 +366,7 @@ static void heap_min_idle(const rl__heap *h, size_t i, bool *any, double *date) 
 bool rl__tset_earliest_fire(rl__timerset *ts, double *date) { return tset_min(ts, &ts->lax_fire, date); }
 
 bool rl__tset_earliest_deadline(rl__timerset *ts, double *date) {
-    if (tset_count(ts) == 0)
+    if (tset_empty(ts))
         return false; /* asked before every wait: a mode without timers costs nothing */
     tset_unlist(ts);
     heap_fold(&ts->strict);
@@ -374,7 +375,7 @@ bool rl__tset_earliest_deadline(rl__timerset *ts, double *date) {
     heap_min_idle(&ts->strict, 0, &any, date);
     heap_min_idle(&ts->lax_deadline, 0, &any, date);
     rl__memb *m;
-    TAILQ_FOREACH(m, &ts->pending, plink) { /* empty unless memory ran out */
+    RL__PENDING_FOREACH(m, ts) { /* empty unless memory ran out */
         double d = ((const struct RLRunLoopTimer *)m->item)->fire_date;
         if (!is_firing(m) && (!any || d < *date)) {
             *date = d;
@@ -391,7 +392,7 @@ void rl__tset_collect_due(rl__timerset *ts, RLAbsoluteTime now, rl__memb ***out,
     heap_collect(&ts->strict, 0, now, out, n, cap);
     heap_collect(&ts->lax_fire, 0, now, out, n, cap);
     rl__memb *m;
-    TAILQ_FOREACH(m, &ts->pending, plink) { /* empty unless memory ran out */
+    RL__PENDING_FOREACH(m, ts) { /* empty unless memory ran out */
         if (((const struct RLRunLoopTimer *)m->item)->fire_date <= now && !out_push(m, out, n, cap))
             break;
     }

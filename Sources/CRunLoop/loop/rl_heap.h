@@ -23,14 +23,32 @@ RL__HIDDEN bool rl__tset_add_slow(rl__timerset *ts, rl__memb *m);
 /* Files a new membership (pending: no heap order yet, see rl_heap.c).
  * The common case, a strict timer, is inline and cannot fail: it goes on
  * the pending list, a few stores into the membership. */
+/* The pending list (rl__timerset.pending): the membership of a link;
+ * whether it is empty; each membership on it, in order (none unlinked on
+ * the way). */
+static inline rl__memb *rl__pending_memb(rl__ring *r) {
+    return (rl__memb *)(void *)((char *)r - offsetof(rl__memb, plink));
+}
+static inline bool rl__pending_empty(const rl__timerset *ts) { return ts->pending.next == &ts->pending; }
+#define RL__PENDING_FOREACH(m, ts)                                                                                     \
+    for (rl__ring *rl__r_ = (ts)->pending.next; rl__r_ != &(ts)->pending && ((m) = rl__pending_memb(rl__r_), 1);  \
+         rl__r_ = rl__r_->next)
+
+/* A strict timer's (the caller checked: no tolerance): at the list's tail. */
+static inline void rl__tset_add_strict(rl__timerset *ts, rl__memb *m) {
+    m->lax = false;
+    m->pending = true;
+    rl__ring *head = &ts->pending, *last = head->prev;
+    m->plink.next = head;
+    m->plink.prev = last;
+    last->next = &m->plink;
+    head->prev = &m->plink;
+}
 static inline bool rl__tset_add(rl__timerset *ts, rl__memb *m) {
     const struct RLRunLoopTimer *t = m->item;
     if (RL__UNLIKELY(t->tolerant))
         return rl__tset_add_slow(ts, m);
-    m->lax = false;
-    m->pending = true;
-    TAILQ_INSERT_TAIL(&ts->pending, m, plink);
-    ts->npending++;
+    rl__tset_add_strict(ts, m);
     return true;
 }
 RL__HIDDEN void rl__tset_remove_slow(rl__timerset *ts, rl__memb *m);
@@ -38,8 +56,10 @@ RL__HIDDEN void rl__tset_remove_slow(rl__timerset *ts, rl__memb *m);
  * (added and removed before the loop looked), is inline: an unlink
  * (rl__tset_unlink_pending, for a caller that checked both already). */
 static inline void rl__tset_unlink_pending(rl__timerset *ts, rl__memb *m) {
-    TAILQ_REMOVE(&ts->pending, m, plink);
-    ts->npending--;
+    (void)ts;
+    rl__ring *next = m->plink.next, *prev = m->plink.prev;
+    next->prev = prev;
+    prev->next = next;
     m->pending = false;
 }
 static inline void rl__tset_remove(rl__timerset *ts, rl__memb *m) {

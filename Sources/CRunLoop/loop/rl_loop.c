@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-__thread RLRunLoopRef rl__tls;
+__thread RLRunLoopRef rl__tls __attribute__((tls_model("initial-exec"))); /* see rl_loop.h */
 
 static void loop_finalize(void *obj);
 static char *describe_loop(const void *obj);

@@ -32,7 +32,13 @@ static inline bool rl__check_loop(RLRunLoopRef rl, const char *fn) {
  * this is set), NULL before RLRunLoopGetCurrent and after teardown. Set by
  * the per-thread storage (RLRunLoop.c); read by the item locks and loop
  * sets (rl_lock.c), for which the caller's own loop cannot go away. */
-RL__HIDDEN extern __thread RLRunLoopRef rl__tls;
+/* Initial-exec: every timer add and remove and every loop lock compares
+ * with it, and in libcrunloop.so the TLS descriptor (the Makefile's
+ * -mtls-dialect=gnu2) made each read a call, with a stack frame around it
+ * in the hot paths that make no other call. One pointer of static TLS,
+ * which glibc's surplus holds even when the library is loaded by dlopen;
+ * the library's other thread-local variables keep their model. */
+RL__HIDDEN extern __thread RLRunLoopRef rl__tls __attribute__((tls_model("initial-exec")));
 
 /* A worker thread's loop (perform/RLWorkerThread.c): while on, its common
  * modes do not finish when empty (RLRunLoopRun.c's empty checks), as if a

@@ -50,6 +50,13 @@ typedef struct rl__mode rl__mode;
 typedef struct rl__memb rl__memb;
 typedef struct rl__defer rl__defer; /* work done after unlocking (rl_lock.h) */
 
+/* A link of a circular doubly linked list whose head is a link too (a
+ * timer set's pending list): inserting and unlinking take no branch, and
+ * unlinking needs no head. */
+typedef struct rl__ring {
+    struct rl__ring *next, *prev;
+} rl__ring;
+
 typedef enum rl__kind { RL_KIND_SOURCE = 0, RL_KIND_TIMER = 1, RL_KIND_OBSERVER = 2 } rl__kind;
 
 /* An item lock (see "locks" below). */
@@ -72,7 +79,7 @@ struct rl__memb {
      * carries one inline). */
     union {
         size_t hidx[2];                 /* timers: slots in the mode's heaps */
-        TAILQ_ENTRY(rl__memb) plink;     /* strict timers while `pending` */
+        rl__ring plink;                 /* strict timers while `pending` */
         TAILQ_ENTRY(rl__memb) ready_link; /* sources while `queued`: the mode's ready list */
     };
     rl__kind kind;
@@ -144,8 +151,7 @@ typedef struct rl__timerset {
     /* Strict timers added since the order was last needed, linked through
      * their memberships' plink: adding writes the membership only, not the
      * array (rl_heap.c). */
-    TAILQ_HEAD(, rl__memb) pending;
-    size_t npending;
+    rl__ring pending; /* its head (never moved: a mode is not); no count: the mode keeps one (rl__mode.counts) */
 } rl__timerset;
 
 struct rl__mode {
@@ -169,13 +175,22 @@ struct rl__mode {
     struct rl_membq observers; /* sorted by order */
     size_t nobservers;
     _Atomic RLOptionFlags observer_mask; /* read without the lock on the fast path */
-    /* How many sources and timers are in the mode, and of those timers:
-     * written under the loop lock (RLRunLoopMembership.c), read by the
-     * loop's thread without it, so that a pass asks "any timer?" and "is
-     * the mode empty?" without taking the lock (RLRunLoopRun.c). */
-    _Atomic uint32_t nitems, ntimers;
+    /* How many timers (the low 32 bits: one instruction moves the count)
+     * and sources (the high 32, RL__MODE_SOURCE_ONE each) are in the mode,
+     * in one word so that adding or removing a timer moves one count: written under the loop lock
+     * (RLRunLoopMembership.c), read by the loop's thread without it, so
+     * that a pass asks "any timer?" and "is the mode empty?" without taking
+     * the lock (RLRunLoopRun.c; rl__mode_empty, rl__mode_has_timers). */
+    _Atomic uint64_t counts;
     rl__timerset timers;
 };
+
+#define RL__MODE_SOURCE_ONE ((uint64_t)1 << 32)
+/* Whether m holds no source and no timer / some timer, by its counts. */
+static inline bool rl__mode_empty(rl__mode *m, memory_order mo) { return atomic_load_explicit(&m->counts, mo) == 0; }
+static inline bool rl__mode_has_timers(rl__mode *m, memory_order mo) {
+    return (uint32_t)atomic_load_explicit(&m->counts, mo) != 0;
+}
 
 /* The loop of membership m. */
 static inline RLRunLoopRef rl__memb_rl(const rl__memb *m) { return m->mode->rl; }
@@ -702,6 +717,10 @@ struct RLRunLoop {
     rl__mode **modes;
     size_t nmodes, capmodes;
     rl__mode *last_mode; /* lookup cache */
+    /* The default mode while the loop is live (made, and the loop not torn
+     * down), else NULL: the timer hot paths' one look for "the default
+     * mode of a live loop" (RLRunLoopMembership.c). Under the lock. */
+    rl__mode *timer_mode;
     rl__common_name *common;
     size_t ncommon, capcommon;
     rl__citem *citems;
@@ -780,9 +799,9 @@ struct RLRunLoop {
      * (a run nested in a callout waits with its own few); the loop's
      * modes that are common do not finish while empty (rl__loop_keep_alive). */
     bool ev_big_busy, keep_alive;
+    _Atomic bool timing_on; /* here, not by `timing`: no hole (the loop fits 1 KiB, test_loop_memory) */
     unsigned run_depth;
     double busy_from;
-    _Atomic bool timing_on;
     struct rl__loop_timing *_Atomic timing;
     struct rl__stats_base *stats_base;
 };
