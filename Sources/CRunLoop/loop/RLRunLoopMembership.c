@@ -395,6 +395,8 @@ static void remove_memb_as_locked(rl__memb *m, void *cancel_for, rl__defer *d) {
         mode->nsources--;
         mode_count(mode, RL_KIND_SOURCE, -1);
         rl__ready_unlink(m);
+        if (s->has_ctx && s->tail[0].inbox_rl == rl && !item_in_loop(s, RL_KIND_SOURCE, rl))
+            rl__inbox_detach(rl, s); /* the inbox holds no reference: it leaves with its last membership */
         if (s->fdobj) {
             if (!item_in_loop(s, RL_KIND_SOURCE, rl))
                 rl__fd_unregister(rl, s);

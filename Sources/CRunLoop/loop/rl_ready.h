@@ -18,6 +18,15 @@ RL__HIDDEN void rl__ready_unlink(rl__memb *m);
  * lists, one loop lock at a time. No lock held. */
 RL__HIDDEN bool rl__source_signal(struct RLRunLoopSource *s);
 
+/* Moves rl's inbox (rl_ready.c: sources other threads signalled) onto its
+ * modes' ready lists, oldest first. rl locked, no item lock held. */
+RL__HIDDEN void rl__inbox_drain(RLRunLoopRef rl);
+/* Whether rl's inbox may hold sources: the pass's look, with no lock. */
+static inline bool rl__inbox_any(RLRunLoopRef rl) { return atomic_load(&rl->inbox) != NULL; }
+/* Takes s off rl's inbox, the rest kept in order: s's last membership in rl
+ * goes. rl locked, s's item lock held, s on rl's inbox. */
+RL__HIDDEN void rl__inbox_detach(RLRunLoopRef rl, struct RLRunLoopSource *s);
+
 /* Whether s is signalled already, its perform not begun: a signal then has
  * nothing to do (a producer that signals faster than the loop performs,
  * the guide's pattern), and writes nothing to the source's line, which the

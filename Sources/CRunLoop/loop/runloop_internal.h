@@ -190,6 +190,11 @@ struct RLFileDescriptor;
  * ends before (see below). */
 typedef struct rl__source_tail {
     struct rl__memb *inline_snext;
+    /* Its place on a loop's inbox of signals from other threads (rl_ready.c):
+     * the loop (NULL: on none) and the source after it there. The item lock;
+     * in the line a cross-thread signal writes anyway, not the context's. */
+    struct RLRunLoop *inbox_rl;
+    struct RLRunLoopSource *inbox_next;
     RLRunLoopSourceContext ctx;
     RLHashCode hash; /* ctx.hash(info), or info: computed once, at creation */
 } rl__source_tail;
@@ -687,6 +692,11 @@ struct RLRunLoop {
     _Atomic int coalescing; /* in rl__sleep_unless_woken: a wake-up ends it (futex on wake_pending) */
     _Atomic int waker_cpu; /* the CPU of the last wake-up that counted; -1: none yet */
     _Atomic int cpu;       /* the CPU the loop last went to wait on; -1: none yet */
+    /* The inbox (rl_ready.c): sources signalled by other threads, newest
+     * first, not on their modes' ready lists yet. Beside wake_pending: a
+     * producer that signals and wakes writes this one line, which the loop
+     * reads once a pass. */
+    struct RLRunLoopSource *_Atomic inbox;
     rl__spin spin;         /* how long the loop spins for a wake-up before it sleeps */
     char pad1[RL_LINE];
 
