@@ -10,11 +10,17 @@
 #include "testutil.h"
 #include "trace.h"
 
+#include "rl_lock.h" /* rl__loop_biased */
+
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+RL__HIDDEN extern _Atomic unsigned long rl__bias_revokes;
 
 static void perform_tr(void *info) { rl_trace_add((const char *)info); }
 
@@ -162,6 +168,146 @@ static void test_signal_kept_for_the_mode_joined_next(void **state) {
     drop(all, 2);
 }
 
+static void test_other_threads_signals_leave_the_loop_lock_biased(void **state) {
+    /* They take no loop lock, so they do not revoke its owner bias (the
+     * owner's passes then take it with no atomic operation). */
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    RLRunLoopSourceRef a = make("A");
+    assert_true(RLRunLoopAddSource(rl, a, "Bias"));
+    for (int i = 0; i < 200; i++)
+        RLRunLoopRunInMode("Bias", 0, false);
+    assert_int_equal(rl__loop_biased(rl), rl__bias_usable());
+    unsigned long before = atomic_load(&rl__bias_revokes);
+    for (int i = 0; i < 50; i++) {
+        signal_from_thread((signaller){{a}, 1});
+        RLRunLoopRunInMode("Bias", 0, false);
+    }
+    assert_int_equal(atomic_load(&rl__bias_revokes), before);
+    assert_int_equal(rl__loop_biased(rl), rl__bias_usable());
+    assert_int_equal(strlen(rl_trace_get()), 50 * 2 - 1); /* "A A ... A": 50 performs */
+    /* Signalled from another thread after leaving its only loop: it keeps
+     * the signal (performed once it is back), and its last release frees
+     * it (ASan would see a loop's inbox still pointing at it). */
+    rl_trace_clear();
+    assert_true(RLRunLoopRemoveSource(rl, a, "Bias"));
+    signal_from_thread((signaller){{a}, 1});
+    RLRunLoopRunInMode("Bias", 0, false);
+    assert_trace("");
+    assert_true(RLRunLoopAddSource(rl, a, "Bias"));
+    RLRunLoopRunInMode("Bias", 0, false);
+    assert_trace("A");
+    assert_true(RLRunLoopRemoveSource(rl, a, "Bias"));
+    releases = 0;
+    signal_from_thread((signaller){{a}, 1});
+    RLRelease(a);
+    assert_int_equal(releases, 1);
+    RLRunLoopRunInMode("Bias", 0, false);
+}
+
+/* ---- a source that moves between loops ---- */
+
+typedef struct {
+    _Atomic(RLRunLoopRef) rl;
+    _Atomic bool stop;
+} loop_thread;
+
+
+/* Runs its own loop in mode "B" until told to stop. */
+static void *run_b(void *arg) {
+    loop_thread *lt = arg;
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    /* A source of its own keeps the mode from being empty. */
+    RLRunLoopSourceContext c = {0};
+    RLRunLoopSourceRef keep = RLRunLoopSourceCreate(NULL, 0, &c);
+    RLRunLoopAddSource(rl, keep, "B");
+    atomic_store(&lt->rl, rl);
+    while (!atomic_load(&lt->stop))
+        RLRunLoopRunInMode("B", 0.01, false);
+    RLRunLoopSourceInvalidate(keep);
+    RLRelease(keep);
+    return NULL;
+}
+
+static void *signal_from(void *arg) {
+    RLRunLoopSourceRef s = arg;
+    RLRunLoopSourceSignal(s);
+    return NULL;
+}
+
+static _Atomic long performs_a, performs_b;
+static RLRunLoopRef a_loop;
+
+/* Runs this thread's loop in "A" (or sleeps, when "A" is empty) until *v
+ * reaches want; a generous limit. */
+static bool wait_for(_Atomic long *v, long want) {
+    double limit = RLAbsoluteTimeGetCurrent() + 20;
+    while (atomic_load(v) < want && RLAbsoluteTimeGetCurrent() < limit)
+        if (RLRunLoopRunInMode("A", 0.001, false) == kRLRunLoopRunFinished)
+            usleep(100);
+    return atomic_load(v) >= want;
+}
+
+static void perform_by_loop(void *info) {
+    (void)info;
+    atomic_fetch_add(RLRunLoopGetCurrent() == a_loop ? &performs_a : &performs_b, 1);
+}
+
+static void test_source_moving_between_loops(void **state) {
+    a_loop = RLRunLoopGetCurrent();
+    atomic_store(&performs_a, 0);
+    atomic_store(&performs_b, 0);
+    loop_thread lt = {0};
+    pthread_t tb;
+    assert_int_equal(pthread_create(&tb, NULL, run_b, &lt), 0);
+    RLRunLoopRef b;
+    while ((b = atomic_load(&lt.rl)) == NULL)
+        sched_yield();
+    RLRunLoopSourceContext c = {0};
+    c.perform = perform_by_loop;
+    RLRunLoopSourceRef s = RLRunLoopSourceCreate(NULL, 0, &c);
+    assert_non_null(s);
+    /* Ours only, signalled from another thread: performed here. */
+    assert_true(RLRunLoopAddSource(a_loop, s, "A"));
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, signal_from, s), 0);
+    pthread_join(t, NULL);
+    assert_true(wait_for(&performs_a, 1));
+    /* In both loops: performed once, by one of them. */
+    assert_true(RLRunLoopAddSource(b, s, "B"));
+    assert_int_equal(pthread_create(&t, NULL, signal_from, s), 0);
+    pthread_join(t, NULL);
+    RLRunLoopWakeUp(b);
+    double limit = RLAbsoluteTimeGetCurrent() + 20;
+    while (atomic_load(&performs_a) + atomic_load(&performs_b) < 2 && RLAbsoluteTimeGetCurrent() < limit)
+        RLRunLoopRunInMode("A", 0.001, false);
+    usleep(2000); /* a second perform, were there one, would come now */
+    assert_int_equal(atomic_load(&performs_a) + atomic_load(&performs_b), 2);
+    /* Left ours: the other loop alone performs it, from now on. */
+    assert_true(RLRunLoopRemoveSource(a_loop, s, "A"));
+    long before_a = atomic_load(&performs_a), before_b = atomic_load(&performs_b);
+    for (int i = 0; i < 20; i++) {
+        assert_int_equal(pthread_create(&t, NULL, signal_from, s), 0);
+        pthread_join(t, NULL);
+        RLRunLoopWakeUp(b);
+        assert_true(wait_for(&performs_b, before_b + i + 1));
+    }
+    RLRunLoopRunInMode("A", 0, false);
+    assert_int_equal(atomic_load(&performs_a), before_a);
+    /* Back to ours only: performed here again. */
+    assert_true(RLRunLoopAddSource(a_loop, s, "A"));
+    assert_true(RLRunLoopRemoveSource(b, s, "B"));
+    for (int i = 0; i < 20; i++) {
+        assert_int_equal(pthread_create(&t, NULL, signal_from, s), 0);
+        pthread_join(t, NULL);
+        assert_true(wait_for(&performs_a, before_a + i + 1));
+    }
+    atomic_store(&lt.stop, true);
+    RLRunLoopWakeUp(b);
+    pthread_join(tb, NULL);
+    RLRunLoopSourceInvalidate(s);
+    RLRelease(s);
+}
+
 /* ---- producers at full speed while the loop removes and invalidates ---- */
 
 enum { STRESS_ROUNDS = 300, STRESS_PRODUCERS = 2, STRESS_SLOTS = 4 };
@@ -276,6 +422,8 @@ int main(void) {
         cmocka_unit_test_setup(test_signal_order_with_a_source_in_two_modes, rl_trace_setup),
         cmocka_unit_test_setup(test_removed_before_the_pass, rl_trace_setup),
         cmocka_unit_test_setup(test_signal_kept_for_the_mode_joined_next, rl_trace_setup),
+        cmocka_unit_test_setup(test_other_threads_signals_leave_the_loop_lock_biased, rl_trace_setup),
+        cmocka_unit_test(test_source_moving_between_loops),
         cmocka_unit_test(test_producers_race_removal_and_invalidation),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

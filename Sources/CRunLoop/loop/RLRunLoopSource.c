@@ -63,6 +63,7 @@ RLRunLoopSourceRef RLRunLoopSourceCreate(RLAllocatorRef allocator, RLIndex order
     s->tail[0].ctx = *context;
     s->tail[0].inbox_rl = NULL;
     s->tail[0].inbox_next = NULL;
+    s->tail[0].home = NULL;
     s->valid = true;
     s->membs.first = NULL;
     RLRunLoopSourceContext *c = &s->tail[0].ctx;

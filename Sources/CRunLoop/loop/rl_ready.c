@@ -125,41 +125,44 @@ void rl__inbox_detach(RLRunLoopRef rl, struct RLRunLoopSource *s) {
     }
 }
 
-/* The loops are noted under the source's item lock and visited after it,
- * each under its own lock (its inbox drained first: what other threads
- * signalled before goes first) and then the item lock again (its
- * memberships there may have changed meanwhile: a loop the source has left
- * has none to push; a loop it joins meanwhile sees `signalled` when it adds
- * it, rl_add_locked). */
-bool rl__source_signal(struct RLRunLoopSource *s) {
-    /* Its caller found it not signalled (rl__source_signalled_already),
-     * but another signal may have come meanwhile: the lock says. */
+void rl__source_home_recompute(struct RLRunLoopSource *s) {
+    RLRunLoopRef h = NULL;
+    rl__memb *m;
+    RL_ITEMQ_FOREACH(m, &s->membs) {
+        RLRunLoopRef r = rl__memb_rl(m);
+        if (h && h != r) {
+            h = RL__HOME_MANY;
+            break;
+        }
+        h = r;
+    }
+    s->tail[0].home = h;
+}
+
+/* The one loop s is in, NULL if none or several. Its item lock held. */
+static inline RLRunLoopRef source_one_loop(struct RLRunLoopSource *s) {
+    if (RL__LIKELY(s->has_ctx)) {
+        RLRunLoopRef h = s->tail[0].home;
+        return h == RL__HOME_MANY ? NULL : h;
+    }
+    rl__memb *first = RL_ITEMQ_FIRST(&s->membs), *m;
+    RLRunLoopRef one = first ? rl__memb_rl(first) : NULL;
+    for (m = first; m && one; m = RL_ITEMQ_NEXT(m))
+        if (rl__memb_rl(m) != one)
+            one = NULL;
+    return one;
+}
+
+/* The general way, s signalled now: its loops are noted under its item
+ * lock (held on entry, released here) and visited after it, each under its
+ * own lock (its inbox drained first: what other threads signalled before
+ * goes first) and then the item lock again (its memberships there may have
+ * changed meanwhile: a loop the source has left has none to push; a loop
+ * it joins meanwhile sees `signalled` when it adds it, rl_add_locked). */
+static __attribute__((noinline)) void signal_each_loop(struct RLRunLoopSource *s) {
     rl__loopset ls;
     rl__loopset_init(&ls);
-    rl__olock_lock(&s->lock);
-    bool ok = s->valid;
-    if (ok && !s->signalled) {
-        rl__poke(s->signalled, true);
-        /* The usual source is in one loop. Its own thread takes its lock
-         * (by the owner bias, no atomic operation), while the item lock is
-         * still held, if no other thread's signal waits in the inbox (which
-         * would then have to go first); another thread puts it on the
-         * inbox. Else (several loops, a loop busy or an fd source, which
-         * has no room for the inbox link): the general way. */
-        rl__memb *first = RL_ITEMQ_FIRST(&s->membs), *m;
-        RLRunLoopRef one = first ? rl__memb_rl(first) : NULL;
-        for (m = first; m && one; m = RL_ITEMQ_NEXT(m))
-            if (rl__memb_rl(m) != one)
-                one = NULL;
-        if (one && one == rl__tls && inbox_empty(one) && rl__loop_trylock(one)) {
-            ready_push_source(one, s);
-            rl__loop_unlock(one);
-        } else if (one && s->has_ctx && s->tail[0].inbox_rl == NULL) {
-            inbox_push(one, s);
-        } else {
-            rl__loopset_collect(&ls, s, NULL);
-        }
-    }
+    rl__loopset_collect(&ls, s, NULL);
     rl__olock_unlock(&s->lock);
     for (size_t i = 0; i < ls.n; i++) {
         rl__loop_lock(ls.a[i]);
@@ -172,6 +175,33 @@ bool rl__source_signal(struct RLRunLoopSource *s) {
         rl__loop_unlock(ls.a[i]);
     }
     rl__loopset_free(&ls);
+}
+
+bool rl__source_signal(struct RLRunLoopSource *s) {
+    /* Its caller found it not signalled (rl__source_signalled_already),
+     * but another signal may have come meanwhile: the lock says. */
+    rl__olock_lock(&s->lock);
+    bool ok = s->valid;
+    if (ok && !s->signalled) {
+        rl__poke(s->signalled, true);
+        /* The usual source is in one loop. Its own thread takes its lock
+         * (by the owner bias, no atomic operation), while the item lock is
+         * still held, if no other thread's signal waits in the inbox (which
+         * would then have to go first); another thread puts it on the
+         * inbox. Else (several loops, a loop busy, an fd source, which has
+         * no room for the inbox link): the general way. */
+        RLRunLoopRef one = source_one_loop(s);
+        if (one && one == rl__tls && inbox_empty(one) && rl__loop_trylock(one)) {
+            ready_push_source(one, s);
+            rl__loop_unlock(one);
+        } else if (one && s->has_ctx && s->tail[0].inbox_rl == NULL) {
+            inbox_push(one, s);
+        } else if (one || RL_ITEMQ_FIRST(&s->membs)) {
+            signal_each_loop(s); /* releases the item lock */
+            return ok;
+        }
+    }
+    rl__olock_unlock(&s->lock);
     return ok;
 }
 
