@@ -337,6 +337,8 @@ typedef struct {
     _Atomic bool stop;
 } stress_state;
 
+/* Takes a source from a slot and signals it, waking the loop, until the
+ * loop thread has removed or invalidated it, and a little after. */
 static void *stress_producer(void *arg) {
     stress_state *g = arg;
     unsigned k = 0;
@@ -346,9 +348,15 @@ static void *stress_producer(void *arg) {
             sched_yield();
             continue;
         }
-        for (int i = 0; i < 64; i++) {
+        RLRunLoopSourceContext c;
+        assert_true(RLRunLoopSourceGetContext(s, &c));
+        stress_src *x = c.info; /* alive: its release waits for this reference */
+        int after = 64;
+        for (long i = 0; after > 0 && i < 1000000 && !atomic_load(&g->stop); i++) {
             RLRunLoopSourceSignal(s);
             RLRunLoopWakeUp(g->rl);
+            if (atomic_load(&x->gone))
+                after--;
         }
         RLRelease(s);
     }
