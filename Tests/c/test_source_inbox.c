@@ -168,6 +168,33 @@ static void test_signal_kept_for_the_mode_joined_next(void **state) {
     drop(all, 2);
 }
 
+static void test_a_mode_joined_keeps_the_signal_order(void **state) {
+    /* Signalled sources added to another mode before the loop's pass take
+     * their places there behind what was signalled before (as if each were
+     * signalled as it joins): B signalled after A, added before it. */
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    RLRunLoopSourceRef a = make("A"), b = make("B"), c = make("C");
+    assert_true(RLRunLoopAddSource(rl, a, "J1"));
+    assert_true(RLRunLoopAddSource(rl, b, "J1"));
+    assert_true(RLRunLoopAddSource(rl, c, "J2"));
+    signal_from_thread((signaller){{a, b}, 2});
+    assert_true(RLRunLoopAddSource(rl, b, "J2"));
+    assert_true(RLRunLoopAddSource(rl, a, "J2"));
+    assert_int_equal(RLRunLoopRunInMode("J2", 0, false), kRLRunLoopRunTimedOut);
+    assert_trace("A B");
+    /* Signalled before it joins any loop, it joins behind C, which another
+     * thread signalled before the join. */
+    rl_trace_clear();
+    RLRunLoopSourceRef d = make("D");
+    RLRunLoopSourceSignal(d);
+    signal_from_thread((signaller){{c}, 1});
+    assert_true(RLRunLoopAddSource(rl, d, "J2"));
+    assert_int_equal(RLRunLoopRunInMode("J2", 0, false), kRLRunLoopRunTimedOut);
+    assert_trace("C D");
+    RLRunLoopSourceRef all[] = {a, b, c, d};
+    drop(all, 4);
+}
+
 static void test_other_threads_signals_leave_the_loop_lock_biased(void **state) {
     /* They take no loop lock, so they do not revoke its owner bias (the
      * owner's passes then take it with no atomic operation). */
@@ -430,6 +457,7 @@ int main(void) {
         cmocka_unit_test_setup(test_signal_order_with_a_source_in_two_modes, rl_trace_setup),
         cmocka_unit_test_setup(test_removed_before_the_pass, rl_trace_setup),
         cmocka_unit_test_setup(test_signal_kept_for_the_mode_joined_next, rl_trace_setup),
+        cmocka_unit_test_setup(test_a_mode_joined_keeps_the_signal_order, rl_trace_setup),
         cmocka_unit_test_setup(test_other_threads_signals_leave_the_loop_lock_biased, rl_trace_setup),
         cmocka_unit_test(test_source_moving_between_loops),
         cmocka_unit_test(test_producers_race_removal_and_invalidation),

@@ -326,7 +326,7 @@ __attribute__((always_inline)) static inline bool add_locked(RLRunLoopRef rl, vo
         if (s->fdobj)
             rl__fd_update(rl, s); /* registered above; now in the mode: its wish may grow */
         if (s->signalled)
-            rl__ready_push(m);
+            rl__ready_push_joined(rl, m);
         rl__defer_push(d, RL_DEFER_SCHEDULE, s, rl, mode->name);
     } else if (kind == RL_KIND_OBSERVER) {
         observer_insert(mode, m);

@@ -1,7 +1,9 @@
 /*
  * rl_ready.c — the ready lists: per mode, the memberships of its signalled
- * sources in signal order, each at most once. Signalling a source puts
- * its memberships on their modes' lists (one loop lock at a time); a pass
+ * sources in signal order, each at most once, and each loop's inbox of
+ * sources other threads signalled (lock-free; the pass moves it onto the
+ * lists). Signalling a source puts its memberships on their modes' lists
+ * (one loop lock at a time) or the source on its loop's inbox; a pass
  * takes its mode's list in perform order and puts back what it did not
  * reach; a run nested in a perform of an outer pass of the same mode sees
  * what that pass took and has not reached (the in-flight set). O(1) per
@@ -123,6 +125,17 @@ void rl__inbox_detach(RLRunLoopRef rl, struct RLRunLoopSource *s) {
         *q = rest;
         rest = newer;
     }
+}
+
+void rl__ready_push_joined(RLRunLoopRef rl, rl__memb *m) {
+    struct RLRunLoopSource *s = m->item;
+    if (s->has_ctx && s->tail[0].inbox_rl == rl)
+        return; /* on rl's inbox already: its drain pushes every membership of s in rl */
+    if (s->has_ctx && s->tail[0].inbox_rl == NULL && !inbox_empty(rl)) {
+        inbox_push(rl, s); /* behind what other threads signalled before */
+        return;
+    }
+    rl__ready_push(m);
 }
 
 void rl__source_home_recompute(struct RLRunLoopSource *s) {
