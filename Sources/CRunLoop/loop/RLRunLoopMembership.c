@@ -307,6 +307,8 @@ __attribute__((always_inline)) static inline bool add_locked(RLRunLoopRef rl, vo
         rl__hold_raw(item); /* a timer's inline membership holds its reference virtually */
     if (kind != RL_KIND_TIMER) {
         rl__itemq_insert_tail(rl__item_membs(item, kind), m);
+        if (kind == RL_KIND_SOURCE && ((struct RLRunLoopSource *)item)->has_ctx)
+            rl__source_home_add(item, rl);
     } else if (m != rl__timer_inline_memb(item)) {
         struct RLRunLoopTimer *t = item;
         TAILQ_INSERT_TAIL(&rl__timer_ext_of(t)->membs, m, item_link);
@@ -322,7 +324,7 @@ __attribute__((always_inline)) static inline bool add_locked(RLRunLoopRef rl, vo
         if (s->fdobj)
             rl__fd_update(rl, s); /* registered above; now in the mode: its wish may grow */
         if (s->signalled)
-            rl__ready_push(m);
+            rl__ready_push_joined(rl, m);
         rl__defer_push(d, RL_DEFER_SCHEDULE, s, rl, mode->name);
     } else if (kind == RL_KIND_OBSERVER) {
         observer_insert(mode, m);
@@ -393,6 +395,11 @@ static void remove_memb_as_locked(rl__memb *m, void *cancel_for, rl__defer *d) {
         mode->nsources--;
         mode_count(mode, RL_KIND_SOURCE, -1);
         rl__ready_unlink(m);
+        if (s->has_ctx) {
+            rl__source_home_recompute(s);
+            if (s->tail[0].inbox_rl == rl && !item_in_loop(s, RL_KIND_SOURCE, rl))
+                rl__inbox_detach(rl, s); /* the inbox holds no reference: it leaves with its last membership */
+        }
         if (s->fdobj) {
             if (!item_in_loop(s, RL_KIND_SOURCE, rl))
                 rl__fd_unregister(rl, s);

@@ -267,6 +267,8 @@ static __attribute__((noinline)) bool perform_sources0(RLRunLoopRef rl, rl__mode
  * work out of line. */
 static inline __attribute__((always_inline)) bool do_sources0(RLRunLoopRef rl, rl__mode *m, bool stop_after_handle) {
     rl__loop_lock(rl);
+    if (RL__UNLIKELY(rl__inbox_any(rl)))
+        rl__inbox_drain(rl); /* other threads' signals, onto the ready lists */
     if (RL__LIKELY(m->nready == 0 && m->inflight == NULL)) {
         rl__loop_unlock(rl);
         return false;

@@ -61,6 +61,9 @@ RLRunLoopSourceRef RLRunLoopSourceCreate(RLAllocatorRef allocator, RLIndex order
     s->order = order;
     s->has_ctx = true;
     s->tail[0].ctx = *context;
+    s->tail[0].inbox_rl = NULL;
+    s->tail[0].inbox_next = NULL;
+    s->tail[0].home = NULL;
     s->valid = true;
     s->membs.first = NULL;
     RLRunLoopSourceContext *c = &s->tail[0].ctx;

@@ -2,8 +2,10 @@
  * rl_ready.h — private: the ready lists of signalled sources (rl_ready.c).
  * A list is a mode's (rl__mode.ready, runloop_internal.h); its entries are
  * memberships, flagged `queued` while on it. The list holds no reference:
- * a membership leaves it when removed. Loop lock held unless said
- * otherwise.
+ * a membership leaves it when removed. A loop's inbox (rl->inbox) holds
+ * the sources other threads signalled, not on the lists yet; no reference
+ * either: a source leaves it with its last membership in that loop. Loop
+ * lock held unless said otherwise.
  */
 #ifndef CRUNLOOP_RL_READY_H
 #define CRUNLOOP_RL_READY_H
@@ -17,6 +19,20 @@ RL__HIDDEN void rl__ready_unlink(rl__memb *m);
 /* Signals s: false if it is invalid. Its loops get it on their ready
  * lists, one loop lock at a time. No lock held. */
 RL__HIDDEN bool rl__source_signal(struct RLRunLoopSource *s);
+
+/* Moves rl's inbox (rl_ready.c: sources other threads signalled) onto its
+ * modes' ready lists, oldest first. rl locked, no item lock held. */
+RL__HIDDEN void rl__inbox_drain(RLRunLoopRef rl);
+/* Whether rl's inbox may hold sources: the pass's look, with no lock. */
+static inline bool rl__inbox_any(RLRunLoopRef rl) { return atomic_load(&rl->inbox) != NULL; }
+/* Takes s off rl's inbox, the rest kept in order: s's last membership in rl
+ * goes. rl locked, s's item lock held, s on rl's inbox. */
+RL__HIDDEN void rl__inbox_detach(RLRunLoopRef rl, struct RLRunLoopSource *s);
+
+/* A signalled source's new membership m, in rl: onto its mode's ready
+ * list, behind the sources other threads signalled before (rl's inbox).
+ * rl locked, the source's item lock held. */
+RL__HIDDEN void rl__ready_push_joined(RLRunLoopRef rl, rl__memb *m);
 
 /* Whether s is signalled already, its perform not begun: a signal then has
  * nothing to do (a producer that signals faster than the loop performs,

@@ -116,7 +116,7 @@ static inline void rl__wait_pace_look(RLRunLoopRef rl, rl__frame *f) {
     if (!RL_TRICK_PACE)
         return;
     rl->pass_ran++;
-    if (rl->pass_ran < RL_STREAM_LOOKS || f->mode->nready == 0 ||
+    if (rl->pass_ran < RL_STREAM_LOOKS || (f->mode->nready == 0 && atomic_load(&rl->inbox) == NULL) ||
         !atomic_load_explicit(&rl->wake_pending, memory_order_relaxed))
         return;
     int cpu = rl__spin_cpu();

@@ -205,6 +205,15 @@ struct RLFileDescriptor;
  * ends before (see below). */
 typedef struct rl__source_tail {
     struct rl__memb *inline_snext;
+    /* Its place on a loop's inbox of signals from other threads (rl_ready.c):
+     * the loop (NULL: on none) and the source after it there. The item lock;
+     * in the line a cross-thread signal writes anyway, not the context's. */
+    struct RLRunLoop *inbox_rl;
+    struct RLRunLoopSource *inbox_next;
+    /* The loop its memberships are all in: NULL if none, RL__HOME_MANY if
+     * they are in several (the item lock; rl__source_home_*): a signal
+     * reads it here, not through its memberships' modes. */
+    struct RLRunLoop *home;
     RLRunLoopSourceContext ctx;
     RLHashCode hash; /* ctx.hash(info), or info: computed once, at creation */
 } rl__source_tail;
@@ -244,6 +253,17 @@ _Static_assert(offsetof(struct RLRunLoopSource, tail) + offsetof(rl__source_tail
                    offsetof(struct RLRunLoopSource, inline_memb) + offsetof(rl__memb, snext),
                "a program's source's inline membership ends in its tail");
 _Static_assert(offsetof(rl__memb, snext) + sizeof(struct rl__memb *) == sizeof(rl__memb), "snext is last");
+
+#define RL__HOME_MANY ((struct RLRunLoop *)(uintptr_t)1)
+
+/* A program's source s got a membership in rl: its home (the item lock). */
+static inline void rl__source_home_add(struct RLRunLoopSource *s, struct RLRunLoop *rl) {
+    struct RLRunLoop *h = s->tail[0].home;
+    s->tail[0].home = h == NULL || h == rl ? rl : RL__HOME_MANY;
+}
+
+/* s lost a membership: its home again, from those left (the item lock). */
+RL__HIDDEN void rl__source_home_recompute(struct RLRunLoopSource *s);
 
 static inline rl__memb *rl__source_inline_memb(struct RLRunLoopSource *s) {
     return (rl__memb *)(void *)s->inline_memb;
@@ -702,6 +722,11 @@ struct RLRunLoop {
     _Atomic int coalescing; /* in rl__sleep_unless_woken: a wake-up ends it (futex on wake_pending) */
     _Atomic int waker_cpu; /* the CPU of the last wake-up that counted; -1: none yet */
     _Atomic int cpu;       /* the CPU the loop last went to wait on; -1: none yet */
+    /* The inbox (rl_ready.c): sources signalled by other threads, newest
+     * first, not on their modes' ready lists yet. Beside wake_pending: a
+     * producer that signals and wakes writes this one line, which the loop
+     * reads once a pass. */
+    struct RLRunLoopSource *_Atomic inbox;
     rl__spin spin;         /* how long the loop spins for a wake-up before it sleeps */
     char pad1[RL_LINE];
 
