@@ -728,7 +728,9 @@ struct RLRunLoop {
      * reads once a pass. */
     struct RLRunLoopSource *_Atomic inbox;
     rl__spin spin;         /* how long the loop spins for a wake-up before it sleeps */
-    char pad1[RL_LINE];
+    /* Enough that the perform queue starts on a line after the wake-up
+     * fields (the assertion after the struct): not a whole line more. */
+    char pad1[RL_LINE - sizeof(void *)];
 
     rl__perform_queue pq;    /* perform requests (RLRunLoopPerform.c; pads itself) */
     char pad2[RL_LINE - sizeof(rl__bias)];
@@ -830,6 +832,12 @@ struct RLRunLoop {
     struct rl__loop_timing *_Atomic timing;
     struct rl__stats_base *stats_base;
 };
+
+/* The wake-up fields (written by other threads' signals and wake-ups) and
+ * the perform queue's producer side do not share a line. */
+_Static_assert(offsetof(struct RLRunLoop, pq) / RL_LINE >
+                   (offsetof(struct RLRunLoop, spin) + sizeof(rl__spin) - 1) / RL_LINE,
+               "the perform queue starts on a line after the loop's wake-up fields");
 
 /* Fields read without the lock that guards them (hints, re-checked under
  * it): relaxed atomic accesses, so that the sanitizers see them as such. */
