@@ -251,18 +251,29 @@ static bool uring_room(uring *u, int fd) {
     return true;
 }
 
+/* Room for `need` elements of `elem` bytes in the array *pa of *cap
+ * (grown by doubling, from `first`): every list of the ring grows so.
+ * false: out of memory (nothing changed). */
+static bool uring_grow(void *pa, size_t *cap, size_t need, size_t elem, size_t first) {
+    if (RL__LIKELY(need <= *cap))
+        return true;
+    size_t c = *cap ? *cap * 2 : first;
+    while (c < need)
+        c *= 2;
+    void *a = realloc(*(void **)pa, c * elem);
+    if (!a)
+        return false;
+    *(void **)pa = a;
+    *cap = c;
+    return true;
+}
+
 /* Puts fd on the change list. Lock held. false: out of memory. */
 static bool uring_touch(uring *u, int fd, uring_reg *r) {
     if (r->dirty)
         return true;
-    if (u->ndirty == u->capdirty) {
-        size_t c = u->capdirty ? u->capdirty * 2 : 64;
-        int *a = realloc(u->dirty, c * sizeof *a);
-        if (!a)
-            return false;
-        u->dirty = a;
-        u->capdirty = c;
-    }
+    if (!uring_grow(&u->dirty, &u->capdirty, u->ndirty + 1, sizeof *u->dirty, 64))
+        return false;
     u->dirty[u->ndirty++] = fd;
     r->dirty = true;
     return true;
@@ -279,14 +290,8 @@ static int uring_arm(uring *u, int fd, uring_reg *r) {
 /* Notes a receive cancelled in flight (data: its user_data), q retained
  * until it ends. false: out of memory. Lock held. */
 static bool uring_dying_add(uring *u, uint64_t data, rl__rxq *q) {
-    if (u->ndying == u->capdying) {
-        size_t c = u->capdying ? u->capdying * 2 : 16;
-        uring_dying *a = realloc(u->dying, c * sizeof *a);
-        if (!a)
-            return false;
-        u->dying = a;
-        u->capdying = c;
-    }
+    if (!uring_grow(&u->dying, &u->capdying, u->ndying + 1, sizeof *u->dying, 16))
+        return false;
     u->dying[u->ndying++] = (uring_dying){data, rl__rxq_retain(q)};
     return true;
 }
@@ -314,14 +319,8 @@ static void uring_pend(uring *u, const struct epoll_event *ev) {
             u->npend -= u->headpend;
             u->headpend = 0;
         }
-        if (u->npend == u->cappend) {
-            size_t c = u->cappend ? u->cappend * 2 : 64;
-            uring_kept *a = realloc(u->pend, c * sizeof *a);
-            if (!a)
-                return; /* out of memory: this report is lost; the reader's next arming asks again */
-            u->pend = a;
-            u->cappend = c;
-        }
+        if (!uring_grow(&u->pend, &u->cappend, u->npend + 1, sizeof *u->pend, 64))
+            return; /* out of memory: this report is lost; the reader's next arming asks again */
     }
     uring_reg *r = uring_reg_at(u, rl__ev_fd(ev));
     u->pend[u->npend++] = (uring_kept){*ev, r ? r->epoch : 0};
@@ -476,14 +475,8 @@ static int uring_enable(uring *u) {
  * Whether all did. Lock held, the loop's thread. */
 static void uring_tx_done(uring *u, rl__txq *q);
 static bool uring_fill_tx(uring *u) {
-    if (u->ntxl && u->captxfast < u->ntxfast + u->ntxl) {
-        size_t c = (u->ntxfast + u->ntxl) * 2;
-        rl__txq **a = realloc(u->txfast, c * sizeof *a);
-        if (a) { /* else: sends that make a completion each */
-            u->txfast = a;
-            u->captxfast = c;
-        }
-    }
+    if (u->ntxl) /* out of memory: sends that make a completion each */
+        (void)uring_grow(&u->txfast, &u->captxfast, u->ntxfast + u->ntxl, sizeof *u->txfast, 16);
     size_t i = 0;
     for (; i < u->ntxl; i++) {
         if (io_uring_sq_space_left(&u->ring) < 1)
@@ -915,34 +908,23 @@ static bool uring_take_rx(uring *u, int fd, uint32_t seq, uring_reg *r, const st
 static bool uring_tx_list(uring *u, rl__txq *q) {
     if (q->slot < 0) {
         if (u->ntxfree == 0) {
-            uint32_t n = u->ntxs ? u->ntxs * 2 : 16;
-            rl__txq **a = realloc(u->txs, n * sizeof *a);
-            if (!a)
+            size_t n = u->ntxs, capfree = u->ntxs;
+            if (!uring_grow(&u->txs, &n, u->ntxs + 1, sizeof *u->txs, 16) ||
+                !uring_grow(&u->txfree, &capfree, n, sizeof *u->txfree, n))
                 return false;
-            u->txs = a;
-            uint32_t *f = realloc(u->txfree, n * sizeof *f);
-            if (!f)
-                return false;
-            u->txfree = f;
-            for (uint32_t i = n; i > u->ntxs; i--) {
+            for (size_t i = n; i > u->ntxs; i--) {
                 u->txs[i - 1] = NULL;
-                u->txfree[u->ntxfree++] = i - 1;
+                u->txfree[u->ntxfree++] = (uint32_t)(i - 1);
             }
-            u->ntxs = n;
+            u->ntxs = (uint32_t)n;
         }
         q->slot = (int)u->txfree[--u->ntxfree];
         u->txs[q->slot] = rl__txq_retain(q);
     }
     if (q->listed || q->inflight)
         return true;
-    if (u->ntxl == u->captxl) {
-        size_t c = u->captxl ? u->captxl * 2 : 16;
-        rl__txq **a = realloc(u->txl, c * sizeof *a);
-        if (!a)
-            return false;
-        u->txl = a;
-        u->captxl = c;
-    }
+    if (!uring_grow(&u->txl, &u->captxl, u->ntxl + 1, sizeof *u->txl, 16))
+        return false;
     u->txl[u->ntxl++] = q;
     q->listed = true;
     return true;
