@@ -88,8 +88,11 @@
  * from where the last one stopped, submitted with the loop's next enter
  * (or at once when the loop is not in a run); its completion pops the
  * chunk or continues a short send, and lists the queue again while it has
- * chunks. user_data: URING_TX above the queue's slot in `txs` (a
- * reference while listed or in flight). An error drops the queue's chunks
+ * chunks. A queue's send made in a run needs no list: its entry is made
+ * at once (the enter that ends the callouts' pass submits it). user_data:
+ * URING_TX with the queue's address (the ring holds a reference while it
+ * is listed or in flight, the queue on the ring's list `txheld`, for the
+ * ring's end). An error drops the queue's chunks
  * and is kept for the writer's next send. Like the receives, a send that
  * waits for room in the socket goes on only inside the loop thread's
  * enters (IORING_SETUP_DEFER_TASKRUN): bytes queued by a loop that stops
@@ -125,7 +128,8 @@ enum {
     URING_BGID = 0,   /* their group */
 };
 #define URING_REMOVE UINT64_MAX /* user_data of a removal: its completion is not a report */
-#define URING_RX 0x80000000u    /* in a request's sequence number: a receive (the rest: 31 bits) */
+#define URING_RX 0x80000000u    /* in a request's sequence number: a receive (the rest: 30 bits) */
+#define URING_SEQ 0x3fffffffu   /* a sequence number's bits */
 /* Incrementally consumed provided buffers (Linux 6.12; liburing 2.3's
  * headers predate them): a receive takes only the bytes it read from a
  * buffer, which stays in the ring until it is full. */
@@ -135,7 +139,9 @@ enum {
 #ifndef IORING_CQE_F_BUF_MORE
 #define IORING_CQE_F_BUF_MORE (1U << 4)
 #endif
-#define URING_TX 0x7fffffffu    /* a request's sequence number for a send: the low half is its queue's slot */
+/* user_data of a send: this bit (a sequence number's bit 30, which none
+ * has) with its queue's address (below 2^62: rl__txq_ring_ok). */
+#define URING_TX (1ull << 62)
 
 /* What the ring holds for one fd: epoll's registration. */
 typedef struct uring_reg {
@@ -195,9 +201,7 @@ typedef struct uring {
     bool rx_cancelled;        /* a receive's cancellation not submitted yet (uring_submit_now) */
     uring_kept *pend;         /* reports taken from the ring, not yet handed out */
     size_t npend, headpend, cappend;
-    rl__txq **txs;            /* send queues with chunks, by slot (a reference each); NULL: free */
-    uint32_t *txfree;         /* free slots (a stack) */
-    uint32_t ntxs, ntxfree;
+    rl__txq *txheld;          /* send queues listed or in flight (a reference each; rl__txq's ring_next) */
     rl__txq **txl;            /* queues whose next send is to be submitted */
     size_t ntxl, captxl;
     rl__txq **txfast;         /* queues with a silent send in flight (uring_tx_settle) */
@@ -357,10 +361,10 @@ static void uring_forget(uring *u, int fd, uring_reg *r, bool keep) {
     }
 }
 
-/* The next sequence number (31 bits, never 0). Lock held. */
+/* The next sequence number (30 bits, never 0). Lock held. */
 static uint32_t uring_next_seq(uring *u) {
-    u->seq = (u->seq + 1) & ~URING_RX;
-    if (u->seq == 0 || u->seq == URING_TX)
+    u->seq = (u->seq + 1) & URING_SEQ;
+    if (u->seq == 0)
         u->seq = 1;
     return u->seq;
 }
@@ -470,47 +474,54 @@ static int uring_enable(uring *u) {
     return 0;
 }
 
-/* The send queues' next sends into submission entries, as many as fit
- * (one in flight per queue: its head, from where the last send stopped).
- * Whether all did. Lock held, the loop's thread. */
+/* q's next send (its head, from where the last send stopped) into a
+ * submission entry. false: the submission queue is full. The loop's
+ * thread (the send queues and the submission queue's entries are its
+ * own: no lock). */
+static bool uring_tx_start(uring *u, rl__txq *q) {
+    if (io_uring_sq_space_left(&u->ring) < 1)
+        return false;
+    size_t len = q->head->len - q->head->off;
+    if (rl__fault(RL_FAULT_URING_SHORT_SEND) && len > 1)
+        len /= 2;
+    /* Silent where it can be: a send that must not wait (MSG_DONTWAIT)
+     * and must send it all (MSG_WAITALL) is done within the enter that
+     * submits it, and makes a completion only if it did not send it all
+     * (its result: the bytes sent, or -EAGAIN, or the error), so the wait
+     * is not woken by the loop's own sends; one that found no room is sent
+     * again as a send that waits (`slow`). Out of memory for the list of
+     * silent sends: one that makes a completion. */
+    bool fast = !q->slow && uring_grow(&u->txfast, &u->captxfast, u->ntxfast + 1, sizeof *u->txfast, 16);
+    q->sqpos = u->ring.sq.sqe_tail;
+    struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
+    io_uring_prep_send(sqe, q->fd, q->head->bytes + q->head->off, len,
+                       MSG_NOSIGNAL | (fast ? MSG_DONTWAIT | MSG_WAITALL : 0));
+    io_uring_sqe_set_data64(sqe, URING_TX | (uint64_t)(uintptr_t)q);
+    if (fast) {
+        sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
+        u->txfast[u->ntxfast++] = q;
+    }
+    q->fast = fast;
+    q->inlen = len;
+    q->inflight = true;
+    return true;
+}
+
+/* The listed send queues' next sends into submission entries, as many as
+ * fit (one in flight per queue). Whether all did. The loop's thread. */
 static void uring_tx_done(uring *u, rl__txq *q);
 static bool uring_fill_tx(uring *u) {
-    if (u->ntxl) /* out of memory: sends that make a completion each */
-        (void)uring_grow(&u->txfast, &u->captxfast, u->ntxfast + u->ntxl, sizeof *u->txfast, 16);
     size_t i = 0;
     for (; i < u->ntxl; i++) {
-        if (io_uring_sq_space_left(&u->ring) < 1)
-            break;
         rl__txq *q = u->txl[i];
-        q->listed = false;
-        if (q->inflight)
-            continue;
-        if (!q->head) {
+        if (q->inflight || !q->head) {
+            q->listed = false;
             uring_tx_done(u, q);
             continue;
         }
-        size_t len = q->head->len - q->head->off;
-        if (rl__fault(RL_FAULT_URING_SHORT_SEND) && len > 1)
-            len /= 2;
-        /* Silent where it can be: a send that must not wait (MSG_DONTWAIT)
-         * and must send it all (MSG_WAITALL) is done within the enter
-         * that submits it, and makes a completion only if it did not send
-         * it all (its result: the bytes sent, or -EAGAIN, or the error), so
-         * the wait is not woken by the loop's own sends; one that found
-         * no room is sent again as a send that waits (`slow`). */
-        bool fast = !q->slow && u->ntxfast < u->captxfast;
-        q->sqpos = u->ring.sq.sqe_tail;
-        struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
-        io_uring_prep_send(sqe, q->fd, q->head->bytes + q->head->off, len,
-                           MSG_NOSIGNAL | (fast ? MSG_DONTWAIT | MSG_WAITALL : 0));
-        io_uring_sqe_set_data64(sqe, uring_data(q->slot, URING_TX));
-        if (fast) {
-            sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
-            u->txfast[u->ntxfast++] = q;
-        }
-        q->fast = fast;
-        q->inlen = len;
-        q->inflight = true;
+        if (!uring_tx_start(u, q))
+            break;
+        q->listed = false;
     }
     if (i > 0)
         memmove(u->txl, u->txl + i, (u->ntxl - i) * sizeof *u->txl);
@@ -749,20 +760,16 @@ static void uring_close(rl__poller *rl) {
         rl__rxq_release(u->regs[fd].rxq);
     for (size_t i = 0; i < u->ndying; i++)
         rl__rxq_release(u->dying[i].q);
-    for (uint32_t i = 0; i < u->ntxs; i++) {
-        rl__txq *q = u->txs[i];
-        if (!q)
-            continue;
+    for (rl__txq *q = u->txheld, *next; q; q = next) {
+        next = q->ring_next;
         /* The loop is gone: what its ring did not send is dropped (a
          * handed-over fd closed). */
         rl__txq_drop(q);
         __atomic_store_n(&q->owner, (const void *)NULL, __ATOMIC_RELAXED);
-        q->slot = -1;
-        q->inflight = q->listed = false;
+        q->held = q->inflight = q->listed = false;
+        q->ring_next = q->ring_prev = NULL;
         rl__txq_release(q);
     }
-    free(u->txs);
-    free(u->txfree);
     free(u->txl);
     free(u->txfast);
     if (u->br) {
@@ -903,24 +910,24 @@ static bool uring_take_rx(uring *u, int fd, uint32_t seq, uring_reg *r, const st
     return true;
 }
 
-/* q is listed to have its next send submitted (a slot and a reference
- * taken for it if it has none). false: out of memory. Lock held. */
+/* q held by the ring (a reference, on its list `txheld`) while a send of
+ * it is listed or in flight. The loop's thread. */
+static void uring_tx_hold(uring *u, rl__txq *q) {
+    if (q->held)
+        return;
+    q->held = true;
+    rl__txq_retain(q);
+    q->ring_prev = NULL;
+    q->ring_next = u->txheld;
+    if (u->txheld)
+        u->txheld->ring_prev = q;
+    u->txheld = q;
+}
+
+/* q is listed to have its next send submitted (held if it was not).
+ * false: out of memory. The loop's thread. */
 static bool uring_tx_list(uring *u, rl__txq *q) {
-    if (q->slot < 0) {
-        if (u->ntxfree == 0) {
-            size_t n = u->ntxs, capfree = u->ntxs;
-            if (!uring_grow(&u->txs, &n, u->ntxs + 1, sizeof *u->txs, 16) ||
-                !uring_grow(&u->txfree, &capfree, n, sizeof *u->txfree, n))
-                return false;
-            for (size_t i = n; i > u->ntxs; i--) {
-                u->txs[i - 1] = NULL;
-                u->txfree[u->ntxfree++] = (uint32_t)(i - 1);
-            }
-            u->ntxs = (uint32_t)n;
-        }
-        q->slot = (int)u->txfree[--u->ntxfree];
-        u->txs[q->slot] = rl__txq_retain(q);
-    }
+    uring_tx_hold(u, q);
     if (q->listed || q->inflight)
         return true;
     if (!uring_grow(&u->txl, &u->captxl, u->ntxl + 1, sizeof *u->txl, 16))
@@ -930,13 +937,18 @@ static bool uring_tx_list(uring *u, rl__txq *q) {
     return true;
 }
 
-/* q has nothing more to send: its slot and reference let go. Lock held. */
+/* q has nothing more to send: let go. The loop's thread. */
 static void uring_tx_done(uring *u, rl__txq *q) {
-    if (q->slot < 0 || q->listed || q->inflight)
+    if (!q->held || q->listed || q->inflight)
         return;
-    u->txs[q->slot] = NULL;
-    u->txfree[u->ntxfree++] = (uint32_t)q->slot;
-    q->slot = -1;
+    if (q->ring_prev)
+        q->ring_prev->ring_next = q->ring_next;
+    else
+        u->txheld = q->ring_next;
+    if (q->ring_next)
+        q->ring_next->ring_prev = q->ring_prev;
+    q->ring_next = q->ring_prev = NULL;
+    q->held = false;
     rl__txq_release(q);
 }
 
@@ -948,10 +960,7 @@ _Atomic unsigned long rl__poll_uring_sends, rl__poll_uring_short_sends;
 /* A send's completion (res: bytes sent, or -errno): the head chunk done
  * or continued; an error ends q (its chunks dropped, the errno kept for
  * the writer). Lock held. */
-static void uring_take_tx(uring *u, uint32_t slot, int res) {
-    rl__txq *q = slot < u->ntxs ? u->txs[slot] : NULL;
-    if (!q)
-        return;
+static void uring_take_tx(uring *u, rl__txq *q, int res) {
     q->inflight = false;
     bool was_fast = q->fast;
     q->fast = false;
@@ -982,12 +991,12 @@ static bool uring_take(uring *u, const struct io_uring_cqe *cqe, struct epoll_ev
     uint64_t data = io_uring_cqe_get_data64(cqe);
     if (data == URING_REMOVE)
         return false;
-    int fd = (int)(uint32_t)data;
-    uint32_t seq = (uint32_t)(data >> 32);
-    if (seq == URING_TX) {
-        uring_take_tx(u, (uint32_t)data, cqe->res);
+    if ((data >> 62) == 1) { /* URING_TX: a send */
+        uring_take_tx(u, (rl__txq *)(uintptr_t)(data & ~URING_TX), cqe->res);
         return false;
     }
+    int fd = (int)(uint32_t)data;
+    uint32_t seq = (uint32_t)(data >> 32);
     uring_reg *r = uring_reg_at(u, fd);
     if (seq & URING_RX)
         return uring_take_rx(u, fd, seq, r, cqe, ev);
@@ -1256,7 +1265,10 @@ static bool uring_recv_into(rl__poller *rl, int fd, rl__rxq *q) {
 static int uring_send(rl__poller *rl, rl__txq *q, const void *bytes, size_t n, bool soon) {
     uring *u = rl->kstate;
     const void *owner = __atomic_load_n(&q->owner, __ATOMIC_RELAXED);
-    if ((owner && owner != rl) || !u->enabled || !pthread_equal(pthread_self(), rl->owner))
+    /* The caller is the loop's thread (rl__poll_send). A queue whose
+     * address does not fit user_data beside URING_TX (a tagged pointer)
+     * is sent by the caller. */
+    if ((owner && owner != rl) || !u->enabled || ((uint64_t)(uintptr_t)q >> 62) != 0)
         return 0;
     if (q->err) {
         int err = q->err;
@@ -1267,10 +1279,15 @@ static int uring_send(rl__poller *rl, rl__txq *q, const void *bytes, size_t n, b
      * settled on it): no lock but for a submission now. */
     __atomic_store_n(&q->owner, (const void *)rl, __ATOMIC_RELAXED);
     int r = 1;
-    if (!rl__txq_push(q, bytes, n))
+    if (!rl__txq_push(q, bytes, n)) {
         r = -ENOMEM;
-    else if (!uring_tx_list(u, q)) {
+    } else if (q->inflight || q->listed) {
+        /* sent after what is in flight (uring_take_tx, uring_tx_settle) */
+    } else if (uring_tx_start(u, q)) {
+        uring_tx_hold(u, q); /* in flight: submitted by the next enter */
+    } else if (!uring_tx_list(u, q)) {
         /* Out of memory to list it: this chunk goes back. */
+        uring_tx_done(u, q);
         rl__txchunk **p = &q->head;
         while ((*p)->next)
             p = &(*p)->next;
@@ -1291,8 +1308,8 @@ static int uring_send(rl__poller *rl, rl__txq *q, const void *bytes, size_t n, b
 /* Submits the queued sends now (a run's end). */
 static void uring_flush_sends(rl__poller *rl) {
     uring *u = rl->kstate;
-    if (!u || !u->ntxl || !pthread_equal(pthread_self(), rl->owner))
-        return; /* ntxl: the loop thread's own (uring_send) */
+    if (!u || !pthread_equal(pthread_self(), rl->owner) || (!u->ntxl && u->ring.sq.sqe_tail == u->ring.sq.sqe_head))
+        return; /* sends listed, or entries made and not yet submitted: the loop thread's own (uring_send) */
     uring_lock(u);
     uring_submit_now(u);
     uring_unlock(u);

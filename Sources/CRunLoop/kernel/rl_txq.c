@@ -13,7 +13,6 @@ rl__txq *rl__txq_new(int fd) {
         return NULL;
     atomic_init(&q->refs, 1);
     q->fd = fd;
-    q->slot = -1;
     q->tail = &q->head;
     return q;
 }

@@ -39,7 +39,8 @@ typedef struct rl__txq {
     const void *owner;  /* the poller whose ring sends it (set by the first) */
     rl__txchunk *head, **tail;
     rl__txchunk *spare; /* the last chunk sent, kept for the next push (one at most) */
-    int slot;           /* the backend's: its index in the ring's table, -1: none */
+    struct rl__txq *ring_prev, *ring_next; /* the backend's: on its list of the queues it holds */
+    bool held;          /* the backend's: it holds a reference (a send listed or in flight) */
     bool inflight;      /* the backend's: a send of head is in the ring */
     bool listed;        /* the backend's: on its list of queues to submit */
     bool fast;          /* the backend's: the send in flight completes silently if whole (sqpos: its entry) */
