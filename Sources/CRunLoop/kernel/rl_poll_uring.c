@@ -810,33 +810,40 @@ _Atomic unsigned long rl__poll_uring_nobufs;
  * (nothing: no buffer was free, or it was cancelled). Lock held. */
 static bool uring_rx_queue(uring *u, rl__rxq *q, const struct io_uring_cqe *cqe, size_t asked) {
     int res = cqe->res;
-    bool buf = (cqe->flags & IORING_CQE_F_BUFFER) != 0;
-    unsigned bid = cqe->flags >> IORING_CQE_BUFFER_SHIFT;
-    rl__rxchunk *c = NULL;
-    bool queue = res >= 0 || (res != -ENOBUFS && res != -ECANCELED && res != -EINTR && res != -EAGAIN);
-    size_t at = buf && bid < u->nbufs && u->boff ? u->boff[bid] : 0; /* where this receive's bytes start */
-    if (queue) {
-        size_t n = res > 0 ? (size_t)res : 0;
-        c = rl__rxq_chunk(q, n);
-        if (c) {
-            c->len = n;
-            c->err = res < 0 ? -res : 0;
-            /* Filled what it could read into: asked for, or (incremental
-             * buffers) the rest of its buffer. */
-            c->full = n == asked || (n > 0 && buf && u->boff && !(cqe->flags & IORING_CQE_F_BUF_MORE));
-            if (n && at + n <= URING_BUF_SIZE)
-                memcpy(c->bytes, u->bufs + (size_t)bid * URING_BUF_SIZE + at, n);
+    unsigned flags = cqe->flags, bid = flags >> IORING_CQE_BUFFER_SHIFT;
+    size_t n = res > 0 ? (size_t)res : 0;
+    bool full = n == asked; /* filled what it could read into: asked for, or the rest of its buffer (below) */
+    uint8_t *buf = NULL;    /* its buffer, to give back to the ring (NULL: none, or it stays) */
+    const uint8_t *from = NULL;
+    if ((flags & IORING_CQE_F_BUFFER) && bid < u->nbufs) {
+        buf = u->bufs + (size_t)bid * URING_BUF_SIZE;
+        size_t at = 0; /* where this receive's bytes start */
+        if (u->boff) {
+            /* Incremental: the rest of the buffer stays in the ring. */
+            at = u->boff[bid];
+            bool more = (flags & IORING_CQE_F_BUF_MORE) != 0;
+            u->boff[bid] = more ? (uint32_t)(at + n) : 0;
+            full = full || (n > 0 && !more);
+            from = buf + at;
+            if (more)
+                buf = NULL;
+        } else {
+            from = buf;
         }
+        if (at + n > URING_BUF_SIZE)
+            from = NULL;
     }
-    if (buf && bid < u->nbufs && u->boff && (cqe->flags & IORING_CQE_F_BUF_MORE)) {
-        u->boff[bid] += res > 0 ? (uint32_t)res : 0; /* the rest of it stays in the ring */
-        buf = false;
-    } else if (buf && bid < u->nbufs && u->boff) {
-        u->boff[bid] = 0;
+    bool queue = res >= 0 || (res != -ENOBUFS && res != -ECANCELED && res != -EINTR && res != -EAGAIN);
+    rl__rxchunk *c = queue ? rl__rxq_chunk(q, n) : NULL;
+    if (c) {
+        c->len = n;
+        c->err = res < 0 ? -res : 0;
+        c->full = full;
+        if (n && from)
+            memcpy(c->bytes, from, n);
     }
-    if (buf && bid < u->nbufs) {
-        io_uring_buf_ring_add(u->br, u->bufs + (size_t)bid * URING_BUF_SIZE, URING_BUF_SIZE, (unsigned short)bid,
-                              io_uring_buf_ring_mask(u->nbufs), 0);
+    if (buf) {
+        io_uring_buf_ring_add(u->br, buf, URING_BUF_SIZE, (unsigned short)bid, io_uring_buf_ring_mask(u->nbufs), 0);
         io_uring_buf_ring_advance(u->br, 1);
     }
     if (!queue)
