@@ -168,6 +168,14 @@ typedef struct uring_kept {
     uint16_t epoch;
 } uring_kept;
 
+/* A level-triggered reader just reported, its receive live: its queue is
+ * looked at by the next fill (uring_fill_level), as epoll asks a ready fd
+ * at every wait, without a trip through the change list. */
+typedef struct uring_level {
+    int fd;
+    uint16_t epoch; /* its registration's then: changed since, the change's arming decides */
+} uring_level;
+
 /* A receive cancelled while in flight: its completion still queues what it
  * read into q (a reference). */
 typedef struct uring_dying {
@@ -187,6 +195,8 @@ typedef struct uring {
     uint32_t nregs, lo;
     int *dirty;     /* fds with changes to submit */
     size_t ndirty, capdirty;
+    uring_level *level; /* level-triggered readers reported (uring_fill_level) */
+    size_t nlevel, caplevel;
     uint32_t seq;   /* the last sequence number given */
     int kick;       /* eventfd: another thread's change wakes the wait */
     bool enabled;   /* the loop's thread is the ring's issuer */
@@ -375,6 +385,32 @@ static bool uring_reads(const uring *u, const uring_reg *r) {
            (r->events & (EPOLLIN | EPOLLOUT | EPOLLPRI)) == EPOLLIN;
 }
 
+/* The level-triggered readers reported since the last fill: reported
+ * again if their queue holds chunks (and looked at again by the next
+ * fill), else armed (their live receive's next bytes are reported). One
+ * changed since is left to its change; one whose receive ended is armed
+ * through the change list (a receive submitted). Lock held, the loop's
+ * thread. */
+static void uring_fill_level(uring *u) {
+    size_t keep = 0;
+    for (size_t i = 0; i < u->nlevel; i++) {
+        uring_level l = u->level[i];
+        uring_reg *r = uring_reg_at(u, l.fd);
+        if (!r || !r->present || r->epoch != l.epoch || r->dirty || r->rx_armed)
+            continue;
+        if (!(r->seq & URING_RX)) {
+            (void)uring_arm(u, l.fd, r);
+        } else if (rl__rxq_count(r->rxq) > 0) {
+            struct epoll_event ev = {.events = EPOLLIN, .data.u64 = rl__ev_data(l.fd, r->gen)};
+            uring_pend(u, &ev);
+            u->level[keep++] = l;
+        } else {
+            r->rx_armed = true;
+        }
+    }
+    u->nlevel = keep;
+}
+
 /* Turns the change list into submission entries, as many as fit. Lock
  * held, the loop's thread. Whether all did. A level-triggered reader
  * whose queue holds chunks is reported now and stays on the list: asked
@@ -536,6 +572,8 @@ static int uring_prepare(uring *u) {
     int err = uring_enable(u);
     if (err)
         return -err;
+    if (u->nlevel)
+        uring_fill_level(u);
     while (!uring_fill(u) || !uring_fill_tx(u)) {
         int r = io_uring_enter(u->ring.enter_ring_fd, uring_flush(u), 0, 0, NULL);
         if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY)
@@ -781,6 +819,7 @@ static void uring_close(rl__poller *rl) {
     free(u->pend);
     free(u->regs);
     free(u->dirty);
+    free(u->level);
     free(u);
     rl->kstate = NULL;
 }
@@ -910,8 +949,13 @@ static bool uring_take_rx(uring *u, int fd, uint32_t seq, uring_reg *r, const st
     if (!r->rx_armed)
         return false; /* queued: reported when armed (uring_fill) */
     r->rx_armed = false;
-    if (!(r->events & EPOLLONESHOT))
-        (void)uring_arm(u, fd, r); /* level: the next fill reports the queue, or waits for the live receive */
+    if (!(r->events & EPOLLONESHOT)) {
+        /* level: the next fill reports the queue, or waits for the live receive */
+        if (!more || r->dirty || !uring_grow(&u->level, &u->caplevel, u->nlevel + 1, sizeof *u->level, 16))
+            (void)uring_arm(u, fd, r);
+        else
+            u->level[u->nlevel++] = (uring_level){fd, r->epoch};
+    }
     ev->events = EPOLLIN | (cqe->res == 0 ? EPOLLRDHUP : 0) | (cqe->res < 0 ? EPOLLERR | EPOLLHUP | EPOLLRDHUP : 0);
     ev->data.u64 = rl__ev_data(fd, r->gen);
     return true;
