@@ -88,8 +88,11 @@
  * from where the last one stopped, submitted with the loop's next enter
  * (or at once when the loop is not in a run); its completion pops the
  * chunk or continues a short send, and lists the queue again while it has
- * chunks. user_data: URING_TX above the queue's slot in `txs` (a
- * reference while listed or in flight). An error drops the queue's chunks
+ * chunks. A queue's send made in a run needs no list: its entry is made
+ * at once (the enter that ends the callouts' pass submits it). user_data:
+ * URING_TX with the queue's address (the ring holds a reference while it
+ * is listed or in flight, the queue on the ring's list `txheld`, for the
+ * ring's end). An error drops the queue's chunks
  * and is kept for the writer's next send. Like the receives, a send that
  * waits for room in the socket goes on only inside the loop thread's
  * enters (IORING_SETUP_DEFER_TASKRUN): bytes queued by a loop that stops
@@ -125,7 +128,8 @@ enum {
     URING_BGID = 0,   /* their group */
 };
 #define URING_REMOVE UINT64_MAX /* user_data of a removal: its completion is not a report */
-#define URING_RX 0x80000000u    /* in a request's sequence number: a receive (the rest: 31 bits) */
+#define URING_RX 0x80000000u    /* in a request's sequence number: a receive (the rest: 30 bits) */
+#define URING_SEQ 0x3fffffffu   /* a sequence number's bits */
 /* Incrementally consumed provided buffers (Linux 6.12; liburing 2.3's
  * headers predate them): a receive takes only the bytes it read from a
  * buffer, which stays in the ring until it is full. */
@@ -135,7 +139,9 @@ enum {
 #ifndef IORING_CQE_F_BUF_MORE
 #define IORING_CQE_F_BUF_MORE (1U << 4)
 #endif
-#define URING_TX 0x7fffffffu    /* a request's sequence number for a send: the low half is its queue's slot */
+/* user_data of a send: this bit (a sequence number's bit 30, which none
+ * has) with its queue's address (below 2^62: rl__txq_ring_ok). */
+#define URING_TX (1ull << 62)
 
 /* What the ring holds for one fd: epoll's registration. */
 typedef struct uring_reg {
@@ -162,6 +168,14 @@ typedef struct uring_kept {
     uint16_t epoch;
 } uring_kept;
 
+/* A level-triggered reader just reported, its receive live: its queue is
+ * looked at by the next fill (uring_fill_level), as epoll asks a ready fd
+ * at every wait, without a trip through the change list. */
+typedef struct uring_level {
+    int fd;
+    uint16_t epoch; /* its registration's then: changed since, the change's arming decides */
+} uring_level;
+
 /* A receive cancelled while in flight: its completion still queues what it
  * read into q (a reference). */
 typedef struct uring_dying {
@@ -181,6 +195,8 @@ typedef struct uring {
     uint32_t nregs, lo;
     int *dirty;     /* fds with changes to submit */
     size_t ndirty, capdirty;
+    uring_level *level; /* level-triggered readers reported (uring_fill_level) */
+    size_t nlevel, caplevel;
     uint32_t seq;   /* the last sequence number given */
     int kick;       /* eventfd: another thread's change wakes the wait */
     bool enabled;   /* the loop's thread is the ring's issuer */
@@ -195,9 +211,7 @@ typedef struct uring {
     bool rx_cancelled;        /* a receive's cancellation not submitted yet (uring_submit_now) */
     uring_kept *pend;         /* reports taken from the ring, not yet handed out */
     size_t npend, headpend, cappend;
-    rl__txq **txs;            /* send queues with chunks, by slot (a reference each); NULL: free */
-    uint32_t *txfree;         /* free slots (a stack) */
-    uint32_t ntxs, ntxfree;
+    rl__txq *txheld;          /* send queues listed or in flight (a reference each; rl__txq's ring_next) */
     rl__txq **txl;            /* queues whose next send is to be submitted */
     size_t ntxl, captxl;
     rl__txq **txfast;         /* queues with a silent send in flight (uring_tx_settle) */
@@ -251,18 +265,29 @@ static bool uring_room(uring *u, int fd) {
     return true;
 }
 
+/* Room for `need` elements of `elem` bytes in the array *pa of *cap
+ * (grown by doubling, from `first`): every list of the ring grows so.
+ * false: out of memory (nothing changed). */
+static bool uring_grow(void *pa, size_t *cap, size_t need, size_t elem, size_t first) {
+    if (RL__LIKELY(need <= *cap))
+        return true;
+    size_t c = *cap ? *cap * 2 : first;
+    while (c < need)
+        c *= 2;
+    void *a = realloc(*(void **)pa, c * elem);
+    if (!a)
+        return false;
+    *(void **)pa = a;
+    *cap = c;
+    return true;
+}
+
 /* Puts fd on the change list. Lock held. false: out of memory. */
 static bool uring_touch(uring *u, int fd, uring_reg *r) {
     if (r->dirty)
         return true;
-    if (u->ndirty == u->capdirty) {
-        size_t c = u->capdirty ? u->capdirty * 2 : 64;
-        int *a = realloc(u->dirty, c * sizeof *a);
-        if (!a)
-            return false;
-        u->dirty = a;
-        u->capdirty = c;
-    }
+    if (!uring_grow(&u->dirty, &u->capdirty, u->ndirty + 1, sizeof *u->dirty, 64))
+        return false;
     u->dirty[u->ndirty++] = fd;
     r->dirty = true;
     return true;
@@ -279,14 +304,8 @@ static int uring_arm(uring *u, int fd, uring_reg *r) {
 /* Notes a receive cancelled in flight (data: its user_data), q retained
  * until it ends. false: out of memory. Lock held. */
 static bool uring_dying_add(uring *u, uint64_t data, rl__rxq *q) {
-    if (u->ndying == u->capdying) {
-        size_t c = u->capdying ? u->capdying * 2 : 16;
-        uring_dying *a = realloc(u->dying, c * sizeof *a);
-        if (!a)
-            return false;
-        u->dying = a;
-        u->capdying = c;
-    }
+    if (!uring_grow(&u->dying, &u->capdying, u->ndying + 1, sizeof *u->dying, 16))
+        return false;
     u->dying[u->ndying++] = (uring_dying){data, rl__rxq_retain(q)};
     return true;
 }
@@ -314,14 +333,8 @@ static void uring_pend(uring *u, const struct epoll_event *ev) {
             u->npend -= u->headpend;
             u->headpend = 0;
         }
-        if (u->npend == u->cappend) {
-            size_t c = u->cappend ? u->cappend * 2 : 64;
-            uring_kept *a = realloc(u->pend, c * sizeof *a);
-            if (!a)
-                return; /* out of memory: this report is lost; the reader's next arming asks again */
-            u->pend = a;
-            u->cappend = c;
-        }
+        if (!uring_grow(&u->pend, &u->cappend, u->npend + 1, sizeof *u->pend, 64))
+            return; /* out of memory: this report is lost; the reader's next arming asks again */
     }
     uring_reg *r = uring_reg_at(u, rl__ev_fd(ev));
     u->pend[u->npend++] = (uring_kept){*ev, r ? r->epoch : 0};
@@ -358,10 +371,10 @@ static void uring_forget(uring *u, int fd, uring_reg *r, bool keep) {
     }
 }
 
-/* The next sequence number (31 bits, never 0). Lock held. */
+/* The next sequence number (30 bits, never 0). Lock held. */
 static uint32_t uring_next_seq(uring *u) {
-    u->seq = (u->seq + 1) & ~URING_RX;
-    if (u->seq == 0 || u->seq == URING_TX)
+    u->seq = (u->seq + 1) & URING_SEQ;
+    if (u->seq == 0)
         u->seq = 1;
     return u->seq;
 }
@@ -370,6 +383,32 @@ static uint32_t uring_next_seq(uring *u) {
 static bool uring_reads(const uring *u, const uring_reg *r) {
     return r->rxq && u->br && !r->rx_poll && !(r->events & EPOLLET) &&
            (r->events & (EPOLLIN | EPOLLOUT | EPOLLPRI)) == EPOLLIN;
+}
+
+/* The level-triggered readers reported since the last fill: reported
+ * again if their queue holds chunks (and looked at again by the next
+ * fill), else armed (their live receive's next bytes are reported). One
+ * changed since is left to its change; one whose receive ended is armed
+ * through the change list (a receive submitted). Lock held, the loop's
+ * thread. */
+static void uring_fill_level(uring *u) {
+    size_t keep = 0;
+    for (size_t i = 0; i < u->nlevel; i++) {
+        uring_level l = u->level[i];
+        uring_reg *r = uring_reg_at(u, l.fd);
+        if (!r || !r->present || r->epoch != l.epoch || r->dirty || r->rx_armed)
+            continue;
+        if (!(r->seq & URING_RX)) {
+            (void)uring_arm(u, l.fd, r);
+        } else if (rl__rxq_count(r->rxq) > 0) {
+            struct epoll_event ev = {.events = EPOLLIN, .data.u64 = rl__ev_data(l.fd, r->gen)};
+            uring_pend(u, &ev);
+            u->level[keep++] = l;
+        } else {
+            r->rx_armed = true;
+        }
+    }
+    u->nlevel = keep;
 }
 
 /* Turns the change list into submission entries, as many as fit. Lock
@@ -471,53 +510,54 @@ static int uring_enable(uring *u) {
     return 0;
 }
 
-/* The send queues' next sends into submission entries, as many as fit
- * (one in flight per queue: its head, from where the last send stopped).
- * Whether all did. Lock held, the loop's thread. */
+/* q's next send (its head, from where the last send stopped) into a
+ * submission entry. false: the submission queue is full. The loop's
+ * thread (the send queues and the submission queue's entries are its
+ * own: no lock). */
+static bool uring_tx_start(uring *u, rl__txq *q) {
+    if (io_uring_sq_space_left(&u->ring) < 1)
+        return false;
+    size_t len = q->head->len - q->head->off;
+    if (rl__fault(RL_FAULT_URING_SHORT_SEND) && len > 1)
+        len /= 2;
+    /* Silent where it can be: a send that must not wait (MSG_DONTWAIT)
+     * and must send it all (MSG_WAITALL) is done within the enter that
+     * submits it, and makes a completion only if it did not send it all
+     * (its result: the bytes sent, or -EAGAIN, or the error), so the wait
+     * is not woken by the loop's own sends; one that found no room is sent
+     * again as a send that waits (`slow`). Out of memory for the list of
+     * silent sends: one that makes a completion. */
+    bool fast = !q->slow && uring_grow(&u->txfast, &u->captxfast, u->ntxfast + 1, sizeof *u->txfast, 16);
+    q->sqpos = u->ring.sq.sqe_tail;
+    struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
+    io_uring_prep_send(sqe, q->fd, q->head->bytes + q->head->off, len,
+                       MSG_NOSIGNAL | (fast ? MSG_DONTWAIT | MSG_WAITALL : 0));
+    io_uring_sqe_set_data64(sqe, URING_TX | (uint64_t)(uintptr_t)q);
+    if (fast) {
+        sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
+        u->txfast[u->ntxfast++] = q;
+    }
+    q->fast = fast;
+    q->inlen = len;
+    q->inflight = true;
+    return true;
+}
+
+/* The listed send queues' next sends into submission entries, as many as
+ * fit (one in flight per queue). Whether all did. The loop's thread. */
 static void uring_tx_done(uring *u, rl__txq *q);
 static bool uring_fill_tx(uring *u) {
-    if (u->ntxl && u->captxfast < u->ntxfast + u->ntxl) {
-        size_t c = (u->ntxfast + u->ntxl) * 2;
-        rl__txq **a = realloc(u->txfast, c * sizeof *a);
-        if (a) { /* else: sends that make a completion each */
-            u->txfast = a;
-            u->captxfast = c;
-        }
-    }
     size_t i = 0;
     for (; i < u->ntxl; i++) {
-        if (io_uring_sq_space_left(&u->ring) < 1)
-            break;
         rl__txq *q = u->txl[i];
-        q->listed = false;
-        if (q->inflight)
-            continue;
-        if (!q->head) {
+        if (q->inflight || !q->head) {
+            q->listed = false;
             uring_tx_done(u, q);
             continue;
         }
-        size_t len = q->head->len - q->head->off;
-        if (rl__fault(RL_FAULT_URING_SHORT_SEND) && len > 1)
-            len /= 2;
-        /* Silent where it can be: a send that must not wait (MSG_DONTWAIT)
-         * and must send it all (MSG_WAITALL) is done within the enter
-         * that submits it, and makes a completion only if it did not send
-         * it all (its result: the bytes sent, or -EAGAIN, or the error), so
-         * the wait is not woken by the loop's own sends; one that found
-         * no room is sent again as a send that waits (`slow`). */
-        bool fast = !q->slow && u->ntxfast < u->captxfast;
-        q->sqpos = u->ring.sq.sqe_tail;
-        struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
-        io_uring_prep_send(sqe, q->fd, q->head->bytes + q->head->off, len,
-                           MSG_NOSIGNAL | (fast ? MSG_DONTWAIT | MSG_WAITALL : 0));
-        io_uring_sqe_set_data64(sqe, uring_data(q->slot, URING_TX));
-        if (fast) {
-            sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
-            u->txfast[u->ntxfast++] = q;
-        }
-        q->fast = fast;
-        q->inlen = len;
-        q->inflight = true;
+        if (!uring_tx_start(u, q))
+            break;
+        q->listed = false;
     }
     if (i > 0)
         memmove(u->txl, u->txl + i, (u->ntxl - i) * sizeof *u->txl);
@@ -532,6 +572,8 @@ static int uring_prepare(uring *u) {
     int err = uring_enable(u);
     if (err)
         return -err;
+    if (u->nlevel)
+        uring_fill_level(u);
     while (!uring_fill(u) || !uring_fill_tx(u)) {
         int r = io_uring_enter(u->ring.enter_ring_fd, uring_flush(u), 0, 0, NULL);
         if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY)
@@ -756,20 +798,16 @@ static void uring_close(rl__poller *rl) {
         rl__rxq_release(u->regs[fd].rxq);
     for (size_t i = 0; i < u->ndying; i++)
         rl__rxq_release(u->dying[i].q);
-    for (uint32_t i = 0; i < u->ntxs; i++) {
-        rl__txq *q = u->txs[i];
-        if (!q)
-            continue;
+    for (rl__txq *q = u->txheld, *next; q; q = next) {
+        next = q->ring_next;
         /* The loop is gone: what its ring did not send is dropped (a
          * handed-over fd closed). */
         rl__txq_drop(q);
         __atomic_store_n(&q->owner, (const void *)NULL, __ATOMIC_RELAXED);
-        q->slot = -1;
-        q->inflight = q->listed = false;
+        q->held = q->inflight = q->listed = false;
+        q->ring_next = q->ring_prev = NULL;
         rl__txq_release(q);
     }
-    free(u->txs);
-    free(u->txfree);
     free(u->txl);
     free(u->txfast);
     if (u->br) {
@@ -781,6 +819,7 @@ static void uring_close(rl__poller *rl) {
     free(u->pend);
     free(u->regs);
     free(u->dirty);
+    free(u->level);
     free(u);
     rl->kstate = NULL;
 }
@@ -810,33 +849,40 @@ _Atomic unsigned long rl__poll_uring_nobufs;
  * (nothing: no buffer was free, or it was cancelled). Lock held. */
 static bool uring_rx_queue(uring *u, rl__rxq *q, const struct io_uring_cqe *cqe, size_t asked) {
     int res = cqe->res;
-    bool buf = (cqe->flags & IORING_CQE_F_BUFFER) != 0;
-    unsigned bid = cqe->flags >> IORING_CQE_BUFFER_SHIFT;
-    rl__rxchunk *c = NULL;
-    bool queue = res >= 0 || (res != -ENOBUFS && res != -ECANCELED && res != -EINTR && res != -EAGAIN);
-    size_t at = buf && bid < u->nbufs && u->boff ? u->boff[bid] : 0; /* where this receive's bytes start */
-    if (queue) {
-        size_t n = res > 0 ? (size_t)res : 0;
-        c = rl__rxq_chunk(q, n);
-        if (c) {
-            c->len = n;
-            c->err = res < 0 ? -res : 0;
-            /* Filled what it could read into: asked for, or (incremental
-             * buffers) the rest of its buffer. */
-            c->full = n == asked || (n > 0 && buf && u->boff && !(cqe->flags & IORING_CQE_F_BUF_MORE));
-            if (n && at + n <= URING_BUF_SIZE)
-                memcpy(c->bytes, u->bufs + (size_t)bid * URING_BUF_SIZE + at, n);
+    unsigned flags = cqe->flags, bid = flags >> IORING_CQE_BUFFER_SHIFT;
+    size_t n = res > 0 ? (size_t)res : 0;
+    bool full = n == asked; /* filled what it could read into: asked for, or the rest of its buffer (below) */
+    uint8_t *buf = NULL;    /* its buffer, to give back to the ring (NULL: none, or it stays) */
+    const uint8_t *from = NULL;
+    if ((flags & IORING_CQE_F_BUFFER) && bid < u->nbufs) {
+        buf = u->bufs + (size_t)bid * URING_BUF_SIZE;
+        size_t at = 0; /* where this receive's bytes start */
+        if (u->boff) {
+            /* Incremental: the rest of the buffer stays in the ring. */
+            at = u->boff[bid];
+            bool more = (flags & IORING_CQE_F_BUF_MORE) != 0;
+            u->boff[bid] = more ? (uint32_t)(at + n) : 0;
+            full = full || (n > 0 && !more);
+            from = buf + at;
+            if (more)
+                buf = NULL;
+        } else {
+            from = buf;
         }
+        if (at + n > URING_BUF_SIZE)
+            from = NULL;
     }
-    if (buf && bid < u->nbufs && u->boff && (cqe->flags & IORING_CQE_F_BUF_MORE)) {
-        u->boff[bid] += res > 0 ? (uint32_t)res : 0; /* the rest of it stays in the ring */
-        buf = false;
-    } else if (buf && bid < u->nbufs && u->boff) {
-        u->boff[bid] = 0;
+    bool queue = res >= 0 || (res != -ENOBUFS && res != -ECANCELED && res != -EINTR && res != -EAGAIN);
+    rl__rxchunk *c = queue ? rl__rxq_chunk(q, n) : NULL;
+    if (c) {
+        c->len = n;
+        c->err = res < 0 ? -res : 0;
+        c->full = full;
+        if (n && from)
+            memcpy(c->bytes, from, n);
     }
-    if (buf && bid < u->nbufs) {
-        io_uring_buf_ring_add(u->br, u->bufs + (size_t)bid * URING_BUF_SIZE, URING_BUF_SIZE, (unsigned short)bid,
-                              io_uring_buf_ring_mask(u->nbufs), 0);
+    if (buf) {
+        io_uring_buf_ring_add(u->br, buf, URING_BUF_SIZE, (unsigned short)bid, io_uring_buf_ring_mask(u->nbufs), 0);
         io_uring_buf_ring_advance(u->br, 1);
     }
     if (!queue)
@@ -903,58 +949,57 @@ static bool uring_take_rx(uring *u, int fd, uint32_t seq, uring_reg *r, const st
     if (!r->rx_armed)
         return false; /* queued: reported when armed (uring_fill) */
     r->rx_armed = false;
-    if (!(r->events & EPOLLONESHOT))
-        (void)uring_arm(u, fd, r); /* level: the next fill reports the queue, or waits for the live receive */
+    if (!(r->events & EPOLLONESHOT)) {
+        /* level: the next fill reports the queue, or waits for the live receive */
+        if (!more || r->dirty || !uring_grow(&u->level, &u->caplevel, u->nlevel + 1, sizeof *u->level, 16))
+            (void)uring_arm(u, fd, r);
+        else
+            u->level[u->nlevel++] = (uring_level){fd, r->epoch};
+    }
     ev->events = EPOLLIN | (cqe->res == 0 ? EPOLLRDHUP : 0) | (cqe->res < 0 ? EPOLLERR | EPOLLHUP | EPOLLRDHUP : 0);
     ev->data.u64 = rl__ev_data(fd, r->gen);
     return true;
 }
 
-/* q is listed to have its next send submitted (a slot and a reference
- * taken for it if it has none). false: out of memory. Lock held. */
+/* q held by the ring (a reference, on its list `txheld`) while a send of
+ * it is listed or in flight. The loop's thread. */
+static void uring_tx_hold(uring *u, rl__txq *q) {
+    if (q->held)
+        return;
+    q->held = true;
+    rl__txq_retain(q);
+    q->ring_prev = NULL;
+    q->ring_next = u->txheld;
+    if (u->txheld)
+        u->txheld->ring_prev = q;
+    u->txheld = q;
+}
+
+/* q is listed to have its next send submitted (held if it was not).
+ * false: out of memory. The loop's thread. */
 static bool uring_tx_list(uring *u, rl__txq *q) {
-    if (q->slot < 0) {
-        if (u->ntxfree == 0) {
-            uint32_t n = u->ntxs ? u->ntxs * 2 : 16;
-            rl__txq **a = realloc(u->txs, n * sizeof *a);
-            if (!a)
-                return false;
-            u->txs = a;
-            uint32_t *f = realloc(u->txfree, n * sizeof *f);
-            if (!f)
-                return false;
-            u->txfree = f;
-            for (uint32_t i = n; i > u->ntxs; i--) {
-                u->txs[i - 1] = NULL;
-                u->txfree[u->ntxfree++] = i - 1;
-            }
-            u->ntxs = n;
-        }
-        q->slot = (int)u->txfree[--u->ntxfree];
-        u->txs[q->slot] = rl__txq_retain(q);
-    }
+    uring_tx_hold(u, q);
     if (q->listed || q->inflight)
         return true;
-    if (u->ntxl == u->captxl) {
-        size_t c = u->captxl ? u->captxl * 2 : 16;
-        rl__txq **a = realloc(u->txl, c * sizeof *a);
-        if (!a)
-            return false;
-        u->txl = a;
-        u->captxl = c;
-    }
+    if (!uring_grow(&u->txl, &u->captxl, u->ntxl + 1, sizeof *u->txl, 16))
+        return false;
     u->txl[u->ntxl++] = q;
     q->listed = true;
     return true;
 }
 
-/* q has nothing more to send: its slot and reference let go. Lock held. */
+/* q has nothing more to send: let go. The loop's thread. */
 static void uring_tx_done(uring *u, rl__txq *q) {
-    if (q->slot < 0 || q->listed || q->inflight)
+    if (!q->held || q->listed || q->inflight)
         return;
-    u->txs[q->slot] = NULL;
-    u->txfree[u->ntxfree++] = (uint32_t)q->slot;
-    q->slot = -1;
+    if (q->ring_prev)
+        q->ring_prev->ring_next = q->ring_next;
+    else
+        u->txheld = q->ring_next;
+    if (q->ring_next)
+        q->ring_next->ring_prev = q->ring_prev;
+    q->ring_next = q->ring_prev = NULL;
+    q->held = false;
     rl__txq_release(q);
 }
 
@@ -966,10 +1011,7 @@ _Atomic unsigned long rl__poll_uring_sends, rl__poll_uring_short_sends;
 /* A send's completion (res: bytes sent, or -errno): the head chunk done
  * or continued; an error ends q (its chunks dropped, the errno kept for
  * the writer). Lock held. */
-static void uring_take_tx(uring *u, uint32_t slot, int res) {
-    rl__txq *q = slot < u->ntxs ? u->txs[slot] : NULL;
-    if (!q)
-        return;
+static void uring_take_tx(uring *u, rl__txq *q, int res) {
     q->inflight = false;
     bool was_fast = q->fast;
     q->fast = false;
@@ -1000,12 +1042,12 @@ static bool uring_take(uring *u, const struct io_uring_cqe *cqe, struct epoll_ev
     uint64_t data = io_uring_cqe_get_data64(cqe);
     if (data == URING_REMOVE)
         return false;
-    int fd = (int)(uint32_t)data;
-    uint32_t seq = (uint32_t)(data >> 32);
-    if (seq == URING_TX) {
-        uring_take_tx(u, (uint32_t)data, cqe->res);
+    if ((data >> 62) == 1) { /* URING_TX: a send */
+        uring_take_tx(u, (rl__txq *)(uintptr_t)(data & ~URING_TX), cqe->res);
         return false;
     }
+    int fd = (int)(uint32_t)data;
+    uint32_t seq = (uint32_t)(data >> 32);
     uring_reg *r = uring_reg_at(u, fd);
     if (seq & URING_RX)
         return uring_take_rx(u, fd, seq, r, cqe, ev);
@@ -1274,7 +1316,10 @@ static bool uring_recv_into(rl__poller *rl, int fd, rl__rxq *q) {
 static int uring_send(rl__poller *rl, rl__txq *q, const void *bytes, size_t n, bool soon) {
     uring *u = rl->kstate;
     const void *owner = __atomic_load_n(&q->owner, __ATOMIC_RELAXED);
-    if ((owner && owner != rl) || !u->enabled || !pthread_equal(pthread_self(), rl->owner))
+    /* The caller is the loop's thread (rl__poll_send). A queue whose
+     * address does not fit user_data beside URING_TX (a tagged pointer)
+     * is sent by the caller. */
+    if ((owner && owner != rl) || !u->enabled || ((uint64_t)(uintptr_t)q >> 62) != 0)
         return 0;
     if (q->err) {
         int err = q->err;
@@ -1285,10 +1330,15 @@ static int uring_send(rl__poller *rl, rl__txq *q, const void *bytes, size_t n, b
      * settled on it): no lock but for a submission now. */
     __atomic_store_n(&q->owner, (const void *)rl, __ATOMIC_RELAXED);
     int r = 1;
-    if (!rl__txq_push(q, bytes, n))
+    if (!rl__txq_push(q, bytes, n)) {
         r = -ENOMEM;
-    else if (!uring_tx_list(u, q)) {
+    } else if (q->inflight || q->listed) {
+        /* sent after what is in flight (uring_take_tx, uring_tx_settle) */
+    } else if (uring_tx_start(u, q)) {
+        uring_tx_hold(u, q); /* in flight: submitted by the next enter */
+    } else if (!uring_tx_list(u, q)) {
         /* Out of memory to list it: this chunk goes back. */
+        uring_tx_done(u, q);
         rl__txchunk **p = &q->head;
         while ((*p)->next)
             p = &(*p)->next;
@@ -1309,8 +1359,8 @@ static int uring_send(rl__poller *rl, rl__txq *q, const void *bytes, size_t n, b
 /* Submits the queued sends now (a run's end). */
 static void uring_flush_sends(rl__poller *rl) {
     uring *u = rl->kstate;
-    if (!u || !u->ntxl || !pthread_equal(pthread_self(), rl->owner))
-        return; /* ntxl: the loop thread's own (uring_send) */
+    if (!u || !pthread_equal(pthread_self(), rl->owner) || (!u->ntxl && u->ring.sq.sqe_tail == u->ring.sq.sqe_head))
+        return; /* sends listed, or entries made and not yet submitted: the loop thread's own (uring_send) */
     uring_lock(u);
     uring_submit_now(u);
     uring_unlock(u);

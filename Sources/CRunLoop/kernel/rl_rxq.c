@@ -138,7 +138,8 @@ rl__rxchunk *rl__rxq_chunk(rl__rxq *q, size_t n) {
     rl__rxchunk *c = q ? atomic_exchange_explicit(&q->spare, NULL, memory_order_acquire) : NULL;
     if (c && c->cap >= n)
         return c;
-    free(c);
+    if (c)
+        free(c);
     size_t cap = n < RXQ_SPARE_MIN ? RXQ_SPARE_MIN : n;
     c = malloc(sizeof *c + cap);
     if (c)
@@ -151,5 +152,7 @@ void rl__rxq_give_back(rl__rxq *q, rl__rxchunk *c) {
         free(c);
         return;
     }
-    free(atomic_exchange_explicit(&q->spare, c, memory_order_release));
+    rl__rxchunk *was = atomic_exchange_explicit(&q->spare, c, memory_order_release);
+    if (was) /* most often none: no call */
+        free(was);
 }

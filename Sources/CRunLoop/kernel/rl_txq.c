@@ -13,19 +13,11 @@ rl__txq *rl__txq_new(int fd) {
         return NULL;
     atomic_init(&q->refs, 1);
     q->fd = fd;
-    q->slot = -1;
     q->tail = &q->head;
     return q;
 }
 
-rl__txq *rl__txq_retain(rl__txq *q) {
-    atomic_fetch_add_explicit(&q->refs, 1, memory_order_relaxed);
-    return q;
-}
-
-void rl__txq_release(rl__txq *q) {
-    if (!q || atomic_fetch_sub_explicit(&q->refs, 1, memory_order_acq_rel) != 1)
-        return;
+void rl__txq_free(rl__txq *q) {
     rl__txq_drop(q); /* closes the fd if it was handed over */
     free(q->spare);
     free(q);

@@ -39,7 +39,8 @@ typedef struct rl__txq {
     const void *owner;  /* the poller whose ring sends it (set by the first) */
     rl__txchunk *head, **tail;
     rl__txchunk *spare; /* the last chunk sent, kept for the next push (one at most) */
-    int slot;           /* the backend's: its index in the ring's table, -1: none */
+    struct rl__txq *ring_prev, *ring_next; /* the backend's: on its list of the queues it holds */
+    bool held;          /* the backend's: it holds a reference (a send listed or in flight) */
     bool inflight;      /* the backend's: a send of head is in the ring */
     bool listed;        /* the backend's: on its list of queues to submit */
     bool fast;          /* the backend's: the send in flight completes silently if whole (sqpos: its entry) */
@@ -50,10 +51,19 @@ typedef struct rl__txq {
 
 /* A new empty queue for fd (one reference), or NULL: no memory. */
 RL__HIDDEN rl__txq *rl__txq_new(int fd);
-RL__HIDDEN rl__txq *rl__txq_retain(rl__txq *q);
-/* Drops a reference; the last frees the chunks still queued (and closes
- * the fd if its close was handed to the queue). */
-RL__HIDDEN void rl__txq_release(rl__txq *q);
+static inline rl__txq *rl__txq_retain(rl__txq *q) {
+    atomic_fetch_add_explicit(&q->refs, 1, memory_order_relaxed);
+    return q;
+}
+/* The last reference's end (rl__txq_release). */
+RL__HIDDEN void rl__txq_free(rl__txq *q);
+/* Drops a reference (inline: the ring takes and drops one per send); the
+ * last frees the chunks still queued (and closes the fd if its close was
+ * handed to the queue). NULL: nothing. */
+static inline void rl__txq_release(rl__txq *q) {
+    if (q && atomic_fetch_sub_explicit(&q->refs, 1, memory_order_acq_rel) == 1)
+        rl__txq_free(q);
+}
 /* Queues a copy of n bytes. false: no memory (nothing queued). */
 RL__HIDDEN bool rl__txq_push(rl__txq *q, const void *bytes, size_t n);
 /* The head chunk is sent (or dropped): freed. The queue's fd is closed if
