@@ -139,12 +139,12 @@ static bool tcp_pair(int family, int *server, int *client) {
 #define MALLOC_SLACK 0
 #endif
 
-/* An RLSocket and its fd object are one block: in the pool, 176 bytes
- * (before: 192, 208, 224, 240, before that 160 and 128 bytes, and before that 192
+/* An RLSocket and its fd object are one block: in the pool, 160 bytes
+ * (before: 176, 192, 208, 224, 240, before that 160 and 128 bytes, and before that 192
  * and 192, and a 128-byte RLData for the peer's address besides). A program's
  * context without callbacks, an IP peer address and a socket that is not
  * a resting listener need no other block. */
-#define IDLE_MAX (176 + MALLOC_SLACK)
+#define IDLE_MAX (160 + MALLOC_SLACK)
 
 static void check_idle_connection(int family) {
     int server, client;
