@@ -603,15 +603,15 @@ static __attribute__((noinline)) RLDataRef sock_peer_address_slow(struct RLSocke
         return NULL;
     if (len == RL_SOCKET_PEER_IN_DATA)
         return s->rare->peer; /* borrowed: s (held by the callout) keeps it */
-    /* As the callbacks get it: an IPv6 one with its (zero) flow information. */
+    /* As the callbacks get it: an IPv6 one with its (zero) flow
+     * information; another as kept. */
+    const uint8_t *bytes = (const uint8_t *)&s->peer_sa;
     sock_peer_full full;
-    memset(&full, 0, sizeof full);
-    if (s->peer_sa.sa.sa_family == AF_INET6)
+    if (s->peer_sa.sa.sa_family == AF_INET6) {
         full.in6 = (struct sockaddr_in6){.sin6_family = AF_INET6, .sin6_port = s->peer_sa.in6.port,
                                          .sin6_addr = s->peer_sa.in6.addr, .sin6_scope_id = s->peer_sa.in6.scope_id};
-    else
-        memcpy(&full, &s->peer_sa, len);
-    const uint8_t *bytes = (const uint8_t *)&full;
+        bytes = (const uint8_t *)&full;
+    }
     sock_thread *t = sock_thread_get();
     if (!t || (t->peer && !t->peer_of)) /* none, or lent to a callback still running */
         return *made = RLDataCreate(NULL, bytes, len);
@@ -621,7 +621,8 @@ static __attribute__((noinline)) RLDataRef sock_peer_address_slow(struct RLSocke
         d = t->peer = NULL;
     }
     if (!d) {
-        d = RLDataCreate(NULL, bytes, sizeof full); /* room for any address kept in a socket */
+        static const sock_peer_full none;
+        d = RLDataCreate(NULL, (const uint8_t *)&none, sizeof none); /* room for any address kept in a socket */
         if (!d)
             return NULL;
         t->peer = d;
