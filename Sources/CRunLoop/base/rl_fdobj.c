@@ -16,27 +16,27 @@ void rl__fdobj_init(rl__fdobj *o, int fd) {
 
 void rl__fdobj_set_context(rl__fdobj *o, void *info, void (*release)(const void *info)) {
     o->info = info;
-    o->release = release;
+    o->owes_release = release != NULL;
 }
 
 /* What the object still owes: its fd if it closes it, its info. */
-static void fdobj_hand_over(rl__fdobj *o, bool close_fd, rl__fdobj_end *end) {
+static void fdobj_hand_over(rl__fdobj *o, bool close_fd, rl__fdobj_end *end, rl__fdobj_releaser releaser) {
     if (close_fd) {
         end->fd = o->fd;
         o->fd = -1;
     }
     end->info = o->info;
-    end->release = o->release;
-    o->release = NULL;
+    end->release = o->owes_release ? releaser(o) : NULL;
+    o->owes_release = false;
 }
 
 /* The last callout of an invalidated object left (rl__fdobj_leave). */
-void rl__fdobj_leave_last(rl__fdobj *o, rl__fdobj_end *end) {
-    fdobj_hand_over(o, o->close_pending, end);
+void rl__fdobj_leave_last(rl__fdobj *o, rl__fdobj_end *end, rl__fdobj_releaser releaser) {
+    fdobj_hand_over(o, o->close_pending, end, releaser);
     o->close_pending = o->release_pending = false;
 }
 
-bool rl__fdobj_invalidate(rl__fdobj *o, unsigned how, rl__fdobj_end *end) {
+bool rl__fdobj_invalidate(rl__fdobj *o, unsigned how, rl__fdobj_end *end, rl__fdobj_releaser releaser) {
     *end = fdobj_nothing;
     if (!rl__fdobj_valid(o))
         return false;
@@ -48,7 +48,7 @@ bool rl__fdobj_invalidate(rl__fdobj *o, unsigned how, rl__fdobj_end *end) {
         o->release_pending = true;
         return true;
     }
-    fdobj_hand_over(o, (how & RL_FDOBJ_CLOSE) != 0, end);
+    fdobj_hand_over(o, (how & RL_FDOBJ_CLOSE) != 0, end, releaser);
     return true;
 }
 
@@ -60,9 +60,9 @@ void rl__fdobj_finish_slow(rl__fdobj_end *end) {
     *end = fdobj_nothing;
 }
 
-void rl__fdobj_finalize(rl__fdobj *o) {
-    void (*release)(const void *) = o->release;
-    o->release = NULL;
+void rl__fdobj_finalize(rl__fdobj *o, rl__fdobj_releaser releaser) {
+    rl__fdobj_release_fn release = o->owes_release ? releaser(o) : NULL;
+    o->owes_release = false;
     if (release)
         release(o->info);
 }

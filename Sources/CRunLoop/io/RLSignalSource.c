@@ -51,6 +51,12 @@ struct RLSignalSource {
     struct RLSignalSource *next; /* the next watcher of the same signal */
 };
 
+/* The release of s's info (rl__fdobj_releaser): its context's. */
+static rl__fdobj_release_fn sig_releaser(const rl__fdobj *o) {
+    const struct RLSignalSource *s = (const void *)((const char *)o - offsetof(struct RLSignalSource, life));
+    return s->ctx.release;
+}
+
 /* Per signal: its watchers and what to restore when the last one goes. */
 typedef struct sig_slot {
     struct RLSignalSource *watchers;
@@ -109,7 +115,7 @@ static void sig_finalize(void *obj) {
     free(s->loops);
     if (s->life.fd >= 0) /* not invalidated: a creation that failed part-way */
         close(s->life.fd);
-    rl__fdobj_finalize(&s->life);
+    rl__fdobj_finalize(&s->life, sig_releaser);
 }
 
 static char *sig_describe(const void *obj) {
@@ -187,7 +193,7 @@ static const rl__callout_owner sig_how = {kRLCalloutSignal, sig_callout_of, NULL
 static void sig_callout_done(struct RLSignalSource *s) {
     rl__fdobj_end end;
     sig_lock_take();
-    rl__fdobj_leave(&s->life, &end);
+    rl__fdobj_leave(&s->life, &end, sig_releaser);
     sig_lock_drop();
     rl__fdobj_finish(&end); /* what an invalidation meanwhile left to the last callout */
     RLRelease(s); /* taken with rl__fdobj_enter */
@@ -514,7 +520,7 @@ bool RLSignalSourceInvalidate(RLSignalSourceRef s) {
     bool ok = true;
     sig_lock_take();
     rl__fdobj_end end;
-    bool was = rl__fdobj_invalidate(&s->life, RL_FDOBJ_CLOSE, &end);
+    bool was = rl__fdobj_invalidate(&s->life, RL_FDOBJ_CLOSE, &end, sig_releaser);
     if (was) {
         s->pending = 0;
         for (struct RLSignalSource **p = &slot->watchers; *p; p = &(*p)->next) {

@@ -76,13 +76,33 @@ _Atomic size_t rl__socket_read_chunk = RL_SOCKET_READ_CHUNK;
  * rests this long, then tries again. */
 #define RL_SOCKET_ACCEPT_RETRY 0.1
 
-/* A peer address of up to this many bytes (an IPv4 or IPv6 one) is kept in
- * the socket itself; a longer one (a named Unix socket's) in an RLData. */
+/* An IPv6 address as a socket keeps it: a sockaddr_in6 without its flow
+ * information (0 in the addresses a peer's stream reports, unless the
+ * socket asked for flow labels): 24 bytes, not 28. */
+typedef struct sock_in6 {
+    sa_family_t family;
+    in_port_t port;
+    struct in6_addr addr;
+    uint32_t scope_id;
+} sock_in6;
+
+/* A peer address kept in the socket itself: an IPv4 one (or any of up to
+ * 24 bytes but an IPv6 one) as it is, an IPv6 one without flow
+ * information as a sock_in6; another (a named Unix socket's, an IPv6 one
+ * with a flow label) in an RLData. */
 typedef union sock_peer_sa {
     struct sockaddr sa;
     struct sockaddr_in in;
-    struct sockaddr_in6 in6;
+    sock_in6 in6;
 } sock_peer_sa;
+_Static_assert(sizeof(sock_peer_sa) == 24, "a socket keeps a peer address in 24 bytes");
+
+/* A peer address as the callbacks get it: any address a socket keeps. */
+typedef union sock_peer_full {
+    struct sockaddr sa;
+    struct sockaddr_in in;
+    struct sockaddr_in6 in6;
+} sock_peer_full;
 /* s->peer_len when the peer address is in s->peer. */
 #define RL_SOCKET_PEER_IN_DATA 0xFFu
 
@@ -109,22 +129,23 @@ typedef struct sock_rare {
 } sock_rare;
 
 /* The socket's size: its fd object follows it in its block. */
-#define RL_SOCKET_SIZE 112
+#define RL_SOCKET_SIZE 96
 
 /* s->rxq once the ring was asked and refused (sock_ring_ask). */
 #define RL_SOCKET_NO_RING ((rl__rxq *)1)
 
-/* 112 bytes (checked below), followed in the same block by its fd object
- * (RL_FD_PART_SIZE, 64): one allocation of 176 bytes, a packed pool class
- * (before: 192; 144 and 96). An idle connection is that block and its
- * run-loop source (128, its membership inside). */
+/* 96 bytes (checked below), followed in the same block by its fd object
+ * (RL_FD_PART_SIZE, 64): one allocation of 160 bytes, a packed pool class
+ * (before: 176 and 192; 144 and 96). Its fd is its fd object's (sock_fd),
+ * its context's release in its rare part (sock_releaser). An idle
+ * connection is that block and its run-loop source (128, its membership
+ * inside). */
 struct RLSocket {
     rl__object base;
     /* Guards everything below that can change: a futex word (0 free, 1
      * held, 2 held and maybe waited for; sock_lock), not an rl__mutex,
      * whose owner field (12 bytes more) nobody asks of a socket. */
     _Atomic uint32_t lock;
-    int fd;
     uint8_t sock_type; /* SOCK_STREAM, SOCK_DGRAM, ... */
     uint8_t types; /* the callback types it was made with (RL_SOCKET_TYPES) */
     uint8_t flags; /* RL_SOCKET_FLAGS */
@@ -132,15 +153,6 @@ struct RLSocket {
     /* Tells this socket from one made later at the same address: the
      * thread's address data says whose address it holds by both. */
     uint32_t serial;
-    sock_rare *rare; /* NULL: none needed yet */
-    /* Valid until invalidated; the fd closed (kRLSocketCloseOnInvalidate)
-     * and the context's info released then, once, after the callouts
-     * that still read the fd or were handed the info (rl_fdobj.h: a
-     * callout is counted while it runs, so none of them reads or accepts
-     * on a number another open may have reused). Its info is the
-     * context's (retained by the context's retain, in `rare`), which the
-     * callouts get: set at creation, never changed. */
-    rl__fdobj life;
     /* Bits of one byte, all under the lock. */
     bool listening : 1;
     bool connected : 1; /* a stream with a peer (datagram sockets count as connected) */
@@ -160,25 +172,48 @@ struct RLSocket {
     /* A connected stream's peer address, for its Data callbacks (a
      * stream's peer never changes): looked up once (at creation, or on
      * first use), then never changed. 0: not yet; RL_SOCKET_PEER_IN_DATA:
-     * in rare->peer; else the length of the address in peer_sa. Written once
-     * under the lock (release), read without it (acquire). */
+     * in rare->peer; else the length of the address (as the callbacks get
+     * it) in peer_sa. Written once under the lock (release), read without
+     * it (acquire). */
     _Atomic uint8_t peer_len;
-    sock_peer_sa peer_sa;
+    sock_rare *rare; /* NULL: none needed yet */
+    /* Valid until invalidated; the fd closed (kRLSocketCloseOnInvalidate)
+     * and the context's info released then, once, after the callouts
+     * that still read the fd or were handed the info (rl_fdobj.h: a
+     * callout is counted while it runs, so none of them reads or accepts
+     * on a number another open may have reused). Its info is the
+     * context's (retained by the context's retain, in `rare`), which the
+     * callouts get: set at creation, never changed. */
+    rl__fdobj life;
     /* A Data stream read through its loop's ring (sock_ring_ask): what the
      * ring read, in order, taken before any read of the fd. NULL: not
      * asked yet; RL_SOCKET_NO_RING: asked, and its loop reads no ring
      * (the readers tell the two apart). */
     rl__rxq *rxq;
+    sock_peer_sa peer_sa;
 };
 _Static_assert(sizeof(struct RLSocket) <= RL_SOCKET_SIZE, "RLSocket outgrew its block");
 _Static_assert(RL_SOCKET_SIZE % 8 == 0, "the fd object after the socket is 8-aligned");
 _Static_assert(RL_SOCKET_SIZE == RL_FD_PART_OFFSET, "the fd object sits where its loop looks for it");
-_Static_assert(RL_SOCKET_SIZE + RL_FD_PART_SIZE == 176, "a socket and its fd object: one block of 176 bytes");
+_Static_assert(RL_SOCKET_SIZE + RL_FD_PART_SIZE == 160, "a socket and its fd object: one block of 160 bytes");
 
 /* The fd object that watches s's fd, after s in its block (sock_make);
  * it holds a reference on s until invalidated. */
+/* The release of s's info (rl__fdobj_releaser): its context's, in its
+ * rare part (made whenever the context has callbacks). */
+static rl__fdobj_release_fn sock_releaser(const rl__fdobj *o) {
+    const struct RLSocket *s = (const void *)((const char *)o - offsetof(struct RLSocket, life));
+    return s->rare ? s->rare->release : NULL;
+}
+
 static inline RLFileDescriptorRef sock_fdobj(const struct RLSocket *s) {
     return (RLFileDescriptorRef)(void *)((char *)s + RL_SOCKET_SIZE);
+}
+
+/* s's fd: its fd object's (which never changes it), read once the fd
+ * object is made (sock_make). */
+static inline int sock_fd(const struct RLSocket *s) {
+    return *(const int *)(const void *)((const char *)s + RL_SOCKET_SIZE + RL_FD_PART_FD_OFFSET);
 }
 
 /* Whether sock_make got as far as making it: the block comes zeroed, and
@@ -240,7 +275,7 @@ static void sock_finalize(void *obj) {
     }
     if (s->rxq != RL_SOCKET_NO_RING)
         rl__rxq_release(s->rxq);
-    rl__fdobj_finalize(&s->life); /* nothing left to release once invalidated */
+    rl__fdobj_finalize(&s->life, sock_releaser); /* nothing left to release once invalidated */
     /* Last: the block (s and its fd object) goes with the later of the two. */
     if (f)
         rl__fd_part_gone(f);
@@ -255,7 +290,7 @@ static char *sock_describe(const void *obj) {
     RLOptionFlags disabled = s->disabled, flags = s->flags;
     sock_unlock(s);
     char *out = NULL;
-    if (asprintf(&out, "<RLSocket %p fd %d types 0x%lx disabled 0x%lx flags 0x%lx%s>", obj, s->fd,
+    if (asprintf(&out, "<RLSocket %p fd %d types 0x%lx disabled 0x%lx flags 0x%lx%s>", obj, sock_fd(s),
                  (RLOptionFlags)s->types, disabled, flags, valid ? "" : " invalid") < 0)
         out = NULL;
     return out;
@@ -517,7 +552,14 @@ static void sock_short_data_done(RLDataRef d, size_t cap) {
 static void sock_keep_peer_locked(struct RLSocket *s, const struct sockaddr_storage *ss, socklen_t len) {
     if (len == 0 || atomic_load_explicit(&s->peer_len, memory_order_relaxed) != 0)
         return;
-    if (len <= sizeof s->peer_sa) {
+    if (ss->ss_family == AF_INET6 && len == sizeof(struct sockaddr_in6)) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)(const void *)ss;
+        if (in6->sin6_flowinfo == 0) {
+            s->peer_sa.in6 = (sock_in6){in6->sin6_family, in6->sin6_port, in6->sin6_addr, in6->sin6_scope_id};
+            atomic_store_explicit(&s->peer_len, (uint8_t)len, memory_order_release);
+            return;
+        }
+    } else if (ss->ss_family != AF_INET6 && len <= sizeof s->peer_sa) {
         memcpy(&s->peer_sa, ss, len);
         atomic_store_explicit(&s->peer_len, (uint8_t)len, memory_order_release);
         return;
@@ -533,7 +575,7 @@ static void sock_keep_peer_locked(struct RLSocket *s, const struct sockaddr_stor
 static __attribute__((noinline)) unsigned sock_peer_lookup(struct RLSocket *s) {
     struct sockaddr_storage ss;
     socklen_t sl = sizeof ss;
-    if (getpeername(s->fd, (struct sockaddr *)&ss, &sl) != 0)
+    if (getpeername(sock_fd(s), (struct sockaddr *)&ss, &sl) != 0)
         return 0;
     if (sl > sizeof ss)
         sl = sizeof ss;
@@ -561,7 +603,15 @@ static __attribute__((noinline)) RLDataRef sock_peer_address_slow(struct RLSocke
         return NULL;
     if (len == RL_SOCKET_PEER_IN_DATA)
         return s->rare->peer; /* borrowed: s (held by the callout) keeps it */
+    /* As the callbacks get it: an IPv6 one with its (zero) flow
+     * information; another as kept. */
     const uint8_t *bytes = (const uint8_t *)&s->peer_sa;
+    sock_peer_full full;
+    if (s->peer_sa.sa.sa_family == AF_INET6) {
+        full.in6 = (struct sockaddr_in6){.sin6_family = AF_INET6, .sin6_port = s->peer_sa.in6.port,
+                                         .sin6_addr = s->peer_sa.in6.addr, .sin6_scope_id = s->peer_sa.in6.scope_id};
+        bytes = (const uint8_t *)&full;
+    }
     sock_thread *t = sock_thread_get();
     if (!t || (t->peer && !t->peer_of)) /* none, or lent to a callback still running */
         return *made = RLDataCreate(NULL, bytes, len);
@@ -571,7 +621,8 @@ static __attribute__((noinline)) RLDataRef sock_peer_address_slow(struct RLSocke
         d = t->peer = NULL;
     }
     if (!d) {
-        d = RLDataCreate(NULL, bytes, sizeof s->peer_sa); /* room for any address kept in a socket */
+        static const sock_peer_full none;
+        d = RLDataCreate(NULL, (const uint8_t *)&none, sizeof none); /* room for any address kept in a socket */
         if (!d)
             return NULL;
         t->peer = d;
@@ -750,7 +801,7 @@ static rl__rxchunk *sock_chunk_fill(struct RLSocket *s, rl__rxchunk *c, size_t c
     big->cap = chunk;
     ssize_t n;
     do
-        n = recv(s->fd, big->bytes + big->len, chunk - big->len, MSG_DONTWAIT);
+        n = recv(sock_fd(s), big->bytes + big->len, chunk - big->len, MSG_DONTWAIT);
     while (n < 0 && errno == EINTR);
     if (n > 0)
         big->len += (size_t)n;
@@ -823,7 +874,7 @@ static bool sock_deliver_data(struct RLSocket *s, size_t chunk, bool *full) {
         size_t small_cap = 0;
         bool lent = false;
         bool whole = !__atomic_load_n(&s->keeps_long, __ATOMIC_RELAXED);
-        ssize_t n = stream_read_chunk(s->fd, chunk, whole, &buf, &lent, &small, &small_cap);
+        ssize_t n = stream_read_chunk(sock_fd(s), chunk, whole, &buf, &lent, &small, &small_cap);
         if (n >= RL_BULK_READ)
             rl__wait_note_bulk_read(s);
         if (small || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOMEM))) {
@@ -849,7 +900,7 @@ static bool sock_deliver_data(struct RLSocket *s, size_t chunk, bool *full) {
     if (spare)
         sock_spare_used(); /* a datagram's data: made for it, whatever comes */
     int avail = 0;
-    if (ioctl(s->fd, FIONREAD, &avail) < 0)
+    if (ioctl(sock_fd(s), FIONREAD, &avail) < 0)
         avail = 0;
     size_t cap = avail > 0 ? (size_t)avail : 4096;
     uint8_t *buf = malloc(cap);
@@ -861,7 +912,7 @@ static bool sock_deliver_data(struct RLSocket *s, size_t chunk, bool *full) {
     socklen_t fromlen = sizeof from;
     ssize_t n;
     do
-        n = recvfrom(s->fd, buf, cap, MSG_DONTWAIT, (struct sockaddr *)&from, &fromlen);
+        n = recvfrom(sock_fd(s), buf, cap, MSG_DONTWAIT, (struct sockaddr *)&from, &fromlen);
     while (n < 0 && errno == EINTR);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
         free(buf); /* nothing there after all */
@@ -881,7 +932,7 @@ static bool sock_deliver_data(struct RLSocket *s, size_t chunk, bool *full) {
     if (n < 0 || fromlen == 0 || fromlen > sizeof from) {
         struct sockaddr_storage peer;
         socklen_t plen = sizeof peer;
-        if (getpeername(s->fd, (struct sockaddr *)&peer, &plen) == 0)
+        if (getpeername(sock_fd(s), (struct sockaddr *)&peer, &plen) == 0)
             addr = sockaddr_data(&peer, plen);
     } else {
         addr = sockaddr_data(&from, fromlen);
@@ -963,7 +1014,7 @@ static void sock_deliver_accepts(struct RLSocket *s) {
     for (int i = 0; i < RL_SOCKET_ACCEPT_BATCH; i++) {
         struct sockaddr_storage peer;
         socklen_t plen = sizeof peer;
-        int nfd = accept4(s->fd, (struct sockaddr *)&peer, &plen, SOCK_CLOEXEC);
+        int nfd = accept4(sock_fd(s), (struct sockaddr *)&peer, &plen, SOCK_CLOEXEC);
         if (nfd < 0) {
             if (errno == EINTR || errno == ECONNABORTED)
                 continue;
@@ -1030,7 +1081,7 @@ static void sock_fd_callout(RLFileDescriptorRef f, RLOptionFlags ready, void *in
     if (rl__fdobj_valid(&s->life))
         sock_rearm_locked(s);
     rl__fdobj_end end;
-    rl__fdobj_leave(&s->life, &end); /* the last one closes and releases what an invalidation left */
+    rl__fdobj_leave(&s->life, &end, sock_releaser); /* the last one closes and releases what an invalidation left */
     sock_unlock(s);
     rl__fdobj_finish(&end);
     rl__release_raw(s);
@@ -1050,7 +1101,7 @@ static void sock_fd_callout_body(struct RLSocket *s, RLOptionFlags ready) {
         sock_unlock(s);
         int err = 0;
         socklen_t len = sizeof err;
-        if (getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+        if (getsockopt(sock_fd(s), SOL_SOCKET, SO_ERROR, &err, &len) < 0)
             err = errno;
         sock_lock(s);
         s->connecting = false;
@@ -1114,7 +1165,7 @@ static void sock_fd_callout_body(struct RLSocket *s, RLOptionFlags ready) {
              * callout then costs what a Data one does, its callback's
              * read the only system call. */
             bool last = s->sock_type == SOCK_STREAM && !listening && !rl__fd_report_quiet(sock_fdobj(s)) &&
-                        stream_at_eof(s->fd);
+                        stream_at_eof(sock_fd(s));
             if (last) {
                 sock_lock(s);
                 s->at_eof = true;
@@ -1153,8 +1204,7 @@ static RLSocketRef sock_make(RLAllocatorRef allocator, int fd, RLOptionFlags typ
     if (!s)
         return NULL;
     rl__object_share_block(s); /* with its fd object, made below */
-    s->fd = fd;
-    static _Atomic uint32_t serials;
+        static _Atomic uint32_t serials;
     s->serial = atomic_fetch_add_explicit(&serials, 1, memory_order_relaxed);
     s->sock_type = (uint8_t)stype;
     s->types = (uint8_t)types;
@@ -1275,7 +1325,7 @@ static int sock_valid_fd(RLSocketRef s, const char *fn) {
         rl__fail(kRLErrorInvalidObject, fn, "the socket has been invalidated");
         return -1;
     }
-    return s->fd;
+    return sock_fd(s);
 }
 
 /* A signature that names a usable address, or false (error set). */
@@ -1461,7 +1511,7 @@ static int sock_ring_send(struct RLSocket *s, const void *p, size_t n, RLTimeInt
         sock_lock(s);
         rare = sock_rare_get(s);
         if (rare && !rare->txq)
-            __atomic_store_n(&rare->txq, rl__txq_new(s->fd), __ATOMIC_RELEASE);
+            __atomic_store_n(&rare->txq, rl__txq_new(sock_fd(s)), __ATOMIC_RELEASE);
         q = rare ? rare->txq : NULL;
         sock_unlock(s);
         if (!q)
@@ -1591,7 +1641,7 @@ bool RLSocketInvalidate(RLSocketRef s) {
      * their queue closes it then (rl_txq.h). */
     rl__txq *q = s->rare ? s->rare->txq : NULL;
     bool close = (s->flags & kRLSocketCloseOnInvalidate) && rl__fdobj_valid(&s->life) && !(q && rl__txq_close_later(q));
-    bool was = rl__fdobj_invalidate(&s->life, close ? RL_FDOBJ_CLOSE : 0, &end);
+    bool was = rl__fdobj_invalidate(&s->life, close ? RL_FDOBJ_CLOSE : 0, &end, sock_releaser);
     RLRunLoopTimerRef retry = sock_retry_timer(s);
     if (retry)
         s->rare->accept_retry = NULL;

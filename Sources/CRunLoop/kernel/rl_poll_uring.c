@@ -817,7 +817,7 @@ static void uring_close(rl__poller *rl) {
     free(u->boff);
     free(u->dying);
     free(u->pend);
-    free(u->regs);
+    rl__span_free(u->regs, u->nregs, sizeof *u->regs);
     free(u->dirty);
     free(u->level);
     free(u);

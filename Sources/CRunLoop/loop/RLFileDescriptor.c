@@ -72,11 +72,13 @@ static char *fd_describe(const void *obj) {
 }
 
 /* A program's: one pool class of 128 bytes with its context; an
- * RLSocket's: 64 bytes, the socket's 128 making one block of 192. */
+ * RLSocket's: 64 bytes, the socket's 96 making one block of 160. */
 _Static_assert(sizeof(struct RLFileDescriptor) + sizeof(rl__fdctx) <= 128, "RLFileDescriptor outgrew its pool class");
 _Static_assert(sizeof(struct RLFileDescriptor) == RL__FD_PART_SIZE, "an owner's fd object: 64 bytes");
 _Static_assert(RL__FD_PART_SIZE == RL_FD_PART_SIZE, "rl_callout.h says the size of an owner's fd object");
 _Static_assert(RL__FD_PART_OFFSET == RL_FD_PART_OFFSET, "rl_callout.h says where an owner's fd object sits");
+_Static_assert(offsetof(struct RLFileDescriptor, fd) == RL_FD_PART_FD_OFFSET, "rl_callout.h says where a part's fd is");
+_Static_assert(sizeof(((struct RLFileDescriptor *)0)->fd) == sizeof(int), "a part's fd is an int");
 
 static const rl__class fd_class = {"RLFileDescriptor", fd_finalize, NULL, fd_describe};
 

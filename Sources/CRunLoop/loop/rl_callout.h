@@ -91,7 +91,10 @@ RL__HIDDEN void rl__fd_set_kept(RLFileDescriptorRef f, RLOptionFlags types);
  * goes when both are finalized: the owner's finalizer calls
  * rl__fd_part_gone last. NULL (error set for fn) if fd is not open. */
 #define RL_FD_PART_SIZE 64
-#define RL_FD_PART_OFFSET 112 /* the owner's bytes before it: the part is at owner + RL_FD_PART_OFFSET */
+#define RL_FD_PART_OFFSET 96 /* the owner's bytes before it: the part is at owner + RL_FD_PART_OFFSET */
+/* Where in a part its fd is (an int, set by rl__fd_init_part and never
+ * changed): the owner reads its fd there instead of keeping a copy. */
+#define RL_FD_PART_FD_OFFSET 28
 RL__HIDDEN RLFileDescriptorRef rl__fd_init_part(void *at, int fd, RLFileDescriptorCallBack callout, const void *owner,
                                                 const rl__callout_owner *how, const char *fn);
 RL__HIDDEN void rl__fd_part_gone(RLFileDescriptorRef f);

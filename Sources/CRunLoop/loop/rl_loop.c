@@ -10,6 +10,7 @@
 #include "rl_loop.h"
 #include "RLRunLoopMode.h"
 #include "rl_pqueue.h"
+#include "rl_span.h"
 #include "rl_poll.h"
 #include <crunloop/RLRunLoop.h>
 
@@ -46,7 +47,7 @@ static void loop_finalize(void *obj) {
         if (rl->fdtab[i].capsrcs > 1) /* else the one source sits in the entry */
             free(rl->fdtab[i].srcs.many);
     }
-    free(rl->fdtab);
+    rl__span_free(rl->fdtab, rl->nfdtab, sizeof *rl->fdtab);
     /* In a fork() child, an inherited loop's requests are the parent's (it
      * runs them): their release functions are not called here. */
     if (rl__of_this_process(rl))

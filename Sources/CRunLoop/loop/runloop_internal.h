@@ -552,8 +552,8 @@ struct RLFileDescriptor {
 };
 #define RL__FD_PART_SIZE 64
 /* Where a part sits in its owner's block (an RLSocket's: after the
- * socket's 112 bytes; rl_callout.h's RL_FD_PART_OFFSET). */
-#define RL__FD_PART_OFFSET 112
+ * socket's 96 bytes; rl_callout.h's RL_FD_PART_OFFSET). */
+#define RL__FD_PART_OFFSET 96
 /* How the owner of every part names its callout (parts are RLSocket's
  * only): set by rl__fd_init_part, the same every time. Relaxed atomic. */
 RL__HIDDEN extern const struct rl__callout_owner *rl__fd_part_how;

@@ -113,6 +113,12 @@ struct RLPort {
     port_loop inline_loops[RL_PORT_INLINE_LOOPS];
 };
 
+/* The release of p's info (rl__fdobj_releaser): its context's. */
+static rl__fdobj_release_fn port_releaser(const rl__fdobj *o) {
+    const struct RLPort *p = (const void *)((const char *)o - offsetof(struct RLPort, life));
+    return p->ctx.release;
+}
+
 static inline void port_lock(struct RLPort *p) {
     if (RL__UNLIKELY(!rl__mutex_trylock(&p->mu)))
         rl__mutex_lock_slow(&p->mu, NULL);
@@ -311,7 +317,7 @@ RLPortRef RLPortMessageGetReceivePort(RLPortMessageRef m) { return msg_ok(m, __f
 
 static void port_finalize(void *obj) {
     struct RLPort *p = obj;
-    rl__fdobj_finalize(&p->life); /* released by the invalidation that precedes this, or here */
+    rl__fdobj_finalize(&p->life, port_releaser); /* released by the invalidation that precedes this, or here */
 #if __BLOCKS__
     if (p->handler)
         _Block_release(p->handler);
@@ -430,7 +436,7 @@ static void invalidate(struct RLPort *p) {
     port_lock(p);
     RLPortInvalidationCallBack cb = p->inval;
     rl__fdobj_end end;
-    if (!rl__fdobj_invalidate(&p->life, cb ? RL_FDOBJ_CALLBACK : 0, &end)) {
+    if (!rl__fdobj_invalidate(&p->life, cb ? RL_FDOBJ_CALLBACK : 0, &end, port_releaser)) {
         port_unlock(p);
         return;
     }
@@ -625,7 +631,7 @@ static void src_perform(void *info) {
         batch = NULL;
     }
     if (entered)
-        rl__fdobj_leave(&p->life, &left);
+        rl__fdobj_leave(&p->life, &left, port_releaser);
     port_unlock(p);
     rl__fdobj_finish(&left);
     free(batch);

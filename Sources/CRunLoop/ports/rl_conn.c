@@ -807,6 +807,12 @@ static size_t server_dropped(rl__server *s, char *why, size_t n) {
     return d;
 }
 
+/* The release of a port's info (rl__fdobj_releaser): its context's. */
+static rl__fdobj_release_fn netport_releaser(const rl__fdobj *o) {
+    const rl__netport *np = (const void *)((const char *)o - offsetof(rl__netport, life));
+    return np->ctx.release;
+}
+
 /* ---- the shared half of listening ports ---- */
 
 bool rl__netport_init(rl__netport *np, void *obj) {
@@ -822,7 +828,7 @@ bool rl__netport_init(rl__netport *np, void *obj) {
 void rl__netport_finalize(rl__netport *np) {
     /* Invalidation ran first (explicitly or on the last release) and
      * released the info; a port whose creation failed part-way has it. */
-    rl__fdobj_finalize(&np->life);
+    rl__fdobj_finalize(&np->life, netport_releaser);
     if (np->serving)
         server_destroy(&np->srv);
     np->serving = false;
@@ -871,7 +877,7 @@ bool rl__netport_is_valid(rl__netport *np) {
 
 bool rl__netport_begin_invalidate(rl__netport *np) {
     pthread_mutex_lock(&np->mu);
-    bool was = rl__fdobj_invalidate(&np->life, np->inval ? RL_FDOBJ_CALLBACK : 0, &np->inval_end);
+    bool was = rl__fdobj_invalidate(&np->life, np->inval ? RL_FDOBJ_CALLBACK : 0, &np->inval_end, netport_releaser);
     pthread_mutex_unlock(&np->mu);
     return was;
 }
