@@ -92,6 +92,31 @@ static void test_timer_wakes_then_mode_empties(void **state) {
     drop(o);
 }
 
+static void tick_count(RLRunLoopTimerRef t, void *info) {
+    (void)t;
+    (*(int *)info)++;
+}
+
+/* A run of more than a second, its passes kept going by a repeating timer
+ * (the end of each pass asks whether the run's deadline passed, by the
+ * coarse clock while a second or more short of it, RLRunLoopRun.c): it
+ * times out, not before its seconds, and not long after. */
+static void test_run_of_seconds_times_out_at_its_deadline(void **state) {
+    (void)state;
+    int ticks = 0;
+    RLRunLoopTimerContext c = {0, &ticks, NULL, NULL, NULL};
+    RLRunLoopTimerRef t = RLRunLoopTimerCreate(NULL, RLAbsoluteTimeGetCurrent() + 0.05, 0.05, 0, 0, tick_count, &c);
+    assert_true(RLRunLoopAddTimer(RLRunLoopGetCurrent(), t, "Secs"));
+    double start = RLMonotonicTimeGetCurrent();
+    assert_int_equal(RLRunLoopRunInMode("Secs", 1.3, false), kRLRunLoopRunTimedOut);
+    double took = RLMonotonicTimeGetCurrent() - start;
+    assert_true(took >= 1.3);
+    assert_true(took < 1.3 + 10); /* generous: a loaded machine */
+    assert_true(ticks > 1);
+    RLRunLoopTimerInvalidate(t);
+    RLRelease(t);
+}
+
 static void stop_in_perform(void *info) {
     rl_trace_add("P");
     RLRunLoopStop(RLRunLoopGetCurrent());
@@ -508,6 +533,7 @@ int main(void) {
         cmocka_unit_test_setup(test_poll_pass_with_nothing_to_do, rl_trace_setup),
         cmocka_unit_test_setup(test_signalled_source_poll_and_handled, rl_trace_setup),
         cmocka_unit_test_setup(test_timer_wakes_then_mode_empties, rl_trace_setup),
+        cmocka_unit_test(test_run_of_seconds_times_out_at_its_deadline),
         cmocka_unit_test_setup(test_stop_from_callout, rl_trace_setup),
         cmocka_unit_test_setup(test_stop_before_running_is_forgotten, rl_trace_setup),
         cmocka_unit_test_setup(test_stop_from_entry_ends_the_run_before_its_first_pass, rl_trace_setup),

@@ -130,3 +130,11 @@ bool rl__is_data(const void *obj) {
     const rl__object *o = obj;
     return o && atomic_load_explicit(&o->magic, memory_order_relaxed) == RL__MAGIC_ALIVE && o->cls == &data_class;
 }
+
+bool rl__data_view(RLDataRef data, const uint8_t **bytes, size_t *length) {
+    if (!rl__is_data(data))
+        return false;
+    *bytes = data->bytes;
+    *length = (size_t)data->length;
+    return true;
+}

@@ -33,4 +33,8 @@ RL__HIDDEN void *rl__data_take_back(RLDataRef data);
 /* Whether obj is a live RLData (no error is left when it is not). */
 RL__HIDDEN bool rl__is_data(const void *obj);
 
+/* A live RLData's bytes and length in one call (true), without the public
+ * getters' checks each; false (nothing set, no error left): not one. */
+RL__HIDDEN bool rl__data_view(RLDataRef data, const uint8_t **bytes, size_t *length);
+
 #endif /* CRUNLOOP_RLDATA_INTERNAL_H */

@@ -1314,14 +1314,13 @@ bool rl__socket_address_ok(RLDataRef address, const char *fn) {
     return true;
 }
 
-/* The fd of a valid socket, or -1 (error set). */
+/* The fd of a valid socket, or -1 (error set). Validity is read without
+ * the socket's lock (rl__fdobj_valid: atomic, as rl_fdobj.h allows): the
+ * lock would be dropped before the fd is used anyway. */
 static int sock_valid_fd(RLSocketRef s, const char *fn) {
     if (!sock_ok(s, fn))
         return -1;
-    sock_lock(s);
-    bool valid = rl__fdobj_valid(&s->life);
-    sock_unlock(s);
-    if (!valid) {
+    if (!rl__fdobj_valid(&s->life)) {
         rl__fail(kRLErrorInvalidObject, fn, "the socket has been invalidated");
         return -1;
     }
@@ -1545,12 +1544,12 @@ RLSocketError RLSocketSendData(RLSocketRef s, RLDataRef address, RLDataRef data,
         return kRLSocketError;
     if (!data)
         return rl__fail(kRLErrorInvalidArgument, fn, "NULL data"), kRLSocketError;
-    if (!rl__is_data(data))
+    const uint8_t *p;
+    size_t left;
+    if (!rl__data_view(data, &p, &left))
         return rl__fail(kRLErrorInvalidObject, fn, "the data is not a live RLData"), kRLSocketError;
     if (isnan(timeout))
         return rl__fail(kRLErrorInvalidArgument, fn, "NaN timeout"), kRLSocketError;
-    const uint8_t *p = RLDataGetBytePtr(data);
-    size_t left = (size_t)RLDataGetLength(data);
     const struct sockaddr *sa = address ? (const struct sockaddr *)RLDataGetBytePtr(address) : NULL;
     socklen_t salen = address ? (socklen_t)RLDataGetLength(address) : 0;
     if (!sa && left > 0 && s->sock_type == SOCK_STREAM) {

@@ -798,6 +798,15 @@ static void uring_close(rl__poller *rl) {
         rl__rxq_release(u->regs[fd].rxq);
     for (size_t i = 0; i < u->ndying; i++)
         rl__rxq_release(u->dying[i].q);
+    for (size_t i = 0; i < u->ntxfast; i++) {
+        rl__txq *q = u->txfast[i];
+        if (!q->inflight || !q->fast || q->held)
+            continue; /* settled, or held on txheld (below) */
+        rl__txq_drop(q);
+        __atomic_store_n(&q->owner, (const void *)NULL, __ATOMIC_RELAXED);
+        q->inflight = q->fast = false;
+        rl__txq_release(q); /* the silent send's own reference */
+    }
     for (rl__txq *q = u->txheld, *next; q; q = next) {
         next = q->ring_next;
         /* The loop is gone: what its ring did not send is dropped (a
@@ -1015,6 +1024,17 @@ static void uring_take_tx(uring *u, rl__txq *q, int res) {
     q->inflight = false;
     bool was_fast = q->fast;
     q->fast = false;
+    bool ref = false; /* a silent send's own reference (uring_send) */
+    if (was_fast) {
+        /* Off the list of silent sends now (q may go below). */
+        for (size_t i = 0; i < u->ntxfast; i++) {
+            if (u->txfast[i] == q) {
+                u->txfast[i] = u->txfast[--u->ntxfast];
+                break;
+            }
+        }
+        ref = !q->held;
+    }
     if (was_fast && res != (int)q->inlen)
         q->slow = true; /* no room: the sends wait for it until the queue is empty */
     if (res == -EAGAIN || res == -EINTR || res == 0) {
@@ -1035,6 +1055,8 @@ static void uring_take_tx(uring *u, rl__txq *q, int res) {
         q->slow = false;
     if (!q->head || !uring_tx_list(u, q))
         uring_tx_done(u, q); /* out of memory to list it: its chunks wait for the writer's next send */
+    if (ref)
+        rl__txq_release(q);
 }
 
 /* One completion into ev (true), or dropped. Lock held. */
@@ -1137,6 +1159,7 @@ static void uring_tx_settle(uring *u) {
             u->txfast[keep++] = q; /* not submitted yet */
             continue;
         }
+        bool ref = !q->held; /* the silent send's own reference (uring_send) */
         q->inflight = q->fast = false;
         atomic_fetch_add_explicit(&rl__poll_uring_sends, 1, memory_order_relaxed);
         q->head->off += q->inlen;
@@ -1148,6 +1171,8 @@ static void uring_tx_settle(uring *u) {
             q->slow = false;
         if (!q->head || !uring_tx_list(u, q))
             uring_tx_done(u, q);
+        if (ref)
+            rl__txq_release(q);
     }
     u->ntxfast = keep;
 }
@@ -1335,7 +1360,13 @@ static int uring_send(rl__poller *rl, rl__txq *q, const void *bytes, size_t n, b
     } else if (q->inflight || q->listed) {
         /* sent after what is in flight (uring_take_tx, uring_tx_settle) */
     } else if (uring_tx_start(u, q)) {
-        uring_tx_hold(u, q); /* in flight: submitted by the next enter */
+        /* In flight: submitted by the next enter. A silent send's queue is
+         * held by its entry in the list of silent sends (a reference, not
+         * linked on txheld: uring_tx_settle lets go); another's, held. */
+        if (!q->fast)
+            uring_tx_hold(u, q);
+        else if (!q->held)
+            rl__txq_retain(q);
     } else if (!uring_tx_list(u, q)) {
         /* Out of memory to list it: this chunk goes back. */
         uring_tx_done(u, q);

@@ -25,6 +25,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
+#include <time.h>
 
 /* The loop and mode whose perform requests are timed (do_blocks). */
 typedef struct perform_timing_ctx {
@@ -551,6 +552,22 @@ static inline void ev_give(RLRunLoopRef rl, struct epoll_event *ev, int n) {
         rl->ev_big = malloc(EV_BATCH * sizeof *ev); /* without memory: the few */
 }
 
+/* Whether a run's deadline (monotonic seconds) has passed: the end of
+ * each pass asks. Without one (INFINITY), no clock is read. A second or
+ * more short of it, the kernel's coarse monotonic clock answers, at a
+ * fraction of a precise reading's cost: it is the precise clock as of the
+ * kernel's last tick, behind it by a tick at most (milliseconds), so a
+ * coarse reading a second short of the deadline is short of it in the
+ * precise clock too. Nearer, the precise clock decides, as always. */
+static inline bool pass_past_deadline(double deadline) {
+    if (isinf(deadline))
+        return false;
+    struct timespec ts;
+    if (clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) == 0 && (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9 < deadline - 1.0)
+        return false;
+    return rl__mono_now() >= deadline;
+}
+
 static RLRunLoopRunResult run_frame(RLRunLoopRef rl, rl__frame *f, bool poll_only, bool stop_after_handle) {
     struct epoll_event few[EV_FEW];
     rl__mode *m = f->mode;
@@ -613,7 +630,7 @@ static RLRunLoopRunResult run_frame(RLRunLoopRef rl, rl__frame *f, bool poll_onl
 
         if (handled && stop_after_handle)
             return kRLRunLoopRunHandledSource;
-        if (poll_only || rl__mono_now() >= f->deadline)
+        if (poll_only || pass_past_deadline(f->deadline))
             return kRLRunLoopRunTimedOut;
         /* Neither look takes the lock: what they read is written under
          * it (RLRunLoopStop, the mode's counts) and a change that misses
