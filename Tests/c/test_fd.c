@@ -63,6 +63,59 @@ static void test_pipe_read_one_shot(void **state) {
     close(p[1]);
 }
 
+/* The source of an fd object holds the object while anyone holds the
+ * source: a program may let go of the object once its source is in a
+ * loop, and the callouts go on; when the source's last reference goes,
+ * so does the object (closing its fd, still valid). */
+static void test_source_keeps_its_object(void **state) {
+    int p[2];
+    assert_int_equal(pipe(p), 0);
+    RLFileDescriptorRef f = make(p[0], "kept", true);
+    RLRunLoopSourceRef s = add(f, "FD");
+    assert_true(RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack));
+    RLRelease(f);
+    assert_int_equal(write(p[1], "x", 1), 1);
+    assert_int_equal(RLRunLoopRunInMode("FD", 10, true), kRLRunLoopRunHandledSource);
+    assert_trace("kept:r");
+    assert_int_not_equal(fcntl(p[0], F_GETFD), -1);
+    RLRunLoopRemoveSource(RLRunLoopGetCurrent(), s, "FD");
+    RLRelease(s);
+    assert_int_equal(fcntl(p[0], F_GETFD), -1); /* the object went with its source, valid: closed */
+    close(p[1]);
+}
+
+/* One source per object while anyone holds it (its order the first
+ * one's); once it is gone, the object makes a working one again, of the
+ * order then asked; none once the object is invalidated. */
+static void test_source_made_again_after_release(void **state) {
+    int p[2];
+    assert_int_equal(pipe(p), 0);
+    RLFileDescriptorRef f = make(p[0], "again", true);
+    RLRunLoopSourceRef a = RLFileDescriptorCreateRunLoopSource(NULL, f, 1);
+    assert_non_null(a);
+    RLRunLoopSourceRef b = RLFileDescriptorCreateRunLoopSource(NULL, f, 5);
+    assert_ptr_equal(a, b);
+    assert_int_equal(RLRunLoopSourceGetOrder(b), 1);
+    RLRelease(b);
+    RLRelease(a);
+    RLRunLoopSourceRef c = RLFileDescriptorCreateRunLoopSource(NULL, f, 7);
+    assert_non_null(c);
+    assert_int_equal(RLRunLoopSourceGetOrder(c), 7);
+    assert_true(RLRunLoopSourceIsValid(c));
+    assert_true(RLRunLoopAddSource(RLRunLoopGetCurrent(), c, "FD"));
+    assert_true(RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack));
+    assert_int_equal(write(p[1], "x", 1), 1);
+    assert_int_equal(RLRunLoopRunInMode("FD", 10, true), kRLRunLoopRunHandledSource);
+    assert_trace("again:r");
+    assert_true(RLFileDescriptorInvalidate(f));
+    assert_false(RLRunLoopSourceIsValid(c));
+    assert_null(RLFileDescriptorCreateRunLoopSource(NULL, f, 0));
+    assert_int_equal(RLErrorGetLast().code, kRLErrorInvalidObject);
+    RLRelease(c);
+    RLRelease(f);
+    close(p[1]);
+}
+
 static void test_socket_write_and_read_in_one_wake(void **state) {
     int sv[2], p[2];
     assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
@@ -356,6 +409,8 @@ static void test_enable_own_fd_around_a_nested_run(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_pipe_read_one_shot, rl_trace_setup),
+        cmocka_unit_test_setup(test_source_keeps_its_object, rl_trace_setup),
+        cmocka_unit_test_setup(test_source_made_again_after_release, rl_trace_setup),
         cmocka_unit_test_setup(test_socket_write_and_read_in_one_wake, rl_trace_setup),
         cmocka_unit_test_setup(test_fd_waits_for_its_mode, rl_trace_setup),
         cmocka_unit_test_setup(test_hangup_with_callbacks_off_does_not_spin, rl_trace_setup),

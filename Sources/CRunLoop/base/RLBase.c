@@ -242,14 +242,12 @@ void rl__object_finalize(void *obj) {
     if (o->cls->finalize)
         o->cls->finalize(o);
     if (pooled >= RL__POOLED_PART)
-        return; /* its class gives the block back */
+        return; /* the block goes with its first object */
     if (pooled)
         rl__pool_free(o);
     else
         free_later(o);
 }
-
-void rl__object_share_block(void *first) { ((rl__object *)first)->pooled += RL__POOLED_PART; }
 
 void rl__object_init_part(void *obj, const rl__class *cls) {
     rl__object *o = obj;
@@ -259,17 +257,9 @@ void rl__object_init_part(void *obj, const rl__class *cls) {
     atomic_init(&o->magic, RL__MAGIC_ALIVE);
 }
 
-void rl__object_free_block(void *first) {
-    if (((rl__object *)first)->pooled > RL__POOLED_PART)
-        rl__pool_free(first);
-    else
-        free_later(first);
-}
-
 size_t rl__object_block_bytes(const void *first) {
     const rl__object *o = first;
-    uint32_t pooled = o->pooled >= RL__POOLED_PART ? o->pooled - RL__POOLED_PART : o->pooled;
-    return pooled ? rl__pool_block_size(o) : malloc_usable_size((void *)o) + sizeof(size_t);
+    return o->pooled ? rl__pool_block_size(o) : malloc_usable_size((void *)o) + sizeof(size_t);
 }
 
 bool RLRelease(RLTypeRef obj) { return release_object(obj, false, "RLRelease"); }

@@ -120,22 +120,17 @@ RL__HIDDEN void *rl__object_alloc_head(const rl__class *cls, size_t head, size_t
  * is fitted to 16 bytes, not rounded up to a cache line (rl_pool.h). */
 RL__HIDDEN void *rl__object_alloc_packed(const rl__class *cls, size_t size, const char *fn);
 
-/* Objects that share one block (an RLSocket and its fd object): the
- * first object's header has `pooled` RL__POOLED_PART + how the block was
- * had (1: the pool, 0: malloc), the others' RL__POOLED_PART. Releasing
- * their last reference runs their finalizer and frees nothing: their
- * classes give the block back (rl__object_free_block) when the last of
- * them is gone. */
+/* An object inside another's block (an fd source in its RLSocket's or
+ * RLFileDescriptor's: runloop_internal.h): its header has `pooled`
+ * RL__POOLED_PART, so releasing its last reference runs its finalizer and
+ * frees nothing; the block goes with the block's first object, which
+ * must outlive it (an fd source holds a reference on its owner while
+ * counted). */
 #define RL__POOLED_PART 2u
-/* Makes the object of the block that starts at first (from
- * rl__object_alloc*) the first of a shared block. */
-RL__HIDDEN void rl__object_share_block(void *first);
-/* A header at o, one reference, class cls, in the block of `first`. */
+/* A header at o, one reference, class cls, in another object's block. */
 RL__HIDDEN void rl__object_init_part(void *o, const rl__class *cls);
-/* Gives back the block whose first object is `first` (its objects all
- * finalized). */
-RL__HIDDEN void rl__object_free_block(void *first);
-/* The bytes that block takes (for the tests that count memory). */
+/* The bytes the block of object `first` (not a part) takes, its parts in it
+ * (for the tests that count memory). */
 RL__HIDDEN size_t rl__object_block_bytes(const void *first);
 
 /* The failing half of rl__object_check: sets the error, returns false. */

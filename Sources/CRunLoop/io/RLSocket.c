@@ -128,18 +128,21 @@ typedef struct sock_rare {
     rl__txq *txq;
 } sock_rare;
 
-/* The socket's size: its fd object follows it in its block. */
+/* The socket's size: its fd source follows it in its block. */
 #define RL_SOCKET_SIZE 96
 
 /* s->rxq once the ring was asked and refused (sock_ring_ask). */
 #define RL_SOCKET_NO_RING ((rl__rxq *)1)
 
-/* 96 bytes (checked below), followed in the same block by its fd object
- * (RL_FD_PART_SIZE, 64): one allocation of 160 bytes, a packed pool class
- * (before: 176 and 192; 144 and 96). Its fd is its fd object's (sock_fd),
- * its context's release in its rare part (sock_releaser). An idle
- * connection is that block and its run-loop source (128, its membership
- * inside). */
+/* 96 bytes (checked below), followed in the same block by its run-loop
+ * source, which carries the fd state the loops read (RL_FD_SOURCE_SIZE,
+ * 144, its first membership inside): one allocation of 240 bytes, a
+ * packed pool class (before: 160 with a separate fd object, and the
+ * source's 128 besides). Its fd is its source's (sock_fd), its context's
+ * release in its rare part (sock_releaser). While valid, s holds a
+ * reference on itself (released by RLSocketInvalidate); its source, once
+ * woken by RLSocketCreateRunLoopSource, holds one on s until the
+ * source's last reference goes (runloop_internal.h, RL__FDSOURCE_SIZE). */
 struct RLSocket {
     rl__object base;
     /* Guards everything below that can change: a futex word (0 free, 1
@@ -159,7 +162,7 @@ struct RLSocket {
     bool connecting : 1; /* a background connect is under way */
     bool connect_reported : 1;
     bool at_eof : 1; /* the stream ended: no more read-side callbacks */
-    /* What the fd object was last told its owner enables again after each
+    /* What the fd source was last told its owner enables again after each
      * callout (rl__fd_set_kept): the read type, while it is wanted and
      * auto-re-enabled (kRLFileDescriptorReadCallBack or 0). */
     uint8_t kept : 2;
@@ -193,12 +196,10 @@ struct RLSocket {
     sock_peer_sa peer_sa;
 };
 _Static_assert(sizeof(struct RLSocket) <= RL_SOCKET_SIZE, "RLSocket outgrew its block");
-_Static_assert(RL_SOCKET_SIZE % 8 == 0, "the fd object after the socket is 8-aligned");
-_Static_assert(RL_SOCKET_SIZE == RL_FD_PART_OFFSET, "the fd object sits where its loop looks for it");
-_Static_assert(RL_SOCKET_SIZE + RL_FD_PART_SIZE == 160, "a socket and its fd object: one block of 160 bytes");
+_Static_assert(RL_SOCKET_SIZE % 8 == 0, "the fd source after the socket is 8-aligned");
+_Static_assert(RL_SOCKET_SIZE == RL_FD_OWNER_SIZE, "the fd source sits where its loop looks for it");
+_Static_assert(RL_SOCKET_SIZE + RL_FD_SOURCE_SIZE == 240, "a socket and its fd source: one block of 240 bytes");
 
-/* The fd object that watches s's fd, after s in its block (sock_make);
- * it holds a reference on s until invalidated. */
 /* The release of s's info (rl__fdobj_releaser): its context's, in its
  * rare part (made whenever the context has callbacks). */
 static rl__fdobj_release_fn sock_releaser(const rl__fdobj *o) {
@@ -206,21 +207,16 @@ static rl__fdobj_release_fn sock_releaser(const rl__fdobj *o) {
     return s->rare ? s->rare->release : NULL;
 }
 
-static inline RLFileDescriptorRef sock_fdobj(const struct RLSocket *s) {
-    return (RLFileDescriptorRef)(void *)((char *)s + RL_SOCKET_SIZE);
+/* The fd source that watches s's fd (its fd object, folded into its
+ * run-loop source), after s in its block (sock_make). */
+static inline RLRunLoopSourceRef sock_fdobj(const struct RLSocket *s) {
+    return (RLRunLoopSourceRef)(void *)((char *)s + RL_SOCKET_SIZE);
 }
 
-/* s's fd: its fd object's (which never changes it), read once the fd
- * object is made (sock_make). */
+/* s's fd: its fd source's (which never changes it), read once the
+ * source is made (sock_make). */
 static inline int sock_fd(const struct RLSocket *s) {
-    return *(const int *)(const void *)((const char *)s + RL_SOCKET_SIZE + RL_FD_PART_FD_OFFSET);
-}
-
-/* Whether sock_make got as far as making it: the block comes zeroed, and
- * its header's magic is set once it is made (and stays set while s, which
- * holds a reference on it, lives). */
-static inline bool sock_fdobj_made(const struct RLSocket *s) {
-    return atomic_load_explicit(&((const rl__object *)(const void *)sock_fdobj(s))->magic, memory_order_relaxed) != 0;
+    return *(const int *)(const void *)((const char *)s + RL_SOCKET_SIZE + RL_FD_SOURCE_FD_OFFSET);
 }
 
 /* s's rare part, made if need be; NULL if memory is short. Its lock held,
@@ -262,11 +258,9 @@ static inline void sock_unlock(struct RLSocket *s) {
 
 static void sock_finalize(void *obj) {
     struct RLSocket *s = obj;
-    /* Valid sockets are kept alive by their fd object's reference, so a
-     * socket only gets here invalidated, or from a failed creation. */
-    RLFileDescriptorRef f = sock_fdobj_made(s) ? sock_fdobj(s) : NULL;
-    if (f)
-        RLRelease(f);
+    /* Valid sockets hold a reference on themselves, so a socket only gets
+     * here invalidated, or from a failed creation; and an awake source
+     * holds one, so its source is asleep: the block goes with s. */
     if (s->rare) {
         if (s->rare->peer)
             RLRelease(s->rare->peer);
@@ -276,11 +270,6 @@ static void sock_finalize(void *obj) {
     if (s->rxq != RL_SOCKET_NO_RING)
         rl__rxq_release(s->rxq);
     rl__fdobj_finalize(&s->life, sock_releaser); /* nothing left to release once invalidated */
-    /* Last: the block (s and its fd object) goes with the later of the two. */
-    if (f)
-        rl__fd_part_gone(f);
-    else
-        rl__object_free_block(s);
 }
 
 static char *sock_describe(const void *obj) {
@@ -322,7 +311,7 @@ static RLOptionFlags sock_wanted_locked(const struct RLSocket *s) {
     return want;
 }
 
-/* Tells the fd object what to watch (lock held). */
+/* Tells the fd source what to watch (lock held). */
 static void sock_rearm_locked(struct RLSocket *s) {
     RLOptionFlags want = sock_wanted_locked(s);
     /* Read wanted again after every callout that got it, while the flags
@@ -338,10 +327,10 @@ static void sock_rearm_locked(struct RLSocket *s) {
     RLOptionFlags on = rl__fd_enabled(sock_fdobj(s));
     RLOptionFlags off = (kRLFileDescriptorReadCallBack | kRLFileDescriptorWriteCallBack) & ~want & on;
     if (off)
-        (void)RLFileDescriptorDisableCallBacks(sock_fdobj(s), off);
+        (void)rl__fdsrc_set_enabled(sock_fdobj(s), off, false, "RLFileDescriptorDisableCallBacks");
     /* Only what is off is turned on: a kept type is on already. A stale
-     * fd object has everything off, so it is asked, and says so. */
-    if ((want & ~on) && !RLFileDescriptorEnableCallBacks(sock_fdobj(s), want & ~on)) {
+     * fd source has everything off, so it is asked, and says so. */
+    if ((want & ~on) && !rl__fdsrc_set_enabled(sock_fdobj(s), want & ~on, true, "RLFileDescriptorEnableCallBacks")) {
         /* The fd was closed behind our back or cannot be watched: the fd
          * object has said why; nothing would ever be delivered again. */
         s->disabled |= s->types;
@@ -1067,10 +1056,11 @@ static void sock_fd_callout(RLFileDescriptorRef f, RLOptionFlags ready, void *in
     (void)f;
     struct RLSocket *s = info;
     /* A callback may invalidate the socket and release the caller's last
-     * reference (the fd object's reference goes with the invalidation):
+     * reference (the one its validity held goes with the invalidation):
      * this one keeps it alive until the callout is done with it. Taken
-     * while valid, under the lock that an invalidation takes first, so the
-     * fd object's reference is still there to count on. */
+     * while valid, under the lock that an invalidation takes first (and
+     * the source, which the loop holds through the callout, holds one on
+     * s besides). */
     sock_lock(s);
     if (!rl__fdobj_enter(&s->life)) {
         sock_unlock(s);
@@ -1200,11 +1190,10 @@ static RLSocketRef sock_make(RLAllocatorRef allocator, int fd, RLOptionFlags typ
     len = sizeof acc;
     if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &len) < 0)
         acc = 0;
-    struct RLSocket *s = rl__object_alloc_packed(&socket_class, RL_SOCKET_SIZE + RL_FD_PART_SIZE, fn);
+    struct RLSocket *s = rl__object_alloc_packed(&socket_class, RL_SOCKET_SIZE + RL_FD_SOURCE_SIZE, fn);
     if (!s)
         return NULL;
-    rl__object_share_block(s); /* with its fd object, made below */
-        static _Atomic uint32_t serials;
+    static _Atomic uint32_t serials;
     s->serial = atomic_fetch_add_explicit(&serials, 1, memory_order_relaxed);
     s->sock_type = (uint8_t)stype;
     s->types = (uint8_t)types;
@@ -1240,11 +1229,11 @@ static RLSocketRef sock_make(RLAllocatorRef allocator, int fd, RLOptionFlags typ
             return NULL;
         }
     }
-    /* Holds a reference on s until invalidated. */
-    if (!rl__fd_init_part(sock_fdobj(s), fd, sock_fd_callout, s, &sock_how, fn)) {
+    if (!rl__fdsrc_init(sock_fdobj(s), fd, s, &sock_how, fn)) {
         RLRelease(s);
         return NULL;
     }
+    RLRetain(s); /* held while valid (RLSocketInvalidate releases it), as CF keeps every valid socket */
     if (context) {
         void *info = context->info;
         if (s->rare && s->rare->retain)
@@ -1651,11 +1640,9 @@ bool RLSocketInvalidate(RLSocketRef s) {
     }
     if (!was)
         return true;
-    /* Keeps s alive across the fd object's release of its reference. */
-    RLRetain(s);
-    (void)RLFileDescriptorInvalidate(sock_fdobj(s)); /* leaves every loop */
+    (void)rl__fdsrc_invalidate(sock_fdobj(s)); /* leaves every loop */
     rl__fdobj_finish(&end); /* the fd closed, the info released (or left to the last running callout) */
-    RLRelease(s);
+    RLRelease(s); /* the reference its validity held (sock_make) */
     return true;
 }
 
@@ -1706,7 +1693,7 @@ bool RLSocketGetContext(RLSocketRef s, RLSocketContext *context) {
 RLRunLoopSourceRef RLSocketCreateRunLoopSource(RLAllocatorRef allocator, RLSocketRef s, RLIndex order) {
     if (sock_valid_fd(s, __func__) < 0)
         return NULL;
-    return RLFileDescriptorCreateRunLoopSource(allocator, sock_fdobj(s), order);
+    return rl__fdsrc_wake(sock_fdobj(s), order, __func__);
 }
 
 /* For the tests: the bytes an object's block takes (its pool class, or
@@ -1722,7 +1709,7 @@ static size_t object_bytes(const void *obj) {
  * buffers are the thread's. Not for a socket another thread may be
  * using. */
 size_t rl__socket_footprint(RLSocketRef s) {
-    size_t n = rl__object_block_bytes(s); /* s and its fd object */
+    size_t n = rl__object_block_bytes(s); /* s and its fd source */
     if (s->rare)
         n += malloc_usable_size(s->rare) + sizeof(size_t);
     if (atomic_load_explicit(&s->peer_len, memory_order_acquire) == RL_SOCKET_PEER_IN_DATA)

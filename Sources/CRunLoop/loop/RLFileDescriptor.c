@@ -14,75 +14,92 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+/* An RLFileDescriptor is one block: the object (its context) and its fd
+ * source after it, asleep until CreateRunLoopSource wakes it (see
+ * RL__FDSOURCE_SIZE in runloop_internal.h for who holds what). The fd state
+ * (valid, enabled, stale...) is in the source, under its item lock. */
 
 /* Closes the object's fd, unless the loop found that the number no longer
  * names the object's file: closing it would close someone else's. */
 static void fd_close_own(const struct RLFileDescriptor *f, int stale) {
     if (f->close_on_invalidate && !stale)
-        close(f->fd);
-}
-
-static void fd_owner_release(const void *owner) { RLRelease(owner); }
-
-/* What f's invalidation releases: its context's info, or its owner. */
-static void (*fd_release_fn(const struct RLFileDescriptor *f))(const void *) {
-    if (f->has_ctx)
-        return f->ctx[0].release;
-    return rl__fd_owner_held(f) ? fd_owner_release : NULL;
+        close(rl__fdst(rl__fd_source(f))->fd);
 }
 
 const struct rl__callout_owner *rl__fd_part_how;
 
-void rl__fd_part_gone(RLFileDescriptorRef f) {
-    const void *block = rl__fd_part_owner(f); /* the block's first object */
-    if (atomic_fetch_sub_explicit(&f->parts, 1, memory_order_acq_rel) == 1)
-        rl__object_free_block((void *)block);
-}
-
 static void fd_finalize(void *obj) {
     struct RLFileDescriptor *f = obj;
-    /* The source holds a reference on f, so no source is left here. */
-    if (f->valid) {
-        fd_close_own(f, rl__peek(f->stale));
-        void (*release)(const void *) = fd_release_fn(f);
-        if (release)
-            release(rl__fd_info(f));
+    /* An awake source holds a reference on f: its source is asleep here,
+     * and the block goes with f (rl__object_finalize). */
+    rl__fdstate *st = rl__fdst(rl__fd_source(f));
+    if (st->valid) {
+        fd_close_own(f, rl__peek(st->stale));
+        if (f->ctx.release)
+            f->ctx.release(f->ctx.info);
     }
-    if (f->base.pooled == RL__POOLED_PART)
-        rl__fd_part_gone(f); /* last: it may free f */
 }
 
 /* Another thread may enable, disable or invalidate meanwhile: the state is
  * copied under the lock that guards it, printed after. */
 static char *fd_describe(const void *obj) {
     struct RLFileDescriptor *f = (struct RLFileDescriptor *)obj;
-    rl__olock_lock(&f->lock);
-    bool valid = f->valid;
-    RLOptionFlags enabled = atomic_load_explicit(&f->enabled, memory_order_relaxed);
-    int stale = rl__peek(f->stale);
-    rl__olock_unlock(&f->lock);
+    struct RLRunLoopSource *s = rl__fd_source(f);
+    rl__fdstate *st = rl__fdst(s);
+    rl__olock_lock(&s->lock);
+    bool valid = st->valid;
+    RLOptionFlags enabled = atomic_load_explicit(&st->enabled, memory_order_relaxed);
+    int stale = rl__peek(st->stale);
+    rl__olock_unlock(&s->lock);
     char *out = NULL;
-    if (asprintf(&out, "<RLFileDescriptor %p fd %d%s%s%s%s>", obj, f->fd, valid ? "" : " invalid",
+    if (asprintf(&out, "<RLFileDescriptor %p fd %d%s%s%s%s>", obj, st->fd, valid ? "" : " invalid",
                  (enabled & kRLFileDescriptorReadCallBack) ? " read" : "",
                  (enabled & kRLFileDescriptorWriteCallBack) ? " write" : "", stale ? " stale" : "") < 0)
         out = NULL;
     return out;
 }
 
-/* A program's: one pool class of 128 bytes with its context; an
- * RLSocket's: 64 bytes, the socket's 96 making one block of 160. */
-_Static_assert(sizeof(struct RLFileDescriptor) + sizeof(rl__fdctx) <= 128, "RLFileDescriptor outgrew its pool class");
-_Static_assert(sizeof(struct RLFileDescriptor) == RL__FD_PART_SIZE, "an owner's fd object: 64 bytes");
-_Static_assert(RL__FD_PART_SIZE == RL_FD_PART_SIZE, "rl_callout.h says the size of an owner's fd object");
-_Static_assert(RL__FD_PART_OFFSET == RL_FD_PART_OFFSET, "rl_callout.h says where an owner's fd object sits");
-_Static_assert(offsetof(struct RLFileDescriptor, fd) == RL_FD_PART_FD_OFFSET, "rl_callout.h says where a part's fd is");
-_Static_assert(sizeof(((struct RLFileDescriptor *)0)->fd) == sizeof(int), "a part's fd is an int");
+_Static_assert(RL__FD_OWNER_SIZE == RL_FD_OWNER_SIZE, "rl_callout.h says the size of an fd source's owner");
+_Static_assert(RL__FDSOURCE_SIZE == RL_FD_SOURCE_SIZE, "rl_callout.h says the size of an fd source");
+_Static_assert(sizeof(struct RLRunLoopSource) + offsetof(rl__fdstate, fd) == RL_FD_SOURCE_FD_OFFSET,
+               "rl_callout.h says where an fd source's fd is");
+_Static_assert(sizeof(((rl__fdstate *)0)->fd) == sizeof(int), "an fd source's fd is an int");
+_Static_assert(RL__FD_OWNER_SIZE + RL__FDSOURCE_SIZE == 240, "an fd source and its owner: one block of 240 bytes");
 
-static const rl__class fd_class = {"RLFileDescriptor", fd_finalize, NULL, fd_describe};
+const rl__class rl__fd_class = {"RLFileDescriptor", fd_finalize, NULL, fd_describe};
 
-static bool fd_ok(RLFileDescriptorRef f, const char *fn) { return rl__object_check(f, &fd_class, fn); }
+static bool fd_ok(RLFileDescriptorRef f, const char *fn) { return rl__object_check(f, &rl__fd_class, fn); }
+
+bool rl__fdsrc_init(void *at, int fd, const void *owner, const rl__callout_owner *how, const char *fn) {
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0) {
+        rl__fail(kRLErrorInvalidArgument, fn, "%d is not an open file descriptor", fd);
+        return false;
+    }
+    if ((const char *)at != (const char *)owner + RL__FD_OWNER_SIZE)
+        abort(); /* rl__fdsrc_owner finds the owner there */
+    if (how) {
+        const rl__callout_owner *was = __atomic_load_n(&rl__fd_part_how, __ATOMIC_RELAXED);
+        if (was && was != how)
+            abort(); /* rl__fd_owner_how: one how for every such owner */
+        if (!was)
+            __atomic_store_n(&rl__fd_part_how, how, __ATOMIC_RELAXED);
+    }
+    struct RLRunLoopSource *s = at;
+    rl__object_init_part(s, &rl__source_class);
+    atomic_store_explicit(&s->base.rc, 0, memory_order_relaxed);
+    atomic_store_explicit(&s->base.magic, RL__MAGIC_ASLEEP, memory_order_relaxed);
+    rl__fdstate *f = rl__fdst(s);
+    f->fd = fd;
+    f->dev = rl__fd_dev32(st.st_dev);
+    f->ino = st.st_ino;
+    f->valid = true;
+    return true;
+}
 
 RLFileDescriptorRef RLFileDescriptorCreate(RLAllocatorRef allocator, RLFileDescriptorNativeDescriptor fd,
                                            bool closeOnInvalidate, RLFileDescriptorCallBack callout,
@@ -92,8 +109,7 @@ RLFileDescriptorRef RLFileDescriptorCreate(RLAllocatorRef allocator, RLFileDescr
         rl__fail(kRLErrorInvalidArgument, fn, "NULL callout");
         return NULL;
     }
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st) < 0) {
+    if (fd < 0 || fcntl(fd, F_GETFD) < 0) {
         rl__fail(kRLErrorInvalidArgument, fn, "%d is not an open file descriptor", fd);
         return NULL;
     }
@@ -101,51 +117,24 @@ RLFileDescriptorRef RLFileDescriptorCreate(RLAllocatorRef allocator, RLFileDescr
         rl__fail(kRLErrorInvalidArgument, fn, "context version %ld is not supported (use 0)", context->version);
         return NULL;
     }
-    struct RLFileDescriptor *f = rl__object_alloc(&fd_class, sizeof *f + sizeof f->ctx[0], fn);
+    struct RLFileDescriptor *f = rl__object_alloc_packed(&rl__fd_class, RL__FD_OWNER_SIZE + RL__FDSOURCE_SIZE, fn);
     if (!f)
         return NULL;
-    f->fd = fd;
-    f->dev = rl__fd_dev32(st.st_dev);
-    f->ino = st.st_ino;
-    f->close_on_invalidate = closeOnInvalidate;
-    f->ctx[0].callout = callout;
-    f->valid = true;
-    f->has_ctx = true;
-    if (context) {
-        f->ctx[0] = (rl__fdctx){context->retain, context->release, context->copyDescription, NULL, NULL, NULL, callout};
-        f->ctx[0].info = context->retain ? (void *)context->retain(context->info) : context->info;
-    }
-    return f;
-}
-
-RLFileDescriptorRef rl__fd_init_part(void *at, int fd, RLFileDescriptorCallBack callout, const void *owner,
-                                     const rl__callout_owner *how, const char *fn) {
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st) < 0) {
-        rl__fail(kRLErrorInvalidArgument, fn, "%d is not an open file descriptor", fd);
+    if (!rl__fdsrc_init(rl__fd_source(f), fd, f, NULL, fn)) { /* its fd closed meanwhile */
+        RLRelease(f);
         return NULL;
     }
-    const rl__callout_owner *was = __atomic_load_n(&rl__fd_part_how, __ATOMIC_RELAXED);
-    if ((const char *)at != (const char *)owner + RL__FD_PART_OFFSET || how->part_callout != callout ||
-        (was && was != how))
-        abort(); /* rl__fd_info finds the owner there, rl__fd_callout the callout in the one how */
-    struct RLFileDescriptor *f = at;
-    memset(f, 0, sizeof *f);
-    rl__object_init_part(f, &fd_class);
-    f->fd = fd;
-    f->dev = rl__fd_dev32(st.st_dev);
-    f->ino = st.st_ino;
-    f->valid = true;
-    /* Parts are RLSocket's only: one `how` for all of them. */
-    if (!was)
-        __atomic_store_n(&rl__fd_part_how, how, __ATOMIC_RELAXED);
-    atomic_init(&f->parts, 2);
-    RLRetain(owner);
+    f->close_on_invalidate = closeOnInvalidate;
+    f->ctx.callout = callout;
+    if (context) {
+        f->ctx = (rl__fdctx){context->retain, context->release, context->copyDescription, NULL, NULL, NULL, callout};
+        f->ctx.info = context->retain ? (void *)context->retain(context->info) : context->info;
+    }
     return f;
 }
 
 RLFileDescriptorNativeDescriptor RLFileDescriptorGetNativeDescriptor(RLFileDescriptorRef f) {
-    return fd_ok(f, __func__) ? f->fd : -1;
+    return fd_ok(f, __func__) ? rl__fdst(rl__fd_source(f))->fd : -1;
 }
 
 bool RLFileDescriptorGetContext(RLFileDescriptorRef f, RLFileDescriptorContext *context) {
@@ -154,16 +143,13 @@ bool RLFileDescriptorGetContext(RLFileDescriptorRef f, RLFileDescriptorContext *
         return false;
     if (!context)
         return rl__fail(kRLErrorInvalidArgument, fn, "NULL context");
-    if (f->has_ctx)
-        *context = (RLFileDescriptorContext){0, f->ctx[0].info, f->ctx[0].retain, f->ctx[0].release,
-                                             f->ctx[0].copyDescription};
-    else
-        *context = (RLFileDescriptorContext){0, rl__fd_info(f), NULL, NULL, NULL};
+    *context = (RLFileDescriptorContext){0, f->ctx.info, f->ctx.retain, f->ctx.release, f->ctx.copyDescription};
     return true;
 }
 
-/* Takes a reference on a source that may be on its way out (its count may
- * already have reached zero while its finalizer waits for f's lock). */
+/* Takes a reference on an awake source that may be on its way out (its
+ * count may already have reached zero while its finalizer waits for its
+ * item lock); false on an asleep one (no count). */
 static bool try_retain(struct RLRunLoopSource *s) {
     long rc = atomic_load(&s->base.rc);
     while (rc > 0) {
@@ -173,32 +159,30 @@ static bool try_retain(struct RLRunLoopSource *s) {
     return false;
 }
 
-static bool fd_set_enabled(RLFileDescriptorRef f, RLOptionFlags types, bool on, const char *fn) {
-    if (!fd_ok(f, fn))
-        return false;
+bool rl__fdsrc_set_enabled(RLRunLoopSourceRef s, RLOptionFlags types, bool on, const char *fn) {
     RLOptionFlags known = kRLFileDescriptorReadCallBack | kRLFileDescriptorWriteCallBack;
     if (types & ~known)
         return rl__fail(kRLErrorInvalidArgument, fn, "unknown callback types 0x%lx", types & ~known);
-    rl__olock_lock(&f->lock);
+    rl__fdstate *f = rl__fdst(s);
+    rl__olock_lock(&s->lock);
     bool ok = f->valid;
-    struct RLRunLoopSource *s = NULL;
-    bool borrowed = false;
+    bool resync = false, borrowed = false;
     if (ok && !(on && rl__peek(f->stale))) {
         RLOptionFlags was = on ? atomic_fetch_or_explicit(&f->enabled, types, memory_order_relaxed)
                                : atomic_fetch_and_explicit(&f->enabled, ~types, memory_order_relaxed);
         /* Whoever changes these bits re-arms the loops after (here, or the
          * loop that cleared what it delivered), so a call that changes
          * none (an RLSocket disabling, after each callout, what it does
-         * not want) has nothing to re-arm. A stale object (its bits
-         * cleared by one loop) re-arms them all, as before. */
+         * not want) has nothing to re-arm. A stale fd (its bits cleared
+         * by one loop) re-arms them all, as before. An asleep source is
+         * in no loop: nothing to re-arm. */
         bool changed = (on ? (was & types) != types : (was & types) != 0) || rl__peek(f->stale);
         /* A callout enabling its own fd borrows the reference its loop
          * keeps on the source until the callout returns. */
-        if (changed && f->source && ((borrowed = rl__fd_callout_running(f->source)) || try_retain(f->source)))
-            s = f->source;
+        resync = changed && ((borrowed = rl__fd_callout_running(s)) || try_retain(s));
     }
-    rl__olock_unlock(&f->lock);
-    if (s) {
+    rl__olock_unlock(&s->lock);
+    if (resync) {
         /* Re-arms the fd in each of its loops, one at a time; the kernel's
          * answer may show that it is stale. */
         rl__source_fd_resync(s);
@@ -219,48 +203,89 @@ static bool fd_set_enabled(RLFileDescriptorRef f, RLOptionFlags types, bool on, 
 }
 
 bool RLFileDescriptorEnableCallBacks(RLFileDescriptorRef f, RLOptionFlags types) {
-    return fd_set_enabled(f, types, true, __func__);
+    return fd_ok(f, __func__) && rl__fdsrc_set_enabled(rl__fd_source(f), types, true, __func__);
 }
 
 bool RLFileDescriptorDisableCallBacks(RLFileDescriptorRef f, RLOptionFlags types) {
-    return fd_set_enabled(f, types, false, __func__);
+    return fd_ok(f, __func__) && rl__fdsrc_set_enabled(rl__fd_source(f), types, false, __func__);
+}
+
+bool rl__fdsrc_invalidate(RLRunLoopSourceRef s) {
+    rl__defer d;
+    rl__defer_init(&d);
+    rl__fdstate *f = rl__fdst(s);
+    rl__olock_lock(&s->lock);
+    bool was = f->valid;
+    bool awake = false;
+    if (was) {
+        atomic_store_explicit(&f->enabled, 0, memory_order_relaxed);
+        awake = try_retain(s);
+        rl__poke(f->valid, false);
+    }
+    rl__olock_unlock(&s->lock);
+    if (awake) {
+        rl__source_invalidate(s, &d); /* leaves every loop */
+        rl__defer_release(&d, s);
+    }
+    rl__defer_run(&d);
+    return was;
 }
 
 bool RLFileDescriptorInvalidate(RLFileDescriptorRef f) {
     if (!fd_ok(f, __func__))
         return false;
-    rl__defer d;
-    rl__defer_init(&d);
-    rl__olock_lock(&f->lock);
-    bool was = f->valid;
-    struct RLRunLoopSource *s = NULL;
-    int stale = rl__peek(f->stale);
-    if (was) {
-        atomic_store_explicit(&f->enabled, 0, memory_order_relaxed);
-        if (f->source && try_retain(f->source))
-            s = f->source;
-        rl__poke(f->valid, false);
-    }
-    rl__olock_unlock(&f->lock);
-    if (s) {
-        rl__source_invalidate(s, &d); /* leaves every epoll set */
-        rl__defer_release(&d, s);
-    }
-    if (was) {
+    struct RLRunLoopSource *s = rl__fd_source(f);
+    int stale = rl__peek(rl__fdst(s)->stale);
+    if (rl__fdsrc_invalidate(s)) {
         fd_close_own(f, stale);
-        rl__defer_ctx_release(&d, fd_release_fn(f), rl__fd_info(f));
+        if (f->ctx.release)
+            f->ctx.release(f->ctx.info);
     }
-    rl__defer_run(&d);
     return true;
 }
 
 bool RLFileDescriptorIsValid(RLFileDescriptorRef f) {
     if (!fd_ok(f, __func__))
         return false;
-    rl__olock_lock(&f->lock);
-    bool v = f->valid;
-    rl__olock_unlock(&f->lock);
+    struct RLRunLoopSource *s = rl__fd_source(f);
+    rl__olock_lock(&s->lock);
+    bool v = rl__fdst(s)->valid;
+    rl__olock_unlock(&s->lock);
     return v;
+}
+
+RLRunLoopSourceRef rl__fdsrc_wake(RLRunLoopSourceRef s, RLIndex order, const char *fn) {
+    for (;;) {
+        rl__olock_lock(&s->lock);
+        if (!rl__fdst(s)->valid) {
+            rl__olock_unlock(&s->lock);
+            rl__fail(kRLErrorInvalidObject, fn, "the descriptor object has been invalidated");
+            return NULL;
+        }
+        uint32_t magic = atomic_load_explicit(&s->base.magic, memory_order_relaxed);
+        if (magic == RL__MAGIC_ALIVE && try_retain(s)) {
+            rl__olock_unlock(&s->lock); /* awake: one source per descriptor */
+            return s;
+        }
+        if (magic == RL__MAGIC_ASLEEP) {
+            /* Its owner is the caller's to pass, so alive: the source holds
+             * a reference on it from now until its own last one goes. */
+            RLRetain(rl__fdsrc_owner(s));
+            s->order = order;
+            s->valid = true;
+            s->signalled = false;
+            s->inline_used = false;
+            s->membs.first = NULL;
+            atomic_store_explicit(&s->base.rc, 1, memory_order_relaxed);
+            atomic_store_explicit(&s->base.magic, RL__MAGIC_ALIVE, memory_order_release);
+            rl__olock_unlock(&s->lock);
+            return s;
+        }
+        /* Its last reference just went: its finalizer is on its way to put
+         * it to sleep (under this lock). */
+        rl__olock_unlock(&s->lock);
+        sched_yield();
+    }
 }
 
 RLRunLoopSourceRef RLFileDescriptorCreateRunLoopSource(RLAllocatorRef allocator, RLFileDescriptorRef f,
@@ -268,42 +293,14 @@ RLRunLoopSourceRef RLFileDescriptorCreateRunLoopSource(RLAllocatorRef allocator,
     const char *fn = __func__;
     if (!fd_ok(f, fn))
         return NULL;
-    rl__olock_lock(&f->lock);
-    struct RLRunLoopSource *s = NULL;
-    bool valid = f->valid;
-    if (valid && f->source && try_retain(f->source))
-        s = f->source;
-    rl__olock_unlock(&f->lock);
-    if (!valid) {
-        rl__fail(kRLErrorInvalidObject, fn, "the descriptor object has been invalidated");
-        return NULL;
-    }
-    if (s)
-        return s;
-    RLRetain(f);
-    s = rl__source_create_fd(order, f, fn);
-    if (!s) {
-        RLRelease(f);
-        return NULL;
-    }
-    rl__olock_lock(&f->lock);
-    if (f->source && try_retain(f->source)) {
-        /* Another thread made one meanwhile: one source per descriptor. */
-        struct RLRunLoopSource *other = f->source;
-        rl__olock_unlock(&f->lock);
-        RLRelease(s);
-        return other;
-    }
-    f->source = s;
-    rl__olock_unlock(&f->lock);
-    return s;
+    return rl__fdsrc_wake(rl__fd_source(f), order, fn);
 }
 
 /* Asked between the pieces of one wake (an RLSocket's Data chunks, its
  * accepted connections), so that a callback that removes the source from
  * the mode, invalidates it or stops the run gets nothing more in this
  * wake; the loop's innermost run is the one making the callout. */
-bool rl__fd_served_now(RLFileDescriptorRef f) {
+bool rl__fd_served_now(RLRunLoopSourceRef s) {
     RLRunLoopRef rl = rl__tls;
     if (!rl)
         return false;
@@ -312,48 +309,48 @@ bool rl__fd_served_now(RLFileDescriptorRef f) {
     rl__loop_unlock(rl);
     if (!m)
         return false;
-    rl__olock_lock(&f->lock);
-    struct RLRunLoopSource *s = f->valid && f->source && try_retain(f->source) ? f->source : NULL;
-    rl__olock_unlock(&f->lock);
-    if (!s)
-        return false;
+    bool borrowed = rl__fd_callout_running(s);
+    if (!borrowed && !try_retain(s))
+        return false; /* asleep: in no loop */
     rl__olock_lock(&s->lock);
-    bool served = s->valid && rl__memb_in_mode(s, RL_KIND_SOURCE, m);
+    bool served = rl__fdst(s)->valid && s->valid && rl__memb_in_mode(s, RL_KIND_SOURCE, m);
     rl__olock_unlock(&s->lock);
-    RLRelease(s);
+    if (!borrowed)
+        rl__release_raw(s);
     return served;
 }
 
-RLOptionFlags rl__fd_enabled(RLFileDescriptorRef f) { return atomic_load_explicit(&f->enabled, memory_order_relaxed); }
-
-void rl__fd_set_kept(RLFileDescriptorRef f, RLOptionFlags types) {
-    atomic_store_explicit(&f->kept, (uint8_t)types, memory_order_relaxed);
+RLOptionFlags rl__fd_enabled(RLRunLoopSourceRef s) {
+    return atomic_load_explicit(&rl__fdst(s)->enabled, memory_order_relaxed);
 }
 
-bool rl__fd_report_quiet(RLFileDescriptorRef f) {
-    RLRunLoopRef rl = rl__tls;
-    return rl && rl->src_in_callout && rl->src_in_callout->fdobj == f && rl->fd_quiet;
+void rl__fd_set_kept(RLRunLoopSourceRef s, RLOptionFlags types) {
+    atomic_store_explicit(&rl__fdst(s)->kept, (uint8_t)types, memory_order_relaxed);
 }
 
-bool rl__fd_recv_into(RLFileDescriptorRef f, struct rl__rxq *q) {
+bool rl__fd_report_quiet(RLRunLoopSourceRef s) {
     RLRunLoopRef rl = rl__tls;
-    if (!rl || !rl->src_in_callout || rl->src_in_callout->fdobj != f || !rl__of_this_process(rl))
+    return rl && rl->src_in_callout == s && rl->fd_quiet;
+}
+
+bool rl__fd_recv_into(RLRunLoopSourceRef s, struct rl__rxq *q) {
+    RLRunLoopRef rl = rl__tls;
+    if (!rl || rl->src_in_callout != s || !rl__of_this_process(rl))
         return false;
-    return rl__poll_recv_into(&rl->kern, f->fd, q);
+    return rl__poll_recv_into(&rl->kern, rl__fdst(s)->fd, q);
 }
 
-bool rl__fd_ring_sends(RLFileDescriptorRef f) {
+bool rl__fd_ring_sends(RLRunLoopSourceRef s) {
     RLRunLoopRef rl = rl__tls;
-    return rl && rl->kern.kops && rl->kern.kops->send && rl->src_in_callout && rl->src_in_callout->fdobj == f &&
-           rl__of_this_process(rl);
+    return rl && rl->kern.kops && rl->kern.kops->send && rl->src_in_callout == s && rl__of_this_process(rl);
 }
 
-int rl__fd_send_via(RLFileDescriptorRef f, struct rl__txq *q, const void *bytes, size_t n) {
+int rl__fd_send_via(RLRunLoopSourceRef s, struct rl__txq *q, const void *bytes, size_t n) {
     RLRunLoopRef rl = rl__tls;
     if (!rl || !rl__of_this_process(rl))
         return 0;
     const void *owner = __atomic_load_n(&q->owner, __ATOMIC_RELAXED); /* set once, by the owner's thread */
-    if (owner != &rl->kern && (owner || !rl->src_in_callout || rl->src_in_callout->fdobj != f))
+    if (owner != &rl->kern && (owner || rl->src_in_callout != s))
         return 0;
     return rl__poll_send(&rl->kern, q, bytes, n, rl->frame != NULL);
 }

@@ -55,7 +55,7 @@ static void observer_insert(rl__mode *mode, rl__memb *m) {
 
 static size_t source_key(const struct RLRunLoopSource *s) {
     uint64_t x = (uint64_t)rl__source_hash(s) ^ ((uint64_t)s->order * 0x9E3779B97F4A7C15ull) ^
-                 (uint64_t)(uintptr_t)rl__source_ctx(s)->perform ^ ((uint64_t)(uintptr_t)s->fdobj << 1);
+                 (uint64_t)(uintptr_t)rl__source_ctx(s)->perform ^ (s->has_ctx ? 0 : (uint64_t)(uintptr_t)s << 1);
     x ^= x >> 33;
     x *= 0xff51afd7ed558ccdull;
     x ^= x >> 33;
@@ -321,7 +321,7 @@ __attribute__((always_inline)) static inline bool add_locked(RLRunLoopRef rl, vo
         if (s->has_ctx)
             sbucket_insert(mode, m);
         mode->nsources++;
-        if (s->fdobj)
+        if (rl__source_is_fd(s))
             rl__fd_update(rl, s); /* registered above; now in the mode: its wish may grow */
         if (s->signalled)
             rl__ready_push_joined(rl, m);
@@ -400,7 +400,7 @@ static void remove_memb_as_locked(rl__memb *m, void *cancel_for, rl__defer *d) {
             if (s->tail[0].inbox_rl == rl && !item_in_loop(s, RL_KIND_SOURCE, rl))
                 rl__inbox_detach(rl, s); /* the inbox holds no reference: it leaves with its last membership */
         }
-        if (s->fdobj) {
+        if (rl__source_is_fd(s)) {
             if (!item_in_loop(s, RL_KIND_SOURCE, rl))
                 rl__fd_unregister(rl, s);
             else

@@ -422,8 +422,7 @@ static __attribute__((noinline)) bool do_fds(RLRunLoopRef rl, rl__mode *m, struc
         struct RLRunLoopSource *s = fire[i].src;
         if (fire[i].elsewhere)
             rl__fd_resync_except(s, rl); /* what it delivered here is off in its other loops too */
-        struct RLFileDescriptor *f = s->fdobj;
-        bool go = rl__peek(s->valid) && f && rl__peek(f->valid);
+        bool go = rl__peek(s->valid) && rl__peek(rl__fdst(s)->valid);
         if (go) {
             rl->fd_pass_left = n - i - 1;
             /* a run nested in a callout makes callouts of its own */
@@ -434,17 +433,19 @@ static __attribute__((noinline)) bool do_fds(RLRunLoopRef rl, rl__mode *m, struc
             RLFileDescriptorCallBack fn;
             void *info;
             RLCalloutKind kind;
-            if (f->has_ctx) { /* a program's, or a port's or a signal source's */
-                fn = f->ctx[0].callout;
-                info = f->ctx[0].info;
-                kind = f->ctx[0].owner_how ? (RLCalloutKind)f->ctx[0].owner_how->kind : kRLCalloutFileDescriptor;
-            } else { /* a part of an RLSocket's block */
+            void *owner = rl__fdsrc_owner(s); /* the first object of the source's block */
+            if (rl__fdsrc_of_program(s)) { /* an RLFileDescriptor: a program's, or a port's or a signal source's */
+                const struct RLFileDescriptor *f = owner;
+                fn = f->ctx.callout;
+                info = f->ctx.info;
+                kind = f->ctx.owner_how ? (RLCalloutKind)f->ctx.owner_how->kind : kRLCalloutFileDescriptor;
+            } else { /* an RLSocket's: the socket is its info */
                 const struct rl__callout_owner *how = __atomic_load_n(&rl__fd_part_how, __ATOMIC_RELAXED);
                 fn = how->part_callout;
-                info = rl__fd_part_owner(f);
+                info = owner;
                 kind = (RLCalloutKind)how->kind;
             }
-            RL__CALLOUT(rl, kind, fn, f, m->name, fn(f, fire[i].types, info));
+            RL__CALLOUT(rl, kind, fn, s, m->name, fn((RLFileDescriptorRef)owner, fire[i].types, info));
             rl->src_in_callout = outer;
             rl->fd_quiet = outer_quiet;
             handled = true;

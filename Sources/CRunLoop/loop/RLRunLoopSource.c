@@ -13,14 +13,18 @@
 
 static void source_finalize(void *obj) {
     struct RLRunLoopSource *s = obj;
-    if (s->fdobj) {
-        rl__olock_lock(&s->fdobj->lock);
-        if (s->fdobj->source == s)
-            s->fdobj->source = NULL;
-        rl__olock_unlock(&s->fdobj->lock);
-        RLRelease(s->fdobj);
+    if (rl__source_is_fd(s)) {
+        /* Asleep again (RL__FDSOURCE_SIZE), in its owner's block: its owner's
+         * wake sees it so under the item lock. Then the reference it held
+         * on its owner goes, last: it may take the block with it. */
+        const void *owner = rl__fdsrc_owner(s);
+        rl__olock_lock(&s->lock);
+        atomic_store_explicit(&s->base.magic, RL__MAGIC_ASLEEP, memory_order_relaxed);
+        rl__olock_unlock(&s->lock);
+        RLRelease(owner);
+        return;
     }
-    if (s->has_ctx && s->tail[0].ctx.release)
+    if (s->tail[0].ctx.release)
         s->tail[0].ctx.release(s->tail[0].ctx.info);
 }
 
@@ -75,19 +79,9 @@ RLRunLoopSourceRef RLRunLoopSourceCreate(RLAllocatorRef allocator, RLIndex order
     return s;
 }
 
-struct RLRunLoopSource *rl__source_create_fd(RLIndex order, struct RLFileDescriptor *f, const char *fn) {
-    struct RLRunLoopSource *s = rl__object_alloc_packed(&rl__source_class, sizeof *s, fn);
-    if (!s)
-        return NULL;
-    s->order = order;
-    s->valid = true;
-    s->membs.first = NULL;
-    s->fdobj = f;
-    return s;
-}
-
 size_t rl__source_footprint(RLRunLoopSourceRef s) {
-    size_t n = s->base.pooled ? rl__pool_block_size(s) : malloc_usable_size(s) + sizeof(size_t);
+    /* An fd source's block is its owner's, counted there. */
+    size_t n = rl__source_is_fd(s) ? 0 : s->base.pooled ? rl__pool_block_size(s) : malloc_usable_size(s) + sizeof(size_t);
     rl__olock_lock(&s->lock);
     rl__memb *m;
     RL_ITEMQ_FOREACH(m, &s->membs) {

@@ -48,8 +48,8 @@ static inline uint16_t *reg_want(rl__fdreg *r) {
 /* What src wants the loop to watch its fd for. The loop lock and src's
  * item lock held. */
 static uint32_t fd_desired(RLRunLoopRef rl, struct RLRunLoopSource *src) {
-    struct RLFileDescriptor *f = src->fdobj;
-    if (!src->valid || !f || !rl__peek(f->valid) || rl__peek(f->stale) || !rl->armed_mode)
+    rl__fdstate *f = rl__fdst(src);
+    if (!src->valid || !rl__peek(f->valid) || rl__peek(f->stale) || !rl->armed_mode)
         return 0;
     if (!rl__memb_in_mode(src, RL_KIND_SOURCE, rl->armed_mode))
         return 0;
@@ -108,9 +108,9 @@ static void fd_set_armed(RLRunLoopRef rl, rl__fdreg *r, uint32_t armed) {
  * when enabled (RLFileDescriptor.c). */
 static void fd_mark_stale(rl__fdreg *r, struct RLRunLoopSource *fresh, int err) {
     for (uint32_t i = 0; i < r->nsrcs; i++) {
-        struct RLFileDescriptor *f = reg_srcs(r)[i]->fdobj;
-        if (reg_srcs(r)[i] != fresh && f && !rl__peek(f->stale)) {
-            rl__poke(f->stale, err);
+        rl__fdstate *f = rl__fdst(reg_srcs(r)[i]);
+        if (reg_srcs(r)[i] != fresh && !rl__peek(f->stale)) {
+            rl__poke(f->stale, (uint8_t)err);
             atomic_store_explicit(&f->enabled, 0, memory_order_relaxed);
             reg_want(r)[i] = 0;
         }
@@ -123,9 +123,9 @@ static void fd_check_identity(rl__fdreg *r, int fd) {
     struct stat st;
     int err = fstat(fd, &st) == 0 ? 0 : errno;
     for (uint32_t i = 0; i < r->nsrcs; i++) {
-        struct RLFileDescriptor *f = reg_srcs(r)[i]->fdobj;
-        if (f && !rl__peek(f->stale) && (err || f->dev != rl__fd_dev32(st.st_dev) || f->ino != st.st_ino)) {
-            rl__poke(f->stale, err ? err : ENOENT);
+        rl__fdstate *f = rl__fdst(reg_srcs(r)[i]);
+        if (!rl__peek(f->stale) && (err || f->dev != rl__fd_dev32(st.st_dev) || f->ino != st.st_ino)) {
+            rl__poke(f->stale, (uint8_t)(err ? err : ENOENT));
             atomic_store_explicit(&f->enabled, 0, memory_order_relaxed);
             reg_want(r)[i] = 0;
         }
@@ -258,7 +258,7 @@ static void fd_sync(RLRunLoopRef rl, int fd) { fd_sync_ex(rl, fd, false, NULL); 
 /* Files src under its fd. False: out of memory (nothing changed). src's
  * item lock held. */
 bool rl__fd_register(RLRunLoopRef rl, struct RLRunLoopSource *src) {
-    int fd = src->fdobj ? src->fdobj->fd : -1;
+    int fd = rl__source_is_fd(src) ? rl__fdst(src)->fd : -1;
     if (fd < 0)
         return true;
     if (!fd_room(rl, fd))
@@ -300,7 +300,7 @@ bool rl__fd_register(RLRunLoopRef rl, struct RLRunLoopSource *src) {
 }
 
 void rl__fd_unregister(RLRunLoopRef rl, struct RLRunLoopSource *src) {
-    int fd = src->fdobj ? src->fdobj->fd : -1;
+    int fd = rl__source_is_fd(src) ? rl__fdst(src)->fd : -1;
     rl__fdreg *r = fd_reg(rl, fd);
     if (!r)
         return;
@@ -335,7 +335,7 @@ void rl__fd_unregister(RLRunLoopRef rl, struct RLRunLoopSource *src) {
 /* Re-reads what src wants (fd_desired: src's item lock held) and re-arms
  * its fd. */
 void rl__fd_update(RLRunLoopRef rl, struct RLRunLoopSource *src) {
-    int fd = src->fdobj ? src->fdobj->fd : -1;
+    int fd = rl__source_is_fd(src) ? rl__fdst(src)->fd : -1;
     rl__fdreg *r = fd_reg(rl, fd);
     if (!r)
         return;
@@ -440,7 +440,7 @@ static bool src_elsewhere(struct RLRunLoopSource *s, RLRunLoopRef except) {
  * still what the loop took. */
 static bool fd_kept_end(RLRunLoopRef rl, rl__fd_fire *fire, bool *same) {
     struct RLRunLoopSource *s = fire->src;
-    struct RLFileDescriptor *f = s->fdobj;
+    rl__fdstate *f = rl__fdst(s);
     rl__olock_lock(&s->lock);
     f->firing &= ~fire->types;
     bool elsewhere = rl && src_elsewhere(s, rl);
@@ -590,7 +590,7 @@ size_t rl__fd_table_bytes(RLRunLoopRef rl, size_t *blocks) {
  * (fd_desired) until the callout returns, so a run nested in it, or
  * another loop the source joins meanwhile, does not call it again inside
  * itself, nor spin on the ready fd. Source's item lock held. */
-static bool fd_keepable(const rl__fdreg *r, struct RLFileDescriptor *f, RLOptionFlags types) {
+static bool fd_keepable(const rl__fdreg *r, rl__fdstate *f, RLOptionFlags types) {
     return RL_TRICK_KEPT && r->nsrcs == 1 && r->level && !r->always && r->gen != 0 && r->armed != 0 && !r->postponed &&
            r->runs + 1 < RL_FD_CHECK_RUNS &&
            (types & ~atomic_load_explicit(&f->kept, memory_order_relaxed)) == 0;
@@ -627,8 +627,8 @@ static size_t fd_take(RLRunLoopRef rl, rl__mode *m, int fd, uint32_t events, boo
     uint16_t *want = reg_want(r);
     for (uint32_t i = 0, nsrcs = r->nsrcs; i < nsrcs && n < max; i++) {
         struct RLRunLoopSource *s = srcs[i];
-        struct RLFileDescriptor *f = s->fdobj;
-        RLOptionFlags types = f ? ready & atomic_load_explicit(&f->enabled, memory_order_relaxed) : 0;
+        rl__fdstate *f = rl__fdst(s);
+        RLOptionFlags types = ready & atomic_load_explicit(&f->enabled, memory_order_relaxed);
         if (!types)
             continue;
         rl__olock_lock(&s->lock);

@@ -172,11 +172,8 @@ static void print_line(const RLSlowCalloutReport *r) {
 }
 
 void rl__fd_set_owner(RLFileDescriptorRef f, const void *owner, const rl__callout_owner *how) {
-    if (f->has_ctx) {
-        f->ctx[0].owner = owner;
-        f->ctx[0].owner_how = how;
-    }
-    /* else a part (rl__fd_init_part): its owner and how are set already */
+    f->ctx.owner = owner;
+    f->ctx.owner_how = how;
 }
 
 /* The library object an fd source calls for (a socket, a port, a signal
@@ -187,11 +184,11 @@ static const void *owner_of(const void *obj, RLCalloutKind *kind, const void **f
                      *kind == kRLCalloutSignal || *kind == kRLCalloutStream;
     if (!fd_object || !obj)
         return obj;
-    const struct RLFileDescriptor *f = obj;
-    const void *owner = rl__fd_owner(f);
-    const struct rl__callout_owner *how = rl__fd_owner_how(f);
+    const struct RLRunLoopSource *s = obj; /* the fd source (RLRunLoopRun.c's do_fds) */
+    const void *owner = rl__fd_owner(s);
+    const struct rl__callout_owner *how = rl__fd_owner_how(s);
     if (!owner || !how)
-        return obj;
+        return rl__fdsrc_owner(s); /* a program's RLFileDescriptor */
     *kind = (RLCalloutKind)how->kind;
     *fn = how->function ? how->function(owner) : NULL;
     return owner;

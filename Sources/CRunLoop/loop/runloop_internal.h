@@ -198,8 +198,6 @@ static inline RLRunLoopRef rl__memb_rl(const rl__memb *m) { return m->mode->rl; 
 
 /* ---- sources ---- */
 
-struct RLFileDescriptor;
-
 /* What a source made by RLRunLoopSourceCreate has after it: first, the
  * last field (snext) of its inline membership, which the source itself
  * ends before (see below). */
@@ -221,7 +219,8 @@ typedef struct rl__source_tail {
 /* A source made by RLRunLoopSourceCreate is this and its context after
  * it (a line-aligned pool block of 256 bytes); an fd source (an RLSocket's,
  * an RLFileDescriptor's) has no context, every callback of it being NULL,
- * and is only this (128 bytes, a packed pool class; before: 144, 160):
+ * and is this and its fd state (RL__FDSOURCE_SIZE: 144 bytes, in its owner's
+ * block; before: 128, its own block, and a separate fd object):
  * read the context through rl__source_ctx. Its first membership is inside
  * it (inline_memb, rl__source_inline_memb, as a timer's): a source in one
  * mode, the usual case, costs no other allocation. A membership's last
@@ -243,12 +242,10 @@ struct RLRunLoopSource {
     bool inline_used; /* inline_memb is a membership (the item lock) */
     RLIndex order;
     struct rl__itemq membs;
-    struct RLFileDescriptor *fdobj; /* fd sources: retained */
     _Alignas(rl__memb) unsigned char inline_memb[offsetof(rl__memb, snext)];
-    rl__source_tail tail[]; /* has_ctx: one */
+    rl__source_tail tail[]; /* has_ctx: one; else the fd state (RL__FDSOURCE_SIZE) */
 };
-#define RL__FD_SOURCE_SIZE 128
-_Static_assert(sizeof(struct RLRunLoopSource) == RL__FD_SOURCE_SIZE, "fd source: 128 bytes, a packed pool class");
+_Static_assert(sizeof(struct RLRunLoopSource) == 120, "a source less its tail: 120 bytes");
 _Static_assert(offsetof(struct RLRunLoopSource, tail) + offsetof(rl__source_tail, inline_snext) ==
                    offsetof(struct RLRunLoopSource, inline_memb) + offsetof(rl__memb, snext),
                "a program's source's inline membership ends in its tail");
@@ -287,7 +284,7 @@ static inline bool rl__source_same_shape(const struct RLRunLoopSource *a, const 
     const RLRunLoopSourceContext *ac = rl__source_ctx(a), *bc = rl__source_ctx(b);
     return a->order == b->order && rl__source_hash(a) == rl__source_hash(b) && ac->equal == bc->equal && ac->hash == bc->hash &&
            ac->perform == bc->perform && ac->schedule == bc->schedule && ac->cancel == bc->cancel &&
-           a->fdobj == b->fdobj;
+           (a == b || (a->has_ctx && b->has_ctx));
 }
 
 /* ---- timers ---- */
@@ -503,19 +500,32 @@ typedef struct rl__fdctx {
     RLFileDescriptorCallBack callout;
 } rl__fdctx;
 
-/* An fd object made by RLFileDescriptorCreate is this and its context
- * after it (120 bytes, the 128-byte pool class); an RLSocket's is this
- * alone (64 bytes; before: 96), in the socket's own block at
- * RL__FD_PART_OFFSET after the socket (rl__fd_init_part): it has no
- * context but a reference on its owner, the socket, which is its info
- * (rl__fd_info) and is found from where the part sits; its callout is
- * the one every part has (rl__fd_part_how's part_callout). */
-struct RLFileDescriptor {
-    rl__object base;
-    rl__olock lock; /* an item lock: source, and the writes of valid and enabled */
+/* What the loops read of the fd an fd source watches: its fd state. It
+ * sits in the source, right after its inline membership (an fd source
+ * never uses a membership's last field, snext: see struct RLRunLoopSource),
+ * so an fd source is 144 bytes with it (RL__FDSOURCE_SIZE, below).
+ * Before: a separate fd object (64 or 120 bytes, with an object header,
+ * a lock, a pointer to its source) that the source pointed to. */
+typedef struct rl__fdstate {
     int fd;
-    bool close_on_invalidate;
-    bool valid;                     /* read without the lock by the loops */
+    _Atomic uint32_t enabled; /* changed by atomic or/and: the loops clear what they deliver */
+    /* The file fd named when the owner was made (fstat): a number that
+     * names another file now was closed and reused behind its back. Files
+     * without an identity of their own (eventfds share one inode) are
+     * told apart by the kernel's registration instead (rl_fdtab.c). The
+     * device in 32 bits (rl__fd_dev32): the kernel's device numbers are
+     * 32-bit, so glibc's 64-bit st_dev of them fits. */
+    ino_t ino;
+    uint32_t dev;
+    /* Not 0: the errno with which the loop found that fd no longer refers to
+     * the file this object was made for (closed, or its number reused), or
+     * cannot watch it (errno values are below 256). The fd is not watched
+     * again; see the header. Set by the loops (under their lock), read
+     * anywhere: relaxed atomics. */
+    uint8_t stale;
+    /* The owner's fd is valid (not invalidated): written under the
+     * source's item lock, read without it by the loops. */
+    bool valid;
     /* The callback types the owner enables again after each callout that
      * got them (an RLSocket's auto-re-enabled read type): a loop may leave
      * them enabled through the callout instead of turning them off and
@@ -525,69 +535,98 @@ struct RLFileDescriptor {
     /* The kept types of a callout in progress: no loop delivers them, or
      * watches for them, until it returns. Under the source's item lock. */
     uint8_t firing;
-    _Atomic uint32_t enabled;       /* changed by atomic or/and: the loops clear what they deliver */
-    /* Not 0: the errno with which the loop found that fd no longer refers to
-     * the file this object was made for (closed, or its number reused), or
-     * cannot watch it. The object is not watched again; see the header.
-     * Set by the loops (under their lock), read anywhere: relaxed atomics. */
-    int16_t stale;
-    /* ctx[0] is there (fixed at creation): made by RLFileDescriptorCreate.
-     * Else a part of its owner's block (rl__fd_init_part): it holds a
-     * reference on the owner until invalidated, as a context's info would
-     * (rl__fd_owner_held), and `parts` counts the objects of the block not
-     * yet finalized (the owner and this), the last of which gives the
-     * block back. */
-    bool has_ctx;
-    _Atomic uint8_t parts;
-    /* The file fd named when the object was made (fstat): a number that
-     * names another file now was closed and reused behind its back. Files
-     * without an identity of their own (eventfds share one inode) are
-     * told apart by the kernel's registration instead (rl_fdtab.c). The
-     * device in 32 bits (rl__fd_dev32): the kernel's device numbers are
-     * 32-bit, so glibc's 64-bit st_dev of them fits. */
-    uint32_t dev;
-    ino_t ino;
-    struct RLRunLoopSource *source; /* weak; cleared when the source goes */
-    rl__fdctx ctx[]; /* has_ctx: one */
+} rl__fdstate;
+_Static_assert(sizeof(rl__fdstate) == 24, "an fd state: 24 bytes");
+
+/* An fd source (RL__FDSOURCE_SIZE): a source without a context and the fd
+ * state of its owner after it (where a program's source has its tail),
+ * always a part of the owner's block, right after the owner's
+ * RL__FD_OWNER_SIZE bytes (an RLSocket's; an RLFileDescriptor's): one
+ * block of 240 bytes for both (a packed pool class; before: the owner
+ * and its fd object, 160 or 128 bytes, and the source, 128).
+ *
+ * Ownership. The owner makes its source with it (rl__fdsrc_init), asleep:
+ * no reference counts it, and it is in no loop. The owner's
+ * CreateRunLoopSource wakes it (rl__fdsrc_wake: one reference, the
+ * caller's), or, while it is awake, retains it (one source per owner, as
+ * before). An awake source holds a reference on its owner, so the owner
+ * outlives every loop and callout that holds the source. When its last
+ * reference goes, its finalizer puts it to sleep again (under its item
+ * lock, the magic RL__MAGIC_ASLEEP) and then releases the owner; a later
+ * CreateRunLoopSource wakes it anew, with the order then given. The
+ * block goes with the owner (its finalizer runs only once no awake
+ * source holds it: the source is asleep then), the way a single object
+ * goes. The fd state is the owner's, asleep or awake: it is valid from
+ * the owner's creation until the owner invalidates it
+ * (rl__fdsrc_invalidate), after which no loop calls out for it; an
+ * RLSocket also holds a reference on itself while valid (as CF keeps
+ * every valid socket), an RLFileDescriptor does not (a program's, freed
+ * when released, as before). */
+#define RL__FDSOURCE_SIZE 144
+#define RL__FD_OWNER_SIZE 96
+_Static_assert(sizeof(struct RLRunLoopSource) + sizeof(rl__fdstate) == RL__FDSOURCE_SIZE, "an fd source: 144 bytes");
+_Static_assert(sizeof(struct RLRunLoopSource) % _Alignof(rl__fdstate) == 0, "the fd state follows the source");
+
+/* A magic an asleep fd source has (RLBase.h's are ALIVE and DEAD): not an
+ * object to any check, told apart from a dying one (DEAD, its finalizer
+ * not done yet) by its owner's wake. */
+#define RL__MAGIC_ASLEEP 0x534c5052u /* "RPLS" */
+
+/* Whether s is an fd source (made by its owner; one without a context). */
+static inline bool rl__source_is_fd(const struct RLRunLoopSource *s) { return !s->has_ctx; }
+
+/* The fd state of fd source s. */
+static inline rl__fdstate *rl__fdst(struct RLRunLoopSource *s) {
+    return (rl__fdstate *)(void *)((char *)s + sizeof(struct RLRunLoopSource));
+}
+
+/* The owner of fd source s: the first object of its block. */
+static inline void *rl__fdsrc_owner(const struct RLRunLoopSource *s) {
+    return (void *)((const char *)s - RL__FD_OWNER_SIZE);
+}
+
+/* An RLFileDescriptor made by RLFileDescriptorCreate: its context, and its
+ * fd source after it in its block (rl__fd_source). */
+struct RLFileDescriptor {
+    rl__object base;
+    bool close_on_invalidate;
+    rl__fdctx ctx;
 };
-#define RL__FD_PART_SIZE 64
-/* Where a part sits in its owner's block (an RLSocket's: after the
- * socket's 96 bytes; rl_callout.h's RL_FD_PART_OFFSET). */
-#define RL__FD_PART_OFFSET 96
-/* How the owner of every part names its callout (parts are RLSocket's
- * only): set by rl__fd_init_part, the same every time. Relaxed atomic. */
+_Static_assert(sizeof(struct RLFileDescriptor) <= RL__FD_OWNER_SIZE, "an RLFileDescriptor fits before its source");
+
+/* The class of RLFileDescriptor (RLFileDescriptor.c): an fd source whose
+ * owner is of another class has a part's owner (an RLSocket). */
+RL__HIDDEN extern const rl__class rl__fd_class;
+
+/* How the owner of every other fd source names its callout (such owners
+ * are RLSocket's only): set by rl__fdsrc_init, the same every time.
+ * Relaxed atomic. */
 RL__HIDDEN extern const struct rl__callout_owner *rl__fd_part_how;
 
-/* Whether f holds a reference on its owner (a part of its owner's block). */
-static inline bool rl__fd_owner_held(const struct RLFileDescriptor *f) { return !f->has_ctx; }
+/* The fd source of RLFileDescriptor f. */
+static inline struct RLRunLoopSource *rl__fd_source(const struct RLFileDescriptor *f) {
+    return (struct RLRunLoopSource *)(void *)((char *)f + RL__FD_OWNER_SIZE);
+}
 
-/* A device number as f->dev holds it. */
+/* A device number as the fd state holds it. */
 static inline uint32_t rl__fd_dev32(dev_t dev) { return (uint32_t)dev; }
 
-/* The owner of part f: the first object of its block. */
-static inline void *rl__fd_part_owner(const struct RLFileDescriptor *f) {
-    return (void *)((const char *)f - RL__FD_PART_OFFSET);
+/* Whether fd source s is an RLFileDescriptor's (else an RLSocket's). */
+static inline bool rl__fdsrc_of_program(const struct RLRunLoopSource *s) {
+    return ((const rl__object *)rl__fdsrc_owner(s))->cls == &rl__fd_class;
 }
 
-/* The info fd object f's callouts get. */
-static inline void *rl__fd_info(const struct RLFileDescriptor *f) {
-    return f->has_ctx ? f->ctx[0].info : rl__fd_part_owner(f);
+/* The library object that made fd source s for its callouts, or NULL (a
+ * program's): not a reference; it outlives the source's callouts. */
+static inline const void *rl__fd_owner(const struct RLRunLoopSource *s) {
+    return rl__fdsrc_of_program(s) ? ((const struct RLFileDescriptor *)rl__fdsrc_owner(s))->ctx.owner
+                                   : rl__fdsrc_owner(s);
 }
 
-/* The library object that made f for its callouts, or NULL: not a
- * reference (but see rl__fd_owner_held); the owner outlives f's callouts. */
-static inline const void *rl__fd_owner(const struct RLFileDescriptor *f) {
-    return f->has_ctx ? f->ctx[0].owner : rl__fd_part_owner(f);
-}
-
-/* f's callout. */
-static inline RLFileDescriptorCallBack rl__fd_callout(const struct RLFileDescriptor *f) {
-    return f->has_ctx ? f->ctx[0].callout : __atomic_load_n(&rl__fd_part_how, __ATOMIC_RELAXED)->part_callout;
-}
-
-/* How to name the callout of f's owner, or NULL (a program's fd object). */
-static inline const struct rl__callout_owner *rl__fd_owner_how(const struct RLFileDescriptor *f) {
-    return f->has_ctx ? f->ctx[0].owner_how : __atomic_load_n(&rl__fd_part_how, __ATOMIC_RELAXED);
+/* How to name the callout of that owner, or NULL (a program's). */
+static inline const struct rl__callout_owner *rl__fd_owner_how(const struct RLRunLoopSource *s) {
+    return rl__fdsrc_of_program(s) ? ((const struct RLFileDescriptor *)rl__fdsrc_owner(s))->ctx.owner_how
+                                   : __atomic_load_n(&rl__fd_part_how, __ATOMIC_RELAXED);
 }
 
 /* ---- the run loop object (made in RLRunLoop.c, freed in rl_loop.c) ---- */
