@@ -10,7 +10,7 @@
  * signal and mode, never a scan of every source. Low in the run-loop
  * files: it calls the locking protocol (rl_lock.c) only.
  */
-#include "rl_ready.h"
+static #include "rl_ready.h"
 #include "rl_lock.h"
 #include <crunloop/RLRunLoop.h>
 
@@ -21,7 +21,7 @@
  * the flag, not a scan, says whether it is already there. The list holds no
  * reference (the membership does, and leaves the list when removed). The
  * loop lock of m's loop held. */
-void rl__ready_push(rl__memb *m) {
+void ready_push(rl__memb *m) {
     if (m->queued)
         return;
     m->queued = true;
@@ -43,7 +43,7 @@ static void ready_push_source(RLRunLoopRef rl, struct RLRunLoopSource *s) {
     rl__memb *m;
     RL_ITEMQ_FOREACH(m, &s->membs) {
         if (rl__memb_rl(m) == rl)
-            rl__ready_push(m);
+            ready_push(m);
     }
 }
 
@@ -135,7 +135,7 @@ void rl__ready_push_joined(RLRunLoopRef rl, rl__memb *m) {
         inbox_push(rl, s); /* behind what other threads signalled before */
         return;
     }
-    rl__ready_push(m);
+    ready_push(m);
 }
 
 void rl__source_home_recompute(struct RLRunLoopSource *s) {

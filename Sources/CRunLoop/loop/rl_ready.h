@@ -12,8 +12,6 @@
 
 #include "runloop_internal.h"
 
-/* A source's membership joins its mode's list (no-op if it is on it). */
-RL__HIDDEN void rl__ready_push(rl__memb *m);
 /* A membership leaves its mode's list (no-op if it is not on it). */
 RL__HIDDEN void rl__ready_unlink(rl__memb *m);
 /* Signals s: false if it is invalid. Its loops get it on their ready
