@@ -10,7 +10,7 @@
  * signal and mode, never a scan of every source. Low in the run-loop
  * files: it calls the locking protocol (rl_lock.c) only.
  */
-static #include "rl_ready.h"
+#include "rl_ready.h"
 #include "rl_lock.h"
 #include <crunloop/RLRunLoop.h>
 
@@ -21,7 +21,7 @@ static #include "rl_ready.h"
  * the flag, not a scan, says whether it is already there. The list holds no
  * reference (the membership does, and leaves the list when removed). The
  * loop lock of m's loop held. */
-void ready_push(rl__memb *m) {
+static void ready_push(rl__memb *m) {
     if (m->queued)
         return;
     m->queued = true;
