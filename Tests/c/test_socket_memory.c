@@ -140,13 +140,16 @@ static bool tcp_pair(int family, int *server, int *client) {
 #endif
 
 /* An RLSocket and its run-loop source (which carries the fd state the
- * loops read: there is no fd object) are one block: in the pool, 240
- * bytes (before: 160 for the socket and its fd object and 128 for the
- * source; 176, 192, 208, 224, 240, before that 160 and 128 bytes, and
+ * loops read: there is no fd object) are one block: in the pool, 224
+ * bytes (before: 240, with a serial, the ring's queue and a 24-byte peer
+ * address in the socket; 160 for the socket and its fd object and 128
+ * for the source; 176, 192, 208, 224, 240, before that 160 and 128 bytes, and
  * before that 192 and 192, and a 128-byte RLData for the peer's address
  * besides). A program's context without callbacks, an IP peer address
  * and a socket that is not a resting listener need no other block. */
-#define IDLE_MAX (240 + MALLOC_SLACK)
+#define IDLE_MAX (224 + MALLOC_SLACK)
+/* A socket's rare part: eight pointers, malloc's header and rounding. */
+#define RARE_MAX 80
 
 static void check_idle_connection(int family) {
     int server, client;
@@ -160,7 +163,17 @@ static void check_idle_connection(int family) {
     assert_true(fresh <= IDLE_MAX);
     send_all(client, "x", 1);
     run_until_got(&c, 1);
-    assert_int_equal(rl__socket_footprint(c.s), fresh);
+    /* A loop that reads through a ring (io_uring) has the socket keep its
+     * receive queue in its rare part, made by the first Data callout (a
+     * block of eight pointers, as the ring's sends need anyway); epoll's
+     * readers need nothing more. */
+    size_t settled = rl__socket_footprint(c.s);
+    const char *backend = getenv("RL_BACKEND");
+    if (backend && strcmp(backend, "io_uring") == 0)
+        assert_true(settled <= fresh + RARE_MAX);
+    else
+        assert_int_equal(settled, fresh);
+    fresh = settled;
     /* Bursts, long and short, all delivered; nothing stays with the
      * connection after them. */
     static char burst[300000];
@@ -236,6 +249,68 @@ static void nesting_cb(RLSocketRef s, RLSocketCallBackType type, RLDataRef addre
     if (!address || (socklen_t)RLDataGetLength(address) != c->client_len ||
         memcmp(RLDataGetBytePtr(address), &c->client_addr, c->client_len) != 0)
         nest_bad++;
+}
+
+/* A socket made in the block of a freed one whose peer's address the
+ * thread keeps for the callbacks (the last Data callback was the freed
+ * one's) gets its own peer's address, not the freed one's. The freed
+ * block comes back once RL_QUARANTINE (64) more of its class were freed
+ * after it (under ASan, 1024: not waited for there). */
+#ifndef __has_feature
+#define __has_feature(x) 0
+#endif
+static void bare_conn(mem_conn *c) {
+    int sv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    c->client = sv[1];
+    c->client_len = sizeof c->client_addr;
+    assert_int_equal(getsockname(c->client, (struct sockaddr *)&c->client_addr, &c->client_len), 0);
+    RLSocketContext ctx = {0, c, NULL, NULL, NULL};
+    c->s = RLSocketCreateWithNative(NULL, sv[0], kRLSocketDataCallBack, data_cb, &ctx);
+    assert_non_null(c->s);
+}
+
+static void test_socket_in_a_freed_ones_block_gets_its_own_peer(void **state) {
+    (void)state;
+    enum { HELD = 80, TRIES = 80 };
+    static mem_conn held[HELD], tried[TRIES];
+    memset(held, 0, sizeof held);
+    memset(tried, 0, sizeof tried);
+    for (int i = 0; i < HELD; i++)
+        bare_conn(&held[i]);
+    int server, client;
+    mem_conn a = {0};
+    assert_true(tcp_pair(AF_INET, &server, &client));
+    conn_make(&a, server, client);
+    send_all(a.client, "a", 1);
+    run_until_got(&a, 1);
+    uintptr_t was = (uintptr_t)a.s;
+    conn_done(&a);
+    RLRunLoopRunInMode(MODE, 0, true);
+    for (int i = 0; i < HELD; i++) /* a's block leaves quarantine */
+        conn_done(&held[i]);
+    int n = 0, at = -1;
+    while (n < TRIES && at < 0) {
+        bare_conn(&tried[n]);
+        if ((uintptr_t)tried[n].s == was)
+            at = n;
+        n++;
+    }
+#if !(defined(RL_PLAIN) && RL_PLAIN) && !defined(__SANITIZE_ADDRESS__) && !__has_feature(address_sanitizer)
+    assert_true(at >= 0); /* the pool gave a's block again */
+#endif
+    if (at >= 0) {
+        RLRunLoopSourceRef src = RLSocketCreateRunLoopSource(NULL, tried[at].s, 0);
+        assert_non_null(src);
+        assert_true(RLRunLoopAddSource(RLRunLoopGetCurrent(), src, MODE));
+        RLRelease(src);
+        send_all(tried[at].client, "b", 1);
+        run_until_got(&tried[at], 1);
+        assert_int_equal(tried[at].bad_address, 0); /* its own (unnamed) peer's, not a's IPv4 one */
+    }
+    for (int i = 0; i < n; i++)
+        conn_done(&tried[i]);
+    RLRunLoopRunInMode(MODE, 0, true);
 }
 
 static void test_nested_callbacks_get_their_own_peers(void **state) {
@@ -682,12 +757,15 @@ static void test_callouts_past_the_table(void **state) {
     (void)state;
     RLSocketRef s[NMANY];
     int peer[NMANY];
+    size_t first = 0;
     for (int i = 0; i < NMANY; i++) {
         int sv[2];
         assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
         peer[i] = sv[1];
         s[i] = RLSocketCreateWithNative(NULL, sv[0], kRLSocketDataCallBack, many_cbs[i], NULL);
         assert_non_null(s[i]);
+        if (i == NMANY - 1) /* before any callout (a ring's reads make a rare part too) */
+            assert_true(rl__socket_footprint(s[NMANY - 1]) > (first = rl__socket_footprint(s[0])));
         RLRunLoopSourceRef src = RLSocketCreateRunLoopSource(NULL, s[i], 0);
         assert_non_null(src);
         assert_true(RLRunLoopAddSource(RLRunLoopGetCurrent(), src, "MANY"));
@@ -699,12 +777,11 @@ static void test_callouts_past_the_table(void **state) {
         RLRunLoopRunInMode("MANY", 0.05, true);
     for (int i = 0; i < NMANY; i++)
         assert_int_equal(many_calls[i], 1);
-    assert_true(rl__socket_footprint(s[NMANY - 1]) > rl__socket_footprint(s[0]));
     int sv[2];
     assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
     RLSocketRef again = RLSocketCreateWithNative(NULL, sv[0], kRLSocketDataCallBack, many_cbs[0], NULL);
     assert_non_null(again);
-    assert_int_equal(rl__socket_footprint(again), rl__socket_footprint(s[0]));
+    assert_int_equal(rl__socket_footprint(again), first); /* s[0]'s before its callout */
     assert_true(RLSocketInvalidate(again));
     RLRelease(again);
     close(sv[1]);
@@ -785,6 +862,7 @@ int main(void) {
         cmocka_unit_test(test_fd_sources_take_no_buckets),
         cmocka_unit_test(test_callouts_past_the_table),
         cmocka_unit_test(test_fd_table_memory_follows_use),
+        cmocka_unit_test(test_socket_in_a_freed_ones_block_gets_its_own_peer), /* last: it opens fds */
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

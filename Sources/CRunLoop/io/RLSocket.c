@@ -78,24 +78,24 @@ _Atomic size_t rl__socket_read_chunk = RL_SOCKET_READ_CHUNK;
 
 /* An IPv6 address as a socket keeps it: a sockaddr_in6 without its flow
  * information (0 in the addresses a peer's stream reports, unless the
- * socket asked for flow labels): 24 bytes, not 28. */
+ * socket asked for flow labels) and its scope (0 but for a link-local
+ * peer): 20 bytes, not 28. One with either goes in an RLData. */
 typedef struct sock_in6 {
     sa_family_t family;
     in_port_t port;
     struct in6_addr addr;
-    uint32_t scope_id;
 } sock_in6;
 
 /* A peer address kept in the socket itself: an IPv4 one (or any of up to
- * 24 bytes but an IPv6 one) as it is, an IPv6 one without flow
- * information as a sock_in6; another (a named Unix socket's, an IPv6 one
- * with a flow label) in an RLData. */
+ * 20 bytes but an IPv6 one) as it is, an IPv6 one without flow
+ * information or scope as a sock_in6; another (a named Unix socket's, an
+ * IPv6 one with a flow label or a scope) in an RLData. */
 typedef union sock_peer_sa {
     struct sockaddr sa;
     struct sockaddr_in in;
     sock_in6 in6;
 } sock_peer_sa;
-_Static_assert(sizeof(sock_peer_sa) == 24, "a socket keeps a peer address in 24 bytes");
+_Static_assert(sizeof(sock_peer_sa) == 20, "a socket keeps a peer address in 20 bytes");
 
 /* A peer address as the callbacks get it: any address a socket keeps. */
 typedef union sock_peer_full {
@@ -103,8 +103,13 @@ typedef union sock_peer_full {
     struct sockaddr_in in;
     struct sockaddr_in6 in6;
 } sock_peer_full;
-/* s->peer_len when the peer address is in s->peer. */
-#define RL_SOCKET_PEER_IN_DATA 0xFFu
+/* s->peer_len's length when the peer address is in s->rare->peer. */
+#define RL_SOCKET_PEER_IN_DATA 0x7Fu
+/* s->peer_len's bits that say the peer address's length. */
+#define RL_SOCKET_PEER_LEN 0x7Fu
+/* s->peer_len's bit set once the ring was asked for s and refused
+ * (sock_ring_ask): its loop reads no ring. */
+#define RL_SOCKET_NO_RING 0x80u
 
 /* What few sockets need, in a block of its own made when first needed
  * (sock_rare_get): the context's callbacks (a program that gives any),
@@ -126,19 +131,31 @@ typedef struct sock_rare {
      * callout on a loop with a ring; NULL: none. Set once, under the lock
      * (release), read without it (acquire). */
     rl__txq *txq;
+    /* A Data stream read through its loop's ring (sock_ring_ask): what the
+     * ring read, in order, taken before any read of the fd. NULL: not
+     * asked yet, or refused (RL_SOCKET_NO_RING in peer_len). Set once,
+     * under the lock (release), read without it (acquire). Here, not in
+     * the socket: only a loop with a ring reads it, and such a loop's
+     * sockets have a rare part anyway (their txq). */
+    rl__rxq *rxq;
 } sock_rare;
 
+/* Counts the frees of sockets whose peer address a thread's data may
+ * hold (sock_peer_address): a socket made later at a freed one's address
+ * is not taken for it. One word for all, in place of a serial in each
+ * socket; a free only makes the next callback of each thread look the
+ * address up again. */
+static _Atomic uint32_t sock_peer_epoch;
+
 /* The socket's size: its fd source follows it in its block. */
-#define RL_SOCKET_SIZE 96
+#define RL_SOCKET_SIZE 80
 
-/* s->rxq once the ring was asked and refused (sock_ring_ask). */
-#define RL_SOCKET_NO_RING ((rl__rxq *)1)
-
-/* 96 bytes (checked below), followed in the same block by its run-loop
+/* 80 bytes (checked below), followed in the same block by its run-loop
  * source, which carries the fd state the loops read (RL_FD_SOURCE_SIZE,
- * 144, its first membership inside): one allocation of 240 bytes, a
- * packed pool class (before: 160 with a separate fd object, and the
- * source's 128 besides). Its fd is its source's (sock_fd), its context's
+ * 144, its first membership inside): one allocation of 224 bytes, a
+ * packed pool class (before: 240, with a serial, the ring's queue and a
+ * 24-byte peer address in the socket; before that 160 with a separate fd
+ * object, and the source's 128 besides). Its fd is its source's (sock_fd), its context's
  * release in its rare part (sock_releaser). While valid, s holds a
  * reference on itself (released by RLSocketInvalidate); its source, once
  * woken by RLSocketCreateRunLoopSource, holds one on s until the
@@ -153,9 +170,6 @@ struct RLSocket {
     uint8_t types; /* the callback types it was made with (RL_SOCKET_TYPES) */
     uint8_t flags; /* RL_SOCKET_FLAGS */
     uint8_t disabled; /* callback types muted by the user or by a delivery */
-    /* Tells this socket from one made later at the same address: the
-     * thread's address data says whose address it holds by both. */
-    uint32_t serial;
     /* Bits of one byte, all under the lock. */
     bool listening : 1;
     bool connected : 1; /* a stream with a peer (datagram sockets count as connected) */
@@ -174,11 +188,14 @@ struct RLSocket {
     bool keeps_long;
     /* A connected stream's peer address, for its Data callbacks (a
      * stream's peer never changes): looked up once (at creation, or on
-     * first use), then never changed. 0: not yet; RL_SOCKET_PEER_IN_DATA:
-     * in rare->peer; else the length of the address (as the callbacks get
-     * it) in peer_sa. Written once under the lock (release), read without
-     * it (acquire). */
+     * first use), then never changed. Its RL_SOCKET_PEER_LEN bits: 0: not
+     * yet; RL_SOCKET_PEER_IN_DATA: in rare->peer; else the length of the
+     * address (as the callbacks get it) in peer_sa. Written once under the
+     * lock (release), read without it (acquire). Its RL_SOCKET_NO_RING
+     * bit: set once by the callouts (sock_ring_ask). Both set by an atomic
+     * or, so neither loses the other. */
     _Atomic uint8_t peer_len;
+    sock_peer_sa peer_sa;
     sock_rare *rare; /* NULL: none needed yet */
     /* Valid until invalidated; the fd closed (kRLSocketCloseOnInvalidate)
      * and the context's info released then, once, after the callouts
@@ -188,17 +205,11 @@ struct RLSocket {
      * context's (retained by the context's retain, in `rare`), which the
      * callouts get: set at creation, never changed. */
     rl__fdobj life;
-    /* A Data stream read through its loop's ring (sock_ring_ask): what the
-     * ring read, in order, taken before any read of the fd. NULL: not
-     * asked yet; RL_SOCKET_NO_RING: asked, and its loop reads no ring
-     * (the readers tell the two apart). */
-    rl__rxq *rxq;
-    sock_peer_sa peer_sa;
 };
 _Static_assert(sizeof(struct RLSocket) <= RL_SOCKET_SIZE, "RLSocket outgrew its block");
 _Static_assert(RL_SOCKET_SIZE % 8 == 0, "the fd source after the socket is 8-aligned");
 _Static_assert(RL_SOCKET_SIZE == RL_FD_OWNER_SIZE, "the fd source sits where its loop looks for it");
-_Static_assert(RL_SOCKET_SIZE + RL_FD_SOURCE_SIZE == 240, "a socket and its fd source: one block of 240 bytes");
+_Static_assert(RL_SOCKET_SIZE + RL_FD_SOURCE_SIZE == 224, "a socket and its fd source: one block of 224 bytes");
 
 /* The release of s's info (rl__fdobj_releaser): its context's, in its
  * rare part (made whenever the context has callbacks). */
@@ -265,10 +276,11 @@ static void sock_finalize(void *obj) {
         if (s->rare->peer)
             RLRelease(s->rare->peer);
         rl__txq_release(s->rare->txq);
+        rl__rxq_release(s->rare->rxq);
         free(s->rare);
     }
-    if (s->rxq != RL_SOCKET_NO_RING)
-        rl__rxq_release(s->rxq);
+    if (atomic_load_explicit(&s->peer_len, memory_order_relaxed) & RL_SOCKET_PEER_LEN)
+        atomic_fetch_add_explicit(&sock_peer_epoch, 1, memory_order_relaxed); /* sock_peer_address */
     rl__fdobj_finalize(&s->life, sock_releaser); /* nothing left to release once invalidated */
 }
 
@@ -424,10 +436,11 @@ typedef struct sock_thread {
      * of one a connection. Part of RL_TRICK_SOCK_RECYCLE, like the rest of
      * the block: the plain build makes one for each callback. */
     RLDataRef peer;
-    /* Whose address `peer` holds, with its serial; NULL while `peer` is
-     * lent to a callback (or there is none). */
+    /* Whose address `peer` holds, and sock_peer_epoch then (a socket
+     * freed since may have left its address to another); NULL while
+     * `peer` is lent to a callback (or there is none). */
     const struct RLSocket *peer_of;
-    uint32_t peer_serial;
+    uint32_t peer_epoch;
     RLDataRef reusable;
     size_t reusable_cap; /* the bytes `reusable` can hold */
 } sock_thread;
@@ -539,23 +552,23 @@ static void sock_short_data_done(RLDataRef d, size_t cap) {
  * socket if it fits, else in an RLData (out of memory: not kept, looked up
  * again next time). Lock held, or s not seen by anyone yet. */
 static void sock_keep_peer_locked(struct RLSocket *s, const struct sockaddr_storage *ss, socklen_t len) {
-    if (len == 0 || atomic_load_explicit(&s->peer_len, memory_order_relaxed) != 0)
+    if (len == 0 || (atomic_load_explicit(&s->peer_len, memory_order_relaxed) & RL_SOCKET_PEER_LEN) != 0)
         return;
     if (ss->ss_family == AF_INET6 && len == sizeof(struct sockaddr_in6)) {
         const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)(const void *)ss;
-        if (in6->sin6_flowinfo == 0) {
-            s->peer_sa.in6 = (sock_in6){in6->sin6_family, in6->sin6_port, in6->sin6_addr, in6->sin6_scope_id};
-            atomic_store_explicit(&s->peer_len, (uint8_t)len, memory_order_release);
+        if (in6->sin6_flowinfo == 0 && in6->sin6_scope_id == 0) {
+            s->peer_sa.in6 = (sock_in6){in6->sin6_family, in6->sin6_port, in6->sin6_addr};
+            atomic_fetch_or_explicit(&s->peer_len, (uint8_t)len, memory_order_release);
             return;
         }
     } else if (ss->ss_family != AF_INET6 && len <= sizeof s->peer_sa) {
         memcpy(&s->peer_sa, ss, len);
-        atomic_store_explicit(&s->peer_len, (uint8_t)len, memory_order_release);
+        atomic_fetch_or_explicit(&s->peer_len, (uint8_t)len, memory_order_release);
         return;
     }
     sock_rare *r = sock_rare_get(s);
     if (r && (r->peer = sockaddr_data(ss, len)) != NULL)
-        atomic_store_explicit(&s->peer_len, RL_SOCKET_PEER_IN_DATA, memory_order_release);
+        atomic_fetch_or_explicit(&s->peer_len, RL_SOCKET_PEER_IN_DATA, memory_order_release);
 }
 
 /* The peer address looked up (the socket's creation could not): its
@@ -571,7 +584,7 @@ static __attribute__((noinline)) unsigned sock_peer_lookup(struct RLSocket *s) {
     sock_lock(s); /* another loop's thread may be first */
     sock_keep_peer_locked(s, &ss, sl);
     sock_unlock(s);
-    return atomic_load_explicit(&s->peer_len, memory_order_acquire);
+    return atomic_load_explicit(&s->peer_len, memory_order_acquire) & RL_SOCKET_PEER_LEN;
 }
 
 /* The address a connected stream's Data callback gets (NULL: unknown),
@@ -587,7 +600,7 @@ static __attribute__((noinline)) unsigned sock_peer_lookup(struct RLSocket *s) {
  * This is all but the common case (sock_peer_address). */
 static __attribute__((noinline)) RLDataRef sock_peer_address_slow(struct RLSocket *s, sock_thread **lent,
                                                                   RLDataRef *made) {
-    unsigned len = atomic_load_explicit(&s->peer_len, memory_order_acquire);
+    unsigned len = atomic_load_explicit(&s->peer_len, memory_order_acquire) & RL_SOCKET_PEER_LEN;
     if (len == 0 && (len = sock_peer_lookup(s)) == 0)
         return NULL;
     if (len == RL_SOCKET_PEER_IN_DATA)
@@ -598,7 +611,7 @@ static __attribute__((noinline)) RLDataRef sock_peer_address_slow(struct RLSocke
     sock_peer_full full;
     if (s->peer_sa.sa.sa_family == AF_INET6) {
         full.in6 = (struct sockaddr_in6){.sin6_family = AF_INET6, .sin6_port = s->peer_sa.in6.port,
-                                         .sin6_addr = s->peer_sa.in6.addr, .sin6_scope_id = s->peer_sa.in6.scope_id};
+                                         .sin6_addr = s->peer_sa.in6.addr};
         bytes = (const uint8_t *)&full;
     }
     sock_thread *t = sock_thread_get();
@@ -617,7 +630,7 @@ static __attribute__((noinline)) RLDataRef sock_peer_address_slow(struct RLSocke
         t->peer = d;
     }
     rl__data_refill(d, bytes, len);
-    t->peer_serial = s->serial;
+    t->peer_epoch = atomic_load_explicit(&sock_peer_epoch, memory_order_relaxed);
     t->peer_of = NULL; /* lent */
     *lent = t;
     return d;
@@ -631,7 +644,7 @@ static inline __attribute__((always_inline)) RLDataRef sock_peer_address(struct 
     *lent = NULL;
     *made = NULL;
     sock_thread *t = t_sock; /* NULL until the thread's first read (always so in PLAIN=1) */
-    if (RL__LIKELY(t && t->peer_of == s && t->peer_serial == s->serial)) {
+    if (RL__LIKELY(t && t->peer_of == s && t->peer_epoch == atomic_load_explicit(&sock_peer_epoch, memory_order_relaxed))) {
         t->peer_of = NULL; /* lent */
         *lent = t;
         return t->peer;
@@ -754,9 +767,10 @@ _Atomic unsigned long rl__socket_ring_reads;
  * nothing changes. Once per socket (later callouts keep the chunk size
  * up to date). */
 static void sock_ring_ask(struct RLSocket *s, size_t chunk) {
-    rl__rxq *has = __atomic_load_n(&s->rxq, __ATOMIC_ACQUIRE);
-    if (has == RL_SOCKET_NO_RING)
+    if (atomic_load_explicit(&s->peer_len, memory_order_relaxed) & RL_SOCKET_NO_RING)
         return;
+    sock_rare *r = __atomic_load_n(&s->rare, __ATOMIC_ACQUIRE);
+    rl__rxq *has = r ? __atomic_load_n(&r->rxq, __ATOMIC_ACQUIRE) : NULL;
     if (has) {
         rl__rxq_set_want(has, chunk); /* the ring reads first chunks as the fd would be read */
         return;
@@ -764,15 +778,20 @@ static void sock_ring_ask(struct RLSocket *s, size_t chunk) {
     if (s->sock_type != SOCK_STREAM)
         return;
     /* Asked once, by the first Data callout (the callouts' thread only,
-     * one at a time). */
-    rl__rxq *q = rl__rxq_new();
-    if (q)
+     * one at a time). Its rare part made only for a loop with a ring (the
+     * queue's place), before the ring may read into the queue. */
+    rl__rxq *q = rl__fd_ring_reads(sock_fdobj(s)) ? rl__rxq_new() : NULL;
+    if (q) {
         rl__rxq_set_want(q, chunk);
-    if (q && rl__fd_recv_into(sock_fdobj(s), q)) {
-        __atomic_store_n(&s->rxq, q, __ATOMIC_RELEASE);
+        sock_lock(s);
+        r = sock_rare_get(s);
+        sock_unlock(s);
+    }
+    if (q && r && rl__fd_recv_into(sock_fdobj(s), q)) {
+        __atomic_store_n(&r->rxq, q, __ATOMIC_RELEASE);
     } else {
         rl__rxq_release(q);
-        __atomic_store_n(&s->rxq, RL_SOCKET_NO_RING, __ATOMIC_RELEASE);
+        atomic_fetch_or_explicit(&s->peer_len, RL_SOCKET_NO_RING, memory_order_relaxed);
     }
 }
 
@@ -813,14 +832,15 @@ static rl__rxchunk *sock_chunk_fill(struct RLSocket *s, rl__rxchunk *c, size_t c
 static bool sock_deliver_chunk(struct RLSocket *s, rl__rxchunk *c, size_t chunk, RLDataRef data, bool spare,
                                bool *full) {
     atomic_fetch_add_explicit(&rl__socket_ring_reads, 1, memory_order_relaxed);
-    if (c->full && c->len < chunk && rl__rxq_count(s->rxq) == 0)
+    rl__rxq *q = s->rare->rxq; /* c came from it */
+    if (c->full && c->len < chunk && rl__rxq_count(q) == 0)
         c = sock_chunk_fill(s, c, chunk);
-    *full = (c->full && c->len >= chunk) || rl__rxq_count(s->rxq) > 0;
+    *full = (c->full && c->len >= chunk) || rl__rxq_count(q) > 0;
     size_t cap = 0;
     RLDataRef small = c->len > 0 && c->len <= RL_SOCKET_COPY_MAX && sock_thread_get() ? sock_short_data(c->bytes, c->len, &cap)
                                                                                         : NULL;
     if (small) {
-        rl__rxq_give_back(s->rxq, c); /* the next receive's chunk */
+        rl__rxq_give_back(q, c); /* the next receive's chunk */
         if (!spare)
             RLRelease(data);
         sock_call_data(s, small);
@@ -854,8 +874,11 @@ static bool sock_deliver_data(struct RLSocket *s, size_t chunk, bool *full) {
     if (s->sock_type == SOCK_STREAM) {
         /* What the ring read comes first, then the fd (a receive still in
          * flight reads only what comes after: see sock_chunk_fill). */
-        rl__rxq *q = __atomic_load_n(&s->rxq, __ATOMIC_ACQUIRE);
-        rl__rxchunk *c = q && q != RL_SOCKET_NO_RING ? rl__rxq_pop_upto(q, chunk) : NULL;
+        sock_rare *r = (atomic_load_explicit(&s->peer_len, memory_order_relaxed) & RL_SOCKET_NO_RING)
+                           ? NULL
+                           : __atomic_load_n(&s->rare, __ATOMIC_ACQUIRE);
+        rl__rxq *q = r ? __atomic_load_n(&r->rxq, __ATOMIC_ACQUIRE) : NULL;
+        rl__rxchunk *c = q ? rl__rxq_pop_upto(q, chunk) : NULL;
         if (c)
             return sock_deliver_chunk(s, c, chunk, data, spare, full);
         uint8_t *buf = NULL;
@@ -1193,8 +1216,6 @@ static RLSocketRef sock_make(RLAllocatorRef allocator, int fd, RLOptionFlags typ
     struct RLSocket *s = rl__object_alloc_packed(&socket_class, RL_SOCKET_SIZE + RL_FD_SOURCE_SIZE, fn);
     if (!s)
         return NULL;
-    static _Atomic uint32_t serials;
-    s->serial = atomic_fetch_add_explicit(&serials, 1, memory_order_relaxed);
     s->sock_type = (uint8_t)stype;
     s->types = (uint8_t)types;
     s->callout = sock_callout_number(callout);
@@ -1712,7 +1733,7 @@ size_t rl__socket_footprint(RLSocketRef s) {
     size_t n = rl__object_block_bytes(s); /* s and its fd source */
     if (s->rare)
         n += malloc_usable_size(s->rare) + sizeof(size_t);
-    if (atomic_load_explicit(&s->peer_len, memory_order_acquire) == RL_SOCKET_PEER_IN_DATA)
+    if ((atomic_load_explicit(&s->peer_len, memory_order_acquire) & RL_SOCKET_PEER_LEN) == RL_SOCKET_PEER_IN_DATA)
         n += object_bytes(s->rare->peer);
     return n;
 }

@@ -26,7 +26,7 @@
 /* Closes the object's fd, unless the loop found that the number no longer
  * names the object's file: closing it would close someone else's. */
 static void fd_close_own(const struct RLFileDescriptor *f, int stale) {
-    if (f->close_on_invalidate && !stale)
+    if ((f->ctx.owner_close & 1u) && !stale)
         close(rl__fdst(rl__fd_source(f))->fd);
 }
 
@@ -68,7 +68,7 @@ _Static_assert(RL__FDSOURCE_SIZE == RL_FD_SOURCE_SIZE, "rl_callout.h says the si
 _Static_assert(sizeof(struct RLRunLoopSource) + offsetof(rl__fdstate, fd) == RL_FD_SOURCE_FD_OFFSET,
                "rl_callout.h says where an fd source's fd is");
 _Static_assert(sizeof(((rl__fdstate *)0)->fd) == sizeof(int), "an fd source's fd is an int");
-_Static_assert(RL__FD_OWNER_SIZE + RL__FDSOURCE_SIZE == 240, "an fd source and its owner: one block of 240 bytes");
+_Static_assert(RL__FD_OWNER_SIZE + RL__FDSOURCE_SIZE == 224, "an fd source and its owner: one block of 224 bytes");
 
 const rl__class rl__fd_class = {"RLFileDescriptor", fd_finalize, NULL, fd_describe};
 
@@ -124,12 +124,12 @@ RLFileDescriptorRef RLFileDescriptorCreate(RLAllocatorRef allocator, RLFileDescr
         RLRelease(f);
         return NULL;
     }
-    f->close_on_invalidate = closeOnInvalidate;
     f->ctx.callout = callout;
     if (context) {
-        f->ctx = (rl__fdctx){context->retain, context->release, context->copyDescription, NULL, NULL, NULL, callout};
+        f->ctx = (rl__fdctx){context->retain, context->release, context->copyDescription, 0, NULL, NULL, callout};
         f->ctx.info = context->retain ? (void *)context->retain(context->info) : context->info;
     }
+    f->ctx.owner_close = closeOnInvalidate ? 1u : 0u; /* no owner yet (rl__fd_set_owner) */
     return f;
 }
 
@@ -338,6 +338,11 @@ bool rl__fd_recv_into(RLRunLoopSourceRef s, struct rl__rxq *q) {
     if (!rl || rl->src_in_callout != s || !rl__of_this_process(rl))
         return false;
     return rl__poll_recv_into(&rl->kern, rl__fdst(s)->fd, q);
+}
+
+bool rl__fd_ring_reads(RLRunLoopSourceRef s) {
+    RLRunLoopRef rl = rl__tls;
+    return rl && rl->kern.kops && rl->kern.kops->recv_into && rl->src_in_callout == s && rl__of_this_process(rl);
 }
 
 bool rl__fd_ring_sends(RLRunLoopSourceRef s) {

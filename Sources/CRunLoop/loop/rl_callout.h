@@ -38,7 +38,7 @@ RL__HIDDEN RLRunLoopRef rl__runloop_get_for_thread(pthread_t thread);
  * after them, RL_FD_SOURCE_SIZE bytes (runloop_internal.h's RL__FDSOURCE_SIZE
  * says who holds what). The functions below take that source (or an
  * RLFileDescriptor's). */
-#define RL_FD_OWNER_SIZE 96
+#define RL_FD_OWNER_SIZE 80
 #define RL_FD_SOURCE_SIZE 144
 /* Where in an fd source its fd is (an int, set by rl__fdsrc_init and never
  * changed): the owner reads its fd there instead of keeping a copy. */
@@ -93,6 +93,9 @@ RL__HIDDEN bool rl__fd_recv_into(RLRunLoopSourceRef s, struct rl__rxq *q);
  * earlier ring send's error told (-errno); 0: not this thread's ring, or
  * it cannot (epoll): the caller sends itself. */
 struct rl__txq;
+/* Whether this is a callout of s on a loop whose backend reads through a
+ * ring: a first rl__fd_recv_into may take the queue (made only then). */
+RL__HIDDEN bool rl__fd_ring_reads(RLRunLoopSourceRef s);
 /* Whether this is a callout of s on a loop whose backend sends through a
  * ring: a first rl__fd_send_via would queue (the send queue is made only
  * then). */

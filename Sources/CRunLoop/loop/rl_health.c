@@ -172,7 +172,7 @@ static void print_line(const RLSlowCalloutReport *r) {
 }
 
 void rl__fd_set_owner(RLFileDescriptorRef f, const void *owner, const rl__callout_owner *how) {
-    f->ctx.owner = owner;
+    f->ctx.owner_close = (uintptr_t)owner | (f->ctx.owner_close & 1u); /* keeps the close bit */
     f->ctx.owner_how = how;
 }
 

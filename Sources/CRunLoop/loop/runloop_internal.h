@@ -494,7 +494,11 @@ typedef struct rl__fdctx {
     const void *(*retain)(const void *info);
     void (*release)(const void *info);
     char *(*copyDescription)(const void *info);
-    const void *owner;
+    /* The owner (an object, so 8-aligned: NULL for a program's) and, in
+     * its lowest bit, whether the fd is closed on invalidation (fixed at
+     * creation): rl__fd_owner, rl__fd_closes. One word, so that an
+     * RLFileDescriptor fits its RL__FD_OWNER_SIZE bytes. */
+    uintptr_t owner_close;
     void *info; /* what its callouts get: the context's, retained */
     const struct rl__callout_owner *owner_how;
     RLFileDescriptorCallBack callout;
@@ -542,7 +546,8 @@ _Static_assert(sizeof(rl__fdstate) == 24, "an fd state: 24 bytes");
  * state of its owner after it (where a program's source has its tail),
  * always a part of the owner's block, right after the owner's
  * RL__FD_OWNER_SIZE bytes (an RLSocket's; an RLFileDescriptor's): one
- * block of 240 bytes for both (a packed pool class; before: the owner
+ * block of 224 bytes for both (a packed pool class; before: 240, with
+ * a 96-byte owner; before that the owner
  * and its fd object, 160 or 128 bytes, and the source, 128).
  *
  * Ownership. The owner makes its source with it (rl__fdsrc_init), asleep:
@@ -563,7 +568,7 @@ _Static_assert(sizeof(rl__fdstate) == 24, "an fd state: 24 bytes");
  * every valid socket), an RLFileDescriptor does not (a program's, freed
  * when released, as before). */
 #define RL__FDSOURCE_SIZE 144
-#define RL__FD_OWNER_SIZE 96
+#define RL__FD_OWNER_SIZE 80
 _Static_assert(sizeof(struct RLRunLoopSource) + sizeof(rl__fdstate) == RL__FDSOURCE_SIZE, "an fd source: 144 bytes");
 _Static_assert(sizeof(struct RLRunLoopSource) % _Alignof(rl__fdstate) == 0, "the fd state follows the source");
 
@@ -589,7 +594,6 @@ static inline void *rl__fdsrc_owner(const struct RLRunLoopSource *s) {
  * fd source after it in its block (rl__fd_source). */
 struct RLFileDescriptor {
     rl__object base;
-    bool close_on_invalidate;
     rl__fdctx ctx;
 };
 _Static_assert(sizeof(struct RLFileDescriptor) <= RL__FD_OWNER_SIZE, "an RLFileDescriptor fits before its source");
@@ -619,8 +623,9 @@ static inline bool rl__fdsrc_of_program(const struct RLRunLoopSource *s) {
 /* The library object that made fd source s for its callouts, or NULL (a
  * program's): not a reference; it outlives the source's callouts. */
 static inline const void *rl__fd_owner(const struct RLRunLoopSource *s) {
-    return rl__fdsrc_of_program(s) ? ((const struct RLFileDescriptor *)rl__fdsrc_owner(s))->ctx.owner
-                                   : rl__fdsrc_owner(s);
+    return rl__fdsrc_of_program(s)
+               ? (const void *)(((const struct RLFileDescriptor *)rl__fdsrc_owner(s))->ctx.owner_close & ~(uintptr_t)1)
+               : rl__fdsrc_owner(s);
 }
 
 /* How to name the callout of that owner, or NULL (a program's). */
