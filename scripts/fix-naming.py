@@ -354,8 +354,19 @@ class Fixer:
                 continue
             de = de[0]
             s = de.start
-            while code[s].isspace():
-                s += 1
+            # past blanks and preprocessor lines (a definition right after
+            # the file's #includes starts, as parsed, before them)
+            while True:
+                while code[s].isspace():
+                    s += 1
+                if code[s] != "#":
+                    break
+                while True:
+                    eol = code.find("\n", s)
+                    if eol < 0 or code[eol - 1] != "\\":
+                        break
+                    s = eol + 1
+                s = eol + 1 if eol >= 0 else len(code)
             line_start = text.rfind("\n", 0, s) + 1
             c, first, _ = self.decl_lines(text, de)
             has_comment = c < first

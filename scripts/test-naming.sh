@@ -32,6 +32,9 @@ cat >"$t/Sources/CRunLoop/loop/rl_tick.h" <<'EOF'
 typedef struct rl_ticker { int n; } rl_ticker;
 /* Only rl_tick.c calls it. */
 int rl__tick_once(rl_ticker *t);
+/* Only rl_tock.c calls it. */
+int rl__tock_first(int n);
+int rl__tock(int n);
 static inline int rl_ticker_get(const rl_ticker *t) { return t->n; }
 #endif
 EOF
@@ -42,8 +45,18 @@ static int rl_total;
 static int rl_helper(rl_local *l) { return l->v + rl_total; }
 static int rl_count(void) { return 1; }
 int count;
-int rl__tick(int n) { rl_ticker t = {n}; rl_local l = {n}; return rl__tick_once(&t) + rl_helper(&l) + rl_ticker_get(&t) + rl_count() + count; }
+int rl__tick(int n) { rl_ticker t = {n}; rl_local l = {n}; return rl__tick_once(&t) + rl_helper(&l) + rl_ticker_get(&t) + rl_count() + count + rl__tock(n); }
 int rl__tick_once(rl_ticker *t) { return t->n; }
+EOF
+# A one-file function defined right after the file's #includes: its
+# static goes on the definition, not before the first #include.
+cat >"$t/Sources/CRunLoop/loop/rl_tock.c" <<'EOF'
+#include "rl_tick.h"
+#include <stddef.h>
+
+/* The first tock. */
+int rl__tock_first(int n) { return n; }
+int rl__tock(int n) { return rl__tock_first(n); }
 EOF
 cat >"$t/Sources/CRunLoop/base/RLThing.c" <<'EOF'
 #include "internal.h"
@@ -58,7 +71,7 @@ compiles() {
 compiles && ok "the made-up tree compiles" || bad "the made-up tree does not compile"
 
 out=$(python3 "$t/scripts/check-naming.py" --root "$t"); rc=$?
-want="static-plain:rl_total static-plain:rl_helper static-plain:rl_count type-plain:rl_local file-only:rl__tick_once
+want="static-plain:rl_total static-plain:rl_helper static-plain:rl_count type-plain:rl_local file-only:rl__tick_once file-only:rl__tock_first
       inline-name:rl_ticker_get type-shared:rl_ticker internal-h:rl__tick file-only:count"
 missing=""
 for w in $want; do
@@ -78,6 +91,10 @@ grep -q "^static int tick_once(rl__ticker \*t)" "$t/Sources/CRunLoop/loop/rl_tic
   && ! grep -q "tick_once" "$t/Sources/CRunLoop/loop/rl_tick.h" \
   && ok "a one-file rl__ function became static and plain, its declaration gone" \
   || bad "rl__tick_once was not made static" "$(cat "$t/Sources/CRunLoop/loop/rl_tick.c")"
+grep -q "^static int tock_first(int n)" "$t/Sources/CRunLoop/loop/rl_tock.c" \
+  && grep -q '^#include "rl_tick.h"' "$t/Sources/CRunLoop/loop/rl_tock.c" \
+  && ok "a function right after the #includes became static on its definition" \
+  || bad "rl__tock_first was not made static on its definition" "$(cat "$t/Sources/CRunLoop/loop/rl_tock.c")"
 grep -q '#include "rl_tick.h"' "$t/Sources/CRunLoop/base/RLThing.c" \
   && ok "a file that got the declaration from internal.h includes its new header" \
   || bad "RLThing.c does not include rl_tick.h" "$(cat "$t/Sources/CRunLoop/base/RLThing.c")"
