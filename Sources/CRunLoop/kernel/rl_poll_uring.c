@@ -534,13 +534,32 @@ static bool uring_tx_start(uring *u, rl__txq *q) {
                        MSG_NOSIGNAL | (fast ? MSG_DONTWAIT | MSG_WAITALL : 0));
     io_uring_sqe_set_data64(sqe, URING_TX | (uint64_t)(uintptr_t)q);
     if (fast) {
-        sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
+        /* Silent only with nothing queued behind it: a silent send
+         * submitted by the loop's wait completes inside that wait and
+         * wakes nothing, so the chunks behind it, sent only once it is
+         * settled, would wait with the loop asleep (the peer waiting for
+         * them: a stall). One with chunks behind reports its completion. */
+        if (!q->head->next)
+            sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
         u->txfast[u->ntxfast++] = q;
     }
     q->fast = fast;
     q->inlen = len;
     q->inflight = true;
     return true;
+}
+
+/* q's silent send, in flight, now has a chunk behind it: it reports its
+ * completion (which lists q for its next send), as uring_tx_start makes
+ * one with chunks behind it. Its entry is not submitted yet: every enter
+ * that submits is followed by a harvest, which settles what it submitted,
+ * before any callout or caller can queue more. The loop's thread. */
+static void uring_tx_loud(uring *u, rl__txq *q) {
+    unsigned khead = __atomic_load_n(u->ring.sq.khead, __ATOMIC_ACQUIRE);
+    if ((int)(khead - q->sqpos) > 0)
+        return; /* taken by the kernel (not reached: see above) */
+    unsigned shift = (u->ring.flags & IORING_SETUP_SQE128) ? 1 : 0; /* as io_uring_get_sqe finds it */
+    u->ring.sq.sqes[(q->sqpos & u->ring.sq.ring_mask) << shift].flags &= (uint8_t)~IOSQE_CQE_SKIP_SUCCESS;
 }
 
 /* The listed send queues' next sends into submission entries, as many as
@@ -1359,6 +1378,8 @@ static int uring_send(rl__poller *rl, rl__txq *q, const void *bytes, size_t n, b
         r = -ENOMEM;
     } else if (q->inflight || q->listed) {
         /* sent after what is in flight (uring_take_tx, uring_tx_settle) */
+        if (q->inflight && q->fast)
+            uring_tx_loud(u, q);
     } else if (uring_tx_start(u, q)) {
         /* In flight: submitted by the next enter. A silent send's queue is
          * held by its entry in the list of silent sends (a reference, not

@@ -43,7 +43,8 @@ typedef struct rl__txq {
     bool held;          /* the backend's: it holds a reference (a send listed or in flight) */
     bool inflight;      /* the backend's: a send of head is in the ring */
     bool listed;        /* the backend's: on its list of queues to submit */
-    bool fast;          /* the backend's: the send in flight completes silently if whole (sqpos: its entry) */
+    bool fast;          /* the backend's: the send in flight must not wait; silent if whole while nothing is
+                           queued behind it, else it reports (sqpos: its entry) */
     bool slow;          /* the backend's: the next send waits for room (the last one found none) */
     uint32_t sqpos;
     size_t inlen;       /* the backend's: the bytes the send in flight asked to send */
