@@ -167,12 +167,15 @@ enum { RXQ_CHUNK_MIN = 256, RXQ_CACHE_CAP = 4096, RXQ_CACHE_N = 4 };
 #if RL_TRICK_SOCK_RECYCLE
 typedef struct rxq_cache {
     rl__rxchunk *top; /* linked by next */
-    uint8_t n;
-    bool keyed;  /* its key's destructor will free it */
-    bool closed; /* the thread is exiting: nothing more kept */
+    uint8_t room;     /* chunks it may take yet (0 until its key is set: rxq_give_back_slow) */
+    bool keyed;       /* its key's destructor will free it */
+    bool closed;      /* the thread is exiting: nothing more kept */
 } rxq_cache;
 
-static __thread rxq_cache t_rxq;
+/* Initial-exec, as rl__tls (rl_loop.h): each receive takes a chunk and
+ * each delivery gives one back, and the TLS descriptor's call costs more
+ * than the rest of either; 16 bytes of static TLS. */
+static __thread rxq_cache t_rxq __attribute__((tls_model("initial-exec")));
 static pthread_key_t rxq_key;
 static pthread_once_t rxq_once = PTHREAD_ONCE_INIT;
 static bool rxq_key_made;
@@ -180,35 +183,31 @@ static bool rxq_key_made;
 static void rxq_cache_free(void *p) {
     rxq_cache *t = p;
     t->closed = true;
+    t->room = 0;
     for (rl__rxchunk *c = t->top, *next; c; c = next) {
         next = c->next;
         free(c);
     }
     t->top = NULL;
-    t->n = 0;
 }
 
 static void rxq_make_key(void) { rxq_key_made = pthread_key_create(&rxq_key, rxq_cache_free) == 0; }
 
-/* Whether the thread may keep chunks: its cache freed at its exit. */
-static __attribute__((noinline)) bool rxq_cache_key(rxq_cache *t) {
-    if (t->closed)
-        return false;
-    (void)pthread_once(&rxq_once, rxq_make_key);
-    t->keyed = rxq_key_made && pthread_setspecific(rxq_key, t) == 0;
-    return t->keyed;
+/* Whether c is worth keeping: big enough for a small receive, not big. */
+static inline bool rxq_keepable(const rl__rxchunk *c) {
+    return c->cap - RXQ_CHUNK_MIN <= (size_t)(RXQ_CACHE_CAP - RXQ_CHUNK_MIN);
 }
 #endif
 
-rl__rxchunk *rl__rxq_chunk(rl__rxq *q, size_t n) {
-    (void)q;
+/* A new chunk for n bytes, or one of the thread's but its first. */
+static __attribute__((noinline)) rl__rxchunk *rxq_chunk_slow(size_t n) {
 #if RL_TRICK_SOCK_RECYCLE
     rxq_cache *t = &t_rxq;
-    for (rl__rxchunk **p = &t->top; *p; p = &(*p)->next) {
+    for (rl__rxchunk **p = t->top ? &t->top->next : &t->top; *p; p = &(*p)->next) {
         rl__rxchunk *c = *p;
         if (c->cap >= n) {
             *p = c->next;
-            t->n--;
+            t->room++;
             return c;
         }
     }
@@ -220,26 +219,60 @@ rl__rxchunk *rl__rxq_chunk(rl__rxq *q, size_t n) {
     return c;
 }
 
-void rl__rxq_give_back(rl__rxq *q, rl__rxchunk *c) {
+rl__rxchunk *rl__rxq_chunk(rl__rxq *q, size_t n) {
     (void)q;
 #if RL_TRICK_SOCK_RECYCLE
     rxq_cache *t = &t_rxq;
-    if (c->cap >= RXQ_CHUNK_MIN && c->cap <= RXQ_CACHE_CAP && t->n < RXQ_CACHE_N && (t->keyed || rxq_cache_key(t))) {
-        c->next = t->top;
-        t->top = c;
-        t->n++;
-        return;
+    rl__rxchunk *c = t->top;
+    if (RL__LIKELY(c && c->cap >= n)) {
+        t->top = c->next;
+        t->room++;
+        return c;
+    }
+#endif
+    return rxq_chunk_slow(n);
+}
+
+/* c kept by a thread with no room (or not keyed yet: its key set here,
+ * once), or freed. */
+static __attribute__((noinline)) void rxq_give_back_slow(rl__rxchunk *c) {
+#if RL_TRICK_SOCK_RECYCLE
+    rxq_cache *t = &t_rxq;
+    if (!t->keyed && !t->closed && rxq_keepable(c)) {
+        (void)pthread_once(&rxq_once, rxq_make_key);
+        t->keyed = rxq_key_made && pthread_setspecific(rxq_key, t) == 0;
+        if (t->keyed) {
+            t->room = RXQ_CACHE_N - 1;
+            c->next = t->top;
+            t->top = c;
+            return;
+        }
     }
 #endif
     free(c);
 }
 
-size_t rl__rxq_cached(void) {
+void rl__rxq_give_back(rl__rxq *q, rl__rxchunk *c) {
+    (void)q;
 #if RL_TRICK_SOCK_RECYCLE
-    return t_rxq.n;
-#else
-    return 0;
+    rxq_cache *t = &t_rxq;
+    if (RL__LIKELY(t->room > 0) && rxq_keepable(c)) {
+        c->next = t->top;
+        t->top = c;
+        t->room--;
+        return;
+    }
 #endif
+    rxq_give_back_slow(c);
+}
+
+size_t rl__rxq_cached(void) {
+    size_t n = 0;
+#if RL_TRICK_SOCK_RECYCLE
+    for (const rl__rxchunk *c = t_rxq.top; c; c = c->next)
+        n++;
+#endif
+    return n;
 }
 
 size_t rl__rxq_footprint(rl__rxq *q) {
