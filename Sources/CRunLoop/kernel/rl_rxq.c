@@ -145,7 +145,7 @@ bool rl__rxq_claim(rl__rxq *q, const void *owner) {
 }
 
 void rl__rxq_set_want(rl__rxq *q, size_t n) {
-    atomic_store_explicit(&q->want, n > UINT32_MAX ? UINT32_MAX : (uint32_t)n, memory_order_relaxed);
+    atomic_store_explicit(&q->want, (uint32_t)n, memory_order_relaxed); /* a reader's chunk: 2 MiB at most */
 }
 
 size_t rl__rxq_want(const rl__rxq *q) { return atomic_load_explicit(&q->want, memory_order_relaxed); }

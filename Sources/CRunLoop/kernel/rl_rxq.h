@@ -62,7 +62,8 @@ RL__HIDDEN void rl__rxq_give_back(rl__rxq *q, rl__rxchunk *c);
 /* Chunks queued (a hint, without the lock). */
 RL__HIDDEN size_t rl__rxq_count(const rl__rxq *q);
 /* How many bytes a receive into q asks for at most (the reader's chunk;
- * the backend asks for less if its buffers are smaller). 0: the buffer. */
+ * the backend asks for less if its buffers are smaller; below 4 GiB). 0:
+ * the buffer. */
 RL__HIDDEN void rl__rxq_set_want(rl__rxq *q, size_t n);
 RL__HIDDEN size_t rl__rxq_want(const rl__rxq *q);
 /* The loop whose ring reads into q (its rl__poller; NULL: none yet): set
