@@ -17,6 +17,10 @@
  *   shipped the same with ours being the shipped crunloop-echo-server
  *           (examples/c/echo_server.c, bench_memory_example.c): the
  *           library's part and the server's own (CF has no such server)
+ *   conn-ur the conn row's server of ours with its loop on the io_uring
+ *           backend (RL_BACKEND=io_uring in its child: its streams read
+ *           through the ring), against libuv's; "refused" where the
+ *           kernel refuses io_uring
  *
  * Each child first makes a few of the same (libraries, first slabs and
  * arenas are not counted), reads a byte of every page of the code every
@@ -47,21 +51,26 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include <crunloop/RLRunLoop.h>
+
 #include "bench_echo.h"
 #include "bench_memory.h"
 #include "bench_results.h"
 
 enum { P_RL, P_CF, P_UV, P_GLIB, P_EPOLL, NPEERS };
 static const char *peer_names[NPEERS] = {"ours", "CF", "libuv", "GLib", "epoll"};
-enum { R_TIMER, R_THREAD, R_CONN, R_SHIPPED, NROWS };
-static const char *row_names[NROWS] = {"timer", "thread", "conn", "shipped"};
+enum { R_TIMER, R_THREAD, R_CONN, R_SHIPPED, R_CONN_UR, NROWS };
+static const char *row_names[NROWS] = {"timer", "thread", "conn", "shipped", "conn-ur"};
 static const char *row_labels[NROWS] = {
     "per timer, 100,000 in one loop (B)",
     "per sleeping loop thread, one timer, 64 KB stack (B)",
     "per idle connection that echoed 1 byte, 4,000 (B)",
     "the same, ours: the shipped crunloop-echo-server (B)",
+    "the same, ours on the io_uring backend (B)",
 };
-static const long row_n[NROWS] = {100000, 200, 4000, 4000};
+static const long row_n[NROWS] = {100000, 200, 4000, 4000, 4000};
+/* A child's exit status: its row's backend is refused here (conn-ur). */
+#define BM_REFUSED 3
 #define BM_STACK (64 * 1024)
 
 static long rss_bytes(void) {
@@ -396,6 +405,17 @@ static int measure_conns(int r, int p, long n, double *out) {
             return -1;
         }
     } else {
+        if (r == R_CONN_UR) {
+            /* Read as the server's loop is made; this thread's loop says
+             * whether the kernel lets loops have a ring. */
+            setenv("RL_BACKEND", "io_uring", 1);
+            const char *b = RLRunLoopGetBackendName(RLRunLoopGetCurrent());
+            if (!b || strcmp(b, "io_uring") != 0) {
+                fprintf(stderr, "bench_memory: io_uring refused here (loops on %s): no conn-ur row\n",
+                        b ? b : "no backend");
+                return BM_REFUSED;
+            }
+        }
         const bec_peer *pe = echo_peer(p);
         if (!pe || !pe->start(&port, note)) {
             fprintf(stderr, "bench_memory: %s server: %s\n", peer_names[p], note);
@@ -440,8 +460,10 @@ static int child(const char *row, const char *peer, long n) {
     alarm(120);
     double v = NAN;
     int rc = -1;
-    if (r == R_CONN || r == R_SHIPPED) {
+    if (r == R_CONN || r == R_SHIPPED || r == R_CONN_UR) {
         rc = measure_conns(r, p, n, &v);
+        if (rc == BM_REFUSED)
+            _exit(BM_REFUSED);
     } else if (loop_peer(p)) {
         rc = r == R_TIMER ? measure_timers(loop_peer(p), n, &v) : measure_threads(loop_peer(p), n, &v);
     }
@@ -456,6 +478,7 @@ static int child(const char *row, const char *peer, long n) {
 static bool applies(int r, int p) {
     if (r == R_CONN) return p != P_GLIB;
     if (r == R_SHIPPED) return p == P_RL || p == P_UV || p == P_EPOLL;
+    if (r == R_CONN_UR) return p == P_RL || p == P_UV;
     return p != P_EPOLL;
 }
 
@@ -468,7 +491,11 @@ static bool listed(const char *env, const char *name) {
     return false;
 }
 
-/* One fresh process: this program with --one; NaN if it failed. */
+/* Set by run_child: a child found its row's backend refused. */
+static bool bm_refused;
+
+/* One fresh process: this program with --one; NaN if it failed (or was
+ * refused: bm_refused). */
 static double run_child(const char *self, int r, int p, long n) {
     int fds[2];
     if (pipe(fds) != 0)
@@ -492,6 +519,8 @@ static double run_child(const char *self, int r, int p, long n) {
     close(fds[0]);
     int st;
     waitpid(pid, &st, 0);
+    if (WIFEXITED(st) && WEXITSTATUS(st) == BM_REFUSED)
+        bm_refused = true;
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || got == 0)
         return NAN;
     return strtod(buf, NULL);
@@ -530,18 +559,19 @@ int main(int argc, char **argv) {
         double v[NPEERS][64], med[NPEERS];
         bool on[NPEERS];
         for (int p = 0; p < NPEERS; p++) on[p] = p == P_RL || listed("BM_PEERS", peer_names[p]);
+        bm_refused = false;
         for (int i = 0; i < rounds; i++)
             for (int k = 0; k < NPEERS; k++) {
                 int p = (k + i) % NPEERS;
-                v[p][i] = applies(r, p) && on[p] ? run_child(self, r, p, n) : NAN;
-                if (applies(r, p) && on[p] && isnan(v[p][i]))
+                v[p][i] = applies(r, p) && on[p] && !(p == P_RL && bm_refused) ? run_child(self, r, p, n) : NAN;
+                if (applies(r, p) && on[p] && isnan(v[p][i]) && !(p == P_RL && bm_refused))
                     failures++;
             }
         printf("%-54s", row_labels[r]);
         int light = -1;
         for (int p = 0; p < NPEERS; p++) {
             med[p] = median(v[p], rounds);
-            if (isnan(med[p])) printf(" %9s", !applies(r, p) ? "n/a" : on[p] ? "failed" : "-");
+            if (isnan(med[p])) printf(" %9s", !applies(r, p) ? "n/a" : p == P_RL && bm_refused ? "refused" : on[p] ? "failed" : "-");
             else printf(" %9.0f", med[p]);
             if (p != P_RL && p != P_EPOLL && isfinite(med[p]) && (light < 0 || med[p] < med[light])) light = p;
         }
@@ -558,7 +588,8 @@ int main(int argc, char **argv) {
         fflush(stdout);
     }
     printf("[RSS growth of a fresh process over N more after a few; GLib has no echo server here; "
-           "epoll: a raw epoll server with a malloc'd 4-byte record per connection]\n");
+           "epoll: a raw epoll server with a malloc'd 4-byte record per connection;\n"
+           " the io_uring row: ours's loop on that backend, its streams read through the ring]\n");
     bench_results_close(csv);
     return failures ? 1 : 0;
 }

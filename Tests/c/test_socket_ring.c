@@ -283,6 +283,126 @@ static void test_small_reads_of_many_streams_share_a_buffer(void **state) {
     assert_int_equal(job.missed, 0); /* receives that found no buffer free */
 }
 
+/* Idle streams that the ring read hold no receive buffer: 64 streams on a
+ * fresh thread's loop, each read through the ring (a byte, then 300
+ * more), then idle: each socket holds its block and, on the ring, its
+ * read-ahead queue (48 bytes with malloc's header), no chunk; the chunks
+ * the ring's receives used wait in the thread's cache, 4 at most; every
+ * byte arrived, in order. */
+RL__HIDDEN size_t rl__socket_footprint(RLSocketRef s);
+RL__HIDDEN size_t rl__rxq_cached(void);
+enum { NIDLE = 64, RXQ_BLOCK = 48, RXQ_CACHED_MAX = 4 };
+
+static void *idle_streams(void *arg) {
+    (void)arg;
+    int sv[NIDLE][2];
+    static got g[NIDLE];
+    got *gp[NIDLE];
+    RLSocketRef s[NIDLE];
+    size_t fresh[NIDLE];
+    memset(g, 0, sizeof g);
+    for (int i = 0; i < NIDLE; i++) {
+        assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv[i]), 0);
+        s[i] = make(sv[i][0], &g[i], (RLOptionFlags)-1);
+        fresh[i] = rl__socket_footprint(s[i]);
+        gp[i] = &g[i];
+        assert_int_equal(write(sv[i][1], "w", 1), 1);
+    }
+    run_for(gp, NIDLE, 1, 0);
+    unsigned long ring_before = atomic_load(&rl__socket_ring_reads);
+    static char out[NIDLE][301];
+    for (int i = 0; i < NIDLE; i++) {
+        pattern(out[i], sizeof out[i], (unsigned)i);
+        assert_int_equal(write(sv[i][1], out[i], 1), 1);
+    }
+    run_for(gp, NIDLE, 2, 0);
+    for (int i = 0; i < NIDLE; i++)
+        assert_int_equal(write(sv[i][1], out[i] + 1, 300), 300);
+    run_for(gp, NIDLE, 1 + sizeof out[0], 0);
+    bool ring = on_ring();
+    for (int i = 0; i < NIDLE; i++) {
+        assert_int_equal(g[i].len, 1 + sizeof out[i]);
+        assert_memory_equal(g[i].bytes + 1, out[i], sizeof out[i]);
+        size_t now = rl__socket_footprint(s[i]);
+        if (ring)
+            assert_true(now <= fresh[i] + RXQ_BLOCK);
+        else
+            assert_int_equal(now, fresh[i]);
+    }
+    if (ring)
+        assert_true(atomic_load(&rl__socket_ring_reads) - ring_before >= NIDLE);
+    assert_true(rl__rxq_cached() <= RXQ_CACHED_MAX);
+    for (int i = 0; i < NIDLE; i++) {
+        close(sv[i][1]);
+        done(s[i], &g[i]);
+    }
+    assert_true(rl__rxq_cached() <= RXQ_CACHED_MAX);
+    return NULL;
+}
+
+static void test_idle_streams_hold_no_receive_buffer(void **state) {
+    (void)state;
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, idle_streams, NULL), 0);
+    assert_int_equal(pthread_join(t, NULL), 0);
+}
+
+/* A stream read through the ring whose callback then sends (on io_uring
+ * the send queue needs the socket's rare part, which takes over the
+ * read-ahead queue kept alone until then): every byte still arrives in
+ * order, each echo comes back whole. */
+static void echo_cb(RLSocketRef s, RLSocketCallBackType type, RLDataRef address, const void *data, void *info) {
+    data_cb(s, type, address, data, info);
+    if (type == kRLSocketDataCallBack && RLDataGetLength(data) > 0)
+        assert_int_equal(RLSocketSendData(s, NULL, data, 5), kRLSocketSuccess);
+}
+
+/* Runs until n bytes came back on fd (non-blocking reads), at most 10 s. */
+static void echo_back(int fd, char *into, size_t n) {
+    size_t got = 0;
+    double end = rl_test_now() + 10;
+    while (got < n && rl_test_now() < end) {
+        ssize_t r = recv(fd, into + got, n - got, MSG_DONTWAIT);
+        if (r > 0)
+            got += (size_t)r;
+        else
+            RLRunLoopRunInMode(MODE, 0.01, true);
+    }
+    assert_int_equal(got, n);
+}
+
+static void test_a_ring_reader_that_sends_keeps_its_order(void **state) {
+    (void)state;
+    int sv[2];
+    got g = {0};
+    big_pair(sv);
+    RLSocketContext c = {0, &g, NULL, NULL, NULL};
+    RLSocketRef s = RLSocketCreateWithNative(NULL, sv[0], kRLSocketDataCallBack, echo_cb, &c);
+    assert_non_null(s);
+    RLRunLoopSourceRef src = RLSocketCreateRunLoopSource(NULL, s, 0);
+    assert_true(RLRunLoopAddSource(RLRunLoopGetCurrent(), src, MODE));
+    RLRelease(src);
+    char back[64];
+    assert_int_equal(write(sv[1], "w", 1), 1);
+    echo_back(sv[1], back, 1);
+    assert_int_equal(back[0], 'w');
+    unsigned long before = atomic_load(&rl__socket_ring_reads);
+    char msg[64];
+    for (int i = 0; i < 20; i++) {
+        pattern(msg, sizeof msg, (unsigned)i + 3);
+        size_t at = g.len;
+        assert_int_equal(write(sv[1], msg, sizeof msg), (ssize_t)sizeof msg);
+        echo_back(sv[1], back, sizeof msg);
+        assert_memory_equal(back, msg, sizeof msg);
+        assert_int_equal(g.len, at + sizeof msg);
+        assert_memory_equal(g.bytes + at, msg, sizeof msg);
+    }
+    if (on_ring())
+        assert_true(atomic_load(&rl__socket_ring_reads) - before >= 19);
+    close(sv[1]);
+    done(s, &g);
+}
+
 /* Bytes, then the peer's end: the bytes, then one empty data, and the
  * socket is invalidated. */
 static void test_end_after_bytes(void **state) {
@@ -498,6 +618,8 @@ int main(void) {
         cmocka_unit_test(test_receive_stays_across_callouts),
         cmocka_unit_test(test_more_streams_than_buffers),
         cmocka_unit_test(test_small_reads_of_many_streams_share_a_buffer),
+        cmocka_unit_test(test_idle_streams_hold_no_receive_buffer),
+        cmocka_unit_test(test_a_ring_reader_that_sends_keeps_its_order),
         cmocka_unit_test(test_end_after_bytes),
         cmocka_unit_test(test_reset),
         cmocka_unit_test(test_invalidate_while_a_receive_is_in_flight),

@@ -53,8 +53,10 @@ extern void _Block_release(const void *block);
  *              next reads are bigger (rl_waitpolicy.h); plain: waits at
  *              once
  *   SOCK_RECYCLE an RLSocket reads into its thread's buffer and hands a
- *              short read out in the thread's recycled data (RLSocket.c);
- *              plain: a new buffer and a new data for every read
+ *              short read out in the thread's recycled data (RLSocket.c),
+ *              and a ring's receives copy into the thread's few kept
+ *              chunks (rl_rxq.c); plain: a new buffer and a new data for
+ *              every read, a new chunk for every receive
  *   PORT_REUSE a port refills one message object for a batch of records
  *              (RLPort.c); plain: a new message per record
  *   BIAS       a run loop's lock is biased to the loop's thread, which then

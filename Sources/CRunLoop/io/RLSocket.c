@@ -114,8 +114,11 @@ typedef union sock_peer_full {
 /* What few sockets need, in a block of its own made when first needed
  * (sock_rare_get): the context's callbacks (a program that gives any),
  * a peer address too long for the socket (a named Unix socket's), a
- * resting listener's timer. Made under the socket's lock (or before
- * anyone sees the socket), never replaced, freed with the socket. */
+ * resting listener's timer, a ring's send queue. Made under the socket's
+ * lock (or before anyone sees the socket), never replaced, freed with the
+ * socket. A stream read through a ring needs only its read-ahead queue:
+ * s->rare is then the queue itself, tagged (RL_SOCKET_RARE_RXQ), until a
+ * rare part is needed, which takes the queue over. */
 typedef struct sock_rare {
     const void *(*retain)(const void *info);
     void (*release)(const void *info);
@@ -133,12 +136,15 @@ typedef struct sock_rare {
     rl__txq *txq;
     /* A Data stream read through its loop's ring (sock_ring_ask): what the
      * ring read, in order, taken before any read of the fd. NULL: not
-     * asked yet, or refused (RL_SOCKET_NO_RING in peer_len). Set once,
-     * under the lock (release), read without it (acquire). Here, not in
-     * the socket: only a loop with a ring reads it, and such a loop's
-     * sockets have a rare part anyway (their txq). */
+     * asked yet, or refused (RL_SOCKET_NO_RING in peer_len), or s->rare
+     * is the queue itself (RL_SOCKET_RARE_RXQ). Set once, under the lock
+     * (release), read without it (acquire). */
     rl__rxq *rxq;
 } sock_rare;
+
+/* s->rare's low bit: the word is a stream's read-ahead queue (rl__rxq,
+ * sock_ring_ask), and there is no rare part yet. */
+#define RL_SOCKET_RARE_RXQ ((uintptr_t)1)
 
 /* Counts the frees of sockets whose peer address a thread's data may
  * hold (sock_peer_address): a socket made later at a freed one's address
@@ -196,7 +202,11 @@ struct RLSocket {
      * or, so neither loses the other. */
     _Atomic uint8_t peer_len;
     sock_peer_sa peer_sa;
-    sock_rare *rare; /* NULL: none needed yet */
+    /* Its rare part (sock_rare_of), or its read-ahead queue alone, tagged
+     * RL_SOCKET_RARE_RXQ (sock_rxq_of); 0: neither yet. Changed under the
+     * lock (release): 0 to either, a queue to the rare part that holds
+     * it; read without it (acquire) by the callouts and the ring's sends. */
+    uintptr_t rare;
     /* Valid until invalidated; the fd closed (kRLSocketCloseOnInvalidate)
      * and the context's info released then, once, after the callouts
      * that still read the fd or were handed the info (rl_fdobj.h: a
@@ -213,10 +223,7 @@ _Static_assert(RL_SOCKET_SIZE + RL_FD_SOURCE_SIZE == 224, "a socket and its fd s
 
 /* The release of s's info (rl__fdobj_releaser): its context's, in its
  * rare part (made whenever the context has callbacks). */
-static rl__fdobj_release_fn sock_releaser(const rl__fdobj *o) {
-    const struct RLSocket *s = (const void *)((const char *)o - offsetof(struct RLSocket, life));
-    return s->rare ? s->rare->release : NULL;
-}
+static rl__fdobj_release_fn sock_releaser(const rl__fdobj *o);
 
 /* The fd source that watches s's fd (its fd object, folded into its
  * run-loop source), after s in its block (sock_make). */
@@ -230,17 +237,47 @@ static inline int sock_fd(const struct RLSocket *s) {
     return *(const int *)(const void *)((const char *)s + RL_SOCKET_SIZE + RL_FD_SOURCE_FD_OFFSET);
 }
 
-/* s's rare part, made if need be; NULL if memory is short. Its lock held,
- * or s not seen by anyone yet. */
+/* s's rare part; NULL: none yet (perhaps its read-ahead queue alone). */
+static inline sock_rare *sock_rare_of(const struct RLSocket *s) {
+    uintptr_t w = __atomic_load_n(&s->rare, __ATOMIC_ACQUIRE);
+    return (w & RL_SOCKET_RARE_RXQ) ? NULL : (sock_rare *)w;
+}
+
+/* s's read-ahead queue (sock_ring_ask); NULL: none. The queue, once set,
+ * stays s's until s is freed, wherever s->rare keeps it. */
+static inline rl__rxq *sock_rxq_of(const struct RLSocket *s) {
+    uintptr_t w = __atomic_load_n(&s->rare, __ATOMIC_ACQUIRE);
+    if (w & RL_SOCKET_RARE_RXQ)
+        return (rl__rxq *)(w & ~RL_SOCKET_RARE_RXQ);
+    return w ? __atomic_load_n(&((sock_rare *)w)->rxq, __ATOMIC_ACQUIRE) : NULL;
+}
+
+/* s's rare part, made if need be (taking over a read-ahead queue kept
+ * alone); NULL if memory is short. Its lock held, or s not seen by anyone
+ * yet. A reader without the lock that loaded the queue alone still holds
+ * it: the rare part holds the same queue. */
 static sock_rare *sock_rare_get(struct RLSocket *s) {
-    if (!s->rare)
-        __atomic_store_n(&s->rare, calloc(1, sizeof *s->rare), __ATOMIC_RELEASE); /* read without the lock: sock_txq */
-    return s->rare;
+    uintptr_t w = s->rare;
+    if (w && !(w & RL_SOCKET_RARE_RXQ))
+        return (sock_rare *)w;
+    sock_rare *r = calloc(1, sizeof *r);
+    if (!r)
+        return NULL;
+    r->rxq = (rl__rxq *)(w & ~RL_SOCKET_RARE_RXQ);
+    __atomic_store_n(&s->rare, (uintptr_t)r, __ATOMIC_RELEASE); /* read without the lock: sock_txq */
+    return r;
+}
+
+static rl__fdobj_release_fn sock_releaser(const rl__fdobj *o) {
+    const struct RLSocket *s = (const void *)((const char *)o - offsetof(struct RLSocket, life));
+    const sock_rare *r = sock_rare_of(s);
+    return r ? r->release : NULL;
 }
 
 /* The resting listener's timer, or NULL. Its lock held. */
 static inline RLRunLoopTimerRef sock_retry_timer(const struct RLSocket *s) {
-    return s->rare ? s->rare->accept_retry : NULL;
+    const sock_rare *r = sock_rare_of(s);
+    return r ? r->accept_retry : NULL;
 }
 
 /* Reports to the lock-order detector as one class for every socket
@@ -272,12 +309,13 @@ static void sock_finalize(void *obj) {
     /* Valid sockets hold a reference on themselves, so a socket only gets
      * here invalidated, or from a failed creation; and an awake source
      * holds one, so its source is asleep: the block goes with s. */
-    if (s->rare) {
-        if (s->rare->peer)
-            RLRelease(s->rare->peer);
-        rl__txq_release(s->rare->txq);
-        rl__rxq_release(s->rare->rxq);
-        free(s->rare);
+    rl__rxq_release(sock_rxq_of(s));
+    sock_rare *r = sock_rare_of(s);
+    if (r) {
+        if (r->peer)
+            RLRelease(r->peer);
+        rl__txq_release(r->txq);
+        free(r);
     }
     if (atomic_load_explicit(&s->peer_len, memory_order_relaxed) & RL_SOCKET_PEER_LEN)
         atomic_fetch_add_explicit(&sock_peer_epoch, 1, memory_order_relaxed); /* sock_peer_address */
@@ -365,7 +403,7 @@ static RLDataRef sockaddr_data(const struct sockaddr_storage *ss, socklen_t len)
 #define RL_SOCKET_CALLOUTS 255
 #define RL_SOCKET_CALLOUT_RARE 255u
 static void sock_call_rare(RLSocketRef s, RLSocketCallBackType type, RLDataRef address, const void *data, void *info) {
-    s->rare->callout(s, type, address, data, info);
+    sock_rare_of(s)->callout(s, type, address, data, info);
 }
 static _Atomic(RLSocketCallBack) sock_callouts[RL_SOCKET_CALLOUTS + 1] = {[RL_SOCKET_CALLOUT_RARE] = sock_call_rare};
 
@@ -386,7 +424,7 @@ static uint8_t sock_callout_number(RLSocketCallBack cb) {
 
 /* s's callout (NULL: none). */
 static RLSocketCallBack sock_callout(const struct RLSocket *s) {
-    return s->callout == RL_SOCKET_CALLOUT_RARE ? s->rare->callout
+    return s->callout == RL_SOCKET_CALLOUT_RARE ? sock_rare_of(s)->callout
                                                  : atomic_load_explicit(&sock_callouts[s->callout], memory_order_relaxed);
 }
 
@@ -604,7 +642,7 @@ static __attribute__((noinline)) RLDataRef sock_peer_address_slow(struct RLSocke
     if (len == 0 && (len = sock_peer_lookup(s)) == 0)
         return NULL;
     if (len == RL_SOCKET_PEER_IN_DATA)
-        return s->rare->peer; /* borrowed: s (held by the callout) keeps it */
+        return sock_rare_of(s)->peer; /* borrowed: s (held by the callout) keeps it */
     /* As the callbacks get it: an IPv6 one with its (zero) flow
      * information; another as kept. */
     const uint8_t *bytes = (const uint8_t *)&s->peer_sa;
@@ -769,8 +807,7 @@ _Atomic unsigned long rl__socket_ring_reads;
 static void sock_ring_ask(struct RLSocket *s, size_t chunk) {
     if (atomic_load_explicit(&s->peer_len, memory_order_relaxed) & RL_SOCKET_NO_RING)
         return;
-    sock_rare *r = __atomic_load_n(&s->rare, __ATOMIC_ACQUIRE);
-    rl__rxq *has = r ? __atomic_load_n(&r->rxq, __ATOMIC_ACQUIRE) : NULL;
+    rl__rxq *has = sock_rxq_of(s);
     if (has) {
         rl__rxq_set_want(has, chunk); /* the ring reads first chunks as the fd would be read */
         return;
@@ -778,17 +815,21 @@ static void sock_ring_ask(struct RLSocket *s, size_t chunk) {
     if (s->sock_type != SOCK_STREAM)
         return;
     /* Asked once, by the first Data callout (the callouts' thread only,
-     * one at a time). Its rare part made only for a loop with a ring (the
-     * queue's place), before the ring may read into the queue. */
+     * one at a time, and the only reader of the queue): the queue kept in
+     * s->rare alone (RL_SOCKET_RARE_RXQ) when s has no rare part, no
+     * allocation but the queue's. The ring reads into it from its next
+     * arming, after this callout. */
     rl__rxq *q = rl__fd_ring_reads(sock_fdobj(s)) ? rl__rxq_new() : NULL;
-    if (q) {
+    if (q)
         rl__rxq_set_want(q, chunk);
+    if (q && rl__fd_recv_into(sock_fdobj(s), q)) {
         sock_lock(s);
-        r = sock_rare_get(s);
+        sock_rare *r = sock_rare_of(s);
+        if (r)
+            __atomic_store_n(&r->rxq, q, __ATOMIC_RELEASE);
+        else
+            __atomic_store_n(&s->rare, (uintptr_t)q | RL_SOCKET_RARE_RXQ, __ATOMIC_RELEASE);
         sock_unlock(s);
-    }
-    if (q && r && rl__fd_recv_into(sock_fdobj(s), q)) {
-        __atomic_store_n(&r->rxq, q, __ATOMIC_RELEASE);
     } else {
         rl__rxq_release(q);
         atomic_fetch_or_explicit(&s->peer_len, RL_SOCKET_NO_RING, memory_order_relaxed);
@@ -829,10 +870,9 @@ static rl__rxchunk *sock_chunk_fill(struct RLSocket *s, rl__rxchunk *c, size_t c
 /* Delivers a chunk the ring read (c, the caller's): its bytes, or the end
  * of the stream or its error as an empty data (false: the stream ended).
  * `data`: the empty data made for the read (`spare`: the thread's). */
-static bool sock_deliver_chunk(struct RLSocket *s, rl__rxchunk *c, size_t chunk, RLDataRef data, bool spare,
-                               bool *full) {
+static bool sock_deliver_chunk(struct RLSocket *s, rl__rxq *q, rl__rxchunk *c, size_t chunk, RLDataRef data,
+                               bool spare, bool *full) {
     atomic_fetch_add_explicit(&rl__socket_ring_reads, 1, memory_order_relaxed);
-    rl__rxq *q = s->rare->rxq; /* c came from it */
     if (c->full && c->len < chunk && rl__rxq_count(q) == 0)
         c = sock_chunk_fill(s, c, chunk);
     *full = (c->full && c->len >= chunk) || rl__rxq_count(q) > 0;
@@ -840,7 +880,7 @@ static bool sock_deliver_chunk(struct RLSocket *s, rl__rxchunk *c, size_t chunk,
     RLDataRef small = c->len > 0 && c->len <= RL_SOCKET_COPY_MAX && sock_thread_get() ? sock_short_data(c->bytes, c->len, &cap)
                                                                                         : NULL;
     if (small) {
-        rl__rxq_give_back(q, c); /* the next receive's chunk */
+        rl__rxq_give_back(q, c); /* the thread's, for the next receive */
         if (!spare)
             RLRelease(data);
         sock_call_data(s, small);
@@ -874,13 +914,11 @@ static bool sock_deliver_data(struct RLSocket *s, size_t chunk, bool *full) {
     if (s->sock_type == SOCK_STREAM) {
         /* What the ring read comes first, then the fd (a receive still in
          * flight reads only what comes after: see sock_chunk_fill). */
-        sock_rare *r = (atomic_load_explicit(&s->peer_len, memory_order_relaxed) & RL_SOCKET_NO_RING)
-                           ? NULL
-                           : __atomic_load_n(&s->rare, __ATOMIC_ACQUIRE);
-        rl__rxq *q = r ? __atomic_load_n(&r->rxq, __ATOMIC_ACQUIRE) : NULL;
+        rl__rxq *q = (atomic_load_explicit(&s->peer_len, memory_order_relaxed) & RL_SOCKET_NO_RING) ? NULL
+                                                                                                     : sock_rxq_of(s);
         rl__rxchunk *c = q ? rl__rxq_pop_upto(q, chunk) : NULL;
         if (c)
-            return sock_deliver_chunk(s, c, chunk, data, spare, full);
+            return sock_deliver_chunk(s, q, c, chunk, data, spare, full);
         uint8_t *buf = NULL;
         RLDataRef small = NULL;
         size_t small_cap = 0;
@@ -965,7 +1003,7 @@ static void sock_accept_retry_fire(RLRunLoopTimerRef t, void *info) {
     sock_lock(s);
     bool mine = sock_retry_timer(s) == t;
     if (mine)
-        s->rare->accept_retry = NULL;
+        sock_rare_of(s)->accept_retry = NULL;
     if (rl__fdobj_valid(&s->life))
         sock_rearm_locked(s);
     sock_unlock(s);
@@ -995,7 +1033,7 @@ static void sock_rest_listener(struct RLSocket *s) {
         if (!take || !RLRunLoopAddTimer(rl, t, mode)) {
             sock_lock(s);
             if (sock_retry_timer(s) == t)
-                s->rare->accept_retry = NULL;
+                sock_rare_of(s)->accept_retry = NULL;
             sock_unlock(s);
             RLRunLoopTimerInvalidate(t);
             RLRelease(t);
@@ -1257,8 +1295,9 @@ static RLSocketRef sock_make(RLAllocatorRef allocator, int fd, RLOptionFlags typ
     RLRetain(s); /* held while valid (RLSocketInvalidate releases it), as CF keeps every valid socket */
     if (context) {
         void *info = context->info;
-        if (s->rare && s->rare->retain)
-            info = (void *)s->rare->retain(info);
+        const sock_rare *r = sock_rare_of(s);
+        if (r && r->retain)
+            info = (void *)r->retain(info);
         rl__fdobj_set_context(&s->life, info, context->release);
     }
     sock_lock(s);
@@ -1511,7 +1550,7 @@ RLSocketError RLSocketConnectToAddress(RLSocketRef s, RLDataRef address, RLTimeI
  * limit if not positive: -ETIMEDOUT). -errno: an earlier ring send's error (the stream is
  * broken), or no memory. */
 static int sock_ring_send(struct RLSocket *s, const void *p, size_t n, RLTimeInterval timeout) {
-    sock_rare *rare = __atomic_load_n(&s->rare, __ATOMIC_ACQUIRE);
+    sock_rare *rare = sock_rare_of(s);
     rl__txq *q = rare ? __atomic_load_n(&rare->txq, __ATOMIC_ACQUIRE) : NULL;
     if (!q) {
         if (!(__atomic_load_n(&s->flags, __ATOMIC_RELAXED) & kRLSocketCloseOnInvalidate) ||
@@ -1648,12 +1687,13 @@ bool RLSocketInvalidate(RLSocketRef s) {
     rl__fdobj_end end;
     /* Writes still queued on a ring keep the fd open until they are sent:
      * their queue closes it then (rl_txq.h). */
-    rl__txq *q = s->rare ? s->rare->txq : NULL;
+    const sock_rare *rare = sock_rare_of(s);
+    rl__txq *q = rare ? rare->txq : NULL;
     bool close = (s->flags & kRLSocketCloseOnInvalidate) && rl__fdobj_valid(&s->life) && !(q && rl__txq_close_later(q));
     bool was = rl__fdobj_invalidate(&s->life, close ? RL_FDOBJ_CLOSE : 0, &end, sock_releaser);
     RLRunLoopTimerRef retry = sock_retry_timer(s);
     if (retry)
-        s->rare->accept_retry = NULL;
+        sock_rare_of(s)->accept_retry = NULL;
     sock_unlock(s);
     if (retry) { /* the timer holds a reference on s: s outlives this */
         RLRunLoopTimerInvalidate(retry);
@@ -1704,7 +1744,7 @@ bool RLSocketGetContext(RLSocketRef s, RLSocketContext *context) {
     if (!context)
         return rl__fail(kRLErrorInvalidArgument, __func__, "NULL context");
     sock_lock(s); /* another thread may be making s->rare */
-    const sock_rare *r = s->rare;
+    const sock_rare *r = sock_rare_of(s);
     *context = r ? (RLSocketContext){0, s->life.info, r->retain, r->release, r->copyDescription}
                  : (RLSocketContext){0, s->life.info, NULL, NULL, NULL};
     sock_unlock(s);
@@ -1731,9 +1771,13 @@ static size_t object_bytes(const void *obj) {
  * using. */
 size_t rl__socket_footprint(RLSocketRef s) {
     size_t n = rl__object_block_bytes(s); /* s and its fd source */
-    if (s->rare)
-        n += malloc_usable_size(s->rare) + sizeof(size_t);
+    const sock_rare *r = sock_rare_of(s);
+    if (r)
+        n += malloc_usable_size((void *)r) + sizeof(size_t);
+    rl__rxq *q = sock_rxq_of(s);
+    if (q)
+        n += rl__rxq_footprint(q);
     if ((atomic_load_explicit(&s->peer_len, memory_order_acquire) & RL_SOCKET_PEER_LEN) == RL_SOCKET_PEER_IN_DATA)
-        n += object_bytes(s->rare->peer);
+        n += object_bytes(r->peer);
     return n;
 }

@@ -1,26 +1,45 @@
 /*
  * rl_rxq.c — a stream's read-ahead queue (rl_rxq.h): chunks in the order
- * they were received, under a leaf lock.
+ * they were received, under a leaf lock; and each thread's few chunks
+ * kept for the next receives.
  */
 #include "rl_rxq.h"
 #include "RLLockInternal.h"
+#include "internal.h"
 
+#include <malloc.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* 40 bytes (48 with malloc's header): an idle stream read through a ring
+ * holds this and nothing else (before: 72, with a spare chunk kept per
+ * queue, and a rare part of the socket's made to hold it). */
 struct rl__rxq {
-    rl__mutex lock; /* head, tail */
-    _Atomic int refs;
-    _Atomic size_t count;
+    _Atomic uint32_t lock; /* head, tail: 0 free, 1 held, 2 held and maybe waited for */
+    _Atomic uint32_t refs;
+    _Atomic uint32_t count;
+    _Atomic uint32_t want;
     _Atomic(const void *) owner;
-    _Atomic size_t want;
-    _Atomic(rl__rxchunk *) spare;
     rl__rxchunk *head, **tail;
 };
+_Static_assert(sizeof(struct rl__rxq) <= 40, "rl__rxq outgrew 40 bytes");
 
-static void rxq_lock(rl__rxq *q) {
-    if (RL__UNLIKELY(!rl__mutex_trylock(&q->lock)))
-        (void)rl__mutex_lock_slow(&q->lock, NULL);
+static __attribute__((noinline)) void rxq_lock_slow(rl__rxq *q) {
+    while (atomic_exchange_explicit(&q->lock, 2, memory_order_acquire) != 0)
+        (void)rl__futex_wait(&q->lock, 2, NULL);
+}
+
+static inline void rxq_lock(rl__rxq *q) {
+    uint32_t expected = 0;
+    if (RL__UNLIKELY(!atomic_compare_exchange_strong_explicit(&q->lock, &expected, 1, memory_order_acquire,
+                                                              memory_order_relaxed)))
+        rxq_lock_slow(q);
+}
+
+static inline void rxq_unlock(rl__rxq *q) {
+    if (RL__UNLIKELY(atomic_exchange_explicit(&q->lock, 0, memory_order_release) == 2))
+        rl__futex_wake(&q->lock, 1);
 }
 
 rl__rxq *rl__rxq_new(void) {
@@ -44,7 +63,6 @@ void rl__rxq_release(rl__rxq *q) {
         next = c->next;
         free(c);
     }
-    free(atomic_load_explicit(&q->spare, memory_order_relaxed));
     free(q);
 }
 
@@ -54,7 +72,7 @@ void rl__rxq_push(rl__rxq *q, rl__rxchunk *c) {
     *q->tail = c;
     q->tail = &c->next;
     atomic_fetch_add_explicit(&q->count, 1, memory_order_release);
-    rl__mutex_unlock(&q->lock);
+    rxq_unlock(q);
 }
 
 /* The oldest chunk (the caller's now), or NULL: none. */
@@ -69,7 +87,7 @@ static rl__rxchunk *rxq_pop(rl__rxq *q) {
             q->tail = &q->head;
         atomic_fetch_sub_explicit(&q->count, 1, memory_order_relaxed);
     }
-    rl__mutex_unlock(&q->lock);
+    rxq_unlock(q);
     return c;
 }
 
@@ -91,7 +109,7 @@ rl__rxchunk *rl__rxq_pop_upto(rl__rxq *q, size_t max) {
     if (total > c->cap) {
         rl__rxchunk *big = realloc(c, sizeof *c + total);
         if (!big) {
-            rl__mutex_unlock(&q->lock);
+            rxq_unlock(q);
             return c; /* delivered as it is; the next pop follows */
         }
         c = big;
@@ -113,9 +131,9 @@ rl__rxchunk *rl__rxq_pop_upto(rl__rxq *q, size_t max) {
         if (!q->head)
             q->tail = &q->head;
         atomic_fetch_sub_explicit(&q->count, 1, memory_order_relaxed);
-        free(n);
+        rl__rxq_give_back(q, n);
     }
-    rl__mutex_unlock(&q->lock);
+    rxq_unlock(q);
     return c;
 }
 
@@ -126,33 +144,142 @@ bool rl__rxq_claim(rl__rxq *q, const void *owner) {
     return atomic_compare_exchange_strong(&q->owner, &none, owner) || none == owner;
 }
 
-void rl__rxq_set_want(rl__rxq *q, size_t n) { atomic_store_explicit(&q->want, n, memory_order_relaxed); }
+void rl__rxq_set_want(rl__rxq *q, size_t n) {
+    atomic_store_explicit(&q->want, (uint32_t)n, memory_order_relaxed); /* a reader's chunk: 2 MiB at most */
+}
 
 size_t rl__rxq_want(const rl__rxq *q) { return atomic_load_explicit(&q->want, memory_order_relaxed); }
 
-/* Chunks smaller than this are not worth keeping apart; larger ones are
- * not kept (a stream's spare holds little). */
-enum { RXQ_SPARE_MIN = 256, RXQ_SPARE_MAX = 4096 };
+/* ---- the thread's chunks ----
+ * A chunk its reader is done with goes back to the thread that read it
+ * (the loop's: the ring takes chunks on it, the callouts give them back
+ * on it), not to the stream: an idle stream holds no buffer. The thread
+ * keeps RXQ_CACHE_N at most, of RXQ_CACHE_CAP bytes at most each (about
+ * 16 KiB a thread at worst; 4 of 256 bytes for small messages), freed
+ * when the thread exits. Part of RL_TRICK_SOCK_RECYCLE, like the sockets'
+ * per-thread read buffer: the plain build frees each chunk and makes a
+ * new one for each receive. */
 
-rl__rxchunk *rl__rxq_chunk(rl__rxq *q, size_t n) {
-    rl__rxchunk *c = q ? atomic_exchange_explicit(&q->spare, NULL, memory_order_acquire) : NULL;
-    if (c && c->cap >= n)
-        return c;
-    if (c)
+/* A chunk is never smaller than this (a small receive's chunk fits the
+ * next small one); larger than RXQ_CACHE_CAP, it is not kept. */
+enum { RXQ_CHUNK_MIN = 256, RXQ_CACHE_CAP = 4096, RXQ_CACHE_N = 4 };
+
+#if RL_TRICK_SOCK_RECYCLE
+typedef struct rxq_cache {
+    rl__rxchunk *top; /* linked by next */
+    uint8_t room;     /* chunks it may take yet (0 until its key is set: rxq_give_back_slow) */
+    bool keyed;       /* its key's destructor will free it */
+    bool closed;      /* the thread is exiting: nothing more kept */
+} rxq_cache;
+
+/* Initial-exec, as rl__tls (rl_loop.h): each receive takes a chunk and
+ * each delivery gives one back, and the TLS descriptor's call costs more
+ * than the rest of either; 16 bytes of static TLS. */
+static __thread rxq_cache t_rxq __attribute__((tls_model("initial-exec")));
+static pthread_key_t rxq_key;
+static pthread_once_t rxq_once = PTHREAD_ONCE_INIT;
+static bool rxq_key_made;
+
+static void rxq_cache_free(void *p) {
+    rxq_cache *t = p;
+    t->closed = true;
+    t->room = 0;
+    for (rl__rxchunk *c = t->top, *next; c; c = next) {
+        next = c->next;
         free(c);
-    size_t cap = n < RXQ_SPARE_MIN ? RXQ_SPARE_MIN : n;
-    c = malloc(sizeof *c + cap);
+    }
+    t->top = NULL;
+}
+
+static void rxq_make_key(void) { rxq_key_made = pthread_key_create(&rxq_key, rxq_cache_free) == 0; }
+
+/* Whether c is worth keeping: big enough for a small receive, not big. */
+static inline bool rxq_keepable(const rl__rxchunk *c) {
+    return c->cap - RXQ_CHUNK_MIN <= (size_t)(RXQ_CACHE_CAP - RXQ_CHUNK_MIN);
+}
+#endif
+
+/* A new chunk for n bytes, or one of the thread's but its first. */
+static __attribute__((noinline)) rl__rxchunk *rxq_chunk_slow(size_t n) {
+#if RL_TRICK_SOCK_RECYCLE
+    rxq_cache *t = &t_rxq;
+    for (rl__rxchunk **p = t->top ? &t->top->next : &t->top; *p; p = &(*p)->next) {
+        rl__rxchunk *c = *p;
+        if (c->cap >= n) {
+            *p = c->next;
+            t->room++;
+            return c;
+        }
+    }
+#endif
+    size_t cap = n < RXQ_CHUNK_MIN ? RXQ_CHUNK_MIN : n;
+    rl__rxchunk *c = malloc(sizeof *c + cap);
     if (c)
         c->cap = cap;
     return c;
 }
 
+rl__rxchunk *rl__rxq_chunk(rl__rxq *q, size_t n) {
+    (void)q;
+#if RL_TRICK_SOCK_RECYCLE
+    rxq_cache *t = &t_rxq;
+    rl__rxchunk *c = t->top;
+    if (RL__LIKELY(c && c->cap >= n)) {
+        t->top = c->next;
+        t->room++;
+        return c;
+    }
+#endif
+    return rxq_chunk_slow(n);
+}
+
+/* c kept by a thread with no room (or not keyed yet: its key set here,
+ * once), or freed. */
+static __attribute__((noinline)) void rxq_give_back_slow(rl__rxchunk *c) {
+#if RL_TRICK_SOCK_RECYCLE
+    rxq_cache *t = &t_rxq;
+    if (!t->keyed && !t->closed && rxq_keepable(c)) {
+        (void)pthread_once(&rxq_once, rxq_make_key);
+        t->keyed = rxq_key_made && pthread_setspecific(rxq_key, t) == 0;
+        if (t->keyed) {
+            t->room = RXQ_CACHE_N - 1;
+            c->next = t->top;
+            t->top = c;
+            return;
+        }
+    }
+#endif
+    free(c);
+}
+
 void rl__rxq_give_back(rl__rxq *q, rl__rxchunk *c) {
-    if (!q || c->cap > RXQ_SPARE_MAX) {
-        free(c);
+    (void)q;
+#if RL_TRICK_SOCK_RECYCLE
+    rxq_cache *t = &t_rxq;
+    if (RL__LIKELY(t->room > 0) && rxq_keepable(c)) {
+        c->next = t->top;
+        t->top = c;
+        t->room--;
         return;
     }
-    rl__rxchunk *was = atomic_exchange_explicit(&q->spare, c, memory_order_release);
-    if (was) /* most often none: no call */
-        free(was);
+#endif
+    rxq_give_back_slow(c);
+}
+
+size_t rl__rxq_cached(void) {
+    size_t n = 0;
+#if RL_TRICK_SOCK_RECYCLE
+    for (const rl__rxchunk *c = t_rxq.top; c; c = c->next)
+        n++;
+#endif
+    return n;
+}
+
+size_t rl__rxq_footprint(rl__rxq *q) {
+    size_t n = malloc_usable_size(q) + sizeof(size_t);
+    rxq_lock(q);
+    for (const rl__rxchunk *c = q->head; c; c = c->next)
+        n += malloc_usable_size((void *)c) + sizeof(size_t);
+    rxq_unlock(q);
+    return n;
 }

@@ -49,22 +49,31 @@ RL__HIDDEN void rl__rxq_push(rl__rxq *q, rl__rxchunk *c);
  * multishot receive queues a buffer's worth per chunk); the end or an
  * error stays queued. The caller's; NULL: none. */
 RL__HIDDEN rl__rxchunk *rl__rxq_pop_upto(rl__rxq *q, size_t max);
-/* A chunk for n bytes: q's spare one if it is big enough (a chunk its
- * reader was done with, rl__rxq_give_back), else a new one; NULL: no
- * memory. Its len, err and full are the caller's to set. */
+/* A chunk for n bytes: one the thread kept (rl__rxq_give_back) if one is
+ * big enough, else a new one; NULL: no memory. Its len, err and full are
+ * the caller's to set. q: the queue it is for (unused: the thread's
+ * chunks serve every queue). */
 RL__HIDDEN rl__rxchunk *rl__rxq_chunk(rl__rxq *q, size_t n);
-/* The reader is done with c's bytes: kept as q's spare (one at most, the
- * smaller goes), so that the next receive needs no allocation. */
+/* The reader is done with c's bytes: kept by the calling thread for its
+ * next receives (4 at most, of 4 KiB at most: rl_rxq.c; none in the plain
+ * build), else freed. Nothing is kept by the queue: an idle stream holds
+ * no buffer. */
 RL__HIDDEN void rl__rxq_give_back(rl__rxq *q, rl__rxchunk *c);
 /* Chunks queued (a hint, without the lock). */
 RL__HIDDEN size_t rl__rxq_count(const rl__rxq *q);
 /* How many bytes a receive into q asks for at most (the reader's chunk;
- * the backend asks for less if its buffers are smaller). 0: the buffer. */
+ * the backend asks for less if its buffers are smaller; below 4 GiB). 0:
+ * the buffer. */
 RL__HIDDEN void rl__rxq_set_want(rl__rxq *q, size_t n);
 RL__HIDDEN size_t rl__rxq_want(const rl__rxq *q);
 /* The loop whose ring reads into q (its rl__poller; NULL: none yet): set
  * once by the first backend that takes q (true), refused to any other
  * (false), so that one ring at most reads a stream. */
 RL__HIDDEN bool rl__rxq_claim(rl__rxq *q, const void *owner);
+
+/* For the tests: the bytes q holds (its block, the chunks queued), and
+ * the chunks the calling thread keeps. */
+RL__HIDDEN size_t rl__rxq_footprint(rl__rxq *q);
+RL__HIDDEN size_t rl__rxq_cached(void);
 
 #endif /* CRUNLOOP_RL_RXQ_H */
