@@ -146,22 +146,23 @@
  * (the target column). The client thread drives every connection with
  * its own epoll and is near a whole CPU of the two, the server the other:
  * the rates and latencies follow how the two share the machine, the
- * server's CPU per round trip is the row to compare. Three runs, 3 rounds
- * each, every peer but CF (BEC_ONLY=rt16,rt256), load average 2.7 (other
- * work on the machine): server CPU per round trip ur/epoll 0.93x at 16
- * connections, 0.86x at 256; ours/epoll 0.98x and 0.96x; read/ours 0.97x
- * and 0.98x; rdur/ur 1.01x and 1.01x; p99 ours-ur/libuv 0.99x at both.
- * At load 4.9 and 5.5 the rates and p99 swung 0.5-3.6x between peers,
- * the CPU rows less: ur/epoll 0.96x and 0.87x at 16, 0.90x and 0.81x at
- * 256, rdur/ur 1.13x and 1.32x at 16. Counted (`make
+ * server's CPU per round trip is the row to compare. Runs of 3 rounds,
+ * every peer but CF (BEC_ONLY=rt16,rt256), at load average 2.7 and 2.3
+ * (other work on the machine): server CPU per round trip ur/epoll 0.93x
+ * and 0.81x at 16 connections, 0.86x and 0.82x at 256; ours/epoll
+ * 0.92-1.00x; read/ours 0.96-1.04x; rdur/ur 1.01-1.05x; p99 ours-ur/libuv
+ * 0.99x and 0.89x at 16, 0.99x and 1.43x at 256. At load 4.9 and 5.5 the
+ * rates and p99 swung 0.5-3.6x between peers, the CPU rows less: ur/epoll
+ * 0.96x and 0.87x at 16, 0.90x and 0.81x at 256, rdur/ur 1.13x and 1.32x
+ * at 16. Counted (`make
  * bench-echo-instr`, instr/rt16 and steps/rt16: the server thread's
  * user-space instructions per round trip over 16 connections, single
  * steps; system calls by strace): ours 1,098 and 2.1 (callgrind 1,114),
  * ours-read 887 and 2.1, ours-ur 1,818 and 1.0, read-ur 1,752 and 1.7, raw
  * epoll 192 and 3.2 (it reads until EAGAIN), libuv 432 and 2.1. Fewer
  * system calls on the ring, more user space: the kernel's share decides
- * the CPU rows, where ours-ur is ahead of raw epoll by 4-19% (7% and 14%
- * on the quietest run), short of the 20% the goal asks.
+ * the CPU rows, where ours-ur is ahead of raw epoll by 4-19% (7-19% on
+ * the quieter runs), short of the 20% the goal asks.
  *
  *   bench_echo                 the table (about a minute)
  *   BEC_ROUNDS=9 bench_echo
