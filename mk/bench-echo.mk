@@ -2,11 +2,13 @@
 # and Read callbacks: bench_echo_cf.c with -DBEC_READCB) against a server by
 # hand on raw epoll, CoreFoundation's CFSocket (Swift toolchain) and libuv's uv_tcp, all driven
 # by the same plain-socket clients in one process (bench/bench_echo*.c):
-# round trip, throughput, connections per second. Always -O2, against the
+# round trips (1 connection; 16 and 256 at once), throughput, connections
+# per second. Always -O2, against the
 # static library of $(BUILD). Like bench_runloop_cf.c, bench_echo_cf.c is
 # built twice: with the toolchain's clang and -DBEC_CF against CF, and with
 # $(CC) against ours through cf_compat.h. CF_*, UV_* come from
-# mk/bench-runloop.mk. BEC_ROUNDS=, BEC_QUICK=1, BEC_PEERS= as in the source.
+# mk/bench-runloop.mk. BEC_ROUNDS=, BEC_QUICK=1, BEC_PEERS=, BEC_ONLY= as in
+# the source (BEC_ONLY=rt16,rt256: the round trips on many connections).
 # Ours (ours, ours-read) runs on the default kernel backend (epoll;
 # RL_BACKEND= changes it); ours-ur and read-ur are the same two servers with
 # their loops on io_uring (bench_echo_cf.c built with -DBEC_BACKEND), so
@@ -22,7 +24,7 @@ BENCH_ECHO_FLAGS = $(CPPFLAGS) $(CFLAGS) -O2 -pthread
 BENCH_TARGETS += bench-echo
 
 .PHONY: bench-echo
-bench-echo: $(BENCH_ECHO) ## TCP echo over loopback: RLSocket (Data and Read callbacks) vs raw epoll, CF's CFSocket and libuv (round trip, throughput, connections/s)
+bench-echo: $(BENCH_ECHO) ## TCP echo over loopback: RLSocket (Data and Read callbacks, epoll and io_uring) vs raw epoll, CF's CFSocket and libuv (round trips on 1, 16 and 256 connections, throughput, connections/s)
 	@mkdir -p $(BENCH_RESULTS) && rm -f $(BENCH_RESULTS)/echo.csv
 	@BEC_CSV=$(BENCH_RESULTS)/echo.csv $(BENCH_ECHO)
 
@@ -71,8 +73,9 @@ $(BENCH_ECHO_OBJ)/bench_echo_uv.o: bench/bench_echo_uv.c bench/bench_echo.h
 	$(Q)$(CC) $(BENCH_ECHO_FLAGS) $(UV_CFLAGS) -c -o $@ $<
 
 # bench-echo-instr: the echo server's user-space instructions (callgrind)
-# and system calls (strace) per round trip, and per MB over 16
-# connections: both RLSocket styles, raw epoll and libuv
+# and system calls (strace) per round trip on 1 connection and on 16 at
+# once (one message in flight on each), and per MB over 16 connections:
+# both RLSocket styles on both backends, raw epoll and libuv
 # (bench/bench_echo_instr.c, scripts/bench-echo-instr.sh): the same on
 # every run, so it shows what a
 # change to the event path costs where the timed rows cannot. Not part of
@@ -81,7 +84,7 @@ $(BENCH_ECHO_OBJ)/bench_echo_uv.o: bench/bench_echo_uv.c bench/bench_echo.h
 BENCH_ECHO_INSTR := $(BUILD)/bench/bench_echo_instr
 
 .PHONY: bench-echo-instr
-bench-echo-instr: $(BENCH_ECHO_INSTR) ## echo server's instructions (callgrind) and system calls (strace) per round trip and per MB: both RLSocket styles, raw epoll, libuv
+bench-echo-instr: $(BENCH_ECHO_INSTR) ## echo server's instructions (callgrind, single steps) and system calls (strace) per round trip (1 and 16 connections) and per MB: both RLSocket styles on both backends, raw epoll, libuv
 	@scripts/bench-echo-instr.sh $(BENCH_ECHO_INSTR)
 
 $(BENCH_ECHO_INSTR): $(BENCH_ECHO_OBJ)/bench_echo_instr.o $(BENCH_ECHO_OBJ)/bench_echo_rl.o \

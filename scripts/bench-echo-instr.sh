@@ -9,8 +9,10 @@
 # Peers: ours (RLSocket, Data callbacks), ours-read (RLSocket, Read
 # callbacks, recv in the callback), ours-ur and read-ur (the same two on the
 # io_uring backend), epoll (by hand, edge-triggered), libuv.
-# The system calls per round trip over 16 and 256 connections (one
-# message in flight on each, strace only) too: BEI_MANY=0 leaves them out.
+# Per round trip over 16 connections (one message in flight on each, as
+# bench_echo's rt16 row) too: instructions (callgrind, single steps) and
+# system calls; and the system calls over 256 (strace only): BEI_MANY=0
+# leaves them out.
 # BEI_PEERS="ours ours-read" picks some; BEI_TP=0 leaves out the per-MB row;
 # BEI_SYSCALLS=0 leaves out strace; BEI_STEP=0 leaves out the single-step
 # count. `make bench-echo-instr` runs it.
@@ -59,7 +61,7 @@ steps() {
     awk '/^server_instructions / { print $2 }' "$dir/steplog"
 }
 
-# The server thread's instructions for `peer` doing `kind` (rt, tp16) n times.
+# The server thread's instructions for `peer` doing `kind` (rt, rt16, tp16) n times.
 count() {
     out="$dir/cg.$1.$2.$3"
     if ! RL_BACKEND=epoll valgrind --tool=callgrind --separate-threads=yes --callgrind-out-file="$out" "$bin" "$1" "$2" "$3" \
@@ -109,8 +111,8 @@ names_per_unit() {
 
 printf '\nThe echo server thread per unit of work (callgrind: user-space instructions; strace: system calls)\n'
 printf '%s and %s round trips, %s and %s MB\n\n' "$N1" "$N2" "$MB1" "$MB2"
-printf '%-10s | %12s | %12s | %12s | %12s | %12s | %12s | %12s\n' "peer" "instr/rt" "steps/rt" "syscalls/rt" "instr/MB" "syscalls/MB" "sysc/rt16" "sysc/rt256"
-printf '%-10s-+-%12s-+-%12s-+-%12s-+-%12s-+-%12s-+-%12s-+-%12s\n' "----------" "------------" "------------" "------------" "------------" "------------" "------------" "------------"
+printf '%-10s | %12s | %12s | %12s | %12s | %12s | %12s | %12s | %12s | %12s\n' "peer" "instr/rt" "steps/rt" "syscalls/rt" "instr/MB" "syscalls/MB" "instr/rt16" "steps/rt16" "sysc/rt16" "sysc/rt256"
+printf '%-10s-+-%12s-+-%12s-+-%12s-+-%12s-+-%12s-+-%12s-+-%12s-+-%12s-+-%12s\n' "----------" "------------" "------------" "------------" "------------" "------------" "------------" "------------" "------------" "------------"
 details=""
 for p in $PEERS; do
     cg=1
@@ -131,15 +133,23 @@ for p in $PEERS; do
         [ $cg = 1 ] && itp=$(per_unit count "$p" tp16 "$MB1" "$MB2")
         [ "$SYSCALLS" = 1 ] && stp=$(per_unit syscalls "$p" tp16 "$MB1" "$MB2")
     fi
+    i16=-
+    st16=-
     s16=-
     s256=-
+    if [ "$MANY" = 1 ]; then
+        [ $cg = 1 ] && i16=$(per_unit count "$p" rt16 "$N1" "$N2")
+        [ "$STEP" = 1 ] && st16=$(per_unit steps "$p" rt16 "$S1" "$S2")
+    fi
     if [ "$SYSCALLS" = 1 ] && [ "$MANY" = 1 ]; then
         s16=$(per_unit syscalls "$p" rt16 "$N1" "$N2")
+        details="$details$(printf '%-10s rt16: %s' "$p" "$(names_per_unit "$p" rt16 "$N1" "$N2")")
+"
         s256=$(per_unit syscalls "$p" rt256 "$N1" "$N2")
         details="$details$(printf '%-10s rt256: %s' "$p" "$(names_per_unit "$p" rt256 "$N1" "$N2")")
 "
     fi
-    printf '%-10s | %12s | %12s | %12s | %12s | %12s | %12s | %12s\n' "$p" "$irt" "$str" "$srt" "$itp" "$stp" "$s16" "$s256"
+    printf '%-10s | %12s | %12s | %12s | %12s | %12s | %12s | %12s | %12s | %12s\n' "$p" "$irt" "$str" "$srt" "$itp" "$stp" "$i16" "$st16" "$s16" "$s256"
 done
 if [ -n "$details" ]; then
     printf '\nSystem calls per round trip, by name:\n%s' "$details"
