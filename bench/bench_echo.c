@@ -426,6 +426,18 @@ static bool rm_receive(rm_conn *x, int i, bool *done) {
     return true;
 }
 
+/* A connection to the server, non-blocking, watched for input by the
+ * client's epoll ep under `tag`; -1: failed (the fd, if any, is closed). */
+static int connect_watched(unsigned port, int ep, uint32_t tag) {
+    int fd = bec_connect(port, false);
+    struct epoll_event ev = {.events = EPOLLIN, .data.u32 = tag};
+    if (fd >= 0 && (fcntl(fd, F_SETFL, O_NONBLOCK) != 0 || epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) != 0)) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
 /* nconn connections, each with one 64-byte message in flight: when its
  * echo is back (every byte checked), the next one goes out. The client
  * drives them all from this thread with its own epoll. A warm-up of a few
@@ -443,10 +455,8 @@ static bool bench_round_trips_many(int p, unsigned port, int nconn, double secon
     for (int i = 0; i < nconn; i++) c[i].fd = -1;
     bool ok = true;
     for (int i = 0; i < nconn && ok; i++) {
-        c[i].fd = bec_connect(port, false);
-        ok = c[i].fd >= 0 && fcntl(c[i].fd, F_SETFL, O_NONBLOCK) == 0;
-        struct epoll_event ev = {.events = EPOLLIN, .data.u32 = (uint32_t)i};
-        ok = ok && epoll_ctl(ep, EPOLL_CTL_ADD, c[i].fd, &ev) == 0;
+        c[i].fd = connect_watched(port, ep, (uint32_t)i);
+        ok = c[i].fd >= 0;
     }
     for (int i = 0; i < nconn && ok; i++) ok = rm_send(&c[i], i);
     /* Warm-up: 4 round trips per connection (every connection accepted,
@@ -566,10 +576,8 @@ static bool bench_throughput(int p, unsigned port, int nconn, size_t chunk, doub
     for (int i = 0; i < nconn; i++) c[i].fd = -1;
     bool ok = true;
     for (int i = 0; i < nconn && ok; i++) {
-        c[i].fd = bec_connect(port, false);
-        ok = c[i].fd >= 0 && fcntl(c[i].fd, F_SETFL, O_NONBLOCK) == 0;
-        struct epoll_event ev = {.events = EPOLLIN, .data.u32 = (uint32_t)i};
-        ok = ok && epoll_ctl(ep, EPOLL_CTL_ADD, c[i].fd, &ev) == 0;
+        c[i].fd = connect_watched(port, ep, (uint32_t)i);
+        ok = c[i].fd >= 0;
     }
     cpu_mark mark = cpu_now();
     double t0 = now(), stop_at = t0 + seconds, give_up = t0 + seconds + stall_limit;
