@@ -530,7 +530,7 @@ static bool uring_tx_start(uring *u, rl__txq *q) {
     bool fast = !q->slow && uring_grow(&u->txfast, &u->captxfast, u->ntxfast + 1, sizeof *u->txfast, 16);
     q->sqpos = u->ring.sq.sqe_tail;
     struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
-    io_uring_prep_send(sqe, q->fd, q->head->bytes + q->head->off, len,
+    io_uring_prep_send(sqe, q->fd, q->head->p + q->head->off, len,
                        MSG_NOSIGNAL | (fast ? MSG_DONTWAIT | MSG_WAITALL : 0));
     io_uring_sqe_set_data64(sqe, URING_TX | (uint64_t)(uintptr_t)q);
     if (fast) {
@@ -1373,6 +1373,8 @@ static int uring_send(rl__poller *rl, rl__txq *q, const void *bytes, size_t n, b
         rl__txchunk **p = &q->head;
         while ((*p)->next)
             p = &(*p)->next;
+        if ((*p)->keep)
+            RLRelease((*p)->keep);
         free(*p);
         *p = NULL;
         q->tail = p;
