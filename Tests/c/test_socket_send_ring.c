@@ -249,6 +249,81 @@ static void test_invalidated_with_sends_queued_loses_nothing(void **state) {
     assert_int_equal(p.failures, 0);
 }
 
+/* A write of more than 4 KB is sent from the data itself on io_uring: the
+ * ring holds the data (a reference) until its bytes are sent, and lets go
+ * then; a shorter one is copied (the data is not held). On epoll neither
+ * is held (sent at once). */
+typedef struct held {
+    RLDataRef big, small;
+    RLIndex big_count, small_count; /* their retain counts right after the sends */
+    bool done;
+} held;
+
+static void held_cb(RLSocketRef s, RLSocketCallBackType type, RLDataRef address, const void *data, void *info) {
+    (void)address, (void)data;
+    held *h = info;
+    if (type != kRLSocketDataCallBack || h->done)
+        return;
+    h->done = true;
+    assert_int_equal(RLSocketSendData(s, NULL, h->big, 5), kRLSocketSuccess);
+    assert_int_equal(RLSocketSendData(s, NULL, h->small, 5), kRLSocketSuccess);
+    h->big_count = RLGetRetainCount(h->big);
+    h->small_count = RLGetRetainCount(h->small);
+}
+
+static void test_large_write_is_sent_from_its_data(void **state) {
+    (void)state;
+    int sv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    size_t nbig = 20000, nsmall = 100;
+    uint8_t *b = malloc(nbig + nsmall);
+    assert_non_null(b);
+    for (size_t k = 0; k < nbig + nsmall; k++)
+        b[k] = (uint8_t)pat(k);
+    held h = {.big = RLDataCreate(NULL, b, (RLIndex)nbig), .small = RLDataCreate(NULL, b + nbig, (RLIndex)nsmall)};
+    assert_non_null(h.big);
+    assert_non_null(h.small);
+    RLRunLoopTimerRef keep = keep_mode();
+    RLSocketContext c = {0, &h, NULL, NULL, NULL};
+    RLSocketRef s = RLSocketCreateWithNative(NULL, sv[0], kRLSocketDataCallBack, held_cb, &c);
+    assert_non_null(s);
+    RLRunLoopSourceRef src = RLSocketCreateRunLoopSource(NULL, s, 0);
+    assert_true(RLRunLoopAddSource(RLRunLoopGetCurrent(), src, MODE));
+    RLRelease(src);
+    assert_int_equal(write(sv[1], "x", 1), 1);
+    double end = rl_test_now() + 10;
+    while (!h.done && rl_test_now() < end)
+        RLRunLoopRunInMode(MODE, 0.02, true);
+    assert_true(h.done);
+    assert_int_equal(h.big_count, on_ring() ? 2 : 1);
+    assert_int_equal(h.small_count, 1);
+    /* Every byte comes, in order; then the ring has let go of the data. */
+    uint8_t *got = malloc(nbig + nsmall);
+    assert_non_null(got);
+    size_t len = 0;
+    assert_int_equal(fcntl(sv[1], F_SETFL, O_NONBLOCK), 0);
+    while (len < nbig + nsmall && rl_test_now() < end) {
+        RLRunLoopRunInMode(MODE, 0.01, false);
+        ssize_t n = read(sv[1], got + len, nbig + nsmall - len);
+        if (n > 0)
+            len += (size_t)n;
+    }
+    assert_int_equal(len, nbig + nsmall);
+    assert_memory_equal(got, b, nbig + nsmall);
+    while (RLGetRetainCount(h.big) != 1 && rl_test_now() < end)
+        RLRunLoopRunInMode(MODE, 0.01, false);
+    assert_int_equal(RLGetRetainCount(h.big), 1);
+    assert_true(RLSocketInvalidate(s));
+    RLRelease(s);
+    RLRelease(h.big);
+    RLRelease(h.small);
+    RLRunLoopTimerInvalidate(keep);
+    RLRelease(keep);
+    close(sv[1]);
+    free(got);
+    free(b);
+}
+
 /* The peer gone: a send fails with EPIPE, as a send on epoll does (on
  * io_uring the failure is found by the ring and told by the next send). */
 static void err_cb(RLSocketRef s, RLSocketCallBackType type, RLDataRef address, const void *data, void *info) {
@@ -303,6 +378,7 @@ int main(void) {
         cmocka_unit_test(test_short_send_is_continued),
         cmocka_unit_test(test_invalidated_with_sends_queued_loses_nothing),
         cmocka_unit_test(test_send_error_is_reported),
+        cmocka_unit_test(test_large_write_is_sent_from_its_data),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

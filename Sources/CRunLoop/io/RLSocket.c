@@ -1602,7 +1602,9 @@ RLSocketError RLSocketSendData(RLSocketRef s, RLDataRef address, RLDataRef data,
     const struct sockaddr *sa = address ? (const struct sockaddr *)RLDataGetBytePtr(address) : NULL;
     socklen_t salen = address ? (socklen_t)RLDataGetLength(address) : 0;
     if (!sa && left > 0 && s->sock_type == SOCK_STREAM) {
+        rl__txq_lend = data; /* a ring's queue holds the data rather than copy its bytes (rl_txq.h) */
         int r = sock_ring_send(s, p, left, timeout);
+        rl__txq_lend = NULL;
         if (r > 0)
             return kRLSocketSuccess;
         if (r == -ETIMEDOUT)

@@ -23,20 +23,30 @@ void rl__txq_free(rl__txq *q) {
     free(q);
 }
 
+_Thread_local RLTypeRef rl__txq_lend;
+
 bool rl__txq_push(rl__txq *q, const void *bytes, size_t n) {
     rl__txchunk *c = q->spare;
-    if (c && c->cap >= n) {
+    RLTypeRef keep = n >= RL_TXQ_LEND_MIN ? rl__txq_lend : NULL;
+    size_t need = keep ? 0 : n;
+    if (c && c->cap >= need) {
         q->spare = NULL;
     } else {
-        c = malloc(sizeof *c + n);
+        c = malloc(sizeof *c + need);
         if (!c)
             return false;
-        c->cap = n;
+        c->cap = need;
     }
     c->next = NULL;
     c->len = n;
     c->off = 0;
-    memcpy(c->bytes, bytes, n);
+    c->keep = keep ? RLRetain(keep) : NULL;
+    if (keep) {
+        c->p = bytes;
+    } else {
+        memcpy(c->bytes, bytes, n);
+        c->p = c->bytes;
+    }
     *q->tail = c;
     q->tail = &c->next;
     atomic_fetch_add_explicit(&q->state, 2, memory_order_acq_rel);
@@ -50,6 +60,10 @@ void rl__txq_pop(rl__txq *q) {
     q->head = c->next;
     if (!q->head)
         q->tail = &q->head;
+    if (c->keep) {
+        RLRelease(c->keep);
+        c->keep = NULL;
+    }
     if (!q->spare && c->cap <= 65536)
         q->spare = c; /* the next push's, no allocation */
     else

@@ -2,7 +2,9 @@
  * rl_txq.h — private: a stream's queue of sends through a loop's ring
  * (rl_txq.c). On the io_uring backend a socket's writes made on its loop's
  * thread are not sent by a system call each: their bytes are copied into
- * chunks queued here, and the loop's ring sends them (IORING_OP_SEND),
+ * chunks queued here (or, for a write of an object's bytes named by
+ * rl__txq_lend, that object is held by its chunk and its bytes sent where
+ * they are: no copy), and the loop's ring sends them (IORING_OP_SEND),
  * submitted with the loop's next io_uring_enter, one send in flight per
  * queue, in order: a short send is continued from where it stopped, an
  * error ends the queue (its chunks dropped, the errno kept in `err` for
@@ -24,10 +26,25 @@
 
 typedef struct rl__txchunk {
     struct rl__txchunk *next;
-    size_t len, off; /* off: sent so far */
-    size_t cap;      /* the bytes it can hold */
+    const uint8_t *p; /* its bytes: `bytes`, or those of `keep` */
+    RLTypeRef keep;   /* the object whose bytes p points into (a reference); NULL: copied into `bytes` */
+    size_t len, off;  /* off: sent so far */
+    size_t cap;       /* the bytes it can hold */
     uint8_t bytes[];
 } rl__txchunk;
+
+/* Writes at least this long of an object's bytes are sent from the object
+ * (held) rather than copied (rl__txq_lend): above 4 KB, so that a socket's
+ * short deliveries (RLSocket.c's RL_SOCKET_COPY_MAX), whose data the
+ * reading thread reuses when no one holds it, are copied. */
+#define RL_TXQ_LEND_MIN 4097
+
+/* The object whose bytes the calling thread's next rl__txq_push is given
+ * (the writer sets it around the call, then clears it): that push holds it
+ * (RLRetain) and queues a pointer into its bytes instead of a copy, if the
+ * write is RL_TXQ_LEND_MIN bytes or more. The object's bytes must not
+ * change while it is held (an RLData's never do). NULL: copied. */
+RL__HIDDEN extern _Thread_local RLTypeRef rl__txq_lend;
 
 #define RL_TXQ_CLOSE 1u /* in state: the fd is closed when the queue empties */
 
