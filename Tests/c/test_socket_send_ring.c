@@ -370,6 +370,110 @@ static void test_send_error_is_reported(void **state) {
     RLRelease(keep);
 }
 
+/* Idle streams that answered through the ring hold no send buffer: 32
+ * streams, each answering every byte it gets with a reply (100 bytes, then
+ * 3,000), every reply read whole and in order by the peer. Then each
+ * socket holds what it held after its first reply, no more (a chunk kept
+ * by its queue would be the 3,000-byte one), and at most its rare part,
+ * its queues and the queues' headers beyond what it held fresh; the chunks
+ * its sends used wait in the thread's cache, 16 KiB of them at most. */
+RL__HIDDEN size_t rl__socket_footprint(RLSocketRef s);
+RL__HIDDEN size_t rl__txq_cached(void);
+enum { NREPLY = 32, REPLY1 = 100, REPLY2 = 3000, REPLY_QUEUES_MAX = 300, TXQ_KEPT_MAX = 16384 / 160 };
+
+typedef struct replier {
+    size_t sent;  /* bytes of replies sent */
+    size_t reply; /* the next reply's length */
+    int failures;
+} replier;
+
+static void reply_cb(RLSocketRef s, RLSocketCallBackType type, RLDataRef address, const void *data, void *info) {
+    (void)address;
+    replier *r = info;
+    if (type != kRLSocketDataCallBack || RLDataGetLength(data) == 0)
+        return;
+    for (RLIndex i = 0; i < RLDataGetLength(data); i++) {
+        uint8_t *b = malloc(r->reply);
+        assert_non_null(b);
+        for (size_t k = 0; k < r->reply; k++)
+            b[k] = (uint8_t)pat(r->sent + k);
+        RLDataRef d = RLDataCreate(NULL, b, (RLIndex)r->reply);
+        free(b);
+        if (RLSocketSendData(s, NULL, d, 5) == kRLSocketSuccess)
+            r->sent += r->reply;
+        else
+            r->failures++;
+        RLRelease(d);
+    }
+}
+
+/* Sends one byte to each stream, then runs the loop until each peer read
+ * `upto` bytes of replies, checking them. */
+static void reply_round(int (*sv)[2], replier *r, size_t *got, size_t upto) {
+    for (int i = 0; i < NREPLY; i++)
+        assert_int_equal(write(sv[i][1], "q", 1), 1);
+    double end = rl_test_now() + 20;
+    for (int left = NREPLY; left > 0 && rl_test_now() < end;) {
+        RLRunLoopRunInMode(MODE, 0.01, false);
+        left = 0;
+        for (int i = 0; i < NREPLY; i++) {
+            char buf[4096];
+            ssize_t n;
+            while (got[i] < upto && (n = read(sv[i][1], buf, sizeof buf)) > 0) {
+                for (ssize_t k = 0; k < n; k++)
+                    assert_int_equal(buf[k], pat(got[i] + (size_t)k));
+                got[i] += (size_t)n;
+            }
+            left += got[i] < upto;
+        }
+    }
+    for (int i = 0; i < NREPLY; i++) {
+        assert_int_equal(got[i], upto);
+        assert_int_equal(r[i].failures, 0);
+    }
+}
+
+static void test_idle_streams_hold_no_send_buffer(void **state) {
+    (void)state;
+    static int sv[NREPLY][2];
+    static replier r[NREPLY];
+    RLSocketRef s[NREPLY];
+    size_t fresh[NREPLY], first[NREPLY], got[NREPLY] = {0};
+    RLRunLoopTimerRef keep = keep_mode();
+    for (int i = 0; i < NREPLY; i++) {
+        assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv[i]), 0);
+        assert_int_equal(fcntl(sv[i][1], F_SETFL, O_NONBLOCK), 0);
+        r[i] = (replier){.reply = REPLY1};
+        RLSocketContext c = {0, &r[i], NULL, NULL, NULL};
+        s[i] = RLSocketCreateWithNative(NULL, sv[i][0], kRLSocketDataCallBack, reply_cb, &c);
+        assert_non_null(s[i]);
+        RLRunLoopSourceRef src = RLSocketCreateRunLoopSource(NULL, s[i], 0);
+        assert_true(RLRunLoopAddSource(RLRunLoopGetCurrent(), src, MODE));
+        RLRelease(src);
+        fresh[i] = rl__socket_footprint(s[i]);
+    }
+    unsigned long before = ring_sends();
+    reply_round(sv, r, got, REPLY1);
+    for (int i = 0; i < NREPLY; i++) {
+        first[i] = rl__socket_footprint(s[i]);
+        assert_true(first[i] <= fresh[i] + REPLY_QUEUES_MAX);
+        r[i].reply = REPLY2;
+    }
+    reply_round(sv, r, got, REPLY1 + REPLY2);
+    for (int i = 0; i < NREPLY; i++)
+        assert_int_equal(rl__socket_footprint(s[i]), first[i]);
+    if (on_ring())
+        assert_true(ring_sends() - before >= 2 * NREPLY);
+    assert_true(rl__txq_cached() <= TXQ_KEPT_MAX);
+    for (int i = 0; i < NREPLY; i++) {
+        assert_true(RLSocketInvalidate(s[i]));
+        RLRelease(s[i]);
+        close(sv[i][1]);
+    }
+    RLRunLoopTimerInvalidate(keep);
+    RLRelease(keep);
+}
+
 int main(void) {
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
@@ -379,6 +483,7 @@ int main(void) {
         cmocka_unit_test(test_invalidated_with_sends_queued_loses_nothing),
         cmocka_unit_test(test_send_error_is_reported),
         cmocka_unit_test(test_large_write_is_sent_from_its_data),
+        cmocka_unit_test(test_idle_streams_hold_no_send_buffer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1766,10 +1766,11 @@ static size_t object_bytes(const void *obj) {
     return o->pooled ? rl__pool_block_size(o) : malloc_usable_size((void *)o);
 }
 
-/* For the tests: the memory s holds as its own: its block, its fd
- * object's and a peer address kept in an RLData. Its run-loop source and
- * membership are the loop's (RLFileDescriptor.c, rl_fdtab.c); read
- * buffers are the thread's. Not for a socket another thread may be
+/* For the tests: the memory s holds as its own: its block (with its fd
+ * source), its rare part, its ring's read-ahead and send queues with what
+ * they hold, and a peer address kept in an RLData. Its membership is the
+ * loop's (RLRunLoopMembership.c, rl_fdtab.c); read buffers and the chunks
+ * its queues are done with are the thread's. Not for a socket another thread may be
  * using. */
 size_t rl__socket_footprint(RLSocketRef s) {
     size_t n = rl__object_block_bytes(s); /* s and its fd source */
@@ -1779,6 +1780,9 @@ size_t rl__socket_footprint(RLSocketRef s) {
     rl__rxq *q = sock_rxq_of(s);
     if (q)
         n += rl__rxq_footprint(q);
+    rl__txq *tq = r ? __atomic_load_n(&r->txq, __ATOMIC_ACQUIRE) : NULL;
+    if (tq)
+        n += rl__txq_footprint(tq);
     if ((atomic_load_explicit(&s->peer_len, memory_order_acquire) & RL_SOCKET_PEER_LEN) == RL_SOCKET_PEER_IN_DATA)
         n += object_bytes(r->peer);
     return n;

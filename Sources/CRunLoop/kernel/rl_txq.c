@@ -2,7 +2,9 @@
  * rl_txq.c — a stream's queue of sends through a loop's ring (rl_txq.h).
  */
 #include "rl_txq.h"
+#include "rl_chunkcache.h"
 
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -19,24 +21,40 @@ rl__txq *rl__txq_new(int fd) {
 
 void rl__txq_free(rl__txq *q) {
     rl__txq_drop(q); /* closes the fd if it was handed over */
-    free(q->spare);
     free(q);
+}
+
+/* A chunk that was sent goes back to the thread that pops it (the loop's:
+ * the ring sends on it), not to its queue: an idle stream holds no send
+ * buffer. The thread keeps chunks of TXQ_KEEP_MAX bytes at most,
+ * TXQ_KEEP_BYTES in all (16 KiB: a wake that answers 16 streams' round
+ * trips at once takes 16 small chunks before its sends give them back),
+ * freed at its exit; a chunk is never smaller than TXQ_CHUNK_MIN bytes
+ * (its header and a short message), so that one fits the next short one. */
+enum { TXQ_CHUNK_MIN = 160, TXQ_KEEP_MAX = 4096 + 64, TXQ_KEEP_BYTES = 16384 };
+static rl__chunkkind txq_kind = {.max_block = TXQ_KEEP_MAX, .bytes = TXQ_KEEP_BYTES,
+                                 .lock = PTHREAD_MUTEX_INITIALIZER};
+/* Initial-exec, as rl__tls (rl_loop.h): every push and every pop. */
+static __thread rl__chunkcache t_txq __attribute__((tls_model("initial-exec")));
+
+size_t rl__txq_cached(void) { return rl__chunkcache_count(&t_txq); }
+
+size_t rl__txq_footprint(rl__txq *q) {
+    size_t n = malloc_usable_size(q) + sizeof(size_t);
+    for (const rl__txchunk *c = q->head; c; c = c->next)
+        n += malloc_usable_size((void *)c) + sizeof(size_t);
+    return n;
 }
 
 _Thread_local RLTypeRef rl__txq_lend;
 
 bool rl__txq_push(rl__txq *q, const void *bytes, size_t n) {
-    rl__txchunk *c = q->spare;
     RLTypeRef keep = n >= RL_TXQ_LEND_MIN ? rl__txq_lend : NULL;
-    size_t need = keep ? 0 : n;
-    if (c && c->cap >= need) {
-        q->spare = NULL;
-    } else {
-        c = malloc(sizeof *c + need);
-        if (!c)
-            return false;
-        c->cap = need;
-    }
+    size_t need = keep ? 0 : n, size;
+    rl__txchunk *c = rl__chunkcache_take(&t_txq, sizeof *c + need, TXQ_CHUNK_MIN, &size);
+    if (!c)
+        return false;
+    c->cap = size - sizeof *c;
     c->next = NULL;
     c->len = n;
     c->off = 0;
@@ -64,10 +82,7 @@ void rl__txq_pop(rl__txq *q) {
         RLRelease(c->keep);
         c->keep = NULL;
     }
-    if (!q->spare && c->cap <= 65536)
-        q->spare = c; /* the next push's, no allocation */
-    else
-        free(c);
+    rl__chunkcache_give(&t_txq, &txq_kind, c, sizeof *c + c->cap);
     unsigned was = atomic_fetch_sub_explicit(&q->state, 2, memory_order_acq_rel);
     if (was == (2 | RL_TXQ_CLOSE)) {
         atomic_store_explicit(&q->state, 0, memory_order_release);

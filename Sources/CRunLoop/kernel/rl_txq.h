@@ -55,7 +55,6 @@ typedef struct rl__txq {
     int err;            /* a send's error, not yet reported to the writer (0: none) */
     const void *owner;  /* the poller whose ring sends it (set by the first) */
     rl__txchunk *head, **tail;
-    rl__txchunk *spare; /* the last chunk sent, kept for the next push (one at most) */
     struct rl__txq *ring_prev, *ring_next; /* the backend's: on its list of the queues it holds */
     bool held;          /* the backend's: it holds a reference (a send listed or in flight) */
     bool inflight;      /* the backend's: a send of head is in the ring */
@@ -66,6 +65,12 @@ typedef struct rl__txq {
     uint32_t sqpos;
     size_t inlen;       /* the backend's: the bytes the send in flight asked to send */
 } rl__txq;
+
+/* For the tests: the chunks the calling thread keeps for its next pushes
+ * (rl_txq.c says how many at most); what q holds, in bytes with malloc's
+ * headers (the queue and its chunks). */
+RL__HIDDEN size_t rl__txq_cached(void);
+RL__HIDDEN size_t rl__txq_footprint(rl__txq *q);
 
 /* A new empty queue for fd (one reference), or NULL: no memory. */
 RL__HIDDEN rl__txq *rl__txq_new(int fd);
