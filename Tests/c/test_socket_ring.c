@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "RLBase.h" /* rl__faults */
+#include "rl_rxq.h"
 
 RL__HIDDEN extern _Atomic unsigned long rl__socket_ring_reads;
 #if !RL_PLAIN
@@ -287,11 +288,10 @@ static void test_small_reads_of_many_streams_share_a_buffer(void **state) {
  * fresh thread's loop, each read through the ring (a byte, then 300
  * more), then idle: each socket holds its block and, on the ring, its
  * read-ahead queue (48 bytes with malloc's header), no chunk; the chunks
- * the ring's receives used wait in the thread's cache, 4 at most; every
- * byte arrived, in order. */
+ * the ring's receives used wait in the thread's cache, 64 KiB at most;
+ * every byte arrived, in order. */
 RL__HIDDEN size_t rl__socket_footprint(RLSocketRef s);
-RL__HIDDEN size_t rl__rxq_cached(void);
-enum { NIDLE = 64, RXQ_BLOCK = 48, RXQ_CACHED_MAX = 4 };
+enum { NIDLE = 64, RXQ_BLOCK = 48, RXQ_CACHED_MAX = 65536 };
 
 static void *idle_streams(void *arg) {
     (void)arg;
@@ -344,6 +344,51 @@ static void test_idle_streams_hold_no_receive_buffer(void **state) {
     (void)state;
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, idle_streams, NULL), 0);
+    assert_int_equal(pthread_join(t, NULL), 0);
+}
+
+/* A wake's worth of small receives on many streams (a chunk each, taken
+ * before the callouts give them back) is served again by the chunks the
+ * thread kept: 64 taken and given back, the next 64 are the same chunks,
+ * none made anew (the plain build keeps none); and what the thread keeps
+ * is bounded (64 KiB), however many come back. */
+enum { NBURST = 64, NFLOOD = 400 };
+
+static void *chunk_burst(void *arg) {
+    (void)arg;
+    rl__rxchunk *c[NBURST], *again[NBURST];
+    for (int i = 0; i < NBURST; i++)
+        assert_non_null(c[i] = rl__rxq_chunk(NULL, 64));
+    for (int i = 0; i < NBURST; i++)
+        rl__rxq_give_back(NULL, c[i]);
+#if !RL_PLAIN
+    assert_int_equal(rl__rxq_cached(), NBURST * 256);
+#endif
+    for (int i = 0; i < NBURST; i++) {
+        assert_non_null(again[i] = rl__rxq_chunk(NULL, 64));
+#if !RL_PLAIN
+        bool kept = false;
+        for (int j = 0; j < NBURST; j++)
+            kept = kept || again[i] == c[j];
+        assert_true(kept);
+#endif
+    }
+    assert_int_equal(rl__rxq_cached(), 0);
+    for (int i = 0; i < NBURST; i++)
+        rl__rxq_give_back(NULL, again[i]);
+    static rl__rxchunk *flood[NFLOOD];
+    for (int i = 0; i < NFLOOD; i++)
+        assert_non_null(flood[i] = rl__rxq_chunk(NULL, 64));
+    for (int i = 0; i < NFLOOD; i++)
+        rl__rxq_give_back(NULL, flood[i]);
+    assert_true(rl__rxq_cached() <= RXQ_CACHED_MAX);
+    return NULL;
+}
+
+static void test_a_wake_of_many_small_receives_reuses_the_threads_chunks(void **state) {
+    (void)state;
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, chunk_burst, NULL), 0);
     assert_int_equal(pthread_join(t, NULL), 0);
 }
 
@@ -619,6 +664,7 @@ int main(void) {
         cmocka_unit_test(test_more_streams_than_buffers),
         cmocka_unit_test(test_small_reads_of_many_streams_share_a_buffer),
         cmocka_unit_test(test_idle_streams_hold_no_receive_buffer),
+        cmocka_unit_test(test_a_wake_of_many_small_receives_reuses_the_threads_chunks),
         cmocka_unit_test(test_a_ring_reader_that_sends_keeps_its_order),
         cmocka_unit_test(test_end_after_bytes),
         cmocka_unit_test(test_reset),
