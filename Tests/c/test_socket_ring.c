@@ -32,6 +32,7 @@
 #include "rl_rxq.h"
 
 RL__HIDDEN extern _Atomic unsigned long rl__socket_ring_reads;
+RL__HIDDEN extern _Atomic unsigned long rl__socket_ring_copies;
 #if !RL_PLAIN
 RL__HIDDEN extern _Atomic unsigned long rl__poll_uring_nobufs; /* receives without a buffer free */
 #endif
@@ -448,6 +449,83 @@ static void test_a_ring_reader_that_sends_keeps_its_order(void **state) {
     done(s, &g);
 }
 
+/* Small messages read through the ring reach the callback as the ring
+ * copied them out of its buffer, with no second copy (the common echo:
+ * 64 bytes), and a callback that keeps some of those data keeps their
+ * bytes: 40 messages of 64 bytes, one at a time, every other data kept;
+ * the kept ones still hold their own bytes after the rest, each a
+ * delivery's whole. */
+enum { NKEEP = 40, KEEP_LEN = 64 };
+
+typedef struct keeper {
+    got g;
+    RLDataRef kept[NKEEP];
+    int n;
+} keeper;
+
+static void keep_cb(RLSocketRef s, RLSocketCallBackType type, RLDataRef address, const void *data, void *info) {
+    keeper *k = info;
+    data_cb(s, type, address, data, &k->g);
+    if (type == kRLSocketDataCallBack && RLDataGetLength(data) > 0 && k->n < NKEEP)
+        k->kept[k->n++] = (k->n % 2) ? (RLDataRef)RLRetain(data) : NULL;
+}
+
+static void *small_reads(void *arg) {
+    (void)arg;
+    int sv[2];
+    static keeper k;
+    memset(&k, 0, sizeof k);
+    big_pair(sv);
+    RLSocketContext c = {0, &k, NULL, NULL, NULL};
+    RLSocketRef s = RLSocketCreateWithNative(NULL, sv[0], kRLSocketDataCallBack, keep_cb, &c);
+    assert_non_null(s);
+    RLRunLoopSourceRef src = RLSocketCreateRunLoopSource(NULL, s, 0);
+    assert_true(RLRunLoopAddSource(RLRunLoopGetCurrent(), src, MODE));
+    RLRelease(src);
+    got *one[] = {&k.g};
+    assert_int_equal(write(sv[1], "w", 1), 1);
+    run_for(one, 1, 1, 0);
+    k.n = 0;
+    if (k.kept[0])
+        RLRelease(k.kept[0]);
+    k.kept[0] = NULL;
+    unsigned long reads = atomic_load(&rl__socket_ring_reads), copies = atomic_load(&rl__socket_ring_copies);
+    static char msg[NKEEP][KEEP_LEN];
+    for (int i = 0; i < NKEEP; i++) {
+        pattern(msg[i], KEEP_LEN, (unsigned)i + 5);
+        assert_int_equal(write(sv[1], msg[i], KEEP_LEN), KEEP_LEN);
+        run_for(one, 1, 1 + (size_t)(i + 1) * KEEP_LEN, 0);
+    }
+    assert_int_equal(k.g.len, 1 + NKEEP * KEEP_LEN);
+    assert_memory_equal(k.g.bytes + 1, msg, sizeof msg);
+    assert_int_equal(k.n, NKEEP); /* one delivery a message */
+    for (int i = 1; i < NKEEP; i += 2) {
+        assert_non_null(k.kept[i]);
+        assert_int_equal(RLDataGetLength(k.kept[i]), KEEP_LEN);
+        assert_memory_equal(RLDataGetBytePtr(k.kept[i]), msg[i], KEEP_LEN);
+        RLRelease(k.kept[i]);
+    }
+#if !RL_PLAIN
+    if (on_ring()) {
+        assert_true(atomic_load(&rl__socket_ring_reads) - reads >= NKEEP);
+        assert_int_equal(atomic_load(&rl__socket_ring_copies) - copies, 0);
+    }
+#endif
+    (void)reads, (void)copies;
+    close(sv[1]);
+    done(s, &k.g);
+    return NULL;
+}
+
+/* On a thread of its own: its loop's ring, and the thread's chunks, fresh
+ * (the chunks earlier tests left could be bigger than four times 64). */
+static void test_small_ring_reads_are_not_copied_again_and_kept_ones_stay(void **state) {
+    (void)state;
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, small_reads, NULL), 0);
+    assert_int_equal(pthread_join(t, NULL), 0);
+}
+
 /* Bytes, then the peer's end: the bytes, then one empty data, and the
  * socket is invalidated. */
 static void test_end_after_bytes(void **state) {
@@ -666,6 +744,7 @@ int main(void) {
         cmocka_unit_test(test_idle_streams_hold_no_receive_buffer),
         cmocka_unit_test(test_a_wake_of_many_small_receives_reuses_the_threads_chunks),
         cmocka_unit_test(test_a_ring_reader_that_sends_keeps_its_order),
+        cmocka_unit_test(test_small_ring_reads_are_not_copied_again_and_kept_ones_stay),
         cmocka_unit_test(test_end_after_bytes),
         cmocka_unit_test(test_reset),
         cmocka_unit_test(test_invalidate_while_a_receive_is_in_flight),
