@@ -554,19 +554,10 @@ static inline void ev_give(RLRunLoopRef rl, struct epoll_event *ev, int n) {
 }
 
 /* Whether a run's deadline (monotonic seconds) has passed: the end of
- * each pass asks. Without one (INFINITY), no clock is read. A second or
- * more short of it, the kernel's coarse monotonic clock answers, at a
- * fraction of a precise reading's cost: it is the precise clock as of the
- * kernel's last tick, behind it by a tick at most (milliseconds), so a
- * coarse reading a second short of the deadline is short of it in the
- * precise clock too. Nearer, the precise clock decides, as always. */
+ * each pass asks. Without one (INFINITY), no clock is read; a second or
+ * more short of it, the coarse clock answers (rl__mono_now_before). */
 static inline bool pass_past_deadline(double deadline) {
-    if (isinf(deadline))
-        return false;
-    struct timespec ts;
-    if (clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) == 0 && (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9 < deadline - 1.0)
-        return false;
-    return rl__mono_now() >= deadline;
+    return !isinf(deadline) && rl__mono_now_before(deadline) >= deadline;
 }
 
 static RLRunLoopRunResult run_frame(RLRunLoopRef rl, rl__frame *f, bool poll_only, bool stop_after_handle) {
