@@ -289,10 +289,10 @@ static void test_small_reads_of_many_streams_share_a_buffer(void **state) {
  * fresh thread's loop, each read through the ring (a byte, then 300
  * more), then idle: each socket holds its block and, on the ring, its
  * read-ahead queue (48 bytes with malloc's header), no chunk; the chunks
- * the ring's receives used wait in the thread's cache, 64 KiB at most;
+ * the ring's receives used wait in the thread's cache, 32 KiB at most;
  * every byte arrived, in order. */
 RL__HIDDEN size_t rl__socket_footprint(RLSocketRef s);
-enum { NIDLE = 64, RXQ_BLOCK = 48, RXQ_CACHED_MAX = 65536 };
+enum { NIDLE = 64, RXQ_BLOCK = 48, RXQ_CACHED_MAX = 32768 };
 
 static void *idle_streams(void *arg) {
     (void)arg;
@@ -352,7 +352,7 @@ static void test_idle_streams_hold_no_receive_buffer(void **state) {
  * before the callouts give them back) is served again by the chunks the
  * thread kept: 64 taken and given back, the next 64 are the same chunks,
  * none made anew (the plain build keeps none); and what the thread keeps
- * is bounded (64 KiB), however many come back. */
+ * is bounded (32 KiB), however many come back. */
 enum { NBURST = 64, NFLOOD = 400 };
 
 static void *chunk_burst(void *arg) {

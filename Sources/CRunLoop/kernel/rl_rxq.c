@@ -155,20 +155,23 @@ size_t rl__rxq_want(const rl__rxq *q) { return atomic_load_explicit(&q->want, me
  * (the loop's: the ring takes chunks on it, the callouts give them back
  * on it), not to the stream: an idle stream holds no buffer. The thread
  * keeps chunks of RXQ_CACHE_CAP bytes at most, RXQ_CACHE_BYTES of them in
- * all at most (what the epoll path's read buffer holds a thread:
- * RLSocket.c's RL_SOCKET_READ_CHUNK), freed when the thread exits. One
- * wake of a loop serving many streams takes a chunk for each stream that
- * received (16 in `make bench-echo-instr`'s 16 connections, 256 in
- * bench_echo's rt256 row) before its callouts give them back: with 4 kept
- * (before), 12 of each 16 receives cost a malloc and a free, about 100 of
- * the 1,900 user-space instructions of a 16-connection round trip. Part
- * of RL_TRICK_SOCK_RECYCLE, like the sockets' per-thread read buffer: the
- * plain build frees each chunk and makes a new one for each receive. */
+ * all at most, freed when the thread exits. One wake of a loop serving
+ * many streams takes a chunk for each stream that received (16 in `make
+ * bench-echo-instr`'s 16 connections, 256 in bench_echo's rt256 row)
+ * before its callouts give them back: with 4 kept (before), 12 of each 16
+ * receives cost a malloc and a free, about 100 of the 1,900 user-space
+ * instructions of a 16-connection round trip. 32 KiB keeps 128 chunks of
+ * small receives (about 39 KiB of memory a loop thread, once a wake took
+ * that many: 10 B a connection in bench_memory's 4,000), half of what
+ * the epoll path's read buffer may hold a thread (RLSocket.c's
+ * RL_SOCKET_READ_CHUNK). Part of RL_TRICK_SOCK_RECYCLE, like the sockets'
+ * per-thread read buffer: the plain build frees each chunk and makes a
+ * new one for each receive. */
 
 /* A chunk is never smaller than this (a small receive's chunk fits the
  * next small one); larger than RXQ_CACHE_CAP, it is not kept. A chunk
  * that the thread's first few do not fit is made anew (RXQ_CACHE_LOOK). */
-enum { RXQ_CHUNK_MIN = 256, RXQ_CACHE_CAP = 4096, RXQ_CACHE_BYTES = 65536, RXQ_CACHE_LOOK = 4 };
+enum { RXQ_CHUNK_MIN = 256, RXQ_CACHE_CAP = 4096, RXQ_CACHE_BYTES = 32768, RXQ_CACHE_LOOK = 4 };
 
 #if RL_TRICK_SOCK_RECYCLE
 typedef struct rxq_cache {

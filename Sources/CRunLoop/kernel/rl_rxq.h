@@ -55,7 +55,7 @@ RL__HIDDEN rl__rxchunk *rl__rxq_pop_upto(rl__rxq *q, size_t max);
  * chunks serve every queue). */
 RL__HIDDEN rl__rxchunk *rl__rxq_chunk(rl__rxq *q, size_t n);
 /* The reader is done with c's bytes: kept by the calling thread for its
- * next receives (64 KiB of them at most, each of 4 KiB at most: rl_rxq.c;
+ * next receives (32 KiB of them at most, each of 4 KiB at most: rl_rxq.c;
  * none in the plain build), else freed. Nothing is kept by the queue: an idle stream holds
  * no buffer. */
 RL__HIDDEN void rl__rxq_give_back(rl__rxq *q, rl__rxchunk *c);
