@@ -687,6 +687,22 @@ static inline __attribute__((always_inline)) RLDataRef sock_peer_address(struct 
         *lent = t;
         return t->peer;
     }
+    /* The next most common, the rule with many connections (the last
+     * callback was another socket's): an address kept in the socket as
+     * the callbacks get it (not an IPv6 one, which goes out with its flow
+     * information), into the thread's data, not lent and kept by nobody,
+     * as the slow path would, without its call (a 16-connection echo
+     * round trip: 19 of its 50 instructions). */
+    if (RL__LIKELY(t && t->peer && t->peer_of)) {
+        unsigned len = atomic_load_explicit(&s->peer_len, memory_order_acquire) & RL_SOCKET_PEER_LEN;
+        if (len != 0 && len != RL_SOCKET_PEER_IN_DATA && s->peer_sa.sa.sa_family != AF_INET6 && rl__object_sole(t->peer)) {
+            rl__data_refill(t->peer, (const uint8_t *)&s->peer_sa, len);
+            t->peer_epoch = atomic_load_explicit(&sock_peer_epoch, memory_order_relaxed);
+            t->peer_of = NULL; /* lent */
+            *lent = t;
+            return t->peer;
+        }
+    }
     return sock_peer_address_slow(s, lent, made);
 }
 
