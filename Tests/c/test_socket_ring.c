@@ -29,8 +29,10 @@
 #include <unistd.h>
 
 #include "RLBase.h" /* rl__faults */
+#include "rl_rxq.h"
 
 RL__HIDDEN extern _Atomic unsigned long rl__socket_ring_reads;
+RL__HIDDEN extern _Atomic unsigned long rl__socket_ring_copies;
 #if !RL_PLAIN
 RL__HIDDEN extern _Atomic unsigned long rl__poll_uring_nobufs; /* receives without a buffer free */
 #endif
@@ -287,11 +289,10 @@ static void test_small_reads_of_many_streams_share_a_buffer(void **state) {
  * fresh thread's loop, each read through the ring (a byte, then 300
  * more), then idle: each socket holds its block and, on the ring, its
  * read-ahead queue (48 bytes with malloc's header), no chunk; the chunks
- * the ring's receives used wait in the thread's cache, 4 at most; every
- * byte arrived, in order. */
+ * the ring's receives used wait in the thread's cache, 32 KiB at most;
+ * every byte arrived, in order. */
 RL__HIDDEN size_t rl__socket_footprint(RLSocketRef s);
-RL__HIDDEN size_t rl__rxq_cached(void);
-enum { NIDLE = 64, RXQ_BLOCK = 48, RXQ_CACHED_MAX = 4 };
+enum { NIDLE = 64, RXQ_BLOCK = 48, RXQ_CACHED_MAX = 32768 };
 
 static void *idle_streams(void *arg) {
     (void)arg;
@@ -344,6 +345,51 @@ static void test_idle_streams_hold_no_receive_buffer(void **state) {
     (void)state;
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, idle_streams, NULL), 0);
+    assert_int_equal(pthread_join(t, NULL), 0);
+}
+
+/* A wake's worth of small receives on many streams (a chunk each, taken
+ * before the callouts give them back) is served again by the chunks the
+ * thread kept: 64 taken and given back, the next 64 are the same chunks,
+ * none made anew (the plain build keeps none); and what the thread keeps
+ * is bounded (32 KiB), however many come back. */
+enum { NBURST = 64, NFLOOD = 400 };
+
+static void *chunk_burst(void *arg) {
+    (void)arg;
+    rl__rxchunk *c[NBURST], *again[NBURST];
+    for (int i = 0; i < NBURST; i++)
+        assert_non_null(c[i] = rl__rxq_chunk(NULL, 64));
+    for (int i = 0; i < NBURST; i++)
+        rl__rxq_give_back(NULL, c[i]);
+#if !RL_PLAIN
+    assert_int_equal(rl__rxq_cached(), NBURST * 256);
+#endif
+    for (int i = 0; i < NBURST; i++) {
+        assert_non_null(again[i] = rl__rxq_chunk(NULL, 64));
+#if !RL_PLAIN
+        bool kept = false;
+        for (int j = 0; j < NBURST; j++)
+            kept = kept || again[i] == c[j];
+        assert_true(kept);
+#endif
+    }
+    assert_int_equal(rl__rxq_cached(), 0);
+    for (int i = 0; i < NBURST; i++)
+        rl__rxq_give_back(NULL, again[i]);
+    static rl__rxchunk *flood[NFLOOD];
+    for (int i = 0; i < NFLOOD; i++)
+        assert_non_null(flood[i] = rl__rxq_chunk(NULL, 64));
+    for (int i = 0; i < NFLOOD; i++)
+        rl__rxq_give_back(NULL, flood[i]);
+    assert_true(rl__rxq_cached() <= RXQ_CACHED_MAX);
+    return NULL;
+}
+
+static void test_a_wake_of_many_small_receives_reuses_the_threads_chunks(void **state) {
+    (void)state;
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, chunk_burst, NULL), 0);
     assert_int_equal(pthread_join(t, NULL), 0);
 }
 
@@ -401,6 +447,83 @@ static void test_a_ring_reader_that_sends_keeps_its_order(void **state) {
         assert_true(atomic_load(&rl__socket_ring_reads) - before >= 19);
     close(sv[1]);
     done(s, &g);
+}
+
+/* Small messages read through the ring reach the callback as the ring
+ * copied them out of its buffer, with no second copy (the common echo:
+ * 64 bytes), and a callback that keeps some of those data keeps their
+ * bytes: 40 messages of 64 bytes, one at a time, every other data kept;
+ * the kept ones still hold their own bytes after the rest, each a
+ * delivery's whole. */
+enum { NKEEP = 40, KEEP_LEN = 64 };
+
+typedef struct keeper {
+    got g;
+    RLDataRef kept[NKEEP];
+    int n;
+} keeper;
+
+static void keep_cb(RLSocketRef s, RLSocketCallBackType type, RLDataRef address, const void *data, void *info) {
+    keeper *k = info;
+    data_cb(s, type, address, data, &k->g);
+    if (type == kRLSocketDataCallBack && RLDataGetLength(data) > 0 && k->n < NKEEP)
+        k->kept[k->n++] = (k->n % 2) ? (RLDataRef)RLRetain(data) : NULL;
+}
+
+static void *small_reads(void *arg) {
+    (void)arg;
+    int sv[2];
+    static keeper k;
+    memset(&k, 0, sizeof k);
+    big_pair(sv);
+    RLSocketContext c = {0, &k, NULL, NULL, NULL};
+    RLSocketRef s = RLSocketCreateWithNative(NULL, sv[0], kRLSocketDataCallBack, keep_cb, &c);
+    assert_non_null(s);
+    RLRunLoopSourceRef src = RLSocketCreateRunLoopSource(NULL, s, 0);
+    assert_true(RLRunLoopAddSource(RLRunLoopGetCurrent(), src, MODE));
+    RLRelease(src);
+    got *one[] = {&k.g};
+    assert_int_equal(write(sv[1], "w", 1), 1);
+    run_for(one, 1, 1, 0);
+    k.n = 0;
+    if (k.kept[0])
+        RLRelease(k.kept[0]);
+    k.kept[0] = NULL;
+    unsigned long reads = atomic_load(&rl__socket_ring_reads), copies = atomic_load(&rl__socket_ring_copies);
+    static char msg[NKEEP][KEEP_LEN];
+    for (int i = 0; i < NKEEP; i++) {
+        pattern(msg[i], KEEP_LEN, (unsigned)i + 5);
+        assert_int_equal(write(sv[1], msg[i], KEEP_LEN), KEEP_LEN);
+        run_for(one, 1, 1 + (size_t)(i + 1) * KEEP_LEN, 0);
+    }
+    assert_int_equal(k.g.len, 1 + NKEEP * KEEP_LEN);
+    assert_memory_equal(k.g.bytes + 1, msg, sizeof msg);
+    assert_int_equal(k.n, NKEEP); /* one delivery a message */
+    for (int i = 1; i < NKEEP; i += 2) {
+        assert_non_null(k.kept[i]);
+        assert_int_equal(RLDataGetLength(k.kept[i]), KEEP_LEN);
+        assert_memory_equal(RLDataGetBytePtr(k.kept[i]), msg[i], KEEP_LEN);
+        RLRelease(k.kept[i]);
+    }
+#if !RL_PLAIN
+    if (on_ring()) {
+        assert_true(atomic_load(&rl__socket_ring_reads) - reads >= NKEEP);
+        assert_int_equal(atomic_load(&rl__socket_ring_copies) - copies, 0);
+    }
+#endif
+    (void)reads, (void)copies;
+    close(sv[1]);
+    done(s, &k.g);
+    return NULL;
+}
+
+/* On a thread of its own: its loop's ring, and the thread's chunks, fresh
+ * (the chunks earlier tests left could be bigger than four times 64). */
+static void test_small_ring_reads_are_not_copied_again_and_kept_ones_stay(void **state) {
+    (void)state;
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, small_reads, NULL), 0);
+    assert_int_equal(pthread_join(t, NULL), 0);
 }
 
 /* Bytes, then the peer's end: the bytes, then one empty data, and the
@@ -619,7 +742,9 @@ int main(void) {
         cmocka_unit_test(test_more_streams_than_buffers),
         cmocka_unit_test(test_small_reads_of_many_streams_share_a_buffer),
         cmocka_unit_test(test_idle_streams_hold_no_receive_buffer),
+        cmocka_unit_test(test_a_wake_of_many_small_receives_reuses_the_threads_chunks),
         cmocka_unit_test(test_a_ring_reader_that_sends_keeps_its_order),
+        cmocka_unit_test(test_small_ring_reads_are_not_copied_again_and_kept_ones_stay),
         cmocka_unit_test(test_end_after_bytes),
         cmocka_unit_test(test_reset),
         cmocka_unit_test(test_invalidate_while_a_receive_is_in_flight),

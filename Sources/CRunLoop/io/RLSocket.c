@@ -687,6 +687,22 @@ static inline __attribute__((always_inline)) RLDataRef sock_peer_address(struct 
         *lent = t;
         return t->peer;
     }
+    /* The next most common, the rule with many connections (the last
+     * callback was another socket's): an address kept in the socket as
+     * the callbacks get it (not an IPv6 one, which goes out with its flow
+     * information), into the thread's data, not lent and kept by nobody,
+     * as the slow path would, without its call (a 16-connection echo
+     * round trip: 19 of its 50 instructions). */
+    if (RL__LIKELY(t && t->peer && t->peer_of)) {
+        unsigned len = atomic_load_explicit(&s->peer_len, memory_order_acquire) & RL_SOCKET_PEER_LEN;
+        if (len != 0 && len != RL_SOCKET_PEER_IN_DATA && s->peer_sa.sa.sa_family != AF_INET6 && rl__object_sole(t->peer)) {
+            rl__data_refill(t->peer, (const uint8_t *)&s->peer_sa, len);
+            t->peer_epoch = atomic_load_explicit(&sock_peer_epoch, memory_order_relaxed);
+            t->peer_of = NULL; /* lent */
+            *lent = t;
+            return t->peer;
+        }
+    }
     return sock_peer_address_slow(s, lent, made);
 }
 
@@ -795,9 +811,12 @@ static ssize_t stream_read_chunk(int fd, size_t chunk, bool whole, uint8_t **out
 
 /* ---- reading through the loop's ring (io_uring; rl_rxq.h) ---- */
 
-/* For the tests: the chunks Data callbacks got from a ring. */
+/* For the tests: the chunks Data callbacks got from a ring, and those of
+ * them whose bytes were copied into a data of their own. */
 RL__HIDDEN _Atomic unsigned long rl__socket_ring_reads;
 _Atomic unsigned long rl__socket_ring_reads;
+RL__HIDDEN _Atomic unsigned long rl__socket_ring_copies;
+_Atomic unsigned long rl__socket_ring_copies;
 
 /* From the first Data callout of a stream: its loop's backend is asked to
  * read it through its ring from then on (the next arming), first chunks of
@@ -867,6 +886,21 @@ static rl__rxchunk *sock_chunk_fill(struct RLSocket *s, rl__rxchunk *c, size_t c
     return big;
 }
 
+/* The callback is done with the thread's spare data, which carried a
+ * ring's chunk (c's bytes): if no one else kept it, the chunk goes back
+ * to the thread's for the next receives and the data is the spare again,
+ * empty; else the reference the delivery made goes (and the chunk with
+ * the data, when whoever kept it lets go). */
+static void sock_chunk_data_done(rl__rxq *q, RLDataRef d) {
+    sock_thread *t = t_sock;
+    if (t && !t->spare && rl__object_sole(d)) {
+        rl__rxq_give_back(q, rl__data_take_back(d));
+        t->spare = d;
+        return;
+    }
+    RLRelease(d);
+}
+
 /* Delivers a chunk the ring read (c, the caller's): its bytes, or the end
  * of the stream or its error as an empty data (false: the stream ended).
  * `data`: the empty data made for the read (`spare`: the thread's). */
@@ -876,10 +910,23 @@ static bool sock_deliver_chunk(struct RLSocket *s, rl__rxq *q, rl__rxchunk *c, s
     if (c->full && c->len < chunk && rl__rxq_count(q) == 0)
         c = sock_chunk_fill(s, c, chunk);
     *full = (c->full && c->len >= chunk) || rl__rxq_count(q) > 0;
+    /* A short chunk little bigger than its bytes goes out in the thread's
+     * spare data as it is, no copy (the ring copied it out of its buffer
+     * already), and comes back to the thread after the callback: a 64-byte
+     * echo's chunk of 256 bytes, for one. A callback that keeps the data
+     * keeps at most four times its bytes, as with the copy below. */
+    if (spare && c->len > 0 && c->len <= RL_SOCKET_COPY_MAX && c->len * 4 >= c->cap) {
+        sock_spare_used();
+        rl__data_adopt(data, c->bytes, c->len, c, free_owner);
+        sock_call_data(s, data);
+        sock_chunk_data_done(q, data);
+        return true;
+    }
     size_t cap = 0;
     RLDataRef small = c->len > 0 && c->len <= RL_SOCKET_COPY_MAX && sock_thread_get() ? sock_short_data(c->bytes, c->len, &cap)
                                                                                         : NULL;
     if (small) {
+        atomic_fetch_add_explicit(&rl__socket_ring_copies, 1, memory_order_relaxed);
         rl__rxq_give_back(q, c); /* the thread's, for the next receive */
         if (!spare)
             RLRelease(data);

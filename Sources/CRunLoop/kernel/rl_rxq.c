@@ -154,20 +154,29 @@ size_t rl__rxq_want(const rl__rxq *q) { return atomic_load_explicit(&q->want, me
  * A chunk its reader is done with goes back to the thread that read it
  * (the loop's: the ring takes chunks on it, the callouts give them back
  * on it), not to the stream: an idle stream holds no buffer. The thread
- * keeps RXQ_CACHE_N at most, of RXQ_CACHE_CAP bytes at most each (about
- * 16 KiB a thread at worst; 4 of 256 bytes for small messages), freed
- * when the thread exits. Part of RL_TRICK_SOCK_RECYCLE, like the sockets'
+ * keeps chunks of RXQ_CACHE_CAP bytes at most, RXQ_CACHE_BYTES of them in
+ * all at most, freed when the thread exits. One wake of a loop serving
+ * many streams takes a chunk for each stream that received (16 in `make
+ * bench-echo-instr`'s 16 connections, 256 in bench_echo's rt256 row)
+ * before its callouts give them back: with 4 kept (before), 12 of each 16
+ * receives cost a malloc and a free, about 100 of the 1,900 user-space
+ * instructions of a 16-connection round trip. 32 KiB keeps 128 chunks of
+ * small receives (about 39 KiB of memory a loop thread, once a wake took
+ * that many: 10 B a connection in bench_memory's 4,000), half of what
+ * the epoll path's read buffer may hold a thread (RLSocket.c's
+ * RL_SOCKET_READ_CHUNK). Part of RL_TRICK_SOCK_RECYCLE, like the sockets'
  * per-thread read buffer: the plain build frees each chunk and makes a
  * new one for each receive. */
 
 /* A chunk is never smaller than this (a small receive's chunk fits the
- * next small one); larger than RXQ_CACHE_CAP, it is not kept. */
-enum { RXQ_CHUNK_MIN = 256, RXQ_CACHE_CAP = 4096, RXQ_CACHE_N = 4 };
+ * next small one); larger than RXQ_CACHE_CAP, it is not kept. A chunk
+ * that the thread's first few do not fit is made anew (RXQ_CACHE_LOOK). */
+enum { RXQ_CHUNK_MIN = 256, RXQ_CACHE_CAP = 4096, RXQ_CACHE_BYTES = 32768, RXQ_CACHE_LOOK = 4 };
 
 #if RL_TRICK_SOCK_RECYCLE
 typedef struct rxq_cache {
     rl__rxchunk *top; /* linked by next */
-    uint8_t room;     /* chunks it may take yet (0 until its key is set: rxq_give_back_slow) */
+    uint32_t room;    /* bytes it may take yet (0 until its key is set: rxq_give_back_slow) */
     bool keyed;       /* its key's destructor will free it */
     bool closed;      /* the thread is exiting: nothing more kept */
 } rxq_cache;
@@ -199,15 +208,17 @@ static inline bool rxq_keepable(const rl__rxchunk *c) {
 }
 #endif
 
-/* A new chunk for n bytes, or one of the thread's but its first. */
+/* A new chunk for n bytes, or one of the thread's (after its first, among
+ * the next few) that fits. */
 static __attribute__((noinline)) rl__rxchunk *rxq_chunk_slow(size_t n) {
 #if RL_TRICK_SOCK_RECYCLE
     rxq_cache *t = &t_rxq;
-    for (rl__rxchunk **p = t->top ? &t->top->next : &t->top; *p; p = &(*p)->next) {
+    int look = RXQ_CACHE_LOOK;
+    for (rl__rxchunk **p = t->top ? &t->top->next : &t->top; *p && look-- > 0; p = &(*p)->next) {
         rl__rxchunk *c = *p;
         if (c->cap >= n) {
             *p = c->next;
-            t->room++;
+            t->room += (uint32_t)c->cap;
             return c;
         }
     }
@@ -226,7 +237,7 @@ rl__rxchunk *rl__rxq_chunk(rl__rxq *q, size_t n) {
     rl__rxchunk *c = t->top;
     if (RL__LIKELY(c && c->cap >= n)) {
         t->top = c->next;
-        t->room++;
+        t->room += (uint32_t)c->cap;
         return c;
     }
 #endif
@@ -242,7 +253,7 @@ static __attribute__((noinline)) void rxq_give_back_slow(rl__rxchunk *c) {
         (void)pthread_once(&rxq_once, rxq_make_key);
         t->keyed = rxq_key_made && pthread_setspecific(rxq_key, t) == 0;
         if (t->keyed) {
-            t->room = RXQ_CACHE_N - 1;
+            t->room = RXQ_CACHE_BYTES - (uint32_t)c->cap;
             c->next = t->top;
             t->top = c;
             return;
@@ -256,10 +267,10 @@ void rl__rxq_give_back(rl__rxq *q, rl__rxchunk *c) {
     (void)q;
 #if RL_TRICK_SOCK_RECYCLE
     rxq_cache *t = &t_rxq;
-    if (RL__LIKELY(t->room > 0) && rxq_keepable(c)) {
+    if (RL__LIKELY(t->room >= c->cap) && rxq_keepable(c)) {
         c->next = t->top;
         t->top = c;
-        t->room--;
+        t->room -= (uint32_t)c->cap;
         return;
     }
 #endif
@@ -270,7 +281,7 @@ size_t rl__rxq_cached(void) {
     size_t n = 0;
 #if RL_TRICK_SOCK_RECYCLE
     for (const rl__rxchunk *c = t_rxq.top; c; c = c->next)
-        n++;
+        n += c->cap;
 #endif
     return n;
 }

@@ -55,8 +55,8 @@ RL__HIDDEN rl__rxchunk *rl__rxq_pop_upto(rl__rxq *q, size_t max);
  * chunks serve every queue). */
 RL__HIDDEN rl__rxchunk *rl__rxq_chunk(rl__rxq *q, size_t n);
 /* The reader is done with c's bytes: kept by the calling thread for its
- * next receives (4 at most, of 4 KiB at most: rl_rxq.c; none in the plain
- * build), else freed. Nothing is kept by the queue: an idle stream holds
+ * next receives (32 KiB of them at most, each of 4 KiB at most: rl_rxq.c;
+ * none in the plain build), else freed. Nothing is kept by the queue: an idle stream holds
  * no buffer. */
 RL__HIDDEN void rl__rxq_give_back(rl__rxq *q, rl__rxchunk *c);
 /* Chunks queued (a hint, without the lock). */
@@ -72,7 +72,7 @@ RL__HIDDEN size_t rl__rxq_want(const rl__rxq *q);
 RL__HIDDEN bool rl__rxq_claim(rl__rxq *q, const void *owner);
 
 /* For the tests: the bytes q holds (its block, the chunks queued), and
- * the chunks the calling thread keeps. */
+ * the bytes the calling thread's chunks kept can hold. */
 RL__HIDDEN size_t rl__rxq_footprint(rl__rxq *q);
 RL__HIDDEN size_t rl__rxq_cached(void);
 
