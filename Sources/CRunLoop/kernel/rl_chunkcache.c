@@ -60,7 +60,7 @@ void rl__chunkcache_give_slow(rl__chunkcache *c, rl__chunkkind *k, void *p, size
 #if RL_TRICK_SOCK_RECYCLE
     /* The thread's first block kept: its key set, so that its exit frees
      * what the cache then holds. */
-    if (!c->keyed && !c->closed && size <= k->max_block && size >= sizeof(rl__cached) && size <= k->bytes &&
+    if (!c->keyed && !c->closed && size >= k->min_block && size <= k->max_block && size <= k->bytes &&
         chunkcache_key(k) && pthread_setspecific(k->key, c) == 0) {
         c->keyed = true;
         c->room = k->bytes;
@@ -77,5 +77,12 @@ size_t rl__chunkcache_count(const rl__chunkcache *c) {
     size_t n = 0;
     for (const rl__cached *b = c->top; b; b = b->next)
         n++;
+    return n;
+}
+
+size_t rl__chunkcache_bytes(const rl__chunkcache *c) {
+    size_t n = 0;
+    for (const rl__cached *b = c->top; b; b = b->next)
+        n += b->size;
     return n;
 }

@@ -3,11 +3,13 @@
  * kind (rl_chunkcache.c), so that a stream's buffers are the thread's,
  * not the stream's: a chunk a loop's thread is done with waits here for
  * the next one it makes, whichever stream that is for, and an idle stream
- * holds no buffer (issue 27). The send queue's chunks (rl_txq.c) use one.
+ * holds no buffer (issue 27). The ring's receive chunks (rl_rxq.c) and
+ * send chunks (rl_txq.c) have one each.
  *
  * A cache is one thread's (a `static __thread` rl__chunkcache, zeroed),
  * of one kind (an rl__chunkkind, static, shared by the threads): it keeps
- * blocks of kind->max_block bytes at most, kind->bytes in all at most,
+ * blocks of kind->min_block to kind->max_block bytes, kind->bytes in all
+ * at most,
  * and frees them when its thread exits (a key of the kind's, made on the
  * first block kept). A block a cache does not keep is freed. While kept,
  * a block's first 16 bytes are the cache's (its link and size): the
@@ -31,6 +33,7 @@ typedef struct rl__cached {
 } rl__cached;
 
 typedef struct rl__chunkkind {
+    uint32_t min_block; /* smaller blocks are not kept (at least sizeof(rl__cached)) */
     uint32_t max_block; /* larger blocks are not kept */
     uint32_t bytes;     /* what one thread keeps at most */
     pthread_mutex_t lock; /* making the key (PTHREAD_MUTEX_INITIALIZER) */
@@ -68,7 +71,7 @@ static inline void *rl__chunkcache_take(rl__chunkcache *c, size_t need, size_t l
 RL__HIDDEN void rl__chunkcache_give_slow(rl__chunkcache *c, rl__chunkkind *k, void *p, size_t size);
 static inline void rl__chunkcache_give(rl__chunkcache *c, rl__chunkkind *k, void *p, size_t size) {
 #if RL_TRICK_SOCK_RECYCLE
-    if (RL__LIKELY(size <= c->room) && size <= k->max_block && size >= sizeof(rl__cached)) {
+    if (RL__LIKELY(size <= c->room) && size - k->min_block <= (size_t)(k->max_block - k->min_block)) {
         rl__cached *b = p;
         b->size = size;
         b->next = c->top;
@@ -80,7 +83,8 @@ static inline void rl__chunkcache_give(rl__chunkcache *c, rl__chunkkind *k, void
     rl__chunkcache_give_slow(c, k, p, size);
 }
 
-/* The blocks the cache keeps now (for the tests). */
+/* The blocks the cache keeps now, and their bytes (for the tests). */
 RL__HIDDEN size_t rl__chunkcache_count(const rl__chunkcache *c);
+RL__HIDDEN size_t rl__chunkcache_bytes(const rl__chunkcache *c);
 
 #endif /* CRUNLOOP_RL_CHUNKCACHE_H */

@@ -4,6 +4,7 @@
  * kept for the next receives.
  */
 #include "rl_rxq.h"
+#include "rl_chunkcache.h"
 #include "RLLockInternal.h"
 #include "internal.h"
 
@@ -154,137 +155,51 @@ size_t rl__rxq_want(const rl__rxq *q) { return atomic_load_explicit(&q->want, me
  * A chunk its reader is done with goes back to the thread that read it
  * (the loop's: the ring takes chunks on it, the callouts give them back
  * on it), not to the stream: an idle stream holds no buffer. The thread
- * keeps chunks of RXQ_CACHE_CAP bytes at most, RXQ_CACHE_BYTES of them in
+ * keeps chunks of RXQ_CACHE_CAP bytes at most, 128 small ones' worth in
  * all at most, freed when the thread exits. One wake of a loop serving
  * many streams takes a chunk for each stream that received (16 in `make
  * bench-echo-instr`'s 16 connections, 256 in bench_echo's rt256 row)
  * before its callouts give them back: with 4 kept (before), 12 of each 16
  * receives cost a malloc and a free, about 100 of the 1,900 user-space
- * instructions of a 16-connection round trip. 32 KiB keeps 128 chunks of
- * small receives (about 39 KiB of memory a loop thread, once a wake took
+ * instructions of a 16-connection round trip. 128 chunks of small
+ * receives are 36 KiB with their headers (about 39 KiB of memory a loop thread, once a wake took
  * that many: 10 B a connection in bench_memory's 4,000), half of what
  * the epoll path's read buffer may hold a thread (RLSocket.c's
  * RL_SOCKET_READ_CHUNK). Part of RL_TRICK_SOCK_RECYCLE, like the sockets'
  * per-thread read buffer: the plain build frees each chunk and makes a
  * new one for each receive. */
 
-/* A chunk is never smaller than this (a small receive's chunk fits the
- * next small one); larger than RXQ_CACHE_CAP, it is not kept. A chunk
- * that the thread's first few do not fit is made anew (RXQ_CACHE_LOOK). */
-enum { RXQ_CHUNK_MIN = 256, RXQ_CACHE_CAP = 4096, RXQ_CACHE_BYTES = 32768, RXQ_CACHE_LOOK = 4 };
-
-#if RL_TRICK_SOCK_RECYCLE
-typedef struct rxq_cache {
-    rl__rxchunk *top; /* linked by next */
-    uint32_t room;    /* bytes it may take yet (0 until its key is set: rxq_give_back_slow) */
-    bool keyed;       /* its key's destructor will free it */
-    bool closed;      /* the thread is exiting: nothing more kept */
-} rxq_cache;
-
+/* A chunk is never smaller than RXQ_CHUNK_MIN bytes (a small receive's
+ * chunk fits the next small one), nor kept if its bytes are more than
+ * RXQ_CACHE_CAP or fewer than RXQ_CHUNK_MIN (a chunk trimmed to what it
+ * holds). The thread keeps RXQ_CACHE_SMALL small chunks' worth, with
+ * their headers (rl_chunkcache.h: blocks of one kind, bounded in bytes). */
+enum { RXQ_CHUNK_MIN = 256, RXQ_CACHE_CAP = 4096, RXQ_CACHE_SMALL = 128 };
+#define RXQ_BLOCK(cap) ((uint32_t)(sizeof(rl__rxchunk) + (cap)))
+static rl__chunkkind rxq_kind = {.min_block = RXQ_BLOCK(RXQ_CHUNK_MIN),
+                                 .max_block = RXQ_BLOCK(RXQ_CACHE_CAP),
+                                 .bytes = RXQ_CACHE_SMALL * RXQ_BLOCK(RXQ_CHUNK_MIN),
+                                 .lock = PTHREAD_MUTEX_INITIALIZER};
 /* Initial-exec, as rl__tls (rl_loop.h): each receive takes a chunk and
  * each delivery gives one back, and the TLS descriptor's call costs more
  * than the rest of either; 16 bytes of static TLS. */
-static __thread rxq_cache t_rxq __attribute__((tls_model("initial-exec")));
-static pthread_key_t rxq_key;
-static pthread_once_t rxq_once = PTHREAD_ONCE_INIT;
-static bool rxq_key_made;
-
-static void rxq_cache_free(void *p) {
-    rxq_cache *t = p;
-    t->closed = true;
-    t->room = 0;
-    for (rl__rxchunk *c = t->top, *next; c; c = next) {
-        next = c->next;
-        free(c);
-    }
-    t->top = NULL;
-}
-
-static void rxq_make_key(void) { rxq_key_made = pthread_key_create(&rxq_key, rxq_cache_free) == 0; }
-
-/* Whether c is worth keeping: big enough for a small receive, not big. */
-static inline bool rxq_keepable(const rl__rxchunk *c) {
-    return c->cap - RXQ_CHUNK_MIN <= (size_t)(RXQ_CACHE_CAP - RXQ_CHUNK_MIN);
-}
-#endif
-
-/* A new chunk for n bytes, or one of the thread's (after its first, among
- * the next few) that fits. */
-static __attribute__((noinline)) rl__rxchunk *rxq_chunk_slow(size_t n) {
-#if RL_TRICK_SOCK_RECYCLE
-    rxq_cache *t = &t_rxq;
-    int look = RXQ_CACHE_LOOK;
-    for (rl__rxchunk **p = t->top ? &t->top->next : &t->top; *p && look-- > 0; p = &(*p)->next) {
-        rl__rxchunk *c = *p;
-        if (c->cap >= n) {
-            *p = c->next;
-            t->room += (uint32_t)c->cap;
-            return c;
-        }
-    }
-#endif
-    size_t cap = n < RXQ_CHUNK_MIN ? RXQ_CHUNK_MIN : n;
-    rl__rxchunk *c = malloc(sizeof *c + cap);
-    if (c)
-        c->cap = cap;
-    return c;
-}
+static __thread rl__chunkcache t_rxq __attribute__((tls_model("initial-exec")));
 
 rl__rxchunk *rl__rxq_chunk(rl__rxq *q, size_t n) {
     (void)q;
-#if RL_TRICK_SOCK_RECYCLE
-    rxq_cache *t = &t_rxq;
-    rl__rxchunk *c = t->top;
-    if (RL__LIKELY(c && c->cap >= n)) {
-        t->top = c->next;
-        t->room += (uint32_t)c->cap;
-        return c;
-    }
-#endif
-    return rxq_chunk_slow(n);
-}
-
-/* c kept by a thread with no room (or not keyed yet: its key set here,
- * once), or freed. */
-static __attribute__((noinline)) void rxq_give_back_slow(rl__rxchunk *c) {
-#if RL_TRICK_SOCK_RECYCLE
-    rxq_cache *t = &t_rxq;
-    if (!t->keyed && !t->closed && rxq_keepable(c)) {
-        (void)pthread_once(&rxq_once, rxq_make_key);
-        t->keyed = rxq_key_made && pthread_setspecific(rxq_key, t) == 0;
-        if (t->keyed) {
-            t->room = RXQ_CACHE_BYTES - (uint32_t)c->cap;
-            c->next = t->top;
-            t->top = c;
-            return;
-        }
-    }
-#endif
-    free(c);
+    size_t size;
+    rl__rxchunk *c = rl__chunkcache_take(&t_rxq, sizeof *c + n, RXQ_BLOCK(RXQ_CHUNK_MIN), &size);
+    if (c)
+        c->cap = size - sizeof *c;
+    return c;
 }
 
 void rl__rxq_give_back(rl__rxq *q, rl__rxchunk *c) {
     (void)q;
-#if RL_TRICK_SOCK_RECYCLE
-    rxq_cache *t = &t_rxq;
-    if (RL__LIKELY(t->room >= c->cap) && rxq_keepable(c)) {
-        c->next = t->top;
-        t->top = c;
-        t->room -= (uint32_t)c->cap;
-        return;
-    }
-#endif
-    rxq_give_back_slow(c);
+    rl__chunkcache_give(&t_rxq, &rxq_kind, c, sizeof *c + c->cap);
 }
 
-size_t rl__rxq_cached(void) {
-    size_t n = 0;
-#if RL_TRICK_SOCK_RECYCLE
-    for (const rl__rxchunk *c = t_rxq.top; c; c = c->next)
-        n += c->cap;
-#endif
-    return n;
-}
+size_t rl__rxq_cached(void) { return rl__chunkcache_bytes(&t_rxq); }
 
 size_t rl__rxq_footprint(rl__rxq *q) {
     size_t n = malloc_usable_size(q) + sizeof(size_t);

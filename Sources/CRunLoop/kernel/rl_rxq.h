@@ -72,7 +72,7 @@ RL__HIDDEN size_t rl__rxq_want(const rl__rxq *q);
 RL__HIDDEN bool rl__rxq_claim(rl__rxq *q, const void *owner);
 
 /* For the tests: the bytes q holds (its block, the chunks queued), and
- * the bytes the calling thread's chunks kept can hold. */
+ * the bytes of the chunks the calling thread keeps (with their headers). */
 RL__HIDDEN size_t rl__rxq_footprint(rl__rxq *q);
 RL__HIDDEN size_t rl__rxq_cached(void);
 

@@ -32,7 +32,7 @@ void rl__txq_free(rl__txq *q) {
  * freed at its exit; a chunk is never smaller than TXQ_CHUNK_MIN bytes
  * (its header and a short message), so that one fits the next short one. */
 enum { TXQ_CHUNK_MIN = 160, TXQ_KEEP_MAX = 4096 + 64, TXQ_KEEP_BYTES = 16384 };
-static rl__chunkkind txq_kind = {.max_block = TXQ_KEEP_MAX, .bytes = TXQ_KEEP_BYTES,
+static rl__chunkkind txq_kind = {.min_block = TXQ_CHUNK_MIN, .max_block = TXQ_KEEP_MAX, .bytes = TXQ_KEEP_BYTES,
                                  .lock = PTHREAD_MUTEX_INITIALIZER};
 /* Initial-exec, as rl__tls (rl_loop.h): every push and every pop. */
 static __thread rl__chunkcache t_txq __attribute__((tls_model("initial-exec")));
