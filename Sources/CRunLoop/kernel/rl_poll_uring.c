@@ -10,9 +10,14 @@
  *   - EPOLLONESHOT: a single-shot poll; it reports once, then the
  *     registration stays, disarmed, until a MOD arms it again.
  *   - level-triggered (neither ONESHOT nor ET, a persistent registration):
- *     a single-shot poll queued again as each report is taken, so the next
- *     wait (the same enter) asks the file again and reports while it is
- *     ready, as epoll_wait does — no system call of its own.
+ *     a single-shot poll queued again as each report is handed out, so the
+ *     next wait (the same enter) asks the file again and reports while it
+ *     is ready, as epoll_wait does — no system call of its own. A report
+ *     kept for a later harvest (more came than the caller asked for) is
+ *     its registration's only one until it is handed out: asked again
+ *     before, the file, not read yet, reported again at every fill (256
+ *     Read-callback sockets: thousands of kept reports, callouts that
+ *     found nothing to read, the other fds waiting behind them).
  *   - EPOLLET (the loop's eventfd and timerfd, the main queue's eventfd):
  *     a multishot poll, one report per wake-up of the file; armed again if
  *     the kernel ends it.
