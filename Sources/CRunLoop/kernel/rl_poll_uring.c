@@ -10,9 +10,14 @@
  *   - EPOLLONESHOT: a single-shot poll; it reports once, then the
  *     registration stays, disarmed, until a MOD arms it again.
  *   - level-triggered (neither ONESHOT nor ET, a persistent registration):
- *     a single-shot poll queued again as each report is taken, so the next
- *     wait (the same enter) asks the file again and reports while it is
- *     ready, as epoll_wait does — no system call of its own.
+ *     a single-shot poll queued again as each report is handed out, so the
+ *     next wait (the same enter) asks the file again and reports while it
+ *     is ready, as epoll_wait does — no system call of its own. A report
+ *     kept for a later harvest (more came than the caller asked for) is
+ *     its registration's only one until it is handed out: asked again
+ *     before, the file, not read yet, reported again at every fill (256
+ *     Read-callback sockets: thousands of kept reports, callouts that
+ *     found nothing to read, the other fds waiting behind them).
  *   - EPOLLET (the loop's eventfd and timerfd, the main queue's eventfd):
  *     a multishot poll, one report per wake-up of the file; armed again if
  *     the kernel ends it.
@@ -185,6 +190,8 @@ typedef struct uring_reg {
     bool rx_armed;  /* armed as a reader: the live receive's next bytes are reported (else only queued) */
     uint16_t epoch; /* changed by each change the core makes (add, modify, remove): a kept report of an
                        earlier epoch is dropped (uring_harvest) */
+    uint32_t npend; /* its reports kept in `pend`, not handed out (or dropped) yet: a level-triggered
+                       registration is not asked again meanwhile (uring_fill) */
 } uring_reg;
 
 /* A report kept for a later harvest, with the epoch of its registration. */
@@ -362,6 +369,8 @@ static void uring_pend(uring *u, const struct epoll_event *ev) {
             return; /* out of memory: this report is lost; the reader's next arming asks again */
     }
     uring_reg *r = uring_reg_at(u, rl__ev_fd(ev));
+    if (r)
+        r->npend++;
     u->pend[u->npend++] = (uring_kept){*ev, r ? r->epoch : 0};
 }
 
@@ -423,6 +432,10 @@ static void uring_fill_level(uring *u) {
         uring_reg *r = uring_reg_at(u, l.fd);
         if (!r || !r->present || r->epoch != l.epoch || r->dirty || r->rx_armed)
             continue;
+        if (r->npend) {
+            u->level[keep++] = l; /* its report not handed out yet: that one tells of the queue */
+            continue;
+        }
         if (!(r->seq & URING_RX)) {
             (void)uring_arm(u, l.fd, r);
         } else if (rl__rxq_count(r->rxq) > 0) {
@@ -456,6 +469,17 @@ static bool uring_fill(uring *u) {
             io_uring_sqe_set_data64(sqe, URING_REMOVE);
             sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
             r->cancel = 0;
+        }
+        if (r->arm && r->present && r->npend && !(r->events & (EPOLLONESHOT | EPOLLET))) {
+            /* Level-triggered, a report of it kept and not handed out
+             * yet: the file, not read meanwhile, would only report again
+             * (and again at each fill until the first report's callout
+             * reads it: kept reports pile up, the other fds' wait behind
+             * them, callouts find nothing to read). Asked again at the
+             * first fill after the report is handed out, as epoll_wait
+             * reports a ready fd once per wait. */
+            u->dirty[keep++] = fd;
+            continue;
         }
         if (r->arm && r->present && r->rxq && (r->events & (EPOLLIN | EPOLLET)) == EPOLLIN &&
             rl__rxq_count(r->rxq) > 0) {
@@ -694,6 +718,7 @@ static int uring_ctl_locked(rl__poller *rl, uring *u, int op, int fd, uint32_t e
         r = uring_reg_at(u, fd);
         *r = (uring_reg){.present = true, .gen = gen, .events = events, .dev = st.st_dev, .ino = st.st_ino,
                          .rxq = r->rxq, /* kept only for the same file (above) */
+                         .npend = r->npend, /* reports still kept (dropped: another epoch) */
                          .epoch = (uint16_t)(r->epoch + 1)};
         if (uring_arm(u, fd, r) != 0) {
             r->present = false; /* as epoll: no registration made */
@@ -1261,6 +1286,8 @@ static int uring_harvest(uring *u, struct epoll_event *ev, int maxev) {
     while (n < maxev && u->headpend < u->npend) {
         uring_kept *k = &u->pend[u->headpend++];
         uring_reg *r = uring_reg_at(u, rl__ev_fd(&k->ev));
+        if (r && r->npend)
+            r->npend--;
         if (r && r->present && r->epoch == k->epoch)
             ev[n++] = k->ev;
     }
