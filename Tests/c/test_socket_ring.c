@@ -466,8 +466,10 @@ typedef struct keeper {
 static void keep_cb(RLSocketRef s, RLSocketCallBackType type, RLDataRef address, const void *data, void *info) {
     keeper *k = info;
     data_cb(s, type, address, data, &k->g);
-    if (type == kRLSocketDataCallBack && RLDataGetLength(data) > 0 && k->n < NKEEP)
-        k->kept[k->n++] = (k->n % 2) ? (RLDataRef)RLRetain(data) : NULL;
+    if (type == kRLSocketDataCallBack && RLDataGetLength(data) > 0 && k->n < NKEEP) {
+        int i = k->n++; /* every odd delivery's data kept */
+        k->kept[i] = i % 2 ? (RLDataRef)RLRetain(data) : NULL;
+    }
 }
 
 static void *small_reads(void *arg) {
