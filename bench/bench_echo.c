@@ -20,8 +20,8 @@
  *   - round trips on many connections: 16, and 256, connections with one
  *     64-byte message in flight on each, the client driving them all with
  *     its own epoll and checking every byte; round trips per second, p50
- *     and p99 latency, and the server's CPU per round trip (the issue's
- *     goal for the io_uring backend: at most 0.8x raw epoll's, the target
+ *     and p99 latency, and the server's CPU per round trip (the goal for
+ *     the io_uring backend: at most 0.8x raw epoll's, the target
  *     column);
  *   - throughput: for a second the client keeps 1 MB in flight and
  *     counts what comes back: on 1 connection with 64 KB writes, and
@@ -140,7 +140,7 @@
  * unchanged (rl_poll_uring.c says why its polls stay single-shot).
  *
  * Round trips on many connections (2026-12-05): rt16 and rt256, the
- * issue's "16 connections" and "256 connections" rows (64-byte round
+ * rows for 16 and 256 connections (64-byte round
  * trips, one message in flight on each connection), whose goal for the
  * io_uring backend is server CPU per round trip at most 0.8x raw epoll's
  * (the target column). The client thread drives every connection with
@@ -207,7 +207,7 @@ enum metric { M_RT50, M_RT99, M_RTCPU, M_RM16, M_RM16P50, M_RM16P99, M_RM16CPU, 
               NMETRICS };
 
 /* A row's target (the target column): none; a rate at least libuv's
- * (ours against libuv); the issue's goals for the io_uring backend:
+ * (ours against libuv); the goals set for the io_uring backend:
  * ours-ur's server CPU at most 0.8x raw epoll's, its p99 no worse than
  * libuv's. */
 enum target { T_NONE, T_UV, T_UR_EP08, T_UR_UV };
@@ -869,7 +869,7 @@ static void print_table(int rounds) {
            "sockets (TCP_NODELAY on both ends). Ratios are the median over rounds of ours/peer, each round's\n"
            "two runs paired (rates: above 1 is ours faster; times: below 1 is ours faster). Target: >= libuv:\n"
            "yes when ours was ahead in most rounds, NO when behind in every one (5 or more), par otherwise;\n"
-           "ur <= 0.8x epoll, ur <= libuv: the issue's goals for ours-ur, yes when the median over rounds of\n"
+           "ur <= 0.8x epoll, ur <= libuv: the goals for ours-ur, yes when the median over rounds of\n"
            "ours-ur/peer, each round's two runs paired (the number shown), meets it.\n"
            "Throughput: 1 MB in flight in all, 64 KB on each of the 16 connections (bench_echo.c says why).\n"
            "Helper threads: ours %s; CF %s; libuv %s.\n"

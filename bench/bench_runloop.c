@@ -507,7 +507,7 @@ static const char *target_met(enum metric m, const double *v) {
         return buf;
     }
     case T_ADD100K: {
-        /* Issue 28's goal: at most 25 ns an add, ahead of libuv and GLib,
+        /* The goal: at most 25 ns an add, ahead of libuv and GLib,
          * at least 100x CF (a peer not measured is not a failed part). */
         bool ns = ours <= 25, uv = isnan(v[P_UV]) || ours < v[P_UV], gl = isnan(v[P_GLIB]) || ours < v[P_GLIB],
              cf = isnan(v[P_CF]) || v[P_CF] / ours >= 100;

@@ -3,7 +3,7 @@
  * kind (rl_chunkcache.c), so that a stream's buffers are the thread's,
  * not the stream's: a chunk a loop's thread is done with waits here for
  * the next one it makes, whichever stream that is for, and an idle stream
- * holds no buffer (issue 27). The ring's receive chunks (rl_rxq.c) and
+ * holds no buffer. The ring's receive chunks (rl_rxq.c) and
  * send chunks (rl_txq.c) have one each.
  *
  * A cache is one thread's (a `static __thread` rl__chunkcache, zeroed),
