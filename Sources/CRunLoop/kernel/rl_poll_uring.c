@@ -182,6 +182,8 @@ typedef struct uring_reg {
     uint32_t cancel; /* a submitted poll to remove with the next submission; 0: none */
     uint32_t gen;   /* the core's tag for its reports */
     uint32_t events;
+    uint32_t npend; /* its reports kept in `pend`, not handed out (or dropped) yet: a level-triggered
+                       registration is not asked again meanwhile (uring_fill) */
     dev_t dev;      /* the file the fd named when added */
     ino_t ino;
     rl__rxq *rxq;   /* reads through the ring into it (a reference); NULL: polls only */
@@ -190,9 +192,10 @@ typedef struct uring_reg {
     bool rx_armed;  /* armed as a reader: the live receive's next bytes are reported (else only queued) */
     uint16_t epoch; /* changed by each change the core makes (add, modify, remove): a kept report of an
                        earlier epoch is dropped (uring_harvest) */
-    uint32_t npend; /* its reports kept in `pend`, not handed out (or dropped) yet: a level-triggered
-                       registration is not asked again meanwhile (uring_fill) */
 } uring_reg;
+/* One a watched fd number, in the table the loop's lowest to highest spans
+ * (an idle ring connection's bytes: bench_memory's conn-ur row). */
+_Static_assert(sizeof(uring_reg) == 56, "a ring registration: 56 bytes");
 
 /* A report kept for a later harvest, with the epoch of its registration. */
 typedef struct uring_kept {
