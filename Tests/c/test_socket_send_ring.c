@@ -128,9 +128,11 @@ static void plan_cb(RLSocketRef s, RLSocketCallBackType type, RLDataRef address,
         assert_true(RLSocketInvalidate(s));
 }
 
-static RLSocketRef make(int fd, plan *p) {
-    RLSocketContext c = {0, p, NULL, NULL, NULL};
-    RLSocketRef s = RLSocketCreateWithNative(NULL, fd, kRLSocketDataCallBack, plan_cb, &c);
+/* A Data-callback socket on fd, calling cb with info, in MODE of this
+ * thread's loop. */
+static RLSocketRef make_with(int fd, RLSocketCallBack cb, void *info) {
+    RLSocketContext c = {0, info, NULL, NULL, NULL};
+    RLSocketRef s = RLSocketCreateWithNative(NULL, fd, kRLSocketDataCallBack, cb, &c);
     assert_non_null(s);
     RLRunLoopSourceRef src = RLSocketCreateRunLoopSource(NULL, s, 0);
     assert_non_null(src);
@@ -138,6 +140,8 @@ static RLSocketRef make(int fd, plan *p) {
     RLRelease(src);
     return s;
 }
+
+static RLSocketRef make(int fd, plan *p) { return make_with(fd, plan_cb, p); }
 
 static void noop_timer(RLRunLoopTimerRef t, void *info) { (void)t, (void)info; }
 
@@ -284,12 +288,7 @@ static void test_large_write_is_sent_from_its_data(void **state) {
     assert_non_null(h.big);
     assert_non_null(h.small);
     RLRunLoopTimerRef keep = keep_mode();
-    RLSocketContext c = {0, &h, NULL, NULL, NULL};
-    RLSocketRef s = RLSocketCreateWithNative(NULL, sv[0], kRLSocketDataCallBack, held_cb, &c);
-    assert_non_null(s);
-    RLRunLoopSourceRef src = RLSocketCreateRunLoopSource(NULL, s, 0);
-    assert_true(RLRunLoopAddSource(RLRunLoopGetCurrent(), src, MODE));
-    RLRelease(src);
+    RLSocketRef s = make_with(sv[0], held_cb, &h);
     assert_int_equal(write(sv[1], "x", 1), 1);
     double end = rl_test_now() + 10;
     while (!h.done && rl_test_now() < end)
@@ -341,12 +340,7 @@ static void test_send_error_is_reported(void **state) {
     assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
     RLRunLoopTimerRef keep = keep_mode();
     plan p = {0};
-    RLSocketContext c = {0, &p, NULL, NULL, NULL};
-    RLSocketRef s = RLSocketCreateWithNative(NULL, sv[0], kRLSocketDataCallBack, err_cb, &c);
-    assert_non_null(s);
-    RLRunLoopSourceRef src = RLSocketCreateRunLoopSource(NULL, s, 0);
-    assert_true(RLRunLoopAddSource(RLRunLoopGetCurrent(), src, MODE));
-    RLRelease(src);
+    RLSocketRef s = make_with(sv[0], err_cb, &p);
     assert_int_equal(write(sv[1], "x", 1), 1);
     double end = rl_test_now() + 10;
     while (!p.done && rl_test_now() < end)
@@ -444,12 +438,7 @@ static void test_idle_streams_hold_no_send_buffer(void **state) {
         assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv[i]), 0);
         assert_int_equal(fcntl(sv[i][1], F_SETFL, O_NONBLOCK), 0);
         r[i] = (replier){.reply = REPLY1};
-        RLSocketContext c = {0, &r[i], NULL, NULL, NULL};
-        s[i] = RLSocketCreateWithNative(NULL, sv[i][0], kRLSocketDataCallBack, reply_cb, &c);
-        assert_non_null(s[i]);
-        RLRunLoopSourceRef src = RLSocketCreateRunLoopSource(NULL, s[i], 0);
-        assert_true(RLRunLoopAddSource(RLRunLoopGetCurrent(), src, MODE));
-        RLRelease(src);
+        s[i] = make_with(sv[i][0], reply_cb, &r[i]);
         fresh[i] = rl__socket_footprint(s[i]);
     }
     unsigned long before = ring_sends();
