@@ -1,7 +1,7 @@
 /*
  * bench_memory.c — the memory table: what one more timer, one more
  * sleeping loop thread and one more idle connection cost, as growth of the
- * process's resident set (RSS, /proc/self/statm), ours against
+ * process's resident set (RSS, exact: rssutil.h), ours against
  * CoreFoundation's run loop (Swift toolchain), libuv, GLib and a raw epoll
  * server. Every measurement is a fresh process (this program run again
  * with --one ROW PEER), so no peer inherits another's heap; each is run
@@ -24,8 +24,9 @@
  *
  * Each child first makes a few of the same (libraries, first slabs and
  * arenas are not counted), reads a byte of every page of the code every
- * peer maps (prefault_code: no code page first run meanwhile is counted),
- * reads its RSS, makes N more, reads it again and prints
+ * peer maps (rl_rss_prefault_code: no code page first run meanwhile is
+ * counted), reads its RSS from the page tables (not statm's approximate
+ * count), makes N more, reads it again and prints
  * (after - before) / N. The connection row needs about N + 100
  * descriptors: the soft limit is raised to the hard one, and a lower hard
  * limit shrinks N (said on stderr).
@@ -56,6 +57,7 @@
 #include "bench_echo.h"
 #include "bench_memory.h"
 #include "bench_results.h"
+#include "../Tests/c/support/rssutil.h"
 
 enum { P_RL, P_CF, P_UV, P_GLIB, P_EPOLL, NPEERS };
 static const char *peer_names[NPEERS] = {"ours", "CF", "libuv", "GLib", "epoll"};
@@ -72,42 +74,6 @@ static const long row_n[NROWS] = {100000, 200, 4000, 4000, 4000};
 /* A child's exit status: its row's backend is refused here (conn-ur). */
 #define BM_REFUSED 3
 #define BM_STACK (64 * 1024)
-
-static long rss_bytes(void) {
-    FILE *f = fopen("/proc/self/statm", "r");
-    long size = 0, res = 0;
-    if (!f)
-        return -1;
-    if (fscanf(f, "%ld %ld", &size, &res) != 2)
-        res = -1;
-    fclose(f);
-    return res < 0 ? -1 : res * sysconf(_SC_PAGESIZE);
-}
-
-/* Reads a byte of every page of every executable file mapping (the
- * program, libc, the peers' libraries, all of them mapped in every child
- * alike), so that the first RSS read already counts the code: a code page
- * first run between the two reads (a path of libc's that the few made
- * first did not take) is not charged to the items. Every peer's child
- * does it, before its first read. */
-static void prefault_code(void) {
-    FILE *f = fopen("/proc/self/maps", "r");
-    if (!f)
-        return;
-    char line[4096];
-    long page = sysconf(_SC_PAGESIZE);
-    while (fgets(line, sizeof line, f)) {
-        unsigned long lo, hi;
-        char perms[8];
-        int path = 0;
-        if (sscanf(line, "%lx-%lx %7s %*s %*s %*s %n", &lo, &hi, perms, &path) < 3 || path == 0)
-            continue;
-        if (perms[0] != 'r' || perms[2] != 'x' || line[path] != '/')
-            continue;
-        for (unsigned long a = lo; a < hi; a += (unsigned long)page) (void)*(volatile const char *)a;
-    }
-    fclose(f);
-}
 
 static void sleep_ms(long ms) {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
@@ -315,11 +281,11 @@ static const bec_peer *echo_peer(int p) {
 static int measure_timers(const bm_peer *pe, long n, double *out) {
     if (pe->timers(1000) != 0)
         return -1;
-    prefault_code();
-    long r0 = rss_bytes();
+    rl_rss_prefault_code();
+    long r0 = rl_rss_bytes();
     if (pe->timers(n) != 0)
         return -1;
-    *out = (double)(rss_bytes() - r0) / (double)n;
+    *out = (double)(rl_rss_bytes() - r0) / (double)n;
     return 0;
 }
 
@@ -338,14 +304,14 @@ static int measure_threads(const bm_peer *pe, long n, double *out) {
             return -1;
     if (wait_ready(&ready, 4) != 0)
         return -1;
-    prefault_code();
-    long r0 = rss_bytes();
+    rl_rss_prefault_code();
+    long r0 = rl_rss_bytes();
     for (long i = 0; i < n; i++)
         if (pe->thread(BM_STACK, &ready) != 0)
             return -1;
     if (wait_ready(&ready, 4 + n) != 0)
         return -1;
-    *out = (double)(rss_bytes() - r0) / (double)n;
+    *out = (double)(rl_rss_bytes() - r0) / (double)n;
     return 0;
 }
 
@@ -438,11 +404,11 @@ static int measure_conns(int r, int p, long n, double *out) {
     int rc = -1;
     if (connect_n(cmd[1], ack[0], 16) == 0) {
         sleep_ms(100);
-        prefault_code();
-        long r0 = rss_bytes();
+        rl_rss_prefault_code();
+        long r0 = rl_rss_bytes();
         if (connect_n(cmd[1], ack[0], n) == 0) {
             sleep_ms(200);
-            *out = (double)(rss_bytes() - r0) / (double)n;
+            *out = (double)(rl_rss_bytes() - r0) / (double)n;
             rc = 0;
         }
     }

@@ -27,7 +27,7 @@ $(BENCH_MEMORY): $(BENCH_MEMORY_OBJS) $(STATIC_LIB)
 	@$(call say,CC,$@)
 	$(Q)$(CC) $(LDFLAGS) -pthread -o $@ $(BENCH_MEMORY_OBJS) $(STATIC_LIB) $(LIBS) $(UV_LIBS) $(GLIB_LIBS) $(CF_LIBS) -lm
 
-$(BENCH_MEMORY_OBJ)/bench_memory.o: bench/bench_memory.c bench/bench_memory.h bench/bench_echo.h bench/bench_results.h
+$(BENCH_MEMORY_OBJ)/bench_memory.o: bench/bench_memory.c bench/bench_memory.h bench/bench_echo.h bench/bench_results.h Tests/c/support/rssutil.h
 	@mkdir -p $(dir $@)
 	@$(call say,CC,$@)
 	$(Q)$(CC) $(BENCH_MEMORY_FLAGS) $(UV_CFLAGS) $(GLIB_CFLAGS) -c -o $@ $<
