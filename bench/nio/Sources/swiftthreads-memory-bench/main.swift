@@ -29,11 +29,10 @@
 //   MEMB_ROUNDS=N  MEMB_QUICK=1 (N / 10)  MEMB_ONLY=timer,thread,conn
 //   MEMB_CSV=file  one line per row and peer for scripts/bench-chart.py
 //   MEMB_DETAIL=1  each measurement also tells (stderr) the growth by size of
-//                  anonymous mapping: thread stacks apart from the heap. It
-//                  reads /proc/self/smaps before the measurement, which grows
-//                  the main heap first: the figure itself comes out lower
-//                  (ours per thread: 12.2 KB with it, 14.5 KB without;
-//                  its stack, 8,192 B of it, is the 512 kB mappings)
+//                  anonymous mapping: thread stacks apart from the heap
+//                  (ours per thread: 12.2 KB with it and without, since
+//                  the RSS is read exactly: rssBytes; its stack, 8,192 B
+//                  of it, is the 512 kB mappings)
 // Built and run by `make bench-memory-swift` (mk/bench-nio.mk).
 import CoreFoundation
 import Dispatch
@@ -48,18 +47,51 @@ import Glibc
 
 func env(_ name: String) -> String? { getenv(name).map { String(cString: $0) } }
 
-/// The resident set, bytes: the second number of /proc/self/statm (pages).
+/// The resident set, bytes: the "Rss:" of /proc/self/smaps_rollup, which the
+/// kernel sums from the page tables (not /proc/self/statm's count: a per-CPU
+/// approximation that lags by up to dozens of pages per CPU; the C bench and
+/// test_churn read it the same way, Tests/c/support/rssutil.h). The buffer
+/// is made before the file is read: a reading grows no heap it measures.
 func rssBytes() -> Int {
-    let fd = open("/proc/self/statm", O_RDONLY)
+    var buf = [UInt8](repeating: 0, count: 2048)
+    let fd = open("/proc/self/smaps_rollup", O_RDONLY)
     guard fd >= 0 else { return -1 }
-    defer { close(fd) }
-    var buf = [UInt8](repeating: 0, count: 256)
     let k = read(fd, &buf, buf.count)
+    close(fd)
     guard k > 0 else { return -1 }
-    let fields = String(decoding: buf[0..<k], as: UTF8.self).split(separator: " ")
-    guard fields.count >= 2, let pages = Int(fields[1]) else { return -1 }
-    return pages * sysconf(Int32(_SC_PAGESIZE))
+    for line in String(decoding: buf[0..<k], as: UTF8.self).split(separator: "\n") where line.hasPrefix("Rss:") {
+        let kb = line.dropFirst(4).split(separator: " ").first.flatMap { Int($0) }
+        return kb.map { $0 * 1024 } ?? -1
+    }
+    return -1
 }
+
+/// Reads a byte of every page of every executable file mapping (the program,
+/// the Swift runtime, Foundation, NIO: every peer's child alike) before the
+/// first reading, so that a code page first run between the two readings is
+/// not charged to the items.
+func prefaultCode() {
+    guard let f = fopen("/proc/self/maps", "r") else { return }
+    defer { fclose(f) }
+    let page = sysconf(Int32(_SC_PAGESIZE))
+    var line = [CChar](repeating: 0, count: 4096)
+    while fgets(&line, Int32(line.count), f) != nil {
+        let text = line.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+        let fields = text.split(whereSeparator: { $0 == " " || $0 == "\n" })
+        guard fields.count >= 6, fields[5].hasPrefix("/"), fields[1].count >= 3,
+              fields[1].first == "r", fields[1].dropFirst(2).first == "x" else { continue }
+        let range = fields[0].split(separator: "-")
+        guard range.count == 2, let lo = UInt(range[0], radix: 16), let hi = UInt(range[1], radix: 16) else { continue }
+        var a = lo, sum: UInt8 = 0
+        while a < hi {
+            sum &+= UnsafePointer<UInt8>(bitPattern: a)!.pointee
+            a += UInt(page)
+        }
+        prefaultSink &+= sum
+    }
+}
+/// Where prefaultCode's reads go, so that they are not optimized away.
+nonisolated(unsafe) var prefaultSink: UInt8 = 0
 
 func sleepMs(_ ms: Int) { usleep(UInt32(ms * 1000)) }
 
@@ -172,6 +204,7 @@ func measureTimers(_ peer: String, _ n: Int) -> Double? {
     }
     add(1000)
     let d0 = detail ? anonymousRSSBySize() : [:]
+    prefaultCode()
     let r0 = rssBytes()
     add(n)
     let r1 = rssBytes()
@@ -231,6 +264,7 @@ func measureThreads(_ peer: String, _ n: Int) -> Double? {
     for _ in 0..<4 { start(keep, ready) }
     guard ready.wait(for: 4) else { return nil }
     let d0 = detail ? anonymousRSSBySize() : [:]
+    prefaultCode()
     let r0 = rssBytes()
     for _ in 0..<n { start(keep, ready) }
     guard ready.wait(for: 4 + n) else { return nil }
@@ -386,6 +420,7 @@ func measureConns(_ peer: String, _ wanted: Int) -> Double? {
     }
     guard connectN(16) else { return nil }
     sleepMs(100)
+    prefaultCode()
     let r0 = rssBytes()
     guard connectN(n) else { return nil }
     sleepMs(200)
