@@ -165,14 +165,22 @@
  *     DEFER_TASKRUN): it caught 31% of the sleeps, the CPU per round trip
  *     unmoved (0.885x both at 16, 0.847x against 0.843x at 256, 8 pairs),
  *     bulk CPU per MB +24% (1.49x against 1.20x epoll's, 6 pairs).
- * Bulk (tp16) is where the ring server loses: 12-17% of its samples are
- * page faults, in the read-ahead queue's copies (a receive's chunk over
- * 4 KiB and a delivery's joined chunks, realloc, are malloc'd and freed
- * each time; glibc trims the heap's top and the next growth faults the
- * pages in again, zeroed). With glibc's trimming held off for the run
- * (GLIBC_TUNABLES=glibc.malloc.trim_threshold=64M:glibc.malloc.top_pad=4M)
- * its CPU per MB fell from 0.98 to 0.85 ms (1.23x -> 1.04x epoll's, 6
- * pairs): keeping those chunks (rl_rxq.c) is the lever there.
+ * Bulk is where the ring server loses: 12-17% of its samples at 16
+ * connections are page faults, in the read-ahead queue's copies (a
+ * receive's chunk over 4 KiB, a delivery's chunks joined by realloc, a
+ * chunk filled from the fd: malloc'd and freed each time; an echo's
+ * reply over 4 KB is sent from the delivered data, which so outlives its
+ * callout and is freed when the send completes, never reused as the
+ * epoll path's read buffer is; glibc trims the heap's top and the next
+ * growth faults the pages in again, zeroed). With glibc's trimming held
+ * off for the run (GLIBC_TUNABLES=glibc.malloc.trim_threshold=64M:
+ * glibc.malloc.top_pad=4M, bench only) the CPU per MB fell from 0.98 to
+ * 0.85 ms at 16 connections (1.23x -> 1.04x epoll's, 6 pairs; 0.90 ->
+ * 0.86 in a later 6) and from 0.46 to 0.30 ms on 1 connection (1.20x ->
+ * 0.94x): keeping those blocks for the thread's next receives is the
+ * lever there. Delivering the ring's chunks unjoined instead (no realloc,
+ * no fill from the fd) was worse: 1.27x against 1.09x at 16, 1.60x
+ * against 1.20x on 1 (6 pairs).
  */
 #include "rl_poll_backend.h"
 #include "RLLockInternal.h"
