@@ -134,6 +134,53 @@
  * reader's chunk by realloc: the server's CPU per MB went up, 7 of 8 runs
  * alternated), and timing the wait's retry with the coarse clock (the
  * server's waits have no timeout: no clock is read there).
+ *
+ * Measured again (2026-12-05, bench_echo's rt16, rt256 and tp16 rows,
+ * threads not pinned, perf cpu-clock of the server thread; each change
+ * below against the same build without it, runs alternated, medians of
+ * paired ours-ur/epoll ratios): at 256 connections 83% of the ring
+ * server's samples are the kernel's TCP work (the send 70%, the receive
+ * 12%), 7.5% io_uring's own (submission, the receives' task work,
+ * completions), 4.6% user space, 3% (6% at 16 connections) switching
+ * back in after a sleep (it sleeps about once per 10 round trips here),
+ * 1.5% the sends' fget/fput. So with no work of its own at all the ring
+ * server would be at ~0.73x epoll's CPU per round trip; measured 0.86-0.92x
+ * at 16 connections and 0.80-0.87x at 256. Tried and dropped:
+ *   - fixed files (each socket in a sparse registered table, slot = fd,
+ *     IOSQE_FIXED_FILE on its receive and sends): fget/fput 1.5% -> 0.1%
+ *     of the samples at 256 connections, the CPU per round trip unmoved
+ *     (0.881x both at 16, 8 pairs; 0.807x against 0.803x at 256, 14
+ *     pairs), and the table holds every socket open until its slot is
+ *     cleared: a close would reach the peer only after that update.
+ *   - a registered ring fd (IORING_ENTER_REGISTERED_RING: no fget/fput of
+ *     the ring's fd per enter, 0.3% of the samples): 0.898x against 0.856x
+ *     at 16, 0.818x against 0.817x at 256 (10 pairs).
+ *   - batching the wait (min_wait_usec, Linux 6.12: wait for as many
+ *     completions as receives in flight, at most 16, or the few us): 2 and
+ *     5 us doubled the CPU per round trip at 16 connections (10-14 against
+ *     5.2 us), halved the rate and stalled waits (p99 ~4 ms); 10 us +20%.
+ *   - a bounded spin before sleeping (IORING_SETUP_TASKRUN_FLAG's
+ *     IORING_SQ_TASKRUN watched for up to 2 us while 2 or more receives
+ *     are live: completions wait as task work, not in the CQ, under
+ *     DEFER_TASKRUN): it caught 31% of the sleeps, the CPU per round trip
+ *     unmoved (0.885x both at 16, 0.847x against 0.843x at 256, 8 pairs),
+ *     bulk CPU per MB +24% (1.49x against 1.20x epoll's, 6 pairs).
+ * Bulk is where the ring server loses: 12-17% of its samples at 16
+ * connections are page faults, in the read-ahead queue's copies (a
+ * receive's chunk over 4 KiB, a delivery's chunks joined by realloc, a
+ * chunk filled from the fd: malloc'd and freed each time; an echo's
+ * reply over 4 KB is sent from the delivered data, which so outlives its
+ * callout and is freed when the send completes, never reused as the
+ * epoll path's read buffer is; glibc trims the heap's top and the next
+ * growth faults the pages in again, zeroed). With glibc's trimming held
+ * off for the run (GLIBC_TUNABLES=glibc.malloc.trim_threshold=64M:
+ * glibc.malloc.top_pad=4M, bench only) the CPU per MB fell from 0.98 to
+ * 0.85 ms at 16 connections (1.23x -> 1.04x epoll's, 6 pairs; 0.90 ->
+ * 0.86 in a later 6) and from 0.46 to 0.30 ms on 1 connection (1.20x ->
+ * 0.94x): keeping those blocks for the thread's next receives is the
+ * lever there. Delivering the ring's chunks unjoined instead (no realloc,
+ * no fill from the fd) was worse: 1.27x against 1.09x at 16, 1.60x
+ * against 1.20x on 1 (6 pairs).
  */
 #include "rl_poll_backend.h"
 #include "RLLockInternal.h"
