@@ -44,7 +44,9 @@ static inline long rl_rss_bytes(void) {
 }
 
 /* Faults in every page of every executable file mapping (the program, libc,
- * every library loaded so far): call it before the first reading. */
+ * every library loaded so far): call it before the first reading. Not
+ * under valgrind: its own code is mapped into the process, and a read of
+ * it is an error valgrind reports. */
 static inline void rl_rss_prefault_code(void) {
     FILE *f = fopen("/proc/self/maps", "r");
     if (!f)
