@@ -14,27 +14,30 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* One fd's queue: an entry of its ring's table while it holds chunks. */
+/* One fd's queue: an entry of its ring's table. */
 typedef struct rxslot {
-    int fd;          /* -1: a free entry */
-    uint32_t count;  /* chunks queued */
-    rl__rxchunk *head, *tail;
+    int fd; /* -1: a free entry */
+    rl__rxchunk *head, *tail; /* NULL: empty (kept for the fd's next bytes) */
 } rxslot;
 
-/* A ring's queues: an open-addressed table of the fds that hold chunks
+/* A ring's queues: an open-addressed table of fds, at most half full
  * (linear probing from fd's number: a loop's fds are mostly consecutive
- * numbers, which then never collide), at most half full; made by the first
- * push, grown by doubling, freed when its last entry goes if it grew
- * beyond RXQ_SLOTS_KEPT entries (a burst on thousands of streams leaves no
- * table behind; a loop serving a few streams does not make one each
- * wake). Without a table entry, an fd costs nothing here. */
+ * numbers, which then never collide). An fd's entry is made by its first
+ * push and stays, empty, when its last chunk is taken, for its next bytes
+ * (an entry made and removed per message, and the probing that removal
+ * takes, cost a 16-stream echo ~150 instructions a round trip); the table
+ * is freed when nothing is queued anywhere if it grew beyond
+ * RXQ_SLOTS_KEPT entries (a burst on thousands of streams leaves no table
+ * behind; a loop serving a few streams keeps its table, 1.5 KiB at most),
+ * and swept of its empty entries when they fill it (slot_get). */
 enum { RXQ_SLOTS_FIRST = 16, RXQ_SLOTS_KEPT = 64 };
 struct rl__rxq {
     _Atomic uint32_t lock; /* the table: 0 free, 1 held, 2 held and maybe waited for */
     _Atomic uint32_t refs;
     _Atomic uint32_t want;
-    _Atomic uint32_t used; /* entries in use (read without the lock: 0, nothing queued) */
-    uint32_t cap;          /* entries (a power of 2; 0: no table) */
+    _Atomic uint32_t queued; /* entries holding chunks (read without the lock: 0, nothing queued) */
+    uint32_t used;           /* entries, empty ones included */
+    uint32_t cap;            /* entries (a power of 2; 0: no table) */
     rxslot *slots;
 };
 
@@ -87,7 +90,7 @@ void rl__rxq_release(rl__rxq *q) {
 }
 
 /* fd's entry, NULL: none. Lock held. */
-static rxslot *slot_find(rl__rxq *q, int fd) {
+static inline rxslot *slot_find(rl__rxq *q, int fd) {
     if (q->cap == 0 || fd < 0)
         return NULL;
     uint32_t mask = q->cap - 1;
@@ -99,156 +102,168 @@ static rxslot *slot_find(rl__rxq *q, int fd) {
     }
 }
 
-/* A table of cap entries holding q's. false: no memory (q unchanged). */
-static bool table_resize(rl__rxq *q, uint32_t cap) {
+/* The table made anew with cap entries, holding q's entries (those that
+ * hold chunks only, if `sweep`). false: no memory (q unchanged). */
+static bool table_remake(rl__rxq *q, uint32_t cap, bool sweep) {
     rxslot *t = malloc(cap * sizeof *t);
     if (!t)
         return false;
     for (uint32_t i = 0; i < cap; i++)
         t[i].fd = -1;
+    uint32_t used = 0;
     for (uint32_t i = 0; i < q->cap; i++) {
-        if (q->slots[i].fd < 0)
+        if (q->slots[i].fd < 0 || (sweep && !q->slots[i].head))
             continue;
         uint32_t j = (uint32_t)q->slots[i].fd & (cap - 1);
         while (t[j].fd >= 0)
             j = (j + 1) & (cap - 1);
         t[j] = q->slots[i];
+        used++;
     }
     free(q->slots);
     q->slots = t;
     q->cap = cap;
+    q->used = used;
     return true;
 }
 
-/* fd's entry, made if need be; NULL: no memory. Lock held. */
-static rxslot *slot_get(rl__rxq *q, int fd) {
-    rxslot *s = slot_find(q, fd);
-    if (s)
-        return s;
-    uint32_t used = atomic_load_explicit(&q->used, memory_order_relaxed);
-    if ((used + 1) * 2 > q->cap && !table_resize(q, q->cap ? q->cap * 2 : RXQ_SLOTS_FIRST) &&
-        used + 1 >= q->cap)
-        return NULL; /* no memory to grow, and no entry free but the one probing needs */
+/* The table freed (nothing is queued, and it grew beyond RXQ_SLOTS_KEPT
+ * entries). Lock held. */
+static __attribute__((noinline)) void table_free(rl__rxq *q) {
+    free(q->slots);
+    q->slots = NULL;
+    q->cap = q->used = 0;
+}
+
+/* A new entry for fd (none yet); NULL: no memory. Out of line: the
+ * pushes that find their fd's entry save no registers for it. Lock held. */
+static __attribute__((noinline)) rxslot *slot_add(rl__rxq *q, int fd) {
+    if ((q->used + 1) * 2 > q->cap) {
+        /* Doubled; or, past RXQ_SLOTS_KEPT, made anew as big without its
+         * empty entries if they are most of it (a stream that holds its
+         * bytes long, its callback off, keeps the table from being freed). */
+        uint32_t live = atomic_load_explicit(&q->queued, memory_order_relaxed);
+        bool sweep = q->cap > RXQ_SLOTS_KEPT && live * 4 < q->used;
+        uint32_t cap = q->cap == 0 ? RXQ_SLOTS_FIRST : sweep ? q->cap : q->cap * 2;
+        if (!table_remake(q, cap, sweep) && q->used + 1 >= q->cap)
+            return NULL; /* no memory, and no entry free but the one probing needs */
+    }
     uint32_t mask = q->cap - 1, i = (uint32_t)fd & mask;
     while (q->slots[i].fd >= 0)
         i = (i + 1) & mask;
-    q->slots[i] = (rxslot){fd, 0, NULL, NULL};
-    atomic_store_explicit(&q->used, used + 1, memory_order_relaxed);
+    q->slots[i] = (rxslot){fd, NULL, NULL};
+    q->used++;
     return &q->slots[i];
 }
 
-/* s's entry freed (its chunks taken), the entries after it moved back
- * so that every probe still finds them; the table freed with its last
- * entry if it grew beyond RXQ_SLOTS_KEPT. Lock held. */
-static void slot_remove(rl__rxq *q, rxslot *s) {
-    uint32_t mask = q->cap - 1, i = (uint32_t)(s - q->slots);
-    for (uint32_t j = (i + 1) & mask; q->slots[j].fd >= 0; j = (j + 1) & mask) {
-        uint32_t home = (uint32_t)q->slots[j].fd & mask;
-        /* j's entry stays if its home lies cyclically in (i, j]. */
-        bool stays = i <= j ? (i < home && home <= j) : (i < home || home <= j);
-        if (stays)
-            continue;
-        q->slots[i] = q->slots[j];
-        i = j;
-    }
-    q->slots[i].fd = -1;
-    uint32_t used = atomic_load_explicit(&q->used, memory_order_relaxed) - 1;
-    atomic_store_explicit(&q->used, used, memory_order_relaxed);
-    if (used == 0 && q->cap > RXQ_SLOTS_KEPT) {
-        free(q->slots);
-        q->slots = NULL;
-        q->cap = 0;
-    }
+/* s holds no chunk now. Lock held. */
+static inline void slot_emptied(rl__rxq *q, rxslot *s) {
+    s->head = s->tail = NULL;
+    uint32_t queued = atomic_load_explicit(&q->queued, memory_order_relaxed) - 1;
+    atomic_store_explicit(&q->queued, queued, memory_order_relaxed);
+    if (RL__UNLIKELY(queued == 0 && q->cap > RXQ_SLOTS_KEPT))
+        table_free(q);
 }
 
 bool rl__rxq_push(rl__rxq *q, int fd, rl__rxchunk *c) {
     c->next = NULL;
     rxq_lock(q);
-    rxslot *s = fd >= 0 ? slot_get(q, fd) : NULL;
+    rxslot *s = slot_find(q, fd);
+    if (RL__UNLIKELY(!s) && fd >= 0)
+        s = slot_add(q, fd);
     if (s) {
-        if (s->head)
+        if (s->head) {
             s->tail->next = c;
-        else
+        } else {
             s->head = c;
+            atomic_store_explicit(&q->queued, atomic_load_explicit(&q->queued, memory_order_relaxed) + 1,
+                                  memory_order_release);
+        }
         s->tail = c;
-        s->count++;
     }
     rxq_unlock(q);
     return s != NULL;
 }
 
 bool rl__rxq_holds(rl__rxq *q, int fd) {
-    if (atomic_load_explicit(&q->used, memory_order_acquire) == 0)
+    if (atomic_load_explicit(&q->queued, memory_order_acquire) == 0)
         return false;
     rxq_lock(q);
-    bool has = slot_find(q, fd) != NULL;
+    const rxslot *s = slot_find(q, fd);
+    bool has = s && s->head;
     rxq_unlock(q);
     return has;
 }
 
 void rl__rxq_drop(rl__rxq *q, int fd) {
-    if (atomic_load_explicit(&q->used, memory_order_acquire) == 0)
+    if (atomic_load_explicit(&q->queued, memory_order_acquire) == 0)
         return;
     rxq_lock(q);
     rxslot *s = slot_find(q, fd);
     rl__rxchunk *gone = s ? s->head : NULL;
-    if (s)
-        slot_remove(q, s);
+    if (gone)
+        slot_emptied(q, s);
     rxq_unlock(q);
     chunks_free(gone);
 }
 
+/* c, just taken from s, holding the bytes of the chunks after it too, up
+ * to max bytes in all, while each filled its buffer (rl__rxq_pop_upto).
+ * Lock held. */
+static __attribute__((noinline)) rl__rxchunk *pop_join(rl__rxq *q, rxslot *s, rl__rxchunk *c, size_t max) {
+    /* What the chunks after it hold, up to max: bytes, up to the first
+     * that did not fill its buffer (the kernel had no more then). */
+    size_t total = c->len;
+    for (rl__rxchunk *n = s->head; n && total < max && n->len > 0; n = n->next) {
+        total += n->len;
+        if (!n->full)
+            break;
+    }
+    if (total > max)
+        total = max;
+    if (total > c->cap) {
+        rl__rxchunk *big = realloc(c, sizeof *c + total);
+        if (!big)
+            return c; /* delivered as it is; the next pop follows */
+        c = big;
+        c->cap = total;
+    }
+    while (c->len < total) {
+        rl__rxchunk *n = s->head;
+        size_t take = total - c->len < n->len ? total - c->len : n->len;
+        memcpy(c->bytes + c->len, n->bytes, take);
+        c->len += take;
+        if (take < n->len) {
+            memmove(n->bytes, n->bytes + take, n->len - take);
+            n->len -= take;
+            c->full = true; /* more queued */
+            break;
+        }
+        c->full = n->full;
+        s->head = n->next;
+        rl__rxq_give_back(q, n);
+    }
+    return c;
+}
+
 rl__rxchunk *rl__rxq_pop_upto(rl__rxq *q, int fd, size_t max, bool *more) {
     *more = false;
-    if (atomic_load_explicit(&q->used, memory_order_acquire) == 0)
+    if (atomic_load_explicit(&q->queued, memory_order_acquire) == 0)
         return NULL;
     rxq_lock(q);
     rxslot *s = slot_find(q, fd);
-    if (!s) {
+    rl__rxchunk *c = s ? s->head : NULL;
+    if (!c) {
         rxq_unlock(q);
         return NULL;
     }
-    rl__rxchunk *c = s->head;
     s->head = c->next;
-    s->count--;
     c->next = NULL;
-    if (c->full && c->len > 0 && c->len < max && s->head) {
-        /* What the chunks after it hold, up to max: bytes, up to the first
-         * that did not fill its buffer (the kernel had no more then). */
-        size_t total = c->len;
-        for (rl__rxchunk *n = s->head; n && total < max && n->len > 0; n = n->next) {
-            total += n->len;
-            if (!n->full)
-                break;
-        }
-        if (total > max)
-            total = max;
-        rl__rxchunk *big = total > c->cap ? realloc(c, sizeof *c + total) : c;
-        if (big) { /* else delivered as it is; the next pop follows */
-            c = big;
-            if (total > c->cap)
-                c->cap = total;
-            while (c->len < total) {
-                rl__rxchunk *n = s->head;
-                size_t take = total - c->len < n->len ? total - c->len : n->len;
-                memcpy(c->bytes + c->len, n->bytes, take);
-                c->len += take;
-                if (take < n->len) {
-                    memmove(n->bytes, n->bytes + take, n->len - take);
-                    n->len -= take;
-                    c->full = true; /* more queued */
-                    break;
-                }
-                c->full = n->full;
-                s->head = n->next;
-                s->count--;
-                rl__rxq_give_back(q, n);
-            }
-        }
-    }
+    if (c->full && c->len > 0 && c->len < max && s->head)
+        c = pop_join(q, s, c, max);
     *more = s->head != NULL;
     if (!s->head)
-        slot_remove(q, s);
+        slot_emptied(q, s);
     rxq_unlock(q);
     return c;
 }
