@@ -390,6 +390,78 @@ static void test_a_wake_of_many_small_receives_reuses_the_threads_chunks(void **
     assert_int_equal(pthread_join(t, NULL), 0);
 }
 
+/* A ring's read-ahead queues (rl_rxq.h) keep each fd's chunks in order,
+ * whatever the other fds do, and hold nothing once drained: 3,000 fds with
+ * two chunks each, taken in another order, one fd's dropped; then the
+ * table is freed (the queues' block alone is left). One fd that holds its
+ * bytes while thousands of others come and go keeps the table bounded (its
+ * empty entries swept). */
+static rl__rxchunk *tagged(unsigned tag) {
+    rl__rxchunk *c = rl__rxq_chunk(NULL, sizeof tag);
+    assert_non_null(c);
+    memcpy(c->bytes, &tag, sizeof tag);
+    c->len = sizeof tag;
+    c->err = 0;
+    c->full = false;
+    return c;
+}
+
+static unsigned tag_of(const rl__rxchunk *c) {
+    unsigned tag;
+    assert_int_equal(c->len, sizeof tag);
+    memcpy(&tag, c->bytes, sizeof tag);
+    return tag;
+}
+
+enum { NQFD = 3000 };
+
+static void test_read_ahead_queues_of_many_streams(void **state) {
+    (void)state;
+    rl__rxq *q = rl__rxq_new();
+    assert_non_null(q);
+    size_t empty = rl__rxq_table_bytes(q);
+    for (unsigned round = 0; round < 2; round++) {
+        for (int fd = 0; fd < NQFD; fd++)
+            assert_true(rl__rxq_push(q, fd, tagged((unsigned)fd * 2 + round)));
+    }
+    assert_false(rl__rxq_holds(q, NQFD));
+    assert_false(rl__rxq_holds(q, -1));
+    rl__rxq_drop(q, 17);
+    assert_false(rl__rxq_holds(q, 17));
+    bool more;
+    assert_null(rl__rxq_pop_upto(q, 17, 65536, &more));
+    for (int k = 0; k < NQFD; k++) {
+        int fd = (int)(((unsigned)k * 7919u) % NQFD); /* every fd once, scattered */
+        if (fd == 17)
+            continue;
+        assert_true(rl__rxq_holds(q, fd));
+        for (unsigned round = 0; round < 2; round++) {
+            rl__rxchunk *c = rl__rxq_pop_upto(q, fd, 65536, &more);
+            assert_non_null(c);
+            assert_int_equal(tag_of(c), (unsigned)fd * 2 + round);
+            assert_int_equal(more, round == 0);
+            rl__rxq_give_back(q, c);
+        }
+        assert_false(rl__rxq_holds(q, fd));
+    }
+    assert_int_equal(rl__rxq_table_bytes(q), empty);
+    /* fd 5 holds its bytes; 20,000 others come and go, a chunk each. */
+    assert_true(rl__rxq_push(q, 5, tagged(5)));
+    for (int fd = 100; fd < 20100; fd++) {
+        assert_true(rl__rxq_push(q, fd, tagged((unsigned)fd)));
+        rl__rxchunk *c = rl__rxq_pop_upto(q, fd, 65536, &more);
+        assert_non_null(c);
+        assert_int_equal(tag_of(c), (unsigned)fd);
+        rl__rxq_give_back(q, c);
+    }
+    assert_true(rl__rxq_table_bytes(q) <= empty + 256 * 32); /* 256 entries at most */
+    rl__rxchunk *c = rl__rxq_pop_upto(q, 5, 65536, &more);
+    assert_non_null(c);
+    assert_int_equal(tag_of(c), 5);
+    rl__rxq_give_back(q, c);
+    rl__rxq_release(q);
+}
+
 /* A stream read through the ring whose callback then sends (on io_uring
  * the send queue needs the socket's rare part, which takes over the
  * read-ahead queue kept alone until then): every byte still arrives in
@@ -816,6 +888,7 @@ int main(void) {
         cmocka_unit_test(test_small_reads_of_many_streams_share_a_buffer),
         cmocka_unit_test(test_idle_streams_hold_no_receive_buffer),
         cmocka_unit_test(test_a_wake_of_many_small_receives_reuses_the_threads_chunks),
+        cmocka_unit_test(test_read_ahead_queues_of_many_streams),
         cmocka_unit_test(test_a_ring_reader_that_sends_keeps_its_order),
         cmocka_unit_test(test_small_ring_reads_are_not_copied_again_and_kept_ones_stay),
         cmocka_unit_test(test_end_after_bytes),
