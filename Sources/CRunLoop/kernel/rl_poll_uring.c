@@ -179,28 +179,37 @@ enum {
 
 /* What the ring holds for one fd: epoll's registration. */
 typedef struct uring_reg {
-    bool present;   /* registered (armed or not), as epoll would have it */
-    bool dirty;     /* on the list of changes to submit */
-    bool arm;       /* a poll for `events` is to be submitted */
-    bool reader;    /* reads through the ring, into the ring's queues (u->rx) under its fd; else polls only */
     uint32_t seq;   /* the submitted poll's sequence number; 0: none live */
     uint32_t cancel; /* a submitted poll to remove with the next submission; 0: none */
     uint32_t gen;   /* the core's tag for its reports */
     uint32_t events;
     uint32_t npend; /* its reports kept in `pend`, not handed out (or dropped) yet: a level-triggered
                        registration is not asked again meanwhile (uring_fill) */
-    dev_t dev;      /* the file the fd named when added */
-    ino_t ino;
     uint32_t rx_len; /* what the live receive asked for */
-    bool rx_poll;   /* the next arming is a poll (no buffer was free) */
-    bool rx_armed;  /* armed as a reader: the live receive's next bytes are reported (else only queued) */
+    uint32_t dev;   /* the file the fd named when added: its device (uring_dev32) and inode */
     uint16_t epoch; /* changed by each change the core makes (add, modify, remove): a kept report of an
                        earlier epoch is dropped (uring_harvest) */
+    bool present : 1;  /* registered (armed or not), as epoll would have it */
+    bool dirty : 1;    /* on the list of changes to submit */
+    bool arm : 1;      /* a poll for `events` is to be submitted */
+    bool reader : 1;   /* reads through the ring, into the ring's queues (u->rx) under its fd; else polls only */
+    bool rx_poll : 1;  /* the next arming is a poll (no buffer was free) */
+    bool rx_armed : 1; /* armed as a reader: the live receive's next bytes are reported (else only queued) */
+    ino_t ino;
 } uring_reg;
 /* One a watched fd number, in the table the loop's lowest to highest spans
- * (an idle ring connection's bytes: bench_memory's conn-ur row). 48 bytes
- * (before: 56, with a reference on the stream's own read-ahead queue). */
-_Static_assert(sizeof(uring_reg) == 48, "a ring registration: 48 bytes");
+ * (an idle ring connection's bytes: bench_memory's conn-ur row). 40 bytes
+ * (before: 48, with its flags a byte each and the device in 64 bits; 56,
+ * with a reference on the stream's own read-ahead queue besides). */
+_Static_assert(sizeof(uring_reg) == 40, "a ring registration: 40 bytes");
+
+/* A file's device in the 32 bits a registration keeps: Linux's device
+ * numbers are 32-bit (a 12-bit major, a 20-bit minor), and glibc's st_dev
+ * of them has nothing above bit 31 (as RLFileDescriptor keeps its own,
+ * rl__fd_dev32), so the device and inode still tell the file the slot was
+ * made for from any other the number may name now; the high half, were
+ * there one, is folded in rather than dropped. */
+static inline uint32_t uring_dev32(dev_t d) { return (uint32_t)d ^ (uint32_t)((uint64_t)d >> 32); }
 
 /* A report kept for a later harvest, with the epoch of its registration. */
 typedef struct uring_kept {
@@ -713,7 +722,7 @@ static int uring_ctl_locked(rl__poller *rl, uring *u, int op, int fd, uint32_t e
         return fd < 0 ? EBADF : EINVAL;
     int serr = fstat(fd, &st) == 0 ? 0 : errno;
     uring_reg *r = uring_reg_at(u, fd);
-    bool ident = r && !serr && r->dev == st.st_dev && r->ino == st.st_ino; /* the file the slot was made for */
+    bool ident = r && !serr && r->dev == uring_dev32(st.st_dev) && r->ino == st.st_ino; /* the file the slot was made for */
     bool same = ident && r->present;
     if (r && r->present && !same) {
         /* Closed, or the number reused: the poll would keep the old file
@@ -734,7 +743,7 @@ static int uring_ctl_locked(rl__poller *rl, uring *u, int op, int fd, uint32_t e
         if (!uring_room(u, fd))
             return ENOMEM;
         r = uring_reg_at(u, fd);
-        *r = (uring_reg){.present = true, .gen = gen, .events = events, .dev = st.st_dev, .ino = st.st_ino,
+        *r = (uring_reg){.present = true, .gen = gen, .events = events, .dev = uring_dev32(st.st_dev), .ino = st.st_ino,
                          .reader = r->reader, /* kept only for the same file (above) */
                          .npend = r->npend, /* reports still kept (dropped: another epoch) */
                          .epoch = (uint16_t)(r->epoch + 1)};
@@ -827,7 +836,7 @@ static int uring_watch_own(uring *u, int fd) {
     if (!uring_room(u, fd))
         return ENOMEM;
     uring_reg *r = uring_reg_at(u, fd);
-    *r = (uring_reg){.present = true, .events = EPOLLIN | EPOLLET, .dev = st.st_dev, .ino = st.st_ino};
+    *r = (uring_reg){.present = true, .events = EPOLLIN | EPOLLET, .dev = uring_dev32(st.st_dev), .ino = st.st_ino};
     return uring_arm(u, fd, r);
 }
 
