@@ -23,7 +23,7 @@
  *           kernel refuses io_uring. 303 B against the conn row's 263
  *           (2026-12-05): the ring's registration of the fd, 40 B, is the
  *           difference; an idle stream holds no read-ahead queue (the
- *           ring's queues hold its entry only while bytes wait, rl_rxq.h).
+ *           ring's queues hold its chunks only while bytes wait, rl_rxq.h).
  *           368 B before, with a queue of each stream's (48 B with
  *           malloc's header) and a 56-B registration
  *

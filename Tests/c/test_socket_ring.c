@@ -289,7 +289,7 @@ static void test_small_reads_of_many_streams_share_a_buffer(void **state) {
  * streams on a fresh thread's loop, each read through the ring (a byte,
  * then 300 more), then idle: each socket holds its block as it did before
  * its first byte (before: and a read-ahead queue of its own, 48 bytes with
- * malloc's header; now the ring's queues hold a stream's entry only while
+ * malloc's header; now the ring's queues hold a stream's chunks only while
  * bytes wait), no chunk; the chunks the ring's receives used wait in the
  * thread's cache, 32 KiB at most; every byte arrived, in order. */
 RL__HIDDEN size_t rl__socket_footprint(RLSocketRef s);

@@ -838,8 +838,8 @@ static void sock_ring_ask(struct RLSocket *s, size_t chunk) {
         return;
     /* Asked once, by the first Data callout (the callouts' thread only,
      * one at a time): the ring's read-ahead queues (one per ring, shared
-     * by its streams: a stream's own queue is an entry there only while
-     * it holds bytes, rl_rxq.h) kept in s->rare alone
+     * by its streams: a stream's own queue is an entry there, holding
+     * chunks only while bytes wait, rl_rxq.h) kept in s->rare alone
      * (RL_SOCKET_RARE_RXQ) when s has no rare part: no allocation for s.
      * The ring reads into them from its next arming, after this callout. */
     rl__rxq *q = rl__fd_recv_into(sock_fdobj(s), chunk);

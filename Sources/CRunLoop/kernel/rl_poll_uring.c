@@ -54,7 +54,7 @@
  *
  * Reading through the ring (rl__poll_recv_into): a registration marked a
  * reader (its stream's bytes queued under its fd in the ring's read-ahead
- * queues, u->rx, rl_rxq.h: an fd's entry there only while bytes wait, so
+ * queues, u->rx, rl_rxq.h: an fd's entry there holds chunks only while bytes wait, so
  * an idle stream costs the ring nothing but its registration; the queues
  * outlive the ring for the streams that hold them) is armed for reading alone as a
  * multishot receive into the loop's provided buffers (a buffer ring of

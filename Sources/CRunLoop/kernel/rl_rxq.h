@@ -11,8 +11,9 @@
  * that ends after its registration was removed still queues what it read).
  *
  * One rl__rxq a ring (not one a stream): a stream's queue is an entry of
- * its table only while it holds chunks, so an idle stream read through a
- * ring holds no memory for it (before: a 40-byte queue of its own, kept
+ * its table, holding chunks only while bytes wait, and the table is the
+ * ring's (bounded, freed when drained if it grew: rl_rxq.c), so an idle
+ * stream read through a ring holds no memory for it (before: a 40-byte queue of its own, kept
  * for the stream's life, which every idle ring connection paid). Who
  * holds what: the ring holds a reference (its backend state, until the
  * loop's close), each stream it reads one (the socket's rare-part word,
