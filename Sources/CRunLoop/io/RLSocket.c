@@ -116,9 +116,10 @@ typedef union sock_peer_full {
  * a peer address too long for the socket (a named Unix socket's), a
  * resting listener's timer, a ring's send queue. Made under the socket's
  * lock (or before anyone sees the socket), never replaced, freed with the
- * socket. A stream read through a ring needs only its read-ahead queue:
- * s->rare is then the queue itself, tagged (RL_SOCKET_RARE_RXQ), until a
- * rare part is needed, which takes the queue over. */
+ * socket. A stream read through a ring needs only a reference on that
+ * ring's read-ahead queues (shared by the ring's streams, rl_rxq.h):
+ * s->rare is then that pointer itself, tagged (RL_SOCKET_RARE_RXQ), until
+ * a rare part is needed, which takes it over. */
 typedef struct sock_rare {
     const void *(*retain)(const void *info);
     void (*release)(const void *info);
@@ -134,15 +135,16 @@ typedef struct sock_rare {
      * callout on a loop with a ring; NULL: none. Set once, under the lock
      * (release), read without it (acquire). */
     rl__txq *txq;
-    /* A Data stream read through its loop's ring (sock_ring_ask): what the
-     * ring read, in order, taken before any read of the fd. NULL: not
-     * asked yet, or refused (RL_SOCKET_NO_RING in peer_len), or s->rare
-     * is the queue itself (RL_SOCKET_RARE_RXQ). Set once, under the lock
-     * (release), read without it (acquire). */
+    /* A Data stream read through its loop's ring (sock_ring_ask): the
+     * ring's read-ahead queues (a reference), where what the ring read of
+     * the stream waits under its fd, in order, taken before any read of
+     * the fd. NULL: not asked yet, or refused (RL_SOCKET_NO_RING in
+     * peer_len), or s->rare is the pointer itself (RL_SOCKET_RARE_RXQ).
+     * Set once, under the lock (release), read without it (acquire). */
     rl__rxq *rxq;
 } sock_rare;
 
-/* s->rare's low bit: the word is a stream's read-ahead queue (rl__rxq,
+/* s->rare's low bit: the word is a ring's read-ahead queues (rl__rxq,
  * sock_ring_ask), and there is no rare part yet. */
 #define RL_SOCKET_RARE_RXQ ((uintptr_t)1)
 
@@ -202,7 +204,7 @@ struct RLSocket {
      * or, so neither loses the other. */
     _Atomic uint8_t peer_len;
     sock_peer_sa peer_sa;
-    /* Its rare part (sock_rare_of), or its read-ahead queue alone, tagged
+    /* Its rare part (sock_rare_of), or its ring's read-ahead queues alone, tagged
      * RL_SOCKET_RARE_RXQ (sock_rxq_of); 0: neither yet. Changed under the
      * lock (release): 0 to either, a queue to the rare part that holds
      * it; read without it (acquire) by the callouts and the ring's sends. */
@@ -243,8 +245,9 @@ static inline sock_rare *sock_rare_of(const struct RLSocket *s) {
     return (w & RL_SOCKET_RARE_RXQ) ? NULL : (sock_rare *)w;
 }
 
-/* s's read-ahead queue (sock_ring_ask); NULL: none. The queue, once set,
- * stays s's until s is freed, wherever s->rare keeps it. */
+/* The read-ahead queues of the ring that reads s (sock_ring_ask); NULL:
+ * none. Once set, s holds them until it is freed, wherever s->rare keeps
+ * the pointer. */
 static inline rl__rxq *sock_rxq_of(const struct RLSocket *s) {
     uintptr_t w = __atomic_load_n(&s->rare, __ATOMIC_ACQUIRE);
     if (w & RL_SOCKET_RARE_RXQ)
@@ -834,14 +837,13 @@ static void sock_ring_ask(struct RLSocket *s, size_t chunk) {
     if (s->sock_type != SOCK_STREAM)
         return;
     /* Asked once, by the first Data callout (the callouts' thread only,
-     * one at a time, and the only reader of the queue): the queue kept in
-     * s->rare alone (RL_SOCKET_RARE_RXQ) when s has no rare part, no
-     * allocation but the queue's. The ring reads into it from its next
-     * arming, after this callout. */
-    rl__rxq *q = rl__fd_ring_reads(sock_fdobj(s)) ? rl__rxq_new() : NULL;
-    if (q)
-        rl__rxq_set_want(q, chunk);
-    if (q && rl__fd_recv_into(sock_fdobj(s), q)) {
+     * one at a time): the ring's read-ahead queues (one per ring, shared
+     * by its streams: a stream's own queue is an entry there, holding
+     * chunks only while bytes wait, rl_rxq.h) kept in s->rare alone
+     * (RL_SOCKET_RARE_RXQ) when s has no rare part: no allocation for s.
+     * The ring reads into them from its next arming, after this callout. */
+    rl__rxq *q = rl__fd_recv_into(sock_fdobj(s), chunk);
+    if (q) {
         sock_lock(s);
         sock_rare *r = sock_rare_of(s);
         if (r)
@@ -850,7 +852,6 @@ static void sock_ring_ask(struct RLSocket *s, size_t chunk) {
             __atomic_store_n(&s->rare, (uintptr_t)q | RL_SOCKET_RARE_RXQ, __ATOMIC_RELEASE);
         sock_unlock(s);
     } else {
-        rl__rxq_release(q);
         atomic_fetch_or_explicit(&s->peer_len, RL_SOCKET_NO_RING, memory_order_relaxed);
     }
 }
@@ -901,15 +902,16 @@ static void sock_chunk_data_done(rl__rxq *q, RLDataRef d) {
     RLRelease(d);
 }
 
-/* Delivers a chunk the ring read (c, the caller's): its bytes, or the end
- * of the stream or its error as an empty data (false: the stream ended).
- * `data`: the empty data made for the read (`spare`: the thread's). */
-static bool sock_deliver_chunk(struct RLSocket *s, rl__rxq *q, rl__rxchunk *c, size_t chunk, RLDataRef data,
-                               bool spare, bool *full) {
+/* Delivers a chunk the ring read (c, the caller's; `more`: more of s's
+ * were queued after it): its bytes, or the end of the stream or its error
+ * as an empty data (false: the stream ended). `data`: the empty data made
+ * for the read (`spare`: the thread's). */
+static bool sock_deliver_chunk(struct RLSocket *s, rl__rxq *q, rl__rxchunk *c, bool more, size_t chunk,
+                               RLDataRef data, bool spare, bool *full) {
     atomic_fetch_add_explicit(&rl__socket_ring_reads, 1, memory_order_relaxed);
-    if (c->full && c->len < chunk && rl__rxq_count(q) == 0)
+    if (c->full && c->len < chunk && !more)
         c = sock_chunk_fill(s, c, chunk);
-    *full = (c->full && c->len >= chunk) || rl__rxq_count(q) > 0;
+    *full = (c->full && c->len >= chunk) || more;
     /* A short chunk little bigger than its bytes goes out in the thread's
      * spare data as it is, no copy (the ring copied it out of its buffer
      * already), and comes back to the thread after the callback: a 64-byte
@@ -963,9 +965,10 @@ static bool sock_deliver_data(struct RLSocket *s, size_t chunk, bool *full) {
          * flight reads only what comes after: see sock_chunk_fill). */
         rl__rxq *q = (atomic_load_explicit(&s->peer_len, memory_order_relaxed) & RL_SOCKET_NO_RING) ? NULL
                                                                                                      : sock_rxq_of(s);
-        rl__rxchunk *c = q ? rl__rxq_pop_upto(q, chunk) : NULL;
+        bool more;
+        rl__rxchunk *c = q ? rl__rxq_pop_upto(q, sock_fd(s), chunk, &more) : NULL;
         if (c)
-            return sock_deliver_chunk(s, q, c, chunk, data, spare, full);
+            return sock_deliver_chunk(s, q, c, more, chunk, data, spare, full);
         uint8_t *buf = NULL;
         RLDataRef small = NULL;
         size_t small_cap = 0;
@@ -1814,8 +1817,9 @@ static size_t object_bytes(const void *obj) {
 }
 
 /* For the tests: the memory s holds as its own: its block (with its fd
- * source), its rare part, its ring's read-ahead and send queues with what
- * they hold, and a peer address kept in an RLData. Its membership is the
+ * source), its rare part, what its ring's read-ahead queues hold for it
+ * (nothing once delivered: the queues are the ring's, rl_rxq.h), its send
+ * queue with what it holds, and a peer address kept in an RLData. Its membership is the
  * loop's (RLRunLoopMembership.c, rl_fdtab.c); read buffers and the chunks
  * its queues are done with are the thread's. Not for a socket another thread may be
  * using. */
@@ -1826,7 +1830,7 @@ size_t rl__socket_footprint(RLSocketRef s) {
         n += malloc_usable_size((void *)r) + sizeof(size_t);
     rl__rxq *q = sock_rxq_of(s);
     if (q)
-        n += rl__rxq_footprint(q);
+        n += rl__rxq_footprint(q, sock_fd(s));
     rl__txq *tq = r ? __atomic_load_n(&r->txq, __ATOMIC_ACQUIRE) : NULL;
     if (tq)
         n += rl__txq_footprint(tq);

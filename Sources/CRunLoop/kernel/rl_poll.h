@@ -62,18 +62,19 @@ static inline int rl__poll_ctl(rl__poller *rl, int op, int fd, uint32_t events, 
 RL__HIDDEN int rl__poll_arm_timer(rl__poller *rl, double at);
 /* Reads the eventfd until it is empty (its counter full: 2^64 - 2 writes). */
 RL__HIDDEN void rl__poll_drain(rl__poller *rl);
-/* Reads fd's stream through rl's ring into q (rl_rxq.h) from the next
- * time fd is armed for reading alone (no write side asked with it): the
- * arming is then a multishot receive into the loop's provided buffers instead
- * of a poll, and its report (EPOLLIN; EPOLLRDHUP at the end, EPOLLERR on an
- * error) comes with the bytes already queued in q; while q holds chunks, an
- * arming for reading reports at once, as epoll would of a readable fd.
- * true, or false: the backend cannot (epoll; io_uring without provided
- * buffers; q read by another loop's ring), and the caller reads the fd
- * itself, after what q holds. Stays until fd leaves the set. The loop's
- * thread, in a callout of fd (fd registered). */
-static inline bool rl__poll_recv_into(rl__poller *rl, int fd, rl__rxq *q) {
-    return rl->kops->recv_into && rl->kops->recv_into(rl, fd, q);
+/* Reads fd's stream through rl's ring (rl_rxq.h) from the next time fd
+ * is armed for reading alone (no write side asked with it), in chunks of
+ * `want` bytes at most (the reader's): the arming is then a multishot
+ * receive into the loop's provided buffers instead of a poll, and its
+ * report (EPOLLIN; EPOLLRDHUP at the end, EPOLLERR on an error) comes with
+ * the bytes already queued under fd in the ring's read-ahead queues; while
+ * fd has chunks there, an arming for reading reports at once, as epoll
+ * would of a readable fd. Those queues (a reference, the caller's), or
+ * NULL: the backend cannot (epoll; io_uring without provided buffers), and
+ * the caller reads the fd itself. Stays while fd names the same file. The
+ * loop's thread, in a callout of fd (fd registered). */
+static inline rl__rxq *rl__poll_recv_into(rl__poller *rl, int fd, size_t want) {
+    return rl->kops->recv_into ? rl->kops->recv_into(rl, fd, want) : NULL;
 }
 /* Queues a copy of n bytes in q for rl's ring to send (rl_txq.h): q's
  * chunks go out in order, one send in flight, submitted with the loop's

@@ -52,8 +52,11 @@
  * MADV_DONTFORK, and a child's next mmap aborts it.) Linux 6.1 or later
  * (else epoll).
  *
- * Reading through the ring (rl__poll_recv_into): a registration given a
- * stream's read-ahead queue (rl_rxq.h) is armed for reading alone as a
+ * Reading through the ring (rl__poll_recv_into): a registration marked a
+ * reader (its stream's bytes queued under its fd in the ring's read-ahead
+ * queues, u->rx, rl_rxq.h: an fd's entry there holds chunks only while bytes wait, so
+ * an idle stream costs the ring nothing but its registration; the queues
+ * outlive the ring for the streams that hold them) is armed for reading alone as a
  * multishot receive into the loop's provided buffers (a buffer ring of
  * URING_BUFS buffers, registered with the first such registration;
  * consumed incrementally where the kernel can, Linux 6.12: a receive takes
@@ -69,8 +72,9 @@
  * again by the next arming. Every receive's result is queued at once,
  * copied out of its buffer, which goes back to the ring: a receive's bytes
  * are never dropped, even when its registration was changed or removed
- * meanwhile (a cancelled receive that had read still queues what it read:
- * the queue lives while a receive may fill it). Epoll's level semantics
+ * meanwhile (a cancelled receive that had read still queues what it read
+ * under its fd, unless the number was found naming another file since:
+ * uring_dying). Epoll's level semantics
  * come from the queue: the kernel drains the socket into it, so the
  * socket is readable exactly while the queue holds chunks. Bytes that come
  * while the registration is armed are reported (EPOLLIN; EPOLLRDHUP at the
@@ -222,27 +226,37 @@ enum {
 
 /* What the ring holds for one fd: epoll's registration. */
 typedef struct uring_reg {
-    bool present;   /* registered (armed or not), as epoll would have it */
-    bool dirty;     /* on the list of changes to submit */
-    bool arm;       /* a poll for `events` is to be submitted */
     uint32_t seq;   /* the submitted poll's sequence number; 0: none live */
     uint32_t cancel; /* a submitted poll to remove with the next submission; 0: none */
     uint32_t gen;   /* the core's tag for its reports */
     uint32_t events;
     uint32_t npend; /* its reports kept in `pend`, not handed out (or dropped) yet: a level-triggered
                        registration is not asked again meanwhile (uring_fill) */
-    dev_t dev;      /* the file the fd named when added */
-    ino_t ino;
-    rl__rxq *rxq;   /* reads through the ring into it (a reference); NULL: polls only */
     uint32_t rx_len; /* what the live receive asked for */
-    bool rx_poll;   /* the next arming is a poll (no buffer was free) */
-    bool rx_armed;  /* armed as a reader: the live receive's next bytes are reported (else only queued) */
+    uint32_t dev;   /* the file the fd named when added: its device (uring_dev32) and inode */
     uint16_t epoch; /* changed by each change the core makes (add, modify, remove): a kept report of an
                        earlier epoch is dropped (uring_harvest) */
+    bool present : 1;  /* registered (armed or not), as epoll would have it */
+    bool dirty : 1;    /* on the list of changes to submit */
+    bool arm : 1;      /* a poll for `events` is to be submitted */
+    bool reader : 1;   /* reads through the ring, into the ring's queues (u->rx) under its fd; else polls only */
+    bool rx_poll : 1;  /* the next arming is a poll (no buffer was free) */
+    bool rx_armed : 1; /* armed as a reader: the live receive's next bytes are reported (else only queued) */
+    ino_t ino;
 } uring_reg;
 /* One a watched fd number, in the table the loop's lowest to highest spans
- * (an idle ring connection's bytes: bench_memory's conn-ur row). */
-_Static_assert(sizeof(uring_reg) == 56, "a ring registration: 56 bytes");
+ * (an idle ring connection's bytes: bench_memory's conn-ur row). 40 bytes
+ * (before: 48, with its flags a byte each and the device in 64 bits; 56,
+ * with a reference on the stream's own read-ahead queue besides). */
+_Static_assert(sizeof(uring_reg) == 40, "a ring registration: 40 bytes");
+
+/* A file's device in the 32 bits a registration keeps: Linux's device
+ * numbers are 32-bit (a 12-bit major, a 20-bit minor), and glibc's st_dev
+ * of them has nothing above bit 31 (as RLFileDescriptor keeps its own,
+ * rl__fd_dev32), so the device and inode still tell the file the slot was
+ * made for from any other the number may name now; the high half, were
+ * there one, is folded in rather than dropped. */
+static inline uint32_t uring_dev32(dev_t d) { return (uint32_t)d ^ (uint32_t)((uint64_t)d >> 32); }
 
 /* A report kept for a later harvest, with the epoch of its registration. */
 typedef struct uring_kept {
@@ -259,10 +273,11 @@ typedef struct uring_level {
 } uring_level;
 
 /* A receive cancelled while in flight: its completion still queues what it
- * read into q (a reference). */
+ * read under its fd, unless the fd's number was found naming another file
+ * since (`lost`: its bytes are the old file's, dropped). */
 typedef struct uring_dying {
     uint64_t data;
-    rl__rxq *q;
+    bool lost;
 } uring_dying;
 
 typedef struct uring uring;
@@ -290,6 +305,7 @@ typedef struct uring {
                        buffers */
     uring_dying *dying;
     size_t ndying, capdying;
+    rl__rxq *rx;    /* what the receives read, queued by fd (a reference; rl_rxq.h); NULL: no reader yet */
     bool rx_cancelled;        /* a receive's cancellation not submitted yet (uring_submit_now) */
     uring_kept *pend;         /* reports taken from the ring, not yet handed out */
     size_t npend, headpend, cappend;
@@ -383,28 +399,28 @@ static int uring_arm(uring *u, int fd, uring_reg *r) {
     return 0;
 }
 
-/* Notes a receive cancelled in flight (data: its user_data), q retained
- * until it ends. false: out of memory. Lock held. */
-static bool uring_dying_add(uring *u, uint64_t data, rl__rxq *q) {
+/* Notes a receive cancelled in flight (data: its user_data). false: out
+ * of memory. Lock held. */
+static bool uring_dying_add(uring *u, uint64_t data) {
     if (!uring_grow(&u->dying, &u->capdying, u->ndying + 1, sizeof *u->dying, 16))
         return false;
-    u->dying[u->ndying++] = (uring_dying){data, rl__rxq_retain(q)};
+    u->dying[u->ndying++] = (uring_dying){data, false};
     return true;
 }
 
-/* The queue of the cancelled receive `data`, or NULL. `last`: its last
- * completion (a multishot receive makes more before its cancellation ends
- * it): the entry goes, its reference the caller's now. Lock held. */
-static rl__rxq *uring_dying_get(uring *u, uint64_t data, bool last) {
+/* Whether `data` is a cancelled receive whose bytes are still to be queued
+ * (not lost). `last`: its last completion (a multishot receive makes more
+ * before its cancellation ends it): the entry goes. Lock held. */
+static bool uring_dying_get(uring *u, uint64_t data, bool last) {
     for (size_t i = 0; i < u->ndying; i++) {
         if (u->dying[i].data == data) {
-            rl__rxq *q = u->dying[i].q;
+            bool keep = !u->dying[i].lost;
             if (last)
                 u->dying[i] = u->dying[--u->ndying];
-            return q;
+            return keep;
         }
     }
-    return NULL;
+    return false;
 }
 
 /* A report kept for the caller's next harvest. Lock held. */
@@ -431,7 +447,7 @@ static void uring_disarm(uring *u, int fd, uring_reg *r) {
     r->rx_armed = false;
     if (r->seq == 0)
         return;
-    if ((r->seq & URING_RX) && !uring_dying_add(u, uring_data(fd, r->seq), r->rxq))
+    if ((r->seq & URING_RX) && !uring_dying_add(u, uring_data(fd, r->seq)))
         return; /* out of memory: left to run (its bytes are queued when it ends); a report of it is dropped (seq) */
     if (!uring_touch(u, fd, r))
         return; /* out of memory: its reports are dropped (seq), it ends with its file */
@@ -441,17 +457,25 @@ static void uring_disarm(uring *u, int fd, uring_reg *r) {
     r->seq = 0;
 }
 
-/* fd leaves the set: its request removed. Its queue stays with the slot
- * while the slot names the same file (`keep`): the file added again reads
- * through the ring again, and what its queue still holds is reported then
- * (a source that left and joins again, a loop in another mode for a while,
- * has not lost what the ring read for it); else let go. Lock held. */
+/* fd leaves the set: its request removed. Its reading through the ring,
+ * and what the ring queued for it, stay with the slot while the slot names
+ * the same file (`keep`): the file added again reads through the ring
+ * again, and what is queued for it is reported then (a source that left
+ * and joins again, a loop in another mode for a while, has not lost what
+ * the ring read for it; its reader takes it meanwhile, from any loop);
+ * else the number names another file now (or none): what the ring read of
+ * the old file is dropped, and so is what its cancelled receives still
+ * bring. Lock held. */
 static void uring_forget(uring *u, int fd, uring_reg *r, bool keep) {
     uring_disarm(u, fd, r);
     r->present = false;
-    if (r->rxq && !keep) {
-        rl__rxq_release(r->rxq);
-        r->rxq = NULL;
+    if (r->reader && !keep) {
+        r->reader = false;
+        rl__rxq_drop(u->rx, fd);
+        for (size_t i = 0; i < u->ndying; i++) {
+            if ((int)(uint32_t)u->dying[i].data == fd)
+                u->dying[i].lost = true;
+        }
     }
 }
 
@@ -465,7 +489,7 @@ static uint32_t uring_next_seq(uring *u) {
 
 /* Whether r's arming is a receive into a provided buffer. */
 static bool uring_reads(const uring *u, const uring_reg *r) {
-    return r->rxq && u->br && !r->rx_poll && !(r->events & EPOLLET) &&
+    return r->reader && u->br && !r->rx_poll && !(r->events & EPOLLET) &&
            (r->events & (EPOLLIN | EPOLLOUT | EPOLLPRI)) == EPOLLIN;
 }
 
@@ -488,7 +512,7 @@ static void uring_fill_level(uring *u) {
         }
         if (!(r->seq & URING_RX)) {
             (void)uring_arm(u, l.fd, r);
-        } else if (rl__rxq_count(r->rxq) > 0) {
+        } else if (rl__rxq_holds(u->rx, l.fd)) {
             struct epoll_event ev = {.events = EPOLLIN, .data.u64 = rl__ev_data(l.fd, r->gen)};
             uring_pend(u, &ev);
             u->level[keep++] = l;
@@ -531,8 +555,8 @@ static bool uring_fill(uring *u) {
             u->dirty[keep++] = fd;
             continue;
         }
-        if (r->arm && r->present && r->rxq && (r->events & (EPOLLIN | EPOLLET)) == EPOLLIN &&
-            rl__rxq_count(r->rxq) > 0) {
+        if (r->arm && r->present && r->reader && (r->events & (EPOLLIN | EPOLLET)) == EPOLLIN &&
+            rl__rxq_holds(u->rx, fd)) {
             /* Readable already (its queue holds bytes): reported without
              * asking the kernel, whatever else the arming asks for (a
              * write side is asked again by the arming after this report). */
@@ -551,7 +575,7 @@ static bool uring_fill(uring *u) {
                  * cancelled or ends; a single one if the reader asks for
                  * less than a buffer at a time. */
                 struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
-                size_t want = rl__rxq_want(r->rxq);
+                size_t want = rl__rxq_want(u->rx);
                 if (want > 0 && want < URING_BUF_SIZE) {
                     r->rx_len = (uint32_t)want;
                     io_uring_prep_recv(sqe, fd, NULL, r->rx_len, 0);
@@ -745,7 +769,7 @@ static int uring_ctl_locked(rl__poller *rl, uring *u, int op, int fd, uint32_t e
         return fd < 0 ? EBADF : EINVAL;
     int serr = fstat(fd, &st) == 0 ? 0 : errno;
     uring_reg *r = uring_reg_at(u, fd);
-    bool ident = r && !serr && r->dev == st.st_dev && r->ino == st.st_ino; /* the file the slot was made for */
+    bool ident = r && !serr && r->dev == uring_dev32(st.st_dev) && r->ino == st.st_ino; /* the file the slot was made for */
     bool same = ident && r->present;
     if (r && r->present && !same) {
         /* Closed, or the number reused: the poll would keep the old file
@@ -766,8 +790,8 @@ static int uring_ctl_locked(rl__poller *rl, uring *u, int op, int fd, uint32_t e
         if (!uring_room(u, fd))
             return ENOMEM;
         r = uring_reg_at(u, fd);
-        *r = (uring_reg){.present = true, .gen = gen, .events = events, .dev = st.st_dev, .ino = st.st_ino,
-                         .rxq = r->rxq, /* kept only for the same file (above) */
+        *r = (uring_reg){.present = true, .gen = gen, .events = events, .dev = uring_dev32(st.st_dev), .ino = st.st_ino,
+                         .reader = r->reader, /* kept only for the same file (above) */
                          .npend = r->npend, /* reports still kept (dropped: another epoch) */
                          .epoch = (uint16_t)(r->epoch + 1)};
         if (uring_arm(u, fd, r) != 0) {
@@ -859,7 +883,7 @@ static int uring_watch_own(uring *u, int fd) {
     if (!uring_room(u, fd))
         return ENOMEM;
     uring_reg *r = uring_reg_at(u, fd);
-    *r = (uring_reg){.present = true, .events = EPOLLIN | EPOLLET, .dev = st.st_dev, .ino = st.st_ino};
+    *r = (uring_reg){.present = true, .events = EPOLLIN | EPOLLET, .dev = uring_dev32(st.st_dev), .ino = st.st_ino};
     return uring_arm(u, fd, r);
 }
 
@@ -913,10 +937,7 @@ static void uring_close(rl__poller *rl) {
     io_uring_queue_exit(&u->ring);
     if (u->kick >= 0)
         (void)close(u->kick);
-    for (size_t fd = 0; fd < u->nregs; fd++)
-        rl__rxq_release(u->regs[fd].rxq);
-    for (size_t i = 0; i < u->ndying; i++)
-        rl__rxq_release(u->dying[i].q);
+    rl__rxq_release(u->rx); /* what it queued stays for the streams it read (their references) */
     for (size_t i = 0; i < u->ntxfast; i++) {
         rl__txq *q = u->txfast[i];
         if (!q->inflight || !q->fast || q->held)
@@ -972,10 +993,11 @@ static int uring_renew(rl__poller *rl) {
 RL__HIDDEN _Atomic unsigned long rl__poll_uring_nobufs;
 _Atomic unsigned long rl__poll_uring_nobufs;
 
-/* A receive's result into q: its bytes (out of their buffer, which goes
- * back to the ring), the end, or its error. Whether something was queued
- * (nothing: no buffer was free, or it was cancelled). Lock held. */
-static bool uring_rx_queue(uring *u, rl__rxq *q, const struct io_uring_cqe *cqe, size_t asked) {
+/* A receive's result queued under fd (`into`; else dropped: its file is
+ * gone): its bytes (out of their buffer, which goes back to the ring), the
+ * end, or its error. Whether something was queued (nothing: no buffer was
+ * free, or it was cancelled). Lock held. */
+static bool uring_rx_queue(uring *u, int fd, bool into, const struct io_uring_cqe *cqe, size_t asked) {
     int res = cqe->res;
     unsigned flags = cqe->flags, bid = flags >> IORING_CQE_BUFFER_SHIFT;
     size_t n = res > 0 ? (size_t)res : 0;
@@ -1001,7 +1023,7 @@ static bool uring_rx_queue(uring *u, rl__rxq *q, const struct io_uring_cqe *cqe,
             from = NULL;
     }
     bool queue = res >= 0 || (res != -ENOBUFS && res != -ECANCELED && res != -EINTR && res != -EAGAIN);
-    rl__rxchunk *c = queue ? rl__rxq_chunk(q, n) : NULL;
+    rl__rxchunk *c = queue ? rl__rxq_chunk(u->rx, n) : NULL;
     if (c) {
         c->len = n;
         c->err = res < 0 ? -res : 0;
@@ -1026,11 +1048,12 @@ static bool uring_rx_queue(uring *u, rl__rxq *q, const struct io_uring_cqe *cqe,
         c->err = ENOMEM;
         c->full = false;
     }
-    if (q)
-        rl__rxq_push(q, c);
-    else
-        free(c);
-    return true;
+    if (into && rl__rxq_push(u->rx, fd, c))
+        return true;
+    /* Its file gone; or no memory for fd's entry in the table (the bytes
+     * are lost: the reader's next read finds what follows). */
+    free(c);
+    return into ? false : true;
 }
 
 /* A receive's completion: its result queued; into ev its report (true),
@@ -1043,12 +1066,13 @@ static bool uring_take_rx(uring *u, int fd, uint32_t seq, uring_reg *r, const st
     uint64_t data = uring_data(fd, seq);
     bool more = (cqe->flags & IORING_CQE_F_MORE) != 0;
     bool live = r && r->present && r->seq == seq;
-    rl__rxq *dead = live ? NULL : uring_dying_get(u, data, !more);
-    bool queued = uring_rx_queue(u, live ? r->rxq : dead, cqe, live ? r->rx_len : URING_BUF_SIZE);
+    bool dead = !live && uring_dying_get(u, data, !more); /* its file's bytes: queued still */
+    bool queued = uring_rx_queue(u, fd, live || dead, cqe, live ? r->rx_len : URING_BUF_SIZE);
     if (!live) {
-        /* Cancelled, or ended as it was: a registration reading into the
-         * same queue that waits for more is told of what came. */
-        if (queued && r && r->present && r->rxq == dead && dead) {
+        /* Cancelled, or ended as it was: a registration of the same file
+         * reading through the ring that waits for more is told of what
+         * came. */
+        if (queued && dead && r && r->present && r->reader) {
             if (r->seq & URING_RX) {
                 if (r->rx_armed)
                     (void)uring_arm(u, fd, r); /* the next fill reports the queue */
@@ -1057,8 +1081,6 @@ static bool uring_take_rx(uring *u, int fd, uint32_t seq, uring_reg *r, const st
                 (void)uring_arm(u, fd, r);
             }
         }
-        if (!more)
-            rl__rxq_release(dead);
         return false;
     }
     if (!more)
@@ -1441,19 +1463,19 @@ static bool uring_bufs(uring *u) {
     return true;
 }
 
-static bool uring_recv_into(rl__poller *rl, int fd, rl__rxq *q) {
+static rl__rxq *uring_recv_into(rl__poller *rl, int fd, size_t want) {
     uring *u = rl->kstate;
-    if (!q || fd < 0 || !pthread_equal(pthread_self(), rl->owner))
-        return false;
+    if (fd < 0 || !pthread_equal(pthread_self(), rl->owner))
+        return NULL;
     uring_lock(u);
     uring_reg *r = uring_reg_at(u, fd);
-    bool ok = r && r->present && u->enabled && uring_bufs(u) && rl__rxq_claim(q, rl);
-    if (ok && r->rxq != q) {
-        rl__rxq_release(r->rxq);
-        r->rxq = rl__rxq_retain(q);
+    bool ok = r && r->present && u->enabled && uring_bufs(u) && (u->rx || (u->rx = rl__rxq_new()) != NULL);
+    if (ok) {
+        r->reader = true;
+        rl__rxq_set_want(u->rx, want);
     }
     uring_unlock(u);
-    return ok;
+    return ok ? rl__rxq_retain(u->rx) : NULL;
 }
 
 /* Queues n bytes of q's for the ring to send (rl__poll_send). 1: queued;

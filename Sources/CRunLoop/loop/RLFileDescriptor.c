@@ -333,16 +333,11 @@ bool rl__fd_report_quiet(RLRunLoopSourceRef s) {
     return rl && rl->src_in_callout == s && rl->fd_quiet;
 }
 
-bool rl__fd_recv_into(RLRunLoopSourceRef s, struct rl__rxq *q) {
+struct rl__rxq *rl__fd_recv_into(RLRunLoopSourceRef s, size_t want) {
     RLRunLoopRef rl = rl__tls;
     if (!rl || rl->src_in_callout != s || !rl__of_this_process(rl))
-        return false;
-    return rl__poll_recv_into(&rl->kern, rl__fdst(s)->fd, q);
-}
-
-bool rl__fd_ring_reads(RLRunLoopSourceRef s) {
-    RLRunLoopRef rl = rl__tls;
-    return rl && rl->kern.kops && rl->kern.kops->recv_into && rl->src_in_callout == s && rl__of_this_process(rl);
+        return NULL;
+    return rl__poll_recv_into(&rl->kern, rl__fdst(s)->fd, want);
 }
 
 bool rl__fd_ring_sends(RLRunLoopSourceRef s) {

@@ -79,13 +79,14 @@ RL__HIDDEN bool rl__fd_served_now(RLRunLoopSourceRef s);
 RL__HIDDEN bool rl__fd_report_quiet(RLRunLoopSourceRef s);
 
 /* From a callout of s, on its loop's thread: asks that loop's kernel
- * backend to read s's stream through its ring into q from its fd's next
- * arming for reading (rl__poll_recv_into, rl_rxq.h). true: it will;
- * false: it cannot (epoll; no provided buffers; q read by another loop's
- * ring), or this is not a callout of s: the caller reads the fd itself,
- * after what q holds. */
+ * backend to read s's stream through its ring from its fd's next arming
+ * for reading (rl__poll_recv_into, rl_rxq.h), the reader's chunk `want`
+ * bytes. The ring's read-ahead queues (a reference, the caller's), where
+ * the reader takes what the ring read under its fd before it reads the
+ * fd; NULL: it cannot (epoll; no provided buffers), or this is not a
+ * callout of s: the caller reads the fd itself. */
 struct rl__rxq;
-RL__HIDDEN bool rl__fd_recv_into(RLRunLoopSourceRef s, struct rl__rxq *q);
+RL__HIDDEN struct rl__rxq *rl__fd_recv_into(RLRunLoopSourceRef s, size_t want);
 
 /* On the thread of the loop whose ring sends q, or, for q's first send
  * (no ring has it yet), from a callout of s on its loop's thread: n bytes
@@ -93,9 +94,6 @@ RL__HIDDEN bool rl__fd_recv_into(RLRunLoopSourceRef s, struct rl__rxq *q);
  * earlier ring send's error told (-errno); 0: not this thread's ring, or
  * it cannot (epoll): the caller sends itself. */
 struct rl__txq;
-/* Whether this is a callout of s on a loop whose backend reads through a
- * ring: a first rl__fd_recv_into may take the queue (made only then). */
-RL__HIDDEN bool rl__fd_ring_reads(RLRunLoopSourceRef s);
 /* Whether this is a callout of s on a loop whose backend sends through a
  * ring: a first rl__fd_send_via would queue (the send queue is made only
  * then). */

@@ -45,8 +45,10 @@ static inline long rl_rss_bytes(void) {
 
 /* Faults in every page of every executable file mapping (the program, libc,
  * every library loaded so far): call it before the first reading. Not
- * under valgrind: its own code is mapped into the process, and a read of
- * it is an error valgrind reports. */
+ * under valgrind (its own code is mapped into the process, and a read of
+ * it is an error valgrind reports) nor ASan (a page's first byte may be in
+ * a global's redzone where read-only data shares the mapping): what they
+ * run is not measured anyway. */
 static inline void rl_rss_prefault_code(void) {
     FILE *f = fopen("/proc/self/maps", "r");
     if (!f)
