@@ -306,7 +306,7 @@ typedef struct uring {
     uring_dying *dying;
     size_t ndying, capdying;
     rl__rxq *rx;    /* what the receives read, queued by fd (a reference; rl_rxq.h); NULL: no reader yet */
-    bool rx_cancelled;        /* a receive's cancellation not submitted yet (uring_submit_now) */
+    bool cancelled;           /* a live request's removal not submitted yet (uring_submit_now) */
     uring_kept *pend;         /* reports taken from the ring, not yet handed out */
     size_t npend, headpend, cappend;
     rl__txq *txheld;          /* send queues listed or in flight (a reference each; rl__txq's ring_next) */
@@ -451,8 +451,7 @@ static void uring_disarm(uring *u, int fd, uring_reg *r) {
         return; /* out of memory: left to run (its bytes are queued when it ends); a report of it is dropped (seq) */
     if (!uring_touch(u, fd, r))
         return; /* out of memory: its reports are dropped (seq), it ends with its file */
-    if (r->seq & URING_RX)
-        u->rx_cancelled = true;
+    u->cancelled = true;
     r->cancel = r->seq;
     r->seq = 0;
 }
@@ -728,15 +727,18 @@ static int uring_prepare(uring *u) {
  * the file open). Lock held. */
 static void uring_submit_now(uring *u) {
     int n = uring_prepare(u);
-    /* A receive's cancellation: with GETEVENTS, the kernel's deferred
-     * completion work is run too, so the cancelled request lets go of its
-     * file now (a live multishot receive's socket closed by its owner is
-     * closed for its peer). Only then: a poll's removal lets go at once,
-     * and a GETEVENTS here took the completions of fds that other
-     * registrations were waiting on out of a nested run's order (a run
-     * nested in an fd callout found no fd ready on its next passes). */
-    bool getevents = u->rx_cancelled || rl__fault(RL_FAULT_URING_TAKE_EARLY);
-    u->rx_cancelled = false;
+    /* A request's removal (a receive's or a poll's): with GETEVENTS, the
+     * kernel's deferred completion work is run too, so the removed request
+     * lets go of its file now (a socket closed by its owner is closed for
+     * its peer, whether or not the loop runs again). Without it a poll's
+     * removal usually let go at once, but not always: test_socket_port's
+     * peer dropped by a stall timer stayed open for its peer, about one run
+     * in ten on a loaded machine, until the loop's next wait. The
+     * completions this takes of other fds are kept for the next harvest in
+     * order, with their registrations' epochs (RL_FAULT_URING_TAKE_EARLY
+     * makes every submission here take them: test_runloop_kernel). */
+    bool getevents = u->cancelled || rl__fault(RL_FAULT_URING_TAKE_EARLY);
+    u->cancelled = false;
     if (n > 0 || getevents)
         (void)io_uring_enter(u->ring.enter_ring_fd, (unsigned)(n > 0 ? n : 0), 0,
                              getevents ? IORING_ENTER_GETEVENTS : 0, NULL);
