@@ -303,8 +303,9 @@ static void test_closed_fd_found_when_enabled_again(void **state) {
  * in a timer's callout, then stops the loop: its peer sees the end at
  * once, whether or not the loop runs again (epoll's registration goes
  * with the file; on io_uring the poll held the file open until the
- * loop's next wait, about one time in ten on a loaded machine: hence the
- * rounds, each with a persistent watch, as a served connection has). */
+ * loop's next wait: here every time, in test_socket_port's stall drop
+ * about one run in ten). Rounds, each with a persistent watch, as a
+ * served connection has, on fd numbers used again. */
 typedef struct {
     RLFileDescriptorRef f;
     int fd;
