@@ -336,7 +336,7 @@ typedef struct uring {
     uring_dying *dying;
     size_t ndying, capdying;
     rl__rxq *rx;    /* what the receives read, queued by fd (a reference; rl_rxq.h); NULL: no reader yet */
-    bool cancelled;           /* a live request's removal not submitted yet (uring_submit_now) */
+    bool cancelled;           /* a live request's removal made and no GETEVENTS enter since (uring_submit_now) */
     uring_kept *pend;         /* reports taken from the ring, not yet handed out */
     size_t npend, headpend, cappend;
     rl__txq *txheld;          /* send queues listed or in flight (a reference each; rl__txq's ring_next) */
@@ -1311,12 +1311,17 @@ static int uring_enter(uring *u, bool wait, long long ns) {
     uring_lock(u);
     int submit = uring_prepare(u);
     bool kept = u->headpend < u->npend; /* reports at hand: no waiting */
+    /* A removal submitted: this enter (GETEVENTS) runs its completion work,
+     * so the next removal's submission need not (uring_submit_now). */
+    bool removed = submit >= 0 && u->cancelled;
+    if (removed)
+        u->cancelled = false;
     uring_unlock(u);
     if (submit < 0)
         return -submit;
     wait = wait && !kept;
     wait = wait && io_uring_cq_ready(&u->ring) == 0;
-    if (!submit && !wait && io_uring_cq_ready(&u->ring) > 0)
+    if (!submit && !wait && !removed && io_uring_cq_ready(&u->ring) > 0)
         return 0; /* reports at hand */
     int r;
     if (wait && ns >= 0) {
