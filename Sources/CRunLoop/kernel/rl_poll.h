@@ -53,7 +53,10 @@ RL__HIDDEN void rl__poll_close(rl__poller *rl);
  * set is then kept. Loop lock held, rl's thread. */
 static inline int rl__poll_renew(rl__poller *rl) { return rl->kops->renew(rl); }
 /* epoll_ctl's contract on rl's set: `op` for fd, watching `events`, tagged
- * `gen` (rl__ev_data). 0, or the errno epoll_ctl would give. Loop lock. */
+ * `gen` (rl__ev_data). 0, or the errno epoll_ctl would give. Loop lock.
+ * The io_uring backend keeps EPOLLONESHOT, EPOLLET and the low 14 event
+ * bits (every one a loop asks for) and refuses EPOLLWAKEUP and
+ * EPOLLEXCLUSIVE (EINVAL, nothing changed; test_poll_seam). */
 static inline int rl__poll_ctl(rl__poller *rl, int op, int fd, uint32_t events, uint32_t gen) {
     return rl->kops->ctl(rl, op, fd, events, gen);
 }

@@ -227,36 +227,64 @@ enum {
 /* What the ring holds for one fd: epoll's registration. */
 typedef struct uring_reg {
     uint32_t seq;   /* the submitted poll's sequence number; 0: none live */
-    uint32_t cancel; /* a submitted poll to remove with the next submission; 0: none */
     uint32_t gen;   /* the core's tag for its reports */
-    uint32_t events;
-    uint32_t npend; /* its reports kept in `pend`, not handed out (or dropped) yet: a level-triggered
-                       registration is not asked again meanwhile (uring_fill) */
-    uint32_t rx_len; /* what the live receive asked for */
-    uint32_t dev;   /* the file the fd named when added: its device (uring_dev32) and inode */
+    uint32_t ident; /* the file the fd named when added (uring_ident) */
+    uint16_t events; /* epoll's, in 16 bits (uring_events16: URING_ONESHOT, URING_ET) */
+    uint16_t rx_len; /* what the live receive asked for (at most URING_BUF_SIZE) */
     uint16_t epoch; /* changed by each change the core makes (add, modify, remove): a kept report of an
                        earlier epoch is dropped (uring_harvest) */
+    uint8_t npend;  /* its reports kept in `pend`, not handed out (or dropped) yet: a level-triggered
+                       registration is not asked again meanwhile (uring_fill). Stops at UINT8_MAX: more
+                       kept (an edge-triggered one's wake-ups) are counted as fewer, so that it is asked
+                       again sooner, a report more at worst */
     bool present : 1;  /* registered (armed or not), as epoll would have it */
     bool dirty : 1;    /* on the list of changes to submit */
     bool arm : 1;      /* a poll for `events` is to be submitted */
     bool reader : 1;   /* reads through the ring, into the ring's queues (u->rx) under its fd; else polls only */
     bool rx_poll : 1;  /* the next arming is a poll (no buffer was free) */
     bool rx_armed : 1; /* armed as a reader: the live receive's next bytes are reported (else only queued) */
-    ino_t ino;
 } uring_reg;
 /* One a watched fd number, in the table the loop's lowest to highest spans
- * (an idle ring connection's bytes: bench_memory's conn-ur row). 40 bytes
- * (before: 48, with its flags a byte each and the device in 64 bits; 56,
- * with a reference on the stream's own read-ahead queue besides). */
-_Static_assert(sizeof(uring_reg) == 40, "a ring registration: 40 bytes");
+ * (an idle ring connection's bytes: bench_memory's conn-ur row). 20 bytes:
+ * a removal waiting for its submission is on the ring's list of them
+ * (`cancels`), not in the registration, the file's identity is one word
+ * and the events 16 bits (before: 40, with the removal's sequence number,
+ * the device in 32 bits and the inode in 64, the events and counts in 32
+ * bits; 48, with its flags a byte
+ * each and the device in 64 bits; 56, with a reference on the stream's
+ * own read-ahead queue besides). */
+_Static_assert(sizeof(uring_reg) == 20, "a ring registration: 20 bytes");
+_Static_assert(URING_BUF_SIZE <= UINT16_MAX, "a receive's length fits rx_len");
 
-/* A file's device in the 32 bits a registration keeps: Linux's device
- * numbers are 32-bit (a 12-bit major, a 20-bit minor), and glibc's st_dev
- * of them has nothing above bit 31 (as RLFileDescriptor keeps its own,
- * rl__fd_dev32), so the device and inode still tell the file the slot was
- * made for from any other the number may name now; the high half, were
- * there one, is folded in rather than dropped. */
-static inline uint32_t uring_dev32(dev_t d) { return (uint32_t)d ^ (uint32_t)((uint64_t)d >> 32); }
+/* A registration's EPOLLONESHOT and EPOLLET, in the two bits of the low 16
+ * that epoll gives no meaning (uring_reg's events). */
+#define URING_ONESHOT 0x4000u
+#define URING_ET 0x8000u
+/* The epoll events a registration can keep: the low 14 bits (EPOLLIN,
+ * EPOLLPRI, EPOLLOUT, EPOLLERR, EPOLLHUP, EPOLLRDHUP, ...), EPOLLONESHOT
+ * and EPOLLET; EPOLLWAKEUP and EPOLLEXCLUSIVE are refused (EINVAL): the
+ * core asks neither. */
+#define URING_KEPT_EVENTS (0x3fffu | EPOLLONESHOT | EPOLLET)
+
+static inline uint16_t uring_events16(uint32_t ev) {
+    return (uint16_t)((ev & 0x3fffu) | (ev & EPOLLONESHOT ? URING_ONESHOT : 0) | (ev & EPOLLET ? URING_ET : 0));
+}
+
+/* A file's identity in the one word a registration keeps, to tell the file
+ * a slot was made for from another that the fd number may name now (the
+ * number closed and reused): the inode's low 32 bits, with its device and
+ * its high bits mixed in. Two files of one device with inode numbers below
+ * 2^32 (sockets, pipes: their file system numbers them in 32 bits) never
+ * share a word; files of different devices do once in 2^32. Like
+ * fstat's pair, it cannot tell apart files that share an inode (eventfds
+ * and timerfds share one), which epoll's registration, made per open
+ * file, can: such a number reused is taken for the same file, as
+ * before. */
+static inline uint32_t uring_ident(const struct stat *st) {
+    uint64_t d = (uint64_t)st->st_dev, hi = (uint64_t)st->st_ino >> 32;
+    uint64_t mix = (d + hi * 0xff51afd7ed558ccdull) * 0x9e3779b97f4a7c15ull;
+    return (uint32_t)st->st_ino ^ (uint32_t)(mix >> 32);
+}
 
 /* A report kept for a later harvest, with the epoch of its registration. */
 typedef struct uring_kept {
@@ -292,6 +320,8 @@ typedef struct uring {
     uint32_t nregs, lo;
     int *dirty;     /* fds with changes to submit */
     size_t ndirty, capdirty;
+    uint64_t *cancels; /* user_data of live requests to remove with the next submission (uring_disarm) */
+    size_t ncancels, capcancels;
     uring_level *level; /* level-triggered readers reported (uring_fill_level) */
     size_t nlevel, caplevel;
     uint32_t seq;   /* the last sequence number given */
@@ -306,7 +336,7 @@ typedef struct uring {
     uring_dying *dying;
     size_t ndying, capdying;
     rl__rxq *rx;    /* what the receives read, queued by fd (a reference; rl_rxq.h); NULL: no reader yet */
-    bool cancelled;           /* a live request's removal not submitted yet (uring_submit_now) */
+    bool cancelled;           /* a live request's removal made and no GETEVENTS enter since (uring_submit_now) */
     uring_kept *pend;         /* reports taken from the ring, not yet handed out */
     size_t npend, headpend, cappend;
     rl__txq *txheld;          /* send queues listed or in flight (a reference each; rl__txq's ring_next) */
@@ -435,7 +465,7 @@ static void uring_pend(uring *u, const struct epoll_event *ev) {
             return; /* out of memory: this report is lost; the reader's next arming asks again */
     }
     uring_reg *r = uring_reg_at(u, rl__ev_fd(ev));
-    if (r)
+    if (r && r->npend < UINT8_MAX)
         r->npend++;
     u->pend[u->npend++] = (uring_kept){*ev, r ? r->epoch : 0};
 }
@@ -449,10 +479,10 @@ static void uring_disarm(uring *u, int fd, uring_reg *r) {
         return;
     if ((r->seq & URING_RX) && !uring_dying_add(u, uring_data(fd, r->seq)))
         return; /* out of memory: left to run (its bytes are queued when it ends); a report of it is dropped (seq) */
-    if (!uring_touch(u, fd, r))
-        return; /* out of memory: its reports are dropped (seq), it ends with its file */
+    if (!uring_grow(&u->cancels, &u->capcancels, u->ncancels + 1, sizeof *u->cancels, 16))
+        return; /* out of memory: left to run; it ends with its file */
+    u->cancels[u->ncancels++] = uring_data(fd, r->seq);
     u->cancelled = true;
-    r->cancel = r->seq;
     r->seq = 0;
 }
 
@@ -488,7 +518,7 @@ static uint32_t uring_next_seq(uring *u) {
 
 /* Whether r's arming is a receive into a provided buffer. */
 static bool uring_reads(const uring *u, const uring_reg *r) {
-    return r->reader && u->br && !r->rx_poll && !(r->events & EPOLLET) &&
+    return r->reader && u->br && !r->rx_poll && !(r->events & URING_ET) &&
            (r->events & (EPOLLIN | EPOLLOUT | EPOLLPRI)) == EPOLLIN;
 }
 
@@ -527,23 +557,32 @@ static void uring_fill_level(uring *u) {
  * whose queue holds chunks is reported now and stays on the list: asked
  * again at the next fill, as epoll asks a ready fd at every wait. */
 static bool uring_fill(uring *u) {
+    size_t c = 0;
+    for (; c < u->ncancels && io_uring_sq_space_left(&u->ring) > 0; c++) {
+        /* The removals first: a request replaced by one armed below goes
+         * before its successor comes. */
+        struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
+        uint64_t data = u->cancels[c];
+        if ((uint32_t)(data >> 32) & URING_RX)
+            io_uring_prep_cancel64(sqe, data, 0);
+        else
+            io_uring_prep_poll_remove(sqe, data);
+        io_uring_sqe_set_data64(sqe, URING_REMOVE);
+        sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
+    }
+    if (c < u->ncancels) {
+        memmove(u->cancels, u->cancels + c, (u->ncancels - c) * sizeof *u->cancels);
+        u->ncancels -= c;
+        return false;
+    }
+    u->ncancels = 0;
     size_t i = 0, keep = 0;
     for (; i < u->ndirty; i++) {
         int fd = u->dirty[i];
         uring_reg *r = uring_reg_at(u, fd);
-        if (io_uring_sq_space_left(&u->ring) < 2)
+        if (io_uring_sq_space_left(&u->ring) == 0)
             break;
-        if (r->cancel) {
-            struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
-            if (r->cancel & URING_RX)
-                io_uring_prep_cancel64(sqe, uring_data(fd, r->cancel), 0);
-            else
-                io_uring_prep_poll_remove(sqe, uring_data(fd, r->cancel));
-            io_uring_sqe_set_data64(sqe, URING_REMOVE);
-            sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
-            r->cancel = 0;
-        }
-        if (r->arm && r->present && r->npend && !(r->events & (EPOLLONESHOT | EPOLLET))) {
+        if (r->arm && r->present && r->npend && !(r->events & (URING_ONESHOT | URING_ET))) {
             /* Level-triggered, a report of it kept and not handed out
              * yet: the file, not read meanwhile, would only report again
              * (and again at each fill until the first report's callout
@@ -554,7 +593,7 @@ static bool uring_fill(uring *u) {
             u->dirty[keep++] = fd;
             continue;
         }
-        if (r->arm && r->present && r->reader && (r->events & (EPOLLIN | EPOLLET)) == EPOLLIN &&
+        if (r->arm && r->present && r->reader && (r->events & (EPOLLIN | URING_ET)) == EPOLLIN &&
             rl__rxq_holds(u->rx, fd)) {
             /* Readable already (its queue holds bytes): reported without
              * asking the kernel, whatever else the arming asks for (a
@@ -562,7 +601,7 @@ static bool uring_fill(uring *u) {
             struct epoll_event ev = {.events = EPOLLIN, .data.u64 = rl__ev_data(fd, r->gen)};
             uring_pend(u, &ev);
             r->rx_armed = false; /* a receive's bytes meanwhile are queued, reported by the next fill */
-            if (!(r->events & EPOLLONESHOT)) {
+            if (!(r->events & URING_ONESHOT)) {
                 u->dirty[keep++] = fd; /* level: again at the next fill */
                 continue;
             }
@@ -576,7 +615,7 @@ static bool uring_fill(uring *u) {
                 struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
                 size_t want = rl__rxq_want(u->rx);
                 if (want > 0 && want < URING_BUF_SIZE) {
-                    r->rx_len = (uint32_t)want;
+                    r->rx_len = (uint16_t)want;
                     io_uring_prep_recv(sqe, fd, NULL, r->rx_len, 0);
                 } else {
                     r->rx_len = URING_BUF_SIZE;
@@ -590,8 +629,8 @@ static bool uring_fill(uring *u) {
             }
         } else if (r->arm && r->present) {
             struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
-            uint32_t mask = r->events & ~(uint32_t)(EPOLLONESHOT | EPOLLET);
-            if ((r->events & EPOLLET) && !(r->events & EPOLLONESHOT))
+            uint32_t mask = r->events & ~(URING_ONESHOT | URING_ET);
+            if ((r->events & URING_ET) && !(r->events & URING_ONESHOT))
                 io_uring_prep_poll_multishot(sqe, fd, mask);
             else
                 io_uring_prep_poll_add(sqe, fd, mask);
@@ -769,9 +808,11 @@ static int uring_ctl_locked(rl__poller *rl, uring *u, int op, int fd, uint32_t e
     struct stat st;
     if (fd < 0 || fd == rl->epfd)
         return fd < 0 ? EBADF : EINVAL;
+    if (op != EPOLL_CTL_DEL && (events & ~(uint32_t)URING_KEPT_EVENTS))
+        return EINVAL;
     int serr = fstat(fd, &st) == 0 ? 0 : errno;
     uring_reg *r = uring_reg_at(u, fd);
-    bool ident = r && !serr && r->dev == uring_dev32(st.st_dev) && r->ino == st.st_ino; /* the file the slot was made for */
+    bool ident = r && !serr && r->ident == uring_ident(&st); /* the file the slot was made for */
     bool same = ident && r->present;
     if (r && r->present && !same) {
         /* Closed, or the number reused: the poll would keep the old file
@@ -792,7 +833,7 @@ static int uring_ctl_locked(rl__poller *rl, uring *u, int op, int fd, uint32_t e
         if (!uring_room(u, fd))
             return ENOMEM;
         r = uring_reg_at(u, fd);
-        *r = (uring_reg){.present = true, .gen = gen, .events = events, .dev = uring_dev32(st.st_dev), .ino = st.st_ino,
+        *r = (uring_reg){.present = true, .gen = gen, .events = uring_events16(events), .ident = uring_ident(&st),
                          .reader = r->reader, /* kept only for the same file (above) */
                          .npend = r->npend, /* reports still kept (dropped: another epoch) */
                          .epoch = (uint16_t)(r->epoch + 1)};
@@ -811,8 +852,8 @@ static int uring_ctl_locked(rl__poller *rl, uring *u, int op, int fd, uint32_t e
         if (r->seq & URING_RX) {
             /* A receive live: kept if the registration still reads (its
              * next bytes reported once the arming is filled). */
-            uint32_t was = r->events;
-            r->events = events;
+            uint16_t was = r->events;
+            r->events = uring_events16(events);
             if (uring_reads(u, r)) {
                 r->rx_armed = false;
                 return uring_arm(u, fd, r);
@@ -821,7 +862,7 @@ static int uring_ctl_locked(rl__poller *rl, uring *u, int op, int fd, uint32_t e
         }
         uring_disarm(u, fd, r);
         r->rx_poll = false;
-        r->events = events;
+        r->events = uring_events16(events);
         return uring_arm(u, fd, r);
     case EPOLL_CTL_DEL:
         *now = true; /* the poll holds the file open: let it go at once */
@@ -843,7 +884,7 @@ static int uring_ctl(rl__poller *rl, int op, int fd, uint32_t events, uint32_t g
     uring_lock(u);
     int err = uring_ctl_locked(rl, u, op, fd, events, gen, &now);
     bool mine = pthread_equal(pthread_self(), rl->owner);
-    bool changed = u->ndirty > 0;
+    bool changed = u->ndirty > 0 || u->ncancels > 0;
     if (mine && now && changed)
         uring_submit_now(u);
     uring_unlock(u);
@@ -885,7 +926,7 @@ static int uring_watch_own(uring *u, int fd) {
     if (!uring_room(u, fd))
         return ENOMEM;
     uring_reg *r = uring_reg_at(u, fd);
-    *r = (uring_reg){.present = true, .events = EPOLLIN | EPOLLET, .dev = uring_dev32(st.st_dev), .ino = st.st_ino};
+    *r = (uring_reg){.present = true, .events = uring_events16(EPOLLIN | EPOLLET), .ident = uring_ident(&st)};
     return uring_arm(u, fd, r);
 }
 
@@ -970,6 +1011,7 @@ static void uring_close(rl__poller *rl) {
     free(u->pend);
     rl__span_free(u->regs, u->nregs, sizeof *u->regs);
     free(u->dirty);
+    free(u->cancels);
     free(u->level);
     free(u);
     rl->kstate = NULL;
@@ -1101,7 +1143,7 @@ static bool uring_take_rx(uring *u, int fd, uint32_t seq, uring_reg *r, const st
     if (!r->rx_armed)
         return false; /* queued: reported when armed (uring_fill) */
     r->rx_armed = false;
-    if (!(r->events & EPOLLONESHOT)) {
+    if (!(r->events & URING_ONESHOT)) {
         /* level: the next fill reports the queue, or waits for the live receive */
         if (!more || r->dirty || !uring_grow(&u->level, &u->caplevel, u->nlevel + 1, sizeof *u->level, 16))
             (void)uring_arm(u, fd, r);
@@ -1228,7 +1270,7 @@ static bool uring_take(uring *u, const struct io_uring_cqe *cqe, struct epoll_ev
         }
         return false;
     }
-    bool level = !(r->events & (EPOLLONESHOT | EPOLLET));
+    bool level = !(r->events & (URING_ONESHOT | URING_ET));
     if (cqe->res == -EBADF && level) {
         /* The number was closed behind the loop's back while it kept the
          * fd enabled: reported as ready for what it asked (the callouts'
@@ -1253,7 +1295,7 @@ static bool uring_take(uring *u, const struct io_uring_cqe *cqe, struct epoll_ev
     }
     if (!more) {
         r->seq = 0;
-        if (level || (r->events & (EPOLLET | EPOLLONESHOT)) == EPOLLET)
+        if (level || (r->events & (URING_ET | URING_ONESHOT)) == URING_ET)
             (void)uring_arm(u, fd, r); /* level: asked again by the next wait; multishot ended: again */
     }
     ev->events = (uint32_t)cqe->res;
@@ -1269,12 +1311,17 @@ static int uring_enter(uring *u, bool wait, long long ns) {
     uring_lock(u);
     int submit = uring_prepare(u);
     bool kept = u->headpend < u->npend; /* reports at hand: no waiting */
+    /* A removal submitted: this enter (GETEVENTS) runs its completion work,
+     * so the next removal's submission need not (uring_submit_now). */
+    bool removed = submit >= 0 && u->cancelled;
+    if (removed)
+        u->cancelled = false;
     uring_unlock(u);
     if (submit < 0)
         return -submit;
     wait = wait && !kept;
     wait = wait && io_uring_cq_ready(&u->ring) == 0;
-    if (!submit && !wait && io_uring_cq_ready(&u->ring) > 0)
+    if (!submit && !wait && !removed && io_uring_cq_ready(&u->ring) > 0)
         return 0; /* reports at hand */
     int r;
     if (wait && ns >= 0) {
