@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -375,6 +376,60 @@ static void test_loop_references_refuse_extra_release(void **state) {
     assert_true(RLRunLoopObserverInvalidate(o)); /* the loop drops it: freed now (valgrind checks) */
 }
 
+/* An object's header is 16 bytes: its class is kept as the low 32 bits of
+ * the class's address, with where its memory is from (the pool, malloc, a
+ * part of another object's block). Every kind of object keeps its class
+ * and type ID, is told from objects of other classes (a clear error naming
+ * both), and is freed the way it was made (AddressSanitizer, valgrind). */
+static void objects_of_every_allocation_keep_their_class(void) {
+    assert_int_equal(sizeof(rl__object), 16);
+    uint8_t big[4096] = {1};
+    RLDataRef pooled = RLDataCreate(NULL, big, 16);  /* a pool block */
+    RLDataRef heaped = RLDataCreate(NULL, big, sizeof big); /* over RL_POOL_MAX: malloc */
+    assert_non_null(pooled);
+    assert_non_null(heaped);
+    int sv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    RLSocketRef sock = RLSocketCreateWithNative(NULL, sv[0], kRLSocketReadCallBack, NULL, NULL);
+    assert_non_null(sock);
+    RLRunLoopSourceRef part = RLSocketCreateRunLoopSource(NULL, sock, 0); /* in the socket's block */
+    assert_non_null(part);
+    const void *objs[] = {pooled, heaped, sock, part, kRLBooleanTrue};
+    const char *names[] = {"RLData", "RLData", "RLSocket", "RLRunLoopSource", "RLBoolean"};
+    for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) {
+        assert_string_equal(RLGetTypeName(objs[i]), names[i]);
+        for (size_t j = 0; j < sizeof objs / sizeof *objs; j++)
+            assert_true((RLGetTypeID(objs[i]) == RLGetTypeID(objs[j])) == !strcmp(names[i], names[j]));
+        char *d = RLCopyDescription(objs[i]);
+        assert_non_null(d);
+        assert_non_null(strstr(d, names[i]));
+        free(d);
+    }
+    assert_int_equal(RLGetTypeID(sock), RLSocketGetTypeID());
+    assert_int_equal(RLGetTypeID(part), RLRunLoopSourceGetTypeID());
+    assert_int_equal(RLGetTypeID(kRLBooleanFalse), RLGetTypeID(kRLBooleanTrue));
+    /* Taken for another class: refused, both classes named. */
+    assert_rl_fails(RLDataGetLength((RLDataRef)(const void *)part) == 16, kRLErrorInvalidObject);
+    assert_false(RLRunLoopSourceIsValid((RLRunLoopSourceRef)(const void *)kRLBooleanTrue));
+    RLError e = RLErrorGetLast();
+    assert_int_equal(e.code, kRLErrorInvalidObject);
+    assert_non_null(strstr(e.message, "RLBoolean"));
+    assert_non_null(strstr(e.message, "RLRunLoopSource"));
+    RLErrorClear();
+    assert_int_equal(RLDataGetLength(heaped), sizeof big);
+    RLRelease(part);
+    RLSocketInvalidate(sock);
+    RLRelease(sock);
+    RLRelease(pooled);
+    RLRelease(heaped);
+    close(sv[1]);
+}
+
+static void test_objects_of_every_allocation_keep_their_class(void **state) {
+    (void)state;
+    objects_of_every_allocation_keep_their_class();
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_error_starts_empty_and_clears),
@@ -389,6 +444,7 @@ int main(void) {
         cmocka_unit_test(test_stale_release_across_threads_is_refused),
         cmocka_unit_test(test_get_rule_objects_refuse_release),
         cmocka_unit_test(test_loop_references_refuse_extra_release),
+        cmocka_unit_test(test_objects_of_every_allocation_keep_their_class),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -206,7 +206,7 @@ static void *row_thread(void *arg) {
         assert_non_null(ts[i]);
     }
     for (int i = 1; i < NROW; i++)
-        *forward += (char *)ts[i] - (char *)ts[i - 1] == (long)sizeof(struct RLRunLoopTimer);
+        *forward += (char *)ts[i] - (char *)ts[i - 1] == (long)RL__TIMER_SIZE;
     for (int i = 0; i < NROW; i++) RLRelease(ts[i]);
     free(ts);
     return NULL;

@@ -76,8 +76,7 @@ __attribute__((always_inline)) static inline void *object_alloc(const rl__class 
         rl__fail(kRLErrorNoMemory, fn, "out of memory allocating %s", cls->name);
         return NULL;
     }
-    o->pooled = pooled;
-    o->cls = cls;
+    o->kind = rl__obj_kind(cls, pooled);
     atomic_init(&o->rc, 1);
     atomic_init(&o->magic, RL__MAGIC_ALIVE);
     return o;
@@ -118,8 +117,8 @@ bool rl__object_check_fail(const void *obj, const rl__class *cls, const char *fn
     const rl__object *o = obj;
     if (RL__UNLIKELY(atomic_load_explicit(&o->magic, memory_order_relaxed) != RL__MAGIC_ALIVE))
         return rl__fail(kRLErrorInvalidObject, fn, "%p is not a live CRunLoop object (released?)", obj);
-    if (RL__UNLIKELY(cls != NULL && o->cls != cls))
-        return rl__fail(kRLErrorInvalidObject, fn, "%p is a %s, not a %s", obj, o->cls->name, cls->name);
+    if (RL__UNLIKELY(cls != NULL && !rl__is_class(o, cls)))
+        return rl__fail(kRLErrorInvalidObject, fn, "%p is a %s, not a %s", obj, rl__cls(o)->name, cls->name);
     return true;
 }
 
@@ -175,7 +174,7 @@ void rl__object_set_kept_class(const rl__kept_class *k) {
 
 static inline const rl__kept_class *kept_for(const rl__object *o) {
     const rl__kept_class *k = atomic_load_explicit(&kept_class, memory_order_acquire);
-    return k && k->cls == o->cls ? k : NULL;
+    return k && rl__is_class(o, k->cls) ? k : NULL;
 }
 
 /* Drops one reference: `held` says whether it is one the library marked
@@ -199,8 +198,12 @@ static bool release_object(const void *obj, bool held, const char *fn) {
         }
         if (RL__UNLIKELY(!held && count <= kept))
             return rl__object_not_owner(obj, fn);
-        if (count == 1 && o->cls->can_destroy && !o->cls->can_destroy(o))
-            return false;
+        if (count == 1) {
+            /* Not a static boolean: its count never comes down to 1 (held). */
+            bool (*can_destroy)(void *) = rl__cls_dynamic(o)->can_destroy;
+            if (can_destroy && !can_destroy(o))
+                return false;
+        }
         const rl__kept_class *k = count == 1 ? kept_for(o) : NULL;
         if (k) {
             int r = k->last_release(o, step, fn);
@@ -227,7 +230,7 @@ bool rl__object_not_owner(const void *obj, const char *fn) {
     return rl__fail(kRLErrorNotOwner, fn,
                     "%p (%s) is kept by the library: its references all belong to CRunLoop (a Get-rule "
                     "result is not the caller's to release; release only what Create, Copy or RLRetain gave)",
-                    obj, ((const rl__object *)obj)->cls->name);
+                    obj, rl__cls(obj)->name);
 }
 
 void rl__object_finalize(void *obj) {
@@ -238,9 +241,10 @@ void rl__object_finalize(void *obj) {
      * going through free). */
     (void)atomic_load_explicit(&o->rc, memory_order_acquire);
     atomic_store_explicit(&o->magic, RL__MAGIC_DEAD, memory_order_relaxed);
-    uint32_t pooled = o->pooled; /* a part's finalizer may free its block: read before */
-    if (o->cls->finalize)
-        o->cls->finalize(o);
+    uint32_t pooled = rl__obj_pooled(o); /* a part's finalizer may free its block: read before */
+    const rl__class *cls = rl__cls_dynamic(o); /* a static boolean is never finalized */
+    if (cls->finalize)
+        cls->finalize(o);
     if (pooled >= RL__POOLED_PART)
         return; /* the block goes with its first object */
     if (pooled)
@@ -251,15 +255,14 @@ void rl__object_finalize(void *obj) {
 
 void rl__object_init_part(void *obj, const rl__class *cls) {
     rl__object *o = obj;
-    o->pooled = RL__POOLED_PART;
-    o->cls = cls;
+    o->kind = rl__obj_kind(cls, RL__POOLED_PART);
     atomic_init(&o->rc, 1);
     atomic_init(&o->magic, RL__MAGIC_ALIVE);
 }
 
 size_t rl__object_block_bytes(const void *first) {
     const rl__object *o = first;
-    return o->pooled ? rl__pool_block_size(o) : malloc_usable_size((void *)o) + sizeof(size_t);
+    return rl__obj_pooled(o) ? rl__pool_block_size(o) : malloc_usable_size((void *)o) + sizeof(size_t);
 }
 
 bool RLRelease(RLTypeRef obj) { return release_object(obj, false, "RLRelease"); }
@@ -288,7 +291,7 @@ const char *RLGetTypeName(RLTypeRef obj) {
         return "RLString";
     if (kind != RL_ANY_OBJECT)
         return NULL;
-    return ((const rl__object *)obj)->cls->name;
+    return rl__cls(obj)->name;
 }
 
 RLTypeID RLGetTypeID(RLTypeRef obj) {
@@ -297,7 +300,7 @@ RLTypeID RLGetTypeID(RLTypeRef obj) {
         return strings()->type_id();
     if (kind != RL_ANY_OBJECT)
         return 0;
-    return rl__type_id(((const rl__object *)obj)->cls);
+    return rl__type_id(rl__cls(obj));
 }
 
 char *RLCopyDescription(RLTypeRef obj) {
@@ -311,10 +314,10 @@ char *RLCopyDescription(RLTypeRef obj) {
     if (kind != RL_ANY_OBJECT)
         return NULL;
     const rl__object *o = obj;
-    if (o->cls->describe)
-        return o->cls->describe(o);
+    if (rl__cls(o)->describe)
+        return rl__cls(o)->describe(o);
     char *s = NULL;
-    if (asprintf(&s, "<%s %p>", o->cls->name, obj) < 0) {
+    if (asprintf(&s, "<%s %p>", rl__cls(o)->name, obj) < 0) {
         rl__fail(kRLErrorNoMemory, "RLCopyDescription", "out of memory");
         return NULL;
     }

@@ -74,10 +74,24 @@ RL__HIDDEN void rl__object_set_kept_class(const rl__kept_class *k);
 #define RL__MAGIC_ALIVE 0x524c4f42u /* "RLOB" */
 #define RL__MAGIC_DEAD 0xdeadbeefu
 
+/* The booleans' class (RLNumber.c): its two objects are static, and their
+ * `kind` (rl__object) is the constant RL__KIND_BOOLEAN. */
+RL__HIDDEN extern const rl__class rl__boolean_class;
+
+/* 16 bytes (before: 24, with the class as a pointer and the pool flag in
+ * a word of its own): a socket and its run-loop source, one block, hold
+ * two. */
 typedef struct rl__object {
     _Atomic uint32_t magic;
-    uint32_t pooled; /* its memory is from rl_pool.c, not malloc */
-    const rl__class *cls;
+    /* Its class and where its memory is from, in one word (rl__cls,
+     * rl__obj_pooled, rl__is_class): the low 32 bits of the class's
+     * address (every class is a static, 8-aligned object of the library's,
+     * in one image of less than 2 GiB: no two classes share them), its
+     * low 2 bits 0 (malloc), 1 (the pool) or RL__POOLED_PART; the static
+     * booleans' RL__KIND_BOOLEAN. Set at creation, never changed. So a
+     * class check is one load, a mask and a compare with the class's
+     * address, as with a pointer to the class. */
+    uint32_t kind;
     /* Two counts in one word, so that both change in one atomic step: the
      * low bits count every reference, the bits from RL__HELD_ONE up count
      * those among them that the library keeps for itself (a thread's own
@@ -89,6 +103,46 @@ typedef struct rl__object {
 
 #define RL__HELD_ONE ((long)1 << 40)
 #define RL__RC_MASK (RL__HELD_ONE - 1)
+
+/* rl__object's `kind`'s bits that say where its memory is from. */
+#define RL__POOLED_BITS 3u
+
+/* The static booleans' `kind`: 4 in the class bits, which no class's
+ * address (8-aligned) has, and 3 in the pool bits, which no allocation
+ * has: a constant (a class's address is not one, in a shared library), and
+ * never taken for another class's. They are never freed. */
+#define RL__KIND_BOOLEAN 7u
+
+/* The `kind` of an object of class cls whose memory is `pooled` (0, 1 or
+ * RL__POOLED_PART). */
+static inline uint32_t rl__obj_kind(const rl__class *cls, uint32_t pooled) {
+    return (uint32_t)(uintptr_t)cls | pooled;
+}
+
+/* The class of o, which is not a static boolean (an object that can be
+ * finalized): the class whose address has the low 32 bits o keeps, in the
+ * library's image (within 2 GiB of any of its classes: counted from one). */
+static inline const rl__class *rl__cls_dynamic(const void *o) {
+    uintptr_t at = (uintptr_t)&rl__boolean_class;
+    int32_t d = (int32_t)((((const rl__object *)o)->kind & ~RL__POOLED_BITS) - (uint32_t)at);
+    return (const rl__class *)(at + (uintptr_t)(intptr_t)d);
+}
+
+/* o's class. */
+static inline const rl__class *rl__cls(const void *o) {
+    if (RL__UNLIKELY(((const rl__object *)o)->kind == RL__KIND_BOOLEAN))
+        return &rl__boolean_class;
+    return rl__cls_dynamic(o);
+}
+
+/* Whether o (a header read, alive or not) is of class cls (the static
+ * booleans are told by their address, RLNumber.c). */
+static inline bool rl__is_class(const void *o, const rl__class *cls) {
+    return (((const rl__object *)o)->kind & ~RL__POOLED_BITS) == (uint32_t)(uintptr_t)cls;
+}
+
+/* Where o's memory is from: 0 (malloc), 1 (the pool), RL__POOLED_PART. */
+static inline uint32_t rl__obj_pooled(const void *o) { return ((const rl__object *)o)->kind & RL__POOLED_BITS; }
 
 /* Marks one reference the caller (library code) already has as kept by
  * the library: from now on only rl__object_unhold drops it. */
@@ -121,8 +175,8 @@ RL__HIDDEN void *rl__object_alloc_head(const rl__class *cls, size_t head, size_t
 RL__HIDDEN void *rl__object_alloc_packed(const rl__class *cls, size_t size, const char *fn);
 
 /* An object inside another's block (an fd source in its RLSocket's or
- * RLFileDescriptor's: runloop_internal.h): its header has `pooled`
- * RL__POOLED_PART, so releasing its last reference runs its finalizer and
+ * RLFileDescriptor's: runloop_internal.h): its header says
+ * RL__POOLED_PART (rl__obj_pooled), so releasing its last reference runs its finalizer and
  * frees nothing; the block goes with the block's first object, which
  * must outlive it (an fd source holds a reference on its owner while
  * counted). */
@@ -144,7 +198,7 @@ RL__HIDDEN bool rl__object_check_fail(const void *obj, const rl__class *cls, con
 static inline bool rl__object_check(const void *obj, const rl__class *cls, const char *fn) {
     const rl__object *o = obj;
     if (RL__LIKELY(o != NULL && atomic_load_explicit(&o->magic, memory_order_relaxed) == RL__MAGIC_ALIVE &&
-                   (cls == NULL || o->cls == cls)))
+                   (cls == NULL || rl__is_class(o, cls))))
         return true;
     return rl__object_check_fail(obj, cls, fn);
 }

@@ -128,7 +128,7 @@ bool RLDataEqual(RLDataRef a, RLDataRef b) {
 
 bool rl__is_data(const void *obj) {
     const rl__object *o = obj;
-    return o && atomic_load_explicit(&o->magic, memory_order_relaxed) == RL__MAGIC_ALIVE && o->cls == &data_class;
+    return o && atomic_load_explicit(&o->magic, memory_order_relaxed) == RL__MAGIC_ALIVE && rl__is_class(o, &data_class);
 }
 
 bool rl__data_view(RLDataRef data, const uint8_t **bytes, size_t *length) {

@@ -27,16 +27,16 @@ static char *boolean_describe(const void *obj) {
     return s;
 }
 
-static const rl__class boolean_class = {"RLBoolean", NULL, NULL, boolean_describe};
+const rl__class rl__boolean_class = {"RLBoolean", NULL, NULL, boolean_describe};
 
 /* 8-aligned like every object: the generic functions read a header only
  * at an aligned address. */
 static struct RLBoolean true_object __attribute__((aligned(8))) = {
-    .base = {.magic = RL__MAGIC_ALIVE, .cls = &boolean_class, .rc = RL__HELD_ONE + 1},
+    .base = {.magic = RL__MAGIC_ALIVE, .kind = RL__KIND_BOOLEAN, .rc = RL__HELD_ONE + 1},
     .value = true,
 };
 static struct RLBoolean false_object __attribute__((aligned(8))) = {
-    .base = {.magic = RL__MAGIC_ALIVE, .cls = &boolean_class, .rc = RL__HELD_ONE + 1},
+    .base = {.magic = RL__MAGIC_ALIVE, .kind = RL__KIND_BOOLEAN, .rc = RL__HELD_ONE + 1},
     .value = false,
 };
 
@@ -47,7 +47,7 @@ bool RLBooleanGetValue(RLBooleanRef boolean) {
     if (boolean == kRLBooleanTrue)
         return true;
     if (boolean != kRLBooleanFalse)
-        (void)rl__object_check(boolean, &boolean_class, __func__); /* sets the error */
+        (void)rl__object_check(boolean, &rl__boolean_class, __func__); /* sets the error */
     return false;
 }
 
@@ -267,7 +267,7 @@ RLComparisonResult RLNumberCompare(RLNumberRef number, RLNumberRef otherNumber, 
 bool rl__is_number(const void *obj) {
     const rl__object *o = obj;
     return o && ((uintptr_t)obj & 7) == 0 && atomic_load_explicit(&o->magic, memory_order_relaxed) == RL__MAGIC_ALIVE &&
-           o->cls == &number_class;
+           rl__is_class(o, &number_class);
 }
 
 bool rl__is_boolean(const void *obj) { return obj == kRLBooleanTrue || obj == kRLBooleanFalse; }

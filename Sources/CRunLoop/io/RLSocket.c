@@ -156,12 +156,12 @@ typedef struct sock_rare {
 static _Atomic uint32_t sock_peer_epoch;
 
 /* The socket's size: its fd source follows it in its block. */
-#define RL_SOCKET_SIZE 80
+#define RL_SOCKET_SIZE 72
 
-/* 80 bytes (checked below), followed in the same block by its run-loop
+/* 72 bytes (checked below), followed in the same block by its run-loop
  * source, which carries the fd state the loops read (RL_FD_SOURCE_SIZE,
- * 144, its first membership inside): one allocation of 224 bytes, a
- * packed pool class (before: 240, with a serial, the ring's queue and a
+ * 136, its first membership inside): one allocation of 208 bytes, a
+ * packed pool class (before: 224, with 24-byte object headers; 240, with a serial, the ring's queue and a
  * 24-byte peer address in the socket; before that 160 with a separate fd
  * object, and the source's 128 besides). Its fd is its source's (sock_fd), its context's
  * release in its rare part (sock_releaser). While valid, s holds a
@@ -221,7 +221,7 @@ struct RLSocket {
 _Static_assert(sizeof(struct RLSocket) <= RL_SOCKET_SIZE, "RLSocket outgrew its block");
 _Static_assert(RL_SOCKET_SIZE % 8 == 0, "the fd source after the socket is 8-aligned");
 _Static_assert(RL_SOCKET_SIZE == RL_FD_OWNER_SIZE, "the fd source sits where its loop looks for it");
-_Static_assert(RL_SOCKET_SIZE + RL_FD_SOURCE_SIZE == 224, "a socket and its fd source: one block of 224 bytes");
+_Static_assert(RL_SOCKET_SIZE + RL_FD_SOURCE_SIZE == 208, "a socket and its fd source: one block of 208 bytes");
 
 /* The release of s's info (rl__fdobj_releaser): its context's, in its
  * rare part (made whenever the context has callbacks). */
@@ -1813,7 +1813,7 @@ RLRunLoopSourceRef RLSocketCreateRunLoopSource(RLAllocatorRef allocator, RLSocke
  * what malloc gave it). */
 static size_t object_bytes(const void *obj) {
     const rl__object *o = obj;
-    return o->pooled ? rl__pool_block_size(o) : malloc_usable_size((void *)o);
+    return rl__obj_pooled(o) ? rl__pool_block_size(o) : malloc_usable_size((void *)o);
 }
 
 /* For the tests: the memory s holds as its own: its block (with its fd

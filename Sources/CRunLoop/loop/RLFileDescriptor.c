@@ -68,7 +68,7 @@ _Static_assert(RL__FDSOURCE_SIZE == RL_FD_SOURCE_SIZE, "rl_callout.h says the si
 _Static_assert(sizeof(struct RLRunLoopSource) + offsetof(rl__fdstate, fd) == RL_FD_SOURCE_FD_OFFSET,
                "rl_callout.h says where an fd source's fd is");
 _Static_assert(sizeof(((rl__fdstate *)0)->fd) == sizeof(int), "an fd source's fd is an int");
-_Static_assert(RL__FD_OWNER_SIZE + RL__FDSOURCE_SIZE == 224, "an fd source and its owner: one block of 224 bytes");
+_Static_assert(RL__FD_OWNER_SIZE + RL__FDSOURCE_SIZE == 208, "an fd source and its owner: one block of 208 bytes");
 
 const rl__class rl__fd_class = {"RLFileDescriptor", fd_finalize, NULL, fd_describe};
 

@@ -916,7 +916,7 @@ static __attribute__((noinline)) bool remove_timer(RLRunLoopRef rl, RLRunLoopTim
  * no error set (the way above sets it). */
 static inline bool live(const void *obj, const rl__class *cls) {
     const rl__object *o = obj;
-    return o && atomic_load_explicit(&o->magic, memory_order_relaxed) == RL__MAGIC_ALIVE && o->cls == cls;
+    return o && atomic_load_explicit(&o->magic, memory_order_relaxed) == RL__MAGIC_ALIVE && rl__is_class(o, cls);
 }
 
 /* The owner's hot paths below need no check of the loop's wait: they run

@@ -81,7 +81,7 @@ RLRunLoopSourceRef RLRunLoopSourceCreate(RLAllocatorRef allocator, RLIndex order
 
 size_t rl__source_footprint(RLRunLoopSourceRef s) {
     /* An fd source's block is its owner's, counted there. */
-    size_t n = rl__source_is_fd(s) ? 0 : s->base.pooled ? rl__pool_block_size(s) : malloc_usable_size(s) + sizeof(size_t);
+    size_t n = rl__source_is_fd(s) ? 0 : rl__obj_pooled(s) ? rl__pool_block_size(s) : malloc_usable_size(s) + sizeof(size_t);
     rl__olock_lock(&s->lock);
     rl__memb *m;
     RL_ITEMQ_FOREACH(m, &s->membs) {

@@ -38,11 +38,11 @@ RL__HIDDEN RLRunLoopRef rl__runloop_get_for_thread(pthread_t thread);
  * after them, RL_FD_SOURCE_SIZE bytes (runloop_internal.h's RL__FDSOURCE_SIZE
  * says who holds what). The functions below take that source (or an
  * RLFileDescriptor's). */
-#define RL_FD_OWNER_SIZE 80
-#define RL_FD_SOURCE_SIZE 144
+#define RL_FD_OWNER_SIZE 72
+#define RL_FD_SOURCE_SIZE 136
 /* Where in an fd source its fd is (an int, set by rl__fdsrc_init and never
  * changed): the owner reads its fd there instead of keeping a copy. */
-#define RL_FD_SOURCE_FD_OFFSET 120
+#define RL_FD_SOURCE_FD_OFFSET 112
 
 /* Makes the fd source at `at` (which must be owner + RL_FD_OWNER_SIZE,
  * zeroed) for fd (which must be open): asleep (no reference counts it, in

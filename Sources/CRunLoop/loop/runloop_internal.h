@@ -245,7 +245,7 @@ struct RLRunLoopSource {
     _Alignas(rl__memb) unsigned char inline_memb[offsetof(rl__memb, snext)];
     rl__source_tail tail[]; /* has_ctx: one; else the fd state (RL__FDSOURCE_SIZE) */
 };
-_Static_assert(sizeof(struct RLRunLoopSource) == 120, "a source less its tail: 120 bytes");
+_Static_assert(sizeof(struct RLRunLoopSource) == 112, "a source less its tail: 112 bytes");
 _Static_assert(offsetof(struct RLRunLoopSource, tail) + offsetof(rl__source_tail, inline_snext) ==
                    offsetof(struct RLRunLoopSource, inline_memb) + offsetof(rl__memb, snext),
                "a program's source's inline membership ends in its tail");
@@ -289,14 +289,15 @@ static inline bool rl__source_same_shape(const struct RLRunLoopSource *a, const 
 
 /* ---- timers ---- */
 
-/* A timer is 128 bytes (RL__TIMER_SIZE), two cache lines: what every
+/* A timer is a block of 128 bytes (RL__TIMER_SIZE), two cache lines (120
+ * of them its fields, 8 spare since the object header is 16): what every
  * timer needs, its first membership inline, and a pointer to an extension
  * that holds what most timers do without, made when a timer first needs
  * it (rl__timer_ext_make): a repeating timer's grid, a tolerance, an
  * order, the context's retain, release and copyDescription callbacks, the
  * memberships beyond the first. A one-shot timer in one mode
  * with no tolerance, the usual case, has none. What adding or removing a
- * timer touches is its first 88 bytes: the object header, home, flags,
+ * timer touches is its first 80 bytes: the object header, home, flags,
  * stamp thread, home slot and its inline membership. The loop a timer is
  * in (a timer is in at most one) is its home (see "homes" below), where
  * its memberships are. */
@@ -384,7 +385,7 @@ struct RLRunLoopTimer {
     rl__timer_ext *_Atomic ext;
 };
 #define RL__TIMER_SIZE 128
-_Static_assert(sizeof(struct RLRunLoopTimer) == RL__TIMER_SIZE, "timer: 128 bytes, two lines (a pool class)");
+_Static_assert(sizeof(struct RLRunLoopTimer) <= RL__TIMER_SIZE, "timer: 128 bytes at most, two lines (a pool class)");
 _Static_assert(RL__TIMER_MEMB_SIZE == 40, "membership: a timer's inline part is 40 bytes");
 _Static_assert(offsetof(struct RLRunLoopTimer, fire_date) + sizeof(double) <= 96,
                "timer: what adding it reads and writes is in its first 96 bytes");
@@ -546,8 +547,8 @@ _Static_assert(sizeof(rl__fdstate) == 24, "an fd state: 24 bytes");
  * state of its owner after it (where a program's source has its tail),
  * always a part of the owner's block, right after the owner's
  * RL__FD_OWNER_SIZE bytes (an RLSocket's; an RLFileDescriptor's): one
- * block of 224 bytes for both (a packed pool class; before: 240, with
- * a 96-byte owner; before that the owner
+ * block of 208 bytes for both (a packed pool class; before: 224, with
+ * 24-byte object headers; 240, with a 96-byte owner; before that the owner
  * and its fd object, 160 or 128 bytes, and the source, 128).
  *
  * Ownership. The owner makes its source with it (rl__fdsrc_init), asleep:
@@ -567,9 +568,9 @@ _Static_assert(sizeof(rl__fdstate) == 24, "an fd state: 24 bytes");
  * RLSocket also holds a reference on itself while valid (as CF keeps
  * every valid socket), an RLFileDescriptor does not (a program's, freed
  * when released, as before). */
-#define RL__FDSOURCE_SIZE 144
-#define RL__FD_OWNER_SIZE 80
-_Static_assert(sizeof(struct RLRunLoopSource) + sizeof(rl__fdstate) == RL__FDSOURCE_SIZE, "an fd source: 144 bytes");
+#define RL__FDSOURCE_SIZE 136
+#define RL__FD_OWNER_SIZE 72
+_Static_assert(sizeof(struct RLRunLoopSource) + sizeof(rl__fdstate) == RL__FDSOURCE_SIZE, "an fd source: 136 bytes");
 _Static_assert(sizeof(struct RLRunLoopSource) % _Alignof(rl__fdstate) == 0, "the fd state follows the source");
 
 /* A magic an asleep fd source has (RLBase.h's are ALIVE and DEAD): not an
@@ -617,7 +618,7 @@ static inline uint32_t rl__fd_dev32(dev_t dev) { return (uint32_t)dev; }
 
 /* Whether fd source s is an RLFileDescriptor's (else an RLSocket's). */
 static inline bool rl__fdsrc_of_program(const struct RLRunLoopSource *s) {
-    return ((const rl__object *)rl__fdsrc_owner(s))->cls == &rl__fd_class;
+    return rl__is_class(rl__fdsrc_owner(s), &rl__fd_class);
 }
 
 /* The library object that made fd source s for its callouts, or NULL (a

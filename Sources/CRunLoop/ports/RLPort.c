@@ -191,7 +191,7 @@ static bool msg_ok(RLPortMessageRef m, const char *fn) { return rl__object_check
 
 static bool is_port(const void *obj) {
     const rl__object *o = obj;
-    return o && atomic_load_explicit(&o->magic, memory_order_relaxed) == RL__MAGIC_ALIVE && o->cls == &port_class;
+    return o && atomic_load_explicit(&o->magic, memory_order_relaxed) == RL__MAGIC_ALIVE && rl__is_class(o, &port_class);
 }
 
 static bool comps_ok(const RLTypeRef *comps, RLIndex count, const char *fn) {

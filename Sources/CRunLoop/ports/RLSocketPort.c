@@ -275,7 +275,7 @@ static bool sp_ok(RLSocketPortRef sp, const char *fn) { return rl__object_check(
 static bool is_sockport(const void *obj) {
     const rl__object *o = obj;
     return o && atomic_load_explicit(&o->magic, memory_order_relaxed) == RL__MAGIC_ALIVE &&
-           o->cls == &socket_port_class;
+           rl__is_class(o, &socket_port_class);
 }
 
 static struct RLSocketPort *sp_new(bool remote, const char *fn) {

@@ -52,7 +52,7 @@ static inline bool rl__check(const void *obj, const rl__class *cls, const char *
     const rl__object *o = obj;
     if (RL__LIKELY(o != NULL &&
                    atomic_load_explicit(&o->magic, memory_order_relaxed) == RL__MAGIC_ALIVE &&
-                   o->cls == cls))
+                   rl__is_class(o, cls)))
         return true;
     return rl__object_check(obj, cls, fn);
 }
