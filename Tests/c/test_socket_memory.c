@@ -411,12 +411,13 @@ static void test_fd_table_holds_no_block_for_one_source(void **state) {
     size_t blocks;
     size_t bytes = rl__fd_table_bytes(rl, &blocks);
     assert_int_equal(blocks, 0);
-    /* 24 bytes an entry (before: 32), entries for a power-of-two span of
-     * fd numbers (16 at least) within 0 to the highest watched. */
+    /* 16 bytes an entry (before: 24, and 32 before that), entries for a
+     * power-of-two span of fd numbers (16 at least) within 0 to the
+     * highest watched. */
     size_t span = 16;
     while (span < (size_t)p[N - 1][0] + 1)
         span *= 2;
-    assert_true(bytes <= 24 * span);
+    assert_true(bytes <= 16 * span);
 
     RLFileDescriptorRef g = watch(p[0][0]), h = watch(p[0][0]);
     (void)rl__fd_table_bytes(rl, &blocks);
