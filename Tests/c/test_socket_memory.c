@@ -3,7 +3,7 @@
  * object's, nothing else (no read buffer, no RLData for its peer's
  * address, which each Data callback still gets, right, whatever the
  * callbacks keep); a loop's fd table holds no allocation per fd that has
- * one source, 24 bytes an entry. */
+ * one source, 16 bytes an entry. */
 #include "testutil.h"
 
 #include <crunloop/RLFileDescriptor.h>
@@ -802,7 +802,7 @@ static size_t resident_pages(const void *p, size_t len) {
 }
 
 typedef struct span_rec {
-    uint64_t a, b, c; /* 24 bytes, as a loop's fd table entry */
+    uint64_t a, b, c; /* 24 bytes: between a loop's fd table entry (16) and the io_uring backend's record (40) */
 } span_rec;
 
 /* An fd-indexed table doubled to fit a far fd takes memory for the
