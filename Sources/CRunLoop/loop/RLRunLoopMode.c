@@ -127,8 +127,8 @@ size_t rl__loop_held_bytes(RLRunLoopRef rl, rl__loop_mem *out) {
     held.due = rl->capdue * sizeof *rl->due;
     held.fds = rl->nfdtab * sizeof *rl->fdtab;
     for (size_t i = 0; i < rl->nfdtab; i++) /* one source lives in the entry; more in a block (rl_fdtab.c) */
-        if (rl->fdtab[i].capsrcs > 1)
-            held.fds += rl->fdtab[i].capsrcs * (sizeof(struct RLRunLoopSource *) + sizeof(uint16_t));
+        if (rl->fdtab[i].many)
+            held.fds += rl__fdsrcs_bytes(rl->fdtab[i].srcs.many->cap);
     rl__loop_unlock(rl);
     held.stats = rl__stats_bytes(rl);
     if (out)

@@ -34,19 +34,54 @@
  * while its callouts keep enabling it is found out within as many. */
 enum { RL_FD_CHECK_RUNS = 64 };
 _Static_assert(RL_FD_CHECK_RUNS < 256, "runs is a byte");
-_Static_assert((EPOLLIN | EPOLLOUT | EPOLLRDHUP) <= UINT16_MAX, "the wishes are 16 bits");
 
-/* The sources on r and their wishes (rl__fdreg): in the entry while it
- * has room for one, else in its block (sources, then wishes). */
+/* What the loop watches a fd for, two bits (rl__fdreg's want1, armed,
+ * fired; a block's wishes): the only epoll events it asks for. */
+enum {
+    /* EPOLLIN and EPOLLRDHUP: the peer's hang-up asked for too, so that a
+     * report says whether the stream may have ended (rl__fd_fire.quiet). */
+    RL_FDW_READ = 1,
+    RL_FDW_WRITE = 2, /* EPOLLOUT */
+};
+
+/* The epoll events for what w says. */
+static inline uint32_t fdw_events(uint32_t w) {
+    return (w & RL_FDW_READ ? EPOLLIN | EPOLLRDHUP : 0) | (w & RL_FDW_WRITE ? EPOLLOUT : 0);
+}
+
+/* Most sources on a fd a block holds: as many as before the counts moved
+ * into the block (16 bits each in the entry). */
+enum { RL_FD_MAX_SRCS = UINT16_MAX };
+
+/* The sources on r and their wishes (rl__fdreg): in the entry while there
+ * is one at most (`many` clear), else in its block (sources, then
+ * wishes). */
 static inline struct RLRunLoopSource **reg_srcs(rl__fdreg *r) {
-    return r->capsrcs <= 1 ? &r->srcs.one : r->srcs.many;
+    return r->many ? r->srcs.many->src : &r->srcs.one;
 }
-static inline uint16_t *reg_want(rl__fdreg *r) {
-    return r->capsrcs <= 1 ? &r->want1 : (uint16_t *)(r->srcs.many + r->capsrcs);
+static inline uint8_t *blk_want(rl__fdsrcs *b) { return (uint8_t *)(b->src + b->cap); }
+/* How many sources are on r. */
+static inline uint32_t reg_n(const rl__fdreg *r) { return r->many ? r->srcs.many->n : r->srcs.one != NULL; }
+/* At least as many as there are sources on r, and cheaper: one for the
+ * entry's (which may be none). */
+static inline uint32_t reg_most(const rl__fdreg *r) { return RL__UNLIKELY(r->many) ? r->srcs.many->n : 1; }
+/* Whether s is the one source on r. */
+static inline bool reg_alone(const rl__fdreg *r, const struct RLRunLoopSource *s) {
+    return r->many ? r->srcs.many->n == 1 && r->srcs.many->src[0] == s : r->srcs.one == s;
+}
+/* The wish of r's i-th source. */
+static inline uint32_t reg_want_at(rl__fdreg *r, uint32_t i) {
+    return r->many ? blk_want(r->srcs.many)[i] : r->want1;
+}
+static inline void reg_set_want(rl__fdreg *r, uint32_t i, uint32_t w) {
+    if (r->many)
+        blk_want(r->srcs.many)[i] = (uint8_t)w;
+    else
+        r->want1 = (uint8_t)w;
 }
 
-/* What src wants the loop to watch its fd for. The loop lock and src's
- * item lock held. */
+/* What src wants the loop to watch its fd for (RL_FDW_*). The loop lock
+ * and src's item lock held. */
 static uint32_t fd_desired(RLRunLoopRef rl, struct RLRunLoopSource *src) {
     rl__fdstate *f = rl__fdst(src);
     if (!src->valid || !rl__peek(f->valid) || rl__peek(f->stale) || !rl->armed_mode)
@@ -55,25 +90,24 @@ static uint32_t fd_desired(RLRunLoopRef rl, struct RLRunLoopSource *src) {
         return 0;
     /* Types a kept callout is making are off until it returns. */
     RLOptionFlags enabled = atomic_load_explicit(&f->enabled, memory_order_relaxed) & ~f->firing;
-    uint32_t ev = 0;
-    /* Read: the peer's hang-up asked for too, so that a report says
-     * whether the stream may have ended (rl__fd_fire.quiet). */
+    uint32_t w = 0;
     if (enabled & kRLFileDescriptorReadCallBack)
-        ev |= EPOLLIN | EPOLLRDHUP;
+        w |= RL_FDW_READ;
     if (enabled & kRLFileDescriptorWriteCallBack)
-        ev |= EPOLLOUT;
-    return ev;
+        w |= RL_FDW_WRITE;
+    return w;
 }
 
 /* The union of what the sources on r want: their wishes as last read under
  * each one's item lock (rl_fd_update), so no other source's lock is needed. */
 static uint32_t fd_want(RLRunLoopRef rl, rl__fdreg *r) {
     (void)rl;
-    if (r->capsrcs <= 1) /* one source, mostly */
-        return r->nsrcs ? r->want1 : 0;
+    if (!r->many) /* one source, mostly (none: 0) */
+        return r->want1;
+    rl__fdsrcs *b = r->srcs.many;
+    const uint8_t *w = blk_want(b);
     uint32_t want = 0;
-    const uint16_t *w = reg_want(r);
-    for (uint32_t i = 0; i < r->nsrcs; i++)
+    for (uint32_t i = 0; i < b->n; i++)
         want |= w[i];
     return want;
 }
@@ -88,7 +122,9 @@ static int fd_ctl(RLRunLoopRef rl, int op, int fd, uint32_t events, uint32_t gen
 }
 
 /* The events to give the kernel for `want`: one-shot unless persistent. */
-static uint32_t fd_flags(const rl__fdreg *r, uint32_t want) { return r->level ? want : want | EPOLLONESHOT; }
+static uint32_t fd_flags(const rl__fdreg *r, uint32_t want) {
+    return r->level ? fdw_events(want) : fdw_events(want) | EPOLLONESHOT;
+}
 
 static void fd_set_armed(RLRunLoopRef rl, rl__fdreg *r, uint32_t armed) {
     if ((r->armed == 0) != (armed == 0)) {
@@ -100,19 +136,19 @@ static void fd_set_armed(RLRunLoopRef rl, rl__fdreg *r, uint32_t armed) {
             rl->nalways -= r->always;
         }
     }
-    r->armed = (uint16_t)armed;
+    r->armed = (uint8_t)armed;
 }
 
 /* The objects on r (but `fresh`) no longer name the file they were made
  * for, or cannot be watched (err): they are not watched again, and say so
  * when enabled (RLFileDescriptor.c). */
 static void fd_mark_stale(rl__fdreg *r, struct RLRunLoopSource *fresh, int err) {
-    for (uint32_t i = 0; i < r->nsrcs; i++) {
+    for (uint32_t i = 0, n = reg_n(r); i < n; i++) {
         rl__fdstate *f = rl__fdst(reg_srcs(r)[i]);
         if (reg_srcs(r)[i] != fresh && !rl__peek(f->stale)) {
             rl__poke(f->stale, (uint8_t)err);
             atomic_store_explicit(&f->enabled, 0, memory_order_relaxed);
-            reg_want(r)[i] = 0;
+            reg_set_want(r, i, 0);
         }
     }
 }
@@ -122,12 +158,12 @@ static void fd_mark_stale(rl__fdreg *r, struct RLRunLoopSource *fresh, int err) 
 static void fd_check_identity(rl__fdreg *r, int fd) {
     struct stat st;
     int err = fstat(fd, &st) == 0 ? 0 : errno;
-    for (uint32_t i = 0; i < r->nsrcs; i++) {
+    for (uint32_t i = 0, n = reg_n(r); i < n; i++) {
         rl__fdstate *f = rl__fdst(reg_srcs(r)[i]);
         if (!rl__peek(f->stale) && (err || f->dev != rl__fd_dev32(st.st_dev) || f->ino != st.st_ino)) {
             rl__poke(f->stale, (uint8_t)(err ? err : ENOENT));
             atomic_store_explicit(&f->enabled, 0, memory_order_relaxed);
-            reg_want(r)[i] = 0;
+            reg_set_want(r, i, 0);
         }
     }
 }
@@ -140,9 +176,10 @@ static void fd_add(RLRunLoopRef rl, rl__fdreg *r, int fd) {
     if (want == 0)
         return;
     uint32_t gen = ++rl->fdgen ? rl->fdgen : ++rl->fdgen;
-    int err = fd_ctl(rl, EPOLL_CTL_ADD, fd, want | EPOLLONESHOT, gen);
+    uint32_t events = fdw_events(want) | EPOLLONESHOT;
+    int err = fd_ctl(rl, EPOLL_CTL_ADD, fd, events, gen);
     if (err == EEXIST) /* in the set under a tag given up on: take it over */
-        err = fd_ctl(rl, EPOLL_CTL_MOD, fd, want | EPOLLONESHOT, gen);
+        err = fd_ctl(rl, EPOLL_CTL_MOD, fd, events, gen);
     r->level = false;
     r->runs = 0;
     if (err == 0) {
@@ -264,32 +301,36 @@ bool rl__fd_register(RLRunLoopRef rl, struct RLRunLoopSource *src) {
     if (!fd_room(rl, fd))
         return false;
     rl__fdreg *r = fd_reg(rl, fd);
-    for (uint32_t i = 0; i < r->nsrcs; i++) {
+    uint32_t n = reg_n(r);
+    for (uint32_t i = 0; i < n; i++) {
         if (reg_srcs(r)[i] == src)
             return true;
     }
-    if (r->nsrcs == r->capsrcs) {
-        if (r->capsrcs == UINT16_MAX)
+    if (n == (r->many ? r->srcs.many->cap : 1)) {
+        if (n == RL_FD_MAX_SRCS)
             return false;
-        if (r->capsrcs == 0) {
-            r->capsrcs = 1; /* in the entry */
-        } else {
-            /* A block of sources, then wishes: the entry's one moves in. */
-            uint32_t cap = r->capsrcs * 2u > UINT16_MAX ? UINT16_MAX : r->capsrcs * 2u;
-            struct RLRunLoopSource **a = malloc(cap * (sizeof *a + sizeof(uint16_t)));
-            if (!a)
-                return false;
-            memcpy(a, reg_srcs(r), r->nsrcs * sizeof *a);
-            memcpy(a + cap, reg_want(r), r->nsrcs * sizeof(uint16_t));
-            if (r->capsrcs > 1)
-                free(r->srcs.many);
-            r->srcs.many = a;
-            r->capsrcs = (uint16_t)cap;
+        /* A (bigger) block of sources, then wishes: the entry's one, or
+         * the old block's, move in. */
+        uint32_t cap = n * 2u > RL_FD_MAX_SRCS ? RL_FD_MAX_SRCS : n * 2u;
+        rl__fdsrcs *b = malloc(rl__fdsrcs_bytes(cap));
+        if (!b)
+            return false;
+        b->n = n;
+        b->cap = cap;
+        for (uint32_t i = 0; i < n; i++) {
+            b->src[i] = reg_srcs(r)[i];
+            blk_want(b)[i] = (uint8_t)reg_want_at(r, i);
         }
+        if (r->many)
+            free(r->srcs.many);
+        r->srcs.many = b;
+        r->many = true;
+        r->want1 = 0;
     }
-    reg_srcs(r)[r->nsrcs] = src;
-    reg_want(r)[r->nsrcs] = (uint16_t)fd_desired(rl, src);
-    r->nsrcs++;
+    reg_srcs(r)[n] = src; /* one source: srcs.one set, the count with it */
+    reg_set_want(r, n, fd_desired(rl, src));
+    if (r->many)
+        r->srcs.many->n = n + 1;
     /* The number may have been closed and reused since the object (or the
      * others on it) were made. The kernel's registration, if there is one,
      * is asked too: it tells apart files that share an identity (eventfds). */
@@ -304,20 +345,27 @@ void rl__fd_unregister(RLRunLoopRef rl, struct RLRunLoopSource *src) {
     rl__fdreg *r = fd_reg(rl, fd);
     if (!r)
         return;
-    for (uint32_t i = 0; i < r->nsrcs; i++) {
+    for (uint32_t i = 0, n = reg_n(r); i < n; i++) {
         if (reg_srcs(r)[i] == src) {
-            memmove(&reg_srcs(r)[i], &reg_srcs(r)[i + 1], (r->nsrcs - i - 1) * sizeof *reg_srcs(r));
-            memmove(&reg_want(r)[i], &reg_want(r)[i + 1], (r->nsrcs - i - 1) * sizeof *reg_want(r));
-            r->nsrcs--;
+            if (r->many) {
+                rl__fdsrcs *b = r->srcs.many;
+                memmove(&b->src[i], &b->src[i + 1], (n - i - 1) * sizeof *b->src);
+                memmove(&blk_want(b)[i], &blk_want(b)[i + 1], n - i - 1);
+                b->n--;
+            } else {
+                r->srcs.one = NULL;
+                r->want1 = 0;
+            }
             /* The union of the others; none left: out of the set (errors
              * mean it is gone already). */
-            fd_sync_ex(rl, fd, r->nsrcs == 0 && r->gen != 0, NULL);
-            if (r->nsrcs == 0) {
+            fd_sync_ex(rl, fd, n == 1 && r->gen != 0, NULL);
+            if (n == 1) {
                 /* Nothing held for a number nobody watches. */
-                if (r->capsrcs > 1)
+                if (r->many)
                     free(r->srcs.many);
                 r->srcs.one = NULL;
-                r->capsrcs = 0;
+                r->many = false;
+                r->want1 = 0;
                 fd_set_armed(rl, r, 0);
                 r->gen = 0;
                 r->always = false;
@@ -339,9 +387,9 @@ void rl__fd_update(RLRunLoopRef rl, struct RLRunLoopSource *src) {
     rl__fdreg *r = fd_reg(rl, fd);
     if (!r)
         return;
-    for (uint32_t i = 0; i < r->nsrcs; i++) {
+    for (uint32_t i = 0, n = reg_n(r); i < n; i++) {
         if (reg_srcs(r)[i] == src) {
-            reg_want(r)[i] = fd_desired(rl, src);
+            reg_set_want(r, i, fd_desired(rl, src));
             fd_sync(rl, fd);
             return;
         }
@@ -353,10 +401,9 @@ void rl__fd_update(RLRunLoopRef rl, struct RLRunLoopSource *src) {
  * were; a report nobody served). Loop lock held. */
 static void fd_reread(RLRunLoopRef rl, rl__fdreg *r) {
     struct RLRunLoopSource **srcs = reg_srcs(r); /* fixed while the loop lock is held */
-    uint16_t *want = reg_want(r);
-    for (uint32_t i = 0, n = r->nsrcs; i < n; i++) {
+    for (uint32_t i = 0, n = reg_n(r); i < n; i++) {
         rl__olock_lock(&srcs[i]->lock);
-        want[i] = fd_desired(rl, srcs[i]);
+        reg_set_want(r, i, fd_desired(rl, srcs[i]));
         rl__olock_unlock(&srcs[i]->lock);
     }
 }
@@ -366,7 +413,7 @@ static void fd_reread(RLRunLoopRef rl, rl__fdreg *r) {
 void rl__fd_sync_all(RLRunLoopRef rl) {
     for (size_t i = 0; i < rl->nfdtab; i++) {
         rl__fdreg *r = &rl->fdtab[i];
-        if (!r->nsrcs)
+        if (!reg_n(r))
             continue;
         fd_reread(rl, r);
         fd_sync(rl, fd_at(rl, i));
@@ -460,7 +507,7 @@ void rl__fd_after_callout(RLRunLoopRef rl, rl__fd_fire *fire) {
          * re-armed the fd meanwhile (a run nested in the callout that
          * found it firing, another thread's change, a new source on the
          * number). Otherwise the wishes are read again, firing over. */
-        if (!r || (same && r->nsrcs == 1 && reg_srcs(r)[0] == fire->src && r->gen == fire->gen_at && r->level &&
+        if (!r || (same && reg_alone(r, fire->src) && r->gen == fire->gen_at && r->level &&
                    r->armed == fire->armed_at))
             return;
         fd_reread(rl, r);
@@ -500,7 +547,7 @@ static void fd_rebuild(RLRunLoopRef rl) {
     rl->mainq_armed = false; /* added to the new set before the wait (rl__mainq_arm) */
     for (size_t i = 0; i < rl->nfdtab; i++) {
         rl__fdreg *r = &rl->fdtab[i];
-        if (r->nsrcs == 0 || r->always || r->gen == 0)
+        if (reg_n(r) == 0 || r->always || r->gen == 0)
             continue;
         r->gen = 0;
         r->level = false;
@@ -567,7 +614,7 @@ size_t rl__fd_table_bytes(RLRunLoopRef rl, size_t *blocks) {
     rl__loop_lock(rl);
     size_t n = rl->nfdtab * sizeof *rl->fdtab, nb = 0;
     for (size_t i = 0; i < rl->nfdtab; i++) {
-        if (rl->fdtab[i].capsrcs > 1) {
+        if (rl->fdtab[i].many) {
             n += malloc_usable_size(rl->fdtab[i].srcs.many);
             nb++;
         }
@@ -583,36 +630,28 @@ size_t rl__fd_table_bytes(RLRunLoopRef rl, size_t *blocks) {
 /* Whether the types of f just reported on r may be kept: left enabled,
  * and the registration as it is, through the callout, instead of turned
  * off before it and on again after (the one-shot way). For a source alone
- * on its fd and in one loop (checked by the caller), whose owner enables
- * again after each callout what it got (f->kept), on a persistent
- * registration that is not due for its identity check. The fd object
- * marks them firing meanwhile: no loop delivers them or watches for them
- * (fd_desired) until the callout returns, so a run nested in it, or
- * another loop the source joins meanwhile, does not call it again inside
- * itself, nor spin on the ready fd. Source's item lock held. */
-static bool fd_keepable(const rl__fdreg *r, rl__fdstate *f, RLOptionFlags types) {
-    return RL_TRICK_KEPT && r->nsrcs == 1 && r->level && !r->always && r->gen != 0 && r->armed != 0 && !r->postponed &&
+ * on its fd (nsrcs: how many are on r) and in one loop (checked by the
+ * caller), whose owner enables again after each callout what it got
+ * (f->kept), on a persistent registration that is not due for its
+ * identity check. The fd object marks them firing meanwhile: no loop
+ * delivers them or watches for them (fd_desired) until the callout
+ * returns, so a run nested in it, or another loop the source joins
+ * meanwhile, does not call it again inside itself, nor spin on the ready
+ * fd. Source's item lock held. */
+static bool fd_keepable(const rl__fdreg *r, uint32_t nsrcs, rl__fdstate *f, RLOptionFlags types) {
+    return RL_TRICK_KEPT && nsrcs == 1 && r->level && !r->always && r->gen != 0 && r->armed != 0 && !r->postponed &&
            r->runs + 1 < RL_FD_CHECK_RUNS &&
            (types & ~atomic_load_explicit(&f->kept, memory_order_relaxed)) == 0;
 }
 
 /* Turns an epoll event into the callbacks to deliver, for each source on
- * fd (at most max) whose enabled callbacks match; one-shot: the delivered
- * types are disabled before the callout (each enabled type goes to one
- * loop only, should the source be in several). Returns how many went to
- * out; the caller re-arms the fd in the source's other loops, and settles
- * it here after the callouts. `later`: the loop has waited again since
- * this event (in a run nested in an earlier callout of the pass). Loop
- * lock held. */
-static size_t fd_take(RLRunLoopRef rl, rl__mode *m, int fd, uint32_t events, bool later, rl__fd_fire *out,
-                         size_t max) {
-    rl__fdreg *r = fd_reg(rl, fd);
-    if (!r)
-        return 0;
-    /* A persistent registration reported to the later wait too, if the fd
-     * was still ready: this report may have been served already. */
-    if (later && r->level)
-        return 0;
+ * fd (r: its registration; at most max) whose enabled callbacks match;
+ * one-shot: the delivered types are disabled before the callout (each
+ * enabled type goes to one loop only, should the source be in several).
+ * Returns how many went to out; the caller re-arms the fd in the source's
+ * other loops, and settles it here after the callouts. Loop lock held. */
+static size_t fd_take(RLRunLoopRef rl, rl__mode *m, rl__fdreg *r, int fd, uint32_t events, rl__fd_fire *out,
+                      size_t max) {
     RLOptionFlags ready = 0;
     if (events & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP))
         ready |= kRLFileDescriptorReadCallBack;
@@ -624,8 +663,7 @@ static size_t fd_take(RLRunLoopRef rl, rl__mode *m, int fd, uint32_t events, boo
     size_t n = 0;
     bool settle = false;
     struct RLRunLoopSource **srcs = reg_srcs(r); /* fixed while the loop lock is held */
-    uint16_t *want = reg_want(r);
-    for (uint32_t i = 0, nsrcs = r->nsrcs; i < nsrcs && n < max; i++) {
+    for (uint32_t i = 0, nsrcs = reg_n(r); i < nsrcs && n < max; i++) {
         struct RLRunLoopSource *s = srcs[i];
         rl__fdstate *f = rl__fdst(s);
         RLOptionFlags types = ready & atomic_load_explicit(&f->enabled, memory_order_relaxed);
@@ -637,7 +675,7 @@ static size_t fd_take(RLRunLoopRef rl, rl__mode *m, int fd, uint32_t events, boo
         if (s->valid && rl__peek(f->valid) && rl__memb_in_mode(s, RL_KIND_SOURCE, m)) {
             types &= ~f->firing; /* a kept callout of s is making them: not again */
             elsewhere = types && src_elsewhere(s, rl);
-            if (types && !elsewhere && fd_keepable(r, f, types)) {
+            if (types && !elsewhere && fd_keepable(r, nsrcs, f, types)) {
                 kept = true;
                 f->firing |= types;
                 enabled_at = atomic_load_explicit(&f->enabled, memory_order_relaxed);
@@ -645,7 +683,7 @@ static size_t fd_take(RLRunLoopRef rl, rl__mode *m, int fd, uint32_t events, boo
                 rl->nkept++;
             } else if (types) {
                 types &= atomic_fetch_and_explicit(&f->enabled, ~types, memory_order_relaxed);
-                want[i] = fd_desired(rl, s);
+                reg_set_want(r, i, fd_desired(rl, s));
             }
         } else {
             types = 0;
@@ -708,20 +746,26 @@ size_t rl__fd_collect(RLRunLoopRef rl, rl__mode *m, struct epoll_event *ev, int 
             continue;
         }
         rl__fdreg *q = fd_reg(rl, fd);
-        size_t k = q ? q->nsrcs : 0;
+        /* `later`: the loop has waited again since this event (in a run
+         * nested in an earlier callout of the pass). A persistent
+         * registration reported to that wait too, if the fd was still
+         * ready: this report may have been served already. */
+        if (!q || (later && q->level))
+            continue;
+        size_t k = reg_most(q);
         if (!fd_fire_reserve(fire, inl, cap, n, n + k))
             k = *cap - n; /* out of memory: the rest stay enabled and report again */
-        n += fd_take(rl, m, fd, ev[i].events, later, *fire + n, stop_after_handle ? 1 : k);
+        n += fd_take(rl, m, q, fd, ev[i].events, *fire + n, stop_after_handle ? 1 : k);
     }
     /* Always-ready fds (epoll refuses them) are ready whenever armed. */
     for (size_t i = 0; rl->nalways && i < rl->nfdtab; i++) {
         rl__fdreg *r = &rl->fdtab[i];
         if (!r->always || !r->armed || (stop_after_handle && n == 1))
             continue;
-        size_t k = r->nsrcs;
+        size_t k = reg_most(r);
         if (!fd_fire_reserve(fire, inl, cap, n, n + k))
             k = *cap - n;
-        n += fd_take(rl, m, fd_at(rl, i), r->armed, false, *fire + n, stop_after_handle ? 1 : k);
+        n += fd_take(rl, m, r, fd_at(rl, i), fdw_events(r->armed), *fire + n, stop_after_handle ? 1 : k);
     }
     return n;
 }

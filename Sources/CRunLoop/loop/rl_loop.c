@@ -44,7 +44,7 @@ static void loop_finalize(void *obj) {
     free(rl->citems);
     free(rl->cidx);
     for (size_t i = 0; i < rl->nfdtab; i++) {
-        if (rl->fdtab[i].capsrcs > 1) /* else the one source sits in the entry */
+        if (rl->fdtab[i].many) /* else the one source sits in the entry */
             free(rl->fdtab[i].srcs.many);
     }
     rl__span_free(rl->fdtab, rl->nfdtab, sizeof *rl->fdtab);

@@ -658,6 +658,19 @@ typedef struct rl__citem {
     rl__kind kind;
 } rl__citem;
 
+/* The sources on an fd past one (rl__fdreg.srcs.many), in a block of its
+ * own: how many there are and room for, then `cap` source pointers, then
+ * `cap` wishes of a byte each (rl_fdtab.c's reg_srcs, reg_want). */
+typedef struct rl__fdsrcs {
+    uint32_t n, cap;
+    struct RLRunLoopSource *src[];
+} rl__fdsrcs;
+
+/* The bytes of a block with room for cap sources. */
+static inline size_t rl__fdsrcs_bytes(uint32_t cap) {
+    return sizeof(rl__fdsrcs) + (size_t)cap * (sizeof(struct RLRunLoopSource *) + 1);
+}
+
 /* The fd sources of this loop on one fd, indexed by fd. Several
  * RLFileDescriptor objects may wrap the same fd, but epoll holds one
  * registration per fd: it watches the union of what they want, and a
@@ -690,30 +703,34 @@ typedef struct rl__citem {
  * its callouts keep it enabled is found out. */
 typedef struct rl__fdreg {
     /* The sources on the fd, in registration order, not retained (their
-     * memberships are), and per source the epoll events it wants now: a
-     * fd has one source mostly (an RLSocket's), held here with no
-     * allocation (capsrcs <= 1: `one`, `want1`); more live in a block of
-     * capsrcs source pointers followed by capsrcs wishes (rl_fdtab.c's
-     * reg_srcs, reg_want). 24 bytes an entry (before: 32): the table has
-     * one per fd number up to the highest watched. */
+     * memberships are), and per source what it wants watched now: a fd has
+     * one source mostly (an RLSocket's), held here with no allocation
+     * (`many` clear: `one`, NULL for none, and `want1`, 0 then); more live
+     * in a block (`many` set: rl__fdsrcs, which counts them). 16 bytes an
+     * entry (before: 24, and 32 before that): the table has one per fd
+     * number from the lowest watched to the highest. */
     union {
         struct RLRunLoopSource *one;
-        struct RLRunLoopSource **many;
+        rl__fdsrcs *many;
     } srcs;
-    uint32_t gen;    /* the tag of the fd's registration in the kernel; 0: none */
-    uint16_t want1;
-    /* Epoll events fit in 16 bits: EPOLLIN, EPOLLOUT, EPOLLRDHUP (the
-     * flags EPOLLONESHOT is given at the kernel call). */
-    uint16_t armed;  /* events the loop waits for (armed in the kernel, or served as always ready); 0: none */
-    uint16_t fired;  /* a one-shot registration that reported: what it had armed */
-    uint16_t nsrcs, capsrcs; /* nsrcs 0: free slot */
-    uint8_t runs;    /* deliveries through the persistent registration since the kernel last saw it */
-    /* Bits of one byte (the loop lock guards them all). */
-    bool always : 1;    /* epoll refuses the fd (EPERM: a regular file, /dev/null): ready whenever watched */
-    bool level : 1;     /* the registration is persistent (not one-shot) */
-    bool postponed : 1; /* delivered in this pass: brought in line with `want` after the callouts */
+    uint32_t gen; /* the tag of the fd's registration in the kernel; 0: none */
+    /* The rest in four bytes (the loop lock guards them all). A wish
+     * (`want1`, a block's), `armed` and `fired` take two bits (rl_fdtab.c's
+     * RL_FDW_READ: EPOLLIN with EPOLLRDHUP, RL_FDW_WRITE: EPOLLOUT), the
+     * only events the loop asks for; the kernel call turns them into
+     * epoll's, with EPOLLONESHOT if one-shot (before: epoll's bits, 16 a
+     * field, and the two counts in the entry). Those read on every
+     * delivery have a byte each. */
+    uint8_t want1;
+    uint8_t armed; /* what the loop waits for (armed in the kernel, or served as always ready); 0: none */
+    uint8_t runs;  /* deliveries through the persistent registration since the kernel last saw it */
+    unsigned always : 1;    /* epoll refuses the fd (EPERM: a regular file, /dev/null): ready whenever watched */
+    unsigned level : 1;     /* the registration is persistent (not one-shot) */
+    unsigned postponed : 1; /* delivered in this pass: brought in line with `want` after the callouts */
+    unsigned many : 1;      /* the sources are in a block (srcs.many) */
+    unsigned fired : 2;     /* a one-shot registration that reported: what it had armed */
 } rl__fdreg;
-_Static_assert(sizeof(rl__fdreg) == 24, "an fd table entry: 24 bytes");
+_Static_assert(sizeof(rl__fdreg) == 16, "an fd table entry: 16 bytes");
 
 /* Fields that other threads touch on hot paths are kept on separate cache
  * lines (padding, since calloc gives no 64-byte alignment): read-mostly
