@@ -20,9 +20,9 @@
  *   conn-ur the conn row's server of ours with its loop on the io_uring
  *           backend (RL_BACKEND=io_uring in its child: its streams read
  *           through the ring), against libuv's; "refused" where the
- *           kernel refuses io_uring. 303 B against the conn row's 263
- *           (2026-12-05): the ring's registration of the fd, 40 B, is the
- *           difference; an idle stream holds no read-ahead queue (the
+ *           kernel refuses io_uring. 259 B against the conn row's 238
+ *           (2026-12-06; 303 and 263 the day before): the ring's
+ *           registration of the fd, 20 B, is the difference; an idle stream holds no read-ahead queue (the
  *           ring's queues hold its chunks only while bytes wait, rl_rxq.h).
  *           368 B before, with a queue of each stream's (48 B with
  *           malloc's header) and a 56-B registration
