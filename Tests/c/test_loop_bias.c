@@ -10,8 +10,10 @@
  * hammers its loop neither deadlocks nor leaves the child a biased lock. */
 #include "testutil.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "RLBase.h" /* rl__faults, RL_FAULT_* */
@@ -409,11 +411,193 @@ static void test_the_owners_hot_path_unlinks_any_of_several_timers(void **state)
     assert_int_equal(pthread_join(th, NULL), 0);
 }
 
+/* A timer's first add on the owner's biased path (claimed there: its item
+ * lock taken without waiting) keeps the rules of the generic claim: equal
+ * dates fire in the order the timers got them, a timer dated on another
+ * thread being ordered by its add (CF's insertion order); the loop holds
+ * one reference, however often the timer is added; a timer with a
+ * tolerance goes the generic way and fires in the same order. */
+static char claim_trace[16];
+static void trace_timer(RLRunLoopTimerRef t, void *info) {
+    (void)t;
+    size_t n = strlen(claim_trace);
+    if (n + 1 < sizeof claim_trace)
+        claim_trace[n] = *(const char *)info;
+}
+
+typedef struct {
+    RLAbsoluteTime date;
+    RLRunLoopTimerRef made[2];
+} made_elsewhere;
+
+static RLRunLoopTimerRef traced_timer(RLAbsoluteTime date, const char *name) {
+    RLRunLoopTimerContext c = {0};
+    c.info = (void *)name;
+    RLRunLoopTimerRef t = RLRunLoopTimerCreate(NULL, date, 0, 0, 0, trace_timer, &c);
+    assert_non_null(t);
+    return t;
+}
+
+static void *make_two_elsewhere(void *arg) {
+    made_elsewhere *m = arg;
+    m->made[0] = traced_timer(m->date, "b");
+    m->made[1] = traced_timer(m->date, "c");
+    return NULL;
+}
+
+static void *claim_order_thread(void *arg) {
+    (void)arg;
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    stress s = {.rl = rl};
+    for (int i = 0; i < 1000; i++)
+        crit(&s); /* biased where the process may bias */
+    RLRunLoopTimerRef warm = far_timer();
+    assert_true(RLRunLoopAddTimer(rl, warm, kRLRunLoopDefaultMode)); /* the default mode made */
+    assert_true(RLRunLoopRemoveTimer(rl, warm, kRLRunLoopDefaultMode));
+    assert_int_equal(rl__loop_biased(rl), rl__bias_usable());
+    RLAbsoluteTime date = RLAbsoluteTimeGetCurrent() - 1;
+    RLRunLoopTimerRef a = traced_timer(date, "a");
+    made_elsewhere m = {.date = date};
+    rl_test_on_other_thread(make_two_elsewhere, &m);
+    RLIndex rc = RLGetRetainCount(a);
+    /* Added c, a, d, b: a keeps its stamp (made here, first), c and b are
+     * ordered by their adds, d was made here after c's add: a c d b. */
+    assert_true(RLRunLoopAddTimer(rl, m.made[1], kRLRunLoopDefaultMode));
+    RLRunLoopTimerRef d = traced_timer(date, "d");
+    RLRunLoopTimerSetTolerance(d, 0.5);
+    assert_true(RLRunLoopAddTimer(rl, a, kRLRunLoopDefaultMode));
+    assert_true(RLRunLoopAddTimer(rl, d, kRLRunLoopDefaultMode));
+    assert_true(RLRunLoopAddTimer(rl, m.made[0], kRLRunLoopDefaultMode));
+    assert_true(RLRunLoopAddTimer(rl, a, kRLRunLoopDefaultMode)); /* there already */
+    assert_int_equal(RLGetRetainCount(a), rc + 1); /* the loop's, once */
+    assert_true(RLRunLoopContainsTimer(rl, a, kRLRunLoopDefaultMode));
+    assert_int_equal(rl__loop_biased(rl), rl__bias_usable());
+    claim_trace[0] = 0;
+    assert_int_equal(RLRunLoopRunInMode(kRLRunLoopDefaultMode, 0, false), kRLRunLoopRunTimedOut);
+    assert_string_equal(claim_trace, "acdb");
+    RLRunLoopTimerRef all[] = {a, m.made[0], m.made[1], d, warm};
+    for (int i = 0; i < 5; i++) {
+        RLRunLoopTimerInvalidate(all[i]);
+        assert_true(RLRelease(all[i]));
+    }
+    return NULL;
+}
+
+static void test_first_adds_on_the_owners_path_keep_the_timer_order(void **state) {
+    (void)state;
+    rl_test_on_other_thread(claim_order_thread, NULL);
+}
+
+/* Two loops' threads add one new timer to their own loops at the same
+ * moment, over and over: exactly one claims it (true, and its loop has it),
+ * the other is refused as CF refuses a timer in another loop (false,
+ * kRLErrorInvalidState, and its loop has not), whichever way each took
+ * (the owner's biased claim, or the generic one when the item lock was
+ * busy). The loser's look at the winner's loop revokes that loop's bias;
+ * with the cap lowered, each thread biases its lock again before the next
+ * round, so that most rounds race a biased claim. The winner invalidates
+ * the timer on its own thread. */
+enum { CLAIM_ROUNDS = 2000 };
+
+typedef struct {
+    pthread_barrier_t go, added, checked;
+    RLRunLoopTimerRef _Atomic t;
+    _Atomic int start; /* the round the racers may start */
+    bool ok[2], contains[2], still[2];
+    RLErrorCode err[2];
+    _Atomic int biased_rounds; /* claims made with the claimer's lock biased */
+} claim_race;
+
+typedef struct {
+    claim_race *r;
+    int idx;
+} claim_role;
+
+static void *claim_racer(void *arg) {
+    claim_role *role = arg;
+    claim_race *r = role->r;
+    int i = role->idx;
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    stress s = {.rl = rl};
+    for (int k = 0; k < 1000; k++)
+        crit(&s);
+    RLRunLoopTimerRef warm = far_timer();
+    assert_true(RLRunLoopAddTimer(rl, warm, kRLRunLoopDefaultMode));
+    assert_true(RLRunLoopRemoveTimer(rl, warm, kRLRunLoopDefaultMode));
+    for (int round = 0; round < CLAIM_ROUNDS; round++) {
+        for (int k = 0; k < 100; k++)
+            crit(&s); /* biased again (the cap lowered), after the loser's look revoked it */
+        pthread_barrier_wait(&r->go);
+        while (atomic_load_explicit(&r->start, memory_order_acquire) != round + 1) {
+        } /* both released by one store: their claims overlap */
+        RLRunLoopTimerRef t = atomic_load(&r->t);
+        bool biased = rl__loop_biased(rl);
+        r->ok[i] = RLRunLoopAddTimer(rl, t, kRLRunLoopDefaultMode);
+        r->err[i] = r->ok[i] ? 0 : RLErrorGetLast().code;
+        r->contains[i] = RLRunLoopContainsTimer(rl, t, kRLRunLoopDefaultMode);
+        if (biased)
+            atomic_fetch_add(&r->biased_rounds, 1);
+        pthread_barrier_wait(&r->added);
+        if (r->ok[i])
+            RLRunLoopTimerInvalidate(t);
+        pthread_barrier_wait(&r->checked);
+        r->still[i] = RLRunLoopContainsTimer(rl, t, kRLRunLoopDefaultMode);
+        pthread_barrier_wait(&r->go); /* the round's end: the main thread checks */
+    }
+    RLRunLoopTimerInvalidate(warm);
+    RLRelease(warm);
+    return NULL;
+}
+
+static void test_two_owners_racing_to_claim_one_timer(void **state) {
+    (void)state;
+    claim_race r = {0};
+    uint32_t cap = rl__bias_cap;
+    rl__bias_cap = 64; /* the loser looks at the winner's loop, which revokes its bias */
+    pthread_barrier_init(&r.go, NULL, 3);
+    pthread_barrier_init(&r.added, NULL, 3);
+    pthread_barrier_init(&r.checked, NULL, 3);
+    claim_role roles[2] = {{&r, 0}, {&r, 1}};
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(pthread_create(&th[i], NULL, claim_racer, &roles[i]), 0);
+    for (int round = 0; round < CLAIM_ROUNDS; round++) {
+        RLRunLoopTimerRef t = far_timer();
+        atomic_store(&r.t, t);
+        pthread_barrier_wait(&r.go);
+        usleep(50); /* both racers spinning */
+        atomic_store_explicit(&r.start, round + 1, memory_order_release);
+        pthread_barrier_wait(&r.added);
+        assert_int_equal(r.ok[0] + r.ok[1], 1);
+        for (int i = 0; i < 2; i++) {
+            assert_int_equal(r.contains[i], r.ok[i]);
+            if (!r.ok[i])
+                assert_int_equal(r.err[i], kRLErrorInvalidState);
+        }
+        pthread_barrier_wait(&r.checked);
+        pthread_barrier_wait(&r.go);
+        assert_false(r.still[0] || r.still[1]);
+        assert_false(RLRunLoopTimerIsValid(t));
+        assert_true(RLRelease(t));
+    }
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(pthread_join(th[i], NULL), 0);
+    rl__bias_cap = cap;
+    /* The biased claim raced, where the process may bias. */
+    if (rl__bias_usable())
+        assert_true(atomic_load(&r.biased_rounds) > CLAIM_ROUNDS / 2); /* of 2 * CLAIM_ROUNDS claims */
+    pthread_barrier_destroy(&r.go);
+    pthread_barrier_destroy(&r.added);
+    pthread_barrier_destroy(&r.checked);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_the_owner_alone_biases_its_lock_and_another_thread_revokes_it),
         cmocka_unit_test(test_the_owners_hot_path_keeps_the_timer_rules),
         cmocka_unit_test(test_the_owners_hot_path_unlinks_any_of_several_timers),
+        cmocka_unit_test(test_first_adds_on_the_owners_path_keep_the_timer_order),
+        cmocka_unit_test(test_two_owners_racing_to_claim_one_timer),
         cmocka_unit_test(test_no_two_threads_inside_with_one_other_thread),
         cmocka_unit_test(test_no_two_threads_inside_with_two_other_threads),
         cmocka_unit_test(test_no_two_threads_inside_with_three_other_threads),

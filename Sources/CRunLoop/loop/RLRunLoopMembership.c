@@ -16,6 +16,7 @@
 #include "rl_lock.h"
 #include "rl_loop.h"
 #include "rl_ready.h"
+#include "rl_stamp.h"
 #include "rl_wake.h"
 #include <crunloop/RLRunLoop.h>
 
@@ -926,10 +927,43 @@ static inline bool live(const void *obj, const rl__class *cls) {
  * The library's calls are not async-signal-safe, so no handler runs them
  * from inside the wait. */
 
-/* A timer's first add to the caller's own loop (checked): claimed by the
- * generic path, with no second round of checks. */
-static __attribute__((noinline)) bool add_timer_claim(RLRunLoopRef rl, RLRunLoopTimerRef t) {
+/* A timer's first add to the caller's own loop (checked): a timer made
+ * and added at once, the usual way. When it has no home, its loop's lock
+ * is biased and its item lock free, the loop claims it and files it in
+ * the default mode here, as add_item_claim and add_locked would, with no
+ * mode lookup, defer list or re-arm (the owner is not in its wait): its
+ * item lock guards a homeless timer (its date, its validity, another
+ * loop's claim), so it is held while the home is set. Else, or when it is
+ * not that case (a tolerance, a repeating grid is no matter), the generic
+ * path, with no second round of checks (its own function: inlined here,
+ * its frame would cost the fast way a dozen instructions). */
+static __attribute__((noinline)) bool add_timer_claim_generic(RLRunLoopRef rl, RLRunLoopTimerRef t) {
     return add_item_checked(rl, t, RL_KIND_TIMER, kRLRunLoopDefaultMode, "RLRunLoopAddTimer");
+}
+
+static __attribute__((noinline)) bool add_timer_claim(RLRunLoopRef rl, RLRunLoopTimerRef t) {
+    rl__mode *m = rl->timer_mode; /* NULL: not made yet */
+    if (m && rl__home_get(t, RL_KIND_TIMER) == NULL && rl__loop_lock_biased(rl)) {
+        bool done = false;
+        if (rl__olock_trylock_biased(&t->lock)) {
+            done = rl__home_get(t, RL_KIND_TIMER) == NULL && t->valid && !t->multi && !t->tolerant &&
+                   !t->inline_used;
+            if (done) {
+                rl__timer_arrive_locked(rl, t);
+                atomic_store_explicit(&t->home, rl, memory_order_relaxed);
+                rl__memb *im = rl__timer_inline_memb(t);
+                t->inline_used = true; /* its item and kind were set at its creation */
+                im->mode = m;
+                rl__tset_add_strict(&m->timers, im); /* the reference is virtual */
+                mode_count(m, RL_KIND_TIMER, +1);
+            }
+            rl__olock_unlock(&t->lock);
+        }
+        rl__loop_unlock_biased(rl);
+        if (done)
+            return true;
+    }
+    return add_timer_claim_generic(rl, t);
 }
 
 bool RLRunLoopAddTimer(RLRunLoopRef rl, RLRunLoopTimerRef t, RLRunLoopMode mode) {

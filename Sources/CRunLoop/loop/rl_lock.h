@@ -34,6 +34,14 @@ __attribute__((always_inline)) static inline void rl__olock_lock(rl__olock *l) {
                                                               memory_order_relaxed)))
         rl__olock_lock_slow(l);
 }
+/* The item lock if it is free, without waiting: for a biased loop lock's
+ * section, which must not block (rl__loop_lock_biased). No lock-order
+ * report: a biased section runs only with the detector off. */
+__attribute__((always_inline)) static inline bool rl__olock_trylock_biased(rl__olock *l) {
+    uint32_t expected = 0;
+    return atomic_compare_exchange_strong_explicit(&l->word, &expected, 1, memory_order_acquire,
+                                                   memory_order_relaxed);
+}
 __attribute__((always_inline)) static inline void rl__olock_unlock(rl__olock *l) {
     if (RL__UNLIKELY(atomic_exchange_explicit(&l->word, 0, memory_order_release) == 2))
         rl__futex_wake(&l->word, 1);

@@ -28,24 +28,12 @@
  *
  * The timer's home's lock held, or its item lock while it has none, or
  * not yet shared. */
-__thread uint64_t rl__stamp_clock;
-__thread uint32_t rl__stamp_thread;
+__thread uint64_t rl__stamp_clock __attribute__((tls_model("initial-exec")));
+__thread uint32_t rl__stamp_thread __attribute__((tls_model("initial-exec")));
 static _Atomic uint32_t stamp_threads;
 
 uint32_t rl__stamp_thread_first(void) {
     rl__stamp_thread = atomic_fetch_add_explicit(&stamp_threads, 1, memory_order_relaxed) + 1;
     return rl__stamp_thread;
-}
-
-void rl__timer_arrive_locked(RLRunLoopRef rl, struct RLRunLoopTimer *t) {
-    if (t->seq_by != rl__stamp_thread_number())
-        rl__timer_stamp_after(t, rl->timer_seq); /* stamped elsewhere: ordered by this add */
-    /* Stamps given here from now on come after its own, which this
-     * thread's clock has reached (read, not t->seq: a line less to touch);
-     * and this thread's after the loop's. */
-    if (rl__stamp_clock > rl->timer_seq)
-        rl->timer_seq = rl__stamp_clock;
-    else
-        rl__stamp_clock = rl->timer_seq;
 }
 

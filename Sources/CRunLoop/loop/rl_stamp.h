@@ -10,8 +10,8 @@
 /* This thread's clock and number (0: none yet; rl__stamp_thread_first
  * gives one, an atomic add once in a thread's life). Inline below: the
  * timer path stamps on every create, move and refire. */
-RL__HIDDEN extern __thread uint64_t rl__stamp_clock;
-RL__HIDDEN extern __thread uint32_t rl__stamp_thread;
+RL__HIDDEN extern __thread uint64_t rl__stamp_clock __attribute__((tls_model("initial-exec")));
+RL__HIDDEN extern __thread uint32_t rl__stamp_thread __attribute__((tls_model("initial-exec")));
 RL__HIDDEN uint32_t rl__stamp_thread_first(void);
 
 static inline uint32_t rl__stamp_thread_number(void) {
@@ -36,7 +36,18 @@ static inline void rl__timer_stamp_locked(struct RLRunLoopTimer *t) {
         h->timer_seq = t->seq;
 }
 /* t arrives in rl (rl locked): stamped elsewhere, it is ordered by this
- * add; the loop's and this thread's clocks catch up with each other. */
-RL__HIDDEN void rl__timer_arrive_locked(RLRunLoopRef rl, struct RLRunLoopTimer *t);
+ * add; the loop's and this thread's clocks catch up with each other.
+ * Inline: a timer's first add to a loop does it. */
+__attribute__((always_inline)) static inline void rl__timer_arrive_locked(RLRunLoopRef rl, struct RLRunLoopTimer *t) {
+    if (t->seq_by != rl__stamp_thread_number())
+        rl__timer_stamp_after(t, rl->timer_seq); /* stamped elsewhere: ordered by this add */
+    /* Stamps given here from now on come after its own, which this
+     * thread's clock has reached (read, not t->seq: a line less to touch);
+     * and this thread's after the loop's. */
+    if (rl__stamp_clock > rl->timer_seq)
+        rl->timer_seq = rl__stamp_clock;
+    else
+        rl__stamp_clock = rl->timer_seq;
+}
 
 #endif /* CRUNLOOP_RL_STAMP_H */
