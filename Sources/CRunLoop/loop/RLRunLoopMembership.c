@@ -942,10 +942,10 @@ static __attribute__((noinline)) bool add_timer_claim_generic(RLRunLoopRef rl, R
 }
 
 static __attribute__((noinline)) bool add_timer_claim(RLRunLoopRef rl, RLRunLoopTimerRef t) {
-    rl__mode *m = rl->timer_mode; /* NULL: not made yet */
-    if (m && rl__home_get(t, RL_KIND_TIMER) == NULL && rl__loop_lock_biased(rl)) {
+    if (rl__home_get(t, RL_KIND_TIMER) == NULL && rl__loop_lock_biased(rl)) {
+        rl__mode *m = rl->timer_mode; /* NULL: not made yet (another thread may make it) */
         bool done = false;
-        if (rl__olock_trylock_biased(&t->lock)) {
+        if (m && rl__olock_trylock_biased(&t->lock)) {
             done = rl__home_get(t, RL_KIND_TIMER) == NULL && t->valid && !t->multi && !t->tolerant &&
                    !t->inline_used;
             if (done) {
