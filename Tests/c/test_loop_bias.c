@@ -495,12 +495,13 @@ static void test_first_adds_on_the_owners_path_keep_the_timer_order(void **state
  * (the owner's biased claim, or the generic one when the item lock was
  * busy). The loser's look at the winner's loop revokes that loop's bias;
  * with the cap lowered, each thread biases its lock again before the next
- * round, so that most rounds race a biased claim. The winner invalidates
- * the timer on its own thread. */
+ * round, so that most rounds race a biased claim. The main thread moves
+ * the timer's date at the same moment, and the move holds. The winner
+ * invalidates the timer on its own thread. */
 enum { CLAIM_ROUNDS = 2000 };
 
 typedef struct {
-    pthread_barrier_t go, added, checked;
+    pthread_barrier_t go, added, checked, invalidated;
     RLRunLoopTimerRef _Atomic t;
     _Atomic int start; /* the round the racers may start */
     bool ok[2], contains[2], still[2];
@@ -538,9 +539,10 @@ static void *claim_racer(void *arg) {
         if (biased)
             atomic_fetch_add(&r->biased_rounds, 1);
         pthread_barrier_wait(&r->added);
+        pthread_barrier_wait(&r->checked); /* what the adds did, looked at */
         if (r->ok[i])
             RLRunLoopTimerInvalidate(t);
-        pthread_barrier_wait(&r->checked);
+        pthread_barrier_wait(&r->invalidated);
         r->still[i] = RLRunLoopContainsTimer(rl, t, kRLRunLoopDefaultMode);
         pthread_barrier_wait(&r->go); /* the round's end: the main thread checks */
     }
@@ -557,6 +559,7 @@ static void test_two_owners_racing_to_claim_one_timer(void **state) {
     pthread_barrier_init(&r.go, NULL, 3);
     pthread_barrier_init(&r.added, NULL, 3);
     pthread_barrier_init(&r.checked, NULL, 3);
+    pthread_barrier_init(&r.invalidated, NULL, 3);
     claim_role roles[2] = {{&r, 0}, {&r, 1}};
     pthread_t th[2];
     for (int i = 0; i < 2; i++)
@@ -567,7 +570,13 @@ static void test_two_owners_racing_to_claim_one_timer(void **state) {
         pthread_barrier_wait(&r.go);
         usleep(50); /* both racers spinning */
         atomic_store_explicit(&r.start, round + 1, memory_order_release);
+        /* A third thread moves it meanwhile: under its item lock while it
+         * is homeless (met held briefly by a claim, or taken first), under
+         * its home's loop lock after. */
+        RLAbsoluteTime date = 1e9 + round;
+        assert_true(RLRunLoopTimerSetNextFireDate(t, date));
         pthread_barrier_wait(&r.added);
+        assert_true(RLRunLoopTimerGetNextFireDate(t) == date);
         assert_int_equal(r.ok[0] + r.ok[1], 1);
         for (int i = 0; i < 2; i++) {
             assert_int_equal(r.contains[i], r.ok[i]);
@@ -575,6 +584,7 @@ static void test_two_owners_racing_to_claim_one_timer(void **state) {
                 assert_int_equal(r.err[i], kRLErrorInvalidState);
         }
         pthread_barrier_wait(&r.checked);
+        pthread_barrier_wait(&r.invalidated);
         pthread_barrier_wait(&r.go);
         assert_false(r.still[0] || r.still[1]);
         assert_false(RLRunLoopTimerIsValid(t));
@@ -589,6 +599,7 @@ static void test_two_owners_racing_to_claim_one_timer(void **state) {
     pthread_barrier_destroy(&r.go);
     pthread_barrier_destroy(&r.added);
     pthread_barrier_destroy(&r.checked);
+    pthread_barrier_destroy(&r.invalidated);
 }
 
 int main(void) {

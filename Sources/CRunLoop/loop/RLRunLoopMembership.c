@@ -933,7 +933,8 @@ static inline bool live(const void *obj, const rl__class *cls) {
  * the default mode here, as add_item_claim and add_locked would, with no
  * mode lookup, defer list or re-arm (the owner is not in its wait): its
  * item lock guards a homeless timer (its date, its validity, another
- * loop's claim), so it is held while the home is set. Else, or when it is
+ * loop's claim), so it is held while the home is set, briefly (ended by a
+ * plain store: rl_lock.h). Else, or when it is
  * not that case (a tolerance, a repeating grid is no matter), the generic
  * path, with no second round of checks (its own function: inlined here,
  * its frame would cost the fast way a dozen instructions). */
@@ -945,7 +946,7 @@ static __attribute__((noinline)) bool add_timer_claim(RLRunLoopRef rl, RLRunLoop
     if (rl__home_get(t, RL_KIND_TIMER) == NULL && rl__loop_lock_biased(rl)) {
         rl__mode *m = rl->timer_mode; /* NULL: not made yet (another thread may make it) */
         bool done = false;
-        if (m && rl__olock_trylock_biased(&t->lock)) {
+        if (m && rl__olock_trylock_brief(&t->lock)) {
             done = rl__home_get(t, RL_KIND_TIMER) == NULL && t->valid && !t->multi && !t->tolerant &&
                    !t->inline_used;
             if (done) {
@@ -957,7 +958,7 @@ static __attribute__((noinline)) bool add_timer_claim(RLRunLoopRef rl, RLRunLoop
                 rl__tset_add_strict(&m->timers, im); /* the reference is virtual */
                 mode_count(m, RL_KIND_TIMER, +1);
             }
-            rl__olock_unlock(&t->lock);
+            rl__olock_unlock_brief(&t->lock);
         }
         rl__loop_unlock_biased(rl);
         if (done)

@@ -11,15 +11,37 @@
 #include "rl_loop.h"
 #include <crunloop/RLRunLoop.h>
 
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* A busy item lock is waited for in the kernel at once, as RLLock's mutex
- * (RLLock.c says why it does not spin). */
+ * (RLLock.c says why it does not spin), unless it is held briefly (by a
+ * loop's thread in its biased section, rl_lock.h): that hold ends with a
+ * plain store, which wakes nobody, so it is waited for by spinning, then
+ * yielding. 2: held, and someone may sleep; the unlock that sees it wakes
+ * one. It is set from 1 (the holder's unlock then wakes) or from 0 (taken:
+ * this thread's own unlock will), never from a brief hold. */
 void rl__olock_lock_slow(rl__olock *l) {
-    /* 2: held, and someone may sleep; the unlock that sees it wakes one. */
-    while (atomic_exchange_explicit(&l->word, 2, memory_order_acquire) != 0)
+    for (unsigned spins = 0;;) {
+        uint32_t c = atomic_load_explicit(&l->word, memory_order_relaxed);
+        if (c == RL__OLOCK_BRIEF) {
+            if (++spins < 64)
+                rl__cpu_relax();
+            else
+                sched_yield();
+            continue;
+        }
+        if (c == 0) {
+            if (atomic_compare_exchange_weak_explicit(&l->word, &c, 2, memory_order_acquire, memory_order_relaxed))
+                return;
+            continue;
+        }
+        if (c == 1 && !atomic_compare_exchange_weak_explicit(&l->word, &c, 2, memory_order_relaxed,
+                                                              memory_order_relaxed))
+            continue;
         rl__futex_wait(&l->word, 2, NULL);
+    }
 }
 
 /* ---- homes and item locks (rl_lock.h) ---- */

@@ -23,8 +23,14 @@
  * loops and items at once. */
 
 /* The item lock: a 32-bit futex word (0 free, 1 held, 2 held with
- * sleepers), so that it fits in a timer's first cache line. Held for a few
- * stores at a time. */
+ * sleepers, RL__OLOCK_BRIEF held by a loop's thread inside its biased
+ * loop lock), so that it fits in a timer's first cache line. Held for a
+ * few stores at a time. Nobody sleeps on a brief hold: a thread that finds
+ * one spins, then yields, until it ends; so the holder ends it with a plain
+ * store (rl__olock_unlock_brief), not the locked exchange that a sleeper's
+ * wake-up needs, which cost a timer's first add a third of its time. The
+ * word goes to 2 only from 1 or 0 (rl_lock.c), never from a brief hold. */
+enum { RL__OLOCK_BRIEF = 3 };
 RL__HIDDEN void rl__olock_lock_slow(rl__olock *l);
 __attribute__((always_inline)) static inline void rl__olock_lock(rl__olock *l) {
     if (RL__UNLIKELY(rl__lockclass_on()))
@@ -34,13 +40,18 @@ __attribute__((always_inline)) static inline void rl__olock_lock(rl__olock *l) {
                                                               memory_order_relaxed)))
         rl__olock_lock_slow(l);
 }
-/* The item lock if it is free, without waiting: for a biased loop lock's
- * section, which must not block (rl__loop_lock_biased). No lock-order
- * report: a biased section runs only with the detector off. */
-__attribute__((always_inline)) static inline bool rl__olock_trylock_biased(rl__olock *l) {
+/* The item lock if it is free, without waiting, held briefly: for a
+ * biased loop lock's section, which must not block (rl__loop_lock_biased)
+ * and is not preempted by a fork (the fork handlers take every loop lock
+ * the whole way: rl__bias_lock_full). Ended by rl__olock_unlock_brief. No
+ * lock-order report: a biased section runs only with the detector off. */
+__attribute__((always_inline)) static inline bool rl__olock_trylock_brief(rl__olock *l) {
     uint32_t expected = 0;
-    return atomic_compare_exchange_strong_explicit(&l->word, &expected, 1, memory_order_acquire,
+    return atomic_compare_exchange_strong_explicit(&l->word, &expected, RL__OLOCK_BRIEF, memory_order_acquire,
                                                    memory_order_relaxed);
+}
+__attribute__((always_inline)) static inline void rl__olock_unlock_brief(rl__olock *l) {
+    atomic_store_explicit(&l->word, 0, memory_order_release);
 }
 __attribute__((always_inline)) static inline void rl__olock_unlock(rl__olock *l) {
     if (RL__UNLIKELY(atomic_exchange_explicit(&l->word, 0, memory_order_release) == 2))
