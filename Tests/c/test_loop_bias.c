@@ -319,11 +319,27 @@ static void test_fork_while_an_owner_hammers_its_loop(void **state) {
  * removing twice are no-ops; bad arguments fail as on the other paths. */
 static void count_release(const void *info) { (*(int *)info)++; }
 
+/* The owner takes its loop's lock n times: after enough of them the lock
+ * is biased, where the process may bias. */
+static void lock_often(RLRunLoopRef rl, int n) {
+    stress s = {.rl = rl};
+    for (int i = 0; i < n; i++)
+        crit(&s);
+}
+
+/* The owner's loop biased and its default mode made (a timer added and
+ * removed); that timer, for the caller to invalidate and release. */
+static RLRunLoopTimerRef bias_with_default_mode(RLRunLoopRef rl) {
+    lock_often(rl, 1000);
+    RLRunLoopTimerRef warm = far_timer();
+    assert_true(RLRunLoopAddTimer(rl, warm, kRLRunLoopDefaultMode));
+    assert_true(RLRunLoopRemoveTimer(rl, warm, kRLRunLoopDefaultMode));
+    return warm;
+}
+
 static void test_the_owners_hot_path_keeps_the_timer_rules(void **state) {
     RLRunLoopRef rl = RLRunLoopGetCurrent();
-    stress s = {.rl = rl};
-    for (int i = 0; i < 1000; i++)
-        crit(&s);
+    lock_often(rl, 1000);
     assert_int_equal(rl__loop_biased(rl), rl__bias_usable());
     int released = 0;
     RLRunLoopTimerContext c = {0};
@@ -367,9 +383,7 @@ static void mark_timer(RLRunLoopTimerRef t, void *info) {
 static void *several_timers_thread(void *arg) {
     (void)arg;
     RLRunLoopRef rl = RLRunLoopGetCurrent();
-    stress s = {.rl = rl};
-    for (int i = 0; i < 1000; i++)
-        crit(&s); /* biased where the process may bias */
+    lock_often(rl, 1000);
     RLRunLoopTimerRef t[4];
     for (int i = 0; i < 4; i++) {
         RLRunLoopTimerContext c = {0};
@@ -448,12 +462,7 @@ static void *make_two_elsewhere(void *arg) {
 static void *claim_order_thread(void *arg) {
     (void)arg;
     RLRunLoopRef rl = RLRunLoopGetCurrent();
-    stress s = {.rl = rl};
-    for (int i = 0; i < 1000; i++)
-        crit(&s); /* biased where the process may bias */
-    RLRunLoopTimerRef warm = far_timer();
-    assert_true(RLRunLoopAddTimer(rl, warm, kRLRunLoopDefaultMode)); /* the default mode made */
-    assert_true(RLRunLoopRemoveTimer(rl, warm, kRLRunLoopDefaultMode));
+    RLRunLoopTimerRef warm = bias_with_default_mode(rl);
     assert_int_equal(rl__loop_biased(rl), rl__bias_usable());
     RLAbsoluteTime date = RLAbsoluteTimeGetCurrent() - 1;
     RLRunLoopTimerRef a = traced_timer(date, "a");
@@ -519,15 +528,9 @@ static void *claim_racer(void *arg) {
     claim_race *r = role->r;
     int i = role->idx;
     RLRunLoopRef rl = RLRunLoopGetCurrent();
-    stress s = {.rl = rl};
-    for (int k = 0; k < 1000; k++)
-        crit(&s);
-    RLRunLoopTimerRef warm = far_timer();
-    assert_true(RLRunLoopAddTimer(rl, warm, kRLRunLoopDefaultMode));
-    assert_true(RLRunLoopRemoveTimer(rl, warm, kRLRunLoopDefaultMode));
+    RLRunLoopTimerRef warm = bias_with_default_mode(rl);
     for (int round = 0; round < CLAIM_ROUNDS; round++) {
-        for (int k = 0; k < 100; k++)
-            crit(&s); /* biased again (the cap lowered), after the loser's look revoked it */
+        lock_often(rl, 100); /* biased again (the cap lowered), after the loser's look revoked it */
         pthread_barrier_wait(&r->go);
         while (atomic_load_explicit(&r->start, memory_order_acquire) != round + 1) {
         } /* both released by one store: their claims overlap */

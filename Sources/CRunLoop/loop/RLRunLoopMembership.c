@@ -934,10 +934,10 @@ static inline bool live(const void *obj, const rl__class *cls) {
  * mode lookup, defer list or re-arm (the owner is not in its wait): its
  * item lock guards a homeless timer (its date, its validity, another
  * loop's claim), so it is held while the home is set, briefly (ended by a
- * plain store: rl_lock.h). Else, or when it is
- * not that case (a tolerance, a repeating grid is no matter), the generic
- * path, with no second round of checks (its own function: inlined here,
- * its frame would cost the fast way a dozen instructions). */
+ * plain store: rl_lock.h). Else, or when it is not that case (a
+ * tolerance; a repeating grid is no matter), the generic path, with no
+ * second round of checks (its own function: inlined here, its frame would
+ * cost the fast way a dozen instructions). */
 static __attribute__((noinline)) bool add_timer_claim_generic(RLRunLoopRef rl, RLRunLoopTimerRef t) {
     return add_item_checked(rl, t, RL_KIND_TIMER, kRLRunLoopDefaultMode, "RLRunLoopAddTimer");
 }
