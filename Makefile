@@ -289,11 +289,16 @@ check-leak: deps ## the C tests under valgrind memcheck (leaks are errors; epoll
 # when the folder it writes is elsewhere under that root.
 # XCTest's runner leaks a few bytes of its own at exit (not our code): the
 # suppression file names those frames only.
+# Each sanitizer run builds, then tests, within SWIFT_TEST_TIMEOUT seconds
+# (about 90 s each here); a hung test is named when the run is stopped.
+SWIFT_TEST_TIMEOUT ?= 1200
 check-swift-tsan: deps ## `swift test` under ThreadSanitizer (.build/tsan)
-	RL_TEST_SCALE=tsan $(SWIFTPM) test --scratch-path .build/tsan --sanitize=thread
+	RL_TEST_SCALE=tsan scripts/swift-test-timed.sh $(SWIFT_TEST_TIMEOUT) .build/logs/test-tsan.log --tee \
+	  $(SWIFTPM) test --scratch-path .build/tsan --sanitize=thread
 
 check-swift-asan: deps ## `swift test` under AddressSanitizer (.build/asan)
 	RL_TEST_SCALE=asan LSAN_OPTIONS=suppressions=$(CURDIR)/scripts/lsan-swift.supp \
+	  scripts/swift-test-timed.sh $(SWIFT_TEST_TIMEOUT) .build/logs/test-asan.log --tee \
 	  $(SWIFTPM) test --scratch-path .build/asan --sanitize=address
 
 check-sanitizers: check-asan check-tsan check-leak check-lockdep check-swift-tsan check-swift-asan ## every sanitizer run above
