@@ -57,20 +57,27 @@ static void data_cb(RLSocketRef s, RLSocketCallBackType type, RLDataRef address,
     atomic_store(&st->got, at + n);
 }
 
-static void open_streams(int count) {
+/* Each test starts with the nap untried, as on a new loop: what the naps
+ * did is the loop's own state (rl__nap), kept from test to test. */
+static void forget_naps(void) { memset(&RLRunLoopGetCurrent()->nap, 0, sizeof(rl__nap)); }
+
+static void open_streams_with(int count, RLSocketCallBack cb) {
+    forget_naps();
     for (int i = 0; i < count; i++) {
         stream *st = &streams[i];
         memset(st, 0, sizeof *st);
         st->index = i;
         assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, st->sv), 0);
         RLSocketContext ctx = {0, st, NULL, NULL, NULL};
-        st->sock = RLSocketCreateWithNative(NULL, st->sv[0], kRLSocketDataCallBack, data_cb, &ctx);
+        st->sock = RLSocketCreateWithNative(NULL, st->sv[0], kRLSocketDataCallBack, cb, &ctx);
         assert_non_null(st->sock);
         st->src = RLSocketCreateRunLoopSource(NULL, st->sock, 0);
         assert_non_null(st->src);
         assert_true(RLRunLoopAddSource(RLRunLoopGetCurrent(), st->src, MODE));
     }
 }
+
+static void open_streams(int count) { open_streams_with(count, data_cb); }
 
 static void close_streams(int count) {
     for (int i = 0; i < count; i++) {
@@ -170,6 +177,7 @@ static void test_bulk_reads_from_two_socket_streams_coalesce(void **state) {
     uint8_t chunk[8192];
     memset(chunk, 'x', sizeof chunk);
     uint8_t buf[16384];
+    forget_naps();
     unsigned long before = rl__loop_coalesced_waits(rl);
     for (int i = 0; i < 2; i++) {
         assert_int_equal(write(sv[i][1], chunk, sizeof chunk), (ssize_t)sizeof chunk);
@@ -333,6 +341,123 @@ static void test_a_run_deadline_ends_a_coalescing_run(void **state) {
     close_streams(2);
 }
 
+/* Peers that each wait for their chunk to come back before they send the
+ * next (an echo with one write in flight per connection): everything they
+ * will send is there by the time the loop would nap, so naps bring no
+ * bigger reads, and the loop stops napping after a few tries (its backoff
+ * doubles: 4, 8, 16 ... bulk passes without a nap between tries). Here the
+ * peer is the callback: once every stream got its round's 4 KB, it sends
+ * the next round's on each, so that every pass reads one chunk from each
+ * stream. */
+enum { WINDOW_ROUNDS = 400, WINDOW = RL_BULK_READ };
+static int window_round;
+
+static void window_cb(RLSocketRef s, RLSocketCallBackType type, RLDataRef address, const void *data, void *info) {
+    data_cb(s, type, address, data, info);
+    for (int i = 0; i < 2; i++)
+        if (atomic_load(&streams[i].got) < (size_t)(window_round + 1) * WINDOW)
+            return;
+    if (++window_round < WINDOW_ROUNDS)
+        for (int i = 0; i < 2; i++)
+            put(i, (size_t)window_round * WINDOW, WINDOW);
+}
+
+static void test_naps_that_bring_no_bigger_reads_stop(void **state) {
+    (void)state;
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    open_streams_with(2, window_cb);
+    window_round = 0;
+    unsigned long before = rl__loop_coalesced_waits(rl);
+    put(0, 0, WINDOW);
+    put(1, 0, WINDOW);
+    run_until_all_got(2, (size_t)WINDOW_ROUNDS * WINDOW);
+    unsigned long coalesced = rl__loop_coalesced_waits(rl) - before;
+    printf("# %lu coalesced waits in %d rounds\n", coalesced, WINDOW_ROUNDS);
+    if (RL_TRICK_COALESCE) {
+        /* Tries after 0, 4, 8, 16, 32, 64, 128 and 256 passes without: 8
+         * in 400 rounds, were every pass a bulk one; fewer if not. */
+        assert_true(coalesced >= 1);
+        assert_true(coalesced <= 12);
+    } else {
+        assert_int_equal(coalesced, 0);
+    }
+    close_streams(2);
+}
+
+/* The policy itself, on made-up passes (rl__coalesce_due): two sockets
+ * read in bulk each pass, `per` bytes from each after a plain wait and
+ * `napped` after a nap. Returns how many of `passes` napped; `trace`
+ * (if not NULL) gets a 1 or 0 per pass. */
+static int drive_policy(RLRunLoopRef rl, int passes, uint64_t per, uint64_t napped, char *trace) {
+    int naps = 0;
+    for (int i = 0; i < passes; i++) {
+        rl->pass_bulk = 2;
+        rl->pass_bulk_bytes = 2 * (rl->nap.last ? napped : per);
+        bool nap = rl__coalesce_due(rl);
+        naps += nap;
+        if (trace)
+            trace[i] = nap ? '1' : '0';
+        rl->pass_bulk = 0;
+        rl->pass_bulk_bytes = 0;
+    }
+    if (trace)
+        trace[passes] = 0;
+    return naps;
+}
+
+static void test_the_nap_policy_backs_off_and_keeps_what_pays(void **state) {
+    (void)state;
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    rl__loop_lock(rl);
+    if (!RL_TRICK_COALESCE) { /* PLAIN=1: never a nap, even one that pays */
+        forget_naps();
+        assert_int_equal(drive_policy(rl, 100, 8192, 32768, NULL), 0);
+        rl__loop_unlock(rl);
+        return;
+    }
+    /* No gain: a try, then 4 passes without, a try, 8 without, a try ... */
+    forget_naps();
+    char trace[256];
+    drive_policy(rl, 30, 4096, 4096, trace);
+    assert_string_equal(trace, "100000100000000010000000000000");
+    /* A gain of 5/4 or more: naps go on, but one pass in 64 measures the
+     * plain wait again. */
+    forget_naps();
+    assert_int_equal(drive_policy(rl, 200, 8192, 10240, NULL), 200 - 3);
+    /* A gain under 5/4: no better than none. */
+    forget_naps();
+    drive_policy(rl, 30, 8192, 10239, trace);
+    assert_string_equal(trace, "100000100000000010000000000000");
+    /* The traffic changes: naps that paid stop paying, and the loop stops
+     * napping once the running mean after naps falls under 5/4 of the
+     * plain one (8 more naps here), then tries at the backoff's pace;
+     * then they pay again, and the loop takes them up at its next try
+     * (71 passes on here). */
+    forget_naps();
+    drive_policy(rl, 100, 8192, 32768, NULL);
+    int naps = drive_policy(rl, 200, 8192, 8192, NULL);
+    printf("# naps: %d of 200 once they stopped paying\n", naps);
+    assert_true(naps >= 9 && naps <= 16);
+    naps = drive_policy(rl, 300, 8192, 32768, NULL);
+    printf("# naps: %d of 300 once they paid again\n", naps);
+    assert_true(naps >= 200);
+    /* A wake-up pending: no nap, whatever the history. */
+    forget_naps();
+    atomic_store(&rl->wake_pending, 1);
+    assert_int_equal(drive_policy(rl, 10, 8192, 32768, NULL), 0);
+    atomic_store(&rl->wake_pending, 0);
+    /* One socket, or none in bulk: no nap and no sample. */
+    forget_naps();
+    rl->pass_bulk = 1;
+    rl->pass_bulk_bytes = 5 * 65536;
+    assert_false(rl__coalesce_due(rl));
+    assert_int_equal(rl->nap.plain, 0);
+    rl->pass_bulk = 0;
+    rl->pass_bulk_bytes = 0;
+    forget_naps();
+    rl__loop_unlock(rl);
+}
+
 /* The sleep made 5 s long: what must end it does so long before. */
 enum { LONG_SLEEP_NS = 5000000000LL };
 #define WELL_BEFORE 2.5
@@ -477,6 +602,8 @@ int main(void) {
         cmocka_unit_test(test_one_stream_or_short_messages_never_coalesce),
         cmocka_unit_test(test_sources_wakeups_and_timers_are_served_while_coalescing),
         cmocka_unit_test(test_a_run_deadline_ends_a_coalescing_run),
+        cmocka_unit_test(test_naps_that_bring_no_bigger_reads_stop),
+        cmocka_unit_test(test_the_nap_policy_backs_off_and_keeps_what_pays),
         cmocka_unit_test(test_a_wakeup_ends_the_coalescing_sleep),
         cmocka_unit_test(test_a_timer_or_the_deadline_ends_the_coalescing_sleep),
         cmocka_unit_test(test_a_timer_added_from_another_thread_ends_the_coalescing_sleep),

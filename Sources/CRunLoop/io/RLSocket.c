@@ -912,6 +912,8 @@ static bool sock_deliver_chunk(struct RLSocket *s, rl__rxq *q, rl__rxchunk *c, b
     if (c->full && c->len < chunk && !more)
         c = sock_chunk_fill(s, c, chunk);
     *full = (c->full && c->len >= chunk) || more;
+    if (c->len >= RL_BULK_READ)
+        rl__wait_note_bulk_read(s, c->len);
     /* A short chunk little bigger than its bytes goes out in the thread's
      * spare data as it is, no copy (the ring copied it out of its buffer
      * already), and comes back to the thread after the callback: a 64-byte
@@ -976,7 +978,7 @@ static bool sock_deliver_data(struct RLSocket *s, size_t chunk, bool *full) {
         bool whole = !__atomic_load_n(&s->keeps_long, __ATOMIC_RELAXED);
         ssize_t n = stream_read_chunk(sock_fd(s), chunk, whole, &buf, &lent, &small, &small_cap);
         if (n >= RL_BULK_READ)
-            rl__wait_note_bulk_read(s);
+            rl__wait_note_bulk_read(s, (size_t)n);
         if (small || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOMEM))) {
             if (!spare)
                 RLRelease(data);

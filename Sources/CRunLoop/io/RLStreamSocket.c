@@ -310,7 +310,7 @@ static ssize_t sock_io(int fd, bool is_read, void *buf, size_t n, int *err) {
 static ssize_t sock_read(rl__stream *s, uint8_t *buf, size_t n, int *err) {
     ssize_t r = sock_io(conn_of(s)->fd, true, buf, n, err);
     if (r >= RL_BULK_READ)
-        rl__wait_note_bulk_read(s);
+        rl__wait_note_bulk_read(s, (size_t)r);
     return r;
 }
 

@@ -11,9 +11,12 @@ _Atomic long long rl__coalesce_ns_for_tests;
 
 /* The sockets' hint (internal.h): a callout of the calling thread's loop
  * read a bulk chunk from `who`. */
-void rl__wait_note_bulk_read(const void *who) {
+void rl__wait_note_bulk_read(const void *who, size_t n) {
     RLRunLoopRef rl = rl__tls;
-    if (rl && rl->frame && rl->bulk_last != who) {
+    if (!rl || !rl->frame)
+        return;
+    rl->pass_bulk_bytes += n;
+    if (rl->bulk_last != who) {
         rl->bulk_last = who;
         rl->pass_bulk++;
     }

@@ -169,9 +169,74 @@ enum { RL_COALESCE_MIN = 2, RL_COALESCE_NS = 20000 };
 /* For the tests: the nap's length instead of RL_COALESCE_NS (0: that). */
 RL__HIDDEN extern _Atomic long long rl__coalesce_ns_for_tests;
 
-/* Whether the loop naps before this wait (the loop lock held). */
+/* Whether the nap pays. It does when the peers' streams keep arriving:
+ * a pass after a nap reads more from each socket than a pass after a wait
+ * without one (in bigger reads on epoll; in more of the ring's chunks at
+ * a time on io_uring, whose receives complete with what was there). It
+ * does not when each peer waits for what the loop sends back before it
+ * sends more (a window of one chunk, as in an echo with one write in
+ * flight per connection): by the time the loop naps, everything the peers
+ * will send until they hear back is there, and a nap only delays the
+ * replies, so the peers and the loop both idle. So the loop measures the
+ * bytes read per socket in each bulk pass, as running means after a nap
+ * and after a wait without one (rl__nap). A try whose pass read less than
+ * RL_NAP_GAIN times as much per socket as the passes without a nap stops
+ * the naps for the next `backoff` bulk passes (4, doubled by each such try
+ * in a row up to 1024), which measure the plain wait again; a nap that
+ * pays sets the backoff back to 4, and one pass in 64 of a run of naps
+ * waits without one, so that the comparison follows the traffic. */
+enum { RL_NAP_BACKOFF_MIN = 4, RL_NAP_BACKOFF_MAX = 1024, RL_NAP_RECHECK = 64 };
+#define RL_NAP_GAIN_NUM 5 /* RL_NAP_GAIN: 5/4 */
+#define RL_NAP_GAIN_DEN 4
+
+/* A running mean of bytes per socket: 1/4 of the new sample, or the sample
+ * itself for the first (1 at least, so that 0 stays "none"). */
+static inline uint32_t rl__nap_mean(uint32_t mean, uint64_t sample) {
+    if (sample > UINT32_MAX)
+        sample = UINT32_MAX;
+    uint64_t m = mean ? ((uint64_t)mean * 3 + sample) / 4 : sample;
+    return m ? (uint32_t)m : 1;
+}
+
+/* Whether the loop naps before this wait: its pass read bulk chunks from
+ * two or more sockets, no wake-up is pending, and the nap pays (above).
+ * Also takes this pass's sample. The loop lock held. */
 static inline bool rl__coalesce_due(RLRunLoopRef rl) {
-    return RL_TRICK_COALESCE && rl->pass_bulk >= RL_COALESCE_MIN && !atomic_load(&rl->wake_pending);
+    rl__nap *n = &rl->nap;
+    bool after_nap = n->last;
+    n->last = false;
+    if (!RL_TRICK_COALESCE || rl->pass_bulk < RL_COALESCE_MIN)
+        return false;
+    uint64_t per = rl->pass_bulk_bytes / rl->pass_bulk;
+    if (after_nap)
+        n->napped = rl__nap_mean(n->napped, per);
+    else
+        n->plain = rl__nap_mean(n->plain, per);
+    if (atomic_load(&rl->wake_pending))
+        return false;
+    if (n->skip) {
+        n->skip--;
+        return false;
+    }
+    if (after_nap && n->plain) {
+        if ((uint64_t)n->napped * RL_NAP_GAIN_DEN < (uint64_t)n->plain * RL_NAP_GAIN_NUM) {
+            if (n->backoff < RL_NAP_BACKOFF_MIN)
+                n->backoff = RL_NAP_BACKOFF_MIN;
+            n->skip = n->backoff;
+            if (n->backoff < RL_NAP_BACKOFF_MAX)
+                n->backoff *= 2;
+            n->napped = 0;
+            n->streak = 0;
+            return false;
+        }
+        n->backoff = RL_NAP_BACKOFF_MIN;
+        if (++n->streak >= RL_NAP_RECHECK) {
+            n->streak = 0;
+            return false; /* this pass's wait measures the plain one again */
+        }
+    }
+    n->last = true;
+    return true;
 }
 
 /* The nap, `left` seconds at most, or until a wake-up. Without the loop
@@ -298,6 +363,7 @@ static inline double rl__mono_now_before(double at) {
 static inline void rl__after_wait(RLRunLoopRef rl) {
     rl->pass_ran = 0;
     rl->pass_bulk = 0;
+    rl->pass_bulk_bytes = 0;
     rl->bulk_last = NULL;
 }
 
@@ -399,7 +465,7 @@ static inline int rl__wait(RLRunLoopRef rl, rl__frame *f, bool poll, struct epol
 /* A read of at least this many bytes is a bulk one: the stream had a
  * chunk waiting, not a message (the sockets tell the policy of those). */
 #define RL_BULK_READ 4096
-RL__HIDDEN void rl__wait_note_bulk_read(const void *who);
+RL__HIDDEN void rl__wait_note_bulk_read(const void *who, size_t n);
 
 /* For the tests: how many waits the loop coalesced before. */
 RL__HIDDEN unsigned long rl__loop_coalesced_waits(RLRunLoopRef rl);

@@ -59,6 +59,20 @@ typedef struct rl__ring {
 
 typedef enum rl__kind { RL_KIND_SOURCE = 0, RL_KIND_TIMER = 1, RL_KIND_OBSERVER = 2 } rl__kind;
 
+/* What COALESCE's nap has done for a loop's reads (rl_waitpolicy.h,
+ * rl__coalesce_due): the bytes read per socket in passes after a wait
+ * without a nap and after a nap, as running means, and how many bulk
+ * passes to wait without napping before the nap is tried again. The
+ * loop's thread only. */
+typedef struct rl__nap {
+    uint32_t plain;   /* bytes per socket read in bulk after a wait without a nap; 0: not measured yet */
+    uint32_t napped;  /* the same after a nap; 0: not measured since the nap was last tried */
+    uint16_t skip;    /* bulk passes left that wait without a nap */
+    uint16_t backoff; /* the next skip's length: doubled by each try that brought no more bytes */
+    uint8_t streak;   /* naps since the last pass measured without one */
+    bool last;        /* the wait before the pass now running napped */
+} rl__nap;
+
 /* An item lock (see "locks" below). */
 typedef struct rl__olock {
     _Atomic uint32_t word;
@@ -792,9 +806,14 @@ struct RLRunLoop {
      * reads once a pass. */
     struct RLRunLoopSource *_Atomic inbox;
     rl__spin spin;         /* how long the loop spins for a wake-up before it sleeps */
+    /* COALESCE's measure (rl_waitpolicy.h), on the spin's line, which only
+     * the loop's thread writes: the bytes of the bulk reads since the loop
+     * last waited (rl__wait_note_bulk_read), and what naps did. */
+    uint64_t pass_bulk_bytes;
+    rl__nap nap;
     /* Enough that the perform queue starts on a line after the wake-up
      * fields (the assertion after the struct): not a whole line more. */
-    char pad1[RL_LINE - sizeof(void *)];
+    char pad1[RL_LINE - sizeof(void *) - sizeof(uint64_t) - sizeof(rl__nap)];
 
     rl__perform_queue pq;    /* perform requests (RLRunLoopPerform.c; pads itself) */
     char pad2[RL_LINE - sizeof(rl__bias)];
