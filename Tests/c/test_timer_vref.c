@@ -196,18 +196,31 @@ typedef struct handoff {
     _Atomic bool stop;
 } handoff;
 
+/* The next timer handed over, NULL once the owner is done. The owner
+ * hands its last timer over before it sets `stop`, so a releaser that
+ * finds `stop` set looks for a hand-over once more: the one it found
+ * empty may have been filled since (it was preempted between the two
+ * loads), and that last timer is its to release. */
+static RLRunLoopTimerRef take_handoff(handoff *h) {
+    for (;;) {
+        RLRunLoopTimerRef t = atomic_exchange(&h->t, NULL);
+        if (t)
+            return t;
+        if (atomic_load(&h->stop))
+            return atomic_exchange(&h->t, NULL);
+    }
+}
+
 static void *releaser(void *arg) {
     handoff *h = arg;
-    for (;;) {
-        RLRunLoopTimerRef t;
-        while (!(t = atomic_exchange(&h->t, NULL)))
-            if (atomic_load(&h->stop))
-                return NULL;
+    RLRunLoopTimerRef t;
+    while ((t = take_handoff(h))) {
         for (volatile int k = rand() % 64; k > 0; k--) {
         }
         if (!RLRelease(t))
             abort();
     }
+    return NULL;
 }
 
 static void test_release_races_the_owner(void **state) {
