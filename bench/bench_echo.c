@@ -182,6 +182,21 @@
  * of the goal's 0.9x; what is left is the ring's own copies and blocks
  * (rl_poll_uring.c's header).
  *
+ * Read callbacks nap too (2026-12-06). ours-read never napped: its
+ * callbacks read for themselves, so the policy saw no bulk reads, and over
+ * 16 connections it used 1.7x ours' CPU per MB. A Read callout now asks
+ * the kernel what waits (FIONREAD) and counts a bulk read's worth (at
+ * every callout of a socket found in bulk, at one in 16 of the thread's
+ * otherwise; RLSocket.c, sock_read_probe). Alternating with the build
+ * before, 2 pairs (BEC_ONLY=tp1,tp16,tp256,rt16,rt256 BEC_PEERS=ours,
+ * ours-read,epoll BEC_ROUNDS=2), read/ours: 16 connections CPU per MB
+ * 1.73x and 1.70x -> 0.98x and 1.03x, rate 0.71x and 0.70x -> 1.02x and
+ * 0.93x; 256 connections 1.07x and 1.03x -> 0.99x and 1.03x; round trips
+ * over 16 and 256 connections within the runs' spread (0.92-1.04x both);
+ * 1 connection (one socket never naps; the row flips between regimes)
+ * 1.54x and 1.09x -> 1.31x and 0.99x over 5 rounds. The looks cost a
+ * round trip exchange one ioctl per 16 round trips (strace).
+ *
  *   bench_echo                 the table (about a minute)
  *   BEC_ROUNDS=9 bench_echo
  *   BEC_QUICK=1 bench_echo     shorter runs, for a smoke test

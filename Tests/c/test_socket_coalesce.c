@@ -5,8 +5,10 @@
  * meanwhile: every byte of every stream arrives once and in order, and a
  * signalled source, a wake-up and a timer that come during the sleeps are
  * served; a wake-up, a timer and a run's deadline end a sleep made long on
- * purpose. With the trick off (PLAIN=1) the loop never sleeps: the tests
- * check that too. */
+ * purpose. Sockets whose Read callbacks read for themselves count too:
+ * the loop looks at what waits before the callback, at every callout of
+ * a socket in bulk and at one in 16 otherwise. With the trick off
+ * (PLAIN=1) the loop never sleeps nor looks: the tests check that too. */
 #include "testutil.h"
 
 #include <errno.h>
@@ -61,7 +63,7 @@ static void data_cb(RLSocketRef s, RLSocketCallBackType type, RLDataRef address,
  * did is the loop's own state (rl__nap), kept from test to test. */
 static void forget_naps(void) { memset(&RLRunLoopGetCurrent()->nap, 0, sizeof(rl__nap)); }
 
-static void open_streams_with(int count, RLSocketCallBack cb) {
+static void open_streams_typed(int count, RLOptionFlags types, RLSocketCallBack cb) {
     forget_naps();
     for (int i = 0; i < count; i++) {
         stream *st = &streams[i];
@@ -69,13 +71,15 @@ static void open_streams_with(int count, RLSocketCallBack cb) {
         st->index = i;
         assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, st->sv), 0);
         RLSocketContext ctx = {0, st, NULL, NULL, NULL};
-        st->sock = RLSocketCreateWithNative(NULL, st->sv[0], kRLSocketDataCallBack, cb, &ctx);
+        st->sock = RLSocketCreateWithNative(NULL, st->sv[0], types, cb, &ctx);
         assert_non_null(st->sock);
         st->src = RLSocketCreateRunLoopSource(NULL, st->sock, 0);
         assert_non_null(st->src);
         assert_true(RLRunLoopAddSource(RLRunLoopGetCurrent(), st->src, MODE));
     }
 }
+
+static void open_streams_with(int count, RLSocketCallBack cb) { open_streams_typed(count, kRLSocketDataCallBack, cb); }
 
 static void open_streams(int count) { open_streams_with(count, data_cb); }
 
@@ -121,6 +125,24 @@ static void run_until_all_got(int count, size_t n) {
     for (int i = 0; i < count; i++) {
         assert_int_equal(atomic_load(&streams[i].got), n);
         assert_false(atomic_load(&streams[i].out_of_order));
+    }
+}
+
+/* `rounds` rounds of a short message of `small` bytes on each stream from
+ * `first` on, each round run until every one of them got its message (a
+ * request and response exchange); all arrive, once and in order. */
+static void exchange_short_messages(int first, int rounds, size_t small) {
+    for (int round = 0; round < rounds; round++) {
+        for (int s = first; s < NSOCK; s++)
+            put(s, (size_t)round * small, small);
+        double end = rl_test_now() + 10;
+        for (int s = first; s < NSOCK; s++)
+            while (atomic_load(&streams[s].got) < (size_t)(round + 1) * small && rl_test_now() < end)
+                RLRunLoopRunInMode(MODE, 0.05, true);
+    }
+    for (int s = first; s < NSOCK; s++) {
+        assert_int_equal(atomic_load(&streams[s].got), (size_t)rounds * small);
+        assert_false(atomic_load(&streams[s].out_of_order));
     }
 }
 
@@ -221,19 +243,7 @@ static void test_one_stream_or_short_messages_never_coalesce(void **state) {
         put(0, (size_t)round * 200000, 200000);
         run_until_all_got(1, (size_t)(round + 1) * 200000);
     }
-    size_t small = RL_BULK_READ / 8;
-    for (int round = 0; round < 20; round++) {
-        for (int s = 1; s < NSOCK; s++)
-            put(s, (size_t)round * small, small);
-        double end = rl_test_now() + 10;
-        for (int s = 1; s < NSOCK; s++)
-            while (atomic_load(&streams[s].got) < (size_t)(round + 1) * small && rl_test_now() < end)
-                RLRunLoopRunInMode(MODE, 0.05, true);
-    }
-    for (int s = 1; s < NSOCK; s++) {
-        assert_int_equal(atomic_load(&streams[s].got), 20 * small);
-        assert_false(atomic_load(&streams[s].out_of_order));
-    }
+    exchange_short_messages(1, 20, RL_BULK_READ / 8);
     assert_int_equal(rl__loop_coalesced_waits(rl) - before, 0);
     close_streams(NSOCK);
 }
@@ -382,6 +392,90 @@ static void test_naps_that_bring_no_bigger_reads_stop(void **state) {
         assert_int_equal(coalesced, 0);
     }
     close_streams(2);
+}
+
+/* ---- Read callbacks: the callback reads, the loop looks ----------------- */
+
+RL__HIDDEN extern _Atomic unsigned long rl__socket_read_probes;
+
+static _Atomic unsigned long read_callouts;
+static size_t read_max; /* the most a Read callback reads in one call */
+
+/* The other CFSocket style: the callback reads (once, up to read_max). */
+static void read_cb(RLSocketRef s, RLSocketCallBackType type, RLDataRef address, const void *data, void *info) {
+    (void)address, (void)data;
+    stream *st = info;
+    if (type != kRLSocketReadCallBack)
+        return;
+    atomic_fetch_add(&read_callouts, 1);
+    uint8_t buf[65536];
+    size_t want = read_max < sizeof buf ? read_max : sizeof buf;
+    ssize_t n = recv(RLSocketGetNative(s), buf, want, MSG_DONTWAIT);
+    if (n <= 0)
+        return;
+    size_t at = atomic_load(&st->got);
+    for (ssize_t i = 0; i < n; i++)
+        if (buf[i] != byte_at(at + (size_t)i, st->index))
+            atomic_store(&st->out_of_order, true);
+    atomic_store(&st->got, at + (size_t)n);
+}
+
+/* Streams read by their Read callbacks, in bulk on two sockets: the loop
+ * looks at what waits before each callback and naps as for Data
+ * callbacks; every byte arrives once and in order. */
+static void test_read_callbacks_that_read_bulk_coalesce(void **state) {
+    (void)state;
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    open_streams_typed(2, kRLSocketReadCallBack, read_cb);
+    read_max = 16384;
+    unsigned long before = rl__loop_coalesced_waits(rl), probes0 = atomic_load(&rl__socket_read_probes);
+    atomic_store(&read_callouts, 0);
+    enum { ROUNDS = 40, EACH = 48 * 1024 };
+    for (int round = 0; round < ROUNDS; round++) {
+        put(0, (size_t)round * EACH, EACH);
+        put(1, (size_t)round * EACH, EACH);
+        run_until_all_got(2, (size_t)(round + 1) * EACH);
+    }
+    unsigned long coalesced = rl__loop_coalesced_waits(rl) - before;
+    unsigned long probes = atomic_load(&rl__socket_read_probes) - probes0, callouts = atomic_load(&read_callouts);
+    printf("# %lu Read callouts, %lu looks, %lu coalesced waits\n", callouts, probes, coalesced);
+    assert_true(callouts >= 2 * ROUNDS * (EACH / 16384));
+    if (RL_TRICK_COALESCE) {
+        assert_true(coalesced >= 1);
+        /* Once a look found bulk, each callout looks: all but the few
+         * before each socket's first look, and the last of each round's
+         * (nothing left: the next look waits its turn). */
+        assert_true(probes >= callouts / 2);
+    } else {
+        assert_int_equal(coalesced, 0);
+        assert_int_equal(probes, 0);
+    }
+    close_streams(2);
+}
+
+/* Short messages on Read-callback sockets (a request and response
+ * exchange): the loop looks at one Read callout in RL_READ_PROBE_EVERY
+ * (16) only, and never naps. */
+static void test_read_callbacks_of_short_messages_look_rarely(void **state) {
+    (void)state;
+    RLRunLoopRef rl = RLRunLoopGetCurrent();
+    open_streams_typed(NSOCK, kRLSocketReadCallBack, read_cb);
+    read_max = 65536;
+    unsigned long before = rl__loop_coalesced_waits(rl), probes0 = atomic_load(&rl__socket_read_probes);
+    atomic_store(&read_callouts, 0);
+    enum { ROUNDS = 100 };
+    exchange_short_messages(0, ROUNDS, 64);
+    unsigned long probes = atomic_load(&rl__socket_read_probes) - probes0, callouts = atomic_load(&read_callouts);
+    printf("# %lu Read callouts, %lu looks\n", callouts, probes);
+    assert_true(callouts >= (unsigned long)NSOCK * ROUNDS);
+    if (RL_TRICK_COALESCE) {
+        assert_true(probes >= callouts / 16 - 1);
+        assert_true(probes <= callouts / 16 + 1);
+    } else {
+        assert_int_equal(probes, 0);
+    }
+    assert_int_equal(rl__loop_coalesced_waits(rl) - before, 0);
+    close_streams(NSOCK);
 }
 
 /* The policy itself, on made-up passes (rl__coalesce_due): two sockets
@@ -604,6 +698,8 @@ int main(void) {
         cmocka_unit_test(test_a_run_deadline_ends_a_coalescing_run),
         cmocka_unit_test(test_naps_that_bring_no_bigger_reads_stop),
         cmocka_unit_test(test_the_nap_policy_backs_off_and_keeps_what_pays),
+        cmocka_unit_test(test_read_callbacks_that_read_bulk_coalesce),
+        cmocka_unit_test(test_read_callbacks_of_short_messages_look_rarely),
         cmocka_unit_test(test_a_wakeup_ends_the_coalescing_sleep),
         cmocka_unit_test(test_a_timer_or_the_deadline_ends_the_coalescing_sleep),
         cmocka_unit_test(test_a_timer_added_from_another_thread_ends_the_coalescing_sleep),
