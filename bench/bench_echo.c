@@ -195,7 +195,10 @@
  * over 16 and 256 connections within the runs' spread (0.92-1.04x both);
  * 1 connection (one socket never naps; the row flips between regimes)
  * 1.54x and 1.09x -> 1.31x and 0.99x over 5 rounds. The looks cost a
- * round trip exchange one ioctl per 16 round trips (strace).
+ * round trip exchange one ioctl per 16 round trips (strace). On io_uring
+ * (BEC_PEERS=ours-ur,read-ur,epoll, 2 pairs) rdur/ur per MB over 16
+ * connections 1.14x twice -> 0.94x and 0.86x; over 256 0.98x and 1.04x
+ * -> 1.17x and 1.04x (that row spread as much between the builds' runs).
  *
  *   bench_echo                 the table (about a minute)
  *   BEC_ROUNDS=9 bench_echo
