@@ -87,6 +87,25 @@ BENCH_ECHO_INSTR := $(BUILD)/bench/bench_echo_instr
 bench-echo-instr: $(BENCH_ECHO_INSTR) ## echo server's instructions (callgrind, single steps) and system calls (strace) per round trip (1 and 16 connections) and per MB: both RLSocket styles on both backends, raw epoll, libuv
 	@scripts/bench-echo-instr.sh $(BENCH_ECHO_INSTR)
 
+# bench-echo-profile: where the echo server's CPU goes by kind of work (the
+# kernel's TCP send and receive, the wait, sleeps, io_uring's own work,
+# other system call work, user space), perf samples of the server thread
+# of bench_echo_instr (scripts/bench-echo-profile.py), and the lowest
+# CPU per unit any server could reach against raw epoll's: its TCP work and
+# user space alone. PROFILE_WORK=rt16 (or rt, rt256, tp16), PROFILE_N=,
+# PROFILE_PEERS="ours-ur epoll" (the last one is the reference). Needs perf.
+PROFILE_WORK ?= rt16
+PROFILE_N ?= $(if $(filter tp%,$(PROFILE_WORK)),3000,300000)
+PROFILE_PEERS ?= ours-ur epoll
+
+.PHONY: bench-echo-profile check-bench-profile
+bench-echo-profile: $(BENCH_ECHO_INSTR) ## echo server's CPU by kind of work (perf: TCP send/receive, wait, sleep, io_uring, syscalls, user) against raw epoll's, and the floor its TCP work sets (PROFILE_WORK=rt16|rt256|tp16, PROFILE_PEERS=)
+	@scripts/bench-echo-profile.py $(BENCH_ECHO_INSTR) $(PROFILE_WORK) $(PROFILE_N) $(PROFILE_PEERS)
+
+check-bench-profile: ## bench-echo-profile's sorting of samples on a made-up perf output
+	@scripts/bench-echo-profile.py --self-test
+CHECK_EXTRA += check-bench-profile
+
 $(BENCH_ECHO_INSTR): $(BENCH_ECHO_OBJ)/bench_echo_instr.o $(BENCH_ECHO_OBJ)/bench_echo_rl.o \
                      $(BENCH_ECHO_OBJ)/bench_echo_rl_read.o $(BENCH_ECHO_OBJ)/bench_echo_epoll.o \
                      $(BENCH_ECHO_OBJ)/bench_echo_rl_ur.o $(BENCH_ECHO_OBJ)/bench_echo_rl_read_ur.o \
