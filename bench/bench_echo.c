@@ -221,7 +221,14 @@
  * kernel interface. Bulk (tp16, 3,000 MB, the same tool): ours-ur's user
  * space is 0.13 ms per MB against raw epoll's 0.02 (17% of its CPU, the
  * copies out of the provided buffers and the joins of rl_rxq.c), the rest
- * level: that is the lever left for the ring's bulk rows.
+ * level: that is the lever left for the ring's bulk rows. The same day's
+ * table (BEC_ONLY=rt16 BEC_PEERS=ours-ur,epoll,libuv BEC_ROUNDS=7): p99
+ * over 16 connections ours-ur 140 us, libuv 146 (0.96x paired, within in
+ * 4 of 7 rounds; 1.11x in a 3-round run before it). The two RLSocket
+ * styles on one connection (BEC_ONLY=tp1 BEC_PEERS=ours,ours-read
+ * BEC_ROUNDS=15): read/ours rate 0.89x, CPU per MB 0.72x (the Read-callback
+ * server used less CPU per MB and moved fewer MB/s: the row's regimes,
+ * above, not work of its own).
  *
  *   bench_echo                 the table (about a minute)
  *   BEC_ROUNDS=9 bench_echo
