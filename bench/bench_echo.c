@@ -199,6 +199,13 @@
  * (BEC_PEERS=ours-ur,read-ur,epoll, 2 pairs) rdur/ur per MB over 16
  * connections 1.14x twice -> 0.94x and 0.86x; over 256 0.98x and 1.04x
  * -> 1.17x and 1.04x (that row spread as much between the builds' runs).
+ * A socket in bulk alone in its pass (one connection) is looked at only
+ * at its turn since (2026-12-06: a look there cannot make the loop nap):
+ * the tp1 row's looks 1,609 -> 172 under strace (one run each); read/ours
+ * rate, alternated with the build before, 2 pairs of 7 rounds, 0.82x and
+ * 0.80x before, 0.81x and 0.85x after; without any looks at all (an
+ * experiment) 0.83-0.88x against 0.75-0.80x with them, 4 pairs of 9
+ * rounds: the row's regimes (above), more than the looks, set that rate.
  *
  * Where the round trip's CPU goes, by kind (2026-12-06, `make
  * bench-echo-profile`: perf samples of the server thread of

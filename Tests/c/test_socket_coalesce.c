@@ -420,37 +420,67 @@ static void read_cb(RLSocketRef s, RLSocketCallBackType type, RLDataRef address,
     atomic_store(&st->got, at + (size_t)n);
 }
 
-/* Streams read by their Read callbacks, in bulk on two sockets: the loop
- * looks at what waits before each callback and naps as for Data
- * callbacks; every byte arrives once and in order. */
-static void test_read_callbacks_that_read_bulk_coalesce(void **state) {
-    (void)state;
+/* What bulk on `count` Read-callback streams brought: READ_ROUNDS rounds
+ * of READ_EACH bytes on each, the callbacks reading 16 KB at a time, every
+ * byte arriving once and in order (the streams are closed after). */
+enum { READ_ROUNDS = 40, READ_EACH = 48 * 1024 };
+typedef struct {
+    unsigned long callouts, probes, coalesced;
+} read_bulk_result;
+
+static read_bulk_result read_bulk_rounds(int count) {
     RLRunLoopRef rl = RLRunLoopGetCurrent();
-    open_streams_typed(2, kRLSocketReadCallBack, read_cb);
+    open_streams_typed(count, kRLSocketReadCallBack, read_cb);
     read_max = 16384;
     unsigned long before = rl__loop_coalesced_waits(rl), probes0 = atomic_load(&rl__socket_read_probes);
     atomic_store(&read_callouts, 0);
-    enum { ROUNDS = 40, EACH = 48 * 1024 };
-    for (int round = 0; round < ROUNDS; round++) {
-        put(0, (size_t)round * EACH, EACH);
-        put(1, (size_t)round * EACH, EACH);
-        run_until_all_got(2, (size_t)(round + 1) * EACH);
+    for (int round = 0; round < READ_ROUNDS; round++) {
+        for (int s = 0; s < count; s++)
+            put(s, (size_t)round * READ_EACH, READ_EACH);
+        run_until_all_got(count, (size_t)(round + 1) * READ_EACH);
     }
-    unsigned long coalesced = rl__loop_coalesced_waits(rl) - before;
-    unsigned long probes = atomic_load(&rl__socket_read_probes) - probes0, callouts = atomic_load(&read_callouts);
-    printf("# %lu Read callouts, %lu looks, %lu coalesced waits\n", callouts, probes, coalesced);
-    assert_true(callouts >= 2 * ROUNDS * (EACH / 16384));
+    read_bulk_result r = {atomic_load(&read_callouts), atomic_load(&rl__socket_read_probes) - probes0,
+                          rl__loop_coalesced_waits(rl) - before};
+    printf("# %d streams: %lu Read callouts, %lu looks, %lu coalesced waits\n", count, r.callouts, r.probes,
+           r.coalesced);
+    assert_true(r.callouts >= (unsigned long)count * READ_ROUNDS * (READ_EACH / 16384));
+    close_streams(count);
+    return r;
+}
+
+/* Streams read by their Read callbacks, in bulk on two sockets: the loop
+ * looks at what waits before each callback and naps as for Data
+ * callbacks. */
+static void test_read_callbacks_that_read_bulk_coalesce(void **state) {
+    (void)state;
+    read_bulk_result r = read_bulk_rounds(2);
     if (RL_TRICK_COALESCE) {
-        assert_true(coalesced >= 1);
+        assert_true(r.coalesced >= 1);
         /* Once a look found bulk, each callout looks: all but the few
          * before each socket's first look, and the last of each round's
          * (nothing left: the next look waits its turn). */
-        assert_true(probes >= callouts / 2);
+        assert_true(r.probes >= r.callouts / 2);
     } else {
-        assert_int_equal(coalesced, 0);
-        assert_int_equal(probes, 0);
+        assert_int_equal(r.coalesced, 0);
+        assert_int_equal(r.probes, 0);
     }
-    close_streams(2);
+}
+
+/* One Read-callback stream in bulk, alone in the loop: its callouts are
+ * each their pass's only one, so no look can make the loop nap (one stream
+ * never does), and it is looked at as a socket not in bulk, at one Read
+ * callout in 16 (before, once a look had found bulk, at every callout: a
+ * system call per callback for nothing). */
+static void test_a_lone_read_callback_stream_in_bulk_looks_rarely(void **state) {
+    (void)state;
+    read_bulk_result r = read_bulk_rounds(1);
+    if (RL_TRICK_COALESCE) {
+        assert_true(r.probes + 1 >= r.callouts / 16);
+        assert_true(r.probes <= r.callouts / 16 + 1);
+    } else {
+        assert_int_equal(r.probes, 0);
+    }
+    assert_int_equal(r.coalesced, 0);
 }
 
 /* Short messages on Read-callback sockets (a request and response
@@ -699,6 +729,7 @@ int main(void) {
         cmocka_unit_test(test_naps_that_bring_no_bigger_reads_stop),
         cmocka_unit_test(test_the_nap_policy_backs_off_and_keeps_what_pays),
         cmocka_unit_test(test_read_callbacks_that_read_bulk_coalesce),
+        cmocka_unit_test(test_a_lone_read_callback_stream_in_bulk_looks_rarely),
         cmocka_unit_test(test_read_callbacks_of_short_messages_look_rarely),
         cmocka_unit_test(test_a_wakeup_ends_the_coalescing_sleep),
         cmocka_unit_test(test_a_timer_or_the_deadline_ends_the_coalescing_sleep),

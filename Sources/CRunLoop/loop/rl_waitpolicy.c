@@ -22,6 +22,11 @@ void rl__wait_note_bulk_read(const void *who, size_t n) {
     }
 }
 
+bool rl__wait_bulk_may_nap(void) {
+    RLRunLoopRef rl = rl__tls;
+    return rl && rl->frame && (rl->pass_bulk > 0 || rl->fd_pass_left > 0);
+}
+
 unsigned long rl__loop_coalesced_waits(RLRunLoopRef rl) {
     rl__loop_lock(rl);
     unsigned long n = rl->ncoalesced;

@@ -466,6 +466,11 @@ static inline int rl__wait(RLRunLoopRef rl, rl__frame *f, bool poll, struct epol
  * chunk waiting, not a message (the sockets tell the policy of those). */
 #define RL_BULK_READ 4096
 RL__HIDDEN void rl__wait_note_bulk_read(const void *who, size_t n);
+/* Whether a bulk read noted now could still make the calling thread's
+ * loop nap before its next wait: a socket was read in bulk already this
+ * pass, or more fd callouts follow in it. false: this callout is the
+ * pass's only one (one stream alone never naps), or no loop runs here. */
+RL__HIDDEN bool rl__wait_bulk_may_nap(void);
 
 /* For the tests: how many waits the loop coalesced before. */
 RL__HIDDEN unsigned long rl__loop_coalesced_waits(RLRunLoopRef rl);
