@@ -1182,8 +1182,10 @@ static bool stream_at_eof(int fd) {
  * read in bulk yet, no fd callout after it: rl__wait_bulk_may_nap) cannot
  * make the loop nap, as one stream alone never does, and is looked at as
  * one not in bulk: a single Read-callback connection in bulk (bench_echo's
- * tp1) paid a look at every callout, and moved 0.75-0.80x the MB/s of the
- * Data-callback server in 4 runs of 9 rounds, 0.83-0.88x without the looks.
+ * tp1) paid a look at every callout (1,609 looks in a run under strace,
+ * 172 now). That row's rate against the Data-callback server hardly moved
+ * (0.80-0.82x before, 0.81-0.85x after, alternated): its regimes set it
+ * (bench_echo.c's header).
  * Stream sockets only (a datagram's reads are one message each). */
 enum { RL_READ_PROBE_EVERY = 16 };
 
