@@ -726,6 +726,153 @@ static void test_disabled_callback_keeps_what_was_read_ahead(void **state) {
     done(s, &g);
 }
 
+/* Writes all n bytes to fd (blocking). */
+static void write_all(int fd, const char *p, size_t n) {
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        assert_true(w > 0);
+        p += w;
+        n -= (size_t)w;
+    }
+}
+
+/* The stream in bulk (a callout's first delivery from the ring holds 16 KB
+ * or more) is read by its socket from then on, with the ring polling it;
+ * a short message after it (a first read under 4 KB) gives it back to
+ * the ring, whose receives read the round trips that follow; bulk again,
+ * and the socket reads it again. Every byte in order throughout. */
+#if !RL_PLAIN
+RL__HIDDEN extern _Atomic unsigned long rl__poll_uring_rx_selves; /* readers turned to reading themselves */
+#endif
+
+static void test_a_stream_in_bulk_reads_itself_then_the_ring_again(void **state) {
+    (void)state;
+    int sv[2];
+    got g = {0};
+    RLSocketRef s = warm_pair(sv, &g);
+    warm(s, sv[1], &g);
+    got *one[] = {&g};
+    enum { N = 512 * 1024 };
+    static char out[N];
+    for (int round = 0; round < 2; round++) {
+#if !RL_PLAIN
+        unsigned long selves = atomic_load(&rl__poll_uring_rx_selves);
+#endif
+        pattern(out, N, 3 + (unsigned)round);
+        size_t at = g.len;
+        write_all(sv[1], out, N);
+        run_for(one, 1, at + N, 0);
+        assert_int_equal(g.len, at + N);
+        assert_memory_equal(g.bytes + at, out, N);
+#if !RL_PLAIN
+        if (on_ring())
+            assert_true(atomic_load(&rl__poll_uring_rx_selves) > selves);
+        unsigned long submits = atomic_load(&rl__poll_uring_rx_submits);
+#endif
+        unsigned long ring = atomic_load(&rl__socket_ring_reads);
+        char msg[64];
+        for (int i = 0; i < 20; i++) {
+            pattern(msg, sizeof msg, (unsigned)(i + round));
+            at = g.len;
+            write_all(sv[1], msg, sizeof msg);
+            run_for(one, 1, at + sizeof msg, 0);
+            assert_int_equal(g.len, at + sizeof msg);
+            assert_memory_equal(g.bytes + at, msg, sizeof msg);
+        }
+        if (on_ring()) {
+            /* The first message was the socket's own read; the ring read
+             * the others (a new receive submitted for them). */
+#if !RL_PLAIN
+            assert_true(atomic_load(&rl__poll_uring_rx_submits) > submits);
+#endif
+            assert_true(atomic_load(&rl__socket_ring_reads) - ring >= 15);
+        }
+    }
+    close(sv[1]);
+    done(s, &g);
+}
+
+/* A writer alternating bursts of every size (a byte to 400 KB) with
+ * pauses, so that the stream goes from the ring to its socket's own reads
+ * and back many times: every byte arrives, in order. `toggle`: the
+ * callback turns itself off after each call and the test on again
+ * between runs (each arming a change of the registration). */
+enum { MIX_TOTAL = 12 << 20 };
+
+typedef struct mix_job {
+    int fd;
+    unsigned seed;
+} mix_job;
+
+static char mix_byte(size_t i) { return (char)((i * 131 + (i >> 12)) & 0xff); }
+
+static void *mix_writer(void *arg) {
+    mix_job *j = arg;
+    static char buf[400 * 1024];
+    size_t off = 0;
+    unsigned r = j->seed;
+    while (off < MIX_TOTAL) {
+        r = r * 1103515245u + 12345u;
+        unsigned kind = (r >> 16) % 3;
+        r = r * 1103515245u + 12345u;
+        size_t n = kind == 0 ? 1 + (r >> 16) % 100 : kind == 1 ? 4000 + (r >> 16) % 16000 : 64000 + (r >> 8) % 336000;
+        if (n > MIX_TOTAL - off)
+            n = MIX_TOTAL - off;
+        for (size_t i = 0; i < n; i++)
+            buf[i] = mix_byte(off + i);
+        write_all(j->fd, buf, n);
+        off += n;
+        if (kind == 0)
+            usleep(200); /* a pause: the stream trickles */
+    }
+    return NULL;
+}
+
+static void run_mix(bool toggle) {
+    int sv[2];
+    got g = {0};
+    g.disable_each = toggle;
+    RLSocketRef s = warm_pair(sv, &g);
+    size_t base = g.len;
+#if !RL_PLAIN
+    unsigned long selves = atomic_load(&rl__poll_uring_rx_selves);
+#endif
+    unsigned long ring = atomic_load(&rl__socket_ring_reads);
+    mix_job j = {sv[1], toggle ? 7u : 3u};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, mix_writer, &j), 0);
+    double end = rl_test_now() + 30;
+    while (g.len < base + MIX_TOTAL && rl_test_now() < end) {
+        if (toggle)
+            assert_true(RLSocketEnableCallBacks(s, kRLSocketDataCallBack));
+        RLRunLoopRunInMode(MODE, 0.05, true);
+    }
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_int_equal(g.len, base + MIX_TOTAL);
+    for (size_t i = 0; i < MIX_TOTAL; i++) {
+        if (g.bytes[base + i] != mix_byte(i))
+            fail_msg("byte %zu of %d: %d, not %d", i, MIX_TOTAL, g.bytes[base + i], mix_byte(i));
+    }
+    if (on_ring()) {
+#if !RL_PLAIN
+        assert_true(atomic_load(&rl__poll_uring_rx_selves) - selves >= 2);
+#endif
+        assert_true(atomic_load(&rl__socket_ring_reads) - ring >= 2);
+    }
+    close(sv[1]);
+    done(s, &g);
+}
+
+static void test_bursts_and_trickles_keep_their_order(void **state) {
+    (void)state;
+    run_mix(false);
+}
+
+static void test_bursts_and_trickles_keep_their_order_with_the_callback_toggled(void **state) {
+    (void)state;
+    run_mix(true);
+}
+
 /* What a loop's ring read ahead for a stream waits for it after that loop
  * is gone: a thread's loop reads 40,000 bytes through its ring and
  * delivers 20,000 of them (its callback's chunk), and the callback turns
@@ -895,6 +1042,9 @@ int main(void) {
         cmocka_unit_test(test_reset),
         cmocka_unit_test(test_invalidate_while_a_receive_is_in_flight),
         cmocka_unit_test(test_disabled_callback_keeps_what_was_read_ahead),
+        cmocka_unit_test(test_a_stream_in_bulk_reads_itself_then_the_ring_again),
+        cmocka_unit_test(test_bursts_and_trickles_keep_their_order),
+        cmocka_unit_test(test_bursts_and_trickles_keep_their_order_with_the_callback_toggled),
         cmocka_unit_test(test_read_ahead_outlives_the_loop_that_read_it),
         cmocka_unit_test(test_no_buffer_ring),
         cmocka_unit_test(test_fork_child_reads),

@@ -65,6 +65,14 @@
  * buffer into an RLData of its own; a longer one takes the buffer (see
  * sock_long_data_done). */
 #define RL_SOCKET_COPY_MAX 4096
+/* On a loop that reads its streams through an io_uring (rl_rxq.h), a
+ * callout whose first delivery brings at least this many bytes from the
+ * ring finds the stream in bulk: its socket reads the fd itself from then
+ * on (one read of its chunk, no copy; the ring copies each buffer out and
+ * the delivery joins them), until a callout's first read brings less than
+ * a bulk read's worth (RL_BULK_READ): the ring reads it again (one system
+ * call a wake, not two). Between the two, it stays as it is. */
+#define RL_SOCKET_SELF_READ 16384
 
 /* The chunk size in use: RL_SOCKET_READ_CHUNK, smaller only in the tests
  * that watch the batch limit at work (a socket pair cannot queue 2 MiB). */
@@ -910,11 +918,13 @@ static void sock_chunk_data_done(rl__rxq *q, RLDataRef d) {
  * as an empty data (false: the stream ended). `data`: the empty data made
  * for the read (`spare`: the thread's). */
 static bool sock_deliver_chunk(struct RLSocket *s, rl__rxq *q, rl__rxchunk *c, bool more, size_t chunk,
-                               RLDataRef data, bool spare, bool *full) {
+                               RLDataRef data, bool spare, bool first, bool *full) {
     atomic_fetch_add_explicit(&rl__socket_ring_reads, 1, memory_order_relaxed);
     if (c->full && c->len < chunk && !more)
         c = sock_chunk_fill(s, c, chunk);
     *full = (c->full && c->len >= chunk) || more;
+    if (first && c->len >= RL_SOCKET_SELF_READ)
+        rl__fd_recv_self(sock_fdobj(s), true);
     if (c->len >= RL_BULK_READ)
         rl__wait_note_bulk_read(s, c->len);
     /* A short chunk little bigger than its bytes goes out in the thread's
@@ -959,7 +969,7 @@ static bool sock_deliver_chunk(struct RLSocket *s, rl__rxq *q, rl__rxchunk *c, b
  * needs is allocated before the read, which cannot be undone: out of
  * memory, nothing is read (the next wake tries again), and bytes once read
  * always reach the callback. */
-static bool sock_deliver_data(struct RLSocket *s, size_t chunk, bool *full) {
+static bool sock_deliver_data(struct RLSocket *s, size_t chunk, bool first, bool *full) {
     *full = false;
     bool spare;
     RLDataRef data = sock_data_for_read(&spare);
@@ -973,7 +983,7 @@ static bool sock_deliver_data(struct RLSocket *s, size_t chunk, bool *full) {
         bool more;
         rl__rxchunk *c = q ? rl__rxq_pop_upto(q, sock_fd(s), chunk, &more) : NULL;
         if (c)
-            return sock_deliver_chunk(s, q, c, more, chunk, data, spare, full);
+            return sock_deliver_chunk(s, q, c, more, chunk, data, spare, first, full);
         uint8_t *buf = NULL;
         RLDataRef small = NULL;
         size_t small_cap = 0;
@@ -982,6 +992,8 @@ static bool sock_deliver_data(struct RLSocket *s, size_t chunk, bool *full) {
         ssize_t n = stream_read_chunk(sock_fd(s), chunk, whole, &buf, &lent, &small, &small_cap);
         if (n >= RL_BULK_READ)
             rl__wait_note_bulk_read(s, (size_t)n);
+        else if (first && q && n > 0)
+            rl__fd_recv_self(sock_fdobj(s), false);
         if (small || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOMEM))) {
             if (!spare)
                 RLRelease(data);
@@ -1298,9 +1310,9 @@ static void sock_fd_callout_body(struct RLSocket *s, RLOptionFlags ready) {
             size_t base = atomic_load_explicit(&rl__socket_read_chunk, memory_order_relaxed);
             sock_ring_ask(s, base);
             size_t chunk = base, budget = base * RL_SOCKET_READ_BATCH;
-            for (;;) {
+            for (bool first = true;; first = false) {
                 bool full;
-                if (!sock_deliver_data(s, chunk, &full)) {
+                if (!sock_deliver_data(s, chunk, first, &full)) {
                     /* The end (or a read error) went out as an empty
                      * data: as CFSocket does, the stream is invalidated
                      * once its callback returned (the fd's close and the

@@ -79,6 +79,17 @@ RL__HIDDEN void rl__poll_drain(rl__poller *rl);
 static inline rl__rxq *rl__poll_recv_into(rl__poller *rl, int fd, size_t want) {
     return rl->kops->recv_into ? rl->kops->recv_into(rl, fd, want) : NULL;
 }
+/* For a stream read through rl's ring (rl__poll_recv_into): `self`, its
+ * reader reads fd itself for now, the ring only polls it (a stream in
+ * bulk, which one read of the reader's chunk moves with no copy, where the
+ * ring's receives would copy each buffer out and the reader join them);
+ * else the ring reads it again, from its next arming. What the ring read
+ * before stays queued, taken first as ever. The loop's thread, in a
+ * callout of fd; nothing for a backend that does not read (epoll). */
+static inline void rl__poll_recv_self(rl__poller *rl, int fd, bool self) {
+    if (rl->kops->recv_self)
+        rl->kops->recv_self(rl, fd, self);
+}
 /* Queues a copy of n bytes in q for rl's ring to send (rl_txq.h): q's
  * chunks go out in order, one send in flight, submitted with the loop's
  * next enter (`soon`: the loop is in a run, which enters again or flushes

@@ -83,8 +83,12 @@
  * only queued, and a queue that holds chunks when its registration is
  * armed is reported at once, without asking the kernel. No buffer free
  * when data came (ENOBUFS, nothing read): that arming is done again as a
- * poll, and the reader reads the fd itself. Every completion is taken from
- * the ring as soon as an enter returns (reports beyond what the caller
+ * poll, and the reader reads the fd itself. So does a reader that asks to
+ * (uring_recv_self: a stream in bulk, which its socket reads a chunk at a
+ * time with no copy): its live receive is cancelled (what it read still
+ * queued), its armings are polls until it asks for the ring again.
+ * Every completion is taken from the ring as soon as an enter returns
+ * (reports beyond what the caller
  * asked for wait in `pend`; completions the kernel kept aside when the
  * queue was full are fetched too), so no receive's bytes sit unseen while
  * the reader reads the fd directly; and the receive itself runs only
@@ -257,6 +261,7 @@ typedef struct uring_reg {
     bool reader : 1;   /* reads through the ring, into the ring's queues (u->rx) under its fd; else polls only */
     bool rx_poll : 1;  /* the next arming is a poll (no buffer was free) */
     bool rx_armed : 1; /* armed as a reader: the live receive's next bytes are reported (else only queued) */
+    bool rx_self : 1;  /* a reader that reads the fd itself for now (uring_recv_self): armed as a poll */
 } uring_reg;
 /* One a watched fd number, in the table the loop's lowest to highest spans
  * (an idle ring connection's bytes: bench_memory's conn-ur row). 20 bytes:
@@ -532,7 +537,7 @@ static uint32_t uring_next_seq(uring *u) {
 
 /* Whether r's arming is a receive into a provided buffer. */
 static bool uring_reads(const uring *u, const uring_reg *r) {
-    return r->reader && u->br && !r->rx_poll && !(r->events & URING_ET) &&
+    return r->reader && u->br && !r->rx_poll && !r->rx_self && !(r->events & URING_ET) &&
            (r->events & (EPOLLIN | EPOLLOUT | EPOLLPRI)) == EPOLLIN;
 }
 
@@ -1541,6 +1546,32 @@ static rl__rxq *uring_recv_into(rl__poller *rl, int fd, size_t want) {
     return ok ? rl__rxq_retain(u->rx) : NULL;
 }
 
+/* fd's reader reads it itself for now (`self`: its live receive, if any,
+ * cancelled, what it read still queued; its arming a poll) or through the
+ * ring again (from its next arming). */
+RL__HIDDEN _Atomic unsigned long rl__poll_uring_rx_selves; /* for the tests: readers turned to reading themselves */
+_Atomic unsigned long rl__poll_uring_rx_selves;
+
+static void uring_recv_self(rl__poller *rl, int fd, bool self) {
+    uring *u = rl->kstate;
+    if (fd < 0 || !pthread_equal(pthread_self(), rl->owner))
+        return;
+    uring_lock(u);
+    uring_reg *r = uring_reg_at(u, fd);
+    if (r && r->present && r->reader && r->rx_self != self) {
+        r->rx_self = self;
+        if (self)
+            atomic_fetch_add_explicit(&rl__poll_uring_rx_selves, 1, memory_order_relaxed);
+        if (self && (r->seq & URING_RX)) {
+            bool armed = r->rx_armed || r->arm;
+            uring_disarm(u, fd, r);
+            if (armed)
+                (void)uring_arm(u, fd, r);
+        }
+    }
+    uring_unlock(u);
+}
+
 /* Queues n bytes of q's for the ring to send (rl__poll_send). 1: queued;
  * 0: not this ring's (the caller sends); -errno: an earlier send's error,
  * reported now (nothing queued), or no memory. */
@@ -1616,6 +1647,7 @@ const rl__poll_ops rl__poll_uring_ops = {
     .ctl = uring_ctl,
     .wait = uring_wait,
     .recv_into = uring_recv_into,
+    .recv_self = uring_recv_self,
     .send = uring_send,
     .flush = uring_flush_sends,
 };

@@ -340,6 +340,12 @@ struct rl__rxq *rl__fd_recv_into(RLRunLoopSourceRef s, size_t want) {
     return rl__poll_recv_into(&rl->kern, rl__fdst(s)->fd, want);
 }
 
+void rl__fd_recv_self(RLRunLoopSourceRef s, bool self) {
+    RLRunLoopRef rl = rl__tls;
+    if (rl && rl->src_in_callout == s && rl__of_this_process(rl))
+        rl__poll_recv_self(&rl->kern, rl__fdst(s)->fd, self);
+}
+
 bool rl__fd_ring_sends(RLRunLoopSourceRef s) {
     RLRunLoopRef rl = rl__tls;
     return rl && rl->kern.kops && rl->kern.kops->send && rl->src_in_callout == s && rl__of_this_process(rl);

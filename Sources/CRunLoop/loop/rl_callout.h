@@ -88,6 +88,12 @@ RL__HIDDEN bool rl__fd_report_quiet(RLRunLoopSourceRef s);
 struct rl__rxq;
 RL__HIDDEN struct rl__rxq *rl__fd_recv_into(RLRunLoopSourceRef s, size_t want);
 
+/* From a callout of s, on its loop's thread, for a stream read through
+ * its ring (rl__fd_recv_into): `self`, the reader reads the fd itself from
+ * now on, the ring only polls it; else the ring reads it again
+ * (rl__poll_recv_self). Nothing elsewhere. */
+RL__HIDDEN void rl__fd_recv_self(RLRunLoopSourceRef s, bool self);
+
 /* On the thread of the loop whose ring sends q, or, for q's first send
  * (no ring has it yet), from a callout of s on its loop's thread: n bytes
  * queued for that loop's ring to send (rl__poll_send, rl_txq.h: 1), an
