@@ -633,7 +633,8 @@ static void print_table(int rounds) {
     printf("[h] from the loop thread's return from epoll_wait to the 1 ms timer's callout, in the lateness runs [b]:\n"
            "    the part of the lateness that is the loop's own code (the rest is the kernel waking the thread).\n"
            "    The bench wraps epoll_wait for the whole process, CoreFoundation's calls included; GLib polls\n"
-           "    with poll, and libuv's timer runs are measured differently, so theirs is '-'.\n");
+           "    with poll, and libuv's timer runs are measured differently, so theirs is '-'; so is ours on\n"
+           "    io_uring (RL_BACKEND), whose loop waits in io_uring_enter.\n");
     printf("[i] Apple's Run Loops guide, Listings 3-3 to 3-8: a producer thread appends a command to a mutex-\n"
            "    protected queue, then RunLoopSourceSignal + RunLoopWakeUp; the loop's version-0 perform takes the\n"
            "    whole queue (ours and CF run the same code). libuv: the same queue + uv_async_send; GLib: the same\n"
