@@ -250,6 +250,19 @@
  * flight each: never 16 KB at once, read by the ring as before) level.
  * The round trips (rt16, rt256, 2 pairs before) never reach 16 KB: level.
  *
+ * What sets the two styles' rate on one connection (2026-12-06): the Read
+ * callback's own read. The Read-callback server reads 64 KB per callback
+ * (bec_peer_rl_read's buffer), the Data path 128 KB per read on a lone
+ * stream (RLSocket.c, RL_SOCKET_READ_GROW: 1.4-1.6x libuv there against
+ * 1.0x at 64 KB). The same Read server with a 128 KB buffer, alternated
+ * with the 64 KB one, 2 pairs of 7 rounds (BEC_ONLY=tp1 BEC_PEERS=ours,
+ * ours-read): read/ours rate 0.91x and 0.91x with 64 KB, 1.05x and 1.15x
+ * with 128 KB; the Read server's CPU per MB 0.44 and 0.43 ms with 64 KB
+ * (the Data server's 0.57, 0.60 in the same runs), 0.57 and 0.58 with
+ * 128 KB (0.56, 0.61): it moves more between waits, and waits less.
+ * So the row's gap is the program's read size, not the library's path;
+ * the row keeps 64 KB, the size a CFSocket program is likely to use.
+ *
  *   bench_echo                 the table (about a minute)
  *   BEC_ROUNDS=9 bench_echo
  *   BEC_QUICK=1 bench_echo     shorter runs, for a smoke test
