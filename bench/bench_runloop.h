@@ -23,6 +23,16 @@
 #include <string.h>
 #include <time.h>
 
+/* On the first member of a struct that two threads share (a producer's
+ * and its consumer's): the struct starts a cache line and fills its
+ * lines (its size rounds up to them), so nothing else shares them. Such
+ * a struct lives on the producer's stack, where without this the
+ * consumer's writes shared a line with the producer's own frame in some
+ * processes and not others (the stack's offset is randomized): ours'
+ * perform rows fell from ~23/~41 to 9-16 M/s in about 1 run in 4, and in
+ * none of 6 with address randomization off (setarch -R) or 8 with this. */
+#define BRL_OWN_LINES _Alignas(64)
+
 typedef struct brl_result {
     bool ok;
     double v[4]; /* v[2], v[3]: only where an entry says so, else NAN */

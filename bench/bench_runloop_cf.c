@@ -40,7 +40,7 @@ static void cf_timer_nothing(CFRunLoopTimerRef t, void *info) { (void)t, (void)i
 /* ---- perform throughput ----------------------------------------------- */
 
 typedef struct {
-    long n, count;
+    BRL_OWN_LINES long n, count;
     double t_end;
     bool done;
     atomic_bool sent_all; /* the producer is done with rl */
@@ -122,13 +122,13 @@ static brl_result cf_perform_queue(long n) {
 
 typedef struct cf_pp cf_pp;
 typedef struct {
-    cf_pp *pp;
+    BRL_OWN_LINES cf_pp *pp;
     CFRunLoopRef rl;
     CFRunLoopSourceRef src;
 } cf_side;
 
 struct cf_pp {
-    cf_side a, b;
+    BRL_OWN_LINES cf_side a, b;
     long n, warm, i;
     double t_sent;
     double *samples;
@@ -606,7 +606,7 @@ static brl_result cf_timer_addrm(long n) {
 /* ---- the guide's custom input source, fed from another thread ---------- */
 
 typedef struct {
-    brl_cmdq q;
+    BRL_OWN_LINES brl_cmdq q;
     CFRunLoopSourceRef src;
     long n, count, sum;
     double t_end;

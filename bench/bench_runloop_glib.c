@@ -17,7 +17,7 @@ static gboolean gl_nothing(gpointer data) { return G_SOURCE_CONTINUE; }
 /* ---- perform throughput: g_main_context_invoke ------------------------ */
 
 typedef struct {
-    GMainContext *ctx;
+    BRL_OWN_LINES GMainContext *ctx;
     GMainLoop *loop;
     long n, count;
     double t_end;
@@ -75,13 +75,13 @@ static brl_result gl_perform_block(long n) { return brl_none("no blocks in GLib"
 
 typedef struct gl_pp gl_pp;
 typedef struct {
-    gl_pp *pp;
+    BRL_OWN_LINES gl_pp *pp;
     GMainContext *ctx;
     GMainLoop *loop;
 } gl_side;
 
 struct gl_pp {
-    gl_side a, b;
+    BRL_OWN_LINES gl_side a, b;
     long n, warm, i;
     double t_sent;
     double *samples;
@@ -467,7 +467,7 @@ typedef struct {
 } gl_guide_gsource;
 
 typedef struct gl_guide {
-    GMainContext *ctx;
+    BRL_OWN_LINES GMainContext *ctx;
     GMainLoop *loop;
     GSource *src;
     brl_cmdq q;

@@ -39,7 +39,7 @@ typedef struct {
 } uvq_vec;
 
 typedef struct {
-    uv_loop_t loop;
+    BRL_OWN_LINES uv_loop_t loop;
     uv_async_t async;
     pthread_mutex_t mu;
     uvq_vec in, spare;
@@ -115,13 +115,13 @@ static brl_result bu_perform_block(long n) { return brl_none("no blocks in libuv
 
 typedef struct bu_pp bu_pp;
 typedef struct {
-    bu_pp *pp;
+    BRL_OWN_LINES bu_pp *pp;
     uv_loop_t loop;
     uv_async_t async;
 } bu_side;
 
 struct bu_pp {
-    bu_side a, b;
+    BRL_OWN_LINES bu_side a, b;
     long n, warm, i;
     double t_sent;
     double *samples;
@@ -440,7 +440,7 @@ static brl_result bu_timer_addrm(long n) {
 /* ---- the guide pattern: a mutex queue + uv_async_send ----------------- */
 
 typedef struct {
-    uv_loop_t loop;
+    BRL_OWN_LINES uv_loop_t loop;
     uv_async_t async;
     brl_cmdq q;
     long n, count, sum;
