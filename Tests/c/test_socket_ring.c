@@ -793,15 +793,17 @@ static void test_a_stream_in_bulk_reads_itself_then_the_ring_again(void **state)
 }
 
 /* A writer alternating bursts of every size (a byte to 400 KB) with
- * pauses, so that the stream goes from the ring to its socket's own reads
- * and back many times: every byte arrives, in order. `toggle`: the
- * callback turns itself off after each call and the test on again
- * between runs (each arming a change of the registration). */
+ * short messages written once the reader has all that came before, so
+ * that the stream goes from the ring to its socket's own reads and back
+ * many times: every byte arrives, in order. `toggle`: the callback turns
+ * itself off after each call and the test on again between runs (each
+ * arming a change of the registration). */
 enum { MIX_TOTAL = 12 << 20 };
 
 typedef struct mix_job {
     int fd;
     unsigned seed;
+    _Atomic size_t seen; /* what the reader has, as of its last run */
 } mix_job;
 
 static char mix_byte(size_t i) { return (char)((i * 131 + (i >> 12)) & 0xff); }
@@ -820,10 +822,13 @@ static void *mix_writer(void *arg) {
             n = MIX_TOTAL - off;
         for (size_t i = 0; i < n; i++)
             buf[i] = mix_byte(off + i);
+        /* A short message after the reader caught up: its wake's first
+         * read is short (back to the ring, if the socket read itself). */
+        double end = rl_test_now() + 20;
+        while (kind == 0 && atomic_load(&j->seen) < off && rl_test_now() < end)
+            usleep(100);
         write_all(j->fd, buf, n);
         off += n;
-        if (kind == 0)
-            usleep(200); /* a pause: the stream trickles */
     }
     return NULL;
 }
@@ -838,14 +843,15 @@ static void run_mix(bool toggle) {
     unsigned long selves = atomic_load(&rl__poll_uring_rx_selves);
 #endif
     unsigned long ring = atomic_load(&rl__socket_ring_reads);
-    mix_job j = {sv[1], toggle ? 7u : 3u};
+    mix_job j = {sv[1], toggle ? 7u : 3u, 0};
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, mix_writer, &j), 0);
     double end = rl_test_now() + 30;
     while (g.len < base + MIX_TOTAL && rl_test_now() < end) {
         if (toggle)
             assert_true(RLSocketEnableCallBacks(s, kRLSocketDataCallBack));
-        RLRunLoopRunInMode(MODE, 0.05, true);
+        RLRunLoopRunInMode(MODE, 0.01, true);
+        atomic_store(&j.seen, g.len - base);
     }
     assert_int_equal(pthread_join(t, NULL), 0);
     assert_int_equal(g.len, base + MIX_TOTAL);
