@@ -249,6 +249,10 @@
  * epoll's own spread 0.33-0.83 there); 256 connections (one 4 KB write in
  * flight each: never 16 KB at once, read by the ring as before) level.
  * The round trips (rt16, rt256, 2 pairs before) never reach 16 KB: level.
+ * Two 5-round runs after (BEC_PEERS=ours,ours-ur,epoll), ur/epoll per MB:
+ * 16 connections 0.66x and 0.65x, 1 connection 0.58x and 1.07x (raw
+ * epoll's row flips between 0.33 and 0.59 ms), 256 connections 1.00x and
+ * 1.03x; ur/ours 1.15x and 1.08x, 0.78x and 1.08x, 0.99x and 1.01x.
  *
  * What sets the two styles' rate on one connection (2026-12-06): the Read
  * callback's own read. The Read-callback server reads 64 KB per callback
