@@ -128,6 +128,21 @@ static RLSocketRef warm_pair(int sv[2], got *g) {
     return s;
 }
 
+/* `count` 64-byte messages from the peer, one at a time (the seed's
+ * patterns), each delivered whole and in order before the next goes. */
+static void exchange_messages(int peer, got *g, int count, unsigned seed) {
+    got *one[] = {g};
+    char msg[64];
+    for (int i = 0; i < count; i++) {
+        pattern(msg, sizeof msg, (unsigned)i + seed);
+        size_t at = g->len;
+        assert_int_equal(write(peer, msg, sizeof msg), (ssize_t)sizeof msg);
+        run_for(one, 1, at + sizeof msg, 0);
+        assert_int_equal(g->len, at + sizeof msg);
+        assert_memory_equal(g->bytes + at, msg, sizeof msg);
+    }
+}
+
 static void done(RLSocketRef s, got *g) {
     assert_true(RLSocketInvalidate(s));
     RLRelease(s);
@@ -174,16 +189,7 @@ static void test_receive_stays_across_callouts(void **state) {
 #if !RL_PLAIN
     unsigned long before = atomic_load(&rl__poll_uring_rx_submits);
 #endif
-    got *one[] = {&g};
-    char msg[64];
-    for (int i = 0; i < 50; i++) {
-        pattern(msg, sizeof msg, (unsigned)i);
-        size_t at = g.len;
-        assert_int_equal(write(sv[1], msg, sizeof msg), (ssize_t)sizeof msg);
-        run_for(one, 1, at + sizeof msg, 0);
-        assert_int_equal(g.len, at + sizeof msg);
-        assert_memory_equal(g.bytes + at, msg, sizeof msg);
-    }
+    exchange_messages(sv[1], &g, 50, 0);
 #if !RL_PLAIN
     if (on_ring())
         assert_true(atomic_load(&rl__poll_uring_rx_submits) - before <= 1);
@@ -769,15 +775,7 @@ static void test_a_stream_in_bulk_reads_itself_then_the_ring_again(void **state)
             assert_true(atomic_load(&rl__poll_uring_rx_selves) > selves);
 #endif
         unsigned long ring = atomic_load(&rl__socket_ring_reads);
-        char msg[64];
-        for (int i = 0; i < 20; i++) {
-            pattern(msg, sizeof msg, (unsigned)(i + round));
-            at = g.len;
-            write_all(sv[1], msg, sizeof msg);
-            run_for(one, 1, at + sizeof msg, 0);
-            assert_int_equal(g.len, at + sizeof msg);
-            assert_memory_equal(g.bytes + at, msg, sizeof msg);
-        }
+        exchange_messages(sv[1], &g, 20, (unsigned)round);
         /* The first message was (at most) the socket's own read; the
          * ring read the others. */
         if (on_ring())

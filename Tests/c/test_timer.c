@@ -482,7 +482,8 @@ static void pair_release_any(const void *i) { ((pair_counts *)i)->releases++; }
     static const void *pair_retain_##k(const void *i) { return pair_retain_any(i); } \
     static void pair_release_##k(const void *i) { pair_release_any(i); }
 PAIR_FNS(0) PAIR_FNS(1) PAIR_FNS(2) PAIR_FNS(3) PAIR_FNS(4) PAIR_FNS(5) PAIR_FNS(6) PAIR_FNS(7) PAIR_FNS(8)
-PAIR_FNS(9) PAIR_FNS(10) PAIR_FNS(11) PAIR_FNS(12) PAIR_FNS(13) PAIR_FNS(14) PAIR_FNS(15) PAIR_FNS(16)
+PAIR_FNS(9) PAIR_FNS(10) PAIR_FNS(11) PAIR_FNS(12) PAIR_FNS(13) PAIR_FNS(14) PAIR_FNS(15)
+static const void *pair_retain_16(const void *i) { return pair_retain_any(i); } /* NRET = 17 retains, NREL = 16 releases */
 static const void *(*const pair_retain[NRET])(const void *) = {
     pair_retain_0,  pair_retain_1,  pair_retain_2,  pair_retain_3,  pair_retain_4,  pair_retain_5,
     pair_retain_6,  pair_retain_7,  pair_retain_8,  pair_retain_9,  pair_retain_10, pair_retain_11,
