@@ -268,7 +268,7 @@
  * the row keeps 64 KB, the size a CFSocket program is likely to use.
  *
  * What a round trip's server CPU is made of on this VM (2026-12-06,
- * BEC_PIN=1,0 as the issue's harness pins them, 3 rounds each, ours, ours-ur
+ * BEC_PIN=1,0: server and client on cores of their own, 3 rounds each, ours, ours-ur
  * and raw epoll level with each other in every run): on one connection
  * 27-31 us per round trip for all three with the client asleep between
  * replies, 7.2-7.9 us with it polling (BEC_CLIENT_POLLS=1). The guest's
@@ -282,7 +282,7 @@
  * (its CPU per round trip is 1/rate, 4.1-4.9 us, the same with the client
  * polling), and the kernel's TCP work in the send and receive is most of
  * it; what the ring saves (the system calls' entries and epoll's own
- * work) is the 5-10% it measures, not the 20% the issue's goal asks.
+ * work) is the 5-10% it measures, not the 20% a goal of 0.8x raw epoll's would need.
  *
  *   bench_echo                 the table (about a minute)
  *   BEC_ROUNDS=9 bench_echo
