@@ -30,11 +30,14 @@
 
 #include "RLBase.h" /* rl__faults */
 #include "rl_rxq.h"
+#include "rl_poll_backend.h"
+#include "RLRunLoopMode.h" /* the loop's kernel objects (rl->kern) */
 
 RL__HIDDEN extern _Atomic unsigned long rl__socket_ring_reads;
 RL__HIDDEN extern _Atomic unsigned long rl__socket_ring_copies;
 #if !RL_PLAIN
 RL__HIDDEN extern _Atomic unsigned long rl__poll_uring_nobufs; /* receives without a buffer free */
+RL__HIDDEN extern _Atomic unsigned long rl__poll_uring_grown;  /* rings resized to grow */
 #endif
 
 #define MODE "RING"
@@ -522,6 +525,78 @@ static void test_a_ring_reader_that_sends_keeps_its_order(void **state) {
         assert_true(atomic_load(&rl__socket_ring_reads) - before >= 19);
     close(sv[1]);
     done(s, &g);
+}
+
+/* A ring starts with small queues (a page each) and grows them as a
+ * wake brings more than they hold: 160 streams each sent a message at
+ * once, each echoing it from its callout, so that one harvest takes 160
+ * completions (the completion queue: 128) and one pass makes 160 sends
+ * (the submission queue: 64). Every echo comes back whole, in every
+ * round, while the queues are resized under it; afterwards they are at
+ * their largest. A kernel that cannot resize rings (before Linux 6.13)
+ * has them at their largest from the start; epoll has none. */
+enum { NGROW = 160, GROW_ROUNDS = 6 };
+
+static void ring_sizes(unsigned *sq, unsigned *cq) {
+#if !RL_PLAIN
+    rl__poll_uring_ring_sizes(&RLRunLoopGetCurrent()->kern, sq, cq);
+#else
+    *sq = *cq = 0;
+#endif
+}
+
+static void test_a_busy_ring_grows_its_queues(void **state) {
+    (void)state;
+    int sv[NGROW][2];
+    got *g = calloc(NGROW, sizeof *g);
+    RLSocketRef s[NGROW];
+    assert_non_null(g);
+    for (int i = 0; i < NGROW; i++) {
+        assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv[i]), 0);
+        RLSocketContext c = {0, &g[i], NULL, NULL, NULL};
+        s[i] = RLSocketCreateWithNative(NULL, sv[i][0], kRLSocketDataCallBack, echo_cb, &c);
+        assert_non_null(s[i]);
+        RLRunLoopSourceRef src = RLSocketCreateRunLoopSource(NULL, s[i], 0);
+        assert_true(RLRunLoopAddSource(RLRunLoopGetCurrent(), src, MODE));
+        RLRelease(src);
+    }
+    unsigned sq0, cq0, sq, cq;
+    ring_sizes(&sq0, &cq0);
+    if (on_ring())
+        assert_true((sq0 == 64 && cq0 == 128) || (sq0 == 128 && cq0 == 1024));
+    else
+        assert_true(sq0 == 0 && cq0 == 0);
+#if !RL_PLAIN
+    unsigned long grown = atomic_load(&rl__poll_uring_grown);
+#endif
+    char msg[64], back[64];
+    for (int round = 0; round < GROW_ROUNDS; round++) {
+        for (int i = 0; i < NGROW; i++) {
+            pattern(msg, sizeof msg, (unsigned)(round * NGROW + i));
+            assert_int_equal(write(sv[i][1], msg, sizeof msg), (ssize_t)sizeof msg);
+        }
+        for (int i = 0; i < NGROW; i++) {
+            pattern(msg, sizeof msg, (unsigned)(round * NGROW + i));
+            echo_back(sv[i][1], back, sizeof msg);
+            assert_memory_equal(back, msg, sizeof msg);
+            assert_int_equal(g[i].len, (size_t)(round + 1) * sizeof msg);
+            assert_memory_equal(g[i].bytes + (size_t)round * sizeof msg, msg, sizeof msg);
+        }
+    }
+    ring_sizes(&sq, &cq);
+    if (on_ring()) {
+        assert_int_equal(sq, 128);
+        assert_true(cq >= 256);
+#if !RL_PLAIN
+        if (sq0 == 64)
+            assert_true(atomic_load(&rl__poll_uring_grown) > grown);
+#endif
+    }
+    for (int i = 0; i < NGROW; i++) {
+        close(sv[i][1]);
+        done(s[i], &g[i]);
+    }
+    free(g);
 }
 
 /* Small messages read through the ring reach the callback as the ring
@@ -1036,6 +1111,7 @@ int main(void) {
         cmocka_unit_test(test_a_wake_of_many_small_receives_reuses_the_threads_chunks),
         cmocka_unit_test(test_read_ahead_queues_of_many_streams),
         cmocka_unit_test(test_a_ring_reader_that_sends_keeps_its_order),
+        cmocka_unit_test(test_a_busy_ring_grows_its_queues),
         cmocka_unit_test(test_small_ring_reads_are_not_copied_again_and_kept_ones_stay),
         cmocka_unit_test(test_end_after_bytes),
         cmocka_unit_test(test_reset),

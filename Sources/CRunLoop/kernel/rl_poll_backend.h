@@ -74,6 +74,9 @@ RL__HIDDEN int rl__poll_uring_usable(void);
 /* The bytes of rl's table of registrations if rl is on io_uring, else 0
  * (tests: test_loop_memory). */
 RL__HIDDEN size_t rl__poll_uring_regs_bytes(rl__poller *rl);
+/* The entries of rl's submission and completion queues if rl is on
+ * io_uring, else 0 and 0 (tests: test_socket_ring). */
+RL__HIDDEN void rl__poll_uring_ring_sizes(rl__poller *rl, unsigned *sq, unsigned *cq);
 #endif
 
 #endif /* CRUNLOOP_RL_POLL_BACKEND_H */

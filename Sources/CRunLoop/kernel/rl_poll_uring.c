@@ -220,8 +220,16 @@
 #include <time.h>
 
 enum {
-    URING_SQ = 128,   /* submission queue entries (full: submitted early) */
-    URING_CQ = 1024,  /* completion queue entries (more: kept by the kernel, IORING_FEAT_NODROP) */
+    URING_SQ = 128,   /* submission queue entries at most (full: submitted early) */
+    URING_CQ = 1024,  /* completion queue entries at most (more: kept by the kernel, IORING_FEAT_NODROP) */
+    /* A ring starts with the queues that fit a page each (the entries 4
+     * KiB, the completions with the rings' heads 2.4 KiB): 8 KiB in all
+     * against 28 KiB at the sizes above, most of an idle loop thread's
+     * cost on this backend. Where the kernel can resize a ring (Linux
+     * 6.13), a queue that fills is doubled, up to the sizes above
+     * (uring_grow_rings); elsewhere rings are made at those sizes. */
+    URING_SQ_MIN = 64,
+    URING_CQ_MIN = 128,
     URING_BUFS = 64,  /* provided buffers for receives (a power of 2) */
     URING_BUF_SIZE = 16384,
     URING_BGID = 0,   /* their group */
@@ -363,6 +371,8 @@ typedef struct uring {
     size_t ntxl, captxl;
     rl__txq **txfast;         /* queues with a silent send in flight (uring_tx_settle) */
     size_t ntxfast, captxfast;
+    bool grow_sq, grow_cq;    /* a queue filled: doubled once nothing waits in the submission queue */
+    bool broken;              /* the kernel resized the ring and its new queues could not be mapped */
 } uring;
 
 static void uring_lock(uring *u) {
@@ -774,6 +784,7 @@ static int uring_prepare(uring *u) {
     if (u->nlevel)
         uring_fill_level(u);
     while (!uring_fill(u) || !uring_fill_tx(u)) {
+        u->grow_sq = true;
         int r = io_uring_enter(u->ring.enter_ring_fd, uring_flush(u), 0, 0, NULL);
         if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY)
             return r;
@@ -949,6 +960,47 @@ static int uring_watch_own(uring *u, int fd) {
     return uring_arm(u, fd, r);
 }
 
+#ifndef IORING_SETUP_NO_SQARRAY
+#define IORING_SETUP_NO_SQARRAY (1U << 16) /* Linux 6.6; liburing 2.3's headers predate it */
+#endif
+
+/* Whether this kernel resizes rings (0: not asked yet, 1: yes, 2: no;
+ * learnt by the first ring made). */
+static _Atomic int uring_resizable;
+static int uring_resize(uring *u, unsigned sq, unsigned cq);
+
+/* u's ring with the small queues, to be grown (uring_grow_rings): made
+ * without the submission queue's index array (IORING_SETUP_NO_SQARRAY:
+ * the entries are taken in ring order, as liburing fills them; a resized
+ * ring's array would sit where the kernel does not say), so mapped here,
+ * liburing 2.3 knowing nothing of it. The first such ring asks whether
+ * the kernel resizes it (to its own sizes). 0, or -errno: nothing made
+ * (a kernel that lacks either: the caller makes the largest queues). */
+static int uring_open_small(uring *u, struct io_uring_params p) {
+    p.flags |= IORING_SETUP_NO_SQARRAY;
+    p.cq_entries = URING_CQ_MIN;
+    int fd = io_uring_setup(URING_SQ_MIN, &p);
+    if (fd < 0)
+        return -EINVAL; /* the caller's io_uring_queue_init_params says why, if it fails too */
+    int r = io_uring_queue_mmap(fd, &p, &u->ring);
+    if (r < 0) {
+        (void)close(fd);
+        return r;
+    }
+    u->ring.features = p.features;
+    if (atomic_load_explicit(&uring_resizable, memory_order_relaxed) == 0) {
+        int ok = uring_resize(u, URING_SQ_MIN, URING_CQ_MIN) == 0 ? 1 : 2;
+        atomic_store_explicit(&uring_resizable, ok, memory_order_relaxed);
+        if (ok == 2) {
+            io_uring_queue_exit(&u->ring);
+            u->broken = false;
+            memset(&u->ring, 0, sizeof u->ring);
+            return -EOPNOTSUPP;
+        }
+    }
+    return 0;
+}
+
 static int uring_open(rl__poller *rl) {
     if (rl__fault(RL_FAULT_URING_SETUP)) {
         atomic_store_explicit(&uring_refused, 1, memory_order_relaxed);
@@ -962,8 +1014,15 @@ static int uring_open(rl__poller *rl) {
     memset(&p, 0, sizeof p);
     p.flags = IORING_SETUP_CQSIZE | IORING_SETUP_CLAMP | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN |
               IORING_SETUP_R_DISABLED;
-    p.cq_entries = URING_CQ;
-    int r = io_uring_queue_init_params(URING_SQ, &u->ring, &p);
+    /* Small queues where the kernel resizes rings (learnt by the first
+     * ring: resized to its own sizes), else the largest at once. */
+    int r = -EINVAL;
+    if (atomic_load_explicit(&uring_resizable, memory_order_relaxed) != 2)
+        r = uring_open_small(u, p);
+    if (r < 0) {
+        p.cq_entries = URING_CQ;
+        r = io_uring_queue_init_params(URING_SQ, &u->ring, &p);
+    }
     if (r < 0) {
         free(u);
         if (r == -EPERM || r == -ENOSYS || r == -EINVAL)
@@ -1327,6 +1386,8 @@ static bool uring_take(uring *u, const struct io_uring_cqe *cqe, struct epoll_ev
  * `wait`, runs the kernel's completion work (a look). 0, or the errno
  * (ETIME: nothing came). */
 static int uring_enter(uring *u, bool wait, long long ns) {
+    if (RL__UNLIKELY(u->broken))
+        return EIO; /* resized, and its new queues could not be mapped (uring_resize) */
     uring_lock(u);
     int submit = uring_prepare(u);
     bool kept = u->headpend < u->npend; /* reports at hand: no waiting */
@@ -1406,11 +1467,101 @@ static void uring_reap(uring *u, struct epoll_event *ev, int maxev, int *n) {
         /* Completions the kernel kept aside (the queue was full) are
          * taken too: a receive's bytes never wait there while the reader
          * reads the fd directly. */
-        if (!io_uring_cq_has_overflow(&u->ring) || io_uring_get_events(&u->ring) < 0)
+        bool over = io_uring_cq_has_overflow(&u->ring);
+        if (over || seen > u->ring.cq.ring_entries / 2)
+            u->grow_cq = true;
+        if (!over || io_uring_get_events(&u->ring) < 0)
             break;
     }
     if (u->ntxfast)
         uring_tx_settle(u);
+}
+
+#ifndef IORING_REGISTER_RESIZE_RINGS
+#define IORING_REGISTER_RESIZE_RINGS 33 /* Linux 6.13; liburing 2.3's headers predate it */
+#endif
+
+/* Gives u's ring queues of sq and cq entries (the kernel moves what they
+ * hold) and maps them in place of the old ones. Nothing may wait in the
+ * submission queue unsubmitted (the kernel moves only what it was
+ * given). 0, or the errno: the kernel refused (the ring as it was), or
+ * the new queues could not be mapped (the ring is broken: its waits fail
+ * from then on). Lock held, the loop's thread (or the opener, before the
+ * ring is enabled). */
+static int uring_resize(uring *u, unsigned sq, unsigned cq) {
+    struct io_uring old = u->ring;
+    struct io_uring_params p;
+    memset(&p, 0, sizeof p);
+    p.sq_entries = sq;
+    p.cq_entries = cq;
+    p.flags = IORING_SETUP_CQSIZE;
+    int r = io_uring_register(old.ring_fd, IORING_REGISTER_RESIZE_RINGS, &p, 1);
+    if (r < 0)
+        return -r;
+    p.features = old.features; /* what the mapping reads (one mapping for both queues) */
+    r = io_uring_queue_mmap(old.ring_fd, &p, &u->ring);
+    if (r < 0) {
+        u->ring = old;
+        u->broken = true;
+        return -r;
+    }
+    /* io_uring_queue_mmap starts the ring's view afresh: what it cannot
+     * know is taken from the old one. */
+    u->ring.flags = old.flags;
+    u->ring.features = old.features;
+    u->ring.enter_ring_fd = old.enter_ring_fd;
+    u->ring.int_flags = old.int_flags;
+    u->ring.sq.sqe_head = old.sq.sqe_head;
+    u->ring.sq.sqe_tail = old.sq.sqe_tail; /* no index array to set up: IORING_SETUP_NO_SQARRAY */
+    unsigned shift = (old.flags & IORING_SETUP_SQE128) ? 1 : 0;
+    (void)munmap(old.sq.sqes, ((size_t)old.sq.ring_entries * sizeof(struct io_uring_sqe)) << shift);
+    if (old.cq.ring_ptr && old.cq.ring_ptr != old.sq.ring_ptr)
+        (void)munmap(old.cq.ring_ptr, old.cq.ring_sz);
+    (void)munmap(old.sq.ring_ptr, old.sq.ring_sz);
+    return 0;
+}
+
+/* For the tests: rings resized to grow. */
+RL__HIDDEN _Atomic unsigned long rl__poll_uring_grown;
+_Atomic unsigned long rl__poll_uring_grown;
+
+/* A queue that filled (more to submit than it held, or more than half of
+ * it completed at one harvest, or completions kept aside by the kernel)
+ * is doubled, up to URING_SQ and URING_CQ, once nothing waits in the
+ * submission queue. A kernel that refuses keeps the ring as it is (its
+ * completions beyond the queue kept by the kernel, IORING_FEAT_NODROP).
+ * Lock held, the loop's thread. */
+static void uring_grow_rings(uring *u) {
+    unsigned sq = u->ring.sq.ring_entries, cq = u->ring.cq.ring_entries;
+    unsigned nsq = u->grow_sq && sq < URING_SQ ? sq * 2 : sq;
+    unsigned ncq = u->grow_cq && cq < URING_CQ ? cq * 2 : cq;
+    if (ncq < 2 * nsq)
+        ncq = 2 * nsq;
+    if (ncq > URING_CQ)
+        ncq = URING_CQ;
+    u->grow_sq = u->grow_cq = false;
+    if (nsq == sq && ncq == cq)
+        return;
+    struct io_uring_sq *q = &u->ring.sq;
+    if (q->sqe_head != q->sqe_tail || __atomic_load_n(q->khead, __ATOMIC_ACQUIRE) != q->sqe_tail) {
+        u->grow_sq = nsq != sq; /* entries not submitted yet: at a later harvest */
+        u->grow_cq = ncq != cq;
+        return;
+    }
+    if (uring_resize(u, nsq, ncq) == 0)
+        atomic_fetch_add_explicit(&rl__poll_uring_grown, 1, memory_order_relaxed);
+}
+
+/* rl__poll_uring_ring_sizes (rl_poll_backend.h). */
+void rl__poll_uring_ring_sizes(rl__poller *rl, unsigned *sq, unsigned *cq) {
+    uring *u = rl->kstate;
+    *sq = *cq = 0;
+    if (rl->kops != &rl__poll_uring_ops || !u)
+        return;
+    uring_lock(u);
+    *sq = u->ring.sq.ring_entries;
+    *cq = u->ring.cq.ring_entries;
+    uring_unlock(u);
 }
 
 /* Up to maxev reports into ev: those kept before first, then the ring's.
@@ -1434,6 +1585,8 @@ static int uring_harvest(uring *u, struct epoll_event *ev, int maxev) {
     if (u->headpend == u->npend)
         u->headpend = u->npend = 0;
     uring_reap(u, ev, maxev, &n);
+    if (RL__UNLIKELY(u->grow_sq || u->grow_cq))
+        uring_grow_rings(u);
     uring_unlock(u);
     return n;
 }
