@@ -11,6 +11,11 @@
  *   timer   N = 100,000 one-shot timers, an hour away, added to one loop
  *   thread  N = 200 threads (64 KB stacks), each asleep in its loop with
  *           one timer
+ *   thread-ur the same, ours with its loops on the io_uring backend
+ *           (RL_BACKEND=io_uring in its child), against CF's: the ring's
+ *           queues (a page each to start, rl_poll_uring.c) and its
+ *           eventfd's registration; "refused" where the kernel refuses
+ *           io_uring
  *   conn    N = 4,000 connections to an echo server (ours and CF:
  *           bench_echo's; libuv and raw epoll: here) that each echoed one
  *           byte and wait
@@ -66,17 +71,18 @@
 
 enum { P_RL, P_CF, P_UV, P_GLIB, P_EPOLL, NPEERS };
 static const char *peer_names[NPEERS] = {"ours", "CF", "libuv", "GLib", "epoll"};
-enum { R_TIMER, R_THREAD, R_CONN, R_SHIPPED, R_CONN_UR, NROWS };
-static const char *row_names[NROWS] = {"timer", "thread", "conn", "shipped", "conn-ur"};
+enum { R_TIMER, R_THREAD, R_THREAD_UR, R_CONN, R_SHIPPED, R_CONN_UR, NROWS };
+static const char *row_names[NROWS] = {"timer", "thread", "thread-ur", "conn", "shipped", "conn-ur"};
 static const char *row_labels[NROWS] = {
     "per timer, 100,000 in one loop (B)",
     "per sleeping loop thread, one timer, 64 KB stack (B)",
+    "the same thread, ours on the io_uring backend (B)",
     "per idle connection that echoed 1 byte, 4,000 (B)",
     "the same, ours: the shipped crunloop-echo-server (B)",
     "the same, ours on the io_uring backend (B)",
 };
-static const long row_n[NROWS] = {100000, 200, 4000, 4000, 4000};
-/* A child's exit status: its row's backend is refused here (conn-ur). */
+static const long row_n[NROWS] = {100000, 200, 200, 4000, 4000, 4000};
+/* A child's exit status: its row's backend is refused here (thread-ur, conn-ur). */
 #define BM_REFUSED 3
 #define BM_STACK (64 * 1024)
 
@@ -349,6 +355,19 @@ static int connect_n(int cmd, int ack, long n) {
     return got == n ? 0 : -1;
 }
 
+/* The rows of ours on io_uring: RL_BACKEND is read as each loop is made
+ * (before any thread of the child runs); this thread's loop says whether
+ * the kernel lets loops have a ring. 0, or BM_REFUSED (said on stderr). */
+static int use_uring(int r) {
+    setenv("RL_BACKEND", "io_uring", 1);
+    const char *b = RLRunLoopGetBackendName(RLRunLoopGetCurrent());
+    if (b && strcmp(b, "io_uring") == 0)
+        return 0;
+    fprintf(stderr, "bench_memory: io_uring refused here (loops on %s): no %s row\n", b ? b : "no backend",
+            row_names[r]);
+    return BM_REFUSED;
+}
+
 static int measure_conns(int r, int p, long n, double *out) {
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < (rlim_t)n + 128) {
@@ -376,17 +395,8 @@ static int measure_conns(int r, int p, long n, double *out) {
             return -1;
         }
     } else {
-        if (r == R_CONN_UR) {
-            /* Read as the server's loop is made; this thread's loop says
-             * whether the kernel lets loops have a ring. */
-            setenv("RL_BACKEND", "io_uring", 1);
-            const char *b = RLRunLoopGetBackendName(RLRunLoopGetCurrent());
-            if (!b || strcmp(b, "io_uring") != 0) {
-                fprintf(stderr, "bench_memory: io_uring refused here (loops on %s): no conn-ur row\n",
-                        b ? b : "no backend");
-                return BM_REFUSED;
-            }
-        }
+        if (r == R_CONN_UR && use_uring(r) != 0)
+            return BM_REFUSED;
         const bec_peer *pe = echo_peer(p);
         if (!pe || !pe->start(&port, note)) {
             fprintf(stderr, "bench_memory: %s server: %s\n", peer_names[p], note);
@@ -435,6 +445,8 @@ static int child(const char *row, const char *peer, long n) {
         rc = measure_conns(r, p, n, &v);
         if (rc == BM_REFUSED)
             _exit(BM_REFUSED);
+    } else if (r == R_THREAD_UR && p == P_RL && use_uring(r) != 0) {
+        _exit(BM_REFUSED);
     } else if (loop_peer(p)) {
         rc = r == R_TIMER ? measure_timers(loop_peer(p), n, &v) : measure_threads(loop_peer(p), n, &v);
     }
@@ -450,6 +462,7 @@ static bool applies(int r, int p) {
     if (r == R_CONN) return p != P_GLIB;
     if (r == R_SHIPPED) return p == P_RL || p == P_UV || p == P_EPOLL;
     if (r == R_CONN_UR) return p == P_RL || p == P_UV;
+    if (r == R_THREAD_UR) return p == P_RL || p == P_CF; /* the lightest peer of the thread row */
     return p != P_EPOLL;
 }
 
@@ -560,7 +573,7 @@ int main(int argc, char **argv) {
     }
     printf("[RSS growth of a fresh process over N more after a few; GLib has no echo server here; "
            "epoll: a raw epoll server with a malloc'd 4-byte record per connection;\n"
-           " the io_uring row: ours's loop on that backend, its streams read through the ring]\n");
+           " the io_uring rows: ours's loops on that backend, a connection's stream read through the ring]\n");
     bench_results_close(csv);
     return failures ? 1 : 0;
 }

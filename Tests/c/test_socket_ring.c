@@ -34,6 +34,7 @@
 #include "RLRunLoopMode.h" /* the loop's kernel objects (rl->kern) */
 
 RL__HIDDEN extern _Atomic unsigned long rl__socket_ring_reads;
+RL__HIDDEN extern _Atomic bool rl__counting; /* set for every test program (support/testutil.c) */
 RL__HIDDEN extern _Atomic unsigned long rl__socket_ring_copies;
 #if !RL_PLAIN
 RL__HIDDEN extern _Atomic unsigned long rl__poll_uring_nobufs; /* receives without a buffer free */
@@ -171,6 +172,39 @@ static void test_burst_larger_than_a_buffer(void **state) {
     assert_memory_equal(g.bytes + 1, out, N);
     if (on_ring())
         assert_true(atomic_load(&rl__socket_ring_reads) > ring_before);
+    close(sv[1]);
+    done(s, &g);
+}
+
+/* The test-only counters move only while counting is on (in use it is
+ * off: a delivery writes no counter the loops of other threads share);
+ * the bytes come the same either way. */
+static void test_counters_count_only_when_asked(void **state) {
+    (void)state;
+    int sv[2];
+    got g = {0};
+    RLSocketRef s = warm_pair(sv, &g);
+    enum { M = 64, K = 10 };
+    char out[2 * K][M];
+    got *one[] = {&g};
+    unsigned long at[2];
+    for (int phase = 0; phase < 2; phase++) {
+        atomic_store(&rl__counting, phase == 1);
+        at[phase] = atomic_load(&rl__socket_ring_reads);
+        for (int i = phase * K; i < (phase + 1) * K; i++) {
+            pattern(out[i], M, i);
+            assert_int_equal(write(sv[1], out[i], M), M);
+            run_for(one, 1, 1 + (size_t)(i + 1) * M, 0);
+        }
+    }
+    unsigned long end = atomic_load(&rl__socket_ring_reads);
+    atomic_store(&rl__counting, true);
+    assert_int_equal(at[1], at[0]); /* nothing counted while off */
+    assert_int_equal(g.len, 1 + 2 * K * M);
+    for (int i = 0; i < 2 * K; i++)
+        assert_memory_equal(g.bytes + 1 + (size_t)i * M, out[i], M);
+    if (on_ring())
+        assert_true(end - at[1] >= K / 2); /* short messages: read by the ring's receive */
     close(sv[1]);
     done(s, &g);
 }
@@ -1104,6 +1138,7 @@ static void test_fork_child_reads(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_burst_larger_than_a_buffer),
+        cmocka_unit_test(test_counters_count_only_when_asked),
         cmocka_unit_test(test_receive_stays_across_callouts),
         cmocka_unit_test(test_more_streams_than_buffers),
         cmocka_unit_test(test_small_reads_of_many_streams_share_a_buffer),

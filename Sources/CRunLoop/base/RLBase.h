@@ -36,6 +36,18 @@ enum {
 RL__HIDDEN extern _Atomic unsigned rl__faults;
 #define rl__fault(f) RL__UNLIKELY(atomic_load_explicit(&rl__faults, memory_order_relaxed) & (f))
 
+/* The tests' event counters (a ring delivery, a send completed, a Read
+ * callout's end-of-stream check, ...): bumped only while rl__counting is
+ * set, which the tests' support code does and nothing else. In use, an
+ * event on a loop's hot path then writes nothing that the loops of other
+ * threads share (a counter's cache line bounced between their CPUs at
+ * each event); reading a flag that is never written costs no such move. */
+RL__HIDDEN extern _Atomic bool rl__counting;
+static inline void rl__test_count(_Atomic unsigned long *counter) {
+    if (RL__UNLIKELY(atomic_load_explicit(&rl__counting, memory_order_relaxed)))
+        atomic_fetch_add_explicit(counter, 1, memory_order_relaxed);
+}
+
 /* ---- objects (RLBase.c) ---- */
 
 typedef struct rl__class {

@@ -919,7 +919,7 @@ static void sock_chunk_data_done(rl__rxq *q, RLDataRef d) {
  * for the read (`spare`: the thread's). */
 static bool sock_deliver_chunk(struct RLSocket *s, rl__rxq *q, rl__rxchunk *c, bool more, size_t chunk,
                                RLDataRef data, bool spare, bool first, bool *full) {
-    atomic_fetch_add_explicit(&rl__socket_ring_reads, 1, memory_order_relaxed);
+    rl__test_count(&rl__socket_ring_reads);
     if (c->full && c->len < chunk && !more)
         c = sock_chunk_fill(s, c, chunk);
     *full = (c->full && c->len >= chunk) || more;
@@ -943,7 +943,7 @@ static bool sock_deliver_chunk(struct RLSocket *s, rl__rxq *q, rl__rxchunk *c, b
     RLDataRef small = c->len > 0 && c->len <= RL_SOCKET_COPY_MAX && sock_thread_get() ? sock_short_data(c->bytes, c->len, &cap)
                                                                                         : NULL;
     if (small) {
-        atomic_fetch_add_explicit(&rl__socket_ring_copies, 1, memory_order_relaxed);
+        rl__test_count(&rl__socket_ring_copies);
         rl__rxq_give_back(q, c); /* the thread's, for the next receive */
         if (!spare)
             RLRelease(data);
@@ -1164,7 +1164,7 @@ RL__HIDDEN _Atomic unsigned long rl__socket_eof_asks; /* for the tests: stream_a
 _Atomic unsigned long rl__socket_eof_asks;
 
 static bool stream_at_eof(int fd) {
-    atomic_fetch_add_explicit(&rl__socket_eof_asks, 1, memory_order_relaxed);
+    rl__test_count(&rl__socket_eof_asks);
     struct pollfd p = {.fd = fd, .events = POLLIN | POLLRDHUP};
     int r;
     do
@@ -1225,7 +1225,7 @@ static inline bool sock_read_probe_due(const struct RLSocket *s) {
 /* Tells the calling loop's wait policy what waits on s's fd before its
  * Read callback; true: a bulk read's worth (or more). */
 static bool sock_read_probe(const struct RLSocket *s) {
-    atomic_fetch_add_explicit(&rl__socket_read_probes, 1, memory_order_relaxed);
+    rl__test_count(&rl__socket_read_probes);
     int queued = 0;
     if (ioctl(sock_fd(s), FIONREAD, &queued) < 0 || queued < RL_BULK_READ)
         return false;

@@ -373,6 +373,7 @@ typedef struct uring {
     size_t ntxfast, captxfast;
     bool grow_sq, grow_cq;    /* a queue filled: doubled once nothing waits in the submission queue */
     bool broken;              /* the kernel resized the ring and its new queues could not be mapped */
+    bool resizable;           /* made small, without the index array (uring_open_small): only such a ring grows */
 } uring;
 
 static void uring_lock(uring *u) {
@@ -654,7 +655,7 @@ static bool uring_fill(uring *u) {
                 sqe->buf_group = URING_BGID;
                 r->seq = uring_next_seq(u) | URING_RX;
                 io_uring_sqe_set_data64(sqe, uring_data(fd, r->seq));
-                atomic_fetch_add_explicit(&rl__poll_uring_rx_submits, 1, memory_order_relaxed);
+                rl__test_count(&rl__poll_uring_rx_submits);
             }
         } else if (r->arm && r->present) {
             struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
@@ -998,6 +999,7 @@ static int uring_open_small(uring *u, struct io_uring_params p) {
             return -EOPNOTSUPP;
         }
     }
+    u->resizable = true;
     return 0;
 }
 
@@ -1212,7 +1214,7 @@ static bool uring_take_rx(uring *u, int fd, uint32_t seq, uring_reg *r, const st
          * again as a poll), or cancelled by the kernel: asked again. */
         if (cqe->res == -ENOBUFS) {
             r->rx_poll = true;
-            atomic_fetch_add_explicit(&rl__poll_uring_nobufs, 1, memory_order_relaxed);
+            rl__test_count(&rl__poll_uring_nobufs);
         }
         if (!more && r->rx_armed)
             (void)uring_arm(u, fd, r);
@@ -1307,12 +1309,12 @@ static void uring_take_tx(uring *u, rl__txq *q, int res) {
             q->err = -res;
         rl__txq_drop(q); /* the stream is broken: what follows cannot be sent */
     } else if (q->head) {
-        atomic_fetch_add_explicit(&rl__poll_uring_sends, 1, memory_order_relaxed);
+        rl__test_count(&rl__poll_uring_sends);
         q->head->off += (size_t)res;
         if (q->head->off >= q->head->len)
             rl__txq_pop(q);
         else
-            atomic_fetch_add_explicit(&rl__poll_uring_short_sends, 1, memory_order_relaxed);
+            rl__test_count(&rl__poll_uring_short_sends);
     }
     if (!q->head)
         q->slow = false;
@@ -1431,12 +1433,12 @@ static void uring_tx_settle(uring *u) {
         }
         bool ref = !q->held; /* the silent send's own reference (uring_send) */
         q->inflight = q->fast = false;
-        atomic_fetch_add_explicit(&rl__poll_uring_sends, 1, memory_order_relaxed);
+        rl__test_count(&rl__poll_uring_sends);
         q->head->off += q->inlen;
         if (q->head->off >= q->head->len)
             rl__txq_pop(q);
         else
-            atomic_fetch_add_explicit(&rl__poll_uring_short_sends, 1, memory_order_relaxed);
+            rl__test_count(&rl__poll_uring_short_sends);
         if (!q->head)
             q->slow = false;
         if (!q->head || !uring_tx_list(u, q))
@@ -1532,6 +1534,12 @@ _Atomic unsigned long rl__poll_uring_grown;
  * completions beyond the queue kept by the kernel, IORING_FEAT_NODROP).
  * Lock held, the loop's thread. */
 static void uring_grow_rings(uring *u) {
+    if (!u->resizable) {
+        /* A ring made at the largest sizes, with liburing's index array,
+         * which a resized ring would lose (uring_open_small). */
+        u->grow_sq = u->grow_cq = false;
+        return;
+    }
     unsigned sq = u->ring.sq.ring_entries, cq = u->ring.cq.ring_entries;
     unsigned nsq = u->grow_sq && sq < URING_SQ ? sq * 2 : sq;
     unsigned ncq = u->grow_cq && cq < URING_CQ ? cq * 2 : cq;
@@ -1549,7 +1557,7 @@ static void uring_grow_rings(uring *u) {
         return;
     }
     if (uring_resize(u, nsq, ncq) == 0)
-        atomic_fetch_add_explicit(&rl__poll_uring_grown, 1, memory_order_relaxed);
+        rl__test_count(&rl__poll_uring_grown);
 }
 
 /* rl__poll_uring_ring_sizes (rl_poll_backend.h). */
@@ -1714,7 +1722,7 @@ static void uring_recv_self(rl__poller *rl, int fd, bool self) {
     if (r && r->present && r->reader && r->rx_self != self) {
         r->rx_self = self;
         if (self)
-            atomic_fetch_add_explicit(&rl__poll_uring_rx_selves, 1, memory_order_relaxed);
+            rl__test_count(&rl__poll_uring_rx_selves);
         if (self && (r->seq & URING_RX)) {
             bool armed = r->rx_armed || r->arm;
             uring_disarm(u, fd, r);
