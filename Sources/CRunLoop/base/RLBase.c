@@ -19,9 +19,6 @@
 #include <sanitizer/asan_interface.h>
 #endif
 
-_Atomic unsigned rl__faults;
-_Atomic bool rl__counting;
-
 /* Objects that do not come from the pool (the plain build, objects over
  * RL_POOL_MAX) are not freed at once either: like the pool's slots they
  * wait in a quarantine, here a ring of the last RL_MALLOC_QUARANTINE such

@@ -1,5 +1,5 @@
 /* RLError.c — the thread-local last error. */
-#include "RLBase.h"
+#include "rl_testhook.h"
 
 #include <errno.h>
 #include <pthread.h>
