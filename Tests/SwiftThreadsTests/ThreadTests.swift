@@ -73,14 +73,20 @@ func thrTid() -> Int32 {
 /// Whether the kernel still lists thread `tid` in this process.
 func thrTaskExists(_ tid: Int32) -> Bool { access("/proc/self/task/\(tid)", F_OK) == 0 }
 
-/// How many threads the process has.
-func thrTaskCount() -> Int {
+/// How many threads of the process the kernel lists under `name` (their
+/// comm, as RLThread sets it from the thread's name: at most 15 bytes).
+func thrTaskCount(named name: String) -> Int {
     guard let dir = opendir("/proc/self/task") else { return -1 }
     defer { closedir(dir) }
     var count = 0
     while let entry = readdir(dir) {
-        let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-        if name != "." && name != ".." { count += 1 }
+        let tid = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        guard tid != "." && tid != "..", let file = fopen("/proc/self/task/\(tid)/comm", "r") else { continue }
+        var buffer = [CChar](repeating: 0, count: 64)
+        let line = fgets(&buffer, Int32(buffer.count), file) != nil
+            ? String(decoding: buffer.prefix { $0 != 0 && $0 != 10 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) : ""
+        fclose(file)
+        if line == name { count += 1 }
     }
     return count
 }
