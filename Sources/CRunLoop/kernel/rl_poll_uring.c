@@ -582,11 +582,12 @@ static void uring_fill_level(uring *u) {
     u->nlevel = keep;
 }
 
-/* Turns the change list into submission entries, as many as fit. Lock
- * held, the loop's thread. Whether all did. A level-triggered reader
- * whose queue holds chunks is reported now and stays on the list: asked
- * again at the next fill, as epoll asks a ready fd at every wait. */
-static bool uring_fill(uring *u) {
+/* Turns the change list into submission entries, as many as fit: the
+ * removals, then (`arms`) the armings. Lock held, the loop's thread.
+ * Whether all did. A level-triggered reader whose queue holds chunks is
+ * reported now and stays on the list: asked again at the next fill, as
+ * epoll asks a ready fd at every wait. */
+static bool uring_fill(uring *u, bool arms) {
     size_t c = 0;
     for (; c < u->ncancels && io_uring_sq_space_left(&u->ring) > 0; c++) {
         /* The removals first: a request replaced by one armed below goes
@@ -606,6 +607,8 @@ static bool uring_fill(uring *u) {
         return false;
     }
     u->ncancels = 0;
+    if (!arms)
+        return true;
     size_t i = 0, keep = 0;
     for (; i < u->ndirty; i++) {
         int fd = u->dirty[i];
@@ -775,16 +778,17 @@ static bool uring_fill_tx(uring *u) {
     return u->ntxl == 0;
 }
 
-/* Submits every change (the loop's thread): enters as often as the queue
+/* Submits every change (the loop's thread), the armings only if `arms`
+ * (a wait's enter: see uring_submit_now): enters as often as the queue
  * fills; the entries of the last fill are left for the caller's enter.
  * Lock held. The number to submit, or -errno. */
-static int uring_prepare(uring *u) {
+static int uring_prepare(uring *u, bool arms) {
     int err = uring_enable(u);
     if (err)
         return -err;
-    if (u->nlevel)
+    if (arms && u->nlevel)
         uring_fill_level(u);
-    while (!uring_fill(u) || !uring_fill_tx(u)) {
+    while (!uring_fill(u, arms) || !uring_fill_tx(u)) {
         u->grow_sq = true;
         int r = io_uring_enter(u->ring.enter_ring_fd, uring_flush(u), 0, 0, NULL);
         if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY)
@@ -793,10 +797,19 @@ static int uring_prepare(uring *u) {
     return (int)uring_flush(u);
 }
 
-/* Submits the changes now (a removal on the loop's thread: the poll holds
- * the file open). Lock held. */
+/* Submits the removals and the sends now (a removal on the loop's thread:
+ * the poll holds the file open; a send made out of a run). Lock held.
+ * The armings wait for the loop's next wait: made here, in the middle of a
+ * pass's callouts, a level-triggered fd's new poll, or the one of an fd
+ * enabled again, would answer at once for a readiness the pass has
+ * reported already and whose callout has not run yet (a Read callback
+ * that comes later in the pass than another's removal), and that second
+ * report, kept for the next harvest, would call the callback again when
+ * its read had taken everything: a spurious Read callout, whose blocking
+ * read hangs the loop. Epoll asks the file at each wait; so does the ring,
+ * by arming only in the wait's own enter. */
 static void uring_submit_now(uring *u) {
-    int n = uring_prepare(u);
+    int n = uring_prepare(u, false);
     /* A request's removal (a receive's or a poll's): with GETEVENTS, the
      * kernel's deferred completion work is run too, so the removed request
      * lets go of its file now (a socket closed by its owner is closed for
@@ -812,8 +825,9 @@ static void uring_submit_now(uring *u) {
     if (n > 0 || getevents)
         (void)io_uring_enter(u->ring.enter_ring_fd, (unsigned)(n > 0 ? n : 0), 0,
                              getevents ? IORING_ENTER_GETEVENTS : 0, NULL);
-    /* A receive submitted may have read at once: its bytes queued now,
-     * before the reader reads the fd itself. */
+    /* What a cancelled receive read last, and what live ones read in this
+     * enter's completion work: queued now, before the reader reads the fd
+     * itself. */
     int none = 0;
     uring_reap(u, NULL, 0, &none);
 }
@@ -1391,7 +1405,7 @@ static int uring_enter(uring *u, bool wait, long long ns) {
     if (RL__UNLIKELY(u->broken))
         return EIO; /* resized, and its new queues could not be mapped (uring_resize) */
     uring_lock(u);
-    int submit = uring_prepare(u);
+    int submit = uring_prepare(u, true);
     bool kept = u->headpend < u->npend; /* reports at hand: no waiting */
     /* A removal submitted: this enter (GETEVENTS) runs its completion work,
      * so the next removal's submission need not (uring_submit_now). */
