@@ -5,7 +5,8 @@
  * receives and written through its send queue).
  *
  * Each program makes a few sockets (Data or Read, some with Write too),
- * each over one end of a socket pair whose other end (the peer) the
+ * each over one end of a unix socket pair or a loopback TCP connection,
+ * whose other end (the peer) the
  * program drives by hand, and then does random things: the peer writes
  * (1 byte to 200 KB), shuts its side down, reads what the socket sent;
  * the program enables and disables callbacks, changes the flags, sends
@@ -31,12 +32,15 @@
  * step and callout); RL_FUZZ_PROGRAMS=N runs N programs per test instead
  * of the usual number; a failure names its seed. */
 #include "testutil.h"
+#include "netutil.h"
 
 #include <crunloop/RLData.h>
 #include <crunloop/RLRunLoop.h>
 #include <crunloop/RLSocket.h>
 
 #include <dirent.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
@@ -99,6 +103,7 @@ typedef struct fz_sock {
     RLRunLoopSourceRef src;
     RLOptionFlags rtype; /* kRLSocketDataCallBack or kRLSocketReadCallBack */
     bool has_write;
+    bool tcp; /* a loopback TCP connection (else a unix socket pair) */
     /* the model */
     bool valid, in_mode, en_read, en_write, closes; /* closes: kRLSocketCloseOnInvalidate set */
     RLOptionFlags flags;
@@ -366,7 +371,10 @@ static void fz_peer_shut(fz_prog *p, fz_sock *k) {
     (void)p;
     if (k->peer_shut)
         return;
-    FZ_CHECK(p, shutdown(k->peer, SHUT_WR) == 0, "shutdown");
+    /* A TCP connection whose socket end was closed with bytes unread was
+     * reset: nothing left to shut down. */
+    FZ_CHECK(p, shutdown(k->peer, SHUT_WR) == 0 || (k->tcp && !k->valid && errno == ENOTCONN),
+             "socket %u: the peer's shutdown: %s", k->id, strerror(errno));
     k->peer_shut = true;
 }
 
@@ -412,7 +420,22 @@ static void fz_make(fz_prog *p, fz_sock *k, unsigned id) {
     memset(k, 0, sizeof *k);
     k->id = id;
     int sv[2];
-    FZ_CHECK(p, socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0, "socketpair");
+    if (fz_chance(&p->rng, 30)) {
+        /* TCP over loopback: the socket is the accepted end. */
+        uint16_t port = 0;
+        int l = rl_test_raw_listener(0, 1, &port);
+        FZ_CHECK(p, l >= 0, "listener");
+        sv[1] = rl_test_raw_connect(port);
+        FZ_CHECK(p, sv[1] >= 0, "connect");
+        sv[0] = accept4(l, NULL, NULL, SOCK_CLOEXEC);
+        FZ_CHECK(p, sv[0] >= 0, "accept");
+        close(l);
+        int one = 1;
+        (void)setsockopt(sv[0], IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        k->tcp = true;
+    } else {
+        FZ_CHECK(p, socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0, "socketpair");
+    }
     k->fd = sv[0];
     k->peer = sv[1];
     k->rtype = fz_chance(&p->rng, 60) ? kRLSocketDataCallBack : kRLSocketReadCallBack;
