@@ -19,7 +19,8 @@
  *     called, and only for a type that is enabled (a type whose
  *     "automatically re-enable" flag is clear is disabled by its callout);
  *   - a Data callback's bytes are the next ones the peer wrote, in order
- *     (every byte's value depends on its position); an empty one (the end)
+ *     (every byte's value depends on its position), and stay so in a data
+ *     the callback kept, while later ones come; an empty one (the end)
  *     comes only after every byte and the peer's shutdown, and the socket
  *     is invalid once it returned;
  *   - a Read callout comes only when something waits (bytes, or the end),
@@ -115,8 +116,20 @@ typedef struct fz_sock {
     long write_callouts;
 } fz_sock;
 
+/* A Data callback's data kept past its callback: its bytes must stay as
+ * they were while later deliveries reuse the loop's buffers. */
+typedef struct fz_kept {
+    RLDataRef d;
+    unsigned id;
+    uint64_t at; /* the stream position of its first byte */
+} fz_kept;
+
+enum { FZ_KEPT = 8 };
+
 typedef struct fz_prog {
     unsigned seed;
+    fz_kept kept[FZ_KEPT];
+    unsigned nkept;
     fz_rng rng; /* the program's choices, callbacks' ones included */
     fz_sock k[FZ_MAX];
     unsigned n;
@@ -153,6 +166,26 @@ static void fz_check_bytes(fz_prog *p, const fz_sock *k, const uint8_t *b, size_
     for (size_t i = 0; i < n; i++)
         FZ_CHECK(p, b[i] == fz_byte(k->id, d, from + i), "socket %u: %s byte %llu is 0x%02x, not 0x%02x", k->id,
                  what, (unsigned long long)(from + i), b[i], fz_byte(k->id, d, from + i));
+}
+
+/* Checks every kept data (`all`: and lets go of them; else of one at
+ * random). */
+static void fz_kept_check(fz_prog *p, bool all) {
+    for (unsigned i = 0; i < p->nkept; i++) {
+        fz_kept *c = &p->kept[i];
+        const uint8_t *b = RLDataGetBytePtr(c->d);
+        size_t n = (size_t)RLDataGetLength(c->d);
+        for (size_t j = 0; j < n; j++)
+            FZ_CHECK(p, b[j] == fz_byte(c->id, 0, c->at + j), "socket %u: a kept data's byte %llu changed to 0x%02x",
+                     c->id, (unsigned long long)(c->at + j), b[j]);
+    }
+    while (p->nkept && (all || fz_chance(&p->rng, 30))) {
+        unsigned i = fz_below(&p->rng, p->nkept);
+        RLRelease(p->kept[i].d);
+        p->kept[i] = p->kept[--p->nkept];
+        if (!all)
+            break;
+    }
 }
 
 static fz_sock *fz_of(fz_prog *p, RLSocketRef s) {
@@ -315,6 +348,8 @@ static void fz_callback(RLSocketRef s, RLSocketCallBackType type, RLDataRef addr
         FZ_CHECK(p, k->got + n <= k->wrote, "socket %u: %zu bytes delivered at %llu, the peer wrote %llu", k->id, n,
                  (unsigned long long)k->got, (unsigned long long)k->wrote);
         fz_check_bytes(p, k, RLDataGetBytePtr(data), n, 0, k->got, "delivered");
+        if (n > 0 && p->nkept < FZ_KEPT && fz_chance(&p->rng, 20))
+            p->kept[p->nkept++] = (fz_kept){(RLDataRef)RLRetain(data), k->id, k->got};
         k->got += n;
         if (n == 0) {
             FZ_CHECK(p, k->peer_shut && k->got == k->wrote, "socket %u: the end told at %llu of %llu (shut: %d)",
@@ -480,6 +515,7 @@ static void fz_step(fz_prog *p) {
     case 12: if (fz_chance(r, 15)) fz_invalidate(p, k); break;
     default: fz_run(p, false, fz_chance(r, 70) ? 0 : 0.002, fz_chance(r, 50)); break;
     }
+    fz_kept_check(p, false);
 }
 
 /* Everything still open is taken to its end: each valid socket in the
@@ -548,6 +584,7 @@ static void fz_program(unsigned seed, unsigned steps) {
     for (unsigned i = 0; i < steps; i++)
         fz_step(p);
     fz_drain(p);
+    fz_kept_check(p, true);
     for (unsigned i = 0; i < p->n; i++) {
         fz_sock *k = &p->k[i];
         fz_invalidate(p, k);
@@ -593,17 +630,19 @@ static void test_long_programs(void **state) {
 }
 
 /* Programs that found a fault once, run in every build (the sanitizers'
- * scaled-down runs too):
- *   100050: on io_uring, a Read callout that came later in a pass than
- *           another callout's invalidation of a third socket (a removal,
- *           submitted at once) was called again in the next pass with
- *           nothing to read: the removal's enter had armed the later
- *           socket's poll again before its callout read, and the poll's
- *           answer was kept for the next harvest (a blocking read there
- *           hangs the loop). */
+ * scaled-down runs too). Seeds of the generator as it is now: a change to
+ * what a program draws makes them other programs, so a change to the
+ * generator finds new ones (run the old library) or drops these.
+ *   666, 100034: on io_uring, a Read callout that came later in a pass
+ *           than another callout's invalidation of a third socket (a
+ *           removal, submitted at once) was called again in the next pass
+ *           with nothing to read, or for the end twice: the removal's
+ *           enter had armed the later socket's poll again before its
+ *           callout read, and the poll's answer was kept for the next
+ *           harvest (a blocking read there hangs the loop). */
 static void test_programs_that_found_faults(void **state) {
     (void)state;
-    static const unsigned seeds[] = {100050};
+    static const unsigned seeds[] = {666, 100034};
     RLRunLoopSourceRef keep = rl_test_keep_mode(FZ_OTHER);
     g_trace = getenv("RL_TEST_TRACE") != NULL;
     for (size_t i = 0; i < sizeof seeds / sizeof seeds[0]; i++)
