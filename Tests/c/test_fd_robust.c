@@ -169,6 +169,42 @@ static void test_closed_fd_with_open_dup_does_not_spin(void **state) {
     close(p[1]);
 }
 
+/* A file that hung up (the pipe's writer gone) with only its write
+ * callback enabled: the hang-up, which the kernel reports whatever was
+ * asked, is told to the write side (as poll(2) does: a write there fails
+ * at once), once; the loop does not wake at full speed for a report it
+ * never delivers. */
+static int hup_calls;
+static RLOptionFlags hup_types;
+static void hup_cb(RLFileDescriptorRef f, RLOptionFlags types, void *info) {
+    (void)f, (void)info;
+    hup_calls++;
+    hup_types |= types;
+}
+
+static void test_a_hang_up_with_only_write_enabled_is_told_not_spun_on(void **state) {
+    (void)state;
+    int p[2];
+    assert_int_equal(pipe2(p, O_NONBLOCK | O_CLOEXEC), 0);
+    assert_int_equal(close(p[1]), 0);
+    hup_calls = 0;
+    hup_types = 0;
+    RLFileDescriptorRef f = RLFileDescriptorCreate(NULL, p[0], true, hup_cb, NULL);
+    assert_non_null(f);
+    RLRunLoopSourceRef s = rl_test_fd_add(f, "Hup");
+    assert_true(RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorWriteCallBack));
+    long wakes = 0;
+    RLRunLoopObserverRef o = rl_test_count_wakes("Hup", &wakes);
+    RLRunLoopSourceRef keepmode = rl_test_keep_mode("Hup");
+    (void)RLRunLoopRunInMode("Hup", 0.1, false);
+    assert_int_equal(hup_calls, 1);
+    assert_int_equal(hup_types, kRLFileDescriptorWriteCallBack);
+    assert_true(wakes <= 3); /* not tens of thousands */
+    rl_test_uncount_wakes(o);
+    rl_test_unkeep(keepmode);
+    rl_test_fd_drop(f, s);
+}
+
 static void test_reused_number_while_a_dup_keeps_the_old_file(void **state) {
     /* The kernel keeps the old registration (its file is open through the
      * dup, the loop cannot name it any more): it must neither spin the loop
@@ -373,6 +409,7 @@ int main(void) {
         cmocka_unit_test_setup(test_reused_by_a_stranger_before_first_enable, rl_trace_setup),
         cmocka_unit_test_setup(test_closed_fd_found_when_enabled_again, rl_trace_setup),
         cmocka_unit_test(test_a_socket_closed_by_its_owner_is_closed_for_its_peer_at_once),
+        cmocka_unit_test(test_a_hang_up_with_only_write_enabled_is_told_not_spun_on),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

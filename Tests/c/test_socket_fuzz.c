@@ -41,6 +41,8 @@
 #include <crunloop/RLSocket.h>
 
 #include <dirent.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <errno.h>
@@ -50,6 +52,12 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include "RLBase.h" /* rl__faults */
+
+#if !RL_PLAIN
+RL__HIDDEN extern _Atomic unsigned rl__poll_uring_nbufs; /* a new loop's provided buffers */
+#endif
 
 #define FZ_MODE "SOCKFZ"
 #define FZ_OTHER "SOCKFZ-OTHER"
@@ -153,14 +161,28 @@ static bool g_trace;    /* RL_TEST_TRACE set: every step and callout printed */
             fprintf(stderr, __VA_ARGS__);    \
     } while (0)
 
-#define FZ_CHECK(p, cond, ...)                                                                      \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            print_error("seed %u (%s): ", (p)->seed, RLRunLoopGetBackendName(RLRunLoopGetCurrent())); \
-            print_error(__VA_ARGS__);                                                              \
-            print_error("\n");                                                                     \
-            fail_msg("failed: %s", #cond);                                                         \
-        }                                                                                          \
+static pthread_t g_main;  /* the test runner's thread */
+static const char *g_how; /* the programs' conditions (a fresh loop's faults), for a failure's message */
+
+/* A failure on a thread of the programs' own (a fresh loop): cmocka's
+ * failure cannot leave it, so the process ends, after the message. */
+static void fz_fail_off_main(const char *cond) {
+    fprintf(stderr, "failed: %s\n", cond);
+    fflush(stderr);
+    _exit(3);
+}
+
+#define FZ_CHECK(p, cond, ...)                                                                          \
+    do {                                                                                               \
+        if (!(cond)) {                                                                                 \
+            print_error("seed %u (%s%s%s): ", (p)->seed, RLRunLoopGetBackendName(RLRunLoopGetCurrent()), \
+                        g_how ? ", " : "", g_how ? g_how : "");                                         \
+            print_error(__VA_ARGS__);                                                                  \
+            print_error("\n");                                                                         \
+            if (!pthread_equal(pthread_self(), g_main))                                                \
+                fz_fail_off_main(#cond);                                                               \
+            fail_msg("failed: %s", #cond);                                                             \
+        }                                                                                              \
     } while (0)
 
 static void fz_check_bytes(fz_prog *p, const fz_sock *k, const uint8_t *b, size_t n, unsigned d, uint64_t from,
@@ -203,6 +225,11 @@ static void fz_invalidate(fz_prog *p, fz_sock *k) {
         return;
     FZ_CHECK(p, RLSocketInvalidate(k->s), "socket %u: invalidate", k->id);
     k->valid = false;
+    /* TCP closed with bytes unread resets the connection: what the socket
+     * sent and the peer has not taken yet may go with it (as on any
+     * backend: the kernel drops it). */
+    if (k->tcp && k->got < k->wrote)
+        k->send_unsure = true;
     FZ_CHECK(p, !RLSocketIsValid(k->s), "socket %u: valid after its invalidation", k->id);
     if (!k->closes)
         FZ_CHECK(p, close(k->fd) == 0, "socket %u: its fd was closed though close-on-invalidate was clear", k->id);
@@ -213,6 +240,8 @@ static void fz_invalidate(fz_prog *p, fz_sock *k) {
 static void fz_peer_read(fz_prog *p, fz_sock *k) {
     for (;;) {
         ssize_t n = recv(k->peer, p->buf, FZ_BUF, MSG_DONTWAIT);
+        if (n < 0 && errno != EAGAIN)
+            FZ_TRACE("peer-read %u: %s\n", k->id, strerror(errno));
         if (n <= 0)
             return;
         if (!k->send_unsure) {
@@ -237,6 +266,7 @@ static void fz_send(fz_prog *p, fz_sock *k, size_t n) {
     FZ_CHECK(p, d != NULL, "data");
     RLSocketError e = RLSocketSendData(k->s, NULL, d, 5.0);
     RLRelease(d);
+    FZ_TRACE("    sent: %ld (%s)\n", (long)e, e == kRLSocketSuccess ? "" : RLErrorGetLast().message);
     if (e == kRLSocketSuccess)
         k->sent += n;
     else
@@ -254,7 +284,7 @@ static void fz_remove(fz_prog *p, fz_sock *k) {
 }
 
 static void fz_add(fz_prog *p, fz_sock *k) {
-    FZ_TRACE("add %u\n", k->id);
+    FZ_TRACE("add %u%s\n", k->id, k->tcp ? " (tcp)" : "");
     if (!k->valid || k->in_mode)
         return;
     FZ_CHECK(p, RLRunLoopAddSource(RLRunLoopGetCurrent(), k->src, FZ_MODE), "socket %u: add", k->id);
@@ -414,6 +444,8 @@ static void fz_peer_write(fz_prog *p, fz_sock *k, size_t n) {
     FZ_TRACE("peer-write %u %zu\n", k->id, n);
     if (k->peer_shut)
         return;
+    if (k->tcp && !k->valid)
+        k->send_unsure = true; /* bytes the closed socket will not read: a reset (fz_invalidate) */
     fz_fill(p->buf, n, k->id, 0, k->wrote);
     ssize_t w = send(k->peer, p->buf, n, MSG_DONTWAIT | MSG_NOSIGNAL);
     if (w > 0)
@@ -596,6 +628,7 @@ static void fz_program(unsigned seed, unsigned steps) {
     assert_non_null(p->buf);
     p->seed = seed;
     p->rng.s = 0x5eed0000ULL + seed;
+    FZ_TRACE("program %u\n", seed);
     g_prog = p;
     int fds = fz_open_fds();
     p->n = 1 + fz_below(&p->rng, FZ_MAX);
@@ -639,6 +672,42 @@ static void fz_programs(unsigned first, long count, unsigned steps) {
     rl_test_unkeep(keep);
 }
 
+/* Programs on a loop of their own (a new thread) whose ring is made
+ * lean: 2 provided buffers (receives that find none free: ENOBUFS, the
+ * reader read by polls), every submission outside the wait taking the
+ * completions (RL_FAULT_URING_TAKE_EARLY), every ring send short and
+ * continued (RL_FAULT_URING_SHORT_SEND). On epoll the same programs
+ * run as they are. */
+typedef struct fz_job {
+    unsigned first;
+    long count;
+    unsigned steps;
+} fz_job;
+
+static void *fz_job_main(void *arg) {
+    fz_job *j = arg;
+    fz_programs(j->first, j->count, j->steps);
+    return NULL;
+}
+
+static void test_programs_on_a_lean_ring(void **state) {
+    (void)state;
+#if !RL_PLAIN
+    unsigned saved = atomic_exchange(&rl__poll_uring_nbufs, 2);
+#endif
+    atomic_store(&rl__faults, RL_FAULT_URING_TAKE_EARLY | RL_FAULT_URING_SHORT_SEND);
+    g_how = "2 buffers, completions taken early, short sends";
+    fz_job j = {200000, rl_test_iters(150), 150};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, fz_job_main, &j), 0);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    g_how = NULL;
+    atomic_store(&rl__faults, 0);
+#if !RL_PLAIN
+    atomic_store(&rl__poll_uring_nbufs, saved);
+#endif
+}
+
 static void test_short_programs(void **state) {
     (void)state;
     fz_programs(1, rl_test_iters(300), 60);
@@ -671,10 +740,12 @@ static void test_programs_that_found_faults(void **state) {
 }
 
 int main(void) {
+    g_main = pthread_self();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_programs_that_found_faults),
         cmocka_unit_test(test_short_programs),
         cmocka_unit_test(test_long_programs),
+        cmocka_unit_test(test_programs_on_a_lean_ring),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -253,6 +253,105 @@ static void test_invalidated_with_sends_queued_loses_nothing(void **state) {
     assert_int_equal(p.failures, 0);
 }
 
+/* The socket, its mode's only source, sends more than its buffer takes
+ * and invalidates itself: the run ends (its mode is empty), and the loop
+ * never runs again. As on epoll (and with CFSocketSendData), whose send
+ * returns only once the kernel has every byte, the peer gets them all and
+ * then the end: the ring's queued sends are seen through before the run
+ * returns, not left for a run that never comes. */
+static void test_a_run_that_ends_leaves_no_bytes_queued(void **state) {
+    (void)state;
+    int sv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    int small = 4096;
+    assert_int_equal(setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof small), 0);
+    assert_int_equal(fcntl(sv[0], F_SETFL, O_NONBLOCK), 0);
+    plan p = {.writes = 8, .each = 40000, .invalidate = true};
+    RLSocketRef s = make(sv[0], &p);
+    reader r = {.fd = sv[1]};
+    joiner j = {.r = &r};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, join_reader, &j), 0);
+    assert_int_equal(write(sv[1], "go", 2), 2); /* the server's Data callback */
+    for (int i = 0; i < 100 && !p.done; i++)
+        (void)RLRunLoopRunInMode(MODE, 0.1, false); /* ends once the socket is gone */
+    assert_true(p.done);
+    assert_int_equal(RLRunLoopRunInMode(MODE, 0, false), kRLRunLoopRunFinished); /* nothing left to run */
+    /* No run from here on: the reader must get everything regardless. */
+    double end = rl_test_now() + 10;
+    while (!atomic_load(&j.done) && rl_test_now() < end)
+        usleep(1000);
+    assert_true(atomic_load(&j.done));
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_int_equal(p.failures, 0);
+    assert_true(r.ended);
+    assert_true(r.in_order);
+    assert_int_equal(atomic_load(&r.len), plan_total(&p));
+    RLRelease(s);
+    close(sv[1]);
+}
+
+/* The program takes the fd back (close-on-invalidate cleared) with bytes
+ * still queued in the ring for want of room, invalidates the socket and
+ * closes the fd at once, and the number is reused by a new socket: the
+ * peer still gets every byte, then the end (the queue sent them on a
+ * duplicate of its own, closed once it was empty), and the new socket's
+ * peer gets none of them. */
+typedef struct taken {
+    plan p;
+    int fd, reused[2];
+} taken;
+
+static void taken_cb(RLSocketRef s, RLSocketCallBackType type, RLDataRef address, const void *data, void *info) {
+    (void)address, (void)data;
+    taken *t = info;
+    if (type != kRLSocketDataCallBack || t->p.done)
+        return;
+    t->p.done = true;
+    for (size_t i = 0; i < t->p.writes; i++)
+        send_bytes(s, &t->p, t->p.each + i % 7);
+    assert_true(RLSocketSetSocketFlags(s, RLSocketGetSocketFlags(s) & ~(RLOptionFlags)kRLSocketCloseOnInvalidate));
+    assert_true(RLSocketInvalidate(s));
+    assert_int_equal(close(t->fd), 0);
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, t->reused), 0);
+}
+
+static void test_an_fd_taken_back_and_closed_loses_no_queued_bytes(void **state) {
+    (void)state;
+    int sv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    int small = 4096;
+    assert_int_equal(setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof small), 0);
+    assert_int_equal(fcntl(sv[0], F_SETFL, O_NONBLOCK), 0);
+    taken t = {.p = {.writes = 6, .each = 40000}, .fd = sv[0]};
+    RLRunLoopTimerRef keep = keep_mode();
+    RLSocketRef s = make_with(sv[0], taken_cb, &t);
+    reader r = {.fd = sv[1]};
+    joiner j = {.r = &r};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, join_reader, &j), 0);
+    assert_int_equal(write(sv[1], "go", 2), 2);
+    double end = rl_test_now() + 20;
+    while (!t.p.done && rl_test_now() < end)
+        RLRunLoopRunInMode(MODE, 0.02, true);
+    assert_true(t.p.done);
+    run_until(&j.done);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    assert_int_equal(t.p.failures, 0);
+    assert_true(r.ended);
+    assert_true(r.in_order);
+    assert_int_equal(atomic_load(&r.len), plan_total(&t.p));
+    char c;
+    assert_int_equal(recv(t.reused[1], &c, 1, MSG_DONTWAIT), -1); /* nothing came to the number's new socket */
+    assert_int_equal(errno, EAGAIN);
+    RLRelease(s);
+    RLRunLoopTimerInvalidate(keep);
+    RLRelease(keep);
+    close(t.reused[0]);
+    close(t.reused[1]);
+    close(sv[1]);
+}
+
 /* A write of more than 4 KB is sent from the data itself on io_uring: the
  * ring holds the data (a reference) until its bytes are sent, and lets go
  * then; a shorter one is copied (the data is not held). On epoll neither
@@ -470,6 +569,8 @@ int main(void) {
         cmocka_unit_test(test_large_writes_beyond_the_buffer_keep_their_order),
         cmocka_unit_test(test_short_send_is_continued),
         cmocka_unit_test(test_invalidated_with_sends_queued_loses_nothing),
+        cmocka_unit_test(test_a_run_that_ends_leaves_no_bytes_queued),
+        cmocka_unit_test(test_an_fd_taken_back_and_closed_loses_no_queued_bytes),
         cmocka_unit_test(test_send_error_is_reported),
         cmocka_unit_test(test_large_write_is_sent_from_its_data),
         cmocka_unit_test(test_idle_streams_hold_no_send_buffer),

@@ -1696,11 +1696,15 @@ static int sock_ring_send(struct RLSocket *s, const void *p, size_t n, RLTimeInt
      * the socket's validity closes the fd when it is done with it (an fd
      * the caller closes could name another file by then). */
     int r = (__atomic_load_n(&s->flags, __ATOMIC_RELAXED) & kRLSocketCloseOnInvalidate)
-                ? rl__fd_send_via(sock_fdobj(s), q, p, n)
+                ? rl__fd_send_via(sock_fdobj(s), q, p, n, timeout)
                 : 0;
     if (r != 0)
         return r;
-    /* Not this thread's ring: what it holds goes first. */
+    /* Not through the ring: what it holds goes first. This thread's ring
+     * (the fd no longer closed by the socket) is moved by this thread
+     * alone: seen through here; another's, waited for. */
+    if (rl__txq_pending(q) > 0 && rl__fd_ring_flush(q))
+        return rl__txq_pending(q) > 0 ? -ETIMEDOUT : 0;
     double deadline = timeout > 0 && rl__txq_pending(q) > 0 ? RLMonotonicTimeGetCurrent() + timeout : -1;
     while (rl__txq_pending(q) > 0) {
         if (deadline >= 0 && RLMonotonicTimeGetCurrent() >= deadline)
@@ -1815,9 +1819,23 @@ bool RLSocketInvalidate(RLSocketRef s) {
     sock_lock(s);
     rl__fdobj_end end;
     /* Writes still queued on a ring keep the fd open until they are sent:
-     * their queue closes it then (rl_txq.h). */
+     * their queue closes it then (rl_txq.h). An fd the program closes
+     * itself (close-on-invalidate clear) goes back to it now: on the
+     * ring's thread, what is queued is seen through first (its entries
+     * made with the number are submitted, and the kernel holds the file
+     * for them), and what a timeout leaves is sent on a duplicate of the
+     * queue's own, closed once it is empty: the program's close loses
+     * nothing, and a number reused meanwhile gets none of the old
+     * socket's bytes. */
     const sock_rare *rare = sock_rare_of(s);
     rl__txq *q = rare ? rare->txq : NULL;
+    if (q && !(s->flags & kRLSocketCloseOnInvalidate) && rl__fdobj_valid(&s->life) && rl__txq_pending(q) > 0) {
+        sock_unlock(s);
+        (void)rl__fd_ring_flush(q);
+        sock_lock(s);
+        if (rl__fdobj_valid(&s->life) && rl__txq_pending(q) > 0)
+            rl__txq_send_on_dup(q);
+    }
     bool close = (s->flags & kRLSocketCloseOnInvalidate) && rl__fdobj_valid(&s->life) && !(q && rl__txq_close_later(q));
     bool was = rl__fdobj_invalidate(&s->life, close ? RL_FDOBJ_CLOSE : 0, &end, sock_releaser);
     RLRunLoopTimerRef retry = sock_retry_timer(s);

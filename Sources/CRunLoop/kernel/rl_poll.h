@@ -93,15 +93,18 @@ static inline void rl__poll_recv_self(rl__poller *rl, int fd, bool self) {
 /* Queues a copy of n bytes in q for rl's ring to send (rl_txq.h): q's
  * chunks go out in order, one send in flight, submitted with the loop's
  * next enter (`soon`: the loop is in a run, which enters again or flushes
- * as it ends), else at once. 1: queued; 0: the backend cannot (epoll; q
- * sent by another loop's ring), the caller sends itself; -errno: nothing
- * queued, an earlier send through the ring failed with that errno (told
- * once), or no memory. The loop's thread. */
-static inline int rl__poll_send(rl__poller *rl, rl__txq *q, const void *bytes, size_t n, bool soon) {
-    return rl->kops->send ? rl->kops->send(rl, q, bytes, n, soon) : 0;
+ * as it ends), else at once; either way, by the time the run (or this
+ * call, outside a run) returns, they are in the kernel, unless `timeout`
+ * (seconds; 0 or less: none) passed first. 1: queued; 0: the backend
+ * cannot (epoll; q sent by another loop's ring), the caller sends itself;
+ * -errno: nothing queued, an earlier send through the ring failed with
+ * that errno (told once), or no memory. The loop's thread. */
+static inline int rl__poll_send(rl__poller *rl, rl__txq *q, const void *bytes, size_t n, bool soon,
+                                double timeout) {
+    return rl->kops->send ? rl->kops->send(rl, q, bytes, n, soon, timeout) : 0;
 }
-/* Submits the sends queued on rl's ring now (a run's end). The loop's
- * thread. */
+/* Submits the sends queued on rl's ring now and sees them through (a
+ * run's end: rl__poll_send's timeout). The loop's thread. */
 static inline void rl__poll_flush(rl__poller *rl) {
     if (rl->kops && rl->kops->flush)
         rl->kops->flush(rl);

@@ -59,7 +59,8 @@ typedef struct rl__poll_ops {
     int (*wait)(rl__poller *rl, struct epoll_event *ev, int maxev, int timeout_ms);
     rl__rxq *(*recv_into)(rl__poller *rl, int fd, size_t want); /* NULL: the backend reads nothing itself (epoll) */
     void (*recv_self)(rl__poller *rl, int fd, bool self);          /* NULL: the backend reads nothing itself (epoll) */
-    int (*send)(rl__poller *rl, rl__txq *q, const void *bytes, size_t n, bool soon); /* NULL: sends nothing (epoll) */
+    int (*send)(rl__poller *rl, rl__txq *q, const void *bytes, size_t n, bool soon,
+                double timeout); /* NULL: sends nothing (epoll) */
     void (*flush)(rl__poller *rl);                         /* NULL: nothing to flush */
 } rl__poll_ops;
 

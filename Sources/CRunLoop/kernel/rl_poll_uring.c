@@ -108,8 +108,10 @@
  * ring's end). An error drops the queue's chunks
  * and is kept for the writer's next send. Like the receives, a send that
  * waits for room in the socket goes on only inside the loop thread's
- * enters (IORING_SETUP_DEFER_TASKRUN): bytes queued by a loop that stops
- * running wait for its next run.
+ * enters (IORING_SETUP_DEFER_TASKRUN): so the end of a run, and a send
+ * made outside one, enter and wait until no queue holds bytes (each up to
+ * its writer's timeout: uring_tx_finish), and the program never finds its
+ * bytes waiting for a run that may not come.
  *
  * Why fd sources stay single-shot polls (not multishot ones kept across
  * callouts): a multishot poll reports the file's wake-ups, not its state.
@@ -210,6 +212,7 @@
 #if RL_TRICK_URING
 
 #include <liburing.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -724,7 +727,7 @@ static bool uring_tx_start(uring *u, rl__txq *q) {
     bool fast = !q->slow && uring_grow(&u->txfast, &u->captxfast, u->ntxfast + 1, sizeof *u->txfast, 16);
     q->sqpos = u->ring.sq.sqe_tail;
     struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
-    io_uring_prep_send(sqe, q->fd, q->head->p + q->head->off, len,
+    io_uring_prep_send(sqe, __atomic_load_n(&q->fd, __ATOMIC_ACQUIRE), q->head->p + q->head->off, len,
                        MSG_NOSIGNAL | (fast ? MSG_DONTWAIT | MSG_WAITALL : 0));
     io_uring_sqe_set_data64(sqe, URING_TX | (uint64_t)(uintptr_t)q);
     if (fast) {
@@ -1747,10 +1750,13 @@ static void uring_recv_self(rl__poller *rl, int fd, bool self) {
     uring_unlock(u);
 }
 
-/* Queues n bytes of q's for the ring to send (rl__poll_send). 1: queued;
- * 0: not this ring's (the caller sends); -errno: an earlier send's error,
- * reported now (nothing queued), or no memory. */
-static int uring_send(rl__poller *rl, rl__txq *q, const void *bytes, size_t n, bool soon) {
+/* Queues n bytes of q's for the ring to send (rl__poll_send); outside a
+ * run (!soon), sees them through before it returns (uring_tx_finish, up
+ * to `timeout`). 1: queued; 0: not this ring's (the caller sends);
+ * -errno: an earlier send's error, reported now (nothing queued), or no
+ * memory. */
+static void uring_tx_finish(uring *u);
+static int uring_send(rl__poller *rl, rl__txq *q, const void *bytes, size_t n, bool soon, double timeout) {
     uring *u = rl->kstate;
     const void *owner = __atomic_load_n(&q->owner, __ATOMIC_RELAXED);
     /* The caller is the loop's thread (rl__poll_send). A queue whose
@@ -1767,6 +1773,7 @@ static int uring_send(rl__poller *rl, rl__txq *q, const void *bytes, size_t n, b
      * settled on it): no lock but for a submission now. */
     __atomic_store_n(&q->owner, (const void *)rl, __ATOMIC_RELAXED);
     int r = 1;
+    q->wait_for = timeout;
     if (!rl__txq_push(q, bytes, n)) {
         r = -ENOMEM;
     } else if (q->inflight || q->listed) {
@@ -1797,19 +1804,83 @@ static int uring_send(rl__poller *rl, rl__txq *q, const void *bytes, size_t n, b
     }
     if (r > 0 && !soon) {
         uring_lock(u);
-        uring_submit_now(u);
+        uring_tx_finish(u);
         uring_unlock(u);
     }
     return r;
 }
 
-/* Submits the queued sends now (a run's end). */
+/* The longest any queue the ring holds with bytes on their way (a send in
+ * flight or listed) waits for them (seconds, INFINITY: no limit), or -1:
+ * none has any. Lock held. */
+static double uring_tx_left(const uring *u) {
+    double wait = -1;
+    for (const rl__txq *q = u->txheld; q; q = q->ring_next) {
+        if (!q->head || !(q->inflight || q->listed))
+            continue;
+        double w = q->wait_for > 0 ? q->wait_for : INFINITY;
+        if (w > wait)
+            wait = w;
+    }
+    return wait;
+}
+
+/* The queued sends submitted and seen through: back from a run (or from
+ * a send made outside one), the program finds its bytes in the kernel, as
+ * a send on epoll (or CFSocketSendData) would have left them, not waiting
+ * in the ring for a next run that may never come (a thread whose run ends
+ * when its last socket is invalidated, and exits). Sends that wait for
+ * room progress only inside enters on the loop's thread: this enters, and
+ * waits for completions, until no queue holds bytes, or for as long as
+ * the writers' timeouts allow (their last send's; no limit for a timeout
+ * of 0 or less, as the send itself waits on epoll); what is left then
+ * waits for the next run, as before. The armings wait for the next wait
+ * (uring_submit_now); reports that come meanwhile are kept for it. The
+ * loop's thread, lock held. */
+static void uring_tx_finish(uring *u) {
+    uring_submit_now(u);
+    double wait = uring_tx_left(u);
+    if (wait < 0)
+        return;
+    long long start = uring_now_ns();
+    for (; wait >= 0 && !u->broken; wait = uring_tx_left(u)) {
+        long long ns = -1;
+        if (wait < INFINITY) {
+            ns = (long long)(wait * 1e9) - (uring_now_ns() - start);
+            if (ns <= 0)
+                return; /* the writers' timeouts passed: the rest goes with the next run */
+        }
+        int n = uring_prepare(u, false);
+        if (n < 0)
+            return;
+        uring_unlock(u);
+        if (n > 0) {
+            /* Sends to submit (a short one continued): no waiting here, a
+             * silent send makes no completion to wait for (done within
+             * this enter, settled by the harvest below). */
+            (void)io_uring_enter(u->ring.enter_ring_fd, (unsigned)n, 0, IORING_ENTER_GETEVENTS, NULL);
+        } else if (ns >= 0) {
+            struct __kernel_timespec ts = {ns / 1000000000, ns % 1000000000};
+            struct io_uring_getevents_arg arg = {.sigmask_sz = _NSIG / 8, .ts = (uint64_t)(uintptr_t)&ts};
+            (void)io_uring_enter2(u->ring.enter_ring_fd, 0, 1, IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG,
+                                  (sigset_t *)&arg, sizeof arg);
+        } else {
+            (void)io_uring_enter(u->ring.enter_ring_fd, 0, 1, IORING_ENTER_GETEVENTS, NULL); /* a send that waits for room */
+        }
+        uring_lock(u);
+        int none = 0;
+        uring_reap(u, NULL, 0, &none);
+    }
+}
+
+/* Submits the queued sends now and sees them through (a run's end). */
 static void uring_flush_sends(rl__poller *rl) {
     uring *u = rl->kstate;
-    if (!u || !pthread_equal(pthread_self(), rl->owner) || (!u->ntxl && u->ring.sq.sqe_tail == u->ring.sq.sqe_head))
-        return; /* sends listed, or entries made and not yet submitted: the loop thread's own (uring_send) */
+    if (!u || !pthread_equal(pthread_self(), rl->owner) ||
+        (!u->ntxl && !u->txheld && !u->ntxfast && u->ring.sq.sqe_tail == u->ring.sq.sqe_head))
+        return; /* sends listed, held or in flight, or entries made and not yet submitted: the loop thread's own */
     uring_lock(u);
-    uring_submit_now(u);
+    uring_tx_finish(u);
     uring_unlock(u);
 }
 

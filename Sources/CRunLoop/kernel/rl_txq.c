@@ -4,6 +4,7 @@
 #include "rl_txq.h"
 #include "rl_chunkcache.h"
 
+#include <fcntl.h>
 #include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,6 +95,15 @@ void rl__txq_pop(rl__txq *q) {
 void rl__txq_drop(rl__txq *q) {
     while (q->head)
         rl__txq_pop(q);
+}
+
+void rl__txq_send_on_dup(rl__txq *q) {
+    int d = fcntl(q->fd, F_DUPFD_CLOEXEC, 0);
+    if (d < 0)
+        return; /* no descriptor left: sent on the program's fd, while it keeps it open */
+    __atomic_store_n(&q->fd, d, __ATOMIC_RELEASE);
+    if (!rl__txq_close_later(q))
+        (void)close(d); /* sent meanwhile: nothing to keep it for */
 }
 
 bool rl__txq_close_later(rl__txq *q) {

@@ -64,6 +64,8 @@ typedef struct rl__txq {
     bool slow;          /* the backend's: the next send waits for room (the last one found none) */
     uint32_t sqpos;
     size_t inlen;       /* the backend's: the bytes the send in flight asked to send */
+    double wait_for;    /* the writer's: how long a run's end waits for the queued bytes to be sent (the last
+                           send's timeout, seconds; 0 or less: until they are), on the ring's thread */
 } rl__txq;
 
 /* For the tests: the chunks the calling thread keeps for its next pushes
@@ -98,6 +100,11 @@ RL__HIDDEN void rl__txq_drop(rl__txq *q);
 static inline unsigned rl__txq_pending(rl__txq *q) {
     return atomic_load_explicit(&q->state, memory_order_acquire) >> 1;
 }
+/* The fd goes back to its program, which may close it, with chunks still
+ * queued: q sends them on a duplicate of it, which it closes once it is
+ * empty (rl__txq_close_later); out of descriptors, it goes on with the
+ * fd it has. */
+RL__HIDDEN void rl__txq_send_on_dup(rl__txq *q);
 /* The fd's close handed to q if chunks are queued (true: the caller must
  * not close it), else false (the caller closes). Any thread. */
 RL__HIDDEN bool rl__txq_close_later(rl__txq *q);

@@ -351,14 +351,22 @@ bool rl__fd_ring_sends(RLRunLoopSourceRef s) {
     return rl && rl->kern.kops && rl->kern.kops->send && rl->src_in_callout == s && rl__of_this_process(rl);
 }
 
-int rl__fd_send_via(RLRunLoopSourceRef s, struct rl__txq *q, const void *bytes, size_t n) {
+bool rl__fd_ring_flush(struct rl__txq *q) {
+    RLRunLoopRef rl = rl__tls;
+    if (!rl || !rl__of_this_process(rl) || __atomic_load_n(&q->owner, __ATOMIC_RELAXED) != &rl->kern)
+        return false;
+    rl__poll_flush(&rl->kern);
+    return true;
+}
+
+int rl__fd_send_via(RLRunLoopSourceRef s, struct rl__txq *q, const void *bytes, size_t n, double timeout) {
     RLRunLoopRef rl = rl__tls;
     if (!rl || !rl__of_this_process(rl))
         return 0;
     const void *owner = __atomic_load_n(&q->owner, __ATOMIC_RELAXED); /* set once, by the owner's thread */
     if (owner != &rl->kern && (owner || rl->src_in_callout != s))
         return 0;
-    return rl__poll_send(&rl->kern, q, bytes, n, rl->frame != NULL);
+    return rl__poll_send(&rl->kern, q, bytes, n, rl->frame != NULL, timeout);
 }
 
 size_t rl__fd_pass_left(void) {

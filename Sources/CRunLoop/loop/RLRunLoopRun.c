@@ -681,8 +681,13 @@ __attribute__((noinline)) static rl__mode *run_mode(RLRunLoopRef rl, const char 
 
 static RLRunLoopRunResult run_in_mode(RLRunLoopRef rl, const char *mode, RLTimeInterval seconds, bool stop_after_handle) {
     rl__mode *m = run_mode(rl, mode, "RLRunLoopRunInMode");
-    if (!m || mode_is_empty(rl, m))
+    if (!m || mode_is_empty(rl, m)) {
+        /* No run, but sends a timeout left queued in the ring (rl_txq.h)
+         * are seen through as at a run's end. */
+        if (rl__of_this_process(rl))
+            rl__poll_flush(&rl->kern);
         return kRLRunLoopRunFinished;
+    }
     /* As CF, whose wake-up state belongs to each run: wake-ups count from
      * the start of this run (its Entry observers included), and one still
      * pending from the enclosing run's pass (given before that pass's wait)

@@ -96,7 +96,8 @@ RL__HIDDEN void rl__fd_recv_self(RLRunLoopSourceRef s, bool self);
 
 /* On the thread of the loop whose ring sends q, or, for q's first send
  * (no ring has it yet), from a callout of s on its loop's thread: n bytes
- * queued for that loop's ring to send (rl__poll_send, rl_txq.h: 1), an
+ * queued for that loop's ring to send (rl__poll_send, rl_txq.h: 1; the
+ * run's end waits up to `timeout` for them to be sent), an
  * earlier ring send's error told (-errno); 0: not this thread's ring, or
  * it cannot (epoll): the caller sends itself. */
 struct rl__txq;
@@ -104,7 +105,11 @@ struct rl__txq;
  * ring: a first rl__fd_send_via would queue (the send queue is made only
  * then). */
 RL__HIDDEN bool rl__fd_ring_sends(RLRunLoopSourceRef s);
-RL__HIDDEN int rl__fd_send_via(RLRunLoopSourceRef s, struct rl__txq *q, const void *bytes, size_t n);
+RL__HIDDEN int rl__fd_send_via(RLRunLoopSourceRef s, struct rl__txq *q, const void *bytes, size_t n, double timeout);
+/* On the thread of the loop whose ring sends q: its queued sends seen
+ * through now, as at a run's end (each up to its writer's timeout): true.
+ * false: another thread's ring (or none), which only its thread moves. */
+RL__HIDDEN bool rl__fd_ring_flush(struct rl__txq *q);
 
 /* From an fd callout: how many more fd callouts the loop's pass has still
  * to make after it (others ready in the same wake). A hint for how long

@@ -658,7 +658,12 @@ static size_t fd_take(RLRunLoopRef rl, rl__mode *m, rl__fdreg *r, int fd, uint32
     /* The kernel said no hang-up and no error (an always-ready file's
      * "report" is made up here, so it says nothing). */
     bool quiet = !r->always && !(events & (EPOLLHUP | EPOLLERR | EPOLLRDHUP));
-    if (events & (EPOLLOUT | EPOLLERR))
+    /* A hang-up is told to the write side too, as poll(2) and select(2)
+     * do (a write there fails at once): the kernel reports it whatever
+     * was asked, so a file that hung up with only its write callback
+     * enabled would otherwise be reported again at every wait and never
+     * delivered (a loop spinning at full speed). */
+    if (events & (EPOLLOUT | EPOLLERR | EPOLLHUP))
         ready |= kRLFileDescriptorWriteCallBack;
     size_t n = 0;
     bool settle = false;
