@@ -291,27 +291,18 @@ static void fz_add(fz_prog *p, fz_sock *k) {
     k->in_mode = true;
 }
 
-static void fz_enable(fz_prog *p, fz_sock *k, RLOptionFlags t) {
-    FZ_TRACE("enable %u %lu\n", k->id, (unsigned long)t);
+/* Enables (`on`) or disables callback type t of k, in the model too. */
+static void fz_switch(fz_prog *p, fz_sock *k, RLOptionFlags t, bool on) {
+    FZ_TRACE("%s %u %lu\n", on ? "enable" : "disable", k->id, (unsigned long)t);
     if (!k->valid || (t == kRLSocketWriteCallBack && !k->has_write))
         return;
-    FZ_CHECK(p, RLSocketEnableCallBacks(k->s, t), "socket %u: enable %lu", k->id, (unsigned long)t);
-    if (t == kRLSocketWriteCallBack)
-        k->en_write = true;
-    else
-        k->en_read = true;
+    FZ_CHECK(p, on ? RLSocketEnableCallBacks(k->s, t) : RLSocketDisableCallBacks(k->s, t), "socket %u: %s %lu",
+             k->id, on ? "enable" : "disable", (unsigned long)t);
+    *(t == kRLSocketWriteCallBack ? &k->en_write : &k->en_read) = on;
 }
 
-static void fz_disable(fz_prog *p, fz_sock *k, RLOptionFlags t) {
-    FZ_TRACE("disable %u %lu\n", k->id, (unsigned long)t);
-    if (!k->valid || (t == kRLSocketWriteCallBack && !k->has_write))
-        return;
-    FZ_CHECK(p, RLSocketDisableCallBacks(k->s, t), "socket %u: disable %lu", k->id, (unsigned long)t);
-    if (t == kRLSocketWriteCallBack)
-        k->en_write = false;
-    else
-        k->en_read = false;
-}
+static void fz_enable(fz_prog *p, fz_sock *k, RLOptionFlags t) { fz_switch(p, k, t, true); }
+static void fz_disable(fz_prog *p, fz_sock *k, RLOptionFlags t) { fz_switch(p, k, t, false); }
 
 static void fz_set_flags(fz_prog *p, fz_sock *k, RLOptionFlags f) {
     FZ_TRACE("flags %u 0x%lx\n", k->id, (unsigned long)f);

@@ -172,14 +172,20 @@ static void *join_reader(void *p) {
     return NULL;
 }
 
-/* Many writes from one callout, some larger than the socket's buffer:
- * the peer gets them all, in order; the end comes once the server closes. */
-static void run_plan(plan *p, size_t expect) {
-    int sv[2];
+/* A unix stream pair whose first end (the server's, non-blocking) has a
+ * 4 KB send buffer: large writes find no room and wait in the ring. */
+static void small_pair(int sv[2]) {
     assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
     int small = 4096;
     assert_int_equal(setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof small), 0);
     assert_int_equal(fcntl(sv[0], F_SETFL, O_NONBLOCK), 0);
+}
+
+/* Many writes from one callout, some larger than the socket's buffer:
+ * the peer gets them all, in order; the end comes once the server closes. */
+static void run_plan(plan *p, size_t expect) {
+    int sv[2];
+    small_pair(sv);
     RLRunLoopTimerRef keep = keep_mode();
     RLSocketRef s = make(sv[0], p);
     reader r = {.fd = sv[1]};
@@ -262,10 +268,7 @@ static void test_invalidated_with_sends_queued_loses_nothing(void **state) {
 static void test_a_run_that_ends_leaves_no_bytes_queued(void **state) {
     (void)state;
     int sv[2];
-    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-    int small = 4096;
-    assert_int_equal(setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof small), 0);
-    assert_int_equal(fcntl(sv[0], F_SETFL, O_NONBLOCK), 0);
+    small_pair(sv);
     plan p = {.writes = 8, .each = 40000, .invalidate = true};
     RLSocketRef s = make(sv[0], &p);
     reader r = {.fd = sv[1]};
@@ -319,10 +322,7 @@ static void taken_cb(RLSocketRef s, RLSocketCallBackType type, RLDataRef address
 static void test_an_fd_taken_back_and_closed_loses_no_queued_bytes(void **state) {
     (void)state;
     int sv[2];
-    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-    int small = 4096;
-    assert_int_equal(setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof small), 0);
-    assert_int_equal(fcntl(sv[0], F_SETFL, O_NONBLOCK), 0);
+    small_pair(sv);
     taken t = {.p = {.writes = 6, .each = 40000}, .fd = sv[0]};
     RLRunLoopTimerRef keep = keep_mode();
     RLSocketRef s = make_with(sv[0], taken_cb, &t);
