@@ -1400,6 +1400,19 @@ static bool uring_take(uring *u, const struct io_uring_cqe *cqe, struct epoll_ev
     return true;
 }
 
+/* Enters ring, submitting `submit` entries and, if `wait`, waiting for a
+ * completion up to ns nanoseconds (negative: no limit); without `wait`,
+ * runs the kernel's completion work. liburing's result (-errno). */
+static int uring_enter_for(struct io_uring *ring, unsigned submit, bool wait, long long ns) {
+    if (wait && ns >= 0) {
+        struct __kernel_timespec ts = {ns / 1000000000, ns % 1000000000};
+        struct io_uring_getevents_arg arg = {.sigmask_sz = _NSIG / 8, .ts = (uint64_t)(uintptr_t)&ts};
+        return io_uring_enter2(ring->enter_ring_fd, submit, 1, IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG,
+                               (sigset_t *)&arg, sizeof arg);
+    }
+    return io_uring_enter(ring->enter_ring_fd, submit, wait ? 1 : 0, IORING_ENTER_GETEVENTS, NULL);
+}
+
 /* One enter: submits the changes and, if `wait` and nothing is complete
  * yet, waits up to `ns` (negative: no limit) for a completion; without
  * `wait`, runs the kernel's completion work (a look). 0, or the errno
@@ -1422,15 +1435,7 @@ static int uring_enter(uring *u, bool wait, long long ns) {
     wait = wait && io_uring_cq_ready(&u->ring) == 0;
     if (!submit && !wait && !removed && io_uring_cq_ready(&u->ring) > 0)
         return 0; /* reports at hand */
-    int r;
-    if (wait && ns >= 0) {
-        struct __kernel_timespec ts = {ns / 1000000000, ns % 1000000000};
-        struct io_uring_getevents_arg arg = {.sigmask_sz = _NSIG / 8, .ts = (uint64_t)(uintptr_t)&ts};
-        r = io_uring_enter2(u->ring.enter_ring_fd, (unsigned)submit, 1, IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG,
-                            (sigset_t *)&arg, sizeof arg);
-    } else {
-        r = io_uring_enter(u->ring.enter_ring_fd, (unsigned)submit, wait ? 1 : 0, IORING_ENTER_GETEVENTS, NULL);
-    }
+    int r = uring_enter_for(&u->ring, (unsigned)submit, wait, ns);
     return r < 0 ? -r : 0; /* liburing's calls give -errno */
 }
 
@@ -1854,19 +1859,10 @@ static void uring_tx_finish(uring *u) {
         if (n < 0)
             return;
         uring_unlock(u);
-        if (n > 0) {
-            /* Sends to submit (a short one continued): no waiting here, a
-             * silent send makes no completion to wait for (done within
-             * this enter, settled by the harvest below). */
-            (void)io_uring_enter(u->ring.enter_ring_fd, (unsigned)n, 0, IORING_ENTER_GETEVENTS, NULL);
-        } else if (ns >= 0) {
-            struct __kernel_timespec ts = {ns / 1000000000, ns % 1000000000};
-            struct io_uring_getevents_arg arg = {.sigmask_sz = _NSIG / 8, .ts = (uint64_t)(uintptr_t)&ts};
-            (void)io_uring_enter2(u->ring.enter_ring_fd, 0, 1, IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG,
-                                  (sigset_t *)&arg, sizeof arg);
-        } else {
-            (void)io_uring_enter(u->ring.enter_ring_fd, 0, 1, IORING_ENTER_GETEVENTS, NULL); /* a send that waits for room */
-        }
+        /* Sends to submit (a short one continued): no waiting, a silent
+         * send makes no completion to wait for (done within this enter,
+         * settled by the harvest below); else a send that waits for room. */
+        (void)uring_enter_for(&u->ring, (unsigned)n, n == 0, ns);
         uring_lock(u);
         int none = 0;
         uring_reap(u, NULL, 0, &none);
