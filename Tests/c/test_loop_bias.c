@@ -435,8 +435,10 @@ static char claim_trace[16];
 static void trace_timer(RLRunLoopTimerRef t, void *info) {
     (void)t;
     size_t n = strlen(claim_trace);
-    if (n + 1 < sizeof claim_trace)
+    if (n + 1 < sizeof claim_trace) {
         claim_trace[n] = *(const char *)info;
+        claim_trace[n + 1] = 0;
+    }
 }
 
 typedef struct {

@@ -1,6 +1,8 @@
 #include "testutil.h"
 
+#include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,7 +14,12 @@
 /* The library's test-only event counters (RLBase.h: rl__test_count) count in
  * every test program, from before main; in use they do not. */
 __attribute__((visibility("hidden"))) extern _Atomic bool rl__counting;
-__attribute__((constructor)) static void rl_test_counting_on(void) { atomic_store(&rl__counting, true); }
+/* stdout line-buffered too: a test program that dies (a sanitizer's report,
+ * a crash) after a failure keeps cmocka's lines saying which test failed. */
+__attribute__((constructor)) static void rl_test_counting_on(void) {
+    atomic_store(&rl__counting, true);
+    setvbuf(stdout, NULL, _IOLBF, 0);
+}
 
 long rl_test_iters(long full) {
     const char *s = getenv("RL_TEST_SCALE");
@@ -121,9 +128,15 @@ static void *rl_churn_main(void *p) {
     return NULL;
 }
 
-void rl_test_in_child(bool (*child)(void *), void *arg, const char *what) {
+/* Runs child(arg) in a fork()ed child and waits for it: true when it exited
+ * 0, else false with what became of it in `why`. Reports nothing itself, so
+ * that a caller with threads of its own can stop them before it fails. */
+static bool rl_child_ok(bool (*child)(void *), void *arg, char *why, size_t n) {
     pid_t pid = fork();
-    assert_true(pid >= 0);
+    if (pid < 0) {
+        snprintf(why, n, "fork() failed: %s", strerror(errno));
+        return false;
+    }
     if (pid == 0) {
         alarm(10);
         bool ok = child(arg);
@@ -132,23 +145,42 @@ void rl_test_in_child(bool (*child)(void *), void *arg, const char *what) {
         _exit(ok ? 0 : 1);
     }
     int status;
-    assert_int_equal(waitpid(pid, &status, 0), pid);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        fail_msg("%s: the child %s %d", what, WIFSIGNALED(status) ? "died of signal" : "exited with",
-                 WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+    pid_t w;
+    while ((w = waitpid(pid, &status, 0)) < 0 && errno == EINTR) {
+    }
+    if (w != pid) {
+        snprintf(why, n, "waitpid() failed: %s", strerror(errno));
+        return false;
+    }
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        return true;
+    if (WIFSIGNALED(status))
+        snprintf(why, n, "the child died of signal %d%s", WTERMSIG(status),
+                 WTERMSIG(status) == SIGALRM ? " (hung for 10 s)" : "");
+    else
+        snprintf(why, n, "the child exited with %d", WEXITSTATUS(status));
+    return false;
+}
+
+void rl_test_in_child(bool (*child)(void *), void *arg, const char *what) {
+    char why[96];
+    if (!rl_child_ok(child, arg, why, sizeof why))
+        fail_msg("%s: %s", what, why);
 }
 
 void rl_test_fork_while_churning(long forks, bool (*churn)(void *), bool (*child)(void *), void *arg) {
     rl_churner c = {churn, arg, true};
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, rl_churn_main, &c), 0);
-    for (long k = 0; k < forks; k++) {
-        char what[32];
-        snprintf(what, sizeof what, "fork %ld", k);
-        rl_test_in_child(child, arg, what);
-    }
+    char why[96] = "";
+    long k = 0;
+    while (k < forks && rl_child_ok(child, arg, why, sizeof why))
+        k++;
+    /* The churner stops before anything fails: it lives on this frame. */
     atomic_store(&c.running, false);
     void *r;
     assert_int_equal(pthread_join(t, &r), 0);
+    if (k < forks)
+        fail_msg("fork %ld of %ld: %s", k, forks, why);
     assert_null(r);
 }
