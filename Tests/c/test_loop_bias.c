@@ -102,6 +102,12 @@ static void owner(stress *s) {
         if (s->real)
             RLRunLoopRunInMode(kRLRunLoopDefaultMode, 0, true);
     }
+    /* Stopped early (the broken-lock check), another thread may be between
+     * its look at `stop` and its next entry: this thread's loop, which goes
+     * with the thread, must outlive their last entry (one entered the
+     * freed loop's lock: ASan, 1 run in 140). */
+    while (atomic_load(&s->done) < s->others)
+        sched_yield();
     for (int i = 0; i < 4; i++) {
         RLRunLoopTimerInvalidate(t[i]);
         RLRelease(t[i]);
@@ -117,7 +123,7 @@ static void owner(stress *s) {
 static void wait_rebiased(stress *s) {
     usleep(20);
     if (!s->real || !rl__bias_usable())
-        return; /* the broken-lock check: its owner may be gone once `stop` is set */
+        return; /* the broken-lock check: its owner may have stopped entering once `stop` is set */
     double end = rl_test_now() + 0.05;
     while (!rl__loop_biased(s->rl) && rl_test_now() < end)
         usleep(20);
