@@ -205,6 +205,65 @@ static void test_a_hang_up_with_only_write_enabled_is_told_not_spun_on(void **st
     rl_test_fd_drop(f, s);
 }
 
+/* A socket whose send buffer is full, with only its write callback
+ * enabled, and whose peer shuts down its writing side: the half-close is
+ * a read-side event nobody asked for. The loop stays asleep (io_uring's
+ * poll reports POLLRDHUP whatever it is asked, which armed again at once
+ * made the loop spin: tens of thousands of wake-ups in 0.2 s), and the
+ * write callout comes, once, when the peer makes room. The same with
+ * the write callback enabled through a persistent watch (a disabled
+ * read callback asked again, then disabled). */
+static void test_a_peer_half_close_with_only_write_enabled_does_not_spin(void **state) {
+    (void)state;
+    for (int round = 0; round < 2; round++) {
+        int sv[2];
+        assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
+        char fill[4096];
+        memset(fill, 'f', sizeof fill);
+        size_t filled = 0;
+        ssize_t w;
+        while ((w = write(sv[0], fill, sizeof fill)) > 0)
+            filled += (size_t)w;
+        assert_true(w < 0 && errno == EAGAIN);
+        hup_calls = 0;
+        hup_types = 0;
+        RLFileDescriptorRef f = RLFileDescriptorCreate(NULL, sv[0], true, hup_cb, NULL);
+        assert_non_null(f);
+        RLRunLoopSourceRef s = rl_test_fd_add(f, "HalfClose");
+        if (round == 1) {
+            assert_true(RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack));
+            RLFileDescriptorDisableCallBacks(f, kRLFileDescriptorReadCallBack);
+        }
+        assert_true(RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorWriteCallBack));
+        assert_int_equal(shutdown(sv[1], SHUT_WR), 0);
+        long wakes = 0;
+        RLRunLoopObserverRef o = rl_test_count_wakes("HalfClose", &wakes);
+        RLRunLoopSourceRef keepmode = rl_test_keep_mode("HalfClose");
+        (void)RLRunLoopRunInMode("HalfClose", 0.2, false);
+        if (wakes > 5)
+            fail_msg("round %d (%s): %ld wake-ups in 0.2 s for a half-close nobody asked about", round,
+                     RLRunLoopGetBackendName(RLRunLoopGetCurrent()), wakes);
+        assert_int_equal(hup_calls, 0); /* not writable: nothing told */
+        /* The peer reads it all: room, told once. */
+        char buf[8192];
+        size_t got = 0;
+        while (got < filled) {
+            ssize_t r = read(sv[1], buf, sizeof buf);
+            assert_true(r > 0);
+            got += (size_t)r;
+        }
+        double end = rl_test_now() + 10;
+        while (hup_calls == 0 && rl_test_now() < end)
+            (void)RLRunLoopRunInMode("HalfClose", 0.1, true);
+        assert_int_equal(hup_calls, 1);
+        assert_int_equal(hup_types, kRLFileDescriptorWriteCallBack);
+        rl_test_uncount_wakes(o);
+        rl_test_unkeep(keepmode);
+        rl_test_fd_drop(f, s);
+        close(sv[1]);
+    }
+}
+
 static void test_reused_number_while_a_dup_keeps_the_old_file(void **state) {
     /* The kernel keeps the old registration (its file is open through the
      * dup, the loop cannot name it any more): it must neither spin the loop
@@ -410,6 +469,7 @@ int main(void) {
         cmocka_unit_test_setup(test_closed_fd_found_when_enabled_again, rl_trace_setup),
         cmocka_unit_test(test_a_socket_closed_by_its_owner_is_closed_for_its_peer_at_once),
         cmocka_unit_test(test_a_hang_up_with_only_write_enabled_is_told_not_spun_on),
+        cmocka_unit_test(test_a_peer_half_close_with_only_write_enabled_does_not_spin),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -118,7 +118,13 @@
  * Epoll's level and re-arm semantics need the file asked again after each
  * report (a callout that read less than was there, a writable socket), and
  * on io_uring asking again is a request, whether a new poll or a poll
- * update; a stream read through the ring needs none, its queue says.
+ * update; a stream read through the ring needs none, its queue says. The
+ * one exception is a file that answers with nothing the registration
+ * asked for: io_uring's poll always reports POLLRDHUP (epoll only when
+ * asked), and a socket whose peer shut down its writing side says so for
+ * good; asked again single-shot, it would answer at once, forever. Such a
+ * registration (`quiet`) is asked with a multishot poll, which answers
+ * wake-ups, and at its arming the file's state, as a single-shot one.
  *
  * Where an echo server's time goes (2026-12-05, perf cpu-clock of the
  * server thread, bench_echo_instr rt16: 64-byte round trips over 16
@@ -273,6 +279,8 @@ typedef struct uring_reg {
     bool rx_poll : 1;  /* the next arming is a poll (no buffer was free) */
     bool rx_armed : 1; /* armed as a reader: the live receive's next bytes are reported (else only queued) */
     bool rx_self : 1;  /* a reader that reads the fd itself for now (uring_recv_self): armed as a poll */
+    bool quiet : 1;    /* the file answered a poll with nothing asked for (a peer's half-close): armed as a
+                          multishot poll until the core changes the registration (uring_take) */
 } uring_reg;
 /* One a watched fd number, in the table the loop's lowest to highest spans
  * (an idle ring connection's bytes: bench_memory's conn-ur row). 20 bytes:
@@ -666,7 +674,7 @@ static bool uring_fill(uring *u, bool arms) {
         } else if (r->arm && r->present) {
             struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
             uint32_t mask = r->events & ~(URING_ONESHOT | URING_ET);
-            if ((r->events & URING_ET) && !(r->events & URING_ONESHOT))
+            if (((r->events & URING_ET) && !(r->events & URING_ONESHOT)) || r->quiet)
                 io_uring_prep_poll_multishot(sqe, fd, mask);
             else
                 io_uring_prep_poll_add(sqe, fd, mask);
@@ -910,6 +918,7 @@ static int uring_ctl_locked(rl__poller *rl, uring *u, int op, int fd, uint32_t e
         }
         uring_disarm(u, fd, r);
         r->rx_poll = false;
+        r->quiet = false;
         r->events = uring_events16(events);
         return uring_arm(u, fd, r);
     case EPOLL_CTL_DEL:
@@ -1390,7 +1399,32 @@ static bool uring_take(uring *u, const struct io_uring_cqe *cqe, struct epoll_ev
             (void)uring_arm(u, fd, r);
         return false;
     }
-    if (!more) {
+    if (cqe->res > 0 && !((uint32_t)cqe->res & ((r->events & 0x3fffu) | EPOLLERR | EPOLLHUP))) {
+        /* Nothing asked for: a poll reports POLLRDHUP (a peer that shut
+         * down its writing side) whatever it asks, where epoll, not asked,
+         * stays asleep. The half-close is a state that stays: a single-shot
+         * poll asked again would answer at once, again and again (a write
+         * side waiting for room spun the loop). So the registration is
+         * asked with a multishot poll from now on, which answers the
+         * file's wake-ups (room, data, its end), once at its arming if
+         * ready then, as a single-shot one does. */
+        if (!more) {
+            r->seq = 0;
+            if (!(r->events & URING_ET))
+                r->quiet = true;
+            (void)uring_arm(u, fd, r); /* nothing reported: armed still, as epoll's */
+        }
+        return false;
+    }
+    if (more && r->quiet) {
+        /* A quiet registration's multishot poll told of what was asked:
+         * it goes, as a single-shot poll would have ended; a level one is
+         * asked again by the next wait (a multishot poll again, whose
+         * arming asks the file). */
+        uring_disarm(u, fd, r);
+        if (level)
+            (void)uring_arm(u, fd, r);
+    } else if (!more) {
         r->seq = 0;
         if (level || (r->events & (URING_ET | URING_ONESHOT)) == URING_ET)
             (void)uring_arm(u, fd, r); /* level: asked again by the next wait; multishot ended: again */

@@ -37,8 +37,8 @@
  * stream), and every fd is closed again (/proc/self/fd counted).
  *
  * Library bugs this test found are excused where they show, each narrowly
- * (the comments at hup_spin_now, removed_this_pass, cleared_this_pass,
- * check_missed and stale_excused say what and when), and counted in the summary line;
+ * (the comments at removed_this_pass, cleared_this_pass, check_missed and
+ * stale_excused say what and when), and counted in the summary line;
  * RL_FZ_STRICT=1 excuses nothing (then the test fails on them).
  *
  * Reproducing: every failure prints its profile, seed and backend and the
@@ -214,8 +214,6 @@ static struct {
     long run_calls;     /* callouts in the current outermost run */
     long run_active;    /* of which acted at random (CB_BUDGET at most) */
     int nested_runs;
-    bool hup_spin;      /* a known spin (hup_spin_now) was possible during the run */
-    long hup_spin_runs; /* timed runs excused for it */
     bool strict;        /* RL_FZ_STRICT: no excuse */
     bool draining;
     long total_calls, total_runs, total_bytes;
@@ -330,35 +328,6 @@ static unsigned ready_now(int fd) {
     if (p.revents & (POLLOUT | POLLERR | POLLHUP))
         r |= WR;
     return r;
-}
-
-/* Library bugs found by this test (see the report): an object that wants
- * only write callbacks on a fd that cannot be written and is hung up (a
- * pipe's read end whose writer closed) makes the loop spin, on both
- * backends: the kernel reports the hang-up whatever was asked, the loop
- * maps a hang-up to a read callback only, delivers nothing, arms the fd
- * again and is woken again at once (~14,000 wake-ups in 10 ms). On
- * io_uring the same for a socket whose peer shut down its writing side
- * (POLLRDHUP, which io_uring's poll always reports and epoll only when
- * asked). Also transiently, with read enabled too, in a run nested in a
- * callout while the outer pass holds the object's read callout (its read
- * already taken). Runs during which such a state existed are excused from
- * the spin check (not from any other), unless RL_FZ_STRICT is set. */
-static bool hup_spin_now(void) {
-    bool uring = strcmp(fz.backend, "io_uring") == 0;
-    for (int i = 0; i < fz.nslots; i++) {
-        fz_obj *o = fz.slot[i];
-        /* Write only; or write and read while a nested run goes on: the
-         * outer pass has taken (disabled) the read it is to deliver. */
-        if (!o || !o->valid || !o->in_mode || !(o->enabled & WR) ||
-            ((o->enabled & RD) && fz.nested_runs == 0))
-            continue;
-        struct pollfd p = {.fd = o->fd, .events = POLLOUT | POLLRDHUP};
-        if (uring && poll(&p, 1, 0) == 1 && !(p.revents & (POLLOUT | POLLERR | POLLHUP)) &&
-            (p.revents & POLLRDHUP))
-            return true;
-    }
-    return false;
 }
 
 static long inq(int fd) {
@@ -692,9 +661,7 @@ static fz_obj *respawn(void) {
 static RLRunLoopRunResult run_mode(const char *mode, double secs, bool rash) {
     fz.mode_stack[fz.mode_depth++] = mode;
     logop("run %s %.4f s%s {", mode, secs, rash ? " returnAfterSourceHandled" : "");
-    fz.hup_spin |= hup_spin_now(); /* a nested run spins in a state its outer callout made */
     RLRunLoopRunResult r = RLRunLoopRunInMode(mode, secs, rash);
-    fz.hup_spin |= hup_spin_now();
     fz.mode_depth--;
     logop("} run %s -> %d", mode, (int)r);
     return r;
@@ -786,11 +753,9 @@ static void driver_run(const char *mode, double secs, bool rash) {
     fz.total_runs++;
     fz.n_rash_runs += rash;
     fz.n_timed_runs += secs > 0;
-    fz.hup_spin = hup_spin_now();
     RLRunLoopRunResult r = run_mode(mode, secs, rash);
     if (fz.failed)
         return;
-    fz.hup_spin |= hup_spin_now();
     RLRunLoopRunResult want = rash && fz.run_calls > 0 ? kRLRunLoopRunHandledSource : kRLRunLoopRunTimedOut;
     FZ_CHECK(r == want, "RLRunLoopRunInMode(%s, %.3f, %d) returned %d, expected %d (%ld callouts in the run)", mode,
              secs, rash, (int)r, (int)want, fz.run_calls);
@@ -801,13 +766,8 @@ static void driver_run(const char *mode, double secs, bool rash) {
     }
     if (!rash) {
         bool spun = fz.wakes > fz.run_calls + 2L * fz.nested_runs + 8;
-        if (secs > 0 && spun && fz.hup_spin && !fz.strict) {
-            fz.hup_spin_runs++;
-            logop("(spin excused: an object wants write only on a hung-up fd it cannot write)");
-        } else if (secs > 0) {
-            FZ_CHECK(!spun, "spin: a %.4f s run of FZ woke %ld times for %ld callouts%s", secs, fz.wakes,
-                     fz.run_calls, fz.hup_spin ? " (an object wanted write only on a hung-up fd)" : "");
-        }
+        if (secs > 0)
+            FZ_CHECK(!spun, "spin: a %.4f s run of FZ woke %ld times for %ld callouts", secs, fz.wakes, fz.run_calls);
     }
     /* Liveness: with returnAfterSourceHandled some callout, else every
      * one owed. */
@@ -1036,7 +996,6 @@ static void fz_callout(RLFileDescriptorRef f, RLOptionFlags types, void *info) {
     o->depth--;
     if (o->valid)
         check_bytes_all("after a callout");
-    fz.hup_spin |= hup_spin_now();
 }
 
 /* ---- one iteration ---- */
@@ -1241,9 +1200,9 @@ static void run_profile(const fz_profile *p, long full) {
                   fz.total_runs, fz.n_timed_runs, fz.n_rash_runs, fz.n_nested, fz.total_calls, fz.total_bytes,
                   fz.n_removed, fz.n_inv, fz.n_inv_in_callout, fz.n_inv_self);
     print_message("test_fd_fuzz %s (%s): excused (library bugs, see the comments; RL_FZ_STRICT=1 fails them): %ld "
-                  "spinning runs, %ld callouts after removal in the pass, %ld callouts after a disable, "
+                  "callouts after removal in the pass, %ld callouts after a disable, "
                   "enable or nested delivery in their pass, %ld runs late, %ld callouts not ready\n",
-                  p->name, fz.backend, fz.hup_spin_runs, fz.removed_callouts, fz.renested_callouts, fz.late_runs,
+                  p->name, fz.backend, fz.removed_callouts, fz.renested_callouts, fz.late_runs,
                   fz.stale_callouts);
     RLRunLoopObserverInvalidate(fz.wake_obs);
     RLRelease(fz.wake_obs);
