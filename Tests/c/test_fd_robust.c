@@ -264,6 +264,91 @@ static void test_a_peer_half_close_with_only_write_enabled_does_not_spin(void **
     }
 }
 
+/* Readiness that came and went between two runs is not told: the loop's
+ * wait says what the file is when it hands out the report, as epoll_wait
+ * does, not what woke it meanwhile (io_uring's poll completion carries
+ * the wake-up's events, taken at the loop's next enter: a file written to
+ * fullness again after room came, or read empty again after data came,
+ * got a callout that found it not ready, where a blocking write or read
+ * hangs). Each callout checks the file is ready for what it is told. */
+static int gone_calls, gone_unready;
+static void gone_cb(RLFileDescriptorRef f, RLOptionFlags types, void *info) {
+    (void)info;
+    gone_calls++;
+    struct pollfd p = {.fd = RLFileDescriptorGetNativeDescriptor(f), .events = POLLIN | POLLOUT};
+    (void)poll(&p, 1, 0);
+    if (((types & kRLFileDescriptorReadCallBack) && !(p.revents & (POLLIN | POLLHUP | POLLERR))) ||
+        ((types & kRLFileDescriptorWriteCallBack) && !(p.revents & (POLLOUT | POLLHUP | POLLERR))))
+        gone_unready++;
+}
+
+static size_t fill_up(int fd) {
+    char fill[4096];
+    memset(fill, 'f', sizeof fill);
+    size_t n = 0;
+    ssize_t w;
+    while ((w = write(fd, fill, sizeof fill)) > 0)
+        n += (size_t)w;
+    assert_true(w < 0 && errno == EAGAIN);
+    return n;
+}
+
+static void drain(int fd, size_t n) {
+    char buf[8192];
+    while (n > 0) {
+        ssize_t r = read(fd, buf, n < sizeof buf ? n : sizeof buf);
+        assert_true(r > 0);
+        n -= (size_t)r;
+    }
+}
+
+static void test_readiness_that_came_and_went_between_runs_is_not_told(void **state) {
+    (void)state;
+    for (int round = 0; round < 2; round++) {
+        bool writing = round == 1;
+        int sv[2];
+        assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
+        size_t filled = writing ? fill_up(sv[0]) : 0;
+        gone_calls = gone_unready = 0;
+        RLFileDescriptorRef f = RLFileDescriptorCreate(NULL, sv[0], true, gone_cb, NULL);
+        assert_non_null(f);
+        RLRunLoopSourceRef s = rl_test_fd_add(f, "Gone");
+        RLRunLoopSourceRef keepmode = rl_test_keep_mode("Gone");
+        RLOptionFlags type = writing ? kRLFileDescriptorWriteCallBack : kRLFileDescriptorReadCallBack;
+        for (int k = 0; k < 20; k++) {
+            assert_true(RLFileDescriptorEnableCallBacks(f, type));
+            (void)RLRunLoopRunInMode("Gone", 0, false); /* armed, not ready */
+            /* Ready and not ready again, outside any run. */
+            if (writing) {
+                drain(sv[1], filled);
+                filled = fill_up(sv[0]);
+            } else {
+                assert_int_equal(write(sv[1], "x", 1), 1);
+                drain(sv[0], 1);
+            }
+            (void)RLRunLoopRunInMode("Gone", 0.01, false);
+        }
+        if (gone_unready)
+            fail_msg("round %d (%s, %s): %d of %d callouts found the file not ready for what they were told",
+                     round, writing ? "write" : "read", RLRunLoopGetBackendName(RLRunLoopGetCurrent()), gone_unready,
+                     gone_calls);
+        assert_int_equal(gone_calls, 0);
+        /* Still watched: ready for real, told. */
+        if (writing)
+            drain(sv[1], filled);
+        else
+            assert_int_equal(write(sv[1], "x", 1), 1);
+        double end = rl_test_now() + 10;
+        while (gone_calls == 0 && rl_test_now() < end)
+            (void)RLRunLoopRunInMode("Gone", 0.1, true);
+        assert_int_equal(gone_calls, 1);
+        assert_int_equal(gone_unready, 0);
+        rl_test_unkeep(keepmode);
+        rl_test_fd_drop(f, s);
+        close(sv[1]);
+    }
+}
+
 static void test_reused_number_while_a_dup_keeps_the_old_file(void **state) {
     /* The kernel keeps the old registration (its file is open through the
      * dup, the loop cannot name it any more): it must neither spin the loop
@@ -470,6 +555,7 @@ int main(void) {
         cmocka_unit_test(test_a_socket_closed_by_its_owner_is_closed_for_its_peer_at_once),
         cmocka_unit_test(test_a_hang_up_with_only_write_enabled_is_told_not_spun_on),
         cmocka_unit_test(test_a_peer_half_close_with_only_write_enabled_does_not_spin),
+        cmocka_unit_test(test_readiness_that_came_and_went_between_runs_is_not_told),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -217,8 +217,10 @@
 
 #if RL_TRICK_URING
 
+#include <errno.h>
 #include <liburing.h>
 #include <math.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -244,6 +246,10 @@ enum {
     URING_BGID = 0,   /* their group */
 };
 #define URING_REMOVE UINT64_MAX /* user_data of a removal: its completion is not a report */
+/* What a completion is (uring_take): no report; a report of what is so
+ * (a receive's queue, an edge's wake-up); a poll's report, which tells
+ * what woke the file, maybe before the program changed it (uring_recheck). */
+enum { URING_NO_REPORT, URING_REPORT, URING_POLL_REPORT };
 #define URING_RX 0x80000000u    /* in a request's sequence number: a receive (the rest: 30 bits) */
 #define URING_SEQ 0x3fffffffu   /* a sequence number's bits */
 /* Incrementally consumed provided buffers (Linux 6.12; liburing 2.3's
@@ -268,7 +274,8 @@ typedef struct uring_reg {
     uint16_t rx_len; /* what the live receive asked for (at most URING_BUF_SIZE) */
     uint16_t epoch; /* changed by each change the core makes (add, modify, remove): a kept report of an
                        earlier epoch is dropped (uring_harvest) */
-    uint8_t npend;  /* its reports kept in `pend`, not handed out (or dropped) yet: a level-triggered
+    uint8_t npend;  /* its reports of this epoch kept in `pend` (an earlier epoch's are dropped, and hold
+                       nothing back), not handed out yet: a level-triggered
                        registration is not asked again meanwhile (uring_fill). Stops at UINT8_MAX: more
                        kept (an edge-triggered one's wake-ups) are counted as fewer, so that it is asked
                        again sooner, a report more at worst */
@@ -328,6 +335,7 @@ static inline uint32_t uring_ident(const struct stat *st) {
 typedef struct uring_kept {
     struct epoll_event ev;
     uint16_t epoch;
+    bool polled; /* a poll's report, asked again when handed out (uring_recheck) */
 } uring_kept;
 
 /* A level-triggered reader just reported, its receive live: its queue is
@@ -377,6 +385,9 @@ typedef struct uring {
     bool cancelled;           /* a live request's removal made and no GETEVENTS enter since (uring_submit_now) */
     uring_kept *pend;         /* reports taken from the ring, not yet handed out */
     size_t npend, headpend, cappend;
+    int *polled;              /* the harvest's polls' reports, by their index in its array (uring_recheck) */
+    size_t npolled, cappolled;
+    bool recheck;             /* the last wait's enter found completion work pending (IORING_SQ_TASKRUN) */
     rl__txq *txheld;          /* send queues listed or in flight (a reference each; rl__txq's ring_next) */
     rl__txq **txl;            /* queues whose next send is to be submitted */
     size_t ntxl, captxl;
@@ -495,7 +506,7 @@ static bool uring_dying_get(uring *u, uint64_t data, bool last) {
 }
 
 /* A report kept for the caller's next harvest. Lock held. */
-static void uring_pend(uring *u, const struct epoll_event *ev) {
+static void uring_pend(uring *u, const struct epoll_event *ev, bool polled) {
     if (u->npend == u->cappend) {
         if (u->headpend > 0) {
             memmove(u->pend, u->pend + u->headpend, (u->npend - u->headpend) * sizeof *u->pend);
@@ -508,7 +519,7 @@ static void uring_pend(uring *u, const struct epoll_event *ev) {
     uring_reg *r = uring_reg_at(u, rl__ev_fd(ev));
     if (r && r->npend < UINT8_MAX)
         r->npend++;
-    u->pend[u->npend++] = (uring_kept){*ev, r ? r->epoch : 0};
+    u->pend[u->npend++] = (uring_kept){*ev, r ? r->epoch : 0, polled};
 }
 
 /* fd's live poll, if any, is to be removed; a report it still makes is
@@ -584,7 +595,7 @@ static void uring_fill_level(uring *u) {
             (void)uring_arm(u, l.fd, r);
         } else if (rl__rxq_holds(u->rx, l.fd)) {
             struct epoll_event ev = {.events = EPOLLIN, .data.u64 = rl__ev_data(l.fd, r->gen)};
-            uring_pend(u, &ev);
+            uring_pend(u, &ev, false);
             u->level[keep++] = l;
         } else {
             r->rx_armed = true;
@@ -643,7 +654,7 @@ static bool uring_fill(uring *u, bool arms) {
              * asking the kernel, whatever else the arming asks for (a
              * write side is asked again by the arming after this report). */
             struct epoll_event ev = {.events = EPOLLIN, .data.u64 = rl__ev_data(fd, r->gen)};
-            uring_pend(u, &ev);
+            uring_pend(u, &ev, false);
             r->rx_armed = false; /* a receive's bytes meanwhile are queued, reported by the next fill */
             if (!(r->events & URING_ONESHOT)) {
                 u->dirty[keep++] = fd; /* level: again at the next fill */
@@ -891,7 +902,7 @@ static int uring_ctl_locked(rl__poller *rl, uring *u, int op, int fd, uint32_t e
         r = uring_reg_at(u, fd);
         *r = (uring_reg){.present = true, .gen = gen, .events = uring_events16(events), .ident = uring_ident(&st),
                          .reader = r->reader, /* kept only for the same file (above) */
-                         .npend = r->npend, /* reports still kept (dropped: another epoch) */
+                         /* npend 0: reports still kept are another epoch's, dropped */
                          .epoch = (uint16_t)(r->epoch + 1)};
         if (uring_arm(u, fd, r) != 0) {
             r->present = false; /* as epoll: no registration made */
@@ -905,6 +916,7 @@ static int uring_ctl_locked(rl__poller *rl, uring *u, int op, int fd, uint32_t e
             return ENOENT;
         r->gen = gen;
         r->epoch++;
+        r->npend = 0; /* its kept reports are dropped: they hold no arming back */
         if (r->seq & URING_RX) {
             /* A receive live: kept if the registration still reads (its
              * next bytes reported once the arming is filled). */
@@ -929,6 +941,7 @@ static int uring_ctl_locked(rl__poller *rl, uring *u, int op, int fd, uint32_t e
             return ENOENT;
         uring_forget(u, fd, r, true);
         r->epoch++;
+        r->npend = 0;
         return 0;
     default:
         return EINVAL;
@@ -1041,7 +1054,7 @@ static int uring_open(rl__poller *rl) {
     struct io_uring_params p;
     memset(&p, 0, sizeof p);
     p.flags = IORING_SETUP_CQSIZE | IORING_SETUP_CLAMP | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN |
-              IORING_SETUP_R_DISABLED;
+              IORING_SETUP_TASKRUN_FLAG | IORING_SETUP_R_DISABLED;
     /* Small queues where the kernel resizes rings (learnt by the first
      * ring: resized to its own sizes), else the largest at once. */
     int r = -EINVAL;
@@ -1115,6 +1128,7 @@ static void uring_close(rl__poller *rl) {
     free(u->boff);
     free(u->dying);
     free(u->pend);
+    free(u->polled);
     rl__span_free(u->regs, u->nregs, sizeof *u->regs);
     free(u->dirty);
     free(u->cancels);
@@ -1351,21 +1365,21 @@ static void uring_take_tx(uring *u, rl__txq *q, int res) {
 }
 
 /* One completion into ev (true), or dropped. Lock held. */
-static bool uring_take(uring *u, const struct io_uring_cqe *cqe, struct epoll_event *ev) {
+static int uring_take(uring *u, const struct io_uring_cqe *cqe, struct epoll_event *ev) {
     uint64_t data = io_uring_cqe_get_data64(cqe);
     if (data == URING_REMOVE)
-        return false;
+        return URING_NO_REPORT;
     if ((data >> 62) == 1) { /* URING_TX: a send */
         uring_take_tx(u, (rl__txq *)(uintptr_t)(data & ~URING_TX), cqe->res);
-        return false;
+        return URING_NO_REPORT;
     }
     int fd = (int)(uint32_t)data;
     uint32_t seq = (uint32_t)(data >> 32);
     uring_reg *r = uring_reg_at(u, fd);
     if (seq & URING_RX)
-        return uring_take_rx(u, fd, seq, r, cqe, ev);
+        return uring_take_rx(u, fd, seq, r, cqe, ev) ? URING_REPORT : URING_NO_REPORT;
     if (!r || !r->present || r->seq != seq)
-        return false; /* replaced or removed */
+        return URING_NO_REPORT; /* replaced or removed */
     r->rx_poll = false; /* a reader's poll after ENOBUFS: the next arming reads again */
     bool more = (cqe->flags & IORING_CQE_F_MORE) != 0;
     if (fd == u->kick) {
@@ -1374,7 +1388,7 @@ static bool uring_take(uring *u, const struct io_uring_cqe *cqe, struct epoll_ev
             r->seq = 0;
             (void)uring_arm(u, fd, r);
         }
-        return false;
+        return URING_NO_REPORT;
     }
     bool level = !(r->events & (URING_ONESHOT | URING_ET));
     if (cqe->res == -EBADF && level) {
@@ -1387,7 +1401,7 @@ static bool uring_take(uring *u, const struct io_uring_cqe *cqe, struct epoll_ev
         (void)uring_arm(u, fd, r);
         ev->events = r->events & (EPOLLIN | EPOLLOUT);
         ev->data.u64 = rl__ev_data(fd, r->gen);
-        return true;
+        return URING_REPORT;
     }
     if (cqe->res < 0) {
         /* The file went (EBADF: a one-shot registration falls silent, as
@@ -1397,7 +1411,7 @@ static bool uring_take(uring *u, const struct io_uring_cqe *cqe, struct epoll_ev
             r->seq = 0;
         if (cqe->res != -EBADF && !more)
             (void)uring_arm(u, fd, r);
-        return false;
+        return URING_NO_REPORT;
     }
     if (cqe->res > 0 && !((uint32_t)cqe->res & ((r->events & 0x3fffu) | EPOLLERR | EPOLLHUP))) {
         /* Nothing asked for: a poll reports POLLRDHUP (a peer that shut
@@ -1414,7 +1428,7 @@ static bool uring_take(uring *u, const struct io_uring_cqe *cqe, struct epoll_ev
                 r->quiet = true;
             (void)uring_arm(u, fd, r); /* nothing reported: armed still, as epoll's */
         }
-        return false;
+        return URING_NO_REPORT;
     }
     if (more && r->quiet) {
         /* A quiet registration's multishot poll told of what was asked:
@@ -1431,7 +1445,7 @@ static bool uring_take(uring *u, const struct io_uring_cqe *cqe, struct epoll_ev
     }
     ev->events = (uint32_t)cqe->res;
     ev->data.u64 = rl__ev_data(fd, r->gen);
-    return true;
+    return (r->events & URING_ET) ? URING_REPORT : URING_POLL_REPORT;
 }
 
 /* Enters ring, submitting `submit` entries and, if `wait`, waiting for a
@@ -1467,8 +1481,13 @@ static int uring_enter(uring *u, bool wait, long long ns) {
         return -submit;
     wait = wait && !kept;
     wait = wait && io_uring_cq_ready(&u->ring) == 0;
-    if (!submit && !wait && !removed && io_uring_cq_ready(&u->ring) > 0)
+    if (!submit && !wait && !removed && io_uring_cq_ready(&u->ring) > 0) {
+        u->recheck = true; /* completed before this wait */
         return 0; /* reports at hand */
+    }
+    /* Completion work pending: files woke since the last enter, while the
+     * program ran, and may have changed since (uring_recheck). */
+    u->recheck = (__atomic_load_n(u->ring.sq.kflags, __ATOMIC_RELAXED) & IORING_SQ_TASKRUN) != 0;
     int r = uring_enter_for(&u->ring, (unsigned)submit, wait, ns);
     return r < 0 ? -r : 0; /* liburing's calls give -errno */
 }
@@ -1507,6 +1526,13 @@ static void uring_tx_settle(uring *u) {
 
 /* Takes every completion from the ring: the reports made go to ev (up to
  * maxev; *n of them so far), the rest to u->pend. Lock held. */
+/* The report at index i of the harvest's array is a poll's (uring_recheck).
+ * Out of memory: not noted, handed out as the kernel gave it. Lock held. */
+static void uring_note_polled(uring *u, int i) {
+    if (uring_grow(&u->polled, &u->cappolled, u->npolled + 1, sizeof *u->polled, 16))
+        u->polled[u->npolled++] = i;
+}
+
 static void uring_reap(uring *u, struct epoll_event *ev, int maxev, int *n) {
     for (;;) {
         struct io_uring_cqe *cqe;
@@ -1514,12 +1540,16 @@ static void uring_reap(uring *u, struct epoll_event *ev, int maxev, int *n) {
         io_uring_for_each_cqe(&u->ring, head, cqe) {
             seen++;
             struct epoll_event one;
-            if (!uring_take(u, cqe, *n < maxev ? &ev[*n] : &one))
+            int kind = uring_take(u, cqe, *n < maxev ? &ev[*n] : &one);
+            if (kind == URING_NO_REPORT)
                 continue;
-            if (*n < maxev)
-                (*n)++;
-            else
-                uring_pend(u, &one);
+            if (*n >= maxev) {
+                uring_pend(u, &one, kind == URING_POLL_REPORT);
+                continue;
+            }
+            if (kind == URING_POLL_REPORT)
+                uring_note_polled(u, *n);
+            (*n)++;
         }
         io_uring_cq_advance(&u->ring, seen);
         /* Completions the kernel kept aside (the queue was full) are
@@ -1630,9 +1660,79 @@ void rl__poll_uring_ring_sizes(rl__poller *rl, unsigned *sq, unsigned *cq) {
 
 /* Up to maxev reports into ev: those kept before first, then the ring's.
  * Lock taken. */
+/* A poll's report tells what woke the file (the wake-up's events, taken
+ * when the kernel ran the poll's completion work, at the loop's next enter
+ * with IORING_SETUP_DEFER_TASKRUN), not the file's state when the report
+ * is handed out. Epoll's wait asks every ready file again as it hands it
+ * out. Where they differ: a file that woke while the program ran (between
+ * two enters: the enter found completion work pending, u->recheck) or
+ * whose report was kept from an earlier harvest, and that the program
+ * changed since: written to fullness after room came, read empty after
+ * data came. Handed out as it was, its callout was made for what is gone
+ * (a blocking read or write in it hangs). So those reports, the harvest's
+ * u->polled, are asked again of their files, with one poll(2) for up to
+ * 64: a report of what is still so goes out with the file's events now; a
+ * report of nothing asked any more is dropped, and its registration, a
+ * single-shot one that ended with it, armed again (epoll's one-shot
+ * registration stays armed until it reports). A report a wait's own sleep
+ * brought is the file's state then, and goes out as it is. n: the
+ * reports in ev; the reports left. Lock held. */
+static int uring_recheck(uring *u, struct epoll_event *ev, int n) {
+    enum { CHUNK = 64 };
+    struct pollfd pf[CHUNK];
+    bool dropped = false;
+    for (size_t base = 0; base < u->npolled; base += CHUNK) {
+        size_t m = u->npolled - base < CHUNK ? u->npolled - base : CHUNK;
+        for (size_t j = 0; j < m; j++) {
+            int fd = rl__ev_fd(&ev[u->polled[base + j]]);
+            uring_reg *r = uring_reg_at(u, fd);
+            bool live = r && r->present;
+            pf[j] = (struct pollfd){.fd = live ? fd : -1,
+                                    .events = live ? (short)(r->events & (EPOLLIN | EPOLLPRI | EPOLLOUT | EPOLLRDHUP)) : 0};
+        }
+        int got;
+        do
+            got = poll(pf, (nfds_t)m, 0);
+        while (got < 0 && errno == EINTR);
+        if (got < 0)
+            continue; /* handed out as the kernel gave them */
+        for (size_t j = 0; j < m; j++) {
+            int fd = pf[j].fd;
+            if (fd < 0 || (pf[j].revents & POLLNVAL))
+                continue; /* closed: the core finds it so */
+            uring_reg *r = uring_reg_at(u, fd);
+            uint32_t now = (uint32_t)pf[j].revents & ((r->events & 0x3fffu) | EPOLLERR | EPOLLHUP);
+            if (r->reader && (r->events & EPOLLIN) && u->rx && rl__rxq_holds(u->rx, fd))
+                now |= EPOLLIN; /* the ring read it: its queue holds it */
+            int *i = &u->polled[base + j];
+            if (now) {
+                ev[*i].events = now;
+                continue;
+            }
+            if ((r->events & URING_ONESHOT) && r->seq == 0)
+                (void)uring_arm(u, fd, r);
+            *i = -1 - *i; /* dropped */
+            dropped = true;
+        }
+    }
+    if (!dropped)
+        return n;
+    int w = 0;
+    size_t k = 0;
+    for (int i = 0; i < n; i++) {
+        while (k < u->npolled && (u->polled[k] < 0 ? -1 - u->polled[k] : u->polled[k]) < i)
+            k++;
+        if (k < u->npolled && u->polled[k] == -1 - i)
+            continue;
+        ev[w++] = ev[i];
+    }
+    return w;
+}
+
 static int uring_harvest(uring *u, struct epoll_event *ev, int maxev) {
     int n = 0;
     uring_lock(u);
+    u->npolled = 0;
     /* A kept report whose registration the core changed since is dropped,
      * as epoll drops a ready event the fd's modification finds no longer
      * ready: the new arming reports the fd if it is (a report kept from a
@@ -1641,14 +1741,22 @@ static int uring_harvest(uring *u, struct epoll_event *ev, int maxev) {
     while (n < maxev && u->headpend < u->npend) {
         uring_kept *k = &u->pend[u->headpend++];
         uring_reg *r = uring_reg_at(u, rl__ev_fd(&k->ev));
-        if (r && r->npend)
+        if (r && r->epoch == k->epoch && r->npend)
             r->npend--;
-        if (r && r->present && r->epoch == k->epoch)
+        if (r && r->present && r->epoch == k->epoch) {
+            if (k->polled)
+                uring_note_polled(u, n);
             ev[n++] = k->ev;
+        }
     }
     if (u->headpend == u->npend)
         u->headpend = u->npend = 0;
+    size_t kept = u->npolled; /* reports of an earlier harvest: asked again */
     uring_reap(u, ev, maxev, &n);
+    if (!u->recheck)
+        u->npolled = kept; /* this wait's: woken while it slept */
+    if (u->npolled)
+        n = uring_recheck(u, ev, n);
     if (RL__UNLIKELY(u->grow_sq || u->grow_cq))
         uring_grow_rings(u);
     uring_unlock(u);

@@ -37,8 +37,8 @@
  * stream), and every fd is closed again (/proc/self/fd counted).
  *
  * Library bugs this test found are excused where they show, each narrowly
- * (the comments at removed_this_pass, cleared_this_pass, check_missed and
- * stale_excused say what and when), and counted in the summary line;
+ * (the comments at removed_this_pass and cleared_this_pass say what and
+ * when), and counted in the summary line;
  * RL_FZ_STRICT=1 excuses nothing (then the test fails on them).
  *
  * Reproducing: every failure prints its profile, seed and backend and the
@@ -199,8 +199,6 @@ static struct {
     uint64_t pass_start[8]; /* when the current pass of the run at each depth began */
     long removed_callouts;  /* callouts excused: removed in the pass that collected them */
     long renested_callouts; /* callouts excused: disabled, enabled or delivered again in their pass */
-    long late_runs;         /* runs excused: delivered late (io_uring) */
-    long stale_callouts;    /* callouts excused: not ready (io_uring) */
     /* what was exercised */
     long n_inv_in_callout, n_inv_self, n_inv, n_nested, n_made, n_reused, n_removed, n_rash_runs, n_timed_runs;
     bool fd_seen[1024];
@@ -667,19 +665,9 @@ static RLRunLoopRunResult run_mode(const char *mode, double secs, bool rash) {
     return r;
 }
 
-/* Library bugs found by this test (see the report): on io_uring a run
- * may miss a callback that is enabled and ready (a poll-only run; a timed
- * run only if its deadline comes first); a later run delivers it. Two
- * ways: a persistent registration's report was kept by an enter made
- * outside the wait (the removal of another fd) and the program then
- * changed the registration, so the wait's fill holds the new arming back
- * (a report is kept) and its harvest drops the kept report (the
- * registration changed); or the poll's completion carries the events of
- * the kernel's wake-up that ended it (a write side) rather than the fd's
- * state when it is handed out (readable as well). Whether a missed
- * callback is late or lost: one more poll-only run, then a 0.1 s run,
- * their callouts passive. Excused only on io_uring, and only if delivered
- * by one of them (late, never lost), unless RL_FZ_STRICT is set. */
+/* A run that ends without a callback that was enabled and ready when it
+ * started: one more poll-only run, then a 0.1 s run (their callouts
+ * passive), to say in the failure whether it was late or lost. */
 static void check_missed(double secs, bool rash) {
     fz.run_active = CB_BUDGET;
     logop("(liveness: callbacks missed; one more poll-only run to tell late from lost)");
@@ -700,22 +688,6 @@ static void check_missed(double secs, bool rash) {
     }
     if (fz.failed)
         return;
-    bool all_late = true, any_late = false;
-    for (int i = 0; i < fz.nall; i++) {
-        fz_obj *o = fz.all[i];
-        bool later = ((o->missed & RD) && o->calls[0] > o->calls_at[0]) ||
-                     ((o->missed & WR) && o->calls[1] > o->calls_at[1]);
-        if (o->missed && !later)
-            all_late = false;
-        any_late |= later;
-    }
-    bool uring = strcmp(fz.backend, "io_uring") == 0;
-    if ((rash ? any_late : all_late) && uring && !fz.strict) {
-        fz.late_runs++;
-        logop("(liveness: excused, delivered late on io_uring, by the %s)",
-              next_ok ? "next poll-only run" : "0.1 s run after");
-        return;
-    }
     for (int i = 0; i < fz.nall; i++) {
         fz_obj *o = fz.all[i];
         if (!o->missed)
@@ -902,15 +874,6 @@ static void callout_actions(fz_obj *o, unsigned types) {
         obj_invalidate(o);
 }
 
-/* Library bugs found by this test (see the report): on io_uring a
- * callout may come for readiness that is gone (the fd not readable, or not
- * writable, when the loop calls out), which epoll never does: the poll
- * request's completion carries the kernel's wake-up (processed at the
- * ring's next enter, IORING_SETUP_DEFER_TASKRUN) or a report kept by an
- * enter made for another fd's removal, neither asked again when handed
- * out. Excused on io_uring unless RL_FZ_STRICT is set. */
-static bool stale_excused(void) { return !fz.strict && strcmp(fz.backend, "io_uring") == 0; }
-
 static void fz_callout(RLFileDescriptorRef f, RLOptionFlags types, void *info) {
     fz_obj *o = info;
     if (fz.failed)
@@ -949,18 +912,10 @@ static void fz_callout(RLFileDescriptorRef f, RLOptionFlags types, void *info) {
     }
     unsigned ready = ready_now(o->fd);
     bool rd_bad = (types & RD) && !(ready & RD), wr_bad = (types & WR) && !(ready & WR);
-    if ((rd_bad || wr_bad) && stale_excused()) {
-        fz.stale_callouts++;
-        logop("(callout excused: obj %d is not ready for %s: io_uring's stale readiness)", o->id,
-              types_str((rd_bad ? RD : 0) | (wr_bad ? WR : 0)));
-    } else {
-        FZ_CHECK(!rd_bad,
-                 "read callout of obj %d (%s fd %d), whose fd is not readable (no data, end or error; %llu bytes "
-                 "unread)",
-                 o->id, kind_name[o->kind], o->fd, (unsigned long long)(o->rx_written - o->rx_read));
-        FZ_CHECK(!wr_bad, "write callout of obj %d (%s fd %d), whose fd is not writable", o->id, kind_name[o->kind],
-                 o->fd);
-    }
+    FZ_CHECK(!rd_bad,
+             "read callout of obj %d (%s fd %d), whose fd is not readable (no data, end or error; %llu bytes unread)",
+             o->id, kind_name[o->kind], o->fd, (unsigned long long)(o->rx_written - o->rx_read));
+    FZ_CHECK(!wr_bad, "write callout of obj %d (%s fd %d), whose fd is not writable", o->id, kind_name[o->kind], o->fd);
     check_bytes_all("at a callout");
     if (fz.failed)
         return;
@@ -1201,9 +1156,8 @@ static void run_profile(const fz_profile *p, long full) {
                   fz.n_removed, fz.n_inv, fz.n_inv_in_callout, fz.n_inv_self);
     print_message("test_fd_fuzz %s (%s): excused (library bugs, see the comments; RL_FZ_STRICT=1 fails them): %ld "
                   "callouts after removal in the pass, %ld callouts after a disable, "
-                  "enable or nested delivery in their pass, %ld runs late, %ld callouts not ready\n",
-                  p->name, fz.backend, fz.removed_callouts, fz.renested_callouts, fz.late_runs,
-                  fz.stale_callouts);
+                  "enable or nested delivery in their pass\n",
+                  p->name, fz.backend, fz.removed_callouts, fz.renested_callouts);
     RLRunLoopObserverInvalidate(fz.wake_obs);
     RLRelease(fz.wake_obs);
     RLRunLoopObserverInvalidate(fz.pass_obs);
