@@ -248,8 +248,10 @@ enum {
 #define URING_REMOVE UINT64_MAX /* user_data of a removal: its completion is not a report */
 /* What a completion is (uring_take): no report; a report of what is so
  * (a receive's queue, an edge's wake-up); a poll's report, which tells
- * what woke the file, maybe before the program changed it (uring_recheck). */
-enum { URING_NO_REPORT, URING_REPORT, URING_POLL_REPORT };
+ * what woke the file, maybe before the program changed it (uring_recheck);
+ * the report of a poll the enter just made submitted, which asked the file
+ * then (or woke while the enter waited): what is so. */
+enum { URING_NO_REPORT, URING_REPORT, URING_POLL_REPORT, URING_NEW_POLL_REPORT };
 #define URING_RX 0x80000000u    /* in a request's sequence number: a receive (the rest: 30 bits) */
 #define URING_SEQ 0x3fffffffu   /* a sequence number's bits */
 /* Incrementally consumed provided buffers (Linux 6.12; liburing 2.3's
@@ -388,6 +390,8 @@ typedef struct uring {
     int *polled;              /* the harvest's polls' reports, by their index in its array (uring_recheck) */
     size_t npolled, cappolled;
     bool recheck;             /* the last wait's enter found completion work pending (IORING_SQ_TASKRUN) */
+    uint32_t seq_mark;        /* the last sequence number given before the last wait's enter: polls after
+                                 it were submitted by that enter */
     rl__txq *txheld;          /* send queues listed or in flight (a reference each; rl__txq's ring_next) */
     rl__txq **txl;            /* queues whose next send is to be submitted */
     size_t ntxl, captxl;
@@ -1445,7 +1449,10 @@ static int uring_take(uring *u, const struct io_uring_cqe *cqe, struct epoll_eve
     }
     ev->events = (uint32_t)cqe->res;
     ev->data.u64 = rl__ev_data(fd, r->gen);
-    return (r->events & URING_ET) ? URING_REPORT : URING_POLL_REPORT;
+    if (r->events & URING_ET)
+        return URING_REPORT;
+    bool fresh = ((seq - u->seq_mark - 1) & URING_SEQ) < ((u->seq - u->seq_mark) & URING_SEQ);
+    return fresh ? URING_NEW_POLL_REPORT : URING_POLL_REPORT;
 }
 
 /* Enters ring, submitting `submit` entries and, if `wait`, waiting for a
@@ -1469,6 +1476,7 @@ static int uring_enter(uring *u, bool wait, long long ns) {
     if (RL__UNLIKELY(u->broken))
         return EIO; /* resized, and its new queues could not be mapped (uring_resize) */
     uring_lock(u);
+    u->seq_mark = u->seq;
     int submit = uring_prepare(u, true);
     bool kept = u->headpend < u->npend; /* reports at hand: no waiting */
     /* A removal submitted: this enter (GETEVENTS) runs its completion work,
@@ -1544,7 +1552,7 @@ static void uring_reap(uring *u, struct epoll_event *ev, int maxev, int *n) {
             if (kind == URING_NO_REPORT)
                 continue;
             if (*n >= maxev) {
-                uring_pend(u, &one, kind == URING_POLL_REPORT);
+                uring_pend(u, &one, kind >= URING_POLL_REPORT); /* asked again when handed out */
                 continue;
             }
             if (kind == URING_POLL_REPORT)
