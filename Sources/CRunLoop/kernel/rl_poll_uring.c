@@ -28,6 +28,12 @@
  *     throwaway epoll set). A poll holds its file open, which epoll does not:
  *     a registration whose fd was closed is cancelled as soon as the loop
  *     learns of it, and removals are submitted at once.
+ *   - a report says what the file is when it is handed out, as epoll_wait
+ *     asks each ready file: a poll's completion carries what woke the
+ *     file, so a report of a poll armed before the enter and woken while
+ *     the program ran, or one kept from an earlier harvest, is asked again
+ *     of the file (uring_recheck); a poll answered with nothing asked
+ *     (POLLRDHUP, which io_uring's poll reports unasked) is no report.
  * A report of a request that was replaced (its sequence number is no
  * longer the fd's) is dropped: the request that replaced it asks the file
  * again when it is armed.
