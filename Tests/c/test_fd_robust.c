@@ -8,7 +8,10 @@
 #include "testutil.h"
 #include "trace.h"
 
+#include "RLBase.h" /* rl__faults, RL_FAULT_* */
+
 #include <errno.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
@@ -349,6 +352,63 @@ static void test_readiness_that_came_and_went_between_runs_is_not_told(void **st
     }
 }
 
+/* A file that became ready while the program ran, whose report an enter
+ * outside the wait took early (another source's removal runs the ring's
+ * completion work: RL_FAULT_URING_TAKE_EARLY makes every submission do
+ * it), and whose registration the program then changed (its write
+ * callback enabled too, never ready on a pipe's read end): the next
+ * poll-only run tells it. On
+ * io_uring the kept report was dropped (its registration changed) and
+ * held back the new arming, which waited for the enter after: a run late. */
+static int late_calls;
+static void late_cb(RLFileDescriptorRef f, RLOptionFlags types, void *info) {
+    (void)types, (void)info;
+    late_calls++;
+    char b;
+    (void)read(RLFileDescriptorGetNativeDescriptor(f), &b, 1);
+    RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack); /* kept enabled: persistent */
+}
+
+static void test_a_changed_registration_is_told_in_the_next_poll_only_run(void **state) {
+    (void)state;
+    for (int round = 0; round < 2; round++) {
+        if (round == 1)
+            atomic_fetch_or(&rl__faults, RL_FAULT_URING_TAKE_EARLY);
+        int p[2], q[2];
+        assert_int_equal(pipe2(p, O_NONBLOCK | O_CLOEXEC), 0);
+        assert_int_equal(pipe2(q, O_NONBLOCK | O_CLOEXEC), 0);
+        late_calls = 0;
+        RLFileDescriptorRef a = RLFileDescriptorCreate(NULL, p[0], true, late_cb, NULL);
+        RLFileDescriptorRef b = RLFileDescriptorCreate(NULL, q[0], true, late_cb, NULL);
+        assert_non_null(a);
+        assert_non_null(b);
+        RLRunLoopSourceRef sa = rl_test_fd_add(a, "Late"), sb = rl_test_fd_add(b, "Late");
+        RLRunLoopSourceRef keepmode = rl_test_keep_mode("Late");
+        assert_true(RLFileDescriptorEnableCallBacks(a, kRLFileDescriptorReadCallBack));
+        assert_true(RLFileDescriptorEnableCallBacks(b, kRLFileDescriptorReadCallBack));
+        for (int k = 0; k < 3; k++) { /* a's callout keeps it enabled: a persistent registration */
+            assert_int_equal(write(p[1], "x", 1), 1);
+            (void)RLRunLoopRunInMode("Late", 1, true);
+        }
+        assert_int_equal(late_calls, 3);
+        (void)RLRunLoopRunInMode("Late", 0, false); /* armed, nothing there */
+        assert_int_equal(write(p[1], "y", 1), 1);  /* ready while the program runs */
+        RLFileDescriptorInvalidate(b);              /* a removal: the ring's work runs now */
+        assert_true(RLFileDescriptorEnableCallBacks(a, kRLFileDescriptorWriteCallBack)); /* asks more: changed */
+        (void)RLRunLoopRunInMode("Late", 0, false);
+        if (late_calls != 4)
+            fail_msg("round %d (%s): the poll-only run made %d callouts for a ready file, not 1", round,
+                     RLRunLoopGetBackendName(RLRunLoopGetCurrent()), late_calls - 3);
+        atomic_fetch_and(&rl__faults, ~(unsigned)RL_FAULT_URING_TAKE_EARLY);
+        rl_test_unkeep(keepmode);
+        rl_test_fd_drop(a, sa);
+        RLRelease(sb);
+        RLRelease(b); /* invalidated above */
+        close(p[1]);
+        close(q[1]);
+    }
+}
+
 static void test_reused_number_while_a_dup_keeps_the_old_file(void **state) {
     /* The kernel keeps the old registration (its file is open through the
      * dup, the loop cannot name it any more): it must neither spin the loop
@@ -556,6 +616,7 @@ int main(void) {
         cmocka_unit_test(test_a_hang_up_with_only_write_enabled_is_told_not_spun_on),
         cmocka_unit_test(test_a_peer_half_close_with_only_write_enabled_does_not_spin),
         cmocka_unit_test(test_readiness_that_came_and_went_between_runs_is_not_told),
+        cmocka_unit_test(test_a_changed_registration_is_told_in_the_next_poll_only_run),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
