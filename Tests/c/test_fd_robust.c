@@ -208,6 +208,28 @@ static void test_a_hang_up_with_only_write_enabled_is_told_not_spun_on(void **st
     rl_test_fd_drop(f, s);
 }
 
+/* Writes fd (non-blocking) until it has no room: the bytes written. */
+static size_t fill_up(int fd) {
+    char fill[4096];
+    memset(fill, 'f', sizeof fill);
+    size_t n = 0;
+    ssize_t w;
+    while ((w = write(fd, fill, sizeof fill)) > 0)
+        n += (size_t)w;
+    assert_true(w < 0 && errno == EAGAIN);
+    return n;
+}
+
+/* Reads n bytes from fd. */
+static void drain(int fd, size_t n) {
+    char buf[8192];
+    while (n > 0) {
+        ssize_t r = read(fd, buf, n < sizeof buf ? n : sizeof buf);
+        assert_true(r > 0);
+        n -= (size_t)r;
+    }
+}
+
 /* A socket whose send buffer is full, with only its write callback
  * enabled, and whose peer shuts down its writing side: the half-close is
  * a read-side event nobody asked for. The loop stays asleep (io_uring's
@@ -221,13 +243,7 @@ static void test_a_peer_half_close_with_only_write_enabled_does_not_spin(void **
     for (int round = 0; round < 2; round++) {
         int sv[2];
         assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
-        char fill[4096];
-        memset(fill, 'f', sizeof fill);
-        size_t filled = 0;
-        ssize_t w;
-        while ((w = write(sv[0], fill, sizeof fill)) > 0)
-            filled += (size_t)w;
-        assert_true(w < 0 && errno == EAGAIN);
+        size_t filled = fill_up(sv[0]);
         hup_calls = 0;
         hup_types = 0;
         RLFileDescriptorRef f = RLFileDescriptorCreate(NULL, sv[0], true, hup_cb, NULL);
@@ -247,14 +263,7 @@ static void test_a_peer_half_close_with_only_write_enabled_does_not_spin(void **
             fail_msg("round %d (%s): %ld wake-ups in 0.2 s for a half-close nobody asked about", round,
                      RLRunLoopGetBackendName(RLRunLoopGetCurrent()), wakes);
         assert_int_equal(hup_calls, 0); /* not writable: nothing told */
-        /* The peer reads it all: room, told once. */
-        char buf[8192];
-        size_t got = 0;
-        while (got < filled) {
-            ssize_t r = read(sv[1], buf, sizeof buf);
-            assert_true(r > 0);
-            got += (size_t)r;
-        }
+        drain(sv[1], filled); /* the peer reads it all: room, told once */
         double end = rl_test_now() + 10;
         while (hup_calls == 0 && rl_test_now() < end)
             (void)RLRunLoopRunInMode("HalfClose", 0.1, true);
@@ -283,26 +292,6 @@ static void gone_cb(RLFileDescriptorRef f, RLOptionFlags types, void *info) {
     if (((types & kRLFileDescriptorReadCallBack) && !(p.revents & (POLLIN | POLLHUP | POLLERR))) ||
         ((types & kRLFileDescriptorWriteCallBack) && !(p.revents & (POLLOUT | POLLHUP | POLLERR))))
         gone_unready++;
-}
-
-static size_t fill_up(int fd) {
-    char fill[4096];
-    memset(fill, 'f', sizeof fill);
-    size_t n = 0;
-    ssize_t w;
-    while ((w = write(fd, fill, sizeof fill)) > 0)
-        n += (size_t)w;
-    assert_true(w < 0 && errno == EAGAIN);
-    return n;
-}
-
-static void drain(int fd, size_t n) {
-    char buf[8192];
-    while (n > 0) {
-        ssize_t r = read(fd, buf, n < sizeof buf ? n : sizeof buf);
-        assert_true(r > 0);
-        n -= (size_t)r;
-    }
 }
 
 static void test_readiness_that_came_and_went_between_runs_is_not_told(void **state) {

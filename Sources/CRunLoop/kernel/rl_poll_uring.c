@@ -319,6 +319,10 @@ _Static_assert(URING_BUF_SIZE <= UINT16_MAX, "a receive's length fits rx_len");
  * core asks neither. */
 #define URING_KEPT_EVENTS (0x3fffu | EPOLLONESHOT | EPOLLET)
 
+/* The events a registration is told of: those it asks for, and the error
+ * and hang-up that epoll reports unasked. */
+static inline uint32_t uring_asked(const uring_reg *r) { return (r->events & 0x3fffu) | EPOLLERR | EPOLLHUP; }
+
 static inline uint16_t uring_events16(uint32_t ev) {
     return (uint16_t)((ev & 0x3fffu) | (ev & EPOLLONESHOT ? URING_ONESHOT : 0) | (ev & EPOLLET ? URING_ET : 0));
 }
@@ -1374,7 +1378,8 @@ static void uring_take_tx(uring *u, rl__txq *q, int res) {
         rl__txq_release(q);
 }
 
-/* One completion into ev (true), or dropped. Lock held. */
+/* One completion into ev, or dropped: what it is (URING_NO_REPORT, ...).
+ * Lock held. */
 static int uring_take(uring *u, const struct io_uring_cqe *cqe, struct epoll_event *ev) {
     uint64_t data = io_uring_cqe_get_data64(cqe);
     if (data == URING_REMOVE)
@@ -1423,7 +1428,7 @@ static int uring_take(uring *u, const struct io_uring_cqe *cqe, struct epoll_eve
             (void)uring_arm(u, fd, r);
         return URING_NO_REPORT;
     }
-    if (cqe->res > 0 && !((uint32_t)cqe->res & ((r->events & 0x3fffu) | EPOLLERR | EPOLLHUP))) {
+    if (cqe->res > 0 && !((uint32_t)cqe->res & uring_asked(r))) {
         /* Nothing asked for: a poll reports POLLRDHUP (a peer that shut
          * down its writing side) whatever it asks, where epoll, not asked,
          * stays asleep. The half-close is a state that stays: a single-shot
@@ -1538,8 +1543,6 @@ static void uring_tx_settle(uring *u) {
     u->ntxfast = keep;
 }
 
-/* Takes every completion from the ring: the reports made go to ev (up to
- * maxev; *n of them so far), the rest to u->pend. Lock held. */
 /* The report at index i of the harvest's array is a poll's (uring_recheck).
  * Out of memory: not noted, handed out as the kernel gave it. Lock held. */
 static void uring_note_polled(uring *u, int i) {
@@ -1547,6 +1550,8 @@ static void uring_note_polled(uring *u, int i) {
         u->polled[u->npolled++] = i;
 }
 
+/* Takes every completion from the ring: the reports made go to ev (up to
+ * maxev; *n of them so far), the rest to u->pend. Lock held. */
 static void uring_reap(uring *u, struct epoll_event *ev, int maxev, int *n) {
     for (;;) {
         struct io_uring_cqe *cqe;
@@ -1672,8 +1677,6 @@ void rl__poll_uring_ring_sizes(rl__poller *rl, unsigned *sq, unsigned *cq) {
     uring_unlock(u);
 }
 
-/* Up to maxev reports into ev: those kept before first, then the ring's.
- * Lock taken. */
 /* A poll's report tells what woke the file (the wake-up's events, taken
  * when the kernel ran the poll's completion work, at the loop's next enter
  * with IORING_SETUP_DEFER_TASKRUN), not the file's state when the report
@@ -1715,7 +1718,7 @@ static int uring_recheck(uring *u, struct epoll_event *ev, int n) {
             if (fd < 0 || (pf[j].revents & POLLNVAL))
                 continue; /* closed: the core finds it so */
             uring_reg *r = uring_reg_at(u, fd);
-            uint32_t now = (uint32_t)pf[j].revents & ((r->events & 0x3fffu) | EPOLLERR | EPOLLHUP);
+            uint32_t now = (uint32_t)pf[j].revents & uring_asked(r);
             if (r->reader && (r->events & EPOLLIN) && u->rx && rl__rxq_holds(u->rx, fd))
                 now |= EPOLLIN; /* the ring read it: its queue holds it */
             int *i = &u->polled[base + j];
@@ -1743,6 +1746,8 @@ static int uring_recheck(uring *u, struct epoll_event *ev, int n) {
     return w;
 }
 
+/* Up to maxev reports into ev: those kept before first, then the ring's.
+ * Lock taken. */
 static int uring_harvest(uring *u, struct epoll_event *ev, int maxev) {
     int n = 0;
     uring_lock(u);
