@@ -1,11 +1,15 @@
-/* test_backend.c — the kernel backend a run loop waits on (rl_poll.h):
- * io_uring by default where the kernel allows it, epoll otherwise without
- * error; RL_BACKEND (read as each loop is made) forces one, and a wrong
- * value or a refused io_uring fails the loop's creation clearly; a refusal
- * (simulated: the fault switch, and a real seccomp filter in a fork()ed
- * child) leaves loops on epoll, which work; RLRunLoopGetBackendName and
- * the loop's description say which; a fork() child's loop has its own
- * ring. Every loop here is exercised: a pipe's fd source and a timer. */
+/* test_backend.c — the kernel backend a run loop waits on (rl_poll.h): by
+ * default (RL_BACKEND unset, empty or auto) epoll, for timers, sources
+ * and pipes alike, and io_uring from the first wait after a socket's
+ * callout asked for the ring (a Data callback's read, an RLSocketSendData),
+ * where the kernel allows it; epoll otherwise without error; RL_BACKEND=
+ * epoll or io_uring (read as each loop is made) forces one, and a wrong
+ * value or a refused forced io_uring fails the loop's creation clearly; a
+ * refusal (simulated: the fault switch, and a real seccomp filter in a
+ * fork()ed child) leaves loops on epoll, which work; RLRunLoopGetBackendName
+ * and the loop's description say which; a fork() child's loop has its own
+ * ring. Every loop here is exercised: a pipe's fd source and a timer, then
+ * an echoing Data socket, every byte checked across the move. */
 #include "testutil.h"
 
 #include <errno.h>
@@ -21,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -50,17 +55,21 @@ static bool kernel_allows_uring(void) {
     return true;
 }
 
-/* What the default is here. */
+/* What a default loop waits on before its sockets ask for the ring. */
 static const char *expected_default(void) { return "epoll"; }
-/* What RL_BACKEND=auto gives here. */
-static const char *expected_auto(void) { return !PLAIN_BUILD && kernel_allows_uring() ? "io_uring" : "epoll"; }
+/* What it waits on after they did: io_uring where the kernel allows it. */
+static const char *expected_with_sockets(void) { return !PLAIN_BUILD && kernel_allows_uring() ? "io_uring" : "epoll"; }
 
 /* RL_BACKEND as the test started (`RL_BACKEND=io_uring make check-c`
  * runs every test on one backend): what this thread's loop, and a loop
  * made with RL_BACKEND as it was, get. */
 static char initial_env[32];
 
-static const char *expected_current(void) { return initial_env[0] ? initial_env : expected_default(); }
+static bool forced_initially(void) { return strcmp(initial_env, "epoll") == 0 || strcmp(initial_env, "io_uring") == 0; }
+static const char *expected_current(void) { return forced_initially() ? initial_env : expected_default(); }
+static const char *expected_current_with_sockets(void) {
+    return forced_initially() ? initial_env : expected_with_sockets();
+}
 
 static void read_cb(RLFileDescriptorRef f, RLOptionFlags types, void *info) {
     char b[16];
@@ -110,6 +119,84 @@ static bool loop_works(void) {
     return ok;
 }
 
+/* The echo of the calling thread's loop's Data socket: every message
+ * sent back from the callout, through RLSocketSendData. */
+typedef struct echo {
+    int calls, failures;
+} echo;
+
+static void echo_cb(RLSocketRef s, RLSocketCallBackType type, RLDataRef address, const void *data, void *info) {
+    (void)address;
+    echo *e = info;
+    if (type != kRLSocketDataCallBack || RLDataGetLength(data) == 0)
+        return;
+    e->calls++;
+    if (RLSocketSendData(s, NULL, data, 5) != kRLSocketSuccess)
+        e->failures++;
+}
+
+/* Reads exactly n bytes from the non-blocking fd within 5 s. */
+static bool read_all(int fd, char *buf, size_t n) {
+    size_t got = 0;
+    for (int i = 0; i < 5000 && got < n; i++) {
+        ssize_t r = read(fd, buf + got, n - got);
+        if (r > 0)
+            got += (size_t)r;
+        else if (r == 0 || errno != EAGAIN)
+            return false;
+        else
+            usleep(1000);
+    }
+    return got == n;
+}
+
+/* The calling thread's loop serves a Data socket that echoes: `rounds`
+ * messages, each one answered whole before the next is sent. The backend
+ * the loop waits on after the first round goes into `after_first` (the
+ * callout asked for the ring in that round; the loop moves before it waits
+ * again), after the last into `after`. true if every byte came back. */
+static bool socket_works(int rounds, char *after_first, char *after, size_t cap) {
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) != 0)
+        return false;
+    echo e = {0, 0};
+    RLSocketContext c = {0, &e, NULL, NULL, NULL};
+    RLSocketRef s = RLSocketCreateWithNative(NULL, sv[0], kRLSocketDataCallBack, echo_cb, &c);
+    RLRunLoopSourceRef src = s ? RLSocketCreateRunLoopSource(NULL, s, 0) : NULL;
+    bool ok = s && src;
+    if (ok)
+        RLRunLoopAddSource(RLRunLoopGetCurrent(), src, "BackendMode");
+    for (int round = 0; round < rounds && ok; round++) {
+        char msg[64], back[64];
+        int n = snprintf(msg, sizeof msg, "message %d of %d, to be echoed whole", round + 1, rounds);
+        ok = write(sv[1], msg, (size_t)n) == n;
+        /* Served (a short message is one callout), then echoed by the run's end. */
+        int before = e.calls;
+        for (int i = 0; i < 500 && ok && e.calls == before; i++)
+            (void)RLRunLoopRunInMode("BackendMode", 0.01, true);
+        ok = ok && e.calls == before + 1 && e.failures == 0 && read_all(sv[1], back, (size_t)n) &&
+             memcmp(msg, back, (size_t)n) == 0;
+        if (ok && round == 0) {
+            (void)RLRunLoopRunInMode("BackendMode", 0, true); /* a wait: where the loop moves */
+            snprintf(after_first, cap, "%s", RLRunLoopGetBackendName(RLRunLoopGetCurrent()));
+        }
+    }
+    if (ok)
+        snprintf(after, cap, "%s", RLRunLoopGetBackendName(RLRunLoopGetCurrent()));
+    if (src) {
+        RLRunLoopSourceInvalidate(src);
+        RLRelease(src);
+    }
+    if (s) {
+        RLSocketInvalidate(s); /* closes sv[0] */
+        RLRelease(s);
+    } else {
+        close(sv[0]);
+    }
+    close(sv[1]);
+    return ok;
+}
+
 /* What a new thread's loop is, under RL_BACKEND=env (NULL: unset). */
 typedef struct probe {
     const char *env;
@@ -118,6 +205,11 @@ typedef struct probe {
     char msg[512];
     bool works;
     bool described;  /* its description names the backend */
+    char after_pipe[16];   /* the backend after a pipe's fd source and a timer were served */
+    bool sockets_work;     /* then an echoing Data socket */
+    char after_first[16];  /* the backend after its first message */
+    char after_socket[16]; /* and after its last */
+    bool described_after;  /* the description names that one */
 } probe;
 
 static void *probe_thread(void *arg) {
@@ -137,7 +229,28 @@ static void *probe_thread(void *arg) {
     pr->described = d && strstr(d, want);
     free(d);
     pr->works = loop_works();
+    snprintf(pr->after_pipe, sizeof pr->after_pipe, "%s", RLRunLoopGetBackendName(rl));
+    pr->sockets_work = socket_works(4, pr->after_first, pr->after_socket, sizeof pr->after_socket);
+    /* Once moved, the loop stays, and its pipes and timers still work. */
+    pr->works = pr->works && loop_works() && strcmp(RLRunLoopGetBackendName(rl), pr->after_socket) == 0;
+    d = RLCopyDescription(rl);
+    snprintf(want, sizeof want, "backend = %s", pr->after_socket);
+    pr->described_after = d && strstr(d, want);
+    free(d);
     return NULL;
+}
+
+/* pr's loop was made on `first`, served its pipe and timer there, and
+ * served its socket on `then` from the first message's wait on. */
+static void assert_probe(const probe *pr, const char *first, const char *then) {
+    assert_string_equal(pr->name, first);
+    assert_true(pr->described);
+    assert_true(pr->works);
+    assert_string_equal(pr->after_pipe, first);
+    assert_true(pr->sockets_work);
+    assert_string_equal(pr->after_first, then);
+    assert_string_equal(pr->after_socket, then);
+    assert_true(pr->described_after);
 }
 
 static probe probe_with(const char *env) {
@@ -156,26 +269,20 @@ static probe probe_with(const char *env) {
     return pr;
 }
 
-static void test_the_default_is_epoll_and_auto_is_io_uring_where_the_kernel_allows_it(void **state) {
+static void test_the_default_is_epoll_until_a_socket_asks_for_the_ring(void **state) {
     probe pr = probe_with(NULL);
-    assert_string_equal(pr.name, expected_default());
-    assert_true(pr.works);
-    assert_true(pr.described);
+    assert_probe(&pr, expected_default(), expected_with_sockets());
     pr = probe_with(""); /* empty: the default */
-    assert_string_equal(pr.name, expected_default());
-    pr = probe_with("auto");
-    assert_string_equal(pr.name, expected_auto());
-    assert_true(pr.works);
-    assert_true(pr.described);
+    assert_probe(&pr, expected_default(), expected_with_sockets());
+    pr = probe_with("auto"); /* its name */
+    assert_probe(&pr, expected_default(), expected_with_sockets());
     /* This thread's loop: RL_BACKEND as the test started. */
     assert_string_equal(RLRunLoopGetBackendName(RLRunLoopGetCurrent()), expected_current());
 }
 
 static void test_RL_BACKEND_epoll_is_honoured(void **state) {
     probe pr = probe_with("epoll");
-    assert_string_equal(pr.name, "epoll");
-    assert_true(pr.works);
-    assert_true(pr.described);
+    assert_probe(&pr, "epoll", "epoll");
 }
 
 static void test_RL_BACKEND_io_uring_is_honoured_or_fails_clearly(void **state) {
@@ -185,9 +292,7 @@ static void test_RL_BACKEND_io_uring_is_honoured_or_fails_clearly(void **state) 
         assert_int_equal(pr.err.code, kRLErrorInvalidState);
         assert_non_null(strstr(pr.msg, "RL_BACKEND=io_uring"));
     } else if (kernel_allows_uring()) {
-        assert_string_equal(pr.name, "io_uring");
-        assert_true(pr.works);
-        assert_true(pr.described);
+        assert_probe(&pr, "io_uring", "io_uring");
     } else {
         assert_string_equal(pr.name, "");
         assert_int_equal(pr.err.code, kRLErrorSystem);
@@ -204,8 +309,7 @@ static void test_a_wrong_RL_BACKEND_fails_the_loop_clearly(void **state) {
     assert_non_null(strstr(pr.msg, "RLRunLoopGetCurrent"));
     /* Nothing lost: with RL_BACKEND fixed, the next thread's loop is made. */
     pr = probe_with(NULL);
-    assert_string_equal(pr.name, expected_default());
-    assert_true(pr.works);
+    assert_probe(&pr, expected_default(), expected_with_sockets());
 }
 
 static void test_GetBackendName_misuse(void **state) {
@@ -222,9 +326,11 @@ static void test_GetBackendName_misuse(void **state) {
 /* What a refused process sees: loops on epoll that work, and a forced
  * io_uring that fails with `err`. */
 static bool refused_child_checks(int err) {
-    probe pr = probe_with("auto");
-    if (strcmp(pr.name, "epoll") != 0 || !pr.works || !pr.described) {
-        fprintf(stderr, "child: default loop on '%s' (works %d): %s\n", pr.name, pr.works, pr.msg);
+    probe pr = probe_with(NULL);
+    if (strcmp(pr.name, "epoll") != 0 || !pr.works || !pr.described || !pr.sockets_work ||
+        strcmp(pr.after_socket, "epoll") != 0 || !pr.described_after) {
+        fprintf(stderr, "child: default loop on '%s', then '%s' (works %d, sockets %d): %s\n", pr.name,
+                pr.after_socket, pr.works, pr.sockets_work, pr.msg);
         return false;
     }
     pr = probe_with("io_uring");
@@ -302,25 +408,36 @@ static bool child_own_ring(void *arg) {
         fprintf(stderr, "child: no loop of its own on %s\n", expected_current());
         return false;
     }
-    return loop_works();
+    char first[16] = "", after[16] = "";
+    if (!loop_works() || !socket_works(3, first, after, sizeof after) ||
+        strcmp(after, expected_current_with_sockets()) != 0) {
+        fprintf(stderr, "child: its loop's socket on '%s', not %s\n", after, expected_current_with_sockets());
+        return false;
+    }
+    return true;
 }
 
 static void test_a_fork_child_gets_its_own_ring(void **state) {
-    /* The parent's loop has served fds and is in use; the child's new loop
-     * (its own ring, not the parent's mapped memory) works, and so does
-     * the parent's afterwards. */
+    /* The parent's loop has served fds and a socket (on a ring where the
+     * kernel allows it) and is in use; the child's new loop (its own ring,
+     * not the parent's mapped memory) works, and so does the parent's
+     * afterwards. */
     RLRunLoopRef rl = RLRunLoopGetCurrent();
+    char first[16] = "", after[16] = "";
     assert_true(loop_works());
+    assert_true(socket_works(3, first, after, sizeof after));
+    assert_string_equal(after, expected_current_with_sockets());
     rl_test_in_child(child_own_ring, rl, "fork child's own ring");
     assert_true(loop_works());
-    assert_string_equal(RLRunLoopGetBackendName(rl), expected_current());
+    assert_true(socket_works(3, first, after, sizeof after));
+    assert_string_equal(RLRunLoopGetBackendName(rl), expected_current_with_sockets());
 }
 
 int main(void) {
     const char *env = getenv("RL_BACKEND");
     snprintf(initial_env, sizeof initial_env, "%s", env ? env : "");
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_the_default_is_epoll_and_auto_is_io_uring_where_the_kernel_allows_it),
+        cmocka_unit_test(test_the_default_is_epoll_until_a_socket_asks_for_the_ring),
         cmocka_unit_test(test_RL_BACKEND_epoll_is_honoured),
         cmocka_unit_test(test_RL_BACKEND_io_uring_is_honoured_or_fails_clearly),
         cmocka_unit_test(test_a_wrong_RL_BACKEND_fails_the_loop_clearly),

@@ -255,6 +255,7 @@ typedef struct streams_job {
 
 static void *many_streams(void *arg) {
     streams_job *job = arg;
+    rl_test_settle_backend(MODE); /* a loop of its own: on the backend it keeps */
     int sv[NS][2];
     static got g[NS];
     got *gp[NS];
@@ -340,6 +341,7 @@ enum { NIDLE = 64, RXQ_CACHED_MAX = 128 * (sizeof(rl__rxchunk) + 256) };
 
 static void *idle_streams(void *arg) {
     (void)arg;
+    rl_test_settle_backend(MODE); /* a loop of its own: on the backend it keeps */
     int sv[NIDLE][2];
     static got g[NIDLE];
     got *gp[NIDLE];
@@ -658,6 +660,7 @@ static void keep_cb(RLSocketRef s, RLSocketCallBackType type, RLDataRef address,
 
 static void *small_reads(void *arg) {
     (void)arg;
+    rl_test_settle_backend(MODE); /* a loop of its own: on the backend it keeps */
     int sv[2];
     static keeper k;
     memset(&k, 0, sizeof k);
@@ -1001,6 +1004,7 @@ typedef struct ahead_job {
 
 static void *read_ahead_thread(void *arg) {
     ahead_job *j = arg;
+    rl_test_settle_backend(MODE); /* a loop of its own: on the backend it keeps */
     big_pair(j->sv);
     j->g.disable_each = true;
     j->s = make(j->sv[0], &j->g, kRLSocketCloseOnInvalidate);
@@ -1059,6 +1063,7 @@ static void test_read_ahead_outlives_the_loop_that_read_it(void **state) {
  * epoll (a poll, then recv), with the same results. */
 static void *refused_thread(void *arg) {
     (void)arg;
+    rl_test_settle_backend(MODE); /* a loop of its own: on the backend it keeps */
     int sv[2];
     got g = {0};
     RLSocketRef s = warm_pair(sv, &g);
@@ -1089,6 +1094,7 @@ static void test_no_buffer_ring(void **state) {
 /* A fork() child reads through its own loop (its own ring). */
 static void *child_thread(void *arg) {
     int *ok = arg;
+    rl_test_settle_backend(MODE); /* a loop of its own: on the backend it keeps */
     int sv[2];
     big_pair(sv);
     got g = {0};
@@ -1135,6 +1141,12 @@ static void test_fork_child_reads(void **state) {
     done(s, &g);
 }
 
+static int group_setup(void **state) {
+    (void)state;
+    rl_test_settle_backend(MODE); /* the counts here are the ring's from a socket's second delivery on */
+    return 0;
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_burst_larger_than_a_buffer),
@@ -1159,5 +1171,5 @@ int main(void) {
         cmocka_unit_test(test_no_buffer_ring),
         cmocka_unit_test(test_fork_child_reads),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, group_setup, NULL);
 }

@@ -17,34 +17,32 @@
 #include <sys/timerfd.h>
 
 /* The backend a new loop gets. RL_BACKEND (read as each loop is made):
- * "epoll", "io_uring" (forced: no fallback), "auto": io_uring where the
- * kernel allows it, else epoll; unset or empty: epoll. NULL: a wrong value
- * (error set).
+ * "epoll" (forced), "io_uring" (forced: no fallback), unset, empty or
+ * "auto": the default, epoll with `*lazy` where this process may have
+ * io_uring: the loop moves to io_uring (rl__poll_upgrade) when its
+ * sockets would first use the ring (a Data callout's read, an
+ * RLSocketSendData from a callout). NULL: a wrong value (error set).
  *
- * Why not io_uring by default: with fd sources as polls, a wake-up costs
- * more user-space work on io_uring (2,010 user-space instructions against
- * epoll's 1,695 in callgrind, the same one system call). A Data socket
- * reads through the ring (rl__poll_recv_into: one multishot receive that
- * stays across callouts) and its RLSocketSendData replies are queued for
- * the ring (rl__poll_send: sent by the next enter, silently when whole),
- * one system call per echo round trip against epoll's three, but about
- * 2,800 user-space instructions against epoll's 1,850 (single steps:
- * bench-echo-instr; 2026-12-05, the sends through the ring not yet in a
- * timed same-run comparison) and no gain in bench-echo's CPU rows yet (2026-12-05,
- * with the multishot receive: 0.94-1.03x raw epoll's per round trip,
- * 0.99-1.09x per MB at 256 connections, 1.07-1.25x at 16); the default
- * changes only on a same-run win. */
-static const rl__poll_ops *poll_choose(const char *fn, bool *forced) {
+ * Why epoll first, and not a ring for every loop: a loop's thread on a
+ * ring costs more memory (bench_memory, a sleeping loop thread with one
+ * timer: 20.4 KB against 11.2 KB on epoll, CF 11.7, libuv 19.7; the ring's
+ * queues are most of it) and a wake-up more user-space work (2,010
+ * instructions against 1,695 in callgrind, the same one system call),
+ * which timers, perform requests, ports, pipes and signals gain nothing
+ * from. What the ring saves is a socket's: a Data socket's reads go
+ * through one multishot receive that stays across callouts and its
+ * replies are sent by the next enter, one system call per echo round
+ * trip against epoll's three (bench-echo-instr), and its bulk rows'
+ * CPU per MB is lower (bench_echo's tp rows, ours-ur against ours). */
+static const rl__poll_ops *poll_choose(const char *fn, bool *forced, bool *lazy) {
     const char *want = getenv("RL_BACKEND");
-    *forced = false;
-    if (!want || !*want)
-        return &rl__poll_epoll_ops;
-    if (strcmp(want, "auto") == 0)
+    *forced = *lazy = false;
+    if (!want || !*want || strcmp(want, "auto") == 0) {
 #if RL_TRICK_URING
-        return rl__poll_uring_usable() ? &rl__poll_uring_ops : &rl__poll_epoll_ops;
-#else
-        return &rl__poll_epoll_ops;
+        *lazy = rl__poll_uring_usable() != 0;
 #endif
+        return &rl__poll_epoll_ops;
+    }
     if (strcmp(want, "epoll") == 0)
         return &rl__poll_epoll_ops;
     if (strcmp(want, "io_uring") == 0) {
@@ -62,10 +60,12 @@ static const rl__poll_ops *poll_choose(const char *fn, bool *forced) {
 }
 
 bool rl__poll_open(rl__poller *rl, const char *fn) {
-    bool forced;
-    const rl__poll_ops *ops = poll_choose(fn, &forced);
+    bool forced, lazy;
+    const rl__poll_ops *ops = poll_choose(fn, &forced, &lazy);
     if (!ops)
         return false;
+    rl->lazy = lazy;
+    rl->want_ring = false;
     rl->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (rl->evfd < 0)
         return rl__fail_errno(errno, fn, "cannot create the run loop's eventfd");
@@ -89,6 +89,34 @@ bool rl__poll_open(rl__poller *rl, const char *fn) {
         return rl__fail_errno(err, fn, "cannot create the run loop's descriptors");
     }
     return true;
+}
+
+int rl__poll_upgrade(rl__poller *rl) {
+    bool lazy = rl->lazy;
+    rl->lazy = rl->want_ring = false;
+#if RL_TRICK_URING
+    if (!lazy || rl->kops != &rl__poll_epoll_ops || !rl__poll_uring_usable())
+        return ENOSYS;
+    rl__poller ring = *rl;
+    ring.epfd = -1;
+    ring.kstate = NULL;
+    ring.kops = &rl__poll_uring_ops;
+    int err = ring.kops->open(&ring);
+    if (err) {
+        ring.kops->close(&ring);
+        return err;
+    }
+    /* The eventfd and timerfd stay; the epoll set goes. A wake-up written
+     * before is also in the loop's wake_pending, which its wait looks at. */
+    rl->kops->close(rl);
+    rl->epfd = ring.epfd;
+    rl->kstate = ring.kstate;
+    __atomic_store_n(&rl->kops, ring.kops, __ATOMIC_RELEASE);
+    return 0;
+#else
+    (void)lazy;
+    return ENOSYS;
+#endif
 }
 
 static void poll_close_fd(int fd) {

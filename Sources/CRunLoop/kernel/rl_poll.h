@@ -15,10 +15,12 @@
  * records tagged with rl__ev_data): rl_poll_epoll.c (an epoll set) and
  * rl_poll_uring.c (an io_uring: polls for the registrations, one
  * io_uring_enter that submits and waits). A loop gets one when it is made
- * (rl__poll_open: RL_BACKEND, else io_uring where the kernel allows it,
- * else epoll) and keeps it; the wake-up (eventfd write), the coalescing
- * sleep (futex) and the timerfd are the same on both. A new backend is one
- * rl__poll_ops in one file, named in rl_poll.c's choice.
+ * (rl__poll_open: the one RL_BACKEND forces, else epoll); a loop on the
+ * default backend moves to io_uring, once, where the kernel allows it,
+ * when its sockets would first use the ring (rl__poll_upgrade), and keeps
+ * it; the wake-up (eventfd write), the coalescing sleep (futex) and the
+ * timerfd are the same on both. A new backend is one rl__poll_ops in one
+ * file, named in rl_poll.c's choice.
  */
 #ifndef CRUNLOOP_RL_POLL_H
 #define CRUNLOOP_RL_POLL_H
@@ -36,8 +38,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-/* Makes rl's eventfd, timerfd and set (on the backend RL_BACKEND names, or
- * the one the kernel allows), all fds -1 before. true, or false with the
+/* Makes rl's eventfd, timerfd and set (on the backend RL_BACKEND names,
+ * else epoll, `lazy` where the kernel may allow io_uring), all fds -1
+ * before. true, or false with the
  * thread's RLError set for `fn` (what was made is closed by
  * rl__poll_close): the kernel refused (kRLErrorSystem), RL_BACKEND holds
  * no backend's name (kRLErrorInvalidArgument) or names one this process
@@ -52,6 +55,17 @@ RL__HIDDEN void rl__poll_close(rl__poller *rl);
  * timerfd only (the caller adds its fds again). 0, or the errno: the old
  * set is then kept. Loop lock held, rl's thread. */
 static inline int rl__poll_renew(rl__poller *rl) { return rl->kops->renew(rl); }
+/* Moves a loop on the default backend (rl->lazy) from its epoll set to a
+ * new io_uring holding its eventfd and timerfd only (the caller adds its
+ * fds again, as after rl__poll_renew); the epoll set is closed. 0, or the
+ * errno: the kernel refused (remembered for the process), or no memory;
+ * the loop stays on its epoll set, unchanged. Either way it is not tried
+ * again for this loop (lazy and want_ring cleared). Loop lock held, rl's
+ * thread, before its wait. */
+RL__HIDDEN int rl__poll_upgrade(rl__poller *rl);
+/* Whether a loop on the default backend asked for the ring and may have it:
+ * it moves before it waits again (rl__poll_upgrade). */
+static inline bool rl__poll_wants_upgrade(const rl__poller *rl) { return rl->want_ring; }
 /* epoll_ctl's contract on rl's set: `op` for fd, watching `events`, tagged
  * `gen` (rl__ev_data). 0, or the errno epoll_ctl would give. Loop lock.
  * The io_uring backend keeps EPOLLONESHOT, EPOLLET and the low 14 event
@@ -77,7 +91,10 @@ RL__HIDDEN void rl__poll_drain(rl__poller *rl);
  * the caller reads the fd itself. Stays while fd names the same file. The
  * loop's thread, in a callout of fd (fd registered). */
 static inline rl__rxq *rl__poll_recv_into(rl__poller *rl, int fd, size_t want) {
-    return rl->kops->recv_into ? rl->kops->recv_into(rl, fd, want) : NULL;
+    if (rl->kops->recv_into)
+        return rl->kops->recv_into(rl, fd, want);
+    rl->want_ring |= rl->lazy; /* the default backend's loop moves to the ring before it waits */
+    return NULL;
 }
 /* For a stream read through rl's ring (rl__poll_recv_into): `self`, its
  * reader reads fd itself for now, the ring only polls it (a stream in
@@ -101,7 +118,10 @@ static inline void rl__poll_recv_self(rl__poller *rl, int fd, bool self) {
  * that errno (told once), or no memory. The loop's thread. */
 static inline int rl__poll_send(rl__poller *rl, rl__txq *q, const void *bytes, size_t n, bool soon,
                                 double timeout) {
-    return rl->kops->send ? rl->kops->send(rl, q, bytes, n, soon, timeout) : 0;
+    if (rl->kops->send)
+        return rl->kops->send(rl, q, bytes, n, soon, timeout);
+    rl->want_ring |= rl->lazy; /* as rl__poll_recv_into */
+    return 0;
 }
 /* Submits the sends queued on rl's ring now and sees them through (a
  * run's end: rl__poll_send's timeout). The loop's thread. */
@@ -109,8 +129,13 @@ static inline void rl__poll_flush(rl__poller *rl) {
     if (rl->kops && rl->kops->flush)
         rl->kops->flush(rl);
 }
-/* The backend rl waits on: "epoll" or "io_uring" (static strings). */
-static inline const char *rl__poll_backend_name(rl__poller *rl) { return rl->kops->name; }
+/* The backend rl waits on now: "epoll" or "io_uring" (static strings); any
+ * thread, no lock (a default backend's loop changes it once, on its own
+ * thread: rl__poll_upgrade). */
+static inline const char *rl__poll_backend_name(const rl__poller *rl) {
+    const rl__poll_ops *ops = __atomic_load_n(&rl->kops, __ATOMIC_ACQUIRE);
+    return ops ? ops->name : NULL;
+}
 
 /* ---- signal sources' signalfds (RLSignalSource.c) ----
  * Not a loop's: an fd source watches each one like any other fd. */

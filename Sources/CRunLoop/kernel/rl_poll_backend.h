@@ -30,6 +30,14 @@
  * nothing else of the loop. */
 typedef struct rl__poller {
     int epfd, evfd, tfd;              /* -1: not made. epfd: the backend's set (an epoll fd, an io_uring fd) */
+    /* The default backend's loop (rl__poll_open): on epoll, to move to
+     * io_uring (rl__poll_upgrade) once its sockets would use the ring.
+     * `lazy`: it may (set when made, cleared by the move or its failure);
+     * `want_ring`: a callout on the loop's thread asked the ring to read or
+     * send (rl__poll_recv_into, rl__poll_send), so the loop moves before it
+     * waits again. The loop's thread's, or under its lock (in the padding
+     * after the fds: a loop's layout is tight). */
+    bool lazy, want_ring;
     const struct rl__poll_ops *kops;  /* the backend, chosen by rl__poll_open */
     void *kstate;                     /* the backend's own state, if any */
     pthread_t owner;                  /* the loop's thread (io_uring: the only one that submits) */

@@ -43,7 +43,7 @@ RLStringRef RLRunLoopCopyCurrentMode(RLRunLoopRef rl) {
 const char *RLRunLoopGetBackendName(RLRunLoopRef rl) {
     if (!rl__check_loop(rl, __func__))
         return NULL;
-    return rl__poll_backend_name(&rl->kern); /* set at creation, never changed: no lock */
+    return rl__poll_backend_name(&rl->kern); /* an atomic load: no lock */
 }
 
 RLArrayRef RLRunLoopCopyAllModes(RLRunLoopRef rl) {

@@ -530,19 +530,24 @@ void rl__fd_after_callout_in_child(rl__fd_fire *fire) {
         (void)fd_kept_end(NULL, fire, &same);
 }
 
-/* A persistent registration left behind by a closed fd reported: epoll
- * keys it by a number that is closed or names another file now, so no
- * epoll_ctl can reach it. The loop moves to a new epoll set (the same fd
- * number, by dup3) holding its eventfd and timerfd, registered as
- * RLRunLoop.c does, and its fds registered afresh; the old set, and the
- * leftover with it, goes with its last reference. Loop lock held, on the
- * loop's thread, before it waits. */
+/* The loop moves to a new kernel set holding its eventfd and timerfd, and
+ * its fds are registered there afresh, for one of two reasons:
+ * - A persistent registration left behind by a closed fd reported: epoll
+ *   keys it by a number that is closed or names another file now, so no
+ *   epoll_ctl can reach it. The new set is an epoll set under the same fd
+ *   number (dup3); the old one, and the leftover with it, goes with its
+ *   last reference.
+ * - A loop on the default backend asked for the ring (a socket's callout:
+ *   rl__poll_wants_upgrade): the new set is an io_uring (rl__poll_upgrade),
+ *   the epoll set and any leftover in it are closed.
+ * Loop lock held, on the loop's thread, before it waits. */
 static void fd_rebuild(RLRunLoopRef rl) {
+    bool upgrade = rl__poll_wants_upgrade(&rl->kern);
     rl->rebuild = false;
     if (!rl__of_this_process(rl))
         return;
-    if (rl__poll_renew(&rl->kern) != 0)
-        return; /* tried again at the leftover's next report */
+    if (upgrade ? rl__poll_upgrade(&rl->kern) != 0 : rl__poll_renew(&rl->kern) != 0)
+        return; /* a leftover: tried again at its next report; the ring: never again */
     rl->lost_level = false;
     rl->mainq_armed = false; /* added to the new set before the wait (rl__mainq_arm) */
     for (size_t i = 0; i < rl->nfdtab; i++) {
@@ -558,11 +563,12 @@ static void fd_rebuild(RLRunLoopRef rl) {
 
 /* Before the loop waits: the fds still postponed (a run nested in a
  * callout waits before the outer pass settles them) are settled, and a
- * leftover that reported is got rid of. Loop lock held. */
+ * leftover that reported is got rid of, or the loop moves to the ring its
+ * sockets asked for (fd_rebuild). Loop lock held. */
 void rl__fd_before_wait(RLRunLoopRef rl) {
     for (size_t i = 0; rl->npostponed && i < rl->nfdtab; i++)
         fd_settle(rl, fd_at(rl, i));
-    if (RL__UNLIKELY(rl->rebuild))
+    if (RL__UNLIKELY(rl->rebuild || rl__poll_wants_upgrade(&rl->kern)))
         fd_rebuild(rl);
 }
 

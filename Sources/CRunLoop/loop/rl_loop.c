@@ -56,11 +56,13 @@ static void loop_finalize(void *obj) {
 }
 
 /* "<RLRunLoop 0x...>{backend = io_uring}": the kernel backend it waits on
- * (rl_poll.h), set when it was made and never changed. */
+ * now (rl_poll.h: chosen when it was made; the default's epoll moves to
+ * io_uring once, when its sockets ask for the ring). */
 static char *describe_loop(const void *obj) {
     const struct RLRunLoop *rl = obj;
     char *s = NULL;
-    if (asprintf(&s, "<RLRunLoop %p>{backend = %s}", obj, rl->kern.kops ? rl->kern.kops->name : "none") < 0) {
+    const char *backend = rl__poll_backend_name(&rl->kern);
+    if (asprintf(&s, "<RLRunLoop %p>{backend = %s}", obj, backend ? backend : "none") < 0) {
         rl__fail(kRLErrorNoMemory, "RLCopyDescription", "out of memory");
         return NULL;
     }

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -83,6 +84,32 @@ RLRunLoopSourceRef rl_test_keep_mode(RLRunLoopMode mode) {
 void rl_test_unkeep(RLRunLoopSourceRef source) {
     RLRunLoopSourceInvalidate(source);
     RLRelease(source);
+}
+
+static void settle_cb(RLSocketRef s, RLSocketCallBackType type, RLDataRef address, const void *data, void *info) {
+    (void)s, (void)type, (void)address;
+    *(size_t *)info += RLDataGetLength(data);
+}
+
+void rl_test_settle_backend(RLRunLoopMode mode) {
+    int sv[2];
+    size_t got = 0;
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    RLSocketContext c = {0, &got, NULL, NULL, NULL};
+    RLSocketRef s = RLSocketCreateWithNative(NULL, sv[0], kRLSocketDataCallBack, settle_cb, &c);
+    assert_non_null(s);
+    RLRunLoopSourceRef src = RLSocketCreateRunLoopSource(NULL, s, 0);
+    assert_non_null(src);
+    assert_true(RLRunLoopAddSource(RLRunLoopGetCurrent(), src, mode));
+    assert_int_equal(write(sv[1], "w", 1), 1);
+    for (int i = 0; i < 1000 && got == 0; i++)
+        (void)RLRunLoopRunInMode(mode, 0.01, true);
+    assert_int_equal(got, 1);
+    (void)RLRunLoopRunInMode(mode, 0, true); /* a wait: where a default loop moves */
+    assert_true(RLSocketInvalidate(s)); /* closes sv[0] */
+    RLRelease(src);
+    RLRelease(s);
+    close(sv[1]);
 }
 
 void rl_test_wait_until_waiting(RLRunLoopRef rl) {

@@ -59,6 +59,15 @@ void *rl_test_on_other_thread(void *(*fn)(void *), void *arg);
 RLRunLoopSourceRef rl_test_keep_mode(RLRunLoopMode mode);
 void rl_test_unkeep(RLRunLoopSourceRef source);
 
+/* A loop on the default backend (RL_BACKEND unset) is on epoll until a
+ * socket's callout asks for the ring (a Data callback's read, an
+ * RLSocketSendData), and moves to io_uring, where the kernel allows it,
+ * at its next wait. This makes the calling thread's loop take that step
+ * now, in `mode`: a scratch Data socket's one delivery, then a wait. A
+ * test that counts the ring's work, or the loop's descriptors, from here
+ * on sees the backend the loop keeps. Nothing on a forced backend. */
+void rl_test_settle_backend(RLRunLoopMode mode);
+
 /* Polls until `rl` sleeps waiting for work (at most 10 s; the caller's
  * assertions catch a loop that never does). For a thread that must act on
  * a loop that is already asleep. */
