@@ -55,6 +55,9 @@ static bool kernel_allows_uring(void) {
     return true;
 }
 
+/* Messages each echoing socket here gets. */
+enum { ROUNDS = 5 };
+
 /* What a default loop waits on before its sockets ask for the ring. */
 static const char *expected_default(void) { return "epoll"; }
 /* What it waits on after they did: io_uring where the kernel allows it. */
@@ -119,8 +122,9 @@ static bool loop_works(void) {
     return ok;
 }
 
-/* The echo of the calling thread's loop's Data socket: every message
- * sent back from the callout, through RLSocketSendData. */
+/* The echo of the calling thread's loop's socket: every message sent back
+ * from the callout, through RLSocketSendData; a Data callback gets the
+ * bytes, a Read callback reads them itself. */
 typedef struct echo {
     int calls, failures;
 } echo;
@@ -128,11 +132,22 @@ typedef struct echo {
 static void echo_cb(RLSocketRef s, RLSocketCallBackType type, RLDataRef address, const void *data, void *info) {
     (void)address;
     echo *e = info;
-    if (type != kRLSocketDataCallBack || RLDataGetLength(data) == 0)
+    RLDataRef got = NULL;
+    if (type == kRLSocketReadCallBack) {
+        char buf[256];
+        ssize_t n = recv(RLSocketGetNative(s), buf, sizeof buf, MSG_DONTWAIT);
+        if (n <= 0)
+            return;
+        got = RLDataCreate(NULL, (const uint8_t *)buf, (RLIndex)n);
+        data = got;
+    } else if (type != kRLSocketDataCallBack || RLDataGetLength(data) == 0) {
         return;
+    }
     e->calls++;
     if (RLSocketSendData(s, NULL, data, 5) != kRLSocketSuccess)
         e->failures++;
+    if (got)
+        RLRelease(got);
 }
 
 /* Reads exactly n bytes from the non-blocking fd within 5 s. */
@@ -150,25 +165,51 @@ static bool read_all(int fd, char *buf, size_t n) {
     return got == n;
 }
 
-/* The calling thread's loop serves a Data socket that echoes: `rounds`
- * messages, each one answered whole before the next is sent. The backend
- * the loop waits on after the first round goes into `after_first` (the
- * callout asked for the ring in that round; the loop moves before it waits
- * again), after the last into `after`. true if every byte came back. */
-static bool socket_works(int rounds, char *after_first, char *after, size_t cap) {
+/* The library's counts (testutil turns counting on): chunks Data callbacks
+ * got from a ring, and sends a ring completed. */
+RL__HIDDEN extern _Atomic unsigned long rl__socket_ring_reads;
+static unsigned long ring_reads(void) { return atomic_load(&rl__socket_ring_reads); }
+#if defined(RL_PLAIN) && RL_PLAIN
+static unsigned long ring_sends(void) { return 0; }
+#else
+RL__HIDDEN extern _Atomic unsigned long rl__poll_uring_sends;
+static unsigned long ring_sends(void) { return atomic_load(&rl__poll_uring_sends); }
+#endif
+
+/* What an echoing socket showed (socket_works). */
+typedef struct sock_probe {
+    bool works;              /* every byte came back */
+    char after_first[16];    /* the backend after its first message (the callout asked for the ring in it) */
+    char after[16];          /* and after its last */
+    unsigned long reads_late, sends_late; /* the ring's reads and sends from the third message on */
+} sock_probe;
+
+/* The calling thread's loop serves a socket (`type`: Data or Read callback)
+ * that echoes: `rounds` messages, each one answered whole before the next
+ * is sent. A default loop moves to the ring at the wait after the first
+ * message's callout; the socket's reads go through the ring from the
+ * callout after that one (the third message), its sends from the second. */
+static sock_probe socket_works(int rounds, RLSocketCallBackType type) {
+    sock_probe sp;
+    memset(&sp, 0, sizeof sp);
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) != 0)
-        return false;
+        return sp;
     echo e = {0, 0};
     RLSocketContext c = {0, &e, NULL, NULL, NULL};
-    RLSocketRef s = RLSocketCreateWithNative(NULL, sv[0], kRLSocketDataCallBack, echo_cb, &c);
+    RLSocketRef s = RLSocketCreateWithNative(NULL, sv[0], type, echo_cb, &c);
     RLRunLoopSourceRef src = s ? RLSocketCreateRunLoopSource(NULL, s, 0) : NULL;
     bool ok = s && src;
     if (ok)
         RLRunLoopAddSource(RLRunLoopGetCurrent(), src, "BackendMode");
+    unsigned long reads = 0, sends = 0;
     for (int round = 0; round < rounds && ok; round++) {
         char msg[64], back[64];
         int n = snprintf(msg, sizeof msg, "message %d of %d, to be echoed whole", round + 1, rounds);
+        if (round == 2) {
+            reads = ring_reads();
+            sends = ring_sends();
+        }
         ok = write(sv[1], msg, (size_t)n) == n;
         /* Served (a short message is one callout), then echoed by the run's end. */
         int before = e.calls;
@@ -178,11 +219,14 @@ static bool socket_works(int rounds, char *after_first, char *after, size_t cap)
              memcmp(msg, back, (size_t)n) == 0;
         if (ok && round == 0) {
             (void)RLRunLoopRunInMode("BackendMode", 0, true); /* a wait: where the loop moves */
-            snprintf(after_first, cap, "%s", RLRunLoopGetBackendName(RLRunLoopGetCurrent()));
+            snprintf(sp.after_first, sizeof sp.after_first, "%s", RLRunLoopGetBackendName(RLRunLoopGetCurrent()));
         }
     }
+    sp.works = ok;
+    sp.reads_late = ring_reads() - reads;
+    sp.sends_late = ring_sends() - sends;
     if (ok)
-        snprintf(after, cap, "%s", RLRunLoopGetBackendName(RLRunLoopGetCurrent()));
+        snprintf(sp.after, sizeof sp.after, "%s", RLRunLoopGetBackendName(RLRunLoopGetCurrent()));
     if (src) {
         RLRunLoopSourceInvalidate(src);
         RLRelease(src);
@@ -194,7 +238,19 @@ static bool socket_works(int rounds, char *after_first, char *after, size_t cap)
         close(sv[0]);
     }
     close(sv[1]);
-    return ok;
+    return sp;
+}
+
+/* sp (of `rounds` messages) went as a loop on `backend` makes it go: on a
+ * ring, a Data socket's late messages were read by it, and a Read
+ * socket's late replies sent by it; on epoll, neither. */
+static bool sock_probe_ok(const sock_probe *sp, int rounds, RLSocketCallBackType type, const char *backend) {
+    if (!sp->works || strcmp(sp->after_first, backend) != 0 || strcmp(sp->after, backend) != 0)
+        return false;
+    unsigned long late = (unsigned long)rounds - 2;
+    if (strcmp(backend, "io_uring") != 0)
+        return sp->reads_late == 0 && sp->sends_late == 0;
+    return type == kRLSocketDataCallBack ? sp->reads_late >= late : sp->sends_late >= late;
 }
 
 /* What a new thread's loop is, under RL_BACKEND=env (NULL: unset). */
@@ -206,9 +262,8 @@ typedef struct probe {
     bool works;
     bool described;  /* its description names the backend */
     char after_pipe[16];   /* the backend after a pipe's fd source and a timer were served */
-    bool sockets_work;     /* then an echoing Data socket */
-    char after_first[16];  /* the backend after its first message */
-    char after_socket[16]; /* and after its last */
+    sock_probe data, read; /* then an echoing Data socket; an echoing Read socket on a loop of its own */
+    char after_socket[16]; /* the backend then */
     bool described_after;  /* the description names that one */
 } probe;
 
@@ -230,7 +285,8 @@ static void *probe_thread(void *arg) {
     free(d);
     pr->works = loop_works();
     snprintf(pr->after_pipe, sizeof pr->after_pipe, "%s", RLRunLoopGetBackendName(rl));
-    pr->sockets_work = socket_works(4, pr->after_first, pr->after_socket, sizeof pr->after_socket);
+    pr->data = socket_works(ROUNDS, kRLSocketDataCallBack);
+    snprintf(pr->after_socket, sizeof pr->after_socket, "%s", RLRunLoopGetBackendName(rl));
     /* Once moved, the loop stays, and its pipes and timers still work. */
     pr->works = pr->works && loop_works() && strcmp(RLRunLoopGetBackendName(rl), pr->after_socket) == 0;
     d = RLCopyDescription(rl);
@@ -240,15 +296,23 @@ static void *probe_thread(void *arg) {
     return NULL;
 }
 
+static void *read_probe_thread(void *arg) {
+    probe *pr = arg;
+    if (RLRunLoopGetCurrent())
+        pr->read = socket_works(ROUNDS, kRLSocketReadCallBack);
+    return NULL;
+}
+
 /* pr's loop was made on `first`, served its pipe and timer there, and
- * served its socket on `then` from the first message's wait on. */
+ * served its socket on `then` from the first message's wait on; so did
+ * another loop's Read socket. */
 static void assert_probe(const probe *pr, const char *first, const char *then) {
     assert_string_equal(pr->name, first);
     assert_true(pr->described);
     assert_true(pr->works);
     assert_string_equal(pr->after_pipe, first);
-    assert_true(pr->sockets_work);
-    assert_string_equal(pr->after_first, then);
+    assert_true(sock_probe_ok(&pr->data, ROUNDS, kRLSocketDataCallBack, then));
+    assert_true(sock_probe_ok(&pr->read, ROUNDS, kRLSocketReadCallBack, then));
     assert_string_equal(pr->after_socket, then);
     assert_true(pr->described_after);
 }
@@ -262,6 +326,8 @@ static probe probe_with(const char *env) {
     else
         unsetenv("RL_BACKEND");
     rl_test_on_other_thread(probe_thread, &pr);
+    if (pr.name[0])
+        rl_test_on_other_thread(read_probe_thread, &pr);
     if (initial_env[0])
         setenv("RL_BACKEND", initial_env, 1);
     else
@@ -327,10 +393,11 @@ static void test_GetBackendName_misuse(void **state) {
  * io_uring that fails with `err`. */
 static bool refused_child_checks(int err) {
     probe pr = probe_with(NULL);
-    if (strcmp(pr.name, "epoll") != 0 || !pr.works || !pr.described || !pr.sockets_work ||
-        strcmp(pr.after_socket, "epoll") != 0 || !pr.described_after) {
-        fprintf(stderr, "child: default loop on '%s', then '%s' (works %d, sockets %d): %s\n", pr.name,
-                pr.after_socket, pr.works, pr.sockets_work, pr.msg);
+    if (strcmp(pr.name, "epoll") != 0 || !pr.works || !pr.described ||
+        !sock_probe_ok(&pr.data, ROUNDS, kRLSocketDataCallBack, "epoll") ||
+        !sock_probe_ok(&pr.read, ROUNDS, kRLSocketReadCallBack, "epoll") || !pr.described_after) {
+        fprintf(stderr, "child: default loop on '%s', then '%s' (works %d, sockets %d %d): %s\n", pr.name,
+                pr.after_socket, pr.works, pr.data.works, pr.read.works, pr.msg);
         return false;
     }
     pr = probe_with("io_uring");
@@ -408,10 +475,9 @@ static bool child_own_ring(void *arg) {
         fprintf(stderr, "child: no loop of its own on %s\n", expected_current());
         return false;
     }
-    char first[16] = "", after[16] = "";
-    if (!loop_works() || !socket_works(3, first, after, sizeof after) ||
-        strcmp(after, expected_current_with_sockets()) != 0) {
-        fprintf(stderr, "child: its loop's socket on '%s', not %s\n", after, expected_current_with_sockets());
+    sock_probe sp = socket_works(ROUNDS, kRLSocketDataCallBack);
+    if (!loop_works() || !sock_probe_ok(&sp, ROUNDS, kRLSocketDataCallBack, expected_current_with_sockets())) {
+        fprintf(stderr, "child: its loop's socket on '%s', not %s\n", sp.after, expected_current_with_sockets());
         return false;
     }
     return true;
@@ -423,13 +489,14 @@ static void test_a_fork_child_gets_its_own_ring(void **state) {
      * not the parent's mapped memory) works, and so does the parent's
      * afterwards. */
     RLRunLoopRef rl = RLRunLoopGetCurrent();
-    char first[16] = "", after[16] = "";
     assert_true(loop_works());
-    assert_true(socket_works(3, first, after, sizeof after));
-    assert_string_equal(after, expected_current_with_sockets());
+    sock_probe sp = socket_works(ROUNDS, kRLSocketDataCallBack);
+    assert_true(sp.works);
+    assert_string_equal(sp.after, expected_current_with_sockets());
     rl_test_in_child(child_own_ring, rl, "fork child's own ring");
     assert_true(loop_works());
-    assert_true(socket_works(3, first, after, sizeof after));
+    sp = socket_works(ROUNDS, kRLSocketDataCallBack);
+    assert_true(sock_probe_ok(&sp, ROUNDS, kRLSocketDataCallBack, expected_current_with_sockets()));
     assert_string_equal(RLRunLoopGetBackendName(rl), expected_current_with_sockets());
 }
 

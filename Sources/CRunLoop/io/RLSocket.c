@@ -836,7 +836,9 @@ _Atomic unsigned long rl__socket_ring_copies;
  * read it through its ring from then on (the next arming), first chunks of
  * `chunk` bytes as sock_deliver_data's; the epoll backend declines, and
  * nothing changes. Once per socket (later callouts keep the chunk size
- * up to date). */
+ * up to date), but for a loop on the default backend, which declines now
+ * and moves to io_uring before its next wait: the next callout asks
+ * again. */
 static void sock_ring_ask(struct RLSocket *s, size_t chunk) {
     if (atomic_load_explicit(&s->peer_len, memory_order_relaxed) & RL_SOCKET_NO_RING)
         return;
@@ -853,7 +855,8 @@ static void sock_ring_ask(struct RLSocket *s, size_t chunk) {
      * chunks only while bytes wait, rl_rxq.h) kept in s->rare alone
      * (RL_SOCKET_RARE_RXQ) when s has no rare part: no allocation for s.
      * The ring reads into them from its next arming, after this callout. */
-    rl__rxq *q = rl__fd_recv_into(sock_fdobj(s), chunk);
+    bool later;
+    rl__rxq *q = rl__fd_recv_into(sock_fdobj(s), chunk, &later);
     if (q) {
         sock_lock(s);
         sock_rare *r = sock_rare_of(s);
@@ -862,7 +865,7 @@ static void sock_ring_ask(struct RLSocket *s, size_t chunk) {
         else
             __atomic_store_n(&s->rare, (uintptr_t)q | RL_SOCKET_RARE_RXQ, __ATOMIC_RELEASE);
         sock_unlock(s);
-    } else {
+    } else if (!later) { /* a loop that moves to a ring is asked again by the next callout */
         atomic_fetch_or_explicit(&s->peer_len, RL_SOCKET_NO_RING, memory_order_relaxed);
     }
 }

@@ -107,6 +107,18 @@ static inline void rl__poll_recv_self(rl__poller *rl, int fd, bool self) {
     if (rl->kops->recv_self)
         rl->kops->recv_self(rl, fd, self);
 }
+/* Whether rl's backend sends through a ring (rl__poll_send would queue).
+ * No: a loop on the default backend asks for the ring, as
+ * rl__poll_recv_into does. The loop's thread. */
+static inline bool rl__poll_sends(rl__poller *rl) {
+    if (rl->kops->send)
+        return true;
+    rl->want_ring |= rl->lazy;
+    return false;
+}
+/* Whether rl may still move to a ring (rl__poll_upgrade): a refusal of
+ * rl__poll_recv_into or rl__poll_sends now is not for good. */
+static inline bool rl__poll_may_upgrade(const rl__poller *rl) { return rl->lazy; }
 /* Queues a copy of n bytes in q for rl's ring to send (rl_txq.h): q's
  * chunks go out in order, one send in flight, submitted with the loop's
  * next enter (`soon`: the loop is in a run, which enters again or flushes

@@ -333,11 +333,14 @@ bool rl__fd_report_quiet(RLRunLoopSourceRef s) {
     return rl && rl->src_in_callout == s && rl->fd_quiet;
 }
 
-struct rl__rxq *rl__fd_recv_into(RLRunLoopSourceRef s, size_t want) {
+struct rl__rxq *rl__fd_recv_into(RLRunLoopSourceRef s, size_t want, bool *later) {
     RLRunLoopRef rl = rl__tls;
+    *later = false;
     if (!rl || rl->src_in_callout != s || !rl__of_this_process(rl))
         return NULL;
-    return rl__poll_recv_into(&rl->kern, rl__fdst(s)->fd, want);
+    struct rl__rxq *q = rl__poll_recv_into(&rl->kern, rl__fdst(s)->fd, want);
+    *later = !q && rl__poll_may_upgrade(&rl->kern);
+    return q;
 }
 
 void rl__fd_recv_self(RLRunLoopSourceRef s, bool self) {
@@ -348,7 +351,7 @@ void rl__fd_recv_self(RLRunLoopSourceRef s, bool self) {
 
 bool rl__fd_ring_sends(RLRunLoopSourceRef s) {
     RLRunLoopRef rl = rl__tls;
-    return rl && rl->kern.kops && rl->kern.kops->send && rl->src_in_callout == s && rl__of_this_process(rl);
+    return rl && rl->src_in_callout == s && rl__of_this_process(rl) && rl__poll_sends(&rl->kern);
 }
 
 bool rl__fd_ring_flush(struct rl__txq *q) {

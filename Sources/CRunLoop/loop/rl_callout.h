@@ -84,9 +84,11 @@ RL__HIDDEN bool rl__fd_report_quiet(RLRunLoopSourceRef s);
  * bytes. The ring's read-ahead queues (a reference, the caller's), where
  * the reader takes what the ring read under its fd before it reads the
  * fd; NULL: it cannot (epoll; no provided buffers), or this is not a
- * callout of s: the caller reads the fd itself. */
+ * callout of s: the caller reads the fd itself. `*later`: it cannot now,
+ * but may from a later callout (a loop on the default backend, which moves
+ * to io_uring before it waits again: rl__poll_upgrade). */
 struct rl__rxq;
-RL__HIDDEN struct rl__rxq *rl__fd_recv_into(RLRunLoopSourceRef s, size_t want);
+RL__HIDDEN struct rl__rxq *rl__fd_recv_into(RLRunLoopSourceRef s, size_t want, bool *later);
 
 /* From a callout of s, on its loop's thread, for a stream read through
  * its ring (rl__fd_recv_into): `self`, the reader reads the fd itself from
@@ -103,7 +105,9 @@ RL__HIDDEN void rl__fd_recv_self(RLRunLoopSourceRef s, bool self);
 struct rl__txq;
 /* Whether this is a callout of s on a loop whose backend sends through a
  * ring: a first rl__fd_send_via would queue (the send queue is made only
- * then). */
+ * then). A callout of s on a loop of the default backend asks it to move
+ * to the ring (rl__poll_sends): the callouts after that wait send through
+ * it. */
 RL__HIDDEN bool rl__fd_ring_sends(RLRunLoopSourceRef s);
 RL__HIDDEN int rl__fd_send_via(RLRunLoopSourceRef s, struct rl__txq *q, const void *bytes, size_t n, double timeout);
 /* On the thread of the loop whose ring sends q: its queued sends seen
