@@ -1027,9 +1027,10 @@ static void print_table(int rounds) {
            "Helper threads: ours %s; CF %s; libuv %s.\n"
            "read/ours: the Read-callback server (recv in the callback) against the Data-callback one, same\n"
            "library; ours/epoll: against a server by hand on raw edge-triggered epoll (no run loop at all).\n"
-           "ours-ur, read-ur: the same two servers with their loops on the io_uring backend (ours and\n"
-           "ours-read: on the default one, RL_BACKEND); rdur/ur: read-ur against ours-ur; ur/epoll: ours-ur\n"
-           "against raw epoll; ur/ours: ours-ur against ours.\n",
+           "ours-ur, read-ur: the same two servers with their loops on the io_uring backend from the start,\n"
+           "replying with RLSocketSendData (ours and ours-read: on the default one, RL_BACKEND unset: epoll,\n"
+           "which ours leaves for io_uring at its first Data callout); rdur/ur: read-ur against ours-ur;\n"
+           "ur/epoll: ours-ur against raw epoll; ur/ours: ours-ur against ours.\n",
            peers[P_RL]->threads, peers[P_CF]->threads, peers[P_UV]->threads);
     printf("[a] CPU time of the whole process minus the client thread's: the server's loop and helper threads.\n");
     printf("[b] 8 clients at a time; each connects, sends 16 bytes, reads them back and closes%s.\n",

@@ -19,7 +19,12 @@
  *             These reply with CFSocketSendData, which a loop on io_uring
  *             queues for its ring (sent with the loop's next enter), where
  *             the others call send() themselves.
- *             Without it ours run on the process's default backend.
+ *             Without it ours run on the process's default backend:
+ *             epoll, from which ours's loop (Data callbacks) moves to
+ *             io_uring at its first Data callout where the kernel allows
+ *             it (its reads then go through the ring; it still sends
+ *             itself), and ours-read's (its callouts read and send
+ *             themselves) never does; RL_BACKEND=epoll keeps both on epoll.
  */
 #ifdef BEC_CF
 #include <CoreFoundation/CoreFoundation.h>

@@ -1,7 +1,9 @@
 # The kernel backends (Sources/CRunLoop/kernel: rl_poll_uring.c, rl_poll_epoll.c).
-# A loop waits on epoll unless RL_BACKEND says io_uring (forced) or auto
-# (io_uring where the kernel allows it). `make check` runs the default; these
-# run the C tests and the differential tests on one backend each:
+# A loop waits on epoll, and moves to io_uring where the kernel allows it
+# once one of its sockets' callouts asks for the ring, unless RL_BACKEND
+# says epoll or io_uring (forced from the loop's making). `make check` runs
+# the default; these run the C tests and the differential tests on one
+# backend each:
 #   make check-uring   RL_BACKEND=io_uring (fails clearly where the kernel refuses it)
 #   make check-epoll   RL_BACKEND=epoll (with the speed tricks; PLAIN=1 is epoll too)
 .PHONY: check-uring check-epoll

@@ -9,8 +9,9 @@
 # $(CC) against ours through cf_compat.h. CF_*, UV_* come from
 # mk/bench-runloop.mk. BEC_ROUNDS=, BEC_QUICK=1, BEC_PEERS=, BEC_ONLY= as in
 # the source (BEC_ONLY=rt16,rt256: the round trips on many connections).
-# Ours (ours, ours-read) runs on the default kernel backend (epoll;
-# RL_BACKEND= changes it); ours-ur and read-ur are the same two servers with
+# Ours (ours, ours-read) runs on the default kernel backend (epoll, which
+# ours's loop leaves for io_uring at its first Data callout; RL_BACKEND=
+# changes it); ours-ur and read-ur are the same two servers with
 # their loops on io_uring (bench_echo_cf.c built with -DBEC_BACKEND), so
 # one run gives both backends' rows side by side.
 BENCH_ECHO := $(BUILD)/bench/bench_echo

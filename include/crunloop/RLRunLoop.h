@@ -130,14 +130,16 @@ RL_EXPORT bool RLRunLoopIsFinished(RLRunLoopRef rl, RLRunLoopMode mode);
  * if rl is not running (no error) or on misuse (error set). */
 RL_EXPORT RLStringRef RL_NULLABLE RLRunLoopCopyCurrentMode(RLRunLoopRef rl);
 
-/* The kernel backend rl waits on (not in CF): "io_uring" or "epoll", a
- * static string (never freed), fixed when rl was made. A loop gets epoll
- * unless the environment variable RL_BACKEND, read as each loop is made,
- * chooses otherwise: "auto" gives io_uring where the kernel allows it
- * (Linux 6.1 or later, io_uring not disabled by the
+/* The kernel backend rl waits on now (not in CF): "io_uring" or "epoll",
+ * a static string (never freed); any thread. The environment variable
+ * RL_BACKEND, read as each loop is made, chooses it. Unset, empty or
+ * "auto" (the default): epoll, and io_uring from the first wait after a
+ * callout of one of rl's sockets asked for the ring (a stream RLSocket's
+ * Data callout, or its RLSocketSendData from its callout) where the
+ * kernel allows it (Linux 6.1 or later, io_uring not disabled by the
  * kernel.io_uring_disabled sysctl or a seccomp filter), epoll otherwise,
- * without error; "epoll" always gives epoll;
- * "io_uring" forces it, and where the kernel refuses it making the loop
+ * without error; a loop moves once and never back. "epoll" always gives
+ * epoll; "io_uring" forces it from the start, and where the kernel refuses it making the loop
  * fails (RLRunLoopGetCurrent returns NULL, kRLErrorSystem with the
  * kernel's errno, kRLErrorPermission for EPERM; kRLErrorInvalidState in a PLAIN=1 build, which has
  * epoll only); any other non-empty value fails the same way with

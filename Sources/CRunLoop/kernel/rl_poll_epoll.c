@@ -1,8 +1,10 @@
 /*
  * rl_poll_epoll.c — the epoll backend of the kernel seam (rl_poll.h): a
  * loop's fds are watched in one epoll set (rl->epfd), registrations are
- * epoll_ctl, the wait is epoll_wait. Used where io_uring is not: RL_BACKEND
- * =epoll, a PLAIN build, a kernel that refuses io_uring.
+ * epoll_ctl, the wait is epoll_wait. Every loop of the default backend
+ * starts here (and moves to io_uring once its sockets ask for the ring:
+ * rl__poll_upgrade); used throughout where io_uring is not: RL_BACKEND=
+ * epoll, a PLAIN build, a kernel that refuses io_uring.
  */
 #include "rl_poll_backend.h"
 

@@ -56,7 +56,9 @@
  * child's view only); its own loops get rings of their own. (Not
  * io_uring_ring_dontfork: valgrind's address-space map does not follow
  * MADV_DONTFORK, and a child's next mmap aborts it.) Linux 6.1 or later
- * (else epoll).
+ * (else epoll). A ring is made when a loop is (RL_BACKEND=io_uring), or
+ * when a loop of the default backend moves from epoll (rl__poll_upgrade,
+ * on the loop's thread before a wait): the same open either way.
  *
  * Reading through the ring (rl__poll_recv_into): a registration marked a
  * reader (its stream's bytes queued under its fd in the ring's read-ahead
