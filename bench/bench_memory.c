@@ -26,7 +26,9 @@
  *           backend (RL_BACKEND=io_uring in its child: its streams read
  *           through the ring), against libuv's; "refused" where the
  *           kernel refuses io_uring. 259 B against the conn row's 238
- *           (2026-12-06; 303 and 263 the day before): the ring's
+ *           on epoll (2026-12-06; 303 and 263 the day before; since
+ *           2026-12-07 the conn row's server loop moves to io_uring on
+ *           the default backend too: 257 B, 238 with RL_BACKEND=epoll): the ring's
  *           registration of the fd, 20 B, is the difference; an idle stream holds no read-ahead queue (the
  *           ring's queues hold its chunks only while bytes wait, rl_rxq.h).
  *           368 B before, with a queue of each stream's (48 B with
