@@ -127,7 +127,11 @@ static bool loop_works(void) {
  * bytes, a Read callback reads them itself. */
 typedef struct echo {
     int calls, failures;
+    bool nested; /* each callout first runs the loop in NESTED_MODE for a moment (its wait: where a loop moves) */
+    char nested_on[16]; /* the backend after the first callout's nested run */
 } echo;
+
+#define NESTED_MODE "BackendNested"
 
 static void echo_cb(RLSocketRef s, RLSocketCallBackType type, RLDataRef address, const void *data, void *info) {
     (void)address;
@@ -144,6 +148,11 @@ static void echo_cb(RLSocketRef s, RLSocketCallBackType type, RLDataRef address,
         return;
     }
     e->calls++;
+    if (e->nested) {
+        (void)RLRunLoopRunInMode(NESTED_MODE, 0.005, false);
+        if (!e->nested_on[0])
+            snprintf(e->nested_on, sizeof e->nested_on, "%s", RLRunLoopGetBackendName(RLRunLoopGetCurrent()));
+    }
     if (RLSocketSendData(s, NULL, data, 5) != kRLSocketSuccess)
         e->failures++;
     if (got)
@@ -182,6 +191,7 @@ typedef struct sock_probe {
     char after_first[16];    /* the backend after its first message (the callout asked for the ring in it) */
     char after[16];          /* and after its last */
     unsigned long reads_late, sends_late; /* the ring's reads and sends from the third message on */
+    char nested_on[16];      /* echo's nested_on */
 } sock_probe;
 
 /* The calling thread's loop serves a socket (`type`: Data or Read callback)
@@ -189,13 +199,13 @@ typedef struct sock_probe {
  * is sent. A default loop moves to the ring at the wait after the first
  * message's callout; the socket's reads go through the ring from the
  * callout after that one (the third message), its sends from the second. */
-static sock_probe socket_works(int rounds, RLSocketCallBackType type) {
+static sock_probe socket_works_ex(int rounds, RLSocketCallBackType type, bool nested) {
     sock_probe sp;
     memset(&sp, 0, sizeof sp);
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) != 0)
         return sp;
-    echo e = {0, 0};
+    echo e = {0, 0, nested, ""};
     RLSocketContext c = {0, &e, NULL, NULL, NULL};
     RLSocketRef s = RLSocketCreateWithNative(NULL, sv[0], type, echo_cb, &c);
     RLRunLoopSourceRef src = s ? RLSocketCreateRunLoopSource(NULL, s, 0) : NULL;
@@ -223,6 +233,7 @@ static sock_probe socket_works(int rounds, RLSocketCallBackType type) {
         }
     }
     sp.works = ok;
+    snprintf(sp.nested_on, sizeof sp.nested_on, "%s", e.nested_on);
     sp.reads_late = ring_reads() - reads;
     sp.sends_late = ring_sends() - sends;
     if (ok)
@@ -240,6 +251,8 @@ static sock_probe socket_works(int rounds, RLSocketCallBackType type) {
     close(sv[1]);
     return sp;
 }
+
+static sock_probe socket_works(int rounds, RLSocketCallBackType type) { return socket_works_ex(rounds, type, false); }
 
 /* sp (of `rounds` messages) went as a loop on `backend` makes it go: on a
  * ring, a Data socket's late messages were read by it, and a Read
@@ -386,6 +399,133 @@ static void test_GetBackendName_misuse(void **state) {
     RLRelease(t);
 }
 
+/* ---- the move itself ---- */
+
+/* Runs fn(arg) on a new thread whose loop is on the default backend
+ * (RL_BACKEND unset while it is made). */
+static void on_a_default_loop(void *(*fn)(void *), void *arg) {
+    unsetenv("RL_BACKEND");
+    rl_test_on_other_thread(fn, arg);
+    if (initial_env[0])
+        setenv("RL_BACKEND", initial_env, 1);
+}
+
+/* A result from a helper thread, checked on the test's. */
+typedef struct verdict {
+    bool ok;
+    char why[160];
+} verdict;
+
+#define VERDICT(v, cond, ...)                                                                                          \
+    do {                                                                                                               \
+        if ((v)->ok && !(cond)) {                                                                                      \
+            (v)->ok = false;                                                                                           \
+            snprintf((v)->why, sizeof (v)->why, __VA_ARGS__);                                                           \
+        }                                                                                                              \
+    } while (0)
+
+static void reenable_cb(RLFileDescriptorRef f, RLOptionFlags types, void *info) {
+    char b[16];
+    (void)!read(RLFileDescriptorGetNativeDescriptor(f), b, sizeof b);
+    (*(int *)info)++;
+    RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack); /* kept enabled: a persistent registration */
+}
+
+/* Runs the loop in BackendMode until *count reaches `want` (5 s at most). */
+static void run_until_count(const int *count, int want) {
+    for (int i = 0; i < 500 && *count < want; i++)
+        (void)RLRunLoopRunInMode("BackendMode", 0.01, true);
+}
+
+static void *watched_before_the_move(void *arg) {
+    verdict *v = arg;
+    v->ok = true;
+    int p[2];
+    VERDICT(v, pipe2(p, O_CLOEXEC | O_NONBLOCK) == 0, "pipe: %s", strerror(errno));
+    if (!v->ok)
+        return NULL;
+    int reads = 0, fires = 0;
+    RLFileDescriptorRef f =
+        RLFileDescriptorCreate(NULL, p[0], true, reenable_cb, &(RLFileDescriptorContext){0, &reads, NULL, NULL, NULL});
+    RLRunLoopSourceRef src = f ? RLFileDescriptorCreateRunLoopSource(NULL, f, 0) : NULL;
+    RLRunLoopTimerRef t = RLRunLoopTimerCreate(NULL, RLAbsoluteTimeGetCurrent() + 0.5, 0, 0, 0, timer_cb,
+                                               &(RLRunLoopTimerContext){0, &fires, NULL, NULL, NULL});
+    VERDICT(v, f && src && t, "cannot make the pipe's source or the timer");
+    if (v->ok) {
+        RLRunLoopAddSource(RLRunLoopGetCurrent(), src, "BackendMode");
+        RLRunLoopAddTimer(RLRunLoopGetCurrent(), t, "BackendMode");
+        RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack);
+    }
+    /* Two reads on epoll: the pipe's registration is persistent there, and
+     * the timer armed, when the socket's callout asks for the ring. */
+    for (int round = 0; round < 2 && v->ok; round++) {
+        VERDICT(v, write(p[1], "x", 1) == 1, "write");
+        run_until_count(&reads, round + 1);
+        VERDICT(v, reads == round + 1, "read %d on epoll: %d callouts", round + 1, reads);
+    }
+    const char *first = RLRunLoopGetBackendName(RLRunLoopGetCurrent());
+    VERDICT(v, strcmp(first, "epoll") == 0, "the loop started on %s", first);
+    sock_probe sp = socket_works(ROUNDS, kRLSocketDataCallBack);
+    VERDICT(v, sock_probe_ok(&sp, ROUNDS, kRLSocketDataCallBack, expected_with_sockets()),
+            "the socket: works %d, then on %s", sp.works, sp.after);
+    /* The pipe and the timer, registered before the move, are served after
+     * it, once each: no report lost, none made twice. */
+    for (int round = 2; round < 5 && v->ok; round++) {
+        VERDICT(v, write(p[1], "x", 1) == 1, "write");
+        run_until_count(&reads, round + 1);
+        VERDICT(v, reads == round + 1, "read %d after the move: %d callouts", round + 1, reads);
+    }
+    run_until_count(&fires, 1);
+    (void)RLRunLoopRunInMode("BackendMode", 0.05, false);
+    VERDICT(v, reads == 5 && fires == 1, "after the move: %d reads (5), %d fires (1)", reads, fires);
+    if (t) {
+        RLRunLoopTimerInvalidate(t);
+        RLRelease(t);
+    }
+    if (src) {
+        RLRunLoopSourceInvalidate(src);
+        RLRelease(src);
+    }
+    if (f) {
+        RLFileDescriptorInvalidate(f);
+        RLRelease(f);
+    }
+    close(p[1]);
+    return NULL;
+}
+
+static void test_fds_and_timers_watched_before_the_move_are_served_after_it(void **state) {
+    verdict v = {false, ""};
+    on_a_default_loop(watched_before_the_move, &v);
+    if (!v.ok)
+        fail_msg("%s", v.why);
+}
+
+static void *move_in_a_nested_run(void *arg) {
+    verdict *v = arg;
+    v->ok = true;
+    RLRunLoopSourceRef keep = rl_test_keep_mode(NESTED_MODE);
+    sock_probe sp = socket_works_ex(ROUNDS, kRLSocketDataCallBack, true);
+    VERDICT(v, sock_probe_ok(&sp, ROUNDS, kRLSocketDataCallBack, expected_with_sockets()),
+            "the socket: works %d, on %s after its first message, %s after its last, %lu late ring reads", sp.works,
+            sp.after_first, sp.after, sp.reads_late);
+    /* Moved in the nested run's wait, inside the first callout. */
+    VERDICT(v, strcmp(sp.nested_on, expected_with_sockets()) == 0, "on %s after the nested run", sp.nested_on);
+    rl_test_unkeep(keep);
+    return NULL;
+}
+
+static void test_a_move_made_by_a_run_nested_in_the_asking_callout(void **state) {
+    /* The socket's first callout asks for the ring, then runs the loop in
+     * another mode before it replies: the loop moves in that nested run's
+     * wait, under the callout, whose reply and every later message go
+     * through as they would. */
+    verdict v = {false, ""};
+    on_a_default_loop(move_in_a_nested_run, &v);
+    if (!v.ok)
+        fail_msg("%s", v.why);
+}
+
 /* ---- refusals, in fork()ed children (a refusal is remembered by the
  * process: later loops go to epoll without asking) ---- */
 
@@ -512,6 +652,8 @@ int main(void) {
         cmocka_unit_test(test_a_refused_io_uring_falls_back_to_epoll_simulated),
         cmocka_unit_test(test_a_seccomp_filter_refusing_io_uring_falls_back_to_epoll),
         cmocka_unit_test(test_a_fork_child_gets_its_own_ring),
+        cmocka_unit_test(test_fds_and_timers_watched_before_the_move_are_served_after_it),
+        cmocka_unit_test(test_a_move_made_by_a_run_nested_in_the_asking_callout),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
