@@ -526,6 +526,95 @@ static void test_a_move_made_by_a_run_nested_in_the_asking_callout(void **state)
         fail_msg("%s", v.why);
 }
 
+/* Another thread's pipes, each added to the loop's BackendMode, enabled,
+ * written once and removed after its callout. */
+typedef struct adder {
+    RLRunLoopRef rl;
+    _Atomic int served;   /* callouts the loop made for them */
+    _Atomic bool done;
+    int pipes;            /* how many */
+    verdict v;
+} adder;
+
+static void adder_cb(RLFileDescriptorRef f, RLOptionFlags types, void *info) {
+    char b[16];
+    (void)!read(RLFileDescriptorGetNativeDescriptor(f), b, sizeof b);
+    atomic_fetch_add(&((adder *)info)->served, 1);
+}
+
+static void *add_pipes(void *arg) {
+    adder *a = arg;
+    a->v.ok = true;
+    for (int i = 0; i < a->pipes && a->v.ok; i++) {
+        int p[2];
+        VERDICT(&a->v, pipe2(p, O_CLOEXEC | O_NONBLOCK) == 0, "pipe: %s", strerror(errno));
+        if (!a->v.ok)
+            break;
+        RLFileDescriptorRef f =
+            RLFileDescriptorCreate(NULL, p[0], true, adder_cb, &(RLFileDescriptorContext){0, a, NULL, NULL, NULL});
+        RLRunLoopSourceRef src = f ? RLFileDescriptorCreateRunLoopSource(NULL, f, 0) : NULL;
+        VERDICT(&a->v, f && src, "cannot make pipe %d's source", i);
+        if (src) {
+            RLRunLoopAddSource(a->rl, src, "BackendMode");
+            RLFileDescriptorEnableCallBacks(f, kRLFileDescriptorReadCallBack);
+            VERDICT(&a->v, write(p[1], "x", 1) == 1, "write");
+            double end = rl_test_now() + 5;
+            while (atomic_load(&a->served) < i + 1 && rl_test_now() < end)
+                usleep(100);
+            VERDICT(&a->v, atomic_load(&a->served) == i + 1, "pipe %d: %d callouts in all", i, atomic_load(&a->served));
+            RLRunLoopRemoveSource(a->rl, src, "BackendMode");
+            RLRunLoopSourceInvalidate(src);
+            RLRelease(src);
+        }
+        if (f) {
+            RLFileDescriptorInvalidate(f); /* closes p[0] */
+            RLRelease(f);
+        }
+        close(p[1]);
+    }
+    atomic_store(&a->done, true);
+    return NULL;
+}
+
+static void *move_while_another_thread_registers(void *arg) {
+    verdict *v = arg;
+    v->ok = true;
+    static adder a;
+    memset(&a, 0, sizeof a);
+    a.rl = RLRunLoopGetCurrent();
+    a.pipes = 60;
+    RLRunLoopSourceRef keep = rl_test_keep_mode("BackendMode");
+    pthread_t t;
+    VERDICT(v, pthread_create(&t, NULL, add_pipes, &a) == 0, "thread");
+    if (!v->ok)
+        return NULL;
+    /* Some pipes served on epoll, then the socket's first message (the
+     * move) while the other thread goes on adding and removing. */
+    for (int i = 0; i < 500 && atomic_load(&a.served) < 10 && !atomic_load(&a.done); i++)
+        (void)RLRunLoopRunInMode("BackendMode", 0.01, true);
+    sock_probe sp = socket_works(ROUNDS, kRLSocketDataCallBack);
+    for (int i = 0; i < 1000 && !atomic_load(&a.done); i++)
+        (void)RLRunLoopRunInMode("BackendMode", 0.01, true);
+    VERDICT(v, pthread_join(t, NULL) == 0, "join");
+    VERDICT(v, a.v.ok, "the other thread: %s", a.v.why);
+    VERDICT(v, atomic_load(&a.served) == a.pipes, "%d callouts for %d pipes", atomic_load(&a.served), a.pipes);
+    VERDICT(v, sock_probe_ok(&sp, ROUNDS, kRLSocketDataCallBack, expected_with_sockets()),
+            "the socket: works %d, then on %s", sp.works, sp.after);
+    rl_test_unkeep(keep);
+    return NULL;
+}
+
+static void test_another_threads_registrations_around_the_move(void **state) {
+    /* Another thread adds a pipe's source to the loop, has it served and
+     * removes it, 60 times, before, while and after the loop moves to the
+     * ring: each one is served once (its changes are made under the loop's
+     * lock, as the move is). */
+    verdict v = {false, ""};
+    on_a_default_loop(move_while_another_thread_registers, &v);
+    if (!v.ok)
+        fail_msg("%s", v.why);
+}
+
 /* ---- refusals, in fork()ed children (a refusal is remembered by the
  * process: later loops go to epoll without asking) ---- */
 
@@ -654,6 +743,7 @@ int main(void) {
         cmocka_unit_test(test_a_fork_child_gets_its_own_ring),
         cmocka_unit_test(test_fds_and_timers_watched_before_the_move_are_served_after_it),
         cmocka_unit_test(test_a_move_made_by_a_run_nested_in_the_asking_callout),
+        cmocka_unit_test(test_another_threads_registrations_around_the_move),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
