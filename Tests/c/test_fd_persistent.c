@@ -336,7 +336,7 @@ static void test_fork_child_leaves_the_parents_registration(void **state) {
         /* Disable, invalidate: the child's own business. */
         (void)RLFileDescriptorDisableCallBacks(f, kRLFileDescriptorReadCallBack);
         (void)RLFileDescriptorInvalidate(f);
-        _exit(0);
+        rl_test_child_exit(0);
     }
     int st;
     assert_int_equal(waitpid(pid, &st, 0), pid);

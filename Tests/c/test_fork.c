@@ -21,13 +21,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#if defined(__has_include)
-#if __has_include(<valgrind/valgrind.h>)
-#include <valgrind/valgrind.h>
-#define RL_TEST_VALGRIND 1
-#endif
-#endif
-
 /* ThreadSanitizer kills a child that starts threads after a multi-threaded
  * fork unless told otherwise; the child here is single-threaded until it
  * starts its own threads, which is what this test checks. */
@@ -72,18 +65,12 @@ static void arm_alarm(unsigned seconds) {
         RLErrorClear();                                                                 \
     } while (0)
 
-/* A child's successful end. Under valgrind it execs /bin/true instead of
- * exiting: valgrind checks leaks at every process's exit, and a child of a
+/* A child's successful end: rl_test_child_exit execs /bin/true, because
+ * valgrind checks leaks at every process's exit, and a child of a
  * multi-threaded parent "loses" whatever only the parent's other threads
  * (which do not exist in the child) referenced. exec runs no leak check. */
 static void child_done(void) __attribute__((noreturn));
-static void child_done(void) {
-#if RL_TEST_VALGRIND
-    if (RUNNING_ON_VALGRIND)
-        execl("/bin/true", "true", (char *)NULL);
-#endif
-    _exit(0);
-}
+static void child_done(void) { rl_test_child_exit(0); }
 
 /* Waits for the child (at most `seconds`, then kills it) and fails the test
  * unless it exited with 0. */

@@ -274,7 +274,7 @@ static void test_same_name_in_process_and_in_another(void **state) {
     if (pid == 0) {
         bool f = false;
         RLMessagePortRef c = RLMessagePortCreateLocal(NULL, name, serve, NULL, &f);
-        _exit(c == NULL && f && RLErrorGetLast().code == kRLErrorExists ? 0 : 1);
+        rl_test_child_exit(c == NULL && f && RLErrorGetLast().code == kRLErrorExists ? 0 : 1);
     }
     int st;
     assert_int_equal(waitpid(pid, &st, 0), pid);
@@ -302,7 +302,7 @@ static void test_between_processes(void **state) {
         if (out)
             RLRelease(out);
         RLRelease(r);
-        _exit(ok ? 0 : 1);
+        rl_test_child_exit(ok ? 0 : 1);
     }
     int st;
     assert_int_equal(waitpid(pid, &st, 0), pid);
@@ -640,7 +640,7 @@ static void test_other_users(void **state) {
             _exit(4);
         char c;
         ssize_t got = read(fd, &c, 1); /* closed by the server */
-        _exit(got == 0 ? 0 : 5);
+        rl_test_child_exit(got == 0 ? 0 : 5);
     }
     int st;
     assert_int_equal(waitpid(pid, &st, 0), pid);

@@ -609,7 +609,7 @@ static void test_two_processes_request_each_other(void **state) {
         if (write(pfd[1], "r", 1) != 1)
             _exit(3);
         RLRunLoopRunInMode(kRLRunLoopDefaultMode, 15, false); /* until MSG_STOP */
-        _exit(b_info.calls >= 2 ? 0 : 4);
+        rl_test_child_exit(b_info.calls >= 2 ? 0 : 4);
     }
     close(pfd[1]);
     char c;
@@ -735,7 +735,7 @@ static void test_fork_child_does_not_keep_the_name(void **state) {
         close(pfd[1]);
         char c;
         (void)!read(pfd[0], &c, 1);
-        _exit(0);
+        rl_test_child_exit(0);
     }
     close(pfd[0]);
     assert_true(RLMessagePortInvalidate(p));

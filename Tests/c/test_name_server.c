@@ -8,7 +8,6 @@
 
 #include <stdio.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 enum { MSG_ECHO = 1 };
@@ -134,31 +133,32 @@ static void test_invalidation_frees_every_name(void **state) {
     serve_stop(&s);
 }
 
+/* In another process: the alias answers, and cannot be taken or removed. */
+static bool lookup_child(void *arg) {
+    const char *alias = arg;
+    bool ok = round_trip(alias);
+    char own[128];
+    unique_name(own, sizeof own, "child");
+    RLMessagePortRef mine = RLMessagePortCreateLocal(NULL, own, echo, NULL, NULL);
+    ok = ok && mine && !RLMessagePortNameServerRegisterPort(mine, alias) && RLErrorGetLast().code == kRLErrorExists;
+    ok = ok && !RLMessagePortNameServerRemovePort(alias) && RLErrorGetLast().code == kRLErrorNotFound;
+    if (mine) {
+        RLMessagePortInvalidate(mine);
+        RLRelease(mine);
+    }
+    return ok;
+}
+
 static void test_lookup_from_another_process(void **state) {
     served s;
     char alias[128];
     serve_with_alias(&s, "proc", alias, sizeof alias);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        bool ok = round_trip(alias);
-        /* another process cannot take the name, nor remove it */
-        char own[128];
-        unique_name(own, sizeof own, "child");
-        RLMessagePortRef mine = RLMessagePortCreateLocal(NULL, own, echo, NULL, NULL);
-        ok = ok && mine && !RLMessagePortNameServerRegisterPort(mine, alias) &&
-             RLErrorGetLast().code == kRLErrorExists;
-        ok = ok && !RLMessagePortNameServerRemovePort(alias) && RLErrorGetLast().code == kRLErrorNotFound;
-        if (mine) {
-            RLMessagePortInvalidate(mine);
-            RLRelease(mine);
-        }
-        _exit(ok ? 0 : 1);
-    }
-    int st;
-    assert_int_equal(waitpid(pid, &st, 0), pid);
-    assert_true(WIFEXITED(st));
-    assert_int_equal(WEXITSTATUS(st), 0);
+    /* rl_test_in_child: a child that passes execs /bin/true rather than
+     * exit, so that valgrind's leak check (make check-leak) never scans a
+     * fork()ed copy of this process, where what the server thread held in
+     * its registers at the fork (a perform queue's chunk on its way back
+     * to the pool) would look lost. */
+    rl_test_in_child(lookup_child, alias, "lookup from another process");
     assert_true(round_trip(alias)); /* still ours */
     serve_stop(&s);
 }

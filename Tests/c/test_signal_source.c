@@ -99,7 +99,7 @@ static pid_t send_from_child(int signum, long n) {
                 usleep(100); /* the queue is full: the parent is reading */
             }
         }
-        _exit(0);
+        rl_test_child_exit(0);
     }
     return pid;
 }

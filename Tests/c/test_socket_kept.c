@@ -99,7 +99,7 @@ static void act(RLSocketRef s, enum action a) {
              * registration of the socket. */
             (void)RLSocketDisableCallBacks(s, kRLSocketDataCallBack);
             (void)RLSocketEnableCallBacks(s, kRLSocketDataCallBack);
-            _exit(0);
+            rl_test_child_exit(0);
         }
         assert_int_equal(waitpid(pid, &k.fork_status, 0), pid);
         break;

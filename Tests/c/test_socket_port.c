@@ -98,7 +98,7 @@ static void echo_server_child(int family, const char *ns, int wfd) {
     RLSocketPortInvalidate(local);
     RLRelease(src);
     RLRelease(local);
-    _exit(st.failed ? 14 : r == kRLRunLoopRunStopped ? 0 : 15);
+    rl_test_child_exit(st.failed ? 14 : r == kRLRunLoopRunStopped ? 0 : 15);
 }
 
 static pid_t start_echo_server(int family, const char *ns, uint16_t *port) {

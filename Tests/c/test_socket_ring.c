@@ -1125,7 +1125,7 @@ static void test_fork_child_reads(void **state) {
         pthread_t t;
         if (pthread_create(&t, NULL, child_thread, &ok) != 0 || pthread_join(t, NULL) != 0)
             _exit(2);
-        _exit(ok ? 0 : 1);
+        rl_test_child_exit(ok ? 0 : 1);
     }
     int st = 0;
     assert_int_equal(waitpid(pid, &st, 0), pid);

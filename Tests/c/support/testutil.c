@@ -155,6 +155,12 @@ static void *rl_churn_main(void *p) {
     return NULL;
 }
 
+void rl_test_child_exit(int code) {
+    if (code == 0)
+        execl("/bin/true", "true", (char *)NULL);
+    _exit(code);
+}
+
 /* Runs child(arg) in a fork()ed child and waits for it: true when it exited
  * 0, else false with what became of it in `why`. Reports nothing itself, so
  * that a caller with threads of its own can stop them before it fails. */
@@ -166,10 +172,7 @@ static bool rl_child_ok(bool (*child)(void *), void *arg, char *why, size_t n) {
     }
     if (pid == 0) {
         alarm(10);
-        bool ok = child(arg);
-        if (ok)
-            execl("/bin/true", "true", (char *)NULL);
-        _exit(ok ? 0 : 1);
+        rl_test_child_exit(child(arg) ? 0 : 1);
     }
     int status;
     pid_t w;

@@ -59,6 +59,13 @@ void *rl_test_on_other_thread(void *(*fn)(void *), void *arg);
 RLRunLoopSourceRef rl_test_keep_mode(RLRunLoopMode mode);
 void rl_test_unkeep(RLRunLoopSourceRef source);
 
+/* Ends a fork()ed child of a test with `code`: 0 by exec'ing /bin/true,
+ * so that valgrind (make check-leak, which does not follow exec) never
+ * leak-checks the child, a copy of a process whose other threads held
+ * memory in their registers at the fork (it would look lost); any other
+ * code by _exit. */
+_Noreturn void rl_test_child_exit(int code);
+
 /* A loop on the default backend (RL_BACKEND unset) is on epoll until a
  * socket's callout asks for the ring (a Data callback's read, an
  * RLSocketSendData), and moves to io_uring, where the kernel allows it,
