@@ -32,6 +32,12 @@
 
 #include "RLBase.h" /* rl__faults, RL_FAULT_* */
 
+#if defined(__has_include) && __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#else
+#define RUNNING_ON_VALGRIND 0
+#endif
+
 #if defined(RL_PLAIN) && RL_PLAIN
 enum { PLAIN_BUILD = 1 };
 #else
@@ -608,7 +614,13 @@ static void test_another_threads_registrations_around_the_move(void **state) {
     /* Another thread adds a pipe's source to the loop, has it served and
      * removes it, 60 times, before, while and after the loop moves to the
      * ring: each one is served once (its changes are made under the loop's
-     * lock, as the move is). */
+     * lock, as the move is). Not under valgrind (make check-leak, which
+     * keeps every other test's loops on epoll for this reason): valgrind
+     * 3.19 runs no other thread while one sleeps in io_uring_enter, a call
+     * it does not know blocks, so the other thread stalls (the ASan and
+     * TSan runs have this test). */
+    if (RUNNING_ON_VALGRIND)
+        skip();
     verdict v = {false, ""};
     on_a_default_loop(move_while_another_thread_registers, &v);
     if (!v.ok)
