@@ -88,6 +88,25 @@ static void read_cb(RLFileDescriptorRef f, RLOptionFlags types, void *info) {
 
 static void timer_cb(RLRunLoopTimerRef t, void *info) { (*(int *)info)++; }
 
+/* Lets go of what loop_works and the move tests made: the timer, the
+ * pipe's source and object (closing its read end), and its write end
+ * (any of them NULL: not made). */
+static void drop_pipe_and_timer(RLRunLoopTimerRef t, RLRunLoopSourceRef src, RLFileDescriptorRef f, int wfd) {
+    if (t) {
+        RLRunLoopTimerInvalidate(t);
+        RLRelease(t);
+    }
+    if (src) {
+        RLRunLoopSourceInvalidate(src);
+        RLRelease(src);
+    }
+    if (f) {
+        RLFileDescriptorInvalidate(f);
+        RLRelease(f);
+    }
+    close(wfd);
+}
+
 /* The calling thread's loop serves a pipe's fd source (twice: re-enabled)
  * and a timer. true if it did. */
 static bool loop_works(void) {
@@ -112,19 +131,7 @@ static bool loop_works(void) {
             RLRunLoopRunInMode("BackendMode", 0.01, true);
         ok = ok && fires == 1;
     }
-    if (t) {
-        RLRunLoopTimerInvalidate(t);
-        RLRelease(t);
-    }
-    if (src) {
-        RLRunLoopSourceInvalidate(src);
-        RLRelease(src);
-    }
-    if (f) {
-        RLFileDescriptorInvalidate(f);
-        RLRelease(f);
-    }
-    close(p[1]);
+    drop_pipe_and_timer(t, src, f, p[1]);
     return ok;
 }
 
@@ -484,19 +491,7 @@ static void *watched_before_the_move(void *arg) {
     run_until_count(&fires, 1);
     (void)RLRunLoopRunInMode("BackendMode", 0.05, false);
     VERDICT(v, reads == 5 && fires == 1, "after the move: %d reads (5), %d fires (1)", reads, fires);
-    if (t) {
-        RLRunLoopTimerInvalidate(t);
-        RLRelease(t);
-    }
-    if (src) {
-        RLRunLoopSourceInvalidate(src);
-        RLRelease(src);
-    }
-    if (f) {
-        RLFileDescriptorInvalidate(f);
-        RLRelease(f);
-    }
-    close(p[1]);
+    drop_pipe_and_timer(t, src, f, p[1]);
     return NULL;
 }
 
@@ -602,7 +597,7 @@ static void *move_while_another_thread_registers(void *arg) {
     for (int i = 0; i < 1000 && !atomic_load(&a.done); i++)
         (void)RLRunLoopRunInMode("BackendMode", 0.01, true);
     VERDICT(v, pthread_join(t, NULL) == 0, "join");
-    VERDICT(v, a.v.ok, "the other thread: %s", a.v.why);
+    VERDICT(v, a.v.ok, "the other thread: %.120s", a.v.why);
     VERDICT(v, atomic_load(&a.served) == a.pipes, "%d callouts for %d pipes", atomic_load(&a.served), a.pipes);
     VERDICT(v, sock_probe_ok(&sp, ROUNDS, kRLSocketDataCallBack, expected_with_sockets()),
             "the socket: works %d, then on %s", sp.works, sp.after);

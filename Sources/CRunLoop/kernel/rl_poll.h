@@ -130,10 +130,7 @@ static inline bool rl__poll_may_upgrade(const rl__poller *rl) { return rl->lazy;
  * that errno (told once), or no memory. The loop's thread. */
 static inline int rl__poll_send(rl__poller *rl, rl__txq *q, const void *bytes, size_t n, bool soon,
                                 double timeout) {
-    if (rl->kops->send)
-        return rl->kops->send(rl, q, bytes, n, soon, timeout);
-    rl->want_ring |= rl->lazy; /* as rl__poll_recv_into */
-    return 0;
+    return rl->kops->send ? rl->kops->send(rl, q, bytes, n, soon, timeout) : 0;
 }
 /* Submits the sends queued on rl's ring now and sees them through (a
  * run's end: rl__poll_send's timeout). The loop's thread. */

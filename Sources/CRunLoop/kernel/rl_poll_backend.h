@@ -34,7 +34,7 @@ typedef struct rl__poller {
      * io_uring (rl__poll_upgrade) once its sockets would use the ring.
      * `lazy`: it may (set when made, cleared by the move or its failure);
      * `want_ring`: a callout on the loop's thread asked the ring to read or
-     * send (rl__poll_recv_into, rl__poll_send), so the loop moves before it
+     * send (rl__poll_recv_into, rl__poll_sends), so the loop moves before it
      * waits again. The loop's thread's, or under its lock (in the padding
      * after the fds: a loop's layout is tight). */
     bool lazy, want_ring;
