@@ -17,6 +17,7 @@
 #     and its first lines here;
 #   - every process of the session is stopped (TERM, then KILL 30 s
 #     later; swift test runs its test processes in groups of their own).
+# Sanitizer reports in LOG are summed up last (sanitizer_digest).
 # Exits with COMMAND's status, 124 on a timeout.
 set -uo pipefail
 if [ $# -lt 3 ]; then
@@ -31,6 +32,40 @@ mkdir -p "$(dirname "$log")"
 stacks=$log.stacks
 marker=$(mktemp)
 rm -f "$stacks"
+
+# The sanitizer reports in log $1, each in a few lines, printed last so
+# that the end of the run's output (all a CI summary may keep) says where
+# they are: per report, its SUMMARY line and the first two frames of each
+# access or location it names (not where its threads or mutexes were
+# made); the same SUMMARY twice is shown once, with its count. Each report
+# stays in full in the log and above.
+sanitizer_digest() {
+  grep -qE '^(WARNING: ThreadSanitizer|==[0-9]+==ERROR: (Address|Leak)Sanitizer)' "$1" || return 0
+  echo
+  echo "sanitizer reports of this run ($(grep -cE '^(WARNING: ThreadSanitizer|==[0-9]+==ERROR: (Address|Leak)Sanitizer)' "$1") in all, each in full in $1); where they are:"
+  sed 's/\x1b\[[0-9;]*m//g' "$1" | awk '
+    /^(WARNING: ThreadSanitizer|==[0-9]+==ERROR: (Address|Leak)Sanitizer)/ { inrep = 1; skip = 0; body = ""; frames = 0; next }
+    !inrep { next }
+    /^  [A-Z].*(created|acquired) / { skip = 1; next }
+    /^  [A-Z][^#]*(of size|is|by thread|Mutex)/ {
+      skip = 0
+      h = $0; sub(/^ +/, "", h); sub(/ at 0x[0-9a-f]+/, "", h)
+      body = body "      " substr(h, 1, 100) "\n"; frames = 0; next }
+    /^ +#[0-9]+ / {
+      if (!skip && frames++ < 2) { f = $0; sub(/^ +/, "", f); sub(/ \(.*\)$/, "", f)
+        n = split(f, w, " "); g = w[1] " " w[2]; loc = w[n]; sub(/.*\//, "", loc)
+        body = body "        " substr(g " " loc, 1, 110) "\n" }
+      next }
+    /^SUMMARY: / {
+      inrep = 0; key = $0
+      if (!(key in seen)) { order[++k] = key; text[key] = body }
+      seen[key]++; next }
+    END {
+      for (i = 1; i <= k && i <= 12; i++) {
+        key = order[i]; printf "  %dx %s\n%s", seen[key], substr(key, 10, 160), text[key] }
+      if (k > 12) printf "  ... and %d more kinds\n", k - 12
+    }'
+}
 
 # The test processes of session $1 and their threads' stacks.
 dump_stacks() {
@@ -104,4 +139,5 @@ if [ -s "$marker" ]; then
   exit 124
 fi
 rm -f "$marker"
+sanitizer_digest "$log"
 exit "$rc"

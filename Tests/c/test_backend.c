@@ -18,6 +18,7 @@
 #include <linux/filter.h>
 #include <linux/io_uring.h>
 #include <linux/seccomp.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -622,6 +623,83 @@ static void test_another_threads_registrations_around_the_move(void **state) {
         fail_msg("%s", v.why);
 }
 
+/* ---- another thread's removal lets go of the file at once ---- */
+
+#define LETGO_MODE "LetGoMode"
+
+typedef struct letgo {
+    RLFileDescriptorRef f; /* its fd closed by its invalidation */
+    int peer;              /* the other end */
+    short revents;         /* what the peer saw right after */
+    ssize_t got;           /* its read then */
+} letgo;
+
+static void letgo_cb(RLFileDescriptorRef f, RLOptionFlags types, void *info) {
+    (void)f, (void)types, (void)info; /* nothing is written: never called */
+}
+
+/* On the test's helper thread, the loop asleep: the source invalidated
+ * (its fd closed), then the peer asked at once, no waiting. */
+static void invalidate_and_look(RLRunLoopRef rl, void *arg) {
+    letgo *g = arg;
+    RLFileDescriptorInvalidate(g->f);
+    struct pollfd p = {g->peer, POLLIN, 0};
+    g->revents = poll(&p, 1, 0) == 1 ? p.revents : 0;
+    char c;
+    g->got = g->revents ? read(g->peer, &c, 1) : -2;
+    RLRunLoopStop(rl);
+}
+
+static void *letgo_rounds(void *arg) {
+    verdict *v = arg;
+    v->ok = true;
+    RLRunLoopSourceRef keep = rl_test_keep_mode(LETGO_MODE);
+    rl_test_settle_backend(LETGO_MODE);
+    const char *backend = RLRunLoopGetBackendName(RLRunLoopGetCurrent());
+    for (int i = 0; i < 20 && v->ok; i++) {
+        int sv[2];
+        VERDICT(v, socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0, "socketpair: %s", strerror(errno));
+        if (!v->ok)
+            break;
+        letgo g = {.peer = sv[1]};
+        g.f = RLFileDescriptorCreate(NULL, sv[0], true, letgo_cb, NULL);
+        RLRunLoopSourceRef src = g.f ? RLFileDescriptorCreateRunLoopSource(NULL, g.f, 0) : NULL;
+        VERDICT(v, g.f && src, "cannot make the source");
+        if (src) {
+            RLFileDescriptorEnableCallBacks(g.f, kRLFileDescriptorReadCallBack);
+            RLRunLoopAddSource(RLRunLoopGetCurrent(), src, LETGO_MODE);
+            rl_test_run_and_act_while_asleep(LETGO_MODE, false, invalidate_and_look, &g);
+            VERDICT(v, (g.revents & (POLLIN | POLLHUP)) && g.got == 0,
+                    "round %d on %s: right after the invalidation, the peer saw events %#x and read %zd (0: the end)",
+                    i, backend, (unsigned)g.revents, g.got);
+        }
+        if (src)
+            RLRelease(src);
+        if (g.f)
+            RLRelease(g.f);
+        else
+            close(sv[0]);
+        close(sv[1]);
+    }
+    rl_test_unkeep(keep);
+    return NULL;
+}
+
+static void test_another_threads_removal_lets_go_of_the_file_at_once(void **state) {
+    /* Epoll lets go of a file when its registration is removed; a ring's
+     * poll holds it open until the poll is cancelled. A removal made by
+     * another thread while the loop sleeps is cancelled and let go of
+     * before the removal returns, so the fd closed next is closed for its
+     * peer at once: RLSocketPort's invalidation from another thread is
+     * seen by its senders' next send. On the loop's backend after a
+     * socket's first message (the ring where the kernel allows it, unless
+     * RL_BACKEND forces one). */
+    verdict v = {false, ""};
+    rl_test_on_other_thread(letgo_rounds, &v);
+    if (!v.ok)
+        fail_msg("%s", v.why);
+}
+
 /* ---- refusals, in fork()ed children (a refusal is remembered by the
  * process: later loops go to epoll without asking) ---- */
 
@@ -751,6 +829,7 @@ int main(void) {
         cmocka_unit_test(test_fds_and_timers_watched_before_the_move_are_served_after_it),
         cmocka_unit_test(test_a_move_made_by_a_run_nested_in_the_asking_callout),
         cmocka_unit_test(test_another_threads_registrations_around_the_move),
+        cmocka_unit_test(test_another_threads_removal_lets_go_of_the_file_at_once),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -93,17 +93,19 @@ extern void _Block_release(const void *block);
 #ifndef RL_TRICK_SOCK_RECYCLE
 #define RL_TRICK_SOCK_RECYCLE (!RL_PLAIN)
 #endif
-#ifndef RL_TRICK_BIAS
+/* 1 in a ThreadSanitizer build (gcc's spelling, then clang's). */
 #if defined(__SANITIZE_THREAD__)
-#define RL_TRICK_BIAS 0
+#define RL_TSAN 1
 #elif defined(__has_feature)
 #if __has_feature(thread_sanitizer)
-#define RL_TRICK_BIAS 0
+#define RL_TSAN 1
 #endif
 #endif
+#ifndef RL_TSAN
+#define RL_TSAN 0
 #endif
 #ifndef RL_TRICK_BIAS
-#define RL_TRICK_BIAS (!RL_PLAIN)
+#define RL_TRICK_BIAS (!RL_PLAIN && !RL_TSAN)
 #endif
 #ifndef RL_TRICK_PORT_REUSE
 #define RL_TRICK_PORT_REUSE (!RL_PLAIN)

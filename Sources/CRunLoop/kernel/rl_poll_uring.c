@@ -50,7 +50,9 @@
  * thread turns into submissions before each enter. A change made by
  * another thread wakes the wait through a second eventfd (`kick`) whose
  * reports the backend keeps to itself; a removal made on the loop's thread
- * is submitted at once (the poll holds the file open). A fork() child
+ * is submitted at once (the poll holds the file open), and one made by
+ * another thread while the loop's thread sleeps in its wait is submitted
+ * by that thread as it wakes, and waited for (uring_ctl). A fork() child
  * inherits the ring's fd and mapping with the parent's loop and never uses
  * them (every call on an inherited loop is refused; its close unmaps the
  * child's view only); its own loops get rings of their own. (Not
@@ -226,6 +228,7 @@
 #if RL_TRICK_URING
 
 #include <errno.h>
+#include <limits.h>
 #include <liburing.h>
 #include <math.h>
 #include <poll.h>
@@ -386,6 +389,9 @@ typedef struct uring {
     size_t nlevel, caplevel;
     uint32_t seq;   /* the last sequence number given */
     int kick;       /* eventfd: another thread's change wakes the wait */
+    bool parked;    /* the loop's thread is in its wait, from its enter's submission to its harvest (lock) */
+    uint32_t xasked; /* removals by other threads that wait for it to let go of their files (lock) */
+    _Atomic uint32_t xdone; /* how many of them it has (uring_unpark); their futex word */
     bool enabled;   /* the loop's thread is the ring's issuer */
     struct io_uring_buf_ring *br; /* the provided buffers' ring (NULL: not made) */
     uint8_t *bufs;  /* nbufs * URING_BUF_SIZE bytes, mapped (uring_bufs) */
@@ -964,15 +970,50 @@ static int uring_ctl_locked(rl__poller *rl, uring *u, int op, int fd, uint32_t e
     }
 }
 
+/* How long another thread's removal waits at most for the loop's thread
+ * to let go of the file (uring_ctl): the thread is woken at once, so only
+ * a kernel that does not answer reaches it; the file then goes with the
+ * loop's next enter, as when the thread was not asleep. */
+#define URING_LETGO_WAIT_NS 2000000000LL
+
+/* Waits until the loop's thread has let go of the files of the removals
+ * numbered up to `ticket` (uring_unpark), URING_LETGO_WAIT_NS at most.
+ * No lock held. */
+static void uring_await_letgo(uring *u, uint32_t ticket) {
+    struct timespec end;
+    (void)clock_gettime(CLOCK_MONOTONIC, &end);
+    end.tv_sec += URING_LETGO_WAIT_NS / 1000000000;
+    for (;;) {
+        uint32_t done = atomic_load_explicit(&u->xdone, memory_order_acquire);
+        if ((int32_t)(done - ticket) >= 0 || rl__futex_wait(&u->xdone, done, &end) == ETIMEDOUT)
+            return;
+    }
+}
+
+/* epoll_ctl on the ring. A removal (or a closed file found) lets go of
+ * the file before it returns, as epoll's does: the poll or receive in
+ * flight holds the file open (a socket closed next by its owner would
+ * stay open for its peer). On the loop's thread it is submitted at once
+ * (uring_submit_now). Made by another thread while the loop's thread
+ * sleeps in its wait, it is submitted by that thread, woken by the kick,
+ * and waited for (uring_unpark): the loop's thread takes no lock of the
+ * caller's on that path (the caller may hold the loop's). While the
+ * loop's thread is busy (callouts) or not running the loop, the removal
+ * is not waited for: it goes with the thread's next enter. */
 static int uring_ctl(rl__poller *rl, int op, int fd, uint32_t events, uint32_t gen) {
     uring *u = rl->kstate;
     bool now = false; /* a file to let go of */
     uring_lock(u);
+    size_t cancels = u->ncancels;
     int err = uring_ctl_locked(rl, u, op, fd, events, gen, &now);
     bool mine = pthread_equal(pthread_self(), rl->owner);
     bool changed = u->ndirty > 0 || u->ncancels > 0;
     if (mine && now && changed)
         uring_submit_now(u);
+    uint32_t ticket = 0;
+    bool await = !mine && now && u->ncancels > cancels && u->parked;
+    if (await)
+        ticket = ++u->xasked;
     uring_unlock(u);
     if (!mine && changed) {
         /* The loop's thread submits it: its wait is woken (the kick). */
@@ -982,6 +1023,8 @@ static int uring_ctl(rl__poller *rl, int op, int fd, uint32_t events, uint32_t g
             w = write(u->kick, &one, sizeof one);
         } while (w < 0 && errno == EINTR);
     }
+    if (await)
+        uring_await_letgo(u, ticket);
     return err;
 }
 
@@ -1020,6 +1063,80 @@ static int uring_watch_own(uring *u, int fd) {
 #define IORING_SETUP_NO_SQARRAY (1U << 16) /* Linux 6.6; liburing 2.3's headers predate it */
 #endif
 
+/* Maps the queues of ring fd `fd` as the kernel described them in p
+ * (io_uring_setup's answer, or a resize's) into *ring, a view made afresh
+ * (its fd, features and `flags`, the ring's setup flags, set); the index
+ * array, if the ring has one, maps each slot to its entry. With libc's
+ * mmap, not liburing's (whose Debian x86-64 build makes its own system
+ * calls, past libc): ThreadSanitizer sees a mapping made through libc
+ * and forgets what it saw at those addresses before, so a ring mapped
+ * where other memory was is new memory to it (else the first writes of
+ * a ring's entries were reported as races with whatever thread had used
+ * the addresses: CI's check-swift-tsan, 2026-12-07). The queues are one
+ * mapping (IORING_FEAT_SINGLE_MMAP, Linux 5.4), the entries another. 0,
+ * or -errno (nothing mapped). */
+static int uring_map(int fd, const struct io_uring_params *p, unsigned flags, struct io_uring *ring) {
+    if (!(p->features & IORING_FEAT_SINGLE_MMAP))
+        return -ENOSYS;
+    size_t cqe = sizeof(struct io_uring_cqe) << ((flags & IORING_SETUP_CQE32) ? 1 : 0);
+    size_t sqe = sizeof(struct io_uring_sqe) << ((flags & IORING_SETUP_SQE128) ? 1 : 0);
+    bool indexed = !(flags & IORING_SETUP_NO_SQARRAY);
+    size_t rsz = p->cq_off.cqes + p->cq_entries * cqe;
+    if (indexed && p->sq_off.array + p->sq_entries * sizeof(unsigned) > rsz)
+        rsz = p->sq_off.array + p->sq_entries * sizeof(unsigned);
+    char *rp = mmap(NULL, rsz, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, IORING_OFF_SQ_RING);
+    if (rp == MAP_FAILED)
+        return -errno;
+    void *sp = mmap(NULL, sqe * p->sq_entries, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, IORING_OFF_SQES);
+    if (sp == MAP_FAILED) {
+        int err = errno;
+        (void)munmap(rp, rsz);
+        return -err;
+    }
+    memset(ring, 0, sizeof *ring);
+    struct io_uring_sq *sq = &ring->sq;
+    sq->khead = (unsigned *)(rp + p->sq_off.head);
+    sq->ktail = (unsigned *)(rp + p->sq_off.tail);
+    sq->kring_mask = (unsigned *)(rp + p->sq_off.ring_mask);
+    sq->kring_entries = (unsigned *)(rp + p->sq_off.ring_entries);
+    sq->kflags = (unsigned *)(rp + p->sq_off.flags);
+    sq->kdropped = (unsigned *)(rp + p->sq_off.dropped);
+    sq->array = indexed ? (unsigned *)(rp + p->sq_off.array) : NULL;
+    sq->sqes = sp;
+    sq->ring_sz = rsz;
+    sq->ring_ptr = rp;
+    sq->ring_mask = *sq->kring_mask;
+    sq->ring_entries = *sq->kring_entries;
+    struct io_uring_cq *cq = &ring->cq;
+    cq->khead = (unsigned *)(rp + p->cq_off.head);
+    cq->ktail = (unsigned *)(rp + p->cq_off.tail);
+    cq->kring_mask = (unsigned *)(rp + p->cq_off.ring_mask);
+    cq->kring_entries = (unsigned *)(rp + p->cq_off.ring_entries);
+    cq->koverflow = (unsigned *)(rp + p->cq_off.overflow);
+    cq->cqes = (struct io_uring_cqe *)(rp + p->cq_off.cqes);
+    cq->kflags = p->cq_off.flags ? (unsigned *)(rp + p->cq_off.flags) : NULL;
+    cq->ring_sz = rsz;
+    cq->ring_ptr = rp;
+    cq->ring_mask = *cq->kring_mask;
+    cq->ring_entries = *cq->kring_entries;
+    for (unsigned i = 0; indexed && i < sq->ring_entries; i++)
+        sq->array[i] = i;
+    ring->flags = flags;
+    ring->features = p->features;
+    ring->ring_fd = ring->enter_ring_fd = fd;
+    return 0;
+}
+
+/* Unmaps what uring_map mapped into *ring (its fd stays open). Reads
+ * nothing in the ring (a fork() child's view of its parent's). */
+static void uring_unmap(const struct io_uring *ring) {
+    size_t sqe = sizeof(struct io_uring_sqe) << ((ring->flags & IORING_SETUP_SQE128) ? 1 : 0);
+    if (ring->sq.sqes)
+        (void)munmap(ring->sq.sqes, sqe * ring->sq.ring_entries);
+    if (ring->sq.ring_ptr)
+        (void)munmap(ring->sq.ring_ptr, ring->sq.ring_sz);
+}
+
 /* Whether this kernel resizes rings (0: not asked yet, 1: yes, 2: no;
  * learnt by the first ring made). */
 static _Atomic int uring_resizable;
@@ -1037,18 +1154,18 @@ static int uring_open_small(uring *u, struct io_uring_params p) {
     p.cq_entries = URING_CQ_MIN;
     int fd = io_uring_setup(URING_SQ_MIN, &p);
     if (fd < 0)
-        return -EINVAL; /* the caller's io_uring_queue_init_params says why, if it fails too */
-    int r = io_uring_queue_mmap(fd, &p, &u->ring);
+        return -EINVAL; /* the caller's io_uring_setup says why, if it fails too */
+    int r = uring_map(fd, &p, p.flags, &u->ring);
     if (r < 0) {
         (void)close(fd);
         return r;
     }
-    u->ring.features = p.features;
     if (atomic_load_explicit(&uring_resizable, memory_order_relaxed) == 0) {
         int ok = uring_resize(u, URING_SQ_MIN, URING_CQ_MIN) == 0 ? 1 : 2;
         atomic_store_explicit(&uring_resizable, ok, memory_order_relaxed);
         if (ok == 2) {
-            io_uring_queue_exit(&u->ring);
+            uring_unmap(&u->ring);
+            (void)close(u->ring.ring_fd);
             u->broken = false;
             memset(&u->ring, 0, sizeof u->ring);
             return -EOPNOTSUPP;
@@ -1078,7 +1195,9 @@ static int uring_open(rl__poller *rl) {
         r = uring_open_small(u, p);
     if (r < 0) {
         p.cq_entries = URING_CQ;
-        r = io_uring_queue_init_params(URING_SQ, &u->ring, &p);
+        int fd = r = io_uring_setup(URING_SQ, &p);
+        if (fd >= 0 && (r = uring_map(fd, &p, p.flags, &u->ring)) < 0)
+            (void)close(fd);
     }
     if (r < 0) {
         free(u);
@@ -1111,8 +1230,9 @@ static void uring_close(rl__poller *rl) {
     if (!u)
         return;
     /* In a fork() child, of an inherited loop: the child's view and fd only
-     * (io_uring_queue_exit reads nothing in the ring). */
-    io_uring_queue_exit(&u->ring);
+     * (uring_unmap reads nothing in the ring). */
+    uring_unmap(&u->ring);
+    (void)close(u->ring.ring_fd);
     if (u->kick >= 0)
         (void)close(u->kick);
     rl__rxq_release(u->rx); /* what it queued stays for the streams it read (their references) */
@@ -1497,6 +1617,7 @@ static int uring_enter(uring *u, bool wait, long long ns) {
     bool removed = submit >= 0 && u->cancelled;
     if (removed)
         u->cancelled = false;
+    u->parked = submit >= 0; /* until uring_unpark */
     uring_unlock(u);
     if (submit < 0)
         return -submit;
@@ -1608,25 +1729,19 @@ static int uring_resize(uring *u, unsigned sq, unsigned cq) {
     if (r < 0)
         return -r;
     p.features = old.features; /* what the mapping reads (one mapping for both queues) */
-    r = io_uring_queue_mmap(old.ring_fd, &p, &u->ring);
+    r = uring_map(old.ring_fd, &p, old.flags, &u->ring);
     if (r < 0) {
         u->ring = old;
         u->broken = true;
         return -r;
     }
-    /* io_uring_queue_mmap starts the ring's view afresh: what it cannot
-     * know is taken from the old one. */
-    u->ring.flags = old.flags;
-    u->ring.features = old.features;
+    /* uring_map starts the ring's view afresh: what it cannot know is
+     * taken from the old one. */
     u->ring.enter_ring_fd = old.enter_ring_fd;
     u->ring.int_flags = old.int_flags;
     u->ring.sq.sqe_head = old.sq.sqe_head;
     u->ring.sq.sqe_tail = old.sq.sqe_tail; /* no index array to set up: IORING_SETUP_NO_SQARRAY */
-    unsigned shift = (old.flags & IORING_SETUP_SQE128) ? 1 : 0;
-    (void)munmap(old.sq.sqes, ((size_t)old.sq.ring_entries * sizeof(struct io_uring_sqe)) << shift);
-    if (old.cq.ring_ptr && old.cq.ring_ptr != old.sq.ring_ptr)
-        (void)munmap(old.cq.ring_ptr, old.cq.ring_sz);
-    (void)munmap(old.sq.ring_ptr, old.sq.ring_sz);
+    uring_unmap(&old);
     return 0;
 }
 
@@ -1750,9 +1865,24 @@ static int uring_recheck(uring *u, struct epoll_event *ev, int n) {
 
 /* Up to maxev reports into ev: those kept before first, then the ring's.
  * Lock taken. */
+/* The loop's thread is out of its enter: the removals other threads made
+ * meanwhile, and wait for (uring_ctl), are submitted now, their
+ * completion work run (the files let go), and their threads told. Lock
+ * held, the loop's thread. */
+static void uring_unpark(uring *u) {
+    u->parked = false;
+    if (u->xasked == atomic_load_explicit(&u->xdone, memory_order_relaxed))
+        return;
+    u->cancelled = true; /* their removals' completion work runs with the submission */
+    uring_submit_now(u);
+    atomic_store_explicit(&u->xdone, u->xasked, memory_order_release);
+    rl__futex_wake(&u->xdone, INT_MAX);
+}
+
 static int uring_harvest(uring *u, struct epoll_event *ev, int maxev) {
     int n = 0;
     uring_lock(u);
+    uring_unpark(u);
     u->npolled = 0;
     /* A kept report whose registration the core changed since is dropped,
      * as epoll drops a ready event the fd's modification finds no longer
@@ -1799,6 +1929,9 @@ static int uring_wait(rl__poller *rl, struct epoll_event *ev, int maxev, int tim
     for (;;) {
         int err = uring_enter(u, timeout_ms != 0, ns);
         if (err && err != ETIME && err != EINTR && err != EBUSY && err != EAGAIN) {
+            uring_lock(u);
+            uring_unpark(u);
+            uring_unlock(u);
             errno = err;
             return -1;
         }
