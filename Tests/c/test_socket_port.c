@@ -451,6 +451,77 @@ static void test_messages_in_order_in_one_process(void **state) {
     RLRelease(local);
 }
 
+/* Replies numbered by their one data component, checked in order. */
+typedef struct numbered {
+    int n;
+    bool in_order;
+} numbered;
+
+static void numbered_handler(RLSocketPortRef local, uint32_t msgid, const RLTypeRef *comps, RLIndex count,
+                             RLSocketPortRef sendPort, void *info) {
+    numbered *nb = info;
+    char want[16];
+    snprintf(want, sizeof want, "%d", nb->n);
+    if (msgid != MSG_REPLY || count != 1 || !data_is(comps[0], want))
+        nb->in_order = false;
+    nb->n++;
+}
+
+/* Established TCP connections whose local end is port `port` on IPv4
+ * (this machine's /proc/net/tcp); -1 if it cannot be read. */
+static int established_at(uint16_t port) {
+    FILE *f = fopen("/proc/net/tcp", "r");
+    if (!f)
+        return -1;
+    char line[512];
+    int n = 0;
+    while (fgets(line, sizeof line, f)) {
+        unsigned lport, st;
+        if (sscanf(line, " %*d: %*[0-9A-Fa-f]:%x %*[0-9A-Fa-f]:%*x %x", &lport, &st) == 2 && lport == port && st == 1)
+            n++;
+    }
+    fclose(f);
+    return n;
+}
+
+static void test_replies_to_one_port_share_one_connection_in_order(void **state) {
+    /* The echo server answers each message through its send port, a
+     * remote port it decodes from the message: kept while the client's
+     * connection lasts, so its 50 replies go out on one connection, in
+     * order (one connection per reply before: the replies came in the
+     * order the client's loop served 50 connections, not the order sent,
+     * on io_uring). */
+    uint16_t port;
+    pid_t pid = start_echo_server(AF_INET, NULL, &port);
+    numbered nb = {0, true};
+    RLSocketPortContext ctx = {0, &nb, NULL, NULL, NULL};
+    RLSocketPortRef me = RLSocketPortCreateLocal(NULL, AF_INET, "127.0.0.1", 0, numbered_handler, &ctx);
+    assert_non_null(me);
+    RLRunLoopSourceRef src = RLSocketPortCreateRunLoopSource(NULL, me, 0);
+    RLRunLoopAddSource(RLRunLoopGetCurrent(), src, kRLRunLoopDefaultMode);
+    RLSocketPortRef server = RLSocketPortCreateRemote(NULL, "127.0.0.1", port);
+    assert_non_null(server);
+    enum { N = 50 };
+    for (int i = 0; i < N; i++) {
+        char m[16];
+        snprintf(m, sizeof m, "%d", i);
+        RLDataRef d = text(m);
+        RLTypeRef comps[1] = {d};
+        assert_true(RLSocketPortSendBeforeDate(server, in_seconds(10), MSG_ECHO, comps, 1, me));
+        RLRelease(d);
+    }
+    run_until(&nb.n, N);
+    assert_int_equal(nb.n, N);
+    assert_true(nb.in_order);
+    assert_int_equal(established_at(RLSocketPortGetPort(me)), 1);
+    assert_true(RLSocketPortSendBeforeDate(server, in_seconds(10), MSG_STOP, NULL, 0, NULL));
+    assert_int_equal(wait_exit(pid), 0);
+    RLRelease(server);
+    RLSocketPortInvalidate(me);
+    RLRelease(src);
+    RLRelease(me);
+}
+
 /* A raw TCP listener on 127.0.0.1 that never reads unless told to; its
  * port number goes into *port. */
 /* A forked child that sends through its parent's remote port opens its
@@ -947,6 +1018,7 @@ int main(void) {
         cmocka_unit_test(test_local_and_remote_forms),
         cmocka_unit_test(test_remote_ports_prefer_ipv4),
         cmocka_unit_test(test_messages_in_order_in_one_process),
+        cmocka_unit_test(test_replies_to_one_port_share_one_connection_in_order),
         cmocka_unit_test(test_stream_from_another_thread),
         cmocka_unit_test(test_exchange_over_ipv4_loopback),
         cmocka_unit_test(test_exchange_over_ipv6_loopback),

@@ -32,7 +32,10 @@
  * loop: ports that arrive in messages carry numeric addresses). Remote
  * ports are shared: creating one for an address the process already has a
  * valid remote port for returns that port, retained, so replies to one
- * sender reuse one connection.
+ * sender reuse one connection. The reply port of a message stays alive
+ * (held by the receiving port) while the connection the message came on
+ * lasts, so a handler's replies to it go out on one connection, in the
+ * order sent, even when the handler lets go of the message's ports.
  *
  * Delivery (as NSSocketPort): a send that returns true handed the whole
  * message to the kernel, in order after the same port's earlier sends; it

@@ -401,6 +401,22 @@ static void release_all(RLTypeRef *objs, uint32_t n) {
 }
 
 /* Hands one message to the handler; false if the connection must go. */
+/* A remote reply port named by a frame from c stays alive while c is
+ * connected (c->kept, the last one named), so the registry finds it for
+ * the next frame that names it: replies to a client go out on one
+ * connection, in the order they are sent, not on a connection opened (and
+ * closed) per reply, whose replies could be served in any order by the
+ * client's loop. A local port is not kept: it would keep itself alive
+ * through its own server. */
+static void keep_reply_port(rl__conn *c, RLTypeRef port) {
+    if (!port || port == c->kept || !((struct RLSocketPort *)port)->remote)
+        return;
+    RLRetain(port);
+    if (c->kept)
+        RLRelease(c->kept);
+    c->kept = port;
+}
+
 static bool dispatch(void *owner, rl__conn *c, rl__wire_frame *f, const char **why) {
     struct RLSocketPort *sp = owner;
     if (f->h.kind != RL_WIRE_ONEWAY || f->h.ncomp == 0 || f->comps[0].type != RL_WIRE_PORT) {
@@ -449,6 +465,7 @@ static bool dispatch(void *owner, rl__conn *c, rl__wire_frame *f, const char **w
     int32_t msgid = f->h.msgid;
     rl__wire_frame_free(f);
     body_release(body);
+    keep_reply_port(c, ok ? objs[0] : NULL);
     if (ok) {
         RLSocketPortCallBack callout = sp->callout;
         if (callout)

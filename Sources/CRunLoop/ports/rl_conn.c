@@ -175,6 +175,8 @@ static void conn_release(const void *p) {
         RLRelease(c->fdobj);
     if (c->link)
         rl__weak_release(c->link);
+    if (c->kept)
+        RLRelease(c->kept);
     rl__wire_reader_free(&c->rd);
     free(c->out);
     free(c);

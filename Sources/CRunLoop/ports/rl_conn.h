@@ -63,6 +63,12 @@ typedef struct rl__conn {
     atomic_int refs;
     RLFileDescriptorRef fdobj;
     RLRunLoopSourceRef src;
+    /* What the port keeps for this client while it is connected
+     * (RLSocketPort: the remote port its last frame named for replies, so
+     * that replies to it share one connection, in order), retained,
+     * released with the connection; set by the owner's dispatch (one
+     * loop at a time serves a connection). */
+    RLTypeRef kept;
 } rl__conn;
 
 typedef struct rl__server_ops {
