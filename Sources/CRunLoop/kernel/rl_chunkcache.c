@@ -6,6 +6,7 @@
 
 #include <stdlib.h>
 
+#if RL_TRICK_SOCK_RECYCLE /* a PLAIN build keeps no blocks */
 /* A cache whose thread exits: its blocks freed, nothing kept after (a
  * later destructor's stream may still give blocks back: freed). */
 static void chunkcache_free(void *p) {
@@ -18,6 +19,7 @@ static void chunkcache_free(void *p) {
     }
     c->top = NULL;
 }
+#endif
 
 /* How many of the cache's blocks a take looks at after the first. */
 enum { CHUNKCACHE_LOOK = 4 };
@@ -44,6 +46,7 @@ void *rl__chunkcache_take_slow(rl__chunkcache *c, size_t need, size_t least, siz
     return b;
 }
 
+#if RL_TRICK_SOCK_RECYCLE
 /* The kind's key, made once; false: none can be. */
 static bool chunkcache_key(rl__chunkkind *k) {
     pthread_mutex_lock(&k->lock);
@@ -55,6 +58,7 @@ static bool chunkcache_key(rl__chunkkind *k) {
     pthread_mutex_unlock(&k->lock);
     return keyed;
 }
+#endif
 
 void rl__chunkcache_give_slow(rl__chunkcache *c, rl__chunkkind *k, void *p, size_t size) {
 #if RL_TRICK_SOCK_RECYCLE
