@@ -451,15 +451,11 @@ static void test_messages_in_order_in_one_process(void **state) {
     RLRelease(local);
 }
 
-/* Replies numbered by their one data component, checked in order. */
-typedef struct numbered {
-    int n;
-    bool in_order;
-} numbered;
-
+/* Replies numbered by their one data component, checked in order (an
+ * inbox's count and order). */
 static void numbered_handler(RLSocketPortRef local, uint32_t msgid, const RLTypeRef *comps, RLIndex count,
                              RLSocketPortRef sendPort, void *info) {
-    numbered *nb = info;
+    inbox *nb = info;
     char want[16];
     snprintf(want, sizeof want, "%d", nb->n);
     if (msgid != MSG_REPLY || count != 1 || !data_is(comps[0], want))
@@ -493,7 +489,7 @@ static void test_replies_to_one_port_share_one_connection_in_order(void **state)
      * on io_uring). */
     uint16_t port;
     pid_t pid = start_echo_server(AF_INET, NULL, &port);
-    numbered nb = {0, true};
+    inbox nb = {0, true, false};
     RLSocketPortContext ctx = {0, &nb, NULL, NULL, NULL};
     RLSocketPortRef me = RLSocketPortCreateLocal(NULL, AF_INET, "127.0.0.1", 0, numbered_handler, &ctx);
     assert_non_null(me);
